@@ -1,0 +1,57 @@
+"""Exception types raised by litegpu.
+
+Every error litegpu raises on purpose derives from :class:`LiteGPUError`, so an
+application can catch them all at once.  The more specific types say *which*
+input was at fault: the model, the configuration, a delegate, the cache.
+``ModelError`` and ``ConfigError`` also derive from ``ValueError`` so code
+written for LiteRT (which raises ``ValueError``/``RuntimeError``) keeps working.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "LiteGPUError",
+    "ModelError",
+    "ConfigError",
+    "DelegateError",
+    "BackendUnavailableError",
+    "UnsupportedOpError",
+    "CacheError",
+]
+
+
+class LiteGPUError(Exception):
+    """Base class of every error litegpu raises on purpose."""
+
+
+class ModelError(LiteGPUError, ValueError):
+    """The .tflite model is malformed, inconsistent or uses something unsupported."""
+
+
+class ConfigError(LiteGPUError, ValueError):
+    """A configuration key, type or value is invalid.
+
+    ``path`` is the dotted YAML path of the offending key (``backends.opencl.precision``),
+    ``line`` the 1-based line in the YAML source when known.
+    """
+
+    def __init__(self, message: str, *, path: str | None = None, line: int | None = None):
+        super().__init__(message)
+        self.path = path
+        self.line = line
+
+
+class DelegateError(LiteGPUError, RuntimeError):
+    """A delegate failed to prepare or run a partition."""
+
+
+class BackendUnavailableError(DelegateError):
+    """A backend is installed but cannot run here (no driver, no device...)."""
+
+
+class UnsupportedOpError(ModelError, RuntimeError):
+    """No kernel exists for an operator (name, version, dtype) on the CPU."""
+
+
+class CacheError(LiteGPUError):
+    """A serialized cache entry is unusable (never raised to users: logged and ignored)."""
