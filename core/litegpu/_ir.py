@@ -23,7 +23,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -39,7 +38,6 @@ __all__ = [
     "Model",
 ]
 
-_EMPTY: Mapping[str, Any] = MappingProxyType({})
 
 
 @dataclass(frozen=True)
@@ -113,7 +111,7 @@ class Operator:
     inputs: tuple[int, ...]
     outputs: tuple[int, ...]
     intermediates: tuple[int, ...] = ()
-    options: Mapping[str, Any] = field(default=_EMPTY)
+    options: Mapping[str, Any] = field(default_factory=dict)
     custom_code: str | None = None
     custom_options: bytes | None = None
 
@@ -151,7 +149,7 @@ class Model:
     description: str
     subgraphs: tuple[Subgraph, ...]
     signatures: tuple[SignatureDef, ...] = ()
-    metadata: Mapping[str, bytes] = field(default=_EMPTY)
+    metadata: Mapping[str, bytes] = field(default_factory=dict)
     source: str | None = None  # file path, when read from a path
     nbytes: int = 0  # size of the model file
     raw: Any = field(default=None, repr=False, compare=False)  # the bytes/mmap read (for fingerprints)
