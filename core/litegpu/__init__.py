@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ._backend import BackendInfo, BackendSpec, available_backends, load_delegate
 from ._delegate import Delegate, DelegateKernel, NodeView, PartitionSpec, Support
 from ._errors import (
     BackendUnavailableError,
@@ -10,9 +11,13 @@ from ._errors import (
     DelegateError,
     LiteGPUError,
     ModelError,
+    UnknownBackendError,
     UnsupportedOpError,
 )
+from ._options import Option
+from ._plugins import get_plugins, plugin_gpu_kernels
 from .cpu._registry import register_kernel
+from .hookspecs import hookimpl
 
 __version__ = "0.1.0"
 
@@ -31,4 +36,13 @@ __all__ = [
     "UnsupportedOpError",
     "CacheError",
     "register_kernel",
+    "UnknownBackendError",
+    "BackendSpec",
+    "BackendInfo",
+    "Option",
+    "available_backends",
+    "load_delegate",
+    "get_plugins",
+    "plugin_gpu_kernels",
+    "hookimpl",
 ]

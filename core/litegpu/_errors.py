@@ -15,6 +15,7 @@ __all__ = [
     "ConfigError",
     "DelegateError",
     "BackendUnavailableError",
+    "UnknownBackendError",
     "UnsupportedOpError",
     "CacheError",
 ]
@@ -47,6 +48,10 @@ class DelegateError(LiteGPUError, RuntimeError):
 
 class BackendUnavailableError(DelegateError):
     """A backend is installed but cannot run here (no driver, no device...)."""
+
+
+class UnknownBackendError(BackendUnavailableError, ValueError):
+    """No backend of that name is installed (the message lists the installed ones)."""
 
 
 class UnsupportedOpError(ModelError, RuntimeError):
