@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ._backend import BackendInfo, BackendSpec, available_backends, load_delegate
+from ._config import Config, load_config
 from ._delegate import Delegate, DelegateKernel, NodeView, PartitionSpec, Support
 from ._errors import (
     BackendUnavailableError,
@@ -14,6 +15,7 @@ from ._errors import (
     UnknownBackendError,
     UnsupportedOpError,
 )
+from ._load import load
 from ._options import Option
 from ._plugins import get_plugins, plugin_gpu_kernels
 from .cpu._registry import register_kernel
@@ -45,4 +47,7 @@ __all__ = [
     "get_plugins",
     "plugin_gpu_kernels",
     "hookimpl",
+    "Config",
+    "load_config",
+    "load",
 ]

@@ -419,6 +419,10 @@ def load_delegate(name: str, options: Mapping[str, Any] | None = None) -> Delega
             f"{suggest(name, [*installed, *FIRST_PARTY_BACKENDS])}{hint}"
         )
     resolved = resolve_backend_options(name, options, source="load_delegate options")
+    if "cache" not in resolved:
+        from ._config import load_config  # defaults + $LITEGPU_CONFIG
+
+        resolved["cache"] = dict(load_config().data["cache"])
     info = reg.info(entry)
     if not info.available:
         raise BackendUnavailableError(f"backend {name!r} is not available here: {info.reason}")

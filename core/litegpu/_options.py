@@ -20,7 +20,7 @@ source location.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -71,8 +71,9 @@ class Option:
     ``kind`` is one of ``bool``, ``int``, ``number`` (int or float), ``str``,
     ``enum`` (one of ``choices``), ``list`` (each item checked by ``items``)
     or ``any``.  ``min``/``max`` bound numbers (inclusive).  ``nullable``
-    allows ``null``/``None``.  ``doc`` is shown by ``litegpu config --schema``
-    and in generated docs.
+    allows ``null``/``None``.  ``normalize`` maps a raw value before checking
+    (``str.upper`` for log levels).  ``doc`` is shown by ``litegpu config
+    --schema`` and in generated docs.
     """
 
     kind: str
@@ -83,6 +84,7 @@ class Option:
     nullable: bool = False
     items: Option | None = None
     doc: str = ""
+    normalize: Callable[[Any], Any] | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in _KINDS:
@@ -114,9 +116,13 @@ class Option:
         return cls("str", default, nullable=nullable, doc=doc)
 
     @classmethod
-    def enum(cls, *choices: Any, default: Any = None, nullable: bool = False, doc: str = "") -> Option:
-        return cls("enum", choices[0] if default is None else default, choices=tuple(choices),
-                   nullable=nullable, doc=doc)
+    def enum(
+        cls, *choices: Any, default: Any = None, nullable: bool = False, doc: str = "",
+        normalize: Callable[[Any], Any] | None = None,
+    ) -> Option:
+        if default is None and not nullable:
+            default = choices[0]
+        return cls("enum", default, choices=tuple(choices), nullable=nullable, doc=doc, normalize=normalize)
 
     @classmethod
     def list(cls, items: Option, default: Sequence[Any] = (), *, doc: str = "") -> Option:
@@ -130,6 +136,15 @@ class Option:
             return f"a list of ({self.items.type_name()})"
         return {"bool": "a boolean", "int": "an integer", "number": "a number", "str": "a string",
                 "any": "any value"}[self.kind]
+
+    def prepare(self, value: Any) -> Any:
+        """``value`` after ``normalize`` (kept as is when normalizing fails)."""
+        if self.normalize is None or value is None:
+            return value
+        try:
+            return self.normalize(value)
+        except Exception:
+            return value
 
     def check(self, value: Any) -> str | None:
         """The problem with ``value`` in words, or ``None`` when it is valid."""
