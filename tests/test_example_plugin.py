@@ -9,11 +9,10 @@ import sys
 import textwrap
 from pathlib import Path
 
+import litegpu
 import numpy as np
 import pytest
 from _graphs import GraphBuilder
-
-import litegpu
 from litegpu import PartitionSpec
 from litegpu._partition import check_plan, plan_subgraph
 from litegpu._plugins import register_plugin, unregister_plugin

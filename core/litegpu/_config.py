@@ -165,6 +165,7 @@ def _parse_yaml(text: str, label: str) -> tuple[Any, _Source]:
     except yaml.YAMLError as exc:
         raise ConfigError(f"invalid YAML in {label}: {exc}") from None
     if node is not None:
+        src.lines[()] = node.start_mark.line + 1
         _walk_marks(node, (), src.lines, src)
     return data, src
 

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
+import litegpu
 import numpy as np
 import pytest
-
-import litegpu
 
 
 def test_registered_by_its_entry_point():

@@ -25,9 +25,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 import litegpu
+import numpy as np
 from litegpu import Delegate, DelegateError, DelegateKernel, NodeView, Option, PartitionSpec, Support
 
 __all__ = ["DeviceArray", "ExampleBackend", "ExampleDelegate", "ExampleKernel", "UNARY", "BINARY"]
