@@ -36,7 +36,14 @@ from tflite.Model import Model as _FbModel
 from ._errors import ModelError
 from ._ir import DimensionMetadata, Model, Operator, Quantization, SignatureDef, Sparsity, Subgraph, Tensor
 from ._options import INVALID_FLATBUFFER, TableView, parse_operator_options, root_table
-from ._schema import CUSTOM_OPCODE, builtin_op_name, sparse_index_vector_class, storage_dtype, tensor_type_name
+from ._schema import (
+    CUSTOM_OPCODE,
+    PACKED_BITS,
+    builtin_op_name,
+    sparse_index_vector_class,
+    storage_dtype,
+    tensor_type_name,
+)
 
 __all__ = ["read_model", "MAX_ELEMENTS", "MAX_TENSOR_BYTES"]
 
@@ -304,18 +311,15 @@ class _Reader:
         sdt = storage_dtype(dtype)
         if sdt is None:
             raise ModelError(f"{what}: a {dtype} tensor cannot hold constant data (buffer {buffer})")
-        if dtype == "int4":
-            # Two values per byte, low nibble first; unpacked (copied) into int8.
-            count = 2 * size if sparse else elements
-            need = (count + 1) // 2
+        if dtype in PACKED_BITS:
+            bits, signed = PACKED_BITS[dtype]
+            per_byte = 8 // bits
+            count = per_byte * size if sparse else elements
+            need = -(-count // per_byte)
             if size != need:
                 raise ModelError(f"{what}: buffer {buffer} holds {size} bytes but shape {_fmt_shape(shape)} "
-                                 f"int4 needs {need}")
-            packed = np.frombuffer(raw, np.uint8, size, offset)
-            nibbles = np.empty((size, 2), np.uint8)
-            nibbles[:, 0] = packed & 0x0F
-            nibbles[:, 1] = packed >> 4
-            vals = ((nibbles.reshape(-1)[:count].astype(np.int8) ^ 8) - 8).astype(np.int8)
+                                 f"{dtype} needs {need}")
+            vals = _unpack_bits(np.frombuffer(raw, np.uint8, size, offset), bits, signed)[:count]
             return _ro(vals if sparse else vals.reshape(shape))
         if sparse:
             # A sparse tensor's buffer holds only the stored values; the dense shape comes
@@ -494,6 +498,17 @@ class _Reader:
 
 
 # ---- checks ---------------------------------------------------------------------------------------
+
+
+def _unpack_bits(packed: np.ndarray, bits: int, signed: bool) -> np.ndarray:
+    """Unpack sub-byte integers, least significant bits first, into int8 (signed) or uint8."""
+    mask = (1 << bits) - 1
+    shifts = np.arange(0, 8, bits, dtype=np.uint8)
+    vals = ((packed[:, None] >> shifts) & mask).reshape(-1)  # (size * per_byte,) uint8
+    if not signed:
+        return vals
+    half = 1 << (bits - 1)
+    return ((vals.astype(np.int16) ^ half) - half).astype(np.int8)
 
 
 def _indices(arr: np.ndarray | None, n: int, what: str, *, optional: bool) -> tuple[int, ...]:

@@ -26,6 +26,7 @@ __all__ = [
     "options_class",
     "sparse_index_vector_class",
     "CUSTOM_OPCODE",
+    "PACKED_BITS",
     "PADDING",
     "ACTIVATION",
 ]
@@ -50,16 +51,30 @@ def _enum_members(cls: type) -> dict[str, int]:
 
 # ---- tensor types ------------------------------------------------------------------------------
 
+# Tensor types of newer schemas (LiteRT 2.3) than the ``tflite`` package we may have; the
+# generated enum wins where it knows a code.
+_NEWER_TENSOR_TYPES = {19: "int2", 20: "uint4", 21: "float8_e4m3fn", 22: "float8_e5m2"}
+# Builtin operators of newer schemas, likewise.
+_NEWER_BUILTIN_OPS = {209: "STABLEHLO_CASE"}
+
 # dtype names whose in-memory storage is not a numpy dtype of the same name.
-# int4 is stored packed (two per byte) and unpacked by the reader into int8;
-# bfloat16 has no numpy dtype: its bits are kept as uint16.
+# Sub-byte integers are stored packed and unpacked by the reader (see PACKED_BITS);
+# bfloat16 and the float8 types have no numpy dtype: their bits are kept as unsigned ints.
 _STORAGE_OVERRIDES: dict[str, str | None] = {
     "int4": "int8",
+    "int2": "int8",
+    "uint4": "uint8",
     "bfloat16": "uint16",
+    "float8_e4m3fn": "uint8",
+    "float8_e5m2": "uint8",
     "string": None,
     "resource": None,
     "variant": None,
 }
+
+#: Packed sub-byte types: dtype name -> (bits per value, signed).  Values are packed from the
+#: least significant bits of each byte up (int4: low nibble first).
+PACKED_BITS: dict[str, tuple[int, bool]] = {"int4": (4, True), "uint4": (4, False), "int2": (2, True)}
 
 
 @functools.cache
@@ -69,7 +84,10 @@ def tensor_type_names() -> dict[int, str]:
     The schema's enum names lower-cased are exactly our dtype names
     (``FLOAT32`` -> ``"float32"``, ``INT4`` -> ``"int4"``, ``STRING`` -> ``"string"``).
     """
-    return {v: k.lower() for k, v in _enum_members(_generated("TensorType")).items()}
+    names = {v: k.lower() for k, v in _enum_members(_generated("TensorType")).items()}
+    for code, name in _NEWER_TENSOR_TYPES.items():
+        names.setdefault(code, name)
+    return names
 
 
 def tensor_type_name(code: int) -> str | None:
@@ -103,6 +121,8 @@ def builtin_op_names() -> dict[int, str]:
     # The BuiltinOperator enum may be newer than the utils table: take both.
     for k, v in _enum_members(_generated("BuiltinOperator")).items():
         names.setdefault(v, k)
+    for code, name in _NEWER_BUILTIN_OPS.items():
+        names.setdefault(code, name)
     return names
 
 
