@@ -71,6 +71,12 @@ def read_model(source: str | os.PathLike[str] | bytes | bytearray | memoryview) 
     the map) or the model bytes (``bytearray`` and writable ``memoryview`` are copied
     once so that the model cannot change under us).  Raises :class:`ModelError`
     naming the problem when the file is not a valid, consistent TFLite model.
+
+    Constant data: dense constants are shaped like ``Tensor.shape``; packed sub-byte
+    types (int4, int2, uint4) are unpacked into int8/uint8 (low bits first) with the
+    dtype name kept; bfloat16/float8 data are their raw bits (uint16/uint8); string
+    tensors hold the raw buffer bytes (1-D uint8); sparse constants hold the 1-D array
+    of stored values (the layout is in ``Tensor.sparsity``).  See docs/design.md.
     """
     raw, path = _open(source)
     return _Reader(raw, path).read()
