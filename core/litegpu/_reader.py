@@ -1,7 +1,7 @@
 """The .tflite reader: a path or bytes in, the immutable IR of ``_ir.py`` out.
 
 Reading is done through the ``tflite`` package's generated flatbuffers classes,
-guarded by the bounds-checked helpers of ``_options.py`` (the python flatbuffers
+guarded by the bounds-checked helpers of ``_flatbuf.py`` (the python flatbuffers
 runtime has no verifier).  Everything that could make a later stage crash, hang
 or silently compute garbage is checked here, once, and reported as a
 :class:`~litegpu.ModelError` that names the offending tensor, operator or buffer:
@@ -35,7 +35,7 @@ from tflite.Model import Model as _FbModel
 
 from ._errors import ModelError
 from ._ir import DimensionMetadata, Model, Operator, Quantization, SignatureDef, Sparsity, Subgraph, Tensor
-from ._options import INVALID_FLATBUFFER, TableView, parse_operator_options, root_table
+from ._flatbuf import INVALID_FLATBUFFER, TableView, parse_operator_options, root_table
 from ._schema import (
     CUSTOM_OPCODE,
     PACKED_BITS,
