@@ -18,6 +18,7 @@ from ._errors import (
 from ._load import load
 from ._options import Option
 from ._plugins import get_plugins, plugin_gpu_kernels
+from ._reader import read_model
 from .cpu._registry import register_kernel
 from .hookspecs import hookimpl
 
@@ -50,4 +51,5 @@ __all__ = [
     "Config",
     "load_config",
     "load",
+    "read_model",
 ]
