@@ -136,6 +136,37 @@ def test_precision_fp16_rounds_results(example):
     np.testing.assert_array_equal(result, (xv * xv).astype(np.float16).astype(np.float32))
 
 
+def test_builder_model_read_partitioned_and_run_matches_litert(example):
+    """ModelBuilder -> read_model -> partition -> example kernels (CPU for FLOOR), against LiteRT's reference."""
+    from litegpu.testing import ModelBuilder, run_litert
+
+    b = ModelBuilder()
+    x = b.input("x", (1, 4, 4, 3), "float32")
+    y = b.input("y", (1, 1, 1, 3), "float32")
+    w = b.const("w", np.array([0.5, -2.0, 3.0], np.float32))
+    names = ["s", "r", "f", "g", "h", "out"]
+    s, r, f, g, h, out = (b.tensor(n, (1, 4, 4, 3), "float32") for n in names)
+    b.op("ADD", [x, y], [s], fused_activation_function=3)       # broadcast + RELU6
+    b.op("LOGISTIC", [s], [r])
+    b.op("FLOOR", [x], [f])                                     # declined: runs on the CPU
+    b.op("SQUARED_DIFFERENCE", [r, f], [g])
+    b.op("MUL", [g, w], [h], fused_activation_function=2)      # RELU_N1_TO_1
+    b.op("TANH", [h], [out])
+    b.output(out)
+    model_bytes = b.build()
+    sg = litegpu.read_model(model_bytes).main
+    d = litegpu.load_delegate("example")
+    plan = plan_subgraph(sg, [d])
+    check_plan(sg, plan)
+    assert [seg.backend for seg in plan.segments] == ["cpu", "example"]  # FLOOR only needs x: run it first
+    rng = np.random.default_rng(1)
+    xv = (rng.standard_normal((1, 4, 4, 3)) * 4).astype(np.float32)
+    yv = rng.standard_normal((1, 1, 1, 3)).astype(np.float32)
+    (got,), _ = run(sg, plan, [d], {sg.inputs[0]: xv, sg.inputs[1]: yv})
+    (want,) = run_litert(model_bytes, [xv, yv])
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+
+
 def test_through_interpreter_matches_litert(example):
     if not hasattr(litegpu, "Interpreter"):
         pytest.skip("litegpu.Interpreter is not in this build yet")
