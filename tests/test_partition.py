@@ -244,7 +244,9 @@ def test_constant_only_nodes_are_folded_not_delegated(caplog):
     assert plan.folded == (0, 1)
     assert [(s.backend, s.node_indices) for s in plan.segments] == [("gpu", (2,))]
     assert caplog.records[-1].getMessage() == "1 of 3 ops on gpu in 1 partition (2 constant ops folded at prepare)"
-    assert group_partitions(sg, {0: "gpu", 1: "gpu", 2: "gpu"}) == [("cpu", (0, 1)), ("gpu", (2,))]
+    assert group_partitions(sg, {0: "gpu", 1: "gpu", 2: "gpu"}) == [("cpu", [0, 1]), ("gpu", [2])]
+    # a caller that folded node 0 only (its own rules) gets exactly that
+    assert group_partitions(sg, {1: "gpu", 2: "gpu"}, folded=[0]) == [("cpu", [0]), ("gpu", [1, 2])]
 
     def evaluate(op, ins):
         return [ins[0].astype(np.float32) if op.opcode == "DEQUANTIZE" else ins[0] * ins[1]]
@@ -343,13 +345,18 @@ def test_plan_subgraph_asks_delegates_and_skips_passthrough(caplog):
     msgs = [r.getMessage() for r in caplog.records]
     assert "op #1 BOOM v1 cannot be handled by one: supports() raised RuntimeError('kaput')" in msgs
     assert not any("by cpu" in m for m in msgs)
+    d1.asked.clear()
+    assert plan_subgraph(sg, [d1], folded=[0]).folded == (0,) and d1.asked == [1, 2]  # folded: not asked
 
 
 def test_group_partitions_adapter():
     sg = diamond()
     out = group_partitions(sg, {0: "gpu", 1: "gpu", 3: "gpu"})
-    assert out == [("gpu", (0, 1)), ("cpu", (2,)), ("gpu", (3,))]
-    assert group_partitions(sg, {}) == [("cpu", (0, 1, 2, 3))]
+    assert out == [("gpu", [0, 1]), ("cpu", [2]), ("gpu", [3])]
+    assert group_partitions(sg, {}) == [("cpu", [0, 1, 2, 3])]
+    # limits: claimed nodes beyond max_delegated_partitions come back as CPU nodes
+    assert group_partitions(sg, {0: "gpu", 1: "gpu", 3: "gpu"}, options={"max_delegated_partitions": 1}) == [
+        ("gpu", [0, 1]), ("cpu", [2, 3])]
 
 
 def random_graph(rng: random.Random, n: int):

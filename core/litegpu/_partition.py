@@ -544,18 +544,26 @@ def partition(
     subgraph: Subgraph,
     delegates: Sequence[tuple[str, SupportSource]],
     options: PartitionOptions | Mapping[str, Any] | None = None,
+    *,
+    folded: Iterable[int] | None = None,
 ) -> PartitionPlan:
     """Partition ``subgraph`` among ``delegates`` (``(name, supports)`` in preference order).
 
     ``supports`` is a mapping node index -> :class:`Support` (missing = no) or
     a callable ``node_index -> Support``, asked only for nodes still
-    unclaimed when that delegate's turn comes.  See the module docstring for
-    the rules.
+    unclaimed when that delegate's turn comes.  ``folded``: nodes the caller
+    has already folded into constants (they are neither asked about nor
+    scheduled); by default the partitioner finds them itself when
+    ``options.fold_constants`` is on.  See the module docstring for the rules.
     """
     opts = PartitionOptions.from_mapping(options)
     graph = DependencyGraph(subgraph)
     ops = subgraph.operators
-    folded = foldable_nodes(subgraph, graph) if opts.fold_constants else ()
+    if folded is not None:
+        given = set(folded)
+        folded = tuple(n for n in graph.order if n in given)
+    else:
+        folded = foldable_nodes(subgraph, graph) if opts.fold_constants else ()
     folded_set = set(folded)
     active = [n for n in graph.order if n not in folded_set]
     blocks = _Blocks(graph, active)
@@ -668,14 +676,17 @@ def plan_subgraph(
     model: Model | None = None,
     options: PartitionOptions | Mapping[str, Any] | None = None,
     node_view: Callable[[int], NodeView] | None = None,
+    folded: Iterable[int] | None = None,
 ) -> PartitionPlan:
     """Ask each delegate ``supports()`` (only for nodes still unclaimed) and partition.
 
     ``delegates`` are :class:`litegpu.Delegate` objects in preference order;
     those with a true ``passthrough`` attribute (the ``cpu`` pseudo-backend)
     are skipped.  ``node_view(i)`` builds the :class:`NodeView` shown to the
-    delegates (default: the subgraph's tensors as they are).  Segment
-    ``delegate`` fields index into ``delegates``.
+    delegates (default: the subgraph's tensors as they are; the interpreter
+    passes views with resolved shapes and folded constants).  ``folded``: nodes
+    the caller already folded (see :func:`partition`).  Segment ``delegate``
+    fields index into ``delegates``.
     """
     view = node_view or _default_node_view(subgraph, model)
     real = [(k, d) for k, d in enumerate(delegates) if not getattr(d, "passthrough", False)]
@@ -684,7 +695,7 @@ def plan_subgraph(
         return lambda i: delegate.supports(view(i))
 
     pairs = [(getattr(d, "name", f"delegate{k}"), asker(d)) for k, d in real]
-    plan = partition(subgraph, pairs, options)
+    plan = partition(subgraph, pairs, options, folded=folded)
     remap = [k for k, _ in real]
     segs = tuple(s if s.delegate is None else s._replace(delegate=remap[s.delegate]) for s in plan.segments)
     return replace(plan, segments=segs)
@@ -696,20 +707,25 @@ def group_partitions(
     *,
     order: Sequence[str] | None = None,
     options: PartitionOptions | Mapping[str, Any] | None = None,
-) -> list[tuple[str, tuple[int, ...]]]:
+    folded: Iterable[int] | None = None,
+) -> list[tuple[str, list[int]]]:
     """Adapter with the interpreter's plan signature: node -> delegate name in, segments out.
 
     ``claimed`` maps each node some delegate supports to that delegate's
     name (unlisted nodes: CPU).  ``order`` gives the delegates' preference
-    order (default: by first claimed node).  Constant-only nodes come first as
-    a CPU segment (run once or folded by the caller).  Per-node reasons are
-    unknown here, so only the summary is logged; :func:`plan_subgraph` logs both.
+    order (default: by first claimed node).  Constant-only nodes (``folded``,
+    or found here) come first as a CPU segment, to be run once or dropped by a
+    caller that folded them.  Claimed nodes may come back as CPU nodes (over
+    the partition limits).  Per-node reasons are unknown here, so only the
+    summary is logged; :func:`plan_subgraph` logs both and applies the
+    delegates in order.
     """
     names = list(order) if order is not None else list(dict.fromkeys(claimed[n] for n in sorted(claimed)))
     sources = [(name, {n: Support.yes() for n, d in claimed.items() if d == name}) for name in names]
     opts = PartitionOptions.from_mapping(options)
     opts = replace(opts, log_unsupported_ops=False)
-    return partition(subgraph, sources, opts).pairs(include_folded=True)
+    plan = partition(subgraph, sources, opts, folded=folded)
+    return [(backend, list(nodes)) for backend, nodes in plan.pairs(include_folded=True)]
 
 
 # ----------------------------------------------------------------------------

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
+import litegpu
 import numpy as np
 import pytest
-
-import litegpu
 from litegpu.testing import ModelBuilder, run_litert
 
 

@@ -9,9 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import numpy as np
-
 import litegpu
+import numpy as np
 from litegpu import Delegate, DelegateError, DelegateKernel, NodeView, Option, PartitionSpec, Support
 
 
