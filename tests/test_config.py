@@ -274,12 +274,16 @@ def test_config_object_roundtrip_and_overrides():
 class FakeInterpreter:
     instances: list = []
 
-    def __init__(self, model_path=None, model_content=None, experimental_delegates=None, num_threads=None,
-                 partition_options=None):
+    def __init__(self, model_path=None, model_content=None, experimental_delegates=None, num_threads=None):
         self.kwargs = dict(model_path=model_path, model_content=model_content,
-                           experimental_delegates=experimental_delegates, partition_options=partition_options)
+                           experimental_delegates=experimental_delegates)
         self.allocated = False
+        self.partition_options = None
         FakeInterpreter.instances.append(self)
+
+    def set_partition_options(self, options):
+        assert not self.allocated, "partition options must be set before allocate_tensors"
+        self.partition_options = options
 
     def allocate_tensors(self):
         self.allocated = True
@@ -299,7 +303,7 @@ def test_load_uses_first_available_backend(fake_interpreter, caplog):
     (d,) = it.kwargs["experimental_delegates"]
     assert isinstance(d, FakeDelegate) and d.options["precision"] == "fp16"
     assert it.kwargs["model_content"] == b"model-bytes"
-    assert it.kwargs["partition_options"].max_delegated_partitions == 2
+    assert it.partition_options.max_delegated_partitions == 2
     text = "\n".join(r.getMessage() for r in caplog.records)
     assert "skipping backend opencl: not installed (pip install litegpu-opencl)" in text
     assert "skipping backend downgpu: backend 'downgpu' is not available here: no Down driver" in text

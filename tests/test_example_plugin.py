@@ -167,28 +167,41 @@ def test_builder_model_read_partitioned_and_run_matches_litert(example):
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
 
 
-def test_through_interpreter_matches_litert(example):
+class _FloorPlugin:
+    """Adds a CPU kernel for the custom op TestFloor (a CPU-only op to split the example's partitions)."""
+
+    @litegpu.hookimpl
+    def register_cpu_kernels(self, register):
+        from litegpu.cpu._registry import Prepared
+
+        register("TestFloor", lambda ctx: Prepared([ctx.inputs[0].shape], lambda ins: [np.floor(ins[0])]),
+                 dtypes=["float32"])
+
+
+def test_through_interpreter_with_a_cpu_op_in_the_middle(example):
     if not hasattr(litegpu, "Interpreter"):
         pytest.skip("litegpu.Interpreter is not in this build yet")
-    from litegpu.testing import ModelBuilder, run_litert
+    from litegpu.cpu._registry import CPU_KERNELS
+    from litegpu.testing import ModelBuilder
 
+    if CPU_KERNELS.lookup("TestFloor", "float32", 1) is None:
+        register_plugin(_FloorPlugin(), "test-floor-kernel")  # kept: CPU kernels stay registered anyway
     b = ModelBuilder()
     x = b.input("x", (1, 8), "float32")
-    t = b.tensor("t", (1, 8), "float32")
-    u = b.tensor("u", (1, 8), "float32")
-    v = b.tensor("v", (1, 8), "float32")
+    t, u, v = (b.tensor(n, (1, 8), "float32") for n in "tuv")
     b.op("MUL", [x, x], [t], fused_activation_function=0)
-    b.op("FLOOR", [t], [u])
-    b.op("ADD", [u, t], [v], fused_activation_function=1)
+    b.custom_op("TestFloor", [t], [u])
+    b.op("SUB", [u, t], [v], fused_activation_function=1)
     b.output(v)
-    model = b.build()
-    xv = np.linspace(-3, 3, 8, dtype=np.float32).reshape(1, 8)
-    interp = litegpu.Interpreter(model_content=model, experimental_delegates=[litegpu.load_delegate("example")])
+    delegate = litegpu.load_delegate("example")
+    interp = litegpu.Interpreter(model_content=b.build(), experimental_delegates=[delegate])
     interp.allocate_tensors()
+    xv = np.linspace(-3, 3, 8, dtype=np.float32).reshape(1, 8)
     interp.set_tensor(interp.get_input_details()[0]["index"], xv)
     interp.invoke()
     got = interp.get_tensor(interp.get_output_details()[0]["index"])
-    np.testing.assert_allclose(got, run_litert(model, [xv])[0], rtol=1e-6)
+    np.testing.assert_array_equal(got, np.maximum(np.floor(xv * xv) - xv * xv, 0))
+    assert delegate.stats["partitions"] == 2  # MUL | TestFloor on the CPU | SUB
 
 
 # -- the real thing: pip install into a venv, use, uninstall ---------------------------------------------

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import inspect
 import logging
 import os
 from collections.abc import Sequence
@@ -126,15 +125,14 @@ def load(model: Any, config: Any = None, backend: Any = None, **options: Any) ->
         kwargs["model_content"] = bytes(model)
     else:
         raise TypeError(f"model must be a .tflite path or bytes, got {type(model).__name__}")
-    try:
-        params = inspect.signature(cls).parameters
-    except (TypeError, ValueError):
-        params = {}
-    if "partition_options" in params:
-        kwargs["partition_options"] = cfg.partition_options()
-    else:
-        logger.debug("Interpreter takes no partition_options: partition settings use its defaults")
     interpreter = cls(**kwargs)
+    # The constructor keeps LiteRT's exact signature; litegpu's partition settings go through
+    # a litegpu-only method, called before allocate_tensors plans the partitions.
+    setter = getattr(interpreter, "set_partition_options", None)
+    if callable(setter):
+        setter(cfg.partition_options())
+    else:
+        logger.debug("this Interpreter has no set_partition_options: partition settings use its defaults")
     interpreter.allocate_tensors()
     for attr, value in (("litegpu_config", cfg), ("litegpu_backend", name)):
         try:
