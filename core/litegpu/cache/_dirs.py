@@ -70,6 +70,8 @@ def check_dir(path: Path, *, create: bool) -> DirState:
         return DirState(path, False, False, f"cannot inspect it ({e.strerror or e})")
     if not stat.S_ISDIR(st.st_mode):
         return DirState(path, False, True, "it is not a directory")
+    if not hasattr(os, "getuid"):  # Windows: ownership and modes are ACLs, which this check does not model
+        return DirState(path, True, True)
     uid = os.getuid()
     if st.st_uid != uid:
         return DirState(path, False, True, f"it is owned by uid {st.st_uid}, not by the current user (uid {uid})")

@@ -173,7 +173,7 @@ class DelegateCache:
                 if not stat.S_ISREG(st.st_mode):
                     self._invalid(path, "it is not a regular file")
                     return None
-                if st.st_uid != os.getuid():
+                if hasattr(os, "getuid") and st.st_uid != os.getuid():
                     self._invalid(path, f"it is owned by uid {st.st_uid}, not by the current user")
                     return None
                 if self.max_bytes is not None and st.st_size > self.max_bytes:
