@@ -8,16 +8,20 @@ from ._errors import (
     CacheError,
     ConfigError,
     DelegateError,
+    InterpreterError,
     LiteGPUError,
     ModelError,
     UnsupportedOpError,
 )
+from ._interpreter import Interpreter, SignatureRunner
 from .cpu._registry import register_kernel
 
 __version__ = "0.1.0"
 
 __all__ = [
     "__version__",
+    "Interpreter",
+    "SignatureRunner",
     "Delegate",
     "DelegateKernel",
     "NodeView",
@@ -27,6 +31,7 @@ __all__ = [
     "ModelError",
     "ConfigError",
     "DelegateError",
+    "InterpreterError",
     "BackendUnavailableError",
     "UnsupportedOpError",
     "CacheError",
