@@ -233,7 +233,7 @@ class Interpreter:
             raise ValueError(
                 f"Cannot set tensor: Dimension mismatch. Got {value.ndim} but expected {len(shape)} "
                 f"for input {i}.")
-        for d, (got, exp) in enumerate(zip(value.shape, shape)):
+        for d, (got, exp) in enumerate(zip(value.shape, shape, strict=True)):
             if got != exp:
                 raise ValueError(
                     f"Cannot set tensor: Dimension mismatch. Got {got} but expected {exp} for dimension "
@@ -317,7 +317,7 @@ class Interpreter:
                 raise InterpreterError(
                     f"Cannot resize tensor {i} from rank {len(sig)} to rank {len(new)}: "
                     "ResizeInputTensorStrict only allows mutating unknown dimensions identified by -1.")
-            for d, (s, c, n) in enumerate(zip(sig, cur, new)):
+            for d, (s, c, n) in enumerate(zip(sig, cur, new, strict=True)):
                 if s != -1 and c != n:
                     raise InterpreterError(
                         f"Attempting to resize dimension {d} of tensor {i} with value {c} to {n}. "

@@ -133,7 +133,7 @@ class SubgraphPlan:
     def call(self, arrays: Sequence[Any]) -> list[Any]:
         """Run the subgraph on fresh state (control flow): inputs in, outputs out."""
         v = self.template.copy()
-        for i, a in zip(self.subgraph.inputs, arrays):
+        for i, a in zip(self.subgraph.inputs, arrays, strict=True):
             v[i] = a
         self.run(v)
         return [v[o] for o in self.subgraph.outputs]
@@ -169,7 +169,7 @@ class SubgraphPlan:
                     if len(res) != len(step.outputs):
                         raise InterpreterError(
                             f"{step.label}: CPU kernel returned {len(res)} outputs, expected {len(step.outputs)}")
-                    for o, r in zip(step.outputs, res):
+                    for o, r in zip(step.outputs, res, strict=True):
                         _check_value(step, specs[o], r)
                         v[o] = r
                 else:
@@ -389,7 +389,7 @@ def build_plan(
 
     specs = [_spec(t) for t in sg.tensors]
     if input_shapes is not None:
-        for i, s in zip(sg.inputs, input_shapes):
+        for i, s in zip(sg.inputs, input_shapes, strict=True):
             specs[i].shape = None if s is None else tuple(int(d) for d in s)
 
     reset_hooks: list[Callable[[], None]] = []
@@ -425,7 +425,7 @@ def build_plan(
         if not isinstance(p, Prepared) or len(p.output_shapes) != len(op.outputs):
             raise InterpreterError(
                 f"{where}: kernel prepare must return Prepared with {len(op.outputs)} output shapes")
-        for o, shape in zip(op.outputs, p.output_shapes):
+        for o, shape in zip(op.outputs, p.output_shapes, strict=True):
             specs[o].shape = None if shape is None else tuple(int(d) for d in shape)
         prepared.append(p)
 
@@ -571,7 +571,7 @@ def _resolved_tensors(sg: Subgraph, specs: list[TensorSpec]) -> list[Tensor]:
     """IR tensors with the planned shapes (what delegates see).  A shape known only at
     run time keeps the file's shape and gets -1 signature entries."""
     out = []
-    for t, s in zip(sg.tensors, specs):
+    for t, s in zip(sg.tensors, specs, strict=True):
         if s.shape is None:
             sig = t.shape_signature if t.is_dynamic else tuple(-1 for _ in t.shape)
             out.append(dataclasses.replace(t, shape_signature=sig))
