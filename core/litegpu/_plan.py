@@ -297,8 +297,13 @@ class Runtime:
 # --------------------------------------------------------------------------- planning
 
 
+# TensorSpec fields beyond the basic ones (``sparsity`` for sparse constants) are filled
+# from the IR tensor when the registry's TensorSpec has them.
+_EXTRA_SPEC_FIELDS = tuple(f for f in ("sparsity",) if f in TensorSpec.__dataclass_fields__)
+
+
 def _spec(t: Tensor) -> TensorSpec:
-    return TensorSpec(
+    spec = TensorSpec(
         index=t.index,
         name=t.name,
         dtype=t.dtype,
@@ -307,6 +312,9 @@ def _spec(t: Tensor) -> TensorSpec:
         data=None if t.is_variable else t.data,
         is_variable=t.is_variable,
     )
+    for f in _EXTRA_SPEC_FIELDS:
+        setattr(spec, f, getattr(t, f))
+    return spec
 
 
 def variable_initial(spec: TensorSpec) -> np.ndarray | None:
