@@ -825,3 +825,55 @@ def test_plan_never_replans_per_invoke():
         it.invoke()
     assert it._main.plan is plan
     assert dataclasses.is_dataclass(plan)
+
+
+def test_constant_only_nodes_fold_once_at_allocate():
+    runs = []
+    real_mul = CPU_KERNELS.lookup("MUL", "float32", 1)
+
+    def counting_mul(ctx):
+        p = real_mul(ctx)
+        consts = [s is not None and s.data is not None for s in ctx.inputs]
+
+        def run(a):
+            runs.append(tuple(consts))
+            return p.run(a)
+        return Prepared(p.output_shapes, run)
+
+    CPU_KERNELS.register("MUL", counting_mul, dtypes=("float32",), versions=range(1, 6))
+    b = ModelBuilder()
+    x = b.input("x", (2, 3))
+    c1 = b.const("c1", np.full((2, 3), 2.0, np.float32))
+    c2 = b.const("c2", np.full((1, 3), 3.0, np.float32))
+    w = b.tensor("w", (2, 3))
+    w2 = b.tensor("w2", (2, 3))
+    y = b.tensor("y", (2, 3))
+    b.op("ADD", [x, c1], [y])     # not constant
+    b.op("MUL", [c1, c2], [w])    # constant: folded
+    b.op("MUL", [w, w], [w2])     # constant after folding: folded
+    out = b.tensor("out", (2, 3))
+    b.op("MUL", [y, w2], [out])
+    b.output(out)
+    data = b.build()
+    ours, ref = _pair(data)
+    assert ours.get_execution_plan() == [
+        {"backend": "cpu", "node_indices": [1, 2, 0, 3], "op_names": ["MUL", "MUL", "ADD", "MUL"]}]
+    assert runs == [(True, True), (True, True)]  # both folded nodes ran once, at allocate
+    xv = np.arange(6, dtype=np.float32).reshape(2, 3)
+    for it in (ours, ref):
+        it.allocate_tensors()
+        it.set_tensor(x, xv)
+        it.invoke()
+        it.invoke()
+    assert runs[2:] == [(False, True)] * 2  # only the last MUL runs per invoke, and it sees w2 as a constant
+    np.testing.assert_array_equal(ours.get_tensor(out), ref.get_tensor(out))
+    np.testing.assert_array_equal(ours.get_tensor(w2), np.full((2, 3), 36.0, np.float32))
+    # a delegate never sees folded nodes; their outputs reach it as constant data
+    d = _FakeDelegate(ops=("MUL",))
+    it = litegpu.Interpreter(model_content=data, experimental_delegates=[d])
+    assert it.get_execution_plan() == [
+        {"backend": "cpu", "node_indices": [1, 2, 0], "op_names": ["MUL", "MUL", "ADD"]},
+        {"backend": "fake", "node_indices": [3], "op_names": ["MUL"]}]
+    it.set_tensor(x, xv)
+    it.invoke()
+    np.testing.assert_array_equal(it.get_tensor(out), ref.get_tensor(out))
