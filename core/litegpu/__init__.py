@@ -14,6 +14,7 @@ from ._errors import (
     UnsupportedOpError,
 )
 from ._interpreter import Interpreter, SignatureRunner
+from ._reader import read_model
 from .cpu._registry import register_kernel
 
 __version__ = "0.1.0"
@@ -36,4 +37,5 @@ __all__ = [
     "UnsupportedOpError",
     "CacheError",
     "register_kernel",
+    "read_model",
 ]
