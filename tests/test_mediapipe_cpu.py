@@ -118,6 +118,50 @@ def _ratio(ours: np.ndarray, ref: np.ndarray) -> float:
     return diff / scale if scale > 0 else (0.0 if diff == 0 else float("inf"))
 
 
+# --------------------------------------------------------------------------- the fetcher
+
+
+def _local_wheel():
+    import glob
+    import os
+
+    cands = [os.environ.get("LITEGPU_MEDIAPIPE_WHEEL", "")] + glob.glob("/tmp/dl/mp/mediapipe-0.10.14-*.whl")
+    return next((c for c in cands if c and os.path.isfile(c)), None)
+
+
+def test_fetch_from_a_local_wheel_is_idempotent(tmp_path, monkeypatch):
+    from litegpu.models import MEDIAPIPE_MODELS, fetch_mediapipe
+
+    wheel = _local_wheel()
+    if wheel is None:
+        pytest.skip("no local mediapipe wheel (set LITEGPU_MEDIAPIPE_WHEEL)")
+    paths = fetch_mediapipe(tmp_path, wheel=wheel)
+    assert sorted(paths) == sorted(MEDIAPIPE_MODELS) and len(paths) == 14
+    assert all(p.is_file() and p.read_bytes()[4:8] == b"TFL3" for p in paths.values())
+    # second call: everything is there, so neither pip nor the wheel is touched
+    monkeypatch.setenv("LITEGPU_MEDIAPIPE_WHEEL", str(tmp_path / "no-such.whl"))
+    assert fetch_mediapipe(tmp_path) == paths
+
+
+def test_fetch_errors_are_clear(tmp_path, monkeypatch):
+    from litegpu.models import ModelFetchError, fetch_mediapipe
+
+    with pytest.raises(ModelFetchError, match="does not exist"):
+        fetch_mediapipe(tmp_path / "a", wheel=tmp_path / "missing.whl")
+    (tmp_path / "bad.whl").write_bytes(b"not a zip")
+    with pytest.raises(ModelFetchError, match="not a readable wheel"):
+        fetch_mediapipe(tmp_path / "b", wheel=tmp_path / "bad.whl")
+    # pip that cannot find the package (offline: no index, an empty find-links folder)
+    monkeypatch.delenv("LITEGPU_MEDIAPIPE_WHEEL", raising=False)
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(tmp_path))
+    with pytest.raises(ModelFetchError, match=r"pip could not download mediapipe==0.10.14 \(exit \d+\)"):
+        fetch_mediapipe(tmp_path / "c")
+
+
+# --------------------------------------------------------------------------- the oracle rewrite
+
+
 def test_rewrite_round_trip_is_exact(mediapipe_models):
     """The IR -> .tflite writer used for the selfie rewrite changes nothing by itself."""
     path = mediapipe_models["face_detection_short_range"]
