@@ -713,6 +713,23 @@ def test_device_values_pass_between_partitions_of_one_delegate():
     np.testing.assert_array_equal(it.get_tensor(t0), xv * 3)  # via DelegateKernel.to_host
 
 
+def test_delegate_names_must_be_unique_and_not_cpu():
+    data = _chain_model(["MUL"])
+
+    class Cpu(_FakeDelegate):
+        name = "cpu"
+
+    class Passthrough(Cpu):
+        passthrough = True
+
+    with pytest.raises(ValueError, match="already taken"):
+        litegpu.Interpreter(model_content=data, experimental_delegates=[_FakeDelegate(), _FakeDelegate()])
+    with pytest.raises(ValueError, match="reserved"):
+        litegpu.Interpreter(model_content=data, experimental_delegates=[Cpu()])
+    it = litegpu.Interpreter(model_content=data, experimental_delegates=[Passthrough(), _FakeDelegate()])
+    assert [s["backend"] for s in it.get_execution_plan()] == ["fake"]
+
+
 def test_delegate_can_run_op_without_cpu_kernel():
     b = ModelBuilder()
     x = b.input("x", (3,))

@@ -118,11 +118,20 @@ class Interpreter:
             raise ModelError("No subgraph in the model.")
 
         delegates = list(experimental_delegates or ())
+        names: set[str] = set()
         for k, d in enumerate(delegates):
             if not isinstance(d, Delegate):
                 raise ConfigError(
                     f"experimental_delegates[{k}] is a {type(d).__module__}.{type(d).__name__}, not a "
                     "litegpu.Delegate (create one with litegpu.load_delegate)")
+            if getattr(d, "passthrough", False):
+                continue  # the "cpu" pseudo-backend: claims nothing
+            if d.name == "cpu" or d.name in names:
+                raise ConfigError(
+                    f"experimental_delegates[{k}] is named {d.name!r}, which is "
+                    + ("reserved for the CPU interpreter" if d.name == "cpu" else "already taken by another delegate"))
+            names.add(d.name)
+        delegates = [d for d in delegates if not getattr(d, "passthrough", False)]
         self._model = model
         self._delegates = delegates
         self._preserve = bool(experimental_preserve_all_tensors)
