@@ -578,6 +578,16 @@ def test_runtime_failure_and_bad_kernel_output_name_the_node():
     it.invoke()  # fast path
     with pytest.raises(InterpreterError, match=r"node #1 LGTestFlaky v1 failed to invoke: IndexError"):
         it.invoke()
+    @register_kernel("LGTestRefuses")
+    def _refuses(ctx):
+        def run(a):
+            raise ModelError("index 9 out of range for axis of size 4")
+        return Prepared([ctx.inputs[0].shape], run)
+
+    it = litegpu.Interpreter(model_content=model("LGTestRefuses"))
+    it.allocate_tensors()
+    with pytest.raises(ModelError, match=r"^node #1 LGTestRefuses v1: index 9 out of range"):
+        it.invoke()
     it = litegpu.Interpreter(model_content=model("LGTestWrongDtype"))
     it.allocate_tensors()
     with pytest.raises(InterpreterError, match=r"node #1 LGTestWrongDtype v1: kernel returned dtype float64"):

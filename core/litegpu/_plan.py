@@ -129,8 +129,11 @@ class SubgraphPlan:
             return
         try:
             self._fn(v)
-        except LiteGPUError:
-            raise
+        except LiteGPUError as e:  # a kernel refused its runtime values: make sure the node is named
+            step = self._failed_step(e)
+            if step is None:
+                raise
+            raise _renamed(e, step.label) from e
         except Exception as e:  # a kernel failed on runtime values: name the node
             raise self._wrap_run_error(e, self._failed_step(e)) from e
 
@@ -184,8 +187,8 @@ class SubgraphPlan:
                         if o in step.host_outputs:
                             _check_value(step, specs[o], res[o])
                         v[o] = res[o]
-            except LiteGPUError:
-                raise
+            except LiteGPUError as e:
+                raise _renamed(e, step.label) from e
             except Exception as e:
                 raise self._wrap_run_error(e, step) from e
             for f in step.frees:
@@ -355,7 +358,7 @@ def _missing_message(registry: KernelRegistry, op: Operator, dtype: str) -> str:
 def _renamed(e: LiteGPUError, where: str) -> LiteGPUError:
     """``e`` with the node named in its message, when the kernel did not name it."""
     text = str(e)
-    if "node #" in text:
+    if "node #" in text or "partition of nodes" in text:
         return e
     try:
         return type(e)(f"{where}: {text}")
