@@ -131,9 +131,16 @@ def test_constructor_arguments_like_litert():
                       lambda: litert.Interpreter(model_content=data, num_threads=1.5))
     assert_same_error(lambda: litegpu.Interpreter(model_content=data, experimental_op_resolver_type="x"),
                       lambda: litert.Interpreter(model_content=data, experimental_op_resolver_type="x"))
-    # LiteRT's resolver enum is accepted (we have one set of CPU kernels)
+    # LiteRT's resolver enum and tuning switches are accepted (one set of CPU kernels here)
     for r in litert.OpResolverType:
         litegpu.Interpreter(model_content=data, experimental_op_resolver_type=r, num_threads=2)
+    switches = dict(experimental_disable_delegate_clustering=True, experimental_default_delegate_latest_features=True,
+                    experimental_compress_quantization_zero_points=True, experimental_disable_delegate_node_fusion=True,
+                    experimental_force_delegate_node_profiling=True)
+    assert litegpu.Interpreter(model_content=data, **switches).experimental_compress_quantization_zero_points
+    import inspect
+    ours_params = list(inspect.signature(litegpu.Interpreter).parameters)
+    assert ours_params == list(inspect.signature(litert.Interpreter).parameters)
     with pytest.raises(ModelError):
         litegpu.Interpreter(model_content=b"definitely not a flatbuffer")
     with pytest.raises(ValueError, match="not a litegpu.Delegate"):
@@ -904,3 +911,10 @@ def test_constant_only_nodes_fold_once_at_allocate():
     it.set_tensor(x, xv)
     it.invoke()
     np.testing.assert_array_equal(it.get_tensor(out), ref.get_tensor(out))
+
+
+def test_public_methods_cover_litert():
+    want = {n for n in dir(litert.Interpreter) if not n.startswith("_")}
+    have = {n for n in dir(litegpu.Interpreter) if not n.startswith("_")}
+    assert want <= have, want - have
+    assert {n for n in dir(litert.SignatureRunner) if not n.startswith("_")} <= set(dir(litegpu.SignatureRunner))

@@ -96,7 +96,14 @@ class Interpreter:
         num_threads: int | None = None,
         experimental_op_resolver_type: Any = None,
         experimental_preserve_all_tensors: bool = False,
+        experimental_disable_delegate_clustering: bool = False,
+        experimental_default_delegate_latest_features: bool = False,
+        experimental_compress_quantization_zero_points: bool = False,
+        experimental_disable_delegate_node_fusion: bool = False,
+        experimental_force_delegate_node_profiling: bool = False,
     ):
+        # The last five are LiteRT tuning switches for its own delegates; they are accepted
+        # (so LiteRT code runs unchanged) and have no effect here.
         if experimental_op_resolver_type is not None:
             name = getattr(experimental_op_resolver_type, "name", experimental_op_resolver_type)
             if name not in _RESOLVER_NAMES:
@@ -134,11 +141,16 @@ class Interpreter:
         delegates = [d for d in delegates if not getattr(d, "passthrough", False)]
         self._model = model
         self._delegates = delegates
+        self._experimental_compress_quantization_zero_points = experimental_compress_quantization_zero_points
         self._preserve = bool(experimental_preserve_all_tensors)
         self._runtime = Runtime(model, num_threads=num_threads or 1,
                                 preserve_all_tensors=self._preserve)
         self._main = _Entry(model.subgraphs[0])
         self._entries: dict[int, _Entry] = {0: self._main}
+
+    @property
+    def experimental_compress_quantization_zero_points(self) -> bool:
+        return self._experimental_compress_quantization_zero_points
 
     # ------------------------------------------------------------------ lifecycle
 
