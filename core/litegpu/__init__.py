@@ -10,11 +10,13 @@ from ._errors import (
     CacheError,
     ConfigError,
     DelegateError,
+    InterpreterError,
     LiteGPUError,
     ModelError,
     UnknownBackendError,
     UnsupportedOpError,
 )
+from ._interpreter import Interpreter, SignatureRunner
 from ._load import load
 from ._options import Option
 from ._plugins import get_plugins, plugin_gpu_kernels
@@ -26,6 +28,8 @@ __version__ = "0.1.0"
 
 __all__ = [
     "__version__",
+    "Interpreter",
+    "SignatureRunner",
     "Delegate",
     "DelegateKernel",
     "NodeView",
@@ -35,6 +39,7 @@ __all__ = [
     "ModelError",
     "ConfigError",
     "DelegateError",
+    "InterpreterError",
     "BackendUnavailableError",
     "UnsupportedOpError",
     "CacheError",
