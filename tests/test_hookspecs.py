@@ -173,7 +173,9 @@ def run_inner(tmp_path, *extra):
     env.pop("LITEGPU_PLUGINS", None)
     env.pop("LITEGPU_DISABLE_PLUGIN_AUTOLOAD", None)
     r = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "litegpu.testing.pytest_plugin", "-rs", "-v", "-p", "no:cacheprovider",
+        # `-p no:litegpu` first: when litegpu is installed its pytest11 entry point would register the same
+        # module a second time under another name
+        [sys.executable, "-m", "pytest", "-p", "no:litegpu", "-p", "litegpu.testing.pytest_plugin", "-rs", "-v", "-p", "no:cacheprovider",
          str(tmp_path / "test_inner.py"), *extra],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
     )
