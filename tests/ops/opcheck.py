@@ -1,0 +1,226 @@
+"""Single-op models for kernel tests: build one op with ModelBuilder, run it in LiteRT and in litegpu.
+
+``check(op, ins, ...)`` builds a model whose inputs are ``ins`` (graph inputs, or constants
+for ``Const(...)``), runs LiteRT's reference kernels (or its builtin kernels with
+``reference=False`` for ops the reference resolver lacks) and litegpu, and compares:
+float outputs by relative error (returned), everything else exactly.
+
+litegpu runs through ``litegpu.Interpreter`` when it exists.  Until then a minimal driver
+runs the CPU kernels straight from the builder's IR (same prepare/run contract), which also
+checks each kernel's promise: the output shapes prepare announces are the shapes run returns.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from litegpu.testing import ModelBuilder, assert_allclose_rel, run_litert
+
+__all__ = ["Const", "In", "check", "build", "run_ours", "litert_error", "ref_ok", "record", "rand"]
+
+# Highest version of each op that LiteRT 2.3's BUILTIN_REF resolver accepts (probed: a model with
+# version N loads or not); None: the op is only in the builtin (optimized) resolver.  Above these,
+# tests compare with LiteRT's builtin kernels instead.
+REF_MAX: dict[str, int | None] = {
+    "ADD": 5, "MUL": 7, "ABS": 3, "SIN": 1, "COS": 1, "CEIL": None, "ROUND": None, "ELU": None,
+    "GELU": 2, "SOFTMAX": 3, "ARG_MAX": 2, "ARG_MIN": 2, "SQUEEZE": 1, "TRANSPOSE": 8,
+    "STRIDED_SLICE": 4, "TILE": 2, "DEPTH_TO_SPACE": 1, "RANGE": 1,
+}
+
+
+def ref_ok(op: str, version: int = 1) -> bool:
+    """Whether LiteRT's reference resolver has ``op`` at ``version``."""
+    if op not in REF_MAX:
+        return True
+    m = REF_MAX[op]
+    return m is not None and version <= m
+
+
+_RNG = np.random.default_rng(1234)
+
+
+def rand(shape, dtype: str = "float32", lo: float = -3.0, hi: float = 3.0) -> np.ndarray:
+    """Random test data: uniform floats in [lo, hi), integers in [lo, hi], booleans."""
+    if dtype == "bool":
+        return _RNG.integers(0, 2, shape).astype(bool)
+    dt = np.dtype(dtype)
+    if dt.kind == "f":
+        return _RNG.uniform(lo, hi, shape).astype(dt)
+    info = np.iinfo(dt)
+    return _RNG.integers(max(int(lo), info.min), min(int(hi), info.max) + 1, shape).astype(dt)
+
+
+@dataclass
+class Const:
+    """An op input stored as a constant tensor in the model."""
+
+    value: np.ndarray
+    quant: Any = None
+
+
+@dataclass
+class In:
+    """A graph input with an explicit quantization."""
+
+    value: np.ndarray
+    quant: Any = None
+
+
+def _arr(v) -> np.ndarray:
+    return np.asarray(v.value if isinstance(v, (Const, In)) else v)
+
+
+def build(op: str, ins: list, out_specs: list[tuple[tuple[int, ...], str, Any]], version: int = 1,
+          **options: Any) -> tuple[bytes, list[np.ndarray]]:
+    """(model bytes, graph input arrays) for a one-op model; ``None`` in ``ins`` is an omitted input."""
+    b = ModelBuilder()
+    idx, feeds = [], []
+    for i, v in enumerate(ins):
+        if v is None:
+            idx.append(-1)
+            continue
+        a = _arr(v)
+        dt = "string" if a.dtype.kind in "OUS" else a.dtype.name
+        if isinstance(v, Const):
+            idx.append(b.const(f"c{i}", a, quant=v.quant, dtype=dt))
+        else:
+            idx.append(b.input(f"x{i}", a.shape, dt, quant=v.quant if isinstance(v, In) else None))
+            feeds.append(a)
+    outs = [b.tensor(f"y{j}", s, d, quant=q) for j, (s, d, q) in enumerate(out_specs)]
+    b.op(op, idx, outs, version=version, **options)
+    b.output(*outs)
+    return b.build(), feeds
+
+
+def _interpreter_available() -> bool:
+    import litegpu
+    return hasattr(litegpu, "Interpreter")
+
+
+def run_ours(op: str, ins: list, out_specs, version: int = 1, **options: Any) -> list[np.ndarray]:
+    """litegpu's answer: end to end when the Interpreter exists, else the kernel driven directly."""
+    if _interpreter_available():
+        from litegpu.testing import run_litegpu
+        data, feeds = build(op, ins, out_specs, version, **options)
+        return run_litegpu(data, feeds)
+    return _drive_kernel(op, ins, out_specs, version, options)
+
+
+def _quant(q):
+    if q is None:
+        return None
+    from litegpu._ir import Quantization
+    if len(q) == 2:
+        return Quantization(np.array([q[0]], np.float32), np.array([q[1]], np.int64))
+    return Quantization(np.asarray(q[0], np.float32), np.asarray(q[1], np.int64), int(q[2]))
+
+
+def _drive_kernel(op: str, ins: list, out_specs, version: int, options: dict) -> list[np.ndarray]:
+    import litegpu.cpu  # noqa: F401  (registers the kernels)
+    from litegpu._ir import Operator
+    from litegpu.cpu._registry import CPU_KERNELS, NodeContext, TensorSpec, kernel_dtype
+
+    specs: list[TensorSpec | None] = []
+    arrays: list[np.ndarray | None] = []
+    for i, v in enumerate(ins):
+        if v is None:
+            specs.append(None)
+            arrays.append(None)
+            continue
+        a = _arr(v)
+        dt = "string" if a.dtype.kind in "OUS" else a.dtype.name
+        if a.dtype.kind in "US":
+            a = a.astype(object)
+        q = v.quant if isinstance(v, (Const, In)) else None
+        const = isinstance(v, Const)
+        specs.append(TensorSpec(i, f"x{i}", dt, tuple(a.shape), _quant(q), a if const else None))
+        arrays.append(a)
+    outs = [TensorSpec(100 + j, f"y{j}", d, tuple(s), _quant(q)) for j, (s, d, q) in enumerate(out_specs)]
+    node = Operator(0, op, version, tuple(-1 if s is None else s.index for s in specs),
+                    tuple(o.index for o in outs), options=dict(options))
+    prep = CPU_KERNELS.lookup(op, kernel_dtype(node, specs, outs), version)
+    if prep is None:
+        raise LookupError(CPU_KERNELS.explain_missing(op, kernel_dtype(node, specs, outs), version))
+    ctx = NodeContext(node, specs, outs)
+    prepared = prep(ctx)
+    res = prepared.run(arrays)
+    assert len(res) == len(outs), f"{op}: {len(res)} outputs for {len(outs)}"
+    for r, s, o in zip(res, prepared.output_shapes, outs, strict=False):
+        assert isinstance(r, np.ndarray), f"{op}: run returned {type(r)}"
+        if s is not None:
+            assert tuple(r.shape) == tuple(s), f"{op}: prepare said {s}, run gave {r.shape}"
+        want = np.dtype(object) if o.dtype == "string" else np.dtype(o.dtype)
+        assert r.dtype == want, f"{op}: output dtype {r.dtype}, declared {o.dtype}"
+    return res
+
+
+def litert_error(op: str, ins: list, out_specs, version: int = 1, reference: bool = True,
+                 **options: Any) -> str | None:
+    """LiteRT's error message for this op, or None when it runs."""
+    data, feeds = build(op, ins, out_specs, version, **options)
+    try:
+        run_litert(data, feeds, reference=reference)
+    except Exception as e:  # LiteRT raises RuntimeError/ValueError
+        return str(e)
+    return None
+
+
+def check(op: str, ins: list, out_dtypes: list[str] | str | None = None, *, version: int = 1,
+          reference: bool = True, tol: float = 1e-5, out_quant: list | None = None,
+          **options: Any) -> float:
+    """Compare litegpu with LiteRT on one op; returns the worst float relative error."""
+    if out_dtypes is None:
+        out_dtypes = [_arr(next(v for v in ins if v is not None)).dtype.name]
+    elif isinstance(out_dtypes, str):
+        out_dtypes = [out_dtypes]
+    quants = out_quant or [None] * len(out_dtypes)
+    if reference and not ref_ok(op, version):
+        reference = False
+    # LiteRT resizes outputs, so the declared shape is a placeholder; some kernels (SELECT) keep the
+    # declared shape when its element count matches, so use an unlikely count.
+    placeholder = [((97,), d, q) for d, q in zip(out_dtypes, quants, strict=False)]
+    data, feeds = build(op, ins, placeholder, version, **options)
+    expected = run_litert(data, feeds, reference=reference)
+    specs = [(tuple(e.shape), d, q) for e, d, q in zip(expected, out_dtypes, quants, strict=False)]
+    got = run_ours(op, ins, specs, version, **options)
+    assert len(got) == len(expected)
+    worst = 0.0
+    for g, e in zip(got, expected, strict=False):
+        g = np.asarray(g)
+        assert g.shape == e.shape, f"{op}: shape {g.shape} != LiteRT {e.shape}"
+        if e.dtype == object or e.dtype.kind in "SU":
+            assert [bytes(x) if not isinstance(x, bytes) else x for x in g.reshape(-1)] == list(e.reshape(-1))
+            continue
+        worst = max(worst, assert_allclose_rel(g, e, tol))
+    return record(op, worst)
+
+
+# Worst float error per op over a test session; dumped as JSON to $LITEGPU_WORST_FILE when set.
+WORST: dict[str, float] = {}
+
+
+def record(op: str, err: float) -> float:
+    WORST[op] = max(WORST.get(op, 0.0), err)
+    return err
+
+
+def _dump_worst() -> None:
+    import json
+    import os
+    path = os.environ.get("LITEGPU_WORST_FILE")
+    if path and WORST:
+        old = {}
+        if os.path.exists(path):
+            with open(path) as f:
+                old = json.load(f)
+        for k, v in WORST.items():
+            old[k] = max(old.get(k, 0.0), v)
+        with open(path, "w") as f:
+            json.dump(old, f, indent=1, sort_keys=True)
+
+
+import atexit  # noqa: E402
+
+atexit.register(_dump_worst)
