@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._activation_range import clamp_fn
 from ._registry import NodeContext, Prepared, TensorSpec, register_kernel
 from ._shapes import Shape, const_ints, int_values, normalize_axis, prod, same_quantization
 
@@ -220,15 +219,18 @@ def _concatenation(ctx: NodeContext) -> Prepared:
     if len(dts) != 1 or out.dtype not in dts:
         raise ctx.fail(f"inputs and output must share one dtype, got {sorted(dts)} -> {out.dtype}")
     dtype = out.dtype
-    clamp = clamp_fn(ctx) if dtype == "float32" else None
     act = int(ctx.options.get("fused_activation_function", 0) or 0)
-    if dtype != "float32" and act not in (0,):
-        raise ctx.fail(f"fused activation {act} is only supported for float32")
+    if act != 0:
+        # LiteRT's CONCATENATION kernels refuse any fused activation (only its XNNPACK delegate
+        # takes such a node, and silently drops the activation); refuse too rather than guess
+        raise ctx.fail(f"fused activation {act} is not supported by CONCATENATION (LiteRT refuses it)")
     converters = [None] * len(ctx.inputs)
-    if dtype in ("uint8", "int8", "int16"):
+    # LiteRT: uint8 inputs with other parameters are rescaled to the output's; int8 ones must share
+    # them; int16 ones are copied as they are whatever their parameters (so are they here)
+    if dtype in ("uint8", "int8"):
         for i, t in enumerate(ctx.inputs):
             if not same_quantization(t, out):
-                if t.quantization is None or out.quantization is None or dtype == "int16":
+                if t.quantization is None or out.quantization is None or dtype == "int8":
                     raise ctx.fail("quantized inputs must share the output's scale and zero point")
                 converters[i] = _requantizer(t, out)
     axis_opt = int(ctx.options.get("axis", 0) or 0)
@@ -248,10 +250,7 @@ def _concatenation(ctx: NodeContext) -> Prepared:
 
     def concat(inputs, axis):
         parts = [a if c is None else c(a) for a, c in zip(inputs, converters, strict=False)]
-        r = np.concatenate(parts, axis=axis)
-        if clamp is not None:
-            clamp(r)
-        return [r]
+        return [np.concatenate(parts, axis=axis)]
 
     shapes = [_known(t) for t in ctx.inputs]
     if all(s is not None for s in shapes):
