@@ -122,51 +122,54 @@ def run_ours(op: str, ins: list, out_specs, version: int = 1, **options: Any) ->
     return _drive_kernel(op, ins, out_specs, version, options)
 
 
-def _quant(q):
-    if q is None:
-        return None
-    from litegpu._ir import Quantization
-    if len(q) == 2:
-        return Quantization(np.array([q[0]], np.float32), np.array([q[1]], np.int64))
-    return Quantization(np.asarray(q[0], np.float32), np.asarray(q[1], np.int64), int(q[2]))
+def _drive_kernel(op: str, ins: list, out_specs, version: int, options: dict,
+                  unknown_shapes: bool = False) -> list[np.ndarray]:
+    """Run the op's CPU kernel on the model as ``litegpu._reader`` reads it (options with schema
+    defaults, quantization, constants), checking the kernel contract on the way.
 
-
-def _drive_kernel(op: str, ins: list, out_specs, version: int, options: dict) -> list[np.ndarray]:
+    ``unknown_shapes``: prepare sees no shape for non-constant inputs (as after an upstream op
+    with a data-dependent output shape), so the kernel must plan at run."""
     import litegpu.cpu  # noqa: F401  (registers the kernels)
-    from litegpu._ir import Operator
+    from litegpu._reader import read_model
     from litegpu.cpu._registry import CPU_KERNELS, NodeContext, TensorSpec, kernel_dtype
 
+    data, _ = build(op, ins, out_specs, version, **options)
+    sg = read_model(data).main
+    node = sg.operators[0]
     specs: list[TensorSpec | None] = []
     arrays: list[np.ndarray | None] = []
-    for i, v in enumerate(ins):
+    for ti, v in zip(node.inputs, ins, strict=True):
         if v is None:
             specs.append(None)
             arrays.append(None)
             continue
+        t = sg.tensors[ti]
         a = _arr(v)
-        dt = "string" if a.dtype.kind in "OUS" else a.dtype.name
-        if a.dtype.kind in "US":
-            a = a.astype(object)
-        q = v.quant if isinstance(v, (Const, In)) else None
+        if a.dtype.kind in "US":  # strings travel as object arrays of bytes
+            a = np.array([x.encode() if isinstance(x, str) else bytes(x) for x in a.reshape(-1)],
+                         dtype=object).reshape(a.shape)
         const = isinstance(v, Const)
-        specs.append(TensorSpec(i, f"x{i}", dt, tuple(a.shape), _quant(q), a if const else None))
+        shape = None if unknown_shapes and not const else tuple(a.shape)
+        specs.append(TensorSpec(ti, t.name, t.dtype, shape, t.quantization, a if const else None))
         arrays.append(a)
-    outs = [TensorSpec(100 + j, f"y{j}", d, tuple(s), _quant(q)) for j, (s, d, q) in enumerate(out_specs)]
-    node = Operator(0, op, version, tuple(-1 if s is None else s.index for s in specs),
-                    tuple(o.index for o in outs), options=dict(options))
-    prep = CPU_KERNELS.lookup(op, kernel_dtype(node, specs, outs), version)
+    outs = [TensorSpec(ti, sg.tensors[ti].name, sg.tensors[ti].dtype, tuple(sg.tensors[ti].shape),
+                       sg.tensors[ti].quantization) for ti in node.outputs]
+    dtype = kernel_dtype(node, specs, outs)
+    prep = CPU_KERNELS.lookup(node.name, dtype, node.version)
     if prep is None:
-        raise LookupError(CPU_KERNELS.explain_missing(op, kernel_dtype(node, specs, outs), version))
-    ctx = NodeContext(node, specs, outs)
-    prepared = prep(ctx)
+        raise LookupError(CPU_KERNELS.explain_missing(node.name, dtype, node.version))
+    prepared = prep(NodeContext(node, specs, outs))
+    assert len(prepared.output_shapes) == len(outs), f"{op}: prepare gave {len(prepared.output_shapes)} shapes"
     res = prepared.run(arrays)
     assert len(res) == len(outs), f"{op}: {len(res)} outputs for {len(outs)}"
-    for r, s, o in zip(res, prepared.output_shapes, outs, strict=False):
+    for r, shp, o in zip(res, prepared.output_shapes, outs, strict=True):
         assert isinstance(r, np.ndarray), f"{op}: run returned {type(r)}"
-        if s is not None:
-            assert tuple(r.shape) == tuple(s), f"{op}: prepare said {s}, run gave {r.shape}"
+        if shp is not None:
+            assert tuple(r.shape) == tuple(shp), f"{op}: prepare said {shp}, run gave {r.shape}"
         want = np.dtype(object) if o.dtype == "string" else np.dtype(o.dtype)
         assert r.dtype == want, f"{op}: output dtype {r.dtype}, declared {o.dtype}"
+        assert not any(x is not None and np.shares_memory(r, x) for x in arrays if isinstance(x, np.ndarray)), \
+            f"{op}: an output shares memory with an input"
     return res
 
 
@@ -230,6 +233,12 @@ def check(op: str, ins: list, out_dtypes: list[str] | str | None = None, *, vers
         raise
     specs = [(tuple(e.shape), d, q) for e, d, q in zip(expected, out_dtypes, quants, strict=True)]
     got = run_ours(op, ins, specs, version, **options)
+    # the same kernel when prepare cannot know the input shapes must give the same answer
+    late = _drive_kernel(op, ins, specs, version, options, unknown_shapes=True)
+    for g, e in zip(late, expected, strict=True):
+        assert g.shape == e.shape, f"{op} (shapes known only at run): shape {g.shape} != LiteRT {e.shape}"
+        if e.dtype != object and e.dtype.kind not in "SU":
+            assert_allclose_rel(g, e, tol)
     assert len(got) == len(expected)
     worst = 0.0
     for g, e in zip(got, expected, strict=True):

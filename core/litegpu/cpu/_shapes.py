@@ -1,74 +1,46 @@
-"""Shape helpers shared by the CPU kernels: broadcasting, axes, constant reads, shape-keyed planning.
+"""Shape helpers shared by the CPU kernels: broadcasting, axes, constant reads, fresh outputs.
 
-Most kernels can do all their planning from input *shapes*; only a few need input
-*values* (RESHAPE's shape tensor, SLICE's begin/size...).  :func:`plan_by_shape`
-runs a kernel's planning once at prepare when every input shape is known there,
-and otherwise (an upstream op with a data-dependent output shape) on the first
-run with each new set of input shapes, caching the result, so the hot path never
-re-plans for shapes it has already seen.
+Kernels plan from input shapes and constant inputs at prepare.  Where prepare cannot
+know a shape (an upstream op with a data-dependent output) or a parameter (a shape,
+perm or begin tensor that is not constant), the kernel announces a dynamic output
+(``None``) and plans inside ``run`` instead, with the same checks.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Iterable
 
 import numpy as np
 
-from ._registry import NodeContext, Prepared, TensorSpec
+from ._registry import NodeContext, TensorSpec
 
 __all__ = [
     "Shape",
-    "Run",
-    "plan_by_shape",
     "broadcast_shape",
     "normalize_axis",
     "const_ints",
     "int_values",
-    "input_shapes",
-    "np_dtype",
+    "known_shape",
+    "fresh",
     "same_quantization",
+    "prod",
 ]
 
 Shape = tuple[int, ...]
-Run = Callable[[list[np.ndarray | None]], list[np.ndarray]]
-Plan = Callable[[list[Shape | None]], tuple[list[Shape | None], Run]]
-
-
-def input_shapes(ctx: NodeContext) -> list[Shape | None]:
-    return [None if t is None or t.shape is None else tuple(int(d) for d in t.shape) for t in ctx.inputs]
-
-
-def plan_by_shape(ctx: NodeContext, plan: Plan) -> Prepared:
-    """Prepared from ``plan(input_shapes) -> (output_shapes, run)``.
-
-    ``plan`` gets ``None`` for omitted optional inputs.  When any present input's
-    shape is unknown at prepare, planning is deferred to run and cached per shape.
-    """
-    shapes = input_shapes(ctx)
-    if all(s is not None or t is None for s, t in zip(shapes, ctx.inputs, strict=False)):
-        out_shapes, run = plan(shapes)
-        return Prepared(list(out_shapes), run)
-
-    cache: dict[tuple, Run] = {}
-
-    def run(inputs: list[np.ndarray | None]) -> list[np.ndarray]:
-        key = tuple(None if a is None else a.shape for a in inputs)
-        fn = cache.get(key)
-        if fn is None:
-            fn = cache[key] = plan([None if a is None else tuple(a.shape) for a in inputs])[1]
-        return fn(inputs)
-
-    return Prepared([None] * len(ctx.outputs), run)
 
 
 def broadcast_shape(ctx: NodeContext, a: Shape, b: Shape, max_rank: int | None = None) -> Shape:
-    """numpy/TFLite broadcast of two shapes, failing with the node's name on a mismatch."""
+    """numpy/TFLite broadcast of two shapes, failing with the node's name on a mismatch.
+
+    ``max_rank`` limits the rank when the shapes differ (LiteRT broadcasts up to a fixed
+    rank; identical shapes run element-wise at any rank).
+    """
     if max_rank is not None and a != b and max(len(a), len(b)) > max_rank:
         raise ctx.fail(f"broadcasting supports at most {max_rank} dimensions, got shapes {a} and {b}")
     n = max(len(a), len(b))
     pa, pb = (1,) * (n - len(a)) + a, (1,) * (n - len(b)) + b
     out = []
-    for x, y in zip(pa, pb, strict=False):
+    for x, y in zip(pa, pb, strict=True):
         if x == y or y == 1:
             out.append(x)
         elif x == 1:
@@ -100,11 +72,15 @@ def int_values(ctx: NodeContext, arr: np.ndarray, what: str) -> np.ndarray:
     return a.astype(np.int64)
 
 
-def np_dtype(name: str) -> np.dtype:
-    """numpy dtype for a tensor dtype name (``"string"`` maps to object)."""
-    if name == "string":
-        return np.dtype(object)
-    return np.dtype(name)
+def known_shape(t: TensorSpec | None) -> Shape | None:
+    """The tensor's shape when prepare knows it, else None."""
+    return None if t is None or t.shape is None else tuple(int(d) for d in t.shape)
+
+
+def fresh(a: np.ndarray) -> np.ndarray:
+    """A C-contiguous copy: data-movement kernels never hand out views of their inputs, so no
+    later in-place write to one tensor can change another."""
+    return np.array(a, order="C", copy=True)
 
 
 def same_quantization(a: TensorSpec | None, b: TensorSpec | None) -> bool:
@@ -113,10 +89,11 @@ def same_quantization(a: TensorSpec | None, b: TensorSpec | None) -> bool:
     qb = None if b is None else b.quantization
     if qa is None or qb is None:
         return (qa is None or qa.scale.size == 0) and (qb is None or qb.scale.size == 0)
-    return (np.array_equal(qa.scale, qb.scale) and np.array_equal(qa.zero_point, qb.zero_point))
+    return bool(np.array_equal(qa.scale, qb.scale) and np.array_equal(qa.zero_point, qb.zero_point))
 
 
-def prod(shape: Sequence[int]) -> int:
+def prod(shape: Iterable[int]) -> int:
+    """Product of a shape's dimensions as a Python int (1 for a scalar)."""
     n = 1
     for d in shape:
         n *= int(d)

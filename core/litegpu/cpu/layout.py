@@ -13,18 +13,18 @@ from __future__ import annotations
 import numpy as np
 
 from ._registry import NodeContext, Prepared, TensorSpec, register_kernel
-from ._shapes import Shape, const_ints, int_values, normalize_axis, prod, same_quantization
+from ._shapes import (
+    Shape,
+    const_ints,
+    fresh,
+    int_values,
+    known_shape,
+    normalize_axis,
+    prod,
+    same_quantization,
+)
 
 __all__: list[str] = []
-
-
-def _fresh(a: np.ndarray) -> np.ndarray:
-    """A C-contiguous copy (kernels never hand out views of their inputs)."""
-    return np.array(a, order="C", copy=True)
-
-
-def _known(t: TensorSpec | None) -> Shape | None:
-    return None if t is None or t.shape is None else tuple(int(d) for d in t.shape)
 
 
 def _n_inputs(ctx: NodeContext, lo: int, hi: int | None = None) -> None:
@@ -83,18 +83,18 @@ def _reshape(ctx: NodeContext) -> Prepared:
         spec = [int(v) for v in (opt or ())]
         if spec == [0]:  # legacy converters wrote [0] for a scalar
             spec = []
-    in_shape = _known(x)
+    in_shape = known_shape(x)
     if spec is not None and in_shape is not None:
         out_shape = _reshape_target(ctx, in_shape, spec)
 
         def run(inputs):
-            return [_fresh(inputs[0]).reshape(out_shape)]
+            return [fresh(inputs[0]).reshape(out_shape)]
         return Prepared([out_shape], run)
 
     def run_dynamic(inputs):
         data = inputs[0]
         s = spec if spec is not None else int_values(ctx, inputs[1], "shape").reshape(-1).tolist()
-        return [_fresh(data).reshape(_reshape_target(ctx, data.shape, s))]
+        return [fresh(data).reshape(_reshape_target(ctx, data.shape, s))]
 
     return Prepared([None], run_dynamic)
 
@@ -118,11 +118,11 @@ def _squeeze(ctx: NodeContext) -> Prepared:
             drop.add(a)
         return tuple(s for i, s in enumerate(shape) if i not in drop)
 
-    in_shape = _known(ctx.inputs[0])
+    in_shape = known_shape(ctx.inputs[0])
     if in_shape is not None:
         out_shape = plan(in_shape)
-        return Prepared([out_shape], lambda inputs: [_fresh(inputs[0]).reshape(out_shape)])
-    return Prepared([None], lambda inputs: [_fresh(inputs[0]).reshape(plan(inputs[0].shape))])
+        return Prepared([out_shape], lambda inputs: [fresh(inputs[0]).reshape(out_shape)])
+    return Prepared([None], lambda inputs: [fresh(inputs[0]).reshape(plan(inputs[0].shape))])
 
 
 @register_kernel("EXPAND_DIMS", versions=range(1, 2))
@@ -145,14 +145,14 @@ def _expand_dims(ctx: NodeContext) -> Prepared:
         return shape[:a] + (1,) + shape[a:]
 
     axv = const_ints(ax)
-    in_shape = _known(x)
+    in_shape = known_shape(x)
     if axv is not None and in_shape is not None:
         out_shape = plan(in_shape, axv)
-        return Prepared([out_shape], lambda inputs: [_fresh(inputs[0]).reshape(out_shape)])
+        return Prepared([out_shape], lambda inputs: [fresh(inputs[0]).reshape(out_shape)])
 
     def run_dynamic(inputs):
         data = inputs[0]
-        return [_fresh(data).reshape(plan(data.shape, int_values(ctx, inputs[1], "axis")))]
+        return [fresh(data).reshape(plan(data.shape, int_values(ctx, inputs[1], "axis")))]
 
     return Prepared([None], run_dynamic)
 
@@ -177,15 +177,15 @@ def _transpose(ctx: NodeContext) -> Prepared:
         return tuple(perm)
 
     pv = const_ints(p)
-    in_shape = _known(x)
+    in_shape = known_shape(x)
     if pv is not None and in_shape is not None:
         perm = plan(in_shape, pv)
         out_shape = tuple(in_shape[i] for i in perm)
-        return Prepared([out_shape], lambda inputs: [_fresh(np.transpose(inputs[0], perm))])
+        return Prepared([out_shape], lambda inputs: [fresh(np.transpose(inputs[0], perm))])
 
     def run_dynamic(inputs):
         data = inputs[0]
-        return [_fresh(np.transpose(data, plan(data.shape, int_values(ctx, inputs[1], "perm"))))]
+        return [fresh(np.transpose(data, plan(data.shape, int_values(ctx, inputs[1], "perm"))))]
 
     return Prepared([None], run_dynamic)
 
@@ -252,7 +252,7 @@ def _concatenation(ctx: NodeContext) -> Prepared:
         parts = [a if c is None else c(a) for a, c in zip(inputs, converters, strict=False)]
         return [np.concatenate(parts, axis=axis)]
 
-    shapes = [_known(t) for t in ctx.inputs]
+    shapes = [known_shape(t) for t in ctx.inputs]
     if all(s is not None for s in shapes):
         axis, out_shape = plan(shapes)  # type: ignore[arg-type]
         return Prepared([out_shape], lambda inputs: concat(inputs, axis))
@@ -265,7 +265,7 @@ def _split_run(sizes: list[int], axis: int):
     bounds = np.cumsum(sizes)[:-1].tolist()
 
     def run(inputs_data: np.ndarray) -> list[np.ndarray]:
-        return [_fresh(p) for p in np.split(inputs_data, bounds, axis=axis)]
+        return [fresh(p) for p in np.split(inputs_data, bounds, axis=axis)]
 
     return run
 
@@ -289,7 +289,7 @@ def _split(ctx: NodeContext) -> Prepared:
         return [part] * n, axis
 
     axv = const_ints(ax)
-    in_shape = _known(x)
+    in_shape = known_shape(x)
     if axv is not None and in_shape is not None:
         out_shapes, axis = plan(in_shape, axv)
         fn = _split_run([in_shape[axis] // n] * n, axis)
@@ -329,7 +329,7 @@ def _split_v(ctx: NodeContext) -> Prepared:
             raise ctx.fail(f"split sizes {sizes} do not add up to dimension {axis} of size {shape[axis]}")
         return [shape[:axis] + (s,) + shape[axis + 1:] for s in sizes], sizes, axis
 
-    szv, axv, in_shape = const_ints(sz), const_ints(ax), _known(x)
+    szv, axv, in_shape = const_ints(sz), const_ints(ax), known_shape(x)
     if szv is not None and axv is not None and in_shape is not None:
         out_shapes, sizes, axis = plan(in_shape, szv, axv)
         fn = _split_run(sizes, axis)
@@ -362,7 +362,7 @@ def _pack(ctx: NodeContext) -> Prepared:
         axis = normalize_axis(ctx, axis_opt, len(s0) + 1)
         return axis, s0[:axis] + (len(shapes),) + s0[axis:]
 
-    shapes = [_known(t) for t in ctx.inputs]
+    shapes = [known_shape(t) for t in ctx.inputs]
     if all(s is not None for s in shapes):
         axis, out_shape = plan(shapes)  # type: ignore[arg-type]
         return Prepared([out_shape], lambda inputs: [np.stack(inputs, axis=axis)])
@@ -385,9 +385,9 @@ def _unpack(ctx: NodeContext) -> Prepared:
 
     def unpack(data: np.ndarray, axis: int) -> list[np.ndarray]:
         moved = np.moveaxis(data, axis, 0)
-        return [_fresh(moved[i]) for i in range(num)]
+        return [fresh(moved[i]) for i in range(num)]
 
-    in_shape = _known(ctx.inputs[0])
+    in_shape = known_shape(ctx.inputs[0])
     if in_shape is not None:
         axis = plan(in_shape)
         part = in_shape[:axis] + in_shape[axis + 1:]
@@ -412,7 +412,7 @@ def _tile(ctx: NodeContext) -> Prepared:
             raise ctx.fail(f"multiples {reps} must be non-negative")
         return reps
 
-    mv, in_shape = const_ints(m), _known(x)
+    mv, in_shape = const_ints(m), known_shape(x)
     if mv is not None and in_shape is not None:
         reps = plan(in_shape, mv)
         out_shape = tuple(d * r for d, r in zip(in_shape, reps, strict=False))
@@ -445,14 +445,14 @@ def _broadcast_to(ctx: NodeContext) -> Prepared:
                 raise ctx.fail(f"cannot broadcast shape {shape} to {target}")
         return target
 
-    sv, in_shape = const_ints(s), _known(x)
+    sv, in_shape = const_ints(s), known_shape(x)
     if sv is not None and in_shape is not None:
         target = plan(in_shape, sv)
-        return Prepared([target], lambda inputs: [_fresh(np.broadcast_to(inputs[0], target))])
+        return Prepared([target], lambda inputs: [fresh(np.broadcast_to(inputs[0], target))])
 
     def run_dynamic(inputs):
         data = inputs[0]
-        return [_fresh(np.broadcast_to(data, plan(data.shape, int_values(ctx, inputs[1], "shape"))))]
+        return [fresh(np.broadcast_to(data, plan(data.shape, int_values(ctx, inputs[1], "shape"))))]
 
     return Prepared([None], run_dynamic)
 
@@ -482,9 +482,9 @@ def _depth_to_space(ctx: NodeContext) -> Prepared:
     def run_with(data: np.ndarray, out_shape: Shape) -> list[np.ndarray]:
         n, h, w, c = data.shape
         t = data.reshape(n, h, w, b, b, c // (b * b)).transpose(0, 1, 3, 2, 4, 5)
-        return [_fresh(t).reshape(out_shape)]
+        return [fresh(t).reshape(out_shape)]
 
-    in_shape = _known(ctx.inputs[0])
+    in_shape = known_shape(ctx.inputs[0])
     if in_shape is not None:
         out_shape = plan(in_shape)
         return Prepared([out_shape], lambda inputs: run_with(inputs[0], out_shape))
@@ -507,9 +507,9 @@ def _space_to_depth(ctx: NodeContext) -> Prepared:
     def run_with(data: np.ndarray, out_shape: Shape) -> list[np.ndarray]:
         n, h, w, c = data.shape
         t = data.reshape(n, h // b, b, w // b, b, c).transpose(0, 1, 3, 2, 4, 5)
-        return [_fresh(t).reshape(out_shape)]
+        return [fresh(t).reshape(out_shape)]
 
-    in_shape = _known(ctx.inputs[0])
+    in_shape = known_shape(ctx.inputs[0])
     if in_shape is not None:
         out_shape = plan(in_shape)
         return Prepared([out_shape], lambda inputs: run_with(inputs[0], out_shape))
@@ -567,9 +567,9 @@ def _space_to_batch_nd(ctx: NodeContext) -> Prepared:
         t = p.reshape(split + list(rest))
         perm = [2 + 2 * i for i in range(m)] + [0] + [1 + 2 * i for i in range(m)]
         perm += list(range(1 + 2 * m, t.ndim))
-        return [_fresh(t.transpose(perm)).reshape(out_shape)]
+        return [fresh(t.transpose(perm)).reshape(out_shape)]
 
-    bv, pv, in_shape = const_ints(bs), const_ints(pads), _known(x)
+    bv, pv, in_shape = const_ints(bs), const_ints(pads), known_shape(x)
     if bv is not None and pv is not None and in_shape is not None:
         blk, pd, out_shape = _s2b_plan(ctx, in_shape, bv, pv)
         return Prepared([out_shape], lambda inputs: run_with(inputs[0], blk, pd, out_shape))
@@ -627,9 +627,9 @@ def _batch_to_space_nd(ctx: NodeContext) -> Prepared:
         perm += list(range(2 * m + 1, t.ndim))
         full = t.transpose(perm).reshape([n] + [spatial[i] * blk[i] for i in range(m)] + list(rest))
         idx = (slice(None),) + tuple(slice(int(cr[i, 0]), int(cr[i, 0]) + out_shape[1 + i]) for i in range(m))
-        return [_fresh(full[idx])]
+        return [fresh(full[idx])]
 
-    bv, cv, in_shape = const_ints(bs), const_ints(crops), _known(x)
+    bv, cv, in_shape = const_ints(bs), const_ints(crops), known_shape(x)
     if bv is not None and cv is not None and in_shape is not None:
         blk, cr, out_shape = _b2s_plan(ctx, in_shape, bv, cv)
         return Prepared([out_shape], lambda inputs: run_with(inputs[0], blk, cr, out_shape))

@@ -11,15 +11,11 @@ from __future__ import annotations
 import numpy as np
 
 from ._registry import NodeContext, Prepared, TensorSpec, register_kernel
-from ._shapes import Shape, const_ints, int_values
+from ._shapes import Shape, const_ints, int_values, known_shape
 
 __all__: list[str] = []
 
 MIRROR_REFLECT, MIRROR_SYMMETRIC = 0, 1
-
-
-def _known(t: TensorSpec | None) -> Shape | None:
-    return None if t is None or t.shape is None else tuple(int(d) for d in t.shape)
 
 
 def _zero_of(t: TensorSpec):
@@ -51,7 +47,7 @@ def _pad_common(ctx: NodeContext, fill_of) -> Prepared:
         raise ctx.fail(f"paddings must be int32 or int64, got {pads.dtype}")
     if x.dtype == "string":
         raise ctx.fail("padding string tensors is not supported")
-    pv, in_shape = const_ints(pads), _known(x)
+    pv, in_shape = const_ints(pads), known_shape(x)
     if pv is not None and in_shape is not None:
         width, out_shape = _pad_plan(ctx, in_shape, pv, 8)
 
@@ -114,7 +110,7 @@ def _mirror_pad(ctx: NodeContext) -> Prepared:
                 raise ctx.fail(f"{np_mode} padding {(a, b)} is too large for dimension {d} of size {dim}")
         return width, out_shape
 
-    pv, in_shape = const_ints(pads), _known(x)
+    pv, in_shape = const_ints(pads), known_shape(x)
     if pv is not None and in_shape is not None:
         width, out_shape = plan(in_shape, pv)
         return Prepared([out_shape], lambda inputs: [np.pad(inputs[0], width, mode=np_mode)])

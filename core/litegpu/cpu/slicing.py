@@ -9,18 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._registry import NodeContext, Prepared, TensorSpec, register_kernel
-from ._shapes import Shape, const_ints, int_values, normalize_axis, prod
+from ._registry import NodeContext, Prepared, register_kernel
+from ._shapes import Shape, const_ints, fresh, int_values, known_shape, normalize_axis, prod
 
 __all__: list[str] = []
-
-
-def _fresh(a: np.ndarray) -> np.ndarray:
-    return np.array(a, order="C", copy=True)
-
-
-def _known(t: TensorSpec | None) -> Shape | None:
-    return None if t is None or t.shape is None else tuple(int(d) for d in t.shape)
 
 
 def _need(ctx: NodeContext, n: int) -> None:
@@ -56,15 +48,15 @@ def _slice(ctx: NodeContext) -> Prepared:
             out.append(sz)
         return tuple(idx), tuple(out)
 
-    bv, sv, in_shape = const_ints(b), const_ints(s), _known(x)
+    bv, sv, in_shape = const_ints(b), const_ints(s), known_shape(x)
     if bv is not None and sv is not None and in_shape is not None:
         idx, out_shape = plan(in_shape, bv, sv)
-        return Prepared([out_shape], lambda inputs: [_fresh(inputs[0][idx])])
+        return Prepared([out_shape], lambda inputs: [fresh(inputs[0][idx])])
 
     def run_dynamic(inputs):
         data = inputs[0]
         idx, _ = plan(data.shape, int_values(ctx, inputs[1], "begin"), int_values(ctx, inputs[2], "size"))
-        return [_fresh(data[idx])]
+        return [fresh(data[idx])]
 
     return Prepared([None], run_dynamic)
 
@@ -204,9 +196,9 @@ def _strided_slice(ctx: NodeContext) -> Prepared:
         return _strided_plan(ctx, shape, begin, end, strides)
 
     def apply(data: np.ndarray, eff_shape: Shape, idx: tuple[slice, ...], out_shape: Shape) -> np.ndarray:
-        return _fresh(data.reshape(eff_shape)[idx]).reshape(out_shape)
+        return fresh(data.reshape(eff_shape)[idx]).reshape(out_shape)
 
-    bv, ev, sv, in_shape = const_ints(b), const_ints(e), const_ints(s), _known(x)
+    bv, ev, sv, in_shape = const_ints(b), const_ints(e), const_ints(s), known_shape(x)
     if bv is not None and ev is not None and sv is not None and in_shape is not None:
         eff_shape, idx, out_shape = plan(in_shape, bv, ev, sv)
         return Prepared([out_shape], lambda inputs: [apply(inputs[0], eff_shape, idx, out_shape)])
@@ -260,7 +252,7 @@ def _gather(ctx: NodeContext) -> Prepared:
         r = pr[np.arange(batch)[:, None, None], np.arange(outer)[None, :, None], j[:, None, :]]
         return r.reshape(out_shape)
 
-    ps, js = _known(params), _known(indices)
+    ps, js = known_shape(params), known_shape(indices)
     if ps is not None and js is not None:
         out_shape, dims = plan(ps, js)
         return Prepared([out_shape], lambda inputs: [gather(inputs[0], inputs[1], out_shape, dims)])
@@ -296,9 +288,9 @@ def _gather_nd(ctx: NodeContext) -> Prepared:
         if j.size and ((j < 0).any() or (j >= lim).any()):
             raise ctx.fail(f"gather_nd index out of bounds for params of shape {p.shape}")
         r = p[tuple(j[:, k] for k in range(depth))] if depth else np.broadcast_to(p, (j.shape[0],) + p.shape)
-        return _fresh(r).reshape(out_shape)
+        return fresh(r).reshape(out_shape)
 
-    ps, js = _known(params), _known(indices)
+    ps, js = known_shape(params), known_shape(indices)
     if ps is not None and js is not None:
         out_shape = plan(ps, js)
         return Prepared([out_shape], lambda inputs: [gather(inputs[0], inputs[1], out_shape)])
