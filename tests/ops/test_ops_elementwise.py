@@ -118,8 +118,24 @@ def test_int_division_by_zero_is_an_error(op):
     a = np.array([1, 2, 3], np.int32)
     b = np.array([1, 0, 3], np.int32)
     spec = [((3,), "int32", None)]
+    assert litert_error(op, [a, b], spec) is not None
     with pytest.raises(ModelError, match="Division by 0"):
         run_ours(op, [a, b], spec)
+
+
+def test_int_pow_negative_exponent_is_an_error():
+    a, b = np.array([2, 3], np.int32), np.array([-1, 2], np.int32)
+    assert litert_error("POW", [a, b], [((2,), "int32", None)]) is not None
+    with pytest.raises(ModelError, match="negative exponent"):
+        run_ours("POW", [a, b], [((2,), "int32", None)])
+
+
+@pytest.mark.parametrize("op,dtype", [("FLOOR_DIV", "int8"), ("FLOOR_DIV", "int16"), ("FLOOR_MOD", "int8"),
+                                      ("FLOOR_MOD", "int16"), ("FLOOR_MOD", "int64")])
+@pytest.mark.parametrize("sa,sb", BIN_SHAPES[:4])
+def test_floor_div_mod_small_ints(op, dtype, sa, sb):
+    a, b = _operands(op, sa, sb, dtype)
+    check(op, [a, b], version=2)
 
 
 def test_maximum_minimum_nan():
@@ -270,6 +286,20 @@ CAST_PAIRS = [
     ("bool", "int32"), ("int16", "int32"), ("float32", "float64"), ("float64", "float32"), ("int8", "float32"),
     ("float16", "float32"), ("float32", "float16"),
 ]
+
+
+def test_cast_saturates_like_litert():
+    # LiteRT truncates toward zero and saturates out-of-range values; NaN becomes the maximum
+    x = np.array([np.nan, 1e10, -1e10, 3.7, -3.7, np.inf, -np.inf, 2147483647.0, 2147483520.0, -2147483648.0,
+                  9.3e18, -9.3e18, 255.9, 256.0], np.float32)
+    for dst in ("int32", "int64", "int16", "uint8", "int8", "uint32", "uint16", "bool"):
+        check("CAST", [x], dst)
+    xi = np.array([-2**31, 2**31 - 1, 300, -129, 128, 65535, -1], np.int32)
+    for dst in ("int8", "uint8", "int16", "uint16", "int64", "uint32", "float32", "bool"):
+        check("CAST", [xi], dst)  # integer narrowing wraps
+    xl = np.array([-2**63, 2**63 - 1, 2**40 + 3, -5], np.int64)
+    for dst in ("int32", "float32", "uint8"):
+        check("CAST", [xl], dst)
 
 
 @pytest.mark.parametrize("src,dst", CAST_PAIRS)

@@ -517,3 +517,37 @@ def test_range_never_ending_fails():
     with pytest.raises(ModelError, match="never ends"):
         run_ours("RANGE", [np.array(0, np.int32), np.array(5, np.int32), np.array(-1, np.int32)],
                  [((1,), "int32", None)])
+
+
+# ---- rank limits: where LiteRT refuses a rank, litegpu refuses it too; elsewhere they agree ------
+
+def _rank_case(op, n):
+    shape = tuple([2, 3] * 6)[:n]
+    x = rand(shape)
+    if op == "TRANSPOSE":
+        return [x, Const(i32(list(range(n))[::-1]))], {}
+    if op == "SLICE":
+        return [x, Const(i32([0] * n)), Const(i32([1] * n))], {}
+    if op in ("PAD", "MIRROR_PAD"):
+        return [x, Const(i32([[1, 0]] * n))], {}
+    if op == "STRIDED_SLICE":
+        return [x, Const(i32([0] * n)), Const(i32([2] * n)), Const(i32([1] * n))], {}
+    if op == "BROADCAST_TO":
+        return [rand((1,) * n), Const(i32([2] * n))], {}
+    if op == "SPACE_TO_BATCH_ND":
+        return [rand((1,) + (4,) * (n - 2) + (1,)), Const(i32([2] * (n - 2))), Const(i32([[0, 0]] * (n - 2)))], {}
+    raise AssertionError(op)
+
+
+@pytest.mark.parametrize("op,n,version", [
+    ("TRANSPOSE", 8, 1), ("TRANSPOSE", 9, 9), ("SLICE", 5, 1), ("SLICE", 6, 8), ("PAD", 5, 1), ("PAD", 6, 6),
+    ("MIRROR_PAD", 9, 3), ("STRIDED_SLICE", 9, 4), ("BROADCAST_TO", 10, 2), ("SPACE_TO_BATCH_ND", 5, 4),
+])
+def test_rank_limits(op, n, version):
+    ins, kw = _rank_case(op, n)
+    err = litert_error(op, ins, [((97,), "float32", None)], version=version, **kw)
+    if err is None:
+        assert check(op, ins, version=version, **kw) == 0.0
+    else:
+        with pytest.raises(ModelError):
+            run_ours(op, ins, [((1,), "float32", None)], version=version, **kw)

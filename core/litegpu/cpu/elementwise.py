@@ -268,12 +268,17 @@ def _cast(ctx: NodeContext) -> Prepared:
             return [np.asarray(inputs[0] != 0)]
     elif src_float and odt.kind in "iu":
         info = np.iinfo(odt)
+        lo, hi = int(info.min), int(info.max)
+        # first float64 value past the top (2**63 for int64, where float(hi) already rounds up)
+        top = float(hi) + 1.0
 
         def run(inputs):
-            # C++ static_cast truncates toward zero; out-of-range and NaN are undefined there, so
-            # saturate (and map NaN to 0) rather than let numpy emit warnings and garbage.
-            v = np.nan_to_num(np.trunc(inputs[0]), nan=0.0, posinf=info.max, neginf=info.min)
-            return [np.clip(v, info.min, info.max).astype(odt)]
+            # LiteRT truncates toward zero and saturates; NaN becomes the maximum
+            v = np.trunc(np.asarray(inputs[0], dtype=np.float64))
+            over = ~(v < top)
+            under = v < float(lo)
+            safe = np.where(over | under, 0.0, v).astype(odt)
+            return [np.where(over, odt.type(hi), np.where(under, odt.type(lo), safe))]
     else:
         def run(inputs):
             return [np.asarray(inputs[0]).astype(odt)]

@@ -167,8 +167,8 @@ def _transpose(ctx: NodeContext) -> Prepared:
     def plan(shape: Shape, perm_vals: np.ndarray) -> tuple[int, ...]:
         perm = [int(v) for v in np.asarray(perm_vals).reshape(-1)]
         rank = len(shape)
-        if rank > 6:
-            raise ctx.fail(f"transpose supports at most 6 dimensions, got {rank}")
+        if not 1 <= rank <= 8:
+            raise ctx.fail(f"transpose supports 1-D to 8-D inputs, got {rank}-D")
         if len(perm) != rank:
             raise ctx.fail(f"perm {perm} does not match input rank {rank}")
         perm = [v + rank if v < 0 else v for v in perm]
@@ -435,8 +435,6 @@ def _broadcast_to(ctx: NodeContext) -> Prepared:
 
     def plan(shape: Shape, target_vals) -> Shape:
         target = tuple(int(v) for v in np.asarray(target_vals).reshape(-1))
-        if len(target) > 8:
-            raise ctx.fail(f"broadcast_to supports at most 8 dimensions, got {len(target)}")
         if len(shape) > len(target):
             raise ctx.fail(f"cannot broadcast shape {shape} to the lower-rank shape {target}")
         padded = (1,) * (len(target) - len(shape)) + shape

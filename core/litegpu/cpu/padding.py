@@ -16,6 +16,8 @@ from ._shapes import Shape, const_ints, int_values, known_shape
 __all__: list[str] = []
 
 MIRROR_REFLECT, MIRROR_SYMMETRIC = 0, 1
+# LiteRT's PAD/PADV2 kernels handle at most 5 dimensions (MIRROR_PAD has no such limit)
+_PAD_MAX_RANK = 5
 
 
 def _zero_of(t: TensorSpec):
@@ -49,7 +51,7 @@ def _pad_common(ctx: NodeContext, fill_of) -> Prepared:
         raise ctx.fail("padding string tensors is not supported")
     pv, in_shape = const_ints(pads), known_shape(x)
     if pv is not None and in_shape is not None:
-        width, out_shape = _pad_plan(ctx, in_shape, pv, 8)
+        width, out_shape = _pad_plan(ctx, in_shape, pv, _PAD_MAX_RANK)
 
         def run(inputs):
             return [np.pad(inputs[0], width, mode="constant", constant_values=fill_of(inputs))]
@@ -57,7 +59,7 @@ def _pad_common(ctx: NodeContext, fill_of) -> Prepared:
 
     def run_dynamic(inputs):
         data = inputs[0]
-        width, _ = _pad_plan(ctx, data.shape, int_values(ctx, inputs[1], "paddings"), 8)
+        width, _ = _pad_plan(ctx, data.shape, int_values(ctx, inputs[1], "paddings"), _PAD_MAX_RANK)
         return [np.pad(data, width, mode="constant", constant_values=fill_of(inputs))]
 
     return Prepared([None], run_dynamic)
