@@ -551,3 +551,35 @@ def test_rank_limits(op, n, version):
     else:
         with pytest.raises(ModelError):
             run_ours(op, ins, [((1,), "float32", None)], version=version, **kw)
+
+
+# ---- invalid nodes: LiteRT refuses them, litegpu refuses them with a ModelError naming the node ---
+
+def _bad_cases():
+    x = rand((2, 3))
+    return [
+        ("SQUEEZE", [x], "float32", {"squeeze_dims": [0]}),
+        ("GATHER", [x, np.array([-1, 0], np.int32)], "float32", {}),
+        ("GATHER_ND", [x, np.array([[2, 0]], np.int32)], "float32", {}),
+        ("EXPAND_DIMS", [x, Const(i32(4))], "float32", {}),
+        ("SPLIT", [Const(i32(1)), x], "float32", {"num_splits": 2}),
+        ("ARG_MAX", [x, Const(i32([0, 1]))], "int32", {"output_type": 2}),
+        ("ARG_MAX", [np.zeros((2, 0), np.float32), Const(i32([1]))], "int32", {"output_type": 2}),
+        ("CONCATENATION", [rand((2, 3)), rand((3,))], "float32", {"axis": 0}),
+        ("PACK", [rand((2, 3)), rand((3, 2))], "float32", {"values_count": 2}),
+        ("TILE", [x, Const(i32([-1, 2]))], "float32", {}),
+        ("MIRROR_PAD", [x, Const(i32([[3, 0], [0, 0]]))], "float32", {"mode": 1}),
+        ("MIRROR_PAD", [x, Const(i32([[2, 0], [0, 0]]))], "float32", {"mode": 0}),
+        ("SPACE_TO_DEPTH", [rand((1, 3, 4, 1))], "float32", {"block_size": 2}),
+        ("SLICE", [x, Const(i32([-1, 0])), Const(i32([1, 1]))], "float32", {}),
+        ("SOFTMAX", [np.array(1.0, np.float32)], "float32", {"beta": 1.0}),
+        ("RESHAPE", [x, Const(np.array([3, 2], np.int64))], "float32", {}),  # int64 shape: option used
+    ]
+
+
+@pytest.mark.parametrize("case", range(len(_bad_cases())))
+def test_invalid_nodes_refused_like_litert(case):
+    op, ins, od, kw = _bad_cases()[case]
+    assert litert_error(op, ins, [((97,), od, None)], **kw) is not None
+    with pytest.raises(ModelError, match=f"node #0 {op}"):
+        run_ours(op, ins, [((97,), od, None)], **kw)

@@ -97,6 +97,15 @@ def test_reduce_bool(op, shape, axes, keep_dims):
     check(op, [x, Const(_axes(axes))], "bool", keep_dims=keep_dims)
 
 
+@pytest.mark.parametrize("op", ["SUM", "REDUCE_MAX", "REDUCE_MIN", "REDUCE_PROD", "MEAN"])
+@pytest.mark.parametrize("dtype", ["float32", "int32"])
+def test_reduce_over_empty_dimension(op, dtype):
+    x = np.zeros((2, 0, 3), dtype)
+    if litert_error(op, [x, Const(_axes([1]))], [((97,), dtype, None)]):
+        pytest.skip(f"LiteRT refuses {op} over an empty {dtype} dimension")
+    check(op, [x, Const(_axes([1]))], dtype)
+
+
 def test_axis_out_of_range_fails():
     with pytest.raises(ModelError, match="out of range"):
         run_ours("SUM", [rand((2, 3)), Const(_axes([2]))], [((2,), "float32", None)])

@@ -52,7 +52,8 @@ def _reduce(ctx: NodeContext, fn: Callable[[np.ndarray, tuple[int, ...], bool], 
         if not axes:
             r = np.array(data, copy=True)
         else:
-            r = np.asarray(fn(data, axes, keep))
+            with np.errstate(all="ignore"):  # an empty MEAN is NaN, as in LiteRT
+                r = np.asarray(fn(data, axes, keep))
         return r if r.dtype == odt else r.astype(odt)
 
     if axv is not None and x.shape is not None:
@@ -73,12 +74,12 @@ def _reduce(ctx: NodeContext, fn: Callable[[np.ndarray, tuple[int, ...], bool], 
 
 
 def _mean(x, axes, keep):
-    if x.dtype.kind == "f":
-        # accumulate in float64: the closest float32 answer to the exact mean
-        return np.mean(x, axis=axes, keepdims=keep, dtype=np.float64)
     n = 1
     for a in axes:
         n *= x.shape[a]
+    if x.dtype.kind == "f":
+        # accumulate in float64: the closest float32 answer to the exact mean (0/0 -> NaN)
+        return np.sum(x, axis=axes, keepdims=keep, dtype=np.float64) / np.float64(n)
     s = np.sum(x, axis=axes, keepdims=keep, dtype=np.int64)
     if n == 0:
         return np.zeros_like(s)
@@ -97,12 +98,13 @@ def _prod(x, axes, keep):
     return np.prod(x, axis=axes, keepdims=keep, dtype=x.dtype)
 
 
+# An empty reduction yields the type's lowest/highest finite value, as in LiteRT
 def _lowest(dt: np.dtype):
-    return -np.inf if dt.kind == "f" else np.iinfo(dt).min
+    return np.finfo(dt).min if dt.kind == "f" else np.iinfo(dt).min
 
 
 def _highest(dt: np.dtype):
-    return np.inf if dt.kind == "f" else np.iinfo(dt).max
+    return np.finfo(dt).max if dt.kind == "f" else np.iinfo(dt).max
 
 
 def _max(x, axes, keep):
