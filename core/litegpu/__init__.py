@@ -8,10 +8,12 @@ from ._errors import (
     CacheError,
     ConfigError,
     DelegateError,
+    InterpreterError,
     LiteGPUError,
     ModelError,
     UnsupportedOpError,
 )
+from ._interpreter import Interpreter, SignatureRunner
 from ._reader import read_model
 from .cpu._registry import register_kernel
 
@@ -19,6 +21,8 @@ __version__ = "0.1.0"
 
 __all__ = [
     "__version__",
+    "Interpreter",
+    "SignatureRunner",
     "Delegate",
     "DelegateKernel",
     "NodeView",
@@ -28,6 +32,7 @@ __all__ = [
     "ModelError",
     "ConfigError",
     "DelegateError",
+    "InterpreterError",
     "BackendUnavailableError",
     "UnsupportedOpError",
     "CacheError",

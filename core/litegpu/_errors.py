@@ -14,6 +14,7 @@ __all__ = [
     "ModelError",
     "ConfigError",
     "DelegateError",
+    "InterpreterError",
     "BackendUnavailableError",
     "UnsupportedOpError",
     "CacheError",
@@ -43,6 +44,12 @@ class ConfigError(LiteGPUError, ValueError):
 
 class DelegateError(LiteGPUError, RuntimeError):
     """A delegate failed to prepare or run a partition."""
+
+
+class InterpreterError(LiteGPUError, RuntimeError):
+    """The interpreter was used out of order (``invoke`` before ``allocate_tensors``,
+    a bad ``resize_tensor_input``) or a node failed while running.  LiteRT raises
+    ``RuntimeError`` in these cases, hence the base."""
 
 
 class BackendUnavailableError(DelegateError):
