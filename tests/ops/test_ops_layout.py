@@ -186,14 +186,15 @@ def test_concatenation_mixed_quantization():
 ])
 def test_string_tensors(op, ins, kw):
     s = np.array([[b"a", b"bc", b"def"], [b"", b"xy", b"z"]])
-    check(op, [s] + ins, "string", **kw)
+    # the Interpreter does not carry string tensors (yet): drive the kernel directly
+    check(op, [s] + ins, "string", direct=True, **kw)
 
 
 def test_string_gather_fill_equal():
     s = np.array([b"a", b"bc", b"", b"q"])
-    check("GATHER", [s, Const(i32([3, 0, 0, 2]))], "string")
-    check("FILL", [Const(i32([2, 3])), np.array(b"zz")], "string")
-    check("EQUAL", [s, s[::-1].copy()], "bool")
+    check("GATHER", [s, Const(i32([3, 0, 0, 2]))], "string", direct=True)
+    check("FILL", [Const(i32([2, 3])), np.array(b"zz")], "string", direct=True)
+    check("EQUAL", [s, s[::-1].copy()], "bool", direct=True)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
