@@ -386,3 +386,50 @@ def test_where(dtype, shape, version):
     if litert_error("WHERE", [x], [((1,), "int64", None)]):
         pytest.skip(f"LiteRT has no WHERE for {dtype}")
     check("WHERE", [x], "int64", version=version)
+
+
+# ---- registered versions --------------------------------------------------------------------------
+
+KERNELS_A_OPS = [
+    "ADD", "SUB", "MUL", "DIV", "MAXIMUM", "MINIMUM", "SQUARED_DIFFERENCE", "POW", "FLOOR_DIV", "FLOOR_MOD",
+    "EXP", "LOG", "SQRT", "RSQRT", "ABS", "NEG", "SIN", "COS", "SQUARE", "FLOOR", "CEIL", "ROUND", "SIGN",
+    "TANH", "LOGISTIC", "RELU", "RELU6", "RELU_N1_TO_1", "RELU_0_TO_1", "LEAKY_RELU", "PRELU", "ELU",
+    "HARD_SWISH", "GELU", "SOFTMAX", "LOG_SOFTMAX", "L2_NORMALIZATION", "MEAN", "SUM", "REDUCE_MAX",
+    "REDUCE_MIN", "REDUCE_PROD", "REDUCE_ANY", "REDUCE_ALL", "ARG_MAX", "ARG_MIN", "CONCATENATION", "RESHAPE",
+    "SQUEEZE", "EXPAND_DIMS", "TRANSPOSE", "SLICE", "STRIDED_SLICE", "SPLIT", "SPLIT_V", "PACK", "UNPACK",
+    "TILE", "BROADCAST_TO", "GATHER", "GATHER_ND", "PAD", "PADV2", "MIRROR_PAD", "DEPTH_TO_SPACE",
+    "SPACE_TO_DEPTH", "BATCH_TO_SPACE_ND", "SPACE_TO_BATCH_ND", "CAST", "SHAPE", "FILL", "ZEROS_LIKE", "RANGE",
+    "SELECT", "SELECT_V2", "EQUAL", "NOT_EQUAL", "LESS", "LESS_EQUAL", "GREATER", "GREATER_EQUAL",
+    "LOGICAL_AND", "LOGICAL_OR", "LOGICAL_NOT", "WHERE",
+]
+
+
+def _litert_versions(op: str) -> list[int]:
+    """Versions of ``op`` LiteRT 2.3's builtin resolver accepts (op resolution happens when the
+    interpreter is built, before any kernel looks at tensors, so a dummy signature suffices)."""
+    from ai_edge_litert import interpreter as litert
+    from litegpu.testing import ModelBuilder
+
+    ok = []
+    for v in range(1, 13):
+        b = ModelBuilder()
+        x = b.input("x", (2,), "float32")
+        y = b.tensor("y", (2,), "float32")
+        b.op(op, [x], [y], version=v)
+        b.output(y)
+        try:
+            litert.Interpreter(model_content=b.build(), experimental_op_resolver_type=(
+                litert.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES))
+            ok.append(v)
+        except (RuntimeError, ValueError):
+            pass
+    return ok
+
+
+@pytest.mark.parametrize("op", KERNELS_A_OPS)
+def test_registered_versions_match_litert(op):
+    import litegpu.cpu  # noqa: F401
+    from litegpu.cpu._registry import CPU_KERNELS
+
+    registered = sorted({v for o, _, rng in CPU_KERNELS.entries() if o == op for v in rng})
+    assert registered == _litert_versions(op)

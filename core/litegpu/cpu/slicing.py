@@ -242,24 +242,29 @@ def _gather(ctx: NodeContext) -> Prepared:
         nidx = prod(js[bd:])
         return out_shape, (batch, outer, n, inner, nidx)
 
-    def gather(p: np.ndarray, idx: np.ndarray, out_shape: Shape, dims) -> np.ndarray:
+    def gather(p: np.ndarray, idx: np.ndarray, out_shape: Shape, dims, grid) -> np.ndarray:
         batch, outer, n, inner, nidx = dims
         j = np.asarray(idx).astype(np.int64).reshape(batch, nidx)
         if j.size and (j.min() < 0 or j.max() >= n):
             bad = j[(j < 0) | (j >= n)][0]
             raise ctx.fail(f"gather index {bad} is out of bounds for axis of size {n}")
-        pr = p.reshape(batch, outer, n, inner)
-        r = pr[np.arange(batch)[:, None, None], np.arange(outer)[None, :, None], j[:, None, :]]
+        # [batch, outer, n, inner] indexed by (batch, outer, index) -> [batch, outer, nidx, inner]
+        r = p.reshape(batch, outer, n, inner)[grid[0], grid[1], j[:, None, :]]
         return r.reshape(out_shape)
+
+    def index_grid(dims):
+        batch, outer = dims[0], dims[1]
+        return np.arange(batch)[:, None, None], np.arange(outer)[None, :, None]
 
     ps, js = known_shape(params), known_shape(indices)
     if ps is not None and js is not None:
         out_shape, dims = plan(ps, js)
-        return Prepared([out_shape], lambda inputs: [gather(inputs[0], inputs[1], out_shape, dims)])
+        grid = index_grid(dims)
+        return Prepared([out_shape], lambda inputs: [gather(inputs[0], inputs[1], out_shape, dims, grid)])
 
     def run_dynamic(inputs):
         out_shape, dims = plan(inputs[0].shape, inputs[1].shape)
-        return [gather(inputs[0], inputs[1], out_shape, dims)]
+        return [gather(inputs[0], inputs[1], out_shape, dims, index_grid(dims))]
 
     return Prepared([None], run_dynamic)
 
