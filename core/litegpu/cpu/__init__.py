@@ -12,6 +12,14 @@ import importlib
 
 # kernels-a: elementwise, activations, reduce, layout
 _KERNELS_A: tuple[str, ...] = (
+    "elementwise",
+    "compare",
+    "activations",
+    "reduce",
+    "layout",
+    "slicing",
+    "padding",
+    "generate",
 )
 
 
