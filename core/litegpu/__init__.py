@@ -12,6 +12,7 @@ from ._errors import (
     ModelError,
     UnsupportedOpError,
 )
+from ._reader import read_model
 from .cpu._registry import register_kernel
 
 __version__ = "0.1.0"
@@ -31,4 +32,5 @@ __all__ = [
     "UnsupportedOpError",
     "CacheError",
     "register_kernel",
+    "read_model",
 ]
