@@ -38,7 +38,11 @@ def fully_connected(ctx: NodeContext) -> Prepared:
     if int(opt.get("weights_format", 0)) != 0:
         raise ctx.fail("only the DEFAULT weights format is supported for float")
     keep = bool(opt.get("keep_num_dims", False))
-    clamp = activation_clamp(int(opt.get("fused_activation_function", 0)))
+    act = int(opt.get("fused_activation_function", 0))
+    if act not in (0, 1, 2, 3):  # LiteRT's FULLY_CONNECTED refuses TANH/SIGN_BIT at prepare
+        raise ModelError(f"node #{ctx.op.index} FULLY_CONNECTED: fused activation {act} is not supported "
+                         "(NONE, RELU, RELU_N1_TO_1, RELU6)")
+    clamp = activation_clamp(act)
     wshape = spec_shape(ctx.inputs[1])
     if wshape is None or len(wshape) != 2:
         raise ModelError(f"node #{ctx.op.index} FULLY_CONNECTED: weights must be 2-D, got {wshape}")
