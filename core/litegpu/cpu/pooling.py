@@ -109,7 +109,7 @@ class _PoolPlan:
             if out.dtype != F32:
                 out = out.astype(F32)
             if self.uniform:
-                np.divide(out, F32(self.k[0] * self.k[1]), out=out)
+                np.divide(out, F32.type(self.k[0] * self.k[1]), out=out)
             else:
                 np.divide(out, self.count, out=out)
         if self.clamp is not None:
