@@ -53,6 +53,34 @@ def _epilogue(dst: np.ndarray, bias: np.ndarray | None, clamp: Clamp | None) -> 
         clamp(dst)
 
 
+class _BiasAdder:
+    """Adds a per-channel bias to a contiguous (rows, C) block.
+
+    A plain broadcast runs numpy's inner loop over only C elements per row, which is slow
+    for the small channel counts of mobile models; the bias is therefore tiled ``t`` times
+    and added to the block viewed as (rows / t, t * C) (cached per bias array).
+    """
+
+    __slots__ = ("_src", "_tiled", "_t")
+
+    def __init__(self, channels: int):
+        self._t = max(1, 512 // max(channels, 1))
+        self._src: np.ndarray | None = None
+        self._tiled: np.ndarray | None = None
+
+    def add(self, dst: np.ndarray, bias: np.ndarray) -> None:
+        t = self._t
+        m = dst.shape[0]
+        if t == 1 or m % t:
+            np.add(dst, bias, out=dst)
+            return
+        if bias is not self._src:
+            self._tiled = np.tile(np.asarray(bias, F32).reshape(-1), t)
+            self._src = bias
+        v = dst.reshape(m // t, -1)
+        np.add(v, self._tiled, out=v)
+
+
 def _check_rank(ctx: NodeContext, shape: tuple[int, ...] | None, rank: int, what: str) -> None:
     if shape is not None and len(shape) != rank:
         raise ModelError(f"node #{ctx.op.index} {ctx.op.name}: {what} must have rank {rank}, got shape {shape}")
@@ -109,9 +137,12 @@ class _Conv2DPlan:
         self.strides = (sh, sw, dh, dw)
         self.k = (kh, kw, cf)
         self.pointwise = kh == 1 and kw == 1 and g == 1 and pt == pb == pl == pr == 0
+        self.bias_adder = _BiasAdder(o)
         if self.pointwise:
             m = oh * ow
-            self.rows = max(1, min(n * m, _POINTWISE_BLOCK_BYTES // (4 * max(o, c))))
+            rows = max(1, min(n * m, _POINTWISE_BLOCK_BYTES // (4 * max(o, c))))
+            t = self.bias_adder._t
+            self.rows = max(t, rows - rows % t)  # whole bias tiles per block
             return
         if pt or pb or pl or pr:
             self.padded = np.zeros((n, h + pt + pb, w + pl + pr, c), F32)
@@ -121,7 +152,11 @@ class _Conv2DPlan:
         kk = kh * kw * c
         self.rows = max(1, min(oh, _IM2COL_BLOCK_BYTES // (4 * ow * kk)))
         if g == 1:
-            self.cols = np.empty((self.rows * ow, kk), F32)
+            # One spare column of ones: the bias rides in the GEMM as one more weight row.
+            self.cols = np.empty((self.rows * ow, kk + 1), F32)
+            self.cols[:, kk] = 1
+            self._aug_src: tuple = (None, None)
+            self._aug: np.ndarray | None = None
         else:
             self.cols = np.empty((g, self.rows * ow, kh * kw * cf), F32)
             self.gout = np.empty((g, self.rows * ow, o // g), F32)
@@ -138,7 +173,10 @@ class _Conv2DPlan:
             for r in range(0, a.shape[0], step):
                 dst = o2[r:r + step]
                 np.matmul(a[r:r + step], wm, out=dst)
-                _epilogue(dst, bias, self.clamp)
+                if bias is not None:
+                    self.bias_adder.add(dst, bias)
+                if self.clamp is not None:
+                    self.clamp(dst)
             return out
         if self.padded is not None:
             np.copyto(self.interior, x)
@@ -150,6 +188,15 @@ class _Conv2DPlan:
         s0, s1, s2, s3 = src.strides
         o2 = out.reshape(n, oh * ow, o)
         g = self.groups
+        if g == 1:
+            kk = kh * kw * c
+            if bias is not None:
+                if self._aug_src[0] is not wm or self._aug_src[1] is not bias:
+                    self._aug = np.concatenate([wm, np.asarray(bias, F32).reshape(1, -1)], axis=0)
+                    self._aug_src = (wm, bias)
+                gemm_w, ncols = self._aug, kk + 1
+            else:
+                gemm_w, ncols = wm, kk
         for b in range(n):
             for r0 in range(0, oh, self.rows):
                 rr = min(self.rows, oh - r0)
@@ -158,9 +205,8 @@ class _Conv2DPlan:
                 dst = o2[b, r0 * ow:r0 * ow + m]
                 if g == 1:
                     patches = as_strided(base, (rr, ow, kh, kw, c), (s1 * sh, s2 * sw, s1 * dh, s2 * dw, s3))
-                    cols = self.cols[:m]
-                    np.copyto(cols.reshape(rr, ow, kh, kw, c), patches)
-                    np.matmul(cols, wm, out=dst)
+                    np.copyto(self.cols[:m, :kk].reshape(rr, ow, kh, kw, c), patches)
+                    np.matmul(self.cols[:m, :ncols], gemm_w, out=dst)
                 else:
                     patches = as_strided(base, (rr, ow, kh, kw, g, cf),
                                          (s1 * sh, s2 * sw, s1 * dh, s2 * dw, s3 * cf, s3))
@@ -169,7 +215,10 @@ class _Conv2DPlan:
                     gout = self.gout[:, :m]
                     np.matmul(cols, wm, out=gout)
                     np.copyto(dst.reshape(m, g, o // g), gout.transpose(1, 0, 2))
-                _epilogue(dst, bias, self.clamp)
+                    if bias is not None:
+                        self.bias_adder.add(dst, bias)
+                if self.clamp is not None:
+                    self.clamp(dst)
         return out
 
 
