@@ -28,6 +28,7 @@ from ._registry import FLOAT, NodeContext, Prepared, register_kernel
 __all__: list[str] = []
 
 _SEPARABLE_MIN_TAPS = 16
+_LOOP_MAX_TAPS = 4
 
 
 class _PoolPlan:
@@ -76,8 +77,23 @@ class _PoolPlan:
         sh, sw = self.s
         f = self.ufunc
         if self.tiled:
-            v = src[:, :oh * kh, :ow * kw].reshape(n, oh, kh, ow, kw, c)
-            return f.reduce(f.reduce(v, axis=4), axis=2)
+            # Window rows first, over whole contiguous image rows; then the columns of each window.
+            # Few taps: one ufunc call per tap (numpy's reduce would loop over the short tap axis
+            # innermost); many taps (global pooling): one reduce call.
+            v = src[:, :oh * kh, :ow * kw].reshape(n, oh, kh, ow * kw * c)
+            if kh <= _LOOP_MAX_TAPS:
+                rows = v[:, :, 0].copy()
+                for i in range(1, kh):
+                    f(rows, v[:, :, i], out=rows)
+            else:
+                rows = f.reduce(v, axis=2)
+            r = rows.reshape(n, oh, ow, kw, c)
+            if kw <= _LOOP_MAX_TAPS:
+                out = r[:, :, :, 0].copy()
+                for j in range(1, kw):
+                    f(out, r[:, :, :, j], out=out)
+                return out
+            return f.reduce(r, axis=3)
         if self.separable:
             rows = src[:, 0:(oh - 1) * sh + 1:sh].copy()
             for i in range(1, kh):

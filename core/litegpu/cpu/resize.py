@@ -78,6 +78,78 @@ def _runtime_size(arr: np.ndarray) -> tuple[int, int]:
     return int(v[0]), int(v[1])
 
 
+class _AxisLerp:
+    """Linear interpolation along one axis of an NHWC array (axis 1 or 2), planned for one shape.
+
+    The general case gathers the two source rows/columns of every output position and blends
+    them; the weights are pre-broadcast over everything after the axis so that numpy's inner
+    loops run over whole rows.  Exact 2x upsampling with half-pixel centers (MediaPipe's only
+    resize) needs no gather: output 2i blends x[i-1] and x[i] by 1/4 : 3/4, output 2i+1 blends
+    x[i] and x[i+1] by 3/4 : 1/4, clamped at the edges; that is two passes over the input and
+    two strided writes.
+    """
+
+    def __init__(self, shape: tuple[int, ...], axis: int, out_size: int, align: bool, half: bool):
+        self.axis = axis
+        n_in = shape[axis]
+        out_shape = list(shape)
+        out_shape[axis] = out_size
+        self.out_shape = tuple(out_shape)
+        self.identity = out_size == n_in and not half and not align
+        self.double = half and not align and out_size == 2 * n_in and n_in > 1
+        if self.identity or self.double:
+            return
+        lo, hi, d = bilinear_source(out_size, n_in, align, half)
+        self.lo, self.hi = lo, hi
+        inner = int(np.prod(shape[axis + 1:], dtype=np.int64))
+        # (out_size, inner) weights, flattened to match the array viewed as (..., out_size * inner).
+        self.d = np.repeat(d, inner).reshape(out_size * inner) if axis == 2 else d.reshape(out_size, 1)
+        self.inner = inner
+        self.a = np.empty(self.out_shape, F32)
+        self.b = np.empty(self.out_shape, F32)
+
+    def __call__(self, x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        """Interpolate ``x`` into ``out`` (a new array when None)."""
+        if self.identity:
+            if out is None:
+                return x.copy()
+            np.copyto(out, x)
+            return out
+        if out is None:
+            out = np.empty(self.out_shape, F32)
+        ax = self.axis
+        if self.double:
+            return self._double(x, out)
+        a, b = self.a, self.b
+        np.take(x, self.lo, axis=ax, out=a)
+        np.take(x, self.hi, axis=ax, out=b)
+        lead = int(np.prod(self.out_shape[:ax]))
+        a2 = a.reshape(lead, -1) if ax == 2 else a.reshape(lead, self.out_shape[ax], -1)
+        b2 = b.reshape(a2.shape)
+        np.subtract(b2, a2, out=b2)
+        np.multiply(b2, self.d, out=b2)
+        np.add(a2, b2, out=out.reshape(a2.shape))
+        return out
+
+    def _double(self, x: np.ndarray, out: np.ndarray) -> np.ndarray:
+        ax = self.axis
+        n = x.shape[ax]
+        # out viewed as (..., n, 2, rest): [..., i, 0] is output 2i, [..., i, 1] is output 2i+1.
+        pre, rest = self.out_shape[:ax], self.out_shape[ax + 1:]
+        o = out.reshape(pre + (n, 2) + rest)
+        even = o[(slice(None),) * ax + (slice(None), 0)]
+        odd = o[(slice(None),) * ax + (slice(None), 1)]
+        sl = (slice(None),) * ax
+        hi, lo = x[sl + (slice(1, None),)], x[sl + (slice(None, -1),)]
+        q = np.subtract(lo, hi)  # x[i-1] - x[i] for i >= 1
+        np.multiply(q, F32.type(0.25), out=q)
+        np.add(hi, q, out=even[sl + (slice(1, None),)])  # x[i] + (x[i-1] - x[i]) / 4
+        np.subtract(lo, q, out=odd[sl + (slice(None, -1),)])  # x[i] + (x[i+1] - x[i]) / 4
+        even[sl + (0,)] = x[sl + (0,)]
+        odd[sl + (n - 1,)] = x[sl + (n - 1,)]
+        return out
+
+
 class _BilinearPlan:
     def __init__(self, in_shape, oh, ow, align, half):
         if len(in_shape) != 4:
@@ -86,27 +158,20 @@ class _BilinearPlan:
             raise ModelError(f"RESIZE_BILINEAR: output size must be positive, got {oh}x{ow}")
         n, h, w, c = in_shape
         self.out_shape = (n, oh, ow, c)
-        self.y0, self.y1, dy = bilinear_source(oh, h, align, half)
-        self.x0, self.x1, dx = bilinear_source(ow, w, align, half)
-        self.dy = dy[:, None, None]
-        self.dx = dx[:, None]
-        self.rows_first = oh * w <= h * ow  # smaller intermediate first
+        # The column pass writes runs of only C elements, the row pass whole rows: give the
+        # column pass the smaller array (go first) unless that makes the intermediate much bigger.
+        if h * ow <= 2 * oh * w:
+            first = _AxisLerp(in_shape, 2, ow, align, half)
+            second = _AxisLerp(first.out_shape, 1, oh, align, half)
+        else:
+            first = _AxisLerp(in_shape, 1, oh, align, half)
+            second = _AxisLerp(first.out_shape, 2, ow, align, half)
+        self.steps = (first, second)
+        self.mid = np.empty(first.out_shape, F32)  # the intermediate never leaves the kernel
 
     def run(self, x: np.ndarray) -> np.ndarray:
-        if self.rows_first:
-            r = _lerp(x, 1, self.y0, self.y1, self.dy)
-            return _lerp(r, 2, self.x0, self.x1, self.dx)
-        r = _lerp(x, 2, self.x0, self.x1, self.dx)
-        return _lerp(r, 1, self.y0, self.y1, self.dy)
-
-
-def _lerp(x: np.ndarray, axis: int, i0: np.ndarray, i1: np.ndarray, d: np.ndarray) -> np.ndarray:
-    a = np.take(x, i0, axis=axis)
-    b = np.take(x, i1, axis=axis)
-    np.subtract(b, a, out=b)
-    np.multiply(b, d, out=b)
-    np.add(a, b, out=a)
-    return a
+        first, second = self.steps
+        return second(first(np.asarray(x, F32), self.mid))
 
 
 def _resize(ctx: NodeContext, make) -> Prepared:
