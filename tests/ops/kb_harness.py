@@ -128,6 +128,9 @@ def run_ours(model: bytes, inputs: Sequence[np.ndarray], invokes: int = 1) -> li
         import litegpu
 
         it = litegpu.Interpreter(model_content=bytes(model))
+        for d, x in zip(it.get_input_details(), inputs, strict=True):
+            if tuple(d["shape"]) != np.shape(x):
+                it.resize_tensor_input(d["index"], list(np.shape(x)))
         it.allocate_tensors()
         for d, x in zip(it.get_input_details(), inputs, strict=True):
             it.set_tensor(d["index"], np.asarray(x))
@@ -151,6 +154,9 @@ def run_litert_n(model: bytes, inputs: Sequence[np.ndarray], invokes: int = 1,
     if reference:
         kw["experimental_op_resolver_type"] = litert.OpResolverType.BUILTIN_REF
     it = litert.Interpreter(model_content=bytes(model), **kw)
+    for d, x in zip(it.get_input_details(), inputs, strict=True):
+        if tuple(d["shape"]) != np.shape(x):
+            it.resize_tensor_input(d["index"], list(np.shape(x)))
     it.allocate_tensors()
     for d, x in zip(it.get_input_details(), inputs, strict=True):
         it.set_tensor(d["index"], np.asarray(x, dtype=d["dtype"]))

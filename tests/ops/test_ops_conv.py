@@ -326,6 +326,35 @@ def test_convolution_2d_transpose_bias(case):
     WORST["Convolution2DTransposeBias"] = max(WORST.get("Convolution2DTransposeBias", 0.0), err)
 
 
+@pytest.mark.parametrize("shape", [(1, 8, 8, 3), (2, 11, 9, 3)], ids=["declared", "resized"])
+def test_dynamic_shapes_chain(shape):
+    """A runtime-sized RESIZE feeding CONV_2D, DEPTHWISE_CONV_2D, MAX_POOL_2D and FULLY_CONNECTED:
+    their input shapes are unknown at prepare (planned at the first run), and the batch/spatial
+    dimensions of the model input are resized."""
+    r = rng(17)
+    b = ModelBuilder()
+    x = b.input("x", (1, 8, 8, 3), shape_signature=(-1, -1, -1, 3))
+    size = b.input("size", (2,), "int32")
+    t0 = b.tensor("r", (1, 8, 8, 3), shape_signature=(-1, -1, -1, 3))
+    b.op("RESIZE_BILINEAR", [x, size], [t0], version=3, half_pixel_centers=True)
+    t1 = b.tensor("c", (1, 8, 8, 5), shape_signature=(-1, -1, -1, 5))
+    b.op("CONV_2D", [t0, b.const("w", r.standard_normal((5, 3, 3, 3)).astype(np.float32)),
+                     b.const("b", r.standard_normal(5).astype(np.float32))], [t1], padding=SAME, stride_h=2,
+         stride_w=1)
+    t2 = b.tensor("d", (1, 8, 8, 5), shape_signature=(-1, -1, -1, 5))
+    b.op("DEPTHWISE_CONV_2D", [t1, b.const("dw", r.standard_normal((1, 3, 3, 5)).astype(np.float32)),
+                               b.const("db", r.standard_normal(5).astype(np.float32))], [t2], padding=SAME,
+         stride_h=1, stride_w=2, depth_multiplier=1)
+    t3 = b.tensor("p", (1, 4, 4, 5), shape_signature=(-1, -1, -1, 5))
+    b.op("MAX_POOL_2D", [t2], [t3], padding=SAME, stride_h=2, stride_w=2, filter_height=2, filter_width=2)
+    t4 = b.tensor("f", (1, 4, 4, 4), shape_signature=(-1, -1, -1, 4))
+    b.op("FULLY_CONNECTED", [t3, b.const("fw", r.standard_normal((4, 5)).astype(np.float32)), -1], [t4],
+         version=5, keep_num_dims=True)
+    b.output(t4)
+    feeds = [r.standard_normal(shape).astype(np.float32), np.array([13, 10], np.int32)]
+    compare(b.build(), feeds, "dynamic chain")
+
+
 def test_zz_report_worst():
     """Prints the worst relative error per op (run with -s to see it)."""
     for k, v in sorted(WORST.items()):

@@ -467,7 +467,15 @@ def transpose_conv(ctx: NodeContext) -> Prepared:
     if len(ctx.inputs) < 3 or any(ctx.inputs[i] is None for i in range(3)):
         raise ModelError(f"node #{ctx.op.index} TRANSPOSE_CONV needs output_shape, weights and input")
     if ctx.inputs[2].dtype != "float32":
-        raise ctx.fail(f"only float32 input is supported here, got {ctx.inputs[2].dtype}")
+        # Every TRANSPOSE_CONV is looked up by its int32 output_shape: hand quantized nodes to the
+        # kernel registered before this one, when the registry can chain.
+        from ._registry import CPU_KERNELS
+
+        lookup_next = getattr(CPU_KERNELS, "lookup_next", None)
+        other = lookup_next("TRANSPOSE_CONV", "int32", ctx.op.version, transpose_conv) if lookup_next else None
+        if other is None:
+            raise ctx.fail(f"no kernel for {ctx.inputs[2].dtype} input (this one is float32)")
+        return other(ctx)
     require_float(ctx, [1, 2, 3])
     opt = ctx.options
     padding = int(opt.get("padding", PADDING_SAME))

@@ -27,7 +27,7 @@ from ._registry import FLOAT, NodeContext, Prepared, register_kernel
 
 __all__: list[str] = []
 
-_SEPARABLE_MIN_TAPS = 16
+_SEPARABLE_MIN_TAPS = 6
 _LOOP_MAX_TAPS = 4
 
 
