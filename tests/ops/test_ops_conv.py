@@ -355,6 +355,70 @@ def test_dynamic_shapes_chain(shape):
     compare(b.build(), feeds, "dynamic chain")
 
 
+def _bad_conv():
+    b = ModelBuilder()
+    x = b.input("x", (1, 6, 6, 4))
+    y = b.tensor("y", (1, 6, 6, 2))
+    b.op("CONV_2D", [x, b.const("w", np.ones((2, 3, 3, 3), np.float32)), b.const("b", np.zeros(2, np.float32))],
+         [y], padding=SAME, stride_h=1, stride_w=1)
+    b.output(y)
+    return b.build(), (1, 6, 6, 4)
+
+
+def _bad_depthwise():
+    b = ModelBuilder()
+    x = b.input("x", (1, 6, 6, 4))
+    y = b.tensor("y", (1, 6, 6, 6))
+    b.op("DEPTHWISE_CONV_2D", [x, b.const("w", np.ones((1, 3, 3, 6), np.float32)),
+                               b.const("b", np.zeros(6, np.float32))], [y], padding=SAME, stride_h=1, stride_w=1,
+         depth_multiplier=1)
+    b.output(y)
+    return b.build(), (1, 6, 6, 4)
+
+
+def _bad_transpose_conv():
+    b = ModelBuilder()
+    shape = b.const("shape", np.array([1, 8, 8, 5], np.int32))
+    x = b.input("x", (1, 4, 4, 2))
+    y = b.tensor("y", (1, 8, 8, 5))
+    b.op("TRANSPOSE_CONV", [shape, b.const("w", np.ones((3, 3, 3, 2), np.float32)), x], [y], padding=SAME,
+         stride_h=2, stride_w=2)
+    b.output(y)
+    return b.build(), (1, 4, 4, 2)
+
+
+@pytest.mark.parametrize("op", ["MAX_POOL_2D", "AVERAGE_POOL_2D", "CONV_2D", "DEPTHWISE_CONV_2D"])
+def test_window_larger_than_input(op):
+    """VALID windows wider than the input: LiteRT runs the node with an empty (0x0) output."""
+    b = ModelBuilder()
+    x = b.input("x", (1, 6, 6, 4))
+    y = b.tensor("y", (1, 1, 1, 4))
+    if op.endswith("POOL_2D"):
+        b.op(op, [x], [y], padding=VALID, stride_h=2, stride_w=2, filter_height=8, filter_width=7)
+    elif op == "CONV_2D":
+        b.op(op, [x, b.const("w", np.ones((4, 8, 7, 4), np.float32)), b.const("b", np.ones(4, np.float32))], [y],
+             padding=VALID, stride_h=2, stride_w=2)
+    else:
+        b.op(op, [x, b.const("w", np.ones((1, 8, 7, 4), np.float32)), b.const("b", np.ones(4, np.float32))], [y],
+             padding=VALID, stride_h=2, stride_w=2, depth_multiplier=1)
+    b.output(y)
+    compare(b.build(), [np.ones((1, 6, 6, 4), np.float32)], op)
+
+
+@pytest.mark.parametrize("make", [_bad_conv, _bad_depthwise, _bad_transpose_conv],
+                         ids=["conv-depth", "depthwise-depth", "transpose-channels"])
+def test_malformed_nodes_raise_model_error(make):
+    """Inconsistent shapes: LiteRT refuses the model, and we raise a ModelError naming the node."""
+    from litegpu import ModelError
+
+    data, shape = make()
+    x = np.ones(shape, np.float32)
+    with pytest.raises((RuntimeError, ValueError)):
+        run_litert(data, [x])
+    with pytest.raises(ModelError, match="node #0"):
+        run_ours(data, [x])
+
+
 def test_zz_report_worst():
     """Prints the worst relative error per op (run with -s to see it)."""
     for k, v in sorted(WORST.items()):

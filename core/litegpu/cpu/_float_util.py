@@ -71,13 +71,24 @@ class DerivedCache:
 
 
 def conv_geometry(padding: int, in_size: int, k: int, stride: int, dilation: int) -> tuple[int, int, int]:
-    """(out, pad_before, pad_after) for one spatial axis, TFLite's rules (SAME=0 / VALID=1)."""
-    from ._common import out_size
+    """(out, pad_before, pad_after) for one spatial axis, TFLite's rules (SAME=0 / VALID=1).
 
+    A VALID window larger than the input gives LiteRT's C arithmetic: a size that truncates
+    to 0 is an empty output (LiteRT runs it), a negative one is an error.
+    """
     if padding not in (0, 1):
         raise ModelError(f"unknown padding {padding}")
-    o = out_size(padding, in_size, k, stride, dilation)
-    before, after = same_padding(padding, in_size, k, stride, dilation, o)
+    if stride <= 0 or dilation <= 0 or k <= 0:
+        raise ModelError(f"filter {k}, stride {stride} and dilation {dilation} must be positive")
+    eff = (k - 1) * dilation + 1
+    if padding == 0:
+        o = (in_size + stride - 1) // stride
+    else:
+        num = in_size + stride - eff
+        o = num // stride if num >= 0 else -((-num) // stride)  # C division truncates toward zero
+    if o < 0:
+        raise ModelError(f"a window of {eff} does not fit an input of {in_size} (stride {stride})")
+    before, after = same_padding(padding, in_size, k, stride, dilation, o) if o > 0 else (0, 0)
     return o, before, after
 
 

@@ -128,12 +128,13 @@ class _Conv2DPlan:
             raise ModelError(f"CONV_2D: {o} output channels not divisible into {g} groups")
         oh, pt, pb = conv_geometry(padding, h, kh, sh, dh)
         ow, pl, pr = conv_geometry(padding, w, kw, sw, dw)
-        if oh <= 0 or ow <= 0:
-            raise ModelError(f"CONV_2D: output would be empty ({oh}x{ow}) for input {in_shape}")
         self.in_shape = in_shape
         self.out_shape = (n, oh, ow, o)
         self.groups = g
         self.clamp = clamp
+        self.empty = 0 in self.out_shape or 0 in in_shape  # LiteRT runs empty convolutions too
+        if self.empty:
+            return
         self.strides = (sh, sw, dh, dw)
         self.k = (kh, kw, cf)
         self.pointwise = kh == 1 and kw == 1 and g == 1 and pt == pb == pl == pr == 0
@@ -162,9 +163,14 @@ class _Conv2DPlan:
             self.gout = np.empty((g, self.rows * ow, o // g), F32)
 
     def run(self, x: np.ndarray, wm: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
+        out = np.empty(self.out_shape, F32)
+        if self.empty:
+            if out.size:  # no input elements: every output is bias (+ activation)
+                out[...] = 0 if bias is None else np.asarray(bias, F32).reshape(-1)
+                _epilogue(out, None, self.clamp)
+            return out
         n, oh, ow, o = self.out_shape
         sh, sw, dh, dw = self.strides
-        out = np.empty(self.out_shape, F32)
         if self.pointwise:
             src = x if sh == 1 and sw == 1 else x[:, ::sh, ::sw, :]
             a = src.reshape(-1, x.shape[3])
@@ -285,15 +291,16 @@ class _DepthwisePlan:
                 f"DEPTHWISE_CONV_2D: filter has {co} channels, expected input depth {c} x multiplier {mult}")
         oh, pt, pb = conv_geometry(padding, h, kh, sh, dh)
         ow, pl, pr = conv_geometry(padding, w, kw, sw, dw)
-        if oh <= 0 or ow <= 0:
-            raise ModelError(f"DEPTHWISE_CONV_2D: output would be empty ({oh}x{ow}) for input {in_shape}")
+        self.out_shape = (n, oh, ow, co)
+        self.clamp = clamp
+        self.empty = 0 in self.out_shape
+        if self.empty:
+            return
         hp, wp = h + pt + pb, w + pl + pr
         wq = -(-wp // sw)  # columns per phase
         rp = sw * wq * co  # elements per buffer row
-        self.out_shape = (n, oh, ow, co)
         self.mult, self.c, self.co = mult, c, co
         self.kh, self.kw, self.wq = kh, kw, wq
-        self.clamp = clamp
         # One spare row at the end: the last run of a row reads a few elements past its end.
         self.buf = np.zeros(n * hp * rp + rp, F32)
         grid = self.buf[: n * hp * rp].reshape(n, hp, sw, wq, c, mult)
@@ -320,6 +327,8 @@ class _DepthwisePlan:
                                writeable=False)
 
     def tile_weights(self, w: np.ndarray) -> np.ndarray:
+        if self.empty:
+            return np.asarray(w, F32)
         w = np.asarray(w, F32).reshape(self.kh, self.kw, self.co)
         ow = self.out_shape[2]
         wt = np.zeros((self.kh, self.nq, self.nb, ow, self.co), F32)
@@ -328,6 +337,8 @@ class _DepthwisePlan:
         return wt.reshape(self.kh, self.nq, self.nb, ow * self.co)
 
     def run(self, x: np.ndarray, wt: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
+        if self.empty:
+            return np.empty(self.out_shape, F32)
         for dst, x0, cnt in self.fills:
             src = x[:, :, x0::self.sw][:, :, :cnt]
             np.copyto(dst, src[..., None])
@@ -535,9 +546,8 @@ class _Conv3DPlan:
         od, fd, bd = conv_geometry(padding, d, kd, sd, dd)
         oh, ft, bt = conv_geometry(padding, h, kh, sh, dh)
         ow, fl, bl = conv_geometry(padding, w, kw, sw, dw)
-        if min(od, oh, ow) <= 0:
-            raise ModelError(f"CONV_3D: output would be empty for input {in_shape}")
         self.out_shape = (n, od, oh, ow, o)
+        self.empty = 0 in self.out_shape
         self.k = (kd, kh, kw)
         self.s, self.dl = strides, dilations
         self.clamp = clamp
@@ -549,6 +559,8 @@ class _Conv3DPlan:
         self.cols = np.empty((oh * ow, kd * kh * kw * c), F32)
 
     def run(self, x, wm, bias):
+        if self.empty:
+            return np.empty(self.out_shape, F32)
         src = x if self.padded is None else self.padded
         if self.padded is not None:
             np.copyto(self.interior, x)

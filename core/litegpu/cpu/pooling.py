@@ -36,12 +36,12 @@ class _PoolPlan:
         n, h, w, c = in_shape
         oh, pt, pb = conv_geometry(padding, h, kh, sh, 1)
         ow, pl, pr = conv_geometry(padding, w, kw, sw, 1)
-        if oh <= 0 or ow <= 0:
-            raise ModelError(f"{kind}: output would be empty ({oh}x{ow}) for input {in_shape} "
-                             f"and a {kh}x{kw} window")
         self.kind = kind
         self.dtype = np.dtype(dtype)
         self.out_shape = (n, oh, ow, c)
+        self.empty = 0 in self.out_shape  # a VALID window wider than the input: LiteRT gives 0x0
+        if self.empty:
+            return
         self.k, self.s = (kh, kw), (sh, sw)
         self.clamp, self.qclamp = clamp, qclamp
         is_max = kind == "MAX_POOL_2D"
@@ -115,6 +115,8 @@ class _PoolPlan:
         return out
 
     def run(self, x: np.ndarray) -> np.ndarray:
+        if self.empty:
+            return np.empty(self.out_shape, F32 if self.kind == "AVERAGE_POOL_2D" else self.dtype)
         if self.buf is not None:
             np.copyto(self.interior, x)
             src = self.buf
