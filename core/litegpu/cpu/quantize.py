@@ -14,6 +14,8 @@
 A node whose input is constant is computed once at prepare and the same
 read-only array is returned on every invoke, so consumers that cache derived
 weights by array identity (see :mod:`._float_util`) do their work only once.
+The same holds for a read-only input array that comes back unchanged at every
+invoke (the output of a DENSIFY of sparse weights).
 """
 
 from __future__ import annotations
@@ -130,7 +132,21 @@ def _const_or_run(spec: TensorSpec, fn: Callable[[np.ndarray], np.ndarray],
         value = fn(spec.data)
         value.flags.writeable = False
         return Prepared([tuple(value.shape)], lambda inputs: [value])
-    return Prepared([shape], lambda inputs: [fn(inputs[0])])
+    # A read-only input array that keeps coming back is a constant computed at run time (a
+    # DENSIFY output, typically): convert it once and hand out the same read-only result.
+    cache: list = [None, None]
+
+    def run(inputs):
+        x = inputs[0]
+        if x is cache[0]:
+            return [cache[1]]
+        y = fn(x)
+        if isinstance(x, np.ndarray) and not x.flags.writeable:
+            y.flags.writeable = False
+            cache[0], cache[1] = x, y
+        return [y]
+
+    return Prepared([shape], run)
 
 
 @register_kernel("DEQUANTIZE", dtypes=("float16",) + _QTYPES, versions=range(1, 7))
