@@ -95,6 +95,36 @@ def test_unidirectional_sequence_lstm(cfg, time_major):
     compare(model, [x], "UNIDIRECTIONAL_SEQUENCE_LSTM", invokes=2)
 
 
+def test_lstm_state_reset():
+    """invoke, invoke, reset_all_variables, invoke: the state variables restart from zero."""
+    from ai_edge_litert import interpreter as litert
+
+    model, x = _lstm_model("UNIDIRECTIONAL_SEQUENCE_LSTM", n_batch=2, n_input=3, n_cell=4, n_output=4, seq=3,
+                           peephole=True, seed=8)
+
+    def sequence(it):
+        it.allocate_tensors()
+        outs = []
+        for step in range(3):
+            if step == 2:
+                it.reset_all_variables()
+            it.set_tensor(it.get_input_details()[0]["index"], x)
+            it.invoke()
+            outs.append(it.get_tensor(it.get_output_details()[0]["index"]))
+        return outs
+
+    ref = sequence(litert.Interpreter(model_content=model,
+                                      experimental_op_resolver_type=litert.OpResolverType.BUILTIN_REF))
+    if not interpreter_available():
+        pytest.skip("needs litegpu.Interpreter")
+    import litegpu
+
+    ours = sequence(litegpu.Interpreter(model_content=model))
+    np.testing.assert_allclose(ref[2], ref[0], rtol=0, atol=0)  # the oracle restarts from zero state
+    for a, e in zip(ours, ref, strict=True):
+        WORST["LSTM reset"] = max(WORST.get("LSTM reset", 0.0), assert_allclose_rel(a, e, 1e-5))
+
+
 def test_unidirectional_sequence_lstm_diagonal():
     # LiteRT 2.3 has no version-4 kernel but honours the option at version 1.
     model, x = _lstm_model("UNIDIRECTIONAL_SEQUENCE_LSTM", n_batch=2, n_input=3, n_cell=4, n_output=4, seq=5,
