@@ -220,7 +220,12 @@ class GpuGraph:
         non-constant tensors read but not produced by the nodes, outputs the
         produced tensors read by other operators or listed as subgraph outputs.
         """
-        idx = list(range(len(subgraph.operators))) if node_indices is None else list(node_indices)
+        if node_indices is None:
+            idx = list(range(len(subgraph.operators)))
+            inputs = subgraph.inputs if inputs is None else inputs
+            outputs = subgraph.outputs if outputs is None else outputs
+        else:
+            idx = list(node_indices)
         ops: list[Operator] = [subgraph.operators[i] for i in idx]
         resolved = dict(tensors or {})
 
