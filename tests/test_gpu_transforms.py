@@ -10,13 +10,15 @@ from _gpu_check import REL, assert_rel, check_passes, graph_of, rel_err, run_lit
 from _gpu_tflite import StopgapModelBuilder, model_builder, read_model
 
 from litegpu._ir import DimensionMetadata, Sparsity
-from litegpu.gpu._graph import GpuGraph, bhwc_shape
+from litegpu.gpu._capabilities import epilogue_fits
+from litegpu.gpu._graph import Epilogue, GpuGraph, bhwc_shape
 from litegpu.gpu._passes import (
     fc_as_conv,
     fold_affine,
     fold_constants,
     fuse_activations,
     fuse_elementwise,
+    legalise_epilogues,
     merge_pad,
     normalise_bhwc,
     remove_identities,
@@ -377,8 +379,11 @@ def test_fuse_activation_into_conv(act):
         b.op(act, [y], [z])
     b.output(z)
     g, _ = check_passes(b.build(), [rnd(1, 5, 5, 3, lo=-4, hi=4)], [normalise_bhwc, fuse_activations])
-    assert g.op_counts() == {"CONV_2D": 1}
-    assert [e.op for e in g.nodes[0].epilogue] == [act]
+    if act in ("LEAKY_RELU", "ELU"):  # the conv2d template's act slot does not take these
+        assert g.op_counts() == {"CONV_2D": 1, act: 1}
+    else:
+        assert g.op_counts() == {"CONV_2D": 1}
+        assert [e.op for e in g.nodes[0].epilogue] == [act]
 
 
 def test_fuse_activation_chain_and_refusals():
@@ -386,21 +391,20 @@ def test_fuse_activation_chain_and_refusals():
     x = b.input("x", (1, 5, 5, 3))
     y = conv_model(b, x, 3, 4, 5, act=1)  # fused RELU in the conv already
     t = b.tensor("t", (1, 5, 5, 4))
-    b.op("TANH", [y], [t])
+    b.op("TANH", [y], [t])  # conv2d takes one activation before its residual slot: stays
     a = b.tensor("a", (1, 5, 5, 4))
     b.op("ADD", [t, b.input("r", (1, 5, 5, 4))], [a], fused_activation_function=3)  # ADD + RELU6
     lg = b.tensor("lg", (1, 5, 5, 4))
-    b.op("LOGISTIC", [a], [lg])
-    # two readers: the RELU cannot be fused into the conv
+    b.op("LOGISTIC", [a], [lg])  # -> the binary kernel's chain
     y2 = conv_model(b, lg, 4, 4, 5, name="c2")
     r2 = b.tensor("r2", (1, 5, 5, 4))
-    b.op("RELU", [y2], [r2])
+    b.op("RELU", [y2], [r2])  # two readers of y2: not fused
     b.output(r2)
     b.output(y2)
     g, _ = check_passes(b.build(), [rnd(1, 5, 5, 3), rnd(1, 5, 5, 4)], [normalise_bhwc, fuse_activations])
-    assert g.op_counts() == {"ADD": 1, "CONV_2D": 2, "RELU": 1}
-    assert [e.op for e in g.nodes[0].epilogue] == ["RELU", "TANH"]
-    assert [e.op for e in g.nodes[1].epilogue] == ["RELU6", "LOGISTIC"]
+    assert [n.op for n in g.nodes] == ["CONV_2D", "TANH", "ADD", "CONV_2D", "RELU"]
+    assert [e.op for e in g.nodes[0].epilogue] == ["RELU"]
+    assert [e.op for e in g.nodes[2].epilogue] == ["RELU6", "LOGISTIC"]
 
 
 def test_fuse_residual_add_reorders_and_chains():
@@ -411,17 +415,17 @@ def test_fuse_residual_add_reorders_and_chains():
     b.op("DEPTHWISE_CONV_2D", [x, b.const("dw", rnd(1, 3, 3, 4)), b.const("db", rnd(4))], [other], padding=0,
          stride_w=1, stride_h=1, depth_multiplier=1)
     s = b.tensor("s", (1, 6, 6, 4))
-    b.op("SUB", [other, y], [s])  # other - conv: reversed operand
+    b.op("ADD", [other, y], [s])
     m = b.tensor("m", (1, 6, 6, 4))
-    b.op("MUL", [s, b.const("big", rnd(1, 6, 6, 4))], [m])  # full-tensor constant: epilogue, not folded
+    b.op("MUL", [s, b.const("big", rnd(1, 6, 6, 4))], [m])  # full-tensor constant after the residual: no slot
     r = b.tensor("r", (1, 6, 6, 4))
     b.op("RELU", [m], [r])
     b.output(r)
     g, rep = check_passes(b.build(), [rnd(1, 6, 6, 4)])
-    # the depthwise conv absorbs the SUB? no: it is the *other* operand's producer; the later node wins
-    ops = [(n.op, [e.describe().split("(")[0] for e in n.epilogue]) for n in g.nodes]
-    assert ops == [("CONV_2D", []), ("DEPTHWISE_CONV_2D", ["sub", "mul", "relu"])] or \
-        ops == [("DEPTHWISE_CONV_2D", []), ("CONV_2D", ["sub", "mul", "relu"])], ops
+    # the depthwise kernel has no residual slot, so conv A takes the ADD and moves after the depthwise conv
+    ops = [(n.op, [e.op for e in n.epilogue]) for n in g.nodes]
+    assert ops == [("DEPTHWISE_CONV_2D", []), ("CONV_2D", ["ADD"]), ("MUL", ["RELU"])], ops
+    assert g.nodes[1].epilogue[0].reverse
 
 
 def test_fuse_residual_when_operand_comes_later():
@@ -431,11 +435,42 @@ def test_fuse_residual_when_operand_comes_later():
     other = b.tensor("o", (1, 6, 6, 4))
     b.op("MAX_POOL_2D", [x], [other], padding=0, stride_w=1, stride_h=1, filter_width=3, filter_height=3)
     s = b.tensor("s", (1, 6, 6, 4))
-    b.op("SUB", [y, other], [s])
-    b.output(s)
+    b.op("MUL", [y, other], [s], fused_activation_function=1)
+    sub = b.tensor("sub", (1, 6, 6, 4))
+    b.op("SUB", [s, other], [sub])  # SUB has no conv2d slot: stays a binary node
+    b.output(sub)
     g, _ = check_passes(b.build(), [rnd(1, 6, 6, 4)], [normalise_bhwc, fuse_elementwise])
-    assert [n.op for n in g.nodes] == ["MAX_POOL_2D", "CONV_2D"]  # the conv moved after its operand
-    assert g.nodes[1].epilogue[0].op == "SUB" and not g.nodes[1].epilogue[0].reverse
+    assert [n.op for n in g.nodes] == ["MAX_POOL_2D", "CONV_2D", "SUB"]  # the conv moved after its operand
+    assert [e.op for e in g.nodes[1].epilogue] == ["MUL", "RELU"] and not g.nodes[1].epilogue[0].reverse
+
+
+def test_legalise_splits_unsupported_epilogues():
+    b = model_builder()
+    x = b.input("x", (1, 4, 4, 3))
+    d = b.tensor("d", (1, 4, 4, 3))
+    b.op("DEPTHWISE_CONV_2D", [x, b.const("w", rnd(1, 3, 3, 3)), b.const("bias", rnd(3))], [d], padding=0,
+         stride_w=1, stride_h=1, depth_multiplier=1, fused_activation_function=1)
+    t = b.tensor("t", (1, 4, 4, 3))
+    b.op("TANH", [d], [t])
+    r = b.input("r", (1, 4, 4, 3))
+    y = b.tensor("y", (1, 4, 4, 3))
+    b.op("SUB", [r, t], [y])
+    b.output(y)
+    model = b.build()
+    inputs = [rnd(1, 4, 4, 3, lo=-3, hi=3), rnd(1, 4, 4, 3)]
+    ref = run_litert(model, inputs)
+    g = graph_of(model)
+    normalise_bhwc(g)
+    # hand-fuse what no depthwise kernel takes: RELU, TANH, then a reversed SUB of a tensor
+    dw, tanh, sub = g.nodes
+    dw.epilogue = [*dw.epilogue, Epilogue("TANH"), Epilogue("SUB", sub.inputs[0], reverse=True)]
+    dw.outputs = list(sub.outputs)
+    g.nodes = [dw]
+    rep = run_passes(g, [legalise_epilogues])
+    assert [(n.op, [e.op for e in n.epilogue]) for n in g.nodes] == [
+        ("DEPTHWISE_CONV_2D", ["RELU"]), ("TANH", []), ("SUB", [])]
+    assert_rel(evaluate(g, inputs)[g.outputs[0]], ref[0])
+    assert rep["legalise_epilogues"][0] == "split epilogues of 1 nodes"
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -715,7 +750,9 @@ def test_mediapipe_pipeline_keeps_meaning(path):
     for n in g2.nodes:
         if n.op in ("RELU", "PRELU", "RELU6", "LOGISTIC", "HARD_SWISH"):
             host = producers.get(n.inputs[0])
-            assert host is None or len(consumers[n.inputs[0]]) > 1 or host.op not in EPILOGUE_HOSTS, n.describe()
+            step = Epilogue(n.op, n.inputs[1] if n.op == "PRELU" else None)
+            assert host is None or len(consumers[n.inputs[0]]) > 1 or host.op not in EPILOGUE_HOSTS \
+                or not epilogue_fits(g2, host, [*host.epilogue, step]), n.describe()
     if not any(s in path for s in _NO_LITERT):
         with open(path, "rb") as f:
             ref = run_litert(f.read(), xs)

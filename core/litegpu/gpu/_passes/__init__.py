@@ -14,6 +14,7 @@ from .fc_as_conv import fc_as_conv
 from .fold_affine import fold_affine
 from .fold_constants import fold_constants
 from .fuse import fuse_activations, fuse_elementwise
+from .legalise import legalise_epilogues
 from .merge_pad import merge_pad
 from .normalise_bhwc import normalise_bhwc
 from .remove_identities import remove_identities
@@ -30,6 +31,7 @@ __all__ = [
     "fold_affine",
     "fuse_elementwise",
     "fuse_activations",
+    "legalise_epilogues",
     "prune",
 ]
 
@@ -53,6 +55,7 @@ DEFAULT_PIPELINE: tuple[Pass, ...] = (
     fold_affine,
     fuse_elementwise,
     fuse_activations,
+    legalise_epilogues,
     prune,
 )
 

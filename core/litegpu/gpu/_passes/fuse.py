@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from .._capabilities import epilogue_fits
 from .._graph import Epilogue, GpuGraph, GpuNode, Report
 from ._util import CONV_LIKE, EPILOGUE_HOSTS, only_consumer, position
 
@@ -50,7 +51,8 @@ def fuse_elementwise(g: GpuGraph) -> Report:
     connection) -- becomes an :class:`Epilogue` operand, broadcast BHWC-wise
     into the result; the result must not itself be broadcast (same 4-D
     shape as the output).  When both inputs come from candidate nodes the
-    later one absorbs the op, so the other operand is already computed.
+    later one absorbs the op, so the other operand is already computed.  Only
+    chains the kernel's epilogue slots take are fused (``_capabilities``).
     """
     counts: Counter[str] = Counter()
     lines: Report = []
@@ -73,10 +75,15 @@ def fuse_elementwise(g: GpuGraph) -> Report:
                 if g.tensors[t].dtype != "float32" or not _broadcasts_into(g, other, out_shape):
                     continue
                 cands.append((pos[host.id], k, host))
-            if not cands:
+            chosen = None
+            for _, k, host in sorted(cands, key=lambda c: -c[0]):  # the later producer first
+                step = Epilogue(nxt.op, nxt.inputs[1 - k], reverse=(k == 1))
+                if epilogue_fits(g, host, [*host.epilogue, step, *nxt.epilogue]):
+                    chosen = (host, step)
+                    break
+            if chosen is None:
                 continue
-            _, k, host = max(cands)
-            step = Epilogue(nxt.op, nxt.inputs[1 - k], reverse=(k == 1))
+            host, step = chosen
             _absorb(g, host, nxt, step)
             kind = "constant" if g.is_constant(step.operand) else "tensor"
             counts[f"{nxt.op} {kind}"] += 1
@@ -90,7 +97,8 @@ def fuse_elementwise(g: GpuGraph) -> Report:
 def fuse_activations(g: GpuGraph) -> Report:
     """Fuse an activation (RELU, RELU6, RELU_N1_TO_1, TANH, LOGISTIC, HARD_SWISH, LEAKY_RELU, ELU, and
     PRELU with a constant alpha) into the node producing its input, when that node's kernel takes an
-    epilogue (``EPILOGUE_HOSTS``) and the activation is its only reader."""
+    epilogue (``EPILOGUE_HOSTS``) that takes the resulting chain (``_capabilities``) and the activation is
+    its only reader."""
     counts: Counter[str] = Counter()
     lines: Report = []
     changed = True
@@ -109,6 +117,8 @@ def fuse_activations(g: GpuGraph) -> Report:
             if host is None or host.op not in EPILOGUE_HOSTS or only_consumer(g, t, consumers) is not act:
                 continue
             if g.tensors[t].shape != g.tensors[act.outputs[0]].shape or g.tensors[t].dtype != "float32":
+                continue
+            if not epilogue_fits(g, host, [*host.epilogue, step, *act.epilogue]):
                 continue
             _absorb(g, host, act, step)
             counts[act.op] += 1
