@@ -71,7 +71,7 @@ _OPTIONS_OF = {
     "MINIMUM": "MaximumMinimumOptions", "SQUARED_DIFFERENCE": "SquaredDifferenceOptions",
     "POW": "PowOptions", "EXP": "ExpOptions", "ABS": "AbsOptions", "NEG": "NegOptions",
     "COS": "CosOptions", "LOGICAL_AND": "LogicalAndOptions", "DENSIFY": "DensifyOptions",
-    "SQUEEZE": "SqueezeOptions", "EXPAND_DIMS": "ExpandDimsOptions",
+    "SQUEEZE": "SqueezeOptions", "EXPAND_DIMS": "ExpandDimsOptions", "LSTM": "LSTMOptions",
 }
 
 

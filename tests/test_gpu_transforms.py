@@ -329,7 +329,10 @@ def test_merge_pad_into_conv(op, padding):
 
 @pytest.mark.parametrize("value", [None, -3.0, 0.5])
 @pytest.mark.parametrize("op", ["MAX_POOL_2D", "AVERAGE_POOL_2D"])
-def test_merge_pad_into_pool(op, value):
+def test_merge_pad_into_pool(op, value, monkeypatch):
+    from litegpu.gpu import _capabilities
+
+    monkeypatch.setattr(_capabilities, "POOL_TAKES_PAD_VALUE", True)  # what a pool kernel with pad cells allows
     b = model_builder()
     x = b.input("x", (1, 6, 6, 5))
     p = _pad(b, x, (1, 8, 8, 5), [[0, 0], [1, 1], [1, 1], [0, 0]], value)
@@ -342,7 +345,21 @@ def test_merge_pad_into_pool(op, value):
     assert g.nodes[0].attrs["pad_value"] == (value or 0.0)
 
 
-def test_merge_pad_refused():
+def test_merge_pad_not_into_pool_without_kernel_support():
+    b = model_builder()
+    x = b.input("x", (1, 6, 6, 5))
+    p = _pad(b, x, (1, 8, 8, 5), [[0, 0], [1, 1], [1, 1], [0, 0]])
+    y = b.tensor("y", (1, 4, 4, 5))
+    b.op("MAX_POOL_2D", [p], [y], padding=1, stride_w=2, stride_h=2, filter_width=2, filter_height=2)
+    b.output(y)
+    g, _ = check_passes(b.build(), [rnd(1, 6, 6, 5, lo=-2, hi=-0.1)], [normalise_bhwc, merge_pad])
+    assert g.op_counts() == {"MAX_POOL_2D": 1, "PAD": 1}
+
+
+def test_merge_pad_refused(monkeypatch):
+    from litegpu.gpu import _capabilities
+
+    monkeypatch.setattr(_capabilities, "POOL_TAKES_PAD_VALUE", True)
     b = model_builder()
     x = b.input("x", (1, 6, 6, 4))
     pc = b.tensor("pc", (1, 6, 6, 8))  # channel padding (BlazeFace residual): not mergeable
@@ -760,3 +777,21 @@ def test_mediapipe_pipeline_keeps_meaning(path):
             # float32 summation order differs from LiteRT's reference kernels; errors grow through RELU6
             # clipping boundaries in the deeper models
             assert rel_err(after[t], r) <= 5e-4, (t, rel_err(after[t], r))
+
+
+@pytest.mark.parametrize("clip", [0.0, 0.5])
+def test_basic_lstm_expands_and_matches_litert(clip):
+    b = model_builder()
+    batch, n_in, units = 2, 5, 3
+    x = b.input("x", (batch, n_in))
+    h = b.input("h", (batch, units))
+    c = b.input("c", (batch, units))
+    w = b.const("w", rnd(4 * units, n_in + units))
+    bias = b.const("bias", rnd(4 * units))
+    outs = [b.tensor(n, s) for n, s in (("activ", (batch, units)), ("state", (batch, units)),
+                                         ("concat", (batch, n_in + units)), ("gates", (batch, 4 * units)))]
+    b.op("LSTM", [x, h, w, bias, c], outs, fused_activation_function=4, cell_clip=clip, kernel_type=1, version=2)
+    b.output(outs[0])
+    b.output(outs[1])
+    g, rep = check_passes(b.build(), [rnd(batch, n_in), rnd(batch, units), rnd(batch, units, lo=-2, hi=2)])
+    assert [n.op for n in g.nodes] == ["CONCATENATION", "FULLY_CONNECTED", "LSTM_CELL"]

@@ -24,7 +24,12 @@ from typing import Any
 
 from ._graph import Epilogue, GpuGraph, GpuNode
 
-__all__ = ["ACTIVATIONS", "CHAIN_OPS", "kernel_family", "match_epilogue", "epilogue_fits", "UNARY_KERNEL_OPS"]
+__all__ = ["POOL_TAKES_PAD_VALUE", "ACTIVATIONS", "CHAIN_OPS", "kernel_family", "match_epilogue", "epilogue_fits", "UNARY_KERNEL_OPS"]
+
+#: Does ``pool2d`` read explicit padding cells as ``PAD_VALUE`` (params EX_T/EX_B/EX_L/EX_R, option
+#: ``explicit_pad``)?  The template skips out-of-bounds taps only (TFLite's pool semantics), so a PAD
+#: is not merged into a pool until it does.
+POOL_TAKES_PAD_VALUE = False
 
 #: activations a kernel's ``act`` slot takes (plus PRELU where noted)
 ACTIVATIONS = frozenset({"RELU", "RELU6", "RELU_N1_TO_1", "TANH", "LOGISTIC", "HARD_SWISH", "SIGN_BIT"})

@@ -59,6 +59,10 @@ __all__ = [
 #: TFLite ActivationFunctionType codes -> the epilogue op that implements them.
 ACTIVATION_NAMES = {1: "RELU", 2: "RELU_N1_TO_1", 3: "RELU6", 4: "TANH", 5: "SIGN_BIT"}
 
+#: ops whose ``fused_activation_function`` is internal to the op (kept in attrs)
+_CELL_OPS = frozenset({"LSTM", "UNIDIRECTIONAL_SEQUENCE_LSTM", "BIDIRECTIONAL_SEQUENCE_LSTM", "RNN",
+                       "UNIDIRECTIONAL_SEQUENCE_RNN", "BIDIRECTIONAL_SEQUENCE_RNN", "SVDF"})
+
 #: A pass returns a list of human-readable lines for ``litegpu inspect``.
 Report = list[str]
 
@@ -266,7 +270,8 @@ class GpuGraph:
                 add(t)
             attrs = dict(op.options)
             epi = []
-            act = attrs.pop("fused_activation_function", 0)
+            # in recurrent cells the option is the cell's internal activation, not one on the output
+            act = 0 if op.name in _CELL_OPS else attrs.pop("fused_activation_function", 0)
             if act:
                 if act not in ACTIVATION_NAMES:
                     raise DelegateError(f"{op.name}: unknown fused activation function {act}")
@@ -428,10 +433,11 @@ class GpuGraph:
 class PlanTensor:
     """A device buffer of the plan.
 
-    ``kind``: ``"input"``/``"output"`` (partition boundary, own buffers),
-    ``"intermediate"`` (lives in the arena at ``offset``), or ``"constant"``
-    (weights and other constants, already re-laid out; the data sit in the
-    ``constants`` of the :class:`GpuOp` that reads them).  ``shape`` is BHWC;
+    ``kind``: ``"input"``/``"output"`` (partition boundary, own buffers; a
+    tensor that is both is listed as ``"input"`` and passed through) or
+    ``"intermediate"`` (lives in the arena at ``offset``).  Constants are not
+    plan tensors: they sit, re-laid out, in the ``constants`` of the
+    :class:`GpuOp` that reads them.  ``shape`` is BHWC;
     ``layout`` is ``"PHWC4"`` for activations (see ``_layout``).  ``storage``
     is the element type on the device (``"float32"``/``"float16"``); ``nbytes``
     the buffer size in that layout (before alignment).
@@ -454,12 +460,16 @@ class PlanTensor:
 class GpuOp:
     """One kernel launch: the template kernel ``kernel`` with ``params``.
 
-    ``inputs``/``outputs`` are tensor ids of the plan (activations, in the
-    kernel's argument order; ``epilogue`` operands appended at the end of
-    ``inputs`` in order).  ``constants`` maps a parameter name (``"weights"``,
-    ``"bias"``, ``"alpha"``, ``"operand1"``...) to the already re-laid-out
-    array in its storage type.  ``node`` and ``origin`` name the GPU node and
-    IR operators it comes from.
+    ``kernel`` names a template of ``shaders/`` (``litegpu.gpu.kernels``);
+    ``options`` are its template (compile-time) options (``act``,
+    ``residual``, ``op``...), ``params`` its runtime parameters by the names
+    the template declares (``B``, ``SRC_H``, ``PAD_T``...).  ``bindings`` lists
+    the kernel's buffer arguments in declaration order as ``(name, source)``:
+    an ``int`` source is a plan tensor id, a ``str`` source a key of
+    ``constants`` (re-laid-out arrays already in the storage type).
+    ``inputs``/``outputs`` are the tensor ids read/written (for lifetimes).
+    ``node``/``origin`` name the GPU node and the IR operators it comes from;
+    ``accumulator`` is the type the kernel accumulates in (``acc`` type).
     """
 
     kernel: str
@@ -470,9 +480,12 @@ class GpuOp:
     node: int = -1
     origin: tuple[int, ...] = ()
     accumulator: str = "float32"
+    options: dict[str, Any] = field(default_factory=dict)
+    bindings: list[tuple[str, int | str]] = field(default_factory=list)
 
     def describe(self) -> str:
-        return f"{self.kernel}({', '.join(f'{k}={v}' for k, v in sorted(self.params.items()))})"
+        opts = ",".join(f"{k}={v}" for k, v in sorted(self.options.items()))
+        return f"{self.kernel}[{opts}]" if opts else self.kernel
 
 
 @dataclass

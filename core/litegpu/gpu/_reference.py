@@ -384,7 +384,29 @@ def _eval_node(c: _Ctx) -> list[np.ndarray]:
         out = c.out_shape()
         f = _resize_bilinear if op == "RESIZE_BILINEAR" else _resize_nearest
         return [f(c.get(0), out[1], out[2], a)]
+    if op == "LSTM_CELL":
+        return list(_lstm_cell(c.get(0), c.get(1), float(a.get("cell_clip", 0.0))))
+    if op == "LSTM":
+        x, h, w, bias, state = (c.get(i) for i in range(5))
+        if int(a.get("kernel_type", 0)) != 1:
+            raise DelegateError("reference evaluator: only the basic LSTM kernel")
+        concat = np.concatenate([x.reshape(x.shape[0], -1), h.reshape(h.shape[0], -1)], axis=1)
+        gates = concat @ np.asarray(w).reshape(-1, concat.shape[1]).T + bias.reshape(-1)
+        # LiteRT's basic LSTM kernel ignores cell_clip
+        new_c, new_h = _lstm_cell(gates, state.reshape(gates.shape[0], -1), 0.0)
+        return [new_h, new_c, concat, gates]
     raise DelegateError(f"reference evaluator: no implementation of {op}")
+
+
+def _lstm_cell(gates: np.ndarray, prev_c: np.ndarray, clip: float) -> tuple[np.ndarray, np.ndarray]:
+    """Basic LSTM cell on pre-activations ``[.., 4u]`` (input, candidate, forget, output) -> (c', h')."""
+    u = gates.shape[-1] // 4
+    sig = UNARY["LOGISTIC"]
+    i, g_, f, o = (gates[..., k * u:(k + 1) * u] for k in range(4))
+    new_c = sig(f, {}) * prev_c.reshape(i.shape) + sig(i, {}) * np.tanh(g_)
+    if clip > 0:
+        new_c = np.clip(new_c, -clip, clip)
+    return new_c, sig(o, {}) * np.tanh(new_c)
 
 
 def evaluate(graph: GpuGraph, inputs: Mapping[int, np.ndarray] | Sequence[np.ndarray], *,

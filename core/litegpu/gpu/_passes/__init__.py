@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from .._graph import GpuGraph, Report
+from .expand_lstm import expand_lstm
 from .fc_as_conv import fc_as_conv
 from .fold_affine import fold_affine
 from .fold_constants import fold_constants
@@ -26,6 +27,7 @@ __all__ = [
     "fold_constants",
     "remove_identities",
     "normalise_bhwc",
+    "expand_lstm",
     "merge_pad",
     "fc_as_conv",
     "fold_affine",
@@ -49,6 +51,7 @@ DEFAULT_PIPELINE: tuple[Pass, ...] = (
     fold_constants,
     remove_identities,
     normalise_bhwc,
+    expand_lstm,
     remove_identities,
     merge_pad,
     fc_as_conv,

@@ -21,7 +21,8 @@ def fc_as_conv(g: GpuGraph) -> Report:
 
     A RESHAPE is inserted after the convolution when the FC output's 4-D shape differs (keep_num_dims
     false over a feature map).  Bias and epilogue carry over.  FC over ``(B, 1, 1, I)`` stays: it is
-    the matrix-vector kernel's case.
+    the matrix-vector kernel's case; an FC that stays but whose views are not ``(rows, 1, 1, I) ->
+    (rows, 1, 1, O)`` gets RESHAPEs around it.
     """
     lines: Report = []
     producers = g.producers()
@@ -45,6 +46,9 @@ def fc_as_conv(g: GpuGraph) -> Report:
                 src, x = prod.inputs[0], inner
         b, h, w, c = x.shape
         if h * w == 1:
+            extra = _matrix_views(g, node, o, i)
+            if extra:
+                lines.append(f"FULLY_CONNECTED#{node.id}: {extra}")
             continue
         w_data = np.asarray(wt.data, np.float32)
         if c == i:
@@ -72,4 +76,23 @@ def fc_as_conv(g: GpuGraph) -> Report:
         producers = g.producers()
         consumers = g.consumers()
     g.prune()
-    return [f"rewrote {len(lines)} FULLY_CONNECTED as CONV_2D", *lines]
+    n_conv = sum(1 for line in lines if line.endswith(("CONV_2D", "+ RESHAPE")))
+    return [f"rewrote {n_conv} FULLY_CONNECTED as CONV_2D", *lines]
+
+
+def _matrix_views(g: GpuGraph, node, o: int, i: int) -> str:
+    """Give a remaining FC the ``(rows, 1, 1, I) -> (rows, 1, 1, O)`` views its kernel reads."""
+    x, y = g.tensors[node.inputs[0]], g.tensors[node.outputs[0]]
+    rows = x.size // i
+    done = []
+    if x.shape != (rows, 1, 1, i):
+        nt = g.add_tensor(x.name + "/rows", (rows, i), x.dtype)
+        g.nodes.insert(g.node_index(node), g.new_node("RESHAPE", [node.inputs[0]], [nt], origin=node.origin))
+        node.inputs[0] = nt
+        done.append("RESHAPE before")
+    if y.shape != (rows, 1, 1, o):
+        nt = g.add_tensor(y.name + "/rows", (rows, o), y.dtype)
+        g.nodes.insert(g.node_index(node) + 1, g.new_node("RESHAPE", [nt], [node.outputs[0]], origin=node.origin))
+        node.outputs[0] = nt
+        done.append("RESHAPE after")
+    return " and ".join(done)

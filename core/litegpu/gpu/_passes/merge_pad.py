@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .. import _capabilities
 from .._geometry import PADDING_VALID, window_padding
 from .._graph import GpuGraph, Report
 from ._util import only_consumer
@@ -32,7 +33,8 @@ def merge_pad(g: GpuGraph) -> Report:
     only when it has no padding of its own, and records
     ``attrs["pad_value"]``: cells of the explicit padding hold that value and
     take part in the window (counted by AVERAGE_POOL_2D) -- exactly the PAD's
-    meaning, for any pad value.
+    meaning, for any pad value.  Pools take a pad only while
+    ``_capabilities.POOL_TAKES_PAD_VALUE`` says the pool kernel implements it.
     """
     lines: Report = []
     consumers = g.consumers()
@@ -52,6 +54,8 @@ def merge_pad(g: GpuGraph) -> Report:
             if value != 0.0:
                 continue
         elif node.op in _POOLS:
+            if not _capabilities.POOL_TAKES_PAD_VALUE:
+                continue
             if _pool_has_own_padding(node.attrs, g.tensors[t].shape[1:3]) or "pad_value" in node.attrs:
                 continue
             node.attrs["pad_value"] = value
