@@ -7,7 +7,6 @@ from collections.abc import Sequence
 import numpy as np
 from _gpu_tflite import read_model
 from ai_edge_litert.interpreter import Interpreter, OpResolverType
-
 from litegpu.gpu._graph import GpuGraph
 from litegpu.gpu._passes import Pass, run_passes
 from litegpu.gpu._reference import evaluate
@@ -30,7 +29,7 @@ def run_litert(model: bytes, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
             raise
         it = Interpreter(model_content=model, experimental_op_resolver_type=OpResolverType.BUILTIN)
     it.allocate_tensors()
-    for d, x in zip(it.get_input_details(), inputs):
+    for d, x in zip(it.get_input_details(), inputs, strict=False):
         it.set_tensor(d["index"], np.asarray(x, dtype=d["dtype"]))
     it.invoke()
     return [it.get_tensor(d["index"]).copy() for d in it.get_output_details()]
@@ -59,11 +58,11 @@ def check_passes(model: bytes, inputs: Sequence[np.ndarray], passes: Sequence[Pa
     ref = run_litert(model, inputs)
     g = graph_of(model)
     before = evaluate(g, list(inputs))
-    for t, r in zip(g.outputs, ref):
+    for t, r in zip(g.outputs, ref, strict=False):
         assert_rel(before[t], r, tol, "reference evaluator vs LiteRT")
     g2 = g.copy()
     reports = run_passes(g2) if passes is None else run_passes(g2, passes)
     after = evaluate(g2, list(inputs))
-    for t, r in zip(g2.outputs, ref):
+    for t, r in zip(g2.outputs, ref, strict=False):
         assert_rel(after[t], r, tol, "after passes vs LiteRT")
     return g2, reports

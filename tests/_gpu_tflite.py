@@ -19,8 +19,6 @@ from typing import Any
 import flatbuffers
 import numpy as np
 import tflite
-from tflite.utils import BUILTIN_OPCODE2NAME
-
 from litegpu._ir import (
     DimensionMetadata,
     Model,
@@ -31,6 +29,7 @@ from litegpu._ir import (
     Subgraph,
     Tensor,
 )
+from tflite.utils import BUILTIN_OPCODE2NAME
 
 __all__ = ["read_model", "model_builder", "StopgapModelBuilder"]
 
@@ -301,7 +300,7 @@ class StopgapModelBuilder:
             tensor_buffers.append(len(buf_offsets) - 1)
 
         tensor_offs = []
-        for t, bi in zip(self._tensors, tensor_buffers):
+        for t, bi in zip(self._tensors, tensor_buffers, strict=False):
             name = b.CreateString(t["name"])
             shape = ivec(T.Tensor.StartShapeVector, t["shape"])
             qoff = None

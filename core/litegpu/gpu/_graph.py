@@ -116,7 +116,7 @@ class Epilogue:
     def describe(self) -> str:
         if self.operand is None:
             return self.op.lower() + (f"({self.alpha:g})" if self.alpha is not None else "")
-        a, b = ("t%d" % self.operand, "x") if self.reverse else ("x", "t%d" % self.operand)
+        a, b = (f"t{self.operand}", "x") if self.reverse else ("x", f"t{self.operand}")
         return f"{self.op.lower()}({a},{b})"
 
 
@@ -265,7 +265,7 @@ class GpuGraph:
                               host_output=t in host)
 
         nodes = []
-        for i, op in zip(idx, ops):
+        for i, op in zip(idx, ops, strict=False):
             for t in (*op.inputs, *op.outputs):
                 add(t)
             attrs = dict(op.options)

@@ -362,7 +362,7 @@ class _Lowerer:
 
 
 def _lower_conv(lw: _Lowerer) -> list[GpuOp]:
-    g, n = lw.g, lw.n
+    n = lw.n
     x, y = n.inputs[0], n.outputs[0]
     w = lw.data(n.inputs[1])
     b, h, wd, c = lw.shape(x)

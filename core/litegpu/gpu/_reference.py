@@ -347,7 +347,7 @@ def _eval_node(c: _Ctx) -> list[np.ndarray]:
         elif op == "SLICE":
             begin, size = c.const(1).reshape(-1), c.const(2).reshape(-1)
             ranges = [(int(b), int(b) + (int(s) if s >= 0 else x.shape[i] - int(b)), 1)
-                      for i, (b, s) in enumerate(zip(begin, size))]
+                      for i, (b, s) in enumerate(zip(begin, size, strict=False))]
         else:
             ranges, _ = resolve_strided_slice(x.shape, c.const(1).reshape(-1), c.const(2).reshape(-1),
                                               c.const(3).reshape(-1), a)
@@ -418,7 +418,7 @@ def evaluate(graph: GpuGraph, inputs: Mapping[int, np.ndarray] | Sequence[np.nda
     (arithmetic stays fp32), to estimate the error of fp16 storage.
     """
     if not isinstance(inputs, Mapping):
-        inputs = dict(zip(graph.inputs, inputs))
+        inputs = dict(zip(graph.inputs, inputs, strict=False))
     rnd = (lambda v: v.astype(np.float16).astype(np.float32) if v.dtype == np.float32 else v) \
         if storage == "float16" else (lambda v: v)
     values: dict[int, np.ndarray] = {}
@@ -437,7 +437,7 @@ def evaluate(graph: GpuGraph, inputs: Mapping[int, np.ndarray] | Sequence[np.nda
             raise
         except Exception as e:  # a broken graph must say which node
             raise DelegateError(f"reference evaluator failed on {node.describe()}: {e}") from e
-        for k, (t, r) in enumerate(zip(node.outputs, results)):
+        for k, (t, r) in enumerate(zip(node.outputs, results, strict=False)):
             x = graph.tensors[t]
             r = np.asarray(r)
             if r.dtype == np.float64:

@@ -35,7 +35,7 @@ def ready_before(g: GpuGraph, t: int, index: int) -> bool:
     x = g.tensors[t]
     if x.is_constant or x.is_input:
         return True
-    for i, n in enumerate(g.nodes[:index]):
+    for n in g.nodes[:index]:
         if t in n.outputs:
             return True
     return False

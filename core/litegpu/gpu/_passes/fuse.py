@@ -39,7 +39,7 @@ def _absorb(g: GpuGraph, host: GpuNode, nxt: GpuNode, step: Epilogue) -> None:
 
 def _broadcasts_into(g: GpuGraph, operand: int, shape: tuple[int, ...]) -> bool:
     s = g.tensors[operand].shape
-    return all(a == b or a == 1 for a, b in zip(s, shape))
+    return all(a == b or a == 1 for a, b in zip(s, shape, strict=False))
 
 
 def fuse_elementwise(g: GpuGraph) -> Report:

@@ -88,7 +88,7 @@ def _normalise(g: GpuGraph, node: GpuNode, before: list[GpuNode], after: list[Gp
         for i, p in enumerate(perm):
             perm4[m[i]] = m[p]
         rest = [ax for ax in range(4) if ax not in m]
-        for ax, r in zip(rest, rest):
+        for ax, r in zip(rest, rest, strict=False):
             perm4[ax] = r
         a["perm"] = tuple(perm4)
         _retarget_output(g, node, 0, tuple(x0.shape[p] for p in perm4), after, counts)
@@ -97,7 +97,7 @@ def _normalise(g: GpuGraph, node: GpuNode, before: list[GpuNode], after: list[Gp
         if op == "SLICE":
             begin, size = _const(g, ins[1]).reshape(-1), _const(g, ins[2]).reshape(-1)
             ranges = [(int(b), int(b) + (int(s) if s >= 0 else shape[i] - int(b)), 1)
-                      for i, (b, s) in enumerate(zip(begin, size))]
+                      for i, (b, s) in enumerate(zip(begin, size, strict=False))]
         else:
             ranges, _ = resolve_strided_slice(shape, _const(g, ins[1]).reshape(-1), _const(g, ins[2]).reshape(-1),
                                               _const(g, ins[3]).reshape(-1), a)

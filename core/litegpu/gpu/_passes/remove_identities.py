@@ -22,7 +22,7 @@ def _const(g: GpuGraph, node: GpuNode, i: int) -> np.ndarray | None:
 
 
 def _full_range(ranges, shape) -> bool:
-    return all(r == (0, n, 1) for r, n in zip(ranges, shape))
+    return all(r == (0, n, 1) for r, n in zip(ranges, shape, strict=False))
 
 
 def identity_source(g: GpuGraph, node: GpuNode) -> int | None:
@@ -50,7 +50,7 @@ def identity_source(g: GpuGraph, node: GpuNode) -> int | None:
             if begin is None or size is None:
                 return None
             ok = all(int(b) == 0 and (int(s) == n or int(s) == -1)
-                     for b, s, n in zip(begin.reshape(-1), size.reshape(-1), x.ir_shape))
+                     for b, s, n in zip(begin.reshape(-1), size.reshape(-1), x.ir_shape, strict=False))
             return ins[0] if ok else None
         begin, end, strides = (_const(g, node, i) for i in (1, 2, 3))
         if begin is None or end is None or strides is None:
