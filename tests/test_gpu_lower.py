@@ -250,3 +250,26 @@ def test_mediapipe_plans_match_litert(path):
         ref = run_litert(f.read(), xs)
     for got, want in zip(run_plan(plan, xs), ref, strict=True):
         assert rel_err(got, want) <= 5e-4
+
+
+def test_partition_pulls_in_dequantize_of_its_weights():
+    from litegpu._delegate import PartitionSpec
+    from litegpu.gpu._lower import compile_partition
+
+    b = model_builder()
+    x = b.input("x", (1, 5, 5, 3))
+    w16 = b.const("w16", rnd(4, 3, 3, 3).astype(np.float16))
+    w = b.tensor("w", (4, 3, 3, 3))
+    b.op("DEQUANTIZE", [w16], [w], version=3)
+    y = b.tensor("y", (1, 5, 5, 4))
+    b.op("CONV_2D", [x, w, b.const("b", rnd(4))], [y], padding=0, stride_w=1, stride_h=1)
+    b.output(y)
+    model = b.build()
+    m = read_model(model)
+    # a partition of the CONV_2D alone: its weights arrive as a partition input made by the DEQUANTIZE
+    spec = PartitionSpec(subgraph=m.main, model=m, node_indices=(1,), inputs=(0, w), outputs=(y,),
+                         host_outputs=frozenset({y}))
+    plan = compile_partition(spec)
+    assert plan.inputs == [0] and [op.kernel for op in plan.ops] == ["conv2d"]
+    inputs = [rnd(1, 5, 5, 3)]
+    assert_rel(run_plan(plan, inputs)[0], run_litert(model, inputs)[0])

@@ -230,11 +230,20 @@ class GpuGraph:
             outputs = subgraph.outputs if outputs is None else outputs
         else:
             idx = list(node_indices)
-        ops: list[Operator] = [subgraph.operators[i] for i in idx]
         resolved = dict(tensors or {})
 
         def ir(t: int) -> Tensor:
             return resolved.get(t) or subgraph.tensors[t]
+
+        # weights that reach the partition through a DEQUANTIZE/DENSIFY placed in another partition are
+        # constants all the same: pull those producers in (they fold away) instead of uploading them
+        pulled = _constant_producers(subgraph, idx, ir)
+        if pulled:
+            idx = sorted(set(idx) | pulled)
+            if inputs is not None:
+                made = {t for j in pulled for t in subgraph.operators[j].outputs}
+                inputs = [t for t in inputs if t not in made]
+        ops: list[Operator] = [subgraph.operators[i] for i in idx]
 
         produced = {o for op in ops for o in op.outputs}
         if inputs is None:
@@ -422,6 +431,32 @@ class GpuGraph:
 
     def __repr__(self) -> str:
         return f"GpuGraph({len(self.nodes)} nodes, {len(self.tensors)} tensors, inputs={self.inputs}, outputs={self.outputs})"
+
+
+def _constant_producers(subgraph: Subgraph, idx: Sequence[int], ir) -> set[int]:
+    """Indices of DEQUANTIZE/DENSIFY operators outside ``idx`` that make (chains of) constants read by
+    the operators in ``idx``."""
+    producer = {t: j for j, op in enumerate(subgraph.operators) for t in op.outputs}
+    inside = set(idx)
+    found: set[int] = set()
+
+    def const_chain(t: int, depth: int = 0) -> list[int] | None:
+        if t < 0 or ir(t).is_constant:
+            return []
+        j = producer.get(t)
+        if j is None or depth > 4 or subgraph.operators[j].name not in ("DEQUANTIZE", "DENSIFY"):
+            return None
+        rest = const_chain(subgraph.operators[j].inputs[0], depth + 1)
+        return None if rest is None else [j, *rest]
+
+    for i in idx:
+        for t in subgraph.operators[i].inputs:
+            j = producer.get(t)
+            if t >= 0 and j is not None and j not in inside:
+                chain = const_chain(t)
+                if chain:
+                    found.update(chain)
+    return found
 
 
 # ---------------------------------------------------------------------------------------------------------
