@@ -141,3 +141,78 @@ _OP_CASES = {
 }
 
 
+
+
+def _model_shapes(op):
+    """Data-movement and reduction ops on non-trivial shapes (ranks 2-4, channels not multiples of 4)."""
+    b = model_builder()
+    x = b.input("x", (2, 3, 5, 6))
+    inputs = [rnd(2, 3, 5, 6)]
+    if op == "CONCATENATION_C":
+        z = b.input("z", (2, 3, 5, 3))
+        inputs.append(rnd(2, 3, 5, 3))
+        y = b.tensor("y", (2, 3, 5, 9))
+        b.op("CONCATENATION", [x, z], [y], axis=3)
+        outs = [y]
+    elif op == "CONCATENATION_H":
+        y = b.tensor("y", (2, 6, 5, 6))
+        b.op("CONCATENATION", [x, b.const("k", rnd(2, 3, 5, 6))], [y], axis=1)
+        outs = [y]
+    elif op == "SPLIT":
+        outs = [b.tensor(f"y{i}", (2, 3, 5, 2)) for i in range(3)]
+        b.op("SPLIT", [b.const("ax", np.array([3], np.int32)), x], outs, num_splits=3)
+    elif op == "SPLIT_V":
+        outs = [b.tensor("y0", (2, 1, 5, 6)), b.tensor("y1", (2, 2, 5, 6))]
+        b.op("SPLIT_V", [x, b.const("sz", np.array([1, 2], np.int32)), b.const("ax", np.array([1], np.int32))],
+             outs, num_splits=2)
+    elif op == "SOFTMAX":
+        y = b.tensor("y", (2, 3, 5, 6))
+        b.op("SOFTMAX", [x], [y], beta=0.5)
+        outs = [y]
+    elif op in ("SUM", "REDUCE_MAX", "REDUCE_MIN", "MEAN"):
+        y = b.tensor("y", (2, 3, 5))
+        b.op(op, [x, b.const("ax", np.array([3], np.int32))], [y], keep_dims=False)
+        outs = [y]
+    elif op == "RESHAPE":
+        y = b.tensor("y", (6, 30))
+        b.op("RESHAPE", [x, b.const("s", np.array([6, 30], np.int32))], [y], new_shape=(6, 30))
+        outs = [y]
+    elif op == "SLICE":
+        y = b.tensor("y", (1, 2, 3, 5))
+        b.op("SLICE", [x, b.const("b", np.array([1, 1, 2, 1], np.int32)), b.const("s", np.array([1, -1, 3, 5], np.int32))],
+             [y])
+        outs = [y]
+    elif op in ("PAD", "PADV2"):
+        y = b.tensor("y", (2, 4, 8, 9))
+        pads = b.const("p", np.array([[0, 0], [1, 0], [2, 1], [1, 2]], np.int32))
+        if op == "PAD":
+            b.op(op, [x, pads], [y])
+        else:
+            b.op(op, [x, pads, b.const("v", np.array([-1.5], np.float32))], [y])
+        outs = [y]
+    elif op == "BATCH_MATMUL":
+        z = b.input("z", (2, 3, 6, 7))
+        inputs.append(rnd(2, 3, 6, 7))
+        y = b.tensor("y", (2, 3, 5, 7))
+        b.op(op, [x, z], [y])
+        outs = [y]
+    elif op == "FULLY_CONNECTED_rank3":
+        y = b.tensor("y", (2, 3, 5, 4))
+        b.op("FULLY_CONNECTED", [x, b.const("w", rnd(4, 6)), b.const("bias", rnd(4))], [y], keep_num_dims=True)
+        outs = [y]
+    elif op == "LOGICAL_AND":
+        b = model_builder()
+        p, q = b.input("p", (1, 2, 3, 5), "bool"), b.input("q", (1, 2, 3, 5), "bool")
+        y = b.tensor("y", (1, 2, 3, 5), "bool")
+        b.op(op, [p, q], [y])
+        b.output(y)
+        rng = np.random.default_rng(3)
+        return b.build(), [rng.random((1, 2, 3, 5)) < 0.5, rng.random((1, 2, 3, 5)) < 0.5]
+    for o in outs:
+        b.output(o)
+    return b.build(), inputs
+
+
+_OP_CASES.update({op: (lambda op=op: _model_shapes(op)) for op in (
+    "CONCATENATION_C", "CONCATENATION_H", "SPLIT", "SPLIT_V", "SOFTMAX", "SUM", "REDUCE_MAX", "REDUCE_MIN",
+    "MEAN", "RESHAPE", "SLICE", "PAD", "PADV2", "BATCH_MATMUL", "FULLY_CONNECTED_rank3", "LOGICAL_AND")})

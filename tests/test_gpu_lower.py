@@ -8,10 +8,9 @@ import glob
 import numpy as np
 import pytest
 from _gpu_check import assert_rel, graph_of, rel_err, run_litert
-from _gpu_models import _OP_CASES, conv_model, rnd
+from _gpu_models import _OP_CASES, rnd
 from _gpu_plan_exec import run_plan
 from _gpu_tflite import StopgapModelBuilder, model_builder, read_model
-
 from litegpu import ConfigError
 from litegpu._delegate import NodeView
 from litegpu._ir import Tensor

@@ -11,7 +11,6 @@ import sys
 
 import numpy as np
 import pytest
-
 from litegpu import ConfigError
 from litegpu.gpu import _layout as L
 from litegpu.gpu._graph import GpuGraph, GpuNode
@@ -175,7 +174,6 @@ _CUSTOM = ("Landmarks2TransformMatrix", "TransformTensorBilinear", "TransformLan
 def _mediapipe_graph(path: str) -> GpuGraph:
     sys.path.insert(0, __file__.rsplit("/", 1)[0])
     from _gpu_tflite import read_model
-
     from litegpu.gpu._lower import supports  # noqa: F401  (the same set the partitioner would claim)
 
     m = read_model(path)
