@@ -272,3 +272,16 @@ def test_partition_pulls_in_dequantize_of_its_weights():
     assert plan.inputs == [0] and [op.kernel for op in plan.ops] == ["conv2d"]
     inputs = [rnd(1, 5, 5, 3)]
     assert_rel(run_plan(plan, inputs)[0], run_litert(model, inputs)[0])
+
+
+def test_reference_evaluator_fp16_storage_estimate():
+    from litegpu.gpu._reference import evaluate
+
+    model, inputs = _block_model()
+    ref = run_litert(model, inputs)
+    g = graph_of(model)
+    exact = evaluate(g, inputs)
+    half = evaluate(g, inputs, storage="float16")
+    for t, want in zip(g.outputs, ref, strict=True):
+        assert_rel(exact[t], want, 1e-5)
+        assert 1e-5 < rel_err(half[t], want) < 2e-2  # rounded, but not far off

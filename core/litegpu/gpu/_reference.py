@@ -42,6 +42,11 @@ def _erf(x: np.ndarray) -> np.ndarray:
     return np.where(x >= 0, 1.0 - erfc, erfc - 1.0).astype(x.dtype)
 
 
+def _logistic(x: np.ndarray) -> np.ndarray:
+    with np.errstate(over="ignore"):  # exp(-x) overflows to inf for x << 0: the result is 0, as wanted
+        return 1 / (1 + np.exp(-x))
+
+
 def _gelu(x: np.ndarray, approximate: bool) -> np.ndarray:
     if approximate:
         return 0.5 * x * (1.0 + np.tanh(np.float32(0.7978845608028654) * (x + np.float32(0.044715) * x ** 3)))
@@ -55,7 +60,7 @@ UNARY: dict[str, Callable[[np.ndarray, Mapping[str, Any]], np.ndarray]] = {
     "RELU_N1_TO_1": lambda x, a: np.clip(x, -1, 1),
     "RELU_0_TO_1": lambda x, a: np.clip(x, 0, 1),
     "TANH": lambda x, a: np.tanh(x),
-    "LOGISTIC": lambda x, a: 1 / (1 + np.exp(-x)),
+    "LOGISTIC": lambda x, a: _logistic(x),
     "SIGN_BIT": lambda x, a: np.signbit(x).astype(x.dtype),
     "HARD_SWISH": lambda x, a: x * np.clip(x + 3, 0, 6) / 6,
     "LEAKY_RELU": lambda x, a: np.where(x >= 0, x, x * np.float32(a.get("alpha", 0.2))),
