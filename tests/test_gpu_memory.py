@@ -6,7 +6,6 @@ docs/gpu-compiler.md.
 
 from __future__ import annotations
 
-import glob
 import sys
 
 import numpy as np
@@ -17,6 +16,7 @@ from litegpu.gpu._graph import GpuGraph, GpuNode
 from litegpu.gpu._memory import plan_arena, plan_graph_memory, tensor_lifetimes
 from litegpu.gpu._passes import run_passes
 from litegpu.gpu._precision import FP16_MAX, fp16_risks, precision_policy
+from litegpu.models import MEDIAPIPE_MODELS
 
 RNG = np.random.default_rng(7)
 
@@ -167,7 +167,7 @@ def test_fp16_risks_flag_out_of_range_constants():
 # MediaPipe models: planned arena within 1.1x of the lower bound
 # ----------------------------------------------------------------------------------------------------------
 
-MEDIAPIPE = sorted(glob.glob("/tmp/dl/mpx/mediapipe/modules/**/*.tflite", recursive=True))
+MEDIAPIPE = sorted(MEDIAPIPE_MODELS)  # paths come from the mediapipe_models fixture (tests/conftest.py)
 _CUSTOM = ("Landmarks2TransformMatrix", "TransformTensorBilinear", "TransformLandmarks")
 
 
@@ -186,10 +186,10 @@ def _mediapipe_graph(path: str) -> GpuGraph:
 
 
 @pytest.mark.mediapipe
-@pytest.mark.parametrize("path", MEDIAPIPE or [pytest.param(None, marks=pytest.mark.skip("no MediaPipe models"))],
-                         ids=lambda p: p.rsplit("/", 1)[-1] if p else "none")
+@pytest.mark.parametrize("name", MEDIAPIPE)
 @pytest.mark.parametrize("itemsize", [4, 2])
-def test_mediapipe_arena_within_10_percent_of_lower_bound(path, itemsize):
+def test_mediapipe_arena_within_10_percent_of_lower_bound(name, itemsize, mediapipe_models):
+    path = str(mediapipe_models[name])
     plan = plan_graph_memory(_mediapipe_graph(path), itemsize=itemsize, alignment=256)
     plan.check()
     assert plan.ratio <= 1.1, plan.summary()
@@ -202,7 +202,9 @@ def _table() -> None:
     print("| model | GPU ops | intermediates | planned (fp32) | lower bound | naive | planned / lower bound |"
           " planned / naive | greedy-by-size alone / lower bound | winning order |")
     print("|---|---|---|---|---|---|---|---|---|---|")
-    for path in MEDIAPIPE:
+    from litegpu.models import fetch_mediapipe
+
+    for path in (str(p) for _, p in sorted(fetch_mediapipe().items())):
         g = _mediapipe_graph(path)
         p = plan_graph_memory(g, itemsize=4, alignment=256)
         name = path.rsplit("/", 1)[-1]

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import glob
-
 import numpy as np
 import pytest
 from _gpu_check import REL, assert_rel, check_passes, graph_of, rel_err, run_litert
@@ -26,6 +24,7 @@ from litegpu.gpu._passes import (
 )
 from litegpu.gpu._passes._util import EPILOGUE_HOSTS
 from litegpu.gpu._reference import evaluate
+from litegpu.models import MEDIAPIPE_MODELS
 
 # ----------------------------------------------------------------------------------------------------------
 # fold_constants
@@ -605,15 +604,15 @@ def test_bhwc_shape_rules():
 # MediaPipe models (local exploration copies; skipped where absent)
 # ----------------------------------------------------------------------------------------------------------
 
-MEDIAPIPE = sorted(glob.glob("/tmp/dl/mpx/mediapipe/modules/**/*.tflite", recursive=True))
+MEDIAPIPE = sorted(MEDIAPIPE_MODELS)  # paths come from the mediapipe_models fixture (tests/conftest.py)
 _NO_LITERT = ("selfie_segmentation", "face_landmark_with_attention")  # MediaPipe custom ops
 
 
 @pytest.mark.mediapipe
 @pytest.mark.slow
-@pytest.mark.parametrize("path", MEDIAPIPE or [pytest.param(None, marks=pytest.mark.skip("no MediaPipe models"))],
-                         ids=lambda p: p.rsplit("/", 1)[-1] if p else "none")
-def test_mediapipe_pipeline_keeps_meaning(path):
+@pytest.mark.parametrize("name", MEDIAPIPE)
+def test_mediapipe_pipeline_keeps_meaning(name, mediapipe_models):
+    path = str(mediapipe_models[name])
     if "face_landmark_with_attention" in path:
         pytest.skip("custom ops Landmarks2TransformMatrix/TransformTensorBilinear: no oracle")
     model = read_model(path)

@@ -259,6 +259,8 @@ class GpuGraph:
             outputs = [t for op in ops for t in op.outputs
                        if t in read_outside or t in subgraph.outputs]
         host = set(outputs if host_outputs is None else host_outputs)
+        # a partition input the interpreter already folded into a constant is a constant here
+        inputs = [t for t in inputs if not ir(t).is_constant]
 
         gt: dict[int, GpuTensor] = {}
 
