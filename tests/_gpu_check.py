@@ -6,7 +6,6 @@ from collections.abc import Sequence
 
 import numpy as np
 from _gpu_tflite import read_model
-from ai_edge_litert.interpreter import Interpreter, OpResolverType
 from litegpu.gpu._graph import GpuGraph
 from litegpu.gpu._passes import Pass, run_passes
 from litegpu.gpu._reference import evaluate
@@ -15,29 +14,15 @@ REL = 1e-5
 
 
 def run_litert(model: bytes, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
-    """LiteRT's reference kernels: the oracle (litegpu.testing.run_litert once it is on main)."""
+    """LiteRT's reference kernels: the oracle."""
+    from litegpu.testing import run_litert as shared
+
     try:
-        from litegpu.testing import run_litert as shared  # type: ignore[attr-defined]
-    except ImportError:
-        shared = None
-    if shared is not None:
-        try:
-            return shared(model, list(inputs))
-        except ValueError as e:  # a few ops (ELU) have no reference kernel: use the optimized one
-            if "Didn't find op" not in str(e):
-                raise
-            return shared(model, list(inputs), reference=False)
-    try:
-        it = Interpreter(model_content=model, experimental_op_resolver_type=OpResolverType.BUILTIN_REF)
+        return shared(model, list(inputs))
     except ValueError as e:  # a few ops (ELU) have no reference kernel: use the optimized one
         if "Didn't find op" not in str(e):
             raise
-        it = Interpreter(model_content=model, experimental_op_resolver_type=OpResolverType.BUILTIN)
-    it.allocate_tensors()
-    for d, x in zip(it.get_input_details(), inputs, strict=False):
-        it.set_tensor(d["index"], np.asarray(x, dtype=d["dtype"]))
-    it.invoke()
-    return [it.get_tensor(d["index"]).copy() for d in it.get_output_details()]
+        return shared(model, list(inputs), reference=False)
 
 
 def rel_err(a: np.ndarray, b: np.ndarray) -> float:

@@ -1,39 +1,26 @@
-"""Stop-gap .tflite reader/writer for the GPU compiler tests.
+"""Model writing for the GPU compiler tests.
 
-When this branch was written, neither the model reader nor
-``litegpu.testing.ModelBuilder`` had reached ``main``.  The GPU compiler tests
-need both: a way to write small models (run by LiteRT as the oracle) and a way
-to turn .tflite bytes into the IR (``litegpu._ir``) that the compiler consumes.
-This module provides a minimal version of each on top of the ``tflite``
-package's generated flatbuffer code.  Tests prefer the real ones when they
-exist (see :func:`model_builder` and :func:`read_model`); this file can go once
-they are on ``main``.
+The tests build models with ``litegpu.testing.ModelBuilder`` (:func:`model_builder`) and read them with
+``litegpu.read_model``.  :class:`StopgapModelBuilder` is a small writer over the ``tflite`` package's
+generated flatbuffer code for what ModelBuilder does not write: sparse constants (``const(...,
+sparsity=...)``), used by the DENSIFY tests.  It was the stand-in for ModelBuilder before that reached
+``main``; it can go once ModelBuilder writes sparsity parameters.
 """
 
 from __future__ import annotations
 
 import importlib
-import re
 from typing import Any
 
 import flatbuffers
 import numpy as np
 import tflite
-from litegpu._ir import (
-    DimensionMetadata,
-    Model,
-    Operator,
-    Quantization,
-    SignatureDef,
-    Sparsity,
-    Subgraph,
-    Tensor,
-)
+from litegpu._ir import Model, Sparsity
 from tflite.utils import BUILTIN_OPCODE2NAME
 
 __all__ = ["read_model", "model_builder", "StopgapModelBuilder"]
 
-_TYPE_NAMES = {
+_TYPE_NAMES = {  # TensorType enum
     0: "float32", 1: "float16", 2: "int32", 3: "uint8", 4: "int64", 5: "string", 6: "bool", 7: "int16",
     8: "complex64", 9: "int8", 10: "float64", 11: "complex128", 12: "uint64", 13: "resource",
     14: "variant", 15: "uint32", 16: "uint16", 17: "int4", 18: "bfloat16",
@@ -74,155 +61,15 @@ _OPTIONS_OF = {
 }
 
 
-def _snake(name: str) -> str:
-    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
-
-
 def _camel(name: str) -> str:
     return "".join(p.capitalize() for p in name.split("_"))
 
 
-def _options_to_dict(table: Any) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    names = [n for n in dir(table) if n[:1].isupper()]
-    skip = ("Init", "GetRootAs")
-    for n in names:
-        if n.startswith(skip) or n.endswith(("AsNumpy", "Length", "IsNone", "BufferHasIdentifier")):
-            continue
-        if n + "Length" in names:
-            arr = getattr(table, n + "AsNumpy")()
-            out[_snake(n)] = tuple(int(v) for v in np.atleast_1d(arr)) if not isinstance(arr, int) else ()
-            continue
-        try:
-            v = getattr(table, n)()
-        except TypeError:
-            continue
-        out[_snake(n)] = v
-    return out
-
-
-def _vec(table: Any, name: str) -> np.ndarray | None:
-    if getattr(table, name + "IsNone")():
-        return None
-    return np.asarray(getattr(table, name + "AsNumpy")())
-
-
-def _index_vector(union_type: int, tab: Any) -> np.ndarray | None:
-    if union_type == 0 or tab is None:
-        return None
-    cls = {1: tflite.Int32Vector, 2: tflite.Uint16Vector, 3: tflite.Uint8Vector}[union_type]
-    v = cls()
-    v.Init(tab.Bytes, tab.Pos)
-    return np.asarray(v.ValuesAsNumpy()).astype(np.int64)
-
-
-def _read_sparsity(sp: Any) -> Sparsity:
-    dims = []
-    for i in range(sp.DimMetadataLength()):
-        d = sp.DimMetadata(i)
-        dims.append(DimensionMetadata(
-            format=d.Format(), dense_size=d.DenseSize(),
-            array_segments=_index_vector(d.ArraySegmentsType(), d.ArraySegments()),
-            array_indices=_index_vector(d.ArrayIndicesType(), d.ArrayIndices())))
-    bm = _vec(sp, "BlockMap")
-    return Sparsity(traversal_order=tuple(int(v) for v in _vec(sp, "TraversalOrder")),
-                    block_map=tuple(int(v) for v in bm) if bm is not None else (),
-                    dim_metadata=tuple(dims))
-
-
 def read_model(data: bytes | str) -> Model:
-    """Read .tflite bytes (or a path) into the IR; uses litegpu's reader when available."""
-    for modname, fn in (("litegpu", "read_model"), ("litegpu._reader", "read_model")):
-        try:
-            mod = importlib.import_module(modname)
-        except ImportError:
-            continue
-        if hasattr(mod, fn):
-            return getattr(mod, fn)(data)
-    return _read_model_stopgap(data)
+    """litegpu's reader (kept as a name here so the GPU tests import one place)."""
+    from litegpu import read_model as real
 
-
-def _read_model_stopgap(data: bytes | str) -> Model:
-    source = None
-    if isinstance(data, str):
-        source = data
-        with open(data, "rb") as f:
-            data = f.read()
-    buf = bytearray(data)
-    m = tflite.Model.GetRootAsModel(buf, 0)
-    buffers = []
-    for i in range(m.BuffersLength()):
-        b = m.Buffers(i)
-        if b.Offset() > 1:
-            buffers.append(np.frombuffer(bytes(buf[b.Offset():b.Offset() + b.Size()]), np.uint8))
-        elif b.DataIsNone():
-            buffers.append(None)
-        else:
-            buffers.append(np.asarray(b.DataAsNumpy(), np.uint8))
-    opnames = []
-    for i in range(m.OperatorCodesLength()):
-        oc = m.OperatorCodes(i)
-        code = max(oc.BuiltinCode(), oc.DeprecatedBuiltinCode())
-        custom = oc.CustomCode().decode() if oc.CustomCode() else None
-        opnames.append((BUILTIN_OPCODE2NAME.get(code, f"OP_{code}"), oc.Version(), custom))
-    subgraphs = []
-    for si in range(m.SubgraphsLength()):
-        sg = m.Subgraphs(si)
-        tensors = []
-        for ti in range(sg.TensorsLength()):
-            t = sg.Tensors(ti)
-            dtype = _TYPE_NAMES[t.Type()]
-            shape = tuple(int(v) for v in _vec(t, "Shape")) if not t.ShapeIsNone() else ()
-            sig = _vec(t, "ShapeSignature")
-            q = t.Quantization()
-            quant = None
-            if q is not None and not q.ScaleIsNone() and q.ScaleLength() > 0:
-                quant = Quantization(scale=np.asarray(q.ScaleAsNumpy(), np.float32),
-                                     zero_point=np.asarray(q.ZeroPointAsNumpy(), np.int64),
-                                     quantized_dimension=q.QuantizedDimension())
-            sparsity = _read_sparsity(t.Sparsity()) if t.Sparsity() is not None else None
-            raw = buffers[t.Buffer()] if t.Buffer() < len(buffers) else None
-            arr = None
-            if raw is not None and raw.size and dtype not in ("string", "resource", "variant", "int4"):
-                arr = raw.view(np.dtype(dtype))
-                if sparsity is None:
-                    arr = arr.reshape(shape)
-                arr.flags.writeable = False
-            tensors.append(Tensor(index=ti, name=t.Name().decode(), dtype=dtype, shape=shape,
-                                  shape_signature=tuple(int(v) for v in sig) if sig is not None else None,
-                                  buffer=t.Buffer(), data=arr, quantization=quant, sparsity=sparsity,
-                                  is_variable=t.IsVariable()))
-        ops = []
-        for oi in range(sg.OperatorsLength()):
-            o = sg.Operators(oi)
-            name, version, custom = opnames[o.OpcodeIndex()]
-            opts: dict[str, Any] = {}
-            if o.BuiltinOptionsType():
-                tname = next(k for k, v in _OPT_ENUM.items() if v == o.BuiltinOptionsType())
-                cls = getattr(importlib.import_module(f"tflite.{tname}"), tname)
-                tab = cls()
-                bo = o.BuiltinOptions()
-                tab.Init(bo.Bytes, bo.Pos)
-                opts = _options_to_dict(tab)
-            inputs = tuple(int(v) for v in _vec(o, "Inputs")) if not o.InputsIsNone() else ()
-            outputs = tuple(int(v) for v in _vec(o, "Outputs")) if not o.OutputsIsNone() else ()
-            co = bytes(_vec(o, "CustomOptions").astype(np.uint8)) if not o.CustomOptionsIsNone() else None
-            ops.append(Operator(index=oi, opcode="CUSTOM" if name == "CUSTOM" else name, version=version,
-                                inputs=inputs, outputs=outputs, options=opts, custom_code=custom,
-                                custom_options=co))
-        subgraphs.append(Subgraph(index=si, name=(sg.Name() or b"").decode(), tensors=tuple(tensors),
-                                  operators=tuple(ops), inputs=tuple(int(v) for v in _vec(sg, "Inputs")),
-                                  outputs=tuple(int(v) for v in _vec(sg, "Outputs"))))
-    sigs = []
-    for i in range(m.SignatureDefsLength()):
-        s = m.SignatureDefs(i)
-        sigs.append(SignatureDef(
-            key=s.SignatureKey().decode(), subgraph_index=s.SubgraphIndex(),
-            inputs={s.Inputs(j).Name().decode(): s.Inputs(j).TensorIndex() for j in range(s.InputsLength())},
-            outputs={s.Outputs(j).Name().decode(): s.Outputs(j).TensorIndex()
-                     for j in range(s.OutputsLength())}))
-    return Model(version=m.Version(), description=(m.Description() or b"").decode(),
-                 subgraphs=tuple(subgraphs), signatures=tuple(sigs), source=source, nbytes=len(buf), raw=data)
+    return real(data)
 
 
 class StopgapModelBuilder:
@@ -452,9 +299,7 @@ class StopgapModelBuilder:
 
 
 def model_builder() -> Any:
-    """``litegpu.testing.ModelBuilder()`` when it exists, else the stop-gap builder."""
-    try:
-        from litegpu.testing import ModelBuilder  # type: ignore[attr-defined]
-    except ImportError:
-        return StopgapModelBuilder()
+    """A fresh ``litegpu.testing.ModelBuilder``."""
+    from litegpu.testing import ModelBuilder
+
     return ModelBuilder()

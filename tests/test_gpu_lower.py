@@ -157,7 +157,7 @@ def _views(model: bytes):
 
 
 def _single(opname, in_shapes, out_shape, *, dtype="float32", consts=(), quant=None, builder=None, **opts):
-    b = builder or StopgapModelBuilder()
+    b = builder or model_builder()
     ins = [b.input(f"x{i}", s, dtype, quant=quant) for i, s in enumerate(in_shapes)]
     ins += [b.const(f"c{i}", c) for i, c in enumerate(consts)]
     y = b.tensor("y", out_shape, dtype, quant=quant)
