@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from .._graph import GpuGraph, GpuNode
 
-__all__ = ["CONV_LIKE", "EPILOGUE_HOSTS", "only_consumer", "position", "ready_before"]
+__all__ = ["CONV_LIKE", "EPILOGUE_HOSTS", "only_consumer", "position"]
 
 #: nodes whose kernels compute a weighted sum and take an epilogue (conv family, FC, BMM)
 CONV_LIKE = frozenset({"CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "TRANSPOSE_CONV",
@@ -28,14 +28,3 @@ def only_consumer(g: GpuGraph, t: int, consumers: dict[int, list[GpuNode]] | Non
 def position(g: GpuGraph) -> dict[int, int]:
     """Node id -> index in execution order."""
     return {n.id: i for i, n in enumerate(g.nodes)}
-
-
-def ready_before(g: GpuGraph, t: int, index: int) -> bool:
-    """Is tensor ``t`` available to the node at execution index ``index``?"""
-    x = g.tensors[t]
-    if x.is_constant or x.is_input:
-        return True
-    for n in g.nodes[:index]:
-        if t in n.outputs:
-            return True
-    return False
