@@ -113,7 +113,8 @@ SPECS: dict[str, KernelSpec] = {s.name: s for s in [
            "block_w": Opt(2, (1, 2, 4)), "block_s": Opt(1, (1, 2)), "grouped": _bool()},
           [{"act": a} for a in FUSED_ACTIVATIONS]
           + [{"residual": "ADD", "residual_act": "RELU"}, {"residual": "MUL", "act": "RELU6"},
-             {"block_w": 1}, {"block_w": 4, "block_s": 2}, {"grouped": True}, {"grouped": True, "block_w": 4}],
+             {"block_w": 1}, {"block_w": 4, "block_s": 2}, {"grouped": True}, {"grouped": True, "block_w": 4}]
+          + [{"residual": "ADD", "residual_act": a} for a in ACTIVATIONS[2:]],
           default_wg=(8, 4, 2)),
     _spec("depthwise_conv2d", "conv.lgk", "depthwise convolution (any channel multiplier)",
           {"act": _act, "multiplier": Opt("one", ("one", "any"))},
@@ -135,7 +136,7 @@ SPECS: dict[str, KernelSpec] = {s.name: s for s in [
           [{"log": False}, {"log": True}]),
     _spec("concat", "copy.lgk", "CONCATENATION of n inputs along a BHWC axis",
           {"axis": Opt(3, (0, 1, 2, 3)), "n": Opt(2, tuple(range(1, 9)))},
-          [{"axis": a, "n": 2} for a in range(4)] + [{"axis": 3, "n": 3}, {"axis": 1, "n": 8}, {"axis": 3, "n": 8}]),
+          [{"axis": a, "n": 2} for a in range(3)] + [{"axis": 3, "n": k} for k in range(1, 9)] + [{"axis": 1, "n": 8}]),
     _spec("gather", "copy.lgk", "TRANSPOSE (up to 6-D) / RESHAPE as a gather-by-index copy"),
     _spec("slice", "copy.lgk", "SLICE / STRIDED_SLICE / SPLIT / SPLIT_V (a strided window)"),
     _spec("pad", "copy.lgk", "PAD / PADV2 / MIRROR_PAD",

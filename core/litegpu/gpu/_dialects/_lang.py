@@ -61,7 +61,8 @@ def _loc(name: Any, line: int) -> str:
 
 def _peval(expr: str, env: Mapping[str, Any], where: str) -> Any:
     try:
-        return eval(expr, {"__builtins__": _SAFE_BUILTINS}, dict(env))  # noqa: S307 (trusted templates)
+        # env as globals so comprehensions see the template variables
+        return eval(expr, {**env, "__builtins__": _SAFE_BUILTINS})  # noqa: S307 (trusted templates)
     except Exception as e:  # a template bug: say where
         raise KernelTemplateError(f"{where}: cannot evaluate {expr.strip()!r}: {e}") from e
 
@@ -83,6 +84,7 @@ def preprocess(text: str, env: Mapping[str, Any], name: str = "<template>") -> s
             where = _loc(name, i + 1)
             if m is None:
                 if emit:
+                    line = line.split("//", 1)[0]  # comments go: expanded #for bodies share one line
                     out.append(_SUBST.sub(lambda mm: str(_peval(mm.group(1), env, where)), line))
                 else:
                     out.append("")
@@ -115,17 +117,24 @@ def preprocess(text: str, env: Mapping[str, Any], name: str = "<template>") -> s
                 items = list(_peval(fm.group(2), env, where)) if emit else []
                 out.append("")
                 start = i + 1
-                end = None
+                mark = len(out)
                 for it in items:
                     sub = dict(env)
                     if len(names) == 1:
                         sub[names[0]] = it
                     else:
                         sub.update(zip(names, it, strict=True))
-                    end, _ = block(start, sub, True, ("endfor",))
-                if end is None:  # zero iterations (or not emitting): skip the body
-                    end, _ = block(start, env, False, ("endfor",))
-                    # drop the blank lines the skipped body produced to keep line numbers aligned
+                    block(start, sub, True, ("endfor",))
+                produced = [ln.strip() for ln in out[mark:] if ln.strip()]
+                del out[mark:]
+                # the body's extent, found by a dry pass
+                end, _ = block(start, env, False, ("endfor",))
+                del out[mark:]
+                # all iterations on the body's first line, so later lines keep their template numbers
+                body = end - start
+                if body:
+                    out.append(" ".join(produced))
+                    out.extend([""] * (body - 1))
                 i = end + 1
                 out.append("")
             elif d == "set":
