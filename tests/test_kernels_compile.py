@@ -18,7 +18,6 @@ import tempfile
 from pathlib import Path
 
 import pytest
-
 from litegpu.gpu import kernels as K
 from litegpu.gpu._dialects.glsl import compile_spirv, find_glsl_compiler
 

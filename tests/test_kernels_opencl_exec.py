@@ -18,7 +18,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-
 from litegpu.gpu import kernels as K
 
 RNG = np.random.default_rng(1234)
@@ -379,15 +378,16 @@ def test_resize_bilinear(gpu, out_hw, align, half):
 # -- beyond the brief's list: one case for each remaining family --------------------------------
 
 
-def test_fully_connected(gpu):
-    rows, k, c = 3, 37, 10
+@pytest.mark.parametrize(("k", "split"), [(37, 1), (301, 32)])
+def test_fully_connected(gpu, k, split):
+    rows, c = 3, 10
     x, wt, bias = gpu.data(rows, k), gpu.data(c, k, lo=-0.3, hi=0.3), gpu.data(c)
     ref = np.maximum(x.astype(np.float64) @ wt.T + bias, 0)
     p = {"B": rows, "SRC_S": K.slices(k), "C": c, "S": K.slices(c)}
     out = gpu.run("fully_connected", {"src": gpu.phwc4(x.reshape(rows, 1, 1, k)),
                                       "weights": K.pack_fc_weights(wt, gpu.dtype),
                                       "bias": K.pack_channels(bias, gpu.dtype)},
-                  {"dst": _n4((rows, 1, 1, c))}, p, act="RELU")
+                  {"dst": _n4((rows, 1, 1, c))}, p, act="RELU", split=split)
     gpu.check(K.from_phwc4(out["dst"], (rows, 1, 1, c)).reshape(rows, c), ref, "fully_connected")
 
 
@@ -424,17 +424,18 @@ def test_transpose_conv2d(gpu):
     gpu.check(K.from_phwc4(out["dst"], oshape), ref, "transpose_conv2d")
 
 
-@pytest.mark.parametrize(("op", "axes"), [("MEAN", (1, 2)), ("SUM", (3,)), ("MAX", (0, 3)), ("MIN", (2,)),
-                                          ("PROD", (1, 3))])
-def test_reduce(gpu, op, axes):
-    shape = (2, 3, 4, 6)
+@pytest.mark.parametrize(("op", "axes", "split"), [("MEAN", (1, 2), 1), ("SUM", (3,), 1), ("MAX", (0, 3), 1),
+                                                   ("MIN", (2,), 1), ("PROD", (1, 3), 1), ("MEAN", (1, 2), 64),
+                                                   ("MAX", (0, 3), 16), ("SUM", (1, 2, 3), 128)])
+def test_reduce(gpu, op, axes, split):
+    shape = (2, 3, 4, 6) if split == 1 else (2, 9, 13, 6)
     x = gpu.data(*shape, lo=0.5, hi=1.5) if op == "PROD" else gpu.data(*shape)
     fn = {"MEAN": np.mean, "SUM": np.sum, "MAX": np.max, "MIN": np.min, "PROD": np.prod}[op]
     ref = fn(x.astype(np.float64), axis=axes, keepdims=True)
     oshape = ref.shape
-    p = {"SRC_B": 2, "SRC_H": 3, "SRC_W": 4, "SRC_C": 6, "SRC_S": 2, **_dims(oshape),
+    p = {"SRC_B": shape[0], "SRC_H": shape[1], "SRC_W": shape[2], "SRC_C": 6, "SRC_S": 2, **_dims(oshape),
          **{f"R{a}": int(i in axes) for i, a in enumerate("BHWC")}}
-    out = gpu.run("reduce", {"src": gpu.phwc4(x)}, {"dst": _n4(oshape)}, p, op=op)
+    out = gpu.run("reduce", {"src": gpu.phwc4(x)}, {"dst": _n4(oshape)}, p, op=op, split=split)
     gpu.check(K.from_phwc4(out["dst"], oshape), ref, f"reduce {op}")
 
 

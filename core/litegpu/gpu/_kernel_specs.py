@@ -91,6 +91,15 @@ def _spec(name: str, file: str, doc: str, options: Mapping[str, Opt] | None = No
     return KernelSpec(name, file, entry or name, doc, dict(options or {}), tuple(variants or ({},)), **kw)
 
 
+# split > 1: a work group of `split` threads cooperates on one output (shared-memory tree reduction)
+_SPLITS = (1, 16, 32, 64, 128)
+_split = Opt(1, _SPLITS)
+
+
+def _split_wg(opts: Mapping[str, Any]) -> tuple[int, int, int] | None:
+    return (opts["split"], 1, 1) if opts.get("split", 1) > 1 else None
+
+
 _act = Opt("NONE", FUSED_ACTIVATIONS)
 _act_no_prelu = Opt("NONE", ACTIVATIONS)
 
@@ -122,16 +131,20 @@ SPECS: dict[str, KernelSpec] = {s.name: s for s in [
     _spec("transpose_conv2d", "conv.lgk", "transposed convolution (+ MediaPipe Convolution2DTransposeBias)",
           {"act": _act}, [{"act": a} for a in FUSED_ACTIVATIONS]),
     _spec("fully_connected", "matmul.lgk", "y[b, o] = act(sum_k x[b, k] w[o, k] + bias[o])",
-          {"act": _act}, [{"act": a} for a in FUSED_ACTIVATIONS], default_wg=(32, 2, 1)),
+          {"act": _act, "split": _split}, [{"act": a} for a in FUSED_ACTIVATIONS]
+          + [{"split": n, "act": a} for n, a in zip(_SPLITS[1:], ("NONE", "RELU", "PRELU", "TANH"), strict=True)],
+          default_wg=(32, 2, 1), shared_wg=_split_wg),
     _spec("batch_matmul", "matmul.lgk", "batched matmul with broadcasting and adj_x/adj_y",
           {"adj_x": _bool(), "adj_y": _bool()},
           [{"adj_x": x, "adj_y": y} for x in (False, True) for y in (False, True)]),
     _spec("pool2d", "pool.lgk", "AVERAGE_POOL_2D / MAX_POOL_2D",
           {"op": Opt("AVG", ("AVG", "MAX")), "act": _act_no_prelu},
-          [{"op": "AVG"}, {"op": "MAX"}] + [{"op": op, "act": a} for op, a in zip("AVG MAX".split() * 4, ACTIVATIONS[1:])]),
+          [{"op": "AVG"}, {"op": "MAX"}] + [{"op": op, "act": a} for op, a in zip("AVG MAX".split() * 4, ACTIVATIONS[1:], strict=False)]),
     _spec("reduce", "reduce.lgk", "SUM/MEAN/REDUCE_MAX/REDUCE_MIN/REDUCE_PROD over any BHWC axes",
-          {"op": Opt("SUM", ("SUM", "MEAN", "MAX", "MIN", "PROD"))},
-          [{"op": op} for op in ("SUM", "MEAN", "MAX", "MIN", "PROD")]),
+          {"op": Opt("SUM", ("SUM", "MEAN", "MAX", "MIN", "PROD")), "split": _split},
+          [{"op": op} for op in ("SUM", "MEAN", "MAX", "MIN", "PROD")]
+          + [{"split": n, "op": op} for n, op in zip(_SPLITS[1:], ("MEAN", "MAX", "SUM", "MIN"), strict=True)],
+          shared_wg=_split_wg),
     _spec("softmax", "reduce.lgk", "SOFTMAX / LOG_SOFTMAX over channels", {"log": _bool()},
           [{"log": False}, {"log": True}]),
     _spec("concat", "copy.lgk", "CONCATENATION of n inputs along a BHWC axis",

@@ -87,7 +87,7 @@ _COMMON = "common.lgk"
 # ----------------------------------------------------------------------------------------------
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def template_text(filename: str) -> str:
     """The text of a template file from the ``litegpu.shaders`` package (or the checkout's shaders/)."""
     try:

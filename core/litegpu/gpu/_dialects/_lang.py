@@ -85,7 +85,7 @@ def preprocess(text: str, env: Mapping[str, Any], name: str = "<template>") -> s
             if m is None:
                 if emit:
                     line = line.split("//", 1)[0]  # comments go: expanded #for bodies share one line
-                    out.append(_SUBST.sub(lambda mm: str(_peval(mm.group(1), env, where)), line))
+                    out.append(_SUBST.sub(lambda mm, w=where: str(_peval(mm.group(1), env, w)), line))
                 else:
                     out.append("")
                 i += 1
@@ -147,7 +147,7 @@ def preprocess(text: str, env: Mapping[str, Any], name: str = "<template>") -> s
                 i += 1
             elif d == "error":
                 if emit:
-                    raise KernelTemplateError(f"{name}: {_SUBST.sub(lambda mm: str(_peval(mm.group(1), env, where)), arg)}")
+                    raise KernelTemplateError(f"{name}: {_SUBST.sub(lambda mm, w=where: str(_peval(mm.group(1), env, w)), arg)}")
                 out.append("")
                 i += 1
             else:
