@@ -77,6 +77,9 @@ class WGPURunner:
         self.fp16 = "shader-f16" in adapter.features
         self.device = adapter.request_device_sync(required_features=["shader-f16"] if self.fp16 else [])
 
+    def code(self, rk: K.RenderedKernel) -> str | bytes:
+        return rk.source
+
     def run(self, rk: K.RenderedKernel, inputs: Mapping[str, np.ndarray], outputs: Mapping[str, int],
             params: Mapping[str, Any]) -> dict[str, np.ndarray]:
         wgpu, dev = self.wgpu, self.device
@@ -94,7 +97,7 @@ class WGPURunner:
             bufs.append(dev.create_buffer_with_data(data=data, usage=U.STORAGE | U.COPY_SRC | U.COPY_DST))
         if rk.param_layout:
             bufs.append(dev.create_buffer_with_data(data=rk.pack_params(params), usage=U.UNIFORM))
-        module = dev.create_shader_module(code=rk.source)
+        module = dev.create_shader_module(code=self.code(rk))
         pipe = dev.create_compute_pipeline(layout="auto", compute={"module": module, "entry_point": rk.entry_point})
         group = dev.create_bind_group(layout=pipe.get_bind_group_layout(0), entries=[
             {"binding": i, "resource": {"buffer": buf, "offset": 0, "size": buf.size}} for i, buf in enumerate(bufs)])
@@ -112,13 +115,29 @@ class WGPURunner:
         return res
 
 
+class SPIRVRunner(WGPURunner):
+    """GLSL compiled to SPIR-V by glslc/glslangValidator, loaded by wgpu (naga's SPIR-V front end)."""
+
+    def __init__(self):
+        from litegpu.gpu._dialects.glsl import find_glsl_compiler
+
+        if find_glsl_compiler() is None:
+            raise RuntimeError("no glslc or glslangValidator")
+        super().__init__()
+
+    def code(self, rk: K.RenderedKernel) -> bytes:
+        from litegpu.gpu._dialects.glsl import compile_spirv
+
+        return compile_spirv(rk.source)
+
+
 _RUNNERS: dict[str, Any] = {}
 
 
 def _runner(api: str):
     if api not in _RUNNERS:
         try:
-            _RUNNERS[api] = OpenCLRunner() if api == "opencl" else WGPURunner()
+            _RUNNERS[api] = {"opencl": OpenCLRunner, "wgsl": WGPURunner, "glsl": SPIRVRunner}[api]()
         except Exception as e:  # missing package, ICD or adapter
             _RUNNERS[api] = e
     r = _RUNNERS[api]
@@ -127,7 +146,8 @@ def _runner(api: str):
     return r
 
 
-CONFIGS = [("opencl", "fp32"), ("opencl", "fp16"), ("wgsl", "fp32"), ("wgsl", "fp16"), ("wgsl", "fp16_fp32acc")]
+CONFIGS = [("opencl", "fp32"), ("opencl", "fp16"), ("wgsl", "fp32"), ("wgsl", "fp16"), ("wgsl", "fp16_fp32acc"),
+           ("glsl", "fp32"), ("glsl", "fp16"), ("glsl", "fp16_fp32acc")]
 
 
 @pytest.fixture(params=CONFIGS, ids=[f"{a}-{p}" for a, p in CONFIGS])
