@@ -1,0 +1,43 @@
+# litegpu developer entry points.  `make install` sets up .venv with core, every backend and plugin in
+# this repo, and the test extras; as root it first installs the system packages (software GPU drivers).
+SHELL := /bin/bash
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+export XDG_RUNTIME_DIR ?= /tmp/litegpu-xdg
+APT_PACKAGES := pocl-opencl-icd ocl-icd-libopencl1 mesa-vulkan-drivers libvulkan1 glslc
+PACKAGES := . $(wildcard backends/*/pyproject.toml) $(wildcard plugins/example/pyproject.toml)
+
+.PHONY: install system-packages demo test lint bench-cpu docs clean
+
+install: system-packages $(BIN)/python
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q $(foreach p,$(PACKAGES),./$(patsubst %/pyproject.toml,%,$(p))) '.[test]'
+
+$(BIN)/python:
+	$(PY) -m venv $(VENV)
+
+# System packages: only when root (CI, containers) and only the missing ones.
+system-packages:
+	@mkdir -p $(XDG_RUNTIME_DIR) && chmod 700 $(XDG_RUNTIME_DIR)
+	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  missing=$$(for p in $(APT_PACKAGES) python3-venv; do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	  if [ -n "$$missing" ]; then echo "apt-get install $$missing"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; fi; \
+	else echo "not root: skipping system packages ($(APT_PACKAGES))"; fi
+
+# The main job: fetch the MediaPipe models and run one end to end on every available backend.
+demo: install
+	$(BIN)/python -m litegpu.demo
+
+test:
+	$(BIN)/python -m pytest -q
+
+lint:
+	$(BIN)/ruff check core backends plugins tests bench
+
+bench-cpu:
+	$(BIN)/python bench/cpu.py
+
+clean:
+	rm -rf $(VENV) build dist *.egg-info core/*.egg-info

@@ -1,0 +1,44 @@
+"""Shared bits of the benchmarks: which models, which machine."""
+
+from __future__ import annotations
+
+import datetime
+import os
+import platform
+from pathlib import Path
+
+# The 13 MediaPipe 0.10.14 models litegpu runs (face_landmark_with_attention needs three custom ops
+# MediaPipe registers in its own C++ runtime; LiteRT cannot run it either).
+RUNNABLE = (
+    "face_detection_full_range_sparse", "face_detection_short_range", "face_landmark", "hand_landmark_full",
+    "hand_landmark_lite", "hand_recrop", "iris_landmark", "palm_detection_full", "palm_detection_lite",
+    "pose_detection", "pose_landmark_full", "selfie_segmentation", "selfie_segmentation_landscape",
+)
+GPU_SET = (
+    "face_detection_short_range", "face_landmark", "hand_landmark_full", "iris_landmark",
+    "palm_detection_full", "pose_landmark_full", "selfie_segmentation",
+)
+
+
+def mediapipe_models(names: str = "", default: tuple[str, ...] = RUNNABLE) -> dict[str, Path]:
+    from litegpu.models import fetch_mediapipe
+
+    allm = fetch_mediapipe()
+    wanted = [n for n in names.split(",") if n] or list(default)
+    missing = [n for n in wanted if n not in allm]
+    if missing:
+        raise SystemExit(f"unknown models {missing}; known: {sorted(allm)}")
+    return {n: allm[n] for n in wanted}
+
+
+def machine_line() -> str:
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return (f"{datetime.date.today().isoformat()}, {cpu}, {os.cpu_count()} cores, "
+            f"{platform.system()} {platform.release()}")

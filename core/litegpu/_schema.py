@@ -1,0 +1,172 @@
+"""Enum tables of the TFLite schema, taken from the ``tflite`` package's generated code.
+
+The generated classes are the single source of truth: tensor type codes, builtin
+operator codes and the ``BuiltinOptions``/``BuiltinOptions2`` unions are read
+from them once (lazily, the first time a table is needed), so a newer ``tflite``
+release that adds types or ops is picked up without editing this file.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import sys
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "tensor_type_name",
+    "tensor_type_names",
+    "storage_dtype",
+    "little_endian",
+    "builtin_op_name",
+    "builtin_op_code",
+    "builtin_op_names",
+    "options_class",
+    "sparse_index_vector_class",
+    "CUSTOM_OPCODE",
+    "PACKED_BITS",
+    "PADDING",
+    "ACTIVATION",
+]
+
+#: TFLite ``Padding`` enum (values as stored in options).
+PADDING = {"SAME": 0, "VALID": 1}
+#: TFLite ``ActivationFunctionType`` enum.
+ACTIVATION = {"NONE": 0, "RELU": 1, "RELU_N1_TO_1": 2, "RELU6": 3, "TANH": 4, "SIGN_BIT": 5}
+#: Builtin code of custom operators (``BuiltinOperator.CUSTOM``).
+CUSTOM_OPCODE = 32
+
+
+def _generated(name: str) -> Any:
+    """The generated class ``tflite.<name>.<name>`` (the package re-exports the classes
+    under the module names, so we go through the module to be explicit)."""
+    return getattr(importlib.import_module(f"tflite.{name}"), name)
+
+
+def _enum_members(cls: type) -> dict[str, int]:
+    return {k: v for k, v in vars(cls).items() if not k.startswith("_") and isinstance(v, int)}
+
+
+# ---- tensor types ------------------------------------------------------------------------------
+
+# Tensor types of newer schemas (LiteRT 2.3) than the ``tflite`` package we may have; the
+# generated enum wins where it knows a code.
+_NEWER_TENSOR_TYPES = {19: "int2", 20: "uint4", 21: "float8_e4m3fn", 22: "float8_e5m2"}
+# Builtin operators of newer schemas, likewise.
+_NEWER_BUILTIN_OPS = {209: "STABLEHLO_CASE"}
+
+# dtype names whose in-memory storage is not a numpy dtype of the same name.
+# Sub-byte integers are stored packed and unpacked by the reader (see PACKED_BITS);
+# bfloat16 and the float8 types have no numpy dtype: their bits are kept as unsigned ints.
+_STORAGE_OVERRIDES: dict[str, str | None] = {
+    "int4": "int8",
+    "int2": "int8",
+    "uint4": "uint8",
+    "bfloat16": "uint16",
+    "float8_e4m3fn": "uint8",
+    "float8_e5m2": "uint8",
+    "string": None,
+    "resource": None,
+    "variant": None,
+}
+
+#: Packed sub-byte types: dtype name -> (bits per value, signed).  Values are packed from the
+#: least significant bits of each byte up (int4: low nibble first).
+PACKED_BITS: dict[str, tuple[int, bool]] = {"int4": (4, True), "uint4": (4, False), "int2": (2, True)}
+
+
+@functools.cache
+def tensor_type_names() -> dict[int, str]:
+    """TensorType code -> dtype name, for every type of the schema.
+
+    The schema's enum names lower-cased are exactly our dtype names
+    (``FLOAT32`` -> ``"float32"``, ``INT4`` -> ``"int4"``, ``STRING`` -> ``"string"``).
+    """
+    names = {v: k.lower() for k, v in _enum_members(_generated("TensorType")).items()}
+    for code, name in _NEWER_TENSOR_TYPES.items():
+        names.setdefault(code, name)
+    return names
+
+
+def tensor_type_name(code: int) -> str | None:
+    """dtype name of a TensorType code, or None when the schema does not know it."""
+    return tensor_type_names().get(code)
+
+
+def little_endian(dtype: np.dtype) -> np.dtype:
+    """``dtype`` in the file's (little-endian) byte order; the plain native dtype on
+    little-endian hosts, so that arrays print as ``float32`` rather than ``<f4``."""
+    dtype = np.dtype(dtype)
+    return dtype if sys.byteorder == "little" or dtype.itemsize == 1 else dtype.newbyteorder("<")
+
+
+def storage_dtype(name: str) -> np.dtype | None:
+    """The (little-endian) numpy dtype that holds the data of a tensor of dtype ``name`` once
+    read (None for types without numeric storage: string, resource, variant)."""
+    storage = _STORAGE_OVERRIDES.get(name, name)
+    return None if storage is None else little_endian(np.dtype(storage))
+
+
+# ---- builtin operators -------------------------------------------------------------------------
+
+
+@functools.cache
+def builtin_op_names() -> dict[int, str]:
+    """Builtin operator code -> name (``3`` -> ``"CONV_2D"``)."""
+    from tflite.utils import BUILTIN_OPCODE2NAME
+
+    names = dict(BUILTIN_OPCODE2NAME)
+    # The BuiltinOperator enum may be newer than the utils table: take both.
+    for k, v in _enum_members(_generated("BuiltinOperator")).items():
+        names.setdefault(v, k)
+    for code, name in _NEWER_BUILTIN_OPS.items():
+        names.setdefault(code, name)
+    return names
+
+
+@functools.cache
+def _builtin_codes() -> dict[str, int]:
+    return {v: k for k, v in builtin_op_names().items()}
+
+
+def builtin_op_name(code: int) -> str | None:
+    """Name of a builtin operator code, or None when this schema does not know it."""
+    return builtin_op_names().get(code)
+
+
+def builtin_op_code(name: str) -> int:
+    """Builtin code of an operator name (KeyError if unknown)."""
+    return _builtin_codes()[name]
+
+
+# ---- options unions ----------------------------------------------------------------------------
+
+
+@functools.cache
+def _options_union(union: str) -> dict[int, type]:
+    try:
+        members = _enum_members(_generated(union))
+    except (ImportError, AttributeError):  # an old tflite without BuiltinOptions2
+        return {}
+    table: dict[int, type] = {}
+    for name, value in members.items():
+        if value == 0:  # NONE
+            continue
+        try:
+            table[value] = _generated(name)
+        except (ImportError, AttributeError):  # enum member without a generated class
+            continue
+    return table
+
+
+def options_class(type_code: int, union: str = "BuiltinOptions") -> type | None:
+    """Generated options class for a union type code of ``BuiltinOptions`` or
+    ``BuiltinOptions2`` (None for NONE or an unknown code)."""
+    return _options_union(union).get(type_code)
+
+
+def sparse_index_vector_class(type_code: int) -> type | None:
+    """Generated class for a ``SparseIndexVector`` union code (Int32Vector, Uint16Vector, Uint8Vector)."""
+    return _options_union("SparseIndexVector").get(type_code)
