@@ -554,3 +554,35 @@ def test_unary_chain_and_lstm(gpu):
                   {"B": bsz, "C": c, "S": K.slices(c), "CELL_CLIP": 0.0})
     gpu.check(K.from_phwc4(res["new_c"], (bsz, 1, 1, c)).reshape(bsz, c), cell, "lstm c")
     gpu.check(K.from_phwc4(res["new_h"], (bsz, 1, 1, c)).reshape(bsz, c), hid, "lstm h")
+
+
+# -- straight against LiteRT where TFLite's rules are subtle --------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["BILINEAR", "NEAREST"])
+@pytest.mark.parametrize(("out_hw", "align", "half"), [((9, 13), False, False), ((9, 13), True, False),
+                                                       ((9, 13), False, True), ((3, 4), False, True),
+                                                       ((3, 4), True, False)])
+def test_resize_matches_litert(gpu, mode, out_hw, align, half):
+    pytest.importorskip("ai_edge_litert")
+    from litegpu.testing import ModelBuilder, run_litert
+
+    b, h, w, c = 1, 5, 7, 6
+    x = gpu.data(b, h, w, c)
+    mb = ModelBuilder()
+    xi = mb.input("x", (b, h, w, c), "float32")
+    size = mb.const("size", np.array(out_hw, dtype=np.int32))
+    y = mb.tensor("y", (b, *out_hw, c), "float32")
+    op = "RESIZE_BILINEAR" if mode == "BILINEAR" else "RESIZE_NEAREST_NEIGHBOR"
+    mb.op(op, [xi, size], [y], align_corners=align, half_pixel_centers=half, version=3)
+    mb.output(y)
+    ref = run_litert(mb.build(), [x])[0]
+
+    def scale(i, o):
+        return float(np.float32((i - 1) / (o - 1))) if align and o > 1 else float(np.float32(i / o))
+
+    oshape = (b, *out_hw, c)
+    p = {"B": b, "SRC_H": h, "SRC_W": w, "H": out_hw[0], "W": out_hw[1], "C": c, "S": K.slices(c),
+         "SCALE_H": scale(h, out_hw[0]), "SCALE_W": scale(w, out_hw[1]), "HALF_PIXEL": int(half), "ALIGN": int(align)}
+    out = gpu.run("resize", {"src": gpu.phwc4(x)}, {"dst": _n4(oshape)}, p, mode=mode)
+    gpu.check(K.from_phwc4(out["dst"], oshape), ref, f"resize {mode} vs LiteRT")
