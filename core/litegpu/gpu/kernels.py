@@ -233,7 +233,9 @@ def render(kernel_name: str, dialect: str, precision: str = "fp32", *,
 
     ``options`` are the template options of the kernel (see ``kernel_spec(name).options``);
     omitted ones take their defaults.  ``workgroup`` bakes the local size into GLSL/WGSL (and
-    OpenCL when the kernel uses shared memory); by default the kernel's own default is used.
+    OpenCL when the kernel uses shared memory); by default the kernel's own default is used.  Kernels
+    whose shared memory is sized by their group (``split > 1``) keep their fixed group whatever
+    ``workgroup`` says: launch with ``rk.workgroup``.
     """
     if dialect not in EMITTERS:
         raise KernelTemplateError(f"unknown dialect {dialect!r} (one of {', '.join(DIALECTS)})")
@@ -241,9 +243,8 @@ def render(kernel_name: str, dialect: str, precision: str = "fp32", *,
         raise KernelTemplateError(f"unknown precision {precision!r} (one of {', '.join(PRECISIONS)})")
     spec = kernel_spec(kernel_name)
     opts = spec.resolve(options)
+    # a kernel that sizes shared memory by its group (split > 1) keeps its own: rk.workgroup says which
     wg = spec.fixed_workgroup(opts) or workgroup or spec.default_wg
-    if workgroup is not None and spec.fixed_workgroup(opts) and tuple(workgroup) != spec.fixed_workgroup(opts):
-        raise KernelTemplateError(f"kernel {kernel_name} needs work group {spec.fixed_workgroup(opts)}")
     wg = tuple(int(x) for x in wg)
     if len(wg) != 3 or min(wg) < 1:
         raise KernelTemplateError(f"bad work group {wg}")
@@ -327,7 +328,8 @@ def default_workgroup(kernel: str, global_size: tuple[int, ...],
                       device_info: Mapping[str, Any] | None = None, **options: Any) -> tuple[int, int, int]:
     """A work-group size for ``kernel`` launched over ``global_size`` work items.
 
-    ``device_info`` may give ``max_work_group_size`` (default 256), ``max_work_group_dims``
+    ``device_info`` (a mapping or an object with these attributes, e.g. ``DeviceInfo``; the
+    ``workgroup`` spelling is accepted too) may give ``max_work_group_size`` (default 256), ``max_work_group_dims``
     (per-axis limits, default (256, 256, 64)) and ``preferred_work_group_size`` (the thread count
     to aim for: default 64, a good value for NVIDIA warps x 2 and most mobile GPUs).  Kernels with
     shared memory return their fixed size.  Threads go to the axes with the most remaining work, x
@@ -337,10 +339,9 @@ def default_workgroup(kernel: str, global_size: tuple[int, ...],
     fixed = spec.fixed_workgroup(spec.resolve(options))
     if fixed:
         return fixed
-    info = dict(device_info or {})
-    max_total = int(info.get("max_work_group_size", 256))
-    dims = tuple(info.get("max_work_group_dims", (256, 256, 64)))
-    target = min(int(info.get("preferred_work_group_size", 64)), max_total)
+    max_total = int(_info(device_info, ("max_work_group_size", "max_workgroup_size"), 256))
+    dims = tuple(_info(device_info, ("max_work_group_dims", "max_workgroup_dims"), (256, 256, 64)))
+    target = min(int(_info(device_info, ("preferred_work_group_size", "preferred_workgroup_size"), 64)), max_total)
     g = [max(1, int(x)) for x in (*global_size, 1, 1)][:3]
     wg = [1, 1, 1]
     while math.prod(wg) * 2 <= target:
@@ -355,3 +356,16 @@ def default_workgroup(kernel: str, global_size: tuple[int, ...],
             break
         wg[best] *= 2
     return (wg[0], wg[1], wg[2])
+
+
+def _info(device_info: Any, names: tuple[str, ...], default: Any) -> Any:
+    """A device property from a mapping or an attribute object, under any of ``names``."""
+    if device_info is None:
+        return default
+    for n in names:
+        if isinstance(device_info, Mapping):
+            if device_info.get(n) is not None:
+                return device_info[n]
+        elif getattr(device_info, n, None) is not None:
+            return getattr(device_info, n)
+    return default
