@@ -20,6 +20,7 @@ input buffer.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -80,13 +81,15 @@ class GpuPartitionKernel(DelegateKernel):
         self._launches: list[_Launch] = []
         for op in plan.ops:
             self._launches.append(self._prepare_op(op))
+        self._recording = device.record([(ln.bound, ln.kernel, ln.grid) for ln in self._launches])
         self._host_out = {tid: np.empty(self.plan.tensors[tid].nbytes // np.dtype(
             self.plan.tensors[tid].storage).itemsize, self.plan.tensors[tid].storage) for tid in plan.outputs}
 
     def _prepare_op(self, op) -> _Launch:
         dev = self.device
         probe = render(op.kernel, dev.dialect, self.plan.precision, **op.options)
-        wg = default_workgroup(op.kernel, probe.global_size(op.params), dev.info)
+        wg = default_workgroup(op.kernel, probe.global_size(op.params),
+                               dataclasses.asdict(dev.info), **op.options)
         rk = render(op.kernel, dev.dialect, self.plan.precision, workgroup=wg, **op.options) \
             if tuple(wg) != probe.workgroup else probe
         refs = []
@@ -112,8 +115,7 @@ class GpuPartitionKernel(DelegateKernel):
                 dev.copy(v.ref, self._refs[tid])
             else:
                 dev.upload(self._refs[tid], to_device(np.asarray(v), t.shape, t.storage))
-        for ln in self._launches:
-            dev.launch(ln.bound, ln.kernel, ln.grid)
+        dev.replay(self._recording)
         out: dict[int, Any] = {}
         for tid in self.plan.outputs:
             t = self.plan.tensors[tid]
