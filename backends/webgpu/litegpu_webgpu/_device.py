@@ -22,7 +22,6 @@ from typing import Any
 
 import numpy as np
 import wgpu
-
 from litegpu import BackendUnavailableError, DelegateError
 from litegpu.gpu._device import BufferRef, DeviceInfo, GpuDevice
 from litegpu.gpu.kernels import RenderedKernel
@@ -191,11 +190,11 @@ class WebGPUDevice(GpuDevice):
         storage = kernel.buffer_bindings
         if len(buffers) != len(storage):
             raise DelegateError(f"kernel {kernel.name} has {len(storage)} buffer bindings, got {len(buffers)} buffers")
-        written = {id(r.buffer) for b, r in zip(storage, buffers) if b.access != "read"}
-        promoted = frozenset(b.index for b, r in zip(storage, buffers) if b.access == "read" and id(r.buffer) in written)
+        written = {id(r.buffer) for b, r in zip(storage, buffers, strict=True) if b.access != "read"}
+        promoted = frozenset(b.index for b, r in zip(storage, buffers, strict=True) if b.access == "read" and id(r.buffer) in written)
         pipeline, layout = self._variant(program, promoted)
         entries = []
-        for b, r in zip(storage, buffers):
+        for b, r in zip(storage, buffers, strict=True):
             if r.offset % self._align:
                 raise DelegateError(f"kernel {kernel.name}: binding {b.name} at offset {r.offset} is not a multiple "
                                     f"of minStorageBufferOffsetAlignment {self._align}")
@@ -216,7 +215,7 @@ class WebGPUDevice(GpuDevice):
         return _Bound(pipeline, group, keep)
 
     def _groups(self, kernel: RenderedKernel, grid: tuple[int, int, int]) -> tuple[int, int, int]:
-        n = tuple(-(-int(g) // int(w)) for g, w in zip(grid, kernel.workgroup))
+        n = tuple(-(-int(g) // int(w)) for g, w in zip(grid, kernel.workgroup, strict=True))
         if max(n) > self._max_groups:
             raise DelegateError(f"kernel {kernel.name}: {n} work groups exceed the device limit "
                                 f"{self._max_groups} per dimension")
@@ -239,7 +238,10 @@ class WebGPUDevice(GpuDevice):
             cpass.set_bind_group(0, group)
             cpass.dispatch_workgroups(*n)
         cpass.end()
-        self.queue.submit([enc.finish()])
+        try:
+            self.queue.submit([enc.finish()])
+        except Exception as e:  # noqa: BLE001 - wgpu validation errors surface here
+            raise DelegateError(f"WebGPU rejected the recorded launches: {e}") from e
 
     def finish(self) -> None:
         self.queue.on_submitted_work_done_sync()
