@@ -361,6 +361,10 @@ CHECK = textwrap.dedent(
 @pytest.mark.slow
 def test_entry_point_after_pip_install(tmp_path):
     """pip install core + backends/webgpu into a venv (no index): litegpu finds the backend by its entry point."""
+    try:
+        from litegpu.gpu import _lower, kernels  # noqa: F401 - what the backend module imports
+    except ImportError as e:
+        pytest.skip(f"the GPU core is not in this checkout yet: {e}")
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "LITEGPU_PLUGINS",
                                                           "LITEGPU_DISABLE_PLUGIN_AUTOLOAD")}
     env.update(PIP_NO_INDEX="1", PIP_DISABLE_PIP_VERSION_CHECK="1", PYTHONDONTWRITEBYTECODE="1")

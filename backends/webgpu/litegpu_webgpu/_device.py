@@ -133,7 +133,7 @@ class WebGPUDevice(GpuDevice):
     def download(self, ref: BufferRef, out: np.ndarray) -> None:
         n = out.nbytes
         raw = self.queue.read_buffer(ref.buffer, ref.offset, -(-n // 4) * 4)  # waits for queued work
-        out.reshape(-1).view(np.uint8)[:] = np.frombuffer(raw, np.uint8, count=n)
+        np.copyto(out, np.frombuffer(raw, out.dtype, count=out.size).reshape(out.shape))
 
     def copy(self, src: BufferRef, dst: BufferRef) -> None:
         n = min(src.nbytes, dst.nbytes)
