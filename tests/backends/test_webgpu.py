@@ -69,7 +69,8 @@ def run_webgpu(wg, model: bytes, inputs: list[np.ndarray], precision: str = "fp3
                              experimental_delegates=[mod.WebGPUDelegate(dev, {"precision": precision})])
     it.allocate_tensors()
     plan = it.get_execution_plan()
-    assert [s["backend"] for s in plan] == ["webgpu"], plan
+    # constant-only nodes may show as a "folded" segment; nothing may run on the CPU
+    assert {s["backend"] for s in plan} - {"folded"} == {"webgpu"}, plan
     for d, x in zip(it.get_input_details(), inputs, strict=True):
         it.set_tensor(d["index"], x)
     it.invoke()
