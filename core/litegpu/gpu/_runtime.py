@@ -7,11 +7,12 @@ prepare
     ``compile_partition`` (passes, layout, precision, memory plan) gives a
     :class:`GpuPlan`; each :class:`GpuOp` is rendered in the device's dialect,
     compiled (once per distinct source), bound to its buffers and params.
-    Constants are re-laid out and uploaded here, once.
+    Constants are re-laid out and uploaded here, once.  The launches are handed
+    to ``GpuDevice.record`` once (a Vulkan command buffer, a WebGPU pass list).
 invoke
     upload the partition's inputs (BHWC -> PHWC4 on the host), enqueue every
-    launch with no host synchronisation in between, then one blocking read
-    per host output.
+    launch (``GpuDevice.replay``) with no host synchronisation in between, then
+    one blocking read per host output.
 
 Outputs only read by this delegate's later partitions stay on the device as
 :class:`DeviceValue` and are copied device-to-device into the next partition's
