@@ -7,11 +7,12 @@ prepare
     ``compile_partition`` (passes, layout, precision, memory plan) gives a
     :class:`GpuPlan`; each :class:`GpuOp` is rendered in the device's dialect,
     compiled (once per distinct source), bound to its buffers and params.
-    Constants are re-laid out and uploaded here, once.
+    Constants are re-laid out and uploaded here, once.  The launches are handed
+    to ``GpuDevice.record`` once (a Vulkan command buffer, a WebGPU pass list).
 invoke
     upload the partition's inputs (BHWC -> PHWC4 on the host), enqueue every
-    launch with no host synchronisation in between, then one blocking read
-    per host output.
+    launch (``GpuDevice.replay``) with no host synchronisation in between, then
+    one blocking read per host output.
 
 Outputs only read by this delegate's later partitions stay on the device as
 :class:`DeviceValue` and are copied device-to-device into the next partition's
@@ -20,6 +21,7 @@ input buffer.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import logging
 from collections.abc import Mapping
@@ -103,13 +105,15 @@ class GpuPartitionKernel(DelegateKernel):
         self._launches: list[_Launch] = []
         for op in plan.ops:
             self._launches.append(self._prepare_op(op))
+        self._recording = device.record([(ln.bound, ln.kernel, ln.grid) for ln in self._launches])
         self._host_out = {tid: np.empty(self.plan.tensors[tid].nbytes // np.dtype(
             self.plan.tensors[tid].storage).itemsize, self.plan.tensors[tid].storage) for tid in plan.outputs}
 
     def _prepare_op(self, op) -> _Launch:
         dev = self.device
         probe = render(op.kernel, dev.dialect, self.plan.precision, **op.options)
-        wg = default_workgroup(op.kernel, probe.global_size(op.params), dev.info)
+        wg = default_workgroup(op.kernel, probe.global_size(op.params),
+                               dataclasses.asdict(dev.info), **op.options)
         rk = render(op.kernel, dev.dialect, self.plan.precision, workgroup=wg, **op.options) \
             if tuple(wg) != probe.workgroup else probe
         refs = []
@@ -150,8 +154,7 @@ class GpuPartitionKernel(DelegateKernel):
                 dev.copy(v.ref, self._refs[tid])
             else:
                 dev.upload(self._refs[tid], to_device(np.asarray(v), t.shape, t.storage))
-        for ln in self._launches:
-            dev.launch(ln.bound, ln.kernel, ln.grid)
+        dev.replay(self._recording)
         out: dict[int, Any] = {}
         for tid in self.plan.outputs:
             t = self.plan.tensors[tid]
