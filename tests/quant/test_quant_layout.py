@@ -103,7 +103,7 @@ def test_pad(dtype, op):
     ins = [("in", x, q), ("const", pads, None)]
     if op == "PADV2":
         ins.append(("const", np.array([7], dtype), q))
-    oshape = tuple(d + int(p.sum()) for d, p in zip(x.shape, pads))
+    oshape = tuple(d + int(p.sum()) for d, p in zip(x.shape, pads, strict=True))
     model, feeds = build_single(op, ins, oshape, dtype, q, version=2 if dtype != "int16" else 4)
     compare(f"{op} {dtype}", model, feeds)
 
