@@ -14,7 +14,9 @@ __all__ = [
     "ModelError",
     "ConfigError",
     "DelegateError",
+    "InterpreterError",
     "BackendUnavailableError",
+    "UnknownBackendError",
     "UnsupportedOpError",
     "CacheError",
 ]
@@ -45,8 +47,18 @@ class DelegateError(LiteGPUError, RuntimeError):
     """A delegate failed to prepare or run a partition."""
 
 
+class InterpreterError(LiteGPUError, RuntimeError):
+    """The interpreter was used out of order (``invoke`` before ``allocate_tensors``,
+    a bad ``resize_tensor_input``) or a node failed while running.  LiteRT raises
+    ``RuntimeError`` in these cases, hence the base."""
+
+
 class BackendUnavailableError(DelegateError):
     """A backend is installed but cannot run here (no driver, no device...)."""
+
+
+class UnknownBackendError(BackendUnavailableError, ValueError):
+    """No backend of that name is installed (the message lists the installed ones)."""
 
 
 class UnsupportedOpError(ModelError, RuntimeError):

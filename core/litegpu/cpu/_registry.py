@@ -92,6 +92,7 @@ class NodeContext:
     call_subgraph: Callable[[int, Sequence[np.ndarray]], list[np.ndarray]] | None = None
     subgraph_io: Callable[[int], tuple[list[TensorSpec], list[TensorSpec]]] | None = None
     resources: dict[Any, Any] = field(default_factory=dict)
+    reset_hooks: list[Callable[[], None]] = field(default_factory=list)
 
     @property
     def options(self) -> Mapping[str, Any]:

@@ -1,0 +1,771 @@
+"""Execution plans: a subgraph prepared once for one set of input shapes.
+
+``allocate_tensors`` turns a subgraph into a :class:`SubgraphPlan`:
+
+1. *Resolve shapes*: every node's CPU kernel is looked up and prepared in
+   file order; its ``output_shapes`` become the shapes its consumers see
+   (``None`` marks a shape known only at run time).  A stateless builtin node
+   whose inputs are all constants is *folded*: run once, right there, its
+   outputs becoming constants, so later kernels see constant weights at
+   prepare (DEQUANTIZE of float16 weights feeding a CONV_2D is the common
+   case: 3-5x faster MediaPipe invokes) and ``invoke`` never runs it.
+2. *Delegate*: each delegate is asked, node by node, whether it runs the
+   node; :func:`group_partitions` groups the claimed nodes into segments and
+   each delegate segment is compiled with :meth:`Delegate.prepare`.
+3. *Lifetimes*: every intermediate tensor is dropped right after its last
+   reader, so numpy can reuse its memory (unless all tensors are preserved).
+4. *Code generation*: the steps become one generated Python function
+   (``v[7], = r3([v[5], v[6]])`` per node), so ``invoke`` runs straight-line
+   code with no per-node dispatch, list walking or re-planning.
+
+Values live in a flat list ``v`` indexed by tensor index, with one extra
+slot at the end that always holds ``None``: an omitted optional input
+(index ``-1``) reads that slot without any special case.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ._delegate import Delegate, DelegateKernel, NodeView, PartitionSpec
+from ._errors import DelegateError, InterpreterError, LiteGPUError, ModelError, UnsupportedOpError
+from ._ir import Model, Operator, Subgraph, Tensor
+from ._partition import PartitionOptions, plan_subgraph
+from .cpu._registry import CPU_KERNELS, KernelRegistry, NodeContext, Prepared, TensorSpec, kernel_dtype
+
+__all__ = [
+    "Segment",
+    "Step",
+    "SubgraphPlan",
+    "Runtime",
+    "build_plan",
+    "group_partitions",
+    "partition_io",
+    "numpy_dtype",
+    "CPU_BACKEND",
+]
+
+CPU_BACKEND = "cpu"
+
+# IR dtype names that have no numpy array representation we can allocate.
+_NON_NUMERIC = frozenset({"string", "resource", "variant", "int4", "bfloat16"})
+
+
+def numpy_dtype(name: str) -> np.dtype | None:
+    """The numpy dtype for an IR dtype name, or None for string/resource/variant/..."""
+    if name in _NON_NUMERIC:
+        return None
+    try:
+        return np.dtype(name)
+    except TypeError:
+        return None
+
+
+# --------------------------------------------------------------------------- structures
+
+
+@dataclass(frozen=True)
+class Segment:
+    """A run of consecutive nodes executed by one backend (``"cpu"`` or a delegate name)."""
+
+    backend: str
+    node_indices: tuple[int, ...]
+    op_names: tuple[str, ...]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"backend": self.backend, "node_indices": list(self.node_indices), "op_names": list(self.op_names)}
+
+
+@dataclass
+class Step:
+    """One unit of the invoke loop: a prepared CPU node or a prepared delegate partition.
+
+    ``run`` is the kernel's run function (CPU) or the :class:`DelegateKernel`'s
+    ``invoke`` (delegate).  ``frees`` are the tensors dropped after this step.
+    """
+
+    kind: str  # "cpu" or "delegate"
+    run: Callable[..., Any]
+    inputs: tuple[int, ...]
+    outputs: tuple[int, ...]
+    node_indices: tuple[int, ...]
+    label: str  # "node #3 ADD v1" or "opencl partition of nodes 3-9"
+    frees: tuple[int, ...] = ()
+    kernel: DelegateKernel | None = None
+    host_outputs: frozenset[int] = frozenset()
+
+
+@dataclass
+class SubgraphPlan:
+    """A subgraph prepared for one set of input shapes (see the module docstring)."""
+
+    model: Model
+    subgraph: Subgraph
+    specs: list[TensorSpec]  # per tensor index, shapes resolved
+    steps: list[Step]
+    segments: list[Segment]
+    template: list[Any]  # initial value list: constants, variables, zero-filled unwritten tensors
+    persistent: frozenset[int]  # tensors never freed
+    variables: tuple[int, ...]
+    reset_hooks: list[Callable[[], None]] = field(default_factory=list)
+    device_owner: dict[int, DelegateKernel] = field(default_factory=dict)
+    _fn: Callable[[list[Any]], None] | None = None
+    _line_steps: list[int] = field(default_factory=list)
+    _code_name: str = ""
+    checked: bool = False
+
+    # ---- running
+
+    def run(self, v: list[Any]) -> None:
+        """Run every step on the value list ``v`` (inputs already stored in it)."""
+        if not self.checked:
+            self._run_checked(v)
+            self.checked = True
+            return
+        try:
+            self._fn(v)
+        except LiteGPUError as e:  # a kernel refused its runtime values: make sure the node is named
+            step = self._failed_step(e)
+            if step is None:
+                raise
+            raise _renamed(e, step.label) from e
+        except Exception as e:  # a kernel failed on runtime values: name the node
+            raise self._wrap_run_error(e, self._failed_step(e)) from e
+
+    def call(self, arrays: Sequence[Any]) -> list[Any]:
+        """Run the subgraph on fresh state (control flow): inputs in, outputs out."""
+        v = self.template.copy()
+        for i, a in zip(self.subgraph.inputs, arrays, strict=True):
+            v[i] = a
+        self.run(v)
+        return [v[o] for o in self.subgraph.outputs]
+
+    def _failed_step(self, e: BaseException) -> Step | None:
+        tb = e.__traceback__
+        step_index = None
+        while tb is not None:
+            if tb.tb_frame.f_code.co_filename == self._code_name:
+                line = tb.tb_lineno
+                if 0 <= line - 1 < len(self._line_steps):
+                    step_index = self._line_steps[line - 1]
+            tb = tb.tb_next
+        return None if step_index is None or step_index < 0 else self.steps[step_index]
+
+    def _wrap_run_error(self, e: Exception, step: Step | None) -> LiteGPUError:
+        where = step.label if step is not None else f"subgraph {self.subgraph.index}"
+        if step is not None and step.kind == "delegate":
+            return DelegateError(f"{where} failed to invoke: {type(e).__name__}: {e}")
+        return InterpreterError(f"{where} failed to invoke: {type(e).__name__}: {e}")
+
+    def _run_checked(self, v: list[Any]) -> None:
+        """The first run after planning: the same steps, with every output checked
+        against the planned dtype and shape, so a kernel bug surfaces as a clear
+        error naming the node instead of a wrong answer further down."""
+        specs = self.specs
+        for step in self.steps:
+            try:
+                if step.kind == "cpu":
+                    res = step.run([v[i] for i in step.inputs])
+                    if res is None:
+                        res = ()
+                    if len(res) != len(step.outputs):
+                        raise InterpreterError(
+                            f"{step.label}: CPU kernel returned {len(res)} outputs, expected {len(step.outputs)}")
+                    for o, r in zip(step.outputs, res, strict=True):
+                        _check_value(step, specs[o], r)
+                        v[o] = r
+                else:
+                    res = step.run({i: v[i] for i in step.inputs})
+                    for o in step.outputs:
+                        if o not in res:
+                            raise DelegateError(f"{step.label}: delegate kernel did not return tensor {o}")
+                        if o in step.host_outputs:
+                            _check_value(step, specs[o], res[o])
+                        v[o] = res[o]
+            except LiteGPUError as e:
+                raise _renamed(e, step.label) from e
+            except Exception as e:
+                raise self._wrap_run_error(e, step) from e
+            for f in step.frees:
+                v[f] = None
+
+    # ---- helpers
+
+    def to_host(self, index: int, value: Any) -> Any:
+        """A host (numpy) view of a tensor value that may be a delegate's device object."""
+        owner = self.device_owner.get(index)
+        if owner is not None and not isinstance(value, np.ndarray | np.generic):
+            return owner.to_host(value)
+        return value
+
+    def close(self) -> None:
+        for step in self.steps:
+            if step.kernel is not None:
+                try:
+                    step.kernel.close()
+                except Exception:  # closing must never raise from __del__ paths
+                    pass
+
+
+def _check_value(step: Step, spec: TensorSpec, value: Any) -> None:
+    want = numpy_dtype(spec.dtype)
+    if want is None:  # resource handles, strings...: opaque to the checker
+        return
+    if not isinstance(value, np.ndarray | np.generic):
+        raise InterpreterError(
+            f"{step.label}: kernel returned {type(value).__name__} for tensor {spec.index} "
+            f"'{spec.name}', expected a numpy array of {spec.dtype}")
+    if value.dtype != want:
+        raise InterpreterError(
+            f"{step.label}: kernel returned dtype {value.dtype} for tensor {spec.index} "
+            f"'{spec.name}', expected {spec.dtype}")
+    if spec.shape is not None and tuple(value.shape) != tuple(spec.shape):
+        raise InterpreterError(
+            f"{step.label}: kernel returned shape {tuple(value.shape)} for tensor {spec.index} "
+            f"'{spec.name}', expected {tuple(spec.shape)}")
+
+
+# --------------------------------------------------------------------------- runtime (shared state)
+
+
+class Runtime:
+    """What all plans of one interpreter share: the model, resource variables,
+    CALL_ONCE state, and the lazily prepared plans of called subgraphs."""
+
+    # How many input-shape variants of one called subgraph to keep prepared.
+    CALLEE_CACHE = 8
+
+    def __init__(self, model: Model, *, num_threads: int = 1, preserve_all_tensors: bool = False,
+                 registry: KernelRegistry = CPU_KERNELS):
+        self.model = model
+        self.num_threads = num_threads
+        self.preserve_all_tensors = preserve_all_tensors
+        self.registry = registry
+        # Evaluate constant-only nodes once at prepare (exact: the same kernels run).
+        self.fold_constants = True
+        # Limits and logging of the partitioner (litegpu.load passes the config's partition section).
+        self.partition_options = PartitionOptions()
+        self.resources: dict[Any, Any] = {}
+        self._callees: dict[int, OrderedDict[tuple, SubgraphPlan]] = {}
+        self._io_cache: dict[int, tuple[list[TensorSpec], list[TensorSpec]]] = {}
+
+    def _subgraph(self, index: int) -> Subgraph:
+        n = len(self.model.subgraphs)
+        if not isinstance(index, int | np.integer) or not 0 <= index < n:
+            raise ModelError(f"subgraph index {index} out of range: the model has {n} subgraphs")
+        return self.model.subgraphs[int(index)]
+
+    def call_subgraph(self, index: int, arrays: Sequence[Any]) -> list[Any]:
+        """Run subgraph ``index`` on ``arrays`` (prepared once per distinct input shapes)."""
+        sg = self._subgraph(index)
+        if len(arrays) != len(sg.inputs):
+            raise ModelError(
+                f"subgraph {index} ('{sg.name}') takes {len(sg.inputs)} inputs, got {len(arrays)}")
+        key = tuple(getattr(a, "shape", None) for a in arrays)
+        cache = self._callees.setdefault(index, OrderedDict())
+        plan = cache.get(key)
+        if plan is None:
+            shapes = [None if s is None else tuple(s) for s in key]
+            plan = build_plan(self, sg.index, shapes)
+            cache[key] = plan
+            if len(cache) > self.CALLEE_CACHE:
+                cache.popitem(last=False)[1].close()
+        else:
+            cache.move_to_end(key)
+        return plan.call(arrays)
+
+    def subgraph_io(self, index: int) -> tuple[list[TensorSpec], list[TensorSpec]]:
+        """Input and output specs of subgraph ``index`` as the file declares them
+        (``shape`` is None where the signature has unknown dimensions)."""
+        hit = self._io_cache.get(index)
+        if hit is None:
+            sg = self._subgraph(index)
+
+            def spec(t: Tensor) -> TensorSpec:
+                s = _spec(t)
+                if t.is_dynamic or not t.has_rank:
+                    s.shape = None
+                return s
+
+            hit = ([spec(sg.tensors[i]) for i in sg.inputs], [spec(sg.tensors[i]) for i in sg.outputs])
+            self._io_cache[index] = hit
+        return hit
+
+    def callee_plans(self) -> list[SubgraphPlan]:
+        return [p for c in self._callees.values() for p in c.values()]
+
+    def close(self) -> None:
+        for p in self.callee_plans():
+            p.close()
+        self._callees.clear()
+
+
+# --------------------------------------------------------------------------- planning
+
+
+# TensorSpec fields beyond the basic ones (``sparsity`` for sparse constants) are filled
+# from the IR tensor when the registry's TensorSpec has them.
+_EXTRA_SPEC_FIELDS = tuple(f for f in ("sparsity",) if f in TensorSpec.__dataclass_fields__)
+
+
+def _spec(t: Tensor) -> TensorSpec:
+    spec = TensorSpec(
+        index=t.index,
+        name=t.name,
+        dtype=t.dtype,
+        shape=tuple(int(d) for d in t.shape),
+        quantization=t.quantization,
+        data=None if t.is_variable else t.data,
+        is_variable=t.is_variable,
+    )
+    for f in _EXTRA_SPEC_FIELDS:
+        setattr(spec, f, getattr(t, f))
+    return spec
+
+
+def variable_initial(spec: TensorSpec) -> np.ndarray | None:
+    """A variable tensor's value after allocation/reset: zeros, or the zero point for int8
+    (what LiteRT's reset does)."""
+    dt = numpy_dtype(spec.dtype)
+    if dt is None or spec.shape is None:
+        return None
+    fill = 0
+    q = spec.quantization
+    if spec.dtype == "int8" and q is not None and q.zero_point.size:
+        fill = int(q.zero_point.flat[0])
+    return np.full(spec.shape, fill, dtype=dt)
+
+
+def _where(sg_index: int, op: Operator) -> str:
+    prefix = f"subgraph {sg_index} " if sg_index else ""
+    return f"{prefix}node #{op.index} {op.name} v{op.version}"
+
+
+def _missing_message(registry: KernelRegistry, op: Operator, dtype: str) -> str:
+    msg = registry.explain_missing(op.name, dtype, op.version)
+    if op.is_custom and op.name.startswith("Flex"):
+        msg += " (TensorFlow Flex ops are not supported)"
+    elif op.is_custom and "dtype" not in msg:
+        msg += f" (custom op; register one with @litegpu.register_kernel({op.name!r}))"
+    if dtype not in msg:
+        msg += f" (dtype {dtype})"
+    return msg
+
+
+def _renamed(e: LiteGPUError, where: str) -> LiteGPUError:
+    """``e`` with the node named in its message, when the kernel did not name it."""
+    text = str(e)
+    if "node #" in text or "partition of nodes" in text:
+        return e
+    try:
+        return type(e)(f"{where}: {text}")
+    except Exception:
+        return e
+
+
+def _validate_indices(sg: Subgraph) -> None:
+    n = len(sg.tensors)
+
+    def check(label: str, idx: Sequence[int], optional: bool) -> None:
+        for i in idx:
+            if optional and i == -1:
+                continue
+            if not 0 <= i < n:
+                raise ModelError(
+                    f"subgraph {sg.index}: invalid tensor index {i} in {label}. The subgraph has {n} tensors")
+
+    check("subgraph inputs", sg.inputs, False)
+    check("subgraph outputs", sg.outputs, False)
+    for op in sg.operators:
+        check(f"node #{op.index} {op.name} inputs", op.inputs, True)
+        check(f"node #{op.index} {op.name} outputs", op.outputs, False)
+        if not op.is_custom:
+            # LiteRT refuses this for builtin ops (custom ops may forward a tensor).
+            for ii, a in enumerate(op.inputs):
+                for oi, b in enumerate(op.outputs):
+                    if a == b and a >= 0:
+                        raise ModelError(
+                            f"{_where(sg.index, op)}: Tensor {a} is both input {ii} and output {oi}")
+
+
+def build_plan(
+    runtime: Runtime,
+    subgraph_index: int,
+    input_shapes: Sequence[tuple[int, ...] | None] | None = None,
+    *,
+    delegates: Sequence[Delegate] = (),
+) -> SubgraphPlan:
+    """Prepare subgraph ``subgraph_index`` for ``input_shapes`` (default: the file's shapes)."""
+    model = runtime.model
+    sg = model.subgraphs[subgraph_index]
+    registry = runtime.registry
+    _validate_indices(sg)
+
+    specs = [_spec(t) for t in sg.tensors]
+    if input_shapes is not None:
+        for i, s in zip(sg.inputs, input_shapes, strict=True):
+            specs[i].shape = None if s is None else tuple(int(d) for d in s)
+
+    reset_hooks: list[Callable[[], None]] = []
+    # ---- 1. prepare every node with a CPU kernel (this resolves shapes)
+    prepared: list[Prepared | None] = []
+    missing: dict[int, str] = {}
+    folded: list[int] = []  # nodes evaluated here, once; their outputs become constants
+    for op in sg.operators:
+        ins = [specs[i] if i >= 0 else None for i in op.inputs]
+        outs = [specs[o] for o in op.outputs]
+        dtype = kernel_dtype(op, ins, outs)
+        prep = registry.lookup(op.name, dtype, op.version)
+        where = _where(subgraph_index, op)
+        if prep is None:
+            missing[op.index] = f"{where}: {_missing_message(registry, op, dtype)}"
+            prepared.append(None)
+            continue
+        ctx = NodeContext(
+            op=op,
+            inputs=ins,
+            outputs=outs,
+            num_threads=runtime.num_threads,
+            call_subgraph=runtime.call_subgraph,
+            subgraph_io=runtime.subgraph_io,
+            resources=runtime.resources,
+            reset_hooks=reset_hooks,
+        )
+        try:
+            p = prep(ctx)
+        except LiteGPUError as e:
+            raise _renamed(e, where) from e
+        except Exception as e:  # a kernel tripping over a malformed node
+            raise ModelError(f"{where}: failed to prepare: {type(e).__name__}: {e}") from e
+        if not isinstance(p, Prepared) or len(p.output_shapes) != len(op.outputs):
+            raise InterpreterError(
+                f"{where}: kernel prepare must return Prepared with {len(op.outputs)} output shapes")
+        for o, shape in zip(op.outputs, p.output_shapes, strict=True):
+            specs[o].shape = None if shape is None else tuple(int(d) for d in shape)
+        prepared.append(p)
+        if runtime.fold_constants and _foldable(op, ins, outs):
+            _fold(op, p, ins, outs, where)
+            folded.append(op.index)
+
+    # ---- 2. delegates claim nodes (in order, LiteRT-style) and the partitioner groups them
+    claimed: dict[int, str] = {}
+    by_name: dict[str, Delegate] = {d.name: d for d in delegates}
+    folded_set = set(folded)
+    if delegates and sg.operators:
+        resolved = _resolved_tensors(sg, specs)
+
+        def view(i: int) -> NodeView:
+            op = sg.operators[i]
+            return NodeView(op=op, inputs=tuple(resolved[k] if k >= 0 else None for k in op.inputs),
+                            outputs=tuple(resolved[o] for o in op.outputs), subgraph=sg, model=model)
+
+        pplan = plan_subgraph(sg, delegates, model=model, options=runtime.partition_options,
+                              node_view=view, folded=folded)
+        claimed = dict(pplan.claimed)
+        groups = _without([(b, list(ns)) for b, ns in pplan.pairs(include_folded=False)], folded_set)
+    else:
+        groups = _without(group_partitions(sg, {}), folded_set) if sg.operators else []
+    for n, msg in missing.items():
+        if n not in claimed:  # unsupported by every delegate, or left to the CPU by the partition limits
+            raise UnsupportedOpError(msg)
+
+    shown = ([(CPU_BACKEND, list(folded))] if folded else []) + groups
+    merged: list[tuple[str, list[int]]] = []
+    for b, ns in shown:
+        if merged and merged[-1][0] == b == CPU_BACKEND:
+            merged[-1] = (b, merged[-1][1] + list(ns))
+        else:
+            merged.append((b, list(ns)))
+    segments = [Segment(b, tuple(ns), tuple(sg.operators[n].name for n in ns)) for b, ns in merged]
+
+    # ---- 3. steps
+    graph_outputs = set(sg.outputs)
+    consumers = _consumers(sg)
+    backend_of = {n: b for b, ns in groups for n in ns}
+    steps: list[Step] = []
+    device_owner: dict[int, DelegateKernel] = {}
+    resolved_cache: list[Tensor] | None = None
+    for backend, ns in groups:
+        if backend == CPU_BACKEND:
+            for n in ns:  # folded nodes were removed from the groups above
+                op = sg.operators[n]
+                p = prepared[n]
+                assert p is not None
+                steps.append(Step("cpu", p.run, tuple(op.inputs), tuple(op.outputs), (n,),
+                                  _where(subgraph_index, op)))
+            continue
+        if resolved_cache is None:
+            resolved_cache = _resolved_tensors(sg, specs)
+        inputs, outputs = partition_io(sg, ns, specs, consumers, graph_outputs)
+        host = frozenset(
+            o for o in outputs
+            if o in graph_outputs or any(backend_of.get(c) != backend for c in consumers.get(o, ()) if c not in ns)
+        )
+        touched = {i for n in ns for i in (*sg.operators[n].inputs, *sg.operators[n].outputs) if i >= 0}
+        spec = PartitionSpec(
+            subgraph=sg,
+            model=model,
+            node_indices=tuple(ns),
+            inputs=tuple(inputs),
+            outputs=tuple(outputs),
+            host_outputs=host,
+            tensors={i: resolved_cache[i] for i in sorted(touched)},
+        )
+        d = by_name[backend]
+        label = f"{backend} partition of nodes {_ranges(ns)}"
+        try:
+            kernel = d.prepare(spec)
+        except LiteGPUError:
+            raise
+        except Exception as e:
+            raise DelegateError(f"{label}: prepare failed: {type(e).__name__}: {e}") from e
+        for o in outputs:
+            if o not in host:
+                device_owner[o] = kernel
+        steps.append(Step("delegate", kernel.invoke, tuple(inputs), tuple(outputs), tuple(ns), label,
+                          kernel=kernel, host_outputs=host))
+
+    # ---- 4. initial values and lifetimes
+    n = len(sg.tensors)
+    template: list[Any] = [None] * (n + 1)  # last slot: the None read for omitted inputs
+    variables = tuple(t.index for t in sg.tensors if t.is_variable)
+    written = set(sg.inputs)
+    for op in sg.operators:
+        written.update(op.outputs)
+    persistent = set(sg.inputs) | graph_outputs | set(variables)
+    for t in sg.tensors:
+        if t.is_variable:
+            template[t.index] = variable_initial(specs[t.index])
+        elif specs[t.index].data is not None:  # file constants and folded node outputs
+            template[t.index] = specs[t.index].data
+            persistent.add(t.index)
+    read = {i for op in sg.operators for i in op.inputs if i >= 0}
+    for i in sorted(read - written - persistent):
+        # Read but never written (a converter quirk): LiteRT reads whatever the arena held;
+        # we give zeros so runs are deterministic.
+        dt = numpy_dtype(specs[i].dtype)
+        if dt is not None and specs[i].shape is not None:
+            template[i] = np.zeros(specs[i].shape, dt)
+        persistent.add(i)
+    if not runtime.preserve_all_tensors:
+        last: dict[int, int] = {}
+        for k, st in enumerate(steps):
+            for i in st.inputs:
+                if i >= 0:
+                    last[i] = k
+            for o in st.outputs:
+                last.setdefault(o, k)  # never read: drop right after it is made
+                if last[o] < k:
+                    last[o] = k
+        frees: dict[int, list[int]] = {}
+        for t, k in last.items():
+            if t not in persistent:
+                frees.setdefault(k, []).append(t)
+        for k, st in enumerate(steps):
+            st.frees = tuple(sorted(frees.get(k, ())))
+
+    plan = SubgraphPlan(
+        model=model,
+        subgraph=sg,
+        specs=specs,
+        steps=steps,
+        segments=segments,
+        template=template,
+        persistent=frozenset(persistent),
+        variables=variables,
+        reset_hooks=reset_hooks,
+        device_owner=device_owner,
+    )
+    _codegen(plan)
+    return plan
+
+
+# Ops never evaluated at prepare even with constant inputs: state, randomness, control flow.
+_NEVER_FOLD = frozenset({
+    "VAR_HANDLE", "READ_VARIABLE", "ASSIGN_VARIABLE", "CALL_ONCE", "WHILE", "IF", "CALL",
+    "RANDOM_UNIFORM", "RANDOM_STANDARD_NORMAL", "MULTINOMIAL", "STABLEHLO_RNG_BIT_GENERATOR",
+    "HASHTABLE", "HASHTABLE_FIND", "HASHTABLE_IMPORT", "HASHTABLE_SIZE",
+    "STABLEHLO_WHILE", "STABLEHLO_CASE", "STABLEHLO_COMPOSITE",
+})
+
+
+def _foldable(op: Operator, ins: list[TensorSpec | None], outs: list[TensorSpec]) -> bool:
+    """A builtin, stateless node whose inputs are all constants: its outputs are constants too."""
+    present = [s for s in ins if s is not None]
+    return (
+        not op.is_custom
+        and op.name not in _NEVER_FOLD
+        and bool(present) and bool(outs)
+        and all(s.data is not None for s in present)
+        and all(numpy_dtype(s.dtype) is not None and not s.is_variable for s in (*present, *outs))
+    )
+
+
+def _fold(op: Operator, p: Prepared, ins: list[TensorSpec | None], outs: list[TensorSpec], where: str) -> None:
+    """Run a foldable node now and store its outputs as constant data in the specs, so later
+    kernels see constants at prepare (a CONV_2D after DEQUANTIZE of fp16 weights can
+    pre-arrange its weights) and ``invoke`` never runs the node."""
+    try:
+        res = p.run([None if s is None else s.data for s in ins])
+    except LiteGPUError as e:
+        raise _renamed(e, where) from e
+    except Exception as e:
+        raise InterpreterError(f"{where} failed on its constant inputs: {type(e).__name__}: {e}") from e
+    res = () if res is None else res
+    if len(res) != len(outs):
+        raise InterpreterError(f"{where}: CPU kernel returned {len(res)} outputs, expected {len(outs)}")
+    probe = Step("cpu", p.run, (), (), (op.index,), where)
+    for spec, value in zip(outs, res, strict=True):
+        _check_value(probe, spec, value)
+        arr = np.asarray(value)
+        arr.flags.writeable = False  # shared by every invoke: nobody may write into it
+        spec.data = arr
+        spec.shape = tuple(arr.shape)
+
+
+def _without(groups: list[tuple[str, list[int]]], drop: set[int]) -> list[tuple[str, list[int]]]:
+    """``groups`` minus the ``drop`` nodes, empty groups removed and neighbours of one backend merged."""
+    out: list[tuple[str, list[int]]] = []
+    for b, ns in groups:
+        keep = [n for n in ns if n not in drop]
+        if not keep:
+            continue
+        if out and out[-1][0] == b:
+            out[-1][1].extend(keep)
+        else:
+            out.append((b, keep))
+    return out
+
+
+def _ranges(ns: Sequence[int]) -> str:
+    return f"{ns[0]}-{ns[-1]}" if len(ns) > 1 else str(ns[0])
+
+
+def _resolved_tensors(sg: Subgraph, specs: list[TensorSpec]) -> list[Tensor]:
+    """IR tensors with the planned shapes (what delegates see).  A shape known only at
+    run time keeps the file's shape and gets -1 signature entries."""
+    out = []
+    for t, s in zip(sg.tensors, specs, strict=True):
+        if s.data is not None and t.data is None and not t.is_variable:  # folded at prepare
+            out.append(dataclasses.replace(t, shape=tuple(s.data.shape), data=s.data, shape_signature=None))
+        elif s.shape is None:
+            sig = t.shape_signature if t.is_dynamic else tuple(-1 for _ in t.shape)
+            out.append(dataclasses.replace(t, shape_signature=sig))
+        elif tuple(s.shape) != tuple(t.shape):
+            sig = t.shape_signature
+            if sig is not None and len(sig) != len(s.shape):
+                sig = None
+            out.append(dataclasses.replace(t, shape=tuple(s.shape), shape_signature=sig))
+        else:
+            out.append(t)
+    return out
+
+
+def _consumers(sg: Subgraph) -> dict[int, list[int]]:
+    cons: dict[int, list[int]] = {}
+    for op in sg.operators:
+        for i in op.inputs:
+            if i >= 0:
+                cons.setdefault(i, []).append(op.index)
+    return cons
+
+
+def partition_io(
+    sg: Subgraph,
+    node_indices: Sequence[int],
+    specs: Sequence[TensorSpec],
+    consumers: Mapping[int, Sequence[int]],
+    graph_outputs: set[int],
+) -> tuple[list[int], list[int]]:
+    """(inputs, outputs) of a group of nodes: non-constant tensors read from outside,
+    and tensors made inside that are read outside or are subgraph outputs."""
+    inside = set(node_indices)
+    produced: list[int] = []
+    made: set[int] = set()
+    inputs: list[int] = []
+    seen: set[int] = set()
+    for n in node_indices:
+        op = sg.operators[n]
+        for i in op.inputs:
+            if i < 0 or i in made or i in seen or specs[i].data is not None:
+                continue
+            seen.add(i)
+            inputs.append(i)
+        for o in op.outputs:
+            if o not in made:
+                made.add(o)
+                produced.append(o)
+    outputs = [o for o in produced
+               if o in graph_outputs or any(c not in inside for c in consumers.get(o, ()))]
+    return inputs, outputs
+
+
+def group_partitions(subgraph: Subgraph, claimed: Mapping[int, str]) -> list[tuple[str, list[int]]]:
+    """Group nodes into segments in execution order: maximal runs of consecutive
+    nodes with the same backend (a delegate's name, or ``"cpu"`` for unclaimed nodes).
+
+    This is the simplest correct grouping (it never reorders nodes, so it can never
+    create a cycle); the partitioner can replace it with a smarter one.
+    """
+    groups: list[tuple[str, list[int]]] = []
+    for op in subgraph.operators:
+        backend = claimed.get(op.index, CPU_BACKEND)
+        if groups and groups[-1][0] == backend:
+            groups[-1][1].append(op.index)
+        else:
+            groups.append((backend, [op.index]))
+    return groups
+
+
+# --------------------------------------------------------------------------- code generation
+
+
+_plan_counter = 0
+
+
+def _codegen(plan: SubgraphPlan) -> None:
+    """Compile the steps into one straight-line function ``_run(v)``.
+
+    Each line is mapped back to its step so a failure can name the node.
+    """
+    global _plan_counter
+    _plan_counter += 1
+    name = f"<litegpu plan {_plan_counter}: subgraph {plan.subgraph.index}>"
+    lines = ["def _run(v):"]
+    line_steps = [-1]
+    env: dict[str, Any] = {}
+    for k, st in enumerate(plan.steps):
+        fn = f"r{k}"
+        env[fn] = st.run
+        if st.kind == "cpu":
+            args = ", ".join(f"v[{i}]" for i in st.inputs)
+            if st.outputs:
+                outs = ", ".join(f"v[{o}]" for o in st.outputs)
+                lines.append(f"    {outs}, = {fn}([{args}])")
+            else:
+                lines.append(f"    {fn}([{args}])")
+            line_steps.append(k)
+        else:
+            args = ", ".join(f"{i}: v[{i}]" for i in st.inputs)
+            lines.append(f"    o = {fn}({{{args}}})")
+            line_steps.append(k)
+            if st.outputs:
+                lines.append("    " + "; ".join(f"v[{o}] = o[{o}]" for o in st.outputs))
+                line_steps.append(k)
+        if st.frees:
+            lines.append("    " + " = ".join(f"v[{f}]" for f in st.frees) + " = None")
+            line_steps.append(k)
+    if len(lines) == 1:
+        lines.append("    return None")
+        line_steps.append(-1)
+    src = "\n".join(lines) + "\n"
+    exec(compile(src, name, "exec"), env)  # noqa: S102 - source is generated from ints only
+    plan._fn = env["_run"]
+    plan._line_steps = line_steps
+    plan._code_name = name

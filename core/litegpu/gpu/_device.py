@@ -1,0 +1,101 @@
+"""The device interface a GPU runtime implements: allocator, compiler, program, queue.
+
+Everything above this line is shared by every GPU backend (graph passes,
+layout, memory planning, kernel rendering, the executor in ``_runtime.py``);
+a backend implements only this class, in the spirit of tinygrad's one small
+runtime module per device.  Buffers and programs are opaque objects to the
+core.  All methods may raise :class:`litegpu.DelegateError`.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .kernels import RenderedKernel
+
+__all__ = ["DeviceInfo", "GpuDevice", "BufferRef"]
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    """What the compiler and the cache need to know about a device."""
+
+    api: str  # "opencl", "vulkan", "webgpu"
+    name: str
+    vendor: str
+    driver_version: str
+    fp16: bool  # half-precision storage and arithmetic available
+    max_workgroup_size: int = 256
+    buffer_alignment: int = 256  # sub-buffer offset alignment in bytes
+    compute_units: int = 1
+
+
+@dataclass(frozen=True)
+class BufferRef:
+    """A byte range of a device buffer (an arena slice or a whole buffer)."""
+
+    buffer: Any
+    offset: int
+    nbytes: int
+
+
+class GpuDevice(ABC):
+    """One GPU API bound to one device and one in-order queue."""
+
+    #: the kernel dialect this API consumes ("opencl", "glsl", "wgsl")
+    dialect: str = ""
+    info: DeviceInfo
+
+    # -- allocator
+    @abstractmethod
+    def alloc(self, nbytes: int) -> Any:
+        """A device buffer of at least ``nbytes`` bytes (contents undefined)."""
+
+    @abstractmethod
+    def upload(self, ref: BufferRef, data: np.ndarray) -> None:
+        """Copy host bytes into ``ref`` (may return before the copy ends; ``data`` stays alive)."""
+
+    @abstractmethod
+    def download(self, ref: BufferRef, out: np.ndarray) -> None:
+        """Copy ``ref`` into the host array ``out``, after all queued work; blocks."""
+
+    def copy(self, src: BufferRef, dst: BufferRef) -> None:
+        """Device-to-device copy of ``src`` into ``dst`` (queued).  The default goes via the host."""
+        host = np.empty(min(src.nbytes, dst.nbytes), np.uint8)
+        self.download(src, host)
+        self.upload(dst, host)
+
+    # -- compiler / program
+    @abstractmethod
+    def compile(self, kernel: RenderedKernel) -> Any:
+        """A program object ready to launch ``kernel`` (compiled once, reused)."""
+
+    @abstractmethod
+    def bind(self, program: Any, kernel: RenderedKernel, buffers: Sequence[BufferRef],
+             params: dict[str, Any]) -> Any:
+        """A launchable object with its buffers and params bound (done once at prepare)."""
+
+    @abstractmethod
+    def launch(self, bound: Any, kernel: RenderedKernel, grid: tuple[int, int, int]) -> None:
+        """Enqueue one launch of ``grid`` work items (no host synchronisation)."""
+
+    @abstractmethod
+    def finish(self) -> None:
+        """Wait for everything queued."""
+
+    # -- serialization (optional)
+    def program_binary(self, program: Any) -> bytes | None:
+        """The compiled program's binary for the cache, or None if the API has none."""
+        return None
+
+    def program_from_binary(self, kernel: RenderedKernel, binary: bytes) -> Any | None:
+        """Rebuild a program from :meth:`program_binary` output; None if rejected."""
+        return None
+
+    def close(self) -> None:
+        """Release the device (queues, contexts)."""
