@@ -100,12 +100,12 @@ def relu6(ctx: NodeContext) -> Prepared:
     return _relu_x(ctx, 0.0, 6.0)
 
 
-@register_kernel("RELU_N1_TO_1", dtypes=_Q8, versions=range(1, 3))
+@register_kernel("RELU_N1_TO_1", dtypes=_Q8, versions=range(1, 2))
 def relu_n1_to_1(ctx: NodeContext) -> Prepared:
     return _relu_x(ctx, -1.0, 1.0)
 
 
-@register_kernel("RELU_0_TO_1", dtypes=_Q8, versions=range(1, 3))
+@register_kernel("RELU_0_TO_1", dtypes=_Q8, versions=range(1, 2))
 def relu_0_to_1(ctx: NodeContext) -> Prepared:
     return _relu_x(ctx, 0.0, 1.0)
 
@@ -278,7 +278,7 @@ def tanh(ctx: NodeContext) -> Prepared:
 # SOFTMAX
 
 
-@register_kernel("SOFTMAX", dtypes=_Q8, versions=range(1, 4))
+@register_kernel("SOFTMAX", dtypes=_Q8, versions=range(1, 5))
 def softmax(ctx: NodeContext) -> Prepared:
     check_io(ctx, 1)
     x, out = ctx.inputs[0], ctx.outputs[0]

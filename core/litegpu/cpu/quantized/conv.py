@@ -411,7 +411,7 @@ def transpose_conv(ctx: NodeContext) -> Prepared:
 # FULLY_CONNECTED
 
 
-@register_kernel("FULLY_CONNECTED", dtypes=_ACT_DTYPES, versions=range(1, 14))
+@register_kernel("FULLY_CONNECTED", dtypes=_ACT_DTYPES, versions=range(1, 15))
 def fully_connected(ctx: NodeContext) -> Prepared:
     check_io(ctx, (2, 3))
     x, w, b = ctx.inputs[0], ctx.inputs[1], ctx.inputs[2] if len(ctx.inputs) > 2 else None

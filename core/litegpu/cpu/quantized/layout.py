@@ -22,7 +22,7 @@ F32 = np.float32
 # CONCATENATION
 
 
-@register_kernel("CONCATENATION", dtypes=_Q, versions=range(1, 5))
+@register_kernel("CONCATENATION", dtypes=_Q, versions=range(1, 8))
 def concatenation(ctx: NodeContext) -> Prepared:
     if not ctx.inputs or None in ctx.inputs or len(ctx.outputs) != 1:
         raise ctx.fail("expects one or more inputs and one output")

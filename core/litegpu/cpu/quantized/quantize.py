@@ -49,7 +49,7 @@ def _channel_view(q, shape) -> tuple[np.ndarray, np.ndarray]:
     return scale.reshape(view), zp.reshape(view)
 
 
-@register_kernel("QUANTIZE", dtypes=("float32",) + _Q, versions=range(1, 4))
+@register_kernel("QUANTIZE", dtypes=("float32",) + _Q, versions=range(1, 7))
 def quantize(ctx: NodeContext) -> Prepared:
     check_io(ctx, 1)
     x, out = ctx.inputs[0], ctx.outputs[0]
@@ -89,7 +89,7 @@ def quantize(ctx: NodeContext) -> Prepared:
     return plan_by_shape(ctx, lambda shapes: ([shapes[0]], lambda inputs: [rq(inputs[0])]))
 
 
-@register_kernel("DEQUANTIZE", dtypes=_Q, versions=range(1, 7))
+@register_kernel("DEQUANTIZE", dtypes=_Q, versions=range(1, 10))
 def dequantize(ctx: NodeContext) -> Prepared:
     check_io(ctx, 1)
     x, out = ctx.inputs[0], ctx.outputs[0]
