@@ -64,6 +64,11 @@ def _binary(ctx: NodeContext, compute) -> Prepared:
 
 
 def _add_sub(ctx: NodeContext, sign: int) -> Prepared:
+    a, b, out = ctx.inputs[0], ctx.inputs[1] if len(ctx.inputs) > 1 else None, ctx.outputs[0]
+    if b is not None and out.dtype != b.dtype and out.dtype == "float32":
+        # LiteRT's ADD/SUB Prepare sets the output type to the input type; some converted models
+        # (e.g. LiteRT's own add_quantized test models) rely on it for quantized intermediates.
+        out.dtype = b.dtype
     dtype = _same_types(ctx)
     a, b, out = ctx.inputs[0], ctx.inputs[1], ctx.outputs[0]
     if not (_is_quantized(a) and _is_quantized(b) and _is_quantized(out)):
