@@ -1,0 +1,111 @@
+"""Dynamic-range (hybrid: float activations, int8 weights) CONV_2D / FULLY_CONNECTED / BATCH_MATMUL
+vs LiteRT's reference kernels.  Outputs are float; we count bit-identical elements and bound the
+relative error."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from litegpu.testing import rel_error, run_litert
+
+from ._harness import STATS, Stats, run_ours
+from ._models import build_single, rng
+
+SAME, VALID = 0, 1
+
+
+@pytest.fixture(autouse=True)
+def hybrid_kernels():
+    """Install the hybrid kernels even while the float kernels they chain to are not merged."""
+    import litegpu.cpu  # noqa: F401
+    from litegpu.cpu._registry import CPU_KERNELS
+    from litegpu.cpu.quantized import hybrid
+
+    saved = {k: list(v) for k, v in CPU_KERNELS._entries.items()}
+    hybrid.register(force=True)
+    yield
+    CPU_KERNELS._entries.clear()
+    CPU_KERNELS._entries.update(saved)
+
+
+def _compare(name, model, feeds, tol=1e-6, exact=True):
+    (ref,) = run_litert(model, feeds, reference=True)
+    (ours,) = run_ours(model, feeds)
+    assert ours.shape == ref.shape and ours.dtype == ref.dtype
+    s = STATS.setdefault(name, Stats())
+    same = int(np.sum(ours == ref))
+    s.total += ref.size
+    s.identical += same
+    err = rel_error(ours, ref)
+    assert err <= tol, f"{name}: relative error {err:.2e}, {same}/{ref.size} identical"
+    if exact:
+        assert same == ref.size, f"{name}: {same}/{ref.size} bit-identical (relative error {err:.2e})"
+
+
+def _w(r, shape, per_channel_axis, channels):
+    w = r.integers(-127, 128, size=shape).astype(np.int8)
+    if per_channel_axis is None:
+        return w, (float(r.uniform(0.002, 0.02)), 0)
+    return w, (r.uniform(0.002, 0.02, channels).astype(np.float32), np.zeros(channels, np.int64), per_channel_axis)
+
+
+CONV = [
+    (True, (1, 9, 9, 3), 5, (3, 3), (1, 1), SAME, 0),
+    (True, (2, 10, 7, 6), 7, (3, 3), (2, 2), VALID, 1),
+    (False, (1, 9, 9, 4), 6, (3, 3), (1, 1), SAME, 3),
+    (False, (2, 8, 8, 5), 4, (1, 1), (1, 1), VALID, 0),
+    (False, (1, 11, 9, 3), 8, (5, 3), (2, 1), SAME, 2),
+]
+
+
+@pytest.mark.parametrize("case", CONV, ids=lambda c: f"{'pc' if c[0] else 'pt'}-{c[1]}-{c[3]}-s{c[4]}")
+@pytest.mark.parametrize("seed", [0, 1])
+def test_hybrid_conv(case, seed):
+    pc, xs, cout, (kh, kw), (sh, sw), pad, act = case
+    r = rng(seed + cout)
+    x = r.standard_normal(xs).astype(np.float32)
+    w, wq = _w(r, (cout, kh, kw, xs[3]), 0 if pc else None, cout)
+    b = r.standard_normal(cout).astype(np.float32)
+    oh = (xs[1] + sh - 1) // sh if pad == SAME else (xs[1] - kh + sh) // sh
+    ow = (xs[2] + sw - 1) // sw if pad == SAME else (xs[2] - kw + sw) // sw
+    model, feeds = build_single("CONV_2D", [("in", x, None), ("const", w, wq), ("const", b, None)],
+                                (xs[0], oh, ow, cout), "float32", None, padding=pad, stride_w=sw,
+                                stride_h=sh, fused_activation_function=act, version=2)
+    _compare("hybrid CONV_2D", model, feeds)
+
+
+FC = [(True, (4, 20), 7, False), (False, (3, 33), 9, False), (True, (2, 3, 16), 5, True),
+      (False, (5, 64), 16, True)]
+
+
+@pytest.mark.parametrize("case", FC, ids=lambda c: f"{'pc' if c[0] else 'pt'}-{c[1]}")
+@pytest.mark.parametrize("asym", [False, True])
+@pytest.mark.parametrize("act", [0, 1, 4])
+def test_hybrid_fully_connected(case, asym, act):
+    pc, xs, units, keep = case
+    r = rng(units + len(xs))
+    x = (r.standard_normal(xs) + 0.3).astype(np.float32)
+    w, wq = _w(r, (units, xs[-1]), 0 if pc else None, units)
+    b = r.standard_normal(units).astype(np.float32)
+    oshape = tuple(xs[:-1]) + (units,) if keep else (int(np.prod(xs)) // xs[-1], units)
+    model, feeds = build_single("FULLY_CONNECTED", [("in", x, None), ("const", w, wq), ("const", b, None)],
+                                oshape, "float32", None, keep_num_dims=keep, asymmetric_quantize_inputs=asym,
+                                fused_activation_function=act, version=9 if asym or pc else 3)
+    # The TANH activation goes through LiteRT's float tanh (not bit-reproducible here: 1-2 ulp).
+    _compare("hybrid FULLY_CONNECTED" + (" +tanh" if act == 4 else ""), model, feeds, exact=act != 4)
+
+
+BMM = [(False, (2, 5, 8), (8, 6)), (True, (3, 4, 16), (16, 7)), (False, (4, 12), (12, 3))]
+
+
+@pytest.mark.parametrize("case", BMM, ids=lambda c: f"{'pc' if c[0] else 'pt'}-{c[1]}x{c[2]}")
+@pytest.mark.parametrize("asym", [False, True])
+def test_hybrid_batch_matmul(case, asym):
+    pc, xs, ws = case
+    r = rng(sum(xs))
+    x = (r.standard_normal(xs) + 0.2).astype(np.float32)
+    w, wq = _w(r, ws, 1 if pc else None, ws[1])
+    oshape = tuple(xs[:-1]) + (ws[1],)
+    model, feeds = build_single("BATCH_MATMUL", [("in", x, None), ("const", w, wq)], oshape, "float32", None,
+                                asymmetric_quantize_inputs=asym, version=4)
+    _compare("hybrid BATCH_MATMUL", model, feeds)
