@@ -147,7 +147,6 @@ def hybrid_conv_2d(ctx: NodeContext) -> Prepared:
         return delegate(ctx, ctx.inputs[0].dtype, hybrid_conv_2d, "float CONV_2D")
     from .conv import _geometry, _tap
 
-    w, _, out = ctx.inputs[0], ctx.inputs[1], ctx.outputs[0]
     cout, kh, kw, cin_g = (int(d) for d in ctx.inputs[1].shape)
     wq, ws, per_channel = _weights(ctx, 0, cout)
     if per_channel and np.all(ws == ws[0]):
