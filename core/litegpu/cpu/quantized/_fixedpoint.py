@@ -81,8 +81,8 @@ def quantize_multiplier(real) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _trunc_div_pow2(x: np.ndarray, n: int) -> np.ndarray:
-    """x / 2^n rounded toward zero (C++ integer division)."""
-    return np.where(x >= 0, x >> n, -((-x) >> n))
+    """x / 2^n rounded toward zero (C++ integer division), branch-free on int64."""
+    return (x + ((x >> 63) & ((1 << n) - 1))) >> n
 
 
 def srdhm(a, b) -> np.ndarray:
@@ -90,11 +90,11 @@ def srdhm(a, b) -> np.ndarray:
     a = np.asarray(a, dtype=np.int64)
     b = np.asarray(b, dtype=np.int64)
     ab = a * b
-    nudge = np.where(ab >= 0, 1 << 30, 1 - (1 << 30))
-    out = _trunc_div_pow2(ab + nudge, 31)
-    overflow = (a == INT32_MIN) & (b == INT32_MIN)
-    if np.any(overflow):
-        out = np.where(overflow, INT32_MAX, out)
+    # nudge = 2^30 for ab >= 0, 1 - 2^30 otherwise
+    ab += (1 << 30) - ((ab >> 63) & ((1 << 31) - 1))
+    out = _trunc_div_pow2(ab, 31)
+    if np.any(a == INT32_MIN) and np.any(b == INT32_MIN):
+        out = np.where((a == INT32_MIN) & (b == INT32_MIN), INT32_MAX, out)
     return out
 
 
