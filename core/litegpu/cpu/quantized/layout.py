@@ -1,5 +1,6 @@
 """Quantized ops that move values around but must respect quantization: CONCATENATION
-(requantizing inputs whose scale or zero point differ from the output's), PAD/PADV2 (padding
+(requantizing uint8 inputs whose scale or zero point differ from the output's; int8 must
+match, int16 is copied raw, as in LiteRT), PAD/PADV2 (padding
 with the output zero point), RESIZE_BILINEAR (LiteRT's fixed-point interpolation for int8/int16
 and its float32 interpolation, rounded, for uint8) and RESIZE_NEAREST_NEIGHBOR.
 """
@@ -39,6 +40,10 @@ def concatenation(ctx: NodeContext) -> Prepared:
     convs = []
     for t in ctx.inputs:
         s, z = scale_zp(t, "input")
+        if dtype == "int8" and (F32(s) != F32(out_s) or z != out_zp):
+            # LiteRT rescales only uint8 inputs; its int8 kernel refuses differing parameters.
+            raise ctx.fail("int8 inputs must share the output's scale and zero point (LiteRT rescales "
+                           "only uint8 CONCATENATION inputs)")
         if dtype == "int16" or (F32(s) == F32(out_s) and z == out_zp):
             # int16: LiteRT copies raw values (symmetric, zero point 0) -- so do we
             convs.append(None)

@@ -1,4 +1,7 @@
-"""Quantized MEAN and SUM (int8, uint8, int16), and ARG_MAX/ARG_MIN on quantized values.
+"""Quantized MEAN and SUM (int8, uint8, int16).
+
+(ARG_MAX/ARG_MIN compare raw values and need no quantization logic: the dtype-generic kernels
+in ``cpu/reduce.py`` handle int8/uint8.)
 
 LiteRT's reference QuantizedMeanOrSum: sum the raw values in int32, subtract
 ``input_zero_point * count``, requantize with the multiplier of ``in_scale / out_scale``
@@ -110,45 +113,3 @@ def mean(ctx: NodeContext) -> Prepared:
 @register_kernel("SUM", dtypes=_Q, versions=range(1, 3))
 def sum_(ctx: NodeContext) -> Prepared:
     return _mean_or_sum(ctx, True)
-
-
-def _arg(ctx: NodeContext, is_max: bool) -> Prepared:
-    check_io(ctx, 2)
-    x, ax, out = ctx.inputs[0], ctx.inputs[1], ctx.outputs[0]
-    if ax is None or ax.dtype not in ("int32", "int64"):
-        raise ctx.fail("the axis input must be int32 or int64")
-    if out.dtype not in ("int32", "int64"):
-        raise ctx.fail(f"output dtype must be int32 or int64, got {out.dtype}")
-    fn = np.argmax if is_max else np.argmin  # first occurrence wins, like LiteRT's strict compare
-
-    def build(xs: Shape, axis: int):
-        oshape = tuple(d for i, d in enumerate(xs) if i != axis)
-
-        def run(inputs):
-            return [fn(inputs[0], axis=axis).astype(out.dtype).reshape(oshape)]
-
-        return oshape, run
-
-    axv = const_data(ax)
-    if axv is not None and x.shape is not None:
-        xs = tuple(int(d) for d in x.shape)
-        a = _axes(ctx, np.asarray(axv).reshape(-1)[:1], len(xs))[0]
-        oshape, run = build(xs, a)
-        return Prepared([oshape], run)
-
-    def run_dynamic(inputs):
-        xs = tuple(inputs[0].shape)
-        a = _axes(ctx, np.asarray(inputs[1]).reshape(-1)[:1], len(xs))[0]
-        return build(xs, a)[1](inputs)
-
-    return Prepared([None], run_dynamic)
-
-
-@register_kernel("ARG_MAX", dtypes=("int8", "uint8"), versions=range(1, 4))
-def arg_max(ctx: NodeContext) -> Prepared:
-    return _arg(ctx, True)
-
-
-@register_kernel("ARG_MIN", dtypes=("int8", "uint8"), versions=range(1, 4))
-def arg_min(ctx: NodeContext) -> Prepared:
-    return _arg(ctx, False)
