@@ -109,3 +109,61 @@ def test_hybrid_batch_matmul(case, asym):
     model, feeds = build_single("BATCH_MATMUL", [("in", x, None), ("const", w, wq)], oshape, "float32", None,
                                 asymmetric_quantize_inputs=asym, version=4)
     _compare("hybrid BATCH_MATMUL", model, feeds)
+
+
+def _lstm_model(r, n_batch, steps, n_input, n_cell, n_output, *, cifg, peephole, projection, time_major, asym,
+                clip=0.0):
+    from litegpu.testing import ModelBuilder
+
+    b = ModelBuilder()
+    xs = (steps, n_batch, n_input) if time_major else (n_batch, steps, n_input)
+    x = b.input("x", xs, "float32")
+    idx = [x]
+
+    def w(name, shape):
+        v = r.integers(-127, 128, size=shape).astype(np.int8)
+        return b.const(name, v, quant=(float(r.uniform(0.002, 0.01)), 0))
+
+    def f(name, n):
+        return b.const(name, r.standard_normal(n).astype(np.float32) * 0.3)
+
+    idx.append(-1 if cifg else w("wi", (n_cell, n_input)))
+    idx += [w("wf", (n_cell, n_input)), w("wc", (n_cell, n_input)), w("wo", (n_cell, n_input))]
+    idx.append(-1 if cifg else w("ri", (n_cell, n_output)))
+    idx += [w("rf", (n_cell, n_output)), w("rc", (n_cell, n_output)), w("ro", (n_cell, n_output))]
+    if peephole:
+        idx += [-1 if cifg else w("pi", (n_cell,)), w("pf", (n_cell,)), w("po", (n_cell,))]
+    else:
+        idx += [-1, -1, -1]
+    idx += [-1 if cifg else f("bi", n_cell), f("bf", n_cell), f("bc", n_cell), f("bo", n_cell)]
+    if projection:
+        idx += [w("pw", (n_output, n_cell)), f("pb", n_output)]
+    else:
+        idx += [-1, -1]
+    h = b.tensor("h", (n_batch, n_output), "float32", is_variable=True)
+    c = b.tensor("c", (n_batch, n_cell), "float32", is_variable=True)
+    idx += [h, c, -1, -1, -1, -1]
+    ys = (steps, n_batch, n_output) if time_major else (n_batch, steps, n_output)
+    y = b.tensor("y", ys, "float32")
+    b.op("UNIDIRECTIONAL_SEQUENCE_LSTM", idx, [y], fused_activation_function=4, cell_clip=clip, proj_clip=clip,
+         time_major=time_major, asymmetric_quantize_inputs=asym, version=3)
+    b.output(y)
+    return b.build(), [(r.standard_normal(xs) * 1.5).astype(np.float32)]
+
+
+LSTM = [
+    dict(cifg=False, peephole=False, projection=False, time_major=True),
+    dict(cifg=True, peephole=True, projection=False, time_major=False),
+    dict(cifg=False, peephole=True, projection=True, time_major=False),
+    dict(cifg=False, peephole=False, projection=True, time_major=True, clip=3.0),
+]
+
+
+@pytest.mark.parametrize("cfg", LSTM, ids=lambda c: "-".join(k for k, v in c.items() if v))
+@pytest.mark.parametrize("asym", [False, True])
+def test_hybrid_unidirectional_sequence_lstm(cfg, asym):
+    r = rng(len(cfg) + asym)
+    n_output = 6 if cfg["projection"] else 9
+    model, feeds = _lstm_model(r, 3, 5, 7, 9, n_output, asym=asym, **cfg)
+    # sigmoid/tanh are LiteRT's float math (1-2 ulp apart from ours), compounding over the steps
+    _compare("hybrid UNIDIRECTIONAL_SEQUENCE_LSTM", model, feeds, tol=1e-6, exact=False)

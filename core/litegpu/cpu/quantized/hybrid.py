@@ -1,6 +1,6 @@
 """Dynamic-range ("hybrid") kernels: float32 activations with int8 weights (per-tensor or
 per-channel scales), as LiteRT's reference kernels evaluate them, for CONV_2D,
-FULLY_CONNECTED and BATCH_MATMUL.
+FULLY_CONNECTED, BATCH_MATMUL and UNIDIRECTIONAL_SEQUENCE_LSTM.
 
 LiteRT quantizes the float input on the fly, per batch row: symmetric (scale
 ``max|x| / 127``, values ``round(x * 127 / max|x|)``) or, when the op asks for
@@ -13,7 +13,12 @@ back into floats with exactly LiteRT's float32 operation order:
 * CONV_2D per-channel (and grouped): ``float(acc) * s_w[c] * s_row + bias`` with ``acc``
   taken over ``q - zp_row`` (taps outside the image contribute nothing);
 * FULLY_CONNECTED: ``bias + float(acc - rowsum_w * zp_row) * (s_row * s_w[c])``;
-* BATCH_MATMUL: ``(s_row * s_w[c]) * int(float(acc) - float(rowsum_w) * zp_row)``.
+* BATCH_MATMUL: ``(s_row * s_w[c]) * int(float(acc) - float(rowsum_w) * zp_row)``;
+* UNIDIRECTIONAL_SEQUENCE_LSTM: every gate is ``bias + sum over (input, recurrent) of
+  float(acc - rowsum * zp) * (s_row * s_w)`` (+ dequantized peephole * cell), then the
+  float sigmoid/tanh cell update of LiteRT's hybrid LSTM step, optional projection
+  (quantized again per row) and clipping; input and output state are quantized per batch
+  row at every time step.
 
 Chaining
 --------
@@ -317,6 +322,169 @@ def hybrid_batch_matmul(ctx: NodeContext) -> Prepared:
 
 
 # ---------------------------------------------------------------------------------------------
+# UNIDIRECTIONAL_SEQUENCE_LSTM
+
+
+def _sigmoid(v: np.ndarray) -> np.ndarray:
+    e = np.exp(-v.astype(np.float64)).astype(F32)
+    return (F32(1) / (F32(1) + e)).astype(F32)
+
+
+def _lstm_act(act: int):
+    if act == 0:
+        return lambda v: v
+    if act == 1:
+        return lambda v: np.maximum(v, F32(0))
+    if act == 3:
+        return lambda v: np.clip(v, F32(0), F32(6))
+    if act == 4:
+        return lambda v: np.tanh(v.astype(np.float64)).astype(F32)
+    if act == 6:
+        return _sigmoid
+    return None
+
+
+def hybrid_unidirectional_sequence_lstm(ctx: NodeContext) -> Prepared:
+    ins = ctx.inputs
+    if len(ins) < 20 or ins[0] is None or ins[2] is None or ins[0].dtype != "float32" or ins[2].dtype != "int8":
+        return delegate(ctx, ins[0].dtype if ins and ins[0] is not None else "float32",
+                        hybrid_unidirectional_sequence_lstm, "float UNIDIRECTIONAL_SEQUENCE_LSTM")
+    if any(t is not None for t in ins[20:24]):
+        raise ctx.fail("layer-normalized hybrid LSTM is not supported")
+    o = ctx.options
+    act = _lstm_act(int(o.get("fused_activation_function", 4) or 0))
+    if act is None:
+        raise ctx.fail(f"activation {o.get('fused_activation_function')} is not supported")
+    if bool(o.get("diagonal_recurrent_tensors", False)):
+        raise ctx.fail("diagonal recurrent weights are not supported")
+    cell_clip = F32(o.get("cell_clip", 0.0) or 0.0)
+    proj_clip = F32(o.get("proj_clip", 0.0) or 0.0)
+    time_major = bool(o.get("time_major", False))
+    asym = bool(o.get("asymmetric_quantize_inputs", False))
+
+    def weight(i):
+        t = ins[i]
+        if t is None:
+            return None
+        if t.data is None:
+            raise ctx.fail(f"hybrid LSTM weights must be constant (input {i})")
+        if t.dtype == "int8":
+            s, _ = qparams(t, f"input {i}")
+            if s.size != 1:
+                raise ctx.fail("hybrid LSTM needs per-tensor weight scales")
+            return np.asarray(t.data).astype(np.int64), F32(s[0])
+        if t.dtype == "float32":
+            return np.asarray(t.data, F32), None
+        raise ctx.fail(f"input {i} has dtype {t.dtype}")
+
+    def vec(i):
+        t = ins[i]
+        if t is None:
+            return None
+        if t.data is None or t.dtype != "float32":
+            raise ctx.fail(f"input {i} must be a constant float32 vector")
+        return np.asarray(t.data, F32).reshape(-1)
+
+    use_cifg = ins[1] is None
+    gates = {}
+    for name, wi, ri, ci, bi in (("i", 1, 5, 9, 12), ("f", 2, 6, 10, 13), ("c", 3, 7, None, 14), ("o", 4, 8, 11, 15)):
+        if name == "i" and use_cifg:
+            continue
+        w_in, w_rec = weight(wi), weight(ri)
+        if w_in is None or w_rec is None or w_in[1] is None or w_rec[1] is None:
+            raise ctx.fail(f"gate {name}: hybrid LSTM needs int8 input and recurrent weights")
+        peep = None
+        if ci is not None and ins[ci] is not None:
+            pw = weight(ci)
+            # peephole weights are dequantized once: int8 * scale in float32
+            peep = (pw[0].astype(F32) * pw[1]).astype(F32) if pw[1] is not None else pw[0]
+        gates[name] = (w_in, w_rec, peep, vec(bi))
+    proj = weight(16)
+    if proj is not None and proj[1] is None:
+        raise ctx.fail("hybrid LSTM projection weights must be int8")
+    proj_bias = vec(17)
+    n_cell = gates["f"][0][0].shape[0]
+    n_input = gates["f"][0][0].shape[1]
+    n_output = gates["f"][1][0].shape[1]
+    quant = asymmetric_quantize_rows if asym else None
+
+    def quantize(rows):
+        if asym:
+            return quant(rows)
+        q, sf = symmetric_quantize_rows(rows)
+        return q, sf, np.zeros(rows.shape[0], np.int64)
+
+    def mbvma(w, scale, q, sf, zp, acc):
+        """acc += float(q @ w.T - rowsum(w) * zp) * (sf * scale), LiteRT's operation order."""
+        dot = (q.astype(np.float64) @ w.T.astype(np.float64)).astype(np.int64)
+        dot = (dot - w.sum(axis=1)[None, :] * zp[:, None]).astype(np.int32)
+        s = (sf * scale).astype(F32)[:, None]
+        return (acc + (dot.astype(F32) * s).astype(F32)).astype(F32)
+
+    def gate(name, qx, qh, cell, activation):
+        (wx, sx), (wh, sh), peep, bias = gates[name]
+        n_b = qx[0].shape[0]
+        g = np.broadcast_to(bias if bias is not None else np.zeros(n_cell, F32), (n_b, n_cell)).astype(F32)
+        g = mbvma(wx, sx, *qx, g)
+        g = mbvma(wh, sh, *qh, g)
+        if peep is not None and cell is not None:
+            g = (g + (peep[None, :] * cell).astype(F32)).astype(F32)
+        return activation(g)
+
+    def step(x, h, c):
+        qx = quantize(x)
+        qh = quantize(h)
+        ig = None if use_cifg else gate("i", qx, qh, c, _sigmoid)
+        fg = gate("f", qx, qh, c, _sigmoid)
+        cg = gate("c", qx, qh, None, act)
+        c = (fg * c).astype(F32)
+        if use_cifg:
+            c = (c + (cg * (F32(1) - fg).astype(F32)).astype(F32)).astype(F32)
+        else:
+            c = (c + (cg * ig).astype(F32)).astype(F32)
+        if cell_clip > 0:
+            c = np.clip(c, -cell_clip, cell_clip)
+        og = gate("o", qx, qh, c, _sigmoid)
+        hid = (og * act(c)).astype(F32)
+        if proj is not None:
+            base = np.broadcast_to(proj_bias if proj_bias is not None else np.zeros(n_output, F32),
+                                   (hid.shape[0], n_output)).astype(F32)
+            h = mbvma(proj[0], proj[1], *quantize(hid), base) if np.any(hid != 0) else base.copy()
+            if proj_clip > 0:
+                h = np.clip(h, -proj_clip, proj_clip)
+        else:
+            h = hid
+        return h, c
+
+    def plan(shapes: list[Shape | None]):
+        xs = shapes[0]
+        if len(xs) != 3 or xs[2] != n_input:
+            raise ctx.fail(f"input must be 3-D with {n_input} features, got {xs}")
+        steps, batch = (xs[0], xs[1]) if time_major else (xs[1], xs[0])
+        oshape = (steps, batch, n_output) if time_major else (batch, steps, n_output)
+
+        def run(inputs):
+            x = inputs[0].astype(F32)
+            if not time_major:
+                x = np.swapaxes(x, 0, 1)
+            h_var, c_var = inputs[18], inputs[19]
+            h = np.asarray(h_var, F32).reshape(batch, n_output)
+            c = np.asarray(c_var, F32).reshape(batch, n_cell)
+            out = np.empty((steps, batch, n_output), F32)
+            for t in range(steps):  # the recurrence is sequential in time
+                h, c = step(x[t], h, c)
+                out[t] = h
+            # the state variables are updated in place (they persist across invokes)
+            np.copyto(h_var, h.reshape(h_var.shape))
+            np.copyto(c_var, c.reshape(c_var.shape))
+            return [out if time_major else np.ascontiguousarray(np.swapaxes(out, 0, 1))]
+
+        return [oshape], run
+
+    return plan_by_shape(ctx, plan)
+
+
+# ---------------------------------------------------------------------------------------------
 # registration
 
 #: op -> (hybrid prepare, versions LiteRT accepts)
@@ -324,6 +492,7 @@ HYBRID_OPS: dict[str, tuple[Callable[[NodeContext], Prepared], range]] = {
     "CONV_2D": (hybrid_conv_2d, range(1, 9)),
     "FULLY_CONNECTED": (hybrid_fully_connected, range(1, 15)),
     "BATCH_MATMUL": (hybrid_batch_matmul, range(1, 5)),
+    "UNIDIRECTIONAL_SEQUENCE_LSTM": (hybrid_unidirectional_sequence_lstm, range(1, 5)),
 }
 
 
