@@ -65,11 +65,14 @@ class Stats:
     total: int = 0
     identical: int = 0
     max_lsb: int = 0
+    max_rel: float | None = None  # float outputs: max relative error instead of LSBs
 
     def add(self, ours: np.ndarray, ref: np.ndarray) -> None:
         if ours.dtype.kind == "f":
+            from litegpu.testing import rel_error
+
             d = np.abs(ours.astype(np.float64) - ref.astype(np.float64))
-            self.max_lsb = max(self.max_lsb, 0 if d.size == 0 else int(np.ceil(d.max() > 0)))
+            self.max_rel = max(self.max_rel or 0.0, rel_error(ours, ref))
         else:
             d = np.abs(ours.astype(np.int64) - ref.astype(np.int64))
             if d.size:

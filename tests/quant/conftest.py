@@ -14,8 +14,9 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         return
     tr = terminalreporter
     tr.section("quantized kernels vs LiteRT reference")
-    tr.write_line(f"{'op':<34}{'identical':>14}{'total':>12}{'pct':>10}{'max LSB':>9}")
+    tr.write_line(f"{'op':<40}{'identical':>11}{'total':>10}{'pct':>10}{'max LSB / rel err':>19}")
     for name in sorted(STATS):
         s = STATS[name]
         pct = 100.0 * s.identical / max(s.total, 1)
-        tr.write_line(f"{name:<34}{s.identical:>14}{s.total:>12}{pct:>9.3f}%{s.max_lsb:>9}")
+        diff = f"{s.max_lsb}" if s.max_rel is None else f"{s.max_rel:.1e}"
+        tr.write_line(f"{name:<40}{s.identical:>11}{s.total:>10}{pct:>9.3f}%{diff:>19}")

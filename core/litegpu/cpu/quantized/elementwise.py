@@ -72,7 +72,8 @@ def _add_sub(ctx: NodeContext, sign: int) -> Prepared:
     dtype = _same_types(ctx)
     a, b, out = ctx.inputs[0], ctx.inputs[1], ctx.outputs[0]
     if not (_is_quantized(a) and _is_quantized(b) and _is_quantized(out)):
-        raise ctx.fail(f"{dtype} {ctx.op.name} needs quantization parameters on inputs and output")
+        raise ctx.fail(f"no CPU kernel for {ctx.op.name} on dtype {dtype} without quantization parameters "
+                       "(inputs and output must be quantized)")
     s1, z1 = scale_zp(a, "input 1")
     s2, z2 = scale_zp(b, "input 2")
     so, zo = scale_zp(out, "output")
@@ -133,7 +134,8 @@ def mul(ctx: NodeContext) -> Prepared:
     dtype = _same_types(ctx)
     a, b, out = ctx.inputs[0], ctx.inputs[1], ctx.outputs[0]
     if not (_is_quantized(a) and _is_quantized(b) and _is_quantized(out)):
-        raise ctx.fail(f"{dtype} MUL needs quantization parameters on inputs and output")
+        raise ctx.fail(f"no CPU kernel for MUL on dtype {dtype} without quantization parameters "
+                       "(inputs and output must be quantized)")
     s1, z1 = scale_zp(a, "input 1")
     s2, z2 = scale_zp(b, "input 2")
     so, zo = scale_zp(out, "output")
