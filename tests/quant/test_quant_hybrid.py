@@ -166,3 +166,29 @@ def test_hybrid_unidirectional_sequence_lstm(cfg, asym):
     model, feeds = _lstm_model(r, 3, 5, 7, 9, n_output, asym=asym, **cfg)
     # sigmoid/tanh are LiteRT's float math (1-2 ulp apart from ours), compounding over the steps
     _compare("hybrid UNIDIRECTIONAL_SEQUENCE_LSTM", model, feeds, tol=1e-6, exact=False)
+
+
+@pytest.mark.parametrize("op", ["CONV_2D", "FULLY_CONNECTED"])
+def test_float_weights_chain_to_the_float_kernel(op):
+    """A float node reaches the hybrid kernel first (same lookup key) and is handed on."""
+    from litegpu.cpu._registry import CPU_KERNELS
+    from litegpu.cpu.quantized import hybrid
+
+    me = hybrid.HYBRID_OPS[op][0]
+    if CPU_KERNELS.lookup(op, "float32", 1) is not me:
+        pytest.skip("the hybrid kernel is not the first float32 kernel for this op")
+    if CPU_KERNELS.lookup_next(op, "float32", 1, me) is None:
+        pytest.skip("no float kernel merged to chain to")
+    r = rng(3)
+    if op == "CONV_2D":
+        x = r.standard_normal((1, 6, 6, 3)).astype(np.float32)
+        w = r.standard_normal((4, 3, 3, 3)).astype(np.float32)
+        model, feeds = build_single(op, [("in", x, None), ("const", w, None), ("const", np.zeros(4, np.float32), None)],
+                                    (1, 6, 6, 4), "float32", None, padding=SAME, stride_w=1, stride_h=1)
+    else:
+        x = r.standard_normal((2, 5)).astype(np.float32)
+        w = r.standard_normal((3, 5)).astype(np.float32)
+        model, feeds = build_single(op, [("in", x, None), ("const", w, None), None], (2, 3), "float32", None)
+    (ref,) = run_litert(model, feeds, reference=True)
+    (ours,) = run_ours(model, feeds)
+    assert rel_error(ours, ref) <= 1e-5
