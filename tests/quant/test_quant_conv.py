@@ -189,3 +189,12 @@ def test_batch_matmul(case):
         "BATCH_MATMUL", [("in", a, (a_s, zp)), ("in", b, (b_s, 0 if dtype == "int16" else act_zp(r, dtype)))],
         tuple(batch) + (rows, cols), dtype, (o_s, act_zp(r, dtype)), adj_x=adj_x, adj_y=adj_y)
     compare(f"BATCH_MATMUL {dtype}", model, feeds)
+
+
+def test_batch_matmul_int8_to_int32():
+    r = rng(77)
+    a = rand_q(r, (2, 7, 33), "int8")
+    b = rand_q(r, (2, 33, 9), "int8")
+    model, feeds = build_single("BATCH_MATMUL", [("in", a, (0.1, 3)), ("in", b, (0.2, -4))], (2, 7, 9), "int32",
+                                None)
+    compare("BATCH_MATMUL int8->int32", model, feeds)

@@ -473,6 +473,8 @@ def batch_matmul(ctx: NodeContext) -> Prepared:
     a, bt, out = ctx.inputs[0], ctx.inputs[1], ctx.outputs[0]
     if bt is None:
         raise ctx.fail("two inputs are required")
+    if a.dtype == bt.dtype == "int8" and out.dtype == "int32":
+        return _batch_matmul_int32(ctx)
     if a.dtype != bt.dtype or out.dtype != a.dtype:
         raise ctx.fail(f"dtypes {a.dtype} x {bt.dtype} -> {out.dtype} are not supported")
     a_s, a_zp = scale_zp(a, "lhs")
@@ -525,4 +527,40 @@ def batch_matmul(ctx: NodeContext) -> Prepared:
 
     if a.shape is None or bt.shape is None:
         raise ModelError("BATCH_MATMUL needs known operand ranks")
+    return plan_by_shape(ctx, plan)
+
+
+def _bmm_shapes(ctx: NodeContext, sa: Shape, sb: Shape, adj_x: bool, adj_y: bool):
+    if len(sa) < 2 or len(sb) < 2:
+        raise ctx.fail(f"operands must be at least 2-D, got {sa} and {sb}")
+    ra, ca = (sa[-1], sa[-2]) if adj_x else (sa[-2], sa[-1])
+    rb, cb = (sb[-1], sb[-2]) if adj_y else (sb[-2], sb[-1])
+    if ca != rb:
+        raise ctx.fail(f"contraction sizes differ: {sa} x {sb} (adj_x={adj_x}, adj_y={adj_y})")
+    try:
+        batch = tuple(np.broadcast_shapes(tuple(sa[:-2]), tuple(sb[:-2])))
+    except ValueError:
+        raise ctx.fail(f"batch dimensions of {sa} and {sb} do not broadcast") from None
+    return batch + (ra, cb), ca
+
+
+def _batch_matmul_int32(ctx: NodeContext) -> Prepared:
+    """int8 x int8 -> int32: LiteRT's raw integer product (zero points are not applied)."""
+    adj_x = bool(ctx.options.get("adj_x", False))
+    adj_y = bool(ctx.options.get("adj_y", False))
+
+    def plan(shapes: list[Shape | None]):
+        oshape, k = _bmm_shapes(ctx, shapes[0], shapes[1], adj_x, adj_y)
+        gdt = np.float32 if 128 * 128 * k < _F32_EXACT else np.float64
+
+        def run(inputs):
+            av, bv = inputs[0].astype(gdt), inputs[1].astype(gdt)
+            if adj_x:
+                av = np.swapaxes(av, -1, -2)
+            if adj_y:
+                bv = np.swapaxes(bv, -1, -2)
+            return [wrap32(np.matmul(av, bv).astype(np.int64)).astype(np.int32).reshape(oshape)]
+
+        return [oshape], run
+
     return plan_by_shape(ctx, plan)
