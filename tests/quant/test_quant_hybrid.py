@@ -192,3 +192,31 @@ def test_float_weights_chain_to_the_float_kernel(op):
     (ref,) = run_litert(model, feeds, reference=True)
     (ours,) = run_ours(model, feeds)
     assert rel_error(ours, ref) <= 1e-5
+
+
+def test_hybrid_lstm_state_persists_across_invokes():
+    import litegpu
+    from ai_edge_litert import interpreter as litert
+
+    r = rng(5)
+    model, feeds = _lstm_model(r, 2, 3, 4, 5, 5, cifg=False, peephole=True, projection=False, time_major=True,
+                               asym=False)
+    ref_it = litert.Interpreter(model_content=model, experimental_op_resolver_type=litert.OpResolverType.BUILTIN_REF)
+    our_it = litegpu.Interpreter(model_content=model)
+    outs = []
+    for it in (ref_it, our_it):
+        it.allocate_tensors()
+        i, o = it.get_input_details()[0]["index"], it.get_output_details()[0]["index"]
+        seq = []
+        for _ in range(3):
+            it.set_tensor(i, feeds[0])
+            it.invoke()
+            seq.append(it.get_tensor(o).copy())
+        it.reset_all_variables()
+        it.set_tensor(i, feeds[0])
+        it.invoke()
+        seq.append(it.get_tensor(o).copy())
+        outs.append(seq)
+    for a, b in zip(outs[1], outs[0], strict=True):
+        assert rel_error(a, b) <= 1e-6
+    assert not np.allclose(outs[0][0], outs[0][1])  # the state did carry over
