@@ -198,3 +198,41 @@ def test_batch_matmul_int8_to_int32():
     model, feeds = build_single("BATCH_MATMUL", [("in", a, (0.1, 3)), ("in", b, (0.2, -4))], (2, 7, 9), "int32",
                                 None)
     compare("BATCH_MATMUL int8->int32", model, feeds)
+
+
+def _pack_int4(v: np.ndarray) -> np.ndarray:
+    flat = (v.reshape(-1).astype(np.int16) & 0xF).astype(np.uint8)
+    if flat.size % 2:
+        flat = np.append(flat, 0)
+    return (flat[0::2] | (flat[1::2] << 4)).astype(np.uint8)
+
+
+@pytest.mark.parametrize("op", ["CONV_2D", "FULLY_CONNECTED"])
+def test_int4_weights(op):
+    from litegpu.testing import ModelBuilder
+
+    r = rng(91)
+    in_s, in_zp = 0.05, 3
+    b = ModelBuilder()
+    if op == "CONV_2D":
+        xs, wshape, oshape = (1, 8, 8, 5), (6, 3, 3, 5), (1, 8, 8, 6)
+        k = 45
+    else:
+        xs, wshape, oshape = (4, 21), (7, 21), (4, 7)
+        k = 21
+    cout = wshape[0]
+    x = rand_q(r, xs, "int8")
+    w = r.integers(-8, 8, size=wshape).astype(np.int8)
+    ws = r.uniform(0.05, 0.2, cout).astype(np.float32)
+    xi = b.input("x", xs, "int8", quant=(in_s, in_zp))
+    wi = b.tensor("w", wshape, "int4", quant=(ws, np.zeros(cout, np.int64), 0), data=_pack_int4(w).tobytes())
+    bias = r.integers(-500, 500, cout).astype(np.int32)
+    bi = b.const("b", bias, quant=((np.float32(in_s) * ws).astype(np.float32), np.zeros(cout, np.int64), 0))
+    os_ = out_scale(in_s, (ws, 0, 0), k, "int8", 74.0) * 0.06
+    y = b.tensor("y", oshape, "int8", quant=(os_, -2))
+    if op == "CONV_2D":
+        b.op(op, [xi, wi, bi], [y], padding=SAME, stride_w=1, stride_h=1, version=7)
+    else:
+        b.op(op, [xi, wi, bi], [y], version=10)
+    b.output(y)
+    compare(f"{op} int8 (int4 weights)", b.build(), [x])

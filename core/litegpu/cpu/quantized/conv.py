@@ -1,5 +1,5 @@
 """Quantized convolutions and matrix products: CONV_2D, DEPTHWISE_CONV_2D, TRANSPOSE_CONV,
-FULLY_CONNECTED and BATCH_MATMUL for int8 (per-tensor and per-channel weights), uint8
+FULLY_CONNECTED and BATCH_MATMUL for int8 (per-tensor and per-channel int8 or int4 weights), uint8
 (per-tensor, with a weight zero point) and int16x8 (int16 activations, int8 weights,
 int32 or int64 bias).
 
@@ -114,9 +114,10 @@ def _conv_mode(x: TensorSpec, b: TensorSpec | None) -> str:
 def _check_types(ctx: NodeContext, x: TensorSpec, w: TensorSpec, out: TensorSpec) -> None:
     if x.dtype not in _ACT_DTYPES:
         raise ctx.fail(f"input dtype {x.dtype} is not a quantized type")
-    want_w = ("uint8",) if x.dtype == "uint8" else ("int8",)
+    # int4 weights arrive unpacked (one value per int8) from the reader; LiteRT unpacks them too
+    want_w = ("uint8",) if x.dtype == "uint8" else ("int8", "int4")
     if w.dtype not in want_w:
-        raise ctx.fail(f"{x.dtype} activations need {want_w[0]} weights, got {w.dtype}")
+        raise ctx.fail(f"{x.dtype} activations need {' or '.join(want_w)} weights, got {w.dtype}")
     if out.dtype != x.dtype:
         raise ctx.fail(f"output dtype {out.dtype} differs from input dtype {x.dtype}")
 

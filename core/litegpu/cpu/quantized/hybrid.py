@@ -140,7 +140,7 @@ def _float_bias(ctx: NodeContext, idx: int, channels: int) -> np.ndarray | None:
 def _is_hybrid(ctx: NodeContext) -> bool:
     x = ctx.inputs[0] if ctx.inputs else None
     w = ctx.inputs[1] if len(ctx.inputs) > 1 else None
-    return x is not None and w is not None and x.dtype == "float32" and w.dtype == "int8"
+    return x is not None and w is not None and x.dtype == "float32" and w.dtype in ("int8", "int4")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -346,7 +346,8 @@ def _lstm_act(act: int):
 
 def hybrid_unidirectional_sequence_lstm(ctx: NodeContext) -> Prepared:
     ins = ctx.inputs
-    if len(ins) < 20 or ins[0] is None or ins[2] is None or ins[0].dtype != "float32" or ins[2].dtype != "int8":
+    if (len(ins) < 20 or ins[0] is None or ins[2] is None or ins[0].dtype != "float32"
+            or ins[2].dtype not in ("int8", "int4")):
         return delegate(ctx, ins[0].dtype if ins and ins[0] is not None else "float32",
                         hybrid_unidirectional_sequence_lstm, "float UNIDIRECTIONAL_SEQUENCE_LSTM")
     if any(t is not None for t in ins[20:24]):
@@ -368,7 +369,7 @@ def hybrid_unidirectional_sequence_lstm(ctx: NodeContext) -> Prepared:
             return None
         if t.data is None:
             raise ctx.fail(f"hybrid LSTM weights must be constant (input {i})")
-        if t.dtype == "int8":
+        if t.dtype in ("int8", "int4"):
             s, _ = qparams(t, f"input {i}")
             if s.size != 1:
                 raise ctx.fail("hybrid LSTM needs per-tensor weight scales")
