@@ -86,26 +86,35 @@ def _trunc_div_pow2(x: np.ndarray, n: int) -> np.ndarray:
 
 
 def srdhm(a, b) -> np.ndarray:
-    """gemmlowp SaturatingRoundingDoublingHighMul on int32 values held in int64."""
+    """gemmlowp SaturatingRoundingDoublingHighMul on int32 values held in int64.
+
+    ``(a*b + nudge) / 2^31`` truncated toward zero, with nudge 2^30 (ab >= 0) or 1 - 2^30
+    (ab < 0), is exactly ``(a*b + 2^30) >> 31`` with an arithmetic shift in both cases:
+    for negative ab, truncation adds 2^31 - 1 before flooring, which turns 1 - 2^30 into 2^30.
+    """
     a = np.asarray(a, dtype=np.int64)
     b = np.asarray(b, dtype=np.int64)
     ab = a * b
-    # nudge = 2^30 for ab >= 0, 1 - 2^30 otherwise
-    ab += (1 << 30) - ((ab >> 63) & ((1 << 31) - 1))
-    out = _trunc_div_pow2(ab, 31)
+    ab += 1 << 30
+    ab >>= 31
     if np.any(a == INT32_MIN) and np.any(b == INT32_MIN):
-        out = np.where((a == INT32_MIN) & (b == INT32_MIN), INT32_MAX, out)
-    return out
+        ab = np.where((a == INT32_MIN) & (b == INT32_MIN), INT32_MAX, ab)
+    return ab
 
 
 def rdbpot(x, exponent) -> np.ndarray:
-    """gemmlowp RoundingDivideByPOT: arithmetic shift right, rounding to nearest, ties away from zero."""
+    """gemmlowp RoundingDivideByPOT: arithmetic shift right, rounding to nearest, ties away from zero.
+
+    Computed as ``(x + 2^(e-1) - [x < 0 and e > 0]) >> e``: round half up for x >= 0 and its
+    mirror image for x < 0, which is what gemmlowp's remainder/threshold test amounts to.
+    """
     x = np.asarray(x, dtype=np.int64)
     e = np.asarray(exponent, dtype=np.int64)
-    mask = (np.int64(1) << e) - 1
-    remainder = x & mask
-    threshold = (mask >> 1) + (x < 0)
-    return (x >> e) + (remainder > threshold)
+    half = (np.int64(1) << e) >> 1
+    t = x + half
+    t -= (x >> 63) & (e > 0)
+    t >>= e
+    return t
 
 
 def mul_by_quantized_multiplier(x, multiplier, shift) -> np.ndarray:
