@@ -1,4 +1,4 @@
-"""Helpers shared by the quantized kernels: quantization parameters, requantization, planning by shape."""
+"""Helpers shared by the quantized kernels: quantization parameters, activation ranges, planning by shape."""
 
 from __future__ import annotations
 
@@ -8,19 +8,15 @@ import numpy as np
 
 from ..._errors import ModelError
 from .._registry import NodeContext, Prepared, TensorSpec
-from ._fixedpoint import mul_by_quantized_multiplier, qparams, qrange, quantized_activation_range
+from ._fixedpoint import qparams, quantized_activation_range
 
 __all__ = [
-    "Shape", "Run", "plan_by_shape", "scale_zp", "act_range", "requantize_to", "check_io",
-    "const_data", "np_dtype", "broadcast_shapes",
+    "Shape", "Run", "plan_by_shape", "scale_zp", "act_range", "check_io", "const_data",
+    "broadcast_shapes", "delegate",
 ]
 
 Shape = tuple[int, ...]
 Run = Callable[[list[np.ndarray | None]], list[np.ndarray]]
-
-
-def np_dtype(name: str) -> np.dtype:
-    return np.dtype(name)
 
 
 def scale_zp(spec: TensorSpec | None, what: str = "tensor") -> tuple[float, int]:
@@ -38,14 +34,6 @@ def act_range(ctx: NodeContext, out: TensorSpec, key: str = "fused_activation_fu
         raise ctx.fail(f"unknown fused activation function {act}")
     s, z = scale_zp(out, "output")
     return quantized_activation_range(act, out.dtype, s, z)
-
-
-def requantize_to(acc: np.ndarray, mult, shift, out_zp: int, lo: int, hi: int, dtype: str) -> np.ndarray:
-    """MultiplyByQuantizedMultiplier, add the output zero point, clamp, cast."""
-    r = mul_by_quantized_multiplier(acc, mult, shift)
-    r += out_zp
-    np.clip(r, lo, hi, out=r)
-    return r.astype(dtype)
 
 
 def check_io(ctx: NodeContext, n_in: Sequence[int] | int, n_out: int = 1) -> None:
@@ -85,10 +73,6 @@ def plan_by_shape(ctx: NodeContext, plan: Callable[[list[Shape | None]], tuple[l
         return fn(inputs)
 
     return Prepared([None] * len(ctx.outputs), run_dynamic)
-
-
-def dtype_range(dtype: str) -> tuple[int, int]:
-    return qrange(dtype)
 
 
 def delegate(ctx: NodeContext, dtype: str, me, why: str) -> Prepared:
