@@ -71,7 +71,8 @@ COMMON_BACKEND_OPTIONS: dict[str, Option] = {
         doc="kernel parameter tuning at prepare (workgroup sizes...): none, a quick search, or all candidates",
     ),
     "quantization_simulation": Option.bool(
-        False, doc="run quantized models in float with quantize/dequantize around each op (debug)"
+        True, doc="quantized models run in float on GPUs; snap each quantized result to its grid "
+                  "(closest to the integer model); false: plain float between the model's QUANTIZE ops (faster)"
     ),
 }
 

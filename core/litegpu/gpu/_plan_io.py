@@ -52,7 +52,7 @@ def plan_to_sections(plan: GpuPlan) -> dict[str, bytes]:
     tensors = [{
         "id": t.id, "name": t.name, "kind": t.kind, "shape": list(t.shape), "ir_shape": list(t.ir_shape),
         "dtype": t.dtype, "storage": t.storage, "layout": t.layout, "nbytes": t.nbytes, "offset": t.offset,
-        "host_output": t.host_output,
+        "host_output": t.host_output, "quant": None if t.quant is None else [float(t.quant[0]), int(t.quant[1])],
     } for t in plan.tensors.values()]
     doc = {
         "format": PLAN_FORMAT, "ops": ops, "tensors": tensors, "inputs": list(plan.inputs),
@@ -92,7 +92,9 @@ def plan_from_sections(sections: dict[str, bytes]) -> GpuPlan:
         tensors = {t["id"]: PlanTensor(
             id=t["id"], name=t["name"], kind=t["kind"], shape=tuple(t["shape"]), ir_shape=tuple(t["ir_shape"]),
             dtype=t["dtype"], storage=t["storage"], layout=t["layout"], nbytes=t["nbytes"], offset=t["offset"],
-            host_output=t["host_output"]) for t in doc["tensors"]}
+            host_output=t["host_output"], quant=None if t.get("quant") is None else (float(t["quant"][0]),
+                                                                                     int(t["quant"][1])))
+            for t in doc["tensors"]}
         return GpuPlan(ops=ops, tensors=tensors, inputs=list(doc["inputs"]), outputs=list(doc["outputs"]),
                        precision=doc["precision"], arena_bytes=doc["arena_bytes"], alignment=doc["alignment"],
                        memory=doc["memory"], report=doc["report"], warnings=list(doc["warnings"]))

@@ -154,7 +154,7 @@ class GpuPartitionKernel(DelegateKernel):
             if isinstance(v, DeviceValue):
                 dev.copy(v.ref, self._refs[tid])
             else:
-                dev.upload(self._refs[tid], to_device(np.asarray(v), t.shape, t.storage))
+                dev.upload(self._refs[tid], to_device(np.asarray(v), t.shape, t.storage, t.quant))
         dev.replay(self._recording)
         out: dict[int, Any] = {}
         for tid in self.plan.outputs:
@@ -162,7 +162,7 @@ class GpuPartitionKernel(DelegateKernel):
             if tid in self.spec.host_outputs:
                 buf = self._host_out[tid]
                 dev.download(self._refs[tid], buf)
-                out[tid] = from_device(buf, t.shape, t.ir_shape, t.dtype)
+                out[tid] = from_device(buf, t.shape, t.ir_shape, t.dtype, t.quant)
             else:
                 out[tid] = DeviceValue(self, self._refs[tid], t)
         if not out:
@@ -175,7 +175,7 @@ class GpuPartitionKernel(DelegateKernel):
         t = value.tensor
         buf = np.empty(t.nbytes // np.dtype(t.storage).itemsize, t.storage)
         self.device.download(value.ref, buf)
-        return from_device(buf, t.shape, t.ir_shape, t.dtype)
+        return from_device(buf, t.shape, t.ir_shape, t.dtype, t.quant)
 
     def describe(self) -> dict[str, Any]:
         d = self.plan.describe()
@@ -202,6 +202,8 @@ class GpuDelegate(Delegate):
             log.warning("%s: %s has no fp16 support; using fp32", self.name, device.info.name)
             prec = "fp32"
         self.precision = prec
+        # the float view of quantized models snaps every quantized tensor to its grid unless told not to
+        self.quantization_simulation = bool(self.options.get("quantization_simulation", True))
         self._cache: Any = None
         self._tokens: dict[int, str] = {}
 
@@ -225,7 +227,8 @@ class GpuDelegate(Delegate):
                 log.warning("%s: ignoring a cached plan: %s", self.name, e)
         if plan is None:
             sections = None
-            plan = compile_partition(partition, precision=self.precision, alignment=align)
+            plan = compile_partition(partition, precision=self.precision, alignment=align,
+                                     quantization_simulation=self.quantization_simulation)
         t_plan = time.perf_counter()
         binaries = {k[4:]: v for k, v in (sections or {}).items() if k.startswith("bin/")}
         kernel = GpuPartitionKernel(self.device, plan, partition, binaries)
@@ -258,7 +261,7 @@ class GpuDelegate(Delegate):
         key = EntryKey(self._tokens[mid], self.name, self.backend_version, info.name, info.driver_version,
                        options={"precision": self.precision, "alignment": align,
                                 "tuning": self.options.get("tuning", "none"),
-                                "quantization_simulation": self.options.get("quantization_simulation", True)},
+                                "quantization_simulation": self.quantization_simulation},
                        partition=partition)
         return _CacheEntry(self._cache, key)
 
