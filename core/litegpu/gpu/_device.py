@@ -88,6 +88,20 @@ class GpuDevice(ABC):
     def finish(self) -> None:
         """Wait for everything queued."""
 
+    # -- recording (optional): APIs with replayable command buffers (Vulkan)
+    def record(self, launches: Sequence[tuple[Any, RenderedKernel, tuple[int, int, int]]]) -> Any | None:
+        """Record ``(bound, kernel, grid)`` launches once, in order, into a replayable object.
+
+        The executor calls it once per partition at prepare and then :meth:`submit` per invoke
+        instead of :meth:`launch` per kernel.  The default returns None: no recording, the
+        executor launches one by one.
+        """
+        return None
+
+    def submit(self, recording: Any) -> None:
+        """Enqueue a :meth:`record` result once more (no host synchronisation)."""
+        raise NotImplementedError(f"{type(self).__name__}.record returned a recording but submit is missing")
+
     # -- serialization (optional)
     def program_binary(self, program: Any) -> bytes | None:
         """The compiled program's binary for the cache, or None if the API has none."""

@@ -80,13 +80,17 @@ class GpuPartitionKernel(DelegateKernel):
         self._launches: list[_Launch] = []
         for op in plan.ops:
             self._launches.append(self._prepare_op(op))
+        # APIs with command buffers record every launch once here and replay them per invoke
+        self._recording = device.record([(ln.bound, ln.kernel, ln.grid) for ln in self._launches]) \
+            if self._launches else None
         self._host_out = {tid: np.empty(self.plan.tensors[tid].nbytes // np.dtype(
             self.plan.tensors[tid].storage).itemsize, self.plan.tensors[tid].storage) for tid in plan.outputs}
 
     def _prepare_op(self, op) -> _Launch:
         dev = self.device
         probe = render(op.kernel, dev.dialect, self.plan.precision, **op.options)
-        wg = default_workgroup(op.kernel, probe.global_size(op.params), dev.info)
+        wg = default_workgroup(op.kernel, probe.global_size(op.params),
+                               {"max_work_group_size": dev.info.max_workgroup_size})
         rk = render(op.kernel, dev.dialect, self.plan.precision, workgroup=wg, **op.options) \
             if tuple(wg) != probe.workgroup else probe
         refs = []
@@ -112,8 +116,11 @@ class GpuPartitionKernel(DelegateKernel):
                 dev.copy(v.ref, self._refs[tid])
             else:
                 dev.upload(self._refs[tid], to_device(np.asarray(v), t.shape, t.storage))
-        for ln in self._launches:
-            dev.launch(ln.bound, ln.kernel, ln.grid)
+        if self._recording is not None:
+            dev.submit(self._recording)
+        else:
+            for ln in self._launches:
+                dev.launch(ln.bound, ln.kernel, ln.grid)
         out: dict[int, Any] = {}
         for tid in self.plan.outputs:
             t = self.plan.tensors[tid]
