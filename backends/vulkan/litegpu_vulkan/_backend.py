@@ -1,4 +1,4 @@
-"""The Vulkan BackendSpec and delegate: a VulkanDevice under the core's shared GPU executor."""
+"""The Vulkan BackendSpec: availability, devices, options; the delegate is the core's GPU executor."""
 
 from __future__ import annotations
 
@@ -8,20 +8,18 @@ from typing import Any
 import litegpu
 from litegpu import ConfigError
 from litegpu._options import Option
-from litegpu.gpu._runtime import GpuDelegate
 
-__all__ = ["VulkanBackend", "VulkanDelegate", "VERSION"]
+__all__ = ["VulkanBackend", "VERSION"]
 
 VERSION = "0.1.0"
 
 
-class VulkanDelegate(GpuDelegate):
-    name = "vulkan"
-    backend_version = VERSION
-
-
 def _why_unavailable() -> str:
     """Empty when a device can be opened here, else the reason in words.  Never raises."""
+    try:
+        from litegpu.gpu import _runtime  # noqa: F401 - the shared executor this backend plugs into
+    except ImportError as e:
+        return f"litegpu's GPU executor cannot be imported ({e})"
     try:
         from . import _device
     except ImportError as e:
@@ -73,7 +71,8 @@ class VulkanBackend(litegpu.BackendSpec):
         except Exception:  # noqa: BLE001
             return []
 
-    def create_delegate(self, options: Mapping[str, Any]) -> VulkanDelegate:
+    def create_delegate(self, options: Mapping[str, Any]) -> litegpu.Delegate:
+        from ._delegate import VulkanDelegate
         from ._device import VulkanDevice
 
         device = options.get("device", 0)

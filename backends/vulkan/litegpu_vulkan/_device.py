@@ -20,14 +20,15 @@ import shutil
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import vulkan as vk
-
 from litegpu import BackendUnavailableError, DelegateError
 from litegpu.gpu._device import BufferRef, DeviceInfo, GpuDevice
-from litegpu.gpu.kernels import RenderedKernel
+
+if TYPE_CHECKING:
+    from litegpu.gpu.kernels import RenderedKernel
 
 __all__ = ["VulkanDevice", "list_devices", "find_compiler", "MEMORY_MODES"]
 
@@ -254,7 +255,7 @@ class _Bound(_Resource):
             refs.append(BufferRef(self.params_buffer, 0, len(data)))
         # (binding, buffer, offset, end, writes) for hazard tracking at record time
         self.uses = [(b.index, r.buffer, r.offset, r.offset + r.nbytes, b.access != "read")
-                     for b, r in zip(kernel.bindings, refs)]
+                     for b, r in zip(kernel.bindings, refs, strict=True)]
         counts = {t: program.types.count(t) for t in set(program.types)}
         sizes = ffi.new("VkDescriptorPoolSize[]", len(counts))
         for i, (t, n) in enumerate(counts.items()):
@@ -563,8 +564,8 @@ class VulkanDevice(GpuDevice):
         writes: list[tuple[int, int, int]] = []
         pipeline = None
         for bound, kernel, grid in launches:
-            groups = [-(-int(g) // w) for g, w in zip(grid, kernel.workgroup)]
-            if any(n > lim for n, lim in zip(groups, limits)):
+            groups = [-(-int(g) // w) for g, w in zip(grid, kernel.workgroup, strict=True)]
+            if any(n > lim for n, lim in zip(groups, limits, strict=True)):
                 raise DelegateError(f"kernel {kernel.name}: {groups} work groups exceed the device's {limits}")
             mine_r = [(id(b), lo, hi) for _i, b, lo, hi, w in bound.uses if not w]
             mine_w = [(id(b), lo, hi) for _i, b, lo, hi, w in bound.uses if w]
