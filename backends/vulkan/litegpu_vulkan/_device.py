@@ -2,7 +2,8 @@
 
 The whole API-specific part of the backend; the core's GPU executor does the rest.  One
 instance, one logical device, one compute queue.  A partition's launches are recorded once into
-one command buffer (:meth:`VulkanDevice.record`) and resubmitted with a fence per invoke.
+one command buffer (:meth:`VulkanDevice.record`) and resubmitted with a fence per invoke
+(:meth:`VulkanDevice.replay`).
 
 Keep-alive rule (why so many names below): the ``vulkan`` binding keeps the temporaries it makes
 for a pointer field (a ``char[]`` for a string, an array for a list) alive only as long as the
@@ -446,7 +447,7 @@ class VulkanDevice(GpuDevice):
         self._record_copy(rec.cmd, src, dst, nbytes)
         self._end(rec)
         rec.buffers = [src.buffer, dst.buffer]
-        self.submit(rec)
+        self._submit(rec)
         self._wait(rec)
 
     def upload(self, ref: BufferRef, data: np.ndarray) -> None:
@@ -483,7 +484,7 @@ class VulkanDevice(GpuDevice):
             self._record_copy(rec.cmd, src, dst, key[3])
             self._end(rec)
             dst.buffer.copies[key] = rec
-        self.submit(rec)
+        self._submit(rec)
 
     def _record_copy(self, cmd: Any, src: BufferRef, dst: BufferRef, nbytes: int) -> None:
         _barrier(cmd, _COMPUTE | _TRANSFER, _WRITES, _TRANSFER, _WRITES | _READS)
@@ -587,7 +588,11 @@ class VulkanDevice(GpuDevice):
         self._end(rec)
         return rec
 
-    def submit(self, rec: _Recording) -> None:
+    def replay(self, rec: _Recording) -> None:
+        """Submit a partition's command buffer from :meth:`record` once more (no host wait)."""
+        self._submit(rec)
+
+    def _submit(self, rec: _Recording) -> None:
         self._wait(rec)  # a command buffer is resubmitted only after its previous run ended
         vk.vkResetFences(self._device, 1, [rec.fence])
         _vk_call("vkQueueSubmit", vk.vkQueueSubmit, self._queue, 1, rec.submit_info, rec.fence)
@@ -599,7 +604,7 @@ class VulkanDevice(GpuDevice):
     def launch(self, bound: _Bound, kernel: RenderedKernel, grid: tuple[int, int, int]) -> None:
         """One launch on its own (slow path: the executor records whole partitions with :meth:`record`)."""
         rec = self.record([(bound, kernel, grid)])
-        self.submit(rec)
+        self._submit(rec)
         self._wait(rec)
 
     def _wait(self, rec: _Recording | None) -> None:

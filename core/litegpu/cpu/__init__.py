@@ -25,6 +25,15 @@ _KERNELS_A: tuple[str, ...] = (
 
 # kernels-b: conv, pooling, resize, quantize, sparse, lstm, control_flow, mediapipe
 _KERNELS_B: tuple[str, ...] = (
+    "conv",
+    "pooling",
+    "resize",
+    "quantize",
+    "sparse",
+    "matmul",
+    "lstm",
+    "control_flow",
+    "mediapipe",
 )
 
 

@@ -84,23 +84,21 @@ class GpuDevice(ABC):
     def launch(self, bound: Any, kernel: RenderedKernel, grid: tuple[int, int, int]) -> None:
         """Enqueue one launch of ``grid`` work items (no host synchronisation)."""
 
+    # -- batching (optional): the executor records a partition's launches once at prepare and
+    # replays them on every invoke.  An API that can pre-record (a Vulkan command buffer) or batch
+    # (one WebGPU compute pass per submit) overrides both; the default replays launch() calls.
+    def record(self, launches: Sequence[tuple[Any, RenderedKernel, tuple[int, int, int]]]) -> Any:
+        """A replayable object for ``(bound, kernel, grid)`` launches, in order (done once at prepare)."""
+        return list(launches)
+
+    def replay(self, recording: Any) -> None:
+        """Enqueue a :meth:`record` result (no host synchronisation)."""
+        for bound, kernel, grid in recording:
+            self.launch(bound, kernel, grid)
+
     @abstractmethod
     def finish(self) -> None:
         """Wait for everything queued."""
-
-    # -- recording (optional): APIs with replayable command buffers (Vulkan)
-    def record(self, launches: Sequence[tuple[Any, RenderedKernel, tuple[int, int, int]]]) -> Any | None:
-        """Record ``(bound, kernel, grid)`` launches once, in order, into a replayable object.
-
-        The executor calls it once per partition at prepare and then :meth:`submit` per invoke
-        instead of :meth:`launch` per kernel.  The default returns None: no recording, the
-        executor launches one by one.
-        """
-        return None
-
-    def submit(self, recording: Any) -> None:
-        """Enqueue a :meth:`record` result once more (no host synchronisation)."""
-        raise NotImplementedError(f"{type(self).__name__}.record returned a recording but submit is missing")
 
     # -- serialization (optional)
     def program_binary(self, program: Any) -> bytes | None:
