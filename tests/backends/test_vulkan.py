@@ -428,6 +428,58 @@ def test_device_resident_values_between_partitions(backend, compiler_core, memor
         d.close()
 
 
+def test_cache_serves_programs_without_glslc(backend, compiler_core, tmp_path, monkeypatch):
+    """A second prepare loads SPIR-V + pipeline-cache data from the cache: no GLSL compile at all."""
+    model, inputs = _chain()
+    compiles = []
+    real = backend.VulkanDevice._compile_spirv
+    monkeypatch.setattr(backend.VulkanDevice, "_compile_spirv",
+                        lambda self, k: compiles.append(k.name) or real(self, k))
+    outs, kernels = [], []
+    for _ in range(2):
+        d = litegpu.load_delegate("vulkan", {"cache": {"dir": str(tmp_path / "c"), "enabled": True}})
+        try:
+            it = litegpu.Interpreter(model_content=model, experimental_delegates=[d])
+            it.allocate_tensors()
+            kernels += [s.run.__self__ for s in it._main.plan.steps if s.kind == "delegate"]
+            it.set_tensor(it.get_input_details()[0]["index"], inputs[0])
+            it.invoke()
+            outs.append(it.get_tensor(it.get_output_details()[0]["index"]))
+        finally:
+            d.close()
+        if len(outs) == 1:
+            n_cold = len(compiles)
+    cold, warm = kernels
+    assert not cold.cache_hit and warm.cache_hit
+    assert warm.programs_from_cache == len(warm.binaries) > 0
+    assert n_cold > 0 and len(compiles) == n_cold  # the warm prepare ran no compiler
+    (want,) = run_litert(model, inputs)
+    assert rel_error(outs[0], want) <= 1e-4
+    np.testing.assert_array_equal(outs[1], outs[0])
+
+
+_LAYER_DIRS = ("/usr/share/vulkan/explicit_layer.d", "/usr/local/share/vulkan/explicit_layer.d",
+               "/etc/vulkan/explicit_layer.d", *filter(None, os.environ.get("VK_LAYER_PATH", "").split(":")))
+
+
+def test_khronos_validation_finds_no_error_or_hazard(backend, compiler_core):
+    """Re-runs this file's device, replay and residency tests under the Khronos validation layer
+    with synchronization validation: API misuse and missing barriers are reported there even on
+    lavapipe, which runs dispatches one after another and so hides them."""
+    if not any(Path(d, "VkLayer_khronos_validation.json").is_file() for d in _LAYER_DIRS):
+        pytest.skip("the Khronos validation layer is not installed (Debian vulkan-validationlayers)")
+    env = dict(os.environ, VK_INSTANCE_LAYERS="VK_LAYER_KHRONOS_validation",
+               VK_LAYER_ENABLES="VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_VALIDATION_EXT",
+               PYTHONPATH=os.pathsep.join([str(ROOT / "core"), *sys.path]))
+    select = "roundtrip or chain or resident or binary or replays"
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider", __file__, "-k", select],
+                       env=env, cwd=ROOT, capture_output=True, text=True, timeout=900)
+    out = r.stdout + r.stderr
+    assert r.returncode == 0 and " passed" in out, out[-3000:]
+    problems = [ln for ln in out.splitlines() if "Validation Error" in ln or "SYNC-HAZARD" in ln]
+    assert not problems, "\n".join(problems[:10])
+
+
 # -- a real model ------------------------------------------------------------------------------------------
 
 

@@ -18,7 +18,6 @@ is a named variable (or an ``ffi.new`` we own) that lives until the call returns
 from __future__ import annotations
 
 import shutil
-import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -123,23 +122,38 @@ def _vk_call(what: str, fn: Any, *args: Any) -> Any:
 
 
 class _Resource:
-    """A device object released by ``_release`` when garbage collected or at device close."""
+    """A group of Vulkan handles destroyed together, when garbage collected or at device close.
+
+    The destroy calls live in the device (``dev._owned``), not in this object: when a device and its
+    resources become garbage together, the collector clears weak references and runs finalizers in
+    no useful order, and the device must still destroy every child before itself.
+    """
 
     def __init__(self, dev: VulkanDevice):
-        self._dev = dev
-        dev._live.add(self)
+        self._dev: VulkanDevice | None = dev
+        self._undo: list[tuple[Any, tuple]] = []  # (vkDestroyX, args), run in reverse
+        dev._owned[id(self)] = self._undo
 
-    def _release(self) -> None:  # pragma: no cover - overridden
-        pass
+    def _on_release(self, fn: Any, *args: Any) -> None:
+        self._undo.append((fn, args))
+
+    def _release(self) -> None:
+        dev, self._dev = self._dev, None
+        if dev is not None and dev._device is not None:
+            dev.finish()  # a fence covers all earlier submissions: nothing can still use these handles
+            _run_undo(dev._owned.pop(id(self), []))
 
     def __del__(self) -> None:
-        dev = getattr(self, "_dev", None)
-        if dev is not None and dev._device is not None:
-            try:
-                self._release()
-            except Exception:  # interpreter shutdown: the binding may be half torn down
-                pass
-        self._dev = None
+        try:
+            self._release()
+        except Exception:  # interpreter shutdown: the binding may be half torn down
+            pass
+
+
+def _run_undo(undo: list[tuple[Any, tuple]]) -> None:
+    for fn, args in reversed(undo):
+        fn(*args)
+    undo.clear()
 
 
 class _Buffer(_Resource):
@@ -153,6 +167,7 @@ class _Buffer(_Resource):
         d = dev._device
         create_info = vk.VkBufferCreateInfo(size=nbytes, usage=_USAGE, sharingMode=vk.VK_SHARING_MODE_EXCLUSIVE)
         self.handle = _vk_call("vkCreateBuffer", vk.vkCreateBuffer, d, create_info, None)
+        self._on_release(vk.vkDestroyBuffer, d, self.handle, None)
         req = vk.vkGetBufferMemoryRequirements(d, self.handle)
         self.memory = None
         for type_index in dev._memory_types(req.memoryTypeBits, flags):
@@ -163,22 +178,13 @@ class _Buffer(_Resource):
             except vk.VkErrorOutOfDeviceMemory:  # e.g. the small device-local + host-visible BAR heap
                 continue
         if self.memory is None:
-            vk.vkDestroyBuffer(d, self.handle, None)
             raise DelegateError(f"{dev.info.name}: cannot allocate {nbytes} bytes of memory (flags {flags:#x})")
+        self._on_release(vk.vkFreeMemory, d, self.memory, None)
         vk.vkBindBufferMemory(d, self.handle, self.memory, 0)
         self.host: np.ndarray | None = None
         if flags & vk.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT:
             self.host = np.frombuffer(vk.vkMapMemory(d, self.memory, 0, nbytes, 0), np.uint8)
-
-    def _release(self) -> None:
-        d = self._dev
-        d.finish()  # a fence covers all earlier submissions: nothing can still use the buffer
-        self.copies.clear()
-        if self.host is not None:
-            self.host = None
-            vk.vkUnmapMemory(d._device, self.memory)
-        vk.vkDestroyBuffer(d._device, self.handle, None)
-        vk.vkFreeMemory(d._device, self.memory, None)
+            self._on_release(vk.vkUnmapMemory, d, self.memory)
 
 
 class _Program(_Resource):
@@ -188,9 +194,9 @@ class _Program(_Resource):
         super().__init__(dev)
         d = dev._device
         self.spirv = spirv
-        self.kernel_name = kernel.name
         module_info = vk.VkShaderModuleCreateInfo(codeSize=len(spirv), pCode=spirv)
         self.module = _vk_call("vkCreateShaderModule", vk.vkCreateShaderModule, d, module_info, None)
+        self._on_release(vk.vkDestroyShaderModule, d, self.module, None)
         self.types = [vk.VK_DESCRIPTOR_TYPE_UNIFORM_BUFFER if b.kind == "uniform"
                       else vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER for b in kernel.bindings]
         # the bindings array is ours (ffi.new), so nothing in it can be freed before the call
@@ -202,12 +208,15 @@ class _Program(_Resource):
             bindings[i].stageFlags = vk.VK_SHADER_STAGE_COMPUTE_BIT
         dsl_info = vk.VkDescriptorSetLayoutCreateInfo(bindingCount=len(self.types), pBindings=bindings)
         self.set_layout = vk.vkCreateDescriptorSetLayout(d, dsl_info, None)
+        self._on_release(vk.vkDestroyDescriptorSetLayout, d, self.set_layout, None)
         set_layouts = ffi.new("VkDescriptorSetLayout[1]", [self.set_layout])
         pl_info = vk.VkPipelineLayoutCreateInfo(setLayoutCount=1, pSetLayouts=set_layouts)
         self.layout = vk.vkCreatePipelineLayout(d, pl_info, None)
+        self._on_release(vk.vkDestroyPipelineLayout, d, self.layout, None)
         cache_blob = ffi.from_buffer(cache_data) if cache_data else ffi.NULL
         cache_info = vk.VkPipelineCacheCreateInfo(initialDataSize=len(cache_data), pInitialData=cache_blob)
         self.cache = vk.vkCreatePipelineCache(d, cache_info, None)
+        self._on_release(vk.vkDestroyPipelineCache, d, self.cache, None)
         # keep-alive: entry name and the by-value nested stage struct are named (module docstring)
         entry = ffi.new("char[]", kernel.entry_point.encode())
         stage = vk.VkPipelineShaderStageCreateInfo(stage=vk.VK_SHADER_STAGE_COMPUTE_BIT, module=self.module,
@@ -215,6 +224,7 @@ class _Program(_Resource):
         pipeline_info = vk.VkComputePipelineCreateInfo(stage=stage, layout=self.layout)
         self.pipeline = _vk_call(f"vkCreateComputePipelines ({kernel.name})", vk.vkCreateComputePipelines,
                                  d, self.cache, 1, pipeline_info, None)[0]
+        self._on_release(vk.vkDestroyPipeline, d, self.pipeline, None)
         del entry, stage, pipeline_info
 
     def cache_data(self) -> bytes:
@@ -225,15 +235,6 @@ class _Program(_Resource):
         if vk.lib.vkGetPipelineCacheData(d, self.cache, size, data) != vk.VK_SUCCESS:
             return b""
         return bytes(ffi.buffer(data, size[0]))
-
-    def _release(self) -> None:
-        self._dev.finish()
-        d = self._dev._device
-        vk.vkDestroyPipeline(d, self.pipeline, None)
-        vk.vkDestroyPipelineCache(d, self.cache, None)
-        vk.vkDestroyPipelineLayout(d, self.layout, None)
-        vk.vkDestroyDescriptorSetLayout(d, self.set_layout, None)
-        vk.vkDestroyShaderModule(d, self.module, None)
 
 
 class _Bound(_Resource):
@@ -264,6 +265,7 @@ class _Bound(_Resource):
             sizes[i].descriptorCount = n
         pool_info = vk.VkDescriptorPoolCreateInfo(maxSets=1, poolSizeCount=len(counts), pPoolSizes=sizes)
         self.pool = vk.vkCreateDescriptorPool(d, pool_info, None)
+        self._on_release(vk.vkDestroyDescriptorPool, d, self.pool, None)
         set_layouts = ffi.new("VkDescriptorSetLayout[1]", [program.set_layout])
         alloc_info = vk.VkDescriptorSetAllocateInfo(descriptorPool=self.pool, descriptorSetCount=1,
                                                     pSetLayouts=set_layouts)
@@ -286,10 +288,6 @@ class _Bound(_Resource):
             writes[i].pBufferInfo = infos + i
         vk.vkUpdateDescriptorSets(d, len(refs), writes, 0, None)
 
-    def _release(self) -> None:
-        self._dev.finish()
-        vk.vkDestroyDescriptorPool(self._dev._device, self.pool, None)
-
 
 class _Recording(_Resource):
     """A command buffer recorded once, with the fence of its latest submission."""
@@ -298,21 +296,17 @@ class _Recording(_Resource):
         super().__init__(dev)
         d = dev._device
         self.buffers = list({id(b): b for b in buffers}.values())
-        self.keep = list(keep)  # bound sets / programs the commands refer to
+        self.keep = list(keep)  # the bound sets (and through them programs) the commands refer to
         alloc_info = vk.VkCommandBufferAllocateInfo(commandPool=dev._pool, commandBufferCount=1,
                                                     level=vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY)
-        self.cmd = vk.vkAllocateCommandBuffers(d, alloc_info)[0]
+        self._cmds = vk.vkAllocateCommandBuffers(d, alloc_info)  # a VkCommandBuffer[1] we own
+        self.cmd = self._cmds[0]
+        self._on_release(vk.vkFreeCommandBuffers, d, dev._pool, 1, self._cmds)
         self.fence = vk.vkCreateFence(d, vk.VkFenceCreateInfo(), None)
+        self._on_release(vk.vkDestroyFence, d, self.fence, None)
         self.pending = False
         # built once and reused per submit; named so its command-buffer array stays alive
-        self._cmds = ffi.new("VkCommandBuffer[1]", [self.cmd])
         self.submit_info = vk.VkSubmitInfo(commandBufferCount=1, pCommandBuffers=self._cmds)
-
-    def _release(self) -> None:
-        d = self._dev
-        d._wait(self)
-        vk.vkDestroyFence(d._device, self.fence, None)
-        vk.vkFreeCommandBuffers(d._device, d._pool, 1, self._cmds)
 
 
 def _barrier(cmd: Any, src_stage: int, src_access: int, dst_stage: int, dst_access: int) -> None:
@@ -339,7 +333,7 @@ class VulkanDevice(GpuDevice):
         if memory not in MEMORY_MODES:
             raise DelegateError(f"memory {memory!r} is not one of {', '.join(MEMORY_MODES)}")
         self._device = None
-        self._live: weakref.WeakSet[_Resource] = weakref.WeakSet()
+        self._owned: dict[int, list[tuple[Any, tuple]]] = {}  # destroy calls of live resources
         self.compiler = find_compiler(compiler)
         if self.compiler is None:
             raise BackendUnavailableError(
@@ -487,10 +481,13 @@ class VulkanDevice(GpuDevice):
         self._submit(rec)
 
     def _record_copy(self, cmd: Any, src: BufferRef, dst: BufferRef, nbytes: int) -> None:
-        _barrier(cmd, _COMPUTE | _TRANSFER, _WRITES, _TRANSFER, _WRITES | _READS)
+        # access masks must match their stages exactly (VUID-vkCmdPipelineBarrier-*AccessMask-0281x)
+        _barrier(cmd, _COMPUTE | _TRANSFER, _WRITES, _TRANSFER,
+                 vk.VK_ACCESS_TRANSFER_READ_BIT | vk.VK_ACCESS_TRANSFER_WRITE_BIT)
         region = vk.VkBufferCopy(srcOffset=src.offset, dstOffset=dst.offset, size=nbytes)
         vk.vkCmdCopyBuffer(cmd, src.buffer.handle, dst.buffer.handle, 1, region)
-        _barrier(cmd, _TRANSFER, _WRITES, _COMPUTE | _TRANSFER | vk.VK_PIPELINE_STAGE_HOST_BIT, _READS | _WRITES)
+        _barrier(cmd, _TRANSFER, vk.VK_ACCESS_TRANSFER_WRITE_BIT,
+                 _COMPUTE | _TRANSFER | vk.VK_PIPELINE_STAGE_HOST_BIT, _READS | _WRITES)
 
     # -- compiler / program
     def _compile_spirv(self, kernel: RenderedKernel) -> bytes:
@@ -634,20 +631,14 @@ class VulkanDevice(GpuDevice):
         try:
             vk.vkDeviceWaitIdle(self._device)
         finally:
-            for res in list(self._live):
-                if isinstance(res, _Recording):
-                    res.pending = False
-            # recordings before the sets/programs/buffers they use; programs last
-            order = {_Recording: 0, _Bound: 1, _Buffer: 2, _Program: 3}
-            for res in sorted(self._live, key=lambda r: order.get(type(r), 9)):
+            for undo in list(self._owned.values()):
                 try:
-                    res._release()
-                except Exception:
+                    _run_undo(undo)
+                except Exception:  # keep going: the device is destroyed anyway
                     pass
-                res._dev = None
-            self._live = weakref.WeakSet()
+            self._owned.clear()
             self._programs.clear()
-            self._staging = None
+            self._staging = self._xfer = self._last = None
             vk.vkDestroyCommandPool(self._device, self._pool, None)
             vk.vkDestroyDevice(self._device, None)
             self._device = None
