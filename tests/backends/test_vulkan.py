@@ -127,6 +127,19 @@ def test_upload_download_copy_roundtrip(backend, memory):
     dev.close()  # idempotent
 
 
+def test_use_after_close_raises_instead_of_crashing(backend, compiler_core):
+    model, inputs = _conv()
+    d = litegpu.load_delegate("vulkan")
+    it = litegpu.Interpreter(model_content=model, experimental_delegates=[d])
+    it.allocate_tensors()
+    it.set_tensor(it.get_input_details()[0]["index"], inputs[0])
+    it.invoke()
+    d.close()  # the device goes; the interpreter still holds the prepared partition
+    it.set_tensor(it.get_input_details()[0]["index"], inputs[0])
+    with pytest.raises(litegpu.DelegateError, match="closed"):
+        it.invoke()
+
+
 def test_bad_device_selection(backend):
     with pytest.raises(litegpu.BackendUnavailableError, match="out of range"):
         backend.VulkanDevice(99)

@@ -175,7 +175,7 @@ class _Buffer(_Resource):
             try:
                 self.memory = vk.vkAllocateMemory(d, alloc_info, None)
                 break
-            except vk.VkErrorOutOfDeviceMemory:  # e.g. the small device-local + host-visible BAR heap
+            except (vk.VkErrorOutOfDeviceMemory, vk.VkErrorOutOfHostMemory):  # e.g. a small mappable heap
                 continue
         if self.memory is None:
             raise DelegateError(f"{dev.info.name}: cannot allocate {nbytes} bytes of memory (flags {flags:#x})")
@@ -415,16 +415,20 @@ class VulkanDevice(GpuDevice):
 
     # -- allocator
     def _memory_types(self, type_bits: int, flags: int) -> list[int]:
-        """Memory type indices with ``flags`` allowed by ``type_bits``, device-local ones first."""
+        """Memory type indices with ``flags`` allowed by ``type_bits``: device-local ones first and,
+        when host access is not asked for, those without it (a discrete GPU's small mappable heap
+        is kept for staging and params)."""
         ok = [i for i, f in enumerate(self._mem_flags) if type_bits >> i & 1 and f & flags == flags]
         if not ok:
             raise DelegateError(f"{self.info.name}: no memory type with flags {flags:#x}")
-        return sorted(ok, key=lambda i: not self._mem_flags[i] & _DL)
+        extra_host = vk.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT & ~flags
+        return sorted(ok, key=lambda i: (not self._mem_flags[i] & _DL, bool(self._mem_flags[i] & extra_host)))
 
     def _alloc(self, nbytes: int, *, mappable: bool) -> _Buffer:
         return _Buffer(self, max(int(nbytes), 16), _HV if mappable else _DL)
 
     def alloc(self, nbytes: int) -> _Buffer:
+        self._open()
         return self._alloc(nbytes, mappable=self.memory_mode == "host_visible")
 
     def _staging_for(self, nbytes: int) -> _Buffer:
@@ -445,6 +449,7 @@ class VulkanDevice(GpuDevice):
         self._wait(rec)
 
     def upload(self, ref: BufferRef, data: np.ndarray) -> None:
+        self._open()
         raw = np.ascontiguousarray(data).reshape(-1).view(np.uint8)
         n = min(raw.size, ref.nbytes)
         buf: _Buffer = ref.buffer
@@ -457,7 +462,10 @@ class VulkanDevice(GpuDevice):
         self._transfer(BufferRef(staging, 0, n), ref, n)
 
     def download(self, ref: BufferRef, out: np.ndarray) -> None:
-        flat = out.reshape(-1).view(np.uint8)  # out is a contiguous host array (raises otherwise)
+        if not out.flags.c_contiguous:  # a reshape would copy and the data would land in the copy
+            raise DelegateError("download needs a C-contiguous host array")
+        self._open()
+        flat = out.reshape(-1).view(np.uint8)
         n = min(flat.size, ref.nbytes)
         buf: _Buffer = ref.buffer
         self._wait_for(buf)
@@ -470,6 +478,7 @@ class VulkanDevice(GpuDevice):
 
     def copy(self, src: BufferRef, dst: BufferRef) -> None:
         # recorded once per (src, dst) pair and resubmitted: the executor copies the same refs each invoke
+        self._open()
         key = (id(src.buffer), src.offset, dst.offset, min(src.nbytes, dst.nbytes))
         rec = dst.buffer.copies.get(key)
         if rec is None:
@@ -505,6 +514,7 @@ class VulkanDevice(GpuDevice):
         return spirv
 
     def compile(self, kernel: RenderedKernel) -> _Program:
+        self._open()
         prog = self._programs.get(kernel.source)
         if prog is None:
             if "f16" in kernel.features and not self.info.fp16:
@@ -522,6 +532,7 @@ class VulkanDevice(GpuDevice):
         return self._MAGIC + len(spirv).to_bytes(8, "little") + spirv + program.cache_data()
 
     def program_from_binary(self, kernel: RenderedKernel, binary: bytes) -> _Program | None:
+        self._open()
         m = len(self._MAGIC)
         if binary[:m] != self._MAGIC or len(binary) < m + 8:
             return None
@@ -539,6 +550,7 @@ class VulkanDevice(GpuDevice):
 
     def bind(self, program: _Program, kernel: RenderedKernel, buffers: Sequence[BufferRef],
              params: dict[str, Any]) -> _Bound:
+        self._open()
         return _Bound(self, program, kernel, buffers, params)
 
     # -- recording and submission
@@ -551,6 +563,7 @@ class VulkanDevice(GpuDevice):
 
     def record(self, launches: Sequence[tuple[_Bound, RenderedKernel, tuple[int, int, int]]]) -> _Recording:
         """All launches in one command buffer, a barrier only where a launch depends on an earlier one."""
+        self._open()
         limits = self._max_groups
         rec = _Recording(self, [u[1] for bound, _k, _g in launches for u in bound.uses],
                          keep=[bound for bound, _k, _g in launches])
@@ -590,8 +603,9 @@ class VulkanDevice(GpuDevice):
         self._submit(rec)
 
     def _submit(self, rec: _Recording) -> None:
+        device = self._open()
         self._wait(rec)  # a command buffer is resubmitted only after its previous run ended
-        vk.vkResetFences(self._device, 1, [rec.fence])
+        vk.vkResetFences(device, 1, [rec.fence])
         _vk_call("vkQueueSubmit", vk.vkQueueSubmit, self._queue, 1, rec.submit_info, rec.fence)
         rec.pending = True
         for b in rec.buffers:
@@ -605,7 +619,7 @@ class VulkanDevice(GpuDevice):
         self._wait(rec)
 
     def _wait(self, rec: _Recording | None) -> None:
-        if rec is None or not rec.pending:
+        if rec is None or not rec.pending or self._device is None:
             return
         try:
             vk.vkWaitForFences(self._device, 1, [rec.fence], vk.VK_TRUE, self._timeout_ns)
@@ -623,6 +637,12 @@ class VulkanDevice(GpuDevice):
 
     def finish(self) -> None:
         self._wait(self._last)
+
+    def _open(self) -> Any:
+        """The VkDevice; a closed device raises instead of handing the driver a NULL handle (a crash)."""
+        if self._device is None:
+            raise DelegateError("the Vulkan device is closed (its delegate was closed)")
+        return self._device
 
     # -- teardown
     def close(self) -> None:
