@@ -130,6 +130,20 @@ class QNet:
                     depth_multiplier=mult, fused_activation_function=act)
         return self._add(f, name)
 
+    def tconv(self, name: str, x: str, cout: int, k: int = 3, stride: int = 2) -> str:
+        def f(st: _Build) -> None:
+            b, h, w, c = st.shapes[x]
+            r = self._rng(name)
+            wt = r.normal(0, np.sqrt(2.0 / (k * k * c)), (cout, k, k, c))
+            wi = self._weights(st, name + "/w", wt, 0)
+            bi = self._bias(st, name + "/b", r.normal(0, 0.1, cout), x, name + "/w")
+            shape = (b, h * stride, w * stride, cout)
+            si = st.b.const(name + "/shape", np.asarray(shape, np.int32))
+            y = self._t(st, name, shape)
+            st.b.op("TRANSPOSE_CONV", [si, wi, st.idx[x], bi], [y], padding=0, stride_h=stride, stride_w=stride,
+                    version=3)
+        return self._add(f, name)
+
     def fc(self, name: str, x: str, out: int, act: int = 0) -> str:
         def f(st: _Build) -> None:
             shape = st.shapes[x]
@@ -199,8 +213,7 @@ class QNet:
         return self._add(f, name)
 
     def resize(self, name: str, x: str, size: tuple[int, int], bilinear: bool = True) -> str:
-        if not bilinear:
-            self.ties.append((name, x))
+        self.ties.append((name, x))  # LiteRT interpolates the raw integers: one grid for both
 
         def f(st: _Build) -> None:
             b, h, w, c = st.shapes[x]

@@ -21,7 +21,7 @@ import numpy as np
 
 from ._graph import QuantView
 
-__all__ = ["QUANT_OPS", "BYTE_OPS", "GRID_KEEPING", "WEIGHTED", "QUANT_DTYPES", "tensor_view",
+__all__ = ["QUANT_OPS", "BYTE_OPS", "SAME_GRID_OPS", "GRID_KEEPING", "WEIGHTED", "QUANT_DTYPES", "tensor_view",
            "quantized_reason", "node_qdtype"]
 
 #: 8-bit types the float view takes for activations (int16 16x8 models are declined)
@@ -34,6 +34,9 @@ BYTE_OPS = frozenset({
     "PADV2", "MIRROR_PAD", "DEPTH_TO_SPACE", "SPACE_TO_DEPTH", "RESIZE_NEAREST_NEIGHBOR", "MAX_POOL_2D",
     "REDUCE_MAX", "REDUCE_MIN", "MAXIMUM", "MINIMUM",
 })
+
+#: ops LiteRT computes on the raw integers as if input and output shared one grid (it does not rescale)
+SAME_GRID_OPS = BYTE_OPS | {"RESIZE_BILINEAR", "AVERAGE_POOL_2D"}
 
 #: ops whose result stays on the grid when every operand shares the output's quantization
 GRID_KEEPING = BYTE_OPS | {"CONCATENATION", "RELU"}
@@ -129,7 +132,7 @@ def quantized_reason(node: Any, params: dict[int, str]) -> str | None:
         if views[id(t)] is None and not t.is_constant:
             return f"mixed float and quantized tensors ({t.name!r} is {t.dtype})"
     out = views[id(node.outputs[0])]
-    if name in BYTE_OPS:
+    if name in SAME_GRID_OPS:
         for t in tensors:
             v = views[id(t)]
             if v is not None and v != out:
