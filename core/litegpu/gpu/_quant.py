@@ -21,7 +21,7 @@ import numpy as np
 
 from ._graph import QuantView
 
-__all__ = ["QUANT_OPS", "BYTE_OPS", "SAME_GRID_OPS", "GRID_KEEPING", "WEIGHTED", "QUANT_DTYPES", "tensor_view",
+__all__ = ["QUANT_OPS", "BYTE_OPS", "MOVE_OPS", "SAME_GRID_OPS", "GRID_KEEPING", "WEIGHTED", "QUANT_DTYPES", "tensor_view",
            "quantized_reason", "node_qdtype"]
 
 #: 8-bit types the float view takes for activations (int16 16x8 models are declined)
@@ -34,6 +34,11 @@ BYTE_OPS = frozenset({
     "PADV2", "MIRROR_PAD", "DEPTH_TO_SPACE", "SPACE_TO_DEPTH", "RESIZE_NEAREST_NEIGHBOR", "MAX_POOL_2D",
     "REDUCE_MAX", "REDUCE_MIN", "MAXIMUM", "MINIMUM",
 })
+
+#: byte ops that only move values: an output quantized differently from the input reinterprets the
+#: same integers, which the float view follows with an affine rescale (``_passes/float_view``)
+MOVE_OPS = frozenset({"RESHAPE", "SQUEEZE", "EXPAND_DIMS", "TRANSPOSE", "SLICE", "STRIDED_SLICE",
+                      "DEPTH_TO_SPACE", "SPACE_TO_DEPTH", "RESIZE_NEAREST_NEIGHBOR"})
 
 #: ops LiteRT computes on the raw integers as if input and output shared one grid (it does not rescale)
 SAME_GRID_OPS = BYTE_OPS | {"RESIZE_BILINEAR", "AVERAGE_POOL_2D"}
@@ -132,7 +137,7 @@ def quantized_reason(node: Any, params: dict[int, str]) -> str | None:
         if views[id(t)] is None and not t.is_constant:
             return f"mixed float and quantized tensors ({t.name!r} is {t.dtype})"
     out = views[id(node.outputs[0])]
-    if name in SAME_GRID_OPS:
+    if name in SAME_GRID_OPS and name not in MOVE_OPS:
         for t in tensors:
             v = views[id(t)]
             if v is not None and v != out:

@@ -8,7 +8,7 @@ import numpy as np
 
 from ..._errors import DelegateError
 from .._graph import Epilogue, GpuGraph, GpuNode, QuantView, Report
-from .._quant import BYTE_OPS, GRID_KEEPING, WEIGHTED, node_qdtype, tensor_view
+from .._quant import BYTE_OPS, GRID_KEEPING, MOVE_OPS, WEIGHTED, node_qdtype, tensor_view
 from .._reference import dequantize_array
 
 __all__ = ["float_view", "QDQ_OP"]
@@ -99,6 +99,21 @@ def float_view(g: GpuGraph) -> Report:
                 made[key] = g.add_constant(f"{x.name}/dequantized", value)
             n.inputs[i] = made[key]
 
+    # a move whose output is quantized differently reinterprets the same integers: rescale the floats
+    n_moves = 0
+    for n in g.nodes:
+        out = views.get(n.outputs[0]) if n.outputs else None
+        src = views.get(n.inputs[0]) if n.inputs and n.inputs[0] >= 0 else None
+        if n.op in MOVE_OPS and out is not None and src is not None and out != src:
+            # out = (in / s_in + zp_in - zp_out) * s_out
+            mul = np.float32(out.scale / src.scale)
+            add = np.float32((src.zero_point - out.zero_point) * out.scale)
+            n.epilogue += [Epilogue("MUL", g.add_constant(f"{g.tensors[n.outputs[0]].name}/rescale",
+                                                          np.full((1, 1, 1, 1), mul, np.float32))),
+                           Epilogue("ADD", g.add_constant(f"{g.tensors[n.outputs[0]].name}/reoffset",
+                                                          np.full((1, 1, 1, 1), add, np.float32)))]
+            n_moves += 1
+
     # runtime tensors: floats on the device, quantized on the host
     for t, v in views.items():
         x = g.tensors[t]
@@ -141,7 +156,7 @@ def float_view(g: GpuGraph) -> Report:
     summary = ", ".join(f"{c} {k}" for k, c in sorted(counts.items())) or "none"
     lines.append(f"float view of {len(views)} quantized tensors; constants dequantized: {summary}")
     lines.append(f"{n_qdq} QDQ steps ({'simulation on' if simulate else 'simulation off: QUANTIZE only'}); "
-                 f"{removed} DEQUANTIZE/QUANTIZE copies removed")
+                 f"{removed} DEQUANTIZE/QUANTIZE copies removed; {n_moves} moves between different grids rescaled")
     return lines
 
 
