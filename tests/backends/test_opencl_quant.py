@@ -234,6 +234,55 @@ def test_host_quantize_rounds_half_away_from_zero():
     assert np.array_equal(quantize_host(dequantize_host(q, 0.0137, -7), 0.0137, -7, "int8"), q)
 
 
+def test_two_partitions_pass_quantized_tensors_on_the_device():
+    """A CPU op (int8 L2_NORMALIZATION, not on the GPU path) splits the net in two OpenCL partitions; a
+    tensor only the second one reads stays on the device between them (snapped to its grid there), the
+    one the CPU reads goes through the host (quantized, then dequantized again)."""
+    n = QNet("split", (1, 8, 8, 4))
+    a = n.conv("a", "x", 8, act=0)
+    side = n.conv("side", "x", 8, k=1, act=0)
+    l2 = n.unary("l2", "L2_NORMALIZATION", a)
+    n.fixed["l2"] = (1.0 / 128, {"int8": 0, "uint8": 128})
+    c = n.conv("c", l2, 8, k=1, act=0)
+    n.binary("out", "ADD", c, side, act=1)
+    qn = quantized_net(n, "int8")
+    it = _interpreter(qn.model)
+    assert _backends(it) == ["opencl", "cpu", "opencl"], it.get_execution_plan()
+    k1, k2 = _kernels(it)
+    side_t = next(t for t in k1.plan.tensors.values() if t.name == "side")
+    assert side_t.kind == "output" and not side_t.host_output and side_t.quant == qn.calib["side"]
+    # "a" goes to the host (quantized there), "side" stays on the device: only it is snapped on the GPU
+    assert k1.plan.describe()["kernels"] == ["conv2d", "conv2d[qdq=True]"]
+    for seed in SEEDS:
+        xs = qn.inputs(seed)
+        (got,) = _invoke(it, xs)
+        (ref,) = run_litert(qn.model, xs)
+        d = np.abs(got.astype(int) - ref.astype(int))
+        assert np.count_nonzero(d <= 2) >= 0.99 * d.size, d.max()
+
+
+def test_passes_keep_the_meaning_of_a_quantized_graph():
+    """Device-free: the GPU graph after every pass (float view included), run by the numpy reference
+    evaluator on the dequantized input and quantized like a download, is LiteRT's integer result."""
+    from litegpu.gpu._graph import GpuGraph
+    from litegpu.gpu._layout import dequantize_host, quantize_host
+    from litegpu.gpu._lower import compile_graph
+    from litegpu.gpu._reference import evaluate
+
+    qn = quantized_net(_residual(), "int8")
+    g = GpuGraph.from_subgraph(litegpu.read_model(qn.model).main)
+    plan = compile_graph(g)
+    (tin,), (tout,) = plan.inputs, plan.outputs
+    assert plan.tensors[tin].quant == qn.calib["x"] and plan.tensors[tout].quant == qn.calib["out"]
+    for seed in SEEDS:
+        xs = qn.inputs(seed)
+        y = evaluate(g, [dequantize_host(xs[0], *qn.calib["x"])])[tout]
+        got = quantize_host(y, *qn.calib["out"], "int8")
+        (ref,) = run_litert(qn.model, xs)
+        d = np.abs(got.astype(int) - ref.astype(int))
+        assert np.count_nonzero(d <= 2) >= 0.99 * d.size, d.max()
+
+
 # ------------------------------------------------------------------------------------------------
 # what the GPU path declines, with a reason
 # ------------------------------------------------------------------------------------------------
