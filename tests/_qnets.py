@@ -15,7 +15,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
-
 from litegpu.testing import ModelBuilder, run_litert
 
 __all__ = ["QNet", "quantized_net", "quantize", "dequantize", "QRANGE"]

@@ -12,12 +12,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import litegpu
 import numpy as np
 import pytest
 from _qnets import QNet, quantized_net
 from conftest import load_backend_delegate, missing_kernels
-
-import litegpu
 from litegpu._delegate import NodeView
 from litegpu.gpu._lower import supports
 from litegpu.testing import ModelBuilder, run_litert
@@ -268,7 +267,6 @@ def test_quantized_plans_without_a_device(net, dtype):
     evaluator, and the compiled plan, run by the numpy model of the templates (tests/_gpu_plan_exec.py,
     qdq option included), both give LiteRT's integer result within 2 LSB on >= 99% of the elements."""
     from _gpu_plan_exec import PlanExecutor
-
     from litegpu.gpu._graph import GpuGraph
     from litegpu.gpu._layout import dequantize_host, quantize_host
     from litegpu.gpu._lower import compile_graph

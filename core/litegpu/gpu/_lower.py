@@ -24,8 +24,8 @@ from ._geometry import conv_geometry, transpose_bias_params, transpose_conv_crop
 from ._graph import Epilogue, GpuGraph, GpuNode, GpuOp, GpuPlan, PlanTensor
 from ._memory import DEFAULT_ALIGNMENT, plan_arena
 from ._passes import DEFAULT_PIPELINE, Pass, run_passes
-from ._precision import PrecisionPolicy, fp16_risks, precision_policy
 from ._passes.float_view import QDQ_OP
+from ._precision import PrecisionPolicy, fp16_risks, precision_policy
 from ._quant import quantized_reason
 
 __all__ = ["SUPPORTED_OPS", "supports", "lower_node", "compile_graph", "compile_partition", "MAX_CONCAT_INPUTS"]
