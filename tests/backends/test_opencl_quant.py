@@ -151,6 +151,59 @@ def test_quantized_cnn_matches_litert(net, dtype):
             assert not any("qdq=True" in s for s in k.plan.describe()["kernels"])
 
 
+def _single_ops() -> dict[str, QNet]:
+    def mk(name, f):
+        n = QNet(name, (1, 8, 8, 6))
+        f(n)
+        return n
+
+    def lin(n, c=6):  # a linear 1x1 conv: an input with a spread of values on a grid of its own
+        return n.conv("c", "x", c, k=1, act=0)
+
+    nets = [
+        mk("conv", lambda n: n.conv("out", "x", 7, act=3)),
+        mk("conv_s2", lambda n: n.conv("out", "x", 5, stride=2, act=0)),
+        mk("dwconv_mult2", lambda n: n.dwconv("out", "x", mult=2, act=0)),
+        mk("dwconv_s2", lambda n: n.dwconv("out", "x", stride=2, act=1)),
+        mk("fc", lambda n: n.fc("out", n.reshape("flat", "x", (4, 96)), 9, act=1)),
+        mk("tconv", lambda n: n.tconv("out", "x", 5)),
+        mk("add", lambda n: n.binary("out", "ADD", "x", lin(n), act=1)),
+        mk("sub", lambda n: n.binary("out", "SUB", "x", lin(n))),
+        mk("mul", lambda n: n.binary("out", "MUL", "x", lin(n))),
+        mk("avgpool", lambda n: n.pool("out", "x", "AVG", k=3, stride=2, padding=0)),
+        mk("maxpool", lambda n: n.pool("out", "x", "MAX")),
+        mk("concat", lambda n: n.concat("out", "x", lin(n, 3))),
+        mk("reshape", lambda n: n.reshape("out", lin(n, 4), (1, 64, 4))),
+        mk("softmax", lambda n: n.unary("out", "SOFTMAX", lin(n, 10), beta=1.0)),
+        mk("logistic", lambda n: n.unary("out", "LOGISTIC", lin(n))),
+        mk("tanh", lambda n: n.unary("out", "TANH", lin(n))),
+        mk("relu", lambda n: n.unary("out", "RELU", "x")),
+        mk("relu6", lambda n: n.unary("out", "RELU6", lin(n))),
+        mk("hard_swish", lambda n: n.unary("out", "HARD_SWISH", lin(n))),
+        mk("leaky_relu", lambda n: n.unary("out", "LEAKY_RELU", "x", alpha=0.2)),
+        mk("pad", lambda n: n.pad("out", "x")),
+        mk("resize_bilinear", lambda n: n.resize("out", "x", (13, 11))),
+        mk("resize_nearest", lambda n: n.resize("out", "x", (16, 16), bilinear=False)),
+        mk("mean", lambda n: n.mean("out", lin(n), keep_dims=True)),
+    ]
+    return {n.name: n for n in nets}
+
+
+@pytest.mark.parametrize("dtype", ["int8", "uint8"])
+@pytest.mark.parametrize("op", list(_single_ops()))
+def test_single_quantized_op(op, dtype):
+    """Each quantized op (behind a linear conv where it needs an input with a grid of its own): within 1
+    LSB of LiteRT where its input is the model's, within 2 where a snapped input is scaled up."""
+    qn = quantized_net(_single_ops()[op], dtype)
+    it = _interpreter(qn.model)
+    assert _backends(it) == ["opencl"], it.get_execution_plan()
+    xs = qn.inputs(0)
+    (got,) = _invoke(it, xs)
+    (ref,) = run_litert(qn.model, xs)
+    d = np.abs(got.astype(int) - ref.astype(int))
+    assert d.max() <= 2 and np.count_nonzero(d > 1) <= 0.01 * d.size, (d.max(), np.count_nonzero(d > 1))
+
+
 def test_simulation_is_on_by_default():
     from litegpu._backend import COMMON_BACKEND_OPTIONS
 
