@@ -629,8 +629,10 @@ def _check_dataflow(pre: str, tensors: tuple[Tensor, ...], operators: tuple[Oper
             p = producer.get(t)
             if p is not None and p >= op.index:
                 if p == op.index:
-                    raise ModelError(f"{pre}operator {op.index} ({op.name}) reads tensor {t} "
-                                     f"({tensors[t].name!r}), which it also produces")
+                    # LiteRT's words first, so users searching for them find this
+                    raise ModelError(f"{pre}Tensor {t} is both input {op.inputs.index(t)} and output "
+                                     f"{op.outputs.index(t)}: operator {op.index} ({op.name}) reads tensor "
+                                     f"{t} ({tensors[t].name!r}), which it also produces")
                 raise ModelError(f"{pre}operator {op.index} ({op.name}) reads tensor {t} "
                                  f"({tensors[t].name!r}) before operator {p} produces it "
                                  "(operators are not in topological order)")

@@ -78,6 +78,10 @@ class CLDevice(GpuDevice):
     def download(self, ref: BufferRef, out: np.ndarray) -> None:
         cl.enqueue_copy(self.queue, out, ref.buffer, src_offset=ref.offset, is_blocking=True)
 
+    def copy(self, src: BufferRef, dst: BufferRef) -> None:
+        cl.enqueue_copy(self.queue, dst.buffer, src.buffer, byte_count=min(src.nbytes, dst.nbytes),
+                        src_offset=src.offset, dst_offset=dst.offset)
+
     # -- compiler / program
     def compile(self, kernel: RenderedKernel) -> cl.Program:
         prog = self._programs.get(kernel.source)

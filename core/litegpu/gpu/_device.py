@@ -64,6 +64,12 @@ class GpuDevice(ABC):
     def download(self, ref: BufferRef, out: np.ndarray) -> None:
         """Copy ``ref`` into the host array ``out``, after all queued work; blocks."""
 
+    def copy(self, src: BufferRef, dst: BufferRef) -> None:
+        """Device-to-device copy of ``src`` into ``dst`` (queued).  The default goes via the host."""
+        host = np.empty(min(src.nbytes, dst.nbytes), np.uint8)
+        self.download(src, host)
+        self.upload(dst, host)
+
     # -- compiler / program
     @abstractmethod
     def compile(self, kernel: RenderedKernel) -> Any:
