@@ -705,29 +705,30 @@ def test_delegate_segments_partition_io_and_device_passthrough():
 
 
 def test_device_values_pass_between_partitions_of_one_delegate():
-    # MUL(fake) -> t0 read by MUL(fake, later) and ADD(cpu) ...; here t0 is read only by the
-    # delegate's later partition, so it stays a device handle.
+    # Partition 1 = {MUL t0, MUL s} (fake); ADD (cpu) needs t0 on the host; partition 2 = MUL (fake)
+    # reads s, which only the delegate's own later partition reads, so s stays a device handle.
     b = ModelBuilder()
     x = b.input("x", (3,))
     c = b.const("c", np.full((3,), 3.0, np.float32))
-    t0, t1, t2 = (b.tensor(f"t{k}", (3,)) for k in range(3))
+    t0, s, t1, t2 = (b.tensor(name, (3,)) for name in ("t0", "s", "t1", "t2"))
     b.op("MUL", [x, c], [t0])   # fake
-    b.op("ADD", [x, c], [t1])   # cpu
-    b.op("MUL", [t0, t1], [t2])  # fake: reads t0 from the first partition
+    b.op("MUL", [x, x], [s])    # fake
+    b.op("ADD", [t0, c], [t1])  # cpu
+    b.op("MUL", [s, t1], [t2])  # fake: reads s from the first partition
     b.output(t2)
     d = _FakeDelegate()
     it = litegpu.Interpreter(model_content=b.build(), experimental_delegates=[d],
                              experimental_preserve_all_tensors=True)
     it.allocate_tensors()
     prepares = [e for e in d.log if e[0] == "prepare"]
-    assert prepares[0][1:] == ((0,), (0,), (t0,), [])
+    assert prepares[0][1:] == ((0, 1), (x,), (t0, s), [t0])
     xv = np.array([1, 2, 3], np.float32)
     it.set_tensor(x, xv)
     it.invoke()
     invokes = [e for e in d.log if e[0] == "invoke"]
-    assert invokes[-1][2] == {t0: "_Handle", t1: "ndarray"}
-    np.testing.assert_array_equal(it.get_tensor(t2), (xv * 3) * (xv + 3))
-    np.testing.assert_array_equal(it.get_tensor(t0), xv * 3)  # via DelegateKernel.to_host
+    assert invokes[-1][2] == {s: "_Handle", t1: "ndarray"}
+    np.testing.assert_array_equal(it.get_tensor(t2), (xv * xv) * (xv * 3 + 3))
+    np.testing.assert_array_equal(it.get_tensor(s), xv * xv)  # via DelegateKernel.to_host
 
 
 def test_delegate_names_must_be_unique_and_not_cpu():

@@ -16,6 +16,7 @@ __all__ = [
     "DelegateError",
     "InterpreterError",
     "BackendUnavailableError",
+    "UnknownBackendError",
     "UnsupportedOpError",
     "CacheError",
 ]
@@ -54,6 +55,10 @@ class InterpreterError(LiteGPUError, RuntimeError):
 
 class BackendUnavailableError(DelegateError):
     """A backend is installed but cannot run here (no driver, no device...)."""
+
+
+class UnknownBackendError(BackendUnavailableError, ValueError):
+    """No backend of that name is installed (the message lists the installed ones)."""
 
 
 class UnsupportedOpError(ModelError, RuntimeError):

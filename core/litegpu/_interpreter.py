@@ -161,6 +161,17 @@ class Interpreter:
         if rt is not None:
             rt.close()
 
+    def set_partition_options(self, options: Any) -> None:
+        """litegpu extension: partition limits (``PartitionOptions`` or a mapping with
+        ``max_delegated_partitions``, ``min_nodes_per_partition``, ``fold_constants``,
+        ``log_unsupported_ops``).  Takes effect at the next ``allocate_tensors``."""
+        from ._partition import PartitionOptions
+
+        self._runtime.partition_options = PartitionOptions.from_mapping(options)
+        self._runtime.fold_constants = self._runtime.partition_options.fold_constants
+        for entry in self._entries.values():
+            entry.ready = False
+
     def allocate_tensors(self) -> None:
         """Plan the model for the current input shapes (no-op when nothing changed)."""
         self._allocate(self._main)

@@ -37,6 +37,7 @@ import numpy as np
 from ._delegate import Delegate, DelegateKernel, NodeView, PartitionSpec
 from ._errors import DelegateError, InterpreterError, LiteGPUError, ModelError, UnsupportedOpError
 from ._ir import Model, Operator, Subgraph, Tensor
+from ._partition import PartitionOptions, plan_subgraph
 from .cpu._registry import CPU_KERNELS, KernelRegistry, NodeContext, Prepared, TensorSpec, kernel_dtype
 
 __all__ = [
@@ -284,6 +285,8 @@ class Runtime:
         self.registry = registry
         # Evaluate constant-only nodes once at prepare (exact: the same kernels run).
         self.fold_constants = True
+        # Limits and logging of the partitioner (litegpu.load passes the config's partition section).
+        self.partition_options = PartitionOptions()
         self.resources: dict[Any, Any] = {}
         self._callees: dict[int, OrderedDict[tuple, SubgraphPlan]] = {}
         self._io_cache: dict[int, tuple[list[TensorSpec], list[TensorSpec]]] = {}
@@ -486,39 +489,28 @@ def build_plan(
             _fold(op, p, ins, outs, where)
             folded.append(op.index)
 
-    # ---- 2. delegates claim nodes; the rest must have CPU kernels
+    # ---- 2. delegates claim nodes (in order, LiteRT-style) and the partitioner groups them
     claimed: dict[int, str] = {}
-    by_name: dict[str, Delegate] = {}
+    by_name: dict[str, Delegate] = {d.name: d for d in delegates}
+    folded_set = set(folded)
     if delegates and sg.operators:
         resolved = _resolved_tensors(sg, specs)
-        for d in delegates:
-            by_name.setdefault(d.name, d)
-        folded_set = set(folded)
-        for op in sg.operators:
-            if op.index in folded_set:
-                continue
-            view = NodeView(
-                op=op,
-                inputs=tuple(resolved[i] if i >= 0 else None for i in op.inputs),
-                outputs=tuple(resolved[o] for o in op.outputs),
-                subgraph=sg,
-                model=model,
-            )
-            for d in delegates:
-                try:
-                    ok = d.supports(view)
-                except Exception as e:
-                    raise DelegateError(
-                        f"delegate {d.name!r} raised in supports() for {_where(subgraph_index, op)}: "
-                        f"{type(e).__name__}: {e}") from e
-                if ok:
-                    claimed[op.index] = d.name
-                    break
+
+        def view(i: int) -> NodeView:
+            op = sg.operators[i]
+            return NodeView(op=op, inputs=tuple(resolved[k] if k >= 0 else None for k in op.inputs),
+                            outputs=tuple(resolved[o] for o in op.outputs), subgraph=sg, model=model)
+
+        pplan = plan_subgraph(sg, delegates, model=model, options=runtime.partition_options,
+                              node_view=view, folded=folded)
+        claimed = dict(pplan.claimed)
+        groups = _without([(b, list(ns)) for b, ns in pplan.pairs(include_folded=False)], folded_set)
+    else:
+        groups = _without(group_partitions(sg, {}), folded_set) if sg.operators else []
     for n, msg in missing.items():
-        if n not in claimed:
+        if n not in claimed:  # unsupported by every delegate, or left to the CPU by the partition limits
             raise UnsupportedOpError(msg)
 
-    groups = _without(group_partitions(sg, claimed), set(folded)) if sg.operators else []
     shown = ([(CPU_BACKEND, list(folded))] if folded else []) + groups
     merged: list[tuple[str, list[int]]] = []
     for b, ns in shown:

@@ -12,11 +12,28 @@ import importlib
 
 # kernels-a: elementwise, activations, reduce, layout
 _KERNELS_A: tuple[str, ...] = (
+    "elementwise",
+    "compare",
+    "activations",
+    "reduce",
+    "layout",
+    "slicing",
+    "padding",
+    "generate",
 )
 
 
 # kernels-b: conv, pooling, resize, quantize, sparse, lstm, control_flow, mediapipe
 _KERNELS_B: tuple[str, ...] = (
+    "conv",
+    "pooling",
+    "resize",
+    "quantize",
+    "sparse",
+    "matmul",
+    "lstm",
+    "control_flow",
+    "mediapipe",
 )
 
 

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from .._errors import UnsupportedOpError
-from .._ir import Operator, Quantization
+from .._ir import Operator, Quantization, Sparsity
 
 __all__ = [
     "TensorSpec",
@@ -67,6 +67,7 @@ class TensorSpec:
     quantization: Quantization | None = None
     data: np.ndarray | None = None
     is_variable: bool = False
+    sparsity: Sparsity | None = None  # for sparse constants: ``data`` holds the stored values only
 
     @property
     def is_constant(self) -> bool:

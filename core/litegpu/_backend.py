@@ -1,0 +1,445 @@
+"""Backends: what a plugin registers, and how the core finds and loads them.
+
+A *backend* is a named way to run nodes somewhere other than the reference
+CPU interpreter ("opencl", "webgpu", "vulkan", or a third-party one).  A
+plugin describes it with a :class:`BackendSpec` subclass and registers it from
+its ``register_backends`` hook::
+
+    class FooBackend(litegpu.BackendSpec):
+        name = "foo"
+        version = "1.0"
+        option_schema = {"queue_depth": litegpu.Option.int(2, min=1)}
+
+        def availability(self):
+            return (True, "") if _driver_found() else (False, "libfoo.so not found")
+
+        def devices(self):
+            return ["Foo GPU 0"]
+
+        def create_delegate(self, options):
+            return FooDelegate(options)
+
+    @litegpu.hookimpl
+    def register_backends(register):
+        register(FooBackend)
+
+The core never imports a backend's heavy dependencies itself: it asks
+``availability()`` (which should be cheap and must not raise) before
+``create_delegate()``.  Users reach backends through
+:func:`available_backends` and :func:`load_delegate`.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ._delegate import Delegate
+from ._errors import BackendUnavailableError, ConfigError, DelegateError, UnknownBackendError
+from ._options import Option, suggest
+
+__all__ = [
+    "BackendSpec",
+    "BackendInfo",
+    "BackendRegistrationError",
+    "COMMON_BACKEND_OPTIONS",
+    "FIRST_PARTY_BACKENDS",
+    "available_backends",
+    "load_delegate",
+    "backend_option_schema",
+    "resolve_backend_options",
+]
+
+logger = logging.getLogger("litegpu")
+
+PRECISIONS = ("fp32", "fp16", "fp16_fp32acc")
+
+#: Options every backend accepts (it may ignore those that mean nothing to it,
+#: and may narrow or extend them through ``option_schema``).
+COMMON_BACKEND_OPTIONS: dict[str, Option] = {
+    "precision": Option.enum(
+        *PRECISIONS, default="fp32",
+        doc="arithmetic precision: fp32; fp16 storage and math; fp16 storage with fp32 accumulation",
+    ),
+    "device": Option.int(0, min=0, doc="index into the backend's device list"),
+    "tuning": Option.enum(
+        "none", "fast", "exhaustive", default="fast",
+        doc="kernel parameter tuning at prepare (workgroup sizes...): none, a quick search, or all candidates",
+    ),
+    "quantization_simulation": Option.bool(
+        False, doc="run quantized models in float with quantize/dequantize around each op (debug)"
+    ),
+}
+
+#: Backends this project ships as separate distributions: a configuration may
+#: name them even where they are not installed (they are then skipped with a
+#: "not installed" reason instead of failing validation).
+FIRST_PARTY_BACKENDS = {
+    "opencl": "litegpu-opencl",
+    "webgpu": "litegpu-webgpu",
+    "vulkan": "litegpu-vulkan",
+}
+
+#: Names a backend may not take: ``auto`` is a value of the ``backend`` key and
+#: ``all`` the wildcard section of ``backends``.
+RESERVED_NAMES = frozenset({"auto", "all"})
+
+_NAME_RE = re.compile(r"^[a-z][a-z0-9_\-]*$")
+
+
+class BackendRegistrationError(DelegateError):
+    """A plugin registered something that is not a usable backend."""
+
+
+class BackendSpec:
+    """Describes one backend: its identity, availability, devices and delegate factory.
+
+    Subclass it and override what applies; register the class (or an
+    instance) from a ``register_backends`` hook.  The core instantiates a
+    registered class once, without arguments.
+
+    Attributes:
+        name: the backend's name as users type it (``"opencl"``): lowercase
+            letters, digits, ``_`` or ``-``; ``auto`` and ``all`` are reserved.
+        version: the backend's version string (shown by ``available_backends``).
+        description: one line for listings.
+        is_gpu: ``False`` for host-only backends (``auto`` prefers GPU ones).
+        default_options: option values this backend prefers over the common
+            defaults (e.g. ``{"precision": "fp16"}``).
+        option_schema: the backend's own options (name -> :class:`Option`), in
+            addition to :data:`COMMON_BACKEND_OPTIONS`; a key here with a common
+            option's name replaces that option's description for this backend.
+            Configuration files are validated against it
+            (``backends.<name>.<option>``).
+
+    Methods to override:
+        availability(): ``(True, "")`` or ``(False, reason)``; cheap, never raises.
+        devices(): human-readable device names, index = ``device`` option.
+        create_delegate(options): the :class:`litegpu.Delegate` for the given
+            options (already validated and completed with defaults; the key
+            ``cache`` holds the ``cache`` section of the configuration).
+    """
+
+    name: str = ""
+    version: str = "0"
+    description: str = ""
+    is_gpu: bool = True
+    default_options: Mapping[str, Any] = {}
+    option_schema: Mapping[str, Option] = {}
+
+    def availability(self) -> tuple[bool, str]:
+        """Can this backend run here?  ``(True, "")`` or ``(False, "why not")``."""
+        return True, ""
+
+    def devices(self) -> list[str]:
+        """Names of the devices the backend can use (index = ``device`` option)."""
+        return []
+
+    def create_delegate(self, options: Mapping[str, Any]) -> Delegate:
+        """Return a new :class:`litegpu.Delegate` configured by ``options``."""
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"<BackendSpec {self.name!r} {self.version}>"
+
+
+@dataclass(frozen=True)
+class BackendInfo:
+    """One row of :func:`available_backends`."""
+
+    name: str
+    version: str
+    available: bool
+    reason: str
+    devices: tuple[str, ...]
+    plugin: str
+    description: str = ""
+    is_gpu: bool = True
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name, "version": self.version, "available": self.available, "reason": self.reason,
+            "devices": list(self.devices), "plugin": self.plugin, "description": self.description,
+            "is_gpu": self.is_gpu,
+        }
+
+
+@dataclass
+class _Entry:
+    spec: BackendSpec
+    plugin: str
+    availability: tuple[bool, str] | None = None
+    devices: tuple[str, ...] | None = None
+
+
+@dataclass
+class BackendRegistry:
+    """Registered backends by name, in registration order (core first, then plugins)."""
+
+    entries: dict[str, _Entry] = field(default_factory=dict)
+    problems: list[tuple[str, str]] = field(default_factory=list)  # (plugin, message)
+    lock: threading.RLock = field(default_factory=threading.RLock)
+
+    def add(self, obj: Any, plugin: str) -> BackendSpec:
+        """Check and register ``obj`` (a BackendSpec subclass or instance) from ``plugin``.
+
+        Raises :class:`BackendRegistrationError` naming exactly what is wrong.
+        """
+        spec = _check_backend(obj, plugin)
+        with self.lock:
+            prior = self.entries.get(spec.name)
+            if prior is not None:
+                raise BackendRegistrationError(
+                    f"backend {spec.name!r} from plugin {plugin!r} clashes with the backend of the same name "
+                    f"from plugin {prior.plugin!r}; the first one registered is kept"
+                )
+            self.entries[spec.name] = _Entry(spec, plugin)
+        return spec
+
+    def remove_plugin(self, plugin: str) -> None:
+        with self.lock:
+            for name in [n for n, e in self.entries.items() if e.plugin == plugin]:
+                del self.entries[name]
+
+    def names(self) -> list[str]:
+        return list(self.entries)
+
+    def get(self, name: str) -> _Entry | None:
+        return self.entries.get(name)
+
+    def info(self, entry: _Entry, refresh: bool = False) -> BackendInfo:
+        spec = entry.spec
+        if entry.availability is None or refresh:
+            entry.availability = _safe_availability(spec)
+            entry.devices = None
+        ok, reason = entry.availability
+        if ok and (entry.devices is None or refresh):
+            entry.devices = _safe_devices(spec)
+        return BackendInfo(
+            name=spec.name, version=str(spec.version), available=ok, reason=reason,
+            devices=entry.devices or (), plugin=entry.plugin, description=spec.description,
+            is_gpu=bool(spec.is_gpu),
+        )
+
+
+def _missing(obj: Any, attr: str) -> bool:
+    value = getattr(obj, attr, None)
+    if value is None:
+        return True
+    # An override is required for create_delegate: the base raises NotImplementedError.
+    if attr == "create_delegate":
+        func = getattr(type(obj), attr, None)
+        return func is BackendSpec.create_delegate or not callable(value)
+    return not callable(value)
+
+
+def _check_backend(obj: Any, plugin: str) -> BackendSpec:
+    label = getattr(obj, "name", None) or getattr(obj, "__name__", None) or type(obj).__name__
+    if isinstance(obj, type):
+        try:
+            obj = obj()
+        except Exception as exc:
+            raise BackendRegistrationError(
+                f"backend {label!r} from plugin {plugin!r} could not be instantiated without arguments: {exc!r}"
+            ) from exc
+    name = getattr(obj, "name", None)
+    if not isinstance(name, str) or not name:
+        raise BackendRegistrationError(
+            f"backend class {type(obj).__name__} from plugin {plugin!r} does not define a name"
+        )
+    if not _NAME_RE.match(name) or name in RESERVED_NAMES:
+        raise BackendRegistrationError(
+            f"backend {name!r} from plugin {plugin!r} has an invalid name: use lowercase letters, digits, "
+            f"'_' or '-' (and not {', '.join(sorted(RESERVED_NAMES))})"
+        )
+    missing = [a for a in ("create_delegate", "availability", "devices") if _missing(obj, a)]
+    if missing:
+        raise BackendRegistrationError(
+            f"backend {name!r} from plugin {plugin!r} does not define {' or '.join(missing)}"
+        )
+    schema = getattr(obj, "option_schema", {}) or {}
+    if not isinstance(schema, Mapping) or not all(isinstance(v, Option) for v in schema.values()):
+        raise BackendRegistrationError(
+            f"backend {name!r} from plugin {plugin!r}: option_schema must map option names to litegpu.Option"
+        )
+    defaults = getattr(obj, "default_options", {}) or {}
+    if not isinstance(defaults, Mapping):
+        raise BackendRegistrationError(f"backend {name!r} from plugin {plugin!r}: default_options must be a mapping")
+    full = {**COMMON_BACKEND_OPTIONS, **schema}
+    for key, value in defaults.items():
+        if key not in full:
+            raise BackendRegistrationError(
+                f"backend {name!r} from plugin {plugin!r}: default_options has unknown option {key!r}"
+                f"{suggest(key, full)}"
+            )
+        problem = full[key].check(value)
+        if problem:
+            raise BackendRegistrationError(
+                f"backend {name!r} from plugin {plugin!r}: default_options[{key!r}]: {problem}"
+            )
+    if not isinstance(obj, BackendSpec):
+        # Duck-typed specs get the optional attributes filled in.
+        for attr, default in (("version", "0"), ("description", ""), ("is_gpu", True)):
+            if not hasattr(obj, attr):
+                try:
+                    setattr(obj, attr, default)
+                except AttributeError as exc:
+                    raise BackendRegistrationError(
+                        f"backend {name!r} from plugin {plugin!r} does not define {attr}"
+                    ) from exc
+    return obj
+
+
+def _safe_availability(spec: BackendSpec) -> tuple[bool, str]:
+    try:
+        result = spec.availability()
+    except Exception as exc:  # a backend must never take litegpu down with it
+        return False, f"availability check raised {exc!r}"
+    if isinstance(result, bool):
+        return result, "" if result else "backend reported unavailable (no reason given)"
+    try:
+        ok, reason = result
+    except (TypeError, ValueError):
+        return False, f"availability() returned {result!r}, expected (bool, reason)"
+    return bool(ok), str(reason or "")
+
+
+def _safe_devices(spec: BackendSpec) -> tuple[str, ...]:
+    try:
+        return tuple(str(d) for d in spec.devices() or ())
+    except Exception as exc:
+        logger.warning("backend %r: devices() raised %r", spec.name, exc)
+        return ()
+
+
+# ----------------------------------------------------------------------------
+# Option schema per backend
+
+
+def backend_option_schema(name: str) -> dict[str, Option]:
+    """The full option schema of backend ``name`` (common options + its own).
+
+    For a first-party backend that is not installed, only the common options
+    are known.
+    """
+    from ._plugins import backend_registry
+
+    entry = backend_registry().get(name)
+    schema = dict(COMMON_BACKEND_OPTIONS)
+    if entry is not None:
+        schema.update(getattr(entry.spec, "option_schema", {}) or {})
+    return schema
+
+
+def resolve_backend_options(
+    name: str, options: Mapping[str, Any] | None = None, *, source: str = "options"
+) -> dict[str, Any]:
+    """Validate ``options`` for backend ``name`` and complete them with defaults.
+
+    Precedence: schema defaults < the backend's ``default_options`` < ``options``.
+    Raises :class:`litegpu.ConfigError` naming ``backends.<name>.<key>``.
+    """
+    from ._plugins import backend_registry
+
+    entry = backend_registry().get(name)
+    schema = backend_option_schema(name)
+    out = {k: opt.default for k, opt in schema.items()}
+    if entry is not None:
+        out.update(getattr(entry.spec, "default_options", {}) or {})
+    for key, value in (options or {}).items():
+        path = f"backends.{name}.{key}"
+        if key == "cache":  # filled by the core from the configuration's cache section
+            out[key] = value
+            continue
+        if key not in schema:
+            raise ConfigError(
+                f"{path}: unknown option for backend {name!r} (valid: {', '.join(sorted(schema))})"
+                f"{suggest(key, schema)} ({source})",
+                path=path,
+            )
+        problem = schema[key].check(value)
+        if problem:
+            raise ConfigError(f"{path}: {problem} ({source})", path=path)
+        out[key] = value
+    return out
+
+
+# ----------------------------------------------------------------------------
+# Public entry points
+
+
+def available_backends(refresh: bool = False) -> list[BackendInfo]:
+    """Every registered backend, available or not, in registration order.
+
+    Each :class:`BackendInfo` has ``name``, ``version``, ``available``,
+    ``reason`` (why it is unavailable, or a note), ``devices`` and ``plugin``
+    (the plugin that registered it).  The built-in ``cpu`` backend is always
+    listed and always available.  Availability is checked once per process;
+    pass ``refresh=True`` to check again (after plugging in a device, say).
+    """
+    from ._plugins import backend_registry
+
+    reg = backend_registry()
+    with reg.lock:
+        entries = list(reg.entries.values())
+    return [reg.info(e, refresh=refresh) for e in entries]
+
+
+def _installed_list(names: Sequence[str]) -> str:
+    return ", ".join(names) if names else "none"
+
+
+def load_delegate(name: str, options: Mapping[str, Any] | None = None) -> Delegate:
+    """Create the delegate of backend ``name`` with ``options``.
+
+    ``options`` are validated against the backend's option schema (unknown
+    keys and bad values raise :class:`litegpu.ConfigError`) and completed with
+    defaults.  An unknown ``name`` raises :class:`litegpu.UnknownBackendError`
+    (also a ``ValueError``) listing the installed backends; a backend that
+    cannot run here raises :class:`litegpu.BackendUnavailableError` with its
+    reason.  Use the result with ``Interpreter(..., experimental_delegates=[...])``.
+    """
+    from ._plugins import backend_registry
+
+    reg = backend_registry()
+    if not isinstance(name, str):
+        raise TypeError(f"backend name must be a string, got {type(name).__name__}")
+    entry = reg.get(name)
+    if entry is None:
+        installed = reg.names()
+        hint = ""
+        if name in FIRST_PARTY_BACKENDS:
+            hint = f"; install it with: pip install {FIRST_PARTY_BACKENDS[name]}"
+        raise UnknownBackendError(
+            f"unknown backend {name!r} (installed: {_installed_list(installed)})"
+            f"{suggest(name, [*installed, *FIRST_PARTY_BACKENDS])}{hint}"
+        )
+    resolved = resolve_backend_options(name, options, source="load_delegate options")
+    if "cache" not in resolved:
+        from ._config import load_config  # defaults + $LITEGPU_CONFIG
+
+        resolved["cache"] = dict(load_config().data["cache"])
+    info = reg.info(entry)
+    if not info.available:
+        raise BackendUnavailableError(f"backend {name!r} is not available here: {info.reason}")
+    try:
+        delegate = entry.spec.create_delegate(resolved)
+    except (BackendUnavailableError, ConfigError):
+        raise
+    except Exception as exc:
+        raise DelegateError(f"backend {name!r} (plugin {entry.plugin!r}) failed to create its delegate: {exc!r}") from exc
+    if not (callable(getattr(delegate, "supports", None)) and callable(getattr(delegate, "prepare", None))):
+        raise DelegateError(
+            f"backend {name!r} (plugin {entry.plugin!r}): create_delegate returned {type(delegate).__name__}, "
+            "which has no supports()/prepare() (expected a litegpu.Delegate)"
+        )
+    if getattr(delegate, "name", "delegate") in ("delegate", "", None):
+        try:
+            delegate.name = name
+        except AttributeError:
+            pass
+    return delegate

@@ -1,0 +1,372 @@
+"""The plugin manager: finds plugins, runs their registration hooks, reports failures.
+
+Plugins come from two places, registered the same way:
+
+* :data:`DEFAULT_PLUGINS`, core's own plugin modules (the ``cpu`` backend...);
+* setuptools entry points of group ``litegpu`` in installed distributions.
+
+Environment controls (read when plugins are first loaded, or after
+:func:`reset_plugins`):
+
+* ``LITEGPU_DISABLE_PLUGIN_AUTOLOAD=1``: load no entry points (core plugins only);
+* ``LITEGPU_PLUGINS=a,b``: load only the entry points named ``a`` and ``b``.
+
+Loading is lazy: nothing happens at ``import litegpu``; the first call that
+needs plugins (:func:`litegpu.available_backends`, :func:`litegpu.load_delegate`,
+:func:`litegpu.load`, an interpreter preparing CPU kernels) loads them once.
+A plugin that fails to import, fails pluggy's validation or raises from a
+hook is reported with a :class:`LiteGPUPluginWarning` and listed by
+:func:`get_plugins` with ``status="broken"`` and the exception; litegpu keeps
+working without it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata as metadata
+import os
+import threading
+import warnings
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import pluggy
+
+from . import hookspecs
+from ._backend import BackendRegistrationError, BackendRegistry
+from ._options import suggest
+
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "DEFAULT_PLUGINS",
+    "LiteGPUPluginWarning",
+    "GpuKernelEntry",
+    "get_plugins",
+    "plugin_manager",
+    "ensure_plugins_loaded",
+    "backend_registry",
+    "plugin_gpu_kernels",
+    "register_plugin",
+    "unregister_plugin",
+    "reset_plugins",
+    "call_register_commands",
+]
+
+ENTRY_POINT_GROUP = "litegpu"
+
+#: Core's own plugin modules, registered before any entry point and exactly
+#: like one (they implement the same hooks).
+DEFAULT_PLUGINS: tuple[str, ...] = ("litegpu._cpu_backend",)
+
+#: Hooks run once at load time, in this order, plugin by plugin.
+_REGISTRATION_HOOKS = ("register_backends", "register_cpu_kernels", "register_gpu_kernels")
+
+
+class LiteGPUPluginWarning(UserWarning):
+    """A plugin could not be loaded or registered something invalid."""
+
+
+@dataclass(frozen=True)
+class GpuKernelEntry:
+    """One ``register_gpu_kernels`` registration."""
+
+    backend: str
+    op: str
+    kernel: Any
+    dtypes: tuple[str, ...] | None
+    versions: range | None
+    plugin: str
+
+
+@dataclass
+class _PluginRecord:
+    name: str
+    version: str
+    module: str
+    builtin: bool
+    distribution: str | None = None
+    status: str = "ok"  # "ok" | "broken"
+    error: BaseException | None = None
+    problems: list[str] = field(default_factory=list)
+    hooks: list[str] = field(default_factory=list)
+
+    @property
+    def label(self) -> str:
+        """How messages name the plugin: its distribution, else its registered name."""
+        return self.distribution or self.name
+
+
+class _State:
+    def __init__(self) -> None:
+        self.pm = pluggy.PluginManager(hookspecs.PROJECT_NAME)
+        self.pm.add_hookspecs(hookspecs)
+        self.records: dict[str, _PluginRecord] = {}
+        self.backends = BackendRegistry()
+        self.gpu_kernels: list[GpuKernelEntry] = []
+        self.loaded = False
+
+
+_lock = threading.RLock()
+_state: _State | None = None
+
+
+def _spec_names() -> set[str]:
+    return {n for n in dir(hookspecs) if hasattr(getattr(hookspecs, n), f"{hookspecs.PROJECT_NAME}_spec")}
+
+
+def _env_true(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def _warn(message: str) -> None:
+    warnings.warn(message, LiteGPUPluginWarning, stacklevel=3)
+
+
+def _mark_broken(rec: _PluginRecord, exc: BaseException, what: str) -> None:
+    rec.status = "broken"
+    rec.error = exc
+    rec.problems.append(f"{what}: {exc!r}")
+    _warn(f"litegpu plugin {rec.label!r} {what}: {exc!r}; it is skipped")
+
+
+def _add_plugin(st: _State, obj: Any, rec: _PluginRecord) -> bool:
+    """Register ``obj`` with pluggy under ``rec.name``; record and warn on failure."""
+    st.records[rec.name] = rec
+    try:
+        st.pm.register(obj, name=rec.name)
+    except Exception as exc:
+        _mark_broken(rec, exc, "failed pluggy registration")
+        return False
+    specs = _spec_names()
+    for impl_caller in st.pm.get_hookcallers(obj) or ():
+        hook = impl_caller.name
+        if hook in specs:
+            rec.hooks.append(hook)
+        else:
+            msg = f"implements unknown hook {hook!r}{suggest(hook, specs)}"
+            rec.problems.append(msg)
+            _warn(f"litegpu plugin {rec.label!r} {msg}")
+    rec.hooks.sort()
+    return True
+
+
+def _run_registration_hooks(st: _State, rec: _PluginRecord) -> None:
+    """Call this plugin's registration hooks with callbacks that attribute to it."""
+    from .cpu._registry import CPU_KERNELS
+
+    def register_backend(backend: Any) -> None:
+        try:
+            st.backends.add(backend, rec.label)
+        except BackendRegistrationError as exc:
+            rec.problems.append(str(exc))
+            _warn(str(exc))
+
+    def register_cpu_kernel(op: str, prepare: Callable[..., Any], *, dtypes: Iterable[str] | None = None,
+                            versions: Iterable[int] | range | None = None) -> None:
+        if not isinstance(op, str) or not callable(prepare):
+            raise TypeError("register(op: str, prepare: callable, *, dtypes=None, versions=None)")
+        CPU_KERNELS.register(op, prepare, dtypes=dtypes, versions=versions)
+
+    def register_gpu_kernel(backend: str, op: str, kernel: Any, *, dtypes: Iterable[str] | None = None,
+                            versions: Iterable[int] | range | None = None) -> None:
+        if not isinstance(backend, str) or not isinstance(op, str):
+            raise TypeError("register(backend: str, op: str, kernel, *, dtypes=None, versions=None)")
+        rng = versions if isinstance(versions, range) or versions is None else range(
+            min(versions), max(versions) + 1)
+        st.gpu_kernels.append(GpuKernelEntry(backend, op, kernel, tuple(dtypes) if dtypes else None, rng,
+                                             rec.label))
+
+    callbacks = {
+        "register_backends": register_backend,
+        "register_cpu_kernels": register_cpu_kernel,
+        "register_gpu_kernels": register_gpu_kernel,
+    }
+    for hook in _REGISTRATION_HOOKS:
+        if rec.status != "ok":
+            return
+        _call_plugin_hook(st, rec, hook, {"register": callbacks[hook]})
+
+
+def _call_plugin_hook(st: _State, rec: _PluginRecord, hook: str, kwargs: Mapping[str, Any]) -> None:
+    caller = getattr(st.pm.hook, hook)
+    for impl in caller.get_hookimpls():
+        if impl.plugin_name != rec.name:
+            continue
+        try:
+            impl.function(*[kwargs[a] for a in impl.argnames])
+        except Exception as exc:
+            _mark_broken(rec, exc, f"raised from its {hook} hook")
+
+
+def _iter_entry_points() -> list[metadata.EntryPoint]:
+    eps = metadata.entry_points()
+    selected = eps.select(group=ENTRY_POINT_GROUP) if hasattr(eps, "select") else eps.get(ENTRY_POINT_GROUP, [])
+    seen: set[str] = set()
+    out = []
+    for ep in selected:
+        if ep.name in seen:  # the same distribution visible twice on sys.path
+            continue
+        seen.add(ep.name)
+        out.append(ep)
+    return out
+
+
+def _load(st: _State) -> None:
+    from . import __version__
+
+    for modname in DEFAULT_PLUGINS:
+        rec = _PluginRecord(modname, __version__, modname, builtin=True, distribution="litegpu")
+        try:
+            module = importlib.import_module(modname)
+        except Exception as exc:
+            st.records[modname] = rec
+            _mark_broken(rec, exc, "failed to import")
+            continue
+        if _add_plugin(st, module, rec):
+            _run_registration_hooks(st, rec)
+
+    if _env_true("LITEGPU_DISABLE_PLUGIN_AUTOLOAD"):
+        return
+    only_env = os.environ.get("LITEGPU_PLUGINS", "").strip()
+    only = {n.strip() for n in only_env.split(",") if n.strip()} if only_env else None
+    eps = _iter_entry_points()
+    if only is not None:
+        known = {ep.name for ep in eps}
+        for name in sorted(only - known):
+            _warn(f"LITEGPU_PLUGINS names {name!r}, which is not an installed litegpu plugin "
+                  f"(installed: {', '.join(sorted(known)) or 'none'}){suggest(name, known)}")
+    for ep in eps:
+        if only is not None and ep.name not in only:
+            continue
+        dist = getattr(ep, "dist", None)
+        rec = _PluginRecord(
+            ep.name, getattr(dist, "version", "") or "", ep.value, builtin=False,
+            distribution=getattr(dist, "name", None) if dist is not None else None,
+        )
+        if ep.name in st.records:
+            st.records.setdefault(f"{ep.name} (duplicate)", rec)
+            _mark_broken(rec, ValueError(f"plugin name {ep.name!r} is already taken"), "failed to register")
+            continue
+        try:
+            obj = ep.load()
+        except Exception as exc:
+            st.records[ep.name] = rec
+            _mark_broken(rec, exc, "failed to import")
+            continue
+        if _add_plugin(st, obj, rec):
+            _run_registration_hooks(st, rec)
+
+
+def _get_state() -> _State:
+    global _state
+    with _lock:
+        if _state is None:
+            _state = _State()
+        if not _state.loaded:
+            _state.loaded = True  # set first: a plugin calling back into litegpu sees a partial list
+            _load(_state)
+        return _state
+
+
+# ----------------------------------------------------------------------------
+# Public API
+
+
+def ensure_plugins_loaded() -> None:
+    """Load plugins now if not done yet (the interpreter calls this before preparing CPU kernels)."""
+    _get_state()
+
+
+def plugin_manager() -> pluggy.PluginManager:
+    """The pluggy ``PluginManager`` (plugins loaded)."""
+    return _get_state().pm
+
+
+def backend_registry() -> BackendRegistry:
+    """The registry of backends (plugins loaded)."""
+    return _get_state().backends
+
+
+def get_plugins() -> list[dict[str, Any]]:
+    """Every plugin litegpu knows: loaded, broken, core ones first.
+
+    Each row: ``name`` (entry-point name or module), ``version``, ``module``,
+    ``distribution``, ``hooks`` (implemented hook names), ``builtin``,
+    ``status`` (``"ok"`` or ``"broken"``), ``error`` (the exception's repr or
+    ``None``), ``problems`` (messages about things it registered), and
+    ``backends`` (names of the backends it registered).
+    """
+    st = _get_state()
+    rows = []
+    with _lock:
+        for rec in st.records.values():
+            backends = [n for n, e in st.backends.entries.items() if e.plugin == rec.label]
+            rows.append({
+                "name": rec.name, "version": rec.version, "module": rec.module, "distribution": rec.distribution,
+                "hooks": list(rec.hooks), "builtin": rec.builtin, "status": rec.status,
+                "error": None if rec.error is None else repr(rec.error), "problems": list(rec.problems),
+                "backends": backends,
+            })
+    return rows
+
+
+def plugin_gpu_kernels(backend: str) -> list[GpuKernelEntry]:
+    """GPU kernels plugins registered for ``backend`` (see the ``register_gpu_kernels`` hook)."""
+    st = _get_state()
+    return [k for k in st.gpu_kernels if k.backend == backend]
+
+
+def register_plugin(obj: Any, name: str | None = None, *, version: str = "") -> str:
+    """Register a plugin object (a module or an instance with hookimpls) at run time.
+
+    Its registration hooks run at once.  For applications that ship a backend
+    inside their own code, and for tests.  Returns the name it was registered
+    under.  Raises ``ValueError`` when the name is taken; problems in the
+    plugin itself are reported like those of any plugin (warning, ``broken``).
+    """
+    st = _get_state()
+    name = name or getattr(obj, "__name__", None) or f"{type(obj).__name__}-{id(obj):x}"
+    with _lock:
+        if name in st.records:
+            raise ValueError(f"a litegpu plugin named {name!r} is already registered")
+        rec = _PluginRecord(name, version, getattr(obj, "__name__", type(obj).__name__), builtin=False)
+        if _add_plugin(st, obj, rec):
+            _run_registration_hooks(st, rec)
+    return name
+
+
+def unregister_plugin(name: str) -> None:
+    """Remove a plugin and the backends and GPU kernels it registered.
+
+    CPU kernels it registered stay (the kernel registry is append-only).
+    """
+    st = _get_state()
+    with _lock:
+        rec = st.records.pop(name, None)
+        if rec is None:
+            raise ValueError(f"no litegpu plugin named {name!r}")
+        if st.pm.has_plugin(name):
+            st.pm.unregister(name=name)
+        st.backends.remove_plugin(rec.label)
+        st.gpu_kernels[:] = [k for k in st.gpu_kernels if k.plugin != rec.label]
+
+
+def reset_plugins() -> None:
+    """Forget all plugins; the next use loads them again (re-reading the environment).  For tests."""
+    global _state
+    with _lock:
+        _state = None
+
+
+def call_register_commands(cli: Any) -> list[str]:
+    """Run every plugin's ``register_commands`` hook with ``cli``; return labels of plugins that failed."""
+    st = _get_state()
+    failed = []
+    for rec in list(st.records.values()):
+        if rec.status != "ok" or "register_commands" not in rec.hooks:
+            continue
+        _call_plugin_hook(st, rec, "register_commands", {"cli": cli})
+        if rec.status != "ok":
+            failed.append(rec.label)
+    return failed

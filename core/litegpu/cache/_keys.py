@@ -1,0 +1,262 @@
+"""Cache keys: the model token and the entry key.
+
+An entry is only ever found again under exactly the inputs that produced it.
+The key is a SHA-256 over a canonical JSON rendering of *everything* that
+could change the bytes a backend writes: the model, the backend and its
+version, the device and its driver, litegpu's version, the options that
+change generated code, and the partition (its nodes and resolved tensor
+shapes and dtypes).  Any difference gives another file name, so a stale entry
+is never loaded; it just ages out of the cache by LRU eviction.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import json
+import logging
+import math
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path, PurePath
+from typing import Any
+
+import numpy as np
+
+from .._delegate import PartitionSpec
+from .._ir import Model
+
+__all__ = ["EntryKey", "model_token", "partition_signature", "canonical_json", "FINGERPRINT"]
+
+log = logging.getLogger("litegpu.cache")
+
+try:  # farmhash::Fingerprint64 through a small C extension (wheels for CPython 3.8-3.13)
+    import farmhash as _farmhash
+except ImportError:  # pragma: no cover - exercised by monkeypatching in the tests
+    _farmhash = None
+
+#: Which fingerprint :func:`model_token` computes here: ``"farmhash64"`` (LiteRT's choice,
+#: farmhash ``Fingerprint64``) or ``"blake2b64"`` when the ``pyfarmhash`` package is missing.
+FINGERPRINT = "farmhash64" if _farmhash is not None else "blake2b64"
+
+
+def _fingerprint(data: bytes | bytearray | memoryview) -> str:
+    if _farmhash is not None:
+        # The extension takes only immutable ``bytes``; a bytearray, memoryview or mmap is copied once
+        # (about 3 ms for 10 MB, small next to compiling a model).
+        raw = data if isinstance(data, bytes) else bytes(data)
+        return f"fh64:{_farmhash.fingerprint64(raw):016x}"
+    # Fallback: the first 8 bytes of BLAKE2b (hashlib, always present).  A different prefix keeps the two
+    # kinds of token from ever meeting: entries written under one are simply misses under the other.
+    return "b2b64:" + hashlib.blake2b(data, digest_size=8).hexdigest()
+
+
+def model_token(model: bytes | bytearray | memoryview | Model | str | os.PathLike[str], *,
+                token: str | None = None) -> str:
+    """The token naming a model in cache keys.
+
+    By default the farmhash ``Fingerprint64`` of the model file's bytes (as LiteRT's GPU delegate does),
+    written ``"fh64:<16 hex digits>"``; without the ``pyfarmhash`` package a 64-bit BLAKE2b fingerprint
+    ``"b2b64:<16 hex digits>"``.  ``model`` is the bytes (or anything exposing the buffer protocol, an
+    mmap included), a :class:`~litegpu._ir.Model` (its ``raw`` bytes, else its source file), or a path.
+
+    ``token`` is the ``model_token`` configuration key: when given it is used instead of hashing (an
+    application that already names its model versions saves the hash; it must then change the token
+    whenever the model changes).  It is returned as ``"user:<token>"`` so it can never collide with a
+    computed fingerprint.
+    """
+    if token is not None:
+        if not isinstance(token, str) or not token:
+            raise TypeError(f"model_token must be a non-empty string, got {token!r}")
+        return "user:" + token
+    if isinstance(model, Model):
+        if model.raw is not None:
+            return _fingerprint(model.raw)
+        if model.source is None:
+            raise ValueError("model_token: the Model has neither raw bytes nor a source file")
+        model = model.source
+    if isinstance(model, (str, PurePath)) or hasattr(model, "__fspath__"):
+        return _fingerprint(Path(model).read_bytes())
+    return _fingerprint(model)
+
+
+def _canon(value: Any, where: str) -> Any:
+    """``value`` as plain JSON data, one spelling per value (tuples become lists, numpy scalars
+    Python numbers, ...).  Unknown types are refused: guessing a rendering could merge two keys."""
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, enum.Enum):
+        return _canon(value.value, where)
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        # Non-finite floats get a tagged spelling (plain JSON has none); -0.0 and 0.0 stay distinct.
+        return value if math.isfinite(value) else {"float": repr(value)}
+    if isinstance(value, np.generic):
+        return _canon(value.item(), where)
+    if isinstance(value, np.ndarray):
+        arr = np.ascontiguousarray(value)
+        return {"ndarray": {"dtype": arr.dtype.str, "shape": list(arr.shape),
+                            "sha256": hashlib.sha256(arr.tobytes()).hexdigest()}}
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return {"bytes_sha256": hashlib.sha256(value).hexdigest()}
+    if isinstance(value, PurePath):
+        return str(value)
+    if isinstance(value, Mapping):
+        out = {}
+        for k, v in value.items():
+            if not isinstance(k, str):
+                raise TypeError(f"cache key: {where} has a non-string key {k!r}")
+            out[k] = _canon(v, f"{where}.{k}")
+        return out
+    if isinstance(value, (list, tuple)):
+        return [_canon(v, f"{where}[{i}]") for i, v in enumerate(value)]
+    if isinstance(value, (set, frozenset)):
+        items = [_canon(v, where) for v in value]
+        return sorted(items, key=lambda v: json.dumps(v, sort_keys=True))
+    raise TypeError(f"cache key: {where} has a value of type {type(value).__name__} ({value!r}) "
+                    "that has no canonical form; pass plain numbers, strings, lists or dicts")
+
+
+def canonical_json(value: Any) -> str:
+    """The one JSON spelling of ``value``: sorted keys, no spaces, ASCII only."""
+    return json.dumps(_canon(value, "value"), sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+
+
+def partition_signature(spec: PartitionSpec) -> dict[str, Any]:
+    """What identifies a partition within its model: its subgraph, nodes (with their op names and
+    versions, for readable descriptions), boundary tensors, which outputs go to the host, and the
+    resolved shape and dtype of every tensor it touches (these change with ``resize_tensor_input``
+    while the model bytes do not)."""
+    ops = spec.subgraph.operators
+    tensors = {}
+    for idx, t in sorted(spec.tensors.items()):
+        tensors[str(idx)] = [t.dtype, [int(d) for d in t.shape]]
+    return {
+        "subgraph": int(spec.subgraph.index),
+        "nodes": [int(i) for i in spec.node_indices],
+        "ops": [f"{ops[i].name}/{ops[i].version}" for i in spec.node_indices],
+        "inputs": [int(i) for i in spec.inputs],
+        "outputs": [int(i) for i in spec.outputs],
+        "host_outputs": sorted(int(i) for i in spec.host_outputs),
+        "tensors": tensors,
+    }
+
+
+def _litegpu_version() -> str:
+    from .. import __version__
+
+    return __version__
+
+
+def _ranges(nodes: list[int]) -> str:
+    """``[0, 1, 2, 5, 7, 8]`` -> ``"0-2,5,7-8"``."""
+    if not nodes:
+        return "-"
+    parts, start, prev = [], nodes[0], nodes[0]
+    for n in nodes[1:] + [None]:
+        if n is not None and n == prev + 1:
+            prev = n
+            continue
+        parts.append(str(start) if start == prev else f"{start}-{prev}")
+        if n is not None:
+            start = prev = n
+    return ",".join(parts)
+
+
+@dataclass(frozen=True, eq=False)
+class EntryKey:
+    """Everything that decides what a backend's compiled payload for one partition is.
+
+    ``model_token``: from :func:`model_token`.  ``backend``/``backend_version``: the backend's name
+    and version; bump the version (or add ``+payloadN``) whenever the payload layout or the code
+    generator changes.  ``device``/``driver_version``: the device's name and its driver's version as
+    the API reports them.  ``options``: every option that changes generated code (precision, tuning,
+    quantization simulation, workgroup overrides...), as plain JSON-like data.  ``partition``: a
+    :class:`~litegpu.PartitionSpec` (turned into :func:`partition_signature`) or an equivalent dict.
+    ``litegpu_version`` defaults to the running litegpu.
+
+    Two keys are equal when their canonical JSON is; :attr:`digest` (SHA-256 of it) names the file.
+    """
+
+    model_token: str
+    backend: str
+    backend_version: str
+    device: str
+    driver_version: str
+    options: Mapping[str, Any] = field(default_factory=dict)
+    partition: Mapping[str, Any] | PartitionSpec = field(default_factory=dict)
+    litegpu_version: str = field(default_factory=_litegpu_version)
+
+    def __post_init__(self) -> None:
+        for name in ("model_token", "backend", "backend_version", "device", "driver_version",
+                     "litegpu_version"):
+            v = getattr(self, name)
+            if not isinstance(v, str):
+                raise TypeError(f"EntryKey.{name} must be a string, got {type(v).__name__}")
+        if not self.backend or not self.model_token:
+            raise ValueError("EntryKey needs a backend name and a model token")
+        part = self.partition
+        if isinstance(part, PartitionSpec):
+            part = partition_signature(part)
+        if not isinstance(part, Mapping) or not isinstance(self.options, Mapping):
+            raise TypeError("EntryKey.options and EntryKey.partition must be mappings")
+        fields = {
+            "model_token": self.model_token,
+            "backend": self.backend,
+            "backend_version": self.backend_version,
+            "device": self.device,
+            "driver_version": self.driver_version,
+            "litegpu_version": self.litegpu_version,
+            "options": self.options,
+            "partition": part,
+        }
+        canon = _canon(fields, "key")
+        text = json.dumps(canon, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+        object.__setattr__(self, "_fields", canon)
+        object.__setattr__(self, "_json", text)
+        object.__setattr__(self, "_digest", hashlib.sha256(text.encode("ascii")).hexdigest())
+
+    # -- identity -------------------------------------------------------------------------------
+    @property
+    def digest(self) -> str:
+        """SHA-256 (hex) of :meth:`canonical_json`."""
+        return self._digest  # type: ignore[attr-defined]
+
+    def canonical(self) -> dict[str, Any]:
+        """The key's fields as plain JSON data (a fresh copy)."""
+        return json.loads(self._json)  # type: ignore[attr-defined]
+
+    def canonical_json(self) -> str:
+        return self._json  # type: ignore[attr-defined]
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, EntryKey) and other._json == self._json  # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        return hash(self._digest)  # type: ignore[attr-defined]
+
+    # -- words ----------------------------------------------------------------------------------
+    def describe(self) -> str:
+        """One line for people: ``opencl 0.1.0 on NVIDIA H100 (driver 550.54), model fh64:...,
+        subgraph 0 nodes 0-12 (13 ops), options precision=fp16, litegpu 0.1.0``."""
+        return describe_fields(self._fields)  # type: ignore[attr-defined]
+
+    def __repr__(self) -> str:
+        return f"EntryKey({self.describe()}; {self.digest[:16]})"
+
+
+def describe_fields(f: Mapping[str, Any]) -> str:
+    """:meth:`EntryKey.describe` from the canonical fields (also used on headers read from disk)."""
+    part = f.get("partition") or {}
+    nodes = part.get("nodes") if isinstance(part, Mapping) else None
+    if isinstance(nodes, list) and all(isinstance(n, int) for n in nodes):
+        where = f"subgraph {part.get('subgraph', '?')} nodes {_ranges(nodes)} ({len(nodes)} ops)"
+    else:
+        where = f"partition {canonical_json(part)[:60]}"
+    opts = f.get("options") or {}
+    opt_text = " ".join(f"{k}={v if isinstance(v, str) else canonical_json(v)}" for k, v in sorted(opts.items())) if opts else "defaults"
+    driver = f" (driver {f.get('driver_version')})" if f.get("driver_version") else ""
+    return (f"{f.get('backend')} {f.get('backend_version')} on {f.get('device') or '?'}{driver}, "
+            f"model {f.get('model_token')}, {where}, options {opt_text}, litegpu {f.get('litegpu_version')}")

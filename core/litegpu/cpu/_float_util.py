@@ -1,0 +1,118 @@
+"""Small helpers shared by the float compute kernels (conv, pooling, matmul, resize...).
+
+* :func:`activation_clamp` follows LiteRT's ``CalculateActivationRange``: the
+  fused activation of CONV_2D, pooling, FULLY_CONNECTED... is a *clamp*; codes
+  other than RELU, RELU_N1_TO_1 and RELU6 (TANH, SIGN_BIT) are ignored by
+  LiteRT's float kernels, so they are ignored here too.
+* :class:`DerivedCache` turns a weight tensor into the layout a kernel wants
+  (transposed, tiled...).  Constant weights are converted once at prepare;
+  weights produced at run time (typically a DEQUANTIZE of a float16 constant,
+  which returns the same array object every invoke) are converted on first
+  sight and reused while the same array object keeps coming back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from .._errors import ModelError
+from ._common import ACT_NONE, ACT_RELU, ACT_RELU6, ACT_RELU_N1_TO_1, same_padding
+from ._registry import NodeContext, TensorSpec
+
+__all__ = [
+    "F32",
+    "activation_clamp",
+    "DerivedCache",
+    "conv_geometry",
+    "spec_shape",
+    "require_float",
+    "input_spec",
+    "round_half_away",
+]
+
+F32 = np.dtype(np.float32)
+
+Clamp = Callable[[np.ndarray], object]
+
+
+def activation_clamp(act: int) -> Clamp | None:
+    """In-place clamp for a fused activation code, as LiteRT's float kernels apply it."""
+    if act == ACT_RELU:
+        return lambda x: np.maximum(x, 0, out=x)
+    if act == ACT_RELU6:
+        return lambda x: np.clip(x, 0, 6, out=x)
+    if act == ACT_RELU_N1_TO_1:
+        return lambda x: np.clip(x, -1, 1, out=x)
+    if act in (ACT_NONE, 4, 5):  # TANH, SIGN_BIT: not applied by LiteRT's range-based float kernels
+        return None
+    raise ModelError(f"unknown fused activation function {act}")
+
+
+class DerivedCache:
+    """``get(w)`` returns ``fn(w)``, recomputed only when a different array object arrives."""
+
+    __slots__ = ("_fn", "_src", "_val")
+
+    def __init__(self, fn: Callable[[np.ndarray], np.ndarray], const: np.ndarray | None = None):
+        self._fn = fn
+        self._src: np.ndarray | None = None
+        self._val: np.ndarray | None = None
+        if const is not None:
+            self._src = const
+            self._val = fn(np.asarray(const))
+
+    def get(self, w: np.ndarray) -> np.ndarray:
+        if w is not self._src:
+            self._val = self._fn(np.asarray(w))
+            self._src = w
+        return self._val  # type: ignore[return-value]
+
+
+def conv_geometry(padding: int, in_size: int, k: int, stride: int, dilation: int) -> tuple[int, int, int]:
+    """(out, pad_before, pad_after) for one spatial axis, TFLite's rules (SAME=0 / VALID=1).
+
+    A VALID window larger than the input gives LiteRT's C arithmetic: a size that truncates
+    to 0 is an empty output (LiteRT runs it), a negative one is an error.
+    """
+    if padding not in (0, 1):
+        raise ModelError(f"unknown padding {padding}")
+    if stride <= 0 or dilation <= 0 or k <= 0:
+        raise ModelError(f"filter {k}, stride {stride} and dilation {dilation} must be positive")
+    eff = (k - 1) * dilation + 1
+    if padding == 0:
+        o = (in_size + stride - 1) // stride
+    else:
+        num = in_size + stride - eff
+        o = num // stride if num >= 0 else -((-num) // stride)  # C division truncates toward zero
+    if o < 0:
+        raise ModelError(f"a window of {eff} does not fit an input of {in_size} (stride {stride})")
+    before, after = same_padding(padding, in_size, k, stride, dilation, o) if o > 0 else (0, 0)
+    return o, before, after
+
+
+def spec_shape(t: TensorSpec | None) -> tuple[int, ...] | None:
+    if t is None or t.shape is None:
+        return None
+    return tuple(int(d) for d in t.shape)
+
+
+def input_spec(ctx: NodeContext, i: int) -> TensorSpec | None:
+    return ctx.inputs[i] if i < len(ctx.inputs) else None
+
+
+def require_float(ctx: NodeContext, idx: Sequence[int], what: str = "float32") -> None:
+    """Every listed (present) input must be float32: LiteRT's float kernels take nothing else."""
+    for i in idx:
+        t = input_spec(ctx, i)
+        if t is not None and t.dtype != "float32":
+            raise ctx.fail(f"input {i} ({t.name}) is {t.dtype}, expected {what}")
+
+
+def round_half_away(x: np.ndarray) -> np.ndarray:
+    """C ``round()``: halves away from zero (numpy's ``round`` goes to even), exact in x's dtype."""
+    x = np.asarray(x)
+    t = np.trunc(x)
+    frac = x - t  # exact: x and t share exponent range
+    return t + np.where(np.abs(frac) >= 0.5, np.sign(x), 0).astype(x.dtype)

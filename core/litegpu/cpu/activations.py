@@ -1,0 +1,207 @@
+"""Float activation and normalization kernels.
+
+TANH, LOGISTIC, the RELU family, LEAKY_RELU, PRELU, ELU, HARD_SWISH, GELU,
+SOFTMAX, LOG_SOFTMAX and L2_NORMALIZATION, computed in float32 the way LiteRT's
+reference kernels evaluate them (same formulas, same clamps), so results agree
+to float rounding.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+
+from ._registry import NodeContext, Prepared, register_kernel
+from ._shapes import broadcast_shape
+
+__all__: list[str] = []
+
+F32 = ("float32",)
+
+
+def _unary(ctx: NodeContext, fn: Callable[[np.ndarray], np.ndarray]) -> Prepared:
+    if len(ctx.inputs) < 1 or ctx.inputs[0] is None or len(ctx.outputs) != 1:
+        raise ctx.fail("expects 1 input and 1 output")
+    x = ctx.inputs[0]
+    if ctx.outputs[0].dtype != x.dtype:
+        raise ctx.fail(f"output dtype {ctx.outputs[0].dtype} differs from input dtype {x.dtype}")
+    odt = np.dtype(x.dtype)
+
+    def run(inputs):
+        with np.errstate(all="ignore"):  # inf/NaN results are the answer, as in LiteRT
+            r = np.asarray(fn(inputs[0]))
+        return [r if r.dtype == odt else r.astype(odt)]
+
+    return Prepared([None if x.shape is None else tuple(x.shape)], run)
+
+
+def _simple(name: str, versions: range, fn: Callable[[np.ndarray], np.ndarray]) -> None:
+    def prepare(ctx: NodeContext) -> Prepared:
+        return _unary(ctx, fn)
+    prepare.__name__ = f"_{name.lower()}"
+    register_kernel(name, dtypes=F32, versions=versions)(prepare)
+
+
+_F = np.float32
+
+
+def _logistic(x):
+    # LiteRT clamps to [-100, 100] (NaN passes through) before 1 / (1 + exp(-x))
+    c = np.clip(x, _F(-100), _F(100))
+    return _F(1) / (_F(1) + np.exp(-c))
+
+
+def _hard_swish(x):
+    return x * np.minimum(_F(6), np.maximum(_F(0), x + _F(3))) / _F(6)
+
+
+def _elu(x):
+    return np.where(x < 0, np.expm1(np.minimum(x, 0)), x)
+
+
+def _relu(x):
+    return np.maximum(x, _F(0))
+
+
+_simple("TANH", range(1, 4), np.tanh)
+_simple("LOGISTIC", range(1, 4), _logistic)
+_simple("RELU", range(1, 4), _relu)
+_simple("RELU6", range(1, 4), lambda x: np.minimum(np.maximum(x, _F(0)), _F(6)))
+_simple("RELU_N1_TO_1", range(1, 2), lambda x: np.minimum(np.maximum(x, _F(-1)), _F(1)))
+_simple("RELU_0_TO_1", range(1, 2), lambda x: np.minimum(np.maximum(x, _F(0)), _F(1)))
+_simple("ELU", range(1, 2), _elu)
+_simple("HARD_SWISH", range(1, 2), _hard_swish)
+
+
+@register_kernel("LEAKY_RELU", dtypes=F32, versions=range(1, 3))
+def _leaky_relu(ctx: NodeContext) -> Prepared:
+    alpha = _F(ctx.options.get("alpha", 0.0) or 0.0)
+    return _unary(ctx, lambda x: np.where(x > 0, x, x * alpha))
+
+
+@register_kernel("PRELU", dtypes=F32, versions=range(1, 2))
+def _prelu(ctx: NodeContext) -> Prepared:
+    if len(ctx.inputs) != 2 or None in ctx.inputs or len(ctx.outputs) != 1:
+        raise ctx.fail("expects 2 inputs (input, alpha) and 1 output")
+    x, alpha = ctx.inputs
+    shape = None
+    if x.shape is not None and alpha.shape is not None:
+        shape = broadcast_shape(ctx, tuple(x.shape), tuple(alpha.shape), 8)
+        if shape != tuple(x.shape):
+            # LiteRT requires the output (the broadcast shape) to keep the input's shape
+            raise ctx.fail(f"alpha of shape {tuple(alpha.shape)} does not broadcast into input {tuple(x.shape)}")
+
+    def run(inputs):
+        a, al = inputs
+        return [np.asarray(np.where(a >= 0, a, a * al), dtype=np.float32)]
+
+    return Prepared([shape], run)
+
+
+# ---- GELU ---------------------------------------------------------------------------------------
+
+_INV_SQRT_PI = 1.0 / math.sqrt(math.pi)
+
+
+def _erfc64(x: np.ndarray) -> np.ndarray:
+    """erfc in float64 to ~1e-10 relative accuracy, vectorized (no scipy dependency).
+
+    |x| <= 3: erf from the all-positive series 2/sqrt(pi) e^{-x^2} sum 2^n x^{2n+1} / (2n+1)!!
+    (no cancellation); |x| > 3: the classic continued fraction of erfc, evaluated bottom-up.
+    Negative arguments use erfc(-x) = 2 - erfc(x).
+    """
+    ax = np.abs(x)
+    out = np.empty_like(ax)
+    lo = ax <= 3.0
+    if lo.any():
+        a = ax[lo]
+        a2 = a * a
+        term = a.copy()
+        s = a.copy()
+        for n in range(1, 80):  # 80 terms: converged to float64 precision at |x| = 3
+            term *= (2.0 * a2) / (2 * n + 1)
+            s += term
+        out[lo] = 1.0 - 2.0 * _INV_SQRT_PI * np.exp(-a2) * s
+    hi = ~lo
+    if hi.any():
+        a = ax[hi]
+        f = a.copy()
+        for k in range(80, 0, -1):
+            f = a + (k / 2.0) / f
+        out[hi] = np.exp(-a * a) * _INV_SQRT_PI / f
+    return np.where(x < 0, 2.0 - out, out)
+
+
+_SQRT_2_OVER_PI = _F(math.sqrt(2.0 / math.pi))
+_NEG_SQRT1_2 = _F(-math.sqrt(0.5))
+
+
+def _gelu_exact(x):
+    # 0.5 x erfc(-x / sqrt(2)): LiteRT's cancellation-free form of 0.5 x (1 + erf(x / sqrt(2)))
+    e = _erfc64((x * _NEG_SQRT1_2).astype(np.float64)).astype(np.float32)
+    return _F(0.5) * x * e
+
+
+def _gelu_tanh(x):
+    inner = _SQRT_2_OVER_PI * (x + _F(0.044715) * (x * x * x))
+    return _F(0.5) * x * (_F(1) + np.tanh(inner))
+
+
+@register_kernel("GELU", dtypes=F32, versions=range(1, 4))
+def _gelu(ctx: NodeContext) -> Prepared:
+    return _unary(ctx, _gelu_tanh if ctx.options.get("approximate", False) else _gelu_exact)
+
+
+# ---- SOFTMAX / LOG_SOFTMAX / L2_NORMALIZATION ---------------------------------------------------
+
+def _last_axis_check(ctx: NodeContext, max_rank: int | None = None) -> None:
+    if len(ctx.inputs) < 1 or ctx.inputs[0] is None or len(ctx.outputs) != 1:
+        raise ctx.fail("expects 1 input and 1 output")
+    s = ctx.inputs[0].shape
+    if s is not None:
+        if len(s) < 1:
+            raise ctx.fail("input must have at least 1 dimension")
+        if max_rank is not None and len(s) > max_rank:
+            raise ctx.fail(f"input rank {len(s)} exceeds the supported maximum {max_rank}")
+
+
+@register_kernel("SOFTMAX", dtypes=F32, versions=range(1, 5))
+def _softmax(ctx: NodeContext) -> Prepared:
+    _last_axis_check(ctx)
+    # the schema default of beta is 0.0 (converters always write it); LiteRT takes it as is
+    beta = _F(ctx.options.get("beta", 0.0) or 0.0)
+
+    def fn(x):
+        m = np.max(x, axis=-1, keepdims=True)
+        e = np.exp((x - m) * beta)
+        return e / np.sum(e, axis=-1, keepdims=True)
+
+    return _unary(ctx, fn)
+
+
+@register_kernel("LOG_SOFTMAX", dtypes=F32, versions=range(1, 3))
+def _log_softmax(ctx: NodeContext) -> Prepared:
+    _last_axis_check(ctx)
+
+    def fn(x):
+        d = x - np.max(x, axis=-1, keepdims=True)
+        return d - np.log(np.sum(np.exp(d), axis=-1, keepdims=True))
+
+    return _unary(ctx, fn)
+
+
+@register_kernel("L2_NORMALIZATION", dtypes=F32, versions=range(1, 3))
+def _l2_normalization(ctx: NodeContext) -> Prepared:
+    _last_axis_check(ctx)
+    act = int(ctx.options.get("fused_activation_function", 0) or 0)
+    if act != 0:
+        raise ctx.fail(f"fused activation {act} is not supported (only NONE)")
+    eps = _F(1e-6)
+
+    def fn(x):
+        norm = np.sqrt(np.sum(x * x, axis=-1, keepdims=True))
+        return x / np.maximum(norm, eps)
+
+    return _unary(ctx, fn)

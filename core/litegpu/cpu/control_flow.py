@@ -1,0 +1,210 @@
+"""Control flow and resource state: WHILE, IF, CALL_ONCE, VAR_HANDLE, READ_VARIABLE, ASSIGN_VARIABLE.
+
+These kernels use the interpreter through :class:`NodeContext`:
+``call_subgraph(index, arrays)`` runs another subgraph, ``subgraph_io(index)``
+describes its inputs/outputs, and ``resources`` is the per-interpreter dict
+shared by all subgraphs.  Keys this module uses in ``resources``:
+
+* ``RESOURCE_IDS`` -> ``{(container, shared_name): int}``: resource ids handed out by
+  VAR_HANDLE in order of first use (LiteRT's ``resource_ids`` map; other
+  resource ops such as hash tables may share it);
+* ``("variable", id)`` -> the array held by a resource variable;
+* ``("call_once", subgraph_index)`` -> True once that init subgraph has run.
+
+LiteRT's ``reset_all_variables`` resets *variable tensors* only; resource
+variables and CALL_ONCE's "already initialized" flags survive it (the tests
+check this against LiteRT), so nothing here registers a reset hook.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .._errors import LiteGPUError, ModelError
+from ._registry import NodeContext, Prepared, TensorSpec, register_kernel
+
+__all__ = ["RESOURCE_IDS", "resource_id", "variable_key"]
+
+RESOURCE_IDS = "resource_ids"
+
+
+def variable_key(rid: int) -> tuple[str, int]:
+    return ("variable", int(rid))
+
+
+def resource_id(resources: dict, container: str, shared_name: str) -> int:
+    """LiteRT's rule: the next free id the first time a (container, shared_name) pair is seen."""
+    ids = resources.setdefault(RESOURCE_IDS, {})
+    return ids.setdefault((container, shared_name), len(ids))
+
+
+def _need_interpreter(ctx: NodeContext, subgraph_io: bool = True) -> None:
+    if ctx.call_subgraph is None or (subgraph_io and ctx.subgraph_io is None):
+        raise ctx.fail("needs an interpreter that can call subgraphs")
+
+
+def _io(ctx: NodeContext, index: int) -> tuple[list[TensorSpec], list[TensorSpec]]:
+    try:
+        return ctx.subgraph_io(index)  # type: ignore[misc]
+    except (IndexError, KeyError):
+        raise ModelError(f"node #{ctx.op.index} {ctx.op.name}: subgraph {index} does not exist") from None
+
+
+def _subgraph_index(ctx: NodeContext, key: str) -> int:
+    if key not in ctx.options:
+        raise ModelError(f"node #{ctx.op.index} {ctx.op.name}: option {key} is missing")
+    return int(ctx.options[key])
+
+
+def _shapes(specs) -> list[tuple[int, ...] | None]:
+    return [None if s is None or s.shape is None else tuple(int(d) for d in s.shape) for s in specs]
+
+
+def _scalar_bool(v: np.ndarray, what: str) -> bool:
+    a = np.asarray(v)
+    if a.size != 1:
+        raise LiteGPUError(f"{what} must have exactly one element, got shape {a.shape}")
+    return bool(a.reshape(-1)[0])
+
+
+@register_kernel("WHILE", versions=range(1, 2))
+def while_op(ctx: NodeContext) -> Prepared:
+    _need_interpreter(ctx)
+    cond, body = _subgraph_index(ctx, "cond_subgraph_index"), _subgraph_index(ctx, "body_subgraph_index")
+    n = len(ctx.inputs)
+    if len(ctx.outputs) != n or any(t is None for t in ctx.inputs):
+        raise ModelError(f"node #{ctx.op.index} WHILE: needs as many outputs as inputs ({n}), all present")
+    c_in, c_out = _io(ctx, cond)
+    b_in, b_out = _io(ctx, body)
+    if len(c_in) != n or len(c_out) != 1:
+        raise ModelError(f"node #{ctx.op.index} WHILE: cond subgraph {cond} must take {n} inputs and give 1 "
+                         f"output (has {len(c_in)} -> {len(c_out)})")
+    if c_out[0].dtype != "bool":
+        raise ModelError(f"node #{ctx.op.index} WHILE: cond subgraph output must be bool, got {c_out[0].dtype}")
+    if len(b_in) != n or len(b_out) != n:
+        raise ModelError(f"node #{ctx.op.index} WHILE: body subgraph {body} must take and give {n} tensors "
+                         f"(has {len(b_in)} -> {len(b_out)})")
+    in_shapes = _shapes(ctx.inputs)
+    body_shapes = _shapes(b_out)
+    # Loop variables keep their shapes when the body's outputs match its inputs; otherwise dynamic.
+    out_shapes = [s if s is not None and s == bs else None for s, bs in zip(in_shapes, body_shapes, strict=True)]
+    call = ctx.call_subgraph
+
+    def run(inputs):
+        vals = list(inputs)
+        while _scalar_bool(call(cond, vals)[0], "WHILE condition"):
+            vals = list(call(body, vals))
+            if len(vals) != n:
+                raise LiteGPUError(f"WHILE body returned {len(vals)} values, expected {n}")
+        return [np.array(v, copy=True) for v in vals]
+
+    return Prepared(out_shapes, run)
+
+
+@register_kernel("IF", versions=range(1, 2))
+def if_op(ctx: NodeContext) -> Prepared:
+    _need_interpreter(ctx)
+    then_i, else_i = _subgraph_index(ctx, "then_subgraph_index"), _subgraph_index(ctx, "else_subgraph_index")
+    if not ctx.inputs or ctx.inputs[0] is None:
+        raise ModelError(f"node #{ctx.op.index} IF needs a condition input")
+    cond = ctx.inputs[0]
+    if cond.dtype != "bool":
+        raise ModelError(f"node #{ctx.op.index} IF: condition must be bool, got {cond.dtype}")
+    if cond.shape is not None and int(np.prod(cond.shape)) != 1:
+        raise ModelError(f"node #{ctx.op.index} IF: condition must have one element, got shape {cond.shape}")
+    n_in, n_out = len(ctx.inputs) - 1, len(ctx.outputs)
+    branch_shapes = []
+    for idx in (then_i, else_i):
+        b_in, b_out = _io(ctx, idx)
+        if len(b_in) != n_in or len(b_out) != n_out:
+            raise ModelError(f"node #{ctx.op.index} IF: branch subgraph {idx} must take {n_in} and give {n_out} "
+                             f"tensors (has {len(b_in)} -> {len(b_out)})")
+        branch_shapes.append(_shapes(b_out))
+    out_shapes = [a if a is not None and a == b else None for a, b in zip(*branch_shapes, strict=True)]
+    call = ctx.call_subgraph
+
+    def run(inputs):
+        idx = then_i if _scalar_bool(inputs[0], "IF condition") else else_i
+        outs = call(idx, list(inputs[1:]))
+        return [np.array(v, copy=True) for v in outs]
+
+    return Prepared(out_shapes, run)
+
+
+@register_kernel("CALL_ONCE", versions=range(1, 2))
+def call_once(ctx: NodeContext) -> Prepared:
+    _need_interpreter(ctx, subgraph_io=False)
+    init = _subgraph_index(ctx, "init_subgraph_index")
+    if ctx.inputs or ctx.outputs:
+        raise ModelError(f"node #{ctx.op.index} CALL_ONCE takes no inputs and gives no outputs")
+    if ctx.subgraph_io is not None:
+        i_in, i_out = _io(ctx, init)
+        if i_in or i_out:
+            raise ModelError(f"node #{ctx.op.index} CALL_ONCE: init subgraph {init} must have no inputs/outputs")
+    resources, call = ctx.resources, ctx.call_subgraph
+    key = ("call_once", init)
+
+    def run(inputs):
+        if not resources.get(key):
+            call(init, [])
+            resources[key] = True
+        return []
+
+    return Prepared([], run)
+
+
+@register_kernel("VAR_HANDLE", versions=range(1, 2))
+def var_handle(ctx: NodeContext) -> Prepared:
+    if len(ctx.outputs) != 1:
+        raise ModelError(f"node #{ctx.op.index} VAR_HANDLE gives exactly one output")
+    container = str(ctx.options.get("container", "") or "")
+    shared_name = str(ctx.options.get("shared_name", "") or "")
+    out = ctx.outputs[0]
+    shape = tuple(int(d) for d in out.shape) if out.shape is not None else ()
+    if int(np.prod(shape, dtype=np.int64)) != 1:
+        shape = (1,)
+    resources = ctx.resources
+
+    def run(inputs):
+        return [np.full(shape, resource_id(resources, container, shared_name), np.int32)]
+
+    return Prepared([shape], run)
+
+
+def _handle_id(h: np.ndarray) -> int:
+    a = np.asarray(h)
+    if a.size < 1:
+        raise LiteGPUError("resource handle tensor is empty")
+    return int(a.reshape(-1)[0])
+
+
+@register_kernel("READ_VARIABLE", versions=range(1, 2))
+def read_variable(ctx: NodeContext) -> Prepared:
+    if len(ctx.inputs) != 1 or ctx.inputs[0] is None or len(ctx.outputs) != 1:
+        raise ModelError(f"node #{ctx.op.index} READ_VARIABLE needs one handle input and one output")
+    resources = ctx.resources
+    want = ctx.outputs[0].dtype
+
+    def run(inputs):
+        rid = _handle_id(inputs[0])
+        val = resources.get(variable_key(rid))
+        if val is None:
+            raise LiteGPUError(f"READ_VARIABLE: resource variable {rid} has not been assigned")
+        if want not in ("resource", "variant", "string") and val.dtype != np.dtype(want):
+            raise LiteGPUError(f"READ_VARIABLE: variable {rid} holds {val.dtype}, the output is {want}")
+        return [val.copy()]
+
+    return Prepared([None], run)
+
+
+@register_kernel("ASSIGN_VARIABLE", versions=range(1, 2))
+def assign_variable(ctx: NodeContext) -> Prepared:
+    if len(ctx.inputs) != 2 or any(t is None for t in ctx.inputs):
+        raise ModelError(f"node #{ctx.op.index} ASSIGN_VARIABLE needs a handle and a value")
+    resources = ctx.resources
+
+    def run(inputs):
+        resources[variable_key(_handle_id(inputs[0]))] = np.array(inputs[1], copy=True)
+        return []
+
+    return Prepared([], run)

@@ -1,0 +1,290 @@
+"""Float LSTM (full and basic kernels) and UNIDIRECTIONAL_SEQUENCE_LSTM, as LiteRT defines them.
+
+Full kernel, per time step (``*`` elementwise, ``@`` matmul)::
+
+    i = sigmoid(LN_i(W_xi x + W_hi h + w_ci * c))         (absent with CIFG)
+    f = sigmoid(LN_f(W_xf x + W_hf h + w_cf * c))
+    g = act    (LN_g(W_xg x + W_hg h))
+    c' = clip(f * c + (1 - f if CIFG else i) * g, cell_clip)
+    o = sigmoid(LN_o(W_xo x + W_ho h + w_co * c'))         (the peephole sees the new cell)
+    h' = o * act(c');  h' = clip(P h' + p_bias, proj_clip)  (with a projection)
+
+``LN(z)`` is ``(z - mean) / sqrt(var + 1e-8) * coef + bias`` when layer-norm
+coefficients are given, else ``z + bias``.  Peepholes, projection, its bias,
+layer norm and CIFG are all optional, as are diagonal recurrent weights
+(UNIDIRECTIONAL_SEQUENCE_LSTM v4).
+
+The input contribution of *all* time steps is one sgemm up front; the loop
+over time steps then does one ``h @ W_h`` sgemm for the four gates together.
+
+State: the output/cell state inputs (18, 19) are LiteRT *variable* tensors.
+The kernel reads them at the start of an invoke and writes the new state back
+into those arrays in place; the interpreter must hand ``run`` the variable
+tensors' own storage (writable) for the state to persist between invokes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .._errors import LiteGPUError, ModelError
+from ._float_util import F32, spec_shape
+from ._registry import FLOAT, NodeContext, Prepared, register_kernel
+
+__all__: list[str] = []
+
+# TfLiteFusedActivation codes understood by LiteRT's ApplyActivationToVector.
+_ACT_NONE, _ACT_RELU, _ACT_RELU_N1_TO_1, _ACT_RELU6, _ACT_TANH, _ACT_SIGMOID = 0, 1, 2, 3, 4, 6
+
+
+def _sigmoid(z: np.ndarray) -> np.ndarray:
+    # exp of a large positive argument overflows to inf harmlessly (1 / inf == 0).
+    with np.errstate(over="ignore"):
+        return np.reciprocal(np.exp(-z, dtype=F32) + F32.type(1))
+
+
+def _activation(code: int):
+    if code == _ACT_NONE:
+        return lambda z: z
+    if code == _ACT_RELU:
+        return lambda z: np.maximum(z, F32.type(0))
+    if code == _ACT_RELU_N1_TO_1:
+        return lambda z: np.clip(z, F32.type(-1), F32.type(1))
+    if code == _ACT_RELU6:
+        return lambda z: np.clip(z, F32.type(0), F32.type(6))
+    if code == _ACT_TANH:
+        return np.tanh
+    if code == _ACT_SIGMOID:
+        return _sigmoid
+    raise ModelError(f"LSTM: unsupported activation {code}")
+
+
+def _layer_norm(z: np.ndarray, coef: np.ndarray, bias: np.ndarray) -> np.ndarray:
+    mean = z.mean(axis=-1, keepdims=True, dtype=F32)
+    d = z - mean
+    var = (d * d).mean(axis=-1, keepdims=True, dtype=F32)
+    return d * (F32.type(1) / np.sqrt(var + F32.type(1e-8))) * coef + bias
+
+
+class _FullLstm:
+    """Weights of a full-kernel LSTM, gathered for the gate loop (gates i, f, g, o)."""
+
+    def __init__(self, ctx: NodeContext, diagonal: bool):
+        ins = ctx.inputs
+        if len(ins) < 20:
+            raise ModelError(f"node #{ctx.op.index} {ctx.op.name}: expected 20 or 24 inputs, got {len(ins)}")
+
+        def get(i):
+            t = ins[i] if i < len(ins) else None
+            if t is None:
+                return None
+            if t.dtype != "float32":
+                raise ctx.fail(f"input {i} ({t.name}) is {t.dtype}; only float32 LSTMs are supported")
+            if t.data is None:
+                raise ctx.fail(f"input {i} ({t.name}) must be constant")
+            return np.asarray(t.data, F32)
+
+        for i in (0, 18, 19):
+            if ins[i] is None:
+                raise ModelError(f"node #{ctx.op.index} {ctx.op.name}: input {i} is required")
+            if ins[i].dtype != "float32":
+                raise ctx.fail(f"input {i} is {ins[i].dtype}; only float32 LSTMs are supported")
+        self.cifg = ins[1] is None
+        w_x = [get(i) for i in (1, 2, 3, 4)]
+        w_h = [get(i) for i in (5, 6, 7, 8)]
+        peep = [get(i) for i in (9, 10, 11)]
+        bias = [get(i) for i in (12, 13, 14, 15)]
+        ln = [get(i) for i in (20, 21, 22, 23)] if len(ins) >= 24 else [None] * 4
+        self.proj_w, self.proj_b = get(16), get(17)
+        for name, lst, need in (("input weights", w_x, 1), ("recurrent weights", w_h, 5), ("biases", bias, 12)):
+            for k, a in enumerate(lst):
+                if a is None and (k > 0 or not self.cifg):
+                    raise ModelError(f"node #{ctx.op.index} {ctx.op.name}: missing {name} (input {need + k})")
+        if self.cifg and (w_h[0] is not None or bias[0] is not None or peep[0] is not None):
+            raise ModelError(f"node #{ctx.op.index} {ctx.op.name}: CIFG LSTM must omit all input-gate tensors")
+        gates = [1, 2, 3] if self.cifg else [0, 1, 2, 3]
+        self.n_cell = w_x[1].shape[0]
+        self.n_input = w_x[1].shape[1]
+        self.diagonal = diagonal
+        self.n_output = self.n_cell if diagonal else w_h[1].shape[1]
+        nc = self.n_cell
+        for k in gates:
+            if w_x[k].shape != (nc, self.n_input):
+                raise ModelError(f"{ctx.op.name}: input weights of gate {k} have shape {w_x[k].shape}, "
+                                 f"expected {(nc, self.n_input)}")
+            want = (nc,) if diagonal else (nc, self.n_output)
+            if w_h[k].shape != want:
+                raise ModelError(f"{ctx.op.name}: recurrent weights of gate {k} have shape {w_h[k].shape}, "
+                                 f"expected {want}")
+        if self.proj_w is not None:
+            if self.proj_w.shape[1] != nc:
+                raise ModelError(f"{ctx.op.name}: projection weights {self.proj_w.shape} do not take {nc} cells")
+            if not diagonal and self.proj_w.shape[0] != self.n_output:
+                raise ModelError(f"{ctx.op.name}: projection gives {self.proj_w.shape[0]} outputs, "
+                                 f"recurrent weights take {self.n_output}")
+            self.proj_wt = np.ascontiguousarray(self.proj_w.T)
+        elif self.n_output != nc:
+            raise ModelError(f"{ctx.op.name}: without projection, output size {self.n_output} must equal "
+                             f"cell size {nc}")
+        self.gates = gates
+        self.ng = len(gates)
+        self.wx = np.ascontiguousarray(np.concatenate([w_x[k].T for k in gates], axis=1))
+        if diagonal:
+            self.wh = np.concatenate([w_h[k] for k in gates])
+        else:
+            self.wh = np.ascontiguousarray(np.concatenate([w_h[k].T for k in gates], axis=1))
+        self.use_ln = ln[1] is not None
+        if self.use_ln:
+            self.ln = {k: ln[k] for k in gates}
+        self.bias = {k: bias[k] for k in gates}
+        self.bias_all = np.concatenate([bias[k] for k in gates])
+        self.peep = {0: peep[0], 1: peep[1], 3: peep[2]}  # cell-to-gate (peephole) weights
+        opt = ctx.options
+        self.act = _activation(int(opt.get("fused_activation_function", _ACT_TANH)))
+        self.cell_clip = float(opt.get("cell_clip", 0.0) or 0.0)
+        self.proj_clip = float(opt.get("proj_clip", 0.0) or 0.0)
+
+    def _gate(self, z, slot, k, cell, act):
+        zk = z[:, slot[k]]
+        p = self.peep.get(k)
+        if p is not None:
+            zk = zk + p * cell
+        if self.use_ln:
+            zk = _layer_norm(zk, self.ln[k], self.bias[k])
+        return act(zk)
+
+    def sequence(self, x: np.ndarray, h: np.ndarray, c: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """x: (T, B, n_input) time-major.  Returns (outputs (T, B, n_output), h, c)."""
+        t_steps, batch, _ = x.shape
+        nc = self.n_cell
+        xw = np.matmul(x.reshape(t_steps * batch, self.n_input), self.wx).reshape(t_steps, batch, -1)
+        if not self.use_ln:
+            xw += self.bias_all
+        out = np.empty((t_steps, batch, self.n_output), F32)
+        slot = {k: slice(s * nc, (s + 1) * nc) for s, k in enumerate(self.gates)}
+        for t in range(t_steps):
+            if self.diagonal:
+                z = xw[t] + np.tile(h, self.ng) * self.wh
+            else:
+                z = xw[t] + h @ self.wh
+
+            f = self._gate(z, slot, 1, c, _sigmoid)
+            g = self._gate(z, slot, 2, c, self.act)
+            i = (F32.type(1) - f) if self.cifg else self._gate(z, slot, 0, c, _sigmoid)
+            c = f * c + i * g
+            if self.cell_clip > 0:
+                c = np.clip(c, -self.cell_clip, self.cell_clip)
+            o = self._gate(z, slot, 3, c, _sigmoid)
+            h = o * self.act(c)
+            if self.proj_w is not None:
+                h = h @ self.proj_wt
+                if self.proj_b is not None:
+                    h = h + self.proj_b
+                if self.proj_clip > 0:
+                    h = np.clip(h, -self.proj_clip, self.proj_clip)
+            h = h.astype(F32, copy=False)
+            c = c.astype(F32, copy=False)
+            out[t] = h
+        return out, h, c
+
+
+def _write_state(dst: np.ndarray, value: np.ndarray, what: str) -> None:
+    if not dst.flags.writeable:
+        raise LiteGPUError(f"LSTM: the {what} variable tensor was passed read-only; the interpreter must pass "
+                           "variable tensors' storage so the kernel can update it in place")
+    np.copyto(dst, value.reshape(dst.shape))
+
+
+def _full_lstm(ctx: NodeContext, sequence: bool) -> Prepared:
+    opt = ctx.options
+    diagonal = bool(opt.get("diagonal_recurrent_tensors", False))
+    lstm = _FullLstm(ctx, diagonal)
+    time_major = bool(opt.get("time_major", True)) if sequence else True
+    in_shape = spec_shape(ctx.inputs[0])
+
+    def out_shape(shape):
+        if sequence:
+            if len(shape) != 3 or shape[2] != lstm.n_input:
+                raise ModelError(f"{ctx.op.name}: input must be 3-D with {lstm.n_input} features, got {shape}")
+            return shape[:2] + (lstm.n_output,)
+        if len(shape) != 2 or shape[1] != lstm.n_input:
+            raise ModelError(f"{ctx.op.name}: input must be (batch, {lstm.n_input}), got {shape}")
+        return (shape[0], lstm.n_output)
+
+    static_out = out_shape(in_shape) if in_shape is not None else None
+
+    def run(inputs):
+        x = np.asarray(inputs[0], F32)
+        h_var, c_var = inputs[18], inputs[19]
+        oshape = out_shape(x.shape)
+        if sequence:
+            xt = x if time_major else np.swapaxes(x, 0, 1)
+        else:
+            xt = x[None]
+        batch = xt.shape[1]
+        h0 = np.asarray(h_var, F32).reshape(batch, lstm.n_output)
+        c0 = np.asarray(c_var, F32).reshape(batch, lstm.n_cell)
+        out, h, c = lstm.sequence(xt, h0, c0)
+        _write_state(h_var, h, "output state")
+        _write_state(c_var, c, "cell state")
+        if sequence:
+            res = out if time_major else np.swapaxes(out, 0, 1)
+        else:
+            res = out[0]
+        res = np.ascontiguousarray(res).reshape(oshape)
+        extra = [h.copy(), c.copy()][: max(0, len(ctx.outputs) - 1)]
+        return [res] + extra
+
+    return Prepared([static_out] + [None] * (len(ctx.outputs) - 1), run)
+
+
+def _basic_lstm(ctx: NodeContext) -> Prepared:
+    """LiteRT's BASIC kernel: one FC over [x, h] -> gates (i, g, f, o); 4 outputs."""
+    ins = ctx.inputs
+    if len(ins) != 5 or any(t is None for t in ins) or len(ctx.outputs) != 4:
+        raise ModelError(f"node #{ctx.op.index} LSTM (basic kernel) needs 5 inputs and 4 outputs")
+    for t in ins:
+        if t.dtype != "float32":
+            raise ctx.fail(f"input {t.name} is {t.dtype}; only float32 is supported")
+    opt = ctx.options
+    if int(opt.get("fused_activation_function", _ACT_TANH)) != _ACT_TANH:
+        raise ModelError(f"node #{ctx.op.index} LSTM (basic kernel) requires TANH activation")
+    if float(opt.get("cell_clip", 0.0) or 0) != 0 or float(opt.get("proj_clip", 0.0) or 0) != 0:
+        raise ModelError(f"node #{ctx.op.index} LSTM (basic kernel) does not support clipping")
+    wshape = spec_shape(ins[2])
+    if wshape is None or len(wshape) != 2 or wshape[0] % 4:
+        raise ModelError(f"node #{ctx.op.index} LSTM (basic kernel): weights must be (4*units, in+units), "
+                         f"got {wshape}")
+    units = wshape[0] // 4
+    wcache: dict = {}
+
+    def run(inputs):
+        x, h, w, b, c = (np.asarray(a, F32) for a in inputs)
+        lead = x.shape[:-1]
+        concat = np.concatenate([x.reshape(-1, x.shape[-1]), h.reshape(-1, h.shape[-1])], axis=1)
+        if wcache.get("src") is not inputs[2]:
+            wcache["src"], wcache["wt"] = inputs[2], np.ascontiguousarray(w.reshape(4 * units, -1).T)
+        act = concat @ wcache["wt"] + b.reshape(-1)
+        i = _sigmoid(act[:, :units])
+        g = np.tanh(act[:, units:2 * units])
+        f = _sigmoid(act[:, 2 * units:3 * units])
+        o = _sigmoid(act[:, 3 * units:])
+        new_c = i * g + f * c.reshape(-1, units)
+        new_h = o * np.tanh(new_c)
+        return [new_h.reshape(lead + (units,)).astype(F32), new_c.reshape(lead + (units,)).astype(F32),
+                concat.reshape(lead + (concat.shape[1],)).astype(F32),
+                act.reshape(lead + (4 * units,)).astype(F32)]
+
+    return Prepared([None] * 4, run)
+
+
+@register_kernel("LSTM", dtypes=FLOAT, versions=range(1, 3))
+def lstm(ctx: NodeContext) -> Prepared:
+    if int(ctx.options.get("kernel_type", 0)) == 1:
+        return _basic_lstm(ctx)
+    return _full_lstm(ctx, sequence=False)
+
+
+@register_kernel("UNIDIRECTIONAL_SEQUENCE_LSTM", dtypes=FLOAT, versions=range(1, 5))
+def unidirectional_sequence_lstm(ctx: NodeContext) -> Prepared:
+    return _full_lstm(ctx, sequence=True)
