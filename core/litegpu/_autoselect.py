@@ -362,7 +362,7 @@ def _read_decision(path: Path, fingerprint: str) -> Decision | None:
 
 def _write_decision(path: Path, dec: Decision) -> None:
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # private, like the delegate cache
         tmp = path.with_name(path.name + f".tmp{os.getpid()}")
         body = dec.as_dict()
         body.pop("cached")
@@ -414,8 +414,6 @@ def _backend_options(config: Any, name: str) -> dict[str, Any]:
 
 
 def _make(model: Any, cand: Candidate, config: Any) -> Any:
-    import inspect
-
     import litegpu
 
     from ._interpreter import Interpreter
@@ -426,14 +424,10 @@ def _make(model: Any, cand: Candidate, config: Any) -> Any:
         if cand.precision is not None:
             opts["precision"] = cand.precision
         delegates.append(litegpu.load_delegate(cand.backend, opts))
-    kwargs: dict[str, Any] = {"model_content": model, "experimental_delegates": delegates}
-    if config is not None and hasattr(config, "partition_options"):
-        try:
-            if "partition_options" in inspect.signature(Interpreter).parameters:
-                kwargs["partition_options"] = config.partition_options()
-        except (TypeError, ValueError):
-            pass
-    interp = Interpreter(**kwargs)
+    interp = Interpreter(model_content=model, experimental_delegates=delegates)
+    setter = getattr(interp, "set_partition_options", None)
+    if config is not None and callable(setter) and hasattr(config, "partition_options"):
+        setter(config.partition_options())
     interp.allocate_tensors()
     return interp
 
@@ -580,9 +574,21 @@ def autoselect(
             return dec
 
     start = time.perf_counter()
-    ir = read_model(data)
     cands = _candidates(rows, settings, config, backends)
     todo = [c for c in cands if c.status == "pending"]
+    if len(todo) == 1:
+        # Nothing to compare: no measurement, nothing stored (there is no choice to remember).
+        only = todo[0]
+        only.status, only.reason = "ok", "the only candidate"
+        others = "; ".join(f"{c.label}: {c.status} ({c.reason})" for c in cands if c is not only)
+        reason = f"{only.label} is the only available candidate" + (f" ({others})" if others else "")
+        logger.info("autoselect: %s for %s; nothing measured", reason, label)
+        return Decision(
+            backend=only.backend, precision=only.precision, options=dict(only.options), policy=settings.policy,
+            reason=reason, fingerprint=fingerprint, key=key,
+            measured_at=datetime.now(timezone.utc).isoformat(timespec="microseconds"),
+            measure_s=time.perf_counter() - start, settings=settings.as_dict(), environment=env, candidates=cands)
+    ir = read_model(data)
     # The reference: single-thread CPU on seeded random inputs.
     ref = Interpreter(model_content=ir, num_threads=1)
     ref.allocate_tensors()

@@ -209,15 +209,18 @@ def _plot(results: list[BenchResult], path: Path, title: str) -> None:
 
     names = [r.backend for r in results]
     stats = [r.as_dict() for r in results]
-    avg = [s["inference_us"]["avg"] / 1e3 for s in stats]
-    std = [s["inference_us"]["std"] / 1e3 for s in stats]
-    p90 = [s["inference_us"]["p90"] / 1e3 for s in stats]
+    med = np.array([s["inference_us"]["median"] for s in stats]) / 1e3
+    lo = np.array([s["inference_us"]["min"] for s in stats]) / 1e3
+    hi = np.array([s["inference_us"]["p90"] for s in stats]) / 1e3
+    avg = np.array([s["inference_us"]["avg"] for s in stats]) / 1e3
     init = [s["init_us"] / 1e3 for s in stats]
     first = [s["first_inference_us"] / 1e3 for s in stats]
     x = np.arange(len(names))
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(4 + 1.6 * len(names), 4))
-    ax1.bar(x - 0.2, avg, 0.4, yerr=std, capsize=3, label="avg (±std)")
-    ax1.bar(x + 0.2, p90, 0.4, label="p90")
+    # Median bars with whiskers from the fastest run to p90: outliers on a shared machine
+    # would make a mean +- std bar meaningless (and dip below zero).
+    ax1.bar(x, med, 0.5, yerr=[med - lo, hi - med], capsize=4, label="median (whiskers: min to p90)")
+    ax1.plot(x, avg, "k^", label="mean")
     ax1.set_xticks(x, names)
     ax1.set_ylabel("ms per inference")
     ax1.set_title("Inference")

@@ -382,28 +382,26 @@ def make_interpreter(model: LoadedModel, backend: str = "cpu", options: Mapping[
 
     Unknown or unavailable backends and failures to prepare become :class:`CliError`.
     """
-    import inspect
-
     from .._interpreter import Interpreter
 
     if backend == "auto":
         raise CliError("backend 'auto' is resolved by `litegpu autoselect`; name a backend here")
     delegates = _delegates_for(backend, options or {})
-    kwargs: dict[str, Any] = {"model_content": model.model, "experimental_delegates": delegates,
-                              "num_threads": num_threads,
-                              "experimental_preserve_all_tensors": preserve_all_tensors}
-    if config is not None and hasattr(config, "partition_options"):
-        try:
-            if "partition_options" in inspect.signature(Interpreter).parameters:
-                kwargs["partition_options"] = config.partition_options()
-        except (TypeError, ValueError):
-            pass
     try:
-        interp = Interpreter(**kwargs)
+        interp = Interpreter(model_content=model.model, experimental_delegates=delegates, num_threads=num_threads,
+                             experimental_preserve_all_tensors=preserve_all_tensors)
+        apply_partition_options(interp, config)
         interp.allocate_tensors()
     except LiteGPUError as e:
         raise CliError(f"{model.name} on backend {backend}: {e}") from e
     return interp
+
+
+def apply_partition_options(interp: Any, config: Any) -> None:
+    """The configuration's ``partition`` section, set before ``allocate_tensors`` plans."""
+    setter = getattr(interp, "set_partition_options", None)
+    if config is not None and callable(setter) and hasattr(config, "partition_options"):
+        setter(config.partition_options())
 
 
 # --------------------------------------------------------------------------- inputs

@@ -40,8 +40,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("model", help=".tflite model file")
     p.add_argument("--backend", "-b", action="append", metavar="B",
                    help="backend to plan for (repeatable; default: every available backend)")
-    p.add_argument("--svg", metavar="FILE", help="write the graph as SVG, coloured by the first backend's plan")
+    p.add_argument("--svg", metavar="FILE",
+                   help="write the graph as SVG, coloured by the plan of the first non-cpu backend shown")
     p.add_argument("--cache-dir", metavar="DIR", help="where to look for the auto-selection decision")
+    p.add_argument("--all-nodes", action="store_true",
+                   help="list every node left on the CPU with its reason (default: grouped by reason)")
     add_backend_options(p)
     add_common_args(p)
     p.set_defaults(func=run)
@@ -77,8 +80,9 @@ def _io(model: LoadedModel, which: str) -> list[dict[str, Any]]:
 
 
 def node_reasons(interp: Any) -> dict[int, dict[str, str]]:
-    """For every node of the main subgraph that runs on the CPU: why (folded, declined with the
-    delegate's reason, or accepted but left on the CPU by the partitioner)."""
+    """For every node of the main subgraph that runs on the CPU: ``{"kind", "reason"}`` where kind
+    is ``folded`` (constant inputs, evaluated at prepare), ``declined`` (a delegate said no; its
+    reason) or ``partitioner`` (accepted, but left on the CPU by the partition limits)."""
     from .._delegate import NodeView
     from .._plan import _resolved_tensors
 
@@ -88,28 +92,35 @@ def node_reasons(interp: Any) -> dict[int, dict[str, str]]:
     sg = plan.subgraph
     stepped = {n for st in plan.steps for n in st.node_indices}
     on_cpu = [n for seg in plan.segments if seg.backend == "cpu" for n in seg.node_indices]
-    out_: dict[int, dict[str, str]] = {}
+    found: dict[int, dict[str, str]] = {}
     delegates = list(getattr(interp, "_delegates", ()))
     resolved = _resolved_tensors(sg, plan.specs) if delegates else []
     for n in on_cpu:
         op = sg.operators[n]
         if n not in stepped:
-            out_[n] = {"cpu": "constant-folded at prepare (inputs are all constants)"}
+            found[n] = {"kind": "folded", "reason": "constant-folded at prepare (inputs are all constants)"}
             continue
         view = NodeView(op=op, inputs=tuple(resolved[i] if i >= 0 else None for i in op.inputs),
                         outputs=tuple(resolved[o] for o in op.outputs), subgraph=sg, model=plan.model)
+        whys = []
+        accepted = False
         for d in delegates:
             try:
                 s = d.supports(view)
             except Exception as e:  # shown, never fatal
-                out_.setdefault(n, {})[d.name] = f"supports() raised {type(e).__name__}: {e}"
+                whys.append(f"{d.name}: supports() raised {type(e).__name__}: {e}")
                 continue
             if s:
-                why = "accepted, but the partitioner kept it on the CPU (partition limits)"
+                accepted = True
             else:
-                why = getattr(s, "reason", "") or "declined (no reason given)"
-            out_.setdefault(n, {})[d.name] = why
-    return out_
+                whys.append((f"{d.name}: " if len(delegates) > 1 else "")
+                            + (getattr(s, "reason", "") or "declined (no reason given)"))
+        if accepted:
+            found[n] = {"kind": "partitioner",
+                        "reason": "accepted, but the partitioner kept it on the CPU (partition limits)"}
+        elif whys:
+            found[n] = {"kind": "declined", "reason": "; ".join(whys)}
+    return found
 
 
 def plan_for(model: LoadedModel, backend: str, config: Any, opts: dict[str, Any]) -> dict[str, Any]:
@@ -120,7 +131,7 @@ def plan_for(model: LoadedModel, backend: str, config: Any, opts: dict[str, Any]
     segments = interp.get_execution_plan()
     reasons = node_reasons(interp) if backend != "cpu" else {}
     ops = model.model.subgraphs[0].operators
-    unsupported = [{"node": n, "op": ops[n].name, "reason": "; ".join(f"{why}" for why in r.values())}
+    unsupported = [{"node": n, "op": ops[n].name, "kind": r["kind"], "reason": r["reason"]}
                    for n, r in sorted(reasons.items())]
     descs = delegate_descriptions(interp)
     mem = [d["memory_bytes"] for d in descs if d["memory_bytes"] is not None]
@@ -156,9 +167,10 @@ def run(args: argparse.Namespace) -> int:
         "plans": plans, "autoselect": decision,
     }
     if args.svg:
-        first = next((p for p in plans if "segments" in p), None)
+        ok = [p for p in plans if "segments" in p]
+        first = next((p for p in ok if p["backend"] != "cpu"), ok[0] if ok else None)
         bmap = backend_map(first["segments"]) if first else {}
-        reasons = {c["node"]: c["reason"] for c in first["cpu_nodes"]} if first else {}
+        reasons = {c["node"]: (c["reason"], c["kind"] == "declined") for c in first["cpu_nodes"]} if first else {}
         title = f"{model.name}" + (f" on {first['backend']}" if first else "")
         try:
             Path(args.svg).write_text(graph_svg(model.model, bmap, reasons, title), encoding="utf-8")
@@ -168,7 +180,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         emit_json(result)
         return 0
-    _print(result, inputs, outputs)
+    _print(result, inputs, outputs, args.all_nodes)
     return 0
 
 
@@ -185,7 +197,32 @@ def _decision(model: LoadedModel, config: Any, cache_dir: str | None) -> dict[st
     return {k: d[k] for k in ("backend", "precision", "policy", "reason", "measured_at", "path", "candidates")}
 
 
-def _print(r: dict[str, Any], inputs: list[dict], outputs: list[dict]) -> None:
+def _ranges(ns: list[int], limit: int = 8) -> str:
+    """``[1, 2, 3, 7]`` -> ``#1-3, #7`` (at most ``limit`` runs, then ``...``)."""
+    runs: list[list[int]] = []
+    for n in sorted(ns):
+        if runs and n == runs[-1][1] + 1:
+            runs[-1][1] = n
+        else:
+            runs.append([n, n])
+    text = [f"#{a}" if a == b else f"#{a}-{b}" for a, b in runs[:limit]]
+    return ", ".join(text) + (", ..." if len(runs) > limit else "")
+
+
+def _grouped(cpu_nodes: list[dict[str, Any]]) -> list[str]:
+    """One line per reason: the ops (with counts) and node numbers it applies to."""
+    by_reason: dict[str, list[dict[str, Any]]] = {}
+    for c in cpu_nodes:
+        by_reason.setdefault(c["reason"], []).append(c)
+    lines = []
+    for reason, cs in sorted(by_reason.items(), key=lambda kv: -len(kv[1])):
+        ops = Counter(c["op"] for c in cs)
+        what = ", ".join(f"{k} x{v}" if v > 1 else k for k, v in ops.most_common())
+        lines.append(f"{reason}: {what} ({_ranges([c['node'] for c in cs])})")
+    return lines
+
+
+def _print(r: dict[str, Any], inputs: list[dict], outputs: list[dict], all_nodes: bool = False) -> None:
     out(f"model: {r['model']} ({fmt_bytes(r['bytes'])}, sha256 {r['sha256'][:16]}…, schema v{r['version']}, "
         f"{r['subgraphs']} subgraph(s), {r['operators']} operators in the main subgraph)")
     if r["description"]:
@@ -212,15 +249,19 @@ def _print(r: dict[str, Any], inputs: list[dict], outputs: list[dict]) -> None:
         rows = []
         for s in p["segments"]:
             ns = s["node_indices"]
-            rng = f"{ns[0]}-{ns[-1]}" if len(ns) > 1 else (str(ns[0]) if ns else "-")
+            rng = _ranges(ns, limit=3) if ns else "-"
             hist = Counter(s["op_names"])
             rows.append([s["backend"], rng, len(ns), ", ".join(f"{k} x{v}" if v > 1 else k
                                                                for k, v in hist.most_common())])
         out(table(["BACKEND", "NODES", "COUNT", "OPS"], rows, right=(2,)))
         if p["cpu_nodes"] and p["backend"] != "cpu":
-            out(f"nodes left on the CPU by {p['backend']}:")
-            for c in p["cpu_nodes"]:
-                out(f"  #{c['node']} {c['op']}: {c['reason']}")
+            out(f"nodes left on the CPU by {p['backend']} ({len(p['cpu_nodes'])}):")
+            if all_nodes:
+                for c in p["cpu_nodes"]:
+                    out(f"  #{c['node']} {c['op']}: {c['reason']}")
+            else:
+                for line in _grouped(p["cpu_nodes"]):
+                    out(f"  {line}")
         for d in p["partition_descriptions"]:
             facts = []
             if d["transformations"]:

@@ -1,10 +1,11 @@
 """Draw a model's main subgraph as an SVG file: a simple layered layout, nodes coloured by backend.
 
 Layout: each operator sits one layer below the deepest of its producers (graph inputs
-are layer 0, graph outputs one layer below the last operator); within a layer the
-nodes are ordered by a few barycentre sweeps (the mean position of their neighbours
-in the layer above, then below) to cut edge crossings.  Edges are cubic curves from
-the bottom of the producer to the top of the consumer.
+are layer 0, graph outputs one layer below the last operator); an edge that spans
+several layers gets a narrow virtual node in each layer it crosses; within a layer
+the nodes are ordered by a few barycentre sweeps (the mean position of their
+neighbours in the layer above, then below) to cut edge crossings.  Edges are cubic
+curves between layers, straight lines through virtual nodes.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ __all__ = ["graph_svg", "BACKEND_COLOURS"]
 BACKEND_COLOURS = {"cpu": "#c9ced6", "opencl": "#7fb3e8", "vulkan": "#e89c7f", "webgpu": "#9ad08a",
                    "example": "#e6d36c"}
 _EXTRA = ("#c59be0", "#f0a8c8", "#8fd6d0", "#d8b48a", "#b0b86a")
-_NODE_W, _NODE_H, _GAP_X, _GAP_Y, _MARGIN = 150, 34, 24, 46, 20
+_NODE_W, _NODE_H, _GAP_X, _GAP_Y, _MARGIN, _VIRTUAL_W = 150, 34, 24, 46, 20, 8
 
 
 @dataclass
@@ -27,7 +28,7 @@ class _Node:
     key: str
     label: str
     sub: str
-    kind: str  # op | input | output
+    kind: str  # op | input | output | virtual (a long edge crossing a layer)
     backend: str = "cpu"
     title: str = ""
     flagged: bool = False
@@ -49,10 +50,11 @@ def _short(text: str, n: int = 21) -> str:
     return text if len(text) <= n else text[: n - 1] + "…"
 
 
-def graph_svg(model: Any, backend_of: Mapping[int, str], reasons: Mapping[int, str] | None = None,
-              title: str = "") -> str:
-    """SVG text of ``model``'s main subgraph; ``backend_of[node] -> backend name``; ``reasons[node]``
-    (why a delegate declined the node) are shown as tooltips and a red outline."""
+def graph_svg(model: Any, backend_of: Mapping[int, str],
+              reasons: Mapping[int, tuple[str, bool]] | None = None, title: str = "") -> str:
+    """SVG text of ``model``'s main subgraph; ``backend_of[node] -> backend name``;
+    ``reasons[node] = (why it is on the CPU, declined by the delegate?)``: the reason is the
+    node's tooltip, and declined nodes get a red outline."""
     reasons = reasons or {}
     sg = model.subgraphs[0]
     nodes: dict[str, _Node] = {}
@@ -66,9 +68,9 @@ def graph_svg(model: Any, backend_of: Mapping[int, str], reasons: Mapping[int, s
     for op in sg.operators:
         k = f"op{op.index}"
         b = backend_of.get(op.index, "cpu")
-        why = reasons.get(op.index, "")
+        why, declined = reasons.get(op.index, ("", False))
         tip = f"node #{op.index} {op.name} v{op.version} on {b}" + (f"\n{why}" if why else "")
-        nodes[k] = _Node(k, _short(op.name), f"#{op.index}", "op", backend=b, title=tip, flagged=bool(why))
+        nodes[k] = _Node(k, _short(op.name), f"#{op.index}", "op", backend=b, title=tip, flagged=declined)
         for i in op.inputs:
             if i >= 0 and i in producer and producer[i] != k:
                 nodes[k].preds.append(producer[i])
@@ -95,6 +97,31 @@ def graph_svg(model: Any, backend_of: Mapping[int, str], reasons: Mapping[int, s
     for n in nodes.values():
         if n.kind == "output":
             n.layer = last + 1
+    # Then pull every operator down to just above its first consumer (in reverse order, so a
+    # chain moves together): constant-only nodes (DEQUANTIZE of weights...) then sit next to
+    # the node they feed instead of all crowding into the first layer.
+    for n in reversed([n for n in nodes.values() if n.kind == "op"]):
+        if n.succs:
+            n.layer = max(n.layer, min(nodes[s].layer for s in n.succs) - 1)
+    # ---- long edges get a chain of narrow virtual nodes, one per layer crossed, so they are
+    # ordered (and drawn) like everything else instead of cutting through the nodes between.
+    chains: list[list[str]] = []  # each edge as the keys it passes: source, virtual..., target
+    order_preds: dict[str, list[str]] = {k: [] for k in nodes}
+    order_succs: dict[str, list[str]] = {k: [] for k in nodes}
+    for n in list(nodes.values()):
+        for p in n.preds:
+            src = nodes[p]
+            keys = [p]
+            for lay in range(src.layer + 1, n.layer):
+                vk = f"v{len(nodes)}"
+                nodes[vk] = _Node(vk, "", "", "virtual", layer=lay)
+                order_preds[vk], order_succs[vk] = [], []
+                keys.append(vk)
+            keys.append(n.key)
+            for a, b in zip(keys, keys[1:], strict=False):
+                order_succs[a].append(b)
+                order_preds[b].append(a)
+            chains.append(keys)
     layers: dict[int, list[_Node]] = {}
     for n in nodes.values():
         layers.setdefault(n.layer, []).append(n)
@@ -102,29 +129,36 @@ def graph_svg(model: Any, backend_of: Mapping[int, str], reasons: Mapping[int, s
     for lay in order:
         for k, n in enumerate(layers[lay]):
             n.pos = k
-    for _ in range(3):  # barycentre sweeps, down then up
-        for seq, attr in ((order[1:], "preds"), (order[-2::-1], "succs")):
+    bary: dict[str, float] = {}
+    for _ in range(4):  # barycentre sweeps, down then up
+        for seq, nbrs in ((order[1:], order_preds), (order[-2::-1], order_succs)):
             for lay in seq:
                 row = layers[lay]
                 for n in row:
-                    nb = getattr(n, attr)
-                    n._bary = sum(nodes[p].pos for p in nb) / len(nb) if nb else n.pos  # type: ignore[attr-defined]
-                row.sort(key=lambda n: n._bary)  # type: ignore[attr-defined]
+                    nb = nbrs[n.key]
+                    bary[n.key] = sum(nodes[p].pos for p in nb) / len(nb) if nb else n.pos
+                row.sort(key=lambda n: bary[n.key])
                 for k, n in enumerate(row):
                     n.pos = k
 
-    width_nodes = max(len(r) for r in layers.values()) if layers else 1
+    def w_of(n: _Node) -> float:
+        return _VIRTUAL_W if n.kind == "virtual" else _NODE_W
+
+    def row_width(row: list[_Node]) -> float:
+        return sum(w_of(n) for n in row) + (len(row) - 1) * _GAP_X
+
     legend_h = 30
     top = _MARGIN + (24 if title else 0) + legend_h
-    width = 2 * _MARGIN + width_nodes * _NODE_W + (width_nodes - 1) * _GAP_X
+    width = 2 * _MARGIN + max((row_width(r) for r in layers.values()), default=_NODE_W)
+    width = max(width, 2 * _MARGIN + 320)  # room for the title and legend
     height = top + len(order) * (_NODE_H + _GAP_Y) + _MARGIN
     xy: dict[str, tuple[float, float]] = {}
     for li, lay in enumerate(order):
         row = layers[lay]
-        row_w = len(row) * _NODE_W + (len(row) - 1) * _GAP_X
-        x0 = (width - row_w) / 2
-        for k, n in enumerate(row):
-            xy[n.key] = (x0 + k * (_NODE_W + _GAP_X), top + li * (_NODE_H + _GAP_Y))
+        x = (width - row_width(row)) / 2
+        for n in row:
+            xy[n.key] = (x, top + li * (_NODE_H + _GAP_Y))
+            x += w_of(n) + _GAP_X
 
     extra: dict[str, str] = {}
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0f}" height="{height:.0f}" '
@@ -147,20 +181,29 @@ def graph_svg(model: Any, backend_of: Mapping[int, str], reasons: Mapping[int, s
                      'stroke-width="2"/>')
         parts.append(f'<text x="{lx + 19}" y="{ly + 12}" font-size="12">declined by the delegate</text>')
     parts.append("</g>")
-    # edges first, under the nodes
+    # edges first, under the nodes: curves between layers, straight through virtual nodes
     parts.append('<g class="edges" fill="none" stroke="#777" stroke-width="1.2">')
-    for n in nodes.values():
-        x2, y2 = xy[n.key]
-        for p in n.preds:
-            x1, y1 = xy[p]
-            ax, ay = x1 + _NODE_W / 2, y1 + _NODE_H
-            bx, by = x2 + _NODE_W / 2, y2
+    for keys in chains:
+        pts = []
+        for k in keys:
+            n = nodes[k]
+            x, y = xy[k]
+            cx = x + w_of(n) / 2
+            pts.append((cx, y, y + _NODE_H))  # centre x, top y, bottom y
+        d = f"M{pts[0][0]:.1f},{pts[0][2]:.1f}"
+        for j in range(1, len(pts)):
+            ax, ay = pts[j - 1][0], pts[j - 1][2]
+            bx, by = pts[j][0], pts[j][1]
             dy = (by - ay) / 2
-            parts.append(f'<path d="M{ax:.1f},{ay:.1f} C{ax:.1f},{ay + dy:.1f} {bx:.1f},{by - dy:.1f} '
-                         f'{bx:.1f},{by:.1f}"/>')
+            d += f" C{ax:.1f},{ay + dy:.1f} {bx:.1f},{by - dy:.1f} {bx:.1f},{by:.1f}"
+            if j < len(pts) - 1:  # through the virtual node
+                d += f" L{bx:.1f},{pts[j][2]:.1f}"
+        parts.append(f'<path d="{d}"/>')
     parts.append("</g>")
     parts.append('<g class="nodes">')
     for n in nodes.values():
+        if n.kind == "virtual":
+            continue
         x, y = xy[n.key]
         cls = f'node {n.kind} backend-{n.backend}'
         parts.append(f'<g class="{escape(cls)}" data-backend="{escape(n.backend)}" data-key="{n.key}">')
