@@ -88,6 +88,9 @@ class AutoselectSettings:
         data.update({k: v for k, v in overrides.items() if v is not None})
         if "precisions" in data:
             data["precisions"] = tuple(data["precisions"])
+        for k in ("time_budget_s", "tolerance"):  # YAML may give ints; keys must not depend on it
+            if k in data:
+                data[k] = float(data[k])
         return cls(**data)
 
     def as_dict(self) -> dict[str, Any]:
@@ -276,7 +279,8 @@ def _environment(rows: Sequence[Mapping[str, Any]], settings: AutoselectSettings
         "backends": [{"name": r["name"], "version": str(r.get("version", "")),
                       "devices": [str(d) for d in r.get("devices") or ()], "driver": _driver(r["name"])}
                      for r in rows if r.get("available")],
-        "settings": settings.as_dict(),
+        # What the choice depends on; the time budget only bounds how long measuring may take.
+        "settings": {k: v for k, v in settings.as_dict().items() if k != "time_budget_s"},
         "only_backends": sorted(only) if only else None,
     }
 
