@@ -359,3 +359,23 @@ def test_detection_errors(tmp_path):
     assert r.status == 2 and "unknown role(s) zebra" in r.stderr
     r = cli("eval", "detection", model, "--images", tmp_path, "--annotations", ann)
     assert r.status == 2 and "none of the 2 images" in r.stderr
+
+
+def test_classification_png_images_resized(tmp_path):
+    """PNG files (Pillow) twice the model's size: every 2x2 block holds one value, so a half-pixel
+    bilinear resize gives back exactly the 2x2 image and the accuracy is unchanged."""
+    pil = pytest.importorskip("PIL.Image")
+    d = tmp_path / "png"
+    d.mkdir()
+    for name, (scores, _) in IMAGES.items():
+        flat = np.zeros(12, np.uint8)
+        flat[:5] = scores
+        big = flat.reshape(2, 2, 3).repeat(2, axis=0).repeat(2, axis=1)
+        pil.fromarray(big, "RGB").save(d / name.replace(".npy", ".png"))
+    labels = tmp_path / "labels.txt"
+    labels.write_text("".join(f"{n.replace('.npy', '.png')} {lab}\n" for n, (_, lab) in IMAGES.items()))
+    model = tmp_path / "cls.tflite"
+    model.write_bytes(classifier())
+    r = cli("eval", "classification", model, "--images", d, "--labels", labels, "--top-k", "3", "--json")
+    assert r.status == 0, r
+    assert r.json()["accuracy"] == pytest.approx(EXPECTED)

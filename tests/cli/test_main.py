@@ -117,3 +117,19 @@ def test_progress_flag_on_commands(mlp_path, monkeypatch):
     made.clear()
     assert cli("benchmark", mlp_path, "--num-runs", "2", "--json").status == 0
     assert made == [("benchmark cpu", False, 4)]  # captured stderr is not a terminal
+
+
+def test_plugin_adds_a_command(register_backend):
+    import litegpu
+
+    class Plugin:
+        @litegpu.hookimpl
+        def register_commands(self, cli):
+            p = cli.add_parser("hello-plugin", help="say hello")
+            p.add_argument("--name", default="world")
+            p.set_defaults(func=lambda args: print(f"hello {args.name}") or 3)
+
+    register_backend("hello", Plugin())
+    r = cli("hello-plugin", "--name", "litegpu")
+    assert r.status == 3 and r.stdout == "hello litegpu\n"
+    assert "hello-plugin" in cli("--help").stdout
