@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from litegpu.testing import ModelBuilder, assert_allclose_rel, run_litert
 
 litert = pytest.importorskip("ai_edge_litert.interpreter")

@@ -53,10 +53,18 @@ class FakePlugin:
 
 @pytest.fixture(autouse=True)
 def fake_backends(monkeypatch):
+    # Only core's own plugins and the fakes below: what is installed on this machine (litegpu-opencl...)
+    # must not change which backend these tests see first.
+    from litegpu._plugins import reset_plugins
+
     monkeypatch.delenv("LITEGPU_CONFIG", raising=False)
+    monkeypatch.setenv("LITEGPU_DISABLE_PLUGIN_AUTOLOAD", "1")
+    reset_plugins()
     name = register_plugin(FakePlugin(), "fake-gpu-plugin")
     yield
     unregister_plugin(name)
+    monkeypatch.delenv("LITEGPU_DISABLE_PLUGIN_AUTOLOAD")
+    reset_plugins()
 
 
 # (yaml text, dotted path, line, text the message must contain)

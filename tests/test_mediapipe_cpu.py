@@ -93,9 +93,10 @@ def _read(path):
     return read_model(path if isinstance(path, bytes) else str(path))
 
 
-def _litert_outputs(model, x: np.ndarray) -> list[np.ndarray]:
+def _litert_outputs(model, x: np.ndarray, reference: bool = True) -> list[np.ndarray]:
     src = {"model_content": model} if isinstance(model, bytes) else {"model_path": str(model)}
-    it = litert.Interpreter(**src, experimental_op_resolver_type=litert.OpResolverType.BUILTIN_REF)
+    kind = litert.OpResolverType.BUILTIN_REF if reference else litert.OpResolverType.AUTO
+    it = litert.Interpreter(**src, experimental_op_resolver_type=kind, num_threads=1)
     it.allocate_tensors()
     it.set_tensor(it.get_input_details()[0]["index"], x)
     it.invoke()
@@ -201,4 +202,12 @@ def test_mediapipe_model_matches_litert(name, mediapipe_models, xfail_if_kernels
     print(f"\n{name}: worst max|ours-litert|/max|litert| = {worst:.3e} "
           f"(per output: {', '.join(f'{r:.2e}' for r in ratios)})")
     bad = [(k, r) for k, r in enumerate(ratios) if not r <= TOL]
-    assert not bad, f"{name}: outputs over {TOL:g} relative: {bad}"
+    if bad:
+        # An output can sit at float32's noise floor: LiteRT's own two CPU paths (reference kernels and
+        # XNNPACK) then disagree by more than TOL on it too (pose_landmark_full's segmentation output:
+        # 1.4e-4).  There, and only there, the bar is that disagreement: we must be no further from the
+        # reference kernels than LiteRT's optimized path is.
+        floor = [_ratio(o, w) for o, w in zip(_litert_outputs(oracle, x, reference=False), want, strict=True)]
+        print(f"{name}: LiteRT XNNPACK vs reference per output: {', '.join(f'{r:.2e}' for r in floor)}")
+        bad = [(k, r, floor[k]) for k, r in bad if not r <= floor[k]]
+    assert not bad, f"{name}: outputs over {TOL:g} relative and over LiteRT's own XNNPACK/reference gap: {bad}"

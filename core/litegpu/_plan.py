@@ -53,6 +53,7 @@ __all__ = [
 ]
 
 CPU_BACKEND = "cpu"
+FOLDED_BACKEND = "folded"  # constant-only nodes evaluated once at allocate_tensors
 
 # IR dtype names that have no numpy array representation we can allocate.
 _NON_NUMERIC = frozenset({"string", "resource", "variant", "int4", "bfloat16"})
@@ -511,7 +512,10 @@ def build_plan(
         if n not in claimed:  # unsupported by every delegate, or left to the CPU by the partition limits
             raise UnsupportedOpError(msg)
 
-    shown = ([(CPU_BACKEND, list(folded))] if folded else []) + groups
+    # Folded nodes ran once, here; no backend runs them per invoke.  They get their own segment so a
+    # plan shows honestly that nothing of them is left on the CPU (LiteRT's GPU delegate would claim
+    # such DEQUANTIZE nodes and fold them the same way).
+    shown = ([(FOLDED_BACKEND, list(folded))] if folded else []) + groups
     merged: list[tuple[str, list[int]]] = []
     for b, ns in shown:
         if merged and merged[-1][0] == b == CPU_BACKEND:

@@ -1,0 +1,125 @@
+"""What the kernel templates can fuse: the one place the passes and the lowering agree on it.
+
+The kernel templates (``shaders/``, contract in ``docs/gpu-kernels.md``) take
+a fixed set of *epilogue slots* per kernel, rendered as template options:
+
+* ``conv2d``: ``act`` (an activation, or PRELU with a per-channel alpha),
+  then ``residual`` (ADD or MUL with a tensor of the output's shape), then
+  ``residual_act`` (an activation without PRELU);
+* ``depthwise_conv2d``, ``transpose_conv2d``, ``fully_connected``: ``act``
+  (PRELU included);
+* ``binary``: ``act`` (no PRELU), then a ``chain`` of unary ops;
+* ``pool2d``: ``act`` (no PRELU).
+
+:func:`match_epilogue` maps a node's :class:`Epilogue` chain onto those
+slots; the fusion passes only fuse what matches, so every epilogue the
+lowering meets fits its kernel.  When the templates grow, change only this
+module.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ._graph import Epilogue, GpuGraph, GpuNode
+
+__all__ = ["POOL_TAKES_PAD_VALUE", "ACTIVATIONS", "CHAIN_OPS", "kernel_family", "match_epilogue", "epilogue_fits", "UNARY_KERNEL_OPS"]
+
+#: Does ``pool2d`` read explicit padding cells as ``PAD_VALUE`` (params EX_T/EX_B/EX_L/EX_R, option
+#: ``explicit_pad``)?  The template skips out-of-bounds taps only (TFLite's pool semantics), so a PAD
+#: is not merged into a pool until it does.
+POOL_TAKES_PAD_VALUE = False
+
+#: activations a kernel's ``act`` slot takes (plus PRELU where noted)
+ACTIVATIONS = frozenset({"RELU", "RELU6", "RELU_N1_TO_1", "TANH", "LOGISTIC", "HARD_SWISH", "SIGN_BIT"})
+#: unary ops a ``binary``/``unary`` kernel's ``chain`` takes (LEAKY_RELU needs alpha: not chainable)
+CHAIN_OPS = frozenset({"EXP", "LOG", "SQRT", "RSQRT", "ABS", "NEG", "SIN", "COS", "TANH", "LOGISTIC", "RELU",
+                       "RELU6", "RELU_N1_TO_1", "ELU", "HARD_SWISH", "GELU", "GELU_TANH", "SQUARE",
+                       "SIGN_BIT"})
+#: TFLite unary ops rendered by the ``unary`` kernel
+UNARY_KERNEL_OPS = frozenset({"EXP", "LOG", "SQRT", "RSQRT", "ABS", "NEG", "SIN", "COS", "TANH", "LOGISTIC",
+                              "RELU", "RELU6", "RELU_N1_TO_1", "LEAKY_RELU", "ELU", "HARD_SWISH", "GELU",
+                              "SQUARE"})
+
+_FAMILY = {
+    "CONV_2D": "conv2d",
+    "DEPTHWISE_CONV_2D": "depthwise_conv2d",
+    "TRANSPOSE_CONV": "transpose_conv2d",
+    "Convolution2DTransposeBias": "transpose_conv2d",
+    "FULLY_CONNECTED": "fully_connected",
+    "BATCH_MATMUL": "batch_matmul",
+    "AVERAGE_POOL_2D": "pool2d",
+    "MAX_POOL_2D": "pool2d",
+    "ADD": "binary", "SUB": "binary", "MUL": "binary", "DIV": "binary", "MAXIMUM": "binary",
+    "MINIMUM": "binary", "SQUARED_DIFFERENCE": "binary", "POW": "binary", "PRELU": "binary",
+    "LOGICAL_AND": "binary",
+}
+
+
+def kernel_family(op: str) -> str | None:
+    """The template kernel computing ``op`` (for the ops that take an epilogue), else None."""
+    return _FAMILY.get(op)
+
+
+def _per_channel(g: GpuGraph, t: int | None, channels: int) -> bool:
+    if t is None or not g.is_constant(t):
+        return False
+    s = g.tensors[t].shape
+    return s[:3] == (1, 1, 1) and s[3] in (1, channels)
+
+
+def match_epilogue(g: GpuGraph, node: GpuNode, steps: Sequence[Epilogue] | None = None
+                   ) -> tuple[dict[str, Any], list[Epilogue]] | None:
+    """Template options realising ``steps`` (default: the node's epilogue) on the node's kernel, and the
+    epilogue operands in binding order (PRELU alpha, residual); None when they do not fit."""
+    steps = list(node.epilogue if steps is None else steps)
+    fam = kernel_family(node.op)
+    out = g.tensors[node.outputs[0]].shape
+    opts: dict[str, Any] = {}
+    operands: list[Epilogue] = []
+    i = 0
+
+    def take_act(prelu: bool) -> bool:
+        nonlocal i
+        if i < len(steps) and steps[i].operand is None and steps[i].op in ACTIVATIONS:
+            opts["act"] = steps[i].op
+            i += 1
+            return True
+        if prelu and i < len(steps) and steps[i].op == "PRELU" and _per_channel(g, steps[i].operand, out[3]):
+            opts["act"] = "PRELU"
+            operands.append(steps[i])
+            i += 1
+            return True
+        return False
+
+    if fam == "conv2d":
+        take_act(True)
+        if i < len(steps) and steps[i].op in ("ADD", "MUL") and steps[i].operand is not None \
+                and g.tensors[steps[i].operand].shape == out:
+            opts["residual"] = steps[i].op
+            operands.append(steps[i])
+            i += 1
+            if i < len(steps) and steps[i].operand is None and steps[i].op in ACTIVATIONS:
+                opts["residual_act"] = steps[i].op
+                i += 1
+    elif fam in ("depthwise_conv2d", "transpose_conv2d", "fully_connected"):
+        take_act(True)
+    elif fam == "pool2d":
+        take_act(False)
+    elif fam == "binary":
+        take_act(False)
+        chain = []
+        while i < len(steps) and steps[i].operand is None and steps[i].op in CHAIN_OPS:
+            chain.append(steps[i].op)
+            i += 1
+        if chain:
+            opts["chain"] = tuple(chain)
+    if i != len(steps):
+        return None
+    return opts, operands
+
+
+def epilogue_fits(g: GpuGraph, node: GpuNode, steps: Sequence[Epilogue]) -> bool:
+    """Can ``node``'s kernel apply ``steps`` as its epilogue?"""
+    return match_epilogue(g, node, steps) is not None

@@ -1,0 +1,171 @@
+"""Device layouts: PHWC4 activations and the re-laid-out weights of each kernel family.
+
+Activations (PHWC4)
+-------------------
+A BHWC tensor with ``C`` channels is stored as ``S = ceil(C / 4)`` channel
+*slices* of 4, the last zero padded: a contiguous array of shape
+``(B, S, H, W, 4)``; element ``[b, s, h, w, k]`` is channel ``4 * s + k`` of
+pixel ``(b, h, w)`` (0 where ``4 * s + k >= C``).  One work item reads a
+pixel's 4 channels as one vector (``float4``/``vec4``/``half4``).  The host
+converts at the partition boundary with :func:`bhwc_to_phwc4` and
+:func:`phwc4_to_bhwc` (vectorised: pad, reshape, transpose).  Padded lanes
+must hold 0 (kernels may rely on it, e.g. a conv reads them as inputs with
+zero weights -- the padded weights are 0 too, so any finite value works, but
+0 keeps reductions over C exact).
+
+Weights (re-laid out once, at prepare)
+--------------------------------------
+Every weight layout puts 4 *output* channels in the innermost dimension, so
+a work item computing one output slice reads one vector per (tap, input
+channel) and accumulates four dot products with a multiply-add.  ``S_o``
+is ``ceil(O / 4)``, ``I4`` is ``I`` rounded up to a multiple of 4; padding is 0.
+
+=====================  =====================  ============================================================
+kernel                 TFLite weights         device array
+=====================  =====================  ============================================================
+conv2d                 OHWI ``[O,KH,KW,I]``   ``[S_o][KH][KW][I4][4]``: ``[s,y,x,i,k] = W[4s+k, y, x, i]``
+conv2d_transpose       OHWI ``[O,KH,KW,I]``   same as conv2d
+depthwise_conv2d       ``[1,KH,KW,C*M]``       ``[S][KH][KW][4]``: ``[s,y,x,k] = W[0, y, x, 4s+k]``
+fully_connected        ``[O,I]``              ``[S_o][I4][4]``: ``[s,i,k] = W[4s+k, i]``
+bias (all of them)     ``[O]``                ``[S_o][4]``
+per-channel operand    ``(1,1,1,C)``          ``[S][4]`` (PRELU alpha, epilogue operands)
+other constants        4-D BHWC               PHWC4 ``(B,S,H,W,4)`` of their own (broadcast) shape
+=====================  =====================  ============================================================
+
+For a grouped convolution (``I`` = input channels per group), ``I4`` rounds
+the per-group count; output channel ``o`` belongs to group ``o // (O/groups)``.
+
+These are this module's definitions; ``docs/gpu-kernels.md`` (the kernel
+templates' contract) must agree, and ``docs/gpu-compiler.md`` repeats them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .._errors import DelegateError
+
+__all__ = [
+    "slices",
+    "phwc4_shape",
+    "phwc4_nbytes",
+    "bhwc_to_phwc4",
+    "phwc4_to_bhwc",
+    "to_device",
+    "from_device",
+    "conv_weights",
+    "depthwise_weights",
+    "fc_weights",
+    "transpose_conv_weights",
+    "channel_vector",
+    "constant_phwc4",
+]
+
+
+def slices(c: int) -> int:
+    """Number of 4-channel slices of ``c`` channels."""
+    return (int(c) + 3) // 4
+
+
+def phwc4_shape(shape: tuple[int, int, int, int]) -> tuple[int, int, int, int, int]:
+    b, h, w, c = shape
+    return (b, slices(c), h, w, 4)
+
+
+def phwc4_nbytes(shape: tuple[int, int, int, int], itemsize: int) -> int:
+    """Bytes of a PHWC4 buffer holding a BHWC tensor of ``shape``."""
+    b, h, w, c = shape
+    return b * slices(c) * h * w * 4 * itemsize
+
+
+def _pad_axis(a: np.ndarray, axis: int, multiple: int = 4) -> np.ndarray:
+    n = a.shape[axis]
+    extra = (-n) % multiple
+    if not extra:
+        return a
+    pads = [(0, 0)] * a.ndim
+    pads[axis] = (0, extra)
+    return np.pad(a, pads)
+
+
+def bhwc_to_phwc4(x: np.ndarray, dtype: np.dtype | str | None = None) -> np.ndarray:
+    """``(B, H, W, C)`` -> contiguous ``(B, S, H, W, 4)``, channels zero padded."""
+    if x.ndim != 4:
+        raise DelegateError(f"bhwc_to_phwc4 expects a 4-D array, got shape {x.shape}")
+    b, h, w, c = x.shape
+    xp = _pad_axis(np.asarray(x), 3)
+    out = xp.reshape(b, h, w, slices(c), 4).transpose(0, 3, 1, 2, 4)
+    return np.ascontiguousarray(out, dtype=dtype if dtype is not None else x.dtype)
+
+
+def phwc4_to_bhwc(y: np.ndarray, channels: int, dtype: np.dtype | str | None = None) -> np.ndarray:
+    """``(B, S, H, W, 4)`` -> contiguous ``(B, H, W, channels)``."""
+    if y.ndim != 5 or y.shape[4] != 4 or y.shape[1] != slices(channels):
+        raise DelegateError(f"phwc4_to_bhwc: shape {y.shape} does not hold {channels} channels")
+    b, s, h, w, _ = y.shape
+    out = y.transpose(0, 2, 3, 1, 4).reshape(b, h, w, s * 4)[..., :channels]
+    return np.ascontiguousarray(out, dtype=dtype if dtype is not None else y.dtype)
+
+
+def to_device(x: np.ndarray, shape4: tuple[int, int, int, int], storage: str) -> np.ndarray:
+    """Host array in its IR shape -> PHWC4 array in the storage type (partition inputs)."""
+    x = np.asarray(x)
+    if x.size != int(np.prod(shape4)):
+        raise DelegateError(f"input of shape {x.shape} does not fit the tensor shape {shape4}")
+    return bhwc_to_phwc4(x.reshape(shape4), storage)
+
+
+def from_device(y: np.ndarray, shape4: tuple[int, int, int, int], ir_shape: tuple[int, ...],
+                dtype: str = "float32") -> np.ndarray:
+    """PHWC4 array (flat or 5-D) -> host array in the IR shape and dtype (partition outputs)."""
+    y = np.asarray(y).reshape((shape4[0], slices(shape4[3]), shape4[1], shape4[2], 4))
+    return phwc4_to_bhwc(y, shape4[3], dtype).reshape(ir_shape)
+
+
+# -- weights -------------------------------------------------------------------------------------------------
+
+
+def conv_weights(w: np.ndarray, dtype: str = "float32") -> np.ndarray:
+    """OHWI ``[O, KH, KW, I]`` -> ``[S_o, KH, KW, I4, 4]`` (4 output channels innermost)."""
+    if w.ndim != 4:
+        raise DelegateError(f"conv weights must be OHWI, got shape {w.shape}")
+    o, kh, kw, i = w.shape
+    wp = _pad_axis(_pad_axis(np.asarray(w), 0), 3)
+    out = wp.reshape(slices(o), 4, kh, kw, wp.shape[3]).transpose(0, 2, 3, 4, 1)
+    return np.ascontiguousarray(out, dtype=dtype)
+
+
+transpose_conv_weights = conv_weights
+
+
+def depthwise_weights(w: np.ndarray, dtype: str = "float32") -> np.ndarray:
+    """``[1, KH, KW, C*M]`` -> ``[S, KH, KW, 4]``."""
+    if w.ndim != 4 or w.shape[0] != 1:
+        raise DelegateError(f"depthwise weights must be [1, KH, KW, C], got shape {w.shape}")
+    _, kh, kw, c = w.shape
+    wp = _pad_axis(np.asarray(w)[0], 2)
+    out = wp.reshape(kh, kw, slices(c), 4).transpose(2, 0, 1, 3)
+    return np.ascontiguousarray(out, dtype=dtype)
+
+
+def fc_weights(w: np.ndarray, dtype: str = "float32") -> np.ndarray:
+    """``[O, I]`` -> ``[S_o, I4, 4]``."""
+    if w.ndim != 2:
+        raise DelegateError(f"fully-connected weights must be [O, I], got shape {w.shape}")
+    o, i = w.shape
+    wp = _pad_axis(_pad_axis(np.asarray(w), 0), 1)
+    out = wp.reshape(slices(o), 4, wp.shape[1]).transpose(0, 2, 1)
+    return np.ascontiguousarray(out, dtype=dtype)
+
+
+def channel_vector(v: np.ndarray | None, channels: int, dtype: str = "float32") -> np.ndarray:
+    """A per-channel vector (bias, PRELU alpha...) as ``[S, 4]``; None -> zeros."""
+    if v is None:
+        v = np.zeros(channels, np.float32)
+    v = np.broadcast_to(np.asarray(v, np.float32).reshape(-1), (channels,))
+    return np.ascontiguousarray(_pad_axis(v, 0).reshape(slices(channels), 4), dtype=dtype)
+
+
+def constant_phwc4(x: np.ndarray, shape4: tuple[int, int, int, int], dtype: str = "float32") -> np.ndarray:
+    """A constant operand with its own (possibly broadcast) 4-D shape, in PHWC4."""
+    return bhwc_to_phwc4(np.asarray(x).reshape(shape4), dtype)

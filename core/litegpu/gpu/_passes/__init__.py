@@ -1,0 +1,83 @@
+"""The GPU compiler's graph passes: each a small function ``(GpuGraph) -> Report`` (lines for ``inspect``).
+
+:data:`DEFAULT_PIPELINE` is the order :func:`run_passes` applies them in; each
+keeps the graph's meaning (checked by ``tests/test_gpu_transforms.py`` with
+the reference evaluator against LiteRT).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from .._graph import GpuGraph, Report
+from .expand_lstm import expand_lstm
+from .fc_as_conv import fc_as_conv
+from .fold_affine import fold_affine
+from .fold_constants import fold_constants
+from .fuse import fuse_activations, fuse_elementwise
+from .legalise import legalise_epilogues
+from .merge_pad import merge_pad
+from .normalise_bhwc import normalise_bhwc
+from .remove_identities import remove_identities
+
+__all__ = [
+    "Pass",
+    "DEFAULT_PIPELINE",
+    "run_passes",
+    "fold_constants",
+    "remove_identities",
+    "normalise_bhwc",
+    "expand_lstm",
+    "merge_pad",
+    "fc_as_conv",
+    "fold_affine",
+    "fuse_elementwise",
+    "fuse_activations",
+    "legalise_epilogues",
+    "prune",
+]
+
+Pass = Callable[[GpuGraph], Report]
+
+
+def prune(g: GpuGraph) -> Report:
+    """Drop nodes whose results nobody reads and tensors nobody references."""
+    n_tensors = len(g.tensors)
+    removed = g.prune()
+    return [f"removed {removed} dead nodes and {n_tensors - len(g.tensors)} unreferenced tensors"]
+
+
+DEFAULT_PIPELINE: tuple[Pass, ...] = (
+    fold_constants,
+    remove_identities,
+    normalise_bhwc,
+    expand_lstm,
+    remove_identities,
+    merge_pad,
+    fc_as_conv,
+    fold_affine,
+    fuse_elementwise,
+    fuse_activations,
+    legalise_epilogues,
+    prune,
+)
+
+
+def run_passes(g: GpuGraph, passes: Sequence[Pass] = DEFAULT_PIPELINE, *, validate: bool = True
+               ) -> dict[str, Report]:
+    """Apply ``passes`` in order; returns ``{pass name: report}`` (repeated passes get ``#2``...).
+
+    With ``validate`` the graph invariants are checked after every pass, so a
+    broken pass is named at once.
+    """
+    reports: dict[str, Report] = {}
+    for p in passes:
+        name = p.__name__
+        k = 2
+        while name in reports:
+            name = f"{p.__name__}#{k}"
+            k += 1
+        reports[name] = p(g)
+        if validate:
+            g.validate()
+    return reports

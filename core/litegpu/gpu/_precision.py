@@ -1,0 +1,108 @@
+"""Precision policy: the storage type of each tensor and the accumulator type of each op.
+
+Three modes (the ``precision`` option of a GPU backend):
+
+``fp32``
+    everything float32.
+``fp16``
+    activations and float constants stored as float16, arithmetic in float16
+    (fastest; reductions over many terms lose accuracy).
+``fp16_fp32acc``
+    float16 storage, but every op that sums many terms accumulates in
+    float32: convolutions (CONV_2D, DEPTHWISE_CONV_2D, TRANSPOSE_CONV,
+    Convolution2DTransposeBias), FULLY_CONNECTED, BATCH_MATMUL and the
+    reductions MEAN, SUM, SOFTMAX (its sum of exponentials),
+    AVERAGE_POOL_2D and LSTM gates.  Elementwise ops stay float16.
+
+Non-float tensors (int32 shape/axis parameters, bool) keep their type.
+Constants are converted once, at prepare (:meth:`PrecisionPolicy.constant`).
+:func:`fp16_risks` lists constants whose magnitude exceeds float16's range
+(65504) or whose non-zero values underflow to 0, for the compile report.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .._errors import ConfigError
+from ._graph import GpuGraph, GpuNode, GpuTensor
+
+__all__ = ["PRECISIONS", "FP32_ACCUMULATION_OPS", "PrecisionPolicy", "precision_policy", "fp16_risks",
+           "FP16_MAX"]
+
+PRECISIONS = ("fp32", "fp16", "fp16_fp32acc")
+FP16_MAX = 65504.0
+_FP16_TINY = 2.0 ** -24  # smallest positive subnormal
+
+#: ops that accumulate in float32 under ``fp16_fp32acc``
+FP32_ACCUMULATION_OPS = frozenset({
+    "CONV_2D", "DEPTHWISE_CONV_2D", "TRANSPOSE_CONV", "Convolution2DTransposeBias", "FULLY_CONNECTED",
+    "BATCH_MATMUL", "MEAN", "SUM", "SOFTMAX", "AVERAGE_POOL_2D", "LSTM",
+})
+
+
+@dataclass(frozen=True)
+class PrecisionPolicy:
+    """Storage and accumulation types for one precision mode."""
+
+    mode: str
+
+    @property
+    def float_storage(self) -> str:
+        return "float32" if self.mode == "fp32" else "float16"
+
+    @property
+    def itemsize(self) -> int:
+        return 4 if self.mode == "fp32" else 2
+
+    def storage(self, tensor: GpuTensor) -> str:
+        """Device element type of ``tensor``."""
+        if tensor.dtype in ("float32", "float16"):
+            return self.float_storage
+        return tensor.dtype
+
+    def accumulator(self, node: GpuNode) -> str:
+        """Type the kernel of ``node`` accumulates (and computes) in."""
+        if self.mode == "fp32":
+            return "float32"
+        if self.mode == "fp16_fp32acc" and node.op in FP32_ACCUMULATION_OPS:
+            return "float32"
+        return "float16"
+
+    def constant(self, data: np.ndarray) -> np.ndarray:
+        """A float constant in the storage type (non-float constants unchanged)."""
+        a = np.asarray(data)
+        if a.dtype.kind == "f":
+            return a.astype(self.float_storage)
+        return a
+
+
+def precision_policy(mode: str) -> PrecisionPolicy:
+    """The policy for ``mode``; raises :class:`ConfigError` naming the valid values."""
+    if mode not in PRECISIONS:
+        raise ConfigError(f"unknown precision {mode!r}: expected one of {', '.join(PRECISIONS)}",
+                          path="precision")
+    return PrecisionPolicy(mode)
+
+
+def fp16_risks(g: GpuGraph) -> list[str]:
+    """Constants that float16 storage would distort: beyond +-65504 (become inf) or non-zero values
+    below float16's smallest subnormal (become 0)."""
+    out = []
+    for t in sorted(g.tensors):
+        x = g.tensors[t]
+        if x.data is None or x.dtype not in ("float32", "float64") or x.sparsity is not None:
+            continue
+        a = np.abs(np.asarray(x.data, np.float64))
+        if not a.size:
+            continue
+        big = int(np.count_nonzero(a > FP16_MAX))
+        if big:
+            out.append(f"constant {x.name!r}: {big} value(s) beyond the float16 range (max |x| = {a.max():.4g})")
+        tiny = int(np.count_nonzero((a > 0) & (a < _FP16_TINY)))
+        if tiny:
+            out.append(f"constant {x.name!r}: {tiny} non-zero value(s) below float16's smallest subnormal "
+                       "(stored as 0)")
+    return out

@@ -1,0 +1,218 @@
+"""Small models for the GPU compiler tests (built with ModelBuilder, run by LiteRT as the oracle)."""
+
+from __future__ import annotations
+
+import numpy as np
+from _gpu_tflite import model_builder
+
+RNG = np.random.default_rng(1234)
+
+
+def rnd(*shape, lo=-1.0, hi=1.0):
+    return RNG.uniform(lo, hi, size=shape).astype(np.float32)
+
+
+def conv_model(b, x, cin, cout, hw, *, k=3, act=0, padding=0, name="c", stride=1):
+    w = b.const(f"{name}_w", rnd(cout, k, k, cin))
+    bias = b.const(f"{name}_b", rnd(cout))
+    oh = hw if padding == 0 else hw - k + 1
+    oh = (oh + stride - 1) // stride if padding == 0 else (hw - k) // stride + 1
+    y = b.tensor(f"{name}_y", (1, oh, oh, cout))
+    b.op("CONV_2D", [x, w, bias], [y], padding=padding, stride_w=stride, stride_h=stride,
+         fused_activation_function=act)
+    return y
+
+
+def _unary(op, lo=-3.0, hi=3.0, **opts):
+    b = model_builder()
+    x = b.input("x", (1, 3, 4, 5))
+    y = b.tensor("y", (1, 3, 4, 5))
+    b.op(op, [x], [y], **opts)
+    b.output(y)
+    return b.build(), [rnd(1, 3, 4, 5, lo=lo, hi=hi)]
+
+
+def _binary(op, bshape=(5,), lo=-2.0, hi=2.0, **opts):
+    b = model_builder()
+    x = b.input("x", (2, 3, 4, 5))
+    c = b.input("c", bshape)
+    y = b.tensor("y", (2, 3, 4, 5))
+    b.op(op, [x, c], [y], **opts)
+    b.output(y)
+    return b.build(), [rnd(2, 3, 4, 5, lo=lo, hi=hi), rnd(*bshape, lo=lo, hi=hi)]
+
+
+def _model_resize(op, align, half, size=(7, 9)):
+    b = model_builder()
+    x = b.input("x", (1, 4, 5, 3))
+    y = b.tensor("y", (1, *size, 3))
+    b.op(op, [x, b.const("size", np.array(size, np.int32))], [y], align_corners=align, half_pixel_centers=half)
+    b.output(y)
+    return b.build(), [rnd(1, 4, 5, 3)]
+
+
+def _model_conv(groups=1, dilation=1, stride=2, padding=0):
+    b = model_builder()
+    x = b.input("x", (1, 9, 8, 8))
+    k = 3
+    eff = (k - 1) * dilation + 1
+    oh = (9 + stride - 1) // stride if padding == 0 else (9 - eff) // stride + 1
+    ow = (8 + stride - 1) // stride if padding == 0 else (8 - eff) // stride + 1
+    y = b.tensor("y", (1, oh, ow, 6))
+    b.op("CONV_2D", [x, b.const("w", rnd(6, k, k, 8 // groups)), b.const("b", rnd(6))], [y], padding=padding,
+         stride_w=stride, stride_h=stride, dilation_w_factor=dilation, dilation_h_factor=dilation, version=6)
+    b.output(y)
+    return b.build(), [rnd(1, 9, 8, 8)]
+
+
+def _model_transpose_conv(padding):
+    b = model_builder()
+    x = b.input("x", (1, 4, 5, 3))
+    oh, ow = (8, 10) if padding == 0 else (9, 11)
+    y = b.tensor("y", (1, oh, ow, 6))
+    b.op("TRANSPOSE_CONV", [b.const("os", np.array([1, oh, ow, 6], np.int32)), b.const("w", rnd(6, 3, 3, 3)), x,
+                            b.const("bias", rnd(6))], [y], padding=padding, stride_w=2, stride_h=2, version=3)
+    b.output(y)
+    return b.build(), [rnd(1, 4, 5, 3)]
+
+
+def _model_misc(op):
+    b = model_builder()
+    x = b.input("x", (1, 4, 6, 8))
+    if op == "DEPTH_TO_SPACE":
+        y = b.tensor("y", (1, 8, 12, 2))
+        b.op(op, [x], [y], block_size=2)
+    elif op == "SPACE_TO_DEPTH":
+        y = b.tensor("y", (1, 2, 3, 32))
+        b.op(op, [x], [y], block_size=2)
+    elif op == "MIRROR_PAD":
+        y = b.tensor("y", (1, 6, 9, 8))
+        b.op(op, [x, b.const("p", np.array([[0, 0], [1, 1], [2, 1], [0, 0]], np.int32))], [y], mode=0)
+    elif op == "MIRROR_PAD_SYM":
+        y = b.tensor("y", (1, 6, 9, 8))
+        b.op("MIRROR_PAD", [x, b.const("p", np.array([[0, 0], [1, 1], [2, 1], [0, 0]], np.int32))], [y], mode=1)
+    elif op == "AVERAGE_POOL_2D":
+        y = b.tensor("y", (1, 2, 3, 8))
+        b.op(op, [x], [y], padding=0, stride_w=2, stride_h=2, filter_width=3, filter_height=3)
+    elif op == "MAX_POOL_2D":
+        y = b.tensor("y", (1, 2, 3, 8))
+        b.op(op, [x], [y], padding=0, stride_w=2, stride_h=2, filter_width=3, filter_height=3)
+    elif op == "TRANSPOSE":
+        y = b.tensor("y", (1, 8, 4, 6))
+        b.op(op, [x, b.const("perm", np.array([0, 3, 1, 2], np.int32))], [y])
+    elif op == "STRIDED_SLICE":
+        y = b.tensor("y", (1, 2, 3, 3))
+        b.op(op, [x, b.const("b", np.array([0, 3, -1, 1], np.int32)), b.const("e", np.array([1, 0, 0, 8], np.int32)),
+                  b.const("s", np.array([1, -2, -2, 3], np.int32))], [y])
+    elif op == "DEPTHWISE_CONV_2D":
+        y = b.tensor("y", (1, 2, 4, 16))
+        b.op(op, [x, b.const("w", rnd(1, 3, 3, 16)), b.const("b", rnd(16))], [y], padding=1, stride_w=1,
+             stride_h=1, dilation_w_factor=1, dilation_h_factor=1, depth_multiplier=2)
+    elif op == "GELU":
+        y = b.tensor("y", (1, 4, 6, 8))
+        b.op(op, [x], [y], approximate=False)
+    elif op == "GELU_APPROX":
+        y = b.tensor("y", (1, 4, 6, 8))
+        b.op("GELU", [x], [y], approximate=True)
+    b.output(y)
+    return b.build(), [rnd(1, 4, 6, 8, lo=-3, hi=3)]
+
+
+_OP_CASES = {
+    **{op: (lambda op=op: _unary(op)) for op in ["ABS", "NEG", "SIN", "COS", "TANH", "LOGISTIC", "RELU", "RELU6",
+                                                 "RELU_N1_TO_1", "ELU", "HARD_SWISH", "EXP"]},
+    "LOG": lambda: _unary("LOG", 0.1, 5), "SQRT": lambda: _unary("SQRT", 0.1, 5),
+    "RSQRT": lambda: _unary("RSQRT", 0.1, 5), "LEAKY_RELU": lambda: _unary("LEAKY_RELU", alpha=0.2),
+    **{op: (lambda op=op: _binary(op)) for op in ["ADD", "SUB", "MUL", "MAXIMUM", "MINIMUM", "SQUARED_DIFFERENCE"]},
+    "DIV": lambda: _binary("DIV", lo=0.5, hi=2), "POW": lambda: _binary("POW", lo=0.5, hi=2),
+    "ADD_4d_broadcast": lambda: _binary("ADD", (2, 1, 4, 1)), "PRELU": lambda: _binary("PRELU", (1, 1, 5)),
+    "CONV_2D": _model_conv, "CONV_2D_dilated": lambda: _model_conv(dilation=2, stride=1, padding=1),
+    "CONV_2D_grouped": lambda: _model_conv(groups=2),
+    "TRANSPOSE_CONV_same": lambda: _model_transpose_conv(0),
+    "TRANSPOSE_CONV_valid": lambda: _model_transpose_conv(1),
+    **{f"{op}_{a}_{h}": (lambda op=op, a=a, h=h: _model_resize(op, a, h))
+       for op in ("RESIZE_BILINEAR", "RESIZE_NEAREST_NEIGHBOR") for a, h in ((False, False), (True, False),
+                                                                            (False, True))},
+    "RESIZE_BILINEAR_down": lambda: _model_resize("RESIZE_BILINEAR", False, True, (3, 2)),
+    **{op: (lambda op=op: _model_misc(op)) for op in ["DEPTH_TO_SPACE", "SPACE_TO_DEPTH", "MIRROR_PAD",
+                                                      "MIRROR_PAD_SYM", "AVERAGE_POOL_2D", "MAX_POOL_2D",
+                                                      "TRANSPOSE", "STRIDED_SLICE", "DEPTHWISE_CONV_2D", "GELU",
+                                                      "GELU_APPROX"]},
+}
+
+
+
+
+def _model_shapes(op):
+    """Data-movement and reduction ops on non-trivial shapes (ranks 2-4, channels not multiples of 4)."""
+    b = model_builder()
+    x = b.input("x", (2, 3, 5, 6))
+    inputs = [rnd(2, 3, 5, 6)]
+    if op == "CONCATENATION_C":
+        z = b.input("z", (2, 3, 5, 3))
+        inputs.append(rnd(2, 3, 5, 3))
+        y = b.tensor("y", (2, 3, 5, 9))
+        b.op("CONCATENATION", [x, z], [y], axis=3)
+        outs = [y]
+    elif op == "CONCATENATION_H":
+        y = b.tensor("y", (2, 6, 5, 6))
+        b.op("CONCATENATION", [x, b.const("k", rnd(2, 3, 5, 6))], [y], axis=1)
+        outs = [y]
+    elif op == "SPLIT":
+        outs = [b.tensor(f"y{i}", (2, 3, 5, 2)) for i in range(3)]
+        b.op("SPLIT", [b.const("ax", np.array([3], np.int32)), x], outs, num_splits=3)
+    elif op == "SPLIT_V":
+        outs = [b.tensor("y0", (2, 1, 5, 6)), b.tensor("y1", (2, 2, 5, 6))]
+        b.op("SPLIT_V", [x, b.const("sz", np.array([1, 2], np.int32)), b.const("ax", np.array([1], np.int32))],
+             outs, num_splits=2)
+    elif op == "SOFTMAX":
+        y = b.tensor("y", (2, 3, 5, 6))
+        b.op("SOFTMAX", [x], [y], beta=0.5)
+        outs = [y]
+    elif op in ("SUM", "REDUCE_MAX", "REDUCE_MIN", "MEAN"):
+        y = b.tensor("y", (2, 3, 5))
+        b.op(op, [x, b.const("ax", np.array([3], np.int32))], [y], keep_dims=False)
+        outs = [y]
+    elif op == "RESHAPE":
+        y = b.tensor("y", (6, 30))
+        b.op("RESHAPE", [x, b.const("s", np.array([6, 30], np.int32))], [y], new_shape=(6, 30))
+        outs = [y]
+    elif op == "SLICE":
+        y = b.tensor("y", (1, 2, 3, 5))
+        b.op("SLICE", [x, b.const("b", np.array([1, 1, 2, 1], np.int32)), b.const("s", np.array([1, -1, 3, 5], np.int32))],
+             [y])
+        outs = [y]
+    elif op in ("PAD", "PADV2"):
+        y = b.tensor("y", (2, 4, 8, 9))
+        pads = b.const("p", np.array([[0, 0], [1, 0], [2, 1], [1, 2]], np.int32))
+        if op == "PAD":
+            b.op(op, [x, pads], [y])
+        else:
+            b.op(op, [x, pads, b.const("v", np.array([-1.5], np.float32))], [y])
+        outs = [y]
+    elif op == "BATCH_MATMUL":
+        z = b.input("z", (2, 3, 6, 7))
+        inputs.append(rnd(2, 3, 6, 7))
+        y = b.tensor("y", (2, 3, 5, 7))
+        b.op(op, [x, z], [y])
+        outs = [y]
+    elif op == "FULLY_CONNECTED_rank3":
+        y = b.tensor("y", (2, 3, 5, 4))
+        b.op("FULLY_CONNECTED", [x, b.const("w", rnd(4, 6)), b.const("bias", rnd(4))], [y], keep_num_dims=True)
+        outs = [y]
+    elif op == "LOGICAL_AND":
+        b = model_builder()
+        p, q = b.input("p", (1, 2, 3, 5), "bool"), b.input("q", (1, 2, 3, 5), "bool")
+        y = b.tensor("y", (1, 2, 3, 5), "bool")
+        b.op(op, [p, q], [y])
+        b.output(y)
+        rng = np.random.default_rng(3)
+        return b.build(), [rng.random((1, 2, 3, 5)) < 0.5, rng.random((1, 2, 3, 5)) < 0.5]
+    for o in outs:
+        b.output(o)
+    return b.build(), inputs
+
+
+_OP_CASES.update({op: (lambda op=op: _model_shapes(op)) for op in (
+    "CONCATENATION_C", "CONCATENATION_H", "SPLIT", "SPLIT_V", "SOFTMAX", "SUM", "REDUCE_MAX", "REDUCE_MIN",
+    "MEAN", "RESHAPE", "SLICE", "PAD", "PADV2", "BATCH_MATMUL", "FULLY_CONNECTED_rank3", "LOGICAL_AND")})

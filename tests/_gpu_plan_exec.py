@@ -1,0 +1,338 @@
+"""A numpy executor of a compiled :class:`GpuPlan`, for tests.
+
+It runs each :class:`GpuOp` from nothing but what a runtime gets -- kernel
+name, template options, runtime params, bindings and the re-laid-out
+constants -- following the index formulas the templates document
+(``shaders/*.lgk`` comments, ``docs/gpu-kernels.md``).  Activations live in
+PHWC4 arrays; intermediates are views into one byte arena at the planned
+offsets, so a memory plan that lets two live tensors overlap corrupts the
+result and the comparison with LiteRT fails.  Storage follows the plan's
+precision (fp16 plans store float16).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+from litegpu.gpu import _layout as L
+from litegpu.gpu._graph import GpuOp, GpuPlan
+from litegpu.gpu._reference import BINARY, UNARY
+
+
+def _unpack_conv(w: np.ndarray, o: int, i: int) -> np.ndarray:
+    """[S_o, KH, KW, I4, 4] -> OHWI [o, KH, KW, i]."""
+    so, kh, kw, i4, _ = w.shape
+    return w.transpose(0, 4, 1, 2, 3).reshape(so * 4, kh, kw, i4)[:o, :, :, :i].astype(np.float32)
+
+
+def _act(x: np.ndarray, name: str | None, alpha: np.ndarray | None = None) -> np.ndarray:
+    if not name or name == "NONE":
+        return x
+    if name == "PRELU":
+        return BINARY["PRELU"](x, alpha)
+    if name == "GELU_TANH":
+        return UNARY["GELU"](x, {"approximate": True})
+    return UNARY[name](x, {})
+
+
+def _taps(x: np.ndarray, kh: int, kw: int, sh: int, sw: int, dh: int, dw: int, pt: int, pl: int, oh: int, ow: int):
+    """Yield (ky, kx, patch (B, oh, ow, C)) reading zeros outside ``x``."""
+    b, h, w, c = x.shape
+    need_h = (oh - 1) * sh + (kh - 1) * dh + 1
+    need_w = (ow - 1) * sw + (kw - 1) * dw + 1
+    xp = np.zeros((b, max(need_h, pt + h), max(need_w, pl + w), c), np.float32)
+    xp[:, pt:pt + h, pl:pl + w] = x
+    for ky in range(kh):
+        for kx in range(kw):
+            yield ky, kx, xp[:, ky * dh: ky * dh + (oh - 1) * sh + 1: sh, kx * dw: kx * dw + (ow - 1) * sw + 1: sw]
+
+
+class PlanExecutor:
+    def __init__(self, plan: GpuPlan):
+        self.plan = plan
+        self.storage = np.float16 if plan.precision != "fp32" else np.float32
+        self.arena = np.zeros(max(plan.arena_bytes, 1), np.uint8)
+        self.own: dict[int, np.ndarray] = {}
+
+    # -- buffers
+    def buf(self, t: int) -> np.ndarray:
+        pt = self.plan.tensors[t]
+        shape = L.phwc4_shape(pt.shape)
+        if pt.offset is None:
+            if t not in self.own:
+                self.own[t] = np.zeros(shape, self.storage)
+            return self.own[t]
+        n = int(np.prod(shape)) * np.dtype(self.storage).itemsize
+        return self.arena[pt.offset: pt.offset + n].view(self.storage).reshape(shape)
+
+    def read(self, op: GpuOp, name: str) -> np.ndarray | None:
+        """The binding ``name`` as a float32 BHWC array (or the raw constant array)."""
+        src = dict(op.bindings).get(name)
+        if src is None:
+            return None
+        if isinstance(src, str):
+            return np.asarray(op.constants[src], np.float32)
+        pt = self.plan.tensors[src]
+        return L.phwc4_to_bhwc(self.buf(src).astype(np.float32), pt.shape[3])
+
+    def const_bhwc(self, op: GpuOp, name: str, shape4) -> np.ndarray:
+        a = np.asarray(op.constants[name], np.float32)
+        return L.phwc4_to_bhwc(a.reshape(L.phwc4_shape(shape4)), shape4[3])
+
+    def operand(self, op: GpuOp, name: str, shape4) -> np.ndarray | None:
+        src = dict(op.bindings).get(name)
+        if src is None:
+            return None
+        return self.const_bhwc(op, name, shape4) if isinstance(src, str) else self.read(op, name)
+
+    def write(self, op: GpuOp, name: str, value: np.ndarray) -> None:
+        t = dict(op.bindings)[name]
+        pt = self.plan.tensors[t]
+        value = np.asarray(value, np.float32).reshape(pt.shape)
+        self.buf(t)[...] = L.bhwc_to_phwc4(value).astype(self.storage)
+
+    # -- run
+    def run(self, inputs: Mapping[int, np.ndarray]) -> dict[int, np.ndarray]:
+        for t, x in inputs.items():
+            pt = self.plan.tensors[t]
+            self.buf(t)[...] = L.to_device(np.asarray(x, np.float32), pt.shape, self.storage.__name__)
+        for op in self.plan.ops:
+            getattr(self, "k_" + op.kernel)(op, op.params, op.options)
+        out = {}
+        for t in self.plan.outputs:
+            pt = self.plan.tensors[t]
+            out[t] = L.from_device(self.buf(t), pt.shape, pt.ir_shape, "float32")
+        return out
+
+    # -- kernels (semantics from the template comments)
+    def _conv_epilogue(self, op, r, p, o):
+        alpha = None
+        if op.options.get("act") == "PRELU":
+            alpha = np.asarray(op.constants["alpha"], np.float32).reshape(-1)[:o]
+        r = _act(r, op.options.get("act"), alpha)
+        if op.options.get("residual"):
+            res = self.operand(op, "res", r.shape)
+            r = BINARY[op.options["residual"]](r, res)
+            r = _act(r, op.options.get("residual_act"))
+        return r
+
+    def k_conv2d(self, op, p, o):
+        x = self.read(op, "src")
+        cin, cout = x.shape[3], p["C"]
+        groups = p["SRC_S"] // p["SRC_SG"] if o.get("grouped") else 1
+        w = _unpack_conv(np.asarray(op.constants["weights"], np.float32), cout,
+                         p["SRC_SG"] * 4 if groups > 1 else cin)
+        bias = np.asarray(op.constants["bias"], np.float32).reshape(-1)[:cout]
+        out = np.zeros((p["B"], p["H"], p["W"], cout), np.float32)
+        og = cout // groups
+        ig = w.shape[3]
+        for ky, kx, patch in _taps(x, p["KH"], p["KW"], p["STRIDE_H"], p["STRIDE_W"], p["DIL_H"], p["DIL_W"],
+                                   p["PAD_T"], p["PAD_L"], p["H"], p["W"]):
+            for gi in range(groups):
+                out[..., gi * og:(gi + 1) * og] += patch[..., gi * ig:(gi + 1) * ig] @ w[gi * og:(gi + 1) * og, ky,
+                                                                                          kx, :].T
+        self.write(op, "dst", self._conv_epilogue(op, out + bias, p, cout))
+
+    def k_depthwise_conv2d(self, op, p, o):
+        x = self.read(op, "src")
+        c = p["C"]
+        w = np.asarray(op.constants["weights"], np.float32)  # [S, KH, KW, 4]
+        w = w.transpose(1, 2, 0, 3).reshape(p["KH"], p["KW"], -1)[..., :c]
+        src_c = np.arange(c) // p["MULT"]
+        out = np.zeros((p["B"], p["H"], p["W"], c), np.float32)
+        for ky, kx, patch in _taps(x, p["KH"], p["KW"], p["STRIDE_H"], p["STRIDE_W"], p["DIL_H"], p["DIL_W"],
+                                   p["PAD_T"], p["PAD_L"], p["H"], p["W"]):
+            out += patch[..., src_c] * w[ky, kx]
+        bias = np.asarray(op.constants["bias"], np.float32).reshape(-1)[:c]
+        self.write(op, "dst", self._conv_epilogue(op, out + bias, p, c))
+
+    def k_transpose_conv2d(self, op, p, o):
+        x = self.read(op, "src")
+        c = p["C"]
+        w = _unpack_conv(np.asarray(op.constants["weights"], np.float32), c, x.shape[3])
+        b, h, wd, _ = x.shape
+        sh, sw, kh, kw = p["STRIDE_H"], p["STRIDE_W"], p["KH"], p["KW"]
+        full = np.zeros((b, (h - 1) * sh + kh + p["PAD_T"] + p["H"], (wd - 1) * sw + kw + p["PAD_L"] + p["W"], c),
+                        np.float32)
+        for ky in range(kh):
+            for kx in range(kw):
+                full[:, ky: ky + sh * (h - 1) + 1: sh, kx: kx + sw * (wd - 1) + 1: sw] += x @ w[:, ky, kx, :].T
+        out = full[:, p["PAD_T"]: p["PAD_T"] + p["H"], p["PAD_L"]: p["PAD_L"] + p["W"]]
+        bias = np.asarray(op.constants["bias"], np.float32).reshape(-1)[:c]
+        self.write(op, "dst", self._conv_epilogue(op, out + bias, p, c))
+
+    def k_fully_connected(self, op, p, o):
+        x = self.read(op, "src").reshape(p["B"], -1)
+        w = np.asarray(op.constants["weights"], np.float32)  # [S_o, I4, 4]
+        w = w.transpose(0, 2, 1).reshape(p["S"] * 4, -1)[: p["C"], : x.shape[1]]
+        bias = np.asarray(op.constants["bias"], np.float32).reshape(-1)[: p["C"]]
+        y = (x @ w.T + bias).reshape(p["B"], 1, 1, p["C"])
+        self.write(op, "dst", self._conv_epilogue(op, y, p, p["C"]))
+
+    def k_batch_matmul(self, op, p, o):
+        m, k, n = p["M"], p["K"], p["N"]
+        lhs = self.operand(op, "lhs", (p["L_B"], p["L_H"], k, m) if o.get("adj_x") else (p["L_B"], p["L_H"], m, k))
+        rhs = self.operand(op, "rhs", (p["R_B"], p["R_H"], n, k) if o.get("adj_y") else (p["R_B"], p["R_H"], k, n))
+        if o.get("adj_x"):
+            lhs = np.swapaxes(lhs, -1, -2)
+        if o.get("adj_y"):
+            rhs = np.swapaxes(rhs, -1, -2)
+        self.write(op, "dst", np.matmul(lhs, rhs))
+
+    def k_binary(self, op, p, o):
+        lhs = self.operand(op, "lhs", (p["L_B"], p["L_H"], p["L_W"], p["L_C"]))
+        if o.get("rhs") == "scalar":
+            rhs = np.float32(p["R_VALUE"])
+        else:
+            rhs = self.operand(op, "rhs", (p["R_B"], p["R_H"], p["R_W"], p["R_C"]))
+        v = _act(BINARY[o["op"]](lhs, rhs).astype(np.float32), o.get("act"))
+        for f in o.get("chain", ()):
+            v = _act(v, f)
+        self.write(op, "dst", np.broadcast_to(v, (p["B"], p["H"], p["W"], p["C"])))
+
+    def k_unary(self, op, p, o):
+        x = self.read(op, "src")
+        v = x if o["op"] == "NONE" else (UNARY["LEAKY_RELU"](x, {"alpha": p["alpha"]}) if o["op"] == "LEAKY_RELU"
+                                         else _act(x, o["op"]))
+        for f in o.get("chain", ()):
+            v = _act(v, f)
+        self.write(op, "dst", v)
+
+    def k_pool2d(self, op, p, o):
+        x = self.read(op, "src")
+        b, h, w, c = x.shape
+        kh, kw = p["KH"], p["KW"]
+        fill = -np.inf if o["op"] == "MAX" else 0.0
+        big = np.full((b, h + kh + p["PAD_T"] + p["H"] * p["STRIDE_H"], w + kw + p["PAD_L"] + p["W"] * p["STRIDE_W"], c),
+                      fill, np.float32)
+        big[:, p["PAD_T"]:p["PAD_T"] + h, p["PAD_L"]:p["PAD_L"] + w] = x
+        cnt = np.zeros(big.shape[:3] + (1,), np.float32)
+        cnt[:, p["PAD_T"]:p["PAD_T"] + h, p["PAD_L"]:p["PAD_L"] + w] = 1
+        acc = np.full((b, p["H"], p["W"], c), fill, np.float32)
+        n = np.zeros((b, p["H"], p["W"], 1), np.float32)
+        for ky in range(kh):
+            for kx in range(kw):
+                sl = (slice(None), slice(ky, ky + (p["H"] - 1) * p["STRIDE_H"] + 1, p["STRIDE_H"]),
+                      slice(kx, kx + (p["W"] - 1) * p["STRIDE_W"] + 1, p["STRIDE_W"]))
+                if o["op"] == "MAX":
+                    acc = np.maximum(acc, big[sl])
+                else:
+                    acc += big[sl]
+                    n += cnt[sl]
+        if o["op"] == "AVG":
+            acc = acc / np.maximum(n, 1)
+        self.write(op, "dst", _act(acc, o.get("act")))
+
+    def k_reduce(self, op, p, o):
+        x = self.read(op, "src")
+        axes = tuple(a for a, k in enumerate(("RB", "RH", "RW", "RC")) if p[k])
+        f = {"SUM": np.sum, "MEAN": np.mean, "MAX": np.max, "MIN": np.min}[o["op"]]
+        self.write(op, "dst", f(x, axis=axes, keepdims=True))
+
+    def k_softmax(self, op, p, o):
+        x = self.read(op, "src") * np.float32(p["beta"])
+        e = np.exp(x - x.max(axis=-1, keepdims=True))
+        self.write(op, "dst", e / e.sum(axis=-1, keepdims=True))
+
+    def k_concat(self, op, p, o):
+        xs = []
+        for i in range(o["n"]):
+            shape = [p["B"], p["H"], p["W"], p["C"]]
+            shape[o["axis"]] = p[f"E{i}"]
+            xs.append(self.operand(op, f"in{i}", tuple(shape)))
+        self.write(op, "dst", np.concatenate(xs, axis=o["axis"]))
+
+    def k_gather(self, op, p, o):
+        x = self.read(op, "src").reshape(-1)
+        n = p["B"] * p["H"] * p["W"] * p["C"]
+        f = np.arange(n)
+        d = [None, p["D1"], p["D2"], p["D3"], p["D4"], p["D5"]]
+        sf = np.zeros(n, np.int64)
+        for i in (5, 4, 3, 2):
+            sf += (f % d[i]) * p[f"T{i}"]
+            f = f // d[i]
+        sf += (f % d[1]) * p["T1"] + (f // d[1]) * p["T0"]
+        self.write(op, "dst", x[sf])
+
+    def k_slice(self, op, p, o):
+        x = self.read(op, "src")
+        idx = [p[f"BEG_{a}"] + np.arange(p[a]) * p[f"STR_{a}"] for a in "BHWC"]
+        self.write(op, "dst", x[np.ix_(*idx)])
+
+    def k_pad(self, op, p, o):
+        x = self.read(op, "src")
+        src = [p["SRC_B"], p["SRC_H"], p["SRC_W"], p["SRC_C"]]
+        idx = []
+        for a, n_src in zip("BHWC", src, strict=False):
+            i = np.arange(p[a]) - p[f"P_{a}"]
+            if o["mode"] != "CONSTANT":
+                sym = int(o["mode"] == "SYMMETRIC")
+                i = np.where(i < 0, -i - sym, i)
+                i = np.where(i >= n_src, 2 * n_src - 2 + sym - i, i)
+            idx.append(i)
+        inside = np.ones((p["B"], p["H"], p["W"], p["C"]), bool)
+        for ax, (i, n_src) in enumerate(zip(idx, src, strict=False)):
+            shape = [1, 1, 1, 1]
+            shape[ax] = -1
+            inside &= ((i >= 0) & (i < n_src)).reshape(shape)
+        clipped = [np.clip(i, 0, n - 1) for i, n in zip(idx, src, strict=False)]
+        y = np.where(inside, x[np.ix_(*clipped)], np.float32(p["value"]))
+        self.write(op, "dst", y)
+
+    def k_depth_to_space(self, op, p, o):
+        x = self.read(op, "src")
+        bs, c = p["BS"], p["C"]
+        y, xx = np.arange(p["H"]), np.arange(p["W"])
+        ch = ((y[:, None, None] % bs) * bs + xx[None, :, None] % bs) * c + np.arange(c)[None, None, :]
+        self.write(op, "dst", x[:, (y // bs)[:, None, None], (xx // bs)[None, :, None], ch])
+
+    def k_space_to_depth(self, op, p, o):
+        x = self.read(op, "src")
+        bs, sc = p["BS"], p["SRC_C"]
+        c = np.arange(p["C"])
+        dy, dx, ci = c // sc // bs, (c // sc) % bs, c % sc
+        y, xx = np.arange(p["H"]), np.arange(p["W"])
+        self.write(op, "dst", x[:, y[:, None, None] * bs + dy, xx[None, :, None] * bs + dx, ci])
+
+    def k_resize(self, op, p, o):
+        x = self.read(op, "src")
+        half = bool(p["HALF_PIXEL"])
+
+        def coords(n, scale):
+            v = np.arange(n, dtype=np.float32)
+            return (v + 0.5) * np.float32(scale) - 0.5 if half else v * np.float32(scale)
+
+        if o["mode"] == "NEAREST":
+            def idx(n, scale, n_src):
+                v = (np.arange(n, dtype=np.float32) + (0.5 if half else 0.0)) * np.float32(scale)
+                v = np.floor(v + 0.5) if p["ALIGN"] else np.floor(v)
+                return np.clip(v.astype(np.int64), 0, n_src - 1)
+
+            self.write(op, "dst", x[:, idx(p["H"], p["SCALE_H"], p["SRC_H"])][:, :, idx(p["W"], p["SCALE_W"], p["SRC_W"])])
+            return
+        fy, fx = coords(p["H"], p["SCALE_H"]), coords(p["W"], p["SCALE_W"])
+        y0 = np.maximum(np.floor(fy), 0).astype(np.int64)
+        y1 = np.minimum(np.ceil(fy), p["SRC_H"] - 1).astype(np.int64)
+        x0 = np.maximum(np.floor(fx), 0).astype(np.int64)
+        x1 = np.minimum(np.ceil(fx), p["SRC_W"] - 1).astype(np.int64)
+        ly, lx = (fy - y0)[None, :, None, None], (fx - x0)[None, None, :, None]
+        top = x[:, y0][:, :, x0] * (1 - lx) + x[:, y0][:, :, x1] * lx
+        bot = x[:, y1][:, :, x0] * (1 - lx) + x[:, y1][:, :, x1] * lx
+        self.write(op, "dst", top * (1 - ly) + bot * ly)
+
+    def k_lstm_cell(self, op, p, o):
+        gates = self.read(op, "gates").reshape(p["B"], 4, p["C"])
+        prev = self.read(op, "prev_c").reshape(p["B"], p["C"])
+        sig = UNARY["LOGISTIC"]
+        c = sig(gates[:, 2], {}) * prev + sig(gates[:, 0], {}) * np.tanh(gates[:, 1])
+        if p["CELL_CLIP"] > 0:
+            c = np.clip(c, -p["CELL_CLIP"], p["CELL_CLIP"])
+        self.write(op, "new_c", c)
+        self.write(op, "new_h", sig(gates[:, 3], {}) * np.tanh(c))
+
+
+def run_plan(plan: GpuPlan, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    """Execute ``plan`` with inputs in ``plan.inputs`` order; outputs in ``plan.outputs`` order."""
+    out = PlanExecutor(plan).run(dict(zip(plan.inputs, inputs, strict=False)))
+    return [out[t] for t in plan.outputs]

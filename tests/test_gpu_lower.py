@@ -1,0 +1,361 @@
+"""Lowering to template kernels: supports() answers, plan structure, and compiled plans executed by a numpy
+model of the kernels (PHWC4 buffers in a shared arena) against LiteRT."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from _gpu_check import assert_rel, graph_of, rel_err, run_litert
+from _gpu_models import _OP_CASES, rnd
+from _gpu_plan_exec import run_plan
+from _gpu_tflite import StopgapModelBuilder, model_builder, read_model
+from litegpu import ConfigError
+from litegpu._delegate import NodeView
+from litegpu._ir import Tensor
+from litegpu.gpu._graph import GpuGraph
+from litegpu.gpu._lower import compile_graph, supports
+from litegpu.models import MEDIAPIPE_MODELS
+
+
+def _compile(model: bytes, precision: str = "fp32", alignment: int = 256):
+    return compile_graph(graph_of(model), precision=precision, alignment=alignment)
+
+
+@pytest.mark.parametrize("case", sorted(_OP_CASES))
+def test_compiled_plan_matches_litert(case):
+    model, inputs = _OP_CASES[case]()
+    ref = run_litert(model, inputs)
+    plan = _compile(model)
+    for got, want in zip(run_plan(plan, inputs), ref, strict=True):
+        assert_rel(got, want, 1e-5, case)
+
+
+def _block_model():
+    b = model_builder()
+    x = b.input("x", (1, 8, 8, 6))
+    w16 = b.const("w16", rnd(12, 1, 1, 6).astype(np.float16))
+    w = b.tensor("w", (12, 1, 1, 6))
+    b.op("DEQUANTIZE", [w16], [w], version=3)
+    e = b.tensor("e", (1, 8, 8, 12))
+    b.op("CONV_2D", [x, w, b.const("eb", rnd(12))], [e], padding=1, stride_w=1, stride_h=1,
+         fused_activation_function=3)
+    p = b.tensor("p", (1, 10, 10, 12))
+    b.op("PAD", [e, b.const("pads", np.array([[0, 0], [1, 1], [1, 1], [0, 0]], np.int32))], [p])
+    d = b.tensor("d", (1, 8, 8, 12))
+    b.op("DEPTHWISE_CONV_2D", [p, b.const("dw", rnd(1, 3, 3, 12)), b.const("db", rnd(12))], [d], padding=1,
+         stride_w=1, stride_h=1, depth_multiplier=1)
+    al = b.tensor("al", (1, 8, 8, 12))
+    b.op("PRELU", [d, b.const("alpha", rnd(1, 1, 12))], [al])
+    pr = b.tensor("pr", (1, 8, 8, 6))
+    b.op("CONV_2D", [al, b.const("pw", rnd(6, 1, 1, 12)), b.const("pb", rnd(6))], [pr], padding=1, stride_w=1,
+         stride_h=1)
+    res = b.tensor("res", (1, 8, 8, 6))
+    b.op("ADD", [x, pr], [res], fused_activation_function=1)
+    mp = b.tensor("mp", (1, 4, 4, 6))
+    b.op("MAX_POOL_2D", [res], [mp], padding=0, stride_w=2, stride_h=2, filter_width=2, filter_height=2)
+    m = b.tensor("m", (1, 6))
+    b.op("MEAN", [mp, b.const("ax", np.array([1, 2], np.int32))], [m])
+    fc = b.tensor("fc", (1, 5))
+    b.op("FULLY_CONNECTED", [m, b.const("fw", rnd(5, 6)), b.const("fb", rnd(5))], [fc])
+    sm = b.tensor("sm", (1, 5))
+    b.op("SOFTMAX", [fc], [sm], beta=1.0)
+    b.output(sm)
+    b.output(mp)
+    return b.build(), [rnd(1, 8, 8, 6)]
+
+
+@pytest.mark.parametrize("precision,tol", [("fp32", 1e-5), ("fp16", 2e-2), ("fp16_fp32acc", 1e-2)])
+def test_block_plan_all_precisions(precision, tol):
+    model, inputs = _block_model()
+    ref = run_litert(model, inputs)
+    plan = _compile(model, precision)
+    kernels = [op.describe() for op in plan.ops]
+    assert kernels == ["conv2d[act=RELU6]", "depthwise_conv2d[act=PRELU,multiplier=one]",
+                       "conv2d[residual=ADD,residual_act=RELU]", "pool2d[op=MAX]", "reduce[op=MEAN]",
+                       "fully_connected", "softmax[log=False]"], kernels
+    storage = "float32" if precision == "fp32" else "float16"
+    for op in plan.ops:
+        for arr in op.constants.values():
+            assert arr.dtype == storage
+        heavy = op.kernel in ("conv2d", "depthwise_conv2d", "fully_connected", "reduce", "softmax")
+        want_acc = "float32" if precision == "fp32" or (precision == "fp16_fp32acc" and heavy) else "float16"
+        assert op.accumulator == want_acc, (op.kernel, op.accumulator)
+    assert all(t.storage == storage for t in plan.tensors.values())
+    for got, want in zip(run_plan(plan, inputs), ref, strict=True):
+        assert_rel(got, want, tol, precision)
+    conv = plan.ops[0]
+    assert [name for name, _ in conv.bindings] == ["src", "weights", "bias", "dst"]
+    assert conv.constants["weights"].shape == (3, 1, 1, 8, 4)  # [S_o][KH][KW][I4][4]
+    assert conv.params["PAD_T"] == 0 and conv.params["SRC_S"] == 2 and conv.params["S"] == 3
+    dw = plan.ops[1]
+    assert dw.params["PAD_T"] == 1 and dw.constants["alpha"].shape == (3, 4)
+    assert plan.report["memory"][0].startswith("arena ")
+
+
+def test_grouped_conv_plans():
+    # groups of 4 channels: the grouped template; groups of 2: expanded to a dense filter
+    for cin, groups in ((8, 2), (8, 4)):
+        b = model_builder()
+        x = b.input("x", (1, 5, 5, cin))
+        y = b.tensor("y", (1, 5, 5, 8))
+        b.op("CONV_2D", [x, b.const("w", rnd(8, 3, 3, cin // groups)), b.const("b", rnd(8))], [y], padding=0,
+             stride_w=1, stride_h=1, version=6)
+        b.output(y)
+        model = b.build()
+        inputs = [rnd(1, 5, 5, cin)]
+        plan = _compile(model)
+        assert plan.ops[0].options.get("grouped", False) == (cin // groups % 4 == 0)
+        assert_rel(run_plan(plan, inputs)[0], run_litert(model, inputs)[0])
+
+
+def test_lstm_plan():
+    b = model_builder()
+    x, h, c = b.input("x", (2, 5)), b.input("h", (2, 3)), b.input("c", (2, 3))
+    outs = [b.tensor(n, s) for n, s in (("activ", (2, 3)), ("state", (2, 3)), ("concat", (2, 8)),
+                                         ("gates", (2, 12)))]
+    b.op("LSTM", [x, h, b.const("w", rnd(12, 8)), b.const("bias", rnd(12)), c], outs,
+         fused_activation_function=4, kernel_type=1, version=2)
+    b.output(outs[0])
+    b.output(outs[1])
+    model = b.build()
+    inputs = [rnd(2, 5), rnd(2, 3), rnd(2, 3)]
+    plan = _compile(model)
+    assert [op.kernel for op in plan.ops] == ["concat", "fully_connected", "lstm_cell"]
+    for got, want in zip(run_plan(plan, inputs), run_litert(model, inputs), strict=True):
+        assert_rel(got, want)
+
+
+def test_identity_partition_passes_input_through():
+    b = model_builder()
+    x = b.input("x", (1, 4, 4, 8))
+    y = b.tensor("y", (1, 4, 4, 8))
+    b.op("RESHAPE", [x, b.const("s", np.array([1, 4, 4, 8], np.int32))], [y], new_shape=(1, 4, 4, 8))
+    b.output(y)
+    plan = _compile(b.build())  # a copy of an input into an output: kept as a gather (a real copy)
+    assert [op.kernel for op in plan.ops] == ["gather"]
+
+
+def test_bad_precision_and_alignment():
+    model, _ = _block_model()
+    with pytest.raises(ConfigError, match="precision"):
+        _compile(model, "fp8")
+    with pytest.raises(ConfigError, match="alignment"):
+        _compile(model, "fp32", alignment=100)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# supports()
+# ----------------------------------------------------------------------------------------------------------
+
+
+def _views(model: bytes):
+    m = read_model(model)
+    sg = m.main
+    return [NodeView(op=op, inputs=tuple(sg.tensors[i] if i >= 0 else None for i in op.inputs),
+                     outputs=tuple(sg.tensors[i] for i in op.outputs), subgraph=sg, model=m)
+            for op in sg.operators]
+
+
+def _single(opname, in_shapes, out_shape, *, dtype="float32", consts=(), quant=None, builder=None, **opts):
+    b = builder or model_builder()
+    ins = [b.input(f"x{i}", s, dtype, quant=quant) for i, s in enumerate(in_shapes)]
+    ins += [b.const(f"c{i}", c) for i, c in enumerate(consts)]
+    y = b.tensor("y", out_shape, dtype, quant=quant)
+    b.op(opname, ins, [y], **opts)
+    b.output(y)
+    return b.build()
+
+
+def _answer(model: bytes, k: int = -1):
+    return supports(_views(model)[k])
+
+
+def test_supports_accepts_plain_float_ops():
+    model, _ = _block_model()
+    answers = [supports(v) for v in _views(model)]
+    assert all(answers), [a.reason for a in answers if not a]
+
+
+@pytest.mark.parametrize("model,reason", [
+    (lambda: _single("ADD", [(1, 2, 3, 4, 5), (1, 2, 3, 4, 5)], (1, 2, 3, 4, 5)), "rank 5 tensors"),
+    (lambda: _single("ADD", [(1, 4), (1, 4)], (1, 4), dtype="int32"), "int32 tensors"),
+    (lambda: _single("ADD", [(1, 4), (1, 4)], (1, 4), dtype="int8", quant=(0.1, 0)), "quantized int8"),
+    (lambda: _single("RESIZE_NEAREST_NEIGHBOR", [(1, 4, 4, 3)], (1, 8, 8, 3),
+                     consts=[np.array([8, 8], np.int32)], align_corners=True, half_pixel_centers=True),
+     "RESIZE_NEAREST_NEIGHBOR with align_corners and half_pixel_centers"),
+    (lambda: _single("STRIDED_SLICE", [(1, 4, 4, 3)], (1, 4, 4, 3),
+                     consts=[np.zeros(4, np.int32), np.array([1, 4, 4, 3], np.int32), np.ones(4, np.int32)],
+                     ellipsis_mask=1), "ellipsis_mask"),
+    (lambda: _single("CONV_2D", [(1, 4, 4, 3), (2, 3, 3, 3)], (1, 4, 4, 2), padding=0), "non-constant weights"),
+    (lambda: _single("CONV_2D", [(1, 4, 4, 3)], (1, 4, 4, 2),
+                     consts=[np.ones((2, 3, 3, 3), np.int8), np.zeros(2, np.float32)], padding=0),
+     "hybrid quantization"),
+    (lambda: _single("DEQUANTIZE", [(1, 4)], (1, 4), dtype="float16"), "non-constant tensor"),
+    (lambda: _single("GATHER", [(4, 4)], (2, 4), consts=[np.array([0, 1], np.int32)]), "not implemented"),
+    (lambda: _single("LSTM", [(1, 4)] * 2, (1, 4), consts=[np.ones((16, 8), np.float32), np.ones(16, np.float32)],
+                     kernel_type=0), "basic kernel"),
+])
+def test_supports_declines_with_reason(model, reason):
+    answer = _answer(model())
+    assert not answer and reason in answer.reason, answer.reason
+
+
+def test_supports_dynamic_shape():
+    m = read_model(_single("RELU", [(1, 4)], (1, 4)))
+    sg = m.main
+    op = sg.operators[0]
+    dyn = [Tensor(**{**t.__dict__, "shape_signature": (-1, 4)}) for t in sg.tensors]
+    view = NodeView(op=op, inputs=(dyn[op.inputs[0]],), outputs=(dyn[op.outputs[0]],), subgraph=sg, model=m)
+    answer = supports(view)
+    assert not answer and "dynamic shape" in answer.reason
+
+
+def test_supports_conv_with_dequantized_weights():
+    b = StopgapModelBuilder()
+    x = b.input("x", (1, 4, 4, 3))
+    w16 = b.const("w16", np.ones((2, 3, 3, 3), np.float16))
+    w = b.tensor("w", (2, 3, 3, 3))
+    b.op("DEQUANTIZE", [w16], [w], version=3)
+    y = b.tensor("y", (1, 4, 4, 2))
+    b.op("CONV_2D", [x, w, b.const("b", np.zeros(2, np.float32))], [y], padding=0, stride_w=1, stride_h=1)
+    b.output(y)
+    views = _views(b.build())
+    assert all(supports(v) for v in views)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# MediaPipe models: compile, run the plan (shared arena, PHWC4) and compare with LiteRT
+# ----------------------------------------------------------------------------------------------------------
+
+MEDIAPIPE = sorted(MEDIAPIPE_MODELS)  # paths come from the mediapipe_models fixture (tests/conftest.py)
+
+
+@pytest.mark.mediapipe
+@pytest.mark.slow
+@pytest.mark.parametrize("name", MEDIAPIPE)
+def test_mediapipe_plans_match_litert(name, mediapipe_models):
+    path = str(mediapipe_models[name])
+    if "face_landmark_with_attention" in path or "selfie_segmentation" in path:
+        pytest.skip("MediaPipe custom ops: LiteRT has no kernel for them (no oracle)")
+    model = read_model(path)
+    g = GpuGraph.from_subgraph(model.main)
+    assert all(supports(NodeView(op, tuple(model.main.tensors[i] if i >= 0 else None for i in op.inputs),
+                                 tuple(model.main.tensors[i] for i in op.outputs), model.main, model))
+               for op in model.main.operators)
+    xs = [np.random.default_rng(0).random(g.tensors[t].ir_shape, dtype=np.float32) for t in g.inputs]
+    plan = compile_graph(g)
+    with open(path, "rb") as f:
+        ref = run_litert(f.read(), xs)
+    for got, want in zip(run_plan(plan, xs), ref, strict=True):
+        assert rel_err(got, want) <= 5e-4
+
+
+def test_partition_pulls_in_dequantize_of_its_weights():
+    from litegpu._delegate import PartitionSpec
+    from litegpu.gpu._lower import compile_partition
+
+    b = model_builder()
+    x = b.input("x", (1, 5, 5, 3))
+    w16 = b.const("w16", rnd(4, 3, 3, 3).astype(np.float16))
+    w = b.tensor("w", (4, 3, 3, 3))
+    b.op("DEQUANTIZE", [w16], [w], version=3)
+    y = b.tensor("y", (1, 5, 5, 4))
+    b.op("CONV_2D", [x, w, b.const("b", rnd(4))], [y], padding=0, stride_w=1, stride_h=1)
+    b.output(y)
+    model = b.build()
+    m = read_model(model)
+    # a partition of the CONV_2D alone: its weights arrive as a partition input made by the DEQUANTIZE
+    spec = PartitionSpec(subgraph=m.main, model=m, node_indices=(1,), inputs=(0, w), outputs=(y,),
+                         host_outputs=frozenset({y}))
+    plan = compile_partition(spec)
+    assert plan.inputs == [0] and [op.kernel for op in plan.ops] == ["conv2d"]
+    inputs = [rnd(1, 5, 5, 3)]
+    assert_rel(run_plan(plan, inputs)[0], run_litert(model, inputs)[0])
+
+
+def test_reference_evaluator_fp16_storage_estimate():
+    from litegpu.gpu._reference import evaluate
+
+    model, inputs = _block_model()
+    ref = run_litert(model, inputs)
+    g = graph_of(model)
+    exact = evaluate(g, inputs)
+    half = evaluate(g, inputs, storage="float16")
+    for t, want in zip(g.outputs, ref, strict=True):
+        assert_rel(exact[t], want, 1e-5)
+        assert 1e-5 < rel_err(half[t], want) < 2e-2  # rounded, but not far off
+
+
+# ----------------------------------------------------------------------------------------------------------
+# end to end through litegpu.Interpreter: a delegate whose "device" is the numpy plan executor
+# ----------------------------------------------------------------------------------------------------------
+
+
+class _NumpyPlanDelegate:
+    """supports() and compile_partition() as a backend would use them; plans run by the numpy executor."""
+
+    name = "gpu-numpy"
+
+    def __new__(cls, precision: str = "fp32"):
+        from litegpu import Delegate, DelegateKernel
+        from litegpu.gpu._lower import compile_partition
+
+        class Kernel(DelegateKernel):
+            def __init__(self, plan):
+                self.plan = plan
+
+            def invoke(self, inputs):
+                from _gpu_plan_exec import PlanExecutor
+
+                return PlanExecutor(self.plan).run({t: np.asarray(v) for t, v in inputs.items()})
+
+            def describe(self):
+                return self.plan.describe()
+
+        class D(Delegate):
+            name = "gpu-numpy"
+
+            def supports(self, node):
+                return supports(node)
+
+            def prepare(self, partition):
+                d.prepared.append(partition)
+                return Kernel(compile_partition(partition, precision=precision))
+
+        d = D()
+        d.prepared = []
+        return d
+
+
+def test_interpreter_runs_compiled_partitions():
+    from litegpu.testing import run_litegpu
+
+    model, inputs = _block_model()
+    delegate = _NumpyPlanDelegate()
+    got = run_litegpu(model, inputs, delegates=[delegate])
+    assert len(delegate.prepared) == 1
+    for a, b in zip(got, run_litert(model, inputs), strict=True):
+        assert_rel(a, b)
+
+
+@pytest.mark.mediapipe
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["face_landmark_with_attention", "selfie_segmentation", "palm_detection_lite"])
+def test_interpreter_with_partitions_around_custom_ops(name, mediapipe_models):
+    """MediaPipe custom ops stay on the CPU; the GPU partitions around them are compiled plans."""
+    from litegpu.testing import run_litegpu
+
+    path = str(mediapipe_models[name])
+    model = read_model(path)
+    xs = [np.random.default_rng(0).random(model.main.tensors[t].shape, dtype=np.float32) for t in model.main.inputs]
+    from litegpu import UnsupportedOpError
+
+    delegate = _NumpyPlanDelegate()
+    try:
+        got = run_litegpu(path, xs, delegates=[delegate])
+        cpu = run_litegpu(path, xs)  # litegpu's CPU kernels (they implement the MediaPipe custom ops)
+    except UnsupportedOpError as e:  # the CPU kernels land from other branches
+        pytest.skip(f"litegpu's CPU path lacks a kernel this model needs: {e}")
+    assert delegate.prepared
+    for a, b in zip(got, cpu, strict=True):
+        assert rel_err(a, b) <= 5e-4
