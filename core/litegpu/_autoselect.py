@@ -450,7 +450,7 @@ def _measure(model: Any, cand: Candidate, config: Any, inputs: list[list[np.ndar
         return
     cand.init_us = (perf() - t) * 1e6
     plan = interp.get_execution_plan()
-    cand.delegated_nodes = sum(len(s["node_indices"]) for s in plan if s["backend"] != "cpu")
+    cand.delegated_nodes = sum(len(s["node_indices"]) for s in plan if s["backend"] not in ("cpu", "folded"))
     if cand.backend != "cpu" and cand.delegated_nodes == 0:
         cand.status, cand.reason = "skipped", "claims no node of this model (it would run as cpu)"
         return

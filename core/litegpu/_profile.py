@@ -146,22 +146,21 @@ def memory_from_description(desc: Mapping[str, Any]) -> int | None:
     return sum(parts.values()) if parts else None
 
 
-def transformations_from_description(desc: Mapping[str, Any]) -> list[str]:
-    """Transformations a kernel's ``describe()`` reports (``transformations`` or compiler ``passes``)."""
-    out: list[str] = []
+def transformations_from_description(desc: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Transformations a kernel's ``describe()`` reports, as ``{"pass", "details"}`` records:
+    from ``transformations`` (a list of strings, or a mapping) or a GPU compiler's ``passes``
+    (``{pass name: [what it did, ...]}``)."""
+    out: list[dict[str, Any]] = []
     for key in ("transformations", "passes"):
         v = desc.get(key)
         if isinstance(v, Mapping):
             for name, what in v.items():
-                if isinstance(what, (list, tuple)):
-                    if what:
-                        out.append(f"{name}: " + "; ".join(str(w) for w in what))
-                elif what:
-                    out.append(f"{name}: {what}")
+                details = [str(w) for w in what] if isinstance(what, (list, tuple)) else ([str(what)] if what else [])
+                out.append({"pass": str(name), "details": details})
         elif isinstance(v, (list, tuple)):
-            out.extend(str(x) for x in v)
+            out.extend({"pass": str(x), "details": []} for x in v)
         elif isinstance(v, str) and v:
-            out.append(v)
+            out.append({"pass": v, "details": []})
     return out
 
 

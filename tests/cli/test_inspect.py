@@ -39,7 +39,8 @@ def test_inspect_plan_with_reasons(mlp_path, example_backend, register_backend):
     assert {c["node"]: c["reason"] for c in wrong["cpu_nodes"]} == {
         0: "FULLY_CONNECTED is not ADD", 1: "FULLY_CONNECTED is not ADD", 3: "LOGISTIC is not ADD"}
     desc = wrong["partition_descriptions"][0]
-    assert desc["transformations"] == ["add-to-sub (deliberately wrong)"] and desc["memory_bytes"] == 4096
+    assert desc["transformations"] == [{"pass": "add-to-sub (deliberately wrong)", "details": []}]
+    assert desc["memory_bytes"] == 4096
     assert wrong["planned_device_memory_bytes"] == 4096
 
 
@@ -49,7 +50,7 @@ def test_inspect_text(mlp_path, register_backend):
     assert r.status == 0, r
     for text in ("op histogram", "FULLY_CONNECTED      2", "execution plan on wrongadd: 1 of 4 nodes",
                  "FULLY_CONNECTED is not ADD: FULLY_CONNECTED x2 (#0-1)",
-                 "transformations: add-to-sub (deliberately wrong)", "planned device memory: 4.0 KiB",
+                 "transformations:\n    add-to-sub (deliberately wrong)", "planned device memory: 4.0 KiB",
                  "execution plan on nosuch: not available: unknown backend 'nosuch'",
                  "auto-selection: no cached decision"):
         assert text in r.stdout, text
@@ -85,3 +86,27 @@ def test_inspect_errors(tmp_path, mlp_path):
     assert r.status == 2 and "model file not found" in r.stderr
     r = cli("inspect", mlp_path, "--svg", tmp_path / "no" / "such" / "dir" / "g.svg")
     assert r.status == 2 and "cannot write" in r.stderr
+
+
+def test_inspect_folded_nodes(tmp_path, register_backend):
+    import numpy as np
+    from litegpu.testing import ModelBuilder
+
+    register_backend("wrongadd")
+    b = ModelBuilder()
+    a = b.input("a", (1, 8), "float32")
+    w16 = b.const("w16", np.arange(8, dtype=np.float16).reshape(1, 8))
+    w = b.tensor("w", (1, 8), "float32")
+    b.op("DEQUANTIZE", [w16], [w])
+    o = b.tensor("out", (1, 8), "float32")
+    b.op("ADD", [a, w], [o])
+    b.output(o)
+    model = tmp_path / "fold.tflite"
+    model.write_bytes(b.build())
+    r = cli("inspect", model, "-b", "wrongadd", "--svg", tmp_path / "f.svg", "--json")
+    assert r.status == 0, r
+    (p,) = r.json()["plans"]
+    assert p["folded_nodes"] == [0] and p["cpu_nodes"] == [] and p["partitions"] == 1
+    assert [s["backend"] for s in p["segments"]][-1] == "wrongadd"
+    r = cli("inspect", model, "-b", "wrongadd")
+    assert "1 node(s) constant-folded at prepare (run once, by no backend): DEQUANTIZE" in r.stdout

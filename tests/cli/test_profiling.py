@@ -62,3 +62,22 @@ def test_profiled_failure_names_the_node():
     plan._fn_prof = None  # rebuilt from the steps on the next profiled run
     with pytest.raises(InterpreterError, match=r"node #2 ADD"):
         it.invoke()
+
+
+def test_describe_parsing_gpu_and_simple_forms():
+    from litegpu._profile import memory_from_description, transformations_from_description
+
+    gpu = {"precision": "fp32", "arena_bytes": 1310720,
+           "memory": {"strategy": "best_fit", "arena_bytes": 1310720, "naive_bytes": 5595136},
+           "passes": {"fold_constants": ["folded 0 constant nodes: nothing to fold"],
+                      "fuse_activations": ["fused 2 activations", "fused RELU#3 into CONV_2D#2+relu"]}}
+    assert memory_from_description(gpu) == 1310720  # the arena, counted once
+    assert memory_from_description({**gpu, "weights_bytes": 1000}) == 1311720
+    assert memory_from_description({"memory": {"total_bytes": 77}, "arena_bytes": 5}) == 77
+    assert memory_from_description({"device_memory_bytes": 9, "arena_bytes": 5}) == 9
+    assert memory_from_description({"ops": ["ADD"]}) is None
+    assert transformations_from_description(gpu) == [
+        {"pass": "fold_constants", "details": ["folded 0 constant nodes: nothing to fold"]},
+        {"pass": "fuse_activations", "details": ["fused 2 activations", "fused RELU#3 into CONV_2D#2+relu"]}]
+    assert transformations_from_description({"transformations": ["a", "b"]}) == [
+        {"pass": "a", "details": []}, {"pass": "b", "details": []}]

@@ -5,6 +5,7 @@ and an SVG drawing of the graph."""
 from __future__ import annotations
 
 import argparse
+import re
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -91,7 +92,8 @@ def node_reasons(interp: Any) -> dict[int, dict[str, str]]:
         return {}
     sg = plan.subgraph
     stepped = {n for st in plan.steps for n in st.node_indices}
-    on_cpu = [n for seg in plan.segments if seg.backend == "cpu" for n in seg.node_indices]
+    # Folded nodes have their own "folded" segment (older plans merged them into a cpu one).
+    on_cpu = [n for seg in plan.segments if seg.backend in ("cpu", "folded") for n in seg.node_indices]
     found: dict[int, dict[str, str]] = {}
     delegates = list(getattr(interp, "_delegates", ()))
     resolved = _resolved_tensors(sg, plan.specs) if delegates else []
@@ -137,10 +139,12 @@ def plan_for(model: LoadedModel, backend: str, config: Any, opts: dict[str, Any]
     mem = [d["memory_bytes"] for d in descs if d["memory_bytes"] is not None]
     n_nodes = len(ops)
     on_backend = sum(len(s["node_indices"]) for s in segments if s["backend"] == backend)
+    folded = [c for c in unsupported if c["kind"] == "folded"]
     return {"backend": backend, "options": {k: v for k, v in opts.items() if k != "cache"},
             "segments": segments, "nodes": n_nodes, "nodes_on_backend": on_backend,
-            "partitions": sum(1 for s in segments if s["backend"] != "cpu"),
-            "cpu_nodes": unsupported, "partition_descriptions": descs,
+            "partitions": sum(1 for s in segments if s["backend"] not in ("cpu", "folded")),
+            "folded_nodes": [c["node"] for c in folded],
+            "cpu_nodes": [c for c in unsupported if c["kind"] != "folded"], "partition_descriptions": descs,
             "planned_device_memory_bytes": sum(mem) if mem else None}
 
 
@@ -171,6 +175,8 @@ def run(args: argparse.Namespace) -> int:
         first = next((p for p in ok if p["backend"] != "cpu"), ok[0] if ok else None)
         bmap = backend_map(first["segments"]) if first else {}
         reasons = {c["node"]: (c["reason"], c["kind"] == "declined") for c in first["cpu_nodes"]} if first else {}
+        for n in first["folded_nodes"] if first else ():
+            reasons[n] = ("constant-folded at prepare (inputs are all constants)", False)
         title = f"{model.name}" + (f" on {first['backend']}" if first else "")
         try:
             Path(args.svg).write_text(graph_svg(model.model, bmap, reasons, title), encoding="utf-8")
@@ -222,6 +228,28 @@ def _grouped(cpu_nodes: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def _idle(detail: str) -> bool:
+    """"removed 0 identity nodes: none found": every count in the pass's summary is zero."""
+    counts = re.findall(r"\d+", detail)
+    return bool(counts) and all(int(c) == 0 for c in counts)
+
+
+def _print_transformations(passes: list[dict[str, Any]]) -> None:
+    """One line per pass that did something: its first detail and how many more there are."""
+    if not passes:
+        return
+    idle = [t for t in passes if t["details"] and _idle(t["details"][0])]
+    out("  transformations:")
+    for t in passes:
+        if t in idle:
+            continue
+        det = t["details"]
+        more = f" (+{len(det) - 1} more)" if len(det) > 1 else ""
+        out(f"    {t['pass']}" + (f": {det[0]}{more}" if det else ""))
+    if idle:
+        out(f"    ({len(idle)} passes found nothing to do: {', '.join(t['pass'] for t in idle)})")
+
+
 def _print(r: dict[str, Any], inputs: list[dict], outputs: list[dict], all_nodes: bool = False) -> None:
     out(f"model: {r['model']} ({fmt_bytes(r['bytes'])}, sha256 {r['sha256'][:16]}…, schema v{r['version']}, "
         f"{r['subgraphs']} subgraph(s), {r['operators']} operators in the main subgraph)")
@@ -254,6 +282,11 @@ def _print(r: dict[str, Any], inputs: list[dict], outputs: list[dict], all_nodes
             rows.append([s["backend"], rng, len(ns), ", ".join(f"{k} x{v}" if v > 1 else k
                                                                for k, v in hist.most_common())])
         out(table(["BACKEND", "NODES", "COUNT", "OPS"], rows, right=(2,)))
+        if p["folded_nodes"]:
+            ops = Counter(r["op_names"][r["node_indices"].index(n)] for n in p["folded_nodes"]
+                          for r in p["segments"] if n in r["node_indices"])
+            out(f"{len(p['folded_nodes'])} node(s) constant-folded at prepare (run once, by no backend): "
+                + ", ".join(f"{k} x{v}" if v > 1 else k for k, v in ops.most_common()))
         if p["cpu_nodes"] and p["backend"] != "cpu":
             out(f"nodes left on the CPU by {p['backend']} ({len(p['cpu_nodes'])}):")
             if all_nodes:
@@ -264,8 +297,6 @@ def _print(r: dict[str, Any], inputs: list[dict], outputs: list[dict], all_nodes
                     out(f"  {line}")
         for d in p["partition_descriptions"]:
             facts = []
-            if d["transformations"]:
-                facts.append("transformations: " + "; ".join(d["transformations"]))
             if d["memory_bytes"] is not None:
                 facts.append(f"planned device memory: {fmt_bytes(d['memory_bytes'])}")
             other = {k: v for k, v in d["describe"].items()
@@ -274,7 +305,9 @@ def _print(r: dict[str, Any], inputs: list[dict], outputs: list[dict], all_nodes
                 facts.append(f"{len(d['describe']['kernels'])} kernels")
             if other:
                 facts.append(", ".join(f"{k}={v}" for k, v in other.items()))
-            out(f"{d['label']}: " + (" | ".join(facts) if facts else "(describe() reports nothing)"))
+            out(f"{d['label']}: " + ("; ".join(facts) if facts else
+                                      "" if d["transformations"] else "(describe() reports nothing)"))
+            _print_transformations(d["transformations"])
         if p["planned_device_memory_bytes"] is not None:
             out(f"planned device memory in all: {fmt_bytes(p['planned_device_memory_bytes'])}")
     out("")

@@ -17,7 +17,7 @@ from xml.sax.saxutils import escape
 
 __all__ = ["graph_svg", "BACKEND_COLOURS"]
 
-BACKEND_COLOURS = {"cpu": "#c9ced6", "opencl": "#7fb3e8", "vulkan": "#e89c7f", "webgpu": "#9ad08a",
+BACKEND_COLOURS = {"cpu": "#c9ced6", "folded": "#f1f1f1", "opencl": "#7fb3e8", "vulkan": "#e89c7f", "webgpu": "#9ad08a",
                    "example": "#e6d36c"}
 _EXTRA = ("#c59be0", "#f0a8c8", "#8fd6d0", "#d8b48a", "#b0b86a")
 _NODE_W, _NODE_H, _GAP_X, _GAP_Y, _MARGIN, _VIRTUAL_W = 150, 34, 24, 46, 20, 8
@@ -168,7 +168,8 @@ def graph_svg(model: Any, backend_of: Mapping[int, str],
         parts.append(f'<text x="{_MARGIN}" y="{_MARGIN + 12}" font-size="14" font-weight="bold">'
                      f'{escape(title)}</text>')
     # legend
-    used = sorted({n.backend for n in nodes.values() if n.kind == "op"}, key=lambda b: (b != "cpu", b))
+    used = sorted({n.backend for n in nodes.values() if n.kind == "op"},
+                  key=lambda b: (b != "cpu", b == "folded", b))
     lx, ly = _MARGIN, top - legend_h + 4
     parts.append('<g class="legend">')
     for b in used:
