@@ -116,6 +116,7 @@ class Candidate:
     host_memory_bytes: int | None = None
     device_memory_bytes: int | None = None
     delegated_nodes: int = 0
+    effective_precision: str | None = None  # what the partitions report running at, when it differs
 
     @property
     def label(self) -> str:
@@ -438,8 +439,8 @@ def _make(model: Any, cand: Candidate, config: Any) -> Any:
 
 def _measure(model: Any, cand: Candidate, config: Any, inputs: list[list[np.ndarray]],
              reference: list[list[np.ndarray]], out_names: list[str], tolerance: float, share_s: float,
-             target_runs: int = _TARGET_RUNS) -> None:
-    from ._profile import device_memory_bytes
+             target_runs: int = _TARGET_RUNS, done: Sequence[Candidate] = ()) -> None:
+    from ._profile import delegate_descriptions, device_memory_bytes
 
     perf = time.perf_counter
     t = perf()
@@ -454,6 +455,17 @@ def _measure(model: Any, cand: Candidate, config: Any, inputs: list[list[np.ndar
     if cand.backend != "cpu" and cand.delegated_nodes == 0:
         cand.status, cand.reason = "skipped", "claims no node of this model (it would run as cpu)"
         return
+    # A device without fp16 runs an fp16 request in fp32: the same thing as a candidate already
+    # measured needs no second measurement (and must not win under a misleading label).
+    precisions = {d["describe"].get("precision") for d in delegate_descriptions(interp)} - {None}
+    if cand.precision is not None and len(precisions) == 1 and cand.precision not in precisions:
+        cand.effective_precision = str(precisions.pop())
+        twin = next((c for c in done if c.backend == cand.backend and c.status == "ok"
+                     and (c.effective_precision or c.precision) == cand.effective_precision), None)
+        if twin is not None:
+            cand.status = "skipped"
+            cand.reason = f"runs as {cand.effective_precision} on this device, like {twin.label}"
+            return
     in_idx = [d["index"] for d in interp.get_input_details()]
     out_idx = [d["index"] for d in interp.get_output_details()]
     worst = 0.0
@@ -621,7 +633,9 @@ def autoselect(
         # Each candidate gets at most its share of what is left (prepare and checks included).
         # A lone candidate is chosen whatever its numbers: time it only briefly.
         _measure(ir, cand, config, inputs, reference, out_names, settings.tolerance, share * 0.5,
-                 target_runs=_TARGET_RUNS if len(todo) > 1 else _MIN_RUNS)
+                 target_runs=_TARGET_RUNS if len(todo) > 1 else _MIN_RUNS, done=todo[:n])
+        if cand.status == "ok" and cand.effective_precision:
+            cand.reason = f"runs as {cand.effective_precision} on this device"
         logger.debug("autoselect: %s: %s %s", cand.label, cand.status, cand.reason)
 
     best, reason = _choose(cands, settings.policy)

@@ -193,25 +193,32 @@ def run_cli():
 
 
 class _WrongAddKernel(litegpu.DelegateKernel):
-    """Computes ADD as a - b: a backend that gives wrong answers on purpose."""
+    """Computes ADD as ``fn(a, b)`` (a - b by default: wrong answers on purpose)."""
 
-    def __init__(self, partition):
+    def __init__(self, partition, fn=np.subtract, precision=None):
         self.partition = partition
+        self.fn = fn
+        self.precision = precision
         self.ops = [(op.inputs, op.outputs[0]) for op in partition.operators]
         self.consts = {t.index: t.data for t in partition.tensors.values() if t.data is not None}
 
     def invoke(self, inputs):
         env = {**self.consts, **inputs}
         for (a, b), o in self.ops:
-            env[o] = (env[a] - env[b]).astype(np.float32)
+            env[o] = self.fn(env[a], env[b]).astype(np.float32)
         return {o: env[o] for o in self.partition.outputs}
 
     def describe(self):
-        return {"transformations": ["add-to-sub (deliberately wrong)"], "device_memory_bytes": 4096}
+        d = {"transformations": ["add-to-sub (deliberately wrong)"], "device_memory_bytes": 4096}
+        if self.precision:
+            d["precision"] = self.precision
+        return d
 
 
-def _wrong_backend_plugin(name: str, available: bool = True, reason: str = ""):
-    """A plugin object registering backend ``name``: claims every float32 ADD and computes a - b."""
+def _wrong_backend_plugin(name: str, available: bool = True, reason: str = "", fn=np.subtract,
+                          precision: str | None = None):
+    """A plugin object registering backend ``name``: claims every float32 ADD and computes ``fn(a, b)``
+    (a - b unless told otherwise); its partitions report ``precision`` when given."""
     class WrongDelegate(litegpu.Delegate):
         def supports(self, node):
             if node.op.name == "ADD" and all(t is not None and t.dtype == "float32" for t in node.inputs):
@@ -219,7 +226,7 @@ def _wrong_backend_plugin(name: str, available: bool = True, reason: str = ""):
             return litegpu.Support.no(f"{node.op.name} is not ADD")
 
         def prepare(self, partition):
-            return _WrongAddKernel(partition)
+            return _WrongAddKernel(partition, fn, precision)
 
     WrongDelegate.name = name
 
@@ -254,8 +261,8 @@ def register_backend():
 
     names = []
 
-    def reg(name: str, plugin=None, available: bool = True, reason: str = "") -> str:
-        obj = plugin if plugin is not None else _wrong_backend_plugin(name, available, reason)
+    def reg(name: str, plugin=None, available: bool = True, reason: str = "", **kw) -> str:
+        obj = plugin if plugin is not None else _wrong_backend_plugin(name, available, reason, **kw)
         names.append(register_plugin(obj, f"test-{name}"))
         return name
 

@@ -60,6 +60,20 @@ def test_correct_backend_is_measured_and_decision_cached(tmp_path, add_path, exa
     assert len(list_decisions(cache_dir=tmp_path)) == 2
 
 
+def test_fp16_that_runs_as_fp32_is_not_measured_twice(tmp_path, add_path, register_backend):
+    import numpy as np
+
+    register_backend("fp32only", fn=np.add, precision="fp32")  # correct, and always fp32
+    dec = autoselect(str(add_path), cache_dir=tmp_path, time_budget_s=5)
+    by = {c.label: c for c in dec.candidates}
+    assert by["fp32only/fp32"].status == "ok" and by["fp32only/fp32"].effective_precision is None
+    for p in ("fp16_fp32acc", "fp16"):
+        c = by[f"fp32only/{p}"]
+        assert c.status == "skipped" and c.effective_precision == "fp32"
+        assert c.reason == "runs as fp32 on this device, like fp32only/fp32"
+    assert dec.backend in ("cpu", "fp32only") and dec.precision in (None, "fp32")
+
+
 def test_single_candidate_is_not_measured(tmp_path, add_path):
     dec = autoselect(str(add_path), cache_dir=tmp_path)
     assert dec.backend == "cpu" and "only available candidate" in dec.reason

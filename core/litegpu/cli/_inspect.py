@@ -25,6 +25,7 @@ from ._common import (
     load_config_or_none,
     load_model,
     make_interpreter,
+    make_progress,
     out,
     parse_option_pairs,
     table,
@@ -47,7 +48,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--all-nodes", action="store_true",
                    help="list every node left on the CPU with its reason (default: grouped by reason)")
     add_backend_options(p)
-    add_common_args(p)
+    add_common_args(p, progress=True)
     p.set_defaults(func=run)
 
 
@@ -156,7 +157,12 @@ def run(args: argparse.Namespace) -> int:
     sg = model.model.subgraphs[0]
     hist = Counter(op.name for op in sg.operators)
     all_hist = Counter(op.name for s in model.model.subgraphs for op in s.operators)
-    plans = [plan_for(model, b, config, backend_options(config, b, args.precision, extra)) for b in names]
+    plans = []
+    with make_progress(args, "inspect", len(names)) as bar:  # GPU backends compile at prepare
+        for b in names:
+            bar.update(0, label=f"inspect {b}")
+            plans.append(plan_for(model, b, config, backend_options(config, b, args.precision, extra)))
+            bar.update()
     decision = _decision(model, config, args.cache_dir)
     inputs, outputs = _io(model, "inputs"), _io(model, "outputs")
     result = {
