@@ -178,3 +178,16 @@ def test_second_load_in_new_process_uses_cached_decision(tmp_path, add_path):
     assert again["measured_at"] == stored["measured_at"] and files[0].stat().st_mtime_ns == mtime
     print(f"\nautoselect load: first {first['load_s'] * 1e3:.1f} ms (measured {stored['measure_s'] * 1e3:.1f} ms), "
           f"cached {second['load_s'] * 1e3:.1f} ms, ratio {first['load_s'] / second['load_s']:.1f}x")
+
+
+def test_run_with_backend_auto_uses_the_decision(tmp_path, add_path, register_backend):
+    import numpy as np
+
+    register_backend("wrongadd")
+    register_backend("fp32only", fn=np.add, precision="fp32")
+    cfg = _cfg(tmp_path, 3)
+    dec = autoselect(str(add_path), config=str(cfg))
+    r = cli("run", add_path, "--backend", "auto", "--config", cfg, "--json")
+    assert r.status == 0, r
+    assert "backend auto -> " in r.stderr and "cached decision" in r.stderr
+    assert r.json()["backend"] == dec.backend != "wrongadd"

@@ -29,6 +29,7 @@ from ._common import (
     parse_input_specs,
     parse_option_pairs,
     random_inputs,
+    resolve_backend,
     table,
 )
 
@@ -41,7 +42,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "a comparison table (and a bar chart with --plot).")
     p.add_argument("model", help=".tflite model file")
     p.add_argument("--backend", "-b", action="append", default=None, metavar="B",
-                   help="backend to measure; repeatable; 'all' = every available backend (default: cpu)")
+                   help="backend to measure; repeatable; 'all' = every available backend, 'auto' = the auto-selected one (default: cpu)")
     p.add_argument("--num-runs", type=int, default=50, metavar="N", help="timed inference runs (default 50)")
     p.add_argument("--warmup-runs", type=int, default=1, metavar="N", help="untimed-in-stats warmup runs (default 1)")
     p.add_argument("--max-secs", type=float, default=150.0, metavar="S",
@@ -90,6 +91,7 @@ def run(args: argparse.Namespace) -> int:
     inputs: list[np.ndarray] | None = None
     for name in backends:
         opts = backend_options(config, name, args.precision, extra)
+        name, opts = resolve_backend(model, name, config, opts)
         total = 1 + args.warmup_runs + args.num_runs
         with make_progress(args, f"benchmark {name}", total) as bar:
             def make(name: str = name, opts: dict = opts) -> Any:

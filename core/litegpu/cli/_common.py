@@ -41,6 +41,7 @@ __all__ = [
     "backend_infos",
     "backend_names",
     "make_interpreter",
+    "resolve_backend",
     "backend_options",
     "load_config_or_none",
     "random_inputs",
@@ -359,6 +360,24 @@ def backend_options(config: Any, backend: str, precision: str | None = None,
         opts["precision"] = precision
     opts.update(extra or {})
     return opts
+
+
+def resolve_backend(model: LoadedModel, backend: str, config: Any, options: dict[str, Any]) -> tuple[str, dict]:
+    """``auto`` -> the auto-selected backend and its options (the cached decision when there is
+    one, else measured now); any other name unchanged."""
+    if backend != "auto":
+        return backend, options
+    from .._autoselect import autoselect
+
+    try:
+        dec = autoselect(model.data, config=config)
+    except LiteGPUError as e:
+        raise CliError(f"backend auto: {e}") from e
+    label = dec.backend + (f"/{dec.precision}" if dec.precision else "")
+    err(f"litegpu: backend auto -> {label} ({'cached decision' if dec.cached else 'measured now'}: {dec.reason})")
+    opts = backend_options(config, dec.backend) if dec.backend != "cpu" else {}
+    opts.update(dec.delegate_options())
+    return dec.backend, opts
 
 
 def _delegates_for(backend: str, options: Mapping[str, Any]) -> list[Any]:

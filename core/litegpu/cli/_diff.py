@@ -24,6 +24,7 @@ from ._common import (
     out,
     parse_option_pairs,
     random_inputs,
+    resolve_backend,
     set_inputs,
     table,
     timed_invoke,
@@ -37,7 +38,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "output, the average, standard deviation and maximum of the absolute "
                                    "difference.  Exit status 1 when an output's error is above --tolerance.")
     p.add_argument("model", help=".tflite model file")
-    p.add_argument("--backend", "-b", required=True, help="backend under test")
+    p.add_argument("--backend", "-b", required=True, help="backend under test (auto: the auto-selected one)")
     p.add_argument("--runs", type=int, default=50, metavar="N", help="random inputs to compare on (default 50)")
     p.add_argument("--tolerance", type=float, default=1e-4, metavar="T",
                    help="largest accepted max error (default 1e-4; see --relative)")
@@ -69,6 +70,7 @@ def run(args: argparse.Namespace) -> int:
     model = load_model(args.model)
     config = load_config_or_none(args.config)
     opts = backend_options(config, args.backend, args.precision, parse_option_pairs(args.option))
+    args.backend, opts = resolve_backend(model, args.backend, config, opts)
     ref = make_interpreter(model, "cpu", {}, num_threads=1)
     test = make_interpreter(model, args.backend, opts, config=config)
     details = ref.get_input_details()

@@ -34,6 +34,7 @@ from ._common import (
     make_progress,
     out,
     parse_option_pairs,
+    resolve_backend,
     set_inputs,
     table,
 )
@@ -43,7 +44,7 @@ from ._preprocess import Preprocess, list_images, load_image, read_metadata, sof
 def _common_eval_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", help=".tflite model file")
     p.add_argument("--images", required=True, metavar="DIR", help="directory of images (.npy, or any Pillow format)")
-    p.add_argument("--backend", "-b", default="cpu", help="backend under test (default cpu)")
+    p.add_argument("--backend", "-b", default="cpu", help="backend under test (default cpu; auto: the auto-selected one)")
     p.add_argument("--no-reference", action="store_true", help="skip the CPU reference run")
     p.add_argument("--limit", type=int, metavar="N", help="evaluate only the first N images")
     g = p.add_argument_group("preprocessing (flags win over the model's metadata)")
@@ -104,6 +105,7 @@ class _Runner:
         self.model = load_model(args.model)
         config = load_config_or_none(args.config)
         opts = backend_options(config, args.backend, args.precision, parse_option_pairs(args.option))
+        args.backend, opts = resolve_backend(self.model, args.backend, config, opts)
         self.backend = args.backend
         self.test = make_interpreter(self.model, args.backend, opts, config=config)
         self.ref = None

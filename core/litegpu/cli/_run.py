@@ -26,6 +26,7 @@ from ._common import (
     parse_input_specs,
     parse_option_pairs,
     random_inputs,
+    resolve_backend,
     set_inputs,
     table,
 )
@@ -36,7 +37,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                        description="Run the model once on the given inputs (random, seeded, for those not "
                                    "given), save every output as NAME.npy and print a summary.")
     p.add_argument("model", help=".tflite model file")
-    p.add_argument("--backend", "-b", default="cpu", help="backend to run on (default: cpu; see `litegpu backends`)")
+    p.add_argument("--backend", "-b", default="cpu", help="backend to run on (default: cpu; auto: the auto-selected one; see `litegpu backends`)")
     p.add_argument("--input", "-i", action="append", default=[], metavar="NAME=FILE.npy",
                    help="value of an input (by name or position); repeatable")
     p.add_argument("--output", "-o", metavar="DIR", help="directory for the output .npy files (created if needed)")
@@ -72,6 +73,7 @@ def run(args: argparse.Namespace) -> int:
     model = load_model(args.model)
     config = load_config_or_none(args.config)
     opts = backend_options(config, args.backend, args.precision, parse_option_pairs(args.option))
+    args.backend, opts = resolve_backend(model, args.backend, config, opts)
     t0 = time.perf_counter()
     interp = make_interpreter(model, args.backend, opts, config=config)
     init_s = time.perf_counter() - t0
