@@ -12,7 +12,7 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upg
 export PYTHONPATH=/tmp/site
 pkgs=(. backends/opencl)
 for b in backends/webgpu backends/vulkan; do [ -f "$b/pyproject.toml" ] && pkgs+=("$b"); done
-python3 -m pip install -q --no-index --no-deps --no-build-isolation --no-compile --no-cache-dir --target /tmp/lg "${pkgs[@]}" || exit 1
+rm -rf /tmp/lg; python3 -m pip install -q --no-index --no-deps --no-build-isolation --no-compile --no-cache-dir --upgrade --target /tmp/lg "${pkgs[@]}" || exit 1
 export PYTHONPATH=/tmp/lg:/tmp/site
 mkdir -p /tmp/xc/litegpu/models && cp -r .models/mediapipe-0.10.14 /tmp/xc/litegpu/models/
 export XDG_CACHE_HOME=/tmp/xc XDG_RUNTIME_DIR=/tmp/xdg PYTHONUNBUFFERED=1
