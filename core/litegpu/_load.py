@@ -88,7 +88,9 @@ def _autoselect(model: Any, cfg: Config) -> tuple[str, Delegate | None] | None:
         return None
     try:
         decision = autoselect(model, config=cfg)
-    except (LiteGPUError, OSError) as exc:
+    except (LiteGPUError, OSError, ValueError, RuntimeError) as exc:
+        # e.g. the CPU reference lacks a kernel the model needs: measuring is impossible, the
+        # model may still run on a GPU backend.
         logger.warning("autoselect failed (%s); taking the first available GPU backend", exc)
         return None
     if decision.backend == "cpu":
