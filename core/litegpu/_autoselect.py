@@ -493,22 +493,27 @@ def _measure(model: Any, cand: Candidate, config: Any, inputs: list[list[np.ndar
     cand.max_error = worst
     runs = []
     start = perf()
-    while len(runs) < _MIN_RUNS or (len(runs) < target_runs and perf() - start < share_s):
-        t = perf()
+    tracing = tracemalloc.is_tracing()
+    try:
+        while len(runs) < _MIN_RUNS or (len(runs) < target_runs and perf() - start < share_s):
+            t = perf()
+            interp.invoke()
+            runs.append((perf() - t) * 1e6)
+        if not tracing:
+            tracemalloc.start()
+        tracemalloc.reset_peak()
+        base = tracemalloc.get_traced_memory()[0]
         interp.invoke()
-        runs.append((perf() - t) * 1e6)
+        cand.host_memory_bytes = int(tracemalloc.get_traced_memory()[1] - base)
+    except (LiteGPUError, ValueError, RuntimeError) as e:
+        cand.status, cand.reason = "failed", f"inference failed while timing: {e}"
+        return
+    finally:
+        if not tracing and tracemalloc.is_tracing():
+            tracemalloc.stop()
     cand.latency_us = float(np.median(runs))
     cand.latency_std_us = float(np.std(runs))
     cand.latency_runs = len(runs)
-    tracing = tracemalloc.is_tracing()
-    if not tracing:
-        tracemalloc.start()
-    tracemalloc.reset_peak()
-    base = tracemalloc.get_traced_memory()[0]
-    interp.invoke()
-    cand.host_memory_bytes = int(tracemalloc.get_traced_memory()[1] - base)
-    if not tracing:
-        tracemalloc.stop()
     cand.device_memory_bytes = device_memory_bytes(interp)
     cand.status = "ok"
 
