@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from .._errors import LiteGPUError
-from ._common import CliError, add_common_args, emit_json, fmt_bytes, out, table
+from ._common import CliError, add_common_args, emit_json, err, fmt_bytes, out, table
 
 _SOURCES = ("mediapipe",)
 
@@ -59,6 +59,10 @@ def _show(rows: list[dict], as_json: bool, header: str) -> None:
 def fetch(args: argparse.Namespace) -> int:
     from .. import models
 
+    root = Path(args.dir) if args.dir else models._default_cache_dir()
+    if not all(p.is_file() for p in models._paths(root).values()):
+        how = f"extracting {args.wheel}" if args.wheel else f"downloading mediapipe=={models.MEDIAPIPE_VERSION} with pip"
+        err(f"litegpu: {how} into {root} ...")
     try:
         paths = models.fetch_mediapipe(args.dir, wheel=args.wheel)
     except LiteGPUError as e:
