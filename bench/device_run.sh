@@ -4,6 +4,9 @@
 # MediaPipe models (.models) where litegpu.models looks for them.  Usage: bash bench/device_run.sh CMD...
 set -u
 for f in .gl/*.deb; do dpkg -x "$f" /; done; ldconfig
+# other tools (glslc for the Vulkan backend) unpack beside /, never into it
+for f in .gl/extra/*.deb; do [ -f "$f" ] && dpkg -x "$f" /opt/gx; done
+export PATH=/opt/gx/usr/bin:$PATH LD_LIBRARY_PATH=/opt/gx/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
 export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
 export __EGL_VENDOR_LIBRARY_FILENAMES=/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json
 mkdir -p /etc/OpenCL/vendors

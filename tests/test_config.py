@@ -7,6 +7,7 @@ import logging
 
 import litegpu
 import pytest
+from pathlib import Path
 import yaml
 from litegpu import BackendSpec, ConfigError, Delegate, Option, Support
 from litegpu._config import SCHEMA, load_config, packaged_config_dir, packaged_configs
@@ -264,7 +265,8 @@ def test_packaged_presets_are_valid_and_installed_as_package_data():
     assert load_config("cpu-only").backends == ["cpu"]
     assert load_config("low-latency").backend_options("opencl")["precision"] == "fp16"
     assert load_config("max-precision").get("autoselect.precisions") == ["fp32"]
-    pyproject = (packaged_config_dir().parent / "pyproject.toml").read_text()
+    # the source tree's pyproject (the tests may run against an installed litegpu)
+    pyproject = (Path(__file__).resolve().parents[1] / "pyproject.toml").read_text()
     assert '"litegpu.configs" = "configs"' in pyproject and '"litegpu.configs" = ["*.yaml"]' in pyproject
 
 

@@ -28,12 +28,12 @@ __all__ = ["densify"]
 
 def densify(values: np.ndarray, shape: tuple[int, ...], sparsity: Sparsity) -> np.ndarray:
     """The dense array of shape ``shape`` that ``values`` (the stored elements) encodes."""
-    try:  # a shared implementation, once the CPU kernels branch provides it
-        from ..cpu.sparse import densify as shared  # type: ignore[import-not-found]
+    try:  # the CPU kernels' implementation, when present
+        from ..cpu.sparse import densify_values as shared
     except ImportError:
         shared = None
     if shared is not None:
-        return np.asarray(shared(values, shape, sparsity))
+        return np.asarray(shared(np.asarray(values).reshape(-1), sparsity, tuple(shape)))
     return _densify(np.asarray(values).reshape(-1), tuple(shape), sparsity)
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import logging
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -181,6 +182,7 @@ class GpuPartitionKernel(DelegateKernel):
         d["device"] = self.device.info.name
         d["launches"] = len(self._launches)
         d["cache_hit"] = self.cache_hit
+        d["prepare_ms"] = dict(getattr(self, "prepare_ms", {}))
         d["programs_from_cache"] = self.programs_from_cache
         return d
 
@@ -210,9 +212,11 @@ class GpuDelegate(Delegate):
     backend_version = "0"
 
     def prepare(self, partition: PartitionSpec) -> DelegateKernel:
+        t0 = time.perf_counter()
         align = max(int(self.options.get("alignment", 256)), self.device.info.buffer_alignment)
         cached = self._cache_entry(partition, align)
         sections = cached.load() if cached else None
+        t_load = time.perf_counter()
         plan = None
         if sections is not None:
             try:
@@ -222,13 +226,20 @@ class GpuDelegate(Delegate):
         if plan is None:
             sections = None
             plan = compile_partition(partition, precision=self.precision, alignment=align)
+        t_plan = time.perf_counter()
         binaries = {k[4:]: v for k, v in (sections or {}).items() if k.startswith("bin/")}
         kernel = GpuPartitionKernel(self.device, plan, partition, binaries)
+        t_build = time.perf_counter()
         if cached is not None and (sections is None or kernel.programs_from_cache < len(kernel.binaries)):
             out = plan_to_sections(plan)
             out.update({f"bin/{k}": v for k, v in kernel.binaries.items()})
             cached.store(out)
         kernel.cache_hit = sections is not None
+        kernel.prepare_ms = {"cache_load": (t_load - t0) * 1e3, "plan": (t_plan - t_load) * 1e3,
+                             "build": (t_build - t_plan) * 1e3, "store": (time.perf_counter() - t_build) * 1e3}
+        log.debug("%s: prepared %d nodes (%s): %s", self.name, len(partition.node_indices),
+                  "cache hit" if kernel.cache_hit else "compiled",
+                  ", ".join(f"{k} {v:.1f} ms" for k, v in kernel.prepare_ms.items()))
         return kernel
 
     def _cache_entry(self, partition: PartitionSpec, align: int) -> _CacheEntry | None:
