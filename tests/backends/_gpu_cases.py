@@ -22,12 +22,52 @@ from typing import Any
 import numpy as np
 from litegpu.testing import ModelBuilder
 
-__all__ = ["Case", "CASES", "C", "one_op", "oracle", "rel_err", "rnd"]
+__all__ = ["Case", "CASES", "PATTERNS", "GPU_OPS", "C", "one_op", "oracle", "rel_err", "rnd", "DelegatePool",
+           "print_summary"]
 
 _RNG = np.random.default_rng(20240607)
 
 # LiteRT's BUILTIN_REF resolver lacks these (or these versions): compare with its builtin kernels
 _NOT_IN_REF = {"ELU"}
+
+
+class DelegatePool:
+    """One delegate per precision, made on first use and shared by a test module (the device keeps
+    its compiled programs, so cases that render the same kernel source compile it once)."""
+
+    def __init__(self, backend: str):
+        self.backend = backend
+        self.made: dict[str, Any] = {}
+
+    def __call__(self, precision: str):
+        import pytest
+        from conftest import load_backend_delegate
+
+        if precision not in self.made:
+            if "fp32" not in self.made:
+                self.made["fp32"] = load_backend_delegate(self.backend, {"precision": "fp32"})
+            base = self.made["fp32"]
+            if precision != "fp32":
+                if not base.device.info.fp16:
+                    pytest.skip(f"{precision}: {base.device.info.name} has no half precision "
+                                f"({self.backend} reports no fp16 support)")
+                self.made[precision] = load_backend_delegate(self.backend, {"precision": precision})
+        return self.made[precision]
+
+    def close(self) -> None:
+        for d in self.made.values():
+            d.close()
+        self.made.clear()
+
+
+def print_summary(request, text: str) -> None:
+    """Print past pytest's output capture (the table is the point of running the module)."""
+    capman = request.config.pluginmanager.getplugin("capturemanager")
+    if capman is None:
+        print(text)
+        return
+    with capman.global_and_fixture_disabled():
+        print("\n" + text)
 
 
 def rnd(*shape: int, lo: float = -1.0, hi: float = 1.0) -> np.ndarray:
@@ -366,7 +406,7 @@ _add("TRANSPOSE-rank2", "TRANSPOSE", lambda: one_op("TRANSPOSE", [rnd(6, 9), C(n
 # -- SLICE / STRIDED_SLICE
 def _slice(x, begin, size):
     """LiteRT's SLICE checks the declared output shape, so it is computed here."""
-    out = [x.shape[i] - b if n == -1 else n for i, (b, n) in enumerate(zip(begin, size))]
+    out = [x.shape[i] - b if n == -1 else n for i, (b, n) in enumerate(zip(begin, size, strict=True))]
     return one_op("SLICE", [x, C(np.array(begin, np.int32)), C(np.array(size, np.int32))],
                   out_shapes=[tuple(out)])
 

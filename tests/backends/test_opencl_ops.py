@@ -18,8 +18,7 @@ import logging
 import litegpu
 import numpy as np
 import pytest
-from _gpu_cases import CASES, GPU_OPS, PATTERNS, C, one_op, oracle, rel_err, rnd
-from conftest import load_backend_delegate
+from _gpu_cases import CASES, GPU_OPS, PATTERNS, C, DelegatePool, one_op, oracle, print_summary, rel_err, rnd
 from litegpu.testing import ModelBuilder
 
 pytest.importorskip("ai_edge_litert.interpreter")
@@ -31,22 +30,11 @@ WORST: dict[str, dict[str, float]] = {p: {} for p in TOL}
 
 @pytest.fixture(scope="module")
 def delegates():
-    """One delegate per precision for the whole module (compiled programs are reused across cases)."""
-    made: dict[str, object] = {}
-
-    def get(precision: str):
-        if precision not in made:
-            base = made.get("fp32") or load_backend_delegate(BACKEND, {"precision": "fp32"})
-            made["fp32"] = base
-            if precision != "fp32":
-                if not base.device.info.fp16:
-                    pytest.skip(f"{precision}: {base.device.info.name} has no half precision (cl_khr_fp16)")
-                made[precision] = load_backend_delegate(BACKEND, {"precision": precision})
-        return made[precision]
-
-    yield get
-    for d in made.values():
-        d.close()
+    """``delegates(precision)``: one delegate per precision for the whole module; skips fp16 modes
+    on devices without half precision, saying so."""
+    pool = DelegatePool(BACKEND)
+    yield pool
+    pool.close()
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -58,16 +46,6 @@ def _summary(request):
         lines.append(f"  {op:28s} " + " ".join(
             f"{WORST[p][op]:13.2e}" if op in WORST[p] else f"{'-':>13s}" for p in TOL))
     print_summary(request, "\n".join(lines))
-
-
-def print_summary(request, text: str) -> None:
-    """Print past pytest's capture (the table is the point of running the module)."""
-    capman = request.config.pluginmanager.getplugin("capturemanager")
-    if capman is None:
-        print(text)
-        return
-    with capman.global_and_fixture_disabled():
-        print("\n" + text)
 
 
 def run_delegated(model: bytes, feeds: list[np.ndarray], delegate) -> tuple[list[np.ndarray], list[dict]]:

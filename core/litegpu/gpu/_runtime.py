@@ -28,12 +28,13 @@ from typing import Any
 import numpy as np
 
 from .._delegate import Delegate, DelegateKernel, NodeView, PartitionSpec, Support
-from .._errors import DelegateError
+from .._errors import ConfigError, DelegateError
 from ._device import BufferRef, GpuDevice
 from ._graph import GpuPlan, PlanTensor
 from ._layout import from_device, to_device
 from ._lower import compile_partition, supports
-from .kernels import RenderedKernel, default_workgroup, render
+from ._tuning import TUNING_MODES, TuningKey, WorkgroupTuner, candidates
+from .kernels import RenderedKernel, render
 
 __all__ = ["GpuDelegate", "GpuPartitionKernel", "DeviceValue", "PRECISIONS"]
 
@@ -62,10 +63,12 @@ class _Launch:
 class GpuPartitionKernel(DelegateKernel):
     """One compiled partition on one device."""
 
-    def __init__(self, device: GpuDevice, plan: GpuPlan, spec: PartitionSpec):
+    def __init__(self, device: GpuDevice, plan: GpuPlan, spec: PartitionSpec,
+                 tuner: WorkgroupTuner | None = None):
         self.device = device
         self.plan = plan
         self.spec = spec
+        self.tuner = tuner or WorkgroupTuner("none")
         align = max(plan.alignment, device.info.buffer_alignment)
         self._arena = device.alloc(max(plan.arena_bytes, align)) if plan.arena_bytes else None
         self._refs: dict[int, BufferRef] = {}
@@ -85,10 +88,9 @@ class GpuPartitionKernel(DelegateKernel):
 
     def _prepare_op(self, op) -> _Launch:
         dev = self.device
-        probe = render(op.kernel, dev.dialect, self.plan.precision, **op.options)
-        wg = default_workgroup(op.kernel, probe.global_size(op.params), dev.info)
-        rk = render(op.kernel, dev.dialect, self.plan.precision, workgroup=wg, **op.options) \
-            if tuple(wg) != probe.workgroup else probe
+        prec = self.plan.precision
+        probe = render(op.kernel, dev.dialect, prec, **op.options)
+        grid = probe.global_size(op.params)
         refs = []
         for _name, src in op.bindings:
             if isinstance(src, str):
@@ -99,10 +101,30 @@ class GpuPartitionKernel(DelegateKernel):
                 refs.append(ref)
             else:
                 refs.append(self._refs[src])
-        program = dev.compile(rk)
-        bound = dev.bind(program, rk, refs, op.params)
-        return _Launch(rk, bound, rk.global_size(op.params), op.describe())
+        built: dict[tuple[int, int, int], tuple[RenderedKernel, Any]] = {}
 
+        def build(wg: tuple[int, int, int]) -> tuple[RenderedKernel, Any]:
+            # GLSL/WGSL (and OpenCL kernels with shared memory) bake the work group into the source;
+            # other OpenCL kernels render the same source, which the device compiles once
+            if wg not in built:
+                rk = probe if tuple(wg) == probe.workgroup else render(op.kernel, dev.dialect, prec, workgroup=wg,
+                                                                       **op.options)
+                built[wg] = (rk, dev.bind(dev.compile(rk), rk, refs, op.params))
+            return built[wg]
+
+        def trial(wg: tuple[int, int, int]):
+            rk, bound = build(wg)
+            limit = dev.kernel_max_workgroup(bound)
+            if limit and int(np.prod(rk.workgroup)) > limit:
+                return None
+            return lambda: dev.launch(bound, rk, grid)
+
+        wg = self.tuner.choose(op.kernel, op.options, probe, grid, dev.info, trial, dev.finish)
+        rk, bound = build(wg)
+        limit = dev.kernel_max_workgroup(bound)
+        if limit and int(np.prod(rk.workgroup)) > limit:  # the heuristic overshot this kernel's own limit
+            rk, bound = build(candidates(op.kernel, grid, dev.info, "none", limit)[0])
+        return _Launch(rk, bound, grid, op.describe())
     def invoke(self, inputs: Mapping[int, Any]) -> dict[int, Any]:
         dev = self.device
         for tid in self.plan.inputs:
@@ -139,6 +161,8 @@ class GpuPartitionKernel(DelegateKernel):
         d = self.plan.describe()
         d["device"] = self.device.info.name
         d["launches"] = len(self._launches)
+        d["tuning"] = self.tuner.mode
+        d["workgroups"] = [list(ln.kernel.workgroup) for ln in self._launches]
         return d
 
 
@@ -152,11 +176,33 @@ class GpuDelegate(Delegate):
         self.device = device
         prec = self.options.get("precision", "fp32")
         if prec not in PRECISIONS:
-            raise DelegateError(f"precision {prec!r} is not one of {', '.join(PRECISIONS)}")
+            raise ConfigError(f"precision {prec!r} is not one of {', '.join(PRECISIONS)}")
+        tuning = self.options.get("tuning", "fast")
+        if tuning not in TUNING_MODES:
+            raise ConfigError(f"tuning {tuning!r} is not one of {', '.join(TUNING_MODES)}")
         if prec != "fp32" and not device.info.fp16:
             log.warning("%s: %s has no fp16 support; using fp32", self.name, device.info.name)
             prec = "fp32"
         self.precision = prec
+        self.tuner = WorkgroupTuner(tuning)
+
+    @property
+    def tuning(self) -> str:
+        return self.tuner.mode
+
+    @property
+    def tuning_results(self) -> dict[TuningKey, tuple[int, int, int]]:
+        """Work groups chosen so far: ``(device name, driver, kernel source hash, grid) -> (x, y, z)``."""
+        return self.tuner.results
+
+    def dump_tuning(self) -> dict[str, list[int]]:
+        """:attr:`tuning_results` as JSON-able data (what the serialization cache persists)."""
+        return self.tuner.dump()
+
+    def load_tuning(self, data: Mapping[Any, Any]) -> int:
+        """Reuse earlier results (:meth:`dump_tuning` output or :attr:`tuning_results` of another
+        delegate): launches they cover are not timed again.  Returns how many entries were taken."""
+        return self.tuner.load(data)
 
     def supports(self, node: NodeView) -> Support:
         return supports(node)
@@ -164,7 +210,7 @@ class GpuDelegate(Delegate):
     def prepare(self, partition: PartitionSpec) -> DelegateKernel:
         align = max(int(self.options.get("alignment", 256)), self.device.info.buffer_alignment)
         plan = compile_partition(partition, precision=self.precision, alignment=align)
-        return GpuPartitionKernel(self.device, plan, partition)
+        return GpuPartitionKernel(self.device, plan, partition, self.tuner)
 
     def devices(self) -> list[str]:
         return [self.device.info.name]
