@@ -501,6 +501,66 @@ _add("LSTM-basic_2x3x4", "LSTM", lambda: _lstm(2, 3, 4))
 _add("LSTM-basic_1x10x7", "LSTM", lambda: _lstm(1, 10, 7))
 _add("LSTM-basic_3x8x16", "LSTM", lambda: _lstm(3, 8, 16))
 
+# -- more corners: both operands broadcast, runtime scalars, batch-axis work, unaligned groups
+_add("ADD-bcast_both", "ADD", lambda: one_op("ADD", [rnd(2, 1, 4, 1), rnd(1, 3, 1, 5)]))
+_add("MUL-bcast_batch", "MUL", lambda: one_op("MUL", [rnd(2, 3, 4, 5), rnd(1, 3, 4, 5)]))
+_add("SUB-runtime_scalar", "SUB", lambda: one_op("SUB", [rnd(2, 3, 5), rnd()]))
+_add("SUB-scalar_lhs", "SUB", lambda: one_op("SUB", [C(np.array(1.0, np.float32)), rnd(1, 3, 4, 5)]))
+_add("DIV-scalar_lhs", "DIV", lambda: one_op("DIV", [C(np.array(2.0, np.float32)), rnd(1, 3, 4, 5, lo=0.5, hi=2)]))
+_add("MAXIMUM-rank1_bcast", "MAXIMUM", lambda: one_op("MAXIMUM", [rnd(7), rnd(3, 1)]))
+_add("CONV_2D-groups2_c6_unaligned", "CONV_2D", lambda: _conv(rnd(1, 5, 6, 6), 4, 3, 3, groups=2, version=6))
+_add("CONV_2D-groups3_c15", "CONV_2D", lambda: _conv(rnd(2, 5, 4, 15), 9, 1, 1, groups=3, version=6))
+_add("CONV_2D-k1_s2_valid", "CONV_2D", lambda: _conv(rnd(1, 9, 7, 5), 6, 1, 1, padding=1, stride_h=2, stride_w=2))
+_add("DEPTHWISE_CONV_2D-c5_mult3", "DEPTHWISE_CONV_2D", lambda: _dw(rnd(1, 5, 6, 5), 3, 3, 3))
+_add("DEPTHWISE_CONV_2D-c1_mult8", "DEPTHWISE_CONV_2D", lambda: _dw(rnd(1, 6, 6, 1), 8, 3, 3, padding=1))
+_add("FULLY_CONNECTED-4d_rows2", "FULLY_CONNECTED", lambda: one_op(
+    "FULLY_CONNECTED", [rnd(2, 2, 2, 3), C(rnd(9, 12)), C(rnd(9))]))
+_add("BATCH_MATMUL-bcast_both", "BATCH_MATMUL", lambda: one_op("BATCH_MATMUL", [rnd(2, 1, 5, 6), rnd(1, 3, 6, 7)]))
+_add("BATCH_MATMUL-adj_both", "BATCH_MATMUL", lambda: one_op("BATCH_MATMUL", [rnd(2, 6, 5), rnd(2, 3, 6)],
+                                                            adj_x=True, adj_y=True))
+for _op in ("MEAN", "SUM", "REDUCE_MAX", "REDUCE_MIN"):
+    _add(f"{_op}-batch_keep", _op, lambda op=_op: one_op(op, [rnd(3, 2, 4, 5), C(np.array([0], np.int32))],
+                                                         keep_dims=True))
+    _add(f"{_op}-b_c_drop", _op, lambda op=_op: one_op(op, [rnd(3, 2, 4, 5), C(np.array([0, 3], np.int32))],
+                                                       keep_dims=False))
+    _add(f"{_op}-all", _op, lambda op=_op: one_op(op, [rnd(2, 3, 4, 5), C(np.array([0, 1, 2, 3], np.int32))],
+                                                  keep_dims=False))
+_add("CONCATENATION-batch", "CONCATENATION", lambda: one_op(
+    "CONCATENATION", [rnd(1, 3, 2, 5), rnd(2, 3, 2, 5)], axis=0))
+_add("CONCATENATION-c_unaligned_3in", "CONCATENATION", lambda: one_op(
+    "CONCATENATION", [rnd(1, 2, 2, 5), rnd(1, 2, 2, 7), rnd(1, 2, 2, 2)], axis=3))
+_add("SPLIT-batch", "SPLIT", lambda: one_op("SPLIT", [C(np.array(0, np.int32)), rnd(4, 2, 3, 5)], n_out=2,
+                                            num_splits=2))
+_add("SPLIT_V-w", "SPLIT_V", lambda: one_op("SPLIT_V", [rnd(1, 2, 7, 3), C(np.array([2, 5], np.int32)),
+                                                        C(np.array(2, np.int32))], n_out=2, num_splits=2))
+_add("SPLIT_V-c_unaligned", "SPLIT_V", lambda: one_op("SPLIT_V", [rnd(1, 2, 3, 9), C(np.array([1, 6, 2], np.int32)),
+                                                                  C(np.array(-1, np.int32))], n_out=3, num_splits=3))
+_add("SLICE-c1", "SLICE", lambda: _slice(rnd(1, 3, 3, 7), [0, 1, 0, 5], [1, 2, 3, 1]))
+_add("STRIDED_SLICE-shrink_c", "STRIDED_SLICE", lambda: _ss(rnd(1, 4, 5, 6), [0, 0, 0, 3], [1, 4, 5, 4],
+                                                             [1, 1, 1, 1], shrink_axis_mask=8))
+_add("STRIDED_SLICE-neg_c", "STRIDED_SLICE", lambda: _ss(rnd(2, 3, 4, 9), [0, 0, 0, -2], [2, 3, 4, -9],
+                                                          [1, 1, 1, -3]))
+_add("PAD-batch", "PAD", lambda: one_op("PAD", [rnd(1, 2, 3, 5), _pads([[1, 1], [0, 0], [0, 0], [0, 0]])]))
+_add("RESHAPE-4d_channels", "RESHAPE", lambda: one_op(
+    "RESHAPE", [rnd(1, 2, 3, 8), C(np.array([1, 4, 3, 4], np.int32))], new_shape=[1, 4, 3, 4]))
+_add("RESHAPE-batch_to_c", "RESHAPE", lambda: one_op(
+    "RESHAPE", [rnd(3, 2, 2, 5), C(np.array([1, 2, 2, 15], np.int32))], new_shape=[1, 2, 2, 15]))
+_add("TRANSPOSE-1023", "TRANSPOSE", lambda: one_op("TRANSPOSE", [rnd(2, 3, 4, 5), C(np.array([1, 0, 2, 3], np.int32))]))
+_add("TRANSPOSE-2301", "TRANSPOSE", lambda: one_op("TRANSPOSE", [rnd(2, 3, 4, 5), C(np.array([2, 3, 0, 1], np.int32))]))
+_add("RESIZE_BILINEAR-to1x1_ac", "RESIZE_BILINEAR", lambda: one_op(
+    "RESIZE_BILINEAR", [rnd(1, 4, 5, 3), C(np.array([1, 1], np.int32))], align_corners=True))
+_add("RESIZE_NEAREST_NEIGHBOR-x3_c5", "RESIZE_NEAREST_NEIGHBOR", lambda: one_op(
+    "RESIZE_NEAREST_NEIGHBOR", [rnd(1, 3, 2, 5), C(np.array([9, 6], np.int32))], half_pixel_centers=True, version=3))
+_add("AVERAGE_POOL_2D-3x3_s3_same", "AVERAGE_POOL_2D", lambda: _pool("AVERAGE_POOL_2D", rnd(1, 7, 8, 5), (3, 3),
+                                                                     (3, 3), 0))
+_add("MAX_POOL_2D-5x5_s1_same_big", "MAX_POOL_2D", lambda: _pool("MAX_POOL_2D", rnd(1, 4, 4, 9), (5, 5), (1, 1), 0))
+_add("SOFTMAX-rank1", "SOFTMAX", lambda: one_op("SOFTMAX", [rnd(13, lo=-5, hi=5)], beta=1.0))
+_add("PRELU-alpha_full", "PRELU", lambda: one_op("PRELU", [rnd(2, 4, 5, 6), C(rnd(2, 4, 5, 6))]))
+_add("TRANSPOSE_CONV-s2_c5to3_b2", "TRANSPOSE_CONV", lambda: _tconv(rnd(2, 3, 4, 5), 3, 3, 2, 0))
+_add("LOGICAL_AND-rank1", "LOGICAL_AND", lambda: one_op(
+    "LOGICAL_AND", [_RNG.random((9,)) < 0.5, _RNG.random((9,)) < 0.5], out_dtype="bool"))
+
+
 #: every op this suite covers (the brief's GPU list)
 GPU_OPS = sorted({c.op for c in CASES})
 

@@ -269,3 +269,77 @@ def test_pattern(case, precision, delegates):
         e = rel_err(o, r)
         assert e <= TOL[precision], f"{case.id} output {k}: relative error {e:.3e} > {TOL[precision]}"
         worst = max(worst, e)
+
+
+# ---------------------------------------------------------------------------------------------------
+# the delegate inside the interpreter: resizing, values crossing partitions, preserved tensors
+# ---------------------------------------------------------------------------------------------------
+
+
+def _litert_resized(model: bytes, shape: list[int], x: np.ndarray) -> list[np.ndarray]:
+    from ai_edge_litert import interpreter as lrt
+
+    it = lrt.Interpreter(model_content=model, experimental_op_resolver_type=lrt.OpResolverType.BUILTIN_REF)
+    it.resize_tensor_input(it.get_input_details()[0]["index"], shape)
+    it.allocate_tensors()
+    it.set_tensor(it.get_input_details()[0]["index"], x)
+    it.invoke()
+    return [it.get_tensor(o["index"]) for o in it.get_output_details()]
+
+
+def test_resize_input_recompiles_the_partition(delegates):
+    from _gpu_cases import _G
+
+    g = _G()
+    x = g.input(1, 6, 6, 3)
+    c, _ = g.conv(x, (1, 6, 6, 3), 5, act=1)
+    m = g.op("MEAN", [c, g.const(np.array([1, 2], np.int32))], (1, 1, 1, 5), keep_dims=True)
+    model, _ = g.done(m, c)
+    it = litegpu.Interpreter(model_content=model, experimental_delegates=[delegates("fp32")])
+    it.allocate_tensors()
+    inp = it.get_input_details()[0]["index"]
+    it.resize_tensor_input(inp, [2, 8, 7, 3])
+    it.allocate_tensors()
+    assert [s["backend"] for s in it.get_execution_plan()] == [BACKEND]
+    x2 = rnd(2, 8, 7, 3)
+    it.set_tensor(inp, x2)
+    it.invoke()
+    want = _litert_resized(model, [2, 8, 7, 3], x2)
+    for o, w in zip(it.get_output_details(), want, strict=True):
+        got = it.get_tensor(o["index"])
+        assert got.shape == w.shape and rel_err(got, w) <= 1e-4
+
+
+def test_values_cross_partitions_and_reach_the_host(delegates):
+    """GPU -> CPU (rank 5) -> GPU, where the second partition also reads the first one's output
+    (kept on the device) and that output is a graph output too (read back to the host)."""
+    from _gpu_cases import _G
+
+    g = _G()
+    x = g.input(1, 6, 6, 3)
+    c, _ = g.conv(x, (1, 6, 6, 3), 5, act=1)
+    r5 = g.op("RESHAPE", [c, g.const(np.array([1, 6, 6, 5, 1], np.int32))], (1, 6, 6, 5, 1),
+              new_shape=[1, 6, 6, 5, 1])
+    e5 = g.op("EXP", [r5], (1, 6, 6, 5, 1))
+    r4 = g.op("RESHAPE", [e5, g.const(np.array([1, 6, 6, 5], np.int32))], (1, 6, 6, 5), new_shape=[1, 6, 6, 5])
+    a = g.op("ADD", [c, r4], (1, 6, 6, 5))
+    m = g.op("MUL", [a, c], (1, 6, 6, 5))
+    model, _ = g.done(m, c)
+    d = delegates("fp32")
+    it = litegpu.Interpreter(model_content=model, experimental_delegates=[d])
+    it.allocate_tensors()
+    assert [s["backend"] for s in it.get_execution_plan()] == [BACKEND, "cpu", BACKEND]
+    for _ in range(3):
+        xx = rnd(1, 6, 6, 3)
+        it.set_tensor(it.get_input_details()[0]["index"], xx)
+        it.invoke()
+        for o, w in zip(it.get_output_details(), oracle(model, [xx]), strict=True):
+            assert rel_err(it.get_tensor(o["index"]), w) <= 1e-4
+    # with every tensor preserved, CPU tensors are readable and a delegate's internal one says why not
+    it2 = litegpu.Interpreter(model_content=model, experimental_delegates=[d], experimental_preserve_all_tensors=True)
+    it2.allocate_tensors()
+    it2.set_tensor(it2.get_input_details()[0]["index"], xx)
+    it2.invoke()
+    assert it2.get_tensor(e5).shape == (1, 6, 6, 5, 1)
+    with pytest.raises(ValueError, match="internal to a delegated partition"):
+        it2.get_tensor(a)
