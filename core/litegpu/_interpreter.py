@@ -352,6 +352,10 @@ class Interpreter:
             return t.data
         plan = entry.plan
         if entry.invoked and plan is not None and i not in plan.persistent:
+            if self._preserve:  # every CPU-computed tensor is kept: this one never left a delegate
+                raise ValueError(
+                    f"Tensor {i} ('{t.name}') is internal to a delegated partition: delegates keep their "
+                    "intermediates on the device (as in LiteRT); run without the delegate to read it")
             raise ValueError(
                 f"Tensor {i} ('{t.name}') is an intermediate tensor whose memory was reused after its "
                 "last use; create the Interpreter with experimental_preserve_all_tensors=True to read it")

@@ -701,7 +701,9 @@ def _resolved_tensors(sg: Subgraph, specs: list[TensorSpec]) -> list[Tensor]:
             sig = t.shape_signature
             if sig is not None and len(sig) != len(s.shape):
                 sig = None
-            out.append(dataclasses.replace(t, shape=tuple(s.shape), shape_signature=sig))
+            out.append(dataclasses.replace(t, shape=tuple(s.shape), shape_signature=sig, has_rank=True))
+        elif not t.has_rank:  # a scalar the file did not flag: planning knows its rank (0)
+            out.append(dataclasses.replace(t, has_rank=True))
         else:
             out.append(t)
     return out
