@@ -45,16 +45,14 @@ def missing_kernels(model_path: str | Path, *, include_custom: bool = True) -> l
 
 
 @pytest.fixture
-def xfail_if_kernels_missing(request):
-    """``check(model_path, include_custom=True)``: mark the running test
-    ``xfail(strict=False, reason="kernel for OP not merged yet")`` when the registry lacks a
-    kernel the model needs, so the test still runs and the gap stays visible."""
+def require_kernels(request):
+    """``check(model_path, include_custom=True)``: fail the running test, naming the ops, when the
+    CPU registry lacks a kernel the model needs."""
 
     def check(model_path: str | Path, *, include_custom: bool = True) -> list[str]:
         missing = missing_kernels(model_path, include_custom=include_custom)
-        if missing:
-            request.applymarker(pytest.mark.xfail(
-                strict=False, reason="kernel for " + ", ".join(missing) + " not merged yet"))
+        if missing:  # every kernel these models need exists now: a missing one is a regression
+            pytest.fail("no CPU kernel for " + ", ".join(missing))
         return missing
 
     return check

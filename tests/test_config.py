@@ -333,8 +333,9 @@ def test_load_auto_picks_first_available_gpu_and_says_so(fake_interpreter, caplo
     with caplog.at_level(logging.INFO, logger="litegpu"):
         it = litegpu.load(b"m")
     assert it.litegpu_backend == "fakegpu"
-    assert any("backend 'auto' resolved to 'fakegpu'" in r.getMessage() and "not implemented yet" in r.getMessage()
-               for r in caplog.records)
+    # b"m" is no model, so benchmark-based autoselect fails and auto falls back to the first GPU backend
+    assert any("autoselect failed" in r.getMessage() for r in caplog.records)
+    assert any("backend 'auto' resolved to 'fakegpu'" in r.getMessage() for r in caplog.records)
 
 
 def test_load_config_errors_surface(fake_interpreter):

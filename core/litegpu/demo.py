@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     path = str(models[args.model])
     rng = np.random.default_rng(0)
     probe = litegpu.Interpreter(model_path=path)
-    shape = tuple(probe.get_input_details()[0]["shape"])
+    shape = tuple(int(s) for s in probe.get_input_details()[0]["shape"])
     x = rng.random(shape, dtype=np.float32)
 
     reference_name = "litegpu cpu"

@@ -1,8 +1,8 @@
 """Expand a TFLite sparse constant into its dense array.
 
-Private to the GPU compiler: the CPU kernels branch may ship a shared
-``densify`` (``litegpu.cpu.sparse``); :func:`densify` uses it when present and
-falls back to this implementation otherwise.
+Private to the GPU compiler: :func:`densify` uses the CPU kernels' shared
+``litegpu.cpu.sparse.densify_values`` when present and falls back to this
+implementation otherwise (both are tested against LiteRT).
 
 TFLite's sparse format describes a tensor of rank ``n`` with ``k`` of its
 dimensions split into blocks (``block_map[j]`` is the original dimension of

@@ -31,6 +31,7 @@ class DeviceInfo:
     driver_version: str
     fp16: bool  # half-precision storage and arithmetic available
     max_workgroup_size: int = 256
+    max_workgroup_dims: tuple[int, int, int] = (256, 256, 64)  # per-axis limits of a work group
     buffer_alignment: int = 256  # sub-buffer offset alignment in bytes
     compute_units: int = 1
 
@@ -100,6 +101,11 @@ class GpuDevice(ABC):
     def finish(self) -> None:
         """Wait for everything queued."""
 
+    def kernel_max_workgroup(self, bound: Any) -> int | None:
+        """The most threads a work group of this bound kernel may have (register pressure can put it
+        below the device's), or None when the API does not say."""
+        return None
+
     # -- serialization (optional)
     def program_binary(self, program: Any) -> bytes | None:
         """The compiled program's binary for the cache, or None if the API has none."""
@@ -109,5 +115,5 @@ class GpuDevice(ABC):
         """Rebuild a program from :meth:`program_binary` output; None if rejected."""
         return None
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - optional hook: most APIs free everything with their objects
         """Release the device (queues, contexts)."""

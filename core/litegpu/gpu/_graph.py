@@ -60,6 +60,9 @@ __all__ = [
 #: TFLite ActivationFunctionType codes -> the epilogue op that implements them.
 ACTIVATION_NAMES = {1: "RELU", 2: "RELU_N1_TO_1", 3: "RELU6", 4: "TANH", 5: "SIGN_BIT"}
 
+#: fused activation codes LiteRT's range-based float kernels ignore (TANH, SIGN_BIT)
+_RANGE_FREE_ACTS = frozenset({4, 5})
+
 #: ops whose ``fused_activation_function`` is internal to the op (kept in attrs)
 _CELL_OPS = frozenset({"LSTM", "UNIDIRECTIONAL_SEQUENCE_LSTM", "BIDIRECTIONAL_SEQUENCE_LSTM", "RNN",
                        "UNIDIRECTIONAL_SEQUENCE_RNN", "BIDIRECTIONAL_SEQUENCE_RNN", "SVDF"})
@@ -320,7 +323,10 @@ class GpuGraph:
             if act:
                 if act not in ACTIVATION_NAMES:
                     raise DelegateError(f"{op.name}: unknown fused activation function {act}")
-                epi.append(Epilogue(ACTIVATION_NAMES[act]))
+                # LiteRT's float kernels turn the fused activation into a clamp range; TANH and SIGN_BIT
+                # give the full range, i.e. they are not applied (the CPU kernels do the same)
+                if act not in _RANGE_FREE_ACTS:
+                    epi.append(Epilogue(ACTIVATION_NAMES[act]))
             if op.is_custom and op.custom_options is not None:
                 attrs["custom_options"] = op.custom_options
             nodes.append(GpuNode(id=i, op=op.name, inputs=list(op.inputs), outputs=list(op.outputs),

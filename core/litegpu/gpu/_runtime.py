@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 import logging
 import time
 from collections.abc import Mapping
@@ -32,13 +33,14 @@ from typing import Any
 import numpy as np
 
 from .._delegate import Delegate, DelegateKernel, NodeView, PartitionSpec, Support
-from .._errors import CacheError, DelegateError
+from .._errors import CacheError, ConfigError, DelegateError
 from ._device import BufferRef, GpuDevice
 from ._graph import GpuPlan, PlanTensor
 from ._layout import from_device, to_device
 from ._lower import compile_partition, supports
 from ._plan_io import plan_from_sections, plan_to_sections
-from .kernels import RenderedKernel, default_workgroup, render
+from ._tuning import TUNING_MODES, TuningKey, WorkgroupTuner, candidates
+from .kernels import Binding, ParamSlot, RenderedKernel, render
 
 __all__ = ["GpuDelegate", "GpuPartitionKernel", "DeviceValue", "PRECISIONS"]
 
@@ -71,6 +73,33 @@ class _CacheEntry:
         self.cache.store(self.key, sections)
 
 
+def _kernel_record(rk: RenderedKernel, grid: tuple[int, int, int], src_key: str) -> dict[str, Any]:
+    """What a launch needs of a rendered kernel, as JSON (the cache skips rendering on a warm start)."""
+    return {"name": rk.name, "dialect": rk.dialect, "precision": rk.precision,
+            "options": [[k, v] for k, v in rk.options], "src": src_key, "entry": rk.entry_point,
+            "bindings": [dataclasses.astuple(b) for b in rk.bindings],
+            "params": [dataclasses.astuple(p) for p in rk.param_layout], "workgroup": list(rk.workgroup),
+            "features": list(rk.features), "shared": rk.shared_bytes, "grid": list(grid)}
+
+
+def _tup(v: Any) -> Any:
+    return tuple(_tup(x) for x in v) if isinstance(v, list) else v
+
+
+def _kernel_from_record(r: Mapping[str, Any], sources: Mapping[str, str]) -> tuple[RenderedKernel, tuple]:
+    rk = RenderedKernel(
+        name=r["name"], dialect=r["dialect"], precision=r["precision"],
+        options=tuple((k, _tup(v)) for k, v in r["options"]), source=sources[r["src"]], entry_point=r["entry"],
+        bindings=tuple(Binding(*b) for b in r["bindings"]), param_layout=tuple(ParamSlot(*p) for p in r["params"]),
+        workgroup=tuple(r["workgroup"]), features=tuple(r["features"]), shared_bytes=r["shared"],
+        _grid=(None, None, None))  # the launch grid comes from the record; nothing re-evaluates it
+    return rk, tuple(r["grid"])
+
+
+def _src_key(source: str) -> str:
+    return hashlib.sha256(source.encode()).hexdigest()[:32]
+
+
 @dataclass
 class _Launch:
     kernel: RenderedKernel
@@ -83,12 +112,25 @@ class GpuPartitionKernel(DelegateKernel):
     """One compiled partition on one device."""
 
     def __init__(self, device: GpuDevice, plan: GpuPlan, spec: PartitionSpec,
-                 binaries: Mapping[str, bytes] | None = None):
+                 tuner: WorkgroupTuner | None = None, cached: Mapping[str, bytes] | None = None):
         self.device = device
         self.plan = plan
         self.spec = spec
-        # program binaries by source hash: read from the cache, and collected for it
-        self._binaries_in = dict(binaries or {})
+        self.tuner = tuner or WorkgroupTuner("none")
+        # From the cache: program binaries by source hash, kernel sources, and one record per launch
+        # (rendered kernel + grid + chosen work group), so a warm start neither renders nor tunes.
+        cached = cached or {}
+        self._binaries_in = {k[4:]: v for k, v in cached.items() if k.startswith("bin/")}
+        self._sources = {k[4:]: v.decode() for k, v in cached.items() if k.startswith("src/")}
+        self._records_in: list[dict[str, Any]] | None = None
+        if "kernels" in cached:
+            try:
+                recs = json.loads(cached["kernels"])
+                if len(recs) == len(plan.ops) and all(r["src"] in self._sources for r in recs):
+                    self._records_in = recs
+            except (ValueError, KeyError, TypeError):
+                self._records_in = None
+        self.records: list[dict[str, Any]] = []
         self.binaries: dict[str, bytes] = {}
         self.programs_from_cache = 0
         self.cache_hit = False
@@ -104,19 +146,15 @@ class GpuPartitionKernel(DelegateKernel):
                 self._refs[tid] = BufferRef(device.alloc(t.nbytes), 0, t.nbytes)
         self._const_bufs: list[BufferRef] = []
         self._launches: list[_Launch] = []
-        for op in plan.ops:
-            self._launches.append(self._prepare_op(op))
+        for i, op in enumerate(plan.ops):
+            self._launches.append(self._prepare_op(op, self._records_in[i] if self._records_in else None))
         self._recording = device.record([(ln.bound, ln.kernel, ln.grid) for ln in self._launches])
         self._host_out = {tid: np.empty(self.plan.tensors[tid].nbytes // np.dtype(
             self.plan.tensors[tid].storage).itemsize, self.plan.tensors[tid].storage) for tid in plan.outputs}
 
-    def _prepare_op(self, op) -> _Launch:
+    def _prepare_op(self, op, record: Mapping[str, Any] | None = None) -> _Launch:
         dev = self.device
-        probe = render(op.kernel, dev.dialect, self.plan.precision, **op.options)
-        wg = default_workgroup(op.kernel, probe.global_size(op.params),
-                               dataclasses.asdict(dev.info), **op.options)
-        rk = render(op.kernel, dev.dialect, self.plan.precision, workgroup=wg, **op.options) \
-            if tuple(wg) != probe.workgroup else probe
+        prec = self.plan.precision
         refs = []
         for _name, src in op.bindings:
             if isinstance(src, str):
@@ -127,13 +165,45 @@ class GpuPartitionKernel(DelegateKernel):
                 refs.append(ref)
             else:
                 refs.append(self._refs[src])
-        program = self._program(rk)
-        bound = dev.bind(program, rk, refs, op.params)
-        return _Launch(rk, bound, rk.global_size(op.params), op.describe())
+        if record is not None:  # warm start: the kernel as rendered and tuned last time
+            rk, grid = _kernel_from_record(record, self._sources)
+            return self._finish_op(op, rk, grid, dev.bind(self._program(rk), rk, refs, op.params))
+        probe = render(op.kernel, dev.dialect, prec, **op.options)
+        grid = probe.global_size(op.params)
+        built: dict[tuple[int, int, int], tuple[RenderedKernel, Any]] = {}
+
+        def build(wg: tuple[int, int, int]) -> tuple[RenderedKernel, Any]:
+            # GLSL/WGSL (and OpenCL kernels with shared memory) bake the work group into the source;
+            # other OpenCL kernels render the same source, which the device compiles once
+            if wg not in built:
+                rk = probe if tuple(wg) == probe.workgroup else render(op.kernel, dev.dialect, prec, workgroup=wg,
+                                                                       **op.options)
+                built[wg] = (rk, dev.bind(self._program(rk), rk, refs, op.params))
+            return built[wg]
+
+        def trial(wg: tuple[int, int, int]):
+            rk, bound = build(wg)
+            limit = dev.kernel_max_workgroup(bound)
+            if limit and int(np.prod(rk.workgroup)) > limit:
+                return None
+            return lambda: dev.launch(bound, rk, grid)
+
+        wg = self.tuner.choose(op.kernel, op.options, probe, grid, dev.info, trial, dev.finish)
+        rk, bound = build(wg)
+        limit = dev.kernel_max_workgroup(bound)
+        if limit and int(np.prod(rk.workgroup)) > limit:  # the heuristic overshot this kernel's own limit
+            rk, bound = build(candidates(op.kernel, grid, dev.info, "none", limit)[0])
+        return self._finish_op(op, rk, grid, bound)
+
+    def _finish_op(self, op, rk: RenderedKernel, grid: tuple[int, int, int], bound: Any) -> _Launch:
+        key = _src_key(rk.source)
+        self._sources.setdefault(key, rk.source)
+        self.records.append(_kernel_record(rk, grid, key))
+        return _Launch(rk, bound, grid, op.describe())
 
     def _program(self, rk: RenderedKernel) -> Any:
         """Compile ``rk``, or rebuild it from a cached binary when one is there and still accepted."""
-        key = hashlib.sha256(rk.source.encode()).hexdigest()[:32]
+        key = _src_key(rk.source)
         program = None
         if key in self._binaries_in:
             program = self.device.program_from_binary(rk, self._binaries_in[key])
@@ -145,6 +215,14 @@ class GpuPartitionKernel(DelegateKernel):
             if binary:
                 self.binaries[key] = binary
         return program
+
+    def cache_sections(self) -> dict[str, bytes]:
+        """Everything a warm start needs besides the plan: kernel records, sources, binaries."""
+        used = {r["src"] for r in self.records}
+        out = {"kernels": json.dumps(self.records, separators=(",", ":")).encode()}
+        out.update({f"src/{k}": self._sources[k].encode() for k in used})
+        out.update({f"bin/{k}": v for k, v in self.binaries.items() if k in used})
+        return out
 
     def invoke(self, inputs: Mapping[int, Any]) -> dict[int, Any]:
         dev = self.device
@@ -181,9 +259,11 @@ class GpuPartitionKernel(DelegateKernel):
         d = self.plan.describe()
         d["device"] = self.device.info.name
         d["launches"] = len(self._launches)
+        d["tuning"] = self.tuner.mode
         d["cache_hit"] = self.cache_hit
         d["prepare_ms"] = dict(getattr(self, "prepare_ms", {}))
         d["programs_from_cache"] = self.programs_from_cache
+        d["workgroups"] = [list(ln.kernel.workgroup) for ln in self._launches]
         return d
 
 
@@ -197,15 +277,37 @@ class GpuDelegate(Delegate):
         self.device = device
         prec = self.options.get("precision", "fp32")
         if prec not in PRECISIONS:
-            raise DelegateError(f"precision {prec!r} is not one of {', '.join(PRECISIONS)}")
+            raise ConfigError(f"precision {prec!r} is not one of {', '.join(PRECISIONS)}")
+        tuning = self.options.get("tuning", "fast")
+        if tuning not in TUNING_MODES:
+            raise ConfigError(f"tuning {tuning!r} is not one of {', '.join(TUNING_MODES)}")
         if prec != "fp32" and not device.info.fp16:
             log.warning("%s: %s has no fp16 support; using fp32", self.name, device.info.name)
             prec = "fp32"
         self.precision = prec
+        self.tuner = WorkgroupTuner(tuning)
         # the float view of quantized models snaps every quantized tensor to its grid unless told not to
         self.quantization_simulation = bool(self.options.get("quantization_simulation", True))
         self._cache: Any = None
         self._tokens: dict[int, str] = {}
+
+    @property
+    def tuning(self) -> str:
+        return self.tuner.mode
+
+    @property
+    def tuning_results(self) -> dict[TuningKey, tuple[int, int, int]]:
+        """Work groups chosen so far: ``(device name, driver, kernel source hash, grid) -> (x, y, z)``."""
+        return self.tuner.results
+
+    def dump_tuning(self) -> dict[str, list[int]]:
+        """:attr:`tuning_results` as JSON-able data (what the serialization cache persists)."""
+        return self.tuner.dump()
+
+    def load_tuning(self, data: Mapping[Any, Any]) -> int:
+        """Reuse earlier results (:meth:`dump_tuning` output or :attr:`tuning_results` of another
+        delegate): launches they cover are not timed again.  Returns how many entries were taken."""
+        return self.tuner.load(data)
 
     def supports(self, node: NodeView) -> Support:
         return supports(node)
@@ -230,14 +332,14 @@ class GpuDelegate(Delegate):
             plan = compile_partition(partition, precision=self.precision, alignment=align,
                                      quantization_simulation=self.quantization_simulation)
         t_plan = time.perf_counter()
-        binaries = {k[4:]: v for k, v in (sections or {}).items() if k.startswith("bin/")}
-        kernel = GpuPartitionKernel(self.device, plan, partition, binaries)
+        kernel = GpuPartitionKernel(self.device, plan, partition, self.tuner, sections)
         t_build = time.perf_counter()
-        if cached is not None and (sections is None or kernel.programs_from_cache < len(kernel.binaries)):
+        warm = sections is not None and kernel._records_in is not None
+        if cached is not None and (not warm or kernel.programs_from_cache < len(kernel.binaries)):
             out = plan_to_sections(plan)
-            out.update({f"bin/{k}": v for k, v in kernel.binaries.items()})
+            out.update(kernel.cache_sections())
             cached.store(out)
-        kernel.cache_hit = sections is not None
+        kernel.cache_hit = warm
         kernel.prepare_ms = {"cache_load": (t_load - t0) * 1e3, "plan": (t_plan - t_load) * 1e3,
                              "build": (t_build - t_plan) * 1e3, "store": (time.perf_counter() - t_build) * 1e3}
         log.debug("%s: prepared %d nodes (%s): %s", self.name, len(partition.node_indices),
@@ -259,8 +361,7 @@ class GpuDelegate(Delegate):
             self._tokens[mid] = model_token(partition.model, token=conf.get("model_token"))
         info = self.device.info
         key = EntryKey(self._tokens[mid], self.name, self.backend_version, info.name, info.driver_version,
-                       options={"precision": self.precision, "alignment": align,
-                                "tuning": self.options.get("tuning", "none"),
+                       options={"precision": self.precision, "alignment": align, "tuning": self.tuner.mode,
                                 "quantization_simulation": self.quantization_simulation},
                        partition=partition)
         return _CacheEntry(self._cache, key)
