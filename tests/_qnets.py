@@ -232,6 +232,33 @@ class QNet:
             st.b.op("PAD", [st.idx[x], pads], [y])
         return self._add(f, name)
 
+    def generic(self, name: str, op: str, inputs: list, out_shape: tuple[int, ...], *, n_out: int = 1,
+                tie: str | None = None, **opts) -> str:
+        """Any op: ``inputs`` are tensor names, int32 arrays (parameters: axes, shapes...) or float arrays
+        (data constants, quantized per-tensor on a grid of their own); ``tie``: a tensor whose grid the
+        output takes.  ``n_out`` > 1: extra outputs ``name/1``... of the same shape."""
+        if tie is not None:
+            self.ties.append((name, tie))
+
+        def f(st: _Build) -> None:
+            idx = []
+            for k, x in enumerate(inputs):
+                if isinstance(x, str):
+                    idx.append(st.idx[x])
+                elif np.asarray(x).dtype.kind in "iu":
+                    idx.append(st.b.const(f"{name}/p{k}", np.asarray(x, np.int32)))
+                elif st.dtype is None:
+                    idx.append(st.b.const(f"{name}/c{k}", np.asarray(x, np.float32)))
+                else:
+                    a = np.asarray(x, np.float32)
+                    q = _params(float(a.min()), float(a.max()), st.dtype)
+                    idx.append(st.b.const(f"{name}/c{k}", quantize(a, *q, st.dtype), quant=q))
+            outs = [self._t(st, name, out_shape)]
+            outs += [st.b.tensor(f"{name}/{j}", out_shape, st.dtype or "float32",
+                                 quant=st.calib.get(name) if st.dtype else None) for j in range(1, n_out)]
+            st.b.op(op, idx, outs, **opts)
+        return self._add(f, name)
+
     # -- building -----------------------------------------------------------------------------------
     def build(self, dtype: str | None, calib: dict[str, tuple[float, int]] | None = None,
               all_outputs: bool = False) -> tuple[bytes, dict[str, int]]:

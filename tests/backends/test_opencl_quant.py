@@ -185,6 +185,25 @@ def _single_ops() -> dict[str, QNet]:
         mk("resize_bilinear", lambda n: n.resize("out", "x", (13, 11))),
         mk("resize_nearest", lambda n: n.resize("out", "x", (16, 16), bilinear=False)),
         mk("mean", lambda n: n.mean("out", lin(n), keep_dims=True)),
+        mk("sum", lambda n: n.generic("out", "SUM", [lin(n), np.array([1, 2])], (1, 6), keep_dims=False, version=2)),
+        mk("reduce_max", lambda n: n.generic("out", "REDUCE_MAX", ["x", np.array([2])], (1, 8, 6), tie="x")),
+        mk("relu_n1_to_1", lambda n: n.generic("out", "RELU_N1_TO_1", [lin(n)], (1, 8, 8, 6))),
+        mk("prelu", lambda n: n.generic("out", "PRELU", [lin(n), np.linspace(-0.5, 0.7, 6).reshape(1, 1, 6)],
+                                        (1, 8, 8, 6))),
+        mk("maximum", lambda n: (n.ties.append(("c", "x")),
+                                 n.generic("out", "MAXIMUM", ["x", lin(n)], (1, 8, 8, 6), tie="x"))),
+        mk("transpose", lambda n: n.generic("out", "TRANSPOSE", [lin(n), np.array([0, 2, 1, 3])], (1, 8, 8, 6),
+                                            tie="c")),
+        mk("strided_slice", lambda n: n.generic("out", "STRIDED_SLICE", [lin(n), np.array([0, 1, 0, 1]),
+                                                np.array([1, 8, 8, 6]), np.array([1, 2, 3, 2])], (1, 4, 3, 3),
+                                                tie="c")),
+        mk("split", lambda n: n.generic("out", "SPLIT", [np.array(3), lin(n)], (1, 8, 8, 3), n_out=2,
+                                        num_splits=2, tie="c")),
+        mk("depth_to_space", lambda n: n.generic("out", "DEPTH_TO_SPACE", [lin(n, 8)], (1, 16, 16, 2),
+                                                 block_size=2, tie="c")),
+        mk("mirror_pad", lambda n: n.generic("out", "MIRROR_PAD", ["x", np.array([[0, 0], [1, 1], [2, 2], [0, 0]])],
+                                             (1, 10, 12, 6), mode=0, tie="x")),
+        mk("reshape_regrid", lambda n: n.generic("out", "RESHAPE", [lin(n, 4), np.array([1, 64, 4])], (1, 64, 4))),
     ]
     return {n.name: n for n in nets}
 
@@ -192,16 +211,28 @@ def _single_ops() -> dict[str, QNet]:
 @pytest.mark.parametrize("dtype", ["int8", "uint8"])
 @pytest.mark.parametrize("op", list(_single_ops()))
 def test_single_quantized_op(op, dtype):
-    """Each quantized op (behind a linear conv where it needs an input with a grid of its own): within 1
-    LSB of LiteRT where its input is the model's, within 2 where a snapped input is scaled up."""
-    qn = quantized_net(_single_ops()[op], dtype)
+    """Each quantized op, alone or behind a linear 1x1 conv (an input with a grid of its own).  Alone: within
+    1 LSB of LiteRT.  Behind the conv, a 1-LSB difference of the conv's result is scaled by the ratio of
+    the two grids (RELU_N1_TO_1 after a conv with a 2.5x coarser grid: 3 LSB): >= 99% within 2 LSB, at
+    most 4."""
+    net = _single_ops()[op]
+    qn = quantized_net(net, dtype)
     it = _interpreter(qn.model)
     assert _backends(it) == ["opencl"], it.get_execution_plan()
-    xs = qn.inputs(0)
-    (got,) = _invoke(it, xs)
-    (ref,) = run_litert(qn.model, xs)
-    d = np.abs(got.astype(int) - ref.astype(int))
-    assert d.max() <= 2 and np.count_nonzero(d > 1) <= 0.01 * d.size, (d.max(), np.count_nonzero(d > 1))
+    alone = "c" not in qn.calib
+    d = []
+    for seed in SEEDS:
+        xs = qn.inputs(seed)
+        (got,) = _invoke(it, xs)
+        # LiteRT's reference int8 SUM returns -1 everywhere here; its optimized kernel (and litegpu's CPU
+        # kernel) give the sum: compare with that one
+        (ref,) = run_litert(qn.model, xs, reference=(op, dtype) != ("sum", "int8"))
+        d.append(np.abs(got.astype(int) - ref.astype(int)).ravel())
+    d = np.concatenate(d)
+    if alone:
+        assert d.max() <= 1, d.max()
+    else:
+        assert d.max() <= 4 and np.count_nonzero(d <= 2) >= 0.99 * d.size, (d.max(), np.count_nonzero(d > 2))
 
 
 def test_simulation_is_on_by_default():

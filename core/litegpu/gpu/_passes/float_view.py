@@ -49,10 +49,8 @@ def float_view(g: GpuGraph) -> Report:
 
     # views first, from the IR types, before anything is rewritten
     views: dict[int, QuantView] = {}
-    node_q: dict[int, str | None] = {}
     for n in g.nodes:
         q = node_qdtype(n.op, [g.tensors[t] for t in (*n.inputs, *n.outputs) if t >= 0])
-        node_q[n.id] = q
         for t in (*n.inputs, *n.outputs):
             if t < 0 or t in views or g.tensors[t].is_constant:
                 continue
@@ -63,7 +61,7 @@ def float_view(g: GpuGraph) -> Report:
         return ["no quantized tensors"]
 
     # constants read directly by the ops: dequantized once
-    made: dict[tuple[int, float | None], int] = {}
+    made: dict[tuple[int, int], int] = {}  # (tensor, how it is read) -> its float constant
     for n in g.nodes:
         if n.op in ("DEQUANTIZE", "DENSIFY"):
             continue
@@ -79,7 +77,7 @@ def float_view(g: GpuGraph) -> Report:
                 xi, wi = WEIGHTED[n.op][:2]
                 if orig[xi] in views and orig[wi] >= 0 and g.tensors[orig[wi]].quantization is not None:
                     w_scale = np.asarray(g.tensors[orig[wi]].quantization.scale, np.float64)
-                    bias_scale = np.float64(views[n.inputs[xi]].scale) * w_scale
+                    bias_scale = np.float64(views[orig[xi]].scale) * w_scale
             key = (t, hash(bias_scale.tobytes()) if bias_scale is not None else hash(raw))
             if key not in made:
                 q = np.asarray(x.data).reshape(x.ir_shape)
