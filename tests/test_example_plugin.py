@@ -24,12 +24,19 @@ EXAMPLE = ROOT / "plugins" / "example"
 @pytest.fixture
 def example(monkeypatch):
     """The example backend registered from the source tree (as its entry point would)."""
+    from litegpu._plugins import reset_plugins
+
+    # the source tree's copy only, even where `make install` installed the distribution too
+    monkeypatch.setenv("LITEGPU_DISABLE_PLUGIN_AUTOLOAD", "1")
+    reset_plugins()
     monkeypatch.syspath_prepend(str(EXAMPLE / "src"))
     import litegpu_example_numpy.plugin as plugin
 
     name = register_plugin(plugin, "litegpu-example-numpy-src")
     yield sys.modules["litegpu_example_numpy"]
     unregister_plugin(name)
+    monkeypatch.delenv("LITEGPU_DISABLE_PLUGIN_AUTOLOAD")
+    reset_plugins()
 
 
 def view(sg, i):

@@ -586,3 +586,67 @@ def test_resize_matches_litert(gpu, mode, out_hw, align, half):
          "SCALE_H": scale(h, out_hw[0]), "SCALE_W": scale(w, out_hw[1]), "HALF_PIXEL": int(half), "ALIGN": int(align)}
     out = gpu.run("resize", {"src": gpu.phwc4(x)}, {"dst": _n4(oshape)}, p, mode=mode)
     gpu.check(K.from_phwc4(out["dst"], oshape), ref, f"resize {mode} vs LiteRT")
+
+
+# -- the compiler core's plans, executed by these kernels --------------------------------------------
+
+
+def _op_cases() -> list[str]:
+    try:
+        from _gpu_models import _OP_CASES
+    except ImportError:
+        return []
+    return sorted(_OP_CASES)
+
+
+PLAN_CONFIGS = [("opencl", "fp32"), ("wgsl", "fp16"), ("glsl", "fp16_fp32acc")]
+
+
+@pytest.mark.parametrize(("api", "prec"), PLAN_CONFIGS, ids=[f"{a}-{p}" for a, p in PLAN_CONFIGS])
+@pytest.mark.parametrize("case", _op_cases())
+def test_compiled_plans_run_on_the_kernels(api, prec, case):
+    """Each single-op model of the GPU compiler's tests, compiled to a plan (litegpu.gpu._lower) and run
+    launch by launch on these kernels (inputs/outputs through host copies), matches LiteRT."""
+    from _gpu_check import graph_of, rel_err, run_litert
+    from _gpu_models import _OP_CASES
+    from litegpu.gpu import _layout as L
+    from litegpu.gpu._lower import compile_graph
+
+    runner = _runner(api)
+    if prec != "fp32" and not runner.fp16:
+        pytest.skip(f"{api} {prec}: no fp16 support on this device")
+    model, inputs = _OP_CASES[case]()
+    ref = run_litert(model, inputs)
+    plan = compile_graph(graph_of(model), precision=prec, alignment=256)
+    storage = np.float32 if prec == "fp32" else np.float16
+    bufs: dict[int, np.ndarray] = {}
+
+    def buf(t: int) -> np.ndarray:
+        if t not in bufs:
+            bufs[t] = np.zeros(int(np.prod(L.phwc4_shape(plan.tensors[t].shape))), storage)
+        return bufs[t]
+
+    for t, x in zip(plan.inputs, inputs, strict=False):
+        buf(t)[...] = L.to_device(np.asarray(x, np.float32), plan.tensors[t].shape, storage.__name__).reshape(-1)
+    for op in plan.ops:
+        rk = K.render(op.kernel, api, prec, **op.options)
+        rk = K.render(op.kernel, api, prec, workgroup=K.default_workgroup(op.kernel, rk.global_size(op.params), {},
+                                                                          **op.options), **op.options)
+        ins, outs = {}, {}
+        for (name, src), b in zip(op.bindings, rk.buffer_bindings, strict=True):
+            assert name == b.name
+            if isinstance(src, str):
+                ins[name] = np.asarray(op.constants[src]).reshape(-1)
+            elif b.access == "read":
+                ins[name] = buf(src).copy()
+            else:
+                outs[name] = src
+        res = runner.run(rk, ins, {n: buf(t).size for n, t in outs.items()}, op.params)
+        for name, t in outs.items():
+            buf(t)[...] = res[name]
+    tol = TOL[prec] * (2 if prec != "fp32" else 1)  # a chain of fp16 ops, not one kernel
+    for t, want in zip(plan.outputs, ref, strict=True):
+        pt = plan.tensors[t]
+        got = L.from_device(buf(t), pt.shape, pt.ir_shape, "float32")
+        err = rel_err(got, want)
+        assert err <= tol, f"{case} [{api} {prec}]: rel error {err:.3g} > {tol}"

@@ -28,8 +28,8 @@ __all__ = ["densify"]
 
 def densify(values: np.ndarray, shape: tuple[int, ...], sparsity: Sparsity) -> np.ndarray:
     """The dense array of shape ``shape`` that ``values`` (the stored elements) encodes."""
-    try:  # the CPU kernels' implementation (``densify_values(values, sparsity, shape)``) when present
-        from ..cpu.sparse import densify_values as shared  # type: ignore[import-not-found]
+    try:  # the CPU kernels' implementation, when present
+        from ..cpu.sparse import densify_values as shared
     except ImportError:
         shared = None
     if shared is not None:

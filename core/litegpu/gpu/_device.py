@@ -85,6 +85,18 @@ class GpuDevice(ABC):
     def launch(self, bound: Any, kernel: RenderedKernel, grid: tuple[int, int, int]) -> None:
         """Enqueue one launch of ``grid`` work items (no host synchronisation)."""
 
+    # -- batching (optional): the executor records a partition's launches once at prepare and
+    # replays them on every invoke.  An API that can pre-record (a Vulkan command buffer) or batch
+    # (one WebGPU compute pass per submit) overrides both; the default replays launch() calls.
+    def record(self, launches: Sequence[tuple[Any, RenderedKernel, tuple[int, int, int]]]) -> Any:
+        """A replayable object for ``(bound, kernel, grid)`` launches, in order (done once at prepare)."""
+        return list(launches)
+
+    def replay(self, recording: Any) -> None:
+        """Enqueue a :meth:`record` result (no host synchronisation)."""
+        for bound, kernel, grid in recording:
+            self.launch(bound, kernel, grid)
+
     @abstractmethod
     def finish(self) -> None:
         """Wait for everything queued."""
