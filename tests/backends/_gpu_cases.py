@@ -35,8 +35,9 @@ class DelegatePool:
     """One delegate per precision, made on first use and shared by a test module (the device keeps
     its compiled programs, so cases that render the same kernel source compile it once)."""
 
-    def __init__(self, backend: str):
+    def __init__(self, backend: str, **options: Any):
         self.backend = backend
+        self.options = options  # e.g. cache={"enabled": False}: test the compile path, not a warm start
         self.made: dict[str, Any] = {}
 
     def __call__(self, precision: str):
@@ -45,13 +46,13 @@ class DelegatePool:
 
         if precision not in self.made:
             if "fp32" not in self.made:
-                self.made["fp32"] = load_backend_delegate(self.backend, {"precision": "fp32"})
+                self.made["fp32"] = load_backend_delegate(self.backend, {**self.options, "precision": "fp32"})
             base = self.made["fp32"]
             if precision != "fp32":
                 if not base.device.info.fp16:
                     pytest.skip(f"{precision}: {base.device.info.name} has no half precision "
                                 f"({self.backend} reports no fp16 support)")
-                self.made[precision] = load_backend_delegate(self.backend, {"precision": precision})
+                self.made[precision] = load_backend_delegate(self.backend, {**self.options, "precision": precision})
         return self.made[precision]
 
     def close(self) -> None:

@@ -32,7 +32,7 @@ WORST: dict[str, dict[str, float]] = {p: {} for p in TOL}
 def delegates():
     """``delegates(precision)``: one delegate per precision for the whole module; skips fp16 modes
     on devices without half precision, saying so."""
-    pool = DelegatePool(BACKEND)
+    pool = DelegatePool(BACKEND, cache={"enabled": False})  # ~1000 one-op models: no cache entries
     yield pool
     pool.close()
 
@@ -367,7 +367,7 @@ def test_fp16_request_on_a_device_without_half_falls_back_with_a_warning(delegat
     from conftest import load_backend_delegate
 
     with caplog.at_level(logging.WARNING, logger="litegpu"):
-        d16 = load_backend_delegate(BACKEND, {"precision": "fp16", "tuning": "none"})
+        d16 = load_backend_delegate(BACKEND, {"precision": "fp16", "tuning": "none", "cache": {"enabled": False}})
     assert d16.precision == "fp32"
     assert any("no fp16 support; using fp32" in r.getMessage() for r in caplog.records)
     model, feeds, ref = _built(CASES[0])
