@@ -299,3 +299,20 @@ def test_tuner_keeps_the_fastest_and_skips_refused_sizes(monkeypatch):
     assert other.choose("conv2d", {}, probe, grid, info, trial, lambda: None) == best
     with pytest.raises(litegpu.ConfigError, match="none, fast, exhaustive"):
         _tuning.WorkgroupTuner("fastest")
+
+
+def test_tuned_work_groups_come_back_from_the_cache(cl_modules, tmp_path):
+    """A warm start (serialization cache) launches with the work groups the cold start tuned, timing nothing."""
+    model, feeds = _tuning_model()
+    cache = {"cache": {"dir": str(tmp_path / "c")}}
+    d1 = load_backend_delegate(BACKEND, {"precision": "fp32", "tuning": "fast", **cache})
+    out1, (k1,) = _run(model, feeds, d1)
+    assert d1.tuner.timed > 0 and not k1.cache_hit
+    d2 = load_backend_delegate(BACKEND, {"precision": "fp32", "tuning": "fast", **cache})
+    out2, (k2,) = _run(model, feeds, d2)
+    assert k2.cache_hit and d2.tuner.timed == 0
+    assert [ln.kernel.workgroup for ln in k2._launches] == [ln.kernel.workgroup for ln in k1._launches]
+    for a, b_ in zip(out1, out2, strict=True):
+        np.testing.assert_array_equal(a, b_)
+    d1.close()
+    d2.close()

@@ -177,16 +177,23 @@ def test_declined_with_reason(kind, delegates, caplog):
     d = delegates("fp32")
     if kind == "dynamic":
         model, op, words = _dynamic_model(), "RELU", "dynamic shape"
+        feeds = [rnd(1, 4, 4, 3)]
     elif kind == "full_lstm":
         model, op, words = _full_lstm(), "LSTM", "basic kernel"
+        feeds = [rnd(1, 3)]
     else:
         build, op, words = DECLINED[kind]
-        model = build()[0]
+        model, feeds = build()
     plan, lines = _declined(model, d, caplog)
     assert all(s["backend"] != BACKEND for s in plan), plan
     assert any(op in s["op_names"] for s in plan if s["backend"] == "cpu"), plan
     hits = [ln for ln in lines if op in ln and BACKEND in ln and words in ln]
     assert hits, f"no log line naming {op} and {words!r}: {lines}"
+    # and the model still runs, on the CPU, with LiteRT's answer
+    outs, _ = run_delegated(model, feeds, d)
+    for o, r in zip(outs, oracle(model, feeds), strict=True):
+        assert o.dtype == r.dtype and o.shape == r.shape
+        assert rel_err(o, r) <= 1e-5 if r.dtype.kind == "f" else np.array_equal(o, r)
 
 
 def _mixed_model() -> tuple[bytes, list[np.ndarray], set[str]]:
