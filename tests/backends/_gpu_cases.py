@@ -562,6 +562,29 @@ _add("LOGICAL_AND-rank1", "LOGICAL_AND", lambda: one_op(
     "LOGICAL_AND", [_RNG.random((9,)) < 0.5, _RNG.random((9,)) < 0.5], out_dtype="bool"))
 
 
+# -- SQUEEZE / EXPAND_DIMS (the GPU path runs them as reshapes) and DEQUANTIZE-d int8 weights
+_add("SQUEEZE-w", "SQUEEZE", lambda: one_op("SQUEEZE", [rnd(1, 3, 1, 5)], squeeze_dims=[2]))
+_add("SQUEEZE-all", "SQUEEZE", lambda: one_op("SQUEEZE", [rnd(1, 1, 7, 1)]))
+_add("EXPAND_DIMS-1", "EXPAND_DIMS", lambda: one_op("EXPAND_DIMS", [rnd(3, 5), C(np.array(1, np.int32))]))
+_add("EXPAND_DIMS-last", "EXPAND_DIMS", lambda: one_op("EXPAND_DIMS", [rnd(2, 3, 5), C(np.array(-1, np.int32))]))
+
+
+def _dequantized_conv():
+    b = ModelBuilder()
+    x = b.input("x", (1, 5, 5, 3))
+    wq = _RNG.integers(-127, 128, (4, 3, 3, 3)).astype(np.int8)
+    w8 = b.const("w8", wq, quant=(np.array([0.01, 0.02, 0.005, 0.03], np.float32), np.zeros(4, np.int64), 0))
+    w = b.tensor("w", (4, 3, 3, 3))
+    b.op("DEQUANTIZE", [w8], [w], version=2)
+    y = b.tensor("y", (1, 5, 5, 4))
+    b.op("CONV_2D", [x, w, b.const("bias", rnd(4))], [y], padding=0, stride_h=1, stride_w=1)
+    b.output(y)
+    return b.build(), [rnd(1, 5, 5, 3)]
+
+
+_add("CONV_2D-int8_weights_dequantized", "CONV_2D", _dequantized_conv)
+
+
 #: every op this suite covers (the brief's GPU list)
 GPU_OPS = sorted({c.op for c in CASES})
 
