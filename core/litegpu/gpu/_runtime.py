@@ -286,6 +286,11 @@ class GpuDelegate(Delegate):
             prec = "fp32"
         self.precision = prec
         self.tuner = WorkgroupTuner(tuning)
+        if self.options.get("cache") is not None:
+            # load_delegate has checked it already; a backend's create_delegate called directly has not
+            from .._backend import _checked_cache_section
+
+            self.options["cache"] = _checked_cache_section(self.options["cache"], f"{self.name} delegate options")
         self._cache: Any = None
         self._tokens: dict[int, str] = {}
 
