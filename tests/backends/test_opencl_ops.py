@@ -357,8 +357,6 @@ def test_values_cross_partitions_and_reach_the_host(delegates):
 # ---------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="shaders/common.lgk op_ELU computes exp(x) - 1, which cancels for "
-                   "x near 0 (LiteRT uses expm1): ~3e-4 relative error on inputs in [-1e-4, 0]")
 def test_elu_near_zero_keeps_relative_precision(delegates):
     model, feeds = one_op("ELU", [rnd(1, 3, 4, 5, lo=-1e-4, hi=0.0)], reference=False)
     ref = oracle(model, feeds, reference=False)
