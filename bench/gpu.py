@@ -66,7 +66,7 @@ def _litert_gpu_runner(path: str, x):
     def run():
         ins[0].write(x)
         model.run_by_index(0, ins, outs)
-        return [b.read(n, np.dtype(dt)).reshape(shape) for b, (_, n, dt, shape) in zip(outs, sizes)]
+        return [b.read(n, np.dtype(dt)).reshape(shape) for b, (_, n, dt, shape) in zip(outs, sizes, strict=False)]
 
     return run, model.is_fully_accelerated()
 

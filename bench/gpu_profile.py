@@ -36,9 +36,8 @@ def main() -> int:
     ap.add_argument("--precision", default="fp32")
     args = ap.parse_args()
 
-    import pyopencl as cl
-
     import litegpu
+    import pyopencl as cl
     from litegpu.gpu._layout import to_device
 
     print(machine_line())
@@ -78,7 +77,7 @@ def main() -> int:
         gpu = []
         for _ in range(10):
             evs = [cl.enqueue_nd_range_kernel(pq, ln.bound[0], tuple(-(-g // w) * w for g, w in zip(
-                ln.grid, ln.kernel.workgroup)), ln.kernel.workgroup) for ln in launches]
+                ln.grid, ln.kernel.workgroup, strict=False)), ln.kernel.workgroup) for ln in launches]
             pq.finish()
             gpu.append(sum(e.profile.end - e.profile.start for e in evs) * 1e-6)
         t_gpu = statistics.median(gpu)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import inspect
 import logging
+from pathlib import Path
 
 import litegpu
 import pytest
-from pathlib import Path
 import yaml
 from litegpu import BackendSpec, ConfigError, Delegate, Option, Support
 from litegpu._config import SCHEMA, load_config, packaged_config_dir, packaged_configs

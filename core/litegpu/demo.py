@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
         outs, dt, plan = _run(path, x, delegates)
         if reference is None:
             reference = outs
-        err = max(rel_error(o, r) for o, r in zip(outs, reference))
+        err = max(rel_error(o, r) for o, r in zip(outs, reference, strict=False))
         segs = ", ".join(f"{s['backend']}:{len(s['node_indices'])}" for s in plan)
         print(f"{name:<10} {dt * 1e3:8.2f} {err:12.2e}  {segs}")
         if not err <= 1e-3:

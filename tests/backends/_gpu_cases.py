@@ -35,8 +35,9 @@ class DelegatePool:
     """One delegate per precision, made on first use and shared by a test module (the device keeps
     its compiled programs, so cases that render the same kernel source compile it once)."""
 
-    def __init__(self, backend: str):
+    def __init__(self, backend: str, **options: Any):
         self.backend = backend
+        self.options = options  # e.g. cache={"enabled": False}: test the compile path, not a warm start
         self.made: dict[str, Any] = {}
 
     def __call__(self, precision: str):
@@ -45,13 +46,13 @@ class DelegatePool:
 
         if precision not in self.made:
             if "fp32" not in self.made:
-                self.made["fp32"] = load_backend_delegate(self.backend, {"precision": "fp32"})
+                self.made["fp32"] = load_backend_delegate(self.backend, {**self.options, "precision": "fp32"})
             base = self.made["fp32"]
             if precision != "fp32":
                 if not base.device.info.fp16:
                     pytest.skip(f"{precision}: {base.device.info.name} has no half precision "
                                 f"({self.backend} reports no fp16 support)")
-                self.made[precision] = load_backend_delegate(self.backend, {"precision": precision})
+                self.made[precision] = load_backend_delegate(self.backend, {**self.options, "precision": precision})
         return self.made[precision]
 
     def close(self) -> None:
@@ -559,6 +560,29 @@ _add("PRELU-alpha_full", "PRELU", lambda: one_op("PRELU", [rnd(2, 4, 5, 6), C(rn
 _add("TRANSPOSE_CONV-s2_c5to3_b2", "TRANSPOSE_CONV", lambda: _tconv(rnd(2, 3, 4, 5), 3, 3, 2, 0))
 _add("LOGICAL_AND-rank1", "LOGICAL_AND", lambda: one_op(
     "LOGICAL_AND", [_RNG.random((9,)) < 0.5, _RNG.random((9,)) < 0.5], out_dtype="bool"))
+
+
+# -- SQUEEZE / EXPAND_DIMS (the GPU path runs them as reshapes) and DEQUANTIZE-d int8 weights
+_add("SQUEEZE-w", "SQUEEZE", lambda: one_op("SQUEEZE", [rnd(1, 3, 1, 5)], squeeze_dims=[2]))
+_add("SQUEEZE-all", "SQUEEZE", lambda: one_op("SQUEEZE", [rnd(1, 1, 7, 1)]))
+_add("EXPAND_DIMS-1", "EXPAND_DIMS", lambda: one_op("EXPAND_DIMS", [rnd(3, 5), C(np.array(1, np.int32))]))
+_add("EXPAND_DIMS-last", "EXPAND_DIMS", lambda: one_op("EXPAND_DIMS", [rnd(2, 3, 5), C(np.array(-1, np.int32))]))
+
+
+def _dequantized_conv():
+    b = ModelBuilder()
+    x = b.input("x", (1, 5, 5, 3))
+    wq = _RNG.integers(-127, 128, (4, 3, 3, 3)).astype(np.int8)
+    w8 = b.const("w8", wq, quant=(np.array([0.01, 0.02, 0.005, 0.03], np.float32), np.zeros(4, np.int64), 0))
+    w = b.tensor("w", (4, 3, 3, 3))
+    b.op("DEQUANTIZE", [w8], [w], version=2)
+    y = b.tensor("y", (1, 5, 5, 4))
+    b.op("CONV_2D", [x, w, b.const("bias", rnd(4))], [y], padding=0, stride_h=1, stride_w=1)
+    b.output(y)
+    return b.build(), [rnd(1, 5, 5, 3)]
+
+
+_add("CONV_2D-int8_weights_dequantized", "CONV_2D", _dequantized_conv)
 
 
 #: every op this suite covers (the brief's GPU list)

@@ -24,12 +24,14 @@ from conftest import load_backend_delegate
 from litegpu.testing import ModelBuilder
 
 BACKEND = "opencl"
+# the serialization cache would skip tuning on a warm start: these tests tune
+NO_CACHE = {"cache": {"enabled": False}}
 
 
 @pytest.fixture(scope="module")
 def cl_modules():
     """(pyopencl, litegpu_opencl) or skip with the reason."""
-    load_backend_delegate(BACKEND, {"precision": "fp32", "tuning": "none"}).close()  # skips if unavailable
+    load_backend_delegate(BACKEND, {"precision": "fp32", "tuning": "none", **NO_CACHE}).close()  # skips if unavailable
     import litegpu_opencl
     import pyopencl
 
@@ -188,11 +190,11 @@ def test_tuning_picks_valid_sizes_and_changes_no_number(mode, cl_modules):
 
     # exhaustive times every power-of-two shape (PoCL builds a work-group function per size): a smaller map
     model, feeds = _tuning_model() if mode == "fast" else _tuning_model(7, 5)
-    base = load_backend_delegate(BACKEND, {"precision": "fp32", "tuning": "none"})
+    base = load_backend_delegate(BACKEND, {"precision": "fp32", "tuning": "none", **NO_CACHE})
     want, _ = _run(model, feeds, base)
     assert base.tuning_results == {} and base.tuner.timed == 0
     info = base.device.info
-    d = load_backend_delegate(BACKEND, {"precision": "fp32", "tuning": mode})
+    d = load_backend_delegate(BACKEND, {"precision": "fp32", "tuning": mode, **NO_CACHE})
     got, kernels = _run(model, feeds, d)
     for g, w in zip(got, want, strict=True):
         np.testing.assert_array_equal(g, w)  # a work group never changes what a work item computes
@@ -218,7 +220,7 @@ def test_tuning_picks_valid_sizes_and_changes_no_number(mode, cl_modules):
 def test_exhaustive_searches_more_than_fast(cl_modules):
     from litegpu.gpu._tuning import candidates
 
-    info = load_backend_delegate(BACKEND, {"precision": "fp32", "tuning": "none"}).device.info
+    info = load_backend_delegate(BACKEND, {"precision": "fp32", "tuning": "none", **NO_CACHE}).device.info
     grid = (40, 30, 3)
     fast = candidates("conv2d", grid, info, "fast")
     full = candidates("conv2d", grid, info, "exhaustive")
@@ -234,14 +236,14 @@ def test_exhaustive_searches_more_than_fast(cl_modules):
 
 def test_tuning_results_round_trip(cl_modules):
     model, feeds = _tuning_model()
-    d1 = load_backend_delegate(BACKEND, {"precision": "fp32", "tuning": "fast"})
+    d1 = load_backend_delegate(BACKEND, {"precision": "fp32", "tuning": "fast", **NO_CACHE})
     out1, (k1,) = _run(model, feeds, d1)
     dumped = d1.dump_tuning()
     assert dumped and all(isinstance(k, str) and isinstance(v, list) for k, v in dumped.items())
     import json
 
     dumped = json.loads(json.dumps(dumped))  # what a cache file would give back
-    d2 = load_backend_delegate(BACKEND, {"precision": "fp32", "tuning": "fast"})
+    d2 = load_backend_delegate(BACKEND, {"precision": "fp32", "tuning": "fast", **NO_CACHE})
     bad = {"garbage": [1, 2, 3], "a|b|c|1,2": [4, 4, 4], "a|b|c|1,2,3": [0, 1, 1], "x|y|z|1,1,1": "nope"}
     assert d2.load_tuning({**dumped, **bad}) == len(dumped)  # malformed entries are skipped
     out2, (k2,) = _run(model, feeds, d2)
@@ -250,7 +252,7 @@ def test_tuning_results_round_trip(cl_modules):
     for a, b_ in zip(out1, out2, strict=True):
         np.testing.assert_array_equal(a, b_)
     # tuple keys (another delegate's tuning_results) load too
-    d3 = load_backend_delegate(BACKEND, {"precision": "fp32", "tuning": "exhaustive"})
+    d3 = load_backend_delegate(BACKEND, {"precision": "fp32", "tuning": "exhaustive", **NO_CACHE})
     assert d3.load_tuning(d1.tuning_results) == len(d1.tuning_results)
     for d in (d1, d2, d3):
         d.close()
@@ -297,3 +299,20 @@ def test_tuner_keeps_the_fastest_and_skips_refused_sizes(monkeypatch):
     assert other.choose("conv2d", {}, probe, grid, info, trial, lambda: None) == best
     with pytest.raises(litegpu.ConfigError, match="none, fast, exhaustive"):
         _tuning.WorkgroupTuner("fastest")
+
+
+def test_tuned_work_groups_come_back_from_the_cache(cl_modules, tmp_path):
+    """A warm start (serialization cache) launches with the work groups the cold start tuned, timing nothing."""
+    model, feeds = _tuning_model()
+    cache = {"cache": {"dir": str(tmp_path / "c")}}
+    d1 = load_backend_delegate(BACKEND, {"precision": "fp32", "tuning": "fast", **cache})
+    out1, (k1,) = _run(model, feeds, d1)
+    assert d1.tuner.timed > 0 and not k1.cache_hit
+    d2 = load_backend_delegate(BACKEND, {"precision": "fp32", "tuning": "fast", **cache})
+    out2, (k2,) = _run(model, feeds, d2)
+    assert k2.cache_hit and d2.tuner.timed == 0
+    assert [ln.kernel.workgroup for ln in k2._launches] == [ln.kernel.workgroup for ln in k1._launches]
+    for a, b_ in zip(out1, out2, strict=True):
+        np.testing.assert_array_equal(a, b_)
+    d1.close()
+    d2.close()

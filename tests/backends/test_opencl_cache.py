@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import logging
 
+import litegpu
 import numpy as np
 import pytest
 from conftest import load_backend_delegate
-
-import litegpu
 from litegpu.testing import ModelBuilder, assert_allclose_rel, run_litert
 
 

@@ -29,8 +29,9 @@ _ORACLE: dict[str, tuple[np.ndarray, list[np.ndarray]]] = {}
 
 
 @pytest.fixture(scope="module")
-def delegates():
-    pool = DelegatePool(BACKEND)
+def delegates(tmp_path_factory):
+    # a fresh cache: the models are compiled (and tuned) here, not read back from an earlier run
+    pool = DelegatePool(BACKEND, cache={"dir": str(tmp_path_factory.mktemp("gpu-cache"))})
     yield pool
     pool.close()
 

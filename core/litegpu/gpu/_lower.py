@@ -62,6 +62,7 @@ _PARAM_INPUTS: dict[str, dict[int, str]] = {
     "PAD": {1: "paddings"}, "PADV2": {1: "paddings", 2: "pad value"}, "MIRROR_PAD": {1: "paddings"},
     "RESIZE_BILINEAR": {1: "size"}, "RESIZE_NEAREST_NEIGHBOR": {1: "size"},
     "RESHAPE": {1: "shape"},
+    "EXPAND_DIMS": {1: "axis"},
     "LSTM": {2: "weights", 3: "bias"},
     "PRELU": {1: "alpha"},
 }

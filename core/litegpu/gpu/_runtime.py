@@ -288,6 +288,11 @@ class GpuDelegate(Delegate):
         self.tuner = WorkgroupTuner(tuning)
         # the float view of quantized models snaps every quantized tensor to its grid unless told not to
         self.quantization_simulation = bool(self.options.get("quantization_simulation", True))
+        if self.options.get("cache") is not None:
+            # load_delegate has checked it already; a backend's create_delegate called directly has not
+            from .._backend import _checked_cache_section
+
+            self.options["cache"] = _checked_cache_section(self.options["cache"], f"{self.name} delegate options")
         self._cache: Any = None
         self._tokens: dict[int, str] = {}
 
