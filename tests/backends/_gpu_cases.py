@@ -42,7 +42,7 @@ class DelegatePool:
 
     def __call__(self, precision: str):
         import pytest
-        from conftest import load_backend_delegate
+        from _litegpu_backends import load_backend_delegate
 
         if precision not in self.made:
             if "fp32" not in self.made:

@@ -20,7 +20,7 @@ import litegpu
 import numpy as np
 import pytest
 from _gpu_cases import rnd
-from conftest import load_backend_delegate
+from _litegpu_backends import load_backend_delegate
 from litegpu.testing import ModelBuilder
 
 BACKEND = "opencl"

@@ -7,7 +7,7 @@ import logging
 import litegpu
 import numpy as np
 import pytest
-from conftest import load_backend_delegate
+from _litegpu_backends import load_backend_delegate
 from litegpu.testing import ModelBuilder, assert_allclose_rel, run_litert
 
 

@@ -369,7 +369,7 @@ def test_fp16_request_on_a_device_without_half_falls_back_with_a_warning(delegat
     d = delegates("fp32")
     if d.device.info.fp16:
         pytest.skip(f"{d.device.info.name} has half precision: no fallback to check")
-    from conftest import load_backend_delegate
+    from _litegpu_backends import load_backend_delegate
 
     with caplog.at_level(logging.WARNING, logger="litegpu"):
         d16 = load_backend_delegate(BACKEND, {"precision": "fp16", "tuning": "none", "cache": {"enabled": False}})

@@ -15,8 +15,8 @@ from pathlib import Path
 import litegpu
 import numpy as np
 import pytest
+from _litegpu_backends import load_backend_delegate, missing_kernels
 from _qnets import QNet, quantized_net
-from conftest import load_backend_delegate, missing_kernels
 from litegpu._delegate import NodeView
 from litegpu.gpu._lower import supports
 from litegpu.testing import ModelBuilder, run_litert

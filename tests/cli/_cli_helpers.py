@@ -286,3 +286,16 @@ def example_backend(register_backend):
     except ImportError as e:
         pytest.skip(f"example backend plugin not importable: {e}")
     return register_backend("example", plugin)
+
+
+@pytest.fixture(autouse=True)
+def isolated_plugins(monkeypatch):
+    """Only core's own plugins and what a test registers: the backends installed on this machine
+    (`make install` installs all of ours) must not change which candidates the CLI sees."""
+    from litegpu._plugins import reset_plugins
+
+    monkeypatch.setenv("LITEGPU_DISABLE_PLUGIN_AUTOLOAD", "1")
+    reset_plugins()
+    yield
+    monkeypatch.delenv("LITEGPU_DISABLE_PLUGIN_AUTOLOAD")
+    reset_plugins()

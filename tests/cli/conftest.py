@@ -3,6 +3,7 @@
 from _cli_helpers import (  # noqa: F401 - fixtures are found by name
     add_path,
     example_backend,
+    isolated_plugins,
     mlp_path,
     register_backend,
     run_cli,
