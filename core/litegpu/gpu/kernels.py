@@ -81,6 +81,9 @@ __all__ = [
 
 _COMMON = "common.lgk"
 
+#: kernels that sum many elements: always fp32 accumulators (see ``render``)
+SUM_KERNELS = frozenset({"pool2d", "reduce", "softmax"})
+
 
 # ----------------------------------------------------------------------------------------------
 # Template loading (installed wheel: litegpu.shaders; source checkout: <repo>/shaders)
@@ -242,6 +245,11 @@ def render(kernel_name: str, dialect: str, precision: str = "fp32", *,
     if precision not in PRECISIONS:
         raise KernelTemplateError(f"unknown precision {precision!r} (one of {', '.join(PRECISIONS)})")
     spec = kernel_spec(kernel_name)
+    if precision == "fp16" and kernel_name in SUM_KERNELS:
+        # Sums over many elements overflow fp16 (65504) long before their mean does: a 64x64 average
+        # pool of values near 20 is inf in fp16, and inf turns into NaN downstream.  Even in "fp16"
+        # (half math) these kernels accumulate in fp32; storage stays fp16, so nothing else changes.
+        precision = "fp16_fp32acc"
     opts = spec.resolve(options)
     # a kernel that sizes shared memory by its group (split > 1) keeps its own: rk.workgroup says which
     wg = spec.fixed_workgroup(opts) or workgroup or spec.default_wg
