@@ -42,3 +42,25 @@ def load_backend_delegate(name: str, options: dict | None = None):
     if not ok:
         pytest.skip(f"backend {name} unavailable: {why}")
     return spec.create_delegate(dict(options or {}))
+
+
+def missing_kernels(model_path: str | Path, *, include_custom: bool = True) -> list[str]:
+    """Ops of the model (all subgraphs) with no CPU kernel registered for their dtype and version."""
+    import litegpu  # noqa: F401 - registers the CPU kernels
+    from litegpu._reader import read_model
+    from litegpu.cpu._registry import CPU_KERNELS
+
+    try:
+        model = read_model(str(model_path))
+    except Exception:  # noqa: BLE001 - a model the reader refuses needs no kernels
+        return []
+    missing: list[str] = []
+    for sg in model.subgraphs:
+        for op in sg.operators:
+            if op.is_custom and not include_custom:
+                continue
+            ins = [sg.tensors[i] for i in op.inputs if i >= 0]
+            dtype = ins[0].dtype if ins else (sg.tensors[op.outputs[0]].dtype if op.outputs else "float32")
+            if CPU_KERNELS.lookup(op.name, dtype, op.version) is None and op.name not in missing:
+                missing.append(op.name)
+    return missing
