@@ -13,8 +13,9 @@ from collections.abc import Callable
 
 import numpy as np
 
+from ._float_util import DerivedCache
 from ._registry import NodeContext, Prepared, register_kernel
-from ._shapes import broadcast_shape
+from ._shapes import broadcast_shape, prod
 
 __all__: list[str] = []
 
@@ -81,6 +82,31 @@ def _leaky_relu(ctx: NodeContext) -> Prepared:
     return _unary(ctx, lambda x: np.where(x > 0, x, x * alpha))
 
 
+def _row_tiling(xshape: tuple[int, ...], pshape: tuple[int, ...]) -> tuple[int, int] | None:
+    """How to apply a parameter that varies only along x's trailing axes with long inner loops.
+
+    ``pshape`` must broadcast to ``xshape`` by repeating it along x's leading axes (a per-channel
+    alpha of shape (C,) or (1, 1, C) on (N, H, W, C) is the common case).  Returns ``(t, width)``:
+    x is viewed as (rows, width) and the flat parameter is tiled ``t`` times along a row, so
+    numpy's inner loop runs over ``width`` (about 512 or more) elements instead of C; None when
+    the parameter varies along a leading axis.
+    """
+    n = len(xshape)
+    if len(pshape) > n or 0 in xshape:
+        return None
+    pa = (1,) * (n - len(pshape)) + tuple(pshape)
+    k = n
+    while k > 0 and pa[k - 1] == xshape[k - 1]:
+        k -= 1
+    if any(d != 1 for d in pa[:k]):
+        return None
+    inner = prod(xshape[k:])
+    rows = prod(xshape[:k])
+    want = min(rows, -(-512 // inner))
+    t = next(c for c in range(want, 0, -1) if rows % c == 0)
+    return t, t * inner
+
+
 @register_kernel("PRELU", dtypes=F32, versions=range(1, 2))
 def _prelu(ctx: NodeContext) -> Prepared:
     if len(ctx.inputs) != 2 or None in ctx.inputs or len(ctx.outputs) != 1:
@@ -93,9 +119,37 @@ def _prelu(ctx: NodeContext) -> Prepared:
             # LiteRT requires the output (the broadcast shape) to keep the input's shape
             raise ctx.fail(f"alpha of shape {tuple(alpha.shape)} does not broadcast into input {tuple(x.shape)}")
 
+    def slow(a, al):
+        return np.asarray(np.where(a >= 0, a, a * al), dtype=np.float32)
+
+    tiling = _row_tiling(shape, tuple(alpha.shape)) if shape is not None else None
+    if tiling is None:
+        return Prepared([shape], lambda inputs: [slow(*inputs)])
+    t, width = tiling
+    ashape = tuple(alpha.shape)
+    zero = _F(0)
+
+    def tile(al: np.ndarray) -> np.ndarray | None:
+        # max(x, 0) + alpha * min(x, 0) equals the select exactly for every x (one of the two
+        # terms is a zero) as long as alpha is finite (0 * inf would be NaN).
+        al = np.asarray(al, np.float32)
+        return np.tile(al.reshape(-1), t) if np.isfinite(al).all() else None
+
+    cache = DerivedCache(tile, alpha.data)
+    scratch = np.empty((prod(shape) // width, width), np.float32)
+
     def run(inputs):
         a, al = inputs
-        return [np.asarray(np.where(a >= 0, a, a * al), dtype=np.float32)]
+        if a.shape != shape or al.shape != ashape:
+            return [slow(a, al)]
+        at = cache.get(al)
+        if at is None:
+            return [slow(a, al)]
+        v = a.reshape(-1, width)
+        o = np.minimum(v, zero)
+        o *= at
+        o += np.maximum(v, zero, out=scratch)
+        return [o.reshape(shape)]
 
     return Prepared([shape], run)
 
