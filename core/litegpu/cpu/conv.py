@@ -35,6 +35,7 @@ from numpy.lib.stride_tricks import as_strided
 from .._errors import ModelError
 from ._common import PADDING_SAME, PADDING_VALID, same_padding
 from ._float_util import F32, Clamp, DerivedCache, activation_clamp, conv_geometry, require_float, spec_shape
+from ._fusion import FusionNode
 from ._registry import FLOAT, NodeContext, Prepared, register_kernel
 
 __all__ = ["TransposeConvPlan", "transpose_conv_padding"]
@@ -81,6 +82,10 @@ class _BiasAdder:
         np.add(v, self._tiled, out=v)
 
 
+# (top, bottom, left, right) zero padding of a PAD fused in front of a convolution.
+_NO_PAD = (0, 0, 0, 0)
+
+
 def _check_rank(ctx: NodeContext, shape: tuple[int, ...] | None, rank: int, what: str) -> None:
     if shape is not None and len(shape) != rank:
         raise ModelError(f"node #{ctx.op.index} {ctx.op.name}: {what} must have rank {rank}, got shape {shape}")
@@ -118,7 +123,7 @@ class _ShapeKeyed:
 
 
 class _Conv2DPlan:
-    def __init__(self, in_shape, filt_shape, sh, sw, dh, dw, padding, clamp):
+    def __init__(self, in_shape, filt_shape, sh, sw, dh, dw, padding, clamp, pre=_NO_PAD):
         n, h, w, c = in_shape
         o, kh, kw, cf = filt_shape
         if cf <= 0 or c % cf:
@@ -126,8 +131,10 @@ class _Conv2DPlan:
         g = c // cf
         if o % g:
             raise ModelError(f"CONV_2D: {o} output channels not divisible into {g} groups")
-        oh, pt, pb = conv_geometry(padding, h, kh, sh, dh)
-        ow, pl, pr = conv_geometry(padding, w, kw, sw, dw)
+        et, eb, el, er = pre  # a zero PAD fused in front: the geometry is that of the padded input
+        oh, pt, pb = conv_geometry(padding, h + et + eb, kh, sh, dh)
+        ow, pl, pr = conv_geometry(padding, w + el + er, kw, sw, dw)
+        pt, pb, pl, pr = pt + et, pb + eb, pl + el, pr + er
         self.in_shape = in_shape
         self.out_shape = (n, oh, ow, o)
         self.groups = g
@@ -242,6 +249,11 @@ def _conv2d_weights(groups: int) -> Callable[[np.ndarray], np.ndarray]:
 
 @register_kernel("CONV_2D", dtypes=FLOAT, versions=range(1, 9))
 def conv_2d(ctx: NodeContext) -> Prepared:
+    return _conv_2d(ctx, spec_shape(ctx.inputs[0]) if ctx.inputs else None, _NO_PAD)
+
+
+def _conv_2d(ctx: NodeContext, in_shape: tuple[int, ...] | None, pre: tuple[int, int, int, int]) -> Prepared:
+    """CONV_2D on an input of ``in_shape`` zero-padded by ``pre`` (a fused PAD) before the conv."""
     if len(ctx.inputs) < 2 or ctx.inputs[0] is None or ctx.inputs[1] is None:
         raise ModelError(f"node #{ctx.op.index} CONV_2D needs input and filter")
     require_float(ctx, [0, 1, 2])
@@ -252,7 +264,7 @@ def conv_2d(ctx: NodeContext) -> Prepared:
     clamp = activation_clamp(int(opt.get("fused_activation_function", 0)))
     if padding not in (PADDING_SAME, PADDING_VALID) or min(sh, sw, dh, dw) <= 0:
         raise ModelError(f"node #{ctx.op.index} CONV_2D: bad padding/stride/dilation {padding} {sh} {sw} {dh} {dw}")
-    in_shape, fshape = spec_shape(ctx.inputs[0]), spec_shape(ctx.inputs[1])
+    fshape = spec_shape(ctx.inputs[1])
     _check_rank(ctx, in_shape, 4, "input")
     if fshape is None:
         raise ctx.fail("filter shape must be known at prepare")
@@ -261,7 +273,7 @@ def conv_2d(ctx: NodeContext) -> Prepared:
     def make(shape):
         if len(shape) != 4:
             raise ModelError(f"CONV_2D input must be 4-D, got {shape}")
-        plan = _Conv2DPlan(shape, fshape, sh, sw, dh, dw, padding, clamp)
+        plan = _Conv2DPlan(shape, fshape, sh, sw, dh, dw, padding, clamp, pre)
         plan.wcache = DerivedCache(_conv2d_weights(plan.groups), ctx.inputs[1].data)
         return plan
 
@@ -274,7 +286,7 @@ def conv_2d(ctx: NodeContext) -> Prepared:
         return [plan.run(x, plan.wcache.get(w), bias)]
 
     out_shape = plans.plan.out_shape if in_shape is not None else None  # type: ignore[union-attr]
-    return Prepared([out_shape], run)
+    return Prepared([out_shape], run, fresh=True)
 
 
 # --------------------------------------------------------------------------- DEPTHWISE_CONV_2D
@@ -283,14 +295,16 @@ def conv_2d(ctx: NodeContext) -> Prepared:
 class _DepthwisePlan:
     """Depthwise conv as one einsum over a row-contiguous, column-phase-split padded buffer."""
 
-    def __init__(self, in_shape, filt_shape, sh, sw, dh, dw, padding, mult, clamp):
+    def __init__(self, in_shape, filt_shape, sh, sw, dh, dw, padding, mult, clamp, pre=_NO_PAD):
         n, h, w, c = in_shape
         _, kh, kw, co = filt_shape
         if co != c * mult:
             raise ModelError(
                 f"DEPTHWISE_CONV_2D: filter has {co} channels, expected input depth {c} x multiplier {mult}")
-        oh, pt, pb = conv_geometry(padding, h, kh, sh, dh)
-        ow, pl, pr = conv_geometry(padding, w, kw, sw, dw)
+        et, eb, el, er = pre  # a zero PAD fused in front: the geometry is that of the padded input
+        oh, pt, pb = conv_geometry(padding, h + et + eb, kh, sh, dh)
+        ow, pl, pr = conv_geometry(padding, w + el + er, kw, sw, dw)
+        pt, pb, pl, pr = pt + et, pb + eb, pl + el, pr + er
         self.out_shape = (n, oh, ow, co)
         self.clamp = clamp
         self.empty = 0 in self.out_shape
@@ -351,6 +365,12 @@ class _DepthwisePlan:
 
 @register_kernel("DEPTHWISE_CONV_2D", dtypes=FLOAT, versions=range(1, 8))
 def depthwise_conv_2d(ctx: NodeContext) -> Prepared:
+    return _depthwise_conv_2d(ctx, spec_shape(ctx.inputs[0]) if ctx.inputs else None, _NO_PAD)
+
+
+def _depthwise_conv_2d(ctx: NodeContext, in_shape: tuple[int, ...] | None,
+                       pre: tuple[int, int, int, int]) -> Prepared:
+    """DEPTHWISE_CONV_2D on an input of ``in_shape`` zero-padded by ``pre`` (a fused PAD)."""
     if len(ctx.inputs) < 2 or ctx.inputs[0] is None or ctx.inputs[1] is None:
         raise ModelError(f"node #{ctx.op.index} DEPTHWISE_CONV_2D needs input and filter")
     require_float(ctx, [0, 1, 2])
@@ -361,7 +381,7 @@ def depthwise_conv_2d(ctx: NodeContext) -> Prepared:
     clamp = activation_clamp(int(opt.get("fused_activation_function", 0)))
     if padding not in (PADDING_SAME, PADDING_VALID) or min(sh, sw, dh, dw) <= 0:
         raise ModelError(f"node #{ctx.op.index} DEPTHWISE_CONV_2D: bad padding/stride/dilation")
-    in_shape, fshape = spec_shape(ctx.inputs[0]), spec_shape(ctx.inputs[1])
+    fshape = spec_shape(ctx.inputs[1])
     _check_rank(ctx, in_shape, 4, "input")
     if fshape is None:
         raise ctx.fail("filter shape must be known at prepare")
@@ -382,7 +402,7 @@ def depthwise_conv_2d(ctx: NodeContext) -> Prepared:
         if option_mult and option_mult != mult and c != 1:
             raise ModelError(f"DEPTHWISE_CONV_2D: depth_multiplier {option_mult} does not match shapes "
                              f"(input depth {c}, filter depth {fshape[3]})")
-        plan = _DepthwisePlan(shape, fshape, sh, sw, dh, dw, padding, mult, clamp)
+        plan = _DepthwisePlan(shape, fshape, sh, sw, dh, dw, padding, mult, clamp, pre)
         plan.wcache = DerivedCache(plan.tile_weights, ctx.inputs[1].data)
         return plan
 
@@ -394,7 +414,52 @@ def depthwise_conv_2d(ctx: NodeContext) -> Prepared:
         plan = plans.get(x.shape)
         return [plan.run(x, plan.wcache.get(w), bias)]
 
-    return Prepared([plans.plan.out_shape if in_shape is not None else None], run)  # type: ignore[union-attr]
+    return Prepared([plans.plan.out_shape if in_shape is not None else None], run,  # type: ignore[union-attr]
+                    fresh=True)
+
+
+# --------------------------------------------------------------------------- PAD fused into a conv
+
+
+def _zero_spatial_pad(pad: FusionNode) -> tuple[tuple[int, ...], tuple[int, int, int, int]] | None:
+    """(input shape, (top, bottom, left, right)) of a float PAD that only pads H and W with zeros."""
+    ctx = pad.ctx
+    x, widths = ctx.inputs[0], ctx.inputs[1]
+    shape = spec_shape(x)
+    if (x is None or x.dtype != "float32" or shape is None or len(shape) != 4 or widths is None
+            or widths.data is None or (x.quantization is not None and x.quantization.scale.size)):
+        return None
+    p = np.asarray(widths.data).reshape(-1)
+    if p.size != 8 or (p < 0).any() or p[0] or p[1] or p[6] or p[7]:
+        return None
+    return shape, (int(p[2]), int(p[3]), int(p[4]), int(p[5]))
+
+
+def _pad_fusion(make: Callable[[NodeContext, tuple[int, ...], tuple[int, int, int, int]], Prepared]):
+    def fuse(pad: FusionNode, conv: FusionNode, slot: int) -> Prepared | None:
+        found = _zero_spatial_pad(pad) if slot == 0 else None
+        if found is None:
+            return None
+        shape, pre = found
+        inner = make(conv.ctx, shape, pre)
+        if inner.output_shapes != conv.prepared.output_shapes:
+            return None
+        skip = len(pad.ctx.inputs) + 1  # the PAD's inputs, then the conv's padded-input slot
+        run = inner.run
+        return Prepared(inner.output_shapes, lambda inputs: run([inputs[0], *inputs[skip:]]), fresh=True)
+
+    return fuse
+
+
+def _register_pad_fusions() -> None:
+    from ._fusion import register_fusion
+    from .padding import pad_prepare
+
+    register_fusion("PAD", "CONV_2D", pad_prepare, conv_2d)(_pad_fusion(_conv_2d))
+    register_fusion("PAD", "DEPTHWISE_CONV_2D", pad_prepare, depthwise_conv_2d)(_pad_fusion(_depthwise_conv_2d))
+
+
+_register_pad_fusions()
 
 
 # --------------------------------------------------------------------------- TRANSPOSE_CONV
