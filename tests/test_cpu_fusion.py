@@ -152,3 +152,110 @@ def test_preserve_all_tensors_keeps_the_pad_output():
     assert _fused(it) == [] and _inplace(it) == []
     xp = next(d["index"] for d in it.get_tensor_details() if d["name"] == "xp")
     np.testing.assert_array_equal(it.get_tensor(xp), np.pad(feeds[0], [(0, 0), (1, 1), (1, 1), (0, 0)]))
+
+
+# --------------------------------------------------------------------------- in place
+
+
+def _chain(out_extra: bool = False) -> tuple[bytes, list[np.ndarray]]:
+    """conv -> ADD(residual graph input) -> PRELU -> {LOGISTIC, MUL} -> HARD_SWISH -> SUB -> DIV
+    -> TANH -> RELU6 -> RELU -> RELU_N1_TO_1 (+ optionally the ADD output as a graph output)."""
+    shape = (1, 5, 6, 4)
+    b = ModelBuilder()
+    x = b.input("x", shape)
+    r = b.input("r", shape)
+
+    def t(name):
+        return b.tensor(name, shape)
+
+    c1 = t("c1")
+    b.op("CONV_2D", [x, b.const("w", _f32(4, 1, 1, 4)), b.const("b", _f32(4))], [c1],
+         padding=1, stride_w=1, stride_h=1)
+    a1 = t("a1")
+    b.op("ADD", [c1, r], [a1], fused_activation_function=0)
+    p1 = t("p1")
+    b.op("PRELU", [a1, b.const("alpha", _f32(1, 1, 4))], [p1])
+    l1 = t("l1")
+    b.op("LOGISTIC", [p1], [l1])  # p1 is read again below: LOGISTIC must not overwrite it
+    m = t("m")
+    b.op("MUL", [l1, p1], [m], fused_activation_function=0)
+    cur = m
+    steps = [("HARD_SWISH", []), ("SUB", [b.const("s", _f32(4))]), ("DIV", [b.const("d", _f32(4, lo=1, hi=2))]),
+             ("TANH", []), ("RELU6", []), ("RELU", []), ("RELU_N1_TO_1", [])]
+    for k, (op, extra) in enumerate(steps):
+        nxt = t(f"s{k}")
+        opts = {"fused_activation_function": 1} if op in ("SUB", "DIV") else {}
+        b.op(op, [cur, *extra], [nxt], **opts)
+        cur = nxt
+    outs = [cur, a1] if out_extra else [cur]
+    b.output(*outs)
+    return b.build(), [_f32(*shape, lo=-3, hi=3), _f32(*shape, lo=-3, hi=3)]
+
+
+def test_inplace_chain_matches_litert_and_keeps_inputs():
+    data, feeds = _chain()
+    saved = [f.copy() for f in feeds]
+    it = _check(data, feeds)
+    ran = _inplace(it)
+    for op in ("ADD", "PRELU", "MUL", "HARD_SWISH", "SUB", "DIV", "TANH", "RELU6", "RELU v", "RELU_N1_TO_1"):
+        assert any(op in lb for lb in ran), (op, ran)
+    assert not any("LOGISTIC" in lb for lb in ran)  # its input is read again later
+    for d, x in zip(it.get_input_details(), saved, strict=True):
+        np.testing.assert_array_equal(it.get_tensor(d["index"]), x)  # graph inputs never overwritten
+
+
+def test_inplace_never_writes_a_graph_output():
+    data, feeds = _chain(out_extra=True)
+    it = _check(data, feeds)
+    ran = _inplace(it)
+    assert not any("PRELU" in lb for lb in ran)  # its input is a graph output
+    assert any("ADD" in lb for lb in ran) and any("MUL" in lb for lb in ran)
+
+
+def test_inplace_off_for_tensors_a_delegate_reads():
+    from litegpu import Delegate, DelegateKernel, Support
+
+    seen: list[np.ndarray] = []
+
+    class Kernel(DelegateKernel):
+        def __init__(self, spec):
+            self.spec = spec
+
+        def invoke(self, inputs):
+            (i,) = self.spec.inputs
+            seen.append(inputs[i])  # a delegate may hold on to a host array (zero-copy upload)
+            (o,) = self.spec.outputs
+            return {o: np.tanh(inputs[i])}
+
+    class TanhDelegate(Delegate):
+        name = "tanh"
+
+        def supports(self, node):
+            return Support.yes() if node.op.name == "TANH" else Support.no("TANH only")
+
+        def prepare(self, partition):
+            return Kernel(partition)
+
+    shape = (1, 4, 4, 3)
+    b = ModelBuilder()
+    x = b.input("x", shape)
+    c = b.tensor("c", shape)
+    b.op("CONV_2D", [x, b.const("w", _f32(3, 1, 1, 3)), b.const("b", _f32(3))], [c],
+         padding=1, stride_w=1, stride_h=1)
+    t = b.tensor("t", shape)
+    b.op("TANH", [c], [t])
+    y = b.tensor("y", shape)
+    b.op("RELU", [c], [y])  # the last reader of c is a CPU node, but the delegate read c too
+    b.output(t, y)
+    data = b.build()
+    feeds = [_f32(*shape, lo=-3, hi=3)]
+    want = run_litert(data, feeds)
+    it, got = _ours(data, feeds, experimental_delegates=[TanhDelegate()])
+    assert [s["backend"] for s in it.get_execution_plan()] == ["cpu", "tanh", "cpu"]
+    for g, w in zip(got, want, strict=True):
+        assert_allclose_rel(g, w, TOL)
+    assert _inplace(it) == []
+    assert (seen[0] < 0).any()  # RELU did not clamp the array the delegate holds
+    # without the delegate, RELU runs in place
+    it2, _ = _ours(data, feeds)
+    assert [lb for lb in _inplace(it2) if "RELU" in lb]

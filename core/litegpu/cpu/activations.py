@@ -22,7 +22,9 @@ __all__: list[str] = []
 F32 = ("float32",)
 
 
-def _unary(ctx: NodeContext, fn: Callable[[np.ndarray], np.ndarray]) -> Prepared:
+def _unary(ctx: NodeContext, fn: Callable[[np.ndarray], np.ndarray],
+           fn_inplace: Callable[[np.ndarray], object] | None = None) -> Prepared:
+    """``fn`` returns a new array; ``fn_inplace`` (optional) computes the same values in place."""
     if len(ctx.inputs) < 1 or ctx.inputs[0] is None or len(ctx.outputs) != 1:
         raise ctx.fail("expects 1 input and 1 output")
     x = ctx.inputs[0]
@@ -35,12 +37,23 @@ def _unary(ctx: NodeContext, fn: Callable[[np.ndarray], np.ndarray]) -> Prepared
             r = np.asarray(fn(inputs[0]))
         return [r if r.dtype == odt else r.astype(odt)]
 
-    return Prepared([None if x.shape is None else tuple(x.shape)], run)
+    inplace = None
+    if fn_inplace is not None:
+        def run_inplace(inputs):
+            a = inputs[0]
+            if a.dtype != odt or not a.flags.writeable:
+                return run(inputs)
+            with np.errstate(all="ignore"):
+                fn_inplace(a)
+            return [a]
+        inplace = {0: run_inplace}
+    return Prepared([None if x.shape is None else tuple(x.shape)], run, fresh=True, inplace=inplace)
 
 
-def _simple(name: str, versions: range, fn: Callable[[np.ndarray], np.ndarray]) -> None:
+def _simple(name: str, versions: range, fn: Callable[[np.ndarray], np.ndarray],
+            fn_inplace: Callable[[np.ndarray], object] | None = None) -> None:
     def prepare(ctx: NodeContext) -> Prepared:
-        return _unary(ctx, fn)
+        return _unary(ctx, fn, fn_inplace)
     prepare.__name__ = f"_{name.lower()}"
     register_kernel(name, dtypes=F32, versions=versions)(prepare)
 
@@ -54,8 +67,25 @@ def _logistic(x):
     return _F(1) / (_F(1) + np.exp(-c))
 
 
+def _logistic_inplace(x):
+    # the same operations, in the same order, as _logistic
+    np.clip(x, _F(-100), _F(100), out=x)
+    np.negative(x, out=x)
+    np.exp(x, out=x)
+    np.add(_F(1), x, out=x)
+    np.divide(_F(1), x, out=x)
+
+
 def _hard_swish(x):
     return x * np.minimum(_F(6), np.maximum(_F(0), x + _F(3))) / _F(6)
+
+
+def _hard_swish_inplace(x):
+    t = x + _F(3)
+    np.maximum(_F(0), t, out=t)
+    np.minimum(_F(6), t, out=t)
+    np.multiply(x, t, out=x)
+    np.divide(x, _F(6), out=x)
 
 
 def _elu(x):
@@ -66,14 +96,23 @@ def _relu(x):
     return np.maximum(x, _F(0))
 
 
-_simple("TANH", range(1, 4), np.tanh)
-_simple("LOGISTIC", range(1, 4), _logistic)
-_simple("RELU", range(1, 4), _relu)
-_simple("RELU6", range(1, 4), lambda x: np.minimum(np.maximum(x, _F(0)), _F(6)))
-_simple("RELU_N1_TO_1", range(1, 2), lambda x: np.minimum(np.maximum(x, _F(-1)), _F(1)))
-_simple("RELU_0_TO_1", range(1, 2), lambda x: np.minimum(np.maximum(x, _F(0)), _F(1)))
+def _clamp_inplace(lo, hi):
+    lo, hi = _F(lo), _F(hi)
+
+    def fn(x):
+        np.maximum(x, lo, out=x)
+        np.minimum(x, hi, out=x)
+    return fn
+
+
+_simple("TANH", range(1, 4), np.tanh, lambda x: np.tanh(x, out=x))
+_simple("LOGISTIC", range(1, 4), _logistic, _logistic_inplace)
+_simple("RELU", range(1, 4), _relu, lambda x: np.maximum(x, _F(0), out=x))
+_simple("RELU6", range(1, 4), lambda x: np.minimum(np.maximum(x, _F(0)), _F(6)), _clamp_inplace(0, 6))
+_simple("RELU_N1_TO_1", range(1, 2), lambda x: np.minimum(np.maximum(x, _F(-1)), _F(1)), _clamp_inplace(-1, 1))
+_simple("RELU_0_TO_1", range(1, 2), lambda x: np.minimum(np.maximum(x, _F(0)), _F(1)), _clamp_inplace(0, 1))
 _simple("ELU", range(1, 2), _elu)
-_simple("HARD_SWISH", range(1, 2), _hard_swish)
+_simple("HARD_SWISH", range(1, 2), _hard_swish, _hard_swish_inplace)
 
 
 @register_kernel("LEAKY_RELU", dtypes=F32, versions=range(1, 3))
@@ -124,7 +163,7 @@ def _prelu(ctx: NodeContext) -> Prepared:
 
     tiling = _row_tiling(shape, tuple(alpha.shape)) if shape is not None else None
     if tiling is None:
-        return Prepared([shape], lambda inputs: [slow(*inputs)])
+        return Prepared([shape], lambda inputs: [slow(*inputs)], fresh=True)
     t, width = tiling
     ashape = tuple(alpha.shape)
     zero = _F(0)
@@ -151,7 +190,19 @@ def _prelu(ctx: NodeContext) -> Prepared:
         o += np.maximum(v, zero, out=scratch)
         return [o.reshape(shape)]
 
-    return Prepared([shape], run)
+    def run_inplace(inputs):
+        a, al = inputs
+        at = cache.get(al) if a.shape == shape and al.shape == ashape else None
+        if at is None or not a.flags.writeable or not a.flags.c_contiguous:
+            return run(inputs)
+        v = a.reshape(-1, width)
+        neg = np.minimum(v, zero, out=scratch)
+        neg *= at
+        np.maximum(v, zero, out=v)
+        v += neg
+        return [a]
+
+    return Prepared([shape], run, fresh=True, inplace={0: run_inplace})
 
 
 # ---- GELU ---------------------------------------------------------------------------------------

@@ -594,7 +594,7 @@ def transpose_conv(ctx: NodeContext) -> Prepared:
         bias = inputs[3] if len(inputs) > 3 else None
         return [plan_for(x.shape, oshape).run(x, wcache.get(inputs[1]), bias)]
 
-    return Prepared([out_shape], run)
+    return Prepared([out_shape], run, fresh=True)
 
 
 # --------------------------------------------------------------------------- CONV_3D

@@ -204,7 +204,7 @@ def _pool(kind: str, ctx: NodeContext) -> Prepared:
         x = inputs[0]
         return [plan(x.shape).run(x)]
 
-    return Prepared([out_shape], run)
+    return Prepared([out_shape], run, fresh=True)
 
 
 @register_kernel("AVERAGE_POOL_2D", dtypes=FLOAT, versions=range(1, 4))
