@@ -146,11 +146,19 @@ class _Conv2DPlan:
         self.k = (kh, kw, cf)
         self.pointwise = kh == 1 and kw == 1 and g == 1 and pt == pb == pl == pr == 0
         self.bias_adder = _BiasAdder(o)
+        self._aug_src: tuple = (None, None)
+        self._aug: np.ndarray | None = None
         if self.pointwise:
             m = oh * ow
             rows = max(1, min(n * m, _POINTWISE_BLOCK_BYTES // (4 * max(o, c))))
             t = self.bias_adder._t
             self.rows = max(t, rows - rows % t)  # whole bias tiles per block
+            # With fewer input than output channels, copying the input block next to a column
+            # of ones (the bias rides in the GEMM) costs less than a bias pass over the output.
+            self.cols = None
+            if c < o:
+                self.cols = np.empty((self.rows, c + 1), F32)
+                self.cols[:, c] = 1
             return
         if pt or pb or pl or pr:
             self.padded = np.zeros((n, h + pt + pb, w + pl + pr, c), F32)
@@ -163,11 +171,16 @@ class _Conv2DPlan:
             # One spare column of ones: the bias rides in the GEMM as one more weight row.
             self.cols = np.empty((self.rows * ow, kk + 1), F32)
             self.cols[:, kk] = 1
-            self._aug_src: tuple = (None, None)
-            self._aug: np.ndarray | None = None
         else:
             self.cols = np.empty((g, self.rows * ow, kh * kw * cf), F32)
             self.gout = np.empty((g, self.rows * ow, o // g), F32)
+
+    def _augmented(self, wm: np.ndarray, bias: np.ndarray) -> np.ndarray:
+        """The GEMM weights with the bias as one more row (cached per weights/bias pair)."""
+        if self._aug_src[0] is not wm or self._aug_src[1] is not bias:
+            self._aug = np.concatenate([wm, np.asarray(bias, F32).reshape(1, -1)], axis=0)
+            self._aug_src = (wm, bias)
+        return self._aug  # type: ignore[return-value]
 
     def run(self, x: np.ndarray, wm: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
         out = np.empty(self.out_shape, F32)
@@ -180,14 +193,22 @@ class _Conv2DPlan:
         sh, sw, dh, dw = self.strides
         if self.pointwise:
             src = x if sh == 1 and sw == 1 else x[:, ::sh, ::sw, :]
-            a = src.reshape(-1, x.shape[3])
+            c = x.shape[3]
+            a = src.reshape(-1, c)
             o2 = out.reshape(-1, o)
             step = self.rows
+            cols = self.cols if bias is not None else None
+            gemm_w = self._augmented(wm, bias) if cols is not None else wm
             for r in range(0, a.shape[0], step):
                 dst = o2[r:r + step]
-                np.matmul(a[r:r + step], wm, out=dst)
-                if bias is not None:
-                    self.bias_adder.add(dst, bias)
+                if cols is not None:
+                    blk = cols[:dst.shape[0]]
+                    np.copyto(blk[:, :c], a[r:r + step])
+                    np.matmul(blk, gemm_w, out=dst)
+                else:
+                    np.matmul(a[r:r + step], wm, out=dst)
+                    if bias is not None:
+                        self.bias_adder.add(dst, bias)
                 if self.clamp is not None:
                     self.clamp(dst)
             return out
@@ -204,10 +225,7 @@ class _Conv2DPlan:
         if g == 1:
             kk = kh * kw * c
             if bias is not None:
-                if self._aug_src[0] is not wm or self._aug_src[1] is not bias:
-                    self._aug = np.concatenate([wm, np.asarray(bias, F32).reshape(1, -1)], axis=0)
-                    self._aug_src = (wm, bias)
-                gemm_w, ncols = self._aug, kk + 1
+                gemm_w, ncols = self._augmented(wm, bias), kk + 1
             else:
                 gemm_w, ncols = wm, kk
         for b in range(n):
@@ -308,6 +326,8 @@ class _DepthwisePlan:
         self.out_shape = (n, oh, ow, co)
         self.clamp = clamp
         self.empty = 0 in self.out_shape
+        self._bias_src: np.ndarray | None = None
+        self._bias_row: np.ndarray | None = None
         if self.empty:
             return
         hp, wp = h + pt + pb, w + pl + pr
@@ -358,8 +378,16 @@ class _DepthwisePlan:
             np.copyto(dst, src[..., None])
         n, oh, ow, co = self.out_shape
         out = np.empty(self.out_shape, F32)
-        np.einsum("nipbrl,ipbl->nrl", self.view, wt, out=out.reshape(n, oh, ow * co))
-        _epilogue(out, bias, self.clamp)
+        rows = out.reshape(n, oh, ow * co)
+        np.einsum("nipbrl,ipbl->nrl", self.view, wt, out=rows)
+        if bias is not None:
+            # the bias tiled along a whole output row: one long inner loop per row, not per pixel
+            if bias is not self._bias_src:
+                self._bias_row = np.tile(np.asarray(bias, F32).reshape(-1), ow)
+                self._bias_src = bias
+            np.add(rows, self._bias_row, out=rows)
+        if self.clamp is not None:
+            self.clamp(out)
         return out
 
 
