@@ -259,3 +259,82 @@ def test_inplace_off_for_tensors_a_delegate_reads():
     # without the delegate, RELU runs in place
     it2, _ = _ours(data, feeds)
     assert [lb for lb in _inplace(it2) if "RELU" in lb]
+
+
+# --------------------------------------------------------------------------- buffer pool
+
+
+def _pool_stats(it: litegpu.Interpreter) -> tuple[int, int]:
+    pool = it._main.plan.pool
+    return sum(len(v) for v in pool._free.values()), len(pool._issued)
+
+
+def test_buffer_pool_recycles_intermediates_across_invokes():
+    shape = (1, 32, 32, 8)  # 32 KiB tensors: pooled
+    b = ModelBuilder()
+    x = b.input("x", shape)
+    r = b.input("r", shape)
+    cur = x
+    for k in range(4):
+        c = b.tensor(f"c{k}", shape)
+        b.op("CONV_2D", [cur, b.const(f"w{k}", _f32(8, 1, 1, 8)), b.const(f"b{k}", _f32(8))], [c],
+             padding=1, stride_w=1, stride_h=1)
+        a = b.tensor(f"a{k}", shape)
+        b.op("ADD", [c, r], [a], fused_activation_function=1)
+        cur = a
+    b.output(cur)
+    data, feeds = b.build(), [_f32(*shape), _f32(*shape)]
+    it = _check(data, feeds)
+
+    def owners():
+        return sorted(id(o) for v in it._main.plan.pool._free.values() for o in v)
+
+    before = owners()
+    assert before  # dead intermediates came back to the pool
+    for _ in range(3):
+        it.invoke()
+    assert owners() == before  # the same buffers go round; nothing new is allocated
+    want = run_litert(data, feeds)
+    assert_allclose_rel(it.get_tensor(it.get_output_details()[0]["index"]), want[0], TOL)
+
+
+def test_buffer_pool_never_recycles_a_buffer_someone_holds():
+    """A kernel that keeps a reference to its input (a cache, a zero-copy upload) must keep
+    seeing the values it was given, whatever later invokes write."""
+    from litegpu.cpu._registry import CPU_KERNELS, Prepared, register_kernel
+
+    kept: list[tuple[np.ndarray, np.ndarray]] = []
+    saved = {k: list(v) for k, v in CPU_KERNELS._entries.items()}
+
+    @register_kernel("KeepInput")
+    def _keep(ctx):
+        def run(inputs):
+            kept.append((inputs[0], inputs[0].copy()))  # the array held, and its values then
+            return [inputs[0] * np.float32(2)]
+        return Prepared([tuple(ctx.inputs[0].shape)], run)
+
+    try:
+        shape = (1, 32, 32, 8)  # 32 KiB: pooled
+        b = ModelBuilder()
+        x = b.input("x", shape)
+        c = b.tensor("c", shape)
+        b.op("CONV_2D", [x, b.const("w", _f32(8, 1, 1, 8)), b.const("b", _f32(8))], [c],
+             padding=1, stride_w=1, stride_h=1)
+        k = b.tensor("k", shape)
+        b.custom_op("KeepInput", [c], [k])
+        y = b.tensor("y", shape)
+        b.op("CONV_2D", [k, b.const("w2", _f32(8, 1, 1, 8)), b.const("b2", _f32(8))], [y],
+             padding=1, stride_w=1, stride_h=1)
+        b.output(y)
+        it = litegpu.Interpreter(model_content=b.build())
+        it.allocate_tensors()
+        it.set_tensor(0, _f32(*shape))
+        it.invoke()
+        for _ in range(3):
+            it.set_tensor(0, _f32(*shape))
+            it.invoke()
+        for held, then in kept:
+            np.testing.assert_array_equal(held, then)
+    finally:
+        CPU_KERNELS._entries.clear()
+        CPU_KERNELS._entries.update(saved)

@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from ._alloc import empty as new_array
 from ._float_util import DerivedCache
 from ._registry import NodeContext, Prepared, register_kernel
 from ._shapes import broadcast_shape, prod
@@ -185,7 +186,7 @@ def _prelu(ctx: NodeContext) -> Prepared:
         if at is None:
             return [slow(a, al)]
         v = a.reshape(-1, width)
-        o = np.minimum(v, zero)
+        o = np.minimum(v, zero, out=new_array(v.shape))
         o *= at
         o += np.maximum(v, zero, out=scratch)
         return [o.reshape(shape)]

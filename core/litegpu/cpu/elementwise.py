@@ -15,6 +15,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ._activation_range import clamp_fn
+from ._alloc import empty as new_array
 from ._registry import NodeContext, Prepared, register_kernel
 from ._shapes import broadcast_shape, same_quantization
 
@@ -65,9 +66,25 @@ def _binary(ctx: NodeContext, fn: Callable[[np.ndarray, np.ndarray], np.ndarray]
             return [clamp(r)]
     inplace = None
     if ufunc is not None and shape is not None and a.dtype == "float32" and odt == np.float32:
+        run = _binary_into(ufunc, tuple(a.shape), tuple(b.shape), shape, clamp, run)
         inplace = {pos: _binary_inplace(ufunc, pos, shape, clamp, run)
                    for pos, t in enumerate((a, b)) if tuple(t.shape) == shape}
     return Prepared([shape], run, fresh=True, inplace=inplace or None)
+
+
+def _binary_into(ufunc: np.ufunc, ashape, bshape, shape, clamp, run):
+    """``run`` writing into an output buffer of the running plan's pool (planned shapes only)."""
+    def run_into(inputs):
+        a, b = inputs[0], inputs[1]
+        if a.shape != ashape or b.shape != bshape:
+            return run(inputs)
+        out = new_array(shape)
+        with np.errstate(all="ignore"):
+            ufunc(a, b, out=out)
+        if clamp is not None:
+            clamp(out)
+        return [out]
+    return run_into
 
 
 def _binary_inplace(ufunc: np.ufunc, pos: int, shape, clamp, run):
