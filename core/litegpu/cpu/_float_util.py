@@ -37,14 +37,28 @@ F32 = np.dtype(np.float32)
 Clamp = Callable[[np.ndarray], object]
 
 
+try:  # the clip ufunc itself: np.clip's Python wrapper costs more than clipping a small tensor
+    from numpy._core.umath import clip as _clip_ufunc  # numpy >= 2
+except ImportError:  # pragma: no cover - numpy 1.x
+    try:
+        from numpy.core.umath import clip as _clip_ufunc  # type: ignore[no-redef]
+    except ImportError:
+        _clip_ufunc = np.clip  # type: ignore[assignment]
+
+
 def activation_clamp(act: int) -> Clamp | None:
-    """In-place clamp for a fused activation code, as LiteRT's float kernels apply it."""
+    """In-place clamp for a fused activation code, as LiteRT's float kernels apply it.
+
+    Bounds are float32 scalars (a Python int bound makes numpy resolve the loop per call)."""
     if act == ACT_RELU:
-        return lambda x: np.maximum(x, 0, out=x)
+        zero = F32.type(0)
+        return lambda x: np.maximum(x, zero, out=x)
     if act == ACT_RELU6:
-        return lambda x: np.clip(x, 0, 6, out=x)
+        lo, hi = F32.type(0), F32.type(6)
+        return lambda x: _clip_ufunc(x, lo, hi, out=x)
     if act == ACT_RELU_N1_TO_1:
-        return lambda x: np.clip(x, -1, 1, out=x)
+        lo, hi = F32.type(-1), F32.type(1)
+        return lambda x: _clip_ufunc(x, lo, hi, out=x)
     if act in (ACT_NONE, 4, 5):  # TANH, SIGN_BIT: not applied by LiteRT's range-based float kernels
         return None
     raise ModelError(f"unknown fused activation function {act}")
