@@ -17,9 +17,7 @@
    :mod:`litegpu.cpu._fusion`; a zero PAD before a convolution is absorbed into
    the convolution's own padded buffer).  Skipped when all tensors are preserved.
 4. *Lifetimes*: every intermediate tensor is dropped right after its last
-   reader (unless all tensors are preserved), and its buffer goes back to the
-   plan's :class:`~litegpu.cpu._alloc.BufferPool`, from which kernels take
-   their outputs while the plan runs.
+   reader, so numpy can reuse its memory (unless all tensors are preserved).
    A CPU node whose kernel offers an in-place variant (``Prepared.inplace``)
    writes into an input that dies at that node, when a CPU kernel made that
    input as a fresh array (``Prepared.fresh``) and only CPU steps read it.
@@ -46,9 +44,8 @@ from ._delegate import Delegate, DelegateKernel, NodeView, PartitionSpec
 from ._errors import DelegateError, InterpreterError, LiteGPUError, ModelError, UnsupportedOpError
 from ._ir import Model, Operator, Subgraph, Tensor
 from ._partition import PartitionOptions, plan_subgraph
-from .cpu._alloc import BufferPool
-from .cpu._alloc import using as using_pool
 from .cpu._fusion import FusionNode, find_fusion
+from .cpu._heap import tune_heap
 from .cpu._registry import (
     CPU_KERNELS,
     KernelRegistry,
@@ -140,18 +137,11 @@ class SubgraphPlan:
     _line_steps: list[int] = field(default_factory=list)
     _code_name: str = ""
     checked: bool = False
-    # Recycles dead intermediates as the next outputs (see litegpu.cpu._alloc); None when
-    # all tensors are preserved.
-    pool: BufferPool | None = None
 
     # ---- running
 
     def run(self, v: list[Any]) -> None:
         """Run every step on the value list ``v`` (inputs already stored in it)."""
-        with using_pool(self.pool):
-            self._run(v)
-
-    def _run(self, v: list[Any]) -> None:
         if not self.checked:
             self._run_checked(v)
             self.checked = True
@@ -221,10 +211,7 @@ class SubgraphPlan:
             except Exception as e:
                 raise self._wrap_run_error(e, step) from e
             for f in step.frees:
-                if self.pool is not None:
-                    self.pool.give(v, f)
-                else:
-                    v[f] = None
+                v[f] = None
 
     # ---- helpers
 
@@ -283,6 +270,8 @@ class Runtime:
         # Fuse registered producer/consumer node pairs and run nodes in place in dead
         # inputs (exact: the fused kernels compute the same values).
         self.fuse_kernels = True
+        # Keep freed intermediates in the process heap between invokes (see cpu/_heap.py).
+        tune_heap()
         # Limits and logging of the partitioner (litegpu.load passes the config's partition section).
         self.partition_options = PartitionOptions()
         self.resources: dict[Any, Any] = {}
@@ -623,7 +612,6 @@ def build_plan(
         variables=variables,
         reset_hooks=reset_hooks,
         device_owner=device_owner,
-        pool=BufferPool() if fuse else None,
     )
     _codegen(plan)
     return plan
@@ -853,8 +841,6 @@ def _codegen(plan: SubgraphPlan) -> None:
     lines = ["def _run(v):"]
     line_steps = [-1]
     env: dict[str, Any] = {}
-    if plan.pool is not None:
-        env["give"] = plan.pool.give
     for k, st in enumerate(plan.steps):
         fn = f"r{k}"
         env[fn] = st.run
@@ -874,10 +860,7 @@ def _codegen(plan: SubgraphPlan) -> None:
                 lines.append("    " + "; ".join(f"v[{o}] = o[{o}]" for o in st.outputs))
                 line_steps.append(k)
         if st.frees:
-            if plan.pool is not None:
-                lines.append("    " + "; ".join(f"give(v, {f})" for f in st.frees))
-            else:
-                lines.append("    " + " = ".join(f"v[{f}]" for f in st.frees) + " = None")
+            lines.append("    " + " = ".join(f"v[{f}]" for f in st.frees) + " = None")
             line_steps.append(k)
     if len(lines) == 1:
         lines.append("    return None")

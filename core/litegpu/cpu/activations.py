@@ -13,7 +13,6 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ._alloc import empty as new_array
 from ._float_util import DerivedCache
 from ._registry import NodeContext, Prepared, register_kernel
 from ._shapes import broadcast_shape, prod
@@ -186,7 +185,7 @@ def _prelu(ctx: NodeContext) -> Prepared:
         if at is None:
             return [slow(a, al)]
         v = a.reshape(-1, width)
-        o = np.minimum(v, zero, out=new_array(v.shape))
+        o = np.minimum(v, zero)
         o *= at
         o += np.maximum(v, zero, out=scratch)
         return [o.reshape(shape)]

@@ -33,7 +33,6 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from .._errors import ModelError
-from ._alloc import empty as new_array
 from ._common import PADDING_SAME, PADDING_VALID, same_padding
 from ._float_util import F32, Clamp, DerivedCache, activation_clamp, conv_geometry, require_float, spec_shape
 from ._fusion import FusionNode
@@ -189,7 +188,7 @@ class _Conv2DPlan:
         return self._aug  # type: ignore[return-value]
 
     def run(self, x: np.ndarray, wm: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
-        out = new_array(self.out_shape)
+        out = np.empty(self.out_shape, F32)
         if self.empty:
             if out.size:  # no input elements: every output is bias (+ activation)
                 out[...] = 0 if bias is None else np.asarray(bias, F32).reshape(-1)
@@ -389,7 +388,7 @@ class _DepthwisePlan:
                 src = x[:, :, x0::self.sw][:, :, :cnt]
                 np.copyto(dst, src[..., None])
         n, oh, ow, co = self.out_shape
-        out = new_array(self.out_shape)
+        out = np.empty(self.out_shape, F32)
         rows = out.reshape(n, oh, ow * co)
         _einsum("nipbrl,ipbl->nrl", self.view, wt, out=rows)
         if bias is not None:
@@ -567,7 +566,7 @@ class TransposeConvPlan:
                     dst = full[:, i:i + (h - 1) * sh + 1:sh, j:j + (w - 1) * sw + 1:sw]
                     np.add(dst, cols[:, :, :, i, j], out=dst)
         res = full[:, pt:pt + oh, pl:pl + ow]
-        out = new_array(self.out_shape)
+        out = np.empty(self.out_shape, F32)
         if bias is not None:
             np.add(res, bias, out=out)
         else:
@@ -676,7 +675,7 @@ class _Conv3DPlan:
         dd, dh, dw = self.dl
         c = src.shape[4]
         st = src.strides
-        out = new_array(self.out_shape)
+        out = np.empty(self.out_shape, F32)
         o3 = out.reshape(n, od, oh * ow, o)
         for b in range(n):
             for z in range(od):

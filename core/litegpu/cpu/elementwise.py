@@ -15,7 +15,6 @@ from collections.abc import Callable
 import numpy as np
 
 from ._activation_range import clamp_fn
-from ._alloc import empty as new_array
 from ._registry import NodeContext, Prepared, register_kernel
 from ._shapes import broadcast_shape, same_quantization
 
@@ -73,12 +72,12 @@ def _binary(ctx: NodeContext, fn: Callable[[np.ndarray, np.ndarray], np.ndarray]
 
 
 def _binary_into(ufunc: np.ufunc, ashape, bshape, shape, clamp, run):
-    """``run`` writing into an output buffer of the running plan's pool (planned shapes only)."""
+    """``run`` for the planned shapes: one ufunc call into a new float32 array."""
     def run_into(inputs):
         a, b = inputs[0], inputs[1]
         if a.shape != ashape or b.shape != bshape:
             return run(inputs)
-        out = new_array(shape)
+        out = np.empty(shape, np.float32)
         with np.errstate(all="ignore"):
             ufunc(a, b, out=out)
         if clamp is not None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import numpy as np
 
 from .._errors import ModelError
-from ._alloc import empty as new_array
 from ._float_util import F32, DerivedCache, activation_clamp, require_float, spec_shape
 from ._registry import FLOAT, NodeContext, Prepared, register_kernel
 
@@ -73,7 +72,7 @@ def fully_connected(ctx: NodeContext) -> Prepared:
         x, w = inputs[0], inputs[1]
         bias = inputs[2] if len(inputs) > 2 else None
         oshape = static_out if static_out is not None and x.shape == in_shape else out_shape_of(x.shape)
-        out = new_array(oshape)
+        out = np.empty(oshape, F32)
         o2 = out.reshape(-1, units)
         np.matmul(x.reshape(-1, depth), wcache.get(w), out=o2)
         if bias is not None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._alloc import empty as new_array
 from ._registry import NodeContext, Prepared, TensorSpec, register_kernel
 from ._shapes import Shape, const_ints, int_values, known_shape
 
@@ -72,7 +71,7 @@ def _pad_common(ctx: NodeContext, fill_of) -> Prepared:
             data = inputs[0]
             if data.shape != in_shape:  # a shape the planned slices do not fit
                 return [np.pad(data, width, mode="constant", constant_values=fill_of(inputs))]
-            out = new_array(out_shape, odt)
+            out = np.empty(out_shape, odt)
             if borders:
                 fill = fill_of(inputs)
                 for sl in borders:

@@ -21,7 +21,6 @@ from __future__ import annotations
 import numpy as np
 
 from .._errors import ModelError
-from ._alloc import empty as new_array
 from ._common import PADDING_SAME, PADDING_VALID
 from ._float_util import F32, activation_clamp, conv_geometry, round_half_away, spec_shape
 from ._registry import FLOAT, NodeContext, Prepared, register_kernel
@@ -103,7 +102,7 @@ class _PoolPlan:
             for j in range(1, kw):
                 f(out, rows[:, :, j:j + (ow - 1) * sw + 1:sw], out=out)
             return out
-        out = new_array(self.out_shape, src.dtype)
+        out = np.empty(self.out_shape, src.dtype)
         first = True
         for i in range(kh):
             for j in range(kw):

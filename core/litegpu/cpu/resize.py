@@ -17,7 +17,6 @@ from __future__ import annotations
 import numpy as np
 
 from .._errors import ModelError
-from ._alloc import empty as new_array
 from ._float_util import F32, round_half_away, spec_shape
 from ._registry import ALL_NUMERIC, FLOAT, NodeContext, Prepared, register_kernel
 
@@ -117,7 +116,7 @@ class _AxisLerp:
             np.copyto(out, x)
             return out
         if out is None:
-            out = new_array(self.out_shape)
+            out = np.empty(self.out_shape, F32)
         ax = self.axis
         if self.double:
             return self._double(x, out)
