@@ -168,11 +168,15 @@ def _prelu(ctx: NodeContext) -> Prepared:
     ashape = tuple(alpha.shape)
     zero = _F(0)
 
-    def tile(al: np.ndarray) -> np.ndarray | None:
-        # max(x, 0) + alpha * min(x, 0) equals the select exactly for every x (one of the two
-        # terms is a zero) as long as alpha is finite (0 * inf would be NaN).
+    def tile(al: np.ndarray) -> tuple[np.ndarray, bool] | None:
+        # Two exact forms of the select x >= 0 ? x : x * alpha (alpha finite; 0 * inf is NaN):
+        # * every alpha <= 1 and != 0: max(x, x * alpha) -- x * alpha <= x exactly when x >= 0
+        #   (rounding is monotonic) and >= x when x < 0; two passes;
+        # * otherwise max(x, 0) + alpha * min(x, 0) -- one of the two terms is a zero; four.
         al = np.asarray(al, np.float32)
-        return np.tile(al.reshape(-1), t) if np.isfinite(al).all() else None
+        if not np.isfinite(al).all():
+            return None
+        return np.tile(al.reshape(-1), t), bool((al <= 1).all() and (al != 0).all())
 
     cache = DerivedCache(tile, alpha.data)
     scratch = np.empty((prod(shape) // width, width), np.float32)
@@ -181,25 +185,34 @@ def _prelu(ctx: NodeContext) -> Prepared:
         a, al = inputs
         if a.shape != shape or al.shape != ashape:
             return [slow(a, al)]
-        at = cache.get(al)
-        if at is None:
+        got = cache.get(al)
+        if got is None:
             return [slow(a, al)]
+        at, below_one = got
         v = a.reshape(-1, width)
-        o = np.minimum(v, zero)
-        o *= at
-        o += np.maximum(v, zero, out=scratch)
+        if below_one:
+            o = np.multiply(v, at)
+            np.maximum(v, o, out=o)
+        else:
+            o = np.minimum(v, zero)
+            o *= at
+            o += np.maximum(v, zero, out=scratch)
         return [o.reshape(shape)]
 
     def run_inplace(inputs):
         a, al = inputs
-        at = cache.get(al) if a.shape == shape and al.shape == ashape else None
-        if at is None or not a.flags.writeable or not a.flags.c_contiguous:
+        got = cache.get(al) if a.shape == shape and al.shape == ashape else None
+        if got is None or not a.flags.writeable or not a.flags.c_contiguous:
             return run(inputs)
+        at, below_one = got
         v = a.reshape(-1, width)
-        neg = np.minimum(v, zero, out=scratch)
-        neg *= at
-        np.maximum(v, zero, out=v)
-        v += neg
+        if below_one:
+            np.maximum(v, np.multiply(v, at, out=scratch), out=v)
+        else:
+            neg = np.minimum(v, zero, out=scratch)
+            neg *= at
+            np.maximum(v, zero, out=v)
+            v += neg
         return [a]
 
     return Prepared([shape], run, fresh=True, inplace={0: run_inplace})
