@@ -13,7 +13,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ._float_util import DerivedCache
+from ._float_util import DerivedCache, relu, relu_inplace
+from ._float_util import clip_ufunc as _clip
 from ._registry import NodeContext, Prepared, register_kernel
 from ._shapes import broadcast_shape, prod
 
@@ -62,38 +63,44 @@ _F = np.float32
 
 
 def _logistic(x):
-    # LiteRT clamps to [-100, 100] (NaN passes through) before 1 / (1 + exp(-x))
-    c = np.clip(x, _F(-100), _F(100))
-    return _F(1) / (_F(1) + np.exp(-c))
+    # LiteRT clamps to [-100, 100] (NaN passes through) before 1 / (1 + exp(-x)); one
+    # buffer for the whole chain
+    t = _clip(x, _F(-100), _F(100), out=np.empty(x.shape, np.float32))
+    _logistic_tail(t)
+    return t
+
+
+def _logistic_tail(t):
+    np.negative(t, out=t)
+    np.exp(t, out=t)
+    np.add(_F(1), t, out=t)
+    np.divide(_F(1), t, out=t)
 
 
 def _logistic_inplace(x):
     # the same operations, in the same order, as _logistic
-    np.clip(x, _F(-100), _F(100), out=x)
-    np.negative(x, out=x)
-    np.exp(x, out=x)
-    np.add(_F(1), x, out=x)
-    np.divide(_F(1), x, out=x)
+    _clip(x, _F(-100), _F(100), out=x)
+    _logistic_tail(x)
 
 
 def _hard_swish(x):
-    return x * np.minimum(_F(6), np.maximum(_F(0), x + _F(3))) / _F(6)
+    # x * min(6, max(0, x + 3)) / 6 (LiteRT's reference formula), the clamp as one clip
+    t = np.add(x, _F(3), out=np.empty(x.shape, np.float32))  # an array even for 0-d x
+    _clip(t, _F(0), _F(6), out=t)
+    np.multiply(x, t, out=t)
+    np.divide(t, _F(6), out=t)
+    return t
 
 
 def _hard_swish_inplace(x):
-    t = x + _F(3)
-    np.maximum(_F(0), t, out=t)
-    np.minimum(_F(6), t, out=t)
+    t = np.add(x, _F(3), out=np.empty(x.shape, np.float32))  # an array even for 0-d x
+    _clip(t, _F(0), _F(6), out=t)
     np.multiply(x, t, out=x)
     np.divide(x, _F(6), out=x)
 
 
 def _elu(x):
     return np.where(x < 0, np.expm1(np.minimum(x, 0)), x)
-
-
-def _relu(x):
-    return np.maximum(x, _F(0))
 
 
 def _clamp_inplace(lo, hi):
@@ -107,7 +114,7 @@ def _clamp_inplace(lo, hi):
 
 _simple("TANH", range(1, 4), np.tanh, lambda x: np.tanh(x, out=x))
 _simple("LOGISTIC", range(1, 4), _logistic, _logistic_inplace)
-_simple("RELU", range(1, 4), _relu, lambda x: np.maximum(x, _F(0), out=x))
+_simple("RELU", range(1, 4), relu, relu_inplace)
 _simple("RELU6", range(1, 4), lambda x: np.minimum(np.maximum(x, _F(0)), _F(6)), _clamp_inplace(0, 6))
 _simple("RELU_N1_TO_1", range(1, 2), lambda x: np.minimum(np.maximum(x, _F(-1)), _F(1)), _clamp_inplace(-1, 1))
 _simple("RELU_0_TO_1", range(1, 2), lambda x: np.minimum(np.maximum(x, _F(0)), _F(1)), _clamp_inplace(0, 1))
