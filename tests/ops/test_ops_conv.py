@@ -91,6 +91,10 @@ DW_CASES = [
     (1, 8, 10, 4, 1, 3, 2, 1, VALID, 0),
     (1, 16, 16, 32, 1, 5, 1, 1, SAME, 1),
     (1, 10, 9, 1, 4, 3, 1, 1, SAME, 0),
+    # 1x1 filters: a per-channel scale at stride 1 (with/without activation, batch), else einsum
+    (2, 7, 5, 6, 1, 1, 1, 1, VALID, 3),
+    (1, 9, 11, 4, 2, 1, 1, 1, SAME, 1),
+    (1, 9, 11, 4, 1, 1, 2, 1, SAME, 0),
 ]
 
 

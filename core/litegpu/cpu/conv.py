@@ -333,7 +333,10 @@ class _DepthwisePlan:
         self.empty = 0 in self.out_shape
         self._bias_src: np.ndarray | None = None
         self._bias_row: np.ndarray | None = None
-        if self.empty:
+        # A 1x1 filter at stride 1 over an unpadded input is a per-channel scale: one multiply
+        # over whole rows (against the filter tiled along a row), no buffer.
+        self.scale = kh == kw == 1 and sh == sw == 1 and mult == 1 and not (pt or pb or pl or pr)
+        if self.empty or self.scale:
             return
         hp, wp = h + pt + pb, w + pl + pr
         wq = -(-wp // sw)  # columns per phase
@@ -371,6 +374,8 @@ class _DepthwisePlan:
     def tile_weights(self, w: np.ndarray) -> np.ndarray:
         if self.empty:
             return np.asarray(w, F32)
+        if self.scale:
+            return np.tile(np.asarray(w, F32).reshape(-1), self.out_shape[2])
         w = np.asarray(w, F32).reshape(self.kh, self.kw, self.co)
         ow = self.out_shape[2]
         wt = np.zeros((self.kh, self.nq, self.nb, ow, self.co), F32)
@@ -381,16 +386,23 @@ class _DepthwisePlan:
     def run(self, x: np.ndarray, wt: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
         if self.empty:
             return np.empty(self.out_shape, F32)
+        n, oh, ow, co = self.out_shape
+        out = np.empty(self.out_shape, F32)
+        rows = out.reshape(n, oh, ow * co)
+        if self.scale:
+            np.multiply(x.reshape(rows.shape), wt, out=rows)
+            return self._epilogue(out, rows, bias)
         if self.whole is not None:  # stride 1: the input lands in one block of the buffer
             np.copyto(self.whole, x.reshape(self.whole.shape))
         else:
             for dst, x0, cnt in self.fills:
                 src = x[:, :, x0::self.sw][:, :, :cnt]
                 np.copyto(dst, src[..., None])
-        n, oh, ow, co = self.out_shape
-        out = np.empty(self.out_shape, F32)
-        rows = out.reshape(n, oh, ow * co)
         _einsum("nipbrl,ipbl->nrl", self.view, wt, out=rows)
+        return self._epilogue(out, rows, bias)
+
+    def _epilogue(self, out: np.ndarray, rows: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
+        ow = self.out_shape[2]
         if bias is not None:
             # the bias tiled along a whole output row: one long inner loop per row, not per pixel
             if bias is not self._bias_src:
