@@ -50,6 +50,9 @@ except ImportError:  # pragma: no cover - numpy 1.x
 _IM2COL_BLOCK_BYTES = 1 << 21
 # Target output block of pointwise (1x1) convolutions.
 _POINTWISE_BLOCK_BYTES = 1 << 19
+# Patch rows (KW * Cin floats) up to which im2col stores patches tap-major (measured: 3x3
+# over RGB 9-16% faster, 5x5 over RGB no better).
+_KMAJOR_MAX_RUN = 12
 
 
 def _epilogue(dst: np.ndarray, bias: np.ndarray | None, clamp: Clamp | None) -> None:
@@ -172,7 +175,15 @@ class _Conv2DPlan:
             self.padded = None
         kk = kh * kw * c
         self.rows = max(1, min(oh, _IM2COL_BLOCK_BYTES // (4 * ow * kk)))
-        if g == 1:
+        # With a few input channels (an image's first layer) a patch row is a handful of
+        # floats, and copying patches pixel by pixel runs numpy's inner loop over KW*C
+        # elements; stored tap-major, (KH*KW*C, pixels), each copy runs along a whole output
+        # row instead, and BLAS reads the block transposed.
+        self.kmajor = g == 1 and kw * c <= _KMAJOR_MAX_RUN
+        if self.kmajor:
+            self.cols = np.empty((kk + 1, self.rows * ow), F32)
+            self.cols[kk] = 1
+        elif g == 1:
             # One spare column of ones: the bias rides in the GEMM as one more weight row.
             self.cols = np.empty((self.rows * ow, kk + 1), F32)
             self.cols[:, kk] = 1
@@ -239,7 +250,11 @@ class _Conv2DPlan:
                 m = rr * ow
                 base = src[b, r0 * sh:]
                 dst = o2[b, r0 * ow:r0 * ow + m]
-                if g == 1:
+                if self.kmajor:
+                    patches = as_strided(base, (kh, kw, c, rr, ow), (s1 * dh, s2 * dw, s3, s1 * sh, s2 * sw))
+                    np.copyto(self.cols[:kk, :m].reshape(kh, kw, c, rr, ow), patches)
+                    np.matmul(self.cols[:ncols, :m].T, gemm_w, out=dst)
+                elif g == 1:
                     patches = as_strided(base, (rr, ow, kh, kw, c), (s1 * sh, s2 * sw, s1 * dh, s2 * dw, s3))
                     np.copyto(self.cols[:m, :kk].reshape(rr, ow, kh, kw, c), patches)
                     np.matmul(self.cols[:m, :ncols], gemm_w, out=dst)
