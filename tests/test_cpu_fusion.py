@@ -154,6 +154,58 @@ def test_preserve_all_tensors_keeps_the_pad_output():
     np.testing.assert_array_equal(it.get_tensor(xp), np.pad(feeds[0], [(0, 0), (1, 1), (1, 1), (0, 0)]))
 
 
+# --------------------------------------------------------------------------- depthwise bias into a 1x1 conv
+
+
+def _dw_conv(*, dw_act=0, conv_k=1, conv_stride=1, conv_bias=True, conv_act=0, pad=False, mult=1,
+             second_reader=False) -> tuple[bytes, list[np.ndarray]]:
+    shape = (1, 10, 9, 4)
+    b = ModelBuilder()
+    x = b.input("x", shape)
+    src, hw = x, shape[1:3]
+    if pad:
+        xp = b.tensor("xp", (1, 12, 11, 4))
+        b.op("PAD", [x, b.const("pads", np.array([[0, 0], [1, 1], [1, 1], [0, 0]], np.int32))], [xp])
+        src, hw = xp, (12, 11)
+    c = 4 * mult
+    oh, ow = (hw[0] - 2, hw[1] - 2) if pad else hw
+    d = b.tensor("d", (1, oh, ow, c))
+    b.op("DEPTHWISE_CONV_2D", [src, b.const("dw", _f32(1, 3, 3, c)), b.const("db", _f32(c, lo=-3, hi=3))],
+         [d], padding=1 if pad else 0, stride_w=1, stride_h=1,
+         depth_multiplier=mult, fused_activation_function=dw_act)
+    co = 6
+    ch = (oh - 1) // conv_stride + 1 if conv_k == 1 else oh
+    cw = (ow - 1) // conv_stride + 1 if conv_k == 1 else ow
+    y = b.tensor("y", (1, ch, cw, co))
+    bias = b.const("cb", _f32(co)) if conv_bias else b.const("cb0", np.zeros(co, np.float32))
+    b.op("CONV_2D", [d, b.const("cw", _f32(co, conv_k, conv_k, c)), bias], [y], padding=0 if conv_k > 1 else 1,
+         stride_w=conv_stride, stride_h=conv_stride, fused_activation_function=conv_act)
+    outs = [y]
+    if second_reader:
+        z = b.tensor("z", (1, oh, ow, c))
+        b.op("RELU", [d], [z])
+        outs.append(z)
+    b.output(*outs)
+    return b.build(), [_f32(*shape, lo=-3, hi=3)]
+
+
+@pytest.mark.parametrize("kw", [{}, {"conv_bias": False}, {"conv_act": 3}, {"conv_stride": 2}, {"mult": 2},
+                                {"pad": True}, {"pad": True, "conv_act": 1}])
+def test_depthwise_bias_folded_into_pointwise(kw):
+    data, feeds = _dw_conv(**kw)
+    it = _check(data, feeds)
+    fused = _fused(it)
+    assert len(fused) == 1 and fused[0].endswith(f"node #{2 if kw.get('pad') else 1} CONV_2D v1")
+    assert "DEPTHWISE_CONV_2D" in fused[0] and ("PAD" in fused[0]) == bool(kw.get("pad"))
+
+
+@pytest.mark.parametrize("kw", [{"dw_act": 1}, {"conv_k": 3}, {"second_reader": True}])
+def test_depthwise_bias_not_folded(kw):
+    data, feeds = _dw_conv(**kw)
+    it = _check(data, feeds)
+    assert _fused(it) == []
+
+
 # --------------------------------------------------------------------------- in place
 
 

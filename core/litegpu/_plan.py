@@ -624,27 +624,35 @@ def _fuse_steps(sg: Subgraph, steps: list[Step], contexts: Mapping[int, tuple[No
     The producer must have a single output, read once, by the consumer only, and be no graph
     output; it then runs at the consumer's place (its inputs are still alive there: their last
     reader moves with it).  Producers reading variable tensors are left alone (a node in
-    between could update the variable in place).
+    between could update the variable in place).  A producer may itself be a fused step
+    (PAD + DEPTHWISE_CONV_2D, then + CONV_2D): the fusion sees its last node, with the
+    earlier ones in ``FusionNode.chain``.
     """
     reads: dict[int, int] = {}
     for st in steps:
         for i in st.inputs:
             reads[i] = reads.get(i, 0) + 1
     made_by: dict[int, Step] = {}
+    members: dict[int, tuple[FusionNode, ...]] = {}  # id(step) -> its nodes, for fused steps
     out: list[Step] = []
+
+    def node_of(st: Step) -> FusionNode:
+        done = members.get(id(st))
+        if done is not None:
+            return dataclasses.replace(done[-1], prepared=st.prepared, chain=done[:-1])
+        ctx, prep = contexts[st.node_indices[0]]
+        return FusionNode(ctx, st.prepared, prep)
+
     for st in steps:
         fused = None
         if st.kind == "cpu" and len(st.node_indices) == 1 and st.prepared is not None:
             for slot, t in enumerate(st.inputs):
                 prod = made_by.get(t) if t >= 0 else None
                 if (prod is None or reads.get(t) != 1 or t in graph_outputs or len(prod.outputs) != 1
-                        or len(prod.node_indices) != 1 or prod.prepared is None
+                        or prod.prepared is None
                         or any(i >= 0 and sg.tensors[i].is_variable for i in prod.inputs)):
                     continue
-                pctx, pprep = contexts[prod.node_indices[0]]
-                cctx, cprep = contexts[st.node_indices[0]]
-                pn = FusionNode(pctx, prod.prepared, pprep)
-                cn = FusionNode(cctx, st.prepared, cprep)
+                pn, cn = node_of(prod), node_of(st)
                 fn = find_fusion(pn, cn)
                 if fn is None:
                     continue
@@ -657,6 +665,8 @@ def _fuse_steps(sg: Subgraph, steps: list[Step], contexts: Mapping[int, tuple[No
                 ins = st.inputs[:slot] + (-1,) + st.inputs[slot + 1:]
                 fused = Step("cpu", p.run, prod.inputs + ins, st.outputs, prod.node_indices + st.node_indices,
                              f"{prod.label} + {st.label}", prepared=p)
+                chain = members.get(id(prod), (pn,))
+                members[id(fused)] = chain + (dataclasses.replace(cn, chain=()),)
                 out.remove(prod)
                 break
         st = fused or st

@@ -32,11 +32,18 @@ __all__ = ["FusionNode", "register_fusion", "find_fusion"]
 
 @dataclass(frozen=True)
 class FusionNode:
-    """A prepared node offered to a fusion: its context, what prepare returned, and the kernel."""
+    """A prepared node offered to a fusion: its context, what prepare returned, and the kernel.
+
+    A producer that is already a fused step is offered as its last node, ``prepared`` being
+    the fused step's, with its earlier nodes in ``chain`` (first to last); its inputs (the
+    fused run's) are those of the chain's nodes followed by its own, each consumer's slot of
+    the previous node's output holding None.
+    """
 
     ctx: NodeContext
     prepared: Prepared
     prepare: PrepareFn
+    chain: tuple[FusionNode, ...] = ()
 
 
 FuseFn = Callable[[FusionNode, FusionNode, int], Prepared | None]

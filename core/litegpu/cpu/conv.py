@@ -518,7 +518,7 @@ def _zero_spatial_pad(pad: FusionNode) -> tuple[tuple[int, ...], tuple[int, int,
 
 def _pad_fusion(make: Callable[[NodeContext, tuple[int, ...], tuple[int, int, int, int]], Prepared]):
     def fuse(pad: FusionNode, conv: FusionNode, slot: int) -> Prepared | None:
-        found = _zero_spatial_pad(pad) if slot == 0 else None
+        found = _zero_spatial_pad(pad) if slot == 0 and not pad.chain else None
         if found is None:
             return None
         shape, pre = found
@@ -532,15 +532,68 @@ def _pad_fusion(make: Callable[[NodeContext, tuple[int, ...], tuple[int, int, in
     return fuse
 
 
-def _register_pad_fusions() -> None:
+def _depthwise_bias_into_pointwise(dw: FusionNode, conv: FusionNode, slot: int) -> Prepared | None:
+    """DEPTHWISE_CONV_2D without activation feeding a 1x1 CONV_2D: the depthwise bias moves
+    into the pointwise bias, ``b' = b + W b_dw`` (computed in float64, rounded once), so the
+    depthwise output is never biased.  Equal in exact arithmetic; in float32 the sums round
+    differently (a few ulp), like the bias the pointwise GEMM already carries as a weight row.
+    Saves a pass over the depthwise output (~12% of a depthwise conv).  A zero PAD fused in
+    front of the depthwise conv (``dw.chain``) stays fused.
+    """
+    dctx, cctx = dw.ctx, conv.ctx
+    if slot != 0 or len(dctx.inputs) < 3 or dctx.inputs[2] is None or dctx.inputs[2].data is None:
+        return None
+    if activation_clamp(int(dctx.options.get("fused_activation_function", 0))) is not None:
+        return None
+    if cctx.inputs[1] is None or cctx.inputs[1].data is None:
+        return None
+    wconv = np.asarray(cctx.inputs[1].data)
+    if wconv.ndim != 4 or wconv.shape[1:3] != (1, 1):
+        return None
+    pre = _NO_PAD
+    if dw.chain:
+        if len(dw.chain) != 1 or dw.chain[0].ctx.op.name != "PAD":
+            return None
+        found = _zero_spatial_pad(dw.chain[0])
+        if found is None:
+            return None
+        x_shape, pre = found
+    else:
+        x_shape = spec_shape(dctx.inputs[0])
+    b_dw = np.asarray(dctx.inputs[2].data, np.float64).reshape(-1)
+    if x_shape is None or wconv.shape[3] != b_dw.size:
+        return None  # a grouped pointwise conv: the depth does not match
+    inner = _depthwise_conv_2d(dctx, x_shape, pre)
+    if inner.output_shapes != dw.prepared.output_shapes:
+        return None
+    cbias = cctx.inputs[2] if len(cctx.inputs) > 2 else None
+    if cbias is not None and cbias.data is None:
+        return None
+    folded = wconv.reshape(wconv.shape[0], -1).astype(np.float64) @ b_dw
+    if cbias is not None:
+        folded = folded + np.asarray(cbias.data, np.float64).reshape(-1)
+    folded = folded.astype(F32)
+    n_pre = sum(len(m.ctx.inputs) for m in dw.chain)
+    w_at = n_pre + 1  # the depthwise filter among the fused step's inputs
+    cw_at = n_pre + len(dctx.inputs) + 1  # the pointwise filter
+    dw_run, conv_run = inner.run, conv.prepared.run
+
+    def run(inputs):
+        return conv_run([dw_run([inputs[0], inputs[w_at]])[0], inputs[cw_at], folded])
+
+    return Prepared(conv.prepared.output_shapes, run, fresh=True)
+
+
+def _register_fusions() -> None:
     from ._fusion import register_fusion
     from .padding import pad_prepare
 
     register_fusion("PAD", "CONV_2D", pad_prepare, conv_2d)(_pad_fusion(_conv_2d))
     register_fusion("PAD", "DEPTHWISE_CONV_2D", pad_prepare, depthwise_conv_2d)(_pad_fusion(_depthwise_conv_2d))
+    register_fusion("DEPTHWISE_CONV_2D", "CONV_2D", depthwise_conv_2d, conv_2d)(_depthwise_bias_into_pointwise)
 
 
-_register_pad_fusions()
+_register_fusions()
 
 
 # --------------------------------------------------------------------------- TRANSPOSE_CONV
