@@ -160,13 +160,21 @@ class _Conv2DPlan:
             m = oh * ow
             rows = max(1, min(n * m, _POINTWISE_BLOCK_BYTES // (4 * max(o, c))))
             t = self.bias_adder._t
-            self.rows = max(t, rows - rows % t)  # whole bias tiles per block
+            # whole bias tiles per block, unless everything fits one block
+            self.rows = rows if rows == n * m else max(t, rows - rows % t)
             # With fewer input than output channels, copying the input block next to a column
             # of ones (the bias rides in the GEMM) costs less than a bias pass over the output.
             self.cols = None
             if c < o:
                 self.cols = np.empty((self.rows, c + 1), F32)
                 self.cols[:, c] = 1
+            # One block at stride 1 (small tensors): a short path with the views made here.
+            self.single = sh == sw == 1 and n * m <= self.rows
+            if self.single:
+                self.m_total = n * m
+                if self.cols is not None:
+                    self.cols_m = self.cols[:n * m]
+                    self.cols_in = self.cols_m[:, :c]
             return
         if pt or pb or pl or pr:
             self.padded = np.zeros((n, h + pt + pb, w + pl + pr, c), F32)
@@ -204,6 +212,19 @@ class _Conv2DPlan:
             if out.size:  # no input elements: every output is bias (+ activation)
                 out[...] = 0 if bias is None else np.asarray(bias, F32).reshape(-1)
                 _epilogue(out, None, self.clamp)
+            return out
+        if self.pointwise and self.single:
+            m = self.m_total
+            o2 = out.reshape(m, self.out_shape[3])
+            if bias is not None and self.cols is not None:
+                np.copyto(self.cols_in, x.reshape(m, -1))
+                np.matmul(self.cols_m, self._augmented(wm, bias), out=o2)
+            else:
+                np.matmul(x.reshape(m, -1), wm, out=o2)
+                if bias is not None:
+                    self.bias_adder.add(o2, bias)
+            if self.clamp is not None:
+                self.clamp(o2)
             return out
         n, oh, ow, o = self.out_shape
         sh, sw, dh, dw = self.strides
