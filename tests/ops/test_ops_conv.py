@@ -95,6 +95,8 @@ DW_CASES = [
     (2, 7, 5, 6, 1, 1, 1, 1, VALID, 3),
     (1, 9, 11, 4, 2, 1, 1, 1, SAME, 1),
     (1, 9, 11, 4, 1, 1, 2, 1, SAME, 0),
+    # stride 2 whose column phases take whole pixel pairs (one copy into the phase buffer)
+    (2, 8, 10, 4, 1, 3, 2, 1, SAME, 3),
 ]
 
 

@@ -398,16 +398,26 @@ class _DepthwisePlan:
         self.buf = np.zeros(n * hp * rp + rp, F32)
         grid = self.buf[: n * hp * rp].reshape(n, hp, sw, wq, c, mult)
         self.fills = []
+        spans = []
         for q in range(sw):
             lo = max(0, -(-(pl - q) // sw))
             hi = min(wq, (w + pl - q - 1) // sw + 1)
             if hi > lo:
                 x0 = lo * sw + q - pl
                 self.fills.append((grid[:, pt:pt + h, q, lo:hi], x0, hi - lo))
+                spans.append((lo, hi, x0 - q))
         self.sw = sw
         self.whole = None
+        self.split_src: tuple[int, ...] | None = None
         if len(self.fills) == 1 and self.fills[0][2] == w and mult == 1:
             self.whole = self.fills[0][0][..., 0]  # a view: the buffer is written through it
+        elif (mult == 1 and len(spans) == sw and len(set(spans)) == 1 and spans[0][2] == 0
+              and (spans[0][1] - spans[0][0]) * sw == w):
+            # Every phase takes whole groups of ``sw`` consecutive pixels: one copy of the input
+            # viewed as (N, H, W/sw, sw, C) with the phase axis moved forward.
+            lo, hi, _ = spans[0]
+            self.whole = grid[:, pt:pt + h, :, lo:hi, :, 0]
+            self.split_src = (n, h, hi - lo, sw, c)
         offs = [j * dw for j in range(kw)]
         qs, bs = [o % sw for o in offs], [o // sw for o in offs]
         q0, b0 = min(qs), min(bs)
@@ -447,7 +457,9 @@ class _DepthwisePlan:
         if self.scale:
             np.multiply(x.reshape(rows.shape), wt, out=rows)
             return self._epilogue(out, rows, bias)
-        if self.whole is not None:  # stride 1: the input lands in one block of the buffer
+        if self.split_src is not None:
+            np.copyto(self.whole, x.reshape(self.split_src).transpose(0, 1, 3, 2, 4))
+        elif self.whole is not None:  # stride 1: the input lands in one block of the buffer
             np.copyto(self.whole, x.reshape(self.whole.shape))
         else:
             for dst, x0, cnt in self.fills:
