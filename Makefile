@@ -5,7 +5,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 export XDG_RUNTIME_DIR ?= /tmp/litegpu-xdg
-APT_PACKAGES := pocl-opencl-icd ocl-icd-libopencl1 mesa-vulkan-drivers libvulkan1 glslc
+APT_PACKAGES := pocl-opencl-icd ocl-icd-libopencl1 mesa-vulkan-drivers libvulkan1 vulkan-validationlayers glslc spirv-tools
 PACKAGES := . $(wildcard backends/*/pyproject.toml) $(wildcard plugins/example/pyproject.toml)
 
 .PHONY: install system-packages demo test lint bench-cpu docs clean

@@ -73,7 +73,7 @@ def main() -> int:
             row["litert_ref_ms"] = math.nan
         row["litegpu_cpu_ms"], ours = _time(lambda: litegpu.Interpreter(model_path=str(path)), x, args.runs)
         if ref is not None:
-            row["max_rel_err"] = max(rel_error(o, r) for o, r in zip(ours, ref))
+            row["max_rel_err"] = max(rel_error(o, r) for o, r in zip(ours, ref, strict=False))
         rows.append(row)
         print(json.dumps(row), file=sys.stderr)
 

@@ -4,7 +4,7 @@ Usage: ``python bench/init.py --backend opencl [--models a,b] [--runs 5] [--json
 [--keep-driver-caches]``
 
 For each MediaPipe model it times ``litegpu.Interpreter(model_path, experimental_delegates=
-[litegpu.load_delegate(backend, {"cache_dir": D})]).allocate_tensors()`` in a NEW Python process, so that
+[litegpu.load_delegate(backend, {"cache": {"dir": D}})]).allocate_tensors()`` in a NEW Python process, so that
 nothing compiled stays in memory between runs:
 
 * cold: ``D`` is a fresh, empty directory for every run (the delegate compiles and stores its entries);
@@ -40,7 +40,7 @@ t0 = time.perf_counter()
 import litegpu
 t1 = time.perf_counter()
 model, backend, cache_dir = sys.argv[1:4]
-it = litegpu.Interpreter(model_path=model, experimental_delegates=[litegpu.load_delegate(backend, {"cache_dir": cache_dir})])
+it = litegpu.Interpreter(model_path=model, experimental_delegates=[litegpu.load_delegate(backend, {"cache": {"dir": cache_dir}})])
 it.allocate_tensors()
 t2 = time.perf_counter()
 print(json.dumps({"import_s": t1 - t0, "prepare_s": t2 - t1}))

@@ -90,19 +90,24 @@ class PlanExecutor:
         t = dict(op.bindings)[name]
         pt = self.plan.tensors[t]
         value = np.asarray(value, np.float32).reshape(pt.shape)
+        if op.options.get("qdq"):  # the float view of quantized models: snap to the tensor's grid
+            from litegpu.gpu._reference import qdq
+
+            value = qdq(value, op.params["Q_SCALE"], op.params["Q_ZP"], op.params["Q_MIN"], op.params["Q_MAX"])
         self.buf(t)[...] = L.bhwc_to_phwc4(value).astype(self.storage)
 
     # -- run
     def run(self, inputs: Mapping[int, np.ndarray]) -> dict[int, np.ndarray]:
         for t, x in inputs.items():
             pt = self.plan.tensors[t]
-            self.buf(t)[...] = L.to_device(np.asarray(x, np.float32), pt.shape, self.storage.__name__)
+            x = np.asarray(x) if pt.quant is not None else np.asarray(x, np.float32)
+            self.buf(t)[...] = L.to_device(x, pt.shape, self.storage.__name__, pt.quant)
         for op in self.plan.ops:
             getattr(self, "k_" + op.kernel)(op, op.params, op.options)
         out = {}
         for t in self.plan.outputs:
             pt = self.plan.tensors[t]
-            out[t] = L.from_device(self.buf(t), pt.shape, pt.ir_shape, "float32")
+            out[t] = L.from_device(self.buf(t), pt.shape, pt.ir_shape, pt.dtype if pt.quant else "float32", pt.quant)
         return out
 
     # -- kernels (semantics from the template comments)

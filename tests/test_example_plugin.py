@@ -24,12 +24,19 @@ EXAMPLE = ROOT / "plugins" / "example"
 @pytest.fixture
 def example(monkeypatch):
     """The example backend registered from the source tree (as its entry point would)."""
+    from litegpu._plugins import reset_plugins
+
+    # the source tree's copy only, even where `make install` installed the distribution too
+    monkeypatch.setenv("LITEGPU_DISABLE_PLUGIN_AUTOLOAD", "1")
+    reset_plugins()
     monkeypatch.syspath_prepend(str(EXAMPLE / "src"))
     import litegpu_example_numpy.plugin as plugin
 
     name = register_plugin(plugin, "litegpu-example-numpy-src")
     yield sys.modules["litegpu_example_numpy"]
     unregister_plugin(name)
+    monkeypatch.delenv("LITEGPU_DISABLE_PLUGIN_AUTOLOAD")
+    reset_plugins()
 
 
 def view(sg, i):
@@ -241,7 +248,7 @@ def test_pip_install_use_uninstall(tmp_path):
     env.update(PIP_NO_INDEX="1", PIP_DISABLE_PIP_VERSION_CHECK="1", PYTHONDONTWRITEBYTECODE="1")
     # Build from a copy so nothing (build/, *.egg-info) lands in the source tree.
     src = tmp_path / "src"
-    for part in ("core", "configs", "plugins"):
+    for part in ("core", "configs", "shaders", "plugins"):
         shutil.copytree(ROOT / part, src / part, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info", "build"))
     shutil.copy(ROOT / "pyproject.toml", src / "pyproject.toml")
     if not (src / "README.md").exists():

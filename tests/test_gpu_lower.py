@@ -179,7 +179,7 @@ def test_supports_accepts_plain_float_ops():
 @pytest.mark.parametrize("model,reason", [
     (lambda: _single("ADD", [(1, 2, 3, 4, 5), (1, 2, 3, 4, 5)], (1, 2, 3, 4, 5)), "rank 5 tensors"),
     (lambda: _single("ADD", [(1, 4), (1, 4)], (1, 4), dtype="int32"), "int32 tensors"),
-    (lambda: _single("ADD", [(1, 4), (1, 4)], (1, 4), dtype="int8", quant=(0.1, 0)), "quantized int8"),
+    (lambda: _single("ADD", [(1, 4), (1, 4)], (1, 4), dtype="int16", quant=(0.1, 0)), "int16 activations"),
     (lambda: _single("RESIZE_NEAREST_NEIGHBOR", [(1, 4, 4, 3)], (1, 8, 8, 3),
                      consts=[np.array([8, 8], np.int32)], align_corners=True, half_pixel_centers=True),
      "RESIZE_NEAREST_NEIGHBOR with align_corners and half_pixel_centers"),

@@ -170,7 +170,7 @@ def run_inner(tmp_path, *extra):
     make_dist(site, "litegpu-good", {"good": "fake_litegpu_good"}, {"fake_litegpu_good": GOOD_PLUGIN})
     (tmp_path / "test_inner.py").write_text(textwrap.dedent(INNER_TEST))
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "core"), str(site)]))
-    env.pop("LITEGPU_PLUGINS", None)
+    env["LITEGPU_PLUGINS"] = "good"  # only the fake distribution, whatever else is installed here
     env.pop("LITEGPU_DISABLE_PLUGIN_AUTOLOAD", None)
     r = subprocess.run(
         # `-p no:litegpu` first: when litegpu is installed its pytest11 entry point would register the same

@@ -16,7 +16,6 @@ from the registry at collection time, so the gap stays visible.
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 
@@ -35,8 +34,6 @@ DATA = next((p.resolve() for p in _CANDIDATES if p.is_dir()), None)
 MD = DATA.parent / "litert-testdata.md" if DATA is not None else None
 
 # Too big for a shared CI box (hundreds of MB per tensor, minutes in LiteRT's reference kernels).
-HUGE = {"core__conv3d_huge_im2col.bin", "core__conv_huge_im2col.bin"}
-RUN_HUGE = os.environ.get("LITEGPU_RUN_SLOW") == "1"
 
 
 def _verdicts() -> dict[str, tuple[str, str]]:
@@ -97,14 +94,12 @@ def test_every_file_has_a_verdict():
 
 
 @pytest.mark.parametrize("name", FILES)
-def test_litert_testdata(name, xfail_if_kernels_missing):
+def test_litert_testdata(name, require_kernels):
     path = DATA / name
     verdict, message = VERDICTS[name]
     rng = np.random.default_rng(0)
     if verdict == "OK":
-        if name in HUGE and not RUN_HUGE:
-            pytest.skip("huge model (hundreds of MB per tensor); set LITEGPU_RUN_SLOW=1 to run it")
-        xfail_if_kernels_missing(path, include_custom=False)
+        require_kernels(path, include_custom=False)
         ref = litert.Interpreter(model_path=str(path), experimental_op_resolver_type=litert.OpResolverType.BUILTIN_REF)
         ours = litegpu.Interpreter(model_path=str(path))
         xs = _inputs(ref.get_input_details(), rng)
@@ -140,7 +135,7 @@ def test_litert_testdata(name, xfail_if_kernels_missing):
     if isinstance(err, litegpu.UnsupportedOpError) and not expects_unsupported:
         # LiteRT refuses for another reason (a prepare check, a bad input shape) that a
         # missing kernel kept us from reaching.
-        xfail_if_kernels_missing(path, include_custom=False)
+        require_kernels(path, include_custom=False)
         pytest.fail(f"refused for a missing kernel, so LiteRT's reason ({message}) was not exercised: {err}")
     if "string input" in message:
         assert "string" in str(err).lower(), err

@@ -183,9 +183,9 @@ def test_rewrite_keeps_the_selfie_model_apart_from_the_custom_op(mediapipe_model
 
 
 @pytest.mark.parametrize("name", RUNNABLE)
-def test_mediapipe_model_matches_litert(name, mediapipe_models, xfail_if_kernels_missing):
+def test_mediapipe_model_matches_litert(name, mediapipe_models, require_kernels):
     path = mediapipe_models[name]
-    xfail_if_kernels_missing(path)
+    require_kernels(path)
     x = _input(path)
     oracle = ir_to_tflite(_read(path), replace_transpose_conv_bias=True) if name in NEEDS_REWRITE else path
     want = _litert_outputs(oracle, x)

@@ -16,6 +16,13 @@ from litegpu._plugins import LiteGPUPluginWarning, register_plugin, reset_plugin
 def site(tmp_path, monkeypatch):
     """A fresh plugin state with ``tmp_path`` on sys.path as a site directory for fake distributions."""
     monkeypatch.syspath_prepend(str(tmp_path))
+    # Only the fake distributions made here: the backends installed on this machine (litegpu-opencl...)
+    # would change every listing below.
+    import litegpu._plugins as plugins_mod
+
+    real_iter = plugins_mod._iter_entry_points
+    monkeypatch.setattr(plugins_mod, "_iter_entry_points", lambda: [
+        ep for ep in real_iter() if ep.dist is not None and str(ep.dist.locate_file("")).startswith(str(tmp_path))])
     monkeypatch.delenv("LITEGPU_PLUGINS", raising=False)
     monkeypatch.delenv("LITEGPU_DISABLE_PLUGIN_AUTOLOAD", raising=False)
     reset_plugins()

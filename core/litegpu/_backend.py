@@ -40,7 +40,7 @@ from typing import Any
 
 from ._delegate import Delegate
 from ._errors import BackendUnavailableError, ConfigError, DelegateError, UnknownBackendError
-from ._options import Option, suggest
+from ._options import Option, describe_value, suggest
 
 __all__ = [
     "BackendSpec",
@@ -71,7 +71,8 @@ COMMON_BACKEND_OPTIONS: dict[str, Option] = {
         doc="kernel parameter tuning at prepare (workgroup sizes...): none, a quick search, or all candidates",
     ),
     "quantization_simulation": Option.bool(
-        False, doc="run quantized models in float with quantize/dequantize around each op (debug)"
+        True, doc="quantized models run in float on GPUs; snap each quantized result to its grid "
+                  "(closest to the integer model); false: plain float between the model's QUANTIZE ops (faster)"
     ),
 }
 
@@ -335,6 +336,24 @@ def backend_option_schema(name: str) -> dict[str, Option]:
     return schema
 
 
+def _checked_cache_section(value: Any, source: str) -> dict[str, Any]:
+    from ._config import SCHEMA
+
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"cache: expected a mapping, got {describe_value(value)} ({source})", path="cache")
+    schema = SCHEMA["cache"]
+    out = {k: opt.default for k, opt in schema.items()}
+    for key, v in value.items():
+        if key not in schema:
+            raise ConfigError(f"cache.{key}: unknown key (valid: {', '.join(sorted(schema))})"
+                              f"{suggest(key, schema)} ({source})", path=f"cache.{key}")
+        problem = schema[key].check(v)
+        if problem:
+            raise ConfigError(f"cache.{key}: {problem} ({source})", path=f"cache.{key}")
+        out[key] = v
+    return out
+
+
 def resolve_backend_options(
     name: str, options: Mapping[str, Any] | None = None, *, source: str = "options"
 ) -> dict[str, Any]:
@@ -352,8 +371,8 @@ def resolve_backend_options(
         out.update(getattr(entry.spec, "default_options", {}) or {})
     for key, value in (options or {}).items():
         path = f"backends.{name}.{key}"
-        if key == "cache":  # filled by the core from the configuration's cache section
-            out[key] = value
+        if key == "cache":  # the configuration's cache section, checked against its schema here
+            out[key] = _checked_cache_section(value, source)
             continue
         if key not in schema:
             raise ConfigError(

@@ -118,7 +118,7 @@ class DelegateKernel(ABC):
         """
         return np.asarray(value)
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - optional hook, a no-op by default
         """Release device resources (called when the interpreter is dropped)."""
 
     def describe(self) -> dict[str, Any]:
@@ -152,5 +152,5 @@ class Delegate(ABC):
         """Human-readable names of the devices this delegate would use."""
         return ()
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - optional hook, a no-op by default
         """Release resources held by the delegate itself."""

@@ -214,8 +214,49 @@ class Interpreter:
     def _invoke(self, entry: _Entry) -> None:
         if not entry.ready:
             raise InterpreterError("Invoke called on model that is not ready.")
-        entry.plan.run(entry.vals)
+        if self._profile:
+            entry.plan.run_profiled(entry.vals)
+        else:
+            entry.plan.run(entry.vals)
         entry.invoked = True
+
+    # ------------------------------------------------------------------ profiling
+
+    #: Set to True (on an instance) to time every step of the main subgraph's invoke:
+    #: each CPU node, and each delegate partition as a whole.  Off, invoke runs the
+    #: plain generated function (one attribute test per invoke, nothing per node).
+    _profile: bool = False
+
+    def _profile_records(self) -> list[dict[str, Any]]:
+        """Per-step timings gathered while ``_profile`` was on, in run order.
+
+        Each record: ``step``, ``kind`` (``cpu``/``delegate``), ``backend``, ``label``,
+        ``node_indices``, ``op_names``, ``runs`` (profiled invokes) and ``total_s``.
+        """
+        plan = self._main.plan
+        if plan is None:
+            return []
+        seg_of = {n: seg.backend for seg in plan.segments for n in seg.node_indices}
+        ops = plan.subgraph.operators
+        times = plan.profile_times or [0.0] * len(plan.steps)
+        out = []
+        for k, st in enumerate(plan.steps):
+            out.append({
+                "step": k,
+                "kind": st.kind,
+                "backend": seg_of.get(st.node_indices[0], "cpu") if st.node_indices else "cpu",
+                "label": st.label,
+                "node_indices": list(st.node_indices),
+                "op_names": [ops[n].name for n in st.node_indices],
+                "runs": plan.profile_runs,
+                "total_s": float(times[k]),
+            })
+        return out
+
+    def _profile_reset(self) -> None:
+        """Zero the per-step timings (of the current plan)."""
+        if self._main.plan is not None:
+            self._main.plan.profile_reset()
 
     # ------------------------------------------------------------------ tensors
 
@@ -311,6 +352,10 @@ class Interpreter:
             return t.data
         plan = entry.plan
         if entry.invoked and plan is not None and i not in plan.persistent:
+            if self._preserve:  # every CPU-computed tensor is kept: this one never left a delegate
+                raise ValueError(
+                    f"Tensor {i} ('{t.name}') is internal to a delegated partition: delegates keep their "
+                    "intermediates on the device (as in LiteRT); run without the delegate to read it")
             raise ValueError(
                 f"Tensor {i} ('{t.name}') is an intermediate tensor whose memory was reused after its "
                 "last use; create the Interpreter with experimental_preserve_all_tensors=True to read it")

@@ -23,10 +23,11 @@ AUTO_ORDER = ("opencl", "vulkan", "webgpu")
 def resolve_backend_order(names: Sequence[str]) -> list[str]:
     """Expand ``auto`` in a backend list: the first available GPU backend, else ``cpu``.
 
-    Benchmark-based selection (``autoselect`` section) is a later feature; for
-    now ``auto`` takes the first available GPU backend in :data:`AUTO_ORDER`,
-    then other registered GPU backends in registration order, and says so in
-    a log line.
+    This is the fallback meaning of ``auto`` (and its meaning after the first
+    entry of a list); :func:`load` resolves a leading ``auto`` by measuring
+    (:mod:`litegpu._autoselect`).  Here ``auto`` takes the first available GPU
+    backend in :data:`AUTO_ORDER`, then other registered GPU backends in
+    registration order, and says so in a log line.
     """
     out: list[str] = []
     for name in names:
@@ -41,8 +42,7 @@ def resolve_backend_order(names: Sequence[str]) -> list[str]:
             logger.info("backend 'auto' resolved to 'cpu' (no available GPU backend: %s)", why)
             chosen = "cpu"
         else:
-            logger.info("backend 'auto' resolved to %r (first available GPU backend; benchmark-based "
-                        "autoselect is not implemented yet)", chosen)
+            logger.info("backend 'auto' resolved to %r (first available GPU backend)", chosen)
         out.append(chosen)
     return out
 
@@ -77,6 +77,31 @@ def select_delegate(config: Config) -> tuple[str, Delegate | None]:
     if skipped:
         logger.info("falling back to the CPU reference interpreter (%s)", "; ".join(skipped))
     return "cpu", None
+
+
+def _autoselect(model: Any, cfg: Config) -> tuple[str, Delegate | None] | None:
+    """``backend: auto``: the measured choice for this model (cached per model and machine, see
+    :mod:`litegpu._autoselect`); None falls back to the first available GPU backend."""
+    from ._autoselect import autoselect
+
+    if not isinstance(model, (str, os.PathLike, bytes, bytearray, memoryview)):
+        return None
+    try:
+        decision = autoselect(model, config=cfg)
+    except (LiteGPUError, OSError, ValueError, RuntimeError) as exc:
+        # e.g. the CPU reference lacks a kernel the model needs: measuring is impossible, the
+        # model may still run on a GPU backend.
+        logger.warning("autoselect failed (%s); taking the first available GPU backend", exc)
+        return None
+    if decision.backend == "cpu":
+        return "cpu", None
+    try:
+        opts = {**cfg.backend_options(decision.backend), **decision.delegate_options()}
+        return decision.backend, load_delegate(decision.backend, opts)
+    except LiteGPUError as exc:
+        logger.warning("autoselect chose %s, which failed to load (%s); taking the first available GPU backend",
+                       decision.backend, exc)
+        return None
 
 
 def _interpreter_class() -> Any:
@@ -116,7 +141,8 @@ def load(model: Any, config: Any = None, backend: Any = None, **options: Any) ->
         overrides["backend"] = backend
     cfg = load_config(config, **overrides)
     _apply_logging(cfg)
-    name, delegate = select_delegate(cfg)
+    chosen = _autoselect(model, cfg) if cfg.backends and cfg.backends[0] == "auto" else None
+    name, delegate = chosen if chosen is not None else select_delegate(cfg)
     cls = _interpreter_class()
     kwargs: dict[str, Any] = {"experimental_delegates": [delegate] if delegate is not None else None}
     if isinstance(model, (str, os.PathLike)):

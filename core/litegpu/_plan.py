@@ -36,6 +36,7 @@ import dataclasses
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from time import perf_counter
 from typing import Any
 
 import numpy as np
@@ -69,6 +70,7 @@ __all__ = [
 ]
 
 CPU_BACKEND = "cpu"
+FOLDED_BACKEND = "folded"  # constant-only nodes evaluated once at allocate_tensors
 
 # IR dtype names that have no numpy array representation we can allocate.
 _NON_NUMERIC = frozenset({"string", "resource", "variant", "int4", "bfloat16"})
@@ -137,6 +139,13 @@ class SubgraphPlan:
     _line_steps: list[int] = field(default_factory=list)
     _code_name: str = ""
     checked: bool = False
+    # Per-step profiling (``Interpreter._profile``): a second generated function that also
+    # times each step, built on first use so the plain invoke path stays untouched.
+    profile_times: list[float] = field(default_factory=list)
+    profile_runs: int = 0
+    _fn_prof: Callable[..., None] | None = None
+    _prof_line_steps: list[int] = field(default_factory=list)
+    _prof_code_name: str = ""
 
     # ---- running
 
@@ -156,6 +165,32 @@ class SubgraphPlan:
         except Exception as e:  # a kernel failed on runtime values: name the node
             raise self._wrap_run_error(e, self._failed_step(e)) from e
 
+    def run_profiled(self, v: list[Any]) -> None:
+        """:meth:`run`, adding each step's wall time to :attr:`profile_times`.
+
+        The first run after planning takes the checked path and is not timed per step
+        (it is the "first inference", measured as a whole by callers).
+        """
+        if not self.checked:
+            self.run(v)
+            return
+        if self._fn_prof is None:
+            _codegen(self, profiled=True)
+        try:
+            self._fn_prof(v, self.profile_times, perf_counter)
+        except LiteGPUError as e:
+            step = self._failed_step(e)
+            if step is None:
+                raise
+            raise _renamed(e, step.label) from e
+        except Exception as e:
+            raise self._wrap_run_error(e, self._failed_step(e)) from e
+        self.profile_runs += 1
+
+    def profile_reset(self) -> None:
+        self.profile_times = [0.0] * len(self.steps)
+        self.profile_runs = 0
+
     def call(self, arrays: Sequence[Any]) -> list[Any]:
         """Run the subgraph on fresh state (control flow): inputs in, outputs out."""
         v = self.template.copy()
@@ -168,10 +203,12 @@ class SubgraphPlan:
         tb = e.__traceback__
         step_index = None
         while tb is not None:
-            if tb.tb_frame.f_code.co_filename == self._code_name:
+            name = tb.tb_frame.f_code.co_filename
+            if name in (self._code_name, self._prof_code_name):
+                line_steps = self._line_steps if name == self._code_name else self._prof_line_steps
                 line = tb.tb_lineno
-                if 0 <= line - 1 < len(self._line_steps):
-                    step_index = self._line_steps[line - 1]
+                if 0 <= line - 1 < len(line_steps):
+                    step_index = line_steps[line - 1]
             tb = tb.tb_next
         return None if step_index is None or step_index < 0 else self.steps[step_index]
 
@@ -500,7 +537,10 @@ def build_plan(
         if n not in claimed:  # unsupported by every delegate, or left to the CPU by the partition limits
             raise UnsupportedOpError(msg)
 
-    shown = ([(CPU_BACKEND, list(folded))] if folded else []) + groups
+    # Folded nodes ran once, here; no backend runs them per invoke.  They get their own segment so a
+    # plan shows honestly that nothing of them is left on the CPU (LiteRT's GPU delegate would claim
+    # such DEQUANTIZE nodes and fold them the same way).
+    shown = ([(FOLDED_BACKEND, list(folded))] if folded else []) + groups
     merged: list[tuple[str, list[int]]] = []
     for b, ns in shown:
         if merged and merged[-1][0] == b == CPU_BACKEND:
@@ -772,7 +812,9 @@ def _resolved_tensors(sg: Subgraph, specs: list[TensorSpec]) -> list[Tensor]:
             sig = t.shape_signature
             if sig is not None and len(sig) != len(s.shape):
                 sig = None
-            out.append(dataclasses.replace(t, shape=tuple(s.shape), shape_signature=sig))
+            out.append(dataclasses.replace(t, shape=tuple(s.shape), shape_signature=sig, has_rank=True))
+        elif not t.has_rank:  # a scalar the file did not flag: planning knows its rank (0)
+            out.append(dataclasses.replace(t, has_rank=True))
         else:
             out.append(t)
     return out
@@ -840,16 +882,19 @@ def group_partitions(subgraph: Subgraph, claimed: Mapping[int, str]) -> list[tup
 _plan_counter = 0
 
 
-def _codegen(plan: SubgraphPlan) -> None:
+def _codegen(plan: SubgraphPlan, profiled: bool = False) -> None:
     """Compile the steps into one straight-line function ``_run(v)``.
 
     Each line is mapped back to its step so a failure can name the node.
+    ``profiled=True`` builds the timing variant ``_run(v, T, now)`` instead, which
+    adds each step's duration to ``T[step]`` (stored apart from the plain one).
     """
     global _plan_counter
     _plan_counter += 1
-    name = f"<litegpu plan {_plan_counter}: subgraph {plan.subgraph.index}>"
-    lines = ["def _run(v):"]
-    line_steps = [-1]
+    kind = "profiled plan" if profiled else "plan"
+    name = f"<litegpu {kind} {_plan_counter}: subgraph {plan.subgraph.index}>"
+    lines = ["def _run(v, T, now):", "    t = now()"] if profiled else ["def _run(v):"]
+    line_steps = [-1, -1] if profiled else [-1]
     env: dict[str, Any] = {}
     for k, st in enumerate(plan.steps):
         fn = f"r{k}"
@@ -872,11 +917,21 @@ def _codegen(plan: SubgraphPlan) -> None:
         if st.frees:
             lines.append("    " + " = ".join(f"v[{f}]" for f in st.frees) + " = None")
             line_steps.append(k)
-    if len(lines) == 1:
+        if profiled:
+            lines.append(f"    u = now(); T[{k}] += u - t; t = u")
+            line_steps.append(k)
+    if not plan.steps:
         lines.append("    return None")
         line_steps.append(-1)
     src = "\n".join(lines) + "\n"
     exec(compile(src, name, "exec"), env)  # noqa: S102 - source is generated from ints only
+    if profiled:
+        plan._fn_prof = env["_run"]
+        plan._prof_line_steps = line_steps
+        plan._prof_code_name = name
+        if len(plan.profile_times) != len(plan.steps):
+            plan.profile_reset()
+        return
     plan._fn = env["_run"]
     plan._line_steps = line_steps
     plan._code_name = name

@@ -34,8 +34,8 @@ import numpy as np
 from tflite.Model import Model as _FbModel
 
 from ._errors import ModelError
-from ._ir import DimensionMetadata, Model, Operator, Quantization, SignatureDef, Sparsity, Subgraph, Tensor
 from ._flatbuf import INVALID_FLATBUFFER, TableView, parse_operator_options, root_table
+from ._ir import DimensionMetadata, Model, Operator, Quantization, SignatureDef, Sparsity, Subgraph, Tensor
 from ._schema import (
     CUSTOM_OPCODE,
     PACKED_BITS,

@@ -10,8 +10,7 @@ from typing import Any
 
 import numpy as np
 import pyopencl as cl
-
-from litegpu import BackendUnavailableError, DelegateError
+from litegpu import BackendUnavailableError, ConfigError, DelegateError
 from litegpu.gpu._device import BufferRef, DeviceInfo, GpuDevice
 from litegpu.gpu.kernels import RenderedKernel
 
@@ -23,13 +22,28 @@ def list_devices() -> list[tuple[cl.Platform, cl.Device]]:
     try:
         platforms = cl.get_platforms()
     except cl.Error as e:  # no ICD loader configuration, no platform
-        raise BackendUnavailableError(f"no OpenCL platform found ({e}); install a driver such as "
-                                      "PoCL (Debian pocl-opencl-icd) or your GPU vendor's") from e
-    pairs = [(p, d) for p in platforms for d in p.get_devices()]
+        raise BackendUnavailableError(f"no OpenCL platform found ({e}); {_INSTALL_HINT}") from e
+    if not platforms:
+        raise BackendUnavailableError(f"no OpenCL platform found; {_INSTALL_HINT}")
+    pairs, errors = [], []
+    for p in platforms:
+        try:
+            pairs += [(p, d) for d in p.get_devices()]
+        except cl.Error as e:  # a platform without devices raises DEVICE_NOT_FOUND: skip it
+            errors.append(f"{p.name.strip()}: {e}")
     if not pairs:
-        raise BackendUnavailableError("OpenCL platforms exist but expose no device")
+        names = ", ".join(p.name.strip() for p in platforms)
+        raise BackendUnavailableError(f"OpenCL platforms exist ({names}) but expose no device"
+                                      + (f" ({'; '.join(errors)})" if errors else ""))
     pairs.sort(key=lambda pd: 0 if pd[1].type & cl.device_type.GPU else 1)
     return pairs
+
+
+_INSTALL_HINT = "install a driver such as PoCL (Debian pocl-opencl-icd) or your GPU vendor's"
+
+
+def _describe(pairs: list[tuple[cl.Platform, cl.Device]]) -> str:
+    return "; ".join(f"{i}: {d.name.strip()} ({p.name.strip()})" for i, (p, d) in enumerate(pairs))
 
 
 class CLDevice(GpuDevice):
@@ -38,17 +52,19 @@ class CLDevice(GpuDevice):
     def __init__(self, device: int | str | None = None, platform: str | None = None):
         pairs = list_devices()
         if platform is not None:
-            pairs = [pd for pd in pairs if platform.lower() in pd[0].name.lower()]
-            if not pairs:
-                raise BackendUnavailableError(f"no OpenCL platform matches {platform!r}")
+            found = [pd for pd in pairs if platform.lower() in pd[0].name.lower()]
+            if not found:
+                raise ConfigError(f"no OpenCL platform matches {platform!r} (devices: {_describe(pairs)})")
+            pairs = found
         if isinstance(device, str):
-            pairs = [pd for pd in pairs if device.lower() in pd[1].name.lower()]
-            if not pairs:
-                raise BackendUnavailableError(f"no OpenCL device matches {device!r}")
-            device = 0
-        idx = device or 0
-        if not 0 <= idx < len(pairs):
-            raise BackendUnavailableError(f"OpenCL device index {idx} out of range (found {len(pairs)})")
+            found = [pd for pd in pairs if device.lower() in pd[1].name.lower()]
+            if not found:
+                raise ConfigError(f"no OpenCL device matches {device!r} (devices: {_describe(pairs)})")
+            pairs, device = found, 0
+        idx = 0 if device is None else device
+        if isinstance(idx, bool) or not isinstance(idx, int) or not 0 <= idx < len(pairs):
+            raise ConfigError(f"OpenCL device index {idx!r} out of range: {len(pairs)} device"
+                              f"{'s' if len(pairs) != 1 else ''} found ({_describe(pairs)})")
         plat, dev = pairs[idx]
         self.device = dev
         self.ctx = cl.Context([dev])
@@ -59,6 +75,7 @@ class CLDevice(GpuDevice):
             api="opencl", name=dev.name.strip(), vendor=plat.name.strip(),
             driver_version=f"{dev.driver_version.strip()} ({dev.version.strip()})",
             fp16="cl_khr_fp16" in ext, max_workgroup_size=int(dev.max_work_group_size),
+            max_workgroup_dims=tuple(int(x) for x in (list(dev.max_work_item_sizes) + [1, 1, 1])[:3]),
             buffer_alignment=max(int(dev.mem_base_addr_align) // 8, 4), compute_units=int(dev.max_compute_units))
         self._programs: dict[str, cl.Program] = {}
 
@@ -108,15 +125,24 @@ class CLDevice(GpuDevice):
         return prog
 
     def bind(self, program: cl.Program, kernel: RenderedKernel, buffers: Sequence[BufferRef],
-             params: dict[str, Any]) -> cl.Kernel:
+             params: dict[str, Any]) -> tuple[cl.Kernel, list]:
         k = cl.Kernel(program, kernel.entry_point)
-        k.set_args(*[self._sub(b) for b in buffers], *kernel.cl_args(params))
-        return k
+        subs = [self._sub(b) for b in buffers]
+        k.set_args(*subs, *kernel.cl_args(params))
+        # clSetKernelArg need not retain the memory objects: keep the sub-buffers alive as long as the
+        # kernel (PoCL forgives a collected one; NVIDIA fails the launch with INVALID_MEM_OBJECT)
+        return k, subs
 
-    def launch(self, bound: cl.Kernel, kernel: RenderedKernel, grid: tuple[int, int, int]) -> None:
+    def launch(self, bound: tuple[cl.Kernel, list], kernel: RenderedKernel, grid: tuple[int, int, int]) -> None:
         wg = kernel.workgroup
-        gsize = tuple(-(-g // w) * w for g, w in zip(grid, wg))
-        cl.enqueue_nd_range_kernel(self.queue, bound, gsize, wg)
+        gsize = tuple(-(-g // w) * w for g, w in zip(grid, wg, strict=True))
+        cl.enqueue_nd_range_kernel(self.queue, bound[0], gsize, wg)
 
     def finish(self) -> None:
         self.queue.finish()
+
+    def kernel_max_workgroup(self, bound: tuple[cl.Kernel, list]) -> int | None:
+        try:
+            return int(bound[0].get_work_group_info(cl.kernel_work_group_info.WORK_GROUP_SIZE, self.device))
+        except cl.Error:
+            return None

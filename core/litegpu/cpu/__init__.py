@@ -37,8 +37,10 @@ _KERNELS_B: tuple[str, ...] = (
 )
 
 
-# other kernel modules
+# other kernel modules.  "quantized" (integer kernels, and hybrid float-activation/int8-weight
+# kernels that chain to the float kernels registered before them) must stay last.
 _KERNELS_OTHER: tuple[str, ...] = (
+    "quantized",
 )
 
 KERNEL_MODULES: tuple[str, ...] = _KERNELS_A + _KERNELS_B + _KERNELS_OTHER

@@ -169,6 +169,22 @@ class KernelRegistry:
                 return e.prepare
         return None
 
+    def lookup_next(self, op: str, dtype: str, version: int, after: PrepareFn) -> PrepareFn | None:
+        """The kernel ``lookup`` would return if ``after`` (and everything registered later) were absent.
+
+        Lets a kernel that claims a key shared with another kernel hand the nodes it does not
+        handle to the one registered before it (e.g. a hybrid int8-weight kernel chaining to the
+        float kernel of the same op and dtype).
+        """
+        entries = self._entries.get(op, ())
+        idx = next((i for i in range(len(entries) - 1, -1, -1) if entries[i].prepare is after), None)
+        if idx is None:
+            return None
+        for e in reversed(entries[:idx]):
+            if (dtype in e.dtypes or "*" in e.dtypes) and version in e.versions:
+                return e.prepare
+        return None
+
     def explain_missing(self, op: str, dtype: str, version: int) -> str:
         """Why lookup failed, in words: unknown op, version or dtype."""
         entries = self._entries.get(op)

@@ -275,7 +275,13 @@ def _basic_lstm(ctx: NodeContext) -> Prepared:
                 concat.reshape(lead + (concat.shape[1],)).astype(F32),
                 act.reshape(lead + (4 * units,)).astype(F32)]
 
-    return Prepared([None] * 4, run)
+    # static output shapes when the input's is known: a delegate only claims nodes whose shapes are static
+    xs = spec_shape(ins[0])
+    shapes = [None] * 4
+    if xs is not None and len(xs) >= 1:
+        lead = tuple(xs[:-1])
+        shapes = [lead + (units,), lead + (units,), lead + (int(wshape[1]),), lead + (4 * units,)]
+    return Prepared(shapes, run)
 
 
 @register_kernel("LSTM", dtypes=FLOAT, versions=range(1, 3))

@@ -1,0 +1,1 @@
+"""GPU compilation shared by the GPU backends: kernels (``litegpu.gpu.kernels``) and the compiler core."""

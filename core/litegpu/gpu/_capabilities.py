@@ -9,7 +9,11 @@ a fixed set of *epilogue slots* per kernel, rendered as template options:
 * ``depthwise_conv2d``, ``transpose_conv2d``, ``fully_connected``: ``act``
   (PRELU included);
 * ``binary``: ``act`` (no PRELU), then a ``chain`` of unary ops;
-* ``pool2d``: ``act`` (no PRELU).
+* ``pool2d``: ``act`` (no PRELU);
+* ``unary``, ``softmax``, ``reduce``, ``resize``: nothing but ``qdq``.
+
+Every one of these ends with ``qdq``: a final ``QDQ`` step (snap to a
+quantized tensor's grid, the float view of quantized models).
 
 :func:`match_epilogue` maps a node's :class:`Epilogue` chain onto those
 slots; the fusion passes only fuse what matches, so every epilogue the
@@ -24,7 +28,7 @@ from typing import Any
 
 from ._graph import Epilogue, GpuGraph, GpuNode
 
-__all__ = ["POOL_TAKES_PAD_VALUE", "ACTIVATIONS", "CHAIN_OPS", "kernel_family", "match_epilogue", "epilogue_fits", "UNARY_KERNEL_OPS"]
+__all__ = ["POOL_TAKES_PAD_VALUE", "QDQ_KERNELS", "ACTIVATIONS", "CHAIN_OPS", "kernel_family", "match_epilogue", "epilogue_fits", "UNARY_KERNEL_OPS"]
 
 #: Does ``pool2d`` read explicit padding cells as ``PAD_VALUE`` (params EX_T/EX_B/EX_L/EX_R, option
 #: ``explicit_pad``)?  The template skips out-of-bounds taps only (TFLite's pool semantics), so a PAD
@@ -54,7 +58,15 @@ _FAMILY = {
     "ADD": "binary", "SUB": "binary", "MUL": "binary", "DIV": "binary", "MAXIMUM": "binary",
     "MINIMUM": "binary", "SQUARED_DIFFERENCE": "binary", "POW": "binary", "PRELU": "binary",
     "LOGICAL_AND": "binary",
+    **{op: "unary" for op in (*UNARY_KERNEL_OPS, "SIGN_BIT", "QUANTIZE_AND_DEQUANTIZE")},
+    "SOFTMAX": "softmax",
+    "MEAN": "reduce", "SUM": "reduce", "REDUCE_MAX": "reduce", "REDUCE_MIN": "reduce",
+    "RESIZE_BILINEAR": "resize", "RESIZE_NEAREST_NEIGHBOR": "resize",
 }
+
+#: kernels whose template takes the ``qdq`` option (a final QDQ epilogue step)
+QDQ_KERNELS = frozenset({"conv2d", "depthwise_conv2d", "transpose_conv2d", "fully_connected", "binary", "pool2d",
+                         "unary", "softmax", "reduce", "resize"})
 
 
 def kernel_family(op: str) -> str | None:
@@ -115,6 +127,9 @@ def match_epilogue(g: GpuGraph, node: GpuNode, steps: Sequence[Epilogue] | None 
             i += 1
         if chain:
             opts["chain"] = tuple(chain)
+    if fam in QDQ_KERNELS and i == len(steps) - 1 and steps[i].op == "QDQ":
+        opts["qdq"] = True
+        i += 1
     if i != len(steps):
         return None
     return opts, operands

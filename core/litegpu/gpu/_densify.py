@@ -1,8 +1,8 @@
 """Expand a TFLite sparse constant into its dense array.
 
-Private to the GPU compiler: the CPU kernels branch may ship a shared
-``densify`` (``litegpu.cpu.sparse``); :func:`densify` uses it when present and
-falls back to this implementation otherwise.
+Private to the GPU compiler: :func:`densify` uses the CPU kernels' shared
+``litegpu.cpu.sparse.densify_values`` when present and falls back to this
+implementation otherwise (both are tested against LiteRT).
 
 TFLite's sparse format describes a tensor of rank ``n`` with ``k`` of its
 dimensions split into blocks (``block_map[j]`` is the original dimension of
@@ -28,12 +28,12 @@ __all__ = ["densify"]
 
 def densify(values: np.ndarray, shape: tuple[int, ...], sparsity: Sparsity) -> np.ndarray:
     """The dense array of shape ``shape`` that ``values`` (the stored elements) encodes."""
-    try:  # a shared implementation, once the CPU kernels branch provides it
-        from ..cpu.sparse import densify as shared  # type: ignore[import-not-found]
+    try:  # the CPU kernels' implementation, when present
+        from ..cpu.sparse import densify_values as shared
     except ImportError:
         shared = None
     if shared is not None:
-        return np.asarray(shared(values, shape, sparsity))
+        return np.asarray(shared(np.asarray(values).reshape(-1), sparsity, tuple(shape)))
     return _densify(np.asarray(values).reshape(-1), tuple(shape), sparsity)
 
 

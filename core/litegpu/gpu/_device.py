@@ -31,6 +31,7 @@ class DeviceInfo:
     driver_version: str
     fp16: bool  # half-precision storage and arithmetic available
     max_workgroup_size: int = 256
+    max_workgroup_dims: tuple[int, int, int] = (256, 256, 64)  # per-axis limits of a work group
     buffer_alignment: int = 256  # sub-buffer offset alignment in bytes
     compute_units: int = 1
 
@@ -84,9 +85,26 @@ class GpuDevice(ABC):
     def launch(self, bound: Any, kernel: RenderedKernel, grid: tuple[int, int, int]) -> None:
         """Enqueue one launch of ``grid`` work items (no host synchronisation)."""
 
+    # -- batching (optional): the executor records a partition's launches once at prepare and
+    # replays them on every invoke.  An API that can pre-record (a Vulkan command buffer) or batch
+    # (one WebGPU compute pass per submit) overrides both; the default replays launch() calls.
+    def record(self, launches: Sequence[tuple[Any, RenderedKernel, tuple[int, int, int]]]) -> Any:
+        """A replayable object for ``(bound, kernel, grid)`` launches, in order (done once at prepare)."""
+        return list(launches)
+
+    def replay(self, recording: Any) -> None:
+        """Enqueue a :meth:`record` result (no host synchronisation)."""
+        for bound, kernel, grid in recording:
+            self.launch(bound, kernel, grid)
+
     @abstractmethod
     def finish(self) -> None:
         """Wait for everything queued."""
+
+    def kernel_max_workgroup(self, bound: Any) -> int | None:
+        """The most threads a work group of this bound kernel may have (register pressure can put it
+        below the device's), or None when the API does not say."""
+        return None
 
     # -- serialization (optional)
     def program_binary(self, program: Any) -> bytes | None:
@@ -97,5 +115,5 @@ class GpuDevice(ABC):
         """Rebuild a program from :meth:`program_binary` output; None if rejected."""
         return None
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - optional hook: most APIs free everything with their objects
         """Release the device (queues, contexts)."""

@@ -45,6 +45,7 @@ from .._ir import Operator, Quantization, Sparsity, Subgraph, Tensor
 __all__ = [
     "ACTIVATION_NAMES",
     "Epilogue",
+    "QuantView",
     "GpuTensor",
     "GpuNode",
     "GpuGraph",
@@ -58,6 +59,9 @@ __all__ = [
 
 #: TFLite ActivationFunctionType codes -> the epilogue op that implements them.
 ACTIVATION_NAMES = {1: "RELU", 2: "RELU_N1_TO_1", 3: "RELU6", 4: "TANH", 5: "SIGN_BIT"}
+
+#: fused activation codes LiteRT's range-based float kernels ignore (TANH, SIGN_BIT)
+_RANGE_FREE_ACTS = frozenset({4, 5})
 
 #: ops whose ``fused_activation_function`` is internal to the op (kept in attrs)
 _CELL_OPS = frozenset({"LSTM", "UNIDIRECTIONAL_SEQUENCE_LSTM", "BIDIRECTIONAL_SEQUENCE_LSTM", "RNN",
@@ -105,19 +109,47 @@ class Epilogue:
     ``MUL``/``DIV``/``MAXIMUM``/``MINIMUM`` with ``operand`` = a constant or a
     tensor computed elsewhere in the graph (a residual), broadcast BHWC-wise.
     ``reverse`` (binary only) means ``operand op value`` instead of
-    ``value op operand``; it only matters for SUB and DIV.
+    ``value op operand``; it only matters for SUB and DIV.  ``QDQ`` snaps the
+    value to the grid of a quantized tensor: ``q`` = (scale, zero point, qmin,
+    qmax), see :class:`QuantView`.
     """
 
     op: str
     operand: int | None = None
     reverse: bool = False
     alpha: float | None = None
+    q: tuple[float, int, int, int] | None = None
 
     def describe(self) -> str:
+        if self.q is not None:
+            return f"qdq({self.q[0]:g},{self.q[1]})"
         if self.operand is None:
             return self.op.lower() + (f"({self.alpha:g})" if self.alpha is not None else "")
         a, b = (f"t{self.operand}", "x") if self.reverse else ("x", f"t{self.operand}")
         return f"{self.op.lower()}({a},{b})"
+
+
+@dataclass(frozen=True)
+class QuantView:
+    """The quantization of a tensor the GPU holds as floats (the *float view*, ``_passes/float_view``).
+
+    ``dtype`` is the host's integer type (``int8``/``uint8``/``int16``); the
+    device holds ``scale * (q - zero_point)``.
+    """
+
+    dtype: str
+    scale: float
+    zero_point: int
+
+    @property
+    def qrange(self) -> tuple[int, int]:
+        info = np.iinfo(self.dtype)
+        return int(info.min), int(info.max)
+
+    @property
+    def qdq(self) -> tuple[float, int, int, int]:
+        """The :class:`Epilogue` ``q`` tuple snapping a value to this tensor's grid."""
+        return (self.scale, self.zero_point, *self.qrange)
 
 
 @dataclass
@@ -129,7 +161,9 @@ class GpuTensor:
     the constant-folding pass, always dense float32/float16 or integer data;
     before it, possibly a quantized or sparse buffer as stored in the model).
     ``is_input``/``is_output`` mark the partition boundary; ``host_output``
-    tells an output that must come back to the host as numpy.
+    tells an output that must come back to the host as numpy.  ``qview`` is
+    set on a quantized tensor turned into a float tensor (its ``dtype`` is
+    then ``float32``; the host side keeps ``qview.dtype``).
     """
 
     id: int
@@ -143,6 +177,7 @@ class GpuTensor:
     is_input: bool = False
     is_output: bool = False
     host_output: bool = True
+    qview: QuantView | None = None
 
     @property
     def is_constant(self) -> bool:
@@ -205,6 +240,8 @@ class GpuGraph:
         self.outputs: list[int] = list(outputs)
         self._next_tensor = max(self.tensors, default=-1) + 1
         self._next_node = max((n.id for n in self.nodes), default=-1) + 1
+        #: compile options the passes read (``quantization_simulation``)
+        self.options: dict[str, Any] = {}
 
     # -- construction ---------------------------------------------------------------------------------
     @classmethod
@@ -286,7 +323,10 @@ class GpuGraph:
             if act:
                 if act not in ACTIVATION_NAMES:
                     raise DelegateError(f"{op.name}: unknown fused activation function {act}")
-                epi.append(Epilogue(ACTIVATION_NAMES[act]))
+                # LiteRT's float kernels turn the fused activation into a clamp range; TANH and SIGN_BIT
+                # give the full range, i.e. they are not applied (the CPU kernels do the same)
+                if act not in _RANGE_FREE_ACTS:
+                    epi.append(Epilogue(ACTIVATION_NAMES[act]))
             if op.is_custom and op.custom_options is not None:
                 attrs["custom_options"] = op.custom_options
             nodes.append(GpuNode(id=i, op=op.name, inputs=list(op.inputs), outputs=list(op.outputs),
@@ -302,7 +342,9 @@ class GpuGraph:
         for n in nodes:
             n.inputs, n.outputs = list(n.inputs), list(n.outputs)
             n.attrs, n.epilogue = copy.deepcopy(n.attrs), list(n.epilogue)
-        return GpuGraph(tensors, nodes, self.inputs, self.outputs)
+        g = GpuGraph(tensors, nodes, self.inputs, self.outputs)
+        g.options = dict(self.options)
+        return g
 
     # -- queries -----------------------------------------------------------------------------------------
     def producers(self) -> dict[int, GpuNode]:
@@ -359,7 +401,7 @@ class GpuGraph:
         for n in self.nodes:
             n.inputs = [new if t == old else t for t in n.inputs]
             if any(e.operand == old for e in n.epilogue):
-                n.epilogue = [Epilogue(e.op, new, e.reverse, e.alpha) if e.operand == old else e
+                n.epilogue = [Epilogue(e.op, new, e.reverse, e.alpha, e.q) if e.operand == old else e
                               for e in n.epilogue]
 
     def remove_node(self, node: GpuNode) -> None:
@@ -477,7 +519,9 @@ class PlanTensor:
     :class:`GpuOp` that reads them.  ``shape`` is BHWC;
     ``layout`` is ``"PHWC4"`` for activations (see ``_layout``).  ``storage``
     is the element type on the device (``"float32"``/``"float16"``); ``nbytes``
-    the buffer size in that layout (before alignment).
+    the buffer size in that layout (before alignment).  ``quant`` = (scale, zero point) of a
+    quantized boundary tensor held as floats: the host array has ``dtype`` (``int8``...), the
+    device ``scale * (q - zero_point)``; runtimes convert with ``_layout.to_device/from_device``.
     """
 
     id: int
@@ -491,6 +535,7 @@ class PlanTensor:
     nbytes: int
     offset: int | None = None
     host_output: bool = False
+    quant: tuple[float, int] | None = None
 
 
 @dataclass

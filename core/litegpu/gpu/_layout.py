@@ -53,6 +53,8 @@ __all__ = [
     "phwc4_to_bhwc",
     "to_device",
     "from_device",
+    "dequantize_host",
+    "quantize_host",
     "conv_weights",
     "depthwise_weights",
     "fc_weights",
@@ -107,18 +109,43 @@ def phwc4_to_bhwc(y: np.ndarray, channels: int, dtype: np.dtype | str | None = N
     return np.ascontiguousarray(out, dtype=dtype if dtype is not None else y.dtype)
 
 
-def to_device(x: np.ndarray, shape4: tuple[int, int, int, int], storage: str) -> np.ndarray:
-    """Host array in its IR shape -> PHWC4 array in the storage type (partition inputs)."""
+def dequantize_host(q: np.ndarray, scale: float, zero_point: int) -> np.ndarray:
+    """A quantized host array as the floats the GPU holds: ``(q - zero_point) * scale`` (float32)."""
+    return ((np.asarray(q).astype(np.int32) - np.int32(zero_point)).astype(np.float32) * np.float32(scale))
+
+
+def quantize_host(x: np.ndarray, scale: float, zero_point: int, dtype: str) -> np.ndarray:
+    """Floats from the GPU -> the quantized host array, as TFLite's QUANTIZE does it: ``x / scale`` in
+    float32, rounded half away from zero, plus the zero point, saturated to ``dtype``'s range."""
+    v = np.asarray(x, np.float32) / np.float32(scale)
+    # rounding in float64 so that |v| + 0.5 is exact (0.49999997 + 0.5 would round up in float32)
+    r = np.sign(v) * np.floor(np.abs(v).astype(np.float64) + 0.5)
+    r = np.nan_to_num(r, nan=0.0)
+    info = np.iinfo(dtype)
+    return np.clip(r + zero_point, info.min, info.max).astype(dtype)
+
+
+def to_device(x: np.ndarray, shape4: tuple[int, int, int, int], storage: str,
+              quant: tuple[float, int] | None = None) -> np.ndarray:
+    """Host array in its IR shape -> PHWC4 array in the storage type (partition inputs).
+
+    ``quant`` = (scale, zero point): ``x`` is quantized and the device holds its float view."""
     x = np.asarray(x)
     if x.size != int(np.prod(shape4)):
         raise DelegateError(f"input of shape {x.shape} does not fit the tensor shape {shape4}")
+    if quant is not None:
+        x = dequantize_host(x, *quant)
     return bhwc_to_phwc4(x.reshape(shape4), storage)
 
 
 def from_device(y: np.ndarray, shape4: tuple[int, int, int, int], ir_shape: tuple[int, ...],
-                dtype: str = "float32") -> np.ndarray:
-    """PHWC4 array (flat or 5-D) -> host array in the IR shape and dtype (partition outputs)."""
+                dtype: str = "float32", quant: tuple[float, int] | None = None) -> np.ndarray:
+    """PHWC4 array (flat or 5-D) -> host array in the IR shape and dtype (partition outputs).
+
+    ``quant`` = (scale, zero point): the device holds floats, the host wants them quantized to ``dtype``."""
     y = np.asarray(y).reshape((shape4[0], slices(shape4[3]), shape4[1], shape4[2], 4))
+    if quant is not None:
+        return quantize_host(phwc4_to_bhwc(y, shape4[3], np.float32), *quant, dtype).reshape(ir_shape)
     return phwc4_to_bhwc(y, shape4[3], dtype).reshape(ir_shape)
 
 

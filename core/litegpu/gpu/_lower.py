@@ -24,7 +24,9 @@ from ._geometry import conv_geometry, transpose_bias_params, transpose_conv_crop
 from ._graph import Epilogue, GpuGraph, GpuNode, GpuOp, GpuPlan, PlanTensor
 from ._memory import DEFAULT_ALIGNMENT, plan_arena
 from ._passes import DEFAULT_PIPELINE, Pass, run_passes
+from ._passes.float_view import QDQ_OP
 from ._precision import PrecisionPolicy, fp16_risks, precision_policy
+from ._quant import quantized_reason
 
 __all__ = ["SUPPORTED_OPS", "supports", "lower_node", "compile_graph", "compile_partition", "MAX_CONCAT_INPUTS"]
 
@@ -41,7 +43,7 @@ SUPPORTED_OPS = frozenset({
     "FULLY_CONNECTED", "BATCH_MATMUL", "AVERAGE_POOL_2D", "MAX_POOL_2D", "CONCATENATION", "TRANSPOSE", "SLICE",
     "STRIDED_SLICE", "SPLIT", "SPLIT_V", "PAD", "PADV2", "MIRROR_PAD", "DEPTH_TO_SPACE", "SPACE_TO_DEPTH",
     "RESIZE_BILINEAR", "RESIZE_NEAREST_NEIGHBOR", "LSTM", "Convolution2DTransposeBias", "DEQUANTIZE",
-    "DENSIFY",
+    "DENSIFY", "QUANTIZE",
 })
 
 # ops whose listed inputs are parameters that must be constant: op -> {input index: what it is}
@@ -60,6 +62,7 @@ _PARAM_INPUTS: dict[str, dict[int, str]] = {
     "PAD": {1: "paddings"}, "PADV2": {1: "paddings", 2: "pad value"}, "MIRROR_PAD": {1: "paddings"},
     "RESIZE_BILINEAR": {1: "size"}, "RESIZE_NEAREST_NEIGHBOR": {1: "size"},
     "RESHAPE": {1: "shape"},
+    "EXPAND_DIMS": {1: "axis"},
     "LSTM": {2: "weights", 3: "bias"},
     "PRELU": {1: "alpha"},
 }
@@ -117,6 +120,15 @@ def _supports(node: NodeView) -> Support:
     for i, what in params.items():
         if i < len(op.inputs) and op.inputs[i] >= 0 and not _constant_like(sg, op.inputs[i]):
             return Support.no(f"{name} with a non-constant {what}")
+
+    # quantized activations: the float view (``_quant``) decides
+    quant = quantized_reason(node, params)
+    if quant is not None:
+        if quant:
+            return Support.no(quant)
+        check = _CHECKS.get(name)
+        reason = check(node) if check is not None else ""
+        return Support.no(reason) if reason else Support.yes()
 
     # data types: activations are float (bool for LOGICAL_AND); parameters may be int32
     if name in ("DEQUANTIZE", "DENSIFY"):
@@ -314,6 +326,9 @@ class _Lowerer:
         x = self.g.tensors[t]
         if x.data is None:
             raise DelegateError(f"{self.n.describe()}: input {x.name!r} must be constant on the GPU path")
+        if x.quantization is not None and x.dtype in ("int8", "uint8", "int16", "int32"):
+            raise DelegateError(f"{self.n.describe()}: quantized constant {x.name!r} was not dequantized "
+                                "(run the float_view pass)")
         return np.asarray(x.data, np.float32).reshape(x.ir_shape)
 
     def dims(self, t: int, prefix: str = "") -> dict[str, int]:
@@ -353,6 +368,11 @@ class _Lowerer:
     def op(self, kernel: str, options: dict[str, Any], params: dict[str, Any],
            outputs: Sequence[int] | None = None) -> GpuOp:
         outs = list(self.n.outputs if outputs is None else outputs)
+        if options.get("qdq"):
+            # the QDQ epilogue step's grid, as the template's Q_* params (f32)
+            scale, zp, qmin, qmax = self.n.epilogue[-1].q
+            params = {**params, "Q_SCALE": float(scale), "Q_ZP": float(zp), "Q_MIN": float(qmin),
+                      "Q_MAX": float(qmax)}
         reads = [t for _, t in self.bindings if isinstance(t, int)]
         ins = [t for t in reads if t not in outs]
         return GpuOp(kernel=kernel, params=params, inputs=ins, outputs=outs, constants=dict(self.constants),
@@ -525,26 +545,32 @@ def _lower_unary(lw: _Lowerer) -> list[GpuOp]:
     op = n.op
     if op == "GELU" and n.attrs.get("approximate"):
         op = "GELU_TANH"
+    if op == QDQ_OP:
+        op = "NONE"  # a copy; the QDQ step (if any) is its epilogue
+    opts, _ = lw.epilogue()
     lw.bind("src", n.inputs[0])
     lw.bind("dst", n.outputs[0])
     params = {**lw.dims(n.outputs[0]), "alpha": float(n.attrs.get("alpha", 0.0))}
-    return [lw.op("unary", {"op": op}, params)]
+    return [lw.op("unary", {"op": op, **opts}, params)]
 
 
 def _lower_reduce(lw: _Lowerer) -> list[GpuOp]:
     n = lw.n
     axes = set(n.attrs["axes"])
+    opts, _ = lw.epilogue()
     lw.bind("src", n.inputs[0])
     lw.bind("dst", n.outputs[0])
     params = {**lw.dims(n.inputs[0], "SRC_"), **lw.dims(n.outputs[0]),
               "RB": int(0 in axes), "RH": int(1 in axes), "RW": int(2 in axes), "RC": int(3 in axes)}
-    return [lw.op("reduce", {"op": _REDUCE[n.op]}, params)]
+    return [lw.op("reduce", {"op": _REDUCE[n.op], **opts}, params)]
 
 
 def _lower_softmax(lw: _Lowerer) -> list[GpuOp]:
+    opts, _ = lw.epilogue()
     lw.bind("src", lw.n.inputs[0])
     lw.bind("dst", lw.n.outputs[0])
-    return [lw.op("softmax", {"log": False}, {**lw.dims(lw.n.outputs[0]), "beta": float(lw.n.attrs.get("beta", 1.0))})]
+    return [lw.op("softmax", {"log": False, **opts},
+                  {**lw.dims(lw.n.outputs[0]), "beta": float(lw.n.attrs.get("beta", 1.0))})]
 
 
 def _lower_concat(lw: _Lowerer) -> list[GpuOp]:
@@ -655,11 +681,12 @@ def _lower_resize(lw: _Lowerer) -> list[GpuOp]:
     def scale(i: int, o: int) -> float:
         return float(np.float32((i - 1) / (o - 1) if align and o > 1 else i / o))
 
+    opts, _ = lw.epilogue()
     lw.bind("src", x)
     lw.bind("dst", y)
     params = {**lw.dims(y), "SRC_H": h, "SRC_W": w, "SCALE_H": scale(h, oh), "SCALE_W": scale(w, ow),
               "HALF_PIXEL": int(half), "ALIGN": int(align)}
-    return [lw.op("resize", {"mode": "BILINEAR" if n.op == "RESIZE_BILINEAR" else "NEAREST"}, params)]
+    return [lw.op("resize", {"mode": "BILINEAR" if n.op == "RESIZE_BILINEAR" else "NEAREST", **opts}, params)]
 
 
 def _lower_lstm_cell(lw: _Lowerer) -> list[GpuOp]:
@@ -685,7 +712,7 @@ _LOWER: dict[str, Callable[[_Lowerer], list[GpuOp]]] = {
     "AVERAGE_POOL_2D": _lower_pool,
     "MAX_POOL_2D": _lower_pool,
     **{op: _lower_binary for op in _BINARY},
-    **{op: _lower_unary for op in (*UNARY_KERNEL_OPS, "SIGN_BIT")},
+    **{op: _lower_unary for op in (*UNARY_KERNEL_OPS, "SIGN_BIT", QDQ_OP)},
     **{op: _lower_reduce for op in _REDUCE},
     "SOFTMAX": _lower_softmax,
     "CONCATENATION": _lower_concat,
@@ -716,10 +743,16 @@ def lower_node(g: GpuGraph, node: GpuNode, policy: PrecisionPolicy) -> list[GpuO
 
 
 def compile_graph(g: GpuGraph, *, precision: str = "fp32", alignment: int = DEFAULT_ALIGNMENT,
-                  passes: Sequence[Pass] = DEFAULT_PIPELINE) -> GpuPlan:
-    """Run ``passes`` on ``g`` (in place), lower it and plan its memory."""
+                  passes: Sequence[Pass] = DEFAULT_PIPELINE, quantization_simulation: bool = True) -> GpuPlan:
+    """Run ``passes`` on ``g`` (in place), lower it and plan its memory.
+
+    ``quantization_simulation``: snap quantized results to their grids (``_passes/float_view``)."""
     policy = precision_policy(precision)
+    g.options["quantization_simulation"] = bool(quantization_simulation)
     reports = run_passes(g, passes)
+    for x in g.tensors.values():
+        if not x.is_constant and x.dtype in ("int8", "uint8", "int16"):
+            raise DelegateError(f"tensor {x.name!r} is {x.dtype} on the GPU path (run the float_view pass)")
     ops: list[GpuOp] = []
     for node in g.nodes:
         ops += lower_node(g, node, policy)
@@ -748,7 +781,9 @@ def compile_graph(g: GpuGraph, *, precision: str = "fp32", alignment: int = DEFA
     for t in sorted(used):
         x = g.tensors[t]
         kind = "input" if t in g.inputs else "output" if t in g.outputs else "intermediate"
-        tensors[t] = PlanTensor(id=t, name=x.name, kind=kind, shape=x.shape, ir_shape=x.ir_shape, dtype=x.dtype,
+        quant = (x.qview.scale, x.qview.zero_point) if x.qview is not None and kind != "intermediate" else None
+        tensors[t] = PlanTensor(id=t, name=x.name, kind=kind, shape=x.shape, ir_shape=x.ir_shape,
+                                dtype=x.qview.dtype if x.qview is not None else x.dtype, quant=quant,
                                 storage=policy.storage(x) if x.dtype != "bool" else policy.float_storage,
                                 layout="PHWC4", nbytes=L.phwc4_nbytes(x.shape, policy.itemsize),
                                 offset=mem.offsets.get(t), host_output=x.host_output and kind == "output")
@@ -758,6 +793,11 @@ def compile_graph(g: GpuGraph, *, precision: str = "fp32", alignment: int = DEFA
                    warnings=warnings)
     plan.report["lower"] = [f"{len(ops)} kernel launches: " + ", ".join(
         f"{k} {v}" for k, v in sorted(_count(op.kernel for op in ops).items()))]
+    fused = sum(1 for op in ops if op.options.get("qdq") and op.options.get("op") != "NONE")
+    alone = sum(1 for op in ops if op.options.get("qdq") and op.options.get("op") == "NONE")
+    if fused or alone:
+        plan.report["lower"].append(f"QDQ: {fused} fused into their producer's kernel, {alone} launches of "
+                                    "their own (QUANTIZE, or after a kernel without the qdq option)")
     plan.report["memory"] = [f"arena {mem.arena_bytes} bytes for {len(lifetimes)} intermediates "
                              f"(naive {mem.naive_bytes}, lower bound {mem.lower_bound}, "
                              f"ratio {mem.ratio:.3f}, {mem.strategy})"]
@@ -772,6 +812,7 @@ def _count(items) -> dict[str, int]:
 
 
 def compile_partition(spec: PartitionSpec, *, precision: str = "fp32", alignment: int = DEFAULT_ALIGNMENT,
-                      passes: Sequence[Pass] = DEFAULT_PIPELINE) -> GpuPlan:
+                      passes: Sequence[Pass] = DEFAULT_PIPELINE, quantization_simulation: bool = True) -> GpuPlan:
     """Compile one delegate partition into a :class:`GpuPlan`."""
-    return compile_graph(GpuGraph.from_partition(spec), precision=precision, alignment=alignment, passes=passes)
+    return compile_graph(GpuGraph.from_partition(spec), precision=precision, alignment=alignment, passes=passes,
+                         quantization_simulation=quantization_simulation)

@@ -28,7 +28,7 @@ from ._geometry import (
 )
 from ._graph import Epilogue, GpuGraph, GpuNode
 
-__all__ = ["evaluate", "apply_epilogue", "UNARY", "BINARY", "dequantize_array"]
+__all__ = ["evaluate", "apply_epilogue", "UNARY", "BINARY", "dequantize_array", "qdq"]
 
 
 def _erf(x: np.ndarray) -> np.ndarray:
@@ -107,10 +107,20 @@ def dequantize_array(q: np.ndarray, quant: Any) -> np.ndarray:
     return ((q.astype(np.int64) - zp).astype(np.float32) * scale).astype(np.float32)
 
 
+def qdq(x: np.ndarray, scale: float, zero_point: int, qmin: int, qmax: int) -> np.ndarray:
+    """QUANTIZE_AND_DEQUANTIZE: ``x`` snapped to the grid of a quantized tensor (clamped to its range,
+    ``x / scale`` rounded half away from zero), as floats."""
+    v = np.asarray(x, np.float32) / np.float32(scale)
+    q = np.clip(np.sign(v) * np.floor(np.abs(v).astype(np.float64) + 0.5) + zero_point, qmin, qmax)
+    return ((q - zero_point) * np.float64(np.float32(scale))).astype(np.float32)
+
+
 def apply_epilogue(x: np.ndarray, steps: Sequence[Epilogue], values: Mapping[int, np.ndarray]) -> np.ndarray:
     """Apply a node's epilogue chain to its result (4-D)."""
     for e in steps:
-        if e.operand is None:
+        if e.op == "QDQ":
+            x = qdq(x, *e.q)
+        elif e.operand is None:
             x = UNARY[e.op](x, {"alpha": e.alpha} if e.alpha is not None else {})
         else:
             other = values[e.operand]
@@ -295,6 +305,8 @@ def _eval_node(c: _Ctx) -> list[np.ndarray]:
         return [BINARY[op](c.get(0), c.get(1))]
     if op in UNARY:
         return [UNARY[op](c.get(0), a)]
+    if op == "QUANTIZE_AND_DEQUANTIZE":  # a copy; its QDQ step is the epilogue
+        return [c.get(0)]
     if op == "DEQUANTIZE":
         t = c.g.tensors[n.inputs[0]]
         return [dequantize_array(c.get(0), t.quantization)]

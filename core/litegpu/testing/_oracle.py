@@ -48,12 +48,12 @@ def _run(it: Any, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
     details = it.get_input_details()
     if len(details) != len(inputs):
         raise ValueError(f"model has {len(details)} inputs, got {len(inputs)}")
-    for d, x in zip(details, inputs):
+    for d, x in zip(details, inputs, strict=False):
         x = np.asarray(x)
         if tuple(d["shape"]) != x.shape:
             it.resize_tensor_input(d["index"], list(x.shape))
     it.allocate_tensors()
-    for d, x in zip(it.get_input_details(), inputs):
+    for d, x in zip(it.get_input_details(), inputs, strict=False):
         it.set_tensor(d["index"], np.asarray(x, dtype=d["dtype"]))
     it.invoke()
     return [it.get_tensor(d["index"]) for d in it.get_output_details()]

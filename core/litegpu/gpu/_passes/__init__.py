@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from .._graph import GpuGraph, Report
 from .expand_lstm import expand_lstm
 from .fc_as_conv import fc_as_conv
+from .float_view import float_view
 from .fold_affine import fold_affine
 from .fold_constants import fold_constants
 from .fuse import fuse_activations, fuse_elementwise
@@ -24,6 +25,7 @@ __all__ = [
     "Pass",
     "DEFAULT_PIPELINE",
     "run_passes",
+    "float_view",
     "fold_constants",
     "remove_identities",
     "normalise_bhwc",
@@ -48,6 +50,7 @@ def prune(g: GpuGraph) -> Report:
 
 
 DEFAULT_PIPELINE: tuple[Pass, ...] = (
+    float_view,
     fold_constants,
     remove_identities,
     normalise_bhwc,

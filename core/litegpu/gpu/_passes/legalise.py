@@ -4,11 +4,16 @@ from __future__ import annotations
 
 from .._capabilities import match_epilogue
 from .._graph import Epilogue, GpuGraph, GpuNode, Report
+from .float_view import QDQ_OP
 
 __all__ = ["legalise_epilogues"]
 
 
 def _step_node(g: GpuGraph, step: Epilogue, src: int, dst: int, origin: tuple[int, ...]) -> GpuNode:
+    if step.op == "QDQ":  # a copy that snaps to the grid (float view of quantized models)
+        node = g.new_node(QDQ_OP, [src], [dst], origin=origin)
+        node.epilogue = [step]
+        return node
     if step.operand is None:
         attrs = {"alpha": step.alpha} if step.alpha is not None else {}
         return g.new_node(step.op, [src], [dst], attrs, origin=origin)

@@ -108,15 +108,18 @@ class CLDevice(GpuDevice):
         return prog
 
     def bind(self, program: cl.Program, kernel: RenderedKernel, buffers: Sequence[BufferRef],
-             params: dict[str, Any]) -> cl.Kernel:
+             params: dict[str, Any]) -> tuple[cl.Kernel, list]:
         k = cl.Kernel(program, kernel.entry_point)
-        k.set_args(*[self._sub(b) for b in buffers], *kernel.cl_args(params))
-        return k
+        subs = [self._sub(b) for b in buffers]
+        k.set_args(*subs, *kernel.cl_args(params))
+        # clSetKernelArg need not retain the memory objects: keep the sub-buffers alive as long as the
+        # kernel (PoCL forgives a collected one; NVIDIA fails the launch with INVALID_MEM_OBJECT)
+        return k, subs
 
-    def launch(self, bound: cl.Kernel, kernel: RenderedKernel, grid: tuple[int, int, int]) -> None:
+    def launch(self, bound: tuple[cl.Kernel, list], kernel: RenderedKernel, grid: tuple[int, int, int]) -> None:
         wg = kernel.workgroup
         gsize = tuple(-(-g // w) * w for g, w in zip(grid, wg))
-        cl.enqueue_nd_range_kernel(self.queue, bound, gsize, wg)
+        cl.enqueue_nd_range_kernel(self.queue, bound[0], gsize, wg)
 
     def finish(self) -> None:
         self.queue.finish()

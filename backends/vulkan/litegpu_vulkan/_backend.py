@@ -1,0 +1,87 @@
+"""The Vulkan BackendSpec: availability, devices, options; the delegate is the core's GPU executor."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import litegpu
+from litegpu import ConfigError
+from litegpu._options import Option
+
+__all__ = ["VulkanBackend", "VERSION"]
+
+VERSION = "0.1.0"
+
+
+def _why_unavailable() -> str:
+    """Empty when a device can be opened here, else the reason in words.  Never raises."""
+    try:
+        from litegpu.gpu import _runtime  # noqa: F401 - the shared executor this backend plugs into
+    except ImportError as e:
+        return f"litegpu's GPU executor cannot be imported ({e})"
+    try:
+        from . import _device
+    except ImportError as e:
+        return f"the vulkan Python binding cannot be imported ({e}); pip install vulkan"
+    except OSError as e:  # the binding dlopens libvulkan at import
+        return f"libvulkan cannot be loaded ({e}); install the Vulkan loader (Debian libvulkan1) and a driver"
+    except Exception as e:  # noqa: BLE001 - a broken install must not break available_backends()
+        return f"the vulkan binding failed to load: {e!r}"
+    if _device.find_compiler() is None:
+        return "no GLSL -> SPIR-V compiler: install glslc (Debian glslc) or glslangValidator (glslang-tools)"
+    try:
+        _device.list_devices()
+    except litegpu.BackendUnavailableError as e:
+        return str(e)
+    except Exception as e:  # noqa: BLE001
+        return f"Vulkan initialisation failed: {e!r}"
+    return ""
+
+
+class VulkanBackend(litegpu.BackendSpec):
+    """``litegpu.load_delegate("vulkan", {...})``."""
+
+    name = "vulkan"
+    version = VERSION
+    description = "Vulkan compute (GLSL -> SPIR-V via glslc; lavapipe, NVIDIA, AMD, Intel)"
+    is_gpu = True
+    option_schema = {
+        "device": Option("any", 0, doc="index into the device list (discrete GPUs first, then integrated, "
+                                       "virtual, CPU such as lavapipe) or a substring of the device name"),
+        "memory": Option.enum("auto", "device_local", "host_visible", default="auto",
+                              doc="buffer memory: device_local (+ staging copies), host_visible (mapped, "
+                                  "transfers are memcpy); auto = device_local on discrete GPUs"),
+        "compiler": Option.str(None, nullable=True,
+                               doc="GLSL compiler to run (glslc or glslangValidator, name or path); "
+                                   "default: whichever is installed, glslc first"),
+        "fence_timeout": Option.number(60.0, min=0.001,
+                                       doc="seconds to wait for the GPU before failing instead of hanging"),
+    }
+
+    def availability(self) -> tuple[bool, str]:
+        reason = _why_unavailable()
+        return (not reason), reason
+
+    def devices(self) -> list[str]:
+        try:
+            from ._device import list_devices
+
+            return list_devices()
+        except Exception:  # noqa: BLE001
+            return []
+
+    def create_delegate(self, options: Mapping[str, Any]) -> litegpu.Delegate:
+        from ._delegate import VulkanDelegate
+        from ._device import VulkanDevice
+
+        device = options.get("device", 0)
+        if device is None:
+            device = 0
+        if isinstance(device, bool) or not isinstance(device, (int, str)) or (
+                isinstance(device, int) and device < 0) or device == "":
+            raise ConfigError(f"backends.vulkan.device: expected a device index >= 0 or a name, got {device!r}",
+                              path="backends.vulkan.device")
+        dev = VulkanDevice(device, memory=options.get("memory", "auto"), compiler=options.get("compiler"),
+                           fence_timeout=float(options.get("fence_timeout", 60.0)))
+        return VulkanDelegate(dev, options)

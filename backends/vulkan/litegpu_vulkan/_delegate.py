@@ -1,0 +1,14 @@
+"""The Vulkan delegate: the core's GPU executor over a VulkanDevice (nothing Vulkan-specific here)."""
+
+from __future__ import annotations
+
+from litegpu.gpu._runtime import GpuDelegate
+
+from ._backend import VERSION
+
+__all__ = ["VulkanDelegate"]
+
+
+class VulkanDelegate(GpuDelegate):
+    name = "vulkan"
+    backend_version = VERSION

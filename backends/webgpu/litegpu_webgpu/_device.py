@@ -1,0 +1,251 @@
+"""WebGPU through wgpu-py: adapter selection, allocator, compiler, program, queue.
+
+The whole API-specific part of the backend; the core's GPU executor does the rest.
+Two WebGPU rules shape this module:
+
+* a buffer bound read-only and read-write in one dispatch is a usage conflict, and the
+  executor's intermediates all live in one arena buffer.  A ``var<storage, read>`` binding
+  whose buffer is also written by the same launch is therefore declared ``read_write`` (in
+  the WGSL and the bind group layout) for that launch; every other read binding stays
+  read-only.
+* command buffers are single-use, so a partition's launches are pre-bound at prepare
+  (pipelines, bind groups, params uniforms, workgroup counts) and re-encoded into one
+  compute pass per invoke (:meth:`WebGPUDevice.replay`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import wgpu
+from litegpu import BackendUnavailableError, DelegateError
+from litegpu.gpu._device import BufferRef, DeviceInfo, GpuDevice
+from litegpu.gpu.kernels import RenderedKernel
+
+__all__ = ["WebGPUDevice", "list_adapters", "adapter_name", "POWER_PREFERENCES"]
+
+POWER_PREFERENCES = ("high-performance", "low-power")
+
+_U = wgpu.BufferUsage
+_STORAGE_USAGE = _U.STORAGE | _U.COPY_SRC | _U.COPY_DST
+# Limits worth more than WebGPU's defaults (8 storage buffers, 16 KiB shared memory, ...):
+# ask for what the adapter has.
+_WANTED_LIMITS = (
+    "max-storage-buffers-per-shader-stage", "max-storage-buffer-binding-size", "max-buffer-size",
+    "max-compute-workgroup-storage-size", "max-compute-invocations-per-workgroup",
+    "max-compute-workgroup-size-x", "max-compute-workgroup-size-y", "max-compute-workgroup-size-z",
+    "max-compute-workgroups-per-dimension", "max-uniform-buffer-binding-size",
+)
+# adapter_type order per power preference; CPU (lavapipe, WARP, SwiftShader) always last
+_TYPE_RANK = {
+    "high-performance": {"DiscreteGPU": 0, "IntegratedGPU": 1, "VirtualGPU": 2, "Unknown": 3, "CPU": 4},
+    "low-power": {"IntegratedGPU": 0, "DiscreteGPU": 1, "VirtualGPU": 2, "Unknown": 3, "CPU": 4},
+}
+
+
+def adapter_name(adapter: Any) -> str:
+    info = adapter.info
+    return f"{info.get('device') or 'unknown'} ({info.get('backend_type', '?')})"
+
+
+def list_adapters(power_preference: str = "high-performance", backend: str | None = None) -> list[Any]:
+    """Every WebGPU adapter, best first for ``power_preference``; native APIs before OpenGL.
+
+    ``backend`` keeps adapters whose backend type (Vulkan, Metal, D3D12, OpenGL) contains it.
+    Raises BackendUnavailableError with the reason when none is left.
+    """
+    if power_preference not in POWER_PREFERENCES:
+        raise DelegateError(f"power_preference {power_preference!r} is not one of {', '.join(POWER_PREFERENCES)}")
+    adapters = list(wgpu.gpu.enumerate_adapters_sync())
+    if not adapters:
+        raise BackendUnavailableError("wgpu found no WebGPU adapter: install a Vulkan, Metal or D3D12 driver "
+                                      "(on Linux without a GPU: Mesa lavapipe, Debian mesa-vulkan-drivers)")
+    if backend:
+        adapters = [a for a in adapters if backend.lower() in str(a.info.get("backend_type", "")).lower()]
+        if not adapters:
+            raise BackendUnavailableError(f"no WebGPU adapter on a {backend!r} backend")
+    rank = _TYPE_RANK[power_preference]
+    # wgpu's GL backend has the weakest compute support: use it only when nothing else exists
+    adapters.sort(key=lambda a: (a.info.get("backend_type") == "OpenGL", rank.get(a.info.get("adapter_type"), 3)))
+    return adapters
+
+
+@dataclass
+class _Program:
+    """One WGSL kernel: its shader modules and pipelines, per set of read bindings promoted to read_write."""
+
+    kernel: RenderedKernel
+    variants: dict[frozenset[int], tuple[Any, Any]]  # promoted -> (pipeline, bind group layout)
+
+
+@dataclass(frozen=True)
+class _Bound:
+    pipeline: Any
+    group: Any
+    keep: tuple[Any, ...]  # params uniform buffer (the bind group holds it, but be explicit)
+
+
+class WebGPUDevice(GpuDevice):
+    dialect = "wgsl"
+
+    def __init__(self, device: int = 0, power_preference: str = "high-performance", backend: str | None = None):
+        adapters = list_adapters(power_preference, backend)
+        idx = int(device or 0)
+        if not 0 <= idx < len(adapters):
+            raise BackendUnavailableError(f"WebGPU adapter index {idx} out of range (found {len(adapters)}: "
+                                          + ", ".join(adapter_name(a) for a in adapters) + ")")
+        self.adapter = adapters[idx]
+        fp16 = "shader-f16" in self.adapter.features
+        limits = {k: self.adapter.limits[k] for k in _WANTED_LIMITS if k in self.adapter.limits}
+        try:
+            self.device = self.adapter.request_device_sync(
+                label="litegpu", required_features=["shader-f16"] if fp16 else [], required_limits=limits)
+        except Exception as e:  # noqa: BLE001 - wgpu raises several types here
+            raise BackendUnavailableError(f"WebGPU device request on {adapter_name(self.adapter)} failed: {e}") from e
+        self.queue = self.device.queue
+        self.limits = self.device.limits
+        info = self.adapter.info
+        # bind-group offsets of arena slices must be multiples of this (WebGPU's default is 256)
+        self._align = int(self.limits["min-storage-buffer-offset-alignment"])
+        self._max_groups = int(self.limits["max-compute-workgroups-per-dimension"])
+        self.info = DeviceInfo(
+            api="webgpu", name=adapter_name(self.adapter), vendor=str(info.get("vendor") or info.get("vendor_id", "")),
+            driver_version=str(info.get("description", "")), fp16=fp16,
+            max_workgroup_size=int(self.limits["max-compute-invocations-per-workgroup"]),
+            buffer_alignment=self._align, compute_units=1)
+        self._programs: dict[str, _Program] = {}
+
+    # -- allocator
+    def alloc(self, nbytes: int) -> Any:
+        # multiple of 16: storage bindings of array<vec4<f32>> round their size up to 4 elements
+        return self.device.create_buffer(size=max(-(-int(nbytes) // 16) * 16, 16), usage=_STORAGE_USAGE)
+
+    def upload(self, ref: BufferRef, data: np.ndarray) -> None:
+        raw = np.ascontiguousarray(data).view(np.uint8).reshape(-1)
+        if raw.nbytes % 4:  # WebGPU copies whole 4-byte words
+            raw = np.concatenate([raw, np.zeros(-raw.nbytes % 4, np.uint8)])
+        self.queue.write_buffer(ref.buffer, ref.offset, raw)
+
+    def download(self, ref: BufferRef, out: np.ndarray) -> None:
+        n = out.nbytes
+        raw = self.queue.read_buffer(ref.buffer, ref.offset, -(-n // 4) * 4)  # waits for queued work
+        np.copyto(out, np.frombuffer(raw, out.dtype, count=out.size).reshape(out.shape))
+
+    def copy(self, src: BufferRef, dst: BufferRef) -> None:
+        n = min(src.nbytes, dst.nbytes)
+        if src.buffer is dst.buffer or n % 4 or src.offset % 4 or dst.offset % 4:
+            super().copy(src, dst)  # WebGPU cannot copy within one buffer or unaligned ranges
+            return
+        enc = self.device.create_command_encoder()
+        enc.copy_buffer_to_buffer(src.buffer, src.offset, dst.buffer, dst.offset, n)
+        self.queue.submit([enc.finish()])
+
+    # -- compiler / program
+    def compile(self, kernel: RenderedKernel) -> _Program:
+        prog = self._programs.get(kernel.source)
+        if prog is None:
+            if "f16" in kernel.features and not self.info.fp16:
+                raise DelegateError(f"{self.info.name} has no shader-f16: use precision fp32")
+            prog = _Program(kernel, {})
+            self._variant(prog, frozenset())  # compile now so shader errors surface at prepare
+            self._programs[kernel.source] = prog
+        return prog
+
+    def _variant(self, prog: _Program, promoted: frozenset[int]) -> tuple[Any, Any]:
+        hit = prog.variants.get(promoted)
+        if hit is not None:
+            return hit
+        k = prog.kernel
+        src = k.source
+        for i in promoted:
+            src, n = re.subn(rf"(@binding\({i}\)\s*var<storage,\s*)read>", r"\1read_write>", src)
+            if n != 1:
+                raise DelegateError(f"kernel {k.name}: cannot find the declaration of binding {i} in its WGSL")
+        entries = []
+        for b in k.bindings:
+            if b.kind == "uniform":
+                ty = wgpu.BufferBindingType.uniform
+            elif b.access == "read" and b.index not in promoted:
+                ty = wgpu.BufferBindingType.read_only_storage
+            else:
+                ty = wgpu.BufferBindingType.storage
+            entries.append({"binding": b.index, "visibility": wgpu.ShaderStage.COMPUTE, "buffer": {"type": ty}})
+        try:
+            module = self.device.create_shader_module(label=k.name, code=src)
+            layout = self.device.create_bind_group_layout(entries=entries)
+            pipeline = self.device.create_compute_pipeline(
+                label=k.name, layout=self.device.create_pipeline_layout(bind_group_layouts=[layout]),
+                compute={"module": module, "entry_point": k.entry_point})
+        except Exception as e:  # noqa: BLE001 - wgpu reports WGSL/validation errors as several types
+            raise DelegateError(f"WebGPU compile of kernel {k.name} failed: {e}") from e
+        prog.variants[promoted] = (pipeline, layout)
+        return pipeline, layout
+
+    def bind(self, program: _Program, kernel: RenderedKernel, buffers: Sequence[BufferRef],
+             params: dict[str, Any]) -> _Bound:
+        storage = kernel.buffer_bindings
+        if len(buffers) != len(storage):
+            raise DelegateError(f"kernel {kernel.name} has {len(storage)} buffer bindings, got {len(buffers)} buffers")
+        written = {id(r.buffer) for b, r in zip(storage, buffers, strict=True) if b.access != "read"}
+        promoted = frozenset(b.index for b, r in zip(storage, buffers, strict=True) if b.access == "read" and id(r.buffer) in written)
+        pipeline, layout = self._variant(program, promoted)
+        entries = []
+        for b, r in zip(storage, buffers, strict=True):
+            if r.offset % self._align:
+                raise DelegateError(f"kernel {kernel.name}: binding {b.name} at offset {r.offset} is not a multiple "
+                                    f"of minStorageBufferOffsetAlignment {self._align}")
+            # whole elements, at least one (WGSL runtime arrays), within the buffer
+            size = min(max(-(-r.nbytes // b.elem_bytes), 1) * b.elem_bytes, r.buffer.size - r.offset)
+            size -= size % 4
+            entries.append({"binding": b.index, "resource": {"buffer": r.buffer, "offset": r.offset, "size": size}})
+        keep: tuple[Any, ...] = ()
+        uniform = [b for b in kernel.bindings if b.kind == "uniform"]
+        if uniform:
+            ubuf = self.device.create_buffer_with_data(data=kernel.pack_params(params), usage=_U.UNIFORM)
+            entries.append({"binding": uniform[0].index, "resource": {"buffer": ubuf, "offset": 0, "size": ubuf.size}})
+            keep = (ubuf,)
+        try:
+            group = self.device.create_bind_group(layout=layout, entries=entries)
+        except Exception as e:  # noqa: BLE001
+            raise DelegateError(f"WebGPU bind group of kernel {kernel.name} rejected: {e}") from e
+        return _Bound(pipeline, group, keep)
+
+    def _groups(self, kernel: RenderedKernel, grid: tuple[int, int, int]) -> tuple[int, int, int]:
+        n = tuple(-(-int(g) // int(w)) for g, w in zip(grid, kernel.workgroup, strict=True))
+        if max(n) > self._max_groups:
+            raise DelegateError(f"kernel {kernel.name}: {n} work groups exceed the device limit "
+                                f"{self._max_groups} per dimension")
+        return n  # type: ignore[return-value]
+
+    def launch(self, bound: _Bound, kernel: RenderedKernel, grid: tuple[int, int, int]) -> None:
+        self.replay(self.record([(bound, kernel, grid)]))
+
+    # -- batching: all launches of an invoke go into one compute pass and one submit
+    def record(self, launches: Sequence[tuple[Any, RenderedKernel, tuple[int, int, int]]]) -> Any:
+        return [(b.pipeline, b.group, self._groups(k, g)) for b, k, g in launches]
+
+    def replay(self, recording: Any) -> None:
+        if not recording:
+            return
+        enc = self.device.create_command_encoder()
+        cpass = enc.begin_compute_pass()
+        for pipeline, group, n in recording:
+            cpass.set_pipeline(pipeline)
+            cpass.set_bind_group(0, group)
+            cpass.dispatch_workgroups(*n)
+        cpass.end()
+        try:
+            self.queue.submit([enc.finish()])
+        except Exception as e:  # noqa: BLE001 - wgpu validation errors surface here
+            raise DelegateError(f"WebGPU rejected the recorded launches: {e}") from e
+
+    def finish(self) -> None:
+        self.queue.on_submitted_work_done_sync()
+
+    def close(self) -> None:
+        self._programs.clear()
+        self.device.destroy()

@@ -1,0 +1,107 @@
+"""Where one GPU invoke's time goes (OpenCL): host layout conversion and transfers, kernel enqueue,
+GPU execution (profiling events), and the interpreter around them.
+
+``python bench/gpu_profile.py [--models a,b] [--runs N]`` prints a Markdown table, one row a model.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import GPU_SET, machine_line, mediapipe_models  # noqa: E402
+
+
+def _med(fn, runs):
+    for _ in range(5):
+        fn()
+    ts = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        fn()
+        ts.append(time.perf_counter() - t0)
+    return statistics.median(ts) * 1e3
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--models", default="")
+    ap.add_argument("--runs", type=int, default=50)
+    ap.add_argument("--precision", default="fp32")
+    args = ap.parse_args()
+
+    import litegpu
+    import pyopencl as cl
+    from litegpu.gpu._layout import to_device
+
+    print(machine_line())
+    print("| model | invoke (ms) | launches | enqueue all (ms) | replay+finish (ms) | GPU kernels (ms) | "
+          "upload+convert (ms) | download+convert (ms) |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for name, path in mediapipe_models(args.models, default=GPU_SET).items():
+        d = litegpu.load_delegate("opencl", {"precision": args.precision, "cache": {"enabled": False}})
+        dev = d.device
+        it = litegpu.Interpreter(model_path=str(path), experimental_delegates=[d])
+        it.allocate_tensors()
+        inp = it.get_input_details()[0]
+        x = np.random.default_rng(0).uniform(-1, 1, tuple(inp["shape"])).astype(np.float32)
+        outs = [o["index"] for o in it.get_output_details()]
+
+        def full():
+            it.set_tensor(inp["index"], x)
+            it.invoke()
+            return [it.get_tensor(o) for o in outs]
+
+        t_full = _med(full, args.runs)
+        (k,) = [s.run.__self__ for s in it._main.plan.steps if s.kind == "delegate"]
+        launches = k._launches
+
+        def enqueue_only():
+            for ln in launches:
+                dev.launch(ln.bound, ln.kernel, ln.grid)
+
+        t_enq = _med(lambda: (enqueue_only(), dev.finish()), args.runs)
+        t0 = time.perf_counter()
+        for _ in range(args.runs):
+            enqueue_only()
+        t_enq_only = (time.perf_counter() - t0) / args.runs * 1e3
+        dev.finish()
+        # GPU time: the same launches on a profiling queue
+        pq = cl.CommandQueue(dev.ctx, properties=cl.command_queue_properties.PROFILING_ENABLE)
+        gpu = []
+        for _ in range(10):
+            evs = [cl.enqueue_nd_range_kernel(pq, ln.bound[0], tuple(-(-g // w) * w for g, w in zip(
+                ln.grid, ln.kernel.workgroup, strict=False)), ln.kernel.workgroup) for ln in launches]
+            pq.finish()
+            gpu.append(sum(e.profile.end - e.profile.start for e in evs) * 1e-6)
+        t_gpu = statistics.median(gpu)
+        tin = k.plan.tensors[k.plan.inputs[0]]
+
+        def upload():
+            dev.upload(k._refs[k.plan.inputs[0]], to_device(x, tin.shape, tin.storage))
+            dev.finish()
+
+        t_up = _med(upload, args.runs)
+        from litegpu.gpu._layout import from_device
+
+        def download():
+            for tid in k.plan.outputs:
+                t = k.plan.tensors[tid]
+                buf = k._host_out[tid]
+                dev.download(k._refs[tid], buf)
+                from_device(buf, t.shape, t.ir_shape, t.dtype)
+
+        t_down = _med(download, args.runs)
+        print(f"| {name} | {t_full:.3f} | {len(launches)} | {t_enq_only:.3f} | {t_enq:.3f} | {t_gpu:.3f} | "
+              f"{t_up:.3f} | {t_down:.3f} |", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

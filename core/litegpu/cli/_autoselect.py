@@ -1,0 +1,83 @@
+"""``litegpu autoselect``: choose the backend and precision for a model by measuring them."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from .._autoselect import POLICIES, Decision, autoselect
+from .._errors import LiteGPUError
+from ._common import (
+    CliError,
+    add_common_args,
+    emit_json,
+    fmt_bytes,
+    load_config_or_none,
+    load_model,
+    make_progress,
+    out,
+    table,
+)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("autoselect", help="choose the fastest correct backend for a model (backend: auto)",
+                       description="Try every available backend (cpu included) at every allowed precision: "
+                                   "prepare it, check its outputs against the CPU reference, time it, and "
+                                   "choose by policy.  The decision is cached per model and machine; the next "
+                                   "run (and litegpu.load(model, backend='auto')) reuses it.")
+    p.add_argument("model", help=".tflite model file")
+    p.add_argument("--policy", choices=POLICIES, help="what to optimise (default: config autoselect.policy)")
+    p.add_argument("--time-budget", type=float, metavar="S", help="seconds to spend measuring (default: config)")
+    p.add_argument("--tolerance", type=float, metavar="T",
+                   help="largest error relative to the output range (default: config)")
+    p.add_argument("--precision", action="append", metavar="P", choices=("fp32", "fp16", "fp16_fp32acc"),
+                   help="precision to try (repeatable; default: config autoselect.precisions)")
+    p.add_argument("--backend", "-b", action="append", metavar="B", help="limit the candidates (repeatable)")
+    p.add_argument("--force", action="store_true", help="measure again even when a decision is cached")
+    p.add_argument("--no-cache", action="store_true", help="neither read nor store the decision")
+    p.add_argument("--cache-dir", metavar="DIR", help="cache directory (default: config cache.dir / user cache)")
+    p.add_argument("--config", metavar="YAML", help="litegpu configuration (YAML file or preset name)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random check inputs (default 0)")
+    add_common_args(p, progress=True)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    model = load_model(args.model)
+    config = load_config_or_none(args.config)
+    with make_progress(args, "autoselect") as bar:
+        try:
+            dec = autoselect(model.data, config=config, policy=args.policy, time_budget_s=args.time_budget,
+                             tolerance=args.tolerance, precisions=args.precision, backends=args.backend,
+                             cache_dir=args.cache_dir, use_cache=not args.no_cache, force=args.force,
+                             seed=args.seed, progress=lambda label: bar.update(label=f"autoselect {label}"))
+        except LiteGPUError as e:
+            raise CliError(str(e)) from e
+    if args.json:
+        emit_json(dec.as_dict())
+        return 0
+    print_decision(dec, model.name)
+    return 0
+
+
+def _num(v: Any, unit: str = "") -> str:
+    if v is None:
+        return "-"
+    return f"{v:.1f}{unit}" if isinstance(v, float) else f"{v}{unit}"
+
+
+def print_decision(dec: Decision, name: str) -> None:
+    src = f"cached (measured {dec.measured_at})" if dec.cached else f"measured now in {dec.measure_s:.2f} s"
+    choice = dec.backend if dec.precision is None else f"{dec.backend} (precision {dec.precision})"
+    out(f"{name}: backend {choice}, policy {dec.policy}: {src}")
+    out(f"why: {dec.reason}")
+    rows = []
+    for c in dec.candidates:
+        rows.append([c.label, c.status, _num(c.init_us), _num(c.first_us), _num(c.latency_us),
+                     c.latency_runs or "-", "-" if c.max_error is None else f"{c.max_error:.2g}",
+                     fmt_bytes(c.memory_bytes), c.reason or ""])
+    out(table(["CANDIDATE", "STATUS", "INIT_US", "FIRST_US", "MEDIAN_US", "RUNS", "MAX_ERR", "MEMORY", "NOTE"],
+              rows, right=(2, 3, 4, 5, 6, 7)))
+    if dec.path:
+        out(f"decision file: {dec.path}")

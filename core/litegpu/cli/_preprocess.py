@@ -1,0 +1,301 @@
+"""Image preprocessing for ``litegpu eval``: loading, resizing, normalising, quantizing,
+and the bits of TFLite model metadata (``TFLITE_METADATA``) that say how.
+
+Images are read with Pillow (optional) or from ``.npy`` arrays (HxW or HxWxC, uint8 or
+float, RGB order), so tests and headless setups need no imaging library.
+"""
+
+from __future__ import annotations
+
+import io
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ._common import CliError
+
+__all__ = ["ModelMetadata", "read_metadata", "Preprocess", "load_image", "resize", "list_images", "IMAGE_EXTS"]
+
+IMAGE_EXTS = (".npy", ".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".ppm", ".pgm", ".tif", ".tiff")
+
+
+# --------------------------------------------------------------------------- TFLite metadata
+
+
+@dataclass
+class ModelMetadata:
+    """What ``eval`` can use from the metadata flatbuffer: normalisation of the first input,
+    its colour space, and the label file of the first output (from the model's zip)."""
+
+    mean: list[float] | None = None
+    std: list[float] | None = None
+    color_space: str | None = None  # "RGB" | "GRAYSCALE"
+    labels: list[str] | None = None
+    name: str | None = None
+
+
+class _Table:
+    """Read-only access to one flatbuffer table by field slot (``vtable`` index)."""
+
+    def __init__(self, buf: bytearray, pos: int):
+        import flatbuffers.table
+
+        self.t = flatbuffers.table.Table(buf, pos)
+
+    def _off(self, slot: int) -> int:
+        return self.t.Offset(4 + 2 * slot)
+
+    def scalar(self, slot: int, kind: Any, default: Any = 0) -> Any:
+        o = self._off(slot)
+        return self.t.Get(kind, o + self.t.Pos) if o else default
+
+    def string(self, slot: int) -> str | None:
+        o = self._off(slot)
+        return self.t.String(o + self.t.Pos).decode("utf-8", "replace") if o else None
+
+    def table(self, slot: int) -> _Table | None:
+        o = self._off(slot)
+        return _Table(self.t.Bytes, self.t.Indirect(o + self.t.Pos)) if o else None
+
+    def tables(self, slot: int) -> list[_Table]:
+        o = self._off(slot)
+        if not o:
+            return []
+        start = self.t.Vector(o)
+        return [_Table(self.t.Bytes, self.t.Indirect(start + 4 * k)) for k in range(self.t.VectorLen(o))]
+
+    def floats(self, slot: int) -> list[float] | None:
+        o = self._off(slot)
+        if not o:
+            return None
+        n = self.t.VectorLen(o)
+        start = self.t.Vector(o)
+        return [float(x) for x in np.frombuffer(bytes(self.t.Bytes[start:start + 4 * n]), dtype="<f4")]
+
+
+def read_metadata(model: Any, data: bytes | None = None) -> ModelMetadata:
+    """Parse ``TFLITE_METADATA`` (tflite-support's metadata schema) where present.
+
+    Field slots follow that schema: ModelMetadata.subgraph_metadata=3;
+    SubGraphMetadata.input_tensor_metadata=2, output_tensor_metadata=3;
+    TensorMetadata.content=3, process_units=4, associated_files=6;
+    Content.content_properties_type/content_properties=0/1 (ImageProperties=2,
+    color_space=0); ProcessUnit.options_type/options=0/1 (NormalizationOptions=1:
+    mean=0, std=1); AssociatedFile.name=0, type=2 (TENSOR_AXIS_LABELS=2).
+    Anything malformed yields an empty result: metadata is advice, never required.
+    """
+    import flatbuffers.number_types as nt
+
+    md = ModelMetadata()
+    raw = (getattr(model, "metadata", None) or {}).get("TFLITE_METADATA")
+    if not raw:
+        return md
+    try:
+        buf = bytearray(raw)
+        root = int.from_bytes(buf[0:4], "little")
+        top = _Table(buf, root)
+        md.name = top.string(0)
+        subs = top.tables(3)
+        if not subs:
+            return md
+        sub = subs[0]
+        ins = sub.tables(2)
+        if ins:
+            tm = ins[0]
+            content = tm.table(3)
+            if content is not None and content.scalar(0, nt.Uint8Flags) == 2:
+                props = content.table(1)
+                if props is not None:
+                    md.color_space = {1: "RGB", 2: "GRAYSCALE"}.get(props.scalar(0, nt.Int8Flags))
+            for pu in tm.tables(4):
+                if pu.scalar(0, nt.Uint8Flags) == 1:
+                    opts = pu.table(1)
+                    if opts is not None:
+                        md.mean, md.std = opts.floats(0), opts.floats(1)
+        outs = sub.tables(3)
+        label_file = None
+        if outs:
+            for af in outs[0].tables(6):
+                if af.scalar(2, nt.Int8Flags) == 2:
+                    label_file = af.string(0)
+                    break
+        if label_file and data is not None:
+            md.labels = _zip_member_lines(data, label_file)
+    except Exception:  # noqa: BLE001 - malformed metadata: ignore, as LiteRT's tools do
+        return ModelMetadata()
+    return md
+
+
+def _zip_member_lines(data: bytes, name: str) -> list[str] | None:
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as zf:
+            text = zf.read(name).decode("utf-8", "replace")
+    except (zipfile.BadZipFile, KeyError, OSError):
+        return None
+    return [line.strip() for line in text.splitlines() if line.strip()]
+
+
+# --------------------------------------------------------------------------- images
+
+
+def list_images(directory: str | Path) -> list[Path]:
+    d = Path(directory)
+    if not d.is_dir():
+        raise CliError(f"--images: not a directory: {directory}")
+    return sorted(p for p in d.iterdir() if p.is_file() and p.suffix.lower() in IMAGE_EXTS)
+
+
+def load_image(path: Path) -> np.ndarray:
+    """HxWxC array (uint8 or float) in RGB order; .npy files are taken as they are."""
+    if path.suffix.lower() == ".npy":
+        try:
+            a = np.load(path, allow_pickle=False)
+        except (OSError, ValueError) as e:
+            raise CliError(f"cannot read image {path}: {e}") from None
+        if a.ndim == 2:
+            a = a[:, :, None]
+        if a.ndim == 4 and a.shape[0] == 1:
+            a = a[0]
+        if a.ndim != 3:
+            raise CliError(f"image {path} has shape {a.shape}; expected HxW or HxWxC")
+        return a
+    try:
+        from PIL import Image
+    except ImportError:
+        raise CliError(f"reading {path.suffix} images needs Pillow (pip install pillow); .npy images need "
+                       "nothing") from None
+    try:
+        with Image.open(path) as im:
+            return np.asarray(im.convert("RGB"))
+    except OSError as e:
+        raise CliError(f"cannot read image {path}: {e}") from None
+
+
+def resize(img: np.ndarray, height: int, width: int, method: str = "bilinear") -> np.ndarray:
+    """Resize HxWxC to ``height`` x ``width`` (half-pixel centres); float32 result unless unchanged."""
+    h, w = img.shape[:2]
+    if (h, w) == (height, width):
+        return img
+    src = img.astype(np.float32)
+    if method == "nearest":
+        ys = np.minimum((np.arange(height) + 0.5) * h / height, h - 1).astype(np.int64)
+        xs = np.minimum((np.arange(width) + 0.5) * w / width, w - 1).astype(np.int64)
+        return src[ys][:, xs]
+    fy = np.clip((np.arange(height) + 0.5) * h / height - 0.5, 0, h - 1)
+    fx = np.clip((np.arange(width) + 0.5) * w / width - 0.5, 0, w - 1)
+    y0 = np.floor(fy).astype(np.int64)
+    x0 = np.floor(fx).astype(np.int64)
+    y1 = np.minimum(y0 + 1, h - 1)
+    x1 = np.minimum(x0 + 1, w - 1)
+    wy = (fy - y0)[:, None, None]
+    wx = (fx - x0)[None, :, None]
+    top = src[y0][:, x0] * (1 - wx) + src[y0][:, x1] * wx
+    bot = src[y1][:, x0] * (1 - wx) + src[y1][:, x1] * wx
+    return top * (1 - wy) + bot * wy
+
+
+def _floats(text: str | None, what: str) -> list[float] | None:
+    if text is None:
+        return None
+    try:
+        return [float(x) for x in text.replace(" ", "").split(",") if x]
+    except ValueError:
+        raise CliError(f"--{what} expects comma-separated numbers, got {text!r}") from None
+
+
+@dataclass
+class Preprocess:
+    """How an image becomes the model's input tensor."""
+
+    height: int
+    width: int
+    channels: int
+    dtype: np.dtype
+    mean: list[float] | None
+    std: list[float] | None
+    bgr: bool
+    resize: str
+    quant: tuple[float, int] | None
+    source: str  # where mean/std came from: flags | metadata | none
+
+    @classmethod
+    def for_input(cls, detail: dict[str, Any], args: Any, md: ModelMetadata) -> Preprocess:
+        shape = [int(s) for s in detail["shape"]]
+        if len(shape) != 4:
+            raise CliError(f"input {detail['name']!r} has shape {shape}; image models take NHWC (rank 4) inputs")
+        _, h, w, c = shape
+        if args.size:
+            try:
+                hh, ww = (int(x) for x in args.size.lower().split("x"))
+            except ValueError:
+                raise CliError(f"--size expects HxW, got {args.size!r}") from None
+            if (hh, ww) != (h, w):
+                raise CliError(f"--size {args.size} differs from the model input {h}x{w}")
+        mean, std = _floats(args.mean, "mean"), _floats(args.std, "std")
+        source = "flags"
+        if mean is None and std is None:
+            if md.mean is not None or md.std is not None:
+                mean, std, source = md.mean, md.std, "metadata"
+            else:
+                source = "none"
+        for vals, what in ((mean, "mean"), (std, "std")):
+            if vals is not None and len(vals) not in (1, c):
+                raise CliError(f"--{what} has {len(vals)} values; the input has {c} channels")
+        if std is not None and any(s == 0 for s in std):
+            raise CliError("--std values must be non-zero")
+        q = detail.get("quantization") or (0.0, 0)
+        quant = (float(q[0]), int(q[1])) if q and q[0] else None
+        return cls(h, w, c, np.dtype(detail["dtype"]), mean, std, bool(args.bgr), args.resize, quant, source)
+
+    def describe(self) -> dict[str, Any]:
+        return {"size": [self.height, self.width], "channels": self.channels, "dtype": str(self.dtype),
+                "mean": self.mean, "std": self.std, "channel_order": "BGR" if self.bgr else "RGB",
+                "resize": self.resize, "normalization_from": self.source,
+                "input_quantization": list(self.quant) if self.quant else None}
+
+    def __call__(self, img: np.ndarray) -> np.ndarray:
+        if img.shape[2] == 4:
+            img = img[:, :, :3]
+        if self.channels == 1 and img.shape[2] == 3:
+            img = (img.astype(np.float32) @ np.array([0.299, 0.587, 0.114], np.float32))[:, :, None]
+        elif self.channels == 3 and img.shape[2] == 1:
+            img = np.repeat(img, 3, axis=2)
+        if img.shape[2] != self.channels:
+            raise CliError(f"image has {img.shape[2]} channels; the model takes {self.channels}")
+        if self.bgr:
+            img = img[:, :, ::-1]
+        img = resize(img, self.height, self.width, self.resize)
+        normalized = self.mean is not None or self.std is not None
+        x = img.astype(np.float32)
+        if normalized:
+            x = (x - np.asarray(self.mean if self.mean is not None else [0.0], np.float32)) \
+                / np.asarray(self.std if self.std is not None else [1.0], np.float32)
+        if self.dtype.kind == "f":
+            return x.astype(self.dtype)[None]
+        info = np.iinfo(self.dtype)
+        if normalized and self.quant is not None:
+            scale, zp = self.quant
+            q = np.round(x / scale) + zp
+        elif self.dtype == np.int8:
+            q = np.round(x) - 128  # raw 0..255 pixels shifted into int8
+        else:
+            q = np.round(x)
+        return np.clip(q, info.min, info.max).astype(self.dtype)[None]
+
+
+def softmax_free_scores(out: np.ndarray, detail: dict[str, Any]) -> np.ndarray:
+    """Dequantized scores (ranking is what matters; dequantizing keeps ties where they are)."""
+    q = detail.get("quantization") or (0.0, 0)
+    a = out.astype(np.float32)
+    if q and q[0]:
+        a = (a - q[1]) * q[0]
+    return a
+
+
+def topk_indices(scores: np.ndarray, k: int) -> np.ndarray:
+    """Indices of the ``k`` largest scores, largest first; ties go to the lower index."""
+    order = np.argsort(-scores, kind="stable")
+    return order[:k]

@@ -1,0 +1,146 @@
+"""``litegpu run``: one inference, outputs saved as .npy and summarised."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .._errors import LiteGPUError
+from ._common import (
+    CliError,
+    add_backend_options,
+    add_common_args,
+    backend_options,
+    emit_json,
+    fail_invoke,
+    get_outputs,
+    load_config_or_none,
+    load_model,
+    make_interpreter,
+    out,
+    parse_input_specs,
+    parse_option_pairs,
+    random_inputs,
+    resolve_backend,
+    set_inputs,
+    table,
+)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("run", help="run one inference and save the outputs as .npy",
+                       description="Run the model once on the given inputs (random, seeded, for those not "
+                                   "given), save every output as NAME.npy and print a summary.")
+    p.add_argument("model", help=".tflite model file")
+    p.add_argument("--backend", "-b", default="cpu", help="backend to run on (default: cpu; auto: the auto-selected one; see `litegpu backends`)")
+    p.add_argument("--input", "-i", action="append", default=[], metavar="NAME=FILE.npy",
+                   help="value of an input (by name or position); repeatable")
+    p.add_argument("--output", "-o", metavar="DIR", help="directory for the output .npy files (created if needed)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
+    p.add_argument("--uniform", action="store_true", help="random float inputs uniform in [0, 1) instead of N(0, 1)")
+    p.add_argument("--save-inputs", action="store_true", help="also save the inputs used, as input_NAME.npy")
+    add_backend_options(p)
+    add_common_args(p)
+    p.set_defaults(func=run)
+
+
+def safe_name(name: str, taken: set[str]) -> str:
+    """A file name made from a tensor name (``StatefulPartitionedCall:0`` -> ``StatefulPartitionedCall_0``)."""
+    base = re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("._") or "output"
+    cand, k = base, 1
+    while cand in taken:
+        cand, k = f"{base}_{k}", k + 1
+    taken.add(cand)
+    return cand
+
+
+def stats(a: np.ndarray) -> dict[str, Any]:
+    row: dict[str, Any] = {"shape": list(a.shape), "dtype": str(a.dtype)}
+    if a.size and a.dtype.kind in "biuf":
+        v = a.astype(np.float64) if a.dtype.kind != "f" else a
+        finite = np.isfinite(v)
+        row.update(min=float(np.min(v)), max=float(np.max(v)), mean=float(np.mean(v)),
+                   nonfinite=int(v.size - np.count_nonzero(finite)))
+    return row
+
+
+def run(args: argparse.Namespace) -> int:
+    model = load_model(args.model)
+    config = load_config_or_none(args.config)
+    opts = backend_options(config, args.backend, args.precision, parse_option_pairs(args.option))
+    args.backend, opts = resolve_backend(model, args.backend, config, opts)
+    t0 = time.perf_counter()
+    interp = make_interpreter(model, args.backend, opts, config=config)
+    init_s = time.perf_counter() - t0
+    details = interp.get_input_details()
+    given = parse_input_specs(args.input, details)
+    rng = np.random.default_rng(args.seed)
+    rand = random_inputs(details, rng, gaussian=not args.uniform)
+    inputs = [given.get(k, rand[k]) for k in range(len(details))]
+    try:
+        set_inputs(interp, inputs)
+        t = time.perf_counter()
+        interp.invoke()
+        invoke_s = time.perf_counter() - t
+        outputs = get_outputs(interp)
+    except (LiteGPUError, ValueError, RuntimeError) as e:
+        raise fail_invoke(model, args.backend, e) from e
+
+    out_dir = Path(args.output) if args.output else None
+    if out_dir is not None:
+        try:
+            out_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise CliError(f"cannot create output directory {out_dir}: {e.strerror or e}") from e
+    taken: set[str] = set()
+    rows = []
+    for d, a in zip(interp.get_output_details(), outputs, strict=True):
+        row = {"name": d["name"], "index": int(d["index"]), **stats(a)}
+        if out_dir is not None:
+            f = out_dir / (safe_name(d["name"], taken) + ".npy")
+            np.save(f, a)
+            row["file"] = str(f)
+        rows.append(row)
+    in_rows = []
+    in_taken: set[str] = set()
+    for k, (d, a) in enumerate(zip(details, inputs, strict=True)):
+        row = {"name": d["name"], "index": int(d["index"]), "source": "file" if k in given else "random",
+               **stats(a)}
+        if out_dir is not None and args.save_inputs:
+            f = out_dir / ("input_" + safe_name(d["name"], in_taken) + ".npy")
+            np.save(f, a)
+            row["file"] = str(f)
+        in_rows.append(row)
+    result = {"model": model.path, "backend": args.backend, "seed": args.seed,
+              "execution_plan": interp.get_execution_plan(), "init_us": init_s * 1e6,
+              "invoke_us": invoke_s * 1e6, "inputs": in_rows, "outputs": rows}
+    if args.json:
+        emit_json(result)
+        return 0
+    out(f"{model.name} on {args.backend}: init {init_s * 1e3:.2f} ms, inference {invoke_s * 1e3:.2f} ms")
+    out("inputs:")
+    out(_rows_table(in_rows, source=True))
+    out("outputs:")
+    out(_rows_table(rows))
+    if out_dir is None:
+        out("(outputs not saved: give --output DIR)")
+    return 0
+
+
+def _num(x: Any) -> str:
+    return "-" if x is None else f"{x:.6g}"
+
+
+def _rows_table(rows: list[dict[str, Any]], source: bool = False) -> str:
+    headers = ["NAME", "SHAPE", "DTYPE", "MIN", "MAX", "MEAN"] + (["SOURCE"] if source else []) + ["FILE"]
+    body = []
+    for r in rows:
+        body.append([r["name"], "x".join(map(str, r["shape"])) or "scalar", r["dtype"], _num(r.get("min")),
+                     _num(r.get("max")), _num(r.get("mean"))] + ([r["source"]] if source else [])
+                    + [r.get("file", "-")])
+    return table(headers, body, right=(3, 4, 5))

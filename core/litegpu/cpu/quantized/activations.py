@@ -1,0 +1,372 @@
+"""Quantized activations: RELU, RELU6, RELU_N1_TO_1, RELU_0_TO_1, LEAKY_RELU, PRELU, HARD_SWISH,
+LOGISTIC, TANH, SOFTMAX and L2_NORMALIZATION (int8, uint8; RELU/RELU6/LEAKY_RELU also int16).
+
+Each follows LiteRT's reference integer kernel step by step:
+
+* RELU family: requantize ``x - in_zp`` by ``in_scale / out_scale`` (a float32 quotient) and
+  clamp to the activation bounds quantized with ``roundf``;
+* LEAKY_RELU / PRELU: two quantized multipliers, one for the identity branch and one for
+  the negative branch (PRELU multiplies by the zero-point-shifted alpha first);
+* HARD_SWISH: LiteRT's 16-bit fixed-point pipeline (input on a 2^7 "hires" scale, a
+  "relu-ish" factor in [0, 1], a truncating doubling high multiply, a final rounding shift);
+* LOGISTIC / TANH: a 256-entry lookup table built from float32 arithmetic
+  (dequantize, f, multiply by 1/out_scale, round half away from zero, add zero point);
+* SOFTMAX: gemmlowp fixed point -- inputs rescaled to Q5.26 differences from the row
+  maximum, exp on negative values, a Q12.19 sum and a Newton-Raphson reciprocal;
+* L2_NORMALIZATION: the inverse square root of the sum of squares as a quantized
+  multiplier (Newton-Raphson in Q3.28), applied to each shifted input.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .._registry import NodeContext, Prepared, register_kernel
+from ._common import Shape, broadcast_shapes, check_io, plan_by_shape, scale_zp
+from ._fixedpoint import (
+    INT32_MAX,
+    calculate_input_radius,
+    count_leading_zeros32,
+    downscale_multiplier_int16,
+    exp_on_negative_values,
+    get_reciprocal,
+    mul_by_quantized_multiplier,
+    mul_by_quantized_multiplier_gt_one,
+    qrange,
+    quantize_multiplier,
+    rdbpot,
+    round_half_away,
+    sat_rounding_mul_by_pot,
+    srdhm,
+    wrap32,
+)
+
+__all__: list[str] = []
+
+_Q8 = ("int8", "uint8")
+_Q = ("int8", "uint8", "int16")
+F32 = np.float32
+
+
+def _unary(ctx: NodeContext, dtypes=_Q) -> tuple:
+    check_io(ctx, 1)
+    x, out = ctx.inputs[0], ctx.outputs[0]
+    if x.dtype not in dtypes:
+        raise ctx.fail(f"dtype {x.dtype} is not supported (supported: {', '.join(dtypes)})")
+    if out.dtype != x.dtype:
+        raise ctx.fail(f"output dtype {out.dtype} differs from input dtype {x.dtype}")
+    return x, out
+
+
+def _elementwise(ctx: NodeContext, fn) -> Prepared:
+    dtype = ctx.outputs[0].dtype
+
+    def plan(shapes: list[Shape | None]):
+        return [shapes[0]], lambda inputs: [fn(inputs[0]).astype(dtype)]
+
+    return plan_by_shape(ctx, plan)
+
+
+# ---------------------------------------------------------------------------------------------
+# RELU family
+
+
+def _relu_x(ctx: NodeContext, act_min: float, act_max: float | None) -> Prepared:
+    x, out = _unary(ctx)
+    in_s, in_zp = scale_zp(x, "input")
+    out_s, out_zp = scale_zp(out, "output")
+    if x.dtype == "int16" and (in_zp or out_zp):
+        raise ctx.fail("int16 input and output must have zero point 0")
+    # LiteRT: double real_multiplier = input_scale / output_scale (a float32 quotient).
+    m, s = quantize_multiplier(float(F32(in_s) / F32(out_s)))
+    tmin, tmax = qrange(out.dtype)
+    lo = max(tmin, out_zp + int(round_half_away(F32(act_min) / F32(out_s))))
+    hi = tmax if act_max is None else min(tmax, out_zp + int(round_half_away(F32(act_max) / F32(out_s))))
+
+    def fn(v):
+        r = mul_by_quantized_multiplier(v.astype(np.int64) - in_zp, m, s) + out_zp
+        return np.clip(r, lo, hi)
+
+    return _elementwise(ctx, fn)
+
+
+@register_kernel("RELU", dtypes=_Q, versions=range(1, 4))
+def relu(ctx: NodeContext) -> Prepared:
+    return _relu_x(ctx, 0.0, None)
+
+
+@register_kernel("RELU6", dtypes=_Q, versions=range(1, 4))
+def relu6(ctx: NodeContext) -> Prepared:
+    return _relu_x(ctx, 0.0, 6.0)
+
+
+@register_kernel("RELU_N1_TO_1", dtypes=_Q8, versions=range(1, 2))
+def relu_n1_to_1(ctx: NodeContext) -> Prepared:
+    return _relu_x(ctx, -1.0, 1.0)
+
+
+@register_kernel("RELU_0_TO_1", dtypes=_Q8, versions=range(1, 2))
+def relu_0_to_1(ctx: NodeContext) -> Prepared:
+    return _relu_x(ctx, 0.0, 1.0)
+
+
+@register_kernel("LEAKY_RELU", dtypes=_Q, versions=range(1, 3))
+def leaky_relu(ctx: NodeContext) -> Prepared:
+    x, out = _unary(ctx)
+    in_s, in_zp = scale_zp(x, "input")
+    out_s, out_zp = scale_zp(out, "output")
+    if x.dtype == "int16" and (in_zp or out_zp):
+        raise ctx.fail("int16 input and output must have zero point 0")
+    alpha = F32(ctx.options.get("alpha", 0.0))
+    m_a, s_a = quantize_multiplier(float(F32(F32(in_s) * alpha) / F32(out_s)))
+    m_i, s_i = quantize_multiplier(float(F32(in_s) / F32(out_s)))
+    lo, hi = qrange(out.dtype)
+
+    def fn(v):
+        d = v.astype(np.int64) - in_zp
+        pos = mul_by_quantized_multiplier(d, m_i, s_i)
+        neg = mul_by_quantized_multiplier(d, m_a, s_a)
+        return np.clip(np.where(d >= 0, pos, neg) + out_zp, lo, hi)
+
+    return _elementwise(ctx, fn)
+
+
+@register_kernel("PRELU", dtypes=_Q8, versions=range(1, 2))
+def prelu(ctx: NodeContext) -> Prepared:
+    check_io(ctx, 2)
+    x, al, out = ctx.inputs[0], ctx.inputs[1], ctx.outputs[0]
+    if al is None or al.dtype != x.dtype or out.dtype != x.dtype:
+        raise ctx.fail("input, alpha and output must share one quantized dtype")
+    in_s, in_zp = scale_zp(x, "input")
+    a_s, a_zp = scale_zp(al, "alpha")
+    out_s, out_zp = scale_zp(out, "output")
+    m1, s1 = quantize_multiplier(float(F32(in_s) / F32(out_s)))
+    m2, s2 = quantize_multiplier(float(F32(F32(in_s) * F32(a_s)) / F32(out_s)))
+    lo, hi = qrange(out.dtype)
+
+    def plan(shapes: list[Shape | None]):
+        oshape = broadcast_shapes(shapes[0], shapes[1])
+        if oshape != tuple(shapes[0]):
+            raise ctx.fail(f"alpha {shapes[1]} must broadcast to the input shape {shapes[0]}")
+
+        def run(inputs):
+            d = inputs[0].astype(np.int64) - in_zp
+            a = inputs[1].astype(np.int64) - a_zp
+            pos = mul_by_quantized_multiplier(d, m1, s1)
+            neg = mul_by_quantized_multiplier(wrap32(d * a), m2, s2)
+            return [np.clip(np.where(d >= 0, pos, neg) + out_zp, lo, hi).astype(out.dtype)]
+
+        return [oshape], run
+
+    return plan_by_shape(ctx, plan)
+
+
+# ---------------------------------------------------------------------------------------------
+# HARD_SWISH (16-bit fixed point)
+
+
+def _wrap16(v: np.ndarray) -> np.ndarray:
+    return v.astype(np.int16).astype(np.int64)
+
+
+def _srdhm16(a: np.ndarray, b: int) -> np.ndarray:
+    ab = a * b
+    nudge = np.where(ab >= 0, 1 << 14, 1 - (1 << 14))
+    t = ab + nudge
+    r = np.where(t >= 0, t >> 15, -((-t) >> 15))
+    if b == -32768:
+        r = np.where(a == -32768, 32767, r)
+    return _wrap16(r)
+
+
+def _sdhm16(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """SaturatingDoublingHighMul (truncating toward zero)."""
+    ab = a * b
+    r = np.where(ab >= 0, ab >> 15, -((-ab) >> 15))
+    r = np.where((a == -32768) & (b == -32768), 32767, r)
+    return _wrap16(r)
+
+
+def _sat_shl16(v: np.ndarray, amount: int) -> np.ndarray:
+    return np.clip(v * (1 << amount), -32768, 32767)
+
+
+@register_kernel("HARD_SWISH", dtypes=_Q8, versions=range(1, 2))
+def hard_swish(ctx: NodeContext) -> Prepared:
+    x, out = _unary(ctx, _Q8)
+    in_s, in_zp = scale_zp(x, "input")
+    out_s, out_zp = scale_zp(out, "output")
+    hires = F32(F32(1.0 / 128.0) * F32(in_s))
+    reluish_scale = F32(3.0 / 32768.0)
+    om, oexp = quantize_multiplier(float(F32(hires / F32(out_s))))
+    rm, rexp = quantize_multiplier(float(F32(hires / reluish_scale)))
+    om16, rm16 = downscale_multiplier_int16(int(om)), downscale_multiplier_int16(int(rm))
+    oexp, rexp = int(oexp), int(rexp)
+    if oexp > 0:
+        raise ctx.fail("HARD_SWISH output multiplier must be below one (output scale too small)")
+    lo, hi = qrange(out.dtype)
+
+    def fn(v):
+        iv = _wrap16(v.astype(np.int64) - in_zp)
+        hi_in = _wrap16(iv * 128)
+        pre_out = _srdhm16(hi_in, om16)
+        rel = hi_in
+        if rexp > 0:
+            rel = _sat_shl16(rel, rexp - 1)
+        rel = _srdhm16(rel, rm16)
+        if rexp > 0:
+            rel = _sat_shl16(rel, 1)
+        if rexp < 0:
+            rel = rdbpot(rel, -rexp)
+        rel = (rel + (1 << 15)) >> 1
+        o = _sdhm16(rel, pre_out)
+        o = _wrap16(rdbpot(o, -oexp) + out_zp)
+        return np.clip(o, lo, hi)
+
+    return _elementwise(ctx, fn)
+
+
+# ---------------------------------------------------------------------------------------------
+# LOGISTIC / TANH (lookup tables)
+
+
+def _lut(x_dtype: str, in_s: float, in_zp: int, out_s: float, out_zp: int, f) -> np.ndarray:
+    """LiteRT's LUTPopulate for 8-bit types, in float32 arithmetic; indexed by value - qmin."""
+    qmin, qmax = qrange(x_dtype)
+    vals = np.arange(qmin, qmax + 1, dtype=np.int64)
+    deq = F32(in_s) * (vals - in_zp).astype(F32)
+    transformed = f(deq)
+    inv = F32(F32(1.0) / F32(out_s))
+    rescaled = round_half_away((transformed * inv).astype(F32))
+    q = (rescaled.astype(F32) + F32(out_zp)).astype(np.int64)
+    return np.clip(q, qmin, qmax)
+
+
+def _sigmoid_f32(v: np.ndarray) -> np.ndarray:
+    e = np.exp(-v.astype(np.float64)).astype(F32)  # expf, correctly rounded
+    return (F32(1.0) / (F32(1.0) + e)).astype(F32)
+
+
+def _tanh_f32(v: np.ndarray) -> np.ndarray:
+    return np.tanh(v.astype(np.float64)).astype(F32)
+
+
+def _lut_op(ctx: NodeContext, f, out_check) -> Prepared:
+    x, out = _unary(ctx, _Q8)
+    in_s, in_zp = scale_zp(x, "input")
+    out_s, out_zp = scale_zp(out, "output")
+    out_check(out_s, out_zp)
+    table = _lut(x.dtype, in_s, in_zp, out_s, out_zp, f).astype(out.dtype)
+    qmin = qrange(x.dtype)[0]
+    return _elementwise(ctx, lambda v: table[v.astype(np.int64) - qmin])
+
+
+@register_kernel("LOGISTIC", dtypes=_Q8, versions=range(1, 4))
+def logistic(ctx: NodeContext) -> Prepared:
+    def check(out_s, out_zp):
+        if F32(out_s) != F32(1.0 / 256):
+            raise ctx.fail(f"quantized LOGISTIC needs output scale 1/256, got {out_s}")
+    return _lut_op(ctx, _sigmoid_f32, check)
+
+
+@register_kernel("TANH", dtypes=_Q8, versions=range(1, 4))
+def tanh(ctx: NodeContext) -> Prepared:
+    return _lut_op(ctx, _tanh_f32, lambda s, z: None)
+
+
+# ---------------------------------------------------------------------------------------------
+# SOFTMAX
+
+
+@register_kernel("SOFTMAX", dtypes=_Q8, versions=range(1, 5))
+def softmax(ctx: NodeContext) -> Prepared:
+    check_io(ctx, 1)
+    x, out = ctx.inputs[0], ctx.outputs[0]
+    if out.dtype not in ("int8", "uint8", "int16") or (out.dtype != "int16" and out.dtype != x.dtype):
+        raise ctx.fail(f"{x.dtype} SOFTMAX cannot produce {out.dtype}")
+    in_s, _ = scale_zp(x, "input")
+    beta = float(np.float32(ctx.options.get("beta", 1.0)))
+    int_bits = 5  # Q5.26 input differences
+    real = min(beta * float(np.float32(in_s)) * float(1 << (31 - int_bits)), float((1 << 31) - 1))
+    mult, left = quantize_multiplier(real)
+    mult, left = int(mult), int(left)
+    diff_min = -calculate_input_radius(int_bits, left)
+    omin, omax = qrange(out.dtype)
+    out_bits = np.dtype(out.dtype).itemsize * 8
+
+    def fn(v):
+        xi = v.astype(np.int64)
+        diff = xi - xi.max(axis=-1, keepdims=True)
+        ok = diff >= diff_min
+        scaled = mul_by_quantized_multiplier_gt_one(diff, mult, left)
+        e = exp_on_negative_values(np.where(ok, scaled, 0), int_bits)
+        # sum of exps in Q12.19 (plain int32 additions, like gemmlowp's FixedPoint +)
+        acc = wrap32(np.where(ok, sat_rounding_mul_by_pot(e, -12), 0).sum(axis=-1, keepdims=True))
+        recip, bits_over = get_reciprocal(acc, 12)
+        exponent = bits_over + 31 - out_bits
+        o = rdbpot(srdhm(recip, e), exponent) + omin
+        o = np.clip(o, omin, omax)
+        return np.where(ok, o, omin)
+
+    def plan(shapes: list[Shape | None]):
+        if len(shapes[0]) < 1:
+            raise ctx.fail("SOFTMAX needs an input of rank >= 1")
+        return [shapes[0]], lambda inputs: [fn(inputs[0]).astype(out.dtype)]
+
+    return plan_by_shape(ctx, plan)
+
+
+# ---------------------------------------------------------------------------------------------
+# L2_NORMALIZATION
+
+
+def _inv_sqrt_multiplier(acc: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """TFLite GetInvSqrtQuantizedMultiplierExp(acc, reverse_shift=-1), vectorised over rows."""
+    v = acc.astype(np.int64).copy()
+    small = v <= 1
+    v = np.where(small, 2, v)
+    shift = np.full(v.shape, 11, np.int64)
+    for _ in range(16):  # input >= 2^29: input /= 4 (at most a handful of times for int32)
+        big = v >= (1 << 29)
+        if not big.any():
+            break
+        v = np.where(big, v // 4, v)
+        shift = shift + big
+    max_left_bits = count_leading_zeros32(v) - 1
+    pairs = max_left_bits // 2 - 1
+    shift = shift - pairs
+    v = v << (2 * pairs)
+    # Newton-Raphson for 1/sqrt in Q3.28 (F3), as TFLite does
+    fx = v >> 1
+    half_fx = rdbpot(fx, 1)  # SaturatingRoundingMultiplyByPOT<-1>
+    half_three = (1 << 28) + (1 << 27)
+    x = np.full(v.shape, 1 << 28, np.int64)  # F3::One()
+    for _ in range(5):
+        x3 = sat_rounding_mul_by_pot(srdhm(srdhm(x, x), x), 9 - 3)  # Rescale<3> of an F9 product
+        x = sat_rounding_mul_by_pot(wrap32(srdhm(half_three, x) - srdhm(half_fx, x3)), 6 - 3)
+    x = srdhm(x, 1518500250)  # * sqrt(2)/2 in Q0.31 -> F3
+    neg = shift < 0
+    x = np.where(neg, wrap32(x << np.where(neg, -shift, 0)), x)
+    shift = np.where(neg, 0, shift)
+    x = np.where(small, INT32_MAX, x)
+    shift = np.where(small, 0, shift)
+    return x, -shift
+
+
+@register_kernel("L2_NORMALIZATION", dtypes=_Q8, versions=range(1, 3))
+def l2_normalization(ctx: NodeContext) -> Prepared:
+    x, out = _unary(ctx, _Q8)
+    _, in_zp = scale_zp(x, "input")
+    qmin, qmax = qrange(out.dtype)
+
+    def fn(v):
+        d = v.astype(np.int64) - in_zp
+        acc = wrap32((d * d).sum(axis=-1, keepdims=True))
+        m, s = _inv_sqrt_multiplier(acc)
+        if out.dtype == "int8":
+            o = mul_by_quantized_multiplier(d, m, s + 7)
+        else:
+            o = mul_by_quantized_multiplier(wrap32(128 * d), m, s) + 128
+        return np.clip(o, qmin, qmax)
+
+    return _elementwise(ctx, fn)

@@ -1,0 +1,166 @@
+"""Quantized binary elementwise ops: ADD, SUB, MUL, MAXIMUM, MINIMUM (int8, uint8, int16), with
+numpy broadcasting (LiteRT broadcasts up to 6-D; numpy is a superset).
+
+ADD/SUB follow LiteRT's general rescaling path: each input, shifted to its zero point and
+scaled up by 2^20 (8-bit) or 2^15 (int16), is brought to a common scale of twice the larger
+input scale with its own quantized multiplier, the two are added (subtracted), and the sum is
+requantized to the output.  int16 ADD whose scales are all powers of two (and
+``pot_scale_int16``, the schema default) takes LiteRT's symmetric power-of-two path instead:
+one input is rounding-shifted to the other's scale and the two are added with int16
+saturation.  MUL requantizes the product of the zero-point-shifted inputs with a multiplier
+computed (as LiteRT does) from a float32 product of the scales.  MAXIMUM/MINIMUM compare the
+raw quantized values (LiteRT does not requantize them).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .._registry import NodeContext, Prepared, register_kernel
+from ._common import Shape, act_range, broadcast_shapes, check_io, plan_by_shape, scale_zp
+from ._fixedpoint import mul_by_quantized_multiplier, quantize_multiplier, rdbpot, wrap32
+
+__all__: list[str] = []
+
+_Q = ("int8", "uint8", "int16")
+
+
+def _same_types(ctx: NodeContext) -> str:
+    check_io(ctx, 2)
+    a, b, out = ctx.inputs[0], ctx.inputs[1], ctx.outputs[0]
+    if b is None:
+        raise ctx.fail("two inputs are required")
+    if a.dtype != b.dtype or out.dtype != a.dtype:
+        raise ctx.fail(f"input dtypes {a.dtype}, {b.dtype} and output {out.dtype} must match")
+    return a.dtype
+
+
+def _is_quantized(spec) -> bool:
+    q = spec.quantization
+    return q is not None and np.asarray(q.scale).size > 0
+
+
+def _log2_pot(scale: float) -> int | None:
+    """LiteRT's CheckedLog2: the rounded log2 of a (float32) scale when it is a power of two."""
+    if scale <= 0:
+        return None
+    v = float(np.float32(math.log(float(np.float32(scale)))) * np.float32(1.0 / math.log(2.0)))
+    r = math.floor(abs(v) + 0.5) * (1 if v >= 0 else -1)
+    return int(r) if abs(v - r) < 1e-3 else None
+
+
+def _binary(ctx: NodeContext, compute) -> Prepared:
+    def plan(shapes: list[Shape | None]):
+        out_shape = broadcast_shapes(shapes[0], shapes[1])
+
+        def run(inputs):
+            return [np.broadcast_to(compute(inputs[0], inputs[1]), out_shape).astype(ctx.outputs[0].dtype)]
+
+        return [out_shape], run
+
+    return plan_by_shape(ctx, plan)
+
+
+def _add_sub(ctx: NodeContext, sign: int) -> Prepared:
+    a, b, out = ctx.inputs[0], ctx.inputs[1] if len(ctx.inputs) > 1 else None, ctx.outputs[0]
+    if b is not None and out.dtype != b.dtype and out.dtype == "float32":
+        # LiteRT's ADD/SUB Prepare sets the output type to the input type; some converted models
+        # (e.g. LiteRT's own add_quantized test models) rely on it for quantized intermediates.
+        out.dtype = b.dtype
+    dtype = _same_types(ctx)
+    a, b, out = ctx.inputs[0], ctx.inputs[1], ctx.outputs[0]
+    if not (_is_quantized(a) and _is_quantized(b) and _is_quantized(out)):
+        raise ctx.fail(f"no CPU kernel for {ctx.op.name} on dtype {dtype} without quantization parameters "
+                       "(inputs and output must be quantized)")
+    s1, z1 = scale_zp(a, "input 1")
+    s2, z2 = scale_zp(b, "input 2")
+    so, zo = scale_zp(out, "output")
+    lo, hi = act_range(ctx, out)
+    if dtype == "int16":
+        if z1 or z2 or zo:
+            raise ctx.fail("int16 inputs and output must have zero point 0")
+        if sign > 0 and bool(ctx.options.get("pot_scale_int16", True)):
+            logs = [_log2_pot(s) for s in (s1, s2, so)]
+            if None not in logs:
+                return _add_int16_pot(ctx, logs, lo, hi)
+    left_shift = 15 if dtype == "int16" else 20
+    twice_max = 2.0 * float(max(np.float32(s1), np.float32(s2)))
+    m1, sh1 = quantize_multiplier(float(np.float32(s1)) / twice_max)
+    m2, sh2 = quantize_multiplier(float(np.float32(s2)) / twice_max)
+    mo, sho = quantize_multiplier(twice_max / (float(1 << left_shift) * float(np.float32(so))))
+
+    def scaled(x, zp, m, sh):
+        v = (x.astype(np.int64) - zp) << left_shift
+        return mul_by_quantized_multiplier(v, m, sh)
+
+    def compute(x1, x2):
+        raw = wrap32(scaled(x1, z1, m1, sh1) + sign * scaled(x2, z2, m2, sh2))
+        r = mul_by_quantized_multiplier(raw, mo, sho) + zo
+        return np.clip(r, lo, hi)
+
+    return _binary(ctx, compute)
+
+
+def _add_int16_pot(ctx: NodeContext, logs: list[int], lo: int, hi: int) -> Prepared:
+    l1, l2, lo_ = logs
+    sh1, sh2 = l1 - lo_, l2 - lo_
+    if not (sh1 == 0 or sh2 == 0) or sh1 > 0 or sh2 > 0:
+        raise ctx.fail("power-of-two int16 ADD needs one input at the output scale and the other finer")
+    shift_first = sh1 != 0
+    right = -(sh1 if shift_first else sh2)
+
+    def compute(x1, x2):
+        keep, shift = (x2, x1) if shift_first else (x1, x2)
+        s = rdbpot(shift.astype(np.int64), right) + keep.astype(np.int64)
+        return np.clip(np.clip(s, -32768, 32767), lo, hi)
+
+    return _binary(ctx, compute)
+
+
+@register_kernel("ADD", dtypes=_Q, versions=range(1, 7))
+def add(ctx: NodeContext) -> Prepared:
+    return _add_sub(ctx, +1)
+
+
+@register_kernel("SUB", dtypes=_Q, versions=range(1, 6))
+def sub(ctx: NodeContext) -> Prepared:
+    return _add_sub(ctx, -1)
+
+
+@register_kernel("MUL", dtypes=_Q, versions=range(1, 9))
+def mul(ctx: NodeContext) -> Prepared:
+    dtype = _same_types(ctx)
+    a, b, out = ctx.inputs[0], ctx.inputs[1], ctx.outputs[0]
+    if not (_is_quantized(a) and _is_quantized(b) and _is_quantized(out)):
+        raise ctx.fail(f"no CPU kernel for MUL on dtype {dtype} without quantization parameters "
+                       "(inputs and output must be quantized)")
+    s1, z1 = scale_zp(a, "input 1")
+    s2, z2 = scale_zp(b, "input 2")
+    so, zo = scale_zp(out, "output")
+    if dtype == "int16" and (z1 or z2 or zo):
+        raise ctx.fail("int16 inputs and output must have zero point 0")
+    lo, hi = act_range(ctx, out)
+    # LiteRT: input1_scale * input2_scale / output_scale evaluated in float32, then widened.
+    real = float(np.float32(np.float32(s1) * np.float32(s2)) / np.float32(so))
+    m, sh = quantize_multiplier(real)
+
+    def compute(x1, x2):
+        prod = wrap32((x1.astype(np.int64) - z1) * (x2.astype(np.int64) - z2))
+        r = mul_by_quantized_multiplier(prod, m, sh) + zo
+        return np.clip(r, lo, hi)
+
+    return _binary(ctx, compute)
+
+
+@register_kernel("MAXIMUM", dtypes=_Q, versions=range(1, 5))
+def maximum(ctx: NodeContext) -> Prepared:
+    _same_types(ctx)
+    return _binary(ctx, lambda x, y: np.maximum(x, y))
+
+
+@register_kernel("MINIMUM", dtypes=_Q, versions=range(1, 5))
+def minimum(ctx: NodeContext) -> Prepared:
+    _same_types(ctx)
+    return _binary(ctx, lambda x, y: np.minimum(x, y))

@@ -1,0 +1,13 @@
+"""Dialect emitters for the neutral kernel language: OpenCL C, GLSL 4.50 (Vulkan) and WGSL."""
+
+from __future__ import annotations
+
+from ._lang import KernelTemplateError
+from .glsl import GLSLEmitter
+from .opencl import OpenCLEmitter
+from .wgsl import WGSLEmitter
+
+__all__ = ["KernelTemplateError", "EMITTERS", "DIALECTS"]
+
+EMITTERS = {"opencl": OpenCLEmitter, "glsl": GLSLEmitter, "wgsl": WGSLEmitter}
+DIALECTS = tuple(EMITTERS)

@@ -1,0 +1,123 @@
+"""GLSL 4.50 compute emitter (Vulkan flavour, compiled to SPIR-V) for the neutral kernel language.
+
+Buffers are std430 storage blocks at ``set = 0, binding = i`` in binding order; the params are one
+std140 uniform block at the next binding, every member a 4-byte scalar at offset 4*i.  fp16 uses
+GL_EXT_shader_explicit_arithmetic_types_float16 and GL_EXT_shader_16bit_storage.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+from ._lang import Binary, Call, Conv, Emitter, KernelTemplateError, Ty
+
+__all__ = ["GLSLEmitter", "compile_spirv", "find_glsl_compiler"]
+
+_SCALAR = {"f32": "float", "f16": "float16_t", "i32": "int", "u32": "uint", "bool": "bool"}
+_VEC_PREFIX = {"f32": "vec", "f16": "f16vec", "i32": "ivec", "u32": "uvec", "bool": "bvec"}
+_CMP = {"<": "lessThan", "<=": "lessThanEqual", ">": "greaterThan", ">=": "greaterThanEqual",
+        "==": "equal", "!=": "notEqual"}
+_FMAP = {"rsqrt": "inversesqrt", "atan2": "atan"}
+
+
+class GLSLEmitter(Emitter):
+    dialect = "glsl"
+
+    def ty(self, t: Ty) -> str:
+        if t.kind == "void":
+            return "void"
+        return _SCALAR[t.kind] if t.n == 1 else f"{_VEC_PREFIX[t.kind]}{t.n}"
+
+    def float_lit(self, v: float, kind: str) -> str:
+        s = self.fmt_float(v)
+        return f"float16_t({s})" if kind == "f16" else s
+
+    def cast(self, s: str, src: Ty, dst: Ty) -> str:
+        if src == dst:
+            return s
+        return f"{self.ty(dst)}({s})"
+
+    def conv(self, e: Conv) -> str:
+        return self.cast(self.expr(e.e), e.e.ty, e.ty)
+
+    def ctor(self, e: Call) -> str:
+        return f"{self.ty(e.ty)}({self.args(e)})"
+
+    def binary(self, e: Binary) -> str:
+        if e.op in _CMP and e.ty.n > 1:
+            return f"{_CMP[e.op]}({self.expr(e.l)}, {self.expr(e.r)})"
+        return super().binary(e)
+
+    def ternary(self, e) -> str:
+        return f"({self.sub(e.c)} ? {self.sub(e.t)} : {self.sub(e.f)})"
+
+    def builtin(self, e: Call) -> str:
+        f, a = e.fn, e.args
+        if f == "select":
+            fv, tv, c = a
+            if c.ty.n == 1:
+                return f"({self.sub(c)} ? {self.sub(tv)} : {self.sub(fv)})"
+            return f"mix({self.expr(fv)}, {self.expr(tv)}, {self.expr(c)})"
+        if f in ("gid", "lid", "wgid"):
+            v = {"gid": "gl_GlobalInvocationID", "lid": "gl_LocalInvocationID", "wgid": "gl_WorkGroupID"}[f]
+            return f"int({v}.{'xyz'[int(a[0].value)]})"
+        if f == "barrier":
+            return "memoryBarrierShared(); barrier()"
+        if f in ("bool_true", "bool_false"):
+            return f[5:]
+        return f"{_FMAP.get(f, f)}({self.args(e)})"
+
+    def render(self) -> str:
+        k = self.k
+        out = ["#version 450"]
+        if self.uses_f16:
+            out += ["#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require",
+                    "#extension GL_EXT_shader_16bit_storage : require"]
+        out.append("layout(local_size_x = {}, local_size_y = {}, local_size_z = {}) in;".format(*self.wg))
+        for i, b in enumerate(k.buffers):
+            q = {"read": "readonly ", "write": "writeonly ", "read_write": ""}[b.access]
+            out.append(f"layout(std430, set = 0, binding = {i}) restrict {q}buffer Buf{i} "
+                       f"{{ {self.ty(b.elem)} {b.name}[]; }};")
+        if k.params:
+            members = " ".join(f"{self.ty(p.ty)} {p.name};" for p in k.params)
+            out.append(f"layout(std140, set = 0, binding = {len(k.buffers)}) uniform Params {{ {members} }};")
+        for s in k.shared:
+            out.append(f"shared {self.ty(s.ty)} {s.name}[{s.size}];")
+        out.append("")
+        for f in self.funcs:
+            ps = ", ".join(f"{self.ty(t)} {n}" for n, t in f.params)
+            out += self.func(f, f"{self.ty(f.ret)} {f.name}({ps})")
+        out.append("void main() {")
+        out += self.block(k.body, 1)
+        out.append("}")
+        return "\n".join(out) + "\n"
+
+
+def find_glsl_compiler() -> str | None:
+    """Path of ``glslc`` or ``glslangValidator``, whichever is installed (glslc first)."""
+    return shutil.which("glslc") or shutil.which("glslangValidator")
+
+
+def compile_spirv(source: str, *, compiler: str | None = None, vulkan: str = "vulkan1.1") -> bytes:
+    """Compile GLSL compute source to SPIR-V bytes with glslc or glslangValidator.
+
+    Raises ``KernelTemplateError`` with the compiler's message when the source does not compile,
+    and ``FileNotFoundError`` when neither compiler is installed.
+    """
+    tool = compiler or find_glsl_compiler()
+    if tool is None:
+        raise FileNotFoundError("no GLSL compiler: install glslc or glslangValidator (Debian glslc / glslang-tools)")
+    with tempfile.TemporaryDirectory() as d:
+        src, dst = Path(d, "k.comp"), Path(d, "k.spv")
+        src.write_text(source)
+        if Path(tool).name.startswith("glslc"):
+            cmd = [tool, f"--target-env={vulkan}", "-fshader-stage=compute", "-O", str(src), "-o", str(dst)]
+        else:
+            cmd = [tool, "-V", "--target-env", vulkan, "-S", "comp", str(src), "-o", str(dst)]
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        if r.returncode != 0:
+            raise KernelTemplateError(f"GLSL compile failed ({Path(tool).name}):\n{r.stdout}{r.stderr}")
+        return dst.read_bytes()

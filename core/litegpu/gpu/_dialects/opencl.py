@@ -1,0 +1,137 @@
+"""OpenCL C 1.2 emitter for the neutral kernel language.
+
+Buffers are ``__global`` pointer arguments in binding order, followed by the params as scalar
+arguments (``int``/``float``) in declaration order.  Vector booleans are ``intN`` (-1 = true),
+the convention of OpenCL's vector comparisons.
+"""
+
+from __future__ import annotations
+
+from ._lang import Binary, Call, Conv, Emitter, Index, Num, Ty
+
+__all__ = ["OpenCLEmitter"]
+
+_SCALAR = {"f32": "float", "f16": "half", "i32": "int", "u32": "uint", "bool": "bool"}
+_FMAP = {"rsqrt": "rsqrt", "atan2": "atan2"}
+
+
+class OpenCLEmitter(Emitter):
+    dialect = "opencl"
+
+    def ty(self, t: Ty) -> str:
+        if t.n == 1:
+            return _SCALAR[t.kind]
+        if t.kind == "bool":
+            return f"int{t.n}"
+        return f"{_SCALAR[t.kind]}{t.n}"
+
+    def float_lit(self, v: float, kind: str) -> str:
+        s = self.fmt_float(v) + "f"
+        return f"((half){s})" if kind == "f16" else s
+
+    def cast(self, s: str, src: Ty, dst: Ty) -> str:
+        """Convert expression text ``s`` from ``src`` to ``dst`` (same width, or splat from scalar)."""
+        if src.n == dst.n:
+            if src.kind == dst.kind:
+                return s
+            if dst.n == 1:
+                return f"(({self.ty(dst)})({s}))"
+            if src.kind == "bool":  # intN of -1/0
+                one, zero = (f"({self.ty(dst)})({self.one(dst.kind)})", f"({self.ty(dst)})({self.zero(dst.kind)})")
+                return f"select({zero}, {one}, {self._mask(s, dst)})"
+            return f"convert_{self.ty(dst)}({s})"
+        # splat
+        inner = self.cast(s, src, dst.scalar)
+        return f"(({self.ty(dst)})({inner}))"
+
+    def one(self, kind: str) -> str:
+        return "1.0f" if kind in ("f32", "f16") else "1"
+
+    def zero(self, kind: str) -> str:
+        return "0.0f" if kind in ("f32", "f16") else "0"
+
+    def _mask(self, s: str, elem: Ty) -> str:
+        """A bool vector (intN) as the select mask OpenCL needs for ``elem`` vectors."""
+        if elem.kind == "f16":
+            return f"convert_short{elem.n}({s})"
+        return s
+
+    def conv(self, e: Conv) -> str:
+        return self.cast(self.expr(e.e), e.e.ty, e.ty)
+
+    def ctor(self, e: Call) -> str:
+        t = e.ty
+        if len(e.args) == 1:
+            a = e.args[0]
+            if t.kind == "bool":
+                if a.ty.n != 1:
+                    raise NotImplementedError("bool vector constructor from a vector")
+                return f"(({self.expr(a)}) != 0)" if t.n == 1 else f"(({self.ty(t)})(-(int)(({self.expr(a)}) != 0)))"
+            return self.cast(self.expr(a), a.ty, t)
+        parts = [self.cast(self.expr(a), a.ty, Ty(t.kind, a.ty.n)) for a in e.args]
+        return f"(({self.ty(t)})({', '.join(parts)}))"
+
+    def binary(self, e: Binary) -> str:
+        s = super().binary(e)
+        if e.ty.kind == "bool" and e.ty.n > 1 and e.l.ty.kind == "f16":
+            return f"convert_int{e.ty.n}({s})"
+        return s
+
+    def ternary(self, e) -> str:
+        return f"({self.sub(e.c)} ? {self.sub(e.t)} : {self.sub(e.f)})"
+
+    def index(self, e: Index) -> str:
+        if e.kind != "lane":
+            return super().index(e)
+        if isinstance(e.idx, Num):
+            return f"{self.sub(e.base)}.s{int(e.idx.value)}"
+        v, i = self.sub(e.base), self.sub(e.idx)
+        n = e.base.ty.n
+        chain = f"{v}.s{n - 1}"
+        for k in range(n - 2, -1, -1):
+            chain = f"({i} == {k} ? {v}.s{k} : {chain})"
+        return chain
+
+    def builtin(self, e: Call) -> str:
+        f, a = e.fn, e.args
+        if f == "abs":
+            if a[0].ty.is_float:
+                return f"fabs({self.expr(a[0])})"
+            return self.cast(f"abs({self.expr(a[0])})", Ty("u32", a[0].ty.n), a[0].ty)
+        if f == "select":
+            fv, tv, c = a
+            if c.ty.n == 1:
+                return f"({self.sub(c)} ? {self.sub(tv)} : {self.sub(fv)})"
+            return f"select({self.expr(fv)}, {self.expr(tv)}, {self._mask(self.expr(c), e.ty)})"
+        if f in ("gid", "lid", "wgid"):
+            fn = {"gid": "get_global_id", "lid": "get_local_id", "wgid": "get_group_id"}[f]
+            return f"((int){fn}({int(a[0].value)}))"
+        if f == "barrier":
+            return "barrier(CLK_LOCAL_MEM_FENCE)"
+        if f in ("bool_true", "bool_false"):
+            return f[5:]
+        return f"{_FMAP.get(f, f)}({self.args(e)})"
+
+    def render(self) -> str:
+        k = self.k
+        out: list[str] = []
+        if self.uses_f16:
+            out += ["#pragma OPENCL EXTENSION cl_khr_fp16 : enable", ""]
+        for f in self.funcs:
+            ps = ", ".join(f"{self.ty(t)} {n}" for n, t in f.params)
+            out += self.func(f, f"{self.ty(f.ret)} {f.name}({ps})")
+        args = []
+        for b in k.buffers:
+            const = "const " if b.access == "read" else ""
+            args.append(f"__global {const}{self.ty(b.elem)}* restrict {b.name}")
+        args += [f"const {self.ty(p.ty)} {p.name}" for p in k.params]
+        attr = ""
+        if k.shared:
+            attr = " __attribute__((reqd_work_group_size({}, {}, {})))".format(*self.wg)
+        out.append(f"__kernel{attr} void {k.name}(")
+        out.append(",\n".join("    " + a for a in args) + ") {")
+        for s in k.shared:
+            out.append(f"    __local {self.ty(s.ty)} {s.name}[{s.size}];")
+        out += self.block(k.body, 1)
+        out.append("}")
+        return "\n".join(out) + "\n"

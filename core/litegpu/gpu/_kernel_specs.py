@@ -1,0 +1,175 @@
+"""The kernel registry: which template file holds each kernel, its options and representative variants.
+
+Only names and option domains live here; every op's arithmetic is in the templates (shaders/).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ._dialects._lang import KernelTemplateError
+
+__all__ = ["Opt", "KernelSpec", "SPECS", "UNARY_OPS", "BINARY_OPS", "ACTIVATIONS", "FUSED_ACTIVATIONS"]
+
+# Unary elementwise ops (op_<NAME> in shaders/common.lgk). NONE is a copy.
+UNARY_OPS = (
+    "NONE", "EXP", "LOG", "SQRT", "RSQRT", "ABS", "NEG", "SIN", "COS", "TANH", "LOGISTIC", "RELU", "RELU6",
+    "RELU_N1_TO_1", "LEAKY_RELU", "ELU", "HARD_SWISH", "GELU", "GELU_TANH", "SQUARE", "FLOOR", "CEIL",
+    "SIGN_BIT",
+)
+# Binary elementwise ops (bin_<NAME> in shaders/common.lgk).
+BINARY_OPS = (
+    "ADD", "SUB", "MUL", "DIV", "MAXIMUM", "MINIMUM", "SQUARED_DIFFERENCE", "POW", "PRELU", "LOGICAL_AND",
+    "LOGICAL_OR", "FLOOR_DIV",
+)
+# Activations a kernel can fuse without extra inputs.
+ACTIVATIONS = ("NONE", "RELU", "RELU6", "RELU_N1_TO_1", "TANH", "LOGISTIC", "HARD_SWISH", "SIGN_BIT")
+# ... plus PRELU, which binds a per-channel alpha buffer.
+FUSED_ACTIVATIONS = ACTIVATIONS + ("PRELU",)
+
+
+@dataclass(frozen=True)
+class Opt:
+    """A template option: its default and allowed values (``many``: a tuple of such values)."""
+
+    default: Any
+    choices: tuple[Any, ...] | None = None
+    many: bool = False
+    check: Callable[[Any], bool] | None = None
+
+    def validate(self, kernel: str, name: str, value: Any) -> Any:
+        if self.many:
+            if isinstance(value, str) or not hasattr(value, "__iter__"):
+                raise KernelTemplateError(f"{kernel}: option {name} takes a sequence")
+            value = tuple(value)
+            items = value
+        else:
+            items = (value,)
+        for v in items:
+            if self.choices is not None and v not in self.choices:
+                raise KernelTemplateError(
+                    f"{kernel}: option {name}={v!r} not one of {', '.join(map(repr, self.choices))}")
+            if self.check is not None and not self.check(v):
+                raise KernelTemplateError(f"{kernel}: option {name}={v!r} is out of range")
+        return value
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    name: str
+    file: str
+    entry: str
+    doc: str
+    options: Mapping[str, Opt] = field(default_factory=dict)
+    variants: tuple[Mapping[str, Any], ...] = ({},)
+    default_wg: tuple[int, int, int] = (8, 8, 1)
+    shared_wg: Callable[[Mapping[str, Any]], tuple[int, int, int] | None] | None = None
+
+    def resolve(self, given: Mapping[str, Any]) -> dict[str, Any]:
+        unknown = sorted(set(given) - set(self.options))
+        if unknown:
+            raise KernelTemplateError(
+                f"{self.name}: unknown option(s) {', '.join(unknown)} (has {', '.join(self.options) or 'none'})")
+        out = {}
+        for k, o in self.options.items():
+            out[k] = o.validate(self.name, k, given[k]) if k in given else o.default
+        return out
+
+    def fixed_workgroup(self, opts: Mapping[str, Any]) -> tuple[int, int, int] | None:
+        """The work-group size baked into the kernel (it uses shared memory), or None."""
+        return self.shared_wg(opts) if self.shared_wg else None
+
+
+def _bool() -> Opt:
+    return Opt(False, (False, True))
+
+
+def _spec(name: str, file: str, doc: str, options: Mapping[str, Opt] | None = None,
+          variants: list[Mapping[str, Any]] | None = None, entry: str | None = None, **kw: Any) -> KernelSpec:
+    return KernelSpec(name, file, entry or name, doc, dict(options or {}), tuple(variants or ({},)), **kw)
+
+
+# split > 1: a work group of `split` threads cooperates on one output (shared-memory tree reduction)
+_SPLITS = (1, 16, 32, 64, 128)
+_split = Opt(1, _SPLITS)
+
+
+def _split_wg(opts: Mapping[str, Any]) -> tuple[int, int, int] | None:
+    return (opts["split"], 1, 1) if opts.get("split", 1) > 1 else None
+
+
+_act = Opt("NONE", FUSED_ACTIVATIONS)
+# qdq: snap the result to a quantized tensor's grid before storing (params Q_SCALE, Q_ZP, Q_MIN, Q_MAX;
+# the float view of quantized models, docs/gpu-compiler.md)
+_qdq = Opt(False, (False, True))
+_act_no_prelu = Opt("NONE", ACTIVATIONS)
+
+SPECS: dict[str, KernelSpec] = {s.name: s for s in [
+    _spec("bhwc_to_phwc4", "layout.lgk", "BHWC (dense, host order) -> PHWC4",
+          {"host": Opt("f32", ("f32", "real"))}, [{"host": "f32"}, {"host": "real"}]),
+    _spec("phwc4_to_bhwc", "layout.lgk", "PHWC4 -> BHWC (dense, host order)",
+          {"host": Opt("f32", ("f32", "real"))}, [{"host": "f32"}, {"host": "real"}]),
+    _spec("unary", "elementwise.lgk", "y = chain(op(x)); LEAKY_RELU uses param alpha",
+          {"op": Opt("NONE", UNARY_OPS), "chain": Opt((), UNARY_OPS, many=True), "qdq": _qdq},
+          [{"op": op} for op in UNARY_OPS] + [{"op": "EXP", "chain": ("RELU", "TANH")}, {"op": "NONE", "qdq": True},
+                                              {"op": "LOGISTIC", "qdq": True}]),
+    _spec("binary", "elementwise.lgk", "y = act(op(a, b)) with BHWC broadcasting; b may be a scalar param",
+          {"op": Opt("ADD", BINARY_OPS), "act": _act_no_prelu, "rhs": Opt("tensor", ("tensor", "scalar")),
+           "chain": Opt((), UNARY_OPS, many=True), "qdq": _qdq},
+          [{"op": op} for op in BINARY_OPS]
+          + [{"op": "ADD", "act": a} for a in ACTIVATIONS[1:]]
+          + [{"op": "MUL", "rhs": "scalar"}, {"op": "SUB", "rhs": "scalar", "chain": ("ABS",)},
+             {"op": "ADD", "act": "RELU", "qdq": True}, {"op": "MUL", "rhs": "scalar", "qdq": True}]),
+    _spec("conv2d", "conv.lgk", "2-D convolution, groups, dilation, fused bias/activation/residual",
+          {"act": _act, "residual": Opt("NONE", ("NONE", "ADD", "MUL")), "residual_act": _act_no_prelu,
+           "block_w": Opt(2, (1, 2, 4)), "block_s": Opt(1, (1, 2)), "grouped": _bool(), "qdq": _qdq},
+          [{"act": a} for a in FUSED_ACTIVATIONS]
+          + [{"residual": "ADD", "residual_act": "RELU"}, {"residual": "MUL", "act": "RELU6"},
+             {"block_w": 1}, {"block_w": 4, "block_s": 2}, {"grouped": True}, {"grouped": True, "block_w": 4}]
+          + [{"residual": "ADD", "residual_act": a} for a in ACTIVATIONS[2:]]
+          + [{"act": "RELU6", "qdq": True}, {"residual": "ADD", "block_w": 4, "block_s": 2, "qdq": True}],
+          default_wg=(8, 4, 2)),
+    _spec("depthwise_conv2d", "conv.lgk", "depthwise convolution (any channel multiplier)",
+          {"act": _act, "multiplier": Opt("one", ("one", "any")), "qdq": _qdq},
+          [{"act": a} for a in FUSED_ACTIVATIONS] + [{"multiplier": "any"}, {"multiplier": "any", "act": "PRELU"},
+                                                     {"act": "RELU", "qdq": True}]),
+    _spec("transpose_conv2d", "conv.lgk", "transposed convolution (+ MediaPipe Convolution2DTransposeBias)",
+          {"act": _act, "qdq": _qdq}, [{"act": a} for a in FUSED_ACTIVATIONS] + [{"qdq": True}]),
+    _spec("fully_connected", "matmul.lgk", "y[b, o] = act(sum_k x[b, k] w[o, k] + bias[o])",
+          {"act": _act, "split": _split, "qdq": _qdq}, [{"act": a} for a in FUSED_ACTIVATIONS]
+          + [{"split": n, "act": a} for n, a in zip(_SPLITS[1:], ("NONE", "RELU", "PRELU", "TANH"), strict=True)]
+          + [{"qdq": True}, {"split": 32, "qdq": True}],
+          default_wg=(32, 2, 1), shared_wg=_split_wg),
+    _spec("batch_matmul", "matmul.lgk", "batched matmul with broadcasting and adj_x/adj_y",
+          {"adj_x": _bool(), "adj_y": _bool()},
+          [{"adj_x": x, "adj_y": y} for x in (False, True) for y in (False, True)]),
+    _spec("pool2d", "pool.lgk", "AVERAGE_POOL_2D / MAX_POOL_2D",
+          {"op": Opt("AVG", ("AVG", "MAX")), "act": _act_no_prelu, "qdq": _qdq},
+          [{"op": "AVG"}, {"op": "MAX"}] + [{"op": op, "act": a} for op, a in zip("AVG MAX".split() * 4, ACTIVATIONS[1:], strict=False)]
+          + [{"op": "AVG", "qdq": True}]),
+    _spec("reduce", "reduce.lgk", "SUM/MEAN/REDUCE_MAX/REDUCE_MIN/REDUCE_PROD over any BHWC axes",
+          {"op": Opt("SUM", ("SUM", "MEAN", "MAX", "MIN", "PROD")), "split": _split, "qdq": _qdq},
+          [{"op": op} for op in ("SUM", "MEAN", "MAX", "MIN", "PROD")]
+          + [{"split": n, "op": op} for n, op in zip(_SPLITS[1:], ("MEAN", "MAX", "SUM", "MIN"), strict=True)]
+          + [{"op": "MEAN", "qdq": True}, {"op": "MEAN", "split": 64, "qdq": True}],
+          shared_wg=_split_wg),
+    _spec("softmax", "reduce.lgk", "SOFTMAX / LOG_SOFTMAX over channels", {"log": _bool(), "qdq": _qdq},
+          [{"log": False}, {"log": True}, {"qdq": True}]),
+    _spec("concat", "copy.lgk", "CONCATENATION of n inputs along a BHWC axis",
+          {"axis": Opt(3, (0, 1, 2, 3)), "n": Opt(2, tuple(range(1, 9)))},
+          [{"axis": a, "n": 2} for a in range(3)] + [{"axis": 3, "n": k} for k in range(1, 9)] + [{"axis": 1, "n": 8}]),
+    _spec("gather", "copy.lgk", "TRANSPOSE (up to 6-D) / RESHAPE as a gather-by-index copy"),
+    _spec("slice", "copy.lgk", "SLICE / STRIDED_SLICE / SPLIT / SPLIT_V (a strided window)"),
+    _spec("pad", "copy.lgk", "PAD / PADV2 / MIRROR_PAD",
+          {"mode": Opt("CONSTANT", ("CONSTANT", "REFLECT", "SYMMETRIC"))},
+          [{"mode": m} for m in ("CONSTANT", "REFLECT", "SYMMETRIC")]),
+    _spec("depth_to_space", "copy.lgk", "DEPTH_TO_SPACE (DCR order)"),
+    _spec("space_to_depth", "copy.lgk", "SPACE_TO_DEPTH"),
+    _spec("resize", "resize.lgk", "RESIZE_BILINEAR / RESIZE_NEAREST_NEIGHBOR",
+          {"mode": Opt("BILINEAR", ("BILINEAR", "NEAREST")), "qdq": _qdq},
+          [{"mode": "BILINEAR"}, {"mode": "NEAREST"}, {"mode": "BILINEAR", "qdq": True}]),
+    _spec("lstm_cell", "lstm.lgk", "basic LSTM cell: gates (i, g, f, o) + previous state -> state, output",
+          variants=[{}], default_wg=(32, 2, 1)),
+]}

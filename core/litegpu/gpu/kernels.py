@@ -1,0 +1,379 @@
+"""GPU kernels: backend-neutral templates rendered to OpenCL C, GLSL (Vulkan) and WGSL (WebGPU).
+
+The templates live in the ``litegpu.shaders`` package (repo-root ``shaders/``); each is written once
+in the neutral kernel language of :mod:`litegpu.gpu._dialects._lang`.  ``render`` turns one into
+source for a dialect and precision, and describes how to bind and launch it.  docs/gpu-kernels.md
+is the contract (tensor layout, bindings, params, weight layouts) between these kernels and the GPU
+compiler core / runtimes.
+
+Typical use by a runtime::
+
+    rk = render("conv2d", "opencl", "fp16", act="RELU", block_w=2)
+    gsize = rk.global_size(params)               # params: dict name -> int/float
+    rk = render("conv2d", "opencl", "fp16", act="RELU", block_w=2,
+                workgroup=default_workgroup("conv2d", gsize, device_info))
+    # OpenCL: kernel(queue, rk.launch_size(params), rk.workgroup, *buffers, *rk.cl_args(params))
+    # Vulkan/WebGPU: bind buffers at rk.bindings, params as a uniform buffer rk.pack_params(params),
+    #                dispatch rk.num_workgroups(params)
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import re
+import struct
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from ._dialects import DIALECTS, EMITTERS
+from ._dialects._lang import (
+    PRECISIONS,
+    Expr,
+    KernelTemplateError,
+    check,
+    eval_int_expr,
+    parse,
+    preprocess,
+)
+from ._kernel_packing import (
+    from_phwc4,
+    pack_channels,
+    pack_conv2d_weights,
+    pack_depthwise_weights,
+    pack_fc_weights,
+    pack_transpose_conv_weights,
+    slices,
+    to_phwc4,
+)
+from ._kernel_specs import ACTIVATIONS, BINARY_OPS, FUSED_ACTIVATIONS, SPECS, UNARY_OPS, KernelSpec
+
+__all__ = [
+    "DIALECTS",
+    "PRECISIONS",
+    "Binding",
+    "ParamSlot",
+    "RenderedKernel",
+    "KernelTemplateError",
+    "render",
+    "list_kernels",
+    "kernel_spec",
+    "variants",
+    "iter_variants",
+    "default_workgroup",
+    "template_text",
+    "UNARY_OPS",
+    "BINARY_OPS",
+    "ACTIVATIONS",
+    "FUSED_ACTIVATIONS",
+    "slices",
+    "to_phwc4",
+    "from_phwc4",
+    "pack_channels",
+    "pack_conv2d_weights",
+    "pack_depthwise_weights",
+    "pack_transpose_conv_weights",
+    "pack_fc_weights",
+]
+
+_COMMON = "common.lgk"
+
+#: kernels that sum many elements: always fp32 accumulators (see ``render``)
+SUM_KERNELS = frozenset({"pool2d", "reduce", "softmax"})
+
+
+# ----------------------------------------------------------------------------------------------
+# Template loading (installed wheel: litegpu.shaders; source checkout: <repo>/shaders)
+# ----------------------------------------------------------------------------------------------
+
+
+@functools.cache
+def template_text(filename: str) -> str:
+    """The text of a template file from the ``litegpu.shaders`` package (or the checkout's shaders/)."""
+    try:
+        return resources.files("litegpu.shaders").joinpath(filename).read_text(encoding="utf-8")
+    except (ModuleNotFoundError, FileNotFoundError):
+        pass
+    # running from a source tree with PYTHONPATH=core: shaders/ sits at the repo root
+    path = Path(__file__).resolve().parents[3] / "shaders" / filename
+    if not path.is_file():
+        raise KernelTemplateError(f"kernel template {filename!r} not found (litegpu.shaders not installed?)")
+    return path.read_text(encoding="utf-8")
+
+
+# ----------------------------------------------------------------------------------------------
+# Rendered kernels
+# ----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Binding:
+    """One buffer binding: OpenCL argument index / GLSL+WGSL ``binding`` (set/group 0).
+
+    ``elem`` is the element type (``f32``, ``f16x4``, ``i32``...), ``elem_bytes`` its size in a
+    storage buffer; ``kind`` is ``storage`` for tensors and ``uniform`` for the params block.
+    """
+
+    index: int
+    name: str
+    kind: str
+    access: str
+    elem: str
+    elem_bytes: int
+
+
+@dataclass(frozen=True)
+class ParamSlot:
+    """One runtime param: a 4-byte ``i32``/``f32`` scalar at byte ``offset`` of the params block."""
+
+    name: str
+    dtype: str
+    offset: int
+
+
+@dataclass(frozen=True)
+class RenderedKernel:
+    name: str
+    dialect: str
+    precision: str
+    options: tuple[tuple[str, Any], ...]
+    source: str
+    entry_point: str
+    bindings: tuple[Binding, ...]
+    param_layout: tuple[ParamSlot, ...]
+    workgroup: tuple[int, int, int]
+    features: tuple[str, ...]
+    shared_bytes: int
+    _grid: tuple[Expr, Expr, Expr] = field(repr=False, compare=False)
+
+    # -- launch geometry
+    def global_size(self, params: Mapping[str, Any]) -> tuple[int, int, int]:
+        """Work items needed (before rounding up to the work-group size)."""
+        g = tuple(max(1, eval_int_expr(e, params)) for e in self._grid)
+        return g  # type: ignore[return-value]
+
+    def num_workgroups(self, params: Mapping[str, Any]) -> tuple[int, int, int]:
+        """Work groups to dispatch (Vulkan ``vkCmdDispatch`` / WebGPU ``dispatchWorkgroups``)."""
+        g = self.global_size(params)
+        return tuple(-(-g[i] // self.workgroup[i]) for i in range(3))  # type: ignore[return-value]
+
+    def launch_size(self, params: Mapping[str, Any]) -> tuple[int, int, int]:
+        """OpenCL global size: ``global_size`` rounded up to a multiple of ``workgroup``."""
+        n = self.num_workgroups(params)
+        return tuple(n[i] * self.workgroup[i] for i in range(3))  # type: ignore[return-value]
+
+    # -- params
+    def _values(self, params: Mapping[str, Any]) -> list[tuple[str, Any]]:
+        missing = [p.name for p in self.param_layout if p.name not in params]
+        if missing:
+            raise KernelTemplateError(f"kernel {self.name}: missing params {', '.join(missing)}")
+        return [(p.dtype, params[p.name]) for p in self.param_layout]
+
+    def pack_params(self, params: Mapping[str, Any]) -> bytes:
+        """The params as a little-endian uniform block, padded to 16 bytes (GLSL std140 / WGSL)."""
+        vals = self._values(params)
+        data = b"".join(struct.pack("<i" if t == "i32" else "<f", int(v) if t == "i32" else float(v))
+                        for t, v in vals)
+        return data + b"\0" * (-len(data) % 16)
+
+    def cl_args(self, params: Mapping[str, Any]) -> list[Any]:
+        """The params as numpy scalars, in OpenCL argument order (after the buffers)."""
+        import numpy as np
+
+        return [np.int32(v) if t == "i32" else np.float32(v) for t, v in self._values(params)]
+
+    @property
+    def buffer_bindings(self) -> tuple[Binding, ...]:
+        return tuple(b for b in self.bindings if b.kind == "storage")
+
+
+# ----------------------------------------------------------------------------------------------
+# Registry
+# ----------------------------------------------------------------------------------------------
+
+
+def list_kernels() -> list[str]:
+    """Names of every kernel template."""
+    return sorted(SPECS)
+
+
+def kernel_spec(name: str) -> KernelSpec:
+    if name not in SPECS:
+        raise KernelTemplateError(f"unknown kernel {name!r} (known: {', '.join(sorted(SPECS))})")
+    return SPECS[name]
+
+
+def variants(name: str) -> list[dict[str, Any]]:
+    """Representative option sets of a kernel: together they cover every option value."""
+    return [dict(v) for v in kernel_spec(name).variants]
+
+
+def iter_variants() -> Iterator[tuple[str, str, dict[str, Any]]]:
+    """(kernel, precision, options) for every kernel, precision and representative option set."""
+    for name in list_kernels():
+        for prec in PRECISIONS:
+            for opts in variants(name):
+                yield name, prec, opts
+
+
+def _freeze(v: Any) -> Any:
+    if isinstance(v, list):
+        return tuple(_freeze(x) for x in v)
+    if isinstance(v, dict):
+        return tuple(sorted((k, _freeze(x)) for k, x in v.items()))
+    return v
+
+
+_ELEM_BYTES = {"f32": 4, "f16": 2, "i32": 4, "u32": 4}
+
+
+def render(kernel_name: str, dialect: str, precision: str = "fp32", *,
+           workgroup: tuple[int, int, int] | None = None, **options: Any) -> RenderedKernel:
+    """Render one kernel for ``dialect`` (opencl/glsl/wgsl) and ``precision`` (fp32/fp16/fp16_fp32acc).
+
+    ``options`` are the template options of the kernel (see ``kernel_spec(name).options``);
+    omitted ones take their defaults.  ``workgroup`` bakes the local size into GLSL/WGSL (and
+    OpenCL when the kernel uses shared memory); by default the kernel's own default is used.  Kernels
+    whose shared memory is sized by their group (``split > 1``) keep their fixed group whatever
+    ``workgroup`` says: launch with ``rk.workgroup``.
+    """
+    if dialect not in EMITTERS:
+        raise KernelTemplateError(f"unknown dialect {dialect!r} (one of {', '.join(DIALECTS)})")
+    if precision not in PRECISIONS:
+        raise KernelTemplateError(f"unknown precision {precision!r} (one of {', '.join(PRECISIONS)})")
+    spec = kernel_spec(kernel_name)
+    if precision == "fp16" and kernel_name in SUM_KERNELS:
+        # Sums over many elements overflow fp16 (65504) long before their mean does: a 64x64 average
+        # pool of values near 20 is inf in fp16, and inf turns into NaN downstream.  Even in "fp16"
+        # (half math) these kernels accumulate in fp32; storage stays fp16, so nothing else changes.
+        precision = "fp16_fp32acc"
+    opts = spec.resolve(options)
+    # a kernel that sizes shared memory by its group (split > 1) keeps its own: rk.workgroup says which
+    wg = spec.fixed_workgroup(opts) or workgroup or spec.default_wg
+    wg = tuple(int(x) for x in wg)
+    if len(wg) != 3 or min(wg) < 1:
+        raise KernelTemplateError(f"bad work group {wg}")
+    return _render(kernel_name, dialect, precision, _freeze(sorted(opts.items())), wg)
+
+
+@functools.lru_cache(maxsize=1024)
+def _render(kernel_name: str, dialect: str, precision: str, frozen: tuple, wg: tuple[int, int, int]) -> RenderedKernel:
+    spec = SPECS[kernel_name]
+    opts = {k: v for k, v in frozen}
+    env = dict(opts)
+    env.update(_precision_env(precision))
+    env["WG"] = wg
+    common = template_text(_COMMON)
+    text = common + "\n" + _section(template_text(spec.file), spec.entry, spec.file)
+    n_common = common.count("\n") + 1
+
+    def where(line: int) -> str:
+        return f"{_COMMON}:{line}" if line <= n_common else f"{spec.file}:{line - n_common}"
+
+    src = preprocess(text, env, name=where)
+    prog = parse(src, where, precision)  # type: ignore[arg-type]
+    k, funcs = check(prog, spec.entry, where, precision)  # type: ignore[arg-type]
+    em = EMITTERS[dialect](k, funcs, wg)
+    source = em.render()
+    bindings = [Binding(i, b.name, "storage", b.access, str(b.elem), _ELEM_BYTES[b.elem.kind] * b.elem.n)
+                for i, b in enumerate(k.buffers)]
+    if k.params:
+        bindings.append(Binding(len(k.buffers), "params", "uniform", "read", "params", 4 * len(k.params)))
+    layout = tuple(ParamSlot(p.name, p.ty.kind, 4 * i) for i, p in enumerate(k.params))
+    shared = sum(s.size * _ELEM_BYTES[s.ty.kind] * s.ty.n for s in k.shared)
+    return RenderedKernel(
+        name=kernel_name, dialect=dialect, precision=precision, options=frozen, source=source,
+        entry_point="main" if dialect == "glsl" else k.name, bindings=tuple(bindings),
+        param_layout=layout, workgroup=wg, features=("f16",) if em.uses_f16 else (),
+        shared_bytes=shared, _grid=tuple(k.grid),  # type: ignore[arg-type]
+    )
+
+
+def _section(text: str, entry: str, filename: str) -> str:
+    """The shared head of a template file plus the ``#kernel <entry>`` section (others blanked).
+
+    Each kernel's section is preprocessed only with that kernel's options; blank lines keep the
+    line numbers of error messages equal to the file's.
+    """
+    out, keep, found = [], True, False
+    for line in text.split("\n"):
+        m = _KERNEL_MARK.match(line)
+        if m:
+            keep = m.group(1) == entry
+            found = found or keep
+            out.append("")
+        else:
+            out.append(line if keep else "")
+    if not found:
+        raise KernelTemplateError(f"{filename}: no '#kernel {entry}' section")
+    return "\n".join(out)
+
+
+_KERNEL_MARK = re.compile(r"^\s*#kernel\s+(\w+)\s*$")
+
+
+def _precision_env(precision: str) -> dict[str, Any]:
+    """Template variables that depend on the precision (ranges of ``real``, clamps)."""
+    half = precision != "fp32"
+    return {
+        "precision": precision,
+        "HALF": half,
+        "ACC_F32": precision != "fp16",
+        "REAL_MAX": 65504.0 if half else 3.4028234663852886e38,
+        "TANH_CLAMP": 5.0 if half else 9.0,
+    }
+
+
+# ----------------------------------------------------------------------------------------------
+# Work-group heuristic
+# ----------------------------------------------------------------------------------------------
+
+
+def default_workgroup(kernel: str, global_size: tuple[int, ...],
+                      device_info: Mapping[str, Any] | None = None, **options: Any) -> tuple[int, int, int]:
+    """A work-group size for ``kernel`` launched over ``global_size`` work items.
+
+    ``device_info`` (a mapping or an object with these attributes, e.g. ``DeviceInfo``; the
+    ``workgroup`` spelling is accepted too) may give ``max_work_group_size`` (default 256), ``max_work_group_dims``
+    (per-axis limits, default (256, 256, 64)) and ``preferred_work_group_size`` (the thread count
+    to aim for: default 64, a good value for NVIDIA warps x 2 and most mobile GPUs).  Kernels with
+    shared memory return their fixed size.  Threads go to the axes with the most remaining work, x
+    first, so a group never grows far past the grid.
+    """
+    spec = kernel_spec(kernel)
+    fixed = spec.fixed_workgroup(spec.resolve(options))
+    if fixed:
+        return fixed
+    max_total = int(_info(device_info, ("max_work_group_size", "max_workgroup_size"), 256))
+    dims = tuple(_info(device_info, ("max_work_group_dims", "max_workgroup_dims"), (256, 256, 64)))
+    target = min(int(_info(device_info, ("preferred_work_group_size", "preferred_workgroup_size"), 64)), max_total)
+    g = [max(1, int(x)) for x in (*global_size, 1, 1)][:3]
+    wg = [1, 1, 1]
+    while math.prod(wg) * 2 <= target:
+        best, best_ratio = -1, 1.0
+        for d in range(3):
+            if wg[d] * 2 > dims[d]:
+                continue
+            ratio = g[d] / wg[d]
+            if ratio > best_ratio + 1e-9:
+                best, best_ratio = d, ratio
+        if best < 0:
+            break
+        wg[best] *= 2
+    return (wg[0], wg[1], wg[2])
+
+
+def _info(device_info: Any, names: tuple[str, ...], default: Any) -> Any:
+    """A device property from a mapping or an attribute object, under any of ``names``."""
+    if device_info is None:
+        return default
+    for n in names:
+        if isinstance(device_info, Mapping):
+            if device_info.get(n) is not None:
+                return device_info[n]
+        elif getattr(device_info, n, None) is not None:
+            return getattr(device_info, n)
+    return default

@@ -1,0 +1,66 @@
+"""Shared test helper: a backend's delegate, or a skip naming why it cannot run here.
+
+A plain module (not conftest.py): several conftest.py files exist under tests/, and ``from conftest
+import ...`` would pick whichever pytest imported last.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+
+def load_backend_delegate(name: str, options: dict | None = None):
+    """A delegate of backend ``name`` or ``pytest.skip`` with the reason it cannot run here.
+
+    Installed backends are found through their entry points (the way users get them); in a source
+    checkout without ``make install`` the backend's package folder (``backends/NAME``) is tried next.
+    """
+    import importlib
+    import sys
+
+    import litegpu
+    from litegpu import BackendUnavailableError, UnknownBackendError
+
+    try:
+        return litegpu.load_delegate(name, options)
+    except UnknownBackendError:
+        pass
+    except BackendUnavailableError as e:
+        pytest.skip(f"backend {name} unavailable: {e}")
+    folder = Path(__file__).resolve().parents[1] / "backends" / name
+    if not folder.is_dir():
+        pytest.skip(f"backend {name} is not installed")
+    sys.path.insert(0, str(folder))
+    try:
+        mod = importlib.import_module(f"litegpu_{name}")
+    except ImportError as e:
+        pytest.skip(f"backend {name} cannot be imported: {e}")
+    spec = next(v for k, v in vars(mod).items() if k.endswith("Backend") and isinstance(v, type))()
+    ok, why = spec.availability()
+    if not ok:
+        pytest.skip(f"backend {name} unavailable: {why}")
+    return spec.create_delegate(dict(options or {}))
+
+
+def missing_kernels(model_path: str | Path, *, include_custom: bool = True) -> list[str]:
+    """Ops of the model (all subgraphs) with no CPU kernel registered for their dtype and version."""
+    import litegpu  # noqa: F401 - registers the CPU kernels
+    from litegpu._reader import read_model
+    from litegpu.cpu._registry import CPU_KERNELS
+
+    try:
+        model = read_model(str(model_path))
+    except Exception:  # noqa: BLE001 - a model the reader refuses needs no kernels
+        return []
+    missing: list[str] = []
+    for sg in model.subgraphs:
+        for op in sg.operators:
+            if op.is_custom and not include_custom:
+                continue
+            ins = [sg.tensors[i] for i in op.inputs if i >= 0]
+            dtype = ins[0].dtype if ins else (sg.tensors[op.outputs[0]].dtype if op.outputs else "float32")
+            if CPU_KERNELS.lookup(op.name, dtype, op.version) is None and op.name not in missing:
+                missing.append(op.name)
+    return missing

@@ -1,0 +1,318 @@
+"""The OpenCL backend as a user meets it: availability, bad options, and work-group tuning.
+
+* No OpenCL platform (``pyopencl.get_platforms`` raising, or returning nothing), or platforms
+  without devices: :class:`litegpu.BackendUnavailableError` with a message saying what is missing,
+  and ``litegpu.available_backends()`` lists ``opencl`` as unavailable with that reason.
+* A bad ``precision`` or ``tuning`` value: :class:`litegpu.ConfigError` naming the choices; a
+  device index past the device list: ``ConfigError`` listing the devices.
+* ``tuning``: ``fast`` and ``exhaustive`` time candidate work groups at prepare and keep a valid one
+  (within the device's limits, among the candidates); the answers are bit-identical to ``none``;
+  results are keyed by (device, driver, source hash, grid) and survive ``dump_tuning`` /
+  ``load_tuning`` (a delegate that loads them times nothing).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+import litegpu
+import numpy as np
+import pytest
+from _gpu_cases import rnd
+from _litegpu_backends import load_backend_delegate
+from litegpu.testing import ModelBuilder
+
+BACKEND = "opencl"
+# the serialization cache would skip tuning on a warm start: these tests tune
+NO_CACHE = {"cache": {"enabled": False}}
+
+
+@pytest.fixture(scope="module")
+def cl_modules():
+    """(pyopencl, litegpu_opencl) or skip with the reason."""
+    load_backend_delegate(BACKEND, {"precision": "fp32", "tuning": "none", **NO_CACHE}).close()  # skips if unavailable
+    import litegpu_opencl
+    import pyopencl
+
+    return pyopencl, litegpu_opencl
+
+
+@pytest.fixture
+def registered(cl_modules):
+    """The opencl backend in litegpu's registry (registered from the source tree when not installed)."""
+    from litegpu._plugins import register_plugin, unregister_plugin
+
+    name = None
+    if BACKEND not in {b.name for b in litegpu.available_backends()}:
+        import litegpu_opencl.plugin as plugin
+
+        name = register_plugin(plugin, "litegpu-opencl-source-tree")
+    yield
+    if name is not None:
+        unregister_plugin(name)
+    litegpu.available_backends(refresh=True)  # forget availability seen under a monkeypatch
+
+
+# ---------------------------------------------------------------------------------------------------
+# no driver
+# ---------------------------------------------------------------------------------------------------
+
+
+def _no_platform_raises(cl):
+    def get_platforms():
+        raise cl.LogicError("clGetPlatformIDs failed: PLATFORM_NOT_FOUND_KHR")
+    return get_platforms
+
+
+class _EmptyPlatform:
+    name = "Fake Platform "
+
+    def __init__(self, cl):
+        self._cl = cl
+
+    def get_devices(self, *a, **k):
+        raise self._cl.RuntimeError("clGetDeviceIDs failed: DEVICE_NOT_FOUND")
+
+
+@pytest.mark.parametrize("how", ["raises", "empty", "no_devices"])
+def test_no_platform_is_unavailable_with_reason(how, cl_modules, registered, monkeypatch):
+    cl, lo = cl_modules
+    fake = {"raises": _no_platform_raises(cl), "empty": lambda: [],
+            "no_devices": lambda: [_EmptyPlatform(cl)]}[how]
+    monkeypatch.setattr(cl, "get_platforms", fake)
+    words = "expose no device" if how == "no_devices" else "no OpenCL platform found"
+
+    with pytest.raises(litegpu.BackendUnavailableError, match=words):
+        lo.list_devices()
+    ok, why = lo.OpenCLBackend().availability()
+    assert not ok and words in why
+    info = {b.name: b for b in litegpu.available_backends(refresh=True)}[BACKEND]
+    assert not info.available and words in info.reason, info
+    if how != "no_devices":
+        assert "PoCL" in info.reason  # says what to install
+    with pytest.raises(litegpu.BackendUnavailableError, match=words) as e:
+        litegpu.load_delegate(BACKEND, {"precision": "fp32"})
+    assert "opencl" in str(e.value)
+    with pytest.raises(litegpu.BackendUnavailableError, match=words):
+        lo.CLDevice()
+
+
+# ---------------------------------------------------------------------------------------------------
+# bad options
+# ---------------------------------------------------------------------------------------------------
+
+
+def test_bad_precision_names_the_choices(cl_modules, registered):
+    _, lo = cl_modules
+    with pytest.raises(litegpu.ConfigError) as e:
+        litegpu.load_delegate(BACKEND, {"precision": "fp64"})
+    for choice in ("fp32", "fp16", "fp16_fp32acc"):
+        assert choice in str(e.value)
+    with pytest.raises(litegpu.ConfigError, match=r"precision 'int8' is not one of fp32, fp16, fp16_fp32acc"):
+        lo.OpenCLBackend().create_delegate({"precision": "int8"})
+
+
+def test_bad_tuning_names_the_choices(cl_modules, registered):
+    _, lo = cl_modules
+    with pytest.raises(litegpu.ConfigError, match="exhaustive"):
+        litegpu.load_delegate(BACKEND, {"tuning": "slow"})
+    with pytest.raises(litegpu.ConfigError, match=r"tuning 'slow' is not one of none, fast, exhaustive"):
+        lo.OpenCLBackend().create_delegate({"tuning": "slow"})
+
+
+def test_device_index_out_of_range(cl_modules, registered):
+    _, lo = cl_modules
+    n = len(lo.list_devices())
+    with pytest.raises(litegpu.ConfigError) as e:
+        litegpu.load_delegate(BACKEND, {"device": n + 3})
+    msg = str(e.value)
+    assert f"index {n + 3} out of range" in msg and f"{n} device" in msg
+    assert lo.list_devices()[0][1].name.strip() in msg  # lists what there is
+    with pytest.raises(litegpu.ConfigError, match="device"):
+        litegpu.load_delegate(BACKEND, {"device": -1})  # the option schema: min 0
+    with pytest.raises(litegpu.ConfigError, match="no OpenCL platform matches 'no-such-platform'"):
+        litegpu.load_delegate(BACKEND, {"platform": "no-such-platform"})
+    d = litegpu.load_delegate(BACKEND, {"device": n - 1, "tuning": "none"})  # the last one works
+    assert d.devices() and d.tuning == "none"
+    d.close()
+
+
+def test_backend_lists_its_devices(cl_modules, registered):
+    _, lo = cl_modules
+    info = {b.name: b for b in litegpu.available_backends(refresh=True)}[BACKEND]
+    assert info.available and info.reason == "" and info.is_gpu
+    assert len(info.devices) == len(lo.list_devices()) >= 1
+
+
+# ---------------------------------------------------------------------------------------------------
+# tuning
+# ---------------------------------------------------------------------------------------------------
+
+
+def _tuning_model(h: int = 23, w: int = 17) -> tuple[bytes, list[np.ndarray]]:
+    """Kernels with 1-D, 2-D and 3-D grids of awkward sizes."""
+    b = ModelBuilder()
+    h2, w2 = (h + 1) // 2, (w + 1) // 2
+    x = b.input("x", (1, h, w, 6))
+    c = b.tensor("c", (1, h, w, 9))
+    b.op("CONV_2D", [x, b.const("w", rnd(9, 3, 3, 6)), b.const("b", rnd(9))], [c], padding=0, stride_h=1, stride_w=1,
+         fused_activation_function=1)
+    d = b.tensor("d", (1, h2, w2, 9))
+    b.op("DEPTHWISE_CONV_2D", [c, b.const("wd", rnd(1, 3, 3, 9)), b.const("bd", rnd(9))], [d], padding=0,
+         stride_h=2, stride_w=2, depth_multiplier=1)
+    r = b.tensor("r", (1, 2 * h2, 2 * w2, 9))
+    b.op("RESIZE_BILINEAR", [d, b.const("sz", np.array([2 * h2, 2 * w2], np.int32))], [r], half_pixel_centers=True,
+         version=3)
+    s = b.tensor("s", (1, 2 * h2, 2 * w2, 9))
+    b.op("SOFTMAX", [r], [s], beta=1.0)
+    m = b.tensor("m", (1, 9))
+    b.op("MEAN", [s, b.const("ax", np.array([1, 2], np.int32))], [m], keep_dims=False)
+    f = b.tensor("f", (1, 5))
+    b.op("FULLY_CONNECTED", [m, b.const("fw", rnd(5, 9)), b.const("fb", rnd(5))], [f])
+    b.output(s, f)
+    return b.build(), [rnd(1, h, w, 6)]
+
+
+def _run(model, feeds, d):
+    it = litegpu.Interpreter(model_content=model, experimental_delegates=[d])
+    it.allocate_tensors()
+    for det, x in zip(it.get_input_details(), feeds, strict=True):
+        it.set_tensor(det["index"], x)
+    it.invoke()
+    kernels = [s.kernel for s in it._main.plan.steps if s.kind == "delegate"]
+    return [it.get_tensor(o["index"]).copy() for o in it.get_output_details()], kernels
+
+
+@pytest.mark.parametrize("mode", ["fast", "exhaustive"])
+def test_tuning_picks_valid_sizes_and_changes_no_number(mode, cl_modules):
+    from litegpu.gpu._tuning import candidates
+
+    # exhaustive times every power-of-two shape (PoCL builds a work-group function per size): a smaller map
+    model, feeds = _tuning_model() if mode == "fast" else _tuning_model(7, 5)
+    base = load_backend_delegate(BACKEND, {"precision": "fp32", "tuning": "none", **NO_CACHE})
+    want, _ = _run(model, feeds, base)
+    assert base.tuning_results == {} and base.tuner.timed == 0
+    info = base.device.info
+    d = load_backend_delegate(BACKEND, {"precision": "fp32", "tuning": mode, **NO_CACHE})
+    got, kernels = _run(model, feeds, d)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_array_equal(g, w)  # a work group never changes what a work item computes
+    assert d.tuning_results and d.tuner.timed > 0
+    (k,) = kernels
+    desc = k.describe()
+    assert desc["tuning"] == mode and len(desc["workgroups"]) == desc["launches"]
+    for launch in k._launches:
+        wg = tuple(launch.kernel.workgroup)
+        assert math.prod(wg) <= info.max_workgroup_size
+        assert all(w <= m for w, m in zip(wg, info.max_workgroup_dims, strict=True))
+        assert wg in candidates(launch.kernel.name, launch.grid, info, mode)
+    for key, wg in d.tuning_results.items():
+        name, driver, h, grid = key
+        assert name == info.name and driver == info.driver_version
+        assert re.fullmatch(r"[0-9a-f]{16}", h) and len(grid) == 3 and len(wg) == 3
+    print(f"\ntuning {mode}: {len(d.tuning_results)} launches tuned, {d.tuner.timed} timed runs; "
+          + ", ".join(f"{ln.kernel.name} {ln.grid} -> {ln.kernel.workgroup}" for ln in k._launches))
+    d.close()
+    base.close()
+
+
+def test_exhaustive_searches_more_than_fast(cl_modules):
+    from litegpu.gpu._tuning import candidates
+
+    info = load_backend_delegate(BACKEND, {"precision": "fp32", "tuning": "none", **NO_CACHE}).device.info
+    grid = (40, 30, 3)
+    fast = candidates("conv2d", grid, info, "fast")
+    full = candidates("conv2d", grid, info, "exhaustive")
+    assert 2 <= len(fast) <= 5 and fast[0] == candidates("conv2d", grid, info, "none")[0]
+    assert len(full) > len(fast)
+    for wg in fast:
+        assert math.prod(wg) <= info.max_workgroup_size
+    for wg in full:
+        assert all(w & (w - 1) == 0 for w in wg)  # powers of two
+        assert math.prod(wg) <= info.max_workgroup_size
+        assert wg[0] <= 64 and wg[1] <= 32 and wg[2] <= 4  # never far past the grid
+
+
+def test_tuning_results_round_trip(cl_modules):
+    model, feeds = _tuning_model()
+    d1 = load_backend_delegate(BACKEND, {"precision": "fp32", "tuning": "fast", **NO_CACHE})
+    out1, (k1,) = _run(model, feeds, d1)
+    dumped = d1.dump_tuning()
+    assert dumped and all(isinstance(k, str) and isinstance(v, list) for k, v in dumped.items())
+    import json
+
+    dumped = json.loads(json.dumps(dumped))  # what a cache file would give back
+    d2 = load_backend_delegate(BACKEND, {"precision": "fp32", "tuning": "fast", **NO_CACHE})
+    bad = {"garbage": [1, 2, 3], "a|b|c|1,2": [4, 4, 4], "a|b|c|1,2,3": [0, 1, 1], "x|y|z|1,1,1": "nope"}
+    assert d2.load_tuning({**dumped, **bad}) == len(dumped)  # malformed entries are skipped
+    out2, (k2,) = _run(model, feeds, d2)
+    assert d2.tuner.timed == 0  # everything came from the loaded results
+    assert [ln.kernel.workgroup for ln in k2._launches] == [ln.kernel.workgroup for ln in k1._launches]
+    for a, b_ in zip(out1, out2, strict=True):
+        np.testing.assert_array_equal(a, b_)
+    # tuple keys (another delegate's tuning_results) load too
+    d3 = load_backend_delegate(BACKEND, {"precision": "fp32", "tuning": "exhaustive", **NO_CACHE})
+    assert d3.load_tuning(d1.tuning_results) == len(d1.tuning_results)
+    for d in (d1, d2, d3):
+        d.close()
+
+
+def test_tuner_keeps_the_fastest_and_skips_refused_sizes(monkeypatch):
+    """WorkgroupTuner.choose with a fake device and clock: deterministic, no real timing."""
+    from types import SimpleNamespace
+
+    from litegpu.gpu import _tuning
+    from litegpu.gpu.kernels import render
+
+    info = SimpleNamespace(name="fake", driver_version="1", max_workgroup_size=256,
+                           max_workgroup_dims=(256, 256, 64))
+    grid = (64, 64, 2)
+    cands = _tuning.candidates("conv2d", grid, info, "fast")
+    assert len(cands) >= 3
+    refused, broken, best = cands[1], cands[2], cands[-1]
+    clock = {"t": 0.0}
+    cost = {wg: 5.0 + i for i, wg in enumerate(cands)}
+    cost[best] = 1.0
+    cost[refused] = cost[broken] = 0.1  # would win, but the device will not run them
+
+    def trial(wg):
+        if wg == refused:
+            return None
+        if wg == broken:
+            raise RuntimeError("CL_INVALID_WORK_GROUP_SIZE")
+        return lambda: clock.__setitem__("t", clock["t"] + cost[wg])
+
+    monkeypatch.setattr(_tuning.time, "perf_counter", lambda: clock["t"])
+    tuner = _tuning.WorkgroupTuner("fast")
+    probe = render("conv2d", "opencl", "fp32")
+    assert tuner.choose("conv2d", {}, probe, grid, info, trial, lambda: None) == best
+    assert tuner.results == {("fake", "1", _tuning.source_hash(probe.source), grid): best}
+    # a known key is not timed again; tuning "none" times nothing
+    timed = tuner.timed
+    assert tuner.choose("conv2d", {}, probe, grid, info, trial, lambda: None) == best and tuner.timed == timed
+    off = _tuning.WorkgroupTuner("none")
+    assert off.choose("conv2d", {}, probe, grid, info, trial, lambda: None) == cands[0] and off.timed == 0
+    # a loaded result outside this device's limits is ignored (re-tuned)
+    other = _tuning.WorkgroupTuner("fast")
+    other.load({("fake", "1", _tuning.source_hash(probe.source), grid): (512, 1, 1)})
+    assert other.choose("conv2d", {}, probe, grid, info, trial, lambda: None) == best
+    with pytest.raises(litegpu.ConfigError, match="none, fast, exhaustive"):
+        _tuning.WorkgroupTuner("fastest")
+
+
+def test_tuned_work_groups_come_back_from_the_cache(cl_modules, tmp_path):
+    """A warm start (serialization cache) launches with the work groups the cold start tuned, timing nothing."""
+    model, feeds = _tuning_model()
+    cache = {"cache": {"dir": str(tmp_path / "c")}}
+    d1 = load_backend_delegate(BACKEND, {"precision": "fp32", "tuning": "fast", **cache})
+    out1, (k1,) = _run(model, feeds, d1)
+    assert d1.tuner.timed > 0 and not k1.cache_hit
+    d2 = load_backend_delegate(BACKEND, {"precision": "fp32", "tuning": "fast", **cache})
+    out2, (k2,) = _run(model, feeds, d2)
+    assert k2.cache_hit and d2.tuner.timed == 0
+    assert [ln.kernel.workgroup for ln in k2._launches] == [ln.kernel.workgroup for ln in k1._launches]
+    for a, b_ in zip(out1, out2, strict=True):
+        np.testing.assert_array_equal(a, b_)
+    d1.close()
+    d2.close()

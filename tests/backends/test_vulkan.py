@@ -1,0 +1,566 @@
+"""The Vulkan backend (backends/vulkan): device, plugin, per-op results vs LiteRT, a MediaPipe model.
+
+Runs on whatever Vulkan device the machine has (Mesa's lavapipe CPU implementation in CI).  Every
+test skips with the reason when the backend is unavailable (no libvulkan, no device, no glslc, no
+``vulkan`` binding) or when the GPU compiler core it plugs into is not in this build yet.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import litegpu
+import numpy as np
+import pytest
+from litegpu.testing import ModelBuilder, rel_error, run_litert
+
+ROOT = Path(__file__).resolve().parents[2]
+SRC = ROOT / "backends" / "vulkan"
+
+# Mesa drivers want a runtime dir; the Makefile exports the same default.
+if not os.environ.get("XDG_RUNTIME_DIR"):
+    os.environ["XDG_RUNTIME_DIR"] = f"/tmp/litegpu-xdg-{os.getuid()}"
+    os.makedirs(os.environ["XDG_RUNTIME_DIR"], mode=0o700, exist_ok=True)
+
+ERRORS: dict[str, float] = {}  # case -> worst relative error, printed after the module's tests (-s)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _print_errors():
+    yield
+    for k, v in sorted(ERRORS.items()):
+        print(f"\n  vulkan {k:45s} rel err {v:.2e}", end="")
+
+
+def _import_backend():
+    """``litegpu_vulkan`` installed, else from the source tree."""
+    try:
+        return importlib.import_module("litegpu_vulkan")
+    except ImportError:
+        sys.path.insert(0, str(SRC))
+        return importlib.import_module("litegpu_vulkan")
+
+
+@pytest.fixture(scope="module")
+def backend():
+    """The registered ``vulkan`` backend (entry point, or the source tree's plugin module)."""
+    pkg = _import_backend()
+    ok, reason = pkg.VulkanBackend().availability()
+    if not ok:
+        pytest.skip(f"vulkan backend unavailable: {reason}")
+    registered = None
+    if "vulkan" not in [b.name for b in litegpu.available_backends()]:
+        from litegpu._plugins import register_plugin
+
+        registered = register_plugin(importlib.import_module("litegpu_vulkan.plugin"), "litegpu-vulkan-src")
+    yield pkg
+    if registered:
+        from litegpu._plugins import unregister_plugin
+
+        unregister_plugin(registered)
+
+
+@pytest.fixture(scope="module")
+def compiler_core():
+    try:
+        importlib.import_module("litegpu.gpu._lower")
+        importlib.import_module("litegpu.gpu.kernels")
+    except ImportError as e:
+        pytest.skip(f"the GPU compiler core / kernels are not in this build yet ({e})")
+
+
+@pytest.fixture(scope="module")
+def delegate(backend, compiler_core):
+    d = litegpu.load_delegate("vulkan")
+    yield d
+    d.close()
+
+
+@pytest.fixture(scope="module")
+def device(backend):
+    dev = backend.VulkanDevice()
+    yield dev
+    dev.close()
+
+
+def _run(model: bytes, inputs: list[np.ndarray], delegate) -> tuple[list[np.ndarray], list[dict]]:
+    it = litegpu.Interpreter(model_content=model, experimental_delegates=[delegate])
+    it.allocate_tensors()
+    for d, x in zip(it.get_input_details(), inputs, strict=True):
+        it.set_tensor(d["index"], x)
+    it.invoke()
+    return [it.get_tensor(d["index"]) for d in it.get_output_details()], it.get_execution_plan()
+
+
+def _on_gpu_only(plan: list[dict]) -> bool:
+    # constant-only nodes may show as a "folded" segment; nothing may run on the CPU
+    return {s["backend"] for s in plan} - {"folded"} == {"vulkan"}
+
+
+# -- the device on its own ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("memory", ["host_visible", "device_local"])
+def test_upload_download_copy_roundtrip(backend, memory):
+    from litegpu.gpu._device import BufferRef
+
+    dev = backend.VulkanDevice(memory=memory)
+    try:
+        x = np.arange(1000, dtype=np.float32) * 0.5
+        a, b = dev.alloc(8192), dev.alloc(8192)
+        ra, rb = BufferRef(a, 256, x.nbytes), BufferRef(b, 1024, x.nbytes)
+        dev.upload(ra, x)
+        dev.copy(ra, rb)
+        dev.copy(ra, rb)  # the recorded copy is replayed
+        out = np.zeros_like(x)
+        dev.download(rb, out)
+        np.testing.assert_array_equal(out, x)
+        assert dev.info.api == "vulkan" and dev.info.buffer_alignment >= 4
+    finally:
+        dev.close()
+    dev.close()  # idempotent
+
+
+def test_use_after_close_raises_instead_of_crashing(backend, compiler_core):
+    model, inputs = _conv()
+    d = litegpu.load_delegate("vulkan")
+    it = litegpu.Interpreter(model_content=model, experimental_delegates=[d])
+    it.allocate_tensors()
+    it.set_tensor(it.get_input_details()[0]["index"], inputs[0])
+    it.invoke()
+    d.close()  # the device goes; the interpreter still holds the prepared partition
+    it.set_tensor(it.get_input_details()[0]["index"], inputs[0])
+    with pytest.raises(litegpu.DelegateError, match="closed"):
+        it.invoke()
+
+
+def test_bad_device_selection(backend):
+    with pytest.raises(litegpu.BackendUnavailableError, match="out of range"):
+        backend.VulkanDevice(99)
+    with pytest.raises(litegpu.BackendUnavailableError, match="no Vulkan device matches"):
+        backend.VulkanDevice("no-such-gpu-xyz")
+
+
+def test_device_by_name_and_listing(backend):
+    names = backend.list_devices()
+    listed = {b.name: b for b in litegpu.available_backends()}["vulkan"].devices
+    assert names and tuple(names) == tuple(listed)
+    first = names[0].rsplit(" (", 1)[0]
+    dev = backend.VulkanDevice(first[:6])
+    try:
+        assert dev.info.name == first
+    finally:
+        dev.close()
+
+
+def test_program_binary_roundtrip(backend, device, compiler_core):
+    """program_binary (SPIR-V + VkPipelineCache data) rebuilds a working program on a fresh device."""
+    from litegpu.gpu._device import BufferRef
+    from litegpu.gpu.kernels import render
+
+    rk = render("unary", "glsl", "fp32", op="ABS")
+    blob = device.program_binary(device.compile(rk))
+    assert blob and blob.startswith(b"LGVK1")
+    other = backend.VulkanDevice()
+    try:
+        assert other.program_from_binary(rk, b"garbage") is None
+        assert other.program_from_binary(rk, blob[:20]) is None
+        prog = other.program_from_binary(rk, blob)
+        assert prog is not None and other.compile(rk) is prog  # served from the binary: no glslc run
+        params = {"B": 1, "H": 2, "W": 3, "C": 8, "S": 2, "alpha": 0.0}  # PHWC4: 2 slices of 2x3 pixels
+        x = _rng().standard_normal(2 * 2 * 3 * 4).astype(np.float32)
+        src, dst = (BufferRef(other.alloc(x.nbytes), 0, x.nbytes) for _ in range(2))
+        other.upload(src, x)
+        rec = other.record([(other.bind(prog, rk, [src, dst], params), rk, rk.global_size(params))])
+        out = np.empty_like(x)
+        for _ in range(2):
+            other.replay(rec)
+            other.download(dst, out)
+            np.testing.assert_array_equal(out, np.abs(x))
+    finally:
+        other.close()
+
+
+# -- the backend spec -------------------------------------------------------------------------------------
+
+
+def test_availability_reasons_never_raise(backend, monkeypatch):
+    from litegpu_vulkan import _backend, _device
+
+    monkeypatch.setattr(_device, "find_compiler", lambda preferred=None: None)
+    ok, reason = backend.VulkanBackend().availability()
+    assert not ok and "glslc" in reason
+    monkeypatch.undo()
+
+    def no_driver():
+        raise litegpu.BackendUnavailableError("vkCreateInstance failed: no Vulkan 1.1 driver")
+
+    monkeypatch.setattr(_device, "list_devices", no_driver)
+    assert backend.VulkanBackend().availability() == (False, "vkCreateInstance failed: no Vulkan 1.1 driver")
+    monkeypatch.undo()
+    # the binding itself missing (or libvulkan, which it dlopens at import)
+    monkeypatch.delitem(sys.modules, "litegpu_vulkan._device")
+    monkeypatch.delattr(backend, "_device")
+    monkeypatch.setitem(sys.modules, "vulkan", None)
+    ok, reason = _backend.VulkanBackend().availability()
+    assert not ok and "pip install vulkan" in reason
+
+
+def test_options_are_checked(backend, compiler_core):
+    with pytest.raises(litegpu.ConfigError, match=r"backends\.vulkan\.memory"):
+        litegpu.load_delegate("vulkan", {"memory": "shared"})
+    with pytest.raises(litegpu.ConfigError, match=r"backends\.vulkan\.device"):
+        litegpu.load_delegate("vulkan", {"device": -1})
+    with pytest.raises(litegpu.BackendUnavailableError, match="out of range"):
+        litegpu.load_delegate("vulkan", {"device": 42})
+    with pytest.raises(litegpu.BackendUnavailableError, match="not found"):
+        litegpu.load_delegate("vulkan", {"compiler": "no-such-glslc"})
+    d = litegpu.load_delegate("vulkan", {"precision": "fp16", "memory": "device_local", "fence_timeout": 5})
+    try:
+        assert d.name == "vulkan" and d.devices()
+    finally:
+        d.close()
+
+
+# -- ops vs LiteRT's reference kernels ------------------------------------------------------------------
+
+
+def _rng(seed=0):
+    return np.random.default_rng(seed)
+
+
+def _conv(stride=1, padding=0, act=1, dil=1, cin=5, cout=6, k=3, hw=9):
+    b, r = ModelBuilder(), _rng(1)
+    x = b.input("x", (1, hw, hw, cin), "float32")
+    w = b.const("w", r.standard_normal((cout, k, k, cin)).astype(np.float32))
+    bias = b.const("b", r.standard_normal(cout).astype(np.float32))
+    pad = (k - 1) * dil
+    oh = -(-hw // stride) if padding == 0 else (hw - pad - 1) // stride + 1
+    y = b.tensor("y", (1, oh, oh, cout), "float32")
+    b.op("CONV_2D", [x, w, bias], [y], padding=padding, stride_w=stride, stride_h=stride,
+         dilation_w_factor=dil, dilation_h_factor=dil, fused_activation_function=act)
+    b.output(y)
+    return b.build(), [r.standard_normal((1, hw, hw, cin)).astype(np.float32)]
+
+
+def _depthwise(stride=1, padding=0, act=3, mult=1, c=7, hw=10):
+    b, r = ModelBuilder(), _rng(2)
+    x = b.input("x", (1, hw, hw, c), "float32")
+    w = b.const("w", r.standard_normal((1, 3, 3, c * mult)).astype(np.float32))
+    bias = b.const("b", r.standard_normal(c * mult).astype(np.float32))
+    oh = -(-hw // stride) if padding == 0 else (hw - 3) // stride + 1
+    y = b.tensor("y", (1, oh, oh, c * mult), "float32")
+    b.op("DEPTHWISE_CONV_2D", [x, w, bias], [y], padding=padding, stride_w=stride, stride_h=stride,
+         depth_multiplier=mult, fused_activation_function=act)
+    b.output(y)
+    return b.build(), [r.standard_normal((1, hw, hw, c)).astype(np.float32)]
+
+
+def _add(shape_a, shape_b, act=0, op="ADD"):
+    b, r = ModelBuilder(), _rng(3)
+    x = b.input("x", shape_a, "float32")
+    z = b.input("z", shape_b, "float32")
+    y = b.tensor("y", tuple(np.broadcast_shapes(shape_a, shape_b)), "float32")
+    b.op(op, [x, z], [y], fused_activation_function=act)
+    b.output(y)
+    return b.build(), [r.standard_normal(shape_a).astype(np.float32), r.standard_normal(shape_b).astype(np.float32)]
+
+
+def _add_const(shape_a, const_shape):
+    b, r = ModelBuilder(), _rng(4)
+    x = b.input("x", shape_a, "float32")
+    c = b.const("c", r.standard_normal(const_shape).astype(np.float32))
+    y = b.tensor("y", tuple(np.broadcast_shapes(shape_a, const_shape)), "float32")
+    b.op("ADD", [x, c], [y], fused_activation_function=0)
+    b.output(y)
+    return b.build(), [r.standard_normal(shape_a).astype(np.float32)]
+
+
+def _pool(op, k=2, stride=2, padding=1, hw=9, c=6):
+    b, r = ModelBuilder(), _rng(5)
+    x = b.input("x", (1, hw, hw, c), "float32")
+    oh = -(-hw // stride) if padding == 0 else (hw - k) // stride + 1
+    y = b.tensor("y", (1, oh, oh, c), "float32")
+    b.op(op, [x], [y], padding=padding, stride_w=stride, stride_h=stride, filter_width=k, filter_height=k,
+         fused_activation_function=0)
+    b.output(y)
+    return b.build(), [r.standard_normal((1, hw, hw, c)).astype(np.float32)]
+
+
+def _softmax(shape, beta=1.0):
+    b, r = ModelBuilder(), _rng(6)
+    x = b.input("x", shape, "float32")
+    y = b.tensor("y", shape, "float32")
+    b.op("SOFTMAX", [x], [y], beta=beta)
+    b.output(y)
+    return b.build(), [(3 * r.standard_normal(shape)).astype(np.float32)]
+
+
+def _resize(op, size, align_corners=False, half_pixel_centers=False, hw=5, c=3):
+    b, r = ModelBuilder(), _rng(7)
+    x = b.input("x", (1, hw, hw, c), "float32")
+    s = b.const("size", np.array(size, np.int32))
+    y = b.tensor("y", (1, *size, c), "float32")
+    b.op(op, [x, s], [y], align_corners=align_corners, half_pixel_centers=half_pixel_centers)
+    b.output(y)
+    return b.build(), [r.standard_normal((1, hw, hw, c)).astype(np.float32)]
+
+
+def _chain():
+    """conv -> depthwise -> add(residual) -> pool -> softmax: barriers between dependent launches."""
+    b, r = ModelBuilder(), _rng(8)
+    x = b.input("x", (1, 8, 8, 4), "float32")
+    w1 = b.const("w1", r.standard_normal((8, 3, 3, 4)).astype(np.float32) * 0.3)
+    b1 = b.const("b1", r.standard_normal(8).astype(np.float32))
+    w2 = b.const("w2", r.standard_normal((1, 3, 3, 8)).astype(np.float32) * 0.3)
+    b2 = b.const("b2", r.standard_normal(8).astype(np.float32))
+    t1, t2, t3 = (b.tensor(n, (1, 8, 8, 8), "float32") for n in ("t1", "t2", "t3"))
+    t4 = b.tensor("t4", (1, 4, 4, 8), "float32")
+    y = b.tensor("y", (1, 4, 4, 8), "float32")
+    b.op("CONV_2D", [x, w1, b1], [t1], padding=0, stride_w=1, stride_h=1, fused_activation_function=1)
+    b.op("DEPTHWISE_CONV_2D", [t1, w2, b2], [t2], padding=0, stride_w=1, stride_h=1, depth_multiplier=1,
+         fused_activation_function=0)
+    b.op("ADD", [t1, t2], [t3], fused_activation_function=0)
+    b.op("MAX_POOL_2D", [t3], [t4], padding=1, stride_w=2, stride_h=2, filter_width=2, filter_height=2,
+         fused_activation_function=0)
+    b.op("SOFTMAX", [t4], [y], beta=0.5)
+    b.output(y)
+    return b.build(), [r.standard_normal((1, 8, 8, 4)).astype(np.float32)]
+
+
+CASES = {
+    "conv3x3_same_relu": lambda: _conv(),
+    "conv3x3_valid_s2": lambda: _conv(stride=2, padding=1, act=0),
+    "conv3x3_dilated": lambda: _conv(dil=2, act=3),
+    "conv1x1": lambda: _conv(k=1, cin=16, cout=8),
+    "depthwise_same_relu6": lambda: _depthwise(),
+    "depthwise_s2_valid": lambda: _depthwise(stride=2, padding=1, act=0),
+    "depthwise_mult2": lambda: _depthwise(mult=2, act=0),
+    "add_broadcast_channels": lambda: _add((1, 6, 6, 5), (1, 1, 1, 5)),
+    "add_broadcast_rows": lambda: _add((1, 6, 6, 5), (1, 6, 1, 5), act=1),
+    "add_broadcast_const": lambda: _add_const((1, 6, 6, 5), (5,)),
+    "mul_same_shape": lambda: _add((1, 4, 4, 9), (1, 4, 4, 9), op="MUL"),
+    "max_pool_2x2": lambda: _pool("MAX_POOL_2D"),
+    "avg_pool_3x3_same": lambda: _pool("AVERAGE_POOL_2D", k=3, stride=1, padding=0),
+    "avg_pool_2x2_valid": lambda: _pool("AVERAGE_POOL_2D"),
+    "softmax_2d": lambda: _softmax((2, 10)),
+    "softmax_4d_beta": lambda: _softmax((1, 3, 3, 7), beta=0.7),
+    "resize_bilinear": lambda: _resize("RESIZE_BILINEAR", (10, 10)),
+    "resize_bilinear_half_pixel": lambda: _resize("RESIZE_BILINEAR", (8, 7), half_pixel_centers=True),
+    "resize_bilinear_align": lambda: _resize("RESIZE_BILINEAR", (9, 9), align_corners=True),
+    "resize_nearest": lambda: _resize("RESIZE_NEAREST_NEIGHBOR", (10, 10)),
+    "chain": _chain,
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_op_matches_litert_fp32(delegate, name):
+    model, inputs = CASES[name]()
+    want = run_litert(model, inputs)
+    got, plan = _run(model, inputs, delegate)
+    assert _on_gpu_only(plan), f"not fully delegated: {plan}"
+    err = max(rel_error(g, w) for g, w in zip(got, want, strict=True))
+    ERRORS[f"fp32 {name}"] = err
+    assert err <= 1e-4, err
+
+
+@pytest.mark.parametrize("name", ["conv3x3_same_relu", "depthwise_same_relu6", "add_broadcast_rows",
+                                  "avg_pool_3x3_same", "softmax_4d_beta", "resize_bilinear", "chain"])
+@pytest.mark.parametrize("precision", ["fp16", "fp16_fp32acc"])
+def test_op_matches_litert_fp16(backend, compiler_core, name, precision):
+    d = litegpu.load_delegate("vulkan", {"precision": precision})
+    try:
+        if not d.device.info.fp16:
+            pytest.skip(f"{d.device.info.name} has no fp16 support")
+        model, inputs = CASES[name]()
+        want = run_litert(model, inputs)
+        got, plan = _run(model, inputs, d)
+    finally:
+        d.close()
+    assert _on_gpu_only(plan), plan
+    err = max(rel_error(g, w) for g, w in zip(got, want, strict=True))
+    ERRORS[f"{precision} {name}"] = err
+    assert err <= 1e-2, err
+
+
+def test_recorded_partition_replays_with_new_inputs(delegate):
+    """The command buffer is recorded once: later invokes must see their own inputs."""
+    model, (x0,) = _chain()
+    it = litegpu.Interpreter(model_content=model, experimental_delegates=[delegate])
+    it.allocate_tensors()
+    idx, out = it.get_input_details()[0]["index"], it.get_output_details()[0]["index"]
+    for seed in range(3):
+        x = _rng(100 + seed).standard_normal(x0.shape).astype(np.float32)
+        it.set_tensor(idx, x)
+        it.invoke()
+        (want,) = run_litert(model, [x])
+        assert rel_error(it.get_tensor(out), want) <= 1e-4
+
+
+@pytest.mark.parametrize("memory", ["host_visible", "device_local"])
+def test_device_resident_values_between_partitions(backend, compiler_core, memory):
+    """A CPU-only op splits the graph; a tensor read only by the next GPU partition stays on the device."""
+    from litegpu._plugins import register_plugin
+    from litegpu.cpu._registry import CPU_KERNELS, Prepared
+
+    class _FloorPlugin:
+        @litegpu.hookimpl
+        def register_cpu_kernels(self, register):
+            register("TestFloor", lambda ctx: Prepared([ctx.inputs[0].shape], lambda ins: [np.floor(ins[0])]),
+                     dtypes=["float32"])
+
+    if CPU_KERNELS.lookup("TestFloor", "float32", 1) is None:
+        register_plugin(_FloorPlugin(), "test-floor-kernel-vulkan")
+    shape = (1, 4, 4, 8)
+    b = ModelBuilder()
+    x = b.input("x", shape, "float32")
+    t, w, u, v = (b.tensor(n, shape, "float32") for n in "twuv")
+    b.op("MUL", [x, x], [t], fused_activation_function=0)
+    b.op("ADD", [t, t], [w], fused_activation_function=0)   # read only by the second GPU partition
+    b.custom_op("TestFloor", [t], [u])                       # CPU
+    b.op("SUB", [u, w], [v], fused_activation_function=0)
+    b.output(v)
+    d = litegpu.load_delegate("vulkan", {"memory": memory})
+    try:
+        it = litegpu.Interpreter(model_content=b.build(), experimental_delegates=[d])
+        it.allocate_tensors()
+        assert [s["backend"] for s in it.get_execution_plan()] == ["vulkan", "cpu", "vulkan"]
+        for seed in range(2):
+            xv = _rng(seed).uniform(-3, 3, shape).astype(np.float32)
+            it.set_tensor(it.get_input_details()[0]["index"], xv)
+            it.invoke()
+            np.testing.assert_allclose(it.get_tensor(it.get_output_details()[0]["index"]),
+                                       np.floor(xv * xv) - 2 * (xv * xv), rtol=1e-6, atol=1e-5)
+    finally:
+        d.close()
+
+
+def test_cache_serves_programs_without_glslc(backend, compiler_core, tmp_path, monkeypatch):
+    """A second prepare loads SPIR-V + pipeline-cache data from the cache: no GLSL compile at all."""
+    model, inputs = _chain()
+    compiles = []
+    real = backend.VulkanDevice._compile_spirv
+    monkeypatch.setattr(backend.VulkanDevice, "_compile_spirv",
+                        lambda self, k: compiles.append(k.name) or real(self, k))
+    outs, kernels = [], []
+    for _ in range(2):
+        d = litegpu.load_delegate("vulkan", {"cache": {"dir": str(tmp_path / "c"), "enabled": True}})
+        try:
+            it = litegpu.Interpreter(model_content=model, experimental_delegates=[d])
+            it.allocate_tensors()
+            kernels += [s.run.__self__ for s in it._main.plan.steps if s.kind == "delegate"]
+            it.set_tensor(it.get_input_details()[0]["index"], inputs[0])
+            it.invoke()
+            outs.append(it.get_tensor(it.get_output_details()[0]["index"]))
+        finally:
+            d.close()
+        if len(outs) == 1:
+            n_cold = len(compiles)
+    cold, warm = kernels
+    assert not cold.cache_hit and warm.cache_hit
+    assert warm.programs_from_cache == len(warm.binaries) > 0
+    assert n_cold > 0 and len(compiles) == n_cold  # the warm prepare ran no compiler
+    (want,) = run_litert(model, inputs)
+    assert rel_error(outs[0], want) <= 1e-4
+    np.testing.assert_array_equal(outs[1], outs[0])
+
+
+_LAYER_DIRS = ("/usr/share/vulkan/explicit_layer.d", "/usr/local/share/vulkan/explicit_layer.d",
+               "/etc/vulkan/explicit_layer.d", *filter(None, os.environ.get("VK_LAYER_PATH", "").split(":")))
+
+
+def test_khronos_validation_finds_no_error_or_hazard(backend, compiler_core):
+    """Re-runs this file's device, replay and residency tests under the Khronos validation layer
+    with synchronization validation: API misuse and missing barriers are reported there even on
+    lavapipe, which runs dispatches one after another and so hides them."""
+    if not any(Path(d, "VkLayer_khronos_validation.json").is_file() for d in _LAYER_DIRS):
+        pytest.skip("the Khronos validation layer is not installed (Debian vulkan-validationlayers)")
+    env = dict(os.environ, VK_INSTANCE_LAYERS="VK_LAYER_KHRONOS_validation",
+               VK_LAYER_ENABLES="VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_VALIDATION_EXT",
+               PYTHONPATH=os.pathsep.join([str(ROOT / "core"), *sys.path]))
+    select = "roundtrip or chain or resident or binary or replays"
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider", __file__, "-k", select],
+                       env=env, cwd=ROOT, capture_output=True, text=True, timeout=900)
+    out = r.stdout + r.stderr
+    assert r.returncode == 0 and " passed" in out, out[-3000:]
+    problems = [ln for ln in out.splitlines() if "Validation Error" in ln or "SYNC-HAZARD" in ln]
+    assert not problems, "\n".join(problems[:10])
+
+
+# -- a real model ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.mediapipe
+def test_mediapipe_face_detection_fully_delegated(delegate, mediapipe_models):
+    path = mediapipe_models.get("face_detection_short_range")
+    if path is None:
+        pytest.skip("face_detection_short_range not among the fetched models")
+    data = Path(path).read_bytes()
+    it = litegpu.Interpreter(model_content=data, experimental_delegates=[delegate])
+    it.allocate_tensors()
+    plan = it.get_execution_plan()
+    assert _on_gpu_only(plan), [(s["backend"], s["op_names"]) for s in plan if s["backend"] != "vulkan"]
+    xs = [_rng(0).random(d["shape"], dtype=np.float32) for d in it.get_input_details()]
+    want = run_litert(data, xs)
+    for _ in range(2):  # second invoke replays the recorded command buffer
+        for d, x in zip(it.get_input_details(), xs, strict=True):
+            it.set_tensor(d["index"], x)
+        it.invoke()
+        got = [it.get_tensor(d["index"]) for d in it.get_output_details()]
+        err = max(rel_error(g, w) for g, w in zip(got, want, strict=True))
+        ERRORS["fp32 face_detection_short_range"] = err
+        assert err <= 1e-3, err
+
+
+# -- packaging: the entry point after pip install ----------------------------------------------------------
+
+CHECK = textwrap.dedent(
+    """
+    import litegpu, litegpu_vulkan
+    from importlib import metadata
+    eps = [e for e in metadata.entry_points(group="litegpu") if e.name == "vulkan"]
+    assert eps and eps[0].value == "litegpu_vulkan.plugin", eps
+    assert "site-packages" in litegpu_vulkan.__file__, litegpu_vulkan.__file__
+    info = {b.name: b for b in litegpu.available_backends()}["vulkan"]
+    assert info.plugin == "litegpu-vulkan" and info.version == "0.1.0", info
+    print("AVAILABLE" if info.available else "UNAVAILABLE: " + info.reason)
+    if info.available:
+        d = litegpu.load_delegate("vulkan")
+        print("DELEGATE", type(d).__module__, type(d).__name__, d.devices())
+    """
+)
+
+
+@pytest.mark.slow
+def test_entry_point_after_pip_install(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "LITEGPU_PLUGINS",
+                                                          "LITEGPU_DISABLE_PLUGIN_AUTOLOAD")}
+    env.update(PIP_NO_INDEX="1", PIP_DISABLE_PIP_VERSION_CHECK="1", PYTHONDONTWRITEBYTECODE="1")
+    src = tmp_path / "src"
+    ignore = shutil.ignore_patterns("__pycache__", "*.egg-info", "build")
+    for part in ("core", "configs", "shaders", "backends/vulkan"):
+        if (ROOT / part).exists():
+            shutil.copytree(ROOT / part, src / part, ignore=ignore, symlinks=True)
+    for f in ("pyproject.toml", "README.md"):
+        if (ROOT / f).exists():
+            shutil.copy(ROOT / f, src / f)
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(venv)], check=True)
+    py = str(venv / "bin" / "python")
+    for pkg in (src, src / "backends" / "vulkan"):
+        r = subprocess.run([sys.executable, "-m", "pip", "--python", py, "install", "-q", "--no-deps",
+                            "--no-build-isolation", str(pkg)], env=env, cwd=tmp_path, capture_output=True, text=True)
+        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    (tmp_path / "check.py").write_text(CHECK)
+    r = subprocess.run([py, str(tmp_path / "check.py")], env=env, cwd=tmp_path, capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "AVAILABLE" in r.stdout or "UNAVAILABLE" in r.stdout
+    if r.stdout.startswith("AVAILABLE"):
+        assert "DELEGATE litegpu_vulkan._delegate VulkanDelegate" in r.stdout, r.stdout

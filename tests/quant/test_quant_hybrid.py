@@ -1,0 +1,222 @@
+"""Dynamic-range (hybrid: float activations, int8 weights) CONV_2D / FULLY_CONNECTED / BATCH_MATMUL
+vs LiteRT's reference kernels.  Outputs are float; we count bit-identical elements and bound the
+relative error."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from litegpu.testing import rel_error, run_litert
+
+from ._harness import STATS, Stats, run_ours
+from ._models import build_single, rng
+
+SAME, VALID = 0, 1
+
+
+@pytest.fixture(autouse=True)
+def hybrid_kernels():
+    """Install the hybrid kernels even while the float kernels they chain to are not merged."""
+    import litegpu.cpu  # noqa: F401
+    from litegpu.cpu._registry import CPU_KERNELS
+    from litegpu.cpu.quantized import hybrid
+
+    saved = {k: list(v) for k, v in CPU_KERNELS._entries.items()}
+    hybrid.register(force=True)
+    yield
+    CPU_KERNELS._entries.clear()
+    CPU_KERNELS._entries.update(saved)
+
+
+def _compare(name, model, feeds, tol=1e-6, exact=True):
+    (ref,) = run_litert(model, feeds, reference=True)
+    (ours,) = run_ours(model, feeds)
+    assert ours.shape == ref.shape and ours.dtype == ref.dtype
+    s = STATS.setdefault(name, Stats())
+    s.add(ours, ref)
+    same = int(np.sum(ours == ref))
+    err = rel_error(ours, ref)
+    assert err <= tol, f"{name}: relative error {err:.2e}, {same}/{ref.size} identical"
+    if exact:
+        assert same == ref.size, f"{name}: {same}/{ref.size} bit-identical (relative error {err:.2e})"
+
+
+def _w(r, shape, per_channel_axis, channels):
+    w = r.integers(-127, 128, size=shape).astype(np.int8)
+    if per_channel_axis is None:
+        return w, (float(r.uniform(0.002, 0.02)), 0)
+    return w, (r.uniform(0.002, 0.02, channels).astype(np.float32), np.zeros(channels, np.int64), per_channel_axis)
+
+
+CONV = [
+    (True, (1, 9, 9, 3), 5, (3, 3), (1, 1), SAME, 0),
+    (True, (2, 10, 7, 6), 7, (3, 3), (2, 2), VALID, 1),
+    (False, (1, 9, 9, 4), 6, (3, 3), (1, 1), SAME, 3),
+    (False, (2, 8, 8, 5), 4, (1, 1), (1, 1), VALID, 0),
+    (False, (1, 11, 9, 3), 8, (5, 3), (2, 1), SAME, 2),
+]
+
+
+@pytest.mark.parametrize("case", CONV, ids=lambda c: f"{'pc' if c[0] else 'pt'}-{c[1]}-{c[3]}-s{c[4]}")
+@pytest.mark.parametrize("seed", [0, 1])
+def test_hybrid_conv(case, seed):
+    pc, xs, cout, (kh, kw), (sh, sw), pad, act = case
+    r = rng(seed + cout)
+    x = r.standard_normal(xs).astype(np.float32)
+    w, wq = _w(r, (cout, kh, kw, xs[3]), 0 if pc else None, cout)
+    b = r.standard_normal(cout).astype(np.float32)
+    oh = (xs[1] + sh - 1) // sh if pad == SAME else (xs[1] - kh + sh) // sh
+    ow = (xs[2] + sw - 1) // sw if pad == SAME else (xs[2] - kw + sw) // sw
+    model, feeds = build_single("CONV_2D", [("in", x, None), ("const", w, wq), ("const", b, None)],
+                                (xs[0], oh, ow, cout), "float32", None, padding=pad, stride_w=sw,
+                                stride_h=sh, fused_activation_function=act, version=2)
+    _compare("hybrid CONV_2D", model, feeds)
+
+
+FC = [(True, (4, 20), 7, False), (False, (3, 33), 9, False), (True, (2, 3, 16), 5, True),
+      (False, (5, 64), 16, True)]
+
+
+@pytest.mark.parametrize("case", FC, ids=lambda c: f"{'pc' if c[0] else 'pt'}-{c[1]}")
+@pytest.mark.parametrize("asym", [False, True])
+@pytest.mark.parametrize("act", [0, 1, 4])
+def test_hybrid_fully_connected(case, asym, act):
+    pc, xs, units, keep = case
+    r = rng(units + len(xs))
+    x = (r.standard_normal(xs) + 0.3).astype(np.float32)
+    w, wq = _w(r, (units, xs[-1]), 0 if pc else None, units)
+    b = r.standard_normal(units).astype(np.float32)
+    oshape = tuple(xs[:-1]) + (units,) if keep else (int(np.prod(xs)) // xs[-1], units)
+    model, feeds = build_single("FULLY_CONNECTED", [("in", x, None), ("const", w, wq), ("const", b, None)],
+                                oshape, "float32", None, keep_num_dims=keep, asymmetric_quantize_inputs=asym,
+                                fused_activation_function=act, version=9 if asym or pc else 3)
+    # The TANH activation goes through LiteRT's float tanh (not bit-reproducible here: 1-2 ulp).
+    _compare("hybrid FULLY_CONNECTED" + (" +tanh" if act == 4 else ""), model, feeds, exact=act != 4)
+
+
+BMM = [(False, (2, 5, 8), (8, 6)), (True, (3, 4, 16), (16, 7)), (False, (4, 12), (12, 3))]
+
+
+@pytest.mark.parametrize("case", BMM, ids=lambda c: f"{'pc' if c[0] else 'pt'}-{c[1]}x{c[2]}")
+@pytest.mark.parametrize("asym", [False, True])
+def test_hybrid_batch_matmul(case, asym):
+    pc, xs, ws = case
+    r = rng(sum(xs))
+    x = (r.standard_normal(xs) + 0.2).astype(np.float32)
+    w, wq = _w(r, ws, 1 if pc else None, ws[1])
+    oshape = tuple(xs[:-1]) + (ws[1],)
+    model, feeds = build_single("BATCH_MATMUL", [("in", x, None), ("const", w, wq)], oshape, "float32", None,
+                                asymmetric_quantize_inputs=asym, version=4)
+    _compare("hybrid BATCH_MATMUL", model, feeds)
+
+
+def _lstm_model(r, n_batch, steps, n_input, n_cell, n_output, *, cifg, peephole, projection, time_major, asym,
+                clip=0.0):
+    from litegpu.testing import ModelBuilder
+
+    b = ModelBuilder()
+    xs = (steps, n_batch, n_input) if time_major else (n_batch, steps, n_input)
+    x = b.input("x", xs, "float32")
+    idx = [x]
+
+    def w(name, shape):
+        v = r.integers(-127, 128, size=shape).astype(np.int8)
+        return b.const(name, v, quant=(float(r.uniform(0.002, 0.01)), 0))
+
+    def f(name, n):
+        return b.const(name, r.standard_normal(n).astype(np.float32) * 0.3)
+
+    idx.append(-1 if cifg else w("wi", (n_cell, n_input)))
+    idx += [w("wf", (n_cell, n_input)), w("wc", (n_cell, n_input)), w("wo", (n_cell, n_input))]
+    idx.append(-1 if cifg else w("ri", (n_cell, n_output)))
+    idx += [w("rf", (n_cell, n_output)), w("rc", (n_cell, n_output)), w("ro", (n_cell, n_output))]
+    if peephole:
+        idx += [-1 if cifg else w("pi", (n_cell,)), w("pf", (n_cell,)), w("po", (n_cell,))]
+    else:
+        idx += [-1, -1, -1]
+    idx += [-1 if cifg else f("bi", n_cell), f("bf", n_cell), f("bc", n_cell), f("bo", n_cell)]
+    if projection:
+        idx += [w("pw", (n_output, n_cell)), f("pb", n_output)]
+    else:
+        idx += [-1, -1]
+    h = b.tensor("h", (n_batch, n_output), "float32", is_variable=True)
+    c = b.tensor("c", (n_batch, n_cell), "float32", is_variable=True)
+    idx += [h, c, -1, -1, -1, -1]
+    ys = (steps, n_batch, n_output) if time_major else (n_batch, steps, n_output)
+    y = b.tensor("y", ys, "float32")
+    b.op("UNIDIRECTIONAL_SEQUENCE_LSTM", idx, [y], fused_activation_function=4, cell_clip=clip, proj_clip=clip,
+         time_major=time_major, asymmetric_quantize_inputs=asym, version=3)
+    b.output(y)
+    return b.build(), [(r.standard_normal(xs) * 1.5).astype(np.float32)]
+
+
+LSTM = [
+    dict(cifg=False, peephole=False, projection=False, time_major=True),
+    dict(cifg=True, peephole=True, projection=False, time_major=False),
+    dict(cifg=False, peephole=True, projection=True, time_major=False),
+    dict(cifg=False, peephole=False, projection=True, time_major=True, clip=3.0),
+]
+
+
+@pytest.mark.parametrize("cfg", LSTM, ids=lambda c: "-".join(k for k, v in c.items() if v))
+@pytest.mark.parametrize("asym", [False, True])
+def test_hybrid_unidirectional_sequence_lstm(cfg, asym):
+    r = rng(len(cfg) + asym)
+    n_output = 6 if cfg["projection"] else 9
+    model, feeds = _lstm_model(r, 3, 5, 7, 9, n_output, asym=asym, **cfg)
+    # sigmoid/tanh are LiteRT's float math (1-2 ulp apart from ours), compounding over the steps
+    _compare("hybrid UNIDIRECTIONAL_SEQUENCE_LSTM", model, feeds, tol=1e-6, exact=False)
+
+
+@pytest.mark.parametrize("op", ["CONV_2D", "FULLY_CONNECTED"])
+def test_float_weights_chain_to_the_float_kernel(op):
+    """A float node reaches the hybrid kernel first (same lookup key) and is handed on."""
+    from litegpu.cpu._registry import CPU_KERNELS
+    from litegpu.cpu.quantized import hybrid
+
+    me = hybrid.HYBRID_OPS[op][0]
+    if CPU_KERNELS.lookup(op, "float32", 1) is not me:
+        pytest.skip("the hybrid kernel is not the first float32 kernel for this op")
+    if CPU_KERNELS.lookup_next(op, "float32", 1, me) is None:
+        pytest.skip("no float kernel merged to chain to")
+    r = rng(3)
+    if op == "CONV_2D":
+        x = r.standard_normal((1, 6, 6, 3)).astype(np.float32)
+        w = r.standard_normal((4, 3, 3, 3)).astype(np.float32)
+        model, feeds = build_single(op, [("in", x, None), ("const", w, None), ("const", np.zeros(4, np.float32), None)],
+                                    (1, 6, 6, 4), "float32", None, padding=SAME, stride_w=1, stride_h=1)
+    else:
+        x = r.standard_normal((2, 5)).astype(np.float32)
+        w = r.standard_normal((3, 5)).astype(np.float32)
+        model, feeds = build_single(op, [("in", x, None), ("const", w, None), None], (2, 3), "float32", None)
+    (ref,) = run_litert(model, feeds, reference=True)
+    (ours,) = run_ours(model, feeds)
+    assert rel_error(ours, ref) <= 1e-5
+
+
+def test_hybrid_lstm_state_persists_across_invokes():
+    import litegpu
+    from ai_edge_litert import interpreter as litert
+
+    r = rng(5)
+    model, feeds = _lstm_model(r, 2, 3, 4, 5, 5, cifg=False, peephole=True, projection=False, time_major=True,
+                               asym=False)
+    ref_it = litert.Interpreter(model_content=model, experimental_op_resolver_type=litert.OpResolverType.BUILTIN_REF)
+    our_it = litegpu.Interpreter(model_content=model)
+    outs = []
+    for it in (ref_it, our_it):
+        it.allocate_tensors()
+        i, o = it.get_input_details()[0]["index"], it.get_output_details()[0]["index"]
+        seq = []
+        for _ in range(3):
+            it.set_tensor(i, feeds[0])
+            it.invoke()
+            seq.append(it.get_tensor(o).copy())
+        it.reset_all_variables()
+        it.set_tensor(i, feeds[0])
+        it.invoke()
+        seq.append(it.get_tensor(o).copy())
+        outs.append(seq)
+    for a, b in zip(outs[1], outs[0], strict=True):
+        assert rel_error(a, b) <= 1e-6
+    assert not np.allclose(outs[0][0], outs[0][1])  # the state did carry over
