@@ -12,9 +12,16 @@
 2. *Delegate*: each delegate is asked, node by node, whether it runs the
    node; :func:`group_partitions` groups the claimed nodes into segments and
    each delegate segment is compiled with :meth:`Delegate.prepare`.
-3. *Lifetimes*: every intermediate tensor is dropped right after its last
+3. *Fusion*: two CPU nodes where a producer's only output feeds one consumer
+   alone may run as one step when a fusion is registered for the pair (see
+   :mod:`litegpu.cpu._fusion`; a zero PAD before a convolution is absorbed into
+   the convolution's own padded buffer).  Skipped when all tensors are preserved.
+4. *Lifetimes*: every intermediate tensor is dropped right after its last
    reader, so numpy can reuse its memory (unless all tensors are preserved).
-4. *Code generation*: the steps become one generated Python function
+   A CPU node whose kernel offers an in-place variant (``Prepared.inplace``)
+   writes into an input that dies at that node, when a CPU kernel made that
+   input as a fresh array (``Prepared.fresh``) and only CPU steps read it.
+5. *Code generation*: the steps become one generated Python function
    (``v[7], = r3([v[5], v[6]])`` per node), so ``invoke`` runs straight-line
    code with no per-node dispatch, list walking or re-planning.
 
@@ -38,7 +45,17 @@ from ._delegate import Delegate, DelegateKernel, NodeView, PartitionSpec
 from ._errors import DelegateError, InterpreterError, LiteGPUError, ModelError, UnsupportedOpError
 from ._ir import Model, Operator, Subgraph, Tensor
 from ._partition import PartitionOptions, plan_subgraph
-from .cpu._registry import CPU_KERNELS, KernelRegistry, NodeContext, Prepared, TensorSpec, kernel_dtype
+from .cpu._fusion import FusionNode, find_fusion
+from .cpu._heap import tune_heap
+from .cpu._registry import (
+    CPU_KERNELS,
+    KernelRegistry,
+    NodeContext,
+    Prepared,
+    PrepareFn,
+    TensorSpec,
+    kernel_dtype,
+)
 
 __all__ = [
     "Segment",
@@ -101,6 +118,7 @@ class Step:
     frees: tuple[int, ...] = ()
     kernel: DelegateKernel | None = None
     host_outputs: frozenset[int] = frozenset()
+    prepared: Prepared | None = None  # CPU steps: what the kernel's prepare returned
 
 
 @dataclass
@@ -286,6 +304,11 @@ class Runtime:
         self.registry = registry
         # Evaluate constant-only nodes once at prepare (exact: the same kernels run).
         self.fold_constants = True
+        # Fuse registered producer/consumer node pairs and run nodes in place in dead
+        # inputs (exact: the fused kernels compute the same values).
+        self.fuse_kernels = True
+        # Keep freed intermediates in the process heap between invokes (see cpu/_heap.py).
+        tune_heap()
         # Limits and logging of the partitioner (litegpu.load passes the config's partition section).
         self.partition_options = PartitionOptions()
         self.resources: dict[Any, Any] = {}
@@ -452,6 +475,7 @@ def build_plan(
     reset_hooks: list[Callable[[], None]] = []
     # ---- 1. prepare every node with a CPU kernel (this resolves shapes)
     prepared: list[Prepared | None] = []
+    contexts: dict[int, tuple[NodeContext, PrepareFn]] = {}
     missing: dict[int, str] = {}
     folded: list[int] = []  # nodes evaluated here, once; their outputs become constants
     for op in sg.operators:
@@ -486,6 +510,7 @@ def build_plan(
         for o, shape in zip(op.outputs, p.output_shapes, strict=True):
             specs[o].shape = None if shape is None else tuple(int(d) for d in shape)
         prepared.append(p)
+        contexts[op.index] = (ctx, prep)
         if runtime.fold_constants and _foldable(op, ins, outs):
             _fold(op, p, ins, outs, where)
             folded.append(op.index)
@@ -538,7 +563,7 @@ def build_plan(
                 p = prepared[n]
                 assert p is not None
                 steps.append(Step("cpu", p.run, tuple(op.inputs), tuple(op.outputs), (n,),
-                                  _where(subgraph_index, op)))
+                                  _where(subgraph_index, op), prepared=p))
             continue
         if resolved_cache is None:
             resolved_cache = _resolved_tensors(sg, specs)
@@ -570,6 +595,10 @@ def build_plan(
                 device_owner[o] = kernel
         steps.append(Step("delegate", kernel.invoke, tuple(inputs), tuple(outputs), tuple(ns), label,
                           kernel=kernel, host_outputs=host))
+
+    fuse = runtime.fuse_kernels and not runtime.preserve_all_tensors
+    if fuse:
+        steps = _fuse_steps(sg, steps, contexts, graph_outputs)
 
     # ---- 4. initial values and lifetimes
     n = len(sg.tensors)
@@ -609,6 +638,8 @@ def build_plan(
                 frees.setdefault(k, []).append(t)
         for k, st in enumerate(steps):
             st.frees = tuple(sorted(frees.get(k, ())))
+        if fuse:
+            _use_inplace(steps, persistent)
 
     plan = SubgraphPlan(
         model=model,
@@ -624,6 +655,86 @@ def build_plan(
     )
     _codegen(plan)
     return plan
+
+
+def _fuse_steps(sg: Subgraph, steps: list[Step], contexts: Mapping[int, tuple[NodeContext, PrepareFn]],
+                graph_outputs: set[int]) -> list[Step]:
+    """Replace each fusable (producer, consumer) pair of CPU steps by one fused step.
+
+    The producer must have a single output, read once, by the consumer only, and be no graph
+    output; it then runs at the consumer's place (its inputs are still alive there: their last
+    reader moves with it).  Producers reading variable tensors are left alone (a node in
+    between could update the variable in place).  A producer may itself be a fused step
+    (PAD + DEPTHWISE_CONV_2D, then + CONV_2D): the fusion sees its last node, with the
+    earlier ones in ``FusionNode.chain``.
+    """
+    reads: dict[int, int] = {}
+    for st in steps:
+        for i in st.inputs:
+            reads[i] = reads.get(i, 0) + 1
+    made_by: dict[int, Step] = {}
+    members: dict[int, tuple[FusionNode, ...]] = {}  # id(step) -> its nodes, for fused steps
+    out: list[Step] = []
+
+    def node_of(st: Step) -> FusionNode:
+        done = members.get(id(st))
+        if done is not None:
+            return dataclasses.replace(done[-1], prepared=st.prepared, chain=done[:-1])
+        ctx, prep = contexts[st.node_indices[0]]
+        return FusionNode(ctx, st.prepared, prep)
+
+    for st in steps:
+        fused = None
+        if st.kind == "cpu" and len(st.node_indices) == 1 and st.prepared is not None:
+            for slot, t in enumerate(st.inputs):
+                prod = made_by.get(t) if t >= 0 else None
+                if (prod is None or reads.get(t) != 1 or t in graph_outputs or len(prod.outputs) != 1
+                        or prod.prepared is None
+                        or any(i >= 0 and sg.tensors[i].is_variable for i in prod.inputs)):
+                    continue
+                pn, cn = node_of(prod), node_of(st)
+                fn = find_fusion(pn, cn)
+                if fn is None:
+                    continue
+                try:
+                    p = fn(pn, cn, slot)
+                except LiteGPUError:
+                    p = None  # a fusion that cannot handle the pair declines; the nodes run apart
+                if p is None:
+                    continue
+                ins = st.inputs[:slot] + (-1,) + st.inputs[slot + 1:]
+                fused = Step("cpu", p.run, prod.inputs + ins, st.outputs, prod.node_indices + st.node_indices,
+                             f"{prod.label} + {st.label}", prepared=p)
+                chain = members.get(id(prod), (pn,))
+                members[id(fused)] = chain + (dataclasses.replace(cn, chain=()),)
+                out.remove(prod)
+                break
+        st = fused or st
+        out.append(st)
+        for o in st.outputs:
+            made_by[o] = st
+    return out
+
+
+def _use_inplace(steps: list[Step], persistent: set[int]) -> None:
+    """Switch CPU steps to their in-place variant where an input dies at the step, a CPU
+    kernel made it fresh, and only CPU steps read it (a delegate may keep a reference)."""
+    fresh: dict[int, bool] = {}
+    cpu_only: dict[int, bool] = {}
+    for st in steps:
+        for i in st.inputs:
+            cpu_only[i] = cpu_only.get(i, True) and st.kind == "cpu"
+    for st in steps:
+        p = st.prepared
+        if st.kind == "cpu" and p is not None and p.inplace:
+            for pos, fn in p.inplace.items():
+                t = st.inputs[pos] if 0 <= pos < len(st.inputs) else -1
+                if (t >= 0 and t not in persistent and t in st.frees and st.inputs.count(t) == 1
+                        and fresh.get(t, False) and cpu_only.get(t, False)):
+                    st.run = fn
+                    break
+        for o in st.outputs:
+            fresh[o] = st.kind == "cpu" and p is not None and p.fresh
 
 
 # Ops never evaluated at prepare even with constant inputs: state, randomness, control flow.

@@ -33,6 +33,10 @@ CONV_CASES = [
     (1, 8, 8, 5, 3, 3, 3, 1, 1, 1, 1, SAME, 4, 1, True),  # TANH: ignored by LiteRT's float conv
     (3, 4, 5, 2, 3, 3, 3, 3, 2, 1, 1, SAME, 0, 1, True),
     (1, 33, 35, 16, 24, 3, 3, 1, 1, 1, 1, SAME, 1, 1, True),  # several im2col blocks
+    # pointwise with fewer input than output channels (bias folded into the GEMM), several blocks
+    (2, 45, 47, 5, 37, 1, 1, 1, 1, 1, 1, VALID, 3, 1, True),
+    (2, 45, 47, 5, 37, 1, 1, 1, 1, 1, 1, VALID, 1, 1, False),
+    (1, 13, 11, 3, 8, 1, 1, 2, 2, 1, 1, SAME, 0, 1, True),
 ]
 
 
@@ -87,6 +91,12 @@ DW_CASES = [
     (1, 8, 10, 4, 1, 3, 2, 1, VALID, 0),
     (1, 16, 16, 32, 1, 5, 1, 1, SAME, 1),
     (1, 10, 9, 1, 4, 3, 1, 1, SAME, 0),
+    # 1x1 filters: a per-channel scale at stride 1 (with/without activation, batch), else einsum
+    (2, 7, 5, 6, 1, 1, 1, 1, VALID, 3),
+    (1, 9, 11, 4, 2, 1, 1, 1, SAME, 1),
+    (1, 9, 11, 4, 1, 1, 2, 1, SAME, 0),
+    # stride 2 whose column phases take whole pixel pairs (one copy into the phase buffer)
+    (2, 8, 10, 4, 1, 3, 2, 1, SAME, 3),
 ]
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from opcheck import Const, In, check, litert_error, rand, run_ours
+from opcheck import Const, In, build, check, litert_error, rand, run_litert, run_ours
 
 pytest.importorskip("ai_edge_litert.interpreter")
 
@@ -235,6 +235,36 @@ def test_leaky_relu(alpha, version):
 def test_prelu(xs, als, const_alpha):
     al = rand(als, "float32", -1, 1)
     assert check("PRELU", [rand(xs), Const(al) if const_alpha else al]) <= TOL
+
+
+@pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning",
+                            "ignore:invalid value encountered:RuntimeWarning")
+@pytest.mark.parametrize("alphas", ["below_one", "some_above_one", "zero", "non_finite"])
+def test_prelu_special_values(alphas):
+    # the row-tiled forms (max(x, x * alpha) when every alpha <= 1 and != 0, else
+    # max(x, 0) + alpha * min(x, 0)) must equal the select for inf/NaN/tiny inputs; a
+    # non-finite alpha takes the select itself
+    x = rand((1, 9, 7, 5))
+    x.flat[:15] = [np.inf, -np.inf, np.nan, 0.0, -0.0, 1e-40, -1e-40, 3e38, -3e38, 1e-45, -1e-45,
+                   np.inf, -np.inf, np.nan, -2.0]
+    x.flat[15:25] = [np.inf] * 5 + [-np.inf] * 5  # both infinities in every channel
+    al = rand((1, 1, 5), "float32", -1, 1)
+    al[0, 0, 1] = 1.0
+    if alphas == "some_above_one":
+        al[0, 0, 3] = 1.7
+    elif alphas == "zero":
+        al[0, 0, 2] = 0.0
+    elif alphas == "non_finite":
+        al[0, 0, :3] = [np.inf, -np.inf, 0.0]
+    for alpha in (Const(al), al):
+        ins = [x, alpha]
+        assert check("PRELU", ins) <= TOL
+        # the relative error treats any two infinities alike: compare the non-finite pattern exactly
+        data, feeds = build("PRELU", ins, [(x.shape, "float32", None)])
+        (want,), (got,) = run_litert(data, feeds), run_ours("PRELU", ins, [(x.shape, "float32", None)])
+        finite = np.isfinite(want)
+        assert np.array_equal(finite, np.isfinite(got))
+        assert np.array_equal(want[~finite], got[~finite], equal_nan=True)
 
 
 def test_prelu_alpha_must_fit_input():

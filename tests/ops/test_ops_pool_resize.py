@@ -29,6 +29,11 @@ POOL_CASES = [
     (3, 8, 6, 2, 1, 1, 2, 2, SAME, 0),
     (1, 32, 32, 8, 32, 32, 32, 32, VALID, 0),
     (1, 11, 9, 3, 7, 7, 3, 2, SAME, 0),
+    # tiled windows with one tap along an axis (no buffer of a single tap), one tap in all
+    (2, 6, 9, 4, 1, 3, 1, 3, VALID, 1),
+    (1, 8, 5, 3, 2, 1, 2, 1, VALID, 0),
+    (1, 5, 6, 3, 1, 1, 1, 1, VALID, 3),
+    (1, 9, 8, 3, 3, 2, 3, 2, VALID, 0),
 ]
 
 

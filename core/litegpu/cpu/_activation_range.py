@@ -13,6 +13,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ._common import ACT_NONE, ACT_RELU, ACT_RELU6, ACT_RELU_N1_TO_1, ACT_SIGN_BIT, ACT_TANH
+from ._float_util import relu_inplace
 from ._registry import NodeContext
 
 __all__ = ["activation_range", "clamp_fn"]
@@ -41,5 +42,7 @@ def clamp_fn(ctx: NodeContext, key: str = "fused_activation_function") -> Callab
     if lo is None and hi is None:
         return None
     if hi is None:
-        return lambda x: np.maximum(x, lo, out=x)
+        def relu(x):
+            return relu_inplace(x) if x.dtype == np.float32 else np.maximum(x, lo, out=x)
+        return relu
     return lambda x: np.clip(x, lo, hi, out=x)

@@ -30,6 +30,9 @@ __all__ = [
     "require_float",
     "input_spec",
     "round_half_away",
+    "clip_ufunc",
+    "relu",
+    "relu_inplace",
 ]
 
 F32 = np.dtype(np.float32)
@@ -37,14 +40,50 @@ F32 = np.dtype(np.float32)
 Clamp = Callable[[np.ndarray], object]
 
 
+try:  # the clip ufunc itself: np.clip's Python wrapper costs more than clipping a small tensor
+    from numpy._core.umath import clip as _clip_ufunc  # numpy >= 2
+except ImportError:  # pragma: no cover - numpy 1.x
+    try:
+        from numpy.core.umath import clip as _clip_ufunc  # type: ignore[no-redef]
+    except ImportError:
+        _clip_ufunc = np.clip  # type: ignore[assignment]
+
+
+clip_ufunc = _clip_ufunc
+
+# np.maximum(x, 0.0) runs a scalar loop; against an array operand it runs SIMD: about 2x
+# faster on tensors that fit the caches (on big ones the extra stream costs more).
+_RELU_ARRAY_MAX = 1 << 16
+_ZEROS = np.zeros(_RELU_ARRAY_MAX, F32)
+_ZEROS.flags.writeable = False
+_ZERO = F32.type(0)
+
+
+def relu(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """``max(x, 0)`` of a float32 array, into ``out`` (a new array when None)."""
+    n = x.size
+    if n <= _RELU_ARRAY_MAX and x.flags.c_contiguous:
+        return np.maximum(x, _ZEROS[:n].reshape(x.shape), out=out)
+    return np.maximum(x, _ZERO, out=out)
+
+
+def relu_inplace(x: np.ndarray) -> np.ndarray:
+    """``max(x, 0)`` written into the float32 array ``x``."""
+    return relu(x, x)
+
+
 def activation_clamp(act: int) -> Clamp | None:
-    """In-place clamp for a fused activation code, as LiteRT's float kernels apply it."""
+    """In-place clamp for a fused activation code, as LiteRT's float kernels apply it.
+
+    Bounds are float32 scalars (a Python int bound makes numpy resolve the loop per call)."""
     if act == ACT_RELU:
-        return lambda x: np.maximum(x, 0, out=x)
+        return relu_inplace
     if act == ACT_RELU6:
-        return lambda x: np.clip(x, 0, 6, out=x)
+        lo, hi = F32.type(0), F32.type(6)
+        return lambda x: _clip_ufunc(x, lo, hi, out=x)
     if act == ACT_RELU_N1_TO_1:
-        return lambda x: np.clip(x, -1, 1, out=x)
+        lo, hi = F32.type(-1), F32.type(1)
+        return lambda x: _clip_ufunc(x, lo, hi, out=x)
     if act in (ACT_NONE, 4, 5):  # TANH, SIGN_BIT: not applied by LiteRT's range-based float kernels
         return None
     raise ModelError(f"unknown fused activation function {act}")

@@ -112,11 +112,20 @@ class Prepared:
 
     ``output_shapes[i]`` is the shape of output i when it is known at prepare
     time, or None when it depends on runtime values (dynamic).  ``run`` maps
-    the input arrays to the output arrays.
+    the input arrays to the output arrays.  ``fresh`` and ``inplace`` let the
+    interpreter run a node in the buffer of a dead input (see the fields).
     """
 
     output_shapes: list[tuple[int, ...] | None]
     run: Callable[[list[np.ndarray | None]], list[np.ndarray]]
+    # Optional speed hooks (the interpreter works without them):
+    # ``fresh``: every output ``run`` returns is a new array that nothing else references
+    # (no view of an input, no cached or constant array), so a consumer may overwrite it.
+    fresh: bool = False
+    # ``inplace[i]``: a variant of ``run`` that may write its output into input ``i`` (same
+    # shape and dtype as the output).  The interpreter uses it only when that input is a
+    # fresh array read by no later step.
+    inplace: Mapping[int, Callable[[list[np.ndarray | None]], list[np.ndarray]]] | None = None
 
 
 PrepareFn = Callable[[NodeContext], Prepared]

@@ -13,15 +13,19 @@ from collections.abc import Callable
 
 import numpy as np
 
+from ._float_util import DerivedCache, relu, relu_inplace
+from ._float_util import clip_ufunc as _clip
 from ._registry import NodeContext, Prepared, register_kernel
-from ._shapes import broadcast_shape
+from ._shapes import broadcast_shape, prod
 
 __all__: list[str] = []
 
 F32 = ("float32",)
 
 
-def _unary(ctx: NodeContext, fn: Callable[[np.ndarray], np.ndarray]) -> Prepared:
+def _unary(ctx: NodeContext, fn: Callable[[np.ndarray], np.ndarray],
+           fn_inplace: Callable[[np.ndarray], object] | None = None) -> Prepared:
+    """``fn`` returns a new array; ``fn_inplace`` (optional) computes the same values in place."""
     if len(ctx.inputs) < 1 or ctx.inputs[0] is None or len(ctx.outputs) != 1:
         raise ctx.fail("expects 1 input and 1 output")
     x = ctx.inputs[0]
@@ -34,12 +38,23 @@ def _unary(ctx: NodeContext, fn: Callable[[np.ndarray], np.ndarray]) -> Prepared
             r = np.asarray(fn(inputs[0]))
         return [r if r.dtype == odt else r.astype(odt)]
 
-    return Prepared([None if x.shape is None else tuple(x.shape)], run)
+    inplace = None
+    if fn_inplace is not None:
+        def run_inplace(inputs):
+            a = inputs[0]
+            if a.dtype != odt or not a.flags.writeable:
+                return run(inputs)
+            with np.errstate(all="ignore"):
+                fn_inplace(a)
+            return [a]
+        inplace = {0: run_inplace}
+    return Prepared([None if x.shape is None else tuple(x.shape)], run, fresh=True, inplace=inplace)
 
 
-def _simple(name: str, versions: range, fn: Callable[[np.ndarray], np.ndarray]) -> None:
+def _simple(name: str, versions: range, fn: Callable[[np.ndarray], np.ndarray],
+            fn_inplace: Callable[[np.ndarray], object] | None = None) -> None:
     def prepare(ctx: NodeContext) -> Prepared:
-        return _unary(ctx, fn)
+        return _unary(ctx, fn, fn_inplace)
     prepare.__name__ = f"_{name.lower()}"
     register_kernel(name, dtypes=F32, versions=versions)(prepare)
 
@@ -48,37 +63,94 @@ _F = np.float32
 
 
 def _logistic(x):
-    # LiteRT clamps to [-100, 100] (NaN passes through) before 1 / (1 + exp(-x))
-    c = np.clip(x, _F(-100), _F(100))
-    return _F(1) / (_F(1) + np.exp(-c))
+    # LiteRT clamps to [-100, 100] (NaN passes through) before 1 / (1 + exp(-x)); one
+    # buffer for the whole chain
+    t = _clip(x, _F(-100), _F(100), out=np.empty(x.shape, np.float32))
+    _logistic_tail(t)
+    return t
+
+
+def _logistic_tail(t):
+    np.negative(t, out=t)
+    np.exp(t, out=t)
+    np.add(_F(1), t, out=t)
+    np.divide(_F(1), t, out=t)
+
+
+def _logistic_inplace(x):
+    # the same operations, in the same order, as _logistic
+    _clip(x, _F(-100), _F(100), out=x)
+    _logistic_tail(x)
 
 
 def _hard_swish(x):
-    return x * np.minimum(_F(6), np.maximum(_F(0), x + _F(3))) / _F(6)
+    # x * min(6, max(0, x + 3)) / 6 (LiteRT's reference formula), the clamp as one clip
+    t = np.add(x, _F(3), out=np.empty(x.shape, np.float32))  # an array even for 0-d x
+    _clip(t, _F(0), _F(6), out=t)
+    np.multiply(x, t, out=t)
+    np.divide(t, _F(6), out=t)
+    return t
+
+
+def _hard_swish_inplace(x):
+    t = np.add(x, _F(3), out=np.empty(x.shape, np.float32))  # an array even for 0-d x
+    _clip(t, _F(0), _F(6), out=t)
+    np.multiply(x, t, out=x)
+    np.divide(x, _F(6), out=x)
 
 
 def _elu(x):
     return np.where(x < 0, np.expm1(np.minimum(x, 0)), x)
 
 
-def _relu(x):
-    return np.maximum(x, _F(0))
+def _clamp_inplace(lo, hi):
+    lo, hi = _F(lo), _F(hi)
+
+    def fn(x):
+        np.maximum(x, lo, out=x)
+        np.minimum(x, hi, out=x)
+    return fn
 
 
-_simple("TANH", range(1, 4), np.tanh)
-_simple("LOGISTIC", range(1, 4), _logistic)
-_simple("RELU", range(1, 4), _relu)
-_simple("RELU6", range(1, 4), lambda x: np.minimum(np.maximum(x, _F(0)), _F(6)))
-_simple("RELU_N1_TO_1", range(1, 2), lambda x: np.minimum(np.maximum(x, _F(-1)), _F(1)))
-_simple("RELU_0_TO_1", range(1, 2), lambda x: np.minimum(np.maximum(x, _F(0)), _F(1)))
+_simple("TANH", range(1, 4), np.tanh, lambda x: np.tanh(x, out=x))
+_simple("LOGISTIC", range(1, 4), _logistic, _logistic_inplace)
+_simple("RELU", range(1, 4), relu, relu_inplace)
+_simple("RELU6", range(1, 4), lambda x: np.minimum(np.maximum(x, _F(0)), _F(6)), _clamp_inplace(0, 6))
+_simple("RELU_N1_TO_1", range(1, 2), lambda x: np.minimum(np.maximum(x, _F(-1)), _F(1)), _clamp_inplace(-1, 1))
+_simple("RELU_0_TO_1", range(1, 2), lambda x: np.minimum(np.maximum(x, _F(0)), _F(1)), _clamp_inplace(0, 1))
 _simple("ELU", range(1, 2), _elu)
-_simple("HARD_SWISH", range(1, 2), _hard_swish)
+_simple("HARD_SWISH", range(1, 2), _hard_swish, _hard_swish_inplace)
 
 
 @register_kernel("LEAKY_RELU", dtypes=F32, versions=range(1, 3))
 def _leaky_relu(ctx: NodeContext) -> Prepared:
     alpha = _F(ctx.options.get("alpha", 0.0) or 0.0)
     return _unary(ctx, lambda x: np.where(x > 0, x, x * alpha))
+
+
+def _row_tiling(xshape: tuple[int, ...], pshape: tuple[int, ...]) -> tuple[int, int] | None:
+    """How to apply a parameter that varies only along x's trailing axes with long inner loops.
+
+    ``pshape`` must broadcast to ``xshape`` by repeating it along x's leading axes (a per-channel
+    alpha of shape (C,) or (1, 1, C) on (N, H, W, C) is the common case).  Returns ``(t, width)``:
+    x is viewed as (rows, width) and the flat parameter is tiled ``t`` times along a row, so
+    numpy's inner loop runs over ``width`` (about 512 or more) elements instead of C; None when
+    the parameter varies along a leading axis.
+    """
+    n = len(xshape)
+    if len(pshape) > n or 0 in xshape:
+        return None
+    pa = (1,) * (n - len(pshape)) + tuple(pshape)
+    k = n
+    while k > 0 and pa[k - 1] == xshape[k - 1]:
+        k -= 1
+    if any(d != 1 for d in pa[:k]):
+        return None
+    inner = prod(xshape[k:])
+    rows = prod(xshape[:k])
+    want = min(rows, -(-512 // inner))
+    t = next(c for c in range(want, 0, -1) if rows % c == 0)
+    return t, t * inner
 
 
 @register_kernel("PRELU", dtypes=F32, versions=range(1, 2))
@@ -93,11 +165,64 @@ def _prelu(ctx: NodeContext) -> Prepared:
             # LiteRT requires the output (the broadcast shape) to keep the input's shape
             raise ctx.fail(f"alpha of shape {tuple(alpha.shape)} does not broadcast into input {tuple(x.shape)}")
 
+    def slow(a, al):
+        return np.asarray(np.where(a >= 0, a, a * al), dtype=np.float32)
+
+    tiling = _row_tiling(shape, tuple(alpha.shape)) if shape is not None else None
+    if tiling is None:
+        return Prepared([shape], lambda inputs: [slow(*inputs)], fresh=True)
+    t, width = tiling
+    ashape = tuple(alpha.shape)
+    zero = _F(0)
+
+    def tile(al: np.ndarray) -> tuple[np.ndarray, bool] | None:
+        # Two exact forms of the select x >= 0 ? x : x * alpha (alpha finite; 0 * inf is NaN):
+        # * every alpha <= 1 and != 0: max(x, x * alpha) -- x * alpha <= x exactly when x >= 0
+        #   (rounding is monotonic) and >= x when x < 0; two passes;
+        # * otherwise max(x, 0) + alpha * min(x, 0) -- one of the two terms is a zero; four.
+        al = np.asarray(al, np.float32)
+        if not np.isfinite(al).all():
+            return None
+        return np.tile(al.reshape(-1), t), bool((al <= 1).all() and (al != 0).all())
+
+    cache = DerivedCache(tile, alpha.data)
+    scratch = np.empty((prod(shape) // width, width), np.float32)
+
     def run(inputs):
         a, al = inputs
-        return [np.asarray(np.where(a >= 0, a, a * al), dtype=np.float32)]
+        if a.shape != shape or al.shape != ashape:
+            return [slow(a, al)]
+        got = cache.get(al)
+        if got is None:
+            return [slow(a, al)]
+        at, below_one = got
+        v = a.reshape(-1, width)
+        if below_one:
+            o = np.multiply(v, at)
+            np.maximum(v, o, out=o)
+        else:
+            o = np.minimum(v, zero)
+            o *= at
+            o += np.maximum(v, zero, out=scratch)
+        return [o.reshape(shape)]
 
-    return Prepared([shape], run)
+    def run_inplace(inputs):
+        a, al = inputs
+        got = cache.get(al) if a.shape == shape and al.shape == ashape else None
+        if got is None or not a.flags.writeable or not a.flags.c_contiguous:
+            return run(inputs)
+        at, below_one = got
+        v = a.reshape(-1, width)
+        if below_one:
+            np.maximum(v, np.multiply(v, at, out=scratch), out=v)
+        else:
+            neg = np.minimum(v, zero, out=scratch)
+            neg *= at
+            np.maximum(v, zero, out=v)
+            v += neg
+        return [a]
+
+    return Prepared([shape], run, fresh=True, inplace={0: run_inplace})
 
 
 # ---- GELU ---------------------------------------------------------------------------------------

@@ -31,8 +31,11 @@ def _check_int_activation(ctx: NodeContext, dtype: str) -> None:
 
 
 def _binary(ctx: NodeContext, fn: Callable[[np.ndarray, np.ndarray], np.ndarray], *,
-            max_rank: int | None = None, activation: bool = False) -> Prepared:
-    """Prepared for a broadcasting binary op ``fn(a, b)`` returning a fresh array."""
+            max_rank: int | None = None, activation: bool = False, ufunc: np.ufunc | None = None) -> Prepared:
+    """Prepared for a broadcasting binary op ``fn(a, b)`` returning a fresh array.
+
+    ``ufunc`` (float32 ADD/SUB/MUL/DIV): the element-wise ufunc, which also gives the
+    in-place variants (the output written into an input of the output's shape)."""
     if len(ctx.inputs) != 2 or len(ctx.outputs) != 1 or ctx.inputs[0] is None or ctx.inputs[1] is None:
         raise ctx.fail("expects 2 inputs and 1 output")
     a, b = ctx.inputs
@@ -60,7 +63,41 @@ def _binary(ctx: NodeContext, fn: Callable[[np.ndarray, np.ndarray], np.ndarray]
             if r is inputs[0] or r is inputs[1]:
                 r = r.copy()
             return [clamp(r)]
-    return Prepared([shape], run)
+    inplace = None
+    if ufunc is not None and shape is not None and a.dtype == "float32" and odt == np.float32:
+        run = _binary_into(ufunc, tuple(a.shape), tuple(b.shape), shape, clamp, run)
+        inplace = {pos: _binary_inplace(ufunc, pos, shape, clamp, run)
+                   for pos, t in enumerate((a, b)) if tuple(t.shape) == shape}
+    return Prepared([shape], run, fresh=True, inplace=inplace or None)
+
+
+def _binary_into(ufunc: np.ufunc, ashape, bshape, shape, clamp, run):
+    """``run`` for the planned shapes: one ufunc call into a new float32 array."""
+    def run_into(inputs):
+        a, b = inputs[0], inputs[1]
+        if a.shape != ashape or b.shape != bshape:
+            return run(inputs)
+        out = np.empty(shape, np.float32)
+        with np.errstate(all="ignore"):
+            ufunc(a, b, out=out)
+        if clamp is not None:
+            clamp(out)
+        return [out]
+    return run_into
+
+
+def _binary_inplace(ufunc: np.ufunc, pos: int, shape, clamp, run):
+    """``run`` writing into input ``pos`` (element-wise ufuncs read each element before writing it)."""
+    def run_inplace(inputs):
+        dst = inputs[pos]
+        if dst.shape != shape or dst.dtype != np.float32 or not dst.flags.writeable:
+            return run(inputs)
+        with np.errstate(all="ignore"):
+            ufunc(inputs[0], inputs[1], out=dst)
+        if clamp is not None:
+            clamp(dst)
+        return [dst]
+    return run_inplace
 
 
 def _as_array(fn):
@@ -72,17 +109,17 @@ def _as_array(fn):
 
 @register_kernel("ADD", dtypes=F32 + I32_64, versions=range(1, 7))
 def _add(ctx: NodeContext) -> Prepared:
-    return _binary(ctx, _as_array(np.add), max_rank=8, activation=True)
+    return _binary(ctx, _as_array(np.add), max_rank=8, activation=True, ufunc=np.add)
 
 
 @register_kernel("SUB", dtypes=F32 + I32_64, versions=range(1, 6))
 def _sub(ctx: NodeContext) -> Prepared:
-    return _binary(ctx, _as_array(np.subtract), max_rank=8, activation=True)
+    return _binary(ctx, _as_array(np.subtract), max_rank=8, activation=True, ufunc=np.subtract)
 
 
 @register_kernel("MUL", dtypes=F32 + I32_64, versions=range(1, 9))
 def _mul(ctx: NodeContext) -> Prepared:
-    return _binary(ctx, _as_array(np.multiply), max_rank=8, activation=True)
+    return _binary(ctx, _as_array(np.multiply), max_rank=8, activation=True, ufunc=np.multiply)
 
 
 def _trunc_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -105,7 +142,7 @@ def _nonzero_divisor(ctx: NodeContext, fn):
 def _div(ctx: NodeContext) -> Prepared:
     if ctx.inputs[0] is not None and ctx.inputs[0].dtype == "int32":
         return _binary(ctx, _nonzero_divisor(ctx, _trunc_div), max_rank=8, activation=True)
-    return _binary(ctx, _as_array(np.divide), max_rank=8, activation=True)
+    return _binary(ctx, _as_array(np.divide), max_rank=8, activation=True, ufunc=np.divide)
 
 
 # ---- FLOOR_DIV / FLOOR_MOD ------------------------------------------------------------------------

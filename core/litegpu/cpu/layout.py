@@ -255,8 +255,8 @@ def _concatenation(ctx: NodeContext) -> Prepared:
     shapes = [known_shape(t) for t in ctx.inputs]
     if all(s is not None for s in shapes):
         axis, out_shape = plan(shapes)  # type: ignore[arg-type]
-        return Prepared([out_shape], lambda inputs: concat(inputs, axis))
-    return Prepared([None], lambda inputs: concat(inputs, plan([a.shape for a in inputs])[0]))
+        return Prepared([out_shape], lambda inputs: concat(inputs, axis), fresh=True)
+    return Prepared([None], lambda inputs: concat(inputs, plan([a.shape for a in inputs])[0]), fresh=True)
 
 
 # ---- SPLIT / SPLIT_V ----------------------------------------------------------------------------

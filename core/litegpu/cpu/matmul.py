@@ -81,7 +81,7 @@ def fully_connected(ctx: NodeContext) -> Prepared:
             clamp(out)
         return [out]
 
-    return Prepared([static_out], run)
+    return Prepared([static_out], run, fresh=True)
 
 
 def _bmm_shape(a: tuple[int, ...], b: tuple[int, ...], adj_x: bool, adj_y: bool) -> tuple[int, ...]:

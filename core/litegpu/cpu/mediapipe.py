@@ -76,4 +76,4 @@ def convolution_2d_transpose_bias(ctx: NodeContext) -> Prepared:
         x, w, b = inputs
         return [plan(x.shape).run(x, wcache.get(w), np.asarray(b).reshape(-1))]
 
-    return Prepared([out_shape], run)
+    return Prepared([out_shape], run, fresh=True)

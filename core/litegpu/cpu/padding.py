@@ -13,7 +13,7 @@ import numpy as np
 from ._registry import NodeContext, Prepared, TensorSpec, register_kernel
 from ._shapes import Shape, const_ints, int_values, known_shape
 
-__all__: list[str] = []
+__all__ = ["pad_prepare"]
 
 MIRROR_REFLECT, MIRROR_SYMMETRIC = 0, 1
 # LiteRT's PAD/PADV2 kernels handle at most 5 dimensions (MIRROR_PAD has no such limit)
@@ -52,10 +52,33 @@ def _pad_common(ctx: NodeContext, fill_of) -> Prepared:
     pv, in_shape = const_ints(pads), known_shape(x)
     if pv is not None and in_shape is not None:
         width, out_shape = _pad_plan(ctx, in_shape, pv, _PAD_MAX_RANK)
+        # np.pad re-plans on every call; the slices are fixed, so write the output directly:
+        # the fill into each border slab (corners twice), the input into the interior.
+        rank = len(out_shape)
+        borders = []
+        for ax, (a, b) in enumerate(width):
+            pre = (slice(None),) * ax
+            if a:
+                borders.append(pre + (slice(0, a),))
+            if b:
+                borders.append(pre + (slice(out_shape[ax] - b, out_shape[ax]),))
+        interior = tuple(slice(a, a + d) for (a, _), d in zip(width, in_shape, strict=True))
+        odt = np.dtype(x.dtype)
+        if rank == 0:
+            return Prepared([out_shape], lambda inputs: [np.array(inputs[0], dtype=odt, copy=True)], fresh=True)
 
         def run(inputs):
-            return [np.pad(inputs[0], width, mode="constant", constant_values=fill_of(inputs))]
-        return Prepared([out_shape], run)
+            data = inputs[0]
+            if data.shape != in_shape:  # a shape the planned slices do not fit
+                return [np.pad(data, width, mode="constant", constant_values=fill_of(inputs))]
+            out = np.empty(out_shape, odt)
+            if borders:
+                fill = fill_of(inputs)
+                for sl in borders:
+                    out[sl] = fill
+            out[interior] = data
+            return [out]
+        return Prepared([out_shape], run, fresh=True)
 
     def run_dynamic(inputs):
         data = inputs[0]
@@ -66,7 +89,7 @@ def _pad_common(ctx: NodeContext, fill_of) -> Prepared:
 
 
 @register_kernel("PAD", versions=range(1, 7))
-def _pad(ctx: NodeContext) -> Prepared:
+def pad_prepare(ctx: NodeContext) -> Prepared:
     if len(ctx.inputs) != 2 or None in ctx.inputs or len(ctx.outputs) != 1:
         raise ctx.fail("expects 2 inputs (input, paddings) and 1 output")
     zero = _zero_of(ctx.outputs[0])

@@ -80,17 +80,22 @@ class _PoolPlan:
             # Window rows first, over whole contiguous image rows; then the columns of each window.
             # Few taps: one ufunc call per tap (numpy's reduce would loop over the short tap axis
             # innermost); many taps (global pooling): one reduce call.
+            # (The first tap pair makes the buffer: no copy of a single tap first.)
             v = src[:, :oh * kh, :ow * kw].reshape(n, oh, kh, ow * kw * c)
-            if kh <= _LOOP_MAX_TAPS:
-                rows = v[:, :, 0].copy()
-                for i in range(1, kh):
+            if kh == 1:
+                rows = v[:, :, 0]
+            elif kh <= _LOOP_MAX_TAPS:
+                rows = f(v[:, :, 0], v[:, :, 1])
+                for i in range(2, kh):
                     f(rows, v[:, :, i], out=rows)
             else:
                 rows = f.reduce(v, axis=2)
             r = rows.reshape(n, oh, ow, kw, c)
+            if kw == 1:
+                return r[:, :, :, 0].copy() if kh == 1 else r[:, :, :, 0]
             if kw <= _LOOP_MAX_TAPS:
-                out = r[:, :, :, 0].copy()
-                for j in range(1, kw):
+                out = f(r[:, :, :, 0], r[:, :, :, 1])
+                for j in range(2, kw):
                     f(out, r[:, :, :, j], out=out)
                 return out
             return f.reduce(r, axis=3)
@@ -204,7 +209,7 @@ def _pool(kind: str, ctx: NodeContext) -> Prepared:
         x = inputs[0]
         return [plan(x.shape).run(x)]
 
-    return Prepared([out_shape], run)
+    return Prepared([out_shape], run, fresh=True)
 
 
 @register_kernel("AVERAGE_POOL_2D", dtypes=FLOAT, versions=range(1, 4))

@@ -73,13 +73,33 @@ def _reduce(ctx: NodeContext, fn: Callable[[np.ndarray, tuple[int, ...], bool], 
     return Prepared([None], run_dynamic)
 
 
+def _float64_sum(x: np.ndarray, axes: tuple[int, ...], keep: bool) -> np.ndarray:
+    """Sum over ``axes`` accumulated in float64.
+
+    When the axes are one contiguous block (the spatial axes of a global average pool),
+    the sum is a product with a vector of ones: BLAS accumulates in float64 over long
+    runs, where ``np.sum`` over a middle axis of an (N, H*W, C) array adds C-long rows
+    one at a time (4x slower on a 36x64x16 MEAN).
+    """
+    if axes and axes[-1] - axes[0] == len(axes) - 1 and x.size:
+        shape = x.shape
+        a0, a1 = axes[0], axes[-1] + 1
+        r = 1
+        for d in shape[a0:a1]:
+            r *= d
+        s = np.matmul(np.ones(r), x.reshape(int(np.prod(shape[:a0], dtype=np.int64)), r, -1))
+        out_shape = shape[:a0] + ((1,) * len(axes) if keep else ()) + shape[a1:]
+        return s.reshape(out_shape)
+    return np.sum(x, axis=axes, keepdims=keep, dtype=np.float64)
+
+
 def _mean(x, axes, keep):
     n = 1
     for a in axes:
         n *= x.shape[a]
     if x.dtype.kind == "f":
         # accumulate in float64: the closest float32 answer to the exact mean (0/0 -> NaN)
-        return np.sum(x, axis=axes, keepdims=keep, dtype=np.float64) / np.float64(n)
+        return _float64_sum(x, axes, keep) / np.float64(n)
     s = np.sum(x, axis=axes, keepdims=keep, dtype=np.int64)
     if n == 0:
         return np.zeros_like(s)
@@ -90,7 +110,7 @@ def _mean(x, axes, keep):
 
 def _sum(x, axes, keep):
     if x.dtype.kind == "f":
-        return np.sum(x, axis=axes, keepdims=keep, dtype=np.float64)
+        return _float64_sum(x, axes, keep)
     return np.sum(x, axis=axes, keepdims=keep, dtype=x.dtype)
 
 

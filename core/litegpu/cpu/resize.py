@@ -201,7 +201,8 @@ def _resize(ctx: NodeContext, make) -> Prepared:
         hw = size if size is not None else _runtime_size(inputs[1])
         return [plan(x.shape, hw).run(x)]
 
-    return Prepared([out_shape], run)
+    # Every plan returns a new array (the nearest-neighbour gather copies).
+    return Prepared([out_shape], run, fresh=True)
 
 
 @register_kernel("RESIZE_BILINEAR", dtypes=FLOAT, versions=range(1, 5))
