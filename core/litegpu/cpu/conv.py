@@ -38,7 +38,7 @@ from ._float_util import F32, Clamp, DerivedCache, activation_clamp, conv_geomet
 from ._fusion import FusionNode
 from ._registry import FLOAT, NodeContext, Prepared, register_kernel
 
-__all__ = ["TransposeConvPlan", "transpose_conv_padding"]
+__all__ = ["TransposeConvPlan", "transpose_conv_padding", "ConvPrepared", "DepthwisePrepared"]
 
 try:  # the C entry point: np.einsum's Python wrapper costs about a microsecond per call
     from numpy._core.multiarray import c_einsum as _einsum
@@ -92,6 +92,14 @@ class _BiasAdder:
 
 # (top, bottom, left, right) zero padding of a PAD fused in front of a convolution.
 _NO_PAD = (0, 0, 0, 0)
+
+
+class ConvPrepared(Prepared):
+    """What the float CONV_2D kernel returns (fusions recognise its nodes by it)."""
+
+
+class DepthwisePrepared(Prepared):
+    """What the float DEPTHWISE_CONV_2D kernel returns (fusions recognise its nodes by it)."""
 
 
 def _check_rank(ctx: NodeContext, shape: tuple[int, ...] | None, rank: int, what: str) -> None:
@@ -349,7 +357,7 @@ def _conv_2d(ctx: NodeContext, in_shape: tuple[int, ...] | None, pre: tuple[int,
         return [plan.run(x, plan.wcache.get(w), bias)]
 
     out_shape = plans.plan.out_shape if in_shape is not None else None  # type: ignore[union-attr]
-    return Prepared([out_shape], run, fresh=True)
+    return ConvPrepared([out_shape], run, fresh=True)
 
 
 # --------------------------------------------------------------------------- DEPTHWISE_CONV_2D
@@ -532,8 +540,8 @@ def _depthwise_conv_2d(ctx: NodeContext, in_shape: tuple[int, ...] | None,
         plan = plans.get(x.shape)
         return [plan.run(x, plan.wcache.get(w), bias)]
 
-    return Prepared([plans.plan.out_shape if in_shape is not None else None], run,  # type: ignore[union-attr]
-                    fresh=True)
+    return DepthwisePrepared([plans.plan.out_shape if in_shape is not None else None], run,  # type: ignore[union-attr]
+                             fresh=True)
 
 
 # --------------------------------------------------------------------------- PAD fused into a conv
@@ -623,11 +631,11 @@ def _depthwise_bias_into_pointwise(dw: FusionNode, conv: FusionNode, slot: int) 
 
 def _register_fusions() -> None:
     from ._fusion import register_fusion
-    from .padding import pad_prepare
+    from .padding import PadPrepared
 
-    register_fusion("PAD", "CONV_2D", pad_prepare, conv_2d)(_pad_fusion(_conv_2d))
-    register_fusion("PAD", "DEPTHWISE_CONV_2D", pad_prepare, depthwise_conv_2d)(_pad_fusion(_depthwise_conv_2d))
-    register_fusion("DEPTHWISE_CONV_2D", "CONV_2D", depthwise_conv_2d, conv_2d)(_depthwise_bias_into_pointwise)
+    register_fusion("PAD", "CONV_2D", PadPrepared, ConvPrepared)(_pad_fusion(_conv_2d))
+    register_fusion("PAD", "DEPTHWISE_CONV_2D", PadPrepared, DepthwisePrepared)(_pad_fusion(_depthwise_conv_2d))
+    register_fusion("DEPTHWISE_CONV_2D", "CONV_2D", DepthwisePrepared, ConvPrepared)(_depthwise_bias_into_pointwise)
 
 
 _register_fusions()
