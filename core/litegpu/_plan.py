@@ -679,7 +679,7 @@ def _fuse_steps(sg: Subgraph, steps: list[Step], contexts: Mapping[int, tuple[No
     def node_of(st: Step) -> FusionNode:
         done = members.get(id(st))
         if done is not None:
-            return dataclasses.replace(done[-1], prepared=st.prepared, chain=done[:-1])
+            return dataclasses.replace(done[-1], chain=done[:-1])
         ctx, prep = contexts[st.node_indices[0]]
         return FusionNode(ctx, st.prepared, prep)
 
@@ -706,7 +706,7 @@ def _fuse_steps(sg: Subgraph, steps: list[Step], contexts: Mapping[int, tuple[No
                 fused = Step("cpu", p.run, prod.inputs + ins, st.outputs, prod.node_indices + st.node_indices,
                              f"{prod.label} + {st.label}", prepared=p)
                 chain = members.get(id(prod), (pn,))
-                members[id(fused)] = chain + (dataclasses.replace(cn, chain=()),)
+                members[id(fused)] = chain + (cn,)
                 out.remove(prod)
                 break
         st = fused or st

@@ -6,8 +6,12 @@ How they are made fast in numpy (everything planned once, per input shape):
   prepare, borders never written), an ``as_strided`` patch view of it is
   copied into an im2col block of a few output rows, and one BLAS sgemm per
   block multiplies it by the pre-transposed ``(KH*KW*Cin, Cout)`` weights,
-  writing straight into the output; bias and activation follow while the
-  block is still in cache.  1x1 convolutions skip im2col (one plain matmul).
+  writing straight into the output; the bias rides in the GEMM as one more
+  weight row (a column of ones in the block), the activation follows while
+  the block is still in cache.  With short patch rows (3x3 over RGB) the block
+  is stored tap-major.  1x1 convolutions skip im2col (one plain matmul; the
+  bias goes into the GEMM only when Cin < Cout, where copying the input next
+  to a column of ones is cheaper than a pass over the output).
   Grouped convolution does one batched matmul over the groups.
 * DEPTHWISE_CONV_2D: a per-channel filter cannot use BLAS, and per-tap
   multiply/add passes are memory-bound, so the taps are reduced by a single
@@ -17,9 +21,12 @@ How they are made fast in numpy (everything planned once, per input shape):
   for every tap.  With stride 1 that is the padded row itself, read at an
   offset of ``j*dilation`` pixels; with a column stride ``s`` the buffer holds
   the ``s`` column phases of each row side by side, so a tap reads one phase
-  at a pixel offset.  The runs are a little wider than the output row (the
-  spare columns are dropped at the end, together with the bias add), and the
-  filter is pre-tiled along the row.
+  at a pixel offset.  At stride 1 a row is cut into pieces of 512-1152 floats
+  and the filter is tiled over one piece, so the taps' weights stay in L1.
+  1x1 filters at stride 1 are a per-channel scale (one multiply).
+* Fusions (see ``_fusion.py``): a zero PAD in front of either convolution only
+  widens its padded buffer; a depthwise conv without activation feeding a 1x1
+  conv leaves its bias to the 1x1 conv's (``b + W b_dw``).
 * TRANSPOSE_CONV: one sgemm ``(N*H*W, Cin) x (Cin, KH*KW*Cout)`` then a
   col2im scatter-add over the KH*KW taps (a single reshaped copy when the
   stride equals the kernel size), then the crop given by the padding.
@@ -38,7 +45,7 @@ from ._float_util import F32, Clamp, DerivedCache, activation_clamp, conv_geomet
 from ._fusion import FusionNode
 from ._registry import FLOAT, NodeContext, Prepared, register_kernel
 
-__all__ = ["TransposeConvPlan", "transpose_conv_padding"]
+__all__ = ["TransposeConvPlan", "transpose_conv_padding", "ConvPrepared", "DepthwisePrepared"]
 
 try:  # the C entry point: np.einsum's Python wrapper costs about a microsecond per call
     from numpy._core.multiarray import c_einsum as _einsum
@@ -92,6 +99,14 @@ class _BiasAdder:
 
 # (top, bottom, left, right) zero padding of a PAD fused in front of a convolution.
 _NO_PAD = (0, 0, 0, 0)
+
+
+class ConvPrepared(Prepared):
+    """What the float CONV_2D kernel returns (fusions recognise its nodes by it)."""
+
+
+class DepthwisePrepared(Prepared):
+    """What the float DEPTHWISE_CONV_2D kernel returns (fusions recognise its nodes by it)."""
 
 
 def _check_rank(ctx: NodeContext, shape: tuple[int, ...] | None, rank: int, what: str) -> None:
@@ -349,7 +364,7 @@ def _conv_2d(ctx: NodeContext, in_shape: tuple[int, ...] | None, pre: tuple[int,
         return [plan.run(x, plan.wcache.get(w), bias)]
 
     out_shape = plans.plan.out_shape if in_shape is not None else None  # type: ignore[union-attr]
-    return Prepared([out_shape], run, fresh=True)
+    return ConvPrepared([out_shape], run, fresh=True)
 
 
 # --------------------------------------------------------------------------- DEPTHWISE_CONV_2D
@@ -532,8 +547,8 @@ def _depthwise_conv_2d(ctx: NodeContext, in_shape: tuple[int, ...] | None,
         plan = plans.get(x.shape)
         return [plan.run(x, plan.wcache.get(w), bias)]
 
-    return Prepared([plans.plan.out_shape if in_shape is not None else None], run,  # type: ignore[union-attr]
-                    fresh=True)
+    return DepthwisePrepared([plans.plan.out_shape if in_shape is not None else None], run,  # type: ignore[union-attr]
+                             fresh=True)
 
 
 # --------------------------------------------------------------------------- PAD fused into a conv
@@ -623,11 +638,11 @@ def _depthwise_bias_into_pointwise(dw: FusionNode, conv: FusionNode, slot: int) 
 
 def _register_fusions() -> None:
     from ._fusion import register_fusion
-    from .padding import pad_prepare
+    from .padding import PadPrepared
 
-    register_fusion("PAD", "CONV_2D", pad_prepare, conv_2d)(_pad_fusion(_conv_2d))
-    register_fusion("PAD", "DEPTHWISE_CONV_2D", pad_prepare, depthwise_conv_2d)(_pad_fusion(_depthwise_conv_2d))
-    register_fusion("DEPTHWISE_CONV_2D", "CONV_2D", depthwise_conv_2d, conv_2d)(_depthwise_bias_into_pointwise)
+    register_fusion("PAD", "CONV_2D", PadPrepared, ConvPrepared)(_pad_fusion(_conv_2d))
+    register_fusion("PAD", "DEPTHWISE_CONV_2D", PadPrepared, DepthwisePrepared)(_pad_fusion(_depthwise_conv_2d))
+    register_fusion("DEPTHWISE_CONV_2D", "CONV_2D", DepthwisePrepared, ConvPrepared)(_depthwise_bias_into_pointwise)
 
 
 _register_fusions()

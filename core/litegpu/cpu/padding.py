@@ -13,7 +13,12 @@ import numpy as np
 from ._registry import NodeContext, Prepared, TensorSpec, register_kernel
 from ._shapes import Shape, const_ints, int_values, known_shape
 
-__all__ = ["pad_prepare"]
+__all__ = ["pad_prepare", "PadPrepared"]
+
+
+class PadPrepared(Prepared):
+    """What the PAD kernel returns for a planned (constant paddings, known shape) node:
+    the convolutions' fusions recognise it by this."""
 
 MIRROR_REFLECT, MIRROR_SYMMETRIC = 0, 1
 # LiteRT's PAD/PADV2 kernels handle at most 5 dimensions (MIRROR_PAD has no such limit)
@@ -42,8 +47,9 @@ def _pad_plan(ctx: NodeContext, shape: Shape, pads, max_rank: int | None = None
     return width, tuple(d + a + b for d, (a, b) in zip(shape, width, strict=False))
 
 
-def _pad_common(ctx: NodeContext, fill_of) -> Prepared:
-    """PAD/PADV2: ``fill_of(inputs)`` gives the fill value at run (constant when possible)."""
+def _pad_common(ctx: NodeContext, fill_of, kind: type[Prepared] = Prepared) -> Prepared:
+    """PAD/PADV2: ``fill_of(inputs)`` gives the fill value at run (constant when possible);
+    a planned node's Prepared is of ``kind``."""
     x, pads = ctx.inputs[0], ctx.inputs[1]
     if pads.dtype not in ("int32", "int64"):
         raise ctx.fail(f"paddings must be int32 or int64, got {pads.dtype}")
@@ -78,7 +84,7 @@ def _pad_common(ctx: NodeContext, fill_of) -> Prepared:
                     out[sl] = fill
             out[interior] = data
             return [out]
-        return Prepared([out_shape], run, fresh=True)
+        return kind([out_shape], run, fresh=True)
 
     def run_dynamic(inputs):
         data = inputs[0]
@@ -93,7 +99,7 @@ def pad_prepare(ctx: NodeContext) -> Prepared:
     if len(ctx.inputs) != 2 or None in ctx.inputs or len(ctx.outputs) != 1:
         raise ctx.fail("expects 2 inputs (input, paddings) and 1 output")
     zero = _zero_of(ctx.outputs[0])
-    return _pad_common(ctx, lambda inputs: zero)
+    return _pad_common(ctx, lambda inputs: zero, PadPrepared)
 
 
 @register_kernel("PADV2", versions=range(1, 7))
