@@ -325,15 +325,11 @@ def _conv2d_weights(groups: int) -> Callable[[np.ndarray], np.ndarray]:
     return fn
 
 
-@register_kernel("CONV_2D", dtypes=FLOAT, versions=range(1, 9))
-def conv_2d(ctx: NodeContext) -> Prepared:
-    return _conv_2d(ctx, spec_shape(ctx.inputs[0]) if ctx.inputs else None, _NO_PAD)
-
-
-def _conv_2d(ctx: NodeContext, in_shape: tuple[int, ...] | None, pre: tuple[int, int, int, int]) -> Prepared:
-    """CONV_2D on an input of ``in_shape`` zero-padded by ``pre`` (a fused PAD) before the conv."""
+def _conv_setup(ctx: NodeContext, in_shape: tuple[int, ...] | None, name: str):
+    """Validate and read what CONV_2D and DEPTHWISE_CONV_2D share: operands, padding, strides,
+    dilations, fused activation and a known 4-D filter.  Returns (padding, sh, sw, dh, dw, clamp, fshape)."""
     if len(ctx.inputs) < 2 or ctx.inputs[0] is None or ctx.inputs[1] is None:
-        raise ModelError(f"node #{ctx.op.index} CONV_2D needs input and filter")
+        raise ModelError(f"node #{ctx.op.index} {name} needs input and filter")
     require_float(ctx, [0, 1, 2])
     opt = ctx.options
     padding = int(opt.get("padding", PADDING_SAME))
@@ -341,12 +337,23 @@ def _conv_2d(ctx: NodeContext, in_shape: tuple[int, ...] | None, pre: tuple[int,
     dh, dw = int(opt.get("dilation_h_factor", 1)), int(opt.get("dilation_w_factor", 1))
     clamp = activation_clamp(int(opt.get("fused_activation_function", 0)))
     if padding not in (PADDING_SAME, PADDING_VALID) or min(sh, sw, dh, dw) <= 0:
-        raise ModelError(f"node #{ctx.op.index} CONV_2D: bad padding/stride/dilation {padding} {sh} {sw} {dh} {dw}")
+        raise ModelError(f"node #{ctx.op.index} {name}: bad padding/stride/dilation {padding} {sh} {sw} {dh} {dw}")
     fshape = spec_shape(ctx.inputs[1])
     _check_rank(ctx, in_shape, 4, "input")
     if fshape is None:
         raise ctx.fail("filter shape must be known at prepare")
     _check_rank(ctx, fshape, 4, "filter")
+    return padding, sh, sw, dh, dw, clamp, fshape
+
+
+@register_kernel("CONV_2D", dtypes=FLOAT, versions=range(1, 9))
+def conv_2d(ctx: NodeContext) -> Prepared:
+    return _conv_2d(ctx, spec_shape(ctx.inputs[0]) if ctx.inputs else None, _NO_PAD)
+
+
+def _conv_2d(ctx: NodeContext, in_shape: tuple[int, ...] | None, pre: tuple[int, int, int, int]) -> Prepared:
+    """CONV_2D on an input of ``in_shape`` zero-padded by ``pre`` (a fused PAD) before the conv."""
+    padding, sh, sw, dh, dw, clamp, fshape = _conv_setup(ctx, in_shape, "CONV_2D")
     _check_bias(ctx, 2, fshape[0])
     def make(shape):
         if len(shape) != 4:
@@ -504,21 +511,8 @@ def depthwise_conv_2d(ctx: NodeContext) -> Prepared:
 def _depthwise_conv_2d(ctx: NodeContext, in_shape: tuple[int, ...] | None,
                        pre: tuple[int, int, int, int]) -> Prepared:
     """DEPTHWISE_CONV_2D on an input of ``in_shape`` zero-padded by ``pre`` (a fused PAD)."""
-    if len(ctx.inputs) < 2 or ctx.inputs[0] is None or ctx.inputs[1] is None:
-        raise ModelError(f"node #{ctx.op.index} DEPTHWISE_CONV_2D needs input and filter")
-    require_float(ctx, [0, 1, 2])
+    padding, sh, sw, dh, dw, clamp, fshape = _conv_setup(ctx, in_shape, "DEPTHWISE_CONV_2D")
     opt = ctx.options
-    padding = int(opt.get("padding", PADDING_SAME))
-    sh, sw = int(opt.get("stride_h", 1)), int(opt.get("stride_w", 1))
-    dh, dw = int(opt.get("dilation_h_factor", 1)), int(opt.get("dilation_w_factor", 1))
-    clamp = activation_clamp(int(opt.get("fused_activation_function", 0)))
-    if padding not in (PADDING_SAME, PADDING_VALID) or min(sh, sw, dh, dw) <= 0:
-        raise ModelError(f"node #{ctx.op.index} DEPTHWISE_CONV_2D: bad padding/stride/dilation")
-    fshape = spec_shape(ctx.inputs[1])
-    _check_rank(ctx, in_shape, 4, "input")
-    if fshape is None:
-        raise ctx.fail("filter shape must be known at prepare")
-    _check_rank(ctx, fshape, 4, "filter")
     if fshape[0] != 1:
         raise ModelError(f"node #{ctx.op.index} DEPTHWISE_CONV_2D: filter must be 1xHxWxC, got {fshape}")
     _check_bias(ctx, 2, fshape[3])

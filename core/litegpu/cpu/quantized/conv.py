@@ -490,17 +490,7 @@ def batch_matmul(ctx: NodeContext) -> Prepared:
 
     def plan(shapes: list[Shape | None]):
         sa, sb = shapes
-        if len(sa) < 2 or len(sb) < 2:
-            raise ctx.fail(f"operands must be at least 2-D, got {sa} and {sb}")
-        ra, ca = (sa[-1], sa[-2]) if adj_x else (sa[-2], sa[-1])
-        rb, cb = (sb[-1], sb[-2]) if adj_y else (sb[-2], sb[-1])
-        if ca != rb:
-            raise ctx.fail(f"contraction sizes differ: {sa} x {sb} (adj_x={adj_x}, adj_y={adj_y})")
-        try:
-            batch = tuple(np.broadcast_shapes(tuple(sa[:-2]), tuple(sb[:-2])))
-        except ValueError:
-            raise ctx.fail(f"batch dimensions of {sa} and {sb} do not broadcast") from None
-        oshape = batch + (ra, cb)
+        oshape, ca = _bmm_shapes(ctx, sa, sb, adj_x, adj_y)
         bound = _x_bound(a.dtype, a_zp) * _x_bound(bt.dtype, b_zp) * ca
         gdt = np.float32 if bound < _F32_EXACT else np.float64
 
