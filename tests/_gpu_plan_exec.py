@@ -7,7 +7,8 @@ constants -- following the index formulas the templates document
 PHWC4 arrays; intermediates are views into one byte arena at the planned
 offsets, so a memory plan that lets two live tensors overlap corrupts the
 result and the comparison with LiteRT fails.  Storage follows the plan's
-precision (fp16 plans store float16).
+storage (``PlanTensor.storage``: fp16 plans store float16, tensors kept in float32 by the
+mixed-precision pass float32).
 """
 
 from __future__ import annotations
@@ -51,7 +52,6 @@ def _taps(x: np.ndarray, kh: int, kw: int, sh: int, sw: int, dh: int, dw: int, p
 class PlanExecutor:
     def __init__(self, plan: GpuPlan):
         self.plan = plan
-        self.storage = np.float16 if plan.precision != "fp32" else np.float32
         self.arena = np.zeros(max(plan.arena_bytes, 1), np.uint8)
         self.own: dict[int, np.ndarray] = {}
 
@@ -59,12 +59,14 @@ class PlanExecutor:
     def buf(self, t: int) -> np.ndarray:
         pt = self.plan.tensors[t]
         shape = L.phwc4_shape(pt.shape)
+        storage = np.dtype(pt.storage)
         if pt.offset is None:
             if t not in self.own:
-                self.own[t] = np.zeros(shape, self.storage)
+                self.own[t] = np.zeros(shape, storage)
             return self.own[t]
-        n = int(np.prod(shape)) * np.dtype(self.storage).itemsize
-        return self.arena[pt.offset: pt.offset + n].view(self.storage).reshape(shape)
+        n = int(np.prod(shape)) * storage.itemsize
+        assert n == pt.nbytes, (pt.name, n, pt.nbytes)
+        return self.arena[pt.offset: pt.offset + n].view(storage).reshape(shape)
 
     def read(self, op: GpuOp, name: str) -> np.ndarray | None:
         """The binding ``name`` as a float32 BHWC array (or the raw constant array)."""
@@ -94,14 +96,15 @@ class PlanExecutor:
             from litegpu.gpu._reference import qdq
 
             value = qdq(value, op.params["Q_SCALE"], op.params["Q_ZP"], op.params["Q_MIN"], op.params["Q_MAX"])
-        self.buf(t)[...] = L.bhwc_to_phwc4(value).astype(self.storage)
+        buf = self.buf(t)
+        buf[...] = L.bhwc_to_phwc4(value).astype(buf.dtype)
 
     # -- run
     def run(self, inputs: Mapping[int, np.ndarray]) -> dict[int, np.ndarray]:
         for t, x in inputs.items():
             pt = self.plan.tensors[t]
             x = np.asarray(x) if pt.quant is not None else np.asarray(x, np.float32)
-            self.buf(t)[...] = L.to_device(x, pt.shape, self.storage.__name__, pt.quant)
+            self.buf(t)[...] = L.to_device(x, pt.shape, pt.storage, pt.quant)
         for op in self.plan.ops:
             getattr(self, "k_" + op.kernel)(op, op.params, op.options)
         out = {}

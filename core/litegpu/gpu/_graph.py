@@ -163,7 +163,9 @@ class GpuTensor:
     ``is_input``/``is_output`` mark the partition boundary; ``host_output``
     tells an output that must come back to the host as numpy.  ``qview`` is
     set on a quantized tensor turned into a float tensor (its ``dtype`` is
-    then ``float32``; the host side keeps ``qview.dtype``).
+    then ``float32``; the host side keeps ``qview.dtype``).  ``fp32`` keeps a
+    float tensor in float32 storage in the fp16 precision modes (set by the
+    ``mixed_precision`` pass, ``_precision``).
     """
 
     id: int
@@ -178,6 +180,7 @@ class GpuTensor:
     is_output: bool = False
     host_output: bool = True
     qview: QuantView | None = None
+    fp32: bool = False
 
     @property
     def is_constant(self) -> bool:
@@ -203,7 +206,10 @@ class GpuNode:
     options plus whatever passes add (explicit padding, BHWC axes...).
     ``epilogue`` is applied to the result in order (fused activations and
     elementwise chains).  ``origin`` lists the IR operator indices this node
-    stands for (several after fusion), for reports and debugging.
+    stands for (several after fusion), for reports and debugging.  ``fp32``
+    makes its kernel compute (accumulate and apply the epilogue) in float32
+    in the fp16 precision modes, with its constants stored in float32 (the
+    ``mixed_precision`` pass sets it).
     """
 
     id: int
@@ -215,6 +221,7 @@ class GpuNode:
     epilogue: list[Epilogue] = field(default_factory=list)
     origin: tuple[int, ...] = ()
     bhwc: bool = False
+    fp32: bool = False
 
     def reads(self) -> list[int]:
         """Every tensor this node reads: its inputs and its epilogue operands."""
@@ -552,6 +559,10 @@ class GpuOp:
     ``inputs``/``outputs`` are the tensor ids read/written (for lifetimes).
     ``node``/``origin`` name the GPU node and the IR operators it comes from;
     ``accumulator`` is the type the kernel accumulates in (``acc`` type).
+    ``precision`` is the precision the kernel is rendered with (``None``: the
+    plan's); ``buffer_storage`` names the buffers stored in another element
+    type than that precision's (``{"src": "float32"}``): pass both to
+    ``kernels.render`` (mixed precision, ``docs/gpu-compiler.md`` §6).
     """
 
     kernel: str
@@ -564,10 +575,17 @@ class GpuOp:
     accumulator: str = "float32"
     options: dict[str, Any] = field(default_factory=dict)
     bindings: list[tuple[str, int | str]] = field(default_factory=list)
+    precision: str | None = None
+    buffer_storage: dict[str, str] = field(default_factory=dict)
 
     def describe(self) -> str:
         opts = ",".join(f"{k}={v}" for k, v in sorted(self.options.items()))
-        return f"{self.kernel}[{opts}]" if opts else self.kernel
+        s = f"{self.kernel}[{opts}]" if opts else self.kernel
+        if self.precision is not None:
+            s += f"@{self.precision}"
+        if self.buffer_storage:
+            s += "{" + ",".join(f"{k}:{v}" for k, v in sorted(self.buffer_storage.items())) + "}"
+        return s
 
 
 @dataclass

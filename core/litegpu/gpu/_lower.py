@@ -336,7 +336,7 @@ class _Lowerer:
         return {f"{prefix}B": b, f"{prefix}H": h, f"{prefix}W": w, f"{prefix}C": c, f"{prefix}S": L.slices(c)}
 
     def const(self, key: str, arr: np.ndarray) -> str:
-        self.constants[key] = self.p.constant(arr)
+        self.constants[key] = self.p.constant(arr, self.n)
         self.bindings.append((key, key))
         return key
 
@@ -344,7 +344,7 @@ class _Lowerer:
         """Bind a runtime tensor, or a constant laid out as PHWC4 of its own 4-D shape."""
         if self.g.is_constant(t):
             x = self.g.tensors[t]
-            self.constants[binding] = self.p.constant(L.constant_phwc4(np.asarray(x.data), x.shape))
+            self.constants[binding] = self.p.constant(L.constant_phwc4(np.asarray(x.data), x.shape), self.n)
             self.bindings.append((binding, binding))
         else:
             self.bindings.append((binding, t))
@@ -375,10 +375,25 @@ class _Lowerer:
                       "Q_MAX": float(qmax)}
         reads = [t for _, t in self.bindings if isinstance(t, int)]
         ins = [t for t in reads if t not in outs]
+        precision = self.p.node_precision(self.n)
         return GpuOp(kernel=kernel, params=params, inputs=ins, outputs=outs, constants=dict(self.constants),
                      node=self.n.id, origin=self.n.origin, accumulator=self.p.accumulator(self.n),
                      options={k: v for k, v in options.items() if v is not None},
-                     bindings=list(self.bindings))
+                     bindings=list(self.bindings), precision=None if precision == self.p.mode else precision,
+                     buffer_storage=self.buffer_storage(precision))
+
+    def buffer_storage(self, precision: str) -> dict[str, str]:
+        """Bindings whose element type differs from the one ``precision`` stores floats in."""
+        real = "float32" if precision == "fp32" else "float16"
+        out = {}
+        for name, src in self.bindings:
+            if isinstance(src, str):
+                st = self.constants[src].dtype.name
+            else:
+                st = self.p.storage(self.g.tensors[src])
+            if st in ("float32", "float16") and st != real:
+                out[name] = st
+        return out
 
 
 def _lower_conv(lw: _Lowerer) -> list[GpuOp]:
@@ -773,7 +788,7 @@ def compile_graph(g: GpuGraph, *, precision: str = "fp32", alignment: int = DEFA
             if t in first:
                 last[t] = i
     lifetimes = {t: (first[t], last[t]) for t in first}
-    sizes = {t: L.phwc4_nbytes(g.tensors[t].shape, policy.itemsize) for t in lifetimes}
+    sizes = {t: L.phwc4_nbytes(g.tensors[t].shape, policy.tensor_itemsize(g.tensors[t])) for t in lifetimes}
     mem = plan_arena(sizes, lifetimes, alignment=alignment)
 
     tensors: dict[int, PlanTensor] = {}
@@ -784,8 +799,8 @@ def compile_graph(g: GpuGraph, *, precision: str = "fp32", alignment: int = DEFA
         quant = (x.qview.scale, x.qview.zero_point) if x.qview is not None and kind != "intermediate" else None
         tensors[t] = PlanTensor(id=t, name=x.name, kind=kind, shape=x.shape, ir_shape=x.ir_shape,
                                 dtype=x.qview.dtype if x.qview is not None else x.dtype, quant=quant,
-                                storage=policy.storage(x) if x.dtype != "bool" else policy.float_storage,
-                                layout="PHWC4", nbytes=L.phwc4_nbytes(x.shape, policy.itemsize),
+                                storage=policy.storage(x), layout="PHWC4",
+                                nbytes=L.phwc4_nbytes(x.shape, policy.tensor_itemsize(x)),
                                 offset=mem.offsets.get(t), host_output=x.host_output and kind == "output")
     warnings = fp16_risks(g) if policy.mode != "fp32" else []
     plan = GpuPlan(ops=ops, tensors=tensors, inputs=list(g.inputs), outputs=list(g.outputs), precision=policy.mode,

@@ -17,7 +17,7 @@ from ._graph import GpuOp, GpuPlan, PlanTensor
 
 __all__ = ["plan_to_sections", "plan_from_sections", "PLAN_FORMAT"]
 
-PLAN_FORMAT = 1
+PLAN_FORMAT = 2  # 2: GpuOp.precision and buffer_storage (mixed precision)
 
 
 def _plain(v: Any) -> Any:
@@ -47,7 +47,8 @@ def plan_to_sections(plan: GpuPlan) -> dict[str, bytes]:
             "kernel": op.kernel, "params": _plain(op.params), "inputs": list(op.inputs),
             "outputs": list(op.outputs), "constants": consts, "node": op.node, "origin": list(op.origin),
             "accumulator": op.accumulator, "options": _plain(op.options),
-            "bindings": [[n, s] for n, s in op.bindings],
+            "bindings": [[n, s] for n, s in op.bindings], "precision": op.precision,
+            "buffer_storage": dict(op.buffer_storage),
         })
     tensors = [{
         "id": t.id, "name": t.name, "kind": t.kind, "shape": list(t.shape), "ir_shape": list(t.ir_shape),
@@ -87,7 +88,8 @@ def plan_from_sections(sections: dict[str, bytes]) -> GpuPlan:
                 kernel=o["kernel"], params=dict(o["params"]), inputs=list(o["inputs"]),
                 outputs=list(o["outputs"]), constants=consts, node=o["node"], origin=tuple(o["origin"]),
                 accumulator=o["accumulator"], options={k: _tuplify(v) for k, v in o["options"].items()},
-                bindings=[(n, s) for n, s in o["bindings"]],
+                bindings=[(n, s) for n, s in o["bindings"]], precision=o["precision"],
+                buffer_storage=dict(o["buffer_storage"]),
             ))
         tensors = {t["id"]: PlanTensor(
             id=t["id"], name=t["name"], kind=t["kind"], shape=tuple(t["shape"]), ir_shape=tuple(t["ir_shape"]),

@@ -16,6 +16,13 @@ Three modes (the ``precision`` option of a GPU backend):
 
 Non-float tensors (int32 shape/axis parameters, bool) keep their type.
 Constants are converted once, at prepare (:meth:`PrecisionPolicy.constant`).
+
+Mixed precision: in the fp16 modes a tensor marked ``GpuTensor.fp32`` is
+stored in float32, and a node marked ``GpuNode.fp32`` computes in float32
+(its kernel is rendered in ``fp32``, its constants stored in float32); the
+kernels reading or writing a tensor stored in the other type convert on load
+and store (``GpuOp.buffer_storage``).  The ``mixed_precision`` pass decides
+the marks from the graph alone; in ``fp32`` they change nothing.
 :func:`fp16_risks` lists constants whose magnitude exceeds float16's range
 (65504) or whose non-zero values underflow to 0, for the compile report.
 """
@@ -59,23 +66,31 @@ class PrecisionPolicy:
 
     def storage(self, tensor: GpuTensor) -> str:
         """Device element type of ``tensor``."""
-        if tensor.dtype in ("float32", "float16"):
-            return self.float_storage
+        if tensor.dtype in ("float32", "float16", "bool"):
+            return "float32" if tensor.fp32 else self.float_storage
         return tensor.dtype
+
+    def tensor_itemsize(self, tensor: GpuTensor) -> int:
+        """Bytes per element of ``tensor`` on the device."""
+        return np.dtype(self.storage(tensor)).itemsize
+
+    def node_precision(self, node: GpuNode) -> str:
+        """The precision mode the kernel of ``node`` is rendered in."""
+        return "fp32" if node.fp32 else self.mode
 
     def accumulator(self, node: GpuNode) -> str:
         """Type the kernel of ``node`` accumulates (and computes) in."""
-        if self.mode == "fp32":
+        if self.mode == "fp32" or node.fp32:
             return "float32"
         if self.mode == "fp16_fp32acc" and node.op in FP32_ACCUMULATION_OPS:
             return "float32"
         return "float16"
 
-    def constant(self, data: np.ndarray) -> np.ndarray:
-        """A float constant in the storage type (non-float constants unchanged)."""
+    def constant(self, data: np.ndarray, node: GpuNode | None = None) -> np.ndarray:
+        """A float constant in the storage type of ``node``'s constants (non-float constants unchanged)."""
         a = np.asarray(data)
         if a.dtype.kind == "f":
-            return a.astype(self.float_storage)
+            return a.astype("float32" if node is not None and node.fp32 else self.float_storage)
         return a
 
 

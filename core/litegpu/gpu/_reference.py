@@ -432,20 +432,32 @@ def evaluate(graph: GpuGraph, inputs: Mapping[int, np.ndarray] | Sequence[np.nda
 
     Returns every partition output by id, shaped like its IR shape.
     ``storage="float16"`` rounds constants and every stored result to fp16
-    (arithmetic stays fp32), to estimate the error of fp16 storage.
+    (arithmetic stays fp32), to estimate the error of fp16 storage; as the
+    compiled plan does, it keeps tensors marked ``fp32`` (the
+    ``mixed_precision`` pass) and the constants of nodes marked ``fp32`` in
+    float32.
     """
     if not isinstance(inputs, Mapping):
         inputs = dict(zip(graph.inputs, inputs, strict=False))
-    rnd = (lambda v: v.astype(np.float16).astype(np.float32) if v.dtype == np.float32 else v) \
-        if storage == "float16" else (lambda v: v)
+    half = storage == "float16"
+
+    def rnd(v: np.ndarray) -> np.ndarray:
+        return v.astype(np.float16).astype(np.float32) if v.dtype == np.float32 else v
+
+    readers = graph.consumers()
+    keep = {t for t, x in graph.tensors.items()
+            if x.fp32 or (x.is_constant and t in readers and all(n.fp32 for n in readers[t]))}
+    if not half:
+        keep = set(graph.tensors)
     values: dict[int, np.ndarray] = {}
     for t, x in graph.tensors.items():
         if x.data is not None and x.sparsity is None:
             d = np.asarray(x.data)
-            values[t] = rnd(d.reshape(x.shape)) if d.size == x.size else d
+            values[t] = (d.reshape(x.shape) if t in keep else rnd(d.reshape(x.shape))) if d.size == x.size else d
     for t in graph.inputs:
         x = graph.tensors[t]
-        values[t] = rnd(np.asarray(inputs[t], dtype=x.dtype).reshape(x.shape))
+        v = np.asarray(inputs[t], dtype=x.dtype).reshape(x.shape)
+        values[t] = v if t in keep else rnd(v)
     for node in graph.nodes:
         ctx = _Ctx(graph, node, values)
         try:
@@ -462,5 +474,6 @@ def evaluate(graph: GpuGraph, inputs: Mapping[int, np.ndarray] | Sequence[np.nda
             r = r.reshape(x.shape)
             if k == 0 and node.epilogue:
                 r = apply_epilogue(r, node.epilogue, values)
-            values[t] = rnd(r.astype(x.dtype, copy=False))
+            r = r.astype(x.dtype, copy=False)
+            values[t] = r if t in keep else rnd(r)
     return {t: values[t].reshape(graph.tensors[t].ir_shape) for t in graph.outputs}

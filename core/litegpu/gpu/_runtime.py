@@ -154,7 +154,7 @@ class GpuPartitionKernel(DelegateKernel):
 
     def _prepare_op(self, op, record: Mapping[str, Any] | None = None) -> _Launch:
         dev = self.device
-        prec = self.plan.precision
+        prec = op.precision or self.plan.precision  # a node kept in fp32 renders in fp32 (mixed precision)
         refs = []
         for _name, src in op.bindings:
             if isinstance(src, str):
@@ -168,7 +168,7 @@ class GpuPartitionKernel(DelegateKernel):
         if record is not None:  # warm start: the kernel as rendered and tuned last time
             rk, grid = _kernel_from_record(record, self._sources)
             return self._finish_op(op, rk, grid, dev.bind(self._program(rk), rk, refs, op.params))
-        probe = render(op.kernel, dev.dialect, prec, **op.options)
+        probe = render(op.kernel, dev.dialect, prec, buffer_storage=op.buffer_storage, **op.options)
         grid = probe.global_size(op.params)
         built: dict[tuple[int, int, int], tuple[RenderedKernel, Any]] = {}
 
@@ -176,8 +176,8 @@ class GpuPartitionKernel(DelegateKernel):
             # GLSL/WGSL (and OpenCL kernels with shared memory) bake the work group into the source;
             # other OpenCL kernels render the same source, which the device compiles once
             if wg not in built:
-                rk = probe if tuple(wg) == probe.workgroup else render(op.kernel, dev.dialect, prec, workgroup=wg,
-                                                                       **op.options)
+                rk = probe if tuple(wg) == probe.workgroup else render(
+                    op.kernel, dev.dialect, prec, workgroup=wg, buffer_storage=op.buffer_storage, **op.options)
                 built[wg] = (rk, dev.bind(self._program(rk), rk, refs, op.params))
             return built[wg]
 

@@ -38,6 +38,7 @@ from ._dialects._lang import (
     eval_int_expr,
     parse,
     preprocess,
+    retype_buffers,
 )
 from ._kernel_packing import (
     from_phwc4,
@@ -231,11 +232,15 @@ _ELEM_BYTES = {"f32": 4, "f16": 2, "i32": 4, "u32": 4}
 
 
 def render(kernel_name: str, dialect: str, precision: str = "fp32", *,
-           workgroup: tuple[int, int, int] | None = None, **options: Any) -> RenderedKernel:
+           workgroup: tuple[int, int, int] | None = None, buffer_storage: Mapping[str, str] | None = None,
+           **options: Any) -> RenderedKernel:
     """Render one kernel for ``dialect`` (opencl/glsl/wgsl) and ``precision`` (fp32/fp16/fp16_fp32acc).
 
     ``options`` are the template options of the kernel (see ``kernel_spec(name).options``);
-    omitted ones take their defaults.  ``workgroup`` bakes the local size into GLSL/WGSL (and
+    omitted ones take their defaults.  ``buffer_storage`` maps buffer names to the element type
+    they are stored in (``"float32"``/``"float16"``) where it differs from the precision's: the
+    kernel computes as ``precision`` says and converts on every load and store (mixed precision,
+    ``docs/gpu-compiler.md`` §6).  ``workgroup`` bakes the local size into GLSL/WGSL (and
     OpenCL when the kernel uses shared memory); by default the kernel's own default is used.  Kernels
     whose shared memory is sized by their group (``split > 1``) keep their fixed group whatever
     ``workgroup`` says: launch with ``rk.workgroup``.
@@ -256,11 +261,20 @@ def render(kernel_name: str, dialect: str, precision: str = "fp32", *,
     wg = tuple(int(x) for x in wg)
     if len(wg) != 3 or min(wg) < 1:
         raise KernelTemplateError(f"bad work group {wg}")
-    return _render(kernel_name, dialect, precision, _freeze(sorted(opts.items())), wg)
+    kinds = {}
+    for b, st in (buffer_storage or {}).items():
+        if st not in _STORAGE_KINDS:
+            raise KernelTemplateError(f"buffer {b!r}: storage {st!r} is not one of {', '.join(_STORAGE_KINDS)}")
+        kinds[b] = _STORAGE_KINDS[st]
+    return _render(kernel_name, dialect, precision, _freeze(sorted(opts.items())), wg, tuple(sorted(kinds.items())))
+
+
+_STORAGE_KINDS = {"float32": "f32", "float16": "f16"}
 
 
 @functools.lru_cache(maxsize=1024)
-def _render(kernel_name: str, dialect: str, precision: str, frozen: tuple, wg: tuple[int, int, int]) -> RenderedKernel:
+def _render(kernel_name: str, dialect: str, precision: str, frozen: tuple, wg: tuple[int, int, int],
+            storage: tuple[tuple[str, str], ...] = ()) -> RenderedKernel:
     spec = SPECS[kernel_name]
     opts = {k: v for k, v in frozen}
     env = dict(opts)
@@ -275,6 +289,7 @@ def _render(kernel_name: str, dialect: str, precision: str, frozen: tuple, wg: t
 
     src = preprocess(text, env, name=where)
     prog = parse(src, where, precision)  # type: ignore[arg-type]
+    retype_buffers(prog, spec.entry, dict(storage))
     k, funcs = check(prog, spec.entry, where, precision)  # type: ignore[arg-type]
     em = EMITTERS[dialect](k, funcs, wg)
     source = em.render()

@@ -30,6 +30,7 @@ __all__ = [
     "preprocess",
     "parse",
     "check",
+    "retype_buffers",
     "Emitter",
     "eval_int_expr",
 ]
@@ -1169,6 +1170,54 @@ class Checker:
                 else:
                     raise self.err(e, f"{e.fn}: component of type {at}: convert it first")
         return t
+
+
+def retype_buffers(prog: Program, kernel: str, storage: Mapping[str, str]) -> None:
+    """Store the float buffers named in ``storage`` as ``storage[name]`` (``f16``/``f32``) while the
+    kernel keeps computing with their declared types (mixed precision: a tensor kept in fp32 read by an
+    fp16 kernel, or an fp16 tensor read by a kernel rendered in fp32).
+
+    Runs on the parsed program, before :func:`check`: every read of such a buffer becomes a constructor
+    of its declared type (``real4(src[i])``), so the template type-checks exactly as before; writes
+    convert through the assignment's usual coercion.  The dialects need nothing new: they already
+    spell buffer declarations from ``Buffer.elem`` and f16 <-> f32 constructors.
+    """
+    if kernel not in prog.kernels or not storage:
+        return
+    k = prog.kernels[kernel]
+    logical: dict[str, Ty] = {}
+    buffers = []
+    for b in k.buffers:
+        want = storage.get(b.name)
+        if want is not None and want not in FLOAT_KINDS:
+            raise KernelTemplateError(f"kernel {kernel}: buffer {b.name!r} storage {want!r} is not f16/f32")
+        if want is not None and b.elem.kind in FLOAT_KINDS and want != b.elem.kind:
+            logical[b.name] = b.elem
+            b = Buffer(b.name, b.access, Ty(want, b.elem.n))
+        buffers.append(b)
+    unknown = set(storage) - {b.name for b in k.buffers}
+    if unknown:
+        raise KernelTemplateError(f"kernel {kernel}: no buffer named {', '.join(sorted(unknown))}")
+    if not logical:
+        return
+    k.buffers = buffers
+
+    def read(e: Any) -> Any:
+        """``e`` with every read of a retyped buffer wrapped in a constructor of its declared type."""
+        if isinstance(e, Index) and isinstance(e.base, Name) and e.base.id in logical:
+            e.idx = read(e.idx)
+            return Call(str(logical[e.base.id]), [e], line=e.line)
+        if isinstance(e, (Expr, Stmt)):
+            for key, v in vars(e).items():
+                if isinstance(v, (Expr, Stmt)):
+                    setattr(e, key, read(v))
+                elif isinstance(v, list):
+                    setattr(e, key, [read(x) if isinstance(x, (Expr, Stmt)) else x for x in v])
+            if isinstance(e, Assign) and isinstance(e.target, Call) and e.target.args:
+                e.target = e.target.args[0]  # a write stays a store into the buffer itself
+        return e
+
+    read(k.body)
 
 
 def check(prog: Program, kernel: str, name: str, precision: str) -> tuple[Kernel, list[Func]]:
