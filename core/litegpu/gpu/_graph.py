@@ -580,12 +580,13 @@ class GpuOp:
 
     def describe(self) -> str:
         opts = ",".join(f"{k}={v}" for k, v in sorted(self.options.items()))
-        s = f"{self.kernel}[{opts}]" if opts else self.kernel
-        if self.precision is not None:
-            s += f"@{self.precision}"
-        if self.buffer_storage:
-            s += "{" + ",".join(f"{k}:{v}" for k, v in sorted(self.buffer_storage.items())) + "}"
-        return s
+        return f"{self.kernel}[{opts}]" if opts else self.kernel
+
+    def describe_precision(self) -> str:
+        """How this launch departs from the plan's precision ("" when it does not)."""
+        parts = [f"computes in {self.precision}"] if self.precision is not None else []
+        parts += [f"{k} stored {v}" for k, v in sorted(self.buffer_storage.items())]
+        return ", ".join(parts)
 
 
 @dataclass
@@ -608,6 +609,8 @@ class GpuPlan:
         return {
             "precision": self.precision,
             "kernels": [op.describe() for op in self.ops],
+            "mixed_precision": [f"{i}: {op.describe()}: {op.describe_precision()}" for i, op in enumerate(self.ops)
+                                if op.describe_precision()],
             "arena_bytes": self.arena_bytes,
             "memory": dict(self.memory),
             "passes": {k: list(v) for k, v in self.report.items()},

@@ -18,6 +18,7 @@ from .fold_constants import fold_constants
 from .fuse import fuse_activations, fuse_elementwise
 from .legalise import legalise_epilogues
 from .merge_pad import merge_pad
+from .mixed_precision import mixed_precision
 from .normalise_bhwc import normalise_bhwc
 from .remove_identities import remove_identities
 
@@ -37,6 +38,7 @@ __all__ = [
     "fuse_activations",
     "legalise_epilogues",
     "prune",
+    "mixed_precision",
 ]
 
 Pass = Callable[[GpuGraph], Report]
@@ -63,6 +65,7 @@ DEFAULT_PIPELINE: tuple[Pass, ...] = (
     fuse_activations,
     legalise_epilogues,
     prune,
+    mixed_precision,
 )
 
 
