@@ -519,6 +519,61 @@ def test_mediapipe_face_detection_fully_delegated(delegate, mediapipe_models):
         assert err <= 1e-3, err
 
 
+def _fp16_delegate(precision: str):
+    d = litegpu.load_delegate("vulkan", {"precision": precision, "cache": {"enabled": False}})
+    if not d.device.info.fp16:
+        d.close()
+        pytest.skip(f"{d.device.info.name} has no fp16 support")
+    return d
+
+
+def _mediapipe_fp16(name: str, precision: str, mediapipe_models) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """(ours, LiteRT fp32) for ``name`` on uniform(-1, 1) seed 0, the fp16 accuracy target's input."""
+    path = mediapipe_models.get(name)
+    if path is None:
+        pytest.skip(f"{name} not among the fetched models")
+    data = Path(path).read_bytes()
+    shape = tuple(litegpu.Interpreter(model_content=data).get_input_details()[0]["shape"])
+    x = np.random.default_rng(0).uniform(-1, 1, shape).astype(np.float32)
+    want = run_litert(data, [x], reference=False)  # XNNPACK runs MediaPipe's transpose-conv op
+    d = _fp16_delegate(precision)
+    try:
+        got, plan = _run(data, [x], d)
+    finally:
+        d.close()
+    assert _on_gpu_only(plan), plan
+    return got, want
+
+
+@pytest.mark.slow
+@pytest.mark.mediapipe
+@pytest.mark.parametrize("precision", ["fp16", "fp16_fp32acc"])
+@pytest.mark.parametrize("name", ["face_detection_short_range", "face_landmark", "hand_recrop", "iris_landmark"])
+def test_mediapipe_fp16_within_target(backend, compiler_core, mediapipe_models, name, precision):
+    """Real half arithmetic: every output within 2e-2 of LiteRT fp32 (docs/gpu-compiler.md §6)."""
+    got, want = _mediapipe_fp16(name, precision, mediapipe_models)
+    err = max(rel_error(g, w) for g, w in zip(got, want, strict=True))
+    ERRORS[f"{precision} {name}"] = err
+    assert err <= 2e-2, err
+
+
+@pytest.mark.slow
+@pytest.mark.mediapipe
+@pytest.mark.parametrize("precision", ["fp16", "fp16_fp32acc"])
+def test_mediapipe_fp16_sigmoid_tail_not_flushed(backend, compiler_core, mediapipe_models, precision):
+    """selfie_segmentation_landscape on the random input outputs probabilities <= 5.5e-6.  Half-precision
+    ``1/(1+exp(-x))`` overflows ``exp`` below x = -11.1 and float16 holds nothing below 6e-8: before the
+    ``mixed_precision`` pass kept host outputs (and their kernel) in float32 this came back as all zeros,
+    relative error 1.0.  The 2e-2 target is still missed (§6): the tail's relative error is the logits'
+    absolute error (lavapipe: 6.9e-2 fp16, 4.4e-2 fp16_fp32acc)."""
+    (got,), (want,) = _mediapipe_fp16("selfie_segmentation_landscape", precision, mediapipe_models)
+    assert 0 < want.max() < 1e-5
+    assert got.dtype == np.float32 and got.max() > 0
+    err = rel_error(got, want)
+    ERRORS[f"{precision} selfie_segmentation_landscape"] = err
+    assert err < 0.2, err
+
+
 # -- packaging: the entry point after pip install ----------------------------------------------------------
 
 CHECK = textwrap.dedent(
