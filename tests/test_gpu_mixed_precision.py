@@ -80,6 +80,33 @@ def test_pass_keeps_host_outputs_and_their_producer_in_fp32():
     assert any("host output 'p'" in line for line in report[1:]), report
 
 
+def test_pass_follows_data_movement_back_to_the_arithmetic():
+    """A detector head: two convs, reshaped and concatenated into the output the host reads."""
+    b = model_builder()
+    x = b.input("x", (1, 4, 4, 8))
+    flat = []
+    for i, c in enumerate((2, 6)):
+        y = b.tensor(f"y{i}", (1, 4, 4, c))
+        b.op("CONV_2D", [x, b.const(f"w{i}", rnd(c, 1, 1, 8)), b.const(f"b{i}", rnd(c))], [y], padding=1,
+             stride_w=1, stride_h=1)
+        r = b.tensor(f"r{i}", (1, 16 * c // 2, 2))
+        b.op("RESHAPE", [y, b.const(f"s{i}", np.array([1, 16 * c // 2, 2], np.int32))], [r])
+        flat.append(r)
+    out = b.tensor("out", (1, 64, 2))
+    b.op("CONCATENATION", flat, [out], axis=1)
+    b.output(out)
+    model = b.build()
+    g = graph_of(model)
+    report = run_passes(g)["mixed_precision"]
+    assert sorted(n.op for n in g.nodes if n.fp32) == ["CONCATENATION", "CONV_2D", "CONV_2D", "RESHAPE", "RESHAPE"]
+    assert all(x.fp32 for x in g.tensors.values() if not x.is_constant and not x.is_input), report
+    inputs = [rnd(1, 4, 4, 8)]
+    plan = compile_graph(graph_of(model), precision="fp16")
+    assert [op.precision for op in plan.ops] == ["fp32"] * len(plan.ops)
+    (got,), (want,) = run_plan(plan, inputs), run_litert(model, inputs)
+    assert rel_err(got, want) < 2e-3  # the fp16 input only
+
+
 def test_pass_keeps_broadcast_chain_in_fp32():
     model, _ = _se_model()
     g = graph_of(model)

@@ -10,8 +10,11 @@ Two rules, both properties of the graph alone:
 
 host outputs
     A float partition output the host reads is stored in float32 and its
-    producer computes in float32.  The host receives float32 anyway, so an
-    fp16 copy only loses: float16 has no value below 2^-24 (6e-8) and only a
+    producer computes in float32; when that producer only moves data
+    (RESHAPE, CONCATENATION, TRANSPOSE, slices... of detector heads), the
+    same goes for the tensors it moves and the nodes computing them, back to
+    the last arithmetic.  The host receives float32 anyway, so an fp16 copy
+    only loses: float16 has no value below 2^-24 (6e-8) and only a
     few significant bits below 2^-14 (6.1e-5), so the tail of a LOGISTIC,
     EXP or SOFTMAX result -- a probability of 6e-10 -- comes back as exactly 0
     (a relative error of 1); and half-precision ``1/(1+exp(-x))`` overflows
@@ -38,7 +41,11 @@ from __future__ import annotations
 
 from .._graph import GpuGraph, Report
 
-__all__ = ["mixed_precision", "BROADCASTING_OPS"]
+__all__ = ["mixed_precision", "BROADCASTING_OPS", "DATA_MOVEMENT_OPS"]
+
+#: ops that only move data: a host output they make is as exact as the tensors they read
+DATA_MOVEMENT_OPS = frozenset({"RESHAPE", "SQUEEZE", "EXPAND_DIMS", "CONCATENATION", "TRANSPOSE", "SLICE",
+                               "STRIDED_SLICE", "SPLIT", "SPLIT_V", "DEPTH_TO_SPACE", "SPACE_TO_DEPTH"})
 
 #: ops whose kernels replicate a per-channel operand over the output's pixels
 BROADCASTING_OPS = frozenset({"ADD", "SUB", "MUL", "DIV", "MAXIMUM", "MINIMUM", "SQUARED_DIFFERENCE", "POW",
@@ -68,8 +75,18 @@ def mixed_precision(g: GpuGraph) -> Report:
         node = producers.get(t)
         if node is None or not x.host_output or x.is_input or x.dtype not in _FLOAT:
             continue
-        x.fp32 = node.fp32 = True
-        outputs.append(f"{x.name!r} ({node.describe()})")
+        chain = []
+        todo = [t]
+        while todo:  # the output, and through data movement the values it is made of
+            u = todo.pop()
+            node = producers.get(u)
+            if node is None or g.tensors[u].fp32 or not _storable(g, u):
+                continue
+            g.tensors[u].fp32 = node.fp32 = True
+            chain.append(node.describe())
+            if node.op in DATA_MOVEMENT_OPS and not node.epilogue:
+                todo += [i for i in node.inputs if i >= 0 and not g.is_constant(i)]
+        outputs.append(f"{x.name!r} ({', '.join(chain)})")
 
     gates: list[str] = []
     marked_nodes: set[int] = set()
