@@ -548,9 +548,11 @@ def _mediapipe_fp16(name: str, precision: str, mediapipe_models) -> tuple[list[n
 @pytest.mark.slow
 @pytest.mark.mediapipe
 @pytest.mark.parametrize("precision", ["fp16", "fp16_fp32acc"])
-@pytest.mark.parametrize("name", ["face_detection_short_range", "face_landmark", "hand_recrop", "iris_landmark"])
+@pytest.mark.parametrize("name", ["face_detection_short_range", "face_landmark", "hand_landmark_lite", "hand_recrop",
+                                  "iris_landmark"])
 def test_mediapipe_fp16_within_target(backend, compiler_core, mediapipe_models, name, precision):
-    """Real half arithmetic: every output within 2e-2 of LiteRT fp32 (docs/gpu-compiler.md §6)."""
+    """Real half arithmetic: every output within 2e-2 of LiteRT fp32 (docs/gpu-compiler.md §6).
+    hand_landmark_lite missed it in fp16 (2.9e-2) while its outputs' last layers accumulated in half."""
     got, want = _mediapipe_fp16(name, precision, mediapipe_models)
     err = max(rel_error(g, w) for g, w in zip(got, want, strict=True))
     ERRORS[f"{precision} {name}"] = err
