@@ -22,6 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import GPU_SET, machine_line, mediapipe_models  # noqa: E402
 
 #: template options worth exploring (values beyond the spec's are skipped by render)
+_KEEP: list = []
 _EXPLORE = {"conv2d": {"block_w": (1, 2, 4), "block_s": (1, 2)}}
 
 
@@ -100,6 +101,7 @@ def main() -> int:
                             continue
                         vitems.append((bound[0], _gsize(grid, wg), tuple(wg)))
                         vmeta.append((opts, wg, bound))
+                        _KEEP.append(bound)  # released buffers under a live kernel crash some drivers
                     if vitems:
                         vt = _time_launches(cl, dev.ctx, vitems, 7)
                         for (o, wg, _b), t in zip(vmeta, vt, strict=True):
@@ -109,6 +111,9 @@ def main() -> int:
                 row["best"] = min(ok, key=lambda v: v["us"]) if ok else None
             rows.append(row)
         report[name] = rows
+        _KEEP.extend([d, it])
+        if args.json:
+            Path(args.json).write_text(json.dumps(report, indent=1))
         total = sum(r["us"] for r in rows)
         best = sum((r.get("best") or r)["us"] for r in rows) if args.explore else None
         print(f"\n## {name}: {len(rows)} launches, GPU sum {total:.1f} us"
