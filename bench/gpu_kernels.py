@@ -23,7 +23,9 @@ from _common import GPU_SET, machine_line, mediapipe_models  # noqa: E402
 
 #: template options worth exploring (values beyond the spec's are skipped by render)
 _KEEP: list = []
-_EXPLORE = {"conv2d": {"block_w": (1, 2, 4), "block_s": (1, 2)}}
+_EXPLORE = {"conv2d": {"block_w": (1, 2), "block_s": (1, 2), "split": (1, 4, 8, 16, 32, 64)},
+            "fully_connected": {"split": (1, 4, 16, 32, 64, 128)},
+            "reduce": {"split": (1, 16, 64, 128)}}
 
 
 def _time_launches(cl, ctx, items, runs: int) -> list[float]:
@@ -54,7 +56,7 @@ def main() -> int:
     import litegpu
     import pyopencl as cl
     from litegpu.gpu._tuning import candidates
-    from litegpu.gpu.kernels import render
+    from litegpu.gpu.kernels import kernel_spec, render
 
     print(machine_line())
     report: dict[str, list[dict]] = {}
@@ -86,7 +88,8 @@ def main() -> int:
                         variants.append({"options": opts, "error": str(e)[:200]})
                         continue
                     grid = probe.global_size(op.params)
-                    cands = candidates(op.kernel, grid, dev.info, "exhaustive")[:24]
+                    fixed = kernel_spec(op.kernel).fixed_workgroup(kernel_spec(op.kernel).resolve(opts))
+                    cands = [fixed] if fixed else candidates(op.kernel, grid, dev.info, "exhaustive")[:16]
                     vitems, vmeta = [], []
                     for wg in cands:
                         rk = probe if tuple(wg) == probe.workgroup else render(

@@ -71,7 +71,7 @@ def test_block_plan_all_precisions(precision, tol):
     plan = _compile(model, precision)
     kernels = [op.describe() for op in plan.ops]
     assert kernels == ["conv2d[act=RELU6]", "depthwise_conv2d[act=PRELU,multiplier=one]",
-                       "conv2d[residual=ADD,residual_act=RELU]", "pool2d[op=MAX]", "reduce[op=MEAN]",
+                       "conv2d[residual=ADD,residual_act=RELU]", "pool2d[op=MAX]", "reduce[op=MEAN,split=8]",
                        "fully_connected", "softmax[log=False]"], kernels
     storage = "float32" if precision == "fp32" else "float16"
     for op in plan.ops:

@@ -92,7 +92,7 @@ def _spec(name: str, file: str, doc: str, options: Mapping[str, Opt] | None = No
 
 
 # split > 1: a work group of `split` threads cooperates on one output (shared-memory tree reduction)
-_SPLITS = (1, 16, 32, 64, 128)
+_SPLITS = (1, 4, 8, 16, 32, 64, 128)
 _split = Opt(1, _SPLITS)
 
 
@@ -124,13 +124,17 @@ SPECS: dict[str, KernelSpec] = {s.name: s for s in [
              {"op": "ADD", "act": "RELU", "qdq": True}, {"op": "MUL", "rhs": "scalar", "qdq": True}]),
     _spec("conv2d", "conv.lgk", "2-D convolution, groups, dilation, fused bias/activation/residual",
           {"act": _act, "residual": Opt("NONE", ("NONE", "ADD", "MUL")), "residual_act": _act_no_prelu,
-           "block_w": Opt(2, (1, 2, 4)), "block_s": Opt(1, (1, 2)), "grouped": _bool(), "qdq": _qdq},
+           "block_w": Opt(2, (1, 2, 4)), "block_s": Opt(1, (1, 2)), "grouped": _bool(), "split": _split,
+           "qdq": _qdq},
           [{"act": a} for a in FUSED_ACTIVATIONS]
           + [{"residual": "ADD", "residual_act": "RELU"}, {"residual": "MUL", "act": "RELU6"},
              {"block_w": 1}, {"block_w": 4, "block_s": 2}, {"grouped": True}, {"grouped": True, "block_w": 4}]
           + [{"residual": "ADD", "residual_act": a} for a in ACTIVATIONS[2:]]
-          + [{"act": "RELU6", "qdq": True}, {"residual": "ADD", "block_w": 4, "block_s": 2, "qdq": True}],
-          default_wg=(8, 4, 2)),
+          + [{"act": "RELU6", "qdq": True}, {"residual": "ADD", "block_w": 4, "block_s": 2, "qdq": True}]
+          + [{"split": 16}, {"split": 4, "act": "PRELU", "block_w": 4, "block_s": 2},
+             {"split": 64, "residual": "ADD", "residual_act": "RELU", "block_w": 1},
+             {"split": 32, "grouped": True, "qdq": True}, {"split": 8, "act": "RELU6", "block_s": 2}],
+          default_wg=(8, 4, 2), shared_wg=_split_wg),
     _spec("depthwise_conv2d", "conv.lgk", "depthwise convolution (any channel multiplier)",
           {"act": _act, "multiplier": Opt("one", ("one", "any")), "qdq": _qdq},
           [{"act": a} for a in FUSED_ACTIVATIONS] + [{"multiplier": "any"}, {"multiplier": "any", "act": "PRELU"},
@@ -139,7 +143,7 @@ SPECS: dict[str, KernelSpec] = {s.name: s for s in [
           {"act": _act, "qdq": _qdq}, [{"act": a} for a in FUSED_ACTIVATIONS] + [{"qdq": True}]),
     _spec("fully_connected", "matmul.lgk", "y[b, o] = act(sum_k x[b, k] w[o, k] + bias[o])",
           {"act": _act, "split": _split, "qdq": _qdq}, [{"act": a} for a in FUSED_ACTIVATIONS]
-          + [{"split": n, "act": a} for n, a in zip(_SPLITS[1:], ("NONE", "RELU", "PRELU", "TANH"), strict=True)]
+          + [{"split": n, "act": a} for n, a in zip(_SPLITS[1:], ("NONE", "RELU", "PRELU", "TANH", "RELU6", "NONE"), strict=True)]
           + [{"qdq": True}, {"split": 32, "qdq": True}],
           default_wg=(32, 2, 1), shared_wg=_split_wg),
     _spec("batch_matmul", "matmul.lgk", "batched matmul with broadcasting and adj_x/adj_y",
@@ -152,7 +156,7 @@ SPECS: dict[str, KernelSpec] = {s.name: s for s in [
     _spec("reduce", "reduce.lgk", "SUM/MEAN/REDUCE_MAX/REDUCE_MIN/REDUCE_PROD over any BHWC axes",
           {"op": Opt("SUM", ("SUM", "MEAN", "MAX", "MIN", "PROD")), "split": _split, "qdq": _qdq},
           [{"op": op} for op in ("SUM", "MEAN", "MAX", "MIN", "PROD")]
-          + [{"split": n, "op": op} for n, op in zip(_SPLITS[1:], ("MEAN", "MAX", "SUM", "MIN"), strict=True)]
+          + [{"split": n, "op": op} for n, op in zip(_SPLITS[1:], ("MEAN", "MAX", "SUM", "MIN", "MEAN", "PROD"), strict=True)]
           + [{"op": "MEAN", "qdq": True}, {"op": "MEAN", "split": 64, "qdq": True}],
           shared_wg=_split_wg),
     _spec("softmax", "reduce.lgk", "SOFTMAX / LOG_SOFTMAX over channels", {"log": _bool(), "qdq": _qdq},

@@ -37,6 +37,30 @@ _UNARY = tuple(sorted(UNARY_KERNEL_OPS - {"SQUARE"}))
 _RESHAPES = ("RESHAPE", "SQUEEZE", "EXPAND_DIMS")
 _REDUCE = {"MEAN": "MEAN", "SUM": "SUM", "REDUCE_MAX": "MAX", "REDUCE_MIN": "MIN"}
 
+#: Group sizes the reduction templates accept (``split`` option, see _kernel_specs._SPLITS).
+_SPLIT_SIZES = (128, 64, 32, 16, 8, 4)
+#: Threads a split should not push a launch beyond: enough to keep a large GPU's memory pipes busy,
+#: while a small one (a few thousand threads in flight) still runs the groups back to back.
+_SPLIT_THREADS = 65536
+
+
+def split_for(outputs: int, steps: int) -> int:
+    """Threads to share each output of a reduction (``split`` option of conv2d, fully_connected,
+    reduce): ``outputs`` independent work items, each ``steps`` loop iterations long.
+
+    A GPU hides memory latency only with many threads in flight.  When the output grid is small
+    (deep layers at 8x8 or 1x1, global pooling, fully-connected heads) one thread per output walks
+    its whole reduction serially, each step waiting on a load: measured on an H200, a 7x7x1152 ->
+    7x7x192 1x1 convolution took 96 us that way.  Splitting each output's reduction over a work
+    group (partial sums meeting in shared memory) multiplies the threads in flight and divides the
+    serial chain.  Pick the largest group that keeps at least two steps per thread and the launch
+    within ``_SPLIT_THREADS``; 1 (no split) when even a group of 4 would not fit.
+    """
+    for s in _SPLIT_SIZES:
+        if steps >= 2 * s and outputs * s <= _SPLIT_THREADS:
+            return s
+    return 1
+
 #: every op name (builtin or custom code) :func:`supports` may accept
 SUPPORTED_OPS = frozenset({
     *_BINARY, *_UNARY, *_RESHAPES, *_REDUCE, "SOFTMAX", "CONV_2D", "DEPTHWISE_CONV_2D", "TRANSPOSE_CONV",
@@ -411,7 +435,12 @@ def _lower_conv(lw: _Lowerer) -> list[GpuOp]:
               "PAD_T": t, "PAD_L": le, "DIL_H": geo["dilation"][0], "DIL_W": geo["dilation"][1],
               "SRC_SG": L.slices(c // groups) if grouped else L.slices(c),
               "DST_SG": L.slices(o // groups) if grouped else L.slices(o)}
-    return [lw.op("conv2d", {**opts, "grouped": grouped or None}, params)]
+    # one output pixel per row (1x1 heads): a second pixel per work item would be wasted work
+    block_w = 1 if ow == 1 else 2
+    outputs = b * oh * -(-ow // block_w) * params["S"]
+    split = split_for(outputs, params["KH"] * params["KW"] * params["SRC_SG"])
+    return [lw.op("conv2d", {**opts, "grouped": grouped or None, "block_w": block_w if block_w != 2 else None,
+                             "split": split if split > 1 else None}, params)]
 
 
 def _lower_depthwise(lw: _Lowerer) -> list[GpuOp]:
@@ -480,7 +509,9 @@ def _lower_fc(lw: _Lowerer) -> list[GpuOp]:
     lw.const("bias", L.channel_vector(bias, o))
     lw.bind_epilogue_operands(operands, o)
     lw.bind("dst", y)
-    return [lw.op("fully_connected", opts, {"B": rows, "SRC_S": L.slices(i), "C": o, "S": L.slices(o)})]
+    split = split_for(rows * L.slices(o), L.slices(i))
+    return [lw.op("fully_connected", {**opts, "split": split if split > 1 else None},
+                  {"B": rows, "SRC_S": L.slices(i), "C": o, "S": L.slices(o)})]
 
 
 def _lower_bmm(lw: _Lowerer) -> list[GpuOp]:
@@ -511,6 +542,15 @@ def _lower_pool(lw: _Lowerer) -> list[GpuOp]:
               "STRIDE_H": geo["stride"][0], "STRIDE_W": geo["stride"][1], "PAD_T": geo["pads"][0],
               "PAD_L": geo["pads"][2]}
     options = {"op": "MAX" if n.op == "MAX_POOL_2D" else "AVG", **opts}
+    t, le = geo["pads"][0], geo["pads"][2]
+    if ((oh, ow) == (1, 1) and kh - t >= h and kw - le >= wd and n.attrs.get("pad_value") is None
+            and opts.get("act", "NONE") == "NONE"):
+        # a global pool (one window over the whole image) is a reduction: as one, its long sum is
+        # split over a work group instead of walked by one thread per channel slice
+        split = split_for(b * L.slices(c), h * wd)
+        params = {**lw.dims(x, "SRC_"), **lw.dims(y), "RB": 0, "RH": 1, "RW": 1, "RC": 0}
+        return [lw.op("reduce", {"op": "MEAN" if options["op"] == "AVG" else "MAX",
+                                 "qdq": opts.get("qdq"), "split": split if split > 1 else None}, params)]
     if n.attrs.get("pad_value") is not None:
         # explicit padding merged from a PAD (only when _capabilities.POOL_TAKES_PAD_VALUE)
         ex = n.attrs["explicit_padding"]
@@ -562,7 +602,11 @@ def _lower_reduce(lw: _Lowerer) -> list[GpuOp]:
     lw.bind("dst", n.outputs[0])
     params = {**lw.dims(n.inputs[0], "SRC_"), **lw.dims(n.outputs[0]),
               "RB": int(0 in axes), "RH": int(1 in axes), "RW": int(2 in axes), "RC": int(3 in axes)}
-    return [lw.op("reduce", {"op": _REDUCE[n.op], **opts}, params)]
+    steps = 1
+    for flag, dim in (("RB", "SRC_B"), ("RH", "SRC_H"), ("RW", "SRC_W"), ("RC", "SRC_S")):
+        steps *= params[dim] if params[flag] else 1
+    split = split_for(params["B"] * params["H"] * params["W"] * params["S"], steps)
+    return [lw.op("reduce", {"op": _REDUCE[n.op], **opts, "split": split if split > 1 else None}, params)]
 
 
 def _lower_softmax(lw: _Lowerer) -> list[GpuOp]:
