@@ -89,7 +89,7 @@ def main() -> int:
                         continue
                     grid = probe.global_size(op.params)
                     fixed = kernel_spec(op.kernel).fixed_workgroup(kernel_spec(op.kernel).resolve(opts))
-                    cands = [fixed] if fixed else candidates(op.kernel, grid, dev.info, "exhaustive")[:16]
+                    cands = [fixed] if fixed else candidates(op.kernel, grid, dev.info, "exhaustive")[:8]
                     vitems, vmeta = [], []
                     for wg in cands:
                         rk = probe if tuple(wg) == probe.workgroup else render(

@@ -119,7 +119,10 @@ class PlanExecutor:
         if op.options.get("residual"):
             res = self.operand(op, "res", r.shape)
             r = BINARY[op.options["residual"]](r, res)
-            r = _act(r, op.options.get("residual_act"))
+            ra = None
+            if op.options.get("residual_act") == "PRELU":
+                ra = np.asarray(op.constants["res_alpha"], np.float32).reshape(-1)[:o]
+            r = _act(r, op.options.get("residual_act"), ra)
         return r
 
     def k_conv2d(self, op, p, o):

@@ -426,6 +426,23 @@ def test_fuse_residual_add_reorders_and_chains():
     assert g.nodes[1].epilogue[0].reverse
 
 
+def test_fuse_prelu_after_residual_add():
+    """conv -> PRELU -> ADD(skip) -> PRELU (BlazeFace blocks) becomes one conv with a 3-step epilogue;
+    the two PRELUs keep their own alphas (checked against LiteRT by check_passes)."""
+    b = model_builder()
+    x = b.input("x", (1, 6, 6, 6))
+    y = conv_model(b, x, 6, 6, 6, name="a")
+    p1 = b.tensor("p1", (1, 6, 6, 6))
+    b.op("PRELU", [y, b.const("al1", rnd(1, 1, 6))], [p1])
+    s = b.tensor("s", (1, 6, 6, 6))
+    b.op("ADD", [p1, x], [s])
+    p2 = b.tensor("p2", (1, 6, 6, 6))
+    b.op("PRELU", [s, b.const("al2", rnd(1, 1, 6))], [p2])
+    b.output(p2)
+    g, _ = check_passes(b.build(), [rnd(1, 6, 6, 6)])
+    assert [(n.op, [e.op for e in n.epilogue]) for n in g.nodes] == [("CONV_2D", ["PRELU", "ADD", "PRELU"])]
+
+
 def test_fuse_residual_when_operand_comes_later():
     b = model_builder()
     x = b.input("x", (1, 6, 6, 4))

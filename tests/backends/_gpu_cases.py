@@ -663,6 +663,17 @@ def _p_residual():
     return g.done(y)
 
 
+@pattern("conv+prelu+residual add+prelu (BlazeFace block, one launch)")
+def _p_residual_prelu():
+    g = _G()
+    x = g.input(1, 7, 9, 6)
+    y, s = g.conv(x, (1, 7, 9, 6), 6)
+    y = g.op("PRELU", [y, g.const(rnd(1, 1, 6))], s)
+    y = g.op("ADD", [y, x], s)
+    y = g.op("PRELU", [y, g.const(rnd(1, 1, 6))], s)
+    return g.done(y)
+
+
 @pattern("conv+residual mul with an earlier conv, then hard_swish")
 def _p_residual_mul():
     g = _G()

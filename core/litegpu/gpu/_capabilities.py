@@ -115,6 +115,11 @@ def match_epilogue(g: GpuGraph, node: GpuNode, steps: Sequence[Epilogue] | None 
             if i < len(steps) and steps[i].operand is None and steps[i].op in ACTIVATIONS:
                 opts["residual_act"] = steps[i].op
                 i += 1
+            elif i < len(steps) and steps[i].op == "PRELU" and _per_channel(g, steps[i].operand, out[3]):
+                # BlazeFace-style blocks: conv -> ADD(skip) -> PRELU, one launch instead of two
+                opts["residual_act"] = "PRELU"
+                operands.append(steps[i])
+                i += 1
     elif fam in ("depthwise_conv2d", "transpose_conv2d", "fully_connected"):
         take_act(True)
     elif fam == "pool2d":

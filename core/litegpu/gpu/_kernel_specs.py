@@ -123,7 +123,7 @@ SPECS: dict[str, KernelSpec] = {s.name: s for s in [
           + [{"op": "MUL", "rhs": "scalar"}, {"op": "SUB", "rhs": "scalar", "chain": ("ABS",)},
              {"op": "ADD", "act": "RELU", "qdq": True}, {"op": "MUL", "rhs": "scalar", "qdq": True}]),
     _spec("conv2d", "conv.lgk", "2-D convolution, groups, dilation, fused bias/activation/residual",
-          {"act": _act, "residual": Opt("NONE", ("NONE", "ADD", "MUL")), "residual_act": _act_no_prelu,
+          {"act": _act, "residual": Opt("NONE", ("NONE", "ADD", "MUL")), "residual_act": _act,
            "block_w": Opt(2, (1, 2, 4)), "block_s": Opt(1, (1, 2)), "grouped": _bool(), "split": _split,
            "qdq": _qdq},
           [{"act": a} for a in FUSED_ACTIVATIONS]
@@ -133,7 +133,9 @@ SPECS: dict[str, KernelSpec] = {s.name: s for s in [
           + [{"act": "RELU6", "qdq": True}, {"residual": "ADD", "block_w": 4, "block_s": 2, "qdq": True}]
           + [{"split": 16}, {"split": 4, "act": "PRELU", "block_w": 4, "block_s": 2},
              {"split": 64, "residual": "ADD", "residual_act": "RELU", "block_w": 1},
-             {"split": 32, "grouped": True, "qdq": True}, {"split": 8, "act": "RELU6", "block_s": 2}],
+             {"split": 32, "grouped": True, "qdq": True}, {"split": 8, "act": "RELU6", "block_s": 2},
+             {"residual": "ADD", "residual_act": "PRELU"},
+             {"act": "PRELU", "residual": "ADD", "residual_act": "PRELU", "split": 16, "block_s": 2}],
           default_wg=(8, 4, 2), shared_wg=_split_wg),
     _spec("depthwise_conv2d", "conv.lgk", "depthwise convolution (any channel multiplier)",
           {"act": _act, "multiplier": Opt("one", ("one", "any")), "qdq": _qdq},

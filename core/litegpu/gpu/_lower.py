@@ -383,11 +383,14 @@ class _Lowerer:
         return m
 
     def bind_epilogue_operands(self, operands: list[Epilogue], channels: int) -> None:
+        after_residual = False
         for e in operands:
-            if e.op == "PRELU":
-                self.const("alpha", L.channel_vector(self.data(e.operand).reshape(-1), channels))
+            if e.op == "PRELU":  # a PRELU after the residual step has its own alpha (res_alpha)
+                self.const("res_alpha" if after_residual else "alpha",
+                           L.channel_vector(self.data(e.operand).reshape(-1), channels))
             else:
                 self.tensor_or_const("res", e.operand)
+                after_residual = True
 
     def op(self, kernel: str, options: dict[str, Any], params: dict[str, Any],
            outputs: Sequence[int] | None = None) -> GpuOp:

@@ -61,6 +61,10 @@ DEFAULT_PIPELINE: tuple[Pass, ...] = (
     fold_affine,
     fuse_elementwise,
     fuse_activations,
+    # again: an activation fused above can expose a residual ADD to its conv (conv -> PRELU -> ADD),
+    # and the ADD fused then can take the activation after it (-> PRELU)
+    fuse_elementwise,
+    fuse_activations,
     legalise_epilogues,
     prune,
 )
