@@ -71,7 +71,7 @@ def test_block_plan_all_precisions(precision, tol):
     plan = _compile(model, precision)
     kernels = [op.describe() for op in plan.ops]
     assert kernels == ["conv2d[act=RELU6]", "depthwise_conv2d[act=PRELU,multiplier=one]",
-                       "conv2d[residual=ADD,residual_act=RELU]", "pool2d[op=MAX]", "reduce[op=MEAN,split=8]",
+                       "conv2d[residual=ADD,residual_act=RELU]", "pool2d[op=MAX]", "reduce[op=MEAN]",
                        "fully_connected", "softmax[log=False]"], kernels
     storage = "float32" if precision == "fp32" else "float16"
     for op in plan.ops:
@@ -359,3 +359,13 @@ def test_interpreter_with_partitions_around_custom_ops(name, mediapipe_models):
     assert delegate.prepared
     for a, b in zip(got, cpu, strict=True):
         assert rel_err(a, b) <= 5e-4
+
+
+def test_split_for_picks_groups_for_small_grids_with_long_reductions():
+    from litegpu.gpu._lower import split_for
+
+    assert split_for(1, 288) == 128  # a 1x1 head over 1152 channels
+    assert split_for(2304, 216) == 32  # 8x8x864 -> 8x8x288: limited by the thread budget
+    assert split_for(100_000, 500) == 1  # plenty of outputs already
+    assert split_for(64, 20) == 1  # too short a reduction to share
+    assert split_for(64, 32) == 16

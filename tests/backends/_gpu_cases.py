@@ -674,6 +674,20 @@ def _p_residual_prelu():
     return g.done(y)
 
 
+@pattern("split reductions: deep 1x1 and 2x2 convs on small grids, FC head, global average pool")
+def _p_split():
+    g = _G()
+    x = g.input(1, 4, 4, 150)  # 38 input slices over a 2x2 / 4x4 grid: conv2d split-K
+    y, s = g.conv(x, (1, 4, 4, 150), 9, k=1, act=3)
+    z, s2 = g.conv(x, (1, 4, 4, 150), 7, k=2, stride=2, padding=1)
+    f = g.op("RESHAPE", [z, g.const(np.array([1, 28], np.int32))], (1, 28))
+    fc = g.op("FULLY_CONNECTED", [x and g.op("RESHAPE", [x, g.const(np.array([1, 2400], np.int32))], (1, 2400)),
+                                  g.const(rnd(5, 2400)), g.const(rnd(5))], (1, 5))
+    p = g.op("AVERAGE_POOL_2D", [g.input(1, 8, 8, 5)], (1, 1, 1, 5), padding=1, stride_h=8, stride_w=8,
+             filter_height=8, filter_width=8)
+    return g.done(y, f, fc, p)
+
+
 @pattern("conv+residual mul with an earlier conv, then hard_swish")
 def _p_residual_mul():
     g = _G()

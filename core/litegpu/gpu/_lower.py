@@ -37,11 +37,13 @@ _UNARY = tuple(sorted(UNARY_KERNEL_OPS - {"SQUARE"}))
 _RESHAPES = ("RESHAPE", "SQUEEZE", "EXPAND_DIMS")
 _REDUCE = {"MEAN": "MEAN", "SUM": "SUM", "REDUCE_MAX": "MAX", "REDUCE_MIN": "MIN"}
 
-#: Group sizes the reduction templates accept (``split`` option, see _kernel_specs._SPLITS).
-_SPLIT_SIZES = (128, 64, 32, 16, 8, 4)
+#: Group sizes split_for picks from.  The templates also take 4 and 8, but measured on an H200
+#: (bench/gpu_kernels.py) such small groups lose to no split at all: a GPU core runs a bounded
+#: number of work groups at once, so 4-thread groups leave it mostly idle.
+_SPLIT_SIZES = (128, 64, 32, 16)
 #: Threads a split should not push a launch beyond: enough to keep a large GPU's memory pipes busy,
 #: while a small one (a few thousand threads in flight) still runs the groups back to back.
-_SPLIT_THREADS = 65536
+_SPLIT_THREADS = 131072
 
 
 def split_for(outputs: int, steps: int) -> int:
@@ -51,10 +53,10 @@ def split_for(outputs: int, steps: int) -> int:
     A GPU hides memory latency only with many threads in flight.  When the output grid is small
     (deep layers at 8x8 or 1x1, global pooling, fully-connected heads) one thread per output walks
     its whole reduction serially, each step waiting on a load: measured on an H200, a 7x7x1152 ->
-    7x7x192 1x1 convolution took 96 us that way.  Splitting each output's reduction over a work
-    group (partial sums meeting in shared memory) multiplies the threads in flight and divides the
-    serial chain.  Pick the largest group that keeps at least two steps per thread and the launch
-    within ``_SPLIT_THREADS``; 1 (no split) when even a group of 4 would not fit.
+    7x7x192 1x1 convolution took 96 us that way and 12 us split 32 ways.  Splitting each output's
+    reduction over a work group (partial sums meeting in shared memory) multiplies the threads in
+    flight and divides the serial chain.  Pick the largest group that keeps at least two steps per
+    thread and the launch within ``_SPLIT_THREADS``; 1 (no split) otherwise.
     """
     for s in _SPLIT_SIZES:
         if steps >= 2 * s and outputs * s <= _SPLIT_THREADS:
