@@ -118,6 +118,62 @@ def _model_misc(op):
     return b.build(), [rnd(1, 4, 6, 8, lo=-3, hi=3)]
 
 
+def _model_dw_pw(kind):
+    """DEPTHWISE_CONV_2D -> 1x1 CONV_2D pairs (fused into one dw_pw_conv2d launch), channels not multiples of 4."""
+    b = model_builder()
+    if kind == "prelu_residual":  # BlazeFace block: dw -> PRELU -> 1x1 -> PRELU -> ADD(skip) -> PRELU
+        x = b.input("x", (1, 7, 9, 6))
+        inputs = [rnd(1, 7, 9, 6, lo=-2, hi=2)]
+        d = b.tensor("d", (1, 7, 9, 6))
+        b.op("DEPTHWISE_CONV_2D", [x, b.const("dw", rnd(1, 3, 3, 6)), b.const("db", rnd(6))], [d], padding=0,
+             stride_w=1, stride_h=1, depth_multiplier=1)
+        t = b.tensor("t", (1, 7, 9, 6))
+        b.op("PRELU", [d, b.const("a0", rnd(1, 1, 6, lo=0, hi=0.5))], [t])
+        y = b.tensor("y", (1, 7, 9, 6))
+        b.op("CONV_2D", [t, b.const("pw", rnd(6, 1, 1, 6)), b.const("pb", rnd(6))], [y], padding=0, stride_w=1,
+             stride_h=1)
+        p1 = b.tensor("p1", (1, 7, 9, 6))
+        b.op("PRELU", [y, b.const("a1", rnd(1, 1, 6, lo=0, hi=0.5))], [p1])
+        s = b.tensor("s", (1, 7, 9, 6))
+        b.op("ADD", [p1, x], [s])
+        y = b.tensor("p2", (1, 7, 9, 6))
+        b.op("PRELU", [s, b.const("a2", rnd(1, 1, 6, lo=0, hi=0.5))], [y])
+    elif kind == "5x5_s2":  # stride 2, batch 2, dw RELU6, pw RELU
+        x = b.input("x", (2, 11, 9, 7))
+        inputs = [rnd(2, 11, 9, 7)]
+        d = b.tensor("d", (2, 6, 5, 7))
+        b.op("DEPTHWISE_CONV_2D", [x, b.const("dw", rnd(1, 5, 5, 7)), b.const("db", rnd(7))], [d], padding=0,
+             stride_w=2, stride_h=2, depth_multiplier=1, fused_activation_function=3)
+        y = b.tensor("y", (2, 6, 5, 10))
+        b.op("CONV_2D", [d, b.const("pw", rnd(10, 1, 1, 7)), b.const("pb", rnd(10))], [y], padding=1, stride_w=1,
+             stride_h=1, fused_activation_function=1)
+    elif kind == "split":  # 130 channels on a 3x5 grid: the input slices split over a work group
+        x = b.input("x", (1, 3, 5, 130))
+        inputs = [rnd(1, 3, 5, 130)]
+        d = b.tensor("d", (1, 3, 5, 130))
+        b.op("DEPTHWISE_CONV_2D", [x, b.const("dw", rnd(1, 3, 3, 130)), b.const("db", rnd(130))], [d], padding=0, stride_w=1,
+             stride_h=1, dilation_w_factor=2, dilation_h_factor=2, depth_multiplier=1)
+        y = b.tensor("y", (1, 3, 5, 9))
+        b.op("CONV_2D", [d, b.const("pw", rnd(9, 1, 1, 130, lo=-0.2, hi=0.2)), b.const("pb", rnd(9))], [y],
+             padding=0, stride_w=1, stride_h=1, fused_activation_function=3)
+    else:  # "pad_mul": a PAD merged into the depthwise, the 1x1 conv times another input, then RELU
+        x = b.input("x", (1, 6, 6, 5))
+        r = b.input("r", (1, 6, 6, 3))
+        inputs = [rnd(1, 6, 6, 5), rnd(1, 6, 6, 3)]
+        p = b.tensor("p", (1, 8, 8, 5))
+        b.op("PAD", [x, b.const("pads", np.array([[0, 0], [1, 1], [1, 1], [0, 0]], np.int32))], [p])
+        d = b.tensor("d", (1, 6, 6, 5))
+        b.op("DEPTHWISE_CONV_2D", [p, b.const("dw", rnd(1, 3, 3, 5)), b.const("db", rnd(5))], [d], padding=1,
+             stride_w=1, stride_h=1, depth_multiplier=1, fused_activation_function=1)
+        c = b.tensor("c", (1, 6, 6, 3))
+        b.op("CONV_2D", [d, b.const("pw", rnd(3, 1, 1, 5)), b.const("pb", rnd(3))], [c], padding=0, stride_w=1,
+             stride_h=1)
+        y = b.tensor("y", (1, 6, 6, 3))
+        b.op("MUL", [c, r], [y], fused_activation_function=1)
+    b.output(y)
+    return b.build(), inputs
+
+
 _OP_CASES = {
     **{op: (lambda op=op: _unary(op)) for op in ["ABS", "NEG", "SIN", "COS", "TANH", "LOGISTIC", "RELU", "RELU6",
                                                  "RELU_N1_TO_1", "ELU", "HARD_SWISH", "EXP"]},
@@ -128,6 +184,7 @@ _OP_CASES = {
     "ADD_4d_broadcast": lambda: _binary("ADD", (2, 1, 4, 1)), "PRELU": lambda: _binary("PRELU", (1, 1, 5)),
     "CONV_2D": _model_conv, "CONV_2D_dilated": lambda: _model_conv(dilation=2, stride=1, padding=1),
     "CONV_2D_grouped": lambda: _model_conv(groups=2),
+    **{f"DW_PW_{k}": (lambda k=k: _model_dw_pw(k)) for k in ("prelu_residual", "5x5_s2", "split", "pad_mul")},
     "TRANSPOSE_CONV_same": lambda: _model_transpose_conv(0),
     "TRANSPOSE_CONV_valid": lambda: _model_transpose_conv(1),
     **{f"{op}_{a}_{h}": (lambda op=op, a=a, h=h: _model_resize(op, a, h))

@@ -155,6 +155,24 @@ class PlanExecutor:
         bias = np.asarray(op.constants["bias"], np.float32).reshape(-1)[:c]
         self.write(op, "dst", self._conv_epilogue(op, out + bias, p, c))
 
+    def k_dw_pw_conv2d(self, op, p, o):
+        x = self.read(op, "src")
+        cm, cout = x.shape[3], p["C"]
+        dw = np.asarray(op.constants["dw_weights"], np.float32)  # [SRC_S, KH, KW, 4]
+        dw = dw.transpose(1, 2, 0, 3).reshape(p["KH"], p["KW"], -1)[..., :cm]
+        mid = np.zeros((p["B"], p["H"], p["W"], cm), np.float32)
+        for ky, kx, patch in _taps(x, p["KH"], p["KW"], p["STRIDE_H"], p["STRIDE_W"], p["DIL_H"], p["DIL_W"],
+                                   p["PAD_T"], p["PAD_L"], p["H"], p["W"]):
+            mid += patch * dw[ky, kx]
+        mid += np.asarray(op.constants["dw_bias"], np.float32).reshape(-1)[:cm]
+        dw_alpha = np.asarray(op.constants["dw_alpha"], np.float32).reshape(-1)[:cm] if "dw_alpha" in op.constants \
+            else None
+        # the kernel rounds the depthwise value to the storage type, as the unfused depthwise stores it
+        mid = _act(mid, o.get("dw_act"), dw_alpha).astype(self.storage).astype(np.float32)
+        w = _unpack_conv(np.asarray(op.constants["weights"], np.float32), cout, cm)[:, 0, 0, :]
+        bias = np.asarray(op.constants["bias"], np.float32).reshape(-1)[:cout]
+        self.write(op, "dst", self._conv_epilogue(op, mid @ w.T + bias, p, cout))
+
     def k_transpose_conv2d(self, op, p, o):
         x = self.read(op, "src")
         c = p["C"]

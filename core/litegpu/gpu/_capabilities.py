@@ -6,6 +6,9 @@ a fixed set of *epilogue slots* per kernel, rendered as template options:
 * ``conv2d``: ``act`` (an activation, or PRELU with a per-channel alpha),
   then ``residual`` (ADD or MUL with a tensor of the output's shape), then
   ``residual_act`` (an activation without PRELU);
+* ``dw_pw_conv2d`` (a depthwise conv fused into the 1x1 conv reading it,
+  ``_passes/fuse_dw_pw``): conv2d's slots (:data:`DW_PW_SLOTS`); the
+  depthwise's own activation is an attribute of the node, not an epilogue step;
 * ``depthwise_conv2d``, ``transpose_conv2d``, ``fully_connected``: ``act``
   (PRELU included);
 * ``binary``: ``act`` (no PRELU), then a ``chain`` of unary ops;
@@ -28,12 +31,15 @@ from typing import Any
 
 from ._graph import Epilogue, GpuGraph, GpuNode
 
-__all__ = ["POOL_TAKES_PAD_VALUE", "QDQ_KERNELS", "ACTIVATIONS", "CHAIN_OPS", "kernel_family", "match_epilogue", "epilogue_fits", "UNARY_KERNEL_OPS"]
+__all__ = ["DW_PW_SLOTS", "POOL_TAKES_PAD_VALUE", "QDQ_KERNELS", "ACTIVATIONS", "CHAIN_OPS", "kernel_family", "match_epilogue", "epilogue_fits", "UNARY_KERNEL_OPS"]
 
 #: Does ``pool2d`` read explicit padding cells as ``PAD_VALUE`` (params EX_T/EX_B/EX_L/EX_R, option
 #: ``explicit_pad``)?  The template skips out-of-bounds taps only (TFLite's pool semantics), so a PAD
 #: is not merged into a pool until it does.
 POOL_TAKES_PAD_VALUE = False
+
+#: the conv2d epilogue slots the fused depthwise -> 1x1 kernel (``dw_pw_conv2d``) implements
+DW_PW_SLOTS = frozenset({"act", "residual", "residual_act", "qdq"})
 
 #: activations a kernel's ``act`` slot takes (plus PRELU where noted)
 ACTIVATIONS = frozenset({"RELU", "RELU6", "RELU_N1_TO_1", "TANH", "LOGISTIC", "HARD_SWISH", "SIGN_BIT"})
@@ -48,6 +54,7 @@ UNARY_KERNEL_OPS = frozenset({"EXP", "LOG", "SQRT", "RSQRT", "ABS", "NEG", "SIN"
 
 _FAMILY = {
     "CONV_2D": "conv2d",
+    "DW_PW_CONV_2D": "dw_pw_conv2d",
     "DEPTHWISE_CONV_2D": "depthwise_conv2d",
     "TRANSPOSE_CONV": "transpose_conv2d",
     "Convolution2DTransposeBias": "transpose_conv2d",
@@ -65,7 +72,7 @@ _FAMILY = {
 }
 
 #: kernels whose template takes the ``qdq`` option (a final QDQ epilogue step)
-QDQ_KERNELS = frozenset({"conv2d", "depthwise_conv2d", "transpose_conv2d", "fully_connected", "binary", "pool2d",
+QDQ_KERNELS = frozenset({"conv2d", "dw_pw_conv2d", "depthwise_conv2d", "transpose_conv2d", "fully_connected", "binary", "pool2d",
                          "unary", "softmax", "reduce", "resize"})
 
 
@@ -105,7 +112,7 @@ def match_epilogue(g: GpuGraph, node: GpuNode, steps: Sequence[Epilogue] | None 
             return True
         return False
 
-    if fam == "conv2d":
+    if fam in ("conv2d", "dw_pw_conv2d"):
         take_act(True)
         if i < len(steps) and steps[i].op in ("ADD", "MUL") and steps[i].operand is not None \
                 and g.tensors[steps[i].operand].shape == out:
@@ -137,6 +144,8 @@ def match_epilogue(g: GpuGraph, node: GpuNode, steps: Sequence[Epilogue] | None 
         i += 1
     if i != len(steps):
         return None
+    if fam == "dw_pw_conv2d" and not set(opts) <= DW_PW_SLOTS:
+        return None  # a conv2d slot the fused kernel does not implement
     return opts, operands
 
 

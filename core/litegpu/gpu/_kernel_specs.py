@@ -106,6 +106,21 @@ _act = Opt("NONE", FUSED_ACTIVATIONS)
 _qdq = Opt(False, (False, True))
 _act_no_prelu = Opt("NONE", ACTIVATIONS)
 
+# dw_pw_conv2d: every dw_act and act value (paired), then residuals, splits and blocks mixed
+_DW_PW_VARIANTS = (
+    [{"dw_act": a, "act": FUSED_ACTIVATIONS[(i + 3) % len(FUSED_ACTIVATIONS)]}
+     for i, a in enumerate(FUSED_ACTIVATIONS)]
+    + [{"residual": "ADD", "residual_act": "RELU", "split": 4},
+       {"residual": "ADD", "residual_act": "RELU6", "split": 8, "block_s": 2},
+       {"residual": "MUL", "residual_act": "RELU_N1_TO_1", "split": 16, "block_w": 1},
+       {"residual": "ADD", "residual_act": "TANH", "split": 32, "qdq": True},
+       {"residual": "ADD", "residual_act": "LOGISTIC", "split": 64, "block_s": 2, "block_w": 1},
+       {"residual": "ADD", "residual_act": "HARD_SWISH", "split": 128, "dw_act": "PRELU", "act": "PRELU"},
+       {"residual": "ADD", "residual_act": "SIGN_BIT", "block_s": 2},
+       {"dw_act": "PRELU", "act": "PRELU", "residual": "ADD", "residual_act": "PRELU", "block_s": 2},
+       {"dw_act": "RELU6", "residual": "ADD", "residual_act": "PRELU", "split": 16, "block_s": 2, "qdq": True}]
+)
+
 SPECS: dict[str, KernelSpec] = {s.name: s for s in [
     _spec("bhwc_to_phwc4", "layout.lgk", "BHWC (dense, host order) -> PHWC4",
           {"host": Opt("f32", ("f32", "real"))}, [{"host": "f32"}, {"host": "real"}]),
@@ -141,6 +156,11 @@ SPECS: dict[str, KernelSpec] = {s.name: s for s in [
           {"act": _act, "multiplier": Opt("one", ("one", "any")), "qdq": _qdq},
           [{"act": a} for a in FUSED_ACTIVATIONS] + [{"multiplier": "any"}, {"multiplier": "any", "act": "PRELU"},
                                                      {"act": "RELU", "qdq": True}]),
+    _spec("dw_pw_conv2d", "conv.lgk",
+          "depthwise conv (multiplier 1, own activation) feeding a 1x1 conv, one launch; conv2d's epilogue",
+          {"dw_act": _act, "act": _act, "residual": Opt("NONE", ("NONE", "ADD", "MUL")), "residual_act": _act,
+           "block_w": Opt(2, (1, 2)), "block_s": Opt(1, (1, 2)), "split": _split, "qdq": _qdq},
+          _DW_PW_VARIANTS, default_wg=(8, 4, 2), shared_wg=_split_wg),
     _spec("transpose_conv2d", "conv.lgk", "transposed convolution (+ MediaPipe Convolution2DTransposeBias)",
           {"act": _act, "qdq": _qdq}, [{"act": a} for a in FUSED_ACTIVATIONS] + [{"qdq": True}]),
     _spec("fully_connected", "matmul.lgk", "y[b, o] = act(sum_k x[b, k] w[o, k] + bias[o])",

@@ -25,6 +25,7 @@ from ._graph import Epilogue, GpuGraph, GpuNode, GpuOp, GpuPlan, PlanTensor
 from ._memory import DEFAULT_ALIGNMENT, plan_arena
 from ._passes import DEFAULT_PIPELINE, Pass, run_passes
 from ._passes.float_view import QDQ_OP
+from ._passes.fuse_dw_pw import DW_PW_OP, dw_pw_block_s
 from ._precision import PrecisionPolicy, fp16_risks, precision_policy
 from ._quant import quantized_reason
 
@@ -470,6 +471,44 @@ def _lower_depthwise(lw: _Lowerer) -> list[GpuOp]:
     return [lw.op("depthwise_conv2d", {**opts, "multiplier": "one" if mult == 1 else "any"}, params)]
 
 
+def _lower_dw_pw(lw: _Lowerer) -> list[GpuOp]:
+    """The fused depthwise -> 1x1 conv node (``_passes/fuse_dw_pw``): one ``dw_pw_conv2d`` launch."""
+    n = lw.n
+    x, y = n.inputs[0], n.outputs[0]
+    dw_w, pw_w = lw.data(n.inputs[1]), lw.data(n.inputs[3])
+    b, h, wd, c = lw.shape(x)
+    _, oh, ow, o = lw.shape(y)
+    geo = conv_geometry(n.attrs["dw"], (h, wd), dw_w.shape[1:3])
+    opts, operands = lw.epilogue()
+    dw_act = n.attrs.get("dw_act") or "NONE"
+
+    def vector(i: int, channels: int) -> np.ndarray:
+        t = n.inputs[i] if len(n.inputs) > i else -1
+        return L.channel_vector(lw.data(t).reshape(-1) if t >= 0 else None, channels)
+
+    lw.bind("src", x)
+    lw.const("dw_weights", L.depthwise_weights(dw_w))
+    lw.const("dw_bias", vector(2, c))
+    if dw_act == "PRELU":
+        lw.const("dw_alpha", vector(5, c))
+    lw.const("weights", L.conv_weights(pw_w))
+    lw.const("bias", vector(4, o))
+    lw.bind_epilogue_operands(operands, o)
+    lw.bind("dst", y)
+    params = {"B": b, "SRC_H": h, "SRC_W": wd, "SRC_S": L.slices(c), "H": oh, "W": ow, "C": o, "S": L.slices(o),
+              "KH": dw_w.shape[1], "KW": dw_w.shape[2], "STRIDE_H": geo["stride"][0], "STRIDE_W": geo["stride"][1],
+              "PAD_T": geo["pads"][0], "PAD_L": geo["pads"][2], "DIL_H": geo["dilation"][0],
+              "DIL_W": geo["dilation"][1]}
+    block_w = 1 if ow == 1 else 2
+    block_s = dw_pw_block_s(params["S"])
+    outputs = b * oh * -(-ow // block_w) * -(-params["S"] // block_s)
+    split = split_for(outputs, params["SRC_S"])
+    return [lw.op("dw_pw_conv2d", {**opts, "dw_act": dw_act if dw_act != "NONE" else None,
+                                   "block_w": block_w if block_w != 2 else None,
+                                   "block_s": block_s if block_s != 1 else None,
+                                   "split": split if split > 1 else None}, params)]
+
+
 def _lower_transpose_conv(lw: _Lowerer) -> list[GpuOp]:
     n = lw.n
     if n.op == "Convolution2DTransposeBias":
@@ -754,6 +793,7 @@ def _lower_lstm_cell(lw: _Lowerer) -> list[GpuOp]:
 _LOWER: dict[str, Callable[[_Lowerer], list[GpuOp]]] = {
     "CONV_2D": _lower_conv,
     "DEPTHWISE_CONV_2D": _lower_depthwise,
+    DW_PW_OP: _lower_dw_pw,
     "TRANSPOSE_CONV": _lower_transpose_conv,
     "Convolution2DTransposeBias": _lower_transpose_conv,
     "FULLY_CONNECTED": _lower_fc,

@@ -40,6 +40,7 @@ _FP16_TINY = 2.0 ** -24  # smallest positive subnormal
 FP32_ACCUMULATION_OPS = frozenset({
     "CONV_2D", "DEPTHWISE_CONV_2D", "TRANSPOSE_CONV", "Convolution2DTransposeBias", "FULLY_CONNECTED",
     "BATCH_MATMUL", "MEAN", "SUM", "SOFTMAX", "AVERAGE_POOL_2D", "LSTM",
+    "DW_PW_CONV_2D",  # a depthwise conv fused into a 1x1 conv (_passes/fuse_dw_pw)
 })
 
 

@@ -198,6 +198,19 @@ def _depthwise(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, attrs: Map
     return out
 
 
+def _dw_pw(c: _Ctx) -> np.ndarray:
+    """The fused DW_PW_CONV_2D node: inputs [x, dw weights, dw bias, pw weights, pw bias, dw alpha]."""
+    a = c.n.attrs
+    mid = _depthwise(c.get(0), c.const(1), c.get(2), a["dw"])
+    act = a.get("dw_act")
+    if act == "PRELU":
+        mid = BINARY["PRELU"](mid, c.get(5))
+    elif act:
+        mid = UNARY[act](mid, {})
+    # the unfused depthwise stored its result in float32: same rounding here
+    return _conv(mid.astype(np.float32), c.const(3), c.get(4), {"padding": 1})
+
+
 def _pool(x: np.ndarray, attrs: Mapping[str, Any], kind: str) -> np.ndarray:
     b, h, wd, c = x.shape
     kh, kw = int(attrs["filter_height"]), int(attrs["filter_width"])
@@ -318,6 +331,8 @@ def _eval_node(c: _Ctx) -> list[np.ndarray]:
         return [_conv(x, w, c.get(2), a, groups=x.shape[3] // w.shape[3])]
     if op == "DEPTHWISE_CONV_2D":
         return [_depthwise(c.get(0), c.const(1), c.get(2), a)]
+    if op == "DW_PW_CONV_2D":  # _passes/fuse_dw_pw: depthwise (+ its activation) then a 1x1 conv
+        return [_dw_pw(c)]
     if op == "TRANSPOSE_CONV":
         out = c.out_shape()
         return [_transpose_conv(c.get(2), c.const(1), c.get(3), out[1:3], a)]

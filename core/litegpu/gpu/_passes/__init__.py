@@ -16,6 +16,7 @@ from .float_view import float_view
 from .fold_affine import fold_affine
 from .fold_constants import fold_constants
 from .fuse import fuse_activations, fuse_elementwise
+from .fuse_dw_pw import fuse_dw_pw
 from .legalise import legalise_epilogues
 from .merge_pad import merge_pad
 from .normalise_bhwc import normalise_bhwc
@@ -35,6 +36,7 @@ __all__ = [
     "fold_affine",
     "fuse_elementwise",
     "fuse_activations",
+    "fuse_dw_pw",
     "legalise_epilogues",
     "prune",
 ]
@@ -65,6 +67,8 @@ DEFAULT_PIPELINE: tuple[Pass, ...] = (
     # and the ADD fused then can take the activation after it (-> PRELU)
     fuse_elementwise,
     fuse_activations,
+    # after the epilogue fusions: the depthwise carries its activation, the 1x1 conv its whole epilogue
+    fuse_dw_pw,
     legalise_epilogues,
     prune,
 )
