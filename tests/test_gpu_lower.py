@@ -70,14 +70,14 @@ def test_block_plan_all_precisions(precision, tol):
     ref = run_litert(model, inputs)
     plan = _compile(model, precision)
     kernels = [op.describe() for op in plan.ops]
-    assert kernels == ["conv2d[act=RELU6]", "depthwise_conv2d[act=PRELU,multiplier=one]",
-                       "conv2d[residual=ADD,residual_act=RELU]", "pool2d[op=MAX]", "reduce[op=MEAN]",
-                       "fully_connected", "softmax[log=False]"], kernels
+    # the depthwise (+ PRELU) and the 1x1 projection (+ residual ADD + RELU) are one fused launch
+    assert kernels == ["conv2d[act=RELU6]", "dw_pw_conv2d[block_s=2,dw_act=PRELU,residual=ADD,residual_act=RELU]",
+                       "pool2d[op=MAX]", "reduce[op=MEAN]", "fully_connected", "softmax[log=False]"], kernels
     storage = "float32" if precision == "fp32" else "float16"
     for op in plan.ops:
         for arr in op.constants.values():
             assert arr.dtype == storage
-        heavy = op.kernel in ("conv2d", "depthwise_conv2d", "fully_connected", "reduce", "softmax")
+        heavy = op.kernel in ("conv2d", "dw_pw_conv2d", "fully_connected", "reduce", "softmax")
         want_acc = "float32" if precision == "fp32" or (precision == "fp16_fp32acc" and heavy) else "float16"
         assert op.accumulator == want_acc, (op.kernel, op.accumulator)
     assert all(t.storage == storage for t in plan.tensors.values())
@@ -88,7 +88,11 @@ def test_block_plan_all_precisions(precision, tol):
     assert conv.constants["weights"].shape == (3, 1, 1, 8, 4)  # [S_o][KH][KW][I4][4]
     assert conv.params["PAD_T"] == 0 and conv.params["SRC_S"] == 2 and conv.params["S"] == 3
     dw = plan.ops[1]
-    assert dw.params["PAD_T"] == 1 and dw.constants["alpha"].shape == (3, 4)
+    assert [name for name, _ in dw.bindings] == ["src", "dw_weights", "dw_bias", "dw_alpha", "weights", "bias",
+                                                  "res", "dst"]
+    assert dw.params["PAD_T"] == 1 and dw.params["KH"] == 3 and dw.constants["dw_alpha"].shape == (3, 4)
+    assert dw.constants["dw_weights"].shape == (3, 3, 3, 4)  # [S][KH][KW][4]
+    assert dw.constants["weights"].shape == (2, 1, 1, 12, 4)  # [S_o][1][1][I4][4]
     assert plan.report["memory"][0].startswith("arena ")
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib
+
 import numpy as np
 import pytest
 from _gpu_check import REL, assert_rel, check_passes, graph_of, rel_err, run_litert
@@ -459,6 +461,128 @@ def test_fuse_residual_when_operand_comes_later():
     assert [e.op for e in g.nodes[1].epilogue] == ["MUL", "RELU"] and not g.nodes[1].epilogue[0].reverse
 
 
+# -- depthwise -> 1x1 conv ------------------------------------------------------------------------------------
+
+
+def _dw(b, x, shape, c, *, k=3, stride=1, mult=1, act=0, name="d", padding=0):
+    _, h, w, _ = shape
+    oh, ow = ((h + stride - 1) // stride, (w + stride - 1) // stride) if padding == 0 else \
+        ((h - k) // stride + 1, (w - k) // stride + 1)
+    d = b.tensor(name, (shape[0], oh, ow, c * mult))
+    b.op("DEPTHWISE_CONV_2D", [x, b.const(f"{name}_w", rnd(1, k, k, c * mult)), b.const(f"{name}_b", rnd(c * mult))],
+         [d], padding=padding, stride_w=stride, stride_h=stride, depth_multiplier=mult, fused_activation_function=act)
+    return d, (shape[0], oh, ow, c * mult)
+
+
+def _pw(b, x, shape, cout, *, k=1, stride=1, groups=1, act=0, name="p"):
+    n, h, w, c = shape
+    oh, ow = (h + stride - 1) // stride, (w + stride - 1) // stride
+    y = b.tensor(name, (n, oh, ow, cout))
+    b.op("CONV_2D", [x, b.const(f"{name}_w", rnd(cout, k, k, c // groups)), b.const(f"{name}_b", rnd(cout))], [y],
+         padding=0, stride_w=stride, stride_h=stride, fused_activation_function=act)
+    return y, (n, oh, ow, cout)
+
+
+def test_fuse_dw_pw_blazeface_block():
+    """dw -> PRELU -> 1x1 -> PRELU -> ADD(skip) -> PRELU: one DW_PW_CONV_2D with the depthwise's PRELU as an
+    attribute (its alpha an input) and the 1x1 conv's 3-step epilogue; meaning checked against LiteRT."""
+    b = model_builder()
+    x = b.input("x", (1, 7, 9, 6))
+    d, s = _dw(b, x, (1, 7, 9, 6), 6)
+    a = b.tensor("a", s)
+    b.op("PRELU", [d, b.const("al0", rnd(1, 1, 6))], [a])
+    y, s = _pw(b, a, s, 6)
+    p1 = b.tensor("p1", s)
+    b.op("PRELU", [y, b.const("al1", rnd(1, 1, 6))], [p1])
+    r = b.tensor("r", s)
+    b.op("ADD", [p1, x], [r])
+    p2 = b.tensor("p2", s)
+    b.op("PRELU", [r, b.const("al2", rnd(1, 1, 6))], [p2])
+    b.output(p2)
+    g, rep = check_passes(b.build(), [rnd(1, 7, 9, 6, lo=-3, hi=3)])
+    assert [(n.op, [e.op for e in n.epilogue]) for n in g.nodes] == [("DW_PW_CONV_2D", ["PRELU", "ADD", "PRELU"])]
+    n = g.nodes[0]
+    assert n.attrs["dw_act"] == "PRELU" and g.is_constant(n.inputs[5]) and n.attrs["dw"]["padding"] == 0
+    assert n.origin == tuple(range(6))
+    assert rep["fuse_dw_pw"][0] == "fused 1 depthwise -> 1x1 conv pairs: 1 3x3"
+
+
+@pytest.mark.parametrize("case", ["5x5_s2_relu6", "fc_as_conv", "pad_merged_into_dw", "chain"])
+def test_fuse_dw_pw_forms(case):
+    b = model_builder()
+    if case == "5x5_s2_relu6":  # a strided 5x5 depthwise with its own RELU6, the 1x1 conv with RELU
+        x = b.input("x", (2, 11, 9, 7))
+        d, s = _dw(b, x, (2, 11, 9, 7), 7, k=5, stride=2, act=3)
+        y, _ = _pw(b, d, s, 10, act=1)
+        want = [("DW_PW_CONV_2D", ["RELU"])]
+    elif case == "fc_as_conv":  # a FULLY_CONNECTED over the depthwise's map becomes the 1x1 conv
+        x = b.input("x", (1, 5, 6, 5))
+        d, s = _dw(b, x, (1, 5, 6, 5), 5)
+        y = b.tensor("y", (1, 5, 6, 3))
+        b.op("FULLY_CONNECTED", [d, b.const("fw", rnd(3, 5)), b.const("fb", rnd(3))], [y], keep_num_dims=True)
+        want = [("DW_PW_CONV_2D", [])]
+    elif case == "pad_merged_into_dw":  # PAD -> VALID depthwise (TFLite's explicit padding) -> 1x1
+        x = b.input("x", (1, 6, 6, 5))
+        p = _pad(b, x, (1, 8, 8, 5), [[0, 0], [1, 1], [1, 1], [0, 0]])
+        d, s = _dw(b, p, (1, 8, 8, 5), 5, padding=1)
+        y, _ = _pw(b, d, s, 4)
+        want = [("DW_PW_CONV_2D", [])]
+    else:  # two blocks in a row, the second reading the first's fused output
+        x = b.input("x", (1, 6, 5, 4))
+        d, s = _dw(b, x, (1, 6, 5, 4), 4, act=1)
+        y, s = _pw(b, d, s, 9, act=3)
+        d2, s = _dw(b, y, s, 9, name="d2", stride=2)
+        y, _ = _pw(b, d2, s, 5, name="p2")
+        want = [("DW_PW_CONV_2D", ["RELU6"]), ("DW_PW_CONV_2D", [])]
+    b.output(y)
+    shape = {"5x5_s2_relu6": (2, 11, 9, 7), "fc_as_conv": (1, 5, 6, 5), "pad_merged_into_dw": (1, 6, 6, 5),
+             "chain": (1, 6, 5, 4)}[case]
+    g, _ = check_passes(b.build(), [rnd(*shape)])
+    assert [(n.op, [e.op for e in n.epilogue]) for n in g.nodes] == want
+
+
+@pytest.mark.parametrize("case", ["two_readers", "dw_output_is_output", "conv_3x3", "conv_stride_2", "grouped",
+                                  "multiplier_2", "pad_into_conv", "leaky_relu_between", "over_budget"])
+def test_fuse_dw_pw_declines(case, monkeypatch):
+    """Pairs the fused kernel does not take keep both nodes, and still mean what LiteRT computes."""
+    b = model_builder()
+    shape = (1, 6, 6, 4) if case == "multiplier_2" else (1, 6, 6, 8)
+    x = b.input("x", shape)
+    outs = []
+    d, s = _dw(b, x, shape, shape[3], act=1, mult=2 if case == "multiplier_2" else 1)
+    src = d
+    kw: dict = {}
+    if case == "two_readers":
+        r = b.tensor("r", s)
+        b.op("RELU6", [d], [r])
+        outs.append(r)
+    elif case == "dw_output_is_output":
+        outs.append(d)
+    elif case == "conv_3x3":
+        kw = {"k": 3}
+    elif case == "conv_stride_2":
+        kw = {"stride": 2}
+    elif case == "grouped":
+        kw = {"groups": 2}
+    elif case == "pad_into_conv":  # the 1x1 conv takes a PAD (explicit padding): a padded output
+        src = _pad(b, d, (1, 8, 8, 8), [[0, 0], [1, 1], [1, 1], [0, 0]])
+        s = (1, 8, 8, 8)
+    elif case == "leaky_relu_between":  # the depthwise kernel takes no LEAKY_RELU: the 1x1 reads that node
+        src = b.tensor("lr", s)
+        b.op("LEAKY_RELU", [d], [src], alpha=0.2)
+    elif case == "over_budget":
+        # the module (the package's attribute of that name is the pass function)
+        monkeypatch.setattr(importlib.import_module("litegpu.gpu._passes.fuse_dw_pw"), "DW_PW_RECOMPUTE_BUDGET", 1000)
+    y, _ = _pw(b, src, s, 12, **kw)
+    b.output(y, *outs)
+    g, rep = check_passes(b.build(), [rnd(*shape)])
+    assert "DW_PW_CONV_2D" not in g.op_counts() and "DEPTHWISE_CONV_2D" in g.op_counts(), g.op_counts()
+    why = {"two_readers": "other readers", "dw_output_is_output": "other readers", "conv_3x3": "not a 1x1",
+           "conv_stride_2": "with a stride", "grouped": "groups 1", "multiplier_2": "multiplier > 1",
+           "pad_into_conv": "with padding", "leaky_relu_between": "", "over_budget": "over budget"}[case]
+    assert rep["fuse_dw_pw"][0].startswith("fused 0 depthwise -> 1x1 conv pairs") and why in rep["fuse_dw_pw"][0]
+
+
 def test_legalise_splits_unsupported_epilogues():
     b = model_builder()
     x = b.input("x", (1, 4, 4, 3))
@@ -588,10 +712,12 @@ def test_pipeline_mobilenet_like_block():
     b.op("SOFTMAX", [fc], [sm], beta=1.0)
     b.output(sm)
     g, rep = check_passes(b.build(), [rnd(1, 9, 9, 8)])
-    assert g.op_counts() == {"CONV_2D": 2, "DEPTHWISE_CONV_2D": 1, "FULLY_CONNECTED": 1, "MEAN": 1,
+    # the depthwise (with its HARD_SWISH) and the 1x1 projection (with the folded affine and the residual)
+    # are one node
+    assert g.op_counts() == {"CONV_2D": 1, "DW_PW_CONV_2D": 1, "FULLY_CONNECTED": 1, "MEAN": 1,
                              "SOFTMAX": 1}, g.op_counts()
-    assert [e.op for e in g.nodes[1].epilogue] == ["HARD_SWISH"]
-    assert [e.op for e in g.nodes[2].epilogue] == ["ADD"]
+    assert g.nodes[1].attrs["dw_act"] == "HARD_SWISH"
+    assert [e.op for e in g.nodes[1].epilogue] == ["ADD"]
     assert all(lines and isinstance(lines[0], str) for lines in rep.values())
 
 
