@@ -674,6 +674,31 @@ def _p_residual_prelu():
     return g.done(y)
 
 
+@pattern("depthwise -> 1x1 conv blocks fused into one launch each (BlazeFace / MobileNet)")
+def _p_dw_pw():
+    g = _G()
+    x = g.input(1, 9, 11, 6)
+    # BlazeFace block: dw 3x3 -> PRELU -> 1x1 -> PRELU -> ADD(skip) -> PRELU
+    d = g.op("DEPTHWISE_CONV_2D", [x, g.const(rnd(1, 3, 3, 6)), g.const(rnd(6))], (1, 9, 11, 6), padding=0,
+             stride_h=1, stride_w=1, depth_multiplier=1)
+    d = g.op("PRELU", [d, g.const(rnd(1, 1, 6, lo=0, hi=0.5))], (1, 9, 11, 6))
+    y, s = g.conv(d, (1, 9, 11, 6), 6, k=1)
+    y = g.op("PRELU", [y, g.const(rnd(1, 1, 6, lo=0, hi=0.5))], s)
+    y = g.op("ADD", [y, x], s)
+    y = g.op("PRELU", [y, g.const(rnd(1, 1, 6, lo=0, hi=0.5))], s)
+    # a strided 5x5 depthwise with RELU6 -> 1x1 to 10 channels with RELU
+    d = g.op("DEPTHWISE_CONV_2D", [y, g.const(rnd(1, 5, 5, 6)), g.const(rnd(6))], (1, 5, 6, 6), padding=0,
+             stride_h=2, stride_w=2, depth_multiplier=1, fused_activation_function=3)
+    z, _ = g.conv(d, (1, 5, 6, 6), 10, k=1, act=1)
+    # 130 channels on a 3x4 map: the fused kernel splits the input slices over a work group; HARD_SWISH after
+    x2 = g.input(1, 3, 4, 130)
+    d = g.op("DEPTHWISE_CONV_2D", [x2, g.const(rnd(1, 3, 3, 130)), g.const(rnd(130))], (1, 3, 4, 130),
+             padding=0, stride_h=1, stride_w=1, depth_multiplier=1)
+    w, s = g.conv(d, (1, 3, 4, 130), 7, k=1)
+    w = g.op("HARD_SWISH", [w], s)
+    return g.done(z, w)
+
+
 @pattern("split reductions: deep 1x1 and 2x2 convs on small grids, FC head, global average pool")
 def _p_split():
     g = _G()
