@@ -440,6 +440,8 @@ def _lower_conv(lw: _Lowerer) -> list[GpuOp]:
               "PAD_T": t, "PAD_L": le, "DIL_H": geo["dilation"][0], "DIL_W": geo["dilation"][1],
               "SRC_SG": L.slices(c // groups) if grouped else L.slices(c),
               "DST_SG": L.slices(o // groups) if grouped else L.slices(o)}
+    if opts.get("residual_channels") == "fewer":  # the residual's own slice count (a channel PAD merged)
+        params["RES_S"] = L.slices(lw.shape(next(e.operand for e in operands if e.zero_extend))[3])
     # one output pixel per row (1x1 heads): a second pixel per work item would be wasted work
     block_w = 1 if ow == 1 else 2
     outputs = b * oh * -(-ow // block_w) * params["S"]
@@ -580,6 +582,8 @@ def _lower_binary(lw: _Lowerer) -> list[GpuOp]:
     else:
         lw.tensor_or_const("rhs", b_)
         params.update(lw.dims(b_, "R_"))
+        if n.attrs.get("zero_extend_rhs"):  # rhs has fewer channels, zero past them (_passes/channel_pad)
+            options["rhs_channels"] = "fewer"
     params.update(lw.dims(a, "L_"))
     lw.bind("dst", y)
     return [lw.op("binary", options, params)]
