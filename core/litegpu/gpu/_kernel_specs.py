@@ -142,7 +142,7 @@ SPECS: dict[str, KernelSpec] = {s.name: s for s in [
              {"act": "PRELU", "residual": "ADD", "residual_act": "PRELU", "split": 16, "block_s": 2}]
           + [{"residual": "ADD", "residual_channels": "fewer", "residual_act": "RELU"},
              {"residual": "ADD", "residual_channels": "fewer", "residual_act": "PRELU", "block_w": 4, "block_s": 2},
-             {"residual": "ADD", "residual_channels": "fewer", "split": 16, "block_w": 1, "qdq": True}],
+             {"residual": "ADD", "residual_channels": "fewer", "split": 128, "block_w": 1, "qdq": True}],
           default_wg=(8, 4, 2), shared_wg=_split_wg),
     _spec("depthwise_conv2d", "conv.lgk", "depthwise convolution (any channel multiplier)",
           {"act": _act, "multiplier": Opt("one", ("one", "any")), "qdq": _qdq},
