@@ -295,6 +295,21 @@ def test_binary_add_broadcast(gpu, lshape, rshape):
     assert np.all(last[..., c % 4 or 4:] == 0)
 
 
+@pytest.mark.parametrize("rshape", [(2, 5, 7, 6), (1, 5, 1, 1)])
+def test_binary_add_rhs_fewer_channels(gpu, rshape):
+    # rhs_channels=fewer: the rhs reads as zero past its channels (a 1-channel rhs does not broadcast)
+    oshape = (2, 5, 7, 10)
+    a, b = gpu.data(*oshape), gpu.data(*rshape)
+    ref = a + np.pad(b, ((0, 0), (0, 0), (0, 0), (0, 10 - rshape[3])))
+    p = _dims(oshape)
+    for side, shp in (("L", oshape), ("R", rshape)):
+        p.update({f"{side}_B": shp[0], f"{side}_H": shp[1], f"{side}_W": shp[2], f"{side}_C": shp[3],
+                  f"{side}_S": K.slices(shp[3])})
+    out = gpu.run("binary", {"lhs": gpu.phwc4(a), "rhs": gpu.phwc4(b)}, {"dst": _n4(oshape)}, p, op="ADD",
+                  rhs_channels="fewer")
+    gpu.check(K.from_phwc4(out["dst"], oshape), ref, "ADD rhs_channels=fewer")
+
+
 @pytest.mark.parametrize(("cin", "cout", "k", "stride", "dil", "groups", "opts"), [
     (6, 5, 3, 2, 1, 1, {}),                                       # the brief's case: C % 4 != 0
     (6, 5, 3, 2, 1, 1, {"block_w": 4, "block_s": 2, "act": "RELU6"}),
@@ -302,6 +317,8 @@ def test_binary_add_broadcast(gpu, lshape, rshape):
     (8, 8, 3, 1, 1, 2, {"grouped": True}),                        # native groups (4 | Cin/g, Cout/g)
     (6, 9, 3, 1, 1, 3, {}),                                       # groups expanded to dense
     (5, 6, 1, 1, 1, 1, {"residual": "ADD", "residual_act": "RELU"}),  # 1x1 + fused residual
+    # residual of 6 channels (2 slices) into 10 (3 slices): a zero channel PAD merged into the read
+    (5, 10, 1, 1, 1, 1, {"residual": "ADD", "residual_act": "RELU", "residual_channels": "fewer"}),
 ])
 def test_conv2d(gpu, cin, cout, k, stride, dil, groups, opts):
     b, h, w = 1, 9, 11
@@ -316,7 +333,13 @@ def test_conv2d(gpu, cin, cout, k, stride, dil, groups, opts):
     assert info["grouped"] == opts.get("grouped", False)
     inputs = {"src": gpu.phwc4(x), "weights": packed, "bias": K.pack_channels(bias, gpu.dtype)}
     oshape = (b, oh, ow, cout)
-    if opts.get("residual") == "ADD":
+    extra = {}
+    if opts.get("residual_channels") == "fewer":
+        r = gpu.data(b, oh, ow, 6)
+        inputs["res"] = gpu.phwc4(r)  # 2 slices only: slice 2 must not be read
+        extra["RES_S"] = 2
+        ref = np.maximum(ref + np.pad(r, ((0, 0), (0, 0), (0, 0), (0, cout - 6))), 0)
+    elif opts.get("residual") == "ADD":
         r = gpu.data(*oshape)
         inputs["res"] = gpu.phwc4(r)
         ref = np.maximum(ref + r, 0)
@@ -324,7 +347,7 @@ def test_conv2d(gpu, cin, cout, k, stride, dil, groups, opts):
     ref = {"NONE": ref, "RELU6": np.clip(ref, 0, 6), "TANH": np.tanh(ref)}[act]
     p = {"B": b, "SRC_H": h, "SRC_W": w, "SRC_S": K.slices(cin), "H": oh, "W": ow, "C": cout,
          "S": K.slices(cout), "KH": k, "KW": k, "STRIDE_H": stride, "STRIDE_W": stride, "PAD_T": pt,
-         "PAD_L": pl, "DIL_H": dil, "DIL_W": dil, "SRC_SG": info["SRC_SG"], "DST_SG": info["DST_SG"]}
+         "PAD_L": pl, "DIL_H": dil, "DIL_W": dil, "SRC_SG": info["SRC_SG"], "DST_SG": info["DST_SG"], **extra}
     out = gpu.run("conv2d", inputs, {"dst": _n4(oshape)}, p, **opts)
     gpu.check(K.from_phwc4(out["dst"], oshape), ref, f"conv2d {opts}")
 
