@@ -2,8 +2,8 @@
 
 Each model must be delegated whole: its execution plan has no ``cpu`` segment (``folded`` constant
 segments, computed once at prepare, are allowed).  Per output, ``max|ours - litert| / max|litert|``
-must be <= 1e-3 in fp32 and <= 2e-2 in fp16 / fp16_fp32acc (those skip, saying why, on devices
-without half precision).  The worst ratio per model is printed at the end of the module.
+must be <= 1e-3 in fp32 and <= 2e-2 in fp16 / fp16_fp32acc (on devices without ``cl_khr_fp16``,
+PoCL here, those run fp16 storage with fp32 arithmetic).  The worst ratio per model is printed at the end of the module.
 
 ``face_landmark_with_attention`` is left out (three MediaPipe custom ops no LiteRT build here runs:
 no oracle).  ``selfie_segmentation*`` use MediaPipe's ``Convolution2DTransposeBias``: litegpu runs
