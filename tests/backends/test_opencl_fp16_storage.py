@@ -167,3 +167,27 @@ def test_fp16_model_matches_the_fp16_storage_simulation(precision):
         assert e_ref <= 1e-2
         assert e_sim <= 2e-3
         assert e_sim < e_ref or e_ref == 0.0, "closer to fp32 than to fp16 storage: was anything stored in half?"
+
+
+def test_fp16_storage_partition_round_trips_through_the_cache(tmp_path):
+    """A warm start rebuilds the storage-only kernels from the cache (their records carry the source
+    and ``features``), answers bit-identically, and the entry's key says ``half_math: False``, so a
+    device with half arithmetic under the same name would not read it."""
+    model, feeds = _model()
+    outs, kernels = [], []
+    for _ in range(2):
+        d = load_backend_delegate(BACKEND, {"precision": "fp16", "tuning": "none",
+                                            "cache": {"dir": str(tmp_path / "c"), "enabled": True}})
+        if d.device.info.fp16:
+            d.close()
+            pytest.skip(f"{d.device.info.name} has cl_khr_fp16: fp16 computes in half there")
+        got, it = _run(model, feeds, d)
+        k = next(s.kernel for s in it._main.plan.steps if s.kind == "delegate")
+        outs.append(got)
+        kernels.append(k)
+        key = d._cache_entry(k.spec, k.plan.alignment).key
+        assert key.options["half_math"] is False and key.options["precision"] == "fp16"
+        assert {f for r in k.records for f in r["features"]} == {"f16_storage"}
+    assert not kernels[0].cache_hit and kernels[1].cache_hit
+    for a, b in zip(*outs, strict=True):
+        np.testing.assert_array_equal(a, b)
