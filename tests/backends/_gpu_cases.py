@@ -49,9 +49,11 @@ class DelegatePool:
                 self.made["fp32"] = load_backend_delegate(self.backend, {**self.options, "precision": "fp32"})
             base = self.made["fp32"]
             if precision != "fp32":
-                if not base.device.info.fp16:
-                    pytest.skip(f"{precision}: {base.device.info.name} has no half precision "
-                                f"({self.backend} reports no fp16 support)")
+                info = base.device.info
+                # half arithmetic, or half buffers with f32 arithmetic (OpenCL without cl_khr_fp16)
+                if not (info.fp16 or info.fp16_storage):
+                    pytest.skip(f"{precision}: {info.name} has no half precision "
+                                f"({self.backend} reports neither fp16 arithmetic nor fp16 storage)")
                 self.made[precision] = load_backend_delegate(self.backend, {**self.options, "precision": precision})
         return self.made[precision]
 
