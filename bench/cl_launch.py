@@ -7,6 +7,8 @@ drains (what an invoke of N tiny kernels cannot go below).
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import time
 
 import numpy as np
@@ -24,7 +26,21 @@ def main() -> int:
     k = cl.Kernel(prg, "k")
     k.set_args(buf, np.int32(4096))
     n = 1000
+    lib = ctypes.CDLL(ctypes.util.find_library("OpenCL") or "libOpenCL.so.1")
+    enq = lib.clEnqueueNDRangeKernel
+    enq.restype = ctypes.c_int32
+    enq.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint32, ctypes.c_void_p, ctypes.c_void_p,
+                    ctypes.c_void_p, ctypes.c_uint32, ctypes.c_void_p, ctypes.c_void_p]
+    gs, ls = (ctypes.c_size_t * 1)(4096), (ctypes.c_size_t * 1)(64)
+    qp, kp = q.int_ptr, k.int_ptr
+
+    def raw():  # no event object: clEnqueueNDRangeKernel(..., event=NULL)
+        err = enq(qp, kp, 1, None, gs, ls, 0, None, None)
+        if err:
+            raise RuntimeError(err)
+
     for label, fn in [
+        ("ctypes clEnqueueNDRangeKernel, no event", raw),
         ("enqueue_nd_range_kernel", lambda: cl.enqueue_nd_range_kernel(q, k, (4096,), (64,))),
         ("enqueue_nd_range_kernel, 1 item", lambda: cl.enqueue_nd_range_kernel(q, k, (64,), (64,))),
     ]:

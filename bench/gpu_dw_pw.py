@@ -40,11 +40,56 @@ def _extra(op) -> int:
     return p["B"] * p["H"] * p["W"] * p["SRC_S"] * 4 * p["KH"] * p["KW"] * (-(-s_out // bs) - 1)
 
 
+_TUNE = ("split", "block_s", "block_w")
+
+
+def _key(op):
+    return (tuple(sorted(op.params.items())), tuple(sorted((k, v) for k, v in op.options.items() if k not in _TUNE)))
+
+
+def _explore(cl, dev, k, seen, keep) -> dict:
+    """Best (us, options) of every split / block_s / block_w variant of each new fused launch."""
+    from gpu_kernels import _refs_of
+    from litegpu.gpu._tuning import candidates
+    from litegpu.gpu.kernels import kernel_spec, render
+
+    out = {}
+    spec = kernel_spec("dw_pw_conv2d")
+    for i, op in enumerate(k.plan.ops):
+        if op.kernel != "dw_pw_conv2d" or _key(op) in seen or _key(op) in out:
+            continue
+        base = {kk: v for kk, v in op.options.items() if kk not in _TUNE}
+        items, meta = [], []
+        for split in (1, 4, 8, 16, 32, 64, 128):
+            if split > 2 * op.params["SRC_S"]:
+                continue
+            for bs in (1, 2):
+                for bw in (1, 2):
+                    opts = {**base, "split": split, "block_s": bs, "block_w": bw}
+                    probe = render("dw_pw_conv2d", dev.dialect, k.plan.precision, **opts)
+                    grid = probe.global_size(op.params)
+                    fixed = spec.fixed_workgroup(spec.resolve(opts))
+                    for wg in [fixed] if fixed else candidates("dw_pw_conv2d", grid, dev.info, "fast")[:3]:
+                        rk = render("dw_pw_conv2d", dev.dialect, k.plan.precision, workgroup=wg, **opts)
+                        bound = dev.bind(dev.compile(rk), rk, _refs_of(k, i), op.params)
+                        lim = dev.kernel_max_workgroup(bound)
+                        if lim and int(np.prod(wg)) > lim:
+                            continue
+                        keep.append(bound)
+                        items.append((bound[0], _gsize(grid, wg), tuple(wg)))
+                        meta.append({"split": split, "block_s": bs, "block_w": bw, "wg": tuple(wg)})
+        times = _time_launches(cl, dev.ctx, items, 7)
+        j = int(np.argmin(times))
+        out[_key(op)] = (times[j], meta[j])
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", default="")
     ap.add_argument("--runs", type=int, default=21)
     ap.add_argument("--invokes", type=int, default=50)
+    ap.add_argument("--explore", action="store_true", help="time every split/block variant of each fused launch")
     args = ap.parse_args()
 
     import litegpu
@@ -59,7 +104,8 @@ def main() -> int:
 
         d = OpenCLBackend().create_delegate(opts)
     pairs, summary = [], []
-    keep = []
+    keep: list = []
+    explored: dict = {}
     for name, path in mediapipe_models(args.models, default=RUNNABLE).items():
         row = {"model": name}
         kernels = {}
@@ -81,6 +127,8 @@ def main() -> int:
             items = [(ln.bound[0], _gsize(ln.grid, ln.kernel.workgroup), ln.kernel.workgroup) for ln in k._launches]
             kernels[cfg] = (k, _time_launches(cl, d.device.ctx, items, args.runs))
             keep.append(it)
+            if args.explore and cfg == "all":
+                explored.update(_explore(cl, d.device, k, explored, keep))
         _F.DW_PW_RECOMPUTE_BUDGET = CONFIGS["default"]
         summary.append(row)
         (k_all, t_all), (k_off, t_off) = kernels["all"], kernels["off"]
@@ -90,9 +138,11 @@ def main() -> int:
                 continue
             parts = [tt for o, tt in by_origin.items() if set(o) <= set(op.origin)]
             p = op.params
+            best = explored.get(_key(op))
             pairs.append({"model": name, "shape": f"{p['KH']}x{p['KW']}/{p['STRIDE_H']} {p['SRC_S'] * 4}->{p['C']} "
                           f"@{p['H']}x{p['W']}", "extra": _extra(op), "fused": t, "unfused": sum(parts),
-                          "n": len(parts), "opts": op.describe()})
+                          "n": len(parts), "opts": op.describe()
+                          + (f" best {best[0]:.1f} {best[1]}" if best else "")})
     print("\n## fusable pairs (GPU time, us; extra = depthwise multiply-adds the fused kernel adds)")
     print(f"{'model':28s} {'pair':28s} {'extra':>12s} {'fused':>8s} {'dw+pw':>8s} {'saved':>8s}  kernel")
     for r in sorted(pairs, key=lambda r: r["extra"]):

@@ -23,6 +23,52 @@ def conv_model(b, x, cin, cout, hw, *, k=3, act=0, padding=0, name="c", stride=1
     return y
 
 
+def channel_pad_block(cin: int, cout: int, *, value=None, pads=None, pad_first=False, dw_main=False,
+                       extra_reader=False, act_after="RELU"):
+    """BlazeFace-style widening block: skip = PAD(max_pool(x)) on channels, main = conv(dw(x)) (or a
+    depthwise with multiplier when ``dw_main``: the ADD then stays a binary node), ADD, activation."""
+    b = model_builder()
+    x = b.input("x", (1, 8, 10, cin))
+    feeds = [rnd(1, 8, 10, cin)]
+    mp = b.tensor("mp", (1, 4, 5, cin))
+    b.op("MAX_POOL_2D", [x], [mp], padding=1, stride_w=2, stride_h=2, filter_width=2, filter_height=2)
+    pads = pads or [[0, 0], [0, 0], [0, 0], [0, cout - cin]]
+    pshape = tuple(4 + sum(pads[1]) if i == 1 else 5 + sum(pads[2]) if i == 2 else cout if i == 3 else 1
+                   for i in range(4))
+    p = b.tensor("padded", pshape)
+    pc = b.const("pads", np.array(pads, np.int32))
+    if value is None:
+        b.op("PAD", [mp, pc], [p])
+    else:
+        b.op("PADV2", [mp, pc, b.const("pv", np.array([value], np.float32))], [p])
+    hw = pshape[1:3]
+    main = b.tensor("main", (1, *hw, cout))
+    if dw_main:
+        b.op("DEPTHWISE_CONV_2D", [x, b.const("dw", rnd(1, 3, 3, cout)), b.const("db", rnd(cout))], [main],
+             padding=0, stride_w=2, stride_h=2, depth_multiplier=cout // cin)
+    elif hw != (4, 5):  # a spatial pad: the main path reads an input of the padded size
+        feeds.append(rnd(1, *hw, cin))
+        b.op("CONV_2D", [b.input("x2", (1, *hw, cin)), b.const("pw", rnd(cout, 1, 1, cin)), b.const("pb", rnd(cout))],
+             [main], padding=1, stride_w=1, stride_h=1)
+    else:
+        d = b.tensor("d", (1, 4, 5, cin))
+        b.op("DEPTHWISE_CONV_2D", [x, b.const("dw", rnd(1, 3, 3, cin)), b.const("db", rnd(cin))], [d], padding=0,
+             stride_w=2, stride_h=2, depth_multiplier=1)
+        b.op("CONV_2D", [d, b.const("pw", rnd(cout, 1, 1, cin)), b.const("pb", rnd(cout))], [main], padding=1,
+             stride_w=1, stride_h=1)
+    s_ = b.tensor("s", (1, *hw, cout))
+    b.op("ADD", [p, main] if pad_first else [main, p], [s_])
+    y = b.tensor("y", (1, *hw, cout))
+    if act_after == "PRELU":
+        b.op("PRELU", [s_, b.const("alpha", rnd(1, 1, cout))], [y])
+    else:
+        b.op(act_after, [s_], [y])
+    b.output(y)
+    if extra_reader:
+        b.output(p)
+    return b.build(), feeds
+
+
 def _unary(op, lo=-3.0, hi=3.0, **opts):
     b = model_builder()
     x = b.input("x", (1, 3, 4, 5))

@@ -117,7 +117,12 @@ class PlanExecutor:
             alpha = np.asarray(op.constants["alpha"], np.float32).reshape(-1)[:o]
         r = _act(r, op.options.get("act"), alpha)
         if op.options.get("residual"):
-            res = self.operand(op, "res", r.shape)
+            if op.options.get("residual_channels") == "fewer":  # fewer channels (RES_S slices), zero past them
+                res = self.read(op, "res")
+                assert L.slices(res.shape[3]) == p["RES_S"] and res.shape[:3] == r.shape[:3], (res.shape, p)
+                res = np.pad(res, ((0, 0),) * 3 + ((0, o - res.shape[3]),))
+            else:
+                res = self.operand(op, "res", r.shape)
             r = BINARY[op.options["residual"]](r, res)
             ra = None
             if op.options.get("residual_act") == "PRELU":
@@ -212,6 +217,8 @@ class PlanExecutor:
             rhs = np.float32(p["R_VALUE"])
         else:
             rhs = self.operand(op, "rhs", (p["R_B"], p["R_H"], p["R_W"], p["R_C"]))
+            if o.get("rhs_channels") == "fewer":  # zero past its channels, no broadcast
+                rhs = np.pad(rhs, ((0, 0),) * 3 + ((0, p["C"] - p["R_C"]),))
         v = _act(BINARY[o["op"]](lhs, rhs).astype(np.float32), o.get("act"))
         for f in o.get("chain", ()):
             v = _act(v, f)

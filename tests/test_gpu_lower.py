@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from _gpu_check import assert_rel, graph_of, rel_err, run_litert
-from _gpu_models import _OP_CASES, rnd
+from _gpu_models import _OP_CASES, channel_pad_block, rnd
 from _gpu_plan_exec import run_plan
 from _gpu_tflite import StopgapModelBuilder, model_builder, read_model
 from litegpu import ConfigError
@@ -94,6 +94,24 @@ def test_block_plan_all_precisions(precision, tol):
     assert dw.constants["dw_weights"].shape == (3, 3, 3, 4)  # [S][KH][KW][4]
     assert dw.constants["weights"].shape == (2, 1, 1, 12, 4)  # [S_o][1][1][I4][4]
     assert plan.report["memory"][0].startswith("arena ")
+
+
+@pytest.mark.parametrize("precision,tol", [("fp32", 1e-5), ("fp16", 2e-2)])
+@pytest.mark.parametrize("cin,cout,dw_main", [(6, 10, False), (5, 12, False), (3, 6, True), (1, 6, True)])
+def test_channel_pad_merged_into_residual_read(cin, cout, dw_main, precision, tol):
+    """A zero channel PAD feeding a residual ADD costs no launch: the conv2d residual (or the binary rhs)
+    reads the narrower tensor, zero past its RES_S (R_S) slices."""
+    model, inputs = channel_pad_block(cin, cout, dw_main=dw_main, act_after="PRELU" if cout == 10 else "RELU")
+    plan = _compile(model, precision)
+    kernels = [op.describe() for op in plan.ops]
+    assert not any(k.startswith("pad") for k in kernels), kernels
+    if dw_main:
+        op = next(op for op in plan.ops if op.kernel == "binary")
+        assert op.options["rhs_channels"] == "fewer" and (op.params["R_C"], op.params["C"]) == (cin, cout)
+    else:
+        op = next(op for op in plan.ops if op.kernel == "conv2d")
+        assert op.options["residual_channels"] == "fewer" and op.params["RES_S"] == -(-cin // 4), op.describe()
+    assert_rel(run_plan(plan, inputs)[0], run_litert(model, inputs)[0], tol, precision)
 
 
 def test_grouped_conv_plans():

@@ -7,7 +7,7 @@ import importlib
 import numpy as np
 import pytest
 from _gpu_check import REL, assert_rel, check_passes, graph_of, rel_err, run_litert
-from _gpu_models import _OP_CASES, RNG, conv_model, rnd
+from _gpu_models import _OP_CASES, RNG, channel_pad_block, conv_model, rnd
 from _gpu_tflite import StopgapModelBuilder, model_builder, read_model
 from litegpu._ir import DimensionMetadata, Sparsity
 from litegpu.gpu._capabilities import epilogue_fits
@@ -345,7 +345,7 @@ def test_merge_pad_refused(monkeypatch):
     monkeypatch.setattr(_capabilities, "POOL_TAKES_PAD_VALUE", True)
     b = model_builder()
     x = b.input("x", (1, 6, 6, 4))
-    pc = b.tensor("pc", (1, 6, 6, 8))  # channel padding (BlazeFace residual): not mergeable
+    pc = b.tensor("pc", (1, 6, 6, 8))  # channel padding: not into a pool (fuse_channel_pad: residual ADDs)
     b.op("PAD", [x, b.const("pads", np.array([[0, 0], [0, 0], [0, 0], [0, 4]], np.int32))], [pc])
     m1 = b.tensor("m1", (1, 3, 3, 8))
     b.op("MAX_POOL_2D", [pc], [m1], padding=1, stride_w=2, stride_h=2, filter_width=2, filter_height=2)
@@ -357,6 +357,53 @@ def test_merge_pad_refused(monkeypatch):
     g, rep = check_passes(b.build(), [rnd(1, 6, 6, 4, lo=-2, hi=-1)], [normalise_bhwc, merge_pad])
     assert g.op_counts() == {"MAX_POOL_2D": 2, "PAD": 2}
     assert rep["merge_pad"][0].startswith("merged 0")
+
+
+@pytest.mark.parametrize("cin,cout", [(6, 10), (3, 4), (8, 16), (5, 12)])
+@pytest.mark.parametrize("act_after", ["RELU", "PRELU"])
+def test_fuse_channel_pad_into_conv_residual(cin, cout, act_after):
+    model, inputs = channel_pad_block(cin, cout, act_after=act_after)
+    g, rep = check_passes(model, inputs)
+    assert "PAD" not in g.op_counts(), g.op_counts()
+    conv = next(n for n in g.nodes if n.op == "CONV_2D")
+    assert [e.op for e in conv.epilogue] == ["ADD", act_after]
+    step = conv.epilogue[0]
+    assert step.zero_extend and g.tensors[step.operand].shape == (1, 4, 5, cin)
+    assert rep["fuse_channel_pad"][0] == "merged 1 channel PADs into residual reads"
+    assert f"(channels {cin} -> {cout})" in rep["fuse_channel_pad"][1]
+
+
+@pytest.mark.parametrize("cin,cout", [(3, 6), (1, 6), (2, 4)])
+@pytest.mark.parametrize("pad_first", [False, True])
+def test_fuse_channel_pad_into_binary_add(cin, cout, pad_first):
+    # the main path is a depthwise conv (no residual slot): the ADD stays a binary node and reads the
+    # pool's result zero-extended; a 1-channel rhs must not broadcast
+    model, inputs = channel_pad_block(cin, cout, pad_first=pad_first, dw_main=True)
+    g, rep = check_passes(model, inputs)
+    assert "PAD" not in g.op_counts(), g.op_counts()
+    add = next(n for n in g.nodes if n.op == "ADD")
+    assert add.attrs["zero_extend_rhs"] and g.tensors[add.inputs[1]].shape == (1, 4, 5, cin)
+    assert [e.op for e in add.epilogue] == ["RELU"]
+    assert rep["fuse_channel_pad"][0].startswith("merged 1 ")
+
+
+@pytest.mark.parametrize("why", ["value", "negative_zero", "spatial", "leading", "two_readers"])
+def test_fuse_channel_pad_declined(why):
+    kw: dict = {}
+    if why == "value":
+        kw["value"] = 0.5
+    elif why == "negative_zero":
+        kw["value"] = -0.0
+    elif why == "spatial":
+        kw["pads"] = [[0, 0], [1, 1], [1, 1], [0, 4]]
+    elif why == "leading":
+        kw["pads"] = [[0, 0], [0, 0], [0, 0], [2, 2]]
+    else:
+        kw["extra_reader"] = True
+    model, inputs = channel_pad_block(6, 10, **kw)
+    g, rep = check_passes(model, inputs)
+    assert g.op_counts().get("PADV2" if "value" in kw else "PAD") == 1, g.op_counts()
+    assert rep["fuse_channel_pad"][0].startswith("merged 0 ")
 
 
 # ----------------------------------------------------------------------------------------------------------

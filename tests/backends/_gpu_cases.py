@@ -49,9 +49,11 @@ class DelegatePool:
                 self.made["fp32"] = load_backend_delegate(self.backend, {**self.options, "precision": "fp32"})
             base = self.made["fp32"]
             if precision != "fp32":
-                if not base.device.info.fp16:
-                    pytest.skip(f"{precision}: {base.device.info.name} has no half precision "
-                                f"({self.backend} reports no fp16 support)")
+                info = base.device.info
+                # half arithmetic, or half buffers with f32 arithmetic (OpenCL without cl_khr_fp16)
+                if not (info.fp16 or info.fp16_storage):
+                    pytest.skip(f"{precision}: {info.name} has no half precision "
+                                f"({self.backend} reports neither fp16 arithmetic nor fp16 storage)")
                 self.made[precision] = load_backend_delegate(self.backend, {**self.options, "precision": precision})
         return self.made[precision]
 
@@ -697,6 +699,41 @@ def _p_dw_pw():
     w, s = g.conv(d, (1, 3, 4, 130), 7, k=1)
     w = g.op("HARD_SWISH", [w], s)
     return g.done(z, w)
+
+
+@pattern("channel pad into the residual read: pool -> PAD 6->10 + dw/conv -> ADD -> RELU, then PAD 10->13 "
+         "+ conv -> ADD -> PRELU (BlazeFace widening blocks, no PAD launch)")
+def _p_channel_pad_residual():
+    g = _G()
+    x = g.input(1, 8, 10, 6)
+    mp = g.op("MAX_POOL_2D", [x], (1, 4, 5, 6), padding=1, stride_h=2, stride_w=2, filter_height=2, filter_width=2)
+    skip = g.op("PAD", [mp, g.const(np.array([[0, 0], [0, 0], [0, 0], [0, 4]], np.int32))], (1, 4, 5, 10))
+    d = g.op("DEPTHWISE_CONV_2D", [x, g.const(rnd(1, 3, 3, 6)), g.const(rnd(6))], (1, 4, 5, 6), padding=0,
+             stride_h=2, stride_w=2, depth_multiplier=1)
+    c, s = g.conv(d, (1, 4, 5, 6), 10, k=1)
+    y = g.op("ADD", [c, skip], s, fused_activation_function=1)
+    # 10 -> 13 channels: the pad starts inside the residual's last slice (lanes 10, 11) and adds a slice
+    skip2 = g.op("PAD", [y, g.const(np.array([[0, 0], [0, 0], [0, 0], [0, 3]], np.int32))], (1, 4, 5, 13))
+    c2, s2 = g.conv(y, s, 13)
+    z = g.op("ADD", [skip2, c2], s2)
+    z = g.op("PRELU", [z, g.const(rnd(1, 1, 13))], s2)
+    return g.done(z)
+
+
+@pattern("channel pad into a binary ADD's rhs: PAD 3->6 and 1->6 (no broadcast) + depthwise x2/x6 -> ADD")
+def _p_channel_pad_binary():
+    g = _G()
+    x = g.input(1, 5, 6, 3)
+    d = g.op("DEPTHWISE_CONV_2D", [x, g.const(rnd(1, 3, 3, 6)), g.const(rnd(6))], (1, 5, 6, 6), padding=0,
+             stride_h=1, stride_w=1, depth_multiplier=2)
+    skip = g.op("PAD", [x, g.const(np.array([[0, 0], [0, 0], [0, 0], [0, 3]], np.int32))], (1, 5, 6, 6))
+    y = g.op("ADD", [skip, d], (1, 5, 6, 6), fused_activation_function=3)
+    x1 = g.input(1, 5, 6, 1)
+    d1 = g.op("DEPTHWISE_CONV_2D", [x1, g.const(rnd(1, 3, 3, 6)), g.const(rnd(6))], (1, 5, 6, 6), padding=0,
+              stride_h=1, stride_w=1, depth_multiplier=6)
+    skip1 = g.op("PAD", [x1, g.const(np.array([[0, 0], [0, 0], [0, 0], [0, 5]], np.int32))], (1, 5, 6, 6))
+    z = g.op("ADD", [d1, skip1], (1, 5, 6, 6))
+    return g.done(y, z)
 
 
 @pattern("split reductions: deep 1x1 and 2x2 convs on small grids, FC head, global average pool")

@@ -76,7 +76,8 @@ class CLDevice(GpuDevice):
             driver_version=f"{dev.driver_version.strip()} ({dev.version.strip()})",
             fp16="cl_khr_fp16" in ext, max_workgroup_size=int(dev.max_work_group_size),
             max_workgroup_dims=tuple(int(x) for x in (list(dev.max_work_item_sizes) + [1, 1, 1])[:3]),
-            buffer_alignment=max(int(dev.mem_base_addr_align) // 8, 4), compute_units=int(dev.max_compute_units))
+            buffer_alignment=max(int(dev.mem_base_addr_align) // 8, 4), compute_units=int(dev.max_compute_units),
+            fp16_storage=True)  # vload_half/vstore_half are core OpenCL: no extension needed
         self._programs: dict[str, cl.Program] = {}
 
     # -- allocator
@@ -104,7 +105,8 @@ class CLDevice(GpuDevice):
         prog = self._programs.get(kernel.source)
         if prog is None:
             if "f16" in kernel.features and not self.info.fp16:
-                raise DelegateError(f"{self.info.name} has no cl_khr_fp16: use precision fp32")
+                raise DelegateError(f"{self.info.name} has no cl_khr_fp16: render the kernel with "
+                                    "half_math=False (fp16 storage, fp32 arithmetic) or use precision fp32")
             try:
                 prog = cl.Program(self.ctx, kernel.source).build(options=["-cl-mad-enable"])
             except cl.Error as e:

@@ -4,8 +4,9 @@ The kernel templates (``shaders/``, contract in ``docs/gpu-kernels.md``) take
 a fixed set of *epilogue slots* per kernel, rendered as template options:
 
 * ``conv2d``: ``act`` (an activation, or PRELU with a per-channel alpha),
-  then ``residual`` (ADD or MUL with a tensor of the output's shape), then
-  ``residual_act`` (an activation without PRELU);
+  then ``residual`` (ADD or MUL with a tensor of the output's shape, or with
+  fewer channels read as zero past them: a ``zero_extend`` step, option
+  ``residual_channels="fewer"``), then ``residual_act`` (an activation or PRELU);
 * ``dw_pw_conv2d`` (a depthwise conv fused into the 1x1 conv reading it,
   ``_passes/fuse_dw_pw``): conv2d's slots (:data:`DW_PW_SLOTS`); the
   depthwise's own activation is an attribute of the node, not an epilogue step;
@@ -39,7 +40,7 @@ __all__ = ["DW_PW_SLOTS", "POOL_TAKES_PAD_VALUE", "QDQ_KERNELS", "ACTIVATIONS", 
 POOL_TAKES_PAD_VALUE = False
 
 #: the conv2d epilogue slots the fused depthwise -> 1x1 kernel (``dw_pw_conv2d``) implements
-DW_PW_SLOTS = frozenset({"act", "residual", "residual_act", "qdq"})
+DW_PW_SLOTS = frozenset({"act", "residual", "residual_act", "residual_channels", "qdq"})
 
 #: activations a kernel's ``act`` slot takes (plus PRELU where noted)
 ACTIVATIONS = frozenset({"RELU", "RELU6", "RELU_N1_TO_1", "TANH", "LOGISTIC", "HARD_SWISH", "SIGN_BIT"})
@@ -88,6 +89,17 @@ def _per_channel(g: GpuGraph, t: int | None, channels: int) -> bool:
     return s[:3] == (1, 1, 1) and s[3] in (1, channels)
 
 
+def _residual_fits(g: GpuGraph, step: Epilogue, out: tuple[int, ...]) -> bool:
+    """The conv2d residual slot reads a tensor of the output's shape, or (``zero_extend``, template
+    option ``residual_channels="fewer"``) of its B/H/W with fewer channels, zero past them."""
+    if step.operand is None:
+        return False
+    s = g.tensors[step.operand].shape
+    if step.zero_extend:
+        return s[:3] == out[:3] and s[3] < out[3]
+    return s == out
+
+
 def match_epilogue(g: GpuGraph, node: GpuNode, steps: Sequence[Epilogue] | None = None
                    ) -> tuple[dict[str, Any], list[Epilogue]] | None:
     """Template options realising ``steps`` (default: the node's epilogue) on the node's kernel, and the
@@ -114,9 +126,10 @@ def match_epilogue(g: GpuGraph, node: GpuNode, steps: Sequence[Epilogue] | None 
 
     if fam in ("conv2d", "dw_pw_conv2d"):
         take_act(True)
-        if i < len(steps) and steps[i].op in ("ADD", "MUL") and steps[i].operand is not None \
-                and g.tensors[steps[i].operand].shape == out:
+        if i < len(steps) and steps[i].op in ("ADD", "MUL") and _residual_fits(g, steps[i], out):
             opts["residual"] = steps[i].op
+            if steps[i].zero_extend:
+                opts["residual_channels"] = "fewer"
             operands.append(steps[i])
             i += 1
             if i < len(steps) and steps[i].operand is None and steps[i].op in ACTIVATIONS:

@@ -34,6 +34,9 @@ class DeviceInfo:
     max_workgroup_dims: tuple[int, int, int] = (256, 256, 64)  # per-axis limits of a work group
     buffer_alignment: int = 256  # sub-buffer offset alignment in bytes
     compute_units: int = 1
+    # without ``fp16``: half buffers can still be loaded and stored with f32 arithmetic (OpenCL's
+    # vload_half/vstore_half), so the fp16 precisions run as the storage-only half kernel variant
+    fp16_storage: bool = False
 
 
 @dataclass(frozen=True)

@@ -105,6 +105,9 @@ _act = Opt("NONE", FUSED_ACTIVATIONS)
 # the float view of quantized models, docs/gpu-compiler.md)
 _qdq = Opt(False, (False, True))
 _act_no_prelu = Opt("NONE", ACTIVATIONS)
+# residual_channels (conv2d) / rhs_channels (binary): "fewer" = that operand has fewer channels than the
+# output and reads as zero past them (a zero channel PAD merged into the read, _passes/channel_pad.py)
+_channels = Opt("same", ("same", "fewer"))
 
 # dw_pw_conv2d: every dw_act and act value (paired), then residuals, splits and blocks mixed
 _DW_PW_VARIANTS = (
@@ -118,7 +121,9 @@ _DW_PW_VARIANTS = (
        {"residual": "ADD", "residual_act": "HARD_SWISH", "split": 128, "dw_act": "PRELU", "act": "PRELU"},
        {"residual": "ADD", "residual_act": "SIGN_BIT", "block_s": 2},
        {"dw_act": "PRELU", "act": "PRELU", "residual": "ADD", "residual_act": "PRELU", "block_s": 2},
-       {"dw_act": "RELU6", "residual": "ADD", "residual_act": "PRELU", "split": 16, "block_s": 2, "qdq": True}]
+       {"dw_act": "RELU6", "residual": "ADD", "residual_act": "PRELU", "split": 16, "block_s": 2, "qdq": True},
+       {"residual": "ADD", "residual_channels": "fewer", "residual_act": "RELU", "block_s": 2},
+       {"residual": "ADD", "residual_channels": "fewer", "residual_act": "PRELU", "split": 32, "block_w": 1}]
 )
 
 SPECS: dict[str, KernelSpec] = {s.name: s for s in [
@@ -132,15 +137,16 @@ SPECS: dict[str, KernelSpec] = {s.name: s for s in [
                                               {"op": "LOGISTIC", "qdq": True}]),
     _spec("binary", "elementwise.lgk", "y = act(op(a, b)) with BHWC broadcasting; b may be a scalar param",
           {"op": Opt("ADD", BINARY_OPS), "act": _act_no_prelu, "rhs": Opt("tensor", ("tensor", "scalar")),
-           "chain": Opt((), UNARY_OPS, many=True), "qdq": _qdq},
+           "chain": Opt((), UNARY_OPS, many=True), "qdq": _qdq, "rhs_channels": _channels},
           [{"op": op} for op in BINARY_OPS]
           + [{"op": "ADD", "act": a} for a in ACTIVATIONS[1:]]
           + [{"op": "MUL", "rhs": "scalar"}, {"op": "SUB", "rhs": "scalar", "chain": ("ABS",)},
-             {"op": "ADD", "act": "RELU", "qdq": True}, {"op": "MUL", "rhs": "scalar", "qdq": True}]),
+             {"op": "ADD", "act": "RELU", "qdq": True}, {"op": "MUL", "rhs": "scalar", "qdq": True},
+             {"op": "ADD", "rhs_channels": "fewer"}, {"op": "ADD", "act": "RELU6", "rhs_channels": "fewer"}]),
     _spec("conv2d", "conv.lgk", "2-D convolution, groups, dilation, fused bias/activation/residual",
           {"act": _act, "residual": Opt("NONE", ("NONE", "ADD", "MUL")), "residual_act": _act,
            "block_w": Opt(2, (1, 2, 4)), "block_s": Opt(1, (1, 2)), "grouped": _bool(), "split": _split,
-           "qdq": _qdq},
+           "qdq": _qdq, "residual_channels": _channels},
           [{"act": a} for a in FUSED_ACTIVATIONS]
           + [{"residual": "ADD", "residual_act": "RELU"}, {"residual": "MUL", "act": "RELU6"},
              {"block_w": 1}, {"block_w": 4, "block_s": 2}, {"grouped": True}, {"grouped": True, "block_w": 4}]
@@ -150,7 +156,10 @@ SPECS: dict[str, KernelSpec] = {s.name: s for s in [
              {"split": 64, "residual": "ADD", "residual_act": "RELU", "block_w": 1},
              {"split": 32, "grouped": True, "qdq": True}, {"split": 8, "act": "RELU6", "block_s": 2},
              {"residual": "ADD", "residual_act": "PRELU"},
-             {"act": "PRELU", "residual": "ADD", "residual_act": "PRELU", "split": 16, "block_s": 2}],
+             {"act": "PRELU", "residual": "ADD", "residual_act": "PRELU", "split": 16, "block_s": 2}]
+          + [{"residual": "ADD", "residual_channels": "fewer", "residual_act": "RELU"},
+             {"residual": "ADD", "residual_channels": "fewer", "residual_act": "PRELU", "block_w": 4, "block_s": 2},
+             {"residual": "ADD", "residual_channels": "fewer", "split": 128, "block_w": 1, "qdq": True}],
           default_wg=(8, 4, 2), shared_wg=_split_wg),
     _spec("depthwise_conv2d", "conv.lgk", "depthwise convolution (any channel multiplier)",
           {"act": _act, "multiplier": Opt("one", ("one", "any")), "qdq": _qdq},
@@ -159,7 +168,8 @@ SPECS: dict[str, KernelSpec] = {s.name: s for s in [
     _spec("dw_pw_conv2d", "conv.lgk",
           "depthwise conv (multiplier 1, own activation) feeding a 1x1 conv, one launch; conv2d's epilogue",
           {"dw_act": _act, "act": _act, "residual": Opt("NONE", ("NONE", "ADD", "MUL")), "residual_act": _act,
-           "block_w": Opt(2, (1, 2)), "block_s": Opt(1, (1, 2)), "split": _split, "qdq": _qdq},
+           "block_w": Opt(2, (1, 2)), "block_s": Opt(1, (1, 2)), "split": _split, "qdq": _qdq,
+           "residual_channels": _channels},
           _DW_PW_VARIANTS, default_wg=(8, 4, 2), shared_wg=_split_wg),
     _spec("transpose_conv2d", "conv.lgk", "transposed convolution (+ MediaPipe Convolution2DTransposeBias)",
           {"act": _act, "qdq": _qdq}, [{"act": a} for a in FUSED_ACTIVATIONS] + [{"qdq": True}]),

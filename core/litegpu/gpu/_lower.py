@@ -441,6 +441,8 @@ def _lower_conv(lw: _Lowerer) -> list[GpuOp]:
               "PAD_T": t, "PAD_L": le, "DIL_H": geo["dilation"][0], "DIL_W": geo["dilation"][1],
               "SRC_SG": L.slices(c // groups) if grouped else L.slices(c),
               "DST_SG": L.slices(o // groups) if grouped else L.slices(o)}
+    if opts.get("residual_channels") == "fewer":  # the residual's own slice count (a channel PAD merged)
+        params["RES_S"] = L.slices(lw.shape(next(e.operand for e in operands if e.zero_extend))[3])
     # one output pixel per row (1x1 heads): a second pixel per work item would be wasted work
     block_w = 1 if ow == 1 else 2
     outputs = b * oh * -(-ow // block_w) * params["S"]
@@ -499,6 +501,8 @@ def _lower_dw_pw(lw: _Lowerer) -> list[GpuOp]:
               "KH": dw_w.shape[1], "KW": dw_w.shape[2], "STRIDE_H": geo["stride"][0], "STRIDE_W": geo["stride"][1],
               "PAD_T": geo["pads"][0], "PAD_L": geo["pads"][2], "DIL_H": geo["dilation"][0],
               "DIL_W": geo["dilation"][1]}
+    if opts.get("residual_channels") == "fewer":  # the residual's own slice count (a channel PAD merged)
+        params["RES_S"] = L.slices(lw.shape(next(e.operand for e in operands if e.zero_extend))[3])
     block_w = 1 if ow == 1 else 2
     block_s = dw_pw_block_s(params["S"])
     outputs = b * oh * -(-ow // block_w) * -(-params["S"] // block_s)
@@ -619,6 +623,8 @@ def _lower_binary(lw: _Lowerer) -> list[GpuOp]:
     else:
         lw.tensor_or_const("rhs", b_)
         params.update(lw.dims(b_, "R_"))
+        if n.attrs.get("zero_extend_rhs"):  # rhs has fewer channels, zero past them (_passes/channel_pad)
+            options["rhs_channels"] = "fewer"
     params.update(lw.dims(a, "L_"))
     lw.bind("dst", y)
     return [lw.op("binary", options, params)]

@@ -14,6 +14,12 @@ Three modes (the ``precision`` option of a GPU backend):
     reductions MEAN, SUM, SOFTMAX (its sum of exponentials),
     AVERAGE_POOL_2D and LSTM gates.  Elementwise ops stay float16.
 
+On a device that can store halves but not compute in them (OpenCL without
+``cl_khr_fp16``: ``DeviceInfo.fp16_storage``) both fp16 modes keep this storage
+policy while the kernels compute everything in float32 (the storage-only half
+kernel variant): ``fp16`` is then more accurate than its name, ``fp16_fp32acc``
+exactly as described.
+
 Non-float tensors (int32 shape/axis parameters, bool) keep their type.
 Constants are converted once, at prepare (:meth:`PrecisionPolicy.constant`).
 :func:`fp16_risks` lists constants whose magnitude exceeds float16's range

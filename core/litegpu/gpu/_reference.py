@@ -28,7 +28,7 @@ from ._geometry import (
 )
 from ._graph import Epilogue, GpuGraph, GpuNode
 
-__all__ = ["evaluate", "apply_epilogue", "UNARY", "BINARY", "dequantize_array", "qdq"]
+__all__ = ["evaluate", "apply_epilogue", "zero_extend", "UNARY", "BINARY", "dequantize_array", "qdq"]
 
 
 def _erf(x: np.ndarray) -> np.ndarray:
@@ -115,6 +115,11 @@ def qdq(x: np.ndarray, scale: float, zero_point: int, qmin: int, qmax: int) -> n
     return ((q - zero_point) * np.float64(np.float32(scale))).astype(np.float32)
 
 
+def zero_extend(x: np.ndarray, channels: int) -> np.ndarray:
+    """``x`` (4-D) padded with zeros on the channel axis up to ``channels``."""
+    return np.pad(x, ((0, 0), (0, 0), (0, 0), (0, channels - x.shape[3])))
+
+
 def apply_epilogue(x: np.ndarray, steps: Sequence[Epilogue], values: Mapping[int, np.ndarray]) -> np.ndarray:
     """Apply a node's epilogue chain to its result (4-D)."""
     for e in steps:
@@ -124,6 +129,8 @@ def apply_epilogue(x: np.ndarray, steps: Sequence[Epilogue], values: Mapping[int
             x = UNARY[e.op](x, {"alpha": e.alpha} if e.alpha is not None else {})
         else:
             other = values[e.operand]
+            if e.zero_extend:  # fewer channels than x, zero past them (a merged channel PAD)
+                other = zero_extend(other, x.shape[3])
             x = BINARY[e.op](other, x) if e.reverse else BINARY[e.op](x, other)
         x = x.astype(np.float32, copy=False) if x.dtype == np.float64 else x
     return x
@@ -315,7 +322,10 @@ def _eval_node(c: _Ctx) -> list[np.ndarray]:
     n, a = c.n, c.n.attrs
     op = n.op
     if op in BINARY:
-        return [BINARY[op](c.get(0), c.get(1))]
+        rhs = c.get(1)
+        if a.get("zero_extend_rhs"):  # fewer channels than the result, zero past them (a merged channel PAD)
+            rhs = zero_extend(rhs, c.out_shape()[3])
+        return [BINARY[op](c.get(0), rhs)]
     if op in UNARY:
         return [UNARY[op](c.get(0), a)]
     if op == "QUANTIZE_AND_DEQUANTIZE":  # a copy; its QDQ step is the epilogue

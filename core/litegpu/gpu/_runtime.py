@@ -112,11 +112,15 @@ class GpuPartitionKernel(DelegateKernel):
     """One compiled partition on one device."""
 
     def __init__(self, device: GpuDevice, plan: GpuPlan, spec: PartitionSpec,
-                 tuner: WorkgroupTuner | None = None, cached: Mapping[str, bytes] | None = None):
+                 tuner: WorkgroupTuner | None = None, cached: Mapping[str, bytes] | None = None,
+                 half_math: bool | None = None):
         self.device = device
         self.plan = plan
         self.spec = spec
         self.tuner = tuner or WorkgroupTuner("none")
+        # fp16 plans on a device with half buffers but no half arithmetic render the storage-only
+        # half kernels (f32 math); by default whenever the device is such a device
+        self.half_math = (device.info.fp16 or not device.info.fp16_storage) if half_math is None else half_math
         # From the cache: program binaries by source hash, kernel sources, and one record per launch
         # (rendered kernel + grid + chosen work group), so a warm start neither renders nor tunes.
         cached = cached or {}
@@ -168,7 +172,7 @@ class GpuPartitionKernel(DelegateKernel):
         if record is not None:  # warm start: the kernel as rendered and tuned last time
             rk, grid = _kernel_from_record(record, self._sources)
             return self._finish_op(op, rk, grid, dev.bind(self._program(rk), rk, refs, op.params))
-        probe = render(op.kernel, dev.dialect, prec, **op.options)
+        probe = render(op.kernel, dev.dialect, prec, half_math=self.half_math, **op.options)
         grid = probe.global_size(op.params)
         built: dict[tuple[int, int, int], tuple[RenderedKernel, Any]] = {}
 
@@ -176,8 +180,8 @@ class GpuPartitionKernel(DelegateKernel):
             # GLSL/WGSL (and OpenCL kernels with shared memory) bake the work group into the source;
             # other OpenCL kernels render the same source, which the device compiles once
             if wg not in built:
-                rk = probe if tuple(wg) == probe.workgroup else render(op.kernel, dev.dialect, prec, workgroup=wg,
-                                                                       **op.options)
+                rk = probe if tuple(wg) == probe.workgroup else render(
+                    op.kernel, dev.dialect, prec, workgroup=wg, half_math=self.half_math, **op.options)
                 built[wg] = (rk, dev.bind(self._program(rk), rk, refs, op.params))
             return built[wg]
 
@@ -260,6 +264,8 @@ class GpuPartitionKernel(DelegateKernel):
         d["device"] = self.device.info.name
         d["launches"] = len(self._launches)
         d["tuning"] = self.tuner.mode
+        if self.plan.precision != "fp32":  # False: fp16 storage, fp32 arithmetic (storage-only half kernels)
+            d["half_math"] = self.half_math
         d["cache_hit"] = self.cache_hit
         d["prepare_ms"] = dict(getattr(self, "prepare_ms", {}))
         d["programs_from_cache"] = self.programs_from_cache
@@ -281,10 +287,17 @@ class GpuDelegate(Delegate):
         tuning = self.options.get("tuning", "fast")
         if tuning not in TUNING_MODES:
             raise ConfigError(f"tuning {tuning!r} is not one of {', '.join(TUNING_MODES)}")
+        # fp16 storage with half arithmetic where the device has it; with f32 arithmetic where it can
+        # only load and store halves (OpenCL without cl_khr_fp16); else fp32, with a warning
+        self.half_math = True
         if prec != "fp32" and not device.info.fp16:
-            log.warning("%s: %s has no fp16 support; using fp32", self.name, device.info.name)
-            prec = "fp32"
+            if device.info.fp16_storage:
+                self.half_math = False
+            else:
+                log.warning("%s: %s has no fp16 support; using fp32", self.name, device.info.name)
+                prec = "fp32"
         self.precision = prec
+        self._told_half_math = False
         self.tuner = WorkgroupTuner(tuning)
         # the float view of quantized models snaps every quantized tensor to its grid unless told not to
         self.quantization_simulation = bool(self.options.get("quantization_simulation", True))
@@ -321,6 +334,10 @@ class GpuDelegate(Delegate):
     backend_version = "0"
 
     def prepare(self, partition: PartitionSpec) -> DelegateKernel:
+        if not self.half_math and not self._told_half_math:
+            self._told_half_math = True
+            log.info("%s: %s has no fp16 arithmetic; precision %s keeps fp16 storage (half the memory "
+                     "traffic) and computes in fp32", self.name, self.device.info.name, self.precision)
         t0 = time.perf_counter()
         align = max(int(self.options.get("alignment", 256)), self.device.info.buffer_alignment)
         cached = self._cache_entry(partition, align)
@@ -337,7 +354,7 @@ class GpuDelegate(Delegate):
             plan = compile_partition(partition, precision=self.precision, alignment=align,
                                      quantization_simulation=self.quantization_simulation)
         t_plan = time.perf_counter()
-        kernel = GpuPartitionKernel(self.device, plan, partition, self.tuner, sections)
+        kernel = GpuPartitionKernel(self.device, plan, partition, self.tuner, sections, half_math=self.half_math)
         t_build = time.perf_counter()
         warm = sections is not None and kernel._records_in is not None
         if cached is not None and (not warm or kernel.programs_from_cache < len(kernel.binaries)):
@@ -365,10 +382,12 @@ class GpuDelegate(Delegate):
         if mid not in self._tokens:
             self._tokens[mid] = model_token(partition.model, token=conf.get("model_token"))
         info = self.device.info
+        options = {"precision": self.precision, "alignment": align, "tuning": self.tuner.mode,
+                   "quantization_simulation": self.quantization_simulation}
+        if not self.half_math:  # the storage-only half kernels: other sources than fp16 with half math
+            options["half_math"] = False
         key = EntryKey(self._tokens[mid], self.name, self.backend_version, info.name, info.driver_version,
-                       options={"precision": self.precision, "alignment": align, "tuning": self.tuner.mode,
-                                "quantization_simulation": self.quantization_simulation},
-                       partition=partition)
+                       options=options, partition=partition)
         return _CacheEntry(self._cache, key)
 
     def devices(self) -> list[str]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from .._graph import GpuGraph, Report
+from .channel_pad import fuse_channel_pad
 from .expand_lstm import expand_lstm
 from .fc_as_conv import fc_as_conv
 from .float_view import float_view
@@ -36,6 +37,7 @@ __all__ = [
     "fold_affine",
     "fuse_elementwise",
     "fuse_activations",
+    "fuse_channel_pad",
     "fuse_dw_pw",
     "legalise_epilogues",
     "prune",
@@ -67,6 +69,8 @@ DEFAULT_PIPELINE: tuple[Pass, ...] = (
     # and the ADD fused then can take the activation after it (-> PRELU)
     fuse_elementwise,
     fuse_activations,
+    # a zero channel PAD feeding a residual ADD (fused above or not) becomes part of the ADD's read
+    fuse_channel_pad,
     # after the epilogue fusions: the depthwise carries its activation, the 1x1 conv its whole epilogue
     fuse_dw_pw,
     legalise_epilogues,
