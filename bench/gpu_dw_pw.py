@@ -43,6 +43,10 @@ def _extra(op) -> int:
 _TUNE = ("split", "block_s", "block_w")
 
 
+def _ops(k) -> list:
+    return list(getattr(k, "ops", k.plan.ops))
+
+
 def _key(op):
     return (tuple(sorted(op.params.items())), tuple(sorted((k, v) for k, v in op.options.items() if k not in _TUNE)))
 
@@ -55,7 +59,7 @@ def _explore(cl, dev, k, seen, keep) -> dict:
 
     out = {}
     spec = kernel_spec("dw_pw_conv2d")
-    for i, op in enumerate(k.plan.ops):
+    for i, op in enumerate(_ops(k)):
         if op.kernel != "dw_pw_conv2d" or _key(op) in seen or _key(op) in out:
             continue
         base = {kk: v for kk, v in op.options.items() if kk not in _TUNE}
@@ -132,8 +136,9 @@ def main() -> int:
         _F.DW_PW_RECOMPUTE_BUDGET = CONFIGS["default"]
         summary.append(row)
         (k_all, t_all), (k_off, t_off) = kernels["all"], kernels["off"]
-        by_origin = {tuple(op.origin): t for op, t in zip(k_off.plan.ops, t_off, strict=True)}
-        for op, t in zip(k_all.plan.ops, t_all, strict=True):
+        # launches in launch order (newer runtimes add boundary layout launches around the plan's: k.ops)
+        by_origin = {tuple(op.origin): t for op, t in zip(_ops(k_off), t_off, strict=True) if op.origin}
+        for op, t in zip(_ops(k_all), t_all, strict=True):
             if op.kernel != "dw_pw_conv2d":
                 continue
             parts = [tt for o, tt in by_origin.items() if set(o) <= set(op.origin)]

@@ -18,14 +18,14 @@ __all__ = ["fuse_dw_pw", "DW_PW_OP", "DW_PW_RECOMPUTE_BUDGET", "dw_pw_block_s"]
 #: ``epilogue`` the pointwise conv's.
 DW_PW_OP = "DW_PW_CONV_2D"
 
-#: Multiply-adds of depthwise recomputation a fusion may add (see :func:`fuse_dw_pw`): about what an
-#: H200 does in the ~5 us launch floor the fusion saves, at the rate these kernels reach.
-DW_PW_RECOMPUTE_BUDGET = 1 << 24
+#: Multiply-adds of depthwise recomputation a fusion may add (see :func:`fuse_dw_pw`), from timing every
+#: fusable pair of the 13 MediaPipe models fused and unfused on an H200 (bench/gpu_dw_pw.py --explore).
+DW_PW_RECOMPUTE_BUDGET = 1 << 22
 
 
 def dw_pw_block_s(out_slices: int) -> int:
-    """Output slices per work item of the fused kernel: 2 (halves the depthwise recomputation) unless the
-    pointwise conv has a single output slice."""
+    """Output slices one depthwise evaluation feeds in the cost rule: 2 (the fused kernel's block on the
+    grids where recomputation matters) unless the 1x1 conv has a single output slice."""
     return 2 if out_slices >= 2 else 1
 
 
@@ -85,14 +85,17 @@ def fuse_dw_pw(g: GpuGraph) -> Report:
     output; the depthwise result never reaches memory: one launch and one intermediate tensor less.
 
     Cost rule.  The fused kernel computes the depthwise value of an input slice in registers and
-    spends it on ``block_s`` output slices at once (:func:`dw_pw_block_s`), so every block of output
-    slices recomputes the whole depthwise: ``ceil(S_out / block_s) - 1`` extra depthwise passes, i.e.
-    ``pixels * C_mid * KH * KW * (ceil(S_out / block_s) - 1)`` extra multiply-adds.  Per output
-    element that is ``C_mid * KH * KW / (4 * block_s)`` on top of the pointwise conv's ``C_mid`` -- a
-    constant factor (1.1x for 3x3, 3.1x for 5x5) that only matters where the layer's work is large
-    enough to leave the launch floor.  The pair fuses when those extra multiply-adds stay within
-    :data:`DW_PW_RECOMPUTE_BUDGET` (the launch time saved buys that much arithmetic), so small and
-    deep layers fuse and a wide, high-resolution layer keeps its two launches.
+    spends it on a block of output slices, so every block recomputes the whole depthwise: with 2 output
+    slices per block that is ``extra = pixels * C_mid * KH * KW * (ceil(S_out / 2) - 1)`` multiply-adds
+    beyond the unfused pair -- per output element ``C_mid * KH * KW / 8`` on top of the 1x1 conv's
+    ``C_mid``, a factor that grows with the kernel size (1.1x for 3x3, 3.1x for 5x5) and with the
+    output channels.  Measured on an H200 (every fusable pair of the 13 MediaPipe models, the fused
+    launch at its best tiling against the depthwise + 1x1 launches, ``bench/gpu_dw_pw.py --explore``):
+    the fused launch is faster for nearly every pair below 2.5M extra multiply-adds (typically 6-10 us
+    against 13-20 us), wins and losses balance between 4M and 8M, and it loses every pair above 10M
+    (the wide 5x5 blocks of palm/pose/hand: up to 45 us against 20 us).  So the pair fuses when
+    ``extra <= DW_PW_RECOMPUTE_BUDGET`` (4M): small and deep layers fuse, wide high-resolution layers
+    keep their two launches.
     """
     counts: Counter[str] = Counter()
     lines: Report = []
