@@ -25,11 +25,11 @@ from ._graph import Epilogue, GpuGraph, GpuNode, GpuOp, GpuPlan, PlanTensor
 from ._memory import DEFAULT_ALIGNMENT, plan_arena
 from ._passes import DEFAULT_PIPELINE, Pass, run_passes
 from ._passes.float_view import QDQ_OP
-from ._passes.fuse_dw_pw import DW_PW_OP
+from ._passes.fuse_dw_pw import DW_PW_OP, dw_pw_tiling
 from ._precision import PrecisionPolicy, fp16_risks, precision_policy
 from ._quant import quantized_reason
 
-__all__ = ["SUPPORTED_OPS", "supports", "dw_pw_tiling", "lower_node", "compile_graph", "compile_partition", "MAX_CONCAT_INPUTS"]
+__all__ = ["SUPPORTED_OPS", "supports", "lower_node", "compile_graph", "compile_partition", "MAX_CONCAT_INPUTS"]
 
 MAX_CONCAT_INPUTS = 8  # the concat template renders up to 8 inputs
 
@@ -63,31 +63,6 @@ def split_for(outputs: int, steps: int) -> int:
         if steps >= 2 * s and outputs * s <= _SPLIT_THREADS:
             return s
     return 1
-
-#: dw_pw_conv2d tiling (:func:`dw_pw_tiling`), from every variant timed on an H200 (bench/gpu_dw_pw.py --explore)
-_DW_PW_SPLIT_OUTPUTS = 20480
-_DW_PW_SMALL, _DW_PW_MEDIUM = 1024, 4096
-
-
-def dw_pw_tiling(outputs: int, src_slices: int, out_slices: int, width: int) -> tuple[int, int, int]:
-    """``(split, block_s, block_w)`` of a fused depthwise -> 1x1 launch (``dw_pw_conv2d``) with ``outputs``
-    output vectors (B * H * W * output slices) and ``src_slices`` input slices.
-
-    Not :func:`split_for`: a step of this kernel's reduction is a whole depthwise evaluation of one input
-    slice (KH * KW loads) followed by 16 * block_s multiply-adds, so the serial chain of one work item
-    walking every input slice is long even for 8-16 slices (a 96 -> 96 channel block at 8x8 took 53 us
-    that way on an H200, 7.5 us split 32 ways).  Measured over the fusable pairs of the 13 MediaPipe models:
-    the best group is about one input slice per thread (the power of two >= ``src_slices``, 4 to 128;
-    4- and 8-thread groups win here), as long as the grid is small (<= 20480 output vectors; larger maps
-    already fill the GPU and run best unsplit, one output vector per work item).  With a split, 1 output
-    slice x 1 pixel per group up to 1024 output vectors, then 2 slices, then 2 x 2 past 4096.
-    """
-    if outputs > _DW_PW_SPLIT_OUTPUTS or src_slices < 4:
-        return 1, 1, 1
-    split = min(128, 1 << (src_slices - 1).bit_length())
-    block_s, block_w = (1, 1) if outputs <= _DW_PW_SMALL else (2, 1) if outputs <= _DW_PW_MEDIUM else (2, 2)
-    return split, min(block_s, out_slices), 1 if width == 1 else block_w
-
 
 #: every op name (builtin or custom code) :func:`supports` may accept
 SUPPORTED_OPS = frozenset({

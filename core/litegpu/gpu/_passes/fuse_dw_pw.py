@@ -10,7 +10,7 @@ from .._geometry import conv_geometry
 from .._graph import GpuGraph, GpuNode, Report
 from ._util import only_consumer
 
-__all__ = ["fuse_dw_pw", "DW_PW_OP", "DW_PW_RECOMPUTE_BUDGET", "dw_pw_block_s"]
+__all__ = ["fuse_dw_pw", "DW_PW_OP", "DW_PW_RECOMPUTE_BUDGET", "DW_PW_UNSPLIT_WORK", "dw_pw_block_s", "dw_pw_tiling"]
 
 #: the fused node's op: ``inputs`` = [x, dw weights, dw bias, pw weights, pw bias, dw PRELU alpha]
 #: (-1 where absent), ``attrs["dw"]`` the depthwise's own attributes (stride, padding, dilation,
@@ -21,6 +21,35 @@ DW_PW_OP = "DW_PW_CONV_2D"
 #: Multiply-adds of depthwise recomputation a fusion may add (see :func:`fuse_dw_pw`), from timing every
 #: fusable pair of the 13 MediaPipe models fused and unfused on an H200 (bench/gpu_dw_pw.py --explore).
 DW_PW_RECOMPUTE_BUDGET = 1 << 22
+
+
+#: Loads one work item of an unsplit fused launch may walk (input slices x (KH * KW + 4)); see fuse_dw_pw.
+DW_PW_UNSPLIT_WORK = 64
+
+#: dw_pw_conv2d tiling (:func:`dw_pw_tiling`), from every variant timed on an H200 (bench/gpu_dw_pw.py --explore)
+_SPLIT_OUTPUTS, _SPLIT4_OUTPUTS = 20480, 8192
+_SMALL, _MEDIUM = 1024, 4096
+
+
+def dw_pw_tiling(outputs: int, src_slices: int, out_slices: int, width: int) -> tuple[int, int, int]:
+    """``(split, block_s, block_w)`` of a fused depthwise -> 1x1 launch (kernel ``dw_pw_conv2d``) with
+    ``outputs`` output vectors (B * H * W * output slices) and ``src_slices`` input slices.
+
+    Not ``_lower.split_for``: a step of this kernel's reduction is a whole depthwise evaluation of one
+    input slice (KH * KW loads) and 16 * block_s multiply-adds, so one work item walking every input slice
+    is a long serial chain even at 8-16 slices (a 96 -> 96 channel block at 8x8 took 53 us that way on an
+    H200, 7.5 us split 32 ways).  Timed over every variant of the fusable pairs of the 13 MediaPipe models:
+    the best group is about one input slice per thread (the power of two >= ``src_slices``, 4 to 128;
+    4- and 8-thread groups win here) while the grid is small (<= 20480 output vectors; 4 threads only up
+    to 8192); larger maps fill the GPU already and run best unsplit, one output vector per work item.
+    With a split: 1 output slice x 1 pixel per group up to 1024 output vectors, then 2 slices, then
+    2 slices x 2 pixels past 4096.
+    """
+    if outputs > _SPLIT_OUTPUTS or src_slices < 4 or (src_slices < 8 and outputs > _SPLIT4_OUTPUTS):
+        return 1, 1, 1
+    split = min(128, 1 << (src_slices - 1).bit_length())
+    block_s, block_w = (1, 1) if outputs <= _SMALL else (2, 1) if outputs <= _MEDIUM else (2, 2)
+    return split, min(block_s, out_slices), 1 if width == 1 else block_w
 
 
 def dw_pw_block_s(out_slices: int) -> int:
@@ -95,7 +124,12 @@ def fuse_dw_pw(g: GpuGraph) -> Report:
     against 13-20 us), wins and losses balance between 4M and 8M, and it loses every pair above 10M
     (the wide 5x5 blocks of palm/pose/hand: up to 45 us against 20 us).  So the pair fuses when
     ``extra <= DW_PW_RECOMPUTE_BUDGET`` (4M): small and deep layers fuse, wide high-resolution layers
-    keep their two launches.
+    keep their two launches.  Second rule, for maps too large to split the input slices over a work group
+    (:func:`dw_pw_tiling`): there one work item walks all ``S_mid`` input slices, ``S_mid * (KH*KW + 4)``
+    loads, while the unfused kernels run wide and short; measured, the fused launch still wins at 8-16
+    depthwise channels (52 loads for 3x3: 8 us against 14 at 8 -> 32 channels over 96x96) and loses from
+    24 (78 loads: 17 us against 15 at 24 -> 16 over 112x112), so such a pair fuses only within
+    ``DW_PW_UNSPLIT_WORK`` (64) loads per work item.
     """
     counts: Counter[str] = Counter()
     lines: Report = []
@@ -121,6 +155,13 @@ def fuse_dw_pw(g: GpuGraph) -> Report:
             declined["depthwise recomputation over budget"] += 1
             lines.append(f"kept {dw.describe()} -> {pw.describe()}: {extra} extra multiply-adds "
                          f"> {DW_PW_RECOMPUTE_BUDGET}")
+            continue
+        s_mid = L.slices(c_mid)
+        split, _, _ = dw_pw_tiling(b * oh * ow * s_out, s_mid, s_out, ow)
+        if split == 1 and s_mid * (kh * kw + 4) > DW_PW_UNSPLIT_WORK:
+            declined["large map, too much work per unsplit work item"] += 1
+            lines.append(f"kept {dw.describe()} -> {pw.describe()}: {s_mid} input slices x {kh}x{kw} taps per "
+                         f"work item at {oh}x{ow}")
             continue
         _, act = _dw_act(g, dw)
         geo = conv_geometry(dw.attrs, x.shape[1:3], (kh, kw))
