@@ -71,7 +71,7 @@ def test_block_plan_all_precisions(precision, tol):
     plan = _compile(model, precision)
     kernels = [op.describe() for op in plan.ops]
     # the depthwise (+ PRELU) and the 1x1 projection (+ residual ADD + RELU) are one fused launch
-    assert kernels == ["conv2d[act=RELU6]", "dw_pw_conv2d[block_s=2,dw_act=PRELU,residual=ADD,residual_act=RELU]",
+    assert kernels == ["conv2d[act=RELU6]", "dw_pw_conv2d[block_w=1,dw_act=PRELU,residual=ADD,residual_act=RELU]",
                        "pool2d[op=MAX]", "reduce[op=MEAN]", "fully_connected", "softmax[log=False]"], kernels
     storage = "float32" if precision == "fp32" else "float16"
     for op in plan.ops:
@@ -109,7 +109,8 @@ def test_channel_pad_merged_into_residual_read(cin, cout, dw_main, precision, to
         op = next(op for op in plan.ops if op.kernel == "binary")
         assert op.options["rhs_channels"] == "fewer" and (op.params["R_C"], op.params["C"]) == (cin, cout)
     else:
-        op = next(op for op in plan.ops if op.kernel == "conv2d")
+        # the main path (depthwise -> 1x1) is one fused dw_pw_conv2d launch, which reads the residual the same way
+        op = next(op for op in plan.ops if op.kernel in ("conv2d", "dw_pw_conv2d"))
         assert op.options["residual_channels"] == "fewer" and op.params["RES_S"] == -(-cin // 4), op.describe()
     assert_rel(run_plan(plan, inputs)[0], run_litert(model, inputs)[0], tol, precision)
 

@@ -365,7 +365,8 @@ def test_fuse_channel_pad_into_conv_residual(cin, cout, act_after):
     model, inputs = channel_pad_block(cin, cout, act_after=act_after)
     g, rep = check_passes(model, inputs)
     assert "PAD" not in g.op_counts(), g.op_counts()
-    conv = next(n for n in g.nodes if n.op == "CONV_2D")
+    # the main path's depthwise -> 1x1 conv is one fused node (fuse_dw_pw); it keeps the conv's epilogue
+    conv = next(n for n in g.nodes if n.op in ("CONV_2D", "DW_PW_CONV_2D"))
     assert [e.op for e in conv.epilogue] == ["ADD", act_after]
     step = conv.epilogue[0]
     assert step.zero_extend and g.tensors[step.operand].shape == (1, 4, 5, cin)
@@ -628,6 +629,32 @@ def test_fuse_dw_pw_declines(case, monkeypatch):
            "conv_stride_2": "with a stride", "grouped": "groups 1", "multiplier_2": "multiplier > 1",
            "pad_into_conv": "with padding", "leaky_relu_between": "", "over_budget": "over budget"}[case]
     assert rep["fuse_dw_pw"][0].startswith("fused 0 depthwise -> 1x1 conv pairs") and why in rep["fuse_dw_pw"][0]
+
+
+@pytest.mark.parametrize(("c_mid", "fused"), [(16, True), (24, False)])
+def test_fuse_dw_pw_large_map_work_per_item(c_mid, fused):
+    """72x72 maps with 4 output slices are too large to split the input slices over a work group; there a
+    work item walks every depthwise channel: 16 fuse (4 slices x 13 loads), 24 keep their two launches."""
+    b = model_builder()
+    x = b.input("x", (1, 72, 72, c_mid))
+    d, s = _dw(b, x, (1, 72, 72, c_mid), c_mid, act=3)
+    y, _ = _pw(b, d, s, 16)
+    b.output(y)
+    g, rep = check_passes(b.build(), [rnd(1, 72, 72, c_mid)])
+    assert ("DW_PW_CONV_2D" in g.op_counts()) == fused, g.op_counts()
+    assert fused or "too much work per unsplit work item" in rep["fuse_dw_pw"][0]
+
+
+def test_dw_pw_tiling():
+    from litegpu.gpu._passes.fuse_dw_pw import dw_pw_tiling
+
+    assert dw_pw_tiling(128, 16, 32, 2) == (16, 1, 1)  # tiny grid: one slice per thread, 1 x 1 blocks
+    assert dw_pw_tiling(1536, 24, 24, 8) == (32, 2, 1)  # 96 -> 96 channels at 8x8
+    assert dw_pw_tiling(9216, 16, 8, 48) == (16, 2, 2)
+    assert dw_pw_tiling(300, 200, 8, 1) == (128, 1, 1)  # groups of at most 128; 1-pixel rows: block_w 1
+    assert dw_pw_tiling(8192, 4, 8, 32) == (4, 2, 2) and dw_pw_tiling(18432, 4, 8, 48) == (1, 1, 1)
+    assert dw_pw_tiling(30000, 64, 8, 100) == (1, 1, 1)  # large maps fill the GPU unsplit
+    assert dw_pw_tiling(64, 2, 4, 4) == (1, 1, 1)  # 2 input slices: nothing to split
 
 
 def test_legalise_splits_unsupported_epilogues():
