@@ -386,6 +386,63 @@ def test_depthwise_conv2d(gpu, c, mult, stride, act):
     gpu.check(K.from_phwc4(out["dst"], oshape), ref, "depthwise")
 
 
+@pytest.mark.parametrize(("c", "cout", "k", "stride", "opts"), [
+    (6, 5, 3, 1, {"dw_act": "PRELU", "act": "PRELU"}),                       # channels % 4 != 0
+    (7, 9, 5, 2, {"dw_act": "RELU6", "block_s": 2, "block_w": 1}),
+    (36, 10, 3, 1, {"split": 16, "block_s": 2, "residual": "ADD", "residual_act": "PRELU"}),
+    (22, 14, 3, 2, {"split": 4, "act": "RELU", "residual": "ADD", "residual_channels": "fewer"}),
+    (10, 7, 3, 1, {"split": 8, "block_w": 1, "residual": "MUL", "residual_act": "TANH"}),
+])
+def test_dw_pw_conv2d(gpu, c, cout, k, stride, opts):
+    """Depthwise (KHxKW, stride, SAME padding, own activation) feeding a 1x1 conv, in one launch."""
+    b, h, w = 2, 9, 7
+    x = gpu.data(b, h, w, c)
+    wd = gpu.data(1, k, k, c, lo=-0.5, hi=0.5)
+    bd = gpu.data(c)
+    wp = gpu.data(cout, 1, 1, c, lo=-0.5, hi=0.5)
+    bp = gpu.data(cout)
+    oh, pt = same_pad(h, k, stride)
+    ow, pl = same_pad(w, k, stride)
+    mid = ref_conv2d(x, wd[0].transpose(2, 0, 1)[..., None], bd, (stride, stride), (1, 1), (pt, pl), (oh, ow), c)
+    inputs = {"src": gpu.phwc4(x), "dw_weights": K.pack_depthwise_weights(wd, gpu.dtype),
+              "dw_bias": K.pack_channels(bd, gpu.dtype), "bias": K.pack_channels(bp, gpu.dtype)}
+    inputs["weights"], _ = K.pack_conv2d_weights(wp, 1, gpu.dtype)
+    if opts.get("dw_act") == "PRELU":
+        a = gpu.data(c, lo=0.0, hi=0.5)
+        inputs["dw_alpha"] = K.pack_channels(a, gpu.dtype)
+        mid = np.where(mid >= 0, mid, mid * a)
+    elif opts.get("dw_act") == "RELU6":
+        mid = np.clip(mid, 0, 6)
+    # the kernel keeps the depthwise value in the storage type, as the unfused depthwise stores it
+    mid = mid.astype(gpu.dtype).astype(np.float64)
+    ref = mid @ wp[:, 0, 0, :].T.astype(np.float64) + bp
+    if opts.get("act") == "PRELU":
+        a2 = gpu.data(cout, lo=0.0, hi=0.5)
+        inputs["alpha"] = K.pack_channels(a2, gpu.dtype)
+        ref = np.where(ref >= 0, ref, ref * a2)
+    elif opts.get("act") == "RELU":
+        ref = np.maximum(ref, 0)
+    oshape = (b, oh, ow, cout)
+    p = {"B": b, "SRC_H": h, "SRC_W": w, "SRC_S": K.slices(c), "H": oh, "W": ow, "C": cout, "S": K.slices(cout),
+         "KH": k, "KW": k, "STRIDE_H": stride, "STRIDE_W": stride, "PAD_T": pt, "PAD_L": pl, "DIL_H": 1, "DIL_W": 1}
+    if opts.get("residual"):
+        rshape = (b, oh, ow, 5) if opts.get("residual_channels") == "fewer" else oshape
+        r = gpu.data(*rshape)
+        inputs["res"] = gpu.phwc4(r)
+        if opts.get("residual_channels") == "fewer":
+            p["RES_S"] = K.slices(rshape[3])
+            r = np.pad(r, ((0, 0),) * 3 + ((0, cout - rshape[3]),))
+        ref = ref + r if opts["residual"] == "ADD" else ref * r
+        if opts.get("residual_act") == "PRELU":
+            a3 = gpu.data(cout, lo=0.0, hi=0.5)
+            inputs["res_alpha"] = K.pack_channels(a3, gpu.dtype)
+            ref = np.where(ref >= 0, ref, ref * a3)
+        elif opts.get("residual_act") == "TANH":
+            ref = np.tanh(ref)
+    out = gpu.run("dw_pw_conv2d", inputs, {"dst": _n4(oshape)}, p, **opts)
+    gpu.check(K.from_phwc4(out["dst"], oshape), ref, f"dw_pw_conv2d {opts}")
+
+
 @pytest.mark.parametrize("op", ["AVG", "MAX"])
 def test_pool2d(gpu, op):
     b, h, w, c, k, stride = 2, 9, 10, 7, 3, 2
