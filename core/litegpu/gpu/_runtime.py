@@ -228,6 +228,7 @@ class GpuPartitionKernel(DelegateKernel):
         self.binaries: dict[str, bytes] = {}
         self.programs_from_cache = 0
         self.cache_hit = False
+        self._programs: dict[str, Any] = {}  # by source hash
         self._const_bufs: list[BufferRef] = []
         self._launches: list[_Launch] = []
         for i, op in enumerate(ops):
@@ -327,14 +328,18 @@ class GpuPartitionKernel(DelegateKernel):
         return _Launch(rk, bound, grid, op.describe())
 
     def _program(self, rk: RenderedKernel) -> Any:
-        """Compile ``rk``, or rebuild it from a cached binary when one is there and still accepted."""
+        """Compile ``rk``, or rebuild it from a cached binary when one is there and still accepted
+        (once per source: launches of one kernel over different shapes share the program)."""
         key = _src_key(rk.source)
-        program = None
+        program = self._programs.get(key)
+        if program is not None:
+            return program
         if key in self._binaries_in:
             program = self.device.program_from_binary(rk, self._binaries_in[key])
             self.programs_from_cache += program is not None
         if program is None:
             program = self.device.compile(rk)
+        self._programs[key] = program
         if key not in self.binaries:
             binary = self.device.program_binary(program)
             if binary:
