@@ -107,6 +107,13 @@ class CLDevice(GpuDevice):
         cl.enqueue_copy(self.queue, out, ref.buffer, src_offset=ref.offset, is_blocking=True)
         self._pending.clear()  # the in-order queue is past every earlier upload
 
+    def download_many(self, items: Sequence[tuple[BufferRef, np.ndarray]]) -> None:
+        # queued reads and one wait: the in-order queue has finished every read before the last one
+        reads = [cl.enqueue_copy(self.queue, out, ref.buffer, src_offset=ref.offset, is_blocking=False)
+                 for ref, out in items]
+        if reads:
+            reads[-1].wait()
+            self._pending.clear()
 
     def copy(self, src: BufferRef, dst: BufferRef) -> None:
         cl.enqueue_copy(self.queue, dst.buffer, src.buffer, byte_count=min(src.nbytes, dst.nbytes),

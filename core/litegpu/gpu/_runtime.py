@@ -246,6 +246,8 @@ class GpuPartitionKernel(DelegateKernel):
         # recorded launch lists by the inputs that arrive as DeviceValues (the all-host one now)
         self._recordings: dict[frozenset[int], Any] = {}
         self._recording = self._recording_for(frozenset())
+        #: host outputs that need more than a reshape after their read (numpy layout, quantization)
+        self._host_reads = [b for b in self._outputs if b is not None and (b.mode == "host" or b.quant is not None)]
         self._host_out = {b.tid: np.empty(b.ref.nbytes // np.dtype(b.storage).itemsize, b.storage)
                           for b in self._outputs if b is not None and b.mode == "host"}
 
@@ -383,18 +385,22 @@ class GpuPartitionKernel(DelegateKernel):
                 dev.copy(src, dst)
         dev.replay(self._recording_for(frozenset(on_device)) if on_device else self._recording)
         out: dict[int, Any] = {}
+        reads: list[tuple[BufferRef, np.ndarray]] = []
         for tid, b in zip(self.plan.outputs, self._outputs, strict=True):
             if b is None:
                 out[tid] = self._device_values[tid]
-            elif b.mode == "host":
-                buf = self._host_out[tid]
-                dev.download(b.ref, buf)
-                out[tid] = from_device(buf, b.shape, b.ir_shape, b.dtype, b.quant)
-            else:  # a fresh array each invoke: the caller owns what it gets
-                a = np.empty(b.ir_shape, np.float32)
-                dev.download(b.ref, a)
-                out[tid] = a if b.quant is None else quantize_host(a, *b.quant, b.dtype)
-        if not out:
+            else:  # host mode: the PHWC4 buffer kept for it; else a fresh array (the caller owns it)
+                out[tid] = self._host_out[tid] if b.mode == "host" else np.empty(b.ir_shape, np.float32)
+                reads.append((b.ref, out[tid]))
+        if reads:
+            dev.download_many(reads)  # every read queued, one wait
+            for b in self._host_reads:
+                a = out[b.tid]
+                if b.mode == "host":
+                    out[b.tid] = from_device(a, b.shape, b.ir_shape, b.dtype, b.quant)
+                elif b.quant is not None:
+                    out[b.tid] = quantize_host(a, *b.quant, b.dtype)
+        elif not out:
             dev.finish()
         return out
 
