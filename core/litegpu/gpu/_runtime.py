@@ -210,6 +210,8 @@ class GpuPartitionKernel(DelegateKernel):
         before = [(b, self._layout_op("bhwc_to_phwc4", b)) for b in self._inputs if b.mode == "device"]
         after = [(b, self._layout_op("phwc4_to_bhwc", b)) for b in self._outputs if b and b.mode == "device"]
         ops = [op for _b, op in before] + list(plan.ops) + [op for _b, op in after]
+        #: one GpuOp per launch, in launch order (the plan's, with the boundary conversions around them)
+        self.ops = ops
         # From the cache: program binaries by source hash, kernel sources, and one record per launch
         # (rendered kernel + grid + chosen work group), so a warm start neither renders nor tunes.
         cached = cached or {}
@@ -357,8 +359,15 @@ class GpuPartitionKernel(DelegateKernel):
         return out
 
     def invoke(self, inputs: Mapping[int, Any]) -> dict[int, Any]:
+        on_device = self.send(inputs)
+        self.device.replay(self._recording_for(on_device) if on_device else self._recording)
+        return self.receive()
+
+    def send(self, inputs: Mapping[int, Any]) -> frozenset[int]:
+        """Queue the inputs' uploads (DeviceValues: device copies); returns the ids of those that
+        arrived as DeviceValues.  Every input is checked, and converted where the host must, before
+        anything is uploaded."""
         dev = self.device
-        # every input is checked (and converted where the host must) before anything is uploaded
         sends: list[tuple[BufferRef | None, BufferRef, np.ndarray | None]] = []
         on_device: tuple[int, ...] = ()
         for b in self._inputs:
@@ -383,7 +392,11 @@ class GpuPartitionKernel(DelegateKernel):
                 dev.upload(dst, a)
             else:
                 dev.copy(src, dst)
-        dev.replay(self._recording_for(frozenset(on_device)) if on_device else self._recording)
+        return frozenset(on_device)
+
+    def receive(self) -> dict[int, Any]:
+        """The outputs after a replay: host outputs read (one wait) as numpy, the rest DeviceValues."""
+        dev = self.device
         out: dict[int, Any] = {}
         reads: list[tuple[BufferRef, np.ndarray]] = []
         for tid, b in zip(self.plan.outputs, self._outputs, strict=True):
