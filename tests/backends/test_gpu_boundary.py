@@ -132,6 +132,8 @@ def test_conversions_are_launches_and_outputs_match_litert(backend, shape):
         assert desc["boundary_launches"] == 4 and desc["launches"] == len(desc["kernels"]) == len(k.plan.ops) + 4
         assert desc["boundary"] == {"inputs": {"x": "device", "z": "device"}, "outputs": {"s": "device", "a": "device"}}
         assert _recorded(k) == desc["launches"] and len(desc["workgroups"]) == desc["launches"]
+        n, h, w, _c = shape
+        assert desc["staging_bytes"] == 4 * n * h * w * (3 + 3 + 6 + 3)  # dense float32: x, z in; s, a out
         got = _invoke(it, xs)
         for g, w in zip(got, want, strict=True):
             assert g.shape == w.shape and g.dtype == w.dtype == np.float32

@@ -14,7 +14,7 @@ invoke
     enqueue every launch (``GpuDevice.replay``) with no host synchronisation in
     between -- first ``bhwc_to_phwc4`` per input, then the plan's launches,
     then ``phwc4_to_bhwc`` per host output into a dense float32 staging buffer
-    -- then one blocking read per host output.  The layout conversions (and
+    -- then the host outputs' reads, with one wait.  The layout conversions (and
     the float32 <-> float16 conversion of the fp16 modes) run on the device;
     the host only reshapes (see "Partition boundary" below).
 
@@ -37,7 +37,7 @@ Each boundary tensor crosses in one of three ways (:attr:`_Boundary.mode`):
     PHWC4 buffer; its padding lanes are zeroed once at prepare.
 ``host``
     the numpy conversion of ``_layout.to_device/from_device``: tensors the
-    float32 kernels do not cover (int32, bool, float16 on the host side).
+    float32 kernels do not cover (bool, float16 host arrays).
 
 Quantized boundary tensors (the float view) take ``device``/``direct`` too;
 the host only (de)quantizes the dense array elementwise (``_layout.
@@ -435,6 +435,8 @@ class GpuPartitionKernel(DelegateKernel):
         d["boundary"] = {"inputs": {b.name: b.mode for b in self._inputs},
                          "outputs": {b.name: b.mode for b in self._outputs if b is not None}}
         d["boundary_launches"] = len(self._launches) - len(self.plan.ops)
+        d["staging_bytes"] = sum(b.ref.nbytes for b in (*self._inputs, *self._outputs)
+                                 if b is not None and b.mode == "device")
         d["tuning"] = self.tuner.mode
         d["cache_hit"] = self.cache_hit
         d["prepare_ms"] = dict(getattr(self, "prepare_ms", {}))
