@@ -176,6 +176,28 @@ def test_one_pixel_tensors_are_copied_directly_where_the_layouts_agree(backend):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+def test_a_rank0_output_is_read_directly(backend):
+    b = ModelBuilder()
+    x = b.input("x", (3, 5), "float32")
+    m = b.tensor("m", (), "float32")
+    b.op("SUM", [x, b.const("ax", np.array([0, 1], np.int32))], [m], keep_dims=False)
+    y = b.tensor("y", (), "float32")
+    b.op("TANH", [m], [y])
+    b.output(y)
+    model = b.build()
+    xs = [(_rng(8).standard_normal((3, 5)) * 0.2).astype(np.float32)]
+    d = _delegate(backend)
+    try:
+        it = _interpreter(model, d)
+        (k,) = _kernels(it)
+        assert k.describe()["boundary"] == {"inputs": {"x": "device"}, "outputs": {"y": "direct"}}
+        (got,), (want,) = _invoke(it, xs), run_litert(model, xs)
+        assert got.shape == want.shape == () and rel_error(got, want) <= 1e-5
+    finally:
+        _close(d)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("precision", ["fp16", "fp16_fp32acc"])
 def test_fp16_modes_convert_on_the_device_from_float32_staging(backend, precision):
     model, xs = _conv_model((2, 6, 5, 3))
