@@ -69,7 +69,7 @@ def main() -> int:
         items = [(ln.bound[0], _gsize(ln.grid, ln.kernel.workgroup), ln.kernel.workgroup) for ln in k._launches]
         times = _time_launches(cl, dev.ctx, items, args.runs)
         rows = []
-        for i, (ln, op, t) in enumerate(zip(k._launches, k.plan.ops, times, strict=True)):
+        for i, (ln, op, t) in enumerate(zip(k._launches, k.ops, times, strict=True)):
             row = {"label": ln.label, "kernel": op.kernel, "options": dict(ln.kernel.options),
                    "params": {kk: v for kk, v in op.params.items() if isinstance(v, (int, float))},
                    "grid": list(ln.grid), "wg": list(ln.kernel.workgroup), "us": round(t, 2)}

@@ -68,6 +68,12 @@ class GpuDevice(ABC):
     def download(self, ref: BufferRef, out: np.ndarray) -> None:
         """Copy ``ref`` into the host array ``out``, after all queued work; blocks."""
 
+    def download_many(self, items: Sequence[tuple[BufferRef, np.ndarray]]) -> None:
+        """:meth:`download` of each ``(ref, out)``; blocks until all are done.  An API that can queue
+        the reads and wait once (OpenCL) overrides it."""
+        for ref, out in items:
+            self.download(ref, out)
+
     def copy(self, src: BufferRef, dst: BufferRef) -> None:
         """Device-to-device copy of ``src`` into ``dst`` (queued).  The default goes via the host."""
         host = np.empty(min(src.nbytes, dst.nbytes), np.uint8)
