@@ -23,6 +23,52 @@ def conv_model(b, x, cin, cout, hw, *, k=3, act=0, padding=0, name="c", stride=1
     return y
 
 
+def channel_pad_block(cin: int, cout: int, *, value=None, pads=None, pad_first=False, dw_main=False,
+                       extra_reader=False, act_after="RELU"):
+    """BlazeFace-style widening block: skip = PAD(max_pool(x)) on channels, main = conv(dw(x)) (or a
+    depthwise with multiplier when ``dw_main``: the ADD then stays a binary node), ADD, activation."""
+    b = model_builder()
+    x = b.input("x", (1, 8, 10, cin))
+    feeds = [rnd(1, 8, 10, cin)]
+    mp = b.tensor("mp", (1, 4, 5, cin))
+    b.op("MAX_POOL_2D", [x], [mp], padding=1, stride_w=2, stride_h=2, filter_width=2, filter_height=2)
+    pads = pads or [[0, 0], [0, 0], [0, 0], [0, cout - cin]]
+    pshape = tuple(4 + sum(pads[1]) if i == 1 else 5 + sum(pads[2]) if i == 2 else cout if i == 3 else 1
+                   for i in range(4))
+    p = b.tensor("padded", pshape)
+    pc = b.const("pads", np.array(pads, np.int32))
+    if value is None:
+        b.op("PAD", [mp, pc], [p])
+    else:
+        b.op("PADV2", [mp, pc, b.const("pv", np.array([value], np.float32))], [p])
+    hw = pshape[1:3]
+    main = b.tensor("main", (1, *hw, cout))
+    if dw_main:
+        b.op("DEPTHWISE_CONV_2D", [x, b.const("dw", rnd(1, 3, 3, cout)), b.const("db", rnd(cout))], [main],
+             padding=0, stride_w=2, stride_h=2, depth_multiplier=cout // cin)
+    elif hw != (4, 5):  # a spatial pad: the main path reads an input of the padded size
+        feeds.append(rnd(1, *hw, cin))
+        b.op("CONV_2D", [b.input("x2", (1, *hw, cin)), b.const("pw", rnd(cout, 1, 1, cin)), b.const("pb", rnd(cout))],
+             [main], padding=1, stride_w=1, stride_h=1)
+    else:
+        d = b.tensor("d", (1, 4, 5, cin))
+        b.op("DEPTHWISE_CONV_2D", [x, b.const("dw", rnd(1, 3, 3, cin)), b.const("db", rnd(cin))], [d], padding=0,
+             stride_w=2, stride_h=2, depth_multiplier=1)
+        b.op("CONV_2D", [d, b.const("pw", rnd(cout, 1, 1, cin)), b.const("pb", rnd(cout))], [main], padding=1,
+             stride_w=1, stride_h=1)
+    s_ = b.tensor("s", (1, *hw, cout))
+    b.op("ADD", [p, main] if pad_first else [main, p], [s_])
+    y = b.tensor("y", (1, *hw, cout))
+    if act_after == "PRELU":
+        b.op("PRELU", [s_, b.const("alpha", rnd(1, 1, cout))], [y])
+    else:
+        b.op(act_after, [s_], [y])
+    b.output(y)
+    if extra_reader:
+        b.output(p)
+    return b.build(), feeds
+
+
 def _unary(op, lo=-3.0, hi=3.0, **opts):
     b = model_builder()
     x = b.input("x", (1, 3, 4, 5))
@@ -118,6 +164,62 @@ def _model_misc(op):
     return b.build(), [rnd(1, 4, 6, 8, lo=-3, hi=3)]
 
 
+def _model_dw_pw(kind):
+    """DEPTHWISE_CONV_2D -> 1x1 CONV_2D pairs (fused into one dw_pw_conv2d launch), channels not multiples of 4."""
+    b = model_builder()
+    if kind == "prelu_residual":  # BlazeFace block: dw -> PRELU -> 1x1 -> PRELU -> ADD(skip) -> PRELU
+        x = b.input("x", (1, 7, 9, 6))
+        inputs = [rnd(1, 7, 9, 6, lo=-2, hi=2)]
+        d = b.tensor("d", (1, 7, 9, 6))
+        b.op("DEPTHWISE_CONV_2D", [x, b.const("dw", rnd(1, 3, 3, 6)), b.const("db", rnd(6))], [d], padding=0,
+             stride_w=1, stride_h=1, depth_multiplier=1)
+        t = b.tensor("t", (1, 7, 9, 6))
+        b.op("PRELU", [d, b.const("a0", rnd(1, 1, 6, lo=0, hi=0.5))], [t])
+        y = b.tensor("y", (1, 7, 9, 6))
+        b.op("CONV_2D", [t, b.const("pw", rnd(6, 1, 1, 6)), b.const("pb", rnd(6))], [y], padding=0, stride_w=1,
+             stride_h=1)
+        p1 = b.tensor("p1", (1, 7, 9, 6))
+        b.op("PRELU", [y, b.const("a1", rnd(1, 1, 6, lo=0, hi=0.5))], [p1])
+        s = b.tensor("s", (1, 7, 9, 6))
+        b.op("ADD", [p1, x], [s])
+        y = b.tensor("p2", (1, 7, 9, 6))
+        b.op("PRELU", [s, b.const("a2", rnd(1, 1, 6, lo=0, hi=0.5))], [y])
+    elif kind == "5x5_s2":  # stride 2, batch 2, dw RELU6, pw RELU
+        x = b.input("x", (2, 11, 9, 7))
+        inputs = [rnd(2, 11, 9, 7)]
+        d = b.tensor("d", (2, 6, 5, 7))
+        b.op("DEPTHWISE_CONV_2D", [x, b.const("dw", rnd(1, 5, 5, 7)), b.const("db", rnd(7))], [d], padding=0,
+             stride_w=2, stride_h=2, depth_multiplier=1, fused_activation_function=3)
+        y = b.tensor("y", (2, 6, 5, 10))
+        b.op("CONV_2D", [d, b.const("pw", rnd(10, 1, 1, 7)), b.const("pb", rnd(10))], [y], padding=1, stride_w=1,
+             stride_h=1, fused_activation_function=1)
+    elif kind == "split":  # 130 channels on a 3x5 grid: the input slices split over a work group
+        x = b.input("x", (1, 3, 5, 130))
+        inputs = [rnd(1, 3, 5, 130)]
+        d = b.tensor("d", (1, 3, 5, 130))
+        b.op("DEPTHWISE_CONV_2D", [x, b.const("dw", rnd(1, 3, 3, 130)), b.const("db", rnd(130))], [d], padding=0, stride_w=1,
+             stride_h=1, dilation_w_factor=2, dilation_h_factor=2, depth_multiplier=1)
+        y = b.tensor("y", (1, 3, 5, 9))
+        b.op("CONV_2D", [d, b.const("pw", rnd(9, 1, 1, 130, lo=-0.2, hi=0.2)), b.const("pb", rnd(9))], [y],
+             padding=0, stride_w=1, stride_h=1, fused_activation_function=3)
+    else:  # "pad_mul": a PAD merged into the depthwise, the 1x1 conv times another input, then RELU
+        x = b.input("x", (1, 6, 6, 5))
+        r = b.input("r", (1, 6, 6, 3))
+        inputs = [rnd(1, 6, 6, 5), rnd(1, 6, 6, 3)]
+        p = b.tensor("p", (1, 8, 8, 5))
+        b.op("PAD", [x, b.const("pads", np.array([[0, 0], [1, 1], [1, 1], [0, 0]], np.int32))], [p])
+        d = b.tensor("d", (1, 6, 6, 5))
+        b.op("DEPTHWISE_CONV_2D", [p, b.const("dw", rnd(1, 3, 3, 5)), b.const("db", rnd(5))], [d], padding=1,
+             stride_w=1, stride_h=1, depth_multiplier=1, fused_activation_function=1)
+        c = b.tensor("c", (1, 6, 6, 3))
+        b.op("CONV_2D", [d, b.const("pw", rnd(3, 1, 1, 5)), b.const("pb", rnd(3))], [c], padding=0, stride_w=1,
+             stride_h=1)
+        y = b.tensor("y", (1, 6, 6, 3))
+        b.op("MUL", [c, r], [y], fused_activation_function=1)
+    b.output(y)
+    return b.build(), inputs
+
+
 _OP_CASES = {
     **{op: (lambda op=op: _unary(op)) for op in ["ABS", "NEG", "SIN", "COS", "TANH", "LOGISTIC", "RELU", "RELU6",
                                                  "RELU_N1_TO_1", "ELU", "HARD_SWISH", "EXP"]},
@@ -128,6 +230,7 @@ _OP_CASES = {
     "ADD_4d_broadcast": lambda: _binary("ADD", (2, 1, 4, 1)), "PRELU": lambda: _binary("PRELU", (1, 1, 5)),
     "CONV_2D": _model_conv, "CONV_2D_dilated": lambda: _model_conv(dilation=2, stride=1, padding=1),
     "CONV_2D_grouped": lambda: _model_conv(groups=2),
+    **{f"DW_PW_{k}": (lambda k=k: _model_dw_pw(k)) for k in ("prelu_residual", "5x5_s2", "split", "pad_mul")},
     "TRANSPOSE_CONV_same": lambda: _model_transpose_conv(0),
     "TRANSPOSE_CONV_valid": lambda: _model_transpose_conv(1),
     **{f"{op}_{a}_{h}": (lambda op=op, a=a, h=h: _model_resize(op, a, h))

@@ -120,9 +120,17 @@ class PlanExecutor:
             alpha = np.asarray(op.constants["alpha"], np.float32).reshape(-1)[:o]
         r = _act(r, op.options.get("act"), alpha)
         if op.options.get("residual"):
-            res = self.operand(op, "res", r.shape)
+            if op.options.get("residual_channels") == "fewer":  # fewer channels (RES_S slices), zero past them
+                res = self.read(op, "res")
+                assert L.slices(res.shape[3]) == p["RES_S"] and res.shape[:3] == r.shape[:3], (res.shape, p)
+                res = np.pad(res, ((0, 0),) * 3 + ((0, o - res.shape[3]),))
+            else:
+                res = self.operand(op, "res", r.shape)
             r = BINARY[op.options["residual"]](r, res)
-            r = _act(r, op.options.get("residual_act"))
+            ra = None
+            if op.options.get("residual_act") == "PRELU":
+                ra = np.asarray(op.constants["res_alpha"], np.float32).reshape(-1)[:o]
+            r = _act(r, op.options.get("residual_act"), ra)
         return r
 
     def k_conv2d(self, op, p, o):
@@ -154,6 +162,25 @@ class PlanExecutor:
             out += patch[..., src_c] * w[ky, kx]
         bias = np.asarray(op.constants["bias"], np.float32).reshape(-1)[:c]
         self.write(op, "dst", self._conv_epilogue(op, out + bias, p, c))
+
+    def k_dw_pw_conv2d(self, op, p, o):
+        x = self.read(op, "src")
+        cm, cout = x.shape[3], p["C"]
+        dw = np.asarray(op.constants["dw_weights"], np.float32)  # [SRC_S, KH, KW, 4]
+        dw = dw.transpose(1, 2, 0, 3).reshape(p["KH"], p["KW"], -1)[..., :cm]
+        mid = np.zeros((p["B"], p["H"], p["W"], cm), np.float32)
+        for ky, kx, patch in _taps(x, p["KH"], p["KW"], p["STRIDE_H"], p["STRIDE_W"], p["DIL_H"], p["DIL_W"],
+                                   p["PAD_T"], p["PAD_L"], p["H"], p["W"]):
+            mid += patch * dw[ky, kx]
+        mid += np.asarray(op.constants["dw_bias"], np.float32).reshape(-1)[:cm]
+        dw_alpha = np.asarray(op.constants["dw_alpha"], np.float32).reshape(-1)[:cm] if "dw_alpha" in op.constants \
+            else None
+        # the kernel rounds the depthwise value to the storage type, as the unfused depthwise stores it
+        real = np.float32 if (op.precision or self.plan.precision) == "fp32" else np.float16
+        mid = _act(mid, o.get("dw_act"), dw_alpha).astype(real).astype(np.float32)
+        w = _unpack_conv(np.asarray(op.constants["weights"], np.float32), cout, cm)[:, 0, 0, :]
+        bias = np.asarray(op.constants["bias"], np.float32).reshape(-1)[:cout]
+        self.write(op, "dst", self._conv_epilogue(op, mid @ w.T + bias, p, cout))
 
     def k_transpose_conv2d(self, op, p, o):
         x = self.read(op, "src")
@@ -194,6 +221,8 @@ class PlanExecutor:
             rhs = np.float32(p["R_VALUE"])
         else:
             rhs = self.operand(op, "rhs", (p["R_B"], p["R_H"], p["R_W"], p["R_C"]))
+            if o.get("rhs_channels") == "fewer":  # zero past its channels, no broadcast
+                rhs = np.pad(rhs, ((0, 0),) * 3 + ((0, p["C"] - p["R_C"]),))
         v = _act(BINARY[o["op"]](lhs, rhs).astype(np.float32), o.get("act"))
         for f in o.get("chain", ()):
             v = _act(v, f)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from _gpu_check import assert_rel, graph_of, rel_err, run_litert
-from _gpu_models import _OP_CASES, rnd
+from _gpu_models import _OP_CASES, channel_pad_block, rnd
 from _gpu_plan_exec import run_plan
 from _gpu_tflite import StopgapModelBuilder, model_builder, read_model
 from litegpu import ConfigError
@@ -70,9 +70,9 @@ def test_block_plan_all_precisions(precision, tol):
     ref = run_litert(model, inputs)
     plan = _compile(model, precision)
     kernels = [op.describe() for op in plan.ops]
-    assert kernels == ["conv2d[act=RELU6]", "depthwise_conv2d[act=PRELU,multiplier=one]",
-                       "conv2d[residual=ADD,residual_act=RELU]", "pool2d[op=MAX]", "reduce[op=MEAN]",
-                       "fully_connected", "softmax[log=False]"], kernels
+    # the depthwise (+ PRELU) and the 1x1 projection (+ residual ADD + RELU) are one fused launch
+    assert kernels == ["conv2d[act=RELU6]", "dw_pw_conv2d[block_w=1,dw_act=PRELU,residual=ADD,residual_act=RELU]",
+                       "pool2d[op=MAX]", "reduce[op=MEAN]", "fully_connected", "softmax[log=False]"], kernels
     storage = "float32" if precision == "fp32" else "float16"
     # host outputs (the max pool and the softmax) are stored, and their kernels compute, in float32 in
     # every mode (the mixed_precision pass); the rest follows the mode
@@ -81,7 +81,7 @@ def test_block_plan_all_precisions(precision, tol):
         writes_output = bool(host & set(op.outputs))
         for arr in op.constants.values():
             assert arr.dtype == ("float32" if writes_output else storage)
-        heavy = op.kernel in ("conv2d", "depthwise_conv2d", "fully_connected", "reduce", "softmax")
+        heavy = op.kernel in ("conv2d", "dw_pw_conv2d", "fully_connected", "reduce", "softmax")
         want_acc = "float32" if precision == "fp32" or writes_output or (precision == "fp16_fp32acc" and heavy) \
             else "float16"
         assert op.accumulator == want_acc, (op.kernel, op.accumulator)
@@ -94,8 +94,31 @@ def test_block_plan_all_precisions(precision, tol):
     assert conv.constants["weights"].shape == (3, 1, 1, 8, 4)  # [S_o][KH][KW][I4][4]
     assert conv.params["PAD_T"] == 0 and conv.params["SRC_S"] == 2 and conv.params["S"] == 3
     dw = plan.ops[1]
-    assert dw.params["PAD_T"] == 1 and dw.constants["alpha"].shape == (3, 4)
+    assert [name for name, _ in dw.bindings] == ["src", "dw_weights", "dw_bias", "dw_alpha", "weights", "bias",
+                                                  "res", "dst"]
+    assert dw.params["PAD_T"] == 1 and dw.params["KH"] == 3 and dw.constants["dw_alpha"].shape == (3, 4)
+    assert dw.constants["dw_weights"].shape == (3, 3, 3, 4)  # [S][KH][KW][4]
+    assert dw.constants["weights"].shape == (2, 1, 1, 12, 4)  # [S_o][1][1][I4][4]
     assert plan.report["memory"][0].startswith("arena ")
+
+
+@pytest.mark.parametrize("precision,tol", [("fp32", 1e-5), ("fp16", 2e-2)])
+@pytest.mark.parametrize("cin,cout,dw_main", [(6, 10, False), (5, 12, False), (3, 6, True), (1, 6, True)])
+def test_channel_pad_merged_into_residual_read(cin, cout, dw_main, precision, tol):
+    """A zero channel PAD feeding a residual ADD costs no launch: the conv2d residual (or the binary rhs)
+    reads the narrower tensor, zero past its RES_S (R_S) slices."""
+    model, inputs = channel_pad_block(cin, cout, dw_main=dw_main, act_after="PRELU" if cout == 10 else "RELU")
+    plan = _compile(model, precision)
+    kernels = [op.describe() for op in plan.ops]
+    assert not any(k.startswith("pad") for k in kernels), kernels
+    if dw_main:
+        op = next(op for op in plan.ops if op.kernel == "binary")
+        assert op.options["rhs_channels"] == "fewer" and (op.params["R_C"], op.params["C"]) == (cin, cout)
+    else:
+        # the main path (depthwise -> 1x1) is one fused dw_pw_conv2d launch, which reads the residual the same way
+        op = next(op for op in plan.ops if op.kernel in ("conv2d", "dw_pw_conv2d"))
+        assert op.options["residual_channels"] == "fewer" and op.params["RES_S"] == -(-cin // 4), op.describe()
+    assert_rel(run_plan(plan, inputs)[0], run_litert(model, inputs)[0], tol, precision)
 
 
 def test_grouped_conv_plans():
@@ -365,3 +388,13 @@ def test_interpreter_with_partitions_around_custom_ops(name, mediapipe_models):
     assert delegate.prepared
     for a, b in zip(got, cpu, strict=True):
         assert rel_err(a, b) <= 5e-4
+
+
+def test_split_for_picks_groups_for_small_grids_with_long_reductions():
+    from litegpu.gpu._lower import split_for
+
+    assert split_for(1, 288) == 128  # a 1x1 head over 1152 channels
+    assert split_for(2304, 216) == 32  # 8x8x864 -> 8x8x288: limited by the thread budget
+    assert split_for(100_000, 500) == 1  # plenty of outputs already
+    assert split_for(64, 20) == 1  # too short a reduction to share
+    assert split_for(64, 32) == 16

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import importlib
+
 import numpy as np
 import pytest
 from _gpu_check import REL, assert_rel, check_passes, graph_of, rel_err, run_litert
-from _gpu_models import _OP_CASES, RNG, conv_model, rnd
+from _gpu_models import _OP_CASES, RNG, channel_pad_block, conv_model, rnd
 from _gpu_tflite import StopgapModelBuilder, model_builder, read_model
 from litegpu._ir import DimensionMetadata, Sparsity
 from litegpu.gpu._capabilities import epilogue_fits
@@ -343,7 +345,7 @@ def test_merge_pad_refused(monkeypatch):
     monkeypatch.setattr(_capabilities, "POOL_TAKES_PAD_VALUE", True)
     b = model_builder()
     x = b.input("x", (1, 6, 6, 4))
-    pc = b.tensor("pc", (1, 6, 6, 8))  # channel padding (BlazeFace residual): not mergeable
+    pc = b.tensor("pc", (1, 6, 6, 8))  # channel padding: not into a pool (fuse_channel_pad: residual ADDs)
     b.op("PAD", [x, b.const("pads", np.array([[0, 0], [0, 0], [0, 0], [0, 4]], np.int32))], [pc])
     m1 = b.tensor("m1", (1, 3, 3, 8))
     b.op("MAX_POOL_2D", [pc], [m1], padding=1, stride_w=2, stride_h=2, filter_width=2, filter_height=2)
@@ -355,6 +357,54 @@ def test_merge_pad_refused(monkeypatch):
     g, rep = check_passes(b.build(), [rnd(1, 6, 6, 4, lo=-2, hi=-1)], [normalise_bhwc, merge_pad])
     assert g.op_counts() == {"MAX_POOL_2D": 2, "PAD": 2}
     assert rep["merge_pad"][0].startswith("merged 0")
+
+
+@pytest.mark.parametrize("cin,cout", [(6, 10), (3, 4), (8, 16), (5, 12)])
+@pytest.mark.parametrize("act_after", ["RELU", "PRELU"])
+def test_fuse_channel_pad_into_conv_residual(cin, cout, act_after):
+    model, inputs = channel_pad_block(cin, cout, act_after=act_after)
+    g, rep = check_passes(model, inputs)
+    assert "PAD" not in g.op_counts(), g.op_counts()
+    # the main path's depthwise -> 1x1 conv is one fused node (fuse_dw_pw); it keeps the conv's epilogue
+    conv = next(n for n in g.nodes if n.op in ("CONV_2D", "DW_PW_CONV_2D"))
+    assert [e.op for e in conv.epilogue] == ["ADD", act_after]
+    step = conv.epilogue[0]
+    assert step.zero_extend and g.tensors[step.operand].shape == (1, 4, 5, cin)
+    assert rep["fuse_channel_pad"][0] == "merged 1 channel PADs into residual reads"
+    assert f"(channels {cin} -> {cout})" in rep["fuse_channel_pad"][1]
+
+
+@pytest.mark.parametrize("cin,cout", [(3, 6), (1, 6), (2, 4)])
+@pytest.mark.parametrize("pad_first", [False, True])
+def test_fuse_channel_pad_into_binary_add(cin, cout, pad_first):
+    # the main path is a depthwise conv (no residual slot): the ADD stays a binary node and reads the
+    # pool's result zero-extended; a 1-channel rhs must not broadcast
+    model, inputs = channel_pad_block(cin, cout, pad_first=pad_first, dw_main=True)
+    g, rep = check_passes(model, inputs)
+    assert "PAD" not in g.op_counts(), g.op_counts()
+    add = next(n for n in g.nodes if n.op == "ADD")
+    assert add.attrs["zero_extend_rhs"] and g.tensors[add.inputs[1]].shape == (1, 4, 5, cin)
+    assert [e.op for e in add.epilogue] == ["RELU"]
+    assert rep["fuse_channel_pad"][0].startswith("merged 1 ")
+
+
+@pytest.mark.parametrize("why", ["value", "negative_zero", "spatial", "leading", "two_readers"])
+def test_fuse_channel_pad_declined(why):
+    kw: dict = {}
+    if why == "value":
+        kw["value"] = 0.5
+    elif why == "negative_zero":
+        kw["value"] = -0.0
+    elif why == "spatial":
+        kw["pads"] = [[0, 0], [1, 1], [1, 1], [0, 4]]
+    elif why == "leading":
+        kw["pads"] = [[0, 0], [0, 0], [0, 0], [2, 2]]
+    else:
+        kw["extra_reader"] = True
+    model, inputs = channel_pad_block(6, 10, **kw)
+    g, rep = check_passes(model, inputs)
+    assert g.op_counts().get("PADV2" if "value" in kw else "PAD") == 1, g.op_counts()
+    assert rep["fuse_channel_pad"][0].startswith("merged 0 ")
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -426,6 +476,23 @@ def test_fuse_residual_add_reorders_and_chains():
     assert g.nodes[1].epilogue[0].reverse
 
 
+def test_fuse_prelu_after_residual_add():
+    """conv -> PRELU -> ADD(skip) -> PRELU (BlazeFace blocks) becomes one conv with a 3-step epilogue;
+    the two PRELUs keep their own alphas (checked against LiteRT by check_passes)."""
+    b = model_builder()
+    x = b.input("x", (1, 6, 6, 6))
+    y = conv_model(b, x, 6, 6, 6, name="a")
+    p1 = b.tensor("p1", (1, 6, 6, 6))
+    b.op("PRELU", [y, b.const("al1", rnd(1, 1, 6))], [p1])
+    s = b.tensor("s", (1, 6, 6, 6))
+    b.op("ADD", [p1, x], [s])
+    p2 = b.tensor("p2", (1, 6, 6, 6))
+    b.op("PRELU", [s, b.const("al2", rnd(1, 1, 6))], [p2])
+    b.output(p2)
+    g, _ = check_passes(b.build(), [rnd(1, 6, 6, 6)])
+    assert [(n.op, [e.op for e in n.epilogue]) for n in g.nodes] == [("CONV_2D", ["PRELU", "ADD", "PRELU"])]
+
+
 def test_fuse_residual_when_operand_comes_later():
     b = model_builder()
     x = b.input("x", (1, 6, 6, 4))
@@ -440,6 +507,154 @@ def test_fuse_residual_when_operand_comes_later():
     g, _ = check_passes(b.build(), [rnd(1, 6, 6, 4)], [normalise_bhwc, fuse_elementwise])
     assert [n.op for n in g.nodes] == ["MAX_POOL_2D", "CONV_2D", "SUB"]  # the conv moved after its operand
     assert [e.op for e in g.nodes[1].epilogue] == ["MUL", "RELU"] and not g.nodes[1].epilogue[0].reverse
+
+
+# -- depthwise -> 1x1 conv ------------------------------------------------------------------------------------
+
+
+def _dw(b, x, shape, c, *, k=3, stride=1, mult=1, act=0, name="d", padding=0):
+    _, h, w, _ = shape
+    oh, ow = ((h + stride - 1) // stride, (w + stride - 1) // stride) if padding == 0 else \
+        ((h - k) // stride + 1, (w - k) // stride + 1)
+    d = b.tensor(name, (shape[0], oh, ow, c * mult))
+    b.op("DEPTHWISE_CONV_2D", [x, b.const(f"{name}_w", rnd(1, k, k, c * mult)), b.const(f"{name}_b", rnd(c * mult))],
+         [d], padding=padding, stride_w=stride, stride_h=stride, depth_multiplier=mult, fused_activation_function=act)
+    return d, (shape[0], oh, ow, c * mult)
+
+
+def _pw(b, x, shape, cout, *, k=1, stride=1, groups=1, act=0, name="p"):
+    n, h, w, c = shape
+    oh, ow = (h + stride - 1) // stride, (w + stride - 1) // stride
+    y = b.tensor(name, (n, oh, ow, cout))
+    b.op("CONV_2D", [x, b.const(f"{name}_w", rnd(cout, k, k, c // groups)), b.const(f"{name}_b", rnd(cout))], [y],
+         padding=0, stride_w=stride, stride_h=stride, fused_activation_function=act)
+    return y, (n, oh, ow, cout)
+
+
+def test_fuse_dw_pw_blazeface_block():
+    """dw -> PRELU -> 1x1 -> PRELU -> ADD(skip) -> PRELU: one DW_PW_CONV_2D with the depthwise's PRELU as an
+    attribute (its alpha an input) and the 1x1 conv's 3-step epilogue; meaning checked against LiteRT."""
+    b = model_builder()
+    x = b.input("x", (1, 7, 9, 6))
+    d, s = _dw(b, x, (1, 7, 9, 6), 6)
+    a = b.tensor("a", s)
+    b.op("PRELU", [d, b.const("al0", rnd(1, 1, 6))], [a])
+    y, s = _pw(b, a, s, 6)
+    p1 = b.tensor("p1", s)
+    b.op("PRELU", [y, b.const("al1", rnd(1, 1, 6))], [p1])
+    r = b.tensor("r", s)
+    b.op("ADD", [p1, x], [r])
+    p2 = b.tensor("p2", s)
+    b.op("PRELU", [r, b.const("al2", rnd(1, 1, 6))], [p2])
+    b.output(p2)
+    g, rep = check_passes(b.build(), [rnd(1, 7, 9, 6, lo=-3, hi=3)])
+    assert [(n.op, [e.op for e in n.epilogue]) for n in g.nodes] == [("DW_PW_CONV_2D", ["PRELU", "ADD", "PRELU"])]
+    n = g.nodes[0]
+    assert n.attrs["dw_act"] == "PRELU" and g.is_constant(n.inputs[5]) and n.attrs["dw"]["padding"] == 0
+    assert n.origin == tuple(range(6))
+    assert rep["fuse_dw_pw"][0] == "fused 1 depthwise -> 1x1 conv pairs: 1 3x3"
+
+
+@pytest.mark.parametrize("case", ["5x5_s2_relu6", "fc_as_conv", "pad_merged_into_dw", "chain"])
+def test_fuse_dw_pw_forms(case):
+    b = model_builder()
+    if case == "5x5_s2_relu6":  # a strided 5x5 depthwise with its own RELU6, the 1x1 conv with RELU
+        x = b.input("x", (2, 11, 9, 7))
+        d, s = _dw(b, x, (2, 11, 9, 7), 7, k=5, stride=2, act=3)
+        y, _ = _pw(b, d, s, 10, act=1)
+        want = [("DW_PW_CONV_2D", ["RELU"])]
+    elif case == "fc_as_conv":  # a FULLY_CONNECTED over the depthwise's map becomes the 1x1 conv
+        x = b.input("x", (1, 5, 6, 5))
+        d, s = _dw(b, x, (1, 5, 6, 5), 5)
+        y = b.tensor("y", (1, 5, 6, 3))
+        b.op("FULLY_CONNECTED", [d, b.const("fw", rnd(3, 5)), b.const("fb", rnd(3))], [y], keep_num_dims=True)
+        want = [("DW_PW_CONV_2D", [])]
+    elif case == "pad_merged_into_dw":  # PAD -> VALID depthwise (TFLite's explicit padding) -> 1x1
+        x = b.input("x", (1, 6, 6, 5))
+        p = _pad(b, x, (1, 8, 8, 5), [[0, 0], [1, 1], [1, 1], [0, 0]])
+        d, s = _dw(b, p, (1, 8, 8, 5), 5, padding=1)
+        y, _ = _pw(b, d, s, 4)
+        want = [("DW_PW_CONV_2D", [])]
+    else:  # two blocks in a row, the second reading the first's fused output
+        x = b.input("x", (1, 6, 5, 4))
+        d, s = _dw(b, x, (1, 6, 5, 4), 4, act=1)
+        y, s = _pw(b, d, s, 9, act=3)
+        d2, s = _dw(b, y, s, 9, name="d2", stride=2)
+        y, _ = _pw(b, d2, s, 5, name="p2")
+        want = [("DW_PW_CONV_2D", ["RELU6"]), ("DW_PW_CONV_2D", [])]
+    b.output(y)
+    shape = {"5x5_s2_relu6": (2, 11, 9, 7), "fc_as_conv": (1, 5, 6, 5), "pad_merged_into_dw": (1, 6, 6, 5),
+             "chain": (1, 6, 5, 4)}[case]
+    g, _ = check_passes(b.build(), [rnd(*shape)])
+    assert [(n.op, [e.op for e in n.epilogue]) for n in g.nodes] == want
+
+
+@pytest.mark.parametrize("case", ["two_readers", "dw_output_is_output", "conv_3x3", "conv_stride_2", "grouped",
+                                  "multiplier_2", "pad_into_conv", "leaky_relu_between", "over_budget"])
+def test_fuse_dw_pw_declines(case, monkeypatch):
+    """Pairs the fused kernel does not take keep both nodes, and still mean what LiteRT computes."""
+    b = model_builder()
+    shape = (1, 6, 6, 4) if case == "multiplier_2" else (1, 6, 6, 8)
+    x = b.input("x", shape)
+    outs = []
+    d, s = _dw(b, x, shape, shape[3], act=1, mult=2 if case == "multiplier_2" else 1)
+    src = d
+    kw: dict = {}
+    if case == "two_readers":
+        r = b.tensor("r", s)
+        b.op("RELU6", [d], [r])
+        outs.append(r)
+    elif case == "dw_output_is_output":
+        outs.append(d)
+    elif case == "conv_3x3":
+        kw = {"k": 3}
+    elif case == "conv_stride_2":
+        kw = {"stride": 2}
+    elif case == "grouped":
+        kw = {"groups": 2}
+    elif case == "pad_into_conv":  # the 1x1 conv takes a PAD (explicit padding): a padded output
+        src = _pad(b, d, (1, 8, 8, 8), [[0, 0], [1, 1], [1, 1], [0, 0]])
+        s = (1, 8, 8, 8)
+    elif case == "leaky_relu_between":  # the depthwise kernel takes no LEAKY_RELU: the 1x1 reads that node
+        src = b.tensor("lr", s)
+        b.op("LEAKY_RELU", [d], [src], alpha=0.2)
+    elif case == "over_budget":
+        # the module (the package's attribute of that name is the pass function)
+        monkeypatch.setattr(importlib.import_module("litegpu.gpu._passes.fuse_dw_pw"), "DW_PW_RECOMPUTE_BUDGET", 1000)
+    y, _ = _pw(b, src, s, 12, **kw)
+    b.output(y, *outs)
+    g, rep = check_passes(b.build(), [rnd(*shape)])
+    assert "DW_PW_CONV_2D" not in g.op_counts() and "DEPTHWISE_CONV_2D" in g.op_counts(), g.op_counts()
+    why = {"two_readers": "other readers", "dw_output_is_output": "other readers", "conv_3x3": "not a 1x1",
+           "conv_stride_2": "with a stride", "grouped": "groups 1", "multiplier_2": "multiplier > 1",
+           "pad_into_conv": "with padding", "leaky_relu_between": "", "over_budget": "over budget"}[case]
+    assert rep["fuse_dw_pw"][0].startswith("fused 0 depthwise -> 1x1 conv pairs") and why in rep["fuse_dw_pw"][0]
+
+
+@pytest.mark.parametrize(("c_mid", "fused"), [(16, True), (24, False)])
+def test_fuse_dw_pw_large_map_work_per_item(c_mid, fused):
+    """72x72 maps with 4 output slices are too large to split the input slices over a work group; there a
+    work item walks every depthwise channel: 16 fuse (4 slices x 13 loads), 24 keep their two launches."""
+    b = model_builder()
+    x = b.input("x", (1, 72, 72, c_mid))
+    d, s = _dw(b, x, (1, 72, 72, c_mid), c_mid, act=3)
+    y, _ = _pw(b, d, s, 16)
+    b.output(y)
+    g, rep = check_passes(b.build(), [rnd(1, 72, 72, c_mid)])
+    assert ("DW_PW_CONV_2D" in g.op_counts()) == fused, g.op_counts()
+    assert fused or "too much work per unsplit work item" in rep["fuse_dw_pw"][0]
+
+
+def test_dw_pw_tiling():
+    from litegpu.gpu._passes.fuse_dw_pw import dw_pw_tiling
+
+    assert dw_pw_tiling(128, 16, 32, 2) == (16, 1, 1)  # tiny grid: one slice per thread, 1 x 1 blocks
+    assert dw_pw_tiling(1536, 24, 24, 8) == (32, 2, 1)  # 96 -> 96 channels at 8x8
+    assert dw_pw_tiling(9216, 16, 8, 48) == (16, 2, 2)
+    assert dw_pw_tiling(300, 200, 8, 1) == (128, 1, 1)  # groups of at most 128; 1-pixel rows: block_w 1
+    assert dw_pw_tiling(8192, 4, 8, 32) == (4, 2, 2) and dw_pw_tiling(18432, 4, 8, 48) == (1, 1, 1)
+    assert dw_pw_tiling(30000, 64, 8, 100) == (1, 1, 1)  # large maps fill the GPU unsplit
+    assert dw_pw_tiling(64, 2, 4, 4) == (1, 1, 1)  # 2 input slices: nothing to split
 
 
 def test_legalise_splits_unsupported_epilogues():
@@ -571,10 +786,12 @@ def test_pipeline_mobilenet_like_block():
     b.op("SOFTMAX", [fc], [sm], beta=1.0)
     b.output(sm)
     g, rep = check_passes(b.build(), [rnd(1, 9, 9, 8)])
-    assert g.op_counts() == {"CONV_2D": 2, "DEPTHWISE_CONV_2D": 1, "FULLY_CONNECTED": 1, "MEAN": 1,
+    # the depthwise (with its HARD_SWISH) and the 1x1 projection (with the folded affine and the residual)
+    # are one node
+    assert g.op_counts() == {"CONV_2D": 1, "DW_PW_CONV_2D": 1, "FULLY_CONNECTED": 1, "MEAN": 1,
                              "SOFTMAX": 1}, g.op_counts()
-    assert [e.op for e in g.nodes[1].epilogue] == ["HARD_SWISH"]
-    assert [e.op for e in g.nodes[2].epilogue] == ["ADD"]
+    assert g.nodes[1].attrs["dw_act"] == "HARD_SWISH"
+    assert [e.op for e in g.nodes[1].epilogue] == ["ADD"]
     assert all(lines and isinstance(lines[0], str) for lines in rep.values())
 
 

@@ -2,7 +2,9 @@
 
 - OpenCL C: built by the first OpenCL device (PoCL on CI).  fp16 variants need cl_khr_fp16; when the
   device lacks it they are checked with clang's OpenCL front end for the SPIR target instead
-  (``clang -cl-std=CL1.2 -target spir64``), or skipped with the reason.
+  (``clang -cl-std=CL1.2 -target spir64``), or skipped with the reason.  The storage-only half
+  variant of the fp16 precisions (``half_math=False``: half buffers, float arithmetic; what devices
+  without cl_khr_fp16 run) needs no extension and is built by the device in every case.
 - GLSL: compiled to SPIR-V by glslc or glslangValidator (and checked by spirv-val when present).
 - WGSL: a shader module and compute pipeline are created by wgpu-py (naga + lavapipe on CI).
 
@@ -12,6 +14,7 @@ A missing tool skips that API's tests with the reason; nothing passes silently.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -81,6 +84,31 @@ def test_opencl_compiles(cl_env, name, prec, i, opts):
     except cl.Error as e:
         raise AssertionError(f"{e}\n--- source ---\n{rk.source}") from None
     assert rk.entry_point in [k.function_name for k in prg.all_kernels()]
+
+
+HALF_CASES = [c for c in CASES if c[1] != "fp32"]
+_BUILT: dict[str, list[str]] = {}  # source -> kernel names: fp16 and fp16_fp32acc often render alike
+
+
+@pytest.mark.parametrize(("name", "prec", "i", "opts"), HALF_CASES, ids=[f"{n}-{p}-{i}" for n, p, i, _ in HALF_CASES])
+def test_opencl_storage_only_half_compiles(cl_env, name, prec, i, opts):
+    cl, ctx, _ = cl_env
+    rk = K.render(name, "opencl", prec, half_math=False, **opts)
+    assert "f16" not in rk.features and "cl_khr_fp16" not in rk.source
+    halves = [b for b in rk.buffer_bindings if b.elem.startswith("f16")]
+    assert halves and rk.features == ("f16_storage",)
+    assert all(f"__global const half* restrict {b.name}" in rk.source for b in halves if b.access == "read")
+    assert ("vload_half" in rk.source) == any(b.access == "read" for b in halves)
+    assert ("vstore_half" in rk.source) == any(b.access != "read" for b in halves)
+    assert rk.source.count("vstore_half") == rk.source.count("_rte(")  # round to nearest even
+    assert not re.search(r"\bhalf[234]?\b(?!\*)", rk.source), "half values outside the buffer pointers"
+    if rk.source not in _BUILT:
+        try:
+            prg = cl.Program(ctx, rk.source).build()
+        except cl.Error as e:
+            raise AssertionError(f"{e}\n--- source ---\n{rk.source}") from None
+        _BUILT[rk.source] = [k.function_name for k in prg.all_kernels()]
+    assert rk.entry_point in _BUILT[rk.source]
 
 
 # ----------------------------------------------------------------------------------------------

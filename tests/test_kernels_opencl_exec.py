@@ -1,8 +1,10 @@
 """The kernel templates compute the right thing: run them and compare with numpy references.
 
-OpenCL (pyopencl on PoCL) runs every case in fp32, and in fp16 where the device has cl_khr_fp16.
-The same cases also run as WGSL through wgpu-py (lavapipe on CI) in fp32, fp16 and fp16_fp32acc,
-which is where the fp16 variants get executed when PoCL has no half support.  A tiny harness
+OpenCL (pyopencl on PoCL) runs every case in fp32, fp16 and fp16_fp32acc; where the device lacks
+cl_khr_fp16 (PoCL, NVIDIA) the fp16 modes run the storage-only half variant (``half_math=False``:
+half buffers, float arithmetic), as the OpenCL backend does.  The same cases also run as WGSL
+through wgpu-py (lavapipe on CI) and as GLSL/SPIR-V in fp32, fp16 and fp16_fp32acc, where the
+half-arithmetic kernels get executed when PoCL has no half support.  A tiny harness
 uploads the inputs, launches the rendered kernel and reads the outputs back; outputs start as
 NaN so an element a kernel forgets to write fails the comparison.
 
@@ -41,6 +43,7 @@ class OpenCLRunner:
         self.ctx = cl.Context(devices=[devs[0]])
         self.queue = cl.CommandQueue(self.ctx)
         self.fp16 = "cl_khr_fp16" in devs[0].extensions
+        self.fp16_storage = True  # vload_half/vstore_half: core OpenCL
 
     def run(self, rk: K.RenderedKernel, inputs: Mapping[str, np.ndarray], outputs: Mapping[str, int],
             params: Mapping[str, Any]) -> dict[str, np.ndarray]:
@@ -75,6 +78,7 @@ class WGPURunner:
         if adapter is None:
             raise RuntimeError("no WebGPU adapter")
         self.fp16 = "shader-f16" in adapter.features
+        self.fp16_storage = False
         self.device = adapter.request_device_sync(required_features=["shader-f16"] if self.fp16 else [])
 
     def code(self, rk: K.RenderedKernel) -> str | bytes:
@@ -146,7 +150,7 @@ def _runner(api: str):
     return r
 
 
-CONFIGS = [("opencl", "fp32"), ("opencl", "fp16"), ("wgsl", "fp32"), ("wgsl", "fp16"), ("wgsl", "fp16_fp32acc"),
+CONFIGS = [("opencl", "fp32"), ("opencl", "fp16"), ("opencl", "fp16_fp32acc"), ("wgsl", "fp32"), ("wgsl", "fp16"), ("wgsl", "fp16_fp32acc"),
            ("glsl", "fp32"), ("glsl", "fp16"), ("glsl", "fp16_fp32acc")]
 
 
@@ -154,8 +158,8 @@ CONFIGS = [("opencl", "fp32"), ("opencl", "fp16"), ("wgsl", "fp32"), ("wgsl", "f
 def gpu(request):
     api, prec = request.param
     r = _runner(api)
-    if prec != "fp32" and not r.fp16:
-        pytest.skip(f"{api} {prec}: the device has no fp16 support (PoCL lacks cl_khr_fp16)")
+    if prec != "fp32" and not (r.fp16 or r.fp16_storage):
+        pytest.skip(f"{api} {prec}: the device has no fp16 support")
     return Harness(r, api, prec)
 
 
@@ -163,12 +167,14 @@ class Harness:
     def __init__(self, runner, api: str, prec: str):
         self.runner, self.api, self.prec = runner, api, prec
         self.dtype = np.float32 if prec == "fp32" else np.float16
+        self.half_math = bool(runner.fp16)  # else the storage-only half variant
 
     def run(self, name: str, inputs: Mapping[str, np.ndarray], outputs: Mapping[str, int],
             params: Mapping[str, Any], **opts: Any) -> dict[str, np.ndarray]:
-        rk = K.render(name, self.api, self.prec, **opts)
+        rk = K.render(name, self.api, self.prec, half_math=self.half_math, **opts)
         gs = rk.global_size(params)
-        rk = K.render(name, self.api, self.prec, workgroup=K.default_workgroup(name, gs, {}, **opts), **opts)
+        rk = K.render(name, self.api, self.prec, workgroup=K.default_workgroup(name, gs, {}, **opts),
+                      half_math=self.half_math, **opts)
         return self.runner.run(rk, inputs, outputs, params)
 
     def phwc4(self, x: np.ndarray) -> np.ndarray:
@@ -295,6 +301,21 @@ def test_binary_add_broadcast(gpu, lshape, rshape):
     assert np.all(last[..., c % 4 or 4:] == 0)
 
 
+@pytest.mark.parametrize("rshape", [(2, 5, 7, 6), (1, 5, 1, 1)])
+def test_binary_add_rhs_fewer_channels(gpu, rshape):
+    # rhs_channels=fewer: the rhs reads as zero past its channels (a 1-channel rhs does not broadcast)
+    oshape = (2, 5, 7, 10)
+    a, b = gpu.data(*oshape), gpu.data(*rshape)
+    ref = a + np.pad(b, ((0, 0), (0, 0), (0, 0), (0, 10 - rshape[3])))
+    p = _dims(oshape)
+    for side, shp in (("L", oshape), ("R", rshape)):
+        p.update({f"{side}_B": shp[0], f"{side}_H": shp[1], f"{side}_W": shp[2], f"{side}_C": shp[3],
+                  f"{side}_S": K.slices(shp[3])})
+    out = gpu.run("binary", {"lhs": gpu.phwc4(a), "rhs": gpu.phwc4(b)}, {"dst": _n4(oshape)}, p, op="ADD",
+                  rhs_channels="fewer")
+    gpu.check(K.from_phwc4(out["dst"], oshape), ref, "ADD rhs_channels=fewer")
+
+
 @pytest.mark.parametrize(("cin", "cout", "k", "stride", "dil", "groups", "opts"), [
     (6, 5, 3, 2, 1, 1, {}),                                       # the brief's case: C % 4 != 0
     (6, 5, 3, 2, 1, 1, {"block_w": 4, "block_s": 2, "act": "RELU6"}),
@@ -302,6 +323,8 @@ def test_binary_add_broadcast(gpu, lshape, rshape):
     (8, 8, 3, 1, 1, 2, {"grouped": True}),                        # native groups (4 | Cin/g, Cout/g)
     (6, 9, 3, 1, 1, 3, {}),                                       # groups expanded to dense
     (5, 6, 1, 1, 1, 1, {"residual": "ADD", "residual_act": "RELU"}),  # 1x1 + fused residual
+    # residual of 6 channels (2 slices) into 10 (3 slices): a zero channel PAD merged into the read
+    (5, 10, 1, 1, 1, 1, {"residual": "ADD", "residual_act": "RELU", "residual_channels": "fewer"}),
 ])
 def test_conv2d(gpu, cin, cout, k, stride, dil, groups, opts):
     b, h, w = 1, 9, 11
@@ -316,7 +339,13 @@ def test_conv2d(gpu, cin, cout, k, stride, dil, groups, opts):
     assert info["grouped"] == opts.get("grouped", False)
     inputs = {"src": gpu.phwc4(x), "weights": packed, "bias": K.pack_channels(bias, gpu.dtype)}
     oshape = (b, oh, ow, cout)
-    if opts.get("residual") == "ADD":
+    extra = {}
+    if opts.get("residual_channels") == "fewer":
+        r = gpu.data(b, oh, ow, 6)
+        inputs["res"] = gpu.phwc4(r)  # 2 slices only: slice 2 must not be read
+        extra["RES_S"] = 2
+        ref = np.maximum(ref + np.pad(r, ((0, 0), (0, 0), (0, 0), (0, cout - 6))), 0)
+    elif opts.get("residual") == "ADD":
         r = gpu.data(*oshape)
         inputs["res"] = gpu.phwc4(r)
         ref = np.maximum(ref + r, 0)
@@ -324,7 +353,7 @@ def test_conv2d(gpu, cin, cout, k, stride, dil, groups, opts):
     ref = {"NONE": ref, "RELU6": np.clip(ref, 0, 6), "TANH": np.tanh(ref)}[act]
     p = {"B": b, "SRC_H": h, "SRC_W": w, "SRC_S": K.slices(cin), "H": oh, "W": ow, "C": cout,
          "S": K.slices(cout), "KH": k, "KW": k, "STRIDE_H": stride, "STRIDE_W": stride, "PAD_T": pt,
-         "PAD_L": pl, "DIL_H": dil, "DIL_W": dil, "SRC_SG": info["SRC_SG"], "DST_SG": info["DST_SG"]}
+         "PAD_L": pl, "DIL_H": dil, "DIL_W": dil, "SRC_SG": info["SRC_SG"], "DST_SG": info["DST_SG"], **extra}
     out = gpu.run("conv2d", inputs, {"dst": _n4(oshape)}, p, **opts)
     gpu.check(K.from_phwc4(out["dst"], oshape), ref, f"conv2d {opts}")
 
@@ -355,6 +384,63 @@ def test_depthwise_conv2d(gpu, c, mult, stride, act):
     out = gpu.run("depthwise_conv2d", inputs, {"dst": _n4(oshape)}, p, act=act,
                   multiplier="one" if mult == 1 else "any")
     gpu.check(K.from_phwc4(out["dst"], oshape), ref, "depthwise")
+
+
+@pytest.mark.parametrize(("c", "cout", "k", "stride", "opts"), [
+    (6, 5, 3, 1, {"dw_act": "PRELU", "act": "PRELU"}),                       # channels % 4 != 0
+    (7, 9, 5, 2, {"dw_act": "RELU6", "block_s": 2, "block_w": 1}),
+    (36, 10, 3, 1, {"split": 16, "block_s": 2, "residual": "ADD", "residual_act": "PRELU"}),
+    (22, 14, 3, 2, {"split": 4, "act": "RELU", "residual": "ADD", "residual_channels": "fewer"}),
+    (10, 7, 3, 1, {"split": 8, "block_w": 1, "residual": "MUL", "residual_act": "TANH"}),
+])
+def test_dw_pw_conv2d(gpu, c, cout, k, stride, opts):
+    """Depthwise (KHxKW, stride, SAME padding, own activation) feeding a 1x1 conv, in one launch."""
+    b, h, w = 2, 9, 7
+    x = gpu.data(b, h, w, c)
+    wd = gpu.data(1, k, k, c, lo=-0.5, hi=0.5)
+    bd = gpu.data(c)
+    wp = gpu.data(cout, 1, 1, c, lo=-0.5, hi=0.5)
+    bp = gpu.data(cout)
+    oh, pt = same_pad(h, k, stride)
+    ow, pl = same_pad(w, k, stride)
+    mid = ref_conv2d(x, wd[0].transpose(2, 0, 1)[..., None], bd, (stride, stride), (1, 1), (pt, pl), (oh, ow), c)
+    inputs = {"src": gpu.phwc4(x), "dw_weights": K.pack_depthwise_weights(wd, gpu.dtype),
+              "dw_bias": K.pack_channels(bd, gpu.dtype), "bias": K.pack_channels(bp, gpu.dtype)}
+    inputs["weights"], _ = K.pack_conv2d_weights(wp, 1, gpu.dtype)
+    if opts.get("dw_act") == "PRELU":
+        a = gpu.data(c, lo=0.0, hi=0.5)
+        inputs["dw_alpha"] = K.pack_channels(a, gpu.dtype)
+        mid = np.where(mid >= 0, mid, mid * a)
+    elif opts.get("dw_act") == "RELU6":
+        mid = np.clip(mid, 0, 6)
+    # the kernel keeps the depthwise value in the storage type, as the unfused depthwise stores it
+    mid = mid.astype(gpu.dtype).astype(np.float64)
+    ref = mid @ wp[:, 0, 0, :].T.astype(np.float64) + bp
+    if opts.get("act") == "PRELU":
+        a2 = gpu.data(cout, lo=0.0, hi=0.5)
+        inputs["alpha"] = K.pack_channels(a2, gpu.dtype)
+        ref = np.where(ref >= 0, ref, ref * a2)
+    elif opts.get("act") == "RELU":
+        ref = np.maximum(ref, 0)
+    oshape = (b, oh, ow, cout)
+    p = {"B": b, "SRC_H": h, "SRC_W": w, "SRC_S": K.slices(c), "H": oh, "W": ow, "C": cout, "S": K.slices(cout),
+         "KH": k, "KW": k, "STRIDE_H": stride, "STRIDE_W": stride, "PAD_T": pt, "PAD_L": pl, "DIL_H": 1, "DIL_W": 1}
+    if opts.get("residual"):
+        rshape = (b, oh, ow, 5) if opts.get("residual_channels") == "fewer" else oshape
+        r = gpu.data(*rshape)
+        inputs["res"] = gpu.phwc4(r)
+        if opts.get("residual_channels") == "fewer":
+            p["RES_S"] = K.slices(rshape[3])
+            r = np.pad(r, ((0, 0),) * 3 + ((0, cout - rshape[3]),))
+        ref = ref + r if opts["residual"] == "ADD" else ref * r
+        if opts.get("residual_act") == "PRELU":
+            a3 = gpu.data(cout, lo=0.0, hi=0.5)
+            inputs["res_alpha"] = K.pack_channels(a3, gpu.dtype)
+            ref = np.where(ref >= 0, ref, ref * a3)
+        elif opts.get("residual_act") == "TANH":
+            ref = np.tanh(ref)
+    out = gpu.run("dw_pw_conv2d", inputs, {"dst": _n4(oshape)}, p, **opts)
+    gpu.check(K.from_phwc4(out["dst"], oshape), ref, f"dw_pw_conv2d {opts}")
 
 
 @pytest.mark.parametrize("op", ["AVG", "MAX"])
@@ -599,7 +685,7 @@ def _op_cases() -> list[str]:
     return sorted(_OP_CASES)
 
 
-PLAN_CONFIGS = [("opencl", "fp32"), ("wgsl", "fp16"), ("glsl", "fp16_fp32acc")]
+PLAN_CONFIGS = [("opencl", "fp32"), ("opencl", "fp16"), ("wgsl", "fp16"), ("glsl", "fp16_fp32acc")]
 
 
 @pytest.mark.parametrize(("api", "prec"), PLAN_CONFIGS, ids=[f"{a}-{p}" for a, p in PLAN_CONFIGS])
@@ -613,8 +699,9 @@ def test_compiled_plans_run_on_the_kernels(api, prec, case):
     from litegpu.gpu._lower import compile_graph
 
     runner = _runner(api)
-    if prec != "fp32" and not runner.fp16:
+    if prec != "fp32" and not (runner.fp16 or runner.fp16_storage):
         pytest.skip(f"{api} {prec}: no fp16 support on this device")
+    half_math = bool(runner.fp16)
     model, inputs = _OP_CASES[case]()
     ref = run_litert(model, inputs)
     plan = compile_graph(graph_of(model), precision=prec, alignment=256)
@@ -629,9 +716,10 @@ def test_compiled_plans_run_on_the_kernels(api, prec, case):
     for t, x in zip(plan.inputs, inputs, strict=False):
         buf(t)[...] = L.to_device(np.asarray(x, np.float32), plan.tensors[t].shape, storage.__name__).reshape(-1)
     for op in plan.ops:
-        rk = K.render(op.kernel, api, prec, **op.options)
+        rk = K.render(op.kernel, api, prec, half_math=half_math, **op.options)
         rk = K.render(op.kernel, api, prec, workgroup=K.default_workgroup(op.kernel, rk.global_size(op.params), {},
-                                                                          **op.options), **op.options)
+                                                                          **op.options),
+                      half_math=half_math, **op.options)
         ins, outs = {}, {}
         for (name, src), b in zip(op.bindings, rk.buffer_bindings, strict=True):
             assert name == b.name

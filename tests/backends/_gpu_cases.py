@@ -49,9 +49,11 @@ class DelegatePool:
                 self.made["fp32"] = load_backend_delegate(self.backend, {**self.options, "precision": "fp32"})
             base = self.made["fp32"]
             if precision != "fp32":
-                if not base.device.info.fp16:
-                    pytest.skip(f"{precision}: {base.device.info.name} has no half precision "
-                                f"({self.backend} reports no fp16 support)")
+                info = base.device.info
+                # half arithmetic, or half buffers with f32 arithmetic (OpenCL without cl_khr_fp16)
+                if not (info.fp16 or info.fp16_storage):
+                    pytest.skip(f"{precision}: {info.name} has no half precision "
+                                f"({self.backend} reports neither fp16 arithmetic nor fp16 storage)")
                 self.made[precision] = load_backend_delegate(self.backend, {**self.options, "precision": precision})
         return self.made[precision]
 
@@ -663,6 +665,101 @@ def _p_residual():
     return g.done(y)
 
 
+@pattern("conv+prelu+residual add+prelu (BlazeFace block, one launch)")
+def _p_residual_prelu():
+    g = _G()
+    x = g.input(1, 7, 9, 6)
+    y, s = g.conv(x, (1, 7, 9, 6), 6)
+    y = g.op("PRELU", [y, g.const(rnd(1, 1, 6))], s)
+    y = g.op("ADD", [y, x], s)
+    y = g.op("PRELU", [y, g.const(rnd(1, 1, 6))], s)
+    return g.done(y)
+
+
+@pattern("depthwise -> 1x1 conv blocks fused into one launch each (BlazeFace / MobileNet)")
+def _p_dw_pw():
+    # its own generator: building this case must not shift the random data of the cases built after it
+    global _RNG
+    shared, _RNG = _RNG, np.random.default_rng(1357)
+    try:
+        return _dw_pw_blocks()
+    finally:
+        _RNG = shared
+
+
+def _dw_pw_blocks():
+    g = _G()
+    x = g.input(1, 9, 11, 6)
+    # BlazeFace block: dw 3x3 -> PRELU -> 1x1 -> PRELU -> ADD(skip) -> PRELU
+    d = g.op("DEPTHWISE_CONV_2D", [x, g.const(rnd(1, 3, 3, 6)), g.const(rnd(6))], (1, 9, 11, 6), padding=0,
+             stride_h=1, stride_w=1, depth_multiplier=1)
+    d = g.op("PRELU", [d, g.const(rnd(1, 1, 6, lo=0, hi=0.5))], (1, 9, 11, 6))
+    y, s = g.conv(d, (1, 9, 11, 6), 6, k=1)
+    y = g.op("PRELU", [y, g.const(rnd(1, 1, 6, lo=0, hi=0.5))], s)
+    y = g.op("ADD", [y, x], s)
+    y = g.op("PRELU", [y, g.const(rnd(1, 1, 6, lo=0, hi=0.5))], s)
+    # a strided 5x5 depthwise with RELU6 -> 1x1 to 10 channels with RELU
+    d = g.op("DEPTHWISE_CONV_2D", [y, g.const(rnd(1, 5, 5, 6)), g.const(rnd(6))], (1, 5, 6, 6), padding=0,
+             stride_h=2, stride_w=2, depth_multiplier=1, fused_activation_function=3)
+    z, _ = g.conv(d, (1, 5, 6, 6), 10, k=1, act=1)
+    # 130 channels on a 3x4 map: the fused kernel splits the input slices over a work group; HARD_SWISH after
+    x2 = g.input(1, 3, 4, 130)
+    d = g.op("DEPTHWISE_CONV_2D", [x2, g.const(rnd(1, 3, 3, 130)), g.const(rnd(130))], (1, 3, 4, 130),
+             padding=0, stride_h=1, stride_w=1, depth_multiplier=1)
+    w, s = g.conv(d, (1, 3, 4, 130), 7, k=1)
+    w = g.op("HARD_SWISH", [w], s)
+    return g.done(z, w)
+
+
+@pattern("channel pad into the residual read: pool -> PAD 6->10 + dw/conv -> ADD -> RELU, then PAD 10->13 "
+         "+ conv -> ADD -> PRELU (BlazeFace widening blocks, no PAD launch)")
+def _p_channel_pad_residual():
+    g = _G()
+    x = g.input(1, 8, 10, 6)
+    mp = g.op("MAX_POOL_2D", [x], (1, 4, 5, 6), padding=1, stride_h=2, stride_w=2, filter_height=2, filter_width=2)
+    skip = g.op("PAD", [mp, g.const(np.array([[0, 0], [0, 0], [0, 0], [0, 4]], np.int32))], (1, 4, 5, 10))
+    d = g.op("DEPTHWISE_CONV_2D", [x, g.const(rnd(1, 3, 3, 6)), g.const(rnd(6))], (1, 4, 5, 6), padding=0,
+             stride_h=2, stride_w=2, depth_multiplier=1)
+    c, s = g.conv(d, (1, 4, 5, 6), 10, k=1)
+    y = g.op("ADD", [c, skip], s, fused_activation_function=1)
+    # 10 -> 13 channels: the pad starts inside the residual's last slice (lanes 10, 11) and adds a slice
+    skip2 = g.op("PAD", [y, g.const(np.array([[0, 0], [0, 0], [0, 0], [0, 3]], np.int32))], (1, 4, 5, 13))
+    c2, s2 = g.conv(y, s, 13)
+    z = g.op("ADD", [skip2, c2], s2)
+    z = g.op("PRELU", [z, g.const(rnd(1, 1, 13))], s2)
+    return g.done(z)
+
+
+@pattern("channel pad into a binary ADD's rhs: PAD 3->6 and 1->6 (no broadcast) + depthwise x2/x6 -> ADD")
+def _p_channel_pad_binary():
+    g = _G()
+    x = g.input(1, 5, 6, 3)
+    d = g.op("DEPTHWISE_CONV_2D", [x, g.const(rnd(1, 3, 3, 6)), g.const(rnd(6))], (1, 5, 6, 6), padding=0,
+             stride_h=1, stride_w=1, depth_multiplier=2)
+    skip = g.op("PAD", [x, g.const(np.array([[0, 0], [0, 0], [0, 0], [0, 3]], np.int32))], (1, 5, 6, 6))
+    y = g.op("ADD", [skip, d], (1, 5, 6, 6), fused_activation_function=3)
+    x1 = g.input(1, 5, 6, 1)
+    d1 = g.op("DEPTHWISE_CONV_2D", [x1, g.const(rnd(1, 3, 3, 6)), g.const(rnd(6))], (1, 5, 6, 6), padding=0,
+              stride_h=1, stride_w=1, depth_multiplier=6)
+    skip1 = g.op("PAD", [x1, g.const(np.array([[0, 0], [0, 0], [0, 0], [0, 5]], np.int32))], (1, 5, 6, 6))
+    z = g.op("ADD", [d1, skip1], (1, 5, 6, 6))
+    return g.done(y, z)
+
+
+@pattern("split reductions: deep 1x1 and 2x2 convs on small grids, FC head, global average pool")
+def _p_split():
+    g = _G()
+    x = g.input(1, 4, 4, 150)  # 38 input slices over a 2x2 / 4x4 grid: conv2d split-K
+    y, s = g.conv(x, (1, 4, 4, 150), 9, k=1, act=3)
+    z, s2 = g.conv(x, (1, 4, 4, 150), 7, k=2, stride=2, padding=1)
+    f = g.op("RESHAPE", [z, g.const(np.array([1, 28], np.int32))], (1, 28))
+    fc = g.op("FULLY_CONNECTED", [x and g.op("RESHAPE", [x, g.const(np.array([1, 2400], np.int32))], (1, 2400)),
+                                  g.const(rnd(5, 2400)), g.const(rnd(5))], (1, 5))
+    p = g.op("AVERAGE_POOL_2D", [g.input(1, 8, 8, 5)], (1, 1, 1, 5), padding=1, stride_h=8, stride_w=8,
+             filter_height=8, filter_width=8)
+    return g.done(y, f, fc, p)
+
+
 @pattern("conv+residual mul with an earlier conv, then hard_swish")
 def _p_residual_mul():
     g = _G()
@@ -680,7 +777,8 @@ def _p_reverse():
     x = g.input(1, 5, 5, 4)
     y, s = g.conv(x, (1, 5, 5, 4), 7, act=1)
     y = g.op("SUB", [g.const(rnd(7)), y], s)
-    z = g.op("ADD", [y, g.const(np.array(3.0, np.float32))], s)
+    # the offset keeps the divisor away from 0: a quotient near a pole would test conditioning, not semantics
+    z = g.op("ADD", [y, g.const(np.array(20.0, np.float32))], s)
     z = g.op("DIV", [g.const(rnd(1, 1, 1, 7, lo=1, hi=2)), z], s)
     return g.done(z)
 

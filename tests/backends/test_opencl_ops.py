@@ -3,8 +3,8 @@
 Each case of :mod:`_gpu_cases` is a one-op model.  The test asserts that the op ran on the
 ``opencl`` delegate (``get_execution_plan`` shows it in an ``opencl`` segment and nothing on the
 CPU), and that the answer is within ``1e-4`` of LiteRT (``max|ours - litert| / max|litert|``) in
-fp32, ``1e-2`` in fp16 and fp16_fp32acc (skipped, with the reason, on devices without half
-precision, e.g. PoCL here).  The worst error of each op is printed at the end of the module.
+fp32, ``1e-2`` in fp16 and fp16_fp32acc (on devices without ``cl_khr_fp16``, e.g. PoCL here, the
+fp16 modes run the storage-only half kernels: fp16 buffers, fp32 arithmetic).  The worst error of each op is printed at the end of the module.
 
 Then the other side of ``supports``: rank-5 tensors, int32 tensors, dynamic shapes and option
 combinations the kernels do not implement are *declined* with a reason, the log line names the op
@@ -365,14 +365,19 @@ def test_elu_near_zero_keeps_relative_precision(delegates):
     assert rel_err(outs[0], ref[0]) <= 1e-4
 
 
-def test_fp16_request_on_a_device_without_half_falls_back_with_a_warning(delegates, caplog):
-    d = delegates("fp32")
-    if d.device.info.fp16:
-        pytest.skip(f"{d.device.info.name} has half precision: no fallback to check")
-    from _litegpu_backends import load_backend_delegate
+def test_fp16_request_on_a_device_without_any_half_falls_back_with_a_warning(delegates, caplog):
+    """Every OpenCL device can store halves (vload_half/vstore_half), so the fp32 fallback of the
+    shared GPU delegate is reached only by a device that reports neither half arithmetic nor half
+    storage: the real device, told so."""
+    import dataclasses
 
+    from litegpu_opencl import CLDevice, OpenCLDelegate
+
+    delegates("fp32")  # skips when OpenCL is unavailable
+    dev = CLDevice()
+    dev.info = dataclasses.replace(dev.info, fp16=False, fp16_storage=False)
     with caplog.at_level(logging.WARNING, logger="litegpu"):
-        d16 = load_backend_delegate(BACKEND, {"precision": "fp16", "tuning": "none", "cache": {"enabled": False}})
+        d16 = OpenCLDelegate(dev, {"precision": "fp16", "tuning": "none", "cache": {"enabled": False}})
     assert d16.precision == "fp32"
     assert any("no fp16 support; using fp32" in r.getMessage() for r in caplog.records)
     model, feeds, ref = _built(CASES[0])

@@ -334,6 +334,12 @@ def _chain():
     return b.build(), [r.standard_normal((1, 8, 8, 4)).astype(np.float32)]
 
 
+def _pattern(prefix: str):
+    from _gpu_cases import PATTERNS
+
+    return next(c for c in PATTERNS if c.id.startswith(prefix)).build()
+
+
 CASES = {
     "conv3x3_same_relu": lambda: _conv(),
     "conv3x3_valid_s2": lambda: _conv(stride=2, padding=1, act=0),
@@ -356,6 +362,9 @@ CASES = {
     "resize_bilinear_align": lambda: _resize("RESIZE_BILINEAR", (9, 9), align_corners=True),
     "resize_nearest": lambda: _resize("RESIZE_NEAREST_NEIGHBOR", (10, 10)),
     "chain": _chain,
+    # _gpu_cases patterns: a zero channel PAD merged into the residual read (conv2d / binary rhs)
+    "channel_pad_residual": lambda: _pattern("channel pad into the residual read"),
+    "channel_pad_binary": lambda: _pattern("channel pad into a binary ADD's rhs"),
 }
 
 
@@ -371,7 +380,8 @@ def test_op_matches_litert_fp32(delegate, name):
 
 
 @pytest.mark.parametrize("name", ["conv3x3_same_relu", "depthwise_same_relu6", "add_broadcast_rows",
-                                  "avg_pool_3x3_same", "softmax_4d_beta", "resize_bilinear", "chain"])
+                                  "avg_pool_3x3_same", "softmax_4d_beta", "resize_bilinear", "chain",
+                                  "channel_pad_residual", "channel_pad_binary"])
 @pytest.mark.parametrize("precision", ["fp16", "fp16_fp32acc"])
 def test_op_matches_litert_fp16(backend, compiler_core, name, precision):
     d = litegpu.load_delegate("vulkan", {"precision": precision})

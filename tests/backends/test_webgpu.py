@@ -152,6 +152,13 @@ def resize(rng, op="RESIZE_BILINEAR", size=(10, 13), **opts):
     return b.build(), [(1, 5, 7, 6)]
 
 
+def _pattern_shapes(prefix: str):
+    from _gpu_cases import PATTERNS
+
+    model, feeds = next(c for c in PATTERNS if c.id.startswith(prefix)).build()
+    return model, [f.shape for f in feeds]
+
+
 CASES = {
     "conv3x3_s2_same_relu6": lambda r: conv(r),
     "conv1x1": lambda r: conv(r, stride=1, k=1, act=0, cin=16, cout=12),
@@ -169,6 +176,9 @@ CASES = {
     "resize_bilinear_align_corners": lambda r: resize(r, align_corners=True),
     "resize_bilinear_down": lambda r: resize(r, size=(3, 4)),
     "resize_nearest": lambda r: resize(r, "RESIZE_NEAREST_NEIGHBOR", size=(11, 15)),
+    # _gpu_cases patterns: a zero channel PAD merged into the residual read (conv2d / binary rhs)
+    **{f"channel_pad_{k}": (lambda r, c=c: _pattern_shapes(c)) for k, c in (
+        ("residual", "channel pad into the residual read"), ("binary", "channel pad into a binary ADD's rhs"))},
 }
 
 #: case -> worst relative error, printed at the end with ``-s`` (the numbers in the report)

@@ -1,4 +1,12 @@
-"""litegpu-opencl: the OpenCL backend of litegpu (pyopencl; PoCL, NVIDIA, AMD, Intel drivers)."""
+"""litegpu-opencl: the OpenCL backend of litegpu (pyopencl; PoCL, NVIDIA, AMD, Intel drivers).
+
+Precision: ``fp32``, ``fp16``, ``fp16_fp32acc``.  With ``cl_khr_fp16`` the fp16 modes compute in
+``half``.  Without it (NVIDIA's driver, PoCL) they still store every float tensor and constant as
+fp16 (half the memory traffic) but compute in fp32: the kernels read and write their buffers with
+``vload_half``/``vstore_half_rte``, core OpenCL built-ins.  There ``fp16`` means fp16 storage with
+fp32 arithmetic (more accurate than half math), ``fp16_fp32acc`` is exactly its definition, and the
+delegate logs this once, at INFO level, at its first prepare.
+"""
 
 from ._backend import OpenCLBackend, OpenCLDelegate
 from ._device import CLDevice, list_devices

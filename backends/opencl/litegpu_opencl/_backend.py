@@ -15,6 +15,13 @@ VERSION = "0.1.0"
 
 
 class OpenCLDelegate(GpuDelegate):
+    """The shared GPU delegate on a :class:`CLDevice`.
+
+    On a device without ``cl_khr_fp16`` the fp16 precisions keep fp16 storage and compute in fp32
+    (storage-only half kernels: ``vload_half``/``vstore_half_rte``); ``half_math`` is then False and
+    the first prepare says so at INFO level.  See the package docstring.
+    """
+
     name = "opencl"
     backend_version = VERSION
 

@@ -39,6 +39,11 @@ def list_devices() -> list[tuple[cl.Platform, cl.Device]]:
     return pairs
 
 
+def _global_size(grid: tuple[int, int, int], wg: tuple[int, int, int]) -> tuple[int, int, int]:
+    """OpenCL's global size: ``grid`` rounded up to whole work groups."""
+    return tuple(-(-g // w) * w for g, w in zip(grid, wg, strict=True))  # type: ignore[return-value]
+
+
 _INSTALL_HINT = "install a driver such as PoCL (Debian pocl-opencl-icd) or your GPU vendor's"
 
 
@@ -76,8 +81,13 @@ class CLDevice(GpuDevice):
             driver_version=f"{dev.driver_version.strip()} ({dev.version.strip()})",
             fp16="cl_khr_fp16" in ext, max_workgroup_size=int(dev.max_work_group_size),
             max_workgroup_dims=tuple(int(x) for x in (list(dev.max_work_item_sizes) + [1, 1, 1])[:3]),
-            buffer_alignment=max(int(dev.mem_base_addr_align) // 8, 4), compute_units=int(dev.max_compute_units))
+            buffer_alignment=max(int(dev.mem_base_addr_align) // 8, 4), compute_units=int(dev.max_compute_units),
+            fp16_storage=True)  # vload_half/vstore_half are core OpenCL: no extension needed
         self._programs: dict[str, cl.Program] = {}
+        # events of non-blocking uploads, until the queue is known to be past them: pyopencl's
+        # NannyEvent keeps the host array alive, and dropping one waits for its copy (which would make
+        # every upload wait for the whole queue)
+        self._pending: list[cl.Event] = []
 
     # -- allocator
     def alloc(self, nbytes: int) -> cl.Buffer:
@@ -89,11 +99,22 @@ class CLDevice(GpuDevice):
         return ref.buffer.get_sub_region(ref.offset, ref.nbytes)
 
     def upload(self, ref: BufferRef, data: np.ndarray) -> None:
-        cl.enqueue_copy(self.queue, ref.buffer, np.ascontiguousarray(data), dst_offset=ref.offset,
-                        is_blocking=False)
+        if len(self._pending) >= 256:  # uploads with no read in between: let the oldest finish
+            del self._pending[:128]
+        self._pending.append(cl.enqueue_copy(self.queue, ref.buffer, np.ascontiguousarray(data),
+                                             dst_offset=ref.offset, is_blocking=False))
 
     def download(self, ref: BufferRef, out: np.ndarray) -> None:
         cl.enqueue_copy(self.queue, out, ref.buffer, src_offset=ref.offset, is_blocking=True)
+        self._pending.clear()  # the in-order queue is past every earlier upload
+
+    def download_many(self, items: Sequence[tuple[BufferRef, np.ndarray]]) -> None:
+        # queued reads and one wait: the in-order queue has finished every read before the last one
+        reads = [cl.enqueue_copy(self.queue, out, ref.buffer, src_offset=ref.offset, is_blocking=False)
+                 for ref, out in items]
+        if reads:
+            reads[-1].wait()
+            self._pending.clear()
 
     def copy(self, src: BufferRef, dst: BufferRef) -> None:
         cl.enqueue_copy(self.queue, dst.buffer, src.buffer, byte_count=min(src.nbytes, dst.nbytes),
@@ -104,7 +125,8 @@ class CLDevice(GpuDevice):
         prog = self._programs.get(kernel.source)
         if prog is None:
             if "f16" in kernel.features and not self.info.fp16:
-                raise DelegateError(f"{self.info.name} has no cl_khr_fp16: use precision fp32")
+                raise DelegateError(f"{self.info.name} has no cl_khr_fp16: render the kernel with "
+                                    "half_math=False (fp16 storage, fp32 arithmetic) or use precision fp32")
             try:
                 prog = cl.Program(self.ctx, kernel.source).build(options=["-cl-mad-enable"])
             except cl.Error as e:
@@ -135,11 +157,20 @@ class CLDevice(GpuDevice):
 
     def launch(self, bound: tuple[cl.Kernel, list], kernel: RenderedKernel, grid: tuple[int, int, int]) -> None:
         wg = kernel.workgroup
-        gsize = tuple(-(-g // w) * w for g, w in zip(grid, wg, strict=True))
-        cl.enqueue_nd_range_kernel(self.queue, bound[0], gsize, wg)
+        cl.enqueue_nd_range_kernel(self.queue, bound[0], _global_size(grid, wg), wg)
+
+    # -- batching: the launch sizes are worked out once; a replay is one enqueue call per launch
+    def record(self, launches: Sequence[tuple[Any, RenderedKernel, tuple[int, int, int]]]) -> Any:
+        return [(b[0], _global_size(g, k.workgroup), k.workgroup, b[1]) for b, k, g in launches]
+
+    def replay(self, recording: Any) -> None:
+        enqueue, queue = cl.enqueue_nd_range_kernel, self.queue
+        for kernel, gsize, wg, _keep in recording:
+            enqueue(queue, kernel, gsize, wg)
 
     def finish(self) -> None:
         self.queue.finish()
+        self._pending.clear()
 
     def kernel_max_workgroup(self, bound: tuple[cl.Kernel, list]) -> int | None:
         try:

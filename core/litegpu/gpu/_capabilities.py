@@ -4,8 +4,12 @@ The kernel templates (``shaders/``, contract in ``docs/gpu-kernels.md``) take
 a fixed set of *epilogue slots* per kernel, rendered as template options:
 
 * ``conv2d``: ``act`` (an activation, or PRELU with a per-channel alpha),
-  then ``residual`` (ADD or MUL with a tensor of the output's shape), then
-  ``residual_act`` (an activation without PRELU);
+  then ``residual`` (ADD or MUL with a tensor of the output's shape, or with
+  fewer channels read as zero past them: a ``zero_extend`` step, option
+  ``residual_channels="fewer"``), then ``residual_act`` (an activation or PRELU);
+* ``dw_pw_conv2d`` (a depthwise conv fused into the 1x1 conv reading it,
+  ``_passes/fuse_dw_pw``): conv2d's slots (:data:`DW_PW_SLOTS`); the
+  depthwise's own activation is an attribute of the node, not an epilogue step;
 * ``depthwise_conv2d``, ``transpose_conv2d``, ``fully_connected``: ``act``
   (PRELU included);
 * ``binary``: ``act`` (no PRELU), then a ``chain`` of unary ops;
@@ -28,12 +32,15 @@ from typing import Any
 
 from ._graph import Epilogue, GpuGraph, GpuNode
 
-__all__ = ["POOL_TAKES_PAD_VALUE", "QDQ_KERNELS", "ACTIVATIONS", "CHAIN_OPS", "kernel_family", "match_epilogue", "epilogue_fits", "UNARY_KERNEL_OPS"]
+__all__ = ["DW_PW_SLOTS", "POOL_TAKES_PAD_VALUE", "QDQ_KERNELS", "ACTIVATIONS", "CHAIN_OPS", "kernel_family", "match_epilogue", "epilogue_fits", "UNARY_KERNEL_OPS"]
 
 #: Does ``pool2d`` read explicit padding cells as ``PAD_VALUE`` (params EX_T/EX_B/EX_L/EX_R, option
 #: ``explicit_pad``)?  The template skips out-of-bounds taps only (TFLite's pool semantics), so a PAD
 #: is not merged into a pool until it does.
 POOL_TAKES_PAD_VALUE = False
+
+#: the conv2d epilogue slots the fused depthwise -> 1x1 kernel (``dw_pw_conv2d``) implements
+DW_PW_SLOTS = frozenset({"act", "residual", "residual_act", "residual_channels", "qdq"})
 
 #: activations a kernel's ``act`` slot takes (plus PRELU where noted)
 ACTIVATIONS = frozenset({"RELU", "RELU6", "RELU_N1_TO_1", "TANH", "LOGISTIC", "HARD_SWISH", "SIGN_BIT"})
@@ -48,6 +55,7 @@ UNARY_KERNEL_OPS = frozenset({"EXP", "LOG", "SQRT", "RSQRT", "ABS", "NEG", "SIN"
 
 _FAMILY = {
     "CONV_2D": "conv2d",
+    "DW_PW_CONV_2D": "dw_pw_conv2d",
     "DEPTHWISE_CONV_2D": "depthwise_conv2d",
     "TRANSPOSE_CONV": "transpose_conv2d",
     "Convolution2DTransposeBias": "transpose_conv2d",
@@ -65,7 +73,7 @@ _FAMILY = {
 }
 
 #: kernels whose template takes the ``qdq`` option (a final QDQ epilogue step)
-QDQ_KERNELS = frozenset({"conv2d", "depthwise_conv2d", "transpose_conv2d", "fully_connected", "binary", "pool2d",
+QDQ_KERNELS = frozenset({"conv2d", "dw_pw_conv2d", "depthwise_conv2d", "transpose_conv2d", "fully_connected", "binary", "pool2d",
                          "unary", "softmax", "reduce", "resize"})
 
 
@@ -79,6 +87,17 @@ def _per_channel(g: GpuGraph, t: int | None, channels: int) -> bool:
         return False
     s = g.tensors[t].shape
     return s[:3] == (1, 1, 1) and s[3] in (1, channels)
+
+
+def _residual_fits(g: GpuGraph, step: Epilogue, out: tuple[int, ...]) -> bool:
+    """The conv2d residual slot reads a tensor of the output's shape, or (``zero_extend``, template
+    option ``residual_channels="fewer"``) of its B/H/W with fewer channels, zero past them."""
+    if step.operand is None:
+        return False
+    s = g.tensors[step.operand].shape
+    if step.zero_extend:
+        return s[:3] == out[:3] and s[3] < out[3]
+    return s == out
 
 
 def match_epilogue(g: GpuGraph, node: GpuNode, steps: Sequence[Epilogue] | None = None
@@ -105,15 +124,21 @@ def match_epilogue(g: GpuGraph, node: GpuNode, steps: Sequence[Epilogue] | None 
             return True
         return False
 
-    if fam == "conv2d":
+    if fam in ("conv2d", "dw_pw_conv2d"):
         take_act(True)
-        if i < len(steps) and steps[i].op in ("ADD", "MUL") and steps[i].operand is not None \
-                and g.tensors[steps[i].operand].shape == out:
+        if i < len(steps) and steps[i].op in ("ADD", "MUL") and _residual_fits(g, steps[i], out):
             opts["residual"] = steps[i].op
+            if steps[i].zero_extend:
+                opts["residual_channels"] = "fewer"
             operands.append(steps[i])
             i += 1
             if i < len(steps) and steps[i].operand is None and steps[i].op in ACTIVATIONS:
                 opts["residual_act"] = steps[i].op
+                i += 1
+            elif i < len(steps) and steps[i].op == "PRELU" and _per_channel(g, steps[i].operand, out[3]):
+                # BlazeFace-style blocks: conv -> ADD(skip) -> PRELU, one launch instead of two
+                opts["residual_act"] = "PRELU"
+                operands.append(steps[i])
                 i += 1
     elif fam in ("depthwise_conv2d", "transpose_conv2d", "fully_connected"):
         take_act(True)
@@ -132,6 +157,8 @@ def match_epilogue(g: GpuGraph, node: GpuNode, steps: Sequence[Epilogue] | None 
         i += 1
     if i != len(steps):
         return None
+    if fam == "dw_pw_conv2d" and not set(opts) <= DW_PW_SLOTS:
+        return None  # a conv2d slot the fused kernel does not implement
     return opts, operands
 
 

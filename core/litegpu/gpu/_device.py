@@ -34,6 +34,9 @@ class DeviceInfo:
     max_workgroup_dims: tuple[int, int, int] = (256, 256, 64)  # per-axis limits of a work group
     buffer_alignment: int = 256  # sub-buffer offset alignment in bytes
     compute_units: int = 1
+    # without ``fp16``: half buffers can still be loaded and stored with f32 arithmetic (OpenCL's
+    # vload_half/vstore_half), so the fp16 precisions run as the storage-only half kernel variant
+    fp16_storage: bool = False
 
 
 @dataclass(frozen=True)
@@ -64,6 +67,12 @@ class GpuDevice(ABC):
     @abstractmethod
     def download(self, ref: BufferRef, out: np.ndarray) -> None:
         """Copy ``ref`` into the host array ``out``, after all queued work; blocks."""
+
+    def download_many(self, items: Sequence[tuple[BufferRef, np.ndarray]]) -> None:
+        """:meth:`download` of each ``(ref, out)``; blocks until all are done.  An API that can queue
+        the reads and wait once (OpenCL) overrides it."""
+        for ref, out in items:
+            self.download(ref, out)
 
     def copy(self, src: BufferRef, dst: BufferRef) -> None:
         """Device-to-device copy of ``src`` into ``dst`` (queued).  The default goes via the host."""

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -111,7 +111,9 @@ class Epilogue:
     ``reverse`` (binary only) means ``operand op value`` instead of
     ``value op operand``; it only matters for SUB and DIV.  ``QDQ`` snaps the
     value to the grid of a quantized tensor: ``q`` = (scale, zero point, qmin,
-    qmax), see :class:`QuantView`.
+    qmax), see :class:`QuantView`.  ``zero_extend`` (binary only): the operand has the
+    result's B/H/W but fewer channels and reads as zero past them (a zero channel ``PAD``
+    merged into the read, ``_passes/channel_pad``); otherwise it is broadcast.
     """
 
     op: str
@@ -119,13 +121,15 @@ class Epilogue:
     reverse: bool = False
     alpha: float | None = None
     q: tuple[float, int, int, int] | None = None
+    zero_extend: bool = False
 
     def describe(self) -> str:
         if self.q is not None:
             return f"qdq({self.q[0]:g},{self.q[1]})"
         if self.operand is None:
             return self.op.lower() + (f"({self.alpha:g})" if self.alpha is not None else "")
-        a, b = (f"t{self.operand}", "x") if self.reverse else ("x", f"t{self.operand}")
+        t = f"zext(t{self.operand})" if self.zero_extend else f"t{self.operand}"
+        a, b = (t, "x") if self.reverse else ("x", t)
         return f"{self.op.lower()}({a},{b})"
 
 
@@ -408,8 +412,7 @@ class GpuGraph:
         for n in self.nodes:
             n.inputs = [new if t == old else t for t in n.inputs]
             if any(e.operand == old for e in n.epilogue):
-                n.epilogue = [Epilogue(e.op, new, e.reverse, e.alpha, e.q) if e.operand == old else e
-                              for e in n.epilogue]
+                n.epilogue = [replace(e, operand=new) if e.operand == old else e for e in n.epilogue]
 
     def remove_node(self, node: GpuNode) -> None:
         self.nodes.pop(self.node_index(node))

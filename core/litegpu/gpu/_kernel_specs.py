@@ -92,7 +92,7 @@ def _spec(name: str, file: str, doc: str, options: Mapping[str, Opt] | None = No
 
 
 # split > 1: a work group of `split` threads cooperates on one output (shared-memory tree reduction)
-_SPLITS = (1, 16, 32, 64, 128)
+_SPLITS = (1, 4, 8, 16, 32, 64, 128)
 _split = Opt(1, _SPLITS)
 
 
@@ -105,6 +105,26 @@ _act = Opt("NONE", FUSED_ACTIVATIONS)
 # the float view of quantized models, docs/gpu-compiler.md)
 _qdq = Opt(False, (False, True))
 _act_no_prelu = Opt("NONE", ACTIVATIONS)
+# residual_channels (conv2d) / rhs_channels (binary): "fewer" = that operand has fewer channels than the
+# output and reads as zero past them (a zero channel PAD merged into the read, _passes/channel_pad.py)
+_channels = Opt("same", ("same", "fewer"))
+
+# dw_pw_conv2d: every dw_act and act value (paired), then residuals, splits and blocks mixed
+_DW_PW_VARIANTS = (
+    [{"dw_act": a, "act": FUSED_ACTIVATIONS[(i + 3) % len(FUSED_ACTIVATIONS)]}
+     for i, a in enumerate(FUSED_ACTIVATIONS)]
+    + [{"residual": "ADD", "residual_act": "RELU", "split": 4},
+       {"residual": "ADD", "residual_act": "RELU6", "split": 8, "block_s": 2},
+       {"residual": "MUL", "residual_act": "RELU_N1_TO_1", "split": 16, "block_w": 1},
+       {"residual": "ADD", "residual_act": "TANH", "split": 32, "qdq": True},
+       {"residual": "ADD", "residual_act": "LOGISTIC", "split": 64, "block_s": 2, "block_w": 1},
+       {"residual": "ADD", "residual_act": "HARD_SWISH", "split": 128, "dw_act": "PRELU", "act": "PRELU"},
+       {"residual": "ADD", "residual_act": "SIGN_BIT", "block_s": 2},
+       {"dw_act": "PRELU", "act": "PRELU", "residual": "ADD", "residual_act": "PRELU", "block_s": 2},
+       {"dw_act": "RELU6", "residual": "ADD", "residual_act": "PRELU", "split": 16, "block_s": 2, "qdq": True},
+       {"residual": "ADD", "residual_channels": "fewer", "residual_act": "RELU", "block_s": 2},
+       {"residual": "ADD", "residual_channels": "fewer", "residual_act": "PRELU", "split": 32, "block_w": 1}]
+)
 
 SPECS: dict[str, KernelSpec] = {s.name: s for s in [
     _spec("bhwc_to_phwc4", "layout.lgk", "BHWC (dense, host order) -> PHWC4",
@@ -117,29 +137,45 @@ SPECS: dict[str, KernelSpec] = {s.name: s for s in [
                                               {"op": "LOGISTIC", "qdq": True}]),
     _spec("binary", "elementwise.lgk", "y = act(op(a, b)) with BHWC broadcasting; b may be a scalar param",
           {"op": Opt("ADD", BINARY_OPS), "act": _act_no_prelu, "rhs": Opt("tensor", ("tensor", "scalar")),
-           "chain": Opt((), UNARY_OPS, many=True), "qdq": _qdq},
+           "chain": Opt((), UNARY_OPS, many=True), "qdq": _qdq, "rhs_channels": _channels},
           [{"op": op} for op in BINARY_OPS]
           + [{"op": "ADD", "act": a} for a in ACTIVATIONS[1:]]
           + [{"op": "MUL", "rhs": "scalar"}, {"op": "SUB", "rhs": "scalar", "chain": ("ABS",)},
-             {"op": "ADD", "act": "RELU", "qdq": True}, {"op": "MUL", "rhs": "scalar", "qdq": True}]),
+             {"op": "ADD", "act": "RELU", "qdq": True}, {"op": "MUL", "rhs": "scalar", "qdq": True},
+             {"op": "ADD", "rhs_channels": "fewer"}, {"op": "ADD", "act": "RELU6", "rhs_channels": "fewer"}]),
     _spec("conv2d", "conv.lgk", "2-D convolution, groups, dilation, fused bias/activation/residual",
-          {"act": _act, "residual": Opt("NONE", ("NONE", "ADD", "MUL")), "residual_act": _act_no_prelu,
-           "block_w": Opt(2, (1, 2, 4)), "block_s": Opt(1, (1, 2)), "grouped": _bool(), "qdq": _qdq},
+          {"act": _act, "residual": Opt("NONE", ("NONE", "ADD", "MUL")), "residual_act": _act,
+           "block_w": Opt(2, (1, 2, 4)), "block_s": Opt(1, (1, 2)), "grouped": _bool(), "split": _split,
+           "qdq": _qdq, "residual_channels": _channels},
           [{"act": a} for a in FUSED_ACTIVATIONS]
           + [{"residual": "ADD", "residual_act": "RELU"}, {"residual": "MUL", "act": "RELU6"},
              {"block_w": 1}, {"block_w": 4, "block_s": 2}, {"grouped": True}, {"grouped": True, "block_w": 4}]
           + [{"residual": "ADD", "residual_act": a} for a in ACTIVATIONS[2:]]
-          + [{"act": "RELU6", "qdq": True}, {"residual": "ADD", "block_w": 4, "block_s": 2, "qdq": True}],
-          default_wg=(8, 4, 2)),
+          + [{"act": "RELU6", "qdq": True}, {"residual": "ADD", "block_w": 4, "block_s": 2, "qdq": True}]
+          + [{"split": 16}, {"split": 4, "act": "PRELU", "block_w": 4, "block_s": 2},
+             {"split": 64, "residual": "ADD", "residual_act": "RELU", "block_w": 1},
+             {"split": 32, "grouped": True, "qdq": True}, {"split": 8, "act": "RELU6", "block_s": 2},
+             {"residual": "ADD", "residual_act": "PRELU"},
+             {"act": "PRELU", "residual": "ADD", "residual_act": "PRELU", "split": 16, "block_s": 2}]
+          + [{"residual": "ADD", "residual_channels": "fewer", "residual_act": "RELU"},
+             {"residual": "ADD", "residual_channels": "fewer", "residual_act": "PRELU", "block_w": 4, "block_s": 2},
+             {"residual": "ADD", "residual_channels": "fewer", "split": 128, "block_w": 1, "qdq": True}],
+          default_wg=(8, 4, 2), shared_wg=_split_wg),
     _spec("depthwise_conv2d", "conv.lgk", "depthwise convolution (any channel multiplier)",
           {"act": _act, "multiplier": Opt("one", ("one", "any")), "qdq": _qdq},
           [{"act": a} for a in FUSED_ACTIVATIONS] + [{"multiplier": "any"}, {"multiplier": "any", "act": "PRELU"},
                                                      {"act": "RELU", "qdq": True}]),
+    _spec("dw_pw_conv2d", "conv.lgk",
+          "depthwise conv (multiplier 1, own activation) feeding a 1x1 conv, one launch; conv2d's epilogue",
+          {"dw_act": _act, "act": _act, "residual": Opt("NONE", ("NONE", "ADD", "MUL")), "residual_act": _act,
+           "block_w": Opt(2, (1, 2)), "block_s": Opt(1, (1, 2)), "split": _split, "qdq": _qdq,
+           "residual_channels": _channels},
+          _DW_PW_VARIANTS, default_wg=(8, 4, 2), shared_wg=_split_wg),
     _spec("transpose_conv2d", "conv.lgk", "transposed convolution (+ MediaPipe Convolution2DTransposeBias)",
           {"act": _act, "qdq": _qdq}, [{"act": a} for a in FUSED_ACTIVATIONS] + [{"qdq": True}]),
     _spec("fully_connected", "matmul.lgk", "y[b, o] = act(sum_k x[b, k] w[o, k] + bias[o])",
           {"act": _act, "split": _split, "qdq": _qdq}, [{"act": a} for a in FUSED_ACTIVATIONS]
-          + [{"split": n, "act": a} for n, a in zip(_SPLITS[1:], ("NONE", "RELU", "PRELU", "TANH"), strict=True)]
+          + [{"split": n, "act": a} for n, a in zip(_SPLITS[1:], ("NONE", "RELU", "PRELU", "TANH", "RELU6", "NONE"), strict=True)]
           + [{"qdq": True}, {"split": 32, "qdq": True}],
           default_wg=(32, 2, 1), shared_wg=_split_wg),
     _spec("batch_matmul", "matmul.lgk", "batched matmul with broadcasting and adj_x/adj_y",
@@ -152,7 +188,7 @@ SPECS: dict[str, KernelSpec] = {s.name: s for s in [
     _spec("reduce", "reduce.lgk", "SUM/MEAN/REDUCE_MAX/REDUCE_MIN/REDUCE_PROD over any BHWC axes",
           {"op": Opt("SUM", ("SUM", "MEAN", "MAX", "MIN", "PROD")), "split": _split, "qdq": _qdq},
           [{"op": op} for op in ("SUM", "MEAN", "MAX", "MIN", "PROD")]
-          + [{"split": n, "op": op} for n, op in zip(_SPLITS[1:], ("MEAN", "MAX", "SUM", "MIN"), strict=True)]
+          + [{"split": n, "op": op} for n, op in zip(_SPLITS[1:], ("MEAN", "MAX", "SUM", "MIN", "MEAN", "PROD"), strict=True)]
           + [{"op": "MEAN", "qdq": True}, {"op": "MEAN", "split": 64, "qdq": True}],
           shared_wg=_split_wg),
     _spec("softmax", "reduce.lgk", "SOFTMAX / LOG_SOFTMAX over channels", {"log": _bool(), "qdq": _qdq},

@@ -6,9 +6,12 @@ A BHWC tensor with ``C`` channels is stored as ``S = ceil(C / 4)`` channel
 *slices* of 4, the last zero padded: a contiguous array of shape
 ``(B, S, H, W, 4)``; element ``[b, s, h, w, k]`` is channel ``4 * s + k`` of
 pixel ``(b, h, w)`` (0 where ``4 * s + k >= C``).  One work item reads a
-pixel's 4 channels as one vector (``float4``/``vec4``/``half4``).  The host
-converts at the partition boundary with :func:`bhwc_to_phwc4` and
-:func:`phwc4_to_bhwc` (vectorised: pad, reshape, transpose).  Padded lanes
+pixel's 4 channels as one vector (``float4``/``vec4``/``half4``).
+:func:`bhwc_to_phwc4` and :func:`phwc4_to_bhwc` (vectorised: pad, reshape,
+transpose) are the numpy definitions; the executor converts its partition
+boundary on the device with the ``layout.lgk`` kernels of the same names and
+keeps :func:`to_device` / :func:`from_device` for what those do not cover
+(``_runtime.py``, docs/gpu-compiler.md §3).  Padded lanes
 must hold 0 (kernels may rely on it, e.g. a conv reads them as inputs with
 zero weights -- the padded weights are 0 too, so any finite value works, but
 0 keeps reductions over C exact).

@@ -25,6 +25,7 @@ from ._graph import Epilogue, GpuGraph, GpuNode, GpuOp, GpuPlan, PlanTensor
 from ._memory import DEFAULT_ALIGNMENT, plan_arena
 from ._passes import DEFAULT_PIPELINE, Pass, run_passes
 from ._passes.float_view import QDQ_OP
+from ._passes.fuse_dw_pw import DW_PW_OP, dw_pw_tiling
 from ._precision import PrecisionPolicy, fp16_risks, precision_policy
 from ._quant import quantized_reason
 
@@ -36,6 +37,32 @@ _BINARY = ("ADD", "SUB", "MUL", "DIV", "MAXIMUM", "MINIMUM", "SQUARED_DIFFERENCE
 _UNARY = tuple(sorted(UNARY_KERNEL_OPS - {"SQUARE"}))
 _RESHAPES = ("RESHAPE", "SQUEEZE", "EXPAND_DIMS")
 _REDUCE = {"MEAN": "MEAN", "SUM": "SUM", "REDUCE_MAX": "MAX", "REDUCE_MIN": "MIN"}
+
+#: Group sizes split_for picks from.  The templates also take 4 and 8, but measured on an H200
+#: (bench/gpu_kernels.py) such small groups lose to no split at all: a GPU core runs a bounded
+#: number of work groups at once, so 4-thread groups leave it mostly idle.
+_SPLIT_SIZES = (128, 64, 32, 16)
+#: Threads a split should not push a launch beyond: enough to keep a large GPU's memory pipes busy,
+#: while a small one (a few thousand threads in flight) still runs the groups back to back.
+_SPLIT_THREADS = 131072
+
+
+def split_for(outputs: int, steps: int) -> int:
+    """Threads to share each output of a reduction (``split`` option of conv2d, fully_connected,
+    reduce): ``outputs`` independent work items, each ``steps`` loop iterations long.
+
+    A GPU hides memory latency only with many threads in flight.  When the output grid is small
+    (deep layers at 8x8 or 1x1, global pooling, fully-connected heads) one thread per output walks
+    its whole reduction serially, each step waiting on a load: measured on an H200, a 7x7x1152 ->
+    7x7x192 1x1 convolution took 96 us that way and 12 us split 32 ways.  Splitting each output's
+    reduction over a work group (partial sums meeting in shared memory) multiplies the threads in
+    flight and divides the serial chain.  Pick the largest group that keeps at least two steps per
+    thread and the launch within ``_SPLIT_THREADS``; 1 (no split) otherwise.
+    """
+    for s in _SPLIT_SIZES:
+        if steps >= 2 * s and outputs * s <= _SPLIT_THREADS:
+            return s
+    return 1
 
 #: every op name (builtin or custom code) :func:`supports` may accept
 SUPPORTED_OPS = frozenset({
@@ -359,11 +386,14 @@ class _Lowerer:
         return m
 
     def bind_epilogue_operands(self, operands: list[Epilogue], channels: int) -> None:
+        after_residual = False
         for e in operands:
-            if e.op == "PRELU":
-                self.const("alpha", L.channel_vector(self.data(e.operand).reshape(-1), channels))
+            if e.op == "PRELU":  # a PRELU after the residual step has its own alpha (res_alpha)
+                self.const("res_alpha" if after_residual else "alpha",
+                           L.channel_vector(self.data(e.operand).reshape(-1), channels))
             else:
                 self.tensor_or_const("res", e.operand)
+                after_residual = True
 
     def op(self, kernel: str, options: dict[str, Any], params: dict[str, Any],
            outputs: Sequence[int] | None = None) -> GpuOp:
@@ -426,7 +456,14 @@ def _lower_conv(lw: _Lowerer) -> list[GpuOp]:
               "PAD_T": t, "PAD_L": le, "DIL_H": geo["dilation"][0], "DIL_W": geo["dilation"][1],
               "SRC_SG": L.slices(c // groups) if grouped else L.slices(c),
               "DST_SG": L.slices(o // groups) if grouped else L.slices(o)}
-    return [lw.op("conv2d", {**opts, "grouped": grouped or None}, params)]
+    if opts.get("residual_channels") == "fewer":  # the residual's own slice count (a channel PAD merged)
+        params["RES_S"] = L.slices(lw.shape(next(e.operand for e in operands if e.zero_extend))[3])
+    # one output pixel per row (1x1 heads): a second pixel per work item would be wasted work
+    block_w = 1 if ow == 1 else 2
+    outputs = b * oh * -(-ow // block_w) * params["S"]
+    split = split_for(outputs, params["KH"] * params["KW"] * params["SRC_SG"])
+    return [lw.op("conv2d", {**opts, "grouped": grouped or None, "block_w": block_w if block_w != 2 else None,
+                             "split": split if split > 1 else None}, params)]
 
 
 def _lower_depthwise(lw: _Lowerer) -> list[GpuOp]:
@@ -449,6 +486,43 @@ def _lower_depthwise(lw: _Lowerer) -> list[GpuOp]:
               "PAD_T": geo["pads"][0], "PAD_L": geo["pads"][2], "DIL_H": geo["dilation"][0],
               "DIL_W": geo["dilation"][1], "MULT": mult}
     return [lw.op("depthwise_conv2d", {**opts, "multiplier": "one" if mult == 1 else "any"}, params)]
+
+
+def _lower_dw_pw(lw: _Lowerer) -> list[GpuOp]:
+    """The fused depthwise -> 1x1 conv node (``_passes/fuse_dw_pw``): one ``dw_pw_conv2d`` launch."""
+    n = lw.n
+    x, y = n.inputs[0], n.outputs[0]
+    dw_w, pw_w = lw.data(n.inputs[1]), lw.data(n.inputs[3])
+    b, h, wd, c = lw.shape(x)
+    _, oh, ow, o = lw.shape(y)
+    geo = conv_geometry(n.attrs["dw"], (h, wd), dw_w.shape[1:3])
+    opts, operands = lw.epilogue()
+    dw_act = n.attrs.get("dw_act") or "NONE"
+
+    def vector(i: int, channels: int) -> np.ndarray:
+        t = n.inputs[i] if len(n.inputs) > i else -1
+        return L.channel_vector(lw.data(t).reshape(-1) if t >= 0 else None, channels)
+
+    lw.bind("src", x)
+    lw.const("dw_weights", L.depthwise_weights(dw_w))
+    lw.const("dw_bias", vector(2, c))
+    if dw_act == "PRELU":
+        lw.const("dw_alpha", vector(5, c))
+    lw.const("weights", L.conv_weights(pw_w))
+    lw.const("bias", vector(4, o))
+    lw.bind_epilogue_operands(operands, o)
+    lw.bind("dst", y)
+    params = {"B": b, "SRC_H": h, "SRC_W": wd, "SRC_S": L.slices(c), "H": oh, "W": ow, "C": o, "S": L.slices(o),
+              "KH": dw_w.shape[1], "KW": dw_w.shape[2], "STRIDE_H": geo["stride"][0], "STRIDE_W": geo["stride"][1],
+              "PAD_T": geo["pads"][0], "PAD_L": geo["pads"][2], "DIL_H": geo["dilation"][0],
+              "DIL_W": geo["dilation"][1]}
+    if opts.get("residual_channels") == "fewer":  # the residual's own slice count (a channel PAD merged)
+        params["RES_S"] = L.slices(lw.shape(next(e.operand for e in operands if e.zero_extend))[3])
+    split, block_s, block_w = dw_pw_tiling(b * oh * ow * params["S"], params["SRC_S"], params["S"], ow)
+    return [lw.op("dw_pw_conv2d", {**opts, "dw_act": dw_act if dw_act != "NONE" else None,
+                                   "block_w": block_w if block_w != 2 else None,
+                                   "block_s": block_s if block_s != 1 else None,
+                                   "split": split if split > 1 else None}, params)]
 
 
 def _lower_transpose_conv(lw: _Lowerer) -> list[GpuOp]:
@@ -495,7 +569,9 @@ def _lower_fc(lw: _Lowerer) -> list[GpuOp]:
     lw.const("bias", L.channel_vector(bias, o))
     lw.bind_epilogue_operands(operands, o)
     lw.bind("dst", y)
-    return [lw.op("fully_connected", opts, {"B": rows, "SRC_S": L.slices(i), "C": o, "S": L.slices(o)})]
+    split = split_for(rows * L.slices(o), L.slices(i))
+    return [lw.op("fully_connected", {**opts, "split": split if split > 1 else None},
+                  {"B": rows, "SRC_S": L.slices(i), "C": o, "S": L.slices(o)})]
 
 
 def _lower_bmm(lw: _Lowerer) -> list[GpuOp]:
@@ -526,6 +602,15 @@ def _lower_pool(lw: _Lowerer) -> list[GpuOp]:
               "STRIDE_H": geo["stride"][0], "STRIDE_W": geo["stride"][1], "PAD_T": geo["pads"][0],
               "PAD_L": geo["pads"][2]}
     options = {"op": "MAX" if n.op == "MAX_POOL_2D" else "AVG", **opts}
+    t, le = geo["pads"][0], geo["pads"][2]
+    if ((oh, ow) == (1, 1) and kh - t >= h and kw - le >= wd and n.attrs.get("pad_value") is None
+            and opts.get("act", "NONE") == "NONE"):
+        # a global pool (one window over the whole image) is a reduction: as one, its long sum is
+        # split over a work group instead of walked by one thread per channel slice
+        split = split_for(b * L.slices(c), h * wd)
+        params = {**lw.dims(x, "SRC_"), **lw.dims(y), "RB": 0, "RH": 1, "RW": 1, "RC": 0}
+        return [lw.op("reduce", {"op": "MEAN" if options["op"] == "AVG" else "MAX",
+                                 "qdq": opts.get("qdq"), "split": split if split > 1 else None}, params)]
     if n.attrs.get("pad_value") is not None:
         # explicit padding merged from a PAD (only when _capabilities.POOL_TAKES_PAD_VALUE)
         ex = n.attrs["explicit_padding"]
@@ -550,6 +635,8 @@ def _lower_binary(lw: _Lowerer) -> list[GpuOp]:
     else:
         lw.tensor_or_const("rhs", b_)
         params.update(lw.dims(b_, "R_"))
+        if n.attrs.get("zero_extend_rhs"):  # rhs has fewer channels, zero past them (_passes/channel_pad)
+            options["rhs_channels"] = "fewer"
     params.update(lw.dims(a, "L_"))
     lw.bind("dst", y)
     return [lw.op("binary", options, params)]
@@ -577,7 +664,11 @@ def _lower_reduce(lw: _Lowerer) -> list[GpuOp]:
     lw.bind("dst", n.outputs[0])
     params = {**lw.dims(n.inputs[0], "SRC_"), **lw.dims(n.outputs[0]),
               "RB": int(0 in axes), "RH": int(1 in axes), "RW": int(2 in axes), "RC": int(3 in axes)}
-    return [lw.op("reduce", {"op": _REDUCE[n.op], **opts}, params)]
+    steps = 1
+    for flag, dim in (("RB", "SRC_B"), ("RH", "SRC_H"), ("RW", "SRC_W"), ("RC", "SRC_S")):
+        steps *= params[dim] if params[flag] else 1
+    split = split_for(params["B"] * params["H"] * params["W"] * params["S"], steps)
+    return [lw.op("reduce", {"op": _REDUCE[n.op], **opts, "split": split if split > 1 else None}, params)]
 
 
 def _lower_softmax(lw: _Lowerer) -> list[GpuOp]:
@@ -720,6 +811,7 @@ def _lower_lstm_cell(lw: _Lowerer) -> list[GpuOp]:
 _LOWER: dict[str, Callable[[_Lowerer], list[GpuOp]]] = {
     "CONV_2D": _lower_conv,
     "DEPTHWISE_CONV_2D": _lower_depthwise,
+    DW_PW_OP: _lower_dw_pw,
     "TRANSPOSE_CONV": _lower_transpose_conv,
     "Convolution2DTransposeBias": _lower_transpose_conv,
     "FULLY_CONNECTED": _lower_fc,

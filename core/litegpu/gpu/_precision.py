@@ -14,6 +14,12 @@ Three modes (the ``precision`` option of a GPU backend):
     reductions MEAN, SUM, SOFTMAX (its sum of exponentials),
     AVERAGE_POOL_2D and LSTM gates.  Elementwise ops stay float16.
 
+On a device that can store halves but not compute in them (OpenCL without
+``cl_khr_fp16``: ``DeviceInfo.fp16_storage``) both fp16 modes keep this storage
+policy while the kernels compute everything in float32 (the storage-only half
+kernel variant): ``fp16`` is then more accurate than its name, ``fp16_fp32acc``
+exactly as described.
+
 Non-float tensors (int32 shape/axis parameters, bool) keep their type.
 Constants are converted once, at prepare (:meth:`PrecisionPolicy.constant`).
 
@@ -47,6 +53,7 @@ _FP16_TINY = 2.0 ** -24  # smallest positive subnormal
 FP32_ACCUMULATION_OPS = frozenset({
     "CONV_2D", "DEPTHWISE_CONV_2D", "TRANSPOSE_CONV", "Convolution2DTransposeBias", "FULLY_CONNECTED",
     "BATCH_MATMUL", "MEAN", "SUM", "SOFTMAX", "AVERAGE_POOL_2D", "LSTM",
+    "DW_PW_CONV_2D",  # a depthwise conv fused into a 1x1 conv (_passes/fuse_dw_pw)
 })
 
 

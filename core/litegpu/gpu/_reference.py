@@ -28,7 +28,7 @@ from ._geometry import (
 )
 from ._graph import Epilogue, GpuGraph, GpuNode
 
-__all__ = ["evaluate", "apply_epilogue", "UNARY", "BINARY", "dequantize_array", "qdq"]
+__all__ = ["evaluate", "apply_epilogue", "zero_extend", "UNARY", "BINARY", "dequantize_array", "qdq"]
 
 
 def _erf(x: np.ndarray) -> np.ndarray:
@@ -115,6 +115,11 @@ def qdq(x: np.ndarray, scale: float, zero_point: int, qmin: int, qmax: int) -> n
     return ((q - zero_point) * np.float64(np.float32(scale))).astype(np.float32)
 
 
+def zero_extend(x: np.ndarray, channels: int) -> np.ndarray:
+    """``x`` (4-D) padded with zeros on the channel axis up to ``channels``."""
+    return np.pad(x, ((0, 0), (0, 0), (0, 0), (0, channels - x.shape[3])))
+
+
 def apply_epilogue(x: np.ndarray, steps: Sequence[Epilogue], values: Mapping[int, np.ndarray]) -> np.ndarray:
     """Apply a node's epilogue chain to its result (4-D)."""
     for e in steps:
@@ -124,6 +129,8 @@ def apply_epilogue(x: np.ndarray, steps: Sequence[Epilogue], values: Mapping[int
             x = UNARY[e.op](x, {"alpha": e.alpha} if e.alpha is not None else {})
         else:
             other = values[e.operand]
+            if e.zero_extend:  # fewer channels than x, zero past them (a merged channel PAD)
+                other = zero_extend(other, x.shape[3])
             x = BINARY[e.op](other, x) if e.reverse else BINARY[e.op](x, other)
         x = x.astype(np.float32, copy=False) if x.dtype == np.float64 else x
     return x
@@ -196,6 +203,19 @@ def _depthwise(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, attrs: Map
     if bias is not None:
         out += bias.reshape(-1)
     return out
+
+
+def _dw_pw(c: _Ctx) -> np.ndarray:
+    """The fused DW_PW_CONV_2D node: inputs [x, dw weights, dw bias, pw weights, pw bias, dw alpha]."""
+    a = c.n.attrs
+    mid = _depthwise(c.get(0), c.const(1), c.get(2), a["dw"])
+    act = a.get("dw_act")
+    if act == "PRELU":
+        mid = BINARY["PRELU"](mid, c.get(5))
+    elif act:
+        mid = UNARY[act](mid, {})
+    # the unfused depthwise stored its result in float32: same rounding here
+    return _conv(mid.astype(np.float32), c.const(3), c.get(4), {"padding": 1})
 
 
 def _pool(x: np.ndarray, attrs: Mapping[str, Any], kind: str) -> np.ndarray:
@@ -302,7 +322,10 @@ def _eval_node(c: _Ctx) -> list[np.ndarray]:
     n, a = c.n, c.n.attrs
     op = n.op
     if op in BINARY:
-        return [BINARY[op](c.get(0), c.get(1))]
+        rhs = c.get(1)
+        if a.get("zero_extend_rhs"):  # fewer channels than the result, zero past them (a merged channel PAD)
+            rhs = zero_extend(rhs, c.out_shape()[3])
+        return [BINARY[op](c.get(0), rhs)]
     if op in UNARY:
         return [UNARY[op](c.get(0), a)]
     if op == "QUANTIZE_AND_DEQUANTIZE":  # a copy; its QDQ step is the epilogue
@@ -318,6 +341,8 @@ def _eval_node(c: _Ctx) -> list[np.ndarray]:
         return [_conv(x, w, c.get(2), a, groups=x.shape[3] // w.shape[3])]
     if op == "DEPTHWISE_CONV_2D":
         return [_depthwise(c.get(0), c.const(1), c.get(2), a)]
+    if op == "DW_PW_CONV_2D":  # _passes/fuse_dw_pw: depthwise (+ its activation) then a 1x1 conv
+        return [_dw_pw(c)]
     if op == "TRANSPOSE_CONV":
         out = c.out_shape()
         return [_transpose_conv(c.get(2), c.const(1), c.get(3), out[1:3], a)]

@@ -10,13 +10,42 @@ prepare
     Constants are re-laid out and uploaded here, once.  The launches are handed
     to ``GpuDevice.record`` once (a Vulkan command buffer, a WebGPU pass list).
 invoke
-    upload the partition's inputs (BHWC -> PHWC4 on the host), enqueue every
-    launch (``GpuDevice.replay``) with no host synchronisation in between, then
-    one blocking read per host output.
+    upload the partition's inputs as dense float32 BHWC into staging buffers,
+    enqueue every launch (``GpuDevice.replay``) with no host synchronisation in
+    between -- first ``bhwc_to_phwc4`` per input, then the plan's launches,
+    then ``phwc4_to_bhwc`` per host output into a dense float32 staging buffer
+    -- then the host outputs' reads, with one wait.  The layout conversions (and
+    the float32 <-> float16 conversion of the fp16 modes) run on the device;
+    the host only reshapes (see "Partition boundary" below).
 
 Outputs only read by this delegate's later partitions stay on the device as
 :class:`DeviceValue` and are copied device-to-device into the next partition's
 input buffer.
+
+Partition boundary
+------------------
+Each boundary tensor crosses in one of three ways (:attr:`_Boundary.mode`):
+
+``device``
+    a staging buffer holds the dense float32 BHWC data the host sees; a
+    ``bhwc_to_phwc4`` / ``phwc4_to_bhwc`` launch (``shaders/layout.lgk``,
+    ``host="f32"``) converts it to or from the PHWC4 buffer in the storage type.
+``direct``
+    fp32 storage and a shape whose PHWC4 bytes start with the dense BHWC
+    bytes (``C == 4``, or one pixel with ``B == 1`` or ``C % 4 == 0``):
+    the host array is copied straight into, or read straight out of, the
+    PHWC4 buffer; its padding lanes are zeroed once at prepare.
+``host``
+    the numpy conversion of ``_layout.to_device/from_device``: tensors the
+    float32 kernels do not cover (bool, float16 host arrays).
+
+Quantized boundary tensors (the float view) take ``device``/``direct`` too;
+the host only (de)quantizes the dense array elementwise (``_layout.
+dequantize_host/quantize_host``: TFLite's rounding, done in float64 on the
+host so it matches LiteRT bit for bit).  Whether an input arrives from the
+host or as a :class:`DeviceValue` is known only at invoke, so the launch list
+is recorded per set of device-resident inputs (the all-host one at prepare,
+others on first use); a :class:`DeviceValue` input skips its conversion.
 """
 
 from __future__ import annotations
@@ -35,18 +64,27 @@ import numpy as np
 from .._delegate import Delegate, DelegateKernel, NodeView, PartitionSpec, Support
 from .._errors import CacheError, ConfigError, DelegateError
 from ._device import BufferRef, GpuDevice
-from ._graph import GpuPlan, PlanTensor
-from ._layout import from_device, to_device
+from ._graph import GpuOp, GpuPlan, PlanTensor
+from ._layout import dequantize_host, from_device, quantize_host, slices, to_device
 from ._lower import compile_partition, supports
 from ._plan_io import plan_from_sections, plan_to_sections
 from ._tuning import TUNING_MODES, TuningKey, WorkgroupTuner, candidates
 from .kernels import Binding, ParamSlot, RenderedKernel, render
 
-__all__ = ["GpuDelegate", "GpuPartitionKernel", "DeviceValue", "PRECISIONS"]
+__all__ = ["GpuDelegate", "GpuPartitionKernel", "DeviceValue", "PRECISIONS", "BOUNDARY_LAYOUTS"]
 
 log = logging.getLogger("litegpu")
 
 PRECISIONS = ("fp32", "fp16", "fp16_fp32acc")
+
+#: where boundary tensors change layout: ``device`` (layout kernels; the default) or ``host`` (numpy,
+#: the old path; kept for comparisons and tests, not a user option)
+BOUNDARY_LAYOUTS = ("device", "host")
+
+#: what the executor adds to the backend's version in cache keys; bump when the kernel records or the
+#: other sections :meth:`GpuPartitionKernel.cache_sections` writes change meaning
+#: (2: the records include the boundary layout launches)
+EXECUTOR_PAYLOAD = 2
 
 
 @dataclass(frozen=True)
@@ -106,34 +144,57 @@ class _Launch:
     bound: Any
     grid: tuple[int, int, int]
     label: str
+    #: a boundary input's conversion: left out of the recording when the input arrives as a DeviceValue
+    input_tid: int | None = None
+
+
+@dataclass(frozen=True)
+class _Boundary:
+    """How one boundary tensor crosses between the host and the device (see the module doc).
+
+    ``ref`` is where the host's bytes go (inputs) or come from (host outputs): the staging buffer
+    (``device``), the PHWC4 buffer itself (``direct``, ``host``).  ``size`` counts the elements of the
+    dense host array.  ``quant`` (scale, zero point): the host array is quantized (``dtype``)."""
+
+    tid: int
+    name: str
+    mode: str  # "device" | "direct" | "host"
+    ref: BufferRef
+    size: int
+    shape: tuple[int, int, int, int]
+    ir_shape: tuple[int, ...]
+    dtype: str
+    storage: str
+    quant: tuple[float, int] | None
+
+
+def _boundary_mode(t: PlanTensor, layout: str) -> str:
+    """``device``, ``direct`` or ``host`` for boundary tensor ``t`` (see the module doc)."""
+    host_float = t.dtype == "float32" or t.quant is not None  # a quantized tensor's float view is float32
+    if layout == "host" or not host_float or t.storage not in ("float32", "float16"):
+        return "host"
+    b, h, w, c = t.shape
+    if t.storage == "float32" and (c == 4 or (h * w == 1 and (b == 1 or c % 4 == 0))):
+        return "direct"  # the dense bytes are the PHWC4 buffer's first bytes
+    return "device"
 
 
 class GpuPartitionKernel(DelegateKernel):
     """One compiled partition on one device."""
 
     def __init__(self, device: GpuDevice, plan: GpuPlan, spec: PartitionSpec,
-                 tuner: WorkgroupTuner | None = None, cached: Mapping[str, bytes] | None = None):
+                 tuner: WorkgroupTuner | None = None, cached: Mapping[str, bytes] | None = None,
+                 boundary_layout: str = "device", half_math: bool | None = None):
+        if boundary_layout not in BOUNDARY_LAYOUTS:
+            raise ConfigError(f"boundary_layout {boundary_layout!r} is not one of {', '.join(BOUNDARY_LAYOUTS)}")
         self.device = device
         self.plan = plan
         self.spec = spec
         self.tuner = tuner or WorkgroupTuner("none")
-        # From the cache: program binaries by source hash, kernel sources, and one record per launch
-        # (rendered kernel + grid + chosen work group), so a warm start neither renders nor tunes.
-        cached = cached or {}
-        self._binaries_in = {k[4:]: v for k, v in cached.items() if k.startswith("bin/")}
-        self._sources = {k[4:]: v.decode() for k, v in cached.items() if k.startswith("src/")}
-        self._records_in: list[dict[str, Any]] | None = None
-        if "kernels" in cached:
-            try:
-                recs = json.loads(cached["kernels"])
-                if len(recs) == len(plan.ops) and all(r["src"] in self._sources for r in recs):
-                    self._records_in = recs
-            except (ValueError, KeyError, TypeError):
-                self._records_in = None
-        self.records: list[dict[str, Any]] = []
-        self.binaries: dict[str, bytes] = {}
-        self.programs_from_cache = 0
-        self.cache_hit = False
+        # fp16 plans on a device with half buffers but no half arithmetic render the storage-only
+        # half kernels (f32 math); by default whenever the device is such a device
+        self.half_math = (device.info.fp16 or not device.info.fp16_storage) if half_math is None else half_math
+        self.boundary_layout = boundary_layout
         align = max(plan.alignment, device.info.buffer_alignment)
         self._arena = device.alloc(max(plan.arena_bytes, align)) if plan.arena_bytes else None
         self._refs: dict[int, BufferRef] = {}
@@ -144,31 +205,119 @@ class GpuPartitionKernel(DelegateKernel):
                 self._refs[tid] = BufferRef(self._arena, t.offset, t.nbytes)
             else:
                 self._refs[tid] = BufferRef(device.alloc(t.nbytes), 0, t.nbytes)
+        # the boundary: how each input / host output crosses, and the layout launches around the plan's
+        self._inputs = [self._boundary(tid, True) for tid in plan.inputs]
+        self._outputs = [self._boundary(tid, False) if tid in spec.host_outputs else None for tid in plan.outputs]
+        self._device_values = {tid: DeviceValue(self, self._refs[tid], plan.tensors[tid])
+                               for tid, b in zip(plan.outputs, self._outputs, strict=True) if b is None}
+        before = [(b, self._layout_op("bhwc_to_phwc4", b)) for b in self._inputs if b.mode == "device"]
+        after = [(b, self._layout_op("phwc4_to_bhwc", b)) for b in self._outputs if b and b.mode == "device"]
+        ops = [op for _b, op in before] + list(plan.ops) + [op for _b, op in after]
+        #: one GpuOp per launch, in launch order (the plan's, with the boundary conversions around them)
+        self.ops = ops
+        # From the cache: program binaries by source hash, kernel sources, and one record per launch
+        # (rendered kernel + grid + chosen work group), so a warm start neither renders nor tunes.
+        cached = cached or {}
+        self._binaries_in = {k[4:]: v for k, v in cached.items() if k.startswith("bin/")}
+        self._sources = {k[4:]: v.decode() for k, v in cached.items() if k.startswith("src/")}
+        self._records_in: list[dict[str, Any]] | None = None
+        if "kernels" in cached:
+            try:
+                recs = json.loads(cached["kernels"])
+                if (len(recs) == len(ops) and all(r["src"] in self._sources for r in recs)
+                        and all(r["name"] == op.kernel for r, op in zip(recs, ops, strict=True))):
+                    self._records_in = recs
+            except (ValueError, KeyError, TypeError):
+                self._records_in = None
+        self.records: list[dict[str, Any]] = []
+        self.binaries: dict[str, bytes] = {}
+        self.programs_from_cache = 0
+        self.cache_hit = False
+        self._programs: dict[str, Any] = {}  # by source hash
         self._const_bufs: list[BufferRef] = []
         self._launches: list[_Launch] = []
-        for i, op in enumerate(plan.ops):
-            self._launches.append(self._prepare_op(op, self._records_in[i] if self._records_in else None))
-        self._recording = device.record([(ln.bound, ln.kernel, ln.grid) for ln in self._launches])
-        self._host_out = {tid: np.empty(self.plan.tensors[tid].nbytes // np.dtype(
-            self.plan.tensors[tid].storage).itemsize, self.plan.tensors[tid].storage) for tid in plan.outputs}
-
-    def _prepare_op(self, op, record: Mapping[str, Any] | None = None) -> _Launch:
-        dev = self.device
-        prec = op.precision or self.plan.precision  # a node kept in fp32 renders in fp32 (mixed precision)
-        refs = []
-        for _name, src in op.bindings:
-            if isinstance(src, str):
-                arr = np.ascontiguousarray(op.constants[src])
-                ref = BufferRef(dev.alloc(arr.nbytes), 0, arr.nbytes)
-                dev.upload(ref, arr)
-                self._const_bufs.append(ref)
-                refs.append(ref)
+        for i, op in enumerate(ops):
+            rec = self._records_in[i] if self._records_in else None
+            if i < len(before):
+                b = before[i][0]
+                ln = self._prepare_op(op, rec, [b.ref, self._refs[b.tid]])
+                ln.input_tid = b.tid
+            elif i >= len(before) + len(plan.ops):
+                b = after[i - len(before) - len(plan.ops)][0]
+                ln = self._prepare_op(op, rec, [self._refs[b.tid], b.ref])
             else:
-                refs.append(self._refs[src])
+                ln = self._prepare_op(op, rec)
+            self._launches.append(ln)
+        # recorded launch lists by the inputs that arrive as DeviceValues (the all-host one now)
+        self._recordings: dict[frozenset[int], Any] = {}
+        self._recording = self._recording_for(frozenset())
+        #: host outputs that need more than a reshape after their read (numpy layout, quantization)
+        self._host_reads = [b for b in self._outputs if b is not None and (b.mode == "host" or b.quant is not None)]
+        self._host_out = {b.tid: np.empty(b.ref.nbytes // np.dtype(b.storage).itemsize, b.storage)
+                          for b in self._outputs if b is not None and b.mode == "host"}
+
+    # -- the boundary
+    def _boundary(self, tid: int, is_input: bool) -> _Boundary:
+        t = self.plan.tensors[tid]
+        mode = _boundary_mode(t, self.boundary_layout)
+        size = int(np.prod(t.shape))
+        ref = self._refs[tid]
+        if mode == "device":  # a dense float32 staging buffer
+            ref = BufferRef(self.device.alloc(size * 4), 0, size * 4)
+        elif mode == "direct" and is_input and size * 4 < ref.nbytes:
+            # the host writes only the leading bytes: zero the padding lanes once
+            self.device.upload(ref, np.zeros(ref.nbytes // 4, np.float32))
+        return _Boundary(tid, t.name, mode, ref, size, t.shape, t.ir_shape, t.dtype, t.storage, t.quant)
+
+    def _layout_op(self, kernel: str, b: _Boundary) -> GpuOp:
+        n, h, w, c = b.shape
+        # the PHWC4 side is stored as the tensor is: an fp16 plan keeps some boundary tensors in float32
+        real = "float32" if self.plan.precision == "fp32" else "float16"
+        phwc4 = "dst" if kernel == "bhwc_to_phwc4" else "src"
+        storage = {phwc4: b.storage} if b.storage in ("float32", "float16") and b.storage != real else {}
+        return GpuOp(kernel=kernel, params={"B": n, "H": h, "W": w, "C": c, "S": slices(c)}, inputs=[], outputs=[],
+                     options={"host": "f32"}, buffer_storage=storage)
+
+    def _recording_for(self, on_device: frozenset[int]) -> Any:
+        """The recorded launches for an invoke whose inputs ``on_device`` arrive as DeviceValues."""
+        rec = self._recordings.get(on_device)
+        if rec is None:
+            rec = self._recordings[on_device] = self.device.record(
+                [(ln.bound, ln.kernel, ln.grid) for ln in self._launches if ln.input_tid not in on_device])
+        return rec
+
+    def _render_args(self, op: GpuOp) -> tuple[str, dict[str, str]]:
+        """The precision and per-buffer storage to render ``op`` with (mixed precision, docs/gpu-compiler.md
+        §6): a node kept in float32 renders in ``fp32``, reading and writing fp16 tensors as its
+        ``buffer_storage`` says.  Storage-only half kernels (``half_math`` False) compute in f32 anyway:
+        there such a node renders in the plan's precision with its float32 buffers retyped, so its
+        float16 ones stay halves read through ``vload_half`` (no ``half`` type needed)."""
+        prec = op.precision or self.plan.precision
+        storage = dict(op.buffer_storage)
+        if prec == "fp32" and self.plan.precision != "fp32" and not self.half_math:
+            storage = {name: "float32" for name, _ in op.bindings if name not in op.buffer_storage}
+            prec = self.plan.precision
+        return prec, storage
+
+    def _prepare_op(self, op: GpuOp, record: Mapping[str, Any] | None = None,
+                    refs: list[BufferRef] | None = None) -> _Launch:
+        dev = self.device
+        prec, storage = self._render_args(op)
+        if refs is None:
+            refs = []
+            for _name, src in op.bindings:
+                if isinstance(src, str):
+                    arr = np.ascontiguousarray(op.constants[src])
+                    ref = BufferRef(dev.alloc(arr.nbytes), 0, arr.nbytes)
+                    dev.upload(ref, arr)
+                    self._const_bufs.append(ref)
+                    refs.append(ref)
+                else:
+                    refs.append(self._refs[src])
         if record is not None:  # warm start: the kernel as rendered and tuned last time
             rk, grid = _kernel_from_record(record, self._sources)
             return self._finish_op(op, rk, grid, dev.bind(self._program(rk), rk, refs, op.params))
-        probe = render(op.kernel, dev.dialect, prec, buffer_storage=op.buffer_storage, **op.options)
+        probe = render(op.kernel, dev.dialect, prec, half_math=self.half_math, buffer_storage=storage, **op.options)
         grid = probe.global_size(op.params)
         built: dict[tuple[int, int, int], tuple[RenderedKernel, Any]] = {}
 
@@ -177,7 +326,8 @@ class GpuPartitionKernel(DelegateKernel):
             # other OpenCL kernels render the same source, which the device compiles once
             if wg not in built:
                 rk = probe if tuple(wg) == probe.workgroup else render(
-                    op.kernel, dev.dialect, prec, workgroup=wg, buffer_storage=op.buffer_storage, **op.options)
+                    op.kernel, dev.dialect, prec, workgroup=wg, half_math=self.half_math, buffer_storage=storage,
+                    **op.options)
                 built[wg] = (rk, dev.bind(self._program(rk), rk, refs, op.params))
             return built[wg]
 
@@ -202,14 +352,18 @@ class GpuPartitionKernel(DelegateKernel):
         return _Launch(rk, bound, grid, op.describe())
 
     def _program(self, rk: RenderedKernel) -> Any:
-        """Compile ``rk``, or rebuild it from a cached binary when one is there and still accepted."""
+        """Compile ``rk``, or rebuild it from a cached binary when one is there and still accepted
+        (once per source: launches of one kernel over different shapes share the program)."""
         key = _src_key(rk.source)
-        program = None
+        program = self._programs.get(key)
+        if program is not None:
+            return program
         if key in self._binaries_in:
             program = self.device.program_from_binary(rk, self._binaries_in[key])
             self.programs_from_cache += program is not None
         if program is None:
             program = self.device.compile(rk)
+        self._programs[key] = program
         if key not in self.binaries:
             binary = self.device.program_binary(program)
             if binary:
@@ -225,29 +379,66 @@ class GpuPartitionKernel(DelegateKernel):
         return out
 
     def invoke(self, inputs: Mapping[int, Any]) -> dict[int, Any]:
+        on_device = self.send(inputs)
+        self.device.replay(self._recording_for(on_device) if on_device else self._recording)
+        return self.receive()
+
+    def send(self, inputs: Mapping[int, Any]) -> frozenset[int]:
+        """Queue the inputs' uploads (DeviceValues: device copies); returns the ids of those that
+        arrived as DeviceValues.  Every input is checked, and converted where the host must, before
+        anything is uploaded."""
         dev = self.device
-        for tid in self.plan.inputs:
-            t = self.plan.tensors[tid]
-            v = inputs[tid]
+        sends: list[tuple[BufferRef | None, BufferRef, np.ndarray | None]] = []
+        on_device: tuple[int, ...] = ()
+        for b in self._inputs:
+            v = inputs[b.tid]
             if isinstance(v, DeviceValue):
-                dev.copy(v.ref, self._refs[tid])
+                sends.append((v.ref, self._refs[b.tid], None))
+                on_device += (b.tid,)
+                continue
+            a = np.asarray(v)
+            if a.size != b.size:
+                raise DelegateError(f"input {b.name!r}: an array of shape {a.shape} ({a.size} elements) does not "
+                                    f"fit the tensor's shape {b.ir_shape} ({b.size} elements)")
+            if b.mode == "host":
+                a = to_device(a, b.shape, b.storage, b.quant)
+            elif b.quant is not None:
+                a = dequantize_host(a, *b.quant)
             else:
-                dev.upload(self._refs[tid], to_device(np.asarray(v), t.shape, t.storage, t.quant))
-        dev.replay(self._recording)
+                a = np.ascontiguousarray(a, np.float32)  # no copy for a C-contiguous float32 array
+            sends.append((None, b.ref, a))
+        for src, dst, a in sends:
+            if src is None:
+                dev.upload(dst, a)
+            else:
+                dev.copy(src, dst)
+        return frozenset(on_device)
+
+    def receive(self) -> dict[int, Any]:
+        """The outputs after a replay: host outputs read (one wait) as numpy, the rest DeviceValues."""
+        dev = self.device
         out: dict[int, Any] = {}
-        for tid in self.plan.outputs:
-            t = self.plan.tensors[tid]
-            if tid in self.spec.host_outputs:
-                buf = self._host_out[tid]
-                dev.download(self._refs[tid], buf)
-                out[tid] = from_device(buf, t.shape, t.ir_shape, t.dtype, t.quant)
-            else:
-                out[tid] = DeviceValue(self, self._refs[tid], t)
-        if not out:
+        reads: list[tuple[BufferRef, np.ndarray]] = []
+        for tid, b in zip(self.plan.outputs, self._outputs, strict=True):
+            if b is None:
+                out[tid] = self._device_values[tid]
+            else:  # host mode: the PHWC4 buffer kept for it; else a fresh array (the caller owns it)
+                out[tid] = self._host_out[tid] if b.mode == "host" else np.empty(b.ir_shape, np.float32)
+                reads.append((b.ref, out[tid]))
+        if reads:
+            dev.download_many(reads)  # every read queued, one wait
+            for b in self._host_reads:
+                a = out[b.tid]
+                if b.mode == "host":
+                    out[b.tid] = from_device(a, b.shape, b.ir_shape, b.dtype, b.quant)
+                elif b.quant is not None:
+                    out[b.tid] = quantize_host(a, *b.quant, b.dtype)
+        elif not out:
             dev.finish()
         return out
 
     def to_host(self, value: Any) -> np.ndarray:
+        # not on the invoke path (reading a tensor left on the device): the numpy conversion does
         if not isinstance(value, DeviceValue):
             return np.asarray(value)
         t = value.tensor
@@ -257,9 +448,18 @@ class GpuPartitionKernel(DelegateKernel):
 
     def describe(self) -> dict[str, Any]:
         d = self.plan.describe()
+        d["kernels"] = [ln.label for ln in self._launches]  # the boundary conversions included
         d["device"] = self.device.info.name
         d["launches"] = len(self._launches)
+        d["boundary_layout"] = self.boundary_layout
+        d["boundary"] = {"inputs": {b.name: b.mode for b in self._inputs},
+                         "outputs": {b.name: b.mode for b in self._outputs if b is not None}}
+        d["boundary_launches"] = len(self._launches) - len(self.plan.ops)
+        d["staging_bytes"] = sum(b.ref.nbytes for b in (*self._inputs, *self._outputs)
+                                 if b is not None and b.mode == "device")
         d["tuning"] = self.tuner.mode
+        if self.plan.precision != "fp32":  # False: fp16 storage, fp32 arithmetic (storage-only half kernels)
+            d["half_math"] = self.half_math
         d["cache_hit"] = self.cache_hit
         d["prepare_ms"] = dict(getattr(self, "prepare_ms", {}))
         d["programs_from_cache"] = self.programs_from_cache
@@ -281,10 +481,17 @@ class GpuDelegate(Delegate):
         tuning = self.options.get("tuning", "fast")
         if tuning not in TUNING_MODES:
             raise ConfigError(f"tuning {tuning!r} is not one of {', '.join(TUNING_MODES)}")
+        # fp16 storage with half arithmetic where the device has it; with f32 arithmetic where it can
+        # only load and store halves (OpenCL without cl_khr_fp16); else fp32, with a warning
+        self.half_math = True
         if prec != "fp32" and not device.info.fp16:
-            log.warning("%s: %s has no fp16 support; using fp32", self.name, device.info.name)
-            prec = "fp32"
+            if device.info.fp16_storage:
+                self.half_math = False
+            else:
+                log.warning("%s: %s has no fp16 support; using fp32", self.name, device.info.name)
+                prec = "fp32"
         self.precision = prec
+        self._told_half_math = False
         self.tuner = WorkgroupTuner(tuning)
         # the float view of quantized models snaps every quantized tensor to its grid unless told not to
         self.quantization_simulation = bool(self.options.get("quantization_simulation", True))
@@ -317,10 +524,19 @@ class GpuDelegate(Delegate):
     def supports(self, node: NodeView) -> Support:
         return supports(node)
 
-    #: bump when the payload this class stores changes meaning (the cache key carries it)
+    #: bump when the payload this class stores changes meaning (the cache key carries it, with
+    #: :data:`EXECUTOR_PAYLOAD` for what the shared executor stores)
     backend_version = "0"
 
+    #: where boundary tensors change layout (:data:`BOUNDARY_LAYOUTS`).  Not a user option: the device
+    #: path does less host work and gives the same numbers; ``host`` is there for comparisons and tests.
+    boundary_layout = "device"
+
     def prepare(self, partition: PartitionSpec) -> DelegateKernel:
+        if not self.half_math and not self._told_half_math:
+            self._told_half_math = True
+            log.info("%s: %s has no fp16 arithmetic; precision %s keeps fp16 storage (half the memory "
+                     "traffic) and computes in fp32", self.name, self.device.info.name, self.precision)
         t0 = time.perf_counter()
         align = max(int(self.options.get("alignment", 256)), self.device.info.buffer_alignment)
         cached = self._cache_entry(partition, align)
@@ -337,7 +553,8 @@ class GpuDelegate(Delegate):
             plan = compile_partition(partition, precision=self.precision, alignment=align,
                                      quantization_simulation=self.quantization_simulation)
         t_plan = time.perf_counter()
-        kernel = GpuPartitionKernel(self.device, plan, partition, self.tuner, sections)
+        kernel = GpuPartitionKernel(self.device, plan, partition, self.tuner, sections, self.boundary_layout,
+                                    half_math=self.half_math)
         t_build = time.perf_counter()
         warm = sections is not None and kernel._records_in is not None
         if cached is not None and (not warm or kernel.programs_from_cache < len(kernel.binaries)):
@@ -365,10 +582,12 @@ class GpuDelegate(Delegate):
         if mid not in self._tokens:
             self._tokens[mid] = model_token(partition.model, token=conf.get("model_token"))
         info = self.device.info
-        key = EntryKey(self._tokens[mid], self.name, self.backend_version, info.name, info.driver_version,
-                       options={"precision": self.precision, "alignment": align, "tuning": self.tuner.mode,
-                                "quantization_simulation": self.quantization_simulation},
-                       partition=partition)
+        options = {"precision": self.precision, "alignment": align, "tuning": self.tuner.mode,
+                   "quantization_simulation": self.quantization_simulation, "boundary_layout": self.boundary_layout}
+        if not self.half_math:  # the storage-only half kernels: other sources than fp16 with half math
+            options["half_math"] = False
+        key = EntryKey(self._tokens[mid], self.name, f"{self.backend_version}+payload{EXECUTOR_PAYLOAD}", info.name,
+                       info.driver_version, options=options, partition=partition)
         return _CacheEntry(self._cache, key)
 
     def devices(self) -> list[str]:

@@ -232,8 +232,8 @@ _ELEM_BYTES = {"f32": 4, "f16": 2, "i32": 4, "u32": 4}
 
 
 def render(kernel_name: str, dialect: str, precision: str = "fp32", *,
-           workgroup: tuple[int, int, int] | None = None, buffer_storage: Mapping[str, str] | None = None,
-           **options: Any) -> RenderedKernel:
+           workgroup: tuple[int, int, int] | None = None, half_math: bool = True,
+           buffer_storage: Mapping[str, str] | None = None, **options: Any) -> RenderedKernel:
     """Render one kernel for ``dialect`` (opencl/glsl/wgsl) and ``precision`` (fp32/fp16/fp16_fp32acc).
 
     ``options`` are the template options of the kernel (see ``kernel_spec(name).options``);
@@ -244,11 +244,20 @@ def render(kernel_name: str, dialect: str, precision: str = "fp32", *,
     OpenCL when the kernel uses shared memory); by default the kernel's own default is used.  Kernels
     whose shared memory is sized by their group (``split > 1``) keep their fixed group whatever
     ``workgroup`` says: launch with ``rk.workgroup``.
+
+    ``half_math=False`` renders the storage-only half variant of the fp16 precisions (OpenCL only,
+    for devices without ``cl_khr_fp16``): the buffers hold halves exactly as in fp16 (same bindings,
+    same host data), but every value the kernel computes with is f32; loads and stores convert
+    (``vload_half``/``vstore_half_rte``).  Its ``features`` say ``f16_storage``, not ``f16``.  For
+    fp32 the flag changes nothing.
     """
     if dialect not in EMITTERS:
         raise KernelTemplateError(f"unknown dialect {dialect!r} (one of {', '.join(DIALECTS)})")
     if precision not in PRECISIONS:
         raise KernelTemplateError(f"unknown precision {precision!r} (one of {', '.join(PRECISIONS)})")
+    half_math = bool(half_math) or precision == "fp32"
+    if not half_math and not EMITTERS[dialect].storage_only_half:
+        raise KernelTemplateError(f"half_math=False (storage-only half) is not available for {dialect}")
     spec = kernel_spec(kernel_name)
     if precision == "fp16" and kernel_name in SUM_KERNELS:
         # Sums over many elements overflow fp16 (65504) long before their mean does: a 64x64 average
@@ -266,7 +275,8 @@ def render(kernel_name: str, dialect: str, precision: str = "fp32", *,
         if st not in _STORAGE_KINDS:
             raise KernelTemplateError(f"buffer {b!r}: storage {st!r} is not one of {', '.join(_STORAGE_KINDS)}")
         kinds[b] = _STORAGE_KINDS[st]
-    return _render(kernel_name, dialect, precision, _freeze(sorted(opts.items())), wg, tuple(sorted(kinds.items())))
+    return _render(kernel_name, dialect, precision, _freeze(sorted(opts.items())), wg, half_math,
+                   tuple(sorted(kinds.items())))
 
 
 _STORAGE_KINDS = {"float32": "f32", "float16": "f16"}
@@ -274,11 +284,11 @@ _STORAGE_KINDS = {"float32": "f32", "float16": "f16"}
 
 @functools.lru_cache(maxsize=1024)
 def _render(kernel_name: str, dialect: str, precision: str, frozen: tuple, wg: tuple[int, int, int],
-            storage: tuple[tuple[str, str], ...] = ()) -> RenderedKernel:
+            half_math: bool = True, storage: tuple[tuple[str, str], ...] = ()) -> RenderedKernel:
     spec = SPECS[kernel_name]
     opts = {k: v for k, v in frozen}
     env = dict(opts)
-    env.update(_precision_env(precision))
+    env.update(_precision_env(precision, half_math))
     env["WG"] = wg
     common = template_text(_COMMON)
     text = common + "\n" + _section(template_text(spec.file), spec.entry, spec.file)
@@ -288,10 +298,10 @@ def _render(kernel_name: str, dialect: str, precision: str, frozen: tuple, wg: t
         return f"{_COMMON}:{line}" if line <= n_common else f"{spec.file}:{line - n_common}"
 
     src = preprocess(text, env, name=where)
-    prog = parse(src, where, precision)  # type: ignore[arg-type]
+    prog = parse(src, where, precision, half_math)  # type: ignore[arg-type]
     retype_buffers(prog, spec.entry, dict(storage))
-    k, funcs = check(prog, spec.entry, where, precision)  # type: ignore[arg-type]
-    em = EMITTERS[dialect](k, funcs, wg)
+    k, funcs = check(prog, spec.entry, where, precision, half_math)  # type: ignore[arg-type]
+    em = EMITTERS[dialect](k, funcs, wg, half_math=half_math)
     source = em.render()
     bindings = [Binding(i, b.name, "storage", b.access, str(b.elem), _ELEM_BYTES[b.elem.kind] * b.elem.n)
                 for i, b in enumerate(k.buffers)]
@@ -302,9 +312,16 @@ def _render(kernel_name: str, dialect: str, precision: str, frozen: tuple, wg: t
     return RenderedKernel(
         name=kernel_name, dialect=dialect, precision=precision, options=frozen, source=source,
         entry_point="main" if dialect == "glsl" else k.name, bindings=tuple(bindings),
-        param_layout=layout, workgroup=wg, features=("f16",) if em.uses_f16 else (),
+        param_layout=layout, workgroup=wg, features=_features(em),
         shared_bytes=shared, _grid=tuple(k.grid),  # type: ignore[arg-type]
     )
+
+
+def _features(em: Any) -> tuple[str, ...]:
+    """``f16``: half arithmetic (and storage); ``f16_storage``: half buffers only, f32 arithmetic."""
+    if em.half_math:
+        return ("f16",) if em.uses_f16 else ()
+    return ("f16_storage",) if em.f16_storage else ()
 
 
 def _section(text: str, entry: str, filename: str) -> str:
@@ -330,15 +347,19 @@ def _section(text: str, entry: str, filename: str) -> str:
 _KERNEL_MARK = re.compile(r"^\s*#kernel\s+(\w+)\s*$")
 
 
-def _precision_env(precision: str) -> dict[str, Any]:
-    """Template variables that depend on the precision (ranges of ``real``, clamps)."""
+def _precision_env(precision: str, half_math: bool = True) -> dict[str, Any]:
+    """Template variables that depend on the precision (ranges of ``real``, clamps).
+
+    ``HALF`` and ``REAL_MAX`` follow the storage (a stored value must fit a half); ``ACC_F32`` and
+    ``TANH_CLAMP`` the arithmetic, which the storage-only half variant does in f32.
+    """
     half = precision != "fp32"
     return {
         "precision": precision,
         "HALF": half,
-        "ACC_F32": precision != "fp16",
+        "ACC_F32": precision != "fp16" or not half_math,
         "REAL_MAX": 65504.0 if half else 3.4028234663852886e38,
-        "TANH_CLAMP": 5.0 if half else 9.0,
+        "TANH_CLAMP": 5.0 if half and half_math else 9.0,
     }
 
 

@@ -206,8 +206,15 @@ I32 = Ty("i32")
 _TYPE_NAME = re.compile(r"^(real|acc|f32|f16|i32|u32|bool)(?:x?([234]))?$")
 
 
-def precision_types(precision: str) -> dict[str, str]:
-    """The concrete kinds of ``real`` and ``acc`` for a precision variant."""
+def precision_types(precision: str, half_math: bool = True) -> dict[str, str]:
+    """The concrete kinds of ``real`` and ``acc`` for a precision variant.
+
+    ``half_math=False`` gives the arithmetic types of the storage-only half variant: every value a
+    kernel computes with (``real``, ``acc``, even a written ``f16``) is ``f32``; only buffers keep
+    their 16-bit storage type (:func:`parse` types buffers with ``precision_types(precision)``).
+    """
+    if precision in PRECISIONS and not half_math:
+        return {"real": "f32", "acc": "f32", "f16": "f32"}
     if precision == "fp32":
         return {"real": "f32", "acc": "f32"}
     if precision == "fp16":
@@ -454,8 +461,11 @@ RESERVED = frozenset("""
 
 
 class Parser:
-    def __init__(self, toks: list[Tok], name: str, aliases: Mapping[str, str]):
+    def __init__(self, toks: list[Tok], name: str, aliases: Mapping[str, str],
+                 storage_aliases: Mapping[str, str] | None = None):
         self.toks, self.i, self.name, self.aliases = toks, 0, name, aliases
+        # buffer element types: the storage precision, which may differ from the arithmetic's
+        self.storage_aliases = aliases if storage_aliases is None else storage_aliases
 
     # -- helpers
     def peek(self, k: int = 0) -> Tok:
@@ -494,9 +504,9 @@ class Parser:
             raise self.err(f"{n!r} is reserved in some dialect; pick another name", t)
         return n
 
-    def type_(self) -> Ty:
+    def type_(self, aliases: Mapping[str, str] | None = None) -> Ty:
         t = self.next()
-        ty = parse_type_name(t.text, self.aliases) if t.kind == "id" else None
+        ty = parse_type_name(t.text, self.aliases if aliases is None else aliases) if t.kind == "id" else None
         if ty is None:
             raise self.err("expected a type", t)
         return ty
@@ -548,7 +558,7 @@ class Parser:
             access = self.ident()
             if access not in ("read", "write", "read_write"):
                 raise self.err("buffer access must be read, write or read_write")
-            elem = self.type_()
+            elem = self.type_(self.storage_aliases)
             self.expect("[")
             self.expect("]")
             return Buffer(n, access, elem)
@@ -729,9 +739,11 @@ class Parser:
                 return e
 
 
-def parse(src: str, name: str, precision: str) -> Program:
-    aliases = precision_types(precision)
-    return Parser(tokenize(src, name), name, aliases).program()
+def parse(src: str, name: str, precision: str, half_math: bool = True) -> Program:
+    """Parse a preprocessed template.  ``half_math=False``: the storage-only half variant (buffers
+    keep the precision's storage types, everything else is ``f32``; see :func:`precision_types`)."""
+    aliases = precision_types(precision, half_math)
+    return Parser(tokenize(src, name), name, aliases, precision_types(precision)).program()
 
 
 # ----------------------------------------------------------------------------------------------
@@ -772,8 +784,11 @@ class Scope:
 class Checker:
     """Types a program in place: sets ``Expr.ty``, wraps implicit conversions in ``Conv``."""
 
-    def __init__(self, prog: Program, name: str, aliases: Mapping[str, str], default_real: str):
+    def __init__(self, prog: Program, name: str, aliases: Mapping[str, str], default_real: str,
+                 half_math: bool = True):
         self.prog, self.name, self.aliases, self.default_real = prog, name, aliases, default_real
+        # False: f16 buffers are storage only; indexing one reads/writes an f32 value
+        self.half_math = half_math
         self.buffers: dict[str, Buffer] = {}
         self.shared: dict[str, SharedDecl] = {}
         self.ret: Ty = VOID
@@ -1067,7 +1082,10 @@ class Checker:
             self.settle(e.idx, I32)
         if isinstance(e.base, Name) and e.base.id in self.buffers:
             e.kind = "buffer"
-            return self.buffers[e.base.id].elem
+            elem = self.buffers[e.base.id].elem
+            if elem.kind == "f16" and not self.half_math:
+                return Ty("f32", elem.n)  # storage-only half: the emitter converts on load and store
+            return elem
         if isinstance(e.base, Name) and e.base.id in self.shared:
             e.kind = "shared"
             return self.shared[e.base.id].ty
@@ -1220,12 +1238,15 @@ def retype_buffers(prog: Program, kernel: str, storage: Mapping[str, str]) -> No
     read(k.body)
 
 
-def check(prog: Program, kernel: str, name: str, precision: str) -> tuple[Kernel, list[Func]]:
-    """Type-check ``kernel`` and the functions it reaches; return them (functions in source order)."""
+def check(prog: Program, kernel: str, name: str, precision: str,
+          half_math: bool = True) -> tuple[Kernel, list[Func]]:
+    """Type-check ``kernel`` and the functions it reaches; return them (functions in source order).
+
+    ``half_math`` must match the :func:`parse` call that made ``prog``."""
     if kernel not in prog.kernels:
         raise KernelTemplateError(f"{name}: no kernel {kernel!r} (has {', '.join(prog.kernels)})")
-    aliases = precision_types(precision)
-    ch = Checker(prog, name, aliases, aliases["real"])
+    aliases = precision_types(precision, half_math)
+    ch = Checker(prog, name, aliases, aliases["real"], half_math)
     k = prog.kernels[kernel]
     ch.check_kernel(k)
     # functions reached from the kernel, transitively
@@ -1304,24 +1325,45 @@ class Emitter:
 
     dialect = ""
     indent_unit = "    "
+    #: whether the dialect can render the storage-only half variant (``half_math=False``)
+    storage_only_half = False
 
-    def __init__(self, kernel: Kernel, funcs: list[Func], workgroup: tuple[int, int, int]):
+    def __init__(self, kernel: Kernel, funcs: list[Func], workgroup: tuple[int, int, int], *,
+                 half_math: bool = True):
         self.k, self.funcs, self.wg = kernel, funcs, workgroup
-        self.uses_f16 = self._uses_f16()
+        self.half_math = half_math
+        #: f16 values in arithmetic (locals, expressions, shared memory, helper signatures)
+        self.f16_math = self._f16_math()
+        #: f16 buffer elements
+        self.f16_storage = any(b.elem.kind == "f16" for b in self.k.buffers)
+        self.uses_f16 = self.f16_math or self.f16_storage
+        if not half_math:
+            if not self.storage_only_half:
+                raise KernelTemplateError(f"the {self.dialect} dialect has no storage-only half variant")
+            if self.f16_math:  # parse/check with half_math=False make every value f32
+                raise KernelTemplateError(f"kernel {kernel.name}: f16 arithmetic in a storage-only half variant")
 
-    def _uses_f16(self) -> bool:
+    def _f16_math(self) -> bool:
         for node in [self.k.body, *(f.body for f in self.funcs)]:
             for n in _walk(node):
                 if isinstance(n, Expr) and n.ty.kind == "f16":
                     return True
                 if isinstance(n, Decl) and n.ty is not None and n.ty.kind == "f16":
                     return True
-        if any(b.elem.kind == "f16" for b in self.k.buffers):
-            return True
         if any(s.ty.kind == "f16" for s in self.k.shared):
             return True
         return any(t.kind == "f16" for f in self.funcs for _, t in f.params) or any(
             f.ret.kind == "f16" for f in self.funcs)
+
+    def storage_only(self, e: Expr) -> Buffer | None:
+        """The buffer that the ``buffer[i]`` expression ``e`` indexes when it holds halves read and
+        written as f32 (the storage-only half variant); None otherwise."""
+        if not (isinstance(e, Index) and e.kind == "buffer" and isinstance(e.base, Name)):
+            return None
+        b = next((b for b in self.k.buffers if b.name == e.base.id), None)
+        if b is None or b.elem.kind != "f16" or e.ty.kind != "f32":
+            return None
+        return b
 
     # -- hooks
     def ty(self, t: Ty) -> str:

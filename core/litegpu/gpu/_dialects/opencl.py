@@ -3,11 +3,18 @@
 Buffers are ``__global`` pointer arguments in binding order, followed by the params as scalar
 arguments (``int``/``float``) in declaration order.  Vector booleans are ``intN`` (-1 = true),
 the convention of OpenCL's vector comparisons.
+
+fp16 variants normally compute in ``half`` and need ``cl_khr_fp16``.  The storage-only half variant
+(``render(..., half_math=False)``, for devices without the extension: NVIDIA's driver, PoCL) keeps
+the 16-bit buffers but computes in ``float``: f16 buffers are ``__global half*`` (declaring a half
+pointer needs no extension, dereferencing one does), read with ``vload_half``/``vload_halfN`` and
+written with ``vstore_half_rte``/``vstore_halfN_rte`` (core OpenCL 1.0 built-ins; round to nearest
+even, as a real half store does).
 """
 
 from __future__ import annotations
 
-from ._lang import Binary, Call, Conv, Emitter, Index, Num, Ty
+from ._lang import Assign, Binary, Call, Conv, Emitter, Index, KernelTemplateError, Num, Stmt, Ty
 
 __all__ = ["OpenCLEmitter"]
 
@@ -17,6 +24,7 @@ _FMAP = {"rsqrt": "rsqrt", "atan2": "atan2"}
 
 class OpenCLEmitter(Emitter):
     dialect = "opencl"
+    storage_only_half = True
 
     def ty(self, t: Ty) -> str:
         if t.n == 1:
@@ -77,10 +85,29 @@ class OpenCLEmitter(Emitter):
             return f"convert_int{e.ty.n}({s})"
         return s
 
+    @staticmethod
+    def _width(t: Ty) -> str:
+        return "" if t.n == 1 else str(t.n)
+
+    def simple(self, s: Stmt) -> str:
+        if isinstance(s, Assign):
+            b = self.storage_only(s.target)
+            if b is not None:
+                if s.op != "=":
+                    raise KernelTemplateError(f"line {s.line}: '{s.op}' on the half buffer {b.name!r} "
+                                              "(storage-only half variant): write '='")
+                assert isinstance(s.target, Index)
+                return (f"vstore_half{self._width(b.elem)}_rte({self.expr(s.value)}, "
+                        f"{self.expr(s.target.idx)}, {b.name})")
+        return super().simple(s)
+
     def ternary(self, e) -> str:
         return f"({self.sub(e.c)} ? {self.sub(e.t)} : {self.sub(e.f)})"
 
     def index(self, e: Index) -> str:
+        b = self.storage_only(e)
+        if b is not None:  # a half in memory, a float in the kernel
+            return f"vload_half{self._width(b.elem)}({self.expr(e.idx)}, {b.name})"
         if e.kind != "lane":
             return super().index(e)
         if isinstance(e.idx, Num):
@@ -115,7 +142,7 @@ class OpenCLEmitter(Emitter):
     def render(self) -> str:
         k = self.k
         out: list[str] = []
-        if self.uses_f16:
+        if self.uses_f16 and self.half_math:
             out += ["#pragma OPENCL EXTENSION cl_khr_fp16 : enable", ""]
         for f in self.funcs:
             ps = ", ".join(f"{self.ty(t)} {n}" for n, t in f.params)
@@ -123,7 +150,9 @@ class OpenCLEmitter(Emitter):
         args = []
         for b in k.buffers:
             const = "const " if b.access == "read" else ""
-            args.append(f"__global {const}{self.ty(b.elem)}* restrict {b.name}")
+            # storage-only half: vload_halfN/vstore_halfN take a scalar half pointer
+            elem = b.elem.scalar if b.elem.kind == "f16" and not self.half_math else b.elem
+            args.append(f"__global {const}{self.ty(elem)}* restrict {b.name}")
         args += [f"const {self.ty(p.ty)} {p.name}" for p in k.params]
         attr = ""
         if k.shared:

@@ -10,12 +10,14 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from .._graph import GpuGraph, Report
+from .channel_pad import fuse_channel_pad
 from .expand_lstm import expand_lstm
 from .fc_as_conv import fc_as_conv
 from .float_view import float_view
 from .fold_affine import fold_affine
 from .fold_constants import fold_constants
 from .fuse import fuse_activations, fuse_elementwise
+from .fuse_dw_pw import fuse_dw_pw
 from .legalise import legalise_epilogues
 from .merge_pad import merge_pad
 from .mixed_precision import mixed_precision
@@ -36,6 +38,8 @@ __all__ = [
     "fold_affine",
     "fuse_elementwise",
     "fuse_activations",
+    "fuse_channel_pad",
+    "fuse_dw_pw",
     "legalise_epilogues",
     "prune",
     "mixed_precision",
@@ -63,6 +67,14 @@ DEFAULT_PIPELINE: tuple[Pass, ...] = (
     fold_affine,
     fuse_elementwise,
     fuse_activations,
+    # again: an activation fused above can expose a residual ADD to its conv (conv -> PRELU -> ADD),
+    # and the ADD fused then can take the activation after it (-> PRELU)
+    fuse_elementwise,
+    fuse_activations,
+    # a zero channel PAD feeding a residual ADD (fused above or not) becomes part of the ADD's read
+    fuse_channel_pad,
+    # after the epilogue fusions: the depthwise carries its activation, the 1x1 conv its whole epilogue
+    fuse_dw_pw,
     legalise_epilogues,
     prune,
     mixed_precision,

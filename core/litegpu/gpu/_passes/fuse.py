@@ -61,7 +61,8 @@ def fuse_elementwise(g: GpuGraph) -> Report:
         changed = False
         producers, consumers, pos = g.producers(), g.consumers(), position(g)
         for nxt in list(g.nodes):
-            if nxt.op not in ELEMENTWISE_FUSABLE or len(nxt.inputs) != 2 or not nxt.bhwc:
+            if nxt.op not in ELEMENTWISE_FUSABLE or len(nxt.inputs) != 2 or not nxt.bhwc \
+                    or nxt.attrs.get("zero_extend_rhs"):  # (channel_pad) its rhs is not broadcast
                 continue
             out_shape = g.tensors[nxt.outputs[0]].shape
             cands = []

@@ -17,6 +17,8 @@ def _step_node(g: GpuGraph, step: Epilogue, src: int, dst: int, origin: tuple[in
     if step.operand is None:
         attrs = {"alpha": step.alpha} if step.alpha is not None else {}
         return g.new_node(step.op, [src], [dst], attrs, origin=origin)
+    if step.zero_extend:  # a merged channel PAD (only ADD carries one, and ADD commutes): the binary rhs
+        return g.new_node(step.op, [src, step.operand], [dst], {"zero_extend_rhs": True}, origin=origin)
     ins = [step.operand, src] if step.reverse else [src, step.operand]
     return g.new_node(step.op, ins, [dst], origin=origin)
 

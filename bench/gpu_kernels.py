@@ -1,0 +1,147 @@
+"""Per-kernel GPU time of one OpenCL invoke, and what other kernel variants would take.
+
+``python bench/gpu_kernels.py [--models a,b] [--explore] [--json out.json]`` profiles every launch of
+each model's partition on a profiling queue (median of ``--runs`` per launch) and prints the kernels
+that take the most time.  With ``--explore`` every launch is also re-rendered with the other values
+of its template's tuning options (e.g. ``block_w`` / ``block_s`` of conv2d) and work groups, timed
+the same way, so a heuristic can be checked against the best variant found.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import statistics
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import GPU_SET, machine_line, mediapipe_models  # noqa: E402
+
+#: template options worth exploring (values beyond the spec's are skipped by render)
+_KEEP: list = []
+_EXPLORE = {"conv2d": {"block_w": (1, 2), "block_s": (1, 2), "split": (1, 4, 8, 16, 32, 64)},
+            "fully_connected": {"split": (1, 4, 16, 32, 64, 128)},
+            "reduce": {"split": (1, 16, 64, 128)}}
+
+
+def _time_launches(cl, ctx, items, runs: int) -> list[float]:
+    """Median GPU time (us) of each (kernel, gsize, wg) on a profiling queue."""
+    pq = cl.CommandQueue(ctx, properties=cl.command_queue_properties.PROFILING_ENABLE)
+    samples: list[list[float]] = [[] for _ in items]
+    for _ in range(runs):
+        evs = [cl.enqueue_nd_range_kernel(pq, k, g, w) for k, g, w in items]
+        pq.finish()
+        for i, e in enumerate(evs):
+            samples[i].append((e.profile.end - e.profile.start) * 1e-3)
+    return [statistics.median(s) for s in samples]
+
+
+def _gsize(grid, wg):
+    return tuple(-(-g // w) * w for g, w in zip(grid, wg, strict=False))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--models", default="")
+    ap.add_argument("--runs", type=int, default=21)
+    ap.add_argument("--precision", default="fp32")
+    ap.add_argument("--explore", action="store_true")
+    ap.add_argument("--json", default="")
+    args = ap.parse_args()
+
+    import litegpu
+    import pyopencl as cl
+    from litegpu.gpu._tuning import candidates
+    from litegpu.gpu.kernels import kernel_spec, render
+
+    print(machine_line())
+    report: dict[str, list[dict]] = {}
+    for name, path in mediapipe_models(args.models, default=GPU_SET).items():
+        d = litegpu.load_delegate("opencl", {"precision": args.precision, "cache": {"enabled": False}})
+        dev = d.device
+        it = litegpu.Interpreter(model_path=str(path), experimental_delegates=[d])
+        it.allocate_tensors()
+        (k,) = [s.run.__self__ for s in it._main.plan.steps if s.kind == "delegate"]
+        items = [(ln.bound[0], _gsize(ln.grid, ln.kernel.workgroup), ln.kernel.workgroup) for ln in k._launches]
+        times = _time_launches(cl, dev.ctx, items, args.runs)
+        rows = []
+        for i, (ln, op, t) in enumerate(zip(k._launches, k.ops, times, strict=True)):
+            row = {"label": ln.label, "kernel": op.kernel, "options": dict(ln.kernel.options),
+                   "params": {kk: v for kk, v in op.params.items() if isinstance(v, (int, float))},
+                   "grid": list(ln.grid), "wg": list(ln.kernel.workgroup), "us": round(t, 2)}
+            if args.explore:
+                variants = []
+                space = _EXPLORE.get(op.kernel, {})
+                keys = list(space)
+                base = {kk: v for kk, v in op.options.items()}
+                for combo in itertools.product(*[space[kk] for kk in keys]) if keys else [()]:
+                    opts = {**base, **dict(zip(keys, combo, strict=True))}
+                    if opts.get("grouped") and opts.get("block_s", 1) != 1:
+                        continue
+                    try:
+                        probe = render(op.kernel, dev.dialect, k.plan.precision, **opts)
+                    except Exception as e:  # noqa: BLE001 - a variant the template refuses
+                        variants.append({"options": opts, "error": str(e)[:200]})
+                        continue
+                    grid = probe.global_size(op.params)
+                    fixed = kernel_spec(op.kernel).fixed_workgroup(kernel_spec(op.kernel).resolve(opts))
+                    cands = [fixed] if fixed else candidates(op.kernel, grid, dev.info, "exhaustive")[:8]
+                    vitems, vmeta = [], []
+                    for wg in cands:
+                        rk = probe if tuple(wg) == probe.workgroup else render(
+                            op.kernel, dev.dialect, k.plan.precision, workgroup=wg, **opts)
+                        try:
+                            bound = dev.bind(dev.compile(rk), rk, _refs_of(k, i), op.params)
+                        except Exception as e:  # noqa: BLE001
+                            variants.append({"options": opts, "wg": list(wg), "error": str(e)[:200]})
+                            continue
+                        lim = dev.kernel_max_workgroup(bound)
+                        if lim and int(np.prod(wg)) > lim:
+                            continue
+                        vitems.append((bound[0], _gsize(grid, wg), tuple(wg)))
+                        vmeta.append((opts, wg, bound))
+                        _KEEP.append(bound)  # released buffers under a live kernel crash some drivers
+                    if vitems:
+                        vt = _time_launches(cl, dev.ctx, vitems, 7)
+                        for (o, wg, _b), t in zip(vmeta, vt, strict=True):
+                            variants.append({"options": {kk: o[kk] for kk in keys}, "wg": list(wg),
+                                             "us": round(t, 2)})
+                ok = [v for v in variants if "us" in v]
+                row["best"] = min(ok, key=lambda v: v["us"]) if ok else None
+            rows.append(row)
+        report[name] = rows
+        _KEEP.extend([d, it])
+        if args.json:
+            Path(args.json).write_text(json.dumps(report, indent=1))
+        total = sum(r["us"] for r in rows)
+        best = sum((r.get("best") or r)["us"] for r in rows) if args.explore else None
+        print(f"\n## {name}: {len(rows)} launches, GPU sum {total:.1f} us"
+              + (f", best variants sum {best:.1f} us" if best is not None else ""))
+        for r in sorted(rows, key=lambda r: -r["us"])[:12]:
+            extra = f" best {r['best']['us']:.1f} us {r['best']}" if r.get("best") else ""
+            print(f"  {r['us']:8.1f} us  {r['kernel']:<18} {r['grid']} wg {r['wg']} {r['options']} "
+                  f"{r['label'][:60]}{extra}")
+        by_kernel: dict[str, float] = {}
+        for r in rows:
+            by_kernel[r["kernel"]] = by_kernel.get(r["kernel"], 0.0) + r["us"]
+        print("  by kernel: " + ", ".join(f"{kk} {v:.0f}" for kk, v in sorted(by_kernel.items(), key=lambda x: -x[1])))
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=1))
+    return 0
+
+
+def _refs_of(k, i):
+    """The buffer refs launch ``i`` binds, in binding order (constants were uploaded at prepare)."""
+    subs = k._launches[i].bound[1]
+    from litegpu.gpu._device import BufferRef
+
+    # re-wrap the bound sub-buffers so dev.bind can re-bind them unchanged
+    return [BufferRef(s, 0, s.size) for s in subs]
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

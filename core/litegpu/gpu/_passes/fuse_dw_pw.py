@@ -1,0 +1,190 @@
+"""Fuse a depthwise convolution into the 1x1 convolution that reads it (MobileNet / BlazeFace blocks)."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from .. import _layout as L
+from .._capabilities import ACTIVATIONS, match_epilogue
+from .._geometry import conv_geometry
+from .._graph import GpuGraph, GpuNode, Report
+from ._util import only_consumer
+
+__all__ = ["fuse_dw_pw", "DW_PW_OP", "DW_PW_RECOMPUTE_BUDGET", "DW_PW_UNSPLIT_WORK", "dw_pw_block_s", "dw_pw_tiling"]
+
+#: the fused node's op: ``inputs`` = [x, dw weights, dw bias, pw weights, pw bias, dw PRELU alpha]
+#: (-1 where absent), ``attrs["dw"]`` the depthwise's own attributes (stride, padding, dilation,
+#: explicit padding), ``attrs["dw_act"]`` its activation (``None``, an activation name or ``PRELU``),
+#: ``epilogue`` the pointwise conv's.
+DW_PW_OP = "DW_PW_CONV_2D"
+
+#: Multiply-adds of depthwise recomputation a fusion may add (see :func:`fuse_dw_pw`), from timing every
+#: fusable pair of the 13 MediaPipe models fused and unfused on an H200 (bench/gpu_dw_pw.py --explore).
+DW_PW_RECOMPUTE_BUDGET = 1 << 22
+
+
+#: Loads one work item of an unsplit fused launch may walk (input slices x (KH * KW + 4)); see fuse_dw_pw.
+DW_PW_UNSPLIT_WORK = 64
+
+#: dw_pw_conv2d tiling (:func:`dw_pw_tiling`), from every variant timed on an H200 (bench/gpu_dw_pw.py --explore)
+_SPLIT_OUTPUTS, _SPLIT4_OUTPUTS = 20480, 8192
+_SMALL, _MEDIUM = 1024, 4096
+
+
+def dw_pw_tiling(outputs: int, src_slices: int, out_slices: int, width: int) -> tuple[int, int, int]:
+    """``(split, block_s, block_w)`` of a fused depthwise -> 1x1 launch (kernel ``dw_pw_conv2d``) with
+    ``outputs`` output vectors (B * H * W * output slices) and ``src_slices`` input slices.
+
+    Not ``_lower.split_for``: a step of this kernel's reduction is a whole depthwise evaluation of one
+    input slice (KH * KW loads) and 16 * block_s multiply-adds, so one work item walking every input slice
+    is a long serial chain even at 8-16 slices (a 96 -> 96 channel block at 8x8 took 53 us that way on an
+    H200, 7.5 us split 32 ways).  Timed over every variant of the fusable pairs of the 13 MediaPipe models:
+    the best group is about one input slice per thread (the power of two >= ``src_slices``, 4 to 128;
+    4- and 8-thread groups win here) while the grid is small (<= 20480 output vectors; 4 threads only up
+    to 8192); larger maps fill the GPU already and run best unsplit, one output vector per work item.
+    With a split: 1 output slice x 1 pixel per group up to 1024 output vectors, then 2 slices, then
+    2 slices x 2 pixels past 4096.
+    """
+    if outputs > _SPLIT_OUTPUTS or src_slices < 4 or (src_slices < 8 and outputs > _SPLIT4_OUTPUTS):
+        return 1, 1, 1
+    split = min(128, 1 << (src_slices - 1).bit_length())
+    block_s, block_w = (1, 1) if outputs <= _SMALL else (2, 1) if outputs <= _MEDIUM else (2, 2)
+    return split, min(block_s, out_slices), 1 if width == 1 else block_w
+
+
+def dw_pw_block_s(out_slices: int) -> int:
+    """Output slices one depthwise evaluation feeds in the cost rule: 2 (the fused kernel's block on the
+    grids where recomputation matters) unless the 1x1 conv has a single output slice."""
+    return 2 if out_slices >= 2 else 1
+
+
+def _dw_act(g: GpuGraph, dw: GpuNode) -> tuple[bool, str | None]:
+    """(fusable, activation) of the depthwise's epilogue: none, one activation, or a per-channel PRELU."""
+    if not dw.epilogue:
+        return True, None
+    if len(dw.epilogue) != 1:
+        return False, None
+    e = dw.epilogue[0]
+    if e.operand is None and e.op in ACTIVATIONS:
+        return True, e.op
+    if e.op == "PRELU" and e.operand is not None and g.is_constant(e.operand):
+        s = g.tensors[e.operand].shape
+        if s[:3] == (1, 1, 1) and s[3] in (1, g.tensors[dw.outputs[0]].shape[3]):
+            return True, "PRELU"
+    return False, None
+
+
+def _why_not(g: GpuGraph, pw: GpuNode, dw: GpuNode | None, consumers) -> str:
+    """Why the pair cannot fuse ('' when it can); the pointwise conv is ``pw``."""
+    if dw is None or dw.op != "DEPTHWISE_CONV_2D" or not dw.bhwc:
+        return "input not made by a depthwise conv"
+    mid = pw.inputs[0]
+    if only_consumer(g, mid, consumers) is not pw:
+        return "the depthwise result has other readers"
+    x, m, y = g.tensors[dw.inputs[0]], g.tensors[mid], g.tensors[pw.outputs[0]]
+    if not (g.is_constant(pw.inputs[1]) and g.is_constant(dw.inputs[1])):
+        return "non-constant weights"
+    if any(len(n.inputs) > 2 and n.inputs[2] >= 0 and not g.is_constant(n.inputs[2]) for n in (dw, pw)):
+        return "non-constant bias"
+    if {x.dtype, m.dtype, y.dtype} != {"float32"}:
+        return "not float32"
+    wt = g.tensors[pw.inputs[1]]
+    if len(wt.ir_shape) != 4 or wt.ir_shape[1:3] != (1, 1) or wt.ir_shape[3] != m.shape[3]:
+        return "not a 1x1 conv over all channels (groups 1)"
+    if int(pw.attrs.get("stride_h", 1)) != 1 or int(pw.attrs.get("stride_w", 1)) != 1:
+        return "pointwise conv with a stride"
+    if any(pw.attrs.get("explicit_padding", (0, 0, 0, 0))) or m.shape[:3] != y.shape[:3]:
+        return "pointwise conv with padding"
+    if m.shape[3] != x.shape[3]:
+        return "depthwise channel multiplier > 1"
+    ok, _ = _dw_act(g, dw)
+    if not ok:
+        return "depthwise epilogue is not one activation"
+    return ""
+
+
+def fuse_dw_pw(g: GpuGraph) -> Report:
+    """Fuse ``DEPTHWISE_CONV_2D -> CONV_2D 1x1`` into one ``DW_PW_CONV_2D`` node (kernel ``dw_pw_conv2d``).
+
+    Taken: the depthwise (channel multiplier 1, any kernel size, stride, padding, dilation; its fused
+    activation or per-channel PRELU) is read by nothing but a 1x1, stride-1, unpadded, ungrouped
+    CONV_2D, both float32 with constant weights.  The conv keeps its epilogue (activation, PRELU,
+    residual and its activation, QDQ) when the conv2d slots take it.  The fused node takes the conv's
+    place (its operands are ready there; the depthwise's inputs were ready earlier) and writes its
+    output; the depthwise result never reaches memory: one launch and one intermediate tensor less.
+
+    Cost rule.  The fused kernel computes the depthwise value of an input slice in registers and
+    spends it on a block of output slices, so every block recomputes the whole depthwise: with 2 output
+    slices per block that is ``extra = pixels * C_mid * KH * KW * (ceil(S_out / 2) - 1)`` multiply-adds
+    beyond the unfused pair -- per output element ``C_mid * KH * KW / 8`` on top of the 1x1 conv's
+    ``C_mid``, a factor that grows with the kernel size (1.1x for 3x3, 3.1x for 5x5) and with the
+    output channels.  Measured on an H200 (every fusable pair of the 13 MediaPipe models, the fused
+    launch at its best tiling against the depthwise + 1x1 launches, ``bench/gpu_dw_pw.py --explore``):
+    the fused launch is faster for nearly every pair below 2.5M extra multiply-adds (typically 6-10 us
+    against 13-20 us), wins and losses balance between 4M and 8M, and it loses every pair above 10M
+    (the wide 5x5 blocks of palm/pose/hand: up to 45 us against 20 us).  So the pair fuses when
+    ``extra <= DW_PW_RECOMPUTE_BUDGET`` (4M): small and deep layers fuse, wide high-resolution layers
+    keep their two launches.  Second rule, for maps too large to split the input slices over a work group
+    (:func:`dw_pw_tiling`): there one work item walks all ``S_mid`` input slices, ``S_mid * (KH*KW + 4)``
+    loads, while the unfused kernels run wide and short; measured, the fused launch still wins at 8-16
+    depthwise channels (52 loads for 3x3: 8 us against 14 at 8 -> 32 channels over 96x96) and loses from
+    24 (78 loads: 17 us against 15 at 24 -> 16 over 112x112), so such a pair fuses only within
+    ``DW_PW_UNSPLIT_WORK`` (64) loads per work item.
+    """
+    counts: Counter[str] = Counter()
+    lines: Report = []
+    declined: Counter[str] = Counter()
+    producers, consumers = g.producers(), g.consumers()
+    for pw in list(g.nodes):
+        if pw.op != "CONV_2D" or not pw.bhwc:
+            continue
+        dw = producers.get(pw.inputs[0])
+        why = _why_not(g, pw, dw, consumers)
+        if why:
+            if dw is not None and dw.op == "DEPTHWISE_CONV_2D":
+                declined[why] += 1
+            continue
+        x, y = g.tensors[dw.inputs[0]], g.tensors[pw.outputs[0]]
+        dw_w = g.tensors[dw.inputs[1]].ir_shape
+        kh, kw = int(dw_w[1]), int(dw_w[2])
+        b, oh, ow, o = y.shape
+        c_mid = x.shape[3]
+        s_out = L.slices(o)
+        extra = b * oh * ow * c_mid * kh * kw * (-(-s_out // dw_pw_block_s(s_out)) - 1)
+        if extra > DW_PW_RECOMPUTE_BUDGET:
+            declined["depthwise recomputation over budget"] += 1
+            lines.append(f"kept {dw.describe()} -> {pw.describe()}: {extra} extra multiply-adds "
+                         f"> {DW_PW_RECOMPUTE_BUDGET}")
+            continue
+        s_mid = L.slices(c_mid)
+        split, _, _ = dw_pw_tiling(b * oh * ow * s_out, s_mid, s_out, ow)
+        if split == 1 and s_mid * (kh * kw + 4) > DW_PW_UNSPLIT_WORK:
+            declined["large map, too much work per unsplit work item"] += 1
+            lines.append(f"kept {dw.describe()} -> {pw.describe()}: {s_mid} input slices x {kh}x{kw} taps per "
+                         f"work item at {oh}x{ow}")
+            continue
+        _, act = _dw_act(g, dw)
+        geo = conv_geometry(dw.attrs, x.shape[1:3], (kh, kw))
+        if geo["out_hw"] != (oh, ow):
+            declined["depthwise output size mismatch"] += 1
+            continue
+        dw_bias = dw.inputs[2] if len(dw.inputs) > 2 else -1
+        pw_bias = pw.inputs[2] if len(pw.inputs) > 2 else -1
+        alpha = dw.epilogue[0].operand if act == "PRELU" else -1
+        attrs = {"dw": dict(dw.attrs), "dw_act": act}
+        fused = g.new_node(DW_PW_OP, [dw.inputs[0], dw.inputs[1], dw_bias, pw.inputs[1], pw_bias, alpha],
+                           list(pw.outputs), attrs, origin=tuple(sorted(set(dw.origin) | set(pw.origin))))
+        fused.epilogue = list(pw.epilogue)
+        if match_epilogue(g, fused) is None:
+            declined["pointwise epilogue does not fit"] += 1
+            continue
+        g.nodes[g.node_index(pw)] = fused
+        g.remove_node(dw)
+        producers, consumers = g.producers(), g.consumers()
+        counts[f"{kh}x{kw}"] += 1
+        lines.append(f"fused {dw.describe()} -> {pw.describe()} into {fused.describe()} "
+                     f"({kh}x{kw}, {c_mid} -> {o} channels at {oh}x{ow})")
+    summary = ", ".join(f"{n} {k}" for k, n in sorted(counts.items())) or "none"
+    kept = "; ".join(f"{n} {k}" for k, n in sorted(declined.items()))
+    return [f"fused {sum(counts.values())} depthwise -> 1x1 conv pairs: {summary}"
+            + (f" (kept: {kept})" if kept else ""), *lines]
