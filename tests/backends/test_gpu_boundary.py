@@ -208,8 +208,11 @@ def test_fp16_modes_convert_on_the_device_from_float32_staging(backend, precisio
             it = _interpreter(m, d)
             (k,) = _kernels(it)
             modes = k.describe()["boundary"]
-            # float16 storage: nothing is copied directly, every boundary tensor goes through a launch
-            assert set(modes["inputs"].values()) == set(modes["outputs"].values()) == {"device"}, modes
+            # float16 storage: inputs go through a launch; host outputs are kept in float32 by the
+            # mixed_precision pass, so those shaped like their PHWC4 buffer are copied directly
+            assert set(modes["inputs"].values()) == {"device"}, modes
+            for b in k._outputs:
+                assert b.mode == "device" or (b.mode == "direct" and b.storage == "float32"), modes
             for b in k._inputs:
                 assert b.ref.nbytes == 4 * b.size  # the staging side is float32
             got = _invoke(it, inputs)
