@@ -64,3 +64,32 @@ def missing_kernels(model_path: str | Path, *, include_custom: bool = True) -> l
             if CPU_KERNELS.lookup(op.name, dtype, op.version) is None and op.name not in missing:
                 missing.append(op.name)
     return missing
+
+
+def cpu_split_model(shape: tuple[int, ...]) -> bytes:
+    """``v = floor(x*x) - 2*(x*x)`` with the FLOOR as a CPU-only custom op (``TestCpuFloor``): a GPU
+    delegate gets two partitions, and ``w = 2*(x*x)`` is read only by the second one (it can stay on
+    the device between them).  The kernel is registered once per process through a plugin."""
+    import litegpu
+    import numpy as np
+    from litegpu._plugins import register_plugin
+    from litegpu.cpu._registry import CPU_KERNELS, Prepared
+    from litegpu.testing import ModelBuilder
+
+    class _FloorPlugin:
+        @litegpu.hookimpl
+        def register_cpu_kernels(self, register):
+            register("TestCpuFloor", lambda ctx: Prepared([ctx.inputs[0].shape], lambda ins: [np.floor(ins[0])]),
+                     dtypes=["float32"])
+
+    if CPU_KERNELS.lookup("TestCpuFloor", "float32", 1) is None:
+        register_plugin(_FloorPlugin(), "test-cpu-floor-kernel")
+    b = ModelBuilder()
+    x = b.input("x", shape, "float32")
+    t, w, u, v = (b.tensor(n, shape, "float32") for n in "twuv")
+    b.op("MUL", [x, x], [t], fused_activation_function=0)
+    b.op("ADD", [t, t], [w], fused_activation_function=0)  # read only by the second GPU partition
+    b.custom_op("TestCpuFloor", [t], [u])  # CPU
+    b.op("SUB", [u, w], [v], fused_activation_function=0)
+    b.output(v)
+    return b.build()

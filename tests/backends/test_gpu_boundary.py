@@ -23,7 +23,7 @@ if not os.environ.get("XDG_RUNTIME_DIR"):  # Mesa's window-system probing wants 
     os.environ["XDG_RUNTIME_DIR"] = str(_xdg)
 
 import litegpu  # noqa: E402
-from _litegpu_backends import load_backend_delegate  # noqa: E402
+from _litegpu_backends import cpu_split_model, load_backend_delegate  # noqa: E402
 from _qnets import QNet, quantized_net  # noqa: E402
 from litegpu import DelegateError  # noqa: E402
 from litegpu.gpu import _layout as L  # noqa: E402
@@ -315,29 +315,11 @@ def test_a_wrong_size_input_is_refused_before_anything_is_uploaded(backend, monk
 def test_device_resident_inputs_skip_their_conversion(backend):
     """A CPU op splits the graph; the second GPU partition reads one tensor from the CPU (host array:
     converted on the device) and one from the first partition (a DeviceValue: PHWC4 already, no launch)."""
-    from litegpu._plugins import register_plugin
-    from litegpu.cpu._registry import CPU_KERNELS, Prepared
-
-    class _FloorPlugin:
-        @litegpu.hookimpl
-        def register_cpu_kernels(self, register):
-            register("BoundaryFloor", lambda ctx: Prepared([ctx.inputs[0].shape], lambda ins: [np.floor(ins[0])]),
-                     dtypes=["float32"])
-
-    if CPU_KERNELS.lookup("BoundaryFloor", "float32", 1) is None:
-        register_plugin(_FloorPlugin(), "test-boundary-floor-kernel")
     shape = (2, 3, 4, 5)
-    b = ModelBuilder()
-    x = b.input("x", shape, "float32")
-    t, w, u, v = (b.tensor(n, shape, "float32") for n in "twuv")
-    b.op("MUL", [x, x], [t], fused_activation_function=0)
-    b.op("ADD", [t, t], [w], fused_activation_function=0)  # read only by the second GPU partition
-    b.custom_op("BoundaryFloor", [t], [u])  # CPU
-    b.op("SUB", [u, w], [v], fused_activation_function=0)
-    b.output(v)
+    model = cpu_split_model(shape)
     d = _delegate(backend)
     try:
-        it = _interpreter(b.build(), d)
+        it = _interpreter(model, d)
         assert [s["backend"] for s in it.get_execution_plan()] == [backend, "cpu", backend]
         _k1, k2 = _kernels(it)
         assert k2.describe()["kernels"] == [TO, TO, *k2.plan.describe()["kernels"], FROM]

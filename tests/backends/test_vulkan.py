@@ -416,29 +416,13 @@ def test_recorded_partition_replays_with_new_inputs(delegate):
 @pytest.mark.parametrize("memory", ["host_visible", "device_local"])
 def test_device_resident_values_between_partitions(backend, compiler_core, memory):
     """A CPU-only op splits the graph; a tensor read only by the next GPU partition stays on the device."""
-    from litegpu._plugins import register_plugin
-    from litegpu.cpu._registry import CPU_KERNELS, Prepared
+    from _litegpu_backends import cpu_split_model
 
-    class _FloorPlugin:
-        @litegpu.hookimpl
-        def register_cpu_kernels(self, register):
-            register("TestFloor", lambda ctx: Prepared([ctx.inputs[0].shape], lambda ins: [np.floor(ins[0])]),
-                     dtypes=["float32"])
-
-    if CPU_KERNELS.lookup("TestFloor", "float32", 1) is None:
-        register_plugin(_FloorPlugin(), "test-floor-kernel-vulkan")
     shape = (1, 4, 4, 8)
-    b = ModelBuilder()
-    x = b.input("x", shape, "float32")
-    t, w, u, v = (b.tensor(n, shape, "float32") for n in "twuv")
-    b.op("MUL", [x, x], [t], fused_activation_function=0)
-    b.op("ADD", [t, t], [w], fused_activation_function=0)   # read only by the second GPU partition
-    b.custom_op("TestFloor", [t], [u])                       # CPU
-    b.op("SUB", [u, w], [v], fused_activation_function=0)
-    b.output(v)
+    model = cpu_split_model(shape)
     d = litegpu.load_delegate("vulkan", {"memory": memory})
     try:
-        it = litegpu.Interpreter(model_content=b.build(), experimental_delegates=[d])
+        it = litegpu.Interpreter(model_content=model, experimental_delegates=[d])
         it.allocate_tensors()
         assert [s["backend"] for s in it.get_execution_plan()] == ["vulkan", "cpu", "vulkan"]
         for seed in range(2):
