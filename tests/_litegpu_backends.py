@@ -93,3 +93,11 @@ def cpu_split_model(shape: tuple[int, ...]) -> bytes:
     b.op("SUB", [u, w], [v], fused_activation_function=0)
     b.output(v)
     return b.build()
+
+
+def invoke_all(it, xs):
+    """Set every input of interpreter ``it`` in order, invoke, and return copies of every output."""
+    for det, x in zip(it.get_input_details(), xs, strict=True):
+        it.set_tensor(det["index"], x)
+    it.invoke()
+    return [it.get_tensor(o["index"]).copy() for o in it.get_output_details()]

@@ -23,7 +23,7 @@ if not os.environ.get("XDG_RUNTIME_DIR"):  # Mesa's window-system probing wants 
     os.environ["XDG_RUNTIME_DIR"] = str(_xdg)
 
 import litegpu  # noqa: E402
-from _litegpu_backends import cpu_split_model, load_backend_delegate  # noqa: E402
+from _litegpu_backends import cpu_split_model, invoke_all, load_backend_delegate  # noqa: E402
 from _qnets import QNet, quantized_net  # noqa: E402
 from litegpu import DelegateError  # noqa: E402
 from litegpu.gpu import _layout as L  # noqa: E402
@@ -92,11 +92,7 @@ def _interpreter(model: bytes, d) -> litegpu.Interpreter:
     return it
 
 
-def _invoke(it: litegpu.Interpreter, xs: list[np.ndarray]) -> list[np.ndarray]:
-    for det, x in zip(it.get_input_details(), xs, strict=True):
-        it.set_tensor(det["index"], x)
-    it.invoke()
-    return [it.get_tensor(o["index"]).copy() for o in it.get_output_details()]
+_invoke = invoke_all
 
 
 def _kernels(it: litegpu.Interpreter) -> list:

@@ -15,7 +15,7 @@ from pathlib import Path
 import litegpu
 import numpy as np
 import pytest
-from _litegpu_backends import load_backend_delegate, missing_kernels
+from _litegpu_backends import invoke_all, load_backend_delegate, missing_kernels
 from _qnets import QNet, quantized_net
 from litegpu._delegate import NodeView
 from litegpu.gpu._lower import supports
@@ -32,11 +32,7 @@ def _interpreter(model: bytes, **opts) -> litegpu.Interpreter:
     return it
 
 
-def _invoke(it: litegpu.Interpreter, inputs: list[np.ndarray]) -> list[np.ndarray]:
-    for det, x in zip(it.get_input_details(), inputs, strict=True):
-        it.set_tensor(det["index"], x)
-    it.invoke()
-    return [it.get_tensor(d["index"]) for d in it.get_output_details()]
+_invoke = invoke_all
 
 
 def _kernels(it: litegpu.Interpreter):
