@@ -73,6 +73,15 @@ def print_summary(request, text: str) -> None:
         print("\n" + text)
 
 
+def worst_table(title: str, label: str, names, worst: dict[str, dict[str, float]]) -> str:
+    """``title``, then one row per name with its worst error per precision (``-`` where not run)."""
+    lines = [title, f"  {label:34s} " + " ".join(f"{p:>13s}" for p in worst)]
+    for name in names:
+        lines.append(f"  {name:34s} " + " ".join(
+            f"{worst[p][name]:13.2e}" if name in worst[p] else f"{'-':>13s}" for p in worst))
+    return "\n".join(lines)
+
+
 def rnd(*shape: int, lo: float = -1.0, hi: float = 1.0) -> np.ndarray:
     return _RNG.uniform(lo, hi, size=shape).astype(np.float32)
 

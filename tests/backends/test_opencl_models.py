@@ -25,7 +25,7 @@ from __future__ import annotations
 import litegpu
 import numpy as np
 import pytest
-from _gpu_cases import DelegatePool, print_summary, rel_err
+from _gpu_cases import DelegatePool, print_summary, rel_err, worst_table
 from test_mediapipe_cpu import NEEDS_REWRITE, RUNNABLE, _input, _litert_outputs, _read, ir_to_tflite
 
 pytestmark = [pytest.mark.mediapipe, pytest.mark.slow]
@@ -56,12 +56,8 @@ def delegates(tmp_path_factory):
 @pytest.fixture(scope="module", autouse=True)
 def _summary(request):
     yield
-    lines = [f"{BACKEND}: MediaPipe models, worst max|ours-litert|/max|litert| over the outputs:",
-             f"  {'model':34s} " + " ".join(f"{p:>13s}" for p in TOL)]
-    for name in RUNNABLE:
-        lines.append(f"  {name:34s} " + " ".join(
-            f"{WORST[p][name]:13.2e}" if name in WORST[p] else f"{'-':>13s}" for p in TOL))
-    print_summary(request, "\n".join(lines))
+    print_summary(request, worst_table(
+        f"{BACKEND}: MediaPipe models, worst max|ours-litert|/max|litert| over the outputs:", "model", RUNNABLE, WORST))
 
 
 def _reference(name: str, path) -> tuple[np.ndarray, list[np.ndarray]]:

@@ -18,7 +18,19 @@ import logging
 import litegpu
 import numpy as np
 import pytest
-from _gpu_cases import CASES, GPU_OPS, PATTERNS, C, DelegatePool, one_op, oracle, print_summary, rel_err, rnd
+from _gpu_cases import (
+    CASES,
+    GPU_OPS,
+    PATTERNS,
+    C,
+    DelegatePool,
+    one_op,
+    oracle,
+    print_summary,
+    rel_err,
+    rnd,
+    worst_table,
+)
 from litegpu.testing import ModelBuilder
 
 pytest.importorskip("ai_edge_litert.interpreter")
@@ -30,8 +42,8 @@ WORST: dict[str, dict[str, float]] = {p: {} for p in TOL}
 
 @pytest.fixture(scope="module")
 def delegates():
-    """``delegates(precision)``: one delegate per precision for the whole module; skips fp16 modes
-    on devices without half precision, saying so."""
+    """``delegates(precision)``: one delegate per precision for the whole module; skips fp16 modes,
+    saying so, only on devices with neither half arithmetic nor half storage."""
     pool = DelegatePool(BACKEND, cache={"enabled": False})  # ~1000 one-op models: no cache entries
     yield pool
     pool.close()
@@ -40,12 +52,7 @@ def delegates():
 @pytest.fixture(scope="module", autouse=True)
 def _summary(request):
     yield
-    lines = [f"{BACKEND} worst relative error per op (vs LiteRT):",
-             f"  {'op':28s} " + " ".join(f"{p:>13s}" for p in TOL)]
-    for op in GPU_OPS:
-        lines.append(f"  {op:28s} " + " ".join(
-            f"{WORST[p][op]:13.2e}" if op in WORST[p] else f"{'-':>13s}" for p in TOL))
-    print_summary(request, "\n".join(lines))
+    print_summary(request, worst_table(f"{BACKEND} worst relative error per op (vs LiteRT):", "op", GPU_OPS, WORST))
 
 
 def run_delegated(model: bytes, feeds: list[np.ndarray], delegate) -> tuple[list[np.ndarray], list[dict]]:
