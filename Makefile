@@ -7,11 +7,15 @@ BIN := $(VENV)/bin
 export XDG_RUNTIME_DIR ?= /tmp/litegpu-xdg
 APT_PACKAGES := pocl-opencl-icd ocl-icd-libopencl1 mesa-vulkan-drivers libvulkan1 vulkan-validationlayers glslc spirv-tools
 PACKAGES := . $(wildcard backends/*/pyproject.toml) $(wildcard plugins/example/pyproject.toml)
+# Build tools inside the venv, pinned: the tests that pip-install a backend or plugin into a venv use
+# --no-build-isolation (offline), so the venv's own setuptools must build our pyprojects (a fresh venv
+# of Python 3.11 has setuptools 65 and no wheel, which cannot).
+BUILD_TOOLS := setuptools==80.9.0 wheel==0.45.1
 
-.PHONY: install system-packages demo test lint bench-cpu docs clean
+.PHONY: install system-packages demo test test-all ci-fresh lint bench-cpu docs clean
 
 install: system-packages $(BIN)/python
-	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q --upgrade pip $(BUILD_TOOLS)
 	$(BIN)/pip install -q $(foreach p,$(PACKAGES),./$(patsubst %/pyproject.toml,%,$(p))) '.[test]'
 
 $(BIN)/python:
@@ -30,8 +34,17 @@ system-packages:
 demo: install
 	$(BIN)/python -m litegpu.demo
 
+# The default run: everything except tests marked slow (full sweeps whose sample runs by default).
 test:
+	$(BIN)/python -m pytest -q -m "not slow"
+
+# Everything, the slow sweeps included (about an hour on a 2-core machine).
+test-all:
 	$(BIN)/python -m pytest -q
+
+# .ci/run as a new machine runs it: fresh clone, fresh HOME and caches, no pip or driver caches.
+ci-fresh:
+	bash .ci/fresh
 
 lint:
 	$(BIN)/ruff check core backends plugins tests bench

@@ -21,10 +21,16 @@ GPU_SET = (
 
 
 def mediapipe_models(names: str = "", default: tuple[str, ...] = RUNNABLE) -> dict[str, Path]:
-    from litegpu.models import fetch_mediapipe
+    from litegpu.models import MEDIAPIPE_MODELS, fetch_mediapipe
 
-    allm = fetch_mediapipe()
     wanted = [n for n in names.split(",") if n] or list(default)
+    # On the device machine (no network) only the benchmarked models travel (bench/device_prep.sh): use
+    # the cached files when every wanted one is there, and fetch the whole set only when one is missing.
+    import platformdirs
+
+    root = Path(platformdirs.user_cache_dir("litegpu")) / "models" / "mediapipe-0.10.14"
+    cached = {n: root / rel for n, rel in MEDIAPIPE_MODELS.items() if (root / rel).is_file()}
+    allm = cached if all(n in cached for n in wanted) else fetch_mediapipe()
     missing = [n for n in wanted if n not in allm]
     if missing:
         raise SystemExit(f"unknown models {missing}; known: {sorted(allm)}")

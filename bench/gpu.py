@@ -3,9 +3,17 @@
 Usage: ``python bench/gpu.py [--backends opencl] [--precisions fp32,fp16] [--runs N] [--models a,b]
 [--threads 16] [--json FILE]``
 
-Every engine runs the same model on the same random input in this one process.  A timed run is
-``set input -> invoke -> read every output`` (host to host, as an application sees it); each number
-is the median of ``--runs`` runs after warm-ups.  Accuracy is reported against LiteRT XNNPACK
+Every engine runs the same model on the same random input in this one process.  Two figures per engine:
+
+- host to host: ``set input -> invoke -> read every output``, as an application sees it; the median of
+  ``--runs`` runs after warm-ups;
+- device-bound: the input set once, ``--runs`` runs back to back, then one read of every output, divided
+  by ``--runs`` (for LiteRT's CompiledModel this is its real GPU rate: its Python readback costs about
+  0.7 ms a read); the median of 5 such batches.
+
+GPU kernel time per launch comes from bench/gpu_profile.py.  LiteRT's GPU accelerator runs fp16 unless
+``enforce_f32``: our fp32 is paired with LiteRT GPU fp32 (enforce_f32=True), our fp16 modes with its
+default.  Accuracy is reported against LiteRT XNNPACK
 (or LiteRT's GPU accelerator where XNNPACK lacks a custom op).  Prints a Markdown table with machine
 and date.
 """
@@ -38,6 +46,7 @@ def _median_ms(fn, runs: int, warmup: int = 5) -> float:
 
 
 def _interp_runner(it, x):
+    """(host-to-host run, device-bound batch) for an Interpreter-like object."""
     inp = it.get_input_details()[0]["index"]
     outs = [d["index"] for d in it.get_output_details()]
     it.allocate_tensors()
@@ -47,14 +56,22 @@ def _interp_runner(it, x):
         it.invoke()
         return [it.get_tensor(o) for o in outs]
 
-    return run
+    def bound(n: int):
+        it.set_tensor(inp, x)
+        for _ in range(n):
+            it.invoke()
+        return [it.get_tensor(o) for o in outs]
+
+    return run, bound
 
 
-def _litert_gpu_runner(path: str, x):
+def _litert_gpu_runner(path: str, x, enforce_f32: bool):
     from ai_edge_litert.compiled_model import CompiledModel
     from ai_edge_litert.hardware_accelerator import HardwareAccelerator
+    from ai_edge_litert.options import GpuOptions, Options
 
-    model = CompiledModel.from_file(path, hardware_accel=HardwareAccelerator.GPU)
+    opts = Options(hardware_accelerators=HardwareAccelerator.GPU, gpu_options=GpuOptions(enforce_f32=enforce_f32))
+    model = CompiledModel.from_file(path, options=opts)
     ins = model.create_input_buffers(0)
     outs = model.create_output_buffers(0)
     details = model.get_output_tensor_details(model.get_signature_by_index(0)["key"]) \
@@ -63,12 +80,31 @@ def _litert_gpu_runner(path: str, x):
     for name, d in (details or {}).items():
         sizes.append((name, int(np.prod(d["shape"])), d["dtype"], tuple(d["shape"])))
 
+    def read():
+        return [b.read(n, np.dtype(dt)).reshape(shape) for b, (_, n, dt, shape) in zip(outs, sizes, strict=False)]
+
     def run():
         ins[0].write(x)
         model.run_by_index(0, ins, outs)
-        return [b.read(n, np.dtype(dt)).reshape(shape) for b, (_, n, dt, shape) in zip(outs, sizes, strict=False)]
+        return read()
 
-    return run, model.is_fully_accelerated()
+    def bound(n: int):
+        ins[0].write(x)
+        for _ in range(n):
+            model.run_by_index(0, ins, outs)
+        return read()
+
+    return run, bound, model.is_fully_accelerated()
+
+
+def _bound_ms(bound, runs: int, batches: int = 5) -> float:
+    bound(2)
+    ts = []
+    for _ in range(batches):
+        t0 = time.perf_counter()
+        bound(runs)
+        ts.append((time.perf_counter() - t0) / runs)
+    return statistics.median(ts) * 1e3
 
 
 def _rel(a, b) -> float:
@@ -123,33 +159,39 @@ def main() -> int:
         ref = None
         for t in (1, args.threads):
             try:
-                run = _interp_runner(litert.Interpreter(model_path=path, num_threads=t), x)
+                run, _ = _interp_runner(litert.Interpreter(model_path=path, num_threads=t), x)
                 row[f"xnnpack_{t}t_ms"] = _median_ms(run, args.runs)
                 ref = ref if ref is not None else run()
             except Exception as e:  # noqa: BLE001 - MediaPipe custom ops are missing from LiteRT's CPU build
                 row[f"xnnpack_{t}t_ms"] = math.nan
                 row["note"] = str(e).splitlines()[0][:70]
-        if not args.no_litert_gpu:
+        # LiteRT GPU in the precision that matches ours: fp32 (enforce_f32) for our fp32, fp16 for our fp16s
+        litert_precisions = [] if args.no_litert_gpu else \
+            sorted({"fp32" if p == "fp32" else "fp16" for p in precisions}, reverse=True)
+        for lp in litert_precisions:
+            key = f"litert_gpu_{lp}"
             try:
-                run, full = _litert_gpu_runner(path, x)
-                row["litert_gpu_ms"] = _median_ms(run, args.runs)
-                row["litert_gpu_full"] = bool(full)
+                run, bound, full = _litert_gpu_runner(path, x, enforce_f32=lp == "fp32")
+                row[f"{key}_ms"] = _median_ms(run, args.runs)
+                row[f"{key}_bound_ms"] = _bound_ms(bound, args.runs)
+                row[f"{key}_full"] = bool(full)
                 gpu_out = run()
                 if ref is None:
                     ref = gpu_out
                 else:
-                    row["litert_gpu_err"] = _worst(gpu_out, ref)
+                    row[f"{key}_err"] = _worst(gpu_out, ref)
             except Exception as e:  # noqa: BLE001
-                row["litert_gpu_ms"] = math.nan
-                row["litert_gpu_note"] = str(e).splitlines()[0][:70]
+                row[f"{key}_ms"] = row[f"{key}_bound_ms"] = math.nan
+                row[f"{key}_note"] = str(e).splitlines()[0][:70]
         for (b, p), d in delegates.items():
             it = litegpu.Interpreter(model_path=path, experimental_delegates=[d])
             t0 = time.perf_counter()
-            run = _interp_runner(it, x)
+            run, bound = _interp_runner(it, x)
             row[f"{b}_{p}_init_ms"] = (time.perf_counter() - t0) * 1e3
             plan = it.get_execution_plan()
             row[f"{b}_{p}_cpu_nodes"] = sum(len(s["node_indices"]) for s in plan if s["backend"] == "cpu")
             row[f"{b}_{p}_ms"] = _median_ms(run, args.runs)
+            row[f"{b}_{p}_bound_ms"] = _bound_ms(bound, args.runs)
             if ref is not None:
                 row[f"{b}_{p}_err"] = _worst(run(), ref)
         rows.append(row)
@@ -159,27 +201,41 @@ def main() -> int:
     for b, devs in devinfo.items():
         print(f"{b} devices: {', '.join(devs)}")
     cols = [f"{b}_{p}" for (b, p) in delegates]
-    head = "| model | " + " | ".join(f"litegpu {c} (ms)" for c in cols) + \
-        f" | LiteRT GPU (ms) | XNNPACK 1t (ms) | XNNPACK {args.threads}t (ms) | " + \
-        " | ".join(f"{c} err" for c in cols) + " |"
-    print(head)
-    print("|" + "---|" * (head.count("|") - 1))
+    lcols = [f"litert_gpu_{lp}" for lp in ("fp32", "fp16") if any(f"litert_gpu_{lp}_ms" in r for r in rows)]
+
+    def fmt(v, spec=".3f"):
+        return format(v, spec) if isinstance(v, float) and not math.isnan(v) else "n/a"
+
+    for title, suffix in (("host to host", "_ms"), ("device-bound", "_bound_ms")):
+        print(f"\n{title}, ms (median):")
+        names = [f"litegpu {c}" for c in cols] + [f"LiteRT GPU {c[-4:]}" for c in lcols]
+        names += ["XNNPACK 1t", f"XNNPACK {args.threads}t"] if suffix == "_ms" else []
+        print("| model | " + " | ".join(names) + " |")
+        print("|" + "---|" * (len(names) + 1))
+        for r in rows:
+            cells = [fmt(r.get(c + suffix, math.nan)) for c in cols + lcols]
+            if suffix == "_ms":
+                cells += [fmt(r.get("xnnpack_1t_ms", math.nan)), fmt(r.get(f"xnnpack_{args.threads}t_ms", math.nan))]
+            print(f"| {r['model']} | " + " | ".join(cells) + " |")
+    print("\nmax relative error vs LiteRT XNNPACK:")
+    print("| model | " + " | ".join(cols + lcols) + " |")
+    print("|" + "---|" * (len(cols + lcols) + 1))
     for r in rows:
-        cells = [f"{r.get(c + '_ms', math.nan):.3f}" for c in cols]
-        cells += [f"{r.get('litert_gpu_ms', math.nan):.3f}", f"{r.get('xnnpack_1t_ms', math.nan):.3f}",
-                  f"{r.get(f'xnnpack_{args.threads}t_ms', math.nan):.3f}"]
-        cells += [f"{r.get(c + '_err', math.nan):.1e}" for c in cols]
-        print(f"| {r['model']} | " + " | ".join(cells) + " |")
+        print(f"| {r['model']} | " + " | ".join(fmt(r.get(c + "_err", math.nan), ".1e") for c in cols + lcols) + " |")
 
     def geo(vals):
         vals = [v for v in vals if v and not math.isnan(v)]
         return math.exp(sum(map(math.log, vals)) / len(vals)) if vals else math.nan
 
     for c in cols:
-        vs_gpu = geo([r.get(c + "_ms", math.nan) / r.get("litert_gpu_ms", math.nan) for r in rows])
+        lc = "litert_gpu_fp32" if c.endswith("_fp32") else "litert_gpu_fp16"
+        h2h = geo([r.get(c + "_ms", math.nan) / r.get(lc + "_ms", math.nan) for r in rows])
+        h2b = geo([r.get(c + "_ms", math.nan) / r.get(lc + "_bound_ms", math.nan) for r in rows])
+        b2b = geo([r.get(c + "_bound_ms", math.nan) / r.get(lc + "_bound_ms", math.nan) for r in rows])
         vs_x16 = [r.get(c + "_ms", math.nan) / r.get(f"xnnpack_{args.threads}t_ms", math.nan) for r in rows]
-        print(f"{c}: geomean vs LiteRT GPU {vs_gpu:.2f}x; vs XNNPACK-{args.threads}: "
-              + ", ".join(f"{v:.2f}x" for v in vs_x16))
+        print(f"{c} geomean vs LiteRT GPU {lc[-4:]}: host-to-host/host-to-host {h2h:.2f}x, "
+              f"host-to-host/device-bound {h2b:.2f}x, device-bound/device-bound {b2b:.2f}x; vs XNNPACK-"
+              f"{args.threads}: " + ", ".join(f"{v:.2f}x" for v in vs_x16))
     if args.json:
         Path(args.json).write_text(json.dumps({"machine": machine_line(), "devices": devinfo, "rows": rows}, indent=1))
     return 0

@@ -37,3 +37,37 @@ def require_kernels(request):
 
 
 from _litegpu_backends import load_backend_delegate, missing_kernels  # noqa: E402,F401
+
+
+# --------------------------------------------------------------------------- sampled sweeps
+# A sweep is a test parametrized over many cases whose every case costs a driver compile (PoCL, lavapipe,
+# glslc): all of them take most of an hour on a 2-core machine with cold driver caches.  The default run
+# (`make test`, `-m "not slow"`) keeps a deterministic sample of each sweep: every case whose position in
+# its test function is a multiple of `every`, plus the first case of each group named by `by` (so every
+# kernel, op or API keeps at least one case).  The rest are marked `slow`; `make test-all` runs them too.
+# The sample depends only on the collection order, so every machine runs the same cases.
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "sweep(every, by=None): sample this parametrized test in the default run (see conftest.py)")
+
+
+def pytest_collection_modifyitems(config, items):
+    seen_pos: dict[tuple, int] = {}
+    seen_groups: set[tuple] = set()
+    for item in items:
+        mark = item.get_closest_marker("sweep")
+        callspec = getattr(item, "callspec", None)
+        if mark is None or callspec is None:
+            continue
+        every = int(mark.kwargs.get("every", mark.args[0] if mark.args else 1))
+        by = mark.kwargs.get("by")
+        func = (item.module.__name__, item.originalname)
+        pos = seen_pos.get(func, 0)
+        seen_pos[func] = pos + 1
+        group = (*func, by(callspec.params) if by is not None else None)
+        first_of_group = group not in seen_groups
+        seen_groups.add(group)
+        if pos % every and not first_of_group:
+            item.add_marker(pytest.mark.slow)

@@ -688,6 +688,7 @@ def _op_cases() -> list[str]:
 PLAN_CONFIGS = [("opencl", "fp32"), ("opencl", "fp16"), ("wgsl", "fp16"), ("glsl", "fp16_fp32acc")]
 
 
+@pytest.mark.sweep(every=5, by=lambda p: p["case"])  # each case on one API at least
 @pytest.mark.parametrize(("api", "prec"), PLAN_CONFIGS, ids=[f"{a}-{p}" for a, p in PLAN_CONFIGS])
 @pytest.mark.parametrize("case", _op_cases())
 def test_compiled_plans_run_on_the_kernels(api, prec, case):
