@@ -38,7 +38,6 @@ def require_kernels(request):
 
 from _litegpu_backends import load_backend_delegate, missing_kernels  # noqa: E402,F401
 
-
 # --------------------------------------------------------------------------- sampled sweeps
 # A sweep is a test parametrized over many cases whose every case costs a driver compile (PoCL, lavapipe,
 # glslc): all of them take most of an hour on a 2-core machine with cold driver caches.  The default run

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -241,42 +238,22 @@ CHECK = textwrap.dedent(
 )
 
 
-@pytest.mark.slow
 def test_pip_install_use_uninstall(tmp_path):
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "LITEGPU_PLUGINS",
-                                                          "LITEGPU_DISABLE_PLUGIN_AUTOLOAD")}
-    env.update(PIP_NO_INDEX="1", PIP_DISABLE_PIP_VERSION_CHECK="1", PYTHONDONTWRITEBYTECODE="1")
-    # Build from a copy so nothing (build/, *.egg-info) lands in the source tree.
-    src = tmp_path / "src"
-    for part in ("core", "configs", "shaders", "plugins"):
-        shutil.copytree(ROOT / part, src / part, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info", "build"))
-    shutil.copy(ROOT / "pyproject.toml", src / "pyproject.toml")
-    if not (src / "README.md").exists():
-        (src / "README.md").write_text((ROOT / "README.md").read_text() if (ROOT / "README.md").exists() else "litegpu\n")
-    venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(venv)], check=True)
-    py = str(venv / "bin" / "python")
+    from _pip_venv import FreshVenv
 
-    def pip(*args):
-        r = subprocess.run([sys.executable, "-m", "pip", "--python", py, *args], env=env, cwd=tmp_path,
-                           capture_output=True, text=True)
-        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    v = FreshVenv(tmp_path)
+    v.install("core", "plugins/example")
 
     def check(state):
-        (tmp_path / "check.py").write_text(CHECK)
-        r = subprocess.run([py, str(tmp_path / "check.py"), state], env=env, cwd=tmp_path, capture_output=True,
-                           text=True)
+        r = v.run(CHECK, state)
         assert r.returncode == 0, r.stdout + r.stderr
         return r.stdout
 
-    pip("install", "-q", "--no-deps", "--no-build-isolation", str(src))
-    pip("install", "-q", "--no-deps", "--no-build-isolation", str(src / "plugins" / "example"))
     out = check("present")
     assert "DELEGATE litegpu_example_numpy.backend ExampleDelegate" in out
     assert ("INTERPRETER OK" in out) or ("INTERPRETER MISSING" in out and not hasattr(litegpu, "Interpreter"))
     # The packaged YAML presets came along with the installed core.
-    r = subprocess.run([py, "-c", "import litegpu; print(litegpu.load_config('low-latency').sources)"], env=env,
-                       cwd=tmp_path, capture_output=True, text=True)
+    r = v.run("import litegpu; print(litegpu.load_config('low-latency').sources)")
     assert r.returncode == 0 and "packaged low-latency.yaml" in r.stdout, r.stderr
-    pip("uninstall", "-y", "-q", "litegpu-example-numpy")
+    v.uninstall("litegpu-example-numpy")
     assert "GONE" in check("absent")

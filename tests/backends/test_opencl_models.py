@@ -28,7 +28,7 @@ import pytest
 from _gpu_cases import DelegatePool, print_summary, rel_err, worst_table
 from test_mediapipe_cpu import NEEDS_REWRITE, RUNNABLE, _input, _litert_outputs, _read, ir_to_tflite
 
-pytestmark = [pytest.mark.mediapipe, pytest.mark.slow]
+pytestmark = [pytest.mark.mediapipe]
 
 BACKEND = "opencl"
 TOL = {"fp32": 1e-3, "fp16": 2e-2, "fp16_fp32acc": 2e-2}
@@ -87,6 +87,7 @@ def _check_describe(desc: dict, precision: str, device_name: str) -> None:
     assert isinstance(desc["warnings"], list)
 
 
+@pytest.mark.sweep(every=5)  # 8 of the 39 (model, precision) pairs in the default run, every precision
 @pytest.mark.parametrize("precision", list(TOL))
 @pytest.mark.parametrize("name", RUNNABLE)
 def test_model_fully_delegated_matches_litert(name, precision, mediapipe_models, delegates):

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import importlib
 import os
-import shutil
 import subprocess
 import sys
 import textwrap
@@ -591,26 +590,11 @@ CHECK = textwrap.dedent(
 
 @pytest.mark.slow
 def test_entry_point_after_pip_install(tmp_path):
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "LITEGPU_PLUGINS",
-                                                          "LITEGPU_DISABLE_PLUGIN_AUTOLOAD")}
-    env.update(PIP_NO_INDEX="1", PIP_DISABLE_PIP_VERSION_CHECK="1", PYTHONDONTWRITEBYTECODE="1")
-    src = tmp_path / "src"
-    ignore = shutil.ignore_patterns("__pycache__", "*.egg-info", "build")
-    for part in ("core", "configs", "shaders", "backends/vulkan"):
-        if (ROOT / part).exists():
-            shutil.copytree(ROOT / part, src / part, ignore=ignore, symlinks=True)
-    for f in ("pyproject.toml", "README.md"):
-        if (ROOT / f).exists():
-            shutil.copy(ROOT / f, src / f)
-    venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(venv)], check=True)
-    py = str(venv / "bin" / "python")
-    for pkg in (src, src / "backends" / "vulkan"):
-        r = subprocess.run([sys.executable, "-m", "pip", "--python", py, "install", "-q", "--no-deps",
-                            "--no-build-isolation", str(pkg)], env=env, cwd=tmp_path, capture_output=True, text=True)
-        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    (tmp_path / "check.py").write_text(CHECK)
-    r = subprocess.run([py, str(tmp_path / "check.py")], env=env, cwd=tmp_path, capture_output=True, text=True)
+    from _pip_venv import FreshVenv
+
+    v = FreshVenv(tmp_path)
+    v.install("core", "backends/vulkan")
+    r = v.run(CHECK)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "AVAILABLE" in r.stdout or "UNAVAILABLE" in r.stdout
     if r.stdout.startswith("AVAILABLE"):

@@ -9,8 +9,6 @@ skip with the reason.
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
 import sys
 import tempfile
 import textwrap
@@ -376,27 +374,12 @@ def test_entry_point_after_pip_install(tmp_path):
         from litegpu.gpu import _lower, kernels  # noqa: F401 - what the backend module imports
     except ImportError as e:
         pytest.skip(f"the GPU core is not in this checkout yet: {e}")
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "LITEGPU_PLUGINS",
-                                                          "LITEGPU_DISABLE_PLUGIN_AUTOLOAD")}
-    env.update(PIP_NO_INDEX="1", PIP_DISABLE_PIP_VERSION_CHECK="1", PYTHONDONTWRITEBYTECODE="1")
-    src = tmp_path / "src"  # build from a copy: nothing (build/, *.egg-info) lands in the checkout
-    ignore = shutil.ignore_patterns("__pycache__", "*.egg-info", "build")
-    for part in ("core", "configs", "shaders", "backends/webgpu"):
-        if (ROOT / part).exists():
-            shutil.copytree(ROOT / part, src / part, ignore=ignore, symlinks=True)
-    for f in ("pyproject.toml", "README.md"):
-        if (ROOT / f).exists():
-            shutil.copy(ROOT / f, src / f)
-    venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(venv)], check=True)
-    py = str(venv / "bin" / "python")
-    for pkg in (src, src / "backends" / "webgpu"):
-        r = subprocess.run([sys.executable, "-m", "pip", "--python", py, "install", "-q", "--no-deps",
-                            "--no-build-isolation", str(pkg)], env=env, cwd=tmp_path, capture_output=True, text=True)
-        if r.returncode != 0:
-            pytest.skip(f"pip install {pkg.name} failed here (no setuptools/wheel offline?): {r.stderr[-500:]}")
-    (tmp_path / "check.py").write_text(CHECK)
-    r = subprocess.run([py, str(tmp_path / "check.py")], env=env, cwd=tmp_path, capture_output=True, text=True)
+    from _pip_venv import FreshVenv
+
+    v = FreshVenv(tmp_path)
+    v.install("core", "backends/webgpu")
+    venv = v.venv
+    r = v.run(CHECK)
     assert r.returncode == 0, r.stdout + r.stderr
     assert str(venv) in r.stdout.split("FILE ", 1)[1].splitlines()[0], r.stdout  # the installed copy
     if "UNAVAILABLE" in r.stdout:
