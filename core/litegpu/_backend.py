@@ -48,7 +48,9 @@ __all__ = [
     "BackendRegistrationError",
     "COMMON_BACKEND_OPTIONS",
     "FIRST_PARTY_BACKENDS",
+    "AUTO_ORDER",
     "available_backends",
+    "gpu_backends_in_auto_order",
     "load_delegate",
     "backend_option_schema",
     "resolve_backend_options",
@@ -406,6 +408,18 @@ def available_backends(refresh: bool = False) -> list[BackendInfo]:
     with reg.lock:
         entries = list(reg.entries.values())
     return [reg.info(e, refresh=refresh) for e in entries]
+
+
+#: Preference among GPU backends when ``auto`` picks without measuring (others follow in
+#: registration order): OpenCL has the most tuned kernels, WebGPU the most indirection.
+AUTO_ORDER = ("opencl", "vulkan", "webgpu")
+
+
+def gpu_backends_in_auto_order() -> list[BackendInfo]:
+    """The registered GPU backends (available or not): :data:`AUTO_ORDER` first, then the others
+    in registration order."""
+    infos = [b for b in available_backends() if b.is_gpu]
+    return sorted(infos, key=lambda b: AUTO_ORDER.index(b.name) if b.name in AUTO_ORDER else len(AUTO_ORDER))
 
 
 def _installed_list(names: Sequence[str]) -> str:
