@@ -65,8 +65,9 @@ logger = logging.getLogger("litegpu")
 
 POLICIES = ("latency", "init_time", "memory")
 _FORMAT = 1  # version of the decision file layout
-_MIN_RUNS = 3
+_MIN_RUNS = 2  # warm timing runs at least; with the second check run, 3 warm samples
 _TARGET_RUNS = 30  # enough for a stable median; fewer when the budget share runs out
+_abandoned: list[threading.Thread] = []  # workers past their deadline (see abandoned_workers)
 
 
 @dataclass(frozen=True)
@@ -292,6 +293,12 @@ def _driver(name: str) -> str | None:
 
 def _environment(rows: Sequence[Mapping[str, Any]], settings: AutoselectSettings,
                  only: Sequence[str] | None) -> dict[str, Any]:
+    return {**_host_environment(settings, only),
+            "backends": [_backend_environment(r) for r in rows if r.get("available")]}
+
+
+def _host_environment(settings: AutoselectSettings, only: Sequence[str] | None) -> dict[str, Any]:
+    """The part of :func:`_environment` that needs no driver."""
     import litegpu
 
     return {
@@ -300,14 +307,16 @@ def _environment(rows: Sequence[Mapping[str, Any]], settings: AutoselectSettings
         "python": platform.python_version(),
         "machine": platform.machine(),
         "system": platform.system(),
-        "backends": [{"name": r["name"], "version": str(r.get("version", "")),
-                      "devices": [str(d) for d in r.get("devices") or ()], "driver": _driver(r["name"])}
-                     for r in rows if r.get("available")],
         # What the choice depends on; the time budget only bounds how long measuring may take (a
         # decision cut short by it is stored as provisional, see Decision.final).
         "settings": {k: v for k, v in settings.as_dict().items() if k != "time_budget_s"},
         "only_backends": sorted(only) if only else None,
     }
+
+
+def _backend_environment(row: Mapping[str, Any]) -> dict[str, Any]:
+    return {"name": row["name"], "version": str(row.get("version", "")),
+            "devices": [str(d) for d in row.get("devices") or ()], "driver": _driver(row["name"])}
 
 
 def _key(environment: Mapping[str, Any]) -> str:
@@ -465,9 +474,10 @@ class _Cancelled(Exception):
 def _measure(model: Any, cand: Candidate, config: Any, inputs: list[list[np.ndarray]],
              reference: list[list[np.ndarray]], out_names: list[str], tolerance: float, time_s: float,
              target_runs: int = _TARGET_RUNS, done: Sequence[Candidate] = (),
-             cancel: threading.Event | None = None) -> None:
+             cancel: threading.Event | None = None, host_memory: bool = True) -> None:
     """Prepare, check and time ``cand`` (filling its fields).  Runs in a worker thread; ``cancel``
-    set means the caller stopped waiting: return at the next step, touching nothing shared."""
+    set means the caller stopped waiting: return at the next step, touching nothing shared.
+    ``host_memory``: one more run under ``tracemalloc`` (slow: only the memory policy needs it)."""
     from ._profile import delegate_descriptions, device_memory_bytes
 
     def check_cancel() -> None:
@@ -502,6 +512,7 @@ def _measure(model: Any, cand: Candidate, config: Any, inputs: list[list[np.ndar
     in_idx = [d["index"] for d in interp.get_input_details()]
     out_idx = [d["index"] for d in interp.get_output_details()]
     worst = 0.0
+    runs: list[float] = []  # warm runs: the check runs after the first count too
     try:
         for k, (xs, want) in enumerate(zip(inputs, reference, strict=True)):
             check_cancel()
@@ -511,6 +522,8 @@ def _measure(model: Any, cand: Candidate, config: Any, inputs: list[list[np.ndar
             interp.invoke()
             if k == 0:
                 cand.first_us = (perf() - t) * 1e6
+            else:
+                runs.append((perf() - t) * 1e6)
             for name, i, w in zip(out_names, out_idx, want, strict=True):
                 e = _rel_error(w, interp.get_tensor(i))
                 if e > worst:
@@ -525,21 +538,22 @@ def _measure(model: Any, cand: Candidate, config: Any, inputs: list[list[np.ndar
         cand.status, cand.reason = "failed", f"inference failed: {e}"
         return
     cand.max_error = worst
-    runs = []
     start = perf()
     tracing = tracemalloc.is_tracing()
+    warm0 = len(runs)
     try:
-        while len(runs) < _MIN_RUNS or (len(runs) < target_runs and perf() - start < time_s):
+        while len(runs) - warm0 < _MIN_RUNS or (len(runs) < target_runs and perf() - start < time_s):
             check_cancel()
             t = perf()
             interp.invoke()
             runs.append((perf() - t) * 1e6)
-        if not tracing:
-            tracemalloc.start()
-        tracemalloc.reset_peak()
-        base = tracemalloc.get_traced_memory()[0]
-        interp.invoke()
-        cand.host_memory_bytes = int(tracemalloc.get_traced_memory()[1] - base)
+        if host_memory:
+            if not tracing:
+                tracemalloc.start()
+            tracemalloc.reset_peak()
+            base = tracemalloc.get_traced_memory()[0]
+            interp.invoke()
+            cand.host_memory_bytes = int(tracemalloc.get_traced_memory()[1] - base)
     except (LiteGPUError, ValueError, RuntimeError) as e:
         cand.status, cand.reason = "failed", f"inference failed while timing: {e}"
         return
@@ -553,8 +567,15 @@ def _measure(model: Any, cand: Candidate, config: Any, inputs: list[list[np.ndar
     cand.status = "ok"
 
 
+def abandoned_workers() -> list[threading.Thread]:
+    """Measuring threads given up on by :func:`autoselect` that are still running (inside a driver
+    call, usually).  Python waits for them at exit; a command-line tool may end sooner with
+    ``os._exit`` once its output is flushed."""
+    return [t for t in _abandoned if t.is_alive()]
+
+
 def _bounded(fn: Callable[[threading.Event], Any], timeout_s: float, name: str) -> tuple[bool, Any]:
-    """Run ``fn(cancel)`` in a daemon thread and wait at most ``timeout_s``.
+    """Run ``fn(cancel)`` in a worker thread and wait at most ``timeout_s``.
 
     Returns ``(True, result)`` (an exception of ``fn`` is re-raised here), or ``(False, None)`` when
     the time ran out: ``cancel`` is then set and the thread abandoned.  Python cannot stop a thread
@@ -572,11 +593,14 @@ def _bounded(fn: Callable[[threading.Event], Any], timeout_s: float, name: str) 
         except BaseException as e:  # handed to the waiting thread
             box["error"] = e
 
-    th = threading.Thread(target=work, name=f"litegpu-autoselect-{name}", daemon=True)
+    # Not a daemon: at exit Python waits for an abandoned worker (which stops at its next step)
+    # instead of finalizing under a thread that is inside a driver (drivers abort on that).
+    th = threading.Thread(target=work, name=f"litegpu-autoselect-{name}", daemon=False)
     th.start()
     th.join(max(0.0, timeout_s))
     if th.is_alive():
         cancel.set()
+        _abandoned.append(th)
         return False, None
     if "error" in box:
         raise box["error"]
@@ -745,7 +769,8 @@ def autoselect(
         done = [c for c in todo[:n] if c.status == "ok"]
         finished, _ = _bounded(
             lambda cancel, w=work, d=done, t=time_s: _measure(ir, w, config, inputs, reference, out_names,
-                                                              settings.tolerance, t, done=d, cancel=cancel),
+                                                              settings.tolerance, t, done=d, cancel=cancel,
+                                                              host_memory=settings.policy == "memory"),
             min(cap, deadline - time.perf_counter()), cand.label)
         if finished:
             for f in dataclasses.fields(Candidate):
@@ -790,7 +815,7 @@ def _unmeasured_default(cands: Sequence[Candidate]) -> Candidate:
     from ._backend import gpu_backends_in_auto_order
 
     tried = {c.backend: c for c in cands if c.status != "unavailable" and c.backend != "cpu"}
-    for info in gpu_backends_in_auto_order():
+    for info in gpu_backends_in_auto_order():  # all probed already by _backend_rows
         if info.available and info.name in tried:
             return Candidate(info.name, None, dict(tried[info.name].options))
     return next(c for c in cands if c.backend == "cpu")
@@ -799,11 +824,48 @@ def _unmeasured_default(cands: Sequence[Candidate]) -> Candidate:
 def resolve_auto(model: Any, config: Any = None) -> Decision | None:
     """What ``backend: auto`` means for :func:`litegpu.load` and the CLI: a measurement when
     ``autoselect.measure_on_load`` is set, else the cached decision (provisional ones too), else
-    None (the caller takes the first available GPU backend, see ``litegpu._backend.AUTO_ORDER``)."""
+    None (the caller takes the first available GPU backend, see ``litegpu._backend.AUTO_ORDER``).
+
+    Without measuring, only the chosen backend's driver is probed (probing every backend can take
+    seconds, WebGPU's adapter enumeration alone 3 s on lavapipe): a stored decision counts when
+    the host part of its key matches and its backend still has the same version, devices and
+    driver.  (A backend installed since is then not considered: ``litegpu autoselect``, which
+    checks the whole key, measures again.)"""
     config = _load_config(config)
-    if AutoselectSettings.from_config(config).measure_on_load:
+    settings = AutoselectSettings.from_config(config)
+    if settings.measure_on_load:
         return autoselect(model, config=config)
-    return cached_decision(model, config=config)
+    data, label = _model_bytes(model)
+    fingerprint = hashlib.sha256(data).hexdigest()
+    directory = decision_dir(config)
+    if not _cache_enabled(config) or not directory.is_dir():
+        return None
+    host = _host_environment(settings, None)
+    found: list[Decision] = []
+    for path in directory.glob(f"{fingerprint[:24]}-*.json"):
+        dec = _read_decision(path, fingerprint)
+        if dec is None or any(dec.environment.get(k) != v for k, v in host.items()):
+            continue
+        if dec.backend != "cpu":
+            stored = next((b for b in dec.environment.get("backends", ()) if b.get("name") == dec.backend), None)
+            row = _backend_row(dec.backend)
+            if stored is None or row is None or not row.get("available") or _backend_environment(row) != stored:
+                continue
+        found.append(dec)
+    if not found:
+        return None
+    best = max(found, key=lambda d: (d.final, d.measured_at))
+    logger.debug("autoselect: using the cached decision for %s: %s (%s)", label, best.backend, best.path)
+    return best
+
+
+def _backend_row(name: str) -> dict[str, Any] | None:
+    """One backend's row of :func:`_backend_rows`, probing only its driver."""
+    from ._plugins import backend_registry
+
+    reg = backend_registry()
+    entry = reg.entries.get(name)
+    return None if entry is None else reg.info(entry).as_dict()
 
 
 def list_decisions(config: Any = None, cache_dir: str | os.PathLike[str] | None = None) -> list[dict[str, Any]]:

@@ -34,7 +34,7 @@ from __future__ import annotations
 import logging
 import re
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -415,11 +415,18 @@ def available_backends(refresh: bool = False) -> list[BackendInfo]:
 AUTO_ORDER = ("opencl", "vulkan", "webgpu")
 
 
-def gpu_backends_in_auto_order() -> list[BackendInfo]:
+def gpu_backends_in_auto_order() -> Iterator[BackendInfo]:
     """The registered GPU backends (available or not): :data:`AUTO_ORDER` first, then the others
-    in registration order."""
-    infos = [b for b in available_backends() if b.is_gpu]
-    return sorted(infos, key=lambda b: AUTO_ORDER.index(b.name) if b.name in AUTO_ORDER else len(AUTO_ORDER))
+    in registration order.  Lazy: a backend's availability is checked only when the iteration
+    reaches it (probing a driver can take seconds; the first available one is usually enough)."""
+    from ._plugins import backend_registry
+
+    reg = backend_registry()
+    with reg.lock:
+        entries = [e for e in reg.entries.values() if e.spec.is_gpu]
+    entries.sort(key=lambda e: AUTO_ORDER.index(e.spec.name) if e.spec.name in AUTO_ORDER else len(AUTO_ORDER))
+    for e in entries:
+        yield reg.info(e)
 
 
 def _installed_list(names: Sequence[str]) -> str:

@@ -31,14 +31,20 @@ def resolve_backend_order(names: Sequence[str]) -> list[str]:
         if name != "auto":
             out.append(name)
             continue
-        ranked = gpu_backends_in_auto_order()
-        chosen = next((b.name for b in ranked if b.available), None)
+        chosen = None
+        passed = []
+        for b in gpu_backends_in_auto_order():  # probes drivers one by one, up to the first that works
+            if b.available:
+                chosen = b.name
+                break
+            passed.append(f"{b.name}: {b.reason}")
         if chosen is None:
-            why = "; ".join(f"{b.name}: {b.reason}" for b in ranked) or "no GPU backend installed"
+            why = "; ".join(passed) or "no GPU backend installed"
             logger.info("backend 'auto' resolved to 'cpu' (no available GPU backend: %s)", why)
             chosen = "cpu"
         else:
-            logger.info("backend 'auto' resolved to %r (first available GPU backend)", chosen)
+            logger.info("backend 'auto' resolved to %r (first available GPU backend%s)", chosen,
+                        f"; unavailable: {'; '.join(passed)}" if passed else "")
         out.append(chosen)
     return out
 

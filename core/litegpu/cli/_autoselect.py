@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import logging
+import os
+import sys
 from typing import Any
 
-from .._autoselect import POLICIES, Decision, autoselect
+from .._autoselect import POLICIES, Decision, abandoned_workers, autoselect
 from .._errors import LiteGPUError
 from ._common import (
     CliError,
@@ -59,8 +62,15 @@ def run(args: argparse.Namespace) -> int:
             raise CliError(str(e)) from e
     if args.json:
         emit_json(dec.as_dict())
-        return 0
-    print_decision(dec, model.name)
+    else:
+        print_decision(dec, model.name)
+    if abandoned_workers():
+        # A candidate cut by the budget may still be inside a driver call (a compile, say); Python
+        # would wait for it at exit, past the budget.  The decision is stored and printed: end now.
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
     return 0
 
 
