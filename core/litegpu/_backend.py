@@ -69,8 +69,9 @@ COMMON_BACKEND_OPTIONS: dict[str, Option] = {
     ),
     "device": Option.int(0, min=0, doc="index into the backend's device list"),
     "tuning": Option.enum(
-        "none", "fast", "exhaustive", default="fast",
-        doc="kernel parameter tuning at prepare (workgroup sizes...): none, a quick search, or all candidates",
+        "none", "fast", "exhaustive", default="none",
+        doc="kernel parameter tuning at prepare (workgroup sizes...): none (the heuristic; the default: a "
+            "search costs seconds of cold start), a quick search, or all candidates (results are cached)",
     ),
     "quantization_simulation": Option.bool(
         True, doc="quantized models run in float on GPUs; snap each quantized result to its grid "
