@@ -12,13 +12,19 @@ counts only for itself):
 * ``cache read`` / ``cache write``: the serialization cache's files and the plan decoded from them;
 * ``passes``: the GPU compiler's passes, lowering and memory planning (``compile_partition``);
 * ``render``: kernel templates rendered to source;
-* ``compile``: programs built from source (OpenCL programs, WGSL/SPIR-V modules and pipelines);
-* ``binary``: programs rebuilt from cached binaries, and binaries read back to store them;
+* ``compile``: programs built from source (OpenCL programs, WGSL/SPIR-V modules and pipelines); where
+  the device builds on several threads (``GpuDevice.compile_threads``) the wall time of that section,
+  binaries read or loaded there included (the JSON has the threads' summed time apart);
+* ``binary``: programs rebuilt from cached binaries, and binaries read back to store them (one by one);
 * ``tuning``: timed trial launches of the work-group search (its compiles count under ``compile``);
 * ``upload``: buffers allocated and weights copied to the device;
 * ``bind``: arguments bound and launch lists recorded;
 * ``rest``: everything else in ``Interpreter(...) + allocate_tensors()`` (reading and partitioning the
   model, constant folding, the CPU side of the plan).
+
+``prepare`` is wall time (driver included); ``CPU time`` is the process's CPU time over
+``Interpreter(...) + allocate_tensors()`` (every thread, the driver step excluded), which a busy shared
+machine disturbs much less than wall time.
 
 The drivers' own caches (NVIDIA's ComputeCache, PoCL's kernel cache, Mesa's shader cache) are switched
 off in the children unless ``--keep-driver-caches``.  Prints one Markdown table per backend (for
@@ -44,16 +50,25 @@ STEPS = ("driver", "cache read", "passes", "render", "compile", "binary", "tunin
 
 # The child: argv = model, backend, cache dir, tuning.  Prints one JSON line: {step: ms, "calls": {...}}.
 _CHILD = r"""
-import json, sys, time
+import json, sys, threading, time
 import litegpu
 from litegpu.gpu import _runtime
 from litegpu.gpu._tuning import WorkgroupTuner
 
 model, backend, cache_dir, tuning = sys.argv[1:5]
 spent, calls, stack = {}, {}, []
+main = threading.main_thread()
 
 def timed(step, fn):
     def wrapper(*a, **k):
+        if threading.current_thread() is not main:  # a parallel build: its wall time counts under "compile"
+            t0 = time.perf_counter()
+            try:
+                return fn(*a, **k)
+            finally:
+                calls[step] = calls.get(step, 0) + 1
+                key = step + " in threads"
+                spent[key] = spent.get(key, 0.0) + time.perf_counter() - t0
         t0 = time.perf_counter()
         stack.append(0.0)
         try:
@@ -89,13 +104,17 @@ wrap(_runtime, "plan_to_sections", "cache write")
 wrap(_runtime, "compile_partition", "passes")
 wrap(_runtime, "render", "render")
 wrap(WorkgroupTuner, "choose", "tuning")
-t1 = time.perf_counter()
+if hasattr(_runtime.GpuPartitionKernel, "_precompile"):
+    wrap(_runtime.GpuPartitionKernel, "_precompile", "compile")
+t1, c1 = time.perf_counter(), time.process_time()
 it = litegpu.Interpreter(model_path=model, experimental_delegates=[d])
 it.allocate_tensors()
 total = time.perf_counter() - t1
-spent["rest"] = total - sum(v for k, v in spent.items() if k != "driver")
+cpu = time.process_time() - c1
+spent["rest"] = total - sum(v for k, v in spent.items() if k != "driver" and not k.endswith(" in threads"))
 out = {k: v * 1e3 for k, v in spent.items()}
 out["prepare"] = (total + spent["driver"]) * 1e3
+out["prepare cpu"] = cpu * 1e3  # all threads of the process, without the driver step: steadier on a busy host
 out["calls"] = calls
 print(json.dumps(out))
 """
@@ -130,7 +149,7 @@ def measure(model: Path, backend: str, runs: int, tuning: str, env: dict[str, st
 def _row(name: str, kind: str, r: dict) -> str:
     calls = r.get("calls", {})
     cells = [f"{r.get(s, 0.0):.0f}" for s in STEPS]
-    return (f"| {name} | {kind} | {r['prepare']:.0f} | " + " | ".join(cells)
+    return (f"| {name} | {kind} | {r['prepare']:.0f} | {r.get('prepare cpu', 0.0):.0f} | " + " | ".join(cells)
             + f" | {calls.get('compile', 0)} | {calls.get('binary', 0)} |")
 
 
@@ -152,8 +171,8 @@ def main() -> int:
           f"{'on' if args.keep_driver_caches else 'off'}; tuning {args.tuning or 'default'}; milliseconds\n")
     for backend in backends:
         print(f"\n{backend}:\n")
-        print("| model | start | prepare | " + " | ".join(STEPS) + " | compiles | binaries |")
-        print("|---|---|" + "---:|" * (len(STEPS) + 3))
+        print("| model | start | prepare | CPU time | " + " | ".join(STEPS) + " | compiles | binaries |")
+        print("|---|---|" + "---:|" * (len(STEPS) + 4))
         for name, path in models.items():
             try:
                 m = measure(path, backend, args.runs, args.tuning, env)

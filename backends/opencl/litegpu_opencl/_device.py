@@ -5,6 +5,7 @@ The whole API-specific part of the backend; the core's GPU executor does the res
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -121,6 +122,9 @@ class CLDevice(GpuDevice):
                         src_offset=src.offset, dst_offset=dst.offset)
 
     # -- compiler / program
+    # OpenCL objects are thread-safe and pyopencl drops the GIL while a program builds
+    compile_threads = min(8, os.cpu_count() or 1)
+
     def compile(self, kernel: RenderedKernel) -> cl.Program:
         prog = self._programs.get(kernel.source)
         if prog is None:

@@ -54,6 +54,7 @@ import dataclasses
 import hashlib
 import json
 import logging
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -250,8 +251,10 @@ class GpuPartitionKernel(DelegateKernel):
         self.records: list[dict[str, Any]] = []
         self.binaries: dict[str, bytes] = {}
         self.programs_from_cache = 0
+        self._count_lock = threading.Lock()
         self.cache_hit = False
         self._programs: dict[str, Any] = {}  # by source hash
+        self._precompile(ops)
         self._const_bufs: list[BufferRef] = self._upload_constants(plan.ops, align)
         self._launches: list[_Launch] = []
         consts = iter(self._const_bufs)
@@ -318,6 +321,32 @@ class GpuPartitionKernel(DelegateKernel):
             storage = {name: "float32" for name, _ in op.bindings if name not in op.buffer_storage}
             prec = self.plan.precision
         return prec, storage
+
+    def _precompile(self, ops: Sequence[GpuOp]) -> None:
+        """Build every program the launches will take, all at once on ``device.compile_threads``
+        threads (the recorded sources on a warm start; the kernels as rendered by default on a cold
+        one: with tuning on, trial sizes are only known while timing and build one by one)."""
+        threads = int(getattr(self.device, "compile_threads", 1) or 1)
+        if threads <= 1:
+            return
+        kernels: dict[str, RenderedKernel] = {}
+        if self._records_in is not None:
+            for r in self._records_in:
+                kernels.setdefault(r["src"], _kernel_from_record(r, self._sources)[0])
+        elif self.tuner.mode == "none":
+            for op in ops:
+                prec, storage = self._render_args(op)
+                rk = _render(op.kernel, self.device.dialect, prec, half_math=self.half_math, buffer_storage=storage,
+                             **op.options)
+                kernels.setdefault(_src_key(rk.source), rk)
+        todo = [rk for key, rk in kernels.items() if key not in self._programs]
+        if len(todo) < 2:
+            return
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(min(threads, len(todo)), thread_name_prefix="litegpu-compile") as pool:
+            for _ in pool.map(self._program, todo):  # re-raises a build error here
+                pass
 
     def _upload_constants(self, ops: Sequence[GpuOp], align: int) -> list[BufferRef]:
         """The constant (weight) buffers of ``ops``, in binding order, sub-ranges of one device buffer
@@ -386,7 +415,9 @@ class GpuPartitionKernel(DelegateKernel):
             return program
         if key in self._binaries_in:
             program = self.device.program_from_binary(rk, self._binaries_in[key])
-            self.programs_from_cache += program is not None
+            if program is not None:
+                with self._count_lock:  # _precompile calls this from several threads
+                    self.programs_from_cache += 1
         if program is None:
             program = self.device.compile(rk)
         self._programs[key] = program
