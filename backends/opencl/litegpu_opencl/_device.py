@@ -154,7 +154,10 @@ class CLDevice(GpuDevice):
              params: dict[str, Any]) -> tuple[cl.Kernel, list]:
         k = cl.Kernel(program, kernel.entry_point)
         subs = [self._sub(b) for b in buffers]
-        k.set_args(*subs, *kernel.cl_args(params))
+        # one set_arg per argument: Kernel.set_args would generate (and compile) a Python invoker per
+        # kernel signature first, a fifth of a warm prepare
+        for i, arg in enumerate([*subs, *kernel.cl_args(params)]):
+            k.set_arg(i, arg)
         # clSetKernelArg need not retain the memory objects: keep the sub-buffers alive as long as the
         # kernel (PoCL forgives a collected one; NVIDIA fails the launch with INVALID_MEM_OBJECT)
         return k, subs
