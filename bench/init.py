@@ -61,10 +61,14 @@ import numpy as np
 from ai_edge_litert.compiled_model import CompiledModel
 from ai_edge_litert.hardware_accelerator import HardwareAccelerator
 t1 = time.perf_counter()
-model = CompiledModel.from_file(sys.argv[1], hardware_accel=HardwareAccelerator.GPU)
-ins = model.create_input_buffers(0)
-outs = model.create_output_buffers(0)
-model.run_by_index(0, ins, outs)
+try:
+    model = CompiledModel.from_file(sys.argv[1], hardware_accel=HardwareAccelerator.GPU)
+    ins = model.create_input_buffers(0)
+    outs = model.create_output_buffers(0)
+    model.run_by_index(0, ins, outs)
+except Exception as e:  # no GPU accelerator here, say: the reason, not LiteRT's last log line
+    print(json.dumps({"error": f"{type(e).__name__}: {e}"[:200]}))
+    raise SystemExit(0)
 t2 = time.perf_counter()
 print(json.dumps({"import_s": t1 - t0, "prepare_s": t2 - t1, "whole_s": t2 - t0,
                   "full": bool(model.is_fully_accelerated())}))
@@ -102,6 +106,8 @@ def _one(model: Path, backend: str, cache_dir: Path, env: dict[str, str]) -> tup
 
 def measure_litert(model: Path, runs: int, env: dict[str, str]) -> dict:
     got = [_run_child(_LITERT_CHILD, [str(model)], env) for _ in range(runs)]
+    if "error" in got[0]:
+        raise RuntimeError(got[0]["error"])
     return {"litert_whole_ms": statistics.median(g["whole_s"] for g in got) * 1e3,
             "litert_prepare_ms": statistics.median(g["prepare_s"] for g in got) * 1e3,
             "litert_full": all(g["full"] for g in got)}
