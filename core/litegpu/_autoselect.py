@@ -869,7 +869,7 @@ def _backend_row(name: str) -> dict[str, Any] | None:
 
 
 def list_decisions(config: Any = None, cache_dir: str | os.PathLike[str] | None = None) -> list[dict[str, Any]]:
-    """Every stored decision (file, model fingerprint, backend, policy, when)."""
+    """Every stored decision (file, model fingerprint, backend, policy, when, final or provisional)."""
     directory = decision_dir(_load_config(config), cache_dir)
     rows = []
     for f in sorted(directory.glob("*.json")) if directory.is_dir() else ():
@@ -877,7 +877,8 @@ def list_decisions(config: Any = None, cache_dir: str | os.PathLike[str] | None 
             d = json.loads(f.read_text(encoding="utf-8"))
             rows.append({"file": str(f), "bytes": f.stat().st_size, "fingerprint": d.get("fingerprint"),
                          "backend": d.get("backend"), "precision": d.get("precision"),
-                         "policy": d.get("policy"), "measured_at": d.get("measured_at")})
+                         "policy": d.get("policy"), "measured_at": d.get("measured_at"),
+                         "final": bool(d.get("final", False))})
         except (OSError, ValueError):
             rows.append({"file": str(f), "bytes": f.stat().st_size if f.exists() else 0, "error": "unreadable"})
     return rows
