@@ -96,7 +96,8 @@ def list_adapters(power_preference: str = "high-performance", backend: str | Non
     if backend:
         adapters = [a for a in adapters if backend.lower() in str(a.info.get("backend_type", "")).lower()]
         if not adapters:
-            raise BackendUnavailableError(f"no WebGPU adapter on a {backend!r} backend")
+            hint = "" if gl or "gl" not in backend.lower() else f" (wgpu's OpenGL backend needs {GL_ENV}=1)"
+            raise BackendUnavailableError(f"no WebGPU adapter on a {backend!r} backend{hint}")
     rank = _TYPE_RANK[power_preference]
     # wgpu's GL backend has the weakest compute support: use it only when nothing else exists
     adapters.sort(key=lambda a: (a.info.get("backend_type") == "OpenGL", rank.get(a.info.get("adapter_type"), 3)))
