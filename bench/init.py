@@ -198,8 +198,7 @@ def main() -> int:
             cells += [f"{m['cold_ms']:.0f}", f"{m['warm_ms']:.0f}", f"{100 * m['warm_ms'] / m['cold_ms']:.1f}%",
                       f"{m['cold_cpu_ms']:.0f}", f"{m['warm_cpu_ms']:.0f}"]
             if litert:
-                ratio = m["cold_ms"] / r["litert_whole_ms"] if "litert_whole_ms" in r else math.nan
-                cells.append(f"{ratio:.2f}x")
+                cells.append(f"{m['cold_ms'] / r['litert_whole_ms']:.2f}x" if "litert_whole_ms" in r else "-")
         print("| " + " | ".join(cells) + " |")
     if args.json:
         Path(args.json).write_text(json.dumps({"backends": backends, "rows": rows, "machine": machine_line()},
