@@ -340,10 +340,18 @@ class GpuPartitionKernel(DelegateKernel):
             for r in self._records_in:
                 kernels.setdefault(r["src"], _kernel_from_record(r, self._sources)[0])
         elif self.tuner.mode == "none":
-            for op in ops:
+            def no_trial(wg: tuple[int, int, int]) -> None:
+                raise AssertionError("tuning none times nothing")
+
+            for op in ops:  # what _prepare_op will build: the heuristic's work group (baked into GLSL/WGSL)
                 prec, storage = self._render_args(op)
-                rk = _render(op.kernel, self.device.dialect, prec, half_math=self.half_math, buffer_storage=storage,
-                             **op.options)
+                probe = _render(op.kernel, self.device.dialect, prec, half_math=self.half_math,
+                                buffer_storage=storage, **op.options)
+                wg = self.tuner.choose(op.kernel, op.options, probe, probe.global_size(op.params), self.device.info,
+                                       no_trial, lambda: None)
+                rk = probe if tuple(wg) == probe.workgroup else _render(
+                    op.kernel, self.device.dialect, prec, workgroup=tuple(wg), half_math=self.half_math,
+                    buffer_storage=storage, **op.options)
                 kernels.setdefault(_src_key(rk.source), rk)
         todo = [rk for key, rk in kernels.items() if key not in self._programs]
         if len(todo) < 2:
