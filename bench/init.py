@@ -1,16 +1,23 @@
-"""Initialization time with and without the compiled-delegate cache, per backend.
+"""Initialization time with and without the compiled-delegate cache, per backend, beside LiteRT's.
 
-Usage: ``python bench/init.py --backend opencl [--models a,b] [--runs 5] [--json FILE]
-[--keep-driver-caches]``
+Usage: ``python bench/init.py [--backends opencl,webgpu,vulkan] [--models a,b] [--runs 5] [--json FILE]
+[--keep-driver-caches] [--no-litert]``
 
-For each MediaPipe model it times ``litegpu.Interpreter(model_path, experimental_delegates=
-[litegpu.load_delegate(backend, {"cache": {"dir": D}})]).allocate_tensors()`` in a NEW Python process, so that
-nothing compiled stays in memory between runs:
+For each MediaPipe model it times ``litegpu.load_delegate(backend, {"cache": {"dir": D}})`` plus
+``litegpu.Interpreter(model_path, experimental_delegates=[d]).allocate_tensors()`` in a NEW Python
+process, so that nothing compiled stays in memory between runs (the driver context is created inside
+the timed span: it is part of every start):
 
 * cold: ``D`` is a fresh, empty directory for every run (the delegate compiles and stores its entries);
 * warm: ``D`` was filled by one untimed run first (the delegate loads its entries).
 
+In the same run, LiteRT's GPU accelerator: a fresh process imports ``ai_edge_litert``, creates the
+``CompiledModel`` with ``HardwareAccelerator.GPU``, its buffers, and runs once ("whole cold start";
+"LiteRT without import" leaves the import out, like the litegpu columns).
+
 Each number is the median over ``--runs`` processes; the import of litegpu is timed apart and not included.
+"CPU" is the child's process CPU time over the same span (all threads): on a busy shared machine it
+moves much less than wall time.
 The drivers' own caches (NVIDIA's ComputeCache, PoCL's kernel cache, Mesa's shader cache) would make a
 "cold" run partly warm, so they are switched off in the child processes unless ``--keep-driver-caches``.
 Prints a Markdown table (for docs/performance.md) with the machine and date.
@@ -38,12 +45,33 @@ _CHILD = r"""
 import json, sys, time
 t0 = time.perf_counter()
 import litegpu
-t1 = time.perf_counter()
+t1, c1 = time.perf_counter(), time.process_time()
 model, backend, cache_dir = sys.argv[1:4]
 it = litegpu.Interpreter(model_path=model, experimental_delegates=[litegpu.load_delegate(backend, {"cache": {"dir": cache_dir}})])
 it.allocate_tensors()
 t2 = time.perf_counter()
-print(json.dumps({"import_s": t1 - t0, "prepare_s": t2 - t1}))
+print(json.dumps({"import_s": t1 - t0, "prepare_s": t2 - t1, "cpu_s": time.process_time() - c1}))
+"""
+
+# LiteRT's whole cold start in a fresh process: argv = model path.
+_LITERT_CHILD = r"""
+import json, sys, time
+t0 = time.perf_counter()
+import numpy as np
+from ai_edge_litert.compiled_model import CompiledModel
+from ai_edge_litert.hardware_accelerator import HardwareAccelerator
+t1 = time.perf_counter()
+try:
+    model = CompiledModel.from_file(sys.argv[1], hardware_accel=HardwareAccelerator.GPU)
+    ins = model.create_input_buffers(0)
+    outs = model.create_output_buffers(0)
+    model.run_by_index(0, ins, outs)
+except Exception as e:  # no GPU accelerator here, say: the reason, not LiteRT's last log line
+    print(json.dumps({"error": f"{type(e).__name__}: {e}"[:200]}))
+    raise SystemExit(0)
+t2 = time.perf_counter()
+print(json.dumps({"import_s": t1 - t0, "prepare_s": t2 - t1, "whole_s": t2 - t0,
+                  "full": bool(model.is_fully_accelerated())}))
 """
 
 _NO_DRIVER_CACHES = {
@@ -62,14 +90,27 @@ def _child_env(keep_driver_caches: bool) -> dict[str, str]:
     return env
 
 
-def _one(model: Path, backend: str, cache_dir: Path, env: dict[str, str]) -> float:
-    """Prepare time (seconds) of one fresh process; raise RuntimeError with the child's last words."""
-    r = subprocess.run([sys.executable, "-c", _CHILD, str(model), backend, str(cache_dir)],
-                       capture_output=True, text=True, env=env, timeout=600)
+def _run_child(code: str, args: list[str], env: dict[str, str]) -> dict:
+    r = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=env, timeout=600)
     if r.returncode != 0:
         tail = (r.stderr.strip().splitlines() or [f"exit code {r.returncode}"])[-1]
         raise RuntimeError(tail[:120])
-    return json.loads(r.stdout.strip().splitlines()[-1])["prepare_s"]
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def _one(model: Path, backend: str, cache_dir: Path, env: dict[str, str]) -> tuple[float, float]:
+    """(prepare wall, prepare CPU) seconds of one fresh process; RuntimeError with the child's last words."""
+    d = _run_child(_CHILD, [str(model), backend, str(cache_dir)], env)
+    return d["prepare_s"], d.get("cpu_s", math.nan)
+
+
+def measure_litert(model: Path, runs: int, env: dict[str, str]) -> dict:
+    got = [_run_child(_LITERT_CHILD, [str(model)], env) for _ in range(runs)]
+    if "error" in got[0]:
+        raise RuntimeError(got[0]["error"])
+    return {"litert_whole_ms": statistics.median(g["whole_s"] for g in got) * 1e3,
+            "litert_prepare_ms": statistics.median(g["prepare_s"] for g in got) * 1e3,
+            "litert_full": all(g["full"] for g in got)}
 
 
 def _cache_size(cache_dir: Path) -> tuple[int, int]:
@@ -90,17 +131,22 @@ def measure(model: Path, backend: str, runs: int, env: dict[str, str]) -> dict:
         _one(model, backend, warm_dir, env)  # fill the cache (untimed)
         entries, nbytes = _cache_size(warm_dir)
         warm = [_one(model, backend, warm_dir, env) for _ in range(runs)]
-    return {"cold_ms": statistics.median(cold) * 1e3, "warm_ms": statistics.median(warm) * 1e3,
+    return {"cold_ms": statistics.median(c[0] for c in cold) * 1e3,
+            "warm_ms": statistics.median(w[0] for w in warm) * 1e3,
+            "cold_cpu_ms": statistics.median(c[1] for c in cold) * 1e3,
+            "warm_cpu_ms": statistics.median(w[1] for w in warm) * 1e3,
             "entries": entries, "cache_bytes": nbytes}
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--backend", required=True, help="delegate name (opencl, vulkan, webgpu)")
+    ap.add_argument("--backends", default="opencl,webgpu,vulkan", help="delegate names, comma-separated")
+    ap.add_argument("--backend", default="", help="one backend (same as --backends B)")
     ap.add_argument("--models", default="", help="comma-separated MediaPipe model names (default: the GPU set)")
     ap.add_argument("--runs", type=int, default=5, help="processes per measurement (median)")
     ap.add_argument("--keep-driver-caches", action="store_true",
                     help="leave the drivers' own kernel caches on (cold runs are then partly warm)")
+    ap.add_argument("--no-litert", action="store_true", help="leave out LiteRT's GPU cold start")
     ap.add_argument("--json", default="")
     args = ap.parse_args()
     if args.runs < 1:
@@ -108,30 +154,54 @@ def main() -> int:
 
     sys.path.insert(0, str(ROOT / "core"))
     env = _child_env(args.keep_driver_caches)
+    backends = [b for b in (args.backend or args.backends).split(",") if b]
     models = mediapipe_models(args.models, default=GPU_SET)
     rows = []
     for name, path in models.items():
-        row = {"model": name}
-        try:
-            row.update(measure(path, args.backend, args.runs, env))
-        except (RuntimeError, subprocess.TimeoutExpired) as e:
-            row["error"] = str(e)
+        row: dict = {"model": name}
+        if not args.no_litert:
+            try:
+                row.update(measure_litert(path, args.runs, env))
+            except (RuntimeError, subprocess.TimeoutExpired) as e:
+                row["litert_error"] = str(e)
+        for backend in backends:
+            try:
+                row[backend] = measure(path, backend, args.runs, env)
+            except (RuntimeError, subprocess.TimeoutExpired) as e:
+                row[backend] = {"error": str(e)}
         rows.append(row)
         print(json.dumps(row), file=sys.stderr)
 
-    print(f"\n{machine_line()}; backend {args.backend}; median of {args.runs} fresh processes per cell; "
-          f"driver caches {'on' if args.keep_driver_caches else 'off'}\n")
-    print("| model | cold prepare (ms) | warm prepare (ms) | cold / warm | entries | cache size (KiB) |")
-    print("|---|---:|---:|---:|---:|---:|")
+    print(f"\n{machine_line()}; median of {args.runs} fresh processes per cell; driver caches "
+          f"{'on' if args.keep_driver_caches else 'off'}; prepare includes the driver context, not the import\n")
+    litert = not args.no_litert
+    head = ["model"] + (["LiteRT GPU whole cold start (ms)", "LiteRT without import (ms)"] if litert else [])
+    for b in backends:
+        head += [f"{b} cold (ms)", f"{b} warm (ms)", f"{b} warm/cold", f"{b} cold CPU (ms)", f"{b} warm CPU (ms)"]
+        if litert:
+            head += [f"{b} cold / LiteRT"]
+    print("| " + " | ".join(head) + " |")
+    print("|---|" + "---:|" * (len(head) - 1))
     for r in rows:
-        if "error" in r:
-            print(f"| {r['model']} | failed: {r['error']} | | | | |")
-            continue
-        ratio = r["cold_ms"] / r["warm_ms"] if r["warm_ms"] > 0 else math.nan
-        print(f"| {r['model']} | {r['cold_ms']:.1f} | {r['warm_ms']:.1f} | {ratio:.1f}x | {r['entries']} | "
-              f"{r['cache_bytes'] / 1024:.0f} |")
+        cells = [r["model"]]
+        if litert:
+            if "litert_error" in r:
+                cells += [f"failed: {r['litert_error']}", ""]
+            else:
+                cells += [f"{r['litert_whole_ms']:.0f}" + ("" if r["litert_full"] else " (partly CPU)"),
+                          f"{r['litert_prepare_ms']:.0f}"]
+        for b in backends:
+            m = r[b]
+            if "error" in m:
+                cells += [f"failed: {m['error']}"] + [""] * (5 if litert else 4)
+                continue
+            cells += [f"{m['cold_ms']:.0f}", f"{m['warm_ms']:.0f}", f"{100 * m['warm_ms'] / m['cold_ms']:.1f}%",
+                      f"{m['cold_cpu_ms']:.0f}", f"{m['warm_cpu_ms']:.0f}"]
+            if litert:
+                cells.append(f"{m['cold_ms'] / r['litert_whole_ms']:.2f}x" if "litert_whole_ms" in r else "-")
+        print("| " + " | ".join(cells) + " |")
     if args.json:
-        Path(args.json).write_text(json.dumps({"backend": args.backend, "rows": rows, "machine": machine_line()},
+        Path(args.json).write_text(json.dumps({"backends": backends, "rows": rows, "machine": machine_line()},
                                               indent=1))
     return 0
 

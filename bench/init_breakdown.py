@@ -1,81 +1,190 @@
-"""Where a GPU delegate's prepare time goes: passes and lowering, rendering, compiling from source,
-rebuilding from cached binaries, uploads.  ``python bench/init_breakdown.py --backend opencl [--models a,b]``.
+"""Where a GPU delegate's prepare time goes, cold and warm, for every backend.
 
-Each model is prepared once per step in this process (nothing cached across models); prints a Markdown table.
+Usage: ``python bench/init_breakdown.py [--backends opencl,webgpu,vulkan] [--models a,b] [--runs 1]
+[--tuning none|fast|exhaustive] [--keep-driver-caches] [--json FILE]``
+
+For each (backend, model) a NEW Python process prepares the model twice over: *cold* with a fresh, empty
+cache directory, then *warm* (a second new process) with the directory the cold run filled.  Inside the
+child the steps of prepare are timed by wrapping them (exclusive times: a step called inside another
+counts only for itself):
+
+* ``driver``: creating the delegate, i.e. the driver context, device and queue (``load_delegate``);
+* ``cache read`` / ``cache write``: the serialization cache's files and the plan decoded from them;
+* ``passes``: the GPU compiler's passes, lowering and memory planning (``compile_partition``);
+* ``render``: kernel templates rendered to source;
+* ``compile``: programs built from source (OpenCL programs, WGSL/SPIR-V modules and pipelines); where
+  the device builds on several threads (``GpuDevice.compile_threads``) the wall time of that section,
+  binaries read or loaded there included (the JSON has the threads' summed time apart);
+* ``binary``: programs rebuilt from cached binaries, and binaries read back to store them (one by one);
+* ``tuning``: timed trial launches of the work-group search (its compiles count under ``compile``);
+* ``upload``: buffers allocated and weights copied to the device;
+* ``bind``: arguments bound and launch lists recorded;
+* ``rest``: everything else in ``Interpreter(...) + allocate_tensors()`` (reading and partitioning the
+  model, constant folding, the CPU side of the plan).
+
+``prepare`` is wall time (driver included); ``CPU time`` is the process's CPU time over
+``Interpreter(...) + allocate_tensors()`` (every thread, the driver step excluded), which a busy shared
+machine disturbs much less than wall time.
+
+The drivers' own caches (NVIDIA's ComputeCache, PoCL's kernel cache, Mesa's shader cache) are switched
+off in the children unless ``--keep-driver-caches``.  Prints one Markdown table per backend (for
+docs/performance.md) with the machine and date; milliseconds, median over ``--runs``.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import statistics
+import subprocess
 import sys
-import time
+import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import GPU_SET, machine_line, mediapipe_models  # noqa: E402
+from init import _child_env  # noqa: E402
+
+STEPS = ("driver", "cache read", "passes", "render", "compile", "binary", "tuning", "upload", "bind",
+         "cache write", "rest")
+
+# The child: argv = model, backend, cache dir, tuning.  Prints one JSON line: {step: ms, "calls": {...}}.
+_CHILD = r"""
+import json, sys, threading, time
+import litegpu
+from litegpu.gpu import _runtime
+from litegpu.gpu._tuning import WorkgroupTuner
+
+model, backend, cache_dir, tuning = sys.argv[1:5]
+spent, calls, stack = {}, {}, []
+main = threading.main_thread()
+
+def timed(step, fn):
+    def wrapper(*a, **k):
+        if threading.current_thread() is not main:  # a parallel build: its wall time counts under "compile"
+            t0 = time.perf_counter()
+            try:
+                return fn(*a, **k)
+            finally:
+                calls[step] = calls.get(step, 0) + 1
+                key = step + " in threads"
+                spent[key] = spent.get(key, 0.0) + time.perf_counter() - t0
+        t0 = time.perf_counter()
+        stack.append(0.0)
+        try:
+            return fn(*a, **k)
+        finally:
+            el = time.perf_counter() - t0
+            inner = stack.pop()
+            spent[step] = spent.get(step, 0.0) + el - inner
+            calls[step] = calls.get(step, 0) + 1
+            if stack:
+                stack[-1] += el
+    return wrapper
+
+def wrap(owner, attr, step):
+    setattr(owner, attr, timed(step, getattr(owner, attr)))
+
+opts = {"cache": {"dir": cache_dir}}
+if tuning:
+    opts["tuning"] = tuning
+t0 = time.perf_counter()
+d = litegpu.load_delegate(backend, opts)
+spent["driver"] = time.perf_counter() - t0
+dev = type(d.device)
+for attr, step in (("compile", "compile"), ("program_from_binary", "binary"), ("program_binary", "binary"),
+                   ("upload", "upload"), ("alloc", "upload"), ("bind", "bind"), ("record", "bind")):
+    if attr in vars(dev) or hasattr(dev, attr):
+        wrap(dev, attr, step)
+wrap(_runtime._CacheEntry, "load", "cache read")
+wrap(_runtime, "plan_from_sections", "cache read")
+wrap(_runtime._CacheEntry, "store", "cache write")
+wrap(_runtime.GpuPartitionKernel, "cache_sections", "cache write")
+wrap(_runtime, "plan_to_sections", "cache write")
+wrap(_runtime, "compile_partition", "passes")
+wrap(_runtime, "render", "render")
+wrap(WorkgroupTuner, "choose", "tuning")
+if hasattr(_runtime.GpuPartitionKernel, "_precompile"):
+    wrap(_runtime.GpuPartitionKernel, "_precompile", "compile")
+t1, c1 = time.perf_counter(), time.process_time()
+it = litegpu.Interpreter(model_path=model, experimental_delegates=[d])
+it.allocate_tensors()
+total = time.perf_counter() - t1
+cpu = time.process_time() - c1
+spent["rest"] = total - sum(v for k, v in spent.items() if k != "driver" and not k.endswith(" in threads"))
+out = {k: v * 1e3 for k, v in spent.items()}
+out["prepare"] = (total + spent["driver"]) * 1e3
+out["prepare cpu"] = cpu * 1e3  # all threads of the process, without the driver step: steadier on a busy host
+out["calls"] = calls
+print(json.dumps(out))
+"""
+
+
+def _child(model: Path, backend: str, cache_dir: Path, tuning: str, env: dict[str, str]) -> dict:
+    r = subprocess.run([sys.executable, "-c", _CHILD, str(model), backend, str(cache_dir), tuning],
+                       capture_output=True, text=True, env=env, timeout=900)
+    if r.returncode != 0:
+        tail = (r.stderr.strip().splitlines() or [f"exit code {r.returncode}"])[-1]
+        raise RuntimeError(tail[:160])
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def _median(rows: list[dict]) -> dict:
+    keys = {k for r in rows for k in r if k != "calls"}
+    out: dict = {k: statistics.median(r.get(k, 0.0) for r in rows) for k in keys}
+    out["calls"] = rows[-1].get("calls", {})
+    return out
+
+
+def measure(model: Path, backend: str, runs: int, tuning: str, env: dict[str, str]) -> dict:
+    cold, warm = [], []
+    with tempfile.TemporaryDirectory(prefix="litegpu-bench-breakdown-") as tmp:
+        for i in range(runs):
+            d = Path(tmp) / f"c{i}"
+            cold.append(_child(model, backend, d, tuning, env))
+            warm.append(_child(model, backend, d, tuning, env))
+    return {"cold": _median(cold), "warm": _median(warm)}
+
+
+def _row(name: str, kind: str, r: dict) -> str:
+    calls = r.get("calls", {})
+    cells = [f"{r.get(s, 0.0):.0f}" for s in STEPS]
+    return (f"| {name} | {kind} | {r['prepare']:.0f} | {r.get('prepare cpu', 0.0):.0f} | " + " | ".join(cells)
+            + f" | {calls.get('compile', 0)} | {calls.get('binary', 0)} |")
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--backend", default="opencl")
-    ap.add_argument("--models", default="")
+    ap.add_argument("--backends", default="opencl,webgpu,vulkan")
+    ap.add_argument("--backend", default="", help="one backend (same as --backends B)")
+    ap.add_argument("--models", default="", help="comma-separated MediaPipe model names (default: the GPU set)")
+    ap.add_argument("--runs", type=int, default=1, help="cold+warm process pairs per cell (median)")
+    ap.add_argument("--tuning", default="", help="the delegates' tuning option (default: the backend's default)")
+    ap.add_argument("--keep-driver-caches", action="store_true")
+    ap.add_argument("--json", default="")
     args = ap.parse_args()
-
-    import litegpu
-    from litegpu.gpu._lower import compile_partition
-    from litegpu.gpu.kernels import render
-
-    print(machine_line())
-    print("| model | interpreter prepare (ms) | passes+lowering+memory (ms) | render (ms) | kernels | "
-          "compile from source (ms) | rebuild from binaries (ms) |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
-    for name, path in mediapipe_models(args.models, default=GPU_SET).items():
-        specs = []
-
-        class Spy(litegpu.Delegate):
-            name = "spy"
-
-            def __init__(self, inner):
-                super().__init__(inner.options)
-                self.inner = inner
-
-            def supports(self, node):
-                return self.inner.supports(node)
-
-            def prepare(self, partition):
-                specs.append(partition)
-                return self.inner.prepare(partition)
-
-        d = litegpu.load_delegate(args.backend, {"cache": {"enabled": False}})
-        t0 = time.perf_counter()
-        it = litegpu.Interpreter(model_path=str(path), experimental_delegates=[Spy(d)])
-        it.allocate_tensors()
-        t_all = time.perf_counter() - t0
-        dev = d.device
-        t0 = time.perf_counter()
-        plans = [compile_partition(s, precision=d.precision, alignment=max(256, dev.info.buffer_alignment))
-                 for s in specs]
-        t_lower = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        rks = {}
-        for plan in plans:
-            for op in plan.ops:
-                rk = render(op.kernel, dev.dialect, plan.precision, **op.options)
-                rks[rk.source] = rk
-        t_render = time.perf_counter() - t0
-        fresh = type(dev)() if args.backend == "opencl" else dev
-        t0 = time.perf_counter()
-        progs = {src: fresh.compile(rk) for src, rk in rks.items()}
-        t_src = time.perf_counter() - t0
-        bins = {src: fresh.program_binary(p) for src, p in progs.items()}
-        again = type(dev)() if args.backend == "opencl" else dev
-        t0 = time.perf_counter()
-        for src, rk in rks.items():
-            if bins[src]:
-                again.program_from_binary(rk, bins[src])
-        t_bin = time.perf_counter() - t0
-        print(f"| {name} | {t_all * 1e3:.0f} | {t_lower * 1e3:.0f} | {t_render * 1e3:.0f} | {len(rks)} | "
-              f"{t_src * 1e3:.0f} | {t_bin * 1e3:.0f} |", flush=True)
+    backends = [b for b in (args.backend or args.backends).split(",") if b]
+    env = _child_env(args.keep_driver_caches)
+    models = mediapipe_models(args.models, default=GPU_SET)
+    result: dict = {"machine": machine_line(), "tuning": args.tuning or "default", "rows": []}
+    print(f"\n{machine_line()}; median of {args.runs} fresh processes per cell; driver caches "
+          f"{'on' if args.keep_driver_caches else 'off'}; tuning {args.tuning or 'default'}; milliseconds\n")
+    for backend in backends:
+        print(f"\n{backend}:\n")
+        print("| model | start | prepare | CPU time | " + " | ".join(STEPS) + " | compiles | binaries |")
+        print("|---|---|" + "---:|" * (len(STEPS) + 4))
+        for name, path in models.items():
+            try:
+                m = measure(path, backend, args.runs, args.tuning, env)
+            except (RuntimeError, subprocess.TimeoutExpired) as e:
+                print(f"| {name} | failed: {e} |", flush=True)
+                result["rows"].append({"backend": backend, "model": name, "error": str(e)})
+                continue
+            result["rows"].append({"backend": backend, "model": name, **m})
+            for kind in ("cold", "warm"):
+                print(_row(name, kind, m[kind]), flush=True)
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=1))
     return 0
 
 

@@ -244,7 +244,7 @@ def test_backend_options_reach_load_delegate_with_backend_defaults():
     d = litegpu.load_delegate("fakegpu", cfg.backend_options("fakegpu"))
     assert d.options["workgroup_size"] == 256
     assert d.options["precision"] == "fp16"  # the backend's own default_options
-    assert d.options["cache"]["enabled"] is True and d.options["tuning"] == "fast"
+    assert d.options["cache"]["enabled"] is True and d.options["tuning"] == "none"
     assert d.name == "fakegpu"
 
 
@@ -329,9 +329,20 @@ def test_load_falls_back_to_cpu_with_reasons(fake_interpreter, caplog, tmp_path)
                in r.getMessage() for r in caplog.records)
 
 
-def test_load_auto_picks_first_available_gpu_and_says_so(fake_interpreter, caplog):
+def test_load_auto_picks_first_available_gpu_and_says_so(fake_interpreter, caplog, tmp_path):
     with caplog.at_level(logging.INFO, logger="litegpu"):
-        it = litegpu.load(b"m")
+        it = litegpu.load(b"m", cache={"dir": str(tmp_path)})
+    assert it.litegpu_backend == "fakegpu"
+    # no decision cached for this model and no measure_on_load: nothing is measured
+    text = "\n".join(r.getMessage() for r in caplog.records)
+    assert "no measured decision cached for this model" in text and "litegpu autoselect MODEL" in text
+    assert "backend 'auto' resolved to 'fakegpu'" in text
+    assert "measuring" not in text and not (tmp_path / "autoselect").exists()
+
+
+def test_load_auto_that_cannot_measure_takes_the_first_gpu(fake_interpreter, caplog, tmp_path):
+    with caplog.at_level(logging.INFO, logger="litegpu"):
+        it = litegpu.load(b"m", cache={"dir": str(tmp_path)}, autoselect={"measure_on_load": True})
     assert it.litegpu_backend == "fakegpu"
     # b"m" is no model, so benchmark-based autoselect fails and auto falls back to the first GPU backend
     assert any("autoselect failed" in r.getMessage() for r in caplog.records)

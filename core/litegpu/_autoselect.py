@@ -1,7 +1,8 @@
 """Benchmark-driven backend selection: what ``backend: auto`` means.
 
 For one model, every available backend (``cpu`` included) is tried at every
-precision the configuration allows (``autoselect.precisions``):
+precision the configuration allows (``autoselect.precisions``), fp32 of every
+backend before any other precision:
 
 1. *prepare*: the interpreter is created with the backend's delegate (timed: init);
 2. *check*: outputs on seeded random inputs are compared with the single-thread
@@ -11,6 +12,12 @@ precision the configuration allows (``autoselect.precisions``):
    (at least three), the median is its latency; one inference is run under
    ``tracemalloc`` for its host memory, and the delegate partitions' ``describe()``
    give its device memory.
+
+The whole measurement, the CPU reference included, is bounded by ``time_budget_s``
+(a hard limit, see :func:`autoselect`): each candidate runs in a worker thread
+under its own deadline and is abandoned (status ``over_budget``) when it passes
+it.  A decision with such candidates is stored as provisional (``final: false``)
+and measured again by the next :func:`autoselect`.
 
 The policy (``latency``, ``init_time`` or ``memory``) picks the winner among the
 accepted candidates.  The decision and all measurements are stored as JSON in
@@ -28,6 +35,7 @@ import json
 import logging
 import os
 import platform
+import threading
 import time
 import tracemalloc
 from collections.abc import Callable, Mapping, Sequence
@@ -47,6 +55,7 @@ __all__ = [
     "Decision",
     "autoselect",
     "cached_decision",
+    "resolve_auto",
     "decision_dir",
     "list_decisions",
     "clear_decisions",
@@ -56,8 +65,9 @@ logger = logging.getLogger("litegpu")
 
 POLICIES = ("latency", "init_time", "memory")
 _FORMAT = 1  # version of the decision file layout
-_MIN_RUNS = 3
+_MIN_RUNS = 2  # warm timing runs at least; with the second check run, 3 warm samples
 _TARGET_RUNS = 30  # enough for a stable median; fewer when the budget share runs out
+_abandoned: list[threading.Thread] = []  # workers past their deadline (see abandoned_workers)
 
 
 @dataclass(frozen=True)
@@ -68,6 +78,9 @@ class AutoselectSettings:
     time_budget_s: float = 10.0
     tolerance: float = 0.01
     precisions: tuple[str, ...] = ("fp32", "fp16_fp32acc", "fp16")
+    # ``load()`` measures only when asked: a multi-second surprise on first use is worse than
+    # the first available GPU backend (``litegpu autoselect`` measures ahead of time).
+    measure_on_load: bool = False
 
     def __post_init__(self) -> None:
         if self.policy not in POLICIES:
@@ -91,11 +104,18 @@ class AutoselectSettings:
         for k in ("time_budget_s", "tolerance"):  # YAML may give ints; keys must not depend on it
             if k in data:
                 data[k] = float(data[k])
+        if "measure_on_load" in data:
+            data["measure_on_load"] = bool(data["measure_on_load"])
         return cls(**data)
 
     def as_dict(self) -> dict[str, Any]:
         return {"policy": self.policy, "time_budget_s": self.time_budget_s, "tolerance": self.tolerance,
                 "precisions": list(self.precisions)}
+
+    def ordered_precisions(self) -> list[str]:
+        """``precisions`` with fp32 first: every backend's fp32 is measured before any fp16 variant
+        (the budget may run out; fp32 is the one that is always accurate)."""
+        return sorted(self.precisions, key=lambda p: p != "fp32")
 
 
 @dataclass
@@ -105,7 +125,7 @@ class Candidate:
     backend: str
     precision: str | None
     options: dict[str, Any] = field(default_factory=dict)
-    status: str = "pending"  # ok | rejected | failed | skipped | unavailable
+    status: str = "pending"  # ok | rejected | failed | skipped | unavailable | over_budget
     reason: str = ""
     init_us: float | None = None
     first_us: float | None = None
@@ -156,6 +176,8 @@ class Decision:
     settings: dict[str, Any]
     environment: dict[str, Any]
     candidates: list[Candidate]
+    # False: some candidate was cut by the time budget; usable, but the next autoselect() measures again.
+    final: bool = True
     cached: bool = False  # this process read it from the cache (not stored)
     path: str | None = None  # the decision file (not stored)
 
@@ -165,7 +187,7 @@ class Decision:
             "policy": self.policy, "reason": self.reason, "fingerprint": self.fingerprint, "key": self.key,
             "measured_at": self.measured_at, "measure_s": self.measure_s, "settings": self.settings,
             "environment": self.environment, "candidates": [c.as_dict() for c in self.candidates],
-            "cached": self.cached, "path": self.path,
+            "final": self.final, "cached": self.cached, "path": self.path,
         }
 
     @classmethod
@@ -178,6 +200,8 @@ class Decision:
             key=str(d["key"]), measured_at=str(d["measured_at"]), measure_s=float(d.get("measure_s", 0.0)),
             settings=dict(d.get("settings") or {}), environment=dict(d.get("environment") or {}),
             candidates=[Candidate.from_dict(c) for c in d.get("candidates", [])],
+            # Files written before budgets were enforced may hide skipped candidates: not final.
+            final=bool(d.get("final", False)),
         )
 
     def delegate_options(self) -> dict[str, Any]:
@@ -269,6 +293,12 @@ def _driver(name: str) -> str | None:
 
 def _environment(rows: Sequence[Mapping[str, Any]], settings: AutoselectSettings,
                  only: Sequence[str] | None) -> dict[str, Any]:
+    return {**_host_environment(settings, only),
+            "backends": [_backend_environment(r) for r in rows if r.get("available")]}
+
+
+def _host_environment(settings: AutoselectSettings, only: Sequence[str] | None) -> dict[str, Any]:
+    """The part of :func:`_environment` that needs no driver."""
     import litegpu
 
     return {
@@ -277,13 +307,16 @@ def _environment(rows: Sequence[Mapping[str, Any]], settings: AutoselectSettings
         "python": platform.python_version(),
         "machine": platform.machine(),
         "system": platform.system(),
-        "backends": [{"name": r["name"], "version": str(r.get("version", "")),
-                      "devices": [str(d) for d in r.get("devices") or ()], "driver": _driver(r["name"])}
-                     for r in rows if r.get("available")],
-        # What the choice depends on; the time budget only bounds how long measuring may take.
+        # What the choice depends on; the time budget only bounds how long measuring may take (a
+        # decision cut short by it is stored as provisional, see Decision.final).
         "settings": {k: v for k, v in settings.as_dict().items() if k != "time_budget_s"},
         "only_backends": sorted(only) if only else None,
     }
+
+
+def _backend_environment(row: Mapping[str, Any]) -> dict[str, Any]:
+    return {"name": row["name"], "version": str(row.get("version", "")),
+            "devices": [str(d) for d in row.get("devices") or ()], "driver": _driver(row["name"])}
 
 
 def _key(environment: Mapping[str, Any]) -> str:
@@ -381,29 +414,26 @@ def _write_decision(path: Path, dec: Decision) -> None:
 
 def _candidates(rows: Sequence[Mapping[str, Any]], settings: AutoselectSettings, config: Any,
                 only: Sequence[str] | None) -> list[Candidate]:
-    cands: list[Candidate] = []
+    """cpu first, then every backend at fp32, then the other precisions (precision-major)."""
     names = [r["name"] for r in rows]
     if only:
         unknown = [n for n in only if n not in names]
         if unknown:
             raise ConfigError(f"autoselect: unknown backend(s) {', '.join(unknown)} "
                               f"(registered: {', '.join(names)})")
+    head: list[Candidate] = [Candidate("cpu", None, {})]  # the reference is always a candidate
+    by_precision: dict[str, list[Candidate]] = {p: [] for p in settings.ordered_precisions()}
     for r in rows:
         name = r["name"]
-        if only and name not in only:
+        if name == "cpu" or (only and name not in only):
             continue
         base = _backend_options(config, name)
-        if name == "cpu":
-            cands.append(Candidate("cpu", None, {}))
-            continue
         if not r.get("available"):
-            cands.append(Candidate(name, None, base, status="unavailable", reason=str(r.get("reason") or "")))
+            head.append(Candidate(name, None, base, status="unavailable", reason=str(r.get("reason") or "")))
             continue
-        for p in settings.precisions:
-            cands.append(Candidate(name, p, base))
-    if not any(c.backend == "cpu" for c in cands):  # the reference is always a candidate
-        cands.insert(0, Candidate("cpu", None, {}))
-    return cands
+        for p, group in by_precision.items():
+            group.append(Candidate(name, p, base))
+    return head + [c for group in by_precision.values() for c in group]
 
 
 def _backend_options(config: Any, name: str) -> dict[str, Any]:
@@ -437,10 +467,22 @@ def _make(model: Any, cand: Candidate, config: Any) -> Any:
     return interp
 
 
+class _Cancelled(Exception):
+    """The main thread gave up on this candidate (its deadline passed)."""
+
+
 def _measure(model: Any, cand: Candidate, config: Any, inputs: list[list[np.ndarray]],
-             reference: list[list[np.ndarray]], out_names: list[str], tolerance: float, share_s: float,
-             target_runs: int = _TARGET_RUNS, done: Sequence[Candidate] = ()) -> None:
+             reference: list[list[np.ndarray]], out_names: list[str], tolerance: float, time_s: float,
+             target_runs: int = _TARGET_RUNS, done: Sequence[Candidate] = (),
+             cancel: threading.Event | None = None, host_memory: bool = True) -> None:
+    """Prepare, check and time ``cand`` (filling its fields).  Runs in a worker thread; ``cancel``
+    set means the caller stopped waiting: return at the next step, touching nothing shared.
+    ``host_memory``: one more run under ``tracemalloc`` (slow: only the memory policy needs it)."""
     from ._profile import delegate_descriptions, device_memory_bytes
+
+    def check_cancel() -> None:
+        if cancel is not None and cancel.is_set():
+            raise _Cancelled
 
     perf = time.perf_counter
     t = perf()
@@ -450,6 +492,7 @@ def _measure(model: Any, cand: Candidate, config: Any, inputs: list[list[np.ndar
         cand.status, cand.reason = "failed", f"prepare failed: {e}"
         return
     cand.init_us = (perf() - t) * 1e6
+    check_cancel()
     plan = interp.get_execution_plan()
     cand.delegated_nodes = sum(len(s["node_indices"]) for s in plan if s["backend"] not in ("cpu", "folded"))
     if cand.backend != "cpu" and cand.delegated_nodes == 0:
@@ -469,14 +512,18 @@ def _measure(model: Any, cand: Candidate, config: Any, inputs: list[list[np.ndar
     in_idx = [d["index"] for d in interp.get_input_details()]
     out_idx = [d["index"] for d in interp.get_output_details()]
     worst = 0.0
+    runs: list[float] = []  # warm runs: the check runs after the first count too
     try:
         for k, (xs, want) in enumerate(zip(inputs, reference, strict=True)):
+            check_cancel()
             for i, a in zip(in_idx, xs, strict=True):
                 interp.set_tensor(i, a)
             t = perf()
             interp.invoke()
             if k == 0:
                 cand.first_us = (perf() - t) * 1e6
+            else:
+                runs.append((perf() - t) * 1e6)
             for name, i, w in zip(out_names, out_idx, want, strict=True):
                 e = _rel_error(w, interp.get_tensor(i))
                 if e > worst:
@@ -491,20 +538,22 @@ def _measure(model: Any, cand: Candidate, config: Any, inputs: list[list[np.ndar
         cand.status, cand.reason = "failed", f"inference failed: {e}"
         return
     cand.max_error = worst
-    runs = []
     start = perf()
     tracing = tracemalloc.is_tracing()
+    warm0 = len(runs)
     try:
-        while len(runs) < _MIN_RUNS or (len(runs) < target_runs and perf() - start < share_s):
+        while len(runs) - warm0 < _MIN_RUNS or (len(runs) < target_runs and perf() - start < time_s):
+            check_cancel()
             t = perf()
             interp.invoke()
             runs.append((perf() - t) * 1e6)
-        if not tracing:
-            tracemalloc.start()
-        tracemalloc.reset_peak()
-        base = tracemalloc.get_traced_memory()[0]
-        interp.invoke()
-        cand.host_memory_bytes = int(tracemalloc.get_traced_memory()[1] - base)
+        if host_memory:
+            if not tracing:
+                tracemalloc.start()
+            tracemalloc.reset_peak()
+            base = tracemalloc.get_traced_memory()[0]
+            interp.invoke()
+            cand.host_memory_bytes = int(tracemalloc.get_traced_memory()[1] - base)
     except (LiteGPUError, ValueError, RuntimeError) as e:
         cand.status, cand.reason = "failed", f"inference failed while timing: {e}"
         return
@@ -516,6 +565,46 @@ def _measure(model: Any, cand: Candidate, config: Any, inputs: list[list[np.ndar
     cand.latency_runs = len(runs)
     cand.device_memory_bytes = device_memory_bytes(interp)
     cand.status = "ok"
+
+
+def abandoned_workers() -> list[threading.Thread]:
+    """Measuring threads given up on by :func:`autoselect` that are still running (inside a driver
+    call, usually).  Python waits for them at exit; a command-line tool may end sooner with
+    ``os._exit`` once its output is flushed."""
+    return [t for t in _abandoned if t.is_alive()]
+
+
+def _bounded(fn: Callable[[threading.Event], Any], timeout_s: float, name: str) -> tuple[bool, Any]:
+    """Run ``fn(cancel)`` in a worker thread and wait at most ``timeout_s``.
+
+    Returns ``(True, result)`` (an exception of ``fn`` is re-raised here), or ``(False, None)`` when
+    the time ran out: ``cancel`` is then set and the thread abandoned.  Python cannot stop a thread
+    inside a driver call, so a prepare in progress finishes in the background; its result is
+    dropped, and ``fn`` checks ``cancel`` between steps to stop as soon as it can.
+    """
+    cancel = threading.Event()
+    box: dict[str, Any] = {}
+
+    def work() -> None:
+        try:
+            box["result"] = fn(cancel)
+        except _Cancelled:
+            pass
+        except BaseException as e:  # handed to the waiting thread
+            box["error"] = e
+
+    # Not a daemon: at exit Python waits for an abandoned worker (which stops at its next step)
+    # instead of finalizing under a thread that is inside a driver (drivers abort on that).
+    th = threading.Thread(target=work, name=f"litegpu-autoselect-{name}", daemon=False)
+    th.start()
+    th.join(max(0.0, timeout_s))
+    if th.is_alive():
+        cancel.set()
+        _abandoned.append(th)
+        return False, None
+    if "error" in box:
+        raise box["error"]
+    return True, box.get("result")
 
 
 def _choose(cands: list[Candidate], policy: str) -> tuple[Candidate, str]:
@@ -564,18 +653,27 @@ def autoselect(
     num_inputs: int = 2,
     progress: Callable[[str], None] | None = None,
 ) -> Decision:
-    """Choose the backend and precision for ``model`` (path or bytes) on this machine.
+    """Choose the backend and precision for ``model`` (path or bytes) on this machine by measuring.
 
-    The stored decision is returned without measuring when one exists for the same model,
+    The stored decision is returned without measuring when a final one exists for the same model,
     environment and settings (``force=True`` measures anyway; ``use_cache=False`` neither
-    reads nor writes the cache).  Arguments left None come from the configuration's
-    ``autoselect`` section.  ``backends`` limits the candidates (``cpu`` is always one).
-    ``progress(label)`` is called before each candidate.
+    reads nor writes the cache; a provisional one is measured again).  Arguments left None come
+    from the configuration's ``autoselect`` section.  ``backends`` limits the candidates (``cpu``
+    is always one).  ``progress(label)`` is called before each candidate.
+
+    ``time_budget_s`` is hard: the call returns within it (plus a few milliseconds of
+    bookkeeping), the CPU reference included.  Candidates run in order cpu, every backend at
+    fp32, then the other precisions.  While fp32 candidates remain, one may use all the time left
+    divided among them; later ones share what is left; warm timing takes at most half of a fair
+    share.  A candidate past its deadline is abandoned (status ``over_budget``), as are those
+    never started, and the decision is then provisional (``final`` False): chosen among the
+    measured ones, stored, and measured again by the next call.
     """
     from ._interpreter import Interpreter
     from ._profile import random_inputs
     from ._reader import read_model
 
+    start = time.perf_counter()
     config = _load_config(config)
     settings = AutoselectSettings.from_config(config, policy=policy, time_budget_s=time_budget_s,
                                               tolerance=tolerance, precisions=precisions)
@@ -588,15 +686,26 @@ def autoselect(
     path = _decision_path(decision_dir(config, cache_dir), fingerprint, key)
     if caching and not force:
         dec = _read_decision(path, fingerprint)
-        if dec is not None:
+        if dec is not None and dec.final:
             logger.info("autoselect: using the cached decision for %s: %s (measured %s; %s)",
                         label, dec.backend if dec.precision is None else f"{dec.backend}/{dec.precision}",
                         dec.measured_at, path)
             return dec
+        if dec is not None:
+            logger.info("autoselect: the cached decision for %s is provisional (%s); measuring again",
+                        label, _cut_summary(dec.candidates))
 
-    start = time.perf_counter()
     cands = _candidates(rows, settings, config, backends)
     todo = [c for c in cands if c.status == "pending"]
+
+    def decision(best: Candidate, reason: str, final: bool) -> Decision:
+        return Decision(
+            backend=best.backend, precision=best.precision, options=dict(best.options), policy=settings.policy,
+            reason=reason, fingerprint=fingerprint, key=key,
+            measured_at=datetime.now(timezone.utc).isoformat(timespec="microseconds"),
+            measure_s=time.perf_counter() - start, settings=settings.as_dict(), environment=env,
+            candidates=cands, final=final)
+
     if len(todo) == 1:
         # Nothing to compare: no measurement, nothing stored (there is no choice to remember).
         only = todo[0]
@@ -604,61 +713,163 @@ def autoselect(
         others = "; ".join(f"{c.label}: {c.status} ({c.reason})" for c in cands if c is not only)
         reason = f"{only.label} is the only available candidate" + (f" ({others})" if others else "")
         logger.info("autoselect: %s for %s; nothing measured", reason, label)
-        return Decision(
-            backend=only.backend, precision=only.precision, options=dict(only.options), policy=settings.policy,
-            reason=reason, fingerprint=fingerprint, key=key,
-            measured_at=datetime.now(timezone.utc).isoformat(timespec="microseconds"),
-            measure_s=time.perf_counter() - start, settings=settings.as_dict(), environment=env, candidates=cands)
-    ir = read_model(data)
-    # The reference: single-thread CPU on seeded random inputs.
-    ref = Interpreter(model_content=ir, num_threads=1)
-    ref.allocate_tensors()
-    details = ref.get_input_details()
-    out_details = ref.get_output_details()
-    rng = np.random.default_rng(seed)
-    inputs = [random_inputs(details, rng) for _ in range(max(1, num_inputs))]
-    reference = []
-    for xs in inputs:
-        for d, a in zip(details, xs, strict=True):
-            ref.set_tensor(d["index"], a)
-        ref.invoke()
-        reference.append([ref.get_tensor(d["index"]) for d in out_details])
-    out_names = [d["name"] for d in out_details]
-    del ref
+        return decision(only, reason, True)
 
     budget = settings.time_budget_s
+    deadline = start + budget
+    logger.warning("autoselect: measuring %d candidates (%s) for %s within a time budget of %g s "
+                   "(autoselect.time_budget_s); the decision is cached for this model and machine",
+                   len(todo), ", ".join(c.label for c in todo), label, budget)
+
+    def reference_outputs(cancel: threading.Event) -> tuple[Any, list, list, list[str]]:
+        ir = read_model(data)
+        # The reference: single-thread CPU on seeded random inputs.
+        ref = Interpreter(model_content=ir, num_threads=1)
+        ref.allocate_tensors()
+        details = ref.get_input_details()
+        out_details = ref.get_output_details()
+        rng = np.random.default_rng(seed)
+        inputs = [random_inputs(details, rng) for _ in range(max(1, num_inputs))]
+        reference = []
+        for xs in inputs:
+            if cancel.is_set():
+                raise _Cancelled
+            for d, a in zip(details, xs, strict=True):
+                ref.set_tensor(d["index"], a)
+            ref.invoke()
+            reference.append([ref.get_tensor(d["index"]) for d in out_details])
+        return ir, inputs, reference, [d["name"] for d in out_details]
+
+    finished, got = _bounded(reference_outputs, deadline - time.perf_counter(), "reference")
+    if not finished:
+        for c in todo:
+            c.status = "over_budget"
+            c.reason = f"not measured: the CPU reference did not finish within the {budget:g} s budget"
+        best = _unmeasured_default(cands)
+        dec = decision(best, f"{best.label}: the first available GPU backend (nothing measured: the CPU "
+                             f"reference took longer than the {budget:g} s budget)", False)
+        logger.warning("autoselect: %s", dec.reason)
+        return dec
+    ir, inputs, reference, out_names = got
+
+    n_fp32 = sum(1 for c in todo if c.precision in (None, "fp32"))
     for n, cand in enumerate(todo):
-        elapsed = time.perf_counter() - start
-        if n > 0 and elapsed >= budget:
-            cand.status, cand.reason = "skipped", f"time budget of {budget:g} s used up"
+        now = time.perf_counter()
+        left = deadline - now
+        if left <= 0:
+            cand.status, cand.reason = "over_budget", f"not measured: the {budget:g} s budget was used up"
             continue
         if progress is not None:
             progress(cand.label)
-        share = max(0.0, budget - elapsed) / (len(todo) - n)
-        # Each candidate gets at most its share of what is left (prepare and checks included).
-        # A lone candidate is chosen whatever its numbers: time it only briefly.
-        _measure(ir, cand, config, inputs, reference, out_names, settings.tolerance, share * 0.5,
-                 target_runs=_TARGET_RUNS if len(todo) > 1 else _MIN_RUNS, done=todo[:n])
-        if cand.status == "ok" and cand.effective_precision:
-            cand.reason = f"runs as {cand.effective_precision} on this device"
+        # fp32 candidates may use all that is left among them; the others share what remains.
+        group_left = (n_fp32 - n) if n < n_fp32 else (len(todo) - n)
+        cap = left / group_left
+        time_s = 0.5 * left / (len(todo) - n)  # warm timing: half of a fair share
+        work = dataclasses.replace(cand)  # the worker fills a copy: an abandoned one changes nothing here
+        done = [c for c in todo[:n] if c.status == "ok"]
+        finished, _ = _bounded(
+            lambda cancel, w=work, d=done, t=time_s: _measure(ir, w, config, inputs, reference, out_names,
+                                                              settings.tolerance, t, done=d, cancel=cancel,
+                                                              host_memory=settings.policy == "memory"),
+            min(cap, deadline - time.perf_counter()), cand.label)
+        if finished:
+            for f in dataclasses.fields(Candidate):
+                setattr(cand, f.name, getattr(work, f.name))
+            if cand.status == "ok" and cand.effective_precision:
+                cand.reason = f"runs as {cand.effective_precision} on this device"
+        else:
+            cand.status = "over_budget"
+            cand.reason = (f"stopped after {time.perf_counter() - now:.2f} s, its share of the {budget:g} s "
+                           f"budget (prepare and checks had not finished)")
         logger.debug("autoselect: %s: %s %s", cand.label, cand.status, cand.reason)
 
-    best, reason = _choose(cands, settings.policy)
-    measure_s = time.perf_counter() - start
-    dec = Decision(
-        backend=best.backend, precision=best.precision, options=dict(best.options), policy=settings.policy,
-        reason=reason, fingerprint=fingerprint, key=key,
-        measured_at=datetime.now(timezone.utc).isoformat(timespec="microseconds"), measure_s=measure_s,
-        settings=settings.as_dict(), environment=env, candidates=cands,
-    )
+    final = not any(c.status == "over_budget" for c in cands)
+    if any(c.status == "ok" for c in cands):
+        best, reason = _choose(cands, settings.policy)
+    else:
+        best = _unmeasured_default(cands)
+        reason = f"{best.label}: the first available GPU backend (no candidate finished within the budget)"
+    if not final:
+        reason += f"; provisional: {_cut_summary(cands)}"
+    dec = decision(best, reason, final)
     if caching:
         _write_decision(path, dec)
-    logger.info("autoselect: measured %d candidates of %s in %.2f s: %s", len(todo), label, measure_s, reason)
+    if final:
+        logger.info("autoselect: measured %d candidates of %s in %.2f s: %s", len(todo), label, dec.measure_s,
+                    reason)
+    else:
+        logger.warning("autoselect: measured %s in %.2f s and chose %s, provisionally: %s; run `litegpu "
+                       "autoselect MODEL --time-budget S` with a larger budget for a final decision",
+                       label, dec.measure_s, best.label, _cut_summary(cands))
     return dec
 
 
+def _cut_summary(cands: Sequence[Candidate]) -> str:
+    cut = [c.label for c in cands if c.status == "over_budget"]
+    return f"{len(cut)} candidate(s) cut by the time budget: {', '.join(cut)}" if cut else "nothing cut"
+
+
+def _unmeasured_default(cands: Sequence[Candidate]) -> Candidate:
+    """The choice without measurements: the first available GPU backend in :data:`AUTO_ORDER`
+    (at its default precision), else cpu."""
+    from ._backend import gpu_backends_in_auto_order
+
+    tried = {c.backend: c for c in cands if c.status != "unavailable" and c.backend != "cpu"}
+    for info in gpu_backends_in_auto_order():  # all probed already by _backend_rows
+        if info.available and info.name in tried:
+            return Candidate(info.name, None, dict(tried[info.name].options))
+    return next(c for c in cands if c.backend == "cpu")
+
+
+def resolve_auto(model: Any, config: Any = None) -> Decision | None:
+    """What ``backend: auto`` means for :func:`litegpu.load` and the CLI: a measurement when
+    ``autoselect.measure_on_load`` is set, else the cached decision (provisional ones too), else
+    None (the caller takes the first available GPU backend, see ``litegpu._backend.AUTO_ORDER``).
+
+    Without measuring, only the chosen backend's driver is probed (probing every backend can take
+    seconds, WebGPU's adapter enumeration alone 3 s on lavapipe): a stored decision counts when
+    the host part of its key matches and its backend still has the same version, devices and
+    driver.  (A backend installed since is then not considered: ``litegpu autoselect``, which
+    checks the whole key, measures again.)"""
+    config = _load_config(config)
+    settings = AutoselectSettings.from_config(config)
+    if settings.measure_on_load:
+        return autoselect(model, config=config)
+    data, label = _model_bytes(model)
+    fingerprint = hashlib.sha256(data).hexdigest()
+    directory = decision_dir(config)
+    if not _cache_enabled(config) or not directory.is_dir():
+        return None
+    host = _host_environment(settings, None)
+    found: list[Decision] = []
+    for path in directory.glob(f"{fingerprint[:24]}-*.json"):
+        dec = _read_decision(path, fingerprint)
+        if dec is None or any(dec.environment.get(k) != v for k, v in host.items()):
+            continue
+        if dec.backend != "cpu":
+            stored = next((b for b in dec.environment.get("backends", ()) if b.get("name") == dec.backend), None)
+            row = _backend_row(dec.backend)
+            if stored is None or row is None or not row.get("available") or _backend_environment(row) != stored:
+                continue
+        found.append(dec)
+    if not found:
+        return None
+    best = max(found, key=lambda d: (d.final, d.measured_at))
+    logger.debug("autoselect: using the cached decision for %s: %s (%s)", label, best.backend, best.path)
+    return best
+
+
+def _backend_row(name: str) -> dict[str, Any] | None:
+    """One backend's row of :func:`_backend_rows`, probing only its driver."""
+    from ._plugins import backend_registry
+
+    reg = backend_registry()
+    entry = reg.entries.get(name)
+    return None if entry is None else reg.info(entry).as_dict()
+
+
 def list_decisions(config: Any = None, cache_dir: str | os.PathLike[str] | None = None) -> list[dict[str, Any]]:
-    """Every stored decision (file, model fingerprint, backend, policy, when)."""
+    """Every stored decision (file, model fingerprint, backend, policy, when, final or provisional)."""
     directory = decision_dir(_load_config(config), cache_dir)
     rows = []
     for f in sorted(directory.glob("*.json")) if directory.is_dir() else ():
@@ -666,7 +877,8 @@ def list_decisions(config: Any = None, cache_dir: str | os.PathLike[str] | None 
             d = json.loads(f.read_text(encoding="utf-8"))
             rows.append({"file": str(f), "bytes": f.stat().st_size, "fingerprint": d.get("fingerprint"),
                          "backend": d.get("backend"), "precision": d.get("precision"),
-                         "policy": d.get("policy"), "measured_at": d.get("measured_at")})
+                         "policy": d.get("policy"), "measured_at": d.get("measured_at"),
+                         "final": bool(d.get("final", False))})
         except (OSError, ValueError):
             rows.append({"file": str(f), "bytes": f.stat().st_size if f.exists() else 0, "error": "unreadable"})
     return rows

@@ -34,7 +34,7 @@ from __future__ import annotations
 import logging
 import re
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,7 +48,9 @@ __all__ = [
     "BackendRegistrationError",
     "COMMON_BACKEND_OPTIONS",
     "FIRST_PARTY_BACKENDS",
+    "AUTO_ORDER",
     "available_backends",
+    "gpu_backends_in_auto_order",
     "load_delegate",
     "backend_option_schema",
     "resolve_backend_options",
@@ -67,8 +69,9 @@ COMMON_BACKEND_OPTIONS: dict[str, Option] = {
     ),
     "device": Option.int(0, min=0, doc="index into the backend's device list"),
     "tuning": Option.enum(
-        "none", "fast", "exhaustive", default="fast",
-        doc="kernel parameter tuning at prepare (workgroup sizes...): none, a quick search, or all candidates",
+        "none", "fast", "exhaustive", default="none",
+        doc="kernel parameter tuning at prepare (workgroup sizes...): none (the heuristic; the default: a "
+            "search costs seconds of cold start), a quick search, or all candidates (results are cached)",
     ),
     "quantization_simulation": Option.bool(
         True, doc="quantized models run in float on GPUs; snap each quantized result to its grid "
@@ -406,6 +409,25 @@ def available_backends(refresh: bool = False) -> list[BackendInfo]:
     with reg.lock:
         entries = list(reg.entries.values())
     return [reg.info(e, refresh=refresh) for e in entries]
+
+
+#: Preference among GPU backends when ``auto`` picks without measuring (others follow in
+#: registration order): OpenCL has the most tuned kernels, WebGPU the most indirection.
+AUTO_ORDER = ("opencl", "vulkan", "webgpu")
+
+
+def gpu_backends_in_auto_order() -> Iterator[BackendInfo]:
+    """The registered GPU backends (available or not): :data:`AUTO_ORDER` first, then the others
+    in registration order.  Lazy: a backend's availability is checked only when the iteration
+    reaches it (probing a driver can take seconds; the first available one is usually enough)."""
+    from ._plugins import backend_registry
+
+    reg = backend_registry()
+    with reg.lock:
+        entries = [e for e in reg.entries.values() if e.spec.is_gpu]
+    entries.sort(key=lambda e: AUTO_ORDER.index(e.spec.name) if e.spec.name in AUTO_ORDER else len(AUTO_ORDER))
+    for e in entries:
+        yield reg.info(e)
 
 
 def _installed_list(names: Sequence[str]) -> str:

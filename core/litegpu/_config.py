@@ -73,6 +73,8 @@ SCHEMA: dict[str, dict[str, Option]] = {
             0.01, min=0, doc="largest error of a candidate vs the fp32 CPU reference, relative to output range"),
         "precisions": Option.list(Option.enum(*PRECISIONS), ("fp32", "fp16_fp32acc", "fp16"),
                                   doc="precisions autoselect may try"),
+        "measure_on_load": Option.bool(
+            False, doc="load() measures when no decision is cached (else: first available GPU backend)"),
     },
     "logging": {
         "level": Option.enum(*_LEVELS, nullable=True, normalize=str.upper,

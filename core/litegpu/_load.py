@@ -7,42 +7,44 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from ._backend import FIRST_PARTY_BACKENDS, available_backends, load_delegate
+from ._backend import AUTO_ORDER, FIRST_PARTY_BACKENDS, gpu_backends_in_auto_order, load_delegate
 from ._config import Config, load_config
 from ._delegate import Delegate
 from ._errors import BackendUnavailableError, DelegateError, LiteGPUError, UnknownBackendError
 
-__all__ = ["load", "resolve_backend_order", "select_delegate"]
+__all__ = ["AUTO_ORDER", "load", "resolve_backend_order", "select_delegate"]
 
 logger = logging.getLogger("litegpu")
-
-#: Preference among GPU backends when resolving ``auto`` (others follow in registration order).
-AUTO_ORDER = ("opencl", "vulkan", "webgpu")
 
 
 def resolve_backend_order(names: Sequence[str]) -> list[str]:
     """Expand ``auto`` in a backend list: the first available GPU backend, else ``cpu``.
 
-    This is the fallback meaning of ``auto`` (and its meaning after the first
-    entry of a list); :func:`load` resolves a leading ``auto`` by measuring
-    (:mod:`litegpu._autoselect`).  Here ``auto`` takes the first available GPU
-    backend in :data:`AUTO_ORDER`, then other registered GPU backends in
-    registration order, and says so in a log line.
+    This is the meaning of ``auto`` when no auto-selection decision is cached for
+    the model (and after the first entry of a list); :func:`load` first looks for
+    one (:func:`litegpu._autoselect.resolve_auto`).  Here ``auto`` takes the first
+    available GPU backend in :data:`AUTO_ORDER`, then other registered GPU
+    backends in registration order, and says so in a log line.
     """
     out: list[str] = []
     for name in names:
         if name != "auto":
             out.append(name)
             continue
-        infos = [b for b in available_backends() if b.is_gpu]
-        ranked = sorted(infos, key=lambda b: (AUTO_ORDER.index(b.name) if b.name in AUTO_ORDER else len(AUTO_ORDER)))
-        chosen = next((b.name for b in ranked if b.available), None)
+        chosen = None
+        passed = []
+        for b in gpu_backends_in_auto_order():  # probes drivers one by one, up to the first that works
+            if b.available:
+                chosen = b.name
+                break
+            passed.append(f"{b.name}: {b.reason}")
         if chosen is None:
-            why = "; ".join(f"{b.name}: {b.reason}" for b in ranked) or "no GPU backend installed"
+            why = "; ".join(passed) or "no GPU backend installed"
             logger.info("backend 'auto' resolved to 'cpu' (no available GPU backend: %s)", why)
             chosen = "cpu"
         else:
-            logger.info("backend 'auto' resolved to %r (first available GPU backend)", chosen)
+            logger.info("backend 'auto' resolved to %r (first available GPU backend%s)", chosen,
+                        f"; unavailable: {'; '.join(passed)}" if passed else "")
         out.append(chosen)
     return out
 
@@ -80,19 +82,28 @@ def select_delegate(config: Config) -> tuple[str, Delegate | None]:
 
 
 def _autoselect(model: Any, cfg: Config) -> tuple[str, Delegate | None] | None:
-    """``backend: auto``: the measured choice for this model (cached per model and machine, see
-    :mod:`litegpu._autoselect`); None falls back to the first available GPU backend."""
-    from ._autoselect import autoselect
+    """``backend: auto``: the cached decision for this model (or a measurement when
+    ``autoselect.measure_on_load`` is set, see :mod:`litegpu._autoselect`); None: take the first
+    available GPU backend (:func:`resolve_backend_order`)."""
+    from ._autoselect import resolve_auto
 
     if not isinstance(model, (str, os.PathLike, bytes, bytearray, memoryview)):
         return None
     try:
-        decision = autoselect(model, config=cfg)
+        decision = resolve_auto(model, cfg)
     except (LiteGPUError, OSError, ValueError, RuntimeError) as exc:
         # e.g. the CPU reference lacks a kernel the model needs: measuring is impossible, the
         # model may still run on a GPU backend.
         logger.warning("autoselect failed (%s); taking the first available GPU backend", exc)
         return None
+    if decision is None:
+        logger.info("backend auto: no measured decision cached for this model; taking the first available GPU "
+                    "backend in the order %s (`litegpu autoselect MODEL` measures them all and caches the "
+                    "best; autoselect.measure_on_load: true measures in load())", ", ".join(AUTO_ORDER))
+        return None
+    label = decision.backend + (f"/{decision.precision}" if decision.precision else "")
+    logger.info("backend auto -> %s (%s decision: %s)", label, "cached" if decision.cached else "measured",
+                decision.reason)
     if decision.backend == "cpu":
         return "cpu", None
     try:

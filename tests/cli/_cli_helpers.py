@@ -216,9 +216,11 @@ class _WrongAddKernel(litegpu.DelegateKernel):
 
 
 def _wrong_backend_plugin(name: str, available: bool = True, reason: str = "", fn=np.subtract,
-                          precision: str | None = None):
+                          precision: str | None = None, prepare_gate=None, probes: list | None = None):
     """A plugin object registering backend ``name``: claims every float32 ADD and computes ``fn(a, b)``
-    (a - b unless told otherwise); its partitions report ``precision`` when given."""
+    (a - b unless told otherwise); its partitions report ``precision`` when given.  ``prepare_gate``
+    (a ``threading.Event``): prepare blocks until it is set (a backend as slow as the test wants);
+    ``probes``: a list its availability check appends the backend's name to."""
     class WrongDelegate(litegpu.Delegate):
         def supports(self, node):
             if node.op.name == "ADD" and all(t is not None and t.dtype == "float32" for t in node.inputs):
@@ -226,6 +228,8 @@ def _wrong_backend_plugin(name: str, available: bool = True, reason: str = "", f
             return litegpu.Support.no(f"{node.op.name} is not ADD")
 
         def prepare(self, partition):
+            if prepare_gate is not None:
+                prepare_gate.wait(120)
             return _WrongAddKernel(partition, fn, precision)
 
     WrongDelegate.name = name
@@ -235,6 +239,8 @@ def _wrong_backend_plugin(name: str, available: bool = True, reason: str = "", f
         description = "returns a - b for ADD (test backend)"
 
         def availability(self):
+            if probes is not None:
+                probes.append(name)
             return (available, reason)
 
         def devices(self):

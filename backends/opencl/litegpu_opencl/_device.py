@@ -5,6 +5,7 @@ The whole API-specific part of the backend; the core's GPU executor does the res
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -121,6 +122,9 @@ class CLDevice(GpuDevice):
                         src_offset=src.offset, dst_offset=dst.offset)
 
     # -- compiler / program
+    # OpenCL objects are thread-safe and pyopencl drops the GIL while a program builds
+    compile_threads = min(8, os.cpu_count() or 1)
+
     def compile(self, kernel: RenderedKernel) -> cl.Program:
         prog = self._programs.get(kernel.source)
         if prog is None:
@@ -150,7 +154,10 @@ class CLDevice(GpuDevice):
              params: dict[str, Any]) -> tuple[cl.Kernel, list]:
         k = cl.Kernel(program, kernel.entry_point)
         subs = [self._sub(b) for b in buffers]
-        k.set_args(*subs, *kernel.cl_args(params))
+        # one set_arg per argument: Kernel.set_args would generate (and compile) a Python invoker per
+        # kernel signature first, a fifth of a warm prepare
+        for i, arg in enumerate([*subs, *kernel.cl_args(params)]):
+            k.set_arg(i, arg)
         # clSetKernelArg need not retain the memory objects: keep the sub-buffers alive as long as the
         # kernel (PoCL forgives a collected one; NVIDIA fails the launch with INVALID_MEM_OBJECT)
         return k, subs

@@ -15,6 +15,8 @@ Two WebGPU rules shape this module:
 
 from __future__ import annotations
 
+import logging
+import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -27,6 +29,8 @@ from litegpu.gpu._device import BufferRef, DeviceInfo, GpuDevice
 from litegpu.gpu.kernels import RenderedKernel
 
 __all__ = ["WebGPUDevice", "list_adapters", "adapter_name", "POWER_PREFERENCES"]
+
+log = logging.getLogger("litegpu")
 
 POWER_PREFERENCES = ("high-performance", "low-power")
 
@@ -47,6 +51,29 @@ _TYPE_RANK = {
 }
 
 
+#: set to 1 to let wgpu also open its OpenGL (EGL) backend
+GL_ENV = "LITEGPU_WEBGPU_GL"
+_instance_set = False
+
+
+def _instance_backends() -> bool:
+    """Before wgpu creates its (process-wide) instance: open only the native APIs (Vulkan, Metal,
+    D3D12).  Initialising the OpenGL backend as well (EGL) costs seconds on every start (2.7 s of
+    a 3 s adapter enumeration on Mesa) and it is the last choice anyway; ``LITEGPU_WEBGPU_GL=1``
+    brings it back.  Returns whether OpenGL is included."""
+    global _instance_set
+    gl = os.environ.get(GL_ENV, "") not in ("", "0")
+    if not _instance_set:
+        _instance_set = True
+        try:
+            from wgpu.backends.wgpu_native.extras import set_instance_extras
+
+            set_instance_extras(backends=["All"] if gl else ["Vulkan", "Metal", "DX12"])
+        except Exception as e:  # noqa: BLE001 - an older/newer wgpu-py, or an instance made elsewhere
+            log.debug("webgpu: instance backends left to wgpu (%s)", e)
+    return gl
+
+
 def adapter_name(adapter: Any) -> str:
     info = adapter.info
     return f"{info.get('device') or 'unknown'} ({info.get('backend_type', '?')})"
@@ -60,14 +87,17 @@ def list_adapters(power_preference: str = "high-performance", backend: str | Non
     """
     if power_preference not in POWER_PREFERENCES:
         raise DelegateError(f"power_preference {power_preference!r} is not one of {', '.join(POWER_PREFERENCES)}")
+    gl = _instance_backends()
     adapters = list(wgpu.gpu.enumerate_adapters_sync())
     if not adapters:
+        hint = "" if gl else f"; wgpu's OpenGL backend is left out unless {GL_ENV}=1"
         raise BackendUnavailableError("wgpu found no WebGPU adapter: install a Vulkan, Metal or D3D12 driver "
-                                      "(on Linux without a GPU: Mesa lavapipe, Debian mesa-vulkan-drivers)")
+                                      f"(on Linux without a GPU: Mesa lavapipe, Debian mesa-vulkan-drivers){hint}")
     if backend:
         adapters = [a for a in adapters if backend.lower() in str(a.info.get("backend_type", "")).lower()]
         if not adapters:
-            raise BackendUnavailableError(f"no WebGPU adapter on a {backend!r} backend")
+            hint = "" if gl or "gl" not in backend.lower() else f" (wgpu's OpenGL backend needs {GL_ENV}=1)"
+            raise BackendUnavailableError(f"no WebGPU adapter on a {backend!r} backend{hint}")
     rank = _TYPE_RANK[power_preference]
     # wgpu's GL backend has the weakest compute support: use it only when nothing else exists
     adapters.sort(key=lambda a: (a.info.get("backend_type") == "OpenGL", rank.get(a.info.get("adapter_type"), 3)))
@@ -91,6 +121,9 @@ class _Bound:
 
 class WebGPUDevice(GpuDevice):
     dialect = "wgsl"
+    # wgpu is thread-safe and wgpu-py's cffi calls drop the GIL: a partition's pipelines (the real
+    # shader compiles, see compile) are created on several threads at once
+    compile_threads = min(8, os.cpu_count() or 1)
 
     def __init__(self, device: int = 0, power_preference: str = "high-performance", backend: str | None = None):
         adapters = list_adapters(power_preference, backend)

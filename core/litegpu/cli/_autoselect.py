@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import logging
+import os
+import sys
 from typing import Any
 
-from .._autoselect import POLICIES, Decision, autoselect
+from .._autoselect import POLICIES, Decision, abandoned_workers, autoselect
 from .._errors import LiteGPUError
 from ._common import (
     CliError,
@@ -24,11 +27,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("autoselect", help="choose the fastest correct backend for a model (backend: auto)",
                        description="Try every available backend (cpu included) at every allowed precision: "
                                    "prepare it, check its outputs against the CPU reference, time it, and "
-                                   "choose by policy.  The decision is cached per model and machine; the next "
-                                   "run (and litegpu.load(model, backend='auto')) reuses it.")
+                                   "choose by policy, all within --time-budget (fp32 of every backend first).  "
+                                   "The decision is cached per model and machine; the next run (and "
+                                   "litegpu.load(model), backend auto) reuses it.  A decision with candidates "
+                                   "cut by the budget is provisional and measured again next time.")
     p.add_argument("model", help=".tflite model file")
     p.add_argument("--policy", choices=POLICIES, help="what to optimise (default: config autoselect.policy)")
-    p.add_argument("--time-budget", type=float, metavar="S", help="seconds to spend measuring (default: config)")
+    p.add_argument("--time-budget", "--budget", type=float, metavar="S",
+                   help="hard limit in seconds on the whole measurement (default: config autoselect.time_budget_s)")
     p.add_argument("--tolerance", type=float, metavar="T",
                    help="largest error relative to the output range (default: config)")
     p.add_argument("--precision", action="append", metavar="P", choices=("fp32", "fp16", "fp16_fp32acc"),
@@ -56,8 +62,15 @@ def run(args: argparse.Namespace) -> int:
             raise CliError(str(e)) from e
     if args.json:
         emit_json(dec.as_dict())
-        return 0
-    print_decision(dec, model.name)
+    else:
+        print_decision(dec, model.name)
+    if abandoned_workers():
+        # A candidate cut by the budget may still be inside a driver call (a compile, say); Python
+        # would wait for it at exit, past the budget.  The decision is stored and printed: end now.
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
     return 0
 
 
@@ -69,6 +82,8 @@ def _num(v: Any, unit: str = "") -> str:
 
 def print_decision(dec: Decision, name: str) -> None:
     src = f"cached (measured {dec.measured_at})" if dec.cached else f"measured now in {dec.measure_s:.2f} s"
+    if not dec.final:
+        src += "; provisional (candidates cut by the time budget; measured again next time)"
     choice = dec.backend if dec.precision is None else f"{dec.backend} (precision {dec.precision})"
     out(f"{name}: backend {choice}, policy {dec.policy}: {src}")
     out(f"why: {dec.reason}")

@@ -363,18 +363,30 @@ def backend_options(config: Any, backend: str, precision: str | None = None,
 
 
 def resolve_backend(model: LoadedModel, backend: str, config: Any, options: dict[str, Any]) -> tuple[str, dict]:
-    """``auto`` -> the auto-selected backend and its options (the cached decision when there is
-    one, else measured now); any other name unchanged."""
+    """``auto`` -> what ``litegpu.load`` would take: the cached auto-selection decision (measured now
+    only with ``autoselect.measure_on_load``), else the first available GPU backend; any other name
+    unchanged."""
     if backend != "auto":
         return backend, options
-    from .._autoselect import autoselect
+    from .._autoselect import resolve_auto
+    from .._load import resolve_backend_order
 
     try:
-        dec = autoselect(model.data, config=config)
+        dec = resolve_auto(model.data, config)
     except LiteGPUError as e:
         raise CliError(f"backend auto: {e}") from e
+    if dec is None:
+        name = resolve_backend_order(["auto"])[0]
+        err(f"litegpu: backend auto -> {name} (first available GPU backend: no measured decision is cached "
+            f"for this model; `litegpu autoselect {model.name}` measures)")
+        opts = backend_options(config, name) if name != "cpu" else {}
+        opts.update(options)
+        return name, opts
     label = dec.backend + (f"/{dec.precision}" if dec.precision else "")
-    err(f"litegpu: backend auto -> {label} ({'cached decision' if dec.cached else 'measured now'}: {dec.reason})")
+    src = "cached decision" if dec.cached else "measured now"
+    if not dec.final:
+        src += ", provisional"
+    err(f"litegpu: backend auto -> {label} ({src}: {dec.reason})")
     opts = backend_options(config, dec.backend) if dec.backend != "cpu" else {}
     opts.update(dec.delegate_options())
     return dec.backend, opts

@@ -81,6 +81,12 @@ class GpuDevice(ABC):
         self.upload(dst, host)
 
     # -- compiler / program
+    #: how many threads may call :meth:`compile`, :meth:`program_from_binary` and
+    #: :meth:`program_binary` at once (for different sources) while a partition is prepared: the
+    #: driver compiles in its own threads and Python only waits.  1 (the default) where the API or
+    #: its binding is not known to be thread-safe.
+    compile_threads: int = 1
+
     @abstractmethod
     def compile(self, kernel: RenderedKernel) -> Any:
         """A program object ready to launch ``kernel`` (compiled once, reused)."""

@@ -54,8 +54,9 @@ import dataclasses
 import hashlib
 import json
 import logging
+import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -115,9 +116,15 @@ def _kernel_record(rk: RenderedKernel, grid: tuple[int, int, int], src_key: str)
     """What a launch needs of a rendered kernel, as JSON (the cache skips rendering on a warm start)."""
     return {"name": rk.name, "dialect": rk.dialect, "precision": rk.precision,
             "options": [[k, v] for k, v in rk.options], "src": src_key, "entry": rk.entry_point,
-            "bindings": [dataclasses.astuple(b) for b in rk.bindings],
-            "params": [dataclasses.astuple(p) for p in rk.param_layout], "workgroup": list(rk.workgroup),
+            "bindings": [_fields(b) for b in rk.bindings],
+            "params": [_fields(p) for p in rk.param_layout], "workgroup": list(rk.workgroup),
             "features": list(rk.features), "shared": rk.shared_bytes, "grid": list(grid)}
+
+
+def _fields(obj: Any) -> list[Any]:
+    """A flat dataclass's fields in order (``dataclasses.astuple`` deep-copies: 10x slower, and this
+    runs for every launch of every prepare)."""
+    return [getattr(obj, f.name) for f in dataclasses.fields(obj)]
 
 
 def _tup(v: Any) -> Any:
@@ -132,6 +139,24 @@ def _kernel_from_record(r: Mapping[str, Any], sources: Mapping[str, str]) -> tup
         workgroup=tuple(r["workgroup"]), features=tuple(r["features"]), shared_bytes=r["shared"],
         _grid=(None, None, None))  # the launch grid comes from the record; nothing re-evaluates it
     return rk, tuple(r["grid"])
+
+
+_RENDERED: dict[str, RenderedKernel] = {}
+_RENDERED_MAX = 4096  # sources are a few KiB: a bound well above a model's kernels, far below memory
+
+
+def _render(kernel: str, dialect: str, precision: str, **kwargs: Any) -> RenderedKernel:
+    """:func:`render`, once per distinct request in this process: launches of one kernel with the same
+    options (and every partition and delegate of the process, e.g. autoselect's candidates and the
+    load after it) share one rendering."""
+    key = repr((kernel, dialect, precision, sorted(kwargs.items())))
+    rk = _RENDERED.get(key)
+    if rk is None:
+        rk = render(kernel, dialect, precision, **kwargs)
+        if len(_RENDERED) >= _RENDERED_MAX:
+            _RENDERED.clear()
+        _RENDERED[key] = rk
+    return rk
 
 
 def _src_key(source: str) -> str:
@@ -232,10 +257,13 @@ class GpuPartitionKernel(DelegateKernel):
         self.records: list[dict[str, Any]] = []
         self.binaries: dict[str, bytes] = {}
         self.programs_from_cache = 0
+        self._count_lock = threading.Lock()
         self.cache_hit = False
         self._programs: dict[str, Any] = {}  # by source hash
-        self._const_bufs: list[BufferRef] = []
+        self._precompile(ops)
+        self._const_bufs: list[BufferRef] = self._upload_constants(plan.ops, align)
         self._launches: list[_Launch] = []
+        consts = iter(self._const_bufs)
         for i, op in enumerate(ops):
             rec = self._records_in[i] if self._records_in else None
             if i < len(before):
@@ -246,7 +274,8 @@ class GpuPartitionKernel(DelegateKernel):
                 b = after[i - len(before) - len(plan.ops)][0]
                 ln = self._prepare_op(op, rec, [self._refs[b.tid], b.ref])
             else:
-                ln = self._prepare_op(op, rec)
+                ln = self._prepare_op(op, rec, [next(consts) if isinstance(src, str) else self._refs[src]
+                                                for _name, src in op.bindings])
             self._launches.append(ln)
         # recorded launch lists by the inputs that arrive as DeviceValues (the all-host one now)
         self._recordings: dict[frozenset[int], Any] = {}
@@ -299,25 +328,65 @@ class GpuPartitionKernel(DelegateKernel):
             prec = self.plan.precision
         return prec, storage
 
-    def _prepare_op(self, op: GpuOp, record: Mapping[str, Any] | None = None,
-                    refs: list[BufferRef] | None = None) -> _Launch:
+    def _precompile(self, ops: Sequence[GpuOp]) -> None:
+        """Build every program the launches will take, all at once on ``device.compile_threads``
+        threads (the recorded sources on a warm start; the kernels as rendered by default on a cold
+        one: with tuning on, trial sizes are only known while timing and build one by one)."""
+        threads = int(getattr(self.device, "compile_threads", 1) or 1)
+        if threads <= 1:
+            return
+        kernels: dict[str, RenderedKernel] = {}
+        if self._records_in is not None:
+            for r in self._records_in:
+                kernels.setdefault(r["src"], _kernel_from_record(r, self._sources)[0])
+        elif self.tuner.mode == "none":
+            def no_trial(wg: tuple[int, int, int]) -> None:
+                raise AssertionError("tuning none times nothing")
+
+            for op in ops:  # what _prepare_op will build: the heuristic's work group (baked into GLSL/WGSL)
+                prec, storage = self._render_args(op)
+                probe = _render(op.kernel, self.device.dialect, prec, half_math=self.half_math,
+                                buffer_storage=storage, **op.options)
+                wg = self.tuner.choose(op.kernel, op.options, probe, probe.global_size(op.params), self.device.info,
+                                       no_trial, lambda: None)
+                rk = probe if tuple(wg) == probe.workgroup else _render(
+                    op.kernel, self.device.dialect, prec, workgroup=tuple(wg), half_math=self.half_math,
+                    buffer_storage=storage, **op.options)
+                kernels.setdefault(_src_key(rk.source), rk)
+        todo = [rk for key, rk in kernels.items() if key not in self._programs]
+        if len(todo) < 2:
+            return
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(min(threads, len(todo)), thread_name_prefix="litegpu-compile") as pool:
+            for _ in pool.map(self._program, todo):  # re-raises a build error here
+                pass
+
+    def _upload_constants(self, ops: Sequence[GpuOp], align: int) -> list[BufferRef]:
+        """The constant (weight) buffers of ``ops``, in binding order, sub-ranges of one device buffer
+        filled by one transfer (one driver round trip instead of one per weight tensor)."""
+        arrays = [np.ascontiguousarray(op.constants[src]) for op in ops for _name, src in op.bindings
+                  if isinstance(src, str)]
+        if not arrays:
+            return []
+        offsets, end = [], 0
+        for a in arrays:
+            offsets.append(end)
+            end += -(-max(a.nbytes, 4) // align) * align
+        host = np.zeros(end, np.uint8)
+        for a, off in zip(arrays, offsets, strict=True):
+            host[off:off + a.nbytes] = a.reshape(-1).view(np.uint8)
+        buf = self.device.alloc(end)
+        self.device.upload(BufferRef(buf, 0, end), host)
+        return [BufferRef(buf, off, a.nbytes) for a, off in zip(arrays, offsets, strict=True)]
+
+    def _prepare_op(self, op: GpuOp, record: Mapping[str, Any] | None, refs: list[BufferRef]) -> _Launch:
         dev = self.device
         prec, storage = self._render_args(op)
-        if refs is None:
-            refs = []
-            for _name, src in op.bindings:
-                if isinstance(src, str):
-                    arr = np.ascontiguousarray(op.constants[src])
-                    ref = BufferRef(dev.alloc(arr.nbytes), 0, arr.nbytes)
-                    dev.upload(ref, arr)
-                    self._const_bufs.append(ref)
-                    refs.append(ref)
-                else:
-                    refs.append(self._refs[src])
         if record is not None:  # warm start: the kernel as rendered and tuned last time
             rk, grid = _kernel_from_record(record, self._sources)
             return self._finish_op(op, rk, grid, dev.bind(self._program(rk), rk, refs, op.params))
-        probe = render(op.kernel, dev.dialect, prec, half_math=self.half_math, buffer_storage=storage, **op.options)
+        probe = _render(op.kernel, dev.dialect, prec, half_math=self.half_math, buffer_storage=storage, **op.options)
         grid = probe.global_size(op.params)
         built: dict[tuple[int, int, int], tuple[RenderedKernel, Any]] = {}
 
@@ -325,9 +394,9 @@ class GpuPartitionKernel(DelegateKernel):
             # GLSL/WGSL (and OpenCL kernels with shared memory) bake the work group into the source;
             # other OpenCL kernels render the same source, which the device compiles once
             if wg not in built:
-                rk = probe if tuple(wg) == probe.workgroup else render(
-                    op.kernel, dev.dialect, prec, workgroup=wg, half_math=self.half_math, buffer_storage=storage,
-                    **op.options)
+                rk = probe if tuple(wg) == probe.workgroup else _render(
+                    op.kernel, dev.dialect, prec, workgroup=tuple(wg), half_math=self.half_math,
+                    buffer_storage=storage, **op.options)
                 built[wg] = (rk, dev.bind(self._program(rk), rk, refs, op.params))
             return built[wg]
 
@@ -360,7 +429,9 @@ class GpuPartitionKernel(DelegateKernel):
             return program
         if key in self._binaries_in:
             program = self.device.program_from_binary(rk, self._binaries_in[key])
-            self.programs_from_cache += program is not None
+            if program is not None:
+                with self._count_lock:  # _precompile calls this from several threads
+                    self.programs_from_cache += 1
         if program is None:
             program = self.device.compile(rk)
         self._programs[key] = program
@@ -478,7 +549,7 @@ class GpuDelegate(Delegate):
         prec = self.options.get("precision", "fp32")
         if prec not in PRECISIONS:
             raise ConfigError(f"precision {prec!r} is not one of {', '.join(PRECISIONS)}")
-        tuning = self.options.get("tuning", "fast")
+        tuning = self.options.get("tuning", "none")
         if tuning not in TUNING_MODES:
             raise ConfigError(f"tuning {tuning!r} is not one of {', '.join(TUNING_MODES)}")
         # fp16 storage with half arithmetic where the device has it; with f32 arithmetic where it can

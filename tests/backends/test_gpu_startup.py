@@ -1,0 +1,93 @@
+"""Start-up mechanics of the shared GPU executor (issue 13): no work-group search by default, every
+program of a partition built once (on several threads where the device allows), every weight in
+one buffer and one transfer, and the answers unchanged (checked against LiteRT)."""
+
+from __future__ import annotations
+
+import threading
+
+import litegpu
+import numpy as np
+import pytest
+from _litegpu_backends import load_backend_delegate
+from litegpu.gpu import _runtime
+from litegpu.testing import ModelBuilder, assert_allclose_rel, run_litert
+
+
+def _model() -> bytes:
+    """Two convolutions (4 weight/bias constants) and two other kernels: several programs."""
+    rng = np.random.default_rng(5)
+    b = ModelBuilder()
+    x = b.input("x", (1, 8, 8, 3))
+    w1 = b.const("w1", rng.standard_normal((6, 3, 3, 3)).astype(np.float32))
+    b1 = b.const("b1", rng.standard_normal(6).astype(np.float32))
+    y = b.tensor("y", (1, 8, 8, 6))
+    b.op("CONV_2D", [x, w1, b1], [y], padding=0, stride_w=1, stride_h=1, fused_activation_function=1)
+    z = b.tensor("z", (1, 8, 8, 6))
+    b.op("LOGISTIC", [y], [z])
+    w2 = b.const("w2", rng.standard_normal((4, 1, 1, 6)).astype(np.float32))
+    b2 = b.const("b2", rng.standard_normal(4).astype(np.float32))
+    o = b.tensor("o", (1, 8, 8, 4))
+    b.op("CONV_2D", [z, w2, b2], [o], padding=1, stride_w=1, stride_h=1, fused_activation_function=0)
+    t = b.tensor("t", (1, 8, 8, 4))
+    b.op("TANH", [o], [t])
+    b.output(t)
+    return b.build()
+
+
+@pytest.mark.parametrize("backend", ["opencl", "webgpu"])
+def test_cold_prepare_builds_each_program_once_and_weights_in_one_transfer(backend, monkeypatch):
+    d = load_backend_delegate(backend, {"cache": {"enabled": False}})
+    assert d.tuning == "none"  # the default: no search on a cold start
+    dev = d.device
+    compiled: list[tuple[str, str]] = []
+    uploads: list[int] = []
+    compile0, upload0 = dev.compile, dev.upload
+
+    def compile_spy(rk):
+        compiled.append((rk.source, threading.current_thread().name))
+        return compile0(rk)
+
+    def upload_spy(ref, data):
+        uploads.append(id(ref.buffer))
+        return upload0(ref, data)
+
+    monkeypatch.setattr(dev, "compile", compile_spy)
+    monkeypatch.setattr(dev, "upload", upload_spy)
+    model = _model()
+    it = litegpu.Interpreter(model_content=model, experimental_delegates=[d])
+    it.allocate_tensors()
+    (k,) = [s.run.__self__ for s in it._main.plan.steps if s.kind == "delegate"]
+    assert d.tuner.timed == 0
+    sources = [src for src, _ in compiled]
+    assert len(sources) == len(set(sources)) >= 2  # each program built once
+    if dev.compile_threads > 1:
+        assert all(name.startswith("litegpu-compile") for _, name in compiled)
+    # the four weight/bias tensors: sub-ranges of one buffer, uploaded by one transfer
+    assert len(k._const_bufs) == 4
+    assert len({id(r.buffer) for r in k._const_bufs}) == 1
+    assert uploads.count(id(k._const_bufs[0].buffer)) == 1
+    align = max(k.plan.alignment, dev.info.buffer_alignment)
+    assert all(r.offset % align == 0 for r in k._const_bufs)
+    x = np.random.default_rng(1).standard_normal((1, 8, 8, 3)).astype(np.float32)
+    it.set_tensor(it.get_input_details()[0]["index"], x)
+    it.invoke()
+    (want,) = run_litert(model, [x])
+    assert_allclose_rel(it.get_tensor(it.get_output_details()[0]["index"]), want, 1e-4)
+
+
+def test_renderings_are_shared_within_a_process(monkeypatch):
+    calls: list[str] = []
+    real = _runtime.render
+
+    def spy(kernel, *a, **kw):
+        calls.append(kernel)
+        return real(kernel, *a, **kw)
+
+    monkeypatch.setattr(_runtime, "render", spy)
+    monkeypatch.setattr(_runtime, "_RENDERED", {})
+    first = _runtime._render("conv2d", "opencl", "fp32", half_math=True, buffer_storage={})
+    again = _runtime._render("conv2d", "opencl", "fp32", half_math=True, buffer_storage={})
+    other = _runtime._render("conv2d", "opencl", "fp16", half_math=True, buffer_storage={})
+    assert first is again and other.source != first.source
+    assert calls == ["conv2d", "conv2d"]
