@@ -138,7 +138,8 @@ def _apply_logging(config: Config) -> None:
 def load(model: Any, config: Any = None, backend: Any = None, **options: Any) -> Any:
     """Build a ready (allocated) :class:`litegpu.Interpreter` from ``model`` and a configuration.
 
-    ``model``: a ``.tflite`` path or the model's bytes.  ``config``: a YAML
+    ``model``: a ``.tflite`` path, the name of a fetched model
+    (``"face_detection_short_range"``, see :mod:`litegpu.models`) or the model's bytes.  ``config``: a YAML
     path, a packaged preset name (``"low-latency"``), a dict or a
     :class:`litegpu.Config`; layered over the packaged defaults and
     ``$LITEGPU_CONFIG``.  ``backend``: shortcut for the ``backend`` key (a
@@ -155,6 +156,10 @@ def load(model: Any, config: Any = None, backend: Any = None, **options: Any) ->
     interpreter as ``litegpu_config`` and the chosen backend as
     ``litegpu_backend``.
     """
+    if isinstance(model, (str, os.PathLike)) and not os.path.exists(model):
+        from .models import resolve_model
+
+        model = resolve_model(model)  # a fetched model's name, else a ModelError naming the fix
     overrides = dict(options)
     if backend is not None:
         overrides["backend"] = backend

@@ -257,12 +257,19 @@ class LoadedModel:
 
 
 def load_model(path: str) -> LoadedModel:
-    """Read a .tflite file, turning every failure into one clear :class:`CliError`."""
+    """Read a .tflite file (or a fetched model named like ``face_detection_short_range``), turning
+    every failure into one clear :class:`CliError`."""
     from .._reader import read_model
 
     p = Path(path)
     if not p.exists():
-        raise CliError(f"model file not found: {path}")
+        from ..models import resolve_model
+
+        try:
+            p = resolve_model(path)  # the name of a fetched model
+        except LiteGPUError as e:
+            raise CliError(str(e)) from None
+        path = str(p)
     if p.is_dir():
         raise CliError(f"model path is a directory, not a .tflite file: {path}")
     try:
