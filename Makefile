@@ -8,7 +8,7 @@ export XDG_RUNTIME_DIR ?= /tmp/litegpu-xdg
 APT_PACKAGES := pocl-opencl-icd ocl-icd-libopencl1 mesa-vulkan-drivers libvulkan1 vulkan-validationlayers glslc spirv-tools
 PACKAGES := . $(wildcard backends/*/pyproject.toml) $(wildcard plugins/example/pyproject.toml)
 
-.PHONY: install system-packages demo test lint bench-cpu docs clean
+.PHONY: install system-packages demo test lint bench-cpu docs dist clean
 
 install: system-packages $(BIN)/python
 	$(BIN)/pip install -q --upgrade pip
@@ -38,6 +38,17 @@ lint:
 
 bench-cpu:
 	$(BIN)/python bench/cpu.py
+
+# Wheels of litegpu, its three backends and the example plugin, into $(DIST).  Then, on any machine:
+#   pip install --find-links dist 'litegpu[all]'      (or litegpu[opencl], litegpu[vulkan,images], ...)
+DIST ?= dist
+DIST_PY ?= $(if $(wildcard $(BIN)/python),$(BIN)/python,$(PY))
+dist:
+	rm -rf $(DIST)/*.whl && mkdir -p $(DIST)
+	$(DIST_PY) -m pip wheel -q --no-deps -w $(DIST) $(foreach p,$(PACKAGES),./$(patsubst %/pyproject.toml,%,$(p)))
+	@# the in-tree build leaves egg-info next to the sources, which would shadow the installed metadata
+	rm -rf build $(foreach p,$(PACKAGES),$(patsubst %/pyproject.toml,%,$(p))/build) core/*.egg-info backends/*/*.egg-info plugins/*/src/*.egg-info
+	@ls -1 $(DIST)/*.whl
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info core/*.egg-info
