@@ -32,6 +32,7 @@ from ._common import (
     resolve_backend,
     table,
 )
+from ._preprocess import ImageInputs, add_image_args
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -52,9 +53,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="time every CPU node and delegate partition; print run-order and top-by-time tables")
     p.add_argument("--top", type=int, default=10, metavar="N", help="rows of the top-by-time table (default 10)")
     p.add_argument("--plot", metavar="FILE.png", help="bar chart of the backends' latencies (needs matplotlib)")
-    p.add_argument("--input", "-i", action="append", default=[], metavar="NAME=FILE.npy",
-                   help="value of an input (others random); repeatable")
+    p.add_argument("--input", "-i", action="append", default=[], metavar="[NAME=]FILE",
+                   help="value of an input, a .npy array or an image (others random); a bare FILE for a "
+                        "single-input model; repeatable")
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
+    add_image_args(p)
     add_backend_options(p)
     add_common_args(p, progress=True)
     p.set_defaults(func=run)
@@ -99,7 +102,8 @@ def run(args: argparse.Namespace) -> int:
 
             if inputs is None:  # the same inputs for every backend
                 details = model_io_details(model)
-                given = parse_input_specs(args.input, details)
+                given = parse_input_specs(args.input, details,
+                                          image_loader=ImageInputs(model.path, model.model, model.data, args))
                 rand = random_inputs(details, np.random.default_rng(args.seed))
                 inputs = [given.get(k, rand[k]) for k in range(len(details))]
             try:
