@@ -39,6 +39,13 @@ lint:
 bench-cpu:
 	$(BIN)/python bench/cpu.py
 
+# The documentation and the API reference (mkdocs + mkdocstrings, from the docstrings) into site/,
+# warnings as errors.  Installs the two tools into .venv when missing.
+docs: $(BIN)/python
+	@$(BIN)/python -c "import mkdocs, mkdocstrings_handlers.python" 2>/dev/null || \
+	  $(BIN)/pip install -q 'mkdocs>=1.5' 'mkdocstrings[python]>=0.24'
+	$(BIN)/mkdocs build --strict
+
 # Wheels of litegpu, its three backends and the example plugin, into $(DIST).  Then, on any machine:
 #   pip install --find-links dist 'litegpu[all]'      (or litegpu[opencl], litegpu[vulkan,images], ...)
 DIST ?= dist
