@@ -26,6 +26,7 @@ from ._common import (
     add_common_args,
     backend_options,
     emit_json,
+    err,
     fail_invoke,
     get_outputs,
     load_config_or_none,
@@ -212,7 +213,15 @@ def run_classification(args: argparse.Namespace) -> int:
         raise CliError(f"--output-index {args.output_index}: the model has {len(r.out_details)} outputs")
     od = r.out_details[args.output_index]
     n_classes = int(np.prod(od["shape"]))
-    K = args.top_k
+    K = min(args.top_k, n_classes)  # top-5 of 3 classes would report two meaningless columns
+    if K < args.top_k:
+        err(f"litegpu eval: note: --top-k {args.top_k} > the model's {n_classes} classes: reporting top-1..top-{K}")
+    listed = {img.name for img in images} | {img.stem for img in images}
+    orphans = sorted(k for k in labels if k not in listed)
+    if orphans and args.limit is None:
+        # a label naming no image is a typo or a missing file; the accuracy would quietly cover fewer images
+        shown = ", ".join(orphans[:5]) + (f" and {len(orphans) - 5} more" if len(orphans) > 5 else "")
+        err(f"litegpu eval: warning: {len(orphans)} label(s) name no image in {args.images}: {shown}")
     hits = {"test": np.zeros(K, np.int64), "reference": np.zeros(K, np.int64)}
     agree = 0
     rows = []
@@ -249,7 +258,7 @@ def run_classification(args: argparse.Namespace) -> int:
     n = len(rows)
     res: dict[str, Any] = {
         "task": "classification", "model": r.model.path, "backend": args.backend, "images": n,
-        "skipped_unlabelled": skipped, "top_k": K, "preprocessing": r.pre.describe(),
+        "skipped_unlabelled": skipped, "labels_without_image": orphans if args.limit is None else [], "top_k": K, "preprocessing": r.pre.describe(),
         "accuracy": {f"top{k + 1}": float(hits["test"][k] / n) for k in range(K)},
         "reference_accuracy": ({f"top{k + 1}": float(hits["reference"][k] / n) for k in range(K)}
                                if r.ref is not None else None),
