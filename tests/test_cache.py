@@ -154,7 +154,10 @@ def test_any_key_change_gives_a_new_entry(cache, field):
 
 
 def test_every_entrykey_field_is_covered():
-    names = {f.name for f in dataclasses.fields(EntryKey)}
+    # model_name is a label for `cache list`, deliberately not part of the key (checked below)
+    names = {f.name for f in dataclasses.fields(EntryKey)} - {"model_name"}
+    named = make_key(model_name="other.tflite")
+    assert named == make_key() and named.digest == make_key().digest
     covered = {k.split("_")[0] if k.startswith(("option", "partition")) else k for k in KEY_VARIATIONS}
     covered = {"options" if c == "option" else c for c in covered}
     assert names == covered

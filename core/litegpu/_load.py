@@ -156,10 +156,13 @@ def load(model: Any, config: Any = None, backend: Any = None, **options: Any) ->
     interpreter as ``litegpu_config`` and the chosen backend as
     ``litegpu_backend``.
     """
-    if isinstance(model, (str, os.PathLike)) and not os.path.exists(model):
+    if isinstance(model, (str, os.PathLike)) and not os.path.exists(model) \
+            and os.path.basename(os.fspath(model)) == os.fspath(model):
         from .models import resolve_model
 
-        model = resolve_model(model)  # a fetched model's name, else a ModelError naming the fix
+        # a bare name: a fetched model's (else a ModelError naming the fix); a missing path with
+        # directories is left to the interpreter, whose error matches LiteRT's
+        model = resolve_model(model)
     overrides = dict(options)
     if backend is not None:
         overrides["backend"] = backend

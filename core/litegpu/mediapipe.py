@@ -229,7 +229,7 @@ class Letterbox:
 def letterbox(img: np.ndarray, size: tuple[int, int], value_range: tuple[float, float]) -> tuple[np.ndarray, Letterbox]:
     """HxWx3 uint8 image -> ``[1, h, w, 3]`` float32 in ``value_range``, aspect kept, padded with
     the range's low end (black), and the placement for mapping results back."""
-    from .cli._preprocess import resize  # one resize implementation (half-pixel bilinear)
+    from ._image import resize
 
     h, w = size
     ih, iw = img.shape[:2]
@@ -282,7 +282,7 @@ def draw_detections(img: np.ndarray, dets: list[Detection], path: str | os.PathL
 
 def draw_mask(img: np.ndarray, mask: np.ndarray, path: str | os.PathLike[str]) -> None:
     """Save ``img`` with a segmentation mask (values in [0, 1], any size) tinted over it."""
-    from .cli._preprocess import resize
+    from ._image import resize
 
     Image, _ = _pil()  # type: ignore[misc]
     m = np.clip(np.asarray(mask, np.float32).reshape(mask.shape[-3], mask.shape[-2], 1), 0, 1)
