@@ -234,8 +234,13 @@ def _plot(results: list[BenchResult], path: Path, title: str) -> None:
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(5 + 1.6 * len(names), 4.8))
     # Median bars with whiskers from the fastest run to p90: outliers on a shared machine
     # would make a mean +- std bar meaningless (and dip below zero).
-    bars = ax1.bar(x, med, 0.5, yerr=[med - lo, hi - med], capsize=4, label="median (whiskers: min to p90)")
-    ax1.bar_label(bars, labels=[f"{v:.3g}" for v in med], padding=2, fontsize=8)
+    def num(v: float) -> str:
+        return f"{v:.0f}" if v >= 100 else f"{v:.3g}"
+
+    ax1.bar(x, med, 0.5, yerr=[med - lo, hi - med], capsize=4, label="median (whiskers: min to p90)")
+    for xi, m, top in zip(x, med, hi, strict=True):  # above the whisker, where nothing covers it
+        ax1.annotate(f"median {num(m)}", (xi, top), xytext=(0, 4), textcoords="offset points", ha="center",
+                     fontsize=8)
     ax1.plot(x, avg, "k^", label="mean")
     ax1.set_xticks(x, names)
     ax1.set_ylabel("ms per inference")
@@ -244,7 +249,7 @@ def _plot(results: list[BenchResult], path: Path, title: str) -> None:
     b_init = ax2.bar(x - 0.2, init, 0.4, label="init")
     b_first = ax2.bar(x + 0.2, first, 0.4, label="first inference")
     for b in (b_init, b_first):
-        ax2.bar_label(b, labels=[f"{v:.3g}" for v in b.datavalues], padding=2, fontsize=8)
+        ax2.bar_label(b, labels=[num(v) for v in b.datavalues], padding=2, fontsize=8)
     ax2.set_xticks(x, names)
     ax2.set_ylabel("ms")
     ax2.set_title("Start-up")
