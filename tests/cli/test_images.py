@@ -165,3 +165,15 @@ def test_diff_relative_by_default_with_a_photo_against_litert(mediapipe_models):
 def test_benchmark_takes_a_photo(mediapipe_models):
     r = cli("benchmark", "face_detection_short_range", "--input", PHOTO, "--num-runs", "1", "--warmup-runs", "0")
     assert r.status == 0, r
+
+
+@pytest.mark.mediapipe
+def test_pose_detector_keypoints_land_on_the_body(mediapipe_models):
+    # Hand-placed on the photo: the midpoint of the shoulders is at about (0.45, 0.47); the hips are
+    # below the frame.  BlazePose's detector predicts both as keypoints 2 and 0.
+    r = cli("run", "pose_detection", "--input", PHOTO, "--json")
+    assert r.status == 0, r
+    (det,) = r.json()["detections"]
+    hips, _, shoulders, _ = det["keypoints"]
+    assert abs(shoulders[0] - 0.45) < 0.1 and abs(shoulders[1] - 0.47) < 0.1, shoulders
+    assert hips[1] > 0.9, hips
