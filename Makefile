@@ -12,7 +12,7 @@ PACKAGES := . $(wildcard backends/*/pyproject.toml) $(wildcard plugins/example/p
 # of Python 3.11 has setuptools 65 and no wheel, which cannot).
 BUILD_TOOLS := setuptools==80.9.0 wheel==0.45.1
 
-.PHONY: install system-packages demo test test-all ci-fresh lint bench-cpu docs clean
+.PHONY: install system-packages demo test test-all ci-fresh lint bench-cpu docs dist clean
 
 install: system-packages $(BIN)/python
 	$(BIN)/pip install -q --upgrade pip $(BUILD_TOOLS)
@@ -51,6 +51,24 @@ lint:
 
 bench-cpu:
 	$(BIN)/python bench/cpu.py
+
+# The documentation and the API reference (mkdocs + mkdocstrings, from the docstrings) into site/,
+# warnings as errors.  Installs the two tools into .venv when missing.
+docs: $(BIN)/python
+	@$(BIN)/python -c "import mkdocs, mkdocstrings_handlers.python" 2>/dev/null || \
+	  $(BIN)/pip install -q 'mkdocs>=1.5' 'mkdocstrings[python]>=0.24'
+	$(BIN)/mkdocs build --strict
+
+# Wheels of litegpu, its three backends and the example plugin, into $(DIST).  Then, on any machine:
+#   pip install --find-links dist 'litegpu[all]'      (or litegpu[opencl], litegpu[vulkan,images], ...)
+DIST ?= dist
+DIST_PY ?= $(if $(wildcard $(BIN)/python),$(BIN)/python,$(PY))
+dist:
+	rm -rf $(DIST)/*.whl && mkdir -p $(DIST)
+	$(DIST_PY) -m pip wheel -q --no-deps -w $(DIST) $(foreach p,$(PACKAGES),./$(patsubst %/pyproject.toml,%,$(p)))
+	@# the in-tree build leaves egg-info next to the sources, which would shadow the installed metadata
+	rm -rf build $(foreach p,$(PACKAGES),$(patsubst %/pyproject.toml,%,$(p))/build) core/*.egg-info backends/*/*.egg-info plugins/*/src/*.egg-info
+	@ls -1 $(DIST)/*.whl
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info core/*.egg-info

@@ -1,10 +1,20 @@
-"""Shared pytest fixtures."""
+"""Shared pytest fixtures, and litegpu's pytest plugin (the ``litegpu_backend`` fixture), which is opt-in."""
 
 from __future__ import annotations
 
+from importlib.metadata import distributions
 from pathlib import Path
 
 import pytest
+
+# litegpu's pytest plugin is opt-in (installing litegpu registers nothing with pytest).  An install
+# made before it became opt-in still registers it through a pytest11 entry point: loading it a
+# second time under its module name would make pytest refuse to start.
+_PLUGIN = "litegpu.testing.pytest_plugin"
+# Every distribution on the path, as pytest scans them (entry_points() would keep only the first
+# litegpu found, e.g. a source tree's egg-info shadowing the installed one).
+_REGISTERED = any(ep.group == "pytest11" and ep.value == _PLUGIN for d in distributions() for ep in d.entry_points)
+pytest_plugins = [] if _REGISTERED else [_PLUGIN]
 
 
 @pytest.fixture(scope="session")

@@ -154,7 +154,10 @@ def test_any_key_change_gives_a_new_entry(cache, field):
 
 
 def test_every_entrykey_field_is_covered():
-    names = {f.name for f in dataclasses.fields(EntryKey)}
+    # model_name is a label for `cache list`, deliberately not part of the key (checked below)
+    names = {f.name for f in dataclasses.fields(EntryKey)} - {"model_name"}
+    named = make_key(model_name="other.tflite")
+    assert named == make_key() and named.digest == make_key().digest
     covered = {k.split("_")[0] if k.startswith(("option", "partition")) else k for k in KEY_VARIATIONS}
     covered = {"options" if c == "option" else c for c in covered}
     assert names == covered
@@ -637,8 +640,18 @@ def test_cli_functions(cache):
     cache.store(make_key(), SECTIONS)
     out = io.StringIO()
     assert cache_list(cache.dir, out=out) == 0
-    text = out.getvalue()
-    assert "opencl" in text and "Test GPU" in text and "program" in text
+    lines = out.getvalue().splitlines()
+    # one line per entry: model (its token when no file name is known), backend, precision, ops, size, age
+    assert lines[0].split() == ["MODEL", "BACKEND", "PRECISION", "OPS", "SIZE", "LAST", "USED", "FILE"]
+    assert len(lines) == 3 and lines[2].startswith("1 entries in ")
+    row = lines[1].split()
+    assert row[:2] == ["model", make_key().model_token[:13]] and row[2] == "opencl" and row[-3:-1] == ["s", "ago"]
+    named = dataclasses.replace(make_key(), model_name="face.tflite")
+    assert named == make_key()  # the name is a label, not part of the key
+    cache.store(named, SECTIONS)
+    out = io.StringIO()
+    assert cache_list(cache.dir, out=out) == 0
+    assert out.getvalue().splitlines()[1].split()[:2] == ["face.tflite", "opencl"]
     out = io.StringIO()
     assert cache_list(cache.dir, as_json=True, verify=True, out=out) == 0
     (e,) = json.loads(out.getvalue())

@@ -74,7 +74,7 @@ BAD_CONFIGS = [
     ("backend:\n  - opencl\n  - vulkn\n", "backend[1]", 3, "did you mean 'vulkan'?"),
     ("backend: []\n", "backend", 1, "the backend list is empty"),
     ("backend: 3\n", "backend", 1, "expected a backend name, a list of names or auto, got integer 3"),
-    ("backnd: opencl\n", "backnd", 1, "unknown key (valid: backend, backends, partition, cache, autoselect, logging); "
+    ("backnd: opencl\n", "backnd", 1, "unknown key (valid: backend, strict, backends, partition, cache, autoselect, logging); "
                                       "did you mean 'backend' or 'backends'?"),
     ("backends:\n  opencl:\n    device: 0\n    precision: fp8\n", "backends.opencl.precision", 4,
      "'fp8' is not one of fp32, fp16, fp16_fp32acc"),
@@ -314,9 +314,11 @@ def test_load_uses_first_available_backend(fake_interpreter, caplog):
     assert isinstance(d, FakeDelegate) and d.options["precision"] == "fp16"
     assert it.kwargs["model_content"] == b"model-bytes"
     assert it.partition_options.max_delegated_partitions == 2
-    text = "\n".join(r.getMessage() for r in caplog.records)
-    assert "skipping backend opencl: not installed (pip install litegpu-opencl)" in text
-    assert "skipping backend downgpu: backend 'downgpu' is not available here: no Down driver" in text
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and warnings[0].startswith(
+        "backend 'opencl' is not installed (pip install 'litegpu[opencl]'); backend 'downgpu' is not available "
+        "here: no Down driver")
+    assert warnings[0].endswith("; running on fakegpu instead")
 
 
 def test_load_falls_back_to_cpu_with_reasons(fake_interpreter, caplog, tmp_path):
@@ -325,8 +327,9 @@ def test_load_falls_back_to_cpu_with_reasons(fake_interpreter, caplog, tmp_path)
         it = litegpu.load(model, backend=["downgpu"])
     assert it.litegpu_backend == "cpu" and it.kwargs["experimental_delegates"] is None
     assert it.kwargs["model_path"] == str(model)
-    assert any("falling back to the CPU reference interpreter (downgpu: backend 'downgpu' is not available here"
-               in r.getMessage() for r in caplog.records)
+    assert any(r.levelno == logging.WARNING and r.getMessage().startswith(
+        "backend 'downgpu' is not available here") and r.getMessage().endswith(
+        "running on the CPU reference interpreter instead") for r in caplog.records)
 
 
 def test_load_auto_picks_first_available_gpu_and_says_so(fake_interpreter, caplog, tmp_path):

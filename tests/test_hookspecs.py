@@ -173,8 +173,8 @@ def run_inner(tmp_path, *extra):
     env["LITEGPU_PLUGINS"] = "good"  # only the fake distribution, whatever else is installed here
     env.pop("LITEGPU_DISABLE_PLUGIN_AUTOLOAD", None)
     r = subprocess.run(
-        # `-p no:litegpu` first: when litegpu is installed its pytest11 entry point would register the same
-        # module a second time under another name
+        # `-p no:litegpu` first: an install from before the plugin became opt-in registers it through a
+        # pytest11 entry point, which would load the module a second time under another name
         [sys.executable, "-m", "pytest", "-p", "no:litegpu", "-p", "litegpu.testing.pytest_plugin", "-rs", "-v", "-p", "no:cacheprovider",
          str(tmp_path / "test_inner.py"), *extra],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,

@@ -209,8 +209,11 @@ def test_logging_lines(caplog):
     lines = [r.getMessage() for r in caplog.records if r.name == "litegpu"]
     assert lines == [
         "op #2 RESIZE_NEAREST_NEIGHBOR v3 cannot be handled by opencl: align_corners with half_pixel_centers",
-        "3 of 4 ops on opencl in 2 partitions; the rest on CPU",
+        "3 of 4 ops on opencl in 2 partitions; the rest on CPU; declined: RESIZE_NEAREST_NEIGHBOR "
+        "(opencl: align_corners with half_pixel_centers)",
     ]
+    # the fallback summary is a WARNING (seen without configuring logging), the per-op lines INFO
+    assert [r.levelno for r in caplog.records] == [logging.INFO, logging.WARNING]
 
 
 def test_logging_each_node_once_per_delegate_and_switch_off(caplog):
@@ -222,11 +225,13 @@ def test_logging_each_node_once_per_delegate_and_switch_off(caplog):
     assert sum("op #1 TOPK_V2 v1 cannot be handled by b" in m for m in lines) == 1
     # nodes claimed by a are not asked of b, hence not logged for b
     assert not any("op #0 ADD v1 cannot be handled by b" in m for m in lines)
-    assert lines[-1] == "3 of 5 ops on a in 3 partitions, 0 of 5 ops on b in 0 partitions; the rest on CPU"
+    assert lines[-1].startswith(
+        "3 of 5 ops on a in 3 partitions, 0 of 5 ops on b in 0 partitions; the rest on CPU; declined: TOPK_V2 x2")
     caplog.clear()
     with caplog.at_level(logging.INFO, logger="litegpu"):
         partition(sg, [("a", ops_supported(sg, "ADD"))], {"log_unsupported_ops": False})
-    assert [r.getMessage() for r in caplog.records] == ["3 of 5 ops on a in 3 partitions; the rest on CPU"]
+    assert [r.getMessage() for r in caplog.records] == [
+        "3 of 5 ops on a in 3 partitions; the rest on CPU; declined: TOPK_V2 x2 (a: not in the test's op list)"]
 
 
 def test_constant_only_nodes_are_folded_not_delegated(caplog):

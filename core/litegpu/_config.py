@@ -19,6 +19,8 @@ choices, a close match for typos and the source::
 Sections
 --------
 ``backend``: a backend name, a list tried in order, or ``auto``.
+``strict``: ``true`` makes a requested backend that cannot run an error
+(:class:`litegpu.BackendUnavailableError`) instead of a logged fallback.
 ``backends.<name>``: options of one backend (common ones below plus the
 backend's own ``option_schema``); ``backends.all`` applies to every backend
 and is overridden, within the same layer, by a named section.
@@ -82,7 +84,7 @@ SCHEMA: dict[str, dict[str, Option]] = {
         "log_unsupported_ops": Option.bool(True, doc="log one line per op a delegate declines"),
     },
 }
-_TOP_KEYS = ("backend", "backends", *SCHEMA)
+_TOP_KEYS = ("backend", "strict", "backends", *SCHEMA)
 _ALL = "all"
 _AUTO = "auto"
 
@@ -277,6 +279,10 @@ def _validate_layer(data: Any, src: _Source) -> dict[str, Any]:
                 raise _fail(src, path, "the backend list is empty")
             sub = [path + (i,) for i in range(len(items))] if not isinstance(value, str) else [path]
             out[key] = [_check_backend_name(n, src, p, True) for n, p in zip(items, sub, strict=True)]
+        elif key == "strict":
+            if not isinstance(value, bool):
+                raise _fail(src, path, f"expected true or false, got {describe_value(value)}")
+            out[key] = value
         elif key == "backends":
             if not isinstance(value, Mapping):
                 raise _fail(src, path, f"expected a mapping of backend names to options, got {describe_value(value)}")
@@ -375,6 +381,7 @@ class Config:
             for key, opt in schema.items():
                 block.setdefault(key, list(opt.default) if isinstance(opt.default, tuple) else opt.default)
         merged.setdefault("backend", [_AUTO])
+        merged.setdefault("strict", False)
         merged.setdefault("backends", {})
         self.data = merged
 
@@ -390,6 +397,11 @@ class Config:
                 return default
             node = node[part]
         return node
+
+    @property
+    def strict(self) -> bool:
+        """``strict: true``: a requested backend that cannot run is an error, not a fallback."""
+        return bool(self.data.get("strict", False))
 
     @property
     def backends(self) -> list[str]:

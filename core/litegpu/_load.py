@@ -40,7 +40,8 @@ def resolve_backend_order(names: Sequence[str]) -> list[str]:
             passed.append(f"{b.name}: {b.reason}")
         if chosen is None:
             why = "; ".join(passed) or "no GPU backend installed"
-            logger.info("backend 'auto' resolved to 'cpu' (no available GPU backend: %s)", why)
+            logger.warning("backend 'auto': no GPU backend can run (%s); running on the CPU reference "
+                           "interpreter", why)
             chosen = "cpu"
         else:
             logger.info("backend 'auto' resolved to %r (first available GPU backend%s)", chosen,
@@ -52,9 +53,11 @@ def resolve_backend_order(names: Sequence[str]) -> list[str]:
 def select_delegate(config: Config) -> tuple[str, Delegate | None]:
     """Walk the configured backend list; return ``(name, delegate)`` of the first that loads.
 
-    ``cpu`` (or the end of the list) gives ``("cpu", None)``.  Each skipped
-    backend is logged with its reason.  A :class:`litegpu.ConfigError` in a
-    backend's options is raised, not skipped.
+    ``cpu`` (or the end of the list) gives ``("cpu", None)``.  A requested
+    backend that cannot run is never skipped silently: a WARNING names the
+    reason and what runs instead, or, with ``strict: true``, a
+    :class:`litegpu.BackendUnavailableError` is raised.  A
+    :class:`litegpu.ConfigError` in a backend's options is raised, not skipped.
     """
     skipped: list[str] = []
     for name in resolve_backend_order(config.backends):
@@ -63,21 +66,21 @@ def select_delegate(config: Config) -> tuple[str, Delegate | None]:
         try:
             delegate = load_delegate(name, config.backend_options(name))
         except UnknownBackendError:
-            hint = f" (pip install {FIRST_PARTY_BACKENDS[name]})" if name in FIRST_PARTY_BACKENDS else ""
-            reason = f"{name}: not installed{hint}"
-        except BackendUnavailableError as exc:
-            reason = f"{name}: {exc}"
-        except DelegateError as exc:
-            logger.warning("backend %s failed to load: %s", name, exc)
-            reason = f"{name}: {exc}"
+            hint = f" (pip install 'litegpu[{name}]')" if name in FIRST_PARTY_BACKENDS else ""
+            reason = f"backend {name!r} is not installed{hint}"
+        except (BackendUnavailableError, DelegateError) as exc:
+            reason = str(exc)  # names the backend and the cause (no driver, failed to start...)
         else:
             if skipped:
-                logger.info("using backend %s (skipped %s)", name, "; ".join(skipped))
+                logger.warning("%s; running on %s instead", "; ".join(skipped), name)
             return name, delegate
-        logger.info("skipping backend %s", reason)
+        if config.strict:
+            raise BackendUnavailableError(
+                f"{reason} (strict: true forbids falling back; set strict: false to run on the next "
+                "listed backend or the CPU)")
         skipped.append(reason)
     if skipped:
-        logger.info("falling back to the CPU reference interpreter (%s)", "; ".join(skipped))
+        logger.warning("%s; running on the CPU reference interpreter instead", "; ".join(skipped))
     return "cpu", None
 
 
@@ -124,16 +127,30 @@ def _interpreter_class() -> Any:
     return cls
 
 
+_HANDLER_MARK = "_litegpu_config_handler"
+
+
 def _apply_logging(config: Config) -> None:
+    """``logging.level``: set the ``litegpu`` logger's level and, when the application has
+    configured no handler anywhere on its path (so the messages would be lost or, below
+    WARNING, dropped by :data:`logging.lastResort`), attach one writing to stderr."""
     level = config.get("logging.level")
-    if level:
-        logger.setLevel(level)
+    if not level:
+        return
+    logger.setLevel(level)
+    if any(getattr(h, _HANDLER_MARK, False) for h in logger.handlers) or logger.hasHandlers():
+        return
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("litegpu: %(levelname)s: %(message)s"))
+    setattr(handler, _HANDLER_MARK, True)
+    logger.addHandler(handler)
 
 
 def load(model: Any, config: Any = None, backend: Any = None, **options: Any) -> Any:
     """Build a ready (allocated) :class:`litegpu.Interpreter` from ``model`` and a configuration.
 
-    ``model``: a ``.tflite`` path or the model's bytes.  ``config``: a YAML
+    ``model``: a ``.tflite`` path, the name of a fetched model
+    (``"face_detection_short_range"``, see :mod:`litegpu.models`) or the model's bytes.  ``config``: a YAML
     path, a packaged preset name (``"low-latency"``), a dict or a
     :class:`litegpu.Config`; layered over the packaged defaults and
     ``$LITEGPU_CONFIG``.  ``backend``: shortcut for the ``backend`` key (a
@@ -142,11 +159,21 @@ def load(model: Any, config: Any = None, backend: Any = None, **options: Any) ->
     ``partition__min_nodes_per_partition=2``...).
 
     The backends are tried in order; the first that is installed, available
-    and creates its delegate is used, otherwise the model runs on the CPU
-    with the reasons logged.  The resolved configuration is kept on the
+    and creates its delegate is used, otherwise the model runs on the CPU.
+    Each fallback is logged at WARNING with its reason (``strict=True``, or
+    ``strict: true`` in the configuration, raises
+    :class:`litegpu.BackendUnavailableError` instead), and so is the partition
+    summary when any op runs on the CPU.  The resolved configuration is kept on the
     interpreter as ``litegpu_config`` and the chosen backend as
     ``litegpu_backend``.
     """
+    if isinstance(model, (str, os.PathLike)) and not os.path.exists(model) \
+            and os.path.basename(os.fspath(model)) == os.fspath(model):
+        from .models import resolve_model
+
+        # a bare name: a fetched model's (else a ModelError naming the fix); a missing path with
+        # directories is left to the interpreter, whose error matches LiteRT's
+        model = resolve_model(model)
     overrides = dict(options)
     if backend is not None:
         overrides["backend"] = backend
@@ -171,6 +198,8 @@ def load(model: Any, config: Any = None, backend: Any = None, **options: Any) ->
     else:
         logger.debug("this Interpreter has no set_partition_options: partition settings use its defaults")
     interpreter.allocate_tensors()
+    label = os.path.basename(os.fspath(model)) if isinstance(model, (str, os.PathLike)) else "model"
+    logger.info("%s: backend %s (configuration: %s)", label, name, " < ".join(cfg.sources) or "defaults")
     for attr, value in (("litegpu_config", cfg), ("litegpu_backend", name)):
         try:
             setattr(interpreter, attr, value)

@@ -613,7 +613,12 @@ def partition(
     claimed = {n: seg.backend for seg in segments if seg.backend != CPU for n in seg.node_indices}
     summary = _summary(subgraph, len(ops), kept_counts, len(folded)) if delegates else ""
     if summary:
-        logger.info("%s", summary)
+        on_cpu = [n for n in active if n not in claimed]
+        if on_cpu:
+            # Anything left to the CPU is a fallback the user should see without configuring logging.
+            logger.warning("%s%s", summary, _why_on_cpu(ops, on_cpu, declined))
+        else:
+            logger.info("%s", summary)
     return PartitionPlan(tuple(segments), folded, claimed, len(ops), declined, summary)
 
 
@@ -640,6 +645,23 @@ def _order_segments(blocks: _Blocks, names: Sequence[str]) -> list[Segment]:
     if sum(len(s.node_indices) for s in segments) != len(blocks.block_of):
         raise AssertionError("partitioner produced a cyclic block graph")  # guarded by construction
     return segments
+
+
+def _why_on_cpu(ops: Sequence[Any], on_cpu: Sequence[int], declined: Mapping[tuple[int, str], str]) -> str:
+    """``"; declined: RESIZE_BILINEAR x2 (opencl: align_corners), ..."``: why the CPU ops are there,
+    grouped by op name and reason (the first reason per node; nodes no delegate declined were
+    left to the CPU by the partition limits)."""
+    reasons: dict[int, str] = {}
+    for (n, name), why in declined.items():
+        reasons.setdefault(n, f"{name}: {why}")
+    groups: dict[tuple[str, str], int] = {}
+    for n in on_cpu:
+        key = (ops[n].name, reasons.get(n, "partition limits"))
+        groups[key] = groups.get(key, 0) + 1
+    items = [f"{op}{f' x{k}' if k > 1 else ''} ({why})" for (op, why), k in groups.items()]
+    if len(items) > 6:
+        items = [*items[:6], f"{len(items) - 6} more (litegpu inspect MODEL lists them)"]
+    return "; declined: " + ", ".join(items)
 
 
 def _summary(subgraph: Subgraph, total: int, kept: list[tuple[str, int, int]], n_folded: int) -> str:

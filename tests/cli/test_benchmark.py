@@ -55,7 +55,7 @@ def test_benchmark_text_comparison(mlp_path, register_backend):
     assert r.status == 0, r
     for text in ("Init:", "First inference:", "Warmup", "Inference (3 runs)", "Peak host RSS",
                  "Operator profile, run order", "Top 4 by time", "Summary by op type",
-                 "Comparison (microseconds; speed-up vs cpu)", "SPEEDUP", "device memory: 4.0 KiB"):
+                 "Comparison (milliseconds; speed-up vs cpu)", "SPEEDUP", "device memory: 4.0 KiB"):
         assert text in r.stdout, text
 
 

@@ -379,3 +379,18 @@ def test_classification_png_images_resized(tmp_path):
     r = cli("eval", "classification", model, "--images", d, "--labels", labels, "--top-k", "3", "--json")
     assert r.status == 0, r
     assert r.json()["accuracy"] == pytest.approx(EXPECTED)
+
+
+def test_classification_caps_top_k_and_names_labels_without_images(tmp_path):
+    model = tmp_path / "cls.tflite"
+    model.write_bytes(classifier())
+    labels = _labels(tmp_path)
+    labels.write_text(labels.read_text() + "missing.npy 1\n")
+    r = cli("eval", "classification", model, "--images", _images(tmp_path), "--labels", labels,
+            "--top-k", str(N_CLASSES + 3), "--json")
+    assert r.status == 0, r
+    d = r.json()
+    assert d["top_k"] == N_CLASSES and list(d["accuracy"]) == [f"top{k}" for k in range(1, N_CLASSES + 1)]
+    assert d["labels_without_image"] == ["missing.npy"]
+    assert f"--top-k {N_CLASSES + 3} > the model's {N_CLASSES} classes" in r.stderr
+    assert "1 label(s) name no image" in r.stderr and "missing.npy" in r.stderr

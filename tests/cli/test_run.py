@@ -86,7 +86,8 @@ def test_run_unavailable_backend(mlp_path, register_backend):
     (lambda p: None, "file not found"),
     (lambda p: p.write_bytes(b"garbage"), "not a readable .npy"),
     (lambda p: np.save(p, np.zeros((2, 2), np.float32)), "needs (1, 4)"),
-    (lambda p: np.save(p, np.zeros((1, 4), np.int32)), "dtype int32"),
+    # integer arrays (uint8 pictures) convert to a float input; complex values do not
+    (lambda p: np.save(p, np.zeros((1, 4), np.complex64)), "dtype complex64"),
 ])
 def test_run_bad_input_file(tmp_path, mlp_path, make, message):
     f = tmp_path / "in.npy"
@@ -103,7 +104,7 @@ def test_run_bad_input_name(tmp_path, mlp_path):
     assert r.status == 2
     assert "no input named 'nope'" in r.stderr and "'x'" in r.stderr
     r = cli("run", mlp_path, "--input", "justaname")
-    assert r.status == 2 and "NAME=FILE.npy" in r.stderr
+    assert r.status == 2 and "NAME=FILE (.npy or an image)" in r.stderr
 
 
 def test_run_input_by_position_and_missing_batch(tmp_path, mlp_path):

@@ -23,10 +23,14 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import wgpu
 from litegpu import BackendUnavailableError, DelegateError
+from litegpu._runtime_dir import ensure_xdg_runtime_dir
 from litegpu.gpu._device import BufferRef, DeviceInfo, GpuDevice
 from litegpu.gpu.kernels import RenderedKernel
+
+ensure_xdg_runtime_dir()  # before wgpu loads the driver: else Mesa prints an XDG_RUNTIME_DIR error per probe
+
+import wgpu  # noqa: E402
 
 __all__ = ["WebGPUDevice", "list_adapters", "adapter_name", "POWER_PREFERENCES"]
 

@@ -52,14 +52,30 @@ def cache_list(dir: str | os.PathLike[str] | None = None, *, as_json: bool = Fal
     if not entries:
         print(f"no cache entries in {cache.dir}", file=out)
         return 0
+    rows = []
     for e in entries:
-        state = "" if e.valid else f"  INVALID: {e.problem}"
-        print(f"{e.path.name}  {_size(e.size)}  last used {_when(e.last_used)}  created {_when(e.created)}{state}",
-              file=out)
-        if e.valid:
-            print(f"    {e.description}", file=out)
-            print("    sections: " + ", ".join(f"{k} ({_size(v)})" for k, v in e.sections.items()), file=out)
+        model = e.model_name or (f"model {e.model_token[:13]}" if e.model_token else "?")
+        rows.append([model if e.valid else f"INVALID: {e.problem}", e.backend or "-", e.precision or "-",
+                     "-" if e.ops is None else str(e.ops), _size(e.size), _age(e.last_used), e.path.name[:20]])
+    headers = ["MODEL", "BACKEND", "PRECISION", "OPS", "SIZE", "LAST USED", "FILE"]
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
+    for r in [headers, *rows]:
+        print("  ".join(c.rjust(w) if i in (3, 4) else c.ljust(w)
+                        for i, (c, w) in enumerate(zip(r, widths, strict=True))).rstrip(), file=out)
+    print(f"{len(entries)} entries in {cache.dir}; `--json` shows every field", file=out)
     return 0
+
+
+def _age(t: float) -> str:
+    """``"5 s ago"``, ``"3 min ago"``, ``"2 h ago"``, ``"4 days ago"``."""
+    import time
+
+    dt = max(0.0, time.time() - t)
+    for limit, div, unit in ((60, 1, "s"), (3600, 60, "min"), (86400, 3600, "h")):
+        if dt < limit:
+            return f"{int(dt / div)} {unit} ago"
+    days = int(dt / 86400)
+    return f"{days} day{'s' if days != 1 else ''} ago"
 
 
 def cache_info(dir: str | os.PathLike[str] | None = None, *, as_json: bool = False,

@@ -188,8 +188,16 @@ class EntryKey:
     options: Mapping[str, Any] = field(default_factory=dict)
     partition: Mapping[str, Any] | PartitionSpec = field(default_factory=dict)
     litegpu_version: str = field(default_factory=_litegpu_version)
+    #: The model's file name, for people reading ``litegpu cache list``; not part of the key (the same
+    #: model under another name is the same entry).  Empty: taken from the partition's model, if read
+    #: from a file.
+    model_name: str = ""
 
     def __post_init__(self) -> None:
+        if not self.model_name and isinstance(self.partition, PartitionSpec):
+            source = getattr(getattr(self.partition, "model", None), "source", None)
+            if isinstance(source, str) and source:
+                object.__setattr__(self, "model_name", os.path.basename(source))
         for name in ("model_token", "backend", "backend_version", "device", "driver_version",
                      "litegpu_version"):
             v = getattr(self, name)

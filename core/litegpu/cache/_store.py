@@ -75,6 +75,10 @@ class EntryInfo:
     created: float | None = None
     key_digest: str = ""
     backend: str = ""
+    model_name: str = ""  # the model's file name when it was stored from a file; "" if unknown
+    model_token: str = ""
+    precision: str = ""
+    ops: int | None = None  # nodes in the partition
     description: str = ""
     litegpu_version: str = ""
     sections: dict[str, int] = field(default_factory=dict)  # name -> bytes
@@ -85,6 +89,17 @@ class EntryInfo:
         d = asdict(self)
         d["path"] = str(self.path)
         return d
+
+
+def _key_summary(key: Any) -> dict[str, Any]:
+    """Model token, precision and op count from a stored key (whatever a foreign header holds)."""
+    if not isinstance(key, Mapping):
+        return {}
+    opts, part = key.get("options"), key.get("partition")
+    nodes = part.get("nodes") if isinstance(part, Mapping) else None
+    return {"model_token": str(key.get("model_token") or ""),
+            "precision": str(opts.get("precision") or "") if isinstance(opts, Mapping) else "",
+            "ops": len(nodes) if isinstance(nodes, list) else None}
 
 
 class DelegateCache:
@@ -215,7 +230,8 @@ class DelegateCache:
         from .. import __version__
 
         data = encode({"key": key.canonical(), "key_digest": key.digest, "backend": key.backend,
-                       "created": time.time(), "litegpu_version": __version__}, sections)
+                       "created": time.time(), "litegpu_version": __version__,
+                       "model_name": key.model_name}, sections)
         path = self.path_for(key)
         if self.max_bytes is not None and len(data) > self.max_bytes:
             self._count(store_failures=1)
@@ -323,6 +339,8 @@ class DelegateCache:
                     created=float(created) if isinstance(created, (int, float)) else None,
                     key_digest=str(head.get("key_digest", "")),
                     backend=str(head.get("backend", "")),
+                    model_name=str(head.get("model_name") or ""),
+                    **_key_summary(head["key"]),
                     description=describe_fields(head["key"]),
                     litegpu_version=str(head.get("litegpu_version", "")),
                     sections={str(s.get("name")): int(s.get("size", 0)) for s in head.get("sections", [])},

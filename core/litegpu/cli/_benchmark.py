@@ -32,6 +32,7 @@ from ._common import (
     resolve_backend,
     table,
 )
+from ._preprocess import ImageInputs, add_image_args
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -52,9 +53,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="time every CPU node and delegate partition; print run-order and top-by-time tables")
     p.add_argument("--top", type=int, default=10, metavar="N", help="rows of the top-by-time table (default 10)")
     p.add_argument("--plot", metavar="FILE.png", help="bar chart of the backends' latencies (needs matplotlib)")
-    p.add_argument("--input", "-i", action="append", default=[], metavar="NAME=FILE.npy",
-                   help="value of an input (others random); repeatable")
+    p.add_argument("--input", "-i", action="append", default=[], metavar="[NAME=]FILE",
+                   help="value of an input, a .npy array or an image (others random); a bare FILE for a "
+                        "single-input model; repeatable")
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
+    add_image_args(p)
     add_backend_options(p)
     add_common_args(p, progress=True)
     p.set_defaults(func=run)
@@ -99,7 +102,8 @@ def run(args: argparse.Namespace) -> int:
 
             if inputs is None:  # the same inputs for every backend
                 details = model_io_details(model)
-                given = parse_input_specs(args.input, details)
+                given = parse_input_specs(args.input, details,
+                                          image_loader=ImageInputs(model.path, model.model, model.data, args))
                 rand = random_inputs(details, np.random.default_rng(args.seed))
                 inputs = [given.get(k, rand[k]) for k in range(len(details))]
             try:
@@ -135,8 +139,17 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _us(x: float | None) -> str:
-    return "-" if x is None else f"{x:.1f}"
+def _ms(us: float | None) -> str:
+    """Microseconds shown as milliseconds with three significant digits or more
+    (``328.9``, ``12.35``, ``0.0412``): readable at every scale, no false precision."""
+    if us is None:
+        return "-"
+    ms = us / 1e3
+    if ms >= 100:
+        return f"{ms:.1f}"
+    if ms >= 1:
+        return f"{ms:.2f}"
+    return f"{ms:.3g}"
 
 
 def _print_one(r: dict[str, Any], top: int) -> None:
@@ -145,33 +158,33 @@ def _print_one(r: dict[str, Any], top: int) -> None:
     out(f"== {r['backend']}" + (f" ({opts})" if opts else ""))
     plan = r["execution_plan"]
     out("plan: " + ", ".join(f"{s['backend']}[{len(s['node_indices'])}]" for s in plan) if plan else "plan: empty")
-    out(f"Init: {_us(r['init_us'])} us")
-    out(f"First inference: {_us(r['first_inference_us'])} us")
-    out(f"Warmup ({r['warmup_runs']} runs, avg): {_us(r['warmup_avg_us'])} us")
+    out(f"Init: {_ms(r['init_us'])} ms")
+    out(f"First inference: {_ms(r['first_inference_us'])} ms")
+    out(f"Warmup ({r['warmup_runs']} runs, avg): {_ms(r['warmup_avg_us'])} ms")
     out(f"Inference ({inf['count']} runs{', stopped by --max-secs' if r['stopped_by_max_secs'] else ''}): "
-        f"avg {_us(inf['avg'])}  median {_us(inf['median'])}  std {_us(inf['std'])}  min {_us(inf['min'])}  "
-        f"max {_us(inf['max'])}  p90 {_us(inf['p90'])} us")
+        f"avg {_ms(inf['avg'])}  median {_ms(inf['median'])}  std {_ms(inf['std'])}  min {_ms(inf['min'])}  "
+        f"max {_ms(inf['max'])}  p90 {_ms(inf['p90'])} ms")
     out(f"Peak host RSS: {fmt_bytes(r['peak_rss_bytes'])} (process peak so far); device memory: "
         f"{fmt_bytes(r['device_memory_bytes']) if r['device_memory_bytes'] is not None else 'not reported'}")
     prof = r.get("op_profile")
     if prof:
         total = sum(p["avg_us"] for p in prof) or 1.0
         out("Operator profile, run order (avg per inference):")
-        rows = [[p["step"], p["backend"], _what(p), f"{p['avg_us']:.1f}", f"{100 * p['avg_us'] / total:.1f}%"]
+        rows = [[p["step"], p["backend"], _what(p), _ms(p["avg_us"]), f"{100 * p['avg_us'] / total:.1f}%"]
                 for p in prof]
-        out(table(["STEP", "BACKEND", "NODE(S)", "AVG_US", "%"], rows, right=(0, 3, 4)))
+        out(table(["STEP", "BACKEND", "NODE(S)", "AVG_MS", "%"], rows, right=(0, 3, 4)))
         out(f"Top {min(top, len(prof))} by time:")
         ranked = sorted(prof, key=lambda p: -p["avg_us"])[:top]
         cum = 0.0
         rows = []
         for p in ranked:
             cum += p["avg_us"]
-            rows.append([p["step"], p["backend"], _what(p), f"{p['avg_us']:.1f}",
+            rows.append([p["step"], p["backend"], _what(p), _ms(p["avg_us"]),
                          f"{100 * p['avg_us'] / total:.1f}%", f"{100 * cum / total:.1f}%"])
-        out(table(["STEP", "BACKEND", "NODE(S)", "AVG_US", "%", "CUM%"], rows, right=(0, 3, 4, 5)))
+        out(table(["STEP", "BACKEND", "NODE(S)", "AVG_MS", "%", "CUM%"], rows, right=(0, 3, 4, 5)))
         out("Summary by op type:")
-        rows = [[s["op"], s["count"], f"{s['avg_us']:.1f}", f"{s['percent']:.1f}%"] for s in r["op_summary"]]
-        out(table(["OP", "COUNT", "AVG_US", "%"], rows, right=(1, 2, 3)))
+        rows = [[s["op"], s["count"], _ms(s["avg_us"]), f"{s['percent']:.1f}%"] for s in r["op_summary"]]
+        out(table(["OP", "COUNT", "AVG_MS", "%"], rows, right=(1, 2, 3)))
     out("")
 
 
@@ -187,11 +200,11 @@ def _print_comparison(rows: list[dict[str, Any]]) -> None:
     body = []
     for r in rows:
         inf = r["inference_us"]
-        body.append([r["backend"], _us(r["init_us"]), _us(r["first_inference_us"]), _us(r["warmup_avg_us"]),
-                     _us(inf["avg"]), _us(inf["median"]), _us(inf["std"]), _us(inf["min"]), _us(inf["max"]),
-                     _us(inf["p90"]), fmt_bytes(r["device_memory_bytes"]),
+        body.append([r["backend"], _ms(r["init_us"]), _ms(r["first_inference_us"]), _ms(r["warmup_avg_us"]),
+                     _ms(inf["avg"]), _ms(inf["median"]), _ms(inf["std"]), _ms(inf["min"]), _ms(inf["max"]),
+                     _ms(inf["p90"]), fmt_bytes(r["device_memory_bytes"]),
                      f"{base / inf['avg']:.2f}x" if inf["avg"] else "-"])
-    out(f"Comparison (microseconds; speed-up vs {rows[0]['backend']}):")
+    out(f"Comparison (milliseconds; speed-up vs {rows[0]['backend']}):")
     out(table(["BACKEND", "INIT", "FIRST", "WARMUP", "AVG", "MEDIAN", "STD", "MIN", "MAX", "P90", "DEV_MEM",
                "SPEEDUP"], body, right=range(1, 12)))
 
@@ -218,21 +231,32 @@ def _plot(results: list[BenchResult], path: Path, title: str) -> None:
     init = [s["init_us"] / 1e3 for s in stats]
     first = [s["first_inference_us"] / 1e3 for s in stats]
     x = np.arange(len(names))
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(4 + 1.6 * len(names), 4))
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(5 + 1.6 * len(names), 4.8))
     # Median bars with whiskers from the fastest run to p90: outliers on a shared machine
     # would make a mean +- std bar meaningless (and dip below zero).
+    def num(v: float) -> str:
+        return f"{v:.0f}" if v >= 100 else f"{v:.3g}"
+
     ax1.bar(x, med, 0.5, yerr=[med - lo, hi - med], capsize=4, label="median (whiskers: min to p90)")
+    for xi, m, top in zip(x, med, hi, strict=True):  # above the whisker, where nothing covers it
+        ax1.annotate(f"median {num(m)}", (xi, top), xytext=(0, 4), textcoords="offset points", ha="center",
+                     fontsize=8)
     ax1.plot(x, avg, "k^", label="mean")
     ax1.set_xticks(x, names)
     ax1.set_ylabel("ms per inference")
     ax1.set_title("Inference")
-    ax1.legend()
-    ax2.bar(x - 0.2, init, 0.4, label="init")
-    ax2.bar(x + 0.2, first, 0.4, label="first inference")
+    ax1.margins(y=0.15)  # room above the tallest whisker for its label
+    b_init = ax2.bar(x - 0.2, init, 0.4, label="init")
+    b_first = ax2.bar(x + 0.2, first, 0.4, label="first inference")
+    for b in (b_init, b_first):
+        ax2.bar_label(b, labels=[num(v) for v in b.datavalues], padding=2, fontsize=8)
     ax2.set_xticks(x, names)
     ax2.set_ylabel("ms")
     ax2.set_title("Start-up")
-    ax2.legend()
+    ax2.margins(y=0.15)
+    # Legends under the axes: inside, they covered the bars whenever one backend was much slower.
+    for ax in (ax1, ax2):
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=2, fontsize=8, frameon=False)
     fig.suptitle(title)
     fig.tight_layout()
     try:

@@ -257,12 +257,19 @@ class LoadedModel:
 
 
 def load_model(path: str) -> LoadedModel:
-    """Read a .tflite file, turning every failure into one clear :class:`CliError`."""
+    """Read a .tflite file (or a fetched model named like ``face_detection_short_range``), turning
+    every failure into one clear :class:`CliError`."""
     from .._reader import read_model
 
     p = Path(path)
     if not p.exists():
-        raise CliError(f"model file not found: {path}")
+        from ..models import resolve_model
+
+        try:
+            p = resolve_model(path)  # the name of a fetched model
+        except LiteGPUError as e:
+            raise CliError(str(e)) from None
+        path = str(p)
     if p.is_dir():
         raise CliError(f"model path is a directory, not a .tflite file: {path}")
     try:
@@ -465,18 +472,33 @@ def random_inputs(details: Sequence[Mapping[str, Any]], rng: np.random.Generator
         raise CliError(f"{e}; give it with --input NAME=FILE.npy") from None
 
 
-def parse_input_specs(specs: Sequence[str], details: Sequence[Mapping[str, Any]]) -> dict[int, np.ndarray]:
-    """``NAME=FILE.npy`` (or ``INDEX=FILE.npy``) -> {position in the input list: array}.
+_IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".ppm", ".pgm", ".tif", ".tiff")
 
-    The array is checked against the input's shape and dtype (a float64 array for a
-    float32 input is converted; other mismatches are errors naming the input).
+
+def parse_input_specs(specs: Sequence[str], details: Sequence[Mapping[str, Any]],
+                      image_loader: Any = None) -> dict[int, np.ndarray]:
+    """``NAME=FILE`` (or ``INDEX=FILE``, or a bare ``FILE`` for a single-input model) ->
+    {position in the input list: array}.
+
+    ``FILE`` is a ``.npy`` array or an image (``.jpg``, ``.png``...): images go through
+    ``image_loader(position, detail, path)``, which returns the input tensor (resized and
+    normalised; see :mod:`litegpu.cli._preprocess`).  Arrays are checked against the input's
+    shape and dtype: float arrays for float inputs are converted, and so are integer arrays
+    (a uint8 picture for a float input); other mismatches are errors naming the input.
     """
     by_name = {d["name"]: k for k, d in enumerate(details)}
     given: dict[int, np.ndarray] = {}
     for spec in specs:
         name, sep, file = spec.partition("=")
-        if not sep or not name or not file:
-            raise CliError(f"--input expects NAME=FILE.npy, got {spec!r}")
+        if not sep and Path(spec).suffix.lower() in (".npy", *_IMAGE_SUFFIXES):
+            if len(details) != 1:
+                names = ", ".join(repr(d["name"]) for d in details)
+                raise CliError(f"--input {spec!r}: the model has {len(details)} inputs ({names}); "
+                               "name one: --input NAME=FILE")
+            name, file = "0", spec
+        elif not sep or not name or not file:
+            raise CliError(f"--input expects NAME=FILE (.npy or an image) or, for a single-input model, FILE; "
+                           f"got {spec!r}")
         if name in by_name:
             k = by_name[name]
         elif name.isdigit() and int(name) < len(details):
@@ -484,20 +506,30 @@ def parse_input_specs(specs: Sequence[str], details: Sequence[Mapping[str, Any]]
         else:
             names = ", ".join(repr(d["name"]) for d in details)
             raise CliError(f"--input {spec!r}: the model has no input named {name!r} (inputs: {names})")
+        d = details[k]
+        if Path(file).suffix.lower() in _IMAGE_SUFFIXES:
+            if not Path(file).is_file():
+                raise CliError(f"--input {spec!r}: file not found: {file}")
+            if image_loader is None:
+                raise CliError(f"--input {spec!r}: this command takes .npy arrays only")
+            given[k] = image_loader(k, d, Path(file))
+            continue
         try:
             a = np.load(file, allow_pickle=False)
         except FileNotFoundError:
             raise CliError(f"--input {spec!r}: file not found: {file}") from None
         except (OSError, ValueError, EOFError) as e:
-            raise CliError(f"--input {spec!r}: {file} is not a readable .npy file ({e})") from None
+            # numpy's own text advises allow_pickle=True, which would be wrong advice here
+            why = "" if "pickle" in str(e) else f" ({e})"
+            raise CliError(f"--input {spec!r}: {file} is not a readable .npy array, nor an image "
+                           f"(.jpg, .png...){why}") from None
         if not isinstance(a, np.ndarray):  # np.load of an .npz gives an archive
             raise CliError(f"--input {spec!r}: {file} is an .npz archive; give one .npy array per input")
-        d = details[k]
         want_shape = tuple(int(s) for s in d["shape"])
         want = np.dtype(d["dtype"])
         if a.dtype != want:
-            if a.dtype.kind == "f" and want.kind == "f":
-                a = a.astype(want)
+            if want.kind == "f" and a.dtype.kind in "fiub":
+                a = a.astype(want)  # float64 arrays, uint8 pictures...: the values are kept
             else:
                 raise CliError(f"--input {spec!r}: array has dtype {a.dtype}, input {d['name']!r} needs {want}")
         if tuple(a.shape) != want_shape:

@@ -26,6 +26,7 @@ from ._common import (
     add_common_args,
     backend_options,
     emit_json,
+    err,
     fail_invoke,
     get_outputs,
     load_config_or_none,
@@ -38,7 +39,15 @@ from ._common import (
     set_inputs,
     table,
 )
-from ._preprocess import Preprocess, list_images, load_image, read_metadata, softmax_free_scores, topk_indices
+from ._preprocess import (
+    Preprocess,
+    add_image_args,
+    list_images,
+    load_image,
+    read_metadata,
+    softmax_free_scores,
+    topk_indices,
+)
 
 
 def _common_eval_args(p: argparse.ArgumentParser) -> None:
@@ -47,13 +56,7 @@ def _common_eval_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--backend", "-b", default="cpu", help="backend under test (default cpu; auto: the auto-selected one)")
     p.add_argument("--no-reference", action="store_true", help="skip the CPU reference run")
     p.add_argument("--limit", type=int, metavar="N", help="evaluate only the first N images")
-    g = p.add_argument_group("preprocessing (flags win over the model's metadata)")
-    g.add_argument("--mean", metavar="M[,M,M]", help="per-channel mean subtracted from 0..255 pixels")
-    g.add_argument("--std", metavar="S[,S,S]", help="per-channel divisor applied after the mean")
-    g.add_argument("--bgr", action="store_true", help="feed channels in BGR order (default RGB)")
-    g.add_argument("--resize", choices=("bilinear", "nearest"), default="bilinear",
-                   help="resize method to the model's input size (default bilinear)")
-    g.add_argument("--size", metavar="HxW", help="check that the model input is HxW")
+    add_image_args(p)
     add_backend_options(p)
     add_common_args(p, progress=True)
 
@@ -81,6 +84,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                                     "(normalised ymin,xmin,ymax,xmax), classes [1,N], scores [1,N], count [1].")
     _common_eval_args(d)
     d.add_argument("--annotations", required=True, metavar="COCO.json", help="COCO annotation file")
+    d.add_argument("--decoder", choices=("auto", "mediapipe", "none"), default="auto",
+                   help="how raw outputs become detections: mediapipe (SSD anchors + weighted NMS, for the "
+                        "bundled MediaPipe detectors), none (outputs already decoded, see --outputs); auto: "
+                        "mediapipe for a bundled MediaPipe detector, else none")
     d.add_argument("--outputs", default="boxes,classes,scores,count", metavar="ROLES",
                    help="role of each model output in order (default boxes,classes,scores,count)")
     d.add_argument("--box-order", choices=("yxyx", "xyxy"), default="yxyx", help="coordinate order (default yxyx)")
@@ -206,7 +213,15 @@ def run_classification(args: argparse.Namespace) -> int:
         raise CliError(f"--output-index {args.output_index}: the model has {len(r.out_details)} outputs")
     od = r.out_details[args.output_index]
     n_classes = int(np.prod(od["shape"]))
-    K = args.top_k
+    K = min(args.top_k, n_classes)  # top-5 of 3 classes would report two meaningless columns
+    if K < args.top_k:
+        err(f"litegpu eval: note: --top-k {args.top_k} > the model's {n_classes} classes: reporting top-1..top-{K}")
+    listed = {img.name for img in images} | {img.stem for img in images}
+    orphans = sorted(k for k in labels if k not in listed)
+    if orphans and args.limit is None:
+        # a label naming no image is a typo or a missing file; the accuracy would quietly cover fewer images
+        shown = ", ".join(orphans[:5]) + (f" and {len(orphans) - 5} more" if len(orphans) > 5 else "")
+        err(f"litegpu eval: warning: {len(orphans)} label(s) name no image in {args.images}: {shown}")
     hits = {"test": np.zeros(K, np.int64), "reference": np.zeros(K, np.int64)}
     agree = 0
     rows = []
@@ -243,7 +258,7 @@ def run_classification(args: argparse.Namespace) -> int:
     n = len(rows)
     res: dict[str, Any] = {
         "task": "classification", "model": r.model.path, "backend": args.backend, "images": n,
-        "skipped_unlabelled": skipped, "top_k": K, "preprocessing": r.pre.describe(),
+        "skipped_unlabelled": skipped, "labels_without_image": orphans if args.limit is None else [], "top_k": K, "preprocessing": r.pre.describe(),
         "accuracy": {f"top{k + 1}": float(hits["test"][k] / n) for k in range(K)},
         "reference_accuracy": ({f"top{k + 1}": float(hits["reference"][k] / n) for k in range(K)}
                                if r.ref is not None else None),
@@ -267,6 +282,10 @@ def run_classification(args: argparse.Namespace) -> int:
 
 
 def _print_pre(p: dict[str, Any]) -> None:
+    if p.get("letterbox"):
+        out(f"preprocessing: letterbox to {p['size'][0]}x{p['size'][1]}, pixels to {p['range']} "
+            f"(from the {p['normalization_from']}); decoding: {p.get('decoder', '-')}")
+        return
     norm = ("none (raw 0..255 pixels)" if p["mean"] is None and p["std"] is None else
             f"mean={p['mean']} std={p['std']} (from {p['normalization_from']})")
     out(f"preprocessing: resize to {p['size'][0]}x{p['size'][1]} ({p['resize']}), {p['channel_order']}, "
@@ -352,17 +371,40 @@ def run_detection(args: argparse.Namespace) -> int:
         raise CliError(f"--images: none of the {len(coco['images'])} images listed in {args.annotations} "
                        f"is in {args.images}")
     r = _Runner(args)
-    roles = _roles(args.outputs, len(r.out_details))
+    from .. import mediapipe
+
+    spec = mediapipe.detector_for(r.model.path) if args.decoder != "none" else None
+    if args.decoder == "mediapipe" and spec is None:
+        raise CliError(f"--decoder mediapipe: {r.model.name} is not one of the bundled MediaPipe detectors "
+                       f"({', '.join(mediapipe.DETECTORS)})")
+    roles = _roles(args.outputs, len(r.out_details)) if spec is None else {}
+    pre_desc = r.pre.describe() if spec is None else {
+        "size": list(spec.input_size), "letterbox": True, "range": list(spec.input_range),
+        "normalization_from": "mediapipe graph", "decoder": f"mediapipe SSD ({spec.num_anchors} anchors, "
+                                                            f"weighted NMS at IoU {spec.nms_threshold})"}
     dets: dict[str, list[Detection]] = {"test": [], "reference": []}
     with make_progress(args, "eval detection", len(entries)) as bar:
         for im, f in entries:
             img = load_image(f)
             size = (float(im.get("width") or img.shape[1]), float(im.get("height") or img.shape[0]))
-            got, ref = r.run(r.pre(img))
+            if spec is not None:
+                pixels = img if img.dtype == np.uint8 else np.clip(img, 0, 255).astype(np.uint8)
+                x, placement = mediapipe.letterbox(pixels, spec.input_size, spec.input_range)
+                got, ref = r.run(x.astype(np.float32))
+            else:
+                got, ref = r.run(r.pre(img))
             for which, outs in (("test", got), ("reference", ref)):
-                if outs is not None:
+                if outs is None:
+                    continue
+                if spec is not None:
+                    w_img, h_img = size
+                    found = [Detection(im["id"], args.class_offset,
+                                       (d.box[0] * w_img, d.box[1] * h_img, (d.box[2] - d.box[0]) * w_img,
+                                        (d.box[3] - d.box[1]) * h_img), d.score)
+                             for d in mediapipe.detect(spec, outs, placement) if d.score >= args.score_threshold]
+                else:
                     found = _detections(outs, roles, args, im["id"], size, (r.pre.height, r.pre.width))
-                    dets[which].extend(sorted(found, key=lambda d: -d.score)[: args.max_dets])
+                dets[which].extend(sorted(found, key=lambda d: -d.score)[: args.max_dets])
             bar.update()
     ids = [im["id"] for im, _ in entries]
     metrics = evaluate(ids, coco["annotations"], dets["test"], max_dets=args.max_dets)
@@ -376,7 +418,7 @@ def run_detection(args: argparse.Namespace) -> int:
         except OSError as e:
             raise CliError(f"cannot write {args.save_detections}: {e.strerror or e}") from e
     res = {"task": "detection", "model": r.model.path, "backend": args.backend, "images": len(entries),
-           "preprocessing": r.pre.describe(), "metrics": metrics, "reference_metrics": ref_metrics}
+           "preprocessing": pre_desc, "metrics": metrics, "reference_metrics": ref_metrics}
     if args.json:
         emit_json(res)
         return 0

@@ -256,6 +256,29 @@ def _print_transformations(passes: list[dict[str, Any]]) -> None:
         out(f"    ({len(idle)} passes found nothing to do: {', '.join(t['pass'] for t in idle)})")
 
 
+def readable(v: Any, key: str = "") -> str:
+    """A value from a kernel's ``describe()`` for people: floats to 3 significant digits, times
+    (keys ending ``_ms``) with their unit, mappings as ``name value`` pairs."""
+    unit = " ms" if key.endswith("_ms") else ""
+    if isinstance(v, bool) or v is None:
+        return str(v).lower() if isinstance(v, bool) else "-"
+    if isinstance(v, float):
+        return (f"{v:.0f}" if abs(v) >= 1000 else f"{v:.3g}") + unit
+    if isinstance(v, int):
+        return fmt_bytes(v) if key.endswith("_bytes") else f"{v}{unit}"
+    if isinstance(v, dict):
+        total = f", total {readable(float(sum(v.values())))}" if unit and all(
+            isinstance(x, (int, float)) for x in v.values()) else ""
+        return "(" + ", ".join(f"{k} {readable(x)}" for k, x in v.items()) + total + ")" + unit
+    if isinstance(v, (list, tuple)):
+        if not v:
+            return "none"
+        if len(v) > 6:  # per-kernel lists (workgroups...): the count here, the values in --json
+            return f"{len(v)} values (--json lists them)"
+        return ", ".join(readable(x) for x in v) if key else "[" + ", ".join(readable(x) for x in v) + "]"
+    return str(v)
+
+
 def _print(r: dict[str, Any], inputs: list[dict], outputs: list[dict], all_nodes: bool = False) -> None:
     out(f"model: {r['model']} ({fmt_bytes(r['bytes'])}, sha256 {r['sha256'][:16]}…, schema v{r['version']}, "
         f"{r['subgraphs']} subgraph(s), {r['operators']} operators in the main subgraph)")
@@ -310,7 +333,7 @@ def _print(r: dict[str, Any], inputs: list[dict], outputs: list[dict], all_nodes
             if isinstance(d["describe"].get("kernels"), list):
                 facts.append(f"{len(d['describe']['kernels'])} kernels")
             if other:
-                facts.append(", ".join(f"{k}={v}" for k, v in other.items()))
+                facts.append(", ".join(f"{k}={readable(v, k)}" for k, v in other.items()))
             out(f"{d['label']}: " + ("; ".join(facts) if facts else
                                       "" if d["transformations"] else "(describe() reports nothing)"))
             _print_transformations(d["transformations"])

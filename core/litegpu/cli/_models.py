@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from .._errors import LiteGPUError
@@ -59,15 +60,16 @@ def _show(rows: list[dict], as_json: bool, header: str) -> None:
 def fetch(args: argparse.Namespace) -> int:
     from .. import models
 
-    root = Path(args.dir) if args.dir else models._default_cache_dir()
-    if not all(p.is_file() for p in models._paths(root).values()):
-        how = f"extracting {args.wheel}" if args.wheel else f"downloading mediapipe=={models.MEDIAPIPE_VERSION} with pip"
-        err(f"litegpu: {how} into {root} ...")
     try:
-        paths = models.fetch_mediapipe(args.dir, wheel=args.wheel)
+        # progress on stderr: pip's download bar (a terminal only) and one line per step
+        paths = models.fetch_mediapipe(args.dir, wheel=args.wheel,
+                                       progress=True if sys.stderr.isatty() else (lambda m: err(f"litegpu: {m}")))
     except LiteGPUError as e:
         raise CliError(str(e)) from e
     _show(_rows(paths), args.json, f"MediaPipe {models.MEDIAPIPE_VERSION} models:")
+    if not args.json:
+        out("Use a model by name in any command (`litegpu run face_detection_short_range --input photo.jpg`) "
+            "or in litegpu.load(\"face_detection_short_range\").")
     return 0
 
 

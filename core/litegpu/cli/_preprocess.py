@@ -1,5 +1,6 @@
-"""Image preprocessing for ``litegpu eval``: loading, resizing, normalising, quantizing,
-and the bits of TFLite model metadata (``TFLITE_METADATA``) that say how.
+"""Image preprocessing for ``litegpu run/diff/benchmark/eval``: loading, resizing, normalising,
+quantizing, and the bits of TFLite model metadata (``TFLITE_METADATA``) that say how.  The bundled
+MediaPipe models are prepared as MediaPipe does (:mod:`litegpu.mediapipe`: letterbox, value range).
 
 Images are read with Pillow (optional) or from ``.npy`` arrays (HxW or HxWxC, uint8 or
 float, RGB order), so tests and headless setups need no imaging library.
@@ -15,9 +16,11 @@ from typing import Any
 
 import numpy as np
 
+from .._image import resize
 from ._common import CliError
 
-__all__ = ["ModelMetadata", "read_metadata", "Preprocess", "load_image", "resize", "list_images", "IMAGE_EXTS"]
+__all__ = ["ModelMetadata", "read_metadata", "Preprocess", "load_image", "resize", "list_images", "IMAGE_EXTS",
+           "add_image_args", "ImageInputs"]
 
 IMAGE_EXTS = (".npy", ".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".ppm", ".pgm", ".tif", ".tiff")
 
@@ -174,29 +177,6 @@ def load_image(path: Path) -> np.ndarray:
         raise CliError(f"cannot read image {path}: {e}") from None
 
 
-def resize(img: np.ndarray, height: int, width: int, method: str = "bilinear") -> np.ndarray:
-    """Resize HxWxC to ``height`` x ``width`` (half-pixel centres); float32 result unless unchanged."""
-    h, w = img.shape[:2]
-    if (h, w) == (height, width):
-        return img
-    src = img.astype(np.float32)
-    if method == "nearest":
-        ys = np.minimum((np.arange(height) + 0.5) * h / height, h - 1).astype(np.int64)
-        xs = np.minimum((np.arange(width) + 0.5) * w / width, w - 1).astype(np.int64)
-        return src[ys][:, xs]
-    fy = np.clip((np.arange(height) + 0.5) * h / height - 0.5, 0, h - 1)
-    fx = np.clip((np.arange(width) + 0.5) * w / width - 0.5, 0, w - 1)
-    y0 = np.floor(fy).astype(np.int64)
-    x0 = np.floor(fx).astype(np.int64)
-    y1 = np.minimum(y0 + 1, h - 1)
-    x1 = np.minimum(x0 + 1, w - 1)
-    wy = (fy - y0)[:, None, None]
-    wx = (fx - x0)[None, :, None]
-    top = src[y0][:, x0] * (1 - wx) + src[y0][:, x1] * wx
-    bot = src[y1][:, x0] * (1 - wx) + src[y1][:, x1] * wx
-    return top * (1 - wy) + bot * wy
-
-
 def _floats(text: str | None, what: str) -> list[float] | None:
     if text is None:
         return None
@@ -284,6 +264,69 @@ class Preprocess:
         else:
             q = np.round(x)
         return np.clip(q, info.min, info.max).astype(self.dtype)[None]
+
+
+def add_image_args(p: Any) -> None:
+    """The preprocessing flags of every command that takes images."""
+    g = p.add_argument_group("image preprocessing (flags win over the model's metadata; the bundled MediaPipe "
+                             "models are letterboxed to their input range as MediaPipe does)")
+    g.add_argument("--mean", metavar="M[,M,M]", help="per-channel mean subtracted from 0..255 pixels")
+    g.add_argument("--std", metavar="S[,S,S]", help="per-channel divisor applied after the mean")
+    g.add_argument("--bgr", action="store_true", help="feed channels in BGR order (default RGB)")
+    g.add_argument("--resize", choices=("bilinear", "nearest"), default="bilinear",
+                   help="resize method to the model's input size (default bilinear)")
+    g.add_argument("--size", metavar="HxW", help="check that the model input is HxW")
+
+
+class ImageInputs:
+    """``image_loader`` for :func:`~litegpu.cli._common.parse_input_specs`: an image file -> the
+    input tensor.  A bundled MediaPipe detector or segmenter (by model file name) without
+    explicit --mean/--std is letterboxed into its value range; any other model goes through
+    :class:`Preprocess` (flags, else the model's metadata).  The pictures and their placement
+    are kept (``images[position] = (pixels, Letterbox or None)``) for drawing results on them."""
+
+    def __init__(self, model_path: str, model: Any, data: bytes | None, args: Any):
+        from .. import mediapipe
+
+        self.args = args
+        self.metadata = read_metadata(model, data)
+        flags = getattr(args, "mean", None) is not None or getattr(args, "std", None) is not None
+        spec = mediapipe.detector_for(model_path)
+        seg = mediapipe.segmenter_for(model_path)
+        self.detector = spec
+        self.segmenter = seg is not None
+        self.mediapipe_range = None if flags else (spec.input_range if spec else seg)
+        self.images: dict[int, tuple[np.ndarray, Any]] = {}
+        self.described: dict[str, Any] | None = None
+
+    def __call__(self, k: int, detail: dict[str, Any], path: Path) -> np.ndarray:
+        from .. import mediapipe
+
+        img = load_image(path)
+        if self.mediapipe_range is not None and img.ndim == 3:
+            h, w = (int(s) for s in detail["shape"][1:3])
+            pixels = img if img.dtype == np.uint8 else np.clip(img, 0, 255).astype(np.uint8)
+            x, placement = mediapipe.letterbox(pixels, (h, w), self.mediapipe_range)
+            self.images[k] = (pixels, placement)
+            self.described = {"size": [h, w], "letterbox": True, "range": list(self.mediapipe_range),
+                              "normalization_from": "mediapipe graph"}
+            return x.astype(np.dtype(detail["dtype"]))
+        ns = argparse_defaults(self.args)
+        pre = Preprocess.for_input(detail, ns, self.metadata)
+        self.images[k] = (img, None)
+        self.described = pre.describe()
+        return pre(img)
+
+
+def argparse_defaults(args: Any) -> Any:
+    """``args`` with the image flags a command may lack filled with their defaults."""
+    import argparse
+
+    ns = argparse.Namespace(**vars(args))
+    for key, default in (("mean", None), ("std", None), ("bgr", False), ("resize", "bilinear"), ("size", None)):
+        if not hasattr(ns, key):
+            setattr(ns, key, default)
+    return ns
 
 
 def softmax_free_scores(out: np.ndarray, detail: dict[str, Any]) -> np.ndarray:

@@ -1,4 +1,5 @@
-"""``litegpu run``: one inference, outputs saved as .npy and summarised."""
+"""``litegpu run``: one inference on arrays or images; outputs saved as .npy and summarised with the
+execution plan; for the bundled detectors and segmenters, the detections (or mask) drawn on the picture."""
 
 from __future__ import annotations
 
@@ -30,20 +31,28 @@ from ._common import (
     set_inputs,
     table,
 )
+from ._preprocess import ImageInputs, add_image_args
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("run", help="run one inference and save the outputs as .npy",
+    p = sub.add_parser("run", help="run one inference (arrays or images) and save the outputs",
                        description="Run the model once on the given inputs (random, seeded, for those not "
-                                   "given), save every output as NAME.npy and print a summary.")
-    p.add_argument("model", help=".tflite model file")
+                                   "given), print the execution plan and a summary, save every output as "
+                                   "NAME.npy with --output.  For the bundled MediaPipe detectors and segmenters "
+                                   "given a picture, print the detections and draw them (or the mask) on it.")
+    p.add_argument("model", help=".tflite model file, or the name of a fetched model")
     p.add_argument("--backend", "-b", default="cpu", help="backend to run on (default: cpu; auto: the auto-selected one; see `litegpu backends`)")
-    p.add_argument("--input", "-i", action="append", default=[], metavar="NAME=FILE.npy",
-                   help="value of an input (by name or position); repeatable")
+    p.add_argument("--input", "-i", action="append", default=[], metavar="[NAME=]FILE",
+                   help="value of an input: a .npy array or an image (.jpg, .png...), by input name or position; "
+                        "a bare FILE for a single-input model; repeatable")
     p.add_argument("--output", "-o", metavar="DIR", help="directory for the output .npy files (created if needed)")
+    p.add_argument("--picture", metavar="FILE.png",
+                   help="draw the detections or mask on the input picture (default with --output: "
+                        "DIR/MODEL_result.png)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
     p.add_argument("--uniform", action="store_true", help="random float inputs uniform in [0, 1) instead of N(0, 1)")
     p.add_argument("--save-inputs", action="store_true", help="also save the inputs used, as input_NAME.npy")
+    add_image_args(p)
     add_backend_options(p)
     add_common_args(p)
     p.set_defaults(func=run)
@@ -78,7 +87,8 @@ def run(args: argparse.Namespace) -> int:
     interp = make_interpreter(model, args.backend, opts, config=config)
     init_s = time.perf_counter() - t0
     details = interp.get_input_details()
-    given = parse_input_specs(args.input, details)
+    images = ImageInputs(model.path, model.model, model.data, args)
+    given = parse_input_specs(args.input, details, image_loader=images)
     rng = np.random.default_rng(args.seed)
     rand = random_inputs(details, rng, gaussian=not args.uniform)
     inputs = [given.get(k, rand[k]) for k in range(len(details))]
@@ -116,20 +126,79 @@ def run(args: argparse.Namespace) -> int:
             np.save(f, a)
             row["file"] = str(f)
         in_rows.append(row)
+    plan = interp.get_execution_plan()
     result = {"model": model.path, "backend": args.backend, "seed": args.seed,
-              "execution_plan": interp.get_execution_plan(), "init_us": init_s * 1e6,
-              "invoke_us": invoke_s * 1e6, "inputs": in_rows, "outputs": rows}
+              "execution_plan": plan, "init_us": init_s * 1e6,
+              "invoke_us": invoke_s * 1e6, "inputs": in_rows, "outputs": rows,
+              "preprocessing": images.described}
+    result.update(_pictures(model, images, outputs, args, out_dir))
     if args.json:
         emit_json(result)
         return 0
     out(f"{model.name} on {args.backend}: init {init_s * 1e3:.2f} ms, inference {invoke_s * 1e3:.2f} ms")
+    out("plan: " + plan_text(plan))
     out("inputs:")
     out(_rows_table(in_rows, source=True))
     out("outputs:")
     out(_rows_table(rows))
     if out_dir is None:
         out("(outputs not saved: give --output DIR)")
+    if "detections" in result:
+        dets = result["detections"]
+        out(f"detections ({len(dets)}, boxes as fractions of the picture: xmin, ymin, xmax, ymax):")
+        out(table(["#", "SCORE", "BOX"], [[k, f"{d['score']:.3f}", ", ".join(f"{v:.3f}" for v in d["box_xyxy"])]
+                                          for k, d in enumerate(dets)], right=(0, 1)))
+    if result.get("picture"):
+        out(f"picture: {result['picture']}")
     return 0
+
+
+def plan_text(plan: Any) -> str:
+    """``cpu[3] -> opencl[90] -> cpu[1]``: where the nodes run, in order (folded nodes apart)."""
+    parts = []
+    for seg in plan or []:
+        if isinstance(seg, dict):
+            name, n = seg.get("backend", "?"), len(seg.get("node_indices") or seg.get("nodes") or [])
+        else:
+            name, n = str(seg), 0
+        parts.append(f"{name}[{n}]")
+    return " -> ".join(parts) if parts else "empty"
+
+
+def _pictures(model: Any, images: ImageInputs, outputs: list[np.ndarray], args: argparse.Namespace,
+              out_dir: Path | None) -> dict[str, Any]:
+    """Detections (and the drawn picture) for a bundled detector or segmenter given a picture."""
+    from .. import mediapipe
+
+    if not images.images or not (images.detector or images.segmenter):
+        if args.picture:
+            raise CliError("--picture needs a picture input (--input FILE.jpg) and a bundled MediaPipe detector "
+                           "or segmenter (litegpu models list)")
+        return {}
+    pixels, placement = next(iter(images.images.values()))
+    res: dict[str, Any] = {}
+    target = Path(args.picture) if args.picture else (out_dir / f"{Path(model.name).stem}_result.png"
+                                                     if out_dir is not None else None)
+    try:
+        if images.detector is not None:
+            dets = mediapipe.detect(images.detector, outputs, placement)
+            res["detections"] = [d.as_dict() for d in dets]
+            if target is not None:
+                mediapipe.draw_detections(pixels, dets, target)
+        elif target is not None:
+            mask = outputs[0]
+            if placement is not None:  # crop the letterbox padding off the mask
+                h, w = mask.shape[1:3]
+                y0, x0 = round(placement.top * h), round(placement.left * w)
+                mask = mask[:, y0:y0 + round(placement.height * h), x0:x0 + round(placement.width * w)]
+            mediapipe.draw_mask(pixels, mask, target)
+    except ImportError as e:
+        raise CliError(str(e)) from None
+    except OSError as e:
+        raise CliError(f"cannot write {target}: {e.strerror or e}") from e
+    if target is not None:
+        res["picture"] = str(target)
+    return res
 
 
 def _num(x: Any) -> str:

@@ -1,4 +1,8 @@
-"""litegpu's pytest plugin (entry point ``pytest11``: loaded wherever litegpu is installed).
+"""litegpu's pytest plugin, opt-in: ``pytest -p litegpu.testing.pytest_plugin``, or
+``pytest_plugins = ["litegpu.testing.pytest_plugin"]`` in a ``conftest.py``, or
+``addopts = "-p litegpu.testing.pytest_plugin"`` in the ``[tool.pytest.ini_options]`` of a backend's
+``pyproject.toml``.  (Installing litegpu registers nothing with pytest: a plugin loaded into every
+pytest run of every project on the machine was a surprise.)
 
 It provides the ``litegpu_backend`` fixture, parametrized over every
 registered backend (``cpu`` included), so a backend package's tests and
@@ -13,10 +17,6 @@ A backend that is not available on the machine is *skipped with its reason*
 platform``), never silently passed.  ``--litegpu-backend=NAME`` (repeatable,
 or comma-separated) restricts the parametrization; a name that is not
 installed still produces a test, which skips saying so.
-
-In a source checkout where litegpu is not pip-installed, enable the plugin
-with ``-p litegpu.testing.pytest_plugin`` or ``pytest_plugins = [...]`` in a
-root ``conftest.py``.
 """
 
 from __future__ import annotations
