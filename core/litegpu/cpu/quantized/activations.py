@@ -1,5 +1,6 @@
 """Quantized activations: RELU, RELU6, RELU_N1_TO_1, RELU_0_TO_1, LEAKY_RELU, PRELU, HARD_SWISH,
-LOGISTIC, TANH, SOFTMAX and L2_NORMALIZATION (int8, uint8; RELU/RELU6/LEAKY_RELU also int16).
+LOGISTIC, TANH, SOFTMAX and L2_NORMALIZATION (int8, uint8; RELU/RELU6/LEAKY_RELU, LOGISTIC,
+TANH and SOFTMAX also int16).
 
 Each follows LiteRT's reference integer kernel step by step:
 
@@ -13,6 +14,10 @@ Each follows LiteRT's reference integer kernel step by step:
   (dequantize, f, multiply by 1/out_scale, round half away from zero, add zero point);
 * SOFTMAX: gemmlowp fixed point -- inputs rescaled to Q5.26 differences from the row
   maximum, exp on negative values, a Q12.19 sum and a Newton-Raphson reciprocal;
+* int16 LOGISTIC / TANH: the input rescaled to Q3.12 x 3/4 (a power-of-two shortcut or an
+  integer multiplier), then a 256-entry sigmoid table with linear interpolation;
+* int16 SOFTMAX: two 513-entry interpolated tables built at prepare (exp on [-10, 0] and
+  1 / (1 + x) on [0, 1]) with LiteRT's midpoint-error nudging;
 * L2_NORMALIZATION: the inverse square root of the sum of squares as a quantized
   multiplier (Newton-Raphson in Q3.28), applied to each shifted input.
 """
@@ -370,3 +375,189 @@ def l2_normalization(ctx: NodeContext) -> Prepared:
         return np.clip(o, qmin, qmax)
 
     return _elementwise(ctx, fn)
+
+
+# ---------------------------------------------------------------------------------------------
+# int16 LOGISTIC / TANH / SOFTMAX (the 16x8 quantization scheme: symmetric int16 activations)
+
+#: sigmoid(i / 24) in unsigned 0.16 fixed point, i = 0..255: the interpolation table LiteRT's
+#: int16 LOGISTIC and TANH kernels share (tanh(x) = 2 sigmoid(2x) - 1).  The entries are not a
+#: plain rounding of the formula (they are nudged to cut the interpolation error), so they are
+#: kept as data; tests/quant/test_quant_int16.py measures them back from LiteRT's TANH.
+SIGMOID_TABLE_U16 = np.array([
+    32768, 33451, 34133, 34813, 35493, 36169, 36843, 37513, 38180, 38841, 39498, 40149, 40794, 41432, 42064, 42688,
+    43304, 43912, 44511, 45102, 45683, 46255, 46817, 47369, 47911, 48443, 48964, 49475, 49975, 50464, 50942, 51409,
+    51865, 52311, 52745, 53169, 53581, 53983, 54374, 54755, 55125, 55485, 55834, 56174, 56503, 56823, 57133, 57433,
+    57724, 58007, 58280, 58544, 58800, 59048, 59288, 59519, 59743, 59959, 60168, 60370, 60565, 60753, 60935, 61110,
+    61279, 61441, 61599, 61750, 61896, 62036, 62172, 62302, 62428, 62549, 62666, 62778, 62886, 62990, 63090, 63186,
+    63279, 63368, 63454, 63536, 63615, 63691, 63765, 63835, 63903, 63968, 64030, 64090, 64148, 64204, 64257, 64308,
+    64357, 64405, 64450, 64494, 64536, 64576, 64614, 64652, 64687, 64721, 64754, 64786, 64816, 64845, 64873, 64900,
+    64926, 64950, 64974, 64997, 65019, 65039, 65060, 65079, 65097, 65115, 65132, 65149, 65164, 65179, 65194, 65208,
+    65221, 65234, 65246, 65258, 65269, 65280, 65291, 65301, 65310, 65319, 65328, 65337, 65345, 65352, 65360, 65367,
+    65374, 65381, 65387, 65393, 65399, 65404, 65410, 65415, 65420, 65425, 65429, 65433, 65438, 65442, 65445, 65449,
+    65453, 65456, 65459, 65462, 65465, 65468, 65471, 65474, 65476, 65479, 65481, 65483, 65485, 65488, 65489, 65491,
+    65493, 65495, 65497, 65498, 65500, 65501, 65503, 65504, 65505, 65507, 65508, 65509, 65510, 65511, 65512, 65513,
+    65514, 65515, 65516, 65517, 65517, 65518, 65519, 65520, 65520, 65521, 65522, 65522, 65523, 65523, 65524, 65524,
+    65525, 65525, 65526, 65526, 65526, 65527, 65527, 65528, 65528, 65528, 65529, 65529, 65529, 65529, 65530, 65530,
+    65530, 65530, 65531, 65531, 65531, 65531, 65531, 65532, 65532, 65532, 65532, 65532, 65532, 65533, 65533, 65533,
+    65533, 65533, 65533, 65533, 65533, 65534, 65534, 65534, 65534, 65534, 65534, 65534, 65534, 65534, 65534, 65535,], dtype=np.int64)
+
+
+def _log2_if_pot(scale: float) -> int | None:
+    """log2(scale) when ``scale`` is (within 1e-3 of) a power of two, else None (CheckedLog2)."""
+    lg = float(np.log(scale) / np.log(2.0))
+    r = int(round_half_away(lg))
+    return r if abs(lg - r) < 1e-3 else None
+
+
+def _int16_lut_input_params(ctx: NodeContext, in_s: float, pot_shifts: tuple[int, ...]) -> tuple[int, int]:
+    """(input multiplier, input left shift) of LiteRT's int16 LOGISTIC/TANH prepare.
+
+    A power-of-two input scale whose shift is one of ``pot_shifts`` needs no multiplier (0:
+    the kernel uses ``3 << shift``); any other scale is rescaled to 1 / (3 * 4096) by an
+    integer multiplier in (16383.5, 32767] and a rounding right shift.
+    """
+    lg = _log2_if_pot(in_s)
+    if lg is not None and (12 + lg) in pot_shifts:
+        return 3 << (12 + lg), 0
+    mult = float(in_s) * 4096.0 * 3.0
+    shift = 0
+    while mult <= 32767.0 / 2.0 and shift <= 30:
+        shift += 1
+        mult *= 2.0
+    return int(mult), shift
+
+
+def _int16_symmetric_io(ctx: NodeContext, x, out) -> tuple[float, float]:
+    in_s, in_zp = scale_zp(x, "input")
+    out_s, out_zp = scale_zp(out, "output")
+    if in_zp != 0 or out_zp != 0:
+        raise ctx.fail(f"int16 {ctx.op.name} needs zero points 0, got {in_zp} and {out_zp}")
+    return in_s, out_s
+
+
+def _int16_scaled_input(v: np.ndarray, mult: int, shift: int) -> np.ndarray:
+    rnd = (1 << (shift - 1)) if shift > 0 else 0
+    return (v.astype(np.int64) * mult + rnd) >> shift
+
+
+def _logistic_int16(v: np.ndarray, mult: int, shift: int) -> np.ndarray:
+    d = _int16_scaled_input(v, mult, shift)
+    a = np.abs(d)
+    uh = a >> 9
+    sat = uh >= 255
+    idx = np.minimum(uh, 254)
+    ua, ub = SIGMOID_TABLE_U16[idx], SIGMOID_TABLE_U16[idx + 1]
+    res = np.where(sat, 0x7FFF << 10, (ua << 9) + (a & 0x1FF) * (ub - ua))
+    res = np.where(d >= 0, res + (1 << 9), (1 << 25) - res + (1 << 9) - 1)
+    return (res >> 10).astype(np.int16)
+
+
+def _tanh_int16(v: np.ndarray, mult: int, shift: int) -> np.ndarray:
+    d = _int16_scaled_input(v, mult, shift)
+    a = np.abs(d)
+    uh = a >> 8
+    sat = uh >= 255
+    idx = np.minimum(uh, 254)
+    ua, ub = SIGMOID_TABLE_U16[idx], SIGMOID_TABLE_U16[idx + 1]
+    res = np.where(sat, 0xFFFF << 8, (ua << 8) + (a & 0xFF) * (ub - ua))
+    res = np.where(d >= 0, res - (1 << 23) + (1 << 7), -res + (1 << 23) + (1 << 7) - 1)
+    return (res >> 8).astype(np.int16)
+
+
+def _int16_act(ctx: NodeContext, fn, pot_shifts: tuple[int, ...]) -> Prepared:
+    x, out = _unary(ctx, ("int16",))
+    in_s, out_s = _int16_symmetric_io(ctx, x, out)
+    if _log2_if_pot(out_s) != -15:
+        raise ctx.fail(f"int16 {ctx.op.name} needs output scale 2^-15, got {out_s}")
+    mult, shift = _int16_lut_input_params(ctx, in_s, pot_shifts)
+
+    def plan(shapes: list[Shape | None]):
+        return [shapes[0]], lambda inputs: [fn(inputs[0], mult, shift)]
+
+    return plan_by_shape(ctx, plan)
+
+
+@register_kernel("LOGISTIC", dtypes=("int16",), versions=range(1, 4))
+def logistic_int16(ctx: NodeContext) -> Prepared:
+    return _int16_act(ctx, _logistic_int16, (0,))
+
+
+@register_kernel("TANH", dtypes=("int16",), versions=range(1, 4))
+def tanh_int16(ctx: NodeContext) -> Prepared:
+    return _int16_act(ctx, _tanh_int16, (0, 1))
+
+
+def lut_int16(in_s: float, in_zp: int, out_s: float, out_zp: int, f) -> np.ndarray:
+    """LiteRT's 513-entry int16 LUTPopulate (double precision): 512 samples of ``f`` over the
+    input range, each nudged by half the interpolation error at its midpoint, plus the end."""
+    lo, hi = -32768, 32767
+    in_min, in_max = in_s * (lo - in_zp), in_s * (hi - in_zp)
+    out_min, out_max = out_s * (lo - out_zp), out_s * (hi - out_zp)
+    steps = 512
+    step = (in_max - in_min) / steps
+    half = step / 2
+    inv = float(hi - lo + 1) / (out_max - out_min)
+    i = np.arange(steps, dtype=np.float64)
+    val = f(in_min + i * step)
+    mid = f(in_min + i * step + half)
+    nxt = f(in_min + (i + 1) * step)
+    sample = round_half_away(val * inv)
+    interp = round_half_away((nxt * inv + round_half_away(val * inv)) / 2)
+    bias = round_half_away((interp - round_half_away(mid * inv)) / 2)
+    lut = np.empty(steps + 1, np.int64)
+    lut[:steps] = np.clip(sample - bias, lo, hi)
+    lut[steps] = np.clip(round_half_away(f(np.float64(in_max)) * inv), lo, hi)
+    return lut
+
+
+def lut_lookup_int16(v: np.ndarray, lut: np.ndarray) -> np.ndarray:
+    """Interpolated int16 table lookup: 9 index bits, 7 fraction bits (LiteRT's LUTLookup)."""
+    v = v.astype(np.int64)
+    idx = 256 + (v >> 7)
+    off = v & 0x7F
+    base = lut[idx]
+    slope = wrap16(lut[idx + 1] - base)
+    return wrap16(base + ((slope * off + 64) >> 7))
+
+
+def wrap16(x: np.ndarray) -> np.ndarray:
+    return ((x + 32768) & 0xFFFF) - 32768
+
+
+_INT16_RANGE = 65535  # int16 max - min
+
+
+@register_kernel("SOFTMAX", dtypes=("int16",), versions=range(1, 5))
+def softmax_int16(ctx: NodeContext) -> Prepared:
+    x, out = _unary(ctx, ("int16",))
+    in_s, out_s = _int16_symmetric_io(ctx, x, out)
+    if abs(out_s - 1 / 32768) > 0.001 / 32768:
+        raise ctx.fail(f"int16 SOFTMAX needs output scale 1/32768, got {out_s}")
+    beta = float(np.float32(ctx.options.get("beta", 1.0)))
+    exp_lut = lut_int16(10.0 / _INT16_RANGE, 32767, 2.0 / _INT16_RANGE, 0, np.exp)
+    recip_lut = lut_int16(1.0 / _INT16_RANGE, -32768, 2.0 / _INT16_RANGE, 0, lambda v: 1.0 / (1.0 + v))
+    # scale * beta is a float32 product (both are floats in LiteRT), the quotient a double
+    mult, shift = quantize_multiplier(float(F32(in_s) * F32(beta)) / (10.0 / 65535.0))
+    mult, shift = int(mult), int(shift)
+
+    def fn(v: np.ndarray) -> np.ndarray:
+        xi = v.astype(np.int64)
+        diff = xi - xi.max(axis=-1, keepdims=True)
+        scaled = mul_by_quantized_multiplier(diff, mult, shift) + 32767
+        e = lut_lookup_int16(np.clip(scaled, -32768, 32767), exp_lut)
+        total = wrap32(e.sum(axis=-1, keepdims=True))
+        head = count_leading_zeros32(total).astype(np.int64)
+        shifted = ((total << (head - 1)) + (1 << 13)) >> 14
+        sym = np.clip(shifted - ((1 << 15) + (1 << 16)), -32768, 32767)
+        recip = lut_lookup_int16(sym, recip_lut)
+        rshift = 31 - head
+        res = (e * recip + (np.int64(1) << (rshift - 1))) >> rshift
+        return np.clip(res, 0, 32767).astype(np.int16)
+
+    def plan(shapes: list[Shape | None]):
+        if len(shapes[0]) < 1:
+            raise ctx.fail("SOFTMAX needs an input of rank >= 1")
+        return [shapes[0]], lambda inputs: [fn(inputs[0])]
+
+    return plan_by_shape(ctx, plan)

@@ -1,0 +1,57 @@
+"""16x8 quantization (int16 activations): LOGISTIC, TANH and SOFTMAX vs LiteRT's reference kernels,
+bit-exact, over power-of-two and general input scales and many shapes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ._harness import compare
+from ._models import build_single, rand_q, rng
+
+SHAPES = [(2, 9, 11, 13), (1, 300), (4, 1, 7), (65536,)]
+# power-of-two input scales (2^-12 is the kernels' native Q3.12; 2^-11 is TANH's other shortcut)
+# and general ones, small (values beyond the table's +-10.7 range saturate) and large
+IN_SCALES = [2.0 ** -12, 2.0 ** -11, 2.0 ** -10, 1.0 / 3000, 0.00045, 3.1e-5, 0.0021]
+
+
+@pytest.mark.parametrize("op", ["LOGISTIC", "TANH"])
+@pytest.mark.parametrize("in_scale", IN_SCALES)
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+def test_logistic_tanh_int16(op, in_scale, shape):
+    r = rng(len(shape) + int(in_scale * 1e6) % 97)
+    x = rand_q(r, shape, "int16")
+    if np.prod(shape) == 65536:
+        x = np.arange(-32768, 32768, dtype=np.int16)  # every input value once
+    model, feeds = build_single(op, [("in", x, (in_scale, 0))], shape, "int16", (1.0 / 32768, 0), version=3)
+    compare(f"{op} int16", model, feeds)
+
+
+@pytest.mark.parametrize("in_scale", [2.0 ** -12, 0.001, 0.00013, 0.02])
+@pytest.mark.parametrize("beta", [1.0, 0.5, 2.3])
+@pytest.mark.parametrize("shape", [(2, 9, 11, 13), (3, 1000), (5, 1), (1, 2, 64)], ids=str)
+def test_softmax_int16(in_scale, beta, shape):
+    r = rng(len(shape) + int(beta * 10))
+    x = rand_q(r, shape, "int16", -20000, 20000)
+    model, feeds = build_single("SOFTMAX", [("in", x, (in_scale, 0))], shape, "int16", (1.0 / 32768, 0),
+                                beta=beta, version=3)
+    compare("SOFTMAX int16", model, feeds)
+
+
+def test_sigmoid_table_measured_from_litert():
+    """The interpolation table is data: read every entry back through LiteRT's int16 TANH.
+
+    With input scale 2 / 12288 the kernel's index is exactly 2x, so x = 128 k hits entry k with
+    no interpolation (output = entry - 32768); the last entry only enters as a slope, read from
+    the interpolated tail."""
+    from litegpu.cpu.quantized.activations import SIGMOID_TABLE_U16
+    from litegpu.testing import run_litert
+
+    x = np.concatenate([np.arange(255) * 128, 254 * 128 + np.arange(1, 128)]).astype(np.int16)
+    model, feeds = build_single("TANH", [("in", x, (2.0 / 12288, 0))], x.shape, "int16", (1.0 / 32768, 0))
+    (out,) = run_litert(model, feeds, reference=True)
+    out = out.astype(np.int64)
+    assert np.array_equal(out[:255] + 32768, SIGMOID_TABLE_U16[:255])
+    ua, j = SIGMOID_TABLE_U16[254], np.arange(1, 128)
+    slope = SIGMOID_TABLE_U16[255] - ua
+    assert np.array_equal(((ua << 8) + 2 * j * slope - (1 << 23) + (1 << 7)) >> 8, out[255:])
