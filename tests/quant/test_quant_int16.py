@@ -55,3 +55,26 @@ def test_sigmoid_table_measured_from_litert():
     ua, j = SIGMOID_TABLE_U16[254], np.arange(1, 128)
     slope = SIGMOID_TABLE_U16[255] - ua
     assert np.array_equal(((ua << 8) + 2 * j * slope - (1 << 23) + (1 << 7)) >> 8, out[255:])
+
+
+BMM16x8 = [((2, 5, 12), (12, 7), False, False, True), ((3, 4, 9), (3, 9, 6), False, False, False),
+           ((2, 16, 3), (2, 16, 5), True, False, False), ((1, 2, 6, 40), (8, 40), False, True, True),
+           ((33, 65), (65, 17), False, False, True)]
+
+
+@pytest.mark.parametrize("case", BMM16x8, ids=lambda c: f"{c[0]}x{c[1]}-ax{int(c[2])}-ay{int(c[3])}")
+def test_batch_matmul_int16_x_int8(case):
+    sa, sb, adj_x, adj_y, const_rhs = case
+    r = rng(sum(sa) + sum(sb))
+    a = rand_q(r, sa, "int16")
+    b = rand_q(r, sb, "int8", -127, 127)
+    a_s, b_s = float(r.uniform(1e-4, 5e-4)), float(r.uniform(0.005, 0.02))
+    k = sa[-2] if adj_x else sa[-1]
+    rows = sa[-1] if adj_x else sa[-2]
+    cols = sb[-2] if adj_y else sb[-1]
+    batch = np.broadcast_shapes(sa[:-2], sb[:-2])
+    o_s = 3.0 * np.sqrt(k) * 18900.0 * 73.0 * a_s * b_s / 32767.0
+    model, feeds = build_single("BATCH_MATMUL", [("in", a, (a_s, 0)), ("const" if const_rhs else "in", b, (b_s, 0))],
+                                tuple(batch) + (rows, cols), "int16", (float(o_s), 0), adj_x=adj_x, adj_y=adj_y,
+                                version=4)
+    compare("BATCH_MATMUL int16 x int8", model, feeds)
