@@ -31,6 +31,7 @@ from ._common import Shape, broadcast_shapes, check_io, plan_by_shape, scale_zp
 from ._fixedpoint import (
     INT32_MAX,
     calculate_input_radius,
+    checked_log2,
     count_leading_zeros32,
     downscale_multiplier_int16,
     exp_on_negative_values,
@@ -403,13 +404,6 @@ SIGMOID_TABLE_U16 = np.array([
     65533, 65533, 65533, 65533, 65533, 65534, 65534, 65534, 65534, 65534, 65534, 65534, 65534, 65534, 65534, 65535,], dtype=np.int64)
 
 
-def _log2_if_pot(scale: float) -> int | None:
-    """log2(scale) when ``scale`` is (within 1e-3 of) a power of two, else None (CheckedLog2)."""
-    lg = float(np.log(scale) / np.log(2.0))
-    r = int(round_half_away(lg))
-    return r if abs(lg - r) < 1e-3 else None
-
-
 def _int16_lut_input_params(ctx: NodeContext, in_s: float, pot_shifts: tuple[int, ...]) -> tuple[int, int]:
     """(input multiplier, input left shift) of LiteRT's int16 LOGISTIC/TANH prepare.
 
@@ -417,7 +411,7 @@ def _int16_lut_input_params(ctx: NodeContext, in_s: float, pot_shifts: tuple[int
     the kernel uses ``3 << shift``); any other scale is rescaled to 1 / (3 * 4096) by an
     integer multiplier in (16383.5, 32767] and a rounding right shift.
     """
-    lg = _log2_if_pot(in_s)
+    lg = checked_log2(in_s)
     if lg is not None and (12 + lg) in pot_shifts:
         return 3 << (12 + lg), 0
     mult = float(in_s) * 4096.0 * 3.0
@@ -468,7 +462,7 @@ def _tanh_int16(v: np.ndarray, mult: int, shift: int) -> np.ndarray:
 def _int16_act(ctx: NodeContext, fn, pot_shifts: tuple[int, ...]) -> Prepared:
     x, out = _unary(ctx, ("int16",))
     in_s, out_s = _int16_symmetric_io(ctx, x, out)
-    if _log2_if_pot(out_s) != -15:
+    if checked_log2(out_s) != -15:
         raise ctx.fail(f"int16 {ctx.op.name} needs output scale 2^-15, got {out_s}")
     mult, shift = _int16_lut_input_params(ctx, in_s, pot_shifts)
 
