@@ -78,3 +78,29 @@ def test_batch_matmul_int16_x_int8(case):
                                 tuple(batch) + (rows, cols), "int16", (float(o_s), 0), adj_x=adj_x, adj_y=adj_y,
                                 version=4)
     compare("BATCH_MATMUL int16 x int8", model, feeds)
+
+
+@pytest.mark.parametrize("dtype", ["int8", "int16"])
+@pytest.mark.parametrize("qp", [(0.02, -128, 0.01, 5), (0.1, -100, 0.05, -20), (0.003, -50, 0.2, 0),
+                                (0.5, 0, 0.001, -128)])
+def test_rsqrt_quantized(dtype, qp):
+    in_s, in_zp, out_s, out_zp = qp
+    if dtype == "int16":
+        in_s, in_zp, out_s, out_zp = in_s / 200, 0, out_s / 100, 0
+        x = np.arange(0, 32768, 3, dtype=np.int16)
+    else:
+        x = np.arange(in_zp, 128, dtype=np.int8)
+    model, feeds = build_single("RSQRT", [("in", x, (in_s, in_zp))], x.shape, dtype, (out_s, out_zp), version=3)
+    compare(f"RSQRT {dtype}", model, feeds)
+
+
+def test_rsqrt_int8_negative_input_is_an_error():
+    import litegpu
+
+    x = np.array([3, -5, 7], np.int8)
+    model, feeds = build_single("RSQRT", [("in", x, (0.1, 0))], x.shape, "int8", (0.1, 0), version=2)
+    it = litegpu.Interpreter(model_content=model)
+    it.allocate_tensors()
+    it.set_tensor(it.get_input_details()[0]["index"], feeds[0])
+    with pytest.raises(litegpu.ModelError, match="positive values"):
+        it.invoke()

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..._errors import ModelError
 from .._registry import NodeContext, Prepared, register_kernel
 from ._common import Shape, broadcast_shapes, check_io, plan_by_shape, scale_zp
 from ._fixedpoint import (
@@ -482,26 +483,37 @@ def tanh_int16(ctx: NodeContext) -> Prepared:
     return _int16_act(ctx, _tanh_int16, (0, 1))
 
 
-def lut_int16(in_s: float, in_zp: int, out_s: float, out_zp: int, f) -> np.ndarray:
-    """LiteRT's 513-entry int16 LUTPopulate (double precision): 512 samples of ``f`` over the
-    input range, each nudged by half the interpolation error at its midpoint, plus the end."""
+def lut_int16(in_s: float, in_zp: int, out_s: float, out_zp: int, f, ftype: type = np.float64) -> np.ndarray:
+    """LiteRT's 513-entry int16 LUTPopulate: 512 samples of ``f`` over the input range, each
+    nudged by half the interpolation error at its midpoint, plus the end point.
+
+    ``ftype`` is the arithmetic LiteRT uses for the table: double for SOFTMAX (its legacy
+    overload), float32 for the newer callers (RSQRT); ``f`` receives and returns ``ftype``.
+    """
+    t = ftype
     lo, hi = -32768, 32767
-    in_min, in_max = in_s * (lo - in_zp), in_s * (hi - in_zp)
-    out_min, out_max = out_s * (lo - out_zp), out_s * (hi - out_zp)
+    in_s, out_s = t(in_s), t(out_s)
+    in_min, in_max = t(in_s * t(lo - in_zp)), t(in_s * t(hi - in_zp))
+    out_min, out_max = t(out_s * t(lo - out_zp)), t(out_s * t(hi - out_zp))
     steps = 512
-    step = (in_max - in_min) / steps
-    half = step / 2
-    inv = float(hi - lo + 1) / (out_max - out_min)
-    i = np.arange(steps, dtype=np.float64)
-    val = f(in_min + i * step)
-    mid = f(in_min + i * step + half)
-    nxt = f(in_min + (i + 1) * step)
-    sample = round_half_away(val * inv)
-    interp = round_half_away((nxt * inv + round_half_away(val * inv)) / 2)
-    bias = round_half_away((interp - round_half_away(mid * inv)) / 2)
+    step = t((in_max - in_min) / t(steps))
+    half = t(step / t(2))
+    inv = t(t(hi - lo + 1) / t(out_max - out_min))
+    i = np.arange(steps).astype(t)
+    x0 = (in_min + (i * step).astype(t)).astype(t)
+    val = np.asarray(f(x0), t)
+    mid = np.asarray(f((x0 + half).astype(t)), t)
+    nxt = np.asarray(f((in_min + ((i + 1) * step).astype(t)).astype(t)), t)
+
+    def rnd(v: np.ndarray) -> np.ndarray:
+        return round_half_away(np.asarray(v, t)).astype(t)
+
+    sample = rnd(val * inv)
+    interp = rnd(((nxt * inv).astype(t) + rnd(val * inv)).astype(t) / t(2))
+    bias = rnd((interp - rnd(mid * inv)).astype(t) / t(2))
     lut = np.empty(steps + 1, np.int64)
-    lut[:steps] = np.clip(sample - bias, lo, hi)
-    lut[steps] = np.clip(round_half_away(f(np.float64(in_max)) * inv), lo, hi)
+    lut[:steps] = np.clip((sample - bias).astype(t), lo, hi)
+    lut[steps] = np.clip(rnd(np.asarray(f(np.asarray([in_max], t)), t) * inv)[0], lo, hi)
     return lut
 
 
@@ -553,5 +565,59 @@ def softmax_int16(ctx: NodeContext) -> Prepared:
         if len(shapes[0]) < 1:
             raise ctx.fail("SOFTMAX needs an input of rank >= 1")
         return [shapes[0]], lambda inputs: [fn(inputs[0])]
+
+    return plan_by_shape(ctx, plan)
+
+
+# ---------------------------------------------------------------------------------------------
+# RSQRT
+
+
+@register_kernel("RSQRT", dtypes=("int8", "int16"), versions=range(1, 4))
+def rsqrt_q(ctx: NodeContext) -> Prepared:
+    """int8: 1/sqrt(x - zp) as a quantized multiplier (Newton-Raphson, as L2_NORMALIZATION),
+    applied to 1 scaled up by 2^20, then rescaled by 1 / (sqrt(in_scale) * out_scale); x at the
+    zero point gives the largest output.  int16: an interpolated 513-entry table (float32).
+    Inputs below the zero point are an error, as in LiteRT."""
+    x, out = _unary(ctx, ("int8", "int16"))
+    in_s, in_zp = scale_zp(x, "input")
+    out_s, out_zp = scale_zp(out, "output")
+    lo, hi = qrange(x.dtype)
+    if x.dtype == "int16":
+        if in_zp != 0 or out_zp != 0:
+            raise ctx.fail(f"int16 RSQRT needs zero points 0, got {in_zp} and {out_zp}")
+        big = F32(32767) * F32(out_s)
+
+        def f(v: np.ndarray) -> np.ndarray:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                r = (F32(1) / np.sqrt(v.astype(F32))).astype(F32)
+            return np.where(v <= 0, big, r).astype(F32)
+
+        lut = lut_int16(in_s, in_zp, out_s, out_zp, f, F32)
+
+        def fn(v: np.ndarray) -> np.ndarray:
+            return lut_lookup_int16(v, lut).astype(np.int16)
+    else:
+        # 1 / (sqrtf(in_scale) * out_scale): a float32 product, then a double quotient
+        real = 1.0 / float(F32(np.sqrt(F32(in_s))) * F32(out_s))
+        mult, shift = (int(v) for v in quantize_multiplier(real))
+        k_shift = 20
+
+        def fn(v: np.ndarray) -> np.ndarray:
+            d = v.astype(np.int64) - in_zp
+            m, sh = _inv_sqrt_multiplier(np.maximum(d, 1))
+            data = mul_by_quantized_multiplier(np.ones_like(d), m, sh + k_shift)
+            o = mul_by_quantized_multiplier(data, mult, shift - k_shift) + out_zp
+            return np.where(d == 0, hi, np.clip(o, lo, hi)).astype(np.int8)
+
+    def run(inputs):
+        v = inputs[0]
+        if v.size and int(v.min()) < in_zp:
+            raise ModelError(f"node #{ctx.op.index} RSQRT: input below the zero point {in_zp} (a negative value); "
+                             "RSQRT is only defined for positive values")
+        return [fn(v)]
+
+    def plan(shapes: list[Shape | None]):
+        return [shapes[0]], run
 
     return plan_by_shape(ctx, plan)
