@@ -22,12 +22,14 @@ KERNEL_GROUPS: dict[str, tuple[str, ...]] = {
     "activations and normalization": (
         "activations",
     ),
-    "reductions, sorting and selection": (
+    "reductions, sorting, segments and cumulative sums": (
         "reduce",
+        "sorting",
     ),
     "shapes, layout, indexing and generators": (
         "layout",
         "slicing",
+        "scatter",
         "padding",
         "generate",
     ),
@@ -41,9 +43,10 @@ KERNEL_GROUPS: dict[str, tuple[str, ...]] = {
         "lstm",
         "control_flow",
     ),
-    "formats: sparse tensors, (de)quantization, MediaPipe custom ops": (
+    "formats: sparse tensors, (de)quantization, float16 activations, MediaPipe custom ops": (
         "sparse",
         "quantize",
+        "float16",
         "mediapipe",
     ),
     "integer and hybrid kernels (must stay last)": (

@@ -320,3 +320,74 @@ def _cast(ctx: NodeContext) -> Prepared:
         def run(inputs):
             return [np.asarray(inputs[0]).astype(odt)]
     return Prepared([None if x.shape is None else tuple(x.shape)], run)
+
+
+# ---- ATAN2, ADD_N, bitwise ops, StableHLO element-wise ops ---------------------------------------
+
+def _atan2(a, b):
+    # atan2f: computed in double and rounded once (correctly rounded in practice)
+    return np.asarray(np.arctan2(a.astype(np.float64), b.astype(np.float64)).astype(a.dtype))
+
+
+@register_kernel("ATAN2", dtypes=F32, versions=range(1, 2))
+def _atan2_kernel(ctx: NodeContext) -> Prepared:
+    a, b = (ctx.inputs + [None, None])[:2]
+    if a is not None and b is not None and a.shape is not None and b.shape is not None \
+            and tuple(a.shape) != tuple(b.shape):
+        raise ctx.fail(f"inputs must have the same shape (LiteRT does not broadcast), got {a.shape} and {b.shape}")
+    return _binary(ctx, _atan2)
+
+
+_INTS = ("int8", "uint8", "int16", "uint16", "int32", "uint32", "int64")
+
+
+@register_kernel("BITWISE_XOR", dtypes=_INTS, versions=range(1, 2))
+def _bitwise_xor(ctx: NodeContext) -> Prepared:
+    return _binary(ctx, _as_array(np.bitwise_xor), max_rank=8)
+
+
+def _right_shift(a, b):
+    # LiteRT clamps the shift to the type's width minus one (an arithmetic shift for signed types)
+    bits = a.dtype.itemsize * 8 - 1
+    return np.asarray(np.right_shift(a, np.clip(b, 0, bits).astype(a.dtype)))
+
+
+@register_kernel("RIGHT_SHIFT", dtypes=_INTS, versions=range(1, 2))
+def _right_shift_kernel(ctx: NodeContext) -> Prepared:
+    return _binary(ctx, _right_shift, max_rank=8)
+
+
+@register_kernel("ADD_N", dtypes=F32 + ("int32",), versions=range(1, 2))
+def _add_n(ctx: NodeContext) -> Prepared:
+    if len(ctx.inputs) < 2 or any(t is None for t in ctx.inputs) or len(ctx.outputs) != 1:
+        raise ctx.fail("expects two or more inputs and 1 output")
+    shapes = {None if t.shape is None else tuple(t.shape) for t in ctx.inputs}
+    if len(shapes) != 1 or {t.dtype for t in ctx.inputs} != {ctx.inputs[0].dtype}:
+        raise ctx.fail("all inputs must have one shape and dtype")
+
+    def run(inputs):
+        acc = np.array(inputs[0], copy=True)
+        for x in inputs[1:]:  # in input order, as LiteRT sums
+            acc += x
+        return [acc]
+
+    return Prepared([shapes.pop()], run, fresh=True)
+
+
+def _shift_left(a, b):
+    bits = a.dtype.itemsize * 8
+    ok = (b >= 0) & (b < bits)
+    return np.asarray(np.where(ok, np.left_shift(a, np.where(ok, b, 0).astype(a.dtype)), 0).astype(a.dtype))
+
+
+_HLO_NUM = ("float32", "int8", "uint8", "int16", "int32", "int64")
+for _name, _fn, _dts in (
+    ("STABLEHLO_ADD", np.add, _HLO_NUM + ("bool",)),
+    ("STABLEHLO_MULTIPLY", np.multiply, _HLO_NUM + ("bool",)),
+    ("STABLEHLO_MAXIMUM", np.maximum, _HLO_NUM + ("bool",)),
+    ("STABLEHLO_MINIMUM", np.minimum, _HLO_NUM + ("bool",)),
+    ("STABLEHLO_AND", np.bitwise_and, ("int8", "uint8", "int16", "int32", "int64", "bool")),
+    ("STABLEHLO_SHIFT_LEFT", _shift_left, ("int8", "int16", "int32")),
+):
+    register_kernel(_name, dtypes=_dts, versions=range(1, 2))(
+        (lambda f: lambda ctx: _binary(ctx, _as_array(f)))(_fn))

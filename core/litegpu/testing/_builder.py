@@ -318,7 +318,7 @@ class ModelBuilder(SubgraphBuilder):
                 copts = None
                 if o.custom_options:
                     copts = b.CreateByteVector(o.custom_options)
-                opts = self._options(b, o, vec_i32)
+                opts = self._options(b, o, vec_i32, vec_f32)
                 Operator.OperatorStart(b)
                 Operator.OperatorAddOpcodeIndex(b, codes.index((o.code, o.custom_code, o.version)))
                 Operator.OperatorAddInputs(b, ins)
@@ -415,7 +415,7 @@ class ModelBuilder(SubgraphBuilder):
         return QP.QuantizationParametersEnd(b)
 
     @staticmethod
-    def _options(b, o: _Op, vec_i32):
+    def _options(b, o: _Op, vec_i32, vec_f32):
         if o.custom_code is not None:
             return None
         op = BUILTIN_OPCODE2NAME[o.code]
@@ -439,7 +439,11 @@ class ModelBuilder(SubgraphBuilder):
                 raise ValueError(f"op {op}: {cls_name} has no field {key!r}")
             if isinstance(val, (list, tuple, np.ndarray)):
                 starter = getattr(mod, f"{cls_name}Start{camel}Vector")
-                prepared[key] = (adder, vec_i32(starter, list(val)))
+                vals = list(val)
+                if any(isinstance(v, (float, np.floating)) for v in vals):  # a [float] field
+                    prepared[key] = (adder, vec_f32(vals))
+                else:
+                    prepared[key] = (adder, vec_i32(starter, vals))
             else:
                 prepared[key] = (adder, val)
         getattr(mod, f"{cls_name}Start")(b)
