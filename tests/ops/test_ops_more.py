@@ -217,3 +217,31 @@ def test_segment_sum(dtype):
 def test_unsorted_segments(op, dtype):
     _check(op, [rand((6, 3), dtype, -4, 4), Const(np.array([2, 0, 2, 4, 0, 2], np.int32)),
                 Const(np.array(5, np.int32))])
+
+
+@pytest.mark.parametrize("case", [((1, 6, 6, 3), 2, 2, 0), ((2, 7, 5, 4), 3, 2, 1), ((1, 4, 4, 1), 4, 4, 0)])
+@pytest.mark.parametrize("act", [0, 1, 3])
+def test_l2_pool_2d(case, act):
+    shape, k, s, pad = case
+    _check("L2_POOL_2D", [rand(shape)], padding=pad, stride_h=s, stride_w=s, filter_height=k, filter_width=k,
+           fused_activation_function=act)
+
+
+@pytest.mark.parametrize("dtype", ["int8", "int16"])
+def test_neg_integers(dtype):
+    _check("NEG", [np.array([0, 1, -5, 127, -128, 100], dtype)])
+
+
+@pytest.mark.parametrize("rng_", [(-1.0, 1.0), (-6.0, 0.0), (0.0, 2.5), (-0.3, 7.1)])
+@pytest.mark.parametrize("bits", [8, 4, 16])
+def test_fake_quant(rng_, bits):
+    _check("FAKE_QUANT", [rand((3, 40), "float32", -8, 8)], min=rng_[0], max=rng_[1], num_bits=bits, version=2)
+
+
+def test_dequantize_float16_newer_versions():
+    for v in (3, 7, 9):
+        _check("DEQUANTIZE", [Const(rand((3, 5), "float16"))], "float32", version=v)
+
+
+def test_gelu_float16():
+    _check("GELU", [rand((2, 9), "float16")], "float16", tol=1e-3)

@@ -270,7 +270,8 @@ _UNARY: dict[str, tuple[Callable[[np.ndarray], np.ndarray], tuple[str, ...], ran
     # LiteRT rounds half to even (banker's rounding), which is what np.rint does
     "ROUND": (np.rint, F32, range(1, 2)),
     "ABS": (np.abs, F32 + ("int32",), range(1, 6)),
-    "NEG": (np.negative, F32 + I32_64, range(1, 2)),
+    # int8/int16: a plain two's-complement negation (LiteRT's Negate ignores quantization)
+    "NEG": (np.negative, F32 + I32_64 + ("int8", "int16"), range(1, 2)),
     "SIGN": (_sign, F32 + ("float64", "int32"), range(1, 3)),
 }
 
@@ -391,3 +392,36 @@ for _name, _fn, _dts in (
 ):
     register_kernel(_name, dtypes=_dts, versions=range(1, 2))(
         (lambda f: lambda ctx: _binary(ctx, _as_array(f)))(_fn))
+
+
+# ---- FAKE_QUANT ---------------------------------------------------------------------------------
+
+@register_kernel("FAKE_QUANT", dtypes=F32, versions=range(1, 3))
+def _fake_quant(ctx: NodeContext) -> Prepared:
+    """Quantize-dequantize on the nudged [min, max] grid of ``num_bits`` (float32 arithmetic, as
+    TensorFlow's FakeQuantWithMinMaxArgs): clamp, shift by the nudged min, round half away."""
+    if len(ctx.inputs) != 1 or ctx.inputs[0] is None or len(ctx.outputs) != 1:
+        raise ctx.fail("expects 1 input and 1 output")
+    o = ctx.options
+    f = np.float32
+    lo, hi = f(o.get("min", 0.0)), f(o.get("max", 0.0))
+    bits = int(o.get("num_bits", 8) or 8)
+    if o.get("narrow_range", False):
+        raise ctx.fail("narrow_range FAKE_QUANT is for weights only; LiteRT refuses it at run time too")
+    qmin = f(0)
+    qmax = f((1 << bits) - 1)
+    if not lo <= 0 <= hi or lo == hi:
+        raise ctx.fail(f"the range [{lo}, {hi}] must contain 0 and not be empty")
+    scale = f((hi - lo) / (qmax - qmin))
+    zp_from_min = f(qmin - f(lo / scale))
+    zp = qmin if zp_from_min < qmin else qmax if zp_from_min > qmax else f(np.floor(abs(zp_from_min) + 0.5))
+    nmin, nmax = f((qmin - zp) * scale), f((qmax - zp) * scale)
+    inv = f(f(1) / scale)
+
+    def run(inputs):
+        x = np.clip(inputs[0].astype(f), nmin, nmax).astype(f)
+        q = np.sign(x - nmin) * np.floor(np.abs(((x - nmin) * inv).astype(f)) + f(0.5))
+        return [(q.astype(f) * scale + nmin).astype(f)]
+
+    x = ctx.inputs[0]
+    return Prepared([None if x.shape is None else tuple(x.shape)], run)

@@ -24,7 +24,7 @@ FLOAT16_OPS: dict[str, range] = {
     "GREATER": range(1, 3), "GREATER_EQUAL": range(1, 4),
     "LOGISTIC": range(1, 4), "TANH": range(1, 4), "SOFTMAX": range(1, 5),
     "SIN": range(1, 3), "COS": range(1, 3), "FLOOR": range(1, 2), "ROUND": range(1, 2), "NEG": range(1, 2),
-    "ATAN2": range(1, 2),
+    "ATAN2": range(1, 2), "GELU": range(1, 4),
     "STABLEHLO_ADD": range(1, 2), "STABLEHLO_MULTIPLY": range(1, 2), "STABLEHLO_MAXIMUM": range(1, 2),
     "STABLEHLO_MINIMUM": range(1, 2),
 }
