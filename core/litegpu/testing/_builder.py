@@ -57,6 +57,7 @@ _OPTIONS_OVERRIDE = {
     "SELECT_V2": "SelectV2Options", "MIRROR_PAD": "MirrorPadOptions", "GELU": "GeluOptions",
     "RANDOM_STANDARD_NORMAL": "RandomOptions", "RANDOM_UNIFORM": "RandomOptions",
     "MULTINOMIAL": "RandomOptions", "RFFT2D": "Rfft2dOptions", "BROADCAST_ARGS": None,
+    "STABLEHLO_COMPOSITE": "StableHLOCompositeOptions",
 }
 
 
@@ -444,6 +445,10 @@ class ModelBuilder(SubgraphBuilder):
                     prepared[key] = (adder, vec_f32(vals))
                 else:
                     prepared[key] = (adder, vec_i32(starter, vals))
+            elif isinstance(val, (bytes, bytearray)):  # a [ubyte] field (e.g. flexbuffer attributes)
+                prepared[key] = (adder, b.CreateByteVector(bytes(val)))
+            elif isinstance(val, str):  # a string field, built before the table like vectors
+                prepared[key] = (adder, b.CreateString(val))
             else:
                 prepared[key] = (adder, val)
         getattr(mod, f"{cls_name}Start")(b)
