@@ -39,9 +39,10 @@ def _ch(c: float, alpha: float) -> int:
 
 
 def mobilenet_v2(size: int = 96, alpha: float = 1.0, classes: int = 1000, *, hybrid: bool, seed: int = 0,
-                 min_elements: int = HYBRID_MIN_ELEMENTS) -> bytes:
+                 min_elements: int = HYBRID_MIN_ELEMENTS, dequantized: bool = False) -> bytes:
     """The network on a ``size`` x ``size`` RGB input; ``hybrid``: int8 weights as above
-    (``min_elements=0`` quantizes every weight tensor)."""
+    (``min_elements=0`` quantizes every weight tensor).  ``dequantized``: the hybrid model's float
+    twin, its int8 weights stored as the float32 values they stand for."""
     r = np.random.default_rng(seed)
     b = ModelBuilder("mobilenet_v2 " + ("dynamic-range" if hybrid else "float"))
     n = [0]
@@ -54,6 +55,10 @@ def mobilenet_v2(size: int = 96, alpha: float = 1.0, classes: int = 1000, *, hyb
         w = w.astype(np.float32)
         if hybrid and w.size >= min_elements:
             q, qp = _q_per_channel(w, axis)
+            if dequantized:
+                shape = [1] * w.ndim
+                shape[axis] = -1
+                return b.const(name("w"), (q.astype(np.float32) * qp[0].reshape(shape)).astype(np.float32))
             return b.const(name("wq"), q, quant=qp)
         return b.const(name("w"), w)
 
