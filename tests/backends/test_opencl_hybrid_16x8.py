@@ -1,5 +1,12 @@
-"""Dynamic-range ("hybrid": float activations, int8 weights) models on the GPU path, run by OpenCL.
+"""Dynamic-range ("hybrid": float activations, int8 weights) and 16x8 (int16 activations, int8 weights)
+models on the GPU path, run by OpenCL.
 
+16x8: the float view holds int16 tensors as the floats they stand for and snaps each result to its
+int16 grid, as for 8-bit models; held to LiteRT's integer run within 1e-3 relative (one grid step
+of an intermediate tensor may land on the other side of a rounding boundary, and the next op can
+scale that step up by the ratio of the two scales, so the bound is not a fixed LSB count).
+
+Dynamic range:
 The GPU path dequantizes the int8 weights once at prepare (``_passes/float_view``) and computes in
 floats, as LiteRT's GPU delegate does; so the model delegates like its float twin (the same network
 with the weights stored as the float values they stand for) and is held to that twin's LiteRT CPU
@@ -86,3 +93,35 @@ def test_dynamic_range_mobilenet_v2_on_opencl():
     print(f"\nMobileNet v2 hybrid on opencl: {rel_error(gpu, twin):.1e} from the float twin, "
           f"{rel_error(gpu, hybrid_cpu):.1e} from LiteRT's hybrid CPU run "
           f"(twin vs hybrid on LiteRT's CPU: {rel_error(twin, hybrid_cpu):.1e})")
+
+
+def _model_16x8(seed: int) -> bytes:
+    """CONV_2D (int8 per-channel weights, int64 bias) + LOGISTIC + ADD, int16 activations."""
+    r = np.random.default_rng(seed)
+    b = ModelBuilder()
+    xs, y1s = 0.0005, 0.0015
+    x = b.input("x", (1, 8, 8, 4), "int16", quant=(xs, 0))
+    ws = r.uniform(0.005, 0.01, 6).astype(np.float32)
+    w = b.const("w", r.integers(-127, 128, (6, 3, 3, 4)).astype(np.int8), quant=(ws, np.zeros(6, np.int64), 0))
+    bias = b.const("b", r.integers(-20000, 20000, 6).astype(np.int64),
+                   quant=((xs * ws).astype(np.float32), np.zeros(6, np.int64), 0))
+    t1 = b.tensor("t1", (1, 8, 8, 6), "int16", quant=(y1s, 0))
+    b.op("CONV_2D", [x, w, bias], [t1], padding=0, stride_h=1, stride_w=1, fused_activation_function=1, version=4)
+    t2 = b.tensor("t2", (1, 8, 8, 6), "int16", quant=(1 / 32768, 0))
+    b.op("LOGISTIC", [t1], [t2], version=3)
+    t3 = b.tensor("t3", (1, 8, 8, 6), "int16", quant=(0.0001, 0))
+    b.op("ADD", [t2, t1], [t3], version=3)
+    b.output(t3)
+    return b.build()
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_16x8_model_delegates(seed):
+    model = _model_16x8(seed)
+    x = np.random.default_rng(seed + 10).integers(-20000, 20000, (1, 8, 8, 4)).astype(np.int16)
+    (ref,) = run_litert(model, [x])
+    (gpu,), backends = _run_opencl(model, [x])
+    assert backends == ["opencl"], f"not fully delegated: {backends}"
+    lsb = int(np.abs(gpu.astype(np.int64) - ref.astype(np.int64)).max())
+    err = rel_error(gpu.astype(np.float64), ref.astype(np.float64))
+    assert err <= 1e-3, f"{err:.1e} ({lsb} LSB)"
