@@ -436,26 +436,26 @@ def _int16_scaled_input(v: np.ndarray, mult: int, shift: int) -> np.ndarray:
     return (v.astype(np.int64) * mult + rnd) >> shift
 
 
-def _logistic_int16(v: np.ndarray, mult: int, shift: int) -> np.ndarray:
+def _sigmoid_interp(v: np.ndarray, mult: int, shift: int, frac_bits: int, sat: int) -> tuple[np.ndarray, np.ndarray]:
+    """(scaled input, |value| looked up in the sigmoid table with ``frac_bits`` interpolation bits)."""
     d = _int16_scaled_input(v, mult, shift)
     a = np.abs(d)
-    uh = a >> 9
-    sat = uh >= 255
+    uh = a >> frac_bits
     idx = np.minimum(uh, 254)
     ua, ub = SIGMOID_TABLE_U16[idx], SIGMOID_TABLE_U16[idx + 1]
-    res = np.where(sat, 0x7FFF << 10, (ua << 9) + (a & 0x1FF) * (ub - ua))
+    res = np.where(uh >= 255, sat, (ua << frac_bits) + (a & ((1 << frac_bits) - 1)) * (ub - ua))
+    return d, res
+
+
+def _logistic_int16(v: np.ndarray, mult: int, shift: int) -> np.ndarray:
+    d, res = _sigmoid_interp(v, mult, shift, 9, 0x7FFF << 10)
     res = np.where(d >= 0, res + (1 << 9), (1 << 25) - res + (1 << 9) - 1)
     return (res >> 10).astype(np.int16)
 
 
 def _tanh_int16(v: np.ndarray, mult: int, shift: int) -> np.ndarray:
-    d = _int16_scaled_input(v, mult, shift)
-    a = np.abs(d)
-    uh = a >> 8
-    sat = uh >= 255
-    idx = np.minimum(uh, 254)
-    ua, ub = SIGMOID_TABLE_U16[idx], SIGMOID_TABLE_U16[idx + 1]
-    res = np.where(sat, 0xFFFF << 8, (ua << 8) + (a & 0xFF) * (ub - ua))
+    # tanh(x) = 2 sigmoid(2x) - 1: the same table read with one bit less of interpolation
+    d, res = _sigmoid_interp(v, mult, shift, 8, 0xFFFF << 8)
     res = np.where(d >= 0, res - (1 << 23) + (1 << 7), -res + (1 << 23) + (1 << 7) - 1)
     return (res >> 8).astype(np.int16)
 
