@@ -104,3 +104,22 @@ def test_rsqrt_int8_negative_input_is_an_error():
     it.set_tensor(it.get_input_details()[0]["index"], feeds[0])
     with pytest.raises(litegpu.ModelError, match="positive values"):
         it.invoke()
+
+
+@pytest.mark.parametrize("op", ["EXP", "LOG", "ELU"])
+@pytest.mark.parametrize("dtype", ["int8", "int16"])
+@pytest.mark.parametrize("qp", [(0.05, 3, 0.2, -20), (0.02, -100, 0.01, 0), (0.1, 0, 0.5, 100)])
+def test_lut_ops(op, dtype, qp):
+    if op == "ELU" and dtype == "int16":
+        pytest.skip("LiteRT has no int16 ELU")
+    in_s, in_zp, out_s, out_zp = qp
+    if dtype == "int16":
+        in_s, in_zp, out_s, out_zp = in_s / 100, 0, out_s / 20, 0
+        x = np.arange(-32768, 32768, 7, dtype=np.int16)
+    else:
+        x = np.arange(-128, 128, dtype=np.int8)
+    if op == "EXP" and dtype == "int8":
+        out_s = max(out_s, 0.5)
+    model, feeds = build_single(op, [("in", x, (in_s, in_zp))], x.shape, dtype, (out_s, out_zp), version=1)
+    # ELU is only in LiteRT's builtin resolver (no reference kernel registered)
+    compare(f"{op} {dtype}", model, feeds, oracle="builtin" if op == "ELU" else "reference")

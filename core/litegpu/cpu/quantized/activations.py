@@ -621,3 +621,64 @@ def rsqrt_q(ctx: NodeContext) -> Prepared:
         return [shapes[0]], run
 
     return plan_by_shape(ctx, plan)
+
+
+# ---------------------------------------------------------------------------------------------
+# EXP, LOG, ELU (lookup tables built from the float function at prepare)
+
+
+def _lut_unary(ctx: NodeContext, dtypes: tuple[str, ...], make_f) -> Prepared:
+    """int8: a 256-entry table (``_lut``); int16: a 513-entry interpolated table in float32
+    (LiteRT's newer LUTPopulate).  ``make_f(out_scale, out_zp, dtype)`` gives the float function."""
+    x, out = _unary(ctx, dtypes)
+    in_s, in_zp = scale_zp(x, "input")
+    out_s, out_zp = scale_zp(out, "output")
+    f = make_f(out_s, out_zp, x.dtype)
+    if x.dtype == "int16":
+        lut = lut_int16(in_s, in_zp, out_s, out_zp, lambda v: np.asarray(f(np.asarray(v, F32)), F32), F32)
+
+        def fn(v: np.ndarray) -> np.ndarray:
+            return lut_lookup_int16(v, lut).astype(np.int16)
+    else:
+        table = _lut(x.dtype, in_s, in_zp, out_s, out_zp, f).astype(out.dtype)
+        qmin = qrange(x.dtype)[0]
+
+        def fn(v: np.ndarray) -> np.ndarray:
+            return table[v.astype(np.int64) - qmin]
+
+    def plan(shapes: list[Shape | None]):
+        return [shapes[0]], lambda inputs: [fn(inputs[0])]
+
+    return plan_by_shape(ctx, plan)
+
+
+def _expf(v: np.ndarray) -> np.ndarray:
+    return np.exp(np.asarray(v, np.float64)).astype(F32)
+
+
+@register_kernel("EXP", dtypes=("int8", "int16"), versions=range(1, 3))
+def exp_q(ctx: NodeContext) -> Prepared:
+    return _lut_unary(ctx, ("int8", "int16"), lambda s, z, d: _expf)
+
+
+@register_kernel("LOG", dtypes=("int8", "int16"), versions=range(1, 3))
+def log_q(ctx: NodeContext) -> Prepared:
+    def make(out_s, out_zp, dtype):
+        # values <= 0 map to the lowest representable output
+        low = F32(F32(qrange(dtype)[0] - out_zp) * F32(out_s))
+
+        def f(v):
+            v = np.asarray(v, F32)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                r = np.log(np.where(v > 0, v, 1).astype(np.float64)).astype(F32)
+            return np.where(v <= 0, low, r).astype(F32)
+        return f
+    return _lut_unary(ctx, ("int8", "int16"), make)
+
+
+@register_kernel("ELU", dtypes=("int8",), versions=range(1, 2))
+def elu_q(ctx: NodeContext) -> Prepared:
+    def f(v):
+        v = np.asarray(v, F32)
+        return np.where(v < 0, np.expm1(v.astype(np.float64)).astype(F32), v).astype(F32)
+    return _lut_unary(ctx, ("int8",), lambda s, z, d: f)
