@@ -682,3 +682,36 @@ def elu_q(ctx: NodeContext) -> Prepared:
         v = np.asarray(v, F32)
         return np.where(v < 0, np.expm1(v.astype(np.float64)).astype(F32), v).astype(F32)
     return _lut_unary(ctx, ("int8",), lambda s, z, d: f)
+
+
+# ---------------------------------------------------------------------------------------------
+# GELU (lookup tables)
+
+_SQRT1_2 = F32(0.70710678118654752440)
+_SQRT_2_PI = F32(1.12837916709551257390 * 0.70710678118654752440)  # 2/sqrt(pi) * 1/sqrt(2) = sqrt(2/pi)
+
+
+def _gelu_f32(approximate: bool):
+    import math
+
+    erfc = np.vectorize(math.erfc, otypes=[np.float64])
+
+    def exact(v):
+        v = np.asarray(v, F32)
+        # 0.5 x erfc(-x / sqrt 2): LiteRT's form, free of cancellation for large negative x
+        e = erfc((v * -_SQRT1_2).astype(F32).astype(np.float64)).astype(F32)
+        return ((F32(0.5) * v).astype(F32) * e).astype(F32)
+
+    def approx(v):
+        v = np.asarray(v, F32)
+        cube = (((F32(0.044715) * v).astype(F32) * v).astype(F32) * v).astype(F32)
+        t = np.tanh((_SQRT_2_PI * (v + cube).astype(F32)).astype(F32).astype(np.float64)).astype(F32)
+        return ((F32(0.5) * v).astype(F32) * (F32(1) + t).astype(F32)).astype(F32)
+
+    return approx if approximate else exact
+
+
+@register_kernel("GELU", dtypes=("int8", "uint8", "int16"), versions=range(1, 4))
+def gelu_q(ctx: NodeContext) -> Prepared:
+    f = _gelu_f32(bool(ctx.options.get("approximate", False)))
+    return _lut_unary(ctx, ("int8", "uint8", "int16"), lambda s, z, d: f)
