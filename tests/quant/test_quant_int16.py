@@ -145,3 +145,16 @@ def test_gelu_quantized(dtype, approximate, qp):
     # measured 26 of 13108 outputs 1 LSB off (0 everywhere else)
     lsb = 1 if dtype == "int16" and approximate else 0
     compare(f"GELU {dtype}", model, feeds, oracle="builtin", max_lsb=lsb, min_identical=0.995 if lsb else 1.0)
+
+
+@pytest.mark.parametrize("dtype", ["int8", "int16"])
+@pytest.mark.parametrize("qp", [(0.05, 3, 0.05, 3), (0.05, -10, 0.02, -100), (0.1, 0, 0.3, 20)])
+def test_abs_quantized(dtype, qp):
+    in_s, in_zp, out_s, out_zp = qp
+    if dtype == "int16":
+        in_s, in_zp, out_s, out_zp = in_s / 100, 0, out_s / 100, 0
+        x = np.arange(-32768, 32768, 5, dtype=np.int16)
+    else:
+        x = np.arange(-128, 128, dtype=np.int8)
+    model, feeds = build_single("ABS", [("in", x, (in_s, in_zp))], x.shape, dtype, (out_s, out_zp), version=3)
+    compare(f"ABS {dtype}", model, feeds, oracle="builtin")  # the reference resolver's ABS stops at v2

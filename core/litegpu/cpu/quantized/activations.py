@@ -715,3 +715,35 @@ def _gelu_f32(approximate: bool):
 def gelu_q(ctx: NodeContext) -> Prepared:
     f = _gelu_f32(bool(ctx.options.get("approximate", False)))
     return _lut_unary(ctx, ("int8", "uint8", "int16"), lambda s, z, d: f)
+
+
+# ---------------------------------------------------------------------------------------------
+# ABS
+
+
+@register_kernel("ABS", dtypes=("int8", "int16"), versions=range(1, 6))
+def abs_q(ctx: NodeContext) -> Prepared:
+    """|x - zp_in|, rescaled by in_scale / out_scale (a float32 quotient) when the scales differ,
+    plus zp_out, saturated.  int16 without quantization: a plain (wrapping) absolute value."""
+    x, out = _unary(ctx, ("int8", "int16"))
+    lo, hi = qrange(x.dtype)
+    q = x.quantization
+    if x.dtype == "int16" and (q is None or np.asarray(q.scale).size == 0):
+        def fn(v: np.ndarray) -> np.ndarray:
+            return np.abs(v)  # numpy wraps abs(-32768) to -32768 as the C++ cast does
+    else:
+        in_s, in_zp = scale_zp(x, "input")
+        out_s, out_zp = scale_zp(out, "output")
+        rescale = F32(in_s) != F32(out_s)
+        mult, shift = (int(v) for v in quantize_multiplier(float(F32(in_s) / F32(out_s))))
+
+        def fn(v: np.ndarray) -> np.ndarray:
+            a = np.abs(v.astype(np.int64) - in_zp)
+            if rescale:
+                a = mul_by_quantized_multiplier(a, mult, shift)
+            return np.clip(a + out_zp, lo, hi).astype(x.dtype)
+
+    def plan(shapes: list[Shape | None]):
+        return [shapes[0]], lambda inputs: [fn(inputs[0])]
+
+    return plan_by_shape(ctx, plan)
