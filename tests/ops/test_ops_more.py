@@ -245,3 +245,9 @@ def test_dequantize_float16_newer_versions():
 
 def test_gelu_float16():
     _check("GELU", [rand((2, 9), "float16")], "float16", tol=1e-3)
+
+
+@pytest.mark.parametrize("radius,bias,alpha,beta", [(2, 1.0, 0.5, 0.75), (0, 2.0, 1.0, 0.5), (5, 0.5, 0.1, 1.0),
+                                                    (1, 1.0, 0.0001, 0.75)])
+def test_local_response_normalization(radius, bias, alpha, beta):
+    _check("LOCAL_RESPONSE_NORMALIZATION", [rand((2, 3, 4, 9))], radius=radius, bias=bias, alpha=alpha, beta=beta)
