@@ -36,3 +36,15 @@ def test_quantized_comparison(op, dtype, params, shapes):
     out_shape = tuple(np.broadcast_shapes(sa, sb))
     model, feeds = build_single(op, [("in", a, q1), ("in", b, q2)], out_shape, "bool", None, version=version)
     compare(f"{op} {dtype}", model, feeds)
+
+
+@pytest.mark.parametrize("q", [((0.05, 3), (0.05, 3), (0.01, -128)), ((0.02, -10), (0.07, 20), (0.05, -100)),
+                               ((0.1, 0), (0.1, 0), (0.5, -128))])
+@pytest.mark.parametrize("shapes", SHAPES, ids=str)
+def test_squared_difference_int8(q, shapes):
+    r = rng(len(shapes[1]) + int(q[2][0] * 1000))
+    a, b = rand_q(r, shapes[0], "int8"), rand_q(r, shapes[1], "int8")
+    out_shape = tuple(np.broadcast_shapes(*shapes))
+    model, feeds = build_single("SQUARED_DIFFERENCE", [("in", a, q[0]), ("in", b, q[1])], out_shape, "int8", q[2],
+                                version=2)
+    compare("SQUARED_DIFFERENCE int8", model, feeds)

@@ -212,3 +212,34 @@ for _name, _fn, _vers in (
     ("GREATER_EQUAL", np.greater_equal, range(1, 4)),
 ):
     register_kernel(_name, dtypes=_Q, versions=_vers)(_compare_q(_fn))
+
+
+# ---------------------------------------------------------------------------------------------
+# SQUARED_DIFFERENCE (int8)
+
+
+@register_kernel("SQUARED_DIFFERENCE", dtypes=("int8",), versions=range(1, 3))
+def squared_difference_q(ctx: NodeContext) -> Prepared:
+    """LiteRT's int8 path: both inputs shifted by their zero points, scaled up by 2^7 and brought to
+    twice the larger input scale, subtracted, squared (in int32), and the square requantized."""
+    _same_types(ctx)
+    a, b, out = ctx.inputs[0], ctx.inputs[1], ctx.outputs[0]
+    (s1, z1), (s2, z2), (so, zo) = scale_zp(a, "input1"), scale_zp(b, "input2"), scale_zp(out, "output")
+    f32 = np.float32
+    twice = float(f32(2) * max(f32(s1), f32(s2)))  # an int times a float: a float32 product
+    left = 7
+    m1, sh1 = (int(v) for v in quantize_multiplier(float(f32(s1)) / twice))
+    m2, sh2 = (int(v) for v in quantize_multiplier(float(f32(s2)) / twice))
+    real_out = (twice * twice) / float(f32(1 << (left * 2)) * f32(so))
+    if not 0 < real_out < 1:
+        raise ctx.fail(f"the output scale {so} is too small for these input scales (LiteRT requires a "
+                       "multiplier below 1)")
+    mo, sho = (int(v) for v in quantize_multiplier(real_out))
+
+    def compute(x, y):
+        xs = mul_by_quantized_multiplier((x.astype(np.int64) - z1) << left, m1, sh1)
+        ys = mul_by_quantized_multiplier((y.astype(np.int64) - z2) << left, m2, sh2)
+        d = xs - ys
+        return np.clip(mul_by_quantized_multiplier(wrap32(d * d), mo, sho) + zo, -128, 127)
+
+    return _binary(ctx, compute)
