@@ -158,3 +158,15 @@ def test_abs_quantized(dtype, qp):
         x = np.arange(-128, 128, dtype=np.int8)
     model, feeds = build_single("ABS", [("in", x, (in_s, in_zp))], x.shape, dtype, (out_s, out_zp), version=3)
     compare(f"ABS {dtype}", model, feeds, oracle="builtin")  # the reference resolver's ABS stops at v2
+
+
+@pytest.mark.parametrize("alpha_shape", [(13,), (1, 1, 13), (9, 11, 13), (1, 1, 1)])
+def test_prelu_int16(alpha_shape):
+    r = rng(len(alpha_shape) + 30)
+    shape = (2, 9, 11, 13)
+    x = rand_q(r, shape, "int16")
+    a = rand_q(r, alpha_shape, "int8")
+    model, feeds = build_single("PRELU", [("in", x, (float(r.uniform(1e-4, 5e-4)), 0)),
+                                          ("const", a, (float(r.uniform(0.002, 0.01)), int(r.integers(-20, 20))))],
+                                shape, "int16", (float(r.uniform(1e-4, 5e-4)), 0))
+    compare("PRELU int16", model, feeds)

@@ -138,12 +138,14 @@ def leaky_relu(ctx: NodeContext) -> Prepared:
     return _elementwise(ctx, fn)
 
 
-@register_kernel("PRELU", dtypes=_Q8, versions=range(1, 2))
+@register_kernel("PRELU", dtypes=_Q, versions=range(1, 2))
 def prelu(ctx: NodeContext) -> Prepared:
     check_io(ctx, 2)
     x, al, out = ctx.inputs[0], ctx.inputs[1], ctx.outputs[0]
-    if al is None or al.dtype != x.dtype or out.dtype != x.dtype:
-        raise ctx.fail("input, alpha and output must share one quantized dtype")
+    # 16x8: int16 input and output, int8 alpha
+    want_alpha = "int8" if x.dtype == "int16" else x.dtype
+    if al is None or al.dtype != want_alpha or out.dtype != x.dtype:
+        raise ctx.fail(f"{x.dtype} PRELU needs {want_alpha} alpha and a {x.dtype} output")
     in_s, in_zp = scale_zp(x, "input")
     a_s, a_zp = scale_zp(al, "alpha")
     out_s, out_zp = scale_zp(out, "output")
