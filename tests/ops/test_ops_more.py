@@ -251,3 +251,9 @@ def test_gelu_float16():
                                                     (1, 1.0, 0.0001, 0.75)])
 def test_local_response_normalization(radius, bias, alpha, beta):
     _check("LOCAL_RESPONSE_NORMALIZATION", [rand((2, 3, 4, 9))], radius=radius, bias=bias, alpha=alpha, beta=beta)
+
+
+@pytest.mark.parametrize("shape,dil", [((3, 4), [2, 3]), ((2, 3, 4), [1, 2, 1]), ((5,), [4])])
+@pytest.mark.parametrize("dtype", ["float32", "int8", "int32"])
+def test_dilate(shape, dil, dtype):
+    _check("DILATE", [rand(shape, dtype, -9, 9), Const(np.array(dil, np.int32)), Const(np.array(7, dtype))])

@@ -1,6 +1,6 @@
 """Scatter, one-hot, reversal, diagonal and shape-query kernels: SCATTER_ND, DYNAMIC_UPDATE_SLICE,
 SPARSE_TO_DENSE, ONE_HOT, EMBEDDING_LOOKUP, REVERSE_V2, REVERSE_SEQUENCE, MATRIX_DIAG,
-MATRIX_SET_DIAG, RANK, BITCAST and BROADCAST_ARGS, as LiteRT's reference kernels define them.
+MATRIX_SET_DIAG, RANK, BITCAST, BROADCAST_ARGS and DILATE, as LiteRT's reference kernels define them.
 
 Index inputs are checked at run time: an index outside its tensor is a :class:`ModelError`
 naming the node (LiteRT fails the invoke too), never a wrapped-around read.
@@ -294,5 +294,27 @@ def _broadcast_args(ctx: NodeContext) -> Prepared:
         except ValueError:
             raise _bad_index(ctx, f"shapes {a} and {b} do not broadcast") from None
         return [np.asarray(shape, inputs[0].dtype).reshape(-1)]
+
+    return Prepared([None], run)
+
+
+# ---- DILATE ----------------------------------------------------------------------------------
+
+
+@register_kernel("DILATE", versions=range(1, 2))
+def _dilate(ctx: NodeContext) -> Prepared:
+    """Spread the input's elements ``dilations[i]`` apart along each axis, the gaps filled with
+    ``padding_value``: output size (n - 1) * d + 1 per axis."""
+    _need(ctx, 3)
+
+    def run(inputs):
+        x, dil, pad = inputs
+        d = np.asarray(dil).astype(np.int64).reshape(-1)
+        if d.size != x.ndim or (d.size and d.min() < 1):
+            raise _bad_index(ctx, f"dilations {d.tolist()} do not fit a rank-{x.ndim} input (one >= 1 per axis)")
+        shape = tuple(int((n - 1) * k + 1) if n else 0 for n, k in zip(x.shape, d, strict=True))
+        out = np.full(shape, np.asarray(pad).reshape(-1)[0], x.dtype)
+        out[tuple(slice(None, None, int(k)) for k in d)] = x
+        return [out]
 
     return Prepared([None], run)
