@@ -106,21 +106,25 @@ def test_rsqrt_int8_negative_input_is_an_error():
         it.invoke()
 
 
+def _every_value(dtype: str, qp, out_div: float = 100.0):
+    """(input, input quant, output quant): every int8 value, or every 5th int16 value with the 8-bit
+    parameters scaled down to int16 (zero points 0)."""
+    in_s, in_zp, out_s, out_zp = qp
+    if dtype == "int16":
+        return np.arange(-32768, 32768, 5, dtype=np.int16), (in_s / 100, 0), (out_s / out_div, 0)
+    return np.arange(-128, 128, dtype=np.int8), (in_s, in_zp), (out_s, out_zp)
+
+
 @pytest.mark.parametrize("op", ["EXP", "LOG", "ELU"])
 @pytest.mark.parametrize("dtype", ["int8", "int16"])
 @pytest.mark.parametrize("qp", [(0.05, 3, 0.2, -20), (0.02, -100, 0.01, 0), (0.1, 0, 0.5, 100)])
 def test_lut_ops(op, dtype, qp):
     if op == "ELU" and dtype == "int16":
         pytest.skip("LiteRT has no int16 ELU")
-    in_s, in_zp, out_s, out_zp = qp
-    if dtype == "int16":
-        in_s, in_zp, out_s, out_zp = in_s / 100, 0, out_s / 20, 0
-        x = np.arange(-32768, 32768, 7, dtype=np.int16)
-    else:
-        x = np.arange(-128, 128, dtype=np.int8)
+    x, in_q, out_q = _every_value(dtype, qp, out_div=20.0)
     if op == "EXP" and dtype == "int8":
-        out_s = max(out_s, 0.5)
-    model, feeds = build_single(op, [("in", x, (in_s, in_zp))], x.shape, dtype, (out_s, out_zp), version=1)
+        out_q = (max(out_q[0], 0.5), out_q[1])
+    model, feeds = build_single(op, [("in", x, in_q)], x.shape, dtype, out_q, version=1)
     # ELU is only in LiteRT's builtin resolver (no reference kernel registered)
     compare(f"{op} {dtype}", model, feeds, oracle="builtin" if op == "ELU" else "reference")
 
@@ -150,13 +154,8 @@ def test_gelu_quantized(dtype, approximate, qp):
 @pytest.mark.parametrize("dtype", ["int8", "int16"])
 @pytest.mark.parametrize("qp", [(0.05, 3, 0.05, 3), (0.05, -10, 0.02, -100), (0.1, 0, 0.3, 20)])
 def test_abs_quantized(dtype, qp):
-    in_s, in_zp, out_s, out_zp = qp
-    if dtype == "int16":
-        in_s, in_zp, out_s, out_zp = in_s / 100, 0, out_s / 100, 0
-        x = np.arange(-32768, 32768, 5, dtype=np.int16)
-    else:
-        x = np.arange(-128, 128, dtype=np.int8)
-    model, feeds = build_single("ABS", [("in", x, (in_s, in_zp))], x.shape, dtype, (out_s, out_zp), version=3)
+    x, in_q, out_q = _every_value(dtype, qp)
+    model, feeds = build_single("ABS", [("in", x, in_q)], x.shape, dtype, out_q, version=3)
     compare(f"ABS {dtype}", model, feeds, oracle="builtin")  # the reference resolver's ABS stops at v2
 
 
