@@ -616,9 +616,13 @@ def build_plan(
             persistent.add(t.index)
     read = {i for op in sg.operators for i in op.inputs if i >= 0}
     for i in sorted(read - written - persistent):
-        # Read but never written (a converter quirk): LiteRT reads whatever the arena held;
-        # we give zeros so runs are deterministic.
+        # Read but never written and without data: LiteRT never allocates such a tensor and
+        # fails the reading node ("Input tensor N lacks data"); refuse it before invoke.
         dt = numpy_dtype(specs[i].dtype)
+        if dt is not None and specs[i].shape is not None and int(np.prod(specs[i].shape)) > 0:
+            reader = next(op for op in sg.operators if i in op.inputs)
+            raise ModelError(f"{_where(subgraph_index, reader)}: input tensor {i} ({sg.tensors[i].name!r}) has no data "
+                             "and no node writes it (a malformed model; LiteRT fails it as 'lacks data')")
         if dt is not None and specs[i].shape is not None:
             template[i] = np.zeros(specs[i].shape, dt)
         persistent.add(i)

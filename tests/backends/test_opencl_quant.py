@@ -415,8 +415,6 @@ def _binary_model(op: str, dtype: str, qa, qb, qy) -> bytes:
 
 
 @pytest.mark.parametrize(("model", "reason"), [
-    (lambda: _conv_model("int16", (0.001, 0), b_dtype="int64"), "int16 activations (16x8 quantization)"),
-    (lambda: _conv_model("float32", None, b_dtype="float32"), "hybrid quantization"),
     (lambda: _binary_model("ADD", "int8", None, None, None), "without quantization parameters"),
     (lambda: _binary_model("MAXIMUM", "int8", (0.1, 0), (0.2, 0), (0.1, 0)), "quantized differently"),
     (lambda: _binary_model("SQUARED_DIFFERENCE", "int8", (0.1, 0), (0.1, 0), (0.1, 0)),
@@ -427,11 +425,19 @@ def test_declines_with_reason(model, reason):
     assert not answer and reason in answer.reason, answer.reason
 
 
+@pytest.mark.parametrize("model", [lambda: _conv_model("int16", (0.001, 0), b_dtype="int64"),
+                                   lambda: _conv_model("float32", None, b_dtype="float32")],
+                         ids=["16x8", "dynamic-range"])
+def test_takes_16x8_and_dynamic_range_convolutions(model):
+    answer = supports(_views(model())[-1])
+    assert answer, answer.reason
+
+
 def test_declined_quantized_op_runs_on_the_cpu():
-    model = _binary_model("ADD", "int16", (0.001, 0), (0.001, 0), (0.002, 0))
+    model = _binary_model("MAXIMUM", "int8", (0.1, 0), (0.2, 0), (0.1, 0))
     it = _interpreter(model)
     assert _backends(it) == ["cpu"]
-    a = np.random.default_rng(0).integers(-3000, 3000, (2, 1, 4, 4, 4)).astype(np.int16)
+    a = np.random.default_rng(0).integers(-100, 100, (2, 1, 4, 4, 4)).astype(np.int8)
     assert np.array_equal(_invoke(it, list(a))[0], run_litert(model, list(a))[0])
 
 

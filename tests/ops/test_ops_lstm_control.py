@@ -342,3 +342,88 @@ def test_read_unassigned_variable_fails():
 def test_zz_report_worst():
     for k, v in sorted(WORST.items()):
         print(f"worst rel err {k}: {v:.3e}")
+
+
+def test_fully_connected_weights_from_a_resource_variable():
+    """FULLY_CONNECTED whose weights are read from a resource variable (their shape is known only
+    at run time): it plans from the weights it gets, and the result follows the variable."""
+    from ai_edge_litert import interpreter as litert
+
+    w0 = np.arange(12, dtype=np.float32).reshape(3, 4) / 10
+    b = ModelBuilder()
+    x = b.input("x", (2, 4))
+    init = b.add_subgraph("init")
+    h0 = init.tensor("h", (), "resource")
+    init.op("VAR_HANDLE", [], [h0])
+    init.op("ASSIGN_VARIABLE", [h0, init.const("w0", w0)], [])
+    b.op("CALL_ONCE", [], [], init_subgraph_index=b.subgraph_index(init))
+    h = b.tensor("h", (), "resource")
+    b.op("VAR_HANDLE", [], [h])
+    w = b.tensor("w", (3, 4), shape_signature=(-1, -1))
+    b.op("READ_VARIABLE", [h], [w])
+    y = b.tensor("y", (2, 3))
+    b.op("FULLY_CONNECTED", [x, w, -1], [y])
+    w2 = b.tensor("w2", (3, 4))
+    b.op("MUL", [w, b.const("two", np.array([1.5], np.float32))], [w2])
+    b.op("ASSIGN_VARIABLE", [h, w2], [])
+    b.output(y)
+    model = _with_var_names(b.build(), {0: ("", "w"), 1: ("", "w")})
+    xv = np.array([[1, 2, 3, 4], [0.5, -1, 2, 0]], np.float32)
+    import litegpu
+
+    runs = []
+    for it in (litert.Interpreter(model_content=model, experimental_op_resolver_type=litert.OpResolverType.BUILTIN_REF),
+               litegpu.Interpreter(model_content=model)):
+        it.allocate_tensors()
+        seq = []
+        for _ in range(3):
+            it.set_tensor(it.get_input_details()[0]["index"], xv)
+            it.invoke()
+            seq.append(it.get_tensor(it.get_output_details()[0]["index"]))
+        runs.append(seq)
+    for ours, ref in zip(runs[1], runs[0], strict=True):
+        assert_allclose_rel(ours, ref, 1e-6)
+    assert not np.allclose(runs[0][0], runs[0][2])  # the variable changed the weights
+
+
+def _rnn_model(op: str, batch: int, steps: int, n_in: int, units: int, act: int, time_major: bool) -> tuple:
+    r = np.random.default_rng(units + steps)
+    b = ModelBuilder()
+    xs = (batch, n_in) if op == "RNN" else ((steps, batch, n_in) if time_major else (batch, steps, n_in))
+    x = b.input("x", xs)
+    w = b.const("w", (r.standard_normal((units, n_in)) * 0.4).astype(np.float32))
+    rw = b.const("r", (r.standard_normal((units, units)) * 0.3).astype(np.float32))
+    bias = b.const("b", (r.standard_normal(units) * 0.1).astype(np.float32))
+    h = b.tensor("h", (batch, units), is_variable=True)
+    ys = xs[:-1] + (units,)
+    y = b.tensor("y", ys)
+    opts = {"fused_activation_function": act}
+    if op != "RNN":
+        opts["time_major"] = time_major
+    b.op(op, [x, w, rw, bias, h], [y], **opts)
+    b.output(y)
+    return b.build(), [r.standard_normal(xs).astype(np.float32) for _ in range(3)]
+
+
+@pytest.mark.parametrize("op", ["RNN", "UNIDIRECTIONAL_SEQUENCE_RNN"])
+@pytest.mark.parametrize("act,time_major", [(4, False), (1, True), (0, False), (3, True)])
+def test_rnn_against_litert_over_invokes(op, act, time_major):
+    """Three invokes (the hidden state carries over), then reset_all_variables and one more."""
+    import litegpu
+    from ai_edge_litert import interpreter as litert
+
+    model, feeds = _rnn_model(op, 2, 4, 3, 5, act, time_major)
+    runs = []
+    for it in (litert.Interpreter(model_content=model, experimental_op_resolver_type=litert.OpResolverType.BUILTIN_REF),
+               litegpu.Interpreter(model_content=model)):
+        it.allocate_tensors()
+        seq = []
+        for k in range(4):
+            if k == 3:
+                it.reset_all_variables()
+            it.set_tensor(it.get_input_details()[0]["index"], feeds[k % 3])
+            it.invoke()
+            seq.append(it.get_tensor(it.get_output_details()[0]["index"]))
+        runs.append(seq)
+    for ours, ref in zip(runs[1], runs[0], strict=True):
+        assert_allclose_rel(ours, ref, 1e-5)

@@ -220,3 +220,84 @@ def test_hybrid_lstm_state_persists_across_invokes():
     for a, b in zip(outs[1], outs[0], strict=True):
         assert rel_error(a, b) <= 1e-6
     assert not np.allclose(outs[0][0], outs[0][1])  # the state did carry over
+
+
+DW = [  # per-channel?, input, depth multiplier, kernel, strides, padding, activation, dilation
+    (True, (1, 9, 9, 3), 1, (3, 3), (1, 1), SAME, 0, 1),
+    (True, (2, 10, 7, 4), 2, (3, 3), (2, 2), VALID, 1, 1),
+    (False, (1, 9, 9, 4), 1, (3, 3), (1, 1), SAME, 3, 1),
+    (True, (3, 8, 8, 5), 3, (1, 1), (1, 1), VALID, 0, 1),
+    (True, (1, 11, 9, 6), 1, (5, 3), (2, 1), SAME, 2, 1),
+    (True, (1, 12, 12, 8), 1, (3, 3), (1, 1), SAME, 0, 2),
+]
+
+
+@pytest.mark.parametrize("case", DW, ids=lambda c: f"{'pc' if c[0] else 'pt'}-{c[1]}-m{c[2]}-{c[3]}-s{c[4]}-d{c[7]}")
+@pytest.mark.parametrize("seed", [0, 1])
+def test_hybrid_depthwise_conv(case, seed):
+    pc, xs, mult, (kh, kw), (sh, sw), pad, act, dil = case
+    cout = xs[3] * mult
+    r = rng(seed + cout + 17)
+    x = (r.standard_normal(xs) + 0.2 * seed).astype(np.float32)
+    w, wq = _w(r, (1, kh, kw, cout), 3 if pc else None, cout)
+    b = r.standard_normal(cout).astype(np.float32)
+    ekh, ekw = (kh - 1) * dil + 1, (kw - 1) * dil + 1
+    oh = (xs[1] + sh - 1) // sh if pad == SAME else (xs[1] - ekh + sh) // sh
+    ow = (xs[2] + sw - 1) // sw if pad == SAME else (xs[2] - ekw + sw) // sw
+    model, feeds = build_single("DEPTHWISE_CONV_2D", [("in", x, None), ("const", w, wq), ("const", b, None)],
+                                (xs[0], oh, ow, cout), "float32", None, padding=pad, stride_w=sw, stride_h=sh,
+                                depth_multiplier=mult, dilation_w_factor=dil, dilation_h_factor=dil,
+                                fused_activation_function=act, version=6)
+    if not pc:
+        # LiteRT's hybrid depthwise reference kernel indexes the scale array by output channel and
+        # reads past a per-tensor (one-entry) scale: compare with the scale repeated per channel,
+        # the only defined reading, which the per-channel model below states explicitly.
+        wq = (np.full(cout, wq[0], np.float32), np.zeros(cout, np.int64), 3)
+        ref_model, _ = build_single("DEPTHWISE_CONV_2D", [("in", x, None), ("const", w, wq), ("const", b, None)],
+                                    (xs[0], oh, ow, cout), "float32", None, padding=pad, stride_w=sw, stride_h=sh,
+                                    depth_multiplier=mult, dilation_w_factor=dil, dilation_h_factor=dil,
+                                    fused_activation_function=act, version=6)
+        (ref,) = run_litert(ref_model, feeds, reference=True)
+        (ours,) = run_ours(model, feeds)
+        assert np.array_equal(ours, ref)
+        return
+    _compare("hybrid DEPTHWISE_CONV_2D", model, feeds)
+
+
+TCONV = [  # per-channel?, input, out channels, kernel, strides, padding, bias?
+    (True, (1, 5, 5, 3), 4, (3, 3), (2, 2), SAME, True),
+    (False, (2, 4, 6, 5), 3, (3, 3), (1, 1), VALID, True),
+    (True, (1, 6, 6, 2), 6, (2, 2), (2, 2), VALID, False),
+    (False, (3, 3, 4, 4), 2, (4, 3), (2, 1), SAME, True),
+]
+
+
+@pytest.mark.parametrize("case", TCONV, ids=lambda c: f"{'pc' if c[0] else 'pt'}-{c[1]}-{c[3]}-s{c[4]}")
+@pytest.mark.parametrize("seed", [0, 1])
+def test_hybrid_transpose_conv(case, seed):
+    pc, xs, cout, (kh, kw), (sh, sw), pad, has_bias = case
+    r = rng(seed + cout + 31)
+    x = (r.standard_normal(xs) - 0.3 * seed).astype(np.float32)
+    w, wq = _w(r, (cout, kh, kw, xs[3]), 0 if pc else None, cout)
+    oh = xs[1] * sh if pad == SAME else (xs[1] - 1) * sh + kh
+    ow = xs[2] * sw if pad == SAME else (xs[2] - 1) * sw + kw
+    oshape = (xs[0], oh, ow, cout)
+    ins = [("const", np.array(oshape, np.int32), None), ("const", w, wq), ("in", x, None)]
+    if has_bias:
+        ins.append(("const", r.standard_normal(cout).astype(np.float32), None))
+    model, feeds = build_single("TRANSPOSE_CONV", ins, oshape, "float32", None, padding=pad, stride_w=sw,
+                                stride_h=sh, version=4)
+    _compare("hybrid TRANSPOSE_CONV", model, feeds)
+
+
+@pytest.mark.parametrize("min_elements", [1024, 0], ids=["converter-threshold", "all-weights-int8"])
+def test_dynamic_range_mobilenet_v2(min_elements):
+    """MobileNet v2 (all 17 inverted-residual blocks, 1000 classes) on a 96x96 input, dynamic-range
+    quantized as the converter does it (weights of >= 1024 elements int8 per channel), and with
+    every weight int8.  Hybrid layers are bit-exact; the float layers (first conv, small 1x1
+    projections, MEAN, SOFTMAX) are float-accurate, so the whole network is held to 1e-5."""
+    from _mobilenet_v2 import mobilenet_v2  # tests/ is on sys.path (its conftest.py)
+
+    model = mobilenet_v2(96, hybrid=True, min_elements=min_elements)
+    x = np.random.default_rng(1).uniform(-1, 1, (1, 96, 96, 3)).astype(np.float32)
+    _compare("hybrid MobileNet v2", model, [x], tol=1e-5, exact=False)

@@ -3,47 +3,58 @@
 Each kernel module registers its kernels into :data:`litegpu.cpu._registry.CPU_KERNELS`
 when imported.  The list below is explicit on purpose: a module is listed once it
 exists, so a typo or a missing file is an ImportError, never a silently missing op.
-Add new modules to the tuple of your group (one name per line keeps merges clean).
+Modules are grouped by topic; add a new module to the group its ops belong to (one name
+per line keeps merges clean).
 """
 
 from __future__ import annotations
 
 import importlib
 
-# kernels-a: elementwise, activations, reduce, layout
-_KERNELS_A: tuple[str, ...] = (
-    "elementwise",
-    "compare",
-    "activations",
-    "reduce",
-    "layout",
-    "slicing",
-    "padding",
-    "generate",
-)
+#: topic -> kernel modules.  Import order matters in one place only: ``quantized`` (integer
+#: kernels, and hybrid float-activation/int8-weight kernels that hand float nodes on to the
+#: float kernels registered before them) must come after every float kernel module.
+KERNEL_GROUPS: dict[str, tuple[str, ...]] = {
+    "elementwise math and comparisons": (
+        "elementwise",
+        "compare",
+    ),
+    "activations and normalization": (
+        "activations",
+    ),
+    "reductions, sorting, segments and cumulative sums": (
+        "reduce",
+        "sorting",
+    ),
+    "shapes, layout, indexing and generators": (
+        "layout",
+        "slicing",
+        "scatter",
+        "padding",
+        "generate",
+    ),
+    "convolution, matrix products, pooling and resizing": (
+        "conv",
+        "matmul",
+        "pooling",
+        "resize",
+    ),
+    "recurrent networks and control flow": (
+        "lstm",
+        "control_flow",
+    ),
+    "formats: sparse tensors, (de)quantization, float16 activations, MediaPipe custom ops": (
+        "sparse",
+        "quantize",
+        "float16",
+        "mediapipe",
+    ),
+    "integer and hybrid kernels (must stay last)": (
+        "quantized",
+    ),
+}
 
-
-# kernels-b: conv, pooling, resize, quantize, sparse, lstm, control_flow, mediapipe
-_KERNELS_B: tuple[str, ...] = (
-    "conv",
-    "pooling",
-    "resize",
-    "quantize",
-    "sparse",
-    "matmul",
-    "lstm",
-    "control_flow",
-    "mediapipe",
-)
-
-
-# other kernel modules.  "quantized" (integer kernels, and hybrid float-activation/int8-weight
-# kernels that chain to the float kernels registered before them) must stay last.
-_KERNELS_OTHER: tuple[str, ...] = (
-    "quantized",
-)
-
-KERNEL_MODULES: tuple[str, ...] = _KERNELS_A + _KERNELS_B + _KERNELS_OTHER
+KERNEL_MODULES: tuple[str, ...] = tuple(m for group in KERNEL_GROUPS.values() for m in group)
 
 for _name in KERNEL_MODULES:
     importlib.import_module(f"{__name__}.{_name}")

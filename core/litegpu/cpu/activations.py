@@ -330,3 +330,32 @@ def _l2_normalization(ctx: NodeContext) -> Prepared:
         return x / np.maximum(norm, eps)
 
     return _unary(ctx, fn)
+
+
+# ---- LOCAL_RESPONSE_NORMALIZATION ------------------------------------------------------------------
+
+@register_kernel("LOCAL_RESPONSE_NORMALIZATION", dtypes=F32, versions=range(1, 2))
+def _local_response_normalization(ctx: NodeContext) -> Prepared:
+    """x * (bias + alpha * sum of x^2 over channels [c - radius, c + radius))^-beta, along the last
+    axis (LiteRT's window ends *before* c + radius, as its reference kernel does)."""
+    if len(ctx.inputs) != 1 or ctx.inputs[0] is None or len(ctx.outputs) != 1:
+        raise ctx.fail("expects 1 input and 1 output")
+    o = ctx.options
+    radius = int(o.get("radius", 0))
+    bias, alpha, beta = (np.float32(o.get(k, d)) for k, d in (("bias", 0.0), ("alpha", 0.0), ("beta", 0.0)))
+    x = ctx.inputs[0]
+    if x.shape is not None and len(x.shape) != 4:
+        raise ctx.fail(f"input must be 4-D, got {x.shape}")
+
+    def run(inputs):
+        v = inputs[0].astype(np.float32)
+        depth = v.shape[-1]
+        sq = (v * v).astype(np.float64)
+        csum = np.concatenate([np.zeros(v.shape[:-1] + (1,)), np.cumsum(sq, axis=-1)], axis=-1)
+        c = np.arange(depth)
+        lo, hi = np.maximum(0, c - radius), np.minimum(depth, c + radius)
+        acc = np.where(hi > lo, csum[..., hi] - csum[..., lo], 0.0).astype(np.float32)
+        mult = np.power((bias + alpha * acc).astype(np.float64), -float(beta)).astype(np.float32)
+        return [(v * mult).astype(np.float32)]
+
+    return Prepared([None if x.shape is None else tuple(x.shape)], run)

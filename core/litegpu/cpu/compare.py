@@ -1,8 +1,9 @@
 """Comparison, logical and selection kernels: EQUAL..GREATER_EQUAL, LOGICAL_*, SELECT(_V2), WHERE.
 
-Comparisons of quantized int8/uint8 tensors compare raw values, which is exact
-when both inputs share scale and zero point; differing parameters are refused
-here (the quantized kernels handle rescaling).
+Comparisons here compare raw values: int16 LESS/GREATER(_EQUAL) and unquantized int16
+EQUAL/NOT_EQUAL, as LiteRT does.  Quantized int8/uint8 comparisons (and quantized int16
+EQUAL/NOT_EQUAL) are rescaled by :mod:`litegpu.cpu.quantized.elementwise`, which hands
+the raw cases back to these kernels.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._registry import NodeContext, Prepared, register_kernel
-from ._shapes import broadcast_shape, same_quantization
+from ._shapes import broadcast_shape
 
 __all__: list[str] = []
 
@@ -26,8 +27,6 @@ def _compare(ctx: NodeContext, fn) -> Prepared:
         raise ctx.fail(f"input dtypes differ: {a.dtype} and {b.dtype}")
     if ctx.outputs[0].dtype != "bool":
         raise ctx.fail(f"output must be bool, got {ctx.outputs[0].dtype}")
-    if a.dtype in ("int8", "uint8", "int16") and not same_quantization(a, b):
-        raise ctx.fail("comparing quantized tensors with different scale/zero point is not supported here")
     shape = None
     if a.shape is not None and b.shape is not None:
         shape = broadcast_shape(ctx, tuple(a.shape), tuple(b.shape), 8)

@@ -208,3 +208,21 @@ def assign_variable(ctx: NodeContext) -> Prepared:
         return []
 
     return Prepared([], run)
+
+
+@register_kernel("STABLEHLO_COMPOSITE", versions=range(1, 2))
+def stablehlo_composite(ctx: NodeContext) -> Prepared:
+    """A named composite op: runs its decomposition subgraph, as LiteRT's CPU does."""
+    _need_interpreter(ctx)
+    idx = _subgraph_index(ctx, "decomposition_subgraph_index")
+    d_in, d_out = _io(ctx, idx)
+    if len(d_in) != len(ctx.inputs) or len(d_out) != len(ctx.outputs):
+        raise ModelError(f"node #{ctx.op.index} STABLEHLO_COMPOSITE {ctx.options.get('name', '')!r}: decomposition "
+                         f"subgraph {idx} takes {len(d_in)} and gives {len(d_out)} tensors, the node has "
+                         f"{len(ctx.inputs)} and {len(ctx.outputs)}")
+    call = ctx.call_subgraph
+
+    def run(inputs):
+        return [np.array(v, copy=True) for v in call(idx, list(inputs))]
+
+    return Prepared(_shapes(d_out), run)

@@ -270,7 +270,8 @@ _UNARY: dict[str, tuple[Callable[[np.ndarray], np.ndarray], tuple[str, ...], ran
     # LiteRT rounds half to even (banker's rounding), which is what np.rint does
     "ROUND": (np.rint, F32, range(1, 2)),
     "ABS": (np.abs, F32 + ("int32",), range(1, 6)),
-    "NEG": (np.negative, F32 + I32_64, range(1, 2)),
+    # int8/int16: a plain two's-complement negation (LiteRT's Negate ignores quantization)
+    "NEG": (np.negative, F32 + I32_64 + ("int8", "int16"), range(1, 2)),
     "SIGN": (_sign, F32 + ("float64", "int32"), range(1, 3)),
 }
 
@@ -319,4 +320,108 @@ def _cast(ctx: NodeContext) -> Prepared:
     else:
         def run(inputs):
             return [np.asarray(inputs[0]).astype(odt)]
+    return Prepared([None if x.shape is None else tuple(x.shape)], run)
+
+
+# ---- ATAN2, ADD_N, bitwise ops, StableHLO element-wise ops ---------------------------------------
+
+def _atan2(a, b):
+    # atan2f: computed in double and rounded once (correctly rounded in practice)
+    return np.asarray(np.arctan2(a.astype(np.float64), b.astype(np.float64)).astype(a.dtype))
+
+
+@register_kernel("ATAN2", dtypes=F32, versions=range(1, 2))
+def _atan2_kernel(ctx: NodeContext) -> Prepared:
+    a, b = (ctx.inputs + [None, None])[:2]
+    if a is not None and b is not None and a.shape is not None and b.shape is not None \
+            and tuple(a.shape) != tuple(b.shape):
+        raise ctx.fail(f"inputs must have the same shape (LiteRT does not broadcast), got {a.shape} and {b.shape}")
+    return _binary(ctx, _atan2)
+
+
+_INTS = ("int8", "uint8", "int16", "uint16", "int32", "uint32", "int64")
+
+
+@register_kernel("BITWISE_XOR", dtypes=_INTS, versions=range(1, 2))
+def _bitwise_xor(ctx: NodeContext) -> Prepared:
+    return _binary(ctx, _as_array(np.bitwise_xor), max_rank=8)
+
+
+def _right_shift(a, b):
+    # LiteRT clamps the shift to the type's width minus one (an arithmetic shift for signed types)
+    bits = a.dtype.itemsize * 8 - 1
+    return np.asarray(np.right_shift(a, np.clip(b, 0, bits).astype(a.dtype)))
+
+
+@register_kernel("RIGHT_SHIFT", dtypes=_INTS, versions=range(1, 2))
+def _right_shift_kernel(ctx: NodeContext) -> Prepared:
+    return _binary(ctx, _right_shift, max_rank=8)
+
+
+@register_kernel("ADD_N", dtypes=F32 + ("int32",), versions=range(1, 2))
+def _add_n(ctx: NodeContext) -> Prepared:
+    if len(ctx.inputs) < 2 or any(t is None for t in ctx.inputs) or len(ctx.outputs) != 1:
+        raise ctx.fail("expects two or more inputs and 1 output")
+    shapes = {None if t.shape is None else tuple(t.shape) for t in ctx.inputs}
+    if len(shapes) != 1 or {t.dtype for t in ctx.inputs} != {ctx.inputs[0].dtype}:
+        raise ctx.fail("all inputs must have one shape and dtype")
+
+    def run(inputs):
+        acc = np.array(inputs[0], copy=True)
+        for x in inputs[1:]:  # in input order, as LiteRT sums
+            acc += x
+        return [acc]
+
+    return Prepared([shapes.pop()], run, fresh=True)
+
+
+def _shift_left(a, b):
+    bits = a.dtype.itemsize * 8
+    ok = (b >= 0) & (b < bits)
+    return np.asarray(np.where(ok, np.left_shift(a, np.where(ok, b, 0).astype(a.dtype)), 0).astype(a.dtype))
+
+
+_HLO_NUM = ("float32", "int8", "uint8", "int16", "int32", "int64")
+for _name, _fn, _dts in (
+    ("STABLEHLO_ADD", np.add, _HLO_NUM + ("bool",)),
+    ("STABLEHLO_MULTIPLY", np.multiply, _HLO_NUM + ("bool",)),
+    ("STABLEHLO_MAXIMUM", np.maximum, _HLO_NUM + ("bool",)),
+    ("STABLEHLO_MINIMUM", np.minimum, _HLO_NUM + ("bool",)),
+    ("STABLEHLO_AND", np.bitwise_and, ("int8", "uint8", "int16", "int32", "int64", "bool")),
+    ("STABLEHLO_SHIFT_LEFT", _shift_left, ("int8", "int16", "int32")),
+):
+    register_kernel(_name, dtypes=_dts, versions=range(1, 2))(
+        (lambda f: lambda ctx: _binary(ctx, _as_array(f)))(_fn))
+
+
+# ---- FAKE_QUANT ---------------------------------------------------------------------------------
+
+@register_kernel("FAKE_QUANT", dtypes=F32, versions=range(1, 3))
+def _fake_quant(ctx: NodeContext) -> Prepared:
+    """Quantize-dequantize on the nudged [min, max] grid of ``num_bits`` (float32 arithmetic, as
+    TensorFlow's FakeQuantWithMinMaxArgs): clamp, shift by the nudged min, round half away."""
+    if len(ctx.inputs) != 1 or ctx.inputs[0] is None or len(ctx.outputs) != 1:
+        raise ctx.fail("expects 1 input and 1 output")
+    o = ctx.options
+    f = np.float32
+    lo, hi = f(o.get("min", 0.0)), f(o.get("max", 0.0))
+    bits = int(o.get("num_bits", 8) or 8)
+    if o.get("narrow_range", False):
+        raise ctx.fail("narrow_range FAKE_QUANT is for weights only; LiteRT refuses it at run time too")
+    qmin = f(0)
+    qmax = f((1 << bits) - 1)
+    if not lo <= 0 <= hi or lo == hi:
+        raise ctx.fail(f"the range [{lo}, {hi}] must contain 0 and not be empty")
+    scale = f((hi - lo) / (qmax - qmin))
+    zp_from_min = f(qmin - f(lo / scale))
+    zp = qmin if zp_from_min < qmin else qmax if zp_from_min > qmax else f(np.floor(abs(zp_from_min) + 0.5))
+    nmin, nmax = f((qmin - zp) * scale), f((qmax - zp) * scale)
+    inv = f(f(1) / scale)
+
+    def run(inputs):
+        x = np.clip(inputs[0].astype(f), nmin, nmax).astype(f)
+        q = np.sign(x - nmin) * np.floor(np.abs(((x - nmin) * inv).astype(f)) + f(0.5))
+        return [(q.astype(f) * scale + nmin).astype(f)]
+
+    x = ctx.inputs[0]
     return Prepared([None if x.shape is None else tuple(x.shape)], run)

@@ -294,3 +294,56 @@ def lstm(ctx: NodeContext) -> Prepared:
 @register_kernel("UNIDIRECTIONAL_SEQUENCE_LSTM", dtypes=FLOAT, versions=range(1, 5))
 def unidirectional_sequence_lstm(ctx: NodeContext) -> Prepared:
     return _full_lstm(ctx, sequence=True)
+
+
+# --------------------------------------------------------------------------- RNN, UNIDIRECTIONAL_SEQUENCE_RNN
+
+
+def _rnn(ctx: NodeContext, sequence: bool) -> Prepared:
+    """h = act(x W^T + h R^T + b) per (time) step; the hidden state variable is updated in place."""
+    ins = ctx.inputs
+    if len(ins) != 5 or any(t is None for t in ins) or len(ctx.outputs) < 1:
+        raise ctx.fail("expects inputs (input, weights, recurrent weights, bias, hidden state) and an output")
+    if any(ins[i].dtype != "float32" for i in (1, 2, 3)):
+        raise ctx.fail(f"only float32 weights are supported (got {ins[1].dtype}; dynamic-range RNNs are not)")
+    if not ins[4].is_variable:
+        raise ctx.fail("the hidden state must be a variable tensor")
+    act = _activation(int(ctx.options.get("fused_activation_function", 0)))
+    time_major = bool(ctx.options.get("time_major", False))
+    w, r, b = (spec_shape(ins[i]) for i in (1, 2, 3))
+    units = None if w is None else w[0]
+
+    def run(inputs):
+        x, wv, rv, bv, h_var = inputs
+        if wv.ndim != 2 or rv.shape != (wv.shape[0], wv.shape[0]) or bv.size != wv.shape[0]:
+            raise ModelError(f"node #{ctx.op.index} {ctx.op.name}: weights {wv.shape}, recurrent weights "
+                             f"{rv.shape} and bias {bv.shape} do not fit")
+        seq = x if not sequence else (x if time_major else np.swapaxes(x, 0, 1))
+        if not sequence:
+            seq = seq[None]
+        h = np.asarray(h_var, F32).reshape(seq.shape[1], wv.shape[0])
+        outs = np.empty(seq.shape[:2] + (wv.shape[0],), F32)
+        wt, rt = np.asarray(wv, F32).T, np.asarray(rv, F32).T
+        for t in range(seq.shape[0]):  # sequential in time
+            h = act((seq[t].reshape(seq.shape[1], -1) @ wt + h @ rt + bv.reshape(-1)).astype(F32)).astype(F32)
+            outs[t] = h
+        _write_state(h_var, h, "hidden state")
+        if not sequence:
+            return [outs[0]]
+        return [np.ascontiguousarray(outs if time_major else np.swapaxes(outs, 0, 1))]
+
+    xs = spec_shape(ins[0])
+    oshape = None
+    if xs is not None and units is not None:
+        oshape = xs[:-1] + (units,) if sequence else (xs[0], units)
+    return Prepared([oshape], run)
+
+
+@register_kernel("RNN", dtypes=FLOAT, versions=range(1, 4))
+def rnn(ctx: NodeContext) -> Prepared:
+    return _rnn(ctx, sequence=False)
+
+
+@register_kernel("UNIDIRECTIONAL_SEQUENCE_RNN", dtypes=FLOAT, versions=range(1, 4))
+def unidirectional_sequence_rnn(ctx: NodeContext) -> Prepared:
+    return _rnn(ctx, sequence=True)

@@ -44,44 +44,75 @@ def fully_connected(ctx: NodeContext) -> Prepared:
                          "(NONE, RELU, RELU_N1_TO_1, RELU6)")
     clamp = activation_clamp(act)
     wshape = spec_shape(ctx.inputs[1])
-    if wshape is None or len(wshape) != 2:
+    if wshape is not None and len(wshape) != 2:
         raise ModelError(f"node #{ctx.op.index} FULLY_CONNECTED: weights must be 2-D, got {wshape}")
-    units, depth = wshape
     bias_spec = ctx.inputs[2] if len(ctx.inputs) > 2 else None
-    if bias_spec is not None and bias_spec.shape is not None and int(np.prod(bias_spec.shape)) != units:
-        raise ModelError(f"node #{ctx.op.index} FULLY_CONNECTED: bias has {int(np.prod(bias_spec.shape))} "
-                         f"elements for {units} units")
-    wcache = DerivedCache(lambda w: np.ascontiguousarray(np.asarray(w, F32).reshape(units, depth).T),
-                          _dense_const(ctx.inputs[1]))
+    if wshape is None:
+        # Weights whose shape is only known at run time (read from a resource variable, say):
+        # plan from each invoke's weights.
+        plans: dict[tuple[int, ...], _FcPlan] = {}
 
-    def out_shape_of(shape: tuple[int, ...]) -> tuple[int, ...]:
+        def run_dynamic(inputs):
+            w = inputs[1]
+            if w.ndim != 2:
+                raise ModelError(f"node #{ctx.op.index} FULLY_CONNECTED: weights must be 2-D, got {w.shape}")
+            p = plans.get(w.shape)
+            if p is None:
+                plans.clear()
+                p = plans[w.shape] = _FcPlan(w.shape, keep, clamp, None)
+            return p.run(inputs)
+
+        return Prepared([None], run_dynamic, fresh=True)
+    if bias_spec is not None and bias_spec.shape is not None and int(np.prod(bias_spec.shape)) != wshape[0]:
+        raise ModelError(f"node #{ctx.op.index} FULLY_CONNECTED: bias has {int(np.prod(bias_spec.shape))} "
+                         f"elements for {wshape[0]} units")
+    plan = _FcPlan(wshape, keep, clamp, _dense_const(ctx.inputs[1]))
+    in_shape = spec_shape(ctx.inputs[0])
+    plan.static_in = in_shape
+    plan.static_out = plan.out_shape_of(in_shape) if in_shape is not None else None
+    return Prepared([plan.static_out], plan.run, fresh=True)
+
+
+class _FcPlan:
+    """One FULLY_CONNECTED weights layout: ``(units, depth)`` filter transposed for the sgemm."""
+
+    def __init__(self, wshape, keep: bool, clamp, const_w):
+        self.units, self.depth = (int(d) for d in wshape)
+        self.keep = keep
+        self.clamp = clamp
+        units, depth = self.units, self.depth
+        self.wcache = DerivedCache(lambda w: np.ascontiguousarray(np.asarray(w, F32).reshape(units, depth).T),
+                                   const_w)
+        self.static_in: tuple[int, ...] | None = None
+        self.static_out: tuple[int, ...] | None = None
+
+    def out_shape_of(self, shape: tuple[int, ...]) -> tuple[int, ...]:
+        depth, units = self.depth, self.units
         size = int(np.prod(shape, dtype=np.int64))
         if depth == 0 or size % depth:
             raise ModelError(f"FULLY_CONNECTED: input of shape {shape} cannot be split into rows of {depth}")
-        if keep:
+        if self.keep:
             if not shape or shape[-1] != depth:
                 raise ModelError(f"FULLY_CONNECTED (keep_num_dims): input's last dimension must be {depth}, "
                                  f"got shape {shape}")
             return shape[:-1] + (units,)
         return (size // depth, units)
 
-    in_shape = spec_shape(ctx.inputs[0])
-    static_out = out_shape_of(in_shape) if in_shape is not None else None
-
-    def run(inputs):
+    def run(self, inputs):
         x, w = inputs[0], inputs[1]
         bias = inputs[2] if len(inputs) > 2 else None
-        oshape = static_out if static_out is not None and x.shape == in_shape else out_shape_of(x.shape)
+        oshape = self.static_out if self.static_out is not None and x.shape == self.static_in \
+            else self.out_shape_of(x.shape)
         out = np.empty(oshape, F32)
-        o2 = out.reshape(-1, units)
-        np.matmul(x.reshape(-1, depth), wcache.get(w), out=o2)
+        o2 = out.reshape(-1, self.units)
+        np.matmul(x.reshape(-1, self.depth), self.wcache.get(w), out=o2)
         if bias is not None:
+            if bias.size != self.units:
+                raise ModelError(f"FULLY_CONNECTED: bias has {bias.size} elements for {self.units} units")
             np.add(o2, bias.reshape(-1), out=o2)
-        if clamp is not None:
-            clamp(out)
+        if self.clamp is not None:
+            self.clamp(out)
         return [out]
-
-    return Prepared([static_out], run, fresh=True)
 
 
 def _bmm_shape(a: tuple[int, ...], b: tuple[int, ...], adj_x: bool, adj_y: bool) -> tuple[int, ...]:

@@ -220,3 +220,24 @@ def average_pool_2d(ctx: NodeContext) -> Prepared:
 @register_kernel("MAX_POOL_2D", dtypes=FLOAT + ("int8", "uint8", "int16"), versions=range(1, 4))
 def max_pool_2d(ctx: NodeContext) -> Prepared:
     return _pool("MAX_POOL_2D", ctx)
+
+
+@register_kernel("L2_POOL_2D", dtypes=FLOAT, versions=range(1, 2))
+def l2_pool_2d(ctx: NodeContext) -> Prepared:
+    """sqrt(mean of x^2 over the valid window), then the fused activation (LiteRT's L2Pool)."""
+    from dataclasses import replace
+
+    act = int(ctx.options.get("fused_activation_function", 0))
+    plain = replace(ctx, op=replace(ctx.op, options={**ctx.options, "fused_activation_function": 0}))
+    mean = _pool("AVERAGE_POOL_2D", plain)
+    clamp = activation_clamp(act)
+
+    def run(inputs):
+        x = inputs[0]
+        (m,) = mean.run([np.multiply(x, x, dtype=F32)])
+        r = np.sqrt(m, dtype=F32)
+        if clamp is not None:
+            clamp(r)
+        return [r]
+
+    return Prepared(mean.output_shapes, run, fresh=True)

@@ -149,7 +149,7 @@ def _const_or_run(spec: TensorSpec, fn: Callable[[np.ndarray], np.ndarray],
     return Prepared([shape], run)
 
 
-@register_kernel("DEQUANTIZE", dtypes=("float16",) + _QTYPES, versions=range(1, 7))
+@register_kernel("DEQUANTIZE", dtypes=("float16",) + _QTYPES, versions=range(1, 10))
 def dequantize(ctx: NodeContext) -> Prepared:
     if len(ctx.inputs) != 1 or ctx.inputs[0] is None or len(ctx.outputs) != 1:
         raise ModelError(f"node #{ctx.op.index} DEQUANTIZE needs exactly one input and one output")

@@ -180,8 +180,10 @@ def _supports(node: NodeView) -> Support:
     for i, what in params.items():
         if what in ("weights", "bias", "alpha") and i < len(node.inputs) and node.inputs[i] is not None:
             t = node.inputs[i]
-            if t.dtype not in ("float32", "float16") and not _dequantized(sg, op.inputs[i]):
-                return Support.no(f"{name} with {t.dtype} {what} (hybrid quantization)")
+            hybrid = what == "weights" and t.is_constant and t.dtype in ("int8", "uint8") \
+                and t.quantization is not None  # dynamic-range: dequantized at prepare (float_view)
+            if t.dtype not in ("float32", "float16") and not hybrid and not _dequantized(sg, op.inputs[i]):
+                return Support.no(f"{name} with {t.dtype} {what}")
     check = _CHECKS.get(name)
     if check is not None:
         reason = check(node)

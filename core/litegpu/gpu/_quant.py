@@ -24,8 +24,8 @@ from ._graph import QuantView
 __all__ = ["QUANT_OPS", "BYTE_OPS", "MOVE_OPS", "SAME_GRID_OPS", "GRID_KEEPING", "WEIGHTED", "QUANT_DTYPES", "tensor_view",
            "quantized_reason", "node_qdtype"]
 
-#: 8-bit types the float view takes for activations (int16 16x8 models are declined)
-QUANT_DTYPES = ("int8", "uint8")
+#: integer types the float view takes for activations (int16: 16x8 models, int8 weights)
+QUANT_DTYPES = ("int8", "uint8", "int16")
 
 #: ops LiteRT runs on the raw bytes: input and output must share their quantization, and the
 #: result keeps the input's grid (no QDQ needed); integer tensors without quantization are fine too
@@ -110,9 +110,6 @@ def quantized_reason(node: Any, params: dict[int, str]) -> str | None:
     qdtype = node_qdtype(name, tensors)
     if not ints and not (name == "QUANTIZE"):
         return None
-    for t in ints:
-        if t.dtype == "int16":
-            return "int16 activations (16x8 quantization): the GPU float view handles 8-bit models only"
     if name not in QUANT_OPS:
         return f"quantized {name} is not implemented on the GPU path"
     unquantized = [t for t in ints if t.quantization is None]
@@ -153,7 +150,7 @@ def quantized_reason(node: Any, params: dict[int, str]) -> str | None:
         if n != 1 and (w.quantization.quantized_dimension != axis or n != w.shape[axis]):
             return f"quantized {name} with weights quantized along axis {w.quantization.quantized_dimension}"
         b = node.inputs[bi] if bi < len(node.inputs) else None
-        if b is not None and b.dtype not in ("int32", "float32"):
+        if b is not None and b.dtype not in ("int32", "int64", "float32"):
             return f"quantized {name} with a {b.dtype} bias"
     return ""
 

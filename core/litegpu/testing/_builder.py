@@ -57,6 +57,7 @@ _OPTIONS_OVERRIDE = {
     "SELECT_V2": "SelectV2Options", "MIRROR_PAD": "MirrorPadOptions", "GELU": "GeluOptions",
     "RANDOM_STANDARD_NORMAL": "RandomOptions", "RANDOM_UNIFORM": "RandomOptions",
     "MULTINOMIAL": "RandomOptions", "RFFT2D": "Rfft2dOptions", "BROADCAST_ARGS": None,
+    "STABLEHLO_COMPOSITE": "StableHLOCompositeOptions",
 }
 
 
@@ -318,7 +319,7 @@ class ModelBuilder(SubgraphBuilder):
                 copts = None
                 if o.custom_options:
                     copts = b.CreateByteVector(o.custom_options)
-                opts = self._options(b, o, vec_i32)
+                opts = self._options(b, o, vec_i32, vec_f32)
                 Operator.OperatorStart(b)
                 Operator.OperatorAddOpcodeIndex(b, codes.index((o.code, o.custom_code, o.version)))
                 Operator.OperatorAddInputs(b, ins)
@@ -415,7 +416,7 @@ class ModelBuilder(SubgraphBuilder):
         return QP.QuantizationParametersEnd(b)
 
     @staticmethod
-    def _options(b, o: _Op, vec_i32):
+    def _options(b, o: _Op, vec_i32, vec_f32):
         if o.custom_code is not None:
             return None
         op = BUILTIN_OPCODE2NAME[o.code]
@@ -439,7 +440,15 @@ class ModelBuilder(SubgraphBuilder):
                 raise ValueError(f"op {op}: {cls_name} has no field {key!r}")
             if isinstance(val, (list, tuple, np.ndarray)):
                 starter = getattr(mod, f"{cls_name}Start{camel}Vector")
-                prepared[key] = (adder, vec_i32(starter, list(val)))
+                vals = list(val)
+                if any(isinstance(v, (float, np.floating)) for v in vals):  # a [float] field
+                    prepared[key] = (adder, vec_f32(vals))
+                else:
+                    prepared[key] = (adder, vec_i32(starter, vals))
+            elif isinstance(val, (bytes, bytearray)):  # a [ubyte] field (e.g. flexbuffer attributes)
+                prepared[key] = (adder, b.CreateByteVector(bytes(val)))
+            elif isinstance(val, str):  # a string field, built before the table like vectors
+                prepared[key] = (adder, b.CreateString(val))
             else:
                 prepared[key] = (adder, val)
         getattr(mod, f"{cls_name}Start")(b)

@@ -291,6 +291,15 @@ def quantized_activation_range(act: int, dtype: str, scale: float, zero_point: i
     return qmin, qmax
 
 
+def checked_log2(scale: float) -> int | None:
+    """LiteRT's CheckedLog2: the rounded log2 of a (float32) scale when it is a power of two."""
+    if scale <= 0:
+        return None
+    v = float(np.float32(math.log(float(np.float32(scale)))) * np.float32(1.0 / math.log(2.0)))
+    r = math.floor(abs(v) + 0.5) * (1 if v >= 0 else -1)
+    return int(r) if abs(v - r) < 1e-3 else None
+
+
 def qparams(spec, what: str = "tensor") -> tuple[np.ndarray, np.ndarray]:
     """(float32 scales, int64 zero points) of a TensorSpec; a clear error when it is not quantized."""
     q = getattr(spec, "quantization", None)

@@ -476,7 +476,8 @@ def batch_matmul(ctx: NodeContext) -> Prepared:
         raise ctx.fail("two inputs are required")
     if a.dtype == bt.dtype == "int8" and out.dtype == "int32":
         return _batch_matmul_int32(ctx)
-    if a.dtype != bt.dtype or out.dtype != a.dtype:
+    mixed = a.dtype == "int16" and bt.dtype == "int8"  # 16x8: int16 activations, int8 weights
+    if (a.dtype != bt.dtype and not mixed) or out.dtype != a.dtype:
         raise ctx.fail(f"dtypes {a.dtype} x {bt.dtype} -> {out.dtype} are not supported")
     a_s, a_zp = scale_zp(a, "lhs")
     b_s, b_zp = scale_zp(bt, "rhs")

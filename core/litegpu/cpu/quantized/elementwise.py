@@ -14,13 +14,11 @@ raw quantized values (LiteRT does not requantize them).
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from .._registry import NodeContext, Prepared, register_kernel
 from ._common import Shape, act_range, broadcast_shapes, check_io, plan_by_shape, scale_zp
-from ._fixedpoint import mul_by_quantized_multiplier, quantize_multiplier, rdbpot, wrap32
+from ._fixedpoint import checked_log2, mul_by_quantized_multiplier, quantize_multiplier, rdbpot, wrap32
 
 __all__: list[str] = []
 
@@ -40,15 +38,6 @@ def _same_types(ctx: NodeContext) -> str:
 def _is_quantized(spec) -> bool:
     q = spec.quantization
     return q is not None and np.asarray(q.scale).size > 0
-
-
-def _log2_pot(scale: float) -> int | None:
-    """LiteRT's CheckedLog2: the rounded log2 of a (float32) scale when it is a power of two."""
-    if scale <= 0:
-        return None
-    v = float(np.float32(math.log(float(np.float32(scale)))) * np.float32(1.0 / math.log(2.0)))
-    r = math.floor(abs(v) + 0.5) * (1 if v >= 0 else -1)
-    return int(r) if abs(v - r) < 1e-3 else None
 
 
 def _binary(ctx: NodeContext, compute) -> Prepared:
@@ -82,7 +71,7 @@ def _add_sub(ctx: NodeContext, sign: int) -> Prepared:
         if z1 or z2 or zo:
             raise ctx.fail("int16 inputs and output must have zero point 0")
         if sign > 0 and bool(ctx.options.get("pot_scale_int16", True)):
-            logs = [_log2_pot(s) for s in (s1, s2, so)]
+            logs = [checked_log2(s) for s in (s1, s2, so)]
             if None not in logs:
                 return _add_int16_pot(ctx, logs, lo, hi)
     left_shift = 15 if dtype == "int16" else 20
@@ -164,3 +153,93 @@ def maximum(ctx: NodeContext) -> Prepared:
 def minimum(ctx: NodeContext) -> Prepared:
     _same_types(ctx)
     return _binary(ctx, lambda x, y: np.minimum(x, y))
+
+
+# ---------------------------------------------------------------------------------------------
+# EQUAL ... GREATER_EQUAL on quantized tensors
+
+
+def _compare_q(fn):
+    """LiteRT's ComparisonWithScaling: each input, shifted to its zero point and scaled up by
+    2^8, is multiplied by its own scale as a quantized multiplier; the results are compared.
+
+    The rescaling applies even when both inputs share scale and zero point, so two raw values
+    that round to the same scaled value compare equal (scales below 2^-8).  int8/uint8 always
+    take this path; int16 only for EQUAL/NOT_EQUAL of tensors with quantization parameters
+    (LiteRT compares the other int16 cases raw; those go to the plain kernel).
+    """
+
+    def prepare(ctx: NodeContext) -> Prepared:
+        check_io(ctx, 2)
+        a, b, out = ctx.inputs[0], ctx.inputs[1], ctx.outputs[0]
+        if b is None or a.dtype != b.dtype:
+            raise ctx.fail(f"input dtypes differ: {a.dtype} and {None if b is None else b.dtype}")
+        if out.dtype != "bool":
+            raise ctx.fail(f"output must be bool, got {out.dtype}")
+        scaled = a.dtype in ("int8", "uint8") or (
+            ctx.op.name in ("EQUAL", "NOT_EQUAL") and _is_quantized(a))
+        if not scaled:
+            from ._common import delegate
+
+            return delegate(ctx, a.dtype, prepare, "not a rescaled quantized comparison")
+        (s1, z1), (s2, z2) = scale_zp(a, "input1"), scale_zp(b, "input2")
+        m1, sh1 = (int(v) for v in quantize_multiplier(float(np.float32(s1))))
+        m2, sh2 = (int(v) for v in quantize_multiplier(float(np.float32(s2))))
+
+        def rescale(v: np.ndarray, zp: int, m: int, sh: int) -> np.ndarray:
+            return mul_by_quantized_multiplier(wrap32((v.astype(np.int64) - zp) << 8), m, sh)
+
+        def plan(shapes: list[Shape | None]):
+            out_shape = broadcast_shapes(shapes[0], shapes[1])
+
+            def run(inputs):
+                r = fn(rescale(inputs[0], z1, m1, sh1), rescale(inputs[1], z2, m2, sh2))
+                return [np.broadcast_to(r, out_shape).astype(bool)]
+
+            return [out_shape], run
+
+        return plan_by_shape(ctx, plan)
+
+    return prepare
+
+
+for _name, _fn, _vers in (
+    ("EQUAL", np.equal, range(1, 6)),
+    ("NOT_EQUAL", np.not_equal, range(1, 5)),
+    ("LESS", np.less, range(1, 4)),
+    ("LESS_EQUAL", np.less_equal, range(1, 3)),
+    ("GREATER", np.greater, range(1, 3)),
+    ("GREATER_EQUAL", np.greater_equal, range(1, 4)),
+):
+    register_kernel(_name, dtypes=_Q, versions=_vers)(_compare_q(_fn))
+
+
+# ---------------------------------------------------------------------------------------------
+# SQUARED_DIFFERENCE (int8)
+
+
+@register_kernel("SQUARED_DIFFERENCE", dtypes=("int8",), versions=range(1, 3))
+def squared_difference_q(ctx: NodeContext) -> Prepared:
+    """LiteRT's int8 path: both inputs shifted by their zero points, scaled up by 2^7 and brought to
+    twice the larger input scale, subtracted, squared (in int32), and the square requantized."""
+    _same_types(ctx)
+    a, b, out = ctx.inputs[0], ctx.inputs[1], ctx.outputs[0]
+    (s1, z1), (s2, z2), (so, zo) = scale_zp(a, "input1"), scale_zp(b, "input2"), scale_zp(out, "output")
+    f32 = np.float32
+    twice = float(f32(2) * max(f32(s1), f32(s2)))  # an int times a float: a float32 product
+    left = 7
+    m1, sh1 = (int(v) for v in quantize_multiplier(float(f32(s1)) / twice))
+    m2, sh2 = (int(v) for v in quantize_multiplier(float(f32(s2)) / twice))
+    real_out = (twice * twice) / float(f32(1 << (left * 2)) * f32(so))
+    if not 0 < real_out < 1:
+        raise ctx.fail(f"the output scale {so} is too small for these input scales (LiteRT requires a "
+                       "multiplier below 1)")
+    mo, sho = (int(v) for v in quantize_multiplier(real_out))
+
+    def compute(x, y):
+        xs = mul_by_quantized_multiplier((x.astype(np.int64) - z1) << left, m1, sh1)
+        ys = mul_by_quantized_multiplier((y.astype(np.int64) - z2) << left, m2, sh2)
+        d = xs - ys
+        return np.clip(mul_by_quantized_multiplier(wrap32(d * d), mo, sho) + zo, -128, 127)
+
+    return _binary(ctx, compute)

@@ -1,6 +1,7 @@
 """Dynamic-range ("hybrid") kernels: float32 activations with int8 weights (per-tensor or
 per-channel scales), as LiteRT's reference kernels evaluate them, for CONV_2D,
-FULLY_CONNECTED, BATCH_MATMUL and UNIDIRECTIONAL_SEQUENCE_LSTM.
+DEPTHWISE_CONV_2D, TRANSPOSE_CONV, FULLY_CONNECTED, BATCH_MATMUL and
+UNIDIRECTIONAL_SEQUENCE_LSTM.
 
 LiteRT quantizes the float input on the fly, per batch row: symmetric (scale
 ``max|x| / 127``, values ``round(x * 127 / max|x|)``) or, when the op asks for
@@ -12,6 +13,10 @@ back into floats with exactly LiteRT's float32 operation order:
 * CONV_2D per-tensor: ``float(acc) * (s_row * s_w) + bias``, then the activation clamp;
 * CONV_2D per-channel (and grouped): ``float(acc) * s_w[c] * s_row + bias`` with ``acc``
   taken over ``q - zp_row`` (taps outside the image contribute nothing);
+* DEPTHWISE_CONV_2D (always asymmetric): ``float(acc) * (s_w[c] * s_row) + bias`` with
+  ``acc`` over ``q - zp_row``;
+* TRANSPOSE_CONV (always asymmetric): every single product is scattered into a float32
+  output, ``out += float((q - zp_row) * w) * s_w[c] * s_row``, then ``+ bias``;
 * FULLY_CONNECTED: ``bias + float(acc - rowsum_w * zp_row) * (s_row * s_w[c])``;
 * BATCH_MATMUL: ``(s_row * s_w[c]) * int(float(acc) - float(rowsum_w) * zp_row)``;
 * UNIDIRECTIONAL_SEQUENCE_LSTM: every gate is ``bias + sum over (input, recurrent) of
@@ -89,7 +94,9 @@ def asymmetric_quantize_rows(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.
     zp = np.where(same, 0, zp).astype(np.int64)
     sf = np.where(same, F32(1), scale.astype(F32)).astype(F32)
     inv = (F32(1) / sf).astype(F32)
-    q = round_half_away((zp.astype(F32)[:, None] + x * inv[:, None]).astype(F32))
+    # The scaled value is rounded before the zero point is added (measured: with zero point
+    # -128, 5.5 -> -122, where rounding ``zp + x / scale`` = -122.5 would give -123).
+    q = round_half_away((x * inv[:, None]).astype(F32)) + zp[:, None]
     q = np.clip(q, -128, 127).astype(np.int64)
     q[same] = 0
     return q, sf, zp
@@ -206,6 +213,149 @@ def hybrid_conv_2d(ctx: NodeContext) -> Prepared:
         return [(n, oh, ow, cout)], run
 
     return plan_by_shape(ctx, plan)
+
+
+# ---------------------------------------------------------------------------------------------
+# DEPTHWISE_CONV_2D
+
+
+def _channel_scales(ctx: NodeContext, axis: int, channels: int) -> tuple[np.ndarray, np.ndarray]:
+    """int8 weights as int64 and one float32 scale per output channel.
+
+    LiteRT's hybrid depthwise and transposed convolutions index the weight scales by output
+    channel; a per-tensor scale is repeated for every channel (what LiteRT's TRANSPOSE_CONV
+    prepare does; its depthwise reference kernel would read past a one-entry scale array,
+    so the repeated scale is the only defined answer there).
+    """
+    wq, ws, per_channel = _weights(ctx, axis, channels)
+    return wq, (ws if per_channel else np.full(channels, ws[0], F32))
+
+
+def hybrid_depthwise_conv_2d(ctx: NodeContext) -> Prepared:
+    if not _is_hybrid(ctx):
+        return delegate(ctx, ctx.inputs[0].dtype, hybrid_depthwise_conv_2d, "float DEPTHWISE_CONV_2D")
+    from .conv import _geometry, _tap
+
+    wshape = ctx.inputs[1].shape
+    if wshape is None or len(wshape) != 4 or int(wshape[0]) != 1:
+        raise ctx.fail(f"weights must be [1, kh, kw, channels], got {wshape}")
+    _, kh, kw, cout = (int(d) for d in wshape)
+    wq, ws = _channel_scales(ctx, 3, cout)
+    bias = _float_bias(ctx, 2, cout)
+    act = _activation(ctx, clamp_only=True)
+    taps = wq.reshape(kh * kw, cout)
+
+    def plan(shapes: list[Shape | None]):
+        if shapes[0] is None or len(shapes[0]) != 4:
+            raise ctx.fail(f"the input must be 4-D, got {shapes[0]}")
+        n, h, wd, cin = shapes[0]
+        mult = int(ctx.options.get("depth_multiplier", 1) or 1)
+        if cin * mult != cout and cout % max(cin, 1) == 0:
+            mult = cout // cin  # the option is redundant; LiteRT trusts the shapes
+        if cin * mult != cout:
+            raise ctx.fail(f"{cout} output channels are not input depth {cin} x depth multiplier {mult}")
+        (oh, ow), pads, strides, dils = _geometry(ctx, (h, wd), (kh, kw))
+        pt, pb, pl, pr = pads
+
+        def run(inputs):
+            rows = inputs[0].astype(F32).reshape(n, -1)
+            q, sf, zp = asymmetric_quantize_rows(rows)
+            qx = (q - zp[:, None]).reshape(n, h, wd, cin)
+            if mult != 1:
+                qx = np.repeat(qx, mult, axis=3)  # output channel c reads input channel c // mult
+            xp = np.zeros((n, h + pt + pb, wd + pl + pr, cout), np.int64)
+            xp[:, pt:pt + h, pl:pl + wd, :] = qx  # taps outside the image contribute nothing
+            acc = np.zeros((n, oh, ow, cout), np.int64)
+            t = 0
+            for ky in range(kh):
+                for kx in range(kw):
+                    acc += _tap(xp, ky, kx, oh, ow, strides, dils) * taps[t]
+                    t += 1
+            # float(acc) * (scale[c] * scale_row), then + bias, then the clamp
+            scale = (ws[None, :] * sf[:, None]).astype(F32)[:, None, None, :]
+            r = (acc.astype(np.int32).astype(F32) * scale).astype(F32)
+            b = bias if bias is not None else (None if len(inputs) < 3 or inputs[2] is None
+                                                else inputs[2].astype(F32).reshape(-1))
+            if b is not None:
+                r = (r + b).astype(F32)
+            return [act(r).astype(F32)]
+
+        return [(n, oh, ow, cout)], run
+
+    return plan_by_shape(ctx, plan)
+
+
+# ---------------------------------------------------------------------------------------------
+# TRANSPOSE_CONV
+
+
+def hybrid_transpose_conv(ctx: NodeContext) -> Prepared:
+    ins = ctx.inputs
+    if len(ins) < 3 or ins[1] is None or ins[2] is None or ins[2].dtype != "float32" or ins[1].dtype != "int8":
+        return delegate(ctx, ins[0].dtype if ins and ins[0] is not None else "int32", hybrid_transpose_conv,
+                        "not a float-input TRANSPOSE_CONV with int8 weights")
+    from ..conv import transpose_conv_padding
+
+    wshape = ins[1].shape
+    if wshape is None or len(wshape) != 4:
+        raise ctx.fail(f"weights must be 4-D [out, kh, kw, in], got {wshape}")
+    cout, kh, kw, cin = (int(d) for d in wshape)
+    wdata = ins[1].data
+    if wdata is None:
+        raise ctx.fail("hybrid kernels need constant int8 weights")
+    scales, _ = qparams(ins[1], "weights")
+    if scales.size not in (1, cout):
+        raise ctx.fail(f"{scales.size} weight scales for {cout} output channels")
+    ws = np.full(cout, scales[0], F32) if scales.size == 1 else scales.astype(F32)
+    wq = np.asarray(wdata).astype(np.int64)
+    bias = _float_bias(ctx, 3, cout)
+    act = _activation(ctx, clamp_only=True)
+    o = ctx.options
+    padding = int(o.get("padding", PADDING_SAME))
+    sh, sw = int(o.get("stride_h", 1)), int(o.get("stride_w", 1))
+    if padding not in (PADDING_SAME, PADDING_VALID) or min(sh, sw) <= 0:
+        raise ctx.fail(f"bad padding {padding} or strides ({sh}, {sw})")
+    const_shape = None if ins[0].data is None else tuple(int(v) for v in np.asarray(ins[0].data).reshape(-1))
+
+    def compute(x: np.ndarray, oshape: tuple[int, ...], b: np.ndarray | None) -> np.ndarray:
+        if x.ndim != 4 or x.shape[3] != cin:
+            raise ctx.fail(f"input {x.shape} does not match the weights' depth {cin}")
+        if len(oshape) != 4 or oshape[0] != x.shape[0] or oshape[3] != cout:
+            raise ctx.fail(f"output_shape {oshape} does not fit input {x.shape} and weights {wshape}")
+        n, h, wd, _ = x.shape
+        _, oh, ow, _ = oshape
+        pt = transpose_conv_padding(padding, oh, kh, sh)
+        pl = transpose_conv_padding(padding, ow, kw, sw)
+        q, sf, zp = asymmetric_quantize_rows(x.astype(F32).reshape(n, -1))
+        qx = (q - zp[:, None]).reshape(n, h, wd, cin)
+        # LiteRT scatters every (input pixel, input channel) product into a float32 output:
+        # ``out += float(q * w) * scale[c] * scale_row``, pixels in row-major order, channels
+        # innermost.  An output element receives one tap per input pixel, so walking the taps
+        # from the last to the first (later pixels hit earlier taps) and the input channels in
+        # order reproduces LiteRT's summation order exactly.
+        hf = max((h - 1) * sh + kh, pt + oh)
+        wf = max((wd - 1) * sw + kw, pl + ow)
+        full = np.zeros((n, hf, wf, cout), F32)
+        sfb = sf[:, None, None, None]
+        for i in range(kh - 1, -1, -1):
+            for j in range(kw - 1, -1, -1):
+                dst = full[:, i:i + (h - 1) * sh + 1:sh, j:j + (wd - 1) * sw + 1:sw]
+                for c in range(cin):
+                    prod = (qx[..., c:c + 1] * wq[:, i, j, c]).astype(F32)
+                    term = ((prod * ws).astype(F32) * sfb).astype(F32)
+                    np.add(dst, term, out=dst)
+        r = full[:, pt:pt + oh, pl:pl + ow]
+        if b is not None:
+            r = (r + b).astype(F32)
+        return act(r).astype(F32)
+
+    def run(inputs):
+        oshape = const_shape if const_shape is not None else tuple(int(v) for v in np.asarray(inputs[0]).reshape(-1))
+        b = bias if bias is not None else (None if len(inputs) < 4 or inputs[3] is None
+                                            else inputs[3].astype(F32).reshape(-1))
+        return [compute(inputs[2], oshape, b)]
+
+    return Prepared([const_shape], run)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -488,24 +638,27 @@ def hybrid_unidirectional_sequence_lstm(ctx: NodeContext) -> Prepared:
 # ---------------------------------------------------------------------------------------------
 # registration
 
-#: op -> (hybrid prepare, versions LiteRT accepts)
-HYBRID_OPS: dict[str, tuple[Callable[[NodeContext], Prepared], range]] = {
-    "CONV_2D": (hybrid_conv_2d, range(1, 9)),
-    "FULLY_CONNECTED": (hybrid_fully_connected, range(1, 15)),
-    "BATCH_MATMUL": (hybrid_batch_matmul, range(1, 5)),
-    "UNIDIRECTIONAL_SEQUENCE_LSTM": (hybrid_unidirectional_sequence_lstm, range(1, 5)),
+#: op -> (hybrid prepare, versions LiteRT accepts, the dtype the node is looked up by)
+HYBRID_OPS: dict[str, tuple[Callable[[NodeContext], Prepared], range, str]] = {
+    "CONV_2D": (hybrid_conv_2d, range(1, 9), "float32"),
+    "DEPTHWISE_CONV_2D": (hybrid_depthwise_conv_2d, range(1, 8), "float32"),
+    # looked up by its first input, the int32 output_shape
+    "TRANSPOSE_CONV": (hybrid_transpose_conv, range(1, 6), "int32"),
+    "FULLY_CONNECTED": (hybrid_fully_connected, range(1, 15), "float32"),
+    "BATCH_MATMUL": (hybrid_batch_matmul, range(1, 5), "float32"),
+    "UNIDIRECTIONAL_SEQUENCE_LSTM": (hybrid_unidirectional_sequence_lstm, range(1, 5), "float32"),
 }
 
 
 def register(force: bool = False, registry=CPU_KERNELS) -> list[str]:
     """Install the hybrid kernels (see the module docstring); returns the ops installed."""
     done = []
-    for op, (fn, versions) in HYBRID_OPS.items():
+    for op, (fn, versions, dtype) in HYBRID_OPS.items():
         already = any(e.prepare is fn for e in registry._entries.get(op, ()))
         if already:
             continue
-        if force or any(registry.lookup(op, "float32", v) is not None for v in versions):
-            registry.register(op, fn, dtypes=("float32",), versions=versions)
+        if force or any(registry.lookup(op, dtype, v) is not None for v in versions):
+            registry.register(op, fn, dtypes=(dtype,), versions=versions)
             done.append(op)
     return done
 
