@@ -6,7 +6,10 @@ Usage: ``python bench/gpu.py [--backends opencl] [--precisions fp32,fp16] [--run
 Every engine runs the same model on the same random input in this one process.  A timed run is
 ``set input -> invoke -> read every output`` (host to host, as an application sees it); each number
 is the median of ``--runs`` runs after warm-ups.  Accuracy is reported against LiteRT XNNPACK
-(or LiteRT's GPU accelerator where XNNPACK lacks a custom op).  Prints a Markdown table with machine
+(or LiteRT's GPU accelerator where XNNPACK lacks a custom op).  LiteRT's GPU accelerator is also
+timed device-bound (``--runs`` runs back to back between one input write and one read, / runs;
+median of 3).  For fp16 columns the storage of every output in the delegate's plan is printed
+(float16, or float32 where the mixed-precision rules keep it).  Prints a Markdown table with machine
 and date.
 """
 
@@ -68,7 +71,32 @@ def _litert_gpu_runner(path: str, x):
         model.run_by_index(0, ins, outs)
         return [b.read(n, np.dtype(dt)).reshape(shape) for b, (_, n, dt, shape) in zip(outs, sizes, strict=False)]
 
+    def device_bound(n: int) -> float:
+        """ms per run of n runs back to back with one input write before and one read after."""
+        run()
+        t0 = time.perf_counter()
+        ins[0].write(x)
+        for _ in range(n):
+            model.run_by_index(0, ins, outs)
+        for b, (_, m, dt, _shape) in zip(outs, sizes, strict=False):
+            b.read(m, np.dtype(dt))
+        return (time.perf_counter() - t0) / n * 1e3
+
+    run.device_bound = device_bound  # type: ignore[attr-defined]
     return run, model.is_fully_accelerated()
+
+
+def _output_storage(it) -> dict[str, str]:
+    """Each output's storage in the delegate's plan (float16 / float32 / ...), by tensor name."""
+    out = {}
+    for k in [s.run.__self__ for s in it._main.plan.steps if s.kind == "delegate"]:
+        plan = getattr(k, "plan", None)
+        if plan is None:
+            continue
+        for tid in plan.outputs:
+            t = plan.tensors[tid]
+            out[t.name] = t.storage
+    return out
 
 
 def _rel(a, b) -> float:
@@ -133,6 +161,7 @@ def main() -> int:
             try:
                 run, full = _litert_gpu_runner(path, x)
                 row["litert_gpu_ms"] = _median_ms(run, args.runs)
+                row["litert_gpu_device_bound_ms"] = statistics.median(run.device_bound(args.runs) for _ in range(3))
                 row["litert_gpu_full"] = bool(full)
                 gpu_out = run()
                 if ref is None:
@@ -150,6 +179,7 @@ def main() -> int:
             plan = it.get_execution_plan()
             row[f"{b}_{p}_cpu_nodes"] = sum(len(s["node_indices"]) for s in plan if s["backend"] == "cpu")
             row[f"{b}_{p}_ms"] = _median_ms(run, args.runs)
+            row[f"{b}_{p}_outputs"] = _output_storage(it)
             if ref is not None:
                 row[f"{b}_{p}_err"] = _worst(run(), ref)
         rows.append(row)
@@ -160,13 +190,14 @@ def main() -> int:
         print(f"{b} devices: {', '.join(devs)}")
     cols = [f"{b}_{p}" for (b, p) in delegates]
     head = "| model | " + " | ".join(f"litegpu {c} (ms)" for c in cols) + \
-        f" | LiteRT GPU (ms) | XNNPACK 1t (ms) | XNNPACK {args.threads}t (ms) | " + \
+        f" | LiteRT GPU (ms) | LiteRT GPU device-bound (ms) | XNNPACK 1t (ms) | XNNPACK {args.threads}t (ms) | " + \
         " | ".join(f"{c} err" for c in cols) + " |"
     print(head)
     print("|" + "---|" * (head.count("|") - 1))
     for r in rows:
         cells = [f"{r.get(c + '_ms', math.nan):.3f}" for c in cols]
-        cells += [f"{r.get('litert_gpu_ms', math.nan):.3f}", f"{r.get('xnnpack_1t_ms', math.nan):.3f}",
+        cells += [f"{r.get('litert_gpu_ms', math.nan):.3f}", f"{r.get('litert_gpu_device_bound_ms', math.nan):.3f}",
+                  f"{r.get('xnnpack_1t_ms', math.nan):.3f}",
                   f"{r.get(f'xnnpack_{args.threads}t_ms', math.nan):.3f}"]
         cells += [f"{r.get(c + '_err', math.nan):.1e}" for c in cols]
         print(f"| {r['model']} | " + " | ".join(cells) + " |")
@@ -175,6 +206,14 @@ def main() -> int:
         vals = [v for v in vals if v and not math.isnan(v)]
         return math.exp(sum(map(math.log, vals)) / len(vals)) if vals else math.nan
 
+    for c in cols:
+        if c.endswith("fp32"):
+            continue
+        print(f"{c} output storage: " + "; ".join(
+            f"{r['model']}: " + ", ".join(f"{k} {v}" for k, v in r.get(c + "_outputs", {}).items()) for r in rows))
+    for c in cols:
+        vs_bound = geo([r.get(c + "_ms", math.nan) / r.get("litert_gpu_device_bound_ms", math.nan) for r in rows])
+        print(f"{c}: geomean vs LiteRT GPU device-bound {vs_bound:.2f}x")
     for c in cols:
         vs_gpu = geo([r.get(c + "_ms", math.nan) / r.get("litert_gpu_ms", math.nan) for r in rows])
         vs_x16 = [r.get(c + "_ms", math.nan) / r.get(f"xnnpack_{args.threads}t_ms", math.nan) for r in rows]

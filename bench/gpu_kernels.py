@@ -126,18 +126,7 @@ def main() -> int:
         _KEEP.extend([d, it])
         if args.json:
             Path(args.json).write_text(json.dumps(report, indent=1))
-        total = sum(r["us"] for r in rows)
-        best = sum((r.get("best") or r)["us"] for r in rows) if args.explore else None
-        print(f"\n## {name}: {len(rows)} launches, GPU sum {total:.1f} us"
-              + (f", best variants sum {best:.1f} us" if best is not None else ""))
-        for r in sorted(rows, key=lambda r: -r["us"])[:12]:
-            extra = f" best {r['best']['us']:.1f} us {r['best']}" if r.get("best") else ""
-            print(f"  {r['us']:8.1f} us  {r['kernel']:<18} {r['grid']} wg {r['wg']} {r['options']} "
-                  f"{r['label'][:60]}{extra}")
-        by_kernel: dict[str, float] = {}
-        for r in rows:
-            by_kernel[r["kernel"]] = by_kernel.get(r["kernel"], 0.0) + r["us"]
-        print("  by kernel: " + ", ".join(f"{kk} {v:.0f}" for kk, v in sorted(by_kernel.items(), key=lambda x: -x[1])))
+        _print_rows(name, rows, sum((r.get("best") or r)["us"] for r in rows) if args.explore else None)
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=1))
     return 0

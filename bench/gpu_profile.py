@@ -33,6 +33,28 @@ def _med(fn, runs):
     return statistics.median(ts) * 1e3
 
 
+def _load(backend: str, path, args):
+    """The delegate, device, interpreter, partition kernel and input of one model, and its median
+    host-to-host invoke (set input, invoke, read every output) in ms."""
+    import litegpu
+
+    d = litegpu.load_delegate(backend, {"precision": args.precision, "cache": {"enabled": False}})
+    it = litegpu.Interpreter(model_path=str(path), experimental_delegates=[d])
+    it.allocate_tensors()
+    inp = it.get_input_details()[0]
+    x = np.random.default_rng(0).uniform(-1, 1, tuple(inp["shape"])).astype(np.float32)
+    outs = [o["index"] for o in it.get_output_details()]
+
+    def full():
+        it.set_tensor(inp["index"], x)
+        it.invoke()
+        return [it.get_tensor(o) for o in outs]
+
+    t_full = _med(full, args.runs)
+    (k,) = [s.run.__self__ for s in it._main.plan.steps if s.kind == "delegate"]
+    return d, d.device, it, k, x, t_full
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", default="")
@@ -43,7 +65,6 @@ def main() -> int:
     if args.backend == "vulkan":
         return _vulkan(args)
 
-    import litegpu
     import pyopencl as cl
 
     print(machine_line())
@@ -51,21 +72,7 @@ def main() -> int:
           "upload+convert (ms) | download+convert (ms) |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for name, path in mediapipe_models(args.models, default=GPU_SET).items():
-        d = litegpu.load_delegate("opencl", {"precision": args.precision, "cache": {"enabled": False}})
-        dev = d.device
-        it = litegpu.Interpreter(model_path=str(path), experimental_delegates=[d])
-        it.allocate_tensors()
-        inp = it.get_input_details()[0]
-        x = np.random.default_rng(0).uniform(-1, 1, tuple(inp["shape"])).astype(np.float32)
-        outs = [o["index"] for o in it.get_output_details()]
-
-        def full():
-            it.set_tensor(inp["index"], x)
-            it.invoke()
-            return [it.get_tensor(o) for o in outs]
-
-        t_full = _med(full, args.runs)
-        (k,) = [s.run.__self__ for s in it._main.plan.steps if s.kind == "delegate"]
+        d, dev, it, k, x, t_full = _load("opencl", path, args)
         launches = k._launches
 
         def enqueue_only():
@@ -100,7 +107,6 @@ def main() -> int:
 
 
 def _vulkan(args) -> int:
-    import litegpu
 
     print(machine_line())
     print("| model | invoke (ms) | launches | submit (ms) | replay+finish (ms) | GPU kernels (ms) | "
@@ -108,21 +114,7 @@ def _vulkan(args) -> int:
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     memory = {}
     for name, path in mediapipe_models(args.models, default=GPU_SET).items():
-        d = litegpu.load_delegate("vulkan", {"precision": args.precision, "cache": {"enabled": False}})
-        dev = d.device
-        it = litegpu.Interpreter(model_path=str(path), experimental_delegates=[d])
-        it.allocate_tensors()
-        inp = it.get_input_details()[0]
-        x = np.random.default_rng(0).uniform(-1, 1, tuple(inp["shape"])).astype(np.float32)
-        outs = [o["index"] for o in it.get_output_details()]
-
-        def full():
-            it.set_tensor(inp["index"], x)
-            it.invoke()
-            return [it.get_tensor(o) for o in outs]
-
-        t_full = _med(full, args.runs)
-        (k,) = [s.run.__self__ for s in it._main.plan.steps if s.kind == "delegate"]
+        d, dev, it, k, x, t_full = _load("vulkan", path, args)
         rec = k._recording
         t_submit = _med(lambda: (dev.replay(rec), dev.finish()) and None, args.runs)
         t0 = time.perf_counter()
