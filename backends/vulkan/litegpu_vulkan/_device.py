@@ -203,7 +203,9 @@ class _Buffer(_Resource):
         self._on_release(dev._unref_block, self.block)
         vk.vkBindBufferMemory(d, self.handle, self.block.memory, self.offset)
         self.host: np.ndarray | None = None
-        if self.block.host is not None:
+        # device_local mode never maps tensor memory, even where the driver could (lavapipe's one
+        # memory type is host-visible): transfers take the staging path a discrete GPU takes
+        if self.block.host is not None and (kind != "device" or dev.memory_mode == "host_visible"):
             self.host = self.block.host[self.offset:self.offset + nbytes]
 
     @property
@@ -884,6 +886,7 @@ class VulkanDevice(GpuDevice):
             barrier(_TRANSFER, vk.VK_ACCESS_TRANSFER_WRITE_BIT, vk.VK_PIPELINE_STAGE_HOST_BIT,
                     vk.VK_ACCESS_HOST_READ_BIT)
         self._end(rec)
+        self._flush_pending()  # the weights and params uploaded at prepare: now, not in the first invoke
         return rec
 
     def recording_stats(self, rec: _Recording) -> dict[str, int]:
