@@ -593,7 +593,7 @@ def test_khronos_validation_finds_no_error_or_hazard(backend, compiler_core):
     env = dict(os.environ, VK_INSTANCE_LAYERS="VK_LAYER_KHRONOS_validation",
                VK_LAYER_ENABLES="VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_VALIDATION_EXT",
                PYTHONPATH=os.pathsep.join([str(ROOT / "core"), *sys.path]))
-    select = "roundtrip or chain or resident or binary or replays"
+    select = "roundtrip or chain or resident or binary or replays or one_submit or timestamps"
     r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider", __file__, "-k", select],
                        env=env, cwd=ROOT, capture_output=True, text=True, timeout=900)
     out = r.stdout + r.stderr
