@@ -255,7 +255,10 @@ class GpuPartitionKernel(DelegateKernel):
         self._recording = self._recording_for(frozenset())
         # binaries now, not at each compile: a device may still be compiling until record() (Vulkan
         # compiles every kernel of the partition side by side and creates the pipelines there)
+        used = {r["src"] for r in self.records}  # not the work-group candidates tuning tried and dropped
         for key, program in self._programs.items():
+            if key not in used:
+                continue
             binary = self.device.program_binary(program)
             if binary:
                 self.binaries[key] = binary
