@@ -109,7 +109,7 @@ def main() -> int:
 def _vulkan(args) -> int:
 
     print(machine_line())
-    print("| model | invoke (ms) | launches | submit (ms) | replay+finish (ms) | GPU kernels (ms) | "
+    print("| model | invoke (ms) | launches | device-bound (ms) | replay+finish (ms) | GPU kernels (ms) | "
           "GPU staging copies (ms) | upload (ms) | download (ms) | barriers | copies |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     memory = {}
@@ -118,7 +118,7 @@ def _vulkan(args) -> int:
         rec = k._recording
         t_submit = _med(lambda: (dev.replay(rec), dev.finish()) and None, args.runs)
         t0 = time.perf_counter()
-        for _ in range(args.runs):  # host cost of one vkQueueSubmit (replay waits for the previous run)
+        for _ in range(args.runs):  # back to back: each replay waits for the previous run, one wait at the end
             dev.replay(rec)
         t_enq_only = (time.perf_counter() - t0) / args.runs * 1e3
         dev.finish()
