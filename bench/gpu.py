@@ -13,7 +13,8 @@ Every engine runs the same model on the same random input in this one process.  
 
 GPU kernel time per launch comes from bench/gpu_profile.py.  LiteRT's GPU accelerator runs fp16 unless
 ``enforce_f32``: our fp32 is paired with LiteRT GPU fp32 (enforce_f32=True), our fp16 modes with its
-default.  Accuracy is reported against LiteRT XNNPACK
+default.  For fp16 columns the storage of every output in the delegate's plan is printed
+(float16, or float32 where the mixed-precision rules keep it).  Accuracy is reported against LiteRT XNNPACK
 (or LiteRT's GPU accelerator where XNNPACK lacks a custom op).  Prints a Markdown table with machine
 and date.
 """
@@ -107,6 +108,19 @@ def _bound_ms(bound, runs: int, batches: int = 5) -> float:
     return statistics.median(ts) * 1e3
 
 
+def _output_storage(it) -> dict[str, str]:
+    """Each output's storage in the delegate's plan (float16 / float32 / ...), by tensor name."""
+    out = {}
+    for k in [s.run.__self__ for s in it._main.plan.steps if s.kind == "delegate"]:
+        plan = getattr(k, "plan", None)
+        if plan is None:
+            continue
+        for tid in plan.outputs:
+            t = plan.tensors[tid]
+            out[t.name] = t.storage
+    return out
+
+
 def _rel(a, b) -> float:
     a, b = np.asarray(a, np.float64).ravel(), np.asarray(b, np.float64).ravel()
     if a.shape != b.shape:
@@ -192,6 +206,7 @@ def main() -> int:
             row[f"{b}_{p}_cpu_nodes"] = sum(len(s["node_indices"]) for s in plan if s["backend"] == "cpu")
             row[f"{b}_{p}_ms"] = _median_ms(run, args.runs)
             row[f"{b}_{p}_bound_ms"] = _bound_ms(bound, args.runs)
+            row[f"{b}_{p}_outputs"] = _output_storage(it)
             if ref is not None:
                 row[f"{b}_{p}_err"] = _worst(run(), ref)
         rows.append(row)
@@ -227,6 +242,11 @@ def main() -> int:
         vals = [v for v in vals if v and not math.isnan(v)]
         return math.exp(sum(map(math.log, vals)) / len(vals)) if vals else math.nan
 
+    for c in cols:
+        if c.endswith("fp32"):
+            continue
+        print(f"{c} output storage: " + "; ".join(
+            f"{r['model']}: " + ", ".join(f"{k} {v}" for k, v in r.get(c + "_outputs", {}).items()) for r in rows))
     for c in cols:
         lc = "litert_gpu_fp32" if c.endswith("_fp32") else "litert_gpu_fp16"
         h2h = geo([r.get(c + "_ms", math.nan) / r.get(lc + "_ms", math.nan) for r in rows])

@@ -1,10 +1,14 @@
-"""Per-kernel GPU time of one OpenCL invoke, and what other kernel variants would take.
+"""Per-kernel GPU time of one OpenCL or Vulkan invoke, and what other kernel variants would take.
 
-``python bench/gpu_kernels.py [--models a,b] [--explore] [--json out.json]`` profiles every launch of
+``python bench/gpu_kernels.py [--backend opencl|vulkan] [--models a,b] [--explore] [--json out.json]``
+profiles every launch (Vulkan: and every staging copy, as ``copy`` rows) of
 each model's partition on a profiling queue (median of ``--runs`` per launch) and prints the kernels
 that take the most time.  With ``--explore`` every launch is also re-rendered with the other values
 of its template's tuning options (e.g. ``block_w`` / ``block_s`` of conv2d) and work groups, timed
-the same way, so a heuristic can be checked against the best variant found.
+the same way, so a heuristic can be checked against the best variant found (OpenCL only).
+Vulkan times come from timestamp queries around each command of the partition's command buffer,
+recorded with a barrier after each command so that they run one at a time, like OpenCL's in-order
+profiling queue.
 """
 
 from __future__ import annotations
@@ -51,7 +55,12 @@ def main() -> int:
     ap.add_argument("--precision", default="fp32")
     ap.add_argument("--explore", action="store_true")
     ap.add_argument("--json", default="")
+    ap.add_argument("--backend", default="opencl", choices=("opencl", "vulkan"))
     args = ap.parse_args()
+    if args.backend == "vulkan":
+        if args.explore:
+            raise SystemExit("--explore is OpenCL only")
+        return _vulkan(args)
 
     import litegpu
     import pyopencl as cl
@@ -117,20 +126,72 @@ def main() -> int:
         _KEEP.extend([d, it])
         if args.json:
             Path(args.json).write_text(json.dumps(report, indent=1))
-        total = sum(r["us"] for r in rows)
-        best = sum((r.get("best") or r)["us"] for r in rows) if args.explore else None
-        print(f"\n## {name}: {len(rows)} launches, GPU sum {total:.1f} us"
-              + (f", best variants sum {best:.1f} us" if best is not None else ""))
-        for r in sorted(rows, key=lambda r: -r["us"])[:12]:
-            extra = f" best {r['best']['us']:.1f} us {r['best']}" if r.get("best") else ""
-            print(f"  {r['us']:8.1f} us  {r['kernel']:<18} {r['grid']} wg {r['wg']} {r['options']} "
-                  f"{r['label'][:60]}{extra}")
-        by_kernel: dict[str, float] = {}
-        for r in rows:
-            by_kernel[r["kernel"]] = by_kernel.get(r["kernel"], 0.0) + r["us"]
-        print("  by kernel: " + ", ".join(f"{kk} {v:.0f}" for kk, v in sorted(by_kernel.items(), key=lambda x: -x[1])))
+        _print_rows(name, rows, sum((r.get("best") or r)["us"] for r in rows) if args.explore else None)
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=1))
+    return 0
+
+
+def _row(label: str, kernel: str, options: dict, params: dict, grid: list, wg: list, us: float) -> dict:
+    return {"label": label, "kernel": kernel, "options": options, "params": params, "grid": grid, "wg": wg,
+            "us": round(us, 2)}
+
+
+def _print_rows(name: str, rows: list[dict], best: float | None = None) -> None:
+    total = sum(r["us"] for r in rows)
+    print(f"\n## {name}: {len(rows)} launches, GPU sum {total:.1f} us"
+          + (f", best variants sum {best:.1f} us" if best is not None else ""))
+    for r in sorted(rows, key=lambda r: -r["us"])[:12]:
+        extra = f" best {r['best']['us']:.1f} us {r['best']}" if r.get("best") else ""
+        print(f"  {r['us']:8.1f} us  {r['kernel']:<18} {r['grid']} wg {r['wg']} {r['options']} "
+              f"{r['label'][:60]}{extra}")
+    by_kernel: dict[str, float] = {}
+    for r in rows:
+        by_kernel[r["kernel"]] = by_kernel.get(r["kernel"], 0.0) + r["us"]
+    print("  by kernel: " + ", ".join(f"{kk} {v:.0f}" for kk, v in sorted(by_kernel.items(), key=lambda x: -x[1])))
+
+
+def _vulkan(args) -> int:
+    """Vulkan: timestamps around every dispatch and staging copy of the invoke's command buffer."""
+    import litegpu
+
+    print(machine_line())
+    report: dict[str, list[dict]] = {}
+    for name, path in mediapipe_models(args.models, default=GPU_SET).items():
+        d = litegpu.load_delegate("vulkan", {"precision": args.precision, "cache": {"enabled": False}})
+        dev = d.device
+        it = litegpu.Interpreter(model_path=str(path), experimental_delegates=[d])
+        it.allocate_tensors()
+        (k,) = [s.run.__self__ for s in it._main.plan.steps if s.kind == "delegate"]
+        ups = [b.ref for b in k._inputs]
+        downs = [b.ref for b in k._outputs if b is not None]
+        prof = dev.record([(ln.bound, ln.kernel, ln.grid) for ln in k._launches], uploads=ups, downloads=downs,
+                          profile=True)
+        samples: dict[tuple[str, int], list[float]] = {}
+        for _ in range(args.runs):
+            dev.replay(prof)
+            dev.finish()
+            for what, i, us in dev.timestamps(prof):
+                samples.setdefault((what, i), []).append(us)
+        rows = []
+        for (what, i), ts in samples.items():
+            t = statistics.median(ts)
+            if what == "dispatch":
+                ln, op = k._launches[i], k.ops[i]
+                rows.append(_row(ln.label, op.kernel, dict(ln.kernel.options),
+                                 {kk: v for kk, v in op.params.items() if isinstance(v, (int, float))},
+                                 list(ln.grid), list(ln.kernel.workgroup), t))
+            else:
+                ref = (ups if what == "upload" else downs)[i]
+                rows.append(_row(f"{what} staging copy {i}", "copy", {}, {"bytes": ref.nbytes}, [ref.nbytes], [], t))
+        report[name] = rows
+        _KEEP.extend([d, it])
+        _print_rows(name, rows)
+        st = dev.recording_stats(k._recording)
+        print(f"  command buffer: {st}; memory: " + "; ".join(
+            f"{b['kind']} {b['used'] / 2**20:.2f} MiB ({b['flags']})" for b in dev.memory_report()))
+        if args.json:
+            Path(args.json).write_text(json.dumps(report, indent=1))
     return 0
 
 

@@ -1,8 +1,11 @@
-"""Where one GPU invoke's time goes (OpenCL): boundary transfers (and the host conversions the
-executor still does), kernel enqueue, GPU execution (profiling events; the boundary layout launches
-included), and the interpreter around them.
+"""Where one GPU invoke's time goes (OpenCL or Vulkan): boundary transfers (and the host conversions
+the executor still does), kernel enqueue, GPU execution (OpenCL profiling events / Vulkan timestamp
+queries; the boundary layout launches included), and the interpreter around them.
 
-``python bench/gpu_profile.py [--models a,b] [--runs N]`` prints a Markdown table, one row a model.
+``python bench/gpu_profile.py [--backend opencl|vulkan] [--models a,b] [--runs N]`` prints a Markdown
+table, one row a model.  Vulkan adds the GPU time of the staging copies recorded in the invoke's
+command buffer, the barriers and copies per command buffer, and the memory type of every memory block
+(device-local, host-visible, coherent, cached) with what it holds.
 """
 
 from __future__ import annotations
@@ -30,14 +33,38 @@ def _med(fn, runs):
     return statistics.median(ts) * 1e3
 
 
+def _load(backend: str, path, args):
+    """The delegate, device, interpreter, partition kernel and input of one model, and its median
+    host-to-host invoke (set input, invoke, read every output) in ms."""
+    import litegpu
+
+    d = litegpu.load_delegate(backend, {"precision": args.precision, "cache": {"enabled": False}})
+    it = litegpu.Interpreter(model_path=str(path), experimental_delegates=[d])
+    it.allocate_tensors()
+    inp = it.get_input_details()[0]
+    x = np.random.default_rng(0).uniform(-1, 1, tuple(inp["shape"])).astype(np.float32)
+    outs = [o["index"] for o in it.get_output_details()]
+
+    def full():
+        it.set_tensor(inp["index"], x)
+        it.invoke()
+        return [it.get_tensor(o) for o in outs]
+
+    t_full = _med(full, args.runs)
+    (k,) = [s.run.__self__ for s in it._main.plan.steps if s.kind == "delegate"]
+    return d, d.device, it, k, x, t_full
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", default="")
     ap.add_argument("--runs", type=int, default=50)
     ap.add_argument("--precision", default="fp32")
+    ap.add_argument("--backend", default="opencl", choices=("opencl", "vulkan"))
     args = ap.parse_args()
+    if args.backend == "vulkan":
+        return _vulkan(args)
 
-    import litegpu
     import pyopencl as cl
 
     print(machine_line())
@@ -45,21 +72,7 @@ def main() -> int:
           "upload+convert (ms) | download+convert (ms) |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for name, path in mediapipe_models(args.models, default=GPU_SET).items():
-        d = litegpu.load_delegate("opencl", {"precision": args.precision, "cache": {"enabled": False}})
-        dev = d.device
-        it = litegpu.Interpreter(model_path=str(path), experimental_delegates=[d])
-        it.allocate_tensors()
-        inp = it.get_input_details()[0]
-        x = np.random.default_rng(0).uniform(-1, 1, tuple(inp["shape"])).astype(np.float32)
-        outs = [o["index"] for o in it.get_output_details()]
-
-        def full():
-            it.set_tensor(inp["index"], x)
-            it.invoke()
-            return [it.get_tensor(o) for o in outs]
-
-        t_full = _med(full, args.runs)
-        (k,) = [s.run.__self__ for s in it._main.plan.steps if s.kind == "delegate"]
+        d, dev, it, k, x, t_full = _load("opencl", path, args)
         launches = k._launches
 
         def enqueue_only():
@@ -90,6 +103,53 @@ def main() -> int:
         t_down = _med(k.receive, args.runs)
         print(f"| {name} | {t_full:.3f} | {len(launches)} | {t_enq_only:.3f} | {t_enq:.3f} | {t_gpu:.3f} | "
               f"{t_up:.3f} | {t_down:.3f} |", flush=True)
+    return 0
+
+
+def _vulkan(args) -> int:
+
+    print(machine_line())
+    print("| model | invoke (ms) | launches | device-bound (ms) | replay+finish (ms) | GPU kernels (ms) | "
+          "GPU staging copies (ms) | upload (ms) | download (ms) | barriers | copies |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    memory = {}
+    for name, path in mediapipe_models(args.models, default=GPU_SET).items():
+        d, dev, it, k, x, t_full = _load("vulkan", path, args)
+        rec = k._recording
+        t_submit = _med(lambda: (dev.replay(rec), dev.finish()) and None, args.runs)
+        t0 = time.perf_counter()
+        for _ in range(args.runs):  # back to back: each replay waits for the previous run, one wait at the end
+            dev.replay(rec)
+        t_enq_only = (time.perf_counter() - t0) / args.runs * 1e3
+        dev.finish()
+        # GPU time: the same command buffer with timestamps around every copy and dispatch
+        prof = dev.record([(ln.bound, ln.kernel, ln.grid) for ln in k._launches],
+                          uploads=[b.ref for b in k._inputs],
+                          downloads=[b.ref for b in k._outputs if b is not None], profile=True)
+        gpu, copies = [], []
+        for _ in range(10):
+            dev.replay(prof)
+            dev.finish()
+            ts = dev.timestamps(prof)
+            gpu.append(sum(us for what, _i, us in ts if what == "dispatch") * 1e-3)
+            copies.append(sum(us for what, _i, us in ts if what != "dispatch") * 1e-3)
+
+        def upload():  # the executor's own boundary path: a memcpy into mapped staging memory
+            k.send({k.plan.inputs[0]: x})
+            dev.finish()
+
+        t_up = _med(upload, args.runs)
+        dev.replay(rec)
+        t_down = _med(k.receive, args.runs)
+        st = dev.recording_stats(rec)
+        print(f"| {name} | {t_full:.3f} | {len(k._launches)} | {t_enq_only:.3f} | {t_submit:.3f} | "
+              f"{statistics.median(gpu):.3f} | {statistics.median(copies):.3f} | {t_up:.3f} | {t_down:.3f} | "
+              f"{st['barriers']} | {st['copies']} |", flush=True)
+        memory[name] = dev.memory_report()
+    print(f"\nmemory: {dev.info.name}, memory option {dev.memory_mode}")
+    for name, blocks in memory.items():
+        print(f"- {name}: " + "; ".join(f"{b['kind']} {b['used'] / 2**20:.2f}/{b['bytes'] / 2**20:.0f} MiB "
+                                        f"type {b['type']} ({b['flags']})" for b in blocks))
     return 0
 
 

@@ -139,6 +139,37 @@ def test_glsl_compiles(name, prec, i, opts):
             assert r.returncode == 0, r.stdout + r.stderr
 
 
+_SPV_BUILT: set[str] = set()
+
+
+@pytest.mark.parametrize(("name", "prec", "i", "opts"), HALF_CASES, ids=[f"{n}-{p}-{i}" for n, p, i, _ in HALF_CASES])
+def test_glsl_storage_only_half_compiles(name, prec, i, opts):
+    """The storage-only half variant in GLSL (what the Vulkan backend's fp16 runs by default): 16-bit
+    buffers, float arithmetic, no shaderFloat16 (no Float16 capability in the SPIR-V)."""
+    tool = find_glsl_compiler()
+    if tool is None:
+        pytest.skip("GLSL: neither glslc nor glslangValidator installed (Debian glslc / glslang-tools)")
+    rk = K.render(name, "glsl", prec, half_math=False, **opts)
+    assert rk.features == ("f16_storage",)
+    assert "GL_EXT_shader_16bit_storage" in rk.source
+    assert "explicit_arithmetic_types_float16" not in rk.source
+    assert not re.search(r"\bf16vec[234]\s+\w+\s*=|\bfloat16_t\s+\w+\s*=", rk.source), "half locals"
+    if rk.source in _SPV_BUILT:
+        return
+    try:
+        spv = compile_spirv(rk.source, compiler=tool)
+    except K.KernelTemplateError as e:
+        raise AssertionError(f"{e}\n--- source ---\n{rk.source}") from None
+    _SPV_BUILT.add(rk.source)
+    dis = shutil.which("spirv-dis")
+    if dis:
+        with tempfile.TemporaryDirectory() as d:
+            f = Path(d, "k.spv")
+            f.write_bytes(spv)
+            text = subprocess.run([dis, str(f)], capture_output=True, text=True).stdout
+            assert "OpCapability Float16" not in text and "StorageBuffer16BitAccess" in text
+
+
 # ----------------------------------------------------------------------------------------------
 # WGSL (wgpu-py)
 # ----------------------------------------------------------------------------------------------

@@ -58,10 +58,11 @@ def test_storage_only_source_has_no_half_arithmetic(kernel, opts, prec):
     assert "float4" in rk.source
 
 
-def test_storage_only_variant_is_opencl_only_and_a_no_op_for_fp32():
+def test_storage_only_variant_is_opencl_and_glsl_only_and_a_no_op_for_fp32():
     assert K.render("unary", "opencl", "fp32", half_math=False).source == K.render("unary", "opencl", "fp32").source
     assert K.render("unary", "opencl", "fp32", half_math=False).features == ()
-    for dialect in ("glsl", "wgsl"):
+    assert K.render("unary", "glsl", "fp16", half_math=False).features == ("f16_storage",)
+    for dialect in ("wgsl",):
         with pytest.raises(K.KernelTemplateError, match="storage-only half"):
             K.render("unary", dialect, "fp16", half_math=False)
 

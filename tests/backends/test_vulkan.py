@@ -159,13 +159,13 @@ def test_device_by_name_and_listing(backend):
 
 
 def test_program_binary_roundtrip(backend, device, compiler_core):
-    """program_binary (SPIR-V + VkPipelineCache data) rebuilds a working program on a fresh device."""
+    """program_binary (the SPIR-V) rebuilds a working program on a fresh device without glslc."""
     from litegpu.gpu._device import BufferRef
     from litegpu.gpu.kernels import render
 
     rk = render("unary", "glsl", "fp32", op="ABS")
     blob = device.program_binary(device.compile(rk))
-    assert blob and blob.startswith(b"LGVK1")
+    assert blob and blob.startswith(b"LGVK2")
     other = backend.VulkanDevice()
     try:
         assert other.program_from_binary(rk, b"garbage") is None
@@ -434,6 +434,121 @@ def test_device_resident_values_between_partitions(backend, compiler_core, memor
         d.close()
 
 
+def test_memory_types_by_purpose(device, monkeypatch):
+    """On a discrete GPU's memory types (NVIDIA with a resizable BAR): tensors in VRAM the host cannot
+    map, uploads in plain host memory, readbacks in host-*cached* memory -- never the uncached BAR
+    type, which the CPU reads at tens of MB/s (what made pose_landmark_full take 32 ms)."""
+    vk = pytest.importorskip("vulkan")
+    dl, hv, hc, cached = (vk.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, vk.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT,
+                          vk.VK_MEMORY_PROPERTY_HOST_COHERENT_BIT, vk.VK_MEMORY_PROPERTY_HOST_CACHED_BIT)
+    monkeypatch.setattr(device, "_mem_flags", [dl, hv | hc, hv | hc | cached, dl | hv | hc])
+    monkeypatch.setattr(device, "memory_mode", "device_local")
+    assert device._type_order("device", 0b1111)[0] == 0
+    assert device._type_order("upload", 0b1111)[0] == 1
+    assert device._type_order("readback", 0b1111)[0] == 2
+    assert device._type_order("readback", 0b1011)[0] == 1  # no cached type allowed: still not the BAR
+    monkeypatch.setattr(device, "memory_mode", "host_visible")
+    assert 0 not in device._type_order("device", 0b1111)
+
+
+def test_one_submit_per_invoke_with_staging_in_the_command_buffer(backend, compiler_core, monkeypatch):
+    """device_local memory: the input's staging copy, every launch and the output's readback copy are
+    one command buffer; an invoke is one vkQueueSubmit, and the answers are LiteRT's."""
+    from litegpu_vulkan import _device
+
+    model, (x0,) = _chain()
+    d = litegpu.load_delegate("vulkan", {"memory": "device_local"})
+    try:
+        it = litegpu.Interpreter(model_content=model, experimental_delegates=[d])
+        it.allocate_tensors()
+        (k,) = [s.run.__self__ for s in it._main.plan.steps if s.kind == "delegate"]
+        stats = k.describe()["recording"]
+        assert stats["submits"] == 1 and stats["staged_uploads"] == 1 and stats["staged_downloads"] == 1
+        assert stats["dispatches"] == len(k._launches) and stats["copies"] == 2
+        assert 0 < stats["barriers"] <= stats["dispatches"] + 4  # dependent launches only, plus the copies'
+        kinds = {b["kind"]: b["flags"] for b in d.device.memory_report()}
+        assert "host-visible" in kinds["upload"] and "host-visible" in kinds["readback"]
+        submits = []
+        real = _device.vk.vkQueueSubmit
+        monkeypatch.setattr(_device.vk, "vkQueueSubmit", lambda *a: submits.append(1) or real(*a))
+        idx, out = it.get_input_details()[0]["index"], it.get_output_details()[0]["index"]
+        for seed in range(3):
+            x = _rng(300 + seed).standard_normal(x0.shape).astype(np.float32)
+            it.set_tensor(idx, x)
+            n0 = len(submits)
+            it.invoke()
+            got = it.get_tensor(out)
+            assert len(submits) - n0 == 1
+            (want,) = run_litert(model, [x])
+            assert rel_error(got, want) <= 1e-4
+    finally:
+        d.close()
+
+
+@pytest.mark.parametrize("memory", ["host_visible", "device_local"])
+def test_timestamps_around_every_copy_and_dispatch(backend, compiler_core, memory):
+    model, (x0,) = _chain()
+    d = litegpu.load_delegate("vulkan", {"memory": memory})
+    try:
+        it = litegpu.Interpreter(model_content=model, experimental_delegates=[d])
+        it.allocate_tensors()
+        (k,) = [s.run.__self__ for s in it._main.plan.steps if s.kind == "delegate"]
+        dev = d.device
+        if not dev._timestamp_bits:
+            pytest.skip("the compute queue has no timestamps")
+        ups, downs = [b.ref for b in k._inputs], [b.ref for b in k._outputs if b is not None]
+        rec = dev.record([(ln.bound, ln.kernel, ln.grid) for ln in k._launches], uploads=ups, downloads=downs,
+                         profile=True)
+        dev.replay(rec)
+        dev.finish()
+        ts = dev.timestamps(rec)
+        n_copies = 2 if memory == "device_local" else 0
+        assert [w for w, _i, _t in ts].count("dispatch") == len(k._launches)
+        assert len(ts) == len(k._launches) + n_copies
+        assert all(t >= 0 for _w, _i, t in ts) and sum(t for _w, _i, t in ts) > 0
+    finally:
+        d.close()
+
+
+def test_pipelines_of_a_partition_are_created_in_one_call(backend, compiler_core):
+    model, _ = _chain()
+    d = litegpu.load_delegate("vulkan", {"cache": {"enabled": False}})
+    try:
+        it = litegpu.Interpreter(model_content=model, experimental_delegates=[d])
+        it.allocate_tensors()
+        (k,) = [s.run.__self__ for s in it._main.plan.steps if s.kind == "delegate"]
+        assert d.tuning == "none"  # the vulkan default: each tried work group would be a glslc run
+        assert d.device.pipeline_batches == 1
+        assert d.device.pipelines_created == len({ln.kernel.source for ln in k._launches})
+    finally:
+        d.close()
+
+
+def test_fp16_defaults_to_half_storage_with_float_math(backend, compiler_core):
+    """fp16: 16-bit buffers, f32 arithmetic (the opencl backend's storage-only rule) unless half_math."""
+    model, inputs = _chain()
+    d = litegpu.load_delegate("vulkan", {"precision": "fp16"})
+    try:
+        if not d.device.info.fp16_storage:
+            pytest.skip("no storageBuffer16BitAccess on this device")
+        it = litegpu.Interpreter(model_content=model, experimental_delegates=[d])
+        it.allocate_tensors()
+        (k,) = [s.run.__self__ for s in it._main.plan.steps if s.kind == "delegate"]
+        assert d.half_math is False and k.describe()["half_math"] is False
+        assert {f for r in k.records for f in r["features"]} == {"f16_storage"}
+        it.set_tensor(it.get_input_details()[0]["index"], inputs[0])
+        it.invoke()
+        (want,) = run_litert(model, inputs)
+        assert rel_error(it.get_tensor(it.get_output_details()[0]["index"]), want) <= 2e-2
+    finally:
+        d.close()
+    d = litegpu.load_delegate("vulkan", {"precision": "fp16", "half_math": True})
+    try:
+        assert d.half_math is d.device.info.fp16
+    finally:
+        d.close()
+
+
 def test_cache_serves_programs_without_glslc(backend, compiler_core, tmp_path, monkeypatch):
     """A second prepare loads SPIR-V + pipeline-cache data from the cache: no GLSL compile at all."""
     model, inputs = _chain()
@@ -477,7 +592,7 @@ def test_khronos_validation_finds_no_error_or_hazard(backend, compiler_core):
     env = dict(os.environ, VK_INSTANCE_LAYERS="VK_LAYER_KHRONOS_validation",
                VK_LAYER_ENABLES="VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_VALIDATION_EXT",
                PYTHONPATH=os.pathsep.join([str(ROOT / "core"), *sys.path]))
-    select = "roundtrip or chain or resident or binary or replays"
+    select = "roundtrip or chain or resident or binary or replays or one_submit or timestamps"
     r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider", __file__, "-k", select],
                        env=env, cwd=ROOT, capture_output=True, text=True, timeout=900)
     out = r.stdout + r.stderr

@@ -167,7 +167,8 @@ class CLDevice(GpuDevice):
         cl.enqueue_nd_range_kernel(self.queue, bound[0], _global_size(grid, wg), wg)
 
     # -- batching: the launch sizes are worked out once; a replay is one enqueue call per launch
-    def record(self, launches: Sequence[tuple[Any, RenderedKernel, tuple[int, int, int]]]) -> Any:
+    def record(self, launches: Sequence[tuple[Any, RenderedKernel, tuple[int, int, int]]],
+               uploads: Sequence[BufferRef] = (), downloads: Sequence[BufferRef] = ()) -> Any:
         return [(b[0], _global_size(g, k.workgroup), k.workgroup, b[1]) for b, k, g in launches]
 
     def replay(self, recording: Any) -> None:

@@ -50,11 +50,21 @@ class VulkanBackend(litegpu.BackendSpec):
         "device": Option("any", 0, doc="index into the device list (discrete GPUs first, then integrated, "
                                        "virtual, CPU such as lavapipe) or a substring of the device name"),
         "memory": Option.enum("auto", "device_local", "host_visible", default="auto",
-                              doc="buffer memory: device_local (+ staging copies), host_visible (mapped, "
-                                  "transfers are memcpy); auto = device_local on discrete GPUs"),
+                              doc="tensor and weight memory: device_local (staging copies recorded in the "
+                                  "invoke's command buffer), host_visible (mapped, transfers are memcpy); "
+                                  "auto = device_local on discrete GPUs, host_visible on integrated GPUs "
+                                  "and CPU drivers such as lavapipe (one memory: a copy would only add work)"),
         "compiler": Option.str(None, nullable=True,
                                doc="GLSL compiler to run (glslc or glslangValidator, name or path); "
                                    "default: whichever is installed, glslc first"),
+        # GLSL bakes the work group into the source: every tried size is one more glslc run and
+        # pipeline, which made tuning most of a cold prepare (14 s on an H100) for little gain
+        "tuning": Option.enum("none", "fast", "exhaustive", default="none",
+                              doc="work-group search at prepare: none (the heuristic; the default here: each "
+                                  "candidate costs a SPIR-V compile), fast, exhaustive (results are cached)"),
+        "half_math": Option.bool(False, doc="fp16 precisions: compute in half (shaderFloat16) instead of "
+                                            "float with half buffers (16-bit storage; as accurate as the "
+                                            "opencl backend's fp16); ignored for fp32"),
         "fence_timeout": Option.number(60.0, min=0.001,
                                        doc="seconds to wait for the GPU before failing instead of hanging"),
     }

@@ -17,8 +17,10 @@ is a named variable (or an ``ffi.new`` we own) that lives until the call returns
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -46,6 +48,9 @@ MEMORY_MODES = ("auto", "device_local", "host_visible")
 
 _HV = vk.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | vk.VK_MEMORY_PROPERTY_HOST_COHERENT_BIT
 _DL = vk.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT
+_CACHED = vk.VK_MEMORY_PROPERTY_HOST_CACHED_BIT
+#: size of one memory block that buffers are sub-allocated from (a larger buffer gets its own)
+_BLOCK_BYTES = 64 << 20
 _USAGE = (vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | vk.VK_BUFFER_USAGE_UNIFORM_BUFFER_BIT
           | vk.VK_BUFFER_USAGE_TRANSFER_SRC_BIT | vk.VK_BUFFER_USAGE_TRANSFER_DST_BIT)
 _COMPUTE = vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT
@@ -156,47 +161,72 @@ def _run_undo(undo: list[tuple[Any, tuple]]) -> None:
     undo.clear()
 
 
-class _Buffer(_Resource):
-    """One VkBuffer with its own memory; ``host`` is a uint8 view of the mapping when mappable."""
+class _Block:
+    """One VkDeviceMemory allocation that many buffers are bound into (sub-allocation).
 
-    def __init__(self, dev: VulkanDevice, nbytes: int, flags: int):
+    Freed when the last buffer bound into it is released; ``host`` maps the whole block once
+    (persistently) when its memory type is host-visible."""
+
+    def __init__(self, dev: VulkanDevice, type_index: int, size: int, kind: str):
+        self.type_index, self.size, self.kind, self.used, self.live = type_index, size, kind, 0, 0
+        d = dev._device
+        alloc_info = vk.VkMemoryAllocateInfo(allocationSize=size, memoryTypeIndex=type_index)
+        self.memory = vk.vkAllocateMemory(d, alloc_info, None)  # may raise VkErrorOutOf*Memory
+        self.flags = dev._mem_flags[type_index]
+        self.host: np.ndarray | None = None
+        if self.flags & vk.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT:
+            self.host = np.frombuffer(vk.vkMapMemory(d, self.memory, 0, size, 0), np.uint8)
+
+
+class _Buffer(_Resource):
+    """One VkBuffer bound at an offset of a shared :class:`_Block`; ``host`` is a uint8 view of its
+    bytes in the persistent mapping when the memory is host-visible.  ``kind`` is what the memory is
+    for: ``device`` (tensors, weights, params), ``upload`` / ``readback`` (staging)."""
+
+    def __init__(self, dev: VulkanDevice, nbytes: int, kind: str):
         super().__init__(dev)
         self.nbytes = nbytes
+        self.kind = kind
         self.busy: _Recording | None = None  # the last submission that used this buffer
         self.copies: dict[tuple, _Recording] = {}  # recorded device-to-device copies into this buffer
+        # by offset: the persistently mapped staging buffers of a boundary input / host output here
+        self.shadows: dict[int, _Buffer] = {}
+        self.readbacks: dict[int, _Buffer] = {}
+        self.source_id = 0  # a readback buffer: id() of the buffer it copies out of
         d = dev._device
         create_info = vk.VkBufferCreateInfo(size=nbytes, usage=_USAGE, sharingMode=vk.VK_SHARING_MODE_EXCLUSIVE)
         self.handle = _vk_call("vkCreateBuffer", vk.vkCreateBuffer, d, create_info, None)
         self._on_release(vk.vkDestroyBuffer, d, self.handle, None)
         req = vk.vkGetBufferMemoryRequirements(d, self.handle)
-        self.memory = None
-        for type_index in dev._memory_types(req.memoryTypeBits, flags):
-            alloc_info = vk.VkMemoryAllocateInfo(allocationSize=req.size, memoryTypeIndex=type_index)
-            try:
-                self.memory = vk.vkAllocateMemory(d, alloc_info, None)
-                break
-            except (vk.VkErrorOutOfDeviceMemory, vk.VkErrorOutOfHostMemory):  # e.g. a small mappable heap
-                continue
-        if self.memory is None:
-            raise DelegateError(f"{dev.info.name}: cannot allocate {nbytes} bytes of memory (flags {flags:#x})")
-        self._on_release(vk.vkFreeMemory, d, self.memory, None)
-        vk.vkBindBufferMemory(d, self.handle, self.memory, 0)
+        self.block, self.offset = dev._suballoc(kind, int(req.size), int(req.alignment), int(req.memoryTypeBits))
+        # undo runs in reverse: the buffer is destroyed before its block can be freed
+        self._on_release(dev._unref_block, self.block)
+        vk.vkBindBufferMemory(d, self.handle, self.block.memory, self.offset)
         self.host: np.ndarray | None = None
-        if flags & vk.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT:
-            self.host = np.frombuffer(vk.vkMapMemory(d, self.memory, 0, nbytes, 0), np.uint8)
-            self._on_release(vk.vkUnmapMemory, d, self.memory)
+        # device_local mode never maps tensor memory, even where the driver could (lavapipe's one
+        # memory type is host-visible): transfers take the staging path a discrete GPU takes
+        if self.block.host is not None and (kind != "device" or dev.memory_mode == "host_visible"):
+            self.host = self.block.host[self.offset:self.offset + nbytes]
+
+    @property
+    def memory_flags(self) -> int:
+        return self.block.flags
 
 
 class _Program(_Resource):
-    """Shader module, descriptor set layout, pipeline layout, pipeline, and the pipeline's own cache."""
+    """Descriptor set layout and pipeline layout now; shader module and pipeline at the first
+    :meth:`VulkanDevice.record` that uses the program, created there together with every other
+    pending program in one ``vkCreateComputePipelines`` call.  ``spirv`` is bytes or a future of
+    the compile running on the device's thread pool (glslc runs for all kernels at once)."""
 
-    def __init__(self, dev: VulkanDevice, kernel: RenderedKernel, spirv: bytes, cache_data: bytes = b""):
+    def __init__(self, dev: VulkanDevice, kernel: RenderedKernel, spirv: bytes | Future[bytes]):
         super().__init__(dev)
         d = dev._device
-        self.spirv = spirv
-        module_info = vk.VkShaderModuleCreateInfo(codeSize=len(spirv), pCode=spirv)
-        self.module = _vk_call("vkCreateShaderModule", vk.vkCreateShaderModule, d, module_info, None)
-        self._on_release(vk.vkDestroyShaderModule, d, self.module, None)
+        self.name = kernel.name
+        self.entry = kernel.entry_point
+        self._spirv = spirv
+        self.module: Any = None
+        self.pipeline: Any = None
         self.types = [vk.VK_DESCRIPTOR_TYPE_UNIFORM_BUFFER if b.kind == "uniform"
                       else vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER for b in kernel.bindings]
         # the bindings array is ours (ffi.new), so nothing in it can be freed before the call
@@ -213,28 +243,19 @@ class _Program(_Resource):
         pl_info = vk.VkPipelineLayoutCreateInfo(setLayoutCount=1, pSetLayouts=set_layouts)
         self.layout = vk.vkCreatePipelineLayout(d, pl_info, None)
         self._on_release(vk.vkDestroyPipelineLayout, d, self.layout, None)
-        cache_blob = ffi.from_buffer(cache_data) if cache_data else ffi.NULL
-        cache_info = vk.VkPipelineCacheCreateInfo(initialDataSize=len(cache_data), pInitialData=cache_blob)
-        self.cache = vk.vkCreatePipelineCache(d, cache_info, None)
-        self._on_release(vk.vkDestroyPipelineCache, d, self.cache, None)
-        # keep-alive: entry name and the by-value nested stage struct are named (module docstring)
-        entry = ffi.new("char[]", kernel.entry_point.encode())
-        stage = vk.VkPipelineShaderStageCreateInfo(stage=vk.VK_SHADER_STAGE_COMPUTE_BIT, module=self.module,
-                                                   pName=entry)
-        pipeline_info = vk.VkComputePipelineCreateInfo(stage=stage, layout=self.layout)
-        self.pipeline = _vk_call(f"vkCreateComputePipelines ({kernel.name})", vk.vkCreateComputePipelines,
-                                 d, self.cache, 1, pipeline_info, None)[0]
-        self._on_release(vk.vkDestroyPipeline, d, self.pipeline, None)
-        del entry, stage, pipeline_info
 
-    def cache_data(self) -> bytes:
+    @property
+    def spirv(self) -> bytes:
+        if isinstance(self._spirv, Future):
+            self._spirv = self._spirv.result()  # re-raises the compile's DelegateError
+        return self._spirv
+
+    def _create_module(self) -> None:
         d = self._dev._device
-        size = ffi.new("size_t*")
-        vk.lib.vkGetPipelineCacheData(d, self.cache, size, ffi.NULL)
-        data = ffi.new("char[]", size[0])
-        if vk.lib.vkGetPipelineCacheData(d, self.cache, size, data) != vk.VK_SUCCESS:
-            return b""
-        return bytes(ffi.buffer(data, size[0]))
+        spirv = self.spirv
+        module_info = vk.VkShaderModuleCreateInfo(codeSize=len(spirv), pCode=spirv)
+        self.module = _vk_call(f"vkCreateShaderModule ({self.name})", vk.vkCreateShaderModule, d, module_info, None)
+        self._on_release(vk.vkDestroyShaderModule, d, self.module, None)
 
 
 class _Bound(_Resource):
@@ -252,8 +273,8 @@ class _Bound(_Resource):
         self.params_buffer = None
         if any(b.kind == "uniform" for b in kernel.bindings):
             data = kernel.pack_params(params)
-            self.params_buffer = dev._alloc(len(data), mappable=True)
-            self.params_buffer.host[:len(data)] = np.frombuffer(data, np.uint8)
+            self.params_buffer = dev.alloc(len(data))
+            dev.upload(BufferRef(self.params_buffer, 0, len(data)), np.frombuffer(data, np.uint8))
             refs.append(BufferRef(self.params_buffer, 0, len(data)))
         # (binding, buffer, offset, end, writes) for hazard tracking at record time
         self.uses = [(b.index, r.buffer, r.offset, r.offset + r.nbytes, b.access != "read")
@@ -305,6 +326,12 @@ class _Recording(_Resource):
         self.fence = vk.vkCreateFence(d, vk.VkFenceCreateInfo(), None)
         self._on_release(vk.vkDestroyFence, d, self.fence, None)
         self.pending = False
+        self.writes_device = True  # False: a download's copy into staging (leaves the readbacks current)
+        self.upload_keys: frozenset[int] = frozenset()  # ids of the upload buffers it copies from
+        self.readbacks: list[_Buffer] = []  # the readback buffers its copies fill
+        self.dispatches = self.barriers = self.copies = 0
+        self.labels: list[tuple[str, int]] = []  # profile=True: what each timestamp pair measures
+        self.query_pool: Any = None
         # built once and reused per submit; named so its command-buffer array stays alive
         self.submit_info = vk.VkSubmitInfo(commandBufferCount=1, pCommandBuffers=self._cmds)
 
@@ -364,9 +391,16 @@ class VulkanDevice(GpuDevice):
             memory = "device_local" if chosen.kind == 0 else "host_visible"
         self.memory_mode = memory
         self._staging: _Buffer | None = None
+        self._blocks: dict[str, list[_Block]] = {}
+        self._pending: list[tuple[BufferRef, BufferRef, int]] = []  # queued uploads into device memory
+        self._dirty: dict[int, tuple[_Buffer, BufferRef]] = {}  # upload buffers written since a replay, by id
+        self._fresh: set[_Buffer] = set()  # readback buffers the latest submission filled
         self._xfer = _Recording(self, [])
         self._programs: dict[str, _Program] = {}
-        self._spirv: dict[str, bytes] = {}
+        self._spirv: dict[str, Future[bytes]] = {}  # by GLSL source
+        self._pool_exec: ThreadPoolExecutor | None = None  # runs glslc
+        self._loaded_blobs: set[bytes] = set()
+        self.pipelines_created = self.pipeline_batches = 0
         self._last: _Recording | None = None
 
     def _create_device(self, chosen: _Candidate) -> None:
@@ -374,6 +408,9 @@ class VulkanDevice(GpuDevice):
         props = vk.vkGetPhysicalDeviceProperties(pd)
         limits = props.limits
         self._max_groups = [int(n) for n in limits.maxComputeWorkGroupCount]
+        families = vk.vkGetPhysicalDeviceQueueFamilyProperties(pd)
+        self._timestamp_bits = int(families[chosen.queue_family].timestampValidBits)
+        self._timestamp_ns = float(limits.timestampPeriod)
         mp = vk.vkGetPhysicalDeviceMemoryProperties(pd)
         self._mem_flags = [int(mp.memoryTypes[i].propertyFlags) for i in range(mp.memoryTypeCount)]
         # feature query chain: each struct named so the pNext pointers stay valid
@@ -381,11 +418,13 @@ class VulkanDevice(GpuDevice):
         float16 = vk.VkPhysicalDeviceShaderFloat16Int8Features(pNext=storage16)
         features2 = vk.VkPhysicalDeviceFeatures2(pNext=float16)
         vk.vkGetPhysicalDeviceFeatures2(pd, features2)
-        fp16 = bool(storage16.storageBuffer16BitAccess and float16.shaderFloat16)
+        # 16-bit buffers alone carry the storage-only half kernels; with shaderFloat16 also half math
+        fp16_storage = bool(storage16.storageBuffer16BitAccess)
+        fp16 = bool(fp16_storage and float16.shaderFloat16)
         available = {e.extensionName for e in vk.vkEnumerateDeviceExtensionProperties(pd, None)}
-        ext_names = [e for e in _FP16_EXTENSIONS if e in available] if fp16 else []
+        ext_names = [e for e in _FP16_EXTENSIONS if e in available] if fp16_storage else []
         # enable exactly what fp16 kernels need (chained again, named for the same reason)
-        want16 = vk.VkPhysicalDevice16BitStorageFeatures(storageBuffer16BitAccess=int(fp16))
+        want16 = vk.VkPhysicalDevice16BitStorageFeatures(storageBuffer16BitAccess=int(fp16_storage))
         want_f16 = vk.VkPhysicalDeviceShaderFloat16Int8Features(pNext=want16, shaderFloat16=int(fp16))
         priorities = ffi.new("float[1]", [1.0])
         queue_info = vk.VkDeviceQueueCreateInfo(queueFamilyIndex=chosen.queue_family, queueCount=1,
@@ -393,7 +432,7 @@ class VulkanDevice(GpuDevice):
         queue_infos = ffi.new("VkDeviceQueueCreateInfo[1]", [queue_info])
         ext_c = [ffi.new("char[]", e.encode()) for e in ext_names]
         ext_arr = ffi.new("char*[]", ext_c) if ext_c else ffi.NULL
-        device_info = vk.VkDeviceCreateInfo(pNext=want_f16 if fp16 else None, queueCreateInfoCount=1,
+        device_info = vk.VkDeviceCreateInfo(pNext=want_f16 if fp16_storage else None, queueCreateInfoCount=1,
                                             pQueueCreateInfos=queue_infos, enabledExtensionCount=len(ext_c),
                                             ppEnabledExtensionNames=ext_arr)
         try:
@@ -406,60 +445,151 @@ class VulkanDevice(GpuDevice):
         pool_info = vk.VkCommandPoolCreateInfo(
             queueFamilyIndex=chosen.queue_family, flags=vk.VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT)
         self._pool = vk.vkCreateCommandPool(self._device, pool_info, None)
+        # one pipeline cache for the device: its data is what the serialization cache persists
+        self._pipeline_cache = vk.vkCreatePipelineCache(self._device, vk.VkPipelineCacheCreateInfo(), None)
         v = props.apiVersion
         self.info = DeviceInfo(
             api="vulkan", name=chosen.name, vendor=_VENDORS.get(props.vendorID, hex(props.vendorID)),
             driver_version=f"{props.driverVersion} (Vulkan {v >> 22}.{(v >> 12) & 0x3FF}.{v & 0xFFF})",
-            fp16=fp16, max_workgroup_size=int(limits.maxComputeWorkGroupInvocations),
+            fp16=fp16, fp16_storage=fp16_storage, max_workgroup_size=int(limits.maxComputeWorkGroupInvocations),
             buffer_alignment=max(int(limits.minStorageBufferOffsetAlignment), 4), compute_units=1)
 
     # -- allocator
-    def _memory_types(self, type_bits: int, flags: int) -> list[int]:
-        """Memory type indices with ``flags`` allowed by ``type_bits``: device-local ones first and,
-        when host access is not asked for, those without it (a discrete GPU's small mappable heap
-        is kept for staging and params)."""
-        ok = [i for i, f in enumerate(self._mem_flags) if type_bits >> i & 1 and f & flags == flags]
-        if not ok:
-            raise DelegateError(f"{self.info.name}: no memory type with flags {flags:#x}")
-        extra_host = vk.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT & ~flags
-        return sorted(ok, key=lambda i: (not self._mem_flags[i] & _DL, bool(self._mem_flags[i] & extra_host)))
+    def _type_order(self, kind: str, type_bits: int) -> list[int]:
+        """Memory type indices for ``kind`` allowed by ``type_bits``, best first.
 
-    def _alloc(self, nbytes: int, *, mappable: bool) -> _Buffer:
-        return _Buffer(self, max(int(nbytes), 16), _HV if mappable else _DL)
+        ``device`` in device_local mode: device-local, host-invisible first (a discrete GPU's
+        mappable BAR heap is uncached for the host and kept out of the way).  ``device`` in
+        host_visible mode: host-visible and coherent, device-local (UMA) and host-cached first.
+        ``upload``: host-visible, coherent system memory first (the CPU writes it sequentially, the
+        GPU copies it once).  ``readback``: host-visible, coherent and host-*cached* first: the CPU
+        reads it, and reads from uncached (write-combined or BAR) memory crawl at tens of MB/s."""
+        flags = self._mem_flags
+        ok = [i for i in range(len(flags)) if type_bits >> i & 1]
+        if kind == "device" and self.memory_mode == "device_local":
+            cands = [i for i in ok if flags[i] & _DL] or ok
+            return sorted(cands, key=lambda i: bool(flags[i] & vk.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT))
+        cands = [i for i in ok if flags[i] & _HV == _HV]
+        if not cands:
+            raise DelegateError(f"{self.info.name}: no host-visible, coherent memory type for {kind} buffers")
+        if kind == "device":
+            return sorted(cands, key=lambda i: (not flags[i] & _DL, not flags[i] & _CACHED))
+        if kind == "upload":
+            return sorted(cands, key=lambda i: (bool(flags[i] & _DL), bool(flags[i] & _CACHED)))
+        return sorted(cands, key=lambda i: (not flags[i] & _CACHED, bool(flags[i] & _DL)))
+
+    def _suballoc(self, kind: str, size: int, align: int, type_bits: int) -> tuple[_Block, int]:
+        """A ``size``-byte range of a memory block of ``kind``: bump allocation in the newest block
+        of the best memory type, a new block (``_BLOCK_BYTES``, or the size when larger) when full."""
+        blocks = self._blocks.setdefault(kind, [])
+        for t in self._type_order(kind, type_bits):
+            for blk in reversed(blocks):
+                if blk.type_index == t:
+                    off = -(-blk.used // align) * align
+                    if off + size <= blk.size:
+                        blk.used, blk.live = off + size, blk.live + 1
+                        return blk, off
+                    break
+            try:
+                blk = _Block(self, t, max(size, _BLOCK_BYTES), kind)
+            except (vk.VkErrorOutOfDeviceMemory, vk.VkErrorOutOfHostMemory):  # e.g. a small mappable heap
+                continue
+            except (vk.VkError, vk.VkException) as e:
+                raise DelegateError(f"{self.info.name}: vkAllocateMemory failed: {type(e).__name__}") from e
+            blocks.append(blk)
+            blk.used, blk.live = size, 1
+            return blk, 0
+        raise DelegateError(f"{self.info.name}: cannot allocate {size} bytes of {kind} memory")
+
+    def _unref_block(self, blk: _Block) -> None:
+        blk.live -= 1
+        if blk.live > 0 or self._device is None:
+            return
+        if blk.host is not None:
+            blk.host = None
+            vk.vkUnmapMemory(self._device, blk.memory)
+        vk.vkFreeMemory(self._device, blk.memory, None)
+        blocks = self._blocks.get(blk.kind, [])
+        if blk in blocks:
+            blocks.remove(blk)
+
+    def memory_report(self) -> list[dict[str, Any]]:
+        """The live memory blocks: what for, bytes, bytes used and the memory type's property flags
+        in words (benchmarks print it; ``describe()['memory']`` shows it per partition)."""
+        return [{"kind": blk.kind, "bytes": blk.size, "used": blk.used, "type": blk.type_index,
+                 "flags": _flag_words(blk.flags)} for kind in sorted(self._blocks) for blk in self._blocks[kind]]
 
     def alloc(self, nbytes: int) -> _Buffer:
         self._open()
-        return self._alloc(nbytes, mappable=self.memory_mode == "host_visible")
+        return _Buffer(self, max(int(nbytes), 16), "device")
 
     def _staging_for(self, nbytes: int) -> _Buffer:
+        """The reusable readback buffer of the synchronous download path (not the invoke path)."""
         if self._staging is None or self._staging.nbytes < nbytes:
             self._staging = None
-            self._staging = self._alloc(1 << max(int(nbytes) - 1, 15).bit_length(), mappable=True)
+            self._staging = _Buffer(self, 1 << max(int(nbytes) - 1, 15).bit_length(), "readback")
         return self._staging
 
     def _transfer(self, src: BufferRef, dst: BufferRef, nbytes: int) -> None:
-        """Synchronous buffer copy on the transfer command buffer (staging path)."""
+        """Synchronous buffer copy on the transfer command buffer: downloads of buffers that no
+        recorded readback covers (reading a DeviceValue, tests); never on the invoke path."""
         rec = self._xfer
         self._wait(rec)
         self._begin(rec, one_time=True)
         self._record_copy(rec.cmd, src, dst, nbytes)
         self._end(rec)
         rec.buffers = [src.buffer, dst.buffer]
+        rec.writes_device = False
         self._submit(rec)
         self._wait(rec)
+
+    def _flush_pending(self) -> None:
+        """Submit the queued uploads into device memory (constants and params at prepare, an upload
+        to an input no recording covers) as one command buffer, and wait."""
+        if not self._pending:
+            return
+        pending, self._pending = self._pending, []
+        rec = self._xfer
+        self._wait(rec)
+        self._begin(rec, one_time=True)
+        cmd = rec.cmd
+        _barrier(cmd, _COMPUTE | _TRANSFER, _WRITES, _TRANSFER, vk.VK_ACCESS_TRANSFER_WRITE_BIT)
+        done: list[tuple[int, int, int]] = []
+        for src, dst, n in pending:
+            span = [(id(dst.buffer), dst.offset, dst.offset + n)]
+            if _overlaps(span, done):  # two uploads into the same bytes: keep their order
+                _barrier(cmd, _TRANSFER, vk.VK_ACCESS_TRANSFER_WRITE_BIT, _TRANSFER, vk.VK_ACCESS_TRANSFER_WRITE_BIT)
+                done = []
+            done += span
+            vk.vkCmdCopyBuffer(cmd, src.buffer.handle, dst.buffer.handle, 1,
+                               vk.VkBufferCopy(srcOffset=src.offset, dstOffset=dst.offset, size=n))
+        _barrier(cmd, _TRANSFER, vk.VK_ACCESS_TRANSFER_WRITE_BIT,
+                 _COMPUTE | _TRANSFER | vk.VK_PIPELINE_STAGE_HOST_BIT, _READS | _WRITES)
+        self._end(rec)
+        rec.buffers = [b for src, dst, _n in pending for b in (src.buffer, dst.buffer)]
+        rec.writes_device = True
+        self._submit(rec)
+        self._wait(rec)
+        del pending  # the one-off staging buffers go back to their block
 
     def upload(self, ref: BufferRef, data: np.ndarray) -> None:
         self._open()
         raw = np.ascontiguousarray(data).reshape(-1).view(np.uint8)
         n = min(raw.size, ref.nbytes)
         buf: _Buffer = ref.buffer
+        shadow = buf.shadows.get(ref.offset)
+        if shadow is not None and n <= shadow.nbytes:  # a recorded boundary input: the replay copies it
+            self._wait_for(shadow)  # the previous submission may still copy out of it
+            shadow.host[:n] = raw[:n]
+            self._dirty[id(shadow)] = (shadow, ref)
+            return
         self._wait_for(buf)  # the GPU may still read or write it
         if buf.host is not None:
             buf.host[ref.offset:ref.offset + n] = raw[:n]
             return
-        staging = self._staging_for(n)
+        staging = _Buffer(self, max(n, 16), "upload")
         staging.host[:n] = raw[:n]
-        self._transfer(BufferRef(staging, 0, n), ref, n)
+        self._pending.append((BufferRef(staging, 0, n), ref, n))
 
     def download(self, ref: BufferRef, out: np.ndarray) -> None:
         if not out.flags.c_contiguous:  # a reshape would copy and the data would land in the copy
@@ -467,6 +597,12 @@ class VulkanDevice(GpuDevice):
         self._open()
         flat = out.reshape(-1).view(np.uint8)
         n = min(flat.size, ref.nbytes)
+        readback = ref.buffer.readbacks.get(ref.offset)
+        if readback is not None and readback in self._fresh:  # the last replay copied it out already
+            self._wait_for(readback)
+            flat[:n] = readback.host[:n]
+            return
+        self._flush_pending()
         buf: _Buffer = ref.buffer
         self._wait_for(buf)
         if buf.host is not None:
@@ -475,6 +611,12 @@ class VulkanDevice(GpuDevice):
         staging = self._staging_for(n)
         self._transfer(ref, BufferRef(staging, 0, n), n)
         flat[:n] = staging.host[:n]
+
+    def download_many(self, items: Sequence[tuple[BufferRef, np.ndarray]]) -> None:
+        # one fence wait covers every read: the recorded readbacks ran in the same submission
+        self.finish()
+        for ref, out in items:
+            self.download(ref, out)
 
     def copy(self, src: BufferRef, dst: BufferRef) -> None:
         # recorded once per (src, dst) pair and resubmitted: the executor copies the same refs each invoke
@@ -500,18 +642,25 @@ class VulkanDevice(GpuDevice):
 
     # -- compiler / program
     def _compile_spirv(self, kernel: RenderedKernel) -> bytes:
-        spirv = self._spirv.get(kernel.source)
-        if spirv is None:
-            from litegpu.gpu._dialects.glsl import compile_spirv
+        from litegpu.gpu._dialects.glsl import compile_spirv
 
-            try:
-                spirv = compile_spirv(kernel.source, compiler=self.compiler, vulkan="vulkan1.1")
-            except FileNotFoundError as e:
-                raise BackendUnavailableError(str(e)) from e
-            except Exception as e:  # the compiler's message names the line
-                raise DelegateError(f"SPIR-V compile of kernel {kernel.name} failed: {e}") from e
-            self._spirv[kernel.source] = spirv
-        return spirv
+        try:
+            return compile_spirv(kernel.source, compiler=self.compiler, vulkan="vulkan1.1")
+        except FileNotFoundError as e:
+            raise BackendUnavailableError(str(e)) from e
+        except Exception as e:  # the compiler's message names the line
+            raise DelegateError(f"SPIR-V compile of kernel {kernel.name} failed: {e}") from e
+
+    def _spirv_future(self, kernel: RenderedKernel) -> Future[bytes]:
+        """The SPIR-V of ``kernel.source``, compiled once per device on the thread pool (glslc is
+        a process of its own: the compiles of a partition run side by side)."""
+        fut = self._spirv.get(kernel.source)
+        if fut is None:
+            if self._pool_exec is None:
+                self._pool_exec = ThreadPoolExecutor(max_workers=min(16, os.cpu_count() or 1),
+                                                     thread_name_prefix="litegpu-glslc")
+            fut = self._spirv[kernel.source] = self._pool_exec.submit(self._compile_spirv, kernel)
+        return fut
 
     def compile(self, kernel: RenderedKernel) -> _Program:
         self._open()
@@ -520,33 +669,98 @@ class VulkanDevice(GpuDevice):
             if "f16" in kernel.features and not self.info.fp16:
                 raise DelegateError(f"{self.info.name} has no shaderFloat16/storageBuffer16BitAccess: "
                                     "use precision fp32")
-            prog = _Program(self, kernel, self._compile_spirv(kernel))
+            if "f16_storage" in kernel.features and not self.info.fp16_storage:
+                raise DelegateError(f"{self.info.name} has no storageBuffer16BitAccess: use precision fp32")
+            prog = _Program(self, kernel, self._spirv_future(kernel))
             self._programs[kernel.source] = prog
         return prog
 
-    _MAGIC = b"LGVK1\0"
+    def _create_pipelines(self, programs: Sequence[_Program]) -> None:
+        """Pipelines for every program in ``programs`` that has none yet: one
+        vkCreateComputePipelines call for all of them, through the device's pipeline cache."""
+        todo = [p for p in {id(p): p for p in programs}.values() if p.pipeline is None]
+        if not todo:
+            return
+        d = self._open()
+        for p in todo:  # waits for the SPIR-V compiles (all running already)
+            if p.module is None:
+                p._create_module()
+        n = len(todo)
+        # keep-alive: the entry-point strings and the info array are ours (module docstring)
+        entries = [ffi.new("char[]", p.entry.encode()) for p in todo]
+        infos = ffi.new("VkComputePipelineCreateInfo[]", n)
+        for i, p in enumerate(todo):
+            infos[i].sType = vk.VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO
+            infos[i].stage.sType = vk.VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO
+            infos[i].stage.stage = vk.VK_SHADER_STAGE_COMPUTE_BIT
+            infos[i].stage.module = p.module
+            infos[i].stage.pName = entries[i]
+            infos[i].layout = p.layout
+            infos[i].basePipelineIndex = -1
+        out = ffi.new("VkPipeline[]", n)
+        res = vk.lib.vkCreateComputePipelines(d, self._pipeline_cache, n, infos, ffi.NULL, out)
+        for i, p in enumerate(todo):
+            if out[i] != ffi.NULL:
+                p.pipeline = out[i]
+                p._on_release(vk.vkDestroyPipeline, d, p.pipeline, None)
+        if res != vk.VK_SUCCESS:
+            bad = [p.name for p in todo if p.pipeline is None]
+            raise DelegateError(f"vkCreateComputePipelines failed ({res}) for kernels {', '.join(bad) or '?'}")
+        self.pipelines_created += n
+        self.pipeline_batches += 1
+        del entries, infos
+
+    _MAGIC = b"LGVK2\0"
 
     def program_binary(self, program: _Program) -> bytes | None:
-        """SPIR-V plus the pipeline's VkPipelineCache data (skips glslc and the driver's compile)."""
-        spirv = program.spirv
-        return self._MAGIC + len(spirv).to_bytes(8, "little") + spirv + program.cache_data()
+        """The SPIR-V (skips glslc); the driver's compiled pipelines go in :meth:`cache_blob`."""
+        return self._MAGIC + program.spirv
 
     def program_from_binary(self, kernel: RenderedKernel, binary: bytes) -> _Program | None:
         self._open()
         m = len(self._MAGIC)
-        if binary[:m] != self._MAGIC or len(binary) < m + 8:
+        spirv = binary[m:]
+        if binary[:m] != self._MAGIC or not spirv or len(spirv) % 4 or spirv[:4] != b"\x03\x02\x23\x07":
             return None
-        n = int.from_bytes(binary[m:m + 8], "little")
-        spirv, cache = binary[m + 8:m + 8 + n], binary[m + 8 + n:]
-        if len(spirv) != n or n % 4:
-            return None
-        try:  # the driver ignores cache data of another device or driver version by itself
-            prog = _Program(self, kernel, spirv, cache)
-        except DelegateError:
-            return None
+        prog = _Program(self, kernel, spirv)
         self._programs[kernel.source] = prog
-        self._spirv[kernel.source] = spirv
+        done: Future[bytes] = Future()
+        done.set_result(spirv)
+        self._spirv[kernel.source] = done
         return prog
+
+    def cache_blob(self) -> bytes | None:
+        """The device's VkPipelineCache data: the driver's compiled pipelines (persisted by the
+        serialization cache; a warm prepare then compiles nothing)."""
+        d = self._open()
+        size = ffi.new("size_t*")
+        if vk.lib.vkGetPipelineCacheData(d, self._pipeline_cache, size, ffi.NULL) != vk.VK_SUCCESS or not size[0]:
+            return None
+        data = ffi.new("char[]", size[0])
+        if vk.lib.vkGetPipelineCacheData(d, self._pipeline_cache, size, data) != vk.VK_SUCCESS:
+            return None
+        return bytes(ffi.buffer(data, size[0]))
+
+    def load_cache_blob(self, blob: bytes) -> None:
+        """Merge :meth:`cache_blob` data of an earlier run into the pipeline cache.  The driver
+        checks the header (vendor, device, pipeline-cache UUID) and ignores data of another device
+        or driver version by itself."""
+        d = self._open()
+        if not blob or blob in self._loaded_blobs:
+            return
+        raw = ffi.from_buffer(blob)
+        info = vk.VkPipelineCacheCreateInfo(initialDataSize=len(blob), pInitialData=raw)
+        try:
+            tmp = vk.vkCreatePipelineCache(d, info, None)
+        except (vk.VkError, vk.VkException):
+            return  # unusable data: pipelines are compiled afresh
+        try:
+            srcs = ffi.new("VkPipelineCache[1]", [tmp])
+            vk.lib.vkMergePipelineCaches(d, self._pipeline_cache, 1, srcs)
+        finally:
+            vk.vkDestroyPipelineCache(d, tmp, None)
+        self._loaded_blobs.add(blob)
+        del raw, info
 
     def bind(self, program: _Program, kernel: RenderedKernel, buffers: Sequence[BufferRef],
              params: dict[str, Any]) -> _Bound:
@@ -561,27 +775,96 @@ class VulkanDevice(GpuDevice):
     def _end(self, rec: _Recording) -> None:
         _vk_call("vkEndCommandBuffer", vk.vkEndCommandBuffer, rec.cmd)
 
-    def record(self, launches: Sequence[tuple[_Bound, RenderedKernel, tuple[int, int, int]]]) -> _Recording:
-        """All launches in one command buffer, a barrier only where a launch depends on an earlier one."""
+    def _shadow_for(self, ref: BufferRef) -> _Buffer:
+        """The persistently mapped upload buffer of boundary input ``ref`` (zeroed: a direct-mode
+        input writes only its leading bytes, the padding lanes stay zero)."""
+        shadow = ref.buffer.shadows.get(ref.offset)
+        if shadow is None or shadow.nbytes < ref.nbytes:
+            shadow = ref.buffer.shadows[ref.offset] = _Buffer(self, max(ref.nbytes, 16), "upload")
+            shadow.host[:] = 0
+        return shadow
+
+    def _readback_for(self, ref: BufferRef) -> _Buffer:
+        rb = ref.buffer.readbacks.get(ref.offset)
+        if rb is None or rb.nbytes < ref.nbytes:
+            rb = ref.buffer.readbacks[ref.offset] = _Buffer(self, max(ref.nbytes, 16), "readback")
+            rb.source_id = id(ref.buffer)
+        return rb
+
+    def record(self, launches: Sequence[tuple[_Bound, RenderedKernel, tuple[int, int, int]]],
+               uploads: Sequence[BufferRef] = (), downloads: Sequence[BufferRef] = (), *,
+               profile: bool = False) -> _Recording:
+        """One command buffer for a whole invoke: the copies of ``uploads`` out of their persistently
+        mapped staging buffers, every launch (a barrier only where a launch touches what an earlier
+        one wrote, or writes what it read), the copies of ``downloads`` into host-cached readback
+        buffers.  Buffers that are host-visible themselves need no copy (lavapipe, integrated GPUs).
+
+        ``profile``: a timestamp before and after every copy and launch, and a barrier after each so
+        that they run one at a time (what OpenCL's in-order profiling queue measures); read them
+        with :meth:`timestamps` after a replay and :meth:`finish`."""
         self._open()
+        self._create_pipelines([bound.program for bound, _k, _g in launches])
         limits = self._max_groups
-        rec = _Recording(self, [u[1] for bound, _k, _g in launches for u in bound.uses],
+        ups = [(self._shadow_for(r), r) for r in uploads if r.buffer.host is None]
+        downs = [(r, self._readback_for(r)) for r in downloads if r.buffer.host is None]
+        rec = _Recording(self, [u[1] for bound, _k, _g in launches for u in bound.uses]
+                         + [b for s, r in ups for b in (s, r.buffer)] + [b for r, rb in downs for b in (r.buffer, rb)],
                          keep=[bound for bound, _k, _g in launches])
+        rec.upload_keys = frozenset(id(s) for s, _r in ups)
+        rec.readbacks = [rb for _r, rb in downs]
         cmd = rec.cmd
         self._begin(rec)
-        # earlier submissions (previous partition, copies, transfers) write what we read: wait for them
-        _barrier(cmd, _COMPUTE | _TRANSFER, _WRITES, _COMPUTE, _SHADER_RW | vk.VK_ACCESS_UNIFORM_READ_BIT)
+        n_marks = 2 * (len(ups) + len(launches) + len(downs))
+        if profile:
+            if not self._timestamp_bits:
+                raise DelegateError(f"{self.info.name}: the compute queue has no timestamps")
+            info = vk.VkQueryPoolCreateInfo(queryType=vk.VK_QUERY_TYPE_TIMESTAMP, queryCount=max(n_marks, 1))
+            rec.query_pool = vk.vkCreateQueryPool(self._device, info, None)
+            rec._on_release(vk.vkDestroyQueryPool, self._device, rec.query_pool, None)
+            vk.vkCmdResetQueryPool(cmd, rec.query_pool, 0, max(n_marks, 1))
+
+        def barrier(src_stage: int, src_access: int, dst_stage: int, dst_access: int) -> None:
+            _barrier(cmd, src_stage, src_access, dst_stage, dst_access)
+            rec.barriers += 1
+
+        def timed(label: tuple[str, int], fn: Any) -> None:
+            if not profile:
+                fn()
+                return
+            q = len(rec.labels) * 2
+            vk.vkCmdWriteTimestamp(cmd, vk.VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, rec.query_pool, q)
+            fn()
+            vk.vkCmdWriteTimestamp(cmd, vk.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, rec.query_pool, q + 1)
+            rec.labels.append(label)
+            barrier(_COMPUTE | _TRANSFER, _WRITES, _COMPUTE | _TRANSFER, _SHADER_RW | vk.VK_ACCESS_UNIFORM_READ_BIT
+                    | vk.VK_ACCESS_TRANSFER_READ_BIT | vk.VK_ACCESS_TRANSFER_WRITE_BIT)
+
+        def copy(src: _Buffer, src_off: int, dst: _Buffer, dst_off: int, n: int) -> Any:
+            return lambda: vk.vkCmdCopyBuffer(cmd, src.handle, dst.handle, 1,
+                                              vk.VkBufferCopy(srcOffset=src_off, dstOffset=dst_off, size=n))
+
+        # Earlier submissions (the previous invoke, another partition, device copies) write what we
+        # read, or read what we write: one barrier orders them before this command buffer.
+        barrier(_COMPUTE | _TRANSFER, _WRITES, _COMPUTE | _TRANSFER,
+                _SHADER_RW | vk.VK_ACCESS_UNIFORM_READ_BIT | vk.VK_ACCESS_TRANSFER_WRITE_BIT)
+        for i, (shadow, r) in enumerate(ups):
+            timed(("upload", i), copy(shadow, 0, r.buffer, r.offset, r.nbytes))
+            rec.copies += 1
+        if ups:
+            barrier(_TRANSFER, vk.VK_ACCESS_TRANSFER_WRITE_BIT, _COMPUTE, _SHADER_RW)
         reads: list[tuple[int, int, int]] = []
         writes: list[tuple[int, int, int]] = []
         pipeline = None
-        for bound, kernel, grid in launches:
+        for i, (bound, kernel, grid) in enumerate(launches):
             groups = [-(-int(g) // w) for g, w in zip(grid, kernel.workgroup, strict=True)]
             if any(n > lim for n, lim in zip(groups, limits, strict=True)):
                 raise DelegateError(f"kernel {kernel.name}: {groups} work groups exceed the device's {limits}")
             mine_r = [(id(b), lo, hi) for _i, b, lo, hi, w in bound.uses if not w]
             mine_w = [(id(b), lo, hi) for _i, b, lo, hi, w in bound.uses if w]
-            if _overlaps(mine_r + mine_w, writes) or _overlaps(mine_w, reads):
-                _barrier(cmd, _COMPUTE, vk.VK_ACCESS_SHADER_WRITE_BIT, _COMPUTE, _SHADER_RW)
+            # read-after-write, write-after-write and write-after-read hazards on the byte ranges
+            # since the last barrier; independent launches (branches of the graph) share one
+            if not profile and (_overlaps(mine_r + mine_w, writes) or _overlaps(mine_w, reads)):
+                barrier(_COMPUTE, vk.VK_ACCESS_SHADER_WRITE_BIT, _COMPUTE, _SHADER_RW)
                 reads, writes = [], []
             reads += mine_r
             writes += mine_w
@@ -591,19 +874,58 @@ class VulkanDevice(GpuDevice):
                 pipeline = prog.pipeline
             sets = ffi.new("VkDescriptorSet[1]", [bound.set])
             vk.vkCmdBindDescriptorSets(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, prog.layout, 0, 1, sets, 0, None)
-            vk.vkCmdDispatch(cmd, *groups)
-        # results become visible to later copies, transfers and host reads after the fence
-        _barrier(cmd, _COMPUTE, vk.VK_ACCESS_SHADER_WRITE_BIT,
-                 _COMPUTE | _TRANSFER | vk.VK_PIPELINE_STAGE_HOST_BIT, _READS | _SHADER_RW)
+            timed(("dispatch", i), lambda groups=groups: vk.vkCmdDispatch(cmd, *groups))
+            rec.dispatches += 1
+        # results become visible to the readback copies, later submissions and the host
+        barrier(_COMPUTE, vk.VK_ACCESS_SHADER_WRITE_BIT, _COMPUTE | _TRANSFER | vk.VK_PIPELINE_STAGE_HOST_BIT,
+                _READS | _SHADER_RW)
+        for i, (r, rb) in enumerate(downs):
+            timed(("download", i), copy(r.buffer, r.offset, rb, 0, r.nbytes))
+            rec.copies += 1
+        if downs:
+            barrier(_TRANSFER, vk.VK_ACCESS_TRANSFER_WRITE_BIT, vk.VK_PIPELINE_STAGE_HOST_BIT,
+                    vk.VK_ACCESS_HOST_READ_BIT)
         self._end(rec)
+        self._flush_pending()  # the weights and params uploaded at prepare: now, not in the first invoke
         return rec
 
+    def recording_stats(self, rec: _Recording) -> dict[str, int]:
+        """What one replay of ``rec`` costs in API terms (``describe()['recording']``)."""
+        return {"submits": 1, "fence_waits": 1, "dispatches": rec.dispatches, "barriers": rec.barriers,
+                "copies": rec.copies, "staged_uploads": len(rec.upload_keys),
+                "staged_downloads": len(rec.readbacks)}
+
+    def timestamps(self, rec: _Recording) -> list[tuple[str, int, float]]:
+        """``(what, index, microseconds)`` per copy and launch of a ``profile=True`` recording's
+        latest replay (``what``: upload, dispatch, download; index into that list)."""
+        self._wait(rec)
+        n = 2 * len(rec.labels)
+        if rec.query_pool is None or not n:
+            return []
+        data = ffi.new("uint64_t[]", n)
+        res = vk.lib.vkGetQueryPoolResults(self._device, rec.query_pool, 0, n, n * 8, data, 8,
+                                           vk.VK_QUERY_RESULT_64_BIT | vk.VK_QUERY_RESULT_WAIT_BIT)
+        if res != vk.VK_SUCCESS:
+            raise DelegateError(f"{self.info.name}: vkGetQueryPoolResults failed ({res})")
+        mask = (1 << self._timestamp_bits) - 1 if self._timestamp_bits < 64 else (1 << 64) - 1
+        return [(what, i, ((data[2 * j + 1] - data[2 * j]) & mask) * self._timestamp_ns * 1e-3)
+                for j, (what, i) in enumerate(rec.labels)]
+
     def replay(self, rec: _Recording) -> None:
-        """Submit a partition's command buffer from :meth:`record` once more (no host wait)."""
+        """Submit a partition's command buffer from :meth:`record` once more (no host wait).
+
+        Boundary inputs written since the last replay that this recording does not copy (an input
+        a DeviceValue fed last time) are copied first, in a submission of their own."""
+        for key, (shadow, ref) in list(self._dirty.items()):
+            if key not in rec.upload_keys:
+                self._pending.append((BufferRef(shadow, 0, ref.nbytes), ref, ref.nbytes))
+        self._dirty.clear()
         self._submit(rec)
 
     def _submit(self, rec: _Recording) -> None:
         device = self._open()
+        if rec is not self._xfer:
+            self._flush_pending()
         self._wait(rec)  # a command buffer is resubmitted only after its previous run ended
         vk.vkResetFences(device, 1, [rec.fence])
         _vk_call("vkQueueSubmit", vk.vkQueueSubmit, self._queue, 1, rec.submit_info, rec.fence)
@@ -611,6 +933,9 @@ class VulkanDevice(GpuDevice):
         for b in rec.buffers:
             b.busy = rec
         self._last = rec
+        if rec.writes_device:  # readbacks of buffers it touches are stale, the ones it fills current
+            touched = {id(b) for b in rec.buffers}
+            self._fresh = {rb for rb in self._fresh if rb.source_id not in touched} | set(rec.readbacks)
 
     def launch(self, bound: _Bound, kernel: RenderedKernel, grid: tuple[int, int, int]) -> None:
         """One launch on its own (slow path: the executor records whole partitions with :meth:`record`)."""
@@ -659,6 +984,15 @@ class VulkanDevice(GpuDevice):
             self._owned.clear()
             self._programs.clear()
             self._staging = self._xfer = self._last = None
+            self._pending, self._dirty, self._fresh = [], {}, set()
+            for blocks in self._blocks.values():  # normally freed with their last buffer already
+                for blk in blocks:
+                    vk.vkFreeMemory(self._device, blk.memory, None)
+            self._blocks.clear()
+            if self._pool_exec is not None:
+                self._pool_exec.shutdown(wait=True, cancel_futures=True)
+                self._pool_exec = None
+            vk.vkDestroyPipelineCache(self._device, self._pipeline_cache, None)
             vk.vkDestroyCommandPool(self._device, self._pool, None)
             vk.vkDestroyDevice(self._device, None)
             self._device = None
@@ -674,6 +1008,16 @@ class VulkanDevice(GpuDevice):
             self.close()
         except Exception:
             pass
+
+
+_FLAG_WORDS = ((vk.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, "device-local"),
+               (vk.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT, "host-visible"),
+               (vk.VK_MEMORY_PROPERTY_HOST_COHERENT_BIT, "coherent"),
+               (vk.VK_MEMORY_PROPERTY_HOST_CACHED_BIT, "cached"))
+
+
+def _flag_words(flags: int) -> str:
+    return "+".join(w for bit, w in _FLAG_WORDS if flags & bit) or "none"
 
 
 def _overlaps(a: list[tuple[int, int, int]], b: list[tuple[int, int, int]]) -> bool:

@@ -262,7 +262,8 @@ class WebGPUDevice(GpuDevice):
         self.replay(self.record([(bound, kernel, grid)]))
 
     # -- batching: all launches of an invoke go into one compute pass and one submit
-    def record(self, launches: Sequence[tuple[Any, RenderedKernel, tuple[int, int, int]]]) -> Any:
+    def record(self, launches: Sequence[tuple[Any, RenderedKernel, tuple[int, int, int]]],
+               uploads: Sequence[BufferRef] = (), downloads: Sequence[BufferRef] = ()) -> Any:
         return [(b.pipeline, b.group, self._groups(k, g)) for b, k, g in launches]
 
     def replay(self, recording: Any) -> None:

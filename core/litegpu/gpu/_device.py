@@ -103,14 +103,25 @@ class GpuDevice(ABC):
     # -- batching (optional): the executor records a partition's launches once at prepare and
     # replays them on every invoke.  An API that can pre-record (a Vulkan command buffer) or batch
     # (one WebGPU compute pass per submit) overrides both; the default replays launch() calls.
-    def record(self, launches: Sequence[tuple[Any, RenderedKernel, tuple[int, int, int]]]) -> Any:
-        """A replayable object for ``(bound, kernel, grid)`` launches, in order (done once at prepare)."""
+    def record(self, launches: Sequence[tuple[Any, RenderedKernel, tuple[int, int, int]]],
+               uploads: Sequence[BufferRef] = (), downloads: Sequence[BufferRef] = ()) -> Any:
+        """A replayable object for ``(bound, kernel, grid)`` launches, in order (done once at prepare).
+
+        ``uploads`` / ``downloads``: the buffers the host writes before each replay (:meth:`upload`)
+        and reads after it (:meth:`download`).  An API that can put those transfers in the same
+        submission (Vulkan: copies from / into persistently mapped staging memory) records them;
+        the default ignores them (upload and download do their own transfers)."""
         return list(launches)
 
     def replay(self, recording: Any) -> None:
         """Enqueue a :meth:`record` result (no host synchronisation)."""
         for bound, kernel, grid in recording:
             self.launch(bound, kernel, grid)
+
+    def recording_stats(self, recording: Any) -> dict[str, int]:
+        """What one replay of ``recording`` costs in API terms (submits, barriers, copies), for
+        ``describe()``; empty when the API has nothing to say."""
+        return {}
 
     @abstractmethod
     def finish(self) -> None:
@@ -129,6 +140,14 @@ class GpuDevice(ABC):
     def program_from_binary(self, kernel: RenderedKernel, binary: bytes) -> Any | None:
         """Rebuild a program from :meth:`program_binary` output; None if rejected."""
         return None
+
+    def cache_blob(self) -> bytes | None:
+        """Device-wide compiled state worth persisting beside the programs (Vulkan: the pipeline
+        cache's data), or None."""
+        return None
+
+    def load_cache_blob(self, blob: bytes) -> None:  # noqa: B027 - optional hook
+        """Take :meth:`cache_blob` data of an earlier run (ignored when it does not fit the device)."""
 
     def close(self) -> None:  # noqa: B027 - optional hook: most APIs free everything with their objects
         """Release the device (queues, contexts)."""

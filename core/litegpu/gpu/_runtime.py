@@ -246,6 +246,8 @@ class GpuPartitionKernel(DelegateKernel):
         self._binaries_in = {k[4:]: v for k, v in cached.items() if k.startswith("bin/")}
         self._sources = {k[4:]: v.decode() for k, v in cached.items() if k.startswith("src/")}
         self._records_in: list[dict[str, Any]] | None = None
+        if cached.get("device_cache"):
+            device.load_cache_blob(cached["device_cache"])
         if "kernels" in cached:
             try:
                 recs = json.loads(cached["kernels"])
@@ -280,6 +282,15 @@ class GpuPartitionKernel(DelegateKernel):
         # recorded launch lists by the inputs that arrive as DeviceValues (the all-host one now)
         self._recordings: dict[frozenset[int], Any] = {}
         self._recording = self._recording_for(frozenset())
+        # binaries now, not at each compile: a device may still be compiling until record() (Vulkan
+        # compiles every kernel of the partition side by side and creates the pipelines there)
+        used = {r["src"] for r in self.records}  # not the work-group candidates tuning tried and dropped
+        for key, program in self._programs.items():
+            if key not in used:
+                continue
+            binary = self.device.program_binary(program)
+            if binary:
+                self.binaries[key] = binary
         #: host outputs that need more than a reshape after their read (numpy layout, quantization)
         self._host_reads = [b for b in self._outputs if b is not None and (b.mode == "host" or b.quant is not None)]
         self._host_out = {b.tid: np.empty(b.ref.nbytes // np.dtype(b.storage).itemsize, b.storage)
@@ -311,8 +322,13 @@ class GpuPartitionKernel(DelegateKernel):
         """The recorded launches for an invoke whose inputs ``on_device`` arrive as DeviceValues."""
         rec = self._recordings.get(on_device)
         if rec is None:
+            # the host's side of the boundary: an API that records transfers (Vulkan) copies these
+            # from / into its mapped staging memory inside the same submission
+            uploads = [b.ref for b in self._inputs if b.tid not in on_device]
+            downloads = [b.ref for b in self._outputs if b is not None]
             rec = self._recordings[on_device] = self.device.record(
-                [(ln.bound, ln.kernel, ln.grid) for ln in self._launches if ln.input_tid not in on_device])
+                [(ln.bound, ln.kernel, ln.grid) for ln in self._launches if ln.input_tid not in on_device],
+                uploads=uploads, downloads=downloads)
         return rec
 
     def _render_args(self, op: GpuOp) -> tuple[str, dict[str, str]]:
@@ -435,10 +451,6 @@ class GpuPartitionKernel(DelegateKernel):
         if program is None:
             program = self.device.compile(rk)
         self._programs[key] = program
-        if key not in self.binaries:
-            binary = self.device.program_binary(program)
-            if binary:
-                self.binaries[key] = binary
         return program
 
     def cache_sections(self) -> dict[str, bytes]:
@@ -447,6 +459,9 @@ class GpuPartitionKernel(DelegateKernel):
         out = {"kernels": json.dumps(self.records, separators=(",", ":")).encode()}
         out.update({f"src/{k}": self._sources[k].encode() for k in used})
         out.update({f"bin/{k}": v for k, v in self.binaries.items() if k in used})
+        blob = self.device.cache_blob()
+        if blob:
+            out["device_cache"] = blob
         return out
 
     def invoke(self, inputs: Mapping[int, Any]) -> dict[int, Any]:
@@ -535,6 +550,9 @@ class GpuPartitionKernel(DelegateKernel):
         d["prepare_ms"] = dict(getattr(self, "prepare_ms", {}))
         d["programs_from_cache"] = self.programs_from_cache
         d["workgroups"] = [list(ln.kernel.workgroup) for ln in self._launches]
+        stats = self.device.recording_stats(self._recording)
+        if stats:
+            d["recording"] = stats
         return d
 
 

@@ -245,8 +245,8 @@ def render(kernel_name: str, dialect: str, precision: str = "fp32", *,
     whose shared memory is sized by their group (``split > 1``) keep their fixed group whatever
     ``workgroup`` says: launch with ``rk.workgroup``.
 
-    ``half_math=False`` renders the storage-only half variant of the fp16 precisions (OpenCL only,
-    for devices without ``cl_khr_fp16``): the buffers hold halves exactly as in fp16 (same bindings,
+    ``half_math=False`` renders the storage-only half variant of the fp16 precisions (OpenCL and GLSL,
+    for devices without ``cl_khr_fp16`` or ``shaderFloat16``): the buffers hold halves exactly as in fp16 (same bindings,
     same host data), but every value the kernel computes with is f32; loads and stores convert
     (``vload_half``/``vstore_half_rte``).  Its ``features`` say ``f16_storage``, not ``f16``.  For
     fp32 the flag changes nothing.

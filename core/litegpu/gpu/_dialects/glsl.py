@@ -2,7 +2,11 @@
 
 Buffers are std430 storage blocks at ``set = 0, binding = i`` in binding order; the params are one
 std140 uniform block at the next binding, every member a 4-byte scalar at offset 4*i.  fp16 uses
-GL_EXT_shader_explicit_arithmetic_types_float16 and GL_EXT_shader_16bit_storage.
+GL_EXT_shader_explicit_arithmetic_types_float16 and GL_EXT_shader_16bit_storage.  The storage-only
+half variant (``render(..., half_math=False)``) declares the f16 buffers as ``float16_t``/``f16vecN``
+but computes in ``float``: a load is a ``vecN(buf[i])`` conversion, a store ``buf[i] = f16vecN(v)``
+(round to nearest even on the drivers we know; SPIR-V leaves the mode to the implementation).  It
+needs only GL_EXT_shader_16bit_storage (SPIR-V StorageBuffer16BitAccess), not shaderFloat16.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from ._lang import Binary, Call, Conv, Emitter, KernelTemplateError, Ty
+from ._lang import Assign, Binary, Call, Conv, Emitter, Index, KernelTemplateError, Stmt, Ty
 
 __all__ = ["GLSLEmitter", "compile_spirv", "find_glsl_compiler"]
 
@@ -25,6 +29,7 @@ _FMAP = {"rsqrt": "inversesqrt", "atan2": "atan"}
 
 class GLSLEmitter(Emitter):
     dialect = "glsl"
+    storage_only_half = True
 
     def ty(self, t: Ty) -> str:
         if t.kind == "void":
@@ -45,6 +50,24 @@ class GLSLEmitter(Emitter):
 
     def ctor(self, e: Call) -> str:
         return f"{self.ty(e.ty)}({self.args(e)})"
+
+    def index(self, e: Index) -> str:
+        b = self.storage_only(e)
+        if b is not None:  # a half in memory, a float in the kernel
+            return f"{self.ty(Ty('f32', b.elem.n))}({super().index(e)})"
+        return super().index(e)
+
+    def simple(self, s: Stmt) -> str:
+        if isinstance(s, Assign):
+            b = self.storage_only(s.target)
+            if b is not None:
+                assert isinstance(s.target, Index)
+                target = Emitter.index(self, s.target)
+                value = self.expr(s.value)
+                if s.op != "=":  # read, compute in f32, write back
+                    value = f"{self.index(s.target)} {s.op[0]} ({value})"
+                return f"{target} = {self.ty(b.elem)}({value})"
+        return super().simple(s)
 
     def binary(self, e: Binary) -> str:
         if e.op in _CMP and e.ty.n > 1:
@@ -73,9 +96,11 @@ class GLSLEmitter(Emitter):
     def render(self) -> str:
         k = self.k
         out = ["#version 450"]
-        if self.uses_f16:
+        if self.uses_f16 and self.half_math:
             out += ["#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require",
                     "#extension GL_EXT_shader_16bit_storage : require"]
+        elif self.f16_storage:  # storage-only half: 16-bit buffers, no 16-bit arithmetic
+            out.append("#extension GL_EXT_shader_16bit_storage : require")
         out.append("layout(local_size_x = {}, local_size_y = {}, local_size_z = {}) in;".format(*self.wg))
         for i, b in enumerate(k.buffers):
             q = {"read": "readonly ", "write": "writeonly ", "read_write": ""}[b.access]
