@@ -38,7 +38,15 @@ from ._common import (
     set_inputs,
     table,
 )
-from ._preprocess import Preprocess, list_images, load_image, read_metadata, softmax_free_scores, topk_indices
+from ._preprocess import (
+    Preprocess,
+    add_preprocess_args,
+    list_images,
+    load_image,
+    read_metadata,
+    softmax_free_scores,
+    topk_indices,
+)
 
 
 def _common_eval_args(p: argparse.ArgumentParser) -> None:
@@ -47,13 +55,7 @@ def _common_eval_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--backend", "-b", default="cpu", help="backend under test (default cpu; auto: the auto-selected one)")
     p.add_argument("--no-reference", action="store_true", help="skip the CPU reference run")
     p.add_argument("--limit", type=int, metavar="N", help="evaluate only the first N images")
-    g = p.add_argument_group("preprocessing (flags win over the model's metadata)")
-    g.add_argument("--mean", metavar="M[,M,M]", help="per-channel mean subtracted from 0..255 pixels")
-    g.add_argument("--std", metavar="S[,S,S]", help="per-channel divisor applied after the mean")
-    g.add_argument("--bgr", action="store_true", help="feed channels in BGR order (default RGB)")
-    g.add_argument("--resize", choices=("bilinear", "nearest"), default="bilinear",
-                   help="resize method to the model's input size (default bilinear)")
-    g.add_argument("--size", metavar="HxW", help="check that the model input is HxW")
+    add_preprocess_args(p)
     add_backend_options(p)
     add_common_args(p, progress=True)
 

@@ -1,5 +1,5 @@
-"""Image preprocessing for ``litegpu eval``: loading, resizing, normalising, quantizing,
-and the bits of TFLite model metadata (``TFLITE_METADATA``) that say how.
+"""Image preprocessing for ``litegpu eval`` and ``litegpu batch``: loading, resizing, normalising,
+quantizing, and the bits of TFLite model metadata (``TFLITE_METADATA``) that say how.
 
 Images are read with Pillow (optional) or from ``.npy`` arrays (HxW or HxWxC, uint8 or
 float, RGB order), so tests and headless setups need no imaging library.
@@ -7,6 +7,7 @@ float, RGB order), so tests and headless setups need no imaging library.
 
 from __future__ import annotations
 
+import argparse
 import io
 import zipfile
 from dataclasses import dataclass
@@ -17,7 +18,8 @@ import numpy as np
 
 from ._common import CliError
 
-__all__ = ["ModelMetadata", "read_metadata", "Preprocess", "load_image", "resize", "list_images", "IMAGE_EXTS"]
+__all__ = ["ModelMetadata", "read_metadata", "Preprocess", "PreprocessOptions", "add_preprocess_args", "load_image",
+           "resize", "list_images", "IMAGE_EXTS"]
 
 IMAGE_EXTS = (".npy", ".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".ppm", ".pgm", ".tif", ".tiff")
 
@@ -148,12 +150,19 @@ def list_images(directory: str | Path) -> list[Path]:
     return sorted(p for p in d.iterdir() if p.is_file() and p.suffix.lower() in IMAGE_EXTS)
 
 
-def load_image(path: Path) -> np.ndarray:
-    """HxWxC array (uint8 or float) in RGB order; .npy files are taken as they are."""
-    if path.suffix.lower() == ".npy":
+def load_image(path: Path, data: bytes | None = None) -> np.ndarray:
+    """HxWxC array (uint8 or float) in RGB order; .npy files are taken as they are.
+
+    ``data``: the file's bytes when they were read elsewhere (``litegpu batch`` reads on Ray workers,
+    from Parquet cells); ``path`` then only names the image in messages and picks the format.
+    """
+    path = Path(path)
+    src: Any = path if data is None else io.BytesIO(data)
+    is_npy = path.suffix.lower() == ".npy" or (data is not None and data[:6] == b"\x93NUMPY")
+    if is_npy:
         try:
-            a = np.load(path, allow_pickle=False)
-        except (OSError, ValueError) as e:
+            a = np.load(src, allow_pickle=False)
+        except (OSError, ValueError, EOFError) as e:
             raise CliError(f"cannot read image {path}: {e}") from None
         if a.ndim == 2:
             a = a[:, :, None]
@@ -168,9 +177,9 @@ def load_image(path: Path) -> np.ndarray:
         raise CliError(f"reading {path.suffix} images needs Pillow (pip install pillow); .npy images need "
                        "nothing") from None
     try:
-        with Image.open(path) as im:
+        with Image.open(src) as im:
             return np.asarray(im.convert("RGB"))
-    except OSError as e:
+    except (OSError, ValueError, Image.DecompressionBombError) as e:
         raise CliError(f"cannot read image {path}: {e}") from None
 
 
@@ -204,6 +213,29 @@ def _floats(text: str | None, what: str) -> list[float] | None:
         return [float(x) for x in text.replace(" ", "").split(",") if x]
     except ValueError:
         raise CliError(f"--{what} expects comma-separated numbers, got {text!r}") from None
+
+
+@dataclass
+class PreprocessOptions:
+    """The preprocessing flags (see :func:`add_preprocess_args`) outside argparse: what
+    :meth:`Preprocess.for_input` reads; ``None`` leaves mean/std to the model's metadata."""
+
+    mean: str | None = None
+    std: str | None = None
+    bgr: bool = False
+    resize: str = "bilinear"
+    size: str | None = None
+
+
+def add_preprocess_args(p: argparse.ArgumentParser) -> None:
+    """The preprocessing flags shared by the commands that take images (``eval``, ``batch``)."""
+    g = p.add_argument_group("preprocessing (flags win over the model's metadata)")
+    g.add_argument("--mean", metavar="M[,M,M]", help="per-channel mean subtracted from 0..255 pixels")
+    g.add_argument("--std", metavar="S[,S,S]", help="per-channel divisor applied after the mean")
+    g.add_argument("--bgr", action="store_true", help="feed channels in BGR order (default RGB)")
+    g.add_argument("--resize", choices=("bilinear", "nearest"), default="bilinear",
+                   help="resize method to the model's input size (default bilinear)")
+    g.add_argument("--size", metavar="HxW", help="check that the model input is HxW")
 
 
 @dataclass
@@ -255,6 +287,22 @@ class Preprocess:
                 "mean": self.mean, "std": self.std, "channel_order": "BGR" if self.bgr else "RGB",
                 "resize": self.resize, "normalization_from": self.source,
                 "input_quantization": list(self.quant) if self.quant else None}
+
+    def input_from(self, a: np.ndarray) -> np.ndarray:
+        """The model input for an array read from a file: an array that already has the input's
+        shape (with or without its batch dimension of 1) and dtype is the tensor itself, given as
+        ``litegpu run --input`` would take it; anything else is an image and goes through ``self``."""
+        shape = (1, self.height, self.width, self.channels)
+        if a.dtype == self.dtype and tuple(a.shape) in (shape, shape[1:]):
+            return a.reshape(shape)
+        if a.ndim == 2:
+            a = a[:, :, None]
+        if a.ndim == 4 and a.shape[0] == 1:
+            a = a[0]
+        if a.ndim != 3:
+            raise CliError(f"array of shape {a.shape} is neither the model input {list(shape)} nor an HxW or "
+                           "HxWxC image")
+        return self(a)
 
     def __call__(self, img: np.ndarray) -> np.ndarray:
         if img.shape[2] == 4:
