@@ -24,32 +24,13 @@ from litegpu.batch import read_outputs, run_batch  # noqa: E402
 from litegpu.cli import main  # noqa: E402
 from litegpu.cli._common import get_outputs, load_model, make_interpreter, set_inputs  # noqa: E402
 from litegpu.cli._preprocess import Preprocess, PreprocessOptions, load_image  # noqa: E402
-from litegpu.testing import ModelBuilder  # noqa: E402
+from litegpu.testing import small_image_classifier  # noqa: E402
 
 HW = 16
 
 
 def tiny_cnn() -> bytes:
-    """CONV_2D 3x3 (relu) -> AVERAGE_POOL -> RESHAPE -> FULLY_CONNECTED -> SOFTMAX on a 16x16 RGB image:
-    small, but every op runs on the GPU backends."""
-    rng = np.random.default_rng(7)
-    b = ModelBuilder()
-    x = b.input("image", (1, HW, HW, 3), "float32")
-    c = b.tensor("conv", (1, HW, HW, 8), "float32")
-    b.op("CONV_2D", [x, b.const("w", rng.normal(0, 0.3, (8, 3, 3, 3)).astype(np.float32)),
-                     b.const("b", rng.normal(0, 0.1, 8).astype(np.float32))], [c],
-         padding=0, stride_w=1, stride_h=1, fused_activation_function=1)
-    p = b.tensor("pool", (1, 1, 1, 8), "float32")
-    b.op("AVERAGE_POOL_2D", [c], [p], padding=1, stride_w=HW, stride_h=HW, filter_width=HW, filter_height=HW)
-    flat = b.tensor("flat", (1, 8), "float32")
-    b.op("RESHAPE", [p, b.const("shape", np.array([1, 8], np.int32))], [flat], new_shape=[1, 8])
-    logits = b.tensor("logits", (1, 4), "float32")
-    b.op("FULLY_CONNECTED", [flat, b.const("fw", rng.normal(0, 0.5, (4, 8)).astype(np.float32)),
-                             b.const("fb", np.zeros(4, np.float32))], [logits])
-    probs = b.tensor("probs", (1, 4), "float32")
-    b.op("SOFTMAX", [logits], [probs], beta=1.0)
-    b.output(probs, c)
-    return b.build()
+    return small_image_classifier(HW)
 
 
 @pytest.fixture(scope="module")
@@ -115,19 +96,21 @@ def _check_identical(rows, expected):
             np.testing.assert_array_equal(g, w)
 
 
-def _opencl_available() -> str | None:
+def _unavailable(backend: str) -> str | None:
+    """Why ``backend`` cannot run here (None: it can)."""
     import litegpu
 
     for b in litegpu.available_backends():
-        if b.name == "opencl":
+        if b.name == backend:
             return None if b.available else b.reason
-    return "litegpu-opencl is not installed"
+    return f"litegpu-{backend} is not installed"
 
 
-@pytest.mark.parametrize("backend", ["cpu", "opencl"])
+# opencl runs on PoCL and vulkan on lavapipe in CI: actors on "GPU" backends without Ray GPUs
+@pytest.mark.parametrize("backend", ["cpu", "opencl", "vulkan"])
 def test_outputs_identical_to_single_process_and_corrupt_row(local_ray, case, tmp_path, backend):
-    if backend == "opencl" and (why := _opencl_available()):
-        pytest.skip(f"opencl backend unavailable: {why}")
+    if backend != "cpu" and (why := _unavailable(backend)):
+        pytest.skip(f"{backend} backend unavailable: {why}")
     expected = single_process(case["model"], _good_files(case), backend)
     cfg = tmp_path / "app.yaml"  # the actors' serialization cache in a private folder
     cfg.write_text(f"cache:\n  dir: {tmp_path / 'cache'}\n")
@@ -141,7 +124,7 @@ def test_outputs_identical_to_single_process_and_corrupt_row(local_ray, case, tm
     bad = rows[str((case["inputs"] / "zz_corrupt.png").resolve())]
     assert "cannot read image" in bad["error"] and bad["probs"] is None
     assert {a["device"].split(":")[0].split(" ")[0] for a in r.actors} == {backend}
-    if backend == "opencl":
+    if backend != "cpu":
         # prepared once, entries shipped: every actor's prepare hit the cache
         assert r.prepare is not None and r.prepare["cache_entries"] >= 1
         assert all(a["warm"] == "True" for a in r.actors), r.actors

@@ -208,7 +208,8 @@ def _run(ray: Any, lm: Any, pre: Preprocess, backend: str, opts: dict[str, Any],
     ds = ds.map_batches(preprocess_batch, fn_kwargs={"pre": pre}, batch_size=batch_size, batch_format="numpy")
     ds = ds.map_batches(InferenceActor, fn_constructor_kwargs={"spec": spec_ref, "out_dir": str(out_dir), "fmt": fmt,
                                                                "metadata": metadata},
-                        batch_size=batch_size, batch_format="numpy", concurrency=actors, **remote)
+                        batch_size=batch_size, batch_format="numpy",
+                        compute=ray.data.ActorPoolStrategy(size=actors), **remote)
     t0 = time.perf_counter()
     per_actor: dict[str, dict[str, Any]] = {}
     shards: set[str] = set()
