@@ -230,3 +230,25 @@ def test_cli_errors_are_one_line(tmp_path, capsys):
     assert "no images" in capsys.readouterr().err
     assert main(["batch", str(m), str(tmp_path / "empty"), str(tmp_path / "out"), "--batch-size", "0"]) == 2
     assert "--batch-size" in capsys.readouterr().err
+
+
+def test_list_inputs_skips_hidden_files_and_the_output_folder(tmp_path):
+    from litegpu.batch import list_inputs
+
+    (tmp_path / "a").mkdir()
+    np.save(tmp_path / "a" / "x.npy", np.zeros((2, 2, 3), np.uint8))
+    np.save(tmp_path / "top.npy", np.zeros((2, 2, 3), np.uint8))
+    (tmp_path / ".hidden").mkdir()
+    np.save(tmp_path / ".hidden" / "h.npy", np.zeros((2, 2, 3), np.uint8))
+    (tmp_path / "out" / "part-0").mkdir(parents=True)  # an .npy shard written inside the input folder
+    np.save(tmp_path / "out" / "part-0" / "probs.npy", np.zeros((1, 4), np.float32))
+    (tmp_path / "notes.txt").write_text("not an input")
+    kind, files = list_inputs(tmp_path, exclude=(tmp_path / "out").resolve())
+    assert kind == "files"
+    assert files == [str((tmp_path / "a" / "x.npy").resolve()), str((tmp_path / "top.npy").resolve())]
+    pq = pytest.importorskip("pyarrow.parquet")
+    import pyarrow as pa
+
+    pq.write_table(pa.table({"image": [b"x"]}), tmp_path / "t.parquet")
+    with pytest.raises(Exception, match="both images and Parquet"):
+        list_inputs(tmp_path)

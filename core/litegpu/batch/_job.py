@@ -49,9 +49,9 @@ class BatchResult:
         return asdict(self)
 
 
-def list_inputs(input: str | os.PathLike[str]) -> tuple[str, list[str]]:
+def list_inputs(input: str | os.PathLike[str], exclude: Path | None = None) -> tuple[str, list[str]]:
     """``("files", image and .npy paths)`` or ``("table", Parquet/Arrow files)``: absolute, sorted;
-    a folder is searched recursively (hidden entries skipped)."""
+    a folder is searched recursively (hidden entries and the folder ``exclude``, the output, skipped)."""
     p = Path(input)
     if not p.exists():
         raise CliError(f"input not found: {input}")
@@ -60,6 +60,8 @@ def list_inputs(input: str | os.PathLike[str]) -> tuple[str, list[str]]:
     else:
         files = sorted(f for f in p.rglob("*") if f.is_file()
                        and not any(part.startswith(".") for part in f.relative_to(p).parts))
+    if exclude is not None:
+        files = [f for f in files if not f.resolve().is_relative_to(exclude)]
     images = [str(f.resolve()) for f in files if f.suffix.lower() in IMAGE_EXTS]
     tables = [str(f.resolve()) for f in files if f.suffix.lower() in TABLE_EXTS]
     if images and tables:
@@ -123,8 +125,8 @@ def run_batch(model: str | os.PathLike[str], input: str | os.PathLike[str], outp
     cfg = load_config_or_none(os.fspath(config) if isinstance(config, os.PathLike) else config)
     opts = backend_options(cfg, backend, precision, options)
     backend, opts = resolve_backend(lm, backend, cfg, opts)
-    kind, sources = list_inputs(input)
     out_dir = Path(output).resolve()
+    kind, sources = list_inputs(input, exclude=out_dir)
     if out_dir.exists() and not out_dir.is_dir():
         raise CliError(f"output {output} exists and is not a folder")
     done = done_paths(out_dir)
