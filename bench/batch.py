@@ -10,7 +10,7 @@ Baselines, measured in the same run:
 
     python bench/batch.py                                    # small generated model, 2000 images, cpu
     python bench/batch.py --images 10000 --actors 1 --backends cpu
-    python bench/batch.py --model selfie_segmentation --backends opencl,vulkan --actors 1,2,4 --images 2000
+    python bench/batch.py --model face_detection_short_range --backends opencl,vulkan --actors 1,2,4 --images 3000
 
 Ray: a local instance with --num-cpus CPUs (default all) and every GPU it finds; GPU actors get
 (GPUs / actors) of a GPU each.  Prints a table and writes JSON (--json).
@@ -134,6 +134,7 @@ def main() -> None:
     ap.add_argument("--actors", default="1,2", help="comma-separated actor counts")
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--num-cpus", type=int, default=None, help="CPUs of the local Ray instance (default all)")
+    ap.add_argument("--num-gpus", type=int, default=None, help="GPUs of the local Ray instance (default: Ray detects)")
     ap.add_argument("--cli-runs", type=int, default=5, help="images run through `litegpu run` one process each")
     ap.add_argument("--no-verify", action="store_true", help="skip the exact comparison with the loop")
     ap.add_argument("--json", default=None, help="write the results here")
@@ -157,7 +158,7 @@ def main() -> None:
     print(f"# {machine_line()}")
     print(f"# model {model.name} ({h}x{w}), {len(files)} {args.image_format} images of {h + h // 4}x{w + w // 4} "
           f"generated in {time.perf_counter() - t:.1f} s")
-    ray.init(num_cpus=args.num_cpus, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    ray.init(num_cpus=args.num_cpus, num_gpus=args.num_gpus, include_dashboard=False, log_to_driver=False, configure_logging=False)
     ray.data.DataContext.get_current().enable_progress_bars = False
     res = ray.cluster_resources()
     print(f"# ray {ray.__version__}: {res.get('CPU', 0):g} CPUs, {res.get('GPU', 0):g} GPUs")
