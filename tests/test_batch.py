@@ -35,9 +35,11 @@ def tiny_cnn() -> bytes:
 
 @pytest.fixture(scope="module")
 def local_ray():
-    """One local Ray instance for the module, limited to 2 CPUs (the machine is shared)."""
-    os.environ.setdefault("RAY_DEDUP_LOGS", "0")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    """One local Ray instance for the module, limited to 2 CPUs (the machine is shared).  It declares
+    one GPU, which CI machines lack: the GPU-backend tests then take the GPU actor path (a share of a
+    GPU per actor, the backend's device index from Ray's GPU id: 0, which is PoCL's or lavapipe's
+    device); CPU-backend actors never ask for GPUs."""
+    ray.init(num_cpus=2, num_gpus=1, include_dashboard=False, log_to_driver=False, configure_logging=False)
     ray.data.DataContext.get_current().enable_progress_bars = False
     yield ray
     ray.shutdown()
@@ -125,6 +127,7 @@ def test_outputs_identical_to_single_process_and_corrupt_row(local_ray, case, tm
     assert "cannot read image" in bad["error"] and bad["probs"] is None
     assert {a["device"].split(":")[0].split(" ")[0] for a in r.actors} == {backend}
     if backend != "cpu":
+        assert r.ray["actor_gpus"] == 0.5 and all(a["device"].startswith(f"{backend}:0 ") for a in r.actors)
         # prepared once, entries shipped: every actor's prepare hit the cache
         assert r.prepare is not None and r.prepare["cache_entries"] >= 1
         assert all(a["warm"] == "True" for a in r.actors), r.actors
