@@ -119,6 +119,10 @@ def run_batch(model: str | os.PathLike[str], input: str | os.PathLike[str], outp
         raise CliError(f"--batch-size must be at least 1, got {batch_size}")
     if actors is not None and actors < 1:
         raise CliError(f"--actors must be at least 1, got {actors}")
+    try:
+        import pyarrow  # noqa: F401 - shards are Parquet; Ray itself is imported only when there is work
+    except ImportError as e:
+        raise CliError(f"{RAY_HINT} ({e})") from None
     lm = load_model(os.fspath(model))
     detail = _input_detail(lm)
     pre = Preprocess.for_input(detail, preprocess or PreprocessOptions(), read_metadata(lm.model, lm.data))
