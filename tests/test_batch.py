@@ -255,3 +255,23 @@ def test_list_inputs_skips_hidden_files_and_the_output_folder(tmp_path):
     pq.write_table(pa.table({"image": [b"x"]}), tmp_path / "t.parquet")
     with pytest.raises(Exception, match="both images and Parquet"):
         list_inputs(tmp_path)
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "npy"])
+def test_shard_round_trip_with_error_rows(tmp_path, fmt):
+    from litegpu.batch import done_paths
+    from litegpu.batch._shards import write_shard
+
+    base = np.arange(6, dtype=np.float32).reshape(1, 2, 3)
+    arrays = [base, None, base + 2, None]
+    name = write_shard(tmp_path, fmt, ["p0", "p1", "p2", "p3"], [None, "bad", None, "worse"],
+                       {"o": ((1, 2, 3), np.dtype(np.float32), arrays)}, {"model": "m"})
+    # same batch, same name: a retried batch rewrites its shard, never adds one
+    assert write_shard(tmp_path, fmt, ["p0", "p1", "p2", "p3"], [None, "bad", None, "worse"],
+                       {"o": ((1, 2, 3), np.dtype(np.float32), arrays)}, {"model": "m"}) == name
+    assert [p.name for p in tmp_path.iterdir()] == [name]
+    rows = read_outputs(tmp_path)
+    assert done_paths(tmp_path) == {"p0", "p1", "p2", "p3"}
+    assert (rows["p1"]["error"], rows["p3"]["error"]) == ("bad", "worse") and rows["p1"]["o"] is None
+    np.testing.assert_array_equal(rows["p0"]["o"], base)
+    np.testing.assert_array_equal(rows["p2"]["o"], base + 2)

@@ -152,15 +152,10 @@ def read_outputs(out_dir: str | os.PathLike[str]) -> dict[str, dict[str, Any]]:
                 dense = col.storage.flatten().to_numpy(zero_copy_only=False)
                 shape = tuple(col.type.shape)
                 per = int(np.prod(shape))
-                # flatten() drops null slots; walk the valid rows in order
-                it, k, vals = iter(range(len(col))), 0, []
-                for i in it:
-                    if valid[i]:
-                        vals.append(dense[k * per:(k + 1) * per].reshape(shape))
-                        k += 1
-                    else:
-                        vals.append(None)
-                cols[n] = vals
+                # flatten() drops the null rows' slots: the k-th valid row is the k-th slice
+                starts = np.cumsum(valid) - 1
+                cols[n] = [dense[starts[i] * per:(starts[i] + 1) * per].reshape(shape) if valid[i] else None
+                           for i in range(len(col))]
             for i, path in enumerate(paths):
                 rows[path] = {"error": errs[i], **{n: cols[n][i] for n in names}}
         elif (p / "rows.json").is_file():

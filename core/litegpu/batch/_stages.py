@@ -166,6 +166,7 @@ def preprocess_batch(batch: dict[str, np.ndarray], *, pre: Any) -> dict[str, np.
     """CPU stage: file or cell -> the model's input tensor, through ``litegpu``'s image preprocessing
     (:class:`litegpu.cli._preprocess.Preprocess`).  A row that cannot be read gets a zero tensor and
     its reason in ``error``; the job goes on."""
+    from ..cli._common import CliError
     from ..cli._preprocess import load_image
 
     paths = [str(p) for p in batch["path"]]
@@ -189,7 +190,7 @@ def preprocess_batch(batch: dict[str, np.ndarray], *, pre: Any) -> dict[str, np.
             inputs[i] = pre.input_from(arr)
             errors.append("")
         except Exception as e:  # noqa: BLE001 - any unreadable input becomes an error row, not a failed job
-            errors.append(f"{type(e).__name__}: {e}" if not type(e).__name__ == "CliError" else str(e))
+            errors.append(str(e) if isinstance(e, CliError) else f"{type(e).__name__}: {e}")
     return {"path": np.array(paths, dtype=object), "input": inputs, "error": np.array(errors, dtype=object)}
 
 
