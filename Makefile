@@ -1,5 +1,5 @@
 # litegpu developer entry points.  `make install` sets up .venv with core, every backend and plugin in
-# this repo, and the test extras; as root it first installs the system packages (software GPU drivers).
+# this repo, and the test and ray extras; as root it first installs the system packages (software GPU drivers).
 SHELL := /bin/bash
 PY ?= python3
 VENV := .venv
@@ -16,7 +16,7 @@ BUILD_TOOLS := setuptools==80.9.0 wheel==0.45.1
 
 install: system-packages $(BIN)/python
 	$(BIN)/pip install -q --upgrade pip $(BUILD_TOOLS)
-	$(BIN)/pip install -q $(foreach p,$(PACKAGES),./$(patsubst %/pyproject.toml,%,$(p))) '.[test]'
+	$(BIN)/pip install -q $(foreach p,$(PACKAGES),./$(patsubst %/pyproject.toml,%,$(p))) '.[test,ray]'
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)

@@ -693,3 +693,30 @@ def test_format_encode_rejects_bad_sections():
         _format.encode({}, {"a": 1})
     e = _format.decode(_format.encode({"key": {}, "key_digest": ""}, {"a": b"1", "b": b""}))
     assert e.sections == {"a": b"1", "b": b""}
+
+
+def test_export_import_moves_one_models_entries(tmp_path, caplog):
+    """export_entries/import_entries (how litegpu.batch ships a prepared model to its actors): only the
+    asked model's valid entries leave; they arrive byte-identical and load; a corrupt, renamed or
+    misnamed file is refused with a warning; an entry already present is kept."""
+    src = DelegateCache(tmp_path / "src")
+    mine, other = make_key(), make_key(model_token="fh64:00000000000000ff")
+    src.store(mine, {"a": b"payload"})
+    src.store(other, {"a": b"another model"})
+    files = src.export_entries(mine.model_token)
+    assert list(files) == [src.path_for(mine).name]
+    assert src.export_entries(mine.model_token, backend="vulkan") == {}
+    dst = DelegateCache(tmp_path / "dst")
+    assert dst.import_entries(files) == 1
+    assert dst.load(mine) == {"a": b"payload"} and dst.load(other) is None
+    assert dst.import_entries(files) == 0  # already there
+    name, raw = next(iter(files.items()))
+    flipped = bytearray(raw)
+    flipped[40] ^= 1
+    foreign = src.path_for(other).name
+    fresh = DelegateCache(tmp_path / "fresh")
+    with caplog.at_level(logging.WARNING, logger="litegpu.cache"):
+        assert fresh.import_entries({name: bytes(flipped), foreign: raw, "../evil.lgc": raw}) == 0
+    text = " ".join(warnings_of(caplog))
+    assert "not an entry file name" in text and "holds another key" in text
+    assert entry_files(tmp_path / "fresh") == []

@@ -409,5 +409,59 @@ class DelegateCache:
                 log.warning("litegpu cache: could not remove %s: %s", p, e)
         return n
 
+    # -- moving entries between machines ----------------------------------------------------------
+    def export_entries(self, model_token: str, backend: str | None = None) -> dict[str, bytes]:
+        """The entry files of one model (``model_token``, optionally one backend), by file name, for
+        :meth:`import_entries` in another process or on another machine (``litegpu.batch`` sends a
+        model prepared once to every actor this way).  Invalid files are left out."""
+        out: dict[str, bytes] = {}
+        if not self._usable(create=False):
+            return out
+        for p, st in self._scan():
+            if self.max_bytes is not None and st.st_size > self.max_bytes:
+                continue
+            try:
+                fd = os.open(p, os.O_RDONLY | _O_NOFOLLOW | _O_CLOEXEC)
+                with os.fdopen(fd, "rb") as f:
+                    buf = f.read()
+                head = decode(buf).header
+            except (OSError, CacheError):
+                continue
+            key = head.get("key") or {}
+            if key.get("model_token") == model_token and (backend is None or key.get("backend") == backend):
+                out[p.name] = buf
+        return out
+
+    def import_entries(self, files: Mapping[str, bytes]) -> int:
+        """Write entry files from :meth:`export_entries` into this directory; return how many were
+        written.  Each is checked like a load (name, format, checksum, key digest matching the name)
+        and written atomically; one already present is kept.  A later ``load`` still compares the full
+        key, so an entry for another device or driver is simply never used."""
+        if not files or not self._usable(create=True):
+            return 0
+        n = 0
+        for name, buf in files.items():
+            if not _ENTRY_RE.match(name):
+                log.warning("litegpu cache: not importing %r: not an entry file name", name)
+                continue
+            try:
+                head = decode(buf).header
+            except CacheError as e:
+                log.warning("litegpu cache: not importing %s: %s", name, e)
+                continue
+            digest = name[: -len(ENTRY_SUFFIX)].rsplit("-", 1)[1]
+            if head.get("key_digest") != digest:
+                log.warning("litegpu cache: not importing %s: it holds another key", name)
+                continue
+            path = self.dir / name
+            if os.path.lexists(path) or not self._write_atomic(path, bytes(buf)):
+                continue
+            self._touch(path)
+            self._count(stores=1, bytes_written=len(buf))
+            n += 1
+        if n:
+            self._evict(keep=path)
+        return n
+
     def __repr__(self) -> str:
         return f"DelegateCache({str(self.dir)!r}, max_bytes={self.max_bytes}, enabled={self.enabled})"

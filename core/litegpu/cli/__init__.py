@@ -17,7 +17,8 @@ from ._common import EXIT_USAGE, CliError, err
 
 __all__ = ["main", "build_parser"]
 
-_SUBCOMMANDS = ("_backends", "_inspect", "_run", "_benchmark", "_diff", "_eval", "_models", "_autoselect", "_cache")
+_SUBCOMMANDS = ("_backends", "_inspect", "_run", "_benchmark", "_diff", "_eval", "_models", "_autoselect", "_cache",
+               "_batch")
 
 
 def build_parser() -> argparse.ArgumentParser:

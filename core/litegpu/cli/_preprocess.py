@@ -1,6 +1,7 @@
-"""Image preprocessing for ``litegpu run/diff/benchmark/eval``: loading, resizing, normalising,
-quantizing, and the bits of TFLite model metadata (``TFLITE_METADATA``) that say how.  The bundled
-MediaPipe models are prepared as MediaPipe does (:mod:`litegpu.mediapipe`: letterbox, value range).
+"""Image preprocessing for ``litegpu run/diff/benchmark/eval`` and ``litegpu batch``: loading,
+resizing, normalising, quantizing, and the bits of TFLite model metadata (``TFLITE_METADATA``) that
+say how.  In run/diff/benchmark/eval the bundled MediaPipe models are prepared as MediaPipe does
+(:mod:`litegpu.mediapipe`: letterbox, value range; see :class:`ImageInputs`).
 
 Images are read with Pillow (optional) or from ``.npy`` arrays (HxW or HxWxC, uint8 or
 float, RGB order), so tests and headless setups need no imaging library.
@@ -19,8 +20,8 @@ import numpy as np
 from .._image import resize
 from ._common import CliError
 
-__all__ = ["ModelMetadata", "read_metadata", "Preprocess", "load_image", "resize", "list_images", "IMAGE_EXTS",
-           "add_image_args", "ImageInputs"]
+__all__ = ["ModelMetadata", "read_metadata", "Preprocess", "PreprocessOptions", "add_image_args", "ImageInputs",
+           "load_image", "resize", "list_images", "IMAGE_EXTS"]
 
 IMAGE_EXTS = (".npy", ".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".ppm", ".pgm", ".tif", ".tiff")
 
@@ -151,12 +152,19 @@ def list_images(directory: str | Path) -> list[Path]:
     return sorted(p for p in d.iterdir() if p.is_file() and p.suffix.lower() in IMAGE_EXTS)
 
 
-def load_image(path: Path) -> np.ndarray:
-    """HxWxC array (uint8 or float) in RGB order; .npy files are taken as they are."""
-    if path.suffix.lower() == ".npy":
+def load_image(path: Path, data: bytes | None = None) -> np.ndarray:
+    """HxWxC array (uint8 or float) in RGB order; .npy files are taken as they are.
+
+    ``data``: the file's bytes when they were read elsewhere (``litegpu batch`` reads on Ray workers,
+    from Parquet cells); ``path`` then only names the image in messages and picks the format.
+    """
+    path = Path(path)
+    src: Any = path if data is None else io.BytesIO(data)
+    is_npy = path.suffix.lower() == ".npy" or (data is not None and data[:6] == b"\x93NUMPY")
+    if is_npy:
         try:
-            a = np.load(path, allow_pickle=False)
-        except (OSError, ValueError) as e:
+            a = np.load(src, allow_pickle=False)
+        except (OSError, ValueError, EOFError) as e:
             raise CliError(f"cannot read image {path}: {e}") from None
         if a.ndim == 2:
             a = a[:, :, None]
@@ -171,9 +179,9 @@ def load_image(path: Path) -> np.ndarray:
         raise CliError(f"reading {path.suffix} images needs Pillow (pip install pillow); .npy images need "
                        "nothing") from None
     try:
-        with Image.open(path) as im:
+        with Image.open(src) as im:
             return np.asarray(im.convert("RGB"))
-    except OSError as e:
+    except (OSError, ValueError, Image.DecompressionBombError) as e:
         raise CliError(f"cannot read image {path}: {e}") from None
 
 
@@ -184,6 +192,37 @@ def _floats(text: str | None, what: str) -> list[float] | None:
         return [float(x) for x in text.replace(" ", "").split(",") if x]
     except ValueError:
         raise CliError(f"--{what} expects comma-separated numbers, got {text!r}") from None
+
+
+@dataclass
+class PreprocessOptions:
+    """The preprocessing flags (see :func:`add_image_args`) outside argparse: what
+    :meth:`Preprocess.for_input` reads; ``None`` leaves mean/std to the model's metadata."""
+
+    mean: str | None = None
+    std: str | None = None
+    bgr: bool = False
+    resize: str = "bilinear"
+    size: str | None = None
+
+    @classmethod
+    def from_args(cls, args: Any) -> PreprocessOptions:
+        """The flags from a command's ``args``; a flag the command lacks keeps its default."""
+        d = cls()
+        return cls(**{k: getattr(args, k, getattr(d, k)) for k in ("mean", "std", "bgr", "resize", "size")})
+
+
+def add_image_args(p: Any, mediapipe: bool = True) -> None:
+    """The preprocessing flags of every command that takes images (run, diff, benchmark, eval, batch).
+    ``mediapipe``: the command letterboxes the bundled MediaPipe models (:class:`ImageInputs`)."""
+    note = "; the bundled MediaPipe models are letterboxed to their input range as MediaPipe does" if mediapipe else ""
+    g = p.add_argument_group(f"image preprocessing (flags win over the model's metadata{note})")
+    g.add_argument("--mean", metavar="M[,M,M]", help="per-channel mean subtracted from 0..255 pixels")
+    g.add_argument("--std", metavar="S[,S,S]", help="per-channel divisor applied after the mean")
+    g.add_argument("--bgr", action="store_true", help="feed channels in BGR order (default RGB)")
+    g.add_argument("--resize", choices=("bilinear", "nearest"), default="bilinear",
+                   help="resize method to the model's input size (default bilinear)")
+    g.add_argument("--size", metavar="HxW", help="check that the model input is HxW")
 
 
 @dataclass
@@ -236,6 +275,22 @@ class Preprocess:
                 "resize": self.resize, "normalization_from": self.source,
                 "input_quantization": list(self.quant) if self.quant else None}
 
+    def input_from(self, a: np.ndarray) -> np.ndarray:
+        """The model input for an array read from a file: an array that already has the input's
+        shape (with or without its batch dimension of 1) and dtype is the tensor itself, given as
+        ``litegpu run --input`` would take it; anything else is an image and goes through ``self``."""
+        shape = (1, self.height, self.width, self.channels)
+        if a.dtype == self.dtype and tuple(a.shape) in (shape, shape[1:]):
+            return a.reshape(shape)
+        if a.ndim == 2:
+            a = a[:, :, None]
+        if a.ndim == 4 and a.shape[0] == 1:
+            a = a[0]
+        if a.ndim != 3:
+            raise CliError(f"array of shape {a.shape} is neither the model input {list(shape)} nor an HxW or "
+                           "HxWxC image")
+        return self(a)
+
     def __call__(self, img: np.ndarray) -> np.ndarray:
         if img.shape[2] == 4:
             img = img[:, :, :3]
@@ -264,18 +319,6 @@ class Preprocess:
         else:
             q = np.round(x)
         return np.clip(q, info.min, info.max).astype(self.dtype)[None]
-
-
-def add_image_args(p: Any) -> None:
-    """The preprocessing flags of every command that takes images."""
-    g = p.add_argument_group("image preprocessing (flags win over the model's metadata; the bundled MediaPipe "
-                             "models are letterboxed to their input range as MediaPipe does)")
-    g.add_argument("--mean", metavar="M[,M,M]", help="per-channel mean subtracted from 0..255 pixels")
-    g.add_argument("--std", metavar="S[,S,S]", help="per-channel divisor applied after the mean")
-    g.add_argument("--bgr", action="store_true", help="feed channels in BGR order (default RGB)")
-    g.add_argument("--resize", choices=("bilinear", "nearest"), default="bilinear",
-                   help="resize method to the model's input size (default bilinear)")
-    g.add_argument("--size", metavar="HxW", help="check that the model input is HxW")
 
 
 class ImageInputs:
@@ -311,22 +354,10 @@ class ImageInputs:
             self.described = {"size": [h, w], "letterbox": True, "range": list(self.mediapipe_range),
                               "normalization_from": "mediapipe graph"}
             return x.astype(np.dtype(detail["dtype"]))
-        ns = argparse_defaults(self.args)
-        pre = Preprocess.for_input(detail, ns, self.metadata)
+        pre = Preprocess.for_input(detail, PreprocessOptions.from_args(self.args), self.metadata)
         self.images[k] = (img, None)
         self.described = pre.describe()
         return pre(img)
-
-
-def argparse_defaults(args: Any) -> Any:
-    """``args`` with the image flags a command may lack filled with their defaults."""
-    import argparse
-
-    ns = argparse.Namespace(**vars(args))
-    for key, default in (("mean", None), ("std", None), ("bgr", False), ("resize", "bilinear"), ("size", None)):
-        if not hasattr(ns, key):
-            setattr(ns, key, default)
-    return ns
 
 
 def softmax_free_scores(out: np.ndarray, detail: dict[str, Any]) -> np.ndarray:

@@ -1,6 +1,7 @@
-"""Testing helpers: a .tflite model builder and the LiteRT oracle."""
+"""Testing helpers: a .tflite model builder, the LiteRT oracle, small generated models."""
 
 from ._builder import ModelBuilder, SubgraphBuilder
+from ._models import small_image_classifier
 from ._oracle import assert_allclose_rel, random_inputs, rel_error, run_litegpu, run_litert
 
 __all__ = [
@@ -11,4 +12,5 @@ __all__ = [
     "rel_error",
     "assert_allclose_rel",
     "random_inputs",
+    "small_image_classifier",
 ]

@@ -1,0 +1,274 @@
+"""The driver side of ``litegpu batch``: list the inputs, skip what the output folder already holds,
+prepare the model once, build the Ray Data pipeline, run it and summarise."""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..cli._common import CliError
+from ..cli._preprocess import IMAGE_EXTS, Preprocess, PreprocessOptions, read_metadata
+from ._shards import FORMATS, done_paths
+from ._stages import NOSET_CUDA, InferenceActor, ModelSpec, prepare_once, preprocess_batch, read_table_file
+
+__all__ = ["BatchResult", "run_batch", "list_inputs", "TABLE_EXTS"]
+
+log = logging.getLogger("litegpu.batch")
+
+TABLE_EXTS = (".parquet", ".arrow", ".feather", ".ipc")
+RAY_HINT = "litegpu batch needs Ray Data: pip install 'litegpu[ray]'"
+
+
+@dataclass
+class BatchResult:
+    """What a :func:`run_batch` call did (``litegpu batch --json`` prints it)."""
+
+    model: str
+    backend: str
+    input: str
+    output: str
+    format: str
+    items: int = 0  # rows written by this run
+    failures: int = 0  # rows written with an error
+    skipped: int = 0  # inputs already in the output folder, not run again
+    shards: int = 0
+    seconds: float = 0.0  # from the pipeline's start to its last row
+    items_per_s: float = 0.0
+    actors: list[dict[str, Any]] = field(default_factory=list)  # per actor: device, items, init_s, warm
+    errors: list[dict[str, str]] = field(default_factory=list)  # the first failures: path, error
+    prepare: dict[str, Any] | None = None  # the one-off preparation (GPU backends)
+    ray: dict[str, Any] = field(default_factory=dict)  # address, resources, actor resources
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def list_inputs(input: str | os.PathLike[str], exclude: Path | None = None) -> tuple[str, list[str]]:
+    """``("files", image and .npy paths)`` or ``("table", Parquet/Arrow files)``: absolute, sorted;
+    a folder is searched recursively (hidden entries and the folder ``exclude``, the output, skipped)."""
+    p = Path(input)
+    if not p.exists():
+        raise CliError(f"input not found: {input}")
+    if p.is_file():
+        files = [p]
+    else:
+        files = sorted(f for f in p.rglob("*") if f.is_file()
+                       and not any(part.startswith(".") for part in f.relative_to(p).parts))
+    if exclude is not None:
+        files = [f for f in files if not f.resolve().is_relative_to(exclude)]
+    images = [str(f.resolve()) for f in files if f.suffix.lower() in IMAGE_EXTS]
+    tables = [str(f.resolve()) for f in files if f.suffix.lower() in TABLE_EXTS]
+    if images and tables:
+        raise CliError(f"{input} holds both images and Parquet/Arrow files; give one kind per job")
+    if tables:
+        return "table", tables
+    if not images:
+        raise CliError(f"no images ({', '.join(IMAGE_EXTS)}) or Parquet/Arrow files ({', '.join(TABLE_EXTS)}) "
+                       f"in {input}")
+    return "files", images
+
+
+def _input_detail(model: Any) -> dict[str, Any]:
+    from ..cli._common import model_io_details
+
+    details = model_io_details(model)
+    if len(details) != 1:
+        raise CliError(f"{model.name} has {len(details)} inputs; litegpu batch feeds models with one (image) input")
+    sg = model.model.subgraphs[0]
+    q = sg.tensors[sg.inputs[0]].quantization
+    quant = (float(q.scale[0]), int(q.zero_point[0])) if q is not None and q.scale.size == 1 else (0.0, 0)
+    return {**details[0], "quantization": quant}
+
+
+def _ray() -> Any:
+    try:
+        import ray
+        import ray.data  # noqa: F401
+    except ImportError as e:
+        raise CliError(f"{RAY_HINT} ({e})") from None
+    return ray
+
+
+def run_batch(model: str | os.PathLike[str], input: str | os.PathLike[str], output: str | os.PathLike[str], *,
+              backend: str = "cpu", config: Any = None, actors: int | None = None, batch_size: int = 32,
+              address: str | None = None, output_format: str = "parquet", column: str | None = None,
+              id_column: str | None = None, preprocess: PreprocessOptions | None = None,
+              precision: str | None = None, options: Mapping[str, Any] | None = None,
+              num_cpus: int | None = None, gpus_per_actor: float | None = None,
+              progress: bool = True, keep_errors: int = 20) -> BatchResult:
+    """Run ``model`` over every image, ``.npy`` file or Parquet/Arrow row under ``input`` on Ray Data,
+    writing one output row per input into ``output`` (see :mod:`litegpu.batch`).
+
+    Ray: an already initialised Ray is used as it is; else ``address`` (``ray://host:10001`` or
+    ``auto``) joins a cluster; else a local Ray instance is started (``num_cpus`` CPUs, default all)
+    and shut down at the end.  ``actors``: size of the model actor pool (default: one per GPU of the
+    cluster for a GPU backend, else half the CPUs).  Raises :class:`litegpu.cli._common.CliError` for
+    bad arguments (the CLI prints it as one line).
+    """
+    from ..cli._common import backend_options, load_config_or_none, load_model, resolve_backend
+
+    if output_format not in FORMATS:
+        raise CliError(f"unknown output format {output_format!r} (choose from {', '.join(FORMATS)})")
+    if batch_size < 1:
+        raise CliError(f"--batch-size must be at least 1, got {batch_size}")
+    if actors is not None and actors < 1:
+        raise CliError(f"--actors must be at least 1, got {actors}")
+    try:
+        import pyarrow  # noqa: F401 - shards are Parquet; Ray itself is imported only when there is work
+    except ImportError as e:
+        raise CliError(f"{RAY_HINT} ({e})") from None
+    lm = load_model(os.fspath(model))
+    detail = _input_detail(lm)
+    pre = Preprocess.for_input(detail, preprocess or PreprocessOptions(), read_metadata(lm.model, lm.data))
+    cfg = load_config_or_none(os.fspath(config) if isinstance(config, os.PathLike) else config)
+    opts = backend_options(cfg, backend, precision, options)
+    backend, opts = resolve_backend(lm, backend, cfg, opts)
+    out_dir = Path(output).resolve()
+    kind, sources = list_inputs(input, exclude=out_dir)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise CliError(f"output {output} exists and is not a folder")
+    done = done_paths(out_dir)
+    todo: list[str] | None = None
+    result = BatchResult(model=lm.path, backend=backend, input=os.fspath(input), output=str(out_dir),
+                         format=output_format)
+    if kind == "files":
+        todo = [s for s in sources if s not in done]
+        result.skipped = len(sources) - len(todo)
+        if not todo:
+            log.info("litegpu batch: all %d inputs are already in %s; nothing to run", len(sources), out_dir)
+            return result
+    ray = _ray()
+    started = False
+    if not ray.is_initialized():
+        init_kw: dict[str, Any] = {"address": address} if address else {"num_cpus": num_cpus}
+        ray.init(**init_kw, include_dashboard=False if not address else None, log_to_driver=True,
+                 logging_level=logging.WARNING)
+        started = True
+    try:
+        return _run(ray, lm, pre, backend, opts, cfg, kind, sources, done, todo,
+                    out_dir, output_format, result, actors=actors, batch_size=batch_size, column=column,
+                    id_column=id_column, gpus_per_actor=gpus_per_actor,
+                    progress=progress, keep_errors=keep_errors)
+    finally:
+        if started:
+            ray.shutdown()
+
+
+def _run(ray: Any, lm: Any, pre: Preprocess, backend: str, opts: dict[str, Any], cfg: Any, kind: str,
+         sources: Sequence[str], done: set[str], todo: Sequence[str] | None, out_dir: Path, fmt: str,
+         result: BatchResult, *, actors: int | None, batch_size: int, column: str | None, id_column: str | None,
+         gpus_per_actor: float | None, progress: bool, keep_errors: int) -> BatchResult:
+    ctx = ray.data.DataContext.get_current()
+    ctx.enable_progress_bars = progress
+    res = ray.cluster_resources()
+    cpus, gpus = float(res.get("CPU", 1)), float(res.get("GPU", 0))
+    on_gpu = backend != "cpu" and gpus > 0
+    if actors is None:
+        actors = max(1, int(gpus)) if on_gpu else max(1, int(cpus) // 2)
+    actor_gpus = (gpus_per_actor if gpus_per_actor is not None else min(1.0, gpus / actors)) if on_gpu else 0.0
+    # leave a CPU for the reading and preprocessing tasks, else the pool could starve them
+    actor_cpus = round(min(1.0, max(0.1, (cpus - 1) / actors)), 2)
+    # Ray Data's actor pools restart a dead actor and resubmit its batch (max_restarts and
+    # max_task_retries -1 by default); shards named by content make the resubmission harmless.
+    remote: dict[str, Any] = {"num_cpus": actor_cpus}
+    if actor_gpus:
+        remote.update(num_gpus=actor_gpus, runtime_env={"env_vars": dict(NOSET_CUDA)})
+    if "device" in opts:  # the user pinned a device: every actor uses it
+        on_gpu_device = False
+    else:
+        on_gpu_device = bool(actor_gpus)
+    result.ray = {"address": ray.get_runtime_context().gcs_address, "cluster": {k: res[k] for k in ("CPU", "GPU")
+                                                                                if k in res},
+                  "actors": actors, "actor_cpus": actor_cpus, "actor_gpus": actor_gpus}
+    spec = ModelSpec(name=lm.name, data=lm.data, backend=backend, options=opts, config=cfg,
+                     device_from_ray=on_gpu_device)
+    if backend != "cpu":
+        t = time.perf_counter()
+        task = ray.remote(prepare_once).options(**remote, max_retries=1)
+        try:
+            prep = ray.get(task.remote(spec))
+        except ray.exceptions.RayTaskError as e:
+            raise CliError(f"{lm.name} cannot be prepared on backend {backend}: {e.cause if hasattr(e, 'cause') else e}"
+                           ) from None
+        spec.cache_files = prep["cache_files"]
+        result.prepare = {**prep["info"], "seconds": time.perf_counter() - t,
+                          "cache_entries": len(prep["cache_files"]),
+                          "cache_bytes": sum(len(b) for b in prep["cache_files"].values())}
+    spec_ref = ray.put(spec)
+    metadata = {"model": lm.name, "model_sha256": lm.fingerprint, "backend": backend}
+
+    if kind == "files":
+        assert todo is not None
+        blocks = max(1, min(1000, math.ceil(len(todo) / (batch_size * 4))))
+        ds = ray.data.from_items([{"path": p} for p in todo], override_num_blocks=blocks)
+    else:
+        skip_ref = ray.put(sorted(done)) if done else None
+        ds = ray.data.from_items([{"file": f} for f in sources], override_num_blocks=len(sources))
+        ds = ds.flat_map(read_table_file, fn_kwargs={"column": column, "id_column": id_column, "skip": skip_ref})
+    ds = ds.map_batches(preprocess_batch, fn_kwargs={"pre": pre}, batch_size=batch_size, batch_format="numpy")
+    ds = ds.map_batches(InferenceActor, fn_constructor_kwargs={"spec": spec_ref, "out_dir": str(out_dir), "fmt": fmt,
+                                                               "metadata": metadata},
+                        batch_size=batch_size, batch_format="numpy",
+                        compute=ray.data.ActorPoolStrategy(size=actors), **remote)
+    t0 = time.perf_counter()
+    per_actor: dict[str, dict[str, Any]] = {}
+    shards: set[str] = set()
+    try:
+        for b in ds.iter_batches(batch_format="numpy", batch_size=None):
+            _collect(b, result, per_actor, shards, keep_errors)
+    except ray.exceptions.RayError as e:
+        first = str(e).strip().splitlines()
+        raise CliError(f"the Ray job failed after {result.items} rows ({type(e).__name__}: "
+                       f"{first[-1] if first else e}); rows written so far are kept, rerun to go on") from e
+    result.seconds = time.perf_counter() - t0
+    result.items_per_s = result.items / result.seconds if result.seconds > 0 else 0.0
+    result.shards = len(shards)
+    result.actors = sorted(per_actor.values(), key=lambda a: a["actor"])
+    if kind == "table":
+        result.skipped = len(done)
+    return result
+
+
+def _collect(b: Mapping[str, Any], result: BatchResult, per_actor: dict[str, dict[str, Any]], shards: set[str],
+             keep_errors: int) -> None:
+    """Fold one batch of the actors' summary rows into ``result``."""
+    n = len(b["path"])
+    result.items += n
+    for i in range(n):
+        err = str(b["error"][i])
+        if err:
+            result.failures += 1
+            if len(result.errors) < keep_errors:
+                result.errors.append({"path": str(b["path"][i]), "error": err})
+        shards.add(str(b["shard"][i]))
+        a = per_actor.setdefault(str(b["actor"][i]), {"actor": str(b["actor"][i]), "device": str(b["device"][i]),
+                                                      "items": 0, "init_s": float(b["init_s"][i]),
+                                                      "warm": str(b["warm"][i]), "run_s": 0.0})
+        a["items"] += 1
+        a["run_s"] += float(b["run_s"][i])
+
+
+def summary_lines(r: BatchResult) -> list[str]:
+    """The human summary ``litegpu batch`` prints."""
+    lines = [f"{Path(r.model).name} on {r.backend}: {r.items} rows written to {r.output} ({r.format}, "
+             f"{r.shards} shards) in {r.seconds:.1f} s, {r.items_per_s:.1f} items/s; {r.failures} failed, "
+             f"{r.skipped} already done"]
+    if r.prepare:
+        lines.append(f"prepared once in {r.prepare['seconds']:.1f} s on {r.prepare['device']}; "
+                     f"{r.prepare['cache_entries']} cache entries ({r.prepare['cache_bytes']} bytes) sent to the actors")
+    for a in r.actors:
+        warm = {"True": "warm start", "False": "cold start"}.get(a["warm"], "no GPU kernels")
+        lines.append(f"  actor {a['actor']}: {a['device']}, {a['items']} items, prepared in {a['init_s']:.2f} s "
+                     f"({warm})")
+    for e in r.errors:
+        lines.append(f"  failed: {e['path']}: {e['error']}")
+    if r.failures > len(r.errors):
+        lines.append(f"  ... and {r.failures - len(r.errors)} more (the error column of the output says which)")
+    return lines
+

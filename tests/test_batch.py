@@ -1,0 +1,277 @@
+"""``litegpu batch`` / ``litegpu.batch`` on a local Ray instance (2 CPUs, shut down at the end).
+
+Every output is compared with a single-process run of the same model through ``litegpu run``'s code
+path (``make_interpreter`` + set_inputs/invoke/get_outputs) on the same backend: identical bytes, not
+a tolerance.  Needs the ``litegpu[ray]`` extra; skipped with the reason when Ray is missing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ray = pytest.importorskip("ray", reason="litegpu batch needs the litegpu[ray] extra (pip install 'litegpu[ray]')")
+pytest.importorskip("ray.data", reason="litegpu batch needs Ray Data (pip install 'litegpu[ray]')")
+
+from litegpu.batch import read_outputs, run_batch  # noqa: E402
+from litegpu.cli import main  # noqa: E402
+from litegpu.cli._common import get_outputs, load_model, make_interpreter, set_inputs  # noqa: E402
+from litegpu.cli._preprocess import Preprocess, PreprocessOptions, load_image  # noqa: E402
+from litegpu.testing import small_image_classifier  # noqa: E402
+
+HW = 16
+
+
+def tiny_cnn() -> bytes:
+    return small_image_classifier(HW)
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    """One local Ray instance for the module, limited to 2 CPUs (the machine is shared).  It declares
+    one GPU, which CI machines lack: the GPU-backend tests then take the GPU actor path (a share of a
+    GPU per actor, the backend's device index from Ray's GPU id: 0, which is PoCL's or lavapipe's
+    device); CPU-backend actors never ask for GPUs."""
+    ray.init(num_cpus=2, num_gpus=1, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    ray.data.DataContext.get_current().enable_progress_bars = False
+    yield ray
+    ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def case(tmp_path_factory):
+    """The model, 40 inputs (.npy tensors, .npy images of another size, PNGs) and one corrupt file."""
+    d = tmp_path_factory.mktemp("batch")
+    model = d / "cnn.tflite"
+    model.write_bytes(tiny_cnn())
+    inputs = d / "in"
+    inputs.mkdir()
+    rng = np.random.default_rng(0)
+    for i in range(24):  # the model's input tensor itself, as `litegpu run --input` takes it
+        np.save(inputs / f"t{i:02d}.npy", rng.normal(size=(1, HW, HW, 3)).astype(np.float32))
+    for i in range(8):  # images of another size: resized by the shared preprocessing
+        np.save(inputs / f"img{i}.npy", rng.integers(0, 256, (20, 24, 3), dtype=np.uint8))
+    try:
+        from PIL import Image
+
+        for i in range(8):
+            Image.fromarray(rng.integers(0, 256, (HW, HW, 3), dtype=np.uint8)).save(inputs / f"p{i}.png")
+    except ImportError:
+        pass
+    (inputs / "zz_corrupt.png").write_bytes(b"\x89PNG\r\n\x1a\n this is not an image")
+    return {"dir": d, "model": model, "inputs": inputs}
+
+
+def single_process(model: Path, files: list[Path], backend: str) -> dict[str, list[np.ndarray]]:
+    """The baseline: `litegpu run`'s code path, one process, one file after another."""
+    lm = load_model(str(model))
+    interp = make_interpreter(lm, backend, {})
+    detail = interp.get_input_details()[0]
+    pre = Preprocess.for_input(detail, PreprocessOptions(), __import__("litegpu.cli._preprocess",
+                                                                      fromlist=["x"]).ModelMetadata())
+    out = {}
+    for f in files:
+        set_inputs(interp, [pre.input_from(load_image(f))])
+        interp.invoke()
+        out[str(f.resolve())] = [a.copy() for a in get_outputs(interp)]
+    return out
+
+
+def _good_files(case) -> list[Path]:
+    return sorted(p for p in case["inputs"].iterdir() if not p.name.startswith("zz_"))
+
+
+def _check_identical(rows, expected):
+    for path, want in expected.items():
+        row = rows[path]
+        assert row["error"] is None, (path, row["error"])
+        got = [row["probs"], row["conv"]]
+        for g, w in zip(got, want, strict=True):
+            assert g.shape == w.shape and g.dtype == w.dtype
+            np.testing.assert_array_equal(g, w)
+
+
+def _unavailable(backend: str) -> str | None:
+    """Why ``backend`` cannot run here (None: it can)."""
+    import litegpu
+
+    for b in litegpu.available_backends():
+        if b.name == backend:
+            return None if b.available else b.reason
+    return f"litegpu-{backend} is not installed"
+
+
+# opencl runs on PoCL and vulkan on lavapipe in CI: actors on "GPU" backends without Ray GPUs
+@pytest.mark.parametrize("backend", ["cpu", "opencl", "vulkan"])
+def test_outputs_identical_to_single_process_and_corrupt_row(local_ray, case, tmp_path, backend):
+    if backend != "cpu" and (why := _unavailable(backend)):
+        pytest.skip(f"{backend} backend unavailable: {why}")
+    expected = single_process(case["model"], _good_files(case), backend)
+    cfg = tmp_path / "app.yaml"  # the actors' serialization cache in a private folder
+    cfg.write_text(f"cache:\n  dir: {tmp_path / 'cache'}\n")
+    out = tmp_path / "out"
+    r = run_batch(case["model"], case["inputs"], out, backend=backend, config=str(cfg), actors=2, batch_size=8)
+    n = len(expected) + 1
+    assert (r.items, r.failures, r.skipped) == (n, 1, 0)
+    rows = read_outputs(out)
+    assert set(rows) == set(expected) | {str((case["inputs"] / "zz_corrupt.png").resolve())}
+    _check_identical(rows, expected)
+    bad = rows[str((case["inputs"] / "zz_corrupt.png").resolve())]
+    assert "cannot read image" in bad["error"] and bad["probs"] is None
+    assert {a["device"].split(":")[0].split(" ")[0] for a in r.actors} == {backend}
+    if backend != "cpu":
+        assert r.ray["actor_gpus"] == 0.5 and all(a["device"].startswith(f"{backend}:0 ") for a in r.actors)
+        # prepared once, entries shipped: every actor's prepare hit the cache
+        assert r.prepare is not None and r.prepare["cache_entries"] >= 1
+        assert all(a["warm"] == "True" for a in r.actors), r.actors
+
+
+def test_rerun_writes_nothing_and_npy_format(local_ray, case, tmp_path):
+    out = tmp_path / "out"
+    files = _good_files(case)[:10]
+    sub = tmp_path / "in"
+    sub.mkdir()
+    for f in files:
+        (sub / f.name).write_bytes(f.read_bytes())
+    r1 = run_batch(case["model"], sub, out, output_format="npy", batch_size=4, actors=1)
+    assert (r1.items, r1.failures) == (10, 0)
+    before = {p.name: p.stat().st_mtime_ns for p in out.iterdir()}
+    r2 = run_batch(case["model"], sub, out, output_format="npy", batch_size=4, actors=1)
+    assert (r2.items, r2.skipped, r2.shards) == (0, 10, 0)
+    assert {p.name: p.stat().st_mtime_ns for p in out.iterdir()} == before
+    # one new input: only it runs
+    np.save(sub / "new.npy", np.ones((1, HW, HW, 3), np.float32))
+    r3 = run_batch(case["model"], sub, out, output_format="npy", batch_size=4, actors=1)
+    assert (r3.items, r3.skipped) == (1, 10)
+    expected = single_process(case["model"], sorted(sub.iterdir()), "cpu")
+    _check_identical(read_outputs(out), expected)
+
+
+def _actor_pids() -> list[int]:
+    """PIDs of the running inference actors (Ray titles its workers ``ray::<class>...``)."""
+    pids = []
+    for p in Path("/proc").iterdir():
+        if not p.name.isdigit():
+            continue
+        try:
+            cmd = (p / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if b"InferenceActor" in cmd and cmd.startswith(b"ray::"):
+            pids.append(int(p.name))
+    return pids
+
+
+def test_actor_killed_mid_job_loses_nothing(local_ray, case, tmp_path):
+    many = tmp_path / "in"
+    many.mkdir()
+    rng = np.random.default_rng(1)
+    for i in range(120):
+        np.save(many / f"x{i:03d}.npy", rng.normal(size=(1, HW, HW, 3)).astype(np.float32))
+    out = tmp_path / "out"
+    killed: list[int] = []
+
+    def killer():
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and not killed:
+            if out.is_dir() and any(p.suffix == ".parquet" for p in out.iterdir()):
+                pids = _actor_pids()
+                if pids:
+                    os.kill(pids[0], signal.SIGKILL)
+                    killed.append(pids[0])
+                    return
+            time.sleep(0.05)
+
+    t = threading.Thread(target=killer, daemon=True)
+    t.start()
+    r = run_batch(case["model"], many, out, actors=2, batch_size=4)
+    t.join(5)
+    assert killed, "no actor was found to kill"
+    assert (r.items, r.failures) == (120, 0)
+    rows = read_outputs(out)
+    assert len(rows) == 120
+    _check_identical(rows, single_process(case["model"], sorted(many.iterdir()), "cpu"))
+
+
+def test_parquet_input_and_cli_json(local_ray, case, tmp_path, capsys):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    files = _good_files(case)[:6]
+    table = pa.table({"name": [f.name for f in files], "image": [f.read_bytes() for f in files]})
+    pq.write_table(table, tmp_path / "ds.parquet")
+    out = tmp_path / "out"
+    code = main(["batch", str(case["model"]), str(tmp_path / "ds.parquet"), str(out), "--id-column", "name",
+                 "--batch-size", "3", "--actors", "1", "--json", "--no-progress"])
+    summary = json.loads(capsys.readouterr().out)
+    assert code == 0, summary
+    assert (summary["items"], summary["failures"]) == (6, 0)
+    assert summary["actors"] and summary["actors"][0]["device"].startswith("cpu")
+    rows = read_outputs(out)
+    expected = single_process(case["model"], files, "cpu")
+    _check_identical({f.name: rows[f.name] for f in files}, {f.name: expected[str(f.resolve())] for f in files})
+    # rerun: nothing new
+    assert main(["batch", str(case["model"]), str(tmp_path / "ds.parquet"), str(out), "--id-column", "name",
+                 "--json", "--no-progress"]) == 0
+    assert json.loads(capsys.readouterr().out)["items"] == 0
+
+
+def test_cli_errors_are_one_line(tmp_path, capsys):
+    m = tmp_path / "m.tflite"
+    m.write_bytes(tiny_cnn())
+    assert main(["batch", str(m), str(tmp_path / "nope"), str(tmp_path / "out")]) == 2
+    assert "input not found" in capsys.readouterr().err
+    (tmp_path / "empty").mkdir()
+    assert main(["batch", str(m), str(tmp_path / "empty"), str(tmp_path / "out")]) == 2
+    assert "no images" in capsys.readouterr().err
+    assert main(["batch", str(m), str(tmp_path / "empty"), str(tmp_path / "out"), "--batch-size", "0"]) == 2
+    assert "--batch-size" in capsys.readouterr().err
+
+
+def test_list_inputs_skips_hidden_files_and_the_output_folder(tmp_path):
+    from litegpu.batch import list_inputs
+
+    (tmp_path / "a").mkdir()
+    np.save(tmp_path / "a" / "x.npy", np.zeros((2, 2, 3), np.uint8))
+    np.save(tmp_path / "top.npy", np.zeros((2, 2, 3), np.uint8))
+    (tmp_path / ".hidden").mkdir()
+    np.save(tmp_path / ".hidden" / "h.npy", np.zeros((2, 2, 3), np.uint8))
+    (tmp_path / "out" / "part-0").mkdir(parents=True)  # an .npy shard written inside the input folder
+    np.save(tmp_path / "out" / "part-0" / "probs.npy", np.zeros((1, 4), np.float32))
+    (tmp_path / "notes.txt").write_text("not an input")
+    kind, files = list_inputs(tmp_path, exclude=(tmp_path / "out").resolve())
+    assert kind == "files"
+    assert files == [str((tmp_path / "a" / "x.npy").resolve()), str((tmp_path / "top.npy").resolve())]
+    pq = pytest.importorskip("pyarrow.parquet")
+    import pyarrow as pa
+
+    pq.write_table(pa.table({"image": [b"x"]}), tmp_path / "t.parquet")
+    with pytest.raises(Exception, match="both images and Parquet"):
+        list_inputs(tmp_path)
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "npy"])
+def test_shard_round_trip_with_error_rows(tmp_path, fmt):
+    from litegpu.batch import done_paths
+    from litegpu.batch._shards import write_shard
+
+    base = np.arange(6, dtype=np.float32).reshape(1, 2, 3)
+    arrays = [base, None, base + 2, None]
+    name = write_shard(tmp_path, fmt, ["p0", "p1", "p2", "p3"], [None, "bad", None, "worse"],
+                       {"o": ((1, 2, 3), np.dtype(np.float32), arrays)}, {"model": "m"})
+    # same batch, same name: a retried batch rewrites its shard, never adds one
+    assert write_shard(tmp_path, fmt, ["p0", "p1", "p2", "p3"], [None, "bad", None, "worse"],
+                       {"o": ((1, 2, 3), np.dtype(np.float32), arrays)}, {"model": "m"}) == name
+    assert [p.name for p in tmp_path.iterdir()] == [name]
+    rows = read_outputs(tmp_path)
+    assert done_paths(tmp_path) == {"p0", "p1", "p2", "p3"}
+    assert (rows["p1"]["error"], rows["p3"]["error"]) == ("bad", "worse") and rows["p1"]["o"] is None
+    np.testing.assert_array_equal(rows["p0"]["o"], base)
+    np.testing.assert_array_equal(rows["p2"]["o"], base + 2)
