@@ -142,6 +142,7 @@ def test_glsl_compiles(name, prec, i, opts):
 _SPV_BUILT: set[str] = set()
 
 
+@pytest.mark.sweep(every=5, by=lambda p: p["name"])  # each kernel at least once per API
 @pytest.mark.parametrize(("name", "prec", "i", "opts"), HALF_CASES, ids=[f"{n}-{p}-{i}" for n, p, i, _ in HALF_CASES])
 def test_glsl_storage_only_half_compiles(name, prec, i, opts):
     """The storage-only half variant in GLSL (what the Vulkan backend's fp16 runs by default): 16-bit
