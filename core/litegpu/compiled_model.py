@@ -22,6 +22,7 @@ other plans run inside ``run_async`` (a WARNING says so once per model).
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 from collections.abc import Mapping, Sequence
@@ -200,13 +201,12 @@ class CompiledModel:
                 "to allow using the CPU to run those. (litegpu has no NPU backend; use HardwareAccelerator.GPU "
                 "or HardwareAccelerator.CPU)")
         from ._config import load_config
-        from ._load import select_delegate
 
         overrides = {} if backend is None else {"backend": backend}
         cfg = load_config(config, **overrides)
         name, delegate = "cpu", None
         if accel & HardwareAccelerator.GPU:
-            name, delegate = select_delegate(cfg)
+            name, delegate = _shared_delegate(cfg)
             if delegate is None:
                 why = f"none of the configured backends {cfg.backends} loads (see `litegpu backends`)"
                 if not accel & HardwareAccelerator.CPU:
@@ -528,6 +528,27 @@ class CompiledModel:
         if not exact and b.nbytes < need:
             raise _cm_error(3, "Failed to invoke the compiled model\n└ Failed to register output tensor buffer: "
                                f"buffer of {b.nbytes} bytes for tensor {t.name} of {need} bytes")
+
+
+#: delegates by (backend, options): compiled models of one configuration share the delegate, hence the
+#: device and its queue, so one model's device-resident output is another's input with a device copy
+_DELEGATES: dict[tuple[str, str], Any] = {}
+
+
+def _shared_delegate(cfg: Any) -> tuple[str, Any]:
+    """The first configured backend that loads (``select_delegate``), reusing an earlier model's delegate."""
+    from ._load import resolve_backend_order, select_delegate
+
+    def key(name: str) -> tuple[str, str]:
+        return name, json.dumps(cfg.backend_options(name), sort_keys=True, default=str)
+
+    first = next(iter(resolve_backend_order(cfg.backends)), "cpu")
+    if first != "cpu" and key(first) in _DELEGATES:
+        return first, _DELEGATES[key(first)]
+    name, delegate = select_delegate(cfg)
+    if delegate is not None:
+        delegate = _DELEGATES.setdefault(key(name), delegate)
+    return name, delegate
 
 
 def _single_kernel(entry: _Entry) -> Any:
