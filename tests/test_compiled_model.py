@@ -3,8 +3,11 @@ changed, run on the same model bytes and inputs; results, details and exceptions
 
 The script runs on LiteRT's CPU accelerator (the oracle) and on litegpu with ``HardwareAccelerator.CPU``
 and with ``GPU | CPU`` on each GPU backend (chosen through ``LITEGPU_CONFIG``; a backend missing here is
-skipped with its reason).  Outputs must be within ``max|ours - litert| / max|litert|`` <= 1e-4 on the CPU
-and 1e-3 on a GPU backend (fp32, the backends' default precision).  The full sweep over the 13 runnable
+skipped with its reason).  Outputs must be within ``max|ours - litert| / max|litert|`` <= 1e-3 (fp32, the
+backends' default precision).  LiteRT's CompiledModel CPU runs XNNPACK, not the reference kernels, so
+litegpu's CPU reference differs by summation order too: pose_landmark_full's pose flag (a sigmoid tail,
+6.3e-10) differs by 3e-4 relative, its logit's absolute rounding error; tests/test_mediapipe_cpu.py holds
+the CPU to 1e-4 against LiteRT's reference kernels.  The full sweep over the 13 runnable
 MediaPipe models is slow; the default run takes a sample.  ``face_landmark_with_attention`` needs three
 MediaPipe custom ops no LiteRT build here runs (no oracle); the selfie segmentations run as the
 TRANSPOSE_CONV rewrite of ``tests/test_mediapipe_cpu.py`` on both sides (LiteRT lacks MediaPipe's op).
@@ -23,7 +26,7 @@ from test_mediapipe_cpu import NEEDS_REWRITE, RUNNABLE, _read, ir_to_tflite
 litert_cm = pytest.importorskip("ai_edge_litert.compiled_model")
 
 GPU_BACKENDS = ("opencl", "vulkan", "webgpu")
-TOL = {"cpu": 1e-4, "gpu": 1e-3}
+TOL = {"cpu": 1e-3, "gpu": 1e-3}
 SAMPLE = ("hand_recrop", "iris_landmark")  # the default run: two small models
 
 
