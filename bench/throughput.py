@@ -1,6 +1,6 @@
 """Throughput: frames per second with 1, 2 and 4 runs in flight, litegpu's CompiledModel against LiteRT's.
 
-Usage: ``python bench/throughput.py [--backends opencl,vulkan,webgpu] [--inflight 1,2,4] [--seconds 1.5]
+Usage: ``python bench/throughput.py [--backends opencl,vulkan,webgpu] [--inflight 1,2,4] [--seconds 1]
 [--models a,b] [--no-chain] [--no-litert] [--json FILE]``
 
 Every engine runs the same model on the same random input in this one process, through the
@@ -247,7 +247,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--backends", default="opencl,vulkan,webgpu")
     ap.add_argument("--inflight", default="1,2,4")
-    ap.add_argument("--seconds", type=float, default=1.5)
+    ap.add_argument("--seconds", type=float, default=1.0)
     ap.add_argument("--models", default="")
     ap.add_argument("--no-chain", action="store_true")
     ap.add_argument("--no-litert", action="store_true")
