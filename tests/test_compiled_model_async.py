@@ -20,7 +20,7 @@ RNG = np.random.default_rng(7)
 def _conv_model() -> bytes:
     """x -> CONV_2D 3x3 (4 -> 4 channels, same padding) -> RELU6: the "detector"."""
     b = ModelBuilder()
-    sg = b.main if hasattr(b, "main") else b
+    sg = b  # the builder is subgraph 0
     x = sg.input("x", SHAPE)
     w = sg.const("w", RNG.uniform(-1, 1, (4, 3, 3, 4)).astype(np.float32))
     bias = sg.const("b", RNG.uniform(-1, 1, (4,)).astype(np.float32))
@@ -33,7 +33,7 @@ def _conv_model() -> bytes:
 def _mul_add_model() -> bytes:
     """x -> x * c + d: the "landmark" model fed by the detector's output."""
     b = ModelBuilder()
-    sg = b.main if hasattr(b, "main") else b
+    sg = b  # the builder is subgraph 0
     x = sg.input("x", SHAPE)
     c = sg.const("c", RNG.uniform(0.5, 2, (1, 1, 1, 4)).astype(np.float32))
     d = sg.const("d", RNG.uniform(-1, 1, (1, 1, 1, 4)).astype(np.float32))
@@ -205,3 +205,34 @@ def test_cpu_run_async_returns_a_finished_handle():
 def test_bad_max_in_flight():
     with pytest.raises(ValueError, match="max_in_flight"):
         CompiledModel.from_buffer(CONV, max_in_flight=0)
+
+
+def _mixed_model() -> bytes:
+    """x -> CEIL (no GPU kernel) -> ADD c: not fully accelerated."""
+    b = ModelBuilder()
+    x = b.input("x", SHAPE)
+    c = b.const("c", np.full((1, 1, 1, 4), 0.5, np.float32))
+    m, y = b.tensor("m", SHAPE), b.tensor("y", SHAPE)
+    b.op("CEIL", [x], [m])
+    b.op("ADD", [m, c], [y])
+    b.output(y)
+    return b.build()
+
+
+def test_gpu_alone_refuses_a_model_it_does_not_run_whole(backend):
+    with pytest.raises(RuntimeError, match="Some ops are not accelerated.*CEIL"):
+        CompiledModel.from_buffer(_mixed_model(), hardware_accel=HardwareAccelerator.GPU, backend=backend)
+
+
+def test_partly_accelerated_model_runs_inside_run_async_and_says_so(backend, caplog):
+    data = _mixed_model()
+    m = CompiledModel.from_buffer(data, hardware_accel=GPU, backend=backend)
+    assert not m.is_fully_accelerated()
+    x = RNG.uniform(-3, 3, SHAPE).astype(np.float32)
+    i, o = m.create_input_buffers(0), m.create_output_buffers(0)
+    i[0].write(x)
+    with caplog.at_level("WARNING", logger="litegpu"):
+        h = m.run_async(0, i, o)
+    assert h.done()
+    assert any("runs it before returning" in r.getMessage() for r in caplog.records)
+    np.testing.assert_array_equal(_read(o[0]), np.ceil(x) + np.float32(0.5))  # exact (LiteRT's reference resolver has no CEIL)
