@@ -22,6 +22,7 @@ other plans run inside ``run_async`` (a WARNING says so once per model).
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import os
@@ -80,6 +81,9 @@ class _Slot:
         self.run: RunHandle | None = None
 
 
+_RUN_SEQ = itertools.count()
+
+
 class RunHandle:
     """A run started by :meth:`CompiledModel.run_async` (future-like).
 
@@ -93,6 +97,7 @@ class RunHandle:
         self._kernel, self._pending, self._targets, self._slot = kernel, pending, list(targets), slot
         self._finished = kernel is None
         self._error: BaseException | None = None
+        self.seq = next(_RUN_SEQ)  # submission order
 
     def done(self) -> bool:
         if self._finished:
@@ -509,8 +514,7 @@ class CompiledModel:
             slot = _Slot(self._factory())
             self._slots.append(slot)
             return slot
-        slot = self._slots.pop(0)  # round robin: the oldest run is at the front
-        self._slots.append(slot)
+        slot = min(self._slots, key=lambda sl: sl.run.seq)  # the oldest run in flight
         slot.run.wait()
         return slot
 
