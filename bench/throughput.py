@@ -10,7 +10,8 @@ serialization cache on as users run it).  Per engine and model, for ``--seconds`
 * ``h2h@k`` (litegpu): host to host with ``k`` runs in flight -- each frame writes its input buffer,
   ``run_async``, and reads every output of the run ``k`` frames back (a ring of ``k`` buffer sets);
 * ``dev`` (device-bound): runs back to back with the outputs left on the device
-  (``keep_outputs_on_device``), one read at the end; / count.  LiteRT: ``run_by_index`` back to back,
+  (``keep_outputs_on_device``, a ring of buffer sets, up to max(inflight) runs queued), the reads at
+  the end; / count.  LiteRT: ``run_by_index`` back to back,
   one read at the end (its GPU accelerator is asynchronous inside);
 * LiteRT ``h2h``: write, ``run_by_index``, read every output, per frame (its API has one run in flight).
 
@@ -96,20 +97,25 @@ def litegpu_rates(model, x: np.ndarray, inflight: list[int], seconds: float) -> 
         out[f"h2h@{k}"] = _for(seconds, step)
         while ring:
             _read_all(ring.popleft()[1], sizes)
-    ins, outs = sets[0]
-    ins[0].write(x)
+    # device-bound: a ring of buffer sets, so up to max(inflight) runs are queued; outputs stay on the device
+    for ins, _outs in sets:
+        ins[0].write(x)
+    state = {"i": 0}
 
     def dev_step():
+        ins, outs = sets[state["i"] % len(sets)]
+        state["i"] += 1
         model.run_async(0, ins, outs, keep_outputs_on_device=True)
 
-    for _ in range(3):
+    for _ in range(len(sets)):
         dev_step()
-    _read_all(outs, sizes)
+    _read_all(sets[0][1], sizes)
     n, t0 = 0, time.perf_counter()
     while n < 5 or time.perf_counter() - t0 < seconds:
         dev_step()
         n += 1
-    _read_all(outs, sizes)  # one read at the end
+    for _ins, outs in sets:
+        _read_all(outs, sizes)  # the reads at the end
     out["dev"] = n / (time.perf_counter() - t0)
     return out
 
