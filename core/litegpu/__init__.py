@@ -21,6 +21,7 @@ from ._load import load
 from ._options import Option
 from ._plugins import get_plugins, plugin_gpu_kernels
 from ._reader import read_model
+from .compiled_model import CompiledModel
 from .cpu._registry import register_kernel
 from .hookspecs import hookimpl
 
@@ -29,6 +30,7 @@ __version__ = "0.1.0"
 __all__ = [
     "__version__",
     "Interpreter",
+    "CompiledModel",
     "SignatureRunner",
     "Delegate",
     "DelegateKernel",

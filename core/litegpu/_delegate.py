@@ -110,6 +110,27 @@ class DelegateKernel(ABC):
         ``host_outputs`` must be numpy arrays of the tensor's dtype and shape.
         """
 
+    # -- asynchronous runs (optional; ``CompiledModel.run_async``).  The defaults run the whole
+    # invoke in ``submit``; a GPU kernel queues the work and its reads there and waits in ``complete``.
+    def submit(self, inputs: Mapping[int, Any], device_outputs: Mapping[int, Any] | None = None) -> Any:
+        """Start a run on ``inputs`` (as for :meth:`invoke`); return a handle for :meth:`complete`.
+
+        The caller completes a run before submitting the next one to the same kernel.  Inputs may
+        also be device tensors this delegate's kernels returned (``device_outputs`` below) from any
+        model on the same device.  ``device_outputs`` names host outputs the caller wants left on
+        the device, each mapped to a device tensor of an earlier run to reuse, or None; a kernel
+        that cannot keep one returns it as numpy.
+        """
+        return self.invoke(inputs)
+
+    def complete(self, pending: Any) -> dict[int, Any]:
+        """Wait for a :meth:`submit` handle; the outputs as :meth:`invoke` returns them."""
+        return pending
+
+    def done(self, pending: Any) -> bool:
+        """Whether :meth:`complete` would return at once."""
+        return True
+
     def to_host(self, value: Any) -> np.ndarray:
         """Turn a device object this kernel returned into a numpy array.
 

@@ -117,6 +117,22 @@ class CLDevice(GpuDevice):
             reads[-1].wait()
             self._pending.clear()
 
+    # -- asynchronous reads: queued now, one event per run to wait on (the in-order queue has done every
+    # earlier read and launch when the last read's event completes; later runs are not waited for)
+    def read_async(self, items: Sequence[tuple[BufferRef, np.ndarray]]) -> cl.Event:
+        for ref, out in items:
+            ev = cl.enqueue_copy(self.queue, out, ref.buffer, src_offset=ref.offset, is_blocking=False)
+        if not items:
+            ev = cl.enqueue_marker(self.queue)
+        self.queue.flush()  # submitted now, so reads_done can turn True without a wait
+        return ev
+
+    def wait_reads(self, token: cl.Event) -> None:
+        token.wait()
+
+    def reads_done(self, token: cl.Event) -> bool:
+        return token.command_execution_status == cl.command_execution_status.COMPLETE
+
     def copy(self, src: BufferRef, dst: BufferRef) -> None:
         cl.enqueue_copy(self.queue, dst.buffer, src.buffer, byte_count=min(src.nbytes, dst.nbytes),
                         src_offset=src.offset, dst_offset=dst.offset)

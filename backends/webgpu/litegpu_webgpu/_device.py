@@ -282,7 +282,10 @@ class WebGPUDevice(GpuDevice):
             raise DelegateError(f"WebGPU rejected the recorded launches: {e}") from e
 
     def finish(self) -> None:
-        self.queue.on_submitted_work_done_sync()
+        try:
+            self.queue.on_submitted_work_done_sync()
+        except TypeError:  # wgpu-py 0.32 builds the work-done callback with a stale C signature
+            self.device._poll_wait()  # wgpuDevicePoll(wait=True): returns once the queue is idle
 
     def close(self) -> None:
         self._programs.clear()

@@ -74,6 +74,28 @@ class GpuDevice(ABC):
         for ref, out in items:
             self.download(ref, out)
 
+    # -- asynchronous reads (optional): the executor's submit/complete split (CompiledModel.run_async)
+    # queues a run's output reads with read_async and waits for them later with wait_reads.  The
+    # default defers the reads to wait_reads, which is correct as long as the caller does not reuse the
+    # buffers before it (the executor guarantees that); an API that can queue reads and wait on just
+    # those (OpenCL events) overrides all three, so waiting for one run does not wait for later ones.
+    def read_async(self, items: Sequence[tuple[BufferRef, np.ndarray]]) -> Any:
+        """Queue the reads of ``(ref, out)`` after all queued work; a token for :meth:`wait_reads`."""
+        return list(items)
+
+    def wait_reads(self, token: Any) -> None:
+        """Block until the reads of a :meth:`read_async` token are in their host arrays."""
+        if token:
+            self.download_many(token)
+        else:
+            self.finish()
+
+    def reads_done(self, token: Any) -> bool:
+        """Whether :meth:`wait_reads` would return at once.  Without a way to ask the API, the
+        default waits (so a polling loop ends) and says True."""
+        self.wait_reads(token)
+        return True
+
     def copy(self, src: BufferRef, dst: BufferRef) -> None:
         """Device-to-device copy of ``src`` into ``dst`` (queued).  The default goes via the host."""
         host = np.empty(min(src.nbytes, dst.nbytes), np.uint8)

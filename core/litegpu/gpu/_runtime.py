@@ -72,7 +72,7 @@ from ._plan_io import plan_from_sections, plan_to_sections
 from ._tuning import TUNING_MODES, TuningKey, WorkgroupTuner, candidates
 from .kernels import Binding, ParamSlot, RenderedKernel, render
 
-__all__ = ["GpuDelegate", "GpuPartitionKernel", "DeviceValue", "PRECISIONS", "BOUNDARY_LAYOUTS"]
+__all__ = ["GpuDelegate", "GpuPartitionKernel", "DeviceValue", "DeviceTensor", "PRECISIONS", "BOUNDARY_LAYOUTS"]
 
 log = logging.getLogger("litegpu")
 
@@ -95,6 +95,50 @@ class DeviceValue:
     owner: GpuPartitionKernel
     ref: BufferRef
     tensor: PlanTensor
+
+
+@dataclass(eq=False)
+class DeviceTensor:
+    """A tensor on the device in its host layout (dense float32, the IR shape), owned by the caller: a
+    model output a run kept on the device (``submit(..., device_outputs=...)``) or an input uploaded
+    once.  Any kernel on the same device takes it as an input with a device copy; elsewhere
+    :meth:`to_host` reads it."""
+
+    device: GpuDevice
+    ref: BufferRef
+    shape: tuple[int, ...]
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape))
+
+    @classmethod
+    def empty(cls, device: GpuDevice, shape: tuple[int, ...]) -> DeviceTensor:
+        n = int(np.prod(shape)) * 4
+        return cls(device, BufferRef(device.alloc(n), 0, n), tuple(shape))
+
+    @classmethod
+    def upload(cls, device: GpuDevice, array: np.ndarray) -> DeviceTensor:
+        a = np.ascontiguousarray(array, np.float32)
+        t = cls(device, BufferRef(device.alloc(a.nbytes), 0, a.nbytes), tuple(a.shape))
+        device.upload(t.ref, a)
+        return t
+
+    def write(self, array: np.ndarray) -> None:
+        self.device.upload(self.ref, np.ascontiguousarray(array, np.float32))
+
+    def to_host(self) -> np.ndarray:
+        out = np.empty(self.shape, np.float32)
+        self.device.download(BufferRef(self.ref.buffer, self.ref.offset, out.nbytes), out)
+        return out
+
+
+@dataclass
+class _Pending:
+    """A submitted run: its outputs (host arrays filled once the reads end) and the reads' token."""
+
+    outputs: dict[int, Any]
+    token: Any
 
 
 DEFAULT_CACHE_BYTES = 1 << 30
@@ -482,6 +526,11 @@ class GpuPartitionKernel(DelegateKernel):
                 sends.append((v.ref, self._refs[b.tid], None))
                 on_device += (b.tid,)
                 continue
+            if isinstance(v, DeviceTensor):
+                if v.device is dev and b.mode != "host" and b.quant is None and v.size == b.size:
+                    sends.append((v.ref, b.ref, None))  # already in the host layout: a device copy
+                    continue
+                v = v.to_host()  # another device: through the host
             a = np.asarray(v)
             if a.size != b.size:
                 raise DelegateError(f"input {b.name!r}: an array of shape {a.shape} ({a.size} elements) does not "
@@ -502,29 +551,65 @@ class GpuPartitionKernel(DelegateKernel):
 
     def receive(self) -> dict[int, Any]:
         """The outputs after a replay: host outputs read (one wait) as numpy, the rest DeviceValues."""
+        out, reads = self._reads()
+        if reads:
+            self.device.download_many(reads)  # every read queued, one wait
+            return self._converted(out)
+        if not out:
+            self.device.finish()
+        return out
+
+    # -- the asynchronous split (DelegateKernel.submit / complete / done): send, replay and queue the reads
+    # now, wait for them later.  The caller completes a run before submitting the next one to this kernel
+    # (its buffers are reused); several kernels of one device have runs in flight together.
+    def submit(self, inputs: Mapping[int, Any], device_outputs: Mapping[int, Any] | None = None) -> _Pending:
+        on_device = self.send(inputs)
+        self.device.replay(self._recording_for(on_device) if on_device else self._recording)
+        out, reads = self._reads(device_outputs)
+        return _Pending(out, self.device.read_async(reads))
+
+    def complete(self, pending: _Pending) -> dict[int, Any]:
+        self.device.wait_reads(pending.token)
+        return self._converted(pending.outputs)
+
+    def done(self, pending: _Pending) -> bool:
+        return self.device.reads_done(pending.token)
+
+    def _reads(self, keep: Mapping[int, Any] | None = None) -> tuple[dict[int, Any], list[tuple[BufferRef, np.ndarray]]]:
+        """The outputs of a replayed run and the reads that fill its host arrays.  Outputs in ``keep``
+        (whose boundary holds the dense float32 bytes) stay on the device as :class:`DeviceTensor`:
+        a device copy into ``keep[tid]`` when it is one of this device's and big enough, else a new one."""
         dev = self.device
         out: dict[int, Any] = {}
         reads: list[tuple[BufferRef, np.ndarray]] = []
         for tid, b in zip(self.plan.outputs, self._outputs, strict=True):
             if b is None:
                 out[tid] = self._device_values[tid]
+            elif keep is not None and tid in keep and b.mode != "host" and b.quant is None:
+                dst = keep[tid]
+                if not (isinstance(dst, DeviceTensor) and dst.device is dev and dst.ref.nbytes >= b.size * 4):
+                    dst = DeviceTensor(dev, BufferRef(dev.alloc(b.size * 4), 0, b.size * 4), b.ir_shape)
+                dev.copy(BufferRef(b.ref.buffer, b.ref.offset, b.size * 4), dst.ref)
+                out[tid] = dst
             else:  # host mode: the PHWC4 buffer kept for it; else a fresh array (the caller owns it)
                 out[tid] = self._host_out[tid] if b.mode == "host" else np.empty(b.ir_shape, np.float32)
                 reads.append((b.ref, out[tid]))
-        if reads:
-            dev.download_many(reads)  # every read queued, one wait
-            for b in self._host_reads:
-                a = out[b.tid]
-                if b.mode == "host":
-                    out[b.tid] = from_device(a, b.shape, b.ir_shape, b.dtype, b.quant)
-                elif b.quant is not None:
-                    out[b.tid] = quantize_host(a, *b.quant, b.dtype)
-        elif not out:
-            dev.finish()
+        return out, reads
+
+    def _converted(self, out: dict[int, Any]) -> dict[int, Any]:
+        """``out`` once its reads ended: host-layout and quantized outputs converted."""
+        for b in self._host_reads:
+            a = out[b.tid]
+            if b.mode == "host":
+                out[b.tid] = from_device(a, b.shape, b.ir_shape, b.dtype, b.quant)
+            elif b.quant is not None:
+                out[b.tid] = quantize_host(a, *b.quant, b.dtype)
         return out
 
     def to_host(self, value: Any) -> np.ndarray:
         # not on the invoke path (reading a tensor left on the device): the numpy conversion does
+        if isinstance(value, DeviceTensor):
+            return value.to_host()
         if not isinstance(value, DeviceValue):
             return np.asarray(value)
         t = value.tensor

@@ -1,0 +1,581 @@
+"""``litegpu.compiled_model.CompiledModel``: LiteRT 2.x's CompiledModel API on litegpu.
+
+Names, signatures, return types and errors follow ``ai_edge_litert.compiled_model`` 2.3, so a
+LiteRT script ports by its import lines.  ``hardware_accel`` picks where the model runs:
+``GPU`` on the first backend of the configuration's ``backend`` list that loads (``auto``: the
+first available GPU backend, no measuring), ``CPU`` on litegpu's CPU interpreter; without
+``CPU`` in the flags a model the GPU backend does not run whole is refused, as LiteRT does.
+
+litegpu adds (keyword arguments LiteRT does not have):
+
+* ``config`` / ``backend`` on the factories: the configuration (as for :func:`litegpu.load`);
+* :meth:`CompiledModel.run_async`: a run that returns a :class:`RunHandle` at once.  Up to
+  ``max_in_flight`` runs of one model are in flight (each in its own copy of the compiled model:
+  its own device buffers); reading an output buffer waits only for the run that writes it;
+* ``keep_outputs_on_device=True``: the outputs stay on the device (float32 outputs of a model a
+  GPU backend runs whole); such a buffer fed to another model on the same device is a device copy,
+  no host round trip.  Elsewhere it is read once, on the host (the CPU fallback).
+
+Runs on the asynchronous path need the model's plan to be one GPU partition (``is_fully_accelerated``);
+other plans run inside ``run_async`` (a WARNING says so once per model).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from ._errors import LiteGPUError
+from ._interpreter import Interpreter, _Entry
+from ._ir import Model, Subgraph
+from ._plan import numpy_dtype
+from .hardware_accelerator import HardwareAccelerator
+from .tensor_buffer import TensorBuffer
+
+__all__ = ["CompiledModel", "RunHandle", "HardwareAccelerator", "TensorBuffer"]
+
+log = logging.getLogger("litegpu")
+
+PLACEHOLDER_SIGNATURE = "<placeholder signature>"
+#: LiteRT's buffer type code for host memory (``kLiteRtTensorBufferTypeHostMemory``)
+HOST_MEMORY = 1
+
+
+def _cm_error(code: int, message: str) -> RuntimeError:
+    return RuntimeError(f"CompiledModel error: code={code}, message={message}")
+
+
+class _Signature:
+    """One signature as CompiledModel sees it: a key, ordered input/output names -> tensor index."""
+
+    def __init__(self, key: str, subgraph: Subgraph, inputs: Mapping[str, int], outputs: Mapping[str, int]):
+        self.key, self.subgraph = key, subgraph
+        self.inputs, self.outputs = dict(inputs), dict(outputs)
+        self.input_names, self.output_names = list(inputs), list(outputs)
+
+
+def _signatures(model: Model) -> list[_Signature]:
+    if not model.signatures:  # LiteRT names the main subgraph's inputs/outputs by their tensors
+        sg = model.subgraphs[0]
+        return [_Signature(PLACEHOLDER_SIGNATURE, sg, {sg.tensors[i].name: i for i in sg.inputs},
+                           {sg.tensors[i].name: i for i in sg.outputs})]
+    out = []
+    for s in model.signatures:
+        if not 0 <= s.subgraph_index < len(model.subgraphs):
+            raise RuntimeError(f"Failed to build flatbuffer model: signature {s.key!r} refers to a missing subgraph")
+        out.append(_Signature(s.key, model.subgraphs[s.subgraph_index], s.inputs, s.outputs))
+    return out
+
+
+class _Slot:
+    """One copy of the compiled model (own plans, own device buffers) and the run it has in flight."""
+
+    def __init__(self, interpreter: Interpreter):
+        self.interpreter = interpreter
+        self.run: RunHandle | None = None
+
+
+_RUN_SEQ = itertools.count()
+
+
+class RunHandle:
+    """A run started by :meth:`CompiledModel.run_async` (future-like).
+
+    ``done()`` says whether it ended, ``wait()`` (or ``result()``) waits for it and returns the
+    output buffers.  An error of the run is raised by ``wait``.
+    """
+
+    def __init__(self, outputs: list[TensorBuffer], kernel: Any = None, pending: Any = None,
+                 targets: Sequence[tuple[int, TensorBuffer]] = (), slot: _Slot | None = None):
+        self.outputs = outputs
+        self._kernel, self._pending, self._targets, self._slot = kernel, pending, list(targets), slot
+        self._finished = kernel is None
+        self._error: BaseException | None = None
+        self.seq = next(_RUN_SEQ)  # submission order
+
+    def done(self) -> bool:
+        if self._finished:
+            return True
+        try:
+            return bool(self._kernel.done(self._pending))
+        except Exception as e:  # a failing device: wait() raises it
+            self._error = e
+            return True
+
+    def wait(self, timeout: float | None = None) -> list[TensorBuffer]:
+        """Wait for the run; its output buffers.  ``timeout`` is accepted for ``concurrent.futures``
+        compatibility; a device that hangs raises its own timeout error (Vulkan ``fence_timeout``)."""
+        if not self._finished:
+            self._finished = True
+            try:
+                if self._error is not None:
+                    raise self._error
+                values = self._kernel.complete(self._pending)
+                for tid, buf in self._targets:
+                    buf._store(values[tid])
+            except BaseException as e:
+                self._error = e
+            finally:
+                for _tid, buf in self._targets:
+                    if buf._pending is self:
+                        buf._pending = None
+                if self._slot is not None and self._slot.run is self:
+                    self._slot.run = None
+                self._pending = None
+        if self._error is not None:
+            raise self._error
+        return self.outputs
+
+    result = wait
+
+
+class CompiledModel:
+    """A model compiled for a hardware accelerator: LiteRT's ``CompiledModel`` on litegpu."""
+
+    #: default most runs of one model in flight (each needs its own device buffers)
+    MAX_IN_FLIGHT = 4
+
+    def __init__(self, model: Model, interpreter_factory: Any, accel: HardwareAccelerator, backend: str,
+                 environment: Any = None, max_in_flight: int = MAX_IN_FLIGHT):
+        self._model_ir = model
+        self._factory = interpreter_factory
+        self._accel = accel
+        self.backend = backend  # "cpu" or the litegpu backend running the model
+        self._environment = environment
+        self.max_in_flight = int(max_in_flight)
+        self._sigs = _signatures(model)
+        self._slots: list[_Slot] = [_Slot(interpreter_factory())]
+        self._told_sync = False
+        self._closed = False
+        self._main = self._slots[0].interpreter
+        cpu_ops = self._cpu_ops() if backend != "cpu" else []  # compiles every signature now, as LiteRT does
+        if cpu_ops and not accel & HardwareAccelerator.CPU:
+            raise RuntimeError(
+                "Some ops are not accelerated. Add kLiteRtHwAcceleratorCpu to the compilation accelerator "
+                f"set to allow using the CPU to run those (litegpu backend {backend!r} does not run "
+                f"{', '.join(cpu_ops)}; hardware_accel=HardwareAccelerator.GPU | HardwareAccelerator.CPU runs them "
+                "on the CPU)")
+
+    # ------------------------------------------------------------------ factories
+
+    @classmethod
+    def from_file(cls, model_path: str, hardware_accel: HardwareAccelerator | None = None,
+                  environment: Any = None, options: Any = None, *, config: Any = None, backend: Any = None,
+                  max_in_flight: int = MAX_IN_FLIGHT) -> CompiledModel:
+        """Load and compile the ``.tflite`` file ``model_path``."""
+        from ._reader import read_model
+
+        try:
+            model = read_model(os.fspath(model_path))
+        except (LiteGPUError, OSError) as e:
+            raise RuntimeError(f"Failed to load model from file\n└ Failed to build flatbuffer model: {e}") from e
+        return cls._build(model, hardware_accel, environment, options, config, backend, max_in_flight)
+
+    @classmethod
+    def from_buffer(cls, model_data: bytes, hardware_accel: HardwareAccelerator | None = None,
+                    environment: Any = None, options: Any = None, *, config: Any = None, backend: Any = None,
+                    max_in_flight: int = MAX_IN_FLIGHT) -> CompiledModel:
+        """Compile a model from its ``.tflite`` bytes."""
+        from ._reader import read_model
+
+        try:
+            model = read_model(bytes(model_data))
+        except (LiteGPUError, OSError, TypeError) as e:
+            raise RuntimeError(f"Failed to build model from buffer\n└ Invalid flatbuffer: {e}") from e
+        return cls._build(model, hardware_accel, environment, options, config, backend, max_in_flight)
+
+    @classmethod
+    def _build(cls, model: Model, hardware_accel: Any, environment: Any, options: Any, config: Any,
+               backend: Any, max_in_flight: int) -> CompiledModel:
+        if options is not None:
+            if hardware_accel is not None:
+                raise ValueError("Pass either options or hardware_accel, not both.")
+            hardware_accel = getattr(options, "hardware_accelerators", None)
+        accel = HardwareAccelerator(int(hardware_accel if hardware_accel is not None else HardwareAccelerator.CPU))
+        if isinstance(max_in_flight, bool) or not isinstance(max_in_flight, int) or max_in_flight < 1:
+            raise ValueError(f"max_in_flight must be an int >= 1, got {max_in_flight!r}")
+        if not accel & (HardwareAccelerator.CPU | HardwareAccelerator.GPU):
+            raise RuntimeError(
+                "Some ops are not accelerated. Add kLiteRtHwAcceleratorCpu to the compilation accelerator set "
+                "to allow using the CPU to run those. (litegpu has no NPU backend; use HardwareAccelerator.GPU "
+                "or HardwareAccelerator.CPU)")
+        from ._config import load_config
+
+        overrides = {} if backend is None else {"backend": backend}
+        cfg = load_config(config, **overrides)
+        name, delegate = "cpu", None
+        if accel & HardwareAccelerator.GPU:
+            name, delegate = _shared_delegate(cfg)
+            if delegate is None:
+                why = f"none of the configured backends {cfg.backends} loads (see `litegpu backends`)"
+                if not accel & HardwareAccelerator.CPU:
+                    raise RuntimeError(f"HardwareAccelerator.GPU: no litegpu GPU backend is available: {why}; "
+                                       "add HardwareAccelerator.CPU to run on the CPU")
+                log.warning("HardwareAccelerator.GPU requested but %s: running on the CPU", why)
+        partition = cfg.partition_options()
+
+        def factory() -> Interpreter:
+            it = Interpreter(model_content=model, experimental_delegates=[delegate] if delegate else None)
+            it.set_partition_options(partition)
+            return it
+
+        return cls(model, factory, accel, name, environment, max_in_flight)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def __enter__(self) -> CompiledModel:
+        return self
+
+    def __exit__(self, exc_type: Any, exc_val: Any, exc_tb: Any) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Wait for runs in flight and release the compiled model."""
+        for slot in getattr(self, "_slots", ()):
+            if slot.run is not None:
+                try:
+                    slot.run.wait()
+                except Exception:  # closing must not raise for a failed run
+                    pass
+        self._slots = []
+        self._closed = True
+
+    @property
+    def environment(self) -> Any:
+        """The environment passed to the factory (litegpu needs none)."""
+        return self._environment
+
+    def _open(self) -> None:
+        if self._closed:
+            raise AttributeError("'NoneType' object has no attribute: the CompiledModel is closed")
+
+    # ------------------------------------------------------------------ signatures
+
+    def get_signature_list(self) -> dict[str, dict[str, list[str]]]:
+        self._open()
+        return {s.key: {"inputs": list(s.input_names), "outputs": list(s.output_names)} for s in self._sigs}
+
+    def get_signature_by_index(self, index: int) -> dict[str, Any]:
+        self._open()
+        s = self._sig_at(index)
+        return {"key": s.key, "inputs": list(s.input_names), "outputs": list(s.output_names)}
+
+    def get_num_signatures(self) -> int:
+        self._open()
+        return len(self._sigs)
+
+    def get_signature_index(self, key: str) -> int:
+        self._open()
+        return next((k for k, s in enumerate(self._sigs) if s.key == key), -1)
+
+    def _sig_at(self, index: Any, code: int = 1000, prefix: str = "") -> _Signature:
+        if isinstance(index, bool) or not isinstance(index, int | np.integer) or not 0 <= index < len(self._sigs):
+            raise _cm_error(code, f"{prefix}Signature index is out of range of signature keys")
+        return self._sigs[int(index)]
+
+    def _sig_named(self, key: str) -> _Signature:
+        for s in self._sigs:
+            if s.key == key:
+                return s
+        raise _cm_error(6, f"Signature not found: {key}")
+
+    def _details(self, s: _Signature, names: Sequence[str], where: Mapping[str, int]) -> dict[str, Any]:
+        out = {}
+        for n in names:
+            t = s.subgraph.tensors[where[n]]
+            out[n] = {"name": t.name, "index": t.index, "dtype": _dtype_name(t.dtype),
+                      "shape": [int(d) for d in t.shape]}
+        return out
+
+    def get_input_tensor_details(self, signature_key: str) -> dict[str, Any]:
+        self._open()
+        s = self._sig_named(signature_key)
+        return self._details(s, s.input_names, s.inputs)
+
+    def get_output_tensor_details(self, signature_key: str) -> dict[str, Any]:
+        self._open()
+        s = self._sig_named(signature_key)
+        return self._details(s, s.output_names, s.outputs)
+
+    def _requirements(self, tid: int, s: _Signature) -> dict[str, Any]:
+        t = s.subgraph.tensors[tid]
+        dt = numpy_dtype(t.dtype)
+        size = int(np.prod(t.shape, dtype=np.int64)) * (dt.itemsize if dt is not None else 1)
+        return {"buffer_size": size, "supported_types": [HOST_MEMORY]}
+
+    def get_input_buffer_requirements(self, input_index: int, signature_index: int = 0) -> dict[str, Any]:
+        self._open()
+        s = self._sig_at(signature_index)
+        return self._requirements(s.inputs[s.input_names[self._io_index(input_index, s.input_names)]], s)
+
+    def get_output_buffer_requirements(self, output_index: int, signature_index: int = 0) -> dict[str, Any]:
+        self._open()
+        s = self._sig_at(signature_index)
+        return self._requirements(s.outputs[s.output_names[self._io_index(output_index, s.output_names)]], s)
+
+    @staticmethod
+    def _io_index(i: Any, names: Sequence[str]) -> int:
+        if isinstance(i, bool) or not isinstance(i, int | np.integer) or not 0 <= i < len(names):
+            raise _cm_error(1000, f"tensor index {i} out of range ({len(names)} tensors)")
+        return int(i)
+
+    def is_fully_accelerated(self) -> bool:
+        """True when every node of every signature runs on the chosen accelerator (CPU: always)."""
+        self._open()
+        if self.backend == "cpu":
+            return True
+        return not self._cpu_ops()
+
+    def _cpu_ops(self) -> list[str]:
+        ops = []
+        it = self._main
+        for s in self._sigs:
+            entry = it._entry_for(s.subgraph.index)
+            it._allocate(entry)
+            for seg in entry.plan.segments:
+                if seg.backend == "cpu":
+                    ops += [f"{s.subgraph.operators[n].name} (node {n})" for n in seg.node_indices]
+        return ops
+
+    # ------------------------------------------------------------------ buffers
+
+    def _buffer(self, s: _Signature, tid: int) -> TensorBuffer:
+        t = s.subgraph.tensors[tid]
+        dt = numpy_dtype(t.dtype)
+        if dt is None:
+            raise _cm_error(1000, f"tensor {t.name!r} has type {t.dtype}, which has no buffer in litegpu")
+        return TensorBuffer._create(dt, tuple(int(d) for d in t.shape), self._environment)
+
+    def create_input_buffer_by_name(self, signature_key: str, input_name: str) -> TensorBuffer:
+        self._open()
+        s = self._sig_named(signature_key)
+        if input_name not in s.inputs:
+            raise _cm_error(6, f"Input tensor not found: {input_name}")
+        return self._buffer(s, s.inputs[input_name])
+
+    def create_output_buffer_by_name(self, signature_key: str, output_name: str) -> TensorBuffer:
+        self._open()
+        s = self._sig_named(signature_key)
+        if output_name not in s.outputs:
+            raise _cm_error(6, f"Output tensor not found: {output_name}")
+        return self._buffer(s, s.outputs[output_name])
+
+    def create_input_buffers(self, signature_index: int) -> list[TensorBuffer]:
+        self._open()
+        s = self._sig_at(signature_index)
+        return [self._buffer(s, s.inputs[n]) for n in s.input_names]
+
+    def create_output_buffers(self, signature_index: int) -> list[TensorBuffer]:
+        self._open()
+        s = self._sig_at(signature_index)
+        return [self._buffer(s, s.outputs[n]) for n in s.output_names]
+
+    def resize_input_tensor(self, input_index: int, dims: Sequence[int], signature_index: int = 0,
+                            strict: bool = True) -> None:
+        """Only the current shape is accepted: litegpu's CompiledModel keeps the shapes it was
+        compiled for (use :class:`litegpu.Interpreter` to run other shapes)."""
+        self._open()
+        s = self._sig_at(signature_index)
+        t = s.subgraph.tensors[s.inputs[s.input_names[self._io_index(input_index, s.input_names)]]]
+        if [int(d) for d in dims] != [int(d) for d in t.shape]:
+            raise _cm_error(1, f"New shape is not compatible with current shape. (litegpu's CompiledModel runs "
+                               f"the compiled shape {list(t.shape)}; use litegpu.Interpreter to resize)")
+
+    def resize_input_tensor_by_name(self, signature_key: str, input_name: str, dims: Sequence[int],
+                                    strict: bool = True) -> None:
+        signature_index = self.get_signature_index(signature_key)
+        if signature_index < 0:
+            raise ValueError(f"Unknown signature: {signature_key}")
+        names = self._sigs[signature_index].input_names
+        if input_name not in names:
+            raise ValueError(f"Unknown input '{input_name}' for signature '{signature_key}'")
+        self.resize_input_tensor(names.index(input_name), dims, signature_index, strict)
+
+    # ------------------------------------------------------------------ running
+
+    def run_by_name(self, signature_key: str, input_map: Mapping[str, TensorBuffer],
+                    output_map: Mapping[str, TensorBuffer], *, keep_outputs_on_device: bool = False) -> None:
+        """Run signature ``signature_key`` on the named buffers (waits for the run)."""
+        self.run_async_by_name(signature_key, input_map, output_map,
+                               keep_outputs_on_device=keep_outputs_on_device).wait()
+
+    def run_by_index(self, signature_index: int, input_buffers: Sequence[TensorBuffer],
+                     output_buffers: Sequence[TensorBuffer], *, keep_outputs_on_device: bool = False) -> None:
+        """Run signature ``signature_index`` on the buffers, in signature order (waits for the run)."""
+        self.run_async(signature_index, input_buffers, output_buffers,
+                       keep_outputs_on_device=keep_outputs_on_device).wait()
+
+    def run_async_by_name(self, signature_key: str, input_map: Mapping[str, TensorBuffer],
+                          output_map: Mapping[str, TensorBuffer], *,
+                          keep_outputs_on_device: bool = False) -> RunHandle:
+        """:meth:`run_async` with named buffers."""
+        self._open()
+        index = self.get_signature_index(signature_key)
+        if index < 0:
+            raise _cm_error(6, "Failed to get signature_index")
+        s = self._sigs[index]
+        if any(n not in output_map for n in s.output_names):
+            raise _cm_error(6, "The given map is missing some output TensorBuffers")
+        if any(n not in input_map for n in s.input_names):
+            raise _cm_error(6, "The given map is missing some input TensorBuffers")
+        return self.run_async(index, [input_map[n] for n in s.input_names], [output_map[n] for n in s.output_names],
+                              keep_outputs_on_device=keep_outputs_on_device)
+
+    def run_async(self, signature_index: int, input_buffers: Sequence[TensorBuffer],
+                  output_buffers: Sequence[TensorBuffer], *, keep_outputs_on_device: bool = False) -> RunHandle:
+        """Start a run; returns a :class:`RunHandle` at once (``done()``, ``wait()``).
+
+        Runs of a model a GPU backend runs whole are queued on the device and return before it
+        ends; up to :attr:`max_in_flight` of them are in flight, the oldest is waited for beyond
+        that.  Reading an output buffer waits for the run that writes it, not for later ones.
+        """
+        self._open()
+        s = self._sig_at(signature_index, 1000, "Failed to invoke the compiled model\n└ ")
+        inputs, outputs = list(input_buffers), list(output_buffers)
+        if len(inputs) != len(s.input_names):
+            raise _cm_error(3, "Failed to invoke the compiled model\n└ Input buffer size mismatch: number of "
+                               f"inputs:{len(s.input_names)} vs buffers:{len(inputs)}")
+        if len(outputs) != len(s.output_names):
+            raise _cm_error(3, "Failed to invoke the compiled model\n└ Output buffer size mismatch: number of "
+                               f"outputs:{len(s.output_names)} vs buffers:{len(outputs)}")
+        for k, (n, b) in enumerate(zip(s.input_names, inputs, strict=True)):
+            self._check_buffer(b, s.subgraph.tensors[s.inputs[n]], f"input {k}", exact=True)
+        for k, (n, b) in enumerate(zip(s.output_names, outputs, strict=True)):
+            self._check_buffer(b, s.subgraph.tensors[s.outputs[n]], f"output {k}", exact=False)
+        # a buffer this run writes may still be written by an earlier run: that one ends first
+        for b in outputs:
+            b._settle()
+        slot = self._free_slot()
+        it = slot.interpreter
+        entry = it._entry_for(s.subgraph.index)
+        it._allocate(entry)
+        kernel = _single_kernel(entry)
+        in_tids = [s.inputs[n] for n in s.input_names]
+        out_tids = [s.outputs[n] for n in s.output_names]
+        if kernel is None:
+            return self._run_sync(it, entry, s, inputs, outputs, in_tids, out_tids)
+        device = getattr(kernel, "device", None)
+        values: dict[int, Any] = {}
+        for tid, b in zip(in_tids, inputs, strict=True):
+            t = s.subgraph.tensors[tid]
+            shape = tuple(int(d) for d in t.shape)
+            if device is not None and t.dtype == "float32" and b._dtype == np.float32 \
+                    and _same_device_in_flight_or_idle(b, device):
+                values[tid] = b._device_value(device, shape)
+            else:
+                values[tid] = b._array(numpy_dtype(t.dtype), shape)
+        keep: dict[int, Any] = {}
+        if keep_outputs_on_device and device is not None:
+            from .gpu._runtime import DeviceTensor
+
+            for tid, b in zip(out_tids, outputs, strict=True):
+                if s.subgraph.tensors[tid].dtype == "float32" and b._dtype == np.float32:
+                    dt = b._device
+                    if not (dt is not None and dt.device is device and dt.ref.nbytes >= b.nbytes):
+                        dt = DeviceTensor.empty(device, b._shape)
+                    keep[tid] = dt
+        pending = kernel.submit(values, keep)
+        handle = RunHandle(outputs, kernel, pending, list(zip(out_tids, outputs, strict=True)), slot)
+        slot.run = handle
+        for tid, b in zip(out_tids, outputs, strict=True):
+            b._pending = handle
+            if tid in keep:  # on the device from now on: a model on the same device reads it without waiting
+                b._store(keep[tid])
+        return handle
+
+    def _run_sync(self, it: Interpreter, entry: _Entry, s: _Signature, inputs: list[TensorBuffer],
+                  outputs: list[TensorBuffer], in_tids: list[int], out_tids: list[int]) -> RunHandle:
+        if self.backend != "cpu" and not self._told_sync:
+            self._told_sync = True
+            log.warning("CompiledModel on %s: the plan of signature %r is not one %s partition, so run_async "
+                        "runs it before returning (no runs in flight; is_fully_accelerated() is False)",
+                        self.backend, s.key, self.backend)
+        for tid, b in zip(in_tids, inputs, strict=True):
+            t = s.subgraph.tensors[tid]
+            it._set(entry, tid, b._array(numpy_dtype(t.dtype), tuple(int(d) for d in t.shape)))
+        it._invoke(entry)
+        for tid, b in zip(out_tids, outputs, strict=True):
+            b._store(np.asarray(it._value(entry, tid)))
+        return RunHandle(outputs)
+
+    def _free_slot(self) -> _Slot:
+        """A copy of the compiled model with no run in flight: an idle one, a new one (up to
+        max_in_flight), or the one whose run is the oldest, after that run ends."""
+        for slot in self._slots:
+            if slot.run is None:
+                return slot
+        if len(self._slots) < self.max_in_flight:
+            slot = _Slot(self._factory())
+            self._slots.append(slot)
+            return slot
+        slot = min(self._slots, key=lambda sl: sl.run.seq)  # the oldest run in flight
+        slot.run.wait()
+        return slot
+
+    @staticmethod
+    def _check_buffer(b: Any, t: Any, what: str, *, exact: bool) -> None:
+        if not isinstance(b, TensorBuffer):
+            raise TypeError(f"{what}: expected a TensorBuffer, got {type(b).__name__}")
+        b._check()
+        dt = numpy_dtype(t.dtype)
+        need = int(np.prod(t.shape, dtype=np.int64)) * (dt.itemsize if dt is not None else 1)
+        if exact and (tuple(b._shape) != tuple(int(d) for d in t.shape) or b.nbytes != need):
+            raise _cm_error(3, "Failed to invoke the compiled model\n└ Failed to register input tensor buffer: "
+                               f"Cannot auto-resize tensor {t.name}: no dims_signature exists (buffer "
+                               f"{b._dtype.name}{list(b._shape)}, tensor {t.dtype}{list(t.shape)})")
+        if not exact and b.nbytes < need:
+            raise _cm_error(3, "Failed to invoke the compiled model\n└ Failed to register output tensor buffer: "
+                               f"buffer of {b.nbytes} bytes for tensor {t.name} of {need} bytes")
+
+
+#: delegates by (backend, options): compiled models of one configuration share the delegate, hence the
+#: device and its queue, so one model's device-resident output is another's input with a device copy
+_DELEGATES: dict[tuple[str, str], Any] = {}
+
+
+def _shared_delegate(cfg: Any) -> tuple[str, Any]:
+    """The first configured backend that loads (``select_delegate``), reusing an earlier model's delegate."""
+    from ._load import resolve_backend_order, select_delegate
+
+    def key(name: str) -> tuple[str, str]:
+        return name, json.dumps(cfg.backend_options(name), sort_keys=True, default=str)
+
+    first = next(iter(resolve_backend_order(cfg.backends)), "cpu")
+    if first != "cpu" and key(first) in _DELEGATES:
+        return first, _DELEGATES[key(first)]
+    name, delegate = select_delegate(cfg)
+    if delegate is not None:
+        delegate = _DELEGATES.setdefault(key(name), delegate)
+    return name, delegate
+
+
+def _single_kernel(entry: _Entry) -> Any:
+    """The delegate kernel when the entry's plan is that one partition, reading only the subgraph's
+    inputs and producing all its outputs (the asynchronous path), else None."""
+    steps = entry.plan.steps
+    if len(steps) != 1 or steps[0].kind != "delegate" or steps[0].kernel is None:
+        return None
+    st, sg = steps[0], entry.subgraph
+    if not set(st.inputs) <= set(sg.inputs) or not set(sg.outputs) <= set(st.outputs):
+        return None
+    if not set(sg.outputs) <= st.host_outputs:
+        return None
+    return st.kernel
+
+
+def _same_device_in_flight_or_idle(b: TensorBuffer, device: Any) -> bool:
+    """Whether the buffer can feed ``device`` as a DeviceTensor: its value is on ``device`` (a run
+    still writing it there is ahead in the same queue) or on the host (one upload)."""
+    return not (b._device_valid and b._device is not None and b._device.device is not device)
+
+
+def _dtype_name(dtype: str) -> str:
+    dt = numpy_dtype(dtype)
+    return dt.name if dt is not None else dtype
+

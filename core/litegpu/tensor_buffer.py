@@ -1,0 +1,187 @@
+"""``litegpu.tensor_buffer.TensorBuffer``: LiteRT 2.x's tensor buffer, optionally on the device.
+
+As in LiteRT a buffer is typed bytes with a shape: :meth:`TensorBuffer.write` copies an array's
+bytes in (any supported dtype, at most the buffer's size), :meth:`TensorBuffer.read` returns
+``num_elements`` of them as ``output_dtype``.  litegpu adds where the bytes live:
+
+* host bytes (always valid after a ``write`` or a host read);
+* a device copy (:class:`litegpu.gpu._runtime.DeviceTensor`): made by one upload the first time
+  the buffer feeds a GPU run after a ``write``, and reused by later runs until the next ``write``;
+  or left there by a run with ``keep_outputs_on_device=True``, in which case another model on the
+  same device takes it as an input with a device copy and ``read`` downloads it once;
+* the run that writes it (``_pending``): ``read`` waits for that run only.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+__all__ = ["TensorBuffer"]
+
+_DTYPES = ("float32", "float16", "int32", "int8", "uint8", "bool")
+
+
+def _normalize_dtype(dtype: Any) -> np.dtype:
+    """LiteRT's supported dtypes; others raise its ValueError."""
+    try:
+        dt = np.dtype(dtype)
+    except TypeError as exc:
+        raise ValueError(f"Unsupported dtype: {dtype}") from exc
+    if dt.name not in _DTYPES:
+        raise ValueError(f"Unsupported dtype: {dtype}")
+    return dt
+
+
+class TensorBuffer:
+    """A typed buffer of one tensor (create it with ``CompiledModel.create_input_buffers`` & co.,
+    or :meth:`create_from_host_memory`)."""
+
+    def __init__(self, capsule: Any = None, environment: Any = None):
+        # LiteRT's constructor wraps a C capsule; litegpu's buffers come from the factories below.
+        if capsule is not None:
+            raise ValueError("litegpu TensorBuffers are made by CompiledModel.create_input_buffers / "
+                             "create_output_buffers or TensorBuffer.create_from_host_memory")
+        self._environment = environment
+        self._dtype = np.dtype(np.uint8)
+        self._shape: tuple[int, ...] = (0,)
+        self._host: np.ndarray | None = None
+        self._host_valid = False
+        self._device: Any = None  # a DeviceTensor
+        self._device_valid = False
+        self._pending: Any = None  # the RunHandle that writes this buffer
+        self._destroyed = False
+
+    @classmethod
+    def _create(cls, dtype: np.dtype, shape: tuple[int, ...], environment: Any = None) -> TensorBuffer:
+        b = cls(None, environment)
+        b._dtype, b._shape = np.dtype(dtype), tuple(int(d) for d in shape)
+        b._host = np.zeros(int(np.prod(shape, dtype=np.int64)) * b._dtype.itemsize, np.uint8)
+        b._host_valid = True
+        return b
+
+    @classmethod
+    def create_from_host_memory(cls, data_array: np.ndarray) -> TensorBuffer:
+        """A buffer over ``data_array``'s memory (C-contiguous; its dtype and shape)."""
+        if not isinstance(data_array, np.ndarray):
+            raise ValueError("data_array must be a NumPy array")
+        dt = _normalize_dtype(data_array.dtype)
+        if not data_array.flags.c_contiguous:
+            raise ValueError("data_array must be C-contiguous for zero-copy host-memory binding")
+        b = cls(None)
+        b._dtype, b._shape = dt, (int(data_array.size),)
+        b._host = data_array.reshape(-1).view(np.uint8)
+        b._host_valid = True
+        return b
+
+    # ------------------------------------------------------------------ LiteRT's API
+
+    @property
+    def nbytes(self) -> int:
+        return int(np.prod(self._shape, dtype=np.int64)) * self._dtype.itemsize
+
+    def write(self, data_array: np.ndarray) -> None:
+        """Copy ``data_array``'s bytes into the buffer (from its start)."""
+        self._check()
+        if not isinstance(data_array, np.ndarray):
+            raise ValueError("data_array must be a NumPy array")
+        _normalize_dtype(data_array.dtype)
+        raw = np.ascontiguousarray(data_array).reshape(-1).view(np.uint8)
+        if raw.size > self.nbytes:
+            raise RuntimeError("WriteTensorBuffer: source buffer is larger than the tensor buffer")
+        self._settle()
+        if raw.size < self.nbytes:
+            self._ensure_host()  # a partial write keeps the rest
+        self._host[:raw.size] = raw
+        self._host_valid, self._device_valid = True, False
+
+    def read(self, num_elements: int, output_dtype: Any) -> np.ndarray:
+        """``num_elements`` elements of the buffer as ``output_dtype`` (a new array); waits for the
+        run that writes the buffer, if one is in flight."""
+        dt = _normalize_dtype(output_dtype)
+        result = np.empty(num_elements, dtype=dt)  # LiteRT's error for a negative count
+        self._check()
+        if result.nbytes > self.nbytes:
+            raise RuntimeError("ReadTensorToBuffer: destination buffer is larger than the tensor buffer")
+        self._settle()
+        self._ensure_host()
+        result.view(np.uint8)[:] = self._host[:result.nbytes]
+        return result
+
+    def get_tensor_details(self) -> dict[str, Any]:
+        self._check()
+        return {"dtype": self._dtype.name, "shape": list(self._shape)}
+
+    def destroy(self) -> None:
+        """Release the buffer (host and device memory); it cannot be used afterwards."""
+        if self._pending is not None:
+            self._pending.wait()
+        self._host = self._device = self._environment = None
+        self._host_valid = self._device_valid = False
+        self._destroyed = True
+
+    @property
+    def capsule(self) -> TensorBuffer:
+        """LiteRT's handle for the native buffer; litegpu's buffers are their own handle."""
+        self._check()
+        return self
+
+    # ------------------------------------------------------------------ litegpu
+
+    @property
+    def on_device(self) -> bool:
+        """Whether the buffer's current value is on a device (no host copy of it yet)."""
+        return self._device_valid and not self._host_valid
+
+    def _check(self) -> None:
+        if self._destroyed:
+            raise ValueError("TensorBuffer has been destroyed")
+
+    def _settle(self) -> None:
+        """Wait for the run that writes this buffer."""
+        if self._pending is not None:
+            self._pending.wait()
+
+    def _ensure_host(self) -> None:
+        if not self._host_valid:
+            a = self._device.to_host()
+            self._host[:a.nbytes] = a.reshape(-1).view(np.uint8)
+            self._host_valid = True
+
+    def _array(self, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
+        """The value as a fresh host array of the tensor's dtype and shape (after its writer ends)."""
+        self._settle()
+        self._ensure_host()
+        n = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+        return self._host[:n].copy().view(dtype).reshape(shape)
+
+    def _device_value(self, device: Any, shape: tuple[int, ...]) -> Any:
+        """The value as a DeviceTensor of ``device`` (float32 buffers): the device copy when it is
+        there (a run in flight on the same in-order device need not end first), else one upload."""
+        from .gpu._runtime import DeviceTensor
+
+        dev = self._device
+        if self._device_valid and dev is not None and dev.device is device and dev.size == int(np.prod(shape)):
+            return dev
+        a = self._array(np.dtype(np.float32), shape)
+        if dev is not None and dev.device is device and dev.ref.nbytes >= a.nbytes:
+            dev.write(a)
+        else:
+            self._device = dev = DeviceTensor.upload(device, a)
+        self._device_valid = True
+        return dev
+
+    def _store(self, value: Any) -> None:
+        """A run's output: a host array (copied into the buffer) or a DeviceTensor (kept)."""
+        if isinstance(value, np.ndarray | np.generic):
+            raw = np.ascontiguousarray(value).reshape(-1).view(np.uint8)
+            self._host[:raw.size] = raw
+            self._host_valid, self._device_valid = True, False
+        else:
+            self._device = value
+            self._device_valid, self._host_valid = True, False
+
+    def __repr__(self) -> str:
+        where = "destroyed" if self._destroyed else ("device" if self.on_device else "host")
+        return f"<litegpu TensorBuffer {self._dtype.name}{list(self._shape)} on {where}>"
