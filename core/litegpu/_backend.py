@@ -38,6 +38,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._backend_options import COMMON_BACKEND_OPTIONS, FIRST_PARTY_BACKENDS, PRECISIONS, RESERVED_NAMES
 from ._delegate import Delegate
 from ._errors import BackendUnavailableError, ConfigError, DelegateError, UnknownBackendError
 from ._options import Option, describe_value, suggest
@@ -48,6 +49,7 @@ __all__ = [
     "BackendRegistrationError",
     "COMMON_BACKEND_OPTIONS",
     "FIRST_PARTY_BACKENDS",
+    "PRECISIONS",
     "available_backends",
     "load_delegate",
     "backend_option_schema",
@@ -55,39 +57,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger("litegpu")
-
-PRECISIONS = ("fp32", "fp16", "fp16_fp32acc")
-
-#: Options every backend accepts (it may ignore those that mean nothing to it,
-#: and may narrow or extend them through ``option_schema``).
-COMMON_BACKEND_OPTIONS: dict[str, Option] = {
-    "precision": Option.enum(
-        *PRECISIONS, default="fp32",
-        doc="arithmetic precision: fp32; fp16 storage and math; fp16 storage with fp32 accumulation",
-    ),
-    "device": Option.int(0, min=0, doc="index into the backend's device list"),
-    "tuning": Option.enum(
-        "none", "fast", "exhaustive", default="fast",
-        doc="kernel parameter tuning at prepare (workgroup sizes...): none, a quick search, or all candidates",
-    ),
-    "quantization_simulation": Option.bool(
-        True, doc="quantized models run in float on GPUs; snap each quantized result to its grid "
-                  "(closest to the integer model); false: plain float between the model's QUANTIZE ops (faster)"
-    ),
-}
-
-#: Backends this project ships as separate distributions: a configuration may
-#: name them even where they are not installed (they are then skipped with a
-#: "not installed" reason instead of failing validation).
-FIRST_PARTY_BACKENDS = {
-    "opencl": "litegpu-opencl",
-    "webgpu": "litegpu-webgpu",
-    "vulkan": "litegpu-vulkan",
-}
-
-#: Names a backend may not take: ``auto`` is a value of the ``backend`` key and
-#: ``all`` the wildcard section of ``backends``.
-RESERVED_NAMES = frozenset({"auto", "all"})
 
 _NAME_RE = re.compile(r"^[a-z][a-z0-9_\-]*$")
 

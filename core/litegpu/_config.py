@@ -42,7 +42,8 @@ from typing import Any
 
 import yaml
 
-from ._backend import COMMON_BACKEND_OPTIONS, FIRST_PARTY_BACKENDS, PRECISIONS, backend_option_schema
+from ._backend import backend_option_schema
+from ._backend_options import COMMON_BACKEND_OPTIONS, FIRST_PARTY_BACKENDS, PRECISIONS
 from ._errors import ConfigError
 from ._options import Option, describe_value, suggest
 from ._partition import PartitionOptions

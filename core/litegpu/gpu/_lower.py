@@ -435,15 +435,8 @@ def _lower_conv(lw: _Lowerer) -> list[GpuOp]:
     groups = c // w.shape[3]
     geo = conv_geometry(n.attrs, (h, wd), w.shape[1:3])
     opts, operands = lw.epilogue()
-    grouped = groups > 1 and (c // groups) % 4 == 0 and (o // groups) % 4 == 0
-    if groups > 1 and not grouped:
-        # the template needs group sizes in whole slices: expand to a dense filter with zeros elsewhere
-        ig, og = c // groups, o // groups
-        dense = np.zeros((o, w.shape[1], w.shape[2], c), np.float32)
-        gidx = np.arange(o) // og
-        cols = gidx[:, None] * ig + np.arange(ig)[None, :]
-        dense[np.arange(o)[:, None], :, :, cols] = np.moveaxis(w, 3, 1)
-        w, groups = dense, 1
+    # the template needs group sizes in whole slices; otherwise a dense filter with zeros elsewhere
+    w, grouped = L.grouped_conv_filter(w, groups)
     lw.bind("src", x)
     lw.const("weights", L.conv_weights(w))
     bias = lw.data(n.inputs[2]).reshape(-1) if len(n.inputs) > 2 and n.inputs[2] >= 0 else None

@@ -61,6 +61,7 @@ from typing import Any
 
 import numpy as np
 
+from .._backend_options import PRECISIONS
 from .._delegate import Delegate, DelegateKernel, NodeView, PartitionSpec, Support
 from .._errors import CacheError, ConfigError, DelegateError
 from ._device import BufferRef, GpuDevice
@@ -74,8 +75,6 @@ from .kernels import Binding, ParamSlot, RenderedKernel, render
 __all__ = ["GpuDelegate", "GpuPartitionKernel", "DeviceValue", "PRECISIONS", "BOUNDARY_LAYOUTS"]
 
 log = logging.getLogger("litegpu")
-
-PRECISIONS = ("fp32", "fp16", "fp16_fp32acc")
 
 #: where boundary tensors change layout: ``device`` (layout kernels; the default) or ``host`` (numpy,
 #: the old path; kept for comparisons and tests, not a user option)

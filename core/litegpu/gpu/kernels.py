@@ -40,16 +40,6 @@ from ._dialects._lang import (
     preprocess,
     retype_buffers,
 )
-from ._kernel_packing import (
-    from_phwc4,
-    pack_channels,
-    pack_conv2d_weights,
-    pack_depthwise_weights,
-    pack_fc_weights,
-    pack_transpose_conv_weights,
-    slices,
-    to_phwc4,
-)
 from ._kernel_specs import ACTIVATIONS, BINARY_OPS, FUSED_ACTIVATIONS, SPECS, UNARY_OPS, KernelSpec
 
 __all__ = [
@@ -70,14 +60,6 @@ __all__ = [
     "BINARY_OPS",
     "ACTIVATIONS",
     "FUSED_ACTIVATIONS",
-    "slices",
-    "to_phwc4",
-    "from_phwc4",
-    "pack_channels",
-    "pack_conv2d_weights",
-    "pack_depthwise_weights",
-    "pack_transpose_conv_weights",
-    "pack_fc_weights",
 ]
 
 _COMMON = "common.lgk"

@@ -21,6 +21,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..._backend_options import PRECISIONS
 from ..._errors import LiteGPUError
 
 __all__ = [
@@ -34,8 +35,6 @@ __all__ = [
     "Emitter",
     "eval_int_expr",
 ]
-
-PRECISIONS = ("fp32", "fp16", "fp16_fp32acc")
 
 
 class KernelTemplateError(LiteGPUError, ValueError):
