@@ -248,7 +248,7 @@ def test_pip_install_use_uninstall(tmp_path):
     env.update(PIP_NO_INDEX="1", PIP_DISABLE_PIP_VERSION_CHECK="1", PYTHONDONTWRITEBYTECODE="1")
     # Build from a copy so nothing (build/, *.egg-info) lands in the source tree.
     src = tmp_path / "src"
-    for part in ("core", "configs", "shaders", "plugins"):
+    for part in ("core", "plugins"):
         shutil.copytree(ROOT / part, src / part, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info", "build"))
     shutil.copy(ROOT / "pyproject.toml", src / "pyproject.toml")
     if not (src / "README.md").exists():

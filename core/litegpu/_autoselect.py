@@ -38,7 +38,12 @@ from typing import Any
 
 import numpy as np
 
+from ._backend_loading import available_backends, load_delegate
+from ._config import load_config
 from ._errors import ConfigError, LiteGPUError
+from ._interpreter import Interpreter
+from ._plugins import backend_registry
+from ._version import __version__
 
 __all__ = [
     "POLICIES",
@@ -202,13 +207,10 @@ def _config_section(config: Any, name: str) -> dict[str, Any]:
 
 
 def _load_config(config: Any) -> Any:
-    """A layered litegpu Config where the configuration system exists; else ``config`` itself."""
-    import litegpu
-
-    fn = getattr(litegpu, "load_config", None)
-    if fn is None or (config is not None and hasattr(config, "backend_options")):
+    """``config`` as a layered litegpu Config (a Config is returned as it is)."""
+    if config is not None and hasattr(config, "backend_options"):
         return config
-    return fn(config) if config is not None else fn()
+    return load_config(config) if config is not None else load_config()
 
 
 def decision_dir(config: Any = None, cache_dir: str | os.PathLike[str] | None = None) -> Path:
@@ -231,28 +233,18 @@ def _cache_enabled(config: Any) -> bool:
 
 
 def _backend_rows() -> list[dict[str, Any]]:
-    import litegpu
-
-    fn = getattr(litegpu, "available_backends", None)
-    if fn is None:
-        return [{"name": "cpu", "version": getattr(litegpu, "__version__", "0"), "available": True, "reason": "",
-                 "devices": [], "is_gpu": False}]
     rows = []
-    for b in fn():
+    for b in available_backends():
         d = b.as_dict() if hasattr(b, "as_dict") else dict(vars(b))
         rows.append(d)
     if not any(r["name"] == "cpu" for r in rows):
-        rows.insert(0, {"name": "cpu", "version": getattr(litegpu, "__version__", "0"), "available": True,
+        rows.insert(0, {"name": "cpu", "version": __version__, "available": True,
                         "reason": "", "devices": [], "is_gpu": False})
     return rows
 
 
 def _driver(name: str) -> str | None:
     """A backend's driver description, when its BackendSpec offers one (``driver`` or ``driver_version``)."""
-    try:
-        from ._plugins import backend_registry
-    except ImportError:
-        return None
     entry = backend_registry().get(name)
     if entry is None:
         return None
@@ -269,10 +261,8 @@ def _driver(name: str) -> str | None:
 
 def _environment(rows: Sequence[Mapping[str, Any]], settings: AutoselectSettings,
                  only: Sequence[str] | None) -> dict[str, Any]:
-    import litegpu
-
     return {
-        "litegpu": getattr(litegpu, "__version__", "0"),
+        "litegpu": __version__,
         "numpy": np.__version__,
         "python": platform.python_version(),
         "machine": platform.machine(),
@@ -419,16 +409,12 @@ def _backend_options(config: Any, name: str) -> dict[str, Any]:
 
 
 def _make(model: Any, cand: Candidate, config: Any) -> Any:
-    import litegpu
-
-    from ._interpreter import Interpreter
-
     delegates = []
     if cand.backend != "cpu":
         opts = dict(cand.options)
         if cand.precision is not None:
             opts["precision"] = cand.precision
-        delegates.append(litegpu.load_delegate(cand.backend, opts))
+        delegates.append(load_delegate(cand.backend, opts))
     interp = Interpreter(model_content=model, experimental_delegates=delegates)
     setter = getattr(interp, "set_partition_options", None)
     if config is not None and callable(setter) and hasattr(config, "partition_options"):
@@ -572,7 +558,6 @@ def autoselect(
     ``autoselect`` section.  ``backends`` limits the candidates (``cpu`` is always one).
     ``progress(label)`` is called before each candidate.
     """
-    from ._interpreter import Interpreter
     from ._profile import random_inputs
     from ._reader import read_model
 

@@ -193,7 +193,7 @@ def test_program_binary_roundtrip(backend, device, compiler_core):
 def test_availability_reasons_never_raise(backend, monkeypatch):
     from litegpu_vulkan import _backend, _device
 
-    monkeypatch.setattr(_device, "find_compiler", lambda preferred=None: None)
+    monkeypatch.setattr(_device, "find_glsl_compiler", lambda preferred=None: None)
     ok, reason = backend.VulkanBackend().availability()
     assert not ok and "glslc" in reason
     monkeypatch.undo()
@@ -596,7 +596,7 @@ def test_entry_point_after_pip_install(tmp_path):
     env.update(PIP_NO_INDEX="1", PIP_DISABLE_PIP_VERSION_CHECK="1", PYTHONDONTWRITEBYTECODE="1")
     src = tmp_path / "src"
     ignore = shutil.ignore_patterns("__pycache__", "*.egg-info", "build")
-    for part in ("core", "configs", "shaders", "backends/vulkan"):
+    for part in ("core", "backends/vulkan"):
         if (ROOT / part).exists():
             shutil.copytree(ROOT / part, src / part, ignore=ignore, symlinks=True)
     for f in ("pyproject.toml", "README.md"):

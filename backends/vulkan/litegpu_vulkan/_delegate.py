@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from litegpu.gpu._runtime import GpuDelegate
 
-from ._backend import VERSION
+from ._version import VERSION
 
 __all__ = ["VulkanDelegate"]
 

@@ -61,6 +61,7 @@ from typing import Any
 
 import numpy as np
 
+from .._backend_loading import checked_cache_section
 from .._backend_options import PRECISIONS
 from .._delegate import Delegate, DelegateKernel, NodeView, PartitionSpec, Support
 from .._errors import CacheError, ConfigError, DelegateError
@@ -496,9 +497,7 @@ class GpuDelegate(Delegate):
         self.quantization_simulation = bool(self.options.get("quantization_simulation", True))
         if self.options.get("cache") is not None:
             # load_delegate has checked it already; a backend's create_delegate called directly has not
-            from .._backend import _checked_cache_section
-
-            self.options["cache"] = _checked_cache_section(self.options["cache"], f"{self.name} delegate options")
+            self.options["cache"] = checked_cache_section(self.options["cache"], f"{self.name} delegate options")
         self._cache: Any = None
         self._tokens: dict[int, str] = {}
 

@@ -96,8 +96,12 @@ class GLSLEmitter(Emitter):
         return "\n".join(out) + "\n"
 
 
-def find_glsl_compiler() -> str | None:
-    """Path of ``glslc`` or ``glslangValidator``, whichever is installed (glslc first)."""
+def find_glsl_compiler(preferred: str | None = None) -> str | None:
+    """Path of the GLSL -> SPIR-V compiler: ``preferred`` (a name or path), else ``glslc``, else
+    ``glslangValidator``; None when none is installed.  The one lookup the Vulkan backend and the
+    kernel tests share."""
+    if preferred:
+        return shutil.which(preferred)
     return shutil.which("glslc") or shutil.which("glslangValidator")
 
 
