@@ -16,7 +16,7 @@ __all__ = ["Opt", "KernelSpec", "SPECS", "UNARY_OPS", "BINARY_OPS", "ACTIVATIONS
 # Unary elementwise ops (op_<NAME> in shaders/common.lgk). NONE is a copy.
 UNARY_OPS = (
     "NONE", "EXP", "LOG", "SQRT", "RSQRT", "ABS", "NEG", "SIN", "COS", "TANH", "LOGISTIC", "RELU", "RELU6",
-    "RELU_N1_TO_1", "LEAKY_RELU", "ELU", "HARD_SWISH", "GELU", "GELU_TANH", "SQUARE", "FLOOR", "CEIL",
+    "RELU_N1_TO_1", "LEAKY_RELU", "ELU", "HARD_SWISH", "GELU", "GELU_TANH", "SQUARE",
     "SIGN_BIT",
 )
 # Binary elementwise ops (bin_<NAME> in shaders/common.lgk).

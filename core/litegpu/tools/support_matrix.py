@@ -23,7 +23,7 @@ def _ranges(versions: list[range]) -> str:
 def render_support_matrix() -> str:
     import litegpu  # noqa: F401 - registers the CPU kernels
     from litegpu.cpu._registry import CPU_KERNELS
-    from litegpu.gpu._lower import SUPPORTED_OPS
+    from litegpu.gpu._op_table import SUPPORTED_OPS
 
     by_op: dict[str, dict[str, list[range]]] = defaultdict(lambda: defaultdict(list))
     for op, dtypes, versions in CPU_KERNELS.entries():
