@@ -124,14 +124,14 @@ class SPIRVRunner(WGPURunner):
     """GLSL compiled to SPIR-V by glslc/glslangValidator, loaded by wgpu (naga's SPIR-V front end)."""
 
     def __init__(self):
-        from litegpu.gpu._dialects.glsl import find_glsl_compiler
+        from litegpu.gpu.spirv import find_glsl_compiler
 
         if find_glsl_compiler() is None:
             raise RuntimeError("no glslc or glslangValidator")
         super().__init__()
 
     def code(self, rk: K.RenderedKernel) -> bytes:
-        from litegpu.gpu._dialects.glsl import compile_spirv
+        from litegpu.gpu.spirv import compile_spirv
 
         return compile_spirv(rk.source)
 

@@ -25,7 +25,7 @@ import numpy as np
 import vulkan as vk
 from litegpu import BackendUnavailableError, DelegateError
 from litegpu.gpu._device import BufferRef, DeviceInfo, GpuDevice
-from litegpu.gpu._dialects.glsl import compile_spirv, find_glsl_compiler
+from litegpu.gpu.spirv import compile_spirv, find_glsl_compiler
 
 if TYPE_CHECKING:
     from litegpu.gpu.kernels import RenderedKernel

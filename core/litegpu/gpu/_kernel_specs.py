@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._dialects._lang import KernelTemplateError
+from .lgk import KernelTemplateError
 
 __all__ = ["Opt", "KernelSpec", "SPECS", "UNARY_OPS", "BINARY_OPS", "ACTIVATIONS", "FUSED_ACTIVATIONS"]
 

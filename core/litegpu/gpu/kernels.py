@@ -1,7 +1,7 @@
 """GPU kernels: backend-neutral templates rendered to OpenCL C, GLSL (Vulkan) and WGSL (WebGPU).
 
 The templates live in the ``litegpu.shaders`` package (``core/litegpu/shaders/``); each is written once
-in the neutral kernel language of :mod:`litegpu.gpu._dialects._lang`.  ``render`` turns one into
+in the neutral kernel language of :mod:`litegpu.gpu.lgk`.  ``render`` turns one into
 source for a dialect and precision, and describes how to bind and launch it.  docs/gpu-kernels.md
 is the contract (tensor layout, bindings, params, weight layouts) between these kernels and the GPU
 compiler core / runtimes.
@@ -29,17 +29,9 @@ from importlib import resources
 from typing import Any
 
 from ._dialects import DIALECTS, EMITTERS
-from ._dialects._lang import (
-    PRECISIONS,
-    Expr,
-    KernelTemplateError,
-    check,
-    eval_int_expr,
-    parse,
-    preprocess,
-    retype_buffers,
-)
 from ._kernel_specs import ACTIVATIONS, BINARY_OPS, FUSED_ACTIVATIONS, SPECS, UNARY_OPS, KernelSpec
+from .lgk import PRECISIONS, KernelTemplateError, check, eval_int_expr, parse, preprocess, retype_buffers
+from .lgk.nodes import Expr
 
 __all__ = [
     "DIALECTS",

@@ -2,19 +2,17 @@
 
 Buffers are std430 storage blocks at ``set = 0, binding = i`` in binding order; the params are one
 std140 uniform block at the next binding, every member a 4-byte scalar at offset 4*i.  fp16 uses
-GL_EXT_shader_explicit_arithmetic_types_float16 and GL_EXT_shader_16bit_storage.
+GL_EXT_shader_explicit_arithmetic_types_float16 and GL_EXT_shader_16bit_storage.  Compiling the
+result to SPIR-V: ``litegpu.gpu.spirv``.
 """
 
 from __future__ import annotations
 
-import shutil
-import subprocess
-import tempfile
-from pathlib import Path
+from ..lgk.emit import Emitter
+from ..lgk.nodes import Binary, Call, Conv
+from ..lgk.types import Ty
 
-from ._lang import Binary, Call, Conv, Emitter, KernelTemplateError, Ty
-
-__all__ = ["GLSLEmitter", "compile_spirv", "find_glsl_compiler"]
+__all__ = ["GLSLEmitter"]
 
 _SCALAR = {"f32": "float", "f16": "float16_t", "i32": "int", "u32": "uint", "bool": "bool"}
 _VEC_PREFIX = {"f32": "vec", "f16": "f16vec", "i32": "ivec", "u32": "uvec", "bool": "bvec"}
@@ -94,34 +92,3 @@ class GLSLEmitter(Emitter):
         out += self.block(k.body, 1)
         out.append("}")
         return "\n".join(out) + "\n"
-
-
-def find_glsl_compiler(preferred: str | None = None) -> str | None:
-    """Path of the GLSL -> SPIR-V compiler: ``preferred`` (a name or path), else ``glslc``, else
-    ``glslangValidator``; None when none is installed.  The one lookup the Vulkan backend and the
-    kernel tests share."""
-    if preferred:
-        return shutil.which(preferred)
-    return shutil.which("glslc") or shutil.which("glslangValidator")
-
-
-def compile_spirv(source: str, *, compiler: str | None = None, vulkan: str = "vulkan1.1") -> bytes:
-    """Compile GLSL compute source to SPIR-V bytes with glslc or glslangValidator.
-
-    Raises ``KernelTemplateError`` with the compiler's message when the source does not compile,
-    and ``FileNotFoundError`` when neither compiler is installed.
-    """
-    tool = compiler or find_glsl_compiler()
-    if tool is None:
-        raise FileNotFoundError("no GLSL compiler: install glslc or glslangValidator (Debian glslc / glslang-tools)")
-    with tempfile.TemporaryDirectory() as d:
-        src, dst = Path(d, "k.comp"), Path(d, "k.spv")
-        src.write_text(source)
-        if Path(tool).name.startswith("glslc"):
-            cmd = [tool, f"--target-env={vulkan}", "-fshader-stage=compute", "-O", str(src), "-o", str(dst)]
-        else:
-            cmd = [tool, "-V", "--target-env", vulkan, "-S", "comp", str(src), "-o", str(dst)]
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-        if r.returncode != 0:
-            raise KernelTemplateError(f"GLSL compile failed ({Path(tool).name}):\n{r.stdout}{r.stderr}")
-        return dst.read_bytes()

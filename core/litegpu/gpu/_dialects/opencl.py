@@ -14,7 +14,9 @@ even, as a real half store does).
 
 from __future__ import annotations
 
-from ._lang import Assign, Binary, Call, Conv, Emitter, Index, KernelTemplateError, Num, Stmt, Ty
+from ..lgk.emit import Emitter
+from ..lgk.nodes import Assign, Binary, Call, Conv, Index, Num, Stmt
+from ..lgk.types import KernelTemplateError, Ty
 
 __all__ = ["OpenCLEmitter"]
 

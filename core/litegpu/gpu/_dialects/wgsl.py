@@ -8,7 +8,9 @@ evaluates both arms: templates keep ternary arms pure and in bounds).
 
 from __future__ import annotations
 
-from ._lang import Binary, Call, Conv, Emitter, Name, Ternary, Ty
+from ..lgk.emit import Emitter
+from ..lgk.nodes import Binary, Call, Conv, Name, Ternary
+from ..lgk.types import Ty
 
 __all__ = ["WGSLEmitter"]
 
