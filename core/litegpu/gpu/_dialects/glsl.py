@@ -18,11 +18,14 @@ _SCALAR = {"f32": "float", "f16": "float16_t", "i32": "int", "u32": "uint", "boo
 _VEC_PREFIX = {"f32": "vec", "f16": "f16vec", "i32": "ivec", "u32": "uvec", "bool": "bvec"}
 _CMP = {"<": "lessThan", "<=": "lessThanEqual", ">": "greaterThan", ">=": "greaterThanEqual",
         "==": "equal", "!=": "notEqual"}
-_FMAP = {"rsqrt": "inversesqrt", "atan2": "atan"}
 
 
 class GLSLEmitter(Emitter):
     dialect = "glsl"
+    index_builtins = {"gid": "int(gl_GlobalInvocationID.{xyz})", "lid": "int(gl_LocalInvocationID.{xyz})",
+                      "wgid": "int(gl_WorkGroupID.{xyz})"}
+    barrier = "memoryBarrierShared(); barrier()"
+    function_names = {"rsqrt": "inversesqrt", "atan2": "atan"}
 
     def ty(self, t: Ty) -> str:
         if t.kind == "void":
@@ -59,14 +62,7 @@ class GLSLEmitter(Emitter):
             if c.ty.n == 1:
                 return f"({self.sub(c)} ? {self.sub(tv)} : {self.sub(fv)})"
             return f"mix({self.expr(fv)}, {self.expr(tv)}, {self.expr(c)})"
-        if f in ("gid", "lid", "wgid"):
-            v = {"gid": "gl_GlobalInvocationID", "lid": "gl_LocalInvocationID", "wgid": "gl_WorkGroupID"}[f]
-            return f"int({v}.{'xyz'[int(a[0].value)]})"
-        if f == "barrier":
-            return "memoryBarrierShared(); barrier()"
-        if f in ("bool_true", "bool_false"):
-            return f[5:]
-        return f"{_FMAP.get(f, f)}({self.args(e)})"
+        return super().builtin(e)
 
     def render(self) -> str:
         k = self.k

@@ -3,6 +3,9 @@ spellings its target insists on."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import ClassVar
+
 from .check import walk_nodes
 from .nodes import (
     Assign,
@@ -42,6 +45,16 @@ class Emitter:
     indent_unit = "    "
     #: whether the dialect can render the storage-only half variant (``half_math=False``)
     storage_only_half = False
+    # -- the dialect's spellings, as data (tinygrad's CStyleLanguage attributes) ------------------
+    #: ``gid(i)`` / ``lid(i)`` / ``wgid(i)`` as an int expression: a format of ``{axis}`` (0, 1, 2)
+    #: and ``{xyz}`` (``x``, ``y``, ``z``)
+    index_builtins: ClassVar[Mapping[str, str]] = {}
+    #: the work-group barrier statement (``barrier()`` in a template)
+    barrier: ClassVar[str] = ""
+    #: ``bool_true()`` / ``bool_false()``
+    bool_literals: ClassVar[Mapping[str, str]] = {"bool_true": "true", "bool_false": "false"}
+    #: built-in functions the dialect spells differently (``rsqrt`` -> ``inverseSqrt``...)
+    function_names: ClassVar[Mapping[str, str]] = {}
 
     def __init__(self, kernel: Kernel, funcs: list[Func], workgroup: tuple[int, int, int], *,
                  half_math: bool = True):
@@ -213,7 +226,17 @@ class Emitter:
         raise NotImplementedError
 
     def builtin(self, e: Call) -> str:
-        raise NotImplementedError
+        """A built-in call, spelled from the dialect's data; dialects override what needs code
+        (``select`` and friends) and hand the rest here."""
+        f, a = e.fn, e.args
+        if f in self.index_builtins:
+            axis = int(a[0].value)
+            return self.index_builtins[f].format(axis=axis, xyz="xyz"[axis])
+        if f == "barrier":
+            return self.barrier
+        if f in self.bool_literals:
+            return self.bool_literals[f]
+        return f"{self.function_names.get(f, f)}({self.args(e)})"
 
     def args(self, e: Call) -> str:
         return ", ".join(self.expr(a) for a in e.args)
