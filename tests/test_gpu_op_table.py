@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from litegpu.gpu import _capabilities, _kernel_specs
+from litegpu.gpu import _capabilities, _kernel_specs, _reference
 from litegpu.gpu._graph import QDQ_OP
 from litegpu.gpu._lower import SUPPORTED_OPS as LOWER_SUPPORTED
 from litegpu.gpu._op_table import (
@@ -62,6 +62,13 @@ def test_fusion_sets_name_only_lowered_ops():
     assert fuse.ACTIVATIONS_FUSABLE is ACTIVATIONS_FUSABLE and fuse.ELEMENTWISE_FUSABLE is ELEMENTWISE_FUSABLE
     assert _capabilities.ACTIVATIONS is ACT_OPS and _capabilities.CHAIN_OPS is CHAIN_OPS
     assert "RELU_0_TO_1" not in ACTIVATIONS_FUSABLE  # no op_RELU_0_TO_1 template: the CPU runs it
+
+
+def test_numpy_references_cover_the_elementwise_table_ops():
+    """The GPU graph's numpy evaluator (``_reference``) knows exactly the elementwise ops the table lowers."""
+    unary = {op for op, e in OPS.items() if e.kernel == "unary" and op != QDQ_OP}
+    binary = {op for op, e in OPS.items() if e.kernel == "binary"}
+    assert set(_reference.UNARY) == unary and set(_reference.BINARY) == binary
 
 
 def test_supported_ops_and_params_come_from_the_table():
