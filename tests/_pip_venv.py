@@ -21,7 +21,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 # What a source distribution of the core needs besides its package folder (folders that do not exist in a
 # checkout are skipped, so the list may name the old and the new layout alike).
-CORE_PARTS = ("core", "configs", "shaders", "pyproject.toml", "README.md", "LICENSE")
+CORE_PARTS = ("core", "pyproject.toml", "README.md", "LICENSE")
 
 
 def _overlay(dest: Path) -> Path:

@@ -265,9 +265,10 @@ def test_packaged_presets_are_valid_and_installed_as_package_data():
     assert load_config("cpu-only").backends == ["cpu"]
     assert load_config("low-latency").backend_options("opencl")["precision"] == "fp16"
     assert load_config("max-precision").get("autoselect.precisions") == ["fp32"]
-    # the source tree's pyproject (the tests may run against an installed litegpu)
+    # the source tree's pyproject (the tests may run against an installed litegpu): the presets live
+    # inside the package (core/litegpu/configs), installed as its package data, with no folder remapping
     pyproject = (Path(__file__).resolve().parents[1] / "pyproject.toml").read_text()
-    assert '"litegpu.configs" = "configs"' in pyproject and '"litegpu.configs" = ["*.yaml"]' in pyproject
+    assert 'package-dir = { "" = "core" }' in pyproject and '"litegpu.configs" = ["*.yaml"]' in pyproject
 
 
 def test_config_object_roundtrip_and_overrides():
@@ -301,7 +302,7 @@ class FakeInterpreter:
 
 @pytest.fixture
 def fake_interpreter(monkeypatch):
-    monkeypatch.setattr(litegpu, "Interpreter", FakeInterpreter, raising=False)
+    monkeypatch.setattr(litegpu._load, "Interpreter", FakeInterpreter)
     FakeInterpreter.instances.clear()
     return FakeInterpreter
 

@@ -210,7 +210,7 @@ def test_every_kernel_renders_with_retyped_buffers(dialect):
 def test_retyped_kernels_compile_to_spirv():
     """The first option set of every template, fp16 with float32 buffers and fp32 with float16 buffers,
     through glslc (what the Vulkan backend runs; lavapipe runs them in test_vulkan.py)."""
-    from litegpu.gpu._dialects.glsl import compile_spirv, find_glsl_compiler
+    from litegpu.gpu.spirv import compile_spirv, find_glsl_compiler
 
     tool = find_glsl_compiler()
     if tool is None:

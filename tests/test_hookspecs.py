@@ -31,8 +31,7 @@ def hook_specs():
 
 
 def test_the_expected_hooks_exist():
-    assert sorted(hook_specs()) == ["register_backends", "register_commands", "register_cpu_kernels",
-                                    "register_gpu_kernels"]
+    assert sorted(hook_specs()) == ["register_backends", "register_commands", "register_cpu_kernels"]
     assert litegpu.hookimpl is hookspecs.hookimpl and hookspecs.PROJECT_NAME == "litegpu"
 
 
@@ -95,25 +94,6 @@ def test_register_cpu_kernels_hook_adds_a_custom_op_kernel():
         np.testing.assert_array_equal(prepared.run([np.array([-4.0, 9.0, 0.0], np.float32)])[0], [2.0, 3.0, 0.0])
     finally:
         unregister_plugin(name)
-
-
-def test_register_gpu_kernels_hook_stores_entries_per_backend():
-    kernel = {"source": "__kernel void f() {}", "entry": "f", "supports": lambda node: litegpu.Support.yes()}
-
-    class P:
-        @litegpu.hookimpl
-        def register_gpu_kernels(self, register):
-            register("opencl", "TestSqrtAbs", kernel, dtypes=["float32"], versions=[1, 2])
-
-    name = register_plugin(P(), "gpu-kernels-plugin")
-    try:
-        (entry,) = litegpu.plugin_gpu_kernels("opencl")
-        assert (entry.backend, entry.op, entry.kernel, entry.dtypes, entry.versions, entry.plugin) == (
-            "opencl", "TestSqrtAbs", kernel, ("float32",), range(1, 3), "gpu-kernels-plugin")
-        assert litegpu.plugin_gpu_kernels("vulkan") == []
-    finally:
-        unregister_plugin(name)
-    assert litegpu.plugin_gpu_kernels("opencl") == []
 
 
 def test_register_commands_hook_adds_a_subcommand():

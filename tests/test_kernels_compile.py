@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 from litegpu.gpu import kernels as K
-from litegpu.gpu._dialects.glsl import compile_spirv, find_glsl_compiler
+from litegpu.gpu.spirv import compile_spirv, find_glsl_compiler
 
 CASES = [(name, prec, i, opts) for name in K.list_kernels() for prec in K.PRECISIONS
          for i, opts in enumerate(K.variants(name))]

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from litegpu.gpu import _layout as L
 from litegpu.gpu import kernels as K
 
 RNG = np.random.default_rng(1234)
@@ -123,14 +124,14 @@ class SPIRVRunner(WGPURunner):
     """GLSL compiled to SPIR-V by glslc/glslangValidator, loaded by wgpu (naga's SPIR-V front end)."""
 
     def __init__(self):
-        from litegpu.gpu._dialects.glsl import find_glsl_compiler
+        from litegpu.gpu.spirv import find_glsl_compiler
 
         if find_glsl_compiler() is None:
             raise RuntimeError("no glslc or glslangValidator")
         super().__init__()
 
     def code(self, rk: K.RenderedKernel) -> bytes:
-        from litegpu.gpu._dialects.glsl import compile_spirv
+        from litegpu.gpu.spirv import compile_spirv
 
         return compile_spirv(rk.source)
 
@@ -178,7 +179,21 @@ class Harness:
         return self.runner.run(rk, inputs, outputs, params)
 
     def phwc4(self, x: np.ndarray) -> np.ndarray:
-        return K.to_phwc4(x, self.dtype)
+        """``x`` (rank <= 4) in PHWC4, in the storage type: the packing the executor uses."""
+        return L.bhwc_to_phwc4(x.reshape(_as4(x.shape)), self.dtype)
+
+    def channels(self, v: np.ndarray) -> np.ndarray:
+        """A per-channel vector (bias, PRELU alpha) as the executor lays it out."""
+        return L.channel_vector(v, np.asarray(v).size, self.dtype)
+
+    def conv_filter(self, w: np.ndarray, groups: int) -> tuple[np.ndarray, dict[str, Any]]:
+        """A CONV_2D filter packed as the executor packs it, with its ``grouped`` option and the
+        ``SRC_SG`` / ``DST_SG`` params (per-group slice counts)."""
+        o, cig = w.shape[0], w.shape[3]
+        w2, grouped = L.grouped_conv_filter(w, groups)
+        sg = {"SRC_SG": L.slices(cig), "DST_SG": L.slices(o // groups)} if grouped else \
+            {"SRC_SG": L.slices(w2.shape[3]), "DST_SG": L.slices(o)}
+        return L.conv_weights(w2, self.dtype), {"grouped": grouped, **sg}
 
     def check(self, got: np.ndarray, ref: np.ndarray, what: str = "") -> float:
         got = np.asarray(got, dtype=np.float64)
@@ -198,14 +213,25 @@ class Harness:
         return x.astype(self.dtype).astype(np.float32)
 
 
+def _as4(shape) -> tuple[int, int, int, int]:
+    return tuple((1,) * (4 - len(shape)) + tuple(int(d) for d in shape))
+
+
+def unphwc4(buf: np.ndarray, shape) -> np.ndarray:
+    """The tensor of ``shape`` (rank <= 4) in a PHWC4 output buffer, unpacked as the executor does."""
+    s4 = _as4(shape)
+    n = s4[0] * L.slices(s4[3]) * s4[1] * s4[2] * 4
+    return L.from_device(np.asarray(buf).reshape(-1)[:n], s4, tuple(shape), "float32")
+
+
 def _dims(shape):
     b, h, w, c = shape
-    return {"B": b, "H": h, "W": w, "C": c, "S": K.slices(c)}
+    return {"B": b, "H": h, "W": w, "C": c, "S": L.slices(c)}
 
 
 def _n4(shape) -> int:
     b, h, w, c = shape
-    return b * h * w * K.slices(c) * 4
+    return b * h * w * L.slices(c) * 4
 
 
 # ----------------------------------------------------------------------------------------------
@@ -292,12 +318,12 @@ def test_binary_add_broadcast(gpu, lshape, rshape):
     p = _dims(oshape)
     for side, shp in (("L", lshape), ("R", rshape)):
         p.update({f"{side}_B": shp[0], f"{side}_H": shp[1], f"{side}_W": shp[2], f"{side}_C": shp[3],
-                  f"{side}_S": K.slices(shp[3])})
+                  f"{side}_S": L.slices(shp[3])})
     out = gpu.run("binary", {"lhs": gpu.phwc4(a), "rhs": gpu.phwc4(b)}, {"dst": _n4(oshape)}, p, op="ADD")
-    gpu.check(K.from_phwc4(out["dst"], oshape), ref, "ADD")
+    gpu.check(unphwc4(out["dst"], oshape), ref, "ADD")
     # padding lanes stay zero
     b, h, w, c = oshape
-    last = out["dst"].reshape(b, K.slices(c), h, w, 4)[:, -1]
+    last = out["dst"].reshape(b, L.slices(c), h, w, 4)[:, -1]
     assert np.all(last[..., c % 4 or 4:] == 0)
 
 
@@ -310,10 +336,10 @@ def test_binary_add_rhs_fewer_channels(gpu, rshape):
     p = _dims(oshape)
     for side, shp in (("L", oshape), ("R", rshape)):
         p.update({f"{side}_B": shp[0], f"{side}_H": shp[1], f"{side}_W": shp[2], f"{side}_C": shp[3],
-                  f"{side}_S": K.slices(shp[3])})
+                  f"{side}_S": L.slices(shp[3])})
     out = gpu.run("binary", {"lhs": gpu.phwc4(a), "rhs": gpu.phwc4(b)}, {"dst": _n4(oshape)}, p, op="ADD",
                   rhs_channels="fewer")
-    gpu.check(K.from_phwc4(out["dst"], oshape), ref, "ADD rhs_channels=fewer")
+    gpu.check(unphwc4(out["dst"], oshape), ref, "ADD rhs_channels=fewer")
 
 
 @pytest.mark.parametrize(("cin", "cout", "k", "stride", "dil", "groups", "opts"), [
@@ -334,10 +360,10 @@ def test_conv2d(gpu, cin, cout, k, stride, dil, groups, opts):
     oh, pt = same_pad(h, k, stride, dil)
     ow, pl = same_pad(w, k, stride, dil)
     ref = ref_conv2d(x, wt, bias, (stride, stride), (dil, dil), (pt, pl), (oh, ow), groups)
-    packed, info = K.pack_conv2d_weights(wt, groups, gpu.dtype)
+    packed, info = gpu.conv_filter(wt, groups)
     opts = dict(opts)
     assert info["grouped"] == opts.get("grouped", False)
-    inputs = {"src": gpu.phwc4(x), "weights": packed, "bias": K.pack_channels(bias, gpu.dtype)}
+    inputs = {"src": gpu.phwc4(x), "weights": packed, "bias": gpu.channels(bias)}
     oshape = (b, oh, ow, cout)
     extra = {}
     if opts.get("residual_channels") == "fewer":
@@ -351,11 +377,11 @@ def test_conv2d(gpu, cin, cout, k, stride, dil, groups, opts):
         ref = np.maximum(ref + r, 0)
     act = opts.get("act", "NONE")
     ref = {"NONE": ref, "RELU6": np.clip(ref, 0, 6), "TANH": np.tanh(ref)}[act]
-    p = {"B": b, "SRC_H": h, "SRC_W": w, "SRC_S": K.slices(cin), "H": oh, "W": ow, "C": cout,
-         "S": K.slices(cout), "KH": k, "KW": k, "STRIDE_H": stride, "STRIDE_W": stride, "PAD_T": pt,
+    p = {"B": b, "SRC_H": h, "SRC_W": w, "SRC_S": L.slices(cin), "H": oh, "W": ow, "C": cout,
+         "S": L.slices(cout), "KH": k, "KW": k, "STRIDE_H": stride, "STRIDE_W": stride, "PAD_T": pt,
          "PAD_L": pl, "DIL_H": dil, "DIL_W": dil, "SRC_SG": info["SRC_SG"], "DST_SG": info["DST_SG"], **extra}
     out = gpu.run("conv2d", inputs, {"dst": _n4(oshape)}, p, **opts)
-    gpu.check(K.from_phwc4(out["dst"], oshape), ref, f"conv2d {opts}")
+    gpu.check(unphwc4(out["dst"], oshape), ref, f"conv2d {opts}")
 
 
 @pytest.mark.parametrize(("c", "mult", "stride", "act"), [(6, 1, 1, "RELU"), (3, 2, 2, "NONE"), (5, 3, 1, "PRELU")])
@@ -369,21 +395,21 @@ def test_depthwise_conv2d(gpu, c, mult, stride, act):
     ow, pl = same_pad(w, k, stride)
     # depthwise = grouped conv with groups = c, filter [cout, k, k, 1]
     ref = ref_conv2d(x, wt[0].transpose(2, 0, 1)[..., None], bias, (stride, stride), (1, 1), (pt, pl), (oh, ow), c)
-    inputs = {"src": gpu.phwc4(x), "weights": K.pack_depthwise_weights(wt, gpu.dtype),
-              "bias": K.pack_channels(bias, gpu.dtype)}
+    inputs = {"src": gpu.phwc4(x), "weights": L.depthwise_weights(wt, gpu.dtype),
+              "bias": gpu.channels(bias)}
     if act == "RELU":
         ref = np.maximum(ref, 0)
     elif act == "PRELU":
         alpha = gpu.data(cout, lo=0.0, hi=0.5)
-        inputs["alpha"] = K.pack_channels(alpha, gpu.dtype)
+        inputs["alpha"] = gpu.channels(alpha)
         ref = np.where(ref >= 0, ref, ref * alpha)
     oshape = (b, oh, ow, cout)
-    p = {"B": b, "SRC_H": h, "SRC_W": w, "SRC_S": K.slices(c), "H": oh, "W": ow, "C": cout, "S": K.slices(cout),
+    p = {"B": b, "SRC_H": h, "SRC_W": w, "SRC_S": L.slices(c), "H": oh, "W": ow, "C": cout, "S": L.slices(cout),
          "KH": k, "KW": k, "STRIDE_H": stride, "STRIDE_W": stride, "PAD_T": pt, "PAD_L": pl, "DIL_H": 1, "DIL_W": 1,
          "MULT": mult}
     out = gpu.run("depthwise_conv2d", inputs, {"dst": _n4(oshape)}, p, act=act,
                   multiplier="one" if mult == 1 else "any")
-    gpu.check(K.from_phwc4(out["dst"], oshape), ref, "depthwise")
+    gpu.check(unphwc4(out["dst"], oshape), ref, "depthwise")
 
 
 @pytest.mark.parametrize(("c", "cout", "k", "stride", "opts"), [
@@ -404,12 +430,12 @@ def test_dw_pw_conv2d(gpu, c, cout, k, stride, opts):
     oh, pt = same_pad(h, k, stride)
     ow, pl = same_pad(w, k, stride)
     mid = ref_conv2d(x, wd[0].transpose(2, 0, 1)[..., None], bd, (stride, stride), (1, 1), (pt, pl), (oh, ow), c)
-    inputs = {"src": gpu.phwc4(x), "dw_weights": K.pack_depthwise_weights(wd, gpu.dtype),
-              "dw_bias": K.pack_channels(bd, gpu.dtype), "bias": K.pack_channels(bp, gpu.dtype)}
-    inputs["weights"], _ = K.pack_conv2d_weights(wp, 1, gpu.dtype)
+    inputs = {"src": gpu.phwc4(x), "dw_weights": L.depthwise_weights(wd, gpu.dtype),
+              "dw_bias": gpu.channels(bd), "bias": gpu.channels(bp)}
+    inputs["weights"], _ = gpu.conv_filter(wp, 1)
     if opts.get("dw_act") == "PRELU":
         a = gpu.data(c, lo=0.0, hi=0.5)
-        inputs["dw_alpha"] = K.pack_channels(a, gpu.dtype)
+        inputs["dw_alpha"] = gpu.channels(a)
         mid = np.where(mid >= 0, mid, mid * a)
     elif opts.get("dw_act") == "RELU6":
         mid = np.clip(mid, 0, 6)
@@ -418,29 +444,29 @@ def test_dw_pw_conv2d(gpu, c, cout, k, stride, opts):
     ref = mid @ wp[:, 0, 0, :].T.astype(np.float64) + bp
     if opts.get("act") == "PRELU":
         a2 = gpu.data(cout, lo=0.0, hi=0.5)
-        inputs["alpha"] = K.pack_channels(a2, gpu.dtype)
+        inputs["alpha"] = gpu.channels(a2)
         ref = np.where(ref >= 0, ref, ref * a2)
     elif opts.get("act") == "RELU":
         ref = np.maximum(ref, 0)
     oshape = (b, oh, ow, cout)
-    p = {"B": b, "SRC_H": h, "SRC_W": w, "SRC_S": K.slices(c), "H": oh, "W": ow, "C": cout, "S": K.slices(cout),
+    p = {"B": b, "SRC_H": h, "SRC_W": w, "SRC_S": L.slices(c), "H": oh, "W": ow, "C": cout, "S": L.slices(cout),
          "KH": k, "KW": k, "STRIDE_H": stride, "STRIDE_W": stride, "PAD_T": pt, "PAD_L": pl, "DIL_H": 1, "DIL_W": 1}
     if opts.get("residual"):
         rshape = (b, oh, ow, 5) if opts.get("residual_channels") == "fewer" else oshape
         r = gpu.data(*rshape)
         inputs["res"] = gpu.phwc4(r)
         if opts.get("residual_channels") == "fewer":
-            p["RES_S"] = K.slices(rshape[3])
+            p["RES_S"] = L.slices(rshape[3])
             r = np.pad(r, ((0, 0),) * 3 + ((0, cout - rshape[3]),))
         ref = ref + r if opts["residual"] == "ADD" else ref * r
         if opts.get("residual_act") == "PRELU":
             a3 = gpu.data(cout, lo=0.0, hi=0.5)
-            inputs["res_alpha"] = K.pack_channels(a3, gpu.dtype)
+            inputs["res_alpha"] = gpu.channels(a3)
             ref = np.where(ref >= 0, ref, ref * a3)
         elif opts.get("residual_act") == "TANH":
             ref = np.tanh(ref)
     out = gpu.run("dw_pw_conv2d", inputs, {"dst": _n4(oshape)}, p, **opts)
-    gpu.check(K.from_phwc4(out["dst"], oshape), ref, f"dw_pw_conv2d {opts}")
+    gpu.check(unphwc4(out["dst"], oshape), ref, f"dw_pw_conv2d {opts}")
 
 
 @pytest.mark.parametrize("op", ["AVG", "MAX"])
@@ -451,10 +477,10 @@ def test_pool2d(gpu, op):
     ow, pl = same_pad(w, k, stride)
     ref = ref_pool(x.astype(np.float64), (k, k), (stride, stride), (pt, pl), (oh, ow), op)
     oshape = (b, oh, ow, c)
-    p = {"B": b, "SRC_H": h, "SRC_W": w, "H": oh, "W": ow, "C": c, "S": K.slices(c), "KH": k, "KW": k,
+    p = {"B": b, "SRC_H": h, "SRC_W": w, "H": oh, "W": ow, "C": c, "S": L.slices(c), "KH": k, "KW": k,
          "STRIDE_H": stride, "STRIDE_W": stride, "PAD_T": pt, "PAD_L": pl}
     out = gpu.run("pool2d", {"src": gpu.phwc4(x)}, {"dst": _n4(oshape)}, p, op=op)
-    gpu.check(K.from_phwc4(out["dst"], oshape), ref, f"pool {op}")
+    gpu.check(unphwc4(out["dst"], oshape), ref, f"pool {op}")
 
 
 @pytest.mark.parametrize(("shape", "beta", "log"), [((2, 3, 4, 10), 1.0, False), ((1, 1, 1, 37), 0.5, False),
@@ -465,7 +491,7 @@ def test_softmax(gpu, shape, beta, log):
     ref = z - np.log(np.exp(z).sum(-1, keepdims=True)) if log else np.exp(z) / np.exp(z).sum(-1, keepdims=True)
     p = dict(_dims(shape), beta=beta)
     out = gpu.run("softmax", {"src": gpu.phwc4(x)}, {"dst": _n4(shape)}, p, log=log)
-    gpu.check(K.from_phwc4(out["dst"], shape), ref, "softmax")
+    gpu.check(unphwc4(out["dst"], shape), ref, "softmax")
 
 
 @pytest.mark.parametrize(("out_hw", "align", "half"), [((9, 13), False, False), ((9, 13), True, False),
@@ -475,10 +501,10 @@ def test_resize_bilinear(gpu, out_hw, align, half):
     x = gpu.data(b, h, w, c)
     ref, (sy, sx) = ref_resize_bilinear(x, *out_hw, align, half)
     oshape = (b, *out_hw, c)
-    p = {"B": b, "SRC_H": h, "SRC_W": w, "H": out_hw[0], "W": out_hw[1], "C": c, "S": K.slices(c),
+    p = {"B": b, "SRC_H": h, "SRC_W": w, "H": out_hw[0], "W": out_hw[1], "C": c, "S": L.slices(c),
          "SCALE_H": float(sy), "SCALE_W": float(sx), "HALF_PIXEL": int(half), "ALIGN": int(align)}
     out = gpu.run("resize", {"src": gpu.phwc4(x)}, {"dst": _n4(oshape)}, p, mode="BILINEAR")
-    gpu.check(K.from_phwc4(out["dst"], oshape), ref, "resize bilinear")
+    gpu.check(unphwc4(out["dst"], oshape), ref, "resize bilinear")
 
 
 # -- beyond the brief's list: one case for each remaining family --------------------------------
@@ -489,12 +515,12 @@ def test_fully_connected(gpu, k, split):
     rows, c = 3, 10
     x, wt, bias = gpu.data(rows, k), gpu.data(c, k, lo=-0.3, hi=0.3), gpu.data(c)
     ref = np.maximum(x.astype(np.float64) @ wt.T + bias, 0)
-    p = {"B": rows, "SRC_S": K.slices(k), "C": c, "S": K.slices(c)}
+    p = {"B": rows, "SRC_S": L.slices(k), "C": c, "S": L.slices(c)}
     out = gpu.run("fully_connected", {"src": gpu.phwc4(x.reshape(rows, 1, 1, k)),
-                                      "weights": K.pack_fc_weights(wt, gpu.dtype),
-                                      "bias": K.pack_channels(bias, gpu.dtype)},
+                                      "weights": L.fc_weights(wt, gpu.dtype),
+                                      "bias": gpu.channels(bias)},
                   {"dst": _n4((rows, 1, 1, c))}, p, act="RELU", split=split)
-    gpu.check(K.from_phwc4(out["dst"], (rows, 1, 1, c)).reshape(rows, c), ref, "fully_connected")
+    gpu.check(unphwc4(out["dst"], (rows, 1, 1, c)).reshape(rows, c), ref, "fully_connected")
 
 
 @pytest.mark.parametrize(("adj_x", "adj_y"), [(False, False), (True, False), (False, True), (True, True)])
@@ -504,11 +530,11 @@ def test_batch_matmul(gpu, adj_x, adj_y):
     bm = gpu.data(1, 3, n, k) if adj_y else gpu.data(1, 3, k, n)  # batch broadcast on B
     ref = (a.swapaxes(-1, -2) if adj_x else a).astype(np.float64) @ (bm.swapaxes(-1, -2) if adj_y else bm)
     oshape = (2, 3, m, n)
-    p = {"B": 2, "H": 3, "M": m, "N": n, "S": K.slices(n), "K": k, "L_B": 2, "L_H": 3, "L_S": K.slices(a.shape[3]),
-         "R_B": 1, "R_H": 3, "R_S": K.slices(bm.shape[3])}
+    p = {"B": 2, "H": 3, "M": m, "N": n, "S": L.slices(n), "K": k, "L_B": 2, "L_H": 3, "L_S": L.slices(a.shape[3]),
+         "R_B": 1, "R_H": 3, "R_S": L.slices(bm.shape[3])}
     out = gpu.run("batch_matmul", {"lhs": gpu.phwc4(a), "rhs": gpu.phwc4(bm)}, {"dst": _n4(oshape)}, p,
                   adj_x=adj_x, adj_y=adj_y)
-    gpu.check(K.from_phwc4(out["dst"], oshape), ref, "batch_matmul")
+    gpu.check(unphwc4(out["dst"], oshape), ref, "batch_matmul")
 
 
 def test_transpose_conv2d(gpu):
@@ -523,11 +549,11 @@ def test_transpose_conv2d(gpu):
     pt, pl = (full.shape[1] - oh) // 2, (full.shape[2] - ow) // 2
     ref = full[:, pt:pt + oh, pl:pl + ow] + bias
     oshape = (b, oh, ow, cout)
-    p = {"B": b, "SRC_H": h, "SRC_W": w, "SRC_S": K.slices(cin), "H": oh, "W": ow, "C": cout, "S": K.slices(cout),
+    p = {"B": b, "SRC_H": h, "SRC_W": w, "SRC_S": L.slices(cin), "H": oh, "W": ow, "C": cout, "S": L.slices(cout),
          "KH": k, "KW": k, "STRIDE_H": s, "STRIDE_W": s, "PAD_T": pt, "PAD_L": pl}
-    out = gpu.run("transpose_conv2d", {"src": gpu.phwc4(x), "weights": K.pack_transpose_conv_weights(wt, gpu.dtype),
-                                       "bias": K.pack_channels(bias, gpu.dtype)}, {"dst": _n4(oshape)}, p)
-    gpu.check(K.from_phwc4(out["dst"], oshape), ref, "transpose_conv2d")
+    out = gpu.run("transpose_conv2d", {"src": gpu.phwc4(x), "weights": L.transpose_conv_weights(wt, gpu.dtype),
+                                       "bias": gpu.channels(bias)}, {"dst": _n4(oshape)}, p)
+    gpu.check(unphwc4(out["dst"], oshape), ref, "transpose_conv2d")
 
 
 @pytest.mark.parametrize(("op", "axes", "split"), [("MEAN", (1, 2), 1), ("SUM", (3,), 1), ("MAX", (0, 3), 1),
@@ -542,7 +568,7 @@ def test_reduce(gpu, op, axes, split):
     p = {"SRC_B": shape[0], "SRC_H": shape[1], "SRC_W": shape[2], "SRC_C": 6, "SRC_S": 2, **_dims(oshape),
          **{f"R{a}": int(i in axes) for i, a in enumerate("BHWC")}}
     out = gpu.run("reduce", {"src": gpu.phwc4(x)}, {"dst": _n4(oshape)}, p, op=op, split=split)
-    gpu.check(K.from_phwc4(out["dst"], oshape), ref, f"reduce {op}")
+    gpu.check(unphwc4(out["dst"], oshape), ref, f"reduce {op}")
 
 
 @pytest.mark.parametrize("axis", [1, 3])
@@ -553,7 +579,7 @@ def test_concat(gpu, axis):
     p = dict(_dims(ref.shape), **{f"E{i}": t.shape[axis] for i, t in enumerate(parts)})
     out = gpu.run("concat", {f"in{i}": gpu.phwc4(t) for i, t in enumerate(parts)}, {"dst": _n4(ref.shape)}, p,
                   axis=axis, n=len(parts))
-    gpu.check(K.from_phwc4(out["dst"], ref.shape), ref, "concat")
+    gpu.check(unphwc4(out["dst"], ref.shape), ref, "concat")
 
 
 def test_gather_transpose_and_reshape(gpu):
@@ -566,7 +592,7 @@ def test_gather_transpose_and_reshape(gpu):
     p = dict(_dims(ref.shape), SRC_H=3, SRC_W=4, SRC_C=5, SRC_S=2, **{f"D{i}": d[i] for i in range(1, 6)},
              **{f"T{i}": t[i] for i in range(6)})
     out = gpu.run("gather", {"src": gpu.phwc4(x)}, {"dst": _n4(ref.shape)}, p)
-    gpu.check(K.from_phwc4(out["dst"], ref.shape), ref, "transpose")
+    gpu.check(unphwc4(out["dst"], ref.shape), ref, "transpose")
     # reshape [2,3,4,5] -> [1, 6, 2, 10]
     ref2 = x.reshape(1, 6, 2, 10)
     d2 = (1, 1, 1, 6, 2, 10)
@@ -574,7 +600,7 @@ def test_gather_transpose_and_reshape(gpu):
     p2 = dict(_dims(ref2.shape), SRC_H=3, SRC_W=4, SRC_C=5, SRC_S=2, **{f"D{i}": d2[i] for i in range(1, 6)},
               **{f"T{i}": t2[i] for i in range(6)})
     out2 = gpu.run("gather", {"src": gpu.phwc4(x)}, {"dst": _n4(ref2.shape)}, p2)
-    gpu.check(K.from_phwc4(out2["dst"], ref2.shape), ref2, "reshape")
+    gpu.check(unphwc4(out2["dst"], ref2.shape), ref2, "reshape")
 
 
 @pytest.mark.parametrize("mode", ["CONSTANT", "REFLECT", "SYMMETRIC"])
@@ -586,7 +612,7 @@ def test_pad(gpu, mode):
     p = dict(_dims(ref.shape), SRC_B=1, SRC_H=4, SRC_W=5, SRC_C=6, SRC_S=2, P_B=pads[0][0], P_H=pads[1][0],
              P_W=pads[2][0], P_C=pads[3][0], value=0.75)
     out = gpu.run("pad", {"src": gpu.phwc4(x)}, {"dst": _n4(ref.shape)}, p, mode=mode)
-    gpu.check(K.from_phwc4(out["dst"], ref.shape), ref, f"pad {mode}")
+    gpu.check(unphwc4(out["dst"], ref.shape), ref, f"pad {mode}")
 
 
 def test_slice_strided(gpu):
@@ -595,7 +621,7 @@ def test_slice_strided(gpu):
     p = dict(_dims(ref.shape), SRC_H=7, SRC_W=8, SRC_C=11, SRC_S=3, BEG_B=1, BEG_H=6, BEG_W=1, BEG_C=2,
              STR_B=1, STR_H=-2, STR_W=3, STR_C=2)
     out = gpu.run("slice", {"src": gpu.phwc4(x)}, {"dst": _n4(ref.shape)}, p)
-    gpu.check(K.from_phwc4(out["dst"], ref.shape), ref, "strided slice")
+    gpu.check(unphwc4(out["dst"], ref.shape), ref, "strided slice")
 
 
 def test_depth_space_roundtrip(gpu):
@@ -604,10 +630,10 @@ def test_depth_space_roundtrip(gpu):
     d2s = x.reshape(1, 2, 3, bs, bs, 3).transpose(0, 1, 3, 2, 4, 5).reshape(1, 4, 6, 3)
     p = dict(_dims(d2s.shape), SRC_H=2, SRC_W=3, SRC_S=3, BS=bs)
     out = gpu.run("depth_to_space", {"src": gpu.phwc4(x)}, {"dst": _n4(d2s.shape)}, p)
-    gpu.check(K.from_phwc4(out["dst"], d2s.shape), d2s, "depth_to_space")
+    gpu.check(unphwc4(out["dst"], d2s.shape), d2s, "depth_to_space")
     p2 = dict(_dims(x.shape), SRC_H=4, SRC_W=6, SRC_C=3, SRC_S=1, BS=bs)
     out2 = gpu.run("space_to_depth", {"src": gpu.phwc4(d2s)}, {"dst": _n4(x.shape)}, p2)
-    gpu.check(K.from_phwc4(out2["dst"], x.shape), x, "space_to_depth")
+    gpu.check(unphwc4(out2["dst"], x.shape), x, "space_to_depth")
 
 
 def test_layout_converters(gpu):
@@ -624,7 +650,7 @@ def test_unary_chain_and_lstm(gpu):
     out = gpu.run("unary", {"src": gpu.phwc4(x)}, {"dst": _n4(x.shape)}, dict(_dims(x.shape), alpha=0.0),
                   op="HARD_SWISH", chain=("LOGISTIC",))
     hs = x * np.clip(x + 3, 0, 6) / 6
-    gpu.check(K.from_phwc4(out["dst"], x.shape), 1 / (1 + np.exp(-hs.astype(np.float64))), "unary chain")
+    gpu.check(unphwc4(out["dst"], x.shape), 1 / (1 + np.exp(-hs.astype(np.float64))), "unary chain")
     bsz, c = 2, 6
     gates, prev = gpu.data(bsz, 4 * c), gpu.data(bsz, c)
 
@@ -637,9 +663,9 @@ def test_unary_chain_and_lstm(gpu):
     res = gpu.run("lstm_cell", {"gates": gpu.phwc4(gates.reshape(bsz, 1, 1, 4 * c)),
                                 "prev_c": gpu.phwc4(prev.reshape(bsz, 1, 1, c))},
                   {"new_c": _n4((bsz, 1, 1, c)), "new_h": _n4((bsz, 1, 1, c))},
-                  {"B": bsz, "C": c, "S": K.slices(c), "CELL_CLIP": 0.0})
-    gpu.check(K.from_phwc4(res["new_c"], (bsz, 1, 1, c)).reshape(bsz, c), cell, "lstm c")
-    gpu.check(K.from_phwc4(res["new_h"], (bsz, 1, 1, c)).reshape(bsz, c), hid, "lstm h")
+                  {"B": bsz, "C": c, "S": L.slices(c), "CELL_CLIP": 0.0})
+    gpu.check(unphwc4(res["new_c"], (bsz, 1, 1, c)).reshape(bsz, c), cell, "lstm c")
+    gpu.check(unphwc4(res["new_h"], (bsz, 1, 1, c)).reshape(bsz, c), hid, "lstm h")
 
 
 # -- straight against LiteRT where TFLite's rules are subtle --------------------------------------
@@ -668,10 +694,10 @@ def test_resize_matches_litert(gpu, mode, out_hw, align, half):
         return float(np.float32((i - 1) / (o - 1))) if align and o > 1 else float(np.float32(i / o))
 
     oshape = (b, *out_hw, c)
-    p = {"B": b, "SRC_H": h, "SRC_W": w, "H": out_hw[0], "W": out_hw[1], "C": c, "S": K.slices(c),
+    p = {"B": b, "SRC_H": h, "SRC_W": w, "H": out_hw[0], "W": out_hw[1], "C": c, "S": L.slices(c),
          "SCALE_H": scale(h, out_hw[0]), "SCALE_W": scale(w, out_hw[1]), "HALF_PIXEL": int(half), "ALIGN": int(align)}
     out = gpu.run("resize", {"src": gpu.phwc4(x)}, {"dst": _n4(oshape)}, p, mode=mode)
-    gpu.check(K.from_phwc4(out["dst"], oshape), ref, f"resize {mode} vs LiteRT")
+    gpu.check(unphwc4(out["dst"], oshape), ref, f"resize {mode} vs LiteRT")
 
 
 # -- the compiler core's plans, executed by these kernels --------------------------------------------

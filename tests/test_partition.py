@@ -14,12 +14,19 @@ from litegpu._partition import (
     DependencyGraph,
     PartitionOptions,
     check_plan,
-    fold_constants,
     foldable_nodes,
-    group_partitions,
     partition,
     plan_subgraph,
 )
+
+
+def pairs(sg, claimed, *, folded=None, options=None):
+    """Partition with ``claimed`` (node -> delegate name, delegates in order of first claim) and list
+    the segments as ``(backend, nodes)``, folded nodes first as a CPU segment."""
+    names = list(dict.fromkeys(claimed[n] for n in sorted(claimed)))
+    sources = [(name, {n: Support.yes() for n, d in claimed.items() if d == name}) for name in names]
+    plan = partition(sg, sources, options, folded=folded)
+    return [(backend, list(nodes)) for backend, nodes in plan.pairs(include_folded=True)]
 
 
 def ops_supported(sg, *names, reason="not in the test's op list"):
@@ -249,19 +256,11 @@ def test_constant_only_nodes_are_folded_not_delegated(caplog):
     assert plan.folded == (0, 1)
     assert [(s.backend, s.node_indices) for s in plan.segments] == [("gpu", (2,))]
     assert caplog.records[-1].getMessage() == "1 of 3 ops on gpu in 1 partition (2 constant ops folded at prepare)"
-    assert group_partitions(sg, {0: "gpu", 1: "gpu", 2: "gpu"}) == [("cpu", [0, 1]), ("gpu", [2])]
+    assert pairs(sg, {0: "gpu", 1: "gpu", 2: "gpu"}) == [("cpu", [0, 1]), ("gpu", [2])]
     # a caller that folded node 0 only (its own rules) gets exactly that
-    assert group_partitions(sg, {1: "gpu", 2: "gpu"}, folded=[0]) == [("cpu", [0]), ("gpu", [1, 2])]
-
-    def evaluate(op, ins):
-        return [ins[0].astype(np.float32) if op.opcode == "DEQUANTIZE" else ins[0] * ins[1]]
-
-    folded_sg, folded = fold_constants(sg, evaluate)
-    assert folded == (0, 1)
-    np.testing.assert_array_equal(folded_sg.tensors[w2].data, np.arange(4, dtype=np.float32) ** 2)
-    assert folded_sg.tensors[y].data is None
-    with pytest.raises(ValueError):
-        folded_sg.tensors[w2].data[0] = 1  # folded constants are read-only like the model's
+    assert pairs(sg, {1: "gpu", 2: "gpu"}, folded=[0]) == [("cpu", [0]), ("gpu", [1, 2])]
+    # (the folding itself, values and read-only constants: test_interpreter's
+    # test_constant_only_nodes_fold_once_at_allocate)
 
 
 def test_stateful_random_and_custom_ops_are_not_folded():
@@ -274,22 +273,6 @@ def test_stateful_random_and_custom_ops_are_not_folded():
     y = g.op("ADD", [x, r])
     sg = g.build([y])
     assert foldable_nodes(sg) == ()
-
-
-def test_fold_constants_leaves_failing_nodes():
-    g = GraphBuilder()
-    c = g.const([1.0, 2.0])
-    a = g.op("EXP", [c])
-    b = g.op("LOG", [a])
-    sg = g.build([b])
-
-    def evaluate(op, ins):
-        if op.opcode == "EXP":
-            raise RuntimeError("no kernel")
-        return [np.log(ins[0])]
-
-    new, folded = fold_constants(sg, evaluate)
-    assert folded == () and new.tensors[b].data is None
 
 
 def test_stateful_ops_keep_file_order():
@@ -354,13 +337,13 @@ def test_plan_subgraph_asks_delegates_and_skips_passthrough(caplog):
     assert plan_subgraph(sg, [d1], folded=[0]).folded == (0,) and d1.asked == [1, 2]  # folded: not asked
 
 
-def test_group_partitions_adapter():
+def test_claimed_nodes_grouped_into_partitions():
     sg = diamond()
-    out = group_partitions(sg, {0: "gpu", 1: "gpu", 3: "gpu"})
+    out = pairs(sg, {0: "gpu", 1: "gpu", 3: "gpu"})
     assert out == [("gpu", [0, 1]), ("cpu", [2]), ("gpu", [3])]
-    assert group_partitions(sg, {}) == [("cpu", [0, 1, 2, 3])]
+    assert pairs(sg, {}) == [("cpu", [0, 1, 2, 3])]
     # limits: claimed nodes beyond max_delegated_partitions come back as CPU nodes
-    assert group_partitions(sg, {0: "gpu", 1: "gpu", 3: "gpu"}, options={"max_delegated_partitions": 1}) == [
+    assert pairs(sg, {0: "gpu", 1: "gpu", 3: "gpu"}, options={"max_delegated_partitions": 1}) == [
         ("gpu", [0, 1]), ("cpu", [2, 3])]
 
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from ._backend import BackendInfo, BackendSpec, available_backends, load_delegate
+from ._backend import BackendInfo, BackendSpec
+from ._backend_loading import available_backends, load_delegate
 from ._config import Config, load_config
 from ._delegate import Delegate, DelegateKernel, NodeView, PartitionSpec, Support
 from ._errors import (
@@ -19,13 +20,12 @@ from ._errors import (
 from ._interpreter import Interpreter, SignatureRunner
 from ._load import load
 from ._options import Option
-from ._plugins import get_plugins, plugin_gpu_kernels
+from ._plugins import get_plugins
 from ._reader import read_model
+from ._version import __version__
 from .compiled_model import CompiledModel
 from .cpu._registry import register_kernel
 from .hookspecs import hookimpl
-
-__version__ = "0.1.0"
 
 __all__ = [
     "__version__",
@@ -53,7 +53,6 @@ __all__ = [
     "available_backends",
     "load_delegate",
     "get_plugins",
-    "plugin_gpu_kernels",
     "hookimpl",
     "Config",
     "load_config",

@@ -46,7 +46,12 @@ from typing import Any
 
 import numpy as np
 
+from ._backend_loading import available_backends, gpu_backends_in_auto_order, load_delegate
+from ._config import load_config
 from ._errors import ConfigError, LiteGPUError
+from ._interpreter import Interpreter
+from ._plugins import backend_registry
+from ._version import __version__
 
 __all__ = [
     "POLICIES",
@@ -226,13 +231,10 @@ def _config_section(config: Any, name: str) -> dict[str, Any]:
 
 
 def _load_config(config: Any) -> Any:
-    """A layered litegpu Config where the configuration system exists; else ``config`` itself."""
-    import litegpu
-
-    fn = getattr(litegpu, "load_config", None)
-    if fn is None or (config is not None and hasattr(config, "backend_options")):
+    """``config`` as a layered litegpu Config (a Config is returned as it is)."""
+    if config is not None and hasattr(config, "backend_options"):
         return config
-    return fn(config) if config is not None else fn()
+    return load_config(config) if config is not None else load_config()
 
 
 def decision_dir(config: Any = None, cache_dir: str | os.PathLike[str] | None = None) -> Path:
@@ -255,28 +257,18 @@ def _cache_enabled(config: Any) -> bool:
 
 
 def _backend_rows() -> list[dict[str, Any]]:
-    import litegpu
-
-    fn = getattr(litegpu, "available_backends", None)
-    if fn is None:
-        return [{"name": "cpu", "version": getattr(litegpu, "__version__", "0"), "available": True, "reason": "",
-                 "devices": [], "is_gpu": False}]
     rows = []
-    for b in fn():
+    for b in available_backends():
         d = b.as_dict() if hasattr(b, "as_dict") else dict(vars(b))
         rows.append(d)
     if not any(r["name"] == "cpu" for r in rows):
-        rows.insert(0, {"name": "cpu", "version": getattr(litegpu, "__version__", "0"), "available": True,
+        rows.insert(0, {"name": "cpu", "version": __version__, "available": True,
                         "reason": "", "devices": [], "is_gpu": False})
     return rows
 
 
 def _driver(name: str) -> str | None:
     """A backend's driver description, when its BackendSpec offers one (``driver`` or ``driver_version``)."""
-    try:
-        from ._plugins import backend_registry
-    except ImportError:
-        return None
     entry = backend_registry().get(name)
     if entry is None:
         return None
@@ -299,10 +291,8 @@ def _environment(rows: Sequence[Mapping[str, Any]], settings: AutoselectSettings
 
 def _host_environment(settings: AutoselectSettings, only: Sequence[str] | None) -> dict[str, Any]:
     """The part of :func:`_environment` that needs no driver."""
-    import litegpu
-
     return {
-        "litegpu": getattr(litegpu, "__version__", "0"),
+        "litegpu": __version__,
         "numpy": np.__version__,
         "python": platform.python_version(),
         "machine": platform.machine(),
@@ -449,16 +439,12 @@ def _backend_options(config: Any, name: str) -> dict[str, Any]:
 
 
 def _make(model: Any, cand: Candidate, config: Any) -> Any:
-    import litegpu
-
-    from ._interpreter import Interpreter
-
     delegates = []
     if cand.backend != "cpu":
         opts = dict(cand.options)
         if cand.precision is not None:
             opts["precision"] = cand.precision
-        delegates.append(litegpu.load_delegate(cand.backend, opts))
+        delegates.append(load_delegate(cand.backend, opts))
     interp = Interpreter(model_content=model, experimental_delegates=delegates)
     setter = getattr(interp, "set_partition_options", None)
     if config is not None and callable(setter) and hasattr(config, "partition_options"):
@@ -669,7 +655,6 @@ def autoselect(
     never started, and the decision is then provisional (``final`` False): chosen among the
     measured ones, stored, and measured again by the next call.
     """
-    from ._interpreter import Interpreter
     from ._profile import random_inputs
     from ._reader import read_model
 
@@ -812,8 +797,6 @@ def _cut_summary(cands: Sequence[Candidate]) -> str:
 def _unmeasured_default(cands: Sequence[Candidate]) -> Candidate:
     """The choice without measurements: the first available GPU backend in :data:`AUTO_ORDER`
     (at its default precision), else cpu."""
-    from ._backend import gpu_backends_in_auto_order
-
     tried = {c.backend: c for c in cands if c.status != "unavailable" and c.backend != "cpu"}
     for info in gpu_backends_in_auto_order():  # all probed already by _backend_rows
         if info.available and info.name in tried:
@@ -824,7 +807,7 @@ def _unmeasured_default(cands: Sequence[Candidate]) -> Candidate:
 def resolve_auto(model: Any, config: Any = None) -> Decision | None:
     """What ``backend: auto`` means for :func:`litegpu.load` and the CLI: a measurement when
     ``autoselect.measure_on_load`` is set, else the cached decision (provisional ones too), else
-    None (the caller takes the first available GPU backend, see ``litegpu._backend.AUTO_ORDER``).
+    None (the caller takes the first available GPU backend, see ``litegpu._backend_loading.AUTO_ORDER``).
 
     Without measuring, only the chosen backend's driver is probed (probing every backend can take
     seconds, WebGPU's adapter enumeration alone 3 s on lavapipe): a stored decision counts when

@@ -26,7 +26,12 @@ its ``register_backends`` hook::
 The core never imports a backend's heavy dependencies itself: it asks
 ``availability()`` (which should be cheap and must not raise) before
 ``create_delegate()``.  Users reach backends through
-:func:`available_backends` and :func:`load_delegate`.
+:func:`~litegpu._backend_loading.available_backends` and
+:func:`~litegpu._backend_loading.load_delegate`.
+
+This module holds what a backend *is* (the spec, the registry's data
+structure and its checks); it imports neither the plugin manager nor the
+configuration, which both build on it.
 """
 
 from __future__ import annotations
@@ -34,63 +39,26 @@ from __future__ import annotations
 import logging
 import re
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._backend_options import COMMON_BACKEND_OPTIONS, FIRST_PARTY_BACKENDS, PRECISIONS, RESERVED_NAMES
 from ._delegate import Delegate
-from ._errors import BackendUnavailableError, ConfigError, DelegateError, UnknownBackendError
-from ._options import Option, describe_value, suggest
+from ._errors import DelegateError
+from ._options import Option, suggest
 
 __all__ = [
     "BackendSpec",
     "BackendInfo",
+    "BackendRegistry",
     "BackendRegistrationError",
     "COMMON_BACKEND_OPTIONS",
     "FIRST_PARTY_BACKENDS",
-    "AUTO_ORDER",
-    "available_backends",
-    "gpu_backends_in_auto_order",
-    "load_delegate",
-    "backend_option_schema",
-    "resolve_backend_options",
+    "PRECISIONS",
 ]
 
 logger = logging.getLogger("litegpu")
-
-PRECISIONS = ("fp32", "fp16", "fp16_fp32acc")
-
-#: Options every backend accepts (it may ignore those that mean nothing to it,
-#: and may narrow or extend them through ``option_schema``).
-COMMON_BACKEND_OPTIONS: dict[str, Option] = {
-    "precision": Option.enum(
-        *PRECISIONS, default="fp32",
-        doc="arithmetic precision: fp32; fp16 storage and math; fp16 storage with fp32 accumulation",
-    ),
-    "device": Option.int(0, min=0, doc="index into the backend's device list"),
-    "tuning": Option.enum(
-        "none", "fast", "exhaustive", default="none",
-        doc="kernel parameter tuning at prepare (workgroup sizes...): none (the heuristic; the default: a "
-            "search costs seconds of cold start), a quick search, or all candidates (results are cached)",
-    ),
-    "quantization_simulation": Option.bool(
-        True, doc="quantized models run in float on GPUs; snap each quantized result to its grid "
-                  "(closest to the integer model); false: plain float between the model's QUANTIZE ops (faster)"
-    ),
-}
-
-#: Backends this project ships as separate distributions: a configuration may
-#: name them even where they are not installed (they are then skipped with a
-#: "not installed" reason instead of failing validation).
-FIRST_PARTY_BACKENDS = {
-    "opencl": "litegpu-opencl",
-    "webgpu": "litegpu-webgpu",
-    "vulkan": "litegpu-vulkan",
-}
-
-#: Names a backend may not take: ``auto`` is a value of the ``backend`` key and
-#: ``all`` the wildcard section of ``backends``.
-RESERVED_NAMES = frozenset({"auto", "all"})
 
 _NAME_RE = re.compile(r"^[a-z][a-z0-9_\-]*$")
 
@@ -318,169 +286,3 @@ def _safe_devices(spec: BackendSpec) -> tuple[str, ...]:
     except Exception as exc:
         logger.warning("backend %r: devices() raised %r", spec.name, exc)
         return ()
-
-
-# ----------------------------------------------------------------------------
-# Option schema per backend
-
-
-def backend_option_schema(name: str) -> dict[str, Option]:
-    """The full option schema of backend ``name`` (common options + its own).
-
-    For a first-party backend that is not installed, only the common options
-    are known.
-    """
-    from ._plugins import backend_registry
-
-    entry = backend_registry().get(name)
-    schema = dict(COMMON_BACKEND_OPTIONS)
-    if entry is not None:
-        schema.update(getattr(entry.spec, "option_schema", {}) or {})
-    return schema
-
-
-def _checked_cache_section(value: Any, source: str) -> dict[str, Any]:
-    from ._config import SCHEMA
-
-    if not isinstance(value, Mapping):
-        raise ConfigError(f"cache: expected a mapping, got {describe_value(value)} ({source})", path="cache")
-    schema = SCHEMA["cache"]
-    out = {k: opt.default for k, opt in schema.items()}
-    for key, v in value.items():
-        if key not in schema:
-            raise ConfigError(f"cache.{key}: unknown key (valid: {', '.join(sorted(schema))})"
-                              f"{suggest(key, schema)} ({source})", path=f"cache.{key}")
-        problem = schema[key].check(v)
-        if problem:
-            raise ConfigError(f"cache.{key}: {problem} ({source})", path=f"cache.{key}")
-        out[key] = v
-    return out
-
-
-def resolve_backend_options(
-    name: str, options: Mapping[str, Any] | None = None, *, source: str = "options"
-) -> dict[str, Any]:
-    """Validate ``options`` for backend ``name`` and complete them with defaults.
-
-    Precedence: schema defaults < the backend's ``default_options`` < ``options``.
-    Raises :class:`litegpu.ConfigError` naming ``backends.<name>.<key>``.
-    """
-    from ._plugins import backend_registry
-
-    entry = backend_registry().get(name)
-    schema = backend_option_schema(name)
-    out = {k: opt.default for k, opt in schema.items()}
-    if entry is not None:
-        out.update(getattr(entry.spec, "default_options", {}) or {})
-    for key, value in (options or {}).items():
-        path = f"backends.{name}.{key}"
-        if key == "cache":  # the configuration's cache section, checked against its schema here
-            out[key] = _checked_cache_section(value, source)
-            continue
-        if key not in schema:
-            raise ConfigError(
-                f"{path}: unknown option for backend {name!r} (valid: {', '.join(sorted(schema))})"
-                f"{suggest(key, schema)} ({source})",
-                path=path,
-            )
-        problem = schema[key].check(value)
-        if problem:
-            raise ConfigError(f"{path}: {problem} ({source})", path=path)
-        out[key] = value
-    return out
-
-
-# ----------------------------------------------------------------------------
-# Public entry points
-
-
-def available_backends(refresh: bool = False) -> list[BackendInfo]:
-    """Every registered backend, available or not, in registration order.
-
-    Each :class:`BackendInfo` has ``name``, ``version``, ``available``,
-    ``reason`` (why it is unavailable, or a note), ``devices`` and ``plugin``
-    (the plugin that registered it).  The built-in ``cpu`` backend is always
-    listed and always available.  Availability is checked once per process;
-    pass ``refresh=True`` to check again (after plugging in a device, say).
-    """
-    from ._plugins import backend_registry
-
-    reg = backend_registry()
-    with reg.lock:
-        entries = list(reg.entries.values())
-    return [reg.info(e, refresh=refresh) for e in entries]
-
-
-#: Preference among GPU backends when ``auto`` picks without measuring (others follow in
-#: registration order): OpenCL has the most tuned kernels, WebGPU the most indirection.
-AUTO_ORDER = ("opencl", "vulkan", "webgpu")
-
-
-def gpu_backends_in_auto_order() -> Iterator[BackendInfo]:
-    """The registered GPU backends (available or not): :data:`AUTO_ORDER` first, then the others
-    in registration order.  Lazy: a backend's availability is checked only when the iteration
-    reaches it (probing a driver can take seconds; the first available one is usually enough)."""
-    from ._plugins import backend_registry
-
-    reg = backend_registry()
-    with reg.lock:
-        entries = [e for e in reg.entries.values() if e.spec.is_gpu]
-    entries.sort(key=lambda e: AUTO_ORDER.index(e.spec.name) if e.spec.name in AUTO_ORDER else len(AUTO_ORDER))
-    for e in entries:
-        yield reg.info(e)
-
-
-def _installed_list(names: Sequence[str]) -> str:
-    return ", ".join(names) if names else "none"
-
-
-def load_delegate(name: str, options: Mapping[str, Any] | None = None) -> Delegate:
-    """Create the delegate of backend ``name`` with ``options``.
-
-    ``options`` are validated against the backend's option schema (unknown
-    keys and bad values raise :class:`litegpu.ConfigError`) and completed with
-    defaults.  An unknown ``name`` raises :class:`litegpu.UnknownBackendError`
-    (also a ``ValueError``) listing the installed backends; a backend that
-    cannot run here raises :class:`litegpu.BackendUnavailableError` with its
-    reason.  Use the result with ``Interpreter(..., experimental_delegates=[...])``.
-    """
-    from ._plugins import backend_registry
-
-    reg = backend_registry()
-    if not isinstance(name, str):
-        raise TypeError(f"backend name must be a string, got {type(name).__name__}")
-    entry = reg.get(name)
-    if entry is None:
-        installed = reg.names()
-        hint = ""
-        if name in FIRST_PARTY_BACKENDS:
-            hint = f"; install it with: pip install {FIRST_PARTY_BACKENDS[name]}"
-        raise UnknownBackendError(
-            f"unknown backend {name!r} (installed: {_installed_list(installed)})"
-            f"{suggest(name, [*installed, *FIRST_PARTY_BACKENDS])}{hint}"
-        )
-    resolved = resolve_backend_options(name, options, source="load_delegate options")
-    if "cache" not in resolved:
-        from ._config import load_config  # defaults + $LITEGPU_CONFIG
-
-        resolved["cache"] = dict(load_config().data["cache"])
-    info = reg.info(entry)
-    if not info.available:
-        raise BackendUnavailableError(f"backend {name!r} is not available here: {info.reason}")
-    try:
-        delegate = entry.spec.create_delegate(resolved)
-    except (BackendUnavailableError, ConfigError):
-        raise
-    except Exception as exc:
-        raise DelegateError(f"backend {name!r} (plugin {entry.plugin!r}) failed to create its delegate: {exc!r}") from exc
-    if not (callable(getattr(delegate, "supports", None)) and callable(getattr(delegate, "prepare", None))):
-        raise DelegateError(
-            f"backend {name!r} (plugin {entry.plugin!r}): create_delegate returned {type(delegate).__name__}, "
-            "which has no supports()/prepare() (expected a litegpu.Delegate)"
-        )
-    if getattr(delegate, "name", "delegate") in ("delegate", "", None):
-        try:
-            delegate.name = name
-        except AttributeError:
-            pass
-    return delegate

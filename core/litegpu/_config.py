@@ -44,10 +44,11 @@ from typing import Any
 
 import yaml
 
-from ._backend import COMMON_BACKEND_OPTIONS, FIRST_PARTY_BACKENDS, PRECISIONS, backend_option_schema
+from ._backend_options import COMMON_BACKEND_OPTIONS, FIRST_PARTY_BACKENDS, PRECISIONS
 from ._errors import ConfigError
 from ._options import Option, describe_value, suggest
 from ._partition import PartitionOptions
+from ._plugins import backend_option_schema, backend_registry
 
 __all__ = ["Config", "load_config", "SCHEMA", "packaged_configs", "packaged_config_path"]
 
@@ -175,14 +176,8 @@ def _parse_yaml(text: str, label: str) -> tuple[Any, _Source]:
 
 
 def packaged_config_dir() -> Path:
-    """Directory holding the packaged YAML files (installed package, else the source checkout)."""
-    try:
-        res = importlib.resources.files("litegpu.configs")
-        if res.joinpath("default.yaml").is_file():
-            return Path(str(res))
-    except (ModuleNotFoundError, TypeError):
-        pass
-    return Path(__file__).resolve().parents[2] / "configs"
+    """Directory holding the packaged YAML files (the ``litegpu.configs`` package)."""
+    return Path(str(importlib.resources.files("litegpu.configs")))
 
 
 def packaged_configs() -> list[str]:
@@ -214,8 +209,6 @@ def _read_file(path: str | os.PathLike[str], label: str | None = None) -> tuple[
 
 
 def _installed_backends() -> list[str]:
-    from ._plugins import backend_registry
-
     return backend_registry().names()
 
 

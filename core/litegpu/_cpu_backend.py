@@ -46,7 +46,7 @@ class CpuBackend(BackendSpec):
     is_gpu = False
 
     def __init__(self) -> None:
-        from . import __version__
+        from ._version import __version__
 
         self.version = __version__
 

@@ -7,10 +7,12 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from ._backend import AUTO_ORDER, FIRST_PARTY_BACKENDS, gpu_backends_in_auto_order, load_delegate
+from ._backend_loading import AUTO_ORDER, gpu_backends_in_auto_order, load_delegate
+from ._backend_options import FIRST_PARTY_BACKENDS
 from ._config import Config, load_config
 from ._delegate import Delegate
 from ._errors import BackendUnavailableError, DelegateError, LiteGPUError, UnknownBackendError
+from ._interpreter import Interpreter
 
 __all__ = ["AUTO_ORDER", "load", "resolve_backend_order", "select_delegate"]
 
@@ -118,15 +120,6 @@ def _autoselect(model: Any, cfg: Config) -> tuple[str, Delegate | None] | None:
         return None
 
 
-def _interpreter_class() -> Any:
-    import litegpu
-
-    cls = getattr(litegpu, "Interpreter", None)
-    if cls is None:
-        raise LiteGPUError("litegpu.Interpreter is not available in this build")
-    return cls
-
-
 _HANDLER_MARK = "_litegpu_config_handler"
 
 
@@ -181,7 +174,6 @@ def load(model: Any, config: Any = None, backend: Any = None, **options: Any) ->
     _apply_logging(cfg)
     chosen = _autoselect(model, cfg) if cfg.backends and cfg.backends[0] == "auto" else None
     name, delegate = chosen if chosen is not None else select_delegate(cfg)
-    cls = _interpreter_class()
     kwargs: dict[str, Any] = {"experimental_delegates": [delegate] if delegate is not None else None}
     if isinstance(model, (str, os.PathLike)):
         kwargs["model_path"] = os.fspath(model)
@@ -189,7 +181,7 @@ def load(model: Any, config: Any = None, backend: Any = None, **options: Any) ->
         kwargs["model_content"] = bytes(model)
     else:
         raise TypeError(f"model must be a .tflite path or bytes, got {type(model).__name__}")
-    interpreter = cls(**kwargs)
+    interpreter = Interpreter(**kwargs)
     # The constructor keeps LiteRT's exact signature; litegpu's partition settings go through
     # a litegpu-only method, called before allocate_tensors plans the partitions.
     setter = getattr(interpreter, "set_partition_options", None)

@@ -9,9 +9,10 @@ Rules
 -----
 * **Constant folding first.**  A node whose inputs are all constant (or
   outputs of such nodes) is not delegated: the interpreter evaluates it once
-  at prepare on the CPU and treats its outputs as constants
-  (:func:`foldable_nodes`, :func:`fold_constants`).  Stateful, random,
-  control-flow and custom ops are never folded.
+  at prepare on the CPU and treats its outputs as constants (the
+  interpreter folds them, ``_plan._fold``; :func:`foldable_nodes` finds them
+  for a caller that did not).  Stateful, random, control-flow and custom ops
+  (:data:`NEVER_FOLD`) are never folded.
 * **Delegates in order.**  Like LiteRT applying ``experimental_delegates`` one
   after the other, each delegate claims among the nodes still unclaimed; the
   partitions it keeps become fixed blocks that later delegates work around.
@@ -56,8 +57,6 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
-import numpy as np
-
 from ._delegate import NodeView, Support
 from ._errors import ModelError
 from ._ir import Model, Operator, Subgraph
@@ -70,9 +69,8 @@ __all__ = [
     "PartitionPlan",
     "partition",
     "plan_subgraph",
-    "group_partitions",
     "foldable_nodes",
-    "fold_constants",
+    "NEVER_FOLD",
     "check_plan",
     "DependencyGraph",
 ]
@@ -90,8 +88,11 @@ _ORDERED_OPS = frozenset({
     "VAR_HANDLE", "READ_VARIABLE", "ASSIGN_VARIABLE", "CALL_ONCE", "CALL", "WHILE", "IF",
     "HASHTABLE", "HASHTABLE_FIND", "HASHTABLE_IMPORT", "HASHTABLE_SIZE",
 })
-# Never folded: ordered ops above plus ops whose value changes from run to run.
-_NEVER_FOLD = _ORDERED_OPS | frozenset({
+#: Ops never evaluated at prepare even with constant inputs: the ordered ops above, control flow
+#: (its body may have effects) and ops whose value changes from run to run.  The interpreter's
+#: folding (``_plan``) and :func:`foldable_nodes` both read this one list.
+NEVER_FOLD = _ORDERED_OPS | frozenset({
+    "STABLEHLO_WHILE", "STABLEHLO_CASE", "STABLEHLO_COMPOSITE",
     "RANDOM_UNIFORM", "RANDOM_STANDARD_NORMAL", "MULTINOMIAL", "STABLEHLO_RNG_BIT_GENERATOR",
 })
 _STATE_DTYPES = frozenset({"resource", "variant"})
@@ -260,7 +261,7 @@ def foldable_nodes(subgraph: Subgraph, graph: DependencyGraph | None = None) -> 
     for i in graph.order:
         op = subgraph.operators[i]
         ins = [t for t in op.inputs if t >= 0]
-        if not ins or op.is_custom or op.opcode in _NEVER_FOLD or graph.is_stateful(op):
+        if not ins or op.is_custom or op.opcode in NEVER_FOLD or graph.is_stateful(op):
             continue
         if any(t in graph_inputs or tensors[t].is_variable for t in op.outputs if t >= 0):
             continue
@@ -268,49 +269,6 @@ def foldable_nodes(subgraph: Subgraph, graph: DependencyGraph | None = None) -> 
             out.append(i)
             const.update(t for t in op.outputs if t >= 0)
     return tuple(out)
-
-
-def fold_constants(
-    subgraph: Subgraph,
-    evaluate: Callable[[Operator, list[np.ndarray | None]], Sequence[np.ndarray]],
-    nodes: Iterable[int] | None = None,
-) -> tuple[Subgraph, tuple[int, ...]]:
-    """Evaluate constant-only nodes once and turn their outputs into constants.
-
-    ``evaluate(op, inputs) -> outputs`` runs one node on the CPU (the
-    interpreter's kernel path).  Returns a new subgraph whose folded output
-    tensors carry ``data`` (and the computed shape) and the indices of the
-    folded nodes, which must then not be executed.  Call it before asking
-    delegates ``supports()`` so they see e.g. dequantized weights as
-    constants.  A node whose evaluation raises is left unfolded (with its
-    dependents) and logged at DEBUG.
-    """
-    graph = DependencyGraph(subgraph)
-    candidates = foldable_nodes(subgraph, graph) if nodes is None else tuple(nodes)
-    tensors = list(subgraph.tensors)
-    folded = []
-    for i in candidates:
-        op = subgraph.operators[i]
-        ins = [t for t in op.inputs if t >= 0]
-        if any(tensors[t].data is None for t in ins):
-            continue  # an input's producer failed to fold
-        try:
-            values = evaluate(op, [None if t < 0 else tensors[t].data for t in op.inputs])
-        except Exception as exc:  # leave it to run normally; the error resurfaces there if real
-            logger.debug("constant folding skipped op #%d %s: %r", i, op.name, exc)
-            continue
-        if len(values) != len(op.outputs):
-            logger.debug("constant folding skipped op #%d %s: %d outputs, got %d", i, op.name,
-                         len(op.outputs), len(values))
-            continue
-        for t, v in zip(op.outputs, values, strict=True):
-            if t < 0:
-                continue
-            arr = np.array(v, copy=True)
-            arr.setflags(write=False)
-            tensors[t] = replace(tensors[t], data=arr, shape=tuple(arr.shape))
-        folded.append(i)
-    return replace(subgraph, tensors=tuple(tensors)), tuple(folded)
 
 
 # ----------------------------------------------------------------------------
@@ -721,33 +679,6 @@ def plan_subgraph(
     remap = [k for k, _ in real]
     segs = tuple(s if s.delegate is None else s._replace(delegate=remap[s.delegate]) for s in plan.segments)
     return replace(plan, segments=segs)
-
-
-def group_partitions(
-    subgraph: Subgraph,
-    claimed: Mapping[int, str],
-    *,
-    order: Sequence[str] | None = None,
-    options: PartitionOptions | Mapping[str, Any] | None = None,
-    folded: Iterable[int] | None = None,
-) -> list[tuple[str, list[int]]]:
-    """Adapter with the interpreter's plan signature: node -> delegate name in, segments out.
-
-    ``claimed`` maps each node some delegate supports to that delegate's
-    name (unlisted nodes: CPU).  ``order`` gives the delegates' preference
-    order (default: by first claimed node).  Constant-only nodes (``folded``,
-    or found here) come first as a CPU segment, to be run once or dropped by a
-    caller that folded them.  Claimed nodes may come back as CPU nodes (over
-    the partition limits).  Per-node reasons are unknown here, so only the
-    summary is logged; :func:`plan_subgraph` logs both and applies the
-    delegates in order.
-    """
-    names = list(order) if order is not None else list(dict.fromkeys(claimed[n] for n in sorted(claimed)))
-    sources = [(name, {n: Support.yes() for n, d in claimed.items() if d == name}) for name in names]
-    opts = PartitionOptions.from_mapping(options)
-    opts = replace(opts, log_unsupported_ops=False)
-    plan = partition(subgraph, sources, opts, folded=folded)
-    return [(backend, list(nodes)) for backend, nodes in plan.pairs(include_folded=True)]
 
 
 # ----------------------------------------------------------------------------

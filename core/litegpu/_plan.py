@@ -10,7 +10,8 @@
    prepare (DEQUANTIZE of float16 weights feeding a CONV_2D is the common
    case: 3-5x faster MediaPipe invokes) and ``invoke`` never runs it.
 2. *Delegate*: each delegate is asked, node by node, whether it runs the
-   node; :func:`group_partitions` groups the claimed nodes into segments and
+   node; the partitioner (:func:`litegpu._partition.plan_subgraph`) groups
+   the claimed nodes into segments and
    each delegate segment is compiled with :meth:`Delegate.prepare`.
 3. *Fusion*: two CPU nodes where a producer's only output feeds one consumer
    alone may run as one step when a fusion is registered for the pair (see
@@ -44,7 +45,7 @@ import numpy as np
 from ._delegate import Delegate, DelegateKernel, NodeView, PartitionSpec
 from ._errors import DelegateError, InterpreterError, LiteGPUError, ModelError, UnsupportedOpError
 from ._ir import Model, Operator, Subgraph, Tensor
-from ._partition import PartitionOptions, plan_subgraph
+from ._partition import NEVER_FOLD, PartitionOptions, plan_subgraph
 from .cpu._fusion import FusionNode, find_fusion
 from .cpu._heap import tune_heap
 from .cpu._registry import (
@@ -63,7 +64,6 @@ __all__ = [
     "SubgraphPlan",
     "Runtime",
     "build_plan",
-    "group_partitions",
     "partition_io",
     "numpy_dtype",
     "CPU_BACKEND",
@@ -532,7 +532,8 @@ def build_plan(
         claimed = dict(pplan.claimed)
         groups = _without([(b, list(ns)) for b, ns in pplan.pairs(include_folded=False)], folded_set)
     else:
-        groups = _without(group_partitions(sg, {}), folded_set) if sg.operators else []
+        # no delegate: every node not folded runs on the CPU, in file order, as one group
+        groups = _without([(CPU_BACKEND, [op.index for op in sg.operators])], folded_set)
     for n, msg in missing.items():
         if n not in claimed:  # unsupported by every delegate, or left to the CPU by the partition limits
             raise UnsupportedOpError(msg)
@@ -741,21 +742,12 @@ def _use_inplace(steps: list[Step], persistent: set[int]) -> None:
             fresh[o] = st.kind == "cpu" and p is not None and p.fresh
 
 
-# Ops never evaluated at prepare even with constant inputs: state, randomness, control flow.
-_NEVER_FOLD = frozenset({
-    "VAR_HANDLE", "READ_VARIABLE", "ASSIGN_VARIABLE", "CALL_ONCE", "WHILE", "IF", "CALL",
-    "RANDOM_UNIFORM", "RANDOM_STANDARD_NORMAL", "MULTINOMIAL", "STABLEHLO_RNG_BIT_GENERATOR",
-    "HASHTABLE", "HASHTABLE_FIND", "HASHTABLE_IMPORT", "HASHTABLE_SIZE",
-    "STABLEHLO_WHILE", "STABLEHLO_CASE", "STABLEHLO_COMPOSITE",
-})
-
-
 def _foldable(op: Operator, ins: list[TensorSpec | None], outs: list[TensorSpec]) -> bool:
     """A builtin, stateless node whose inputs are all constants: its outputs are constants too."""
     present = [s for s in ins if s is not None]
     return (
         not op.is_custom
-        and op.name not in _NEVER_FOLD
+        and op.name not in NEVER_FOLD
         and bool(present) and bool(outs)
         and all(s.data is not None for s in present)
         and all(numpy_dtype(s.dtype) is not None and not s.is_variable for s in (*present, *outs))
@@ -861,23 +853,6 @@ def partition_io(
     outputs = [o for o in produced
                if o in graph_outputs or any(c not in inside for c in consumers.get(o, ()))]
     return inputs, outputs
-
-
-def group_partitions(subgraph: Subgraph, claimed: Mapping[int, str]) -> list[tuple[str, list[int]]]:
-    """Group nodes into segments in execution order: maximal runs of consecutive
-    nodes with the same backend (a delegate's name, or ``"cpu"`` for unclaimed nodes).
-
-    This is the simplest correct grouping (it never reorders nodes, so it can never
-    create a cycle); the partitioner can replace it with a smarter one.
-    """
-    groups: list[tuple[str, list[int]]] = []
-    for op in subgraph.operators:
-        backend = claimed.get(op.index, CPU_BACKEND)
-        if groups and groups[-1][0] == backend:
-            groups[-1][1].append(op.index)
-        else:
-            groups.append((backend, [op.index]))
-    return groups
 
 
 # --------------------------------------------------------------------------- code generation

@@ -35,18 +35,19 @@ import pluggy
 
 from . import hookspecs
 from ._backend import BackendRegistrationError, BackendRegistry
-from ._options import suggest
+from ._backend_options import COMMON_BACKEND_OPTIONS
+from ._options import Option, suggest
+from ._version import __version__
 
 __all__ = [
     "ENTRY_POINT_GROUP",
     "DEFAULT_PLUGINS",
     "LiteGPUPluginWarning",
-    "GpuKernelEntry",
     "get_plugins",
+    "backend_option_schema",
     "plugin_manager",
     "ensure_plugins_loaded",
     "backend_registry",
-    "plugin_gpu_kernels",
     "register_plugin",
     "unregister_plugin",
     "reset_plugins",
@@ -60,23 +61,11 @@ ENTRY_POINT_GROUP = "litegpu"
 DEFAULT_PLUGINS: tuple[str, ...] = ("litegpu._cpu_backend",)
 
 #: Hooks run once at load time, in this order, plugin by plugin.
-_REGISTRATION_HOOKS = ("register_backends", "register_cpu_kernels", "register_gpu_kernels")
+_REGISTRATION_HOOKS = ("register_backends", "register_cpu_kernels")
 
 
 class LiteGPUPluginWarning(UserWarning):
     """A plugin could not be loaded or registered something invalid."""
-
-
-@dataclass(frozen=True)
-class GpuKernelEntry:
-    """One ``register_gpu_kernels`` registration."""
-
-    backend: str
-    op: str
-    kernel: Any
-    dtypes: tuple[str, ...] | None
-    versions: range | None
-    plugin: str
 
 
 @dataclass
@@ -103,7 +92,6 @@ class _State:
         self.pm.add_hookspecs(hookspecs)
         self.records: dict[str, _PluginRecord] = {}
         self.backends = BackendRegistry()
-        self.gpu_kernels: list[GpuKernelEntry] = []
         self.loaded = False
 
 
@@ -168,19 +156,9 @@ def _run_registration_hooks(st: _State, rec: _PluginRecord) -> None:
             raise TypeError("register(op: str, prepare: callable, *, dtypes=None, versions=None)")
         CPU_KERNELS.register(op, prepare, dtypes=dtypes, versions=versions)
 
-    def register_gpu_kernel(backend: str, op: str, kernel: Any, *, dtypes: Iterable[str] | None = None,
-                            versions: Iterable[int] | range | None = None) -> None:
-        if not isinstance(backend, str) or not isinstance(op, str):
-            raise TypeError("register(backend: str, op: str, kernel, *, dtypes=None, versions=None)")
-        rng = versions if isinstance(versions, range) or versions is None else range(
-            min(versions), max(versions) + 1)
-        st.gpu_kernels.append(GpuKernelEntry(backend, op, kernel, tuple(dtypes) if dtypes else None, rng,
-                                             rec.label))
-
     callbacks = {
         "register_backends": register_backend,
         "register_cpu_kernels": register_cpu_kernel,
-        "register_gpu_kernels": register_gpu_kernel,
     }
     for hook in _REGISTRATION_HOOKS:
         if rec.status != "ok":
@@ -213,7 +191,6 @@ def _iter_entry_points() -> list[metadata.EntryPoint]:
 
 
 def _load(st: _State) -> None:
-    from . import __version__
 
     for modname in DEFAULT_PLUGINS:
         rec = _PluginRecord(modname, __version__, modname, builtin=True, distribution="litegpu")
@@ -288,6 +265,19 @@ def backend_registry() -> BackendRegistry:
     return _get_state().backends
 
 
+def backend_option_schema(name: str) -> dict[str, Option]:
+    """The full option schema of backend ``name`` (common options + its own).
+
+    For a first-party backend that is not installed, only the common options
+    are known.
+    """
+    entry = backend_registry().get(name)
+    schema = dict(COMMON_BACKEND_OPTIONS)
+    if entry is not None:
+        schema.update(getattr(entry.spec, "option_schema", {}) or {})
+    return schema
+
+
 def get_plugins() -> list[dict[str, Any]]:
     """Every plugin litegpu knows: loaded, broken, core ones first.
 
@@ -309,12 +299,6 @@ def get_plugins() -> list[dict[str, Any]]:
                 "backends": backends,
             })
     return rows
-
-
-def plugin_gpu_kernels(backend: str) -> list[GpuKernelEntry]:
-    """GPU kernels plugins registered for ``backend`` (see the ``register_gpu_kernels`` hook)."""
-    st = _get_state()
-    return [k for k in st.gpu_kernels if k.backend == backend]
 
 
 def register_plugin(obj: Any, name: str | None = None, *, version: str = "") -> str:
@@ -349,7 +333,6 @@ def unregister_plugin(name: str) -> None:
         if st.pm.has_plugin(name):
             st.pm.unregister(name=name)
         st.backends.remove_plugin(rec.label)
-        st.gpu_kernels[:] = [k for k in st.gpu_kernels if k.plugin != rec.label]
 
 
 def reset_plugins() -> None:

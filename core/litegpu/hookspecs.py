@@ -111,41 +111,6 @@ def register_cpu_kernels(register: Any) -> None:
 
 
 @hookspec
-def register_gpu_kernels(register: Any) -> None:
-    """Register GPU kernels for an existing backend (custom ops or replacements).
-
-    This is a specification for plugins that extend *another* plugin's
-    backend (a custom op's OpenCL kernel, say).  The core only stores what is
-    registered; each backend decides whether and how to use entries for its
-    name (they are listed by ``litegpu.plugin_gpu_kernels(backend)``), and
-    documents the ``kernel`` object it expects.
-
-    Arguments:
-        register: ``register(backend, op, kernel, *, dtypes=None, versions=None)``:
-            ``backend`` is the backend name (``"opencl"``); ``op`` the builtin
-            name or custom code; ``kernel`` a backend-defined object (for the
-            first-party backends: a mapping with the shader/kernel ``source``,
-            its ``entry`` point name and a ``supports(node) -> Support``
-            callable); ``dtypes``/``versions`` as for CPU kernels.
-
-    Returns:
-        Nothing.
-
-    When called:
-        Once per process, with the other registration hooks.  A backend reads
-        the entries for its name when it creates its delegate, so kernels
-        registered for a backend that is not installed are simply unused.
-
-    Example::
-
-        @litegpu.hookimpl
-        def register_gpu_kernels(register):
-            register("opencl", "SqrtAbs", {"source": SQRT_ABS_CL, "entry": "sqrt_abs",
-                                           "supports": lambda node: litegpu.Support.yes()})
-    """
-
-
-@hookspec
 def register_commands(cli: Any) -> None:
     """Add subcommands to the ``litegpu`` command-line tool.
 

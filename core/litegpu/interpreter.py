@@ -17,7 +17,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from ._backend import load_delegate as _load_backend
+from ._backend_loading import load_delegate as _load_backend
 from ._delegate import Delegate
 from ._interpreter import Interpreter, SignatureRunner
 

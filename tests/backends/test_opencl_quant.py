@@ -239,7 +239,7 @@ def test_single_quantized_op(op, dtype):
 
 
 def test_simulation_is_on_by_default():
-    from litegpu._backend import COMMON_BACKEND_OPTIONS
+    from litegpu._backend_options import COMMON_BACKEND_OPTIONS
 
     assert COMMON_BACKEND_OPTIONS["quantization_simulation"].default is True
     qn = quantized_net(_residual(), "int8")

@@ -192,7 +192,7 @@ def test_program_binary_roundtrip(backend, device, compiler_core):
 def test_availability_reasons_never_raise(backend, monkeypatch):
     from litegpu_vulkan import _backend, _device
 
-    monkeypatch.setattr(_device, "find_compiler", lambda preferred=None: None)
+    monkeypatch.setattr(_device, "find_glsl_compiler", lambda preferred=None: None)
     ok, reason = backend.VulkanBackend().availability()
     assert not ok and "glslc" in reason
     monkeypatch.undo()

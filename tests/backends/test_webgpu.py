@@ -384,5 +384,5 @@ def test_entry_point_after_pip_install(tmp_path):
     assert str(venv) in r.stdout.split("FILE ", 1)[1].splitlines()[0], r.stdout  # the installed copy
     if "UNAVAILABLE" in r.stdout:
         pytest.skip(f"installed and found, but unavailable here: {r.stdout.split('UNAVAILABLE', 1)[1].strip()}")
-    assert "DELEGATE litegpu_webgpu._backend WebGPUDelegate" in r.stdout, r.stdout
+    assert "DELEGATE litegpu_webgpu._delegate WebGPUDelegate" in r.stdout, r.stdout
     assert "CONFIG ERROR backends.webgpu.power_preference" in r.stdout, r.stdout

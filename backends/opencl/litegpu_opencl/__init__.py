@@ -8,9 +8,21 @@ fp32 arithmetic (more accurate than half math), ``fp16_fp32acc`` is exactly its 
 delegate logs this once, at INFO level, at its first prepare.
 """
 
-from ._backend import OpenCLBackend, OpenCLDelegate
-from ._device import CLDevice, list_devices
+from __future__ import annotations
 
-__version__ = "0.1.0"
+import importlib
+from typing import Any
+
+from ._backend import OpenCLBackend
+from ._version import VERSION as __version__
 
 __all__ = ["OpenCLBackend", "OpenCLDelegate", "CLDevice", "list_devices", "__version__"]
+
+#: loaded on first use, so that importing the package never loads pyopencl or the GPU executor
+_LAZY = {"OpenCLDelegate": "_delegate", "CLDevice": "_device", "list_devices": "_device"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

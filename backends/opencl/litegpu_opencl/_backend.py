@@ -1,4 +1,5 @@
-"""The OpenCL BackendSpec and delegate: a CLDevice under the core's shared GPU executor."""
+"""The OpenCL BackendSpec: availability, devices, options.  Cheap to import: pyopencl and the GPU
+executor load only when a device is listed or a delegate created (``_device``, ``_delegate``)."""
 
 from __future__ import annotations
 
@@ -7,23 +8,10 @@ from typing import Any
 
 import litegpu
 from litegpu._options import Option
-from litegpu.gpu._runtime import GpuDelegate
 
-__all__ = ["OpenCLBackend", "OpenCLDelegate"]
+from ._version import VERSION
 
-VERSION = "0.1.0"
-
-
-class OpenCLDelegate(GpuDelegate):
-    """The shared GPU delegate on a :class:`CLDevice`.
-
-    On a device without ``cl_khr_fp16`` the fp16 precisions keep fp16 storage and compute in fp32
-    (storage-only half kernels: ``vload_half``/``vstore_half_rte``); ``half_math`` is then False and
-    the first prepare says so at INFO level.  See the package docstring.
-    """
-
-    name = "opencl"
-    backend_version = VERSION
+__all__ = ["OpenCLBackend"]
 
 
 class OpenCLBackend(litegpu.BackendSpec):
@@ -58,7 +46,8 @@ class OpenCLBackend(litegpu.BackendSpec):
         except Exception:
             return []
 
-    def create_delegate(self, options: Mapping[str, Any]) -> OpenCLDelegate:
+    def create_delegate(self, options: Mapping[str, Any]) -> litegpu.Delegate:
+        from ._delegate import OpenCLDelegate
         from ._device import CLDevice
 
         dev = CLDevice(device=options.get("device"), platform=options.get("platform"))

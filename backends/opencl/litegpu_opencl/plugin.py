@@ -1,4 +1,8 @@
-"""The module litegpu's entry point names; kept import-light (pyopencl loads only when used)."""
+"""The module litegpu's entry point names: registers the OpenCL backend.
+
+Cheap to import: ``_backend`` holds only the BackendSpec; pyopencl and the GPU executor load when a
+device is listed or a delegate created.
+"""
 
 from __future__ import annotations
 
@@ -6,9 +10,9 @@ from typing import Any
 
 import litegpu
 
+from ._backend import OpenCLBackend
+
 
 @litegpu.hookimpl
 def register_backends(register: Any) -> None:
-    from ._backend import OpenCLBackend
-
     register(OpenCLBackend)

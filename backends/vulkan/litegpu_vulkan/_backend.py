@@ -1,4 +1,5 @@
-"""The Vulkan BackendSpec: availability, devices, options; the delegate is the core's GPU executor."""
+"""The Vulkan BackendSpec: availability, devices, options.  Cheap to import: the vulkan binding and
+the GPU executor load only when a device is listed or a delegate created (``_device``, ``_delegate``)."""
 
 from __future__ import annotations
 
@@ -9,9 +10,9 @@ import litegpu
 from litegpu import ConfigError
 from litegpu._options import Option
 
-__all__ = ["VulkanBackend", "VERSION"]
+from ._version import VERSION
 
-VERSION = "0.1.0"
+__all__ = ["VulkanBackend"]
 
 
 def _why_unavailable() -> str:
@@ -28,7 +29,7 @@ def _why_unavailable() -> str:
         return f"libvulkan cannot be loaded ({e}); install the Vulkan loader (Debian libvulkan1) and a driver"
     except Exception as e:  # noqa: BLE001 - a broken install must not break available_backends()
         return f"the vulkan binding failed to load: {e!r}"
-    if _device.find_compiler() is None:
+    if _device.find_glsl_compiler() is None:
         return "no GLSL -> SPIR-V compiler: install glslc (Debian glslc) or glslangValidator (glslang-tools)"
     try:
         _device.list_devices()

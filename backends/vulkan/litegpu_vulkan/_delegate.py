@@ -8,7 +8,7 @@ from typing import Any
 
 from litegpu.gpu._runtime import GpuDelegate
 
-from ._backend import VERSION
+from ._version import VERSION
 
 __all__ = ["VulkanDelegate"]
 

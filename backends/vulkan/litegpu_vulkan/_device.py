@@ -18,7 +18,6 @@ is a named variable (or an ``ffi.new`` we own) that lives until the call returns
 from __future__ import annotations
 
 import os
-import shutil
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -28,11 +27,12 @@ import numpy as np
 import vulkan as vk
 from litegpu import BackendUnavailableError, DelegateError
 from litegpu.gpu._device import BufferRef, DeviceInfo, GpuDevice
+from litegpu.gpu.spirv import compile_spirv, find_glsl_compiler
 
 if TYPE_CHECKING:
     from litegpu.gpu.kernels import RenderedKernel
 
-__all__ = ["VulkanDevice", "list_devices", "find_compiler", "MEMORY_MODES"]
+__all__ = ["VulkanDevice", "list_devices", "MEMORY_MODES"]
 
 ffi = vk.ffi
 _API_1_1 = vk.VK_MAKE_VERSION(1, 1, 0)
@@ -59,13 +59,6 @@ _SHADER_RW = vk.VK_ACCESS_SHADER_READ_BIT | vk.VK_ACCESS_SHADER_WRITE_BIT
 _WRITES = vk.VK_ACCESS_SHADER_WRITE_BIT | vk.VK_ACCESS_TRANSFER_WRITE_BIT
 _READS = (vk.VK_ACCESS_SHADER_READ_BIT | vk.VK_ACCESS_UNIFORM_READ_BIT | vk.VK_ACCESS_TRANSFER_READ_BIT
           | vk.VK_ACCESS_HOST_READ_BIT)
-
-
-def find_compiler(preferred: str | None = None) -> str | None:
-    """Path of the GLSL -> SPIR-V compiler: ``preferred``, else glslc, else glslangValidator."""
-    if preferred:
-        return shutil.which(preferred)
-    return shutil.which("glslc") or shutil.which("glslangValidator")
 
 
 def _create_instance() -> Any:
@@ -361,7 +354,7 @@ class VulkanDevice(GpuDevice):
             raise DelegateError(f"memory {memory!r} is not one of {', '.join(MEMORY_MODES)}")
         self._device = None
         self._owned: dict[int, list[tuple[Any, tuple]]] = {}  # destroy calls of live resources
-        self.compiler = find_compiler(compiler)
+        self.compiler = find_glsl_compiler(compiler)
         if self.compiler is None:
             raise BackendUnavailableError(
                 f"GLSL compiler {compiler!r} not found" if compiler else
@@ -642,8 +635,6 @@ class VulkanDevice(GpuDevice):
 
     # -- compiler / program
     def _compile_spirv(self, kernel: RenderedKernel) -> bytes:
-        from litegpu.gpu._dialects.glsl import compile_spirv
-
         try:
             return compile_spirv(kernel.source, compiler=self.compiler, vulkan="vulkan1.1")
         except FileNotFoundError as e:

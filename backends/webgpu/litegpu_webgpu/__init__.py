@@ -3,16 +3,21 @@
 Importing this package does not import wgpu; the device module loads it on first use.
 """
 
-from ._backend import WebGPUBackend, WebGPUDelegate
+from __future__ import annotations
 
-__version__ = "0.1.0"
+import importlib
+from typing import Any
+
+from ._backend import WebGPUBackend
+from ._version import VERSION as __version__
 
 __all__ = ["WebGPUBackend", "WebGPUDelegate", "WebGPUDevice", "list_adapters", "__version__"]
 
+#: loaded on first use, so that importing the package never loads wgpu or the GPU executor
+_LAZY = {"WebGPUDelegate": "_delegate", "WebGPUDevice": "_device", "list_adapters": "_device"}
 
-def __getattr__(name: str):  # lazy: keep `import litegpu_webgpu` free of wgpu
-    if name in ("WebGPUDevice", "list_adapters"):
-        from . import _device
 
-        return getattr(_device, name)
-    raise AttributeError(name)
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,4 +1,5 @@
-"""The WebGPU BackendSpec and delegate: a WebGPUDevice under the core's shared GPU executor."""
+"""The WebGPU BackendSpec: availability, devices, options.  Cheap to import: wgpu and the GPU
+executor load only when an adapter is listed or a delegate created (``_device``, ``_delegate``)."""
 
 from __future__ import annotations
 
@@ -7,16 +8,10 @@ from typing import Any
 
 import litegpu
 from litegpu._options import Option
-from litegpu.gpu._runtime import GpuDelegate
 
-__all__ = ["WebGPUBackend", "WebGPUDelegate"]
+from ._version import VERSION
 
-VERSION = "0.1.0"
-
-
-class WebGPUDelegate(GpuDelegate):
-    name = "webgpu"
-    backend_version = VERSION
+__all__ = ["WebGPUBackend"]
 
 
 class WebGPUBackend(litegpu.BackendSpec):
@@ -59,7 +54,8 @@ class WebGPUBackend(litegpu.BackendSpec):
         except Exception:
             return []
 
-    def create_delegate(self, options: Mapping[str, Any]) -> WebGPUDelegate:
+    def create_delegate(self, options: Mapping[str, Any]) -> litegpu.Delegate:
+        from ._delegate import WebGPUDelegate
         from ._device import WebGPUDevice
 
         dev = WebGPUDevice(device=options.get("device") or 0,

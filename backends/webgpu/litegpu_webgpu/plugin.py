@@ -1,4 +1,8 @@
-"""The module litegpu's entry point names; kept import-light (wgpu loads only when used)."""
+"""The module litegpu's entry point names: registers the WebGPU backend.
+
+Cheap to import: ``_backend`` holds only the BackendSpec; wgpu and the GPU executor load when a
+device is listed or a delegate created.
+"""
 
 from __future__ import annotations
 
@@ -6,9 +10,9 @@ from typing import Any
 
 import litegpu
 
+from ._backend import WebGPUBackend
+
 
 @litegpu.hookimpl
 def register_backends(register: Any) -> None:
-    from ._backend import WebGPUBackend
-
     register(WebGPUBackend)

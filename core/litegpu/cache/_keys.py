@@ -145,7 +145,7 @@ def partition_signature(spec: PartitionSpec) -> dict[str, Any]:
 
 
 def _litegpu_version() -> str:
-    from .. import __version__
+    from .._version import __version__
 
     return __version__
 

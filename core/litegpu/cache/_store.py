@@ -227,7 +227,7 @@ class DelegateCache:
                 raise TypeError(f"sections must map non-empty str names to bytes; bad item {name!r}")
         if not self._usable(create=True):
             return None
-        from .. import __version__
+        from .._version import __version__
 
         data = encode({"key": key.canonical(), "key_digest": key.digest, "backend": key.backend,
                        "created": time.time(), "litegpu_version": __version__,

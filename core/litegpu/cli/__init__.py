@@ -24,7 +24,7 @@ _SUBCOMMANDS = ("_backends", "_inspect", "_run", "_benchmark", "_diff", "_eval",
 def build_parser() -> argparse.ArgumentParser:
     import importlib
 
-    from .. import __version__
+    from .._version import __version__
 
     parser = argparse.ArgumentParser(
         prog="litegpu",

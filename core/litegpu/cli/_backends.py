@@ -29,7 +29,8 @@ def _plugin_problems() -> list[dict]:
 
 
 def _option_rows(name: str) -> list[dict]:
-    from .._backend import COMMON_BACKEND_OPTIONS, backend_option_schema
+    from .._backend_options import COMMON_BACKEND_OPTIONS
+    from .._plugins import backend_option_schema
 
     schema = COMMON_BACKEND_OPTIONS if name == "all" else backend_option_schema(name)
     return [{"option": key, "type": opt.type_name(), "default": opt.default, "doc": opt.doc,

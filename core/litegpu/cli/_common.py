@@ -308,7 +308,7 @@ class BackendRow:
 def _cpu_row() -> BackendRow:
     import platform
 
-    from .. import __version__
+    from .._version import __version__
 
     cpu = platform.processor() or platform.machine() or "CPU"
     return BackendRow("cpu", __version__, True, "", [f"host {cpu} ({os.cpu_count() or 1} logical cores)"],

@@ -21,8 +21,9 @@ quantized tensor's grid, the float view of quantized models).
 
 :func:`match_epilogue` maps a node's :class:`Epilogue` chain onto those
 slots; the fusion passes only fuse what matches, so every epilogue the
-lowering meets fits its kernel.  When the templates grow, change only this
-module.
+lowering meets fits its kernel.  Which op renders which kernel, and which ops
+an ``act`` slot or a ``chain`` computes, come from the op table
+(``_op_table.py``); the slots of each kernel are described here.
 """
 
 from __future__ import annotations
@@ -31,8 +32,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from ._graph import Epilogue, GpuGraph, GpuNode
+from ._op_table import ACT_OPS, CHAIN_OPS, kernel_of
 
-__all__ = ["DW_PW_SLOTS", "POOL_TAKES_PAD_VALUE", "QDQ_KERNELS", "ACTIVATIONS", "CHAIN_OPS", "kernel_family", "match_epilogue", "epilogue_fits", "UNARY_KERNEL_OPS"]
+__all__ = ["DW_PW_SLOTS", "POOL_TAKES_PAD_VALUE", "QDQ_KERNELS", "ACTIVATIONS", "CHAIN_OPS", "kernel_family",
+           "match_epilogue", "epilogue_fits"]
 
 #: Does ``pool2d`` read explicit padding cells as ``PAD_VALUE`` (params EX_T/EX_B/EX_L/EX_R, option
 #: ``explicit_pad``)?  The template skips out-of-bounds taps only (TFLite's pool semantics), so a PAD
@@ -42,35 +45,9 @@ POOL_TAKES_PAD_VALUE = False
 #: the conv2d epilogue slots the fused depthwise -> 1x1 kernel (``dw_pw_conv2d``) implements
 DW_PW_SLOTS = frozenset({"act", "residual", "residual_act", "residual_channels", "qdq"})
 
-#: activations a kernel's ``act`` slot takes (plus PRELU where noted)
-ACTIVATIONS = frozenset({"RELU", "RELU6", "RELU_N1_TO_1", "TANH", "LOGISTIC", "HARD_SWISH", "SIGN_BIT"})
-#: unary ops a ``binary``/``unary`` kernel's ``chain`` takes (LEAKY_RELU needs alpha: not chainable)
-CHAIN_OPS = frozenset({"EXP", "LOG", "SQRT", "RSQRT", "ABS", "NEG", "SIN", "COS", "TANH", "LOGISTIC", "RELU",
-                       "RELU6", "RELU_N1_TO_1", "ELU", "HARD_SWISH", "GELU", "GELU_TANH", "SQUARE",
-                       "SIGN_BIT"})
-#: TFLite unary ops rendered by the ``unary`` kernel
-UNARY_KERNEL_OPS = frozenset({"EXP", "LOG", "SQRT", "RSQRT", "ABS", "NEG", "SIN", "COS", "TANH", "LOGISTIC",
-                              "RELU", "RELU6", "RELU_N1_TO_1", "LEAKY_RELU", "ELU", "HARD_SWISH", "GELU",
-                              "SQUARE"})
-
-_FAMILY = {
-    "CONV_2D": "conv2d",
-    "DW_PW_CONV_2D": "dw_pw_conv2d",
-    "DEPTHWISE_CONV_2D": "depthwise_conv2d",
-    "TRANSPOSE_CONV": "transpose_conv2d",
-    "Convolution2DTransposeBias": "transpose_conv2d",
-    "FULLY_CONNECTED": "fully_connected",
-    "BATCH_MATMUL": "batch_matmul",
-    "AVERAGE_POOL_2D": "pool2d",
-    "MAX_POOL_2D": "pool2d",
-    "ADD": "binary", "SUB": "binary", "MUL": "binary", "DIV": "binary", "MAXIMUM": "binary",
-    "MINIMUM": "binary", "SQUARED_DIFFERENCE": "binary", "POW": "binary", "PRELU": "binary",
-    "LOGICAL_AND": "binary",
-    **{op: "unary" for op in (*UNARY_KERNEL_OPS, "SIGN_BIT", "QUANTIZE_AND_DEQUANTIZE")},
-    "SOFTMAX": "softmax",
-    "MEAN": "reduce", "SUM": "reduce", "REDUCE_MAX": "reduce", "REDUCE_MIN": "reduce",
-    "RESIZE_BILINEAR": "resize", "RESIZE_NEAREST_NEIGHBOR": "resize",
-}
+#: activations a kernel's ``act`` slot takes (plus PRELU where noted), and the unary ops a ``binary``
+#: kernel's ``chain`` takes: both from the op table
+ACTIVATIONS = ACT_OPS
 
 #: kernels whose template takes the ``qdq`` option (a final QDQ epilogue step)
 QDQ_KERNELS = frozenset({"conv2d", "dw_pw_conv2d", "depthwise_conv2d", "transpose_conv2d", "fully_connected", "binary", "pool2d",
@@ -78,8 +55,8 @@ QDQ_KERNELS = frozenset({"conv2d", "dw_pw_conv2d", "depthwise_conv2d", "transpos
 
 
 def kernel_family(op: str) -> str | None:
-    """The template kernel computing ``op`` (for the ops that take an epilogue), else None."""
-    return _FAMILY.get(op)
+    """The template kernel computing ``op`` (the op table's ``kernel``), else None."""
+    return kernel_of(op)
 
 
 def _per_channel(g: GpuGraph, t: int | None, channels: int) -> bool:

@@ -43,6 +43,8 @@ from .._errors import DelegateError
 from .._ir import Operator, Quantization, Sparsity, Subgraph, Tensor
 
 __all__ = [
+    "QDQ_OP",
+    "DW_PW_OP",
     "ACTIVATION_NAMES",
     "Epilogue",
     "QuantView",
@@ -56,6 +58,11 @@ __all__ = [
     "bhwc_axes",
     "Report",
 ]
+
+#: Ops the passes create (not TFLite builtins): a copy that snaps to a quantized grid (``float_view``)
+#: and a depthwise conv fused into the 1x1 conv reading it (``fuse_dw_pw``).
+QDQ_OP = "QUANTIZE_AND_DEQUANTIZE"
+DW_PW_OP = "DW_PW_CONV_2D"
 
 #: TFLite ActivationFunctionType codes -> the epilogue op that implements them.
 ACTIVATION_NAMES = {1: "RELU", 2: "RELU_N1_TO_1", 3: "RELU6", 4: "TANH", 5: "SIGN_BIT"}

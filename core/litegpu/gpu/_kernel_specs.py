@@ -5,25 +5,30 @@ Only names and option domains live here; every op's arithmetic is in the templat
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from importlib import resources
 from typing import Any
 
-from ._dialects._lang import KernelTemplateError
+from .lgk import KernelTemplateError
 
 __all__ = ["Opt", "KernelSpec", "SPECS", "UNARY_OPS", "BINARY_OPS", "ACTIVATIONS", "FUSED_ACTIVATIONS"]
 
+
+
+def _common_functions(prefix: str) -> tuple[str, ...]:
+    """The ``<NAME>`` of every ``fn <prefix><NAME>(`` in ``common.lgk``, in file order: the template
+    defines which elementwise ops the ``unary``/``binary`` kernels take, so adding one is one
+    function there (and an op table entry), not a list here too."""
+    text = resources.files("litegpu.shaders").joinpath("common.lgk").read_text(encoding="utf-8")
+    return tuple(re.findall(rf"^fn {prefix}(\w+)\(", text, re.M))
+
+
 # Unary elementwise ops (op_<NAME> in shaders/common.lgk). NONE is a copy.
-UNARY_OPS = (
-    "NONE", "EXP", "LOG", "SQRT", "RSQRT", "ABS", "NEG", "SIN", "COS", "TANH", "LOGISTIC", "RELU", "RELU6",
-    "RELU_N1_TO_1", "LEAKY_RELU", "ELU", "HARD_SWISH", "GELU", "GELU_TANH", "SQUARE", "FLOOR", "CEIL",
-    "SIGN_BIT",
-)
+UNARY_OPS = _common_functions("op_")
 # Binary elementwise ops (bin_<NAME> in shaders/common.lgk).
-BINARY_OPS = (
-    "ADD", "SUB", "MUL", "DIV", "MAXIMUM", "MINIMUM", "SQUARED_DIFFERENCE", "POW", "PRELU", "LOGICAL_AND",
-    "LOGICAL_OR", "FLOOR_DIV",
-)
+BINARY_OPS = _common_functions("bin_")
 # Activations a kernel can fuse without extra inputs.
 ACTIVATIONS = ("NONE", "RELU", "RELU6", "RELU_N1_TO_1", "TANH", "LOGISTIC", "HARD_SWISH", "SIGN_BIT")
 # ... plus PRELU, which binds a per-channel alpha buffer.

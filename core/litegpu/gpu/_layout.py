@@ -62,6 +62,7 @@ __all__ = [
     "depthwise_weights",
     "fc_weights",
     "transpose_conv_weights",
+    "grouped_conv_filter",
     "channel_vector",
     "constant_phwc4",
 ]
@@ -166,6 +167,31 @@ def conv_weights(w: np.ndarray, dtype: str = "float32") -> np.ndarray:
 
 
 transpose_conv_weights = conv_weights
+
+
+def grouped_conv_filter(w: np.ndarray, groups: int) -> tuple[np.ndarray, bool]:
+    """A grouped CONV_2D filter ``[O, KH, KW, I/groups]`` as the conv2d template takes it.
+
+    Returns ``(filter, grouped)``: when both the per-group input and output channel
+    counts are multiples of 4 the filter is unchanged and ``grouped`` is True (the
+    template's ``grouped`` option reads whole slices per group).  Otherwise the filter
+    is expanded to a dense ``[O, KH, KW, I]`` one, zero outside each output channel's
+    group, and ``grouped`` is False.  ``groups == 1``: unchanged, not grouped.
+    """
+    w = np.asarray(w)
+    o, kh, kw, ig = w.shape
+    if groups < 1 or o % groups:
+        raise DelegateError(f"conv2d: {o} output channels do not split into {groups} groups")
+    og = o // groups
+    if groups == 1:
+        return w, False
+    if ig % 4 == 0 and og % 4 == 0:
+        return w, True
+    dense = np.zeros((o, kh, kw, ig * groups), np.float32)
+    gidx = np.arange(o) // og
+    cols = gidx[:, None] * ig + np.arange(ig)[None, :]
+    dense[np.arange(o)[:, None], :, :, cols] = np.moveaxis(w, 3, 1)
+    return dense, False
 
 
 def depthwise_weights(w: np.ndarray, dtype: str = "float32") -> np.ndarray:

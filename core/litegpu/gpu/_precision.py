@@ -39,13 +39,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .._backend_options import PRECISIONS
 from .._errors import ConfigError
 from ._graph import GpuGraph, GpuNode, GpuTensor
 
 __all__ = ["PRECISIONS", "FP32_ACCUMULATION_OPS", "PrecisionPolicy", "precision_policy", "fp16_risks",
            "FP16_MAX"]
 
-PRECISIONS = ("fp32", "fp16", "fp16_fp32acc")
 FP16_MAX = 65504.0
 _FP16_TINY = 2.0 ** -24  # smallest positive subnormal
 

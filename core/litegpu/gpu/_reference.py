@@ -58,7 +58,6 @@ UNARY: dict[str, Callable[[np.ndarray, Mapping[str, Any]], np.ndarray]] = {
     "RELU": lambda x, a: np.maximum(x, 0),
     "RELU6": lambda x, a: np.clip(x, 0, 6),
     "RELU_N1_TO_1": lambda x, a: np.clip(x, -1, 1),
-    "RELU_0_TO_1": lambda x, a: np.clip(x, 0, 1),
     "TANH": lambda x, a: np.tanh(x),
     "LOGISTIC": lambda x, a: _logistic(x),
     "SIGN_BIT": lambda x, a: np.signbit(x).astype(x.dtype),

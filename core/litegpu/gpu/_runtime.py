@@ -62,6 +62,8 @@ from typing import Any
 
 import numpy as np
 
+from .._backend_loading import checked_cache_section
+from .._backend_options import PRECISIONS
 from .._delegate import Delegate, DelegateKernel, NodeView, PartitionSpec, Support
 from .._errors import CacheError, ConfigError, DelegateError
 from ._device import BufferRef, GpuDevice
@@ -75,8 +77,6 @@ from .kernels import Binding, ParamSlot, RenderedKernel, render
 __all__ = ["GpuDelegate", "GpuPartitionKernel", "DeviceValue", "DeviceTensor", "PRECISIONS", "BOUNDARY_LAYOUTS"]
 
 log = logging.getLogger("litegpu")
-
-PRECISIONS = ("fp32", "fp16", "fp16_fp32acc")
 
 #: where boundary tensors change layout: ``device`` (layout kernels; the default) or ``host`` (numpy,
 #: the old path; kept for comparisons and tests, not a user option)
@@ -671,9 +671,7 @@ class GpuDelegate(Delegate):
         self.quantization_simulation = bool(self.options.get("quantization_simulation", True))
         if self.options.get("cache") is not None:
             # load_delegate has checked it already; a backend's create_delegate called directly has not
-            from .._backend import _checked_cache_section
-
-            self.options["cache"] = _checked_cache_section(self.options["cache"], f"{self.name} delegate options")
+            self.options["cache"] = checked_cache_section(self.options["cache"], f"{self.name} delegate options")
         self._cache: Any = None
         self._tokens: dict[int, str] = {}
 

@@ -1,7 +1,7 @@
 """GPU kernels: backend-neutral templates rendered to OpenCL C, GLSL (Vulkan) and WGSL (WebGPU).
 
-The templates live in the ``litegpu.shaders`` package (repo-root ``shaders/``); each is written once
-in the neutral kernel language of :mod:`litegpu.gpu._dialects._lang`.  ``render`` turns one into
+The templates live in the ``litegpu.shaders`` package (``core/litegpu/shaders/``); each is written once
+in the neutral kernel language of :mod:`litegpu.gpu.lgk`.  ``render`` turns one into
 source for a dialect and precision, and describes how to bind and launch it.  docs/gpu-kernels.md
 is the contract (tensor layout, bindings, params, weight layouts) between these kernels and the GPU
 compiler core / runtimes.
@@ -26,31 +26,12 @@ import struct
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from importlib import resources
-from pathlib import Path
 from typing import Any
 
 from ._dialects import DIALECTS, EMITTERS
-from ._dialects._lang import (
-    PRECISIONS,
-    Expr,
-    KernelTemplateError,
-    check,
-    eval_int_expr,
-    parse,
-    preprocess,
-    retype_buffers,
-)
-from ._kernel_packing import (
-    from_phwc4,
-    pack_channels,
-    pack_conv2d_weights,
-    pack_depthwise_weights,
-    pack_fc_weights,
-    pack_transpose_conv_weights,
-    slices,
-    to_phwc4,
-)
 from ._kernel_specs import ACTIVATIONS, BINARY_OPS, FUSED_ACTIVATIONS, SPECS, UNARY_OPS, KernelSpec
+from .lgk import PRECISIONS, KernelTemplateError, check, eval_int_expr, parse, preprocess, retype_buffers
+from .lgk.nodes import Expr
 
 __all__ = [
     "DIALECTS",
@@ -70,14 +51,6 @@ __all__ = [
     "BINARY_OPS",
     "ACTIVATIONS",
     "FUSED_ACTIVATIONS",
-    "slices",
-    "to_phwc4",
-    "from_phwc4",
-    "pack_channels",
-    "pack_conv2d_weights",
-    "pack_depthwise_weights",
-    "pack_transpose_conv_weights",
-    "pack_fc_weights",
 ]
 
 _COMMON = "common.lgk"
@@ -87,22 +60,17 @@ SUM_KERNELS = frozenset({"pool2d", "reduce", "softmax"})
 
 
 # ----------------------------------------------------------------------------------------------
-# Template loading (installed wheel: litegpu.shaders; source checkout: <repo>/shaders)
+# Template loading (the litegpu.shaders package)
 # ----------------------------------------------------------------------------------------------
 
 
 @functools.cache
 def template_text(filename: str) -> str:
-    """The text of a template file from the ``litegpu.shaders`` package (or the checkout's shaders/)."""
+    """The text of a template file of the ``litegpu.shaders`` package."""
     try:
         return resources.files("litegpu.shaders").joinpath(filename).read_text(encoding="utf-8")
-    except (ModuleNotFoundError, FileNotFoundError):
-        pass
-    # running from a source tree with PYTHONPATH=core: shaders/ sits at the repo root
-    path = Path(__file__).resolve().parents[3] / "shaders" / filename
-    if not path.is_file():
-        raise KernelTemplateError(f"kernel template {filename!r} not found (litegpu.shaders not installed?)")
-    return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise KernelTemplateError(f"kernel template {filename!r} not found in litegpu.shaders") from None
 
 
 # ----------------------------------------------------------------------------------------------

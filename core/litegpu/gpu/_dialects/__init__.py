@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ._lang import KernelTemplateError
+from ..lgk import KernelTemplateError
 from .glsl import GLSLEmitter
 from .opencl import OpenCLEmitter
 from .wgsl import WGSLEmitter

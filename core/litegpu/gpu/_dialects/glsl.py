@@ -7,29 +7,30 @@ half variant (``render(..., half_math=False)``) declares the f16 buffers as ``fl
 but computes in ``float``: a load is a ``vecN(buf[i])`` conversion, a store ``buf[i] = f16vecN(v)``
 (round to nearest even on the drivers we know; SPIR-V leaves the mode to the implementation).  It
 needs only GL_EXT_shader_16bit_storage (SPIR-V StorageBuffer16BitAccess), not shaderFloat16.
+Compiling the result to SPIR-V: ``litegpu.gpu.spirv``.
 """
 
 from __future__ import annotations
 
-import shutil
-import subprocess
-import tempfile
-from pathlib import Path
+from ..lgk.emit import Emitter
+from ..lgk.nodes import Assign, Binary, Call, Conv, Index, Stmt
+from ..lgk.types import Ty
 
-from ._lang import Assign, Binary, Call, Conv, Emitter, Index, KernelTemplateError, Stmt, Ty
-
-__all__ = ["GLSLEmitter", "compile_spirv", "find_glsl_compiler"]
+__all__ = ["GLSLEmitter"]
 
 _SCALAR = {"f32": "float", "f16": "float16_t", "i32": "int", "u32": "uint", "bool": "bool"}
 _VEC_PREFIX = {"f32": "vec", "f16": "f16vec", "i32": "ivec", "u32": "uvec", "bool": "bvec"}
 _CMP = {"<": "lessThan", "<=": "lessThanEqual", ">": "greaterThan", ">=": "greaterThanEqual",
         "==": "equal", "!=": "notEqual"}
-_FMAP = {"rsqrt": "inversesqrt", "atan2": "atan"}
 
 
 class GLSLEmitter(Emitter):
     dialect = "glsl"
     storage_only_half = True
+    index_builtins = {"gid": "int(gl_GlobalInvocationID.{xyz})", "lid": "int(gl_LocalInvocationID.{xyz})",
+                      "wgid": "int(gl_WorkGroupID.{xyz})"}
+    barrier = "memoryBarrierShared(); barrier()"
+    function_names = {"rsqrt": "inversesqrt", "atan2": "atan"}
 
     def ty(self, t: Ty) -> str:
         if t.kind == "void":
@@ -84,14 +85,7 @@ class GLSLEmitter(Emitter):
             if c.ty.n == 1:
                 return f"({self.sub(c)} ? {self.sub(tv)} : {self.sub(fv)})"
             return f"mix({self.expr(fv)}, {self.expr(tv)}, {self.expr(c)})"
-        if f in ("gid", "lid", "wgid"):
-            v = {"gid": "gl_GlobalInvocationID", "lid": "gl_LocalInvocationID", "wgid": "gl_WorkGroupID"}[f]
-            return f"int({v}.{'xyz'[int(a[0].value)]})"
-        if f == "barrier":
-            return "memoryBarrierShared(); barrier()"
-        if f in ("bool_true", "bool_false"):
-            return f[5:]
-        return f"{_FMAP.get(f, f)}({self.args(e)})"
+        return super().builtin(e)
 
     def render(self) -> str:
         k = self.k
@@ -119,30 +113,3 @@ class GLSLEmitter(Emitter):
         out += self.block(k.body, 1)
         out.append("}")
         return "\n".join(out) + "\n"
-
-
-def find_glsl_compiler() -> str | None:
-    """Path of ``glslc`` or ``glslangValidator``, whichever is installed (glslc first)."""
-    return shutil.which("glslc") or shutil.which("glslangValidator")
-
-
-def compile_spirv(source: str, *, compiler: str | None = None, vulkan: str = "vulkan1.1") -> bytes:
-    """Compile GLSL compute source to SPIR-V bytes with glslc or glslangValidator.
-
-    Raises ``KernelTemplateError`` with the compiler's message when the source does not compile,
-    and ``FileNotFoundError`` when neither compiler is installed.
-    """
-    tool = compiler or find_glsl_compiler()
-    if tool is None:
-        raise FileNotFoundError("no GLSL compiler: install glslc or glslangValidator (Debian glslc / glslang-tools)")
-    with tempfile.TemporaryDirectory() as d:
-        src, dst = Path(d, "k.comp"), Path(d, "k.spv")
-        src.write_text(source)
-        if Path(tool).name.startswith("glslc"):
-            cmd = [tool, f"--target-env={vulkan}", "-fshader-stage=compute", "-O", str(src), "-o", str(dst)]
-        else:
-            cmd = [tool, "-V", "--target-env", vulkan, "-S", "comp", str(src), "-o", str(dst)]
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-        if r.returncode != 0:
-            raise KernelTemplateError(f"GLSL compile failed ({Path(tool).name}):\n{r.stdout}{r.stderr}")
-        return dst.read_bytes()

@@ -14,16 +14,20 @@ even, as a real half store does).
 
 from __future__ import annotations
 
-from ._lang import Assign, Binary, Call, Conv, Emitter, Index, KernelTemplateError, Num, Stmt, Ty
+from ..lgk.emit import Emitter
+from ..lgk.nodes import Assign, Binary, Call, Conv, Index, Num, Stmt
+from ..lgk.types import KernelTemplateError, Ty
 
 __all__ = ["OpenCLEmitter"]
 
 _SCALAR = {"f32": "float", "f16": "half", "i32": "int", "u32": "uint", "bool": "bool"}
-_FMAP = {"rsqrt": "rsqrt", "atan2": "atan2"}
 
 
 class OpenCLEmitter(Emitter):
     dialect = "opencl"
+    index_builtins = {"gid": "((int)get_global_id({axis}))", "lid": "((int)get_local_id({axis}))",
+                      "wgid": "((int)get_group_id({axis}))"}
+    barrier = "barrier(CLK_LOCAL_MEM_FENCE)"
     storage_only_half = True
 
     def ty(self, t: Ty) -> str:
@@ -130,14 +134,7 @@ class OpenCLEmitter(Emitter):
             if c.ty.n == 1:
                 return f"({self.sub(c)} ? {self.sub(tv)} : {self.sub(fv)})"
             return f"select({self.expr(fv)}, {self.expr(tv)}, {self._mask(self.expr(c), e.ty)})"
-        if f in ("gid", "lid", "wgid"):
-            fn = {"gid": "get_global_id", "lid": "get_local_id", "wgid": "get_group_id"}[f]
-            return f"((int){fn}({int(a[0].value)}))"
-        if f == "barrier":
-            return "barrier(CLK_LOCAL_MEM_FENCE)"
-        if f in ("bool_true", "bool_false"):
-            return f[5:]
-        return f"{_FMAP.get(f, f)}({self.args(e)})"
+        return super().builtin(e)
 
     def render(self) -> str:
         k = self.k

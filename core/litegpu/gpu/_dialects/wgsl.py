@@ -8,15 +8,19 @@ evaluates both arms: templates keep ternary arms pure and in bounds).
 
 from __future__ import annotations
 
-from ._lang import Binary, Call, Conv, Emitter, Name, Ternary, Ty
+from ..lgk.emit import Emitter
+from ..lgk.nodes import Binary, Call, Conv, Name, Ternary
+from ..lgk.types import Ty
 
 __all__ = ["WGSLEmitter"]
 
-_FMAP = {"rsqrt": "inverseSqrt"}
 
 
 class WGSLEmitter(Emitter):
     dialect = "wgsl"
+    index_builtins = {"gid": "i32(gid_.{xyz})", "lid": "i32(lid_.{xyz})", "wgid": "i32(wid_.{xyz})"}
+    barrier = "workgroupBarrier()"
+    function_names = {"rsqrt": "inverseSqrt"}
 
     def ty(self, t: Ty) -> str:
         return t.kind if t.n == 1 else f"vec{t.n}<{t.kind}>"
@@ -64,16 +68,6 @@ class WGSLEmitter(Emitter):
         kw = "var" if s.mutable else "let"
         init = f" = {self.expr(s.init)}" if s.init is not None else ""
         return f"{kw} {s.name}: {self.ty(s.ty)}{init}"
-
-    def builtin(self, e: Call) -> str:
-        f, a = e.fn, e.args
-        if f in ("gid", "lid", "wgid"):
-            return f"i32({f}_.{'xyz'[int(a[0].value)]})" if f != "wgid" else f"i32(wid_.{'xyz'[int(a[0].value)]})"
-        if f == "barrier":
-            return "workgroupBarrier()"
-        if f in ("bool_true", "bool_false"):
-            return f[5:]
-        return f"{_FMAP.get(f, f)}({self.args(e)})"
 
     def render(self) -> str:
         k = self.k

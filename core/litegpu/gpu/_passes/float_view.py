@@ -7,14 +7,13 @@ from collections import Counter
 import numpy as np
 
 from ..._errors import DelegateError
-from .._graph import Epilogue, GpuGraph, GpuNode, QuantView, Report
+from .._graph import QDQ_OP, Epilogue, GpuGraph, GpuNode, QuantView, Report
 from .._quant import BYTE_OPS, GRID_KEEPING, MOVE_OPS, WEIGHTED, node_qdtype, tensor_view
 from .._reference import dequantize_array
 
 __all__ = ["float_view", "QDQ_OP"]
 
 #: the GPU-graph op that copies its input through its epilogue (a QDQ step, or nothing)
-QDQ_OP = "QUANTIZE_AND_DEQUANTIZE"
 
 _INT = ("int8", "uint8", "int16")
 

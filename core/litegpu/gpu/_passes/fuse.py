@@ -6,16 +6,10 @@ from collections import Counter
 
 from .._capabilities import epilogue_fits
 from .._graph import Epilogue, GpuGraph, GpuNode, Report
+from .._op_table import ACTIVATIONS_FUSABLE, ELEMENTWISE_FUSABLE
 from ._util import CONV_LIKE, EPILOGUE_HOSTS, only_consumer, position
 
 __all__ = ["fuse_elementwise", "fuse_activations", "ELEMENTWISE_FUSABLE", "ACTIVATIONS_FUSABLE"]
-
-#: binary ops that can become an epilogue step of a convolution-like node
-ELEMENTWISE_FUSABLE = frozenset({"ADD", "SUB", "MUL", "DIV", "MAXIMUM", "MINIMUM"})
-
-#: unary activations that can become an epilogue step
-ACTIVATIONS_FUSABLE = frozenset({"RELU", "RELU6", "RELU_N1_TO_1", "RELU_0_TO_1", "TANH", "LOGISTIC",
-                                 "HARD_SWISH", "LEAKY_RELU", "ELU"})
 
 _ELEMENTWISE_HOSTS = CONV_LIKE | {"BATCH_MATMUL"}
 

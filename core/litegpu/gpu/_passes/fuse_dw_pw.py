@@ -7,7 +7,8 @@ from collections import Counter
 from .. import _layout as L
 from .._capabilities import ACTIVATIONS, match_epilogue
 from .._geometry import conv_geometry
-from .._graph import GpuGraph, GpuNode, Report
+from .._graph import DW_PW_OP, GpuGraph, GpuNode, Report
+from .._lowering import dw_pw_tiling
 from ._util import only_consumer
 
 __all__ = ["fuse_dw_pw", "DW_PW_OP", "DW_PW_RECOMPUTE_BUDGET", "DW_PW_UNSPLIT_WORK", "dw_pw_block_s", "dw_pw_tiling"]
@@ -16,7 +17,6 @@ __all__ = ["fuse_dw_pw", "DW_PW_OP", "DW_PW_RECOMPUTE_BUDGET", "DW_PW_UNSPLIT_WO
 #: (-1 where absent), ``attrs["dw"]`` the depthwise's own attributes (stride, padding, dilation,
 #: explicit padding), ``attrs["dw_act"]`` its activation (``None``, an activation name or ``PRELU``),
 #: ``epilogue`` the pointwise conv's.
-DW_PW_OP = "DW_PW_CONV_2D"
 
 #: Multiply-adds of depthwise recomputation a fusion may add (see :func:`fuse_dw_pw`), from timing every
 #: fusable pair of the 13 MediaPipe models fused and unfused on an H200 (bench/gpu_dw_pw.py --explore).
@@ -25,32 +25,6 @@ DW_PW_RECOMPUTE_BUDGET = 1 << 22
 
 #: Loads one work item of an unsplit fused launch may walk (input slices x (KH * KW + 4)); see fuse_dw_pw.
 DW_PW_UNSPLIT_WORK = 64
-
-#: dw_pw_conv2d tiling (:func:`dw_pw_tiling`), from every variant timed on an H200 (bench/gpu_dw_pw.py --explore)
-_SPLIT_OUTPUTS, _SPLIT4_OUTPUTS = 20480, 8192
-_SMALL, _MEDIUM = 1024, 4096
-
-
-def dw_pw_tiling(outputs: int, src_slices: int, out_slices: int, width: int) -> tuple[int, int, int]:
-    """``(split, block_s, block_w)`` of a fused depthwise -> 1x1 launch (kernel ``dw_pw_conv2d``) with
-    ``outputs`` output vectors (B * H * W * output slices) and ``src_slices`` input slices.
-
-    Not ``_lower.split_for``: a step of this kernel's reduction is a whole depthwise evaluation of one
-    input slice (KH * KW loads) and 16 * block_s multiply-adds, so one work item walking every input slice
-    is a long serial chain even at 8-16 slices (a 96 -> 96 channel block at 8x8 took 53 us that way on an
-    H200, 7.5 us split 32 ways).  Timed over every variant of the fusable pairs of the 13 MediaPipe models:
-    the best group is about one input slice per thread (the power of two >= ``src_slices``, 4 to 128;
-    4- and 8-thread groups win here) while the grid is small (<= 20480 output vectors; 4 threads only up
-    to 8192); larger maps fill the GPU already and run best unsplit, one output vector per work item.
-    With a split: 1 output slice x 1 pixel per group up to 1024 output vectors, then 2 slices, then
-    2 slices x 2 pixels past 4096.
-    """
-    if outputs > _SPLIT_OUTPUTS or src_slices < 4 or (src_slices < 8 and outputs > _SPLIT4_OUTPUTS):
-        return 1, 1, 1
-    split = min(128, 1 << (src_slices - 1).bit_length())
-    block_s, block_w = (1, 1) if outputs <= _SMALL else (2, 1) if outputs <= _MEDIUM else (2, 2)
-    return split, min(block_s, out_slices), 1 if width == 1 else block_w
-
 
 def dw_pw_block_s(out_slices: int) -> int:
     """Output slices one depthwise evaluation feeds in the cost rule: 2 (the fused kernel's block on the

@@ -1,0 +1,21 @@
+"""The OpenCL delegate: the core's GPU executor over a CLDevice (nothing OpenCL-specific here)."""
+
+from __future__ import annotations
+
+from litegpu.gpu._runtime import GpuDelegate
+
+from ._version import VERSION
+
+__all__ = ["OpenCLDelegate"]
+
+
+class OpenCLDelegate(GpuDelegate):
+    """The shared GPU delegate on a :class:`CLDevice`.
+
+    On a device without ``cl_khr_fp16`` the fp16 precisions keep fp16 storage and compute in fp32
+    (storage-only half kernels: ``vload_half``/``vstore_half_rte``); ``half_math`` is then False and
+    the first prepare says so at INFO level.  See the package docstring.
+    """
+
+    name = "opencl"
+    backend_version = VERSION

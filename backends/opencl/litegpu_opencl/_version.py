@@ -1,0 +1,3 @@
+"""The version of litegpu-opencl (read by the backend spec and the delegate alike)."""
+
+VERSION = "0.1.0"

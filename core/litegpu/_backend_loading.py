@@ -1,0 +1,159 @@
+"""Finding and loading backends: what users call (:func:`available_backends`, :func:`load_delegate`).
+
+Built on the plugin registry (``_plugins``) and the configuration (``_config``, for the ``cache``
+section's schema and defaults); what a backend *is* lives in ``_backend``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+from ._backend import BackendInfo
+from ._backend_options import FIRST_PARTY_BACKENDS
+from ._config import SCHEMA, load_config
+from ._delegate import Delegate
+from ._errors import BackendUnavailableError, ConfigError, DelegateError, UnknownBackendError
+from ._options import describe_value, suggest
+from ._plugins import backend_option_schema, backend_registry
+
+__all__ = ["AUTO_ORDER", "available_backends", "gpu_backends_in_auto_order", "load_delegate",
+           "resolve_backend_options", "checked_cache_section"]
+
+logger = logging.getLogger("litegpu")
+
+
+def checked_cache_section(value: Any, source: str) -> dict[str, Any]:
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"cache: expected a mapping, got {describe_value(value)} ({source})", path="cache")
+    schema = SCHEMA["cache"]
+    out = {k: opt.default for k, opt in schema.items()}
+    for key, v in value.items():
+        if key not in schema:
+            raise ConfigError(f"cache.{key}: unknown key (valid: {', '.join(sorted(schema))})"
+                              f"{suggest(key, schema)} ({source})", path=f"cache.{key}")
+        problem = schema[key].check(v)
+        if problem:
+            raise ConfigError(f"cache.{key}: {problem} ({source})", path=f"cache.{key}")
+        out[key] = v
+    return out
+
+
+def resolve_backend_options(
+    name: str, options: Mapping[str, Any] | None = None, *, source: str = "options"
+) -> dict[str, Any]:
+    """Validate ``options`` for backend ``name`` and complete them with defaults.
+
+    Precedence: schema defaults < the backend's ``default_options`` < ``options``.
+    Raises :class:`litegpu.ConfigError` naming ``backends.<name>.<key>``.
+    """
+    entry = backend_registry().get(name)
+    schema = backend_option_schema(name)
+    out = {k: opt.default for k, opt in schema.items()}
+    if entry is not None:
+        out.update(getattr(entry.spec, "default_options", {}) or {})
+    for key, value in (options or {}).items():
+        path = f"backends.{name}.{key}"
+        if key == "cache":  # the configuration's cache section, checked against its schema here
+            out[key] = checked_cache_section(value, source)
+            continue
+        if key not in schema:
+            raise ConfigError(
+                f"{path}: unknown option for backend {name!r} (valid: {', '.join(sorted(schema))})"
+                f"{suggest(key, schema)} ({source})",
+                path=path,
+            )
+        problem = schema[key].check(value)
+        if problem:
+            raise ConfigError(f"{path}: {problem} ({source})", path=path)
+        out[key] = value
+    return out
+
+
+# ----------------------------------------------------------------------------
+# Public entry points
+
+
+def available_backends(refresh: bool = False) -> list[BackendInfo]:
+    """Every registered backend, available or not, in registration order.
+
+    Each :class:`BackendInfo` has ``name``, ``version``, ``available``,
+    ``reason`` (why it is unavailable, or a note), ``devices`` and ``plugin``
+    (the plugin that registered it).  The built-in ``cpu`` backend is always
+    listed and always available.  Availability is checked once per process;
+    pass ``refresh=True`` to check again (after plugging in a device, say).
+    """
+    reg = backend_registry()
+    with reg.lock:
+        entries = list(reg.entries.values())
+    return [reg.info(e, refresh=refresh) for e in entries]
+
+
+#: Preference among GPU backends when ``auto`` picks without measuring (others follow in
+#: registration order): OpenCL has the most tuned kernels, WebGPU the most indirection.
+AUTO_ORDER = ("opencl", "vulkan", "webgpu")
+
+
+def gpu_backends_in_auto_order() -> Iterator[BackendInfo]:
+    """The registered GPU backends (available or not): :data:`AUTO_ORDER` first, then the others
+    in registration order.  Lazy: a backend's availability is checked only when the iteration
+    reaches it (probing a driver can take seconds; the first available one is usually enough)."""
+    reg = backend_registry()
+    with reg.lock:
+        entries = [e for e in reg.entries.values() if e.spec.is_gpu]
+    entries.sort(key=lambda e: AUTO_ORDER.index(e.spec.name) if e.spec.name in AUTO_ORDER else len(AUTO_ORDER))
+    for e in entries:
+        yield reg.info(e)
+
+
+def _installed_list(names: Sequence[str]) -> str:
+    return ", ".join(names) if names else "none"
+
+
+def load_delegate(name: str, options: Mapping[str, Any] | None = None) -> Delegate:
+    """Create the delegate of backend ``name`` with ``options``.
+
+    ``options`` are validated against the backend's option schema (unknown
+    keys and bad values raise :class:`litegpu.ConfigError`) and completed with
+    defaults.  An unknown ``name`` raises :class:`litegpu.UnknownBackendError`
+    (also a ``ValueError``) listing the installed backends; a backend that
+    cannot run here raises :class:`litegpu.BackendUnavailableError` with its
+    reason.  Use the result with ``Interpreter(..., experimental_delegates=[...])``.
+    """
+    reg = backend_registry()
+    if not isinstance(name, str):
+        raise TypeError(f"backend name must be a string, got {type(name).__name__}")
+    entry = reg.get(name)
+    if entry is None:
+        installed = reg.names()
+        hint = ""
+        if name in FIRST_PARTY_BACKENDS:
+            hint = f"; install it with: pip install {FIRST_PARTY_BACKENDS[name]}"
+        raise UnknownBackendError(
+            f"unknown backend {name!r} (installed: {_installed_list(installed)})"
+            f"{suggest(name, [*installed, *FIRST_PARTY_BACKENDS])}{hint}"
+        )
+    resolved = resolve_backend_options(name, options, source="load_delegate options")
+    if "cache" not in resolved:  # defaults + $LITEGPU_CONFIG
+        resolved["cache"] = dict(load_config().data["cache"])
+    info = reg.info(entry)
+    if not info.available:
+        raise BackendUnavailableError(f"backend {name!r} is not available here: {info.reason}")
+    try:
+        delegate = entry.spec.create_delegate(resolved)
+    except (BackendUnavailableError, ConfigError):
+        raise
+    except Exception as exc:
+        raise DelegateError(f"backend {name!r} (plugin {entry.plugin!r}) failed to create its delegate: {exc!r}") from exc
+    if not (callable(getattr(delegate, "supports", None)) and callable(getattr(delegate, "prepare", None))):
+        raise DelegateError(
+            f"backend {name!r} (plugin {entry.plugin!r}): create_delegate returned {type(delegate).__name__}, "
+            "which has no supports()/prepare() (expected a litegpu.Delegate)"
+        )
+    if getattr(delegate, "name", "delegate") in ("delegate", "", None):
+        try:
+            delegate.name = name
+        except AttributeError:
+            pass
+    return delegate

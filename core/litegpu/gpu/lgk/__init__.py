@@ -1,0 +1,39 @@
+"""The neutral kernel language (LGK): preprocessor, parser, type checker and the shared emitter.
+
+A kernel template is written once in a small C-like language and rendered into OpenCL C, GLSL 4.50
+and WGSL by the dialect emitters of ``gpu/_dialects``.  The language is typed so that each emitter
+can spell what its target insists on: WGSL's explicit conversions and ``select``, GLSL's
+``lessThan``, OpenCL's ``convert_float4``.  The precision-neutral types ``real``/``real4`` (storage
+and math) and ``acc``/``acc4`` (accumulators) are bound per precision variant; conversions between
+``f16`` and ``f32`` are inserted automatically, int <-> float conversions must be written.
+
+Pipeline: ``preprocess`` (``#if``/``#for``/``{{expr}}`` over the template options) -> ``parse``
+(a ``Program`` of functions and kernels) -> ``check`` (types every expression, inserts conversions
+and splats) -> a dialect ``Emitter`` subclass renders the kernel and the helpers it calls.
+docs/gpu-kernels.md is the language reference.
+
+Modules: ``preprocess`` (directives and substitutions), ``types`` (``Ty``, ``KernelTemplateError``),
+``nodes`` (the syntax tree), ``parse`` (lexer and parser), ``check`` (type checker), ``emit``
+(the base emitter each dialect subclasses).
+"""
+
+from __future__ import annotations
+
+from ..._backend_options import PRECISIONS
+from .check import check, eval_int_expr, retype_buffers
+from .emit import Emitter
+from .parse import parse
+from .preprocess import preprocess
+from .types import KernelTemplateError, Ty
+
+__all__ = [
+    "KernelTemplateError",
+    "Ty",
+    "PRECISIONS",
+    "preprocess",
+    "parse",
+    "check",
+    "retype_buffers",
+    "Emitter",
+    "eval_int_expr",
+]

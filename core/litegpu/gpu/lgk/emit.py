@@ -1,0 +1,245 @@
+"""The emitter every dialect subclasses: walks a checked program and prints it; a dialect overrides the
+spellings its target insists on."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import ClassVar
+
+from .check import walk_nodes
+from .nodes import (
+    Assign,
+    Binary,
+    Block,
+    Buffer,
+    Call,
+    Conv,
+    Decl,
+    Expr,
+    ExprStmt,
+    For,
+    Func,
+    If,
+    Index,
+    Jump,
+    Kernel,
+    Member,
+    Name,
+    Num,
+    Return,
+    Stmt,
+    Ternary,
+    Unary,
+)
+from .types import KernelTemplateError, Ty
+
+# ----------------------------------------------------------------------------------------------
+# Shared emitter
+# ----------------------------------------------------------------------------------------------
+
+
+class Emitter:
+    """Renders a checked kernel. Dialects override the ``ty``/``call``/``conv``/... hooks."""
+
+    dialect = ""
+    indent_unit = "    "
+    #: whether the dialect can render the storage-only half variant (``half_math=False``)
+    storage_only_half = False
+    # -- the dialect's spellings, as data (tinygrad's CStyleLanguage attributes) ------------------
+    #: ``gid(i)`` / ``lid(i)`` / ``wgid(i)`` as an int expression: a format of ``{axis}`` (0, 1, 2)
+    #: and ``{xyz}`` (``x``, ``y``, ``z``)
+    index_builtins: ClassVar[Mapping[str, str]] = {}
+    #: the work-group barrier statement (``barrier()`` in a template)
+    barrier: ClassVar[str] = ""
+    #: ``bool_true()`` / ``bool_false()``
+    bool_literals: ClassVar[Mapping[str, str]] = {"bool_true": "true", "bool_false": "false"}
+    #: built-in functions the dialect spells differently (``rsqrt`` -> ``inverseSqrt``...)
+    function_names: ClassVar[Mapping[str, str]] = {}
+
+    def __init__(self, kernel: Kernel, funcs: list[Func], workgroup: tuple[int, int, int], *,
+                 half_math: bool = True):
+        self.k, self.funcs, self.wg = kernel, funcs, workgroup
+        self.half_math = half_math
+        #: f16 values in arithmetic (locals, expressions, shared memory, helper signatures)
+        self.f16_math = self._f16_math()
+        #: f16 buffer elements
+        self.f16_storage = any(b.elem.kind == "f16" for b in self.k.buffers)
+        self.uses_f16 = self.f16_math or self.f16_storage
+        if not half_math:
+            if not self.storage_only_half:
+                raise KernelTemplateError(f"the {self.dialect} dialect has no storage-only half variant")
+            if self.f16_math:  # parse/check with half_math=False make every value f32
+                raise KernelTemplateError(f"kernel {kernel.name}: f16 arithmetic in a storage-only half variant")
+
+    def _f16_math(self) -> bool:
+        for node in [self.k.body, *(f.body for f in self.funcs)]:
+            for n in walk_nodes(node):
+                if isinstance(n, Expr) and n.ty.kind == "f16":
+                    return True
+                if isinstance(n, Decl) and n.ty is not None and n.ty.kind == "f16":
+                    return True
+        if any(s.ty.kind == "f16" for s in self.k.shared):
+            return True
+        return any(t.kind == "f16" for f in self.funcs for _, t in f.params) or any(
+            f.ret.kind == "f16" for f in self.funcs)
+
+    def storage_only(self, e: Expr) -> Buffer | None:
+        """The buffer that the ``buffer[i]`` expression ``e`` indexes when it holds halves read and
+        written as f32 (the storage-only half variant); None otherwise."""
+        if not (isinstance(e, Index) and e.kind == "buffer" and isinstance(e.base, Name)):
+            return None
+        b = next((b for b in self.k.buffers if b.name == e.base.id), None)
+        if b is None or b.elem.kind != "f16" or e.ty.kind != "f32":
+            return None
+        return b
+
+    # -- hooks
+    def ty(self, t: Ty) -> str:
+        raise NotImplementedError
+
+    def render(self) -> str:
+        raise NotImplementedError
+
+    # -- literals
+    def num(self, e: Num) -> str:
+        t = e.ty
+        if t.kind in ("i32", "absi"):
+            return str(int(e.value))
+        if t.kind == "u32":
+            return f"{int(e.value)}u"
+        return self.float_lit(float(e.value), t.kind)
+
+    def float_lit(self, v: float, kind: str) -> str:
+        raise NotImplementedError
+
+    @staticmethod
+    def fmt_float(v: float) -> str:
+        s = repr(float(v))
+        if "e" not in s and "." not in s:
+            s += ".0"
+        if "e" in s and "." not in s.split("e")[0]:
+            m, x = s.split("e")
+            s = f"{m}.0e{x}"
+        return s
+
+    # -- statements
+    def block(self, b: Block, depth: int) -> list[str]:
+        out: list[str] = []
+        for s in b.stmts:
+            out.extend(self.stmt(s, depth))
+        return out
+
+    def pad(self, depth: int) -> str:
+        return self.indent_unit * depth
+
+    def stmt(self, s: Stmt, depth: int) -> list[str]:
+        p = self.pad(depth)
+        if isinstance(s, (Decl, Assign, ExprStmt)):
+            return [p + self.simple(s) + ";"]
+        if isinstance(s, If):
+            out = [f"{p}if ({self.expr(s.cond)}) {{", *self.block(s.then, depth + 1)]
+            while s.other is not None:
+                if len(s.other.stmts) == 1 and isinstance(s.other.stmts[0], If):
+                    s2 = s.other.stmts[0]
+                    out += [f"{p}}} else if ({self.expr(s2.cond)}) {{", *self.block(s2.then, depth + 1)]
+                    s = s2
+                else:
+                    out += [f"{p}}} else {{", *self.block(s.other, depth + 1)]
+                    break
+            return out + [p + "}"]
+        if isinstance(s, For):
+            init = self.simple(s.init) if s.init is not None else ""
+            cond = self.expr(s.cond) if s.cond is not None else ""
+            step = self.simple(s.step) if s.step is not None else ""
+            return [f"{p}for ({init}; {cond}; {step}) {{", *self.block(s.body, depth + 1), p + "}"]
+        if isinstance(s, Return):
+            return [p + ("return;" if s.value is None else f"return {self.expr(s.value)};")]
+        if isinstance(s, Jump):
+            return [p + s.word + ";"]
+        if isinstance(s, Block):
+            return [p + "{", *self.block(s, depth + 1), p + "}"]
+        raise KernelTemplateError(f"cannot emit {type(s).__name__}")
+
+    def simple(self, s: Stmt) -> str:
+        if isinstance(s, Decl):
+            return self.decl(s)
+        if isinstance(s, Assign):
+            return f"{self.expr(s.target)} {s.op} {self.expr(s.value)}"
+        if isinstance(s, ExprStmt):
+            return self.expr(s.e)
+        raise KernelTemplateError(f"cannot emit {type(s).__name__} here")
+
+    def decl(self, s: Decl) -> str:
+        assert s.ty is not None
+        init = f" = {self.expr(s.init)}" if s.init is not None else ""
+        return f"{self.ty(s.ty)} {s.name}{init}"
+
+    # -- expressions
+    def sub(self, e: Expr) -> str:
+        """An operand of an operator: parenthesized unless atomic."""
+        s = self.expr(e)
+        if isinstance(e, (Binary, Ternary, Unary)) or (isinstance(e, Num) and s.startswith("-")):
+            return f"({s})"
+        return s
+
+    def expr(self, e: Expr) -> str:
+        if isinstance(e, Num):
+            return self.num(e)
+        if isinstance(e, Name):
+            return self.name(e)
+        if isinstance(e, Unary):
+            return f"{e.op}{self.sub(e.e)}"
+        if isinstance(e, Binary):
+            return self.binary(e)
+        if isinstance(e, Ternary):
+            return self.ternary(e)
+        if isinstance(e, Index):
+            return self.index(e)
+        if isinstance(e, Member):
+            return f"{self.sub(e.base)}.{e.name}"
+        if isinstance(e, Conv):
+            return self.conv(e)
+        if isinstance(e, Call):
+            if e.kind == "user":
+                return f"{e.fn}({', '.join(self.expr(a) for a in e.args)})"
+            if e.kind == "ctor":
+                return self.ctor(e)
+            return self.builtin(e)
+        raise KernelTemplateError(f"cannot emit {type(e).__name__}")
+
+    def name(self, e: Name) -> str:
+        return e.id
+
+    def binary(self, e: Binary) -> str:
+        return f"{self.sub(e.l)} {e.op} {self.sub(e.r)}"
+
+    def ternary(self, e: Ternary) -> str:
+        return f"{self.sub(e.c)} ? {self.sub(e.t)} : {self.sub(e.f)}"
+
+    def index(self, e: Index) -> str:
+        return f"{self.sub(e.base)}[{self.expr(e.idx)}]"
+
+    def conv(self, e: Conv) -> str:
+        raise NotImplementedError
+
+    def ctor(self, e: Call) -> str:
+        raise NotImplementedError
+
+    def builtin(self, e: Call) -> str:
+        """A built-in call, spelled from the dialect's data; dialects override what needs code
+        (``select`` and friends) and hand the rest here."""
+        f, a = e.fn, e.args
+        if f in self.index_builtins:
+            axis = int(a[0].value)
+            return self.index_builtins[f].format(axis=axis, xyz="xyz"[axis])
+        if f == "barrier":
+            return self.barrier
+        if f in self.bool_literals:
+            return self.bool_literals[f]
+        return f"{self.function_names.get(f, f)}({self.args(e)})"
+
+    def args(self, e: Call) -> str:
+        return ", ".join(self.expr(a) for a in e.args)
+
+    def func(self, f: Func, header: str) -> list[str]:
+        return [header + " {", *self.block(f.body, 1), "}", ""]

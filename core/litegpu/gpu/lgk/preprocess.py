@@ -1,0 +1,127 @@
+"""LGK preprocessor: ``#if``/``#elif``/``#else``/``#for``/``#set``/``#error`` and ``{{expr}}`` over the template options."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from .types import KernelTemplateError
+
+# ----------------------------------------------------------------------------------------------
+# Preprocessor
+# ----------------------------------------------------------------------------------------------
+
+_SAFE_BUILTINS = {
+    "range": range, "len": len, "min": min, "max": max, "int": int, "str": str, "abs": abs,
+    "enumerate": enumerate, "any": any, "all": all, "zip": zip, "sorted": sorted, "repr": repr,
+    "True": True, "False": False, "None": None, "tuple": tuple, "list": list, "float": float,
+}
+_DIRECTIVE = re.compile(r"^\s*#(if|elif|else|endif|for|endfor|set|error)\b(.*)$")
+_SUBST = re.compile(r"\{\{(.*?)\}\}")
+
+
+def source_location(name: Any, line: int) -> str:
+    """``file:line`` for messages; ``name`` may be a callable mapping a line to that text."""
+    return name(line) if callable(name) else f"{name}:{line}"
+
+
+def _peval(expr: str, env: Mapping[str, Any], where: str) -> Any:
+    try:
+        # env as globals so comprehensions see the template variables
+        return eval(expr, {**env, "__builtins__": _SAFE_BUILTINS})  # noqa: S307 (trusted templates)
+    except Exception as e:  # a template bug: say where
+        raise KernelTemplateError(f"{where}: cannot evaluate {expr.strip()!r}: {e}") from e
+
+
+def preprocess(text: str, env: Mapping[str, Any], name: str = "<template>") -> str:
+    """Expand ``#if/#elif/#else/#endif``, ``#for x in ...``/``#endfor``, ``#set x = ...``,
+    ``#error msg`` and ``{{expr}}``, evaluating Python expressions over ``env``.
+
+    Lines removed by directives are kept as blank lines so parse errors point at template lines.
+    """
+    lines = text.split("\n")
+    out: list[str] = []
+
+    def block(i: int, env: dict[str, Any], emit: bool, stop: tuple[str, ...]) -> tuple[int, str]:
+        """Process lines from i until a directive in ``stop``; return (index, directive)."""
+        while i < len(lines):
+            line = lines[i]
+            m = _DIRECTIVE.match(line)
+            where = source_location(name, i + 1)
+            if m is None:
+                if emit:
+                    line = line.split("//", 1)[0]  # comments go: expanded #for bodies share one line
+                    out.append(_SUBST.sub(lambda mm, w=where: str(_peval(mm.group(1), env, w)), line))
+                else:
+                    out.append("")
+                i += 1
+                continue
+            d, arg = m.group(1), m.group(2).strip()
+            if d in stop:
+                return i, d
+            if d == "if":
+                out.append("")
+                taken = emit and bool(_peval(arg, env, where))
+                done = taken
+                i, d2 = block(i + 1, env, taken, ("elif", "else", "endif"))
+                while d2 != "endif":
+                    w2 = source_location(name, i + 1)
+                    out.append("")
+                    if d2 == "elif":
+                        cond = (not done) and emit and bool(_peval(_DIRECTIVE.match(lines[i]).group(2), env, w2))
+                        done = done or cond
+                        i, d2 = block(i + 1, env, cond, ("elif", "else", "endif"))
+                    else:  # else
+                        i, d2 = block(i + 1, env, emit and not done, ("endif",))
+                out.append("")
+                i += 1
+            elif d == "for":
+                fm = re.match(r"^([A-Za-z_][\w, ]*)\s+in\s+(.*)$", arg)
+                if fm is None:
+                    raise KernelTemplateError(f"{where}: bad #for: {arg!r}")
+                names = [n.strip() for n in fm.group(1).split(",")]
+                items = list(_peval(fm.group(2), env, where)) if emit else []
+                out.append("")
+                start = i + 1
+                mark = len(out)
+                for it in items:
+                    sub = dict(env)
+                    if len(names) == 1:
+                        sub[names[0]] = it
+                    else:
+                        sub.update(zip(names, it, strict=True))
+                    block(start, sub, True, ("endfor",))
+                produced = [ln.strip() for ln in out[mark:] if ln.strip()]
+                del out[mark:]
+                # the body's extent, found by a dry pass
+                end, _ = block(start, env, False, ("endfor",))
+                del out[mark:]
+                # all iterations on the body's first line, so later lines keep their template numbers
+                body = end - start
+                if body:
+                    out.append(" ".join(produced))
+                    out.extend([""] * (body - 1))
+                i = end + 1
+                out.append("")
+            elif d == "set":
+                sm = re.match(r"^([A-Za-z_]\w*)\s*=\s*(.*)$", arg)
+                if sm is None:
+                    raise KernelTemplateError(f"{where}: bad #set: {arg!r}")
+                if emit:
+                    env[sm.group(1)] = _peval(sm.group(2), env, where)
+                out.append("")
+                i += 1
+            elif d == "error":
+                if emit:
+                    raise KernelTemplateError(f"{name}: {_SUBST.sub(lambda mm, w=where: str(_peval(mm.group(1), env, w)), arg)}")
+                out.append("")
+                i += 1
+            else:
+                raise KernelTemplateError(f"{where}: unexpected #{d}")
+        if stop:
+            raise KernelTemplateError(f"{name}: missing #{'/#'.join(stop)}")
+        return i, ""
+
+    block(0, dict(env), True, ())
+    return "\n".join(out)

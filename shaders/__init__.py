@@ -1,1 +1,0 @@
-"""Kernel templates (``*.lgk``), installed as the ``litegpu.shaders`` package; see docs/gpu-kernels.md."""
