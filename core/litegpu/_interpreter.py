@@ -14,9 +14,11 @@ lazily by :class:`~litegpu._plan.Runtime`.
 
 from __future__ import annotations
 
+import functools
 import os
-from collections.abc import Mapping, Sequence
-from typing import Any
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -38,6 +40,22 @@ _DETAIL_TYPES: dict[str, type] = {
     "int4": np.int8,
     "bfloat16": np.uint16,
 }
+
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _locked(method: _F) -> _F:
+    """Run ``method`` holding the interpreter's lock: one call at a time per interpreter, so
+    threads sharing it never see a half-written value list (they used to get outputs that
+    matched no thread's input)."""
+
+    @functools.wraps(method)
+    def wrapper(self: Interpreter, *args: Any, **kwargs: Any) -> Any:
+        with self.lock:
+            return method(self, *args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]
 
 
 def _detail_type(dtype: str) -> type:
@@ -86,6 +104,13 @@ class Interpreter:
     ``model_content`` may also be a :class:`litegpu._ir.Model` that was already read.
     ``experimental_delegates`` is a list of :class:`litegpu.Delegate`; nodes no
     delegate claims run on the CPU reference kernels.
+
+    Threads: every method holds :attr:`lock` (a re-entrant lock) while it runs, so
+    concurrent calls are serialised and never corrupt each other.  A sequence of
+    calls (``set_tensor``, ``invoke``, ``get_tensor``) is not atomic by itself:
+    hold ``with interpreter.lock:`` around it, use a :class:`SignatureRunner` call
+    (one atomic call), or give each thread its own Interpreter.  One delegate
+    object may be shared by interpreters used from different threads.
     """
 
     def __init__(
@@ -145,6 +170,7 @@ class Interpreter:
         self._preserve = bool(experimental_preserve_all_tensors)
         self._runtime = Runtime(model, num_threads=num_threads or 1,
                                 preserve_all_tensors=self._preserve)
+        self.lock = threading.RLock()
         self._main = _Entry(model.subgraphs[0])
         self._entries: dict[int, _Entry] = {0: self._main}
 
@@ -161,6 +187,7 @@ class Interpreter:
         if rt is not None:
             rt.close()
 
+    @_locked
     def set_partition_options(self, options: Any) -> None:
         """litegpu extension: partition limits (``PartitionOptions`` or a mapping with
         ``max_delegated_partitions``, ``min_nodes_per_partition``, ``fold_constants``,
@@ -172,10 +199,12 @@ class Interpreter:
         for entry in self._entries.values():
             entry.ready = False
 
+    @_locked
     def allocate_tensors(self) -> None:
         """Plan the model for the current input shapes (no-op when nothing changed)."""
         self._allocate(self._main)
 
+    @_locked
     def invoke(self) -> None:
         """Run the model on the values set with ``set_tensor``."""
         self._invoke(self._main)
@@ -227,6 +256,7 @@ class Interpreter:
     #: plain generated function (one attribute test per invoke, nothing per node).
     _profile: bool = False
 
+    @_locked
     def _profile_records(self) -> list[dict[str, Any]]:
         """Per-step timings gathered while ``_profile`` was on, in run order.
 
@@ -253,6 +283,7 @@ class Interpreter:
             })
         return out
 
+    @_locked
     def _profile_reset(self) -> None:
         """Zero the per-step timings (of the current plan)."""
         if self._main.plan is not None:
@@ -284,6 +315,7 @@ class Interpreter:
                 return tuple(v.shape)
         return tuple(entry.subgraph.tensors[i].shape)
 
+    @_locked
     def set_tensor(self, tensor_index: int, value: Any) -> None:
         """Copy ``value`` into tensor ``tensor_index`` (an input, usually)."""
         self._set(self._main, tensor_index, value)
@@ -321,6 +353,7 @@ class Interpreter:
         else:
             vals[i] = value.copy()
 
+    @_locked
     def get_tensor(self, tensor_index: int, subgraph_index: int = 0) -> np.ndarray:
         """A copy of the value of tensor ``tensor_index``."""
         return np.array(self._value(self._entry_for(subgraph_index), tensor_index), copy=True)
@@ -339,6 +372,7 @@ class Interpreter:
             e = self._entries[int(subgraph_index)] = _Entry(self._model.subgraphs[int(subgraph_index)])
         return e
 
+    @_locked
     def _value(self, entry: _Entry, tensor_index: Any) -> Any:
         t = self._tensor(entry, tensor_index)
         i = t.index
@@ -365,6 +399,7 @@ class Interpreter:
         # Not computed yet (before the first invoke): LiteRT returns uninitialized memory.
         return np.zeros(self._shape(entry, i), dt)
 
+    @_locked
     def resize_tensor_input(self, input_index: int, tensor_size: Any, strict: bool = False) -> None:
         """Change the shape of an input; call ``allocate_tensors`` afterwards."""
         self._resize(self._main, input_index, tensor_size, strict)
@@ -404,6 +439,7 @@ class Interpreter:
         entry.input_shapes[i] = new
         entry.ready = False
 
+    @_locked
     def reset_all_variables(self) -> None:
         """Reset every variable tensor to zero (int8: its zero point), like LiteRT.
 
@@ -436,6 +472,7 @@ class Interpreter:
 
     # ------------------------------------------------------------------ details
 
+    @_locked
     def _tensor_details(self, tensor_index: int, subgraph_index: int) -> dict[str, Any]:
         entry = self._entry_for(subgraph_index)
         t = self._tensor(entry, tensor_index)
@@ -496,6 +533,7 @@ class Interpreter:
             })
         return out
 
+    @_locked
     def get_execution_plan(self) -> list[dict[str, Any]]:
         """Which backend runs which nodes of the main subgraph (plans the model if needed)."""
         self.allocate_tensors()
@@ -533,6 +571,7 @@ class Interpreter:
             signature_key = sigs[0].key
         return SignatureRunner(interpreter=self, signature_key=signature_key)
 
+    @_locked
     def _run_signature(self, sig: SignatureDef, kwargs: Mapping[str, Any]) -> dict[str, np.ndarray]:
         if not 0 <= sig.subgraph_index < len(self._model.subgraphs):
             raise ModelError(f"signature {sig.key!r} refers to missing subgraph {sig.subgraph_index}")
