@@ -10,9 +10,8 @@ import threading
 import litegpu
 import numpy as np
 import pytest
-from litegpu.testing import ModelBuilder
-
 from _litegpu_backends import load_backend_delegate
+from litegpu.testing import ModelBuilder
 
 GPU_BACKENDS = ("opencl", "vulkan", "webgpu")
 
