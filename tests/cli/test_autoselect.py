@@ -17,6 +17,13 @@ from litegpu._autoselect import autoselect, cached_decision, list_decisions
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def _stored(path) -> dict:
+    """The decision JSON inside a serialization-cache entry (decisions live in the cache)."""
+    from litegpu.cache._format import decode
+
+    return json.loads(decode(Path(path).read_bytes()).sections["decision"])
+
+
 @pytest.mark.parametrize("policy", ["latency", "init_time", "memory"])
 def test_wrong_backend_is_never_chosen(tmp_path, add_path, register_backend, policy):
     register_backend("wrongadd")
@@ -44,7 +51,7 @@ def test_correct_backend_is_measured_and_decision_cached(tmp_path, add_path, exa
     assert by["example/fp16"].status == "ok" and 0 < by["example/fp16"].max_error <= 0.01
     best = min((c for c in dec.candidates if c.status == "ok"), key=lambda c: c.latency_us)
     assert (dec.backend, dec.precision) == (best.backend, best.precision)
-    stored = json.loads(Path(dec.path).read_text())
+    stored = _stored(dec.path)
     assert stored["measured_at"] == dec.measured_at and stored["fingerprint"] == dec.fingerprint
     # the second call reads the file instead of measuring
     again = autoselect(str(add_path), cache_dir=tmp_path, time_budget_s=5, precisions=["fp32", "fp16"])
@@ -77,7 +84,7 @@ def test_fp16_that_runs_as_fp32_is_not_measured_twice(tmp_path, add_path, regist
 def test_single_candidate_is_not_measured(tmp_path, add_path):
     dec = autoselect(str(add_path), cache_dir=tmp_path)
     assert dec.backend == "cpu" and "only available candidate" in dec.reason
-    assert not (tmp_path / "autoselect").exists()  # nothing to remember
+    assert not list(tmp_path.glob("*.lgc"))  # nothing to remember
 
 
 def test_corrupt_decision_file_is_measured_again(tmp_path, add_path, register_backend):
@@ -86,7 +93,7 @@ def test_corrupt_decision_file_is_measured_again(tmp_path, add_path, register_ba
     Path(dec.path).write_text("{not json")
     again = autoselect(str(add_path), cache_dir=tmp_path, time_budget_s=2)
     assert not again.cached and again.backend == "cpu"
-    assert json.loads(Path(again.path).read_text())["backend"] == "cpu"
+    assert _stored(again.path)["backend"] == "cpu"
 
 
 def test_load_auto_in_process_rejects_wrong_backend(tmp_path, add_path, register_backend, monkeypatch):
@@ -121,7 +128,8 @@ def test_cli_autoselect_inspect_and_cache(tmp_path, add_path, register_backend):
     r = cli("cache", "list", "--cache-dir", cache, "--json")
     assert r.status == 0, r
     assert [x["fingerprint"] for x in r.json()["autoselect"]] == [d["fingerprint"]]
-    assert r.json()["cache"] == []  # no compiled delegate entries in this directory
+    # the decision is the only entry of the one cache folder (no compiled delegate entries here)
+    assert [e["backend"] for e in r.json()["cache"]] == ["autoselect"]
     r = cli("cache", "info", "--cache-dir", cache)
     assert "auto-selection: 1 decision(s)" in r.stdout and "directory:" in r.stdout
     r = cli("cache", "clear", "--cache-dir", cache, "--json")
@@ -165,17 +173,16 @@ def test_second_load_in_new_process_uses_cached_decision(tmp_path, add_path):
         return json.loads(p.stdout.strip().splitlines()[-1]), p.stderr
 
     first, log1 = run()
-    files = list((tmp_path / "cache" / "autoselect").glob("*.json"))
+    files = list((tmp_path / "cache").glob("autoselect-*.lgc"))
     assert len(files) == 1
-    stored = json.loads(files[0].read_text())
-    mtime = files[0].stat().st_mtime_ns
+    stored = _stored(files[0])
     assert "autoselect: measured" in log1 and "cached" not in log1
     assert first["backend"] == stored["backend"]
     second, log2 = run()
     assert "autoselect: using the cached decision" in log2 and "autoselect: measured" not in log2
     assert second["backend"] == first["backend"] and second["plan"] == first["plan"]
-    again = json.loads(files[0].read_text())
-    assert again["measured_at"] == stored["measured_at"] and files[0].stat().st_mtime_ns == mtime
+    again = _stored(files[0])  # not rewritten (its mtime moves: the cache marks hits for LRU eviction)
+    assert again["measured_at"] == stored["measured_at"]
     print(f"\nautoselect load: first {first['load_s'] * 1e3:.1f} ms (measured {stored['measure_s'] * 1e3:.1f} ms), "
           f"cached {second['load_s'] * 1e3:.1f} ms, ratio {first['load_s'] / second['load_s']:.1f}x")
 
