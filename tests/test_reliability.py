@@ -158,3 +158,112 @@ def test_signature_runner_call_is_atomic_across_threads():
     for t in threads:
         t.join()
     assert not bad
+
+
+# --------------------------------------------------------------------------- API confusion (item 6/7)
+
+litert = pytest.importorskip("ai_edge_litert.interpreter")
+
+
+def _outcome(fn):
+    try:
+        fn()
+    except Exception as e:  # noqa: BLE001 - compared below
+        return e
+    return None
+
+
+def _small(tmp_path):
+    data = _chain_model(shape=(1, 2), depth=1)
+    path = tmp_path / "m.tflite"
+    path.write_bytes(data)
+    return data, path
+
+
+def test_model_arguments_typed_like_litert(tmp_path):
+    data, path = _small(tmp_path)
+    for kw in ({"model_content": str(path)}, {"model_content": 12}):
+        ref, ours = _outcome(lambda kw=kw: litert.Interpreter(**kw)), _outcome(lambda kw=kw: litegpu.Interpreter(**kw))
+        assert isinstance(ref, TypeError) and isinstance(ours, TypeError), (kw, ref, ours)
+    assert "model_path" in str(_outcome(lambda: litegpu.Interpreter(model_content=str(path))))
+    # a bytes path loads in both
+    assert _outcome(lambda: litert.Interpreter(model_path=str(path).encode())) is None
+    it = litegpu.Interpreter(model_path=str(path).encode())
+    it.allocate_tensors()
+
+
+def test_device_file_is_not_called_empty():
+    e = _outcome(lambda: litegpu.Interpreter(model_path="/dev/urandom"))
+    assert isinstance(e, ValueError) and isinstance(_outcome(lambda: litert.Interpreter(model_path="/dev/urandom")),
+                                                    ValueError)
+    assert "not a regular file" in str(e) and "empty" not in str(e)
+
+
+@pytest.mark.parametrize("index", [0.5, 0.0, "0", None, 1j])
+def test_tensor_index_types_checked_like_litert(tmp_path, index):
+    data, _ = _small(tmp_path)
+    x = np.ones((1, 2), np.float32)
+    ours, ref = litegpu.Interpreter(model_content=data), litert.Interpreter(model_content=data)
+    for it in (ours, ref):
+        it.allocate_tensors()
+    for call in (lambda it: it.set_tensor(index, x), lambda it: it.get_tensor(index),
+                 lambda it: it.resize_tensor_input(index, [1, 2])):
+        e_ref, e_ours = _outcome(lambda c=call: c(ref)), _outcome(lambda c=call: c(ours))
+        assert isinstance(e_ref, TypeError), e_ref
+        assert isinstance(e_ours, TypeError), e_ours
+    for ok in (True, np.int64(0), 0):  # what LiteRT's binding accepts
+        assert _outcome(lambda ok=ok: ours.set_tensor(ok, x)) is None
+        assert _outcome(lambda ok=ok: ref.set_tensor(ok, x)) is None
+
+
+def test_resize_errors_are_runtime_errors_like_litert(tmp_path):
+    data, _ = _small(tmp_path)
+    ours, ref = litegpu.Interpreter(model_content=data), litert.Interpreter(model_content=data)
+    for args in ((0, [1, -2]), (99, [1, 2]), (0, [3, 2], True)):
+        e_ref, e_ours = _outcome(lambda a=args: ref.resize_tensor_input(*a)), _outcome(
+            lambda a=args: ours.resize_tensor_input(*a))
+        assert isinstance(e_ref, RuntimeError) and isinstance(e_ours, RuntimeError), (args, e_ref, e_ours)
+    e_ref, e_ours = (_outcome(lambda it=it: it.resize_tensor_input(0, [[1, 2]])) for it in (ref, ours))
+    assert isinstance(e_ref, ValueError) and isinstance(e_ours, ValueError)
+
+
+@pytest.fixture
+def failing_kernel():
+    """A CPU kernel ``TestFailIfNegative`` (copies its input; raises at invoke on a negative value)."""
+    from litegpu.cpu._registry import CPU_KERNELS, Prepared
+
+    def prepare(ctx):
+        def run(ins):
+            if (ins[0] < 0).any():
+                raise RuntimeError("negative input")
+            return [ins[0] * 2]
+        return Prepared([ctx.inputs[0].shape], run)
+
+    saved = {k: list(v) for k, v in CPU_KERNELS._entries.items()}
+    CPU_KERNELS.register("TestFailIfNegative", prepare, dtypes=["float32"])
+    yield
+    CPU_KERNELS._entries.clear()
+    CPU_KERNELS._entries.update(saved)
+
+
+def test_failed_invoke_invalidates_outputs(failing_kernel):
+    b = ModelBuilder()
+    x = b.input("x", (1, 3))
+    y = b.tensor("y", (1, 3))
+    b.custom_op("TestFailIfNegative", [x], [y])
+    b.output(y)
+    it = litegpu.Interpreter(model_content=b.build())
+    it.allocate_tensors()
+    out = it.get_output_details()[0]["index"]
+    it.set_tensor(0, np.ones((1, 3), np.float32))
+    it.invoke()
+    np.testing.assert_array_equal(it.get_tensor(out), np.full((1, 3), 2, np.float32))
+    it.set_tensor(0, -np.ones((1, 3), np.float32))
+    with pytest.raises(litegpu.InterpreterError):
+        it.invoke()
+    with pytest.raises(litegpu.InterpreterError, match="last invoke failed"):
+        it.get_tensor(out)  # used to return the previous run's [2, 2, 2]
+    np.testing.assert_array_equal(it.get_tensor(0), -np.ones((1, 3), np.float32))  # inputs stay readable
+    it.set_tensor(0, np.full((1, 3), 3, np.float32))
+    it.invoke()
+    np.testing.assert_array_equal(it.get_tensor(out), np.full((1, 3), 6, np.float32))

@@ -90,6 +90,7 @@ class _Entry:
         self.vals: list[Any] | None = None
         self.ready = False
         self.invoked = False
+        self.failed: str | None = None  # why the last invoke failed; outputs are invalid until a success
 
     def close(self) -> None:
         if self.plan is not None:
@@ -138,6 +139,14 @@ class Interpreter:
                 raise ValueError("type of num_threads should be int")
             if num_threads < 1:
                 raise ValueError("num_threads should >= 1")
+        if model_content is not None and not isinstance(model_content, (bytes, bytearray, memoryview, Model)):
+            # LiteRT raises TypeError here; loading a str as a path would hide the mix-up.
+            hint = " (a path goes in model_path)" if isinstance(model_content, (str, os.PathLike)) else ""
+            raise TypeError(f"model_content must be the model's bytes, got {type(model_content).__name__}{hint}")
+        if isinstance(model_path, (bytes, bytearray)):
+            model_path = os.fsdecode(bytes(model_path))  # LiteRT accepts a bytes path
+        if model_path is not None and not isinstance(model_path, (str, os.PathLike)):
+            raise TypeError(f"model_path must be a str, bytes or os.PathLike path, got {type(model_path).__name__}")
         if model_path and not model_content:
             model = _read(os.fspath(model_path))
         elif model_content and not model_path:
@@ -243,10 +252,17 @@ class Interpreter:
     def _invoke(self, entry: _Entry) -> None:
         if not entry.ready:
             raise InterpreterError("Invoke called on model that is not ready.")
-        if self._profile:
-            entry.plan.run_profiled(entry.vals)
-        else:
-            entry.plan.run(entry.vals)
+        entry.failed = None
+        try:
+            if self._profile:
+                entry.plan.run_profiled(entry.vals)
+            else:
+                entry.plan.run(entry.vals)
+        except BaseException as e:
+            # The value list is half written: reading it would return a mix of this run and the
+            # previous one (get_tensor used to hand back the previous outputs silently).
+            entry.failed = f"{type(e).__name__}: {e}"
+            raise
         entry.invoked = True
 
     # ------------------------------------------------------------------ profiling
@@ -293,10 +309,7 @@ class Interpreter:
 
     def _tensor(self, entry: _Entry, index: Any) -> Tensor:
         sg = entry.subgraph
-        try:
-            i = int(index)
-        except (TypeError, ValueError):
-            raise ValueError(f"Invalid tensor index {index!r}") from None
+        i = _index(index, "tensor_index")
         if not 0 <= i < len(sg.tensors):
             raise ValueError(f"Invalid tensor index {index} exceeds max tensor index {len(sg.tensors)}")
         return sg.tensors[i]
@@ -378,6 +391,10 @@ class Interpreter:
         i = t.index
         if entry.vals is None:
             raise ValueError("Tensor data is null. Run allocate_tensors() first")
+        if entry.failed is not None and i not in entry.input_shapes and t.data is None:
+            raise InterpreterError(
+                f"Tensor {i} ('{t.name}') has no valid value: the last invoke failed ({entry.failed[:300]}); "
+                "invoke again successfully before reading results")
         v = entry.vals[i]
         if v is not None:
             v = entry.plan.to_host(i, v)
@@ -406,10 +423,7 @@ class Interpreter:
 
     def _resize(self, entry: _Entry, input_index: Any, tensor_size: Any, strict: bool) -> None:
         sg = entry.subgraph
-        try:
-            i = int(input_index)
-        except (TypeError, ValueError):
-            raise ValueError(f"Invalid tensor index {input_index!r}") from None
+        i = _index(input_index, "input_index")
         if not 0 <= i < len(sg.tensors):
             raise InterpreterError(f"Invalid tensor index {i}: the subgraph has {len(sg.tensors)} tensors")
         if i not in entry.input_shapes:
@@ -622,6 +636,14 @@ class SignatureRunner:
     def get_output_details(self) -> dict[str, dict[str, Any]]:
         it = self._interpreter
         return {k: it._tensor_details(i, self._subgraph_index) for k, i in self._outputs.items()}
+
+
+def _index(value: Any, name: str) -> int:
+    """A tensor index as LiteRT's binding takes it: an int (numpy integers and bools included);
+    anything else is a TypeError (``set_tensor(0.5, x)`` used to write tensor 0)."""
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r:.40}")
 
 
 def _read(source: Any) -> Model:

@@ -26,6 +26,7 @@ import dataclasses
 import math
 import mmap
 import os
+import stat
 import struct
 from collections.abc import Iterable
 from typing import Any
@@ -87,7 +88,11 @@ def _open(source: Any) -> tuple[Any, str | None]:
         path = os.fspath(source)
         try:
             with open(path, "rb") as f:
-                size = os.fstat(f.fileno()).st_size
+                st = os.fstat(f.fileno())
+                if not stat.S_ISREG(st.st_mode):  # /dev/urandom, a pipe, a folder: not "empty"
+                    raise ModelError(f"{INVALID_FLATBUFFER}: {path!r} is not a regular file; pass the path of "
+                                     "a .tflite file (or its bytes as model_content)")
+                size = st.st_size
                 if size == 0:
                     raise ModelError(f"{INVALID_FLATBUFFER}: {path!r} is empty")
                 # The map outlives the file object; numpy views keep it alive.
