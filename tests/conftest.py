@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
+
+# A delegate failing at prepare or invoke falls back to the CPU by default (issue 19); in the test
+# suite it must fail loudly, or a GPU kernel bug would pass as the CPU's correct answer.  Tests of the
+# fallback itself ask for it explicitly.
+os.environ.setdefault("LITEGPU_ON_DEVICE_ERROR", "raise")
 
 
 @pytest.fixture(scope="session")

@@ -5,6 +5,7 @@ Each test here failed before the change that made it pass (the commit names it).
 
 from __future__ import annotations
 
+import logging
 import threading
 
 import litegpu
@@ -267,3 +268,118 @@ def test_failed_invoke_invalidates_outputs(failing_kernel):
     it.set_tensor(0, np.full((1, 3), 3, np.float32))
     it.invoke()
     np.testing.assert_array_equal(it.get_tensor(out), np.full((1, 3), 6, np.float32))
+
+
+# --------------------------------------------------------------------------- device faults (item 5)
+
+
+class _FaultyKernel(litegpu.DelegateKernel):
+    """A real backend kernel whose invoke raises from call ``fail_at`` on (a device lost mid-run)."""
+
+    def __init__(self, inner, fail_at: int, calls: list):
+        self.inner, self.fail_at, self.calls = inner, fail_at, calls
+
+    def invoke(self, inputs):
+        self.calls.append(1)
+        if len(self.calls) >= self.fail_at:
+            raise RuntimeError("injected device fault: clEnqueueNDRangeKernel returned CL_OUT_OF_RESOURCES")
+        return self.inner.invoke(inputs)
+
+    def to_host(self, value):
+        return self.inner.to_host(value)
+
+    def close(self):
+        self.inner.close()
+
+
+def _inject(delegate, *, at_prepare: bool = False, fail_at: int = 10**9) -> list:
+    """Patch one delegate object: prepare raises, or its kernels' invokes fail from call ``fail_at``."""
+    calls: list = []
+    real = delegate.prepare
+
+    def prepare(spec):
+        if at_prepare:
+            raise litegpu.DelegateError("injected device fault: out of device memory while building kernels")
+        return _FaultyKernel(real(spec), fail_at, calls)
+
+    delegate.prepare = prepare
+    return calls
+
+
+def _split_case():
+    from _litegpu_backends import cpu_split_model
+
+    data = cpu_split_model((1, 4, 4, 3))
+    x = np.linspace(-2, 2, 48, dtype=np.float32).reshape(1, 4, 4, 3)
+    t = x * x
+    return data, x, np.floor(t) - (t + t)
+
+
+@pytest.mark.parametrize("backend", GPU_BACKENDS)
+def test_device_fault_at_invoke_falls_back_to_cpu(backend, caplog):
+    data, x, want = _split_case()
+    d = load_backend_delegate(backend)
+    calls = _inject(d, fail_at=4)  # two partitions: the 2nd invoke's second partition fails
+    it = litegpu.Interpreter(model_content=data, experimental_delegates=[d])
+    it.set_partition_options({"on_device_error": "fallback"})  # the library default; tests set raise
+    it.allocate_tensors()
+    assert [s["backend"] for s in it.get_execution_plan()] == [backend, "cpu", backend]
+    out = it.get_output_details()[0]["index"]
+    with caplog.at_level(logging.WARNING, logger="litegpu"):
+        for _ in range(4):
+            it.set_tensor(0, x)
+            it.invoke()
+            np.testing.assert_allclose(it.get_tensor(out), want, rtol=1e-5, atol=1e-5)
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING and "CL_OUT_OF_RESOURCES" in r.message]
+    assert len(warnings) == 1 and "on the CPU" in warnings[0].message
+    assert len(calls) == 4  # nothing sent to the failed device after the fault
+
+
+@pytest.mark.parametrize("backend", GPU_BACKENDS)
+def test_device_fault_at_prepare_falls_back_to_cpu(backend, caplog):
+    data, x, want = _split_case()
+    d = load_backend_delegate(backend)
+    _inject(d, at_prepare=True)
+    it = litegpu.Interpreter(model_content=data, experimental_delegates=[d])
+    it.set_partition_options({"on_device_error": "fallback"})
+    with caplog.at_level(logging.WARNING, logger="litegpu"):
+        it.allocate_tensors()
+    assert "out of device memory" in caplog.text and "on the CPU" in caplog.text
+    assert [s["backend"] for s in it.get_execution_plan()] == ["cpu"]
+    it.set_tensor(0, x)
+    it.invoke()
+    np.testing.assert_allclose(it.get_tensor(it.get_output_details()[0]["index"]), want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("backend", GPU_BACKENDS)
+def test_on_device_error_raise(backend, tmp_path):
+    data, x, _ = _split_case()
+    d = load_backend_delegate(backend)
+    _inject(d, fail_at=1)
+    it = litegpu.Interpreter(model_content=data, experimental_delegates=[d])
+    it.set_partition_options({"on_device_error": "raise"})
+    it.allocate_tensors()
+    it.set_tensor(0, x)
+    with pytest.raises(litegpu.DelegateError, match="CL_OUT_OF_RESOURCES"):
+        it.invoke()
+    d2 = load_backend_delegate(backend)
+    _inject(d2, at_prepare=True)
+    it = litegpu.Interpreter(model_content=data, experimental_delegates=[d2])
+    it.set_partition_options({"on_device_error": "raise"})
+    with pytest.raises(litegpu.DelegateError, match="out of device memory"):
+        it.allocate_tensors()
+
+
+def test_on_device_error_is_a_config_key(monkeypatch):
+    from litegpu._config import load_config
+    from litegpu._partition import PartitionOptions
+
+    monkeypatch.delenv("LITEGPU_ON_DEVICE_ERROR", raising=False)
+    assert load_config().partition_options().on_device_error == "fallback"
+    assert PartitionOptions().on_device_error == "fallback"
+    monkeypatch.setenv("LITEGPU_ON_DEVICE_ERROR", "raise")
+    assert load_config().partition_options().on_device_error == "raise"
+    assert load_config({"partition": {"on_device_error": "raise"}}).partition_options().on_device_error == "raise"
+    with pytest.raises(litegpu.ConfigError) as e:
+        load_config({"partition": {"on_device_error": "ignore"}})
+    assert e.value.path == "partition.on_device_error"

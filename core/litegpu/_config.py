@@ -45,7 +45,7 @@ import yaml
 from ._backend import COMMON_BACKEND_OPTIONS, FIRST_PARTY_BACKENDS, PRECISIONS, backend_option_schema
 from ._errors import ConfigError
 from ._options import Option, describe_value, suggest
-from ._partition import PartitionOptions
+from ._partition import ON_DEVICE_ERROR, PartitionOptions, default_on_device_error
 
 __all__ = ["Config", "load_config", "SCHEMA", "packaged_configs", "packaged_config_path"]
 
@@ -58,6 +58,10 @@ SCHEMA: dict[str, dict[str, Option]] = {
             4, min=0, doc="most partitions per delegate and subgraph (largest kept); 0 = no limit"),
         "min_nodes_per_partition": Option.int(1, min=1, doc="smaller partitions stay on the CPU"),
         "fold_constants": Option.bool(True, doc="evaluate constant-only ops once at prepare"),
+        "on_device_error": Option.enum(
+            *ON_DEVICE_ERROR, nullable=True, doc="a delegate failing at prepare or invoke: fallback (WARNING, "
+            "then its partitions run on the CPU) or raise (DelegateError); null = $LITEGPU_ON_DEVICE_ERROR, "
+            "else fallback"),
     },
     "cache": {
         "enabled": Option.bool(True, doc="keep compiled kernels and tuning results between runs"),
@@ -538,6 +542,7 @@ class Config:
             max_delegated_partitions=p["max_delegated_partitions"],
             min_nodes_per_partition=p["min_nodes_per_partition"],
             fold_constants=p["fold_constants"],
+            on_device_error=p["on_device_error"] or default_on_device_error(),
             log_unsupported_ops=self.data["logging"]["log_unsupported_ops"],
         )
 
