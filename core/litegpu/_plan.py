@@ -43,12 +43,19 @@ from typing import Any
 import numpy as np
 
 from ._delegate import Delegate, DelegateKernel, NodeView, PartitionSpec
-from ._errors import DelegateError, InterpreterError, LiteGPUError, ModelError, UnsupportedOpError
+from ._errors import (
+    DelegateError,
+    InterpreterError,
+    LiteGPUError,
+    ModelError,
+    UnsupportedOpError,
+    describe_failure,
+)
 from ._ir import Model, Operator, Subgraph, Tensor
 from ._partition import PartitionOptions, plan_subgraph
 from ._validate import check_node
 from .cpu._fusion import FusionNode, find_fusion
-from .cpu._heap import tune_heap
+from .cpu._heap import release_heap, tune_heap
 from .cpu._registry import (
     CPU_KERNELS,
     KernelRegistry,
@@ -220,7 +227,7 @@ class SubgraphPlan:
         where = step.label if step is not None else f"subgraph {self.subgraph.index}"
         if step is not None and step.kind == "delegate":
             return DelegateError(f"{where} failed to invoke: {type(e).__name__}: {e}")
-        return InterpreterError(f"{where} failed to invoke: {type(e).__name__}: {e}")
+        return InterpreterError(f"{where} failed to invoke: {describe_failure(e)}")
 
     def _run_checked(self, v: list[Any]) -> None:
         """The first run after planning: the same steps, with every output checked
@@ -311,8 +318,10 @@ class Runtime:
         # Fuse registered producer/consumer node pairs and run nodes in place in dead
         # inputs (exact: the fused kernels compute the same values).
         self.fuse_kernels = True
-        # Keep freed intermediates in the process heap between invokes (see cpu/_heap.py).
+        # Keep freed intermediates in the process heap between invokes (see cpu/_heap.py);
+        # released (and the heap trimmed once no interpreter is left) by close().
         tune_heap()
+        self._heap_held = True
         # Limits and logging of the partitioner (litegpu.load passes the config's partition section).
         self.partition_options = PartitionOptions()
         self.resources: dict[Any, Any] = {}
@@ -368,6 +377,9 @@ class Runtime:
         for p in self.callee_plans():
             p.close()
         self._callees.clear()
+        if self._heap_held:
+            self._heap_held = False
+            release_heap()
 
 
 # --------------------------------------------------------------------------- planning
@@ -510,7 +522,8 @@ def build_plan(
         except LiteGPUError as e:
             raise _renamed(e, where) from e
         except Exception as e:  # a kernel tripping over a malformed node
-            raise ModelError(f"{where}: failed to prepare: {type(e).__name__}: {e}") from e
+            raise ModelError(f"{where}: failed to prepare: {describe_failure(e)} (a malformed model, or a "
+                             "use of this op litegpu does not support)") from e
         if not isinstance(p, Prepared) or len(p.output_shapes) != len(op.outputs):
             raise InterpreterError(
                 f"{where}: kernel prepare must return Prepared with {len(op.outputs)} output shapes")
@@ -849,7 +862,7 @@ def _fold(op: Operator, p: Prepared, ins: list[TensorSpec | None], outs: list[Te
     except LiteGPUError as e:
         raise _renamed(e, where) from e
     except Exception as e:
-        raise InterpreterError(f"{where} failed on its constant inputs: {type(e).__name__}: {e}") from e
+        raise InterpreterError(f"{where} failed on its constant inputs: {describe_failure(e)}") from e
     res = () if res is None else res
     if len(res) != len(outs):
         raise InterpreterError(f"{where}: CPU kernel returned {len(res)} outputs, expected {len(outs)}")

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 from tflite.Model import Model as _FbModel
 
-from ._errors import ModelError
+from ._errors import ModelError, describe_failure
 from ._flatbuf import INVALID_FLATBUFFER, TableView, parse_operator_options, root_table
 from ._ir import DimensionMetadata, Model, Operator, Quantization, SignatureDef, Sparsity, Subgraph, Tensor
 from ._schema import (
@@ -143,7 +143,7 @@ class _Reader:
         except ModelError:
             raise
         except _FLATBUFFER_ERRORS as e:
-            raise ModelError(f"{INVALID_FLATBUFFER}: {self.where}: {type(e).__name__}: {e}") from e
+            raise ModelError(f"{INVALID_FLATBUFFER}: {self.where}: {describe_failure(e)}") from e
         except RecursionError as e:  # pragma: no cover - the schema is not recursive
             raise ModelError(f"{INVALID_FLATBUFFER}: {self.where}: nesting too deep") from e
 
