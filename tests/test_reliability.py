@@ -6,6 +6,7 @@ Each test here failed before the change that made it pass (the commit names it).
 from __future__ import annotations
 
 import logging
+import os
 import threading
 
 import litegpu
@@ -383,3 +384,48 @@ def test_on_device_error_is_a_config_key(monkeypatch):
     with pytest.raises(litegpu.ConfigError) as e:
         load_config({"partition": {"on_device_error": "ignore"}})
     assert e.value.path == "partition.on_device_error"
+
+
+# --------------------------------------------------------------------------- memory (item 7)
+
+_RSS_SCRIPT = r"""
+import gc, os, sys, numpy as np
+sys.path.insert(0, {tests!r})
+def rss():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+import litegpu
+from test_reliability import _chain_model
+data = _chain_model(shape=(1, 256, 256, 48), depth=3)  # 12 MiB intermediates: kept in the heap
+x = np.ones((1, 256, 256, 48), np.float32)
+gc.collect()
+start = rss()
+peak = 0
+for _ in range(10):
+    it = litegpu.Interpreter(model_content=data)
+    it.allocate_tensors()
+    it.set_tensor(0, x)
+    it.invoke()
+    peak = max(peak, rss())
+    del it
+    gc.collect()
+print(start, rss(), peak)
+"""
+
+
+def test_creating_and_dropping_interpreters_returns_rss():
+    """The CPU heap tuning keeps freed memory while interpreters live; once the last one is dropped
+    the heap is trimmed, so RSS returns to within 10% of where the loop started."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    tests = str(Path(__file__).resolve().parent)
+    env = dict(os.environ)
+    env.pop("LITEGPU_HEAP_TUNING", None)
+    p = subprocess.run([sys.executable, "-c", _RSS_SCRIPT.format(tests=tests)], capture_output=True, text=True,
+                       timeout=600, env=env)
+    assert p.returncode == 0, p.stderr[-2000:]
+    start, end, peak = (int(v) for v in p.stdout.split()[-3:])
+    print(f"\nRSS start {start / 2**20:.0f} MiB, peak {peak / 2**20:.0f} MiB, end {end / 2**20:.0f} MiB")
+    assert end <= start * 1.10, (start, end, peak)
