@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from importlib.metadata import distributions
 from pathlib import Path
 
@@ -15,6 +16,11 @@ _PLUGIN = "litegpu.testing.pytest_plugin"
 # litegpu found, e.g. a source tree's egg-info shadowing the installed one).
 _REGISTERED = any(ep.group == "pytest11" and ep.value == _PLUGIN for d in distributions() for ep in d.entry_points)
 pytest_plugins = [] if _REGISTERED else [_PLUGIN]
+
+# A delegate failing at prepare or invoke falls back to the CPU by default (issue 19); in the test
+# suite it must fail loudly, or a GPU kernel bug would pass as the CPU's correct answer.  Tests of the
+# fallback itself ask for it explicitly.
+os.environ.setdefault("LITEGPU_ON_DEVICE_ERROR", "raise")
 
 
 @pytest.fixture(scope="session")

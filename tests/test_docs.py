@@ -53,8 +53,7 @@ def test_readme_quickstart_runs_as_written(mediapipe_models, tmp_path):
     assert "plan: " in proc.stdout and "detections (1," in proc.stdout
 
 
-@pytest.mark.slow
-def test_api_reference_builds_with_warnings_as_errors(tmp_path):
+def test_api_reference_builds_with_warnings_as_errors(tmp_path):  # about 8 s: in the default run (CI)
     if importlib.util.find_spec("mkdocs") is None or importlib.util.find_spec("mkdocstrings") is None:
         pytest.skip("mkdocs and mkdocstrings are not installed (`make docs` installs them)")
     proc = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],

@@ -20,11 +20,17 @@ it.  A decision with such candidates is stored as provisional (``final: false``)
 and measured again by the next :func:`autoselect`.
 
 The policy (``latency``, ``init_time`` or ``memory``) picks the winner among the
-accepted candidates.  The decision and all measurements are stored as JSON in
-``<cache dir>/autoselect/``, keyed by the model's SHA-256 and by everything the
+accepted candidates.  The decision and all measurements are stored (as JSON, with
+its ``final`` flag) keyed by the model's SHA-256 and by everything the
 measurements depend on (litegpu/numpy/Python versions, the available backends
 with their versions, devices and drivers, and the autoselect settings), so the
 next load of the same model on the same machine reuses it without measuring.
+
+Decisions are entries of the serialization cache (:mod:`litegpu.cache`, backend
+name ``autoselect``), in the same folder as the compiled delegate payloads
+(``cache.dir``), with its rules: private folder and files (0700/0600), owner and
+mode checks, no symbolic links, checksums, atomic writes through unpredictable
+temporary names, the size cap.
 """
 
 from __future__ import annotations
@@ -238,15 +244,18 @@ def _load_config(config: Any) -> Any:
 
 
 def decision_dir(config: Any = None, cache_dir: str | os.PathLike[str] | None = None) -> Path:
-    """``<cache dir>/autoselect``: ``cache_dir``, else the configuration's ``cache.dir``,
-    else the user cache directory."""
-    if cache_dir is None:
-        cache_dir = _config_section(config, "cache").get("dir")
-    if cache_dir is None:
-        import platformdirs
+    """The folder holding the decisions: the serialization cache's (``cache_dir``, else the
+    configuration's ``cache.dir``, else the user cache directory)."""
+    return _decision_store(config, cache_dir).dir
 
-        cache_dir = platformdirs.user_cache_dir("litegpu")
-    return Path(cache_dir) / "autoselect"
+
+def _decision_store(config: Any = None, cache_dir: str | os.PathLike[str] | None = None) -> Any:
+    from .cache import DEFAULT_MAX_BYTES, DelegateCache
+
+    conf = _config_section(config, "cache")
+    if cache_dir is None:
+        cache_dir = conf.get("dir")
+    return DelegateCache(cache_dir, max_bytes=conf.get("max_bytes", DEFAULT_MAX_BYTES))
 
 
 def _cache_enabled(config: Any) -> bool:
@@ -313,8 +322,14 @@ def _key(environment: Mapping[str, Any]) -> str:
     return hashlib.sha256(json.dumps(environment, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def _decision_path(directory: Path, fingerprint: str, key: str) -> Path:
-    return directory / f"{fingerprint[:24]}-{key}.json"
+_RECORD = "autoselect"  # the cache "backend" name of decision entries
+
+
+def _decision_key(fingerprint: str, key: str) -> Any:
+    from .cache import EntryKey
+
+    return EntryKey(model_token=f"sha256:{fingerprint}", backend=_RECORD, backend_version=str(_FORMAT),
+                    device="", driver_version="", options={"key": key})
 
 
 # --------------------------------------------------------------------------- model helpers
@@ -365,41 +380,36 @@ def cached_decision(model: Any, *, config: Any = None, cache_dir: str | os.PathL
     data, _ = _model_bytes(model)
     fingerprint = hashlib.sha256(data).hexdigest()
     env = _environment(_backend_rows(), settings, backends)
-    return _read_decision(_decision_path(decision_dir(config, cache_dir), fingerprint, _key(env)), fingerprint)
+    return _read_decision(_decision_store(config, cache_dir), fingerprint, _key(env))
 
 
-def _read_decision(path: Path, fingerprint: str) -> Decision | None:
+def _decode_decision(sections: Mapping[str, bytes], fingerprint: str | None, where: Path) -> Decision | None:
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return None
-    except OSError as e:
-        logger.warning("autoselect: cannot read %s (%s); measuring again", path, e)
-        return None
-    try:
-        dec = Decision.from_dict(json.loads(text))
-        if dec.fingerprint != fingerprint:
+        dec = Decision.from_dict(json.loads(sections["decision"].decode("utf-8")))
+        if fingerprint is not None and dec.fingerprint != fingerprint:
             raise ValueError("model fingerprint differs")
     except (ValueError, KeyError, TypeError) as e:
-        logger.warning("autoselect: ignoring unusable decision file %s (%s)", path, e)
+        logger.warning("autoselect: ignoring unusable decision %s (%s)", where, e)
         return None
     dec.cached = True
-    dec.path = str(path)
+    dec.path = str(where)
     return dec
 
 
-def _write_decision(path: Path, dec: Decision) -> None:
-    try:
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # private, like the delegate cache
-        tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-        body = dec.as_dict()
-        body.pop("cached")
-        body.pop("path")
-        tmp.write_text(json.dumps(body, indent=2, default=str), encoding="utf-8")
-        os.replace(tmp, path)  # atomic: a reader sees the old file or the new one
+def _read_decision(store: Any, fingerprint: str, key: str) -> Decision | None:
+    ekey = _decision_key(fingerprint, key)
+    sections = store.load(ekey)
+    return None if sections is None else _decode_decision(sections, fingerprint, store.path_for(ekey))
+
+
+def _write_decision(store: Any, dec: Decision) -> None:
+    body = dec.as_dict()
+    body.pop("cached")
+    body.pop("path")
+    ekey = _decision_key(dec.fingerprint, dec.key)
+    path = store.store(ekey, {"decision": json.dumps(body, indent=2, default=str).encode("utf-8")})
+    if path is not None:  # else the cache logged why (unsafe folder, write error, cap)
         dec.path = str(path)
-    except OSError as e:
-        logger.warning("autoselect: cannot store the decision in %s (%s)", path, e)
 
 
 def _candidates(rows: Sequence[Mapping[str, Any]], settings: AutoselectSettings, config: Any,
@@ -668,13 +678,13 @@ def autoselect(
     env = _environment(rows, settings, backends)
     key = _key(env)
     caching = use_cache and _cache_enabled(config)
-    path = _decision_path(decision_dir(config, cache_dir), fingerprint, key)
+    store = _decision_store(config, cache_dir)
     if caching and not force:
-        dec = _read_decision(path, fingerprint)
+        dec = _read_decision(store, fingerprint, key)
         if dec is not None and dec.final:
             logger.info("autoselect: using the cached decision for %s: %s (measured %s; %s)",
                         label, dec.backend if dec.precision is None else f"{dec.backend}/{dec.precision}",
-                        dec.measured_at, path)
+                        dec.measured_at, dec.path)
             return dec
         if dec is not None:
             logger.info("autoselect: the cached decision for %s is provisional (%s); measuring again",
@@ -778,7 +788,7 @@ def autoselect(
         reason += f"; provisional: {_cut_summary(cands)}"
     dec = decision(best, reason, final)
     if caching:
-        _write_decision(path, dec)
+        _write_decision(store, dec)
     if final:
         logger.info("autoselect: measured %d candidates of %s in %.2f s: %s", len(todo), label, dec.measure_s,
                     reason)
@@ -818,16 +828,16 @@ def resolve_auto(model: Any, config: Any = None) -> Decision | None:
     settings = AutoselectSettings.from_config(config)
     if settings.measure_on_load:
         return autoselect(model, config=config)
+    if not _cache_enabled(config):
+        return None
     data, label = _model_bytes(model)
     fingerprint = hashlib.sha256(data).hexdigest()
-    directory = decision_dir(config)
-    if not _cache_enabled(config) or not directory.is_dir():
-        return None
     host = _host_environment(settings, None)
     found: list[Decision] = []
-    for path in directory.glob(f"{fingerprint[:24]}-*.json"):
-        dec = _read_decision(path, fingerprint)
-        if dec is None or any(dec.environment.get(k) != v for k, v in host.items()):
+    # The entry's name hashes the whole key (backends included), which is not known without probing
+    # them all: read this model's decision entries instead (small, and only ``autoselect-*`` files).
+    for dec in _model_decisions(_decision_store(config), fingerprint):
+        if any(dec.environment.get(k) != v for k, v in host.items()):
             continue
         if dec.backend != "cpu":
             stored = next((b for b in dec.environment.get("backends", ()) if b.get("name") == dec.backend), None)
@@ -842,6 +852,21 @@ def resolve_auto(model: Any, config: Any = None) -> Decision | None:
     return best
 
 
+def _model_decisions(store: Any, fingerprint: str) -> list[Decision]:
+    """Every stored decision for the model ``fingerprint`` (any environment key), with the store's
+    checks; an entry whose recorded key is not the one its decision implies is skipped."""
+    token = _decision_key(fingerprint, "").model_token
+    out = []
+    for path, head, sections in store.load_all(_RECORD):
+        key = head.get("key")
+        if not isinstance(key, Mapping) or key.get("model_token") != token:
+            continue
+        dec = _decode_decision(sections, fingerprint, path)
+        if dec is not None and head.get("key_digest") == _decision_key(fingerprint, dec.key).digest:
+            out.append(dec)
+    return out
+
+
 def _backend_row(name: str) -> dict[str, Any] | None:
     """One backend's row of :func:`_backend_rows`, probing only its driver."""
     from ._plugins import backend_registry
@@ -853,28 +878,20 @@ def _backend_row(name: str) -> dict[str, Any] | None:
 
 def list_decisions(config: Any = None, cache_dir: str | os.PathLike[str] | None = None) -> list[dict[str, Any]]:
     """Every stored decision (file, model fingerprint, backend, policy, when, final or provisional)."""
-    directory = decision_dir(_load_config(config), cache_dir)
+    store = _decision_store(_load_config(config), cache_dir)
     rows = []
-    for f in sorted(directory.glob("*.json")) if directory.is_dir() else ():
-        try:
-            d = json.loads(f.read_text(encoding="utf-8"))
-            rows.append({"file": str(f), "bytes": f.stat().st_size, "fingerprint": d.get("fingerprint"),
-                         "backend": d.get("backend"), "precision": d.get("precision"),
-                         "policy": d.get("policy"), "measured_at": d.get("measured_at"),
-                         "final": bool(d.get("final", False))})
-        except (OSError, ValueError):
-            rows.append({"file": str(f), "bytes": f.stat().st_size if f.exists() else 0, "error": "unreadable"})
-    return rows
+    for path, _head, sections in store.load_all(_RECORD):
+        dec = _decode_decision(sections, None, path)
+        size = path.stat().st_size if path.exists() else 0
+        if dec is None:
+            rows.append({"file": str(path), "bytes": size, "error": "unreadable"})
+            continue
+        rows.append({"file": str(path), "bytes": size, "fingerprint": dec.fingerprint, "backend": dec.backend,
+                     "precision": dec.precision, "policy": dec.policy, "measured_at": dec.measured_at,
+                     "final": dec.final})
+    return sorted(rows, key=lambda r: r["file"])
 
 
 def clear_decisions(config: Any = None, cache_dir: str | os.PathLike[str] | None = None) -> int:
-    """Delete every stored decision; return how many files were removed."""
-    directory = decision_dir(_load_config(config), cache_dir)
-    n = 0
-    for f in directory.glob("*.json") if directory.is_dir() else ():
-        try:
-            f.unlink()
-            n += 1
-        except OSError as e:
-            logger.warning("autoselect: cannot remove %s (%s)", f, e)
-    return n
+    """Delete every stored decision; return how many were removed."""
+    return _decision_store(_load_config(config), cache_dir).clear(_RECORD)

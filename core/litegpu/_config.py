@@ -47,7 +47,7 @@ import yaml
 from ._backend_options import COMMON_BACKEND_OPTIONS, FIRST_PARTY_BACKENDS, PRECISIONS
 from ._errors import ConfigError
 from ._options import Option, describe_value, suggest
-from ._partition import PartitionOptions
+from ._partition import ON_DEVICE_ERROR, PartitionOptions, default_on_device_error
 from ._plugins import backend_option_schema, backend_registry
 
 __all__ = ["Config", "load_config", "SCHEMA", "packaged_configs", "packaged_config_path"]
@@ -61,6 +61,10 @@ SCHEMA: dict[str, dict[str, Option]] = {
             4, min=0, doc="most partitions per delegate and subgraph (largest kept); 0 = no limit"),
         "min_nodes_per_partition": Option.int(1, min=1, doc="smaller partitions stay on the CPU"),
         "fold_constants": Option.bool(True, doc="evaluate constant-only ops once at prepare"),
+        "on_device_error": Option.enum(
+            *ON_DEVICE_ERROR, nullable=True, doc="a delegate failing at prepare or invoke: fallback (WARNING, "
+            "then its partitions run on the CPU) or raise (DelegateError); null = $LITEGPU_ON_DEVICE_ERROR, "
+            "else fallback"),
     },
     "cache": {
         "enabled": Option.bool(True, doc="keep compiled kernels and tuning results between runs"),
@@ -136,7 +140,97 @@ def _fail(src: _Source, path: tuple[Any, ...], problem: str) -> ConfigError:
     return ConfigError(f"{dotted}: {problem} ({where})", path=dotted, line=line)
 
 
-def _walk_marks(node: yaml.Node, path: tuple[Any, ...], lines: dict[tuple[Any, ...], int], src: _Source) -> None:
+# Bounds on what one configuration may hold, so loading any input takes bounded time and memory
+# (a 330-byte alias bomb used to take 15 s and 2.2 GB; a deep nest ended in a bare RecursionError).
+MAX_CONFIG_BYTES = 1 << 20
+MAX_CONFIG_DEPTH = 32
+MAX_CONFIG_VALUES = 100_000  # values after aliases are expanded
+
+
+def _check_event_depth(text: str, src: _Source) -> None:
+    """Refuse nesting deeper than :data:`MAX_CONFIG_DEPTH` before composing (PyYAML's composer
+    recurses once per level), naming the key path where the limit was crossed."""
+    # One frame per open collection: [path, is_mapping, expecting_key, next key or index]
+    stack: list[list[Any]] = []
+
+    def child_path() -> tuple[Any, ...]:
+        if not stack:
+            return ()
+        path, is_map, _, cur = stack[-1]
+        return path + (cur,)
+
+    def advance(key: Any = None) -> None:
+        if not stack:
+            return
+        frame = stack[-1]
+        if frame[1]:
+            if frame[2]:
+                frame[3] = key if isinstance(key, str) else "<complex key>"
+            frame[2] = not frame[2]
+        else:
+            frame[3] += 1
+
+    try:
+        for ev in yaml.parse(text, Loader=yaml.SafeLoader):
+            if isinstance(ev, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+                path = child_path()
+                if len(stack) >= MAX_CONFIG_DEPTH:
+                    line = ev.start_mark.line + 1
+                    raise ConfigError(
+                        f"{_dotted(path)}: nested deeper than {MAX_CONFIG_DEPTH} levels ({src.label} line {line})",
+                        path=_dotted(path), line=line)
+                stack.append([path, isinstance(ev, yaml.MappingStartEvent), True, None if isinstance(
+                    ev, yaml.MappingStartEvent) else 0])
+            elif isinstance(ev, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+                stack.pop()
+                advance()
+            elif isinstance(ev, yaml.ScalarEvent):
+                advance(ev.value)
+            elif isinstance(ev, yaml.AliasEvent):
+                advance()
+    except yaml.YAMLError:
+        return  # the composer reports syntax errors with their line
+
+
+def _expanded_size(node: Any, memo: dict[int, int]) -> int:
+    """Values under ``node`` counting every alias use (memoised: each distinct node once)."""
+    known = memo.get(id(node))
+    if known is not None:
+        return known
+    if isinstance(node, (yaml.MappingNode,)):
+        n = 1 + sum(_expanded_size(k, memo) + _expanded_size(v, memo) for k, v in node.value)
+    elif isinstance(node, yaml.SequenceNode):
+        n = 1 + sum(_expanded_size(v, memo) for v in node.value)
+    else:
+        n = 1
+    memo[id(node)] = n
+    return n
+
+
+def _check_expansion(node: yaml.Node, src: _Source) -> None:
+    memo: dict[int, int] = {}
+    if _expanded_size(node, memo) <= MAX_CONFIG_VALUES:
+        return
+    path: tuple[Any, ...] = ()
+    while isinstance(node, yaml.MappingNode):  # name the first key holding too much
+        big = next(((k, v) for k, v in node.value if _expanded_size(v, memo) > MAX_CONFIG_VALUES), None)
+        if big is None:
+            break
+        node = big[1]
+        path = path + (big[0].value if isinstance(big[0], yaml.ScalarNode) else "<complex key>",)
+    line = node.start_mark.line + 1
+    raise ConfigError(
+        f"{_dotted(path)}: holds more than {MAX_CONFIG_VALUES} values once its aliases are expanded "
+        f"({src.label} line {line})", path=_dotted(path), line=line)
+
+
+def _walk_marks(node: yaml.Node, path: tuple[Any, ...], lines: dict[tuple[Any, ...], int], src: _Source,
+                seen_nodes: set[int] | None = None) -> None:
+    if seen_nodes is None:
+        seen_nodes = set()
+    if id(node) in seen_nodes:  # an alias: its lines were recorded at the anchor; walk each node once
+        return
+    seen_nodes.add(id(node))
     if isinstance(node, yaml.MappingNode):
         seen: dict[Any, int] = {}
         for key_node, value_node in node.value:
@@ -150,18 +244,27 @@ def _walk_marks(node: yaml.Node, path: tuple[Any, ...], lines: dict[tuple[Any, .
                 )
             seen[key] = line
             lines[path + (key,)] = line
-            _walk_marks(value_node, path + (key,), lines, src)
+            _walk_marks(value_node, path + (key,), lines, src, seen_nodes)
     elif isinstance(node, yaml.SequenceNode):
         for i, item in enumerate(node.value):
             lines[path + (i,)] = item.start_mark.line + 1
-            _walk_marks(item, path + (i,), lines, src)
+            _walk_marks(item, path + (i,), lines, src, seen_nodes)
 
 
 def _parse_yaml(text: str, label: str) -> tuple[Any, _Source]:
     src = _Source(label, is_file=True)
+    if len(text) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"{label} is larger than {MAX_CONFIG_BYTES} bytes: not a litegpu configuration")
+    _check_event_depth(text, src)
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
+        loader = yaml.SafeLoader(text)
+        try:
+            node = loader.get_single_node()
+            if node is not None:
+                _check_expansion(node, src)
+            data = loader.construct_document(node) if node is not None else None
+        finally:
+            loader.dispose()
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark is not None else None
@@ -169,10 +272,32 @@ def _parse_yaml(text: str, label: str) -> tuple[Any, _Source]:
         raise ConfigError(f"invalid YAML: {problem} ({label} line {line})", path=None, line=line) from None
     except yaml.YAMLError as exc:
         raise ConfigError(f"invalid YAML in {label}: {exc}") from None
+    except RecursionError:  # bounded above; kept so no input can escape as a bare RecursionError
+        raise ConfigError(f"{label}: nested too deeply") from None
     if node is not None:
         src.lines[()] = node.start_mark.line + 1
         _walk_marks(node, (), src.lines, src)
+    _check_data_shape(data, src)
     return data, src
+
+
+def _check_data_shape(data: Any, src: _Source) -> None:
+    """The same depth bound for configurations given as Python mappings (iterative walk: a
+    5,000-deep dict must not overflow the stack)."""
+    stack: list[tuple[Any, tuple[Any, ...]]] = [(data, ())]
+    depth_seen: dict[int, int] = {}
+    while stack:
+        obj, path = stack.pop()
+        if not isinstance(obj, (Mapping, list, tuple)):
+            continue
+        if len(path) >= MAX_CONFIG_DEPTH:
+            raise _fail(src, path, f"nested deeper than {MAX_CONFIG_DEPTH} levels")
+        if depth_seen.get(id(obj), -1) >= len(path):
+            continue
+        depth_seen[id(obj)] = len(path)
+        items = obj.items() if isinstance(obj, Mapping) else enumerate(obj)
+        for k, v in items:
+            stack.append((v, path + (k if isinstance(k, (str, int)) else "<complex key>",)))
 
 
 def packaged_config_dir() -> Path:
@@ -196,7 +321,12 @@ def packaged_config_path(name: str) -> Path:
 def _read_file(path: str | os.PathLike[str], label: str | None = None) -> tuple[Any, _Source]:
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        with p.open("rb") as f:
+            raw = f.read(MAX_CONFIG_BYTES + 1)
+        if len(raw) > MAX_CONFIG_BYTES:
+            raise ConfigError(f"config file {os.fspath(path)} is larger than {MAX_CONFIG_BYTES} bytes: "
+                              "not a litegpu configuration")
+        text = raw.decode("utf-8")
     except FileNotFoundError:
         raise ConfigError(f"config file not found: {os.fspath(path)}") from None
     except (OSError, UnicodeDecodeError) as exc:
@@ -419,6 +549,7 @@ class Config:
             max_delegated_partitions=p["max_delegated_partitions"],
             min_nodes_per_partition=p["min_nodes_per_partition"],
             fold_constants=p["fold_constants"],
+            on_device_error=p["on_device_error"] or default_on_device_error(),
             log_unsupported_ops=self.data["logging"]["log_unsupported_ops"],
         )
 
@@ -463,6 +594,7 @@ def load_config(config: Any = None, **kwargs: Any) -> Config:
     if config is not None:
         if isinstance(config, Mapping):
             src = _Source("config dict passed by the application")
+            _check_data_shape(config, src)
             layers.append((_validate_layer(dict(config), src), src))
         elif isinstance(config, (str, os.PathLike)):
             text = os.fspath(config)

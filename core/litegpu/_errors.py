@@ -19,6 +19,7 @@ __all__ = [
     "UnknownBackendError",
     "UnsupportedOpError",
     "CacheError",
+    "describe_failure",
 ]
 
 
@@ -67,3 +68,24 @@ class UnsupportedOpError(ModelError, RuntimeError):
 
 class CacheError(LiteGPUError):
     """A serialized cache entry is unusable (never raised to users: logged and ignored)."""
+
+
+def describe_failure(e: BaseException) -> str:
+    """What an unexpected exception from a kernel or the reader means, in words a user can act on
+    (``KeyError: 'filter_height'`` becomes "a required option or field ('filter_height') is
+    missing").  The exception itself stays chained (``raise ... from e``) for developers."""
+    if isinstance(e, KeyError):
+        key = e.args[0] if e.args else "?"
+        return f"a required option or field ({str(key)[:40]!r}) is missing"
+    if isinstance(e, IndexError):
+        return "a tensor, option or dimension index is out of range"
+    if isinstance(e, ZeroDivisionError):
+        return "a size or option is zero where it must not be"
+    if isinstance(e, (OverflowError, MemoryError)):
+        return "a size or value is too large"
+    if isinstance(e, (AttributeError, TypeError)):
+        return "a required field is missing or has the wrong type"
+    text = str(e)
+    if isinstance(e, ValueError) and any(w in text for w in ("reshape", "broadcast", "shape", "size")):
+        return "the tensor shapes are inconsistent"
+    return "its tensors, shapes or options are inconsistent"

@@ -14,9 +14,11 @@ lazily by :class:`~litegpu._plan.Runtime`.
 
 from __future__ import annotations
 
+import functools
 import os
-from collections.abc import Mapping, Sequence
-from typing import Any
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -38,6 +40,22 @@ _DETAIL_TYPES: dict[str, type] = {
     "int4": np.int8,
     "bfloat16": np.uint16,
 }
+
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _locked(method: _F) -> _F:
+    """Run ``method`` holding the interpreter's lock: one call at a time per interpreter, so
+    threads sharing it never see a half-written value list (they used to get outputs that
+    matched no thread's input)."""
+
+    @functools.wraps(method)
+    def wrapper(self: Interpreter, *args: Any, **kwargs: Any) -> Any:
+        with self.lock:
+            return method(self, *args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]
 
 
 def _detail_type(dtype: str) -> type:
@@ -72,6 +90,7 @@ class _Entry:
         self.vals: list[Any] | None = None
         self.ready = False
         self.invoked = False
+        self.failed: str | None = None  # why the last invoke failed; outputs are invalid until a success
 
     def close(self) -> None:
         if self.plan is not None:
@@ -86,6 +105,13 @@ class Interpreter:
     ``model_content`` may also be a :class:`litegpu._ir.Model` that was already read.
     ``experimental_delegates`` is a list of :class:`litegpu.Delegate`; nodes no
     delegate claims run on the CPU reference kernels.
+
+    Threads: every method holds :attr:`lock` (a re-entrant lock) while it runs, so
+    concurrent calls are serialised and never corrupt each other.  A sequence of
+    calls (``set_tensor``, ``invoke``, ``get_tensor``) is not atomic by itself:
+    hold ``with interpreter.lock:`` around it, use a :class:`SignatureRunner` call
+    (one atomic call), or give each thread its own Interpreter.  One delegate
+    object may be shared by interpreters used from different threads.
     """
 
     def __init__(
@@ -113,6 +139,14 @@ class Interpreter:
                 raise ValueError("type of num_threads should be int")
             if num_threads < 1:
                 raise ValueError("num_threads should >= 1")
+        if model_content is not None and not isinstance(model_content, (bytes, bytearray, memoryview, Model)):
+            # LiteRT raises TypeError here; loading a str as a path would hide the mix-up.
+            hint = " (a path goes in model_path)" if isinstance(model_content, (str, os.PathLike)) else ""
+            raise TypeError(f"model_content must be the model's bytes, got {type(model_content).__name__}{hint}")
+        if isinstance(model_path, (bytes, bytearray)):
+            model_path = os.fsdecode(bytes(model_path))  # LiteRT accepts a bytes path
+        if model_path is not None and not isinstance(model_path, (str, os.PathLike)):
+            raise TypeError(f"model_path must be a str, bytes or os.PathLike path, got {type(model_path).__name__}")
         if model_path and not model_content:
             model = _read(os.fspath(model_path))
         elif model_content and not model_path:
@@ -145,6 +179,7 @@ class Interpreter:
         self._preserve = bool(experimental_preserve_all_tensors)
         self._runtime = Runtime(model, num_threads=num_threads or 1,
                                 preserve_all_tensors=self._preserve)
+        self.lock = threading.RLock()
         self._main = _Entry(model.subgraphs[0])
         self._entries: dict[int, _Entry] = {0: self._main}
 
@@ -161,6 +196,7 @@ class Interpreter:
         if rt is not None:
             rt.close()
 
+    @_locked
     def set_partition_options(self, options: Any) -> None:
         """litegpu extension: partition limits (``PartitionOptions`` or a mapping with
         ``max_delegated_partitions``, ``min_nodes_per_partition``, ``fold_constants``,
@@ -172,10 +208,12 @@ class Interpreter:
         for entry in self._entries.values():
             entry.ready = False
 
+    @_locked
     def allocate_tensors(self) -> None:
         """Plan the model for the current input shapes (no-op when nothing changed)."""
         self._allocate(self._main)
 
+    @_locked
     def invoke(self) -> None:
         """Run the model on the values set with ``set_tensor``."""
         self._invoke(self._main)
@@ -214,10 +252,17 @@ class Interpreter:
     def _invoke(self, entry: _Entry) -> None:
         if not entry.ready:
             raise InterpreterError("Invoke called on model that is not ready.")
-        if self._profile:
-            entry.plan.run_profiled(entry.vals)
-        else:
-            entry.plan.run(entry.vals)
+        entry.failed = None
+        try:
+            if self._profile:
+                entry.plan.run_profiled(entry.vals)
+            else:
+                entry.plan.run(entry.vals)
+        except BaseException as e:
+            # The value list is half written: reading it would return a mix of this run and the
+            # previous one (get_tensor used to hand back the previous outputs silently).
+            entry.failed = f"{type(e).__name__}: {e}"
+            raise
         entry.invoked = True
 
     # ------------------------------------------------------------------ profiling
@@ -227,6 +272,7 @@ class Interpreter:
     #: plain generated function (one attribute test per invoke, nothing per node).
     _profile: bool = False
 
+    @_locked
     def _profile_records(self) -> list[dict[str, Any]]:
         """Per-step timings gathered while ``_profile`` was on, in run order.
 
@@ -253,6 +299,7 @@ class Interpreter:
             })
         return out
 
+    @_locked
     def _profile_reset(self) -> None:
         """Zero the per-step timings (of the current plan)."""
         if self._main.plan is not None:
@@ -262,10 +309,7 @@ class Interpreter:
 
     def _tensor(self, entry: _Entry, index: Any) -> Tensor:
         sg = entry.subgraph
-        try:
-            i = int(index)
-        except (TypeError, ValueError):
-            raise ValueError(f"Invalid tensor index {index!r}") from None
+        i = _index(index, "tensor_index")
         if not 0 <= i < len(sg.tensors):
             raise ValueError(f"Invalid tensor index {index} exceeds max tensor index {len(sg.tensors)}")
         return sg.tensors[i]
@@ -284,6 +328,7 @@ class Interpreter:
                 return tuple(v.shape)
         return tuple(entry.subgraph.tensors[i].shape)
 
+    @_locked
     def set_tensor(self, tensor_index: int, value: Any) -> None:
         """Copy ``value`` into tensor ``tensor_index`` (an input, usually)."""
         self._set(self._main, tensor_index, value)
@@ -321,6 +366,7 @@ class Interpreter:
         else:
             vals[i] = value.copy()
 
+    @_locked
     def get_tensor(self, tensor_index: int, subgraph_index: int = 0) -> np.ndarray:
         """A copy of the value of tensor ``tensor_index``."""
         return np.array(self._value(self._entry_for(subgraph_index), tensor_index), copy=True)
@@ -339,11 +385,16 @@ class Interpreter:
             e = self._entries[int(subgraph_index)] = _Entry(self._model.subgraphs[int(subgraph_index)])
         return e
 
+    @_locked
     def _value(self, entry: _Entry, tensor_index: Any) -> Any:
         t = self._tensor(entry, tensor_index)
         i = t.index
         if entry.vals is None:
             raise ValueError("Tensor data is null. Run allocate_tensors() first")
+        if entry.failed is not None and i not in entry.input_shapes and t.data is None:
+            raise InterpreterError(
+                f"Tensor {i} ('{t.name}') has no valid value: the last invoke failed ({entry.failed[:300]}); "
+                "invoke again successfully before reading results")
         v = entry.vals[i]
         if v is not None:
             v = entry.plan.to_host(i, v)
@@ -365,16 +416,14 @@ class Interpreter:
         # Not computed yet (before the first invoke): LiteRT returns uninitialized memory.
         return np.zeros(self._shape(entry, i), dt)
 
+    @_locked
     def resize_tensor_input(self, input_index: int, tensor_size: Any, strict: bool = False) -> None:
         """Change the shape of an input; call ``allocate_tensors`` afterwards."""
         self._resize(self._main, input_index, tensor_size, strict)
 
     def _resize(self, entry: _Entry, input_index: Any, tensor_size: Any, strict: bool) -> None:
         sg = entry.subgraph
-        try:
-            i = int(input_index)
-        except (TypeError, ValueError):
-            raise ValueError(f"Invalid tensor index {input_index!r}") from None
+        i = _index(input_index, "input_index")
         if not 0 <= i < len(sg.tensors):
             raise InterpreterError(f"Invalid tensor index {i}: the subgraph has {len(sg.tensors)} tensors")
         if i not in entry.input_shapes:
@@ -404,6 +453,7 @@ class Interpreter:
         entry.input_shapes[i] = new
         entry.ready = False
 
+    @_locked
     def reset_all_variables(self) -> None:
         """Reset every variable tensor to zero (int8: its zero point), like LiteRT.
 
@@ -436,6 +486,7 @@ class Interpreter:
 
     # ------------------------------------------------------------------ details
 
+    @_locked
     def _tensor_details(self, tensor_index: int, subgraph_index: int) -> dict[str, Any]:
         entry = self._entry_for(subgraph_index)
         t = self._tensor(entry, tensor_index)
@@ -496,6 +547,7 @@ class Interpreter:
             })
         return out
 
+    @_locked
     def get_execution_plan(self) -> list[dict[str, Any]]:
         """Which backend runs which nodes of the main subgraph (plans the model if needed)."""
         self.allocate_tensors()
@@ -533,6 +585,7 @@ class Interpreter:
             signature_key = sigs[0].key
         return SignatureRunner(interpreter=self, signature_key=signature_key)
 
+    @_locked
     def _run_signature(self, sig: SignatureDef, kwargs: Mapping[str, Any]) -> dict[str, np.ndarray]:
         if not 0 <= sig.subgraph_index < len(self._model.subgraphs):
             raise ModelError(f"signature {sig.key!r} refers to missing subgraph {sig.subgraph_index}")
@@ -583,6 +636,14 @@ class SignatureRunner:
     def get_output_details(self) -> dict[str, dict[str, Any]]:
         it = self._interpreter
         return {k: it._tensor_details(i, self._subgraph_index) for k, i in self._outputs.items()}
+
+
+def _index(value: Any, name: str) -> int:
+    """A tensor index as LiteRT's binding takes it: an int (numpy integers and bools included);
+    anything else is a TypeError (``set_tensor(0.5, x)`` used to write tensor 0)."""
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r:.40}")
 
 
 def _read(source: Any) -> Model:

@@ -20,17 +20,32 @@ source location.
 from __future__ import annotations
 
 import difflib
+import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Option", "suggest", "describe_value"]
+__all__ = ["Option", "suggest", "describe_value", "short_repr"]
 
 _KINDS = ("bool", "int", "number", "str", "enum", "list", "any")
 
 
+def short_repr(value: Any, limit: int = 60) -> str:
+    """``repr(value)`` cut to ``limit`` characters: a hostile value (a huge list, a long string)
+    must not turn an error message into megabytes."""
+    if isinstance(value, (list, tuple, dict)) and len(value) > 8:
+        return f"<{type(value).__name__} of {len(value)} items>"
+    try:
+        text = repr(value)
+    except RecursionError:
+        return f"<deeply nested {type(value).__name__}>"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def suggest(word: str, choices: Iterable[str]) -> str:
     """``"; did you mean 'x'?"`` for the closest of ``choices``, or ``""``."""
+    if len(str(word)) > 100:  # difflib is quadratic: nothing long is a typo of a short name
+        return ""
     close = difflib.get_close_matches(str(word), [str(c) for c in choices], n=2, cutoff=0.6)
     if not close:
         return ""
@@ -43,7 +58,7 @@ def describe_value(value: Any) -> str:
     """A value as it appears in error messages: its repr and, for non-scalars, its type."""
     if isinstance(value, (dict, list, tuple)):
         return f"a {_yaml_type(value)}"
-    return f"{_yaml_type(value)} {value!r}"
+    return f"{_yaml_type(value)} {short_repr(value)}"
 
 
 def _yaml_type(value: Any) -> str:
@@ -159,6 +174,10 @@ class Option:
             ok_types: tuple[type, ...] = (int,) if kind == "int" else (int, float)
             if isinstance(value, bool) or not isinstance(value, ok_types):
                 return f"expected {self.type_name()}, got {describe_value(value)}"
+            if isinstance(value, float) and not math.isfinite(value):
+                # NaN passes every comparison's "else" branch (tolerance: .nan disabled the
+                # accuracy check); no option means anything by an infinite value either.
+                return f"{value!r} is not a finite number"
             if self.min is not None and value < self.min:
                 return f"{value!r} is below the minimum {self.min:g}"
             if self.max is not None and value > self.max:
@@ -168,9 +187,10 @@ class Option:
             return None if isinstance(value, str) else f"expected a string, got {describe_value(value)}"
         if kind == "enum":
             choices = self.choices or ()
-            if isinstance(value, bool) or value not in choices:
+            if isinstance(value, bool) or not isinstance(value, (str, int, float)) or value not in choices:
                 listed = ", ".join(str(c) for c in choices)
-                return f"{value!r} is not one of {listed}{suggest(str(value), [str(c) for c in choices])}"
+                hint = suggest(str(value), [str(c) for c in choices]) if isinstance(value, str) else ""
+                return f"{short_repr(value)} is not one of {listed}{hint}"
             return None
         if kind == "list":
             if not isinstance(value, (list, tuple)):

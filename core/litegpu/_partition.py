@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import heapq
 import logging
+import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
@@ -98,6 +99,17 @@ NEVER_FOLD = _ORDERED_OPS | frozenset({
 _STATE_DTYPES = frozenset({"resource", "variant"})
 
 
+ON_DEVICE_ERROR = ("fallback", "raise")
+ON_DEVICE_ERROR_ENV = "LITEGPU_ON_DEVICE_ERROR"
+
+
+def default_on_device_error() -> str:
+    """``$LITEGPU_ON_DEVICE_ERROR`` when set (test suites and CI set ``raise`` so a GPU kernel bug
+    fails loudly instead of being hidden by the CPU fallback), else ``fallback``."""
+    value = os.environ.get(ON_DEVICE_ERROR_ENV, "").strip().lower()
+    return value if value in ON_DEVICE_ERROR else "fallback"
+
+
 @dataclass(frozen=True)
 class PartitionOptions:
     """Partitioning limits (the configuration's ``partition`` section).
@@ -106,13 +118,22 @@ class PartitionOptions:
     largest kept; 0 means no limit.  ``min_nodes_per_partition``: smaller
     partitions stay on the CPU.  ``log_unsupported_ops``: log one line per
     declined node.  ``fold_constants``: keep constant-only nodes off the
-    delegates (the interpreter folds them at prepare).
+    delegates (the interpreter folds them at prepare).  ``on_device_error``:
+    what a delegate failing at prepare or invoke does: ``fallback`` (a WARNING
+    naming the error, then the delegate's partitions run on the CPU for that
+    invoke and after) or ``raise`` (a :class:`~litegpu.DelegateError`).
     """
 
     max_delegated_partitions: int = DEFAULT_MAX_DELEGATED_PARTITIONS
     min_nodes_per_partition: int = DEFAULT_MIN_NODES_PER_PARTITION
     log_unsupported_ops: bool = True
     fold_constants: bool = True
+    on_device_error: str = field(default_factory=default_on_device_error)
+
+    def __post_init__(self) -> None:
+        if self.on_device_error not in ON_DEVICE_ERROR:
+            raise ValueError(f"on_device_error must be one of {', '.join(ON_DEVICE_ERROR)}, "
+                             f"got {self.on_device_error!r}")
 
     @classmethod
     def from_mapping(cls, m: Mapping[str, Any] | PartitionOptions | None) -> PartitionOptions:

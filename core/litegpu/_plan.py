@@ -34,6 +34,7 @@ slot at the end that always holds ``None``: an omitted optional input
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -43,11 +44,19 @@ from typing import Any
 import numpy as np
 
 from ._delegate import Delegate, DelegateKernel, NodeView, PartitionSpec
-from ._errors import DelegateError, InterpreterError, LiteGPUError, ModelError, UnsupportedOpError
+from ._errors import (
+    DelegateError,
+    InterpreterError,
+    LiteGPUError,
+    ModelError,
+    UnsupportedOpError,
+    describe_failure,
+)
 from ._ir import Model, Operator, Subgraph, Tensor
 from ._partition import NEVER_FOLD, PartitionOptions, plan_subgraph
+from ._validate import check_node
 from .cpu._fusion import FusionNode, find_fusion
-from .cpu._heap import tune_heap
+from .cpu._heap import release_heap, tune_heap
 from .cpu._registry import (
     CPU_KERNELS,
     KernelRegistry,
@@ -68,6 +77,8 @@ __all__ = [
     "numpy_dtype",
     "CPU_BACKEND",
 ]
+
+logger = logging.getLogger("litegpu")
 
 CPU_BACKEND = "cpu"
 FOLDED_BACKEND = "folded"  # constant-only nodes evaluated once at allocate_tensors
@@ -216,7 +227,7 @@ class SubgraphPlan:
         where = step.label if step is not None else f"subgraph {self.subgraph.index}"
         if step is not None and step.kind == "delegate":
             return DelegateError(f"{where} failed to invoke: {type(e).__name__}: {e}")
-        return InterpreterError(f"{where} failed to invoke: {type(e).__name__}: {e}")
+        return InterpreterError(f"{where} failed to invoke: {describe_failure(e)}")
 
     def _run_checked(self, v: list[Any]) -> None:
         """The first run after planning: the same steps, with every output checked
@@ -307,8 +318,10 @@ class Runtime:
         # Fuse registered producer/consumer node pairs and run nodes in place in dead
         # inputs (exact: the fused kernels compute the same values).
         self.fuse_kernels = True
-        # Keep freed intermediates in the process heap between invokes (see cpu/_heap.py).
+        # Keep freed intermediates in the process heap between invokes (see cpu/_heap.py);
+        # released (and the heap trimmed once no interpreter is left) by close().
         tune_heap()
+        self._heap_held = True
         # Limits and logging of the partitioner (litegpu.load passes the config's partition section).
         self.partition_options = PartitionOptions()
         self.resources: dict[Any, Any] = {}
@@ -364,6 +377,9 @@ class Runtime:
         for p in self.callee_plans():
             p.close()
         self._callees.clear()
+        if self._heap_held:
+            self._heap_held = False
+            release_heap()
 
 
 # --------------------------------------------------------------------------- planning
@@ -478,9 +494,12 @@ def build_plan(
     contexts: dict[int, tuple[NodeContext, PrepareFn]] = {}
     missing: dict[int, str] = {}
     folded: list[int] = []  # nodes evaluated here, once; their outputs become constants
+    produced = {o for op in sg.operators for o in op.outputs}
     for op in sg.operators:
         ins = [specs[i] if i >= 0 else None for i in op.inputs]
         outs = [specs[o] for o in op.outputs]
+        check_node(op, [sg.tensors[i] if i >= 0 else None for i in op.inputs], sg, produced,
+                   _where(subgraph_index, op))
         dtype = kernel_dtype(op, ins, outs)
         prep = registry.lookup(op.name, dtype, op.version)
         where = _where(subgraph_index, op)
@@ -503,7 +522,8 @@ def build_plan(
         except LiteGPUError as e:
             raise _renamed(e, where) from e
         except Exception as e:  # a kernel tripping over a malformed node
-            raise ModelError(f"{where}: failed to prepare: {type(e).__name__}: {e}") from e
+            raise ModelError(f"{where}: failed to prepare: {describe_failure(e)} (a malformed model, or a "
+                             "use of this op litegpu does not support)") from e
         if not isinstance(p, Prepared) or len(p.output_shapes) != len(op.outputs):
             raise InterpreterError(
                 f"{where}: kernel prepare must return Prepared with {len(op.outputs)} output shapes")
@@ -538,17 +558,6 @@ def build_plan(
         if n not in claimed:  # unsupported by every delegate, or left to the CPU by the partition limits
             raise UnsupportedOpError(msg)
 
-    # Folded nodes ran once, here; no backend runs them per invoke.  They get their own segment so a
-    # plan shows honestly that nothing of them is left on the CPU (LiteRT's GPU delegate would claim
-    # such DEQUANTIZE nodes and fold them the same way).
-    shown = ([(FOLDED_BACKEND, list(folded))] if folded else []) + groups
-    merged: list[tuple[str, list[int]]] = []
-    for b, ns in shown:
-        if merged and merged[-1][0] == b == CPU_BACKEND:
-            merged[-1] = (b, merged[-1][1] + list(ns))
-        else:
-            merged.append((b, list(ns)))
-    segments = [Segment(b, tuple(ns), tuple(sg.operators[n].name for n in ns)) for b, ns in merged]
 
     # ---- 3. steps
     graph_outputs = set(sg.outputs)
@@ -556,6 +565,9 @@ def build_plan(
     backend_of = {n: b for b, ns in groups for n in ns}
     steps: list[Step] = []
     device_owner: dict[int, DelegateKernel] = {}
+    on_error = runtime.partition_options.on_device_error
+    faults: dict[str, _DeviceFault] = {}
+    cpu_backends: set[int] = set()  # delegated nodes moved to the CPU because their delegate failed
     resolved_cache: list[Tensor] | None = None
     for backend, ns in groups:
         if backend == CPU_BACKEND:
@@ -585,17 +597,47 @@ def build_plan(
         )
         d = by_name[backend]
         label = f"{backend} partition of nodes {_ranges(ns)}"
-        try:
-            kernel = d.prepare(spec)
-        except LiteGPUError:
-            raise
-        except Exception as e:
-            raise DelegateError(f"{label}: prepare failed: {type(e).__name__}: {e}") from e
+        fault = faults.setdefault(backend, _DeviceFault(backend, on_error))
+        cpu_nodes = [(prepared[n], tuple(sg.operators[n].inputs), tuple(sg.operators[n].outputs)) for n in ns]
+        runnable = all(p is not None for p, _, _ in cpu_nodes)  # every node has a CPU kernel to fall back to
+        kernel = None
+        if not fault.failed:
+            try:
+                kernel = d.prepare(spec)
+            except Exception as e:
+                err = e if isinstance(e, LiteGPUError) else DelegateError(
+                    f"{label}: prepare failed: {type(e).__name__}: {e}")
+                if on_error == "raise" or not runnable:
+                    raise err from e
+                fault.fail(f"{label}: prepare failed: {type(e).__name__}: {e}")
+        if kernel is None:  # this delegate failed at prepare: its partitions run on the CPU
+            cpu_backends.update(ns)
+            for n in ns:
+                op = sg.operators[n]
+                steps.append(Step("cpu", prepared[n].run, tuple(op.inputs), tuple(op.outputs), (n,),
+                                  _where(subgraph_index, op), prepared=prepared[n]))
+            continue
         for o in outputs:
             if o not in host:
                 device_owner[o] = kernel
-        steps.append(Step("delegate", kernel.invoke, tuple(inputs), tuple(outputs), tuple(ns), label,
+        run = kernel.invoke
+        if on_error == "fallback" and runnable:
+            run = _DelegateRunner(kernel, label, fault, cpu_nodes, tuple(outputs), specs, device_owner)
+        steps.append(Step("delegate", run, tuple(inputs), tuple(outputs), tuple(ns), label,
                           kernel=kernel, host_outputs=host))
+
+    # Folded nodes ran once, here; no backend runs them per invoke.  They get their own segment so a
+    # plan shows honestly that nothing of them is left on the CPU (LiteRT's GPU delegate would claim
+    # such DEQUANTIZE nodes and fold them the same way).
+    shown = ([(FOLDED_BACKEND, list(folded))] if folded else []) + [
+        (CPU_BACKEND if ns and ns[0] in cpu_backends else b, ns) for b, ns in groups]
+    merged: list[tuple[str, list[int]]] = []
+    for b, ns in shown:
+        if merged and merged[-1][0] == b == CPU_BACKEND:
+            merged[-1] = (b, merged[-1][1] + list(ns))
+        else:
+            merged.append((b, list(ns)))
+    segments = [Segment(b, tuple(ns), tuple(sg.operators[n].name for n in ns)) for b, ns in merged]
 
     fuse = runtime.fuse_kernels and not runtime.preserve_all_tensors
     if fuse:
@@ -660,6 +702,59 @@ def build_plan(
     )
     _codegen(plan)
     return plan
+
+
+class _DeviceFault:
+    """Whether one delegate of a plan has failed (``partition.on_device_error: fallback``): once it
+    has, all its partitions run on the CPU, at this invoke and after (its later partitions may take
+    device objects its earlier ones would have made, so they fall back together)."""
+
+    def __init__(self, backend: str, policy: str):
+        self.backend = backend
+        self.policy = policy
+        self.failed: str | None = None
+
+    def fail(self, why: str) -> None:
+        if self.failed is None:
+            self.failed = why
+            logger.warning("%s; running the %s partitions on the CPU from now on "
+                           "(partition.on_device_error: fallback; set it to raise to get the error)",
+                           why, self.backend)
+
+
+class _DelegateRunner:
+    """A delegate partition's invoke with the CPU as the fallback: a device fault (any exception from
+    the kernel) is logged once at WARNING and the partition's nodes run on their CPU kernels."""
+
+    __slots__ = ("kernel", "label", "fault", "cpu_nodes", "outputs", "specs", "owners")
+
+    def __init__(self, kernel: DelegateKernel, label: str, fault: _DeviceFault,
+                 cpu_nodes: list[tuple[Prepared, tuple[int, ...], tuple[int, ...]]], outputs: tuple[int, ...],
+                 specs: list[TensorSpec], owners: dict[int, DelegateKernel]):
+        self.kernel, self.label, self.fault, self.cpu_nodes = kernel, label, fault, cpu_nodes
+        self.outputs, self.specs, self.owners = outputs, specs, owners
+
+    def __call__(self, inputs: Mapping[int, Any]) -> dict[int, Any]:
+        if self.fault.failed is None:
+            try:
+                return self.kernel.invoke(inputs)
+            except Exception as e:  # noqa: BLE001 - any failure of the device is a device fault here
+                self.fault.fail(f"{self.label} failed to invoke: {type(e).__name__}: {e}")
+        return self._on_cpu(inputs)
+
+    def _on_cpu(self, inputs: Mapping[int, Any]) -> dict[int, Any]:
+        vals: dict[int, Any] = {}
+        for i, v in inputs.items():
+            owner = self.owners.get(i)
+            if owner is not None and not isinstance(v, np.ndarray | np.generic):
+                v = owner.to_host(v)  # made on the device by a partition that ran before the fault
+            vals[i] = v
+        specs = self.specs
+        for p, ins, outs in self.cpu_nodes:
+            res = p.run([(vals[i] if i in vals else specs[i].data) if i >= 0 else None for i in ins])
+            for o, r in zip(outs, res or (), strict=False):
+                vals[o] = r
+        return {o: vals[o] for o in self.outputs}
 
 
 def _fuse_steps(sg: Subgraph, steps: list[Step], contexts: Mapping[int, tuple[NodeContext, PrepareFn]],
@@ -763,7 +858,7 @@ def _fold(op: Operator, p: Prepared, ins: list[TensorSpec | None], outs: list[Te
     except LiteGPUError as e:
         raise _renamed(e, where) from e
     except Exception as e:
-        raise InterpreterError(f"{where} failed on its constant inputs: {type(e).__name__}: {e}") from e
+        raise InterpreterError(f"{where} failed on its constant inputs: {describe_failure(e)}") from e
     res = () if res is None else res
     if len(res) != len(outs):
         raise InterpreterError(f"{where}: CPU kernel returned {len(res)} outputs, expected {len(outs)}")

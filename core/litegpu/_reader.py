@@ -26,6 +26,7 @@ import dataclasses
 import math
 import mmap
 import os
+import stat
 import struct
 from collections.abc import Iterable
 from typing import Any
@@ -33,7 +34,7 @@ from typing import Any
 import numpy as np
 from tflite.Model import Model as _FbModel
 
-from ._errors import ModelError
+from ._errors import ModelError, describe_failure
 from ._flatbuf import INVALID_FLATBUFFER, TableView, parse_operator_options, root_table
 from ._ir import DimensionMetadata, Model, Operator, Quantization, SignatureDef, Sparsity, Subgraph, Tensor
 from ._schema import (
@@ -87,7 +88,11 @@ def _open(source: Any) -> tuple[Any, str | None]:
         path = os.fspath(source)
         try:
             with open(path, "rb") as f:
-                size = os.fstat(f.fileno()).st_size
+                st = os.fstat(f.fileno())
+                if not stat.S_ISREG(st.st_mode):  # /dev/urandom, a pipe, a folder: not "empty"
+                    raise ModelError(f"{INVALID_FLATBUFFER}: {path!r} is not a regular file; pass the path of "
+                                     "a .tflite file (or its bytes as model_content)")
+                size = st.st_size
                 if size == 0:
                     raise ModelError(f"{INVALID_FLATBUFFER}: {path!r} is empty")
                 # The map outlives the file object; numpy views keep it alive.
@@ -138,7 +143,7 @@ class _Reader:
         except ModelError:
             raise
         except _FLATBUFFER_ERRORS as e:
-            raise ModelError(f"{INVALID_FLATBUFFER}: {self.where}: {type(e).__name__}: {e}") from e
+            raise ModelError(f"{INVALID_FLATBUFFER}: {self.where}: {describe_failure(e)}") from e
         except RecursionError as e:  # pragma: no cover - the schema is not recursive
             raise ModelError(f"{INVALID_FLATBUFFER}: {self.where}: nesting too deep") from e
 

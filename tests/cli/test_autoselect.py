@@ -17,6 +17,13 @@ from litegpu._autoselect import autoselect, cached_decision, list_decisions
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def _stored(path) -> dict:
+    """The decision JSON inside a serialization-cache entry (decisions live in the cache)."""
+    from litegpu.cache._format import decode
+
+    return json.loads(decode(Path(path).read_bytes()).sections["decision"])
+
+
 @pytest.mark.parametrize("policy", ["latency", "init_time", "memory"])
 def test_wrong_backend_is_never_chosen(tmp_path, add_path, register_backend, policy):
     register_backend("wrongadd")
@@ -45,7 +52,7 @@ def test_correct_backend_is_measured_and_decision_cached(tmp_path, add_path, exa
     assert by["example/fp16"].status == "ok" and 0 < by["example/fp16"].max_error <= 0.01
     best = min((c for c in dec.candidates if c.status == "ok"), key=lambda c: c.latency_us)
     assert (dec.backend, dec.precision) == (best.backend, best.precision)
-    stored = json.loads(Path(dec.path).read_text())
+    stored = _stored(dec.path)
     assert stored["measured_at"] == dec.measured_at and stored["fingerprint"] == dec.fingerprint
     # the second call reads the file instead of measuring
     again = autoselect(str(add_path), cache_dir=tmp_path, time_budget_s=5, precisions=["fp32", "fp16"])
@@ -78,7 +85,7 @@ def test_fp16_that_runs_as_fp32_is_not_measured_twice(tmp_path, add_path, regist
 def test_single_candidate_is_not_measured(tmp_path, add_path):
     dec = autoselect(str(add_path), cache_dir=tmp_path)
     assert dec.backend == "cpu" and "only available candidate" in dec.reason
-    assert not (tmp_path / "autoselect").exists()  # nothing to remember
+    assert not list(tmp_path.glob("*.lgc"))  # nothing to remember
 
 
 def test_corrupt_decision_file_is_measured_again(tmp_path, add_path, register_backend):
@@ -87,7 +94,7 @@ def test_corrupt_decision_file_is_measured_again(tmp_path, add_path, register_ba
     Path(dec.path).write_text("{not json")
     again = autoselect(str(add_path), cache_dir=tmp_path, time_budget_s=2)
     assert not again.cached and again.backend == "cpu"
-    assert json.loads(Path(again.path).read_text())["backend"] == "cpu"
+    assert _stored(again.path)["backend"] == "cpu"
 
 
 def test_load_auto_in_process_rejects_wrong_backend(tmp_path, add_path, register_backend, monkeypatch):
@@ -123,7 +130,8 @@ def test_cli_autoselect_inspect_and_cache(tmp_path, add_path, register_backend):
     r = cli("cache", "list", "--cache-dir", cache, "--json")
     assert r.status == 0, r
     assert [x["fingerprint"] for x in r.json()["autoselect"]] == [d["fingerprint"]]
-    assert r.json()["cache"] == []  # no compiled delegate entries in this directory
+    # the decision is the only entry of the one cache folder (no compiled delegate entries here)
+    assert [e["backend"] for e in r.json()["cache"]] == ["autoselect"]
     r = cli("cache", "info", "--cache-dir", cache)
     assert "auto-selection: 1 decision(s)" in r.stdout and "directory:" in r.stdout
     r = cli("cache", "clear", "--cache-dir", cache, "--json")
@@ -169,17 +177,16 @@ def test_second_load_in_new_process_uses_cached_decision(tmp_path, add_path):
         return json.loads(p.stdout.strip().splitlines()[-1]), p.stderr
 
     first, log1 = run()
-    files = list((tmp_path / "cache" / "autoselect").glob("*.json"))
+    files = list((tmp_path / "cache").glob("autoselect-*.lgc"))
     assert len(files) == 1
-    stored = json.loads(files[0].read_text())
-    mtime = files[0].stat().st_mtime_ns
+    stored = _stored(files[0])
     assert "autoselect: measured" in log1 and "using the cached decision" not in log1
     assert first["backend"] == stored["backend"]
     second, log2 = run()
     assert "autoselect: using the cached decision" in log2 and "autoselect: measured" not in log2
     assert second["backend"] == first["backend"] and second["plan"] == first["plan"]
-    again = json.loads(files[0].read_text())
-    assert again["measured_at"] == stored["measured_at"] and files[0].stat().st_mtime_ns == mtime
+    again = _stored(files[0])  # not rewritten (its mtime moves: the cache marks hits for LRU eviction)
+    assert again["measured_at"] == stored["measured_at"]
     print(f"\nautoselect load: first {first['load_s'] * 1e3:.1f} ms (measured {stored['measure_s'] * 1e3:.1f} ms), "
           f"cached {second['load_s'] * 1e3:.1f} ms, ratio {first['load_s'] / second['load_s']:.1f}x")
 
@@ -230,7 +237,7 @@ def test_budget_is_hard_and_a_cut_decision_is_provisional(tmp_path, add_path, re
         assert by[f"slowgpu/{p}"].status == "over_budget"
         assert by[f"slowgpu/{p}"].reason == "not measured: the 1 s budget was used up"
     assert dec.backend == "cpu" and dec.final is False and "provisional" in dec.reason
-    assert json.loads(Path(dec.path).read_text())["final"] is False
+    assert _stored(dec.path)["final"] is False
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert sum("within a time budget of 1 s" in m for m in warnings) == 1  # announced once, with the budget
     assert any("provisionally" in m for m in warnings)
@@ -240,7 +247,7 @@ def test_budget_is_hard_and_a_cut_decision_is_provisional(tmp_path, add_path, re
     again = autoselect(str(add_path), cache_dir=tmp_path, time_budget_s=5.0)
     assert not again.cached and again.final is True
     assert {c.label: c.status for c in again.candidates}["slowgpu/fp32"] == "ok"
-    assert json.loads(Path(again.path).read_text())["final"] is True
+    assert _stored(again.path)["final"] is True
     assert autoselect(str(add_path), cache_dir=tmp_path, time_budget_s=5.0).cached
 
 
@@ -277,7 +284,7 @@ def test_load_without_configuration_does_not_measure(tmp_path, add_path, registe
     assert it.litegpu_backend == "wrongadd"
     text = "\n".join(r.getMessage() for r in caplog.records)
     assert "no measured decision cached" in text and "measuring" not in text
-    assert not (tmp_path / "cache" / "autoselect").exists()
+    assert not list((tmp_path / "cache").glob("autoselect-*"))
     # once `litegpu autoselect` has measured, load() takes its decision
     assert cli("autoselect", add_path, "--time-budget", "3").status == 0
     caplog.clear()
@@ -305,3 +312,25 @@ def test_load_probes_only_the_backend_it_takes(tmp_path, add_path, register_back
     probes.clear()
     assert litegpu.load(str(add_path)).litegpu_backend == dec.backend
     assert probes == ([] if dec.backend == "cpu" else [dec.backend])
+
+
+def test_resolve_auto_finds_this_models_decision_in_the_store(tmp_path, add_path, mlp_path, register_backend, gate):
+    """load()'s lookup reads the ``autoselect-*.lgc`` entries (named by the whole key's hash) by the
+    model fingerprint in their key: a provisional decision is taken, another model's never."""
+    import numpy as np
+    from litegpu._autoselect import resolve_auto
+
+    register_backend("slowgpu", fn=np.add, prepare_gate=gate)
+    cfg = _cfg(tmp_path, 1.0)
+    other = autoselect(str(mlp_path), config=str(cfg), backends=["cpu"])  # a single candidate: not stored
+    assert other.path is None and resolve_auto(str(mlp_path), str(cfg)) is None
+    dec = autoselect(str(add_path), config=str(cfg))  # slowgpu cut by the budget: provisional
+    assert dec.final is False and Path(dec.path).name.startswith("autoselect-")
+    got = resolve_auto(str(add_path), str(cfg))
+    assert got is not None and got.cached and got.final is False and got.path == dec.path
+    assert got.measured_at == dec.measured_at and _stored(got.path)["final"] is False
+    assert resolve_auto(str(mlp_path), str(cfg)) is None  # add's decision is not mlp's
+    gate.set()
+    final = autoselect(str(add_path), config=str(cfg), time_budget_s=5.0)  # provisional: measured again
+    assert not final.cached and final.final and final.path == dec.path  # same key, same entry
+    assert resolve_auto(str(add_path), str(cfg)).final is True

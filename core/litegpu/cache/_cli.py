@@ -101,8 +101,8 @@ def cache_info(dir: str | os.PathLike[str] | None = None, *, as_json: bool = Fal
 
 
 def cache_clear(dir: str | os.PathLike[str] | None = None, *, backend: str | None = None, as_json: bool = False,
-                out: TextIO | None = None) -> int:
-    """Delete every entry (or one backend's).  Exit code 1 when the directory is refused."""
+                out: TextIO | None = None, keep: str | None = None) -> int:
+    """Delete every entry (or one backend's; never ``keep``'s).  Exit code 1 when the directory is refused."""
     out = out or sys.stdout
     cache = _cache(dir)
     info = cache.info()
@@ -114,7 +114,7 @@ def cache_clear(dir: str | os.PathLike[str] | None = None, *, backend: str | Non
         else:
             print(msg, file=out)
         return 1
-    n = cache.clear(backend)
+    n = cache.clear(backend, keep=keep)
     if as_json:
         json.dump({"dir": str(cache.dir), "removed": n}, out)
         out.write("\n")

@@ -174,45 +174,73 @@ class DelegateCache:
                 self._count(misses=1)
             return None
         path = self.path_for(key)
-        try:
-            fd = os.open(path, os.O_RDONLY | _O_NOFOLLOW | _O_CLOEXEC)
-        except FileNotFoundError:
-            self._count(misses=1)
-            return None
-        except OSError as e:
-            self._invalid(path, "it is a symbolic link" if os.path.islink(path) else f"cannot open it ({e})")
-            return None
-        try:
-            with os.fdopen(fd, "rb") as f:
-                st = os.fstat(f.fileno())
-                if not stat.S_ISREG(st.st_mode):
-                    self._invalid(path, "it is not a regular file")
-                    return None
-                if hasattr(os, "getuid") and st.st_uid != os.getuid():
-                    self._invalid(path, f"it is owned by uid {st.st_uid}, not by the current user")
-                    return None
-                if self.max_bytes is not None and st.st_size > self.max_bytes:
-                    self._invalid(path, f"it is larger ({st.st_size} bytes) than the cache cap")
-                    return None
-                buf = f.read()
-        except OSError as e:
-            self._invalid(path, f"cannot read it ({e})")
-            return None
-        try:
-            entry = decode(buf)
-        except CacheError as e:
-            self._invalid(path, str(e))
-            return None
-        except Exception as e:  # noqa: BLE001 - a reader bug must still not take the application down
-            self._invalid(path, f"unreadable ({type(e).__name__}: {e})")
+        entry, size = self._read_checked(path)
+        if entry is None:
             return None
         head = entry.header
         if head.get("key_digest") != key.digest or head.get("key") != key.canonical():
             self._invalid(path, "it was written for another key")
             return None
         self._touch(path)
-        self._count(hits=1, bytes_read=len(buf))
+        self._count(hits=1, bytes_read=size)
         return entry.sections
+
+    def _read_checked(self, path: Path) -> tuple[Any, int]:
+        """The decoded entry at ``path`` and its size, or ``(None, 0)`` (a miss, or refused with a
+        warning): no symbolic link, a regular file owned by this user that neither its group nor
+        others can write (a 0666 entry in the private folder was loaded before), within the cap,
+        intact."""
+        try:
+            fd = os.open(path, os.O_RDONLY | _O_NOFOLLOW | _O_CLOEXEC)
+        except FileNotFoundError:
+            self._count(misses=1)
+            return None, 0
+        except OSError as e:
+            self._invalid(path, "it is a symbolic link" if os.path.islink(path) else f"cannot open it ({e})")
+            return None, 0
+        try:
+            with os.fdopen(fd, "rb") as f:
+                st = os.fstat(f.fileno())
+                if not stat.S_ISREG(st.st_mode):
+                    self._invalid(path, "it is not a regular file")
+                    return None, 0
+                if hasattr(os, "getuid") and st.st_uid != os.getuid():
+                    self._invalid(path, f"it is owned by uid {st.st_uid}, not by the current user")
+                    return None, 0
+                if hasattr(os, "getuid") and st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+                    self._invalid(path, f"it is writable by its group or by others (mode "
+                                        f"{stat.S_IMODE(st.st_mode):04o}; entries are written 0600)")
+                    return None, 0
+                if self.max_bytes is not None and st.st_size > self.max_bytes:
+                    self._invalid(path, f"it is larger ({st.st_size} bytes) than the cache cap")
+                    return None, 0
+                buf = f.read()
+        except OSError as e:
+            self._invalid(path, f"cannot read it ({e})")
+            return None, 0
+        try:
+            return decode(buf), len(buf)
+        except CacheError as e:
+            self._invalid(path, str(e))
+        except Exception as e:  # noqa: BLE001 - a reader bug must still not take the application down
+            self._invalid(path, f"unreadable ({type(e).__name__}: {e})")
+        return None, 0
+
+    def load_all(self, backend: str) -> list[tuple[Path, dict[str, Any], dict[str, bytes]]]:
+        """``(path, header, sections)`` of every valid entry of ``backend`` (whatever its key), with the
+        same checks as :meth:`load`; for records such as the auto-selection decisions, which are
+        listed rather than looked up."""
+        if not self._usable(create=False):
+            return []
+        want = _file_prefix(backend)
+        out = []
+        for p, _ in self._scan():
+            if p.name[: -len(ENTRY_SUFFIX)].rsplit("-", 1)[0] != want:
+                continue
+            entry, _size = self._read_checked(p)
+            if entry is not None and entry.header.get("backend") == backend:
+                out.append((p, entry.header, entry.sections))
+        return out
 
     # -- write ------------------------------------------------------------------------------------
     def store(self, key: EntryKey, sections: Mapping[str, bytes | bytearray | memoryview]) -> Path | None:
@@ -390,15 +418,17 @@ class DelegateCache:
             log.warning("litegpu cache: could not remove %s: %s", self.path_for(key), e)
             return False
 
-    def clear(self, backend: str | None = None) -> int:
-        """Delete every entry (or only ``backend``'s) and stale temp files; return how many entries
-        went.  Files that are not cache entries are left alone."""
+    def clear(self, backend: str | None = None, *, keep: str | None = None) -> int:
+        """Delete every entry (or only ``backend``'s; never ``keep``'s) and stale temp files; return how
+        many entries went.  Files that are not cache entries are left alone."""
         if not self._usable(create=False):
             return 0
         want = None if backend is None else _file_prefix(backend)
+        spare = None if keep is None else _file_prefix(keep)
         n = 0
         for p, _ in self._scan(reap_temps=True):
-            if want is not None and p.name[: -len(ENTRY_SUFFIX)].rsplit("-", 1)[0] != want:
+            prefix = p.name[: -len(ENTRY_SUFFIX)].rsplit("-", 1)[0]
+            if (want is not None and prefix != want) or prefix == spare:
                 continue
             try:
                 os.unlink(p)

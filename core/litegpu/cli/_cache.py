@@ -52,13 +52,17 @@ def run(args: argparse.Namespace) -> int:
     status = 0
     buf = io.StringIO()
     skip_cache = args.action == "clear" and args.autoselect_only
+    # Decisions live in the same folder (entries of backend "autoselect"): cleared and counted on their own.
+    cleared = None
+    if args.action == "clear" and not (args.no_autoselect or args.backend):
+        cleared = clear_decisions(config, args.cache_dir)
     if mod is not None and not skip_cache:
         if args.action == "list":
             status = mod.cache_list(cache_dir, as_json=args.json, verify=args.verify, out=buf)
         elif args.action == "info":
             status = mod.cache_info(cache_dir, as_json=args.json, out=buf)
         else:
-            status = mod.cache_clear(cache_dir, backend=args.backend, as_json=args.json, out=buf)
+            status = mod.cache_clear(cache_dir, backend=args.backend, as_json=args.json, out=buf, keep="autoselect")
     adir = decision_dir(config, args.cache_dir)
     if args.action == "list":
         auto: Any = list_decisions(config, args.cache_dir)
@@ -68,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
     elif args.no_autoselect or args.backend:
         auto = {"dir": str(adir), "removed": 0}
     else:
-        auto = {"dir": str(adir), "removed": clear_decisions(config, args.cache_dir)}
+        auto = {"dir": str(adir), "removed": cleared}
     if args.json:
         text = buf.getvalue().strip()
         emit_json({"cache": json.loads(text) if text else None,

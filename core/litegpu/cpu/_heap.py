@@ -24,7 +24,7 @@ import ctypes
 import os
 import platform
 
-__all__ = ["tune_heap", "HEAP_TUNING_ENV"]
+__all__ = ["tune_heap", "release_heap", "HEAP_TUNING_ENV"]
 
 HEAP_TUNING_ENV = "LITEGPU_HEAP_TUNING"
 
@@ -40,11 +40,14 @@ _GLIBC_VARS = ("MALLOC_TRIM_THRESHOLD_", "MALLOC_MMAP_THRESHOLD_", "MALLOC_TOP_P
                "GLIBC_TUNABLES")
 
 _done: bool | None = None  # None: not tried yet; else whether the thresholds were set
+_users = 0  # live interpreters (runtimes) that asked for the tuning
 
 
 def tune_heap() -> bool:
-    """Raise glibc's trim and mmap thresholds (once per process); True when they are set."""
-    global _done
+    """Raise glibc's trim and mmap thresholds (once per process); True when they are set.
+    Each call counts one user until :func:`release_heap`."""
+    global _done, _users
+    _users += 1
     if _done is not None:
         return _done
     _done = False
@@ -62,3 +65,18 @@ def tune_heap() -> bool:
     mallopt.restype = ctypes.c_int
     _done = bool(mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD)) and bool(mallopt(_M_TRIM_THRESHOLD, _TRIM_THRESHOLD))
     return _done
+
+
+def release_heap() -> None:
+    """One user of :func:`tune_heap` is gone (an interpreter was dropped).  When it was the last,
+    give the kept memory back to the system (``malloc_trim``): the tuning is scoped to the time
+    interpreters are alive, so a service creating and dropping interpreters returns to its
+    starting RSS instead of keeping up to the 256 MB trim threshold (issue 19)."""
+    global _users
+    _users = max(0, _users - 1)
+    if _users or not _done:
+        return
+    try:
+        ctypes.CDLL(None).malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
