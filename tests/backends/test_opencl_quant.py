@@ -206,6 +206,7 @@ def _single_ops() -> dict[str, QNet]:
     return {n.name: n for n in nets}
 
 
+@pytest.mark.sweep(every=4)
 @pytest.mark.parametrize("dtype", ["int8", "uint8"])
 @pytest.mark.parametrize("op", list(_single_ops()))
 def test_single_quantized_op(op, dtype):

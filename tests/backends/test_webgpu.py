@@ -192,6 +192,7 @@ def _report_errors():
             print(f"  {k:45s} {v:.2e}")
 
 
+@pytest.mark.sweep(every=3)
 @pytest.mark.parametrize("precision", ["fp32", "fp16"])
 @pytest.mark.parametrize("case", list(CASES))
 def test_op_matches_litert(wg, case, precision):
