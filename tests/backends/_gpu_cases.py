@@ -15,6 +15,7 @@ dilation, both paddings and fused activations.
 from __future__ import annotations
 
 import struct
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -101,6 +102,22 @@ class Case:
     reference: bool = True  # LiteRT reference kernels (False: builtin kernels)
     oracle: str = "litert"  # or "cpu": litegpu's CPU interpreter (tested against LiteRT elsewhere)
     extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # Each case draws its random data from a generator seeded by its id: what a case is tested on
+        # must not depend on which cases were built before it (the default run samples the sweeps, so
+        # that set differs between `make test` and `make test-all`).
+        build, seed = self.build, zlib.crc32(self.id.encode())
+
+        def seeded() -> tuple[bytes, list[np.ndarray]]:
+            global _RNG
+            shared, _RNG = _RNG, np.random.default_rng(seed)
+            try:
+                return build()
+            finally:
+                _RNG = shared
+
+        self.build = seeded
 
 
 def _build(op: str, ins: list, out_shapes: list[tuple[int, ...]], out_dtype: str, version: int,
@@ -608,9 +625,9 @@ GPU_OPS = sorted({c.op for c in CASES})
 PATTERNS: list[Case] = []
 
 
-def pattern(id: str, reference: bool = True):
+def pattern(id: str, reference: bool = True, **extra: Any):
     def deco(f):
-        PATTERNS.append(Case(id, "", f, reference=reference))
+        PATTERNS.append(Case(id, "", f, reference=reference, extra=extra))
         return f
     return deco
 
@@ -905,7 +922,11 @@ def _p_large():
     return g.done(m)
 
 
-@pattern("extreme values: tanh/logistic/softmax/elu/hard_swish far out of range", reference=False)
+# Inputs up to |90|: fp16 storage rounds them by up to 2**-5, which moves exp() (SOFTMAX) by up to 3%, so
+# the fp16 modes are held to the function of the fp16-rounded input (what the kernel is given), not of
+# the float32 one; which draw lands over 1e-2 otherwise is luck.
+@pattern("extreme values: tanh/logistic/softmax/elu/hard_swish far out of range", reference=False,
+         fp16_reference_on_rounded_inputs=True)
 def _p_extreme():
     g = _G()
     x = g.input(2, 3, 4, 9, lo=-90.0, hi=90.0)
