@@ -111,9 +111,7 @@ def _bound_ms(bound, runs: int, batches: int = 5) -> float:
 def _output_storage(it) -> dict[str, str]:
     """Each output's storage in the delegate's plan (float16 / float32 / ...), by tensor name."""
     out = {}
-    # a delegate step runs its kernel through the CPU-fallback wrapper (`.kernel`) or directly (bound method)
-    for k in [getattr(s.run, "kernel", None) or getattr(s.run, "__self__", None)
-              for s in it._main.plan.steps if s.kind == "delegate"]:
+    for k in [s.kernel for s in it._main.plan.steps if s.kind == "delegate"]:
         plan = getattr(k, "plan", None)
         if plan is None:
             continue

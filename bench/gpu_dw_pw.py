@@ -29,7 +29,7 @@ CONFIGS = {"off": -1, "default": _F.DW_PW_RECOMPUTE_BUDGET, "all": 1 << 62}
 
 
 def _kernel_of(it):
-    (k,) = [s.run.__self__ for s in it._main.plan.steps if s.kind == "delegate"]
+    (k,) = [s.kernel for s in it._main.plan.steps if s.kind == "delegate"]
     return k
 
 

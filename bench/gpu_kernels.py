@@ -74,7 +74,7 @@ def main() -> int:
         dev = d.device
         it = litegpu.Interpreter(model_path=str(path), experimental_delegates=[d])
         it.allocate_tensors()
-        (k,) = [s.run.__self__ for s in it._main.plan.steps if s.kind == "delegate"]
+        (k,) = [s.kernel for s in it._main.plan.steps if s.kind == "delegate"]
         items = [(ln.bound[0], _gsize(ln.grid, ln.kernel.workgroup), ln.kernel.workgroup) for ln in k._launches]
         times = _time_launches(cl, dev.ctx, items, args.runs)
         rows = []
@@ -162,7 +162,7 @@ def _vulkan(args) -> int:
         dev = d.device
         it = litegpu.Interpreter(model_path=str(path), experimental_delegates=[d])
         it.allocate_tensors()
-        (k,) = [s.run.__self__ for s in it._main.plan.steps if s.kind == "delegate"]
+        (k,) = [s.kernel for s in it._main.plan.steps if s.kind == "delegate"]
         ups = [b.ref for b in k._inputs]
         downs = [b.ref for b in k._outputs if b is not None]
         prof = dev.record([(ln.bound, ln.kernel, ln.grid) for ln in k._launches], uploads=ups, downloads=downs,

@@ -51,7 +51,7 @@ def _load(backend: str, path, args):
         return [it.get_tensor(o) for o in outs]
 
     t_full = _med(full, args.runs)
-    (k,) = [s.run.__self__ for s in it._main.plan.steps if s.kind == "delegate"]
+    (k,) = [s.kernel for s in it._main.plan.steps if s.kind == "delegate"]
     return d, d.device, it, k, x, t_full
 
 

@@ -57,7 +57,7 @@ def test_cold_prepare_builds_each_program_once_and_weights_in_one_transfer(backe
     model = _model()
     it = litegpu.Interpreter(model_content=model, experimental_delegates=[d])
     it.allocate_tensors()
-    (k,) = [s.run.__self__ for s in it._main.plan.steps if s.kind == "delegate"]
+    (k,) = [s.kernel for s in it._main.plan.steps if s.kind == "delegate"]
     assert d.tuner.timed == 0
     sources = [src for src, _ in compiled]
     assert len(sources) == len(set(sources)) >= 2  # each program built once

@@ -29,7 +29,7 @@ def _run(model: bytes, cache_dir, **opts):
     d = load_backend_delegate("opencl", {"cache": {"dir": str(cache_dir), "enabled": True}, **opts})
     it = litegpu.Interpreter(model_content=model, experimental_delegates=[d])
     it.allocate_tensors()
-    kernels = [s.run.__self__ for s in it._main.plan.steps if s.kind == "delegate"]
+    kernels = [s.kernel for s in it._main.plan.steps if s.kind == "delegate"]
     x = np.random.default_rng(0).standard_normal((1, 9, 9, 5)).astype(np.float32)
     it.set_tensor(it.get_input_details()[0]["index"], x)
     it.invoke()

@@ -36,7 +36,7 @@ _invoke = invoke_all
 
 
 def _kernels(it: litegpu.Interpreter):
-    return [s.run.__self__ for s in it._main.plan.steps if s.kind == "delegate"]
+    return [s.kernel for s in it._main.plan.steps if s.kind == "delegate"]
 
 
 def _backends(it: litegpu.Interpreter) -> list[str]:

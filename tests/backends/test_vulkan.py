@@ -461,7 +461,7 @@ def test_one_submit_per_invoke_with_staging_in_the_command_buffer(backend, compi
     try:
         it = litegpu.Interpreter(model_content=model, experimental_delegates=[d])
         it.allocate_tensors()
-        (k,) = [s.run.__self__ for s in it._main.plan.steps if s.kind == "delegate"]
+        (k,) = [s.kernel for s in it._main.plan.steps if s.kind == "delegate"]
         stats = k.describe()["recording"]
         assert stats["submits"] == 1 and stats["staged_uploads"] == 1 and stats["staged_downloads"] == 1
         assert stats["dispatches"] == len(k._launches) and stats["copies"] == 2
@@ -492,7 +492,7 @@ def test_timestamps_around_every_copy_and_dispatch(backend, compiler_core, memor
     try:
         it = litegpu.Interpreter(model_content=model, experimental_delegates=[d])
         it.allocate_tensors()
-        (k,) = [s.run.__self__ for s in it._main.plan.steps if s.kind == "delegate"]
+        (k,) = [s.kernel for s in it._main.plan.steps if s.kind == "delegate"]
         dev = d.device
         if not dev._timestamp_bits:
             pytest.skip("the compute queue has no timestamps")
@@ -516,7 +516,7 @@ def test_pipelines_of_a_partition_are_created_in_one_call(backend, compiler_core
     try:
         it = litegpu.Interpreter(model_content=model, experimental_delegates=[d])
         it.allocate_tensors()
-        (k,) = [s.run.__self__ for s in it._main.plan.steps if s.kind == "delegate"]
+        (k,) = [s.kernel for s in it._main.plan.steps if s.kind == "delegate"]
         assert d.tuning == "none"  # the vulkan default: each tried work group would be a glslc run
         assert d.device.pipeline_batches == 1
         assert d.device.pipelines_created == len({ln.kernel.source for ln in k._launches})
@@ -533,7 +533,7 @@ def test_fp16_defaults_to_half_storage_with_float_math(backend, compiler_core):
             pytest.skip("no storageBuffer16BitAccess on this device")
         it = litegpu.Interpreter(model_content=model, experimental_delegates=[d])
         it.allocate_tensors()
-        (k,) = [s.run.__self__ for s in it._main.plan.steps if s.kind == "delegate"]
+        (k,) = [s.kernel for s in it._main.plan.steps if s.kind == "delegate"]
         assert d.half_math is False and k.describe()["half_math"] is False
         assert {f for r in k.records for f in r["features"]} == {"f16_storage"}
         it.set_tensor(it.get_input_details()[0]["index"], inputs[0])
@@ -562,7 +562,7 @@ def test_cache_serves_programs_without_glslc(backend, compiler_core, tmp_path, m
         try:
             it = litegpu.Interpreter(model_content=model, experimental_delegates=[d])
             it.allocate_tensors()
-            kernels += [s.run.__self__ for s in it._main.plan.steps if s.kind == "delegate"]
+            kernels += [s.kernel for s in it._main.plan.steps if s.kind == "delegate"]
             it.set_tensor(it.get_input_details()[0]["index"], inputs[0])
             it.invoke()
             outs.append(it.get_tensor(it.get_output_details()[0]["index"]))
