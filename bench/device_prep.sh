@@ -29,20 +29,42 @@ if ! ls .gl/*.deb >/dev/null 2>&1; then
   (cd .gl/extra && apt-get $o download -qq glslc libshaderc1 2>/dev/null || apt-get $o download -qq glslc)
 fi
 # The MediaPipe models, from this machine's cache (`litegpu models fetch` fills it).  The device call
-# carries at most 64 MiB, so by default only the 7 benchmarked models travel; MODELS=all takes every one.
+# carries at most 64 MiB, so by default only the 7 benchmarked models travel (.models); MODELS=all takes
+# every one; MODELS_MORE=1 puts the others in .models-more, for a later call to the same warm machine.
 MODELS=${MODELS:-face_detection_short_range,face_landmark,hand_landmark_full,iris_landmark,palm_detection_full,pose_landmark_full,selfie_segmentation}
-rm -rf .models
-.venv/bin/python - "$MODELS" <<'PY'
+rm -rf .models .models-more
+.venv/bin/python - "$MODELS" "${MODELS_MORE:-}" <<'PY'
 import shutil, sys
 from pathlib import Path
 from litegpu.models import fetch_mediapipe
-want = sys.argv[1]
+want, more = sys.argv[1], sys.argv[2]
 for name, path in fetch_mediapipe().items():
-    if want == "all" or name in want.split(","):
-        path = Path(path)
-        root = next(q for q in path.parents if q.name == "mediapipe-0.10.14")
-        dst = Path(".models") / root.name / path.relative_to(root)
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(path, dst)
+    chosen = want == "all" or name in want.split(",")
+    if not chosen and not more:
+        continue
+    path = Path(path)
+    root = next(q for q in path.parents if q.name == "mediapipe-0.10.14")
+    dst = Path(".models" if chosen else ".models-more") / root.name / path.relative_to(root)
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy(path, dst)
 PY
-du -sh .whl .gl .models
+# Ray Data's wheels for Python 3.12 (RAY=1; about 143 MiB): split in three parts of at most 48 MiB, each
+# carried by its own call to one warm machine (a call carries at most 64 MiB; what an earlier call
+# carried stays there while the machine is held).  device_run.sh installs them once all three are there:
+#   run carry=[".ray1"] "true"; run carry=[".ray2"] "true"; run carry=[".ray3"] "bash bench/device_run.sh ..."
+if [ -n "${RAY:-}" ]; then
+  mkdir -p .ray-wheels
+  for w in ray==2.60.0 pyarrow==26.0.1 pandas==3.1.1 click==8.5.1 filelock==4.3.1 jsonschema==4.26.0 \
+           jsonschema-specifications==2025.9.1 referencing==0.37.0 rpds-py attrs==26.1.0 msgpack==1.2.4 \
+           packaging==26.4 requests==2.34.2 certifi idna==3.20 urllib3==2.8.0 charset-normalizer \
+           fsspec==2026.9.0 python-dateutil==4.0.0 tzdata==2026.6 six; do
+    python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+      --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
+      --platform manylinux_2_31_x86_64 --platform manylinux_2_34_x86_64 --platform any -d .ray-wheels "$w"
+  done
+  rm -rf .ray1 .ray2 .ray3 && mkdir -p .ray1 .ray2 .ray3
+  tar cf - .ray-wheels | split -b 48M -d -a 1 - .ray-part.
+  mv .ray-part.0 .ray1/part && mv .ray-part.1 .ray2/part && mv .ray-part.2 .ray3/part
+  [ ! -e .ray-part.3 ] || { echo "Ray's wheels need a fourth part: raise the split" >&2; exit 1; }
+fi
+du -sh .whl .gl .models .models-more .ray1 .ray2 .ray3 2>/dev/null

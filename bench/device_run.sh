@@ -12,12 +12,18 @@ export __EGL_VENDOR_LIBRARY_FILENAMES=/usr/local/nvidia/share/glvnd/egl_vendor.d
 mkdir -p /etc/OpenCL/vendors
 echo /usr/local/nvidia/lib64/libnvidia-opencl.so.1 > /etc/OpenCL/vendors/nvidia.icd
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+# Ray Data (device_prep.sh RAY=1), once its three parts have arrived over three calls
+if [ -f .ray1/part ] && [ -f .ray2/part ] && [ -f .ray3/part ] && [ ! -d /tmp/site/ray ]; then
+  cat .ray1/part .ray2/part .ray3/part | tar xf - -C /tmp && \
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site /tmp/.ray-wheels/*.whl
+fi
 export PYTHONPATH=/tmp/site
 pkgs=(. backends/opencl)
 for b in backends/webgpu backends/vulkan; do [ -f "$b/pyproject.toml" ] && pkgs+=("$b"); done
 rm -rf /tmp/lg; python3 -m pip install -q --no-index --no-deps --no-build-isolation --no-compile --no-cache-dir --upgrade --target /tmp/lg "${pkgs[@]}" || exit 1
 export PYTHONPATH=/tmp/lg:/tmp/site
 mkdir -p /tmp/xc/litegpu/models && cp -r .models/mediapipe-0.10.14 /tmp/xc/litegpu/models/
+[ -d .models-more/mediapipe-0.10.14 ] && cp -r .models-more/mediapipe-0.10.14 /tmp/xc/litegpu/models/
 export XDG_CACHE_HOME=/tmp/xc XDG_RUNTIME_DIR=/tmp/xdg PYTHONUNBUFFERED=1
 mkdir -p "$XDG_RUNTIME_DIR" && chmod 700 "$XDG_RUNTIME_DIR"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
