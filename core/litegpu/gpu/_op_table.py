@@ -5,16 +5,17 @@ renders (``core/litegpu/shaders/``, registry in ``_kernel_specs.py``), its const
 and how it fuses: ``fuses="activation"`` (an activation the fusion pass folds into its producer's
 epilogue), ``fuses="elementwise"`` (a binary op a convolution-like producer may take as a residual),
 ``act`` (a kernel's ``act`` slot computes it), ``chain`` (a ``binary`` kernel's unary ``chain``
-computes it).  The reference the GPU results are tested against is the op's CPU kernel
-(``litegpu.cpu``, registered under the same name), in numpy for the GPU graph in ``_reference.py``.
+computes it), and ``ref``, its numpy meaning on the GPU graph (``_reference_ops.py``; the evaluator
+``_reference.evaluate`` that the compiler tests compare with LiteRT calls it).  The end-to-end GPU tests
+compare with LiteRT and the op's CPU kernel (``litegpu.cpu``, registered under the same name).
 
 Derived here, and nowhere else: :data:`SUPPORTED_OPS` (what :func:`litegpu.gpu._lower.supports` may
 accept, and the GPU columns of docs/support-matrix.md), :data:`PARAM_INPUTS`, the fusion sets the
 passes read (:data:`ACTIVATIONS_FUSABLE`, :data:`ELEMENTWISE_FUSABLE`) and the epilogue slots'
 domains in ``_capabilities`` (:data:`ACT_OPS`, :data:`CHAIN_OPS`, :func:`kernel_of`).
 
-Adding a GPU op: one entry here (reusing a ``check_*``/``lower_*`` or adding one to
-``_lowering.py``) and, if no template computes it yet, the template (docs/gpu-compiler.md shows one
+Adding a GPU op: one entry here (reusing a ``check_*``/``lower_*``/``ref`` or adding one to
+``_lowering.py``/``_reference_ops.py``) and, if no template computes it yet, the template (docs/gpu-compiler.md shows one
 worked example).
 """
 
@@ -23,9 +24,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import Any
+
+import numpy as np
 
 from .._delegate import NodeView
 from . import _lowering as lo
+from . import _reference_ops as rf
 from ._graph import DW_PW_OP, QDQ_OP, GpuOp
 
 __all__ = ["GpuOpEntry", "OPS", "SUPPORTED_OPS", "PARAM_INPUTS", "ACTIVATIONS_FUSABLE", "ELEMENTWISE_FUSABLE",
@@ -52,95 +57,104 @@ class GpuOpEntry:
     chain: bool = False
     #: ``supports`` may accept it; False for ops only the passes create (QDQ, DW_PW_CONV_2D, LSTM_CELL...)
     claimed: bool = True
+    #: its numpy meaning (``_reference_ops``): ``f(x, attrs)`` for the ``unary`` kernel, ``f(a, b)`` for
+    #: ``binary``, else ``f(ctx) -> outputs``; ``None``: the reference evaluator cannot run it (QUANTIZE)
+    ref: Callable[..., Any] | None = None
 
 
 _CONV_PARAMS = {1: "weights", 2: "bias"}
 _AXES = {1: "axes"}
 
 
-def _unary(*, act: bool = False, chain: bool = True, fuses: str | None = None, claimed: bool = True) -> GpuOpEntry:
-    return GpuOpEntry("unary", lo.lower_unary, act=act, chain=chain, fuses=fuses, claimed=claimed)
+def _unary(*, act: bool = False, chain: bool = True, fuses: str | None = None, claimed: bool = True,
+           ref: rf.UnaryRef | None = None) -> GpuOpEntry:
+    return GpuOpEntry("unary", lo.lower_unary, act=act, chain=chain, fuses=fuses, claimed=claimed, ref=ref)
 
 
-def _binary(*, fuses: str | None = None, params: Mapping[int, str] | None = None) -> GpuOpEntry:
-    return GpuOpEntry("binary", lo.lower_binary, params=params or {}, fuses=fuses)
+def _binary(*, fuses: str | None = None, params: Mapping[int, str] | None = None,
+            ref: rf.BinaryRef | None = None) -> GpuOpEntry:
+    return GpuOpEntry("binary", lo.lower_binary, params=params or {}, fuses=fuses, ref=ref)
 
 
 _TABLE: dict[str, GpuOpEntry] = {
     # convolutions and matrix products (take an epilogue)
-    "CONV_2D": GpuOpEntry("conv2d", lo.lower_conv, lo.check_conv, _CONV_PARAMS),
-    "DEPTHWISE_CONV_2D": GpuOpEntry("depthwise_conv2d", lo.lower_depthwise, lo.check_depthwise, _CONV_PARAMS),
-    DW_PW_OP: GpuOpEntry("dw_pw_conv2d", lo.lower_dw_pw, claimed=False),
+    "CONV_2D": GpuOpEntry("conv2d", lo.lower_conv, lo.check_conv, _CONV_PARAMS, ref=rf.conv2d),
+    "DEPTHWISE_CONV_2D": GpuOpEntry("depthwise_conv2d", lo.lower_depthwise, lo.check_depthwise, _CONV_PARAMS,
+                                    ref=rf.depthwise_conv2d),
+    DW_PW_OP: GpuOpEntry("dw_pw_conv2d", lo.lower_dw_pw, claimed=False, ref=rf.dw_pw_conv2d),
     "TRANSPOSE_CONV": GpuOpEntry("transpose_conv2d", lo.lower_transpose_conv, lo.check_transpose_conv,
-                                 {0: "output shape", 1: "weights", 3: "bias"}),
+                                 {0: "output shape", 1: "weights", 3: "bias"}, ref=rf.transpose_conv),
     "Convolution2DTransposeBias": GpuOpEntry("transpose_conv2d", lo.lower_transpose_conv, lo.check_transpose_conv,
-                                             _CONV_PARAMS),
-    "FULLY_CONNECTED": GpuOpEntry("fully_connected", lo.lower_fc, lo.check_fc, _CONV_PARAMS),
-    "BATCH_MATMUL": GpuOpEntry("batch_matmul", lo.lower_bmm, lo.check_bmm),
-    "AVERAGE_POOL_2D": GpuOpEntry("pool2d", lo.lower_pool, lo.check_pool),
-    "MAX_POOL_2D": GpuOpEntry("pool2d", lo.lower_pool, lo.check_pool),
+                                             _CONV_PARAMS, ref=rf.transpose_conv_bias),
+    "FULLY_CONNECTED": GpuOpEntry("fully_connected", lo.lower_fc, lo.check_fc, _CONV_PARAMS,
+                                  ref=rf.fully_connected),
+    "BATCH_MATMUL": GpuOpEntry("batch_matmul", lo.lower_bmm, lo.check_bmm, ref=rf.batch_matmul),
+    "AVERAGE_POOL_2D": GpuOpEntry("pool2d", lo.lower_pool, lo.check_pool, ref=rf.average_pool),
+    "MAX_POOL_2D": GpuOpEntry("pool2d", lo.lower_pool, lo.check_pool, ref=rf.max_pool),
     # binary elementwise (bin_<OP> in common.lgk)
-    "ADD": _binary(fuses="elementwise"),
-    "SUB": _binary(fuses="elementwise"),
-    "MUL": _binary(fuses="elementwise"),
-    "DIV": _binary(fuses="elementwise"),
-    "MAXIMUM": _binary(fuses="elementwise"),
-    "MINIMUM": _binary(fuses="elementwise"),
-    "SQUARED_DIFFERENCE": _binary(),
-    "POW": _binary(),
-    "PRELU": _binary(params={1: "alpha"}),
-    "LOGICAL_AND": _binary(),
+    "ADD": _binary(fuses="elementwise", ref=np.add),
+    "SUB": _binary(fuses="elementwise", ref=np.subtract),
+    "MUL": _binary(fuses="elementwise", ref=np.multiply),
+    "DIV": _binary(fuses="elementwise", ref=np.divide),
+    "MAXIMUM": _binary(fuses="elementwise", ref=np.maximum),
+    "MINIMUM": _binary(fuses="elementwise", ref=np.minimum),
+    "SQUARED_DIFFERENCE": _binary(ref=rf.squared_difference),
+    "POW": _binary(ref=np.power),
+    "PRELU": _binary(params={1: "alpha"}, ref=rf.prelu),
+    "LOGICAL_AND": _binary(ref=np.logical_and),
     # unary elementwise (op_<OP> in common.lgk)
-    "EXP": _unary(),
-    "LOG": _unary(),
-    "SQRT": _unary(),
-    "RSQRT": _unary(),
-    "ABS": _unary(),
-    "NEG": _unary(),
-    "SIN": _unary(),
-    "COS": _unary(),
-    "TANH": _unary(act=True, fuses="activation"),
-    "LOGISTIC": _unary(act=True, fuses="activation"),
-    "RELU": _unary(act=True, fuses="activation"),
-    "RELU6": _unary(act=True, fuses="activation"),
-    "RELU_N1_TO_1": _unary(act=True, fuses="activation"),
-    "HARD_SWISH": _unary(act=True, fuses="activation"),
-    "LEAKY_RELU": _unary(chain=False, fuses="activation"),  # needs its alpha: not chainable
-    "ELU": _unary(fuses="activation"),
-    "GELU": _unary(),
-    "SQUARE": _unary(claimed=False),  # made by passes (x * x); the builtin is left to the CPU
-    "SIGN_BIT": _unary(act=True, claimed=False),
-    QDQ_OP: _unary(chain=False, claimed=False),  # a copy whose epilogue snaps to a quantized grid
+    "EXP": _unary(ref=rf.exp),
+    "LOG": _unary(ref=rf.log),
+    "SQRT": _unary(ref=rf.sqrt),
+    "RSQRT": _unary(ref=rf.rsqrt),
+    "ABS": _unary(ref=rf.absolute),
+    "NEG": _unary(ref=rf.neg),
+    "SIN": _unary(ref=rf.sin),
+    "COS": _unary(ref=rf.cos),
+    "TANH": _unary(act=True, fuses="activation", ref=rf.tanh),
+    "LOGISTIC": _unary(act=True, fuses="activation", ref=rf.sigmoid),
+    "RELU": _unary(act=True, fuses="activation", ref=rf.relu),
+    "RELU6": _unary(act=True, fuses="activation", ref=rf.relu6),
+    "RELU_N1_TO_1": _unary(act=True, fuses="activation", ref=rf.relu_n1_to_1),
+    "HARD_SWISH": _unary(act=True, fuses="activation", ref=rf.hard_swish),
+    "LEAKY_RELU": _unary(chain=False, fuses="activation", ref=rf.leaky_relu),  # needs its alpha: not chainable
+    "ELU": _unary(fuses="activation", ref=rf.elu),
+    "GELU": _unary(ref=rf.gelu),
+    "SQUARE": _unary(claimed=False, ref=rf.square),  # made by passes (x * x); the builtin is left to the CPU
+    "SIGN_BIT": _unary(act=True, claimed=False, ref=rf.sign_bit),
+    QDQ_OP: _unary(chain=False, claimed=False, ref=rf.copy),  # a copy whose epilogue snaps to a quantized grid
     # reductions
-    "MEAN": GpuOpEntry("reduce", lo.lower_reduce, params=_AXES),
-    "SUM": GpuOpEntry("reduce", lo.lower_reduce, params=_AXES),
-    "REDUCE_MAX": GpuOpEntry("reduce", lo.lower_reduce, params=_AXES),
-    "REDUCE_MIN": GpuOpEntry("reduce", lo.lower_reduce, params=_AXES),
-    "SOFTMAX": GpuOpEntry("softmax", lo.lower_softmax),
+    "MEAN": GpuOpEntry("reduce", lo.lower_reduce, params=_AXES, ref=rf.mean),
+    "SUM": GpuOpEntry("reduce", lo.lower_reduce, params=_AXES, ref=rf.reduce_sum),
+    "REDUCE_MAX": GpuOpEntry("reduce", lo.lower_reduce, params=_AXES, ref=rf.reduce_max),
+    "REDUCE_MIN": GpuOpEntry("reduce", lo.lower_reduce, params=_AXES, ref=rf.reduce_min),
+    "SOFTMAX": GpuOpEntry("softmax", lo.lower_softmax, ref=rf.softmax),
     # data movement
-    "CONCATENATION": GpuOpEntry("concat", lo.lower_concat, lo.check_concat),
-    "RESHAPE": GpuOpEntry("gather", lo.lower_gather, params={1: "shape"}),
-    "SQUEEZE": GpuOpEntry("gather", lo.lower_gather),
-    "EXPAND_DIMS": GpuOpEntry("gather", lo.lower_gather, params={1: "axis"}),
-    "TRANSPOSE": GpuOpEntry("gather", lo.lower_gather, params={1: "permutation"}),
-    "SLICE": GpuOpEntry("slice", lo.lower_slice, params={1: "begin", 2: "size"}),
+    "CONCATENATION": GpuOpEntry("concat", lo.lower_concat, lo.check_concat, ref=rf.concatenation),
+    "RESHAPE": GpuOpEntry("gather", lo.lower_gather, params={1: "shape"}, ref=rf.reshape),
+    "SQUEEZE": GpuOpEntry("gather", lo.lower_gather, ref=rf.reshape),
+    "EXPAND_DIMS": GpuOpEntry("gather", lo.lower_gather, params={1: "axis"}, ref=rf.reshape),
+    "TRANSPOSE": GpuOpEntry("gather", lo.lower_gather, params={1: "permutation"}, ref=rf.transpose),
+    "SLICE": GpuOpEntry("slice", lo.lower_slice, params={1: "begin", 2: "size"}, ref=rf.slice_op),
     "STRIDED_SLICE": GpuOpEntry("slice", lo.lower_slice, lo.check_strided_slice,
-                                {1: "begin", 2: "end", 3: "strides"}),
-    "SPLIT": GpuOpEntry("slice", lo.lower_split, params={0: "axis"}),
-    "SPLIT_V": GpuOpEntry("slice", lo.lower_split, params={1: "size_splits", 2: "axis"}),
-    "PAD": GpuOpEntry("pad", lo.lower_pad, params={1: "paddings"}),
-    "PADV2": GpuOpEntry("pad", lo.lower_pad, params={1: "paddings", 2: "pad value"}),
-    "MIRROR_PAD": GpuOpEntry("pad", lo.lower_pad, params={1: "paddings"}),
-    "DEPTH_TO_SPACE": GpuOpEntry("depth_to_space", lo.lower_space, lo.check_4d),
-    "SPACE_TO_DEPTH": GpuOpEntry("space_to_depth", lo.lower_space, lo.check_4d),
-    "RESIZE_BILINEAR": GpuOpEntry("resize", lo.lower_resize, lo.check_resize_bilinear, {1: "size"}),
-    "RESIZE_NEAREST_NEIGHBOR": GpuOpEntry("resize", lo.lower_resize, lo.check_resize_nearest, {1: "size"}),
+                                {1: "begin", 2: "end", 3: "strides"}, ref=rf.slice_op),
+    "SPLIT": GpuOpEntry("slice", lo.lower_split, params={0: "axis"}, ref=rf.split),
+    "SPLIT_V": GpuOpEntry("slice", lo.lower_split, params={1: "size_splits", 2: "axis"}, ref=rf.split),
+    "PAD": GpuOpEntry("pad", lo.lower_pad, params={1: "paddings"}, ref=rf.pad),
+    "PADV2": GpuOpEntry("pad", lo.lower_pad, params={1: "paddings", 2: "pad value"}, ref=rf.pad),
+    "MIRROR_PAD": GpuOpEntry("pad", lo.lower_pad, params={1: "paddings"}, ref=rf.pad),
+    "DEPTH_TO_SPACE": GpuOpEntry("depth_to_space", lo.lower_space, lo.check_4d, ref=rf.depth_to_space),
+    "SPACE_TO_DEPTH": GpuOpEntry("space_to_depth", lo.lower_space, lo.check_4d, ref=rf.space_to_depth),
+    "RESIZE_BILINEAR": GpuOpEntry("resize", lo.lower_resize, lo.check_resize_bilinear, {1: "size"},
+                                  ref=rf.resize_bilinear),
+    "RESIZE_NEAREST_NEIGHBOR": GpuOpEntry("resize", lo.lower_resize, lo.check_resize_nearest, {1: "size"},
+                                          ref=rf.resize_nearest),
     # recurrent: the lstm pass rewrites LSTM into LSTM_CELL nodes
-    "LSTM": GpuOpEntry(None, None, lo.check_lstm, {2: "weights", 3: "bias"}),
-    "LSTM_CELL": GpuOpEntry("lstm_cell", lo.lower_lstm_cell, claimed=False),
+    "LSTM": GpuOpEntry(None, None, lo.check_lstm, {2: "weights", 3: "bias"}, ref=rf.lstm),
+    "LSTM_CELL": GpuOpEntry("lstm_cell", lo.lower_lstm_cell, claimed=False, ref=rf.lstm_cell),
     # weights and quantization: folded at prepare or turned into QDQ steps by the float_view pass
-    "DEQUANTIZE": GpuOpEntry(None, None),
-    "DENSIFY": GpuOpEntry(None, None),
+    "DEQUANTIZE": GpuOpEntry(None, None, ref=rf.dequantize),
+    "DENSIFY": GpuOpEntry(None, None, ref=rf.densify_op),
     "QUANTIZE": GpuOpEntry(None, None),
 }
 
