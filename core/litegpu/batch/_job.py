@@ -125,7 +125,7 @@ def run_batch(model: str | os.PathLike[str], input: str | os.PathLike[str], outp
         raise CliError(f"{RAY_HINT} ({e})") from None
     lm = load_model(os.fspath(model))
     detail = _input_detail(lm)
-    pre = Preprocess.for_input(detail, preprocess or PreprocessOptions(), read_metadata(lm.model, lm.data))
+    pre = Preprocess.for_model(lm.path, detail, preprocess or PreprocessOptions(), read_metadata(lm.model, lm.data))
     cfg = load_config_or_none(os.fspath(config) if isinstance(config, os.PathLike) else config)
     opts = backend_options(cfg, backend, precision, options)
     backend, opts = resolve_backend(lm, backend, cfg, opts)
