@@ -9,7 +9,7 @@ computes it), and ``ref``, its numpy meaning on the GPU graph (``_reference_ops.
 ``_reference.evaluate`` that the compiler tests compare with LiteRT calls it).  The end-to-end GPU tests
 compare with LiteRT and the op's CPU kernel (``litegpu.cpu``, registered under the same name).
 
-Derived here, and nowhere else: :data:`SUPPORTED_OPS` (what :func:`litegpu.gpu._lower.supports` may
+Derived here, and nowhere else: :data:`SUPPORTED_OPS` (what :func:`supports` may
 accept, and the GPU columns of docs/support-matrix.md), :data:`PARAM_INPUTS`, the fusion sets the
 passes read (:data:`ACTIVATIONS_FUSABLE`, :data:`ELEMENTWISE_FUSABLE`) and the epilogue slots'
 domains in ``_capabilities`` (:data:`ACT_OPS`, :data:`CHAIN_OPS`, :func:`kernel_of`).
@@ -28,13 +28,15 @@ from typing import Any
 
 import numpy as np
 
-from .._delegate import NodeView
+from .._delegate import NodeView, Support
+from .._ir import Subgraph, Tensor
 from . import _lowering as lo
 from . import _reference_ops as rf
 from ._graph import DW_PW_OP, QDQ_OP, GpuOp
+from ._quant import quantized_reason
 
 __all__ = ["GpuOpEntry", "OPS", "SUPPORTED_OPS", "PARAM_INPUTS", "ACTIVATIONS_FUSABLE", "ELEMENTWISE_FUSABLE",
-           "ACT_OPS", "CHAIN_OPS", "kernel_of"]
+           "ACT_OPS", "CHAIN_OPS", "kernel_of", "supports"]
 
 
 @dataclass(frozen=True)
@@ -161,7 +163,7 @@ _TABLE: dict[str, GpuOpEntry] = {
 #: op name (builtin or custom code) -> its entry
 OPS: Mapping[str, GpuOpEntry] = MappingProxyType(_TABLE)
 
-#: every op name (builtin or custom code) :func:`litegpu.gpu._lower.supports` may accept
+#: every op name (builtin or custom code) :func:`supports` may accept
 SUPPORTED_OPS = frozenset(op for op, e in OPS.items() if e.claimed)
 #: ops whose listed inputs are parameters that must be constant: op -> {input index: what it is}
 PARAM_INPUTS: Mapping[str, Mapping[int, str]] = MappingProxyType({op: e.params for op, e in OPS.items() if e.params})
@@ -179,3 +181,104 @@ def kernel_of(op: str) -> str | None:
     """The template kernel computing ``op``, or None."""
     e = OPS.get(op)
     return e.kernel if e is not None else None
+
+
+# ---------------------------------------------------------------------------------------------------------
+# supports: the generic GPU checks, then the entry's own check
+# ---------------------------------------------------------------------------------------------------------
+
+
+def _constant_like(sg: Subgraph, t: int, depth: int = 0) -> bool:
+    """A constant, or made from one by DEQUANTIZE/DENSIFY (folded at prepare)."""
+    if t < 0:
+        return True
+    if sg.tensors[t].is_constant:
+        return True
+    if depth > 4:
+        return False
+    for op in sg.operators:
+        if t in op.outputs:
+            return op.name in ("DEQUANTIZE", "DENSIFY") and bool(op.inputs) and _constant_like(sg, op.inputs[0],
+                                                                                              depth + 1)
+    return False
+
+
+def _float_like(t: Tensor) -> bool:
+    return t.dtype in ("float32", "float16")
+
+
+def supports(node: NodeView) -> Support:
+    """Can the GPU path run ``node``?  Never raises; declines with a reason in words."""
+    try:
+        return _supports(node)
+    except Exception as e:  # a malformed node is declined, the CPU path reports it properly
+        return Support.no(f"could not analyse the node: {e}")
+
+
+def _supports(node: NodeView) -> Support:
+    op = node.op
+    name = op.name
+    if name not in SUPPORTED_OPS:
+        return Support.no(f"{name} is not implemented on the GPU path")
+    sg = node.subgraph
+    ins = [t for t in node.inputs if t is not None]
+    for t in (*ins, *node.outputs):
+        if not t.has_rank:
+            return Support.no(f"tensor {t.name!r} has unknown rank")
+        if len(t.shape) > 4:
+            return Support.no(f"rank {len(t.shape)} tensors")
+        if t.is_dynamic and not t.is_constant:
+            return Support.no(f"dynamic shape ({t.name!r} has signature {list(t.shape_signature)})")
+        if 0 in t.shape and not t.is_constant:
+            return Support.no(f"empty tensor {t.name!r}")
+    params = PARAM_INPUTS.get(name, {})
+    for i, what in params.items():
+        if i < len(op.inputs) and op.inputs[i] >= 0 and not _constant_like(sg, op.inputs[i]):
+            return Support.no(f"{name} with a non-constant {what}")
+
+    # quantized activations: the float view (``_quant``) decides
+    quant = quantized_reason(node, params)
+    if quant is not None:
+        if quant:
+            return Support.no(quant)
+        check = OPS[name].check
+        reason = check(node) if check is not None else ""
+        return Support.no(reason) if reason else Support.yes()
+
+    # data types: activations are float (bool for LOGICAL_AND); parameters may be int32
+    if name in ("DEQUANTIZE", "DENSIFY"):
+        src = node.inputs[0]
+        if src is None or not _constant_like(sg, op.inputs[0]):
+            return Support.no(f"{name} of a non-constant tensor (only constant weights fold away)")
+        if node.outputs[0].dtype not in ("float32", "float16"):
+            return Support.no(f"{name} to {node.outputs[0].dtype}")
+        return Support.yes()
+    runtime = [(i, t) for i, t in enumerate(node.inputs) if t is not None and i not in params]
+    for i, t in runtime + [(-1, t) for t in node.outputs]:
+        if name == "LOGICAL_AND":
+            if t.dtype != "bool":
+                return Support.no(f"LOGICAL_AND of {t.dtype} tensors")
+            continue
+        if t.quantization is not None and t.dtype in ("int8", "uint8", "int16"):
+            return Support.no(f"quantized {t.dtype} activations (the GPU path computes in float)")
+        if t.dtype == "int32" or t.dtype == "int64":
+            return Support.no(f"{t.dtype} tensors")
+        if not _float_like(t) and not (t.is_constant or _constant_like(sg, op.inputs[i] if i >= 0 else -1)):
+            return Support.no(f"{t.dtype} tensors")
+    for i, what in params.items():
+        if what in ("weights", "bias", "alpha") and i < len(node.inputs) and node.inputs[i] is not None:
+            t = node.inputs[i]
+            hybrid = what == "weights" and t.is_constant and t.dtype in ("int8", "uint8") \
+                and t.quantization is not None  # dynamic-range: dequantized at prepare (float_view)
+            if t.dtype not in ("float32", "float16") and not hybrid and not _dequantized(sg, op.inputs[i]):
+                return Support.no(f"{name} with {t.dtype} {what}")
+    check = OPS[name].check
+    if check is not None:
+        reason = check(node)
+        if reason:
+            return Support.no(reason)
+    return Support.yes()
+
+
+def _dequantized(sg: Subgraph, t: int) -> bool:
+    return not sg.tensors[t].is_constant and _constant_like(sg, t)
