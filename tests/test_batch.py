@@ -292,13 +292,14 @@ def _mediapipe_pictures(d: Path) -> list[Path]:
 def test_batch_preprocessing_is_litegpu_runs_for_mediapipe_models(mediapipe_models, tmp_path, name):
     """The CPU stage of batch makes, for a bundled MediaPipe detector and segmenter, the very input
     tensor `litegpu run --input PICTURE` feeds (letterboxed into the MediaPipe value range)."""
+    from litegpu.batch._job import preprocessing
     from litegpu.batch._stages import preprocess_batch
-    from litegpu.cli._preprocess import ImageInputs, read_metadata
+    from litegpu.cli._preprocess import ImageInputs
 
     pictures = _mediapipe_pictures(tmp_path / "in")
     lm = load_model(str(mediapipe_models[name]))
     detail = make_interpreter(lm, "cpu", {}).get_input_details()[0]
-    pre = Preprocess.for_model(lm.path, detail, PreprocessOptions(), read_metadata(lm.model, lm.data))
+    pre = preprocessing(lm)  # what run_batch ships to its CPU tasks
     assert pre.letterbox is not None
     got = preprocess_batch({"path": np.array([str(p) for p in pictures], dtype=object)}, pre=pre)
     args = __import__("argparse").Namespace(mean=None, std=None, bgr=False, resize="bilinear", size=None)
