@@ -18,7 +18,7 @@ from collections.abc import Mapping
 import numpy as np
 from litegpu.gpu import _layout as L
 from litegpu.gpu._graph import GpuOp, GpuPlan
-from litegpu.gpu._reference import BINARY, UNARY
+from litegpu.gpu._op_table import OPS
 
 
 def _unpack_conv(w: np.ndarray, o: int, i: int) -> np.ndarray:
@@ -31,10 +31,10 @@ def _act(x: np.ndarray, name: str | None, alpha: np.ndarray | None = None) -> np
     if not name or name == "NONE":
         return x
     if name == "PRELU":
-        return BINARY["PRELU"](x, alpha)
+        return OPS["PRELU"].ref(x, alpha)
     if name == "GELU_TANH":
-        return UNARY["GELU"](x, {"approximate": True})
-    return UNARY[name](x, {})
+        return OPS["GELU"].ref(x, {"approximate": True})
+    return OPS[name].ref(x, {})
 
 
 def _taps(x: np.ndarray, kh: int, kw: int, sh: int, sw: int, dh: int, dw: int, pt: int, pl: int, oh: int, ow: int):
@@ -93,7 +93,7 @@ class PlanExecutor:
         pt = self.plan.tensors[t]
         value = np.asarray(value, np.float32).reshape(pt.shape)
         if op.options.get("qdq"):  # the float view of quantized models: snap to the tensor's grid
-            from litegpu.gpu._reference import qdq
+            from litegpu.gpu._reference_ops import qdq
 
             value = qdq(value, op.params["Q_SCALE"], op.params["Q_ZP"], op.params["Q_MIN"], op.params["Q_MAX"])
         buf = self.buf(t)
@@ -126,7 +126,7 @@ class PlanExecutor:
                 res = np.pad(res, ((0, 0),) * 3 + ((0, o - res.shape[3]),))
             else:
                 res = self.operand(op, "res", r.shape)
-            r = BINARY[op.options["residual"]](r, res)
+            r = OPS[op.options["residual"]].ref(r, res)
             ra = None
             if op.options.get("residual_act") == "PRELU":
                 ra = np.asarray(op.constants["res_alpha"], np.float32).reshape(-1)[:o]
@@ -223,14 +223,14 @@ class PlanExecutor:
             rhs = self.operand(op, "rhs", (p["R_B"], p["R_H"], p["R_W"], p["R_C"]))
             if o.get("rhs_channels") == "fewer":  # zero past its channels, no broadcast
                 rhs = np.pad(rhs, ((0, 0),) * 3 + ((0, p["C"] - p["R_C"]),))
-        v = _act(BINARY[o["op"]](lhs, rhs).astype(np.float32), o.get("act"))
+        v = _act(OPS[o["op"]].ref(lhs, rhs).astype(np.float32), o.get("act"))
         for f in o.get("chain", ()):
             v = _act(v, f)
         self.write(op, "dst", np.broadcast_to(v, (p["B"], p["H"], p["W"], p["C"])))
 
     def k_unary(self, op, p, o):
         x = self.read(op, "src")
-        v = x if o["op"] == "NONE" else (UNARY["LEAKY_RELU"](x, {"alpha": p["alpha"]}) if o["op"] == "LEAKY_RELU"
+        v = x if o["op"] == "NONE" else (OPS["LEAKY_RELU"].ref(x, {"alpha": p["alpha"]}) if o["op"] == "LEAKY_RELU"
                                          else _act(x, o["op"]))
         for f in o.get("chain", ()):
             v = _act(v, f)
@@ -361,7 +361,7 @@ class PlanExecutor:
     def k_lstm_cell(self, op, p, o):
         gates = self.read(op, "gates").reshape(p["B"], 4, p["C"])
         prev = self.read(op, "prev_c").reshape(p["B"], p["C"])
-        sig = UNARY["LOGISTIC"]
+        sig = OPS["LOGISTIC"].ref
         c = sig(gates[:, 2], {}) * prev + sig(gates[:, 0], {}) * np.tanh(gates[:, 1])
         if p["CELL_CLIP"] > 0:
             c = np.clip(c, -p["CELL_CLIP"], p["CELL_CLIP"])

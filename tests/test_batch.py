@@ -275,3 +275,75 @@ def test_shard_round_trip_with_error_rows(tmp_path, fmt):
     assert (rows["p1"]["error"], rows["p3"]["error"]) == ("bad", "worse") and rows["p1"]["o"] is None
     np.testing.assert_array_equal(rows["p0"]["o"], base)
     np.testing.assert_array_equal(rows["p2"]["o"], base + 2)
+
+
+def _mediapipe_pictures(d: Path) -> list[Path]:
+    """PNGs of other aspect ratios than the models' square inputs, so a plain resize (what batch did
+    before) gives other inputs than the letterbox."""
+    Image = pytest.importorskip("PIL.Image", reason="the pictures are PNGs (Pillow)")
+    d.mkdir()
+    rng = np.random.default_rng(1)
+    for i, (h, w) in enumerate([(90, 160), (200, 120), (64, 64)]):
+        Image.fromarray(rng.integers(0, 256, (h, w, 3), dtype=np.uint8)).save(d / f"p{i}.png")
+    return sorted(d.iterdir())
+
+
+@pytest.mark.parametrize("name", ["face_detection_short_range", "selfie_segmentation"])
+def test_batch_preprocessing_is_litegpu_runs_for_mediapipe_models(mediapipe_models, tmp_path, name):
+    """The CPU stage of batch makes, for a bundled MediaPipe detector and segmenter, the very input
+    tensor `litegpu run --input PICTURE` feeds (letterboxed into the MediaPipe value range)."""
+    from litegpu.batch._job import preprocessing
+    from litegpu.batch._stages import preprocess_batch
+    from litegpu.cli._preprocess import ImageInputs
+
+    pictures = _mediapipe_pictures(tmp_path / "in")
+    lm = load_model(str(mediapipe_models[name]))
+    detail = make_interpreter(lm, "cpu", {}).get_input_details()[0]
+    pre = preprocessing(lm)  # what run_batch ships to its CPU tasks
+    assert pre.letterbox is not None
+    got = preprocess_batch({"path": np.array([str(p) for p in pictures], dtype=object)}, pre=pre)
+    args = __import__("argparse").Namespace(mean=None, std=None, bgr=False, resize="bilinear", size=None)
+    run_inputs = ImageInputs(lm.path, lm.model, lm.data, args)  # what `litegpu run` feeds
+    for i, p in enumerate(pictures):
+        assert got["error"][i] == ""
+        want = run_inputs(0, detail, p)
+        assert run_inputs.images[0][1] is not None  # letterboxed, with its placement
+        assert got["input"][i].dtype == want.dtype
+        np.testing.assert_array_equal(got["input"][i], want)
+
+
+_RUN_SCRIPT = """
+import sys
+from pathlib import Path
+from litegpu.cli import main
+model, out = sys.argv[1], sys.argv[2]
+for picture in sys.argv[3:]:
+    assert main(["run", model, "--input", picture, "--backend", "cpu", "--output", f"{out}/{Path(picture).stem}"]) == 0
+"""
+
+
+@pytest.mark.slow  # about 25 s: a Ray Data job over a real model
+def test_mediapipe_model_batch_outputs_equal_litegpu_run(local_ray, mediapipe_models, tmp_path):
+    """A bundled MediaPipe detector end to end: every output batch writes is the bytes `litegpu run
+    --input PICTURE` saves.  `litegpu run` runs in a process with one BLAS thread, as Ray gives each
+    actor (a multi-threaded BLAS sums the larger matrix products in another order, ~1e-6 apart)."""
+    import subprocess
+    import sys
+
+    model = mediapipe_models["face_detection_short_range"]
+    pictures = _mediapipe_pictures(tmp_path / "in")
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    subprocess.run([sys.executable, "-c", _RUN_SCRIPT, str(model), str(tmp_path / "run"), *map(str, pictures)],
+                   check=True, env=env, capture_output=True, timeout=300)
+    expected = {str(p.resolve()): {f.stem: np.load(f) for f in (tmp_path / "run" / p.stem).glob("*.npy")}
+                for p in pictures}
+    assert all(len(v) == 2 for v in expected.values()), expected  # regressors and scores
+    out = tmp_path / "out"
+    r = run_batch(model, tmp_path / "in", out, backend="cpu", actors=1, batch_size=2)
+    assert (r.items, r.failures) == (3, 0)
+    rows = read_outputs(out)
+    assert set(rows) == set(expected)
+    for path, want in expected.items():
+        assert rows[path]["error"] is None
+        for name, w in want.items():
+            np.testing.assert_array_equal(rows[path][name], w, err_msg=f"{path}: {name}")

@@ -13,7 +13,8 @@ from litegpu import ConfigError
 from litegpu._delegate import NodeView
 from litegpu._ir import Tensor
 from litegpu.gpu._graph import GpuGraph
-from litegpu.gpu._lower import compile_graph, supports
+from litegpu.gpu._op_table import supports
+from litegpu.gpu._runtime import compile_graph
 from litegpu.models import MEDIAPIPE_MODELS
 
 
@@ -280,7 +281,7 @@ def test_mediapipe_plans_match_litert(name, mediapipe_models):
 
 def test_partition_pulls_in_dequantize_of_its_weights():
     from litegpu._delegate import PartitionSpec
-    from litegpu.gpu._lower import compile_partition
+    from litegpu.gpu._runtime import compile_partition
 
     b = model_builder()
     x = b.input("x", (1, 5, 5, 3))
@@ -326,7 +327,7 @@ class _NumpyPlanDelegate:
 
     def __new__(cls, precision: str = "fp32"):
         from litegpu import Delegate, DelegateKernel
-        from litegpu.gpu._lower import compile_partition
+        from litegpu.gpu._runtime import compile_partition
 
         class Kernel(DelegateKernel):
             def __init__(self, plan):
@@ -390,7 +391,7 @@ def test_interpreter_with_partitions_around_custom_ops(name, mediapipe_models):
 
 
 def test_split_for_picks_groups_for_small_grids_with_long_reductions():
-    from litegpu.gpu._lower import split_for
+    from litegpu.gpu._lowering import split_for
 
     assert split_for(1, 288) == 128  # a 1x1 head over 1152 channels
     assert split_for(2304, 216) == 32  # 8x8x864 -> 8x8x288: limited by the thread budget

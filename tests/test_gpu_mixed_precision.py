@@ -12,9 +12,9 @@ from _gpu_check import graph_of, rel_err, run_litert
 from _gpu_models import rnd
 from _gpu_plan_exec import run_plan
 from _gpu_tflite import model_builder
-from litegpu.gpu._lower import compile_graph
 from litegpu.gpu._passes import DEFAULT_PIPELINE, mixed_precision, run_passes
 from litegpu.gpu._reference import evaluate
+from litegpu.gpu._runtime import compile_graph
 from litegpu.gpu.kernels import list_kernels, render, variants
 
 WITHOUT_MIXED = tuple(p for p in DEFAULT_PIPELINE if p is not mixed_precision)

@@ -722,12 +722,12 @@ PLAN_CONFIGS = [("opencl", "fp32"), ("opencl", "fp16"), ("wgsl", "fp16"), ("glsl
 @pytest.mark.parametrize(("api", "prec"), PLAN_CONFIGS, ids=[f"{a}-{p}" for a, p in PLAN_CONFIGS])
 @pytest.mark.parametrize("case", _op_cases())
 def test_compiled_plans_run_on_the_kernels(api, prec, case):
-    """Each single-op model of the GPU compiler's tests, compiled to a plan (litegpu.gpu._lower) and run
+    """Each single-op model of the GPU compiler's tests, compiled to a plan (litegpu.gpu._runtime.compile_graph) and run
     launch by launch on these kernels (inputs/outputs through host copies), matches LiteRT."""
     from _gpu_check import graph_of, rel_err, run_litert
     from _gpu_models import _OP_CASES
     from litegpu.gpu import _layout as L
-    from litegpu.gpu._lower import compile_graph
+    from litegpu.gpu._runtime import compile_graph
 
     runner = _runner(api)
     if prec != "fp32" and not (runner.fp16 or runner.fp16_storage):

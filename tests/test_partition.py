@@ -14,7 +14,6 @@ from litegpu._partition import (
     DependencyGraph,
     PartitionOptions,
     check_plan,
-    foldable_nodes,
     partition,
     plan_subgraph,
 )
@@ -241,6 +240,23 @@ def test_logging_each_node_once_per_delegate_and_switch_off(caplog):
         "3 of 5 ops on a in 3 partitions; the rest on CPU; declined: TOPK_V2 x2 (a: not in the test's op list)"]
 
 
+def _foldable_nodes(sg) -> list[int]:
+    """The nodes the interpreter's plan folds (``_plan._foldable``, the one rule), in file order,
+    constants propagating through folded nodes as at allocate_tensors."""
+    from litegpu._plan import _foldable, _spec
+
+    specs = [_spec(t) for t in sg.tensors]
+    out = []
+    for op in sg.operators:
+        ins = [specs[i] if i >= 0 else None for i in op.inputs]
+        outs = [specs[o] for o in op.outputs if o >= 0]
+        if _foldable(op, ins, outs):
+            out.append(op.index)
+            for s in outs:
+                s.data = np.zeros(s.shape or (), np.float32)  # stands for the folded value
+    return out
+
+
 def test_constant_only_nodes_are_folded_not_delegated(caplog):
     g = GraphBuilder()
     x = g.input()
@@ -249,14 +265,15 @@ def test_constant_only_nodes_are_folded_not_delegated(caplog):
     w2 = g.op("MUL", [wd, wd])
     y = g.op("MUL", [x, w2])
     sg = g.build([y])
-    assert foldable_nodes(sg) == (0, 1)
+    assert _foldable_nodes(sg) == [0, 1]  # the interpreter's rule (_plan._foldable)
     with caplog.at_level(logging.INFO, logger="litegpu"):
-        plan = partition(sg, [("gpu", ops_supported(sg, "MUL", "DEQUANTIZE"))])
+        plan = partition(sg, [("gpu", ops_supported(sg, "MUL", "DEQUANTIZE"))], folded=(1, 0))
     check_plan(sg, plan)
     assert plan.folded == (0, 1)
     assert [(s.backend, s.node_indices) for s in plan.segments] == [("gpu", (2,))]
     assert caplog.records[-1].getMessage() == "1 of 3 ops on gpu in 1 partition (2 constant ops folded at prepare)"
-    assert pairs(sg, {0: "gpu", 1: "gpu", 2: "gpu"}) == [("cpu", [0, 1]), ("gpu", [2])]
+    assert pairs(sg, {0: "gpu", 1: "gpu", 2: "gpu"}, folded=[0, 1]) == [("cpu", [0, 1]), ("gpu", [2])]
+    assert pairs(sg, {0: "gpu", 1: "gpu", 2: "gpu"}) == [("gpu", [0, 1, 2])]  # nothing folded: all offered
     # a caller that folded node 0 only (its own rules) gets exactly that
     assert pairs(sg, {1: "gpu", 2: "gpu"}, folded=[0]) == [("cpu", [0]), ("gpu", [1, 2])]
     # (the folding itself, values and read-only constants: test_interpreter's
@@ -272,7 +289,7 @@ def test_stateful_random_and_custom_ops_are_not_folded():
                                       custom_code="MyOp"))
     y = g.op("ADD", [x, r])
     sg = g.build([y])
-    assert foldable_nodes(sg) == ()
+    assert _foldable_nodes(sg) == []
 
 
 def test_stateful_ops_keep_file_order():

@@ -10,9 +10,9 @@ Rules
 * **Constant folding first.**  A node whose inputs are all constant (or
   outputs of such nodes) is not delegated: the interpreter evaluates it once
   at prepare on the CPU and treats its outputs as constants (the
-  interpreter folds them, ``_plan._fold``; :func:`foldable_nodes` finds them
-  for a caller that did not).  Stateful, random, control-flow and custom ops
-  (:data:`NEVER_FOLD`) are never folded.
+  interpreter decides and folds them, ``_plan._foldable``/``_plan._fold``,
+  and passes them as ``folded``).  Stateful, random, control-flow and custom
+  ops (:data:`NEVER_FOLD`) are never folded.
 * **Delegates in order.**  Like LiteRT applying ``experimental_delegates`` one
   after the other, each delegate claims among the nodes still unclaimed; the
   partitions it keeps become fixed blocks that later delegates work around.
@@ -70,7 +70,6 @@ __all__ = [
     "PartitionPlan",
     "partition",
     "plan_subgraph",
-    "foldable_nodes",
     "NEVER_FOLD",
     "check_plan",
     "DependencyGraph",
@@ -90,8 +89,8 @@ _ORDERED_OPS = frozenset({
     "HASHTABLE", "HASHTABLE_FIND", "HASHTABLE_IMPORT", "HASHTABLE_SIZE",
 })
 #: Ops never evaluated at prepare even with constant inputs: the ordered ops above, control flow
-#: (its body may have effects) and ops whose value changes from run to run.  The interpreter's
-#: folding (``_plan``) and :func:`foldable_nodes` both read this one list.
+#: (its body may have effects) and ops whose value changes from run to run.  Read by the
+#: interpreter's folding (``_plan._foldable``), the one place that decides what folds.
 NEVER_FOLD = _ORDERED_OPS | frozenset({
     "STABLEHLO_WHILE", "STABLEHLO_CASE", "STABLEHLO_COMPOSITE",
     "RANDOM_UNIFORM", "RANDOM_STANDARD_NORMAL", "MULTINOMIAL", "STABLEHLO_RNG_BIT_GENERATOR",
@@ -261,35 +260,6 @@ class DependencyGraph:
                 f"{', '.join('#' + str(i) for i in stuck)} depend on each other in a cycle"
             )
         return order
-
-
-# ----------------------------------------------------------------------------
-# Constant folding
-
-
-def foldable_nodes(subgraph: Subgraph, graph: DependencyGraph | None = None) -> tuple[int, ...]:
-    """Nodes whose inputs are all constant, transitively, in execution order.
-
-    A node qualifies when it has at least one input, every input is a
-    constant tensor or an output of a qualifying node, and it is not a
-    stateful, random, control-flow or custom op, nor touches a variable.
-    """
-    graph = graph or DependencyGraph(subgraph)
-    tensors = subgraph.tensors
-    const = {t.index for t in tensors if t.data is not None and not t.is_variable}
-    graph_inputs = set(subgraph.inputs)
-    out = []
-    for i in graph.order:
-        op = subgraph.operators[i]
-        ins = [t for t in op.inputs if t >= 0]
-        if not ins or op.is_custom or op.opcode in NEVER_FOLD or graph.is_stateful(op):
-            continue
-        if any(t in graph_inputs or tensors[t].is_variable for t in op.outputs if t >= 0):
-            continue
-        if all(t in const for t in ins):
-            out.append(i)
-            const.update(t for t in op.outputs if t >= 0)
-    return tuple(out)
 
 
 # ----------------------------------------------------------------------------
@@ -532,17 +502,14 @@ def partition(
     a callable ``node_index -> Support``, asked only for nodes still
     unclaimed when that delegate's turn comes.  ``folded``: nodes the caller
     has already folded into constants (they are neither asked about nor
-    scheduled); by default the partitioner finds them itself when
-    ``options.fold_constants`` is on.  See the module docstring for the rules.
+    scheduled; the interpreter's plan decides them, ``_plan._foldable``);
+    none by default.  See the module docstring for the rules.
     """
     opts = PartitionOptions.from_mapping(options)
     graph = DependencyGraph(subgraph)
     ops = subgraph.operators
-    if folded is not None:
-        given = set(folded)
-        folded = tuple(n for n in graph.order if n in given)
-    else:
-        folded = foldable_nodes(subgraph, graph) if opts.fold_constants else ()
+    given = set(folded or ())
+    folded = tuple(n for n in graph.order if n in given)
     folded_set = set(folded)
     active = [n for n in graph.order if n not in folded_set]
     blocks = _Blocks(graph, active)

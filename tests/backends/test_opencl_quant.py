@@ -18,7 +18,7 @@ import pytest
 from _litegpu_backends import invoke_all, load_backend_delegate, missing_kernels
 from _qnets import QNet, quantized_net
 from litegpu._delegate import NodeView
-from litegpu.gpu._lower import supports
+from litegpu.gpu._op_table import supports
 from litegpu.testing import ModelBuilder, run_litert
 
 DATA = Path("/work/shared/models/litert-testdata")
@@ -357,8 +357,8 @@ def test_quantized_plans_without_a_device(net, dtype):
     from _gpu_plan_exec import PlanExecutor
     from litegpu.gpu._graph import GpuGraph
     from litegpu.gpu._layout import dequantize_host, quantize_host
-    from litegpu.gpu._lower import compile_graph
     from litegpu.gpu._reference import evaluate
+    from litegpu.gpu._runtime import compile_graph
 
     qn = quantized_net(NETS[net](), dtype)
     g = GpuGraph.from_subgraph(litegpu.read_model(qn.model).main)

@@ -68,7 +68,7 @@ def backend():
 @pytest.fixture(scope="module")
 def compiler_core():
     try:
-        importlib.import_module("litegpu.gpu._lower")
+        importlib.import_module("litegpu.gpu._runtime")
         importlib.import_module("litegpu.gpu.kernels")
     except ImportError as e:
         pytest.skip(f"the GPU compiler core / kernels are not in this build yet ({e})")

@@ -47,7 +47,7 @@ def wg():
     """``(litegpu_webgpu module, WebGPUDevice)``; skips with the reason when it cannot run here."""
     try:
         mod = _backend_module()
-        from litegpu.gpu import _lower  # noqa: F401 - the GPU compiler core
+        from litegpu.gpu import _runtime  # noqa: F401 - the GPU compiler core
     except ImportError as e:
         pytest.skip(f"webgpu backend cannot be imported here: {e}")
     ok, reason = mod.WebGPUBackend().availability()
@@ -372,7 +372,7 @@ CHECK = textwrap.dedent(
 def test_entry_point_after_pip_install(tmp_path):
     """pip install core + backends/webgpu into a venv (no index): litegpu finds the backend by its entry point."""
     try:
-        from litegpu.gpu import _lower, kernels  # noqa: F401 - what the backend module imports
+        from litegpu.gpu import _runtime, kernels  # noqa: F401 - what the backend module imports
     except ImportError as e:
         pytest.skip(f"the GPU core is not in this checkout yet: {e}")
     from _pip_venv import FreshVenv

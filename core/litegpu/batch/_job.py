@@ -86,6 +86,13 @@ def _input_detail(model: Any) -> dict[str, Any]:
     return {**details[0], "quantization": quant}
 
 
+def preprocessing(lm: Any, options: PreprocessOptions | None = None) -> Preprocess:
+    """How batch turns an input into the model's tensor: :meth:`Preprocess.for_model`, exactly what
+    ``litegpu run`` uses (the bundled MediaPipe models letterboxed)."""
+    return Preprocess.for_model(lm.path, _input_detail(lm), options or PreprocessOptions(),
+                                read_metadata(lm.model, lm.data))
+
+
 def _ray() -> Any:
     try:
         import ray
@@ -124,8 +131,7 @@ def run_batch(model: str | os.PathLike[str], input: str | os.PathLike[str], outp
     except ImportError as e:
         raise CliError(f"{RAY_HINT} ({e})") from None
     lm = load_model(os.fspath(model))
-    detail = _input_detail(lm)
-    pre = Preprocess.for_input(detail, preprocess or PreprocessOptions(), read_metadata(lm.model, lm.data))
+    pre = preprocessing(lm, preprocess)
     cfg = load_config_or_none(os.fspath(config) if isinstance(config, os.PathLike) else config)
     opts = backend_options(cfg, backend, precision, options)
     backend, opts = resolve_backend(lm, backend, cfg, opts)

@@ -38,7 +38,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--id-column", metavar="NAME", help="table input: the column written as the row's source "
                                                        "(default FILE#ROW)")
     p.add_argument("--no-progress", action="store_true", help="no Ray progress bars")
-    add_image_args(p, mediapipe=False)  # batch feeds every model through Preprocess (no letterbox)
+    add_image_args(p)
     add_backend_options(p)
     add_common_args(p)
     p.set_defaults(func=run)

@@ -13,6 +13,7 @@ import argparse
 import json
 import re
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -378,21 +379,18 @@ def run_detection(args: argparse.Namespace) -> int:
         raise CliError(f"--decoder mediapipe: {r.model.name} is not one of the bundled MediaPipe detectors "
                        f"({', '.join(mediapipe.DETECTORS)})")
     roles = _roles(args.outputs, len(r.out_details)) if spec is None else {}
-    pre_desc = r.pre.describe() if spec is None else {
-        "size": list(spec.input_size), "letterbox": True, "range": list(spec.input_range),
-        "normalization_from": "mediapipe graph", "decoder": f"mediapipe SSD ({spec.num_anchors} anchors, "
-                                                            f"weighted NMS at IoU {spec.nms_threshold})"}
+    # the MediaPipe decoder needs the letterboxed input its anchors assume (even with --mean/--std)
+    pre = r.pre if spec is None else replace(r.pre, letterbox=spec.input_range)
+    pre_desc = pre.describe() if spec is None else {
+        **pre.describe(), "decoder": f"mediapipe SSD ({spec.num_anchors} anchors, "
+                                     f"weighted NMS at IoU {spec.nms_threshold})"}
     dets: dict[str, list[Detection]] = {"test": [], "reference": []}
     with make_progress(args, "eval detection", len(entries)) as bar:
         for im, f in entries:
             img = load_image(f)
             size = (float(im.get("width") or img.shape[1]), float(im.get("height") or img.shape[0]))
-            if spec is not None:
-                pixels = img if img.dtype == np.uint8 else np.clip(img, 0, 255).astype(np.uint8)
-                x, placement = mediapipe.letterbox(pixels, spec.input_size, spec.input_range)
-                got, ref = r.run(x.astype(np.float32))
-            else:
-                got, ref = r.run(r.pre(img))
+            x, placement = pre.prepare(img)
+            got, ref = r.run(x)
             for which, outs in (("test", got), ("reference", ref)):
                 if outs is None:
                     continue

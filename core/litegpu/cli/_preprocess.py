@@ -1,7 +1,8 @@
 """Image preprocessing for ``litegpu run/diff/benchmark/eval`` and ``litegpu batch``: loading,
 resizing, normalising, quantizing, and the bits of TFLite model metadata (``TFLITE_METADATA``) that
-say how.  In run/diff/benchmark/eval the bundled MediaPipe models are prepared as MediaPipe does
-(:mod:`litegpu.mediapipe`: letterbox, value range; see :class:`ImageInputs`).
+say how.  Every command prepares the bundled MediaPipe models as MediaPipe does
+(:mod:`litegpu.mediapipe`: letterbox, value range; :meth:`Preprocess.for_model` decides, and
+``litegpu batch`` uses the very same :class:`Preprocess` on its workers).
 
 Images are read with Pillow (optional) or from ``.npy`` arrays (HxW or HxWxC, uint8 or
 float, RGB order), so tests and headless setups need no imaging library.
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 import io
 import zipfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -212,10 +213,10 @@ class PreprocessOptions:
         return cls(**{k: getattr(args, k, getattr(d, k)) for k in ("mean", "std", "bgr", "resize", "size")})
 
 
-def add_image_args(p: Any, mediapipe: bool = True) -> None:
-    """The preprocessing flags of every command that takes images (run, diff, benchmark, eval, batch).
-    ``mediapipe``: the command letterboxes the bundled MediaPipe models (:class:`ImageInputs`)."""
-    note = "; the bundled MediaPipe models are letterboxed to their input range as MediaPipe does" if mediapipe else ""
+def add_image_args(p: Any) -> None:
+    """The preprocessing flags of every command that takes images (run, diff, benchmark, eval, batch);
+    every one of them letterboxes the bundled MediaPipe models (:meth:`Preprocess.for_model`)."""
+    note = "; the bundled MediaPipe models are letterboxed to their input range as MediaPipe does"
     g = p.add_argument_group(f"image preprocessing (flags win over the model's metadata{note})")
     g.add_argument("--mean", metavar="M[,M,M]", help="per-channel mean subtracted from 0..255 pixels")
     g.add_argument("--std", metavar="S[,S,S]", help="per-channel divisor applied after the mean")
@@ -239,6 +240,23 @@ class Preprocess:
     resize: str
     quant: tuple[float, int] | None
     source: str  # where mean/std came from: flags | metadata | none
+    #: a bundled MediaPipe model's input value range: images are letterboxed into it (aspect kept,
+    #: padded) as MediaPipe's graphs do, instead of resized and normalised
+    letterbox: tuple[float, float] | None = None
+
+    @classmethod
+    def for_model(cls, model_path: str, detail: dict[str, Any], args: Any, md: ModelMetadata) -> Preprocess:
+        """:meth:`for_input`, plus the letterbox of a bundled MediaPipe detector or segmenter (by
+        file name) unless --mean/--std are given: what every command that takes images uses."""
+        from .. import mediapipe
+
+        pre = cls.for_input(detail, args, md)
+        if args.mean is None and args.std is None:
+            spec = mediapipe.detector_for(model_path)
+            value_range = spec.input_range if spec is not None else mediapipe.segmenter_for(model_path)
+            if value_range is not None:
+                pre = replace(pre, letterbox=(float(value_range[0]), float(value_range[1])))
+        return pre
 
     @classmethod
     def for_input(cls, detail: dict[str, Any], args: Any, md: ModelMetadata) -> Preprocess:
@@ -270,6 +288,9 @@ class Preprocess:
         return cls(h, w, c, np.dtype(detail["dtype"]), mean, std, bool(args.bgr), args.resize, quant, source)
 
     def describe(self) -> dict[str, Any]:
+        if self.letterbox is not None:
+            return {"size": [self.height, self.width], "letterbox": True, "range": list(self.letterbox),
+                    "normalization_from": "mediapipe graph"}
         return {"size": [self.height, self.width], "channels": self.channels, "dtype": str(self.dtype),
                 "mean": self.mean, "std": self.std, "channel_order": "BGR" if self.bgr else "RGB",
                 "resize": self.resize, "normalization_from": self.source,
@@ -292,6 +313,19 @@ class Preprocess:
         return self(a)
 
     def __call__(self, img: np.ndarray) -> np.ndarray:
+        return self.prepare(img)[0]
+
+    def prepare(self, img: np.ndarray) -> tuple[np.ndarray, Any]:
+        """(model input, where the picture sits in it: a :class:`litegpu.mediapipe.Letterbox`, or None
+        when it was resized to fill the input)."""
+        if self.letterbox is not None and img.ndim == 3:
+            from .. import mediapipe
+
+            x, placement = mediapipe.letterbox(as_pixels(img), (self.height, self.width), self.letterbox)
+            return x.astype(self.dtype), placement
+        return self._resized(img), None
+
+    def _resized(self, img: np.ndarray) -> np.ndarray:
         if img.shape[2] == 4:
             img = img[:, :, :3]
         if self.channels == 1 and img.shape[2] == 3:
@@ -321,43 +355,36 @@ class Preprocess:
         return np.clip(q, info.min, info.max).astype(self.dtype)[None]
 
 
+def as_pixels(img: np.ndarray) -> np.ndarray:
+    """``img`` as uint8 pixels (float arrays clipped to 0..255)."""
+    return img if img.dtype == np.uint8 else np.clip(img, 0, 255).astype(np.uint8)
+
+
 class ImageInputs:
     """``image_loader`` for :func:`~litegpu.cli._common.parse_input_specs`: an image file -> the
-    input tensor.  A bundled MediaPipe detector or segmenter (by model file name) without
-    explicit --mean/--std is letterboxed into its value range; any other model goes through
-    :class:`Preprocess` (flags, else the model's metadata).  The pictures and their placement
+    input tensor, through :meth:`Preprocess.for_model` (a bundled MediaPipe detector or segmenter
+    without explicit --mean/--std is letterboxed into its value range; any other model is resized
+    and normalised by the flags, else the model's metadata).  The pictures and their placement
     are kept (``images[position] = (pixels, Letterbox or None)``) for drawing results on them."""
 
     def __init__(self, model_path: str, model: Any, data: bytes | None, args: Any):
         from .. import mediapipe
 
-        self.args = args
+        self.model_path = model_path
+        self.options = PreprocessOptions.from_args(args)
         self.metadata = read_metadata(model, data)
-        flags = getattr(args, "mean", None) is not None or getattr(args, "std", None) is not None
-        spec = mediapipe.detector_for(model_path)
-        seg = mediapipe.segmenter_for(model_path)
-        self.detector = spec
-        self.segmenter = seg is not None
-        self.mediapipe_range = None if flags else (spec.input_range if spec else seg)
+        self.detector = mediapipe.detector_for(model_path)
+        self.segmenter = mediapipe.segmenter_for(model_path) is not None
         self.images: dict[int, tuple[np.ndarray, Any]] = {}
         self.described: dict[str, Any] | None = None
 
     def __call__(self, k: int, detail: dict[str, Any], path: Path) -> np.ndarray:
-        from .. import mediapipe
-
         img = load_image(path)
-        if self.mediapipe_range is not None and img.ndim == 3:
-            h, w = (int(s) for s in detail["shape"][1:3])
-            pixels = img if img.dtype == np.uint8 else np.clip(img, 0, 255).astype(np.uint8)
-            x, placement = mediapipe.letterbox(pixels, (h, w), self.mediapipe_range)
-            self.images[k] = (pixels, placement)
-            self.described = {"size": [h, w], "letterbox": True, "range": list(self.mediapipe_range),
-                              "normalization_from": "mediapipe graph"}
-            return x.astype(np.dtype(detail["dtype"]))
-        pre = Preprocess.for_input(detail, PreprocessOptions.from_args(self.args), self.metadata)
-        self.images[k] = (img, None)
+        pre = Preprocess.for_model(self.model_path, detail, self.options, self.metadata)
+        x, placement = pre.prepare(img)
+        self.images[k] = (as_pixels(img) if placement is not None else img, placement)
         self.described = pre.describe()
-        return pre(img)
+        return x
 
 
 def softmax_free_scores(out: np.ndarray, detail: dict[str, Any]) -> np.ndarray:

@@ -6,7 +6,7 @@ Two stages live here:
   or straight from an IR subgraph (:meth:`GpuGraph.from_subgraph`).  It holds
   :class:`GpuTensor` s (shapes normalised to 4-D BHWC) and :class:`GpuNode` s in
   execution order.  Passes (``_passes``) rewrite it in place.
-* :class:`GpuPlan` -- what :func:`litegpu.gpu._lower.compile_partition` produces
+* :class:`GpuPlan` -- what :func:`litegpu.gpu._runtime.compile_partition` produces
   for a runtime: one :class:`GpuOp` per kernel launch (template kernel name,
   parameters, re-laid-out constants), one :class:`PlanTensor` per device
   buffer (shape, storage type, layout, arena offset), and the report of every

@@ -3,9 +3,11 @@
 A backend supplies a :class:`~litegpu.gpu._device.GpuDevice`; this module does
 the rest, the same way for every API:
 
+supports
+    the op table's :func:`~litegpu.gpu._op_table.supports` (generic checks, then the op's entry).
 prepare
-    ``compile_partition`` (passes, layout, precision, memory plan) gives a
-    :class:`GpuPlan`; each :class:`GpuOp` is rendered in the device's dialect,
+    :func:`compile_partition` (passes, lowering through the op table, layout, precision, memory
+    plan; defined here, the one compiler driver) gives a :class:`GpuPlan`; each :class:`GpuOp` is rendered in the device's dialect,
     compiled (once per distinct source), bound to its buffers and params.
     Constants are re-laid out and uploaded here, once.  The launches are handed
     to ``GpuDevice.record`` once (a Vulkan command buffer, a WebGPU pass list).
@@ -66,15 +68,22 @@ from .._backend_loading import checked_cache_section
 from .._backend_options import PRECISIONS
 from .._delegate import Delegate, DelegateKernel, NodeView, PartitionSpec, Support
 from .._errors import CacheError, ConfigError, DelegateError
+from . import _layout as L
+from ._capabilities import match_epilogue
 from ._device import BufferRef, GpuDevice
-from ._graph import GpuOp, GpuPlan, PlanTensor
+from ._graph import GpuGraph, GpuNode, GpuOp, GpuPlan, PlanTensor
 from ._layout import dequantize_host, from_device, quantize_host, slices, to_device
-from ._lower import compile_partition, supports
+from ._lowering import Lowerer
+from ._memory import DEFAULT_ALIGNMENT, plan_arena
+from ._op_table import OPS, supports
+from ._passes import DEFAULT_PIPELINE, Pass, run_passes
 from ._plan_io import plan_from_sections, plan_to_sections
+from ._precision import PrecisionPolicy, fp16_risks, precision_policy
 from ._tuning import TUNING_MODES, TuningKey, WorkgroupTuner, candidates
 from .kernels import Binding, ParamSlot, RenderedKernel, render
 
-__all__ = ["GpuDelegate", "GpuPartitionKernel", "DeviceValue", "DeviceTensor", "PRECISIONS", "BOUNDARY_LAYOUTS"]
+__all__ = ["GpuDelegate", "GpuPartitionKernel", "DeviceValue", "DeviceTensor", "PRECISIONS", "BOUNDARY_LAYOUTS",
+           "compile_graph", "compile_partition", "lower_node"]
 
 log = logging.getLogger("litegpu")
 
@@ -639,6 +648,97 @@ class GpuPartitionKernel(DelegateKernel):
         if stats:
             d["recording"] = stats
         return d
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Compiling a partition: passes, lowering through the op table, memory plan -> GpuPlan
+# ---------------------------------------------------------------------------------------------------------
+
+
+def lower_node(g: GpuGraph, node: GpuNode, policy: PrecisionPolicy) -> list[GpuOp]:
+    """The kernel launches computing ``node`` (after the passes; ``node.bhwc`` must be set)."""
+    if not node.bhwc:
+        raise DelegateError(f"{node.describe()}: not normalised to BHWC (run normalise_bhwc)")
+    entry = OPS.get(node.op)
+    if entry is None or entry.lower is None:
+        raise DelegateError(f"{node.describe()}: no GPU kernel for {node.op}")
+    return entry.lower(Lowerer(g, node, policy, match_epilogue(g, node)))
+
+
+def compile_graph(g: GpuGraph, *, precision: str = "fp32", alignment: int = DEFAULT_ALIGNMENT,
+                  passes: Sequence[Pass] = DEFAULT_PIPELINE, quantization_simulation: bool = True) -> GpuPlan:
+    """Run ``passes`` on ``g`` (in place), lower it and plan its memory.
+
+    ``quantization_simulation``: snap quantized results to their grids (``_passes/float_view``)."""
+    policy = precision_policy(precision)
+    g.options["quantization_simulation"] = bool(quantization_simulation)
+    reports = run_passes(g, passes)
+    for x in g.tensors.values():
+        if not x.is_constant and x.dtype in ("int8", "uint8", "int16"):
+            raise DelegateError(f"tensor {x.name!r} is {x.dtype} on the GPU path (run the float_view pass)")
+    ops: list[GpuOp] = []
+    for node in g.nodes:
+        ops += lower_node(g, node, policy)
+    written = {t for op in ops for t in op.outputs}
+    for t in g.outputs:
+        if t not in written and t not in g.inputs:  # an output that is an input passes through
+            raise DelegateError(f"partition output {g.tensors[t].name!r} is not computed on the GPU")
+
+    boundary = set(g.inputs) | set(g.outputs)
+    first: dict[int, int] = {}
+    last: dict[int, int] = {}
+    for i, op in enumerate(ops):
+        for t in op.outputs:
+            if t not in boundary:
+                first.setdefault(t, i)
+                last[t] = max(last.get(t, i), i)
+        for t in op.inputs:
+            if t in first:
+                last[t] = i
+    lifetimes = {t: (first[t], last[t]) for t in first}
+    sizes = {t: L.phwc4_nbytes(g.tensors[t].shape, policy.tensor_itemsize(g.tensors[t])) for t in lifetimes}
+    mem = plan_arena(sizes, lifetimes, alignment=alignment)
+
+    tensors: dict[int, PlanTensor] = {}
+    used = set(boundary) | set(lifetimes)
+    for t in sorted(used):
+        x = g.tensors[t]
+        kind = "input" if t in g.inputs else "output" if t in g.outputs else "intermediate"
+        quant = (x.qview.scale, x.qview.zero_point) if x.qview is not None and kind != "intermediate" else None
+        tensors[t] = PlanTensor(id=t, name=x.name, kind=kind, shape=x.shape, ir_shape=x.ir_shape,
+                                dtype=x.qview.dtype if x.qview is not None else x.dtype, quant=quant,
+                                storage=policy.storage(x), layout="PHWC4",
+                                nbytes=L.phwc4_nbytes(x.shape, policy.tensor_itemsize(x)),
+                                offset=mem.offsets.get(t), host_output=x.host_output and kind == "output")
+    warnings = fp16_risks(g) if policy.mode != "fp32" else []
+    plan = GpuPlan(ops=ops, tensors=tensors, inputs=list(g.inputs), outputs=list(g.outputs), precision=policy.mode,
+                   arena_bytes=mem.arena_bytes, alignment=alignment, memory=mem.summary(), report=reports,
+                   warnings=warnings)
+    plan.report["lower"] = [f"{len(ops)} kernel launches: " + ", ".join(
+        f"{k} {v}" for k, v in sorted(_count(op.kernel for op in ops).items()))]
+    fused = sum(1 for op in ops if op.options.get("qdq") and op.options.get("op") != "NONE")
+    alone = sum(1 for op in ops if op.options.get("qdq") and op.options.get("op") == "NONE")
+    if fused or alone:
+        plan.report["lower"].append(f"QDQ: {fused} fused into their producer's kernel, {alone} launches of "
+                                    "their own (QUANTIZE, or after a kernel without the qdq option)")
+    plan.report["memory"] = [f"arena {mem.arena_bytes} bytes for {len(lifetimes)} intermediates "
+                             f"(naive {mem.naive_bytes}, lower bound {mem.lower_bound}, "
+                             f"ratio {mem.ratio:.3f}, {mem.strategy})"]
+    return plan
+
+
+def _count(items) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for i in items:
+        out[i] = out.get(i, 0) + 1
+    return out
+
+
+def compile_partition(spec: PartitionSpec, *, precision: str = "fp32", alignment: int = DEFAULT_ALIGNMENT,
+                      passes: Sequence[Pass] = DEFAULT_PIPELINE, quantization_simulation: bool = True) -> GpuPlan:
+    """Compile one delegate partition into a :class:`GpuPlan`."""
+    return compile_graph(GpuGraph.from_partition(spec), precision=precision, alignment=alignment, passes=passes,
+                         quantization_simulation=quantization_simulation)
 
 
 class GpuDelegate(Delegate):

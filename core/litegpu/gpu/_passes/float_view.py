@@ -9,7 +9,7 @@ import numpy as np
 from ..._errors import DelegateError
 from .._graph import QDQ_OP, Epilogue, GpuGraph, GpuNode, QuantView, Report
 from .._quant import BYTE_OPS, GRID_KEEPING, MOVE_OPS, WEIGHTED, node_qdtype, tensor_view
-from .._reference import dequantize_array
+from .._reference_ops import dequantize_array
 
 __all__ = ["float_view", "QDQ_OP"]
 

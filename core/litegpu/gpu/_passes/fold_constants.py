@@ -8,7 +8,8 @@ import numpy as np
 
 from .._densify import densify
 from .._graph import GpuGraph, Report
-from .._reference import dequantize_array, evaluate
+from .._reference import evaluate
+from .._reference_ops import dequantize_array
 
 __all__ = ["fold_constants"]
 

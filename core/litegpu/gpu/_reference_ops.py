@@ -1,0 +1,558 @@
+"""The numpy meaning of each GPU op: the reference function an op table entry holds (``ref``).
+
+:func:`litegpu.gpu._reference.evaluate` runs a :class:`GpuGraph` by calling, node by node, the
+``ref`` of the node's entry in the op table (``_op_table.py``); the compiler tests compare the
+graph before and after each pass with LiteRT through it.  Three forms, by the entry's kernel:
+
+* ``unary`` kernel: ``f(x, attrs) -> y`` (also what an epilogue step of that op computes);
+* ``binary`` kernel: ``f(a, b) -> y`` (also the epilogue's operand step);
+* every other op: ``f(ctx) -> [outputs]`` over a :class:`RefContext` (the node, its inputs in its
+  frame, its constants).
+
+Not a fast path: vectorised over pixels and channels, looping only over kernel taps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from .._errors import DelegateError
+from ._densify import densify
+from ._geometry import (
+    conv_geometry,
+    resolve_strided_slice,
+    transpose_bias_params,
+    transpose_conv_crop,
+)
+from ._graph import GpuGraph, GpuNode
+
+#: ``f(x, attrs)``: the reference of an op lowered to the ``unary`` kernel
+UnaryRef = Callable[[np.ndarray, Mapping[str, Any]], np.ndarray]
+#: ``f(a, b)``: the reference of an op lowered to the ``binary`` kernel
+BinaryRef = Callable[[np.ndarray, np.ndarray], np.ndarray]
+#: ``f(ctx) -> outputs``: the reference of every other op
+NodeRef = Callable[["RefContext"], list[np.ndarray]]
+
+
+def _erf(x: np.ndarray) -> np.ndarray:
+    # Abramowitz & Stegun 7.1.26 is only 1.5e-7 accurate; use the complementary-error Chebyshev fit
+    # (Numerical Recipes erfcc, ~1.2e-7 relative) evaluated in float64.
+    z = np.abs(x.astype(np.float64))
+    t = 1.0 / (1.0 + 0.5 * z)
+    poly = -z * z - 1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (0.09678418 + t * (
+        -0.18628806 + t * (0.27886807 + t * (-1.13520398 + t * (1.48851587 + t * (-0.82215223 + t * 0.17087277))))))))
+    erfc = t * np.exp(poly)
+    return np.where(x >= 0, 1.0 - erfc, erfc - 1.0).astype(x.dtype)
+
+
+def logistic(x: np.ndarray) -> np.ndarray:
+    with np.errstate(over="ignore"):  # exp(-x) overflows to inf for x << 0: the result is 0, as wanted
+        return 1 / (1 + np.exp(-x))
+
+
+def _gelu(x: np.ndarray, approximate: bool) -> np.ndarray:
+    if approximate:
+        return 0.5 * x * (1.0 + np.tanh(np.float32(0.7978845608028654) * (x + np.float32(0.044715) * x ** 3)))
+    return 0.5 * x * (1.0 + _erf(x * np.float32(0.7071067811865476)))
+
+
+# ---- unary (kernel "unary"): f(x, attrs) ----
+
+
+def relu(x: np.ndarray, a: Mapping[str, Any]) -> np.ndarray:
+    return np.maximum(x, 0)
+
+
+def relu6(x: np.ndarray, a: Mapping[str, Any]) -> np.ndarray:
+    return np.clip(x, 0, 6)
+
+
+def relu_n1_to_1(x: np.ndarray, a: Mapping[str, Any]) -> np.ndarray:
+    return np.clip(x, -1, 1)
+
+
+def tanh(x: np.ndarray, a: Mapping[str, Any]) -> np.ndarray:
+    return np.tanh(x)
+
+
+def sigmoid(x: np.ndarray, a: Mapping[str, Any]) -> np.ndarray:
+    return logistic(x)
+
+
+def sign_bit(x: np.ndarray, a: Mapping[str, Any]) -> np.ndarray:
+    return np.signbit(x).astype(x.dtype)
+
+
+def hard_swish(x: np.ndarray, a: Mapping[str, Any]) -> np.ndarray:
+    return x * np.clip(x + 3, 0, 6) / 6
+
+
+def leaky_relu(x: np.ndarray, a: Mapping[str, Any]) -> np.ndarray:
+    return np.where(x >= 0, x, x * np.float32(a.get("alpha", 0.2)))
+
+
+def elu(x: np.ndarray, a: Mapping[str, Any]) -> np.ndarray:
+    return np.where(x >= 0, x, np.expm1(np.minimum(x, 0)))
+
+
+def gelu(x: np.ndarray, a: Mapping[str, Any]) -> np.ndarray:
+    return _gelu(x, bool(a.get("approximate", False)))
+
+
+def exp(x: np.ndarray, a: Mapping[str, Any]) -> np.ndarray:
+    return np.exp(x)
+
+
+def log(x: np.ndarray, a: Mapping[str, Any]) -> np.ndarray:
+    return np.log(x)
+
+
+def sqrt(x: np.ndarray, a: Mapping[str, Any]) -> np.ndarray:
+    return np.sqrt(x)
+
+
+def rsqrt(x: np.ndarray, a: Mapping[str, Any]) -> np.ndarray:
+    return 1 / np.sqrt(x)
+
+
+def absolute(x: np.ndarray, a: Mapping[str, Any]) -> np.ndarray:
+    return np.abs(x)
+
+
+def neg(x: np.ndarray, a: Mapping[str, Any]) -> np.ndarray:
+    return -x
+
+
+def sin(x: np.ndarray, a: Mapping[str, Any]) -> np.ndarray:
+    return np.sin(x)
+
+
+def cos(x: np.ndarray, a: Mapping[str, Any]) -> np.ndarray:
+    return np.cos(x)
+
+
+def square(x: np.ndarray, a: Mapping[str, Any]) -> np.ndarray:
+    return x * x
+
+
+def copy(x: np.ndarray, a: Mapping[str, Any]) -> np.ndarray:
+    """QUANTIZE_AND_DEQUANTIZE: a copy; its QDQ epilogue step snaps to the grid."""
+    return x
+
+
+# ---- binary (kernel "binary"): f(a, b); numpy's ufuncs (np.add...) serve where they fit ----
+
+
+def squared_difference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return (a - b) * (a - b)
+
+
+def prelu(x: np.ndarray, alpha: np.ndarray) -> np.ndarray:
+    return np.where(x >= 0, x, x * alpha)
+
+
+# ---- helpers ----
+
+
+def dequantize_array(q: np.ndarray, quant: Any) -> np.ndarray:
+    """float32 value of a quantized (or float16) array; per-tensor or per-channel."""
+    if q.dtype == np.float16:
+        return q.astype(np.float32)
+    if quant is None:
+        raise DelegateError("DEQUANTIZE of a tensor without quantization parameters")
+    scale = np.asarray(quant.scale, np.float32)
+    zp = np.asarray(quant.zero_point, np.int64)
+    if scale.size > 1:
+        shape = [1] * q.ndim
+        shape[quant.quantized_dimension] = -1
+        scale, zp = scale.reshape(shape), zp.reshape(shape)
+    return ((q.astype(np.int64) - zp).astype(np.float32) * scale).astype(np.float32)
+
+
+def qdq(x: np.ndarray, scale: float, zero_point: int, qmin: int, qmax: int) -> np.ndarray:
+    """QUANTIZE_AND_DEQUANTIZE: ``x`` snapped to the grid of a quantized tensor (clamped to its range,
+    ``x / scale`` rounded half away from zero), as floats."""
+    v = np.asarray(x, np.float32) / np.float32(scale)
+    q = np.clip(np.sign(v) * np.floor(np.abs(v).astype(np.float64) + 0.5) + zero_point, qmin, qmax)
+    return ((q - zero_point) * np.float64(np.float32(scale))).astype(np.float32)
+
+
+def zero_extend(x: np.ndarray, channels: int) -> np.ndarray:
+    """``x`` (4-D) padded with zeros on the channel axis up to ``channels``."""
+    return np.pad(x, ((0, 0), (0, 0), (0, 0), (0, channels - x.shape[3])))
+
+
+class RefContext:
+    """One node being evaluated: its graph, the values computed so far, and the op table (for the
+    references of the activations a fused node names)."""
+
+
+    def __init__(self, graph: GpuGraph, node: GpuNode, values: dict[int, np.ndarray], ops: Mapping[str, Any]):
+        self.g, self.n, self.values, self.ops = graph, node, values, ops
+
+    def frame(self, t: int) -> tuple[int, ...]:
+        x = self.g.tensors[t]
+        return x.shape if self.n.bhwc else x.ir_shape
+
+    def get(self, i: int) -> np.ndarray | None:
+        t = self.n.inputs[i] if i < len(self.n.inputs) else -1
+        if t < 0:
+            return None
+        return self.values[t].reshape(self.frame(t))
+
+    def const(self, i: int) -> np.ndarray:
+        t = self.n.inputs[i]
+        # a constant, or (in an unfolded graph) the result of a DEQUANTIZE/DENSIFY of one
+        return np.asarray(self.values[t]).reshape(self.g.tensors[t].ir_shape)
+
+    def out_shape(self, k: int = 0) -> tuple[int, ...]:
+        return self.frame(self.n.outputs[k])
+
+
+def _conv(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, attrs: Mapping[str, Any], groups: int = 1
+          ) -> np.ndarray:
+    """x BHWC, w OHWI (I = C / groups)."""
+    b, h, wd, c = x.shape
+    o, kh, kw, i = w.shape
+    geo = conv_geometry(attrs, (h, wd), (kh, kw))
+    t, bo, le, r = geo["pads"]
+    (sh, sw), (dh, dw), (oh, ow) = geo["stride"], geo["dilation"], geo["out_hw"]
+    xp = np.pad(x, ((0, 0), (max(t, 0), max(bo, 0)), (max(le, 0), max(r, 0)), (0, 0)))
+    out = np.zeros((b, oh, ow, o), np.float32)
+    og = o // groups
+    for y in range(kh):
+        for xx in range(kw):
+            patch = xp[:, y * dh: y * dh + sh * (oh - 1) + 1: sh, xx * dw: xx * dw + sw * (ow - 1) + 1: sw, :]
+            if groups == 1:
+                out += patch @ w[:, y, xx, :].T
+            else:
+                pg = patch.reshape(b, oh, ow, groups, i)
+                wg = w[:, y, xx, :].reshape(groups, og, i)
+                out += np.einsum("bhwgi,goi->bhwgo", pg, wg).reshape(b, oh, ow, o)
+    if bias is not None:
+        out += bias.reshape(-1)
+    return out
+
+
+def _depthwise(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, attrs: Mapping[str, Any]) -> np.ndarray:
+    """x BHWC, w 1HW(C*M)."""
+    b, h, wd, c = x.shape
+    _, kh, kw, cm = w.shape
+    m = cm // c
+    geo = conv_geometry(attrs, (h, wd), (kh, kw))
+    t, bo, le, r = geo["pads"]
+    (sh, sw), (dh, dw), (oh, ow) = geo["stride"], geo["dilation"], geo["out_hw"]
+    xp = np.pad(x, ((0, 0), (t, bo), (le, r), (0, 0)))
+    if m > 1:
+        xp = np.repeat(xp, m, axis=3)
+    out = np.zeros((b, oh, ow, cm), np.float32)
+    for y in range(kh):
+        for xx in range(kw):
+            patch = xp[:, y * dh: y * dh + sh * (oh - 1) + 1: sh, xx * dw: xx * dw + sw * (ow - 1) + 1: sw, :]
+            out += patch * w[0, y, xx, :]
+    if bias is not None:
+        out += bias.reshape(-1)
+    return out
+
+
+def dw_pw_conv2d(c: RefContext) -> list[np.ndarray]:
+    """The fused DW_PW_CONV_2D node: inputs [x, dw weights, dw bias, pw weights, pw bias, dw alpha]."""
+    a = c.n.attrs
+    mid = _depthwise(c.get(0), c.const(1), c.get(2), a["dw"])
+    act = a.get("dw_act")
+    if act == "PRELU":
+        mid = prelu(mid, c.get(5))
+    elif act:
+        mid = c.ops[act].ref(mid, {})
+    # the unfused depthwise stored its result in float32: same rounding here
+    return [_conv(mid.astype(np.float32), c.const(3), c.get(4), {"padding": 1})]
+
+
+def _pool(x: np.ndarray, attrs: Mapping[str, Any], kind: str) -> np.ndarray:
+    b, h, wd, c = x.shape
+    kh, kw = int(attrs["filter_height"]), int(attrs["filter_width"])
+    geo = conv_geometry(attrs, (h, wd), (kh, kw))
+    t, bo, le, r = geo["pads"]
+    (sh, sw), (oh, ow) = geo["stride"], geo["out_hw"]
+    ex = tuple(attrs.get("explicit_padding", (0, 0, 0, 0)))
+    pad_value = attrs.get("pad_value")
+    # cells of the explicit padding hold pad_value and count; cells of SAME padding are skipped
+    fill = -np.inf if kind == "max" else 0.0
+    xp = np.pad(x, ((0, 0), (t, bo), (le, r), (0, 0)), constant_values=fill)
+    valid = np.zeros((1, h + t + bo, wd + le + r, 1), np.float32)
+    valid[:, t:t + h, le:le + wd] = 1
+    if pad_value is not None and any(ex):
+        region = (slice(None), slice(t - ex[0], t + h + ex[1]), slice(le - ex[2], le + wd + ex[3]))
+        inner = np.pad(x, ((0, 0), (ex[0], ex[1]), (ex[2], ex[3]), (0, 0)), constant_values=pad_value)
+        xp[region] = inner
+        valid[region] = 1
+    acc = np.full((b, oh, ow, c), -np.inf if kind == "max" else 0.0, np.float32)
+    cnt = np.zeros((1, oh, ow, 1), np.float32)
+    for y in range(kh):
+        for xx in range(kw):
+            sl = (slice(None), slice(y, y + sh * (oh - 1) + 1, sh), slice(xx, xx + sw * (ow - 1) + 1, sw))
+            if kind == "max":
+                acc = np.maximum(acc, xp[sl])
+            else:
+                acc += xp[sl]
+                cnt += valid[sl]
+    if kind == "avg":
+        acc = acc / np.maximum(cnt, 1)
+    return acc
+
+
+def _resize_coords(out_n: int, in_n: int, align: bool, half: bool) -> np.ndarray:
+    scale = (in_n - 1) / (out_n - 1) if align and out_n > 1 else in_n / out_n
+    v = np.arange(out_n, dtype=np.float32)
+    return ((v + 0.5) * np.float32(scale) - 0.5 if half else v * np.float32(scale)).astype(np.float32)
+
+
+def _resize_bilinear(x: np.ndarray, oh: int, ow: int, attrs: Mapping[str, Any]) -> np.ndarray:
+    b, h, w, c = x.shape
+    align, half = bool(attrs.get("align_corners")), bool(attrs.get("half_pixel_centers"))
+
+    def axis(out_n: int, in_n: int):
+        f = _resize_coords(out_n, in_n, align, half)
+        lo = np.maximum(np.floor(f), 0).astype(np.int64)
+        hi = np.minimum(np.ceil(f), in_n - 1).astype(np.int64)
+        return lo, hi, (f - lo).astype(np.float32)
+
+    y0, y1, fy = axis(oh, h)
+    x0, x1, fx = axis(ow, w)
+    fy, fx = fy[None, :, None, None], fx[None, None, :, None]
+    top = x[:, y0][:, :, x0] * (1 - fx) + x[:, y0][:, :, x1] * fx
+    bot = x[:, y1][:, :, x0] * (1 - fx) + x[:, y1][:, :, x1] * fx
+    return top * (1 - fy) + bot * fy
+
+
+def _resize_nearest(x: np.ndarray, oh: int, ow: int, attrs: Mapping[str, Any]) -> np.ndarray:
+    b, h, w, c = x.shape
+    align, half = bool(attrs.get("align_corners")), bool(attrs.get("half_pixel_centers"))
+
+    def axis(out_n: int, in_n: int) -> np.ndarray:
+        scale = (in_n - 1) / (out_n - 1) if align and out_n > 1 else in_n / out_n
+        v = (np.arange(out_n, dtype=np.float32) + (0.5 if half else 0.0)) * np.float32(scale)
+        # TFLite rounds half away from zero with align_corners, floors otherwise
+        idx = np.floor(v + 0.5) if align else np.floor(v)
+        return np.clip(idx.astype(np.int64), 0, in_n - 1)
+
+    return x[:, axis(oh, h)][:, :, axis(ow, w)]
+
+
+def _transpose_conv(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, out_hw: Sequence[int],
+                    attrs: Mapping[str, Any]) -> np.ndarray:
+    """x BHWC, w OHWI (O = output channels)."""
+    b, h, wd, c = x.shape
+    o, kh, kw, i = w.shape
+    sh, sw = int(attrs.get("stride_h", 1)), int(attrs.get("stride_w", 1))
+    pad = int(attrs.get("padding", 0))
+    fh, fw = (h - 1) * sh + kh, (wd - 1) * sw + kw
+    full = np.zeros((b, max(fh, out_hw[0] + kh), max(fw, out_hw[1] + kw), o), np.float32)
+    for y in range(kh):
+        for xx in range(kw):
+            full[:, y: y + sh * (h - 1) + 1: sh, xx: xx + sw * (wd - 1) + 1: sw, :] += x @ w[:, y, xx, :].T
+    ty = transpose_conv_crop(pad, h, out_hw[0], kh, sh)
+    tx = transpose_conv_crop(pad, wd, out_hw[1], kw, sw)
+    out = full[:, ty: ty + out_hw[0], tx: tx + out_hw[1]]
+    if bias is not None:
+        out = out + bias.reshape(-1)
+    return out
+
+
+def _reduce_axes(c: RefContext) -> tuple[tuple[int, ...], bool]:
+    n = c.n
+    if n.bhwc:
+        return tuple(n.attrs["axes"]), True
+    rank = len(c.frame(n.inputs[0]))
+    axes = np.asarray(c.const(1)).reshape(-1)
+    return tuple(sorted({int(a) % rank for a in axes})), bool(n.attrs.get("keep_dims", False))
+
+
+def _lstm_cell(gates: np.ndarray, prev_c: np.ndarray, clip: float) -> tuple[np.ndarray, np.ndarray]:
+    """Basic LSTM cell on pre-activations ``[.., 4u]`` (input, candidate, forget, output) -> (c', h')."""
+    u = gates.shape[-1] // 4
+    i, g_, f, o = (gates[..., k * u:(k + 1) * u] for k in range(4))
+    new_c = logistic(f) * prev_c.reshape(i.shape) + logistic(i) * np.tanh(g_)
+    if clip > 0:
+        new_c = np.clip(new_c, -clip, clip)
+    return new_c, logistic(o) * np.tanh(new_c)
+
+
+
+
+# ---- every other op: f(ctx) -> outputs ----
+
+
+def dequantize(c: RefContext) -> list[np.ndarray]:
+    t = c.g.tensors[c.n.inputs[0]]
+    return [dequantize_array(c.get(0), t.quantization)]
+
+
+def densify_op(c: RefContext) -> list[np.ndarray]:
+    t = c.g.tensors[c.n.inputs[0]]
+    return [densify(np.asarray(t.data), t.ir_shape, t.sparsity)]
+
+
+def conv2d(c: RefContext) -> list[np.ndarray]:
+    x, w = c.get(0), c.const(1)
+    return [_conv(x, w, c.get(2), c.n.attrs, groups=x.shape[3] // w.shape[3])]
+
+
+def depthwise_conv2d(c: RefContext) -> list[np.ndarray]:
+    return [_depthwise(c.get(0), c.const(1), c.get(2), c.n.attrs)]
+
+
+def transpose_conv(c: RefContext) -> list[np.ndarray]:
+    out = c.out_shape()
+    return [_transpose_conv(c.get(2), c.const(1), c.get(3), out[1:3], c.n.attrs)]
+
+
+def transpose_conv_bias(c: RefContext) -> list[np.ndarray]:
+    """MediaPipe's Convolution2DTransposeBias: inputs [x, weights, bias], parameters in custom options."""
+    out = c.out_shape()
+    params = transpose_bias_params(c.n.attrs.get("custom_options"))
+    return [_transpose_conv(c.get(0), c.const(1), c.get(2), out[1:3], params)]
+
+
+def fully_connected(c: RefContext) -> list[np.ndarray]:
+    x, w, bias = c.get(0), c.const(1), c.get(2)
+    y = x.reshape(-1, w.shape[1]) @ w.T
+    if bias is not None:
+        y = y + bias.reshape(-1)
+    return [y.reshape(c.out_shape())]
+
+
+def batch_matmul(c: RefContext) -> list[np.ndarray]:
+    x, y, a = c.get(0), c.get(1), c.n.attrs
+    if a.get("adj_x"):
+        x = np.swapaxes(x, -1, -2)
+    if a.get("adj_y"):
+        y = np.swapaxes(y, -1, -2)
+    return [np.matmul(x, y)]
+
+
+def max_pool(c: RefContext) -> list[np.ndarray]:
+    return [_pool(c.get(0), c.n.attrs, "max")]
+
+
+def average_pool(c: RefContext) -> list[np.ndarray]:
+    return [_pool(c.get(0), c.n.attrs, "avg")]
+
+
+def _reduction(f: Callable[..., np.ndarray], wide: bool) -> NodeRef:
+    def reduce(c: RefContext) -> list[np.ndarray]:
+        axes, keep = _reduce_axes(c)
+        x = c.get(0)
+        return [f(x.astype(np.float64) if wide else x, axis=axes, keepdims=keep)]
+    return reduce
+
+
+mean = _reduction(np.mean, wide=True)
+reduce_sum = _reduction(np.sum, wide=True)
+reduce_max = _reduction(np.max, wide=False)
+reduce_min = _reduction(np.min, wide=False)
+
+
+def softmax(c: RefContext) -> list[np.ndarray]:
+    x = c.get(0) * np.float32(c.n.attrs.get("beta", 1.0))
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return [e / e.sum(axis=-1, keepdims=True)]
+
+
+def concatenation(c: RefContext) -> list[np.ndarray]:
+    xs = [c.get(i) for i in range(len(c.n.inputs))]
+    return [np.concatenate(xs, axis=int(c.n.attrs.get("axis", 0)) % xs[0].ndim)]
+
+
+def reshape(c: RefContext) -> list[np.ndarray]:
+    """RESHAPE, SQUEEZE, EXPAND_DIMS: the same values in the output's shape."""
+    return [c.get(0).reshape(c.out_shape())]
+
+
+def transpose(c: RefContext) -> list[np.ndarray]:
+    n = c.n
+    perm = n.attrs["perm"] if n.bhwc else tuple(int(p) for p in c.const(1).reshape(-1))
+    return [np.transpose(c.get(0), perm)]
+
+
+def slice_op(c: RefContext) -> list[np.ndarray]:
+    """SLICE and STRIDED_SLICE."""
+    n, a, x = c.n, c.n.attrs, c.get(0)
+    if n.bhwc:
+        ranges = a["ranges"]
+    elif n.op == "SLICE":
+        begin, size = c.const(1).reshape(-1), c.const(2).reshape(-1)
+        ranges = [(int(b), int(b) + (int(s) if s >= 0 else x.shape[i] - int(b)), 1)
+                  for i, (b, s) in enumerate(zip(begin, size, strict=False))]
+    else:
+        ranges, _ = resolve_strided_slice(x.shape, c.const(1).reshape(-1), c.const(2).reshape(-1),
+                                          c.const(3).reshape(-1), a)
+    for ax, (st, sp, step) in enumerate(ranges):
+        x = np.take(x, np.arange(st, sp, step), axis=ax)
+    return [x.reshape(c.out_shape())]
+
+
+def split(c: RefContext) -> list[np.ndarray]:
+    """SPLIT (inputs [axis, x]) and SPLIT_V (inputs [x, size_splits, axis])."""
+    n = c.n
+    x = c.get(1) if n.op == "SPLIT" else c.get(0)
+    if n.bhwc:
+        axis = n.attrs["axis"]
+    else:
+        axis = int(c.const(0 if n.op == "SPLIT" else 2).reshape(-1)[0]) % x.ndim
+    sizes = [c.frame(t)[axis] for t in n.outputs]
+    return list(np.split(x, np.cumsum(sizes)[:-1], axis=axis))
+
+
+def pad(c: RefContext) -> list[np.ndarray]:
+    """PAD, PADV2, MIRROR_PAD."""
+    n, a, x = c.n, c.n.attrs, c.get(0)
+    pads = a["paddings"] if n.bhwc else [tuple(int(v) for v in p) for p in c.const(1).reshape(-1, 2)]
+    if n.op == "MIRROR_PAD":
+        return [np.pad(x, pads, mode="reflect" if int(a.get("mode", 0)) == 0 else "symmetric")]
+    value = a.get("pad_value", 0.0) if n.bhwc else (float(c.const(2).reshape(-1)[0]) if n.op == "PADV2"
+                                                   and len(n.inputs) > 2 and n.inputs[2] >= 0 else 0.0)
+    return [np.pad(x, pads, constant_values=value)]
+
+
+def depth_to_space(c: RefContext) -> list[np.ndarray]:
+    x, bs = c.get(0), int(c.n.attrs["block_size"])
+    b, h, w, ch = x.shape
+    y = x.reshape(b, h, w, bs, bs, ch // (bs * bs)).transpose(0, 1, 3, 2, 4, 5)
+    return [y.reshape(b, h * bs, w * bs, ch // (bs * bs))]
+
+
+def space_to_depth(c: RefContext) -> list[np.ndarray]:
+    x, bs = c.get(0), int(c.n.attrs["block_size"])
+    b, h, w, ch = x.shape
+    y = x.reshape(b, h // bs, bs, w // bs, bs, ch).transpose(0, 1, 3, 2, 4, 5)
+    return [y.reshape(b, h // bs, w // bs, bs * bs * ch)]
+
+
+def resize_bilinear(c: RefContext) -> list[np.ndarray]:
+    out = c.out_shape()
+    return [_resize_bilinear(c.get(0), out[1], out[2], c.n.attrs)]
+
+
+def resize_nearest(c: RefContext) -> list[np.ndarray]:
+    out = c.out_shape()
+    return [_resize_nearest(c.get(0), out[1], out[2], c.n.attrs)]
+
+
+def lstm_cell(c: RefContext) -> list[np.ndarray]:
+    return list(_lstm_cell(c.get(0), c.get(1), float(c.n.attrs.get("cell_clip", 0.0))))
+
+
+def lstm(c: RefContext) -> list[np.ndarray]:
+    """The basic LSTM kernel: outputs [h', c', concat, gates]."""
+    x, h, w, bias, state = (c.get(i) for i in range(5))
+    if int(c.n.attrs.get("kernel_type", 0)) != 1:
+        raise DelegateError("reference evaluator: only the basic LSTM kernel")
+    concat = np.concatenate([x.reshape(x.shape[0], -1), h.reshape(h.shape[0], -1)], axis=1)
+    gates = concat @ np.asarray(w).reshape(-1, concat.shape[1]).T + bias.reshape(-1)
+    # LiteRT's basic LSTM kernel ignores cell_clip
+    new_c, new_h = _lstm_cell(gates, state.reshape(gates.shape[0], -1), 0.0)
+    return [new_h, new_c, concat, gates]
