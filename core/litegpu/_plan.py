@@ -516,6 +516,7 @@ def build_plan(
             subgraph_io=runtime.subgraph_io,
             resources=runtime.resources,
             reset_hooks=reset_hooks,
+            intermediates=[_spec(sg.tensors[i]) for i in op.intermediates if i >= 0],
         )
         try:
             p = prep(ctx)

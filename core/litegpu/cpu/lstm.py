@@ -188,7 +188,7 @@ class _FullLstm:
         return out, h, c
 
 
-def _write_state(dst: np.ndarray, value: np.ndarray, what: str) -> None:
+def write_state(dst: np.ndarray, value: np.ndarray, what: str) -> None:
     if not dst.flags.writeable:
         raise LiteGPUError(f"LSTM: the {what} variable tensor was passed read-only; the interpreter must pass "
                            "variable tensors' storage so the kernel can update it in place")
@@ -225,8 +225,8 @@ def _full_lstm(ctx: NodeContext, sequence: bool) -> Prepared:
         h0 = np.asarray(h_var, F32).reshape(batch, lstm.n_output)
         c0 = np.asarray(c_var, F32).reshape(batch, lstm.n_cell)
         out, h, c = lstm.sequence(xt, h0, c0)
-        _write_state(h_var, h, "output state")
-        _write_state(c_var, c, "cell state")
+        write_state(h_var, h, "output state")
+        write_state(c_var, c, "cell state")
         if sequence:
             res = out if time_major else np.swapaxes(out, 0, 1)
         else:
@@ -327,7 +327,7 @@ def _rnn(ctx: NodeContext, sequence: bool) -> Prepared:
         for t in range(seq.shape[0]):  # sequential in time
             h = act((seq[t].reshape(seq.shape[1], -1) @ wt + h @ rt + bv.reshape(-1)).astype(F32)).astype(F32)
             outs[t] = h
-        _write_state(h_var, h, "hidden state")
+        write_state(h_var, h, "hidden state")
         if not sequence:
             return [outs[0]]
         return [np.ascontiguousarray(outs if time_major else np.swapaxes(outs, 0, 1))]

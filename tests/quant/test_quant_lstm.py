@@ -1,0 +1,188 @@
+"""Full-integer (int8 activations, 16-bit cell) LSTM and UNIDIRECTIONAL_SEQUENCE_LSTM vs LiteRT's
+reference kernels: outputs must be bit-identical, over several invokes (the state persists).
+
+The models are made with ModelBuilder the way the converter quantizes an LSTM: int8 symmetric
+weights, int16 peephole and layer-norm coefficients, int32 biases at (input scale x weight scale),
+an int8 output state sharing the output's quantization, an int16 cell state with a power-of-two
+scale and the five intermediate tensors (gate pre-activations, hidden state) carrying the scales
+LiteRT's kernel reads.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from litegpu.testing import ModelBuilder, run_litert
+
+from ._harness import run_ours
+
+
+def _sym(r, shape, bits=8, scale_range=(0.3, 0.8)):
+    qmax = (1 << (bits - 1)) - 1
+    amp = float(r.uniform(*scale_range))
+    w = r.uniform(-amp, amp, size=shape)
+    s = float(np.abs(w).max()) / qmax
+    return np.clip(np.round(w / s), -qmax, qmax).astype(np.int8 if bits == 8 else np.int16), s
+
+
+def integer_lstm_model(seed: int, *, op: str = "UNIDIRECTIONAL_SEQUENCE_LSTM", n_batch: int = 2, steps: int = 3,
+                       n_input: int = 5, n_cell: int = 8, n_output: int | None = None, cifg: bool = False,
+                       peephole: bool = False, projection: bool = False, layer_norm: bool = False,
+                       time_major: bool = True, cell_clip: float = 0.0, proj_clip: float = 0.0,
+                       cell_scale_log2: int = -11) -> tuple[bytes, np.ndarray]:
+    """A converter-shaped full-integer LSTM model and an int8 input for it."""
+    r = np.random.default_rng(seed)
+    n_output = n_output or (max(2, n_cell - 3) if projection else n_cell)
+    b = ModelBuilder()
+    s_x, zp_x = float(r.uniform(0.01, 0.03)), int(r.integers(-20, 20))
+    s_h, zp_h = float(r.uniform(0.005, 0.01)), int(r.integers(-10, 10))  # output state = output
+    seq = op == "UNIDIRECTIONAL_SEQUENCE_LSTM"
+    if seq:
+        xs = (steps, n_batch, n_input) if time_major else (n_batch, steps, n_input)
+    else:
+        xs = (n_batch, n_input)
+    x = b.input("x", xs, "int8", quant=(s_x, zp_x))
+    ins = [x]
+    w_scale = {}
+    for g in "ifco":
+        if cifg and g == "i":
+            ins.append(-1)
+            continue
+        w, s = _sym(r, (n_cell, n_input))
+        w_scale["x" + g] = s
+        ins.append(b.const(f"x2{g}", w, quant=(s, 0)))
+    for g in "ifco":
+        if cifg and g == "i":
+            ins.append(-1)
+            continue
+        w, s = _sym(r, (n_cell, n_output))
+        ins.append(b.const(f"h2{g}", w, quant=(s, 0)))
+    for g in "ifo":
+        if peephole and not (cifg and g == "i"):
+            w, s = _sym(r, (n_cell,), bits=16, scale_range=(0.1, 0.5))
+            ins.append(b.const(f"c2{g}", w, quant=(s, 0)))
+        else:
+            ins.append(-1)
+    ln_scale = {}
+    ln_vals = {}
+    if layer_norm:
+        for g in "ifco":
+            if cifg and g == "i":
+                continue
+            w, s = _sym(r, (n_cell,), bits=16, scale_range=(0.8, 1.2))
+            ln_scale[g], ln_vals[g] = s, w
+    for g in "ifco":
+        if cifg and g == "i":
+            ins.append(-1)
+            continue
+        bf = r.normal(0, 0.3, n_cell)
+        bs = ln_scale[g] * 2.0 ** -10 if layer_norm else s_x * w_scale["x" + g]
+        ins.append(b.const(f"b{g}", np.round(bf / bs).astype(np.int32), quant=(bs, 0)))
+    hidden_scale, hidden_zp = (float(r.uniform(0.006, 0.009)), int(r.integers(-5, 5))) if projection else (s_h, zp_h)
+    if projection:
+        w, s = _sym(r, (n_output, n_cell))
+        ins.append(b.const("proj", w, quant=(s, 0)))
+        pb = np.round(r.normal(0, 0.1, n_output) / (s * hidden_scale)).astype(np.int32)
+        ins.append(b.const("proj_b", pb, quant=(s * hidden_scale, 0)))
+    else:
+        ins += [-1, -1]
+    ins.append(b.tensor("h_state", (n_batch, n_output), "int8", quant=(s_h, zp_h), is_variable=True))
+    ins.append(b.tensor("c_state", (n_batch, n_cell), "int16", quant=(2.0 ** cell_scale_log2, 0), is_variable=True))
+    for g in "ifco":
+        ins.append(b.const(f"ln{g}", ln_vals[g], quant=(ln_scale[g], 0)) if g in ln_vals else -1)
+    inter = []
+    for k in range(4):
+        s = float(r.uniform(0.0005, 0.002)) if layer_norm else 2.0 ** -12
+        inter.append(b.tensor(f"inter{k}", (), "int16", quant=(s, 0)))
+    inter.append(b.tensor("hidden", (), "int8", quant=(hidden_scale, hidden_zp)))
+    if seq:
+        ys = (steps, n_batch, n_output) if time_major else (n_batch, steps, n_output)
+        y = b.tensor("y", ys, "int8", quant=(s_h, zp_h))
+        b.op(op, ins, [y], intermediates=inter, fused_activation_function=4, cell_clip=cell_clip,
+             proj_clip=proj_clip, time_major=time_major)
+    else:
+        y = b.tensor("y", (n_batch, n_output), "int8", quant=(s_h, zp_h))
+        b.op(op, ins, [y], intermediates=inter, fused_activation_function=4, cell_clip=cell_clip,
+             proj_clip=proj_clip, kernel_type=0)
+    b.output(y)
+    feed = r.integers(-128, 128, size=xs).astype(np.int8)
+    return b.build(), feed
+
+
+def _invokes(model: bytes, feed: np.ndarray, n: int, ours: bool) -> list[np.ndarray]:
+    import litegpu
+    from ai_edge_litert import interpreter as litert
+
+    if ours:
+        it = litegpu.Interpreter(model_content=model)
+    else:
+        it = litert.Interpreter(model_content=model,
+                                experimental_op_resolver_type=litert.OpResolverType.BUILTIN_REF)
+    it.allocate_tensors()
+    outs = []
+    for k in range(n):
+        it.set_tensor(it.get_input_details()[0]["index"], np.roll(feed, k, axis=-1))
+        it.invoke()
+        outs.append(it.get_tensor(it.get_output_details()[0]["index"]).copy())
+    return outs
+
+
+def check_bit_exact(model: bytes, feed: np.ndarray, invokes: int = 2) -> int:
+    """Asserts every output of ``invokes`` runs is identical to LiteRT's; returns the element count."""
+    ref = _invokes(model, feed, invokes, ours=False)
+    got = _invokes(model, feed, invokes, ours=True)
+    n = 0
+    for k, (a, e) in enumerate(zip(got, ref, strict=True)):
+        assert a.dtype == e.dtype and a.shape == e.shape
+        diff = int(np.sum(a != e))
+        assert diff == 0, (f"invoke {k}: {diff}/{e.size} outputs differ from LiteRT, max "
+                           f"{int(np.abs(a.astype(int) - e.astype(int)).max())} LSB")
+        n += e.size
+    return n
+
+
+CASES = [
+    dict(),
+    dict(cifg=True),
+    dict(peephole=True),
+    dict(projection=True),
+    dict(projection=True, peephole=True),
+    dict(layer_norm=True),
+    dict(layer_norm=True, cifg=True, peephole=True, projection=True),
+    dict(cell_clip=2.0, proj_clip=0.5, projection=True),
+    dict(time_major=False, peephole=True, projection=True),
+    dict(cell_scale_log2=-9),
+    dict(cell_scale_log2=-15, n_cell=4),
+]
+
+
+def _id(c):
+    return "-".join(f"{k}={v}" if not isinstance(v, bool) else k for k, v in c.items()) or "plain"
+
+
+@pytest.mark.parametrize("cfg", CASES, ids=_id)
+def test_integer_unidirectional_sequence_lstm(cfg):
+    model, feed = integer_lstm_model(len(_id(cfg)), **cfg)
+    check_bit_exact(model, feed)
+
+
+@pytest.mark.parametrize("cfg", [dict(), dict(peephole=True, projection=True, layer_norm=True)], ids=_id)
+def test_integer_lstm(cfg):
+    model, feed = integer_lstm_model(7, op="LSTM", **cfg)
+    check_bit_exact(model, feed, invokes=3)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(40))
+def test_integer_lstm_sweep(seed):
+    """Random shapes and features; each model is run for three invokes."""
+    r = np.random.default_rng(1000 + seed)
+    cfg = dict(n_batch=int(r.integers(1, 5)), steps=int(r.integers(1, 6)), n_input=int(r.integers(1, 12)),
+               n_cell=int(r.choice([2, 4, 7, 8, 16, 13])), cifg=bool(r.integers(2)), peephole=bool(r.integers(2)),
+               projection=bool(r.integers(2)), layer_norm=bool(r.integers(2)), time_major=bool(r.integers(2)),
+               cell_scale_log2=int(r.integers(-13, -9)))
+    if cfg["peephole"] and cfg["projection"]:
+        cfg["n_output"] = int(r.integers(2, cfg["n_cell"] + 1))
+    op = "LSTM" if r.integers(4) == 0 else "UNIDIRECTIONAL_SEQUENCE_LSTM"
+    model, feed = integer_lstm_model(seed, op=op, **cfg)
+    check_bit_exact(model, feed, invokes=3)
