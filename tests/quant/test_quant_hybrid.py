@@ -111,11 +111,13 @@ def test_hybrid_batch_matmul(case, asym):
 
 
 def _lstm_model(r, n_batch, steps, n_input, n_cell, n_output, *, cifg, peephole, projection, time_major, asym,
-                clip=0.0):
+                clip=0.0, op="UNIDIRECTIONAL_SEQUENCE_LSTM"):
     from litegpu.testing import ModelBuilder
 
     b = ModelBuilder()
     xs = (steps, n_batch, n_input) if time_major else (n_batch, steps, n_input)
+    if op == "LSTM":
+        xs = (n_batch, n_input)
     x = b.input("x", xs, "float32")
     idx = [x]
 
@@ -143,9 +145,14 @@ def _lstm_model(r, n_batch, steps, n_input, n_cell, n_output, *, cifg, peephole,
     c = b.tensor("c", (n_batch, n_cell), "float32", is_variable=True)
     idx += [h, c, -1, -1, -1, -1]
     ys = (steps, n_batch, n_output) if time_major else (n_batch, steps, n_output)
-    y = b.tensor("y", ys, "float32")
-    b.op("UNIDIRECTIONAL_SEQUENCE_LSTM", idx, [y], fused_activation_function=4, cell_clip=clip, proj_clip=clip,
-         time_major=time_major, asymmetric_quantize_inputs=asym, version=3)
+    if op == "LSTM":
+        y = b.tensor("y", (n_batch, n_output), "float32")
+        b.op("LSTM", idx, [y], fused_activation_function=4, cell_clip=clip, proj_clip=clip, kernel_type=0,
+             asymmetric_quantize_inputs=asym, version=4 if asym else 3)
+    else:
+        y = b.tensor("y", ys, "float32")
+        b.op("UNIDIRECTIONAL_SEQUENCE_LSTM", idx, [y], fused_activation_function=4, cell_clip=clip,
+             proj_clip=clip, time_major=time_major, asymmetric_quantize_inputs=asym, version=3)
     b.output(y)
     return b.build(), [(r.standard_normal(xs) * 1.5).astype(np.float32)]
 
@@ -166,6 +173,16 @@ def test_hybrid_unidirectional_sequence_lstm(cfg, asym):
     model, feeds = _lstm_model(r, 3, 5, 7, 9, n_output, asym=asym, **cfg)
     # sigmoid/tanh are LiteRT's float math (1-2 ulp apart from ours), compounding over the steps
     _compare("hybrid UNIDIRECTIONAL_SEQUENCE_LSTM", model, feeds, tol=1e-6, exact=False)
+
+
+@pytest.mark.parametrize("cfg", LSTM, ids=lambda c: "-".join(k for k, v in c.items() if v))
+@pytest.mark.parametrize("asym", [False, True])
+def test_hybrid_lstm(cfg, asym):
+    """LSTM versions 3 (symmetric) and 4 (asymmetric): one step of the hybrid math, state kept."""
+    r = rng(10 + len(cfg) + asym)
+    n_output = 6 if cfg["projection"] else 9
+    model, feeds = _lstm_model(r, 3, 1, 7, 9, n_output, asym=asym, op="LSTM", **cfg)
+    _compare("hybrid LSTM", model, feeds, tol=1e-6, exact=False)
 
 
 @pytest.mark.parametrize("op", ["CONV_2D", "FULLY_CONNECTED"])

@@ -495,11 +495,21 @@ def _lstm_act(act: int):
 
 
 def hybrid_unidirectional_sequence_lstm(ctx: NodeContext) -> Prepared:
+    return _hybrid_lstm(ctx, hybrid_unidirectional_sequence_lstm, sequence=True)
+
+
+def hybrid_lstm(ctx: NodeContext) -> Prepared:
+    """LSTM v3 (symmetric) / v4 (asymmetric input quantization): one time step of the same math;
+    the basic kernel and float weights go on to the float kernel."""
+    return _hybrid_lstm(ctx, hybrid_lstm, sequence=False)
+
+
+def _hybrid_lstm(ctx: NodeContext, me, sequence: bool) -> Prepared:
     ins = ctx.inputs
     if (len(ins) < 20 or ins[0] is None or ins[2] is None or ins[0].dtype != "float32"
             or ins[2].dtype not in ("int8", "int4")):
         return delegate(ctx, ins[0].dtype if ins and ins[0] is not None else "float32",
-                        hybrid_unidirectional_sequence_lstm, "float UNIDIRECTIONAL_SEQUENCE_LSTM")
+                        me, f"float {ctx.op.name}")
     if any(t is not None for t in ins[20:24]):
         raise ctx.fail("layer-normalized hybrid LSTM is not supported")
     o = ctx.options
@@ -510,7 +520,7 @@ def hybrid_unidirectional_sequence_lstm(ctx: NodeContext) -> Prepared:
         raise ctx.fail("diagonal recurrent weights are not supported")
     cell_clip = F32(o.get("cell_clip", 0.0) or 0.0)
     proj_clip = F32(o.get("proj_clip", 0.0) or 0.0)
-    time_major = bool(o.get("time_major", False))
+    time_major = bool(o.get("time_major", False)) if sequence else True
     asym = bool(o.get("asymmetric_quantize_inputs", False))
 
     def weight(i):
@@ -609,13 +619,19 @@ def hybrid_unidirectional_sequence_lstm(ctx: NodeContext) -> Prepared:
 
     def plan(shapes: list[Shape | None]):
         xs = shapes[0]
+        if not sequence:  # LSTM: one (batch, n_input) step
+            if len(xs) != 2 or xs[1] != n_input:
+                raise ctx.fail(f"input must be (batch, {n_input}), got {xs}")
+            xs = (1, *xs)
         if len(xs) != 3 or xs[2] != n_input:
             raise ctx.fail(f"input must be 3-D with {n_input} features, got {xs}")
         steps, batch = (xs[0], xs[1]) if time_major else (xs[1], xs[0])
         oshape = (steps, batch, n_output) if time_major else (batch, steps, n_output)
+        if not sequence:
+            oshape = oshape[1:]
 
         def run(inputs):
-            x = inputs[0].astype(F32)
+            x = inputs[0].astype(F32).reshape(xs)
             if not time_major:
                 x = np.swapaxes(x, 0, 1)
             h_var, c_var = inputs[18], inputs[19]
@@ -628,6 +644,8 @@ def hybrid_unidirectional_sequence_lstm(ctx: NodeContext) -> Prepared:
             # the state variables are updated in place (they persist across invokes)
             np.copyto(h_var, h.reshape(h_var.shape))
             np.copyto(c_var, c.reshape(c_var.shape))
+            if not sequence:
+                return [out[0]]
             return [out if time_major else np.ascontiguousarray(np.swapaxes(out, 0, 1))]
 
         return [oshape], run
@@ -647,6 +665,8 @@ HYBRID_OPS: dict[str, tuple[Callable[[NodeContext], Prepared], range, str]] = {
     "FULLY_CONNECTED": (hybrid_fully_connected, range(1, 15), "float32"),
     "BATCH_MATMUL": (hybrid_batch_matmul, range(1, 5), "float32"),
     "UNIDIRECTIONAL_SEQUENCE_LSTM": (hybrid_unidirectional_sequence_lstm, range(1, 5), "float32"),
+    # versions 3 (symmetric) and 4 (asymmetric input quantization) are the hybrid LSTM
+    "LSTM": (hybrid_lstm, range(1, 5), "float32"),
 }
 
 
