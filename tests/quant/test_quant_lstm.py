@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from litegpu.testing import ModelBuilder, run_litert
-
-from ._harness import run_ours
+from litegpu.testing import ModelBuilder
 
 
 def _sym(r, shape, bits=8, scale_range=(0.3, 0.8)):

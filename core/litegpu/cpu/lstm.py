@@ -1,4 +1,5 @@
-"""Float LSTM (full and basic kernels) and UNIDIRECTIONAL_SEQUENCE_LSTM, as LiteRT defines them.
+"""Float recurrent ops as LiteRT defines them: LSTM (full and basic kernels), UNIDIRECTIONAL_ and
+BIDIRECTIONAL_SEQUENCE_LSTM, RNN, UNIDIRECTIONAL_ and BIDIRECTIONAL_SEQUENCE_RNN, SVDF.
 
 Full kernel, per time step (``*`` elementwise, ``@`` matmul)::
 
@@ -69,8 +70,10 @@ def _layer_norm(z: np.ndarray, coef: np.ndarray, bias: np.ndarray) -> np.ndarray
 class _FullLstm:
     """Weights of a full-kernel LSTM, gathered for the gate loop (gates i, f, g, o)."""
 
-    def __init__(self, ctx: NodeContext, diagonal: bool):
-        ins = ctx.inputs
+    def __init__(self, ctx: NodeContext, diagonal: bool, inputs: list | None = None):
+        # ``inputs``: the 24 inputs of one direction in UNIDIRECTIONAL_SEQUENCE_LSTM order (the
+        # bidirectional op's halves are mapped onto it); the node's own inputs by default
+        ins = ctx.inputs if inputs is None else inputs
         if len(ins) < 20:
             raise ModelError(f"node #{ctx.op.index} {ctx.op.name}: expected 20 or 24 inputs, got {len(ins)}")
 
@@ -347,3 +350,159 @@ def rnn(ctx: NodeContext) -> Prepared:
 @register_kernel("UNIDIRECTIONAL_SEQUENCE_RNN", dtypes=FLOAT, versions=range(1, 4))
 def unidirectional_sequence_rnn(ctx: NodeContext) -> Prepared:
     return _rnn(ctx, sequence=True)
+
+
+# --------------------------------------------------------------------------- bidirectional sequence ops
+
+
+def _bidi_halves(ctx: NodeContext, n_inputs: int, aux_weights: tuple[int, ...], aux_input: int):
+    """(forward input, backward input) of a bidirectional op; refuses cross-linked aux weights.
+
+    With an aux input and no aux weights LiteRT is in "non-stacking" mode: the backward direction
+    reads the aux input (the previous layer's backward output)."""
+    ins = ctx.inputs
+    if len(ins) < n_inputs:
+        raise ctx.fail(f"expects {n_inputs} inputs, got {len(ins)}")
+    if any(ins[i] is not None for i in aux_weights):
+        raise ctx.fail("auxiliary input weights (cross-linked stacking) are not supported")
+    return 0, (aux_input if ins[aux_input] is not None else 0)
+
+
+def _merge_or_split(ctx: NodeContext, fw: np.ndarray, bw: np.ndarray) -> list[np.ndarray]:
+    if bool(ctx.options.get("merge_outputs", False)):
+        return [np.ascontiguousarray(np.concatenate([fw, bw], axis=-1))]
+    return [fw, bw]
+
+
+@register_kernel("BIDIRECTIONAL_SEQUENCE_LSTM", dtypes=FLOAT, versions=range(1, 4))
+def bidirectional_sequence_lstm(ctx: NodeContext) -> Prepared:
+    """Two full LSTMs over the sequence, the backward one in reverse time; outputs separate or
+    concatenated on the feature axis (``merge_outputs``).  Inputs: 0 input, 1-17 forward weights,
+    18-34 backward weights (each in UNIDIRECTIONAL_SEQUENCE_LSTM order 1-17), 35/36 forward
+    output/cell state, 37/38 backward, 39 aux input, 40-47 aux weights.
+
+    With ``merge_outputs`` and batch-major input LiteRT finds each batch row's output state at
+    ``row * 2 * n_output``, past the state for any row but the first (undefined there); litegpu keeps
+    each row's own state, which is LiteRT's answer whenever there is one batch row."""
+    ins = ctx.inputs
+    fw_in, bw_in = _bidi_halves(ctx, 48, tuple(range(40, 48)), 39)
+    opt = ctx.options
+    time_major = bool(opt.get("time_major", True))
+    halves = []
+    for base, states in ((0, (35, 36)), (17, (37, 38))):
+        view = [ins[fw_in if base == 0 else bw_in]] + [ins[base + k] for k in range(1, 18)]
+        view += [ins[states[0]], ins[states[1]]]
+        halves.append(_FullLstm(ctx, diagonal=False, inputs=view))
+    fw, bw = halves
+    merge = bool(opt.get("merge_outputs", False))
+    n_out = (len(ctx.outputs) == 1) if merge else len(ctx.outputs) >= 2
+    if not n_out:
+        raise ctx.fail("needs one output with merge_outputs, two without")
+
+    def run(inputs):
+        outs = []
+        for lstm, x_i, (hi, ci), forward in ((fw, fw_in, (35, 36), True), (bw, bw_in, (37, 38), False)):
+            x = np.asarray(inputs[x_i], F32)
+            xt = x if time_major else np.swapaxes(x, 0, 1)
+            if not forward:
+                xt = xt[::-1]
+            batch = xt.shape[1]
+            h0 = np.asarray(inputs[hi], F32).reshape(batch, lstm.n_output)
+            c0 = np.asarray(inputs[ci], F32).reshape(batch, lstm.n_cell)
+            out, h, c = lstm.sequence(np.ascontiguousarray(xt), h0, c0)
+            write_state(inputs[hi], h, "output state")
+            write_state(inputs[ci], c, "cell state")
+            if not forward:
+                out = out[::-1]
+            outs.append(np.ascontiguousarray(out if time_major else np.swapaxes(out, 0, 1)))
+        return _merge_or_split(ctx, *outs)
+
+    return Prepared([None] * len(ctx.outputs), run)
+
+
+@register_kernel("BIDIRECTIONAL_SEQUENCE_RNN", dtypes=FLOAT, versions=range(1, 4))
+def bidirectional_sequence_rnn(ctx: NodeContext) -> Prepared:
+    """Two RNNs (h = act(x W^T + h R^T + b)) over the sequence, the backward one in reverse time.
+    Inputs: 0 input, 1-4 forward weights/recurrent/bias/hidden state, 5-8 backward, 9 aux input,
+    10-11 aux weights."""
+    ins = ctx.inputs
+    fw_in, bw_in = _bidi_halves(ctx, 9, tuple(i for i in (10, 11) if i < len(ins)), 9 if len(ins) > 9 else 0)
+    for i in (1, 2, 3, 5, 6, 7):
+        if ins[i] is None or ins[i].dtype != "float32":
+            raise ctx.fail(f"input {i} must be float32 (dynamic-range RNNs are not supported)")
+    for i in (4, 8):
+        if ins[i] is None or not ins[i].is_variable:
+            raise ctx.fail(f"input {i} (a hidden state) must be a variable tensor")
+    act = _activation(int(ctx.options.get("fused_activation_function", 0)))
+    time_major = bool(ctx.options.get("time_major", False))
+    merge = bool(ctx.options.get("merge_outputs", False))
+    if len(ctx.outputs) != (1 if merge else 2):
+        raise ctx.fail("needs one output with merge_outputs, two without")
+
+    def direction(x, w, r, b, h_var, forward):
+        seq = x if time_major else np.swapaxes(x, 0, 1)
+        steps, batch = seq.shape[:2]
+        units = w.shape[0]
+        h = np.asarray(h_var, F32).reshape(batch, units)
+        out = np.empty((steps, batch, units), F32)
+        wt, rt, bv = np.asarray(w, F32).T, np.asarray(r, F32).T, np.asarray(b, F32).reshape(-1)
+        for t in (range(steps) if forward else range(steps - 1, -1, -1)):  # sequential in time
+            h = act((seq[t] @ wt + h @ rt + bv).astype(F32)).astype(F32)
+            out[t] = h
+        write_state(h_var, h, "hidden state")
+        return np.ascontiguousarray(out if time_major else np.swapaxes(out, 0, 1))
+
+    def run(inputs):
+        fw = direction(inputs[fw_in], inputs[1], inputs[2], inputs[3], inputs[4], True)
+        # LiteRT's batch-major backward pass reads the main input even in non-stacking mode
+        bw_x = inputs[bw_in] if time_major else inputs[0]
+        bw = direction(bw_x, inputs[5], inputs[6], inputs[7], inputs[8], False)
+        return _merge_or_split(ctx, fw, bw)
+
+    return Prepared([None] * len(ctx.outputs), run)
+
+
+# --------------------------------------------------------------------------- SVDF
+
+
+@register_kernel("SVDF", dtypes=FLOAT, versions=range(1, 5))
+def svdf(ctx: NodeContext) -> Prepared:
+    """Singular value decomposition filter (LiteRT's EvalFloatSVDF), per invoke:
+
+    the state (batch, num_filters, memory) shifts one step left in time, its newest column becomes
+    ``x @ W_feature^T``; each filter's output is its state row dotted with its time weights, summed
+    over ``rank`` consecutive filters per unit, plus bias, then the activation.  The state is a
+    variable tensor updated in place."""
+    ins = ctx.inputs
+    if len(ins) != 5 or ins[0] is None or ins[1] is None or ins[2] is None or ins[4] is None:
+        raise ctx.fail("expects inputs (input, feature weights, time weights, bias (optional), state)")
+    if any(ins[i] is not None and ins[i].dtype != "float32" for i in (1, 2, 3)):
+        raise ctx.fail("only float32 weights are supported (hybrid and integer SVDF are not)")
+    if not ins[4].is_variable:
+        raise ctx.fail("the state must be a variable tensor")
+    rank = int(ctx.options.get("rank", 1) or 1)
+    act = _activation(int(ctx.options.get("fused_activation_function", 0)))
+    wf, wt_shape = spec_shape(ins[1]), spec_shape(ins[2])
+    if wf is None or wt_shape is None or len(wf) != 2 or len(wt_shape) != 2 or wf[0] != wt_shape[0] or wf[0] % rank:
+        raise ctx.fail(f"feature weights {wf} and time weights {wt_shape} do not fit rank {rank}")
+    n_filters, memory = wt_shape
+    units = n_filters // rank
+    xs = spec_shape(ins[0])
+
+    def run(inputs):
+        x, w_f, w_t, bias, state = inputs
+        batch = x.shape[0]
+        if state.size != batch * n_filters * memory:
+            raise ctx.fail(f"state holds {state.size} values, expected {batch * n_filters * memory}")
+        s = np.asarray(state, F32).reshape(batch, n_filters, memory)
+        new = np.empty_like(s)
+        new[:, :, :-1] = s[:, :, 1:]
+        new[:, :, -1] = np.asarray(x, F32).reshape(batch, -1) @ np.asarray(w_f, F32).T
+        filt = np.einsum("bfm,fm->bf", new, np.asarray(w_t, F32), dtype=F32)
+        out = filt.reshape(batch, units, rank).sum(axis=2, dtype=F32)
+        if bias is not None:
+            out = out + np.asarray(bias, F32).reshape(-1)
+        write_state(state, new, "state")
+        return [act(out.astype(F32)).astype(F32)]
+
+    return Prepared([None if xs is None else (xs[0], units)], run)

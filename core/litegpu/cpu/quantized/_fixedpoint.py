@@ -405,7 +405,7 @@ def _tanh16(a: np.ndarray, integer_bits: int) -> np.ndarray:
 _ALL_INT16 = np.arange(-32768, 32768, dtype=np.int64)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def logistic_int16_table(integer_bits: int) -> np.ndarray:
     """gemmlowp::logistic of FixedPoint<int16_t, integer_bits> for every raw input (index raw + 32768),
     Q0.15 out: LiteRT's ApplySigmoid (integer_bits 3)."""
@@ -414,7 +414,7 @@ def logistic_int16_table(integer_bits: int) -> np.ndarray:
     return t
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def tanh_int16_table(integer_bits: int) -> np.ndarray:
     """gemmlowp::tanh of FixedPoint<int16_t, integer_bits> for every raw input (index raw + 32768),
     Q0.15 out: LiteRT's ApplyTanh(integer_bits, ...)."""

@@ -29,8 +29,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..lstm import write_state
 from .._registry import NodeContext, Prepared, TensorSpec, register_kernel
+from ..lstm import write_state
 from ._common import plan_by_shape
 from ._fixedpoint import (
     checked_log2,
