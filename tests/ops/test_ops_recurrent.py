@@ -135,3 +135,60 @@ SVDF = [dict(), dict(rank=1, act=RELU), dict(bias=False, memory=1), dict(batch=3
 def test_svdf(cfg):
     model, feeds = svdf_model(len(_id(cfg)), **cfg)
     compare(model, feeds, "SVDF", invokes=4, tol=1e-5)
+
+
+def fp16_lstm_model(seed, *, seeded_state: bool):
+    """UNIDIRECTIONAL_SEQUENCE_LSTM as the converter makes it with float16 weights: every weight is a
+    float16 constant behind a DEQUANTIZE, and (``seeded_state``) so is each initial state, whose
+    DEQUANTIZE writes the variable state tensor itself."""
+    r = rng(seed)
+    n_batch, steps, n_input, n_cell = 2, 3, 4, 5
+    b = ModelBuilder()
+    x = b.input("x", (n_batch, steps, n_input))
+
+    def fp16(name, value, out=None):
+        c = b.const(name + "_fp16", value.astype(np.float16))
+        o = b.tensor(name, value.shape) if out is None else out
+        b.op("DEQUANTIZE", [c], [o])
+        return o
+
+    ins = [x] + [fp16(f"x2{g}", _w(r, n_cell, n_input)) for g in "ifco"]
+    ins += [fp16(f"h2{g}", _w(r, n_cell, n_cell)) for g in "ifco"] + [-1, -1, -1]
+    ins += [fp16(f"b{g}", _w(r, n_cell, scale=0.2)) for g in "ifco"] + [-1, -1]
+    for name in ("h", "c"):
+        state = b.tensor(name, (n_batch, n_cell), is_variable=True)
+        if seeded_state:
+            fp16(name + "_init", _w(r, n_batch, n_cell), out=state)
+        ins.append(state)
+    ins += [-1] * 4
+    y = b.tensor("y", (n_batch, steps, n_cell))
+    b.op("UNIDIRECTIONAL_SEQUENCE_LSTM", ins, [y], fused_activation_function=TANH, time_major=False)
+    b.output(y)
+    return b.build(), r.standard_normal((n_batch, steps, n_input)).astype(np.float32)
+
+
+@pytest.mark.parametrize("seeded_state", [False, True])
+def test_float16_weight_lstm_with_dequantized_initial_state(seeded_state):
+    """The "output state variable tensor was passed read-only" bug: a DEQUANTIZE writing the state
+    variable.  LiteRT runs it once (constant input), so the state starts from its value and carries
+    over; reset_all_variables zeroes it and the DEQUANTIZE does not run again."""
+    import litegpu
+    from ai_edge_litert import interpreter as litert
+    from litegpu.testing import assert_allclose_rel
+
+    model, feed = fp16_lstm_model(5, seeded_state=seeded_state)
+    runs = []
+    for it in (litert.Interpreter(model_content=model, experimental_op_resolver_type=litert.OpResolverType.BUILTIN_REF),
+               litegpu.Interpreter(model_content=model)):
+        it.allocate_tensors()
+        seq = []
+        for k in range(4):
+            if k == 3:
+                it.reset_all_variables()
+            it.set_tensor(it.get_input_details()[0]["index"], feed)
+            it.invoke()
+            seq.append(it.get_tensor(it.get_output_details()[0]["index"]).copy())
+        runs.append(seq)
+    for ours, ref in zip(runs[1], runs[0], strict=True):
+        assert_allclose_rel(ours, ref, 1e-5)
+    assert not np.allclose(runs[0][0], runs[0][1])  # the state carried over
