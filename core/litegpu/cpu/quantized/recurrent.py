@@ -1,4 +1,5 @@
-"""Full-integer LSTM and UNIDIRECTIONAL_SEQUENCE_LSTM ("8x8_16"), bit-exact with LiteRT.
+"""Full-integer recurrent ops, bit-exact with LiteRT: LSTM and UNIDIRECTIONAL_SEQUENCE_LSTM ("8x8_16"),
+SVDF (int8 input and output, int16 state).
 
 The converter's full-integer LSTM has int8 activations (input, output state, output), int8
 weights, int16 peephole and layer-norm coefficients, int32 biases, a 16-bit cell state whose
@@ -301,3 +302,75 @@ def integer_lstm(ctx: NodeContext) -> Prepared:
 @register_kernel("UNIDIRECTIONAL_SEQUENCE_LSTM", dtypes=("int8",), versions=range(1, 5))
 def integer_unidirectional_sequence_lstm(ctx: NodeContext) -> Prepared:
     return _integer_lstm(ctx, sequence=True)
+
+
+# --------------------------------------------------------------------------- SVDF
+
+
+@register_kernel("SVDF", dtypes=("int8",), versions=range(1, 5))
+def integer_svdf(ctx: NodeContext) -> Prepared:
+    """LiteRT's EvalIntegerSVDF: int8 input and feature weights, int16 time weights and state (zero
+    point 0), int32 bias, int8 output.  Per invoke the state shifts one step left, its newest column
+    is ``clamp16(MBQM(W_f (x - zp_x), s1))``; the output is ``clamp8(MBQM(sum over rank of
+    (W_t . state) + bias, s2) + zp_out)``, with ``s1 = s_x s_wf / s_state`` and
+    ``s2 = s_state s_wt / s_out``.  LiteRT requires the RELU activation here and then applies none;
+    so does litegpu."""
+    ins = ctx.inputs
+    if len(ins) != 5 or any(ins[i] is None for i in (0, 1, 2, 4)):
+        raise ctx.fail("expects inputs (input, feature weights, time weights, bias (optional), state)")
+    x, wf, wt, bias, state = ins
+    out = ctx.outputs[0]
+    for t, want in ((x, "int8"), (wf, "int8"), (wt, "int16"), (state, "int16"), (out, "int8")):
+        if t.dtype != want:
+            raise ctx.fail(f"tensor {t.name!r} is {t.dtype}; the integer SVDF needs {want}")
+    if bias is not None and bias.dtype != "int32":
+        raise ctx.fail(f"the bias is {bias.dtype}; the integer SVDF needs int32")
+    if int(ctx.options.get("fused_activation_function", 0)) != 1:
+        raise ctx.fail("the integer SVDF needs the RELU activation (LiteRT accepts no other)")
+    if not state.is_variable:
+        raise ctx.fail("the state must be a variable tensor")
+    for t, what in ((wf, "feature weights"), (wt, "time weights")):
+        if t.data is None:
+            raise ctx.fail(f"the {what} must be constant")
+    w_f = np.asarray(wf.data).astype(np.int64)
+    w_t = np.asarray(wt.data).astype(np.int64)
+    rank = int(ctx.options.get("rank", 1) or 1)
+    n_filters, memory = w_t.shape
+    if w_f.shape[0] != n_filters or n_filters % rank:
+        raise ctx.fail(f"feature weights {w_f.shape} and time weights {w_t.shape} do not fit rank {rank}")
+    units = n_filters // rank
+    b = None if bias is None or bias.data is None else np.asarray(bias.data).astype(np.int64).reshape(-1)
+    if bias is not None and b is None:
+        raise ctx.fail("the bias must be constant")
+    s_x, zp_x = F32(qparams(x, "input")[0][0]), int(qparams(x)[1][0])
+    s_state = F32(qparams(state, "state")[0][0])
+    s_out, zp_out = F32(qparams(out, "output")[0][0]), int(qparams(out)[1][0])
+    m1 = _mult(F32(s_x * F32(qparams(wf, "feature weights")[0][0])) / s_state)
+    m2 = _mult(F32(s_state * F32(qparams(wt, "time weights")[0][0])) / s_out)
+    w_ft = np.ascontiguousarray(w_f.T)
+
+    def plan(shapes):
+        xs = shapes[0]
+        if len(xs) != 2 or xs[1] != w_f.shape[1]:
+            raise ctx.fail(f"input must be (batch, {w_f.shape[1]}), got {xs}")
+        batch = xs[0]
+
+        def run(inputs):
+            v, st = inputs[0], inputs[4]
+            if st.size != batch * n_filters * memory:
+                raise ctx.fail(f"state holds {st.size} values, expected {batch * n_filters * memory}")
+            s = st.reshape(batch, n_filters, memory).astype(np.int64)
+            new = np.empty_like(s)
+            new[:, :, :-1] = s[:, :, 1:]
+            feat = wrap32((v.astype(np.int64) - zp_x) @ w_ft)
+            new[:, :, -1] = _clamp16(mul_by_quantized_multiplier(feat, *m1))
+            acc = wrap32(np.einsum("bfm,fm->bf", new, w_t))
+            acc = wrap32(acc.reshape(batch, units, rank).sum(axis=2))
+            if b is not None:
+                acc = wrap32(acc + b)
+            write_state(st, new.astype(np.int16), "state")
+            return [np.clip(mul_by_quantized_multiplier(acc, *m2) + zp_out, -128, 127).astype(np.int8)]
+
+        return [(batch, units)], run
+
+    return plan_by_shape(ctx, plan)

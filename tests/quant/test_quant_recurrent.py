@@ -1,5 +1,5 @@
-"""Full-integer (int8 activations, 16-bit cell) LSTM and UNIDIRECTIONAL_SEQUENCE_LSTM vs LiteRT's
-reference kernels: outputs must be bit-identical, over several invokes (the state persists).
+"""Full-integer recurrent ops vs LiteRT's reference kernels, bit-identical over several invokes (the state
+persists): LSTM and UNIDIRECTIONAL_SEQUENCE_LSTM (int8 activations, 16-bit cell), SVDF (int8, int16 state).
 
 The models are made with ModelBuilder the way the converter quantizes an LSTM: int8 symmetric
 weights, int16 peephole and layer-norm coefficients, int32 biases at (input scale x weight scale),
@@ -184,3 +184,38 @@ def test_integer_lstm_sweep(seed):
     op = "LSTM" if r.integers(4) == 0 else "UNIDIRECTIONAL_SEQUENCE_LSTM"
     model, feed = integer_lstm_model(seed, op=op, **cfg)
     check_bit_exact(model, feed, invokes=3)
+
+
+def integer_svdf_model(seed: int, *, batch: int = 2, n_input: int = 6, units: int = 4, rank: int = 2,
+                       memory: int = 5, bias: bool = True) -> tuple[bytes, np.ndarray]:
+    """A full-integer SVDF as the converter quantizes it: int8 input/feature weights/output, int16
+    time weights and state (symmetric), int32 bias at (state scale x time-weight scale)."""
+    r = np.random.default_rng(seed)
+    n_filters = units * rank
+    b = ModelBuilder()
+    s_x, zp_x = float(r.uniform(0.01, 0.03)), int(r.integers(-20, 20))
+    s_state = float(r.uniform(0.002, 0.006))
+    s_out, zp_out = float(r.uniform(0.01, 0.03)), int(r.integers(-10, 10))
+    x = b.input("x", (batch, n_input), "int8", quant=(s_x, zp_x))
+    wf, s_wf = _sym(r, (n_filters, n_input))
+    wt, s_wt = _sym(r, (n_filters, memory), bits=16)
+    ins = [x, b.const("wf", wf, quant=(s_wf, 0)), b.const("wt", wt, quant=(s_wt, 0))]
+    if bias:
+        ins.append(b.const("b", np.round(r.normal(0, 0.2, units) / (s_state * s_wt)).astype(np.int32),
+                           quant=(s_state * s_wt, 0)))
+    else:
+        ins.append(-1)
+    ins.append(b.tensor("state", (batch, memory * n_filters), "int16", quant=(s_state, 0), is_variable=True))
+    y = b.tensor("y", (batch, units), "int8", quant=(s_out, zp_out))
+    b.op("SVDF", ins, [y], rank=rank, fused_activation_function=1, version=3)
+    b.output(y)
+    return b.build(), r.integers(-128, 128, size=(batch, n_input)).astype(np.int8)
+
+
+SVDF_CASES = [dict(), dict(rank=1, bias=False), dict(batch=3, units=3, rank=3, memory=1), dict(memory=8, n_input=16)]
+
+
+@pytest.mark.parametrize("cfg", SVDF_CASES, ids=_id)
+def test_integer_svdf(cfg):
+    model, feed = integer_svdf_model(len(_id(cfg)), **cfg)
+    check_bit_exact(model, feed, invokes=4)
