@@ -318,3 +318,51 @@ def test_dynamic_range_mobilenet_v2(min_elements):
     model = mobilenet_v2(96, hybrid=True, min_elements=min_elements)
     x = np.random.default_rng(1).uniform(-1, 1, (1, 96, 96, 3)).astype(np.float32)
     _compare("hybrid MobileNet v2", model, [x], tol=1e-5, exact=False)
+
+
+def _hybrid_svdf_model(r, batch, n_input, units, rank, memory, asym, act):
+    from litegpu.testing import ModelBuilder
+
+    b = ModelBuilder()
+    x = b.input("x", (batch, n_input), "float32")
+    n_filters = units * rank
+
+    def w(name, shape):
+        return b.const(name, r.integers(-127, 128, size=shape).astype(np.int8), quant=(float(r.uniform(0.005, 0.02)), 0))
+
+    ins = [x, w("wf", (n_filters, n_input)), w("wt", (n_filters, memory)),
+           b.const("b", (r.standard_normal(units) * 0.2).astype(np.float32)),
+           b.tensor("state", (batch, memory * n_filters), "float32", is_variable=True)]
+    y = b.tensor("y", (batch, units), "float32")
+    b.op("SVDF", ins, [y], rank=rank, fused_activation_function=act, asymmetric_quantize_inputs=asym,
+         version=4 if asym else 2)
+    b.output(y)
+    return b.build()
+
+
+@pytest.mark.parametrize("asym", [False, True])
+@pytest.mark.parametrize("shape", [(2, 6, 4, 2, 5, 0), (3, 9, 3, 1, 4, 1), (1, 5, 2, 3, 1, 4)])
+def test_hybrid_svdf_over_invokes(shape, asym):
+    """SVDF versions 2 and 4 against LiteRT over four invokes (the float state carries over)."""
+    import litegpu
+    from ai_edge_litert import interpreter as litert
+
+    r = rng(sum(shape) + asym)
+    batch, n_input, units, rank, memory, act = shape
+    model = _hybrid_svdf_model(r, batch, n_input, units, rank, memory, asym, act)
+    feeds = [(r.standard_normal((batch, n_input)) * 2).astype(np.float32) for _ in range(4)]
+    feeds[2][:] = 0  # an all-zero input skips the quantization in LiteRT
+    runs = []
+    for it in (litert.Interpreter(model_content=model, experimental_op_resolver_type=litert.OpResolverType.BUILTIN_REF),
+               litegpu.Interpreter(model_content=model)):
+        it.allocate_tensors()
+        seq = []
+        for f in feeds:
+            it.set_tensor(it.get_input_details()[0]["index"], f)
+            it.invoke()
+            seq.append(it.get_tensor(it.get_output_details()[0]["index"]).copy())
+        runs.append(seq)
+    for ours, ref in zip(runs[1], runs[0], strict=True):
+        err = rel_error(ours, ref)
+        STATS.setdefault("hybrid SVDF", Stats()).add(ours, ref)
+        assert err <= 1e-6, f"relative error {err:.2e}"

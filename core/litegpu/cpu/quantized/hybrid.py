@@ -475,6 +475,16 @@ def hybrid_batch_matmul(ctx: NodeContext) -> Prepared:
 # UNIDIRECTIONAL_SEQUENCE_LSTM
 
 
+def _mbvma(w: np.ndarray, scale, q: np.ndarray, sf: np.ndarray, zp: np.ndarray, acc: np.ndarray) -> np.ndarray:
+    """LiteRT's hybrid MatrixBatchVectorMultiplyAccumulate: ``acc += float(q @ w.T - rowsum(w) * zp)
+    * (sf * scale)`` per batch row, in its operation order (int8 rows ``q`` with per-row scale ``sf``
+    and zero point ``zp``, int8 weights ``w`` with scale ``scale``)."""
+    dot = (q.astype(np.float64) @ w.T.astype(np.float64)).astype(np.int64)
+    dot = (dot - w.sum(axis=1)[None, :] * zp[:, None]).astype(np.int32)
+    s = (sf * scale).astype(F32)[:, None]
+    return (acc + (dot.astype(F32) * s).astype(F32)).astype(F32)
+
+
 def _sigmoid(v: np.ndarray) -> np.ndarray:
     e = np.exp(-v.astype(np.float64)).astype(F32)
     return (F32(1) / (F32(1) + e)).astype(F32)
@@ -575,12 +585,7 @@ def _hybrid_lstm(ctx: NodeContext, me, sequence: bool) -> Prepared:
         q, sf = symmetric_quantize_rows(rows)
         return q, sf, np.zeros(rows.shape[0], np.int64)
 
-    def mbvma(w, scale, q, sf, zp, acc):
-        """acc += float(q @ w.T - rowsum(w) * zp) * (sf * scale), LiteRT's operation order."""
-        dot = (q.astype(np.float64) @ w.T.astype(np.float64)).astype(np.int64)
-        dot = (dot - w.sum(axis=1)[None, :] * zp[:, None]).astype(np.int32)
-        s = (sf * scale).astype(F32)[:, None]
-        return (acc + (dot.astype(F32) * s).astype(F32)).astype(F32)
+    mbvma = _mbvma
 
     def gate(name, qx, qh, cell, activation):
         (wx, sx), (wh, sh), peep, bias = gates[name]
@@ -654,6 +659,73 @@ def _hybrid_lstm(ctx: NodeContext, me, sequence: bool) -> Prepared:
 
 
 # ---------------------------------------------------------------------------------------------
+# SVDF
+
+
+def hybrid_svdf(ctx: NodeContext) -> Prepared:
+    """SVDF v2 (symmetric) / v4 (asymmetric): float input and state, int8 feature and time weights.
+    The input rows are quantized on the fly (skipped when the whole input is zero, as LiteRT does),
+    the time weights are dequantized once; the rest is the float SVDF."""
+    ins = ctx.inputs
+    if len(ins) != 5 or ins[0] is None or ins[1] is None or ins[0].dtype != "float32" or ins[1].dtype != "int8":
+        return delegate(ctx, ins[0].dtype if ins and ins[0] is not None else "float32", hybrid_svdf,
+                        "float SVDF")
+    wf_t, wt_t, bias_t, state_t = ins[1], ins[2], ins[3], ins[4]
+    if wf_t.data is None or wt_t is None or wt_t.data is None or wt_t.dtype != "int8":
+        raise ctx.fail("hybrid SVDF needs constant int8 feature and time weights")
+    if state_t is None or not state_t.is_variable or state_t.dtype != "float32":
+        raise ctx.fail("the state must be a float32 variable tensor")
+    w_f = np.asarray(wf_t.data).astype(np.int64)
+    s_f = F32(qparams(wf_t, "feature weights")[0][0])
+    w_t = (np.asarray(wt_t.data).astype(F32) * F32(qparams(wt_t, "time weights")[0][0])).astype(F32)
+    bias = None
+    if bias_t is not None:
+        if bias_t.data is None or bias_t.dtype != "float32":
+            raise ctx.fail("the bias must be a constant float32 vector")
+        bias = np.asarray(bias_t.data, F32).reshape(-1)
+    rank = int(ctx.options.get("rank", 1) or 1)
+    n_filters, memory = w_t.shape
+    if w_f.shape[0] != n_filters or n_filters % rank:
+        raise ctx.fail(f"feature weights {w_f.shape} and time weights {w_t.shape} do not fit rank {rank}")
+    units = n_filters // rank
+    asym = bool(ctx.options.get("asymmetric_quantize_inputs", False))
+    act = _lstm_act(int(ctx.options.get("fused_activation_function", 0) or 0))
+    if act is None:
+        raise ctx.fail(f"activation {ctx.options.get('fused_activation_function')} is not supported")
+
+    def plan(shapes: list[Shape | None]):
+        xs = shapes[0]
+        if len(xs) != 2 or xs[1] != w_f.shape[1]:
+            raise ctx.fail(f"input must be (batch, {w_f.shape[1]}), got {xs}")
+        batch = xs[0]
+
+        def run(inputs):
+            x, state = inputs[0].astype(F32), inputs[4]
+            if state.size != batch * n_filters * memory:
+                raise ctx.fail(f"state holds {state.size} values, expected {batch * n_filters * memory}")
+            s = np.asarray(state, F32).reshape(batch, n_filters, memory)
+            new = np.empty_like(s)
+            new[:, :, :-1] = s[:, :, 1:]
+            feat = np.zeros((batch, n_filters), F32)
+            if np.any(x != 0):
+                if asym:
+                    q, sf, zp = asymmetric_quantize_rows(x)
+                else:
+                    (q, sf), zp = symmetric_quantize_rows(x), np.zeros(batch, np.int64)
+                feat = _mbvma(w_f, s_f, q, sf, zp, feat)
+            new[:, :, -1] = feat
+            out = np.einsum("bfm,fm->bf", new, w_t, dtype=F32).reshape(batch, units, rank).sum(axis=2, dtype=F32)
+            if bias is not None:
+                out = (out + bias).astype(F32)
+            np.copyto(state, new.reshape(state.shape))
+            return [act(out.astype(F32))]
+
+        return [(batch, units)], run
+
+    return plan_by_shape(ctx, plan)
+
+
+# ---------------------------------------------------------------------------------------------
 # registration
 
 #: op -> (hybrid prepare, versions LiteRT accepts, the dtype the node is looked up by)
@@ -667,6 +739,8 @@ HYBRID_OPS: dict[str, tuple[Callable[[NodeContext], Prepared], range, str]] = {
     "UNIDIRECTIONAL_SEQUENCE_LSTM": (hybrid_unidirectional_sequence_lstm, range(1, 5), "float32"),
     # versions 3 (symmetric) and 4 (asymmetric input quantization) are the hybrid LSTM
     "LSTM": (hybrid_lstm, range(1, 5), "float32"),
+    # versions 2 (symmetric) and 4 (asymmetric input quantization)
+    "SVDF": (hybrid_svdf, range(1, 5), "float32"),
 }
 
 
