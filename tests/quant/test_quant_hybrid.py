@@ -366,3 +366,76 @@ def test_hybrid_svdf_over_invokes(shape, asym):
         err = rel_error(ours, ref)
         STATS.setdefault("hybrid SVDF", Stats()).add(ours, ref)
         assert err <= 1e-6, f"relative error {err:.2e}"
+
+
+def _hybrid_rnn_model(r, op, batch, steps, n_input, units, act, time_major, asym, merge=False):
+    from litegpu.testing import ModelBuilder
+
+    b = ModelBuilder()
+    if op == "RNN":
+        xs = (batch, n_input)
+    else:
+        xs = (steps, batch, n_input) if time_major else (batch, steps, n_input)
+    x = b.input("x", xs, "float32")
+
+    def w(name, shape):
+        return b.const(name, r.integers(-127, 128, size=shape).astype(np.int8), quant=(float(r.uniform(0.005, 0.02)), 0))
+
+    def half(tag):
+        return [w(tag + "w", (units, n_input)), w(tag + "r", (units, units)),
+                b.const(tag + "b", (r.standard_normal(units) * 0.2).astype(np.float32)),
+                b.tensor(tag + "h", (batch, units), "float32", is_variable=True)]
+
+    opts = dict(fused_activation_function=act, asymmetric_quantize_inputs=asym, version=3 if asym else 2)
+    if op == "BIDIRECTIONAL_SEQUENCE_RNN":
+        ins = [x, *half("fw"), *half("bw"), -1, -1, -1]
+        ys = xs[:-1] + (2 * units if merge else units,)
+        outs = [b.tensor("y", ys, "float32")] + ([] if merge else [b.tensor("y_bw", ys, "float32")])
+        b.op(op, ins, outs, time_major=time_major, merge_outputs=merge, **opts)
+    else:
+        ins = [x, *half("")]
+        outs = [b.tensor("y", xs[:-1] + (units,), "float32")]
+        if op != "RNN":
+            opts["time_major"] = time_major
+        b.op(op, ins, outs, **opts)
+    b.output(*outs)
+    return b.build(), xs
+
+
+@pytest.mark.parametrize("asym", [False, True])
+@pytest.mark.parametrize("op,act,time_major,merge", [
+    ("RNN", 4, True, False), ("RNN", 1, True, False),
+    ("UNIDIRECTIONAL_SEQUENCE_RNN", 4, False, False), ("UNIDIRECTIONAL_SEQUENCE_RNN", 0, True, False),
+    ("BIDIRECTIONAL_SEQUENCE_RNN", 4, True, False), ("BIDIRECTIONAL_SEQUENCE_RNN", 1, False, False),
+    # (merged outputs are not compared: LiteRT 2.3's hybrid BIDIRECTIONAL_SEQUENCE_RNN crashes on them)
+])
+def test_hybrid_rnn_over_invokes(op, act, time_major, merge, asym):
+    """Dynamic-range RNN, UNIDIRECTIONAL_ and BIDIRECTIONAL_SEQUENCE_RNN (versions 2/3) against LiteRT
+    over three invokes (the hidden state carries over)."""
+    import litegpu
+    from ai_edge_litert import interpreter as litert
+
+    r = rng(len(op) + act + 2 * time_major + asym)
+    model, xs = _hybrid_rnn_model(r, op, 2, 4, 5, 6, act, time_major, asym, merge)
+    feeds = [(r.standard_normal(xs) * 1.5).astype(np.float32) for _ in range(3)]
+    runs = []
+    for it in (litert.Interpreter(model_content=model, experimental_op_resolver_type=litert.OpResolverType.BUILTIN_REF),
+               litegpu.Interpreter(model_content=model)):
+        it.allocate_tensors()
+        seq = []
+        for f in feeds:
+            it.set_tensor(it.get_input_details()[0]["index"], f)
+            it.invoke()
+            seq.extend(it.get_tensor(d["index"]).copy() for d in it.get_output_details())
+        runs.append(seq)
+    n_out = len(runs[0]) // len(feeds)
+    for k, (ours, ref) in enumerate(zip(runs[1], runs[0], strict=True)):
+        STATS.setdefault(f"hybrid {op}", Stats()).add(ours, ref)
+        err = rel_error(ours, ref)
+        if act != 4:  # no transcendental: the same float operations, bit-identical over all invokes
+            assert err == 0, f"output {k}: relative error {err:.2e}"
+        elif k < n_out:
+            # LiteRT's tanh is Eigen's rational approximation, 1 ulp from ours at places; requantizing
+            # h each step can turn that into a different int8 row later on, so only the first
+            # invoke is held to 1e-6
+            assert err <= 1e-6, f"output {k}: relative error {err:.2e}"

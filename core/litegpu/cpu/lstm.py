@@ -302,16 +302,57 @@ def unidirectional_sequence_lstm(ctx: NodeContext) -> Prepared:
 # --------------------------------------------------------------------------- RNN, UNIDIRECTIONAL_SEQUENCE_RNN
 
 
+def _rnn_step(ctx: NodeContext, wi: int, ri: int, bi: int):
+    """The step ``h' = act(x W^T + h R^T + b)`` of an RNN whose weights are inputs ``wi``/``ri``
+    and bias ``bi``: float weights, or int8 weights (versions 2 and 3, dynamic range) where
+    LiteRT quantizes x and h per batch row on the fly (asymmetrically with
+    ``asymmetric_quantize_inputs``), skipping an all-zero x or h, and accumulates onto the bias."""
+    ins = ctx.inputs
+    w, r, b = ins[wi], ins[ri], ins[bi]
+    if w is None or r is None or b is None:
+        raise ctx.fail(f"inputs {wi}, {ri} and {bi} (weights, recurrent weights, bias) are required")
+    if b.dtype != "float32":
+        raise ctx.fail(f"the bias is {b.dtype}; float32 is needed")
+    act = _activation(int(ctx.options.get("fused_activation_function", 0)))
+    if w.dtype == "float32" and r.dtype == "float32":
+        def float_step(x, h, wv, rv, bv):
+            return act((x @ np.asarray(wv, F32).T + h @ np.asarray(rv, F32).T + bv.reshape(-1)).astype(F32)
+                       ).astype(F32)
+        return float_step
+    if w.dtype != "int8" or r.dtype != "int8" or w.data is None or r.data is None:
+        raise ctx.fail(f"weights must be float32, or constant int8 (dynamic range); got {w.dtype} / {r.dtype}")
+    from .quantized._fixedpoint import qparams
+    from .quantized.hybrid import _mbvma, asymmetric_quantize_rows, symmetric_quantize_rows
+
+    w_q, r_q = np.asarray(w.data).astype(np.int64), np.asarray(r.data).astype(np.int64)
+    sw, sr = qparams(w, "weights")[0][0], qparams(r, "recurrent weights")[0][0]  # float32 scalars
+    asym = bool(ctx.options.get("asymmetric_quantize_inputs", False))
+
+    def quantize(rows):
+        if asym:
+            return asymmetric_quantize_rows(rows)
+        q, sf = symmetric_quantize_rows(rows)
+        return q, sf, np.zeros(rows.shape[0], np.int64)
+
+    def hybrid_step(x, h, wv, rv, bv):
+        acc = np.broadcast_to(np.asarray(bv, F32).reshape(-1), (x.shape[0], w_q.shape[0])).astype(F32)
+        if np.any(x != 0):
+            acc = _mbvma(w_q, sw, *quantize(x.astype(F32)), acc)
+        if np.any(h != 0):
+            acc = _mbvma(r_q, sr, *quantize(h), acc)
+        return act(acc).astype(F32)
+
+    return hybrid_step
+
+
 def _rnn(ctx: NodeContext, sequence: bool) -> Prepared:
     """h = act(x W^T + h R^T + b) per (time) step; the hidden state variable is updated in place."""
     ins = ctx.inputs
     if len(ins) != 5 or any(t is None for t in ins) or len(ctx.outputs) < 1:
         raise ctx.fail("expects inputs (input, weights, recurrent weights, bias, hidden state) and an output")
-    if any(ins[i].dtype != "float32" for i in (1, 2, 3)):
-        raise ctx.fail(f"only float32 weights are supported (got {ins[1].dtype}; dynamic-range RNNs are not)")
     if not ins[4].is_variable:
         raise ctx.fail("the hidden state must be a variable tensor")
-    act = _activation(int(ctx.options.get("fused_activation_function", 0)))
+    step = _rnn_step(ctx, 1, 2, 3)
     time_major = bool(ctx.options.get("time_major", False))
     w, r, b = (spec_shape(ins[i]) for i in (1, 2, 3))
     units = None if w is None else w[0]
@@ -326,9 +367,8 @@ def _rnn(ctx: NodeContext, sequence: bool) -> Prepared:
             seq = seq[None]
         h = np.asarray(h_var, F32).reshape(seq.shape[1], wv.shape[0])
         outs = np.empty(seq.shape[:2] + (wv.shape[0],), F32)
-        wt, rt = np.asarray(wv, F32).T, np.asarray(rv, F32).T
         for t in range(seq.shape[0]):  # sequential in time
-            h = act((seq[t].reshape(seq.shape[1], -1) @ wt + h @ rt + bv.reshape(-1)).astype(F32)).astype(F32)
+            h = step(seq[t].reshape(seq.shape[1], -1), h, wv, rv, bv)
             outs[t] = h
         write_state(h_var, h, "hidden state")
         if not sequence:
@@ -422,18 +462,15 @@ def bidirectional_sequence_lstm(ctx: NodeContext) -> Prepared:
 
 @register_kernel("BIDIRECTIONAL_SEQUENCE_RNN", dtypes=FLOAT, versions=range(1, 4))
 def bidirectional_sequence_rnn(ctx: NodeContext) -> Prepared:
-    """Two RNNs (h = act(x W^T + h R^T + b)) over the sequence, the backward one in reverse time.
-    Inputs: 0 input, 1-4 forward weights/recurrent/bias/hidden state, 5-8 backward, 9 aux input,
-    10-11 aux weights."""
+    """Two RNNs (h = act(x W^T + h R^T + b)) over the sequence, the backward one in reverse time;
+    float or dynamic-range int8 weights (see ``_rnn_step``).  Inputs: 0 input, 1-4 forward
+    weights/recurrent/bias/hidden state, 5-8 backward, 9 aux input, 10-11 aux weights."""
     ins = ctx.inputs
     fw_in, bw_in = _bidi_halves(ctx, 9, tuple(i for i in (10, 11) if i < len(ins)), 9 if len(ins) > 9 else 0)
-    for i in (1, 2, 3, 5, 6, 7):
-        if ins[i] is None or ins[i].dtype != "float32":
-            raise ctx.fail(f"input {i} must be float32 (dynamic-range RNNs are not supported)")
     for i in (4, 8):
         if ins[i] is None or not ins[i].is_variable:
             raise ctx.fail(f"input {i} (a hidden state) must be a variable tensor")
-    act = _activation(int(ctx.options.get("fused_activation_function", 0)))
+    steps = {True: _rnn_step(ctx, 1, 2, 3), False: _rnn_step(ctx, 5, 6, 7)}
     time_major = bool(ctx.options.get("time_major", False))
     merge = bool(ctx.options.get("merge_outputs", False))
     if len(ctx.outputs) != (1 if merge else 2):
@@ -441,22 +478,28 @@ def bidirectional_sequence_rnn(ctx: NodeContext) -> Prepared:
 
     def direction(x, w, r, b, h_var, forward):
         seq = x if time_major else np.swapaxes(x, 0, 1)
-        steps, batch = seq.shape[:2]
+        n_steps, batch = seq.shape[:2]
         units = w.shape[0]
         h = np.asarray(h_var, F32).reshape(batch, units)
-        out = np.empty((steps, batch, units), F32)
-        wt, rt, bv = np.asarray(w, F32).T, np.asarray(r, F32).T, np.asarray(b, F32).reshape(-1)
-        for t in (range(steps) if forward else range(steps - 1, -1, -1)):  # sequential in time
-            h = act((seq[t] @ wt + h @ rt + bv).astype(F32)).astype(F32)
+        out = np.empty((n_steps, batch, units), F32)
+        step = steps[forward]
+        for t in (range(n_steps) if forward else range(n_steps - 1, -1, -1)):  # sequential in time
+            h = step(seq[t], h, w, r, b)
             out[t] = h
         write_state(h_var, h, "hidden state")
         return np.ascontiguousarray(out if time_major else np.swapaxes(out, 0, 1))
 
+    hybrid = ins[1].dtype == "int8"
+
     def run(inputs):
-        fw = direction(inputs[fw_in], inputs[1], inputs[2], inputs[3], inputs[4], True)
         # LiteRT's batch-major backward pass reads the main input even in non-stacking mode
         bw_x = inputs[bw_in] if time_major else inputs[0]
-        bw = direction(bw_x, inputs[5], inputs[6], inputs[7], inputs[8], False)
+        # LiteRT's hybrid time-major kernel nests both passes in a loop over time, so each runs the
+        # whole sequence max_time times over (the state carrying on); reproduced to match it
+        repeats = np.shape(inputs[0])[0] if hybrid and time_major else 1
+        for _ in range(max(1, repeats)):
+            fw = direction(inputs[fw_in], inputs[1], inputs[2], inputs[3], inputs[4], True)
+            bw = direction(bw_x, inputs[5], inputs[6], inputs[7], inputs[8], False)
         return _merge_or_split(ctx, fw, bw)
 
     return Prepared([None] * len(ctx.outputs), run)
