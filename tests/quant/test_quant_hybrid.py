@@ -439,3 +439,62 @@ def test_hybrid_rnn_over_invokes(op, act, time_major, merge, asym):
             # h each step can turn that into a different int8 row later on, so only the first
             # invoke is held to 1e-6
             assert err <= 1e-6, f"output {k}: relative error {err:.2e}"
+
+
+def _hybrid_bidi_lstm_model(r, n_batch, steps, n_input, n_cell, *, projection, peephole, cifg, time_major, asym,
+                            merge):
+    from litegpu.testing import ModelBuilder
+
+    n_output = 4 if projection else n_cell
+    b = ModelBuilder()
+    xs = (steps, n_batch, n_input) if time_major else (n_batch, steps, n_input)
+    x = b.input("x", xs, "float32")
+
+    def w(name, shape):
+        return b.const(name, r.integers(-127, 128, size=shape).astype(np.int8), quant=(float(r.uniform(0.002, 0.01)), 0))
+
+    def f(name, n):
+        return b.const(name, r.standard_normal(n).astype(np.float32) * 0.3)
+
+    def half(t):
+        idx = [-1 if cifg else w(t + "wi", (n_cell, n_input))]
+        idx += [w(t + "wf", (n_cell, n_input)), w(t + "wc", (n_cell, n_input)), w(t + "wo", (n_cell, n_input))]
+        idx.append(-1 if cifg else w(t + "ri", (n_cell, n_output)))
+        idx += [w(t + "rf", (n_cell, n_output)), w(t + "rc", (n_cell, n_output)), w(t + "ro", (n_cell, n_output))]
+        idx += ([-1 if cifg else w(t + "pi", (n_cell,)), w(t + "pf", (n_cell,)), w(t + "po", (n_cell,))]
+                if peephole else [-1, -1, -1])
+        idx += [-1 if cifg else f(t + "bi", n_cell), f(t + "bf", n_cell), f(t + "bc", n_cell), f(t + "bo", n_cell)]
+        idx += [w(t + "pw", (n_output, n_cell)), f(t + "pb", n_output)] if projection else [-1, -1]
+        return idx
+
+    idx = [x, *half("fw"), *half("bw")]
+    for t in ("fw", "bw"):
+        idx += [b.tensor(t + "h", (n_batch, n_output), "float32", is_variable=True),
+                b.tensor(t + "c", (n_batch, n_cell), "float32", is_variable=True)]
+    idx += [-1] * 9
+    ys = xs[:-1] + (2 * n_output if merge else n_output,)
+    outs = [b.tensor("y", ys, "float32")] + ([] if merge else [b.tensor("y_bw", ys, "float32")])
+    b.op("BIDIRECTIONAL_SEQUENCE_LSTM", idx, outs, fused_activation_function=4, merge_outputs=merge,
+         time_major=time_major, asymmetric_quantize_inputs=asym, version=3 if asym else 2)
+    b.output(*outs)
+    return b.build(), xs
+
+
+@pytest.mark.parametrize("asym", [False, True])
+@pytest.mark.parametrize("cfg", [
+    dict(projection=False, peephole=False, cifg=False, time_major=True, merge=False),
+    dict(projection=True, peephole=True, cifg=False, time_major=False, merge=False),
+    dict(projection=False, peephole=True, cifg=True, time_major=True, merge=True),
+], ids=lambda c: "-".join(k for k, v in c.items() if v) or "plain")
+def test_hybrid_bidirectional_sequence_lstm(cfg, asym):
+    """BIDIRECTIONAL_SEQUENCE_LSTM versions 2 and 3 against LiteRT: one invoke within 1e-6 (the gates'
+    sigmoid/tanh are LiteRT's Eigen approximations, 1 ulp from ours at places)."""
+    r = rng(20 + len(cfg) + asym)
+    model, xs = _hybrid_bidi_lstm_model(r, 2, 4, 5, 6, asym=asym, **cfg)
+    feeds = [(r.standard_normal(xs) * 1.5).astype(np.float32)]
+    refs = run_litert(model, feeds, reference=True)
+    ours = run_ours(model, feeds)
+    assert len(ours) == len(refs)
+    for a, e in zip(ours, refs, strict=True):
+        STATS.setdefault("hybrid BIDIRECTIONAL_SEQUENCE_LSTM", Stats()).add(a, e)
+        assert a.shape == e.shape and rel_error(a, e) <= 1e-6, f"relative error {rel_error(a, e):.2e}"

@@ -514,12 +514,9 @@ def hybrid_lstm(ctx: NodeContext) -> Prepared:
     return _hybrid_lstm(ctx, hybrid_lstm, sequence=False)
 
 
-def _hybrid_lstm(ctx: NodeContext, me, sequence: bool) -> Prepared:
-    ins = ctx.inputs
-    if (len(ins) < 20 or ins[0] is None or ins[2] is None or ins[0].dtype != "float32"
-            or ins[2].dtype not in ("int8", "int4")):
-        return delegate(ctx, ins[0].dtype if ins and ins[0] is not None else "float32",
-                        me, f"float {ctx.op.name}")
+def _hybrid_lstm_cell(ctx: NodeContext, ins: list):
+    """The hybrid LSTM step of one direction: ``ins`` are its 24 inputs in UNIDIRECTIONAL_SEQUENCE_LSTM
+    order.  Returns (step(x, h, c) -> (h, c), n_input, n_cell, n_output)."""
     if any(t is not None for t in ins[20:24]):
         raise ctx.fail("layer-normalized hybrid LSTM is not supported")
     o = ctx.options
@@ -530,7 +527,6 @@ def _hybrid_lstm(ctx: NodeContext, me, sequence: bool) -> Prepared:
         raise ctx.fail("diagonal recurrent weights are not supported")
     cell_clip = F32(o.get("cell_clip", 0.0) or 0.0)
     proj_clip = F32(o.get("proj_clip", 0.0) or 0.0)
-    time_major = bool(o.get("time_major", False)) if sequence else True
     asym = bool(o.get("asymmetric_quantize_inputs", False))
 
     def weight(i):
@@ -622,6 +618,18 @@ def _hybrid_lstm(ctx: NodeContext, me, sequence: bool) -> Prepared:
             h = hid
         return h, c
 
+    return step, n_input, n_cell, n_output
+
+
+def _hybrid_lstm(ctx: NodeContext, me, sequence: bool) -> Prepared:
+    ins = ctx.inputs
+    if (len(ins) < 20 or ins[0] is None or ins[2] is None or ins[0].dtype != "float32"
+            or ins[2].dtype not in ("int8", "int4")):
+        return delegate(ctx, ins[0].dtype if ins and ins[0] is not None else "float32",
+                        me, f"float {ctx.op.name}")
+    step, n_input, n_cell, n_output = _hybrid_lstm_cell(ctx, list(ins))
+    time_major = bool(ctx.options.get("time_major", False)) if sequence else True
+
     def plan(shapes: list[Shape | None]):
         xs = shapes[0]
         if not sequence:  # LSTM: one (batch, n_input) step
@@ -656,6 +664,46 @@ def _hybrid_lstm(ctx: NodeContext, me, sequence: bool) -> Prepared:
         return [oshape], run
 
     return plan_by_shape(ctx, plan)
+
+
+def hybrid_bidirectional_sequence_lstm(ctx: NodeContext) -> Prepared:
+    """BIDIRECTIONAL_SEQUENCE_LSTM v2 (symmetric) / v3 (asymmetric): two hybrid LSTMs, the backward
+    one over reversed time (inputs as the float kernel documents them)."""
+    ins = ctx.inputs
+    if len(ins) < 48 or ins[0] is None or ins[2] is None or ins[0].dtype != "float32" or ins[2].dtype != "int8":
+        return delegate(ctx, ins[0].dtype if ins and ins[0] is not None else "float32",
+                        hybrid_bidirectional_sequence_lstm, "float BIDIRECTIONAL_SEQUENCE_LSTM")
+    if any(ins[i] is not None for i in range(40, 48)):
+        raise ctx.fail("auxiliary input weights (cross-linked stacking) are not supported")
+    bw_in = 39 if ins[39] is not None else 0  # non-stacking mode: the backward pass reads the aux input
+    cells = []
+    for base, (hi, ci) in ((0, (35, 36)), (17, (37, 38))):
+        view = [ins[0]] + [ins[base + k] for k in range(1, 18)] + [ins[hi], ins[ci]] + [None] * 4
+        cells.append(_hybrid_lstm_cell(ctx, view))
+    time_major = bool(ctx.options.get("time_major", True))
+    merge = bool(ctx.options.get("merge_outputs", False))
+    if len(ctx.outputs) != (1 if merge else 2):
+        raise ctx.fail("needs one output with merge_outputs, two without")
+
+    def run(inputs):
+        outs = []
+        for (step, _, n_cell, n_output), x_i, (hi, ci), forward in (
+                (cells[0], 0, (35, 36), True), (cells[1], bw_in, (37, 38), False)):
+            x = inputs[x_i].astype(F32)
+            xt = x if time_major else np.swapaxes(x, 0, 1)
+            steps, batch = xt.shape[:2]
+            h = np.asarray(inputs[hi], F32).reshape(batch, n_output)
+            c = np.asarray(inputs[ci], F32).reshape(batch, n_cell)
+            out = np.empty((steps, batch, n_output), F32)
+            for t in (range(steps) if forward else range(steps - 1, -1, -1)):  # sequential in time
+                h, c = step(xt[t], h, c)
+                out[t] = h
+            np.copyto(inputs[hi], h.reshape(inputs[hi].shape))
+            np.copyto(inputs[ci], c.reshape(inputs[ci].shape))
+            outs.append(np.ascontiguousarray(out if time_major else np.swapaxes(out, 0, 1)))
+        return [np.concatenate(outs, axis=-1)] if merge else outs
+
+    return Prepared([None] * len(ctx.outputs), run)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -741,6 +789,8 @@ HYBRID_OPS: dict[str, tuple[Callable[[NodeContext], Prepared], range, str]] = {
     "LSTM": (hybrid_lstm, range(1, 5), "float32"),
     # versions 2 (symmetric) and 4 (asymmetric input quantization)
     "SVDF": (hybrid_svdf, range(1, 5), "float32"),
+    # versions 2 (symmetric) and 3 (asymmetric input quantization)
+    "BIDIRECTIONAL_SEQUENCE_LSTM": (hybrid_bidirectional_sequence_lstm, range(1, 4), "float32"),
 }
 
 
