@@ -868,6 +868,12 @@ def _seed(op: Operator, p: Prepared, ins: list[TensorSpec | None], outs: list[Te
     """Run a ``_seeds_variables`` node once: the variables' first values (writable copies: the
     recurrent ops update them in place).  ``reset_all_variables`` sets them to zero, as LiteRT's
     reset does (the DEQUANTIZE does not run again there either)."""
+    return {spec.index: np.array(value, copy=True) for spec, value in _run_once(op, p, ins, outs, where)}
+
+
+def _run_once(op: Operator, p: Prepared, ins: list[TensorSpec | None], outs: list[TensorSpec],
+              where: str) -> list[tuple[TensorSpec, np.ndarray]]:
+    """Run a node on its constant inputs now: (output spec, checked value) pairs."""
     try:
         res = p.run([None if s is None else s.data for s in ins])
     except LiteGPUError as e:
@@ -878,30 +884,16 @@ def _seed(op: Operator, p: Prepared, ins: list[TensorSpec | None], outs: list[Te
     if len(res) != len(outs):
         raise InterpreterError(f"{where}: CPU kernel returned {len(res)} outputs, expected {len(outs)}")
     probe = Step("cpu", p.run, (), (), (op.index,), where)
-    seeds = {}
     for spec, value in zip(outs, res, strict=True):
         _check_value(probe, spec, value)
-        seeds[spec.index] = np.array(value, copy=True)
-    return seeds
+    return [(spec, np.asarray(value)) for spec, value in zip(outs, res, strict=True)]
 
 
 def _fold(op: Operator, p: Prepared, ins: list[TensorSpec | None], outs: list[TensorSpec], where: str) -> None:
     """Run a foldable node now and store its outputs as constant data in the specs, so later
     kernels see constants at prepare (a CONV_2D after DEQUANTIZE of fp16 weights can
     pre-arrange its weights) and ``invoke`` never runs the node."""
-    try:
-        res = p.run([None if s is None else s.data for s in ins])
-    except LiteGPUError as e:
-        raise _renamed(e, where) from e
-    except Exception as e:
-        raise InterpreterError(f"{where} failed on its constant inputs: {describe_failure(e)}") from e
-    res = () if res is None else res
-    if len(res) != len(outs):
-        raise InterpreterError(f"{where}: CPU kernel returned {len(res)} outputs, expected {len(outs)}")
-    probe = Step("cpu", p.run, (), (), (op.index,), where)
-    for spec, value in zip(outs, res, strict=True):
-        _check_value(probe, spec, value)
-        arr = np.asarray(value)
+    for spec, arr in _run_once(op, p, ins, outs, where):
         arr.flags.writeable = False  # shared by every invoke: nobody may write into it
         spec.data = arr
         spec.shape = tuple(arr.shape)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from kb_harness import compare, rng
-from litegpu.testing import ModelBuilder
+from litegpu.testing import ModelBuilder, assert_allclose_rel, run_invokes
 
 TANH, RELU, NONE = 4, 1, 0
 
@@ -172,23 +172,8 @@ def test_float16_weight_lstm_with_dequantized_initial_state(seeded_state):
     """The "output state variable tensor was passed read-only" bug: a DEQUANTIZE writing the state
     variable.  LiteRT runs it once (constant input), so the state starts from its value and carries
     over; reset_all_variables zeroes it and the DEQUANTIZE does not run again."""
-    import litegpu
-    from ai_edge_litert import interpreter as litert
-    from litegpu.testing import assert_allclose_rel
-
     model, feed = fp16_lstm_model(5, seeded_state=seeded_state)
-    runs = []
-    for it in (litert.Interpreter(model_content=model, experimental_op_resolver_type=litert.OpResolverType.BUILTIN_REF),
-               litegpu.Interpreter(model_content=model)):
-        it.allocate_tensors()
-        seq = []
-        for k in range(4):
-            if k == 3:
-                it.reset_all_variables()
-            it.set_tensor(it.get_input_details()[0]["index"], feed)
-            it.invoke()
-            seq.append(it.get_tensor(it.get_output_details()[0]["index"]).copy())
-        runs.append(seq)
-    for ours, ref in zip(runs[1], runs[0], strict=True):
-        assert_allclose_rel(ours, ref, 1e-5)
-    assert not np.allclose(runs[0][0], runs[0][1])  # the state carried over
+    ref, ours = (run_invokes(model, [[feed]] * 4, litegpu=lg, reset_before=(3,)) for lg in (False, True))
+    for a, e in zip(ours, ref, strict=True):
+        assert_allclose_rel(a[0], e[0], 1e-5)
+    assert not np.allclose(ref[0][0], ref[1][0])  # the state carried over

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from litegpu.testing import rel_error, run_litert
+from litegpu.testing import rel_error, run_invokes, run_litert
 
 from ._harness import STATS, Stats, run_ours
 from ._models import build_single, rng
@@ -344,25 +344,13 @@ def _hybrid_svdf_model(r, batch, n_input, units, rank, memory, asym, act):
 @pytest.mark.parametrize("shape", [(2, 6, 4, 2, 5, 0), (3, 9, 3, 1, 4, 1), (1, 5, 2, 3, 1, 4)])
 def test_hybrid_svdf_over_invokes(shape, asym):
     """SVDF versions 2 and 4 against LiteRT over four invokes (the float state carries over)."""
-    import litegpu
-    from ai_edge_litert import interpreter as litert
-
     r = rng(sum(shape) + asym)
     batch, n_input, units, rank, memory, act = shape
     model = _hybrid_svdf_model(r, batch, n_input, units, rank, memory, asym, act)
-    feeds = [(r.standard_normal((batch, n_input)) * 2).astype(np.float32) for _ in range(4)]
-    feeds[2][:] = 0  # an all-zero input skips the quantization in LiteRT
-    runs = []
-    for it in (litert.Interpreter(model_content=model, experimental_op_resolver_type=litert.OpResolverType.BUILTIN_REF),
-               litegpu.Interpreter(model_content=model)):
-        it.allocate_tensors()
-        seq = []
-        for f in feeds:
-            it.set_tensor(it.get_input_details()[0]["index"], f)
-            it.invoke()
-            seq.append(it.get_tensor(it.get_output_details()[0]["index"]).copy())
-        runs.append(seq)
-    for ours, ref in zip(runs[1], runs[0], strict=True):
+    feeds = [[(r.standard_normal((batch, n_input)) * 2).astype(np.float32)] for _ in range(4)]
+    feeds[2][0][:] = 0  # an all-zero input skips the quantization in LiteRT
+    refs = [o[0] for o in run_invokes(model, feeds)]
+    for ours, ref in zip([o[0] for o in run_invokes(model, feeds, litegpu=True)], refs, strict=True):
         err = rel_error(ours, ref)
         STATS.setdefault("hybrid SVDF", Stats()).add(ours, ref)
         assert err <= 1e-6, f"relative error {err:.2e}"
@@ -412,22 +400,10 @@ def _hybrid_rnn_model(r, op, batch, steps, n_input, units, act, time_major, asym
 def test_hybrid_rnn_over_invokes(op, act, time_major, merge, asym):
     """Dynamic-range RNN, UNIDIRECTIONAL_ and BIDIRECTIONAL_SEQUENCE_RNN (versions 2/3) against LiteRT
     over three invokes (the hidden state carries over)."""
-    import litegpu
-    from ai_edge_litert import interpreter as litert
-
     r = rng(len(op) + act + 2 * time_major + asym)
     model, xs = _hybrid_rnn_model(r, op, 2, 4, 5, 6, act, time_major, asym, merge)
-    feeds = [(r.standard_normal(xs) * 1.5).astype(np.float32) for _ in range(3)]
-    runs = []
-    for it in (litert.Interpreter(model_content=model, experimental_op_resolver_type=litert.OpResolverType.BUILTIN_REF),
-               litegpu.Interpreter(model_content=model)):
-        it.allocate_tensors()
-        seq = []
-        for f in feeds:
-            it.set_tensor(it.get_input_details()[0]["index"], f)
-            it.invoke()
-            seq.extend(it.get_tensor(d["index"]).copy() for d in it.get_output_details())
-        runs.append(seq)
+    feeds = [[(r.standard_normal(xs) * 1.5).astype(np.float32)] for _ in range(3)]
+    runs = [[o for outs in run_invokes(model, feeds, litegpu=ours) for o in outs] for ours in (False, True)]
     n_out = len(runs[0]) // len(feeds)
     for k, (ours, ref) in enumerate(zip(runs[1], runs[0], strict=True)):
         STATS.setdefault(f"hybrid {op}", Stats()).add(ours, ref)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from litegpu.testing import ModelBuilder
+from litegpu.testing import ModelBuilder, run_invokes
 
 
 def _sym(r, shape, bits=8, scale_range=(0.3, 0.8)):
@@ -108,21 +108,9 @@ def integer_lstm_model(seed: int, *, op: str = "UNIDIRECTIONAL_SEQUENCE_LSTM", n
 
 
 def _invokes(model: bytes, feed: np.ndarray, n: int, ours: bool) -> list[np.ndarray]:
-    import litegpu
-    from ai_edge_litert import interpreter as litert
-
-    if ours:
-        it = litegpu.Interpreter(model_content=model)
-    else:
-        it = litert.Interpreter(model_content=model,
-                                experimental_op_resolver_type=litert.OpResolverType.BUILTIN_REF)
-    it.allocate_tensors()
-    outs = []
-    for k in range(n):
-        it.set_tensor(it.get_input_details()[0]["index"], np.roll(feed, k, axis=-1))
-        it.invoke()
-        outs.append(it.get_tensor(it.get_output_details()[0]["index"]).copy())
-    return outs
+    """The output of ``n`` invokes, on the feed rolled one more step each time."""
+    feeds = [[np.roll(feed, k, axis=-1)] for k in range(n)]
+    return [outs[0] for outs in run_invokes(model, feeds, litegpu=ours)]
 
 
 def check_bit_exact(model: bytes, feed: np.ndarray, invokes: int = 2) -> int:
