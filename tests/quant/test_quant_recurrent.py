@@ -27,7 +27,8 @@ def integer_lstm_model(seed: int, *, op: str = "UNIDIRECTIONAL_SEQUENCE_LSTM", n
                        n_input: int = 5, n_cell: int = 8, n_output: int | None = None, cifg: bool = False,
                        peephole: bool = False, projection: bool = False, layer_norm: bool = False,
                        time_major: bool = True, cell_clip: float = 0.0, proj_clip: float = 0.0,
-                       cell_scale_log2: int = -11) -> tuple[bytes, np.ndarray]:
+                       cell_scale_log2: int = -11, n_intermediates: int = 5,
+                       cell_scale: float | None = None) -> tuple[bytes, np.ndarray]:
     """A converter-shaped full-integer LSTM model and an int8 input for it."""
     r = np.random.default_rng(seed)
     n_output = n_output or (max(2, n_cell - 3) if projection else n_cell)
@@ -85,7 +86,8 @@ def integer_lstm_model(seed: int, *, op: str = "UNIDIRECTIONAL_SEQUENCE_LSTM", n
     else:
         ins += [-1, -1]
     ins.append(b.tensor("h_state", (n_batch, n_output), "int8", quant=(s_h, zp_h), is_variable=True))
-    ins.append(b.tensor("c_state", (n_batch, n_cell), "int16", quant=(2.0 ** cell_scale_log2, 0), is_variable=True))
+    c_scale = 2.0 ** cell_scale_log2 if cell_scale is None else cell_scale
+    ins.append(b.tensor("c_state", (n_batch, n_cell), "int16", quant=(c_scale, 0), is_variable=True))
     for g in "ifco":
         ins.append(b.const(f"ln{g}", ln_vals[g], quant=(ln_scale[g], 0)) if g in ln_vals else -1)
     inter = []
@@ -93,6 +95,7 @@ def integer_lstm_model(seed: int, *, op: str = "UNIDIRECTIONAL_SEQUENCE_LSTM", n
         s = float(r.uniform(0.0005, 0.002)) if layer_norm else 2.0 ** -12
         inter.append(b.tensor(f"inter{k}", (), "int16", quant=(s, 0)))
     inter.append(b.tensor("hidden", (), "int8", quant=(hidden_scale, hidden_zp)))
+    inter = inter[:n_intermediates]
     if seq:
         ys = (steps, n_batch, n_output) if time_major else (n_batch, steps, n_output)
         y = b.tensor("y", ys, "int8", quant=(s_h, zp_h))
@@ -207,3 +210,20 @@ SVDF_CASES = [dict(), dict(rank=1, bias=False), dict(batch=3, units=3, rank=3, m
 def test_integer_svdf(cfg):
     model, feed = integer_svdf_model(len(_id(cfg)), **cfg)
     check_bit_exact(model, feed, invokes=4)
+
+
+@pytest.mark.parametrize("bad,words", [
+    (dict(n_intermediates=4), "5 intermediate tensors"),
+    (dict(cell_scale=0.0003), "power of two"),
+    (dict(cell_scale_log2=-8), "power of two"),
+])
+def test_integer_lstm_refuses_models_without_a_defined_answer(bad, words):
+    """LiteRT refuses 4 intermediates at prepare.  A cell scale that is no power of two, or above
+    2^-9, fails LiteRT's parameter set-up, whose status its prepare ignores: it then runs with unset
+    scales (all-zero outputs here) or, above 2^-9, a tanh that writes nothing.  litegpu refuses all
+    three at allocate_tensors, naming the reason."""
+    import litegpu
+
+    model, _ = integer_lstm_model(4, **bad)
+    with pytest.raises(litegpu.LiteGPUError, match=words):
+        litegpu.Interpreter(model_content=model).allocate_tensors()

@@ -127,7 +127,10 @@ class _IntegerLstm:
         s_h, zp_h = scale(h_state, "output state"), int(qparams(h_state)[1][0])
         cell_scale = checked_log2(float(qparams(c_state, "cell state")[0][0]))
         if cell_scale is None or cell_scale > -9:
-            raise ctx.fail("the cell state's scale must be a power of two no larger than 2^-9")
+            # LiteRT ignores the failed set-up here and runs with unset scales (or, above 2^-9, a
+            # tanh that writes nothing): there is no defined answer to reproduce
+            raise ctx.fail("the cell state's scale must be a power of two no larger than 2^-9 (LiteRT's "
+                           "integer LSTM computes no meaningful output otherwise)")
         self.cell_scale = cell_scale
         inter = ctx.intermediates
         inter_scale = [scale(inter[k], f"intermediate {k}") if self.use_ln else F32(2.0 ** -12) for k in range(4)]
