@@ -227,3 +227,47 @@ def test_integer_lstm_refuses_models_without_a_defined_answer(bad, words):
     model, _ = integer_lstm_model(4, **bad)
     with pytest.raises(litegpu.LiteGPUError, match=words):
         litegpu.Interpreter(model_content=model).allocate_tensors()
+
+
+def quantized_basic_lstm_model(seed: int, *, batch: int = 2, n_input: int = 5, depth: int = 4,
+                               variable_state: bool = False) -> tuple[bytes, list[np.ndarray]]:
+    """LiteRT's quantized basic LSTM cell: uint8 activations at scale 1/128 around 128, uint8 weights,
+    int32 bias at (input scale x weight scale), int16 state at 2^-11."""
+    r = np.random.default_rng(seed)
+    b = ModelBuilder()
+    q8 = (1 / 128, 128)
+    x = b.input("x", (batch, n_input), "uint8", quant=q8)
+    s_w, zp_w = float(r.uniform(0.01, 0.04)), int(r.integers(100, 156))
+    w = b.const("w", r.integers(0, 256, size=(4 * depth, n_input + depth)).astype(np.uint8), quant=(s_w, zp_w))
+    s_b = s_w / 128
+    bias = b.const("b", np.round(r.normal(0, 0.5, 4 * depth) / s_b).astype(np.int32), quant=(s_b, 0))
+    if variable_state:
+        h = b.tensor("h", (batch, depth), "uint8", quant=q8, is_variable=True)
+        c = b.tensor("c", (batch, depth), "int16", quant=(2.0 ** -11, 0), is_variable=True)
+    else:
+        h = b.input("h", (batch, depth), "uint8", quant=q8)
+        c = b.input("c", (batch, depth), "int16", quant=(2.0 ** -11, 0))
+    outs = [b.tensor("activ", (batch, depth), "uint8", quant=q8),
+            b.tensor("state", (batch, depth), "int16", quant=(2.0 ** -11, 0)),
+            b.tensor("concat", (batch, n_input + depth), "uint8", quant=q8),
+            b.tensor("activ_temp", (batch, 4 * depth), "int16", quant=(2.0 ** -12, 0))]
+    b.op("LSTM", [x, h, w, bias, c], outs, version=2, kernel_type=1, fused_activation_function=4)
+    b.output(*outs)
+    feeds = [r.integers(0, 256, size=(batch, n_input)).astype(np.uint8)]
+    if not variable_state:
+        feeds += [r.integers(0, 256, size=(batch, depth)).astype(np.uint8),
+                  r.integers(-12000, 12000, size=(batch, depth)).astype(np.int16)]
+    return b.build(), feeds
+
+
+@pytest.mark.parametrize("variable_state", [False, True])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_quantized_basic_lstm(seed, variable_state):
+    """All four outputs bit-identical over three invokes (with variable states, the state carries)."""
+    model, feeds = quantized_basic_lstm_model(seed, n_input=3 + seed, depth=2 + 2 * seed,
+                                              variable_state=variable_state)
+    ref, ours = (run_invokes(model, [feeds] * 3, litegpu=lg) for lg in (False, True))
+    for k, (a_outs, e_outs) in enumerate(zip(ours, ref, strict=True)):
+        for a, e in zip(a_outs, e_outs, strict=True):
+            assert a.dtype == e.dtype and a.shape == e.shape
+            assert np.array_equal(a, e), f"invoke {k}: {int(np.sum(a != e))}/{e.size} differ"

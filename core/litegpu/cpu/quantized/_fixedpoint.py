@@ -35,7 +35,7 @@ __all__ = [
     "mul_by_quantized_multiplier_gt_one", "sat_rounding_mul_by_pot", "rounding_half_sum",
     "exp_on_negative_values", "one_over_one_plus_x_for_x_in_0_1", "get_reciprocal",
     "count_leading_zeros32", "calculate_input_radius", "quantized_activation_range",
-    "qrange", "downscale_multiplier_int16", "qparams", "wrap16", "logistic_int16_table", "tanh_int16_table",
+    "qrange", "downscale_multiplier_int16", "qparams", "wrap16", "srdhm16", "sat_rounding_mul_by_pot16", "logistic_int16_table", "tanh_int16_table",
 ]
 
 INT32_MIN = -(1 << 31)
@@ -330,7 +330,8 @@ def _c16(int32_value: int) -> int:
     return int(rdbpot(np.int64(int32_value), 16))
 
 
-def _srdhm16(a: np.ndarray, b) -> np.ndarray:
+def srdhm16(a: np.ndarray, b) -> np.ndarray:
+    """SaturatingRoundingDoublingHighMul on int16 raws (a FixedPoint<int16_t> product)."""
     a = np.asarray(a, np.int64)
     b = np.asarray(b, np.int64)
     ab = a * b
@@ -339,7 +340,7 @@ def _srdhm16(a: np.ndarray, b) -> np.ndarray:
     return np.where((a == b) & (a == -32768), 32767, wrap16(q))
 
 
-def _sat_pot16(x: np.ndarray, exponent: int) -> np.ndarray:
+def sat_rounding_mul_by_pot16(x: np.ndarray, exponent: int) -> np.ndarray:
     """SaturatingRoundingMultiplyByPOT<exponent> on int16 raws."""
     if exponent == 0:
         return x
@@ -354,23 +355,23 @@ def _sat_pot16(x: np.ndarray, exponent: int) -> np.ndarray:
 def _exp_quarter16(a: np.ndarray) -> np.ndarray:
     constant_term, one_third = _c16(1895147668), _c16(715827883)
     x = wrap16(a + (1 << 12))
-    x2 = _srdhm16(x, x)
-    x3 = _srdhm16(x2, x)
-    x4 = _srdhm16(x2, x2)
-    poly = rdbpot(wrap16(_srdhm16(wrap16(rdbpot(x4, 2) + x3), one_third) + x2), 1)
-    return np.clip(constant_term + _srdhm16(constant_term, wrap16(x + poly)), -32768, 32767)  # AddSaturatingIf16Bit
+    x2 = srdhm16(x, x)
+    x3 = srdhm16(x2, x)
+    x4 = srdhm16(x2, x2)
+    poly = rdbpot(wrap16(srdhm16(wrap16(rdbpot(x4, 2) + x3), one_third) + x2), 1)
+    return np.clip(constant_term + srdhm16(constant_term, wrap16(x + poly)), -32768, 32767)  # AddSaturatingIf16Bit
 
 
 def _exp_on_negative_values16(a: np.ndarray, integer_bits: int) -> np.ndarray:
     frac = 15 - integer_bits
     quarter = 1 << (frac - 2)
     a_mod = wrap16((a & (quarter - 1)) - quarter)
-    result = _exp_quarter16(_sat_pot16(a_mod, integer_bits))
+    result = _exp_quarter16(sat_rounding_mul_by_pot16(a_mod, integer_bits))
     remainder = wrap16(a_mod - a)
     for exponent, mult in _EXP_BARREL:
         if integer_bits > exponent:
             bit = (remainder & (1 << (frac + exponent))) != 0
-            result = np.where(bit, _srdhm16(result, _c16(mult)), result)
+            result = np.where(bit, srdhm16(result, _c16(mult)), result)
     if integer_bits > 5:
         result = np.where(a < _c16(-(1 << (36 - integer_bits))), 0, result)
     return np.where(a == 0, 32767, result)
@@ -380,17 +381,17 @@ def _newton_reciprocal16(a: np.ndarray) -> np.ndarray:
     """x ~ 1 / (1 + a) in Q2.13 for a in Q0.15 (three Newton-Raphson steps), gemmlowp's shared core."""
     half = np.asarray(a, np.int64) + 32767
     half = np.where(half >= 0, (half + 1) // 2, -((-half + 1) // 2))  # RoundingHalfSum(a, One)
-    x = wrap16(_c16(1515870810) + _srdhm16(half, _c16(-1010580540)))
+    x = wrap16(_c16(1515870810) + srdhm16(half, _c16(-1010580540)))
     for _ in range(3):
-        one_minus = wrap16((1 << 13) - _srdhm16(half, x))
-        x = wrap16(x + _sat_pot16(_srdhm16(x, one_minus), 2))
+        one_minus = wrap16((1 << 13) - srdhm16(half, x))
+        x = wrap16(x + sat_rounding_mul_by_pot16(srdhm16(x, one_minus), 2))
     return x
 
 
 def _logistic16(a: np.ndarray, integer_bits: int) -> np.ndarray:
     pos = a > 0
     absa = np.where(pos, a, wrap16(-a))
-    rp = _sat_pot16(_newton_reciprocal16(_exp_on_negative_values16(wrap16(-absa), integer_bits)), 1)
+    rp = sat_rounding_mul_by_pot16(_newton_reciprocal16(_exp_on_negative_values16(wrap16(-absa), integer_bits)), 1)
     return np.where(a == 0, 1 << 14, np.where(pos, rp, wrap16(32767 - rp)))
 
 
@@ -398,7 +399,7 @@ def _tanh16(a: np.ndarray, integer_bits: int) -> np.ndarray:
     neg = a < 0
     n = np.where(neg, a, wrap16(-a))
     x = _newton_reciprocal16(_exp_on_negative_values16(n, integer_bits + 1))
-    t = _sat_pot16(wrap16(x - (1 << 13)), 2)  # (1 - e) / (1 + e)
+    t = sat_rounding_mul_by_pot16(wrap16(x - (1 << 13)), 2)  # (1 - e) / (1 + e)
     return np.where(a == 0, 0, np.where(neg, wrap16(-t), t))
 
 

@@ -1,5 +1,5 @@
 """Full-integer recurrent ops, bit-exact with LiteRT: LSTM and UNIDIRECTIONAL_SEQUENCE_LSTM ("8x8_16"),
-SVDF (int8 input and output, int16 state).
+the uint8 basic LSTM cell, SVDF (int8 input and output, int16 state).
 
 The converter's full-integer LSTM has int8 activations (input, output state, output), int8
 weights, int16 peephole and layer-norm coefficients, int32 biases, a 16-bit cell state whose
@@ -40,6 +40,8 @@ from ._fixedpoint import (
     qparams,
     quantize_multiplier,
     rdbpot,
+    sat_rounding_mul_by_pot16,
+    srdhm16,
     tanh_int16_table,
     wrap16,
     wrap32,
@@ -300,6 +302,76 @@ def _integer_lstm(ctx: NodeContext, sequence: bool) -> Prepared:
 @register_kernel("LSTM", dtypes=("int8",), versions=range(1, 5))
 def integer_lstm(ctx: NodeContext) -> Prepared:
     return _integer_lstm(ctx, sequence=False)
+
+
+@register_kernel("LSTM", dtypes=("uint8",), versions=range(1, 5))
+def quantized_basic_lstm(ctx: NodeContext) -> Prepared:
+    """LiteRT's quantized basic LSTM cell (kernel_type BASIC, LstmCell<4>): uint8 input, previous
+    activation and weights, int32 bias, int16 state with scale 2^-11 (4 integer bits).
+
+    ``activ_temp = clamp16(MBQM(bias + sum((concat - 128) (w - zp_w)), 4096 * s_bias))`` in Q3.12;
+    gates i, g, f, o by gemmlowp's int16 logistic/tanh; ``c' = sat(Rescale4(i g) + f c)``;
+    ``h = o tanh(Rescale3(c'))`` rounded to uint8 around 128.  As LiteRT does, the new activation
+    and state are also copied into the previous-activation and previous-state inputs when those
+    are variable tensors.  Outputs: activation, state, concat_temp, activ_temp."""
+    ins = ctx.inputs
+    if int(ctx.options.get("kernel_type", 0)) != 1:
+        raise ctx.fail("a uint8 LSTM must use the basic kernel (kernel_type BASIC)")
+    if len(ins) != 5 or any(t is None for t in ins) or len(ctx.outputs) != 4:
+        raise ctx.fail("the basic LSTM needs 5 inputs and 4 outputs")
+    x, h_in, w, bias, c_in = ins
+    act_out, state_out, concat_out, temp_out = ctx.outputs
+    want = ((x, "uint8"), (h_in, "uint8"), (w, "uint8"), (bias, "int32"), (c_in, "int16"), (act_out, "uint8"),
+            (state_out, "int16"), (concat_out, "uint8"), (temp_out, "int16"))
+    for t, dt in want:
+        if t.dtype != dt:
+            raise ctx.fail(f"tensor {t.name!r} is {t.dtype}; the quantized basic LSTM needs {dt}")
+    state_log2 = checked_log2(float(qparams(state_out, "state output")[0][0]))
+    if state_log2 is None or 15 + state_log2 != 4:
+        raise ctx.fail("the state must have scale 2^-11 (4 integer bits), the only quantized LSTM cell LiteRT has")
+    if w.data is None or bias.data is None:
+        raise ctx.fail("the weights and bias must be constant")
+    w_q = np.asarray(w.data).astype(np.int64)
+    w_q = w_q.reshape(w_q.shape[0], -1) - int(qparams(w, "weights")[1][0])
+    b_q = np.asarray(bias.data).astype(np.int64).reshape(-1)
+    if w_q.shape[0] % 4 or b_q.size != w_q.shape[0]:
+        raise ctx.fail(f"weights {w_q.shape} and bias {b_q.shape} do not make 4 gates")
+    depth = w_q.shape[0] // 4
+    m, sh = _mult(4096 * float(qparams(bias, "bias")[0][0]))
+    w_t = np.ascontiguousarray(w_q.T)
+    sigmoid, tanh3 = logistic_int16_table(3), tanh_int16_table(3)
+
+    def run(inputs):
+        xv, hv, _, _, cv = inputs
+        lead = xv.shape[:-1]
+        concat = np.concatenate([xv.reshape(-1, xv.shape[-1]), hv.reshape(-1, hv.shape[-1])], axis=1)
+        if concat.shape[1] != w_t.shape[0]:
+            raise ctx.fail(f"input and previous activation give {concat.shape[1]} values, the weights take "
+                           f"{w_t.shape[0]}")
+        acc = wrap32((concat.astype(np.int64) - 128) @ w_t + b_q)
+        temp = _clamp16(mul_by_quantized_multiplier(acc, m, sh))
+        i, g, f, o = (temp[:, k * depth:(k + 1) * depth] for k in range(4))
+        i, f, o = _act16(sigmoid, i), _act16(sigmoid, f), _act16(sigmoid, o)
+        g = _act16(tanh3, g)
+        c = cv.reshape(-1, depth).astype(np.int64)
+        new_c = _clamp16(sat_rounding_mul_by_pot16(srdhm16(i, g), -4) + srdhm16(f, c))  # SaturatingAdd in Q4.11
+        out = srdhm16(o, _act16(tanh3, sat_rounding_mul_by_pot16(new_c, 1)))
+        activ = (np.clip(rdbpot(out, 8), -128, 127) + 128).astype(np.uint8).reshape(lead + (depth,))
+        state = new_c.astype(np.int16).reshape(lead + (depth,))
+        # LiteRT copies the results into the previous-activation and previous-state tensors
+        if h_in.is_variable:
+            write_state(inputs[1], activ, "previous activation")
+        if c_in.is_variable:
+            write_state(inputs[4], state, "previous state")
+        return [activ, state, concat.astype(np.uint8).reshape(lead + (concat.shape[1],)),
+                temp.astype(np.int16).reshape(lead + (4 * depth,))]
+
+    xs = x.shape
+    shapes: list = [None] * 4
+    if xs is not None and len(xs) >= 1:
+        lead = tuple(xs[:-1])
+        shapes = [lead + (depth,), lead + (depth,), lead + (w_t.shape[0],), lead + (4 * depth,)]
+    return Prepared(shapes, run)
 
 
 @register_kernel("UNIDIRECTIONAL_SEQUENCE_LSTM", dtypes=("int8",), versions=range(1, 5))
