@@ -151,6 +151,32 @@ def test_lstm_basic_kernel():
     compare(b.build(), feeds, "LSTM(basic)")
 
 
+def test_lstm_basic_kernel_with_variable_state():
+    """LiteRT copies the new activation and state into the previous-activation/-state inputs, so
+    with variable tensors there the state carries over between invokes."""
+    from litegpu.testing import run_invokes
+
+    r = rng(5)
+    n_batch, n_in, units = 2, 3, 4
+    b = ModelBuilder()
+    x = b.input("x", (n_batch, n_in))
+    h = b.tensor("h", (n_batch, units), is_variable=True)
+    c = b.tensor("c", (n_batch, units), is_variable=True)
+    wt = b.const("w", (r.standard_normal((4 * units, n_in + units)) * 0.5).astype(np.float32))
+    bias = b.const("b", (r.standard_normal(4 * units) * 0.2).astype(np.float32))
+    outs = [b.tensor("activ", (n_batch, units)), b.tensor("state", (n_batch, units)),
+            b.tensor("concat", (n_batch, n_in + units)), b.tensor("activ_temp", (n_batch, 4 * units))]
+    b.op("LSTM", [x, h, wt, bias, c], outs, version=2, kernel_type=1, fused_activation_function=TANH)
+    b.output(*outs)
+    model = b.build()
+    feeds = [[r.standard_normal((n_batch, n_in)).astype(np.float32)]] * 3
+    ref, ours = (run_invokes(model, feeds, litegpu=lg) for lg in (False, True))
+    for a_outs, e_outs in zip(ours, ref, strict=True):
+        for a, e in zip(a_outs, e_outs, strict=True):
+            assert_allclose_rel(a, e, 1e-5)
+    assert not np.allclose(ref[0][0], ref[1][0])  # the state carried over
+
+
 # ---------------------------------------------------------------- control flow
 
 

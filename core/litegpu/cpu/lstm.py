@@ -260,6 +260,7 @@ def _basic_lstm(ctx: NodeContext) -> Prepared:
                          f"got {wshape}")
     units = wshape[0] // 4
     wcache: dict = {}
+    h_var, c_var = ins[1].is_variable, ins[4].is_variable
 
     def run(inputs):
         x, h, w, b, c = (np.asarray(a, F32) for a in inputs)
@@ -274,6 +275,12 @@ def _basic_lstm(ctx: NodeContext) -> Prepared:
         o = _sigmoid(act[:, 3 * units:])
         new_c = i * g + f * c.reshape(-1, units)
         new_h = o * np.tanh(new_c)
+        # LiteRT copies the results into the previous-activation and previous-state inputs: state
+        # that persists when those are variable tensors
+        if h_var:
+            write_state(inputs[1], new_h.astype(F32), "previous activation")
+        if c_var:
+            write_state(inputs[4], new_c.astype(F32), "previous state")
         return [new_h.reshape(lead + (units,)).astype(F32), new_c.reshape(lead + (units,)).astype(F32),
                 concat.reshape(lead + (concat.shape[1],)).astype(F32),
                 act.reshape(lead + (4 * units,)).astype(F32)]
