@@ -111,7 +111,7 @@ def test_hybrid_batch_matmul(case, asym):
 
 
 def _lstm_model(r, n_batch, steps, n_input, n_cell, n_output, *, cifg, peephole, projection, time_major, asym,
-                clip=0.0, op="UNIDIRECTIONAL_SEQUENCE_LSTM"):
+                clip=0.0, op="UNIDIRECTIONAL_SEQUENCE_LSTM", layer_norm=False):
     from litegpu.testing import ModelBuilder
 
     b = ModelBuilder()
@@ -143,7 +143,9 @@ def _lstm_model(r, n_batch, steps, n_input, n_cell, n_output, *, cifg, peephole,
         idx += [-1, -1]
     h = b.tensor("h", (n_batch, n_output), "float32", is_variable=True)
     c = b.tensor("c", (n_batch, n_cell), "float32", is_variable=True)
-    idx += [h, c, -1, -1, -1, -1]
+    idx += [h, c]
+    idx += [-1 if (cifg and g == "i") or not layer_norm else
+            b.const("ln" + g, (1 + r.standard_normal(n_cell) * 0.1).astype(np.float32)) for g in "ifco"]
     ys = (steps, n_batch, n_output) if time_major else (n_batch, steps, n_output)
     if op == "LSTM":
         y = b.tensor("y", (n_batch, n_output), "float32")
@@ -162,6 +164,8 @@ LSTM = [
     dict(cifg=True, peephole=True, projection=False, time_major=False),
     dict(cifg=False, peephole=True, projection=True, time_major=False),
     dict(cifg=False, peephole=False, projection=True, time_major=True, clip=3.0),
+    dict(cifg=False, peephole=True, projection=True, time_major=True, layer_norm=True),
+    dict(cifg=True, peephole=False, projection=False, time_major=False, layer_norm=True),
 ]
 
 

@@ -517,8 +517,6 @@ def hybrid_lstm(ctx: NodeContext) -> Prepared:
 def _hybrid_lstm_cell(ctx: NodeContext, ins: list):
     """The hybrid LSTM step of one direction: ``ins`` are its 24 inputs in UNIDIRECTIONAL_SEQUENCE_LSTM
     order.  Returns (step(x, h, c) -> (h, c), n_input, n_cell, n_output)."""
-    if any(t is not None for t in ins[20:24]):
-        raise ctx.fail("layer-normalized hybrid LSTM is not supported")
     o = ctx.options
     act = _lstm_act(int(o.get("fused_activation_function", 4) or 0))
     if act is None:
@@ -554,6 +552,7 @@ def _hybrid_lstm_cell(ctx: NodeContext, ins: list):
 
     use_cifg = ins[1] is None
     gates = {}
+    ln_coef: dict[str, np.ndarray | None] = {}
     for name, wi, ri, ci, bi in (("i", 1, 5, 9, 12), ("f", 2, 6, 10, 13), ("c", 3, 7, None, 14), ("o", 4, 8, 11, 15)):
         if name == "i" and use_cifg:
             continue
@@ -566,6 +565,8 @@ def _hybrid_lstm_cell(ctx: NodeContext, ins: list):
             # peephole weights are dequantized once: int8 * scale in float32
             peep = (pw[0].astype(F32) * pw[1]).astype(F32) if pw[1] is not None else pw[0]
         gates[name] = (w_in, w_rec, peep, vec(bi))
+        ln_coef[name] = vec(20 + "ifco".index(name)) if len(ins) > 20 + "ifco".index(name) else None
+    use_ln = ln_coef["f"] is not None
     proj = weight(16)
     if proj is not None and proj[1] is None:
         raise ctx.fail("hybrid LSTM projection weights must be int8")
@@ -586,11 +587,19 @@ def _hybrid_lstm_cell(ctx: NodeContext, ins: list):
     def gate(name, qx, qh, cell, activation):
         (wx, sx), (wh, sh), peep, bias = gates[name]
         n_b = qx[0].shape[0]
-        g = np.broadcast_to(bias if bias is not None else np.zeros(n_cell, F32), (n_b, n_cell)).astype(F32)
+        # with layer norm the bias comes after the normalization
+        start = bias if bias is not None and not use_ln else np.zeros(n_cell, F32)
+        g = np.broadcast_to(start, (n_b, n_cell)).astype(F32)
         g = mbvma(wx, sx, *qx, g)
         g = mbvma(wh, sh, *qh, g)
         if peep is not None and cell is not None:
             g = (g + (peep[None, :] * cell).astype(F32)).astype(F32)
+        if use_ln:  # LiteRT's MeanStddevNormalization, then coefficients and bias
+            mean = (g.sum(axis=1, keepdims=True, dtype=F32) / F32(n_cell)).astype(F32)
+            d = (g - mean).astype(F32)
+            var = ((d * d).sum(axis=1, keepdims=True, dtype=F32) / F32(n_cell)).astype(F32)
+            g = (d * (F32(1) / np.sqrt(var + F32(1e-8))).astype(F32)).astype(F32)
+            g = (g * ln_coef[name] + (bias if bias is not None else F32(0))).astype(F32)
         return activation(g)
 
     def step(x, h, c):
