@@ -31,7 +31,8 @@ def _lstm_half(b, r, tag, n_input, n_cell, n_output, cifg, peephole, projection)
 
 
 def bidi_lstm_model(seed, *, n_batch=2, steps=4, n_input=3, n_cell=5, projection=False, cifg=False,
-                    peephole=False, merge=False, time_major=True, act=TANH, cell_clip=0.0, aux=False):
+                    peephole=False, merge=False, time_major=True, act=TANH, cell_clip=0.0, aux=False, cross=False,
+                    n_aux=3):
     r = rng(seed)
     n_output = 3 if projection else n_cell
     b = ModelBuilder()
@@ -44,12 +45,17 @@ def bidi_lstm_model(seed, *, n_batch=2, steps=4, n_input=3, n_cell=5, projection
         ins.append(b.tensor(f"{tag}_h", (n_batch, n_output), is_variable=True))
         ins.append(b.tensor(f"{tag}_c", (n_batch, n_cell), is_variable=True))
     feeds_shapes = [xs]
-    if aux:  # non-stacking mode: the backward direction reads the aux input
-        ins.append(b.input("aux", xs))
-        feeds_shapes.append(xs)
+    if aux or cross:  # non-stacking mode: the backward direction reads the aux input
+        aux_shape = xs[:-1] + (n_aux,)
+        ins.append(b.input("aux", aux_shape))
+        feeds_shapes.append(aux_shape)
     else:
         ins.append(-1)
-    ins += [-1] * 8
+    if cross:  # cross-linked: both directions add aux-input weights times the aux input
+        ins += [-1 if cifg and g == "i" else b.const(f"{tag}a2{g}", _w(r, n_cell, n_aux))
+                for tag in ("fw", "bw") for g in "ifco"]
+    else:
+        ins += [-1] * 8
     ys = xs[:-1] + (2 * n_output if merge else n_output,)
     outs = [b.tensor("y_fw", ys)] + ([] if merge else [b.tensor("y_bw", ys)])
     b.op("BIDIRECTIONAL_SEQUENCE_LSTM", ins, outs, fused_activation_function=act, cell_clip=cell_clip,
@@ -67,6 +73,8 @@ BIDI_LSTM = [
     dict(projection=True, cifg=True, merge=True, time_major=False, n_batch=1),
     dict(cell_clip=0.5, act=RELU),
     dict(aux=True),
+    dict(cross=True, n_aux=2),
+    dict(cross=True, cifg=True, time_major=False, n_aux=4),
 ]
 
 
@@ -81,7 +89,7 @@ def test_bidirectional_sequence_lstm(cfg):
 
 
 def bidi_rnn_model(seed, *, n_batch=2, steps=4, n_input=3, units=5, merge=False, time_major=True, act=TANH,
-                   aux=False):
+                   aux=False, cross=False, n_aux=3):
     r = rng(seed)
     b = ModelBuilder()
     xs = (steps, n_batch, n_input) if time_major else (n_batch, steps, n_input)
@@ -91,12 +99,13 @@ def bidi_rnn_model(seed, *, n_batch=2, steps=4, n_input=3, units=5, merge=False,
         ins += [b.const(f"{tag}w", _w(r, units, n_input)), b.const(f"{tag}r", _w(r, units, units, scale=0.3)),
                 b.const(f"{tag}b", _w(r, units, scale=0.1)), b.tensor(f"{tag}h", (n_batch, units), is_variable=True)]
     feeds_shapes = [xs]
-    if aux:
-        ins.append(b.input("aux", xs))
-        feeds_shapes.append(xs)
+    if aux or cross:
+        aux_shape = xs[:-1] + (n_aux,)
+        ins.append(b.input("aux", aux_shape))
+        feeds_shapes.append(aux_shape)
     else:
         ins.append(-1)
-    ins += [-1, -1]
+    ins += [b.const(f"{t}aw", _w(r, units, n_aux)) for t in ("fw", "bw")] if cross else [-1, -1]
     ys = xs[:-1] + (2 * units if merge else units,)
     outs = [b.tensor("y_fw", ys)] + ([] if merge else [b.tensor("y_bw", ys)])
     b.op("BIDIRECTIONAL_SEQUENCE_RNN", ins, outs, fused_activation_function=act, merge_outputs=merge,
@@ -106,7 +115,10 @@ def bidi_rnn_model(seed, *, n_batch=2, steps=4, n_input=3, units=5, merge=False,
 
 
 BIDI_RNN = [dict(), dict(merge=True, act=RELU), dict(time_major=False), dict(time_major=False, merge=True),
-            dict(aux=True), dict(aux=True, time_major=False, act=NONE)]
+            dict(aux=True), dict(aux=True, time_major=False, act=NONE),
+            # cross-linked (time-major only with an aux input as wide as the input: LiteRT steps
+            # through it by the input's width)
+            dict(cross=True), dict(cross=True, n_aux=2, time_major=False), dict(cross=True, n_aux=5, time_major=False)]
 
 
 @pytest.mark.parametrize("cfg", BIDI_RNN, ids=_id)

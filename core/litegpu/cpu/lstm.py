@@ -156,11 +156,31 @@ class _FullLstm:
             zk = _layer_norm(zk, self.ln[k], self.bias[k])
         return act(zk)
 
-    def sequence(self, x: np.ndarray, h: np.ndarray, c: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """x: (T, B, n_input) time-major.  Returns (outputs (T, B, n_output), h, c)."""
+    aux_w: np.ndarray | None = None  # aux-input weights of all gates, (n_aux, gates * n_cell)
+
+    def set_aux_weights(self, ctx: NodeContext, weights: list) -> None:
+        """The bidirectional ops' cross-linked aux-input weights, one (n_cell, n_aux) per gate i, f,
+        c, o (i absent with CIFG); their products with the aux input add to the gates."""
+        need = [k for k in range(4) if k in self.gates]
+        if any(weights[k] is None for k in need) or any(weights[k] is not None for k in range(4) if k not in need):
+            raise ctx.fail("aux input weights must be given for every gate (none for the input gate with CIFG)")
+        mats = []
+        for k in need:
+            t = weights[k]
+            if t.dtype != "float32" or t.data is None or len(t.data.shape) != 2 or t.data.shape[0] != self.n_cell:
+                raise ctx.fail(f"aux input weights {t.name!r} must be constant float32 ({self.n_cell}, n_aux)")
+            mats.append(np.asarray(t.data, F32).T)
+        self.aux_w = np.ascontiguousarray(np.concatenate(mats, axis=1))
+
+    def sequence(self, x: np.ndarray, h: np.ndarray, c: np.ndarray,
+                 aux: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """x: (T, B, n_input) time-major (``aux`` (T, B, n_aux) with aux weights).  Returns
+        (outputs (T, B, n_output), h, c)."""
         t_steps, batch, _ = x.shape
         nc = self.n_cell
         xw = np.matmul(x.reshape(t_steps * batch, self.n_input), self.wx).reshape(t_steps, batch, -1)
+        if self.aux_w is not None and aux is not None:
+            xw += np.matmul(aux.reshape(t_steps * batch, -1), self.aux_w).reshape(t_steps, batch, -1)
         if not self.use_ln:
             xw += self.bias_all
         out = np.empty((t_steps, batch, self.n_output), F32)
@@ -323,8 +343,8 @@ def _rnn_step(ctx: NodeContext, wi: int, ri: int, bi: int):
     act = _activation(int(ctx.options.get("fused_activation_function", 0)))
     if w.dtype == "float32" and r.dtype == "float32":
         def float_step(x, h, wv, rv, bv):
-            return act((x @ np.asarray(wv, F32).T + h @ np.asarray(rv, F32).T + bv.reshape(-1)).astype(F32)
-                       ).astype(F32)
+            bias = bv if bv.ndim == 2 else bv.reshape(-1)  # (batch, units) when an aux term joined it
+            return act((x @ np.asarray(wv, F32).T + h @ np.asarray(rv, F32).T + bias).astype(F32)).astype(F32)
         return float_step
     if w.dtype != "int8" or r.dtype != "int8" or w.data is None or r.data is None:
         raise ctx.fail(f"weights must be float32, or constant int8 (dynamic range); got {w.dtype} / {r.dtype}")
@@ -403,16 +423,21 @@ def unidirectional_sequence_rnn(ctx: NodeContext) -> Prepared:
 
 
 def _bidi_halves(ctx: NodeContext, n_inputs: int, aux_weights: tuple[int, ...], aux_input: int):
-    """(forward input, backward input) of a bidirectional op; refuses cross-linked aux weights.
+    """(forward input, backward input, cross-linked) of a bidirectional op.
 
     With an aux input and no aux weights LiteRT is in "non-stacking" mode: the backward direction
-    reads the aux input (the previous layer's backward output)."""
+    reads the aux input (the previous layer's backward output).  With aux weights too
+    ("cross-linked" stacking) both directions read the input, and the aux input through the aux
+    weights."""
     ins = ctx.inputs
     if len(ins) < n_inputs:
         raise ctx.fail(f"expects {n_inputs} inputs, got {len(ins)}")
-    if any(ins[i] is not None for i in aux_weights):
-        raise ctx.fail("auxiliary input weights (cross-linked stacking) are not supported")
-    return 0, (aux_input if ins[aux_input] is not None else 0)
+    cross = any(ins[i] is not None for i in aux_weights if i < len(ins))
+    if cross and (aux_input >= len(ins) or ins[aux_input] is None):
+        raise ctx.fail("aux input weights without an aux input")
+    if cross:
+        return 0, 0, True
+    return 0, (aux_input if aux_input < len(ins) and ins[aux_input] is not None else 0), False
 
 
 def _merge_or_split(ctx: NodeContext, fw: np.ndarray, bw: np.ndarray) -> list[np.ndarray]:
@@ -432,14 +457,16 @@ def bidirectional_sequence_lstm(ctx: NodeContext) -> Prepared:
     ``row * 2 * n_output``, past the state for any row but the first (undefined there); litegpu keeps
     each row's own state, which is LiteRT's answer whenever there is one batch row."""
     ins = ctx.inputs
-    fw_in, bw_in = _bidi_halves(ctx, 48, tuple(range(40, 48)), 39)
+    fw_in, bw_in, cross = _bidi_halves(ctx, 48, tuple(range(40, 48)), 39)
     opt = ctx.options
     time_major = bool(opt.get("time_major", True))
     halves = []
-    for base, states in ((0, (35, 36)), (17, (37, 38))):
+    for base, states, aux_base in ((0, (35, 36), 40), (17, (37, 38), 44)):
         view = [ins[fw_in if base == 0 else bw_in]] + [ins[base + k] for k in range(1, 18)]
         view += [ins[states[0]], ins[states[1]]]
         halves.append(_FullLstm(ctx, diagonal=False, inputs=view))
+        if cross:
+            halves[-1].set_aux_weights(ctx, [ins[aux_base + k] for k in range(4)])
     fw, bw = halves
     merge = bool(opt.get("merge_outputs", False))
     n_out = (len(ctx.outputs) == 1) if merge else len(ctx.outputs) >= 2
@@ -456,7 +483,12 @@ def bidirectional_sequence_lstm(ctx: NodeContext) -> Prepared:
             batch = xt.shape[1]
             h0 = np.asarray(inputs[hi], F32).reshape(batch, lstm.n_output)
             c0 = np.asarray(inputs[ci], F32).reshape(batch, lstm.n_cell)
-            out, h, c = lstm.sequence(np.ascontiguousarray(xt), h0, c0)
+            aux = None
+            if cross:
+                a = np.asarray(inputs[39], F32)
+                aux = a if time_major else np.swapaxes(a, 0, 1)
+                aux = np.ascontiguousarray(aux if forward else aux[::-1])
+            out, h, c = lstm.sequence(np.ascontiguousarray(xt), h0, c0, aux)
             write_state(inputs[hi], h, "output state")
             write_state(inputs[ci], c, "cell state")
             if not forward:
@@ -473,25 +505,45 @@ def bidirectional_sequence_rnn(ctx: NodeContext) -> Prepared:
     float or dynamic-range int8 weights (see ``_rnn_step``).  Inputs: 0 input, 1-4 forward
     weights/recurrent/bias/hidden state, 5-8 backward, 9 aux input, 10-11 aux weights."""
     ins = ctx.inputs
-    fw_in, bw_in = _bidi_halves(ctx, 9, tuple(i for i in (10, 11) if i < len(ins)), 9 if len(ins) > 9 else 0)
+    fw_in, bw_in, cross = _bidi_halves(ctx, 9, (10, 11), 9)
     for i in (4, 8):
         if ins[i] is None or not ins[i].is_variable:
             raise ctx.fail(f"input {i} (a hidden state) must be a variable tensor")
     steps = {True: _rnn_step(ctx, 1, 2, 3), False: _rnn_step(ctx, 5, 6, 7)}
     time_major = bool(ctx.options.get("time_major", False))
+    aux_w = {}
+    if cross:
+        for forward, i in ((True, 10), (False, 11)):
+            t = ins[i]
+            if t is None or t.dtype != "float32" or t.data is None or ins[1].dtype != "float32":
+                raise ctx.fail("cross-linked aux weights must be constant float32, with float weights")
+            aux_w[forward] = np.asarray(t.data, F32).T
+        in_size, aux_size = spec_shape(ins[0])[-1], spec_shape(ins[9])[-1]
+        if time_major and aux_size != in_size:
+            # LiteRT's time-major pass steps through the aux input by the input's width, reading past
+            # its end for a narrower aux input: no defined answer
+            raise ctx.fail(f"a time-major aux input must be as wide as the input ({in_size}), got {aux_size}")
     merge = bool(ctx.options.get("merge_outputs", False))
     if len(ctx.outputs) != (1 if merge else 2):
         raise ctx.fail("needs one output with merge_outputs, two without")
 
-    def direction(x, w, r, b, h_var, forward):
+    def aux_steps(aux):
+        a = np.asarray(aux, F32)
+        return a if time_major else np.swapaxes(a, 0, 1)
+
+    def direction(x, w, r, b, h_var, forward, aux=None):
         seq = x if time_major else np.swapaxes(x, 0, 1)
         n_steps, batch = seq.shape[:2]
         units = w.shape[0]
         h = np.asarray(h_var, F32).reshape(batch, units)
         out = np.empty((n_steps, batch, units), F32)
         step = steps[forward]
+        extra = None if aux is None else aux_steps(aux) @ aux_w[forward]
         for t in (range(n_steps) if forward else range(n_steps - 1, -1, -1)):  # sequential in time
-            h = step(seq[t], h, w, r, b)
+            if extra is None:
+                h = step(seq[t], h, w, r, b)
+            else:  # the aux term joins the bias before the activation
+                h = step(seq[t], h, w, r, np.asarray(b, F32).reshape(-1) + extra[t])
             out[t] = h
         write_state(h_var, h, "hidden state")
         return np.ascontiguousarray(out if time_major else np.swapaxes(out, 0, 1))
@@ -504,9 +556,10 @@ def bidirectional_sequence_rnn(ctx: NodeContext) -> Prepared:
         # LiteRT's hybrid time-major kernel nests both passes in a loop over time, so each runs the
         # whole sequence max_time times over (the state carrying on); reproduced to match it
         repeats = np.shape(inputs[0])[0] if hybrid and time_major else 1
+        aux = inputs[9] if cross else None
         for _ in range(max(1, repeats)):
-            fw = direction(inputs[fw_in], inputs[1], inputs[2], inputs[3], inputs[4], True)
-            bw = direction(bw_x, inputs[5], inputs[6], inputs[7], inputs[8], False)
+            fw = direction(inputs[fw_in], inputs[1], inputs[2], inputs[3], inputs[4], True, aux)
+            bw = direction(bw_x, inputs[5], inputs[6], inputs[7], inputs[8], False, aux)
         return _merge_or_split(ctx, fw, bw)
 
     return Prepared([None] * len(ctx.outputs), run)
