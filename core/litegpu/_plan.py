@@ -494,6 +494,7 @@ def build_plan(
     contexts: dict[int, tuple[NodeContext, PrepareFn]] = {}
     missing: dict[int, str] = {}
     folded: list[int] = []  # nodes evaluated here, once; their outputs become constants
+    seeded: dict[int, np.ndarray] = {}  # variable tensors whose first value a once-run node gave
     produced = {o for op in sg.operators for o in op.outputs}
     for op in sg.operators:
         ins = [specs[i] if i >= 0 else None for i in op.inputs]
@@ -516,6 +517,7 @@ def build_plan(
             subgraph_io=runtime.subgraph_io,
             resources=runtime.resources,
             reset_hooks=reset_hooks,
+            intermediates=[_spec(sg.tensors[i]) for i in op.intermediates if i >= 0],
         )
         try:
             p = prep(ctx)
@@ -533,6 +535,9 @@ def build_plan(
         contexts[op.index] = (ctx, prep)
         if runtime.fold_constants and _foldable(op, ins, outs):
             _fold(op, p, ins, outs, where)
+            folded.append(op.index)
+        elif _seeds_variables(op, ins, outs):
+            seeded.update(_seed(op, p, ins, outs, where))
             folded.append(op.index)
 
     # ---- 2. delegates claim nodes (in order, LiteRT-style) and the partitioner groups them
@@ -653,7 +658,7 @@ def build_plan(
     persistent = set(sg.inputs) | graph_outputs | set(variables)
     for t in sg.tensors:
         if t.is_variable:
-            template[t.index] = variable_initial(specs[t.index])
+            template[t.index] = seeded[t.index] if t.index in seeded else variable_initial(specs[t.index])
         elif specs[t.index].data is not None:  # file constants and folded node outputs
             template[t.index] = specs[t.index].data
             persistent.add(t.index)
@@ -849,10 +854,26 @@ def _foldable(op: Operator, ins: list[TensorSpec | None], outs: list[TensorSpec]
     )
 
 
-def _fold(op: Operator, p: Prepared, ins: list[TensorSpec | None], outs: list[TensorSpec], where: str) -> None:
-    """Run a foldable node now and store its outputs as constant data in the specs, so later
-    kernels see constants at prepare (a CONV_2D after DEQUANTIZE of fp16 weights can
-    pre-arrange its weights) and ``invoke`` never runs the node."""
+def _seeds_variables(op: Operator, ins: list[TensorSpec | None], outs: list[TensorSpec]) -> bool:
+    """A DEQUANTIZE of constants writing variable tensors (the converter's float16 initial LSTM
+    states): LiteRT runs a DEQUANTIZE of a constant once, at the first invoke, so the variable
+    starts from that value and the recurrent op then updates it in place across invokes."""
+    present = [s for s in ins if s is not None]
+    return (op.name == "DEQUANTIZE" and bool(present) and all(s.data is not None for s in present)
+            and bool(outs) and all(s.is_variable for s in outs))
+
+
+def _seed(op: Operator, p: Prepared, ins: list[TensorSpec | None], outs: list[TensorSpec],
+          where: str) -> dict[int, np.ndarray]:
+    """Run a ``_seeds_variables`` node once: the variables' first values (writable copies: the
+    recurrent ops update them in place).  ``reset_all_variables`` sets them to zero, as LiteRT's
+    reset does (the DEQUANTIZE does not run again there either)."""
+    return {spec.index: np.array(value, copy=True) for spec, value in _run_once(op, p, ins, outs, where)}
+
+
+def _run_once(op: Operator, p: Prepared, ins: list[TensorSpec | None], outs: list[TensorSpec],
+              where: str) -> list[tuple[TensorSpec, np.ndarray]]:
+    """Run a node on its constant inputs now: (output spec, checked value) pairs."""
     try:
         res = p.run([None if s is None else s.data for s in ins])
     except LiteGPUError as e:
@@ -865,7 +886,14 @@ def _fold(op: Operator, p: Prepared, ins: list[TensorSpec | None], outs: list[Te
     probe = Step("cpu", p.run, (), (), (op.index,), where)
     for spec, value in zip(outs, res, strict=True):
         _check_value(probe, spec, value)
-        arr = np.asarray(value)
+    return [(spec, np.asarray(value)) for spec, value in zip(outs, res, strict=True)]
+
+
+def _fold(op: Operator, p: Prepared, ins: list[TensorSpec | None], outs: list[TensorSpec], where: str) -> None:
+    """Run a foldable node now and store its outputs as constant data in the specs, so later
+    kernels see constants at prepare (a CONV_2D after DEQUANTIZE of fp16 weights can
+    pre-arrange its weights) and ``invoke`` never runs the node."""
+    for spec, arr in _run_once(op, p, ins, outs, where):
         arr.flags.writeable = False  # shared by every invoke: nobody may write into it
         spec.data = arr
         spec.shape = tuple(arr.shape)

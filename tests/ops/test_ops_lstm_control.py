@@ -132,23 +132,46 @@ def test_unidirectional_sequence_lstm_diagonal():
     compare(model, [x], "UNIDIRECTIONAL_SEQUENCE_LSTM", invokes=2)
 
 
-def test_lstm_basic_kernel():
-    r = rng(4)
-    n_batch, n_in, units = 2, 3, 4
+def _basic_lstm_model(r, n_batch: int, n_in: int, units: int, variable_state: bool) -> bytes:
+    """LiteRT's basic LSTM kernel; previous activation and state as graph inputs or variables."""
     b = ModelBuilder()
     x = b.input("x", (n_batch, n_in))
-    h = b.input("h", (n_batch, units))
-    c = b.input("c", (n_batch, units))
+    if variable_state:
+        h, c = b.tensor("h", (n_batch, units), is_variable=True), b.tensor("c", (n_batch, units), is_variable=True)
+    else:
+        h, c = b.input("h", (n_batch, units)), b.input("c", (n_batch, units))
     wt = b.const("w", (r.standard_normal((4 * units, n_in + units)) * 0.5).astype(np.float32))
     bias = b.const("b", (r.standard_normal(4 * units) * 0.2).astype(np.float32))
     outs = [b.tensor("activ", (n_batch, units)), b.tensor("state", (n_batch, units)),
             b.tensor("concat", (n_batch, n_in + units)), b.tensor("activ_temp", (n_batch, 4 * units))]
     b.op("LSTM", [x, h, wt, bias, c], outs, version=2, kernel_type=1, fused_activation_function=TANH)
     b.output(*outs)
+    return b.build()
+
+
+def test_lstm_basic_kernel():
+    r = rng(4)
+    n_batch, n_in, units = 2, 3, 4
+    model = _basic_lstm_model(r, n_batch, n_in, units, variable_state=False)
     feeds = [r.standard_normal((n_batch, n_in)).astype(np.float32),
              r.standard_normal((n_batch, units)).astype(np.float32),
              r.standard_normal((n_batch, units)).astype(np.float32)]
-    compare(b.build(), feeds, "LSTM(basic)")
+    compare(model, feeds, "LSTM(basic)")
+
+
+def test_lstm_basic_kernel_with_variable_state():
+    """LiteRT copies the new activation and state into the previous-activation/-state inputs, so
+    with variable tensors there the state carries over between invokes."""
+    from litegpu.testing import run_invokes
+
+    r = rng(5)
+    model = _basic_lstm_model(r, 2, 3, 4, variable_state=True)
+    feeds = [[r.standard_normal((2, 3)).astype(np.float32)]] * 3
+    ref, ours = (run_invokes(model, feeds, litegpu=lg) for lg in (False, True))
+    for a_outs, e_outs in zip(ours, ref, strict=True):
+        for a, e in zip(a_outs, e_outs, strict=True):
+            assert_allclose_rel(a, e, 1e-5)
+    assert not np.allclose(ref[0][0], ref[1][0])  # the state carried over
 
 
 # ---------------------------------------------------------------- control flow

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from litegpu.testing import rel_error, run_litert
+from litegpu.testing import rel_error, run_invokes, run_litert
 
 from ._harness import STATS, Stats, run_ours
 from ._models import build_single, rng
@@ -111,11 +111,13 @@ def test_hybrid_batch_matmul(case, asym):
 
 
 def _lstm_model(r, n_batch, steps, n_input, n_cell, n_output, *, cifg, peephole, projection, time_major, asym,
-                clip=0.0):
+                clip=0.0, op="UNIDIRECTIONAL_SEQUENCE_LSTM", layer_norm=False):
     from litegpu.testing import ModelBuilder
 
     b = ModelBuilder()
     xs = (steps, n_batch, n_input) if time_major else (n_batch, steps, n_input)
+    if op == "LSTM":
+        xs = (n_batch, n_input)
     x = b.input("x", xs, "float32")
     idx = [x]
 
@@ -141,11 +143,18 @@ def _lstm_model(r, n_batch, steps, n_input, n_cell, n_output, *, cifg, peephole,
         idx += [-1, -1]
     h = b.tensor("h", (n_batch, n_output), "float32", is_variable=True)
     c = b.tensor("c", (n_batch, n_cell), "float32", is_variable=True)
-    idx += [h, c, -1, -1, -1, -1]
+    idx += [h, c]
+    idx += [-1 if (cifg and g == "i") or not layer_norm else
+            b.const("ln" + g, (1 + r.standard_normal(n_cell) * 0.1).astype(np.float32)) for g in "ifco"]
     ys = (steps, n_batch, n_output) if time_major else (n_batch, steps, n_output)
-    y = b.tensor("y", ys, "float32")
-    b.op("UNIDIRECTIONAL_SEQUENCE_LSTM", idx, [y], fused_activation_function=4, cell_clip=clip, proj_clip=clip,
-         time_major=time_major, asymmetric_quantize_inputs=asym, version=3)
+    if op == "LSTM":
+        y = b.tensor("y", (n_batch, n_output), "float32")
+        b.op("LSTM", idx, [y], fused_activation_function=4, cell_clip=clip, proj_clip=clip, kernel_type=0,
+             asymmetric_quantize_inputs=asym, version=4 if asym else 3)
+    else:
+        y = b.tensor("y", ys, "float32")
+        b.op("UNIDIRECTIONAL_SEQUENCE_LSTM", idx, [y], fused_activation_function=4, cell_clip=clip,
+             proj_clip=clip, time_major=time_major, asymmetric_quantize_inputs=asym, version=3)
     b.output(y)
     return b.build(), [(r.standard_normal(xs) * 1.5).astype(np.float32)]
 
@@ -155,6 +164,8 @@ LSTM = [
     dict(cifg=True, peephole=True, projection=False, time_major=False),
     dict(cifg=False, peephole=True, projection=True, time_major=False),
     dict(cifg=False, peephole=False, projection=True, time_major=True, clip=3.0),
+    dict(cifg=False, peephole=True, projection=True, time_major=True, layer_norm=True),
+    dict(cifg=True, peephole=False, projection=False, time_major=False, layer_norm=True),
 ]
 
 
@@ -166,6 +177,16 @@ def test_hybrid_unidirectional_sequence_lstm(cfg, asym):
     model, feeds = _lstm_model(r, 3, 5, 7, 9, n_output, asym=asym, **cfg)
     # sigmoid/tanh are LiteRT's float math (1-2 ulp apart from ours), compounding over the steps
     _compare("hybrid UNIDIRECTIONAL_SEQUENCE_LSTM", model, feeds, tol=1e-6, exact=False)
+
+
+@pytest.mark.parametrize("cfg", LSTM, ids=lambda c: "-".join(k for k, v in c.items() if v))
+@pytest.mark.parametrize("asym", [False, True])
+def test_hybrid_lstm(cfg, asym):
+    """LSTM versions 3 (symmetric) and 4 (asymmetric): one step of the hybrid math, state kept."""
+    r = rng(10 + len(cfg) + asym)
+    n_output = 6 if cfg["projection"] else 9
+    model, feeds = _lstm_model(r, 3, 1, 7, 9, n_output, asym=asym, op="LSTM", **cfg)
+    _compare("hybrid LSTM", model, feeds, tol=1e-6, exact=False)
 
 
 @pytest.mark.parametrize("op", ["CONV_2D", "FULLY_CONNECTED"])
@@ -301,3 +322,159 @@ def test_dynamic_range_mobilenet_v2(min_elements):
     model = mobilenet_v2(96, hybrid=True, min_elements=min_elements)
     x = np.random.default_rng(1).uniform(-1, 1, (1, 96, 96, 3)).astype(np.float32)
     _compare("hybrid MobileNet v2", model, [x], tol=1e-5, exact=False)
+
+
+def _hybrid_svdf_model(r, batch, n_input, units, rank, memory, asym, act):
+    from litegpu.testing import ModelBuilder
+
+    b = ModelBuilder()
+    x = b.input("x", (batch, n_input), "float32")
+    n_filters = units * rank
+
+    def w(name, shape):
+        return b.const(name, r.integers(-127, 128, size=shape).astype(np.int8), quant=(float(r.uniform(0.005, 0.02)), 0))
+
+    ins = [x, w("wf", (n_filters, n_input)), w("wt", (n_filters, memory)),
+           b.const("b", (r.standard_normal(units) * 0.2).astype(np.float32)),
+           b.tensor("state", (batch, memory * n_filters), "float32", is_variable=True)]
+    y = b.tensor("y", (batch, units), "float32")
+    b.op("SVDF", ins, [y], rank=rank, fused_activation_function=act, asymmetric_quantize_inputs=asym,
+         version=4 if asym else 2)
+    b.output(y)
+    return b.build()
+
+
+@pytest.mark.parametrize("asym", [False, True])
+@pytest.mark.parametrize("shape", [(2, 6, 4, 2, 5, 0), (3, 9, 3, 1, 4, 1), (1, 5, 2, 3, 1, 4)])
+def test_hybrid_svdf_over_invokes(shape, asym):
+    """SVDF versions 2 and 4 against LiteRT over four invokes (the float state carries over)."""
+    r = rng(sum(shape) + asym)
+    batch, n_input, units, rank, memory, act = shape
+    model = _hybrid_svdf_model(r, batch, n_input, units, rank, memory, asym, act)
+    feeds = [[(r.standard_normal((batch, n_input)) * 2).astype(np.float32)] for _ in range(4)]
+    feeds[2][0][:] = 0  # an all-zero input skips the quantization in LiteRT
+    refs = [o[0] for o in run_invokes(model, feeds)]
+    for ours, ref in zip([o[0] for o in run_invokes(model, feeds, litegpu=True)], refs, strict=True):
+        err = rel_error(ours, ref)
+        STATS.setdefault("hybrid SVDF", Stats()).add(ours, ref)
+        assert err <= 1e-6, f"relative error {err:.2e}"
+
+
+def _hybrid_rnn_model(r, op, batch, steps, n_input, units, act, time_major, asym, merge=False):
+    from litegpu.testing import ModelBuilder
+
+    b = ModelBuilder()
+    if op == "RNN":
+        xs = (batch, n_input)
+    else:
+        xs = (steps, batch, n_input) if time_major else (batch, steps, n_input)
+    x = b.input("x", xs, "float32")
+
+    def w(name, shape):
+        return b.const(name, r.integers(-127, 128, size=shape).astype(np.int8), quant=(float(r.uniform(0.005, 0.02)), 0))
+
+    def half(tag):
+        return [w(tag + "w", (units, n_input)), w(tag + "r", (units, units)),
+                b.const(tag + "b", (r.standard_normal(units) * 0.2).astype(np.float32)),
+                b.tensor(tag + "h", (batch, units), "float32", is_variable=True)]
+
+    opts = dict(fused_activation_function=act, asymmetric_quantize_inputs=asym, version=3 if asym else 2)
+    if op == "BIDIRECTIONAL_SEQUENCE_RNN":
+        ins = [x, *half("fw"), *half("bw"), -1, -1, -1]
+        ys = xs[:-1] + (2 * units if merge else units,)
+        outs = [b.tensor("y", ys, "float32")] + ([] if merge else [b.tensor("y_bw", ys, "float32")])
+        b.op(op, ins, outs, time_major=time_major, merge_outputs=merge, **opts)
+    else:
+        ins = [x, *half("")]
+        outs = [b.tensor("y", xs[:-1] + (units,), "float32")]
+        if op != "RNN":
+            opts["time_major"] = time_major
+        b.op(op, ins, outs, **opts)
+    b.output(*outs)
+    return b.build(), xs
+
+
+@pytest.mark.parametrize("asym", [False, True])
+@pytest.mark.parametrize("op,act,time_major,merge", [
+    ("RNN", 4, True, False), ("RNN", 1, True, False),
+    ("UNIDIRECTIONAL_SEQUENCE_RNN", 4, False, False), ("UNIDIRECTIONAL_SEQUENCE_RNN", 0, True, False),
+    ("BIDIRECTIONAL_SEQUENCE_RNN", 4, True, False), ("BIDIRECTIONAL_SEQUENCE_RNN", 1, False, False),
+    # (merged outputs are not compared: LiteRT 2.3's hybrid BIDIRECTIONAL_SEQUENCE_RNN crashes on them)
+])
+def test_hybrid_rnn_over_invokes(op, act, time_major, merge, asym):
+    """Dynamic-range RNN, UNIDIRECTIONAL_ and BIDIRECTIONAL_SEQUENCE_RNN (versions 2/3) against LiteRT
+    over three invokes (the hidden state carries over)."""
+    r = rng(len(op) + act + 2 * time_major + asym)
+    model, xs = _hybrid_rnn_model(r, op, 2, 4, 5, 6, act, time_major, asym, merge)
+    feeds = [[(r.standard_normal(xs) * 1.5).astype(np.float32)] for _ in range(3)]
+    runs = [[o for outs in run_invokes(model, feeds, litegpu=ours) for o in outs] for ours in (False, True)]
+    n_out = len(runs[0]) // len(feeds)
+    for k, (ours, ref) in enumerate(zip(runs[1], runs[0], strict=True)):
+        STATS.setdefault(f"hybrid {op}", Stats()).add(ours, ref)
+        err = rel_error(ours, ref)
+        if act != 4:  # no transcendental: the same float operations, bit-identical over all invokes
+            assert err == 0, f"output {k}: relative error {err:.2e}"
+        elif k < n_out:
+            # LiteRT's tanh is Eigen's rational approximation, 1 ulp from ours at places; requantizing
+            # h each step can turn that into a different int8 row later on, so only the first
+            # invoke is held to 1e-6
+            assert err <= 1e-6, f"output {k}: relative error {err:.2e}"
+
+
+def _hybrid_bidi_lstm_model(r, n_batch, steps, n_input, n_cell, *, projection, peephole, cifg, time_major, asym,
+                            merge):
+    from litegpu.testing import ModelBuilder
+
+    n_output = 4 if projection else n_cell
+    b = ModelBuilder()
+    xs = (steps, n_batch, n_input) if time_major else (n_batch, steps, n_input)
+    x = b.input("x", xs, "float32")
+
+    def w(name, shape):
+        return b.const(name, r.integers(-127, 128, size=shape).astype(np.int8), quant=(float(r.uniform(0.002, 0.01)), 0))
+
+    def f(name, n):
+        return b.const(name, r.standard_normal(n).astype(np.float32) * 0.3)
+
+    def half(t):
+        idx = [-1 if cifg else w(t + "wi", (n_cell, n_input))]
+        idx += [w(t + "wf", (n_cell, n_input)), w(t + "wc", (n_cell, n_input)), w(t + "wo", (n_cell, n_input))]
+        idx.append(-1 if cifg else w(t + "ri", (n_cell, n_output)))
+        idx += [w(t + "rf", (n_cell, n_output)), w(t + "rc", (n_cell, n_output)), w(t + "ro", (n_cell, n_output))]
+        idx += ([-1 if cifg else w(t + "pi", (n_cell,)), w(t + "pf", (n_cell,)), w(t + "po", (n_cell,))]
+                if peephole else [-1, -1, -1])
+        idx += [-1 if cifg else f(t + "bi", n_cell), f(t + "bf", n_cell), f(t + "bc", n_cell), f(t + "bo", n_cell)]
+        idx += [w(t + "pw", (n_output, n_cell)), f(t + "pb", n_output)] if projection else [-1, -1]
+        return idx
+
+    idx = [x, *half("fw"), *half("bw")]
+    for t in ("fw", "bw"):
+        idx += [b.tensor(t + "h", (n_batch, n_output), "float32", is_variable=True),
+                b.tensor(t + "c", (n_batch, n_cell), "float32", is_variable=True)]
+    idx += [-1] * 9
+    ys = xs[:-1] + (2 * n_output if merge else n_output,)
+    outs = [b.tensor("y", ys, "float32")] + ([] if merge else [b.tensor("y_bw", ys, "float32")])
+    b.op("BIDIRECTIONAL_SEQUENCE_LSTM", idx, outs, fused_activation_function=4, merge_outputs=merge,
+         time_major=time_major, asymmetric_quantize_inputs=asym, version=3 if asym else 2)
+    b.output(*outs)
+    return b.build(), xs
+
+
+@pytest.mark.parametrize("asym", [False, True])
+@pytest.mark.parametrize("cfg", [
+    dict(projection=False, peephole=False, cifg=False, time_major=True, merge=False),
+    dict(projection=True, peephole=True, cifg=False, time_major=False, merge=False),
+    dict(projection=False, peephole=True, cifg=True, time_major=True, merge=True),
+], ids=lambda c: "-".join(k for k, v in c.items() if v) or "plain")
+def test_hybrid_bidirectional_sequence_lstm(cfg, asym):
+    """BIDIRECTIONAL_SEQUENCE_LSTM versions 2 and 3 against LiteRT: one invoke within 1e-6 (the gates'
+    sigmoid/tanh are LiteRT's Eigen approximations, 1 ulp from ours at places)."""
+    r = rng(20 + len(cfg) + asym)
+    model, xs = _hybrid_bidi_lstm_model(r, 2, 4, 5, 6, asym=asym, **cfg)
+    feeds = [(r.standard_normal(xs) * 1.5).astype(np.float32)]
+    refs = run_litert(model, feeds, reference=True)
+    ours = run_ours(model, feeds)
+    assert len(ours) == len(refs)
+    for a, e in zip(ours, refs, strict=True):
+        STATS.setdefault("hybrid BIDIRECTIONAL_SEQUENCE_LSTM", Stats()).add(a, e)
+        assert a.shape == e.shape and rel_error(a, e) <= 1e-6, f"relative error {rel_error(a, e):.2e}"

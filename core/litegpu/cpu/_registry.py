@@ -94,6 +94,8 @@ class NodeContext:
     subgraph_io: Callable[[int], tuple[list[TensorSpec], list[TensorSpec]]] | None = None
     resources: dict[Any, Any] = field(default_factory=dict)
     reset_hooks: list[Callable[[], None]] = field(default_factory=list)
+    #: the node's intermediate tensors (the quantization of an integer LSTM's gate outputs)
+    intermediates: list[TensorSpec] = field(default_factory=list)
 
     @property
     def options(self) -> Mapping[str, Any]:

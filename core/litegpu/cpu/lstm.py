@@ -1,4 +1,5 @@
-"""Float LSTM (full and basic kernels) and UNIDIRECTIONAL_SEQUENCE_LSTM, as LiteRT defines them.
+"""Float recurrent ops as LiteRT defines them: LSTM (full and basic kernels), UNIDIRECTIONAL_ and
+BIDIRECTIONAL_SEQUENCE_LSTM, RNN, UNIDIRECTIONAL_ and BIDIRECTIONAL_SEQUENCE_RNN, SVDF.
 
 Full kernel, per time step (``*`` elementwise, ``@`` matmul)::
 
@@ -69,8 +70,10 @@ def _layer_norm(z: np.ndarray, coef: np.ndarray, bias: np.ndarray) -> np.ndarray
 class _FullLstm:
     """Weights of a full-kernel LSTM, gathered for the gate loop (gates i, f, g, o)."""
 
-    def __init__(self, ctx: NodeContext, diagonal: bool):
-        ins = ctx.inputs
+    def __init__(self, ctx: NodeContext, diagonal: bool, inputs: list | None = None):
+        # ``inputs``: the 24 inputs of one direction in UNIDIRECTIONAL_SEQUENCE_LSTM order (the
+        # bidirectional op's halves are mapped onto it); the node's own inputs by default
+        ins = ctx.inputs if inputs is None else inputs
         if len(ins) < 20:
             raise ModelError(f"node #{ctx.op.index} {ctx.op.name}: expected 20 or 24 inputs, got {len(ins)}")
 
@@ -153,11 +156,31 @@ class _FullLstm:
             zk = _layer_norm(zk, self.ln[k], self.bias[k])
         return act(zk)
 
-    def sequence(self, x: np.ndarray, h: np.ndarray, c: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """x: (T, B, n_input) time-major.  Returns (outputs (T, B, n_output), h, c)."""
+    aux_w: np.ndarray | None = None  # aux-input weights of all gates, (n_aux, gates * n_cell)
+
+    def set_aux_weights(self, ctx: NodeContext, weights: list) -> None:
+        """The bidirectional ops' cross-linked aux-input weights, one (n_cell, n_aux) per gate i, f,
+        c, o (i absent with CIFG); their products with the aux input add to the gates."""
+        need = [k for k in range(4) if k in self.gates]
+        if any(weights[k] is None for k in need) or any(weights[k] is not None for k in range(4) if k not in need):
+            raise ctx.fail("aux input weights must be given for every gate (none for the input gate with CIFG)")
+        mats = []
+        for k in need:
+            t = weights[k]
+            if t.dtype != "float32" or t.data is None or len(t.data.shape) != 2 or t.data.shape[0] != self.n_cell:
+                raise ctx.fail(f"aux input weights {t.name!r} must be constant float32 ({self.n_cell}, n_aux)")
+            mats.append(np.asarray(t.data, F32).T)
+        self.aux_w = np.ascontiguousarray(np.concatenate(mats, axis=1))
+
+    def sequence(self, x: np.ndarray, h: np.ndarray, c: np.ndarray,
+                 aux: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """x: (T, B, n_input) time-major (``aux`` (T, B, n_aux) with aux weights).  Returns
+        (outputs (T, B, n_output), h, c)."""
         t_steps, batch, _ = x.shape
         nc = self.n_cell
         xw = np.matmul(x.reshape(t_steps * batch, self.n_input), self.wx).reshape(t_steps, batch, -1)
+        if self.aux_w is not None and aux is not None:
+            xw += np.matmul(aux.reshape(t_steps * batch, -1), self.aux_w).reshape(t_steps, batch, -1)
         if not self.use_ln:
             xw += self.bias_all
         out = np.empty((t_steps, batch, self.n_output), F32)
@@ -188,7 +211,7 @@ class _FullLstm:
         return out, h, c
 
 
-def _write_state(dst: np.ndarray, value: np.ndarray, what: str) -> None:
+def write_state(dst: np.ndarray, value: np.ndarray, what: str) -> None:
     if not dst.flags.writeable:
         raise LiteGPUError(f"LSTM: the {what} variable tensor was passed read-only; the interpreter must pass "
                            "variable tensors' storage so the kernel can update it in place")
@@ -225,8 +248,8 @@ def _full_lstm(ctx: NodeContext, sequence: bool) -> Prepared:
         h0 = np.asarray(h_var, F32).reshape(batch, lstm.n_output)
         c0 = np.asarray(c_var, F32).reshape(batch, lstm.n_cell)
         out, h, c = lstm.sequence(xt, h0, c0)
-        _write_state(h_var, h, "output state")
-        _write_state(c_var, c, "cell state")
+        write_state(h_var, h, "output state")
+        write_state(c_var, c, "cell state")
         if sequence:
             res = out if time_major else np.swapaxes(out, 0, 1)
         else:
@@ -257,6 +280,7 @@ def _basic_lstm(ctx: NodeContext) -> Prepared:
                          f"got {wshape}")
     units = wshape[0] // 4
     wcache: dict = {}
+    h_var, c_var = ins[1].is_variable, ins[4].is_variable
 
     def run(inputs):
         x, h, w, b, c = (np.asarray(a, F32) for a in inputs)
@@ -271,6 +295,12 @@ def _basic_lstm(ctx: NodeContext) -> Prepared:
         o = _sigmoid(act[:, 3 * units:])
         new_c = i * g + f * c.reshape(-1, units)
         new_h = o * np.tanh(new_c)
+        # LiteRT copies the results into the previous-activation and previous-state inputs: state
+        # that persists when those are variable tensors
+        if h_var:
+            write_state(inputs[1], new_h.astype(F32), "previous activation")
+        if c_var:
+            write_state(inputs[4], new_c.astype(F32), "previous state")
         return [new_h.reshape(lead + (units,)).astype(F32), new_c.reshape(lead + (units,)).astype(F32),
                 concat.reshape(lead + (concat.shape[1],)).astype(F32),
                 act.reshape(lead + (4 * units,)).astype(F32)]
@@ -299,16 +329,57 @@ def unidirectional_sequence_lstm(ctx: NodeContext) -> Prepared:
 # --------------------------------------------------------------------------- RNN, UNIDIRECTIONAL_SEQUENCE_RNN
 
 
+def _rnn_step(ctx: NodeContext, wi: int, ri: int, bi: int):
+    """The step ``h' = act(x W^T + h R^T + b)`` of an RNN whose weights are inputs ``wi``/``ri``
+    and bias ``bi``: float weights, or int8 weights (versions 2 and 3, dynamic range) where
+    LiteRT quantizes x and h per batch row on the fly (asymmetrically with
+    ``asymmetric_quantize_inputs``), skipping an all-zero x or h, and accumulates onto the bias."""
+    ins = ctx.inputs
+    w, r, b = ins[wi], ins[ri], ins[bi]
+    if w is None or r is None or b is None:
+        raise ctx.fail(f"inputs {wi}, {ri} and {bi} (weights, recurrent weights, bias) are required")
+    if b.dtype != "float32":
+        raise ctx.fail(f"the bias is {b.dtype}; float32 is needed")
+    act = _activation(int(ctx.options.get("fused_activation_function", 0)))
+    if w.dtype == "float32" and r.dtype == "float32":
+        def float_step(x, h, wv, rv, bv):
+            bias = bv if bv.ndim == 2 else bv.reshape(-1)  # (batch, units) when an aux term joined it
+            return act((x @ np.asarray(wv, F32).T + h @ np.asarray(rv, F32).T + bias).astype(F32)).astype(F32)
+        return float_step
+    if w.dtype != "int8" or r.dtype != "int8" or w.data is None or r.data is None:
+        raise ctx.fail(f"weights must be float32, or constant int8 (dynamic range); got {w.dtype} / {r.dtype}")
+    from .quantized._fixedpoint import qparams
+    from .quantized.hybrid import _mbvma, asymmetric_quantize_rows, symmetric_quantize_rows
+
+    w_q, r_q = np.asarray(w.data).astype(np.int64), np.asarray(r.data).astype(np.int64)
+    sw, sr = qparams(w, "weights")[0][0], qparams(r, "recurrent weights")[0][0]  # float32 scalars
+    asym = bool(ctx.options.get("asymmetric_quantize_inputs", False))
+
+    def quantize(rows):
+        if asym:
+            return asymmetric_quantize_rows(rows)
+        q, sf = symmetric_quantize_rows(rows)
+        return q, sf, np.zeros(rows.shape[0], np.int64)
+
+    def hybrid_step(x, h, wv, rv, bv):
+        acc = np.broadcast_to(np.asarray(bv, F32).reshape(-1), (x.shape[0], w_q.shape[0])).astype(F32)
+        if np.any(x != 0):
+            acc = _mbvma(w_q, sw, *quantize(x.astype(F32)), acc)
+        if np.any(h != 0):
+            acc = _mbvma(r_q, sr, *quantize(h), acc)
+        return act(acc).astype(F32)
+
+    return hybrid_step
+
+
 def _rnn(ctx: NodeContext, sequence: bool) -> Prepared:
     """h = act(x W^T + h R^T + b) per (time) step; the hidden state variable is updated in place."""
     ins = ctx.inputs
     if len(ins) != 5 or any(t is None for t in ins) or len(ctx.outputs) < 1:
         raise ctx.fail("expects inputs (input, weights, recurrent weights, bias, hidden state) and an output")
-    if any(ins[i].dtype != "float32" for i in (1, 2, 3)):
-        raise ctx.fail(f"only float32 weights are supported (got {ins[1].dtype}; dynamic-range RNNs are not)")
     if not ins[4].is_variable:
         raise ctx.fail("the hidden state must be a variable tensor")
-    act = _activation(int(ctx.options.get("fused_activation_function", 0)))
+    step = _rnn_step(ctx, 1, 2, 3)
     time_major = bool(ctx.options.get("time_major", False))
     w, r, b = (spec_shape(ins[i]) for i in (1, 2, 3))
     units = None if w is None else w[0]
@@ -323,11 +394,10 @@ def _rnn(ctx: NodeContext, sequence: bool) -> Prepared:
             seq = seq[None]
         h = np.asarray(h_var, F32).reshape(seq.shape[1], wv.shape[0])
         outs = np.empty(seq.shape[:2] + (wv.shape[0],), F32)
-        wt, rt = np.asarray(wv, F32).T, np.asarray(rv, F32).T
         for t in range(seq.shape[0]):  # sequential in time
-            h = act((seq[t].reshape(seq.shape[1], -1) @ wt + h @ rt + bv.reshape(-1)).astype(F32)).astype(F32)
+            h = step(seq[t].reshape(seq.shape[1], -1), h, wv, rv, bv)
             outs[t] = h
-        _write_state(h_var, h, "hidden state")
+        write_state(h_var, h, "hidden state")
         if not sequence:
             return [outs[0]]
         return [np.ascontiguousarray(outs if time_major else np.swapaxes(outs, 0, 1))]
@@ -347,3 +417,195 @@ def rnn(ctx: NodeContext) -> Prepared:
 @register_kernel("UNIDIRECTIONAL_SEQUENCE_RNN", dtypes=FLOAT, versions=range(1, 4))
 def unidirectional_sequence_rnn(ctx: NodeContext) -> Prepared:
     return _rnn(ctx, sequence=True)
+
+
+# --------------------------------------------------------------------------- bidirectional sequence ops
+
+
+def _bidi_halves(ctx: NodeContext, n_inputs: int, aux_weights: tuple[int, ...], aux_input: int):
+    """(forward input, backward input, cross-linked) of a bidirectional op.
+
+    With an aux input and no aux weights LiteRT is in "non-stacking" mode: the backward direction
+    reads the aux input (the previous layer's backward output).  With aux weights too
+    ("cross-linked" stacking) both directions read the input, and the aux input through the aux
+    weights."""
+    ins = ctx.inputs
+    if len(ins) < n_inputs:
+        raise ctx.fail(f"expects {n_inputs} inputs, got {len(ins)}")
+    cross = any(ins[i] is not None for i in aux_weights if i < len(ins))
+    if cross and (aux_input >= len(ins) or ins[aux_input] is None):
+        raise ctx.fail("aux input weights without an aux input")
+    if cross:
+        return 0, 0, True
+    return 0, (aux_input if aux_input < len(ins) and ins[aux_input] is not None else 0), False
+
+
+def _merge_or_split(ctx: NodeContext, fw: np.ndarray, bw: np.ndarray) -> list[np.ndarray]:
+    if bool(ctx.options.get("merge_outputs", False)):
+        return [np.ascontiguousarray(np.concatenate([fw, bw], axis=-1))]
+    return [fw, bw]
+
+
+@register_kernel("BIDIRECTIONAL_SEQUENCE_LSTM", dtypes=FLOAT, versions=range(1, 4))
+def bidirectional_sequence_lstm(ctx: NodeContext) -> Prepared:
+    """Two full LSTMs over the sequence, the backward one in reverse time; outputs separate or
+    concatenated on the feature axis (``merge_outputs``).  Inputs: 0 input, 1-17 forward weights,
+    18-34 backward weights (each in UNIDIRECTIONAL_SEQUENCE_LSTM order 1-17), 35/36 forward
+    output/cell state, 37/38 backward, 39 aux input, 40-47 aux weights.
+
+    With ``merge_outputs`` and batch-major input LiteRT finds each batch row's output state at
+    ``row * 2 * n_output``, past the state for any row but the first (undefined there); litegpu keeps
+    each row's own state, which is LiteRT's answer whenever there is one batch row."""
+    ins = ctx.inputs
+    fw_in, bw_in, cross = _bidi_halves(ctx, 48, tuple(range(40, 48)), 39)
+    opt = ctx.options
+    time_major = bool(opt.get("time_major", True))
+    halves = []
+    for base, states, aux_base in ((0, (35, 36), 40), (17, (37, 38), 44)):
+        view = [ins[fw_in if base == 0 else bw_in]] + [ins[base + k] for k in range(1, 18)]
+        view += [ins[states[0]], ins[states[1]]]
+        halves.append(_FullLstm(ctx, diagonal=False, inputs=view))
+        if cross:
+            halves[-1].set_aux_weights(ctx, [ins[aux_base + k] for k in range(4)])
+    fw, bw = halves
+    merge = bool(opt.get("merge_outputs", False))
+    n_out = (len(ctx.outputs) == 1) if merge else len(ctx.outputs) >= 2
+    if not n_out:
+        raise ctx.fail("needs one output with merge_outputs, two without")
+
+    def run(inputs):
+        outs = []
+        for lstm, x_i, (hi, ci), forward in ((fw, fw_in, (35, 36), True), (bw, bw_in, (37, 38), False)):
+            x = np.asarray(inputs[x_i], F32)
+            xt = x if time_major else np.swapaxes(x, 0, 1)
+            if not forward:
+                xt = xt[::-1]
+            batch = xt.shape[1]
+            h0 = np.asarray(inputs[hi], F32).reshape(batch, lstm.n_output)
+            c0 = np.asarray(inputs[ci], F32).reshape(batch, lstm.n_cell)
+            aux = None
+            if cross:
+                a = np.asarray(inputs[39], F32)
+                aux = a if time_major else np.swapaxes(a, 0, 1)
+                aux = np.ascontiguousarray(aux if forward else aux[::-1])
+            out, h, c = lstm.sequence(np.ascontiguousarray(xt), h0, c0, aux)
+            write_state(inputs[hi], h, "output state")
+            write_state(inputs[ci], c, "cell state")
+            if not forward:
+                out = out[::-1]
+            outs.append(np.ascontiguousarray(out if time_major else np.swapaxes(out, 0, 1)))
+        return _merge_or_split(ctx, *outs)
+
+    return Prepared([None] * len(ctx.outputs), run)
+
+
+@register_kernel("BIDIRECTIONAL_SEQUENCE_RNN", dtypes=FLOAT, versions=range(1, 4))
+def bidirectional_sequence_rnn(ctx: NodeContext) -> Prepared:
+    """Two RNNs (h = act(x W^T + h R^T + b)) over the sequence, the backward one in reverse time;
+    float or dynamic-range int8 weights (see ``_rnn_step``).  Inputs: 0 input, 1-4 forward
+    weights/recurrent/bias/hidden state, 5-8 backward, 9 aux input, 10-11 aux weights."""
+    ins = ctx.inputs
+    fw_in, bw_in, cross = _bidi_halves(ctx, 9, (10, 11), 9)
+    for i in (4, 8):
+        if ins[i] is None or not ins[i].is_variable:
+            raise ctx.fail(f"input {i} (a hidden state) must be a variable tensor")
+    steps = {True: _rnn_step(ctx, 1, 2, 3), False: _rnn_step(ctx, 5, 6, 7)}
+    time_major = bool(ctx.options.get("time_major", False))
+    aux_w = {}
+    if cross:
+        for forward, i in ((True, 10), (False, 11)):
+            t = ins[i]
+            if t is None or t.dtype != "float32" or t.data is None or ins[1].dtype != "float32":
+                raise ctx.fail("cross-linked aux weights must be constant float32, with float weights")
+            aux_w[forward] = np.asarray(t.data, F32).T
+        in_size, aux_size = spec_shape(ins[0])[-1], spec_shape(ins[9])[-1]
+        if time_major and aux_size != in_size:
+            # LiteRT's time-major pass steps through the aux input by the input's width, reading past
+            # its end for a narrower aux input: no defined answer
+            raise ctx.fail(f"a time-major aux input must be as wide as the input ({in_size}), got {aux_size}")
+    merge = bool(ctx.options.get("merge_outputs", False))
+    if len(ctx.outputs) != (1 if merge else 2):
+        raise ctx.fail("needs one output with merge_outputs, two without")
+
+    def aux_steps(aux):
+        a = np.asarray(aux, F32)
+        return a if time_major else np.swapaxes(a, 0, 1)
+
+    def direction(x, w, r, b, h_var, forward, aux=None):
+        seq = x if time_major else np.swapaxes(x, 0, 1)
+        n_steps, batch = seq.shape[:2]
+        units = w.shape[0]
+        h = np.asarray(h_var, F32).reshape(batch, units)
+        out = np.empty((n_steps, batch, units), F32)
+        step = steps[forward]
+        extra = None if aux is None else aux_steps(aux) @ aux_w[forward]
+        for t in (range(n_steps) if forward else range(n_steps - 1, -1, -1)):  # sequential in time
+            if extra is None:
+                h = step(seq[t], h, w, r, b)
+            else:  # the aux term joins the bias before the activation
+                h = step(seq[t], h, w, r, np.asarray(b, F32).reshape(-1) + extra[t])
+            out[t] = h
+        write_state(h_var, h, "hidden state")
+        return np.ascontiguousarray(out if time_major else np.swapaxes(out, 0, 1))
+
+    hybrid = ins[1].dtype == "int8"
+
+    def run(inputs):
+        # LiteRT's batch-major backward pass reads the main input even in non-stacking mode
+        bw_x = inputs[bw_in] if time_major else inputs[0]
+        # LiteRT's hybrid time-major kernel nests both passes in a loop over time, so each runs the
+        # whole sequence max_time times over (the state carrying on); reproduced to match it
+        repeats = np.shape(inputs[0])[0] if hybrid and time_major else 1
+        aux = inputs[9] if cross else None
+        for _ in range(max(1, repeats)):
+            fw = direction(inputs[fw_in], inputs[1], inputs[2], inputs[3], inputs[4], True, aux)
+            bw = direction(bw_x, inputs[5], inputs[6], inputs[7], inputs[8], False, aux)
+        return _merge_or_split(ctx, fw, bw)
+
+    return Prepared([None] * len(ctx.outputs), run)
+
+
+# --------------------------------------------------------------------------- SVDF
+
+
+@register_kernel("SVDF", dtypes=FLOAT, versions=range(1, 5))
+def svdf(ctx: NodeContext) -> Prepared:
+    """Singular value decomposition filter (LiteRT's EvalFloatSVDF), per invoke:
+
+    the state (batch, num_filters, memory) shifts one step left in time, its newest column becomes
+    ``x @ W_feature^T``; each filter's output is its state row dotted with its time weights, summed
+    over ``rank`` consecutive filters per unit, plus bias, then the activation.  The state is a
+    variable tensor updated in place."""
+    ins = ctx.inputs
+    if len(ins) != 5 or ins[0] is None or ins[1] is None or ins[2] is None or ins[4] is None:
+        raise ctx.fail("expects inputs (input, feature weights, time weights, bias (optional), state)")
+    if any(ins[i] is not None and ins[i].dtype != "float32" for i in (1, 2, 3)):
+        raise ctx.fail("only float32 weights are supported (hybrid and integer SVDF are not)")
+    if not ins[4].is_variable:
+        raise ctx.fail("the state must be a variable tensor")
+    rank = int(ctx.options.get("rank", 1) or 1)
+    act = _activation(int(ctx.options.get("fused_activation_function", 0)))
+    wf, wt_shape = spec_shape(ins[1]), spec_shape(ins[2])
+    if wf is None or wt_shape is None or len(wf) != 2 or len(wt_shape) != 2 or wf[0] != wt_shape[0] or wf[0] % rank:
+        raise ctx.fail(f"feature weights {wf} and time weights {wt_shape} do not fit rank {rank}")
+    n_filters, memory = wt_shape
+    units = n_filters // rank
+    xs = spec_shape(ins[0])
+
+    def run(inputs):
+        x, w_f, w_t, bias, state = inputs
+        batch = x.shape[0]
+        if state.size != batch * n_filters * memory:
+            raise ctx.fail(f"state holds {state.size} values, expected {batch * n_filters * memory}")
+        s = np.asarray(state, F32).reshape(batch, n_filters, memory)
+        new = np.empty_like(s)
+        new[:, :, :-1] = s[:, :, 1:]
+        new[:, :, -1] = np.asarray(x, F32).reshape(batch, -1) @ np.asarray(w_f, F32).T
+        filt = np.einsum("bfm,fm->bf", new, np.asarray(w_t, F32), dtype=F32)
+        out = filt.reshape(batch, units, rank).sum(axis=2, dtype=F32)
+        if bias is not None:
+            out = out + np.asarray(bias, F32).reshape(-1)
+        write_state(state, new, "state")
+        return [act(out.astype(F32)).astype(F32)]
+
+    return Prepared([None if xs is None else (xs[0], units)], run)

@@ -197,6 +197,8 @@ def check_lstm(node: NodeView) -> str:
     x, h = node.inputs[0], node.inputs[1]
     if len(x.shape) != 2 or len(h.shape) != 2:
         return "basic LSTM with inputs of rank other than 2"
+    if h.is_variable or node.inputs[4].is_variable:
+        return "basic LSTM with variable state inputs (the new state is written back into them)"
     return ""
 
 

@@ -2,13 +2,14 @@
 
 from ._builder import ModelBuilder, SubgraphBuilder
 from ._models import small_image_classifier
-from ._oracle import assert_allclose_rel, random_inputs, rel_error, run_litegpu, run_litert
+from ._oracle import assert_allclose_rel, random_inputs, rel_error, run_invokes, run_litegpu, run_litert
 
 __all__ = [
     "ModelBuilder",
     "SubgraphBuilder",
     "run_litert",
     "run_litegpu",
+    "run_invokes",
     "rel_error",
     "assert_allclose_rel",
     "random_inputs",

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["run_litert", "run_litegpu", "rel_error", "assert_allclose_rel", "random_inputs"]
+__all__ = ["run_litert", "run_litegpu", "run_invokes", "rel_error", "assert_allclose_rel", "random_inputs"]
 
 
 def _litert():
@@ -57,6 +57,31 @@ def _run(it: Any, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
         it.set_tensor(d["index"], np.asarray(x, dtype=d["dtype"]))
     it.invoke()
     return [it.get_tensor(d["index"]) for d in it.get_output_details()]
+
+
+def run_invokes(model: bytes, feeds: Sequence[Sequence[np.ndarray]], *, litegpu: bool = False,
+                reset_before: Sequence[int] = ()) -> list[list[np.ndarray]]:
+    """Outputs of one interpreter over several invokes (models with state: variables persist between
+    invokes): ``feeds[k]`` are the inputs of invoke k; ``reset_all_variables`` runs before each
+    invoke listed in ``reset_before``.  LiteRT's reference kernels, or ``litegpu`` on the CPU."""
+    if litegpu:
+        import litegpu as lg
+
+        it = lg.Interpreter(model_content=bytes(model))
+    else:
+        litert = _litert()
+        it = litert.Interpreter(model_content=bytes(model), num_threads=1,
+                                experimental_op_resolver_type=litert.OpResolverType.BUILTIN_REF)
+    it.allocate_tensors()
+    outs = []
+    for k, inputs in enumerate(feeds):
+        if k in reset_before:
+            it.reset_all_variables()
+        for d, x in zip(it.get_input_details(), inputs, strict=True):
+            it.set_tensor(d["index"], np.asarray(x, dtype=d["dtype"]))
+        it.invoke()
+        outs.append([np.array(it.get_tensor(d["index"])) for d in it.get_output_details()])
+    return outs
 
 
 def rel_error(actual: np.ndarray, expected: np.ndarray) -> float:

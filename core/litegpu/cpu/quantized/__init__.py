@@ -11,7 +11,7 @@ from importlib import import_module
 
 __all__ = ["MODULES"]
 
-MODULES = ("conv", "elementwise", "pooling", "reduce", "activations", "quantize", "layout", "hybrid")
+MODULES = ("conv", "elementwise", "pooling", "reduce", "activations", "quantize", "layout", "hybrid", "recurrent")
 
 for _name in MODULES:
     import_module(f"{__name__}.{_name}")

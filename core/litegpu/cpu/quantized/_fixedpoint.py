@@ -22,6 +22,7 @@ softmax and friends build on are here as well.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -34,7 +35,7 @@ __all__ = [
     "mul_by_quantized_multiplier_gt_one", "sat_rounding_mul_by_pot", "rounding_half_sum",
     "exp_on_negative_values", "one_over_one_plus_x_for_x_in_0_1", "get_reciprocal",
     "count_leading_zeros32", "calculate_input_radius", "quantized_activation_range",
-    "qrange", "downscale_multiplier_int16", "qparams",
+    "qrange", "downscale_multiplier_int16", "qparams", "wrap16", "srdhm16", "sat_rounding_mul_by_pot16", "logistic_int16_table", "tanh_int16_table",
 ]
 
 INT32_MIN = -(1 << 31)
@@ -312,3 +313,112 @@ def qparams(spec, what: str = "tensor") -> tuple[np.ndarray, np.ndarray]:
     if zp.size == 1 and scale.size > 1:
         zp = np.broadcast_to(zp, scale.shape).copy()
     return scale, zp
+
+
+# ---------------------------------------------------------------------------------------------
+# gemmlowp fixed point on int16 raws (FixedPoint<int16_t, N>): the integer LSTM's gate activations.
+# Same algorithms as the int32 helpers above, with 16-bit wrap-around, 16-bit saturating high
+# multiplies and the int32 constants rounding-shifted down by 16 bits (RescaleConstantInitializer).
+
+
+def wrap16(x: np.ndarray) -> np.ndarray:
+    """int16 wrap-around of int64-held values (what a cast back to int16_t does)."""
+    return ((np.asarray(x, np.int64) + 0x8000) & 0xFFFF) - 0x8000
+
+
+def _c16(int32_value: int) -> int:
+    return int(rdbpot(np.int64(int32_value), 16))
+
+
+def srdhm16(a: np.ndarray, b) -> np.ndarray:
+    """SaturatingRoundingDoublingHighMul on int16 raws (a FixedPoint<int16_t> product)."""
+    a = np.asarray(a, np.int64)
+    b = np.asarray(b, np.int64)
+    ab = a * b
+    v = ab + np.where(ab >= 0, 1 << 14, 1 - (1 << 14))
+    q = np.where(v >= 0, v >> 15, -((-v) >> 15))  # C division truncates toward zero
+    return np.where((a == b) & (a == -32768), 32767, wrap16(q))
+
+
+def sat_rounding_mul_by_pot16(x: np.ndarray, exponent: int) -> np.ndarray:
+    """SaturatingRoundingMultiplyByPOT<exponent> on int16 raws."""
+    if exponent == 0:
+        return x
+    if exponent < 0:
+        return rdbpot(x, -exponent)
+    threshold = (1 << (15 - exponent)) - 1
+    out = wrap16(x << exponent)
+    out = np.where(x > threshold, 32767, out)
+    return np.where(x < -threshold, -32768, out)
+
+
+def _exp_quarter16(a: np.ndarray) -> np.ndarray:
+    constant_term, one_third = _c16(1895147668), _c16(715827883)
+    x = wrap16(a + (1 << 12))
+    x2 = srdhm16(x, x)
+    x3 = srdhm16(x2, x)
+    x4 = srdhm16(x2, x2)
+    poly = rdbpot(wrap16(srdhm16(wrap16(rdbpot(x4, 2) + x3), one_third) + x2), 1)
+    return np.clip(constant_term + srdhm16(constant_term, wrap16(x + poly)), -32768, 32767)  # AddSaturatingIf16Bit
+
+
+def _exp_on_negative_values16(a: np.ndarray, integer_bits: int) -> np.ndarray:
+    frac = 15 - integer_bits
+    quarter = 1 << (frac - 2)
+    a_mod = wrap16((a & (quarter - 1)) - quarter)
+    result = _exp_quarter16(sat_rounding_mul_by_pot16(a_mod, integer_bits))
+    remainder = wrap16(a_mod - a)
+    for exponent, mult in _EXP_BARREL:
+        if integer_bits > exponent:
+            bit = (remainder & (1 << (frac + exponent))) != 0
+            result = np.where(bit, srdhm16(result, _c16(mult)), result)
+    if integer_bits > 5:
+        result = np.where(a < _c16(-(1 << (36 - integer_bits))), 0, result)
+    return np.where(a == 0, 32767, result)
+
+
+def _newton_reciprocal16(a: np.ndarray) -> np.ndarray:
+    """x ~ 1 / (1 + a) in Q2.13 for a in Q0.15 (three Newton-Raphson steps), gemmlowp's shared core."""
+    half = np.asarray(a, np.int64) + 32767
+    half = np.where(half >= 0, (half + 1) // 2, -((-half + 1) // 2))  # RoundingHalfSum(a, One)
+    x = wrap16(_c16(1515870810) + srdhm16(half, _c16(-1010580540)))
+    for _ in range(3):
+        one_minus = wrap16((1 << 13) - srdhm16(half, x))
+        x = wrap16(x + sat_rounding_mul_by_pot16(srdhm16(x, one_minus), 2))
+    return x
+
+
+def _logistic16(a: np.ndarray, integer_bits: int) -> np.ndarray:
+    pos = a > 0
+    absa = np.where(pos, a, wrap16(-a))
+    rp = sat_rounding_mul_by_pot16(_newton_reciprocal16(_exp_on_negative_values16(wrap16(-absa), integer_bits)), 1)
+    return np.where(a == 0, 1 << 14, np.where(pos, rp, wrap16(32767 - rp)))
+
+
+def _tanh16(a: np.ndarray, integer_bits: int) -> np.ndarray:
+    neg = a < 0
+    n = np.where(neg, a, wrap16(-a))
+    x = _newton_reciprocal16(_exp_on_negative_values16(n, integer_bits + 1))
+    t = sat_rounding_mul_by_pot16(wrap16(x - (1 << 13)), 2)  # (1 - e) / (1 + e)
+    return np.where(a == 0, 0, np.where(neg, wrap16(-t), t))
+
+
+_ALL_INT16 = np.arange(-32768, 32768, dtype=np.int64)
+
+
+@functools.cache
+def logistic_int16_table(integer_bits: int) -> np.ndarray:
+    """gemmlowp::logistic of FixedPoint<int16_t, integer_bits> for every raw input (index raw + 32768),
+    Q0.15 out: LiteRT's ApplySigmoid (integer_bits 3)."""
+    t = _logistic16(_ALL_INT16, integer_bits).astype(np.int16)
+    t.flags.writeable = False
+    return t
+
+
+@functools.cache
+def tanh_int16_table(integer_bits: int) -> np.ndarray:
+    """gemmlowp::tanh of FixedPoint<int16_t, integer_bits> for every raw input (index raw + 32768),
+    Q0.15 out: LiteRT's ApplyTanh(integer_bits, ...)."""
+    t = _tanh16(_ALL_INT16, integer_bits).astype(np.int16)
+    t.flags.writeable = False
+    return t

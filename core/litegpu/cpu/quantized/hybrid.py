@@ -475,6 +475,16 @@ def hybrid_batch_matmul(ctx: NodeContext) -> Prepared:
 # UNIDIRECTIONAL_SEQUENCE_LSTM
 
 
+def _mbvma(w: np.ndarray, scale, q: np.ndarray, sf: np.ndarray, zp: np.ndarray, acc: np.ndarray) -> np.ndarray:
+    """LiteRT's hybrid MatrixBatchVectorMultiplyAccumulate: ``acc += float(q @ w.T - rowsum(w) * zp)
+    * (sf * scale)`` per batch row, in its operation order (int8 rows ``q`` with per-row scale ``sf``
+    and zero point ``zp``, int8 weights ``w`` with scale ``scale``)."""
+    dot = (q.astype(np.float64) @ w.T.astype(np.float64)).astype(np.int64)
+    dot = (dot - w.sum(axis=1)[None, :] * zp[:, None]).astype(np.int32)
+    s = (sf * scale).astype(F32)[:, None]
+    return (acc + (dot.astype(F32) * s).astype(F32)).astype(F32)
+
+
 def _sigmoid(v: np.ndarray) -> np.ndarray:
     e = np.exp(-v.astype(np.float64)).astype(F32)
     return (F32(1) / (F32(1) + e)).astype(F32)
@@ -495,13 +505,18 @@ def _lstm_act(act: int):
 
 
 def hybrid_unidirectional_sequence_lstm(ctx: NodeContext) -> Prepared:
-    ins = ctx.inputs
-    if (len(ins) < 20 or ins[0] is None or ins[2] is None or ins[0].dtype != "float32"
-            or ins[2].dtype not in ("int8", "int4")):
-        return delegate(ctx, ins[0].dtype if ins and ins[0] is not None else "float32",
-                        hybrid_unidirectional_sequence_lstm, "float UNIDIRECTIONAL_SEQUENCE_LSTM")
-    if any(t is not None for t in ins[20:24]):
-        raise ctx.fail("layer-normalized hybrid LSTM is not supported")
+    return _hybrid_lstm(ctx, hybrid_unidirectional_sequence_lstm, sequence=True)
+
+
+def hybrid_lstm(ctx: NodeContext) -> Prepared:
+    """LSTM v3 (symmetric) / v4 (asymmetric input quantization): one time step of the same math;
+    the basic kernel and float weights go on to the float kernel."""
+    return _hybrid_lstm(ctx, hybrid_lstm, sequence=False)
+
+
+def _hybrid_lstm_cell(ctx: NodeContext, ins: list):
+    """The hybrid LSTM step of one direction: ``ins`` are its 24 inputs in UNIDIRECTIONAL_SEQUENCE_LSTM
+    order.  Returns (step(x, h, c) -> (h, c), n_input, n_cell, n_output)."""
     o = ctx.options
     act = _lstm_act(int(o.get("fused_activation_function", 4) or 0))
     if act is None:
@@ -510,7 +525,6 @@ def hybrid_unidirectional_sequence_lstm(ctx: NodeContext) -> Prepared:
         raise ctx.fail("diagonal recurrent weights are not supported")
     cell_clip = F32(o.get("cell_clip", 0.0) or 0.0)
     proj_clip = F32(o.get("proj_clip", 0.0) or 0.0)
-    time_major = bool(o.get("time_major", False))
     asym = bool(o.get("asymmetric_quantize_inputs", False))
 
     def weight(i):
@@ -538,6 +552,7 @@ def hybrid_unidirectional_sequence_lstm(ctx: NodeContext) -> Prepared:
 
     use_cifg = ins[1] is None
     gates = {}
+    ln_coef: dict[str, np.ndarray | None] = {}
     for name, wi, ri, ci, bi in (("i", 1, 5, 9, 12), ("f", 2, 6, 10, 13), ("c", 3, 7, None, 14), ("o", 4, 8, 11, 15)):
         if name == "i" and use_cifg:
             continue
@@ -550,6 +565,8 @@ def hybrid_unidirectional_sequence_lstm(ctx: NodeContext) -> Prepared:
             # peephole weights are dequantized once: int8 * scale in float32
             peep = (pw[0].astype(F32) * pw[1]).astype(F32) if pw[1] is not None else pw[0]
         gates[name] = (w_in, w_rec, peep, vec(bi))
+        ln_coef[name] = vec(20 + "ifco".index(name)) if len(ins) > 20 + "ifco".index(name) else None
+    use_ln = ln_coef["f"] is not None
     proj = weight(16)
     if proj is not None and proj[1] is None:
         raise ctx.fail("hybrid LSTM projection weights must be int8")
@@ -565,21 +582,24 @@ def hybrid_unidirectional_sequence_lstm(ctx: NodeContext) -> Prepared:
         q, sf = symmetric_quantize_rows(rows)
         return q, sf, np.zeros(rows.shape[0], np.int64)
 
-    def mbvma(w, scale, q, sf, zp, acc):
-        """acc += float(q @ w.T - rowsum(w) * zp) * (sf * scale), LiteRT's operation order."""
-        dot = (q.astype(np.float64) @ w.T.astype(np.float64)).astype(np.int64)
-        dot = (dot - w.sum(axis=1)[None, :] * zp[:, None]).astype(np.int32)
-        s = (sf * scale).astype(F32)[:, None]
-        return (acc + (dot.astype(F32) * s).astype(F32)).astype(F32)
+    mbvma = _mbvma
 
     def gate(name, qx, qh, cell, activation):
         (wx, sx), (wh, sh), peep, bias = gates[name]
         n_b = qx[0].shape[0]
-        g = np.broadcast_to(bias if bias is not None else np.zeros(n_cell, F32), (n_b, n_cell)).astype(F32)
+        # with layer norm the bias comes after the normalization
+        start = bias if bias is not None and not use_ln else np.zeros(n_cell, F32)
+        g = np.broadcast_to(start, (n_b, n_cell)).astype(F32)
         g = mbvma(wx, sx, *qx, g)
         g = mbvma(wh, sh, *qh, g)
         if peep is not None and cell is not None:
             g = (g + (peep[None, :] * cell).astype(F32)).astype(F32)
+        if use_ln:  # LiteRT's MeanStddevNormalization, then coefficients and bias
+            mean = (g.sum(axis=1, keepdims=True, dtype=F32) / F32(n_cell)).astype(F32)
+            d = (g - mean).astype(F32)
+            var = ((d * d).sum(axis=1, keepdims=True, dtype=F32) / F32(n_cell)).astype(F32)
+            g = (d * (F32(1) / np.sqrt(var + F32(1e-8))).astype(F32)).astype(F32)
+            g = (g * ln_coef[name] + (bias if bias is not None else F32(0))).astype(F32)
         return activation(g)
 
     def step(x, h, c):
@@ -607,15 +627,33 @@ def hybrid_unidirectional_sequence_lstm(ctx: NodeContext) -> Prepared:
             h = hid
         return h, c
 
+    return step, n_input, n_cell, n_output
+
+
+def _hybrid_lstm(ctx: NodeContext, me, sequence: bool) -> Prepared:
+    ins = ctx.inputs
+    if (len(ins) < 20 or ins[0] is None or ins[2] is None or ins[0].dtype != "float32"
+            or ins[2].dtype not in ("int8", "int4")):
+        return delegate(ctx, ins[0].dtype if ins and ins[0] is not None else "float32",
+                        me, f"float {ctx.op.name}")
+    step, n_input, n_cell, n_output = _hybrid_lstm_cell(ctx, list(ins))
+    time_major = bool(ctx.options.get("time_major", False)) if sequence else True
+
     def plan(shapes: list[Shape | None]):
         xs = shapes[0]
+        if not sequence:  # LSTM: one (batch, n_input) step
+            if len(xs) != 2 or xs[1] != n_input:
+                raise ctx.fail(f"input must be (batch, {n_input}), got {xs}")
+            xs = (1, *xs)
         if len(xs) != 3 or xs[2] != n_input:
             raise ctx.fail(f"input must be 3-D with {n_input} features, got {xs}")
         steps, batch = (xs[0], xs[1]) if time_major else (xs[1], xs[0])
         oshape = (steps, batch, n_output) if time_major else (batch, steps, n_output)
+        if not sequence:
+            oshape = oshape[1:]
 
         def run(inputs):
-            x = inputs[0].astype(F32)
+            x = inputs[0].astype(F32).reshape(xs)
             if not time_major:
                 x = np.swapaxes(x, 0, 1)
             h_var, c_var = inputs[18], inputs[19]
@@ -628,9 +666,118 @@ def hybrid_unidirectional_sequence_lstm(ctx: NodeContext) -> Prepared:
             # the state variables are updated in place (they persist across invokes)
             np.copyto(h_var, h.reshape(h_var.shape))
             np.copyto(c_var, c.reshape(c_var.shape))
+            if not sequence:
+                return [out[0]]
             return [out if time_major else np.ascontiguousarray(np.swapaxes(out, 0, 1))]
 
         return [oshape], run
+
+    return plan_by_shape(ctx, plan)
+
+
+def hybrid_bidirectional_sequence_lstm(ctx: NodeContext) -> Prepared:
+    """BIDIRECTIONAL_SEQUENCE_LSTM v2 (symmetric) / v3 (asymmetric): two hybrid LSTMs, the backward
+    one over reversed time (inputs as the float kernel documents them)."""
+    ins = ctx.inputs
+    if len(ins) < 48 or ins[0] is None or ins[2] is None or ins[0].dtype != "float32" or ins[2].dtype != "int8":
+        return delegate(ctx, ins[0].dtype if ins and ins[0] is not None else "float32",
+                        hybrid_bidirectional_sequence_lstm, "float BIDIRECTIONAL_SEQUENCE_LSTM")
+    if any(ins[i] is not None for i in range(40, 48)):
+        raise ctx.fail("auxiliary input weights (cross-linked stacking) are not supported")
+    bw_in = 39 if ins[39] is not None else 0  # non-stacking mode: the backward pass reads the aux input
+    cells = []
+    for base, (hi, ci) in ((0, (35, 36)), (17, (37, 38))):
+        view = [ins[0]] + [ins[base + k] for k in range(1, 18)] + [ins[hi], ins[ci]] + [None] * 4
+        cells.append(_hybrid_lstm_cell(ctx, view))
+    time_major = bool(ctx.options.get("time_major", True))
+    merge = bool(ctx.options.get("merge_outputs", False))
+    if len(ctx.outputs) != (1 if merge else 2):
+        raise ctx.fail("needs one output with merge_outputs, two without")
+
+    def run(inputs):
+        outs = []
+        for (step, _, n_cell, n_output), x_i, (hi, ci), forward in (
+                (cells[0], 0, (35, 36), True), (cells[1], bw_in, (37, 38), False)):
+            x = inputs[x_i].astype(F32)
+            xt = x if time_major else np.swapaxes(x, 0, 1)
+            steps, batch = xt.shape[:2]
+            h = np.asarray(inputs[hi], F32).reshape(batch, n_output)
+            c = np.asarray(inputs[ci], F32).reshape(batch, n_cell)
+            out = np.empty((steps, batch, n_output), F32)
+            for t in (range(steps) if forward else range(steps - 1, -1, -1)):  # sequential in time
+                h, c = step(xt[t], h, c)
+                out[t] = h
+            np.copyto(inputs[hi], h.reshape(inputs[hi].shape))
+            np.copyto(inputs[ci], c.reshape(inputs[ci].shape))
+            outs.append(np.ascontiguousarray(out if time_major else np.swapaxes(out, 0, 1)))
+        return [np.concatenate(outs, axis=-1)] if merge else outs
+
+    return Prepared([None] * len(ctx.outputs), run)
+
+
+# ---------------------------------------------------------------------------------------------
+# SVDF
+
+
+def hybrid_svdf(ctx: NodeContext) -> Prepared:
+    """SVDF v2 (symmetric) / v4 (asymmetric): float input and state, int8 feature and time weights.
+    The input rows are quantized on the fly (skipped when the whole input is zero, as LiteRT does),
+    the time weights are dequantized once; the rest is the float SVDF."""
+    ins = ctx.inputs
+    if len(ins) != 5 or ins[0] is None or ins[1] is None or ins[0].dtype != "float32" or ins[1].dtype != "int8":
+        return delegate(ctx, ins[0].dtype if ins and ins[0] is not None else "float32", hybrid_svdf,
+                        "float SVDF")
+    wf_t, wt_t, bias_t, state_t = ins[1], ins[2], ins[3], ins[4]
+    if wf_t.data is None or wt_t is None or wt_t.data is None or wt_t.dtype != "int8":
+        raise ctx.fail("hybrid SVDF needs constant int8 feature and time weights")
+    if state_t is None or not state_t.is_variable or state_t.dtype != "float32":
+        raise ctx.fail("the state must be a float32 variable tensor")
+    w_f = np.asarray(wf_t.data).astype(np.int64)
+    s_f = F32(qparams(wf_t, "feature weights")[0][0])
+    w_t = (np.asarray(wt_t.data).astype(F32) * F32(qparams(wt_t, "time weights")[0][0])).astype(F32)
+    bias = None
+    if bias_t is not None:
+        if bias_t.data is None or bias_t.dtype != "float32":
+            raise ctx.fail("the bias must be a constant float32 vector")
+        bias = np.asarray(bias_t.data, F32).reshape(-1)
+    rank = int(ctx.options.get("rank", 1) or 1)
+    n_filters, memory = w_t.shape
+    if w_f.shape[0] != n_filters or n_filters % rank:
+        raise ctx.fail(f"feature weights {w_f.shape} and time weights {w_t.shape} do not fit rank {rank}")
+    units = n_filters // rank
+    asym = bool(ctx.options.get("asymmetric_quantize_inputs", False))
+    act = _lstm_act(int(ctx.options.get("fused_activation_function", 0) or 0))
+    if act is None:
+        raise ctx.fail(f"activation {ctx.options.get('fused_activation_function')} is not supported")
+
+    def plan(shapes: list[Shape | None]):
+        xs = shapes[0]
+        if len(xs) != 2 or xs[1] != w_f.shape[1]:
+            raise ctx.fail(f"input must be (batch, {w_f.shape[1]}), got {xs}")
+        batch = xs[0]
+
+        def run(inputs):
+            x, state = inputs[0].astype(F32), inputs[4]
+            if state.size != batch * n_filters * memory:
+                raise ctx.fail(f"state holds {state.size} values, expected {batch * n_filters * memory}")
+            s = np.asarray(state, F32).reshape(batch, n_filters, memory)
+            new = np.empty_like(s)
+            new[:, :, :-1] = s[:, :, 1:]
+            feat = np.zeros((batch, n_filters), F32)
+            if np.any(x != 0):
+                if asym:
+                    q, sf, zp = asymmetric_quantize_rows(x)
+                else:
+                    (q, sf), zp = symmetric_quantize_rows(x), np.zeros(batch, np.int64)
+                feat = _mbvma(w_f, s_f, q, sf, zp, feat)
+            new[:, :, -1] = feat
+            out = np.einsum("bfm,fm->bf", new, w_t, dtype=F32).reshape(batch, units, rank).sum(axis=2, dtype=F32)
+            if bias is not None:
+                out = (out + bias).astype(F32)
+            np.copyto(state, new.reshape(state.shape))
+            return [act(out.astype(F32))]
+
+        return [(batch, units)], run
 
     return plan_by_shape(ctx, plan)
 
@@ -647,6 +794,12 @@ HYBRID_OPS: dict[str, tuple[Callable[[NodeContext], Prepared], range, str]] = {
     "FULLY_CONNECTED": (hybrid_fully_connected, range(1, 15), "float32"),
     "BATCH_MATMUL": (hybrid_batch_matmul, range(1, 5), "float32"),
     "UNIDIRECTIONAL_SEQUENCE_LSTM": (hybrid_unidirectional_sequence_lstm, range(1, 5), "float32"),
+    # versions 3 (symmetric) and 4 (asymmetric input quantization) are the hybrid LSTM
+    "LSTM": (hybrid_lstm, range(1, 5), "float32"),
+    # versions 2 (symmetric) and 4 (asymmetric input quantization)
+    "SVDF": (hybrid_svdf, range(1, 5), "float32"),
+    # versions 2 (symmetric) and 3 (asymmetric input quantization)
+    "BIDIRECTIONAL_SEQUENCE_LSTM": (hybrid_bidirectional_sequence_lstm, range(1, 4), "float32"),
 }
 
 
