@@ -27,7 +27,18 @@ import flatbuffers
 import numpy as np
 from tflite.utils import BUILTIN_OPCODE2NAME
 
-__all__ = ["ModelBuilder", "SubgraphBuilder"]
+__all__ = ["ModelBuilder", "SubgraphBuilder", "Blockwise"]
+
+
+@dataclass(frozen=True)
+class Blockwise:
+    """A tensor's ``quant=`` for blockwise quantization (the schema's ``BlockwiseQuantization``):
+    ``scales`` is the index of the per-block scales tensor (float16 for LiteRT's kernel),
+    ``zero_points`` that of the zero points (-1: none)."""
+
+    scales: int
+    block_size: int
+    zero_points: int = -1
 
 _NAME2CODE = {v: k for k, v in BUILTIN_OPCODE2NAME.items()}
 
@@ -403,6 +414,16 @@ class ModelBuilder(SubgraphBuilder):
     def _quant(b, quant, vec_f32, vec_i64, QP):
         if quant is None:
             return None
+        if isinstance(quant, Blockwise):
+            b.StartObject(3)
+            b.PrependInt32Slot(0, quant.scales, 0)
+            b.PrependInt32Slot(1, quant.zero_points, 0)
+            b.PrependInt32Slot(2, quant.block_size, 0)
+            details = b.EndObject()
+            QP.QuantizationParametersStart(b)
+            QP.QuantizationParametersAddDetailsType(b, 2)  # QuantizationDetails.BlockwiseQuantization
+            QP.QuantizationParametersAddDetails(b, details)
+            return QP.QuantizationParametersEnd(b)
         if len(quant) == 2:
             scales, zps, axis = np.atleast_1d(quant[0]), np.atleast_1d(quant[1]), 0
         else:
