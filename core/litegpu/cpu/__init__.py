@@ -18,6 +18,7 @@ KERNEL_GROUPS: dict[str, tuple[str, ...]] = {
     "elementwise math and comparisons": (
         "elementwise",
         "compare",
+        "complex",
     ),
     "activations and normalization": (
         "activations",

@@ -60,7 +60,11 @@ def _run(it: Any, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
 
 
 def rel_error(actual: np.ndarray, expected: np.ndarray) -> float:
-    """max |actual - expected| / max(max |expected|, tiny); NaN anywhere -> inf."""
+    """max |actual - expected| / max(max |expected|, tiny); NaN anywhere -> inf.  Complex values
+    compare as their (real, imaginary) pairs."""
+    if np.iscomplexobj(actual) or np.iscomplexobj(expected):
+        return rel_error(np.asarray(actual, np.complex128).view(np.float64),
+                         np.asarray(expected, np.complex128).view(np.float64))
     a = np.asarray(actual, np.float64)
     e = np.asarray(expected, np.float64)
     if a.shape != e.shape:
