@@ -32,6 +32,7 @@ KERNEL_GROUPS: dict[str, tuple[str, ...]] = {
         "slicing",
         "scatter",
         "padding",
+        "stablehlo",
         "generate",
     ),
     "convolution, matrix products, pooling and resizing": (

@@ -330,7 +330,7 @@ class ModelBuilder(SubgraphBuilder):
                 copts = None
                 if o.custom_options:
                     copts = b.CreateByteVector(o.custom_options)
-                opts = self._options(b, o, vec_i32, vec_f32)
+                opts = self._options(b, o, vec_i32, vec_f32, vec_i64)
                 Operator.OperatorStart(b)
                 Operator.OperatorAddOpcodeIndex(b, codes.index((o.code, o.custom_code, o.version)))
                 Operator.OperatorAddInputs(b, ins)
@@ -437,7 +437,7 @@ class ModelBuilder(SubgraphBuilder):
         return QP.QuantizationParametersEnd(b)
 
     @staticmethod
-    def _options(b, o: _Op, vec_i32, vec_f32):
+    def _options(b, o: _Op, vec_i32, vec_f32, vec_i64=None):
         if o.custom_code is not None:
             return None
         op = BUILTIN_OPCODE2NAME[o.code]
@@ -464,6 +464,8 @@ class ModelBuilder(SubgraphBuilder):
                 vals = list(val)
                 if any(isinstance(v, (float, np.floating)) for v in vals):  # a [float] field
                     prepared[key] = (adder, vec_f32(vals))
+                elif isinstance(val, np.ndarray) and val.dtype == np.int64 and vec_i64 is not None:
+                    prepared[key] = (adder, vec_i64(vals))  # a [long] field (StableHLO options)
                 else:
                     prepared[key] = (adder, vec_i32(starter, vals))
             elif isinstance(val, (bytes, bytearray)):  # a [ubyte] field (e.g. flexbuffer attributes)
