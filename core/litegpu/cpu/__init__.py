@@ -26,6 +26,7 @@ KERNEL_GROUPS: dict[str, tuple[str, ...]] = {
     "reductions, sorting, segments and cumulative sums": (
         "reduce",
         "sorting",
+        "non_max_suppression",
     ),
     "shapes, layout, indexing and generators": (
         "layout",
