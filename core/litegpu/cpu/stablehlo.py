@@ -21,7 +21,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ._registry import NodeContext, Prepared, register_kernel
-from .quantized._common import plan_by_shape
+from ._shapes import plan_by_shape
 
 __all__: list[str] = []
 
