@@ -279,3 +279,18 @@ def test_embedding_lookup_sparse(case, combiner):
     for shape in (Const(np.array(dense, np.int32)), np.array(dense, np.int32)):  # output shape at prepare / at run
         check("EMBEDDING_LOOKUP_SPARSE", [np.array(ids, np.int32), np.array(idx, np.int32), shape, w, v], "float32",
               combiner=combiner)
+
+
+# ---- HASHTABLE_LOOKUP ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("keys", [[1, 3, 5, 9, 12], [5, 1, 9, 3, 3, 12]], ids=["sorted", "unsorted-repeated"])
+@pytest.mark.parametrize("kind", ["float32", "int32", "string"])
+def test_hashtable_lookup(keys, kind):
+    lookup = np.array([3, 4, 12, 1, -2, 9, 5], np.int32)
+    if kind == "string":  # string values travel as a graph input (the builder writes no string constants)
+        values = np.array([f"s{i}" for i in range(len(keys))])
+    else:
+        values = Const(rand((len(keys), 3) if kind == "float32" else (len(keys),), kind, -9, 9))
+    check("HASHTABLE_LOOKUP", [lookup, Const(np.array(keys, np.int32)), values], [kind, "uint8"],
+          direct=kind == "string")

@@ -393,3 +393,50 @@ def embedding_lookup_sparse(ctx: NodeContext) -> Prepared:
     if shape_t.data is not None and v_t.shape is not None:
         static = out_shape(np.asarray(shape_t.data).reshape(-1), tuple(v_t.shape))
     return Prepared([static], run)
+
+
+# ---- HASHTABLE_LOOKUP -----------------------------------------------------------------------------
+
+
+def _glibc_bsearch(keys: list[int], x: int) -> int:
+    """Position of ``x`` found by glibc's bsearch over ``keys`` (-1 if none): LiteRT's lookup
+    assumes sorted keys, and for unsorted or repeated ones this is the row it returns."""
+    lo, hi = 0, len(keys)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if x < keys[mid]:
+            hi = mid
+        elif x > keys[mid]:
+            lo = mid + 1
+        else:
+            return mid
+    return -1
+
+
+@register_kernel("HASHTABLE_LOOKUP", dtypes=("int32",), versions=range(1, 2))
+def hashtable_lookup(ctx: NodeContext) -> Prepared:
+    """LiteRT's HASHTABLE_LOOKUP (lookup ids, keys, values): each id's value row (zeros, or an
+    empty string, when its key is absent) and a uint8 hit flag."""
+    if len(ctx.inputs) != 3 or any(t is None for t in ctx.inputs) or len(ctx.outputs) != 2:
+        raise ctx.fail("expects lookup, key and value inputs and output, hits outputs")
+    if ctx.inputs[1].dtype != "int32":
+        raise ctx.fail(f"keys must be int32, got {ctx.inputs[1].dtype}")
+    is_string = ctx.inputs[2].dtype == "string"
+
+    def run(inputs):
+        lookup, keys, values = inputs
+        if lookup.ndim != 1 or keys.ndim != 1 or values.ndim < 1 or values.shape[0] != keys.shape[0] \
+                or values.shape[0] == 0:
+            raise ctx.fail(f"lookup {lookup.shape} and keys {keys.shape} must be 1-D, values {values.shape} "
+                           "one non-empty row per key")
+        klist = [int(k) for k in keys]
+        rows = np.array([_glibc_bsearch(klist, int(x)) for x in lookup], np.int64)
+        hits = (rows >= 0).astype(np.uint8)
+        if is_string:
+            out = np.array([values[r] if r >= 0 else b"" for r in rows], dtype=object)
+        else:
+            out = np.zeros((len(rows), *values.shape[1:]), values.dtype)
+            out[hits == 1] = values[rows[hits == 1]]
+        return [out, hits]
+
+    return Prepared([None, None], run)
