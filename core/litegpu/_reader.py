@@ -48,7 +48,7 @@ from ._schema import (
     tensor_type_name,
 )
 
-__all__ = ["read_model", "MAX_ELEMENTS", "MAX_TENSOR_BYTES"]
+__all__ = ["read_model", "string_values", "MAX_ELEMENTS", "MAX_TENSOR_BYTES"]
 
 #: Largest element count of one tensor we accept (TFLite counts elements in int32 in places).
 MAX_ELEMENTS = 2**31 - 1
@@ -566,6 +566,17 @@ def _check_string_buffer(what: str, buffer: int, raw: Any, offset: int, size: in
     offs = np.frombuffer(raw, "<i4", count + 1, offset + 4)
     if offs[0] != 4 * (count + 2) or offs[-1] != size or (np.diff(offs) < 0).any():
         raise ModelError(f"{what}: string buffer {buffer} has inconsistent string offsets")
+
+
+def string_values(raw: np.ndarray) -> np.ndarray:
+    """The strings (1-D object array of bytes) of a string constant as read (its raw, checked buffer)."""
+    buf = np.asarray(raw, np.uint8).tobytes()
+    count = int(np.frombuffer(buf, "<i4", 1, 0)[0])
+    offs = np.frombuffer(buf, "<i4", count + 1, 4)
+    out = np.empty(count, dtype=object)
+    for i in range(count):
+        out[i] = buf[offs[i]:offs[i + 1]]
+    return out
 
 
 def _resolve_block_scales(pre: str, tensors: tuple[Tensor, ...]) -> tuple[Tensor, ...]:

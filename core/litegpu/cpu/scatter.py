@@ -425,6 +425,10 @@ def hashtable_lookup(ctx: NodeContext) -> Prepared:
 
     def run(inputs):
         lookup, keys, values = inputs
+        if is_string and values.dtype == np.uint8:  # a string constant arrives as its raw buffer
+            from .._reader import string_values
+
+            values = string_values(values)
         if lookup.ndim != 1 or keys.ndim != 1 or values.ndim < 1 or values.shape[0] != keys.shape[0] \
                 or values.shape[0] == 0:
             raise ctx.fail(f"lookup {lookup.shape} and keys {keys.shape} must be 1-D, values {values.shape} "
