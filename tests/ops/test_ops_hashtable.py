@@ -1,5 +1,5 @@
 """HASHTABLE / HASHTABLE_IMPORT / HASHTABLE_FIND / HASHTABLE_SIZE (int64 -> string and string -> int64
-tables) and HASHTABLE_LOOKUP with string constants, end to end through litegpu's Interpreter vs
+tables) HASHTABLE_LOOKUP and SKIP_GRAM with string constants, end to end through litegpu's Interpreter vs
 LiteRT's builtin kernels.  String constants are written in TFLite's string-buffer format here
 (the builder writes numeric constants only)."""
 
@@ -75,3 +75,14 @@ def test_hashtable_lookup_string_constants(keys):
     b.op("HASHTABLE_LOOKUP", [lookup, k, v], [y, hits])
     b.output(y, hits)
     _same(b.build(), [np.array([3, 4, 5, 1], np.int32)])
+
+
+@pytest.mark.parametrize("text", [b"the quick brown fox jumps", b" a  b\\tc\\n d ", b"one", b"x y"])
+@pytest.mark.parametrize("n, skip, all_ngrams", [(1, 0, False), (2, 1, False), (3, 2, True), (2, 0, True)])
+def test_skip_gram(text, n, skip, all_ngrams):
+    b = ModelBuilder()
+    x = _const(b, "text", np.array([text.decode("unicode_escape").encode()]))
+    y = b.tensor("y", (1,), "string")
+    b.op("SKIP_GRAM", [x], [y], ngram_size=n, max_skip_size=skip, include_all_ngrams=all_ngrams)
+    b.output(y)
+    _same(b.build(), [])

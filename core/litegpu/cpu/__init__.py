@@ -19,6 +19,7 @@ KERNEL_GROUPS: dict[str, tuple[str, ...]] = {
         "elementwise",
         "compare",
         "complex",
+        "strings",
     ),
     "activations and normalization": (
         "activations",
