@@ -830,19 +830,24 @@ class _Conv3DPlan:
         return out
 
 
-@register_kernel("CONV_3D", dtypes=FLOAT, versions=range(1, 3))
-def conv_3d(ctx: NodeContext) -> Prepared:
-    if len(ctx.inputs) < 2 or ctx.inputs[0] is None or ctx.inputs[1] is None:
-        raise ModelError(f"node #{ctx.op.index} CONV_3D needs input and filter")
-    require_float(ctx, [0, 1, 2])
+def _conv3d_options(ctx: NodeContext) -> tuple[int, tuple[int, int, int], tuple[int, int, int], Clamp | None]:
+    """(padding, strides, dilations, fused clamp) of CONV_3D / CONV_3D_TRANSPOSE (Conv3DOptions)."""
     opt = ctx.options
     padding = int(opt.get("padding", PADDING_SAME))
     strides = (int(opt.get("stride_d", 1)), int(opt.get("stride_h", 1)), int(opt.get("stride_w", 1)))
     dil = (int(opt.get("dilation_d_factor", 1)), int(opt.get("dilation_h_factor", 1)),
            int(opt.get("dilation_w_factor", 1)))
     if padding not in (PADDING_SAME, PADDING_VALID) or min(strides + dil) <= 0:
-        raise ModelError(f"node #{ctx.op.index} CONV_3D: bad padding/stride/dilation")
-    clamp = activation_clamp(int(opt.get("fused_activation_function", 0)))
+        raise ctx.fail("bad padding/stride/dilation")
+    return padding, strides, dil, activation_clamp(int(opt.get("fused_activation_function", 0)))
+
+
+@register_kernel("CONV_3D", dtypes=FLOAT, versions=range(1, 3))
+def conv_3d(ctx: NodeContext) -> Prepared:
+    if len(ctx.inputs) < 2 or ctx.inputs[0] is None or ctx.inputs[1] is None:
+        raise ModelError(f"node #{ctx.op.index} CONV_3D needs input and filter")
+    require_float(ctx, [0, 1, 2])
+    padding, strides, dil, clamp = _conv3d_options(ctx)
     in_shape, fshape = spec_shape(ctx.inputs[0]), spec_shape(ctx.inputs[1])
     _check_rank(ctx, in_shape, 5, "input")
     if fshape is None or len(fshape) != 5:
@@ -878,14 +883,7 @@ def conv_3d_transpose(ctx: NodeContext) -> Prepared:
     if len(ctx.inputs) < 3 or any(ctx.inputs[i] is None for i in range(3)):
         raise ctx.fail("needs output_shape, filter and input")
     require_float(ctx, [1, 2, 3])
-    opt = ctx.options
-    padding = int(opt.get("padding", PADDING_SAME))
-    strides = (int(opt.get("stride_d", 1)), int(opt.get("stride_h", 1)), int(opt.get("stride_w", 1)))
-    dil = (int(opt.get("dilation_d_factor", 1)), int(opt.get("dilation_h_factor", 1)),
-           int(opt.get("dilation_w_factor", 1)))
-    if padding not in (PADDING_SAME, PADDING_VALID) or min(strides + dil) <= 0:
-        raise ctx.fail("bad padding/stride/dilation")
-    clamp = activation_clamp(int(opt.get("fused_activation_function", 0)))
+    padding, strides, dil, clamp = _conv3d_options(ctx)
     fshape = spec_shape(ctx.inputs[1])
     if fshape is None or len(fshape) != 5:
         raise ctx.fail(f"filter must be 5-D (D, H, W, O, I), got {fshape}")

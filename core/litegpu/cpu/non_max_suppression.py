@@ -23,16 +23,20 @@ __all__: list[str] = []
 F32 = np.float32
 
 
-def _push(heap: list, item) -> None:
-    """std::push_heap on a max-heap by score (item: [score, index, suppress_begin])."""
-    heap.append(item)
-    hole = len(heap) - 1
+def _sift_up(heap: list, hole: int, item) -> None:
+    """libstdc++'s __push_heap: move ``item`` up from ``hole`` past parents of lower score."""
     parent = (hole - 1) // 2
     while hole > 0 and heap[parent][0] < item[0]:
         heap[hole] = heap[parent]
         hole = parent
         parent = (hole - 1) // 2
     heap[hole] = item
+
+
+def _push(heap: list, item) -> None:
+    """std::push_heap on a max-heap by score (item: [score, index, suppress_begin])."""
+    heap.append(item)
+    _sift_up(heap, len(heap) - 1, item)
 
 
 def _pop(heap: list):
@@ -53,12 +57,7 @@ def _pop(heap: list):
         child = 2 * (child + 1)
         heap[hole] = heap[child - 1]
         hole = child - 1
-    parent = (hole - 1) // 2
-    while hole > 0 and heap[parent][0] < last[0]:
-        heap[hole] = heap[parent]
-        hole = parent
-        parent = (hole - 1) // 2
-    heap[hole] = last
+    _sift_up(heap, hole, last)
     return top
 
 

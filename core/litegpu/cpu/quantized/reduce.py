@@ -42,13 +42,41 @@ def _axes(ctx: NodeContext, values, rank: int) -> tuple[int, ...]:
     return tuple(sorted(out))
 
 
-def _mean_or_sum(ctx: NodeContext, compute_sum: bool) -> Prepared:
+def _check_reduce(ctx: NodeContext):
+    """(input, output) of a reduction with an int32 axis input and the input's dtype out."""
     check_io(ctx, 2)
     x, ax, out = ctx.inputs[0], ctx.inputs[1], ctx.outputs[0]
     if ax is None or ax.dtype != "int32":
         raise ctx.fail("the axis input must be an int32 tensor")
     if out.dtype != x.dtype:
         raise ctx.fail(f"output dtype {out.dtype} differs from input dtype {x.dtype}")
+    return x, out
+
+
+def _plan_by_axes(ctx: NodeContext, build) -> Prepared:
+    """Plan once at prepare when the input shape and the axes are known; else per (shape, axes) at run.
+    ``build(shape, axes)`` gives (output shape, run)."""
+    x, ax = ctx.inputs[0], ctx.inputs[1]
+    axv = const_data(ax)
+    if axv is not None and x.shape is not None:
+        xs = tuple(int(d) for d in x.shape)
+        oshape, run = build(xs, _axes(ctx, axv, len(xs)))
+        return Prepared([oshape], run)
+    cache: dict = {}
+
+    def run_dynamic(inputs):
+        xs = tuple(inputs[0].shape)
+        key = (xs, _axes(ctx, inputs[1], len(xs)))
+        fn = cache.get(key)
+        if fn is None:
+            fn = cache[key] = build(*key)[1]
+        return fn(inputs)
+
+    return Prepared([None], run_dynamic)
+
+
+def _mean_or_sum(ctx: NodeContext, compute_sum: bool) -> Prepared:
+    x, out = _check_reduce(ctx)
     in_s, in_zp = scale_zp(x, "input")
     out_s, out_zp = scale_zp(out, "output")
     if x.dtype == "int16" and (in_zp or out_zp):
@@ -87,22 +115,7 @@ def _mean_or_sum(ctx: NodeContext, compute_sum: bool) -> Prepared:
 
         return oshape, run
 
-    axv = const_data(ax)
-    if axv is not None and x.shape is not None:
-        xs = tuple(int(d) for d in x.shape)
-        oshape, run = build(xs, _axes(ctx, axv, len(xs)))
-        return Prepared([oshape], run)
-    cache: dict = {}
-
-    def run_dynamic(inputs):
-        xs = tuple(inputs[0].shape)
-        key = (xs, _axes(ctx, inputs[1], len(xs)))
-        fn = cache.get(key)
-        if fn is None:
-            fn = cache[key] = build(*key)[1]
-        return fn(inputs)
-
-    return Prepared([None], run_dynamic)
+    return _plan_by_axes(ctx, build)
 
 
 @register_kernel("MEAN", dtypes=_Q, versions=range(1, 4))
@@ -124,12 +137,7 @@ def reduce_prod(ctx: NodeContext) -> Prepared:
     input type (LiteRT's generic kernel)."""
     from ._fixedpoint import mul_by_quantized_multiplier_64
 
-    check_io(ctx, 2)
-    x, ax, out = ctx.inputs[0], ctx.inputs[1], ctx.outputs[0]
-    if ax is None or ax.dtype != "int32":
-        raise ctx.fail("the axis input must be an int32 tensor")
-    if out.dtype != x.dtype:
-        raise ctx.fail(f"output dtype {out.dtype} differs from input dtype {x.dtype}")
+    x, out = _check_reduce(ctx)
     quantized = x.quantization is not None and np.asarray(x.quantization.scale).size > 0
     keep = bool(ctx.options.get("keep_dims", False))
     lo, hi = qrange(out.dtype)
@@ -164,19 +172,4 @@ def reduce_prod(ctx: NodeContext) -> Prepared:
 
         return oshape, run
 
-    axv = const_data(ax)
-    if axv is not None and x.shape is not None:
-        xs = tuple(int(d) for d in x.shape)
-        oshape, run = build(xs, _axes(ctx, axv, len(xs)))
-        return Prepared([oshape], run)
-    cache: dict = {}
-
-    def run_dynamic(inputs):
-        xs = tuple(inputs[0].shape)
-        key = (xs, _axes(ctx, inputs[1], len(xs)))
-        fn = cache.get(key)
-        if fn is None:
-            fn = cache[key] = build(*key)[1]
-        return fn(inputs)
-
-    return Prepared([None], run_dynamic)
+    return _plan_by_axes(ctx, build)
