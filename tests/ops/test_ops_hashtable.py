@@ -1,5 +1,5 @@
 """HASHTABLE / HASHTABLE_IMPORT / HASHTABLE_FIND / HASHTABLE_SIZE (int64 -> string and string -> int64
-tables) HASHTABLE_LOOKUP and SKIP_GRAM with string constants, end to end through litegpu's Interpreter vs
+tables) HASHTABLE_LOOKUP, SKIP_GRAM and LSH_PROJECTION, end to end through litegpu's Interpreter vs
 LiteRT's builtin kernels.  String constants are written in TFLite's string-buffer format here
 (the builder writes numeric constants only)."""
 
@@ -86,3 +86,17 @@ def test_skip_gram(text, n, skip, all_ngrams):
     b.op("SKIP_GRAM", [x], [y], ngram_size=n, max_skip_size=skip, include_all_ngrams=all_ngrams)
     b.output(y)
     _same(b.build(), [])
+
+
+# rows of 1, 4, 16, 36, 80 and 160 bytes: every length branch of FarmHash's fingerprint
+@pytest.mark.parametrize("shape, dtype", [((5,), "int8"), ((5,), "int32"), ((3, 4), "float32"), ((4, 9), "float32"),
+                                          ((2, 20), "int32"), ((3, 40), "float32")])
+@pytest.mark.parametrize("kind", [1, 2], ids=["SPARSE", "DENSE"])
+def test_lsh_projection(shape, dtype, kind):
+    from opcheck import Const, check
+
+    r = np.random.default_rng(shape[-1])
+    seeds = Const(r.uniform(-1, 1, (4, 6)).astype(np.float32))
+    x = (r.uniform(-3, 3, shape) if dtype == "float32" else r.integers(-100, 100, shape)).astype(dtype)
+    check("LSH_PROJECTION", [seeds, x], "int32", type=kind)
+    check("LSH_PROJECTION", [seeds, x, r.uniform(-1, 1, shape[0]).astype(np.float32)], "int32", type=kind)
