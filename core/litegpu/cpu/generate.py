@@ -100,3 +100,82 @@ def _range(ctx: NodeContext) -> Prepared:
         value = compute(*(t.data for t in ctx.inputs))
         return Prepared([value.shape], lambda inputs: [value.copy()])
     return Prepared([None], lambda inputs: [compute(*inputs)])
+
+
+# ---- STABLEHLO_RNG_BIT_GENERATOR ------------------------------------------------------------------
+# LiteRT's kernel: the uint64 state holds the key (state[0]) and a 64-bit counter (state[1]); each
+# block of the counter gives 2 (THREEFRY, Threefry-2x32 with 20 rounds) or 4 (PHILOX / DEFAULT,
+# Philox-4x32 with 10 rounds; a third state word supplies the counter's upper half) 32-bit
+# values, written in order; the output state is the key and the counter after the last block.
+
+_U32 = np.uint32
+
+
+def _rotl(x: np.ndarray, r: int) -> np.ndarray:
+    return (x << _U32(r)) | (x >> _U32(32 - r))
+
+
+def _threefry2x32(k0: int, k1: int, c0: np.ndarray, c1: np.ndarray) -> list[np.ndarray]:
+    k = [_U32(k0), _U32(k1), _U32(k0 ^ k1 ^ 0x1BD11BDA)]
+    x0, x1 = c0 + k[0], c1 + k[1]
+    rotations = ((13, 15, 26, 6), (17, 29, 16, 24))
+    for i, (r, a, b) in enumerate(((0, 1, 2), (1, 2, 0), (0, 0, 1), (1, 1, 2), (0, 2, 0))):
+        for rot in rotations[r]:
+            x0 = x0 + x1
+            x1 = _rotl(x1, rot) ^ x0
+        x0 = x0 + k[a]
+        x1 = x1 + k[b] + _U32(i + 1)
+    return [x0, x1]
+
+
+def _philox4x32(k0: int, k1: int, c: list[np.ndarray]) -> list[np.ndarray]:
+    for _ in range(10):
+        key0, key1 = _U32(k0), _U32(k1)
+        p0 = np.uint64(0xD2511F53) * c[0].astype(np.uint64)
+        p1 = np.uint64(0xCD9E8D57) * c[2].astype(np.uint64)
+        hi0, lo0 = (p0 >> np.uint64(32)).astype(_U32), p0.astype(_U32)
+        hi1, lo1 = (p1 >> np.uint64(32)).astype(_U32), p1.astype(_U32)
+        c = [hi1 ^ c[1] ^ key0, lo1, hi0 ^ c[3] ^ key1, lo0]
+        k0, k1 = (k0 + 0x9E3779B9) & 0xFFFFFFFF, (k1 + 0xBB67AE85) & 0xFFFFFFFF  # Python ints: no numpy overflow warning
+    return c
+
+
+@register_kernel("STABLEHLO_RNG_BIT_GENERATOR", dtypes=("uint64",), versions=range(1, 2))
+def stablehlo_rng_bit_generator(ctx: NodeContext) -> Prepared:
+    if len(ctx.inputs) != 1 or ctx.inputs[0] is None or len(ctx.outputs) != 2:
+        raise ctx.fail("expects the initial state and gives the new state and the random bits")
+    algorithm = int(ctx.options.get("algorithm", 0) or 0)
+    out = ctx.outputs[1]
+    if out.dtype not in ("int32", "uint32", "int64", "uint64") or out.shape is None:
+        raise ctx.fail(f"the output must be a static int32/uint32/int64/uint64 tensor, got {out.dtype} {out.shape}")
+    if algorithm not in (0, 1, 2):
+        raise ctx.fail(f"unknown RNG algorithm {algorithm}")
+    oshape = tuple(int(d) for d in out.shape)
+    words = int(np.prod(oshape)) * (2 if out.dtype in ("int64", "uint64") else 1)
+    state_shape = None if ctx.inputs[0].shape is None else tuple(ctx.inputs[0].shape)
+
+    def run(inputs):
+        state = np.ascontiguousarray(inputs[0], np.uint64)
+        n = state.shape[0] if state.ndim == 1 else -1
+        if algorithm == 2 and n != 2 or algorithm != 2 and n not in (2, 3):
+            raise ctx.fail(f"a state of shape {state.shape} for RNG algorithm {algorithm}")
+        s = state.view(_U32)
+        per = 2 if algorithm == 2 else 4
+        blocks = -(-words // per)
+        start = int(s[2]) | (int(s[3]) << 32)
+        count = (np.uint64(start) + np.arange(blocks, dtype=np.uint64))  # wraps like the C++ carry
+        c0, c1 = count.astype(_U32), (count >> np.uint64(32)).astype(_U32)
+        if algorithm == 2:
+            vals = _threefry2x32(int(s[0]), int(s[1]), c0, c1)
+        else:
+            hi = (s[4], s[5]) if n == 3 else (s[0], s[1])
+            vals = _philox4x32(int(s[0]), int(s[1]), [c0, c1, np.full(blocks, hi[0], _U32),
+                                                       np.full(blocks, hi[1], _U32)])
+        bits = np.stack(vals, axis=1).reshape(-1)[:words]
+        new_state = state.copy()
+        end = (start + blocks) % (1 << 64)
+        ns = new_state.view(_U32)
+        ns[0], ns[1], ns[2], ns[3] = s[0], s[1], end & 0xFFFFFFFF, end >> 32
+        return [new_state, bits.view(np.dtype(out.dtype)).reshape(oshape).copy()]
+
+    return Prepared([state_shape, oshape], run)
