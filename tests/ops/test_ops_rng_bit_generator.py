@@ -1,5 +1,6 @@
-"""STABLEHLO_RNG_BIT_GENERATOR (THREEFRY, PHILOX, DEFAULT) vs LiteRT's builtin kernel: the same random
-bits and output state, bit for bit, for 32- and 64-bit outputs and a counter that wraps."""
+"""STABLEHLO_RNG_BIT_GENERATOR (THREEFRY, PHILOX, DEFAULT), RANDOM_UNIFORM and RANDOM_STANDARD_NORMAL vs
+LiteRT's builtin kernels: the same random bits and output state, bit for bit, for 32- and 64-bit
+outputs and a counter that wraps; the same uniform stream for fixed seeds."""
 
 from __future__ import annotations
 
@@ -28,3 +29,41 @@ def test_rng_bit_generator(algorithm, n_state, shape, dtype):
         want, got = run_litert(data, feeds, reference=False), run_litegpu(data, feeds)
         for g, w in zip(got, want, strict=True):
             assert g.dtype == w.dtype and np.array_equal(g, w)
+
+
+def _random_model(op: str, shape: tuple[int, ...], seed: int, seed2: int) -> bytes:
+    b = ModelBuilder()
+    s = b.const("shape", np.array(shape, np.int32))
+    y = b.tensor("y", shape)
+    b.op(op, [s], [y], seed=seed, seed2=seed2)
+    b.output(y)
+    return b.build()
+
+
+@pytest.mark.parametrize("op", ["RANDOM_UNIFORM", "RANDOM_STANDARD_NORMAL"])
+@pytest.mark.parametrize("shape, seed, seed2", [((7,), 5, 9), ((3, 4), 123456789012, 0), ((5,), 0, 77),
+                                                ((2, 3, 3), -1, 2**40)])
+def test_random_with_fixed_seeds(op, shape, seed, seed2):
+    """LiteRT's stream, continued over invokes: uniform bit-exact, normal within float32 libm ulps."""
+    import litegpu
+    from ai_edge_litert import interpreter as litert
+    from litegpu.testing import assert_allclose_rel
+
+    data = _random_model(op, shape, seed, seed2)
+    theirs = litert.Interpreter(model_content=data, experimental_op_resolver_type=(
+        litert.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES))
+    ours = litegpu.Interpreter(model_content=data)
+    for it in (theirs, ours):
+        it.allocate_tensors()
+    for _ in range(3):
+        want, got = [(it.invoke(), it.get_tensor(it.get_output_details()[0]["index"]))[1] for it in (theirs, ours)]
+        if op == "RANDOM_UNIFORM":
+            assert np.array_equal(got, want)
+        else:
+            assert_allclose_rel(got, want, 1e-5)
+
+
+def test_random_without_seeds_is_random():
+    data = _random_model("RANDOM_UNIFORM", (1000,), 0, 0)
+    a, b = (run_litegpu(data, [])[0] for _ in range(2))
+    assert a.min() >= 0 and a.max() < 1 and 0.4 < a.mean() < 0.6 and not np.array_equal(a, b)

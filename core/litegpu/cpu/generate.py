@@ -179,3 +179,72 @@ def stablehlo_rng_bit_generator(ctx: NodeContext) -> Prepared:
         return [new_state, bits.view(np.dtype(out.dtype)).reshape(oshape).copy()]
 
     return Prepared([state_shape, oshape], run)
+
+
+# ---- RANDOM_UNIFORM / RANDOM_STANDARD_NORMAL ------------------------------------------------------
+# LiteRT draws from TensorFlow's Philox-4x32 stream: key = the 64-bit ``seed``, the counter's upper
+# half = ``seed2``, its lower half counting the 4-value blocks from 0 at prepare and on across
+# invokes.  Uniform floats take each value's low 23 bits as the mantissa of a number in [1, 2)
+# minus 1; normals come from pairs through Box-Muller (float32 log, sqrt, sin, cos; within an ulp
+# or two of glibc's).  With seed = seed2 = 0 LiteRT seeds from /dev/urandom, and so does this.
+
+
+class _PhiloxStream:
+    def __init__(self, seed: int, seed2: int):
+        # LiteRT keeps the schema's 64-bit seeds in 32-bit ints (measured: only the low 32 bits count,
+        # sign-extended)
+        seed, seed2 = (((v & 0xFFFFFFFF) ^ 0x80000000) - 0x80000000 for v in (seed, seed2))
+        if seed == 0 and seed2 == 0:
+            seed, seed2 = (int(v) for v in np.random.default_rng().integers(0, 2**63, 2))
+        self.key = (seed & 0xFFFFFFFF, (seed >> 32) & 0xFFFFFFFF)
+        self.hi = (seed2 & 0xFFFFFFFF, (seed2 >> 32) & 0xFFFFFFFF)
+        self.count = 0
+
+    def blocks(self, n: int) -> np.ndarray:
+        """The next ``n`` blocks of 4 uint32 values, shape (n, 4)."""
+        count = np.uint64(self.count) + np.arange(n, dtype=np.uint64)
+        self.count += n
+        c = [count.astype(_U32), (count >> np.uint64(32)).astype(_U32),
+             np.full(n, self.hi[0], _U32), np.full(n, self.hi[1], _U32)]
+        return np.stack(_philox4x32(self.key[0], self.key[1], c), axis=1)
+
+
+def _uint32_to_float(x: np.ndarray) -> np.ndarray:
+    return ((x & _U32(0x7FFFFF)) | _U32(127 << 23)).view(np.float32) - np.float32(1)
+
+
+def _random(ctx: NodeContext, normal: bool) -> Prepared:
+    if len(ctx.inputs) != 1 or ctx.inputs[0] is None or ctx.inputs[0].dtype != "int32" or len(ctx.outputs) != 1:
+        raise ctx.fail("expects one int32 shape input and one output")
+    if ctx.outputs[0].dtype != "float32":
+        raise ctx.fail(f"the output must be float32 (LiteRT's only type), got {ctx.outputs[0].dtype}")
+    stream = _PhiloxStream(int(ctx.options.get("seed", 0) or 0), int(ctx.options.get("seed2", 0) or 0))
+    shape_c = const_ints(ctx.inputs[0])
+
+    def run(inputs):
+        shape = tuple(int(d) for d in int_values(ctx, inputs[0], "shape"))
+        if any(d < 0 for d in shape):
+            raise ctx.fail(f"negative dimension in shape {shape}")
+        n = int(np.prod(shape))
+        vals = stream.blocks(-(-n // 4)).reshape(-1)
+        if not normal:
+            return [_uint32_to_float(vals[:n]).reshape(shape)]
+        u1 = np.maximum(_uint32_to_float(vals[0::2]), np.float32(1e-7))
+        v1 = (2.0 * np.pi * _uint32_to_float(vals[1::2]).astype(np.float64)).astype(np.float32)
+        u2 = np.sqrt(np.float32(-2) * np.log(u1))
+        out = np.empty(vals.size, np.float32)
+        out[0::2], out[1::2] = np.sin(v1) * u2, np.cos(v1) * u2
+        return [out[:n].reshape(shape)]
+
+    static = None if shape_c is None else tuple(int(d) for d in shape_c)
+    return Prepared([static], run)
+
+
+@register_kernel("RANDOM_UNIFORM", dtypes=("int32",), versions=range(1, 2))
+def random_uniform(ctx: NodeContext) -> Prepared:
+    return _random(ctx, normal=False)
+
+
+@register_kernel("RANDOM_STANDARD_NORMAL", dtypes=("int32",), versions=range(1, 2))
+def random_standard_normal(ctx: NodeContext) -> Prepared:
+    return _random(ctx, normal=True)
