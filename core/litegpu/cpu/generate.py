@@ -248,3 +248,46 @@ def random_uniform(ctx: NodeContext) -> Prepared:
 @register_kernel("RANDOM_STANDARD_NORMAL", dtypes=("int32",), versions=range(1, 2))
 def random_standard_normal(ctx: NodeContext) -> Prepared:
     return _random(ctx, normal=True)
+
+
+@register_kernel("MULTINOMIAL", dtypes=("float32",), versions=range(1, 2))
+def multinomial(ctx: NodeContext) -> Prepared:
+    """LiteRT's MULTINOMIAL: samples come from a copy of the stream (which itself jumps ahead by
+    ``batch * ceil4(num_samples) * 512`` blocks per invoke), two values per sample made into a double
+    in [0, 1) and scaled by the row's total ``exp(logit - max)`` (non-finite logits weigh 0); the
+    sample is the first class whose running total exceeds it."""
+    if len(ctx.inputs) != 2 or any(t is None for t in ctx.inputs) or len(ctx.outputs) != 1:
+        raise ctx.fail("expects logits and num_samples")
+    if ctx.inputs[1].dtype != "int32" or ctx.outputs[0].dtype not in ("int32", "int64"):
+        raise ctx.fail("num_samples must be int32 and the output int32 or int64")
+    stream = _PhiloxStream(int(ctx.options.get("seed", 0) or 0), int(ctx.options.get("seed2", 0) or 0))
+    out_dtype = np.dtype(ctx.outputs[0].dtype)
+
+    def run(inputs):
+        logits = np.asarray(inputs[0], np.float32)
+        ns = np.asarray(inputs[1])
+        if logits.ndim != 2 or logits.shape[1] < 1 or ns.ndim != 0 or int(ns) < 0:
+            raise ctx.fail(f"logits {logits.shape} must be (batch, classes >= 1), num_samples a scalar >= 0")
+        batch, n = logits.shape[0], int(ns)
+        start = stream.count
+        stream.count += batch * ((n + 3) // 4 * 4) * 2 * 256
+        total_vals = batch * n * 2
+        copy = _PhiloxStream.__new__(_PhiloxStream)
+        copy.key, copy.hi, copy.count = stream.key, stream.hi, start
+        vals = copy.blocks(-(-total_vals // 4)).reshape(-1)[:total_vals].astype(np.uint64)
+        hi, lo = vals[0::2] & np.uint64(0xFFFFF), vals[1::2]
+        u = ((np.uint64(1023) << np.uint64(52)) | (hi << np.uint64(32)) | lo).view(np.float64) - 1.0
+        out = np.empty((batch, n), out_dtype)
+        for r in range(batch):
+            row = logits[r]
+            finite = np.isfinite(row)
+            mx = np.float64(row[finite].max()) if finite.any() else np.float64(np.finfo(np.float32).min)
+            w = np.where(finite, np.exp(row.astype(np.float64) - mx), 0.0)
+            cdf = np.cumsum(w)
+            out[r] = np.searchsorted(cdf, u[r * n:(r + 1) * n] * cdf[-1], side="right")
+        return [out]
+
+    static = None
+    if ctx.inputs[0].shape is not None and ctx.inputs[1].data is not None:
+        static = (int(ctx.inputs[0].shape[0]), int(np.asarray(ctx.inputs[1].data)))
+    return Prepared([static], run)

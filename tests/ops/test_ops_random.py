@@ -1,6 +1,6 @@
-"""STABLEHLO_RNG_BIT_GENERATOR (THREEFRY, PHILOX, DEFAULT), RANDOM_UNIFORM and RANDOM_STANDARD_NORMAL vs
+"""STABLEHLO_RNG_BIT_GENERATOR (THREEFRY, PHILOX, DEFAULT), RANDOM_UNIFORM, RANDOM_STANDARD_NORMAL, MULTINOMIAL vs
 LiteRT's builtin kernels: the same random bits and output state, bit for bit, for 32- and 64-bit
-outputs and a counter that wraps; the same uniform stream for fixed seeds."""
+outputs and a counter that wraps; the same uniform stream and multinomial samples for fixed seeds."""
 
 from __future__ import annotations
 
@@ -67,3 +67,31 @@ def test_random_without_seeds_is_random():
     data = _random_model("RANDOM_UNIFORM", (1000,), 0, 0)
     a, b = (run_litegpu(data, [])[0] for _ in range(2))
     assert a.min() >= 0 and a.max() < 1 and 0.4 < a.mean() < 0.6 and not np.array_equal(a, b)
+
+
+@pytest.mark.parametrize("batch, classes, samples, seed, seed2, dtype",
+                         [(2, 5, 7, 3, 4, "int64"), (3, 10, 20, 99, 0, "int32"), (1, 3, 1, 7, 7, "int64")])
+def test_multinomial_with_fixed_seeds(batch, classes, samples, seed, seed2, dtype):
+    from ai_edge_litert import interpreter as litert
+    import litegpu
+
+    b = ModelBuilder()
+    x = b.input("x", (batch, classes))
+    y = b.tensor("y", (batch, samples), dtype)
+    b.op("MULTINOMIAL", [x, b.const("n", np.array(samples, np.int32))], [y], seed=seed, seed2=seed2)
+    b.output(y)
+    data = b.build()
+    logits = np.random.default_rng(batch).normal(0, 2, (batch, classes)).astype(np.float32)
+    logits[0, 1] = -np.inf  # a class that is never drawn
+    theirs = litert.Interpreter(model_content=data, experimental_op_resolver_type=(
+        litert.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES))
+    ours = litegpu.Interpreter(model_content=data)
+    for it in (theirs, ours):
+        it.allocate_tensors()
+    for _ in range(3):  # the stream jumps ahead per invoke
+        outs = []
+        for it in (theirs, ours):
+            it.set_tensor(it.get_input_details()[0]["index"], logits)
+            it.invoke()
+            outs.append(it.get_tensor(it.get_output_details()[0]["index"]))
+        assert outs[1].dtype == outs[0].dtype and np.array_equal(outs[1], outs[0])
