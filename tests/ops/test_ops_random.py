@@ -72,8 +72,8 @@ def test_random_without_seeds_is_random():
 @pytest.mark.parametrize("batch, classes, samples, seed, seed2, dtype",
                          [(2, 5, 7, 3, 4, "int64"), (3, 10, 20, 99, 0, "int32"), (1, 3, 1, 7, 7, "int64")])
 def test_multinomial_with_fixed_seeds(batch, classes, samples, seed, seed2, dtype):
-    from ai_edge_litert import interpreter as litert
     import litegpu
+    from ai_edge_litert import interpreter as litert
 
     b = ModelBuilder()
     x = b.input("x", (batch, classes))
