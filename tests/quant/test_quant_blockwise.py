@@ -81,3 +81,16 @@ def test_blockwise_scales_must_fit_the_blocks():
     b.output(y)
     with pytest.raises(ModelError, match="scales tensor .* has 24 values"):
         run_litegpu(b.build(), [np.zeros((1, 64), np.float32)])
+
+
+def test_blockwise_dequantization_for_the_float_view():
+    """What the GPU float view and constant folding compute for a blockwise tensor: q * its block's scale."""
+    from litegpu._ir import Quantization
+    from litegpu.gpu._reference import dequantize_array
+
+    q = np.arange(-8, 8, dtype=np.int8).reshape(2, 8)
+    scales = np.array([[0.5, 2.0], [1.0, 0.25]], np.float16)
+    quant = Quantization(scale=np.zeros(0, np.float32), zero_point=np.zeros(0, np.int64), block_size=4,
+                         block_scales=scales)
+    want = q.astype(np.float32) * np.repeat(scales.astype(np.float32), 4, axis=1)
+    assert np.array_equal(dequantize_array(q, quant), want)
