@@ -77,6 +77,7 @@ def test_hashtable_lookup_string_constants(keys):
     _same(b.build(), [np.array([3, 4, 5, 1], np.int32)])
 
 
+@pytest.mark.sweep(every=2, by=lambda p: p["text"])  # the rest run in `make test-all`
 @pytest.mark.parametrize("text", [b"the quick brown fox jumps", b" a  b\\tc\\n d ", b"one", b"x y"])
 @pytest.mark.parametrize("n, skip, all_ngrams", [(1, 0, False), (2, 1, False), (3, 2, True), (2, 0, True)])
 def test_skip_gram(text, n, skip, all_ngrams):
@@ -88,6 +89,7 @@ def test_skip_gram(text, n, skip, all_ngrams):
     _same(b.build(), [])
 
 
+@pytest.mark.sweep(every=2, by=lambda p: p["shape"])  # the rest run in `make test-all`
 # rows of 1, 4, 16, 36, 80 and 160 bytes: every length branch of FarmHash's fingerprint
 @pytest.mark.parametrize("shape, dtype", [((5,), "int8"), ((5,), "int32"), ((3, 4), "float32"), ((4, 9), "float32"),
                                           ((2, 20), "int32"), ((3, 40), "float32")])

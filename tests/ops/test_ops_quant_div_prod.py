@@ -18,6 +18,7 @@ def _zp(r, dtype: str) -> int:
 DIV_SHAPES = [((2, 3, 4), (2, 3, 4)), ((5,), (5,)), ((3, 1, 4), (1, 2, 4)), ((2, 3), ()), ((40,), (40,))]
 
 
+@pytest.mark.sweep(every=2, by=lambda p: p["dtype"])  # the rest run in `make test-all`
 @pytest.mark.parametrize("dtype", ["int8", "uint8", "int16"])
 @pytest.mark.parametrize("shapes", DIV_SHAPES, ids=lambda s: f"{s[0]}/{s[1]}")
 def test_div_quantized(dtype, shapes):
@@ -49,6 +50,7 @@ def test_div_quantized_zero_divisor_is_an_error():
 PROD_SHAPES = [((2, 3, 4), [1]), ((5,), [0]), ((3, 2, 4), [0, 2]), ((2, 2, 2, 3), [-1, 1]), ((4, 6), [0, 1])]
 
 
+@pytest.mark.sweep(every=2, by=lambda p: p["dtype"])  # the rest run in `make test-all`
 @pytest.mark.parametrize("dtype", ["int8", "int16"])
 @pytest.mark.parametrize("case", PROD_SHAPES, ids=lambda c: f"{c[0]}-{c[1]}")
 def test_reduce_prod_quantized(dtype, case):

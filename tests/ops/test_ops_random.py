@@ -19,6 +19,7 @@ def _model(algorithm: int, n_state: int, shape: tuple[int, ...], dtype: str) -> 
     return b.build()
 
 
+@pytest.mark.sweep(every=2, by=lambda p: p["algorithm"])  # the rest run in `make test-all`
 @pytest.mark.parametrize("algorithm, n_state", [(0, 2), (1, 3), (1, 2), (2, 2)],
                          ids=["DEFAULT", "PHILOX-3", "PHILOX-2", "THREEFRY"])
 @pytest.mark.parametrize("shape, dtype", [((7,), "uint32"), ((3, 5), "int64"), ((4,), "int32"), ((2, 3), "uint64")])

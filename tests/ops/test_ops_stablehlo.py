@@ -18,6 +18,7 @@ PADS = [((3, 4), (1, 0), (2, 1), (0, 0)), ((3, 4), (-1, 2), (1, -2), (1, 2)),
         ((2, 3, 2), (0, 1, 0), (1, 0, -1), (2, 0, 1)), ((5,), (-2,), (-2,), (0,)), ((0, 3), (1, 0), (0, 1), (1, 1))]
 
 
+@pytest.mark.sweep(every=2, by=lambda p: p["dtype"])  # the rest run in `make test-all`
 @pytest.mark.parametrize("dtype", ["float32", "int8", "int64", "bool"])
 @pytest.mark.parametrize("case", PADS, ids=lambda c: f"{c[0]}-lo{c[1]}-hi{c[2]}-in{c[3]}")
 def test_stablehlo_pad(case, dtype):
@@ -79,6 +80,7 @@ SCATTERS = [  # operand shape, indices, updates shape, options
 ]
 
 
+@pytest.mark.sweep(every=2, by=lambda p: p["op"])  # the rest run in `make test-all`
 @pytest.mark.parametrize("op", [None, "STABLEHLO_ADD", "STABLEHLO_MULTIPLY", "STABLEHLO_MAXIMUM", "STABLEHLO_MINIMUM"])
 @pytest.mark.parametrize("case", SCATTERS, ids=lambda c: f"{c[0]}-{c[2]}")
 def test_stablehlo_scatter(case, op):
@@ -104,6 +106,7 @@ WINDOWS = [((2, 7, 6), dict(window_dimensions=[1, 3, 2], window_strides=[1, 2, 1
            ((4, 4), dict(window_dimensions=[3, 1], window_strides=[2, 3], padding=[1, 1, 0, 0]))]
 
 
+@pytest.mark.sweep(every=2, by=lambda p: p["op"])  # the rest run in `make test-all`
 @pytest.mark.parametrize("op", ["STABLEHLO_ADD", "ADD", "STABLEHLO_MAXIMUM", "MINIMUM", "STABLEHLO_MULTIPLY"])
 @pytest.mark.parametrize("case", WINDOWS, ids=lambda c: str(c[0]))
 def test_stablehlo_reduce_window(case, op):
@@ -121,6 +124,7 @@ def test_stablehlo_reduce_window(case, op):
         _compare(b.build(), [x_val])
 
 
+@pytest.mark.sweep(every=2, by=lambda p: p["function"])  # the rest run in `make test-all`
 @pytest.mark.parametrize("function", range(1, 7), ids=["ADD", "MUL", "MINIMUM", "MAXIMUM", "ALL", "ANY"])
 @pytest.mark.parametrize("dtype", ["float32", "int32", "int8", "bool"])
 def test_reduce_window(function, dtype):
