@@ -47,6 +47,11 @@ class Quantization:
     ``scale``/``zero_point`` have one entry (per-tensor) or one per slice along
     ``quantized_dimension`` (per-channel).  ``min``/``max`` are the optional
     float ranges some converters record.
+
+    Blockwise quantization (the schema's ``BlockwiseQuantization`` details, int4 weights of
+    FULLY_CONNECTED) has no affine scale: ``block_size`` > 0 and ``block_scales`` holds the
+    per-block scales as stored (float16, shape ``(rows, innermost / block_size)``), read from the
+    tensor the details name; ``scale``/``zero_point`` are then empty.
     """
 
     scale: np.ndarray  # float32, shape (n,)
@@ -54,6 +59,9 @@ class Quantization:
     quantized_dimension: int = 0
     min: np.ndarray | None = None
     max: np.ndarray | None = None
+    block_size: int = 0
+    block_scales: np.ndarray | None = None
+    block_scales_tensor: int = -1  # the scales tensor's index (resolved into block_scales by the reader)
 
     @property
     def per_channel(self) -> bool:

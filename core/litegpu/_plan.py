@@ -353,6 +353,11 @@ class Runtime:
             cache.move_to_end(key)
         return plan.call(arrays)
 
+    def subgraph_ops(self, index: int) -> tuple[str, ...]:
+        """The op names of subgraph ``index`` in file order (kernels that, like LiteRT's, read a
+        body subgraph's single op instead of running it: STABLEHLO_REDUCE_WINDOW, STABLEHLO_SCATTER)."""
+        return tuple(op.name for op in self._subgraph(index).operators)
+
     def subgraph_io(self, index: int) -> tuple[list[TensorSpec], list[TensorSpec]]:
         """Input and output specs of subgraph ``index`` as the file declares them
         (``shape`` is None where the signature has unknown dimensions)."""
@@ -515,6 +520,7 @@ def build_plan(
             num_threads=runtime.num_threads,
             call_subgraph=runtime.call_subgraph,
             subgraph_io=runtime.subgraph_io,
+            subgraph_ops=runtime.subgraph_ops,
             resources=runtime.resources,
             reset_hooks=reset_hooks,
             intermediates=[_spec(sg.tensors[i]) for i in op.intermediates if i >= 0],

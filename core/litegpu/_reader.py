@@ -38,15 +38,17 @@ from ._errors import ModelError, describe_failure
 from ._flatbuf import INVALID_FLATBUFFER, TableView, parse_operator_options, root_table
 from ._ir import DimensionMetadata, Model, Operator, Quantization, SignatureDef, Sparsity, Subgraph, Tensor
 from ._schema import (
+    BLOCKWISE_DETAILS,
     CUSTOM_OPCODE,
     PACKED_BITS,
+    BlockwiseQuantization,
     builtin_op_name,
     sparse_index_vector_class,
     storage_dtype,
     tensor_type_name,
 )
 
-__all__ = ["read_model", "MAX_ELEMENTS", "MAX_TENSOR_BYTES"]
+__all__ = ["read_model", "string_values", "MAX_ELEMENTS", "MAX_TENSOR_BYTES"]
 
 #: Largest element count of one tensor we accept (TFLite counts elements in int32 in places).
 MAX_ELEMENTS = 2**31 - 1
@@ -247,6 +249,7 @@ class _Reader:
         name = sg.string("name") or ""
         fb_tensors = sg.tables("tensors", f"{pre}tensor")
         tensors = tuple(self._read_tensor(pre, i, t) for i, t in enumerate(fb_tensors))
+        tensors = _resolve_block_scales(pre, tensors)
         n = len(tensors)
         self.where = f"subgraph {sgi}"
         inputs = _indices(sg.vector("inputs"), n, f"{pre}subgraph inputs", optional=False)
@@ -353,6 +356,8 @@ class _Reader:
         q = t.table("quantization", qwhat)
         if q is None:
             return None
+        if q.scalar("details_type") == BLOCKWISE_DETAILS:
+            return self._read_blockwise(q, qwhat, shape)
         scale = q.vector("scale")
         zero = q.vector("zero_point")
         qmin = q.vector("min")
@@ -378,6 +383,20 @@ class _Reader:
             min=None if qmin is None or qmin.size == 0 else _ro(qmin.astype(np.float32)),
             max=None if qmax is None or qmax.size == 0 else _ro(qmax.astype(np.float32)),
         )
+
+    def _read_blockwise(self, q: TableView, qwhat: str, shape: tuple[int, ...]) -> Quantization:
+        """Blockwise details: the scales tensor is resolved once every tensor is read
+        (:func:`_resolve_block_scales`)."""
+        bw = q.union("details", BlockwiseQuantization, f"{qwhat}: blockwise details")
+        if bw is None:
+            raise ModelError(f"{qwhat}: blockwise quantization without its details table")
+        block = int(bw.scalar("block_size"))
+        if block <= 0:
+            raise ModelError(f"{qwhat}: blockwise block_size {block} must be positive")
+        empty = _ro(np.zeros(0, np.float32))
+        return Quantization(scale=empty, zero_point=_ro(np.zeros(0, np.int64)),
+                            quantized_dimension=int(q.scalar("quantized_dimension")), block_size=block,
+                            block_scales_tensor=int(bw.scalar("scales")))
 
     def _read_sparsity(self, t: TableView, what: str, shape: tuple[int, ...]) -> Sparsity | None:
         swhat = f"{what}: sparsity"
@@ -547,6 +566,45 @@ def _check_string_buffer(what: str, buffer: int, raw: Any, offset: int, size: in
     offs = np.frombuffer(raw, "<i4", count + 1, offset + 4)
     if offs[0] != 4 * (count + 2) or offs[-1] != size or (np.diff(offs) < 0).any():
         raise ModelError(f"{what}: string buffer {buffer} has inconsistent string offsets")
+
+
+def string_values(raw: np.ndarray) -> np.ndarray:
+    """The strings (1-D object array of bytes) of a string constant as read (its raw, checked buffer)."""
+    buf = np.asarray(raw, np.uint8).tobytes()
+    count = int(np.frombuffer(buf, "<i4", 1, 0)[0])
+    offs = np.frombuffer(buf, "<i4", count + 1, 4)
+    out = np.empty(count, dtype=object)
+    for i in range(count):
+        out[i] = buf[offs[i]:offs[i + 1]]
+    return out
+
+
+def _resolve_block_scales(pre: str, tensors: tuple[Tensor, ...]) -> tuple[Tensor, ...]:
+    """Blockwise-quantized tensors get the per-block scales of the tensor their details name
+    (constant, one row per weight row, ``innermost / block_size`` columns)."""
+    out = list(tensors)
+    for i, t in enumerate(tensors):
+        q = t.quantization
+        if q is None or not q.block_size:
+            continue
+        what = f"{pre}tensor {i} ({t.name!r}): blockwise quantization"
+        si = q.block_scales_tensor
+        if not 0 <= si < len(tensors):
+            raise ModelError(f"{what}: scales tensor {si} out of range (0..{len(tensors) - 1})")
+        s = tensors[si]
+        if s.data is None:
+            raise ModelError(f"{what}: scales tensor {si} ({s.name!r}) is not a constant")
+        if not t.shape or t.shape[-1] % q.block_size:
+            raise ModelError(f"{what}: innermost dimension of shape {_fmt_shape(t.shape)} is not a "
+                             f"multiple of block_size {q.block_size}")
+        rows = math.prod(t.shape[:-1])
+        want = rows * (t.shape[-1] // q.block_size)
+        if s.data.size != want:
+            raise ModelError(f"{what}: scales tensor {si} has {s.data.size} values; shape "
+                             f"{_fmt_shape(t.shape)} in blocks of {q.block_size} needs {want}")
+        scales = _ro(np.asarray(s.data).reshape(rows, t.shape[-1] // q.block_size))
+        out[i] = dataclasses.replace(t, quantization=dataclasses.replace(q, block_scales=scales))
+    return tuple(out)
 
 
 def _empty_constants(tensors: tuple[Tensor, ...], operators: tuple[Operator, ...],

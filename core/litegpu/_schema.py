@@ -170,3 +170,35 @@ def options_class(type_code: int, union: str = "BuiltinOptions") -> type | None:
 def sparse_index_vector_class(type_code: int) -> type | None:
     """Generated class for a ``SparseIndexVector`` union code (Int32Vector, Uint16Vector, Uint8Vector)."""
     return _options_union("SparseIndexVector").get(type_code)
+
+
+# ---- quantization details ----------------------------------------------------------------------
+
+#: ``QuantizationDetails`` union code of ``BlockwiseQuantization`` (newer schemas than the ``tflite``
+#: package we read with, which has no class for it).
+BLOCKWISE_DETAILS = 2
+
+
+class BlockwiseQuantization:
+    """Reader class for the schema's ``BlockwiseQuantization`` table, in the generated classes' form:
+    ``scales`` (tensor index of the per-block scales), ``zero_points`` (tensor index, -1 none),
+    ``block_size`` (elements of the innermost dimension per scale)."""
+
+    __slots__ = ("_tab",)
+
+    def _int(self, slot: int) -> int:
+        import flatbuffers
+
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(slot))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 0
+
+    def Scales(self) -> int:  # noqa: N802 - the generated classes' accessor names
+        return self._int(4)
+
+    def ZeroPoints(self) -> int:  # noqa: N802
+        return self._int(6)
+
+    def BlockSize(self) -> int:  # noqa: N802
+        return self._int(8)

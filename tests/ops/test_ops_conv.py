@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from kb_harness import WORST, compare, rng, run_litert, run_ours
 from litegpu.testing import ModelBuilder, assert_allclose_rel
+from opcheck import Const, check
 
 SAME, VALID = 0, 1
 
@@ -433,3 +434,32 @@ def test_zz_report_worst():
     """Prints the worst relative error per op (run with -s to see it)."""
     for k, v in sorted(WORST.items()):
         print(f"worst rel err {k}: {v:.3e}")
+
+
+# ---- CONV_3D_TRANSPOSE -------------------------------------------------------------------------
+
+CONV3DT = [  # input shape, filter (D, H, W, O, I), strides, dilations, padding, activation, bias, output trim
+    ((1, 3, 4, 5, 2), (2, 3, 2, 4, 2), (1, 1, 1), (1, 1, 1), 0, 0, True, 0),
+    ((2, 2, 3, 3, 3), (3, 2, 2, 2, 3), (2, 2, 1), (1, 1, 2), 1, 1, False, 0),
+    ((1, 3, 3, 3, 1), (2, 2, 2, 3, 1), (2, 1, 2), (1, 1, 1), 0, 3, True, 0),
+    ((1, 3, 3, 2, 2), (3, 3, 3, 2, 2), (2, 2, 2), (1, 1, 1), 0, 0, True, 1),  # SAME output one short of in*stride
+]
+
+
+@pytest.mark.parametrize("case", CONV3DT, ids=lambda c: f"{c[0]}-f{c[1]}-s{c[2]}-d{c[3]}-p{c[4]}")
+def test_conv_3d_transpose(case):
+    xs, fs, st, dl, pad, act, bias, trim = case
+    r = np.random.default_rng(xs[1] * 7 + fs[0])
+
+    def size(i, k, s, d):
+        return i * s - trim if pad == 0 else (i - 1) * s + (k - 1) * d + 1
+
+    osh = [xs[0], *[size(xs[1 + k], fs[k], st[k], dl[k]) for k in range(3)], fs[3]]
+    ins = [Const(np.array(osh, np.int32)), Const(r.uniform(-1, 1, fs).astype(np.float32)),
+           r.uniform(-1, 1, xs).astype(np.float32)]
+    if bias:
+        ins.append(Const(r.uniform(-1, 1, fs[3]).astype(np.float32)))
+    for reference in (True, False):
+        check("CONV_3D_TRANSPOSE", ins, "float32", reference=reference, padding=pad, stride_d=st[0], stride_h=st[1],
+              stride_w=st[2], dilation_d_factor=dl[0], dilation_h_factor=dl[1], dilation_w_factor=dl[2],
+              fused_activation_function=act)

@@ -257,3 +257,40 @@ def test_local_response_normalization(radius, bias, alpha, beta):
 @pytest.mark.parametrize("dtype", ["float32", "int8", "int32"])
 def test_dilate(shape, dil, dtype):
     _check("DILATE", [rand(shape, dtype, -9, 9), Const(np.array(dil, np.int32)), Const(np.array(7, dtype))])
+
+
+# ---- EMBEDDING_LOOKUP_SPARSE --------------------------------------------------------------------
+
+ELS = [  # ids, indices, dense_shape, params shape
+    ([1, 3, 0, 2, 2], [[0, 0], [0, 1], [1, 0], [2, 0], [2, 1]], [3, 2], (4, 3)),
+    ([1, 3, 0, 2, 2, 1], [[0, 0], [0, 1], [2, 0], [1, 0], [0, 2], [3, 0]], [4, 3], (5, 2, 2)),  # row 0 twice
+    ([0, 1], [[0, 0, 0], [1, 1, 1]], [2, 2, 2], (3, 4)),
+    ([2], [[1, 5]], [3, 7], (4, 1)),
+]
+
+
+@pytest.mark.parametrize("combiner", [0, 1, 2], ids=["SUM", "MEAN", "SQRTN"])
+@pytest.mark.parametrize("case", ELS, ids=lambda c: f"{len(c[0])}ids-{c[3]}")
+def test_embedding_lookup_sparse(case, combiner):
+    ids, idx, dense, vshape = case
+    r = np.random.default_rng(len(ids))
+    w = r.uniform(0.1, 2, len(ids)).astype(np.float32)
+    v = Const(r.uniform(-1, 1, vshape).astype(np.float32))
+    for shape in (Const(np.array(dense, np.int32)), np.array(dense, np.int32)):  # output shape at prepare / at run
+        check("EMBEDDING_LOOKUP_SPARSE", [np.array(ids, np.int32), np.array(idx, np.int32), shape, w, v], "float32",
+              combiner=combiner)
+
+
+# ---- HASHTABLE_LOOKUP ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("keys", [[1, 3, 5, 9, 12], [5, 1, 9, 3, 3, 12]], ids=["sorted", "unsorted-repeated"])
+@pytest.mark.parametrize("kind", ["float32", "int32", "string"])
+def test_hashtable_lookup(keys, kind):
+    lookup = np.array([3, 4, 12, 1, -2, 9, 5], np.int32)
+    if kind == "string":  # string values travel as a graph input (the builder writes no string constants)
+        values = np.array([f"s{i}" for i in range(len(keys))])
+    else:
+        values = Const(rand((len(keys), 3) if kind == "float32" else (len(keys),), kind, -9, 9))
+    check("HASHTABLE_LOOKUP", [lookup, Const(np.array(keys, np.int32)), values], [kind, "uint8"],
+          direct=kind == "string")

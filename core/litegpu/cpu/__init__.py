@@ -18,6 +18,8 @@ KERNEL_GROUPS: dict[str, tuple[str, ...]] = {
     "elementwise math and comparisons": (
         "elementwise",
         "compare",
+        "complex",
+        "strings",
     ),
     "activations and normalization": (
         "activations",
@@ -25,12 +27,14 @@ KERNEL_GROUPS: dict[str, tuple[str, ...]] = {
     "reductions, sorting, segments and cumulative sums": (
         "reduce",
         "sorting",
+        "non_max_suppression",
     ),
     "shapes, layout, indexing and generators": (
         "layout",
         "slicing",
         "scatter",
         "padding",
+        "stablehlo",
         "generate",
     ),
     "convolution, matrix products, pooling and resizing": (

@@ -81,6 +81,7 @@ class NodeContext:
     ``inputs`` has ``None`` for omitted optional inputs (index -1).
     ``call_subgraph(index, arrays)`` runs another subgraph of the model with the
     given input arrays and returns its output arrays (control flow ops).
+    ``subgraph_ops(index)`` names the ops of another subgraph (for bodies read, not run).
     ``resources`` is the interpreter's per-instance dict for resource variables
     and CALL_ONCE state; ``reset_hooks`` collects callables that
     ``reset_all_variables`` runs.
@@ -92,6 +93,7 @@ class NodeContext:
     num_threads: int = 1
     call_subgraph: Callable[[int, Sequence[np.ndarray]], list[np.ndarray]] | None = None
     subgraph_io: Callable[[int], tuple[list[TensorSpec], list[TensorSpec]]] | None = None
+    subgraph_ops: Callable[[int], tuple[str, ...]] | None = None
     resources: dict[Any, Any] = field(default_factory=dict)
     reset_hooks: list[Callable[[], None]] = field(default_factory=list)
     #: the node's intermediate tensors (the quantization of an integer LSTM's gate outputs)

@@ -8,11 +8,11 @@ perm or begin tensor that is not constant), the kernel announces a dynamic outpu
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import numpy as np
 
-from ._registry import NodeContext, TensorSpec
+from ._registry import NodeContext, Prepared, TensorSpec
 
 __all__ = [
     "Shape",
@@ -24,9 +24,12 @@ __all__ = [
     "fresh",
     "same_quantization",
     "prod",
+    "Run",
+    "plan_by_shape",
 ]
 
 Shape = tuple[int, ...]
+Run = Callable[[list[np.ndarray | None]], list[np.ndarray]]
 
 
 def broadcast_shape(ctx: NodeContext, a: Shape, b: Shape, max_rank: int | None = None) -> Shape:
@@ -98,3 +101,22 @@ def prod(shape: Iterable[int]) -> int:
     for d in shape:
         n *= int(d)
     return n
+
+
+def plan_by_shape(ctx: NodeContext, plan: Callable[[list[Shape | None]], tuple[list[Shape | None], Run]]
+                  ) -> Prepared:
+    """Plan once at prepare when every present input shape is known; else per new input shapes at run."""
+    shapes = [None if t is None or t.shape is None else tuple(int(d) for d in t.shape) for t in ctx.inputs]
+    if all(s is not None or t is None for s, t in zip(shapes, ctx.inputs, strict=True)):
+        outs, run = plan(shapes)
+        return Prepared(list(outs), run)
+    cache: dict[tuple, Run] = {}
+
+    def run_dynamic(inputs: list[np.ndarray | None]) -> list[np.ndarray]:
+        key = tuple(None if a is None else a.shape for a in inputs)
+        fn = cache.get(key)
+        if fn is None:
+            fn = cache[key] = plan([None if a is None else tuple(a.shape) for a in inputs])[1]
+        return fn(inputs)
+
+    return Prepared([None] * len(ctx.outputs), run_dynamic)

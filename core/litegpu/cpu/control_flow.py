@@ -226,3 +226,115 @@ def stablehlo_composite(ctx: NodeContext) -> Prepared:
         return [np.array(v, copy=True) for v in call(idx, list(inputs))]
 
     return Prepared(_shapes(d_out), run)
+
+
+# ---- hash tables: HASHTABLE, HASHTABLE_IMPORT, HASHTABLE_FIND, HASHTABLE_SIZE ---------------------
+# LiteRT's static hash tables: HASHTABLE names table ``table_id`` (its handle holds the id; the table
+# is created on first use), the first HASHTABLE_IMPORT fills it (a repeated key keeps its first value;
+# later imports do nothing), FIND maps keys to values or the default's first element, SIZE counts the
+# entries.  Keys and values are int64 -> string or string -> int64, as in LiteRT.
+
+_TABLE_TYPES = {("int64", "string"), ("string", "int64")}
+
+
+def _table_key(rid: int) -> tuple[str, int]:
+    return ("hashtable", int(rid))
+
+
+def _strings_or_values(spec: TensorSpec, a: np.ndarray) -> np.ndarray:
+    """A string constant arrives as its raw buffer: its strings; anything else as it is."""
+    if spec.dtype == "string" and a.dtype == np.uint8:
+        from .._reader import string_values
+
+        return string_values(a)
+    return np.asarray(a)
+
+
+def _key_of(v) -> object:
+    return bytes(v) if isinstance(v, (bytes, bytearray, np.bytes_)) else (v.encode() if isinstance(v, str) else int(v))
+
+
+@register_kernel("HASHTABLE", versions=range(1, 2))
+def hashtable(ctx: NodeContext) -> Prepared:
+    from .._schema import tensor_type_name
+
+    if ctx.inputs or len(ctx.outputs) != 1:
+        raise ModelError(f"node #{ctx.op.index} HASHTABLE takes no inputs and gives one handle")
+    kd = tensor_type_name(int(ctx.options.get("key_dtype", 0) or 0))
+    vd = tensor_type_name(int(ctx.options.get("value_dtype", 0) or 0))
+    if (kd, vd) not in _TABLE_TYPES:
+        raise ctx.fail(f"a {kd} -> {vd} table: LiteRT's tables map int64 -> string or string -> int64")
+    rid = int(ctx.options.get("table_id", 0) or 0)
+    resources = ctx.resources
+
+    def run(inputs):
+        resources.setdefault(_table_key(rid), {"types": (kd, vd), "map": None})
+        return [np.array([rid], np.int32)]
+
+    return Prepared([(1,)], run)
+
+
+def _table(resources: dict, handle: np.ndarray, op: str) -> dict:
+    rid = _handle_id(handle)
+    t = resources.get(_table_key(rid))
+    if t is None:
+        raise LiteGPUError(f"{op}: hash table {rid} does not exist (no HASHTABLE op created it)")
+    return t
+
+
+@register_kernel("HASHTABLE_IMPORT", versions=range(1, 2))
+def hashtable_import(ctx: NodeContext) -> Prepared:
+    if len(ctx.inputs) != 3 or any(t is None for t in ctx.inputs) or ctx.outputs:
+        raise ModelError(f"node #{ctx.op.index} HASHTABLE_IMPORT needs handle, keys and values, and no output")
+    resources = ctx.resources
+
+    def run(inputs):
+        t = _table(resources, inputs[0], "HASHTABLE_IMPORT")
+        keys = _strings_or_values(ctx.inputs[1], inputs[1]).reshape(-1)
+        values = _strings_or_values(ctx.inputs[2], inputs[2]).reshape(-1)
+        if keys.shape != values.shape:
+            raise LiteGPUError(f"HASHTABLE_IMPORT: {keys.size} keys and {values.size} values")
+        if t["map"] is None:
+            m: dict = {}
+            for k, v in zip(keys, values, strict=True):
+                m.setdefault(_key_of(k), v)
+            t["map"] = m
+        return []
+
+    return Prepared([], run)
+
+
+@register_kernel("HASHTABLE_FIND", versions=range(1, 2))
+def hashtable_find(ctx: NodeContext) -> Prepared:
+    if len(ctx.inputs) != 3 or any(t is None for t in ctx.inputs) or len(ctx.outputs) != 1:
+        raise ModelError(f"node #{ctx.op.index} HASHTABLE_FIND needs handle, keys and default value")
+    resources = ctx.resources
+    out_dtype = ctx.outputs[0].dtype
+
+    def run(inputs):
+        t = _table(resources, inputs[0], "HASHTABLE_FIND")
+        if t["map"] is None:
+            raise LiteGPUError("HASHTABLE_FIND: the hash table must be initialized (HASHTABLE_IMPORT) first")
+        keys = _strings_or_values(ctx.inputs[1], inputs[1])
+        default = _strings_or_values(ctx.inputs[2], inputs[2]).reshape(-1)[0]
+        m = t["map"]
+        found = [m.get(_key_of(k), default) for k in keys.reshape(-1)]
+        if out_dtype == "string":
+            return [np.array([bytes(v) for v in found], dtype=object).reshape(keys.shape)]
+        return [np.array(found, np.int64).reshape(keys.shape)]
+
+    kshape = None if ctx.inputs[1].shape is None else tuple(ctx.inputs[1].shape)
+    return Prepared([kshape], run)
+
+
+@register_kernel("HASHTABLE_SIZE", versions=range(1, 2))
+def hashtable_size(ctx: NodeContext) -> Prepared:
+    if len(ctx.inputs) != 1 or ctx.inputs[0] is None or len(ctx.outputs) != 1:
+        raise ModelError(f"node #{ctx.op.index} HASHTABLE_SIZE needs one handle and one output")
+    resources = ctx.resources
+
+    def run(inputs):
+        m = _table(resources, inputs[0], "HASHTABLE_SIZE")["map"]
+        return [np.array([0 if m is None else len(m)], np.int64)]
+
+    return Prepared([(1,)], run)

@@ -40,7 +40,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from .._errors import ModelError
-from ._common import PADDING_SAME, PADDING_VALID, same_padding
+from ._common import PADDING_SAME, PADDING_VALID, out_size, same_padding
 from ._float_util import F32, Clamp, DerivedCache, activation_clamp, conv_geometry, require_float, spec_shape
 from ._fusion import FusionNode
 from ._registry import FLOAT, NodeContext, Prepared, register_kernel
@@ -830,19 +830,24 @@ class _Conv3DPlan:
         return out
 
 
-@register_kernel("CONV_3D", dtypes=FLOAT, versions=range(1, 3))
-def conv_3d(ctx: NodeContext) -> Prepared:
-    if len(ctx.inputs) < 2 or ctx.inputs[0] is None or ctx.inputs[1] is None:
-        raise ModelError(f"node #{ctx.op.index} CONV_3D needs input and filter")
-    require_float(ctx, [0, 1, 2])
+def _conv3d_options(ctx: NodeContext) -> tuple[int, tuple[int, int, int], tuple[int, int, int], Clamp | None]:
+    """(padding, strides, dilations, fused clamp) of CONV_3D / CONV_3D_TRANSPOSE (Conv3DOptions)."""
     opt = ctx.options
     padding = int(opt.get("padding", PADDING_SAME))
     strides = (int(opt.get("stride_d", 1)), int(opt.get("stride_h", 1)), int(opt.get("stride_w", 1)))
     dil = (int(opt.get("dilation_d_factor", 1)), int(opt.get("dilation_h_factor", 1)),
            int(opt.get("dilation_w_factor", 1)))
     if padding not in (PADDING_SAME, PADDING_VALID) or min(strides + dil) <= 0:
-        raise ModelError(f"node #{ctx.op.index} CONV_3D: bad padding/stride/dilation")
-    clamp = activation_clamp(int(opt.get("fused_activation_function", 0)))
+        raise ctx.fail("bad padding/stride/dilation")
+    return padding, strides, dil, activation_clamp(int(opt.get("fused_activation_function", 0)))
+
+
+@register_kernel("CONV_3D", dtypes=FLOAT, versions=range(1, 3))
+def conv_3d(ctx: NodeContext) -> Prepared:
+    if len(ctx.inputs) < 2 or ctx.inputs[0] is None or ctx.inputs[1] is None:
+        raise ModelError(f"node #{ctx.op.index} CONV_3D needs input and filter")
+    require_float(ctx, [0, 1, 2])
+    padding, strides, dil, clamp = _conv3d_options(ctx)
     in_shape, fshape = spec_shape(ctx.inputs[0]), spec_shape(ctx.inputs[1])
     _check_rank(ctx, in_shape, 5, "input")
     if fshape is None or len(fshape) != 5:
@@ -864,3 +869,73 @@ def conv_3d(ctx: NodeContext) -> Prepared:
         return [plans.get(x.shape).run(x, wcache.get(w), bias)]
 
     return Prepared([plans.plan.out_shape if in_shape is not None else None], run)  # type: ignore[union-attr]
+
+
+# --------------------------------------------------------------------------- CONV_3D_TRANSPOSE
+
+
+@register_kernel("CONV_3D_TRANSPOSE", dtypes=("int32",), versions=range(1, 2))
+def conv_3d_transpose(ctx: NodeContext) -> Prepared:
+    """LiteRT's CONV_3D_TRANSPOSE: inputs (output_shape, filter (D, H, W, O, I), input, bias?);
+    each input element scatters ``x * w`` into the output at ``in * stride - pad + tap * dilation``.
+    The padding is LiteRT's: the forward convolution's padding of the output back to the input
+    (half the excess, rounded down, for SAME and VALID alike)."""
+    if len(ctx.inputs) < 3 or any(ctx.inputs[i] is None for i in range(3)):
+        raise ctx.fail("needs output_shape, filter and input")
+    require_float(ctx, [1, 2, 3])
+    padding, strides, dil, clamp = _conv3d_options(ctx)
+    fshape = spec_shape(ctx.inputs[1])
+    if fshape is None or len(fshape) != 5:
+        raise ctx.fail(f"filter must be 5-D (D, H, W, O, I), got {fshape}")
+    _check_bias(ctx, 3, fshape[3])
+
+    def plan(shapes):
+        oshape = tuple(int(v) for v in shapes[0])
+        xs = shapes[2]
+        if len(oshape) != 5 or len(xs) != 5:
+            raise ctx.fail(f"output_shape {oshape} and input shape {xs} must be 5-D")
+        if oshape[0] != xs[0] or oshape[4] != fshape[3] or xs[4] != fshape[4]:
+            raise ctx.fail(f"output_shape {oshape}, input {xs} and filter {fshape} do not fit")
+        pads = []
+        for k in range(3):
+            out_sz, in_sz, f = oshape[1 + k], xs[1 + k], fshape[k]
+            if out_size(padding, out_sz, f, strides[k], dil[k]) != in_sz:
+                raise ctx.fail(f"output_shape {oshape} does not convolve back to the input shape {xs}")
+            pads.append(same_padding(padding, out_sz, f, strides[k], dil[k], in_sz)[0])
+        return oshape, pads
+
+    def compute(x, w, b, oshape, pads):
+        n, ci = x.shape[0], x.shape[4]
+        co = oshape[4]
+        ext = [(x.shape[1 + k] - 1) * strides[k] + (fshape[k] - 1) * dil[k] + 1 for k in range(3)]
+        buf = np.zeros((n, *[max(e, p + o) for e, p, o in zip(ext, pads, oshape[1:4], strict=True)], co), F32)
+        xf = x.astype(F32).reshape(-1, ci)
+        for fd in range(fshape[0]):
+            for fy in range(fshape[1]):
+                for fx in range(fshape[2]):
+                    contrib = (xf @ w[fd, fy, fx].T).reshape(*x.shape[:4], co)
+                    sl = tuple(slice(t * dil[k], t * dil[k] + (x.shape[1 + k] - 1) * strides[k] + 1, strides[k])
+                               for k, t in enumerate((fd, fy, fx)))
+                    buf[(slice(None), *sl)] += contrib
+        out = buf[(slice(None), *[slice(p, p + o) for p, o in zip(pads, oshape[1:4], strict=True)])]
+        if b is not None:
+            out = out + np.asarray(b, F32).reshape(-1)
+        out = np.ascontiguousarray(out, dtype=F32)
+        return clamp(out) if clamp is not None else out
+
+    shape_spec = ctx.inputs[0]
+    if shape_spec.data is not None and ctx.inputs[2].shape is not None:
+        oshape, pads = plan([np.asarray(shape_spec.data).reshape(-1), None, tuple(ctx.inputs[2].shape)])
+
+        def run(inputs):
+            b = inputs[3] if len(inputs) > 3 else None
+            return [compute(inputs[2], np.asarray(inputs[1], F32), b, oshape, pads)]
+
+        return Prepared([oshape], run)
+
+    def run_dynamic(inputs):
+        oshape, pads = plan([np.asarray(inputs[0]).reshape(-1), None, tuple(inputs[2].shape)])
+        b = inputs[3] if len(inputs) > 3 else None
+        return [compute(inputs[2], np.asarray(inputs[1], F32), b, oshape, pads)]
+
+    return Prepared([None], run_dynamic)

@@ -318,3 +318,129 @@ def _dilate(ctx: NodeContext) -> Prepared:
         return [out]
 
     return Prepared([None], run)
+
+
+# ---- EMBEDDING_LOOKUP_SPARSE ----------------------------------------------------------------------
+
+
+@register_kernel("EMBEDDING_LOOKUP_SPARSE", dtypes=("int32",), versions=range(1, 2))
+def embedding_lookup_sparse(ctx: NodeContext) -> Prepared:
+    """LiteRT's EMBEDDING_LOOKUP_SPARSE (inputs ids, indices, dense_shape, weights, params): lookup
+    ``i`` adds ``params[ids[i]] * weights[i]`` to the output row its index names (all index columns
+    but the last); consecutive lookups into the same row form a group, which MEAN divides by its
+    weight sum and SQRTN by the root of its squared weights when the row changes.  LiteRT's order
+    is kept exactly: a row reached again after another one gets a second group added to it."""
+    if len(ctx.inputs) != 5 or any(t is None for t in ctx.inputs):
+        raise ctx.fail("needs ids, indices, dense_shape, weights and params")
+    ids_t, idx_t, shape_t, w_t, v_t = ctx.inputs
+    if idx_t.dtype != "int32" or shape_t.dtype != "int32" or w_t.dtype != "float32" or v_t.dtype != "float32":
+        raise ctx.fail("indices and dense_shape must be int32, weights and params float32")
+    combiner = int(ctx.options.get("combiner", 0) or 0)
+    if combiner not in (0, 1, 2):
+        raise ctx.fail(f"unknown combiner {combiner}")
+
+    def out_shape(dense: np.ndarray, vshape: tuple[int, ...]) -> tuple[int, ...]:
+        return tuple(int(d) for d in dense[:-1]) + tuple(vshape[1:])
+
+    def run(inputs):
+        ids, idx, dense, w, v = inputs
+        if ids.ndim != 1 or idx.ndim != 2 or dense.ndim != 1 or w.ndim != 1 or v.ndim < 2:
+            raise ctx.fail("ids, dense_shape and weights must be 1-D, indices 2-D, params at least 2-D")
+        n, rank = idx.shape[0], idx.shape[1]
+        if ids.shape[0] != n or w.shape[0] != n or dense.shape[0] != rank:
+            raise ctx.fail(f"{ids.shape[0]} ids, {w.shape[0]} weights and {n} index rows (of {rank}) with a "
+                           f"{dense.shape[0]}-value dense shape do not fit")
+        shape = out_shape(dense, v.shape)
+        if any(d < 0 for d in shape):
+            raise ctx.fail(f"negative output dimension in {shape}")
+        esize = int(np.prod(v.shape[1:]))
+        out = np.zeros(int(np.prod(shape)), np.float32)
+        rows = v.reshape(v.shape[0], esize).astype(np.float32)
+        strides = np.ones(rank - 1, np.int64)
+        for k in range(rank - 3, -1, -1):
+            strides[k] = strides[k + 1] * int(dense[k + 1])
+        buckets = (idx[:, : rank - 1].astype(np.int64) * strides).sum(axis=1) if rank > 1 else np.zeros(n, np.int64)
+        lanes = np.arange(esize)
+
+        def finalize(offset: int, count: int, total: np.float32, squares: np.float32) -> None:
+            if combiner == 0 or count == 0:
+                return
+            m = total if combiner == 1 else np.sqrt(squares, dtype=np.float32)
+            sel = offset + lanes
+            sel = sel[(sel >= 0) & (sel < out.size)]
+            out[sel] = (out[sel] / m).astype(np.float32)
+
+        current, count, total, squares = 0, 0, np.float32(0), np.float32(0)
+        for i in range(n):
+            row = int(ids[i])
+            if not 0 <= row < v.shape[0]:
+                raise ctx.fail(f"id {row} out of range [0, {v.shape[0] - 1}]")
+            offset = int(buckets[i]) * esize
+            if offset != current:
+                finalize(current, count, total, squares)
+                current, count, total, squares = offset, 0, np.float32(0), np.float32(0)
+            count += 1
+            wi = np.float32(w[i])
+            squares = np.float32(squares + wi * wi)
+            total = np.float32(total + wi)
+            sel = offset + lanes
+            ok = (sel >= 0) & (sel < out.size)
+            out[sel[ok]] = (out[sel[ok]] + rows[row, ok] * wi).astype(np.float32)
+        finalize(current, count, total, squares)
+        return [out.reshape(shape)]
+
+    static = None
+    if shape_t.data is not None and v_t.shape is not None:
+        static = out_shape(np.asarray(shape_t.data).reshape(-1), tuple(v_t.shape))
+    return Prepared([static], run)
+
+
+# ---- HASHTABLE_LOOKUP -----------------------------------------------------------------------------
+
+
+def _glibc_bsearch(keys: list[int], x: int) -> int:
+    """Position of ``x`` found by glibc's bsearch over ``keys`` (-1 if none): LiteRT's lookup
+    assumes sorted keys, and for unsorted or repeated ones this is the row it returns."""
+    lo, hi = 0, len(keys)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if x < keys[mid]:
+            hi = mid
+        elif x > keys[mid]:
+            lo = mid + 1
+        else:
+            return mid
+    return -1
+
+
+@register_kernel("HASHTABLE_LOOKUP", dtypes=("int32",), versions=range(1, 2))
+def hashtable_lookup(ctx: NodeContext) -> Prepared:
+    """LiteRT's HASHTABLE_LOOKUP (lookup ids, keys, values): each id's value row (zeros, or an
+    empty string, when its key is absent) and a uint8 hit flag."""
+    if len(ctx.inputs) != 3 or any(t is None for t in ctx.inputs) or len(ctx.outputs) != 2:
+        raise ctx.fail("expects lookup, key and value inputs and output, hits outputs")
+    if ctx.inputs[1].dtype != "int32":
+        raise ctx.fail(f"keys must be int32, got {ctx.inputs[1].dtype}")
+    is_string = ctx.inputs[2].dtype == "string"
+
+    def run(inputs):
+        lookup, keys, values = inputs
+        if is_string and values.dtype == np.uint8:  # a string constant arrives as its raw buffer
+            from .._reader import string_values
+
+            values = string_values(values)
+        if lookup.ndim != 1 or keys.ndim != 1 or values.ndim < 1 or values.shape[0] != keys.shape[0] \
+                or values.shape[0] == 0:
+            raise ctx.fail(f"lookup {lookup.shape} and keys {keys.shape} must be 1-D, values {values.shape} "
+                           "one non-empty row per key")
+        klist = [int(k) for k in keys]
+        rows = np.array([_glibc_bsearch(klist, int(x)) for x in lookup], np.int64)
+        hits = (rows >= 0).astype(np.uint8)
+        if is_string:
+            out = np.array([values[r] if r >= 0 else b"" for r in rows], dtype=object)
+        else:
+            out = np.zeros((len(rows), *values.shape[1:]), values.dtype)
+            out[hits == 1] = values[rows[hits == 1]]
+        return [out, hits]
+
+    return Prepared([None, None], run)

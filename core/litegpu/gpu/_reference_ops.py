@@ -163,6 +163,10 @@ def dequantize_array(q: np.ndarray, quant: Any) -> np.ndarray:
         return q.astype(np.float32)
     if quant is None:
         raise DelegateError("DEQUANTIZE of a tensor without quantization parameters")
+    if quant.block_size:  # blockwise (int4 FULLY_CONNECTED weights): one scale per block of a row
+        scales = quant.block_scales.astype(np.float32)
+        blocks = q.astype(np.float32).reshape(*scales.shape, quant.block_size)
+        return (blocks * scales[..., None]).astype(np.float32).reshape(q.shape)
     scale = np.asarray(quant.scale, np.float32)
     zp = np.asarray(quant.zero_point, np.int64)
     if scale.size > 1:

@@ -27,7 +27,18 @@ import flatbuffers
 import numpy as np
 from tflite.utils import BUILTIN_OPCODE2NAME
 
-__all__ = ["ModelBuilder", "SubgraphBuilder"]
+__all__ = ["ModelBuilder", "SubgraphBuilder", "Blockwise"]
+
+
+@dataclass(frozen=True)
+class Blockwise:
+    """A tensor's ``quant=`` for blockwise quantization (the schema's ``BlockwiseQuantization``):
+    ``scales`` is the index of the per-block scales tensor (float16 for LiteRT's kernel),
+    ``zero_points`` that of the zero points (-1: none)."""
+
+    scales: int
+    block_size: int
+    zero_points: int = -1
 
 _NAME2CODE = {v: k for k, v in BUILTIN_OPCODE2NAME.items()}
 
@@ -319,7 +330,7 @@ class ModelBuilder(SubgraphBuilder):
                 copts = None
                 if o.custom_options:
                     copts = b.CreateByteVector(o.custom_options)
-                opts = self._options(b, o, vec_i32, vec_f32)
+                opts = self._options(b, o, vec_i32, vec_f32, vec_i64)
                 Operator.OperatorStart(b)
                 Operator.OperatorAddOpcodeIndex(b, codes.index((o.code, o.custom_code, o.version)))
                 Operator.OperatorAddInputs(b, ins)
@@ -403,6 +414,16 @@ class ModelBuilder(SubgraphBuilder):
     def _quant(b, quant, vec_f32, vec_i64, QP):
         if quant is None:
             return None
+        if isinstance(quant, Blockwise):
+            b.StartObject(3)
+            b.PrependInt32Slot(0, quant.scales, 0)
+            b.PrependInt32Slot(1, quant.zero_points, 0)
+            b.PrependInt32Slot(2, quant.block_size, 0)
+            details = b.EndObject()
+            QP.QuantizationParametersStart(b)
+            QP.QuantizationParametersAddDetailsType(b, 2)  # QuantizationDetails.BlockwiseQuantization
+            QP.QuantizationParametersAddDetails(b, details)
+            return QP.QuantizationParametersEnd(b)
         if len(quant) == 2:
             scales, zps, axis = np.atleast_1d(quant[0]), np.atleast_1d(quant[1]), 0
         else:
@@ -416,7 +437,7 @@ class ModelBuilder(SubgraphBuilder):
         return QP.QuantizationParametersEnd(b)
 
     @staticmethod
-    def _options(b, o: _Op, vec_i32, vec_f32):
+    def _options(b, o: _Op, vec_i32, vec_f32, vec_i64=None):
         if o.custom_code is not None:
             return None
         op = BUILTIN_OPCODE2NAME[o.code]
@@ -443,6 +464,8 @@ class ModelBuilder(SubgraphBuilder):
                 vals = list(val)
                 if any(isinstance(v, (float, np.floating)) for v in vals):  # a [float] field
                     prepared[key] = (adder, vec_f32(vals))
+                elif isinstance(val, np.ndarray) and val.dtype == np.int64 and vec_i64 is not None:
+                    prepared[key] = (adder, vec_i64(vals))  # a [long] field (StableHLO options)
                 else:
                     prepared[key] = (adder, vec_i32(starter, vals))
             elif isinstance(val, (bytes, bytearray)):  # a [ubyte] field (e.g. flexbuffer attributes)

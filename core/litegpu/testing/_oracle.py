@@ -85,7 +85,11 @@ def run_invokes(model: bytes, feeds: Sequence[Sequence[np.ndarray]], *, litegpu:
 
 
 def rel_error(actual: np.ndarray, expected: np.ndarray) -> float:
-    """max |actual - expected| / max(max |expected|, tiny); NaN anywhere -> inf."""
+    """max |actual - expected| / max(max |expected|, tiny); NaN anywhere -> inf.  Complex values
+    compare as their (real, imaginary) pairs."""
+    if np.iscomplexobj(actual) or np.iscomplexobj(expected):
+        return rel_error(np.asarray(actual, np.complex128).view(np.float64),
+                         np.asarray(expected, np.complex128).view(np.float64))
     a = np.asarray(actual, np.float64)
     e = np.asarray(expected, np.float64)
     if a.shape != e.shape:

@@ -109,6 +109,11 @@ def render_support_matrix(litert_json: str | Path = DEFAULT_LITERT_JSON) -> str:
         "versions) litegpu's CPU lacks; `tests/coverage/exceptions.yaml` gives the reason for each, and",
         "`tests/test_support_matrix.py` fails on any other.",
         "",
+        "Quantization schemes the dtype columns do not show: FULLY_CONNECTED with blockwise-quantized int4",
+        "weights (per-block float16 scales, the schema's `BlockwiseQuantization`) runs on the CPU, bit-exact",
+        "with LiteRT's CPU kernel, for the shapes that kernel computes (constant weights, an even depth of at",
+        "least 32, at least 4 units); the GPU backends decline int4 weights.",
+        "",
         f"{n_lite} ops run on LiteRT's CPU; {n_ours} have litegpu CPU kernels; {len(SUPPORTED_OPS)} run on the"
         " GPU backends.",
         "",

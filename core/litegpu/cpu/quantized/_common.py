@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
 from ..._errors import ModelError
 from .._registry import NodeContext, Prepared, TensorSpec
+from .._shapes import Run, plan_by_shape
 from ._fixedpoint import qparams, quantized_activation_range
 
 __all__ = [
@@ -16,7 +17,6 @@ __all__ = [
 ]
 
 Shape = tuple[int, ...]
-Run = Callable[[list[np.ndarray | None]], list[np.ndarray]]
 
 
 def scale_zp(spec: TensorSpec | None, what: str = "tensor") -> tuple[float, int]:
@@ -54,25 +54,6 @@ def broadcast_shapes(a: Shape, b: Shape) -> Shape:
         return tuple(np.broadcast_shapes(a, b))
     except ValueError:
         raise ModelError(f"shapes {a} and {b} are not broadcastable") from None
-
-
-def plan_by_shape(ctx: NodeContext, plan: Callable[[list[Shape | None]], tuple[list[Shape | None], Run]]
-                  ) -> Prepared:
-    """Plan once at prepare when every present input shape is known; else per new input shapes at run."""
-    shapes = [None if t is None or t.shape is None else tuple(int(d) for d in t.shape) for t in ctx.inputs]
-    if all(s is not None or t is None for s, t in zip(shapes, ctx.inputs, strict=True)):
-        outs, run = plan(shapes)
-        return Prepared(list(outs), run)
-    cache: dict[tuple, Run] = {}
-
-    def run_dynamic(inputs: list[np.ndarray | None]) -> list[np.ndarray]:
-        key = tuple(None if a is None else a.shape for a in inputs)
-        fn = cache.get(key)
-        if fn is None:
-            fn = cache[key] = plan([None if a is None else tuple(a.shape) for a in inputs])[1]
-        return fn(inputs)
-
-    return Prepared([None] * len(ctx.outputs), run_dynamic)
 
 
 def delegate(ctx: NodeContext, dtype: str, me, why: str) -> Prepared:

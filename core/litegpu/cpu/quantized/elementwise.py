@@ -243,3 +243,62 @@ def squared_difference_q(ctx: NodeContext) -> Prepared:
         return np.clip(mul_by_quantized_multiplier(wrap32(d * d), mo, sho) + zo, -128, 127)
 
     return _binary(ctx, compute)
+
+
+# ---------------------------------------------------------------------------------------------
+# DIV (int8, uint8, int16)
+
+
+def _leading_sign_bits(x: np.ndarray) -> np.ndarray:
+    """CountLeadingSignBits of int32 values (GCC's __builtin_clrsb; 31 for 0)."""
+    from ._fixedpoint import count_leading_zeros32
+
+    v = np.where(x < 0, ~x, x)
+    return count_leading_zeros32(v) - 1
+
+
+def _rounding_divide_by_pot_any(x: np.ndarray, e: np.ndarray) -> np.ndarray:
+    """gemmlowp's RoundingDivideByPOT as LiteRT's x86 build computes it for any exponent.  DIV's
+    exponent reaches 32 and more for small quotients (a zero dividend always): the mask
+    ``(1ll << e) - 1`` is then all ones in int32 and the int32 shift uses ``e`` modulo 32, so the
+    "rounded" result is ``(x >> (e % 32)) + (x >= 0)``; for 0 <= ``e`` < 32 this is plain rounding
+    (a negative ``e``, from a huge ``s1 / (s2 * s_out)``, wraps the same way)."""
+    x = np.asarray(x, np.int64)
+    e = np.asarray(e, np.int64)
+    mask = wrap32((np.int64(1) << (e & 63)) - 1)
+    threshold = (mask >> 1) + (x < 0)
+    return (x >> (e & 31)) + ((x & mask) > threshold)
+
+
+@register_kernel("DIV", dtypes=_Q, versions=range(1, 3))
+def div_q(ctx: NodeContext) -> Prepared:
+    """LiteRT's quantized DIV: per element, the zero-point-shifted divisor (made positive by
+    flipping both signs) becomes a Q0.31 reciprocal and a shift (GetReciprocal); the dividend,
+    shifted up by its headroom, is multiplied by it, and the quotient is requantized with
+    ``s1 / (s2 * s_out)`` (a float32 expression) and the combined shift."""
+    from ._fixedpoint import get_reciprocal, mul_by_quantized_multiplier_gt_one, srdhm
+
+    dtype = _same_types(ctx)
+    a, b, out = ctx.inputs[0], ctx.inputs[1], ctx.outputs[0]
+    if not (_is_quantized(a) and _is_quantized(b) and _is_quantized(out)):
+        raise ctx.fail(f"no CPU kernel for DIV on dtype {dtype} without quantization parameters "
+                       "(inputs and output must be quantized)")
+    f32 = np.float32
+    (s1, z1), (s2, z2), (so, zo) = scale_zp(a, "input 1"), scale_zp(b, "input 2"), scale_zp(out, "output")
+    lo, hi = act_range(ctx, out)
+    m, sh = (int(v) for v in quantize_multiplier(float(f32(f32(s1) / f32(f32(s2) * f32(so))))))
+
+    def compute(x1, x2):
+        d = x2.astype(np.int64) - z2
+        if np.any(d == 0):
+            raise ctx.fail("division by zero (a divisor equals its zero point)")
+        n = x1.astype(np.int64) - z1
+        n, d = np.broadcast_arrays(np.where(d < 0, -n, n), np.abs(d))
+        inv, recip_shift = get_reciprocal(d, 31)
+        headroom = _leading_sign_bits(n)
+        q = mul_by_quantized_multiplier_gt_one(n, inv, headroom)
+        total = sh - recip_shift - headroom
+        r = _rounding_divide_by_pot_any(srdhm(q, m), -total) + zo
+        return np.clip(r, lo, hi)
+
+    return _binary(ctx, compute)

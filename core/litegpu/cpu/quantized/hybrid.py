@@ -365,6 +365,9 @@ def hybrid_transpose_conv(ctx: NodeContext) -> Prepared:
 def hybrid_fully_connected(ctx: NodeContext) -> Prepared:
     if not _is_hybrid(ctx):
         return delegate(ctx, ctx.inputs[0].dtype, hybrid_fully_connected, "float FULLY_CONNECTED")
+    wquant = ctx.inputs[1].quantization
+    if wquant is not None and wquant.block_size:
+        return _blockwise_fully_connected(ctx)
     units, depth = (int(d) for d in ctx.inputs[1].shape)
     wq, ws, per_channel = _weights(ctx, 0, units)
     bias = _float_bias(ctx, 2, units)
@@ -397,6 +400,72 @@ def hybrid_fully_connected(ctx: NodeContext) -> Prepared:
             base = np.zeros((batch, units), F32) if b is None else np.broadcast_to(b, (batch, units))
             r = (base + (acc.astype(F32) * scale).astype(F32)).astype(F32)
             return [act(r).astype(F32).reshape(oshape)]
+
+        return [oshape], run
+
+    return plan_by_shape(ctx, plan)
+
+
+def _blockwise_fully_connected(ctx: NodeContext) -> Prepared:
+    """int4 weights with per-block float16 scales (the schema's BlockwiseQuantization), as LiteRT's
+    optimized CPU kernel computes them: each input row quantized asymmetrically to int8, then per
+    output unit and block ``acc_b = sum(q_x * q_w)`` (exact integers), accumulated in float32 in
+    block order as ``sum_b acc_b * s_b``, minus ``zp_row * sum_b s_b * sum(q_w in b)``, times the
+    row's input scale, plus the bias.
+
+    LiteRT takes that path only for constant int4 weights with an even depth of at least 32 and
+    at least 4 units; elsewhere it reads the blockwise tensor as affine with scale 0 (its reference
+    kernels always do) and returns the bias alone, so those nodes are refused here.  LiteRT's kernel
+    leaves the fused activation out while its XNNPACK delegate applies it; litegpu applies it."""
+    w = ctx.inputs[1]
+    q = w.quantization
+    assert q is not None and q.block_scales is not None
+    if w.dtype != "int4" or w.data is None or w.shape is None or len(w.shape) != 2:
+        raise ctx.fail("blockwise-quantized weights must be a constant 2-D int4 tensor (LiteRT's only "
+                       f"blockwise kernel), got {w.dtype} {w.shape}")
+    units, depth = (int(d) for d in w.shape)
+    if depth % 2 or depth < 32 or units < 4:
+        raise ctx.fail(f"blockwise int4 weights of shape ({units}, {depth}): LiteRT computes these only for "
+                       "an even depth >= 32 and >= 4 units (otherwise it returns the bias alone)")
+    if q.block_scales.dtype != np.float16:
+        raise ctx.fail(f"blockwise scales are {q.block_scales.dtype}; LiteRT's kernel reads them as float16")
+    block = q.block_size
+    nblocks = depth // block
+    scales = q.block_scales.astype(F32).reshape(units, nblocks)
+    wq = np.asarray(w.data).astype(np.int64).reshape(units, nblocks, block)
+    # per block: the weights (for the exact integer dot products) and their sums
+    wblocks = [np.ascontiguousarray(wq[:, b, :].T).astype(np.float64) for b in range(nblocks)]
+    ksum = wq.sum(axis=2).astype(F32)  # (units, nblocks); small integers, exact in float32
+    kfsum = np.zeros(units, F32)
+    for b in range(nblocks):
+        kfsum = (kfsum + (scales[:, b] * ksum[:, b]).astype(F32)).astype(F32)
+    bias = _float_bias(ctx, 2, units)
+    act = _activation(ctx, clamp_only=False)
+    keep = bool(ctx.options.get("keep_num_dims", False))
+
+    def plan(shapes: list[Shape | None]):
+        xs = shapes[0]
+        total = int(np.prod(xs))
+        if total % depth:
+            raise ctx.fail(f"input of {total} elements is not a multiple of the weights depth {depth}")
+        batch = total // depth
+        oshape = tuple(xs[:-1]) + (units,) if keep else (batch, units)
+
+        def run(inputs):
+            rows = inputs[0].astype(F32).reshape(batch, depth)
+            qx, sf, zp = asymmetric_quantize_rows(rows)
+            qx = qx.astype(np.float64)
+            out = np.zeros((batch, units), F32)
+            for b in range(nblocks):
+                acc = (qx[:, b * block:(b + 1) * block] @ wblocks[b]).astype(F32)  # exact: |acc| < 2**24
+                out = (out + (acc * scales[None, :, b]).astype(F32)).astype(F32)
+            out = (out - (zp.astype(F32)[:, None] * kfsum[None, :]).astype(F32)).astype(F32)
+            out = (out * sf[:, None]).astype(F32)
+            bv = bias if bias is not None else (None if len(inputs) < 3 or inputs[2] is None
+                                                else inputs[2].astype(F32).reshape(-1))
+            if bv is not None:
+                out = (out + bv[None, :]).astype(F32)
+            return [act(out).astype(F32).reshape(oshape)]
 
         return [oshape], run
 

@@ -42,13 +42,41 @@ def _axes(ctx: NodeContext, values, rank: int) -> tuple[int, ...]:
     return tuple(sorted(out))
 
 
-def _mean_or_sum(ctx: NodeContext, compute_sum: bool) -> Prepared:
+def _check_reduce(ctx: NodeContext):
+    """(input, output) of a reduction with an int32 axis input and the input's dtype out."""
     check_io(ctx, 2)
     x, ax, out = ctx.inputs[0], ctx.inputs[1], ctx.outputs[0]
     if ax is None or ax.dtype != "int32":
         raise ctx.fail("the axis input must be an int32 tensor")
     if out.dtype != x.dtype:
         raise ctx.fail(f"output dtype {out.dtype} differs from input dtype {x.dtype}")
+    return x, out
+
+
+def _plan_by_axes(ctx: NodeContext, build) -> Prepared:
+    """Plan once at prepare when the input shape and the axes are known; else per (shape, axes) at run.
+    ``build(shape, axes)`` gives (output shape, run)."""
+    x, ax = ctx.inputs[0], ctx.inputs[1]
+    axv = const_data(ax)
+    if axv is not None and x.shape is not None:
+        xs = tuple(int(d) for d in x.shape)
+        oshape, run = build(xs, _axes(ctx, axv, len(xs)))
+        return Prepared([oshape], run)
+    cache: dict = {}
+
+    def run_dynamic(inputs):
+        xs = tuple(inputs[0].shape)
+        key = (xs, _axes(ctx, inputs[1], len(xs)))
+        fn = cache.get(key)
+        if fn is None:
+            fn = cache[key] = build(*key)[1]
+        return fn(inputs)
+
+    return Prepared([None], run_dynamic)
+
+
+def _mean_or_sum(ctx: NodeContext, compute_sum: bool) -> Prepared:
+    x, out = _check_reduce(ctx)
     in_s, in_zp = scale_zp(x, "input")
     out_s, out_zp = scale_zp(out, "output")
     if x.dtype == "int16" and (in_zp or out_zp):
@@ -87,22 +115,7 @@ def _mean_or_sum(ctx: NodeContext, compute_sum: bool) -> Prepared:
 
         return oshape, run
 
-    axv = const_data(ax)
-    if axv is not None and x.shape is not None:
-        xs = tuple(int(d) for d in x.shape)
-        oshape, run = build(xs, _axes(ctx, axv, len(xs)))
-        return Prepared([oshape], run)
-    cache: dict = {}
-
-    def run_dynamic(inputs):
-        xs = tuple(inputs[0].shape)
-        key = (xs, _axes(ctx, inputs[1], len(xs)))
-        fn = cache.get(key)
-        if fn is None:
-            fn = cache[key] = build(*key)[1]
-        return fn(inputs)
-
-    return Prepared([None], run_dynamic)
+    return _plan_by_axes(ctx, build)
 
 
 @register_kernel("MEAN", dtypes=_Q, versions=range(1, 4))
@@ -113,3 +126,50 @@ def mean(ctx: NodeContext) -> Prepared:
 @register_kernel("SUM", dtypes=_Q, versions=range(1, 3))
 def sum_(ctx: NodeContext) -> Prepared:
     return _mean_or_sum(ctx, True)
+
+
+@register_kernel("REDUCE_PROD", dtypes=("int8", "int16"), versions=range(1, 3))
+def reduce_prod(ctx: NodeContext) -> Prepared:
+    """LiteRT's quantized REDUCE_PROD: per output, the first zero-point-shifted value, then each
+    further one (in row-major order) multiplied in (int64) and requantized with the multiplier
+    of ``in_scale / out_scale ** (1 / n)`` (n: elements reduced per output), and the result
+    requantized once more with it.  Without quantization parameters the product wraps in the
+    input type (LiteRT's generic kernel)."""
+    from ._fixedpoint import mul_by_quantized_multiplier_64
+
+    x, out = _check_reduce(ctx)
+    quantized = x.quantization is not None and np.asarray(x.quantization.scale).size > 0
+    keep = bool(ctx.options.get("keep_dims", False))
+    lo, hi = qrange(out.dtype)
+    if quantized:
+        in_s, in_zp = scale_zp(x, "input")
+        out_s, out_zp = scale_zp(out, "output")
+        if x.dtype == "int16" and (in_zp or out_zp):
+            raise ctx.fail("int16 input and output must have zero point 0")
+
+    def build(xs: Shape, axes: tuple[int, ...]):
+        oshape = tuple(1 if i in axes else d for i, d in enumerate(xs)) if keep else \
+            tuple(d for i, d in enumerate(xs) if i not in axes)
+        kept = [i for i in range(len(xs)) if i not in axes]
+        n = int(np.prod([xs[a] for a in axes])) if axes else 1
+        outer = int(np.prod([xs[i] for i in kept])) if kept else 1
+        if quantized and n and outer:
+            m, s = (int(v) for v in quantize_multiplier(float(np.float32(in_s)) / float(np.float32(out_s)) ** (1.0 / n)))
+
+        def run(inputs):
+            v = inputs[0]
+            if v.size == 0:
+                return [np.ones(oshape, out.dtype)]
+            cols = np.transpose(v, kept + list(axes)).reshape(outer, n).astype(np.int64)
+            if not quantized:
+                return [np.prod(cols, axis=1).astype(out.dtype).reshape(oshape)]
+            cols -= in_zp
+            acc = cols[:, 0]
+            for j in range(1, n):
+                acc = mul_by_quantized_multiplier_64(acc * cols[:, j], m, s)
+            r = mul_by_quantized_multiplier_64(acc, m, s) + out_zp
+            return [np.clip(r, lo, hi).astype(out.dtype).reshape(oshape)]
+
+        return oshape, run
+
+    return _plan_by_axes(ctx, build)
