@@ -40,6 +40,9 @@ class BatchResult:
     shards: int = 0
     seconds: float = 0.0  # from the pipeline's start to its last row
     items_per_s: float = 0.0
+    # the rate once rows flow: rows after the first batch over the time from the first batch's arrival to
+    # the last's (leaves out the pipeline's start: Ray workers, actors' prepare); 0 with a single batch
+    steady_items_per_s: float = 0.0
     actors: list[dict[str, Any]] = field(default_factory=list)  # per actor: device, items, init_s, warm
     errors: list[dict[str, str]] = field(default_factory=list)  # the first failures: path, error
     prepare: dict[str, Any] | None = None  # the one-off preparation (GPU backends)
@@ -225,9 +228,15 @@ def _run(ray: Any, lm: Any, pre: Preprocess, backend: str, opts: dict[str, Any],
     t0 = time.perf_counter()
     per_actor: dict[str, dict[str, Any]] = {}
     shards: set[str] = set()
+    first: tuple[float, int] | None = None  # (arrival of the first batch, rows before it)
     try:
         for b in ds.iter_batches(batch_format="numpy", batch_size=None):
             _collect(b, result, per_actor, shards, keep_errors)
+            now = time.perf_counter()
+            if first is None:
+                first = (now, result.items)
+            elif now > first[0]:
+                result.steady_items_per_s = (result.items - first[1]) / (now - first[0])
     except ray.exceptions.RayError as e:
         first = str(e).strip().splitlines()
         raise CliError(f"the Ray job failed after {result.items} rows ({type(e).__name__}: "
@@ -263,7 +272,8 @@ def _collect(b: Mapping[str, Any], result: BatchResult, per_actor: dict[str, dic
 def summary_lines(r: BatchResult) -> list[str]:
     """The human summary ``litegpu batch`` prints."""
     lines = [f"{Path(r.model).name} on {r.backend}: {r.items} rows written to {r.output} ({r.format}, "
-             f"{r.shards} shards) in {r.seconds:.1f} s, {r.items_per_s:.1f} items/s; {r.failures} failed, "
+             f"{r.shards} shards) in {r.seconds:.1f} s, {r.items_per_s:.1f} items/s "
+             f"({r.steady_items_per_s:.1f} once flowing); {r.failures} failed, "
              f"{r.skipped} already done"]
     if r.prepare:
         lines.append(f"prepared once in {r.prepare['seconds']:.1f} s on {r.prepare['device']}; "
