@@ -445,7 +445,8 @@ class VulkanDevice(GpuDevice):
             api="vulkan", name=chosen.name, vendor=_VENDORS.get(props.vendorID, hex(props.vendorID)),
             driver_version=f"{props.driverVersion} (Vulkan {v >> 22}.{(v >> 12) & 0x3FF}.{v & 0xFFF})",
             fp16=fp16, fp16_storage=fp16_storage, max_workgroup_size=int(limits.maxComputeWorkGroupInvocations),
-            buffer_alignment=max(int(limits.minStorageBufferOffsetAlignment), 4), compute_units=1)
+            buffer_alignment=max(int(limits.minStorageBufferOffsetAlignment), 4), compute_units=1,
+            max_buffer_bytes=int(limits.maxStorageBufferRange))
 
     # -- allocator
     def _type_order(self, kind: str, type_bits: int) -> list[int]:
@@ -709,6 +710,12 @@ class VulkanDevice(GpuDevice):
 
     def program_from_binary(self, kernel: RenderedKernel, binary: bytes) -> _Program | None:
         self._open()
+        held = self._programs.get(kernel.source)
+        if held is not None:
+            # Already on this device (an earlier interpreter of the same model): a new _Program
+            # replaced it here and made lavapipe compile a new pipeline per interpreter, memory the
+            # driver kept after the interpreter was dropped (+30% RSS over 50 lifetimes, issue 19).
+            return held
         m = len(self._MAGIC)
         spirv = binary[m:]
         if binary[:m] != self._MAGIC or not spirv or len(spirv) % 4 or spirv[:4] != b"\x03\x02\x23\x07":

@@ -79,6 +79,10 @@ def _supports(node: NodeView) -> Support:
             return Support.no(f"dynamic shape ({t.name!r} has signature {list(t.shape_signature)})")
         if 0 in t.shape and not t.is_constant:
             return Support.no(f"empty tensor {t.name!r}")
+    missing = [k for k in OPS[name].options if k not in op.options]
+    if missing:
+        return Support.no(f"{name} without its {', '.join(missing)} option"
+                          f"{'s' if len(missing) > 1 else ''} (no {name} options table in the model)")
     params = PARAM_INPUTS.get(name, {})
     for i, what in params.items():
         if i < len(op.inputs) and op.inputs[i] >= 0 and not _constant_like(sg, op.inputs[i]):

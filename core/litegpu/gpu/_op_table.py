@@ -52,10 +52,14 @@ class GpuOpEntry:
     chain: bool = False
     #: ``supports`` may accept it; False for ops only the passes create (QDQ, DW_PW_CONV_2D, LSTM_CELL...)
     claimed: bool = True
+    #: options the lowering reads with no default: a node without them (its options table left out, or
+    #: one of another op's type) is declined instead of failing at prepare
+    options: tuple[str, ...] = ()
 
 
 _CONV_PARAMS = {1: "weights", 2: "bias"}
 _AXES = {1: "axes"}
+_POOL_OPTIONS = ("filter_height", "filter_width", "padding")
 
 
 def _unary(*, act: bool = False, chain: bool = True, fuses: str | None = None, claimed: bool = True) -> GpuOpEntry:
@@ -77,8 +81,8 @@ _TABLE: dict[str, GpuOpEntry] = {
                                              _CONV_PARAMS),
     "FULLY_CONNECTED": GpuOpEntry("fully_connected", lo.lower_fc, lo.check_fc, _CONV_PARAMS),
     "BATCH_MATMUL": GpuOpEntry("batch_matmul", lo.lower_bmm, lo.check_bmm),
-    "AVERAGE_POOL_2D": GpuOpEntry("pool2d", lo.lower_pool, lo.check_pool),
-    "MAX_POOL_2D": GpuOpEntry("pool2d", lo.lower_pool, lo.check_pool),
+    "AVERAGE_POOL_2D": GpuOpEntry("pool2d", lo.lower_pool, lo.check_pool, options=_POOL_OPTIONS),
+    "MAX_POOL_2D": GpuOpEntry("pool2d", lo.lower_pool, lo.check_pool, options=_POOL_OPTIONS),
     # binary elementwise (bin_<OP> in common.lgk)
     "ADD": _binary(fuses="elementwise"),
     "SUB": _binary(fuses="elementwise"),
@@ -131,8 +135,8 @@ _TABLE: dict[str, GpuOpEntry] = {
     "PAD": GpuOpEntry("pad", lo.lower_pad, params={1: "paddings"}),
     "PADV2": GpuOpEntry("pad", lo.lower_pad, params={1: "paddings", 2: "pad value"}),
     "MIRROR_PAD": GpuOpEntry("pad", lo.lower_pad, params={1: "paddings"}),
-    "DEPTH_TO_SPACE": GpuOpEntry("depth_to_space", lo.lower_space, lo.check_4d),
-    "SPACE_TO_DEPTH": GpuOpEntry("space_to_depth", lo.lower_space, lo.check_4d),
+    "DEPTH_TO_SPACE": GpuOpEntry("depth_to_space", lo.lower_space, lo.check_4d, options=("block_size",)),
+    "SPACE_TO_DEPTH": GpuOpEntry("space_to_depth", lo.lower_space, lo.check_4d, options=("block_size",)),
     "RESIZE_BILINEAR": GpuOpEntry("resize", lo.lower_resize, lo.check_resize_bilinear, {1: "size"}),
     "RESIZE_NEAREST_NEIGHBOR": GpuOpEntry("resize", lo.lower_resize, lo.check_resize_nearest, {1: "size"}),
     # recurrent: the lstm pass rewrites LSTM into LSTM_CELL nodes
