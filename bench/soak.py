@@ -69,9 +69,10 @@ def soak(backend: str, data: bytes, invokes: int, lifetimes: int, samples: int =
 
     def note(phase: str, k: int, **kw) -> None:
         if progress is not None:
+            line = json.dumps({"backend": backend, "phase": phase, "done": k, "t": round(time.time(), 1),
+                               "rss_mb": round(rss_mb(), 1), "fds": fds(), **kw})  # before opening the file
             with progress.open("a") as f:
-                f.write(json.dumps({"backend": backend, "phase": phase, "done": k, "t": round(time.time(), 1),
-                                    "rss_mb": round(rss_mb(), 1), "fds": fds(), **kw}) + "\n")
+                f.write(line + "\n")
 
     delegates = [] if backend == "cpu" else [litegpu.load_delegate(backend)]
     it = litegpu.Interpreter(model_content=data, experimental_delegates=delegates)
