@@ -104,6 +104,21 @@ def _supports(node: NodeView) -> Support:
             return Support.no(f"{name} of a non-constant tensor (only constant weights fold away)")
         if node.outputs[0].dtype not in ("float32", "float16"):
             return Support.no(f"{name} to {node.outputs[0].dtype}")
+        # It has no kernel: it folds into the GPU nodes that read it.  When a reader stays on the CPU
+        # (or the value is a model output) a partition would have to produce it: decline instead
+        # (constant folding, on by default, has usually evaluated it before the delegates are asked).
+        out = op.outputs[0]
+        if out in sg.outputs:
+            return Support.no(f"{name} output {node.outputs[0].name!r} is a model output (it only folds into "
+                              "GPU nodes)")
+        for reader in sg.operators:
+            if out in reader.inputs and reader.name not in ("DEQUANTIZE", "DENSIFY"):
+                view = NodeView(reader, tuple(sg.tensors[i] if i >= 0 else None for i in reader.inputs),
+                                tuple(sg.tensors[i] for i in reader.outputs if i >= 0), sg, node.model)
+                why = _supports(view)
+                if not why:
+                    return Support.no(f"{name} folds into the GPU nodes reading it, but {reader.name} stays on "
+                                      f"the CPU ({why.reason})")
         return Support.yes()
     runtime = [(i, t) for i, t in enumerate(node.inputs) if t is not None and i not in params]
     for i, t in runtime + [(-1, t) for t in node.outputs]:
