@@ -438,7 +438,8 @@ def test_gpu_interpreter_lifetimes_keep_no_objects(backend, tmp_path):
     on, as a service runs) leaves none of our objects behind: the device keeps the very programs the
     first interpreter built (a warm prepare used to rebuild each from its cached binary: a new
     driver program or pipeline per interpreter, the memory PoCL and lavapipe kept), no partition
-    kernel stays alive, and the delegate keeps no entry per dropped model.  Object counts, not RSS:
+    kernel stays alive, the delegate keeps no entry per dropped model, and (vulkan) no memory block
+    stays bound to a dropped interpreter's buffers.  Object counts, not RSS:
     the RSS figures are measured by bench/soak.py (docs/reliability.md)."""
     import gc
 
@@ -466,3 +467,5 @@ def test_gpu_interpreter_lifetimes_keep_no_objects(backend, tmp_path):
         assert {k: id(v) for k, v in d.device._programs.items()} == {k: id(v) for k, v in programs.items()}
     assert not [o for o in gc.get_objects() if isinstance(o, GpuPartitionKernel)]
     assert len(d._tokens) <= 1
+    if backend == "vulkan":  # the device held its last submission, and with it that interpreter's buffers
+        assert not [blk for blocks in d.device._blocks.values() for blk in blocks]
