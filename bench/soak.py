@@ -3,6 +3,12 @@ descriptors and outputs (issue 19).
 
     python bench/soak.py --backends cpu,opencl,vulkan,webgpu --invokes 100000 --lifetimes 1000
     python bench/soak.py --model hand_recrop --invokes 2000 --lifetimes 100   # a quick run
+    python bench/soak.py --model small --backends vulkan --phases invokes --until 20:30 --progress v.jsonl
+
+``--model small`` is ``litegpu.testing.small_image_classifier()`` (16x16 conv, pool, FC, softmax;
+every op on every GPU backend).  ``--until HH:MM`` (UTC) stops each phase at that time and records
+how many invokes/lifetimes actually ran; ``--progress FILE`` appends a JSON line per sample so a
+killed run still leaves its numbers.
 
 For each backend: phase 1 invokes one interpreter ``--invokes`` times (outputs must stay
 bit-identical to the first invoke's); phase 2 creates, allocates, invokes once and drops
@@ -46,8 +52,27 @@ def _outputs(it) -> list[np.ndarray]:
     return [it.get_tensor(d["index"]) for d in it.get_output_details()]
 
 
-def soak(backend: str, data: bytes, invokes: int, lifetimes: int, samples: int = 20) -> dict:
+def _deadline(until: str | None) -> float:
+    """Seconds since the epoch of ``HH:MM`` UTC today (inf when not given)."""
+    if not until:
+        return float("inf")
+    import datetime
+
+    now = datetime.datetime.now(datetime.timezone.utc)
+    h, m = (int(v) for v in until.split(":"))
+    return now.replace(hour=h, minute=m, second=0, microsecond=0).timestamp()
+
+
+def soak(backend: str, data: bytes, invokes: int, lifetimes: int, samples: int = 20,
+         until: float = float("inf"), progress: Path | None = None) -> dict:
     import litegpu
+
+    def note(phase: str, k: int, **kw) -> None:
+        if progress is not None:
+            line = json.dumps({"backend": backend, "phase": phase, "done": k, "t": round(time.time(), 1),
+                               "rss_mb": round(rss_mb(), 1), "fds": fds(), **kw})  # before opening the file
+            with progress.open("a") as f:
+                f.write(line + "\n")
 
     delegates = [] if backend == "cpu" else [litegpu.load_delegate(backend)]
     it = litegpu.Interpreter(model_content=data, experimental_delegates=delegates)
@@ -56,22 +81,35 @@ def soak(backend: str, data: bytes, invokes: int, lifetimes: int, samples: int =
     it.invoke()
     first = _outputs(it)
     start_rss, start_fds = rss_mb(), fds()
-    rss_inv, fd_inv, differ = [], [], 0
+    rss_inv, fd_inv, differ = [round(start_rss, 1)], [start_fds], 0
     t = time.perf_counter()
+    invokes_done = 0
     for k in range(invokes):
+        if time.time() > until:
+            break
         it.invoke()
+        invokes_done = k + 1
         if k % max(1, invokes // samples) == 0 or k == invokes - 1:
             if any(not np.array_equal(a, b) for a, b in zip(_outputs(it), first, strict=True)):
                 differ += 1
             rss_inv.append(round(rss_mb(), 1))
             fd_inv.append(fds())
+            note("invokes", invokes_done, differing=differ)
+    if invokes_done and any(not np.array_equal(a, b) for a, b in zip(_outputs(it), first, strict=True)):
+        differ += 1
+    rss_inv.append(round(rss_mb(), 1))
+    fd_inv.append(fds())
     invoke_s = time.perf_counter() - t
     del it
     gc.collect()
     life_start_rss, life_start_fds = rss_mb(), fds()
-    rss_life, fd_life, wrong = [], [], 0
+    rss_life, fd_life, wrong = [round(life_start_rss, 1)], [life_start_fds], 0
     t = time.perf_counter()
+    lifetimes_done = 0
     for k in range(lifetimes):
+        if time.time() > until:
+            break
+        lifetimes_done = k + 1
         it = litegpu.Interpreter(model_content=data, experimental_delegates=delegates)
         it.allocate_tensors()
         _feed(it, np.random.default_rng(0))
@@ -83,11 +121,13 @@ def soak(backend: str, data: bytes, invokes: int, lifetimes: int, samples: int =
             gc.collect()
             rss_life.append(round(rss_mb(), 1))
             fd_life.append(fds())
+            note("lifetimes", lifetimes_done, differing=wrong)
     life_s = time.perf_counter() - t
     gc.collect()
     end_rss = rss_mb()
     return {
-        "backend": backend, "invokes": invokes, "lifetimes": lifetimes,
+        "backend": backend, "invokes": invokes_done, "lifetimes": lifetimes_done,
+        "invokes_asked": invokes, "lifetimes_asked": lifetimes,
         "invoke_rss_mb": {"start": round(start_rss, 1), "max": max(rss_inv), "end": rss_inv[-1]},
         "invoke_fds": {"start": start_fds, "max": max(fd_inv), "end": fd_inv[-1]},
         "invoke_outputs_differing_samples": differ, "invoke_s": round(invoke_s, 2),
@@ -105,21 +145,33 @@ def main() -> int:
     ap.add_argument("--model", default="hand_recrop", help="a MediaPipe model name or a .tflite path")
     ap.add_argument("--invokes", type=int, default=100_000)
     ap.add_argument("--lifetimes", type=int, default=1000)
+    ap.add_argument("--phases", default="invokes,lifetimes", help="invokes, lifetimes or both")
+    ap.add_argument("--until", default=None, help="HH:MM UTC: stop each phase then, recording what ran")
+    ap.add_argument("--progress", type=Path, default=None, help="append a JSON line per sample here")
     args = ap.parse_args()
-    path = Path(args.model) if args.model.endswith(".tflite") else mediapipe_models(args.model)[args.model]
-    data = path.read_bytes()
-    print(f"# soak {path.name}: {machine_line()}", file=sys.stderr)
     import litegpu
+
+    if args.model == "small":
+        from litegpu.testing import small_image_classifier
+
+        name, data = "small_image_classifier", small_image_classifier()
+    else:
+        path = Path(args.model) if args.model.endswith(".tflite") else mediapipe_models(args.model)[args.model]
+        name, data = path.name, path.read_bytes()
+    print(f"# soak {name}: {machine_line()}", file=sys.stderr)
+    phases = set(args.phases.split(","))
+    invokes = args.invokes if "invokes" in phases else 0
+    lifetimes = args.lifetimes if "lifetimes" in phases else 0
 
     for backend in args.backends.split(","):
         try:
-            res = soak(backend, data, args.invokes, args.lifetimes)
+            res = soak(backend, data, invokes, lifetimes, until=_deadline(args.until), progress=args.progress)
         except litegpu.BackendUnavailableError as e:
             print(json.dumps({"backend": backend, "skipped": str(e)}))
             continue
         print(json.dumps(res), flush=True)
-        print(f"{backend}: {args.invokes} invokes RSS {res['invoke_rss_mb']} fds {res['invoke_fds']} "
-              f"differing {res['invoke_outputs_differing_samples']}; {args.lifetimes} lifetimes RSS "
+        print(f"{backend}: {res['invokes']} invokes RSS {res['invoke_rss_mb']} fds {res['invoke_fds']} "
+              f"differing {res['invoke_outputs_differing_samples']}; {res['lifetimes']} lifetimes RSS "
               f"{res['lifetime_rss_mb']} fds {res['lifetime_fds']} differing {res['lifetime_outputs_differing']}",
               file=sys.stderr)
     return 0

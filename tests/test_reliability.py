@@ -429,3 +429,43 @@ def test_creating_and_dropping_interpreters_returns_rss():
     start, end, peak = (int(v) for v in p.stdout.split()[-3:])
     print(f"\nRSS start {start / 2**20:.0f} MiB, peak {peak / 2**20:.0f} MiB, end {end / 2**20:.0f} MiB")
     assert end <= start * 1.10, (start, end, peak)
+
+
+# webgpu has no program binaries (nothing was rebuilt there): it runs in the slow set only
+@pytest.mark.parametrize("backend", ["opencl", "vulkan", pytest.param("webgpu", marks=pytest.mark.slow)])
+def test_gpu_interpreter_lifetimes_keep_no_objects(backend, tmp_path):
+    """Creating and dropping GPU interpreters of one model (one delegate, the compiled-delegate cache
+    on, as a service runs) leaves none of our objects behind: the device keeps the very programs the
+    first interpreter built (a warm prepare used to rebuild each from its cached binary: a new
+    driver program or pipeline per interpreter, the memory PoCL and lavapipe kept), no partition
+    kernel stays alive, the delegate keeps no entry per dropped model, and (vulkan) no memory block
+    stays bound to a dropped interpreter's buffers.  Object counts, not RSS:
+    the RSS figures are measured by bench/soak.py (docs/reliability.md)."""
+    import gc
+
+    from litegpu.gpu._runtime import GpuPartitionKernel
+    from litegpu.testing import small_image_classifier
+
+    data = small_image_classifier(hw=8)
+    d = load_backend_delegate(backend, {"cache": {"dir": str(tmp_path / "cache")}})
+    x = np.linspace(-1, 1, 8 * 8 * 3, dtype=np.float32).reshape(1, 8, 8, 3)
+
+    def lifetime() -> np.ndarray:
+        it = litegpu.Interpreter(model_content=data, experimental_delegates=[d])
+        it.allocate_tensors()
+        assert {s["backend"] for s in it.get_execution_plan()} == {backend}
+        it.set_tensor(it.get_input_details()[0]["index"], x)
+        it.invoke()
+        return it.get_tensor(it.get_output_details()[0]["index"])
+
+    first = lifetime()
+    gc.collect()
+    programs = dict(d.device._programs)
+    for _ in range(2):
+        np.testing.assert_array_equal(lifetime(), first)
+        gc.collect()
+        assert {k: id(v) for k, v in d.device._programs.items()} == {k: id(v) for k, v in programs.items()}
+    assert not [o for o in gc.get_objects() if isinstance(o, GpuPartitionKernel)]
+    assert len(d._tokens) <= 1
+    if backend == "vulkan":  # the device held its last submission, and with it that interpreter's buffers
+        assert not [blk for blocks in d.device._blocks.values() for blk in blocks]

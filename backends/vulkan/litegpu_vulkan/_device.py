@@ -18,6 +18,7 @@ is a named variable (or an ``ffi.new`` we own) that lives until the call returns
 from __future__ import annotations
 
 import os
+import weakref
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -162,6 +163,10 @@ class _Block:
 
     def __init__(self, dev: VulkanDevice, type_index: int, size: int, kind: str):
         self.type_index, self.size, self.kind, self.used, self.live = type_index, size, kind, 0, 0
+        # end offset of each live range: when the top ones are released the bump pointer goes back,
+        # so a block kept alive by one long-lived buffer is reused (it grew by a model's working set
+        # per interpreter until full: +23% RSS over 50 lifetimes on lavapipe, issue 19)
+        self.ends: dict[int, int] = {}
         d = dev._device
         alloc_info = vk.VkMemoryAllocateInfo(allocationSize=size, memoryTypeIndex=type_index)
         self.memory = vk.vkAllocateMemory(d, alloc_info, None)  # may raise VkErrorOutOf*Memory
@@ -193,7 +198,7 @@ class _Buffer(_Resource):
         req = vk.vkGetBufferMemoryRequirements(d, self.handle)
         self.block, self.offset = dev._suballoc(kind, int(req.size), int(req.alignment), int(req.memoryTypeBits))
         # undo runs in reverse: the buffer is destroyed before its block can be freed
-        self._on_release(dev._unref_block, self.block)
+        self._on_release(dev._unref_block, self.block, self.offset)
         vk.vkBindBufferMemory(d, self.handle, self.block.memory, self.offset)
         self.host: np.ndarray | None = None
         # device_local mode never maps tensor memory, even where the driver could (lavapipe's one
@@ -387,7 +392,9 @@ class VulkanDevice(GpuDevice):
         self._blocks: dict[str, list[_Block]] = {}
         self._pending: list[tuple[BufferRef, BufferRef, int]] = []  # queued uploads into device memory
         self._dirty: dict[int, tuple[_Buffer, BufferRef]] = {}  # upload buffers written since a replay, by id
-        self._fresh: set[_Buffer] = set()  # readback buffers the latest submission filled
+        # readback buffers the latest submission filled; weak, so that they (and the interpreter's
+        # memory) go when their interpreter is dropped
+        self._fresh: weakref.WeakSet[_Buffer] = weakref.WeakSet()
         self._xfer = _Recording(self, [])
         self._programs: dict[str, _Program] = {}
         self._spirv: dict[str, Future[bytes]] = {}  # by GLSL source
@@ -445,7 +452,8 @@ class VulkanDevice(GpuDevice):
             api="vulkan", name=chosen.name, vendor=_VENDORS.get(props.vendorID, hex(props.vendorID)),
             driver_version=f"{props.driverVersion} (Vulkan {v >> 22}.{(v >> 12) & 0x3FF}.{v & 0xFFF})",
             fp16=fp16, fp16_storage=fp16_storage, max_workgroup_size=int(limits.maxComputeWorkGroupInvocations),
-            buffer_alignment=max(int(limits.minStorageBufferOffsetAlignment), 4), compute_units=1)
+            buffer_alignment=max(int(limits.minStorageBufferOffsetAlignment), 4), compute_units=1,
+            max_buffer_bytes=int(limits.maxStorageBufferRange))
 
     # -- allocator
     def _type_order(self, kind: str, type_bits: int) -> list[int]:
@@ -481,6 +489,7 @@ class VulkanDevice(GpuDevice):
                     off = -(-blk.used // align) * align
                     if off + size <= blk.size:
                         blk.used, blk.live = off + size, blk.live + 1
+                        blk.ends[off] = off + size
                         return blk, off
                     break
             try:
@@ -491,11 +500,14 @@ class VulkanDevice(GpuDevice):
                 raise DelegateError(f"{self.info.name}: vkAllocateMemory failed: {type(e).__name__}") from e
             blocks.append(blk)
             blk.used, blk.live = size, 1
+            blk.ends[0] = size
             return blk, 0
         raise DelegateError(f"{self.info.name}: cannot allocate {size} bytes of {kind} memory")
 
-    def _unref_block(self, blk: _Block) -> None:
+    def _unref_block(self, blk: _Block, offset: int | None = None) -> None:
         blk.live -= 1
+        if offset is not None and blk.ends.pop(offset, None) is not None:
+            blk.used = max(blk.ends.values(), default=0)
         if blk.live > 0 or self._device is None:
             return
         if blk.host is not None:
@@ -709,6 +721,12 @@ class VulkanDevice(GpuDevice):
 
     def program_from_binary(self, kernel: RenderedKernel, binary: bytes) -> _Program | None:
         self._open()
+        held = self._programs.get(kernel.source)
+        if held is not None:
+            # Already on this device (an earlier interpreter of the same model): a new _Program
+            # replaced it here and made lavapipe compile a new pipeline per interpreter, memory the
+            # driver kept after the interpreter was dropped (+30% RSS over 50 lifetimes, issue 19).
+            return held
         m = len(self._MAGIC)
         spirv = binary[m:]
         if binary[:m] != self._MAGIC or not spirv or len(spirv) % 4 or spirv[:4] != b"\x03\x02\x23\x07":
@@ -926,7 +944,8 @@ class VulkanDevice(GpuDevice):
         self._last = rec
         if rec.writes_device:  # readbacks of buffers it touches are stale, the ones it fills current
             touched = {id(b) for b in rec.buffers}
-            self._fresh = {rb for rb in self._fresh if rb.source_id not in touched} | set(rec.readbacks)
+            self._fresh = weakref.WeakSet([rb for rb in self._fresh if rb.source_id not in touched]
+                                          + list(rec.readbacks))
 
     def launch(self, bound: _Bound, kernel: RenderedKernel, grid: tuple[int, int, int]) -> None:
         """One launch on its own (slow path: the executor records whole partitions with :meth:`record`)."""
@@ -945,6 +964,11 @@ class VulkanDevice(GpuDevice):
         except (vk.VkError, vk.VkException) as e:
             raise DelegateError(f"{self.info.name}: waiting for the GPU failed: {type(e).__name__}") from e
         rec.pending = False
+        if rec is self._last:
+            # all submitted work is done: holding the recording would keep its buffers (a dropped
+            # interpreter's whole working set) bound into the memory block until the next
+            # interpreter had placed its own above them (issue 19: +23% RSS over 50 lifetimes)
+            self._last = None
 
     def _wait_for(self, buf: _Buffer) -> None:
         # a fence covers everything submitted before it, so the buffer's last user is enough
@@ -975,7 +999,7 @@ class VulkanDevice(GpuDevice):
             self._owned.clear()
             self._programs.clear()
             self._staging = self._xfer = self._last = None
-            self._pending, self._dirty, self._fresh = [], {}, set()
+            self._pending, self._dirty, self._fresh = [], {}, weakref.WeakSet()
             for blocks in self._blocks.values():  # normally freed with their last buffer already
                 for blk in blocks:
                     vk.vkFreeMemory(self._device, blk.memory, None)

@@ -153,7 +153,8 @@ class WebGPUDevice(GpuDevice):
             api="webgpu", name=adapter_name(self.adapter), vendor=str(info.get("vendor") or info.get("vendor_id", "")),
             driver_version=str(info.get("description", "")), fp16=fp16,
             max_workgroup_size=int(self.limits["max-compute-invocations-per-workgroup"]),
-            buffer_alignment=self._align, compute_units=1)
+            buffer_alignment=self._align, compute_units=1,
+            max_buffer_bytes=int(self.limits.get("max-storage-buffer-binding-size", 0)))
         self._programs: dict[str, _Program] = {}
 
     # -- allocator

@@ -37,6 +37,9 @@ class DeviceInfo:
     # without ``fp16``: half buffers can still be loaded and stored with f32 arithmetic (OpenCL's
     # vload_half/vstore_half), so the fp16 precisions run as the storage-only half kernel variant
     fp16_storage: bool = False
+    # the largest buffer one kernel may bind (WebGPU's max-storage-buffer-binding-size, Vulkan's
+    # maxStorageBufferRange, OpenCL's max_mem_alloc_size); 0: not known
+    max_buffer_bytes: int = 0
 
 
 @dataclass(frozen=True)

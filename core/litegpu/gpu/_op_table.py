@@ -62,10 +62,14 @@ class GpuOpEntry:
     #: its numpy meaning (``_reference_ops``): ``f(x, attrs)`` for the ``unary`` kernel, ``f(a, b)`` for
     #: ``binary``, else ``f(ctx) -> outputs``; ``None``: the reference evaluator cannot run it (QUANTIZE)
     ref: Callable[..., Any] | None = None
+    #: options the lowering reads with no default: a node without them (its options table left out, or
+    #: one of another op's type) is declined instead of failing at prepare
+    options: tuple[str, ...] = ()
 
 
 _CONV_PARAMS = {1: "weights", 2: "bias"}
 _AXES = {1: "axes"}
+_POOL_OPTIONS = ("filter_height", "filter_width", "padding")
 
 
 def _unary(*, act: bool = False, chain: bool = True, fuses: str | None = None, claimed: bool = True,
@@ -91,8 +95,9 @@ _TABLE: dict[str, GpuOpEntry] = {
     "FULLY_CONNECTED": GpuOpEntry("fully_connected", lo.lower_fc, lo.check_fc, _CONV_PARAMS,
                                   ref=rf.fully_connected),
     "BATCH_MATMUL": GpuOpEntry("batch_matmul", lo.lower_bmm, lo.check_bmm, ref=rf.batch_matmul),
-    "AVERAGE_POOL_2D": GpuOpEntry("pool2d", lo.lower_pool, lo.check_pool, ref=rf.average_pool),
-    "MAX_POOL_2D": GpuOpEntry("pool2d", lo.lower_pool, lo.check_pool, ref=rf.max_pool),
+    "AVERAGE_POOL_2D": GpuOpEntry("pool2d", lo.lower_pool, lo.check_pool, ref=rf.average_pool,
+                                  options=_POOL_OPTIONS),
+    "MAX_POOL_2D": GpuOpEntry("pool2d", lo.lower_pool, lo.check_pool, ref=rf.max_pool, options=_POOL_OPTIONS),
     # binary elementwise (bin_<OP> in common.lgk)
     "ADD": _binary(fuses="elementwise", ref=np.add),
     "SUB": _binary(fuses="elementwise", ref=np.subtract),
@@ -145,8 +150,10 @@ _TABLE: dict[str, GpuOpEntry] = {
     "PAD": GpuOpEntry("pad", lo.lower_pad, params={1: "paddings"}, ref=rf.pad),
     "PADV2": GpuOpEntry("pad", lo.lower_pad, params={1: "paddings", 2: "pad value"}, ref=rf.pad),
     "MIRROR_PAD": GpuOpEntry("pad", lo.lower_pad, params={1: "paddings"}, ref=rf.pad),
-    "DEPTH_TO_SPACE": GpuOpEntry("depth_to_space", lo.lower_space, lo.check_4d, ref=rf.depth_to_space),
-    "SPACE_TO_DEPTH": GpuOpEntry("space_to_depth", lo.lower_space, lo.check_4d, ref=rf.space_to_depth),
+    "DEPTH_TO_SPACE": GpuOpEntry("depth_to_space", lo.lower_space, lo.check_4d, ref=rf.depth_to_space,
+                                 options=("block_size",)),
+    "SPACE_TO_DEPTH": GpuOpEntry("space_to_depth", lo.lower_space, lo.check_4d, ref=rf.space_to_depth,
+                                 options=("block_size",)),
     "RESIZE_BILINEAR": GpuOpEntry("resize", lo.lower_resize, lo.check_resize_bilinear, {1: "size"},
                                   ref=rf.resize_bilinear),
     "RESIZE_NEAREST_NEIGHBOR": GpuOpEntry("resize", lo.lower_resize, lo.check_resize_nearest, {1: "size"},
@@ -231,6 +238,10 @@ def _supports(node: NodeView) -> Support:
             return Support.no(f"dynamic shape ({t.name!r} has signature {list(t.shape_signature)})")
         if 0 in t.shape and not t.is_constant:
             return Support.no(f"empty tensor {t.name!r}")
+    missing = [k for k in OPS[name].options if k not in op.options]
+    if missing:
+        return Support.no(f"{name} without its {', '.join(missing)} option"
+                          f"{'s' if len(missing) > 1 else ''} (no {name} options table in the model)")
     params = PARAM_INPUTS.get(name, {})
     for i, what in params.items():
         if i < len(op.inputs) and op.inputs[i] >= 0 and not _constant_like(sg, op.inputs[i]):
@@ -252,6 +263,21 @@ def _supports(node: NodeView) -> Support:
             return Support.no(f"{name} of a non-constant tensor (only constant weights fold away)")
         if node.outputs[0].dtype not in ("float32", "float16"):
             return Support.no(f"{name} to {node.outputs[0].dtype}")
+        # It has no kernel: it folds into the GPU nodes that read it.  When a reader stays on the CPU
+        # (or the value is a model output) a partition would have to produce it: decline instead
+        # (constant folding, on by default, has usually evaluated it before the delegates are asked).
+        out = op.outputs[0]
+        if out in sg.outputs:
+            return Support.no(f"{name} output {node.outputs[0].name!r} is a model output (it only folds into "
+                              "GPU nodes)")
+        for reader in sg.operators:
+            if out in reader.inputs and reader.name not in ("DEQUANTIZE", "DENSIFY"):
+                view = NodeView(reader, tuple(sg.tensors[i] if i >= 0 else None for i in reader.inputs),
+                                tuple(sg.tensors[i] for i in reader.outputs if i >= 0), sg, node.model)
+                why = _supports(view)
+                if not why:
+                    return Support.no(f"{name} folds into the GPU nodes reading it, but {reader.name} stays on "
+                                      f"the CPU ({why.reason})")
         return Support.yes()
     runtime = [(i, t) for i, t in enumerate(node.inputs) if t is not None and i not in params]
     for i, t in runtime + [(-1, t) for t in node.outputs]:

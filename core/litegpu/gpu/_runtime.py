@@ -58,6 +58,7 @@ import json
 import logging
 import threading
 import time
+import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -68,6 +69,7 @@ from .._backend_loading import checked_cache_section
 from .._backend_options import PRECISIONS
 from .._delegate import Delegate, DelegateKernel, NodeView, PartitionSpec, Support
 from .._errors import CacheError, ConfigError, DelegateError
+from .._ir import Model
 from . import _layout as L
 from ._capabilities import match_epilogue
 from ._device import BufferRef, GpuDevice
@@ -773,7 +775,7 @@ class GpuDelegate(Delegate):
             # load_delegate has checked it already; a backend's create_delegate called directly has not
             self.options["cache"] = checked_cache_section(self.options["cache"], f"{self.name} delegate options")
         self._cache: Any = None
-        self._tokens: dict[int, str] = {}
+        self._tokens: dict[int, tuple[weakref.ref[Model], str]] = {}
 
     @property
     def tuning(self) -> str:
@@ -794,7 +796,20 @@ class GpuDelegate(Delegate):
         return self.tuner.load(data)
 
     def supports(self, node: NodeView) -> Support:
-        return supports(node)
+        answer = supports(node)
+        limit = self.device.info.max_buffer_bytes
+        if answer and limit:
+            # a tensor is bound whole by its kernels (and by the boundary layout kernels, channels
+            # padded to 4, 4-byte words): one over the device's binding limit fails at prepare
+            for t in (*node.inputs, *node.outputs):
+                if t is None or t.is_constant or not t.shape:
+                    continue
+                nbytes = 4 * int(np.prod(t.shape[:-1], dtype=np.int64)) * (-(-int(t.shape[-1]) // 4) * 4)
+                if nbytes > limit:
+                    return Support.no(f"tensor {t.name!r} ({nbytes / 2**20:.0f} MiB as float32 in 4-channel "
+                                      f"slices) exceeds {self.device.info.name}'s {limit / 2**20:.0f} MiB "
+                                      "buffer binding limit")
+        return answer
 
     #: bump when the payload this class stores changes meaning (the cache key carries it, with
     #: :data:`EXECUTOR_PAYLOAD` for what the shared executor stores)
@@ -850,15 +865,25 @@ class GpuDelegate(Delegate):
 
         if self._cache is None:
             self._cache = DelegateCache(conf.get("dir"), max_bytes=conf.get("max_bytes", DEFAULT_CACHE_BYTES))
-        mid = id(partition.model)
-        if mid not in self._tokens:
-            self._tokens[mid] = model_token(partition.model, token=conf.get("model_token"))
+        model = partition.model
+        if model.raw is None and model.source is None and conf.get("model_token") is None:
+            return None  # a Model built in memory: no file bytes to name it by, so nothing to cache under
+        # Keyed by id() but held with a weak reference: a dropped model's id may be reused by another
+        # model (which must not inherit its token), and a long-lived delegate must not keep one entry
+        # per interpreter it ever prepared for.
+        mid = id(model)
+        held = self._tokens.get(mid)
+        if held is None or held[0]() is not model:
+            for k in [k for k, (ref, _) in self._tokens.items() if ref() is None]:
+                del self._tokens[k]
+            self._tokens[mid] = (weakref.ref(model), model_token(model, token=conf.get("model_token")))
+        token = self._tokens[mid][1]
         info = self.device.info
         options = {"precision": self.precision, "alignment": align, "tuning": self.tuner.mode,
                    "quantization_simulation": self.quantization_simulation, "boundary_layout": self.boundary_layout}
         if not self.half_math:  # the storage-only half kernels: other sources than fp16 with half math
             options["half_math"] = False
-        key = EntryKey(self._tokens[mid], self.name, f"{self.backend_version}+payload{EXECUTOR_PAYLOAD}", info.name,
+        key = EntryKey(token, self.name, f"{self.backend_version}+payload{EXECUTOR_PAYLOAD}", info.name,
                        info.driver_version, options=options, partition=partition)
         return _CacheEntry(self._cache, key)
 

@@ -102,7 +102,7 @@ def fuse_activations(g: GpuGraph) -> Report:
         producers, consumers = g.producers(), g.consumers()
         for act in list(g.nodes):
             if act.op in ACTIVATIONS_FUSABLE:
-                step = Epilogue(act.op, alpha=float(act.attrs["alpha"]) if act.op == "LEAKY_RELU" else None)
+                step = Epilogue(act.op, alpha=float(act.attrs.get("alpha", 0.0)) if act.op == "LEAKY_RELU" else None)
             elif act.op == "PRELU" and len(act.inputs) == 2 and g.is_constant(act.inputs[1]) and act.bhwc:
                 step = Epilogue("PRELU", act.inputs[1])
             else:
