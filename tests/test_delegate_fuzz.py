@@ -251,7 +251,9 @@ def _check(backend: str, n: int, seed: int) -> None:
     assert not bad, f"{len(bad)} of {n}:\n" + "\n".join(bad[:20])
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+# webgpu's sample is in the slow set: its device start-up alone is most of the default run's share
+@pytest.mark.parametrize("backend", [pytest.param(b, marks=pytest.mark.slow) if b == "webgpu" else b
+                                     for b in BACKENDS])
 def test_supports_covers_prepare_sampled(backend):
     _check(backend, N_DEFAULT[backend], seed=19)
 
