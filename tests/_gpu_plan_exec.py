@@ -18,7 +18,7 @@ from collections.abc import Mapping
 import numpy as np
 from litegpu.gpu import _layout as L
 from litegpu.gpu._graph import GpuOp, GpuPlan
-from litegpu.gpu._reference import BINARY, UNARY
+from litegpu.gpu._reference import BINARY, UNARY, max_pool_windows
 
 
 def _unpack_conv(w: np.ndarray, o: int, i: int) -> np.ndarray:
@@ -120,7 +120,13 @@ class PlanExecutor:
             alpha = np.asarray(op.constants["alpha"], np.float32).reshape(-1)[:o]
         r = _act(r, op.options.get("act"), alpha)
         if op.options.get("residual"):
-            if op.options.get("residual_channels") == "fewer":  # fewer channels (RES_S slices), zero past them
+            if op.options.get("residual_pool"):  # a RES_K x RES_K / stride RES_K max pool of the res tensor
+                res = self.read(op, "res")
+                assert res.shape[1:3] == (p["RES_H"], p["RES_W"]) and L.slices(res.shape[3]) == p["RES_S"], p
+                res = max_pool_windows(res, p["RES_K"])
+                assert res.shape[:3] == r.shape[:3], (res.shape, r.shape)
+                res = np.pad(res, ((0, 0),) * 3 + ((0, o - res.shape[3]),))
+            elif op.options.get("residual_channels") == "fewer":  # fewer channels (RES_S slices), zero past them
                 res = self.read(op, "res")
                 assert L.slices(res.shape[3]) == p["RES_S"] and res.shape[:3] == r.shape[:3], (res.shape, p)
                 res = np.pad(res, ((0, 0),) * 3 + ((0, o - res.shape[3]),))

@@ -756,6 +756,29 @@ def _p_channel_pad_residual():
     return g.done(z)
 
 
+@pattern("max pool into the residual read: 2x2 pool + strided conv -> ADD -> RELU6, 3x3/3 pool + dw/1x1 -> "
+         "MUL, pool -> PAD 5->7 + conv -> ADD (no pool launch)")
+def _p_pool_residual():
+    g = _G()
+    x = g.input(1, 9, 11, 8)  # odd sizes: VALID drops the last row/column
+    mp = g.op("MAX_POOL_2D", [x], (1, 4, 5, 8), padding=1, stride_h=2, stride_w=2, filter_height=2, filter_width=2)
+    c, s = g.conv(x, (1, 9, 11, 8), 8, k=2, stride=2, padding=1)
+    y = g.op("ADD", [c, mp], s, fused_activation_function=3)
+    x2 = g.input(1, 9, 12, 6)
+    mp2 = g.op("MAX_POOL_2D", [x2], (1, 3, 4, 6), padding=1, stride_h=3, stride_w=3, filter_height=3,
+               filter_width=3)
+    d = g.op("DEPTHWISE_CONV_2D", [x2, g.const(rnd(1, 3, 3, 6)), g.const(rnd(6))], (1, 3, 4, 6), padding=1,
+             stride_h=3, stride_w=3, depth_multiplier=1)
+    c2, s2 = g.conv(d, (1, 3, 4, 6), 6, k=1)
+    z = g.op("MUL", [mp2, c2], s2)
+    x3 = g.input(1, 6, 8, 5)
+    mp3 = g.op("MAX_POOL_2D", [x3], (1, 3, 4, 5), padding=0, stride_h=2, stride_w=2, filter_height=2, filter_width=2)
+    skip = g.op("PAD", [mp3, g.const(np.array([[0, 0], [0, 0], [0, 0], [0, 2]], np.int32))], (1, 3, 4, 7))
+    c3, s3 = g.conv(x3, (1, 6, 8, 5), 7, k=3, stride=2)
+    w = g.op("ADD", [c3, skip], s3, fused_activation_function=1)
+    return g.done(y, z, w)
+
+
 @pattern("channel pad into a binary ADD's rhs: PAD 3->6 and 1->6 (no broadcast) + depthwise x2/x6 -> ADD")
 def _p_channel_pad_binary():
     g = _G()

@@ -364,6 +364,7 @@ CASES = {
     # _gpu_cases patterns: a zero channel PAD merged into the residual read (conv2d / binary rhs)
     "channel_pad_residual": lambda: _pattern("channel pad into the residual read"),
     "channel_pad_binary": lambda: _pattern("channel pad into a binary ADD's rhs"),
+    "pool_residual": lambda: _pattern("max pool into the residual read"),
 }
 
 
@@ -380,7 +381,7 @@ def test_op_matches_litert_fp32(delegate, name):
 
 @pytest.mark.parametrize("name", ["conv3x3_same_relu", "depthwise_same_relu6", "add_broadcast_rows",
                                   "avg_pool_3x3_same", "softmax_4d_beta", "resize_bilinear", "chain",
-                                  "channel_pad_residual", "channel_pad_binary"])
+                                  "channel_pad_residual", "channel_pad_binary", "pool_residual"])
 @pytest.mark.parametrize("precision", ["fp16", "fp16_fp32acc"])
 def test_op_matches_litert_fp16(backend, compiler_core, name, precision):
     d = litegpu.load_delegate("vulkan", {"precision": precision})

@@ -6,7 +6,8 @@ a fixed set of *epilogue slots* per kernel, rendered as template options:
 * ``conv2d``: ``act`` (an activation, or PRELU with a per-channel alpha),
   then ``residual`` (ADD or MUL with a tensor of the output's shape, or with
   fewer channels read as zero past them: a ``zero_extend`` step, option
-  ``residual_channels="fewer"``), then ``residual_act`` (an activation or PRELU);
+  ``residual_channels="fewer"``; or a k x k / stride k max pool of a larger tensor: a ``pool`` step,
+  option ``residual_pool``), then ``residual_act`` (an activation or PRELU);
 * ``dw_pw_conv2d`` (a depthwise conv fused into the 1x1 conv reading it,
   ``_passes/fuse_dw_pw``): conv2d's slots (:data:`DW_PW_SLOTS`); the
   depthwise's own activation is an attribute of the node, not an epilogue step;
@@ -43,7 +44,7 @@ __all__ = ["DW_PW_SLOTS", "POOL_TAKES_PAD_VALUE", "QDQ_KERNELS", "ACTIVATIONS", 
 POOL_TAKES_PAD_VALUE = False
 
 #: the conv2d epilogue slots the fused depthwise -> 1x1 kernel (``dw_pw_conv2d``) implements
-DW_PW_SLOTS = frozenset({"act", "residual", "residual_act", "residual_channels", "qdq"})
+DW_PW_SLOTS = frozenset({"act", "residual", "residual_act", "residual_channels", "residual_pool", "qdq"})
 
 #: activations a kernel's ``act`` slot takes (plus PRELU where noted), and the unary ops a ``binary``
 #: kernel's ``chain`` takes: both from the op table
@@ -72,6 +73,9 @@ def _residual_fits(g: GpuGraph, step: Epilogue, out: tuple[int, ...]) -> bool:
     if step.operand is None:
         return False
     s = g.tensors[step.operand].shape
+    if step.pool:  # option residual_pool: a k x k / stride k max pool of the operand, windows in bounds
+        k = step.pool
+        s = (s[0], (s[1] - k) // k + 1, (s[2] - k) // k + 1, s[3])
     if step.zero_extend:
         return s[:3] == out[:3] and s[3] < out[3]
     return s == out
@@ -107,6 +111,8 @@ def match_epilogue(g: GpuGraph, node: GpuNode, steps: Sequence[Epilogue] | None 
             opts["residual"] = steps[i].op
             if steps[i].zero_extend:
                 opts["residual_channels"] = "fewer"
+            if steps[i].pool:
+                opts["residual_pool"] = True
             operands.append(steps[i])
             i += 1
             if i < len(steps) and steps[i].operand is None and steps[i].op in ACTIVATIONS:

@@ -128,7 +128,10 @@ _DW_PW_VARIANTS = (
        {"dw_act": "PRELU", "act": "PRELU", "residual": "ADD", "residual_act": "PRELU", "block_s": 2},
        {"dw_act": "RELU6", "residual": "ADD", "residual_act": "PRELU", "split": 16, "block_s": 2, "qdq": True},
        {"residual": "ADD", "residual_channels": "fewer", "residual_act": "RELU", "block_s": 2},
-       {"residual": "ADD", "residual_channels": "fewer", "residual_act": "PRELU", "split": 32, "block_w": 1}]
+       {"residual": "ADD", "residual_channels": "fewer", "residual_act": "PRELU", "split": 32, "block_w": 1},
+       {"residual": "ADD", "residual_pool": True, "residual_act": "PRELU", "block_s": 2},
+       {"residual": "ADD", "residual_channels": "fewer", "residual_pool": True, "residual_act": "RELU6",
+        "split": 16, "block_w": 1}]
 )
 
 SPECS: dict[str, KernelSpec] = {s.name: s for s in [
@@ -151,7 +154,7 @@ SPECS: dict[str, KernelSpec] = {s.name: s for s in [
     _spec("conv2d", "conv.lgk", "2-D convolution, groups, dilation, fused bias/activation/residual",
           {"act": _act, "residual": Opt("NONE", ("NONE", "ADD", "MUL")), "residual_act": _act,
            "block_w": Opt(2, (1, 2, 4)), "block_s": Opt(1, (1, 2)), "grouped": _bool(), "split": _split,
-           "qdq": _qdq, "residual_channels": _channels},
+           "qdq": _qdq, "residual_channels": _channels, "residual_pool": _bool()},
           [{"act": a} for a in FUSED_ACTIVATIONS]
           + [{"residual": "ADD", "residual_act": "RELU"}, {"residual": "MUL", "act": "RELU6"},
              {"block_w": 1}, {"block_w": 4, "block_s": 2}, {"grouped": True}, {"grouped": True, "block_w": 4}]
@@ -164,7 +167,10 @@ SPECS: dict[str, KernelSpec] = {s.name: s for s in [
              {"act": "PRELU", "residual": "ADD", "residual_act": "PRELU", "split": 16, "block_s": 2}]
           + [{"residual": "ADD", "residual_channels": "fewer", "residual_act": "RELU"},
              {"residual": "ADD", "residual_channels": "fewer", "residual_act": "PRELU", "block_w": 4, "block_s": 2},
-             {"residual": "ADD", "residual_channels": "fewer", "split": 128, "block_w": 1, "qdq": True}],
+             {"residual": "ADD", "residual_channels": "fewer", "split": 128, "block_w": 1, "qdq": True},
+             {"residual": "ADD", "residual_pool": True, "residual_act": "PRELU"},
+             {"residual": "MUL", "residual_channels": "fewer", "residual_pool": True, "block_w": 4, "block_s": 2},
+             {"residual": "ADD", "residual_channels": "fewer", "residual_pool": True, "split": 32, "qdq": True}],
           default_wg=(8, 4, 2), shared_wg=_split_wg),
     _spec("depthwise_conv2d", "conv.lgk", "depthwise convolution (any channel multiplier)",
           {"act": _act, "multiplier": Opt("one", ("one", "any")), "qdq": _qdq},
@@ -174,7 +180,7 @@ SPECS: dict[str, KernelSpec] = {s.name: s for s in [
           "depthwise conv (multiplier 1, own activation) feeding a 1x1 conv, one launch; conv2d's epilogue",
           {"dw_act": _act, "act": _act, "residual": Opt("NONE", ("NONE", "ADD", "MUL")), "residual_act": _act,
            "block_w": Opt(2, (1, 2)), "block_s": Opt(1, (1, 2)), "split": _split, "qdq": _qdq,
-           "residual_channels": _channels},
+           "residual_channels": _channels, "residual_pool": _bool()},
           _DW_PW_VARIANTS, default_wg=(8, 4, 2), shared_wg=_split_wg),
     _spec("transpose_conv2d", "conv.lgk", "transposed convolution (+ MediaPipe Convolution2DTransposeBias)",
           {"act": _act, "qdq": _qdq}, [{"act": a} for a in FUSED_ACTIVATIONS] + [{"qdq": True}]),

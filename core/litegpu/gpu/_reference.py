@@ -28,7 +28,7 @@ from ._geometry import (
 )
 from ._graph import Epilogue, GpuGraph, GpuNode
 
-__all__ = ["evaluate", "apply_epilogue", "zero_extend", "UNARY", "BINARY", "dequantize_array", "qdq"]
+__all__ = ["evaluate", "apply_epilogue", "zero_extend", "max_pool_windows", "UNARY", "BINARY", "dequantize_array", "qdq"]
 
 
 def _erf(x: np.ndarray) -> np.ndarray:
@@ -119,6 +119,13 @@ def zero_extend(x: np.ndarray, channels: int) -> np.ndarray:
     return np.pad(x, ((0, 0), (0, 0), (0, 0), (0, channels - x.shape[3])))
 
 
+def max_pool_windows(x: np.ndarray, k: int) -> np.ndarray:
+    """``x`` (4-D) max-pooled over ``k x k`` windows at stride ``k``, windows in bounds only (VALID)."""
+    b, h, w, c = x.shape
+    oh, ow = (h - k) // k + 1, (w - k) // k + 1
+    return x[:, :oh * k, :ow * k].reshape(b, oh, k, ow, k, c).max(axis=(2, 4))
+
+
 def apply_epilogue(x: np.ndarray, steps: Sequence[Epilogue], values: Mapping[int, np.ndarray]) -> np.ndarray:
     """Apply a node's epilogue chain to its result (4-D)."""
     for e in steps:
@@ -128,6 +135,8 @@ def apply_epilogue(x: np.ndarray, steps: Sequence[Epilogue], values: Mapping[int
             x = UNARY[e.op](x, {"alpha": e.alpha} if e.alpha is not None else {})
         else:
             other = values[e.operand]
+            if e.pool:  # a MAX_POOL_2D merged into the read
+                other = max_pool_windows(other, e.pool)
             if e.zero_extend:  # fewer channels than x, zero past them (a merged channel PAD)
                 other = zero_extend(other, x.shape[3])
             x = BINARY[e.op](other, x) if e.reverse else BINARY[e.op](x, other)
