@@ -429,9 +429,9 @@ def test_fuse_pool_residual_declined(why):
 @pytest.mark.parametrize("cin,cout", [(3, 6), (1, 6), (2, 4)])
 @pytest.mark.parametrize("pad_first", [False, True])
 def test_fuse_channel_pad_into_binary_add(cin, cout, pad_first):
-    # the main path is a depthwise conv (no residual slot): the ADD stays a binary node and reads the
-    # pool's result zero-extended; a 1-channel rhs must not broadcast
-    model, inputs = channel_pad_block(cin, cout, pad_first=pad_first, dw_main=True)
+    # the main path's result is read twice (a model output too): the ADD stays a binary node and reads
+    # the pool's result zero-extended; a 1-channel rhs must not broadcast
+    model, inputs = channel_pad_block(cin, cout, pad_first=pad_first, dw_main=True, main_output=True)
     g, rep = check_passes(model, inputs)
     assert "PAD" not in g.op_counts(), g.op_counts()
     add = next(n for n in g.nodes if n.op == "ADD")
@@ -512,8 +512,7 @@ def test_fuse_residual_add_reorders_and_chains():
     x = b.input("x", (1, 6, 6, 4))
     y = conv_model(b, x, 4, 4, 6, name="a")  # conv A
     other = b.tensor("o", (1, 6, 6, 4))  # computed after conv A, read by the ADD
-    b.op("DEPTHWISE_CONV_2D", [x, b.const("dw", rnd(1, 3, 3, 4)), b.const("db", rnd(4))], [other], padding=0,
-         stride_w=1, stride_h=1, depth_multiplier=1)
+    b.op("AVERAGE_POOL_2D", [x], [other], padding=0, stride_w=1, stride_h=1, filter_width=3, filter_height=3)
     s = b.tensor("s", (1, 6, 6, 4))
     b.op("ADD", [other, y], [s])
     m = b.tensor("m", (1, 6, 6, 4))
@@ -522,9 +521,9 @@ def test_fuse_residual_add_reorders_and_chains():
     b.op("RELU", [m], [r])
     b.output(r)
     g, rep = check_passes(b.build(), [rnd(1, 6, 6, 4)])
-    # the depthwise kernel has no residual slot, so conv A takes the ADD and moves after the depthwise conv
+    # the pool kernel has no residual slot, so conv A takes the ADD and moves after the pool
     ops = [(n.op, [e.op for e in n.epilogue]) for n in g.nodes]
-    assert ops == [("DEPTHWISE_CONV_2D", []), ("CONV_2D", ["ADD"]), ("MUL", ["RELU"])], ops
+    assert ops == [("AVERAGE_POOL_2D", []), ("CONV_2D", ["ADD"]), ("MUL", ["RELU"])], ops
     assert g.nodes[1].epilogue[0].reverse
 
 

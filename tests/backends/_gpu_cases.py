@@ -757,7 +757,7 @@ def _p_channel_pad_residual():
 
 
 @pattern("max pool into the residual read: 2x2 pool + strided conv -> ADD -> RELU6, 3x3/3 pool + dw/1x1 -> "
-         "MUL, pool -> PAD 5->7 + conv -> ADD (no pool launch)")
+         "MUL, pool -> PAD 5->7 + conv -> ADD, pool -> PAD 5->10 + depthwise x2 -> ADD (no pool launch)")
 def _p_pool_residual():
     g = _G()
     x = g.input(1, 9, 11, 8)  # odd sizes: VALID drops the last row/column
@@ -776,10 +776,18 @@ def _p_pool_residual():
     skip = g.op("PAD", [mp3, g.const(np.array([[0, 0], [0, 0], [0, 0], [0, 2]], np.int32))], (1, 3, 4, 7))
     c3, s3 = g.conv(x3, (1, 6, 8, 5), 7, k=3, stride=2)
     w = g.op("ADD", [c3, skip], s3, fused_activation_function=1)
-    return g.done(y, z, w)
+    # a depthwise (multiplier 2, stride 2) whose residual is a pooled, channel-padded skip
+    d4 = g.op("DEPTHWISE_CONV_2D", [x3, g.const(rnd(1, 3, 3, 10)), g.const(rnd(10))], (1, 3, 4, 10), padding=0,
+              stride_h=2, stride_w=2, depth_multiplier=2)
+    mp4 = g.op("MAX_POOL_2D", [x3], (1, 3, 4, 5), padding=1, stride_h=2, stride_w=2, filter_height=2,
+               filter_width=2)
+    skip4 = g.op("PAD", [mp4, g.const(np.array([[0, 0], [0, 0], [0, 0], [0, 5]], np.int32))], (1, 3, 4, 10))
+    v = g.op("ADD", [skip4, d4], (1, 3, 4, 10), fused_activation_function=3)
+    return g.done(y, z, w, v)
 
 
-@pattern("channel pad into a binary ADD's rhs: PAD 3->6 and 1->6 (no broadcast) + depthwise x2/x6 -> ADD")
+@pattern("channel pad into a binary ADD's rhs: PAD 3->6 (into the depthwise's residual) and 1->6 (no "
+         "broadcast; the depthwise x6 is read twice, so a binary ADD) + depthwise x2/x6 -> ADD")
 def _p_channel_pad_binary():
     g = _G()
     x = g.input(1, 5, 6, 3)
@@ -792,7 +800,7 @@ def _p_channel_pad_binary():
               stride_h=1, stride_w=1, depth_multiplier=6)
     skip1 = g.op("PAD", [x1, g.const(np.array([[0, 0], [0, 0], [0, 0], [0, 5]], np.int32))], (1, 5, 6, 6))
     z = g.op("ADD", [d1, skip1], (1, 5, 6, 6))
-    return g.done(y, z)
+    return g.done(y, z, d1)
 
 
 @pattern("split reductions: deep 1x1 and 2x2 convs on small grids, FC head, global average pool")

@@ -11,8 +11,9 @@ a fixed set of *epilogue slots* per kernel, rendered as template options:
 * ``dw_pw_conv2d`` (a depthwise conv fused into the 1x1 conv reading it,
   ``_passes/fuse_dw_pw``): conv2d's slots (:data:`DW_PW_SLOTS`); the
   depthwise's own activation is an attribute of the node, not an epilogue step;
-* ``depthwise_conv2d``, ``transpose_conv2d``, ``fully_connected``: ``act``
-  (PRELU included);
+* ``depthwise_conv2d``: conv2d's slots (``act``, ``residual`` with ``residual_channels`` /
+  ``residual_pool``, ``residual_act``);
+* ``transpose_conv2d``, ``fully_connected``: ``act`` (PRELU included);
 * ``binary``: ``act`` (no PRELU), then a ``chain`` of unary ops;
 * ``pool2d``: ``act`` (no PRELU);
 * ``unary``, ``softmax``, ``reduce``, ``resize``: nothing but ``qdq``.
@@ -105,7 +106,7 @@ def match_epilogue(g: GpuGraph, node: GpuNode, steps: Sequence[Epilogue] | None 
             return True
         return False
 
-    if fam in ("conv2d", "dw_pw_conv2d"):
+    if fam in ("conv2d", "dw_pw_conv2d", "depthwise_conv2d"):
         take_act(True)
         if i < len(steps) and steps[i].op in ("ADD", "MUL") and _residual_fits(g, steps[i], out):
             opts["residual"] = steps[i].op
@@ -123,7 +124,7 @@ def match_epilogue(g: GpuGraph, node: GpuNode, steps: Sequence[Epilogue] | None 
                 opts["residual_act"] = "PRELU"
                 operands.append(steps[i])
                 i += 1
-    elif fam in ("depthwise_conv2d", "transpose_conv2d", "fully_connected"):
+    elif fam in ("transpose_conv2d", "fully_connected"):
         take_act(True)
     elif fam == "pool2d":
         take_act(False)

@@ -356,7 +356,7 @@ def lower_depthwise(lw: Lowerer) -> list[GpuOp]:
     params = {"B": b, "SRC_H": h, "SRC_W": wd, "SRC_S": L.slices(c), "H": oh, "W": ow, "C": o, "S": L.slices(o),
               "KH": w.shape[1], "KW": w.shape[2], "STRIDE_H": geo["stride"][0], "STRIDE_W": geo["stride"][1],
               "PAD_T": geo["pads"][0], "PAD_L": geo["pads"][2], "DIL_H": geo["dilation"][0],
-              "DIL_W": geo["dilation"][1], "MULT": mult}
+              "DIL_W": geo["dilation"][1], "MULT": mult, **_residual_params(lw, opts, operands)}
     return [lw.op("depthwise_conv2d", {**opts, "multiplier": "one" if mult == 1 else "any"}, params)]
 
 
