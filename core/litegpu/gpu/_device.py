@@ -9,6 +9,7 @@ core.  All methods may raise :class:`litegpu.DelegateError`.
 
 from __future__ import annotations
 
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -150,8 +151,6 @@ class GpuDevice(ABC):
         buffers must be bound).  The default waits for each launch on the host, so the times
         include the launch and the wait; APIs with GPU timers override it and say so in
         :attr:`profile_source`."""
-        import time
-
         samples: list[list[float]] = [[] for _ in launches]
         self.finish()
         for _ in range(max(1, runs)):
