@@ -230,6 +230,10 @@ class PlanExecutor:
             if o.get("rhs_channels") == "fewer":  # zero past its channels, no broadcast
                 rhs = np.pad(rhs, ((0, 0),) * 3 + ((0, p["C"] - p["R_C"]),))
         v = _act(BINARY[o["op"]](lhs, rhs).astype(np.float32), o.get("act"))
+        if o.get("residual"):  # a tensor of the output's shape
+            res = self.read(op, "res")
+            v = BINARY[o["residual"]](res, v) if o.get("residual_reverse") else BINARY[o["residual"]](v, res)
+            v = v.astype(np.float32)
         for f in o.get("chain", ()):
             v = _act(v, f)
         self.write(op, "dst", np.broadcast_to(v, (p["B"], p["H"], p["W"], p["C"])))

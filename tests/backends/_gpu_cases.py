@@ -786,6 +786,21 @@ def _p_pool_residual():
     return g.done(y, z, w, v)
 
 
+@pattern("two elementwise ops in one binary launch: MUL(x, per-channel s) -> ADD(., y) -> RELU "
+         "(squeeze-and-excite tails), SUB(y, MAXIMUM(x, z)) reversed")
+def _p_binary_residual():
+    g = _G()
+    x = g.input(1, 6, 7, 10)
+    s = g.input(1, 1, 1, 10)
+    y = g.input(1, 6, 7, 10)
+    m = g.op("MUL", [x, s], (1, 6, 7, 10))
+    a = g.op("ADD", [m, y], (1, 6, 7, 10), fused_activation_function=1)
+    z = g.input(1, 6, 7, 10)
+    mx = g.op("MAXIMUM", [x, z], (1, 6, 7, 10))
+    d = g.op("SUB", [y, mx], (1, 6, 7, 10))
+    return g.done(a, d)
+
+
 @pattern("channel pad into a binary ADD's rhs: PAD 3->6 (into the depthwise's residual) and 1->6 (no "
          "broadcast; the depthwise x6 is read twice, so a binary ADD) + depthwise x2/x6 -> ADD")
 def _p_channel_pad_binary():

@@ -14,7 +14,9 @@ a fixed set of *epilogue slots* per kernel, rendered as template options:
 * ``depthwise_conv2d``: conv2d's slots (``act``, ``residual`` with ``residual_channels`` /
   ``residual_pool``, ``residual_act``);
 * ``transpose_conv2d``, ``fully_connected``: ``act`` (PRELU included);
-* ``binary``: ``act`` (no PRELU), then a ``chain`` of unary ops;
+* ``binary``: ``act`` (no PRELU), then a ``residual``: a second elementwise op
+  (:data:`BINARY_RESIDUAL_OPS`) with a runtime tensor of the output's shape, then a ``chain`` of
+  unary ops;
 * ``pool2d``: ``act`` (no PRELU);
 * ``unary``, ``softmax``, ``reduce``, ``resize``: nothing but ``qdq``.
 
@@ -36,13 +38,16 @@ from typing import Any
 from ._graph import Epilogue, GpuGraph, GpuNode
 from ._op_table import ACT_OPS, CHAIN_OPS, kernel_of
 
-__all__ = ["DW_PW_SLOTS", "POOL_TAKES_PAD_VALUE", "QDQ_KERNELS", "ACTIVATIONS", "CHAIN_OPS", "kernel_family",
+__all__ = ["BINARY_RESIDUAL_OPS", "DW_PW_SLOTS", "POOL_TAKES_PAD_VALUE", "QDQ_KERNELS", "ACTIVATIONS", "CHAIN_OPS", "kernel_family",
            "match_epilogue", "epilogue_fits"]
 
 #: Does ``pool2d`` read explicit padding cells as ``PAD_VALUE`` (params EX_T/EX_B/EX_L/EX_R, option
 #: ``explicit_pad``)?  The template skips out-of-bounds taps only (TFLite's pool semantics), so a PAD
 #: is not merged into a pool until it does.
 POOL_TAKES_PAD_VALUE = False
+
+#: the second elementwise op a ``binary`` kernel takes after its own (option ``residual``)
+BINARY_RESIDUAL_OPS = frozenset({"ADD", "SUB", "MUL", "DIV", "MAXIMUM", "MINIMUM"})
 
 #: the conv2d epilogue slots the fused depthwise -> 1x1 kernel (``dw_pw_conv2d``) implements
 DW_PW_SLOTS = frozenset({"act", "residual", "residual_act", "residual_channels", "residual_pool", "qdq"})
@@ -130,6 +135,15 @@ def match_epilogue(g: GpuGraph, node: GpuNode, steps: Sequence[Epilogue] | None 
         take_act(False)
     elif fam == "binary":
         take_act(False)
+        # a second elementwise op with a tensor of the output's shape (option residual; no broadcast)
+        if (i < len(steps) and steps[i].op in BINARY_RESIDUAL_OPS and steps[i].operand is not None
+                and not (steps[i].zero_extend or steps[i].pool)
+                and g.tensors[steps[i].operand].shape == out and not g.is_constant(steps[i].operand)):
+            opts["residual"] = steps[i].op
+            if steps[i].reverse:
+                opts["residual_reverse"] = True
+            operands.append(steps[i])
+            i += 1
         chain = []
         while i < len(steps) and steps[i].operand is None and steps[i].op in CHAIN_OPS:
             chain.append(steps[i].op)

@@ -495,7 +495,7 @@ def lower_binary(lw: Lowerer) -> list[GpuOp]:
     n = lw.n
     a, b_ = n.inputs[0], n.inputs[1]
     y = n.outputs[0]
-    opts, _ = lw.epilogue()
+    opts, operands = lw.epilogue()
     params = lw.dims(y)
     lw.tensor_or_const("lhs", a)
     options = {"op": n.op, **opts}
@@ -509,6 +509,8 @@ def lower_binary(lw: Lowerer) -> list[GpuOp]:
         if n.attrs.get("zero_extend_rhs"):  # rhs has fewer channels, zero past them (_passes/channel_pad)
             options["rhs_channels"] = "fewer"
     params.update(lw.dims(a, "L_"))
+    for e in operands:  # the residual op's tensor (the only operand a binary epilogue binds)
+        lw.bind("res", e.operand)
     lw.bind("dst", y)
     return [lw.op("binary", options, params)]
 
