@@ -156,7 +156,8 @@ SPECS: dict[str, KernelSpec] = {s.name: s for s in [
              {"op": "MUL", "residual": "ADD"},
              {"op": "MUL", "rhs": "scalar", "act": "RELU", "residual": "SUB", "residual_reverse": True,
               "chain": ("TANH",)},
-             {"op": "ADD", "rhs_channels": "fewer", "residual": "MAXIMUM", "qdq": True}]),
+             {"op": "ADD", "rhs_channels": "fewer", "residual": "MAXIMUM", "qdq": True}]
+          + [{"op": "SUB", "residual": r, "residual_reverse": True} for r in ("ADD", "DIV", "MINIMUM", "MUL")]),
     _spec("conv2d", "conv.lgk", "2-D convolution, groups, dilation, fused bias/activation/residual",
           {"act": _act, "residual": Opt("NONE", ("NONE", "ADD", "MUL")), "residual_act": _act,
            "block_w": Opt(2, (1, 2, 4)), "block_s": Opt(1, (1, 2)), "grouped": _bool(), "split": _split,
@@ -191,7 +192,8 @@ SPECS: dict[str, KernelSpec] = {s.name: s for s in [
                                                      {"residual": "ADD", "residual_channels": "fewer",
                                                       "residual_act": "RELU6"},
                                                      {"residual": "ADD", "residual_pool": True,
-                                                      "residual_channels": "fewer", "multiplier": "any"}]),
+                                                      "residual_channels": "fewer", "multiplier": "any"}]
+          + [{"residual": "ADD", "residual_act": a} for a in ACTIVATIONS[1:]]),
     _spec("dw_pw_conv2d", "conv.lgk",
           "depthwise conv (multiplier 1, own activation) feeding a 1x1 conv, one launch; conv2d's epilogue",
           {"dw_act": _act, "act": _act, "residual": Opt("NONE", ("NONE", "ADD", "MUL")), "residual_act": _act,
