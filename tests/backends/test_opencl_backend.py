@@ -321,6 +321,7 @@ def test_tuned_work_groups_come_back_from_the_cache(cl_modules, tmp_path):
     d2.close()
 
 
+@pytest.mark.slow  # ~10 s on PoCL; the default run covers --profile through tests/cli/test_gpu_backends.py
 def test_kernel_profile_events_and_host_fallback(cl_modules):
     """``litegpu benchmark --profile`` on OpenCL: profiling events time every launch (boundary layout
     launches included), each names the nodes it covers; the host-timed default a device without GPU

@@ -400,6 +400,7 @@ def test_op_matches_litert_fp16(backend, compiler_core, name, precision):
     assert err <= 1e-2, err
 
 
+@pytest.mark.slow  # a lavapipe compile; the default run covers --profile through tests/cli/test_gpu_backends.py
 def test_kernel_profile_times_every_launch(delegate):
     """``litegpu benchmark --profile`` on Vulkan: each launch timed by timestamp queries (lavapipe has
     them), the nodes it covers named; the partition still computes the right answer afterwards."""
