@@ -24,9 +24,10 @@ def conv_model(b, x, cin, cout, hw, *, k=3, act=0, padding=0, name="c", stride=1
 
 
 def channel_pad_block(cin: int, cout: int, *, value=None, pads=None, pad_first=False, dw_main=False,
-                       extra_reader=False, act_after="RELU"):
+                       extra_reader=False, act_after="RELU", main_output=False):
     """BlazeFace-style widening block: skip = PAD(max_pool(x)) on channels, main = conv(dw(x)) (or a
-    depthwise with multiplier when ``dw_main``: the ADD then stays a binary node), ADD, activation."""
+    depthwise with multiplier when ``dw_main``), ADD, activation.  ``main_output``: the main path's
+    result is a model output too, so the ADD cannot join its producer and stays a binary node."""
     b = model_builder()
     x = b.input("x", (1, 8, 10, cin))
     feeds = [rnd(1, 8, 10, cin)]
@@ -66,6 +67,8 @@ def channel_pad_block(cin: int, cout: int, *, value=None, pads=None, pad_first=F
     b.output(y)
     if extra_reader:
         b.output(p)
+    if main_output:
+        b.output(main)
     return b.build(), feeds
 
 

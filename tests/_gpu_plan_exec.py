@@ -19,6 +19,7 @@ import numpy as np
 from litegpu.gpu import _layout as L
 from litegpu.gpu._graph import GpuOp, GpuPlan
 from litegpu.gpu._op_table import OPS
+from litegpu.gpu._reference import max_pool_windows
 
 
 def _unpack_conv(w: np.ndarray, o: int, i: int) -> np.ndarray:
@@ -120,7 +121,13 @@ class PlanExecutor:
             alpha = np.asarray(op.constants["alpha"], np.float32).reshape(-1)[:o]
         r = _act(r, op.options.get("act"), alpha)
         if op.options.get("residual"):
-            if op.options.get("residual_channels") == "fewer":  # fewer channels (RES_S slices), zero past them
+            if op.options.get("residual_pool"):  # a RES_K x RES_K / stride RES_K max pool of the res tensor
+                res = self.read(op, "res")
+                assert res.shape[1:3] == (p["RES_H"], p["RES_W"]) and L.slices(res.shape[3]) == p["RES_S"], p
+                res = max_pool_windows(res, p["RES_K"])
+                assert res.shape[:3] == r.shape[:3], (res.shape, r.shape)
+                res = np.pad(res, ((0, 0),) * 3 + ((0, o - res.shape[3]),))
+            elif op.options.get("residual_channels") == "fewer":  # fewer channels (RES_S slices), zero past them
                 res = self.read(op, "res")
                 assert L.slices(res.shape[3]) == p["RES_S"] and res.shape[:3] == r.shape[:3], (res.shape, p)
                 res = np.pad(res, ((0, 0),) * 3 + ((0, o - res.shape[3]),))
@@ -224,6 +231,11 @@ class PlanExecutor:
             if o.get("rhs_channels") == "fewer":  # zero past its channels, no broadcast
                 rhs = np.pad(rhs, ((0, 0),) * 3 + ((0, p["C"] - p["R_C"]),))
         v = _act(OPS[o["op"]].ref(lhs, rhs).astype(np.float32), o.get("act"))
+        if o.get("residual"):  # a tensor of the output's shape
+            res = self.read(op, "res")
+            f = OPS[o["residual"]].ref
+            v = f(res, v) if o.get("residual_reverse") else f(v, res)
+            v = v.astype(np.float32)
         for f in o.get("chain", ()):
             v = _act(v, f)
         self.write(op, "dst", np.broadcast_to(v, (p["B"], p["H"], p["W"], p["C"])))

@@ -104,15 +104,21 @@ def test_block_plan_all_precisions(precision, tol):
 
 
 @pytest.mark.parametrize("precision,tol", [("fp32", 1e-5), ("fp16", 2e-2)])
-@pytest.mark.parametrize("cin,cout,dw_main", [(6, 10, False), (5, 12, False), (3, 6, True), (1, 6, True)])
+@pytest.mark.parametrize("cin,cout,dw_main", [(6, 10, False), (5, 12, False), (3, 6, True), (1, 6, "binary")])
 def test_channel_pad_merged_into_residual_read(cin, cout, dw_main, precision, tol):
-    """A zero channel PAD feeding a residual ADD costs no launch: the conv2d residual (or the binary rhs)
-    reads the narrower tensor, zero past its RES_S (R_S) slices."""
-    model, inputs = channel_pad_block(cin, cout, dw_main=dw_main, act_after="PRELU" if cout == 10 else "RELU")
+    """A zero channel PAD feeding a residual ADD costs no launch: the conv2d / depthwise residual (or the
+    binary rhs) reads the narrower tensor, zero past its RES_S (R_S) slices; the skip path's MAX_POOL_2D
+    is read through its window (residual_pool), so the block is one launch."""
+    model, inputs = channel_pad_block(cin, cout, dw_main=bool(dw_main), main_output=dw_main == "binary",
+                                      act_after="PRELU" if cout == 10 else "RELU")
     plan = _compile(model, precision)
     kernels = [op.describe() for op in plan.ops]
     assert not any(k.startswith("pad") for k in kernels), kernels
-    if dw_main:
+    if dw_main is True:  # the depthwise main path takes the residual (multiplier > 1: depthwise_conv2d)
+        (op,) = plan.ops
+        assert op.kernel == "depthwise_conv2d" and op.options["residual_pool"], op.describe()
+        assert op.options["residual_channels"] == "fewer" and op.params["RES_S"] == -(-cin // 4)
+    elif dw_main:
         op = next(op for op in plan.ops if op.kernel == "binary")
         assert op.options["rhs_channels"] == "fewer" and (op.params["R_C"], op.params["C"]) == (cin, cout)
     else:

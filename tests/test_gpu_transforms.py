@@ -369,17 +369,69 @@ def test_fuse_channel_pad_into_conv_residual(cin, cout, act_after):
     conv = next(n for n in g.nodes if n.op in ("CONV_2D", "DW_PW_CONV_2D"))
     assert [e.op for e in conv.epilogue] == ["ADD", act_after]
     step = conv.epilogue[0]
-    assert step.zero_extend and g.tensors[step.operand].shape == (1, 4, 5, cin)
+    # the skip path's MAX_POOL_2D (2x2, stride 2) is merged into the same read (fuse_pool_residual)
+    assert step.zero_extend and step.pool == 2 and g.tensors[step.operand].shape == (1, 8, 10, cin)
+    assert "MAX_POOL_2D" not in g.op_counts()
     assert rep["fuse_channel_pad"][0] == "merged 1 channel PADs into residual reads"
     assert f"(channels {cin} -> {cout})" in rep["fuse_channel_pad"][1]
+    assert rep["fuse_pool_residual"][0] == "merged 1 MAX_POOL_2D into residual reads"
+
+
+def _pool_block(hw, k, stride, padding, *, residual="ADD", extra_reader=False, act=0):
+    """skip = MAX_POOL_2D(x); main = conv(x) at the pool's output size; residual ADD/MUL; RELU."""
+    b = model_builder()
+    x = b.input("x", (1, *hw, 8))
+    oh = [(n - k) // stride + 1 if padding == 1 else -(-n // stride) for n in hw]
+    mp = b.tensor("mp", (1, *oh, 8))
+    b.op("MAX_POOL_2D", [x], [mp], padding=padding, stride_w=stride, stride_h=stride, filter_width=k,
+         filter_height=k, fused_activation_function=act)
+    main = b.tensor("main", (1, *oh, 8))
+    # a stride x stride conv with the pool's stride and padding: the pool's output size
+    b.op("CONV_2D", [x, b.const("w", rnd(8, stride, stride, 8)), b.const("b", rnd(8))], [main], padding=padding,
+         stride_w=stride, stride_h=stride)
+    s_ = b.tensor("s", (1, *oh, 8))
+    b.op(residual, [main, mp], [s_], fused_activation_function=1)
+    b.output(s_)
+    if extra_reader:
+        b.output(mp)
+    return b.build(), [rnd(1, *hw, 8, lo=-2, hi=2)]
+
+
+@pytest.mark.parametrize("hw,k,padding,residual", [((8, 10), 2, 1, "ADD"), ((9, 11), 2, 1, "MUL"),
+                                                   ((8, 6), 2, 0, "ADD"), ((9, 12), 3, 1, "ADD")])
+def test_fuse_pool_residual(hw, k, padding, residual):
+    """A k x k / stride k MAX_POOL_2D read only as a conv's residual becomes part of the residual read
+    (VALID, or SAME on sizes k divides: every window in bounds, odd VALID edges dropped)."""
+    model, inputs = _pool_block(hw, k, k, padding, residual=residual)
+    g, rep = check_passes(model, inputs)
+    assert g.op_counts() == {"CONV_2D": 1}, g.op_counts()
+    step = g.nodes[0].epilogue[0]
+    assert step.op == residual and step.pool == k and not step.zero_extend and step.operand == g.inputs[0]
+    assert rep["fuse_pool_residual"][0] == "merged 1 MAX_POOL_2D into residual reads"
+
+
+@pytest.mark.parametrize("why", ["same_padded", "overlapping", "two_readers", "activation"])
+def test_fuse_pool_residual_declined(why):
+    """Pools whose windows overlap or leave the image, with an activation, or read elsewhere stay."""
+    if why == "same_padded":  # SAME over an odd size pads the last window
+        model, inputs = _pool_block((9, 10), 2, 2, 0)
+    elif why == "overlapping":
+        model, inputs = _pool_block((9, 9), 3, 2, 1)
+    elif why == "two_readers":
+        model, inputs = _pool_block((8, 10), 2, 2, 1, extra_reader=True)
+    else:
+        model, inputs = _pool_block((8, 10), 2, 2, 1, act=1)
+    g, rep = check_passes(model, inputs)
+    assert g.op_counts().get("MAX_POOL_2D") == 1, g.op_counts()
+    assert rep["fuse_pool_residual"][0] == "merged 0 MAX_POOL_2D into residual reads"
 
 
 @pytest.mark.parametrize("cin,cout", [(3, 6), (1, 6), (2, 4)])
 @pytest.mark.parametrize("pad_first", [False, True])
 def test_fuse_channel_pad_into_binary_add(cin, cout, pad_first):
-    # the main path is a depthwise conv (no residual slot): the ADD stays a binary node and reads the
-    # pool's result zero-extended; a 1-channel rhs must not broadcast
-    model, inputs = channel_pad_block(cin, cout, pad_first=pad_first, dw_main=True)
+    # the main path's result is read twice (a model output too): the ADD stays a binary node and reads
+    # the pool's result zero-extended; a 1-channel rhs must not broadcast
+    model, inputs = channel_pad_block(cin, cout, pad_first=pad_first, dw_main=True, main_output=True)
     g, rep = check_passes(model, inputs)
     assert "PAD" not in g.op_counts(), g.op_counts()
     add = next(n for n in g.nodes if n.op == "ADD")
@@ -460,8 +512,7 @@ def test_fuse_residual_add_reorders_and_chains():
     x = b.input("x", (1, 6, 6, 4))
     y = conv_model(b, x, 4, 4, 6, name="a")  # conv A
     other = b.tensor("o", (1, 6, 6, 4))  # computed after conv A, read by the ADD
-    b.op("DEPTHWISE_CONV_2D", [x, b.const("dw", rnd(1, 3, 3, 4)), b.const("db", rnd(4))], [other], padding=0,
-         stride_w=1, stride_h=1, depth_multiplier=1)
+    b.op("AVERAGE_POOL_2D", [x], [other], padding=0, stride_w=1, stride_h=1, filter_width=3, filter_height=3)
     s = b.tensor("s", (1, 6, 6, 4))
     b.op("ADD", [other, y], [s])
     m = b.tensor("m", (1, 6, 6, 4))
@@ -470,9 +521,9 @@ def test_fuse_residual_add_reorders_and_chains():
     b.op("RELU", [m], [r])
     b.output(r)
     g, rep = check_passes(b.build(), [rnd(1, 6, 6, 4)])
-    # the depthwise kernel has no residual slot, so conv A takes the ADD and moves after the depthwise conv
+    # the pool kernel has no residual slot, so conv A takes the ADD and moves after the pool
     ops = [(n.op, [e.op for e in n.epilogue]) for n in g.nodes]
-    assert ops == [("DEPTHWISE_CONV_2D", []), ("CONV_2D", ["ADD"]), ("MUL", ["RELU"])], ops
+    assert ops == [("AVERAGE_POOL_2D", []), ("CONV_2D", ["ADD"]), ("MUL", ["RELU"])], ops
     assert g.nodes[1].epilogue[0].reverse
 
 

@@ -30,6 +30,8 @@ __all__ = [
     "memory_from_description",
     "transformations_from_description",
     "summarize_op_profile",
+    "kernel_profiles",
+    "summarize_kernel_profile",
     "random_inputs",
 ]
 
@@ -210,6 +212,7 @@ class BenchResult:
     op_profile: list[dict[str, Any]] = field(default_factory=list)
     execution_plan: list[dict[str, Any]] = field(default_factory=list)
     stopped_by_max_secs: bool = False
+    kernel_profile: list[dict[str, Any]] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         inf = run_stats(self.runs_us)
@@ -228,6 +231,7 @@ class BenchResult:
             "stopped_by_max_secs": self.stopped_by_max_secs,
             "execution_plan": self.execution_plan,
             "op_profile": self.op_profile,
+            "kernel_profile": self.kernel_profile,
         }
 
 
@@ -242,12 +246,15 @@ def benchmark_interpreter(
     max_secs: float | None = None,
     min_runs: int = 1,
     op_profiling: bool = False,
+    kernel_profile_runs: int = 0,
     tick: Callable[[], None] | None = None,
 ) -> BenchResult:
     """Create an interpreter with ``make()`` (timed as *init*), then run it: one first
     inference, ``warmup_runs`` warmups, and up to ``num_runs`` timed runs (at least
     ``min_runs``; stopping once the timed runs have taken ``max_secs``).
-    ``tick()`` is called after every run (progress bars)."""
+    ``tick()`` is called after every run (progress bars).  ``kernel_profile_runs`` > 0: after the
+    timed runs, the delegate partitions' per-kernel accounting (:func:`kernel_profiles`, that many
+    passes per launch)."""
     perf = time.perf_counter
     t = perf()
     interp = make()
@@ -287,6 +294,7 @@ def benchmark_interpreter(
         if op_profiling:
             interp._profile = False
     profile = interp._profile_records() if op_profiling else []
+    kernels = kernel_profiles(interp, kernel_profile_runs) if kernel_profile_runs > 0 else None
     for r in profile:
         r["avg_us"] = r["total_s"] / r["runs"] * 1e6 if r["runs"] else 0.0
     return BenchResult(
@@ -302,7 +310,50 @@ def benchmark_interpreter(
         op_profile=profile,
         execution_plan=interp.get_execution_plan(),
         stopped_by_max_secs=stopped,
+        kernel_profile=kernels,
     )
+
+
+def kernel_profiles(interp: Any, runs: int = 10) -> list[dict[str, Any]]:
+    """Per-kernel accounting of each delegate partition whose kernel can give it (the GPU backends:
+    ``profile_kernels``), after at least one invoke: the partition's ``label``, ``backend``, ``device``,
+    ``api``, what was timed (``source``) and one row per launch (``kernel``, ``variant``, ``grid``,
+    ``workgroup``, ``us``, ``nodes``: the graph nodes it covers, ``ops``: their op names).  Partitions
+    whose kernel has no accounting come back with ``source`` saying so and no rows."""
+    plan = interp._main.plan
+    if plan is None:
+        return []
+    seg_of = {n: seg.backend for seg in plan.segments for n in seg.node_indices}
+    ops = plan.subgraph.operators
+    out = []
+    for st in plan.steps:
+        if st.kind != "delegate" or st.kernel is None:
+            continue
+        backend = seg_of.get(st.node_indices[0], "?") if st.node_indices else "?"
+        fn = getattr(st.kernel, "profile_kernels", None)
+        if fn is None:
+            out.append({"label": st.label, "backend": backend, "source": "this delegate gives no per-kernel "
+                        "accounting", "launches": []})
+            continue
+        rec = dict(fn(runs))
+        for row in rec["launches"]:
+            row["ops"] = [ops[n].name for n in row["nodes"] if 0 <= n < len(ops)]
+        out.append({"label": st.label, "backend": backend, **rec})
+    return out
+
+
+def summarize_kernel_profile(partition: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """One partition's launches per kernel template: launches, total us, share of the partition's total."""
+    rows: dict[str, dict[str, Any]] = {}
+    for ln in partition["launches"]:
+        a = rows.setdefault(ln["kernel"], {"kernel": ln["kernel"], "launches": 0, "us": 0.0, "nodes": 0})
+        a["launches"] += 1
+        a["us"] += ln["us"]
+        a["nodes"] += len(ln["nodes"])
+    total = sum(a["us"] for a in rows.values()) or 1.0
+    for a in rows.values():
+        a["percent"] = 100.0 * a["us"] / total
+    return sorted(rows.values(), key=lambda a: -a["us"])
 
 
 def summarize_op_profile(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:

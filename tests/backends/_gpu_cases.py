@@ -756,7 +756,53 @@ def _p_channel_pad_residual():
     return g.done(z)
 
 
-@pattern("channel pad into a binary ADD's rhs: PAD 3->6 and 1->6 (no broadcast) + depthwise x2/x6 -> ADD")
+@pattern("max pool into the residual read: 2x2 pool + strided conv -> ADD -> RELU6, 3x3/3 pool + dw/1x1 -> "
+         "MUL, pool -> PAD 5->7 + conv -> ADD, pool -> PAD 5->10 + depthwise x2 -> ADD (no pool launch)")
+def _p_pool_residual():
+    g = _G()
+    x = g.input(1, 9, 11, 8)  # odd sizes: VALID drops the last row/column
+    mp = g.op("MAX_POOL_2D", [x], (1, 4, 5, 8), padding=1, stride_h=2, stride_w=2, filter_height=2, filter_width=2)
+    c, s = g.conv(x, (1, 9, 11, 8), 8, k=2, stride=2, padding=1)
+    y = g.op("ADD", [c, mp], s, fused_activation_function=3)
+    x2 = g.input(1, 9, 12, 6)
+    mp2 = g.op("MAX_POOL_2D", [x2], (1, 3, 4, 6), padding=1, stride_h=3, stride_w=3, filter_height=3,
+               filter_width=3)
+    d = g.op("DEPTHWISE_CONV_2D", [x2, g.const(rnd(1, 3, 3, 6)), g.const(rnd(6))], (1, 3, 4, 6), padding=1,
+             stride_h=3, stride_w=3, depth_multiplier=1)
+    c2, s2 = g.conv(d, (1, 3, 4, 6), 6, k=1)
+    z = g.op("MUL", [mp2, c2], s2)
+    x3 = g.input(1, 6, 8, 5)
+    mp3 = g.op("MAX_POOL_2D", [x3], (1, 3, 4, 5), padding=0, stride_h=2, stride_w=2, filter_height=2, filter_width=2)
+    skip = g.op("PAD", [mp3, g.const(np.array([[0, 0], [0, 0], [0, 0], [0, 2]], np.int32))], (1, 3, 4, 7))
+    c3, s3 = g.conv(x3, (1, 6, 8, 5), 7, k=3, stride=2)
+    w = g.op("ADD", [c3, skip], s3, fused_activation_function=1)
+    # a depthwise (multiplier 2, stride 2) whose residual is a pooled, channel-padded skip
+    d4 = g.op("DEPTHWISE_CONV_2D", [x3, g.const(rnd(1, 3, 3, 10)), g.const(rnd(10))], (1, 3, 4, 10), padding=0,
+              stride_h=2, stride_w=2, depth_multiplier=2)
+    mp4 = g.op("MAX_POOL_2D", [x3], (1, 3, 4, 5), padding=1, stride_h=2, stride_w=2, filter_height=2,
+               filter_width=2)
+    skip4 = g.op("PAD", [mp4, g.const(np.array([[0, 0], [0, 0], [0, 0], [0, 5]], np.int32))], (1, 3, 4, 10))
+    v = g.op("ADD", [skip4, d4], (1, 3, 4, 10), fused_activation_function=3)
+    return g.done(y, z, w, v)
+
+
+@pattern("two elementwise ops in one binary launch: MUL(x, per-channel s) -> ADD(., y) -> RELU "
+         "(squeeze-and-excite tails), SUB(y, MAXIMUM(x, z)) reversed")
+def _p_binary_residual():
+    g = _G()
+    x = g.input(1, 6, 7, 10)
+    s = g.input(1, 1, 1, 10)
+    y = g.input(1, 6, 7, 10)
+    m = g.op("MUL", [x, s], (1, 6, 7, 10))
+    a = g.op("ADD", [m, y], (1, 6, 7, 10), fused_activation_function=1)
+    z = g.input(1, 6, 7, 10)
+    mx = g.op("MAXIMUM", [x, z], (1, 6, 7, 10))
+    d = g.op("SUB", [y, mx], (1, 6, 7, 10))
+    return g.done(a, d)
+
+
+@pattern("channel pad into a binary ADD's rhs: PAD 3->6 (into the depthwise's residual) and 1->6 (no "
+         "broadcast; the depthwise x6 is read twice, so a binary ADD) + depthwise x2/x6 -> ADD")
 def _p_channel_pad_binary():
     g = _G()
     x = g.input(1, 5, 6, 3)
@@ -769,7 +815,7 @@ def _p_channel_pad_binary():
               stride_h=1, stride_w=1, depth_multiplier=6)
     skip1 = g.op("PAD", [x1, g.const(np.array([[0, 0], [0, 0], [0, 0], [0, 5]], np.int32))], (1, 5, 6, 6))
     z = g.op("ADD", [d1, skip1], (1, 5, 6, 6))
-    return g.done(y, z)
+    return g.done(y, z, d1)
 
 
 @pattern("split reductions: deep 1x1 and 2x2 convs on small grids, FC head, global average pool")

@@ -319,3 +319,31 @@ def test_tuned_work_groups_come_back_from_the_cache(cl_modules, tmp_path):
         np.testing.assert_array_equal(a, b_)
     d1.close()
     d2.close()
+
+
+@pytest.mark.slow  # ~10 s on PoCL; the default run covers --profile through tests/cli/test_gpu_backends.py
+def test_kernel_profile_events_and_host_fallback(cl_modules):
+    """``litegpu benchmark --profile`` on OpenCL: profiling events time every launch (boundary layout
+    launches included), each names the nodes it covers; the host-timed default a device without GPU
+    timers gets gives one time per launch too.  The partition still computes the same numbers after."""
+    from litegpu.gpu._device import GpuDevice
+
+    model, feeds = _tuning_model(7, 5)
+    d = load_backend_delegate(BACKEND, {"precision": "fp32", "tuning": "none", **NO_CACHE})
+    it = litegpu.Interpreter(model_content=model, experimental_delegates=[d])
+    it.allocate_tensors()
+    it.set_tensor(it.get_input_details()[0]["index"], feeds[0])
+    it.invoke()
+    want = [it.get_tensor(o["index"]).copy() for o in it.get_output_details()]
+    (k,) = [s.kernel for s in it._main.plan.steps if s.kind == "delegate"]
+    rec = k.profile_kernels(runs=2)
+    assert rec["source"].startswith("GPU: OpenCL profiling events") and rec["runs"] == 2
+    rows = rec["launches"]
+    assert [r["kernel"] for r in rows] == [op.kernel for op in k.ops] and len(rows) == k.describe()["launches"]
+    assert all(r["us"] > 0 for r in rows)
+    assert {n for r in rows for n in r["nodes"]} == set(range(6))  # the model's six operators, all on the GPU
+    host = GpuDevice.profile_launches(k.device, [(ln.bound, ln.kernel, ln.grid) for ln in k._launches], 1)
+    assert len(host) == len(rows) and all(t > 0 for t in host)
+    it.invoke()
+    for o, w in zip(it.get_output_details(), want, strict=True):
+        np.testing.assert_array_equal(it.get_tensor(o["index"]), w)

@@ -364,6 +364,8 @@ CASES = {
     # _gpu_cases patterns: a zero channel PAD merged into the residual read (conv2d / binary rhs)
     "channel_pad_residual": lambda: _pattern("channel pad into the residual read"),
     "channel_pad_binary": lambda: _pattern("channel pad into a binary ADD's rhs"),
+    "pool_residual": lambda: _pattern("max pool into the residual read"),
+    "binary_residual": lambda: _pattern("two elementwise ops in one binary launch"),
 }
 
 
@@ -380,7 +382,7 @@ def test_op_matches_litert_fp32(delegate, name):
 
 @pytest.mark.parametrize("name", ["conv3x3_same_relu", "depthwise_same_relu6", "add_broadcast_rows",
                                   "avg_pool_3x3_same", "softmax_4d_beta", "resize_bilinear", "chain",
-                                  "channel_pad_residual", "channel_pad_binary"])
+                                  "channel_pad_residual", "channel_pad_binary", "pool_residual"])
 @pytest.mark.parametrize("precision", ["fp16", "fp16_fp32acc"])
 def test_op_matches_litert_fp16(backend, compiler_core, name, precision):
     d = litegpu.load_delegate("vulkan", {"precision": precision})
@@ -396,6 +398,29 @@ def test_op_matches_litert_fp16(backend, compiler_core, name, precision):
     err = max(rel_error(g, w) for g, w in zip(got, want, strict=True))
     ERRORS[f"{precision} {name}"] = err
     assert err <= 1e-2, err
+
+
+@pytest.mark.slow  # a lavapipe compile; the default run covers --profile through tests/cli/test_gpu_backends.py
+def test_kernel_profile_times_every_launch(delegate):
+    """``litegpu benchmark --profile`` on Vulkan: each launch timed by timestamp queries (lavapipe has
+    them), the nodes it covers named; the partition still computes the right answer afterwards."""
+    from litegpu._profile import kernel_profiles
+
+    model, (x,) = _chain()
+    it = litegpu.Interpreter(model_content=model, experimental_delegates=[delegate])
+    it.allocate_tensors()
+    it.set_tensor(it.get_input_details()[0]["index"], x)
+    it.invoke()
+    (part,) = kernel_profiles(it, runs=2)
+    (seg,) = it.get_execution_plan()
+    k = next(s.kernel for s in it._main.plan.steps if s.kind == "delegate")
+    assert part["source"].startswith("GPU: Vulkan timestamp queries"), part["source"]
+    assert len(part["launches"]) == k.describe()["launches"]
+    assert all(np.isfinite(ln["us"]) and ln["us"] >= 0 for ln in part["launches"])
+    assert {n for ln in part["launches"] for n in ln["nodes"]} == set(seg["node_indices"])
+    it.invoke()
+    (want,) = run_litert(model, [x])
+    assert rel_error(it.get_tensor(it.get_output_details()[0]["index"]), want) <= 1e-4
 
 
 def test_recorded_partition_replays_with_new_inputs(delegate):

@@ -177,6 +177,8 @@ CASES = {
     # _gpu_cases patterns: a zero channel PAD merged into the residual read (conv2d / binary rhs)
     **{f"channel_pad_{k}": (lambda r, c=c: _pattern_shapes(c)) for k, c in (
         ("residual", "channel pad into the residual read"), ("binary", "channel pad into a binary ADD's rhs"))},
+    "pool_residual": lambda r: _pattern_shapes("max pool into the residual read"),
+    "binary_residual": lambda r: _pattern_shapes("two elementwise ops in one binary launch"),
 }
 
 #: case -> worst relative error, printed at the end with ``-s`` (the numbers in the report)

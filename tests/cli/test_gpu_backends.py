@@ -42,11 +42,28 @@ def test_diff_and_benchmark_on_gpu(mlp_path, gpu_backend):
     d = r.json()
     assert any(s["backend"] == gpu_backend for s in d["execution_plan"])
     assert all(o["max_error_relative"] <= 1e-4 for o in d["outputs"])
-    r = cli("benchmark", mlp_path, "-b", gpu_backend, "--num-runs", "3", "--enable-op-profiling", "--json")
+    r = cli("benchmark", mlp_path, "-b", gpu_backend, "--num-runs", "3", "--enable-op-profiling", "--json",
+            "--profile", "--profile-runs", "2")
     assert r.status == 0, r
     res = r.json()["results"][0]
     assert res["inference_us"]["avg"] > 0 and res["device_memory_bytes"] > 0
     assert any(p["kind"] == "delegate" and p["backend"] == gpu_backend for p in res["op_profile"])
+    # --profile: every launch of the partition with its time and the graph nodes it covers
+    (part,) = res["kernel_profile"]
+    (seg,) = [s for s in res["execution_plan"] if s["backend"] == gpu_backend]
+    assert part["backend"] == gpu_backend and part["api"] == gpu_backend and part["runs"] == 2
+    assert part["source"].startswith("GPU: ") or "no WebGPU timestamp-query" in part["source"], part["source"]
+    launches = part["launches"]
+    assert launches and all(ln["us"] >= 0 and ln["kernel"] and ln["grid"] for ln in launches)
+    covered = {n for ln in launches for n in ln["nodes"]}
+    assert covered == set(seg["node_indices"]), (covered, seg)
+    assert all(len(ln["ops"]) == len(ln["nodes"]) for ln in launches)
+    assert sum(a["launches"] for a in part["by_kernel"]) == len(launches)
+    assert cli("benchmark", mlp_path, "-b", gpu_backend, "--profile", "--profile-runs", "0").status != 0
+    if gpu_backend != "opencl":  # the text form once (a second compile on lavapipe costs seconds)
+        return
+    text = cli("benchmark", mlp_path, "-b", gpu_backend, "--num-runs", "1", "--profile", "--profile-runs", "1")
+    assert text.status == 0 and "Kernel profile" in text.stdout and "by kernel:" in text.stdout, text
 
 
 def test_inspect_shows_gpu_compiler_facts(mlp_path, gpu_backend):

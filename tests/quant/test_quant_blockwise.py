@@ -86,7 +86,7 @@ def test_blockwise_scales_must_fit_the_blocks():
 def test_blockwise_dequantization_for_the_float_view():
     """What the GPU float view and constant folding compute for a blockwise tensor: q * its block's scale."""
     from litegpu._ir import Quantization
-    from litegpu.gpu._reference import dequantize_array
+    from litegpu.gpu._reference_ops import dequantize_array
 
     q = np.arange(-8, 8, dtype=np.int8).reshape(2, 8)
     scales = np.array([[0.5, 2.0], [1.0, 0.25]], np.float16)

@@ -202,6 +202,23 @@ class CLDevice(GpuDevice):
         self.queue.finish()
         self._pending.clear()
 
+    profile_source = "GPU: OpenCL profiling events (CL_PROFILING_COMMAND_START/END), one launch at a time"
+
+    def profile_launches(self, launches: Sequence[tuple[Any, RenderedKernel, tuple[int, int, int]]],
+                         runs: int = 10) -> list[float]:
+        """Each launch's GPU time from profiling events on a second, in-order profiling queue (the
+        executor's queue stays without profiling: events cost enqueue time on every invoke)."""
+        self.finish()
+        pq = cl.CommandQueue(self.ctx, properties=cl.command_queue_properties.PROFILING_ENABLE)
+        samples: list[list[float]] = [[] for _ in launches]
+        for _ in range(max(1, runs)):
+            evs = [cl.enqueue_nd_range_kernel(pq, b[0], _global_size(g, k.workgroup), k.workgroup)
+                   for b, k, g in launches]
+            pq.finish()
+            for i, e in enumerate(evs):
+                samples[i].append((e.profile.end - e.profile.start) * 1e-3)
+        return [float(np.median(s)) for s in samples]
+
     def kernel_max_workgroup(self, bound: tuple[cl.Kernel, list]) -> int | None:
         try:
             return int(bound[0].get_work_group_info(cl.kernel_work_group_info.WORK_GROUP_SIZE, self.device))

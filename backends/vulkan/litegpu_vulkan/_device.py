@@ -904,6 +904,30 @@ class VulkanDevice(GpuDevice):
                 "copies": rec.copies, "staged_uploads": len(rec.upload_keys),
                 "staged_downloads": len(rec.readbacks)}
 
+    @property
+    def profile_source(self) -> str:  # type: ignore[override]
+        if not self._timestamp_bits:
+            return GpuDevice.profile_source + f" ({self.info.name}: the compute queue has no timestamps)"
+        return ("GPU: Vulkan timestamp queries around each dispatch of one command buffer, a barrier after "
+                "each (one at a time)")
+
+    def profile_launches(self, launches: Sequence[tuple[Any, RenderedKernel, tuple[int, int, int]]],
+                         runs: int = 10) -> list[float]:
+        """Each launch's GPU time from timestamps (a ``profile=True`` recording, replayed ``runs``
+        times); without timestamp support on the queue, the host-timed default."""
+        if not self._timestamp_bits:
+            return super().profile_launches(launches, runs)
+        self.finish()
+        rec = self.record(launches, profile=True)
+        samples: list[list[float]] = [[] for _ in launches]
+        for _ in range(max(1, runs)):
+            self.replay(rec)
+            self.finish()
+            for what, i, us in self.timestamps(rec):
+                if what == "dispatch":
+                    samples[i].append(us)
+        return [float(np.median(s)) if s else float("nan") for s in samples]
+
     def timestamps(self, rec: _Recording) -> list[tuple[str, int, float]]:
         """``(what, index, microseconds)`` per copy and launch of a ``profile=True`` recording's
         latest replay (``what``: upload, dispatch, download; index into that list)."""

@@ -137,10 +137,12 @@ class WebGPUDevice(GpuDevice):
                                           + ", ".join(adapter_name(a) for a in adapters) + ")")
         self.adapter = adapters[idx]
         fp16 = "shader-f16" in self.adapter.features
+        # timestamp queries only serve `litegpu benchmark --profile`; enabling them costs nothing until used
+        features = [f for f in ("shader-f16", "timestamp-query") if f in self.adapter.features]
         limits = {k: self.adapter.limits[k] for k in _WANTED_LIMITS if k in self.adapter.limits}
         try:
             self.device = self.adapter.request_device_sync(
-                label="litegpu", required_features=["shader-f16"] if fp16 else [], required_limits=limits)
+                label="litegpu", required_features=features, required_limits=limits)
         except Exception as e:  # noqa: BLE001 - wgpu raises several types here
             raise BackendUnavailableError(f"WebGPU device request on {adapter_name(self.adapter)} failed: {e}") from e
         self.queue = self.device.queue
@@ -281,6 +283,44 @@ class WebGPUDevice(GpuDevice):
             self.queue.submit([enc.finish()])
         except Exception as e:  # noqa: BLE001 - wgpu validation errors surface here
             raise DelegateError(f"WebGPU rejected the recorded launches: {e}") from e
+
+    @property
+    def profile_source(self) -> str:  # type: ignore[override]
+        if "timestamp-query" not in self.device.features:
+            return GpuDevice.profile_source + f" ({self.info.name}: no WebGPU timestamp-query feature)"
+        return ("GPU: WebGPU timestamp queries (timestamp-query feature) at the start and end of one compute "
+                "pass per dispatch")
+
+    def profile_launches(self, launches: Sequence[tuple[Any, RenderedKernel, tuple[int, int, int]]],
+                         runs: int = 10) -> list[float]:
+        """Each launch's GPU time from timestamp writes at the beginning and end of a compute pass of its
+        own (passes run one after another); the host-timed default where the device has no
+        ``timestamp-query``.  Resolved timestamps are nanoseconds (the WebGPU spec's unit)."""
+        import wgpu
+
+        if "timestamp-query" not in self.device.features or not launches:
+            return super().profile_launches(launches, runs)
+        self.finish()
+        n = 2 * len(launches)
+        qs = self.device.create_query_set(type=wgpu.QueryType.timestamp, count=n)
+        resolved = self.device.create_buffer(size=8 * n, usage=wgpu.BufferUsage.QUERY_RESOLVE | wgpu.BufferUsage.COPY_SRC)
+        rec = self.record(launches)
+        samples: list[list[float]] = [[] for _ in launches]
+        for _ in range(max(1, runs)):
+            enc = self.device.create_command_encoder()
+            for i, (pipeline, group, groups) in enumerate(rec):
+                cpass = enc.begin_compute_pass(timestamp_writes={
+                    "query_set": qs, "beginning_of_pass_write_index": 2 * i, "end_of_pass_write_index": 2 * i + 1})
+                cpass.set_pipeline(pipeline)
+                cpass.set_bind_group(0, group)
+                cpass.dispatch_workgroups(*groups)
+                cpass.end()
+            enc.resolve_query_set(qs, 0, n, resolved, 0)
+            self.queue.submit([enc.finish()])
+            ticks = np.frombuffer(self.queue.read_buffer(resolved), np.uint64).astype(np.int64)
+            for i in range(len(launches)):
+                samples[i].append(max(int(ticks[2 * i + 1] - ticks[2 * i]), 0) * 1e-3)
+        return [float(np.median(s)) for s in samples]
 
     def finish(self) -> None:
         try:

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from .._errors import LiteGPUError
-from .._profile import BenchResult, benchmark_interpreter, summarize_op_profile
+from .._profile import BenchResult, benchmark_interpreter, summarize_kernel_profile, summarize_op_profile
 from ._common import (
     CliError,
     add_backend_options,
@@ -51,6 +51,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--min-runs", type=int, default=1, metavar="N", help="timed runs even past --max-secs (default 1)")
     p.add_argument("--enable-op-profiling", action="store_true",
                    help="time every CPU node and delegate partition; print run-order and top-by-time tables")
+    p.add_argument("--profile", action="store_true",
+                   help="per-kernel accounting of every GPU partition: each launch's kernel variant, GPU time "
+                        "(OpenCL profiling events, Vulkan/WebGPU timestamp queries; host time where the "
+                        "device has none, said so) and the graph nodes it covers")
+    p.add_argument("--profile-runs", type=int, default=10, metavar="N",
+                   help="passes over the launches for --profile; each launch's median is shown (default 10)")
     p.add_argument("--top", type=int, default=10, metavar="N", help="rows of the top-by-time table (default 10)")
     p.add_argument("--plot", metavar="FILE.png", help="bar chart of the backends' latencies (needs matplotlib)")
     p.add_argument("--input", "-i", action="append", default=[], metavar="[NAME=]FILE",
@@ -84,6 +90,8 @@ def run(args: argparse.Namespace) -> int:
         raise CliError("--num-runs must be at least 1")
     if args.warmup_runs < 0:
         raise CliError("--warmup-runs must be >= 0")
+    if args.profile and args.profile_runs < 1:
+        raise CliError("--profile-runs must be at least 1")
     if args.plot:
         _check_matplotlib()
     model = load_model(args.model)
@@ -110,7 +118,8 @@ def run(args: argparse.Namespace) -> int:
                 res = benchmark_interpreter(
                     make, inputs, backend=name, options=opts, num_runs=args.num_runs,
                     warmup_runs=args.warmup_runs, max_secs=args.max_secs, min_runs=max(1, args.min_runs),
-                    op_profiling=args.enable_op_profiling, tick=bar.update)
+                    op_profiling=args.enable_op_profiling,
+                    kernel_profile_runs=args.profile_runs if args.profile else 0, tick=bar.update)
             except CliError:
                 raise
             except (LiteGPUError, ValueError, RuntimeError) as e:
@@ -124,6 +133,11 @@ def run(args: argparse.Namespace) -> int:
             r["op_summary"] = summarize_op_profile(r["op_profile"])
         else:
             r.pop("op_profile")
+        if not args.profile:
+            r.pop("kernel_profile")
+        else:
+            for part in r["kernel_profile"]:
+                part["by_kernel"] = summarize_kernel_profile(part)
     if args.plot:
         _plot(results, Path(args.plot), model.name)
         data["plot"] = args.plot
@@ -185,7 +199,38 @@ def _print_one(r: dict[str, Any], top: int) -> None:
         out("Summary by op type:")
         rows = [[s["op"], s["count"], _ms(s["avg_us"]), f"{s['percent']:.1f}%"] for s in r["op_summary"]]
         out(table(["OP", "COUNT", "AVG_MS", "%"], rows, right=(1, 2, 3)))
+    if r.get("kernel_profile") is not None:
+        _print_kernel_profile(r["kernel_profile"], r["backend"])
     out("")
+
+
+def _nodes(ln: dict[str, Any]) -> str:
+    """The graph nodes a launch covers: ``#2 CONV_2D + #4 PRELU`` (boundary layout launches: none)."""
+    if not ln["nodes"]:
+        return "- (partition boundary)"
+    return " + ".join(f"#{n} {o}" for n, o in zip(ln["nodes"], ln["ops"], strict=False))
+
+
+def _print_kernel_profile(parts: list[dict[str, Any]], backend: str) -> None:
+    if not parts:
+        out(f"Kernel profile: {backend} runs no delegate partition")
+        return
+    for part in parts:
+        rows = part["launches"]
+        total = sum(ln["us"] for ln in rows)
+        out(f"Kernel profile, {part['label']} ({part['backend']}"
+            + (f", {part['device']}" if part.get("device") else "") + f"): {len(rows)} launches, "
+            f"sum {total:.1f} us" + (f", median of {part['runs']} passes" if part.get("runs") else ""))
+        out(f"  timed by {part['source']}")
+        if not rows:
+            continue
+        body = [[i, ln["variant"], f"{ln['us']:.1f}", "x".join(map(str, ln["grid"])), _nodes(ln)]
+                for i, ln in enumerate(rows)]
+        out(table(["#", "KERNEL", "US", "GRID", "NODES"], body, right=(0, 2)))
+        body = [[a["kernel"], a["launches"], a["nodes"], f"{a['us']:.1f}", f"{a['percent']:.1f}%"]
+                for a in part["by_kernel"]]
+        out("  by kernel:")
+        out(table(["KERNEL", "LAUNCHES", "NODES", "US", "%"], body, right=(1, 2, 3, 4)))
 
 
 def _what(p: dict[str, Any]) -> str:

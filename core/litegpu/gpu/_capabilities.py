@@ -6,13 +6,17 @@ a fixed set of *epilogue slots* per kernel, rendered as template options:
 * ``conv2d``: ``act`` (an activation, or PRELU with a per-channel alpha),
   then ``residual`` (ADD or MUL with a tensor of the output's shape, or with
   fewer channels read as zero past them: a ``zero_extend`` step, option
-  ``residual_channels="fewer"``), then ``residual_act`` (an activation or PRELU);
+  ``residual_channels="fewer"``; or a k x k / stride k max pool of a larger tensor: a ``pool`` step,
+  option ``residual_pool``), then ``residual_act`` (an activation or PRELU);
 * ``dw_pw_conv2d`` (a depthwise conv fused into the 1x1 conv reading it,
   ``_passes/fuse_dw_pw``): conv2d's slots (:data:`DW_PW_SLOTS`); the
   depthwise's own activation is an attribute of the node, not an epilogue step;
-* ``depthwise_conv2d``, ``transpose_conv2d``, ``fully_connected``: ``act``
-  (PRELU included);
-* ``binary``: ``act`` (no PRELU), then a ``chain`` of unary ops;
+* ``depthwise_conv2d``: conv2d's slots (``act``, ``residual`` with ``residual_channels`` /
+  ``residual_pool``, ``residual_act``);
+* ``transpose_conv2d``, ``fully_connected``: ``act`` (PRELU included);
+* ``binary``: ``act`` (no PRELU), then a ``residual``: a second elementwise op
+  (:data:`BINARY_RESIDUAL_OPS`) with a runtime tensor of the output's shape, then a ``chain`` of
+  unary ops;
 * ``pool2d``: ``act`` (no PRELU);
 * ``unary``, ``softmax``, ``reduce``, ``resize``: nothing but ``qdq``.
 
@@ -34,7 +38,7 @@ from typing import Any
 from ._graph import Epilogue, GpuGraph, GpuNode
 from ._op_table import ACT_OPS, CHAIN_OPS, kernel_of
 
-__all__ = ["DW_PW_SLOTS", "POOL_TAKES_PAD_VALUE", "QDQ_KERNELS", "ACTIVATIONS", "CHAIN_OPS", "kernel_family",
+__all__ = ["BINARY_RESIDUAL_OPS", "DW_PW_SLOTS", "POOL_TAKES_PAD_VALUE", "QDQ_KERNELS", "ACTIVATIONS", "CHAIN_OPS", "kernel_family",
            "match_epilogue", "epilogue_fits"]
 
 #: Does ``pool2d`` read explicit padding cells as ``PAD_VALUE`` (params EX_T/EX_B/EX_L/EX_R, option
@@ -42,8 +46,11 @@ __all__ = ["DW_PW_SLOTS", "POOL_TAKES_PAD_VALUE", "QDQ_KERNELS", "ACTIVATIONS", 
 #: is not merged into a pool until it does.
 POOL_TAKES_PAD_VALUE = False
 
+#: the second elementwise op a ``binary`` kernel takes after its own (option ``residual``)
+BINARY_RESIDUAL_OPS = frozenset({"ADD", "SUB", "MUL", "DIV", "MAXIMUM", "MINIMUM"})
+
 #: the conv2d epilogue slots the fused depthwise -> 1x1 kernel (``dw_pw_conv2d``) implements
-DW_PW_SLOTS = frozenset({"act", "residual", "residual_act", "residual_channels", "qdq"})
+DW_PW_SLOTS = frozenset({"act", "residual", "residual_act", "residual_channels", "residual_pool", "qdq"})
 
 #: activations a kernel's ``act`` slot takes (plus PRELU where noted), and the unary ops a ``binary``
 #: kernel's ``chain`` takes: both from the op table
@@ -72,6 +79,9 @@ def _residual_fits(g: GpuGraph, step: Epilogue, out: tuple[int, ...]) -> bool:
     if step.operand is None:
         return False
     s = g.tensors[step.operand].shape
+    if step.pool:  # option residual_pool: a k x k / stride k max pool of the operand, windows in bounds
+        k = step.pool
+        s = (s[0], (s[1] - k) // k + 1, (s[2] - k) // k + 1, s[3])
     if step.zero_extend:
         return s[:3] == out[:3] and s[3] < out[3]
     return s == out
@@ -101,12 +111,14 @@ def match_epilogue(g: GpuGraph, node: GpuNode, steps: Sequence[Epilogue] | None 
             return True
         return False
 
-    if fam in ("conv2d", "dw_pw_conv2d"):
+    if fam in ("conv2d", "dw_pw_conv2d", "depthwise_conv2d"):
         take_act(True)
         if i < len(steps) and steps[i].op in ("ADD", "MUL") and _residual_fits(g, steps[i], out):
             opts["residual"] = steps[i].op
             if steps[i].zero_extend:
                 opts["residual_channels"] = "fewer"
+            if steps[i].pool:
+                opts["residual_pool"] = True
             operands.append(steps[i])
             i += 1
             if i < len(steps) and steps[i].operand is None and steps[i].op in ACTIVATIONS:
@@ -117,12 +129,21 @@ def match_epilogue(g: GpuGraph, node: GpuNode, steps: Sequence[Epilogue] | None 
                 opts["residual_act"] = "PRELU"
                 operands.append(steps[i])
                 i += 1
-    elif fam in ("depthwise_conv2d", "transpose_conv2d", "fully_connected"):
+    elif fam in ("transpose_conv2d", "fully_connected"):
         take_act(True)
     elif fam == "pool2d":
         take_act(False)
     elif fam == "binary":
         take_act(False)
+        # a second elementwise op with a tensor of the output's shape (option residual; no broadcast)
+        if (i < len(steps) and steps[i].op in BINARY_RESIDUAL_OPS and steps[i].operand is not None
+                and not (steps[i].zero_extend or steps[i].pool)
+                and g.tensors[steps[i].operand].shape == out and not g.is_constant(steps[i].operand)):
+            opts["residual"] = steps[i].op
+            if steps[i].reverse:
+                opts["residual_reverse"] = True
+            operands.append(steps[i])
+            i += 1
         chain = []
         while i < len(steps) and steps[i].operand is None and steps[i].op in CHAIN_OPS:
             chain.append(steps[i].op)

@@ -9,6 +9,7 @@ core.  All methods may raise :class:`litegpu.DelegateError`.
 
 from __future__ import annotations
 
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -142,6 +143,26 @@ class GpuDevice(ABC):
         """Enqueue a :meth:`record` result (no host synchronisation)."""
         for bound, kernel, grid in recording:
             self.launch(bound, kernel, grid)
+
+    #: what :meth:`profile_launches` measures on this device (overridden where the API times the GPU)
+    profile_source: str = "host: launch + wait per kernel (this API gives no GPU timestamps here)"
+
+    def profile_launches(self, launches: Sequence[tuple[Any, RenderedKernel, tuple[int, int, int]]],
+                         runs: int = 10) -> list[float]:
+        """Time of each ``(bound, kernel, grid)`` launch in microseconds, the median of ``runs``
+        passes over the list run one at a time (``litegpu benchmark --profile``; the launches'
+        buffers must be bound).  The default waits for each launch on the host, so the times
+        include the launch and the wait; APIs with GPU timers override it and say so in
+        :attr:`profile_source`."""
+        samples: list[list[float]] = [[] for _ in launches]
+        self.finish()
+        for _ in range(max(1, runs)):
+            for i, (bound, kernel, grid) in enumerate(launches):
+                t = time.perf_counter()
+                self.launch(bound, kernel, grid)
+                self.finish()
+                samples[i].append((time.perf_counter() - t) * 1e6)
+        return [float(np.median(s)) for s in samples]
 
     def recording_stats(self, recording: Any) -> dict[str, int]:
         """What one replay of ``recording`` costs in API terms (submits, barriers, copies), for

@@ -120,7 +120,10 @@ class Epilogue:
     value to the grid of a quantized tensor: ``q`` = (scale, zero point, qmin,
     qmax), see :class:`QuantView`.  ``zero_extend`` (binary only): the operand has the
     result's B/H/W but fewer channels and reads as zero past them (a zero channel ``PAD``
-    merged into the read, ``_passes/channel_pad``); otherwise it is broadcast.
+    merged into the read, ``_passes/channel_pad``); otherwise it is broadcast.  ``pool`` = k > 1
+    (binary only): the operand is the ``k x k``, stride ``k`` max pool (every window in bounds) of the
+    tensor named, a MAX_POOL_2D merged into the read (``_passes/pool_residual``); ``zero_extend`` then
+    applies to the pooled value.
     """
 
     op: str
@@ -129,13 +132,15 @@ class Epilogue:
     alpha: float | None = None
     q: tuple[float, int, int, int] | None = None
     zero_extend: bool = False
+    pool: int = 0
 
     def describe(self) -> str:
         if self.q is not None:
             return f"qdq({self.q[0]:g},{self.q[1]})"
         if self.operand is None:
             return self.op.lower() + (f"({self.alpha:g})" if self.alpha is not None else "")
-        t = f"zext(t{self.operand})" if self.zero_extend else f"t{self.operand}"
+        t = f"maxpool{self.pool}(t{self.operand})" if self.pool else f"t{self.operand}"
+        t = f"zext({t})" if self.zero_extend else t
         a, b = (t, "x") if self.reverse else ("x", t)
         return f"{self.op.lower()}({a},{b})"
 

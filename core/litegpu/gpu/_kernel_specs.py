@@ -128,7 +128,10 @@ _DW_PW_VARIANTS = (
        {"dw_act": "PRELU", "act": "PRELU", "residual": "ADD", "residual_act": "PRELU", "block_s": 2},
        {"dw_act": "RELU6", "residual": "ADD", "residual_act": "PRELU", "split": 16, "block_s": 2, "qdq": True},
        {"residual": "ADD", "residual_channels": "fewer", "residual_act": "RELU", "block_s": 2},
-       {"residual": "ADD", "residual_channels": "fewer", "residual_act": "PRELU", "split": 32, "block_w": 1}]
+       {"residual": "ADD", "residual_channels": "fewer", "residual_act": "PRELU", "split": 32, "block_w": 1},
+       {"residual": "ADD", "residual_pool": True, "residual_act": "PRELU", "block_s": 2},
+       {"residual": "ADD", "residual_channels": "fewer", "residual_pool": True, "residual_act": "RELU6",
+        "split": 16, "block_w": 1}]
 )
 
 SPECS: dict[str, KernelSpec] = {s.name: s for s in [
@@ -142,16 +145,23 @@ SPECS: dict[str, KernelSpec] = {s.name: s for s in [
                                               {"op": "LOGISTIC", "qdq": True}]),
     _spec("binary", "elementwise.lgk", "y = act(op(a, b)) with BHWC broadcasting; b may be a scalar param",
           {"op": Opt("ADD", BINARY_OPS), "act": _act_no_prelu, "rhs": Opt("tensor", ("tensor", "scalar")),
-           "chain": Opt((), UNARY_OPS, many=True), "qdq": _qdq, "rhs_channels": _channels},
+           "chain": Opt((), UNARY_OPS, many=True), "qdq": _qdq, "rhs_channels": _channels,
+           "residual": Opt("NONE", ("NONE", "ADD", "SUB", "MUL", "DIV", "MAXIMUM", "MINIMUM")),
+           "residual_reverse": _bool()},
           [{"op": op} for op in BINARY_OPS]
           + [{"op": "ADD", "act": a} for a in ACTIVATIONS[1:]]
           + [{"op": "MUL", "rhs": "scalar"}, {"op": "SUB", "rhs": "scalar", "chain": ("ABS",)},
              {"op": "ADD", "act": "RELU", "qdq": True}, {"op": "MUL", "rhs": "scalar", "qdq": True},
-             {"op": "ADD", "rhs_channels": "fewer"}, {"op": "ADD", "act": "RELU6", "rhs_channels": "fewer"}]),
+             {"op": "ADD", "rhs_channels": "fewer"}, {"op": "ADD", "act": "RELU6", "rhs_channels": "fewer"},
+             {"op": "MUL", "residual": "ADD"},
+             {"op": "MUL", "rhs": "scalar", "act": "RELU", "residual": "SUB", "residual_reverse": True,
+              "chain": ("TANH",)},
+             {"op": "ADD", "rhs_channels": "fewer", "residual": "MAXIMUM", "qdq": True}]
+          + [{"op": "SUB", "residual": r, "residual_reverse": True} for r in ("ADD", "DIV", "MINIMUM", "MUL")]),
     _spec("conv2d", "conv.lgk", "2-D convolution, groups, dilation, fused bias/activation/residual",
           {"act": _act, "residual": Opt("NONE", ("NONE", "ADD", "MUL")), "residual_act": _act,
            "block_w": Opt(2, (1, 2, 4)), "block_s": Opt(1, (1, 2)), "grouped": _bool(), "split": _split,
-           "qdq": _qdq, "residual_channels": _channels},
+           "qdq": _qdq, "residual_channels": _channels, "residual_pool": _bool()},
           [{"act": a} for a in FUSED_ACTIVATIONS]
           + [{"residual": "ADD", "residual_act": "RELU"}, {"residual": "MUL", "act": "RELU6"},
              {"block_w": 1}, {"block_w": 4, "block_s": 2}, {"grouped": True}, {"grouped": True, "block_w": 4}]
@@ -164,17 +174,31 @@ SPECS: dict[str, KernelSpec] = {s.name: s for s in [
              {"act": "PRELU", "residual": "ADD", "residual_act": "PRELU", "split": 16, "block_s": 2}]
           + [{"residual": "ADD", "residual_channels": "fewer", "residual_act": "RELU"},
              {"residual": "ADD", "residual_channels": "fewer", "residual_act": "PRELU", "block_w": 4, "block_s": 2},
-             {"residual": "ADD", "residual_channels": "fewer", "split": 128, "block_w": 1, "qdq": True}],
+             {"residual": "ADD", "residual_channels": "fewer", "split": 128, "block_w": 1, "qdq": True},
+             {"residual": "ADD", "residual_pool": True, "residual_act": "PRELU"},
+             {"residual": "MUL", "residual_channels": "fewer", "residual_pool": True, "block_w": 4, "block_s": 2},
+             {"residual": "ADD", "residual_channels": "fewer", "residual_pool": True, "split": 32, "qdq": True}],
           default_wg=(8, 4, 2), shared_wg=_split_wg),
     _spec("depthwise_conv2d", "conv.lgk", "depthwise convolution (any channel multiplier)",
-          {"act": _act, "multiplier": Opt("one", ("one", "any")), "qdq": _qdq},
+          {"act": _act, "multiplier": Opt("one", ("one", "any")), "qdq": _qdq,
+           "residual": Opt("NONE", ("NONE", "ADD", "MUL")), "residual_act": _act, "residual_channels": _channels,
+           "residual_pool": _bool()},
           [{"act": a} for a in FUSED_ACTIVATIONS] + [{"multiplier": "any"}, {"multiplier": "any", "act": "PRELU"},
-                                                     {"act": "RELU", "qdq": True}]),
+                                                     {"act": "RELU", "qdq": True},
+                                                     {"act": "RELU", "residual": "ADD"},
+                                                     {"residual": "MUL", "residual_act": "HARD_SWISH", "qdq": True},
+                                                     {"act": "PRELU", "residual": "ADD", "residual_act": "PRELU",
+                                                      "multiplier": "any"},
+                                                     {"residual": "ADD", "residual_channels": "fewer",
+                                                      "residual_act": "RELU6"},
+                                                     {"residual": "ADD", "residual_pool": True,
+                                                      "residual_channels": "fewer", "multiplier": "any"}]
+          + [{"residual": "ADD", "residual_act": a} for a in ACTIVATIONS[1:]]),
     _spec("dw_pw_conv2d", "conv.lgk",
           "depthwise conv (multiplier 1, own activation) feeding a 1x1 conv, one launch; conv2d's epilogue",
           {"dw_act": _act, "act": _act, "residual": Opt("NONE", ("NONE", "ADD", "MUL")), "residual_act": _act,
            "block_w": Opt(2, (1, 2)), "block_s": Opt(1, (1, 2)), "split": _split, "qdq": _qdq,
-           "residual_channels": _channels},
+           "residual_channels": _channels, "residual_pool": _bool()},
           _DW_PW_VARIANTS, default_wg=(8, 4, 2), shared_wg=_split_wg),
     _spec("transpose_conv2d", "conv.lgk", "transposed convolution (+ MediaPipe Convolution2DTransposeBias)",
           {"act": _act, "qdq": _qdq}, [{"act": a} for a in FUSED_ACTIVATIONS] + [{"qdq": True}]),

@@ -9,7 +9,7 @@ re-lays out its constants once (``_layout``).  Which op uses which is the op tab
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -293,6 +293,21 @@ class Lowerer:
         return out
 
 
+def _residual_params(lw: Lowerer, opts: Mapping[str, Any], operands: Sequence[Epilogue]) -> dict[str, int]:
+    """The conv2d / dw_pw_conv2d residual's own geometry when it is not the output's: RES_S its slice
+    count (a channel PAD merged, ``residual_channels="fewer"``), RES_H/RES_W/RES_K the tensor a
+    MAX_POOL_2D merged into the read pools (``residual_pool``)."""
+    if not (opts.get("residual_channels") == "fewer" or opts.get("residual_pool")):
+        return {}
+    step = next(e for e in operands if e.op in ("ADD", "MUL") and e.operand is not None
+                and (e.zero_extend or e.pool))
+    _, rh, rw, rc = lw.shape(step.operand)
+    params = {"RES_S": L.slices(rc)}
+    if step.pool:
+        params.update(RES_H=rh, RES_W=rw, RES_K=step.pool)
+    return params
+
+
 def lower_conv(lw: Lowerer) -> list[GpuOp]:
     n = lw.n
     x, y = n.inputs[0], n.outputs[0]
@@ -316,8 +331,7 @@ def lower_conv(lw: Lowerer) -> list[GpuOp]:
               "PAD_T": t, "PAD_L": le, "DIL_H": geo["dilation"][0], "DIL_W": geo["dilation"][1],
               "SRC_SG": L.slices(c // groups) if grouped else L.slices(c),
               "DST_SG": L.slices(o // groups) if grouped else L.slices(o)}
-    if opts.get("residual_channels") == "fewer":  # the residual's own slice count (a channel PAD merged)
-        params["RES_S"] = L.slices(lw.shape(next(e.operand for e in operands if e.zero_extend))[3])
+    params.update(_residual_params(lw, opts, operands))
     # one output pixel per row (1x1 heads): a second pixel per work item would be wasted work
     block_w = 1 if ow == 1 else 2
     outputs = b * oh * -(-ow // block_w) * params["S"]
@@ -344,7 +358,7 @@ def lower_depthwise(lw: Lowerer) -> list[GpuOp]:
     params = {"B": b, "SRC_H": h, "SRC_W": wd, "SRC_S": L.slices(c), "H": oh, "W": ow, "C": o, "S": L.slices(o),
               "KH": w.shape[1], "KW": w.shape[2], "STRIDE_H": geo["stride"][0], "STRIDE_W": geo["stride"][1],
               "PAD_T": geo["pads"][0], "PAD_L": geo["pads"][2], "DIL_H": geo["dilation"][0],
-              "DIL_W": geo["dilation"][1], "MULT": mult}
+              "DIL_W": geo["dilation"][1], "MULT": mult, **_residual_params(lw, opts, operands)}
     return [lw.op("depthwise_conv2d", {**opts, "multiplier": "one" if mult == 1 else "any"}, params)]
 
 
@@ -376,8 +390,7 @@ def lower_dw_pw(lw: Lowerer) -> list[GpuOp]:
               "KH": dw_w.shape[1], "KW": dw_w.shape[2], "STRIDE_H": geo["stride"][0], "STRIDE_W": geo["stride"][1],
               "PAD_T": geo["pads"][0], "PAD_L": geo["pads"][2], "DIL_H": geo["dilation"][0],
               "DIL_W": geo["dilation"][1]}
-    if opts.get("residual_channels") == "fewer":  # the residual's own slice count (a channel PAD merged)
-        params["RES_S"] = L.slices(lw.shape(next(e.operand for e in operands if e.zero_extend))[3])
+    params.update(_residual_params(lw, opts, operands))
     split, block_s, block_w = dw_pw_tiling(b * oh * ow * params["S"], params["SRC_S"], params["S"], ow)
     return [lw.op("dw_pw_conv2d", {**opts, "dw_act": dw_act if dw_act != "NONE" else None,
                                    "block_w": block_w if block_w != 2 else None,
@@ -484,7 +497,7 @@ def lower_binary(lw: Lowerer) -> list[GpuOp]:
     n = lw.n
     a, b_ = n.inputs[0], n.inputs[1]
     y = n.outputs[0]
-    opts, _ = lw.epilogue()
+    opts, operands = lw.epilogue()
     params = lw.dims(y)
     lw.tensor_or_const("lhs", a)
     options = {"op": n.op, **opts}
@@ -498,6 +511,8 @@ def lower_binary(lw: Lowerer) -> list[GpuOp]:
         if n.attrs.get("zero_extend_rhs"):  # rhs has fewer channels, zero past them (_passes/channel_pad)
             options["rhs_channels"] = "fewer"
     params.update(lw.dims(a, "L_"))
+    for e in operands:  # the residual op's tensor (the only operand a binary epilogue binds)
+        lw.bind("res", e.operand)
     lw.bind("dst", y)
     return [lw.op("binary", options, params)]
 

@@ -22,7 +22,14 @@ from ._graph import Epilogue, GpuGraph
 from ._op_table import OPS
 from ._reference_ops import RefContext, qdq, zero_extend
 
-__all__ = ["evaluate", "apply_epilogue"]
+__all__ = ["evaluate", "apply_epilogue", "max_pool_windows"]
+
+
+def max_pool_windows(x: np.ndarray, k: int) -> np.ndarray:
+    """``x`` (4-D) max-pooled over ``k x k`` windows at stride ``k``, windows in bounds only (VALID)."""
+    b, h, w, c = x.shape
+    oh, ow = (h - k) // k + 1, (w - k) // k + 1
+    return x[:, :oh * k, :ow * k].reshape(b, oh, k, ow, k, c).max(axis=(2, 4))
 
 
 def apply_epilogue(x: np.ndarray, steps: Sequence[Epilogue], values: Mapping[int, np.ndarray]) -> np.ndarray:
@@ -34,6 +41,8 @@ def apply_epilogue(x: np.ndarray, steps: Sequence[Epilogue], values: Mapping[int
             x = OPS[e.op].ref(x, {"alpha": e.alpha} if e.alpha is not None else {})
         else:
             other = values[e.operand]
+            if e.pool:  # a MAX_POOL_2D merged into the read
+                other = max_pool_windows(other, e.pool)
             if e.zero_extend:  # fewer channels than x, zero past them (a merged channel PAD)
                 other = zero_extend(other, x.shape[3])
             f = OPS[e.op].ref

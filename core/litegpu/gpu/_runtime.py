@@ -95,8 +95,9 @@ BOUNDARY_LAYOUTS = ("device", "host")
 
 #: what the executor adds to the backend's version in cache keys; bump when the kernel records or the
 #: other sections :meth:`GpuPartitionKernel.cache_sections` writes change meaning
-#: (2: the records include the boundary layout launches)
-EXECUTOR_PAYLOAD = 2
+#: (2: the records include the boundary layout launches; 3: the plans change with the launch-removing fusions
+#: of issue 12, e.g. ``fuse_pool_residual``: entries of older compilers would replay their old launch lists)
+EXECUTOR_PAYLOAD = 3
 
 
 @dataclass(frozen=True)
@@ -627,6 +628,19 @@ class GpuPartitionKernel(DelegateKernel):
         buf = np.empty(t.nbytes // np.dtype(t.storage).itemsize, t.storage)
         self.device.download(value.ref, buf)
         return from_device(buf, t.shape, t.ir_shape, t.dtype, t.quant)
+
+    def profile_kernels(self, runs: int = 10) -> dict[str, Any]:
+        """Per-kernel accounting of one invoke (``litegpu benchmark --profile``): every launch with its
+        kernel variant, grid, time (:meth:`GpuDevice.profile_launches`, ``source`` says what was timed)
+        and the graph nodes it covers (the IR operator indices of its plan op; the boundary layout
+        conversions cover none).  Run after an invoke: the buffers hold that invoke's data."""
+        times = self.device.profile_launches([(ln.bound, ln.kernel, ln.grid) for ln in self._launches], runs)
+        rows = []
+        for ln, op, us in zip(self._launches, self.ops, times, strict=True):
+            rows.append({"kernel": op.kernel, "variant": ln.label, "grid": list(ln.grid),
+                         "workgroup": list(ln.kernel.workgroup), "us": us, "nodes": list(op.origin)})
+        return {"device": self.device.info.name, "api": self.device.info.api,
+                "source": self.device.profile_source, "runs": runs, "launches": rows}
 
     def describe(self) -> dict[str, Any]:
         d = self.plan.describe()

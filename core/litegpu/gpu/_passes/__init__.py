@@ -22,6 +22,7 @@ from .legalise import legalise_epilogues
 from .merge_pad import merge_pad
 from .mixed_precision import mixed_precision
 from .normalise_bhwc import normalise_bhwc
+from .pool_residual import fuse_pool_residual
 from .remove_identities import remove_identities
 
 __all__ = [
@@ -40,6 +41,7 @@ __all__ = [
     "fuse_activations",
     "fuse_channel_pad",
     "fuse_dw_pw",
+    "fuse_pool_residual",
     "legalise_epilogues",
     "prune",
     "mixed_precision",
@@ -75,6 +77,9 @@ DEFAULT_PIPELINE: tuple[Pass, ...] = (
     fuse_channel_pad,
     # after the epilogue fusions: the depthwise carries its activation, the 1x1 conv its whole epilogue
     fuse_dw_pw,
+    # a MAX_POOL_2D read only as a residual (after the channel PAD merge: zext(max_pool(x))) is read
+    # through the pool's window instead; after fuse_dw_pw so the fused kernel's residual takes it too
+    fuse_pool_residual,
     legalise_epilogues,
     prune,
     mixed_precision,

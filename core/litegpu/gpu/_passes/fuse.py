@@ -11,7 +11,8 @@ from ._util import CONV_LIKE, EPILOGUE_HOSTS, only_consumer, position
 
 __all__ = ["fuse_elementwise", "fuse_activations", "ELEMENTWISE_FUSABLE", "ACTIVATIONS_FUSABLE"]
 
-_ELEMENTWISE_HOSTS = CONV_LIKE | {"BATCH_MATMUL"}
+#: binary nodes host a second elementwise op too (the binary kernel's residual option)
+_ELEMENTWISE_HOSTS = CONV_LIKE | {"BATCH_MATMUL"} | ELEMENTWISE_FUSABLE
 
 
 def _absorb(g: GpuGraph, host: GpuNode, nxt: GpuNode, step: Epilogue) -> None:

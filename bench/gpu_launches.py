@@ -1,0 +1,59 @@
+"""Launches per invoke of each model's GPU partitions, by kernel template (boundary layout launches included).
+
+``python bench/gpu_launches.py [--backend opencl|vulkan|webgpu] [--models a,b] [--precision fp32]``
+prints a Markdown table, one row a model.  The count is a property of the compiled plan (the same on
+every device of one backend, and the same launch list on every backend), so PoCL or lavapipe give
+the numbers the NVIDIA GPU runs; no timing is done.  ``--nodes`` adds, per model, every launch with
+the graph nodes it covers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import logging
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import GPU_SET, machine_line, mediapipe_models  # noqa: E402
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--models", default="")
+    ap.add_argument("--backend", default="opencl", choices=("opencl", "vulkan", "webgpu"))
+    ap.add_argument("--precision", default="fp32")
+    ap.add_argument("--nodes", action="store_true")
+    args = ap.parse_args()
+    logging.getLogger("litegpu").setLevel(logging.ERROR)  # the tables are the output
+
+    import litegpu
+
+    print(machine_line())
+    print(f"| model ({args.backend}, {args.precision}) | launches | partitions | CPU steps | by kernel |")
+    print("|---|---:|---:|---:|---|")
+    details = []
+    for name, path in mediapipe_models(args.models, default=GPU_SET).items():
+        d = litegpu.load_delegate(args.backend, {"precision": args.precision, "cache": {"enabled": False}})
+        it = litegpu.Interpreter(model_path=str(path), experimental_delegates=[d])
+        it.allocate_tensors()
+        steps = it._main.plan.steps
+        kernels = [s.kernel for s in steps if s.kind == "delegate"]
+        ops = it._main.plan.subgraph.operators
+        count: collections.Counter[str] = collections.Counter()
+        for k in kernels:
+            count.update(op.kernel for op in k.ops)
+            details.extend((name, op.describe(), [f"#{n} {ops[n].name}" for n in op.origin]) for op in k.ops)
+        by = ", ".join(f"{n} {c}" for c, n in count.most_common())
+        print(f"| {name} | {sum(count.values())} | {len(kernels)} | {sum(s.kind != 'delegate' for s in steps)} | "
+              f"{by} |", flush=True)
+        d.close()
+    if args.nodes:
+        for name, what, nodes in details:
+            print(f"{name}: {what}: {' + '.join(nodes) or '- (partition boundary)'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
