@@ -12,6 +12,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from ..cli._common import CliError
 from ..cli._preprocess import IMAGE_EXTS, Preprocess, PreprocessOptions, read_metadata
 from ._shards import FORMATS, done_paths
@@ -40,8 +42,9 @@ class BatchResult:
     shards: int = 0
     seconds: float = 0.0  # from the pipeline's start to its last row
     items_per_s: float = 0.0
-    # the rate once rows flow: rows after the first batch over the time from the first batch's arrival to
-    # the last's (leaves out the pipeline's start: Ray workers, actors' prepare); 0 with a single batch
+    # the rate once rows flow: rows after the first actor batch over the time from its end to the last
+    # batch's end, by the actors' clocks (leaves out the pipeline's start: Ray workers, the actors'
+    # prepare); 0 with a single batch
     steady_items_per_s: float = 0.0
     actors: list[dict[str, Any]] = field(default_factory=list)  # per actor: device, items, init_s, warm
     errors: list[dict[str, str]] = field(default_factory=list)  # the first failures: path, error
@@ -228,26 +231,31 @@ def _run(ray: Any, lm: Any, pre: Preprocess, backend: str, opts: dict[str, Any],
     t0 = time.perf_counter()
     per_actor: dict[str, dict[str, Any]] = {}
     shards: set[str] = set()
-    first: tuple[float, int] | None = None  # (arrival of the first batch, rows before it)
+    ends: list[tuple[float, int]] = []  # (when an actor finished a batch, its rows)
     try:
         for b in ds.iter_batches(batch_format="numpy", batch_size=None):
             _collect(b, result, per_actor, shards, keep_errors)
-            now = time.perf_counter()
-            if first is None:
-                first = (now, result.items)
-            elif now > first[0]:
-                result.steady_items_per_s = (result.items - first[1]) / (now - first[0])
+            ends.extend(_batch_ends(b))
     except ray.exceptions.RayError as e:
         first = str(e).strip().splitlines()
         raise CliError(f"the Ray job failed after {result.items} rows ({type(e).__name__}: "
                        f"{first[-1] if first else e}); rows written so far are kept, rerun to go on") from e
     result.seconds = time.perf_counter() - t0
     result.items_per_s = result.items / result.seconds if result.seconds > 0 else 0.0
+    ends.sort()
+    if len(ends) > 1 and ends[-1][0] > ends[0][0]:
+        result.steady_items_per_s = (sum(n for _, n in ends) - ends[0][1]) / (ends[-1][0] - ends[0][0])
     result.shards = len(shards)
     result.actors = sorted(per_actor.values(), key=lambda a: a["actor"])
     if kind == "table":
         result.skipped = len(done)
     return result
+
+
+def _batch_ends(b: Mapping[str, Any]) -> list[tuple[float, int]]:
+    """The actors' batches in ``b`` (the rows of one actor batch share its ``t_end``): (end, rows)."""
+    t, counts = np.unique(np.asarray(b["t_end"], np.float64), return_counts=True)
+    return [(float(x), int(n)) for x, n in zip(t, counts, strict=True)]
 
 
 def _collect(b: Mapping[str, Any], result: BatchResult, per_actor: dict[str, dict[str, Any]], shards: set[str],

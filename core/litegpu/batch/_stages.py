@@ -252,4 +252,5 @@ class InferenceActor:
                 "device": np.array([self.info["device"]] * n, dtype=object),
                 "warm": np.array([str(self.info["warm"])] * n, dtype=object),
                 "init_s": np.full(n, self.info["init_s"]),
-                "run_s": np.full(n, run_s / max(n, 1))}
+                "run_s": np.full(n, run_s / max(n, 1)),
+                "t_end": np.full(n, time.time())}  # wall clock: comparable across an actor pool's processes
