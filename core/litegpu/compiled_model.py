@@ -36,7 +36,7 @@ from ._interpreter import Interpreter, _Entry
 from ._ir import Model, Subgraph
 from ._plan import numpy_dtype
 from .hardware_accelerator import HardwareAccelerator
-from .tensor_buffer import TensorBuffer
+from .tensor_buffer import _VERSIONS, TensorBuffer
 
 __all__ = ["CompiledModel", "RunHandle", "HardwareAccelerator", "TensorBuffer"]
 
@@ -58,6 +58,40 @@ class _Signature:
         self.key, self.subgraph = key, subgraph
         self.inputs, self.outputs = dict(inputs), dict(outputs)
         self.input_names, self.output_names = list(inputs), list(outputs)
+        self._io: _SignatureIo | None = None
+
+    @property
+    def index(self) -> int:
+        return self.subgraph.index
+
+    def io(self) -> _SignatureIo:
+        """What a run needs of each input and output, computed once (reset by a resize)."""
+        if self._io is None:
+            self._io = _SignatureIo(self)
+        return self._io
+
+
+class _TensorSpec:
+    """One input or output of a signature as the run path checks and views it."""
+
+    __slots__ = ("tid", "tensor", "shape", "dtype", "size", "nbytes", "f32")
+
+    def __init__(self, tid: int, tensor: Any):
+        self.tid, self.tensor = tid, tensor
+        self.shape = tuple(int(d) for d in tensor.shape)
+        dt = numpy_dtype(tensor.dtype)
+        self.dtype = dt if dt is not None else np.dtype(np.uint8)
+        self.size = int(np.prod(self.shape, dtype=np.int64))
+        self.nbytes = self.size * (dt.itemsize if dt is not None else 1)
+        self.f32 = tensor.dtype == "float32"
+
+
+class _SignatureIo:
+    def __init__(self, s: _Signature):
+        tensors = s.subgraph.tensors
+        self.ins = [_TensorSpec(s.inputs[n], tensors[s.inputs[n]]) for n in s.input_names]
+        self.outs = [_TensorSpec(s.outputs[n], tensors[s.outputs[n]]) for n in s.output_names]
+        self.out_tids = [o.tid for o in self.outs]
 
 
 def _signatures(model: Model) -> list[_Signature]:
@@ -79,6 +113,8 @@ class _Slot:
     def __init__(self, interpreter: Interpreter):
         self.interpreter = interpreter
         self.run: RunHandle | None = None
+        #: by subgraph index: (entry, async kernel or None, GPU executor kernel?), see CompiledModel._prepare
+        self.prepared: dict[int, tuple[_Entry, Any, bool]] = {}
 
 
 _RUN_SEQ = itertools.count()
@@ -92,9 +128,11 @@ class RunHandle:
     """
 
     def __init__(self, outputs: list[TensorBuffer], kernel: Any = None, pending: Any = None,
-                 targets: Sequence[tuple[int, TensorBuffer]] = (), slot: _Slot | None = None):
+                 targets: Sequence[tuple[int, TensorBuffer]] = (), slot: _Slot | None = None,
+                 dest: Mapping[int, np.ndarray] | None = None):
         self.outputs = outputs
         self._kernel, self._pending, self._targets, self._slot = kernel, pending, list(targets), slot
+        self._dest = dest or {}  # outputs read straight into their buffers' host memory
         self._finished = kernel is None
         self._error: BaseException | None = None
         self.seq = next(_RUN_SEQ)  # submission order
@@ -118,7 +156,12 @@ class RunHandle:
                     raise self._error
                 values = self._kernel.complete(self._pending)
                 for tid, buf in self._targets:
-                    buf._store(values[tid])
+                    v = values[tid]
+                    if v is self._dest.get(tid):  # already in the buffer
+                        buf._host_valid, buf._device_valid = True, False
+                        buf._version = next(_VERSIONS)
+                    else:
+                        buf._store(v)
             except BaseException as e:
                 self._error = e
             finally:
@@ -437,70 +480,98 @@ class CompiledModel:
         """
         self._open()
         s = self._sig_at(signature_index, 1000, "Failed to invoke the compiled model\n└ ")
+        io = s.io()
         inputs, outputs = list(input_buffers), list(output_buffers)
-        if len(inputs) != len(s.input_names):
+        if len(inputs) != len(io.ins):
             raise _cm_error(3, "Failed to invoke the compiled model\n└ Input buffer size mismatch: number of "
-                               f"inputs:{len(s.input_names)} vs buffers:{len(inputs)}")
-        if len(outputs) != len(s.output_names):
+                               f"inputs:{len(io.ins)} vs buffers:{len(inputs)}")
+        if len(outputs) != len(io.outs):
             raise _cm_error(3, "Failed to invoke the compiled model\n└ Output buffer size mismatch: number of "
-                               f"outputs:{len(s.output_names)} vs buffers:{len(outputs)}")
-        for k, (n, b) in enumerate(zip(s.input_names, inputs, strict=True)):
-            self._check_buffer(b, s.subgraph.tensors[s.inputs[n]], f"input {k}", exact=True)
-        for k, (n, b) in enumerate(zip(s.output_names, outputs, strict=True)):
-            self._check_buffer(b, s.subgraph.tensors[s.outputs[n]], f"output {k}", exact=False)
+                               f"outputs:{len(io.outs)} vs buffers:{len(outputs)}")
+        # the checks of _check_buffer, at the cost of a few attribute reads when the buffers fit
+        for k, (spec, b) in enumerate(zip(io.ins, inputs, strict=True)):
+            if type(b) is not TensorBuffer or b._destroyed or b._shape != spec.shape or b.nbytes != spec.nbytes:
+                self._check_buffer(b, spec.tensor, f"input {k}", exact=True)
+        for k, (spec, b) in enumerate(zip(io.outs, outputs, strict=True)):
+            if type(b) is not TensorBuffer or b._destroyed or b.nbytes < spec.nbytes:
+                self._check_buffer(b, spec.tensor, f"output {k}", exact=False)
         # a buffer this run writes may still be written by an earlier run: that one ends first
         for b in outputs:
-            b._settle()
+            if b._pending is not None:
+                b._pending.wait()
         slot = self._free_slot()
+        prepared = slot.prepared.get(s.index)
+        if prepared is None:
+            prepared = slot.prepared[s.index] = self._prepare(slot, s)
+        entry, kernel, fast = prepared
+        if kernel is None:
+            return self._run_sync(slot.interpreter, entry, s, inputs, outputs)
+        device = kernel.device if fast else getattr(kernel, "device", None)
+        values: dict[int, Any] = {}
+        stamps: dict[int, Any] = {}
+        for spec, b in zip(io.ins, inputs, strict=True):
+            dt = b._device
+            if spec.f32 and b._device_valid and dt is not None and dt.device is device and dt.size == spec.size:
+                values[spec.tid] = dt  # on this device (a run still writing it is ahead in the same queue)
+                continue
+            b._settle()
+            b._ensure_host()
+            if fast:  # the buffer's memory, lent (the kernel copies it where its upload would read it later)
+                values[spec.tid] = b._view(spec.dtype, spec.shape)
+                if not b._external:
+                    stamps[spec.tid] = b._version
+            else:
+                values[spec.tid] = b._array(spec.dtype, spec.shape)
+        keep: dict[int, Any] = {}
+        dest: dict[int, np.ndarray] = {}
+        if keep_outputs_on_device and device is not None:
+            from .gpu._runtime import DeviceTensor
+
+            for spec, b in zip(io.outs, outputs, strict=True):
+                if spec.f32 and b._dtype == np.float32:
+                    dt = b._device
+                    if not (dt is not None and dt.device is device and dt.ref.nbytes >= b.nbytes):
+                        dt = DeviceTensor.empty(device, b._shape)
+                    keep[spec.tid] = dt
+        if fast:
+            for spec, b in zip(io.outs, outputs, strict=True):
+                if spec.f32 and spec.tid not in keep:
+                    dest[spec.tid] = b._view(spec.dtype, spec.shape)  # read straight into the buffer
+            pending = kernel.submit(values, keep, out=dest, stamps=stamps, borrowed=True)
+        else:
+            pending = kernel.submit(values, keep)
+        handle = RunHandle(outputs, kernel, pending, list(zip(io.out_tids, outputs, strict=True)), slot, dest)
+        slot.run = handle
+        for spec, b in zip(io.outs, outputs, strict=True):
+            b._pending = handle
+            if spec.tid in keep:  # on the device from now on: a model on the same device reads it without waiting
+                b._store(keep[spec.tid])
+        return handle
+
+    def _prepare(self, slot: _Slot, s: _Signature) -> tuple[_Entry, Any, bool]:
+        """A slot's plan of signature ``s`` (allocated once): its entry, the delegate kernel of the
+        asynchronous path (or None), and whether that kernel is the GPU executor's (which takes
+        preallocated output arrays and input stamps)."""
+        from .gpu._runtime import GpuPartitionKernel
+
         it = slot.interpreter
         entry = it._entry_for(s.subgraph.index)
         it._allocate(entry)
         kernel = _single_kernel(entry)
-        in_tids = [s.inputs[n] for n in s.input_names]
-        out_tids = [s.outputs[n] for n in s.output_names]
-        if kernel is None:
-            return self._run_sync(it, entry, s, inputs, outputs, in_tids, out_tids)
-        device = getattr(kernel, "device", None)
-        values: dict[int, Any] = {}
-        for tid, b in zip(in_tids, inputs, strict=True):
-            t = s.subgraph.tensors[tid]
-            shape = tuple(int(d) for d in t.shape)
-            if device is not None and t.dtype == "float32" and b._dtype == np.float32 \
-                    and _same_device_in_flight_or_idle(b, device):
-                values[tid] = b._device_value(device, shape)
-            else:
-                values[tid] = b._array(numpy_dtype(t.dtype), shape)
-        keep: dict[int, Any] = {}
-        if keep_outputs_on_device and device is not None:
-            from .gpu._runtime import DeviceTensor
-
-            for tid, b in zip(out_tids, outputs, strict=True):
-                if s.subgraph.tensors[tid].dtype == "float32" and b._dtype == np.float32:
-                    dt = b._device
-                    if not (dt is not None and dt.device is device and dt.ref.nbytes >= b.nbytes):
-                        dt = DeviceTensor.empty(device, b._shape)
-                    keep[tid] = dt
-        pending = kernel.submit(values, keep)
-        handle = RunHandle(outputs, kernel, pending, list(zip(out_tids, outputs, strict=True)), slot)
-        slot.run = handle
-        for tid, b in zip(out_tids, outputs, strict=True):
-            b._pending = handle
-            if tid in keep:  # on the device from now on: a model on the same device reads it without waiting
-                b._store(keep[tid])
-        return handle
+        return entry, kernel, isinstance(kernel, GpuPartitionKernel)
 
     def _run_sync(self, it: Interpreter, entry: _Entry, s: _Signature, inputs: list[TensorBuffer],
-                  outputs: list[TensorBuffer], in_tids: list[int], out_tids: list[int]) -> RunHandle:
+                  outputs: list[TensorBuffer]) -> RunHandle:
         if self.backend != "cpu" and not self._told_sync:
             self._told_sync = True
             log.warning("CompiledModel on %s: the plan of signature %r is not one %s partition, so run_async "
                         "runs it before returning (no runs in flight; is_fully_accelerated() is False)",
                         self.backend, s.key, self.backend)
-        for tid, b in zip(in_tids, inputs, strict=True):
-            t = s.subgraph.tensors[tid]
-            it._set(entry, tid, b._array(numpy_dtype(t.dtype), tuple(int(d) for d in t.shape)))
+        io = s.io()
+        for spec, b in zip(io.ins, inputs, strict=True):
+            it._set(entry, spec.tid, b._array(spec.dtype, spec.shape))
         it._invoke(entry)
-        for tid, b in zip(out_tids, outputs, strict=True):
+        for tid, b in zip(io.out_tids, outputs, strict=True):
             b._store(np.asarray(it._value(entry, tid)))
         return RunHandle(outputs)
 
@@ -567,12 +638,6 @@ def _single_kernel(entry: _Entry) -> Any:
     if not set(sg.outputs) <= st.host_outputs:
         return None
     return st.kernel
-
-
-def _same_device_in_flight_or_idle(b: TensorBuffer, device: Any) -> bool:
-    """Whether the buffer can feed ``device`` as a DeviceTensor: its value is on ``device`` (a run
-    still writing it there is ahead in the same queue) or on the host (one upload)."""
-    return not (b._device_valid and b._device is not None and b._device.device is not device)
 
 
 def _dtype_name(dtype: str) -> str:

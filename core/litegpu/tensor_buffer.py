@@ -14,6 +14,7 @@ bytes in (any supported dtype, at most the buffer's size), :meth:`TensorBuffer.r
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import numpy as np
@@ -21,6 +22,10 @@ import numpy as np
 __all__ = ["TensorBuffer"]
 
 _DTYPES = ("float32", "float16", "int32", "int8", "uint8", "bool")
+
+#: one number per host value a buffer ever held (unique across buffers): a GPU kernel that uploaded
+#: value N skips the upload while the buffer still holds N (``GpuPartitionKernel.send`` stamps)
+_VERSIONS = itertools.count(1)
 
 
 def _normalize_dtype(dtype: Any) -> np.dtype:
@@ -52,6 +57,9 @@ class TensorBuffer:
         self._device_valid = False
         self._pending: Any = None  # the RunHandle that writes this buffer
         self._destroyed = False
+        self._version = 0  # of the host value (_VERSIONS); 0: none stamped yet
+        self._external = False  # over caller-owned memory (create_from_host_memory)
+        self._views: dict[tuple[np.dtype, tuple[int, ...]], np.ndarray] = {}  # typed views of _host, by shape
 
     @classmethod
     def _create(cls, dtype: np.dtype, shape: tuple[int, ...], environment: Any = None) -> TensorBuffer:
@@ -73,6 +81,7 @@ class TensorBuffer:
         b._dtype, b._shape = dt, (int(data_array.size),)
         b._host = data_array.reshape(-1).view(np.uint8)
         b._host_valid = True
+        b._external = True  # the caller may change the bytes behind our back: never stamped
         return b
 
     # ------------------------------------------------------------------ LiteRT's API
@@ -95,6 +104,7 @@ class TensorBuffer:
             self._ensure_host()  # a partial write keeps the rest
         self._host[:raw.size] = raw
         self._host_valid, self._device_valid = True, False
+        self._version = next(_VERSIONS)
 
     def read(self, num_elements: int, output_dtype: Any) -> np.ndarray:
         """``num_elements`` elements of the buffer as ``output_dtype`` (a new array); waits for the
@@ -118,6 +128,7 @@ class TensorBuffer:
         if self._pending is not None:
             self._pending.wait()
         self._host = self._device = self._environment = None
+        self._views = {}
         self._host_valid = self._device_valid = False
         self._destroyed = True
 
@@ -148,6 +159,16 @@ class TensorBuffer:
             a = self._device.to_host()
             self._host[:a.nbytes] = a.reshape(-1).view(np.uint8)
             self._host_valid = True
+            self._version = next(_VERSIONS)
+
+    def _view(self, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
+        """The host bytes as an array of ``dtype`` and ``shape`` (no copy; cached: the run path
+        reads inputs from it and reads outputs into it)."""
+        v = self._views.get((dtype, shape))
+        if v is None:
+            n = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+            v = self._views[(dtype, shape)] = self._host[:n].view(dtype).reshape(shape)
+        return v
 
     def _array(self, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
         """The value as a fresh host array of the tensor's dtype and shape (after its writer ends)."""
@@ -178,6 +199,7 @@ class TensorBuffer:
             raw = np.ascontiguousarray(value).reshape(-1).view(np.uint8)
             self._host[:raw.size] = raw
             self._host_valid, self._device_valid = True, False
+            self._version = next(_VERSIONS)
         else:
             self._device = value
             self._device_valid, self._host_valid = True, False

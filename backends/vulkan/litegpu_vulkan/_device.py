@@ -565,6 +565,8 @@ class VulkanDevice(GpuDevice):
         self._wait(rec)
         del pending  # the one-off staging buffers go back to their block
 
+    upload_copies = True  # into the mapped staging memory or the host-visible buffer
+
     def upload(self, ref: BufferRef, data: np.ndarray) -> None:
         self._open()
         raw = np.ascontiguousarray(data).reshape(-1).view(np.uint8)
@@ -610,6 +612,31 @@ class VulkanDevice(GpuDevice):
         self.finish()
         for ref, out in items:
             self.download(ref, out)
+
+    # -- asynchronous reads: the token is the latest submission (a replay and the copies after it);
+    # its fence covers everything submitted before it on the queue and nothing after, so waiting for
+    # run 1 does not wait for run 2.  The recorded readbacks are this kernel's own (a kernel is not
+    # replayed again before its run is completed), so the reads are one memcpy each.
+    def read_async(self, items: Sequence[tuple[BufferRef, np.ndarray]]) -> Any:
+        return self._last, list(items)
+
+    def wait_reads(self, token: Any) -> None:
+        rec, items = token
+        self._wait(rec)
+        for ref, out in items:
+            rb = ref.buffer.readbacks.get(ref.offset)
+            if rb is not None and out.flags.c_contiguous:  # every replay of the recording fills it
+                flat = out.reshape(-1).view(np.uint8)
+                n = min(flat.size, ref.nbytes)
+                flat[:n] = rb.host[:n]
+            else:  # no recorded readback of it in that submission (host-visible memory, or a plain copy)
+                self.download(ref, out)
+
+    def reads_done(self, token: Any) -> bool:
+        rec = token[0]
+        if rec is None or not rec.pending or self._device is None:
+            return True
+        return vk.lib.vkGetFenceStatus(self._device, rec.fence) == vk.VK_SUCCESS
 
     def copy(self, src: BufferRef, dst: BufferRef) -> None:
         # recorded once per (src, dst) pair and resubmitted: the executor copies the same refs each invoke

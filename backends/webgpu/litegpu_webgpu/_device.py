@@ -161,6 +161,8 @@ class WebGPUDevice(GpuDevice):
         # multiple of 16: storage bindings of array<vec4<f32>> round their size up to 4 elements
         return self.device.create_buffer(size=max(-(-int(nbytes) // 16) * 16, 16), usage=_STORAGE_USAGE)
 
+    upload_copies = True  # write_buffer copies the bytes at the call
+
     def upload(self, ref: BufferRef, data: np.ndarray) -> None:
         raw = np.ascontiguousarray(data).view(np.uint8).reshape(-1)
         if raw.nbytes % 4:  # WebGPU copies whole 4-byte words
