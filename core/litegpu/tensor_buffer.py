@@ -28,13 +28,16 @@ _DTYPES = ("float32", "float16", "int32", "int8", "uint8", "bool")
 _VERSIONS = itertools.count(1)
 
 
+_SUPPORTED = frozenset(np.dtype(n) for n in _DTYPES)  # (dtype.name is slow on the per-frame path)
+
+
 def _normalize_dtype(dtype: Any) -> np.dtype:
     """LiteRT's supported dtypes; others raise its ValueError."""
     try:
         dt = np.dtype(dtype)
     except TypeError as exc:
         raise ValueError(f"Unsupported dtype: {dtype}") from exc
-    if dt.name not in _DTYPES:
+    if dt not in _SUPPORTED and dt.name not in _DTYPES:  # (a byte-swapped dtype: by name)
         raise ValueError(f"Unsupported dtype: {dtype}")
     return dt
 
@@ -59,6 +62,7 @@ class TensorBuffer:
         self._destroyed = False
         self._version = 0  # of the host value (_VERSIONS); 0: none stamped yet
         self._external = False  # over caller-owned memory (create_from_host_memory)
+        self._nbytes: tuple[Any, Any, int] | None = None  # (shape, dtype, bytes) of the last nbytes
         self._views: dict[tuple[np.dtype, tuple[int, ...]], np.ndarray] = {}  # typed views of _host, by shape
 
     @classmethod
@@ -88,7 +92,10 @@ class TensorBuffer:
 
     @property
     def nbytes(self) -> int:
-        return int(np.prod(self._shape, dtype=np.int64)) * self._dtype.itemsize
+        n = self._nbytes
+        if n is None or n[0] is not self._shape or n[1] is not self._dtype:
+            n = self._nbytes = (self._shape, self._dtype, int(np.prod(self._shape, dtype=np.int64)) * self._dtype.itemsize)
+        return n[2]
 
     def write(self, data_array: np.ndarray) -> None:
         """Copy ``data_array``'s bytes into the buffer (from its start)."""

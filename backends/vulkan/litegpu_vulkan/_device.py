@@ -309,7 +309,7 @@ class _Recording(_Resource):
     def __init__(self, dev: VulkanDevice, buffers: Sequence[_Buffer], keep: Sequence[Any] = ()):
         super().__init__(dev)
         d = dev._device
-        self.buffers = list({id(b): b for b in buffers}.values())
+        self.buffers = list({id(b): b for b in buffers}.values())  # with buffer_ids: set together
         self.keep = list(keep)  # the bound sets (and through them programs) the commands refer to
         alloc_info = vk.VkCommandBufferAllocateInfo(commandPool=dev._pool, commandBufferCount=1,
                                                     level=vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY)
@@ -318,6 +318,10 @@ class _Recording(_Resource):
         self._on_release(vk.vkFreeCommandBuffers, d, dev._pool, 1, self._cmds)
         self.fence = vk.vkCreateFence(d, vk.VkFenceCreateInfo(), None)
         self._on_release(vk.vkDestroyFence, d, self.fence, None)
+        # the per-submit calls go to vk.lib directly with these prebuilt arguments: the binding's
+        # wrappers convert every argument on every call (about as costly as a small model's GPU work)
+        self.fences = ffi.new("VkFence[1]", [self.fence])
+        self.buffer_ids = frozenset(id(b) for b in self.buffers)
         self.pending = False
         self.writes_device = True  # False: a download's copy into staging (leaves the readbacks current)
         self.upload_keys: frozenset[int] = frozenset()  # ids of the upload buffers it copies from
@@ -327,6 +331,7 @@ class _Recording(_Resource):
         self.query_pool: Any = None
         # built once and reused per submit; named so its command-buffer array stays alive
         self.submit_info = vk.VkSubmitInfo(commandBufferCount=1, pCommandBuffers=self._cmds)
+        self.submit_ptr = ffi.addressof(self.submit_info)  # what vk.lib.vkQueueSubmit takes
 
 
 def _barrier(cmd: Any, src_stage: int, src_access: int, dst_stage: int, dst_access: int) -> None:
@@ -532,6 +537,7 @@ class VulkanDevice(GpuDevice):
         self._record_copy(rec.cmd, src, dst, nbytes)
         self._end(rec)
         rec.buffers = [src.buffer, dst.buffer]
+        rec.buffer_ids = frozenset(map(id, rec.buffers))
         rec.writes_device = False
         self._submit(rec)
         self._wait(rec)
@@ -560,6 +566,7 @@ class VulkanDevice(GpuDevice):
                  _COMPUTE | _TRANSFER | vk.VK_PIPELINE_STAGE_HOST_BIT, _READS | _WRITES)
         self._end(rec)
         rec.buffers = [b for src, dst, _n in pending for b in (src.buffer, dst.buffer)]
+        rec.buffer_ids = frozenset(map(id, rec.buffers))
         rec.writes_device = True
         self._submit(rec)
         self._wait(rec)
@@ -945,15 +952,19 @@ class VulkanDevice(GpuDevice):
         if rec is not self._xfer:
             self._flush_pending()
         self._wait(rec)  # a command buffer is resubmitted only after its previous run ended
-        vk.vkResetFences(device, 1, [rec.fence])
-        _vk_call("vkQueueSubmit", vk.vkQueueSubmit, self._queue, 1, rec.submit_info, rec.fence)
+        res = vk.lib.vkResetFences(device, 1, rec.fences)
+        if res == vk.VK_SUCCESS:
+            res = vk.lib.vkQueueSubmit(self._queue, 1, rec.submit_ptr, rec.fence)
+        if res != vk.VK_SUCCESS:
+            name = getattr(vk.exception_codes.get(res), "__name__", str(res))
+            raise DelegateError(f"{self.info.name}: vkQueueSubmit failed: {name} ({res})")
         rec.pending = True
         for b in rec.buffers:
             b.busy = rec
         self._last = rec
         if rec.writes_device:  # readbacks of buffers it touches are stale, the ones it fills current
-            touched = {id(b) for b in rec.buffers}
-            self._fresh = {rb for rb in self._fresh if rb.source_id not in touched} | set(rec.readbacks)
+            touched = rec.buffer_ids
+            self._fresh = {rb for rb in self._fresh if rb.source_id not in touched}.union(rec.readbacks)
 
     def launch(self, bound: _Bound, kernel: RenderedKernel, grid: tuple[int, int, int]) -> None:
         """One launch on its own (slow path: the executor records whole partitions with :meth:`record`)."""
@@ -964,13 +975,13 @@ class VulkanDevice(GpuDevice):
     def _wait(self, rec: _Recording | None) -> None:
         if rec is None or not rec.pending or self._device is None:
             return
-        try:
-            vk.vkWaitForFences(self._device, 1, [rec.fence], vk.VK_TRUE, self._timeout_ns)
-        except vk.VkTimeout as e:
+        res = vk.lib.vkWaitForFences(self._device, 1, rec.fences, vk.VK_TRUE, self._timeout_ns)
+        if res == vk.VK_TIMEOUT:
             raise DelegateError(f"{self.info.name}: GPU work did not finish within "
-                                f"{self._timeout_ns / 1e9:g} s (fence_timeout)") from e
-        except (vk.VkError, vk.VkException) as e:
-            raise DelegateError(f"{self.info.name}: waiting for the GPU failed: {type(e).__name__}") from e
+                                f"{self._timeout_ns / 1e9:g} s (fence_timeout)")
+        if res != vk.VK_SUCCESS:
+            name = getattr(vk.exception_codes.get(res), "__name__", str(res))
+            raise DelegateError(f"{self.info.name}: waiting for the GPU failed: {name}")
         rec.pending = False
 
     def _wait_for(self, buf: _Buffer) -> None:
