@@ -57,7 +57,7 @@ def _read(buf) -> np.ndarray:
 
 #: "vulkan-staged": Vulkan with device-local tensor memory, so lavapipe takes a discrete GPU's path
 #: (inputs and outputs through recorded staging copies)
-@pytest.fixture(params=["opencl", "vulkan", "vulkan-staged", "webgpu"])
+@pytest.fixture(params=["opencl", "vulkan", pytest.param("vulkan-staged", marks=pytest.mark.slow), "webgpu"])
 def backend(request) -> str:
     load_backend_delegate(request.param.split("-")[0]).close()  # skips with the reason when it cannot run here
     return request.param
@@ -245,3 +245,12 @@ def test_partly_accelerated_model_runs_inside_run_async_and_says_so(backend, cap
     assert h.done()
     assert any("runs it before returning" in r.getMessage() for r in caplog.records)
     np.testing.assert_array_equal(_read(o[0]), np.ceil(x) + np.float32(0.5))  # exact (LiteRT's reference resolver has no CEIL)
+
+
+def test_vulkan_staged_overlapping_runs_and_chain(monkeypatch):
+    """The default run's sample of the staged Vulkan path (a discrete GPU's: device-local tensors,
+    recorded staging copies); ``-m slow`` runs every test above on it."""
+    backend = "vulkan-staged"
+    load_backend_delegate("vulkan").close()
+    test_two_runs_in_flight_and_reads_wait_for_their_own_run(backend)
+    test_chain_stays_on_device(backend, monkeypatch)

@@ -64,10 +64,11 @@ class _Signature:
     def index(self) -> int:
         return self.subgraph.index
 
-    def io(self) -> _SignatureIo:
-        """What a run needs of each input and output, computed once (reset by a resize)."""
+    def io(self, shape_of: Any = None) -> _SignatureIo:
+        """What a run needs of each input and output at the current shapes (``shape_of(tid)``),
+        computed once; a resize resets it."""
         if self._io is None:
-            self._io = _SignatureIo(self)
+            self._io = _SignatureIo(self, shape_of)
         return self._io
 
 
@@ -76,9 +77,9 @@ class _TensorSpec:
 
     __slots__ = ("tid", "tensor", "shape", "dtype", "size", "nbytes", "f32")
 
-    def __init__(self, tid: int, tensor: Any):
+    def __init__(self, tid: int, tensor: Any, shape: Sequence[int]):
         self.tid, self.tensor = tid, tensor
-        self.shape = tuple(int(d) for d in tensor.shape)
+        self.shape = tuple(int(d) for d in shape)
         dt = numpy_dtype(tensor.dtype)
         self.dtype = dt if dt is not None else np.dtype(np.uint8)
         self.size = int(np.prod(self.shape, dtype=np.int64))
@@ -87,11 +88,16 @@ class _TensorSpec:
 
 
 class _SignatureIo:
-    def __init__(self, s: _Signature):
+    def __init__(self, s: _Signature, shape_of: Any = None):
         tensors = s.subgraph.tensors
-        self.ins = [_TensorSpec(s.inputs[n], tensors[s.inputs[n]]) for n in s.input_names]
-        self.outs = [_TensorSpec(s.outputs[n], tensors[s.outputs[n]]) for n in s.output_names]
+
+        def spec(tid: int) -> _TensorSpec:
+            return _TensorSpec(tid, tensors[tid], shape_of(tid) if shape_of else tensors[tid].shape)
+
+        self.ins = [spec(s.inputs[n]) for n in s.input_names]
+        self.outs = [spec(s.outputs[n]) for n in s.output_names]
         self.out_tids = [o.tid for o in self.outs]
+        self.by_tid = {sp.tid: sp for sp in (*self.ins, *self.outs)}
 
 
 def _signatures(model: Model) -> list[_Signature]:
@@ -328,12 +334,22 @@ class CompiledModel:
                 return s
         raise _cm_error(6, f"Signature not found: {key}")
 
+    def _io(self, s: _Signature) -> _SignatureIo:
+        """The signature's inputs and outputs at the current shapes (after a resize: planned for them)."""
+        if s._io is None:
+            it = self._main
+            entry = it._entry_for(s.subgraph.index)
+            it._allocate(entry)
+            s.io(lambda tid: it._shape(entry, tid))
+        return s.io()
+
     def _details(self, s: _Signature, names: Sequence[str], where: Mapping[str, int]) -> dict[str, Any]:
         out = {}
+        io = self._io(s)
         for n in names:
-            t = s.subgraph.tensors[where[n]]
-            out[n] = {"name": t.name, "index": t.index, "dtype": _dtype_name(t.dtype),
-                      "shape": [int(d) for d in t.shape]}
+            sp = io.by_tid[where[n]]
+            out[n] = {"name": sp.tensor.name, "index": sp.tensor.index, "dtype": _dtype_name(sp.tensor.dtype),
+                      "shape": list(sp.shape)}
         return out
 
     def get_input_tensor_details(self, signature_key: str) -> dict[str, Any]:
@@ -347,10 +363,7 @@ class CompiledModel:
         return self._details(s, s.output_names, s.outputs)
 
     def _requirements(self, tid: int, s: _Signature) -> dict[str, Any]:
-        t = s.subgraph.tensors[tid]
-        dt = numpy_dtype(t.dtype)
-        size = int(np.prod(t.shape, dtype=np.int64)) * (dt.itemsize if dt is not None else 1)
-        return {"buffer_size": size, "supported_types": [HOST_MEMORY]}
+        return {"buffer_size": self._io(s).by_tid[tid].nbytes, "supported_types": [HOST_MEMORY]}
 
     def get_input_buffer_requirements(self, input_index: int, signature_index: int = 0) -> dict[str, Any]:
         self._open()
@@ -393,7 +406,7 @@ class CompiledModel:
         dt = numpy_dtype(t.dtype)
         if dt is None:
             raise _cm_error(1000, f"tensor {t.name!r} has type {t.dtype}, which has no buffer in litegpu")
-        return TensorBuffer._create(dt, tuple(int(d) for d in t.shape), self._environment)
+        return TensorBuffer._create(dt, self._io(s).by_tid[tid].shape, self._environment)
 
     def create_input_buffer_by_name(self, signature_key: str, input_name: str) -> TensorBuffer:
         self._open()
@@ -421,14 +434,41 @@ class CompiledModel:
 
     def resize_input_tensor(self, input_index: int, dims: Sequence[int], signature_index: int = 0,
                             strict: bool = True) -> None:
-        """Only the current shape is accepted: litegpu's CompiledModel keeps the shapes it was
-        compiled for (use :class:`litegpu.Interpreter` to run other shapes)."""
+        """Run input ``input_index`` of the signature at shape ``dims`` from now on, as LiteRT does:
+        ``strict`` allows changing only the dimensions the model declares unknown (-1 in its shape
+        signature), ``strict=False`` any.  The model is planned and compiled again for the new shapes
+        (every copy of it; runs in flight end first), so tensor details, buffer requirements and
+        ``create_*_buffers`` follow, and buffers of the old shape are refused by the runs."""
         self._open()
         s = self._sig_at(signature_index)
-        t = s.subgraph.tensors[s.inputs[s.input_names[self._io_index(input_index, s.input_names)]]]
-        if [int(d) for d in dims] != [int(d) for d in t.shape]:
-            raise _cm_error(1, f"New shape is not compatible with current shape. (litegpu's CompiledModel runs "
-                               f"the compiled shape {list(t.shape)}; use litegpu.Interpreter to resize)")
+        tid = s.inputs[s.input_names[self._io_index(input_index, s.input_names)]]
+        from ._errors import InterpreterError
+
+        main = self._main
+        entry = main._entry_for(s.subgraph.index)
+        try:
+            main._resize(entry, tid, dims, bool(strict))
+        except (InterpreterError, ValueError) as e:
+            raise _cm_error(1, f"New shape is not compatible with current shape. ({e})") from e
+        new = entry.input_shapes[tid]
+        for slot in self._slots:
+            if slot.run is not None:
+                slot.run.wait()
+            if slot.interpreter is not main:
+                slot.interpreter._resize(slot.interpreter._entry_for(s.subgraph.index), tid, new, False)
+            slot.prepared.pop(s.subgraph.index, None)
+        for other in self._sigs:  # signatures sharing the subgraph see the new shapes too
+            if other.subgraph.index == s.subgraph.index:
+                other._io = None
+        try:
+            main._allocate(entry)  # planned and compiled now: a shape the model cannot take fails here
+        except LiteGPUError as e:
+            raise _cm_error(1, f"Failed to resize input tensor to {list(new)}: {e}") from e
+        if self.backend != "cpu" and not self._accel & HardwareAccelerator.CPU:
+            cpu_ops = self._cpu_ops()
+            if cpu_ops:
+                raise RuntimeError(f"Some ops are not accelerated at the new shape {list(new)}: litegpu backend "
+                                   f"{self.backend!r} does not run {', '.join(cpu_ops)}")
 
     def resize_input_tensor_by_name(self, signature_key: str, input_name: str, dims: Sequence[int],
                                     strict: bool = True) -> None:
@@ -480,7 +520,7 @@ class CompiledModel:
         """
         self._open()
         s = self._sig_at(signature_index, 1000, "Failed to invoke the compiled model\n└ ")
-        io = s.io()
+        io = self._io(s)
         inputs, outputs = list(input_buffers), list(output_buffers)
         if len(inputs) != len(io.ins):
             raise _cm_error(3, "Failed to invoke the compiled model\n└ Input buffer size mismatch: number of "
@@ -491,10 +531,10 @@ class CompiledModel:
         # the checks of _check_buffer, at the cost of a few attribute reads when the buffers fit
         for k, (spec, b) in enumerate(zip(io.ins, inputs, strict=True)):
             if type(b) is not TensorBuffer or b._destroyed or b._shape != spec.shape or b.nbytes != spec.nbytes:
-                self._check_buffer(b, spec.tensor, f"input {k}", exact=True)
+                self._check_buffer(b, spec, f"input {k}", exact=True)
         for k, (spec, b) in enumerate(zip(io.outs, outputs, strict=True)):
             if type(b) is not TensorBuffer or b._destroyed or b.nbytes < spec.nbytes:
-                self._check_buffer(b, spec.tensor, f"output {k}", exact=False)
+                self._check_buffer(b, spec, f"output {k}", exact=False)
         # a buffer this run writes may still be written by an earlier run: that one ends first
         for b in outputs:
             if b._pending is not None:
@@ -567,7 +607,7 @@ class CompiledModel:
             log.warning("CompiledModel on %s: the plan of signature %r is not one %s partition, so run_async "
                         "runs it before returning (no runs in flight; is_fully_accelerated() is False)",
                         self.backend, s.key, self.backend)
-        io = s.io()
+        io = self._io(s)
         for spec, b in zip(io.ins, inputs, strict=True):
             it._set(entry, spec.tid, b._array(spec.dtype, spec.shape))
         it._invoke(entry)
@@ -590,16 +630,16 @@ class CompiledModel:
         return slot
 
     @staticmethod
-    def _check_buffer(b: Any, t: Any, what: str, *, exact: bool) -> None:
+    def _check_buffer(b: Any, spec: _TensorSpec, what: str, *, exact: bool) -> None:
         if not isinstance(b, TensorBuffer):
             raise TypeError(f"{what}: expected a TensorBuffer, got {type(b).__name__}")
         b._check()
-        dt = numpy_dtype(t.dtype)
-        need = int(np.prod(t.shape, dtype=np.int64)) * (dt.itemsize if dt is not None else 1)
-        if exact and (tuple(b._shape) != tuple(int(d) for d in t.shape) or b.nbytes != need):
+        t, need = spec.tensor, spec.nbytes
+        if exact and (tuple(b._shape) != spec.shape or b.nbytes != need):
             raise _cm_error(3, "Failed to invoke the compiled model\n└ Failed to register input tensor buffer: "
                                f"Cannot auto-resize tensor {t.name}: no dims_signature exists (buffer "
-                               f"{b._dtype.name}{list(b._shape)}, tensor {t.dtype}{list(t.shape)})")
+                               f"{b._dtype.name}{list(b._shape)}, tensor {t.dtype}{list(spec.shape)}; "
+                               "resize_input_tensor changes the shape the model runs)")
         if not exact and b.nbytes < need:
             raise _cm_error(3, "Failed to invoke the compiled model\n└ Failed to register output tensor buffer: "
                                f"buffer of {b.nbytes} bytes for tensor {t.name} of {need} bytes")
