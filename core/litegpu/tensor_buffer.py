@@ -4,11 +4,12 @@ As in LiteRT a buffer is typed bytes with a shape: :meth:`TensorBuffer.write` co
 bytes in (any supported dtype, at most the buffer's size), :meth:`TensorBuffer.read` returns
 ``num_elements`` of them as ``output_dtype``.  litegpu adds where the bytes live:
 
-* host bytes (always valid after a ``write`` or a host read);
-* a device copy (:class:`litegpu.gpu._runtime.DeviceTensor`): made by one upload the first time
-  the buffer feeds a GPU run after a ``write``, and reused by later runs until the next ``write``;
-  or left there by a run with ``keep_outputs_on_device=True``, in which case another model on the
-  same device takes it as an input with a device copy and ``read`` downloads it once;
+* host bytes (always valid after a ``write`` or a host read).  A GPU run takes them straight from
+  here (each copy of a compiled model uploads a written value once: ``_version`` numbers the values)
+  and reads float32 outputs straight into them;
+* a device copy (:class:`litegpu.gpu._runtime.DeviceTensor`) left there by a run with
+  ``keep_outputs_on_device=True``: another model on the same device takes it as an input with a
+  device copy, and ``read`` downloads it once;
 * the run that writes it (``_pending``): ``read`` waits for that run only.
 """
 
@@ -183,22 +184,6 @@ class TensorBuffer:
         self._ensure_host()
         n = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
         return self._host[:n].copy().view(dtype).reshape(shape)
-
-    def _device_value(self, device: Any, shape: tuple[int, ...]) -> Any:
-        """The value as a DeviceTensor of ``device`` (float32 buffers): the device copy when it is
-        there (a run in flight on the same in-order device need not end first), else one upload."""
-        from .gpu._runtime import DeviceTensor
-
-        dev = self._device
-        if self._device_valid and dev is not None and dev.device is device and dev.size == int(np.prod(shape)):
-            return dev
-        a = self._array(np.dtype(np.float32), shape)
-        if dev is not None and dev.device is device and dev.ref.nbytes >= a.nbytes:
-            dev.write(a)
-        else:
-            self._device = dev = DeviceTensor.upload(device, a)
-        self._device_valid = True
-        return dev
 
     def _store(self, value: Any) -> None:
         """A run's output: a host array (copied into the buffer) or a DeviceTensor (kept)."""
