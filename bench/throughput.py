@@ -22,8 +22,10 @@ The chain (``palm_detection_full`` then ``hand_landmark_full``): per frame the c
 them), a crop stage (a one-op RESIZE_BILINEAR 192 -> 224 model, standing in for MediaPipe's
 rotated-rectangle crop, which runs on the CPU in MediaPipe) makes the landmark model's input on the
 device, and the landmark model reads it there.  The profile line counts host transfers per frame:
-litegpu uploads the image once (both models take it from the device) and copies nothing to the host
-between the models; LiteRT reads the crop back and writes it into the landmark model's buffer.
+litegpu writes the image into the input staging of each model that reads it (2 uploads per frame:
+the detector and the crop stage; on Vulkan each a memcpy into mapped memory that the run's command
+buffer copies) and copies nothing to the host between the models; LiteRT reads the crop back and
+writes it into the landmark model's buffer.
 
 Prints a Markdown table with machine and date: per model, backend and precision the rates and
 litegpu's host-to-host rate at each in-flight count over LiteRT's device-bound rate of the same
