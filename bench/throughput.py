@@ -1,11 +1,13 @@
 """Throughput: frames per second with 1, 2 and 4 runs in flight, litegpu's CompiledModel against LiteRT's.
 
-Usage: ``python bench/throughput.py [--backends opencl,vulkan,webgpu] [--inflight 1,2,4] [--seconds 1]
-[--models a,b] [--no-chain] [--no-litert] [--json FILE]``
+Usage: ``python bench/throughput.py [--backends vulkan,opencl,webgpu] [--precisions fp32,fp16]
+[--inflight 1,2,4] [--seconds 1] [--models a,b] [--no-chain] [--no-litert] [--json FILE]``
 
 Every engine runs the same model on the same random input in this one process, through the
-CompiledModel API (``hardware_accel=GPU``; litegpu's backend picked with ``backend=``, fp32, the
-serialization cache on as users run it).  Per engine and model, for ``--seconds`` each:
+CompiledModel API (``hardware_accel=GPU``; litegpu's backend picked with ``backend=``, each of
+``--precisions``, the serialization cache on as users run it; LiteRT's GPU accelerator with
+``enforce_f32`` for our fp32 and its default (fp16) for our fp16 modes).  Per engine, precision and
+model, for ``--seconds`` each:
 
 * ``h2h@k`` (litegpu): host to host with ``k`` runs in flight -- each frame writes its input buffer,
   ``run_async``, and reads every output of the run ``k`` frames back (a ring of ``k`` buffer sets);
@@ -20,11 +22,16 @@ The chain (``palm_detection_full`` then ``hand_landmark_full``): per frame the c
 them), a crop stage (a one-op RESIZE_BILINEAR 192 -> 224 model, standing in for MediaPipe's
 rotated-rectangle crop, which runs on the CPU in MediaPipe) makes the landmark model's input on the
 device, and the landmark model reads it there.  The profile line counts host transfers per frame:
-litegpu uploads the image once (both models take it from the device) and copies nothing to the host
-between the models; LiteRT reads the crop back and writes it into the landmark model's buffer.
+litegpu writes the image into the input staging of each model that reads it (2 uploads per frame:
+the detector and the crop stage; on Vulkan each a memcpy into mapped memory that the run's command
+buffer copies) and copies nothing to the host between the models; LiteRT reads the crop back and
+writes it into the landmark model's buffer.
 
-Prints a Markdown table with machine and date.  Default run time about 3 minutes on an H100 with
-three backends (kernels compiled or loaded from the cache once per model and backend).
+Prints a Markdown table with machine and date: per model, backend and precision the rates and
+litegpu's host-to-host rate at each in-flight count over LiteRT's device-bound rate of the same
+precision, then the issue's bar (2 in flight).  Default run time about 6 minutes on an H100 with three
+backends and two precisions (kernels compiled or loaded from the cache once per model, backend and
+precision); ``--seconds 0.5`` halves the measuring.
 """
 
 from __future__ import annotations
@@ -249,9 +256,29 @@ def chain_rates(CompiledModel, accel, paths: dict[str, Path], inflight: list[int
 # --------------------------------------------------------------------------- main
 
 
+def _litert_model(LiteRTModel, path: Path, precision: str):
+    """LiteRT's CompiledModel on its GPU accelerator: fp32 with enforce_f32 (paired with our fp32), its
+    default (fp16) for our fp16."""
+    from ai_edge_litert.hardware_accelerator import HardwareAccelerator as LiteRTAccel
+    from ai_edge_litert.options import GpuOptions, Options
+
+    opts = Options(hardware_accelerators=LiteRTAccel.GPU, gpu_options=GpuOptions(enforce_f32=precision == "fp32"))
+    return LiteRTModel.from_file(str(path), options=opts)
+
+
+def _f(v: float | None, fmt: str = "{:.1f}") -> str:
+    return "n/a" if v is None or math.isnan(v) else fmt.format(v)
+
+
+def _litert_precision(p: str) -> str:
+    return "fp32" if p == "fp32" else "fp16"
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--backends", default="opencl,vulkan,webgpu")
+    ap.add_argument("--backends", default="vulkan,opencl,webgpu")
+    ap.add_argument("--precisions", default="fp32,fp16", help="litegpu precisions (LiteRT: fp32 = enforce_f32, "
+                                                              "fp16 modes = its default)")
     ap.add_argument("--inflight", default="1,2,4")
     ap.add_argument("--seconds", type=float, default=1.0)
     ap.add_argument("--models", default="")
@@ -265,6 +292,7 @@ def main() -> int:
     from litegpu.hardware_accelerator import HardwareAccelerator
 
     inflight = [int(k) for k in args.inflight.split(",") if k]
+    precisions = [p for p in args.precisions.split(",") if p]
     models = mediapipe_models(args.models, default=GPU_SET)
     all_models = mediapipe_models(",".join(CHAIN)) if not args.no_chain else {}
     backends = []
@@ -289,21 +317,24 @@ def main() -> int:
     for name, path in models.items():
         row: dict = {"model": name}
         if litert is not None:
-            try:
-                m = litert[0].from_file(str(path), hardware_accel=litert[1])
-                row["litert_full"] = bool(m.is_fully_accelerated())
-                for k, v in litert_rates(m, _input(m), args.seconds).items():
-                    row[f"litert_{k}"] = v
-            except Exception as e:  # noqa: BLE001 - LiteRT's GPU accelerator may be missing or refuse the model
-                row["litert_note"] = str(e).splitlines()[0][:80]
+            for lp in sorted({_litert_precision(p) for p in precisions}, reverse=True):
+                try:
+                    m = _litert_model(litert[0], path, lp)
+                    row[f"litert_{lp}_full"] = bool(m.is_fully_accelerated())
+                    for k, v in litert_rates(m, _input(m), args.seconds).items():
+                        row[f"litert_{lp}_{k}"] = v
+                except Exception as e:  # noqa: BLE001 - LiteRT's GPU accelerator may be missing or refuse the model
+                    row[f"litert_{lp}_note"] = str(e).splitlines()[0][:80]
         for b in backends:
-            t0 = time.perf_counter()
-            m = CompiledModel.from_file(str(path), hardware_accel=accel, backend=b, max_in_flight=max(inflight))
-            row[f"{b}_init_s"] = time.perf_counter() - t0
-            row[f"{b}_full"] = m.is_fully_accelerated()
-            for k, v in litegpu_rates(m, _input(m), inflight, args.seconds).items():
-                row[f"{b}_{k}"] = v
-            m.close()
+            for p in precisions:
+                t0 = time.perf_counter()
+                m = CompiledModel.from_file(str(path), hardware_accel=accel, backend=b, max_in_flight=max(inflight),
+                                            config={"backends": {"all": {"precision": p}}})
+                row[f"{b}_{p}_init_s"] = time.perf_counter() - t0
+                row[f"{b}_{p}_full"] = m.is_fully_accelerated()
+                for k, v in litegpu_rates(m, _input(m), inflight, args.seconds).items():
+                    row[f"{b}_{p}_{k}"] = v
+                m.close()
         rows.append(row)
         print(json.dumps(row), file=sys.stderr, flush=True)
     chain: dict = {}
@@ -319,13 +350,23 @@ def main() -> int:
         print(json.dumps(chain), file=sys.stderr, flush=True)
 
     print(f"\n{machine_line()}; {args.seconds:g} s per measurement; frames per second (higher is better)")
-    cols = [f"{b}_h2h@{k}" for b in backends for k in inflight] + [f"{b}_dev" for b in backends]
-    head = "| model | LiteRT GPU h2h | LiteRT GPU dev | " + " | ".join(c.replace("_", " ") for c in cols) + " |"
+    print("LiteRT dev: LiteRT CompiledModel GPU device-bound (run_by_index back to back, one read at the end), "
+          "fp32 = enforce_f32, fp16 = its default; x: litegpu's host-to-host rate / that rate\n")
+    ks = [f"h2h@{k}" for k in inflight]
+    head = ("| model | backend | precision | LiteRT h2h | LiteRT dev | " + " | ".join(ks) + " | dev | "
+            + " | ".join(f"x@{k}" for k in inflight) + " |")
     print(head)
     print("|" + "---|" * (head.count("|") - 1))
     for r in rows:
-        cells = [f"{r.get(c, math.nan):.1f}" for c in ("litert_h2h", "litert_dev", *cols)]
-        print(f"| {r['model']} | " + " | ".join(cells) + " |")
+        for b in backends:
+            for p in precisions:
+                lp = _litert_precision(p)
+                ref = r.get(f"litert_{lp}_dev", math.nan)
+                cells = [_f(r.get(f"litert_{lp}_h2h")), _f(ref)]
+                cells += [_f(r.get(f"{b}_{p}_{k}")) for k in ks]
+                cells.append(_f(r.get(f"{b}_{p}_dev")))
+                cells += [_f(r.get(f"{b}_{p}_{k}", math.nan) / ref, "{:.2f}x") for k in ks]
+                print(f"| {r['model']} | {b} | {p} | " + " | ".join(cells) + " |")
     if chain:
         print("\nchain palm_detection_full -> crop -> hand_landmark_full (frames per second; host copies "
               "between the models per frame)")
@@ -334,12 +375,18 @@ def main() -> int:
                 print(f"- {eng}: " + ", ".join(f"{k} {v:.1f}" for k, v in r.items()))
             else:
                 print(f"- {eng}: {r}")
-    # the issue's bar: litegpu's fastest backend at 2 in flight vs LiteRT GPU device-bound
-    for r in rows:
-        best = max((r.get(f"{b}_h2h@2", math.nan) for b in backends), default=math.nan)
-        ref = r.get("litert_dev", math.nan)
-        if not math.isnan(ref) and not math.isnan(best):
-            print(f"{r['model']}: best litegpu h2h@2 / LiteRT GPU dev = {best / ref:.2f}x")
+    # the issue's bar: litegpu's fastest backend at 2 in flight vs LiteRT GPU device-bound, same precision
+    if 2 in inflight:
+        print("\nissue 14's bar (2 in flight, fastest backend, >= 1.00x of LiteRT GPU device-bound):")
+        for p in precisions:
+            lp = _litert_precision(p)
+            for r in rows:
+                ref = r.get(f"litert_{lp}_dev", math.nan)
+                best = max(backends, key=lambda b: r.get(f"{b}_{p}_h2h@2", -1.0), default=None)
+                if best is None or math.isnan(ref):
+                    continue
+                ratio = r.get(f"{best}_{p}_h2h@2", math.nan) / ref
+                print(f"- {r['model']} {p}: {best} {ratio:.2f}x ({'met' if ratio >= 1 else 'NOT met'})")
     if args.json:
         Path(args.json).write_text(json.dumps({"machine": machine_line(), "rows": rows, "chain": chain}, indent=1))
     return 0

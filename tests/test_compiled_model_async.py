@@ -55,16 +55,25 @@ def _read(buf) -> np.ndarray:
     return buf.read(int(np.prod(SHAPE)), np.float32).reshape(SHAPE)
 
 
-@pytest.fixture(params=["opencl", "vulkan", "webgpu"])
+#: "vulkan-staged": Vulkan with device-local tensor memory, so lavapipe takes a discrete GPU's path
+#: (inputs and outputs through recorded staging copies)
+@pytest.fixture(params=["opencl", "vulkan", pytest.param("vulkan-staged", marks=pytest.mark.slow), "webgpu"])
 def backend(request) -> str:
-    load_backend_delegate(request.param).close()  # skips with the reason when it cannot run here
+    load_backend_delegate(request.param.split("-")[0]).close()  # skips with the reason when it cannot run here
     return request.param
 
 
+def _config(backend: str) -> dict:
+    cfg: dict = {"cache": {"enabled": False}}
+    if backend == "vulkan-staged":
+        cfg["backends"] = {"vulkan": {"memory": "device_local"}}
+    return cfg
+
+
 def _model(data: bytes, backend: str, **kw) -> CompiledModel:
-    m = CompiledModel.from_buffer(data, hardware_accel=GPU, backend=backend, config={"cache": {"enabled": False}},
+    m = CompiledModel.from_buffer(data, hardware_accel=GPU, backend=backend.split("-")[0], config=_config(backend),
                                   **kw)
-    assert m.backend == backend and m.is_fully_accelerated()
+    assert m.backend == backend.split("-")[0] and m.is_fully_accelerated()
     return m
 
 
@@ -155,7 +164,7 @@ def test_device_buffer_to_cpu_model_goes_through_the_host(backend):
 
 
 def test_device_buffer_to_another_backend_goes_through_the_host(backend):
-    other = next((n for n in ("opencl", "vulkan", "webgpu") if n != backend), None)
+    other = next((n for n in ("opencl", "vulkan", "webgpu") if n != backend.split("-")[0]), None)
     try:
         load_backend_delegate(other).close()
     except pytest.skip.Exception:
@@ -221,12 +230,12 @@ def _mixed_model() -> bytes:
 
 def test_gpu_alone_refuses_a_model_it_does_not_run_whole(backend):
     with pytest.raises(RuntimeError, match="Some ops are not accelerated.*CEIL"):
-        CompiledModel.from_buffer(_mixed_model(), hardware_accel=HardwareAccelerator.GPU, backend=backend)
+        CompiledModel.from_buffer(_mixed_model(), hardware_accel=HardwareAccelerator.GPU, backend=backend.split("-")[0])
 
 
 def test_partly_accelerated_model_runs_inside_run_async_and_says_so(backend, caplog):
     data = _mixed_model()
-    m = CompiledModel.from_buffer(data, hardware_accel=GPU, backend=backend)
+    m = CompiledModel.from_buffer(data, hardware_accel=GPU, backend=backend.split("-")[0], config=_config(backend))
     assert not m.is_fully_accelerated()
     x = RNG.uniform(-3, 3, SHAPE).astype(np.float32)
     i, o = m.create_input_buffers(0), m.create_output_buffers(0)
@@ -236,3 +245,12 @@ def test_partly_accelerated_model_runs_inside_run_async_and_says_so(backend, cap
     assert h.done()
     assert any("runs it before returning" in r.getMessage() for r in caplog.records)
     np.testing.assert_array_equal(_read(o[0]), np.ceil(x) + np.float32(0.5))  # exact (LiteRT's reference resolver has no CEIL)
+
+
+def test_vulkan_staged_overlapping_runs_and_chain(monkeypatch):
+    """The default run's sample of the staged Vulkan path (a discrete GPU's: device-local tensors,
+    recorded staging copies); ``-m slow`` runs every test above on it."""
+    backend = "vulkan-staged"
+    load_backend_delegate("vulkan").close()
+    test_two_runs_in_flight_and_reads_wait_for_their_own_run(backend)
+    test_chain_stays_on_device(backend, monkeypatch)

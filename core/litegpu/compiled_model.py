@@ -36,7 +36,7 @@ from ._interpreter import Interpreter, _Entry
 from ._ir import Model, Subgraph
 from ._plan import numpy_dtype
 from .hardware_accelerator import HardwareAccelerator
-from .tensor_buffer import TensorBuffer
+from .tensor_buffer import _VERSIONS, TensorBuffer
 
 __all__ = ["CompiledModel", "RunHandle", "HardwareAccelerator", "TensorBuffer"]
 
@@ -58,6 +58,46 @@ class _Signature:
         self.key, self.subgraph = key, subgraph
         self.inputs, self.outputs = dict(inputs), dict(outputs)
         self.input_names, self.output_names = list(inputs), list(outputs)
+        self._io: _SignatureIo | None = None
+
+    @property
+    def index(self) -> int:
+        return self.subgraph.index
+
+    def io(self, shape_of: Any = None) -> _SignatureIo:
+        """What a run needs of each input and output at the current shapes (``shape_of(tid)``),
+        computed once; a resize resets it."""
+        if self._io is None:
+            self._io = _SignatureIo(self, shape_of)
+        return self._io
+
+
+class _TensorSpec:
+    """One input or output of a signature as the run path checks and views it."""
+
+    __slots__ = ("tid", "tensor", "shape", "dtype", "size", "nbytes", "f32")
+
+    def __init__(self, tid: int, tensor: Any, shape: Sequence[int]):
+        self.tid, self.tensor = tid, tensor
+        self.shape = tuple(int(d) for d in shape)
+        dt = numpy_dtype(tensor.dtype)
+        self.dtype = dt if dt is not None else np.dtype(np.uint8)
+        self.size = int(np.prod(self.shape, dtype=np.int64))
+        self.nbytes = self.size * (dt.itemsize if dt is not None else 1)
+        self.f32 = tensor.dtype == "float32"
+
+
+class _SignatureIo:
+    def __init__(self, s: _Signature, shape_of: Any = None):
+        tensors = s.subgraph.tensors
+
+        def spec(tid: int) -> _TensorSpec:
+            return _TensorSpec(tid, tensors[tid], shape_of(tid) if shape_of else tensors[tid].shape)
+
+        self.ins = [spec(s.inputs[n]) for n in s.input_names]
+        self.outs = [spec(s.outputs[n]) for n in s.output_names]
+        self.out_tids = [o.tid for o in self.outs]
+        self.by_tid = {sp.tid: sp for sp in (*self.ins, *self.outs)}
 
 
 def _signatures(model: Model) -> list[_Signature]:
@@ -79,6 +119,8 @@ class _Slot:
     def __init__(self, interpreter: Interpreter):
         self.interpreter = interpreter
         self.run: RunHandle | None = None
+        #: by subgraph index: (entry, async kernel or None, GPU executor kernel?), see CompiledModel._prepare
+        self.prepared: dict[int, tuple[_Entry, Any, bool]] = {}
 
 
 _RUN_SEQ = itertools.count()
@@ -92,9 +134,11 @@ class RunHandle:
     """
 
     def __init__(self, outputs: list[TensorBuffer], kernel: Any = None, pending: Any = None,
-                 targets: Sequence[tuple[int, TensorBuffer]] = (), slot: _Slot | None = None):
+                 targets: Sequence[tuple[int, TensorBuffer]] = (), slot: _Slot | None = None,
+                 dest: Mapping[int, np.ndarray] | None = None):
         self.outputs = outputs
         self._kernel, self._pending, self._targets, self._slot = kernel, pending, list(targets), slot
+        self._dest = dest or {}  # outputs read straight into their buffers' host memory
         self._finished = kernel is None
         self._error: BaseException | None = None
         self.seq = next(_RUN_SEQ)  # submission order
@@ -118,7 +162,12 @@ class RunHandle:
                     raise self._error
                 values = self._kernel.complete(self._pending)
                 for tid, buf in self._targets:
-                    buf._store(values[tid])
+                    v = values[tid]
+                    if v is self._dest.get(tid):  # already in the buffer
+                        buf._host_valid, buf._device_valid = True, False
+                        buf._version = next(_VERSIONS)
+                    else:
+                        buf._store(v)
             except BaseException as e:
                 self._error = e
             finally:
@@ -285,12 +334,22 @@ class CompiledModel:
                 return s
         raise _cm_error(6, f"Signature not found: {key}")
 
+    def _io(self, s: _Signature) -> _SignatureIo:
+        """The signature's inputs and outputs at the current shapes (after a resize: planned for them)."""
+        if s._io is None:
+            it = self._main
+            entry = it._entry_for(s.subgraph.index)
+            it._allocate(entry)
+            s.io(lambda tid: it._shape(entry, tid))
+        return s.io()
+
     def _details(self, s: _Signature, names: Sequence[str], where: Mapping[str, int]) -> dict[str, Any]:
         out = {}
+        io = self._io(s)
         for n in names:
-            t = s.subgraph.tensors[where[n]]
-            out[n] = {"name": t.name, "index": t.index, "dtype": _dtype_name(t.dtype),
-                      "shape": [int(d) for d in t.shape]}
+            sp = io.by_tid[where[n]]
+            out[n] = {"name": sp.tensor.name, "index": sp.tensor.index, "dtype": _dtype_name(sp.tensor.dtype),
+                      "shape": list(sp.shape)}
         return out
 
     def get_input_tensor_details(self, signature_key: str) -> dict[str, Any]:
@@ -304,10 +363,7 @@ class CompiledModel:
         return self._details(s, s.output_names, s.outputs)
 
     def _requirements(self, tid: int, s: _Signature) -> dict[str, Any]:
-        t = s.subgraph.tensors[tid]
-        dt = numpy_dtype(t.dtype)
-        size = int(np.prod(t.shape, dtype=np.int64)) * (dt.itemsize if dt is not None else 1)
-        return {"buffer_size": size, "supported_types": [HOST_MEMORY]}
+        return {"buffer_size": self._io(s).by_tid[tid].nbytes, "supported_types": [HOST_MEMORY]}
 
     def get_input_buffer_requirements(self, input_index: int, signature_index: int = 0) -> dict[str, Any]:
         self._open()
@@ -350,7 +406,7 @@ class CompiledModel:
         dt = numpy_dtype(t.dtype)
         if dt is None:
             raise _cm_error(1000, f"tensor {t.name!r} has type {t.dtype}, which has no buffer in litegpu")
-        return TensorBuffer._create(dt, tuple(int(d) for d in t.shape), self._environment)
+        return TensorBuffer._create(dt, self._io(s).by_tid[tid].shape, self._environment)
 
     def create_input_buffer_by_name(self, signature_key: str, input_name: str) -> TensorBuffer:
         self._open()
@@ -378,14 +434,41 @@ class CompiledModel:
 
     def resize_input_tensor(self, input_index: int, dims: Sequence[int], signature_index: int = 0,
                             strict: bool = True) -> None:
-        """Only the current shape is accepted: litegpu's CompiledModel keeps the shapes it was
-        compiled for (use :class:`litegpu.Interpreter` to run other shapes)."""
+        """Run input ``input_index`` of the signature at shape ``dims`` from now on, as LiteRT does:
+        ``strict`` allows changing only the dimensions the model declares unknown (-1 in its shape
+        signature), ``strict=False`` any.  The model is planned and compiled again for the new shapes
+        (every copy of it; runs in flight end first), so tensor details, buffer requirements and
+        ``create_*_buffers`` follow, and buffers of the old shape are refused by the runs."""
         self._open()
         s = self._sig_at(signature_index)
-        t = s.subgraph.tensors[s.inputs[s.input_names[self._io_index(input_index, s.input_names)]]]
-        if [int(d) for d in dims] != [int(d) for d in t.shape]:
-            raise _cm_error(1, f"New shape is not compatible with current shape. (litegpu's CompiledModel runs "
-                               f"the compiled shape {list(t.shape)}; use litegpu.Interpreter to resize)")
+        tid = s.inputs[s.input_names[self._io_index(input_index, s.input_names)]]
+        from ._errors import InterpreterError
+
+        main = self._main
+        entry = main._entry_for(s.subgraph.index)
+        try:
+            main._resize(entry, tid, dims, bool(strict))
+        except (InterpreterError, ValueError) as e:
+            raise _cm_error(1, f"New shape is not compatible with current shape. ({e})") from e
+        new = entry.input_shapes[tid]
+        for slot in self._slots:
+            if slot.run is not None:
+                slot.run.wait()
+            if slot.interpreter is not main:
+                slot.interpreter._resize(slot.interpreter._entry_for(s.subgraph.index), tid, new, False)
+            slot.prepared.pop(s.subgraph.index, None)
+        for other in self._sigs:  # signatures sharing the subgraph see the new shapes too
+            if other.subgraph.index == s.subgraph.index:
+                other._io = None
+        try:
+            main._allocate(entry)  # planned and compiled now: a shape the model cannot take fails here
+        except LiteGPUError as e:
+            raise _cm_error(1, f"Failed to resize input tensor to {list(new)}: {e}") from e
+        if self.backend != "cpu" and not self._accel & HardwareAccelerator.CPU:
+            cpu_ops = self._cpu_ops()
+            if cpu_ops:
+                raise RuntimeError(f"Some ops are not accelerated at the new shape {list(new)}: litegpu backend "
+                                   f"{self.backend!r} does not run {', '.join(cpu_ops)}")
 
     def resize_input_tensor_by_name(self, signature_key: str, input_name: str, dims: Sequence[int],
                                     strict: bool = True) -> None:
@@ -437,70 +520,98 @@ class CompiledModel:
         """
         self._open()
         s = self._sig_at(signature_index, 1000, "Failed to invoke the compiled model\n└ ")
+        io = self._io(s)
         inputs, outputs = list(input_buffers), list(output_buffers)
-        if len(inputs) != len(s.input_names):
+        if len(inputs) != len(io.ins):
             raise _cm_error(3, "Failed to invoke the compiled model\n└ Input buffer size mismatch: number of "
-                               f"inputs:{len(s.input_names)} vs buffers:{len(inputs)}")
-        if len(outputs) != len(s.output_names):
+                               f"inputs:{len(io.ins)} vs buffers:{len(inputs)}")
+        if len(outputs) != len(io.outs):
             raise _cm_error(3, "Failed to invoke the compiled model\n└ Output buffer size mismatch: number of "
-                               f"outputs:{len(s.output_names)} vs buffers:{len(outputs)}")
-        for k, (n, b) in enumerate(zip(s.input_names, inputs, strict=True)):
-            self._check_buffer(b, s.subgraph.tensors[s.inputs[n]], f"input {k}", exact=True)
-        for k, (n, b) in enumerate(zip(s.output_names, outputs, strict=True)):
-            self._check_buffer(b, s.subgraph.tensors[s.outputs[n]], f"output {k}", exact=False)
+                               f"outputs:{len(io.outs)} vs buffers:{len(outputs)}")
+        # the checks of _check_buffer, at the cost of a few attribute reads when the buffers fit
+        for k, (spec, b) in enumerate(zip(io.ins, inputs, strict=True)):
+            if type(b) is not TensorBuffer or b._destroyed or b._shape != spec.shape or b.nbytes != spec.nbytes:
+                self._check_buffer(b, spec, f"input {k}", exact=True)
+        for k, (spec, b) in enumerate(zip(io.outs, outputs, strict=True)):
+            if type(b) is not TensorBuffer or b._destroyed or b.nbytes < spec.nbytes:
+                self._check_buffer(b, spec, f"output {k}", exact=False)
         # a buffer this run writes may still be written by an earlier run: that one ends first
         for b in outputs:
-            b._settle()
+            if b._pending is not None:
+                b._pending.wait()
         slot = self._free_slot()
+        prepared = slot.prepared.get(s.index)
+        if prepared is None:
+            prepared = slot.prepared[s.index] = self._prepare(slot, s)
+        entry, kernel, fast = prepared
+        if kernel is None:
+            return self._run_sync(slot.interpreter, entry, s, inputs, outputs)
+        device = kernel.device if fast else getattr(kernel, "device", None)
+        values: dict[int, Any] = {}
+        stamps: dict[int, Any] = {}
+        for spec, b in zip(io.ins, inputs, strict=True):
+            dt = b._device
+            if spec.f32 and b._device_valid and dt is not None and dt.device is device and dt.size == spec.size:
+                values[spec.tid] = dt  # on this device (a run still writing it is ahead in the same queue)
+                continue
+            b._settle()
+            b._ensure_host()
+            if fast:  # the buffer's memory, lent (the kernel copies it where its upload would read it later)
+                values[spec.tid] = b._view(spec.dtype, spec.shape)
+                if not b._external:
+                    stamps[spec.tid] = b._version
+            else:
+                values[spec.tid] = b._array(spec.dtype, spec.shape)
+        keep: dict[int, Any] = {}
+        dest: dict[int, np.ndarray] = {}
+        if keep_outputs_on_device and device is not None:
+            from .gpu._runtime import DeviceTensor
+
+            for spec, b in zip(io.outs, outputs, strict=True):
+                if spec.f32 and b._dtype == np.float32:
+                    dt = b._device
+                    if not (dt is not None and dt.device is device and dt.ref.nbytes >= b.nbytes):
+                        dt = DeviceTensor.empty(device, b._shape)
+                    keep[spec.tid] = dt
+        if fast:
+            for spec, b in zip(io.outs, outputs, strict=True):
+                if spec.f32 and spec.tid not in keep:
+                    dest[spec.tid] = b._view(spec.dtype, spec.shape)  # read straight into the buffer
+            pending = kernel.submit(values, keep, out=dest, stamps=stamps, borrowed=True)
+        else:
+            pending = kernel.submit(values, keep)
+        handle = RunHandle(outputs, kernel, pending, list(zip(io.out_tids, outputs, strict=True)), slot, dest)
+        slot.run = handle
+        for spec, b in zip(io.outs, outputs, strict=True):
+            b._pending = handle
+            if spec.tid in keep:  # on the device from now on: a model on the same device reads it without waiting
+                b._store(keep[spec.tid])
+        return handle
+
+    def _prepare(self, slot: _Slot, s: _Signature) -> tuple[_Entry, Any, bool]:
+        """A slot's plan of signature ``s`` (allocated once): its entry, the delegate kernel of the
+        asynchronous path (or None), and whether that kernel is the GPU executor's (which takes
+        preallocated output arrays and input stamps)."""
+        from .gpu._runtime import GpuPartitionKernel
+
         it = slot.interpreter
         entry = it._entry_for(s.subgraph.index)
         it._allocate(entry)
         kernel = _single_kernel(entry)
-        in_tids = [s.inputs[n] for n in s.input_names]
-        out_tids = [s.outputs[n] for n in s.output_names]
-        if kernel is None:
-            return self._run_sync(it, entry, s, inputs, outputs, in_tids, out_tids)
-        device = getattr(kernel, "device", None)
-        values: dict[int, Any] = {}
-        for tid, b in zip(in_tids, inputs, strict=True):
-            t = s.subgraph.tensors[tid]
-            shape = tuple(int(d) for d in t.shape)
-            if device is not None and t.dtype == "float32" and b._dtype == np.float32 \
-                    and _same_device_in_flight_or_idle(b, device):
-                values[tid] = b._device_value(device, shape)
-            else:
-                values[tid] = b._array(numpy_dtype(t.dtype), shape)
-        keep: dict[int, Any] = {}
-        if keep_outputs_on_device and device is not None:
-            from .gpu._runtime import DeviceTensor
-
-            for tid, b in zip(out_tids, outputs, strict=True):
-                if s.subgraph.tensors[tid].dtype == "float32" and b._dtype == np.float32:
-                    dt = b._device
-                    if not (dt is not None and dt.device is device and dt.ref.nbytes >= b.nbytes):
-                        dt = DeviceTensor.empty(device, b._shape)
-                    keep[tid] = dt
-        pending = kernel.submit(values, keep)
-        handle = RunHandle(outputs, kernel, pending, list(zip(out_tids, outputs, strict=True)), slot)
-        slot.run = handle
-        for tid, b in zip(out_tids, outputs, strict=True):
-            b._pending = handle
-            if tid in keep:  # on the device from now on: a model on the same device reads it without waiting
-                b._store(keep[tid])
-        return handle
+        return entry, kernel, isinstance(kernel, GpuPartitionKernel)
 
     def _run_sync(self, it: Interpreter, entry: _Entry, s: _Signature, inputs: list[TensorBuffer],
-                  outputs: list[TensorBuffer], in_tids: list[int], out_tids: list[int]) -> RunHandle:
+                  outputs: list[TensorBuffer]) -> RunHandle:
         if self.backend != "cpu" and not self._told_sync:
             self._told_sync = True
             log.warning("CompiledModel on %s: the plan of signature %r is not one %s partition, so run_async "
                         "runs it before returning (no runs in flight; is_fully_accelerated() is False)",
                         self.backend, s.key, self.backend)
-        for tid, b in zip(in_tids, inputs, strict=True):
-            t = s.subgraph.tensors[tid]
-            it._set(entry, tid, b._array(numpy_dtype(t.dtype), tuple(int(d) for d in t.shape)))
+        io = self._io(s)
+        for spec, b in zip(io.ins, inputs, strict=True):
+            it._set(entry, spec.tid, b._array(spec.dtype, spec.shape))
         it._invoke(entry)
-        for tid, b in zip(out_tids, outputs, strict=True):
+        for tid, b in zip(io.out_tids, outputs, strict=True):
             b._store(np.asarray(it._value(entry, tid)))
         return RunHandle(outputs)
 
@@ -519,16 +630,16 @@ class CompiledModel:
         return slot
 
     @staticmethod
-    def _check_buffer(b: Any, t: Any, what: str, *, exact: bool) -> None:
+    def _check_buffer(b: Any, spec: _TensorSpec, what: str, *, exact: bool) -> None:
         if not isinstance(b, TensorBuffer):
             raise TypeError(f"{what}: expected a TensorBuffer, got {type(b).__name__}")
         b._check()
-        dt = numpy_dtype(t.dtype)
-        need = int(np.prod(t.shape, dtype=np.int64)) * (dt.itemsize if dt is not None else 1)
-        if exact and (tuple(b._shape) != tuple(int(d) for d in t.shape) or b.nbytes != need):
+        t, need = spec.tensor, spec.nbytes
+        if exact and (tuple(b._shape) != spec.shape or b.nbytes != need):
             raise _cm_error(3, "Failed to invoke the compiled model\n└ Failed to register input tensor buffer: "
                                f"Cannot auto-resize tensor {t.name}: no dims_signature exists (buffer "
-                               f"{b._dtype.name}{list(b._shape)}, tensor {t.dtype}{list(t.shape)})")
+                               f"{b._dtype.name}{list(b._shape)}, tensor {t.dtype}{list(spec.shape)}; "
+                               "resize_input_tensor changes the shape the model runs)")
         if not exact and b.nbytes < need:
             raise _cm_error(3, "Failed to invoke the compiled model\n└ Failed to register output tensor buffer: "
                                f"buffer of {b.nbytes} bytes for tensor {t.name} of {need} bytes")
@@ -567,12 +678,6 @@ def _single_kernel(entry: _Entry) -> Any:
     if not set(sg.outputs) <= st.host_outputs:
         return None
     return st.kernel
-
-
-def _same_device_in_flight_or_idle(b: TensorBuffer, device: Any) -> bool:
-    """Whether the buffer can feed ``device`` as a DeviceTensor: its value is on ``device`` (a run
-    still writing it there is ahead in the same queue) or on the host (one upload)."""
-    return not (b._device_valid and b._device is not None and b._device.device is not device)
 
 
 def _dtype_name(dtype: str) -> str:

@@ -4,16 +4,18 @@ As in LiteRT a buffer is typed bytes with a shape: :meth:`TensorBuffer.write` co
 bytes in (any supported dtype, at most the buffer's size), :meth:`TensorBuffer.read` returns
 ``num_elements`` of them as ``output_dtype``.  litegpu adds where the bytes live:
 
-* host bytes (always valid after a ``write`` or a host read);
-* a device copy (:class:`litegpu.gpu._runtime.DeviceTensor`): made by one upload the first time
-  the buffer feeds a GPU run after a ``write``, and reused by later runs until the next ``write``;
-  or left there by a run with ``keep_outputs_on_device=True``, in which case another model on the
-  same device takes it as an input with a device copy and ``read`` downloads it once;
+* host bytes (always valid after a ``write`` or a host read).  A GPU run takes them straight from
+  here (each copy of a compiled model uploads a written value once: ``_version`` numbers the values)
+  and reads float32 outputs straight into them;
+* a device copy (:class:`litegpu.gpu._runtime.DeviceTensor`) left there by a run with
+  ``keep_outputs_on_device=True``: another model on the same device takes it as an input with a
+  device copy, and ``read`` downloads it once;
 * the run that writes it (``_pending``): ``read`` waits for that run only.
 """
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import numpy as np
@@ -22,6 +24,13 @@ __all__ = ["TensorBuffer"]
 
 _DTYPES = ("float32", "float16", "int32", "int8", "uint8", "bool")
 
+#: one number per host value a buffer ever held (unique across buffers): a GPU kernel that uploaded
+#: value N skips the upload while the buffer still holds N (``GpuPartitionKernel.send`` stamps)
+_VERSIONS = itertools.count(1)
+
+
+_SUPPORTED = frozenset(np.dtype(n) for n in _DTYPES)  # (dtype.name is slow on the per-frame path)
+
 
 def _normalize_dtype(dtype: Any) -> np.dtype:
     """LiteRT's supported dtypes; others raise its ValueError."""
@@ -29,7 +38,7 @@ def _normalize_dtype(dtype: Any) -> np.dtype:
         dt = np.dtype(dtype)
     except TypeError as exc:
         raise ValueError(f"Unsupported dtype: {dtype}") from exc
-    if dt.name not in _DTYPES:
+    if dt not in _SUPPORTED and dt.name not in _DTYPES:  # (a byte-swapped dtype: by name)
         raise ValueError(f"Unsupported dtype: {dtype}")
     return dt
 
@@ -52,6 +61,10 @@ class TensorBuffer:
         self._device_valid = False
         self._pending: Any = None  # the RunHandle that writes this buffer
         self._destroyed = False
+        self._version = 0  # of the host value (_VERSIONS); 0: none stamped yet
+        self._external = False  # over caller-owned memory (create_from_host_memory)
+        self._nbytes: tuple[Any, Any, int] | None = None  # (shape, dtype, bytes) of the last nbytes
+        self._views: dict[tuple[np.dtype, tuple[int, ...]], np.ndarray] = {}  # typed views of _host, by shape
 
     @classmethod
     def _create(cls, dtype: np.dtype, shape: tuple[int, ...], environment: Any = None) -> TensorBuffer:
@@ -73,13 +86,17 @@ class TensorBuffer:
         b._dtype, b._shape = dt, (int(data_array.size),)
         b._host = data_array.reshape(-1).view(np.uint8)
         b._host_valid = True
+        b._external = True  # the caller may change the bytes behind our back: never stamped
         return b
 
     # ------------------------------------------------------------------ LiteRT's API
 
     @property
     def nbytes(self) -> int:
-        return int(np.prod(self._shape, dtype=np.int64)) * self._dtype.itemsize
+        n = self._nbytes
+        if n is None or n[0] is not self._shape or n[1] is not self._dtype:
+            n = self._nbytes = (self._shape, self._dtype, int(np.prod(self._shape, dtype=np.int64)) * self._dtype.itemsize)
+        return n[2]
 
     def write(self, data_array: np.ndarray) -> None:
         """Copy ``data_array``'s bytes into the buffer (from its start)."""
@@ -95,6 +112,7 @@ class TensorBuffer:
             self._ensure_host()  # a partial write keeps the rest
         self._host[:raw.size] = raw
         self._host_valid, self._device_valid = True, False
+        self._version = next(_VERSIONS)
 
     def read(self, num_elements: int, output_dtype: Any) -> np.ndarray:
         """``num_elements`` elements of the buffer as ``output_dtype`` (a new array); waits for the
@@ -118,6 +136,7 @@ class TensorBuffer:
         if self._pending is not None:
             self._pending.wait()
         self._host = self._device = self._environment = None
+        self._views = {}
         self._host_valid = self._device_valid = False
         self._destroyed = True
 
@@ -148,6 +167,16 @@ class TensorBuffer:
             a = self._device.to_host()
             self._host[:a.nbytes] = a.reshape(-1).view(np.uint8)
             self._host_valid = True
+            self._version = next(_VERSIONS)
+
+    def _view(self, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
+        """The host bytes as an array of ``dtype`` and ``shape`` (no copy; cached: the run path
+        reads inputs from it and reads outputs into it)."""
+        v = self._views.get((dtype, shape))
+        if v is None:
+            n = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+            v = self._views[(dtype, shape)] = self._host[:n].view(dtype).reshape(shape)
+        return v
 
     def _array(self, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
         """The value as a fresh host array of the tensor's dtype and shape (after its writer ends)."""
@@ -156,28 +185,13 @@ class TensorBuffer:
         n = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
         return self._host[:n].copy().view(dtype).reshape(shape)
 
-    def _device_value(self, device: Any, shape: tuple[int, ...]) -> Any:
-        """The value as a DeviceTensor of ``device`` (float32 buffers): the device copy when it is
-        there (a run in flight on the same in-order device need not end first), else one upload."""
-        from .gpu._runtime import DeviceTensor
-
-        dev = self._device
-        if self._device_valid and dev is not None and dev.device is device and dev.size == int(np.prod(shape)):
-            return dev
-        a = self._array(np.dtype(np.float32), shape)
-        if dev is not None and dev.device is device and dev.ref.nbytes >= a.nbytes:
-            dev.write(a)
-        else:
-            self._device = dev = DeviceTensor.upload(device, a)
-        self._device_valid = True
-        return dev
-
     def _store(self, value: Any) -> None:
         """A run's output: a host array (copied into the buffer) or a DeviceTensor (kept)."""
         if isinstance(value, np.ndarray | np.generic):
             raw = np.ascontiguousarray(value).reshape(-1).view(np.uint8)
             self._host[:raw.size] = raw
             self._host_valid, self._device_valid = True, False
+            self._version = next(_VERSIONS)
         else:
             self._device = value
             self._device_valid, self._host_valid = True, False

@@ -314,7 +314,7 @@ class _Recording(_Resource):
     def __init__(self, dev: VulkanDevice, buffers: Sequence[_Buffer], keep: Sequence[Any] = ()):
         super().__init__(dev)
         d = dev._device
-        self.buffers = list({id(b): b for b in buffers}.values())
+        self.buffers = list({id(b): b for b in buffers}.values())  # with buffer_ids: set together
         self.keep = list(keep)  # the bound sets (and through them programs) the commands refer to
         alloc_info = vk.VkCommandBufferAllocateInfo(commandPool=dev._pool, commandBufferCount=1,
                                                     level=vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY)
@@ -323,6 +323,10 @@ class _Recording(_Resource):
         self._on_release(vk.vkFreeCommandBuffers, d, dev._pool, 1, self._cmds)
         self.fence = vk.vkCreateFence(d, vk.VkFenceCreateInfo(), None)
         self._on_release(vk.vkDestroyFence, d, self.fence, None)
+        # the per-submit calls go to vk.lib directly with these prebuilt arguments: the binding's
+        # wrappers convert every argument on every call (about as costly as a small model's GPU work)
+        self.fences = ffi.new("VkFence[1]", [self.fence])
+        self.buffer_ids = frozenset(id(b) for b in self.buffers)
         self.pending = False
         self.writes_device = True  # False: a download's copy into staging (leaves the readbacks current)
         self.upload_keys: frozenset[int] = frozenset()  # ids of the upload buffers it copies from
@@ -332,6 +336,7 @@ class _Recording(_Resource):
         self.query_pool: Any = None
         # built once and reused per submit; named so its command-buffer array stays alive
         self.submit_info = vk.VkSubmitInfo(commandBufferCount=1, pCommandBuffers=self._cmds)
+        self.submit_ptr = ffi.addressof(self.submit_info)  # what vk.lib.vkQueueSubmit takes
 
 
 def _barrier(cmd: Any, src_stage: int, src_access: int, dst_stage: int, dst_access: int) -> None:
@@ -544,6 +549,7 @@ class VulkanDevice(GpuDevice):
         self._record_copy(rec.cmd, src, dst, nbytes)
         self._end(rec)
         rec.buffers = [src.buffer, dst.buffer]
+        rec.buffer_ids = frozenset(map(id, rec.buffers))
         rec.writes_device = False
         self._submit(rec)
         self._wait(rec)
@@ -572,10 +578,13 @@ class VulkanDevice(GpuDevice):
                  _COMPUTE | _TRANSFER | vk.VK_PIPELINE_STAGE_HOST_BIT, _READS | _WRITES)
         self._end(rec)
         rec.buffers = [b for src, dst, _n in pending for b in (src.buffer, dst.buffer)]
+        rec.buffer_ids = frozenset(map(id, rec.buffers))
         rec.writes_device = True
         self._submit(rec)
         self._wait(rec)
         del pending  # the one-off staging buffers go back to their block
+
+    upload_copies = True  # into the mapped staging memory or the host-visible buffer
 
     def upload(self, ref: BufferRef, data: np.ndarray) -> None:
         self._open()
@@ -622,6 +631,31 @@ class VulkanDevice(GpuDevice):
         self.finish()
         for ref, out in items:
             self.download(ref, out)
+
+    # -- asynchronous reads: the token is the latest submission (a replay and the copies after it);
+    # its fence covers everything submitted before it on the queue and nothing after, so waiting for
+    # run 1 does not wait for run 2.  The recorded readbacks are this kernel's own (a kernel is not
+    # replayed again before its run is completed), so the reads are one memcpy each.
+    def read_async(self, items: Sequence[tuple[BufferRef, np.ndarray]]) -> Any:
+        return self._last, list(items)
+
+    def wait_reads(self, token: Any) -> None:
+        rec, items = token
+        self._wait(rec)
+        for ref, out in items:
+            rb = ref.buffer.readbacks.get(ref.offset)
+            if rb is not None and out.flags.c_contiguous:  # every replay of the recording fills it
+                flat = out.reshape(-1).view(np.uint8)
+                n = min(flat.size, ref.nbytes)
+                flat[:n] = rb.host[:n]
+            else:  # no recorded readback of it in that submission (host-visible memory, or a plain copy)
+                self.download(ref, out)
+
+    def reads_done(self, token: Any) -> bool:
+        rec = token[0]
+        if rec is None or not rec.pending or self._device is None:
+            return True
+        return vk.lib.vkGetFenceStatus(self._device, rec.fence) == vk.VK_SUCCESS
 
     def copy(self, src: BufferRef, dst: BufferRef) -> None:
         # recorded once per (src, dst) pair and resubmitted: the executor copies the same refs each invoke
@@ -960,14 +994,18 @@ class VulkanDevice(GpuDevice):
         if rec is not self._xfer:
             self._flush_pending()
         self._wait(rec)  # a command buffer is resubmitted only after its previous run ended
-        vk.vkResetFences(device, 1, [rec.fence])
-        _vk_call("vkQueueSubmit", vk.vkQueueSubmit, self._queue, 1, rec.submit_info, rec.fence)
+        res = vk.lib.vkResetFences(device, 1, rec.fences)
+        if res == vk.VK_SUCCESS:
+            res = vk.lib.vkQueueSubmit(self._queue, 1, rec.submit_ptr, rec.fence)
+        if res != vk.VK_SUCCESS:
+            name = getattr(vk.exception_codes.get(res), "__name__", str(res))
+            raise DelegateError(f"{self.info.name}: vkQueueSubmit failed: {name} ({res})")
         rec.pending = True
         for b in rec.buffers:
             b.busy = rec
         self._last = rec
         if rec.writes_device:  # readbacks of buffers it touches are stale, the ones it fills current
-            touched = {id(b) for b in rec.buffers}
+            touched = rec.buffer_ids
             self._fresh = weakref.WeakSet([rb for rb in self._fresh if rb.source_id not in touched]
                                           + list(rec.readbacks))
 
@@ -980,13 +1018,13 @@ class VulkanDevice(GpuDevice):
     def _wait(self, rec: _Recording | None) -> None:
         if rec is None or not rec.pending or self._device is None:
             return
-        try:
-            vk.vkWaitForFences(self._device, 1, [rec.fence], vk.VK_TRUE, self._timeout_ns)
-        except vk.VkTimeout as e:
+        res = vk.lib.vkWaitForFences(self._device, 1, rec.fences, vk.VK_TRUE, self._timeout_ns)
+        if res == vk.VK_TIMEOUT:
             raise DelegateError(f"{self.info.name}: GPU work did not finish within "
-                                f"{self._timeout_ns / 1e9:g} s (fence_timeout)") from e
-        except (vk.VkError, vk.VkException) as e:
-            raise DelegateError(f"{self.info.name}: waiting for the GPU failed: {type(e).__name__}") from e
+                                f"{self._timeout_ns / 1e9:g} s (fence_timeout)")
+        if res != vk.VK_SUCCESS:
+            name = getattr(vk.exception_codes.get(res), "__name__", str(res))
+            raise DelegateError(f"{self.info.name}: waiting for the GPU failed: {name}")
         rec.pending = False
         if rec is self._last:
             # all submitted work is done: holding the recording would keep its buffers (a dropped

@@ -123,6 +123,12 @@ class _Bound:
     keep: tuple[Any, ...]  # params uniform buffer (the bind group holds it, but be explicit)
 
 
+def _NULL() -> Any:  # noqa: N802 - cffi's NULL, from the wgpu-native binding's ffi
+    from wgpu.backends.wgpu_native._api import ffi
+
+    return ffi.NULL
+
+
 class WebGPUDevice(GpuDevice):
     dialect = "wgsl"
     # wgpu is thread-safe and wgpu-py's cffi calls drop the GIL: a partition's pipelines (the real
@@ -158,11 +164,14 @@ class WebGPUDevice(GpuDevice):
             buffer_alignment=self._align, compute_units=1,
             max_buffer_bytes=int(self.limits.get("max-storage-buffer-binding-size", 0)))
         self._programs: dict[str, _Program] = {}
+        self._readbacks: dict[tuple[int, int, int], tuple[Any, Any]] = {}  # read_async's, by source range
 
     # -- allocator
     def alloc(self, nbytes: int) -> Any:
         # multiple of 16: storage bindings of array<vec4<f32>> round their size up to 4 elements
         return self.device.create_buffer(size=max(-(-int(nbytes) // 16) * 16, 16), usage=_STORAGE_USAGE)
+
+    upload_copies = True  # write_buffer copies the bytes at the call
 
     def upload(self, ref: BufferRef, data: np.ndarray) -> None:
         raw = np.ascontiguousarray(data).view(np.uint8).reshape(-1)
@@ -174,6 +183,52 @@ class WebGPUDevice(GpuDevice):
         n = out.nbytes
         raw = self.queue.read_buffer(ref.buffer, ref.offset, -(-n // 4) * 4)  # waits for queued work
         np.copyto(out, np.frombuffer(raw, out.dtype, count=out.size).reshape(out.shape))
+
+    # -- asynchronous reads: each output is copied into a mappable readback buffer of its own in a
+    # submission whose index wgpu-native returns; waiting polls the device for that index only, so
+    # reading run 1 does not wait for run 2 (``queue.read_buffer`` waits for all submitted work).
+    # The readback buffers are kept per output (a kernel completes a run before its next one).
+    def read_async(self, items: Sequence[tuple[BufferRef, np.ndarray]]) -> Any:
+        if not items:
+            return None
+        from wgpu.backends.wgpu_native._api import ffi, libf
+
+        enc = self.device.create_command_encoder()
+        reads = []
+        for ref, out in items:
+            n = -(-out.nbytes // 4) * 4
+            key = (id(ref.buffer), ref.offset, n)
+            rb = self._readbacks.get(key)
+            if rb is None:
+                rb = self._readbacks[key] = (self.device.create_buffer(size=max(n, 16), usage=_U.MAP_READ | _U.COPY_DST),
+                                             ref.buffer)  # (the source kept alive: its id is the key)
+            enc.copy_buffer_to_buffer(ref.buffer, ref.offset, rb[0], 0, n)
+            reads.append((rb[0], out, n))
+        cb = enc.finish()
+        index = libf.wgpuQueueSubmitForIndex(self.queue._internal, 1, ffi.new("WGPUCommandBuffer[1]", [cb._internal]))
+        return index, reads, [rb.map_async("READ_NOSYNC", 0, n) for rb, _out, n in reads]
+
+    def wait_reads(self, token: Any) -> None:
+        if token is None:
+            self.finish()
+            return
+        from wgpu.backends.wgpu_native._api import ffi, libf
+
+        index, reads, maps = token
+        libf.wgpuDevicePoll(self.device._internal, True, ffi.new("WGPUSubmissionIndex *", index))
+        for (rb, out, n), mapped in zip(reads, maps, strict=True):
+            mapped.sync_wait()
+            data = rb.read_mapped(0, n, copy=False)
+            np.copyto(out.reshape(-1).view(np.uint8), np.frombuffer(data, np.uint8, count=out.nbytes))
+            rb.unmap()
+
+    def reads_done(self, token: Any) -> bool:
+        if token is None:
+            return super().reads_done(token)
+        from wgpu.backends.wgpu_native._api import libf
+
+        libf.wgpuDevicePoll(self.device._internal, False, _NULL())
+        return all(m._state != "pending" for m in token[2])
 
     def copy(self, src: BufferRef, dst: BufferRef) -> None:
         n = min(src.nbytes, dst.nbytes)
@@ -330,4 +385,5 @@ class WebGPUDevice(GpuDevice):
 
     def close(self) -> None:
         self._programs.clear()
+        self._readbacks.clear()
         self.device.destroy()

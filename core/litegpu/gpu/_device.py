@@ -64,9 +64,15 @@ class GpuDevice(ABC):
     def alloc(self, nbytes: int) -> Any:
         """A device buffer of at least ``nbytes`` bytes (contents undefined)."""
 
+    #: True when :meth:`upload` has taken its own copy of ``data`` when it returns, so the caller may
+    #: change the array at once (Vulkan: into mapped staging memory; WebGPU: ``write_buffer``).  The
+    #: asynchronous run path then hands it the caller's buffer memory instead of a copy.
+    upload_copies: bool = False
+
     @abstractmethod
     def upload(self, ref: BufferRef, data: np.ndarray) -> None:
-        """Copy host bytes into ``ref`` (may return before the copy ends; ``data`` stays alive)."""
+        """Copy host bytes into ``ref`` (may return before the copy ends; ``data`` stays alive and
+        unchanged until then, unless :attr:`upload_copies`)."""
 
     @abstractmethod
     def download(self, ref: BufferRef, out: np.ndarray) -> None:

@@ -336,8 +336,11 @@ class GpuPartitionKernel(DelegateKernel):
                                                 for _name, src in op.bindings])
             self._launches.append(ln)
         # recorded launch lists by the inputs that arrive as DeviceValues (the all-host one now)
-        self._recordings: dict[frozenset[int], Any] = {}
+        self._recordings: dict[tuple[frozenset[int], frozenset[int]], Any] = {}
         self._recording = self._recording_for(frozenset())
+        #: per input, the stamp of the host value its device buffer (or upload staging) holds: a
+        #: submit with the same stamp skips the upload (an input buffer not written since)
+        self._stamps: dict[int, Any] = {}
         # binaries now, not at each compile: a device may still be compiling until record() (Vulkan
         # compiles every kernel of the partition side by side and creates the pipelines there)
         used = {r["src"] for r in self.records}  # not the work-group candidates tuning tried and dropped
@@ -374,15 +377,17 @@ class GpuPartitionKernel(DelegateKernel):
         return GpuOp(kernel=kernel, params={"B": n, "H": h, "W": w, "C": c, "S": slices(c)}, inputs=[], outputs=[],
                      options={"host": "f32"}, buffer_storage=storage)
 
-    def _recording_for(self, on_device: frozenset[int]) -> Any:
-        """The recorded launches for an invoke whose inputs ``on_device`` arrive as DeviceValues."""
-        rec = self._recordings.get(on_device)
+    def _recording_for(self, on_device: frozenset[int], copied: frozenset[int] = frozenset()) -> Any:
+        """The recorded launches for an invoke whose inputs ``on_device`` arrive as DeviceValues (no
+        upload, no layout launch) and ``copied`` as device copies into their staging buffers (no upload)."""
+        key = (on_device, copied)
+        rec = self._recordings.get(key)
         if rec is None:
             # the host's side of the boundary: an API that records transfers (Vulkan) copies these
             # from / into its mapped staging memory inside the same submission
-            uploads = [b.ref for b in self._inputs if b.tid not in on_device]
+            uploads = [b.ref for b in self._inputs if b.tid not in on_device and b.tid not in copied]
             downloads = [b.ref for b in self._outputs if b is not None]
-            rec = self._recordings[on_device] = self.device.record(
+            rec = self._recordings[key] = self.device.record(
                 [(ln.bound, ln.kernel, ln.grid) for ln in self._launches if ln.input_tid not in on_device],
                 uploads=uploads, downloads=downloads)
         return rec
@@ -521,28 +526,38 @@ class GpuPartitionKernel(DelegateKernel):
         return out
 
     def invoke(self, inputs: Mapping[int, Any]) -> dict[int, Any]:
-        on_device = self.send(inputs)
-        self.device.replay(self._recording_for(on_device) if on_device else self._recording)
+        self.device.replay(self._recording_for(*self.send(inputs)))
         return self.receive()
 
-    def send(self, inputs: Mapping[int, Any]) -> frozenset[int]:
-        """Queue the inputs' uploads (DeviceValues: device copies); returns the ids of those that
-        arrived as DeviceValues.  Every input is checked, and converted where the host must, before
-        anything is uploaded."""
+    def send(self, inputs: Mapping[int, Any], stamps: Mapping[int, Any] | None = None, borrowed: bool = False
+             ) -> tuple[frozenset[int], frozenset[int]]:
+        """Queue the inputs' uploads (DeviceValues and DeviceTensors: device copies); returns the ids
+        of those that arrived as DeviceValues and of those copied from DeviceTensors (the recording
+        to replay skips their uploads).  Every input is checked, and converted where the host must,
+        before anything is uploaded.  ``stamps``: per input, a token of the host value (any
+        hashable, None for none); an input whose stamp is the one its last upload had is not
+        uploaded again (the device side still holds it).  ``borrowed``: the host arrays are the
+        caller's memory, which may change once this returns (a device whose uploads do not copy
+        at once gets copies)."""
         dev = self.device
-        sends: list[tuple[BufferRef | None, BufferRef, np.ndarray | None]] = []
+        sends: list[tuple[BufferRef | None, BufferRef, np.ndarray | None, int, Any]] = []
         on_device: tuple[int, ...] = ()
+        copied: tuple[int, ...] = ()
         for b in self._inputs:
             v = inputs[b.tid]
             if isinstance(v, DeviceValue):
-                sends.append((v.ref, self._refs[b.tid], None))
+                sends.append((v.ref, self._refs[b.tid], None, b.tid, None))
                 on_device += (b.tid,)
                 continue
             if isinstance(v, DeviceTensor):
                 if v.device is dev and b.mode != "host" and b.quant is None and v.size == b.size:
-                    sends.append((v.ref, b.ref, None))  # already in the host layout: a device copy
+                    sends.append((v.ref, b.ref, None, b.tid, None))  # already in the host layout: a device copy
+                    copied += (b.tid,)
                     continue
                 v = v.to_host()  # another device: through the host
+            stamp = stamps.get(b.tid) if stamps else None
+            if stamp is not None and self._stamps.get(b.tid) == stamp:
+                continue  # unchanged since its last upload: the staging / device buffer holds it
             a = np.asarray(v)
             if a.size != b.size:
                 raise DelegateError(f"input {b.name!r}: an array of shape {a.shape} ({a.size} elements) does not "
@@ -552,14 +567,20 @@ class GpuPartitionKernel(DelegateKernel):
             elif b.quant is not None:
                 a = dequantize_host(a, *b.quant)
             else:
-                a = np.ascontiguousarray(a, np.float32)  # no copy for a C-contiguous float32 array
-            sends.append((None, b.ref, a))
-        for src, dst, a in sends:
+                # no copy for a C-contiguous float32 array, unless the caller lends it and the upload
+                # may read it later
+                a = np.array(a, np.float32) if borrowed and not dev.upload_copies else np.ascontiguousarray(a, np.float32)
+            sends.append((None, b.ref, a, b.tid, stamp))
+        for src, dst, a, tid, stamp in sends:
             if src is None:
                 dev.upload(dst, a)
             else:
                 dev.copy(src, dst)
-        return frozenset(on_device)
+            if stamp is None:
+                self._stamps.pop(tid, None)
+            else:
+                self._stamps[tid] = stamp
+        return frozenset(on_device), frozenset(copied)
 
     def receive(self) -> dict[int, Any]:
         """The outputs after a replay: host outputs read (one wait) as numpy, the rest DeviceValues."""
@@ -574,11 +595,14 @@ class GpuPartitionKernel(DelegateKernel):
     # -- the asynchronous split (DelegateKernel.submit / complete / done): send, replay and queue the reads
     # now, wait for them later.  The caller completes a run before submitting the next one to this kernel
     # (its buffers are reused); several kernels of one device have runs in flight together.
-    def submit(self, inputs: Mapping[int, Any], device_outputs: Mapping[int, Any] | None = None) -> _Pending:
-        on_device = self.send(inputs)
-        self.device.replay(self._recording_for(on_device) if on_device else self._recording)
-        out, reads = self._reads(device_outputs)
-        return _Pending(out, self.device.read_async(reads))
+    def submit(self, inputs: Mapping[int, Any], device_outputs: Mapping[int, Any] | None = None, *,
+               out: Mapping[int, np.ndarray] | None = None, stamps: Mapping[int, Any] | None = None,
+               borrowed: bool = False) -> _Pending:
+        """``out``: host arrays to read float32 host outputs into (the caller's buffers: no array per
+        run); ``stamps``, ``borrowed``: as for :meth:`send`."""
+        self.device.replay(self._recording_for(*self.send(inputs, stamps, borrowed)))
+        outs, reads = self._reads(device_outputs, out)
+        return _Pending(outs, self.device.read_async(reads))
 
     def complete(self, pending: _Pending) -> dict[int, Any]:
         self.device.wait_reads(pending.token)
@@ -587,10 +611,12 @@ class GpuPartitionKernel(DelegateKernel):
     def done(self, pending: _Pending) -> bool:
         return self.device.reads_done(pending.token)
 
-    def _reads(self, keep: Mapping[int, Any] | None = None) -> tuple[dict[int, Any], list[tuple[BufferRef, np.ndarray]]]:
+    def _reads(self, keep: Mapping[int, Any] | None = None, dest: Mapping[int, np.ndarray] | None = None
+               ) -> tuple[dict[int, Any], list[tuple[BufferRef, np.ndarray]]]:
         """The outputs of a replayed run and the reads that fill its host arrays.  Outputs in ``keep``
         (whose boundary holds the dense float32 bytes) stay on the device as :class:`DeviceTensor`:
-        a device copy into ``keep[tid]`` when it is one of this device's and big enough, else a new one."""
+        a device copy into ``keep[tid]`` when it is one of this device's and big enough, else a new one.
+        Dense float32 outputs are read into ``dest[tid]`` when given (float32, C-contiguous, the size)."""
         dev = self.device
         out: dict[int, Any] = {}
         reads: list[tuple[BufferRef, np.ndarray]] = []
@@ -603,9 +629,16 @@ class GpuPartitionKernel(DelegateKernel):
                     dst = DeviceTensor(dev, BufferRef(dev.alloc(b.size * 4), 0, b.size * 4), b.ir_shape)
                 dev.copy(BufferRef(b.ref.buffer, b.ref.offset, b.size * 4), dst.ref)
                 out[tid] = dst
-            else:  # host mode: the PHWC4 buffer kept for it; else a fresh array (the caller owns it)
-                out[tid] = self._host_out[tid] if b.mode == "host" else np.empty(b.ir_shape, np.float32)
-                reads.append((b.ref, out[tid]))
+            else:  # host mode: the PHWC4 buffer kept for it; else the caller's array or a fresh one
+                if b.mode == "host":
+                    a = self._host_out[tid]
+                else:
+                    a = dest.get(tid) if dest else None
+                    if a is None or a.dtype != np.float32 or a.size != b.size or not a.flags.c_contiguous \
+                            or b.quant is not None:
+                        a = np.empty(b.ir_shape, np.float32)
+                out[tid] = a
+                reads.append((b.ref, a))
         return out, reads
 
     def _converted(self, out: dict[int, Any]) -> dict[int, Any]:
