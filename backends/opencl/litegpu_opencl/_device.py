@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import pyopencl as cl
 from litegpu import BackendUnavailableError, ConfigError, DelegateError
-from litegpu.gpu._device import BufferRef, DeviceInfo, GpuDevice
+from litegpu.gpu._device import BufferRef, DeviceInfo, GpuDevice, StartupTimer
 from litegpu.gpu.kernels import RenderedKernel
 
 __all__ = ["CLDevice", "list_devices"]
@@ -56,7 +56,9 @@ class CLDevice(GpuDevice):
     dialect = "opencl"
 
     def __init__(self, device: int | str | None = None, platform: str | None = None):
+        laps = StartupTimer()
         pairs = list_devices()
+        laps.lap("enumerate")
         if platform is not None:
             found = [pd for pd in pairs if platform.lower() in pd[0].name.lower()]
             if not found:
@@ -74,8 +76,10 @@ class CLDevice(GpuDevice):
         plat, dev = pairs[idx]
         self.device = dev
         self.ctx = cl.Context([dev])
+        laps.lap("context")
         # one in-order queue: launches run in enqueue order, no host synchronisation in between
         self.queue = cl.CommandQueue(self.ctx)
+        laps.lap("queue")
         ext = dev.extensions.split()
         self.info = DeviceInfo(
             api="opencl", name=dev.name.strip(), vendor=plat.name.strip(),
@@ -84,6 +88,9 @@ class CLDevice(GpuDevice):
             max_workgroup_dims=tuple(int(x) for x in (list(dev.max_work_item_sizes) + [1, 1, 1])[:3]),
             buffer_alignment=max(int(dev.mem_base_addr_align) // 8, 4), compute_units=int(dev.max_compute_units),
             fp16_storage=True)  # vload_half/vstore_half are core OpenCL: no extension needed
+        laps.lap("queries")
+        #: where the device's creation went, ms by step (bench/init_breakdown.py prints it)
+        self.startup_ms = laps.ms
         self._programs: dict[str, cl.Program] = {}
         # events of non-blocking uploads, until the queue is known to be past them: pyopencl's
         # NannyEvent keeps the host array alive, and dropping one waits for its copy (which would make

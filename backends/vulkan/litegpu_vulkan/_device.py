@@ -18,6 +18,7 @@ is a named variable (or an ``ffi.new`` we own) that lives until the call returns
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -26,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import vulkan as vk
 from litegpu import BackendUnavailableError, DelegateError
-from litegpu.gpu._device import BufferRef, DeviceInfo, GpuDevice
+from litegpu.gpu._device import BufferRef, DeviceInfo, GpuDevice, StartupTimer
 from litegpu.gpu.spirv import compile_spirv, find_glsl_compiler
 
 if TYPE_CHECKING:
@@ -97,16 +98,35 @@ def _candidates(instance: Any) -> list[_Candidate]:
     return found
 
 
+_SHARED: dict[str, Any] = {}  # the process's VkInstance and its candidates (see _shared_instance)
+_SHARED_LOCK = threading.Lock()
+
+
+def _shared_instance() -> tuple[Any, list[_Candidate]]:
+    """The process's one VkInstance and its usable devices, created on first use and kept.
+
+    ``load_delegate`` asks for availability, then the device list, then creates the device: with an
+    instance each, that was three ``vkCreateInstance`` (the driver loaded, enumerated and unloaded
+    each time; hundreds of ms on NVIDIA).  Devices and listings share this one instead; it lives as
+    long as the process (Vulkan allows any number of devices per instance)."""
+    with _SHARED_LOCK:
+        if "instance" not in _SHARED:
+            instance = _create_instance()
+            try:
+                cands = _candidates(instance)
+            except Exception:
+                vk.vkDestroyInstance(instance, None)
+                raise
+            _SHARED["instance"], _SHARED["candidates"] = instance, cands
+        return _SHARED["instance"], _SHARED["candidates"]
+
+
 def list_devices() -> list[str]:
     """Names of the usable devices in selection order (index = ``device`` option).
 
     Raises BackendUnavailableError with the reason when there is no driver or no device.
     """
-    instance = _create_instance()
-    try:
-        cands = _candidates(instance)
-    finally:
-        vk.vkDestroyInstance(instance, None)
+    _instance, cands = _shared_instance()
     if not cands:
         raise BackendUnavailableError("the Vulkan loader found no device with Vulkan 1.1 and a compute queue")
     return [f"{c.name} ({_TYPE_NAME.get(c.kind, 'other')})" for c in cands]
@@ -354,32 +374,34 @@ class VulkanDevice(GpuDevice):
             raise DelegateError(f"memory {memory!r} is not one of {', '.join(MEMORY_MODES)}")
         self._device = None
         self._owned: dict[int, list[tuple[Any, tuple]]] = {}  # destroy calls of live resources
+        laps = StartupTimer()
         self.compiler = find_glsl_compiler(compiler)
         if self.compiler is None:
             raise BackendUnavailableError(
                 f"GLSL compiler {compiler!r} not found" if compiler else
                 "no GLSL -> SPIR-V compiler: install glslc (Debian glslc) or glslangValidator (glslang-tools)")
-        self._instance = _create_instance()
-        cands = _candidates(self._instance)
+        laps.lap("find compiler")
+        self._instance, cands = _shared_instance()  # not ours to destroy: see _shared_instance
+        laps.lap("instance + enumerate")
         if not cands:
-            self._destroy_instance()
             raise BackendUnavailableError("the Vulkan loader found no device with Vulkan 1.1 and a compute queue")
         if isinstance(device, str):
             matches = [c for c in cands if device.lower() in c.name.lower()]
             if not matches:
-                self._destroy_instance()
                 raise BackendUnavailableError(f"no Vulkan device matches {device!r} (found: "
                                               f"{', '.join(c.name for c in cands)})")
             chosen = matches[0]
         else:
             idx = device or 0
             if not 0 <= idx < len(cands):
-                self._destroy_instance()
                 raise BackendUnavailableError(f"Vulkan device index {idx} out of range (found {len(cands)})")
             chosen = cands[idx]
         self._pd = chosen.handle
         self._timeout_ns = int(fence_timeout * 1e9)
         self._create_device(chosen)
+        laps.lap("device")
+        #: where the device's creation went, ms by step (bench/init_breakdown.py prints it)
+        self.startup_ms = laps.ms
         if memory == "auto":
             memory = "device_local" if chosen.kind == 0 else "host_visible"
         self.memory_mode = memory
@@ -431,7 +453,6 @@ class VulkanDevice(GpuDevice):
         try:
             self._device = vk.vkCreateDevice(pd, device_info, None)
         except (vk.VkError, vk.VkException) as e:
-            self._destroy_instance()
             raise BackendUnavailableError(f"vkCreateDevice on {chosen.name} failed: {type(e).__name__}") from e
         del want16, want_f16, priorities, queue_info, queue_infos, ext_c, ext_arr, device_info
         self._queue = vk.vkGetDeviceQueue(self._device, chosen.queue_family, 0)
@@ -987,12 +1008,6 @@ class VulkanDevice(GpuDevice):
             vk.vkDestroyCommandPool(self._device, self._pool, None)
             vk.vkDestroyDevice(self._device, None)
             self._device = None
-            self._destroy_instance()
-
-    def _destroy_instance(self) -> None:
-        if getattr(self, "_instance", None) is not None:
-            vk.vkDestroyInstance(self._instance, None)
-            self._instance = None
 
     def __del__(self) -> None:
         try:
