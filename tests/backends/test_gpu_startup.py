@@ -41,28 +41,39 @@ def test_cold_prepare_builds_each_program_once_and_weights_in_one_transfer(backe
     assert d.tuning == "none"  # the default: no search on a cold start
     dev = d.device
     compiled: list[tuple[str, str]] = []
+    groups: list[list[str]] = []
     uploads: list[int] = []
-    compile0, upload0 = dev.compile, dev.upload
+    compile0, group0, upload0 = dev.compile, dev.compile_group, dev.upload
 
     def compile_spy(rk):
         compiled.append((rk.source, threading.current_thread().name))
         return compile0(rk)
+
+    def group_spy(rks):
+        groups.append([rk.source for rk in rks])
+        return group0(rks)
 
     def upload_spy(ref, data):
         uploads.append(id(ref.buffer))
         return upload0(ref, data)
 
     monkeypatch.setattr(dev, "compile", compile_spy)
+    monkeypatch.setattr(dev, "compile_group", group_spy)
     monkeypatch.setattr(dev, "upload", upload_spy)
     model = _model()
     it = litegpu.Interpreter(model_content=model, experimental_delegates=[d])
     it.allocate_tensors()
     (k,) = [s.kernel for s in it._main.plan.steps if s.kind == "delegate"]
     assert d.tuner.timed == 0
-    sources = [src for src, _ in compiled]
-    assert len(sources) == len(set(sources)) >= 2  # each program built once
-    if dev.compile_threads > 1:
-        assert all(name.startswith("litegpu-compile") for _, name in compiled)
+    if backend == "opencl":  # one OpenCL program holds every kernel of the partition: one build
+        assert not compiled and len(groups) == 1 and len(groups[0]) == len(set(groups[0])) >= 2
+        assert k.programs_compiled == 1
+    else:
+        assert not groups
+        sources = [src for src, _ in compiled]
+        assert len(sources) == len(set(sources)) == k.programs_compiled >= 2  # each program built once
+        if dev.compile_threads > 1:
+            assert all(name.startswith("litegpu-compile") for _, name in compiled)
     # the four weight/bias tensors: sub-ranges of one buffer, uploaded by one transfer
     assert len(k._const_bufs) == 4
     assert len({id(r.buffer) for r in k._const_bufs}) == 1
@@ -114,7 +125,7 @@ def test_warm_start_renders_compiles_and_tunes_nothing(backend, tmp_path, monkey
     assert warm.cache_hit and warm.renders == 0 and d.tuner.timed == 0
     if backend == "webgpu":
         assert warm.programs_compiled == cold.programs_compiled and warm.programs_from_cache == 0
-    else:
+    else:  # opencl: the partition's one program, from its one binary; vulkan: SPIR-V per kernel
         assert warm.programs_compiled == 0
         assert warm.programs_from_cache == len(warm.binaries) == cold.programs_compiled
     described = warm.describe()

@@ -131,6 +131,20 @@ class GpuDevice(ABC):
     def compile(self, kernel: RenderedKernel) -> Any:
         """A program object ready to launch ``kernel`` (compiled once, reused)."""
 
+    def compile_group(self, kernels: Sequence[RenderedKernel]) -> list[Any] | None:
+        """One program holding all of ``kernels`` (the executor asks once per partition), as one
+        launchable handle per kernel, in order: every handle is a program for :meth:`bind` and
+        :meth:`program_binary` (which gives the group's one binary).  One build instead of one per
+        kernel pays a driver's fixed cost per program once (OpenCL: one ``clBuildProgram``; warm,
+        one binary to load).  None where the API has no such thing (the default) or the combined
+        build failed: the executor then builds the kernels one by one, which names a failing one."""
+        return None
+
+    def group_from_binary(self, kernels: Sequence[RenderedKernel], binary: bytes) -> list[Any] | None:
+        """:meth:`compile_group`'s handles rebuilt from the group's :meth:`program_binary`; None if
+        rejected."""
+        return None
+
     def prepare_bindings(  # noqa: B027 - optional hook
             self, program: Any, kernel: RenderedKernel, buffer_sets: Sequence[Sequence[BufferRef | None]]) -> None:
         """Build ahead what :meth:`bind` will need beyond ``program`` for each of ``buffer_sets`` (the

@@ -185,6 +185,9 @@ def _kernel_from_record(r: Mapping[str, Any], sources: Mapping[str, str]) -> tup
     return rk, tuple(r["grid"])
 
 
+#: the cache name of a program group's binary starts with this (then the hash of its members' hashes)
+_GROUP = "group-"
+
 _RENDERED: dict[str, RenderedKernel] = {}
 _RENDERED_MAX = 4096  # sources are a few KiB: a bound well above a model's kernels, far below memory
 
@@ -310,6 +313,8 @@ class GpuPartitionKernel(DelegateKernel):
         self._count_lock = threading.Lock()
         self.cache_hit = False
         self._programs: dict[str, Any] = {}  # by source hash
+        #: the partition's program group (see _build_group): its cache key and member source hashes
+        self._group: tuple[str, set[str]] = ("", set())
         # each launch's buffers in binding order; None for a constant (its buffer comes after the builds)
         refs: list[list[BufferRef | None]] = []
         for i, op in enumerate(ops):
@@ -337,8 +342,15 @@ class GpuPartitionKernel(DelegateKernel):
         # binaries now, not at each compile: a device may still be compiling until record() (Vulkan
         # compiles every kernel of the partition side by side and creates the pipelines there)
         used = {r["src"] for r in self.records}  # not the work-group candidates tuning tried and dropped
+        gkey, members = self._group
         for key, program in self._programs.items():
             if key not in used:
+                continue
+            if key in members:  # one binary for the whole group, read once
+                if gkey not in self.binaries:
+                    binary = self.device.program_binary(program)
+                    if binary:
+                        self.binaries[gkey] = binary
                 continue
             binary = self.device.program_binary(program)
             if binary:
@@ -403,7 +415,8 @@ class GpuPartitionKernel(DelegateKernel):
         thread also hands the device every buffer set its program will be bound to
         (:meth:`GpuDevice.prepare_bindings`), so binding-dependent variants build in parallel too."""
         threads = int(getattr(self.device, "compile_threads", 1) or 1)
-        if threads <= 1:
+        groups = type(self.device).compile_group is not GpuDevice.compile_group
+        if threads <= 1 and not groups:
             return
         kernels: dict[str, RenderedKernel] = {}
         uses: dict[str, list[Sequence[BufferRef | None]]] = {}
@@ -426,8 +439,12 @@ class GpuPartitionKernel(DelegateKernel):
                 key = _src_key(rk.source)
                 kernels.setdefault(key, rk)
                 uses.setdefault(key, []).append(bufs)
+        if groups and self._build_group({k: rk for k, rk in kernels.items() if k not in self._programs}):
+            for key, rk in kernels.items():
+                self.device.prepare_bindings(self._programs[key], rk, uses[key])
+            return
         todo = [(rk, uses[key]) for key, rk in kernels.items() if key not in self._programs]
-        if len(todo) < 2:
+        if len(todo) < 2 or threads <= 1:
             return
         from concurrent.futures import ThreadPoolExecutor
 
@@ -438,6 +455,29 @@ class GpuPartitionKernel(DelegateKernel):
         with ThreadPoolExecutor(min(threads, len(todo)), thread_name_prefix="litegpu-compile") as pool:
             for _ in pool.map(build, todo):  # re-raises a build error here
                 pass
+
+    def _build_group(self, kernels: Mapping[str, RenderedKernel]) -> bool:
+        """Every program of ``kernels`` (by source hash) as one device program
+        (:meth:`GpuDevice.compile_group`: one OpenCL program holding every kernel), from its cached
+        binary when there is one; False where the device builds programs one by one."""
+        if len(kernels) < 2:
+            return False
+        keys = sorted(kernels)
+        rks = [kernels[k] for k in keys]
+        gkey = _GROUP + _src_key("\n".join(keys))  # the group's binary is cached under this name
+        handles = None
+        if gkey in self._binaries_in:
+            handles = self.device.group_from_binary(rks, self._binaries_in[gkey])
+            if handles is not None:
+                self.programs_from_cache += 1
+        if handles is None:
+            handles = self.device.compile_group(rks)
+            if handles is None:  # the device declined (or the combined build failed: built one by one,
+                return False     # so a failing kernel is named)
+            self.programs_compiled += 1
+        self._programs.update(zip(keys, handles, strict=True))
+        self._group = (gkey, set(keys))
+        return True
 
     def _render(self, kernel: str, precision: str, **kwargs: Any) -> RenderedKernel:
         self.renders += 1  # main thread only
@@ -522,9 +562,9 @@ class GpuPartitionKernel(DelegateKernel):
 
     def cache_sections(self) -> dict[str, bytes]:
         """Everything a warm start needs besides the plan: kernel records, sources, binaries."""
-        used = {r["src"] for r in self.records}
+        used = {r["src"] for r in self.records} | {self._group[0]}
         out = {"kernels": json.dumps(self.records, separators=(",", ":")).encode()}
-        out.update({f"src/{k}": self._sources[k].encode() for k in used})
+        out.update({f"src/{k}": self._sources[k].encode() for k in used if k in self._sources})
         out.update({f"bin/{k}": v for k, v in self.binaries.items() if k in used})
         blob = self.device.cache_blob()
         if blob:
