@@ -10,7 +10,6 @@ import litegpu
 import numpy as np
 import pytest
 from _litegpu_backends import load_backend_delegate
-from litegpu.gpu import _runtime
 from litegpu.testing import ModelBuilder, assert_allclose_rel, run_litert
 
 
@@ -87,21 +86,15 @@ def test_cold_prepare_builds_each_program_once_and_weights_in_one_transfer(backe
     assert_allclose_rel(it.get_tensor(it.get_output_details()[0]["index"]), want, 1e-4)
 
 
-def test_renderings_are_shared_within_a_process(monkeypatch):
-    calls: list[str] = []
-    real = _runtime.render
+def test_renderings_are_shared_within_a_process():
+    from litegpu.gpu import kernels
 
-    def spy(kernel, *a, **kw):
-        calls.append(kernel)
-        return real(kernel, *a, **kw)
-
-    monkeypatch.setattr(_runtime, "render", spy)
-    monkeypatch.setattr(_runtime, "_RENDERED", {})
-    first = _runtime._render("conv2d", "opencl", "fp32", half_math=True, buffer_storage={})
-    again = _runtime._render("conv2d", "opencl", "fp32", half_math=True, buffer_storage={})
-    other = _runtime._render("conv2d", "opencl", "fp16", half_math=True, buffer_storage={})
+    first = kernels.render("conv2d", "opencl", "fp32", half_math=True, buffer_storage={})
+    hits = kernels._render.cache_info().hits
+    again = kernels.render("conv2d", "opencl", "fp32", half_math=True, buffer_storage={})
+    other = kernels.render("conv2d", "opencl", "fp16", half_math=True, buffer_storage={})
     assert first is again and other.source != first.source
-    assert calls == ["conv2d", "conv2d"]
+    assert kernels._render.cache_info().hits == hits + 1
 
 
 def _prepared(backend: str, cache_dir, model: bytes):
@@ -113,11 +106,10 @@ def _prepared(backend: str, cache_dir, model: bytes):
 
 
 @pytest.mark.parametrize("backend", ["opencl", "vulkan", "webgpu"])
-def test_warm_start_renders_compiles_and_tunes_nothing(backend, tmp_path, monkeypatch):
+def test_warm_start_renders_compiles_and_tunes_nothing(backend, tmp_path):
     """Issue 13: a warm prepare takes every program from the cache (counted by the partition, not
     timed).  WebGPU has no program binary (wgpu-py exposes no pipeline cache): it builds its
     pipelines from the cached WGSL again, and renders nothing."""
-    monkeypatch.setattr(_runtime, "_RENDERED", {})  # a cold start in this process renders for real
     model = _model()
     _, _, cold = _prepared(backend, tmp_path, model)
     assert not cold.cache_hit and cold.renders > 0 and cold.programs_compiled > 0

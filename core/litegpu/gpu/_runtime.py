@@ -188,24 +188,6 @@ def _kernel_from_record(r: Mapping[str, Any], sources: Mapping[str, str]) -> tup
 #: the cache name of a program group's binary starts with this (then the hash of its members' hashes)
 _GROUP = "group-"
 
-_RENDERED: dict[str, RenderedKernel] = {}
-_RENDERED_MAX = 4096  # sources are a few KiB: a bound well above a model's kernels, far below memory
-
-
-def _render(kernel: str, dialect: str, precision: str, **kwargs: Any) -> RenderedKernel:
-    """:func:`render`, once per distinct request in this process: launches of one kernel with the same
-    options (and every partition and delegate of the process, e.g. autoselect's candidates and the
-    load after it) share one rendering."""
-    key = repr((kernel, dialect, precision, sorted(kwargs.items())))
-    rk = _RENDERED.get(key)
-    if rk is None:
-        rk = render(kernel, dialect, precision, **kwargs)
-        if len(_RENDERED) >= _RENDERED_MAX:
-            _RENDERED.clear()
-        _RENDERED[key] = rk
-    return rk
-
-
 def _src_key(source: str) -> str:
     return hashlib.sha256(source.encode()).hexdigest()[:32]
 
@@ -480,8 +462,10 @@ class GpuPartitionKernel(DelegateKernel):
         return True
 
     def _render(self, kernel: str, precision: str, **kwargs: Any) -> RenderedKernel:
+        """:func:`render` (memoised there: launches of one kernel with the same options, every partition
+        and delegate of the process share one rendering), counted."""
         self.renders += 1  # main thread only
-        return _render(kernel, self.device.dialect, precision, **kwargs)
+        return render(kernel, self.device.dialect, precision, **kwargs)
 
     def _upload_constants(self, ops: Sequence[GpuOp], align: int) -> list[BufferRef]:
         """The constant (weight) buffers of ``ops``, in binding order, sub-ranges of one device buffer
