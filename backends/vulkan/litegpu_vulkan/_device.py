@@ -693,10 +693,35 @@ class VulkanDevice(GpuDevice):
         todo = [p for p in {id(p): p for p in programs}.values() if p.pipeline is None]
         if not todo:
             return
-        d = self._open()
+        self._open()
         for p in todo:  # waits for the SPIR-V compiles (all running already)
             if p.module is None:
                 p._create_module()
+        n = len(todo)
+        # several calls side by side on the glslc pool's threads (cffi drops the GIL; the pipeline
+        # cache is internally synchronised): drivers that compile each pipeline of one call in turn
+        # (lavapipe's LLVM) then use every core
+        chunks = min(n, min(16, os.cpu_count() or 1))
+        parts = [todo[i::chunks] for i in range(chunks)]
+        if chunks > 1:
+            if self._pool_exec is None:
+                self._pool_exec = ThreadPoolExecutor(max_workers=min(16, os.cpu_count() or 1),
+                                                     thread_name_prefix="litegpu-glslc")
+            results = list(self._pool_exec.map(self._create_pipeline_batch, parts))
+        else:
+            results = [self._create_pipeline_batch(todo)]
+        bad = [p.name for part, res in zip(parts, results, strict=True) if res != vk.VK_SUCCESS for p in part
+               if p.pipeline is None]
+        if any(res != vk.VK_SUCCESS for res in results):
+            codes = sorted({res for res in results if res != vk.VK_SUCCESS})
+            raise DelegateError(f"vkCreateComputePipelines failed ({', '.join(map(str, codes))}) for kernels "
+                                f"{', '.join(bad) or '?'}")
+        self.pipelines_created += n
+        self.pipeline_batches += 1
+
+    def _create_pipeline_batch(self, todo: Sequence[_Program]) -> int:
+        """One vkCreateComputePipelines call for ``todo`` (modules created); returns its VkResult."""
+        d = self._open()
         n = len(todo)
         # keep-alive: the entry-point strings and the info array are ours (module docstring)
         entries = [ffi.new("char[]", p.entry.encode()) for p in todo]
@@ -715,12 +740,8 @@ class VulkanDevice(GpuDevice):
             if out[i] != ffi.NULL:
                 p.pipeline = out[i]
                 p._on_release(vk.vkDestroyPipeline, d, p.pipeline, None)
-        if res != vk.VK_SUCCESS:
-            bad = [p.name for p in todo if p.pipeline is None]
-            raise DelegateError(f"vkCreateComputePipelines failed ({res}) for kernels {', '.join(bad) or '?'}")
-        self.pipelines_created += n
-        self.pipeline_batches += 1
         del entries, infos
+        return int(res)
 
     _MAGIC = b"LGVK2\0"
 
