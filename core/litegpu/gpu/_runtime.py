@@ -447,6 +447,8 @@ class GpuPartitionKernel(DelegateKernel):
         keys = sorted(kernels)
         rks = [kernels[k] for k in keys]
         gkey = _GROUP + _src_key("\n".join(keys))  # the group's binary is cached under this name
+        if self._records_in is not None and gkey not in self._binaries_in:
+            return False  # a warm start of an entry stored one binary per program (a tuned cold start)
         handles = None
         if gkey in self._binaries_in:
             handles = self.device.group_from_binary(rks, self._binaries_in[gkey])
