@@ -68,7 +68,8 @@ def process_started() -> float:
 
 
 def run(args: argparse.Namespace) -> int:
-    started = process_started()
+    # a whole command counts from its process's start; main([...]) called from Python, from its call
+    started = process_started() if getattr(args, "process_is_command", False) else time.perf_counter()
     model = load_model(args.model)
     config = load_config_or_none(args.config)
     with make_progress(args, "autoselect") as bar:
