@@ -9,7 +9,9 @@ process, so that nothing compiled stays in memory between runs (the driver conte
 the timed span: it is part of every start):
 
 * cold: ``D`` is a fresh, empty directory for every run (the delegate compiles and stores its entries);
-* warm: ``D`` was filled by one untimed run first (the delegate loads its entries).
+* warm: ``D`` was filled by one untimed run first (the delegate loads its entries), drivers' caches off;
+* warm, driver caches on: the same ``D``, with the drivers' own caches on in a private directory that
+  the same untimed run filled (what a user's second start sees: both caches warm, nothing else).
 
 In the same run, LiteRT's GPU accelerator: a fresh process imports ``ai_edge_litert``, creates the
 ``CompiledModel`` with ``HardwareAccelerator.GPU``, its buffers, and runs once ("whole cold start";
@@ -18,8 +20,10 @@ In the same run, LiteRT's GPU accelerator: a fresh process imports ``ai_edge_lit
 Each number is the median over ``--runs`` processes; the import of litegpu is timed apart and not included.
 "CPU" is the child's process CPU time over the same span (all threads): on a busy shared machine it
 moves much less than wall time.
-The drivers' own caches (NVIDIA's ComputeCache, PoCL's kernel cache, Mesa's shader cache) would make a
-"cold" run partly warm, so they are switched off in the child processes unless ``--keep-driver-caches``.
+The drivers' own caches (NVIDIA's ComputeCache and shader disk cache, PoCL's kernel cache, Mesa's shader
+cache) would make a "cold" run partly warm, so they are switched off in the child processes
+(``CUDA_CACHE_DISABLE=1 __GL_SHADER_DISK_CACHE=0 POCL_KERNEL_CACHE=0 MESA_SHADER_CACHE_DISABLE=true``)
+except in the "driver caches on" column, unless ``--keep-driver-caches`` (the user's caches everywhere).
 Prints a Markdown table (for docs/performance.md) with the machine and date.
 """
 
@@ -75,18 +79,34 @@ print(json.dumps({"import_s": t1 - t0, "prepare_s": t2 - t1, "whole_s": t2 - t0,
 """
 
 _NO_DRIVER_CACHES = {
-    "CUDA_CACHE_DISABLE": "1",  # NVIDIA OpenCL/CUDA ComputeCache
+    "CUDA_CACHE_DISABLE": "1",  # NVIDIA ComputeCache (OpenCL/CUDA PTX -> SASS)
+    "__GL_SHADER_DISK_CACHE": "0",  # NVIDIA's shader disk cache (Vulkan pipelines, GL)
     "POCL_KERNEL_CACHE": "0",  # PoCL
-    "MESA_SHADER_CACHE_DISABLE": "true",  # Mesa (Vulkan/OpenGL drivers)
+    "MESA_SHADER_CACHE_DISABLE": "true",  # Mesa (Vulkan/OpenGL drivers: lavapipe)
     "MESA_GLSL_CACHE_DISABLE": "true",  # older Mesa spelling
 }
 
 
-def _child_env(keep_driver_caches: bool) -> dict[str, str]:
+def _driver_caches_in(root: Path) -> dict[str, str]:
+    """The drivers' caches switched on but kept in ``root`` (a fresh directory the bench owns), so a
+    "warm, driver caches on" run sees only what this bench's own fill run left there."""
+    return {"CUDA_CACHE_DISABLE": "0", "CUDA_CACHE_PATH": str(root / "cuda"),
+            "__GL_SHADER_DISK_CACHE": "1", "__GL_SHADER_DISK_CACHE_PATH": str(root / "nv-gl"),
+            "__GL_SHADER_DISK_CACHE_SKIP_CLEANUP": "1",
+            "POCL_KERNEL_CACHE": "1", "POCL_CACHE_DIR": str(root / "pocl"),
+            "MESA_SHADER_CACHE_DISABLE": "false", "MESA_GLSL_CACHE_DISABLE": "false",
+            "MESA_SHADER_CACHE_DIR": str(root / "mesa")}
+
+
+def _child_env(keep_driver_caches: bool, driver_cache_dir: Path | None = None) -> dict[str, str]:
+    """The children's environment: the drivers' caches off (cold and plain warm runs), in
+    ``driver_cache_dir`` (warm runs with the drivers' caches, see :func:`_driver_caches_in`) or, with
+    ``keep_driver_caches``, as the user has them."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT / "core"), env.get("PYTHONPATH", "")) if p)
-    if not keep_driver_caches:
-        env.update(_NO_DRIVER_CACHES)
+    if keep_driver_caches:
+        return env
+    env.update(_NO_DRIVER_CACHES if driver_cache_dir is None else _driver_caches_in(driver_cache_dir))
     return env
 
 
@@ -120,7 +140,7 @@ def _cache_size(cache_dir: Path) -> tuple[int, int]:
     return info["entries"], info["bytes"]
 
 
-def measure(model: Path, backend: str, runs: int, env: dict[str, str]) -> dict:
+def measure(model: Path, backend: str, runs: int, env: dict[str, str], keep_driver_caches: bool = False) -> dict:
     with tempfile.TemporaryDirectory(prefix="litegpu-bench-init-") as tmp:
         root = Path(tmp)
         cold = []
@@ -128,11 +148,15 @@ def measure(model: Path, backend: str, runs: int, env: dict[str, str]) -> dict:
             d = root / f"cold{i}"  # a fresh, empty cache directory every run
             cold.append(_one(model, backend, d, env))
         warm_dir = root / "warm"
-        _one(model, backend, warm_dir, env)  # fill the cache (untimed)
+        # fill our cache and (in a private directory) the drivers' caches: one untimed run
+        env_drv = env if keep_driver_caches else _child_env(False, root / "driver-caches")
+        _one(model, backend, warm_dir, env_drv)
         entries, nbytes = _cache_size(warm_dir)
         warm = [_one(model, backend, warm_dir, env) for _ in range(runs)]
+        warm_drv = warm if keep_driver_caches else [_one(model, backend, warm_dir, env_drv) for _ in range(runs)]
     return {"cold_ms": statistics.median(c[0] for c in cold) * 1e3,
             "warm_ms": statistics.median(w[0] for w in warm) * 1e3,
+            "warm_driver_caches_ms": statistics.median(w[0] for w in warm_drv) * 1e3,
             "cold_cpu_ms": statistics.median(c[1] for c in cold) * 1e3,
             "warm_cpu_ms": statistics.median(w[1] for w in warm) * 1e3,
             "entries": entries, "cache_bytes": nbytes}
@@ -166,7 +190,7 @@ def main() -> int:
                 row["litert_error"] = str(e)
         for backend in backends:
             try:
-                row[backend] = measure(path, backend, args.runs, env)
+                row[backend] = measure(path, backend, args.runs, env, args.keep_driver_caches)
             except (RuntimeError, subprocess.TimeoutExpired) as e:
                 row[backend] = {"error": str(e)}
         rows.append(row)
@@ -177,7 +201,8 @@ def main() -> int:
     litert = not args.no_litert
     head = ["model"] + (["LiteRT GPU whole cold start (ms)", "LiteRT without import (ms)"] if litert else [])
     for b in backends:
-        head += [f"{b} cold (ms)", f"{b} warm (ms)", f"{b} warm/cold", f"{b} cold CPU (ms)", f"{b} warm CPU (ms)"]
+        head += [f"{b} cold (ms)", f"{b} warm (ms)", f"{b} warm/cold", f"{b} warm, driver caches on (ms)",
+                 f"{b} cold CPU (ms)", f"{b} warm CPU (ms)"]
         if litert:
             head += [f"{b} cold / LiteRT"]
     print("| " + " | ".join(head) + " |")
@@ -193,10 +218,10 @@ def main() -> int:
         for b in backends:
             m = r[b]
             if "error" in m:
-                cells += [f"failed: {m['error']}"] + [""] * (5 if litert else 4)
+                cells += [f"failed: {m['error']}"] + [""] * (6 if litert else 5)
                 continue
             cells += [f"{m['cold_ms']:.0f}", f"{m['warm_ms']:.0f}", f"{100 * m['warm_ms'] / m['cold_ms']:.1f}%",
-                      f"{m['cold_cpu_ms']:.0f}", f"{m['warm_cpu_ms']:.0f}"]
+                      f"{m['warm_driver_caches_ms']:.0f}", f"{m['cold_cpu_ms']:.0f}", f"{m['warm_cpu_ms']:.0f}"]
             if litert:
                 cells.append(f"{m['cold_ms'] / r['litert_whole_ms']:.2f}x" if "litert_whole_ms" in r else "-")
         print("| " + " | ".join(cells) + " |")

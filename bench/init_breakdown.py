@@ -22,6 +22,16 @@ counts only for itself):
 * ``rest``: everything else in ``Interpreter(...) + allocate_tensors()`` (reading and partitioning the
   model, constant folding, the CPU side of the plan).
 
+The ``programs compiled``, ``programs from binaries`` and ``renders`` columns are the partitions' own
+counters (``GpuPartitionKernel.programs_compiled`` etc.), not calls of the timed functions: a warm start
+must show 0 compiled and 0 renders.  A second table splits the ``driver`` step: the API binding's
+import, the backend's availability check and device list (where the first driver enumeration happens),
+the rest of ``load_delegate`` (options, configuration) and the device's creation by its own
+steps (``GpuDevice.startup_ms``: enumeration, context or device, queue, queries).
+
+Each cell is run cold (fresh cache directory, drivers' caches off), warm (drivers' caches off) and
+warm with the drivers' caches on in a private directory that one untimed run filled first.
+
 ``prepare`` is wall time (driver included); ``CPU time`` is the process's CPU time over
 ``Interpreter(...) + allocate_tensors()`` (every thread, the driver step excluded), which a busy shared
 machine disturbs much less than wall time.
@@ -50,7 +60,7 @@ STEPS = ("driver", "cache read", "passes", "render", "compile", "binary", "tunin
 
 # The child: argv = model, backend, cache dir, tuning.  Prints one JSON line: {step: ms, "calls": {...}}.
 _CHILD = r"""
-import json, sys, threading, time
+import importlib, json, sys, threading, time
 import litegpu
 from litegpu.gpu import _runtime
 from litegpu.gpu._tuning import WorkgroupTuner
@@ -88,9 +98,28 @@ def wrap(owner, attr, step):
 opts = {"cache": {"dir": cache_dir}}
 if tuning:
     opts["tuning"] = tuning
+# the driver step's parts: the API binding's import, load_delegate's own work (options, the
+# availability probe and device listing), and the device's creation as the device times it
+driver_parts = {}
 t0 = time.perf_counter()
+mod = {"opencl": "litegpu_opencl._device", "vulkan": "litegpu_vulkan._device",
+       "webgpu": "litegpu_webgpu._device"}.get(backend)
+if mod:
+    importlib.import_module(mod)
+driver_parts["import"] = (time.perf_counter() - t0) * 1e3
+t1 = time.perf_counter()
+from litegpu._plugins import backend_registry
+reg = backend_registry()
+entry = reg.get(backend)
+if entry is not None:
+    reg.info(entry)  # what load_delegate does first: the availability check and the device list
+t2 = time.perf_counter()
+driver_parts["availability"] = (t2 - t1) * 1e3
 d = litegpu.load_delegate(backend, opts)
 spent["driver"] = time.perf_counter() - t0
+created = dict(getattr(d.device, "startup_ms", {}) or {})
+driver_parts["options"] = (time.perf_counter() - t2) * 1e3 - sum(created.values())
+driver_parts.update(created)
 dev = type(d.device)
 for attr, step in (("compile", "compile"), ("program_from_binary", "binary"), ("program_binary", "binary"),
                    ("upload", "upload"), ("alloc", "upload"), ("bind", "bind"), ("record", "bind")):
@@ -116,6 +145,12 @@ out = {k: v * 1e3 for k, v in spent.items()}
 out["prepare"] = (total + spent["driver"]) * 1e3
 out["prepare cpu"] = cpu * 1e3  # all threads of the process, without the driver step: steadier on a busy host
 out["calls"] = calls
+out["driver parts"] = driver_parts
+kernels = [s.kernel for s in it._main.plan.steps if s.kind == "delegate"]
+out["counts"] = {k: sum(int(getattr(kn, k, 0)) for kn in kernels)
+                 for k in ("programs_compiled", "programs_from_cache", "renders")}
+out["counts"]["cache_hits"] = sum(bool(getattr(kn, "cache_hit", False)) for kn in kernels)
+out["counts"]["partitions"] = len(kernels)
 print(json.dumps(out))
 """
 
@@ -130,27 +165,53 @@ def _child(model: Path, backend: str, cache_dir: Path, tuning: str, env: dict[st
 
 
 def _median(rows: list[dict]) -> dict:
-    keys = {k for r in rows for k in r if k != "calls"}
+    nested = ("calls", "counts", "driver parts")
+    keys = {k for r in rows for k in r if k not in nested}
     out: dict = {k: statistics.median(r.get(k, 0.0) for r in rows) for k in keys}
-    out["calls"] = rows[-1].get("calls", {})
+    for k in nested[:2]:
+        out[k] = rows[-1].get(k, {})
+    parts = list(dict.fromkeys(p for r in rows for p in r.get("driver parts", {})))
+    out["driver parts"] = {p: statistics.median(r.get("driver parts", {}).get(p, 0.0) for r in rows) for p in parts}
     return out
 
 
-def measure(model: Path, backend: str, runs: int, tuning: str, env: dict[str, str]) -> dict:
-    cold, warm = [], []
+def measure(model: Path, backend: str, runs: int, tuning: str, env: dict[str, str],
+            keep_driver_caches: bool = False) -> dict:
+    cold, warm, warm_drv = [], [], []
     with tempfile.TemporaryDirectory(prefix="litegpu-bench-breakdown-") as tmp:
         for i in range(runs):
             d = Path(tmp) / f"c{i}"
             cold.append(_child(model, backend, d, tuning, env))
             warm.append(_child(model, backend, d, tuning, env))
-    return {"cold": _median(cold), "warm": _median(warm)}
+            if not keep_driver_caches:  # the drivers' caches on in a private directory: filled, then timed
+                env_drv = _child_env(False, Path(tmp) / f"driver-caches{i}")
+                _child(model, backend, d, tuning, env_drv)
+                warm_drv.append(_child(model, backend, d, tuning, env_drv))
+    out = {"cold": _median(cold), "warm": _median(warm)}
+    if warm_drv:
+        out["warm, driver caches on"] = _median(warm_drv)
+    return out
 
 
 def _row(name: str, kind: str, r: dict) -> str:
-    calls = r.get("calls", {})
+    counts = r.get("counts", {})
     cells = [f"{r.get(s, 0.0):.0f}" for s in STEPS]
     return (f"| {name} | {kind} | {r['prepare']:.0f} | {r.get('prepare cpu', 0.0):.0f} | " + " | ".join(cells)
-            + f" | {calls.get('compile', 0)} | {calls.get('binary', 0)} |")
+            + f" | {counts.get('programs_compiled', '?')} | {counts.get('programs_from_cache', '?')}"
+            + f" | {counts.get('renders', '?')} |")
+
+
+def _driver_table(backend: str, rows: list[tuple[str, str, dict]]) -> None:
+    parts = list(dict.fromkeys(p for _n, _k, r in rows for p in r.get("driver parts", {})))
+    print(f"\n{backend}, the driver step's parts (ms): `import` the API binding's import, `availability` the "
+          "backend's availability check and device list (the first driver enumeration is here), `options` the rest "
+          "of load_delegate, then the device's creation as the device times it:\n")
+    print("| model | start | driver | " + " | ".join(parts) + " |")
+    print("|---|---|" + "---:|" * (len(parts) + 1))
+    for name, kind, r in rows:
+        dp = r.get("driver parts", {})
+        print(f"| {name} | {kind} | {r.get('driver', 0.0):.0f} | " + " | ".join(f"{dp.get(p, 0.0):.0f}" for p in parts)
+              + " |")
 
 
 def main() -> int:
@@ -171,18 +232,23 @@ def main() -> int:
           f"{'on' if args.keep_driver_caches else 'off'}; tuning {args.tuning or 'default'}; milliseconds\n")
     for backend in backends:
         print(f"\n{backend}:\n")
-        print("| model | start | prepare | CPU time | " + " | ".join(STEPS) + " | compiles | binaries |")
-        print("|---|---|" + "---:|" * (len(STEPS) + 4))
+        print("| model | start | prepare | CPU time | " + " | ".join(STEPS)
+              + " | programs compiled | programs from binaries | renders |")
+        print("|---|---|" + "---:|" * (len(STEPS) + 5))
+        done: list[tuple[str, str, dict]] = []
         for name, path in models.items():
             try:
-                m = measure(path, backend, args.runs, args.tuning, env)
+                m = measure(path, backend, args.runs, args.tuning, env, args.keep_driver_caches)
             except (RuntimeError, subprocess.TimeoutExpired) as e:
                 print(f"| {name} | failed: {e} |", flush=True)
                 result["rows"].append({"backend": backend, "model": name, "error": str(e)})
                 continue
             result["rows"].append({"backend": backend, "model": name, **m})
-            for kind in ("cold", "warm"):
-                print(_row(name, kind, m[kind]), flush=True)
+            for kind, r in m.items():
+                print(_row(name, kind, r), flush=True)
+                done.append((name, kind, r))
+        if done:
+            _driver_table(backend, done)
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=1))
     return 0

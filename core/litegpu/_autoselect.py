@@ -648,6 +648,7 @@ def autoselect(
     seed: int = 0,
     num_inputs: int = 2,
     progress: Callable[[str], None] | None = None,
+    started: float | None = None,
 ) -> Decision:
     """Choose the backend and precision for ``model`` (path or bytes) on this machine by measuring.
 
@@ -664,11 +665,15 @@ def autoselect(
     share.  A candidate past its deadline is abandoned (status ``over_budget``), as are those
     never started, and the decision is then provisional (``final`` False): chosen among the
     measured ones, stored, and measured again by the next call.
+
+    ``started`` (a ``time.perf_counter()`` value) is when the budget began, if earlier than the call:
+    ``litegpu autoselect`` passes its process's start, so Python's start-up and the imports count
+    against ``--budget`` too and the whole command ends within it.
     """
     from ._profile import random_inputs
     from ._reader import read_model
 
-    start = time.perf_counter()
+    start = time.perf_counter() if started is None else min(started, time.perf_counter())
     config = _load_config(config)
     settings = AutoselectSettings.from_config(config, policy=policy, time_budget_s=time_budget_s,
                                               tolerance=tolerance, precisions=precisions)

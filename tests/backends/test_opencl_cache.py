@@ -85,3 +85,83 @@ def test_bad_cache_options_are_config_errors(tmp_path, bad):
     with pytest.raises((litegpu.ConfigError, TypeError)):
         d = load_backend_delegate("opencl", {"cache": bad})
         litegpu.Interpreter(model_content=_model(), experimental_delegates=[d]).allocate_tensors()
+
+
+def _one_program_module():
+    pytest.importorskip("pyopencl")
+    try:
+        from litegpu_opencl import _device
+    except ImportError as e:  # pragma: no cover - the backend package is not on the path
+        pytest.skip(f"litegpu_opencl cannot be imported: {e}")
+    return _device
+
+
+def test_one_program_keeps_clashing_names_of_its_kernels_apart():
+    """Issue 13: a partition's kernels go into one OpenCL program.  Two variants of one template
+    (another fused activation) define the same kernel and helper names; a float and a storage-only half kernel define
+    helpers of the same name with other types.  Each source's names get its own suffix."""
+    _device = _one_program_module()
+    from litegpu.gpu.kernels import render
+
+    a = render("conv2d", "opencl", "fp32")
+    b = render("conv2d", "opencl", "fp32", act="RELU")
+    h = render("conv2d", "opencl", "fp16", half_math=False)
+    # a kernel with shared memory declares its work group: __kernel __attribute__((...)) void name(
+    w = render("dw_pw_conv2d", "opencl", "fp32", workgroup=(16, 1, 1), split=4)
+    assert a.source != b.source and "reqd_work_group_size" in w.source
+    source, entries = _device.one_program([a, b, h, w])
+    assert entries == ["conv2d_k0", "conv2d_k1", "conv2d_k2", "dw_pw_conv2d_k3"]
+    assert "void dw_pw_conv2d_k3(" in source
+    for i in range(3):
+        assert f"__kernel void conv2d_k{i}(" in source and f"mask_lanes_k{i}(" in source
+    assert "mask_lanes(" not in source and "conv2d(" not in source
+    assert source.count("#pragma") == len({ln for k in (a, b, h, w) for ln in k.source.splitlines()
+                                            if ln.startswith("#pragma")})
+
+
+def test_one_program_builds_and_runs_each_kernel_as_its_own_build_does():
+    """The combined program gives the same numbers as each kernel built alone (PoCL here)."""
+    _one_program_module()
+    d = load_backend_delegate("opencl", {"cache": {"enabled": False}})
+    dev = d.device
+    from litegpu.gpu._device import BufferRef
+    from litegpu.gpu.kernels import render
+
+    kernels = [render("unary", "opencl", "fp32", op="LOGISTIC"), render("unary", "opencl", "fp32", op="TANH")]
+    members = dev.compile_group(kernels)
+    assert members is not None and len({id(m.program) for m in members}) == 1
+    x = np.linspace(-3, 3, 64, dtype=np.float32)  # 16 pixels of 4 channels
+    params = {"B": 1, "H": 4, "W": 4, "C": 4, "S": 1, "alpha": 0.0}
+    for rk, member in zip(kernels, members, strict=True):
+        outs = []
+        for program in (member, dev.compile(rk)):
+            src, dst = BufferRef(dev.alloc(x.nbytes), 0, x.nbytes), BufferRef(dev.alloc(x.nbytes), 0, x.nbytes)
+            dev.upload(src, x)
+            dev.launch(dev.bind(program, rk, [src, dst], params), rk, rk.global_size(params))
+            out = np.empty_like(x)
+            dev.download(dst, out)
+            outs.append(out)
+        np.testing.assert_array_equal(outs[0], outs[1])
+        assert not np.array_equal(outs[0], x)  # the kernel ran
+
+
+@pytest.mark.slow
+def test_one_program_understands_every_rendering():
+    """one_program renames what a source defines at top level; that relies on every top-level line of
+    the OpenCL renderings being a #pragma, a definition (helper or kernel) or a closing brace."""
+    _device = _one_program_module()
+    from litegpu.gpu import kernels as K
+
+    odd: set[str] = set()
+    for name, prec, opts in K.iter_variants():
+        for half_math in (True, False):
+            for wg in (None, (16, 1, 1)):
+                try:
+                    rk = K.render(name, "opencl", prec, half_math=half_math, **({"workgroup": wg} if wg else {}),
+                                  **opts)
+                except Exception:  # noqa: BLE001 - a combination the template does not have
+                    continue
+                assert rk.entry_point in _device._TOP_DEF.findall(rk.source), (name, opts)
+                odd |= {ln for ln in rk.source.splitlines() if ln and not ln[0].isspace() and ln != "}"
+                        and not ln.startswith("#pragma") and not _device._TOP_DEF.match(ln)}
+    assert not odd

@@ -334,3 +334,18 @@ def test_resolve_auto_finds_this_models_decision_in_the_store(tmp_path, add_path
     final = autoselect(str(add_path), config=str(cfg), time_budget_s=5.0)  # provisional: measured again
     assert not final.cached and final.final and final.path == dec.path  # same key, same entry
     assert resolve_auto(str(add_path), str(cfg)).final is True
+
+
+def test_budget_counts_from_the_process_start_in_the_cli(tmp_path, add_path, register_backend, gate):
+    """``litegpu autoselect --budget S`` ends within S wall: the CLI passes its process's start, so the
+    imports count.  A start 1 s ago with a 1 s budget leaves nothing to measure."""
+    import time
+
+    import numpy as np
+    from litegpu.cli._autoselect import process_started
+
+    started = process_started()
+    assert 0 <= time.perf_counter() - started < 3600  # this process's age (or 0 off Linux)
+    register_backend("slowgpu", fn=np.add, prepare_gate=gate)
+    dec = autoselect(str(add_path), cache_dir=tmp_path, time_budget_s=1.0, started=time.perf_counter() - 1.0)
+    assert dec.final is False and all(c.status == "over_budget" for c in dec.candidates if c.status != "unavailable")

@@ -6,13 +6,15 @@ The whole API-specific part of the backend; the core's GPU executor does the res
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pyopencl as cl
 from litegpu import BackendUnavailableError, ConfigError, DelegateError
-from litegpu.gpu._device import BufferRef, DeviceInfo, GpuDevice
+from litegpu.gpu._device import BufferRef, DeviceInfo, GpuDevice, StartupTimer
 from litegpu.gpu.kernels import RenderedKernel
 
 __all__ = ["CLDevice", "list_devices"]
@@ -52,11 +54,54 @@ def _describe(pairs: list[tuple[cl.Platform, cl.Device]]) -> str:
     return "; ".join(f"{i}: {d.name.strip()} ({p.name.strip()})" for i, (p, d) in enumerate(pairs))
 
 
+# a top-level definition of the lgk OpenCL output: a helper function or the kernel, at column 0
+# (every body line is indented; checked over every kernel variant by tests/backends/test_opencl_cache.py)
+_TOP_DEF = re.compile(r"^(?:__kernel\s+(?:__attribute__\(\(.*?\)\)\s+)?void|\w+)\s+(\w+)\s*\(", re.M)
+
+
+def one_program(kernels: Sequence[RenderedKernel]) -> tuple[str, list[str]]:
+    """Many rendered kernels as one OpenCL program: ``(source, entry point of each kernel)``.
+
+    Each source defines its own helpers (``mask_lanes``, ``at4``, ``op_RELU``, ...) and a kernel
+    named after its template, so two sources may define the same names with different bodies (a
+    half and a float ``mask_lanes``; two work-group variants of ``conv2d``).  Every name a source
+    defines at top level gets that source's suffix ``_k<i>`` wherever it appears in the source
+    (renaming an identifier throughout one source keeps its meaning), and ``#pragma`` lines go first,
+    once each.  Identical helpers are not merged: the compiler's cost is per program, not per line."""
+    pragmas: dict[str, None] = {}
+    parts, entries = [], []
+    for i, k in enumerate(kernels):
+        body = []
+        for line in k.source.splitlines():
+            if line.startswith("#"):
+                pragmas[line] = None
+            else:
+                body.append(line)
+        text = "\n".join(body)
+        names = sorted(set(_TOP_DEF.findall(text)))
+        if k.entry_point not in names:
+            raise DelegateError(f"kernel {k.name}: its entry point {k.entry_point} is not a top-level definition")
+        text = re.sub(r"\b(" + "|".join(names) + r")\b", lambda m, i=i: f"{m.group(1)}_k{i}", text)
+        parts.append(text)
+        entries.append(f"{k.entry_point}_k{i}")
+    return "\n".join(pragmas) + "\n\n" + "\n\n".join(parts), entries
+
+
+@dataclass(frozen=True)
+class _Member:
+    """One kernel of a program holding several (:meth:`CLDevice.compile_group`): its entry point."""
+
+    program: cl.Program
+    entry: str
+
+
 class CLDevice(GpuDevice):
     dialect = "opencl"
 
     def __init__(self, device: int | str | None = None, platform: str | None = None):
+        laps = StartupTimer()
         pairs = list_devices()
+        laps.lap("enumerate")
         if platform is not None:
             found = [pd for pd in pairs if platform.lower() in pd[0].name.lower()]
             if not found:
@@ -74,8 +119,10 @@ class CLDevice(GpuDevice):
         plat, dev = pairs[idx]
         self.device = dev
         self.ctx = cl.Context([dev])
+        laps.lap("context")
         # one in-order queue: launches run in enqueue order, no host synchronisation in between
         self.queue = cl.CommandQueue(self.ctx)
+        laps.lap("queue")
         ext = dev.extensions.split()
         self.info = DeviceInfo(
             api="opencl", name=dev.name.strip(), vendor=plat.name.strip(),
@@ -84,6 +131,9 @@ class CLDevice(GpuDevice):
             max_workgroup_dims=tuple(int(x) for x in (list(dev.max_work_item_sizes) + [1, 1, 1])[:3]),
             buffer_alignment=max(int(dev.mem_base_addr_align) // 8, 4), compute_units=int(dev.max_compute_units),
             fp16_storage=True, max_buffer_bytes=int(dev.max_mem_alloc_size))  # vload_half/vstore_half are core OpenCL: no extension needed
+        laps.lap("queries")
+        #: where the device's creation went, ms by step (bench/init_breakdown.py prints it)
+        self.startup_ms = laps.ms
         self._programs: dict[str, cl.Program] = {}
         # events of non-blocking uploads, until the queue is known to be past them: pyopencl's
         # NannyEvent keeps the host array alive, and dropping one waits for its copy (which would make
@@ -154,7 +204,30 @@ class CLDevice(GpuDevice):
             self._programs[kernel.source] = prog
         return prog
 
-    def program_binary(self, program: cl.Program) -> bytes | None:
+    def compile_group(self, kernels: Sequence[RenderedKernel]) -> list[_Member] | None:
+        if any("f16" in k.features for k in kernels) and not self.info.fp16:
+            return None  # compile() says why, per kernel
+        try:
+            source, entries = one_program(kernels)
+            prog = cl.Program(self.ctx, source).build(options=["-cl-mad-enable"])
+        except (cl.Error, DelegateError):
+            return None  # built one by one, so the error names the kernel
+        return [_Member(prog, e) for e in entries]
+
+    def group_from_binary(self, kernels: Sequence[RenderedKernel], binary: bytes) -> list[_Member] | None:
+        try:
+            prog = cl.Program(self.ctx, [self.device], [binary]).build()
+        except cl.Error:
+            return None  # driver changed under us: recompile from source
+        try:
+            entries = one_program(kernels)[1]
+        except DelegateError:
+            return None
+        return [_Member(prog, e) for e in entries]
+
+    def program_binary(self, program: cl.Program | _Member) -> bytes | None:
+        if isinstance(program, _Member):
+            program = program.program
         bins = program.get_info(cl.program_info.BINARIES)
         return bytes(bins[0]) if bins and bins[0] else None
 
@@ -172,9 +245,12 @@ class CLDevice(GpuDevice):
         self._programs[kernel.source] = prog
         return prog
 
-    def bind(self, program: cl.Program, kernel: RenderedKernel, buffers: Sequence[BufferRef],
+    def bind(self, program: cl.Program | _Member, kernel: RenderedKernel, buffers: Sequence[BufferRef],
              params: dict[str, Any]) -> tuple[cl.Kernel, list]:
-        k = cl.Kernel(program, kernel.entry_point)
+        if isinstance(program, _Member):
+            k = cl.Kernel(program.program, program.entry)
+        else:
+            k = cl.Kernel(program, kernel.entry_point)
         subs = [self._sub(b) for b in buffers]
         # one set_arg per argument: Kernel.set_args would generate (and compile) a Python invoker per
         # kernel signature first, a fifth of a warm prepare

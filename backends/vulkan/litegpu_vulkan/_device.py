@@ -18,6 +18,7 @@ is a named variable (or an ``ffi.new`` we own) that lives until the call returns
 from __future__ import annotations
 
 import os
+import threading
 import weakref
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -27,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import vulkan as vk
 from litegpu import BackendUnavailableError, DelegateError
-from litegpu.gpu._device import BufferRef, DeviceInfo, GpuDevice
+from litegpu.gpu._device import BufferRef, DeviceInfo, GpuDevice, StartupTimer
 from litegpu.gpu.spirv import compile_spirv, find_glsl_compiler
 
 if TYPE_CHECKING:
@@ -98,16 +99,35 @@ def _candidates(instance: Any) -> list[_Candidate]:
     return found
 
 
+_SHARED: dict[str, Any] = {}  # the process's VkInstance and its candidates (see _shared_instance)
+_SHARED_LOCK = threading.Lock()
+
+
+def _shared_instance() -> tuple[Any, list[_Candidate]]:
+    """The process's one VkInstance and its usable devices, created on first use and kept.
+
+    ``load_delegate`` asks for availability, then the device list, then creates the device: with an
+    instance each, that was three ``vkCreateInstance`` (the driver loaded, enumerated and unloaded
+    each time; hundreds of ms on NVIDIA).  Devices and listings share this one instead; it lives as
+    long as the process (Vulkan allows any number of devices per instance)."""
+    with _SHARED_LOCK:
+        if "instance" not in _SHARED:
+            instance = _create_instance()
+            try:
+                cands = _candidates(instance)
+            except Exception:
+                vk.vkDestroyInstance(instance, None)
+                raise
+            _SHARED["instance"], _SHARED["candidates"] = instance, cands
+        return _SHARED["instance"], _SHARED["candidates"]
+
+
 def list_devices() -> list[str]:
     """Names of the usable devices in selection order (index = ``device`` option).
 
     Raises BackendUnavailableError with the reason when there is no driver or no device.
     """
-    instance = _create_instance()
-    try:
-        cands = _candidates(instance)
-    finally:
-        vk.vkDestroyInstance(instance, None)
+    _instance, cands = _shared_instance()
     if not cands:
         raise BackendUnavailableError("the Vulkan loader found no device with Vulkan 1.1 and a compute queue")
     return [f"{c.name} ({_TYPE_NAME.get(c.kind, 'other')})" for c in cands]
@@ -364,32 +384,34 @@ class VulkanDevice(GpuDevice):
             raise DelegateError(f"memory {memory!r} is not one of {', '.join(MEMORY_MODES)}")
         self._device = None
         self._owned: dict[int, list[tuple[Any, tuple]]] = {}  # destroy calls of live resources
+        laps = StartupTimer()
         self.compiler = find_glsl_compiler(compiler)
         if self.compiler is None:
             raise BackendUnavailableError(
                 f"GLSL compiler {compiler!r} not found" if compiler else
                 "no GLSL -> SPIR-V compiler: install glslc (Debian glslc) or glslangValidator (glslang-tools)")
-        self._instance = _create_instance()
-        cands = _candidates(self._instance)
+        laps.lap("find compiler")
+        self._instance, cands = _shared_instance()  # not ours to destroy: see _shared_instance
+        laps.lap("instance + enumerate")
         if not cands:
-            self._destroy_instance()
             raise BackendUnavailableError("the Vulkan loader found no device with Vulkan 1.1 and a compute queue")
         if isinstance(device, str):
             matches = [c for c in cands if device.lower() in c.name.lower()]
             if not matches:
-                self._destroy_instance()
                 raise BackendUnavailableError(f"no Vulkan device matches {device!r} (found: "
                                               f"{', '.join(c.name for c in cands)})")
             chosen = matches[0]
         else:
             idx = device or 0
             if not 0 <= idx < len(cands):
-                self._destroy_instance()
                 raise BackendUnavailableError(f"Vulkan device index {idx} out of range (found {len(cands)})")
             chosen = cands[idx]
         self._pd = chosen.handle
         self._timeout_ns = int(fence_timeout * 1e9)
         self._create_device(chosen)
+        laps.lap("device")
+        #: where the device's creation went, ms by step (bench/init_breakdown.py prints it)
+        self.startup_ms = laps.ms
         if memory == "auto":
             memory = "device_local" if chosen.kind == 0 else "host_visible"
         self.memory_mode = memory
@@ -443,7 +465,6 @@ class VulkanDevice(GpuDevice):
         try:
             self._device = vk.vkCreateDevice(pd, device_info, None)
         except (vk.VkError, vk.VkException) as e:
-            self._destroy_instance()
             raise BackendUnavailableError(f"vkCreateDevice on {chosen.name} failed: {type(e).__name__}") from e
         del want16, want_f16, priorities, queue_info, queue_infos, ext_c, ext_arr, device_info
         self._queue = vk.vkGetDeviceQueue(self._device, chosen.queue_family, 0)
@@ -718,10 +739,35 @@ class VulkanDevice(GpuDevice):
         todo = [p for p in {id(p): p for p in programs}.values() if p.pipeline is None]
         if not todo:
             return
-        d = self._open()
+        self._open()
         for p in todo:  # waits for the SPIR-V compiles (all running already)
             if p.module is None:
                 p._create_module()
+        n = len(todo)
+        # several calls side by side on the glslc pool's threads (cffi drops the GIL; the pipeline
+        # cache is internally synchronised): drivers that compile each pipeline of one call in turn
+        # (lavapipe's LLVM) then use every core
+        chunks = min(n, min(16, os.cpu_count() or 1))
+        parts = [todo[i::chunks] for i in range(chunks)]
+        if chunks > 1:
+            if self._pool_exec is None:
+                self._pool_exec = ThreadPoolExecutor(max_workers=min(16, os.cpu_count() or 1),
+                                                     thread_name_prefix="litegpu-glslc")
+            results = list(self._pool_exec.map(self._create_pipeline_batch, parts))
+        else:
+            results = [self._create_pipeline_batch(todo)]
+        bad = [p.name for part, res in zip(parts, results, strict=True) if res != vk.VK_SUCCESS for p in part
+               if p.pipeline is None]
+        if any(res != vk.VK_SUCCESS for res in results):
+            codes = sorted({res for res in results if res != vk.VK_SUCCESS})
+            raise DelegateError(f"vkCreateComputePipelines failed ({', '.join(map(str, codes))}) for kernels "
+                                f"{', '.join(bad) or '?'}")
+        self.pipelines_created += n
+        self.pipeline_batches += 1
+
+    def _create_pipeline_batch(self, todo: Sequence[_Program]) -> int:
+        """One vkCreateComputePipelines call for ``todo`` (modules created); returns its VkResult."""
+        d = self._open()
         n = len(todo)
         # keep-alive: the entry-point strings and the info array are ours (module docstring)
         entries = [ffi.new("char[]", p.entry.encode()) for p in todo]
@@ -740,12 +786,8 @@ class VulkanDevice(GpuDevice):
             if out[i] != ffi.NULL:
                 p.pipeline = out[i]
                 p._on_release(vk.vkDestroyPipeline, d, p.pipeline, None)
-        if res != vk.VK_SUCCESS:
-            bad = [p.name for p in todo if p.pipeline is None]
-            raise DelegateError(f"vkCreateComputePipelines failed ({res}) for kernels {', '.join(bad) or '?'}")
-        self.pipelines_created += n
-        self.pipeline_batches += 1
         del entries, infos
+        return int(res)
 
     _MAGIC = b"LGVK2\0"
 
@@ -1073,12 +1115,6 @@ class VulkanDevice(GpuDevice):
             vk.vkDestroyCommandPool(self._device, self._pool, None)
             vk.vkDestroyDevice(self._device, None)
             self._device = None
-            self._destroy_instance()
-
-    def _destroy_instance(self) -> None:
-        if getattr(self, "_instance", None) is not None:
-            vk.vkDestroyInstance(self._instance, None)
-            self._instance = None
 
     def __del__(self) -> None:
         try:

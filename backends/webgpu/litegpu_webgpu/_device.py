@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 from litegpu import BackendUnavailableError, DelegateError
 from litegpu._runtime_dir import ensure_xdg_runtime_dir
-from litegpu.gpu._device import BufferRef, DeviceInfo, GpuDevice
+from litegpu.gpu._device import BufferRef, DeviceInfo, GpuDevice, StartupTimer
 from litegpu.gpu.kernels import RenderedKernel
 
 ensure_xdg_runtime_dir()  # before wgpu loads the driver: else Mesa prints an XDG_RUNTIME_DIR error per probe
@@ -136,7 +136,9 @@ class WebGPUDevice(GpuDevice):
     compile_threads = min(8, os.cpu_count() or 1)
 
     def __init__(self, device: int = 0, power_preference: str = "high-performance", backend: str | None = None):
+        laps = StartupTimer()
         adapters = list_adapters(power_preference, backend)
+        laps.lap("enumerate adapters")
         idx = int(device or 0)
         if not 0 <= idx < len(adapters):
             raise BackendUnavailableError(f"WebGPU adapter index {idx} out of range (found {len(adapters)}: "
@@ -151,6 +153,7 @@ class WebGPUDevice(GpuDevice):
                 label="litegpu", required_features=features, required_limits=limits)
         except Exception as e:  # noqa: BLE001 - wgpu raises several types here
             raise BackendUnavailableError(f"WebGPU device request on {adapter_name(self.adapter)} failed: {e}") from e
+        laps.lap("request device")
         self.queue = self.device.queue
         self.limits = self.device.limits
         info = self.adapter.info
@@ -163,6 +166,9 @@ class WebGPUDevice(GpuDevice):
             max_workgroup_size=int(self.limits["max-compute-invocations-per-workgroup"]),
             buffer_alignment=self._align, compute_units=1,
             max_buffer_bytes=int(self.limits.get("max-storage-buffer-binding-size", 0)))
+        laps.lap("queries")
+        #: where the device's creation went, ms by step (bench/init_breakdown.py prints it)
+        self.startup_ms = laps.ms
         self._programs: dict[str, _Program] = {}
         self._readbacks: dict[tuple[int, int, int], tuple[Any, Any]] = {}  # read_async's, by source range
 
@@ -245,10 +251,26 @@ class WebGPUDevice(GpuDevice):
         if prog is None:
             if "f16" in kernel.features and not self.info.fp16:
                 raise DelegateError(f"{self.info.name} has no shader-f16: use precision fp32")
+            # the pipeline depends on the bindings (see _promoted): built by prepare_bindings on the
+            # executor's compile threads, or by bind; both run at prepare, so shader errors surface there
             prog = _Program(kernel, {})
-            self._variant(prog, frozenset())  # compile now so shader errors surface at prepare
             self._programs[kernel.source] = prog
         return prog
+
+    def prepare_bindings(self, program: _Program, kernel: RenderedKernel,
+                         buffer_sets: Sequence[Sequence[BufferRef | None]]) -> None:
+        n = len(kernel.buffer_bindings)  # a set of another length: bind() reports it
+        for promoted in dict.fromkeys(self._promoted(kernel, bufs) for bufs in buffer_sets if len(bufs) == n):
+            self._variant(program, promoted)
+
+    @staticmethod
+    def _promoted(kernel: RenderedKernel, buffers: Sequence[BufferRef | None]) -> frozenset[int]:
+        """The read bindings whose buffer a write binding of the same launch also uses: declared
+        ``read_write`` (WebGPU forbids read-only and writable use of one buffer in a dispatch)."""
+        storage = kernel.buffer_bindings
+        written = {id(r.buffer) for b, r in zip(storage, buffers, strict=True) if r is not None and b.access != "read"}
+        return frozenset(b.index for b, r in zip(storage, buffers, strict=True)
+                         if r is not None and b.access == "read" and id(r.buffer) in written)
 
     def _variant(self, prog: _Program, promoted: frozenset[int]) -> tuple[Any, Any]:
         hit = prog.variants.get(promoted)
@@ -285,9 +307,7 @@ class WebGPUDevice(GpuDevice):
         storage = kernel.buffer_bindings
         if len(buffers) != len(storage):
             raise DelegateError(f"kernel {kernel.name} has {len(storage)} buffer bindings, got {len(buffers)} buffers")
-        written = {id(r.buffer) for b, r in zip(storage, buffers, strict=True) if b.access != "read"}
-        promoted = frozenset(b.index for b, r in zip(storage, buffers, strict=True) if b.access == "read" and id(r.buffer) in written)
-        pipeline, layout = self._variant(program, promoted)
+        pipeline, layout = self._variant(program, self._promoted(kernel, buffers))
         entries = []
         for b, r in zip(storage, buffers, strict=True):
             if r.offset % self._align:

@@ -72,6 +72,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return EXIT_USAGE
     _setup_logging(args.verbose)
+    # the process is this command (the console script, `python -m litegpu`), not a call from a
+    # program or a test: a command's budget may then count from the process's start
+    args.process_is_command = argv is None
     cmd = args.command or "litegpu"
     try:
         return int(args.func(args) or 0)

@@ -12,14 +12,14 @@ from __future__ import annotations
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from .kernels import RenderedKernel
 
-__all__ = ["DeviceInfo", "GpuDevice", "BufferRef"]
+__all__ = ["DeviceInfo", "GpuDevice", "BufferRef", "StartupTimer"]
 
 
 @dataclass(frozen=True)
@@ -52,12 +52,29 @@ class BufferRef:
     nbytes: int
 
 
+@dataclass
+class StartupTimer:
+    """Where a device's creation goes: :meth:`lap` adds the time since the previous lap (or the
+    timer's creation) to ``ms[step]``.  A device keeps ``ms`` as ``startup_ms`` for
+    ``bench/init_breakdown.py``, which prints the driver's parts (enumeration, context, queue) apart."""
+
+    ms: dict[str, float] = field(default_factory=dict)
+    _t: float = field(default_factory=time.perf_counter)
+
+    def lap(self, step: str) -> None:
+        now = time.perf_counter()
+        self.ms[step] = self.ms.get(step, 0.0) + (now - self._t) * 1e3
+        self._t = now
+
+
 class GpuDevice(ABC):
     """One GPU API bound to one device and one in-order queue."""
 
     #: the kernel dialect this API consumes ("opencl", "glsl", "wgsl")
     dialect: str = ""
     info: DeviceInfo
+    #: the device's creation, ms by step (:class:`StartupTimer`); empty when the device does not say
+    startup_ms: dict[str, float] = {}  # noqa: RUF012 - read-only default, devices assign their own
 
     # -- allocator
     @abstractmethod
@@ -122,6 +139,29 @@ class GpuDevice(ABC):
     @abstractmethod
     def compile(self, kernel: RenderedKernel) -> Any:
         """A program object ready to launch ``kernel`` (compiled once, reused)."""
+
+    def compile_group(self, kernels: Sequence[RenderedKernel]) -> list[Any] | None:
+        """One program holding all of ``kernels`` (the executor asks once per partition), as one
+        launchable handle per kernel, in order: every handle is a program for :meth:`bind` and
+        :meth:`program_binary` (which gives the group's one binary).  One build instead of one per
+        kernel pays a driver's fixed cost per program once (OpenCL: one ``clBuildProgram``; warm,
+        one binary to load).  None where the API has no such thing (the default) or the combined
+        build failed: the executor then builds the kernels one by one, which names a failing one."""
+        return None
+
+    def group_from_binary(self, kernels: Sequence[RenderedKernel], binary: bytes) -> list[Any] | None:
+        """:meth:`compile_group`'s handles rebuilt from the group's :meth:`program_binary`; None if
+        rejected."""
+        return None
+
+    def prepare_bindings(  # noqa: B027 - optional hook
+            self, program: Any, kernel: RenderedKernel, buffer_sets: Sequence[Sequence[BufferRef | None]]) -> None:
+        """Build ahead what :meth:`bind` will need beyond ``program`` for each of ``buffer_sets`` (the
+        buffers of every launch of ``kernel``, in binding order; None for a constant's buffer, which
+        is allocated later and never written).  Called on a compile thread right after the program is
+        built, so an API whose pipelines depend on the bindings (WebGPU declares a read binding that
+        aliases a written buffer ``read_write``) builds those variants in parallel instead of one by
+        one in :meth:`bind`.  The default does nothing."""
 
     @abstractmethod
     def bind(self, program: Any, kernel: RenderedKernel, buffers: Sequence[BufferRef],

@@ -197,23 +197,8 @@ def _kernel_from_record(r: Mapping[str, Any], sources: Mapping[str, str]) -> tup
     return rk, tuple(r["grid"])
 
 
-_RENDERED: dict[str, RenderedKernel] = {}
-_RENDERED_MAX = 4096  # sources are a few KiB: a bound well above a model's kernels, far below memory
-
-
-def _render(kernel: str, dialect: str, precision: str, **kwargs: Any) -> RenderedKernel:
-    """:func:`render`, once per distinct request in this process: launches of one kernel with the same
-    options (and every partition and delegate of the process, e.g. autoselect's candidates and the
-    load after it) share one rendering."""
-    key = repr((kernel, dialect, precision, sorted(kwargs.items())))
-    rk = _RENDERED.get(key)
-    if rk is None:
-        rk = render(kernel, dialect, precision, **kwargs)
-        if len(_RENDERED) >= _RENDERED_MAX:
-            _RENDERED.clear()
-        _RENDERED[key] = rk
-    return rk
-
+#: the cache name of a program group's binary starts with this (then the hash of its members' hashes)
+_GROUP = "group-"
 
 def _src_key(source: str) -> str:
     return hashlib.sha256(source.encode()).hexdigest()[:32]
@@ -314,26 +299,36 @@ class GpuPartitionKernel(DelegateKernel):
                 self._records_in = None
         self.records: list[dict[str, Any]] = []
         self.binaries: dict[str, bytes] = {}
+        #: what this prepare did, counted (tests assert a warm start compiles and renders nothing):
+        #: programs rebuilt from cached binaries, programs compiled from source, kernel renderings asked for
         self.programs_from_cache = 0
+        self.programs_compiled = 0
+        self.renders = 0
         self._count_lock = threading.Lock()
         self.cache_hit = False
         self._programs: dict[str, Any] = {}  # by source hash
-        self._precompile(ops)
+        #: the partition's program group (see _build_group): its cache key and member source hashes
+        self._group: tuple[str, set[str]] = ("", set())
+        # each launch's buffers in binding order; None for a constant (its buffer comes after the builds)
+        refs: list[list[BufferRef | None]] = []
+        for i, op in enumerate(ops):
+            if i < len(before):
+                b = before[i][0]
+                refs.append([b.ref, self._refs[b.tid]])
+            elif i >= len(before) + len(plan.ops):
+                b = after[i - len(before) - len(plan.ops)][0]
+                refs.append([self._refs[b.tid], b.ref])
+            else:
+                refs.append([None if isinstance(src, str) else self._refs[src] for _name, src in op.bindings])
+        self._precompile(ops, refs)
         self._const_bufs: list[BufferRef] = self._upload_constants(plan.ops, align)
         self._launches: list[_Launch] = []
         consts = iter(self._const_bufs)
         for i, op in enumerate(ops):
             rec = self._records_in[i] if self._records_in else None
+            ln = self._prepare_op(op, rec, [next(consts) if r is None else r for r in refs[i]])
             if i < len(before):
-                b = before[i][0]
-                ln = self._prepare_op(op, rec, [b.ref, self._refs[b.tid]])
-                ln.input_tid = b.tid
-            elif i >= len(before) + len(plan.ops):
-                b = after[i - len(before) - len(plan.ops)][0]
-                ln = self._prepare_op(op, rec, [self._refs[b.tid], b.ref])
-            else:
-                ln = self._prepare_op(op, rec, [next(consts) if isinstance(src, str) else self._refs[src]
-                                                for _name, src in op.bindings])
+                ln.input_tid = before[i][0].tid
             self._launches.append(ln)
         # recorded launch lists by the inputs that arrive as DeviceValues (the all-host one now)
         self._recordings: dict[tuple[frozenset[int], frozenset[int]], Any] = {}
@@ -344,8 +339,15 @@ class GpuPartitionKernel(DelegateKernel):
         # binaries now, not at each compile: a device may still be compiling until record() (Vulkan
         # compiles every kernel of the partition side by side and creates the pipelines there)
         used = {r["src"] for r in self.records}  # not the work-group candidates tuning tried and dropped
+        gkey, members = self._group
         for key, program in self._programs.items():
             if key not in used:
+                continue
+            if key in members:  # one binary for the whole group, read once
+                if gkey not in self.binaries:
+                    binary = self.device.program_binary(program)
+                    if binary:
+                        self.binaries[gkey] = binary
                 continue
             binary = self.device.program_binary(program)
             if binary:
@@ -405,39 +407,84 @@ class GpuPartitionKernel(DelegateKernel):
             prec = self.plan.precision
         return prec, storage
 
-    def _precompile(self, ops: Sequence[GpuOp]) -> None:
+    def _precompile(self, ops: Sequence[GpuOp], refs: Sequence[Sequence[BufferRef | None]]) -> None:
         """Build every program the launches will take, all at once on ``device.compile_threads``
         threads (the recorded sources on a warm start; the kernels as rendered by default on a cold
-        one: with tuning on, trial sizes are only known while timing and build one by one)."""
+        one: with tuning on, trial sizes are only known while timing and build one by one).  Each
+        thread also hands the device every buffer set its program will be bound to
+        (:meth:`GpuDevice.prepare_bindings`), so binding-dependent variants build in parallel too."""
         threads = int(getattr(self.device, "compile_threads", 1) or 1)
-        if threads <= 1:
+        groups = type(self.device).compile_group is not GpuDevice.compile_group
+        if threads <= 1 and not groups:
             return
         kernels: dict[str, RenderedKernel] = {}
+        uses: dict[str, list[Sequence[BufferRef | None]]] = {}
         if self._records_in is not None:
-            for r in self._records_in:
+            for r, bufs in zip(self._records_in, refs, strict=True):
                 kernels.setdefault(r["src"], _kernel_from_record(r, self._sources)[0])
+                uses.setdefault(r["src"], []).append(bufs)
         elif self.tuner.mode == "none":
             def no_trial(wg: tuple[int, int, int]) -> None:
                 raise AssertionError("tuning none times nothing")
 
-            for op in ops:  # what _prepare_op will build: the heuristic's work group (baked into GLSL/WGSL)
+            for op, bufs in zip(ops, refs, strict=True):  # what _prepare_op will build: the heuristic's work group
                 prec, storage = self._render_args(op)
-                probe = _render(op.kernel, self.device.dialect, prec, half_math=self.half_math,
-                                buffer_storage=storage, **op.options)
+                probe = self._render(op.kernel, prec, half_math=self.half_math, buffer_storage=storage, **op.options)
                 wg = self.tuner.choose(op.kernel, op.options, probe, probe.global_size(op.params), self.device.info,
                                        no_trial, lambda: None)
-                rk = probe if tuple(wg) == probe.workgroup else _render(
-                    op.kernel, self.device.dialect, prec, workgroup=tuple(wg), half_math=self.half_math,
-                    buffer_storage=storage, **op.options)
-                kernels.setdefault(_src_key(rk.source), rk)
-        todo = [rk for key, rk in kernels.items() if key not in self._programs]
-        if len(todo) < 2:
+                rk = probe if tuple(wg) == probe.workgroup else self._render(
+                    op.kernel, prec, workgroup=tuple(wg), half_math=self.half_math, buffer_storage=storage,
+                    **op.options)
+                key = _src_key(rk.source)
+                kernels.setdefault(key, rk)
+                uses.setdefault(key, []).append(bufs)
+        if groups and self._build_group({k: rk for k, rk in kernels.items() if k not in self._programs}):
+            for key, rk in kernels.items():
+                self.device.prepare_bindings(self._programs[key], rk, uses[key])
+            return
+        todo = [(rk, uses[key]) for key, rk in kernels.items() if key not in self._programs]
+        if len(todo) < 2 or threads <= 1:
             return
         from concurrent.futures import ThreadPoolExecutor
 
+        def build(item: tuple[RenderedKernel, list[Sequence[BufferRef | None]]]) -> None:
+            rk, buffer_sets = item
+            self.device.prepare_bindings(self._program(rk), rk, buffer_sets)
+
         with ThreadPoolExecutor(min(threads, len(todo)), thread_name_prefix="litegpu-compile") as pool:
-            for _ in pool.map(self._program, todo):  # re-raises a build error here
+            for _ in pool.map(build, todo):  # re-raises a build error here
                 pass
+
+    def _build_group(self, kernels: Mapping[str, RenderedKernel]) -> bool:
+        """Every program of ``kernels`` (by source hash) as one device program
+        (:meth:`GpuDevice.compile_group`: one OpenCL program holding every kernel), from its cached
+        binary when there is one; False where the device builds programs one by one."""
+        if len(kernels) < 2:
+            return False
+        keys = sorted(kernels)
+        rks = [kernels[k] for k in keys]
+        gkey = _GROUP + _src_key("\n".join(keys))  # the group's binary is cached under this name
+        if self._records_in is not None and gkey not in self._binaries_in:
+            return False  # a warm start of an entry stored one binary per program (a tuned cold start)
+        handles = None
+        if gkey in self._binaries_in:
+            handles = self.device.group_from_binary(rks, self._binaries_in[gkey])
+            if handles is not None:
+                self.programs_from_cache += 1
+        if handles is None:
+            handles = self.device.compile_group(rks)
+            if handles is None:  # the device declined (or the combined build failed: built one by one,
+                return False     # so a failing kernel is named)
+            self.programs_compiled += 1
+        self._programs.update(zip(keys, handles, strict=True))
+        self._group = (gkey, set(keys))
+        return True
+
+    def _render(self, kernel: str, precision: str, **kwargs: Any) -> RenderedKernel:
+        """:func:`render` (memoised there: launches of one kernel with the same options, every partition
+        and delegate of the process share one rendering), counted."""
+        self.renders += 1  # main thread only
+        return render(kernel, self.device.dialect, precision, **kwargs)
 
     def _upload_constants(self, ops: Sequence[GpuOp], align: int) -> list[BufferRef]:
         """The constant (weight) buffers of ``ops``, in binding order, sub-ranges of one device buffer
@@ -463,7 +510,7 @@ class GpuPartitionKernel(DelegateKernel):
         if record is not None:  # warm start: the kernel as rendered and tuned last time
             rk, grid = _kernel_from_record(record, self._sources)
             return self._finish_op(op, rk, grid, dev.bind(self._program(rk), rk, refs, op.params))
-        probe = _render(op.kernel, dev.dialect, prec, half_math=self.half_math, buffer_storage=storage, **op.options)
+        probe = self._render(op.kernel, prec, half_math=self.half_math, buffer_storage=storage, **op.options)
         grid = probe.global_size(op.params)
         built: dict[tuple[int, int, int], tuple[RenderedKernel, Any]] = {}
 
@@ -471,9 +518,9 @@ class GpuPartitionKernel(DelegateKernel):
             # GLSL/WGSL (and OpenCL kernels with shared memory) bake the work group into the source;
             # other OpenCL kernels render the same source, which the device compiles once
             if wg not in built:
-                rk = probe if tuple(wg) == probe.workgroup else _render(
-                    op.kernel, dev.dialect, prec, workgroup=tuple(wg), half_math=self.half_math,
-                    buffer_storage=storage, **op.options)
+                rk = probe if tuple(wg) == probe.workgroup else self._render(
+                    op.kernel, prec, workgroup=tuple(wg), half_math=self.half_math, buffer_storage=storage,
+                    **op.options)
                 built[wg] = (rk, dev.bind(self._program(rk), rk, refs, op.params))
             return built[wg]
 
@@ -511,14 +558,16 @@ class GpuPartitionKernel(DelegateKernel):
                     self.programs_from_cache += 1
         if program is None:
             program = self.device.compile(rk)
+            with self._count_lock:
+                self.programs_compiled += 1
         self._programs[key] = program
         return program
 
     def cache_sections(self) -> dict[str, bytes]:
         """Everything a warm start needs besides the plan: kernel records, sources, binaries."""
-        used = {r["src"] for r in self.records}
+        used = {r["src"] for r in self.records} | {self._group[0]}
         out = {"kernels": json.dumps(self.records, separators=(",", ":")).encode()}
-        out.update({f"src/{k}": self._sources[k].encode() for k in used})
+        out.update({f"src/{k}": self._sources[k].encode() for k in used if k in self._sources})
         out.update({f"bin/{k}": v for k, v in self.binaries.items() if k in used})
         blob = self.device.cache_blob()
         if blob:
@@ -692,6 +741,8 @@ class GpuPartitionKernel(DelegateKernel):
         d["cache_hit"] = self.cache_hit
         d["prepare_ms"] = dict(getattr(self, "prepare_ms", {}))
         d["programs_from_cache"] = self.programs_from_cache
+        d["programs_compiled"] = self.programs_compiled
+        d["renders"] = self.renders
         d["workgroups"] = [list(ln.kernel.workgroup) for ln in self._launches]
         stats = self.device.recording_stats(self._recording)
         if stats:
