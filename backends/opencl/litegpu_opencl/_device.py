@@ -135,6 +135,8 @@ class CLDevice(GpuDevice):
         #: where the device's creation went, ms by step (bench/init_breakdown.py prints it)
         self.startup_ms = laps.ms
         self._programs: dict[str, cl.Program] = {}
+        # one program per partition: its members by the partition's kernel sources (reused like _programs)
+        self._groups: dict[tuple[str, ...], list[_Member]] = {}
         # events of non-blocking uploads, until the queue is known to be past them: pyopencl's
         # NannyEvent keeps the host array alive, and dropping one waits for its copy (which would make
         # every upload wait for the whole queue)
@@ -207,14 +209,21 @@ class CLDevice(GpuDevice):
     def compile_group(self, kernels: Sequence[RenderedKernel]) -> list[_Member] | None:
         if any("f16" in k.features for k in kernels) and not self.info.fp16:
             return None  # compile() says why, per kernel
+        key = tuple(k.source for k in kernels)
+        if key in self._groups:
+            return self._groups[key]
         try:
             source, entries = one_program(kernels)
             prog = cl.Program(self.ctx, source).build(options=["-cl-mad-enable"])
         except (cl.Error, DelegateError):
             return None  # built one by one, so the error names the kernel
-        return [_Member(prog, e) for e in entries]
+        members = self._groups[key] = [_Member(prog, e) for e in entries]
+        return members
 
     def group_from_binary(self, kernels: Sequence[RenderedKernel], binary: bytes) -> list[_Member] | None:
+        key = tuple(k.source for k in kernels)
+        if key in self._groups:  # built already for an earlier interpreter (see program_from_binary)
+            return self._groups[key]
         try:
             prog = cl.Program(self.ctx, [self.device], [binary]).build()
         except cl.Error:
@@ -223,7 +232,8 @@ class CLDevice(GpuDevice):
             entries = one_program(kernels)[1]
         except DelegateError:
             return None
-        return [_Member(prog, e) for e in entries]
+        members = self._groups[key] = [_Member(prog, e) for e in entries]
+        return members
 
     def program_binary(self, program: cl.Program | _Member) -> bytes | None:
         if isinstance(program, _Member):
