@@ -190,7 +190,7 @@ def compile_graph(g: GpuGraph, *, precision: str = "fp32", alignment: int = DEFA
     warnings = fp16_risks(g) if policy.mode != "fp32" else []
     plan = GpuPlan(ops=ops, tensors=tensors, inputs=list(g.inputs), outputs=list(g.outputs), precision=policy.mode,
                    arena_bytes=mem.arena_bytes, alignment=alignment, memory=mem.summary(), report=reports,
-                   warnings=warnings)
+                   warnings=warnings, aliases=dict(g.state_outputs))
     plan.report["lower"] = [f"{len(ops)} kernel launches: " + ", ".join(
         f"{k} {v}" for k, v in sorted(_count(op.kernel for op in ops).items()))]
     fused = sum(1 for op in ops if op.options.get("qdq") and op.options.get("op") != "NONE")

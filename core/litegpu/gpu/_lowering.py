@@ -202,6 +202,30 @@ def check_lstm(node: NodeView) -> str:
     return ""
 
 
+def check_sequence_lstm(node: NodeView) -> str:
+    ins = node.op.inputs
+    if len(ins) not in (20, 24):
+        return "UNIDIRECTIONAL_SEQUENCE_LSTM needs 20 or 24 inputs"
+    if ins[1] < 0:
+        return "UNIDIRECTIONAL_SEQUENCE_LSTM with CIFG (coupled input and forget gates)"
+    if any(i >= 0 for i in ins[9:12]):
+        return "UNIDIRECTIONAL_SEQUENCE_LSTM with peephole connections"
+    if ins[16] >= 0:
+        return "UNIDIRECTIONAL_SEQUENCE_LSTM with a projection"
+    if any(i >= 0 for i in ins[20:24]):
+        return "UNIDIRECTIONAL_SEQUENCE_LSTM with layer normalization"
+    if _opt(node, "fused_activation_function", 4) != 4:
+        return "UNIDIRECTIONAL_SEQUENCE_LSTM with an activation other than TANH"
+    x, h, c = node.inputs[0], node.inputs[18], node.inputs[19]
+    if len(x.shape) != 3 or h is None or c is None or len(h.shape) != 2 or len(c.shape) != 2:
+        return "UNIDIRECTIONAL_SEQUENCE_LSTM needs a 3-D input and 2-D states"
+    if not (h.is_variable and c.is_variable):
+        return "UNIDIRECTIONAL_SEQUENCE_LSTM whose states are not variable tensors"
+    if any(node.inputs[i] is None or node.inputs[i].data is None for i in (*range(1, 9), *range(12, 16))):
+        return "UNIDIRECTIONAL_SEQUENCE_LSTM with weights or biases not in the file"
+    return ""
+
+
 class Lowerer:
     """Lowers one node; collects constants (re-laid out, storage type) and bindings."""
 

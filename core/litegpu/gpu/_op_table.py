@@ -135,9 +135,13 @@ _TABLE: dict[str, GpuOpEntry] = {
     "SPACE_TO_DEPTH": GpuOpEntry("space_to_depth", lo.lower_space, lo.check_4d),
     "RESIZE_BILINEAR": GpuOpEntry("resize", lo.lower_resize, lo.check_resize_bilinear, {1: "size"}),
     "RESIZE_NEAREST_NEIGHBOR": GpuOpEntry("resize", lo.lower_resize, lo.check_resize_nearest, {1: "size"}),
-    # recurrent: the lstm pass rewrites LSTM into LSTM_CELL nodes
+    # recurrent: the expand_lstm passes rewrite LSTM into LSTM_CELL nodes
     "LSTM": GpuOpEntry(None, None, lo.check_lstm, {2: "weights", 3: "bias"}),
     "LSTM_CELL": GpuOpEntry("lstm_cell", lo.lower_lstm_cell, claimed=False),
+    # the expand_sequence_lstm pass unrolls it over time into the nodes above
+    "UNIDIRECTIONAL_SEQUENCE_LSTM": GpuOpEntry(None, None, lo.check_sequence_lstm,
+                                               {**{i: "weights" for i in range(1, 9)},
+                                                **{i: "bias" for i in range(12, 16)}}),
     # weights and quantization: folded at prepare or turned into QDQ steps by the float_view pass
     "DEQUANTIZE": GpuOpEntry(None, None),
     "DENSIFY": GpuOpEntry(None, None),

@@ -276,7 +276,8 @@ class GpuPartitionKernel(DelegateKernel):
                 self._refs[tid] = BufferRef(device.alloc(t.nbytes), 0, t.nbytes)
         # the boundary: how each input / host output crosses, and the layout launches around the plan's
         self._inputs = [self._boundary(tid, True) for tid in plan.inputs]
-        self._outputs = [self._boundary(tid, False) if tid in spec.host_outputs else None for tid in plan.outputs]
+        self._outputs = [self._boundary(tid, False) if plan.aliases.get(tid, tid) in spec.host_outputs else None
+                         for tid in plan.outputs]
         self._device_values = {tid: DeviceValue(self, self._refs[tid], plan.tensors[tid])
                                for tid, b in zip(plan.outputs, self._outputs, strict=True) if b is None}
         before = [(b, self._layout_op("bhwc_to_phwc4", b)) for b in self._inputs if b.mode == "device"]
@@ -554,10 +555,10 @@ class GpuPartitionKernel(DelegateKernel):
         out, reads = self._reads()
         if reads:
             self.device.download_many(reads)  # every read queued, one wait
-            return self._converted(out)
+            return self._named(self._converted(out))
         if not out:
             self.device.finish()
-        return out
+        return self._named(out)
 
     # -- the asynchronous split (DelegateKernel.submit / complete / done): send, replay and queue the reads
     # now, wait for them later.  The caller completes a run before submitting the next one to this kernel
@@ -570,7 +571,13 @@ class GpuPartitionKernel(DelegateKernel):
 
     def complete(self, pending: _Pending) -> dict[int, Any]:
         self.device.wait_reads(pending.token)
-        return self._converted(pending.outputs)
+        return self._named(self._converted(pending.outputs))
+
+    def _named(self, out: dict[int, Any]) -> dict[int, Any]:
+        """``out`` keyed as the partition names its outputs: a variable's new state under the variable's id."""
+        if not self.plan.aliases:
+            return out
+        return {self.plan.aliases.get(k, k): v for k, v in out.items()}
 
     def done(self, pending: _Pending) -> bool:
         return self.device.reads_done(pending.token)

@@ -1,10 +1,16 @@
-"""Expand a basic LSTM cell into CONCATENATION + FULLY_CONNECTED + LSTM_CELL."""
+"""Expand LSTMs into CONCATENATION + FULLY_CONNECTED + LSTM_CELL: the basic LSTM cell, and the float
+UNIDIRECTIONAL_SEQUENCE_LSTM unrolled over its time steps."""
 
 from __future__ import annotations
 
-from .._graph import GpuGraph, Report
+from dataclasses import replace
 
-__all__ = ["expand_lstm"]
+import numpy as np
+
+from .._graph import GpuGraph, GpuNode, Report
+from .._lowering import MAX_CONCAT_INPUTS
+
+__all__ = ["expand_lstm", "expand_sequence_lstm"]
 
 
 def expand_lstm(g: GpuGraph) -> Report:
@@ -39,3 +45,108 @@ def expand_lstm(g: GpuGraph) -> Report:
         g.nodes[at:at + 1] = new
         lines.append(f"expanded LSTM#{node.id} into CONCATENATION + FULLY_CONNECTED + LSTM_CELL")
     return [f"expanded {len(lines)} basic LSTM cells", *lines]
+
+
+#: UNIDIRECTIONAL_SEQUENCE_LSTM inputs: input->gate weights (i, f, c, o), recurrent->gate weights, gate
+#: biases, and the output/cell state variables
+_X_W, _H_W, _BIAS, _H_VAR, _C_VAR = (1, 2, 3, 4), (5, 6, 7, 8), (12, 13, 14, 15), 18, 19
+#: LSTM_CELL reads its gates in the basic kernel's order: input, cell candidate, forget, output
+_CELL_ORDER = (0, 2, 1, 3)
+
+
+def expand_sequence_lstm(g: GpuGraph) -> Report:
+    """Unroll a float UNIDIRECTIONAL_SEQUENCE_LSTM (no CIFG, peephole, projection or layer norm; the checks
+    in ``_lowering.check_sequence_lstm``) over its time steps.  Per step ``t``:
+
+    * ``SLICE`` of step ``t`` of the input (batch-major ``(B, 1, T, I)``; a time-major input is first
+      ``TRANSPOSE`` d into that view),
+    * ``CONCATENATION([x_t, h], axis=C)`` and one ``FULLY_CONNECTED`` with the eight weight matrices stacked
+      into ``[4N, I + N_out]`` and the four biases into ``[4N]`` (gates in LSTM_CELL's order),
+    * ``LSTM_CELL(gates, c) -> (c_t, h_t)`` with the op's ``cell_clip``.
+
+    The ``h_t`` are concatenated along time into the output.  The last ``h_T``/``c_T`` are partition outputs
+    standing for the state variables (:attr:`GpuGraph.state_outputs`): the runtime returns them under the
+    variables' ids, so the interpreter carries the state to the next invoke as LiteRT does.
+    Runs after ``normalise_bhwc``.
+    """
+    lines: Report = []
+    for node in list(g.nodes):
+        if node.op != "UNIDIRECTIONAL_SEQUENCE_LSTM":
+            continue
+        ins, origin = node.inputs, node.origin
+        x, y = ins[0], node.outputs[0]
+        h_var, c_var = ins[_H_VAR], ins[_C_VAR]
+        time_major = bool(node.attrs.get("time_major", True))
+        xs = g.tensors[x].shape
+        steps = xs[0] if time_major else xs[2]
+        batch = xs[2] if time_major else xs[0]
+        n_in, n_cell = xs[3], g.tensors[ins[_X_W[0]]].ir_shape[0]
+        n_out = g.tensors[h_var].shape[3]
+        xw = [np.asarray(g.tensors[ins[i]].data, np.float32) for i in _X_W]
+        hw = [np.asarray(g.tensors[ins[i]].data, np.float32) for i in _H_W]
+        bs = [np.asarray(g.tensors[ins[i]].data, np.float32).reshape(-1) for i in _BIAS]
+        w_all = np.concatenate([np.concatenate([xw[k], hw[k]], axis=1) for k in _CELL_ORDER], axis=0)
+        b_all = np.concatenate([bs[k] for k in _CELL_ORDER])
+        w_id = g.add_constant(f"{node.id}/lstm_weights", w_all)
+        b_id = g.add_constant(f"{node.id}/lstm_bias", b_all)
+        new: list[GpuNode] = []
+        seq = x
+        if time_major:  # (T, 1, B, I) -> (B, 1, T, I)
+            seq = g.add_tensor(f"{node.id}/x_batch_major", (batch, 1, steps, n_in))
+            new.append(g.new_node("TRANSPOSE", [x], [seq], {"perm": (2, 1, 0, 3)}, origin=origin))
+        h, c_prev = h_var, c_var
+        hs: list[int] = []
+        clip = float(node.attrs.get("cell_clip", 0.0) or 0.0)
+        for t in range(steps):
+            x_t = g.add_tensor(f"{node.id}/x{t}", (batch, 1, 1, n_in))
+            new.append(g.new_node("SLICE", [seq], [x_t], {"ranges": [(0, 0, 1), (0, 0, 1), (t, 0, 1), (0, 0, 1)]},
+                                  origin=origin))
+            xh = g.add_tensor(f"{node.id}/xh{t}", (batch, 1, 1, n_in + n_out))
+            new.append(g.new_node("CONCATENATION", [x_t, h], [xh], {"axis": 3}, origin=origin))
+            gates = g.add_tensor(f"{node.id}/gates{t}", (batch, 1, 1, 4 * n_cell))
+            new.append(g.new_node("FULLY_CONNECTED", [xh, w_id, b_id], [gates], {"keep_num_dims": False},
+                                  origin=origin))
+            last = t == steps - 1
+            c = g.add_tensor(f"{node.id}/c{t}", (batch, 1, 1, n_cell),
+                             ir_shape=g.tensors[c_var].ir_shape if last else None)
+            h = g.add_tensor(f"{node.id}/h{t}", (batch, 1, 1, n_out),
+                             ir_shape=g.tensors[h_var].ir_shape if last else None)
+            new.append(g.new_node("LSTM_CELL", [gates, c_prev], [c, h], {"cell_clip": clip}, origin=origin))
+            c_prev = c
+            hs.append(h)
+        seq_out = y if not time_major else g.add_tensor(f"{node.id}/y_batch_major", (batch, 1, steps, n_out))
+        new += _concat_time(g, hs, seq_out, origin)
+        if time_major:
+            new.append(g.new_node("TRANSPOSE", [seq_out], [y], {"perm": (2, 1, 0, 3)}, origin=origin))
+        at = g.node_index(node)
+        g.nodes[at:at + 1] = new
+        for var, final in ((h_var, hs[-1]), (c_var, c_prev)):
+            if var in g.outputs:  # the interpreter reads the new state back under the variable's id
+                g.outputs[g.outputs.index(var)] = final
+                g.tensors[var] = replace(g.tensors[var], is_output=False)
+                g.tensors[final] = replace(g.tensors[final], is_output=True, host_output=True,
+                                           qview=g.tensors[var].qview)
+                g.state_outputs[final] = var
+        lines.append(f"unrolled UNIDIRECTIONAL_SEQUENCE_LSTM#{node.id} over {steps} steps "
+                     "(SLICE + CONCATENATION + FULLY_CONNECTED + LSTM_CELL each)")
+    return [f"unrolled {len(lines)} sequence LSTMs", *lines]
+
+
+def _concat_time(g: GpuGraph, parts: list[int], out: int, origin: tuple[int, ...]) -> list[GpuNode]:
+    """CONCATENATION of ``parts`` along W into ``out``, in groups the concat kernel takes."""
+    nodes: list[GpuNode] = []
+    while len(parts) > MAX_CONCAT_INPUTS:
+        grouped = []
+        for k in range(0, len(parts), MAX_CONCAT_INPUTS):
+            group = parts[k:k + MAX_CONCAT_INPUTS]
+            if len(group) == 1:
+                grouped.append(group[0])
+                continue
+            s = g.tensors[group[0]].shape
+            width = sum(g.tensors[p].shape[2] for p in group)
+            t = g.add_tensor(f"{out}/concat{len(nodes)}", (s[0], 1, width, s[3]))
+            nodes.append(g.new_node("CONCATENATION", group, [t], {"axis": 2}, origin=origin))
+            grouped.append(t)
+        parts = grouped
+    nodes.append(g.new_node("CONCATENATION", parts, [out], {"axis": 2}, origin=origin))
+    return nodes
