@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from .._graph import GpuGraph, GpuNode, Report
+from .._graph import QDQ_OP, Epilogue, GpuGraph, GpuNode, Report
 from .._lowering import MAX_CONCAT_INPUTS
 
 __all__ = ["expand_lstm", "expand_sequence_lstm"]
@@ -111,7 +111,18 @@ def expand_sequence_lstm(g: GpuGraph) -> Report:
                              ir_shape=g.tensors[c_var].ir_shape if last else None)
             h = g.add_tensor(f"{node.id}/h{t}", (batch, 1, 1, n_out),
                              ir_shape=g.tensors[h_var].ir_shape if last else None)
-            new.append(g.new_node("LSTM_CELL", [gates, c_prev], [c, h], {"cell_clip": clip}, origin=origin))
+            # the float view of an integer LSTM: LiteRT's kernel stores the cell state (int16) and the
+            # hidden state (int8) on their grids after every step; so do we (a QDQ copy of each)
+            snaps = [(k, v, g.tensors[v].qview) for k, v in ((0, c_var), (1, h_var)) if g.tensors[v].qview]
+            cell_out = [c, h]
+            for k, v, view in snaps:
+                raw = g.add_tensor(f"{node.id}/{'ch'[k]}{t}_raw", g.tensors[cell_out[k]].shape)
+                new_q = g.new_node(QDQ_OP, [raw], [cell_out[k]], origin=origin)
+                new_q.epilogue.append(Epilogue("QDQ", q=view.qdq))
+                cell_out[k] = raw
+                snaps[snaps.index((k, v, view))] = (k, v, new_q)
+            new.append(g.new_node("LSTM_CELL", [gates, c_prev], cell_out, {"cell_clip": clip}, origin=origin))
+            new += [q for _k, _v, q in snaps]
             c_prev = c
             hs.append(h)
         seq_out = y if not time_major else g.add_tensor(f"{node.id}/y_batch_major", (batch, 1, steps, n_out))
