@@ -27,12 +27,14 @@ from test_ops_lstm_control import _lstm_model  # noqa: E402
 from test_quant_recurrent import integer_lstm_model  # noqa: E402
 
 
-def _gpu_invokes(backend: str, model: bytes, feeds: list[list[np.ndarray]], reset_before: tuple[int, ...] = ()
-                 ) -> tuple[list[np.ndarray], list[str]]:
-    d = load_backend_delegate(backend, {"cache": {"enabled": False}})
+def _gpu_invokes(backend: str, model: bytes, feeds: list[list[np.ndarray]], reset_before: tuple[int, ...] = (),
+                 cache: dict | None = None) -> tuple[list[np.ndarray], list[str]]:
+    d = load_backend_delegate(backend, {"cache": cache or {"enabled": False}})
     it = litegpu.Interpreter(model_content=model, experimental_delegates=[d])
     it.allocate_tensors()
     plan = [s["backend"] for s in it.get_execution_plan()]
+    if cache is not None:  # which partitions came from the cache
+        plan += [f"cache_hit={s.kernel.cache_hit}" for s in it._main.plan.steps if s.kind == "delegate"]
     outs = []
     for k, f in enumerate(feeds):
         if k in reset_before:
@@ -70,3 +72,19 @@ def test_int8_sequence_lstm_delegated(seed, time_major):
     lsb = np.concatenate([np.abs(g.astype(int) - r[0].astype(int)).ravel() for g, r in zip(got, ref, strict=True)])
     assert lsb.max() <= 1, f"max {lsb.max()} LSB"
     assert (lsb == 0).mean() >= 0.9, f"only {(lsb == 0).mean():.1%} of the outputs exact"
+
+
+@pytest.mark.slow
+def test_state_outputs_survive_the_plan_cache(tmp_path):
+    """A warm start (plan loaded from the cache) still returns the state under the variables' ids."""
+    model, x = integer_lstm_model(3, time_major=False, steps=3)
+    feeds = [[np.roll(x, k, axis=-1)] for k in range(3)]
+    ref = run_invokes(model, feeds)
+    cache = {"enabled": True, "dir": str(tmp_path / "c")}
+    cold, plan = _gpu_invokes("opencl", model, feeds, cache=cache)
+    assert plan == ["opencl", "cache_hit=False"]
+    warm, plan = _gpu_invokes("opencl", model, feeds, cache=cache)
+    assert plan == ["opencl", "cache_hit=True"]
+    for c, w, r in zip(cold, warm, ref, strict=True):
+        np.testing.assert_array_equal(c, w)
+        assert np.abs(w.astype(int) - r[0].astype(int)).max() <= 1
