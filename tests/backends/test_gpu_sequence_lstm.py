@@ -1,8 +1,8 @@
 """UNIDIRECTIONAL_SEQUENCE_LSTM fully delegated to the GPU (unrolled over time by ``expand_sequence_lstm``),
-against LiteRT's reference kernels over several invokes: the output and cell state variables are
+against LiteRT's reference kernels over several invokes (and a ``reset_all_variables``): the output and cell state variables are
 partition outputs the runtime returns under the variables' ids, so the state carries over.
 
-* float: within 1e-5 relative of LiteRT on every invoke (opencl on PoCL, vulkan on lavapipe);
+* float: within 1e-5 relative of LiteRT on every invoke (opencl on PoCL; vulkan and webgpu on lavapipe);
 * int8 (8x8_16 kernel, int16 cell) through the float view: the hidden and cell states are snapped to
   their grids after every step as LiteRT's integer kernel stores them; LiteRT rounds with fixed-point
   multipliers, we in floats, so an int8 output may differ by one LSB (1/255 of the output range).
@@ -46,7 +46,8 @@ def _gpu_invokes(backend: str, model: bytes, feeds: list[list[np.ndarray]], rese
 
 
 # the default run keeps one opencl case of each test (under 10 s on PoCL); vulkan (lavapipe) and the rest are slow
-@pytest.mark.parametrize("backend", ["opencl", pytest.param("vulkan", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("backend", ["opencl", pytest.param("vulkan", marks=pytest.mark.slow),
+                                     pytest.param("webgpu", marks=pytest.mark.slow)])
 @pytest.mark.parametrize("time_major,steps,cell_clip",
                          [(True, 3, 0.0), pytest.param(False, 10, 0.5, marks=pytest.mark.slow)])
 def test_float_sequence_lstm_delegated(backend, time_major, steps, cell_clip):
