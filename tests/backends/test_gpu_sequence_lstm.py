@@ -48,11 +48,16 @@ def _gpu_invokes(backend: str, model: bytes, feeds: list[list[np.ndarray]], rese
 # the default run keeps one opencl case of each test (under 10 s on PoCL); vulkan (lavapipe) and the rest are slow
 @pytest.mark.parametrize("backend", ["opencl", pytest.param("vulkan", marks=pytest.mark.slow),
                                      pytest.param("webgpu", marks=pytest.mark.slow)])
-@pytest.mark.parametrize("time_major,steps,cell_clip",
-                         [(True, 3, 0.0), pytest.param(False, 10, 0.5, marks=pytest.mark.slow)])
-def test_float_sequence_lstm_delegated(backend, time_major, steps, cell_clip):
-    model, x = _lstm_model("UNIDIRECTIONAL_SEQUENCE_LSTM", n_batch=3, n_input=5, n_cell=6, n_output=6, seq=steps,
-                           time_major=time_major, cell_clip=cell_clip, seed=steps)
+@pytest.mark.parametrize("time_major,steps,extra", [
+    (True, 3, {}),
+    pytest.param(False, 10, {"cell_clip": 0.5}, marks=pytest.mark.slow),
+    pytest.param(True, 4, {"projection": True, "proj_bias": True, "proj_clip": 0.3}, marks=pytest.mark.slow),
+    pytest.param(False, 2, {"projection": True}, marks=pytest.mark.slow),
+])
+def test_float_sequence_lstm_delegated(backend, time_major, steps, extra):
+    n_out = 4 if extra.get("projection") else 6
+    model, x = _lstm_model("UNIDIRECTIONAL_SEQUENCE_LSTM", n_batch=3, n_input=5, n_cell=6, n_output=n_out, seq=steps,
+                           time_major=time_major, seed=steps, **extra)
     feeds = [[x], [x * 0.5], [x[::-1].copy()], [x]]
     ref = run_invokes(model, feeds, reset_before=(3,))
     got, plan = _gpu_invokes(backend, model, feeds, reset_before=(3,))
@@ -89,3 +94,20 @@ def test_state_outputs_survive_the_plan_cache(tmp_path):
     for c, w, r in zip(cold, warm, ref, strict=True):
         np.testing.assert_array_equal(c, w)
         assert np.abs(w.astype(int) - r[0].astype(int)).max() <= 1
+
+
+@pytest.mark.parametrize("kind,reason", [("cifg", "CIFG"), ("peephole", "peephole"), ("layer_norm", "layer norm")])
+def test_unsupported_forms_are_declined_with_the_reason(kind, reason):
+    from litegpu._delegate import NodeView
+    from litegpu._reader import read_model
+    from litegpu.gpu._lower import supports
+
+    model, _ = _lstm_model("UNIDIRECTIONAL_SEQUENCE_LSTM", n_batch=2, n_input=3, n_cell=4, n_output=4, seq=2,
+                           **{kind: True})
+    m = read_model(model)
+    sg = m.subgraphs[0]
+    op = sg.operators[0]
+    view = NodeView(op=op, inputs=tuple(None if i < 0 else sg.tensors[i] for i in op.inputs),
+                    outputs=tuple(sg.tensors[i] for i in op.outputs), subgraph=sg, model=m)
+    s = supports(view)
+    assert not s and reason in s.reason

@@ -210,8 +210,10 @@ def check_sequence_lstm(node: NodeView) -> str:
         return "UNIDIRECTIONAL_SEQUENCE_LSTM with CIFG (coupled input and forget gates)"
     if any(i >= 0 for i in ins[9:12]):
         return "UNIDIRECTIONAL_SEQUENCE_LSTM with peephole connections"
-    if ins[16] >= 0:
-        return "UNIDIRECTIONAL_SEQUENCE_LSTM with a projection"
+    if ins[16] >= 0 and node.inputs[0].dtype != "float32":
+        return "quantized UNIDIRECTIONAL_SEQUENCE_LSTM with a projection"
+    if ins[16] >= 0 and (node.inputs[16].data is None or (ins[17] >= 0 and node.inputs[17].data is None)):
+        return "UNIDIRECTIONAL_SEQUENCE_LSTM with a projection not in the file"
     if any(i >= 0 for i in ins[20:24]):
         return "UNIDIRECTIONAL_SEQUENCE_LSTM with layer normalization"
     if _opt(node, "fused_activation_function", 4) != 4:

@@ -141,7 +141,8 @@ _TABLE: dict[str, GpuOpEntry] = {
     # the expand_sequence_lstm pass unrolls it over time into the nodes above
     "UNIDIRECTIONAL_SEQUENCE_LSTM": GpuOpEntry(None, None, lo.check_sequence_lstm,
                                                {**{i: "weights" for i in range(1, 9)},
-                                                **{i: "bias" for i in range(12, 16)}}),
+                                                **{i: "bias" for i in range(12, 16)},
+                                                16: "weights", 17: "bias"}),
     # weights and quantization: folded at prepare or turned into QDQ steps by the float_view pass
     "DEQUANTIZE": GpuOpEntry(None, None),
     "DENSIFY": GpuOpEntry(None, None),

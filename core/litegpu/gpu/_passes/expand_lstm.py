@@ -49,20 +49,22 @@ def expand_lstm(g: GpuGraph) -> Report:
 
 #: UNIDIRECTIONAL_SEQUENCE_LSTM inputs: input->gate weights (i, f, c, o), recurrent->gate weights, gate
 #: biases, and the output/cell state variables
-_X_W, _H_W, _BIAS, _H_VAR, _C_VAR = (1, 2, 3, 4), (5, 6, 7, 8), (12, 13, 14, 15), 18, 19
+_X_W, _H_W, _BIAS, _PROJ, _H_VAR, _C_VAR = (1, 2, 3, 4), (5, 6, 7, 8), (12, 13, 14, 15), (16, 17), 18, 19
 #: LSTM_CELL reads its gates in the basic kernel's order: input, cell candidate, forget, output
 _CELL_ORDER = (0, 2, 1, 3)
 
 
 def expand_sequence_lstm(g: GpuGraph) -> Report:
-    """Unroll a float UNIDIRECTIONAL_SEQUENCE_LSTM (no CIFG, peephole, projection or layer norm; the checks
-    in ``_lowering.check_sequence_lstm``) over its time steps.  Per step ``t``:
+    """Unroll a UNIDIRECTIONAL_SEQUENCE_LSTM (no CIFG, peephole or layer norm; a projection on float ones;
+    the checks in ``_lowering.check_sequence_lstm``) over its time steps.  Per step ``t``:
 
     * ``SLICE`` of step ``t`` of the input (batch-major ``(B, 1, T, I)``; a time-major input is first
       ``TRANSPOSE`` d into that view),
     * ``CONCATENATION([x_t, h], axis=C)`` and one ``FULLY_CONNECTED`` with the eight weight matrices stacked
       into ``[4N, I + N_out]`` and the four biases into ``[4N]`` (gates in LSTM_CELL's order),
-    * ``LSTM_CELL(gates, c) -> (c_t, h_t)`` with the op's ``cell_clip``.
+    * ``LSTM_CELL(gates, c) -> (c_t, h_t)`` with the op's ``cell_clip``;
+    * with a projection, ``h_t = FULLY_CONNECTED(o * tanh(c_t), W_proj, b_proj)`` clipped to
+      ``+-proj_clip`` (MINIMUM + MAXIMUM) when that is set.
 
     For an integer LSTM (the float view ran first) ``h_t`` and ``c_t`` are snapped to the state variables'
     grids (int8 / int16) after every step by a ``QUANTIZE_AND_DEQUANTIZE`` copy, as LiteRT's kernel stores
@@ -92,6 +94,12 @@ def expand_sequence_lstm(g: GpuGraph) -> Report:
         bs = [np.asarray(g.tensors[ins[i]].data, np.float32).reshape(-1) for i in _BIAS]
         w_all = np.concatenate([np.concatenate([xw[k], hw[k]], axis=1) for k in _CELL_ORDER], axis=0)
         b_all = np.concatenate([bs[k] for k in _CELL_ORDER])
+        proj = None
+        if len(ins) > _PROJ[0] and ins[_PROJ[0]] >= 0:
+            pw = np.asarray(g.tensors[ins[_PROJ[0]]].data, np.float32)
+            pb = (np.asarray(g.tensors[ins[_PROJ[1]]].data, np.float32).reshape(-1) if ins[_PROJ[1]] >= 0
+                  else np.zeros(pw.shape[0], np.float32))
+            proj = (g.add_constant(f"{node.id}/proj_weights", pw), g.add_constant(f"{node.id}/proj_bias", pb))
         w_id = g.add_constant(f"{node.id}/lstm_weights", w_all)
         b_id = g.add_constant(f"{node.id}/lstm_bias", b_all)
         new: list[GpuNode] = []
@@ -116,6 +124,9 @@ def expand_sequence_lstm(g: GpuGraph) -> Report:
                              ir_shape=g.tensors[c_var].ir_shape if last else None)
             h = g.add_tensor(f"{node.id}/h{t}", (batch, 1, 1, n_out),
                              ir_shape=g.tensors[h_var].ir_shape if last else None)
+            projected = h
+            if proj is not None:  # the cell's o * tanh(c) goes through the projection into h
+                h = g.add_tensor(f"{node.id}/m{t}", (batch, 1, 1, n_cell))
             # the float view of an integer LSTM: LiteRT's kernel stores the cell state (int16) and the
             # hidden state (int8) on their grids after every step; so do we (a QDQ copy of each) unless
             # quantization_simulation is off.  Without it the error compounds over the steps: measured on
@@ -131,6 +142,9 @@ def expand_sequence_lstm(g: GpuGraph) -> Report:
                 snaps[snaps.index((k, v, view))] = (k, v, new_q)
             new.append(g.new_node("LSTM_CELL", [gates, c_prev], cell_out, {"cell_clip": clip}, origin=origin))
             new += [q for _k, _v, q in snaps]
+            if proj is not None:
+                new += _projection(g, node, h, projected, proj, origin)
+                h = projected
             c_prev = c
             hs.append(h)
         seq_out = y if not time_major else g.add_tensor(f"{node.id}/y_batch_major", (batch, 1, steps, n_out))
@@ -149,6 +163,21 @@ def expand_sequence_lstm(g: GpuGraph) -> Report:
         lines.append(f"unrolled UNIDIRECTIONAL_SEQUENCE_LSTM#{node.id} over {steps} steps "
                      "(SLICE + CONCATENATION + FULLY_CONNECTED + LSTM_CELL each)")
     return [f"unrolled {len(lines)} sequence LSTMs", *lines]
+
+
+def _projection(g: GpuGraph, node: GpuNode, m: int, h: int, proj: tuple[int, int],
+                origin: tuple[int, ...]) -> list[GpuNode]:
+    """``h = FULLY_CONNECTED(m, W_proj, b_proj)``, clipped to +-proj_clip when it is > 0 (LiteRT's float kernel)."""
+    clip = float(node.attrs.get("proj_clip", 0.0) or 0.0)
+    if clip <= 0:
+        return [g.new_node("FULLY_CONNECTED", [m, *proj], [h], {"keep_num_dims": False}, origin=origin)]
+    raw = g.add_tensor(f"{node.id}/proj{h}", g.tensors[h].shape)
+    low = g.add_tensor(f"{node.id}/proj_low{h}", g.tensors[h].shape)
+    hi = g.add_constant(f"{node.id}/proj_clip", np.full((1, 1, 1, 1), clip, np.float32))
+    lo = g.add_constant(f"{node.id}/proj_clip_neg", np.full((1, 1, 1, 1), -clip, np.float32))
+    return [g.new_node("FULLY_CONNECTED", [m, *proj], [raw], {"keep_num_dims": False}, origin=origin),
+            g.new_node("MINIMUM", [raw, hi], [low], origin=origin),
+            g.new_node("MAXIMUM", [low, lo], [h], origin=origin)]
 
 
 def _concat_time(g: GpuGraph, parts: list[int], out: int, origin: tuple[int, ...]) -> list[GpuNode]:
