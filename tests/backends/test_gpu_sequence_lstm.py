@@ -53,6 +53,8 @@ def _gpu_invokes(backend: str, model: bytes, feeds: list[list[np.ndarray]], rese
     pytest.param(False, 10, {"cell_clip": 0.5}, marks=pytest.mark.slow),
     pytest.param(True, 4, {"projection": True, "proj_bias": True, "proj_clip": 0.3}, marks=pytest.mark.slow),
     pytest.param(False, 2, {"projection": True}, marks=pytest.mark.slow),
+    pytest.param(True, 3, {"layer_norm": True}, marks=pytest.mark.slow),
+    pytest.param(False, 3, {"layer_norm": True, "projection": True, "cell_clip": 0.4}, marks=pytest.mark.slow),
 ])
 def test_float_sequence_lstm_delegated(backend, time_major, steps, extra):
     n_out = 4 if extra.get("projection") else 6
@@ -96,7 +98,26 @@ def test_state_outputs_survive_the_plan_cache(tmp_path):
         assert np.abs(w.astype(int) - r[0].astype(int)).max() <= 1
 
 
-@pytest.mark.parametrize("kind,reason", [("cifg", "CIFG"), ("peephole", "peephole"), ("layer_norm", "layer norm")])
+def test_litert_testdata_sequence_lstm_delegated():
+    """LiteRT's own UNIDIRECTIONAL_SEQUENCE_LSTM test model (float, layer-normalized)."""
+    path = Path("/work/shared/models/litert-testdata/core__unidirectional_sequence_lstm.bin")
+    if not path.exists():
+        pytest.skip(f"{path} is not on this machine")
+    model = path.read_bytes()
+    r = np.random.default_rng(0)
+    probe = litegpu.Interpreter(model_content=model)
+    probe.allocate_tensors()
+    (d,) = probe.get_input_details()
+    feeds = [[r.standard_normal(d["shape"]).astype(np.float32)] for _ in range(3)]
+    ref = run_invokes(model, feeds)
+    got, plan = _gpu_invokes("opencl", model, feeds)
+    assert plan == ["opencl"], plan
+    for k, (g, e) in enumerate(zip(got, ref, strict=True)):
+        err = float(np.abs(g - e[0]).max() / np.abs(e[0]).max())
+        assert err <= 1e-5, f"invoke {k}: relative error {err:.2e}"
+
+
+@pytest.mark.parametrize("kind,reason", [("cifg", "CIFG"), ("peephole", "peephole")])
 def test_unsupported_forms_are_declined_with_the_reason(kind, reason):
     from litegpu._delegate import NodeView
     from litegpu._reader import read_model

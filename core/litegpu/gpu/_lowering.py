@@ -214,8 +214,9 @@ def check_sequence_lstm(node: NodeView) -> str:
         return "quantized UNIDIRECTIONAL_SEQUENCE_LSTM with a projection"
     if ins[16] >= 0 and (node.inputs[16].data is None or (ins[17] >= 0 and node.inputs[17].data is None)):
         return "UNIDIRECTIONAL_SEQUENCE_LSTM with a projection not in the file"
-    if any(i >= 0 for i in ins[20:24]):
-        return "UNIDIRECTIONAL_SEQUENCE_LSTM with layer normalization"
+    if any(i >= 0 for i in ins[20:24]) and (node.inputs[0].dtype != "float32" or any(
+            node.inputs[k] is None or node.inputs[k].data is None for k in range(20, 24))):
+        return "quantized UNIDIRECTIONAL_SEQUENCE_LSTM with layer normalization"
     if _opt(node, "fused_activation_function", 4) != 4:
         return "UNIDIRECTIONAL_SEQUENCE_LSTM with an activation other than TANH"
     x, h, c = node.inputs[0], node.inputs[18], node.inputs[19]

@@ -50,18 +50,21 @@ def expand_lstm(g: GpuGraph) -> Report:
 #: UNIDIRECTIONAL_SEQUENCE_LSTM inputs: input->gate weights (i, f, c, o), recurrent->gate weights, gate
 #: biases, and the output/cell state variables
 _X_W, _H_W, _BIAS, _PROJ, _H_VAR, _C_VAR = (1, 2, 3, 4), (5, 6, 7, 8), (12, 13, 14, 15), (16, 17), 18, 19
+_LN = (20, 21, 22, 23)  # layer-norm coefficients of the gates i, f, c, o
 #: LSTM_CELL reads its gates in the basic kernel's order: input, cell candidate, forget, output
 _CELL_ORDER = (0, 2, 1, 3)
 
 
 def expand_sequence_lstm(g: GpuGraph) -> Report:
-    """Unroll a UNIDIRECTIONAL_SEQUENCE_LSTM (no CIFG, peephole or layer norm; a projection on float ones;
+    """Unroll a UNIDIRECTIONAL_SEQUENCE_LSTM (no CIFG or peephole; layer norm and projection on float ones;
     the checks in ``_lowering.check_sequence_lstm``) over its time steps.  Per step ``t``:
 
     * ``SLICE`` of step ``t`` of the input (batch-major ``(B, 1, T, I)``; a time-major input is first
       ``TRANSPOSE`` d into that view),
     * ``CONCATENATION([x_t, h], axis=C)`` and one ``FULLY_CONNECTED`` with the eight weight matrices stacked
-      into ``[4N, I + N_out]`` and the four biases into ``[4N]`` (gates in LSTM_CELL's order),
+      into ``[4N, I + N_out]`` and the four biases into ``[4N]`` (gates in LSTM_CELL's order); with layer
+      norm the biases come after it (``_layer_norm``: RESHAPE to ``(B, 1, 4, N)``, MEAN, SUB, MUL, MEAN,
+      ADD, RSQRT, MUL, MUL, ADD, RESHAPE),
     * ``LSTM_CELL(gates, c) -> (c_t, h_t)`` with the op's ``cell_clip``;
     * with a projection, ``h_t = FULLY_CONNECTED(o * tanh(c_t), W_proj, b_proj)`` clipped to
       ``+-proj_clip`` (MINIMUM + MAXIMUM) when that is set.
@@ -94,6 +97,14 @@ def expand_sequence_lstm(g: GpuGraph) -> Report:
         bs = [np.asarray(g.tensors[ins[i]].data, np.float32).reshape(-1) for i in _BIAS]
         w_all = np.concatenate([np.concatenate([xw[k], hw[k]], axis=1) for k in _CELL_ORDER], axis=0)
         b_all = np.concatenate([bs[k] for k in _CELL_ORDER])
+        ln = None
+        if len(ins) > 23 and all(ins[i] >= 0 for i in _LN):
+            # layer norm: the biases are added after the normalisation, per gate (LiteRT's float kernel)
+            coef = np.stack([np.asarray(g.tensors[ins[_LN[k]]].data, np.float32).reshape(-1) for k in _CELL_ORDER])
+            ln = (g.add_constant(f"{node.id}/ln_coef", coef.reshape(1, 1, 4, n_cell)),
+                  g.add_constant(f"{node.id}/ln_bias", b_all.reshape(1, 1, 4, n_cell)),
+                  g.add_constant(f"{node.id}/ln_eps", np.full((1, 1, 1, 1), 1e-8, np.float32)))
+            b_all = np.zeros_like(b_all)
         proj = None
         if len(ins) > _PROJ[0] and ins[_PROJ[0]] >= 0:
             pw = np.asarray(g.tensors[ins[_PROJ[0]]].data, np.float32)
@@ -117,8 +128,14 @@ def expand_sequence_lstm(g: GpuGraph) -> Report:
             xh = g.add_tensor(f"{node.id}/xh{t}", (batch, 1, 1, n_in + n_out))
             new.append(g.new_node("CONCATENATION", [x_t, h], [xh], {"axis": 3}, origin=origin))
             gates = g.add_tensor(f"{node.id}/gates{t}", (batch, 1, 1, 4 * n_cell))
-            new.append(g.new_node("FULLY_CONNECTED", [xh, w_id, b_id], [gates], {"keep_num_dims": False},
-                                  origin=origin))
+            if ln is None:
+                new.append(g.new_node("FULLY_CONNECTED", [xh, w_id, b_id], [gates], {"keep_num_dims": False},
+                                      origin=origin))
+            else:
+                raw = g.add_tensor(f"{node.id}/gates_raw{t}", (batch, 1, 1, 4 * n_cell))
+                new.append(g.new_node("FULLY_CONNECTED", [xh, w_id, b_id], [raw], {"keep_num_dims": False},
+                                      origin=origin))
+                new += _layer_norm(g, raw, gates, ln, batch, n_cell, origin)
             last = t == steps - 1
             c = g.add_tensor(f"{node.id}/c{t}", (batch, 1, 1, n_cell),
                              ir_shape=g.tensors[c_var].ir_shape if last else None)
@@ -163,6 +180,36 @@ def expand_sequence_lstm(g: GpuGraph) -> Report:
         lines.append(f"unrolled UNIDIRECTIONAL_SEQUENCE_LSTM#{node.id} over {steps} steps "
                      "(SLICE + CONCATENATION + FULLY_CONNECTED + LSTM_CELL each)")
     return [f"unrolled {len(lines)} sequence LSTMs", *lines]
+
+
+def _layer_norm(g: GpuGraph, raw: int, out: int, ln: tuple[int, int, int], batch: int, n_cell: int,
+                origin: tuple[int, ...]) -> list[GpuNode]:
+    """Per gate: ``(z - mean) / sqrt(var + 1e-8) * coef + bias`` over the gate's N cells, with the gates
+    viewed as ``(B, 1, 4, N)`` (LiteRT's float layer-norm LSTM)."""
+    coef, bias, eps = ln
+    shape4, shape1 = (batch, 1, 4, n_cell), (batch, 1, 4, 1)
+    name = g.tensors[raw].name
+
+    def t(tag: str, shape: tuple[int, int, int, int]) -> int:
+        return g.add_tensor(f"{name}/{tag}", shape)
+
+    z, mean, d, sq, var, ve, inv, nz, sc, biased = (
+        t("z", shape4), t("mean", shape1), t("d", shape4), t("sq", shape4), t("var", shape1), t("var_eps", shape1),
+        t("inv", shape1), t("norm", shape4), t("scaled", shape4), t("biased", shape4))
+    mean_attrs = {"axes": (3,), "keep_dims": True}
+    return [
+        g.new_node("RESHAPE", [raw], [z], origin=origin),
+        g.new_node("MEAN", [z], [mean], dict(mean_attrs), origin=origin),
+        g.new_node("SUB", [z, mean], [d], origin=origin),
+        g.new_node("MUL", [d, d], [sq], origin=origin),
+        g.new_node("MEAN", [sq], [var], dict(mean_attrs), origin=origin),
+        g.new_node("ADD", [var, eps], [ve], origin=origin),
+        g.new_node("RSQRT", [ve], [inv], origin=origin),
+        g.new_node("MUL", [d, inv], [nz], origin=origin),
+        g.new_node("MUL", [nz, coef], [sc], origin=origin),
+        g.new_node("ADD", [sc, bias], [biased], origin=origin),
+        g.new_node("RESHAPE", [biased], [out], origin=origin),
+    ]
 
 
 def _projection(g: GpuGraph, node: GpuNode, m: int, h: int, proj: tuple[int, int],
