@@ -54,6 +54,8 @@ def _gpu_invokes(backend: str, model: bytes, feeds: list[list[np.ndarray]], rese
     pytest.param(True, 4, {"projection": True, "proj_bias": True, "proj_clip": 0.3}, marks=pytest.mark.slow),
     pytest.param(False, 2, {"projection": True}, marks=pytest.mark.slow),
     pytest.param(True, 3, {"layer_norm": True}, marks=pytest.mark.slow),
+    pytest.param(True, 3, {"cifg": True}, marks=pytest.mark.slow),
+    pytest.param(False, 3, {"cifg": True, "layer_norm": True, "projection": True}, marks=pytest.mark.slow),
     pytest.param(False, 3, {"layer_norm": True, "projection": True, "cell_clip": 0.4}, marks=pytest.mark.slow),
 ])
 def test_float_sequence_lstm_delegated(backend, time_major, steps, extra):
@@ -117,7 +119,7 @@ def test_litert_testdata_sequence_lstm_delegated():
         assert err <= 1e-5, f"invoke {k}: relative error {err:.2e}"
 
 
-@pytest.mark.parametrize("kind,reason", [("cifg", "CIFG"), ("peephole", "peephole")])
+@pytest.mark.parametrize("kind,reason", [("peephole", "peephole")])
 def test_unsupported_forms_are_declined_with_the_reason(kind, reason):
     from litegpu._delegate import NodeView
     from litegpu._reader import read_model

@@ -206,8 +206,8 @@ def check_sequence_lstm(node: NodeView) -> str:
     ins = node.op.inputs
     if len(ins) not in (20, 24):
         return "UNIDIRECTIONAL_SEQUENCE_LSTM needs 20 or 24 inputs"
-    if ins[1] < 0:
-        return "UNIDIRECTIONAL_SEQUENCE_LSTM with CIFG (coupled input and forget gates)"
+    if ins[1] < 0 and (node.inputs[0].dtype != "float32" or ins[5] >= 0 or ins[12] >= 0):
+        return "quantized UNIDIRECTIONAL_SEQUENCE_LSTM with CIFG (coupled input and forget gates)"
     if any(i >= 0 for i in ins[9:12]):
         return "UNIDIRECTIONAL_SEQUENCE_LSTM with peephole connections"
     if ins[16] >= 0 and node.inputs[0].dtype != "float32":
@@ -215,7 +215,7 @@ def check_sequence_lstm(node: NodeView) -> str:
     if ins[16] >= 0 and (node.inputs[16].data is None or (ins[17] >= 0 and node.inputs[17].data is None)):
         return "UNIDIRECTIONAL_SEQUENCE_LSTM with a projection not in the file"
     if any(i >= 0 for i in ins[20:24]) and (node.inputs[0].dtype != "float32" or any(
-            node.inputs[k] is None or node.inputs[k].data is None for k in range(20, 24))):
+            node.inputs[k] is None or node.inputs[k].data is None for k in range(20 if ins[1] >= 0 else 21, 24))):
         return "quantized UNIDIRECTIONAL_SEQUENCE_LSTM with layer normalization"
     if _opt(node, "fused_activation_function", 4) != 4:
         return "UNIDIRECTIONAL_SEQUENCE_LSTM with an activation other than TANH"
@@ -224,7 +224,8 @@ def check_sequence_lstm(node: NodeView) -> str:
         return "UNIDIRECTIONAL_SEQUENCE_LSTM needs a 3-D input and 2-D states"
     if not (h.is_variable and c.is_variable):
         return "UNIDIRECTIONAL_SEQUENCE_LSTM whose states are not variable tensors"
-    if any(node.inputs[i] is None or node.inputs[i].data is None for i in (*range(1, 9), *range(12, 16))):
+    gate_inputs = (*range(1, 9), *range(12, 16)) if ins[1] >= 0 else (2, 3, 4, 6, 7, 8, 13, 14, 15)
+    if any(node.inputs[i] is None or node.inputs[i].data is None for i in gate_inputs):
         return "UNIDIRECTIONAL_SEQUENCE_LSTM with weights or biases not in the file"
     return ""
 

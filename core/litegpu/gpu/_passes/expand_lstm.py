@@ -56,7 +56,7 @@ _CELL_ORDER = (0, 2, 1, 3)
 
 
 def expand_sequence_lstm(g: GpuGraph) -> Report:
-    """Unroll a UNIDIRECTIONAL_SEQUENCE_LSTM (no CIFG or peephole; layer norm and projection on float ones;
+    """Unroll a UNIDIRECTIONAL_SEQUENCE_LSTM (no peephole; CIFG, layer norm and projection on float ones;
     the checks in ``_lowering.check_sequence_lstm``) over its time steps.  Per step ``t``:
 
     * ``SLICE`` of step ``t`` of the input (batch-major ``(B, 1, T, I)``; a time-major input is first
@@ -90,17 +90,24 @@ def expand_sequence_lstm(g: GpuGraph) -> Report:
         xs = g.tensors[x].shape
         steps = xs[0] if time_major else xs[2]
         batch = xs[2] if time_major else xs[0]
-        n_in, n_cell = xs[3], g.tensors[ins[_X_W[0]]].ir_shape[0]
+        n_in, n_cell = xs[3], g.tensors[ins[_X_W[1]]].ir_shape[0]
         n_out = g.tensors[h_var].shape[3]
-        xw = [np.asarray(g.tensors[ins[i]].data, np.float32) for i in _X_W]
-        hw = [np.asarray(g.tensors[ins[i]].data, np.float32) for i in _H_W]
-        bs = [np.asarray(g.tensors[ins[i]].data, np.float32).reshape(-1) for i in _BIAS]
+        # CIFG (no input gate: i = 1 - sigmoid(f)) is the input gate of the negated forget gate, since
+        # sigmoid(-z) = 1 - sigmoid(z); with layer norm too when that gate shares the forget gate's coefficients
+        cifg = ins[_X_W[0]] < 0
+
+        xw = [_data(g, ins[i]) for i in _X_W]
+        hw = [_data(g, ins[i]) for i in _H_W]
+        bs = [_data(g, ins[i]).reshape(-1) for i in _BIAS]
+        if cifg:
+            xw[0], hw[0], bs[0] = -xw[1], -hw[1], -bs[1]
         w_all = np.concatenate([np.concatenate([xw[k], hw[k]], axis=1) for k in _CELL_ORDER], axis=0)
         b_all = np.concatenate([bs[k] for k in _CELL_ORDER])
         ln = None
-        if len(ins) > 23 and all(ins[i] >= 0 for i in _LN):
+        if len(ins) > 23 and all(ins[i] >= 0 for i in _LN[1:]):
             # layer norm: the biases are added after the normalisation, per gate (LiteRT's float kernel)
-            coef = np.stack([np.asarray(g.tensors[ins[_LN[k]]].data, np.float32).reshape(-1) for k in _CELL_ORDER])
+            lns = [_LN[1] if cifg and k == 0 else _LN[k] for k in range(4)]
+            coef = np.stack([np.asarray(g.tensors[ins[lns[k]]].data, np.float32).reshape(-1) for k in _CELL_ORDER])
             ln = (g.add_constant(f"{node.id}/ln_coef", coef.reshape(1, 1, 4, n_cell)),
                   g.add_constant(f"{node.id}/ln_bias", b_all.reshape(1, 1, 4, n_cell)),
                   g.add_constant(f"{node.id}/ln_eps", np.full((1, 1, 1, 1), 1e-8, np.float32)))
@@ -180,6 +187,11 @@ def expand_sequence_lstm(g: GpuGraph) -> Report:
         lines.append(f"unrolled UNIDIRECTIONAL_SEQUENCE_LSTM#{node.id} over {steps} steps "
                      "(SLICE + CONCATENATION + FULLY_CONNECTED + LSTM_CELL each)")
     return [f"unrolled {len(lines)} sequence LSTMs", *lines]
+
+
+def _data(g: GpuGraph, t: int) -> np.ndarray:
+    """A constant input as float32 (empty for an omitted one)."""
+    return np.asarray(g.tensors[t].data, np.float32) if t >= 0 else np.zeros(0, np.float32)
 
 
 def _layer_norm(g: GpuGraph, raw: int, out: int, ln: tuple[int, int, int], batch: int, n_cell: int,
