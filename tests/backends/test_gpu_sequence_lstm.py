@@ -6,8 +6,10 @@ partition outputs the runtime returns under the variables' ids, so the state car
 * int8 (8x8_16 kernel, int16 cell) through the float view: the hidden and cell states are snapped to
   their grids after every step as LiteRT's integer kernel stores them; LiteRT rounds with fixed-point
   multipliers, we in floats, so an int8 output may differ by one LSB (1/255 of the output range).
-  Measured on PoCL over 8 models x 3 invokes (2 x 4 x 8 x 3 outputs each): at most 1 LSB, about 97%
-  of the elements exact; asserted: at most 1 LSB everywhere, at least 90% exact.
+  Measured on PoCL over 24 builder models (1-3 batches, 3-9 steps, 8-20 cells, with and without
+  cell_clip, both time orders) x 3 invokes, 18144 outputs: at most 1 LSB, 95.7% exact (lavapipe/vulkan:
+  8 models, 94.3%); without the per-step snapping up to 11 LSB.  Asserted: at most 1 LSB everywhere,
+  at least 90% exact.
 """
 
 from __future__ import annotations
