@@ -57,6 +57,8 @@ def _gpu_invokes(backend: str, model: bytes, feeds: list[list[np.ndarray]], rese
     pytest.param(False, 2, {"projection": True}, marks=pytest.mark.slow),
     pytest.param(True, 3, {"layer_norm": True}, marks=pytest.mark.slow),
     pytest.param(True, 3, {"cifg": True}, marks=pytest.mark.slow),
+    pytest.param(True, 3, {"peephole": True, "cifg": True}, marks=pytest.mark.slow),
+    pytest.param(False, 4, {"peephole": True, "projection": True, "cell_clip": 0.3}, marks=pytest.mark.slow),
     pytest.param(False, 3, {"cifg": True, "layer_norm": True, "projection": True}, marks=pytest.mark.slow),
     pytest.param(False, 3, {"layer_norm": True, "projection": True, "cell_clip": 0.4}, marks=pytest.mark.slow),
 ])
@@ -123,12 +125,13 @@ def test_litert_testdata_sequence_lstm_delegated():
 
 @pytest.mark.parametrize("kind,reason", [("peephole", "peephole")])
 def test_unsupported_forms_are_declined_with_the_reason(kind, reason):
+    """Peephole with layer norm: the peephole term goes before the normalisation, inside the cell."""
     from litegpu._delegate import NodeView
     from litegpu._reader import read_model
     from litegpu.gpu._lower import supports
 
     model, _ = _lstm_model("UNIDIRECTIONAL_SEQUENCE_LSTM", n_batch=2, n_input=3, n_cell=4, n_output=4, seq=2,
-                           **{kind: True})
+                           layer_norm=True, **{kind: True})
     m = read_model(model)
     sg = m.subgraphs[0]
     op = sg.operators[0]

@@ -208,8 +208,8 @@ def check_sequence_lstm(node: NodeView) -> str:
         return "UNIDIRECTIONAL_SEQUENCE_LSTM needs 20 or 24 inputs"
     if ins[1] < 0 and (node.inputs[0].dtype != "float32" or ins[5] >= 0 or ins[12] >= 0):
         return "quantized UNIDIRECTIONAL_SEQUENCE_LSTM with CIFG (coupled input and forget gates)"
-    if any(i >= 0 for i in ins[9:12]):
-        return "UNIDIRECTIONAL_SEQUENCE_LSTM with peephole connections"
+    if any(i >= 0 for i in ins[9:12]) and (node.inputs[0].dtype != "float32" or any(i >= 0 for i in ins[20:24])):
+        return "UNIDIRECTIONAL_SEQUENCE_LSTM with peephole connections (quantized, or with layer norm)"
     if ins[16] >= 0 and node.inputs[0].dtype != "float32":
         return "quantized UNIDIRECTIONAL_SEQUENCE_LSTM with a projection"
     if ins[16] >= 0 and (node.inputs[16].data is None or (ins[17] >= 0 and node.inputs[17].data is None)):
@@ -689,8 +689,11 @@ def lower_lstm_cell(lw: Lowerer) -> list[GpuOp]:
     new_c, new_h = n.outputs
     lw.bind("gates", gates)
     lw.bind("prev_c", prev_c)
+    c = lw.shape(new_c)[3]
+    peep = n.inputs[2] if len(n.inputs) > 2 else -1
+    if peep >= 0:  # (3, C): input, forget, output gate weights, one run of C slices each
+        lw.const("peep", np.concatenate([L.channel_vector(p, c) for p in lw.data(peep).reshape(3, c)]))
     lw.bind("new_c", new_c)
     lw.bind("new_h", new_h)
-    c = lw.shape(new_c)[3]
     params = {"B": lw.shape(new_c)[0], "C": c, "S": L.slices(c), "CELL_CLIP": float(n.attrs.get("cell_clip", 0.0))}
-    return [lw.op("lstm_cell", {}, params)]
+    return [lw.op("lstm_cell", {"peephole": True} if peep >= 0 else {}, params)]

@@ -51,12 +51,14 @@ def expand_lstm(g: GpuGraph) -> Report:
 #: biases, and the output/cell state variables
 _X_W, _H_W, _BIAS, _PROJ, _H_VAR, _C_VAR = (1, 2, 3, 4), (5, 6, 7, 8), (12, 13, 14, 15), (16, 17), 18, 19
 _LN = (20, 21, 22, 23)  # layer-norm coefficients of the gates i, f, c, o
+_PEEP = (9, 10, 11)  # peephole (cell-to-gate) weights of the gates i, f, o
 #: LSTM_CELL reads its gates in the basic kernel's order: input, cell candidate, forget, output
 _CELL_ORDER = (0, 2, 1, 3)
 
 
 def expand_sequence_lstm(g: GpuGraph) -> Report:
-    """Unroll a UNIDIRECTIONAL_SEQUENCE_LSTM (no peephole; CIFG, layer norm and projection on float ones;
+    """Unroll a UNIDIRECTIONAL_SEQUENCE_LSTM (CIFG, peephole (without layer norm), layer norm and projection
+    on float ones;
     the checks in ``_lowering.check_sequence_lstm``) over its time steps.  Per step ``t``:
 
     * ``SLICE`` of step ``t`` of the input (batch-major ``(B, 1, T, I)``; a time-major input is first
@@ -65,7 +67,7 @@ def expand_sequence_lstm(g: GpuGraph) -> Report:
       into ``[4N, I + N_out]`` and the four biases into ``[4N]`` (gates in LSTM_CELL's order); with layer
       norm the biases come after it (``_layer_norm``: RESHAPE to ``(B, 1, 4, N)``, MEAN, SUB, MUL, MEAN,
       ADD, RSQRT, MUL, MUL, ADD, RESHAPE),
-    * ``LSTM_CELL(gates, c) -> (c_t, h_t)`` with the op's ``cell_clip``;
+    * ``LSTM_CELL(gates, c[, peephole]) -> (c_t, h_t)`` with the op's ``cell_clip``;
     * with a projection, ``h_t = FULLY_CONNECTED(o * tanh(c_t), W_proj, b_proj)`` clipped to
       ``+-proj_clip`` (MINIMUM + MAXIMUM) when that is set.
 
@@ -118,6 +120,12 @@ def expand_sequence_lstm(g: GpuGraph) -> Report:
             pb = (np.asarray(g.tensors[ins[_PROJ[1]]].data, np.float32).reshape(-1) if ins[_PROJ[1]] >= 0
                   else np.zeros(pw.shape[0], np.float32))
             proj = (g.add_constant(f"{node.id}/proj_weights", pw), g.add_constant(f"{node.id}/proj_bias", pb))
+        peep: list[int] = []
+        if any(ins[i] >= 0 for i in _PEEP):  # LSTM_CELL's peephole option: (3, N) for the gates i, f, o
+            pv = [_data(g, ins[i]).reshape(-1) if ins[i] >= 0 else np.zeros(n_cell, np.float32) for i in _PEEP]
+            if cifg:
+                pv[0] = -pv[1]
+            peep = [g.add_constant(f"{node.id}/peephole", np.stack(pv))]
         w_id = g.add_constant(f"{node.id}/lstm_weights", w_all)
         b_id = g.add_constant(f"{node.id}/lstm_bias", b_all)
         new: list[GpuNode] = []
@@ -164,7 +172,7 @@ def expand_sequence_lstm(g: GpuGraph) -> Report:
                 new_q.epilogue.append(Epilogue("QDQ", q=view.qdq))
                 cell_out[k] = raw
                 snaps[snaps.index((k, v, view))] = (k, v, new_q)
-            new.append(g.new_node("LSTM_CELL", [gates, c_prev], cell_out, {"cell_clip": clip}, origin=origin))
+            new.append(g.new_node("LSTM_CELL", [gates, c_prev, *peep], cell_out, {"cell_clip": clip}, origin=origin))
             new += [q for _k, _v, q in snaps]
             if proj is not None:
                 new += _projection(g, node, h, projected, proj, origin)
