@@ -78,7 +78,9 @@ class PartitionSpec:
     ``node_indices`` are in execution order.  ``inputs`` are the non-constant
     tensors read by the partition and produced outside it (or model inputs);
     ``outputs`` are the tensors produced inside and read outside (or model
-    outputs).  ``host_outputs`` is the subset of ``outputs`` that must come
+    outputs), plus the variable tensors the partition reads (recurrent state): the
+    delegate returns a variable's value after the run under its index, and the
+    interpreter keeps it for the next invoke.  ``host_outputs`` is the subset of ``outputs`` that must come
     back as numpy arrays; the rest are only read by later partitions of this
     same delegate.  ``tensors`` maps tensor index to the resolved IR tensor
     (shape after resizing) for every tensor the partition touches.

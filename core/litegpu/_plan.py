@@ -594,7 +594,8 @@ def build_plan(
         inputs, outputs = partition_io(sg, ns, specs, consumers, graph_outputs)
         host = frozenset(
             o for o in outputs
-            if o in graph_outputs or any(backend_of.get(c) != backend for c in consumers.get(o, ()) if c not in ns)
+            if o in graph_outputs or specs[o].is_variable
+            or any(backend_of.get(c) != backend for c in consumers.get(o, ()) if c not in ns)
         )
         touched = {i for n in ns for i in (*sg.operators[n].inputs, *sg.operators[n].outputs) if i >= 0}
         spec = PartitionSpec(
@@ -981,6 +982,10 @@ def partition_io(
                 produced.append(o)
     outputs = [o for o in produced
                if o in graph_outputs or any(c not in inside for c in consumers.get(o, ()))]
+    # A variable tensor read inside (a recurrent op's state) may be written back by the node that
+    # reads it: the partition returns its value after the run under the variable's id (unchanged
+    # where no node writes it), so the state carries over to the next invoke.
+    outputs += [i for i in inputs if specs[i].is_variable and i not in outputs]
     return inputs, outputs
 
 

@@ -604,7 +604,8 @@ class CompiledModel:
                   outputs: list[TensorBuffer]) -> RunHandle:
         if self.backend != "cpu" and not self._told_sync:
             self._told_sync = True
-            log.warning("CompiledModel on %s: the plan of signature %r is not one %s partition, so run_async "
+            log.warning("CompiledModel on %s: the plan of signature %r is not one %s partition reading only the "
+                        "signature's inputs (state variables of a recurrent op count as inputs), so run_async "
                         "runs it before returning (no runs in flight; is_fully_accelerated() is False)",
                         self.backend, s.key, self.backend)
         io = self._io(s)
@@ -668,7 +669,9 @@ def _shared_delegate(cfg: Any) -> tuple[str, Any]:
 
 def _single_kernel(entry: _Entry) -> Any:
     """The delegate kernel when the entry's plan is that one partition, reading only the subgraph's
-    inputs and producing all its outputs (the asynchronous path), else None."""
+    inputs and producing all its outputs (the asynchronous path), else None.  A partition reading
+    variable tensors (recurrent state, fed back by the interpreter) does not qualify: the asynchronous
+    path does not feed them."""
     steps = entry.plan.steps
     if len(steps) != 1 or steps[0].kind != "delegate" or steps[0].kernel is None:
         return None

@@ -265,6 +265,9 @@ class GpuGraph:
         self._next_node = max((n.id for n in self.nodes), default=-1) + 1
         #: compile options the passes read (``quantization_simulation``)
         self.options: dict[str, Any] = {}
+        #: outputs that carry a variable tensor's new value: written tensor id -> the variable's id (a
+        #: partition input too, which no node may write); the runtime returns them under the variable's id
+        self.state_outputs: dict[int, int] = {}
 
     # -- construction ---------------------------------------------------------------------------------
     @classmethod
@@ -366,6 +369,7 @@ class GpuGraph:
             n.inputs, n.outputs = list(n.inputs), list(n.outputs)
             n.attrs, n.epilogue = copy.deepcopy(n.attrs), list(n.epilogue)
         g = GpuGraph(tensors, nodes, self.inputs, self.outputs)
+        g.state_outputs = dict(self.state_outputs)
         g.options = dict(self.options)
         return g
 
@@ -618,6 +622,9 @@ class GpuPlan:
     memory: dict[str, Any] = field(default_factory=dict)
     report: dict[str, Report] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    #: outputs returned under another id: plan tensor id -> the variable tensor id it updates
+    #: (:attr:`GpuGraph.state_outputs`)
+    aliases: dict[int, int] = field(default_factory=dict)
 
     def describe(self) -> dict[str, Any]:
         """Facts for ``inspect`` (what :meth:`DelegateKernel.describe` can return)."""

@@ -235,6 +235,6 @@ SPECS: dict[str, KernelSpec] = {s.name: s for s in [
     _spec("resize", "resize.lgk", "RESIZE_BILINEAR / RESIZE_NEAREST_NEIGHBOR",
           {"mode": Opt("BILINEAR", ("BILINEAR", "NEAREST")), "qdq": _qdq},
           [{"mode": "BILINEAR"}, {"mode": "NEAREST"}, {"mode": "BILINEAR", "qdq": True}]),
-    _spec("lstm_cell", "lstm.lgk", "basic LSTM cell: gates (i, g, f, o) + previous state -> state, output",
-          variants=[{}], default_wg=(32, 2, 1)),
+    _spec("lstm_cell", "lstm.lgk", "LSTM cell: gates (i, g, f, o) + previous state -> state, output; peephole",
+          {"peephole": Opt(False, (False, True))}, [{}, {"peephole": True}], default_wg=(32, 2, 1)),
 ]}

@@ -158,9 +158,14 @@ _TABLE: dict[str, GpuOpEntry] = {
                                   ref=rf.resize_bilinear),
     "RESIZE_NEAREST_NEIGHBOR": GpuOpEntry("resize", lo.lower_resize, lo.check_resize_nearest, {1: "size"},
                                           ref=rf.resize_nearest),
-    # recurrent: the lstm pass rewrites LSTM into LSTM_CELL nodes
+    # recurrent: the expand_lstm passes rewrite LSTM into LSTM_CELL nodes
     "LSTM": GpuOpEntry(None, None, lo.check_lstm, {2: "weights", 3: "bias"}, ref=rf.lstm),
     "LSTM_CELL": GpuOpEntry("lstm_cell", lo.lower_lstm_cell, claimed=False, ref=rf.lstm_cell),
+    # the expand_sequence_lstm pass unrolls it over time into the nodes above
+    "UNIDIRECTIONAL_SEQUENCE_LSTM": GpuOpEntry(None, None, lo.check_sequence_lstm,
+                                               {**{i: "weights" for i in range(1, 9)},
+                                                **{i: "bias" for i in range(12, 16)},
+                                                16: "weights", 17: "bias"}, ref=rf.sequence_lstm),
     # weights and quantization: folded at prepare or turned into QDQ steps by the float_view pass
     "DEQUANTIZE": GpuOpEntry(None, None, ref=rf.dequantize),
     "DENSIFY": GpuOpEntry(None, None, ref=rf.densify_op),

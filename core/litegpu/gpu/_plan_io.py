@@ -59,7 +59,7 @@ def plan_to_sections(plan: GpuPlan) -> dict[str, bytes]:
         "format": PLAN_FORMAT, "ops": ops, "tensors": tensors, "inputs": list(plan.inputs),
         "outputs": list(plan.outputs), "precision": plan.precision, "arena_bytes": plan.arena_bytes,
         "alignment": plan.alignment, "memory": _plain(plan.memory), "report": _plain(plan.report),
-        "warnings": list(plan.warnings),
+        "warnings": list(plan.warnings), "aliases": [[k, v] for k, v in plan.aliases.items()],
     }
     sections["plan"] = json.dumps(doc, separators=(",", ":")).encode()
     return sections
@@ -99,7 +99,8 @@ def plan_from_sections(sections: dict[str, bytes]) -> GpuPlan:
             for t in doc["tensors"]}
         return GpuPlan(ops=ops, tensors=tensors, inputs=list(doc["inputs"]), outputs=list(doc["outputs"]),
                        precision=doc["precision"], arena_bytes=doc["arena_bytes"], alignment=doc["alignment"],
-                       memory=doc["memory"], report=doc["report"], warnings=list(doc["warnings"]))
+                       memory=doc["memory"], report=doc["report"], warnings=list(doc["warnings"]),
+                       aliases={int(k): int(v) for k, v in doc.get("aliases", [])})
     except CacheError:
         raise
     except (KeyError, TypeError, ValueError) as e:

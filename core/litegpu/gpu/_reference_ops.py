@@ -387,6 +387,55 @@ def _lstm_cell(gates: np.ndarray, prev_c: np.ndarray, clip: float) -> tuple[np.n
 
 
 
+def sequence_lstm(c: RefContext) -> list[np.ndarray]:
+    """UNIDIRECTIONAL_SEQUENCE_LSTM (float): gates in LiteRT's order (input, forget, cell, output), CIFG
+    (no input gate: 1 - forget), peepholes, layer norm, projection, cell and projection clips; returns
+    the output sequence (the new states are what the expand_sequence_lstm pass writes back)."""
+    def state(i: int) -> np.ndarray:  # a variable: its value so far, else its initial zeros
+        t = c.n.inputs[i]
+        return c.get(i) if t in c.values else np.zeros(c.frame(t), np.float32)
+
+    x, h, cs = c.get(0), state(18), state(19)
+    a = c.n.attrs
+    time_major = bool(a.get("time_major", True))
+    xs = x if time_major else np.swapaxes(x, 0, 1)  # [time, batch, input]
+    w_in = [c.get(i) for i in range(1, 5)]
+    w_rec = [c.get(i) for i in range(5, 9)]
+    bias = [c.get(i) for i in range(12, 16)]
+    norm = [c.get(i) if len(c.n.inputs) > 20 else None for i in range(20, 24)]
+    proj_w, proj_b = c.get(16), c.get(17)
+    cell_clip, proj_clip = float(a.get("cell_clip", 0.0)), float(a.get("proj_clip", 0.0))
+    h, cs = h.astype(np.float32), cs.astype(np.float32)
+    out = []
+
+    peep = {0: c.get(9), 1: c.get(10), 3: c.get(11)}  # the output gate's reads the new cell state
+
+    def gate(k: int, xt: np.ndarray) -> np.ndarray:
+        v = xt @ w_in[k].T + h @ w_rec[k].T
+        if peep.get(k) is not None:
+            v = v + peep[k] * cs
+        if norm[k] is not None:
+            mean = v.mean(axis=-1, keepdims=True)
+            v = (v - mean) / np.sqrt(((v - mean) ** 2).mean(axis=-1, keepdims=True) + 1e-8) * norm[k]
+        return v + bias[k] if bias[k] is not None else v
+
+    for xt in xs:
+        f = logistic(gate(1, xt))
+        i = 1 - f if w_in[0] is None else logistic(gate(0, xt))
+        cs = f * cs + i * np.tanh(gate(2, xt))
+        if cell_clip > 0:
+            cs = np.clip(cs, -cell_clip, cell_clip)
+        hv = logistic(gate(3, xt)) * np.tanh(cs)
+        if proj_w is not None:
+            hv = hv @ proj_w.T + (proj_b if proj_b is not None else 0)
+            if proj_clip > 0:
+                hv = np.clip(hv, -proj_clip, proj_clip)
+        h = hv.astype(np.float32)
+        out.append(h)
+    y = np.stack(out)
+    return [(y if time_major else np.swapaxes(y, 0, 1)).astype(np.float32)]
+
+
 # ---- every other op: f(ctx) -> outputs ----
 
 

@@ -273,7 +273,8 @@ class GpuPartitionKernel(DelegateKernel):
                 self._refs[tid] = BufferRef(device.alloc(t.nbytes), 0, t.nbytes)
         # the boundary: how each input / host output crosses, and the layout launches around the plan's
         self._inputs = [self._boundary(tid, True) for tid in plan.inputs]
-        self._outputs = [self._boundary(tid, False) if tid in spec.host_outputs else None for tid in plan.outputs]
+        self._outputs = [self._boundary(tid, False) if plan.aliases.get(tid, tid) in spec.host_outputs else None
+                         for tid in plan.outputs]
         self._device_values = {tid: DeviceValue(self, self._refs[tid], plan.tensors[tid])
                                for tid, b in zip(plan.outputs, self._outputs, strict=True) if b is None}
         before = [(b, self._layout_op("bhwc_to_phwc4", b)) for b in self._inputs if b.mode == "device"]
@@ -636,10 +637,10 @@ class GpuPartitionKernel(DelegateKernel):
         out, reads = self._reads()
         if reads:
             self.device.download_many(reads)  # every read queued, one wait
-            return self._converted(out)
+            return self._named(self._converted(out))
         if not out:
             self.device.finish()
-        return out
+        return self._named(out)
 
     # -- the asynchronous split (DelegateKernel.submit / complete / done): send, replay and queue the reads
     # now, wait for them later.  The caller completes a run before submitting the next one to this kernel
@@ -655,7 +656,13 @@ class GpuPartitionKernel(DelegateKernel):
 
     def complete(self, pending: _Pending) -> dict[int, Any]:
         self.device.wait_reads(pending.token)
-        return self._converted(pending.outputs)
+        return self._named(self._converted(pending.outputs))
+
+    def _named(self, out: dict[int, Any]) -> dict[int, Any]:
+        """``out`` keyed as the partition names its outputs: a variable's new state under the variable's id."""
+        if not self.plan.aliases:
+            return out
+        return {self.plan.aliases.get(k, k): v for k, v in out.items()}
 
     def done(self, pending: _Pending) -> bool:
         return self.device.reads_done(pending.token)
@@ -813,7 +820,7 @@ def compile_graph(g: GpuGraph, *, precision: str = "fp32", alignment: int = DEFA
     warnings = fp16_risks(g) if policy.mode != "fp32" else []
     plan = GpuPlan(ops=ops, tensors=tensors, inputs=list(g.inputs), outputs=list(g.outputs), precision=policy.mode,
                    arena_bytes=mem.arena_bytes, alignment=alignment, memory=mem.summary(), report=reports,
-                   warnings=warnings)
+                   warnings=warnings, aliases=dict(g.state_outputs))
     plan.report["lower"] = [f"{len(ops)} kernel launches: " + ", ".join(
         f"{k} {v}" for k, v in sorted(_count(op.kernel for op in ops).items()))]
     fused = sum(1 for op in ops if op.options.get("qdq") and op.options.get("op") != "NONE")

@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 
 from .._graph import GpuGraph, Report
 from .channel_pad import fuse_channel_pad
-from .expand_lstm import expand_lstm
+from .expand_lstm import expand_lstm, expand_sequence_lstm
 from .fc_as_conv import fc_as_conv
 from .float_view import float_view
 from .fold_affine import fold_affine
@@ -34,6 +34,7 @@ __all__ = [
     "remove_identities",
     "normalise_bhwc",
     "expand_lstm",
+    "expand_sequence_lstm",
     "merge_pad",
     "fc_as_conv",
     "fold_affine",
@@ -63,6 +64,7 @@ DEFAULT_PIPELINE: tuple[Pass, ...] = (
     remove_identities,
     normalise_bhwc,
     expand_lstm,
+    expand_sequence_lstm,
     remove_identities,
     merge_pad,
     fc_as_conv,
