@@ -105,6 +105,15 @@ def _split_wg(opts: Mapping[str, Any]) -> tuple[int, int, int] | None:
     return (opts["split"], 1, 1) if opts.get("split", 1) > 1 else None
 
 
+# reduce: its shared memory is one vec4 per thread, so its groups may reach the 1024 threads most GPUs take
+_REDUCE_SPLITS = _SPLITS + (256, 512, 1024)
+
+
+def _tiled_wg(opts: Mapping[str, Any]) -> tuple[int, int, int]:
+    """conv2d_tiled's group: tile_p / 2 x tile_s / 2 threads (one 2 x 2 block each; tile_s = 1: 1 slice)."""
+    return (opts["tile_p"] // 2 * max(1, opts["tile_s"] // 2), 1, 1)
+
+
 _act = Opt("NONE", FUSED_ACTIVATIONS)
 # qdq: snap the result to a quantized tensor's grid before storing (params Q_SCALE, Q_ZP, Q_MIN, Q_MAX;
 # the float view of quantized models, docs/gpu-compiler.md)
@@ -166,6 +175,18 @@ SPECS: dict[str, KernelSpec] = {s.name: s for s in [
              {"residual": "ADD", "residual_channels": "fewer", "residual_act": "PRELU", "block_w": 4, "block_s": 2},
              {"residual": "ADD", "residual_channels": "fewer", "split": 128, "block_w": 1, "qdq": True}],
           default_wg=(8, 4, 2), shared_wg=_split_wg),
+    _spec("conv2d_tiled", "conv.lgk", "ungrouped 2-D convolution as a tiled matrix product (shared-memory staging)",
+          {"act": _act, "residual": Opt("NONE", ("NONE", "ADD", "MUL")), "residual_act": _act,
+           "tile_p": Opt(32, (16, 32, 64)), "tile_s": Opt(4, (1, 2, 4, 8)), "kc": Opt(4, (2, 4, 8)),
+           "qdq": _qdq, "residual_channels": _channels},
+          [{"act": a} for a in FUSED_ACTIVATIONS]
+          + [{"tile_p": p, "tile_s": ts, "kc": kc} for p, ts, kc in
+             ((16, 1, 2), (16, 2, 4), (64, 8, 8), (32, 8, 4), (64, 4, 2), (16, 8, 8))]
+          + [{"residual": "ADD", "residual_act": "RELU"}, {"residual": "MUL", "act": "RELU6", "tile_s": 8},
+             {"residual": "ADD", "residual_act": "PRELU", "act": "PRELU", "tile_p": 64},
+             {"residual": "ADD", "residual_channels": "fewer", "residual_act": "RELU6", "tile_s": 2},
+             {"act": "RELU", "qdq": True}, {"residual": "ADD", "qdq": True, "tile_p": 16, "tile_s": 1}],
+          default_wg=(64, 1, 1), shared_wg=_tiled_wg),
     _spec("depthwise_conv2d", "conv.lgk", "depthwise convolution (any channel multiplier)",
           {"act": _act, "multiplier": Opt("one", ("one", "any")), "qdq": _qdq},
           [{"act": a} for a in FUSED_ACTIVATIONS] + [{"multiplier": "any"}, {"multiplier": "any", "act": "PRELU"},
@@ -191,9 +212,12 @@ SPECS: dict[str, KernelSpec] = {s.name: s for s in [
           [{"op": "AVG"}, {"op": "MAX"}] + [{"op": op, "act": a} for op, a in zip("AVG MAX".split() * 4, ACTIVATIONS[1:], strict=False)]
           + [{"op": "AVG", "qdq": True}]),
     _spec("reduce", "reduce.lgk", "SUM/MEAN/REDUCE_MAX/REDUCE_MIN/REDUCE_PROD over any BHWC axes",
-          {"op": Opt("SUM", ("SUM", "MEAN", "MAX", "MIN", "PROD")), "split": _split, "qdq": _qdq},
+          {"op": Opt("SUM", ("SUM", "MEAN", "MAX", "MIN", "PROD")), "split": Opt(1, _REDUCE_SPLITS),
+           "unroll": Opt(1, (1, 2, 4)), "qdq": _qdq},
           [{"op": op} for op in ("SUM", "MEAN", "MAX", "MIN", "PROD")]
           + [{"split": n, "op": op} for n, op in zip(_SPLITS[1:], ("MEAN", "MAX", "SUM", "MIN", "MEAN", "PROD"), strict=True)]
+          + [{"split": n, "op": op, "unroll": u} for n, op, u in
+             ((256, "MEAN", 4), (512, "MAX", 2), (1024, "SUM", 4), (1, "MIN", 4), (64, "PROD", 2))]
           + [{"op": "MEAN", "qdq": True}, {"op": "MEAN", "split": 64, "qdq": True}],
           shared_wg=_split_wg),
     _spec("softmax", "reduce.lgk", "SOFTMAX / LOG_SOFTMAX over channels", {"log": _bool(), "qdq": _qdq},

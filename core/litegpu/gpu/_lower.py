@@ -13,22 +13,23 @@ Which ops exist, their checks and lowerings: the op table (``_op_table.py``).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from .._delegate import NodeView, PartitionSpec, Support
 from .._errors import DelegateError
 from .._ir import Subgraph, Tensor
 from . import _layout as L
 from ._capabilities import match_epilogue
+from ._cost import profile_for
 from ._graph import GpuGraph, GpuNode, GpuOp, GpuPlan, PlanTensor
-from ._lowering import MAX_CONCAT_INPUTS, Lowerer, split_for
+from ._lowering import MAX_CONCAT_INPUTS, Lowerer
 from ._memory import DEFAULT_ALIGNMENT, plan_arena
 from ._op_table import OPS, PARAM_INPUTS, SUPPORTED_OPS
 from ._passes import DEFAULT_PIPELINE, Pass, run_passes
 from ._precision import PrecisionPolicy, fp16_risks, precision_policy
 from ._quant import quantized_reason
 
-__all__ = ["SUPPORTED_OPS", "supports", "lower_node", "compile_graph", "compile_partition", "MAX_CONCAT_INPUTS",
-           "split_for"]
+__all__ = ["SUPPORTED_OPS", "supports", "lower_node", "compile_graph", "compile_partition", "MAX_CONCAT_INPUTS"]
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -143,11 +144,15 @@ def lower_node(g: GpuGraph, node: GpuNode, policy: PrecisionPolicy) -> list[GpuO
 
 
 def compile_graph(g: GpuGraph, *, precision: str = "fp32", alignment: int = DEFAULT_ALIGNMENT,
-                  passes: Sequence[Pass] = DEFAULT_PIPELINE, quantization_simulation: bool = True) -> GpuPlan:
+                  passes: Sequence[Pass] = DEFAULT_PIPELINE, quantization_simulation: bool = True,
+                  device: Any = None) -> GpuPlan:
     """Run ``passes`` on ``g`` (in place), lower it and plan its memory.
 
-    ``quantization_simulation``: snap quantized results to their grids (``_passes/float_view``)."""
+    ``quantization_simulation``: snap quantized results to their grids (``_passes/float_view``).
+    ``device``: the :class:`~litegpu.gpu._device.DeviceInfo` the plan is for; kernel variants are chosen
+    by the cost model (``_cost``) with its calibration (None: a generic GPU's)."""
     policy = precision_policy(precision)
+    g.options["cost"] = profile_for(device)
     g.options["quantization_simulation"] = bool(quantization_simulation)
     reports = run_passes(g, passes)
     for x in g.tensors.values():
@@ -212,7 +217,8 @@ def _count(items) -> dict[str, int]:
 
 
 def compile_partition(spec: PartitionSpec, *, precision: str = "fp32", alignment: int = DEFAULT_ALIGNMENT,
-                      passes: Sequence[Pass] = DEFAULT_PIPELINE, quantization_simulation: bool = True) -> GpuPlan:
-    """Compile one delegate partition into a :class:`GpuPlan`."""
+                      passes: Sequence[Pass] = DEFAULT_PIPELINE, quantization_simulation: bool = True,
+                      device: Any = None) -> GpuPlan:
+    """Compile one delegate partition into a :class:`GpuPlan` (``device``: see :func:`compile_graph`)."""
     return compile_graph(GpuGraph.from_partition(spec), precision=precision, alignment=alignment, passes=passes,
-                         quantization_simulation=quantization_simulation)
+                         quantization_simulation=quantization_simulation, device=device)

@@ -723,7 +723,7 @@ class GpuDelegate(Delegate):
         if plan is None:
             sections = None
             plan = compile_partition(partition, precision=self.precision, alignment=align,
-                                     quantization_simulation=self.quantization_simulation)
+                                     quantization_simulation=self.quantization_simulation, device=self.device.info)
         t_plan = time.perf_counter()
         kernel = GpuPartitionKernel(self.device, plan, partition, self.tuner, sections, self.boundary_layout,
                                     half_math=self.half_math)
