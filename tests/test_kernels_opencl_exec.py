@@ -397,9 +397,12 @@ def test_conv2d(gpu, cin, cout, k, stride, dil, groups, opts):
     gpu.check(unphwc4(out["dst"], oshape), ref, f"{kernel} {opts}")
 
 
-@pytest.mark.parametrize(("c", "mult", "stride", "act"), [(6, 1, 1, "RELU"), (3, 2, 2, "NONE"), (5, 3, 1, "PRELU")])
-def test_depthwise_conv2d(gpu, c, mult, stride, act):
-    b, h, w, k = 2, 8, 7, 3
+@pytest.mark.parametrize(("c", "mult", "stride", "act", "ksize"), [
+    (6, 1, 1, "RELU", 0), (3, 2, 2, "NONE", 0), (5, 3, 1, "PRELU", 0),
+    # the unrolled-tap variants (ksize = the window): borders on every side, strides
+    (6, 1, 1, "RELU", 3), (9, 1, 2, "PRELU", 5), (4, 1, 1, "NONE", 5)])
+def test_depthwise_conv2d(gpu, c, mult, stride, act, ksize):
+    b, h, w, k = 2, 8, 7, ksize or 3
     cout = c * mult
     x = gpu.data(b, h, w, c)
     wt = gpu.data(1, k, k, cout, lo=-0.5, hi=0.5)
@@ -421,7 +424,7 @@ def test_depthwise_conv2d(gpu, c, mult, stride, act):
          "KH": k, "KW": k, "STRIDE_H": stride, "STRIDE_W": stride, "PAD_T": pt, "PAD_L": pl, "DIL_H": 1, "DIL_W": 1,
          "MULT": mult}
     out = gpu.run("depthwise_conv2d", inputs, {"dst": _n4(oshape)}, p, act=act,
-                  multiplier="one" if mult == 1 else "any")
+                  multiplier="one" if mult == 1 else "any", ksize=ksize)
     gpu.check(unphwc4(out["dst"], oshape), ref, "depthwise")
 
 

@@ -262,6 +262,11 @@ def launch_work(kernel: str, options: Mapping[str, Any], params: Mapping[str, An
         return conv_work(params, int(o.get("block_w", 2)), int(o.get("block_s", 1)), int(o.get("split", 1)))
     if kernel == "conv2d_tiled":
         return tiled_conv_work(params, int(o.get("tile_p", 32)), int(o.get("tile_s", 4)), int(o.get("kc", 4)))
+    if kernel == "depthwise_conv2d":  # one output vector a thread; unrolled taps (ksize) load together
+        taps = int(params["KH"]) * int(params["KW"])
+        items = int(params["B"]) * int(params["H"]) * int(params["W"]) * int(params["S"])
+        return Work(threads=items, group=64, global_steps=_loads_chain(taps) if o.get("ksize") else taps,
+                    cache_bytes=items * taps * 2 * _VEC, flops=items * taps * 8)
     if kernel == "fully_connected":
         return fc_work(int(params["B"]), int(params["S"]), int(params["SRC_S"]), int(o.get("split", 1)))
     if kernel == "reduce":

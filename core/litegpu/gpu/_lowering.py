@@ -331,7 +331,11 @@ def lower_depthwise(lw: Lowerer) -> list[GpuOp]:
               "KH": w.shape[1], "KW": w.shape[2], "STRIDE_H": geo["stride"][0], "STRIDE_W": geo["stride"][1],
               "PAD_T": geo["pads"][0], "PAD_L": geo["pads"][2], "DIL_H": geo["dilation"][0],
               "DIL_W": geo["dilation"][1], "MULT": mult}
-    return [lw.op("depthwise_conv2d", {**opts, "multiplier": "one" if mult == 1 else "any"}, params)]
+    # a 3x3 or 5x5 window (every depthwise of the MediaPipe models) renders with its taps unrolled: the
+    # same work with every load independent, so never slower (no choice for the cost model to make)
+    ksize = w.shape[1] if mult == 1 and w.shape[1] == w.shape[2] and w.shape[1] in (3, 5) else 0
+    return [lw.op("depthwise_conv2d", {**opts, "multiplier": "one" if mult == 1 else "any",
+                                       "ksize": ksize or None}, params)]
 
 
 def lower_dw_pw(lw: Lowerer) -> list[GpuOp]:
