@@ -64,7 +64,7 @@ class DeviceCost:
 #: a reduction chain costs 0.42 us a dependent step (the 64x64 and 128x128 spatial means of
 #: selfie_segmentation: 32 and 128 steps per thread, 17.3 and 54.7 us); the 1x1 convs with a 16-way split
 #: were bounded by ~5 TB/s of cache traffic (12x12x256 -> 256: 28 MB of vec4 loads, 12 us).
-#: ``lavapipe`` / ``pocl``: LLVM on the 2-core CI machine -- a "compute unit" is a core running a group's
+#: ``cpu`` (lavapipe and PoCL): LLVM on the 2-core CI machine -- a "compute unit" is a core running a group's
 #: threads as SIMD lanes in a loop, so there is no latency to hide: time is work, and extra threads only add
 #: per-item overhead (measured with bench/gpu_kernels.py on this machine).
 #: ``generic``: unknown GPUs, a mid-size discrete GPU (between the two).
@@ -75,12 +75,10 @@ PROFILES: dict[str, DeviceCost] = {
     "generic": DeviceCost("generic", compute_units=32, resident_threads=1024, resident_groups=16, launch_us=5.0,
                           step_us=0.5, shared_us=0.04, barrier_us=0.1, cache_bytes_per_us=1.0e6,
                           flops_per_us=1.0e7, max_group=256),
-    "lavapipe": DeviceCost("lavapipe", compute_units=2, resident_threads=8, resident_groups=1, launch_us=20.0,
-                           step_us=0.004, shared_us=0.002, barrier_us=0.05, cache_bytes_per_us=2.0e4,
-                           flops_per_us=1.0e4, max_group=256),
-    "pocl": DeviceCost("pocl", compute_units=2, resident_threads=8, resident_groups=1, launch_us=20.0,
-                       step_us=0.004, shared_us=0.002, barrier_us=0.1, cache_bytes_per_us=2.0e4,
-                       flops_per_us=1.0e4, max_group=256),
+    # lavapipe and PoCL alike: LLVM-compiled work groups looping over their items on the CPU's cores
+    "cpu": DeviceCost("cpu", compute_units=2, resident_threads=8, resident_groups=1, launch_us=20.0,
+                      step_us=0.004, shared_us=0.002, barrier_us=0.1, cache_bytes_per_us=2.0e4,
+                      flops_per_us=1.0e4, max_group=256),
 }
 
 
@@ -90,10 +88,8 @@ def profile_for(info: Any | None) -> DeviceCost:
     if info is None:
         return PROFILES["generic"]
     text = f"{getattr(info, 'vendor', '')} {getattr(info, 'name', '')}".lower()
-    if "llvmpipe" in text or "lavapipe" in text:
-        key = "lavapipe"
-    elif "pocl" in text or "pthread" in text or "cpu" in text:
-        key = "pocl"
+    if any(w in text for w in ("llvmpipe", "lavapipe", "pocl", "pthread", "cpu")):
+        key = "cpu"
     elif "nvidia" in text:
         key = "nvidia"
     else:
