@@ -434,6 +434,11 @@ def test_depthwise_conv2d(gpu, c, mult, stride, act, ksize):
     (36, 10, 3, 1, {"split": 16, "block_s": 2, "residual": "ADD", "residual_act": "PRELU"}),
     (22, 14, 3, 2, {"split": 4, "act": "RELU", "residual": "ADD", "residual_channels": "fewer"}),
     (10, 7, 3, 1, {"split": 8, "block_w": 1, "residual": "MUL", "residual_act": "TANH"}),
+    # unrolled depthwise taps (ksize = the window)
+    (6, 5, 3, 1, {"ksize": 3, "dw_act": "PRELU", "act": "PRELU"}),
+    (7, 9, 5, 2, {"ksize": 5, "dw_act": "RELU6", "block_s": 2, "block_w": 1}),
+    (36, 10, 3, 1, {"ksize": 3, "split": 16, "block_s": 2, "residual": "ADD", "residual_act": "PRELU"}),
+    (22, 14, 5, 2, {"ksize": 5, "split": 4, "act": "RELU", "residual": "ADD", "residual_channels": "fewer"}),
 ])
 def test_dw_pw_conv2d(gpu, c, cout, k, stride, opts):
     """Depthwise (KHxKW, stride, SAME padding, own activation) feeding a 1x1 conv, in one launch."""

@@ -138,6 +138,8 @@ _DW_PW_VARIANTS = (
        {"dw_act": "RELU6", "residual": "ADD", "residual_act": "PRELU", "split": 16, "block_s": 2, "qdq": True},
        {"residual": "ADD", "residual_channels": "fewer", "residual_act": "RELU", "block_s": 2},
        {"residual": "ADD", "residual_channels": "fewer", "residual_act": "PRELU", "split": 32, "block_w": 1}]
+    + [{"ksize": 3}, {"ksize": 5, "split": 16, "block_s": 2, "dw_act": "RELU6"},
+       {"ksize": 3, "block_w": 1, "residual": "ADD", "residual_act": "PRELU", "split": 8}]
 )
 
 SPECS: dict[str, KernelSpec] = {s.name: s for s in [
@@ -196,7 +198,7 @@ SPECS: dict[str, KernelSpec] = {s.name: s for s in [
           "depthwise conv (multiplier 1, own activation) feeding a 1x1 conv, one launch; conv2d's epilogue",
           {"dw_act": _act, "act": _act, "residual": Opt("NONE", ("NONE", "ADD", "MUL")), "residual_act": _act,
            "block_w": Opt(2, (1, 2)), "block_s": Opt(1, (1, 2)), "split": _split, "qdq": _qdq,
-           "residual_channels": _channels},
+           "residual_channels": _channels, "ksize": Opt(0, (0, 3, 5))},
           _DW_PW_VARIANTS, default_wg=(8, 4, 2), shared_wg=_split_wg),
     _spec("transpose_conv2d", "conv.lgk", "transposed convolution (+ MediaPipe Convolution2DTransposeBias)",
           {"act": _act, "qdq": _qdq}, [{"act": a} for a in FUSED_ACTIVATIONS] + [{"qdq": True}]),

@@ -369,7 +369,9 @@ def lower_dw_pw(lw: Lowerer) -> list[GpuOp]:
     if opts.get("residual_channels") == "fewer":  # the residual's own slice count (a channel PAD merged)
         params["RES_S"] = L.slices(lw.shape(next(e.operand for e in operands if e.zero_extend))[3])
     split, block_s, block_w = dw_pw_tiling(b * oh * ow * params["S"], params["SRC_S"], params["S"], ow)
-    return [lw.op("dw_pw_conv2d", {**opts, "dw_act": dw_act if dw_act != "NONE" else None,
+    # a 3x3 / 5x5 depthwise window renders unrolled, as in lower_depthwise
+    ksize = dw_w.shape[1] if dw_w.shape[1] == dw_w.shape[2] and dw_w.shape[1] in (3, 5) else 0
+    return [lw.op("dw_pw_conv2d", {**opts, "dw_act": dw_act if dw_act != "NONE" else None, "ksize": ksize or None,
                                    "block_w": block_w if block_w != 2 else None,
                                    "block_s": block_s if block_s != 1 else None,
                                    "split": split if split > 1 else None}, params)]
