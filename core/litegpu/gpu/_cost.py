@@ -50,6 +50,7 @@ class DeviceCost:
     cache_bytes_per_us: float  # L1/L2 bandwidth of the whole device
     flops_per_us: float  # fp32 flops of the whole device
     max_group: int  # largest work group the chooser uses
+    tile_setup_us: float = 0.0  # conv2d_tiled's per-launch extra (staging index arithmetic, two barriers a stage)
 
     def with_units(self, units: int, max_group: int) -> DeviceCost:
         """This profile for a device reporting ``units`` compute units and ``max_group`` threads a group."""
@@ -63,7 +64,11 @@ class DeviceCost:
 #: events): a launch that does nothing costs 3.5-4 us between two barriers (Vulkan; OpenCL events ~6.5 us);
 #: a reduction chain costs 0.42 us a dependent step (the 64x64 and 128x128 spatial means of
 #: selfie_segmentation: 32 and 128 steps per thread, 17.3 and 54.7 us); the 1x1 convs with a 16-way split
-#: were bounded by ~5 TB/s of cache traffic (12x12x256 -> 256: 28 MB of vec4 loads, 12 us).
+#: were bounded by ~5 TB/s of cache traffic (12x12x256 -> 256: 28 MB of vec4 loads, 12 us).  conv2d_tiled, first
+#: H100 run of this branch (Vulkan): 1.1-3.4 us above the estimate on every one-stage launch (index arithmetic
+#: of the staging loops), hence ``tile_setup_us`` 2.5; it won only on deep 1x1s (16x16x88 -> 528: 14.3 ->
+#: 12.5 us, 128x128x16 -> 64: 8.9 -> 8.2 us) and lost on wide images with few channels (256x256x8 -> 1 3x3:
+#: 11.5 -> 38.9 us; 64x64x24 -> 24: 6.3 -> 9.3 us).
 #: ``cpu`` (lavapipe and PoCL): LLVM on the 2-core CI machine -- a "compute unit" is a core running a group's
 #: threads as SIMD lanes in a loop, so there is no latency to hide: time is work, and extra threads only add
 #: per-item overhead (measured with bench/gpu_kernels.py on this machine).
@@ -71,10 +76,10 @@ class DeviceCost:
 PROFILES: dict[str, DeviceCost] = {
     "nvidia": DeviceCost("nvidia", compute_units=132, resident_threads=2048, resident_groups=32, launch_us=3.5,
                          step_us=0.42, shared_us=0.03, barrier_us=0.08, cache_bytes_per_us=5.0e6,
-                         flops_per_us=5.0e7, max_group=1024),
+                         flops_per_us=5.0e7, max_group=1024, tile_setup_us=2.5),
     "generic": DeviceCost("generic", compute_units=32, resident_threads=1024, resident_groups=16, launch_us=5.0,
                           step_us=0.5, shared_us=0.04, barrier_us=0.1, cache_bytes_per_us=1.0e6,
-                          flops_per_us=1.0e7, max_group=256),
+                          flops_per_us=1.0e7, max_group=256, tile_setup_us=2.5),
     # lavapipe and PoCL alike: LLVM-compiled work groups looping over their items on the CPU's cores
     "cpu": DeviceCost("cpu", compute_units=2, resident_threads=8, resident_groups=1, launch_us=20.0,
                       step_us=0.004, shared_us=0.002, barrier_us=0.1, cache_bytes_per_us=2.0e4,
@@ -111,6 +116,7 @@ class Work:
     barriers: int = 0  # barrier rounds of one thread
     cache_bytes: float = 0.0  # bytes all threads load through the caches
     flops: float = 0.0
+    tiled: bool = False  # conv2d_tiled: pays the device's tile_setup_us
 
 
 def estimate(w: Work, dev: DeviceCost) -> float:
@@ -122,7 +128,7 @@ def estimate(w: Work, dev: DeviceCost) -> float:
     latency = waves * (w.global_steps * dev.step_us + w.shared_steps * dev.shared_us + w.barriers * dev.barrier_us)
     traffic = w.cache_bytes / (dev.cache_bytes_per_us * occupied)
     compute = w.flops / (dev.flops_per_us * occupied)
-    return dev.launch_us + max(latency, traffic, compute)
+    return dev.launch_us + (dev.tile_setup_us if w.tiled else 0.0) + max(latency, traffic, compute)
 
 
 def _log2(n: int) -> int:
@@ -132,7 +138,7 @@ def _log2(n: int) -> int:
 def _loads_chain(loads_per_thread: float) -> float:
     """Dependent steps of a thread issuing ``loads_per_thread`` independent loads: one latency, plus a
     little per extra load for the issue slots."""
-    return 1.0 + 0.15 * max(0.0, loads_per_thread - 1.0)
+    return 1.0 + 0.05 * max(0.0, loads_per_thread - 1.0)
 
 
 # ---------------------------------------------------------------------------------------------- conv2d
@@ -159,9 +165,12 @@ def tiled_conv_work(p: Mapping[str, int], tile_p: int, tile_s: int, kc: int) -> 
     groups = -(-npix // tile_p) * -(-p["S"] // tile_s)
     stages = -(-steps // kc)
     per_stage = tile_p * kc + tile_s * kc * 4
-    return Work(threads=groups * nt, group=nt, global_steps=stages * _loads_chain(per_stage / nt),
+    # a thread's staging loop stores each load into shared memory before the next iteration: its loads
+    # are dependent steps (measured on the H100: a one-group, one-stage launch with 3 loads a thread took
+    # 1.3 us more than one with a single load; 96x96x32 -> 32 with 6 a thread, 8.3-9.8 us against 4.6)
+    return Work(threads=groups * nt, group=nt, global_steps=stages * -(-per_stage // nt),
                 shared_steps=stages * kc, barriers=2 * stages,
-                cache_bytes=groups * stages * per_stage * _VEC, flops=npix * p["S"] * steps * 32)
+                cache_bytes=groups * stages * per_stage * _VEC, flops=npix * p["S"] * steps * 32, tiled=True)
 
 
 def _splits(dev: DeviceCost, sizes: Iterable[int]) -> list[int]:
@@ -183,7 +192,7 @@ def choose_conv(p: Mapping[str, int], dev: DeviceCost, grouped: bool) -> tuple[s
     if not grouped:
         for tp in (16, 32, 64):
             for ts in (1, 2, 4, 8):
-                if ts > 1 and ts > 2 * p["S"]:
+                if ts > 1 and ts >= 2 * p["S"]:  # a tile wider than the output's slices is idle threads
                     continue
                 for kc in (2, 4, 8):
                     nt = tp // 2 * max(1, ts // 2)
