@@ -75,7 +75,7 @@ def test_block_plan_all_precisions(precision, tol):
     kernels = [re.sub(r"(block_[ws]|split|unroll|tile_[ps]|kc)=\d+,?", "", op.describe()).replace(",]", "]")
                .replace("[]", "").replace("conv2d_tiled", "conv2d") for op in plan.ops]
     # the depthwise (+ PRELU) and the 1x1 projection (+ residual ADD + RELU) are one fused launch
-    assert kernels == ["conv2d[act=RELU6]", "dw_pw_conv2d[dw_act=PRELU,residual=ADD,residual_act=RELU]",
+    assert kernels == ["conv2d[act=RELU6]", "dw_pw_conv2d[dw_act=PRELU,ksize=3,residual=ADD,residual_act=RELU]",
                        "pool2d[op=MAX]", "reduce[op=MEAN]", "fully_connected", "softmax[log=False]"], kernels
     storage = "float32" if precision == "fp32" else "float16"
     # host outputs (the max pool and the softmax) are stored, and their kernels compute, in float32 in

@@ -10,6 +10,8 @@ numbers are printed, not asserted (run with ``-s`` to see both).
 
 from __future__ import annotations
 
+import re
+
 from pathlib import Path
 
 import litegpu
@@ -339,7 +341,10 @@ def test_two_partitions_pass_quantized_tensors_on_the_device():
     side_t = next(t for t in k1.plan.tensors.values() if t.name == "side")
     assert side_t.kind == "output" and not side_t.host_output and side_t.quant == qn.calib["side"]
     # "a" goes to the host (quantized there), "side" stays on the device: only it is snapped on the GPU
-    assert k1.plan.describe()["kernels"] == ["conv2d", "conv2d[qdq=True]"]
+    # (the work split the cost model picks aside: block / split / tile options, conv2d or conv2d_tiled)
+    kinds = [re.sub(r"(block_[ws]|split|unroll|tile_[ps]|kc)=\d+,?", "", k).replace(",]", "]").replace("[]", "")
+             .replace("conv2d_tiled", "conv2d") for k in k1.plan.describe()["kernels"]]
+    assert kinds == ["conv2d", "conv2d[qdq=True]"], kinds
     for seed in SEEDS:
         xs = qn.inputs(seed)
         (got,) = _invoke(it, xs)
