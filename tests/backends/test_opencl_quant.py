@@ -11,7 +11,6 @@ numbers are printed, not asserted (run with ``-s`` to see both).
 from __future__ import annotations
 
 import re
-
 from pathlib import Path
 
 import litegpu
