@@ -3,11 +3,9 @@ model of the kernels (PHWC4 buffers in a shared arena) against LiteRT."""
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 import pytest
-from _gpu_check import assert_rel, graph_of, rel_err, run_litert
+from _gpu_check import assert_rel, graph_of, rel_err, run_litert, without_work_split
 from _gpu_models import _OP_CASES, channel_pad_block, rnd
 from _gpu_plan_exec import run_plan
 from _gpu_tflite import StopgapModelBuilder, model_builder, read_model
@@ -72,10 +70,9 @@ def test_block_plan_all_precisions(precision, tol):
     ref = run_litert(model, inputs)
     plan = _compile(model, precision)
     # the work split the cost model picks (block, split, tile options; conv2d or its tiled variant) aside
-    kernels = [re.sub(r"(block_[ws]|split|unroll|tile_[ps]|kc)=\d+,?", "", op.describe()).replace(",]", "]")
-               .replace("[]", "").replace("conv2d_tiled", "conv2d") for op in plan.ops]
+    kernels = [without_work_split(op.describe()) for op in plan.ops]
     # the depthwise (+ PRELU) and the 1x1 projection (+ residual ADD + RELU) are one fused launch
-    assert kernels == ["conv2d[act=RELU6]", "dw_pw_conv2d[dw_act=PRELU,ksize=3,residual=ADD,residual_act=RELU]",
+    assert kernels == ["conv2d[act=RELU6]", "dw_pw_conv2d[dw_act=PRELU,residual=ADD,residual_act=RELU]",
                        "pool2d[op=MAX]", "reduce[op=MEAN]", "fully_connected", "softmax[log=False]"], kernels
     storage = "float32" if precision == "fp32" else "float16"
     # host outputs (the max pool and the softmax) are stored, and their kernels compute, in float32 in
