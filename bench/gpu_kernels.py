@@ -27,9 +27,14 @@ from _common import GPU_SET, machine_line, mediapipe_models  # noqa: E402
 
 #: template options worth exploring (values beyond the spec's are skipped by render)
 _KEEP: list = []
-_EXPLORE = {"conv2d": {"block_w": (1, 2), "block_s": (1, 2), "split": (1, 4, 8, 16, 32, 64)},
+_EXPLORE = {"conv2d": {"block_w": (1, 2, 4), "block_s": (1, 2), "split": (1, 4, 8, 16, 32, 64)},
+            "conv2d_tiled": {"tile_p": (16, 32, 64), "tile_s": (1, 2, 4, 8), "kc": (2, 4, 8)},
             "fully_connected": {"split": (1, 4, 16, 32, 64, 128)},
-            "reduce": {"split": (1, 16, 64, 128)}}
+            "reduce": {"split": (1, 16, 64, 128, 256, 512, 1024), "unroll": (1, 4)}}
+#: kernels that compute the same launch with the same bindings and params (an ungrouped conv2d is also a
+#: conv2d_tiled launch): --explore times the other kernel's variants too, keeping the epilogue options
+_SAME_LAUNCH = {"conv2d": "conv2d_tiled", "conv2d_tiled": "conv2d"}
+_EPILOGUE = ("act", "residual", "residual_act", "qdq", "residual_channels")
 
 
 def _time_launches(cl, ctx, items, runs: int) -> list[float]:
@@ -82,27 +87,35 @@ def main() -> int:
             row = {"label": ln.label, "kernel": op.kernel, "options": dict(ln.kernel.options),
                    "params": {kk: v for kk, v in op.params.items() if isinstance(v, (int, float))},
                    "grid": list(ln.grid), "wg": list(ln.kernel.workgroup), "us": round(t, 2)}
+            _with_estimate(row, dev.info)
             if args.explore:
                 variants = []
-                space = _EXPLORE.get(op.kernel, {})
-                keys = list(space)
-                base = {kk: v for kk, v in op.options.items()}
-                for combo in itertools.product(*[space[kk] for kk in keys]) if keys else [()]:
-                    opts = {**base, **dict(zip(keys, combo, strict=True))}
+                kernels = [op.kernel]
+                if op.kernel in _SAME_LAUNCH and not op.options.get("grouped"):
+                    kernels.append(_SAME_LAUNCH[op.kernel])
+                jobs = []
+                for kern in kernels:
+                    space = _EXPLORE.get(kern, {})
+                    keys = list(space)
+                    base = dict(op.options) if kern == op.kernel else \
+                        {kk: v for kk, v in op.options.items() if kk in _EPILOGUE}
+                    for combo in itertools.product(*[space[kk] for kk in keys]) if keys else [()]:
+                        jobs.append((kern, keys, {**base, **dict(zip(keys, combo, strict=True))}))
+                for kern, keys, opts in jobs:
                     if opts.get("grouped") and opts.get("block_s", 1) != 1:
                         continue
                     try:
-                        probe = render(op.kernel, dev.dialect, k.plan.precision, **opts)
+                        probe = render(kern, dev.dialect, k.plan.precision, **opts)
                     except Exception as e:  # noqa: BLE001 - a variant the template refuses
                         variants.append({"options": opts, "error": str(e)[:200]})
                         continue
                     grid = probe.global_size(op.params)
-                    fixed = kernel_spec(op.kernel).fixed_workgroup(kernel_spec(op.kernel).resolve(opts))
-                    cands = [fixed] if fixed else candidates(op.kernel, grid, dev.info, "exhaustive")[:8]
+                    fixed = kernel_spec(kern).fixed_workgroup(kernel_spec(kern).resolve(opts))
+                    cands = [fixed] if fixed else candidates(kern, grid, dev.info, "exhaustive")[:8]
                     vitems, vmeta = [], []
                     for wg in cands:
                         rk = probe if tuple(wg) == probe.workgroup else render(
-                            op.kernel, dev.dialect, k.plan.precision, workgroup=wg, **opts)
+                            kern, dev.dialect, k.plan.precision, workgroup=wg, **opts)
                         try:
                             bound = dev.bind(dev.compile(rk), rk, _refs_of(k, i), op.params)
                         except Exception as e:  # noqa: BLE001
@@ -117,8 +130,8 @@ def main() -> int:
                     if vitems:
                         vt = _time_launches(cl, dev.ctx, vitems, 7)
                         for (o, wg, _b), t in zip(vmeta, vt, strict=True):
-                            variants.append({"options": {kk: o[kk] for kk in keys}, "wg": list(wg),
-                                             "us": round(t, 2)})
+                            variants.append({"kernel": kern, "options": {kk: o[kk] for kk in keys},
+                                             "wg": list(wg), "us": round(t, 2)})
                 ok = [v for v in variants if "us" in v]
                 row["best"] = min(ok, key=lambda v: v["us"]) if ok else None
             rows.append(row)
@@ -132,9 +145,21 @@ def main() -> int:
     return 0
 
 
-def _row(label: str, kernel: str, options: dict, params: dict, grid: list, wg: list, us: float) -> dict:
-    return {"label": label, "kernel": kernel, "options": options, "params": params, "grid": grid, "wg": wg,
-            "us": round(us, 2)}
+def _row(label: str, kernel: str, options: dict, params: dict, grid: list, wg: list, us: float,
+         info=None) -> dict:
+    row = {"label": label, "kernel": kernel, "options": options, "params": params, "grid": grid, "wg": wg,
+           "us": round(us, 2)}
+    return _with_estimate(row, info)
+
+
+def _with_estimate(row: dict, info) -> dict:
+    """The cost model's estimate for the launch on this device (``est``), to calibrate it against ``us``."""
+    from litegpu.gpu._cost import estimate, launch_work, profile_for
+
+    w = launch_work(row["kernel"], row["options"], row["params"]) if info is not None else None
+    if w is not None:
+        row["est"] = round(estimate(w, profile_for(info)), 2)
+    return row
 
 
 def _print_rows(name: str, rows: list[dict], best: float | None = None) -> None:
@@ -143,7 +168,8 @@ def _print_rows(name: str, rows: list[dict], best: float | None = None) -> None:
           + (f", best variants sum {best:.1f} us" if best is not None else ""))
     for r in sorted(rows, key=lambda r: -r["us"])[:12]:
         extra = f" best {r['best']['us']:.1f} us {r['best']}" if r.get("best") else ""
-        print(f"  {r['us']:8.1f} us  {r['kernel']:<18} {r['grid']} wg {r['wg']} {r['options']} "
+        est = f"(est {r['est']:5.1f})" if "est" in r else " " * 11
+        print(f"  {r['us']:8.1f} us {est} {r['kernel']:<18} {r['grid']} wg {r['wg']} {r['options']} "
               f"{r['label'][:60]}{extra}")
     by_kernel: dict[str, float] = {}
     for r in rows:
@@ -180,7 +206,7 @@ def _vulkan(args) -> int:
                 ln, op = k._launches[i], k.ops[i]
                 rows.append(_row(ln.label, op.kernel, dict(ln.kernel.options),
                                  {kk: v for kk, v in op.params.items() if isinstance(v, (int, float))},
-                                 list(ln.grid), list(ln.kernel.workgroup), t))
+                                 list(ln.grid), list(ln.kernel.workgroup), t, dev.info))
             else:
                 ref = (ups if what == "upload" else downs)[i]
                 rows.append(_row(f"{what} staging copy {i}", "copy", {}, {"bytes": ref.nbytes}, [ref.nbytes], [], t))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 import numpy as np
@@ -56,3 +57,14 @@ def check_passes(model: bytes, inputs: Sequence[np.ndarray], passes: Sequence[Pa
     for t, r in zip(g2.outputs, ref, strict=False):
         assert_rel(after[t], r, tol, "after passes vs LiteRT")
     return g2, reports
+
+
+#: template options that only say how a launch splits its work (the cost model's choice, ``gpu/_cost.py``)
+_WORK_SPLIT = re.compile(r"\b(block_[ws]|split|unroll|tile_[ps]|kc|ksize)=\d+,?")
+
+
+def without_work_split(described: str) -> str:
+    """A launch's ``describe()`` text without the work-split options the cost model picks per device, and
+    conv2d_tiled (the same convolution, tiled) named conv2d: what a test of the plan's shape compares."""
+    s = _WORK_SPLIT.sub("", described).replace(",]", "]").replace("[]", "")
+    return s.replace("conv2d_tiled", "conv2d")

@@ -157,6 +157,10 @@ class PlanExecutor:
                                                                                           kx, :].T
         self.write(op, "dst", self._conv_epilogue(op, out + bias, p, cout))
 
+    def k_conv2d_tiled(self, op, p, o):
+        """The same convolution as conv2d's (ungrouped; only the work split differs)."""
+        self.k_conv2d(op, p, {**o, "grouped": False})
+
     def k_depthwise_conv2d(self, op, p, o):
         x = self.read(op, "src")
         c = p["C"]

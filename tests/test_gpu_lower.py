@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from _gpu_check import assert_rel, graph_of, rel_err, run_litert
+from _gpu_check import assert_rel, graph_of, rel_err, run_litert, without_work_split
 from _gpu_models import _OP_CASES, channel_pad_block, rnd
 from _gpu_plan_exec import run_plan
 from _gpu_tflite import StopgapModelBuilder, model_builder, read_model
@@ -70,9 +70,10 @@ def test_block_plan_all_precisions(precision, tol):
     model, inputs = _block_model()
     ref = run_litert(model, inputs)
     plan = _compile(model, precision)
-    kernels = [op.describe() for op in plan.ops]
+    # the work split the cost model picks (block, split, tile options; conv2d or its tiled variant) aside
+    kernels = [without_work_split(op.describe()) for op in plan.ops]
     # the depthwise (+ PRELU) and the 1x1 projection (+ residual ADD + RELU) are one fused launch
-    assert kernels == ["conv2d[act=RELU6]", "dw_pw_conv2d[block_w=1,dw_act=PRELU,residual=ADD,residual_act=RELU]",
+    assert kernels == ["conv2d[act=RELU6]", "dw_pw_conv2d[dw_act=PRELU,residual=ADD,residual_act=RELU]",
                        "pool2d[op=MAX]", "reduce[op=MEAN]", "fully_connected", "softmax[log=False]"], kernels
     storage = "float32" if precision == "fp32" else "float16"
     # host outputs (the max pool and the softmax) are stored, and their kernels compute, in float32 in
@@ -82,7 +83,7 @@ def test_block_plan_all_precisions(precision, tol):
         writes_output = bool(host & set(op.outputs))
         for arr in op.constants.values():
             assert arr.dtype == ("float32" if writes_output else storage)
-        heavy = op.kernel in ("conv2d", "dw_pw_conv2d", "fully_connected", "reduce", "softmax")
+        heavy = op.kernel in ("conv2d", "conv2d_tiled", "dw_pw_conv2d", "fully_connected", "reduce", "softmax")
         want_acc = "float32" if precision == "fp32" or writes_output or (precision == "fp16_fp32acc" and heavy) \
             else "float16"
         assert op.accumulator == want_acc, (op.kernel, op.accumulator)
@@ -123,7 +124,7 @@ def test_channel_pad_merged_into_residual_read(cin, cout, dw_main, precision, to
         assert op.options["rhs_channels"] == "fewer" and (op.params["R_C"], op.params["C"]) == (cin, cout)
     else:
         # the main path (depthwise -> 1x1) is one fused dw_pw_conv2d launch, which reads the residual the same way
-        op = next(op for op in plan.ops if op.kernel in ("conv2d", "dw_pw_conv2d"))
+        op = next(op for op in plan.ops if op.kernel in ("conv2d", "conv2d_tiled", "dw_pw_conv2d"))
         assert op.options["residual_channels"] == "fewer" and op.params["RES_S"] == -(-cin // 4), op.describe()
     assert_rel(run_plan(plan, inputs)[0], run_litert(model, inputs)[0], tol, precision)
 
@@ -303,7 +304,7 @@ def test_partition_pulls_in_dequantize_of_its_weights():
     spec = PartitionSpec(subgraph=m.main, model=m, node_indices=(1,), inputs=(0, w), outputs=(y,),
                          host_outputs=frozenset({y}))
     plan = compile_partition(spec)
-    assert plan.inputs == [0] and [op.kernel for op in plan.ops] == ["conv2d"]
+    assert plan.inputs == [0] and [op.kernel for op in plan.ops] in (["conv2d"], ["conv2d_tiled"])
     inputs = [rnd(1, 5, 5, 3)]
     assert_rel(run_plan(plan, inputs)[0], run_litert(model, inputs)[0])
 
@@ -396,11 +397,15 @@ def test_interpreter_with_partitions_around_custom_ops(name, mediapipe_models):
         assert rel_err(a, b) <= 5e-4
 
 
-def test_split_for_picks_groups_for_small_grids_with_long_reductions():
-    from litegpu.gpu._lowering import split_for
+def test_cost_model_splits_long_reductions_over_small_grids():
+    """The cost model (``_cost``) on the H100 calibration: a small grid with a long reduction is split over
+    a work group, a long spatial mean over 4 outputs takes the largest group, and a large grid with a short
+    reduction is not split; on the CPU drivers (no latency to hide) nothing is split."""
+    from litegpu.gpu._cost import PROFILES, choose_fc, choose_reduce
 
-    assert split_for(1, 288) == 128  # a 1x1 head over 1152 channels
-    assert split_for(2304, 216) == 32  # 8x8x864 -> 8x8x288: limited by the thread budget
-    assert split_for(100_000, 500) == 1  # plenty of outputs already
-    assert split_for(64, 20) == 1  # too short a reduction to share
-    assert split_for(64, 32) == 16
+    h100, pocl = PROFILES["nvidia"], PROFILES["cpu"]
+    assert choose_fc(1, 1, 288, h100)[0] >= 32  # a 1x1 head over 1152 channels
+    assert choose_reduce(4, 128 * 128, h100)[0]["split"] >= 512  # selfie's 128x128 spatial mean
+    assert choose_reduce(100_000, 8, h100)[0]["split"] == 1  # plenty of outputs already
+    assert choose_reduce(4, 128 * 128, pocl)[0]["split"] <= 4  # two cores: at most a group per core and output
+    assert choose_fc(1, 1, 288, pocl)[0] == 1

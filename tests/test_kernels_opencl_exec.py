@@ -355,6 +355,14 @@ def test_binary_add_rhs_fewer_channels(gpu, rshape):
     (5, 6, 1, 1, 1, 1, {"residual": "ADD", "residual_act": "RELU"}),  # 1x1 + fused residual
     # residual of 6 channels (2 slices) into 10 (3 slices): a zero channel PAD merged into the read
     (5, 10, 1, 1, 1, 1, {"residual": "ADD", "residual_act": "RELU", "residual_channels": "fewer"}),
+    # conv2d_tiled (the tiled matrix product): ragged pixel / slice / reduction tiles, strides, dilation
+    (6, 5, 3, 2, 1, 1, {"tiled": True}),
+    (7, 9, 3, 1, 2, 1, {"tiled": True, "tile_p": 16, "tile_s": 1, "kc": 2, "act": "TANH"}),
+    (21, 30, 1, 1, 1, 1, {"tiled": True, "tile_p": 64, "tile_s": 8, "kc": 8, "residual": "ADD",
+                          "residual_act": "RELU"}),
+    (5, 10, 1, 1, 1, 1, {"tiled": True, "tile_s": 2, "residual": "ADD", "residual_act": "RELU",
+                         "residual_channels": "fewer"}),
+    (13, 17, 3, 2, 1, 1, {"tiled": True, "tile_p": 32, "tile_s": 8, "kc": 4, "act": "RELU6"}),
 ])
 def test_conv2d(gpu, cin, cout, k, stride, dil, groups, opts):
     b, h, w = 1, 9, 11
@@ -384,13 +392,17 @@ def test_conv2d(gpu, cin, cout, k, stride, dil, groups, opts):
     p = {"B": b, "SRC_H": h, "SRC_W": w, "SRC_S": L.slices(cin), "H": oh, "W": ow, "C": cout,
          "S": L.slices(cout), "KH": k, "KW": k, "STRIDE_H": stride, "STRIDE_W": stride, "PAD_T": pt,
          "PAD_L": pl, "DIL_H": dil, "DIL_W": dil, "SRC_SG": info["SRC_SG"], "DST_SG": info["DST_SG"], **extra}
-    out = gpu.run("conv2d", inputs, {"dst": _n4(oshape)}, p, **opts)
-    gpu.check(unphwc4(out["dst"], oshape), ref, f"conv2d {opts}")
+    kernel = "conv2d_tiled" if opts.pop("tiled", False) else "conv2d"
+    out = gpu.run(kernel, inputs, {"dst": _n4(oshape)}, p, **opts)
+    gpu.check(unphwc4(out["dst"], oshape), ref, f"{kernel} {opts}")
 
 
-@pytest.mark.parametrize(("c", "mult", "stride", "act"), [(6, 1, 1, "RELU"), (3, 2, 2, "NONE"), (5, 3, 1, "PRELU")])
-def test_depthwise_conv2d(gpu, c, mult, stride, act):
-    b, h, w, k = 2, 8, 7, 3
+@pytest.mark.parametrize(("c", "mult", "stride", "act", "ksize"), [
+    (6, 1, 1, "RELU", 0), (3, 2, 2, "NONE", 0), (5, 3, 1, "PRELU", 0),
+    # the unrolled-tap variants (ksize = the window): borders on every side, strides
+    (6, 1, 1, "RELU", 3), (9, 1, 2, "PRELU", 5), (4, 1, 1, "NONE", 5)])
+def test_depthwise_conv2d(gpu, c, mult, stride, act, ksize):
+    b, h, w, k = 2, 8, 7, ksize or 3
     cout = c * mult
     x = gpu.data(b, h, w, c)
     wt = gpu.data(1, k, k, cout, lo=-0.5, hi=0.5)
@@ -412,7 +424,7 @@ def test_depthwise_conv2d(gpu, c, mult, stride, act):
          "KH": k, "KW": k, "STRIDE_H": stride, "STRIDE_W": stride, "PAD_T": pt, "PAD_L": pl, "DIL_H": 1, "DIL_W": 1,
          "MULT": mult}
     out = gpu.run("depthwise_conv2d", inputs, {"dst": _n4(oshape)}, p, act=act,
-                  multiplier="one" if mult == 1 else "any")
+                  multiplier="one" if mult == 1 else "any", ksize=ksize)
     gpu.check(unphwc4(out["dst"], oshape), ref, "depthwise")
 
 
@@ -422,6 +434,11 @@ def test_depthwise_conv2d(gpu, c, mult, stride, act):
     (36, 10, 3, 1, {"split": 16, "block_s": 2, "residual": "ADD", "residual_act": "PRELU"}),
     (22, 14, 3, 2, {"split": 4, "act": "RELU", "residual": "ADD", "residual_channels": "fewer"}),
     (10, 7, 3, 1, {"split": 8, "block_w": 1, "residual": "MUL", "residual_act": "TANH"}),
+    # unrolled depthwise taps (ksize = the window)
+    (6, 5, 3, 1, {"ksize": 3, "dw_act": "PRELU", "act": "PRELU"}),
+    (7, 9, 5, 2, {"ksize": 5, "dw_act": "RELU6", "block_s": 2, "block_w": 1}),
+    (36, 10, 3, 1, {"ksize": 3, "split": 16, "block_s": 2, "residual": "ADD", "residual_act": "PRELU"}),
+    (22, 14, 5, 2, {"ksize": 5, "split": 4, "act": "RELU", "residual": "ADD", "residual_channels": "fewer"}),
 ])
 def test_dw_pw_conv2d(gpu, c, cout, k, stride, opts):
     """Depthwise (KHxKW, stride, SAME padding, own activation) feeding a 1x1 conv, in one launch."""
@@ -562,7 +579,9 @@ def test_transpose_conv2d(gpu):
 
 @pytest.mark.parametrize(("op", "axes", "split"), [("MEAN", (1, 2), 1), ("SUM", (3,), 1), ("MAX", (0, 3), 1),
                                                    ("MIN", (2,), 1), ("PROD", (1, 3), 1), ("MEAN", (1, 2), 64),
-                                                   ("MAX", (0, 3), 16), ("SUM", (1, 2, 3), 128)])
+                                                   ("MAX", (0, 3), 16), ("SUM", (1, 2, 3), 128),
+                                                   ("MEAN", (1, 2), 256), ("MAX", (1, 2), 1024), ("SUM", (3,), 4),
+                                                   ("MIN", (0, 1, 2), 512)])
 def test_reduce(gpu, op, axes, split):
     shape = (2, 3, 4, 6) if split == 1 else (2, 9, 13, 6)
     x = gpu.data(*shape, lo=0.5, hi=1.5) if op == "PROD" else gpu.data(*shape)
@@ -571,7 +590,9 @@ def test_reduce(gpu, op, axes, split):
     oshape = ref.shape
     p = {"SRC_B": shape[0], "SRC_H": shape[1], "SRC_W": shape[2], "SRC_C": 6, "SRC_S": 2, **_dims(oshape),
          **{f"R{a}": int(i in axes) for i, a in enumerate("BHWC")}}
-    out = gpu.run("reduce", {"src": gpu.phwc4(x)}, {"dst": _n4(oshape)}, p, op=op, split=split)
+    # unroll (independent partials per thread): 4 with the large groups, 2 with split 4, else 1
+    unroll = 4 if split >= 256 else 2 if split == 4 else 1
+    out = gpu.run("reduce", {"src": gpu.phwc4(x)}, {"dst": _n4(oshape)}, p, op=op, split=split, unroll=unroll)
     gpu.check(unphwc4(out["dst"], oshape), ref, f"reduce {op}")
 
 

@@ -187,6 +187,7 @@ def _run(model, feeds, d):
 @pytest.mark.parametrize("mode", ["fast", "exhaustive"])
 def test_tuning_picks_valid_sizes_and_changes_no_number(mode, cl_modules):
     from litegpu.gpu._tuning import candidates
+    from litegpu.gpu.kernels import kernel_spec
 
     # exhaustive times every power-of-two shape (PoCL builds a work-group function per size): a smaller map
     model, feeds = _tuning_model() if mode == "fast" else _tuning_model(7, 5)
@@ -206,8 +207,9 @@ def test_tuning_picks_valid_sizes_and_changes_no_number(mode, cl_modules):
         wg = tuple(launch.kernel.workgroup)
         assert math.prod(wg) <= info.max_workgroup_size
         assert all(w <= m for w, m in zip(wg, info.max_workgroup_dims, strict=True))
-        if launch.kernel.shared_bytes:  # split kernels: the group size is fixed by their shared memory
-            assert wg == (dict(launch.kernel.options)["split"], 1, 1)
+        if launch.kernel.shared_bytes:  # split / tiled kernels: the group size is fixed by their shared memory
+            spec = kernel_spec(launch.kernel.name)
+            assert wg == spec.fixed_workgroup(spec.resolve(dict(launch.kernel.options)))
             continue
         assert wg in candidates(launch.kernel.name, launch.grid, info, mode)
     for key, wg in d.tuning_results.items():

@@ -105,6 +105,15 @@ def _split_wg(opts: Mapping[str, Any]) -> tuple[int, int, int] | None:
     return (opts["split"], 1, 1) if opts.get("split", 1) > 1 else None
 
 
+# reduce: its shared memory is one vec4 per thread, so its groups may reach the 1024 threads most GPUs take
+_REDUCE_SPLITS = _SPLITS + (256, 512, 1024)
+
+
+def _tiled_wg(opts: Mapping[str, Any]) -> tuple[int, int, int]:
+    """conv2d_tiled's group: tile_p / 2 x tile_s / 2 threads (one 2 x 2 block each; tile_s = 1: 1 slice)."""
+    return (opts["tile_p"] // 2 * max(1, opts["tile_s"] // 2), 1, 1)
+
+
 _act = Opt("NONE", FUSED_ACTIVATIONS)
 # qdq: snap the result to a quantized tensor's grid before storing (params Q_SCALE, Q_ZP, Q_MIN, Q_MAX;
 # the float view of quantized models, docs/gpu-compiler.md)
@@ -132,6 +141,8 @@ _DW_PW_VARIANTS = (
        {"residual": "ADD", "residual_pool": True, "residual_act": "PRELU", "block_s": 2},
        {"residual": "ADD", "residual_channels": "fewer", "residual_pool": True, "residual_act": "RELU6",
         "split": 16, "block_w": 1}]
+    + [{"ksize": 3}, {"ksize": 5, "split": 16, "block_s": 2, "dw_act": "RELU6"},
+       {"ksize": 3, "block_w": 1, "residual": "ADD", "residual_act": "PRELU", "split": 8}]
 )
 
 SPECS: dict[str, KernelSpec] = {s.name: s for s in [
@@ -179,12 +190,26 @@ SPECS: dict[str, KernelSpec] = {s.name: s for s in [
              {"residual": "MUL", "residual_channels": "fewer", "residual_pool": True, "block_w": 4, "block_s": 2},
              {"residual": "ADD", "residual_channels": "fewer", "residual_pool": True, "split": 32, "qdq": True}],
           default_wg=(8, 4, 2), shared_wg=_split_wg),
+    _spec("conv2d_tiled", "conv.lgk", "ungrouped 2-D convolution as a tiled matrix product (shared-memory staging)",
+          {"act": _act, "residual": Opt("NONE", ("NONE", "ADD", "MUL")), "residual_act": _act,
+           "tile_p": Opt(32, (16, 32, 64)), "tile_s": Opt(4, (1, 2, 4, 8)), "kc": Opt(4, (2, 4, 8)),
+           "qdq": _qdq, "residual_channels": _channels},
+          [{"act": a} for a in FUSED_ACTIVATIONS]
+          + [{"tile_p": p, "tile_s": ts, "kc": kc} for p, ts, kc in
+             ((16, 1, 2), (16, 2, 4), (64, 8, 8), (32, 8, 4), (64, 4, 2), (16, 8, 8))]
+          + [{"residual": "ADD", "residual_act": "RELU"}, {"residual": "MUL", "act": "RELU6", "tile_s": 8},
+             {"residual": "ADD", "residual_act": "PRELU", "act": "PRELU", "tile_p": 64},
+             {"residual": "ADD", "residual_channels": "fewer", "residual_act": "RELU6", "tile_s": 2},
+             {"act": "RELU", "qdq": True}, {"residual": "ADD", "qdq": True, "tile_p": 16, "tile_s": 1}],
+          default_wg=(64, 1, 1), shared_wg=_tiled_wg),
     _spec("depthwise_conv2d", "conv.lgk", "depthwise convolution (any channel multiplier)",
-          {"act": _act, "multiplier": Opt("one", ("one", "any")), "qdq": _qdq,
+          {"act": _act, "multiplier": Opt("one", ("one", "any")), "ksize": Opt(0, (0, 3, 5)), "qdq": _qdq,
            "residual": Opt("NONE", ("NONE", "ADD", "MUL")), "residual_act": _act, "residual_channels": _channels,
            "residual_pool": _bool()},
           [{"act": a} for a in FUSED_ACTIVATIONS] + [{"multiplier": "any"}, {"multiplier": "any", "act": "PRELU"},
-                                                     {"act": "RELU", "qdq": True},
+                                                     {"act": "RELU", "qdq": True}, {"ksize": 3},
+                                                     {"ksize": 5, "act": "RELU6"}, {"ksize": 3, "act": "PRELU", "qdq": True},
+                                                     {"ksize": 3, "residual": "ADD", "residual_act": "RELU"},
                                                      {"act": "RELU", "residual": "ADD"},
                                                      {"residual": "MUL", "residual_act": "HARD_SWISH", "qdq": True},
                                                      {"act": "PRELU", "residual": "ADD", "residual_act": "PRELU",
@@ -198,7 +223,7 @@ SPECS: dict[str, KernelSpec] = {s.name: s for s in [
           "depthwise conv (multiplier 1, own activation) feeding a 1x1 conv, one launch; conv2d's epilogue",
           {"dw_act": _act, "act": _act, "residual": Opt("NONE", ("NONE", "ADD", "MUL")), "residual_act": _act,
            "block_w": Opt(2, (1, 2)), "block_s": Opt(1, (1, 2)), "split": _split, "qdq": _qdq,
-           "residual_channels": _channels, "residual_pool": _bool()},
+           "residual_channels": _channels, "residual_pool": _bool(), "ksize": Opt(0, (0, 3, 5))},
           _DW_PW_VARIANTS, default_wg=(8, 4, 2), shared_wg=_split_wg),
     _spec("transpose_conv2d", "conv.lgk", "transposed convolution (+ MediaPipe Convolution2DTransposeBias)",
           {"act": _act, "qdq": _qdq}, [{"act": a} for a in FUSED_ACTIVATIONS] + [{"qdq": True}]),
@@ -215,9 +240,12 @@ SPECS: dict[str, KernelSpec] = {s.name: s for s in [
           [{"op": "AVG"}, {"op": "MAX"}] + [{"op": op, "act": a} for op, a in zip("AVG MAX".split() * 4, ACTIVATIONS[1:], strict=False)]
           + [{"op": "AVG", "qdq": True}]),
     _spec("reduce", "reduce.lgk", "SUM/MEAN/REDUCE_MAX/REDUCE_MIN/REDUCE_PROD over any BHWC axes",
-          {"op": Opt("SUM", ("SUM", "MEAN", "MAX", "MIN", "PROD")), "split": _split, "qdq": _qdq},
+          {"op": Opt("SUM", ("SUM", "MEAN", "MAX", "MIN", "PROD")), "split": Opt(1, _REDUCE_SPLITS),
+           "unroll": Opt(1, (1, 2, 4)), "qdq": _qdq},
           [{"op": op} for op in ("SUM", "MEAN", "MAX", "MIN", "PROD")]
           + [{"split": n, "op": op} for n, op in zip(_SPLITS[1:], ("MEAN", "MAX", "SUM", "MIN", "MEAN", "PROD"), strict=True)]
+          + [{"split": n, "op": op, "unroll": u} for n, op, u in
+             ((256, "MEAN", 4), (512, "MAX", 2), (1024, "SUM", 4), (1, "MIN", 4), (64, "PROD", 2))]
           + [{"op": "MEAN", "qdq": True}, {"op": "MEAN", "split": 64, "qdq": True}],
           shared_wg=_split_wg),
     _spec("softmax", "reduce.lgk", "SOFTMAX / LOG_SOFTMAX over channels", {"log": _bool(), "qdq": _qdq},

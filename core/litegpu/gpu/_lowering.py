@@ -17,43 +17,17 @@ import numpy as np
 from .._delegate import NodeView
 from .._errors import DelegateError
 from . import _layout as L
+from ._cost import DeviceCost, choose_conv, choose_fc, choose_reduce, profile_for
 from ._geometry import conv_geometry, transpose_bias_params, transpose_conv_crop
 from ._graph import QDQ_OP, Epilogue, GpuGraph, GpuNode, GpuOp
 from ._precision import PrecisionPolicy
 
-__all__ = ["Lowerer", "MAX_CONCAT_INPUTS", "REDUCE_KINDS", "split_for", "dw_pw_tiling"]
+__all__ = ["Lowerer", "MAX_CONCAT_INPUTS", "REDUCE_KINDS", "dw_pw_tiling"]
 
 MAX_CONCAT_INPUTS = 8  # the concat template renders up to 8 inputs
 
 #: the reduce template's ``op`` option for each TFLite reduction
 REDUCE_KINDS = {"MEAN": "MEAN", "SUM": "SUM", "REDUCE_MAX": "MAX", "REDUCE_MIN": "MIN"}
-
-#: Group sizes split_for picks from.  The templates also take 4 and 8, but measured on an H200
-#: (bench/gpu_kernels.py) such small groups lose to no split at all: a GPU core runs a bounded
-#: number of work groups at once, so 4-thread groups leave it mostly idle.
-_SPLIT_SIZES = (128, 64, 32, 16)
-#: Threads a split should not push a launch beyond: enough to keep a large GPU's memory pipes busy,
-#: while a small one (a few thousand threads in flight) still runs the groups back to back.
-_SPLIT_THREADS = 131072
-
-
-def split_for(outputs: int, steps: int) -> int:
-    """Threads to share each output of a reduction (``split`` option of conv2d, fully_connected,
-    reduce): ``outputs`` independent work items, each ``steps`` loop iterations long.
-
-    A GPU hides memory latency only with many threads in flight.  When the output grid is small
-    (deep layers at 8x8 or 1x1, global pooling, fully-connected heads) one thread per output walks
-    its whole reduction serially, each step waiting on a load: measured on an H200, a 7x7x1152 ->
-    7x7x192 1x1 convolution took 96 us that way and 12 us split 32 ways.  Splitting each output's
-    reduction over a work group (partial sums meeting in shared memory) multiplies the threads in
-    flight and divides the serial chain.  Pick the largest group that keeps at least two steps per
-    thread and the launch within ``_SPLIT_THREADS``; 1 (no split) otherwise.
-    """
-    for s in _SPLIT_SIZES:
-        if steps >= 2 * s and outputs * s <= _SPLIT_THREADS:
-            return s
-    return 1
-
 
 #: dw_pw_conv2d tiling (:func:`dw_pw_tiling`), from every variant timed on an H200 (bench/gpu_dw_pw.py --explore)
 _SPLIT_OUTPUTS, _SPLIT4_OUTPUTS = 20480, 8192
@@ -64,7 +38,7 @@ def dw_pw_tiling(outputs: int, src_slices: int, out_slices: int, width: int) -> 
     """``(split, block_s, block_w)`` of a fused depthwise -> 1x1 launch (kernel ``dw_pw_conv2d``) with
     ``outputs`` output vectors (B * H * W * output slices) and ``src_slices`` input slices.
 
-    Not ``_lower.split_for``: a step of this kernel's reduction is a whole depthwise evaluation of one
+    Not the cost model's reduction split (``_cost``): a step of this kernel's reduction is a whole depthwise evaluation of one
     input slice (KH * KW loads) and 16 * block_s multiply-adds, so one work item walking every input slice
     is a long serial chain even at 8-16 slices (a 96 -> 96 channel block at 8x8 took 53 us that way on an
     H200, 7.5 us split 32 ways).  Timed over every variant of the fusable pairs of the 13 MediaPipe models:
@@ -79,6 +53,15 @@ def dw_pw_tiling(outputs: int, src_slices: int, out_slices: int, width: int) -> 
     split = min(128, 1 << (src_slices - 1).bit_length())
     block_s, block_w = (1, 1) if outputs <= _SMALL else (2, 1) if outputs <= _MEDIUM else (2, 2)
     return split, min(block_s, out_slices), 1 if width == 1 else block_w
+
+
+#: conv2d's defaults of the options the cost model picks (left out of a launch's options when equal)
+_CONV_DEFAULTS = {"block_w": 2, "block_s": 1, "split": 1}
+
+
+def _non_default(choice: dict[str, int]) -> dict[str, int]:
+    """reduce's split / unroll as options: left out at their default 1."""
+    return {k: v for k, v in choice.items() if v != 1}
 
 
 def _opt(node: NodeView, key: str, default: Any = 0) -> Any:
@@ -240,6 +223,11 @@ class Lowerer:
         self.constants: dict[str, np.ndarray] = {}
         self.bindings: list[tuple[str, int | str]] = []
 
+    @property
+    def cost(self) -> DeviceCost:
+        """The device calibration variant choices are priced on (``compile_graph(device=...)``)."""
+        return self.g.options.get("cost") or profile_for(None)
+
     # -- helpers
     def shape(self, t: int) -> tuple[int, int, int, int]:
         return self.g.tensors[t].shape
@@ -360,12 +348,13 @@ def lower_conv(lw: Lowerer) -> list[GpuOp]:
               "SRC_SG": L.slices(c // groups) if grouped else L.slices(c),
               "DST_SG": L.slices(o // groups) if grouped else L.slices(o)}
     params.update(_residual_params(lw, opts, operands))
-    # one output pixel per row (1x1 heads): a second pixel per work item would be wasted work
-    block_w = 1 if ow == 1 else 2
-    outputs = b * oh * -(-ow // block_w) * params["S"]
-    split = split_for(outputs, params["KH"] * params["KW"] * params["SRC_SG"])
-    return [lw.op("conv2d", {**opts, "grouped": grouped or None, "block_w": block_w if block_w != 2 else None,
-                             "split": split if split > 1 else None}, params)]
+    # the variant (per-thread block and reduction split, or the tiled matrix product) from the cost model;
+    # conv2d_tiled has no pooled residual read (fuse_pool_residual)
+    kernel, choice, _ = choose_conv(params, lw.cost, grouped, tiled=not opts.get("residual_pool"))
+    if kernel == "conv2d_tiled":
+        return [lw.op(kernel, {**opts, **choice}, params)]
+    return [lw.op("conv2d", {**opts, "grouped": grouped or None,
+                             **{k: v for k, v in choice.items() if v != _CONV_DEFAULTS[k]}}, params)]
 
 
 def lower_depthwise(lw: Lowerer) -> list[GpuOp]:
@@ -387,7 +376,11 @@ def lower_depthwise(lw: Lowerer) -> list[GpuOp]:
               "KH": w.shape[1], "KW": w.shape[2], "STRIDE_H": geo["stride"][0], "STRIDE_W": geo["stride"][1],
               "PAD_T": geo["pads"][0], "PAD_L": geo["pads"][2], "DIL_H": geo["dilation"][0],
               "DIL_W": geo["dilation"][1], "MULT": mult, **_residual_params(lw, opts, operands)}
-    return [lw.op("depthwise_conv2d", {**opts, "multiplier": "one" if mult == 1 else "any"}, params)]
+    # a 3x3 or 5x5 window (every depthwise of the MediaPipe models) renders with its taps unrolled: the
+    # same work with every load independent, so never slower (no choice for the cost model to make)
+    ksize = w.shape[1] if mult == 1 and w.shape[1] == w.shape[2] and w.shape[1] in (3, 5) else 0
+    return [lw.op("depthwise_conv2d", {**opts, "multiplier": "one" if mult == 1 else "any",
+                                       "ksize": ksize or None}, params)]
 
 
 def lower_dw_pw(lw: Lowerer) -> list[GpuOp]:
@@ -420,7 +413,9 @@ def lower_dw_pw(lw: Lowerer) -> list[GpuOp]:
               "DIL_W": geo["dilation"][1]}
     params.update(_residual_params(lw, opts, operands))
     split, block_s, block_w = dw_pw_tiling(b * oh * ow * params["S"], params["SRC_S"], params["S"], ow)
-    return [lw.op("dw_pw_conv2d", {**opts, "dw_act": dw_act if dw_act != "NONE" else None,
+    # a 3x3 / 5x5 depthwise window renders unrolled, as in lower_depthwise
+    ksize = dw_w.shape[1] if dw_w.shape[1] == dw_w.shape[2] and dw_w.shape[1] in (3, 5) else 0
+    return [lw.op("dw_pw_conv2d", {**opts, "dw_act": dw_act if dw_act != "NONE" else None, "ksize": ksize or None,
                                    "block_w": block_w if block_w != 2 else None,
                                    "block_s": block_s if block_s != 1 else None,
                                    "split": split if split > 1 else None}, params)]
@@ -470,7 +465,7 @@ def lower_fc(lw: Lowerer) -> list[GpuOp]:
     lw.const("bias", L.channel_vector(bias, o))
     lw.bind_epilogue_operands(operands, o)
     lw.bind("dst", y)
-    split = split_for(rows * L.slices(o), L.slices(i))
+    split, _ = choose_fc(rows, L.slices(o), L.slices(i), lw.cost)
     return [lw.op("fully_connected", {**opts, "split": split if split > 1 else None},
                   {"B": rows, "SRC_S": L.slices(i), "C": o, "S": L.slices(o)})]
 
@@ -508,10 +503,10 @@ def lower_pool(lw: Lowerer) -> list[GpuOp]:
             and opts.get("act", "NONE") == "NONE"):
         # a global pool (one window over the whole image) is a reduction: as one, its long sum is
         # split over a work group instead of walked by one thread per channel slice
-        split = split_for(b * L.slices(c), h * wd)
+        choice, _ = choose_reduce(b * L.slices(c), h * wd, lw.cost)
         params = {**lw.dims(x, "SRC_"), **lw.dims(y), "RB": 0, "RH": 1, "RW": 1, "RC": 0}
         return [lw.op("reduce", {"op": "MEAN" if options["op"] == "AVG" else "MAX",
-                                 "qdq": opts.get("qdq"), "split": split if split > 1 else None}, params)]
+                                 "qdq": opts.get("qdq"), **_non_default(choice)}, params)]
     if n.attrs.get("pad_value") is not None:
         # explicit padding merged from a PAD (only when _capabilities.POOL_TAKES_PAD_VALUE)
         ex = n.attrs["explicit_padding"]
@@ -570,8 +565,8 @@ def lower_reduce(lw: Lowerer) -> list[GpuOp]:
     steps = 1
     for flag, dim in (("RB", "SRC_B"), ("RH", "SRC_H"), ("RW", "SRC_W"), ("RC", "SRC_S")):
         steps *= params[dim] if params[flag] else 1
-    split = split_for(params["B"] * params["H"] * params["W"] * params["S"], steps)
-    return [lw.op("reduce", {"op": REDUCE_KINDS[n.op], **opts, "split": split if split > 1 else None}, params)]
+    choice, _ = choose_reduce(params["B"] * params["H"] * params["W"] * params["S"], steps, lw.cost)
+    return [lw.op("reduce", {"op": REDUCE_KINDS[n.op], **opts, **_non_default(choice)}, params)]
 
 
 def lower_softmax(lw: Lowerer) -> list[GpuOp]:

@@ -72,6 +72,7 @@ from .._errors import CacheError, ConfigError, DelegateError
 from .._ir import Model
 from . import _layout as L
 from ._capabilities import match_epilogue
+from ._cost import profile_for
 from ._device import BufferRef, GpuDevice
 from ._graph import GpuGraph, GpuNode, GpuOp, GpuPlan, PlanTensor
 from ._layout import dequantize_host, from_device, quantize_host, slices, to_device
@@ -773,11 +774,15 @@ def lower_node(g: GpuGraph, node: GpuNode, policy: PrecisionPolicy) -> list[GpuO
 
 
 def compile_graph(g: GpuGraph, *, precision: str = "fp32", alignment: int = DEFAULT_ALIGNMENT,
-                  passes: Sequence[Pass] = DEFAULT_PIPELINE, quantization_simulation: bool = True) -> GpuPlan:
+                  passes: Sequence[Pass] = DEFAULT_PIPELINE, quantization_simulation: bool = True,
+                  device: Any = None) -> GpuPlan:
     """Run ``passes`` on ``g`` (in place), lower it and plan its memory.
 
-    ``quantization_simulation``: snap quantized results to their grids (``_passes/float_view``)."""
+    ``quantization_simulation``: snap quantized results to their grids (``_passes/float_view``).
+    ``device``: the :class:`~litegpu.gpu._device.DeviceInfo` the plan is for; kernel variants are chosen
+    by the cost model (``_cost``) with its calibration (None: a generic GPU's)."""
     policy = precision_policy(precision)
+    g.options["cost"] = profile_for(device)
     g.options["quantization_simulation"] = bool(quantization_simulation)
     reports = run_passes(g, passes)
     for x in g.tensors.values():
@@ -842,10 +847,11 @@ def _count(items) -> dict[str, int]:
 
 
 def compile_partition(spec: PartitionSpec, *, precision: str = "fp32", alignment: int = DEFAULT_ALIGNMENT,
-                      passes: Sequence[Pass] = DEFAULT_PIPELINE, quantization_simulation: bool = True) -> GpuPlan:
-    """Compile one delegate partition into a :class:`GpuPlan`."""
+                      passes: Sequence[Pass] = DEFAULT_PIPELINE, quantization_simulation: bool = True,
+                      device: Any = None) -> GpuPlan:
+    """Compile one delegate partition into a :class:`GpuPlan` (``device``: see :func:`compile_graph`)."""
     return compile_graph(GpuGraph.from_partition(spec), precision=precision, alignment=alignment, passes=passes,
-                         quantization_simulation=quantization_simulation)
+                         quantization_simulation=quantization_simulation, device=device)
 
 
 class GpuDelegate(Delegate):
@@ -943,7 +949,7 @@ class GpuDelegate(Delegate):
         if plan is None:
             sections = None
             plan = compile_partition(partition, precision=self.precision, alignment=align,
-                                     quantization_simulation=self.quantization_simulation)
+                                     quantization_simulation=self.quantization_simulation, device=self.device.info)
         t_plan = time.perf_counter()
         kernel = GpuPartitionKernel(self.device, plan, partition, self.tuner, sections, self.boundary_layout,
                                     half_math=self.half_math)

@@ -1,0 +1,285 @@
+"""The GPU compiler's cost model: one explicit time estimate per kernel variant, per device.
+
+Every launch the lowerings make has several ways to run (one thread per output walking its whole
+reduction, a work group splitting the reduction, a shared-memory tiled matrix product, more outputs per
+thread...).  Instead of thresholds per kernel, each candidate is described by the work it does -- how many
+threads in groups of what size, how long the chain of *dependent* memory steps of one thread is, how many
+barriers, how many bytes pass through the caches, how many flops -- and :func:`estimate` turns that into
+microseconds on a :class:`DeviceCost`::
+
+    waves   = ceil(groups / (compute units x groups resident per unit))
+    latency = waves x (global steps x step_us + shared steps x shared_us + barriers x barrier_us)
+    traffic = cache bytes / (cache bandwidth x fraction of units the launch occupies)
+    compute = flops / (flop rate x that fraction)
+    time    = launch_us + max(latency, traffic, compute)
+
+The model is deliberately small: on the MediaPipe models most launches are latency bound (a few hundred to
+a few thousand threads on a GPU that keeps 270 000 in flight), so the chain length and the occupancy
+terms decide, and the bandwidth terms only stop a split from re-reading the weights too often.  The
+per-device constants are calibrated from ``bench/gpu_kernels.py`` (``--explore`` times every variant of
+every launch of the benchmark models) and recorded in :data:`PROFILES`; docs/gpu-compiler.md ("Cost
+model") has the derivations.  The chooser functions (:func:`choose_conv`, :func:`choose_reduce`,
+:func:`choose_fc`) are the only places that pick kernel variants from shapes.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["DeviceCost", "Work", "PROFILES", "profile_for", "estimate", "choose_conv", "choose_reduce",
+           "choose_fc", "conv_work", "tiled_conv_work", "reduce_work", "fc_work", "launch_work"]
+
+_VEC = 16  # bytes of one vec4 (fp32; the choice does not depend on the storage precision)
+
+
+@dataclass(frozen=True)
+class DeviceCost:
+    """What the cost model needs to know about a device (all times in microseconds)."""
+
+    name: str
+    compute_units: int  # SMs / CUs / CPU cores
+    resident_threads: int  # threads one unit keeps in flight
+    resident_groups: int  # work groups one unit keeps in flight
+    launch_us: float  # fixed cost of one launch (dispatch and the barrier to the next)
+    step_us: float  # one dependent global-memory step of a thread (a load whose result the next waits on)
+    shared_us: float  # one dependent shared-memory step
+    barrier_us: float  # one work-group barrier round
+    cache_bytes_per_us: float  # L1/L2 bandwidth of the whole device
+    flops_per_us: float  # fp32 flops of the whole device
+    max_group: int  # largest work group the chooser uses
+    tile_setup_us: float = 0.0  # conv2d_tiled's per-launch extra (staging index arithmetic, two barriers a stage)
+
+    def with_units(self, units: int, max_group: int) -> DeviceCost:
+        """This profile for a device reporting ``units`` compute units and ``max_group`` threads a group."""
+        from dataclasses import replace
+
+        return replace(self, compute_units=max(1, int(units or self.compute_units)),
+                       max_group=max(1, min(self.max_group, int(max_group or self.max_group))))
+
+
+#: Calibrations.  ``nvidia``: H100 80GB HBM3, 2026-11-25 (bench/gpu_kernels.py, Vulkan timestamps and OpenCL
+#: events): a launch that does nothing costs 3.5-4 us between two barriers (Vulkan; OpenCL events ~6.5 us);
+#: a reduction chain costs 0.42 us a dependent step (the 64x64 and 128x128 spatial means of
+#: selfie_segmentation: 32 and 128 steps per thread, 17.3 and 54.7 us); the 1x1 convs with a 16-way split
+#: were bounded by ~5 TB/s of cache traffic (12x12x256 -> 256: 28 MB of vec4 loads, 12 us).  conv2d_tiled, first
+#: H100 run of this branch (Vulkan): 1.1-3.4 us above the estimate on every one-stage launch (index arithmetic
+#: of the staging loops), hence ``tile_setup_us`` 2.5; it won only on deep 1x1s (16x16x88 -> 528: 14.3 ->
+#: 12.5 us, 128x128x16 -> 64: 8.9 -> 8.2 us) and lost on wide images with few channels (256x256x8 -> 1 3x3:
+#: 11.5 -> 38.9 us; 64x64x24 -> 24: 6.3 -> 9.3 us).
+#: ``cpu`` (lavapipe and PoCL): LLVM on the 2-core CI machine -- a "compute unit" is a core running a group's
+#: threads as SIMD lanes in a loop, so there is no latency to hide: time is work, and extra threads only add
+#: per-item overhead (measured with bench/gpu_kernels.py on this machine).
+#: ``generic``: unknown GPUs, a mid-size discrete GPU (between the two).
+PROFILES: dict[str, DeviceCost] = {
+    "nvidia": DeviceCost("nvidia", compute_units=132, resident_threads=2048, resident_groups=32, launch_us=3.5,
+                         step_us=0.42, shared_us=0.03, barrier_us=0.08, cache_bytes_per_us=5.0e6,
+                         flops_per_us=5.0e7, max_group=1024, tile_setup_us=2.5),
+    "generic": DeviceCost("generic", compute_units=32, resident_threads=1024, resident_groups=16, launch_us=5.0,
+                          step_us=0.5, shared_us=0.04, barrier_us=0.1, cache_bytes_per_us=1.0e6,
+                          flops_per_us=1.0e7, max_group=256, tile_setup_us=2.5),
+    # lavapipe and PoCL alike: LLVM-compiled work groups looping over their items on the CPU's cores
+    "cpu": DeviceCost("cpu", compute_units=2, resident_threads=8, resident_groups=1, launch_us=20.0,
+                      step_us=0.004, shared_us=0.002, barrier_us=0.1, cache_bytes_per_us=2.0e4,
+                      flops_per_us=1.0e4, max_group=256),
+}
+
+
+def profile_for(info: Any | None) -> DeviceCost:
+    """The calibration for a device (a :class:`~litegpu.gpu._device.DeviceInfo` or None: ``generic``),
+    with the device's own compute-unit count and work-group limit where it reports them."""
+    if info is None:
+        return PROFILES["generic"]
+    text = f"{getattr(info, 'vendor', '')} {getattr(info, 'name', '')}".lower()
+    if any(w in text for w in ("llvmpipe", "lavapipe", "pocl", "pthread", "cpu")):
+        key = "cpu"
+    elif "nvidia" in text:
+        key = "nvidia"
+    else:
+        key = "generic"
+    base = PROFILES[key]
+    units = int(getattr(info, "compute_units", 0) or 0)
+    return base.with_units(units if units > 1 else base.compute_units,
+                           int(getattr(info, "max_workgroup_size", 0) or base.max_group))
+
+
+@dataclass(frozen=True)
+class Work:
+    """What one launch does, in the terms :func:`estimate` prices."""
+
+    threads: int  # work items launched
+    group: int  # threads per work group
+    global_steps: float  # dependent global-memory steps of one thread
+    shared_steps: float = 0.0  # dependent shared-memory steps of one thread
+    barriers: int = 0  # barrier rounds of one thread
+    cache_bytes: float = 0.0  # bytes all threads load through the caches
+    flops: float = 0.0
+    tiled: bool = False  # conv2d_tiled: pays the device's tile_setup_us
+
+
+def estimate(w: Work, dev: DeviceCost) -> float:
+    """Estimated GPU time (us) of one launch doing ``w`` on ``dev``."""
+    groups = max(1, -(-max(1, w.threads) // max(1, w.group)))
+    per_unit = max(1, min(dev.resident_groups, dev.resident_threads // max(1, w.group)))
+    waves = -(-groups // (dev.compute_units * per_unit))
+    occupied = min(groups, dev.compute_units) / dev.compute_units
+    latency = waves * (w.global_steps * dev.step_us + w.shared_steps * dev.shared_us + w.barriers * dev.barrier_us)
+    traffic = w.cache_bytes / (dev.cache_bytes_per_us * occupied)
+    compute = w.flops / (dev.flops_per_us * occupied)
+    return dev.launch_us + (dev.tile_setup_us if w.tiled else 0.0) + max(latency, traffic, compute)
+
+
+def _log2(n: int) -> int:
+    return max(0, int(n).bit_length() - 1)
+
+
+def _loads_chain(loads_per_thread: float) -> float:
+    """Dependent steps of a thread issuing ``loads_per_thread`` independent loads: one latency, plus a
+    little per extra load for the issue slots."""
+    return 1.0 + 0.05 * max(0.0, loads_per_thread - 1.0)
+
+
+# ---------------------------------------------------------------------------------------------- conv2d
+
+
+def conv_work(p: Mapping[str, int], block_w: int, block_s: int, split: int) -> Work:
+    """conv2d: ``block_w`` pixels x ``block_s`` slices per work item, the reduction split ``split`` ways."""
+    items = p["B"] * p["H"] * -(-p["W"] // block_w) * -(-p["S"] // block_s)
+    steps = p["KH"] * p["KW"] * p["SRC_SG"]
+    chain = -(-steps // split)
+    threads = items * split
+    red = _log2(split) if split > 1 else 0
+    return Work(threads=threads, group=split if split > 1 else 64,
+                global_steps=chain * _loads_chain(block_w + 4 * block_s), shared_steps=red, barriers=red + (split > 1),
+                cache_bytes=threads * chain * (block_w + 4 * block_s) * _VEC,
+                flops=items * block_w * block_s * steps * 32)
+
+
+def tiled_conv_work(p: Mapping[str, int], tile_p: int, tile_s: int, kc: int) -> Work:
+    """conv2d_tiled: ``tile_p`` pixels x ``tile_s`` slices per group, stages of ``kc`` reduction steps."""
+    npix = p["B"] * p["H"] * p["W"]
+    steps = p["KH"] * p["KW"] * p["SRC_S"]
+    nt = tile_p // 2 * max(1, tile_s // 2)
+    groups = -(-npix // tile_p) * -(-p["S"] // tile_s)
+    stages = -(-steps // kc)
+    per_stage = tile_p * kc + tile_s * kc * 4
+    # a thread's staging loop stores each load into shared memory before the next iteration: its loads
+    # are dependent steps (measured on the H100: a one-group, one-stage launch with 3 loads a thread took
+    # 1.3 us more than one with a single load; 96x96x32 -> 32 with 6 a thread, 8.3-9.8 us against 4.6)
+    return Work(threads=groups * nt, group=nt, global_steps=stages * -(-per_stage // nt),
+                shared_steps=stages * kc, barriers=2 * stages,
+                cache_bytes=groups * stages * per_stage * _VEC, flops=npix * p["S"] * steps * 32, tiled=True)
+
+
+def _splits(dev: DeviceCost, sizes: Iterable[int]) -> list[int]:
+    return [s for s in sizes if s <= dev.max_group]
+
+
+def choose_conv(p: Mapping[str, int], dev: DeviceCost, grouped: bool,
+                tiled: bool = True) -> tuple[str, dict[str, int], float]:
+    """``(kernel, options, estimated us)`` of the cheapest conv2d / conv2d_tiled variant for params ``p``
+    (``tiled``: whether conv2d_tiled can take the node's options)."""
+    best: tuple[float, str, dict[str, int]] | None = None
+    steps = p["KH"] * p["KW"] * p["SRC_SG"]
+    for bw in (1, 2, 4) if p["W"] > 1 else (1,):
+        for bs in (1, 2) if p["S"] > 1 and not grouped else (1,):
+            for split in [1] + _splits(dev, (4, 8, 16, 32, 64, 128)):
+                if split > 1 and steps < 2 * split:
+                    continue
+                t = estimate(conv_work(p, bw, bs, split), dev)
+                if best is None or t < best[0]:
+                    best = (t, "conv2d", {"block_w": bw, "block_s": bs, "split": split})
+    if tiled and not grouped:
+        for tp in (16, 32, 64):
+            for ts in (1, 2, 4, 8):
+                if ts > 1 and ts >= 2 * p["S"]:  # a tile wider than the output's slices is idle threads
+                    continue
+                for kc in (2, 4, 8):
+                    nt = tp // 2 * max(1, ts // 2)
+                    if nt > dev.max_group:
+                        continue
+                    t = estimate(tiled_conv_work(p, tp, ts, kc), dev)
+                    if t < best[0]:  # type: ignore[index]
+                        best = (t, "conv2d_tiled", {"tile_p": tp, "tile_s": ts, "kc": kc})
+    assert best is not None
+    return best[1], best[2], best[0]
+
+
+# ---------------------------------------------------------------------------------------------- reduce
+
+
+def reduce_work(outputs: int, steps: int, split: int, unroll: int) -> Work:
+    """reduce: ``outputs`` output vectors of ``steps`` elements, split ``split`` ways, ``unroll`` partials a thread."""
+    threads = outputs * split
+    red = _log2(split) if split > 1 else 0
+    chain = -(-steps // (split * unroll))
+    return Work(threads=threads, group=split if split > 1 else 64, global_steps=chain * _loads_chain(unroll),
+                shared_steps=red, barriers=red + (split > 1), cache_bytes=outputs * steps * _VEC,
+                flops=outputs * steps * 4)
+
+
+def choose_reduce(outputs: int, steps: int, dev: DeviceCost) -> tuple[dict[str, int], float]:
+    """``({"split", "unroll"}, estimated us)`` of the cheapest reduce variant."""
+    best: tuple[float, dict[str, int]] | None = None
+    for split in [1] + _splits(dev, (4, 8, 16, 32, 64, 128, 256, 512, 1024)):
+        if split > 1 and steps < 2 * split:
+            continue
+        for unroll in (1, 2, 4):
+            if unroll > 1 and steps < split * unroll:
+                continue
+            t = estimate(reduce_work(outputs, steps, split, unroll), dev)
+            if best is None or t < best[0] - 1e-9:
+                best = (t, {"split": split, "unroll": unroll})
+    assert best is not None
+    return best[1], best[0]
+
+
+# ---------------------------------------------------------------------------------------------- fully connected
+
+
+def fc_work(rows: int, out_slices: int, in_slices: int, split: int) -> Work:
+    items = rows * out_slices
+    threads = items * split
+    red = _log2(split) if split > 1 else 0
+    chain = -(-in_slices // split)
+    return Work(threads=threads, group=split if split > 1 else 64, global_steps=chain * _loads_chain(5),
+                shared_steps=red, barriers=red + (split > 1), cache_bytes=threads * chain * 5 * _VEC,
+                flops=items * in_slices * 32)
+
+
+def choose_fc(rows: int, out_slices: int, in_slices: int, dev: DeviceCost) -> tuple[int, float]:
+    """``(split, estimated us)`` of the cheapest fully_connected variant."""
+    best = (math.inf, 1)
+    for split in [1] + _splits(dev, (4, 8, 16, 32, 64, 128)):
+        if split > 1 and in_slices < 2 * split:
+            continue
+        t = estimate(fc_work(rows, out_slices, in_slices, split), dev)
+        if t < best[0] - 1e-9:
+            best = (t, split)
+    return best[1], best[0]
+
+
+def launch_work(kernel: str, options: Mapping[str, Any], params: Mapping[str, Any]) -> Work | None:
+    """The :class:`Work` of one planned launch (a ``GpuOp``'s kernel, options and params), for the kernels
+    the model prices; None for the others.  ``bench/gpu_kernels.py`` prints it next to the measured time."""
+    o = options
+    if kernel == "conv2d":
+        return conv_work(params, int(o.get("block_w", 2)), int(o.get("block_s", 1)), int(o.get("split", 1)))
+    if kernel == "conv2d_tiled":
+        return tiled_conv_work(params, int(o.get("tile_p", 32)), int(o.get("tile_s", 4)), int(o.get("kc", 4)))
+    if kernel == "depthwise_conv2d":  # one output vector a thread; unrolled taps (ksize) load together
+        taps = int(params["KH"]) * int(params["KW"])
+        items = int(params["B"]) * int(params["H"]) * int(params["W"]) * int(params["S"])
+        return Work(threads=items, group=64, global_steps=_loads_chain(taps) if o.get("ksize") else taps,
+                    cache_bytes=items * taps * 2 * _VEC, flops=items * taps * 8)
+    if kernel == "fully_connected":
+        return fc_work(int(params["B"]), int(params["S"]), int(params["SRC_S"]), int(o.get("split", 1)))
+    if kernel == "reduce":
+        steps = 1
+        for flag, dim in (("RB", "SRC_B"), ("RH", "SRC_H"), ("RW", "SRC_W"), ("RC", "SRC_S")):
+            steps *= int(params[dim]) if params.get(flag) else 1
+        outputs = int(params["B"]) * int(params["H"]) * int(params["W"]) * int(params["S"])
+        return reduce_work(outputs, steps, int(o.get("split", 1)), int(o.get("unroll", 1)))
+    return None

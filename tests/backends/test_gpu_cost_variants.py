@@ -1,0 +1,64 @@
+"""The kernel variants the cost model picks on an NVIDIA GPU, run here on PoCL / lavapipe.
+
+``litegpu.gpu._cost`` chooses each launch's variant from the device's calibration, so on the CI drivers
+(whose profile avoids the splits and tiles that hide GPU memory latency) the MediaPipe model tests never
+run what an H100 runs.  Here the compiler is handed the ``nvidia`` calibration while the kernels run on
+the local OpenCL / Vulkan device: the plans must contain the H100's variants (split and blocked convolutions,
+the wide reductions, the unrolled depthwise taps) and the models must still match LiteRT within 1e-3 in fp32.
+"""
+
+from __future__ import annotations
+
+import litegpu
+import numpy as np
+import pytest
+from _gpu_cases import rel_err
+from _litegpu_backends import load_backend_delegate
+from litegpu.gpu import _cost
+from test_mediapipe_cpu import NEEDS_REWRITE, _input, _litert_outputs, _read, ir_to_tflite
+
+# minutes on PoCL and lavapipe: all slow (make test-all)
+pytestmark = [pytest.mark.mediapipe]
+
+
+@pytest.fixture
+def nvidia_choices(monkeypatch):
+    """Compile every plan with the H100 calibration, whatever device runs it."""
+    from litegpu.gpu import _lower
+
+    monkeypatch.setattr(_lower, "profile_for", lambda info: _cost.PROFILES["nvidia"])
+
+
+def _run(backend: str, name: str, path) -> tuple[list[str], float]:
+    try:
+        d = load_backend_delegate(backend, {"precision": "fp32", "cache": {"enabled": False}})
+    except Exception as e:  # noqa: BLE001 - a backend missing here is a skip with its reason
+        pytest.skip(f"{backend}: {e}")
+    x = _input(path)
+    oracle = ir_to_tflite(_read(path), replace_transpose_conv_bias=True) if name in NEEDS_REWRITE else path
+    want = _litert_outputs(oracle, x)
+    it = litegpu.Interpreter(model_path=str(path), experimental_delegates=[d])
+    it.allocate_tensors()
+    assert {s["backend"] for s in it.get_execution_plan()} <= {backend, "folded"}
+    kernels = [op.describe() for s in it._main.plan.steps if s.kind == "delegate" for op in s.kernel.plan.ops]
+    it.set_tensor(it.get_input_details()[0]["index"], x)
+    it.invoke()
+    got = [it.get_tensor(o["index"]) for o in it.get_output_details()]
+    worst = max(rel_err(np.asarray(g, np.float32), np.asarray(w, np.float32)) for g, w in zip(got, want, strict=True))
+    d.close()
+    return kernels, worst
+
+
+@pytest.mark.parametrize("backend", ["opencl", "vulkan"])
+@pytest.mark.parametrize("name", [
+    pytest.param("selfie_segmentation", marks=pytest.mark.slow),  # the wide spatial means (split 512)
+    pytest.param("palm_detection_full", marks=pytest.mark.slow),  # blocked split 1x1 convs, 5x5 depthwise
+    pytest.param("hand_landmark_full", marks=pytest.mark.slow),
+])
+def test_h100_variants_match_litert(nvidia_choices, mediapipe_models, backend, name):
+    kernels, worst = _run(backend, name, mediapipe_models[name])
+    if name == "selfie_segmentation":
+        assert any(k.startswith("reduce[") and "split=512" in k for k in kernels), kernels
+    # the H100's split convolutions (block 4 x 2 and the like; conv2d_tiled where it won on the H100)
+    assert any(k.startswith("conv2d") and "split=" in k for k in kernels), kernels
+    assert worst <= 1e-3, (name, backend, worst)
