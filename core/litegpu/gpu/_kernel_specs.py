@@ -200,7 +200,8 @@ SPECS: dict[str, KernelSpec] = {s.name: s for s in [
           + [{"residual": "ADD", "residual_act": "RELU"}, {"residual": "MUL", "act": "RELU6", "tile_s": 8},
              {"residual": "ADD", "residual_act": "PRELU", "act": "PRELU", "tile_p": 64},
              {"residual": "ADD", "residual_channels": "fewer", "residual_act": "RELU6", "tile_s": 2},
-             {"act": "RELU", "qdq": True}, {"residual": "ADD", "qdq": True, "tile_p": 16, "tile_s": 1}],
+             {"act": "RELU", "qdq": True}, {"residual": "ADD", "qdq": True, "tile_p": 16, "tile_s": 1}]
+          + [{"residual": "ADD", "residual_act": a} for a in FUSED_ACTIVATIONS[1:]],
           default_wg=(64, 1, 1), shared_wg=_tiled_wg),
     _spec("depthwise_conv2d", "conv.lgk", "depthwise convolution (any channel multiplier)",
           {"act": _act, "multiplier": Opt("one", ("one", "any")), "ksize": Opt(0, (0, 3, 5)), "qdq": _qdq,
