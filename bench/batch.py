@@ -30,7 +30,12 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
+# One BLAS/OpenMP thread, as in Ray's workers: preprocessing through a multi-threaded BLAS can differ in
+# the last bits, and the outputs are compared byte for byte (docs/batch.md)
+for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_v, "1")
+
+import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import machine_line, mediapipe_models  # noqa: E402
@@ -68,14 +73,15 @@ def _make_images(d: Path, n: int, h: int, w: int, fmt: str, seed: int = 0) -> li
 
 def _single_process(model: Path, files: list[Path], backend: str) -> tuple[dict[str, list[np.ndarray]], dict]:
     """The baselines in this process: the loop (read+preprocess+invoke) and invoke only."""
+    from litegpu.batch._job import preprocessing
     from litegpu.cli._common import get_outputs, load_model, make_interpreter, set_inputs
-    from litegpu.cli._preprocess import Preprocess, PreprocessOptions, load_image, read_metadata
+    from litegpu.cli._preprocess import load_image
 
     lm = load_model(str(model))
     t = time.perf_counter()
     interp = make_interpreter(lm, backend, {})
     init_s = time.perf_counter() - t
-    pre = Preprocess.for_input(interp.get_input_details()[0], PreprocessOptions(), read_metadata(lm.model, lm.data))
+    pre = preprocessing(lm)  # what litegpu run and litegpu batch use (MediaPipe models letterboxed)
     outs: dict[str, list[np.ndarray]] = {}
     inputs = []
     t = time.perf_counter()
@@ -138,12 +144,12 @@ def _pipelined(model: Path, inputs: list[np.ndarray], backend: str, inflight: in
 
 def _cli_runs(model: Path, files: list[Path], backend: str, work: Path) -> float:
     """`litegpu run` once per image (the input given as the preprocessed tensor); items/s."""
-    from litegpu.cli._common import load_model, make_interpreter
-    from litegpu.cli._preprocess import Preprocess, PreprocessOptions, load_image, read_metadata
+    from litegpu.batch._job import preprocessing
+    from litegpu.cli._common import load_model
+    from litegpu.cli._preprocess import load_image
 
     lm = load_model(str(model))
-    pre = Preprocess.for_input(make_interpreter(lm, "cpu", {}).get_input_details()[0], PreprocessOptions(),
-                               read_metadata(lm.model, lm.data))
+    pre = preprocessing(lm)
     t = time.perf_counter()
     for i, f in enumerate(files):
         x = work / f"cli_in{i}.npy"
