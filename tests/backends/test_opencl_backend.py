@@ -184,7 +184,8 @@ def _run(model, feeds, d):
     return [it.get_tensor(o["index"]).copy() for o in it.get_output_details()], kernels
 
 
-@pytest.mark.parametrize("mode", ["fast", "exhaustive"])
+# exhaustive times every power-of-two work group (about 40 s cold on PoCL): in the slow set
+@pytest.mark.parametrize("mode", ["fast", pytest.param("exhaustive", marks=pytest.mark.slow)])
 def test_tuning_picks_valid_sizes_and_changes_no_number(mode, cl_modules):
     from litegpu.gpu._tuning import candidates
     from litegpu.gpu.kernels import kernel_spec

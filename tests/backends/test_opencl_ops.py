@@ -86,7 +86,7 @@ def _built(case) -> tuple[bytes, list[np.ndarray], list[np.ndarray]]:
     return _BUILT[case.id]
 
 
-@pytest.mark.sweep(every=10, by=lambda p: p["case"].op)  # each op at least once
+@pytest.mark.sweep(every=20, by=lambda p: p["case"].op)  # each op at least once
 @pytest.mark.parametrize("precision", list(TOL))
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_op(case, precision, delegates):
@@ -271,7 +271,7 @@ def test_mixed_plan_matches_litert(delegates, caplog):
 # ---------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.sweep(every=2, by=lambda p: p["case"].id)  # each pattern at least once
+@pytest.mark.sweep(every=4, by=lambda p: p["case"].id)  # each pattern at least once
 @pytest.mark.parametrize("precision", list(TOL))
 @pytest.mark.parametrize("case", PATTERNS, ids=[c.id.split(" (")[0].split(":")[0] for c in PATTERNS])
 def test_pattern(case, precision, delegates):
@@ -404,7 +404,7 @@ def test_fp16_request_on_a_device_without_any_half_falls_back_with_a_warning(del
 FUZZ_SEEDS = range(12)
 
 
-@pytest.mark.sweep(every=2)
+@pytest.mark.sweep(every=4)
 @pytest.mark.parametrize("precision", list(TOL))
 @pytest.mark.parametrize("seed", FUZZ_SEEDS)
 def test_random_graph(seed, precision, delegates):

@@ -128,6 +128,7 @@ def _lsb_stats(net_name: str, dtype: str, sim: bool):
     return it, d
 
 
+@pytest.mark.sweep(every=2)
 @pytest.mark.parametrize("dtype", ["int8", "uint8"])
 @pytest.mark.parametrize("net", list(NETS))
 def test_quantized_cnn_matches_litert(net, dtype):
@@ -488,6 +489,8 @@ def test_litert_quantized_testdata(name):
                 assert np.abs(got.astype(int) - ref.astype(int)).max() <= 1
 
 
+@pytest.mark.slow  # about 100 s cold on PoCL; test_float16_weights_fold_on_the_gpu_when_the_interpreter_does_not
+# keeps the mechanism in the default run
 def test_mediapipe_float16_weights_are_folded(mediapipe_models):
     """Every DEQUANTIZE of the float16 MediaPipe models is folded at prepare: the execution plan lists
     them in the 'folded' segment and nowhere else; the rest runs on OpenCL.  (A model whose MediaPipe
