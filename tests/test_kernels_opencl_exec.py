@@ -25,7 +25,7 @@ from litegpu.gpu import kernels as K
 
 # Every kernel launch here is a driver compile: the default run keeps the first case of each test and
 # every 4th after it (tests/conftest.py, "sampled sweeps"); `make test-all` runs them all.
-pytestmark = pytest.mark.sweep(every=4)
+pytestmark = pytest.mark.sweep(every=8)
 
 RNG = np.random.default_rng(1234)
 TOL = {"fp32": 1e-4, "fp16": 1e-2, "fp16_fp32acc": 1e-2}
@@ -739,7 +739,7 @@ def _op_cases() -> list[str]:
 PLAN_CONFIGS = [("opencl", "fp32"), ("opencl", "fp16"), ("wgsl", "fp16"), ("glsl", "fp16_fp32acc")]
 
 
-@pytest.mark.sweep(every=8)  # tests/test_gpu_lower.py runs every case's plan
+@pytest.mark.sweep(every=16)  # tests/test_gpu_lower.py runs every case's plan
 @pytest.mark.parametrize(("api", "prec"), PLAN_CONFIGS, ids=[f"{a}-{p}" for a, p in PLAN_CONFIGS])
 @pytest.mark.parametrize("case", _op_cases())
 def test_compiled_plans_run_on_the_kernels(api, prec, case):
