@@ -21,6 +21,16 @@ pytest_plugins = [] if _REGISTERED else [_PLUGIN]
 # suite it must fail loudly, or a GPU kernel bug would pass as the CPU's correct answer.  Tests of the
 # fallback itself ask for it explicitly.
 os.environ.setdefault("LITEGPU_ON_DEVICE_ERROR", "raise")
+# Compiled delegates go to a fresh folder per run (inherited by subprocesses and Ray workers): what a
+# developer's ~/.cache holds, or a test that patched the compiler stored, must not change what
+# another test sees.  An explicit LITEGPU_CACHE_DIR is kept (e.g. to reuse compiles between runs).
+if not os.environ.get("LITEGPU_CACHE_DIR"):
+    import atexit
+    import shutil
+    import tempfile
+
+    os.environ["LITEGPU_CACHE_DIR"] = tempfile.mkdtemp(prefix="litegpu-test-cache-")
+    atexit.register(shutil.rmtree, os.environ["LITEGPU_CACHE_DIR"], ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

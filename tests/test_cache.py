@@ -129,6 +129,7 @@ KEY_VARIATIONS = {
     "device": dict(device="Other GPU"),
     "driver_version": dict(driver_version="1.2.4"),
     "litegpu_version": dict(litegpu_version="0.2.0"),
+    "code": dict(code="0123456789abcdef"),
     "option_value": dict(options={"precision": "fp32", "tuning": "fast", "quant_sim": False}),
     "option_bool": dict(options={"precision": "fp16", "tuning": "fast", "quant_sim": True}),
     "option_added": dict(options={"precision": "fp16", "tuning": "fast", "quant_sim": False, "wg": [8, 8]}),
@@ -508,10 +509,33 @@ def test_modes_are_0700_and_0600(tmp_path, umask):
 
 
 def test_default_directory(monkeypatch, tmp_path):
+    monkeypatch.delenv("LITEGPU_CACHE_DIR", raising=False)  # the test suite sets it (conftest.py)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     c = DelegateCache()
     assert c.dir == tmp_path / "xdg" / "litegpu" / "delegates"
     assert c.store(make_key(), SECTIONS).parent == c.dir
+    monkeypatch.setenv("LITEGPU_CACHE_DIR", str(tmp_path / "env"))
+    assert DelegateCache().dir == tmp_path / "env"
+
+
+def test_source_fingerprint_follows_the_code(monkeypatch, tmp_path):
+    """An edit to litegpu's or a backend's source gives other keys, though the version is the same."""
+    from litegpu.cache import _keys
+
+    pkg = tmp_path / "fakebackend_fp"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "kernels.lgk").write_text("x = 1")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(_keys, "_source_hashes", {})
+    before = _keys.source_fingerprint("fakebackend_fp._delegate")
+    assert before != _keys.source_fingerprint() and len(before) == 16
+    (pkg / "kernels.lgk").write_text("x = 2")
+    assert _keys.source_fingerprint("fakebackend_fp._delegate") == before  # computed once per process
+    monkeypatch.setattr(_keys, "_source_hashes", {})
+    after = _keys.source_fingerprint("fakebackend_fp._delegate")
+    assert after != before
+    assert make_key(code=before).digest != make_key(code=after).digest
 
 
 # ----------------------------------------------------------------------------------------------------

@@ -19,7 +19,11 @@ FILE_MODE = 0o600
 
 
 def default_cache_dir() -> Path:
-    """``platformdirs.user_cache_dir("litegpu")/delegates`` (``~/.cache/litegpu/delegates`` on Linux)."""
+    """The ``LITEGPU_CACHE_DIR`` environment variable if set, else
+    ``platformdirs.user_cache_dir("litegpu")/delegates`` (``~/.cache/litegpu/delegates`` on Linux)."""
+    env = os.environ.get("LITEGPU_CACHE_DIR", "").strip()
+    if env:
+        return Path(os.path.expanduser(env))
     import platformdirs
 
     return Path(platformdirs.user_cache_dir("litegpu")) / "delegates"

@@ -27,7 +27,7 @@ import numpy as np
 from .._delegate import PartitionSpec
 from .._ir import Model
 
-__all__ = ["EntryKey", "model_token", "partition_signature", "canonical_json", "FINGERPRINT"]
+__all__ = ["EntryKey", "model_token", "partition_signature", "canonical_json", "source_fingerprint", "FINGERPRINT"]
 
 log = logging.getLogger("litegpu.cache")
 
@@ -150,6 +150,37 @@ def _litegpu_version() -> str:
     return __version__
 
 
+#: the source files whose text decides what a backend compiles: Python, kernel templates, configs
+_SOURCE_SUFFIXES = (".py", ".lgk", ".yaml", ".glsl", ".wgsl", ".cl")
+_source_hashes: dict[str, str] = {}
+
+
+def source_fingerprint(*modules: str) -> str:
+    """16 hex digits of SHA-256 over the source files of ``litegpu`` and of the packages holding
+    ``modules`` (e.g. a backend's delegate module), computed once per process.
+
+    The version number alone does not change between two checkouts of the same release, or between
+    an editable install and the edit that follows; an entry compiled by other code must not be
+    loaded (it would run other kernels, or numbers rounded another way).  The content, not the files'
+    times, so that entries exported to another machine with the same code (Ray actors) still hit."""
+    import importlib.util
+
+    roots = ["litegpu", *(m.split(".")[0] for m in modules)]
+    digest = hashlib.sha256()
+    for root in dict.fromkeys(roots):
+        if root not in _source_hashes:
+            spec = importlib.util.find_spec(root)
+            h = hashlib.sha256()
+            for base in (spec.submodule_search_locations or []) if spec else []:
+                for path in sorted(Path(base).rglob("*")):
+                    if path.suffix in _SOURCE_SUFFIXES and "__pycache__" not in path.parts:
+                        h.update(path.relative_to(base).as_posix().encode() + b"\0")
+                        h.update(path.read_bytes())
+            _source_hashes[root] = h.hexdigest()
+        digest.update(f"{root}:{_source_hashes[root]};".encode())
+    return digest.hexdigest()[:16]
+
+
 def _ranges(nodes: list[int]) -> str:
     """``[0, 1, 2, 5, 7, 8]`` -> ``"0-2,5,7-8"``."""
     if not nodes:
@@ -188,6 +219,9 @@ class EntryKey:
     options: Mapping[str, Any] = field(default_factory=dict)
     partition: Mapping[str, Any] | PartitionSpec = field(default_factory=dict)
     litegpu_version: str = field(default_factory=_litegpu_version)
+    #: :func:`source_fingerprint` of the code that compiled the payload (litegpu's, by default; a
+    #: backend adds its own package)
+    code: str = field(default_factory=source_fingerprint)
     #: The model's file name, for people reading ``litegpu cache list``; not part of the key (the same
     #: model under another name is the same entry).  Empty: taken from the partition's model, if read
     #: from a file.
@@ -199,7 +233,7 @@ class EntryKey:
             if isinstance(source, str) and source:
                 object.__setattr__(self, "model_name", os.path.basename(source))
         for name in ("model_token", "backend", "backend_version", "device", "driver_version",
-                     "litegpu_version"):
+                     "litegpu_version", "code"):
             v = getattr(self, name)
             if not isinstance(v, str):
                 raise TypeError(f"EntryKey.{name} must be a string, got {type(v).__name__}")
@@ -217,6 +251,7 @@ class EntryKey:
             "device": self.device,
             "driver_version": self.driver_version,
             "litegpu_version": self.litegpu_version,
+            "code": self.code,
             "options": self.options,
             "partition": part,
         }

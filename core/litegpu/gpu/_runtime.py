@@ -973,6 +973,7 @@ class GpuDelegate(Delegate):
         if not isinstance(conf, Mapping) or not conf.get("enabled", True):
             return None
         from ..cache import DelegateCache, EntryKey, model_token
+        from ..cache._keys import source_fingerprint
 
         if self._cache is None:
             self._cache = DelegateCache(conf.get("dir"), max_bytes=conf.get("max_bytes", DEFAULT_CACHE_BYTES))
@@ -995,7 +996,8 @@ class GpuDelegate(Delegate):
         if not self.half_math:  # the storage-only half kernels: other sources than fp16 with half math
             options["half_math"] = False
         key = EntryKey(token, self.name, f"{self.backend_version}+payload{EXECUTOR_PAYLOAD}", info.name,
-                       info.driver_version, options=options, partition=partition)
+                       info.driver_version, options=options, partition=partition,
+                       code=source_fingerprint(type(self).__module__))
         return _CacheEntry(self._cache, key)
 
     def devices(self) -> list[str]:
