@@ -263,18 +263,21 @@ def test_shard_round_trip_with_error_rows(tmp_path, fmt):
     from litegpu.batch._shards import write_shard
 
     base = np.arange(6, dtype=np.float32).reshape(1, 2, 3)
-    arrays = [base, None, base + 2, None]
+    # the rows stacked; what error rows hold there (here 7s) must not be written
+    stacked = np.stack([base, np.full_like(base, 7), base + 2, np.full_like(base, 7)])
     name = write_shard(tmp_path, fmt, ["p0", "p1", "p2", "p3"], [None, "bad", None, "worse"],
-                       {"o": ((1, 2, 3), np.dtype(np.float32), arrays)}, {"model": "m"})
+                       {"o": stacked}, {"model": "m"})
     # same batch, same name: a retried batch rewrites its shard, never adds one
     assert write_shard(tmp_path, fmt, ["p0", "p1", "p2", "p3"], [None, "bad", None, "worse"],
-                       {"o": ((1, 2, 3), np.dtype(np.float32), arrays)}, {"model": "m"}) == name
+                       {"o": stacked}, {"model": "m"}) == name
     assert [p.name for p in tmp_path.iterdir()] == [name]
     rows = read_outputs(tmp_path)
     assert done_paths(tmp_path) == {"p0", "p1", "p2", "p3"}
     assert (rows["p1"]["error"], rows["p3"]["error"]) == ("bad", "worse") and rows["p1"]["o"] is None
     np.testing.assert_array_equal(rows["p0"]["o"], base)
     np.testing.assert_array_equal(rows["p2"]["o"], base + 2)
+    if fmt == "npy":  # the stacked file holds zeros on error rows
+        np.testing.assert_array_equal(np.load(tmp_path / name / "o.npy")[[1, 3]], np.zeros((2, 1, 2, 3), np.float32))
 
 
 def _mediapipe_pictures(d: Path) -> list[Path]:

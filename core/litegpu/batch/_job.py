@@ -17,7 +17,15 @@ import numpy as np
 from ..cli._common import CliError
 from ..cli._preprocess import IMAGE_EXTS, Preprocess, PreprocessOptions, read_metadata
 from ._shards import FORMATS, done_paths
-from ._stages import NOSET_CUDA, InferenceActor, ModelSpec, prepare_once, preprocess_batch, read_table_file
+from ._stages import (
+    ACTOR_CALLS,
+    NOSET_CUDA,
+    InferenceActor,
+    ModelSpec,
+    prepare_once,
+    preprocess_batch,
+    read_table_file,
+)
 
 __all__ = ["BatchResult", "run_batch", "list_inputs", "TABLE_EXTS"]
 
@@ -46,10 +54,13 @@ class BatchResult:
     # batch's end, by the actors' clocks (leaves out the pipeline's start: Ray workers, the actors'
     # prepare); 0 with a single batch
     steady_items_per_s: float = 0.0
-    actors: list[dict[str, Any]] = field(default_factory=list)  # per actor: device, items, init_s, warm
+    # per actor: device, items, init_s, warm; run_s: its batches' time on the device (from handing a
+    # batch to the device thread to its last output read); write_s: its shard writes
+    actors: list[dict[str, Any]] = field(default_factory=list)
     errors: list[dict[str, str]] = field(default_factory=list)  # the first failures: path, error
     prepare: dict[str, Any] | None = None  # the one-off preparation (GPU backends)
     ray: dict[str, Any] = field(default_factory=dict)  # address, resources, actor resources
+    stats: str = ""  # Ray Data's per-operator statistics (``Dataset.stats()``), with ``run_batch(stats=True)``
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -114,7 +125,7 @@ def run_batch(model: str | os.PathLike[str], input: str | os.PathLike[str], outp
               id_column: str | None = None, preprocess: PreprocessOptions | None = None,
               precision: str | None = None, options: Mapping[str, Any] | None = None,
               num_cpus: int | None = None, gpus_per_actor: float | None = None,
-              progress: bool = True, keep_errors: int = 20) -> BatchResult:
+              progress: bool = True, keep_errors: int = 20, stats: bool = False) -> BatchResult:
     """Run ``model`` over every image, ``.npy`` file or Parquet/Arrow row under ``input`` on Ray Data,
     writing one output row per input into ``output`` (see :mod:`litegpu.batch`).
 
@@ -122,7 +133,8 @@ def run_batch(model: str | os.PathLike[str], input: str | os.PathLike[str], outp
     ``auto``) joins a cluster; else a local Ray instance is started (``num_cpus`` CPUs, default all)
     and shut down at the end.  ``actors``: size of the model actor pool (default: one per GPU of the
     cluster for a GPU backend, else half the CPUs).  Raises :class:`litegpu.cli._common.CliError` for
-    bad arguments (the CLI prints it as one line).
+    bad arguments (the CLI prints it as one line).  ``stats``: keep Ray Data's per-operator
+    statistics in :attr:`BatchResult.stats` (where the time went, stage by stage).
     """
     from ..cli._common import backend_options, load_config_or_none, load_model, resolve_backend
 
@@ -166,7 +178,7 @@ def run_batch(model: str | os.PathLike[str], input: str | os.PathLike[str], outp
         return _run(ray, lm, pre, backend, opts, cfg, kind, sources, done, todo,
                     out_dir, output_format, result, actors=actors, batch_size=batch_size, column=column,
                     id_column=id_column, gpus_per_actor=gpus_per_actor,
-                    progress=progress, keep_errors=keep_errors)
+                    progress=progress, keep_errors=keep_errors, stats=stats)
     finally:
         if started:
             ray.shutdown()
@@ -175,7 +187,7 @@ def run_batch(model: str | os.PathLike[str], input: str | os.PathLike[str], outp
 def _run(ray: Any, lm: Any, pre: Preprocess, backend: str, opts: dict[str, Any], cfg: Any, kind: str,
          sources: Sequence[str], done: set[str], todo: Sequence[str] | None, out_dir: Path, fmt: str,
          result: BatchResult, *, actors: int | None, batch_size: int, column: str | None, id_column: str | None,
-         gpus_per_actor: float | None, progress: bool, keep_errors: int) -> BatchResult:
+         gpus_per_actor: float | None, progress: bool, keep_errors: int, stats: bool = False) -> BatchResult:
     ctx = ray.data.DataContext.get_current()
     ctx.enable_progress_bars = progress
     res = ray.cluster_resources()
@@ -227,7 +239,8 @@ def _run(ray: Any, lm: Any, pre: Preprocess, backend: str, opts: dict[str, Any],
     ds = ds.map_batches(InferenceActor, fn_constructor_kwargs={"spec": spec_ref, "out_dir": str(out_dir), "fmt": fmt,
                                                                "metadata": metadata},
                         batch_size=batch_size, batch_format="numpy",
-                        compute=ray.data.ActorPoolStrategy(size=actors), **remote)
+                        compute=ray.data.ActorPoolStrategy(size=actors, max_concurrent_calls_per_actor=ACTOR_CALLS,
+                                                           enable_true_multi_threading=True), **remote)
     t0 = time.perf_counter()
     per_actor: dict[str, dict[str, Any]] = {}
     shards: set[str] = set()
@@ -246,6 +259,8 @@ def _run(ray: Any, lm: Any, pre: Preprocess, backend: str, opts: dict[str, Any],
     if len(ends) > 1 and ends[-1][0] > ends[0][0]:
         result.steady_items_per_s = (sum(n for _, n in ends) - ends[0][1]) / (ends[-1][0] - ends[0][0])
     result.shards = len(shards)
+    if stats:
+        result.stats = ds.stats()
     result.actors = sorted(per_actor.values(), key=lambda a: a["actor"])
     if kind == "table":
         result.skipped = len(done)
@@ -272,9 +287,11 @@ def _collect(b: Mapping[str, Any], result: BatchResult, per_actor: dict[str, dic
         shards.add(str(b["shard"][i]))
         a = per_actor.setdefault(str(b["actor"][i]), {"actor": str(b["actor"][i]), "device": str(b["device"][i]),
                                                       "items": 0, "init_s": float(b["init_s"][i]),
-                                                      "warm": str(b["warm"][i]), "run_s": 0.0})
+                                                      "warm": str(b["warm"][i]), "run_s": 0.0,
+                                                      "write_s": 0.0})
         a["items"] += 1
         a["run_s"] += float(b["run_s"][i])
+        a["write_s"] += float(b["write_s"][i])
 
 
 def summary_lines(r: BatchResult) -> list[str]:

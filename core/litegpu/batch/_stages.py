@@ -4,9 +4,12 @@ this module loads (and pickles by reference) without it."""
 
 from __future__ import annotations
 
+import collections
 import logging
 import os
+import queue
 import socket
+import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -196,12 +199,134 @@ def preprocess_batch(batch: dict[str, np.ndarray], *, pre: Any) -> dict[str, np.
 
 # --------------------------------------------------------------------------- inference
 
+#: runs in flight per actor on a GPU backend: litegpu's fastest single-process rate is with 2
+#: (docs/compiled-model.md), run N+1 written and submitted while run N executes
+IN_FLIGHT = 2
+#: batches one actor holds at a time (Ray Data's ``max_concurrent_calls_per_actor``): while one
+#: batch's rows are on the device, the previous one's shard is written and the next one is queued,
+#: so the device never waits for a batch boundary
+ACTOR_CALLS = 2
+
+
+def build_compiled_model(spec: ModelSpec, *, device: int | None = None) -> tuple[Any, dict[str, Any]]:
+    """A :class:`litegpu.compiled_model.CompiledModel` for ``spec`` with up to :data:`IN_FLIGHT` runs in
+    flight (its first copy is :func:`build_interpreter`'s, so the start facts are that one's)."""
+    from .._interpreter import Interpreter
+    from ..cli._common import apply_partition_options
+    from ..compiled_model import CompiledModel
+    from ..hardware_accelerator import HardwareAccelerator
+
+    first, info = build_interpreter(spec, device=device)
+    spare = [first]
+    delegates = list(getattr(first, "_delegates", None) or [])
+    ir = first._model
+
+    def factory() -> Any:
+        if spare:
+            return spare.pop()
+        it = Interpreter(model_content=ir, experimental_delegates=delegates or None)
+        apply_partition_options(it, spec.config)
+        return it
+
+    # GPU | CPU: a model the backend does not run whole runs as the single-process interpreter does
+    # (its CPU ops on the CPU), synchronously
+    accel = HardwareAccelerator.CPU if spec.backend == "cpu" else HardwareAccelerator.GPU | HardwareAccelerator.CPU
+    model = CompiledModel(ir, factory, accel, spec.backend, max_in_flight=1 if spec.backend == "cpu" else IN_FLIGHT)
+    return model, info
+
+
+class _Job:
+    """One batch on its way through :class:`_DeviceFeed`: its inputs, the arrays its outputs land in,
+    its per-row errors and the event set when its last row is done."""
+
+    __slots__ = ("inputs", "outputs", "errors", "left", "done")
+
+    def __init__(self, inputs: np.ndarray, outputs: list[np.ndarray], errors: list[str | None], left: int):
+        self.inputs, self.outputs, self.errors, self.left = inputs, outputs, errors, left
+        self.done = threading.Event()
+
+
+class _DeviceFeed:
+    """The actor's one thread that drives the device.  Rows of every batch handed to :meth:`run`
+    are written and submitted in order with up to ``depth`` runs in flight, across batch
+    boundaries (the ring is drained only when no batch is waiting); each finished run's outputs are
+    read straight into its batch's preallocated arrays.  Calls come from Ray Data's threads (one per
+    batch the actor holds); only this thread touches the model, so the model needs no locks."""
+
+    def __init__(self, model: Any, outs: list[tuple[tuple[int, ...], np.dtype]], depth: int):
+        self.model = model
+        self.outs = [(int(np.prod(shape)), dtype, shape) for shape, dtype in outs]
+        self.free: collections.deque = collections.deque(
+            (model.create_input_buffers(0), model.create_output_buffers(0)) for _ in range(depth))
+        self.ring: collections.deque = collections.deque()  # (handle, buffers, job, row), oldest first
+        self.jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self.thread = threading.Thread(target=self._loop, name="litegpu-batch-device", daemon=True)
+        self.thread.start()
+
+    def run(self, inputs: np.ndarray, errors: list[str | None]) -> list[np.ndarray]:
+        """Run every row of ``inputs`` whose error is None; the outputs stacked by row (zeros on
+        error rows).  A row the model rejects gets its error in ``errors``."""
+        n = len(errors)
+        outputs = [np.zeros((n, *shape), dtype) for _, dtype, shape in self.outs]
+        rows = [i for i in range(n) if errors[i] is None]
+        if rows:
+            job = _Job(inputs, outputs, errors, len(rows))
+            self.jobs.put((job, rows))
+            job.done.wait()
+        return outputs
+
+    def _loop(self) -> None:
+        while True:
+            job, rows = self.jobs.get()
+            for row in rows:
+                if not self.free:
+                    self._finish(self.ring.popleft())
+                bufs = self.free.popleft()
+                try:
+                    bufs[0][0].write(job.inputs[row])
+                    handle = self.model.run_async(0, bufs[0], bufs[1])
+                except Exception as e:  # noqa: BLE001 - a row the model rejects is reported, the batch goes on
+                    self.free.append(bufs)
+                    self._failed(job, row, e)
+                    continue
+                self.ring.append((handle, bufs, job, row))
+            if self.jobs.empty():  # nothing queued behind: finish this batch now
+                while self.ring:
+                    self._finish(self.ring.popleft())
+
+    def _finish(self, entry: tuple[Any, Any, _Job, int]) -> None:
+        handle, bufs, job, row = entry
+        try:
+            handle.wait()
+            for buf, out, (n, dtype, shape) in zip(bufs[1], job.outputs, self.outs, strict=True):
+                out[row] = buf.read(n, dtype).reshape(shape)
+        except Exception as e:  # noqa: BLE001 - as above
+            self.free.append(bufs)
+            self._failed(job, row, e)
+            return
+        self.free.append(bufs)
+        job.left -= 1
+        if job.left == 0:
+            job.done.set()
+
+    @staticmethod
+    def _failed(job: _Job, row: int, e: BaseException) -> None:
+        job.errors[row] = f"inference failed: {type(e).__name__}: {e}"
+        for out in job.outputs:
+            out[row] = 0
+        job.left -= 1
+        if job.left == 0:
+            job.done.set()
+
 
 class InferenceActor:
     """One prepared model on one device; runs batches and writes each as an output shard.
 
-    Ray Data restarts an actor that dies and re-runs the batch it held; since a shard's name and
-    content depend only on the batch, the re-run rewrites the same shard and nothing is lost or doubled.
+    The model is a ``CompiledModel`` with :data:`IN_FLIGHT` runs in flight, fed by one device thread
+    (:class:`_DeviceFeed`); Ray Data hands the actor up to :data:`ACTOR_CALLS` batches at once, so
+    one batch's shard is written while the next one's rows run.  Ray Data restarts an actor that
+    dies and re-runs the batches it held; since a shard's name and content depend only on the batch,
+    the re-run rewrites the same shard and nothing is lost or doubled.
     """
 
     def __init__(self, spec: ModelSpec | Any, out_dir: str, fmt: str, metadata: Mapping[str, str]):
@@ -210,13 +335,15 @@ class InferenceActor:
         if isinstance(spec, ray.ObjectRef):
             spec = ray.get(spec)
         device = _ray_device() if spec.device_from_ray else None
-        self.interp, self.info = build_interpreter(spec, device=device)
+        self.model, self.info = build_compiled_model(spec, device=device)
         from ..cli._run import safe_name
 
+        key = self.model.get_signature_by_index(0)["key"]
         taken: set[str] = set()
-        self.outs = [(d["index"], safe_name(d["name"], taken), tuple(int(s) for s in d["shape"]),
-                      np.dtype(d["dtype"])) for d in self.interp.get_output_details()]
-        self.in_index = self.interp.get_input_details()[0]["index"]
+        details = list(self.model.get_output_tensor_details(key).values())
+        self.names = [safe_name(d["name"], taken) for d in details]
+        self.feed = _DeviceFeed(self.model, [(tuple(int(s) for s in d["shape"]), np.dtype(d["dtype"]))
+                                             for d in details], 1 if spec.backend == "cpu" else IN_FLIGHT)
         self.out_dir = Path(out_dir)
         self.fmt = fmt
         self.metadata = dict(metadata)
@@ -227,30 +354,22 @@ class InferenceActor:
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         paths = [str(p) for p in batch["path"]]
         errors: list[str | None] = [str(e) or None for e in batch["error"]]
-        per_out: dict[str, list[np.ndarray | None]] = {name: [] for _, name, _, _ in self.outs}
         t0 = time.perf_counter()
-        for i in range(len(paths)):
-            results = None
-            if errors[i] is None:
-                try:
-                    self.interp.set_tensor(self.in_index, batch["input"][i])
-                    self.interp.invoke()
-                    results = [self.interp.get_tensor(idx).copy() for idx, _, _, _ in self.outs]
-                except Exception as e:  # noqa: BLE001 - a row the model rejects is reported, the batch goes on
-                    errors[i] = f"inference failed: {type(e).__name__}: {e}"
-            for k, (_, name, _, _) in enumerate(self.outs):
-                per_out[name].append(None if results is None else results[k])
-        run_s = time.perf_counter() - t0
-        shard = write_shard(self.out_dir, self.fmt, paths, errors,
-                            {name: (shape, dtype, per_out[name]) for _, name, shape, dtype in self.outs},
+        outputs = self.feed.run(batch["input"], errors)
+        t1 = time.perf_counter()
+        shard = write_shard(self.out_dir, self.fmt, paths, errors, dict(zip(self.names, outputs, strict=True)),
                             self.metadata)
+        t2 = time.perf_counter()
         n = len(paths)
         return {"path": np.array(paths, dtype=object),
                 "error": np.array([e or "" for e in errors], dtype=object),
-                "shard": np.array([shard] * n, dtype=object),
-                "actor": np.array([self.label] * n, dtype=object),
-                "device": np.array([self.info["device"]] * n, dtype=object),
-                "warm": np.array([str(self.info["warm"])] * n, dtype=object),
+                "shard": np.full(n, shard, dtype=object),
+                "actor": np.full(n, self.label, dtype=object),
+                "device": np.full(n, self.info["device"], dtype=object),
+                "warm": np.full(n, str(self.info["warm"]), dtype=object),
                 "init_s": np.full(n, self.info["init_s"]),
-                "run_s": np.full(n, run_s / max(n, 1)),
+                # per row: its batch's time on the device (handed to the device thread until its last
+                # output was read, runs of the batch queued before it included) and its shard write
+                "run_s": np.full(n, (t1 - t0) / max(n, 1)),
+                "write_s": np.full(n, (t2 - t1) / max(n, 1)),
                 "t_end": np.full(n, time.time())}  # wall clock: comparable across an actor pool's processes
