@@ -202,10 +202,11 @@ def preprocess_batch(batch: dict[str, np.ndarray], *, pre: Any) -> dict[str, np.
 #: runs in flight per actor on a GPU backend: litegpu's fastest single-process rate is with 2
 #: (docs/compiled-model.md), run N+1 written and submitted while run N executes
 IN_FLIGHT = 2
-#: batches one actor holds at a time (Ray Data's ``max_concurrent_calls_per_actor``): while one
-#: batch's rows are on the device, the previous one's shard is written and the next one is queued,
-#: so the device never waits for a batch boundary
-ACTOR_CALLS = 2
+#: batches one actor holds at a time (Ray Data's ``max_concurrent_calls_per_actor``, each in its own
+#: thread): while one batch's rows are on the device, the next one is queued behind it (so the
+#: device never waits for a batch boundary) and the shards of those done before are written (Parquet
+#: writes release the GIL, so two run beside the device thread when a write is slower than a batch)
+ACTOR_CALLS = 3
 
 
 def build_compiled_model(spec: ModelSpec, *, device: int | None = None) -> tuple[Any, dict[str, Any]]:
@@ -260,6 +261,13 @@ class _DeviceFeed:
             (model.create_input_buffers(0), model.create_output_buffers(0)) for _ in range(depth))
         self.ring: collections.deque = collections.deque()  # (handle, buffers, job, row), oldest first
         self.jobs: queue.SimpleQueue = queue.SimpleQueue()
+        # where the device thread's time goes, from its first batch on (seconds): waiting for a batch
+        # (the stages before it are slower), blocked on the device (the device is the limit), and the
+        # rest, its host work (writing inputs, submitting, reading outputs)
+        self.started: float | None = None
+        self.last = 0.0
+        self.idle_s = 0.0
+        self.device_s = 0.0
         self.thread = threading.Thread(target=self._loop, name="litegpu-batch-device", daemon=True)
         self.thread.start()
 
@@ -277,7 +285,13 @@ class _DeviceFeed:
 
     def _loop(self) -> None:
         while True:
+            t = time.perf_counter()
             job, rows = self.jobs.get()
+            now = time.perf_counter()
+            if self.started is None:
+                self.started = now
+            else:
+                self.idle_s += now - t
             for row in rows:
                 if not self.free:
                     self._finish(self.ring.popleft())
@@ -293,11 +307,19 @@ class _DeviceFeed:
             if self.jobs.empty():  # nothing queued behind: finish this batch now
                 while self.ring:
                     self._finish(self.ring.popleft())
+            self.last = time.perf_counter()
+
+    def timings(self) -> tuple[float, float, float]:
+        """(idle, blocked on the device, host work) seconds of the device thread so far."""
+        busy = self.last - self.started if self.started is not None else 0.0
+        return self.idle_s, self.device_s, max(0.0, busy - self.idle_s - self.device_s)
 
     def _finish(self, entry: tuple[Any, Any, _Job, int]) -> None:
         handle, bufs, job, row = entry
         try:
+            t = time.perf_counter()
             handle.wait()
+            self.device_s += time.perf_counter() - t
             for buf, out, (n, dtype, shape) in zip(bufs[1], job.outputs, self.outs, strict=True):
                 out[row] = buf.read(n, dtype).reshape(shape)
         except Exception as e:  # noqa: BLE001 - as above
@@ -354,12 +376,12 @@ class InferenceActor:
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         paths = [str(p) for p in batch["path"]]
         errors: list[str | None] = [str(e) or None for e in batch["error"]]
-        t0 = time.perf_counter()
         outputs = self.feed.run(batch["input"], errors)
-        t1 = time.perf_counter()
+        t = time.perf_counter()
         shard = write_shard(self.out_dir, self.fmt, paths, errors, dict(zip(self.names, outputs, strict=True)),
                             self.metadata)
-        t2 = time.perf_counter()
+        write_s = time.perf_counter() - t
+        idle_s, device_s, host_s = self.feed.timings()
         n = len(paths)
         return {"path": np.array(paths, dtype=object),
                 "error": np.array([e or "" for e in errors], dtype=object),
@@ -368,8 +390,9 @@ class InferenceActor:
                 "device": np.full(n, self.info["device"], dtype=object),
                 "warm": np.full(n, str(self.info["warm"]), dtype=object),
                 "init_s": np.full(n, self.info["init_s"]),
-                # per row: its batch's time on the device (handed to the device thread until its last
-                # output was read, runs of the batch queued before it included) and its shard write
-                "run_s": np.full(n, (t1 - t0) / max(n, 1)),
-                "write_s": np.full(n, (t2 - t1) / max(n, 1)),
+                # the actor's device thread so far (BatchResult.actors keeps each actor's last values)
+                "idle_s": np.full(n, idle_s),
+                "device_s": np.full(n, device_s),
+                "host_s": np.full(n, host_s),
+                "write_s": np.full(n, write_s / max(n, 1)),  # per row: its shard's write
                 "t_end": np.full(n, time.time())}  # wall clock: comparable across an actor pool's processes
