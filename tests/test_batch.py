@@ -350,3 +350,61 @@ def test_mediapipe_model_batch_outputs_equal_litegpu_run(local_ray, mediapipe_mo
         assert rows[path]["error"] is None
         for name, w in want.items():
             np.testing.assert_array_equal(rows[path][name], w, err_msg=f"{path}: {name}")
+
+
+class _FakeBuffer:
+    def __init__(self):
+        self.value = None
+
+    def write(self, x):
+        self.value = np.array(x)
+
+    def read(self, n, dtype):
+        return (self.value.reshape(-1)[:n] * 2).astype(dtype)
+
+
+class _FakeModel:
+    """A CompiledModel stand-in: doubles its input; rejects rows starting with 3 at submission and
+    fails rows starting with 5 when waited for; ``crash`` raises what no row handler catches."""
+
+    def __init__(self, crash: bool = False):
+        self.crash = crash
+
+    def create_input_buffers(self, i):
+        return [_FakeBuffer()]
+
+    def create_output_buffers(self, i):
+        return [_FakeBuffer()]
+
+    def run_async(self, i, ins, outs):
+        if self.crash:
+            raise SystemExit("a bug in the device thread")
+        first = ins[0].value.reshape(-1)[0]
+        if first == 3:
+            raise RuntimeError("rejected")
+        outs[0].value = ins[0].value.copy()
+        handle = type("Handle", (), {})()
+        handle.wait = (lambda: (_ for _ in ()).throw(ValueError("device error"))) if first == 5 else (lambda: None)
+        return handle
+
+
+def test_device_feed_row_errors_and_a_dead_thread_raises():
+    from litegpu.batch._stages import _DeviceFeed
+
+    x = np.arange(16, dtype=np.float32).reshape(8, 1, 2) // 2  # row i holds [i, i]
+    errors = [None] * 8
+    errors[1] = "unreadable"
+    feed = _DeviceFeed(_FakeModel(), [((1, 2), np.dtype(np.float32))], 2)
+    (out,) = feed.run(x, errors)
+    assert errors == [None, "unreadable", None, "inference failed: RuntimeError: rejected", None,
+                      "inference failed: ValueError: device error", None, None]
+    want = 2 * x.copy()
+    want[[1, 3, 5]] = 0  # error rows hold zeros
+    np.testing.assert_array_equal(out, want)
+    # more batches than runs in flight, back to back: every row in its own batch's arrays
+    outs = [feed.run(x + k * 100, [None] * 8)[0] for k in range(1, 4)]
+    for k, o in enumerate(outs, 1):
+        np.testing.assert_array_equal(o, 2 * (x + k * 100))
+    dead = _DeviceFeed(_FakeModel(crash=True), [((1, 2), np.dtype(np.float32))], 2)
+    with pytest.raises(RuntimeError, match="device thread ended"):
+        dead.run(x, [None] * 8)

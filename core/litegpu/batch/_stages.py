@@ -268,6 +268,7 @@ class _DeviceFeed:
         self.last = 0.0
         self.idle_s = 0.0
         self.device_s = 0.0
+        self.crashed: BaseException | None = None  # what ended the device thread (a bug): calls raise it
         self.thread = threading.Thread(target=self._loop, name="litegpu-batch-device", daemon=True)
         self.thread.start()
 
@@ -280,10 +281,22 @@ class _DeviceFeed:
         if rows:
             job = _Job(inputs, outputs, errors, len(rows))
             self.jobs.put((job, rows))
-            job.done.wait()
+            while not job.done.wait(0.25):  # never hang on a thread that is gone
+                if not self.thread.is_alive():
+                    break
+            if not job.done.is_set():
+                raise RuntimeError(f"litegpu batch: the actor's device thread ended ({self.crashed!r}); "
+                                   "the job stops; the shards written so far are kept") from self.crashed
         return outputs
 
     def _loop(self) -> None:
+        try:
+            self._serve()
+        except BaseException as e:  # rows' own errors are caught below; this is anything else
+            self.crashed = e
+            log.exception("litegpu batch: the device thread failed")
+
+    def _serve(self) -> None:
         while True:
             t = time.perf_counter()
             job, rows = self.jobs.get()
