@@ -209,15 +209,47 @@ IN_FLIGHT = 2
 ACTOR_CALLS = 3
 
 
-def build_compiled_model(spec: ModelSpec, *, device: int | None = None) -> tuple[Any, dict[str, Any]]:
-    """A :class:`litegpu.compiled_model.CompiledModel` for ``spec`` with up to :data:`IN_FLIGHT` runs in
-    flight (its first copy is :func:`build_interpreter`'s, so the start facts are that one's)."""
+@dataclass
+class ActorModel:
+    """What an actor runs rows with (:func:`build_model`): ``runner`` has the CompiledModel calls
+    :class:`_DeviceFeed` makes (a CompiledModel, or :class:`_InterpreterRuns`) on its signature
+    ``signature``; ``outputs`` per output buffer, in the runner's order: (position among the
+    interpreter's outputs, which is ``litegpu run``'s order, shape, dtype); ``info`` the start facts."""
+
+    runner: Any
+    signature: int
+    depth: int  # runs in flight
+    outputs: list[tuple[int, tuple[int, ...], np.dtype]]
+    names: list[str]  # the output columns, in the interpreter's order (named as litegpu run names them)
+    info: dict[str, Any]
+
+
+def build_model(spec: ModelSpec, *, device: int | None = None) -> ActorModel:
+    """A GPU backend's model as a :class:`litegpu.compiled_model.CompiledModel` with up to
+    :data:`IN_FLIGHT` runs in flight (its first copy is :func:`build_interpreter`'s, so the start facts
+    are that one's), on the signature that runs the main subgraph as ``litegpu run`` does.  The CPU
+    backend (nothing to overlap; its interpreter costs less per row than a CompiledModel), or a model
+    with no such signature, runs on the interpreter itself, one row at a time."""
     from .._interpreter import Interpreter
     from ..cli._common import apply_partition_options
+    from ..cli._run import safe_name
     from ..compiled_model import CompiledModel
     from ..hardware_accelerator import HardwareAccelerator
 
     first, info = build_interpreter(spec, device=device)
+    in_index = int(first.get_input_details()[0]["index"])  # batch feeds models with one input (checked first)
+    details = first.get_output_details()
+    taken: set[str] = set()
+    names = [safe_name(d["name"], taken) for d in details]
+    want = [int(d["index"]) for d in details]
+
+    def on_interpreter() -> ActorModel:
+        return ActorModel(_InterpreterRuns(first, in_index, want), 0, 1,
+                          [(k, tuple(int(x) for x in d["shape"]), np.dtype(d["dtype"])) for k, d in enumerate(details)],
+                          names, info)
+
+    if spec.backend == "cpu":
+        return on_interpreter()
     spare = [first]
     delegates = list(getattr(first, "_delegates", None) or [])
     ir = first._model
@@ -231,9 +263,65 @@ def build_compiled_model(spec: ModelSpec, *, device: int | None = None) -> tuple
 
     # GPU | CPU: a model the backend does not run whole runs as the single-process interpreter does
     # (its CPU ops on the CPU), synchronously
-    accel = HardwareAccelerator.CPU if spec.backend == "cpu" else HardwareAccelerator.GPU | HardwareAccelerator.CPU
-    model = CompiledModel(ir, factory, accel, spec.backend, max_in_flight=1 if spec.backend == "cpu" else IN_FLIGHT)
-    return model, info
+    model = CompiledModel(ir, factory, HardwareAccelerator.GPU | HardwareAccelerator.CPU, spec.backend,
+                          max_in_flight=IN_FLIGHT)
+    for sig in range(model.get_num_signatures()):
+        key = model.get_signature_by_index(sig)["key"]
+        ins = [int(d["index"]) for d in model.get_input_tensor_details(key).values()]
+        outs = list(model.get_output_tensor_details(key).values())
+        if ins == [in_index] and sorted(int(d["index"]) for d in outs) == sorted(want):
+            return ActorModel(model, sig, IN_FLIGHT,
+                              [(want.index(int(d["index"])), tuple(int(x) for x in d["shape"]), np.dtype(d["dtype"]))
+                               for d in outs], names, info)
+    model.close()
+    log.warning("litegpu batch: no signature of %s runs its main subgraph; running it one row at a time "
+                "(no runs in flight)", spec.name)
+    return on_interpreter()
+
+
+class _Held:
+    """A row's input or output for :class:`_InterpreterRuns` (the two TensorBuffer calls the feed makes)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self) -> None:
+        self.value: np.ndarray | None = None
+
+    def write(self, x: np.ndarray) -> None:
+        self.value = x
+
+    def read(self, n: int, dtype: Any) -> np.ndarray:
+        assert self.value is not None
+        return self.value
+
+
+class _Ran:
+    """The handle of a run that has already ended."""
+
+    @staticmethod
+    def wait() -> None:
+        return None
+
+
+class _InterpreterRuns:
+    """The CompiledModel calls :class:`_DeviceFeed` makes, on an interpreter: each run ends before
+    ``run_async`` returns."""
+
+    def __init__(self, interp: Any, in_index: int, out_indices: list[int]):
+        self.interp, self.in_index, self.out_indices = interp, in_index, out_indices
+
+    def create_input_buffers(self, signature: int) -> list[_Held]:
+        return [_Held()]
+
+    def create_output_buffers(self, signature: int) -> list[_Held]:
+        return [_Held() for _ in self.out_indices]
+
+    def run_async(self, signature: int, ins: list[_Held], outs: list[_Held]) -> _Ran:
+        self.interp.set_tensor(self.in_index, ins[0].value)
+        self.interp.invoke()
+        for o, idx in zip(outs, self.out_indices, strict=True):
+            o.value = self.interp.get_tensor(idx).copy()
+        return _Ran()
 
 
 class _Job:
@@ -254,11 +342,12 @@ class _DeviceFeed:
     read straight into its batch's preallocated arrays.  Calls come from Ray Data's threads (one per
     batch the actor holds); only this thread touches the model, so the model needs no locks."""
 
-    def __init__(self, model: Any, outs: list[tuple[tuple[int, ...], np.dtype]], depth: int):
+    def __init__(self, model: Any, outs: list[tuple[tuple[int, ...], np.dtype]], depth: int, signature: int = 0):
         self.model = model
+        self.signature = signature
         self.outs = [(int(np.prod(shape)), dtype, shape) for shape, dtype in outs]
         self.free: collections.deque = collections.deque(
-            (model.create_input_buffers(0), model.create_output_buffers(0)) for _ in range(depth))
+            (model.create_input_buffers(signature), model.create_output_buffers(signature)) for _ in range(depth))
         self.ring: collections.deque = collections.deque()  # (handle, buffers, job, row), oldest first
         self.jobs: queue.SimpleQueue = queue.SimpleQueue()
         # where the device thread's time goes, from its first batch on (seconds): waiting for a batch
@@ -311,7 +400,7 @@ class _DeviceFeed:
                 bufs = self.free.popleft()
                 try:
                     bufs[0][0].write(job.inputs[row])
-                    handle = self.model.run_async(0, bufs[0], bufs[1])
+                    handle = self.model.run_async(self.signature, bufs[0], bufs[1])
                 except Exception as e:  # noqa: BLE001 - a row the model rejects is reported, the batch goes on
                     self.free.append(bufs)
                     self._failed(job, row, e)
@@ -357,8 +446,8 @@ class _DeviceFeed:
 class InferenceActor:
     """One prepared model on one device; runs batches and writes each as an output shard.
 
-    The model is a ``CompiledModel`` with :data:`IN_FLIGHT` runs in flight, fed by one device thread
-    (:class:`_DeviceFeed`); Ray Data hands the actor up to :data:`ACTOR_CALLS` batches at once, so
+    On a GPU backend the model is a ``CompiledModel`` with :data:`IN_FLIGHT` runs in flight, fed by
+    one device thread (:class:`_DeviceFeed`; :func:`build_model`); Ray Data hands the actor up to :data:`ACTOR_CALLS` batches at once, so
     one batch's shard is written while the next one's rows run.  Ray Data restarts an actor that
     dies and re-runs the batches it held; since a shard's name and content depend only on the batch,
     the re-run rewrites the same shard and nothing is lost or doubled.
@@ -370,15 +459,12 @@ class InferenceActor:
         if isinstance(spec, ray.ObjectRef):
             spec = ray.get(spec)
         device = _ray_device() if spec.device_from_ray else None
-        self.model, self.info = build_compiled_model(spec, device=device)
-        from ..cli._run import safe_name
-
-        key = self.model.get_signature_by_index(0)["key"]
-        taken: set[str] = set()
-        details = list(self.model.get_output_tensor_details(key).values())
-        self.names = [safe_name(d["name"], taken) for d in details]
-        self.feed = _DeviceFeed(self.model, [(tuple(int(s) for s in d["shape"]), np.dtype(d["dtype"]))
-                                             for d in details], 1 if spec.backend == "cpu" else IN_FLIGHT)
+        m = build_model(spec, device=device)
+        self.info = m.info
+        self.feed = _DeviceFeed(m.runner, [(shape, dtype) for _, shape, dtype in m.outputs], m.depth, m.signature)
+        # the shard's columns in litegpu run's order: (name, index of its array among the feed's outputs)
+        where = {pos: k for k, (pos, _, _) in enumerate(m.outputs)}
+        self.columns = [(name, where[pos]) for pos, name in enumerate(m.names)]
         self.out_dir = Path(out_dir)
         self.fmt = fmt
         self.metadata = dict(metadata)
@@ -391,7 +477,7 @@ class InferenceActor:
         errors: list[str | None] = [str(e) or None for e in batch["error"]]
         outputs = self.feed.run(batch["input"], errors)
         t = time.perf_counter()
-        shard = write_shard(self.out_dir, self.fmt, paths, errors, dict(zip(self.names, outputs, strict=True)),
+        shard = write_shard(self.out_dir, self.fmt, paths, errors, {name: outputs[k] for name, k in self.columns},
                             self.metadata)
         write_s = time.perf_counter() - t
         idle_s, device_s, host_s = self.feed.timings()
