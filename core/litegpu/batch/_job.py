@@ -198,8 +198,10 @@ def _run(ray: Any, lm: Any, pre: Preprocess, backend: str, opts: dict[str, Any],
     if actors is None:
         actors = max(1, int(gpus)) if on_gpu else max(1, int(cpus) // 2)
     actor_gpus = (gpus_per_actor if gpus_per_actor is not None else min(1.0, gpus / actors)) if on_gpu else 0.0
-    # leave a CPU for the reading and preprocessing tasks, else the pool could starve them
-    actor_cpus = round(min(1.0, max(0.1, (cpus - 1) / actors)), 2)
+    # leave a CPU for the reading and preprocessing tasks, else the pool could starve them; a GPU
+    # actor keeps two busy (its device thread, and its shard writes beside it), so it asks for two
+    # where there are enough, which keeps that many preprocessing tasks off its cores
+    actor_cpus = round(min(2.0 if on_gpu else 1.0, max(0.1, (cpus - 1) / actors)), 2)
     # Ray Data's actor pools restart a dead actor and resubmit its batch (max_restarts and
     # max_task_retries -1 by default); shards named by content make the resubmission harmless.
     remote: dict[str, Any] = {"num_cpus": actor_cpus}
@@ -227,6 +229,10 @@ def _run(ray: Any, lm: Any, pre: Preprocess, backend: str, opts: dict[str, Any],
                           "cache_entries": len(prep["cache_files"]),
                           "cache_bytes": sum(len(b) for b in prep["cache_files"].values())}
     spec_ref = ray.put(spec)
+    # a GPU actor holds several batches, so that its device thread never waits at a batch boundary and
+    # shards are written beside it; CPU actors take one at a time: their rows run on the CPU anyway,
+    # and threads there only contend for the GIL (measured: 0.5x the rate, preprocessing fused in)
+    calls = ACTOR_CALLS if actor_gpus else 1
     metadata = {"model": lm.name, "model_sha256": lm.fingerprint, "backend": backend}
 
     if kind == "files":
@@ -241,8 +247,8 @@ def _run(ray: Any, lm: Any, pre: Preprocess, backend: str, opts: dict[str, Any],
     ds = ds.map_batches(InferenceActor, fn_constructor_kwargs={"spec": spec_ref, "out_dir": str(out_dir), "fmt": fmt,
                                                                "metadata": metadata},
                         batch_size=batch_size, batch_format="numpy",
-                        compute=ray.data.ActorPoolStrategy(size=actors, max_concurrent_calls_per_actor=ACTOR_CALLS,
-                                                           enable_true_multi_threading=True), **remote)
+                        compute=ray.data.ActorPoolStrategy(size=actors, max_concurrent_calls_per_actor=calls,
+                                                           enable_true_multi_threading=calls > 1), **remote)
     t0 = time.perf_counter()
     per_actor: dict[str, dict[str, Any]] = {}
     shards: set[str] = set()
