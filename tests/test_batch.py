@@ -169,7 +169,12 @@ def _actor_pids() -> list[int]:
     return pids
 
 
-def test_actor_killed_mid_job_loses_nothing(local_ray, case, tmp_path):
+# the GPU actor path (opencl on PoCL, a share of the declared GPU): several batches in the actor at
+# once, all of them redone by its replacement
+@pytest.mark.parametrize("backend", ["cpu", pytest.param("opencl", marks=pytest.mark.slow)])
+def test_actor_killed_mid_job_loses_nothing(local_ray, case, tmp_path, backend):
+    if backend != "cpu" and (why := _unavailable(backend)):
+        pytest.skip(f"{backend} backend unavailable: {why}")
     many = tmp_path / "in"
     many.mkdir()
     rng = np.random.default_rng(1)
@@ -191,13 +196,15 @@ def test_actor_killed_mid_job_loses_nothing(local_ray, case, tmp_path):
 
     t = threading.Thread(target=killer, daemon=True)
     t.start()
-    r = run_batch(case["model"], many, out, actors=2, batch_size=4)
+    r = run_batch(case["model"], many, out, backend=backend, actors=2, batch_size=4)
     t.join(5)
     assert killed, "no actor was found to kill"
     assert (r.items, r.failures) == (120, 0)
+    if backend != "cpu":
+        assert r.ray["actor_gpus"] == 0.5
     rows = read_outputs(out)
     assert len(rows) == 120
-    _check_identical(rows, single_process(case["model"], sorted(many.iterdir()), "cpu"))
+    _check_identical(rows, single_process(case["model"], sorted(many.iterdir()), backend))
 
 
 def test_parquet_input_and_cli_json(local_ray, case, tmp_path, capsys):
