@@ -14,9 +14,23 @@ Baselines, measured in the same run:
     python bench/batch.py                                    # small generated model, 2000 images, cpu
     python bench/batch.py --images 10000 --actors 1 --backends cpu
     python bench/batch.py --model face_detection_short_range --backends opencl,vulkan --actors 1,2,4 --images 3000
+    # the NVIDIA machine, issue 18's target (the pool against 2 in flight), about 4 minutes:
+    bash bench/device_run.sh python3 bench/batch.py --model face_detection_short_range --backends vulkan \
+        --image-format tensor --images 12000 --batch-size 64 --actors 1,2,4 --cli-runs 0 --baseline-images 1000
 
-Ray: a local instance with --num-cpus CPUs (default all) and every GPU it finds; GPU actors get
-(GPUs / actors) of a GPU each.  Prints a table and writes JSON (--json).
+Inputs (--image-format): ``png`` or ``npy`` pictures a quarter larger than the model input (the
+preprocessing resizes or letterboxes each one, as with real pictures), or ``tensor``: ``.npy`` files
+that already are the model's input tensor, so the CPU stage only loads them (the pool against the
+2-in-flight rate on equal terms: that rate is measured on preprocessed inputs too).
+
+Ray: a local instance with --num-cpus CPUs (default all) and every GPU it finds (--num-gpus N declares
+N; with a GPU backend on a machine without one, ``--num-gpus 1`` takes the GPU actor path on the
+backend's device 0, as the tests do); GPU actors get (GPUs / actors) of a GPU each.
+
+Where the time goes, per pool run: Ray Data's per-operator totals (``Dataset.stats()``: tasks, remote
+wall and CPU time of each stage) and, per actor, its device thread's split from its first batch to its
+last (waiting for batches, blocked on the device, host work) and its shard writes (``--stats`` prints
+Ray Data's full statistics).  Prints a table and writes JSON (--json).
 """
 
 from __future__ import annotations
@@ -24,11 +38,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 # One BLAS/OpenMP thread, as in Ray's workers: preprocessing through a multi-threaded BLAS can differ in
 # the last bits, and the outputs are compared byte for byte (docs/batch.md)
@@ -53,7 +69,9 @@ def _model_path(name: str, hw: int, work: Path) -> Path:
     return mediapipe_models(name)[name]
 
 
-def _make_images(d: Path, n: int, h: int, w: int, fmt: str, seed: int = 0) -> list[Path]:
+def _make_images(d: Path, n: int, h: int, w: int, fmt: str, seed: int = 0, pre: Any = None) -> list[Path]:
+    """``n`` pictures of ``h`` x ``w`` (png or npy), or with ``fmt`` "tensor", ``.npy`` files of the
+    model's input tensor: such pictures through the model's preprocessing ``pre``."""
     d.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(seed)
     files = []
@@ -61,7 +79,10 @@ def _make_images(d: Path, n: int, h: int, w: int, fmt: str, seed: int = 0) -> li
         from PIL import Image
     for i in range(n):
         img = rng.integers(0, 256, (h, w, 3), dtype=np.uint8)
-        if fmt == "png":
+        if fmt == "tensor":
+            f = d / f"img{i:06d}.npy"
+            np.save(f, pre.input_from(img))
+        elif fmt == "png":
             f = d / f"img{i:06d}.png"
             Image.fromarray(img).save(f, compress_level=1)
         else:
@@ -173,12 +194,54 @@ def _compare(rows: dict, expected: dict[str, list[np.ndarray]], names: list[str]
     return bad
 
 
+_UNITS = {"us": 1e-6, "ms": 1e-3, "s": 1.0}
+
+
+def _seconds(text: str) -> float:
+    m = re.fullmatch(r"([0-9.e+-]+)(us|ms|s)", text.strip())
+    return float(m.group(1)) * _UNITS[m.group(2)] if m else float("nan")
+
+
+def _stage_split(stats: str) -> list[dict[str, Any]]:
+    """Ray Data's per-operator totals from ``Dataset.stats()``: name, tasks, remote wall and CPU
+    seconds summed over the stage's tasks."""
+    stages: list[dict[str, Any]] = []
+    for line in stats.splitlines():
+        m = re.match(r"Operator \d+ (.+?): (\d+) tasks executed, (\d+) blocks produced in ([0-9.]+)s", line)
+        if m:
+            stages.append({"name": m.group(1), "tasks": int(m.group(2)), "wall_s": 0.0, "cpu_s": 0.0,
+                           "stage_s": float(m.group(4))})
+            continue
+        m = re.match(r"\* Remote (wall|cpu) time: .*?, ([0-9.]+(?:us|ms|s)) total", line.strip())
+        if m and stages:
+            stages[-1][f"{m.group(1)}_s"] = _seconds(m.group(2))
+    return stages
+
+
+def _split_lines(stages: list[dict[str, Any]], r: Any) -> list[str]:
+    """Where a pool run's time went, one line per stage and per actor."""
+    lines = []
+    for st in stages:
+        per = st["wall_s"] / r.items * 1e3 if r.items else 0.0
+        lines.append(f"stage {st['name']}: {st['tasks']} tasks, remote wall {st['wall_s']:.2f} s in all "
+                     f"({per:.3f} ms a row), cpu {st['cpu_s']:.2f} s; {st['stage_s']:.1f} s from first to last")
+    for a in r.actors:
+        busy = a["idle_s"] + a["device_s"] + a["host_s"]
+        pct = (lambda x: 100 * x / busy) if busy > 0 else (lambda x: 0.0)
+        lines.append(f"actor {a['actor']}: {a['items']} rows; device thread over {busy:.2f} s: waiting for batches "
+                     f"{pct(a['idle_s']):.0f}%, blocked on the device {pct(a['device_s']):.0f}%, host work "
+                     f"{pct(a['host_s']):.0f}% ({a['host_s'] / max(a['items'], 1) * 1e3:.3f} ms a row); shard writes "
+                     f"{a['write_s']:.2f} s ({a['write_s'] / max(a['items'], 1) * 1e3:.3f} ms a row, beside it)")
+    return lines
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default="small", help="'small' (generated classifier), a MediaPipe name or a .tflite")
     ap.add_argument("--small-size", type=int, default=32, help="input size of the small model (default 32)")
     ap.add_argument("--images", type=int, default=2000)
-    ap.add_argument("--image-format", choices=("png", "npy"), default="png")
+    ap.add_argument("--image-format", choices=("png", "npy", "tensor"), default="png",
+                    help="pictures a quarter larger than the input (png, npy) or the input tensors themselves (tensor)")
     ap.add_argument("--backends", default="cpu")
     ap.add_argument("--actors", default="1,2", help="comma-separated actor counts")
     ap.add_argument("--batch-size", type=int, default=32)
@@ -189,6 +252,7 @@ def main() -> None:
     ap.add_argument("--cli-runs", type=int, default=5, help="images run through `litegpu run` one process each")
     ap.add_argument("--no-verify", action="store_true", help="skip the exact comparison with the loop")
     ap.add_argument("--json", default=None, help="write the results here")
+    ap.add_argument("--stats", action="store_true", help="print Ray Data's full statistics of each pool run")
     args = ap.parse_args()
 
     import ray
@@ -205,9 +269,14 @@ def main() -> None:
     names = [safe_name(d["name"], taken) for d in interp.get_output_details()]
     # images a little larger than the input: preprocessing resizes, as with real pictures
     t = time.perf_counter()
-    files = _make_images(work / "images", args.images, h + h // 4, w + w // 4, args.image_format)
+    from litegpu.batch._job import preprocessing
+
+    files = _make_images(work / "images", args.images, h + h // 4, w + w // 4, args.image_format,
+                         pre=preprocessing(lm))
+    what = ("model input tensors (preprocessed " if args.image_format == "tensor" else "images of ") + \
+        f"{h + h // 4}x{w + w // 4}" + (")" if args.image_format == "tensor" else "")
     print(f"# {machine_line()}")
-    print(f"# model {model.name} ({h}x{w}), {len(files)} {args.image_format} images of {h + h // 4}x{w + w // 4} "
+    print(f"# model {model.name} ({h}x{w}), {len(files)} {args.image_format} {what} "
           f"generated in {time.perf_counter() - t:.1f} s")
     ray.init(num_cpus=args.num_cpus, num_gpus=args.num_gpus, include_dashboard=False, log_to_driver=False, configure_logging=False)
     ray.data.DataContext.get_current().enable_progress_bars = False
@@ -235,7 +304,7 @@ def main() -> None:
             out = work / f"out-{backend}-{n}"
             t = time.perf_counter()
             r = run_batch(model, work / "images", out, backend=backend, actors=n, batch_size=args.batch_size,
-                          progress=False)
+                          progress=False, stats=True)
             wall = time.perf_counter() - t
             bad = None if args.no_verify else _compare(read_outputs(out), expected, names)
             devices = ", ".join(sorted({a["device"] for a in r.actors}))
@@ -243,8 +312,13 @@ def main() -> None:
                   f"{r.items_per_s / inv:9.2f} {'-' if bad is None else bad:>8}  {devices}; once flowing "
                   f"{r.steady_items_per_s:.1f} ({r.steady_items_per_s / inv:.2f}; "
                   f"{r.steady_items_per_s / pipe:.2f} of 2 in flight)")
+            stages = _stage_split(r.stats)
+            for line in _split_lines(stages, r):
+                print(f"{'':8}   {line}")
+            if args.stats:
+                print(r.stats)
             run["pools"].append({"actors": n, "items_per_s": r.items_per_s, "steady_items_per_s": r.steady_items_per_s,
-                                 "wall_s": wall, "pipeline_s": r.seconds,
+                                 "wall_s": wall, "pipeline_s": r.seconds, "stages": stages,
                                  "mismatches": bad, "failures": r.failures, "result": r.as_dict()})
         results["runs"].append(run)
     ray.shutdown()

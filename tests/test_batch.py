@@ -169,7 +169,12 @@ def _actor_pids() -> list[int]:
     return pids
 
 
-def test_actor_killed_mid_job_loses_nothing(local_ray, case, tmp_path):
+# the GPU actor path (opencl on PoCL, a share of the declared GPU): several batches in the actor at
+# once, all of them redone by its replacement
+@pytest.mark.parametrize("backend", ["cpu", pytest.param("opencl", marks=pytest.mark.slow)])
+def test_actor_killed_mid_job_loses_nothing(local_ray, case, tmp_path, backend):
+    if backend != "cpu" and (why := _unavailable(backend)):
+        pytest.skip(f"{backend} backend unavailable: {why}")
     many = tmp_path / "in"
     many.mkdir()
     rng = np.random.default_rng(1)
@@ -191,13 +196,15 @@ def test_actor_killed_mid_job_loses_nothing(local_ray, case, tmp_path):
 
     t = threading.Thread(target=killer, daemon=True)
     t.start()
-    r = run_batch(case["model"], many, out, actors=2, batch_size=4)
+    r = run_batch(case["model"], many, out, backend=backend, actors=2, batch_size=4)
     t.join(5)
     assert killed, "no actor was found to kill"
     assert (r.items, r.failures) == (120, 0)
+    if backend != "cpu":
+        assert r.ray["actor_gpus"] == 0.5
     rows = read_outputs(out)
     assert len(rows) == 120
-    _check_identical(rows, single_process(case["model"], sorted(many.iterdir()), "cpu"))
+    _check_identical(rows, single_process(case["model"], sorted(many.iterdir()), backend))
 
 
 def test_parquet_input_and_cli_json(local_ray, case, tmp_path, capsys):
@@ -263,18 +270,21 @@ def test_shard_round_trip_with_error_rows(tmp_path, fmt):
     from litegpu.batch._shards import write_shard
 
     base = np.arange(6, dtype=np.float32).reshape(1, 2, 3)
-    arrays = [base, None, base + 2, None]
+    # the rows stacked; what error rows hold there (here 7s) must not be written
+    stacked = np.stack([base, np.full_like(base, 7), base + 2, np.full_like(base, 7)])
     name = write_shard(tmp_path, fmt, ["p0", "p1", "p2", "p3"], [None, "bad", None, "worse"],
-                       {"o": ((1, 2, 3), np.dtype(np.float32), arrays)}, {"model": "m"})
+                       {"o": stacked}, {"model": "m"})
     # same batch, same name: a retried batch rewrites its shard, never adds one
     assert write_shard(tmp_path, fmt, ["p0", "p1", "p2", "p3"], [None, "bad", None, "worse"],
-                       {"o": ((1, 2, 3), np.dtype(np.float32), arrays)}, {"model": "m"}) == name
+                       {"o": stacked}, {"model": "m"}) == name
     assert [p.name for p in tmp_path.iterdir()] == [name]
     rows = read_outputs(tmp_path)
     assert done_paths(tmp_path) == {"p0", "p1", "p2", "p3"}
     assert (rows["p1"]["error"], rows["p3"]["error"]) == ("bad", "worse") and rows["p1"]["o"] is None
     np.testing.assert_array_equal(rows["p0"]["o"], base)
     np.testing.assert_array_equal(rows["p2"]["o"], base + 2)
+    if fmt == "npy":  # the stacked file holds zeros on error rows
+        np.testing.assert_array_equal(np.load(tmp_path / name / "o.npy")[[1, 3]], np.zeros((2, 1, 2, 3), np.float32))
 
 
 def _mediapipe_pictures(d: Path) -> list[Path]:
@@ -347,3 +357,61 @@ def test_mediapipe_model_batch_outputs_equal_litegpu_run(local_ray, mediapipe_mo
         assert rows[path]["error"] is None
         for name, w in want.items():
             np.testing.assert_array_equal(rows[path][name], w, err_msg=f"{path}: {name}")
+
+
+class _FakeBuffer:
+    def __init__(self):
+        self.value = None
+
+    def write(self, x):
+        self.value = np.array(x)
+
+    def read(self, n, dtype):
+        return (self.value.reshape(-1)[:n] * 2).astype(dtype)
+
+
+class _FakeModel:
+    """A CompiledModel stand-in: doubles its input; rejects rows starting with 3 at submission and
+    fails rows starting with 5 when waited for; ``crash`` raises what no row handler catches."""
+
+    def __init__(self, crash: bool = False):
+        self.crash = crash
+
+    def create_input_buffers(self, i):
+        return [_FakeBuffer()]
+
+    def create_output_buffers(self, i):
+        return [_FakeBuffer()]
+
+    def run_async(self, i, ins, outs):
+        if self.crash:
+            raise SystemExit("a bug in the device thread")
+        first = ins[0].value.reshape(-1)[0]
+        if first == 3:
+            raise RuntimeError("rejected")
+        outs[0].value = ins[0].value.copy()
+        handle = type("Handle", (), {})()
+        handle.wait = (lambda: (_ for _ in ()).throw(ValueError("device error"))) if first == 5 else (lambda: None)
+        return handle
+
+
+def test_device_feed_row_errors_and_a_dead_thread_raises():
+    from litegpu.batch._stages import _DeviceFeed
+
+    x = np.arange(16, dtype=np.float32).reshape(8, 1, 2) // 2  # row i holds [i, i]
+    errors = [None] * 8
+    errors[1] = "unreadable"
+    feed = _DeviceFeed(_FakeModel(), [((1, 2), np.dtype(np.float32))], 2)
+    (out,) = feed.run(x, errors)
+    assert errors == [None, "unreadable", None, "inference failed: RuntimeError: rejected", None,
+                      "inference failed: ValueError: device error", None, None]
+    want = 2 * x.copy()
+    want[[1, 3, 5]] = 0  # error rows hold zeros
+    np.testing.assert_array_equal(out, want)
+    # more batches than runs in flight, back to back: every row in its own batch's arrays
+    outs = [feed.run(x + k * 100, [None] * 8)[0] for k in range(1, 4)]
+    for k, o in enumerate(outs, 1):
+        np.testing.assert_array_equal(o, 2 * (x + k * 100))
+    dead = _DeviceFeed(_FakeModel(crash=True), [((1, 2), np.dtype(np.float32))], 2)
+    with pytest.raises(RuntimeError, match="device thread ended"):
+        dead.run(x, [None] * 8)

@@ -44,38 +44,35 @@ def _tmp_name(out_dir: Path, final: str) -> Path:
 
 
 def write_shard(out_dir: Path, fmt: str, paths: Sequence[str], errors: Sequence[str | None],
-                outputs: Mapping[str, tuple[tuple[int, ...], np.dtype, list[np.ndarray | None]]],
-                metadata: Mapping[str, str] | None = None) -> str:
-    """Write one shard; return its file or folder name.  ``outputs``: column name -> (shape, dtype,
-    one array per row, None on error rows)."""
+                outputs: Mapping[str, np.ndarray], metadata: Mapping[str, str] | None = None) -> str:
+    """Write one shard; return its file or folder name.  ``outputs``: column name -> the rows' values
+    stacked, ``(rows, *output shape)`` (what error rows hold there is not written)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     stem = shard_stem(paths)
+    failed = np.array([e is not None for e in errors], bool)
+    for name, a in outputs.items():
+        if a.shape[0] != len(paths):
+            raise ValueError(f"output {name!r} has {a.shape[0]} rows for {len(paths)} paths")
     if fmt == "parquet":
-        return _write_parquet(out_dir, stem, paths, errors, outputs, metadata or {})
+        return _write_parquet(out_dir, stem, paths, errors, failed, outputs, metadata or {})
     if fmt == "npy":
-        return _write_npy(out_dir, stem, paths, errors, outputs)
+        return _write_npy(out_dir, stem, paths, errors, failed, outputs)
     raise ValueError(f"unknown output format {fmt!r} (choose from {', '.join(FORMATS)})")
 
 
-def _write_parquet(out_dir: Path, stem: str, paths: Sequence[str], errors: Sequence[str | None],
-                   outputs: Mapping[str, tuple[tuple[int, ...], np.dtype, list[np.ndarray | None]]],
-                   metadata: Mapping[str, str]) -> str:
+def _write_parquet(out_dir: Path, stem: str, paths: Sequence[str], errors: Sequence[str | None], failed: np.ndarray,
+                   outputs: Mapping[str, np.ndarray], metadata: Mapping[str, str]) -> str:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     cols: dict[str, Any] = {"path": pa.array(list(paths), pa.string()),
                             "error": pa.array(list(errors), pa.string())}
-    for name, (shape, dtype, arrays) in outputs.items():
-        size = int(np.prod(shape))
-        flat = np.zeros((len(arrays), size), dtype)
-        mask = np.zeros(len(arrays), bool)
-        for i, a in enumerate(arrays):
-            if a is None:
-                mask[i] = True
-            else:
-                flat[i] = a.reshape(-1)
-        storage = pa.FixedSizeListArray.from_arrays(pa.array(flat.reshape(-1)), size, mask=pa.array(mask))
-        ttype = pa.fixed_shape_tensor(pa.from_numpy_dtype(dtype), list(shape))
+    mask = pa.array(failed) if failed.any() else None
+    for name, a in outputs.items():
+        shape = tuple(a.shape[1:])
+        flat = np.ascontiguousarray(a).reshape(-1)  # the batch's array itself, no copy per row
+        storage = pa.FixedSizeListArray.from_arrays(pa.array(flat), int(np.prod(shape)), mask=mask)
+        ttype = pa.fixed_shape_tensor(pa.from_numpy_dtype(a.dtype), list(shape))
         cols[name] = pa.ExtensionArray.from_storage(ttype, storage)
     table = pa.table(cols).replace_schema_metadata({f"litegpu.{k}": str(v) for k, v in metadata.items()})
     final = f"{stem}.parquet"
@@ -89,19 +86,18 @@ def _write_parquet(out_dir: Path, stem: str, paths: Sequence[str], errors: Seque
     return final
 
 
-def _write_npy(out_dir: Path, stem: str, paths: Sequence[str], errors: Sequence[str | None],
-               outputs: Mapping[str, tuple[tuple[int, ...], np.dtype, list[np.ndarray | None]]]) -> str:
+def _write_npy(out_dir: Path, stem: str, paths: Sequence[str], errors: Sequence[str | None], failed: np.ndarray,
+               outputs: Mapping[str, np.ndarray]) -> str:
     tmp = _tmp_name(out_dir, stem)
     tmp.mkdir()
     try:
         rows = [{"path": p, "error": e} for p, e in zip(paths, errors, strict=True)]
         (tmp / "rows.json").write_text(json.dumps(rows, indent=1))
-        for name, (shape, dtype, arrays) in outputs.items():
-            stacked = np.zeros((len(arrays), *shape), dtype)
-            for i, a in enumerate(arrays):
-                if a is not None:
-                    stacked[i] = a
-            np.save(tmp / f"{name}.npy", stacked)
+        for name, a in outputs.items():
+            if failed.any():  # zeros on error rows, whatever the array held there
+                a = a.copy()
+                a[failed] = 0
+            np.save(tmp / f"{name}.npy", a)
         try:
             os.rename(tmp, out_dir / stem)
         except OSError:

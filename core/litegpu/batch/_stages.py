@@ -4,9 +4,12 @@ this module loads (and pickles by reference) without it."""
 
 from __future__ import annotations
 
+import collections
 import logging
 import os
+import queue
 import socket
+import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -196,12 +199,258 @@ def preprocess_batch(batch: dict[str, np.ndarray], *, pre: Any) -> dict[str, np.
 
 # --------------------------------------------------------------------------- inference
 
+#: runs in flight per actor on a GPU backend: litegpu's fastest single-process rate is with 2
+#: (docs/compiled-model.md), run N+1 written and submitted while run N executes
+IN_FLIGHT = 2
+#: batches one actor holds at a time (Ray Data's ``max_concurrent_calls_per_actor``, each in its own
+#: thread): while one batch's rows are on the device, the next one is queued behind it (so the
+#: device never waits for a batch boundary) and the shards of those done before are written (Parquet
+#: writes release the GIL, so two run beside the device thread when a write is slower than a batch)
+ACTOR_CALLS = 3
+
+
+@dataclass
+class ActorModel:
+    """What an actor runs rows with (:func:`build_model`): ``runner`` has the CompiledModel calls
+    :class:`_DeviceFeed` makes (a CompiledModel, or :class:`_InterpreterRuns`) on its signature
+    ``signature``; ``outputs`` per output buffer, in the runner's order: (position among the
+    interpreter's outputs, which is ``litegpu run``'s order, shape, dtype); ``info`` the start facts."""
+
+    runner: Any
+    signature: int
+    depth: int  # runs in flight
+    outputs: list[tuple[int, tuple[int, ...], np.dtype]]
+    names: list[str]  # the output columns, in the interpreter's order (named as litegpu run names them)
+    info: dict[str, Any]
+
+
+def build_model(spec: ModelSpec, *, device: int | None = None) -> ActorModel:
+    """A GPU backend's model as a :class:`litegpu.compiled_model.CompiledModel` with up to
+    :data:`IN_FLIGHT` runs in flight (its first copy is :func:`build_interpreter`'s, so the start facts
+    are that one's), on the signature that runs the main subgraph as ``litegpu run`` does.  The CPU
+    backend (nothing to overlap; its interpreter costs less per row than a CompiledModel), or a model
+    with no such signature, runs on the interpreter itself, one row at a time."""
+    from .._interpreter import Interpreter
+    from ..cli._common import apply_partition_options
+    from ..cli._run import safe_name
+    from ..compiled_model import CompiledModel
+    from ..hardware_accelerator import HardwareAccelerator
+
+    first, info = build_interpreter(spec, device=device)
+    in_index = int(first.get_input_details()[0]["index"])  # batch feeds models with one input (checked first)
+    details = first.get_output_details()
+    taken: set[str] = set()
+    names = [safe_name(d["name"], taken) for d in details]
+    want = [int(d["index"]) for d in details]
+
+    def on_interpreter() -> ActorModel:
+        return ActorModel(_InterpreterRuns(first, in_index, want), 0, 1,
+                          [(k, tuple(int(x) for x in d["shape"]), np.dtype(d["dtype"])) for k, d in enumerate(details)],
+                          names, info)
+
+    if spec.backend == "cpu":
+        return on_interpreter()
+    spare = [first]
+    delegates = list(getattr(first, "_delegates", None) or [])
+    ir = first._model
+
+    def factory() -> Any:
+        if spare:
+            return spare.pop()
+        it = Interpreter(model_content=ir, experimental_delegates=delegates or None)
+        apply_partition_options(it, spec.config)
+        return it
+
+    # GPU | CPU: a model the backend does not run whole runs as the single-process interpreter does
+    # (its CPU ops on the CPU), synchronously
+    model = CompiledModel(ir, factory, HardwareAccelerator.GPU | HardwareAccelerator.CPU, spec.backend,
+                          max_in_flight=IN_FLIGHT)
+    for sig in range(model.get_num_signatures()):
+        key = model.get_signature_by_index(sig)["key"]
+        ins = [int(d["index"]) for d in model.get_input_tensor_details(key).values()]
+        outs = list(model.get_output_tensor_details(key).values())
+        if ins == [in_index] and sorted(int(d["index"]) for d in outs) == sorted(want):
+            return ActorModel(model, sig, IN_FLIGHT,
+                              [(want.index(int(d["index"])), tuple(int(x) for x in d["shape"]), np.dtype(d["dtype"]))
+                               for d in outs], names, info)
+    model.close()
+    log.warning("litegpu batch: no signature of %s runs its main subgraph; running it one row at a time "
+                "(no runs in flight)", spec.name)
+    return on_interpreter()
+
+
+class _Held:
+    """A row's input or output for :class:`_InterpreterRuns` (the two TensorBuffer calls the feed makes)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self) -> None:
+        self.value: np.ndarray | None = None
+
+    def write(self, x: np.ndarray) -> None:
+        self.value = x
+
+    def read(self, n: int, dtype: Any) -> np.ndarray:
+        assert self.value is not None
+        return self.value
+
+
+class _Ran:
+    """The handle of a run that has already ended."""
+
+    @staticmethod
+    def wait() -> None:
+        return None
+
+
+class _InterpreterRuns:
+    """The CompiledModel calls :class:`_DeviceFeed` makes, on an interpreter: each run ends before
+    ``run_async`` returns."""
+
+    def __init__(self, interp: Any, in_index: int, out_indices: list[int]):
+        self.interp, self.in_index, self.out_indices = interp, in_index, out_indices
+
+    def create_input_buffers(self, signature: int) -> list[_Held]:
+        return [_Held()]
+
+    def create_output_buffers(self, signature: int) -> list[_Held]:
+        return [_Held() for _ in self.out_indices]
+
+    def run_async(self, signature: int, ins: list[_Held], outs: list[_Held]) -> _Ran:
+        self.interp.set_tensor(self.in_index, ins[0].value)
+        self.interp.invoke()
+        for o, idx in zip(outs, self.out_indices, strict=True):
+            o.value = self.interp.get_tensor(idx).copy()
+        return _Ran()
+
+
+class _Job:
+    """One batch on its way through :class:`_DeviceFeed`: its inputs, the arrays its outputs land in,
+    its per-row errors and the event set when its last row is done."""
+
+    __slots__ = ("inputs", "outputs", "errors", "left", "done")
+
+    def __init__(self, inputs: np.ndarray, outputs: list[np.ndarray], errors: list[str | None], left: int):
+        self.inputs, self.outputs, self.errors, self.left = inputs, outputs, errors, left
+        self.done = threading.Event()
+
+
+class _DeviceFeed:
+    """The actor's one thread that drives the device.  Rows of every batch handed to :meth:`run`
+    are written and submitted in order with up to ``depth`` runs in flight, across batch
+    boundaries (the ring is drained only when no batch is waiting); each finished run's outputs are
+    read straight into its batch's preallocated arrays.  Calls come from Ray Data's threads (one per
+    batch the actor holds); only this thread touches the model, so the model needs no locks."""
+
+    def __init__(self, model: Any, outs: list[tuple[tuple[int, ...], np.dtype]], depth: int, signature: int = 0):
+        self.model = model
+        self.signature = signature
+        self.outs = [(int(np.prod(shape)), dtype, shape) for shape, dtype in outs]
+        self.free: collections.deque = collections.deque(
+            (model.create_input_buffers(signature), model.create_output_buffers(signature)) for _ in range(depth))
+        self.ring: collections.deque = collections.deque()  # (handle, buffers, job, row), oldest first
+        self.jobs: queue.SimpleQueue = queue.SimpleQueue()
+        # where the device thread's time goes, from its first batch on (seconds): waiting for a batch
+        # (the stages before it are slower), blocked on the device (the device is the limit), and the
+        # rest, its host work (writing inputs, submitting, reading outputs)
+        self.started: float | None = None
+        self.last = 0.0
+        self.idle_s = 0.0
+        self.device_s = 0.0
+        self.crashed: BaseException | None = None  # what ended the device thread (a bug): calls raise it
+        self.thread = threading.Thread(target=self._loop, name="litegpu-batch-device", daemon=True)
+        self.thread.start()
+
+    def run(self, inputs: np.ndarray, errors: list[str | None]) -> list[np.ndarray]:
+        """Run every row of ``inputs`` whose error is None; the outputs stacked by row (zeros on
+        error rows).  A row the model rejects gets its error in ``errors``."""
+        n = len(errors)
+        outputs = [np.zeros((n, *shape), dtype) for _, dtype, shape in self.outs]
+        rows = [i for i in range(n) if errors[i] is None]
+        if rows:
+            job = _Job(inputs, outputs, errors, len(rows))
+            self.jobs.put((job, rows))
+            while not job.done.wait(0.25):  # never hang on a thread that is gone
+                if not self.thread.is_alive():
+                    break
+            if not job.done.is_set():
+                raise RuntimeError(f"litegpu batch: the actor's device thread ended ({self.crashed!r}); "
+                                   "the job stops; the shards written so far are kept") from self.crashed
+        return outputs
+
+    def _loop(self) -> None:
+        try:
+            self._serve()
+        except BaseException as e:  # rows' own errors are caught below; this is anything else
+            self.crashed = e
+            log.exception("litegpu batch: the device thread failed")
+
+    def _serve(self) -> None:
+        while True:
+            t = time.perf_counter()
+            job, rows = self.jobs.get()
+            now = time.perf_counter()
+            if self.started is None:
+                self.started = now
+            else:
+                self.idle_s += now - t
+            for row in rows:
+                if not self.free:
+                    self._finish(self.ring.popleft())
+                bufs = self.free.popleft()
+                try:
+                    bufs[0][0].write(job.inputs[row])
+                    handle = self.model.run_async(self.signature, bufs[0], bufs[1])
+                except Exception as e:  # noqa: BLE001 - a row the model rejects is reported, the batch goes on
+                    self.free.append(bufs)
+                    self._failed(job, row, e)
+                    continue
+                self.ring.append((handle, bufs, job, row))
+            if self.jobs.empty():  # nothing queued behind: finish this batch now
+                while self.ring:
+                    self._finish(self.ring.popleft())
+            self.last = time.perf_counter()
+
+    def timings(self) -> tuple[float, float, float]:
+        """(idle, blocked on the device, host work) seconds of the device thread so far."""
+        busy = self.last - self.started if self.started is not None else 0.0
+        return self.idle_s, self.device_s, max(0.0, busy - self.idle_s - self.device_s)
+
+    def _finish(self, entry: tuple[Any, Any, _Job, int]) -> None:
+        handle, bufs, job, row = entry
+        try:
+            t = time.perf_counter()
+            handle.wait()
+            self.device_s += time.perf_counter() - t
+            for buf, out, (n, dtype, shape) in zip(bufs[1], job.outputs, self.outs, strict=True):
+                out[row] = buf.read(n, dtype).reshape(shape)
+        except Exception as e:  # noqa: BLE001 - as above
+            self.free.append(bufs)
+            self._failed(job, row, e)
+            return
+        self.free.append(bufs)
+        job.left -= 1
+        if job.left == 0:
+            job.done.set()
+
+    @staticmethod
+    def _failed(job: _Job, row: int, e: BaseException) -> None:
+        job.errors[row] = f"inference failed: {type(e).__name__}: {e}"
+        for out in job.outputs:
+            out[row] = 0
+        job.left -= 1
+        if job.left == 0:
+            job.done.set()
+
 
 class InferenceActor:
     """One prepared model on one device; runs batches and writes each as an output shard.
 
-    Ray Data restarts an actor that dies and re-runs the batch it held; since a shard's name and
-    content depend only on the batch, the re-run rewrites the same shard and nothing is lost or doubled.
+    On a GPU backend the model is a ``CompiledModel`` with :data:`IN_FLIGHT` runs in flight, fed by
+    one device thread (:class:`_DeviceFeed`; :func:`build_model`); Ray Data hands the actor up to :data:`ACTOR_CALLS` batches at once, so
+    one batch's shard is written while the next one's rows run.  Ray Data restarts an actor that
+    dies and re-runs the batches it held; since a shard's name and content depend only on the batch,
+    the re-run rewrites the same shard and nothing is lost or doubled.
     """
 
     def __init__(self, spec: ModelSpec | Any, out_dir: str, fmt: str, metadata: Mapping[str, str]):
@@ -210,13 +459,12 @@ class InferenceActor:
         if isinstance(spec, ray.ObjectRef):
             spec = ray.get(spec)
         device = _ray_device() if spec.device_from_ray else None
-        self.interp, self.info = build_interpreter(spec, device=device)
-        from ..cli._run import safe_name
-
-        taken: set[str] = set()
-        self.outs = [(d["index"], safe_name(d["name"], taken), tuple(int(s) for s in d["shape"]),
-                      np.dtype(d["dtype"])) for d in self.interp.get_output_details()]
-        self.in_index = self.interp.get_input_details()[0]["index"]
+        m = build_model(spec, device=device)
+        self.info = m.info
+        self.feed = _DeviceFeed(m.runner, [(shape, dtype) for _, shape, dtype in m.outputs], m.depth, m.signature)
+        # the shard's columns in litegpu run's order: (name, index of its array among the feed's outputs)
+        where = {pos: k for k, (pos, _, _) in enumerate(m.outputs)}
+        self.columns = [(name, where[pos]) for pos, name in enumerate(m.names)]
         self.out_dir = Path(out_dir)
         self.fmt = fmt
         self.metadata = dict(metadata)
@@ -227,30 +475,23 @@ class InferenceActor:
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         paths = [str(p) for p in batch["path"]]
         errors: list[str | None] = [str(e) or None for e in batch["error"]]
-        per_out: dict[str, list[np.ndarray | None]] = {name: [] for _, name, _, _ in self.outs}
-        t0 = time.perf_counter()
-        for i in range(len(paths)):
-            results = None
-            if errors[i] is None:
-                try:
-                    self.interp.set_tensor(self.in_index, batch["input"][i])
-                    self.interp.invoke()
-                    results = [self.interp.get_tensor(idx).copy() for idx, _, _, _ in self.outs]
-                except Exception as e:  # noqa: BLE001 - a row the model rejects is reported, the batch goes on
-                    errors[i] = f"inference failed: {type(e).__name__}: {e}"
-            for k, (_, name, _, _) in enumerate(self.outs):
-                per_out[name].append(None if results is None else results[k])
-        run_s = time.perf_counter() - t0
-        shard = write_shard(self.out_dir, self.fmt, paths, errors,
-                            {name: (shape, dtype, per_out[name]) for _, name, shape, dtype in self.outs},
+        outputs = self.feed.run(batch["input"], errors)
+        t = time.perf_counter()
+        shard = write_shard(self.out_dir, self.fmt, paths, errors, {name: outputs[k] for name, k in self.columns},
                             self.metadata)
+        write_s = time.perf_counter() - t
+        idle_s, device_s, host_s = self.feed.timings()
         n = len(paths)
         return {"path": np.array(paths, dtype=object),
                 "error": np.array([e or "" for e in errors], dtype=object),
-                "shard": np.array([shard] * n, dtype=object),
-                "actor": np.array([self.label] * n, dtype=object),
-                "device": np.array([self.info["device"]] * n, dtype=object),
-                "warm": np.array([str(self.info["warm"])] * n, dtype=object),
+                "shard": np.full(n, shard, dtype=object),
+                "actor": np.full(n, self.label, dtype=object),
+                "device": np.full(n, self.info["device"], dtype=object),
+                "warm": np.full(n, str(self.info["warm"]), dtype=object),
                 "init_s": np.full(n, self.info["init_s"]),
-                "run_s": np.full(n, run_s / max(n, 1)),
+                # the actor's device thread so far (BatchResult.actors keeps each actor's last values)
+                "idle_s": np.full(n, idle_s),
+                "device_s": np.full(n, device_s),
+                "host_s": np.full(n, host_s),
+                "write_s": np.full(n, write_s / max(n, 1)),  # per row: its shard's write
                 "t_end": np.full(n, time.time())}  # wall clock: comparable across an actor pool's processes
