@@ -10,19 +10,31 @@ delegate runs quantized models the same way.  ``docs/gpu-compiler.md``
 
 This module answers the partitioner (:func:`quantized_reason`) and tells the
 pass each tensor's :class:`~litegpu.gpu._graph.QuantView`.
+
+Dynamic-range ("hybrid") ops (float input, int8 constant weights) are simulated too: LiteRT
+quantizes their input per row on the fly; :func:`hybrid_input` says on which grid, and the two
+GPU ops :data:`INPUT_RANGE_OP` / :data:`DYNAMIC_QDQ_OP` (lowered and evaluated here, kernels in
+``shaders/quant.lgk``) put the input on it before the op reads it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ._graph import QuantView
+from ._graph import GpuOp, QuantView
+from ._layout import slices
+
+if TYPE_CHECKING:
+    from ._lowering import Lowerer
+    from ._reference_ops import RefContext
 
 __all__ = ["QUANT_OPS", "BYTE_OPS", "MOVE_OPS", "SAME_GRID_OPS", "GRID_KEEPING", "WEIGHTED", "QUANT_DTYPES", "tensor_view",
-           "quantized_reason", "node_qdtype"]
+           "quantized_reason", "node_qdtype", "INPUT_RANGE_OP", "DYNAMIC_QDQ_OP", "HybridInput", "hybrid_input",
+           "range_groups", "snap_rows", "lower_input_range", "lower_dynamic_qdq", "input_range_ref", "dynamic_qdq_ref"]
 
 #: integer types the float view takes for activations (int16: 16x8 models, int8 weights)
 QUANT_DTYPES = ("int8", "uint8", "int16")
@@ -155,3 +167,114 @@ def quantized_reason(node: Any, params: dict[int, str]) -> str | None:
             return f"quantized {name} with a {b.dtype} bias"
     return ""
 
+
+
+# ---------------------------------------------------------------------------------------------------------
+# dynamic-range ("hybrid") ops: their input on LiteRT's per-row int8 grid
+# ---------------------------------------------------------------------------------------------------------
+
+#: GPU-graph ops the float view makes for a hybrid op's input (never claimed from a model):
+#: the per-batch partial ranges of a tensor, (B, 1, G, 2) with lanes (min, max) ...
+INPUT_RANGE_OP = "HYBRID_INPUT_RANGE"
+#: ... and the tensor snapped onto each row's int8 grid (attrs ``mode``, ``per``; reads the ranges when
+#: ``per == "batch"``)
+DYNAMIC_QDQ_OP = "HYBRID_INPUT_QDQ"
+
+
+@dataclass(frozen=True)
+class HybridInput:
+    """How LiteRT quantizes a hybrid op's float input: ``mode`` "asymmetric" or "symmetric" (LiteRT's
+    ``AsymmetricQuantizeFloats`` / ``SymmetricQuantizeFloats``), one grid ``per`` "batch" (all of a
+    batch's H x W x C) or "pixel" (one pixel's C channels: FULLY_CONNECTED rows over channels)."""
+
+    mode: str
+    per: str
+
+
+def hybrid_input(op: str, attrs: dict[str, Any], x_shape: Sequence[int], w: Any) -> HybridInput | str:
+    """The grid LiteRT's hybrid ``op`` (options ``attrs``) quantizes its input of 4-D BHWC shape ``x_shape``
+    to, given its int8 weights ``w`` (a GPU or IR tensor with quantization); or why the GPU cannot
+    follow it (a FULLY_CONNECTED whose rows cut across the BHWC layout)."""
+    from ..cpu.quantized.hybrid import input_quantization  # the CPU kernels ask the same question
+
+    b, h, wd, c = (int(d) for d in x_shape)
+    wshape = tuple(int(d) for d in (w.ir_shape if hasattr(w, "ir_shape") else w.shape))
+    groups = c // wshape[3] if op == "CONV_2D" and wshape[3] > 0 else 1
+    mode = input_quantization(op, attrs, np.asarray(w.quantization.scale), groups)
+    if op != "FULLY_CONNECTED":
+        return HybridInput(mode, "batch")
+    depth = wshape[1]
+    if depth == c:
+        return HybridInput(mode, "pixel")
+    if depth == h * wd * c:
+        return HybridInput(mode, "batch")
+    return f"rows of {depth} values do not follow the {b}x{h}x{wd}x{c} input's layout"
+
+
+def range_groups(shape: Sequence[int]) -> int:
+    """How many partial ranges ``input_range`` folds a batch of a (B, H, W, C) tensor into: one work
+    group per 4096 vec4s, at most 64, so a large activation (112 x 112 x 96: 301,056 vec4s a batch)
+    spreads over 64 groups and the snap reads 64 partials."""
+    _, h, w, c = (int(d) for d in shape)
+    return max(1, min(64, h * w * slices(c) // 4096))
+
+
+def _split_for(chunk: int) -> int:
+    """Threads of an ``input_range`` group: about 4 vec4s a thread for small chunks, 256 at most."""
+    split = 4
+    while split < 256 and split * 4 < chunk:
+        split *= 2
+    return split
+
+
+def lower_input_range(lw: Lowerer) -> list[GpuOp]:
+    n = lw.n
+    x, r = n.inputs[0], n.outputs[0]
+    b, h, w, c = lw.shape(x)
+    n4 = h * w * slices(c)
+    groups = lw.shape(r)[2]
+    chunk = -(-n4 // groups)
+    lw.bind("src", x)
+    lw.bind("dst", r)
+    return [lw.op("input_range", {"split": _split_for(chunk)}, {"B": b, "N4": n4, "G": groups, "CHUNK": chunk})]
+
+
+def lower_dynamic_qdq(lw: Lowerer) -> list[GpuOp]:
+    n = lw.n
+    per = n.attrs["per"]
+    lw.bind("src", n.inputs[0])
+    groups = 1
+    if per == "batch":
+        lw.bind("range", n.inputs[1])
+        groups = lw.shape(n.inputs[1])[2]
+    lw.bind("dst", n.outputs[0])
+    return [lw.op("dynamic_qdq", {"per": per, "mode": n.attrs["mode"]}, {**lw.dims(n.outputs[0]), "G": groups})]
+
+
+def snap_rows(x: np.ndarray, mode: str, per: str) -> np.ndarray:
+    """``x`` (4-D BHWC float32) snapped onto LiteRT's int8 grid of each row, as floats: exactly the values
+    LiteRT's hybrid kernel multiplies (``(q - zero_point) * scale``), from the CPU kernels' quantizers."""
+    from ..cpu.quantized.hybrid import asymmetric_quantize_rows, symmetric_quantize_rows
+
+    x = np.asarray(x, np.float32)
+    rows = x.reshape(x.shape[0], -1) if per == "batch" else x.reshape(-1, x.shape[-1])
+    if mode == "asymmetric":
+        q, scale, zp = asymmetric_quantize_rows(rows)
+        q = q - zp[:, None]
+    else:
+        q, scale = symmetric_quantize_rows(rows)
+    return (q.astype(np.float32) * scale[:, None]).astype(np.float32).reshape(x.shape)
+
+
+def input_range_ref(c: RefContext) -> list[np.ndarray]:
+    """The ranges as one partial per batch (the others (0, 0), which fold away as the kernel's do)."""
+    x = c.get(0)
+    out = np.zeros(c.out_shape(), np.float32)
+    rows = x.reshape(x.shape[0], -1)
+    out[:, 0, 0, 0] = np.minimum(rows.min(axis=1), 0)
+    out[:, 0, 0, 1] = np.maximum(rows.max(axis=1), 0)
+    return [out]
+
+
+def dynamic_qdq_ref(c: RefContext) -> list[np.ndarray]:
+    return [snap_rows(c.get(0), c.n.attrs["mode"], c.n.attrs["per"])]

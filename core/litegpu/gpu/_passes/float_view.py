@@ -8,7 +8,20 @@ import numpy as np
 
 from ..._errors import DelegateError
 from .._graph import QDQ_OP, Epilogue, GpuGraph, GpuNode, QuantView, Report
-from .._quant import BYTE_OPS, GRID_KEEPING, MOVE_OPS, WEIGHTED, node_qdtype, tensor_view
+from .._quant import (
+    BYTE_OPS,
+    DYNAMIC_QDQ_OP,
+    GRID_KEEPING,
+    INPUT_RANGE_OP,
+    MOVE_OPS,
+    WEIGHTED,
+    HybridInput,
+    hybrid_input,
+    node_qdtype,
+    range_groups,
+    snap_rows,
+    tensor_view,
+)
 from .._reference_ops import dequantize_array
 
 __all__ = ["float_view", "QDQ_OP"]
@@ -40,6 +53,11 @@ def float_view(g: GpuGraph) -> Report:
       values of operands on the same grid (``_quant.GRID_KEEPING``) skip it.  Host outputs are
       quantized on download anyway.  The fusion passes keep QDQ last; where a kernel takes no ``qdq``
       option, ``legalise_epilogues`` moves it into a node of its own.
+    * With ``quantization_simulation``, a dynamic-range ("hybrid") node (CONV_2D, DEPTHWISE_CONV_2D,
+      TRANSPOSE_CONV, FULLY_CONNECTED with a float input and int8 constant weights) reads its input
+      snapped onto the int8 grid LiteRT's hybrid kernel quantizes it to on the fly, per row
+      (:func:`_snap_hybrid_inputs`), so the float op with the dequantized weights computes LiteRT's
+      integer product up to float summation order.
     """
     simulate = _simulate(g)
     consumers = g.consumers()
@@ -58,6 +76,8 @@ def float_view(g: GpuGraph) -> Report:
                 views[t] = v
     if not views and not any(_quantized_constant(g, t) for n in g.nodes for t in n.inputs):
         return ["no quantized tensors"]
+    # hybrid nodes, found while their weights are still int8
+    hybrid = _hybrid_nodes(g, views) if simulate else []
 
     # constants read directly by the ops: dequantized once
     made: dict[tuple[int, int], int] = {}  # (tensor, how it is read) -> its float constant
@@ -150,10 +170,76 @@ def float_view(g: GpuGraph) -> Report:
         if not n.epilogue and g.bypass(n, n.inputs[0], n.outputs[0]):
             removed += 1
 
+    if hybrid:
+        lines += _snap_hybrid_inputs(g, hybrid)
+
     summary = ", ".join(f"{c} {k}" for k, c in sorted(counts.items())) or "none"
     lines.append(f"float view of {len(views)} quantized tensors; constants dequantized: {summary}")
     lines.append(f"{n_qdq} QDQ steps ({'simulation on' if simulate else 'simulation off: QUANTIZE only'}); "
                  f"{removed} DEQUANTIZE/QUANTIZE copies removed; {n_moves} moves between different grids rescaled")
+    return lines
+
+
+def _hybrid_nodes(g: GpuGraph, views: dict[int, QuantView]) -> list[tuple[GpuNode, HybridInput | str]]:
+    """The dynamic-range nodes (float activation input, int8 quantized constant weights) and the grid
+    LiteRT quantizes their input to, or why it cannot be followed."""
+    out: list[tuple[GpuNode, HybridInput | str]] = []
+    for n in g.nodes:
+        if n.op not in WEIGHTED:
+            continue
+        xi, wi = WEIGHTED[n.op][:2]
+        x = n.inputs[xi] if xi < len(n.inputs) else -1
+        w = n.inputs[wi] if wi < len(n.inputs) else -1
+        if x < 0 or w < 0 or x in views or g.tensors[x].dtype != "float32" or not g.is_constant(w):
+            continue
+        wt = g.tensors[w]
+        if wt.dtype not in _INT or wt.quantization is None:
+            continue
+        out.append((n, hybrid_input(n.op, n.attrs, g.tensors[x].shape, wt)))
+    return out
+
+
+def _snap_hybrid_inputs(g: GpuGraph, hybrid: list[tuple[GpuNode, HybridInput | str]]) -> Report:
+    """Each hybrid node reads its input snapped onto LiteRT's per-row int8 grid: a ``HYBRID_INPUT_QDQ``
+    node (after a ``HYBRID_INPUT_RANGE`` for per-batch rows) right before it; nodes reading the same
+    tensor on the same grid share them.  A constant input is snapped here, once."""
+    snapped: dict[tuple[int, HybridInput], int] = {}
+    ranges: dict[int, int] = {}
+    before: dict[int, list[GpuNode]] = {}
+    skipped: list[str] = []
+    counts: Counter[str] = Counter()
+    for n, how in hybrid:
+        if isinstance(how, str):
+            skipped.append(f"{n.describe()}: {how}")
+            continue
+        xi = WEIGHTED[n.op][0]
+        x = n.inputs[xi]
+        key = (x, how)
+        if key not in snapped:
+            xt = g.tensors[x]
+            if xt.is_constant:
+                value = snap_rows(np.asarray(xt.data, np.float32).reshape(xt.shape), how.mode, how.per)
+                snapped[key] = g.add_constant(f"{xt.name}/int8_grid", value.reshape(xt.ir_shape))
+            else:
+                new = before.setdefault(n.id, [])
+                inputs = [x]
+                if how.per == "batch":
+                    if x not in ranges:
+                        ranges[x] = g.add_tensor(f"{xt.name}/range", (xt.shape[0], 1, range_groups(xt.shape), 2))
+                        new.append(g.new_node(INPUT_RANGE_OP, [x], [ranges[x]], origin=n.origin))
+                    inputs.append(ranges[x])
+                snapped[key] = g.add_tensor(f"{xt.name}/int8_grid", xt.shape)
+                new.append(g.new_node(DYNAMIC_QDQ_OP, inputs, [snapped[key]], {"mode": how.mode, "per": how.per},
+                                      origin=n.origin))
+            counts[f"{how.mode} per {how.per}"] += 1
+        n.inputs[xi] = snapped[key]
+    if before:
+        g.nodes = [m for n in g.nodes for m in (*before.get(n.id, ()), n)]
+    lines = []
+    if counts:
+        lines.append(f"{sum(counts.values())} hybrid inputs snapped to LiteRT's int8 grid: "
+                     + ", ".join(f"{c} {k}" for k, c in sorted(counts.items())))
+    lines += [f"not simulated (float input): {s}" for s in skipped]
     return lines
 
 
