@@ -134,6 +134,8 @@ _TABLE: dict[str, GpuOpEntry] = {
     # a hybrid op's input put on LiteRT's per-row int8 grid (the float view, _quant.py)
     qt.INPUT_RANGE_OP: GpuOpEntry("input_range", qt.lower_input_range, claimed=False, ref=qt.input_range_ref),
     qt.DYNAMIC_QDQ_OP: GpuOpEntry("dynamic_qdq", qt.lower_dynamic_qdq, claimed=False, ref=qt.dynamic_qdq_ref),
+    qt.HYBRID_RESCALE_OP: GpuOpEntry("hybrid_rescale", qt.lower_hybrid_rescale, claimed=False,
+                                     ref=qt.hybrid_rescale_ref),
     # reductions
     "MEAN": GpuOpEntry("reduce", lo.lower_reduce, params=_AXES, ref=rf.mean),
     "SUM": GpuOpEntry("reduce", lo.lower_reduce, params=_AXES, ref=rf.reduce_sum),

@@ -12,14 +12,15 @@ from .._quant import (
     BYTE_OPS,
     DYNAMIC_QDQ_OP,
     GRID_KEEPING,
+    HYBRID_RESCALE_OP,
     INPUT_RANGE_OP,
     MOVE_OPS,
     WEIGHTED,
     HybridInput,
     hybrid_input,
     node_qdtype,
+    quantize_rows,
     range_groups,
-    snap_rows,
     tensor_view,
 )
 from .._reference_ops import dequantize_array
@@ -54,10 +55,10 @@ def float_view(g: GpuGraph) -> Report:
       quantized on download anyway.  The fusion passes keep QDQ last; where a kernel takes no ``qdq``
       option, ``legalise_epilogues`` moves it into a node of its own.
     * With ``quantization_simulation``, a dynamic-range ("hybrid") node (CONV_2D, DEPTHWISE_CONV_2D,
-      TRANSPOSE_CONV, FULLY_CONNECTED with a float input and int8 constant weights) reads its input
-      snapped onto the int8 grid LiteRT's hybrid kernel quantizes it to on the fly, per row
-      (:func:`_snap_hybrid_inputs`), so the float op with the dequantized weights computes LiteRT's
-      integer product up to float summation order.
+      TRANSPOSE_CONV, FULLY_CONNECTED with a float input and int8 constant weights) computes what
+      LiteRT's hybrid kernel computes: its input quantized per row on the fly, integer products, the
+      sums scaled back in LiteRT's float order (:func:`_hybrid_integer_ops`).  Without it its weights
+      are dequantized like any quantized constant and it computes LiteRT's float twin.
     """
     simulate = _simulate(g)
     consumers = g.consumers()
@@ -76,8 +77,9 @@ def float_view(g: GpuGraph) -> Report:
                 views[t] = v
     if not views and not any(_quantized_constant(g, t) for n in g.nodes for t in n.inputs):
         return ["no quantized tensors"]
-    # hybrid nodes, found while their weights are still int8
-    hybrid = _hybrid_nodes(g, views) if simulate else []
+    # hybrid nodes: on LiteRT's integers (before the constants loop: their weights stay integers)
+    if simulate:
+        lines += _hybrid_integer_ops(g, _hybrid_nodes(g, views))
 
     # constants read directly by the ops: dequantized once
     made: dict[tuple[int, int], int] = {}  # (tensor, how it is read) -> its float constant
@@ -170,9 +172,6 @@ def float_view(g: GpuGraph) -> Report:
         if not n.epilogue and g.bypass(n, n.inputs[0], n.outputs[0]):
             removed += 1
 
-    if hybrid:
-        lines += _snap_hybrid_inputs(g, hybrid)
-
     summary = ", ".join(f"{c} {k}" for k, c in sorted(counts.items())) or "none"
     lines.append(f"float view of {len(views)} quantized tensors; constants dequantized: {summary}")
     lines.append(f"{n_qdq} QDQ steps ({'simulation on' if simulate else 'simulation off: QUANTIZE only'}); "
@@ -199,45 +198,91 @@ def _hybrid_nodes(g: GpuGraph, views: dict[int, QuantView]) -> list[tuple[GpuNod
     return out
 
 
-def _snap_hybrid_inputs(g: GpuGraph, hybrid: list[tuple[GpuNode, HybridInput | str]]) -> Report:
-    """Each hybrid node reads its input snapped onto LiteRT's per-row int8 grid: a ``HYBRID_INPUT_QDQ``
-    node (after a ``HYBRID_INPUT_RANGE`` for per-batch rows) right before it; nodes reading the same
-    tensor on the same grid share them.  A constant input is snapped here, once."""
-    snapped: dict[tuple[int, HybridInput], int] = {}
+def _hybrid_integer_ops(g: GpuGraph, hybrid: list[tuple[GpuNode, HybridInput | str]]) -> Report:
+    """Each hybrid node computes what LiteRT's hybrid kernel computes, on integer-valued floats:
+
+    ``x -> [HYBRID_INPUT_RANGE] -> HYBRID_INPUT_QDQ -> (q - zp, row scales)``; the node reads ``q - zp``
+    and its int8 weights' integers (no bias, no epilogue, float32 even in the fp16 modes: its sums are
+    LiteRT's integer sums, exact below 2^24); ``HYBRID_RESCALE`` multiplies them by the weight and row
+    scales in LiteRT's order; an ``ADD`` of the bias (a launch of its own, so the multiply and the add
+    round apart as in LiteRT) carries the node's epilogue (its fused activation) into the original
+    output.  Nodes reading one tensor on one grid share the first two nodes; a constant input is
+    quantized here, once."""
+    quantized: dict[tuple[int, str, str], tuple[int, int]] = {}
     ranges: dict[int, int] = {}
-    before: dict[int, list[GpuNode]] = {}
-    skipped: list[str] = []
     counts: Counter[str] = Counter()
-    for n, how in hybrid:
+    skipped: list[str] = []
+    order: list[GpuNode] = []
+    pending = {id(n): how for n, how in hybrid}
+    for n in g.nodes:
+        how = pending.get(id(n))
+        if how is None:
+            order.append(n)
+            continue
         if isinstance(how, str):
             skipped.append(f"{n.describe()}: {how}")
+            order.append(n)
             continue
-        xi = WEIGHTED[n.op][0]
+        xi, wi, bi, axis = WEIGHTED[n.op]
         x = n.inputs[xi]
-        key = (x, how)
-        if key not in snapped:
-            xt = g.tensors[x]
+        xt = g.tensors[x]
+        key = (x, how.mode, how.per)
+        if key not in quantized:
             if xt.is_constant:
-                value = snap_rows(np.asarray(xt.data, np.float32).reshape(xt.shape), how.mode, how.per)
-                snapped[key] = g.add_constant(f"{xt.name}/int8_grid", value.reshape(xt.ir_shape))
+                q, sc = quantize_rows(np.asarray(xt.data, np.float32).reshape(xt.shape), how.mode, how.per)
+                quantized[key] = (g.add_constant(f"{xt.name}/int8", q.reshape(xt.ir_shape)), g.add_constant(
+                    f"{xt.name}/int8_scale", sc))
             else:
-                new = before.setdefault(n.id, [])
                 inputs = [x]
                 if how.per == "batch":
                     if x not in ranges:
                         ranges[x] = g.add_tensor(f"{xt.name}/range", (xt.shape[0], 1, range_groups(xt.shape), 2))
-                        new.append(g.new_node(INPUT_RANGE_OP, [x], [ranges[x]], origin=n.origin))
+                        order.append(g.new_node(INPUT_RANGE_OP, [x], [ranges[x]], origin=n.origin))
                     inputs.append(ranges[x])
-                snapped[key] = g.add_tensor(f"{xt.name}/int8_grid", xt.shape)
-                new.append(g.new_node(DYNAMIC_QDQ_OP, inputs, [snapped[key]], {"mode": how.mode, "per": how.per},
-                                      origin=n.origin))
+                q = g.add_tensor(f"{xt.name}/int8", xt.shape)
+                sc = g.add_tensor(f"{xt.name}/int8_scale", (xt.shape[0], 1, 1, 1) if how.per == "batch"
+                                  else (*xt.shape[:3], 1))
+                g.tensors[q].fp32 = g.tensors[sc].fp32 = True
+                order.append(g.new_node(DYNAMIC_QDQ_OP, inputs, [q, sc], {"mode": how.mode, "per": how.per},
+                                        origin=n.origin))
+                quantized[key] = (q, sc)
             counts[f"{how.mode} per {how.per}"] += 1
-        n.inputs[xi] = snapped[key]
-    if before:
-        g.nodes = [m for n in g.nodes for m in (*before.get(n.id, ()), n)]
+        q, sc = quantized[key]
+        # the weights' integers, and their scales per output channel
+        w = g.tensors[n.inputs[wi]]
+        wq = np.asarray(w.data).reshape(w.ir_shape)
+        channels = g.tensors[n.outputs[0]].shape[3]
+        w_scale = np.asarray(w.quantization.scale, np.float32).reshape(-1)
+        w_scale = np.broadcast_to(w_scale, (channels,)).copy() if w_scale.size == 1 else w_scale
+        if np.any(np.asarray(w.quantization.zero_point) != 0):
+            raise DelegateError(f"{n.describe()}: hybrid weights with a nonzero zero point (LiteRT's are symmetric)")
+        n.inputs[xi] = q
+        n.inputs[wi] = g.add_constant(f"{w.name}/integers", wq.astype(np.float32))
+        bias = n.inputs[bi] if bi < len(n.inputs) else -1
+        if bi < len(n.inputs):
+            n.inputs[bi] = -1
+        out = n.outputs[0]
+        yt = g.tensors[out]
+        acc = g.add_tensor(f"{yt.name}/int_sums", yt.ir_shape, ir_shape=yt.ir_shape)
+        g.tensors[acc].fp32 = n.fp32 = True
+        n.outputs[0] = acc
+        epilogue, n.epilogue = n.epilogue, []
+        order.append(n)
+        scaled = out if bias < 0 else g.add_tensor(f"{yt.name}/scaled", yt.ir_shape, ir_shape=yt.ir_shape)
+        order.append(g.new_node(HYBRID_RESCALE_OP, [acc, sc, g.add_constant(f"{w.name}/scales", w_scale)], [scaled],
+                                {"order": how.order, "per": how.per}, origin=n.origin))
+        last = order[-1]
+        if bias >= 0:
+            bt = g.tensors[bias]
+            b4 = bias if not bt.is_constant else g.add_constant(
+                f"{bt.name}/bhwc", np.asarray(bt.data, np.float32).reshape(1, 1, 1, -1))
+            last = g.new_node("ADD", [scaled, b4], [out], origin=n.origin)
+            order.append(last)
+        last.epilogue = epilogue
+    g.nodes = order
     lines = []
     if counts:
-        lines.append(f"{sum(counts.values())} hybrid inputs snapped to LiteRT's int8 grid: "
+        lines.append(f"{len(hybrid) - len(skipped)} hybrid nodes on LiteRT's integers, inputs quantized: "
                      + ", ".join(f"{c} {k}" for k, c in sorted(counts.items())))
     lines += [f"not simulated (float input): {s}" for s in skipped]
     return lines
