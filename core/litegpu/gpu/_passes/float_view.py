@@ -245,6 +245,7 @@ def _hybrid_integer_ops(g: GpuGraph, hybrid: list[tuple[GpuNode, HybridInput | s
                 g.tensors[q].fp32 = g.tensors[sc].fp32 = True
                 order.append(g.new_node(DYNAMIC_QDQ_OP, inputs, [q, sc], {"mode": how.mode, "per": how.per},
                                         origin=n.origin))
+                order[-1].fp32 = True
                 quantized[key] = (q, sc)
             counts[f"{how.mode} per {how.per}"] += 1
         q, sc = quantized[key]
@@ -271,6 +272,7 @@ def _hybrid_integer_ops(g: GpuGraph, hybrid: list[tuple[GpuNode, HybridInput | s
         scaled = out if bias < 0 else g.add_tensor(f"{yt.name}/scaled", yt.ir_shape, ir_shape=yt.ir_shape)
         order.append(g.new_node(HYBRID_RESCALE_OP, [acc, sc, g.add_constant(f"{w.name}/scales", w_scale)], [scaled],
                                 {"order": how.order, "per": how.per}, origin=n.origin))
+        order[-1].fp32 = True  # LiteRT's float32 products, whatever the precision mode
         last = order[-1]
         if bias >= 0:
             bt = g.tensors[bias]
