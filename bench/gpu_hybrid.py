@@ -18,17 +18,7 @@ import argparse
 import time
 
 import numpy as np
-from _common import machine_line
-
-
-def _median_ms(fn, runs: int) -> float:
-    fn()
-    times = []
-    for _ in range(runs):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return float(np.median(times) * 1e3)
+from _common import machine_line, median_ms
 
 
 def main() -> None:
@@ -58,7 +48,7 @@ def main() -> None:
     cpu.allocate_tensors()
     cpu.set_tensor(cpu.get_input_details()[0]["index"], x)
     out_in = cpu.get_output_details()[0]["index"]
-    ms = _median_ms(cpu.invoke, args.runs)
+    ms = median_ms(cpu.invoke, args.runs)
     print(f"| LiteRT CPU (XNNPACK, 1 thread) | {ms:.2f} ms | - | {rel_error(cpu.get_tensor(out_in), expect):.1e} |")
 
     for sim in (True, False):
@@ -72,7 +62,7 @@ def main() -> None:
             it.invoke()
             it.get_tensor(out)
 
-        ms = _median_ms(host, args.runs)
+        ms = median_ms(host, args.runs)
         t = time.perf_counter()
         for _ in range(args.runs):
             it.invoke()
