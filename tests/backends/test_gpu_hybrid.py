@@ -72,7 +72,9 @@ def _model(case: str) -> tuple[bytes, tuple[int, ...]]:
 CASES = ("depthwise", "conv_pc", "conv_pt", "fc_rows", "fc_batch_asym", "transpose_conv")
 
 
-@pytest.mark.sweep(every=100)
+# slow: the default run already has the three new kernels compiled for every API (test_kernels_compile,
+# ~5 s) and all four ops run on OpenCL (test_opencl_hybrid_16x8.py's block)
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("case", CASES)
 def test_hybrid_op_matches_litert(case, backend):
