@@ -95,3 +95,26 @@ def test_hybrid_op_matches_litert(case, backend):
     it2.allocate_tensors()
     (plain,) = invoke_all(it2, [x])
     assert rel_error(plain, ref) > 10 * max(rel_error(gpu, ref), 1e-6)
+
+
+def test_rows_across_the_layout_stay_the_float_twin_with_a_warning(caplog):
+    """A FULLY_CONNECTED whose rows cut across the BHWC layout (a [1, 4, 6] input read as 2 rows of 12) is
+    not simulated: the pass says so in its report and at WARNING.  No GPU needed (the pass alone)."""
+    import logging
+
+    from _gpu_check import graph_of
+    from litegpu.gpu._passes import float_view, run_passes
+
+    r = np.random.default_rng(0)
+    b = ModelBuilder("hybrid fc across rows")
+    x = b.input("x", (1, 4, 6), "float32")
+    y = b.tensor("y", (2, 3), "float32")
+    b.op("FULLY_CONNECTED", [x, _weights(b, r, (3, 12), 0, True), b.const("b", np.zeros(3, np.float32))], [y],
+         version=9)
+    b.output(y)
+    g = graph_of(b.build())
+    with caplog.at_level(logging.WARNING, logger="litegpu"):
+        rep = run_passes(g, [float_view])["float_view"]
+    assert any("not simulated" in line and "rows of 12 values" in line for line in rep), rep
+    assert any("dequantized weights, not LiteRT's integer arithmetic" in m for m in caplog.messages)
+    assert "HYBRID_INPUT_QDQ" not in g.op_counts()
