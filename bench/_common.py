@@ -37,6 +37,21 @@ def mediapipe_models(names: str = "", default: tuple[str, ...] = RUNNABLE) -> di
     return {n: allm[n] for n in wanted}
 
 
+def median_ms(fn, runs: int, warmup: int = 5) -> float:
+    """Median wall time of ``fn()`` in milliseconds over ``runs`` calls after ``warmup`` untimed ones."""
+    import statistics
+    import time
+
+    for _ in range(warmup):
+        fn()
+    ts = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        fn()
+        ts.append(time.perf_counter() - t0)
+    return statistics.median(ts) * 1e3
+
+
 def machine_line() -> str:
     cpu = platform.processor() or platform.machine()
     try:

@@ -33,17 +33,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import GPU_SET, machine_line, mediapipe_models  # noqa: E402
-
-
-def _median_ms(fn, runs: int, warmup: int = 5) -> float:
-    for _ in range(warmup):
-        fn()
-    ts = []
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t0)
-    return statistics.median(ts) * 1e3
+from _common import median_ms as _median_ms  # noqa: E402
 
 
 def _interp_runner(it, x):

@@ -19,18 +19,11 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import GPU_SET, machine_line, mediapipe_models  # noqa: E402
+from _common import GPU_SET, machine_line, median_ms, mediapipe_models  # noqa: E402
 
 
 def _med(fn, runs):
-    for _ in range(5):
-        fn()
-    ts = []
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t0)
-    return statistics.median(ts) * 1e3
+    return median_ms(fn, runs)
 
 
 def _load(backend: str, path, args):

@@ -7,12 +7,15 @@ of an intermediate tensor may land on the other side of a rounding boundary, and
 scale that step up by the ratio of the two scales, so the bound is not a fixed LSB count).
 
 Dynamic range:
-The GPU path dequantizes the int8 weights once at prepare (``_passes/float_view``) and computes in
-floats, as LiteRT's GPU delegate does; so the model delegates like its float twin (the same network
-with the weights stored as the float values they stand for) and is held to that twin's LiteRT CPU
-answer within 1e-3.  LiteRT's CPU runs the hybrid model differently: it quantizes every input
-activation to int8 on the fly (per batch row), which moves the result by about 1% on a 10-class
-MobileNet v2 (measured, printed with ``-s``); that gap is the quantization's, not the GPU's.
+The GPU path dequantizes the int8 weights once at prepare (``_passes/float_view``), so the model
+delegates like its float twin (the same network with the weights stored as the float values they
+stand for).  LiteRT's CPU runs the hybrid model differently: it quantizes every input activation to
+int8 on the fly (per batch row), which moves the result by about 1% on a 10-class MobileNet v2 (the
+twin's distance, printed with ``-s``).  With ``quantization_simulation`` (the default) the float view
+does the same on the GPU: each hybrid op's input is put on that int8 grid, the op runs on the
+integers and its sums are scaled back in LiteRT's order, so the GPU is held to LiteRT's hybrid CPU
+run (measured: 0 on the block, 1.3e-8 on MobileNet v2 32x32 and 6e-9 at 96x96, where only the
+final SOFTMAX differs; asserted: 1e-6 and 1e-5, the issue's target being 1e-3).
 """
 
 from __future__ import annotations
@@ -69,27 +72,29 @@ def _block(dequantized: bool) -> bytes:
     return b.build()
 
 
-def test_hybrid_block_delegates_like_its_float_twin():
+def test_hybrid_block_matches_litert_hybrid_cpu():
     x = np.random.default_rng(1).standard_normal((1, 12, 12, 8)).astype(np.float32)
     (twin,) = run_litert(_block(True), [x])
     (hybrid_cpu,) = run_litert(_block(False), [x])
     (gpu,), backends = _run_opencl(_block(False), [x])
     assert backends == ["opencl"], f"not fully delegated: {backends}"
-    assert rel_error(gpu, twin) <= 1e-3
+    assert rel_error(gpu, hybrid_cpu) <= 1e-6
+    assert rel_error(twin, hybrid_cpu) > 1e-3  # the simulation is what closes the gap
     print(f"\nhybrid block on opencl: {rel_error(gpu, twin):.1e} from the float twin, "
           f"{rel_error(gpu, hybrid_cpu):.1e} from LiteRT's hybrid CPU run")
 
 
 @pytest.mark.slow
-def test_dynamic_range_mobilenet_v2_on_opencl():
-    size = 32
+@pytest.mark.parametrize("size", [32, 96])  # at 96 the float twin is 11% off: one-step flips amplify
+def test_dynamic_range_mobilenet_v2_on_opencl(size):
     x = np.random.default_rng(1).uniform(-1, 1, (1, size, size, 3)).astype(np.float32)
     model = mobilenet_v2(size, hybrid=True, classes=10)
     (twin,) = run_litert(mobilenet_v2(size, hybrid=True, classes=10, dequantized=True), [x])
     (hybrid_cpu,) = run_litert(model, [x])
     (gpu,), backends = _run_opencl(model, [x])
     assert backends == ["opencl"], f"not fully delegated: {backends}"
-    assert rel_error(gpu, twin) <= 1e-3
+    assert rel_error(gpu, hybrid_cpu) <= 1e-5
+    assert rel_error(twin, hybrid_cpu) > 1e-3  # the simulation is what closes the gap
     print(f"\nMobileNet v2 hybrid on opencl: {rel_error(gpu, twin):.1e} from the float twin, "
           f"{rel_error(gpu, hybrid_cpu):.1e} from LiteRT's hybrid CPU run "
           f"(twin vs hybrid on LiteRT's CPU: {rel_error(twin, hybrid_cpu):.1e})")

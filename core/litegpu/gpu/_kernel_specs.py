@@ -264,6 +264,15 @@ SPECS: dict[str, KernelSpec] = {s.name: s for s in [
     _spec("resize", "resize.lgk", "RESIZE_BILINEAR / RESIZE_NEAREST_NEIGHBOR",
           {"mode": Opt("BILINEAR", ("BILINEAR", "NEAREST")), "qdq": _qdq},
           [{"mode": "BILINEAR"}, {"mode": "NEAREST"}, {"mode": "BILINEAR", "qdq": True}]),
+    # dynamic-range ("hybrid") input quantization, simulated (_quant.py, _passes/float_view.py)
+    _spec("input_range", "quant.lgk", "partial (min, max) of each batch, G groups of split threads a batch",
+          {"split": Opt(256, _REDUCE_SPLITS)}, [{"split": n} for n in (4, 64, 256)], shared_wg=_split_wg),
+    _spec("dynamic_qdq", "quant.lgk", "a hybrid op's input as LiteRT's per-row int8 integers, and the row scales",
+          {"per": Opt("batch", ("batch", "pixel")), "mode": Opt("asymmetric", ("asymmetric", "symmetric"))},
+          [{"per": p, "mode": m} for p in ("batch", "pixel") for m in ("asymmetric", "symmetric")]),
+    _spec("hybrid_rescale", "quant.lgk", "a hybrid op's integer sums times weight and row scales, LiteRT's order",
+          {"per": Opt("batch", ("batch", "pixel")), "order": Opt("joint", ("joint", "split"))},
+          [{"per": p, "order": o} for p in ("batch", "pixel") for o in ("joint", "split")]),
     _spec("lstm_cell", "lstm.lgk", "LSTM cell: gates (i, g, f, o) + previous state -> state, output; peephole",
           {"peephole": Opt(False, (False, True))}, [{}, {"peephole": True}], default_wg=(32, 2, 1)),
 ]}

@@ -31,6 +31,7 @@ import numpy as np
 from .._delegate import NodeView, Support
 from .._ir import Subgraph, Tensor
 from . import _lowering as lo
+from . import _quant as qt
 from . import _reference_ops as rf
 from ._graph import DW_PW_OP, QDQ_OP, GpuOp
 from ._quant import quantized_reason
@@ -130,6 +131,11 @@ _TABLE: dict[str, GpuOpEntry] = {
     "SQUARE": _unary(claimed=False, ref=rf.square),  # made by passes (x * x); the builtin is left to the CPU
     "SIGN_BIT": _unary(act=True, claimed=False, ref=rf.sign_bit),
     QDQ_OP: _unary(chain=False, claimed=False, ref=rf.copy),  # a copy whose epilogue snaps to a quantized grid
+    # a hybrid op's input put on LiteRT's per-row int8 grid (the float view, _quant.py)
+    qt.INPUT_RANGE_OP: GpuOpEntry("input_range", qt.lower_input_range, claimed=False, ref=qt.input_range_ref),
+    qt.DYNAMIC_QDQ_OP: GpuOpEntry("dynamic_qdq", qt.lower_dynamic_qdq, claimed=False, ref=qt.dynamic_qdq_ref),
+    qt.HYBRID_RESCALE_OP: GpuOpEntry("hybrid_rescale", qt.lower_hybrid_rescale, claimed=False,
+                                     ref=qt.hybrid_rescale_ref),
     # reductions
     "MEAN": GpuOpEntry("reduce", lo.lower_reduce, params=_AXES, ref=rf.mean),
     "SUM": GpuOpEntry("reduce", lo.lower_reduce, params=_AXES, ref=rf.reduce_sum),

@@ -10,19 +10,33 @@ delegate runs quantized models the same way.  ``docs/gpu-compiler.md``
 
 This module answers the partitioner (:func:`quantized_reason`) and tells the
 pass each tensor's :class:`~litegpu.gpu._graph.QuantView`.
+
+Dynamic-range ("hybrid") ops (float input, int8 constant weights) are simulated too: LiteRT
+quantizes their input per row on the fly and multiplies integers; :func:`hybrid_input` says on
+which grid and in which order LiteRT scales the sums back, and the GPU ops :data:`INPUT_RANGE_OP`,
+:data:`DYNAMIC_QDQ_OP` and :data:`HYBRID_RESCALE_OP` (lowered and evaluated here, kernels in
+``shaders/quant.lgk``) do the same around the op (``_passes/float_view``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ._graph import QuantView
+from ._graph import GpuOp, QuantView
+from ._layout import channel_vector, slices
+
+if TYPE_CHECKING:
+    from ._lowering import Lowerer
+    from ._reference_ops import RefContext
 
 __all__ = ["QUANT_OPS", "BYTE_OPS", "MOVE_OPS", "SAME_GRID_OPS", "GRID_KEEPING", "WEIGHTED", "QUANT_DTYPES", "tensor_view",
-           "quantized_reason", "node_qdtype"]
+           "quantized_reason", "node_qdtype", "INPUT_RANGE_OP", "DYNAMIC_QDQ_OP", "HybridInput", "hybrid_input",
+           "range_groups", "quantize_rows", "lower_input_range", "lower_dynamic_qdq", "input_range_ref", "dynamic_qdq_ref",
+           "HYBRID_RESCALE_OP", "lower_hybrid_rescale", "hybrid_rescale_ref", "rescale"]
 
 #: integer types the float view takes for activations (int16: 16x8 models, int8 weights)
 QUANT_DTYPES = ("int8", "uint8", "int16")
@@ -155,3 +169,154 @@ def quantized_reason(node: Any, params: dict[int, str]) -> str | None:
             return f"quantized {name} with a {b.dtype} bias"
     return ""
 
+
+
+# ---------------------------------------------------------------------------------------------------------
+# dynamic-range ("hybrid") ops: their input on LiteRT's per-row int8 grid
+# ---------------------------------------------------------------------------------------------------------
+
+#: GPU-graph ops the float view makes for a hybrid op's input (never claimed from a model):
+#: the per-batch partial ranges of a tensor, (B, 1, G, 2) with lanes (min, max) ...
+INPUT_RANGE_OP = "HYBRID_INPUT_RANGE"
+#: ... the tensor's integers on each row's int8 grid (``q - zero_point`` as floats) and the rows' scales
+#: (outputs 0 and 1; attrs ``mode``, ``per``; reads the ranges when ``per == "batch"``) ...
+DYNAMIC_QDQ_OP = "HYBRID_INPUT_QDQ"
+#: ... and the op's integer sums times the weight and row scales (inputs: sums, row scales, weight scales;
+#: attrs ``order``, ``per``)
+HYBRID_RESCALE_OP = "HYBRID_RESCALE"
+
+
+@dataclass(frozen=True)
+class HybridInput:
+    """How LiteRT quantizes a hybrid op's float input: ``mode`` "asymmetric" or "symmetric" (LiteRT's
+    ``AsymmetricQuantizeFloats`` / ``SymmetricQuantizeFloats``), one grid ``per`` "batch" (all of a
+    batch's H x W x C) or "pixel" (one pixel's C channels: FULLY_CONNECTED rows over channels); and
+    how it scales an integer sum back: ``order`` "joint" (``acc * (s_w * s_row)``) or "split"
+    (``(acc * s_w) * s_row``)."""
+
+    mode: str
+    per: str
+    order: str = "joint"
+
+
+def hybrid_input(op: str, attrs: dict[str, Any], x_shape: Sequence[int], w: Any) -> HybridInput | str:
+    """The grid LiteRT's hybrid ``op`` (options ``attrs``) quantizes its input of 4-D BHWC shape ``x_shape``
+    to, given its int8 weights ``w`` (a GPU or IR tensor with quantization); or why the GPU cannot
+    follow it (a FULLY_CONNECTED whose rows cut across the BHWC layout)."""
+    from ..cpu.quantized.hybrid import input_quantization  # the CPU kernels ask the same question
+
+    b, h, wd, c = (int(d) for d in x_shape)
+    wshape = tuple(int(d) for d in (w.ir_shape if hasattr(w, "ir_shape") else w.shape))
+    groups = c // wshape[3] if op == "CONV_2D" and wshape[3] > 0 else 1
+    mode = input_quantization(op, attrs, np.asarray(w.quantization.scale), groups)
+    # LiteRT's float order: the per-channel (asymmetric) conv multiplies by the weight scale, then by the
+    # row's; transpose conv scales every product that way (approximated here on the integer sum); the
+    # others multiply by one product of both
+    order = "split" if op == "TRANSPOSE_CONV" or (op == "CONV_2D" and mode == "asymmetric") else "joint"
+    if op != "FULLY_CONNECTED":
+        return HybridInput(mode, "batch", order)
+    depth = wshape[1]
+    if depth == c:
+        return HybridInput(mode, "pixel", order)
+    if depth == h * wd * c:
+        return HybridInput(mode, "batch", order)
+    return f"rows of {depth} values do not follow the {b}x{h}x{wd}x{c} input's layout"
+
+
+def range_groups(shape: Sequence[int]) -> int:
+    """How many partial ranges ``input_range`` folds a batch of a (B, H, W, C) tensor into: one work
+    group per 4096 vec4s, at most 64, so a large activation (112 x 112 x 96: 301,056 vec4s a batch)
+    spreads over 64 groups and the snap reads 64 partials."""
+    _, h, w, c = (int(d) for d in shape)
+    return max(1, min(64, h * w * slices(c) // 4096))
+
+
+def _split_for(chunk: int) -> int:
+    """Threads of an ``input_range`` group: about 4 vec4s a thread for small chunks, 256 at most."""
+    split = 4
+    while split < 256 and split * 4 < chunk:
+        split *= 2
+    return split
+
+
+def lower_input_range(lw: Lowerer) -> list[GpuOp]:
+    n = lw.n
+    x, r = n.inputs[0], n.outputs[0]
+    b, h, w, c = lw.shape(x)
+    n4 = h * w * slices(c)
+    groups = lw.shape(r)[2]
+    chunk = -(-n4 // groups)
+    lw.bind("src", x)
+    lw.bind("dst", r)
+    return [lw.op("input_range", {"split": _split_for(chunk)}, {"B": b, "N4": n4, "G": groups, "CHUNK": chunk})]
+
+
+def lower_dynamic_qdq(lw: Lowerer) -> list[GpuOp]:
+    n = lw.n
+    per = n.attrs["per"]
+    lw.bind("src", n.inputs[0])
+    groups = 1
+    if per == "batch":
+        lw.bind("range", n.inputs[1])
+        groups = lw.shape(n.inputs[1])[2]
+    lw.bind("dst", n.outputs[0])
+    lw.bind("scale", n.outputs[1])
+    return [lw.op("dynamic_qdq", {"per": per, "mode": n.attrs["mode"]}, {**lw.dims(n.outputs[0]), "G": groups})]
+
+
+def lower_hybrid_rescale(lw: Lowerer) -> list[GpuOp]:
+    n = lw.n
+    y = n.outputs[0]
+    lw.bind("sums", n.inputs[0])
+    lw.bind("scale", n.inputs[1])
+    lw.const("wscale", channel_vector(lw.data(n.inputs[2]).reshape(-1), lw.shape(y)[3]))
+    lw.bind("dst", y)
+    return [lw.op("hybrid_rescale", {"per": n.attrs["per"], "order": n.attrs["order"]}, lw.dims(y))]
+
+
+def quantize_rows(x: np.ndarray, mode: str, per: str) -> tuple[np.ndarray, np.ndarray]:
+    """``x`` (4-D BHWC float32) on LiteRT's int8 grid of each row: the integers ``q - zero_point`` (as
+    float32, shaped like ``x``) and the rows' float32 scales ((B, 1, 1, 1) per batch, (B, H, W, 1) per
+    pixel), from the CPU kernels' quantizers themselves."""
+    from ..cpu.quantized.hybrid import asymmetric_quantize_rows, symmetric_quantize_rows
+
+    x = np.asarray(x, np.float32)
+    rows = x.reshape(x.shape[0], -1) if per == "batch" else x.reshape(-1, x.shape[-1])
+    if mode == "asymmetric":
+        q, scale, zp = asymmetric_quantize_rows(rows)
+        q = q - zp[:, None]
+    else:
+        q, scale = symmetric_quantize_rows(rows)
+    sshape = (x.shape[0], 1, 1, 1) if per == "batch" else (*x.shape[:3], 1)
+    return q.astype(np.float32).reshape(x.shape), scale.astype(np.float32).reshape(sshape)
+
+
+def rescale(acc: np.ndarray, row_scale: np.ndarray, w_scale: np.ndarray, order: str) -> np.ndarray:
+    """Integer sums (4-D, float32) back to floats in LiteRT's order; ``row_scale`` broadcast over the
+    rows (its flat pixel index is the output's), ``w_scale`` per output channel."""
+    f32 = np.float32
+    ws = np.asarray(w_scale, f32).reshape(-1)
+    ws = np.broadcast_to(ws, (acc.shape[-1],)) if ws.size == 1 else ws
+    rows = np.asarray(row_scale, f32).reshape(acc.shape[0], 1, 1, 1) if np.asarray(row_scale).size == acc.shape[0] \
+        else np.asarray(row_scale, f32).reshape(*acc.shape[:3], 1)
+    if order == "joint":
+        return (acc.astype(f32) * (ws * rows).astype(f32)).astype(f32)
+    return ((acc.astype(f32) * ws).astype(f32) * rows).astype(f32)
+
+
+def input_range_ref(c: RefContext) -> list[np.ndarray]:
+    """The ranges as one partial per batch (the others (0, 0), which fold away as the kernel's do)."""
+    x = c.get(0)
+    out = np.zeros(c.out_shape(), np.float32)
+    rows = x.reshape(x.shape[0], -1)
+    out[:, 0, 0, 0] = np.minimum(rows.min(axis=1), 0)
+    out[:, 0, 0, 1] = np.maximum(rows.max(axis=1), 0)
+    return [out]
+
+
+def dynamic_qdq_ref(c: RefContext) -> list[np.ndarray]:
+    return list(quantize_rows(c.get(0), c.n.attrs["mode"], c.n.attrs["per"]))
+
+
+def hybrid_rescale_ref(c: RefContext) -> list[np.ndarray]:
+    return [rescale(c.get(0), c.get(1), c.const(2), c.n.attrs["order"])]

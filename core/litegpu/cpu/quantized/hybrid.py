@@ -48,7 +48,7 @@ from .._registry import CPU_KERNELS, NodeContext, Prepared
 from ._common import Shape, delegate, plan_by_shape
 from ._fixedpoint import qparams, round_half_away
 
-__all__ = ["register", "symmetric_quantize_rows", "asymmetric_quantize_rows", "HYBRID_OPS"]
+__all__ = ["register", "symmetric_quantize_rows", "asymmetric_quantize_rows", "input_quantization", "HYBRID_OPS"]
 
 F32 = np.float32
 
@@ -100,6 +100,22 @@ def asymmetric_quantize_rows(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.
     q = np.clip(q, -128, 127).astype(np.int64)
     q[same] = 0
     return q, sf, zp
+
+
+def input_quantization(op: str, options: dict, weight_scales: np.ndarray, groups: int = 1) -> str:
+    """How LiteRT's hybrid ``op`` quantizes its float input per row: "asymmetric" or "symmetric".
+
+    CONV_2D: asymmetric on its per-channel path (weight scales that differ) and for grouped
+    convolutions, else symmetric; DEPTHWISE_CONV_2D and TRANSPOSE_CONV: always asymmetric;
+    FULLY_CONNECTED (and the others): as the op's ``asymmetric_quantize_inputs`` option says.
+    The GPU float view (``litegpu.gpu._quant``) asks the same question."""
+    s = np.asarray(weight_scales).reshape(-1)
+    if op == "CONV_2D":
+        per_channel = s.size > 1 and not np.all(s == s[0])
+        return "asymmetric" if per_channel or groups != 1 else "symmetric"
+    if op in ("DEPTHWISE_CONV_2D", "TRANSPOSE_CONV"):
+        return "asymmetric"
+    return "asymmetric" if options.get("asymmetric_quantize_inputs", False) else "symmetric"
 
 
 def _activation(ctx: NodeContext, clamp_only: bool) -> Callable[[np.ndarray], np.ndarray]:
@@ -176,7 +192,7 @@ def hybrid_conv_2d(ctx: NodeContext) -> Prepared:
         (oh, ow), pads, strides, dils = _geometry(ctx, (h, wd), (kh, kw))
         pt, pb, pl, pr = pads
         m = oh * ow
-        asym = per_channel or groups != 1
+        asym = input_quantization("CONV_2D", ctx.options, ws, groups) == "asymmetric"
         wt = wq.reshape(groups, cout // groups, kh * kw * cin_g).transpose(0, 2, 1).astype(np.float64)
 
         def run(inputs):
@@ -372,7 +388,7 @@ def hybrid_fully_connected(ctx: NodeContext) -> Prepared:
     wq, ws, per_channel = _weights(ctx, 0, units)
     bias = _float_bias(ctx, 2, units)
     act = _activation(ctx, clamp_only=False)
-    asym = bool(ctx.options.get("asymmetric_quantize_inputs", False))
+    asym = input_quantization("FULLY_CONNECTED", ctx.options, ws) == "asymmetric"
     keep = bool(ctx.options.get("keep_num_dims", False))
     row_sums = wq.sum(axis=1)
     wt = wq.T.astype(np.float64)

@@ -2,13 +2,28 @@
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 
 import numpy as np
 
 from ..._errors import DelegateError
 from .._graph import QDQ_OP, Epilogue, GpuGraph, GpuNode, QuantView, Report
-from .._quant import BYTE_OPS, GRID_KEEPING, MOVE_OPS, WEIGHTED, node_qdtype, tensor_view
+from .._quant import (
+    BYTE_OPS,
+    DYNAMIC_QDQ_OP,
+    GRID_KEEPING,
+    HYBRID_RESCALE_OP,
+    INPUT_RANGE_OP,
+    MOVE_OPS,
+    WEIGHTED,
+    HybridInput,
+    hybrid_input,
+    node_qdtype,
+    quantize_rows,
+    range_groups,
+    tensor_view,
+)
 from .._reference_ops import dequantize_array
 
 __all__ = ["float_view", "QDQ_OP"]
@@ -40,6 +55,11 @@ def float_view(g: GpuGraph) -> Report:
       values of operands on the same grid (``_quant.GRID_KEEPING``) skip it.  Host outputs are
       quantized on download anyway.  The fusion passes keep QDQ last; where a kernel takes no ``qdq``
       option, ``legalise_epilogues`` moves it into a node of its own.
+    * With ``quantization_simulation``, a dynamic-range ("hybrid") node (CONV_2D, DEPTHWISE_CONV_2D,
+      TRANSPOSE_CONV, FULLY_CONNECTED with a float input and int8 constant weights) computes what
+      LiteRT's hybrid kernel computes: its input quantized per row on the fly, integer products, the
+      sums scaled back in LiteRT's float order (:func:`_hybrid_integer_ops`).  Without it its weights
+      are dequantized like any quantized constant and it computes LiteRT's float twin.
     """
     simulate = _simulate(g)
     consumers = g.consumers()
@@ -58,6 +78,9 @@ def float_view(g: GpuGraph) -> Report:
                 views[t] = v
     if not views and not any(_quantized_constant(g, t) for n in g.nodes for t in n.inputs):
         return ["no quantized tensors"]
+    # hybrid nodes: on LiteRT's integers (before the constants loop: their weights stay integers)
+    if simulate:
+        lines += _hybrid_integer_ops(g, _hybrid_nodes(g, views))
 
     # constants read directly by the ops: dequantized once
     made: dict[tuple[int, int], int] = {}  # (tensor, how it is read) -> its float constant
@@ -154,6 +177,123 @@ def float_view(g: GpuGraph) -> Report:
     lines.append(f"float view of {len(views)} quantized tensors; constants dequantized: {summary}")
     lines.append(f"{n_qdq} QDQ steps ({'simulation on' if simulate else 'simulation off: QUANTIZE only'}); "
                  f"{removed} DEQUANTIZE/QUANTIZE copies removed; {n_moves} moves between different grids rescaled")
+    return lines
+
+
+def _hybrid_nodes(g: GpuGraph, views: dict[int, QuantView]) -> list[tuple[GpuNode, HybridInput | str]]:
+    """The dynamic-range nodes (float activation input, int8 quantized constant weights) and the grid
+    LiteRT quantizes their input to, or why it cannot be followed."""
+    out: list[tuple[GpuNode, HybridInput | str]] = []
+    for n in g.nodes:
+        if n.op not in WEIGHTED:
+            continue
+        xi, wi = WEIGHTED[n.op][:2]
+        x = n.inputs[xi] if xi < len(n.inputs) else -1
+        w = n.inputs[wi] if wi < len(n.inputs) else -1
+        if x < 0 or w < 0 or x in views or g.tensors[x].dtype != "float32" or not g.is_constant(w):
+            continue
+        wt = g.tensors[w]
+        if wt.dtype not in _INT or wt.quantization is None:
+            continue
+        if wt.dtype != "int8" or np.any(np.asarray(wt.quantization.zero_point) != 0):
+            out.append((n, f"{wt.dtype} weights with zero point(s) {np.asarray(wt.quantization.zero_point)[:4]} "
+                           "(LiteRT's hybrid weights are symmetric int8)"))
+            continue
+        out.append((n, hybrid_input(n.op, n.attrs, g.tensors[x].shape, wt)))
+    return out
+
+
+def _hybrid_integer_ops(g: GpuGraph, hybrid: list[tuple[GpuNode, HybridInput | str]]) -> Report:
+    """Each hybrid node computes what LiteRT's hybrid kernel computes, on integer-valued floats:
+
+    ``x -> [HYBRID_INPUT_RANGE] -> HYBRID_INPUT_QDQ -> (q - zp, row scales)``; the node reads ``q - zp``
+    and its int8 weights' integers (no bias, no epilogue, float32 even in the fp16 modes: its sums are
+    LiteRT's integer sums, exact below 2^24); ``HYBRID_RESCALE`` multiplies them by the weight and row
+    scales in LiteRT's order; an ``ADD`` of the bias (a launch of its own, so the multiply and the add
+    round apart as in LiteRT) carries the node's epilogue (its fused activation) into the original
+    output.  Nodes reading one tensor on one grid share the first two nodes; a constant input is
+    quantized here, once."""
+    quantized: dict[tuple[int, str, str], tuple[int, int]] = {}
+    ranges: dict[int, int] = {}
+    counts: Counter[str] = Counter()
+    skipped: list[str] = []
+    order: list[GpuNode] = []
+    pending = {id(n): how for n, how in hybrid}
+    for n in g.nodes:
+        how = pending.get(id(n))
+        if how is None:
+            order.append(n)
+            continue
+        if isinstance(how, str):
+            skipped.append(f"{n.describe()}: {how}")
+            order.append(n)
+            continue
+        xi, wi, bi, axis = WEIGHTED[n.op]
+        x = n.inputs[xi]
+        xt = g.tensors[x]
+        key = (x, how.mode, how.per)
+        if key not in quantized:
+            if xt.is_constant:
+                q, sc = quantize_rows(np.asarray(xt.data, np.float32).reshape(xt.shape), how.mode, how.per)
+                quantized[key] = (g.add_constant(f"{xt.name}/int8", q.reshape(xt.ir_shape)), g.add_constant(
+                    f"{xt.name}/int8_scale", sc))
+            else:
+                inputs = [x]
+                if how.per == "batch":
+                    if x not in ranges:
+                        ranges[x] = g.add_tensor(f"{xt.name}/range", (xt.shape[0], 1, range_groups(xt.shape), 2))
+                        order.append(g.new_node(INPUT_RANGE_OP, [x], [ranges[x]], origin=n.origin))
+                    inputs.append(ranges[x])
+                q = g.add_tensor(f"{xt.name}/int8", xt.shape)
+                sc = g.add_tensor(f"{xt.name}/int8_scale", (xt.shape[0], 1, 1, 1) if how.per == "batch"
+                                  else (*xt.shape[:3], 1))
+                g.tensors[q].fp32 = g.tensors[sc].fp32 = True
+                order.append(g.new_node(DYNAMIC_QDQ_OP, inputs, [q, sc], {"mode": how.mode, "per": how.per},
+                                        origin=n.origin))
+                order[-1].fp32 = True
+                quantized[key] = (q, sc)
+            counts[f"{how.mode} per {how.per}"] += 1
+        q, sc = quantized[key]
+        # the weights' integers, and their scales per output channel
+        w = g.tensors[n.inputs[wi]]
+        wq = np.asarray(w.data).reshape(w.ir_shape)
+        channels = g.tensors[n.outputs[0]].shape[3]
+        w_scale = np.asarray(w.quantization.scale, np.float32).reshape(-1)
+        w_scale = np.broadcast_to(w_scale, (channels,)).copy() if w_scale.size == 1 else w_scale
+        n.inputs[xi] = q
+        n.inputs[wi] = g.add_constant(f"{w.name}/integers", wq.astype(np.float32))
+        bias = n.inputs[bi] if bi < len(n.inputs) else -1
+        if bi < len(n.inputs):
+            n.inputs[bi] = -1
+        out = n.outputs[0]
+        yt = g.tensors[out]
+        acc = g.add_tensor(f"{yt.name}/int_sums", yt.ir_shape, ir_shape=yt.ir_shape)
+        g.tensors[acc].fp32 = n.fp32 = True
+        n.outputs[0] = acc
+        epilogue, n.epilogue = n.epilogue, []
+        order.append(n)
+        scaled = out if bias < 0 else g.add_tensor(f"{yt.name}/scaled", yt.ir_shape, ir_shape=yt.ir_shape)
+        order.append(g.new_node(HYBRID_RESCALE_OP, [acc, sc, g.add_constant(f"{w.name}/scales", w_scale)], [scaled],
+                                {"order": how.order, "per": how.per}, origin=n.origin))
+        order[-1].fp32 = True  # LiteRT's float32 products, whatever the precision mode
+        last = order[-1]
+        if bias >= 0:
+            bt = g.tensors[bias]
+            b4 = bias if not bt.is_constant else g.add_constant(
+                f"{bt.name}/bhwc", np.asarray(bt.data, np.float32).reshape(1, 1, 1, -1))
+            last = g.new_node("ADD", [scaled, b4], [out], origin=n.origin)
+            order.append(last)
+        last.epilogue = epilogue
+    g.nodes = order
+    lines = []
+    if counts:
+        lines.append(f"{len(hybrid) - len(skipped)} hybrid nodes on LiteRT's integers, inputs quantized: "
+                     + ", ".join(f"{c} {k}" for k, c in sorted(counts.items())))
+    for why in skipped:
+        # the node still runs (as the model's float twin), but further from LiteRT than the others: say so
+        logging.getLogger("litegpu").warning("dynamic-range %s computed with dequantized weights, not LiteRT's "
+                                             "integer arithmetic (about 1e-2 from LiteRT's CPU)", why)
+    lines += [f"not simulated (float input): {s}" for s in skipped]
     return lines
 
 
