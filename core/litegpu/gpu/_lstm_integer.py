@@ -1,0 +1,151 @@
+"""The full-integer (8x8_16) UNIDIRECTIONAL_SEQUENCE_LSTM on the GPU, bit-exact with LiteRT.
+
+The float view (``_passes/expand_lstm``) runs an int8 LSTM as float kernels on dequantized values with
+the states snapped to their grids after every step; LiteRT's integer kernel rounds with fixed-point
+multipliers instead, so 4% of the int8 outputs came out one step off.  This path runs LiteRT's
+integers themselves: :func:`integer_sequence_lstm` (a pass, before ``float_view``) replaces the node
+with one ``INTEGER_SEQUENCE_LSTM`` node whose kernel (``lstm_int8`` in ``shaders/lstm.lgk``) computes
+every time step in int32: the gates' dot products, TFLite's MultiplyByQuantizedMultiplier (64-bit high
+product emulated with 32-bit halves, ``fx_*`` helpers of ``shaders/common.lgk``), the int16 sigmoid and
+tanh as 65536-entry lookup tables, the cell update's rounding shifts and clamps, and the requantized
+hidden state.  Its constants (weights, biases with the zero points folded in, multipliers, tables) are
+exactly those the CPU kernel prepares (``cpu/quantized/recurrent._IntegerLstm``, the one home of that
+arithmetic); the tensors it reads and writes are the float view's (``scale * (q - zero_point)``, which
+``round(v / scale)`` turns back into ``q - zero_point`` exactly).
+
+Covered: the converter's plain form (no CIFG, peephole, layer norm or projection; the partitioner
+declines those for quantized LSTMs, ``_lowering.check_sequence_lstm``), up to 1024 cells and inputs
+(the kernel's shared arrays).  Anything else stays with the float view, said in the pass report.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+
+from .._errors import DelegateError, LiteGPUError
+from ._graph import GpuGraph, GpuNode, GpuOp, Report
+from ._kernel_specs import LSTM_INT8_CAPS, LSTM_INT8_GROUPS
+from ._lowering import Lowerer
+
+__all__ = ["INTEGER_LSTM_OP", "integer_sequence_lstm", "lower_integer_lstm"]
+
+#: the GPU-graph op of one integer LSTM over its whole sequence (made by :func:`integer_sequence_lstm`)
+INTEGER_LSTM_OP = "INTEGER_SEQUENCE_LSTM"
+
+_H_VAR, _C_VAR = 18, 19
+_CONSTANTS = ("wx", "wh", "bias", "qm", "table")
+
+
+def _prepared(g: GpuGraph, node: GpuNode) -> Any:
+    """LiteRT's prepared integer LSTM (``_IntegerLstm``) from the GPU graph's tensors, or the reason
+    this kernel does not take it."""
+    from ..cpu.quantized.recurrent import _IntegerLstm  # the CPU's integer arithmetic: loaded only here
+
+    def fail(msg: str) -> DelegateError:
+        return DelegateError(f"{node.describe()}: {msg}")
+
+    ctx = SimpleNamespace(inputs=[g.tensors[t] if t >= 0 else None for t in node.inputs],
+                          outputs=[g.tensors[t] for t in node.outputs],
+                          intermediates=list(node.attrs.get("intermediates", ())), options=node.attrs, fail=fail)
+    try:
+        lstm = _IntegerLstm(ctx)
+    except (LiteGPUError, ValueError) as e:
+        return str(e)
+    if lstm.cifg or lstm.use_peephole or lstm.use_ln or lstm.proj is not None:
+        return "CIFG, peephole, layer norm or projection (the integer kernel covers none of them)"
+    if max(lstm.n_cell, lstm.n_input) > 4 * (LSTM_INT8_CAPS[-1] // 4):
+        return f"more than {LSTM_INT8_CAPS[-1]} cells or inputs (the kernel's shared arrays)"
+    shifts = [s for m in (lstm.mx, lstm.mh) for _, s in m.values()] + [lstm.hidden_mult[1]]
+    if any(s < -30 or s > 31 for s in shifts) or not 0 <= 30 + lstm.cell_scale <= 30:
+        return "a multiplier shift outside the kernel's -30..31 (or a cell scale below 2^-30)"
+    return lstm
+
+
+def integer_sequence_lstm(g: GpuGraph) -> Report:
+    """Replace each full-integer UNIDIRECTIONAL_SEQUENCE_LSTM (int8 input) by one ``INTEGER_SEQUENCE_LSTM``
+    node ``(x, h_var, c_var, wx, wh, bias, qm, table) -> (y, h_T, c_T)`` computing LiteRT's integers (module
+    docstring).  ``h_T``/``c_T`` are partition outputs standing for the state variables
+    (:attr:`GpuGraph.state_outputs`), as ``expand_sequence_lstm`` makes them.  Runs before ``float_view``:
+    it reads the integer constants and the quantization of the node's intermediate tensors."""
+    lines: Report = []
+    for node in list(g.nodes):
+        if node.op != "UNIDIRECTIONAL_SEQUENCE_LSTM" or g.tensors[node.inputs[0]].dtype != "int8":
+            continue
+        lstm = _prepared(g, node)
+        if isinstance(lstm, str):
+            lines.append(f"{node.describe()}: left to the float view (not bit-exact): {lstm}")
+            continue
+        x, y = node.inputs[0], node.outputs[0]
+        h_var, c_var = node.inputs[_H_VAR], node.inputs[_C_VAR]
+        gates = "ifco"
+        wx = np.stack([lstm.w_x[k].T for k in gates])  # [gate][cell][input]
+        wh = np.stack([lstm.w_h[k].T for k in gates])  # [gate][cell][output]
+        bias = np.stack([np.stack([lstm.bx[k], lstm.bh[k]]) for k in gates])  # [gate][x|h][cell]
+        qm = np.array([[*lstm.mx[k], *lstm.mh[k]] for k in gates])
+        table = np.concatenate([lstm.sigmoid, lstm.tanh_gate, lstm.tanh_cell])
+        consts = [g.add_constant(f"{node.id}/lstm_int8_{name}", np.ascontiguousarray(a, np.int32))
+                  for name, a in zip(_CONSTANTS, (wx, wh, bias, qm, table), strict=True)]
+        finals = []
+        for var, tag in ((h_var, "h"), (c_var, "c")):
+            v = g.tensors[var]
+            t = g.add_tensor(f"{node.id}/{tag}_final", v.shape, v.dtype, ir_shape=v.ir_shape)
+            g.tensors[t].quantization = v.quantization
+            finals.append(t)
+        hm, hs = lstm.hidden_mult
+        attrs = {"time_major": bool(node.attrs.get("time_major", True)), "HID_M": int(hm), "HID_S": int(hs),
+                 "HID_ZP": int(lstm.hidden_zp), "CELL_CLIP": int(lstm.cell_clip), "CELL_SHIFT": 30 + lstm.cell_scale,
+                 "n_cell": int(lstm.n_cell), "n_input": int(lstm.n_input)}
+        new = g.new_node(INTEGER_LSTM_OP, [x, h_var, c_var, *consts], [y, *finals], attrs, origin=node.origin)
+        g.nodes[g.node_index(node)] = new
+        for var, final in ((h_var, finals[0]), (c_var, finals[1])):
+            if var in g.outputs:  # the interpreter reads the new state back under the variable's id
+                g.outputs[g.outputs.index(var)] = final
+                g.tensors[var] = replace(g.tensors[var], is_output=False)
+                g.tensors[final] = replace(g.tensors[final], is_output=True, host_output=True)
+                g.state_outputs[final] = var
+        lines.append(f"UNIDIRECTIONAL_SEQUENCE_LSTM#{node.id}: one integer LSTM kernel over the sequence "
+                     f"(bit-exact, {lstm.n_cell} cells)")
+    return [f"{sum(1 for ln in lines if 'bit-exact,' in ln)} integer sequence LSTMs", *lines]
+
+
+def _pow2_at_least(n: int, choices: tuple[int, ...]) -> int:
+    return next((c for c in choices if c >= n), choices[-1])
+
+
+def lower_integer_lstm(lw: Lowerer) -> list[GpuOp]:
+    """``INTEGER_SEQUENCE_LSTM`` -> one ``lstm_int8`` launch (one work group per batch row, all steps)."""
+    n, g = lw.n, lw.g
+    x, h, c, *consts = n.inputs
+    y, h_out, c_out = n.outputs
+    a = n.attrs
+    time_major = bool(a["time_major"])
+    xs = g.tensors[x].shape
+    steps, batch = (xs[0], xs[2]) if time_major else (xs[2], xs[0])
+    n_cell, n_in = int(a["n_cell"]), int(a["n_input"])
+    views = {}
+    for name, t in (("X", x), ("H", h), ("C", c), ("Y", y)):
+        v = g.tensors[t].qview
+        if v is None:
+            raise DelegateError(f"{n.describe()}: tensor {g.tensors[t].name!r} has no float view (run float_view)")
+        views[name] = v
+    for binding, t in (("x", x), ("h_in", h), ("c_in", c)):
+        lw.bind(binding, t)
+    for name, t in zip(_CONSTANTS, consts, strict=True):
+        lw.const(name, np.ascontiguousarray(np.asarray(g.tensors[t].data), np.int32).reshape(-1))
+    for binding, t in (("y", y), ("h_out", h_out), ("c_out", c_out)):
+        lw.bind(binding, t)
+    s_in, s_cell = -(-n_in // 4), -(-n_cell // 4)
+    params = {"B": batch, "T": steps, "NIN": n_in, "SIN": s_in, "NC": n_cell, "SC": s_cell,
+              "TIME_MAJOR": int(time_major),
+              "X_SCALE": float(views["X"].scale), "X_ZP": int(views["X"].zero_point),
+              "H_SCALE": float(views["H"].scale), "H_ZP": int(views["H"].zero_point),
+              "C_SCALE": float(views["C"].scale), "Y_SCALE": float(views["Y"].scale),
+              "Y_ZP": int(views["Y"].zero_point),
+              **{k: int(a[k]) for k in ("HID_M", "HID_S", "HID_ZP", "CELL_CLIP", "CELL_SHIFT")}}
+    opts = {"group": _pow2_at_least(s_cell, LSTM_INT8_GROUPS),
+            "cap": _pow2_at_least(4 * max(s_in, s_cell), LSTM_INT8_CAPS)}
+    return [lw.op("lstm_int8", opts, params)]
