@@ -100,6 +100,9 @@ def integer_sequence_lstm(g: GpuGraph) -> Report:
                  "HID_ZP": int(lstm.hidden_zp), "CELL_CLIP": int(lstm.cell_clip), "CELL_SHIFT": 30 + lstm.cell_scale,
                  "n_cell": int(lstm.n_cell), "n_input": int(lstm.n_input)}
         new = g.new_node(INTEGER_LSTM_OP, [x, h_var, c_var, *consts], [y, *finals], attrs, origin=node.origin)
+        # in the fp16 modes too the int16 cell state must round-trip exactly: float16 holds integers
+        # only up to 2048, so both ends of it (and the kernel) stay float32
+        new.fp32 = g.tensors[c_var].fp32 = g.tensors[finals[1]].fp32 = True
         g.nodes[g.node_index(node)] = new
         for var, final in ((h_var, finals[0]), (c_var, finals[1])):
             if var in g.outputs:  # the interpreter reads the new state back under the variable's id
