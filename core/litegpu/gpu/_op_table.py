@@ -33,7 +33,7 @@ from .._ir import Subgraph, Tensor
 from . import _lowering as lo
 from . import _reference_ops as rf
 from ._graph import DW_PW_OP, QDQ_OP, GpuOp
-from ._lstm_integer import INTEGER_LSTM_OP, lower_integer_lstm
+from ._lstm_integer import INTEGER_LSTM_OP, integer_lstm_reference, lower_integer_lstm
 from ._quant import quantized_reason
 
 __all__ = ["GpuOpEntry", "OPS", "SUPPORTED_OPS", "PARAM_INPUTS", "ACTIVATIONS_FUSABLE", "ELEMENTWISE_FUSABLE",
@@ -163,7 +163,7 @@ _TABLE: dict[str, GpuOpEntry] = {
     "LSTM": GpuOpEntry(None, None, lo.check_lstm, {2: "weights", 3: "bias"}, ref=rf.lstm),
     "LSTM_CELL": GpuOpEntry("lstm_cell", lo.lower_lstm_cell, claimed=False, ref=rf.lstm_cell),
     # the integer_sequence_lstm pass makes it of a full-integer UNIDIRECTIONAL_SEQUENCE_LSTM (bit-exact)
-    INTEGER_LSTM_OP: GpuOpEntry("lstm_int8", lower_integer_lstm, claimed=False),
+    INTEGER_LSTM_OP: GpuOpEntry("lstm_int8", lower_integer_lstm, claimed=False, ref=integer_lstm_reference),
     # the expand_sequence_lstm pass unrolls it over time into the nodes above
     "UNIDIRECTIONAL_SEQUENCE_LSTM": GpuOpEntry(None, None, lo.check_sequence_lstm,
                                                {**{i: "weights" for i in range(1, 9)},
