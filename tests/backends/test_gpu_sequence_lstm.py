@@ -189,3 +189,38 @@ def test_reference_evaluator_integer_lstm(time_major):
     out = evaluate(g, feeds)[g.outputs[0]]
     y = g.tensors[g.outputs[0]].qview
     np.testing.assert_array_equal(np.floor(out / y.scale + 0.5).astype(int) + y.zero_point, ref)
+
+
+@pytest.mark.parametrize("backend,extra", [("opencl", {}),
+                                           pytest.param("vulkan", {"n_batch": 3, "n_cell": 13, "cell_clip": 0.4},
+                                                        marks=pytest.mark.slow)])
+def test_int8_lstm_op_delegated(backend, extra):
+    """The full-kernel int8 LSTM op: one step of the same integer kernel, bit-identical over three invokes."""
+    model, x = integer_lstm_model(7, op="LSTM", **extra)
+    feeds = [[np.roll(x, k, axis=-1)] for k in range(3)]
+    ref = run_invokes(model, feeds)
+    got, plan = _gpu_invokes(backend, model, feeds)
+    assert plan == [backend], plan
+    for g, r in zip(got, ref, strict=True):
+        np.testing.assert_array_equal(g, r[0])
+
+
+@pytest.mark.parametrize("op,extra,reason", [
+    ("LSTM", {"peephole": True}, "CIFG, peephole, layer norm or projection"),
+    ("UNIDIRECTIONAL_SEQUENCE_LSTM", {"projection": True}, "quantized UNIDIRECTIONAL_SEQUENCE_LSTM with a projection"),
+    ("UNIDIRECTIONAL_SEQUENCE_LSTM", {"cifg": True}, "CIFG"),
+])
+def test_int8_forms_the_integer_kernel_lacks_are_declined(op, extra, reason):
+    """What the integer kernel does not compute stays on the CPU (bit-exact there), with the reason."""
+    from litegpu._delegate import NodeView
+    from litegpu._reader import read_model
+    from litegpu.gpu._op_table import supports
+
+    model, _ = integer_lstm_model(3, op=op, **extra)
+    m = read_model(model)
+    sg = m.subgraphs[0]
+    node = sg.operators[0]
+    view = NodeView(op=node, inputs=tuple(None if i < 0 else sg.tensors[i] for i in node.inputs),
+                    outputs=tuple(sg.tensors[i] for i in node.outputs), subgraph=sg, model=m)
+    s = supports(view)
+    assert not s and reason in s.reason, s.reason

@@ -21,19 +21,22 @@ declines those for quantized LSTMs, ``_lowering.check_sequence_lstm``), up to 10
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import replace
 from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 
+from .._delegate import NodeView
 from .._errors import DelegateError, LiteGPUError
+from . import _lowering as lo
 from ._graph import GpuGraph, GpuNode, GpuOp, Report
 from ._kernel_specs import LSTM_INT8_CAPS, LSTM_INT8_GROUPS
 from ._lowering import Lowerer
 from ._reference_ops import RefContext
 
-__all__ = ["INTEGER_LSTM_OP", "integer_sequence_lstm", "lower_integer_lstm", "integer_lstm_reference"]
+__all__ = ["INTEGER_LSTM_OP", "check_lstm", "integer_sequence_lstm", "lower_integer_lstm", "integer_lstm_reference"]
 
 log = logging.getLogger("litegpu")
 
@@ -44,29 +47,54 @@ _H_VAR, _C_VAR = 18, 19
 _CONSTANTS = ("wx", "wh", "bias", "qm", "table")
 
 
-def _prepared(g: GpuGraph, node: GpuNode) -> Any:
-    """LiteRT's prepared integer LSTM (``_IntegerLstm``) from the GPU graph's tensors, or the reason
-    this kernel does not take it."""
+def _integer_lstm(inputs: list[Any], outputs: list[Any], intermediates: list[Any], options: Mapping[str, Any],
+                  what: str) -> Any:
+    """LiteRT's prepared integer LSTM (``_IntegerLstm``) from IR or GPU-graph tensors, or the reason the
+    ``lstm_int8`` kernel does not take it."""
     from ..cpu.quantized.recurrent import _IntegerLstm  # the CPU's integer arithmetic: loaded only here
 
     def fail(msg: str) -> DelegateError:
-        return DelegateError(f"{node.describe()}: {msg}")
+        return DelegateError(f"{what}: {msg}")
 
-    ctx = SimpleNamespace(inputs=[g.tensors[t] if t >= 0 else None for t in node.inputs],
-                          outputs=[g.tensors[t] for t in node.outputs],
-                          intermediates=list(node.attrs.get("intermediates", ())), options=node.attrs, fail=fail)
+    ctx = SimpleNamespace(inputs=inputs, outputs=outputs, intermediates=intermediates, options=options, fail=fail)
     try:
         lstm = _IntegerLstm(ctx)
     except (LiteGPUError, ValueError) as e:
         return str(e)
     if lstm.cifg or lstm.use_peephole or lstm.use_ln or lstm.proj is not None:
         return "CIFG, peephole, layer norm or projection (the integer kernel covers none of them)"
-    if max(lstm.n_cell, lstm.n_input) > 4 * (LSTM_INT8_CAPS[-1] // 4):
+    if max(lstm.n_cell, lstm.n_input) > LSTM_INT8_CAPS[-1]:
         return f"more than {LSTM_INT8_CAPS[-1]} cells or inputs (the kernel's shared arrays)"
     shifts = [s for m in (lstm.mx, lstm.mh) for _, s in m.values()] + [lstm.hidden_mult[1]]
     if any(s < -30 or s > 31 for s in shifts) or not 0 <= 30 + lstm.cell_scale <= 30:
         return "a multiplier shift outside the kernel's -30..31 (or a cell scale below 2^-30)"
     return lstm
+
+
+def _prepared(g: GpuGraph, node: GpuNode) -> Any:
+    return _integer_lstm([g.tensors[t] if t >= 0 else None for t in node.inputs],
+                         [g.tensors[t] for t in node.outputs], list(node.attrs.get("intermediates", ())),
+                         node.attrs, node.describe())
+
+
+def check_lstm(node: NodeView) -> str:
+    """The partitioner's check of LSTM: the integer kernel takes a full-kernel int8 LSTM (one step of
+    ``lstm_int8``); the basic float LSTM is ``_lowering.check_lstm``'s; other quantized LSTMs are declined."""
+    x = node.inputs[0]
+    if x is None or x.dtype not in ("int8", "uint8"):
+        return lo.check_lstm(node)
+    if x.dtype == "uint8" or node.op.options.get("kernel_type", 0) == 1:
+        return "quantized basic LSTM (uint8) is not implemented on the GPU path"
+    if len(x.shape) != 2:
+        return "int8 LSTM with an input of rank other than 2"
+    inter = [node.subgraph.tensors[t] for t in node.op.intermediates if t >= 0]
+    lstm = _integer_lstm(list(node.inputs), list(node.outputs), inter, node.op.options, f"int8 {node.op.name}")
+    if isinstance(lstm, str):
+        return f"int8 LSTM the integer kernel does not take: {lstm}"
+    state = [node.inputs[i] if i < len(node.inputs) else None for i in (_H_VAR, _C_VAR)]
+    if any(t is None or not t.is_variable for t in state):
+        return "int8 LSTM whose states are not variable tensors"
+    return ""
 
 
 def integer_sequence_lstm(g: GpuGraph) -> Report:
@@ -77,7 +105,7 @@ def integer_sequence_lstm(g: GpuGraph) -> Report:
     it reads the integer constants and the quantization of the node's intermediate tensors."""
     lines: Report = []
     for node in list(g.nodes):
-        if node.op != "UNIDIRECTIONAL_SEQUENCE_LSTM" or g.tensors[node.inputs[0]].dtype != "int8":
+        if node.op not in ("UNIDIRECTIONAL_SEQUENCE_LSTM", "LSTM") or g.tensors[node.inputs[0]].dtype != "int8":
             continue
         lstm = _prepared(g, node)
         if isinstance(lstm, str):
@@ -103,7 +131,9 @@ def integer_sequence_lstm(g: GpuGraph) -> Report:
             g.tensors[t].quantization = v.quantization
             finals.append(t)
         hm, hs = lstm.hidden_mult
-        attrs = {"time_major": bool(node.attrs.get("time_major", True)), "HID_M": int(hm), "HID_S": int(hs),
+        # an LSTM is one step of a batch-major sequence: its (B, I) input is (B, 1, 1, I) in BHWC
+        time_major = node.op == "UNIDIRECTIONAL_SEQUENCE_LSTM" and bool(node.attrs.get("time_major", True))
+        attrs = {"time_major": time_major, "HID_M": int(hm), "HID_S": int(hs),
                  "HID_ZP": int(lstm.hidden_zp), "CELL_CLIP": int(lstm.cell_clip), "CELL_SHIFT": 30 + lstm.cell_scale,
                  "n_cell": int(lstm.n_cell), "n_input": int(lstm.n_input)}
         new = g.new_node(INTEGER_LSTM_OP, [x, h_var, c_var, *consts], [y, *finals], attrs, origin=node.origin)
@@ -117,7 +147,7 @@ def integer_sequence_lstm(g: GpuGraph) -> Report:
                 g.tensors[var] = replace(g.tensors[var], is_output=False)
                 g.tensors[final] = replace(g.tensors[final], is_output=True, host_output=True)
                 g.state_outputs[final] = var
-        lines.append(f"UNIDIRECTIONAL_SEQUENCE_LSTM#{node.id}: one integer LSTM kernel over the sequence "
+        lines.append(f"{node.op}#{node.id}: one integer LSTM kernel over the sequence "
                      f"(bit-exact, {lstm.n_cell} cells)")
     return [f"{sum(1 for ln in lines if 'bit-exact,' in ln)} integer sequence LSTMs", *lines]
 
@@ -196,7 +226,9 @@ def integer_lstm_reference(c: RefContext) -> list[np.ndarray]:
         return np.floor(v + 0.5).astype(np.int64) + (view.zero_point if zero_point else 0)
 
     x = ints(n.inputs[0], x_t.qview)
-    if not n.attrs["time_major"]:
+    if x.ndim == 2:  # an LSTM: one step
+        x = x[None]
+    elif not n.attrs["time_major"]:
         x = np.swapaxes(x, 0, 1)
     h = ints(n.inputs[1], h_t.qview).reshape(x.shape[1], -1)
     cell = ints(n.inputs[2], c_t.qview, zero_point=False).reshape(x.shape[1], -1)
@@ -205,7 +237,7 @@ def integer_lstm_reference(c: RefContext) -> list[np.ndarray]:
         h, cell = lstm.step(step, h, cell)
         ys.append(h)
     y = np.stack(ys)
-    if not n.attrs["time_major"]:
+    if x_t.ir_shape and len(x_t.ir_shape) == 3 and not n.attrs["time_major"]:
         y = np.swapaxes(y, 0, 1)
 
     def floats(q: np.ndarray, view: Any, k: int, zero_point: bool = True) -> np.ndarray:
