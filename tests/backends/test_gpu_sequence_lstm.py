@@ -82,6 +82,11 @@ def test_float_sequence_lstm_delegated(backend, time_major, steps, extra):
     pytest.param("vulkan", "fp32", 3, True, {"n_cell": 20, "n_input": 9}, marks=pytest.mark.slow),
     pytest.param("vulkan", "fp16_fp32acc", 4, False, {"cell_scale_log2": -14}, marks=pytest.mark.slow),
     pytest.param("webgpu", "fp32", 5, False, {"n_cell": 13, "cell_clip": 0.3}, marks=pytest.mark.slow),
+    # the kernel's cifg (i = 1 - f) and peephole options
+    pytest.param("opencl", "fp32", 6, True, {"cifg": True}, marks=pytest.mark.slow),
+    pytest.param("opencl", "fp32", 7, False, {"peephole": True, "n_batch": 3}, marks=pytest.mark.slow),
+    pytest.param("webgpu", "fp32", 8, True, {"cifg": True, "peephole": True, "cell_clip": 0.3},
+                 marks=pytest.mark.slow),
 ])
 def test_int8_sequence_lstm_delegated(backend, precision, seed, time_major, extra):
     """Bit-identical to LiteRT over three invokes (the state carries over), fully delegated."""
@@ -191,9 +196,10 @@ def test_reference_evaluator_integer_lstm(time_major):
     np.testing.assert_array_equal(np.floor(out / y.scale + 0.5).astype(int) + y.zero_point, ref)
 
 
-@pytest.mark.parametrize("backend,extra", [("opencl", {}),
-                                           pytest.param("vulkan", {"n_batch": 3, "n_cell": 13, "cell_clip": 0.4},
-                                                        marks=pytest.mark.slow)])
+@pytest.mark.parametrize("backend,extra", [
+    ("opencl", {}),
+    pytest.param("vulkan", {"n_batch": 3, "n_cell": 13, "cell_clip": 0.4}, marks=pytest.mark.slow),
+    pytest.param("opencl", {"cifg": True, "peephole": True, "n_batch": 3}, marks=pytest.mark.slow)])
 def test_int8_lstm_op_delegated(backend, extra):
     """The full-kernel int8 LSTM op: one step of the same integer kernel, bit-identical over three invokes."""
     model, x = integer_lstm_model(7, op="LSTM", **extra)
@@ -206,9 +212,9 @@ def test_int8_lstm_op_delegated(backend, extra):
 
 
 @pytest.mark.parametrize("op,extra,reason", [
-    ("LSTM", {"peephole": True}, "CIFG, peephole, layer norm or projection"),
-    ("UNIDIRECTIONAL_SEQUENCE_LSTM", {"projection": True}, "quantized UNIDIRECTIONAL_SEQUENCE_LSTM with a projection"),
-    ("UNIDIRECTIONAL_SEQUENCE_LSTM", {"cifg": True}, "CIFG"),
+    ("LSTM", {"layer_norm": True}, "the integer kernel does not take: layer norm or projection"),
+    ("UNIDIRECTIONAL_SEQUENCE_LSTM", {"projection": True}, "the integer kernel does not take: layer norm or projection"),
+    ("UNIDIRECTIONAL_SEQUENCE_LSTM", {"layer_norm": True, "cifg": True}, "layer norm"),
 ])
 def test_int8_forms_the_integer_kernel_lacks_are_declined(op, extra, reason):
     """What the integer kernel does not compute stays on the CPU (bit-exact there), with the reason."""

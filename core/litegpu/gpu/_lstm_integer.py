@@ -61,8 +61,8 @@ def _integer_lstm(inputs: list[Any], outputs: list[Any], intermediates: list[Any
         lstm = _IntegerLstm(ctx)
     except (LiteGPUError, ValueError) as e:
         return str(e)
-    if lstm.cifg or lstm.use_peephole or lstm.use_ln or lstm.proj is not None:
-        return "CIFG, peephole, layer norm or projection (the integer kernel covers none of them)"
+    if lstm.use_ln or lstm.proj is not None:
+        return "layer norm or projection (the integer kernel covers neither)"
     if max(lstm.n_cell, lstm.n_input) > LSTM_INT8_CAPS[-1]:
         return f"more than {LSTM_INT8_CAPS[-1]} cells or inputs (the kernel's shared arrays)"
     shifts = [s for m in (lstm.mx, lstm.mh) for _, s in m.values()] + [lstm.hidden_mult[1]]
@@ -78,22 +78,40 @@ def _prepared(g: GpuGraph, node: GpuNode) -> Any:
 
 
 def check_lstm(node: NodeView) -> str:
-    """The partitioner's check of LSTM: the integer kernel takes a full-kernel int8 LSTM (one step of
-    ``lstm_int8``); the basic float LSTM is ``_lowering.check_lstm``'s; other quantized LSTMs are declined."""
+    """The partitioner's check of LSTM and UNIDIRECTIONAL_SEQUENCE_LSTM.  Float ones are
+    ``_lowering``'s; an int8 one the integer kernel takes is accepted (:func:`integer_sequence_lstm`
+    gives it to ``lstm_int8``); an int8 sequence LSTM it does not take goes to the float view's check
+    (``expand_sequence_lstm``, within 1 LSB); other quantized LSTMs are declined with the reason."""
+    seq = node.op.name == "UNIDIRECTIONAL_SEQUENCE_LSTM"
+    float_check = lo.check_sequence_lstm if seq else lo.check_lstm
     x = node.inputs[0]
     if x is None or x.dtype not in ("int8", "uint8"):
-        return lo.check_lstm(node)
-    if x.dtype == "uint8" or node.op.options.get("kernel_type", 0) == 1:
-        return "quantized basic LSTM (uint8) is not implemented on the GPU path"
-    if len(x.shape) != 2:
-        return "int8 LSTM with an input of rank other than 2"
-    inter = [node.subgraph.tensors[t] for t in node.op.intermediates if t >= 0]
-    lstm = _integer_lstm(list(node.inputs), list(node.outputs), inter, node.op.options, f"int8 {node.op.name}")
-    if isinstance(lstm, str):
-        return f"int8 LSTM the integer kernel does not take: {lstm}"
+        return float_check(node)
+    reason = _integer_reason(node, seq)
+    if not reason:
+        return ""
+    if seq:
+        return float_check(node) and reason
+    return reason
+
+
+def _integer_reason(node: NodeView, seq: bool) -> str:
+    x, opts = node.inputs[0], node.op.options
+    if x.dtype != "int8":
+        return f"quantized {x.dtype} {node.op.name} is not implemented on the GPU path"
+    if not seq and opts.get("kernel_type", 0) != 0:
+        return "int8 LSTM other than the full kernel"
+    if len(x.shape) != (3 if seq else 2):
+        return f"int8 {node.op.name} with an input of rank {len(x.shape)}"
+    if opts.get("fused_activation_function", 4) != 4:
+        return f"int8 {node.op.name} with an activation other than TANH"
     state = [node.inputs[i] if i < len(node.inputs) else None for i in (_H_VAR, _C_VAR)]
-    if any(t is None or not t.is_variable for t in state):
-        return "int8 LSTM whose states are not variable tensors"
+    if any(t is None or not t.is_variable or len(t.shape) != 2 for t in state):
+        return f"int8 {node.op.name} whose states are not 2-D variable tensors"
+    inter = [node.subgraph.tensors[t] for t in node.op.intermediates if t >= 0]
+    lstm = _integer_lstm(list(node.inputs), list(node.outputs), inter, opts, f"int8 {node.op.name}")
+    if isinstance(lstm, str):
+        return f"int8 {node.op.name} the integer kernel does not take: {lstm}"
     return ""
 
 
@@ -116,11 +134,17 @@ def integer_sequence_lstm(g: GpuGraph) -> Report:
             continue
         x, y = node.inputs[0], node.outputs[0]
         h_var, c_var = node.inputs[_H_VAR], node.inputs[_C_VAR]
-        gates = "ifco"
-        wx = np.stack([lstm.w_x[k].T for k in gates])  # [gate][cell][input]
-        wh = np.stack([lstm.w_h[k].T for k in gates])  # [gate][cell][output]
-        bias = np.stack([np.stack([lstm.bx[k], lstm.bh[k]]) for k in gates])  # [gate][x|h][cell]
-        qm = np.array([[*lstm.mx[k], *lstm.mh[k]] for k in gates])
+        gates, n_cell, n_in = "ifco", lstm.n_cell, lstm.n_input
+        # CIFG has no input gate: zeros stand in for it (the kernel's `cifg` option skips it)
+        wx = np.stack([lstm.w_x[k].T if k in lstm.gates else np.zeros((n_cell, n_in)) for k in gates])
+        wh = np.stack([lstm.w_h[k].T if k in lstm.gates else np.zeros((n_cell, n_cell)) for k in gates])
+        bias = np.stack([np.stack([lstm.bx[k], lstm.bh[k]]) if k in lstm.gates else np.zeros((2, n_cell))
+                         for k in gates]).reshape(-1)  # [gate][x|h][cell]
+        qm = np.array([[*lstm.mx[k], *lstm.mh[k]] if k in lstm.gates else [0] * 4 for k in gates]).reshape(-1)
+        if lstm.use_peephole:  # [gate i, f, o][cell] weights after the biases, their (m, shift) after qm's
+            peep = [lstm.mc.get(k) for k in "ifo"]
+            bias = np.concatenate([bias, *[p[0] if p else np.zeros(n_cell) for p in peep]])
+            qm = np.concatenate([qm, *[p[1] if p else (0, 0) for p in peep]])
         table = np.concatenate([lstm.sigmoid, lstm.tanh_gate, lstm.tanh_cell])
         consts = [g.add_constant(f"{node.id}/lstm_int8_{name}", np.ascontiguousarray(a, np.int32))
                   for name, a in zip(_CONSTANTS, (wx, wh, bias, qm, table), strict=True)]
@@ -135,7 +159,8 @@ def integer_sequence_lstm(g: GpuGraph) -> Report:
         time_major = node.op == "UNIDIRECTIONAL_SEQUENCE_LSTM" and bool(node.attrs.get("time_major", True))
         attrs = {"time_major": time_major, "HID_M": int(hm), "HID_S": int(hs),
                  "HID_ZP": int(lstm.hidden_zp), "CELL_CLIP": int(lstm.cell_clip), "CELL_SHIFT": 30 + lstm.cell_scale,
-                 "n_cell": int(lstm.n_cell), "n_input": int(lstm.n_input)}
+                 "n_cell": int(lstm.n_cell), "n_input": int(lstm.n_input), "cifg": bool(lstm.cifg),
+                 "peephole": bool(lstm.use_peephole)}
         new = g.new_node(INTEGER_LSTM_OP, [x, h_var, c_var, *consts], [y, *finals], attrs, origin=node.origin)
         # in the fp16 modes too the int16 cell state must round-trip exactly: float16 holds integers
         # only up to 2048, so both ends of it (and the kernel) stay float32
@@ -187,7 +212,8 @@ def lower_integer_lstm(lw: Lowerer) -> list[GpuOp]:
               "Y_ZP": int(views["Y"].zero_point),
               **{k: int(a[k]) for k in ("HID_M", "HID_S", "HID_ZP", "CELL_CLIP", "CELL_SHIFT")}}
     opts = {"group": _pow2_at_least(n_cell, LSTM_INT8_GROUPS),
-            "cap": _pow2_at_least(4 * max(s_in, s_cell), LSTM_INT8_CAPS)}
+            "cap": _pow2_at_least(4 * max(s_in, s_cell), LSTM_INT8_CAPS),
+            "cifg": bool(a.get("cifg")), "peephole": bool(a.get("peephole"))}
     return [lw.op("lstm_int8", opts, params)]
 
 
@@ -200,8 +226,17 @@ def _cpu_step(g: GpuGraph, node: GpuNode) -> Any:
     a = node.attrs
     lstm = object.__new__(_IntegerLstm)
     gates = "ifco"
-    lstm.cifg, lstm.gates, lstm.use_ln, lstm.use_peephole, lstm.proj, lstm.mc, lstm.ln = (
-        False, gates, False, False, None, {}, {})
+    n_cell = int(a["n_cell"])
+    lstm.cifg, lstm.use_peephole = bool(a.get("cifg")), bool(a.get("peephole"))
+    lstm.gates, lstm.use_ln, lstm.proj, lstm.ln = "fco" if lstm.cifg else gates, False, None, {}
+    wx, wh = wx.reshape(4, n_cell, -1), wh.reshape(4, n_cell, -1)
+    bias, qm = bias.reshape(-1), qm.reshape(-1)
+    lstm.mc = {}
+    if lstm.use_peephole:
+        for p, k in enumerate("ifo"):
+            if k in lstm.gates:
+                lstm.mc[k] = (bias[(8 + p) * n_cell:(9 + p) * n_cell], (int(qm[16 + 2 * p]), int(qm[17 + 2 * p])))
+    bias, qm = bias[:8 * n_cell].reshape(4, 2, n_cell), qm[:16].reshape(4, 4)
     lstm.w_x = {k: np.ascontiguousarray(wx[i].T) for i, k in enumerate(gates)}
     lstm.w_h = {k: np.ascontiguousarray(wh[i].T) for i, k in enumerate(gates)}
     lstm.bx = {k: bias[i, 0] for i, k in enumerate(gates)}
@@ -209,7 +244,7 @@ def _cpu_step(g: GpuGraph, node: GpuNode) -> Any:
     lstm.mx = {k: (int(qm[i, 0]), int(qm[i, 1])) for i, k in enumerate(gates)}
     lstm.mh = {k: (int(qm[i, 2]), int(qm[i, 3])) for i, k in enumerate(gates)}
     lstm.sigmoid, lstm.tanh_gate, lstm.tanh_cell = table[:65536], table[65536:131072], table[131072:]
-    lstm.n_cell = lstm.n_output = int(a["n_cell"])
+    lstm.n_cell = lstm.n_output = n_cell
     lstm.cell_scale, lstm.cell_clip = int(a["CELL_SHIFT"]) - 30, int(a["CELL_CLIP"])
     lstm.hidden_mult, lstm.hidden_zp = (int(a["HID_M"]), int(a["HID_S"])), int(a["HID_ZP"])
     return lstm
