@@ -693,8 +693,14 @@ def test_unary_chain_and_lstm(gpu):
     gpu.check(unphwc4(res["new_h"], (bsz, 1, 1, c)).reshape(bsz, c), hid, "lstm h")
 
 
+@pytest.fixture(params=["opencl", "wgsl", "glsl"])
+def gpu_fp32(request):
+    """``gpu`` in fp32 only: the integer LSTM node renders in fp32 in every precision mode (kept in float32)."""
+    return Harness(_runner(request.param), request.param, "fp32")
+
+
 @pytest.mark.parametrize("cell_clip,time_major", [(0, True), (900, False)])
-def test_lstm_int8_fixed_point(gpu, cell_clip, time_major):
+def test_lstm_int8_fixed_point(gpu_fp32, cell_clip, time_major):
     """``lstm_int8`` and the 32-bit fixed-point helpers of common.lgk (``fx_high_mul``: the 64-bit high
     product from 16-bit halves; ``fx_rdbpot``, ``fx_mbqm``, ``fx_wrap16``) against the CPU's int64 numpy
     versions, bit for bit: biases up to +-2^30 make accumulators wrap, multipliers span [2^30, 2^31),
@@ -702,8 +708,7 @@ def test_lstm_int8_fixed_point(gpu, cell_clip, time_major):
     from litegpu.cpu.quantized._fixedpoint import mul_by_quantized_multiplier as mbqm
     from litegpu.cpu.quantized._fixedpoint import rdbpot, wrap16, wrap32
 
-    if gpu.prec != "fp32":
-        pytest.skip("the integer LSTM renders in fp32 in every precision mode (its node is kept in float32)")
+    gpu = gpu_fp32
     r = np.random.default_rng(16 + cell_clip)
     bsz, steps, n_in, nc = 2, 3, 5, 6
     wx = r.integers(-127, 128, (4, nc, n_in))
