@@ -8,7 +8,8 @@ partition outputs the runtime returns under the variables' ids, so the state car
   precision (the int16 cell state stays float32 in the fp16 modes).  Measured over 24 builder models
   (1-3 batches, 3-9 steps, 8-20 cells, with and without cell_clip, both time orders) x 3 invokes
   (``bench/lstm_int8_exact.py``): 100% exact on opencl (PoCL), vulkan and webgpu (lavapipe).  The float
-  view it replaced was 95.7% exact, the rest 1 LSB off.
+  view it replaced was 95.7% exact, the rest 1 LSB off.  CIFG, peephole and the int8 LSTM op (one step)
+  are exact too; layer norm and projection are declined for int8 LSTMs (the CPU runs them bit-exact).
 """
 
 from __future__ import annotations

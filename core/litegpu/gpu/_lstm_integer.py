@@ -1,21 +1,23 @@
-"""The full-integer (8x8_16) UNIDIRECTIONAL_SEQUENCE_LSTM on the GPU, bit-exact with LiteRT.
+"""The full-integer (8x8_16) UNIDIRECTIONAL_SEQUENCE_LSTM and LSTM on the GPU, bit-exact with LiteRT.
 
-The float view (``_passes/expand_lstm``) runs an int8 LSTM as float kernels on dequantized values with
-the states snapped to their grids after every step; LiteRT's integer kernel rounds with fixed-point
-multipliers instead, so 4% of the int8 outputs came out one step off.  This path runs LiteRT's
-integers themselves: :func:`integer_sequence_lstm` (a pass, before ``float_view``) replaces the node
-with one ``INTEGER_SEQUENCE_LSTM`` node whose kernel (``lstm_int8`` in ``shaders/lstm.lgk``) computes
-every time step in int32: the gates' dot products, TFLite's MultiplyByQuantizedMultiplier (64-bit high
-product emulated with 32-bit halves, ``fx_*`` helpers of ``shaders/common.lgk``), the int16 sigmoid and
-tanh as 65536-entry lookup tables, the cell update's rounding shifts and clamps, and the requantized
-hidden state.  Its constants (weights, biases with the zero points folded in, multipliers, tables) are
-exactly those the CPU kernel prepares (``cpu/quantized/recurrent._IntegerLstm``, the one home of that
-arithmetic); the tensors it reads and writes are the float view's (``scale * (q - zero_point)``, which
-``round(v / scale)`` turns back into ``q - zero_point`` exactly).
+The float view (``_passes/expand_lstm``) runs an int8 sequence LSTM as float kernels on dequantized
+values with the states snapped to their grids after every step; LiteRT's integer kernel rounds with
+fixed-point multipliers instead, so 4% of the int8 outputs came out one step off.  This path runs
+LiteRT's integers themselves: :func:`integer_sequence_lstm` (a pass, before ``float_view``) replaces
+the node with one ``INTEGER_SEQUENCE_LSTM`` node whose kernel (``lstm_int8`` in ``shaders/lstm.lgk``)
+computes every time step in int32: the gates' dot products, TFLite's MultiplyByQuantizedMultiplier
+(64-bit high product emulated with 32-bit halves, ``fx_*`` helpers of ``shaders/common.lgk``), the
+int16 sigmoid and tanh as 65536-entry lookup tables, the cell update's rounding shifts and clamps, and
+the requantized hidden state.  Its constants (weights, biases with the zero points folded in,
+multipliers, tables) are exactly those the CPU kernel prepares (``cpu/quantized/recurrent._IntegerLstm``,
+the one home of that arithmetic, whose ``step`` is also this node's numpy reference); the tensors it
+reads and writes are the float view's (``scale * (q - zero_point)``, which ``round(v / scale)`` turns
+back into ``q - zero_point`` exactly).
 
-Covered: the converter's plain form (no CIFG, peephole, layer norm or projection; the partitioner
-declines those for quantized LSTMs, ``_lowering.check_sequence_lstm``), up to 1024 cells and inputs
-(the kernel's shared arrays).  Anything else stays with the float view, said in the pass report.
+Covered: the converter's 8x8_16 form with or without CIFG and peephole, up to 1024 cells and inputs
+(the kernel's shared arrays); the full-kernel LSTM op as one step.  Not covered: layer norm and
+projection (:func:`check_lstm` declines them with the reason; the CPU runs them bit-exact), and a plain
+sequence LSTM too big for the kernel, which stays with the float view (a WARNING says so).
 """
 
 from __future__ import annotations
