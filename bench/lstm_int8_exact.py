@@ -23,14 +23,16 @@ from test_quant_recurrent import integer_lstm_model  # noqa: E402
 
 
 def model_configs(n: int, forms: bool = False) -> list[dict]:
-    """The plain converter form; with ``forms`` also CIFG, peephole and the one-step LSTM op."""
+    """The plain converter form; with ``forms`` also CIFG, peephole, projection and the one-step LSTM op."""
     r = np.random.default_rng(16)
     cfgs = [dict(n_batch=int(r.integers(1, 4)), steps=int(r.integers(3, 10)), n_input=int(r.integers(3, 12)),
                  n_cell=int(r.integers(8, 21)), time_major=bool(k % 2), cell_clip=float(0.5 if k % 3 == 0 else 0.0))
             for k in range(n)]
     if forms:
         for k, c in enumerate(cfgs):
-            c.update(cifg=k % 4 in (1, 3), peephole=k % 4 in (2, 3))
+            c.update(cifg=k % 4 in (1, 3), peephole=k % 4 in (2, 3), projection=k % 3 == 1)
+            if c["projection"]:  # a projection to fewer outputs (with a peephole LiteRT needs the same size)
+                c.update(n_output=c["n_cell"] if c["peephole"] else c["n_cell"] - 3, proj_clip=0.5 * (k % 2))
             if k % 5 == 0:
                 c.update(op="LSTM")
                 del c["steps"], c["time_major"]
@@ -63,11 +65,11 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("backends", nargs="*", default=["opencl"])
     ap.add_argument("--models", type=int, default=24)
-    ap.add_argument("--forms", action="store_true", help="CIFG, peephole and LSTM-op models too")
+    ap.add_argument("--forms", action="store_true", help="CIFG, peephole, projection and LSTM-op models too")
     a = ap.parse_args()
     for b in a.backends:
         exact, total, worst = run(b, a.models, a.forms)
-        what = "models (plain, CIFG, peephole, LSTM op)" if a.forms else "models"
+        what = "models (plain, CIFG, peephole, projection, LSTM op)" if a.forms else "models"
         print(f"{b}: {a.models} {what} x 3 invokes, {total} int8 outputs: {exact / total:.2%} exact "
               f"({total - exact} differ), max {worst} LSB")
 

@@ -746,6 +746,7 @@ def test_lstm_int8_fixed_point(gpu_fp32, cell_clip, time_major):
                                 "c_in": gpu.phwc4((c * csc).reshape(state)), **i32},
                   {"y": _n4(y_shape), "h_out": _n4(state), "c_out": _n4(state)},
                   {"B": bsz, "T": steps, "NIN": n_in, "SIN": L.slices(n_in), "NC": nc, "SC": L.slices(nc),
+                   "NOUT": nc, "SOUT": L.slices(nc), "PROJ_OFF": 0, "PROJ_M": 0, "PROJ_S": 0, "OUT_ZP": 0, "PROJ_CLIP": 0,
                    "TIME_MAJOR": int(time_major), "X_SCALE": xs, "X_ZP": xzp, "H_SCALE": hsc, "H_ZP": hzp,
                    "C_SCALE": csc, "Y_SCALE": hsc, "Y_ZP": hzp, "HID_M": hid_m, "HID_S": hid_s, "HID_ZP": hid_zp,
                    "CELL_CLIP": cell_clip, "CELL_SHIFT": cell_shift}, group=4, cap=16)

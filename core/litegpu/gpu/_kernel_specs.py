@@ -274,9 +274,10 @@ SPECS: dict[str, KernelSpec] = {s.name: s for s in [
           {"peephole": Opt(False, (False, True))}, [{}, {"peephole": True}], default_wg=(32, 2, 1)),
     # one group per batch row runs the whole sequence: the group is fixed by the template
     _spec("lstm_int8", "lstm.lgk", "full-integer (8x8_16) sequence LSTM, bit-exact: every step, one group per row",
-          {"group": Opt(32, LSTM_INT8_GROUPS), "cap": Opt(64, LSTM_INT8_CAPS), "cifg": _bool(), "peephole": _bool()},
+          {"group": Opt(32, LSTM_INT8_GROUPS), "cap": Opt(64, LSTM_INT8_CAPS), "cifg": _bool(), "peephole": _bool(),
+           "projection": _bool()},
           [{}, {"group": 4, "cap": 16}, {"group": 8, "cap": 32, "cifg": True}, {"group": 16, "cap": 128, "peephole": True},
-           {"group": 64, "cap": 256, "cifg": True, "peephole": True}, {"group": 128, "cap": 512},
-           {"group": 128, "cap": 1024}],
+           {"group": 64, "cap": 256, "cifg": True, "peephole": True}, {"group": 128, "cap": 512, "projection": True},
+           {"group": 128, "cap": 1024, "cifg": True, "peephole": True, "projection": True}],
           shared_wg=lambda opts: (opts["group"], 1, 1)),
 ]}

@@ -63,11 +63,15 @@ def _integer_lstm(inputs: list[Any], outputs: list[Any], intermediates: list[Any
         lstm = _IntegerLstm(ctx)
     except (LiteGPUError, ValueError) as e:
         return str(e)
-    if lstm.use_ln or lstm.proj is not None:
-        return "layer norm or projection (the integer kernel covers neither)"
-    if max(lstm.n_cell, lstm.n_input) > LSTM_INT8_CAPS[-1]:
-        return f"more than {LSTM_INT8_CAPS[-1]} cells or inputs (the kernel's shared arrays)"
+    if lstm.use_ln:
+        return "layer norm (the integer kernel has no integer mean / inverse square root stage)"
+    if lstm.proj is not None and lstm.use_peephole and lstm.n_output != lstm.n_cell:
+        # LiteRT's peephole then walks n_output values of the flattened batch, not each row's cells
+        return "peephole with a projection to another size"
+    if max(lstm.n_cell, lstm.n_input, lstm.n_output) > LSTM_INT8_CAPS[-1]:
+        return f"more than {LSTM_INT8_CAPS[-1]} cells, inputs or outputs (the kernel's shared arrays)"
     shifts = [s for m in (lstm.mx, lstm.mh) for _, s in m.values()] + [lstm.hidden_mult[1]]
+    shifts += [lstm.proj[2][1]] if lstm.proj is not None else []
     if any(s < -30 or s > 31 for s in shifts) or not 0 <= 30 + lstm.cell_scale <= 30:
         return "a multiplier shift outside the kernel's -30..31 (or a cell scale below 2^-30)"
     return lstm
@@ -136,10 +140,10 @@ def integer_sequence_lstm(g: GpuGraph) -> Report:
             continue
         x, y = node.inputs[0], node.outputs[0]
         h_var, c_var = node.inputs[_H_VAR], node.inputs[_C_VAR]
-        gates, n_cell, n_in = "ifco", lstm.n_cell, lstm.n_input
+        gates, n_cell, n_in, n_out = "ifco", lstm.n_cell, lstm.n_input, lstm.n_output
         # CIFG has no input gate: zeros stand in for it (the kernel's `cifg` option skips it)
         wx = np.stack([lstm.w_x[k].T if k in lstm.gates else np.zeros((n_cell, n_in)) for k in gates])
-        wh = np.stack([lstm.w_h[k].T if k in lstm.gates else np.zeros((n_cell, n_cell)) for k in gates])
+        wh = np.stack([lstm.w_h[k].T if k in lstm.gates else np.zeros((n_cell, n_out)) for k in gates])
         bias = np.stack([np.stack([lstm.bx[k], lstm.bh[k]]) if k in lstm.gates else np.zeros((2, n_cell))
                          for k in gates]).reshape(-1)  # [gate][x|h][cell]
         qm = np.array([[*lstm.mx[k], *lstm.mh[k]] if k in lstm.gates else [0] * 4 for k in gates]).reshape(-1)
@@ -147,6 +151,11 @@ def integer_sequence_lstm(g: GpuGraph) -> Report:
             peep = [lstm.mc.get(k) for k in "ifo"]
             bias = np.concatenate([bias, *[p[0] if p else np.zeros(n_cell) for p in peep]])
             qm = np.concatenate([qm, *[p[1] if p else (0, 0) for p in peep]])
+        proj_off, proj = len(bias), {"PROJ_M": 0, "PROJ_S": 0}
+        if lstm.proj is not None:  # its folded bias [out], then the weights [out][cell], after the rest
+            pw, pb, (pm, ps) = lstm.proj
+            bias = np.concatenate([bias, pb, pw.T.reshape(-1)])
+            proj = {"PROJ_M": int(pm), "PROJ_S": int(ps)}
         table = np.concatenate([lstm.sigmoid, lstm.tanh_gate, lstm.tanh_cell])
         consts = [g.add_constant(f"{node.id}/lstm_int8_{name}", np.ascontiguousarray(a, np.int32))
                   for name, a in zip(_CONSTANTS, (wx, wh, bias, qm, table), strict=True)]
@@ -161,8 +170,9 @@ def integer_sequence_lstm(g: GpuGraph) -> Report:
         time_major = node.op == "UNIDIRECTIONAL_SEQUENCE_LSTM" and bool(node.attrs.get("time_major", True))
         attrs = {"time_major": time_major, "HID_M": int(hm), "HID_S": int(hs),
                  "HID_ZP": int(lstm.hidden_zp), "CELL_CLIP": int(lstm.cell_clip), "CELL_SHIFT": 30 + lstm.cell_scale,
-                 "n_cell": int(lstm.n_cell), "n_input": int(lstm.n_input), "cifg": bool(lstm.cifg),
-                 "peephole": bool(lstm.use_peephole)}
+                 "n_cell": int(lstm.n_cell), "n_input": int(lstm.n_input), "n_output": int(n_out),
+                 "cifg": bool(lstm.cifg), "peephole": bool(lstm.use_peephole), "projection": lstm.proj is not None,
+                 "PROJ_OFF": int(proj_off), **proj, "OUT_ZP": int(lstm.out_zp), "PROJ_CLIP": int(lstm.proj_clip)}
         new = g.new_node(INTEGER_LSTM_OP, [x, h_var, c_var, *consts], [y, *finals], attrs, origin=node.origin)
         # in the fp16 modes too the int16 cell state must round-trip exactly: float16 holds integers
         # only up to 2048, so both ends of it (and the kernel) stay float32
@@ -192,7 +202,7 @@ def lower_integer_lstm(lw: Lowerer) -> list[GpuOp]:
     time_major = bool(a["time_major"])
     xs = g.tensors[x].shape
     steps, batch = (xs[0], xs[2]) if time_major else (xs[2], xs[0])
-    n_cell, n_in = int(a["n_cell"]), int(a["n_input"])
+    n_cell, n_in, n_out = int(a["n_cell"]), int(a["n_input"]), int(a["n_output"])
     views = {}
     for name, t in (("X", x), ("H", h), ("C", c), ("Y", y)):
         v = g.tensors[t].qview
@@ -205,17 +215,19 @@ def lower_integer_lstm(lw: Lowerer) -> list[GpuOp]:
         lw.const(name, np.ascontiguousarray(np.asarray(g.tensors[t].data), np.int32).reshape(-1))
     for binding, t in (("y", y), ("h_out", h_out), ("c_out", c_out)):
         lw.bind(binding, t)
-    s_in, s_cell = -(-n_in // 4), -(-n_cell // 4)
-    params = {"B": batch, "T": steps, "NIN": n_in, "SIN": s_in, "NC": n_cell, "SC": s_cell,
+    s_in, s_cell, s_out = -(-n_in // 4), -(-n_cell // 4), -(-n_out // 4)
+    params = {"B": batch, "T": steps, "NIN": n_in, "SIN": s_in, "NC": n_cell, "SC": s_cell, "NOUT": n_out,
+              "SOUT": s_out,
               "TIME_MAJOR": int(time_major),
               "X_SCALE": float(views["X"].scale), "X_ZP": int(views["X"].zero_point),
               "H_SCALE": float(views["H"].scale), "H_ZP": int(views["H"].zero_point),
               "C_SCALE": float(views["C"].scale), "Y_SCALE": float(views["Y"].scale),
               "Y_ZP": int(views["Y"].zero_point),
-              **{k: int(a[k]) for k in ("HID_M", "HID_S", "HID_ZP", "CELL_CLIP", "CELL_SHIFT")}}
-    opts = {"group": _pow2_at_least(n_cell, LSTM_INT8_GROUPS),
-            "cap": _pow2_at_least(4 * max(s_in, s_cell), LSTM_INT8_CAPS),
-            "cifg": bool(a.get("cifg")), "peephole": bool(a.get("peephole"))}
+              **{k: int(a[k]) for k in ("HID_M", "HID_S", "HID_ZP", "CELL_CLIP", "CELL_SHIFT", "PROJ_OFF",
+                                        "PROJ_M", "PROJ_S", "OUT_ZP", "PROJ_CLIP")}}
+    opts = {"group": _pow2_at_least(max(n_cell, n_out), LSTM_INT8_GROUPS),
+            "cap": _pow2_at_least(4 * max(s_in, s_cell, s_out), LSTM_INT8_CAPS),
+            "cifg": bool(a["cifg"]), "peephole": bool(a["peephole"]), "projection": bool(a["projection"])}
     return [lw.op("lstm_int8", opts, params)]
 
 
@@ -230,7 +242,7 @@ def _cpu_step(g: GpuGraph, node: GpuNode) -> Any:
     gates = "ifco"
     n_cell = int(a["n_cell"])
     lstm.cifg, lstm.use_peephole = bool(a.get("cifg")), bool(a.get("peephole"))
-    lstm.gates, lstm.use_ln, lstm.proj, lstm.ln = "fco" if lstm.cifg else gates, False, None, {}
+    lstm.gates, lstm.use_ln, lstm.ln = "fco" if lstm.cifg else gates, False, {}
     wx, wh = wx.reshape(4, n_cell, -1), wh.reshape(4, n_cell, -1)
     bias, qm = bias.reshape(-1), qm.reshape(-1)
     lstm.mc = {}
@@ -238,6 +250,12 @@ def _cpu_step(g: GpuGraph, node: GpuNode) -> Any:
         for p, k in enumerate("ifo"):
             if k in lstm.gates:
                 lstm.mc[k] = (bias[(8 + p) * n_cell:(9 + p) * n_cell], (int(qm[16 + 2 * p]), int(qm[17 + 2 * p])))
+    lstm.proj = None
+    lstm.n_output, lstm.out_zp, lstm.proj_clip = int(a["n_output"]), int(a["OUT_ZP"]), int(a["PROJ_CLIP"])
+    if a["projection"]:
+        off, n_out = int(a["PROJ_OFF"]), lstm.n_output
+        pw = bias[off + n_out:off + n_out + n_out * n_cell].reshape(n_out, n_cell)
+        lstm.proj = (np.ascontiguousarray(pw.T), bias[off:off + n_out], (int(a["PROJ_M"]), int(a["PROJ_S"])))
     bias, qm = bias[:8 * n_cell].reshape(4, 2, n_cell), qm[:16].reshape(4, 4)
     lstm.w_x = {k: np.ascontiguousarray(wx[i].T) for i, k in enumerate(gates)}
     lstm.w_h = {k: np.ascontiguousarray(wh[i].T) for i, k in enumerate(gates)}
@@ -246,7 +264,7 @@ def _cpu_step(g: GpuGraph, node: GpuNode) -> Any:
     lstm.mx = {k: (int(qm[i, 0]), int(qm[i, 1])) for i, k in enumerate(gates)}
     lstm.mh = {k: (int(qm[i, 2]), int(qm[i, 3])) for i, k in enumerate(gates)}
     lstm.sigmoid, lstm.tanh_gate, lstm.tanh_cell = table[:65536], table[65536:131072], table[131072:]
-    lstm.n_cell = lstm.n_output = n_cell
+    lstm.n_cell = n_cell
     lstm.cell_scale, lstm.cell_clip = int(a["CELL_SHIFT"]) - 30, int(a["CELL_CLIP"])
     lstm.hidden_mult, lstm.hidden_zp = (int(a["HID_M"]), int(a["HID_S"])), int(a["HID_ZP"])
     return lstm
