@@ -9,7 +9,8 @@ partition outputs the runtime returns under the variables' ids, so the state car
   (1-3 batches, 3-9 steps, 8-20 cells, with and without cell_clip, both time orders) x 3 invokes
   (``bench/lstm_int8_exact.py``): 100% exact on opencl (PoCL), vulkan and webgpu (lavapipe).  The float
   view it replaced was 95.7% exact, the rest 1 LSB off.  CIFG, peephole and the int8 LSTM op (one step)
-  are exact too; layer norm and projection are declined for int8 LSTMs (the CPU runs them bit-exact).
+  and projection are exact too; layer norm, and a peephole with a projection to another size, are declined
+  for int8 LSTMs (the CPU runs them bit-exact).
 """
 
 from __future__ import annotations
@@ -87,6 +88,11 @@ def test_float_sequence_lstm_delegated(backend, time_major, steps, extra):
     pytest.param("opencl", "fp32", 6, True, {"cifg": True}, marks=pytest.mark.slow),
     pytest.param("opencl", "fp32", 7, False, {"peephole": True, "n_batch": 3}, marks=pytest.mark.slow),
     pytest.param("webgpu", "fp32", 8, True, {"cifg": True, "peephole": True, "cell_clip": 0.3},
+                 marks=pytest.mark.slow),
+    # projection (to fewer outputs; with a peephole to as many)
+    pytest.param("opencl", "fp32", 9, False, {"projection": True, "proj_clip": 0.4, "n_batch": 3},
+                 marks=pytest.mark.slow),
+    pytest.param("vulkan", "fp32", 10, True, {"projection": True, "peephole": True, "cifg": True, "n_output": 8},
                  marks=pytest.mark.slow),
 ])
 def test_int8_sequence_lstm_delegated(backend, precision, seed, time_major, extra):
@@ -172,8 +178,10 @@ def test_reference_evaluator_sequence_lstm(time_major, extra):
     assert_rel(got, run_litert(model, [x])[0], 1e-5, "sequence_lstm reference vs LiteRT")
 
 
-@pytest.mark.parametrize("time_major", [True, False])
-def test_reference_evaluator_integer_lstm(time_major):
+@pytest.mark.parametrize("time_major,extra", [(True, {}), (False, {}),
+                                              (False, {"cifg": True, "peephole": True, "projection": True, "n_output": 9}),
+                                              (True, {"projection": True, "proj_clip": 0.3})])
+def test_reference_evaluator_integer_lstm(time_major, extra):
     """The INTEGER_SEQUENCE_LSTM node the passes make (and its numpy reference, the CPU kernel's integer
     step) against LiteRT, bit for bit, on a first invoke: the state variables start at real 0."""
     from litegpu._reader import read_model
@@ -181,7 +189,7 @@ def test_reference_evaluator_integer_lstm(time_major):
     from litegpu.gpu._passes import run_passes
     from litegpu.gpu._reference import evaluate
 
-    model, x = integer_lstm_model(5, time_major=time_major, steps=4, n_cell=9)
+    model, x = integer_lstm_model(5, time_major=time_major, steps=4, n_cell=9, **extra)
     ref = run_invokes(model, [[x]])[0][0]
     sg = read_model(model).main
     op = sg.operators[0]
@@ -200,7 +208,8 @@ def test_reference_evaluator_integer_lstm(time_major):
 @pytest.mark.parametrize("backend,extra", [
     ("opencl", {}),
     pytest.param("vulkan", {"n_batch": 3, "n_cell": 13, "cell_clip": 0.4}, marks=pytest.mark.slow),
-    pytest.param("opencl", {"cifg": True, "peephole": True, "n_batch": 3}, marks=pytest.mark.slow)])
+    pytest.param("opencl", {"cifg": True, "peephole": True, "n_batch": 3}, marks=pytest.mark.slow),
+    pytest.param("opencl", {"projection": True, "proj_clip": 0.3}, marks=pytest.mark.slow)])
 def test_int8_lstm_op_delegated(backend, extra):
     """The full-kernel int8 LSTM op: one step of the same integer kernel, bit-identical over three invokes."""
     model, x = integer_lstm_model(7, op="LSTM", **extra)
@@ -213,8 +222,9 @@ def test_int8_lstm_op_delegated(backend, extra):
 
 
 @pytest.mark.parametrize("op,extra,reason", [
-    ("LSTM", {"layer_norm": True}, "the integer kernel does not take: layer norm or projection"),
-    ("UNIDIRECTIONAL_SEQUENCE_LSTM", {"projection": True}, "the integer kernel does not take: layer norm or projection"),
+    ("LSTM", {"layer_norm": True}, "the integer kernel does not take: layer norm"),
+    ("UNIDIRECTIONAL_SEQUENCE_LSTM", {"projection": True, "peephole": True},
+     "the integer kernel does not take: peephole with a projection to another size"),
     ("UNIDIRECTIONAL_SEQUENCE_LSTM", {"layer_norm": True, "cifg": True}, "layer norm"),
 ])
 def test_int8_forms_the_integer_kernel_lacks_are_declined(op, extra, reason):

@@ -14,10 +14,11 @@ the one home of that arithmetic, whose ``step`` is also this node's numpy refere
 reads and writes are the float view's (``scale * (q - zero_point)``, which ``round(v / scale)`` turns
 back into ``q - zero_point`` exactly).
 
-Covered: the converter's 8x8_16 form with or without CIFG and peephole, up to 1024 cells and inputs
-(the kernel's shared arrays); the full-kernel LSTM op as one step.  Not covered: layer norm and
-projection (:func:`check_lstm` declines them with the reason; the CPU runs them bit-exact), and a plain
-sequence LSTM too big for the kernel, which stays with the float view (a WARNING says so).
+Covered: the converter's 8x8_16 form with or without CIFG, peephole and projection, up to 1024 cells,
+inputs and outputs (the kernel's shared arrays); the full-kernel LSTM op as one step.  Not covered:
+layer norm, and a peephole with a projection to another size (:func:`check_lstm` declines them with the
+reason; the CPU runs them bit-exact); a plain sequence LSTM too big for the kernel stays with the float
+view (a WARNING says so).
 """
 
 from __future__ import annotations
