@@ -9,8 +9,9 @@ partition outputs the runtime returns under the variables' ids, so the state car
   (1-3 batches, 3-9 steps, 8-20 cells, with and without cell_clip, both time orders) x 3 invokes
   (``bench/lstm_int8_exact.py``): 100% exact on opencl (PoCL), vulkan and webgpu (lavapipe).  The float
   view it replaced was 95.7% exact, the rest 1 LSB off.  CIFG, peephole, projection and the int8 LSTM op
-  (one step) are exact too (``--forms``: 24 models x 3 invokes, 9333 outputs, 100% on all three); layer norm, and a peephole with a projection to another size, are declined
-  for int8 LSTMs (the CPU runs them bit-exact).
+  (one step) are exact too (``--forms``: 24 models x 3 invokes, 9333 outputs, 100% on all three); layer
+  norm, and a peephole with a projection to another size, are declined for int8 LSTMs (the CPU runs them
+  bit-exact).
 """
 
 from __future__ import annotations
