@@ -146,19 +146,23 @@ def test_litert_testdata_sequence_lstm_delegated():
 @pytest.mark.parametrize("kind,reason", [("peephole", "peephole")])
 def test_unsupported_forms_are_declined_with_the_reason(kind, reason):
     """Peephole with layer norm: the peephole term goes before the normalisation, inside the cell."""
+    model, _ = _lstm_model("UNIDIRECTIONAL_SEQUENCE_LSTM", n_batch=2, n_input=3, n_cell=4, n_output=4, seq=2,
+                           layer_norm=True, **{kind: True})
+    s = _first_node_support(model)
+    assert not s and reason in s.reason
+
+
+def _first_node_support(model: bytes):
+    """What the GPU op table says of the model's first node (the partitioner's question)."""
     from litegpu._delegate import NodeView
     from litegpu._reader import read_model
     from litegpu.gpu._op_table import supports
 
-    model, _ = _lstm_model("UNIDIRECTIONAL_SEQUENCE_LSTM", n_batch=2, n_input=3, n_cell=4, n_output=4, seq=2,
-                           layer_norm=True, **{kind: True})
     m = read_model(model)
     sg = m.subgraphs[0]
     op = sg.operators[0]
-    view = NodeView(op=op, inputs=tuple(None if i < 0 else sg.tensors[i] for i in op.inputs),
-                    outputs=tuple(sg.tensors[i] for i in op.outputs), subgraph=sg, model=m)
-    s = supports(view)
-    assert not s and reason in s.reason
+    return supports(NodeView(op=op, inputs=tuple(None if i < 0 else sg.tensors[i] for i in op.inputs),
+                             outputs=tuple(sg.tensors[i] for i in op.outputs), subgraph=sg, model=m))
 
 
 @pytest.mark.parametrize("time_major,extra", [
@@ -230,15 +234,6 @@ def test_int8_lstm_op_delegated(backend, extra):
 ])
 def test_int8_forms_the_integer_kernel_lacks_are_declined(op, extra, reason):
     """What the integer kernel does not compute stays on the CPU (bit-exact there), with the reason."""
-    from litegpu._delegate import NodeView
-    from litegpu._reader import read_model
-    from litegpu.gpu._op_table import supports
-
     model, _ = integer_lstm_model(3, op=op, **extra)
-    m = read_model(model)
-    sg = m.subgraphs[0]
-    node = sg.operators[0]
-    view = NodeView(op=node, inputs=tuple(None if i < 0 else sg.tensors[i] for i in node.inputs),
-                    outputs=tuple(sg.tensors[i] for i in node.outputs), subgraph=sg, model=m)
-    s = supports(view)
+    s = _first_node_support(model)
     assert not s and reason in s.reason, s.reason
