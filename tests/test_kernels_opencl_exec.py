@@ -693,6 +693,70 @@ def test_unary_chain_and_lstm(gpu):
     gpu.check(unphwc4(res["new_h"], (bsz, 1, 1, c)).reshape(bsz, c), hid, "lstm h")
 
 
+@pytest.fixture(params=["opencl", "wgsl", "glsl"])
+def gpu_fp32(request):
+    """``gpu`` in fp32 only: the integer LSTM node renders in fp32 in every precision mode (kept in float32)."""
+    return Harness(_runner(request.param), request.param, "fp32")
+
+
+@pytest.mark.parametrize("cell_clip,time_major", [(0, True), (900, False)])
+def test_lstm_int8_fixed_point(gpu_fp32, cell_clip, time_major):
+    """``lstm_int8`` and the 32-bit fixed-point helpers of common.lgk (``fx_high_mul``: the 64-bit high
+    product from 16-bit halves; ``fx_rdbpot``, ``fx_mbqm``, ``fx_wrap16``) against the CPU's int64 numpy
+    versions, bit for bit: biases up to +-2^30 make accumulators wrap, multipliers span [2^30, 2^31),
+    shifts -12..8 (left shifts wrap too), random int16 tables reach every lookup."""
+    from litegpu.cpu.quantized._fixedpoint import mul_by_quantized_multiplier as mbqm
+    from litegpu.cpu.quantized._fixedpoint import rdbpot, wrap16, wrap32
+
+    gpu = gpu_fp32
+    r = np.random.default_rng(16 + cell_clip)
+    bsz, steps, n_in, nc = 2, 3, 5, 6
+    wx = r.integers(-127, 128, (4, nc, n_in))
+    wh = r.integers(-127, 128, (4, nc, nc))
+    bias = r.integers(-(1 << 30), 1 << 30, (4, 2, nc))
+    qm = np.stack([r.integers(1 << 30, (1 << 31) - 1, 4), r.integers(-12, 9, 4),
+                   r.integers(1 << 30, (1 << 31) - 1, 4), r.integers(-12, 9, 4)], axis=1)
+    table = r.integers(-32768, 32768, 3 * 65536)
+    hid_m, hid_s, hid_zp, cell_shift = int(r.integers(1 << 30, 1 << 31)), -20, 3, 19
+    xq = r.integers(-128, 128, (steps, bsz, n_in))
+    h = r.integers(-128, 128, (bsz, nc))
+    c = r.integers(-32768, 32768, (bsz, nc))
+    xs, xzp, hsc, hzp, csc = 0.5, 3, 0.25, -2, 2.0 ** -11
+    ys = []
+    hq, cq = h.copy(), c.copy()
+    for t in range(steps):
+        z = []
+        for k in range(4):
+            zx = np.clip(mbqm(wrap32(xq[t] @ wx[k].T + bias[k, 0]), qm[k, 0], qm[k, 1]), -32768, 32767)
+            zh = mbqm(wrap32(hq @ wh[k].T + bias[k, 1]), qm[k, 2], qm[k, 3])
+            z.append(np.clip(zh + zx, -32768, 32767) + 32768)
+        gi, gf, gc, go = table[z[0]], table[z[1]], table[65536 + z[2]], table[z[3]]
+        cq = np.clip(wrap16(rdbpot(gf * cq, 15)) + wrap16(rdbpot(gi * gc, cell_shift)), -32768, 32767)
+        if cell_clip:
+            cq = np.clip(cq, -cell_clip, cell_clip)
+        hq = np.clip(mbqm(go * table[131072 + cq + 32768], hid_m, hid_s) + hid_zp, -128, 127)
+        ys.append(hq)
+    x = ((xq - xzp) * xs).astype(np.float32)
+    x4 = x.reshape(steps, 1, bsz, n_in) if time_major else np.swapaxes(x, 0, 1).reshape(bsz, 1, steps, n_in)
+    y_shape = (steps, 1, bsz, nc) if time_major else (bsz, 1, steps, nc)
+    i32 = {k: np.ascontiguousarray(v, np.int32).reshape(-1)
+           for k, v in (("wx", wx), ("wh", wh), ("bias", bias), ("qm", qm), ("table", table))}
+    state = (bsz, 1, 1, nc)
+    out = gpu.run("lstm_int8", {"x": gpu.phwc4(x4), "h_in": gpu.phwc4(((h - hzp) * hsc).reshape(state)),
+                                "c_in": gpu.phwc4((c * csc).reshape(state)), **i32},
+                  {"y": _n4(y_shape), "h_out": _n4(state), "c_out": _n4(state)},
+                  {"B": bsz, "T": steps, "NIN": n_in, "SIN": L.slices(n_in), "NC": nc, "SC": L.slices(nc),
+                   "NOUT": nc, "SOUT": L.slices(nc), "PROJ_OFF": 0, "PROJ_M": 0, "PROJ_S": 0, "OUT_ZP": 0, "PROJ_CLIP": 0,
+                   "TIME_MAJOR": int(time_major), "X_SCALE": xs, "X_ZP": xzp, "H_SCALE": hsc, "H_ZP": hzp,
+                   "C_SCALE": csc, "Y_SCALE": hsc, "Y_ZP": hzp, "HID_M": hid_m, "HID_S": hid_s, "HID_ZP": hid_zp,
+                   "CELL_CLIP": cell_clip, "CELL_SHIFT": cell_shift}, group=4, cap=16)
+    y = np.rint(unphwc4(out["y"], y_shape) / hsc).astype(int) + hzp
+    y = y.reshape(steps, bsz, nc) if time_major else np.swapaxes(y.reshape(bsz, steps, nc), 0, 1)
+    np.testing.assert_array_equal(y, np.stack(ys), err_msg="y")
+    np.testing.assert_array_equal(np.rint(unphwc4(out["h_out"], state) / hsc).reshape(bsz, nc) + hzp, hq)
+    np.testing.assert_array_equal(np.rint(unphwc4(out["c_out"], state) / csc).reshape(bsz, nc), cq)
+
+
 # -- straight against LiteRT where TFLite's rules are subtle --------------------------------------
 
 

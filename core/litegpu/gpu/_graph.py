@@ -355,6 +355,8 @@ class GpuGraph:
                     epi.append(Epilogue(ACTIVATION_NAMES[act]))
             if op.is_custom and op.custom_options is not None:
                 attrs["custom_options"] = op.custom_options
+            if op.intermediates:  # their quantization fixes an integer LSTM's internal scales
+                attrs["intermediates"] = tuple(ir(t) for t in op.intermediates if t >= 0)
             nodes.append(GpuNode(id=i, op=op.name, inputs=list(op.inputs), outputs=list(op.outputs),
                                  attrs=attrs, version=op.version, epilogue=epi, origin=(i,)))
         for t in (*inputs, *outputs):

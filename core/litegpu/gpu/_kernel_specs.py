@@ -13,7 +13,7 @@ from typing import Any
 
 from .lgk import KernelTemplateError
 
-__all__ = ["Opt", "KernelSpec", "SPECS", "UNARY_OPS", "BINARY_OPS", "ACTIVATIONS", "FUSED_ACTIVATIONS"]
+__all__ = ["Opt", "KernelSpec", "SPECS", "LSTM_INT8_GROUPS", "LSTM_INT8_CAPS", "UNARY_OPS", "BINARY_OPS", "ACTIVATIONS", "FUSED_ACTIVATIONS"]
 
 
 
@@ -94,6 +94,12 @@ def _bool() -> Opt:
 def _spec(name: str, file: str, doc: str, options: Mapping[str, Opt] | None = None,
           variants: list[Mapping[str, Any]] | None = None, entry: str | None = None, **kw: Any) -> KernelSpec:
     return KernelSpec(name, file, entry or name, doc, dict(options or {}), tuple(variants or ({},)), **kw)
+
+
+#: lstm_int8: threads per group, and the length of its four shared integer arrays (4 x 1024 x 4 bytes =
+#: 16 KiB, WebGPU's default workgroup storage limit)
+LSTM_INT8_GROUPS = (4, 8, 16, 32, 64, 128)
+LSTM_INT8_CAPS = (16, 32, 64, 128, 256, 512, 1024)
 
 
 # split > 1: a work group of `split` threads cooperates on one output (shared-memory tree reduction)
@@ -275,4 +281,12 @@ SPECS: dict[str, KernelSpec] = {s.name: s for s in [
           [{"per": p, "order": o} for p in ("batch", "pixel") for o in ("joint", "split")]),
     _spec("lstm_cell", "lstm.lgk", "LSTM cell: gates (i, g, f, o) + previous state -> state, output; peephole",
           {"peephole": Opt(False, (False, True))}, [{}, {"peephole": True}], default_wg=(32, 2, 1)),
+    # one group per batch row runs the whole sequence: the group is fixed by the template
+    _spec("lstm_int8", "lstm.lgk", "full-integer (8x8_16) sequence LSTM, bit-exact: every step, one group per row",
+          {"group": Opt(32, LSTM_INT8_GROUPS), "cap": Opt(64, LSTM_INT8_CAPS), "cifg": _bool(), "peephole": _bool(),
+           "projection": _bool()},
+          [{}, {"group": 4, "cap": 16}, {"group": 8, "cap": 32, "cifg": True}, {"group": 16, "cap": 128, "peephole": True},
+           {"group": 64, "cap": 256, "cifg": True, "peephole": True}, {"group": 128, "cap": 512, "projection": True},
+           {"group": 128, "cap": 1024, "cifg": True, "peephole": True, "projection": True}],
+          shared_wg=lambda opts: (opts["group"], 1, 1)),
 ]}

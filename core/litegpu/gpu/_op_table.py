@@ -34,6 +34,8 @@ from . import _lowering as lo
 from . import _quant as qt
 from . import _reference_ops as rf
 from ._graph import DW_PW_OP, QDQ_OP, GpuOp
+from ._lstm_integer import INTEGER_LSTM_OP, integer_lstm_reference, lower_integer_lstm
+from ._lstm_integer import check_lstm as check_integer_or_float_lstm
 from ._quant import quantized_reason
 
 __all__ = ["GpuOpEntry", "OPS", "SUPPORTED_OPS", "PARAM_INPUTS", "ACTIVATIONS_FUSABLE", "ELEMENTWISE_FUSABLE",
@@ -165,10 +167,13 @@ _TABLE: dict[str, GpuOpEntry] = {
     "RESIZE_NEAREST_NEIGHBOR": GpuOpEntry("resize", lo.lower_resize, lo.check_resize_nearest, {1: "size"},
                                           ref=rf.resize_nearest),
     # recurrent: the expand_lstm passes rewrite LSTM into LSTM_CELL nodes
-    "LSTM": GpuOpEntry(None, None, lo.check_lstm, {2: "weights", 3: "bias"}, ref=rf.lstm),
+    # (an int8 full-kernel LSTM: the integer_sequence_lstm pass, one step of the bit-exact kernel)
+    "LSTM": GpuOpEntry(None, None, check_integer_or_float_lstm, {2: "weights", 3: "bias"}, ref=rf.lstm),
     "LSTM_CELL": GpuOpEntry("lstm_cell", lo.lower_lstm_cell, claimed=False, ref=rf.lstm_cell),
+    # the integer_sequence_lstm pass makes it of a full-integer UNIDIRECTIONAL_SEQUENCE_LSTM (bit-exact)
+    INTEGER_LSTM_OP: GpuOpEntry("lstm_int8", lower_integer_lstm, claimed=False, ref=integer_lstm_reference),
     # the expand_sequence_lstm pass unrolls it over time into the nodes above
-    "UNIDIRECTIONAL_SEQUENCE_LSTM": GpuOpEntry(None, None, lo.check_sequence_lstm,
+    "UNIDIRECTIONAL_SEQUENCE_LSTM": GpuOpEntry(None, None, check_integer_or_float_lstm,
                                                {**{i: "weights" for i in range(1, 9)},
                                                 **{i: "bias" for i in range(12, 16)},
                                                 16: "weights", 17: "bias"}, ref=rf.sequence_lstm),

@@ -66,6 +66,7 @@ QUANT_OPS = BYTE_OPS | frozenset({
     "AVERAGE_POOL_2D", "CONCATENATION", "SOFTMAX", "LOGISTIC", "TANH", "RELU", "RELU6", "RELU_N1_TO_1",
     "HARD_SWISH", "LEAKY_RELU", "PRELU", "RESIZE_BILINEAR", "MEAN", "SUM", "QUANTIZE", "DEQUANTIZE",
     "UNIDIRECTIONAL_SEQUENCE_LSTM",  # int8 x int8 -> int16 cell: expand_sequence_lstm snaps h and c each step
+    "LSTM",  # int8 full kernel: integer_sequence_lstm (bit-exact); quantized basic ones are declined by its check
 })
 
 #: op -> (activation input, weights input, bias input, output-channel axis of the weights)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from .._graph import GpuGraph, Report
+from .._lstm_integer import integer_sequence_lstm
 from .channel_pad import fuse_channel_pad
 from .expand_lstm import expand_lstm, expand_sequence_lstm
 from .fc_as_conv import fc_as_conv
@@ -35,6 +36,7 @@ __all__ = [
     "normalise_bhwc",
     "expand_lstm",
     "expand_sequence_lstm",
+    "integer_sequence_lstm",
     "merge_pad",
     "fc_as_conv",
     "fold_affine",
@@ -59,6 +61,8 @@ def prune(g: GpuGraph) -> Report:
 
 
 DEFAULT_PIPELINE: tuple[Pass, ...] = (
+    # before the float view: it reads the integer constants and the intermediates' quantization
+    integer_sequence_lstm,
     float_view,
     fold_constants,
     remove_identities,
