@@ -34,7 +34,8 @@ def answers():
 
 
 def test_lazy_kernel_loading():
-    """``import litegpu`` imports no kernel module and not the ``tflite`` package; then every (op,
+    """``import litegpu`` imports no kernel module and not the ``tflite`` package, the GPU core not the
+    kernel language's renderer (a warm start renders nothing); then every (op,
     dtype) of the index, looked up with only the modules the index names imported (in whatever order
     the lookups import them), finds the kernel that a registry with every module imported first, in
     their order, finds, for every version; an application's kernel registered before the built-in
@@ -47,6 +48,10 @@ from litegpu.cpu import KERNEL_MODULES
 def kernel_modules():
     return sorted(m for m in sys.modules if m.removeprefix("litegpu.cpu.") in KERNEL_MODULES)
 loaded = sorted(m for m in sys.modules if m == "tflite" or m.startswith("tflite.")) + kernel_modules()
+# what a warm start imports of the GPU core: not the kernel language's parser, checker and emitters
+import litegpu.gpu._runtime
+renderer = sorted(m for m in sys.modules if m.startswith(("litegpu.gpu._dialects", "litegpu.gpu.lgk."))
+                  and m != "litegpu.gpu.lgk.types")
 """
  + _ANSWERS + r"""
 def mine(ctx): raise AssertionError
@@ -54,7 +59,7 @@ litegpu.register_kernel("ADD", dtypes=("float32",), versions=range(1, 10))(mine)
 first = CPU_KERNELS.lookup("ADD", "float32", 1)
 behind = CPU_KERNELS.lookup_next("ADD", "float32", 1, mine)
 after_add = kernel_modules()
-print(json.dumps({"loaded": loaded, "first_is_mine": first is mine, "after_add": after_add,
+print(json.dumps({"loaded": loaded, "renderer": renderer, "first_is_mine": first is mine, "after_add": after_add,
                   "behind": getattr(behind, "__module__", None), "answers": answers()}))
 """)
     eager = _run(_ANSWERS + r"""
@@ -65,6 +70,7 @@ registered = {f"{op}/{m.removeprefix('litegpu.cpu.')}": sorted(ds)
 print(json.dumps({"answers": answers(), "registered": registered}))
 """)
     assert lazy["loaded"] == [], f"import litegpu imported {lazy['loaded']}"
+    assert lazy["renderer"] == [], f"the GPU core imported the renderer: {lazy['renderer']}"
     assert lazy["first_is_mine"]
     assert lazy["behind"] == "litegpu.cpu.elementwise"
     # the float ADD lives in elementwise; float16 and the integer modules hold its other dtypes
