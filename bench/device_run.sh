@@ -22,6 +22,9 @@ pkgs=(. backends/opencl)
 for b in backends/webgpu backends/vulkan; do [ -f "$b/pyproject.toml" ] && pkgs+=("$b"); done
 rm -rf /tmp/lg; python3 -m pip install -q --no-index --no-deps --no-build-isolation --no-compile --no-cache-dir --upgrade --target /tmp/lg "${pkgs[@]}" || exit 1
 export PYTHONPATH=/tmp/lg:/tmp/site
+# bytecode, as a user's pip install (which compiles by default) has it: without it every fresh
+# process compiles litegpu and its bindings from source (start-up benches measured that, not us)
+python3 -m compileall -q -j 0 -x '/ray/' /tmp/lg /tmp/site >/dev/null 2>&1 || true
 mkdir -p /tmp/xc/litegpu/models && cp -r .models/mediapipe-0.10.14 /tmp/xc/litegpu/models/
 [ -d .models-more/mediapipe-0.10.14 ] && cp -r .models-more/mediapipe-0.10.14 /tmp/xc/litegpu/models/
 export XDG_CACHE_HOME=/tmp/xc XDG_RUNTIME_DIR=/tmp/xdg PYTHONUNBUFFERED=1

@@ -143,20 +143,16 @@ def test_fusion_off_for_an_application_kernel():
     from litegpu.cpu._registry import CPU_KERNELS, Prepared, register_kernel
     from litegpu.cpu.conv import conv_2d
 
-    saved = {k: list(v) for k, v in CPU_KERNELS._entries.items()}
+    with CPU_KERNELS.restored():
 
-    @register_kernel("CONV_2D", dtypes=("float32",), versions=range(1, 9))
-    def _wrapped(ctx):
-        p = conv_2d(ctx)
-        return Prepared(p.output_shapes, p.run)
+        @register_kernel("CONV_2D", dtypes=("float32",), versions=range(1, 9))
+        def _wrapped(ctx):
+            p = conv_2d(ctx)
+            return Prepared(p.output_shapes, p.run)
 
-    try:
         data, feeds = _pad_conv("CONV_2D", (1, 7, 7, 3), (1, 1, 1, 1), 3, 1, 1)
         it = _check(data, feeds)
         assert _fused(it) == []
-    finally:
-        CPU_KERNELS._entries.clear()
-        CPU_KERNELS._entries.update(saved)
     it = _check(data, feeds)
     assert len(_fused(it)) == 1
 

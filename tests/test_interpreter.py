@@ -28,8 +28,6 @@ REF = litert.OpResolverType.BUILTIN_REF
 @pytest.fixture(autouse=True)
 def tiny_kernels():
     """Stand-in float32 ADD/MUL/SUB (no fused activation) where no real kernel exists yet."""
-    saved = {k: list(v) for k, v in CPU_KERNELS._entries.items()}
-
     def binary(fn):
         def prepare(ctx):
             if ctx.options.get("fused_activation_function", 0):
@@ -38,12 +36,11 @@ def tiny_kernels():
             return Prepared([shape], lambda x: [fn(x[0], x[1])])
         return prepare
 
-    for op, fn in (("ADD", np.add), ("MUL", np.multiply), ("SUB", np.subtract)):
-        if CPU_KERNELS.lookup(op, "float32", 1) is None:
-            CPU_KERNELS.register(op, binary(fn), dtypes=("float32",), versions=range(1, 6))
-    yield
-    CPU_KERNELS._entries.clear()
-    CPU_KERNELS._entries.update(saved)
+    with CPU_KERNELS.restored():
+        for op, fn in (("ADD", np.add), ("MUL", np.multiply), ("SUB", np.subtract)):
+            if CPU_KERNELS.lookup(op, "float32", 1) is None:
+                CPU_KERNELS.register(op, binary(fn), dtypes=("float32",), versions=range(1, 6))
+        yield
 
 
 def _add_mul_model(dynamic: bool = True) -> bytes:

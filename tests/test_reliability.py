@@ -241,11 +241,9 @@ def failing_kernel():
             return [ins[0] * 2]
         return Prepared([ctx.inputs[0].shape], run)
 
-    saved = {k: list(v) for k, v in CPU_KERNELS._entries.items()}
-    CPU_KERNELS.register("TestFailIfNegative", prepare, dtypes=["float32"])
-    yield
-    CPU_KERNELS._entries.clear()
-    CPU_KERNELS._entries.update(saved)
+    with CPU_KERNELS.restored():
+        CPU_KERNELS.register("TestFailIfNegative", prepare, dtypes=["float32"])
+        yield
 
 
 def test_failed_invoke_invalidates_outputs(failing_kernel):

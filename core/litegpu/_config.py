@@ -35,14 +35,14 @@ backend option applied to every backend (``precision="fp16"`` is
 from __future__ import annotations
 
 import copy
-import importlib.resources
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import yaml
+if TYPE_CHECKING:
+    import yaml
 
 from ._backend_options import COMMON_BACKEND_OPTIONS, FIRST_PARTY_BACKENDS, PRECISIONS
 from ._errors import ConfigError
@@ -150,6 +150,8 @@ MAX_CONFIG_VALUES = 100_000  # values after aliases are expanded
 def _check_event_depth(text: str, src: _Source) -> None:
     """Refuse nesting deeper than :data:`MAX_CONFIG_DEPTH` before composing (PyYAML's composer
     recurses once per level), naming the key path where the limit was crossed."""
+    import yaml  # imported on first use: not part of ``import litegpu``
+
     # One frame per open collection: [path, is_mapping, expecting_key, next key or index]
     stack: list[list[Any]] = []
 
@@ -194,6 +196,8 @@ def _check_event_depth(text: str, src: _Source) -> None:
 
 def _expanded_size(node: Any, memo: dict[int, int]) -> int:
     """Values under ``node`` counting every alias use (memoised: each distinct node once)."""
+    import yaml
+
     known = memo.get(id(node))
     if known is not None:
         return known
@@ -208,6 +212,8 @@ def _expanded_size(node: Any, memo: dict[int, int]) -> int:
 
 
 def _check_expansion(node: yaml.Node, src: _Source) -> None:
+    import yaml
+
     memo: dict[int, int] = {}
     if _expanded_size(node, memo) <= MAX_CONFIG_VALUES:
         return
@@ -226,6 +232,8 @@ def _check_expansion(node: yaml.Node, src: _Source) -> None:
 
 def _walk_marks(node: yaml.Node, path: tuple[Any, ...], lines: dict[tuple[Any, ...], int], src: _Source,
                 seen_nodes: set[int] | None = None) -> None:
+    import yaml
+
     if seen_nodes is None:
         seen_nodes = set()
     if id(node) in seen_nodes:  # an alias: its lines were recorded at the anchor; walk each node once
@@ -252,6 +260,8 @@ def _walk_marks(node: yaml.Node, path: tuple[Any, ...], lines: dict[tuple[Any, .
 
 
 def _parse_yaml(text: str, label: str) -> tuple[Any, _Source]:
+    import yaml
+
     src = _Source(label, is_file=True)
     if len(text) > MAX_CONFIG_BYTES:
         raise ConfigError(f"{label} is larger than {MAX_CONFIG_BYTES} bytes: not a litegpu configuration")
@@ -302,6 +312,8 @@ def _check_data_shape(data: Any, src: _Source) -> None:
 
 def packaged_config_dir() -> Path:
     """Directory holding the packaged YAML files (the ``litegpu.configs`` package)."""
+    import importlib.resources
+
     return Path(str(importlib.resources.files("litegpu.configs")))
 
 
@@ -564,6 +576,8 @@ class Config:
         return copy.deepcopy(self.data)
 
     def to_yaml(self) -> str:
+        import yaml
+
         return yaml.safe_dump(self.as_dict(), sort_keys=False)
 
     def __repr__(self) -> str:

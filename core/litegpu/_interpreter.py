@@ -22,7 +22,6 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from . import cpu as _cpu  # noqa: F401 - importing registers the CPU kernels
 from ._delegate import Delegate
 from ._errors import ConfigError, InterpreterError, ModelError
 from ._ir import Model, SignatureDef, Subgraph, Tensor

@@ -23,15 +23,17 @@ working without it.
 from __future__ import annotations
 
 import importlib
-import importlib.metadata as metadata
 import os
 import threading
 import warnings
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pluggy
+
+if TYPE_CHECKING:
+    import importlib.metadata as metadata
 
 from . import hookspecs
 from ._backend import BackendRegistrationError, BackendRegistry
@@ -178,6 +180,8 @@ def _call_plugin_hook(st: _State, rec: _PluginRecord, hook: str, kwargs: Mapping
 
 
 def _iter_entry_points() -> list[metadata.EntryPoint]:
+    import importlib.metadata as metadata  # on the first plugin scan, not at ``import litegpu``
+
     eps = metadata.entry_points()
     selected = eps.select(group=ENTRY_POINT_GROUP) if hasattr(eps, "select") else eps.get(ENTRY_POINT_GROUP, [])
     seen: set[str] = set()

@@ -32,7 +32,6 @@ from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
-from tflite.Model import Model as _FbModel
 
 from ._errors import ModelError, describe_failure
 from ._flatbuf import INVALID_FLATBUFFER, TableView, parse_operator_options, root_table
@@ -150,6 +149,10 @@ class _Reader:
             raise ModelError(f"{INVALID_FLATBUFFER}: {self.where}: nesting too deep") from e
 
     def _read(self) -> Model:
+        # the ``tflite`` package imports all of its ~190 generated modules at once (about 0.1 s):
+        # paid by the first model read, not by ``import litegpu``
+        from tflite.Model import Model as _FbModel
+
         fb = root_table(_FbModel, self.raw, "model")
         version = fb.scalar("version")
         if version != _SCHEMA_VERSION:

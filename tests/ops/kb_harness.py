@@ -37,7 +37,6 @@ class MiniRunner:
     """A minimal stand-in for the Interpreter (kernels only, no delegates)."""
 
     def __init__(self, model_bytes: bytes):
-        import litegpu.cpu  # noqa: F401 - registers the kernels
         from litegpu._reader import read_model
 
         self.model = read_model(bytes(model_bytes))

@@ -129,7 +129,6 @@ def _drive_kernel(op: str, ins: list, out_specs, version: int, options: dict,
 
     ``unknown_shapes``: prepare sees no shape for non-constant inputs (as after an upstream op
     with a data-dependent output shape), so the kernel must plan at run."""
-    import litegpu.cpu  # noqa: F401  (registers the kernels)
     from litegpu._reader import read_model
     from litegpu.cpu._registry import CPU_KERNELS, NodeContext, TensorSpec, kernel_dtype
 

@@ -458,7 +458,6 @@ def _litert_versions(op: str) -> list[int]:
 
 @pytest.mark.parametrize("op", KERNELS_A_OPS)
 def test_registered_versions_match_litert(op):
-    import litegpu.cpu  # noqa: F401
     from litegpu.cpu._registry import CPU_KERNELS
 
     registered = sorted({v for o, _, rng in CPU_KERNELS.entries() if o == op for v in rng})

@@ -178,7 +178,6 @@ def test_lstm_basic_kernel_with_variable_state():
 
 
 def _need(*ops):
-    import litegpu.cpu  # noqa: F401
     from litegpu.cpu._registry import CPU_KERNELS
 
     missing = [o for o in ops if o not in CPU_KERNELS.ops()]

@@ -18,7 +18,6 @@ __all__ = ["run_ours", "compare", "Stats", "record", "STATS"]
 
 
 def _drive(model_bytes: bytes, inputs: list[np.ndarray]) -> list[np.ndarray]:
-    import litegpu.cpu  # noqa: F401  (registers the kernels)
     from litegpu.cpu._registry import CPU_KERNELS, NodeContext, TensorSpec, kernel_dtype
 
     model = litegpu.read_model(model_bytes)

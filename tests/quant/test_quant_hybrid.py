@@ -17,15 +17,12 @@ SAME, VALID = 0, 1
 @pytest.fixture(autouse=True)
 def hybrid_kernels():
     """Install the hybrid kernels even while the float kernels they chain to are not merged."""
-    import litegpu.cpu  # noqa: F401
     from litegpu.cpu._registry import CPU_KERNELS
     from litegpu.cpu.quantized import hybrid
 
-    saved = {k: list(v) for k, v in CPU_KERNELS._entries.items()}
-    hybrid.register(force=True)
-    yield
-    CPU_KERNELS._entries.clear()
-    CPU_KERNELS._entries.update(saved)
+    with CPU_KERNELS.restored():
+        hybrid.register(force=True)
+        yield
 
 
 def _compare(name, model, feeds, tol=1e-6, exact=True):

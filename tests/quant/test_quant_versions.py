@@ -26,14 +26,13 @@ def _litert_versions(op: str) -> list[int]:
 
 
 def _mine() -> dict[str, set[int]]:
-    import litegpu.cpu  # noqa: F401
     from litegpu.cpu._registry import CPU_KERNELS
 
     out: dict[str, set[int]] = {}
-    for op, entries in CPU_KERNELS._entries.items():
-        for e in entries:
-            if e.prepare.__module__.startswith("litegpu.cpu.quantized"):
-                out.setdefault(op, set()).update(e.versions)
+    for op, regs in CPU_KERNELS.builtin_entries().items():
+        for module, _dtypes, versions in regs:
+            if module.startswith("litegpu.cpu.quantized"):
+                out.setdefault(op, set()).update(versions)
     return out
 
 

@@ -1,19 +1,24 @@
-"""The CPU reference kernels: importing this package registers them all.
+"""The CPU reference kernels.
 
 Each kernel module registers its kernels into :data:`litegpu.cpu._registry.CPU_KERNELS`
-when imported.  The list below is explicit on purpose: a module is listed once it
-exists, so a typo or a missing file is an ImportError, never a silently missing op.
-Modules are grouped by topic; add a new module to the group its ops belong to (one name
-per line keeps merges clean).
+when imported.  Importing this package imports none of them: the registry imports a
+kernel module the first time an op it holds is looked up (``cpu/_kernel_index.py`` says
+which modules hold which (op, dtype); ``CPU_KERNELS.load_all()`` imports every one), so
+``import litegpu`` stays cheap and a model loads only the kernels its ops need.
+
+The list below is explicit on purpose: a module is listed once it exists, so a typo or a
+missing file is an ImportError, never a silently missing op.  Modules are grouped by
+topic; add a new module to the group its ops belong to (one name per line keeps merges
+clean), then regenerate the index (``python -m litegpu.cpu._kernel_index --write``).
 """
 
 from __future__ import annotations
 
-import importlib
-
-#: topic -> kernel modules.  Import order matters in one place only: ``quantized`` (integer
-#: kernels, and hybrid float-activation/int8-weight kernels that hand float nodes on to the
-#: float kernels registered before them) must come after every float kernel module.
+#: topic -> kernel modules (relative to this package).  The order is the order of precedence
+#: for built-in kernels of one (op, dtype), whatever order the modules are imported in: a
+#: kernel registered by a later module wins.  It matters in one place only: the ``quantized``
+#: modules (integer kernels, and hybrid float-activation/int8-weight kernels that hand float
+#: nodes on to the float kernels before them) must come after every float kernel module.
 KERNEL_GROUPS: dict[str, tuple[str, ...]] = {
     "elementwise math and comparisons": (
         "elementwise",
@@ -53,12 +58,17 @@ KERNEL_GROUPS: dict[str, tuple[str, ...]] = {
         "float16",
         "mediapipe",
     ),
-    "integer and hybrid kernels (must stay last)": (
-        "quantized",
+    "integer and hybrid kernels (must stay last; hybrid after the float kernels it chains to)": (
+        "quantized.conv",
+        "quantized.elementwise",
+        "quantized.pooling",
+        "quantized.reduce",
+        "quantized.activations",
+        "quantized.quantize",
+        "quantized.layout",
+        "quantized.hybrid",
+        "quantized.recurrent",
     ),
 }
 
 KERNEL_MODULES: tuple[str, ...] = tuple(m for group in KERNEL_GROUPS.values() for m in group)
-
-for _name in KERNEL_MODULES:
-    importlib.import_module(f"{__name__}.{_name}")

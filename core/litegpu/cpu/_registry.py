@@ -23,7 +23,11 @@ available both in ``ctx.inputs[i].data`` (at prepare) and in ``run``'s inputs.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+import importlib
+import sys
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -141,17 +145,76 @@ class _Entry:
     dtypes: frozenset[str]
     versions: range
     prepare: PrepareFn
+    #: the built-in kernel module (``litegpu.cpu.<name>``) whose code registered it; None for a
+    #: kernel registered by anyone else (an application, a plugin, a test)
+    module: str | None = None
+
+
+#: ``module`` -> precedence among built-in kernels of one key (see :class:`BuiltinKernels`)
+_USER_RANK = 1 << 30
+
+
+class BuiltinKernels:
+    """Where the built-in kernels live, imported on first use.
+
+    ``modules`` lists the kernel modules (full dotted names) in order of precedence;
+    ``index`` maps an op to ``(module, dtypes)`` pairs: the modules that register a kernel for
+    that op and the dtypes they register it for (``"*"``: any).  Importing a module registers
+    its kernels, so :meth:`KernelRegistry.lookup` imports the modules of an (op, dtype) before
+    looking it up.  ``index`` is generated (``cpu/_kernel_index.py``) and checked by the tests
+    against what the modules really register.
+    """
+
+    def __init__(self, modules: Sequence[str],
+                 index: Mapping[str, Sequence[tuple[str, Sequence[str]]]]) -> None:
+        self.modules = tuple(modules)
+        self.rank = {m: i for i, m in enumerate(self.modules)}
+        self.index = {op: tuple((m, frozenset(d)) for m, d in pairs) for op, pairs in index.items()}
+
+    def modules_for(self, op: str, dtype: str) -> list[str]:
+        return [m for m, ds in self.index.get(op, ()) if dtype in ds or "*" in ds]
+
+    def registering_module(self) -> str | None:
+        """The built-in kernel module whose code is registering a kernel now, if any.
+
+        Found on the call stack rather than from the prepare function, so that a helper that
+        registers on a module's behalf still counts for that module, and a kernel an
+        application registers (even one wrapping a built-in function) counts as the
+        application's.
+        """
+        f = sys._getframe(2)
+        while f is not None:
+            name = f.f_globals.get("__name__")
+            if name in self.rank:
+                return name
+            f = f.f_back
+        return None
 
 
 class KernelRegistry:
     """Kernels keyed by (op name, dtype, version).
 
     Later registrations win over earlier ones for the same key, so a plugin or
-    an application can replace a built-in kernel.
+    an application can replace a built-in kernel.  Built-in kernels (``builtins``) are
+    imported on first lookup of their op and dtype; among themselves they keep the order
+    of ``builtins.modules`` and they always come before (lose to) every other
+    registration, whenever they are imported.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, builtins: BuiltinKernels | None = None) -> None:
         self._entries: dict[str, list[_Entry]] = {}
+        self._builtins = builtins
+        # (op, dtype) keys whose built-in modules are imported.  No lock around the imports:
+        # Python's import lock makes a thread that imports a module another thread is
+        # importing wait until it is complete, with every kernel registered.
+        self._loaded: set[tuple[str, str]] = set()
+        self._all_loaded = builtins is None
+        # registrations replace an op's list rather than change it, so that a lookup in
+        # another thread reads a whole list (lazily imported modules register from any thread)
+        self._lock = threading.Lock()
+
+    def _rank(self, e: _Entry) -> int:
+        return _USER_RANK if e.module is None or self._builtins is None else self._builtins.rank[e.module]
 
     def register(
         self,
@@ -165,9 +228,38 @@ class KernelRegistry:
             range(1, 1000) if versions is None else range(min(versions), max(versions) + 1)
         )
         ds = frozenset(dtypes) if dtypes is not None else frozenset({"*"})
-        self._entries.setdefault(op, []).append(_Entry(op, ds, rng, prepare))
+        module = self._builtins.registering_module() if self._builtins is not None else None
+        entry = _Entry(op, ds, rng, prepare, module)
+        rank = self._rank(entry)
+        with self._lock:
+            lst = self._entries.get(op, [])
+            # after every entry of the same or a lower rank: a later registration of one module
+            # (or of the application) wins, and a built-in module imported late still loses to
+            # the modules after it and to the application's kernels
+            pos = len(lst)
+            while pos > 0 and self._rank(lst[pos - 1]) > rank:
+                pos -= 1
+            self._entries[op] = [*lst[:pos], entry, *lst[pos:]]
+
+    def _load(self, op: str, dtype: str) -> None:
+        if self._all_loaded or (op, dtype) in self._loaded:
+            return
+        assert self._builtins is not None
+        for module in self._builtins.modules_for(op, dtype):
+            importlib.import_module(module)
+        self._loaded.add((op, dtype))
+
+    def load_all(self) -> None:
+        """Import every built-in kernel module (support matrices, tests that list the kernels)."""
+        if self._all_loaded:
+            return
+        assert self._builtins is not None
+        for module in self._builtins.modules:
+            importlib.import_module(module)
+        self._all_loaded = True
 
     def lookup(self, op: str, dtype: str, version: int) -> PrepareFn | None:
+        self._load(op, dtype)
         for e in reversed(self._entries.get(op, ())):
             if (dtype in e.dtypes or "*" in e.dtypes) and version in e.versions:
                 return e.prepare
@@ -180,6 +272,7 @@ class KernelRegistry:
         handle to the one registered before it (e.g. a hybrid int8-weight kernel chaining to the
         float kernel of the same op and dtype).
         """
+        self._load(op, dtype)
         entries = self._entries.get(op, ())
         idx = next((i for i in range(len(entries) - 1, -1, -1) if entries[i].prepare is after), None)
         if idx is None:
@@ -191,6 +284,7 @@ class KernelRegistry:
 
     def explain_missing(self, op: str, dtype: str, version: int) -> str:
         """Why lookup failed, in words: unknown op, version or dtype."""
+        self.load_all()
         entries = self._entries.get(op)
         if not entries:
             return f"no CPU kernel for op {op}"
@@ -202,15 +296,40 @@ class KernelRegistry:
         return f"op {op} v{version} has no CPU kernel for dtype {dtype} (supported: {', '.join(known)})"
 
     def ops(self) -> list[str]:
+        self.load_all()
         return sorted(self._entries)
 
     def entries(self) -> list[tuple[str, tuple[str, ...], range]]:
         """(op, dtypes, versions) for every registration, for support matrices."""
+        self.load_all()
         out = []
         for op in sorted(self._entries):
             for e in self._entries[op]:
                 out.append((op, tuple(sorted(e.dtypes)), e.versions))
         return out
+
+    def builtin_entries(self) -> dict[str, list[tuple[str, frozenset[str], range]]]:
+        """op -> (module, dtypes, versions) of every built-in registration, all modules imported."""
+        self.load_all()
+        out: dict[str, list[tuple[str, frozenset[str], range]]] = {}
+        for op in sorted(self._entries):
+            for e in self._entries[op]:
+                if e.module is not None:
+                    out.setdefault(op, []).append((e.module, e.dtypes, e.versions))
+        return out
+
+    @contextmanager
+    def restored(self) -> Iterator[KernelRegistry]:
+        """Undo, at the end of the block, every registration made inside it (tests that install
+        stand-in kernels).  Every built-in module is imported first, so that none is imported
+        inside the block and then forgotten."""
+        self.load_all()
+        saved = {k: list(v) for k, v in self._entries.items()}
+        try:
+            yield self
+        finally:
+            self._entries.clear()
+            self._entries.update(saved)
 
     def decorator(
         self, op: str, *, dtypes: Iterable[str] | None = None, versions: Iterable[int] | range | None = None
@@ -222,7 +341,16 @@ class KernelRegistry:
         return deco
 
 
-CPU_KERNELS = KernelRegistry()
+def _builtin_kernels() -> BuiltinKernels:
+    from . import KERNEL_MODULES
+    from ._kernel_index import KERNEL_INDEX
+
+    package = __name__.rpartition(".")[0]
+    return BuiltinKernels([f"{package}.{m}" for m in KERNEL_MODULES],
+                          {op: [(f"{package}.{m}", ds) for m, ds in pairs] for op, pairs in KERNEL_INDEX.items()})
+
+
+CPU_KERNELS = KernelRegistry(_builtin_kernels())
 
 
 def register_kernel(

@@ -26,12 +26,24 @@ import struct
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ._dialects import DIALECTS, EMITTERS
 from ._kernel_specs import ACTIVATIONS, BINARY_OPS, FUSED_ACTIVATIONS, SPECS, UNARY_OPS, KernelSpec
-from .lgk import PRECISIONS, KernelTemplateError, check, eval_int_expr, parse, preprocess, retype_buffers
-from .lgk.nodes import Expr
+from .lgk import PRECISIONS, KernelTemplateError
+
+if TYPE_CHECKING:
+    from .lgk.nodes import Expr
+
+# The kernel language (parser, checker) and the dialect emitters are imported by the first rendering
+# (``_render``, ``_emitters``): a warm start, whose kernels come from the serialization cache, renders
+# nothing and does not import them.
+DIALECTS = ("opencl", "glsl", "wgsl")
+
+
+def _emitters() -> dict[str, Any]:
+    from ._dialects import EMITTERS
+
+    return EMITTERS
 
 __all__ = [
     "DIALECTS",
@@ -121,6 +133,8 @@ class RenderedKernel:
     # -- launch geometry
     def global_size(self, params: Mapping[str, Any]) -> tuple[int, int, int]:
         """Work items needed (before rounding up to the work-group size)."""
+        from .lgk.check import eval_int_expr
+
         g = tuple(max(1, eval_int_expr(e, params)) for e in self._grid)
         return g  # type: ignore[return-value]
 
@@ -219,12 +233,12 @@ def render(kernel_name: str, dialect: str, precision: str = "fp32", *,
     (``vload_half``/``vstore_half_rte``).  Its ``features`` say ``f16_storage``, not ``f16``.  For
     fp32 the flag changes nothing.
     """
-    if dialect not in EMITTERS:
+    if dialect not in DIALECTS:
         raise KernelTemplateError(f"unknown dialect {dialect!r} (one of {', '.join(DIALECTS)})")
     if precision not in PRECISIONS:
         raise KernelTemplateError(f"unknown precision {precision!r} (one of {', '.join(PRECISIONS)})")
     half_math = bool(half_math) or precision == "fp32"
-    if not half_math and not EMITTERS[dialect].storage_only_half:
+    if not half_math and not _emitters()[dialect].storage_only_half:
         raise KernelTemplateError(f"half_math=False (storage-only half) is not available for {dialect}")
     spec = kernel_spec(kernel_name)
     if precision == "fp16" and kernel_name in SUM_KERNELS:
@@ -253,6 +267,10 @@ _STORAGE_KINDS = {"float32": "f32", "float16": "f16"}
 @functools.lru_cache(maxsize=1024)
 def _render(kernel_name: str, dialect: str, precision: str, frozen: tuple, wg: tuple[int, int, int],
             half_math: bool = True, storage: tuple[tuple[str, str], ...] = ()) -> RenderedKernel:
+    from .lgk.check import check, retype_buffers
+    from .lgk.parse import parse
+    from .lgk.preprocess import preprocess
+
     spec = SPECS[kernel_name]
     opts = {k: v for k, v in frozen}
     env = dict(opts)
@@ -269,7 +287,7 @@ def _render(kernel_name: str, dialect: str, precision: str, frozen: tuple, wg: t
     prog = parse(src, where, precision, half_math)  # type: ignore[arg-type]
     retype_buffers(prog, spec.entry, dict(storage))
     k, funcs = check(prog, spec.entry, where, precision, half_math)  # type: ignore[arg-type]
-    em = EMITTERS[dialect](k, funcs, wg, half_math=half_math)
+    em = _emitters()[dialect](k, funcs, wg, half_math=half_math)
     source = em.render()
     bindings = [Binding(i, b.name, "storage", b.access, str(b.elem), _ELEM_BYTES[b.elem.kind] * b.elem.n)
                 for i, b in enumerate(k.buffers)]

@@ -45,7 +45,6 @@ def load_litert(path: str | Path = DEFAULT_LITERT_JSON) -> dict[str, Any]:
 
 
 def _ours() -> dict[str, dict[str, list[int]]]:
-    import litegpu  # noqa: F401 - registers the CPU kernels
     from litegpu.cpu._registry import CPU_KERNELS
 
     by_op: dict[str, dict[str, set[int]]] = defaultdict(lambda: defaultdict(set))
@@ -62,9 +61,9 @@ def cpu_gaps(litert: dict[str, Any]) -> dict[tuple[str, str], list[int]]:
     For an op whose dtypes the probe could not find (``dtype`` "*"), every LiteRT version must
     have a litegpu kernel for some dtype.
     """
-    import litegpu  # noqa: F401
     from litegpu.cpu._registry import CPU_KERNELS
 
+    CPU_KERNELS.load_all()
     gaps: dict[tuple[str, str], list[int]] = {}
     for op, e in sorted(litert["ops"].items()):
         if e["dtypes"]:

@@ -29,8 +29,9 @@ Chaining
 --------
 These ops' kernels are looked up by the input dtype, so a hybrid node and a plain float
 node share the key ``(op, "float32")`` with the float kernels that another module
-registers.  The hybrid kernels are therefore registered *after* the float ones (the
-``quantized`` package is imported last, see ``litegpu/cpu/__init__.py``) and hand every
+registers.  The hybrid kernels therefore take precedence over the float ones (this module
+comes after them in ``litegpu.cpu.KERNEL_MODULES``, whatever order the modules are imported in;
+its :func:`register` looks the float kernels up, which imports them first) and hand every
 node whose weights are not int8 to the kernel registered before them
 (``CPU_KERNELS.lookup_next``).  To keep "no kernel for this op" visible while a float
 kernel is missing, :func:`register` only installs a hybrid kernel for an op whose float

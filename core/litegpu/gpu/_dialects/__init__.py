@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from ..lgk import KernelTemplateError
+from ..lgk.types import KernelTemplateError
 from .glsl import GLSLEmitter
 from .opencl import OpenCLEmitter
 from .wgsl import WGSLEmitter
 
-__all__ = ["KernelTemplateError", "EMITTERS", "DIALECTS"]
+__all__ = ["KernelTemplateError", "EMITTERS"]
 
+#: dialect -> emitter, for the dialects ``litegpu.gpu.kernels.DIALECTS`` names
 EMITTERS = {"opencl": OpenCLEmitter, "glsl": GLSLEmitter, "wgsl": WGSLEmitter}
-DIALECTS = tuple(EMITTERS)

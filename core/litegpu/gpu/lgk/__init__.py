@@ -19,12 +19,26 @@ Modules: ``preprocess`` (directives and substitutions), ``types`` (``Ty``, ``Ker
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..._backend_options import PRECISIONS
-from .check import check, eval_int_expr, retype_buffers
-from .emit import Emitter
-from .parse import parse
-from .preprocess import preprocess
 from .types import KernelTemplateError, Ty
+
+# The parser, checker and emitter are imported when first asked for: a warm start takes its kernels
+# from the serialization cache and renders nothing, so it need not import them.
+_LAZY = {"check": "check", "eval_int_expr": "check", "retype_buffers": "check", "Emitter": "emit",
+         "parse": "parse", "preprocess": "preprocess"}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
 
 __all__ = [
     "KernelTemplateError",

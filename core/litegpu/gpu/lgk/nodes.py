@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from .types import VOID, Ty
@@ -173,5 +174,5 @@ class Kernel:
 
 @dataclass(eq=False)
 class Program:
-    funcs: dict[str, Func]
+    funcs: Mapping[str, Func]  # parse() gives a lazily unpickled mapping
     kernels: dict[str, Kernel]

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import pickle
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
+from typing import NamedTuple
 
 from .check import BUILTINS
 from .nodes import (
@@ -44,30 +45,31 @@ _TOKEN = re.compile(
     r"(?P<ws>\s+|//[^\n]*|/\*.*?\*/)"
     r"|(?P<num>(?:\d+\.\d*|\.\d+|\d+)(?:[eE][+-]?\d+)?u?)"
     r"|(?P<id>[A-Za-z_]\w*)"
-    r"|(?P<op>->|\+=|-=|\*=|/=|%=|==|!=|<=|>=|&&|\|\||<<|>>|[-+*/%<>=!&|^~?:;,.()\[\]{}])",
+    r"|(?P<op>->|\+=|-=|\*=|/=|%=|==|!=|<=|>=|&&|\|\||<<|>>|[-+*/%<>=!&|^~?:;,.()\[\]{}])"
+    r"|(?P<bad>.)",
     re.S,
 )
 
 
-@dataclass(frozen=True)
-class Tok:
+class Tok(NamedTuple):
+    """A token (a named tuple: a model's kernels make hundreds of thousands of them)."""
+
     kind: str  # num / id / op / eof
     text: str
     line: int
 
 
-def tokenize(src: str, name: str) -> list[Tok]:
+def tokenize(src: str, name: str, first_line: int = 1) -> list[Tok]:
     toks: list[Tok] = []
-    pos, line = 0, 1
-    while pos < len(src):
-        m = _TOKEN.match(src, pos)
-        if m is None:
-            raise KernelTemplateError(f"{source_location(name, line)}: unexpected character {src[pos]!r}")
-        text = m.group(0)
-        if m.lastgroup != "ws":
-            toks.append(Tok(m.lastgroup or "", text, line))
-        line += text.count("\n")
-        pos = m.end()
+    line = first_line
+    for m in _TOKEN.finditer(src):
+        kind, text = m.lastgroup, m.group(0)
+        if kind == "bad":
+            raise KernelTemplateError(f"{source_location(name, line)}: unexpected character {text!r}")
+        if kind != "ws":
+            toks.append(Tok(kind or "", text, line))
+        if "\n" in text:
+            line += text.count("\n")
     toks.append(Tok("eof", "", line))
     return toks
 
@@ -81,6 +83,7 @@ _BINARY_PREC = [
     ("||",), ("&&",), ("|",), ("^",), ("&",), ("==", "!="), ("<", "<=", ">", ">="),
     ("<<", ">>"), ("+", "-"), ("*", "/", "%"),
 ]
+_BINARY_LEVEL = {op: level for level, ops in enumerate(_BINARY_PREC) for op in ops}
 # Identifiers that some dialect reserves or that the emitters use themselves.
 RESERVED = frozenset("""
     active asm attribute auto bitcast buffer case cast centroid char coherent common const constant continue
@@ -103,7 +106,10 @@ class Parser:
 
     # -- helpers
     def peek(self, k: int = 0) -> Tok:
-        return self.toks[min(self.i + k, len(self.toks) - 1)]
+        try:
+            return self.toks[self.i + k]
+        except IndexError:  # past the end: the eof token
+            return self.toks[-1]
 
     def err(self, msg: str, tok: Tok | None = None) -> KernelTemplateError:
         t = tok or self.peek()
@@ -323,13 +329,16 @@ class Parser:
         return c
 
     def binary(self, level: int) -> Expr:
-        if level == len(_BINARY_PREC):
-            return self.unary()
-        e = self.binary(level + 1)
-        while self.peek().kind == "op" and self.peek().text in _BINARY_PREC[level]:
-            op = self.next().text
-            e = Binary(op, e, self.binary(level + 1), line=e.line)
-        return e
+        """Operators of ``level`` (an index of ``_BINARY_PREC``) and tighter, left-associative: by
+        precedence climbing, one call per operand rather than one per level."""
+        e = self.unary()
+        while True:
+            t = self.peek()
+            prec = _BINARY_LEVEL.get(t.text) if t.kind == "op" else None
+            if prec is None or prec < level:
+                return e
+            self.i += 1
+            e = Binary(t.text, e, self.binary(prec + 1), line=e.line)
 
     def unary(self) -> Expr:
         t = self.peek()
@@ -375,6 +384,107 @@ class Parser:
 
 def parse(src: str, name: str, precision: str, half_math: bool = True) -> Program:
     """Parse a preprocessed template.  ``half_math=False``: the storage-only half variant (buffers
-    keep the precision's storage types, everything else is ``f32``; see :func:`precision_types`)."""
+    keep the precision's storage types, everything else is ``f32``; see :func:`precision_types`).
+
+    Each top-level definition is parsed once per process (see :func:`_parse_definitions`): every
+    kernel of a template file shares the helpers of ``common.lgk`` and of the file's head, and a
+    model renders tens of kernels and variants."""
     aliases = precision_types(precision, half_math)
-    return Parser(tokenize(src, name), name, aliases, precision_types(precision)).program()
+    storage = precision_types(precision)
+    defs = _parse_definitions(src, name, aliases, storage)
+    if defs is not None:
+        funcs: dict[str, bytes] = {}
+        kernels: dict[str, Kernel] = {}
+        for kind, dname, blob in defs:
+            if kind == "kernel":
+                kernels[dname] = pickle.loads(blob)
+            elif dname not in funcs:
+                funcs[dname] = blob
+            else:  # "defined twice": the whole-text parse below reports it
+                break
+        else:
+            return Program(_Definitions(funcs), kernels)
+    return Parser(tokenize(src, name), name, aliases, storage).program()
+
+
+class _Definitions(Mapping[str, Func]):
+    """A program's functions, each unpickled from the parse cache when first asked for: a kernel
+    calls a few of the many helpers of ``common.lgk`` and its file's head."""
+
+    def __init__(self, blobs: dict[str, bytes]) -> None:
+        self._blobs = blobs
+        self._funcs: dict[str, Func] = {}
+
+    def __getitem__(self, key: str) -> Func:
+        f = self._funcs.get(key)
+        if f is None:
+            f = self._funcs[key] = pickle.loads(self._blobs[key])
+        return f
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._blobs)
+
+    def __len__(self) -> int:
+        return len(self._blobs)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._blobs
+
+    def __repr__(self) -> str:
+        return repr(dict(self.items()))
+
+
+#: (definition text, its first line, aliases, storage aliases) -> its pickled syntax tree.  Pickled,
+#: because ``check`` and ``retype_buffers`` annotate and rewrite the tree they are given: each parse
+#: gets a fresh copy, and unpickling is many times cheaper than tokenizing and parsing again.
+_DEFINITIONS: dict[tuple[str, int, tuple, tuple], tuple[str, str, bytes]] = {}
+_MAX_DEFINITIONS = 4096
+# where a top-level definition can end: braces outside comments (the preprocessor drops ``//``
+# comments; text with a comment left in is parsed whole)
+_BRACE = re.compile(r"[{}]")
+
+
+def _parse_definitions(src: str, name: str, aliases: Mapping[str, str],
+                       storage: Mapping[str, str]) -> list[tuple[str, str, bytes]] | None:
+    """The top-level definitions of ``src`` as ("fn" or "kernel", name, pickled tree), each parsed
+    once per process, or None where the text is not a plain sequence of definitions (the caller
+    then parses it whole, which reports any error exactly as before)."""
+    if "//" in src or "/*" in src:
+        return None
+    akey, skey = tuple(sorted(aliases.items())), tuple(sorted(storage.items()))
+    out: list[tuple[str, str, bytes]] = []
+    depth, start = 0, 0
+    for m in _BRACE.finditer(src):
+        if m.group(0) == "{":
+            depth += 1
+            continue
+        depth -= 1
+        if depth < 0:
+            return None
+        if depth:
+            continue
+        end = m.end()
+        text = src[start:end]
+        body = text.lstrip()
+        first_line = src.count("\n", 0, start + len(text) - len(body)) + 1
+        start = end
+        key = (body, first_line, akey, skey)
+        entry = _DEFINITIONS.get(key)
+        if entry is None:
+            try:
+                prog = Parser(tokenize(body, name, first_line), name, aliases, storage).program()
+            except KernelTemplateError:
+                return None
+            defs = [*prog.funcs.values(), *prog.kernels.values()]
+            if len(defs) != 1:
+                return None
+            d = defs[0]
+            entry = ("kernel" if isinstance(d, Kernel) else "fn", d.name,
+                     pickle.dumps(d, protocol=pickle.HIGHEST_PROTOCOL))
+            if len(_DEFINITIONS) >= _MAX_DEFINITIONS:
+                _DEFINITIONS.clear()
+            _DEFINITIONS[key] = entry
+        out.append(entry)
+    if depth or src[start:].strip():
+        return None
+    return out
