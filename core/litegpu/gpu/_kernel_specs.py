@@ -113,6 +113,8 @@ def _split_wg(opts: Mapping[str, Any]) -> tuple[int, int, int] | None:
 
 # reduce: its shared memory is one vec4 per thread, so its groups may reach the 1024 threads most GPUs take
 _REDUCE_SPLITS = _SPLITS + (256, 512, 1024)
+#: input_range's group sizes (what _quant._split_for picks)
+_INPUT_RANGE_SPLITS = (4, 8, 16, 32, 64, 128, 256)
 
 
 def _tiled_wg(opts: Mapping[str, Any]) -> tuple[int, int, int]:
@@ -272,7 +274,8 @@ SPECS: dict[str, KernelSpec] = {s.name: s for s in [
           [{"mode": "BILINEAR"}, {"mode": "NEAREST"}, {"mode": "BILINEAR", "qdq": True}]),
     # dynamic-range ("hybrid") input quantization, simulated (_quant.py, _passes/float_view.py)
     _spec("input_range", "quant.lgk", "partial (min, max) of each batch, G groups of split threads a batch",
-          {"split": Opt(256, _REDUCE_SPLITS)}, [{"split": n} for n in (4, 64, 256)], shared_wg=_split_wg),
+          {"split": Opt(256, _INPUT_RANGE_SPLITS)}, [{"split": n} for n in _INPUT_RANGE_SPLITS],
+          shared_wg=_split_wg),
     _spec("dynamic_qdq", "quant.lgk", "a hybrid op's input as LiteRT's per-row int8 integers, and the row scales",
           {"per": Opt("batch", ("batch", "pixel")), "mode": Opt("asymmetric", ("asymmetric", "symmetric"))},
           [{"per": p, "mode": m} for p in ("batch", "pixel") for m in ("asymmetric", "symmetric")]),
