@@ -538,6 +538,29 @@ def test_source_fingerprint_follows_the_code(monkeypatch, tmp_path):
     assert make_key(code=before).digest != make_key(code=after).digest
 
 
+def test_source_fingerprint_of_an_installed_wheel_reads_its_record(monkeypatch, tmp_path):
+    """An installed package is fingerprinted by the source hashes its RECORD lists: another hash of
+    a source file changes it, an installer's own lines (bytecode, INSTALLER) do not."""
+    from litegpu.cache import _keys
+
+    pkg = tmp_path / "fakewheel_fp"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    record = tmp_path / "fakewheel_fp-1.0.dist-info" / "RECORD"
+    record.parent.mkdir()
+    lines = ["fakewheel_fp/__init__.py,sha256=AAAA,0", "fakewheel_fp/k.lgk,sha256=BBBB,3"]
+    record.write_text("\n".join(lines + ["fakewheel_fp-1.0.dist-info/INSTALLER,sha256=CCCC,4"]))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(_keys, "_source_hashes", {})
+    first = _keys.source_fingerprint("fakewheel_fp.x")
+    record.write_text("\n".join(lines + ["fakewheel_fp/__pycache__/x.cpython-312.pyc,,"]))
+    monkeypatch.setattr(_keys, "_source_hashes", {})
+    assert _keys.source_fingerprint("fakewheel_fp.x") == first
+    record.write_text("\n".join([lines[0], "fakewheel_fp/k.lgk,sha256=DDDD,3"]))
+    monkeypatch.setattr(_keys, "_source_hashes", {})
+    assert _keys.source_fingerprint("fakewheel_fp.x") != first
+
+
 # ----------------------------------------------------------------------------------------------------
 # concurrency
 
