@@ -18,7 +18,7 @@ from collections.abc import Mapping
 import numpy as np
 from litegpu.gpu import _layout as L
 from litegpu.gpu._graph import GpuOp, GpuPlan
-from litegpu.gpu._op_table import OPS
+from litegpu.gpu.ops import OPS
 from litegpu.gpu._reference import max_pool_windows
 
 

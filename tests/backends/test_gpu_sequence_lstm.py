@@ -128,7 +128,7 @@ def test_unsupported_forms_are_declined_with_the_reason(kind, reason):
     """Peephole with layer norm: the peephole term goes before the normalisation, inside the cell."""
     from litegpu._delegate import NodeView
     from litegpu._reader import read_model
-    from litegpu.gpu._op_table import supports
+    from litegpu.gpu._runtime import supports
 
     model, _ = _lstm_model("UNIDIRECTIONAL_SEQUENCE_LSTM", n_batch=2, n_input=3, n_cell=4, n_output=4, seq=2,
                            layer_norm=True, **{kind: True})

@@ -29,9 +29,10 @@ from importlib import resources
 from typing import Any
 
 from ._dialects import DIALECTS, EMITTERS
-from ._kernel_specs import ACTIVATIONS, BINARY_OPS, FUSED_ACTIVATIONS, SPECS, UNARY_OPS, KernelSpec
+from ._kernel_specs import ACTIVATIONS, BINARY_OPS, FUSED_ACTIVATIONS, UNARY_OPS, KernelSpec
 from .lgk import PRECISIONS, KernelTemplateError, check, eval_int_expr, parse, preprocess, retype_buffers
 from .lgk.nodes import Expr
+from .ops import SPECS
 
 __all__ = [
     "DIALECTS",
