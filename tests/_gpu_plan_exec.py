@@ -18,8 +18,8 @@ from collections.abc import Mapping
 import numpy as np
 from litegpu.gpu import _layout as L
 from litegpu.gpu._graph import GpuOp, GpuPlan
-from litegpu.gpu._op_table import OPS
 from litegpu.gpu._reference import max_pool_windows
+from litegpu.gpu.ops import OPS
 
 
 def _unpack_conv(w: np.ndarray, o: int, i: int) -> np.ndarray:

@@ -74,3 +74,24 @@ def test_troubleshooting_covers_what_the_backends_say():
         assert reason in page, f"docs/troubleshooting.md does not explain {reason!r}"
     for topic in ("/etc/OpenCL/vendors", "nvidia.icd", "libvulkan1", "glslc", "XDG_RUNTIME_DIR"):
         assert topic in page
+
+
+def test_design_path_of_one_op_names_real_files_in_at_most_six_steps():
+    """docs/design.md's path of DEPTHWISE_CONV_2D (issue 17: at most 6 files): every step names a file
+    that exists and the function it names there, and the GPU steps agree with the op table."""
+    text = (ROOT / "docs" / "design.md").read_text()
+    part = text[text.index("**DEPTHWISE_CONV_2D from the file to its kernel**"):]
+    steps = re.findall(r"^(\d)\. `([^`]+)` \(`#?([^`]+)`", part[:part.index("\n\n", part.index("\n1. "))], re.M)
+    assert [int(n) for n, _, _ in steps] == list(range(1, len(steps) + 1)) and len(steps) <= 6, steps
+    for _, path, name in steps[:-1]:
+        src = ROOT / "core" / "litegpu" / path
+        assert src.is_file(), path
+        assert re.search(rf"^\s*(def|class) {name.split()[-1]}\b", src.read_text(), re.M), (path, name)
+    assert steps[-1][1].endswith("shaders/conv.lgk") and (ROOT / steps[-1][1]).is_file()
+    assert "#kernel depthwise_conv2d" in (ROOT / steps[-1][1]).read_text()
+
+    from litegpu.gpu.ops import OPS, SPECS
+
+    entry = OPS["DEPTHWISE_CONV_2D"]
+    assert entry.lower.__module__ == entry.check.__module__ == "litegpu.gpu.ops.conv"
+    assert SPECS[entry.kernel].file == "conv.lgk"

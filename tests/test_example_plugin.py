@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 from _graphs import GraphBuilder
 from litegpu import PartitionSpec
-from litegpu._partition import check_plan, plan_subgraph
+from litegpu._partition import check_plan
+from litegpu._plan import plan_subgraph
 from litegpu._plugins import register_plugin, unregister_plugin
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -37,7 +38,7 @@ def example(monkeypatch):
 
 
 def view(sg, i):
-    return plan_subgraph.__globals__["_default_node_view"](sg, None)(i)
+    return plan_subgraph.__globals__["_node_views"](sg, None)(i)
 
 
 def test_listed_and_loadable(example):

@@ -35,9 +35,9 @@ def _sim_delegate():
     fp16 storage."""
     from litegpu import Delegate, DelegateKernel
     from litegpu.gpu._graph import GpuGraph
-    from litegpu.gpu._op_table import supports
     from litegpu.gpu._passes import run_passes
     from litegpu.gpu._reference import evaluate
+    from litegpu.gpu._runtime import supports
 
     class Kernel(DelegateKernel):
         def __init__(self, spec):

@@ -13,8 +13,7 @@ from litegpu import ConfigError
 from litegpu._delegate import NodeView
 from litegpu._ir import Tensor
 from litegpu.gpu._graph import GpuGraph
-from litegpu.gpu._op_table import supports
-from litegpu.gpu._runtime import compile_graph
+from litegpu.gpu._runtime import compile_graph, supports
 from litegpu.models import MEDIAPIPE_MODELS
 
 

@@ -174,7 +174,7 @@ _CUSTOM = ("Landmarks2TransformMatrix", "TransformTensorBilinear", "TransformLan
 def _mediapipe_graph(path: str) -> GpuGraph:
     sys.path.insert(0, __file__.rsplit("/", 1)[0])
     from _gpu_tflite import read_model
-    from litegpu.gpu._op_table import supports  # noqa: F401  (the same set the partitioner would claim)
+    from litegpu.gpu._runtime import supports  # noqa: F401  (the same set the partitioner would claim)
 
     m = read_model(path)
     ops = m.main.operators

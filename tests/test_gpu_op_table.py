@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import re
 
-from litegpu.gpu import _capabilities, _kernel_specs, _reference, _runtime
+from litegpu.gpu import _capabilities, _kernel_specs, _reference, kernels, ops
 from litegpu.gpu._graph import QDQ_OP
-from litegpu.gpu._op_table import (
+from litegpu.gpu._passes import fuse
+from litegpu.gpu.kernels import list_kernels, template_text
+from litegpu.gpu.ops import (
     ACT_OPS,
     ACTIVATIONS_FUSABLE,
     CHAIN_OPS,
@@ -20,10 +22,7 @@ from litegpu.gpu._op_table import (
     OPS,
     PARAM_INPUTS,
     SUPPORTED_OPS,
-    supports,
 )
-from litegpu.gpu._passes import fuse
-from litegpu.gpu.kernels import list_kernels, template_text
 
 COMMON = template_text("common.lgk")
 UNARY_FNS = set(re.findall(r"^fn op_(\w+)\(", COMMON, re.M))
@@ -74,8 +73,27 @@ def test_every_entry_holds_its_numpy_reference():
 
 
 def test_supported_ops_and_params_come_from_the_table():
-    assert _runtime.supports is supports  # the GPU delegate answers with the table's check
     assert SUPPORTED_OPS == {op for op, e in OPS.items() if e.claimed}
     assert PARAM_INPUTS["CONV_2D"] == {1: "weights", 2: "bias"} and "ADD" not in PARAM_INPUTS
     for op in ("SQUARE", "SIGN_BIT", QDQ_OP, "LSTM_CELL", "DW_PW_CONV_2D"):  # made by passes only
         assert op in OPS and op not in SUPPORTED_OPS
+
+
+def test_each_op_and_kernel_lives_in_one_family_module():
+    """The table is the assembly of the family modules: every entry and every kernel spec comes from
+    exactly one family, whose lowering and check are functions of that same module, and ``kernels``
+    renders from the assembled specs (no second registry)."""
+    families = {f.__name__.rsplit(".", 1)[1]: f for f in ops._FAMILIES}
+    assert set(families) == {"conv", "matmul", "reduce", "elementwise", "movement", "resize", "lstm", "hybrid", "folded"}
+    for op, e in OPS.items():
+        (home,) = [name for name, f in families.items() if op in f.OPS]
+        for fn in (e.lower, e.check):
+            # a family's own function, or one every family shares (``ops/_entry.py``: ``check_4d``)
+            assert fn is None or fn.__module__ in (families[home].__name__, "litegpu.gpu.ops._entry"), \
+                f"{op}: {fn} not in ops/{home}.py"
+        if e.kernel is not None and e.kernel in {s.name for f in families.values() for s in f.KERNELS}:
+            owners = [name for name, f in families.items() if e.kernel in {s.name for s in f.KERNELS}]
+            assert len(owners) == 1
+    assert kernels.SPECS is ops.SPECS
+    assert set(ops.SPECS) == {s.name for f in families.values() for s in f.KERNELS} | {
+        s.name for s in _kernel_specs.LAYOUT_KERNELS}

@@ -15,8 +15,8 @@ from litegpu._partition import (
     PartitionOptions,
     check_plan,
     partition,
-    plan_subgraph,
 )
+from litegpu._plan import plan_subgraph
 
 
 def pairs(sg, claimed, *, folded=None, options=None):

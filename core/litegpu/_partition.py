@@ -5,6 +5,11 @@ Input: a subgraph, the delegates in preference order with their per-node
 :class:`PartitionPlan` whose ``segments`` are ``(backend, node_indices)`` in a
 valid execution order; ``backend`` is a delegate's name or ``"cpu"``.
 
+This module works on node indices: the answers come from callbacks ``node index -> Support``
+that the interpreter's plan builds (``_plan.plan_subgraph``, the one place that shows a node to
+a delegate), and the subgraph is read only for its edges (which node writes and reads which
+tensor) and, in log lines, the op's name and version.
+
 Rules
 -----
 * **Constant folding first.**  A node whose inputs are all constant (or
@@ -55,12 +60,12 @@ import heapq
 import logging
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from ._delegate import NodeView, Support
+from ._delegate import Support
 from ._errors import ModelError
-from ._ir import Model, Operator, Subgraph
+from ._ir import Operator, Subgraph
 
 __all__ = [
     "DEFAULT_MAX_DELEGATED_PARTITIONS",
@@ -69,7 +74,6 @@ __all__ = [
     "Segment",
     "PartitionPlan",
     "partition",
-    "plan_subgraph",
     "NEVER_FOLD",
     "check_plan",
     "DependencyGraph",
@@ -620,53 +624,6 @@ def _summary(subgraph: Subgraph, total: int, kept: list[tuple[str, int, int]], n
     if subgraph.index:
         text = f"subgraph {subgraph.index} ({subgraph.name}): {text}"
     return text
-
-
-def _default_node_view(subgraph: Subgraph, model: Model | None) -> Callable[[int], NodeView]:
-    def view(i: int) -> NodeView:
-        op = subgraph.operators[i]
-        t = subgraph.tensors
-        return NodeView(
-            op=op,
-            inputs=tuple(None if k < 0 else t[k] for k in op.inputs),
-            outputs=tuple(t[k] for k in op.outputs if k >= 0),
-            subgraph=subgraph,
-            model=model,  # type: ignore[arg-type]
-        )
-
-    return view
-
-
-def plan_subgraph(
-    subgraph: Subgraph,
-    delegates: Sequence[Any],
-    *,
-    model: Model | None = None,
-    options: PartitionOptions | Mapping[str, Any] | None = None,
-    node_view: Callable[[int], NodeView] | None = None,
-    folded: Iterable[int] | None = None,
-) -> PartitionPlan:
-    """Ask each delegate ``supports()`` (only for nodes still unclaimed) and partition.
-
-    ``delegates`` are :class:`litegpu.Delegate` objects in preference order;
-    those with a true ``passthrough`` attribute (the ``cpu`` pseudo-backend)
-    are skipped.  ``node_view(i)`` builds the :class:`NodeView` shown to the
-    delegates (default: the subgraph's tensors as they are; the interpreter
-    passes views with resolved shapes and folded constants).  ``folded``: nodes
-    the caller already folded (see :func:`partition`).  Segment ``delegate``
-    fields index into ``delegates``.
-    """
-    view = node_view or _default_node_view(subgraph, model)
-    real = [(k, d) for k, d in enumerate(delegates) if not getattr(d, "passthrough", False)]
-
-    def asker(delegate: Any) -> Callable[[int], Support]:
-        return lambda i: delegate.supports(view(i))
-
-    pairs = [(getattr(d, "name", f"delegate{k}"), asker(d)) for k, d in real]
-    plan = partition(subgraph, pairs, options, folded=folded)
-    remap = [k for k, _ in real]
-    segs = tuple(s if s.delegate is None else s._replace(delegate=remap[s.delegate]) for s in plan.segments)
-    return replace(plan, segments=segs)
 
 
 # ----------------------------------------------------------------------------

@@ -10,9 +10,11 @@
    prepare (DEQUANTIZE of float16 weights feeding a CONV_2D is the common
    case: 3-5x faster MediaPipe invokes) and ``invoke`` never runs it.
 2. *Delegate*: each delegate is asked, node by node, whether it runs the
-   node; the partitioner (:func:`litegpu._partition.plan_subgraph`) groups
-   the claimed nodes into segments and
-   each delegate segment is compiled with :meth:`Delegate.prepare`.
+   node (:func:`plan_subgraph`, which shows each node to the delegates as a
+   :class:`NodeView` with resolved shapes); the partitioner
+   (:func:`litegpu._partition.partition`) groups the claimed node indices
+   into segments, and each delegate segment is compiled with
+   :meth:`Delegate.prepare`.
 3. *Fusion*: two CPU nodes where a producer's only output feeds one consumer
    alone may run as one step when a fusion is registered for the pair (see
    :mod:`litegpu.cpu._fusion`; a zero PAD before a convolution is absorbed into
@@ -36,14 +38,14 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from time import perf_counter
 from typing import Any
 
 import numpy as np
 
-from ._delegate import Delegate, DelegateKernel, NodeView, PartitionSpec
+from ._delegate import Delegate, DelegateKernel, NodeView, PartitionSpec, Support
 from ._errors import (
     DelegateError,
     InterpreterError,
@@ -53,7 +55,7 @@ from ._errors import (
     describe_failure,
 )
 from ._ir import Model, Operator, Subgraph, Tensor
-from ._partition import NEVER_FOLD, PartitionOptions, plan_subgraph
+from ._partition import NEVER_FOLD, PartitionOptions, PartitionPlan, partition
 from ._validate import check_node
 from .cpu._fusion import FusionNode, find_fusion
 from .cpu._heap import release_heap, tune_heap
@@ -73,6 +75,7 @@ __all__ = [
     "SubgraphPlan",
     "Runtime",
     "build_plan",
+    "plan_subgraph",
     "partition_io",
     "numpy_dtype",
     "CPU_BACKEND",
@@ -551,13 +554,7 @@ def build_plan(
     by_name: dict[str, Delegate] = {d.name: d for d in delegates}
     folded_set = set(folded)
     if delegates and sg.operators:
-        resolved = _resolved_tensors(sg, specs)
-
-        def view(i: int) -> NodeView:
-            op = sg.operators[i]
-            return NodeView(op=op, inputs=tuple(resolved[k] if k >= 0 else None for k in op.inputs),
-                            outputs=tuple(resolved[o] for o in op.outputs), subgraph=sg, model=model)
-
+        view = _node_views(sg, model, _resolved_tensors(sg, specs))
         pplan = plan_subgraph(sg, delegates, model=model, options=runtime.partition_options,
                               node_view=view, folded=folded)
         claimed = dict(pplan.claimed)
@@ -714,6 +711,56 @@ def build_plan(
     )
     _codegen(plan)
     return plan
+
+
+def _node_views(subgraph: Subgraph, model: Model | None,
+                tensors: Sequence[Tensor] | None = None) -> Callable[[int], NodeView]:
+    """``node index -> NodeView`` over ``tensors`` (default: the subgraph's own, as in the file)."""
+    t = subgraph.tensors if tensors is None else tensors
+
+    def view(i: int) -> NodeView:
+        op = subgraph.operators[i]
+        return NodeView(
+            op=op,
+            inputs=tuple(None if k < 0 else t[k] for k in op.inputs),
+            outputs=tuple(t[k] for k in op.outputs if k >= 0),
+            subgraph=subgraph,
+            model=model,  # type: ignore[arg-type]
+        )
+
+    return view
+
+
+def plan_subgraph(
+    subgraph: Subgraph,
+    delegates: Sequence[Any],
+    *,
+    model: Model | None = None,
+    options: PartitionOptions | Mapping[str, Any] | None = None,
+    node_view: Callable[[int], NodeView] | None = None,
+    folded: Iterable[int] | None = None,
+) -> PartitionPlan:
+    """Ask each delegate ``supports()`` (only for nodes still unclaimed) and partition.
+
+    ``delegates`` are :class:`litegpu.Delegate` objects in preference order;
+    those with a true ``passthrough`` attribute (the ``cpu`` pseudo-backend)
+    are skipped.  ``node_view(i)`` builds the :class:`NodeView` shown to the
+    delegates (default: the subgraph's tensors as they are; the interpreter
+    passes views with resolved shapes and folded constants).  ``folded``: nodes
+    the caller already folded (see :func:`litegpu._partition.partition`).  Segment ``delegate``
+    fields index into ``delegates``.
+    """
+    view = node_view or _node_views(subgraph, model)
+    real = [(k, d) for k, d in enumerate(delegates) if not getattr(d, "passthrough", False)]
+
+    def asker(delegate: Any) -> Callable[[int], Support]:
+        return lambda i: delegate.supports(view(i))
+
+    pairs = [(getattr(d, "name", f"delegate{k}"), asker(d)) for k, d in real]
+    plan = partition(subgraph, pairs, options, folded=folded)
+    remap = [k for k, _ in real]
+    segs = tuple(s if s.delegate is None else s._replace(delegate=remap[s.delegate]) for s in plan.segments)
+    return dataclasses.replace(plan, segments=segs)
 
 
 class _DeviceFault:

@@ -24,9 +24,9 @@ pytestmark = [pytest.mark.mediapipe]
 @pytest.fixture
 def nvidia_choices(monkeypatch):
     """Compile every plan with the H100 calibration, whatever device runs it."""
-    from litegpu.gpu import _lower
+    from litegpu.gpu import _runtime  # compile_graph takes the plan's calibration from profile_for
 
-    monkeypatch.setattr(_lower, "profile_for", lambda info: _cost.PROFILES["nvidia"])
+    monkeypatch.setattr(_runtime, "profile_for", lambda info: _cost.PROFILES["nvidia"])
 
 
 def _run(backend: str, name: str, path) -> tuple[list[str], float]:

@@ -156,7 +156,7 @@ def _first_node_support(model: bytes):
     """What the GPU op table says of the model's first node (the partitioner's question)."""
     from litegpu._delegate import NodeView
     from litegpu._reader import read_model
-    from litegpu.gpu._op_table import supports
+    from litegpu.gpu._runtime import supports
 
     m = read_model(model)
     sg = m.subgraphs[0]

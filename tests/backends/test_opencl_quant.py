@@ -19,7 +19,7 @@ from _gpu_check import without_work_split
 from _litegpu_backends import invoke_all, load_backend_delegate, missing_kernels
 from _qnets import QNet, quantized_net
 from litegpu._delegate import NodeView
-from litegpu.gpu._op_table import supports
+from litegpu.gpu._runtime import supports
 from litegpu.testing import ModelBuilder, run_litert
 
 DATA = Path("/work/shared/models/litert-testdata")

@@ -27,7 +27,7 @@ quantized tensor's grid, the float view of quantized models).
 slots; the fusion passes only fuse what matches, so every epilogue the
 lowering meets fits its kernel.  Which op renders which kernel, and which ops
 an ``act`` slot or a ``chain`` computes, come from the op table
-(``_op_table.py``); the slots of each kernel are described here.
+(``gpu/ops/``); the slots of each kernel are described here.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ._graph import Epilogue, GpuGraph, GpuNode
-from ._op_table import ACT_OPS, CHAIN_OPS, kernel_of
+from .ops import ACT_OPS, CHAIN_OPS, kernel_of
 
 __all__ = ["BINARY_RESIDUAL_OPS", "DW_PW_SLOTS", "POOL_TAKES_PAD_VALUE", "QDQ_KERNELS", "ACTIVATIONS", "CHAIN_OPS", "kernel_family",
            "match_epilogue", "epilogue_fits"]

@@ -33,21 +33,24 @@ import numpy as np
 
 from .._delegate import NodeView
 from .._errors import DelegateError, LiteGPUError
-from . import _lowering as lo
-from ._graph import GpuGraph, GpuNode, GpuOp, Report
-from ._kernel_specs import LSTM_INT8_CAPS, LSTM_INT8_GROUPS
-from ._lowering import Lowerer
+from ._graph import GpuGraph, GpuNode, Report
 from ._reference_ops import RefContext
 
-__all__ = ["INTEGER_LSTM_OP", "check_lstm", "integer_sequence_lstm", "lower_integer_lstm", "integer_lstm_reference"]
+__all__ = ["INTEGER_LSTM_OP", "LSTM_INT8_GROUPS", "LSTM_INT8_CAPS", "integer_reason", "integer_sequence_lstm",
+           "integer_lstm_reference", "CONSTANTS"]
 
 log = logging.getLogger("litegpu")
+
+#: lstm_int8: threads per group, and the length of its four shared integer arrays (4 x 1024 x 4 bytes =
+#: 16 KiB, WebGPU's default workgroup storage limit)
+LSTM_INT8_GROUPS = (4, 8, 16, 32, 64, 128)
+LSTM_INT8_CAPS = (16, 32, 64, 128, 256, 512, 1024)
 
 #: the GPU-graph op of one integer LSTM over its whole sequence (made by :func:`integer_sequence_lstm`)
 INTEGER_LSTM_OP = "INTEGER_SEQUENCE_LSTM"
 
 _H_VAR, _C_VAR = 18, 19
-_CONSTANTS = ("wx", "wh", "bias", "qm", "table")
+CONSTANTS = ("wx", "wh", "bias", "qm", "table")
 
 
 def _integer_lstm(inputs: list[Any], outputs: list[Any], intermediates: list[Any], options: Mapping[str, Any],
@@ -84,25 +87,8 @@ def _prepared(g: GpuGraph, node: GpuNode) -> Any:
                          node.attrs, node.describe())
 
 
-def check_lstm(node: NodeView) -> str:
-    """The partitioner's check of LSTM and UNIDIRECTIONAL_SEQUENCE_LSTM.  Float ones are
-    ``_lowering``'s; an int8 one the integer kernel takes is accepted (:func:`integer_sequence_lstm`
-    gives it to ``lstm_int8``); an int8 sequence LSTM it does not take goes to the float view's check
-    (``expand_sequence_lstm``, within 1 LSB); other quantized LSTMs are declined with the reason."""
-    seq = node.op.name == "UNIDIRECTIONAL_SEQUENCE_LSTM"
-    float_check = lo.check_sequence_lstm if seq else lo.check_lstm
-    x = node.inputs[0]
-    if x is None or x.dtype not in ("int8", "uint8"):
-        return float_check(node)
-    reason = _integer_reason(node, seq)
-    if not reason:
-        return ""
-    if seq:
-        return float_check(node) and reason
-    return reason
-
-
-def _integer_reason(node: NodeView, seq: bool) -> str:
+def integer_reason(node: NodeView, seq: bool) -> str:
+    """Why the ``lstm_int8`` kernel does not take this int8 LSTM node (empty: it does)."""
     x, opts = node.inputs[0], node.op.options
     if x.dtype != "int8":
         return f"quantized {x.dtype} {node.op.name} is not implemented on the GPU path"
@@ -159,7 +145,7 @@ def integer_sequence_lstm(g: GpuGraph) -> Report:
             proj = {"PROJ_M": int(pm), "PROJ_S": int(ps)}
         table = np.concatenate([lstm.sigmoid, lstm.tanh_gate, lstm.tanh_cell])
         consts = [g.add_constant(f"{node.id}/lstm_int8_{name}", np.ascontiguousarray(a, np.int32))
-                  for name, a in zip(_CONSTANTS, (wx, wh, bias, qm, table), strict=True)]
+                  for name, a in zip(CONSTANTS, (wx, wh, bias, qm, table), strict=True)]
         finals = []
         for var, tag in ((h_var, "h"), (c_var, "c")):
             v = g.tensors[var]
@@ -188,48 +174,6 @@ def integer_sequence_lstm(g: GpuGraph) -> Report:
         lines.append(f"{node.op}#{node.id}: one integer LSTM kernel over the sequence "
                      f"(bit-exact, {lstm.n_cell} cells)")
     return [f"{sum(1 for ln in lines if 'bit-exact,' in ln)} integer sequence LSTMs", *lines]
-
-
-def _pow2_at_least(n: int, choices: tuple[int, ...]) -> int:
-    return next((c for c in choices if c >= n), choices[-1])
-
-
-def lower_integer_lstm(lw: Lowerer) -> list[GpuOp]:
-    """``INTEGER_SEQUENCE_LSTM`` -> one ``lstm_int8`` launch (one work group per batch row, all steps)."""
-    n, g = lw.n, lw.g
-    x, h, c, *consts = n.inputs
-    y, h_out, c_out = n.outputs
-    a = n.attrs
-    time_major = bool(a["time_major"])
-    xs = g.tensors[x].shape
-    steps, batch = (xs[0], xs[2]) if time_major else (xs[2], xs[0])
-    n_cell, n_in, n_out = int(a["n_cell"]), int(a["n_input"]), int(a["n_output"])
-    views = {}
-    for name, t in (("X", x), ("H", h), ("C", c), ("Y", y)):
-        v = g.tensors[t].qview
-        if v is None:
-            raise DelegateError(f"{n.describe()}: tensor {g.tensors[t].name!r} has no float view (run float_view)")
-        views[name] = v
-    for binding, t in (("x", x), ("h_in", h), ("c_in", c)):
-        lw.bind(binding, t)
-    for name, t in zip(_CONSTANTS, consts, strict=True):
-        lw.const(name, np.ascontiguousarray(np.asarray(g.tensors[t].data), np.int32).reshape(-1))
-    for binding, t in (("y", y), ("h_out", h_out), ("c_out", c_out)):
-        lw.bind(binding, t)
-    s_in, s_cell, s_out = -(-n_in // 4), -(-n_cell // 4), -(-n_out // 4)
-    params = {"B": batch, "T": steps, "NIN": n_in, "SIN": s_in, "NC": n_cell, "SC": s_cell, "NOUT": n_out,
-              "SOUT": s_out,
-              "TIME_MAJOR": int(time_major),
-              "X_SCALE": float(views["X"].scale), "X_ZP": int(views["X"].zero_point),
-              "H_SCALE": float(views["H"].scale), "H_ZP": int(views["H"].zero_point),
-              "C_SCALE": float(views["C"].scale), "Y_SCALE": float(views["Y"].scale),
-              "Y_ZP": int(views["Y"].zero_point),
-              **{k: int(a[k]) for k in ("HID_M", "HID_S", "HID_ZP", "CELL_CLIP", "CELL_SHIFT", "PROJ_OFF",
-                                        "PROJ_M", "PROJ_S", "OUT_ZP", "PROJ_CLIP")}}
-    opts = {"group": _pow2_at_least(max(n_cell, n_out), LSTM_INT8_GROUPS),
-            "cap": _pow2_at_least(4 * max(s_in, s_cell, s_out), LSTM_INT8_CAPS),
-            "cifg": bool(a["cifg"]), "peephole": bool(a["peephole"]), "projection": bool(a["projection"])}
-    return [lw.op("lstm_int8", opts, params)]
 
 
 def _cpu_step(g: GpuGraph, node: GpuNode) -> Any:

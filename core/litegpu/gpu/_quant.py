@@ -26,17 +26,16 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ._graph import GpuOp, QuantView
-from ._layout import channel_vector, slices
+from ._graph import QuantView
+from ._layout import slices
 
 if TYPE_CHECKING:
-    from ._lowering import Lowerer
     from ._reference_ops import RefContext
 
 __all__ = ["QUANT_OPS", "BYTE_OPS", "MOVE_OPS", "SAME_GRID_OPS", "GRID_KEEPING", "WEIGHTED", "QUANT_DTYPES", "tensor_view",
            "quantized_reason", "node_qdtype", "INPUT_RANGE_OP", "DYNAMIC_QDQ_OP", "HybridInput", "hybrid_input",
-           "range_groups", "quantize_rows", "lower_input_range", "lower_dynamic_qdq", "input_range_ref", "dynamic_qdq_ref",
-           "HYBRID_RESCALE_OP", "lower_hybrid_rescale", "hybrid_rescale_ref", "rescale"]
+           "range_groups", "quantize_rows", "input_range_ref", "dynamic_qdq_ref",
+           "HYBRID_RESCALE_OP", "hybrid_rescale_ref", "rescale"]
 
 #: integer types the float view takes for activations (int16: 16x8 models, int8 weights)
 QUANT_DTYPES = ("int8", "uint8", "int16")
@@ -230,49 +229,6 @@ def range_groups(shape: Sequence[int]) -> int:
     spreads over 64 groups and the snap reads 64 partials."""
     _, h, w, c = (int(d) for d in shape)
     return max(1, min(64, h * w * slices(c) // 4096))
-
-
-def _split_for(chunk: int) -> int:
-    """Threads of an ``input_range`` group: about 4 vec4s a thread for small chunks, 256 at most."""
-    split = 4
-    while split < 256 and split * 4 < chunk:
-        split *= 2
-    return split
-
-
-def lower_input_range(lw: Lowerer) -> list[GpuOp]:
-    n = lw.n
-    x, r = n.inputs[0], n.outputs[0]
-    b, h, w, c = lw.shape(x)
-    n4 = h * w * slices(c)
-    groups = lw.shape(r)[2]
-    chunk = -(-n4 // groups)
-    lw.bind("src", x)
-    lw.bind("dst", r)
-    return [lw.op("input_range", {"split": _split_for(chunk)}, {"B": b, "N4": n4, "G": groups, "CHUNK": chunk})]
-
-
-def lower_dynamic_qdq(lw: Lowerer) -> list[GpuOp]:
-    n = lw.n
-    per = n.attrs["per"]
-    lw.bind("src", n.inputs[0])
-    groups = 1
-    if per == "batch":
-        lw.bind("range", n.inputs[1])
-        groups = lw.shape(n.inputs[1])[2]
-    lw.bind("dst", n.outputs[0])
-    lw.bind("scale", n.outputs[1])
-    return [lw.op("dynamic_qdq", {"per": per, "mode": n.attrs["mode"]}, {**lw.dims(n.outputs[0]), "G": groups})]
-
-
-def lower_hybrid_rescale(lw: Lowerer) -> list[GpuOp]:
-    n = lw.n
-    y = n.outputs[0]
-    lw.bind("sums", n.inputs[0])
-    lw.bind("scale", n.inputs[1])
-    lw.const("wscale", channel_vector(lw.data(n.inputs[2]).reshape(-1), lw.shape(y)[3]))
-    lw.bind("dst", y)
-    return [lw.op("hybrid_rescale", {"per": n.attrs["per"], "order": n.attrs["order"]}, lw.dims(y))]
 
 
 def quantize_rows(x: np.ndarray, mode: str, per: str) -> tuple[np.ndarray, np.ndarray]:

@@ -7,7 +7,7 @@ specification of each node form the passes create (explicit padding with a
 pad value, epilogue chains, BHWC-normalised attributes) and can simulate fp16
 storage (``storage="float16"`` rounds every stored tensor and constant).
 
-Each op's numpy function is its op table entry's ``ref`` (``_op_table.py``, functions in
+Each op's numpy function is its op table entry's ``ref`` (``gpu/ops/``, functions in
 ``_reference_ops.py``); this module only walks the graph, applies epilogues and rounds.
 """
 
@@ -19,8 +19,8 @@ import numpy as np
 
 from .._errors import DelegateError
 from ._graph import Epilogue, GpuGraph
-from ._op_table import OPS
 from ._reference_ops import RefContext, qdq, zero_extend
+from .ops import OPS
 
 __all__ = ["evaluate", "apply_epilogue", "max_pool_windows"]
 

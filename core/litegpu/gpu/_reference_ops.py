@@ -1,7 +1,7 @@
 """The numpy meaning of each GPU op: the reference function an op table entry holds (``ref``).
 
 :func:`litegpu.gpu._reference.evaluate` runs a :class:`GpuGraph` by calling, node by node, the
-``ref`` of the node's entry in the op table (``_op_table.py``); the compiler tests compare the
+``ref`` of the node's entry in the op table (``gpu/ops/``); the compiler tests compare the
 graph before and after each pass with LiteRT through it.  Three forms, by the entry's kernel:
 
 * ``unary`` kernel: ``f(x, attrs) -> y`` (also what an epilogue step of that op computes);

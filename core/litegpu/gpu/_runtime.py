@@ -4,9 +4,11 @@ A backend supplies a :class:`~litegpu.gpu._device.GpuDevice`; this module does
 the rest, the same way for every API:
 
 supports
-    the op table's :func:`~litegpu.gpu._op_table.supports` (generic checks, then the op's entry).
+    :func:`supports` (defined here): the generic checks (rank, static shapes, constant parameters, data
+    types, the float view of quantized nodes), then the check of the op's entry in the op table
+    (``gpu/ops/``).
 prepare
-    :func:`compile_partition` (passes, lowering through the op table, layout, precision, memory
+    :func:`compile_partition` (passes, lowering through the op table's entries, layout, precision, memory
     plan; defined here, the one compiler driver) gives a :class:`GpuPlan`; each :class:`GpuOp` is rendered in the device's dialect,
     compiled (once per distinct source), bound to its buffers and params.
     Constants are re-laid out and uploaded here, once.  The launches are handed
@@ -69,24 +71,24 @@ from .._backend_loading import checked_cache_section
 from .._backend_options import PRECISIONS
 from .._delegate import Delegate, DelegateKernel, NodeView, PartitionSpec, Support
 from .._errors import CacheError, ConfigError, DelegateError
-from .._ir import Model
+from .._ir import Model, Subgraph, Tensor
 from . import _layout as L
 from ._capabilities import match_epilogue
 from ._cost import profile_for
 from ._device import BufferRef, GpuDevice
 from ._graph import GpuGraph, GpuNode, GpuOp, GpuPlan, PlanTensor
 from ._layout import dequantize_host, from_device, quantize_host, slices, to_device
-from ._lowering import Lowerer
 from ._memory import DEFAULT_ALIGNMENT, plan_arena
-from ._op_table import OPS, supports
 from ._passes import DEFAULT_PIPELINE, Pass, run_passes
 from ._plan_io import plan_from_sections, plan_to_sections
 from ._precision import PrecisionPolicy, fp16_risks, precision_policy
+from ._quant import quantized_reason
 from ._tuning import TUNING_MODES, TuningKey, WorkgroupTuner, candidates
 from .kernels import Binding, ParamSlot, RenderedKernel, render
+from .ops import OPS, PARAM_INPUTS, SUPPORTED_OPS, Lowerer
 
 __all__ = ["GpuDelegate", "GpuPartitionKernel", "DeviceValue", "DeviceTensor", "PRECISIONS", "BOUNDARY_LAYOUTS",
-           "compile_graph", "compile_partition", "lower_node"]
+           "compile_graph", "compile_partition", "lower_node", "supports"]
 
 log = logging.getLogger("litegpu")
 
@@ -756,6 +758,126 @@ class GpuPartitionKernel(DelegateKernel):
         if stats:
             d["recording"] = stats
         return d
+
+
+# ---------------------------------------------------------------------------------------------------------
+# supports: the generic GPU checks, then the entry's own check
+# ---------------------------------------------------------------------------------------------------------
+
+
+def _constant_like(sg: Subgraph, t: int, depth: int = 0) -> bool:
+    """A constant, or made from one by DEQUANTIZE/DENSIFY (folded at prepare)."""
+    if t < 0:
+        return True
+    if sg.tensors[t].is_constant:
+        return True
+    if depth > 4:
+        return False
+    for op in sg.operators:
+        if t in op.outputs:
+            return op.name in ("DEQUANTIZE", "DENSIFY") and bool(op.inputs) and _constant_like(sg, op.inputs[0],
+                                                                                              depth + 1)
+    return False
+
+
+def _float_like(t: Tensor) -> bool:
+    return t.dtype in ("float32", "float16")
+
+
+def supports(node: NodeView) -> Support:
+    """Can the GPU path run ``node``?  Never raises; declines with a reason in words."""
+    try:
+        return _supports(node)
+    except Exception as e:  # a malformed node is declined, the CPU path reports it properly
+        return Support.no(f"could not analyse the node: {e}")
+
+
+def _supports(node: NodeView) -> Support:
+    op = node.op
+    name = op.name
+    if name not in SUPPORTED_OPS:
+        return Support.no(f"{name} is not implemented on the GPU path")
+    sg = node.subgraph
+    ins = [t for t in node.inputs if t is not None]
+    for t in (*ins, *node.outputs):
+        if not t.has_rank:
+            return Support.no(f"tensor {t.name!r} has unknown rank")
+        if len(t.shape) > 4:
+            return Support.no(f"rank {len(t.shape)} tensors")
+        if t.is_dynamic and not t.is_constant:
+            return Support.no(f"dynamic shape ({t.name!r} has signature {list(t.shape_signature)})")
+        if 0 in t.shape and not t.is_constant:
+            return Support.no(f"empty tensor {t.name!r}")
+    missing = [k for k in OPS[name].options if k not in op.options]
+    if missing:
+        return Support.no(f"{name} without its {', '.join(missing)} option"
+                          f"{'s' if len(missing) > 1 else ''} (no {name} options table in the model)")
+    params = PARAM_INPUTS.get(name, {})
+    for i, what in params.items():
+        if i < len(op.inputs) and op.inputs[i] >= 0 and not _constant_like(sg, op.inputs[i]):
+            return Support.no(f"{name} with a non-constant {what}")
+
+    # quantized activations: the float view (``_quant``) decides
+    quant = quantized_reason(node, params)
+    if quant is not None:
+        if quant:
+            return Support.no(quant)
+        check = OPS[name].check
+        reason = check(node) if check is not None else ""
+        return Support.no(reason) if reason else Support.yes()
+
+    # data types: activations are float (bool for LOGICAL_AND); parameters may be int32
+    if name in ("DEQUANTIZE", "DENSIFY"):
+        src = node.inputs[0]
+        if src is None or not _constant_like(sg, op.inputs[0]):
+            return Support.no(f"{name} of a non-constant tensor (only constant weights fold away)")
+        if node.outputs[0].dtype not in ("float32", "float16"):
+            return Support.no(f"{name} to {node.outputs[0].dtype}")
+        # It has no kernel: it folds into the GPU nodes that read it.  When a reader stays on the CPU
+        # (or the value is a model output) a partition would have to produce it: decline instead
+        # (constant folding, on by default, has usually evaluated it before the delegates are asked).
+        out = op.outputs[0]
+        if out in sg.outputs:
+            return Support.no(f"{name} output {node.outputs[0].name!r} is a model output (it only folds into "
+                              "GPU nodes)")
+        for reader in sg.operators:
+            if out in reader.inputs and reader.name not in ("DEQUANTIZE", "DENSIFY"):
+                view = NodeView(reader, tuple(sg.tensors[i] if i >= 0 else None for i in reader.inputs),
+                                tuple(sg.tensors[i] for i in reader.outputs if i >= 0), sg, node.model)
+                why = _supports(view)
+                if not why:
+                    return Support.no(f"{name} folds into the GPU nodes reading it, but {reader.name} stays on "
+                                      f"the CPU ({why.reason})")
+        return Support.yes()
+    runtime = [(i, t) for i, t in enumerate(node.inputs) if t is not None and i not in params]
+    for i, t in runtime + [(-1, t) for t in node.outputs]:
+        if name == "LOGICAL_AND":
+            if t.dtype != "bool":
+                return Support.no(f"LOGICAL_AND of {t.dtype} tensors")
+            continue
+        if t.quantization is not None and t.dtype in ("int8", "uint8", "int16"):
+            return Support.no(f"quantized {t.dtype} activations (the GPU path computes in float)")
+        if t.dtype == "int32" or t.dtype == "int64":
+            return Support.no(f"{t.dtype} tensors")
+        if not _float_like(t) and not (t.is_constant or _constant_like(sg, op.inputs[i] if i >= 0 else -1)):
+            return Support.no(f"{t.dtype} tensors")
+    for i, what in params.items():
+        if what in ("weights", "bias", "alpha") and i < len(node.inputs) and node.inputs[i] is not None:
+            t = node.inputs[i]
+            hybrid = what == "weights" and t.is_constant and t.dtype in ("int8", "uint8") \
+                and t.quantization is not None  # dynamic-range: dequantized at prepare (float_view)
+            if t.dtype not in ("float32", "float16") and not hybrid and not _dequantized(sg, op.inputs[i]):
+                return Support.no(f"{name} with {t.dtype} {what}")
+    check = OPS[name].check
+    if check is not None:
+        reason = check(node)
+        if reason:
+            return Support.no(reason)
+    return Support.yes()
+
+
+def _dequantized(sg: Subgraph, t: int) -> bool:
+    return not sg.tensors[t].is_constant and _constant_like(sg, t)
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -28,8 +28,9 @@ from dataclasses import dataclass, field
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
-from ._kernel_specs import ACTIVATIONS, BINARY_OPS, FUSED_ACTIVATIONS, SPECS, UNARY_OPS, KernelSpec
+from ._kernel_specs import ACTIVATIONS, BINARY_OPS, FUSED_ACTIVATIONS, UNARY_OPS, KernelSpec
 from .lgk import PRECISIONS, KernelTemplateError
+from .ops import SPECS
 
 if TYPE_CHECKING:
     from .lgk.nodes import Expr

@@ -7,7 +7,7 @@ One row per BuiltinOperator of the schema (plus the custom ops litegpu runs), wi
   ``tests/coverage/probe_litert.py``);
 * what litegpu's CPU registers: :data:`litegpu.cpu._registry.CPU_KERNELS` (kernels are keyed by
   the node's first input dtype, the same key the probe records);
-* what the GPU backends claim: the shared GPU compiler's :data:`litegpu.gpu._op_table.SUPPORTED_OPS`,
+* what the GPU backends claim: the shared GPU compiler's :data:`litegpu.gpu.ops.SUPPORTED_OPS`,
   which OpenCL, Vulkan and WebGPU all lower through.
 
 :func:`cpu_gaps` is the comparison the coverage test (``tests/test_support_matrix.py``) runs.
@@ -81,7 +81,7 @@ def cpu_gaps(litert: dict[str, Any]) -> dict[tuple[str, str], list[int]]:
 
 def render_support_matrix(litert_json: str | Path = DEFAULT_LITERT_JSON) -> str:
     from litegpu._schema import builtin_op_names
-    from litegpu.gpu._op_table import SUPPORTED_OPS
+    from litegpu.gpu.ops import SUPPORTED_OPS
 
     litert = load_litert(litert_json)
     lops = litert["ops"]

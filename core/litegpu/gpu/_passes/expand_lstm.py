@@ -8,7 +8,7 @@ from dataclasses import replace
 import numpy as np
 
 from .._graph import QDQ_OP, Epilogue, GpuGraph, GpuNode, Report
-from .._lowering import MAX_CONCAT_INPUTS
+from ..ops.movement import MAX_CONCAT_INPUTS
 
 __all__ = ["expand_lstm", "expand_sequence_lstm"]
 
@@ -59,7 +59,7 @@ _CELL_ORDER = (0, 2, 1, 3)
 def expand_sequence_lstm(g: GpuGraph) -> Report:
     """Unroll a UNIDIRECTIONAL_SEQUENCE_LSTM (CIFG, peephole (without layer norm), layer norm and projection
     on float ones;
-    the checks in ``_lowering.check_sequence_lstm``) over its time steps.  Per step ``t``:
+    the checks in ``ops/lstm.check_sequence_lstm``) over its time steps.  Per step ``t``:
 
     * ``SLICE`` of step ``t`` of the input (batch-major ``(B, 1, T, I)``; a time-major input is first
       ``TRANSPOSE`` d into that view),

@@ -6,7 +6,7 @@ from collections import Counter
 
 from .._capabilities import epilogue_fits
 from .._graph import Epilogue, GpuGraph, GpuNode, Report
-from .._op_table import ACTIVATIONS_FUSABLE, ELEMENTWISE_FUSABLE
+from ..ops import ACTIVATIONS_FUSABLE, ELEMENTWISE_FUSABLE
 from ._util import CONV_LIKE, EPILOGUE_HOSTS, only_consumer, position
 
 __all__ = ["fuse_elementwise", "fuse_activations", "ELEMENTWISE_FUSABLE", "ACTIVATIONS_FUSABLE"]

@@ -8,7 +8,7 @@ from .. import _layout as L
 from .._capabilities import ACTIVATIONS, match_epilogue
 from .._geometry import conv_geometry
 from .._graph import DW_PW_OP, GpuGraph, GpuNode, Report
-from .._lowering import dw_pw_tiling
+from ..ops.conv import dw_pw_tiling
 from ._util import only_consumer
 
 __all__ = ["fuse_dw_pw", "DW_PW_OP", "DW_PW_RECOMPUTE_BUDGET", "DW_PW_UNSPLIT_WORK", "dw_pw_block_s", "dw_pw_tiling"]

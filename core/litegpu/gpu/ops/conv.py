@@ -1,0 +1,353 @@
+"""Convolutions: CONV_2D, DEPTHWISE_CONV_2D, TRANSPOSE_CONV (and MediaPipe's Convolution2DTransposeBias),
+and the fused depthwise -> 1x1 node the passes make (``DW_PW_CONV_2D``, ``_passes/fuse_dw_pw``).
+
+Their kernels live in ``shaders/conv.lgk`` and share one epilogue (``act``, ``residual`` with
+``residual_channels`` / ``residual_pool``, ``residual_act``, ``qdq``: ``_capabilities``); their lowerings
+share the geometry (``_geometry``), the weight layouts (``_layout``) and the residual's own params.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from ..._delegate import NodeView
+from ..._errors import DelegateError
+from .. import _layout as L
+from .. import _reference_ops as rf
+from .._cost import choose_conv
+from .._geometry import conv_geometry, transpose_bias_params, transpose_conv_crop
+from .._graph import DW_PW_OP, Epilogue, GpuOp
+from .._kernel_specs import (
+    ACT,
+    ACTIVATIONS,
+    CHANNELS,
+    FUSED_ACTIVATIONS,
+    QDQ,
+    SPLIT,
+    KernelSpec,
+    Opt,
+    boolean,
+    spec,
+    split_wg,
+)
+from ._entry import WEIGHTS_BIAS, GpuOpEntry, Lowerer, opt
+
+__all__ = ["OPS", "KERNELS", "dw_pw_tiling"]
+
+#: dw_pw_conv2d tiling (:func:`dw_pw_tiling`), from every variant timed on an H200 (bench/gpu_dw_pw.py --explore)
+_SPLIT_OUTPUTS, _SPLIT4_OUTPUTS = 20480, 8192
+_SMALL, _MEDIUM = 1024, 4096
+
+
+def dw_pw_tiling(outputs: int, src_slices: int, out_slices: int, width: int) -> tuple[int, int, int]:
+    """``(split, block_s, block_w)`` of a fused depthwise -> 1x1 launch (kernel ``dw_pw_conv2d``) with
+    ``outputs`` output vectors (B * H * W * output slices) and ``src_slices`` input slices.
+
+    Not the cost model's reduction split (``_cost``): a step of this kernel's reduction is a whole depthwise evaluation of one
+    input slice (KH * KW loads) and 16 * block_s multiply-adds, so one work item walking every input slice
+    is a long serial chain even at 8-16 slices (a 96 -> 96 channel block at 8x8 took 53 us that way on an
+    H200, 7.5 us split 32 ways).  Timed over every variant of the fusable pairs of the 13 MediaPipe models:
+    the best group is about one input slice per thread (the power of two >= ``src_slices``, 4 to 128;
+    4- and 8-thread groups win here) while the grid is small (<= 20480 output vectors; 4 threads only up
+    to 8192); larger maps fill the GPU already and run best unsplit, one output vector per work item.
+    With a split: 1 output slice x 1 pixel per group up to 1024 output vectors, then 2 slices, then
+    2 slices x 2 pixels past 4096.
+    """
+    if outputs > _SPLIT_OUTPUTS or src_slices < 4 or (src_slices < 8 and outputs > _SPLIT4_OUTPUTS):
+        return 1, 1, 1
+    split = min(128, 1 << (src_slices - 1).bit_length())
+    block_s, block_w = (1, 1) if outputs <= _SMALL else (2, 1) if outputs <= _MEDIUM else (2, 2)
+    return split, min(block_s, out_slices), 1 if width == 1 else block_w
+
+
+#: conv2d's defaults of the options the cost model picks (left out of a launch's options when equal)
+_CONV_DEFAULTS = {"block_w": 2, "block_s": 1, "split": 1}
+
+
+def check_conv(node: NodeView) -> str:
+    x, w = node.inputs[0], node.inputs[1]
+    if len(x.shape) != 4 or w is None or len(w.shape) != 4:
+        return "CONV_2D needs a 4-D input and OHWI weights"
+    cin, i = x.shape[3], w.shape[3]
+    if i <= 0 or cin % i:
+        return f"CONV_2D input channels {cin} not a multiple of the filter's {i}"
+    groups = cin // i
+    if w.shape[0] % groups:
+        return f"grouped CONV_2D: {w.shape[0]} filters not divisible into {groups} groups"
+    if min(opt(node, "stride_h", 1), opt(node, "stride_w", 1), opt(node, "dilation_h_factor", 1),
+           opt(node, "dilation_w_factor", 1)) < 1:
+        return "CONV_2D with non-positive stride or dilation"
+    return ""
+
+
+def check_depthwise(node: NodeView) -> str:
+    x, w, y = node.inputs[0], node.inputs[1], node.outputs[0]
+    if len(x.shape) != 4 or w is None or len(w.shape) != 4 or w.shape[0] != 1:
+        return "DEPTHWISE_CONV_2D needs a 4-D input and [1, KH, KW, C] weights"
+    if w.shape[3] != y.shape[3] or y.shape[3] % x.shape[3]:
+        return "DEPTHWISE_CONV_2D channel counts are inconsistent"
+    return ""
+
+
+def check_transpose_conv(node: NodeView) -> str:
+    if node.op.name == "Convolution2DTransposeBias":
+        try:
+            transpose_bias_params(node.op.custom_options)
+        except DelegateError as e:
+            return str(e)
+        x, w = node.inputs[0], node.inputs[1]
+    else:
+        x, w = node.inputs[2], node.inputs[1]
+        if opt(node, "fused_activation_function") not in (0, 1, 2, 3, 4, 5):
+            return "TRANSPOSE_CONV with an unknown fused activation"
+    if x is None or w is None or len(x.shape) != 4 or len(w.shape) != 4 or w.shape[3] != x.shape[3]:
+        return f"{node.op.name} needs a 4-D input and OHWI weights matching its channels"
+    return ""
+
+
+def _residual_params(lw: Lowerer, opts: Mapping[str, Any], operands: Sequence[Epilogue]) -> dict[str, int]:
+    """The conv2d / dw_pw_conv2d residual's own geometry when it is not the output's: RES_S its slice
+    count (a channel PAD merged, ``residual_channels="fewer"``), RES_H/RES_W/RES_K the tensor a
+    MAX_POOL_2D merged into the read pools (``residual_pool``)."""
+    if not (opts.get("residual_channels") == "fewer" or opts.get("residual_pool")):
+        return {}
+    step = next(e for e in operands if e.op in ("ADD", "MUL") and e.operand is not None
+                and (e.zero_extend or e.pool))
+    _, rh, rw, rc = lw.shape(step.operand)
+    params = {"RES_S": L.slices(rc)}
+    if step.pool:
+        params.update(RES_H=rh, RES_W=rw, RES_K=step.pool)
+    return params
+
+
+def lower_conv(lw: Lowerer) -> list[GpuOp]:
+    n = lw.n
+    x, y = n.inputs[0], n.outputs[0]
+    w = lw.data(n.inputs[1])
+    b, h, wd, c = lw.shape(x)
+    _, oh, ow, o = lw.shape(y)
+    groups = c // w.shape[3]
+    geo = conv_geometry(n.attrs, (h, wd), w.shape[1:3])
+    opts, operands = lw.epilogue()
+    # the template needs group sizes in whole slices; otherwise a dense filter with zeros elsewhere
+    w, grouped = L.grouped_conv_filter(w, groups)
+    lw.bind("src", x)
+    lw.const("weights", L.conv_weights(w))
+    bias = lw.data(n.inputs[2]).reshape(-1) if len(n.inputs) > 2 and n.inputs[2] >= 0 else None
+    lw.const("bias", L.channel_vector(bias, o))
+    lw.bind_epilogue_operands(operands, o)
+    lw.bind("dst", y)
+    t, _, le, _ = geo["pads"]
+    params = {"B": b, "SRC_H": h, "SRC_W": wd, "SRC_S": L.slices(c), "H": oh, "W": ow, "C": o, "S": L.slices(o),
+              "KH": w.shape[1], "KW": w.shape[2], "STRIDE_H": geo["stride"][0], "STRIDE_W": geo["stride"][1],
+              "PAD_T": t, "PAD_L": le, "DIL_H": geo["dilation"][0], "DIL_W": geo["dilation"][1],
+              "SRC_SG": L.slices(c // groups) if grouped else L.slices(c),
+              "DST_SG": L.slices(o // groups) if grouped else L.slices(o)}
+    params.update(_residual_params(lw, opts, operands))
+    # the variant (per-thread block and reduction split, or the tiled matrix product) from the cost model;
+    # conv2d_tiled has no pooled residual read (fuse_pool_residual)
+    kernel, choice, _ = choose_conv(params, lw.cost, grouped, tiled=not opts.get("residual_pool"))
+    if kernel == "conv2d_tiled":
+        return [lw.op(kernel, {**opts, **choice}, params)]
+    return [lw.op("conv2d", {**opts, "grouped": grouped or None,
+                             **{k: v for k, v in choice.items() if v != _CONV_DEFAULTS[k]}}, params)]
+
+
+def lower_depthwise(lw: Lowerer) -> list[GpuOp]:
+    n = lw.n
+    x, y = n.inputs[0], n.outputs[0]
+    w = lw.data(n.inputs[1])
+    b, h, wd, c = lw.shape(x)
+    _, oh, ow, o = lw.shape(y)
+    geo = conv_geometry(n.attrs, (h, wd), w.shape[1:3])
+    opts, operands = lw.epilogue()
+    lw.bind("src", x)
+    lw.const("weights", L.depthwise_weights(w))
+    bias = lw.data(n.inputs[2]).reshape(-1) if len(n.inputs) > 2 and n.inputs[2] >= 0 else None
+    lw.const("bias", L.channel_vector(bias, o))
+    lw.bind_epilogue_operands(operands, o)
+    lw.bind("dst", y)
+    mult = o // c
+    params = {"B": b, "SRC_H": h, "SRC_W": wd, "SRC_S": L.slices(c), "H": oh, "W": ow, "C": o, "S": L.slices(o),
+              "KH": w.shape[1], "KW": w.shape[2], "STRIDE_H": geo["stride"][0], "STRIDE_W": geo["stride"][1],
+              "PAD_T": geo["pads"][0], "PAD_L": geo["pads"][2], "DIL_H": geo["dilation"][0],
+              "DIL_W": geo["dilation"][1], "MULT": mult, **_residual_params(lw, opts, operands)}
+    # a 3x3 or 5x5 window (every depthwise of the MediaPipe models) renders with its taps unrolled: the
+    # same work with every load independent, so never slower (no choice for the cost model to make)
+    ksize = w.shape[1] if mult == 1 and w.shape[1] == w.shape[2] and w.shape[1] in (3, 5) else 0
+    return [lw.op("depthwise_conv2d", {**opts, "multiplier": "one" if mult == 1 else "any",
+                                       "ksize": ksize or None}, params)]
+
+
+def lower_dw_pw(lw: Lowerer) -> list[GpuOp]:
+    """The fused depthwise -> 1x1 conv node (``_passes/fuse_dw_pw``): one ``dw_pw_conv2d`` launch."""
+    n = lw.n
+    x, y = n.inputs[0], n.outputs[0]
+    dw_w, pw_w = lw.data(n.inputs[1]), lw.data(n.inputs[3])
+    b, h, wd, c = lw.shape(x)
+    _, oh, ow, o = lw.shape(y)
+    geo = conv_geometry(n.attrs["dw"], (h, wd), dw_w.shape[1:3])
+    opts, operands = lw.epilogue()
+    dw_act = n.attrs.get("dw_act") or "NONE"
+
+    def vector(i: int, channels: int) -> np.ndarray:
+        t = n.inputs[i] if len(n.inputs) > i else -1
+        return L.channel_vector(lw.data(t).reshape(-1) if t >= 0 else None, channels)
+
+    lw.bind("src", x)
+    lw.const("dw_weights", L.depthwise_weights(dw_w))
+    lw.const("dw_bias", vector(2, c))
+    if dw_act == "PRELU":
+        lw.const("dw_alpha", vector(5, c))
+    lw.const("weights", L.conv_weights(pw_w))
+    lw.const("bias", vector(4, o))
+    lw.bind_epilogue_operands(operands, o)
+    lw.bind("dst", y)
+    params = {"B": b, "SRC_H": h, "SRC_W": wd, "SRC_S": L.slices(c), "H": oh, "W": ow, "C": o, "S": L.slices(o),
+              "KH": dw_w.shape[1], "KW": dw_w.shape[2], "STRIDE_H": geo["stride"][0], "STRIDE_W": geo["stride"][1],
+              "PAD_T": geo["pads"][0], "PAD_L": geo["pads"][2], "DIL_H": geo["dilation"][0],
+              "DIL_W": geo["dilation"][1]}
+    params.update(_residual_params(lw, opts, operands))
+    split, block_s, block_w = dw_pw_tiling(b * oh * ow * params["S"], params["SRC_S"], params["S"], ow)
+    # a 3x3 / 5x5 depthwise window renders unrolled, as in lower_depthwise
+    ksize = dw_w.shape[1] if dw_w.shape[1] == dw_w.shape[2] and dw_w.shape[1] in (3, 5) else 0
+    return [lw.op("dw_pw_conv2d", {**opts, "dw_act": dw_act if dw_act != "NONE" else None, "ksize": ksize or None,
+                                   "block_w": block_w if block_w != 2 else None,
+                                   "block_s": block_s if block_s != 1 else None,
+                                   "split": split if split > 1 else None}, params)]
+
+
+def lower_transpose_conv(lw: Lowerer) -> list[GpuOp]:
+    n = lw.n
+    if n.op == "Convolution2DTransposeBias":
+        x, wi, bi = n.inputs[0], n.inputs[1], n.inputs[2] if len(n.inputs) > 2 else -1
+        attrs = transpose_bias_params(n.attrs.get("custom_options"))
+    else:
+        x, wi, bi = n.inputs[2], n.inputs[1], n.inputs[3] if len(n.inputs) > 3 else -1
+        attrs = n.attrs
+    y = n.outputs[0]
+    w = lw.data(wi)
+    b, h, wd, c = lw.shape(x)
+    _, oh, ow, o = lw.shape(y)
+    sh, sw = int(attrs.get("stride_h", 1)), int(attrs.get("stride_w", 1))
+    pad = int(attrs.get("padding", 0))
+    opts, operands = lw.epilogue()
+    lw.bind("src", x)
+    lw.const("weights", L.transpose_conv_weights(w))
+    lw.const("bias", L.channel_vector(lw.data(bi).reshape(-1) if bi >= 0 else None, o))
+    lw.bind_epilogue_operands(operands, o)
+    lw.bind("dst", y)
+    params = {"B": b, "SRC_H": h, "SRC_W": wd, "SRC_S": L.slices(c), "H": oh, "W": ow, "C": o, "S": L.slices(o),
+              "KH": w.shape[1], "KW": w.shape[2], "STRIDE_H": sh, "STRIDE_W": sw,
+              "PAD_T": transpose_conv_crop(pad, h, oh, w.shape[1], sh),
+              "PAD_L": transpose_conv_crop(pad, wd, ow, w.shape[2], sw)}
+    return [lw.op("transpose_conv2d", opts, params)]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# kernels (shaders/conv.lgk) and table entries
+# ---------------------------------------------------------------------------------------------------------
+
+
+def _tiled_wg(opts: Mapping[str, Any]) -> tuple[int, int, int]:
+    """conv2d_tiled's group: tile_p / 2 x tile_s / 2 threads (one 2 x 2 block each; tile_s = 1: 1 slice)."""
+    return (opts["tile_p"] // 2 * max(1, opts["tile_s"] // 2), 1, 1)
+
+
+# dw_pw_conv2d: every dw_act and act value (paired), then residuals, splits and blocks mixed
+_DW_PW_VARIANTS = (
+    [{"dw_act": a, "act": FUSED_ACTIVATIONS[(i + 3) % len(FUSED_ACTIVATIONS)]}
+     for i, a in enumerate(FUSED_ACTIVATIONS)]
+    + [{"residual": "ADD", "residual_act": "RELU", "split": 4},
+       {"residual": "ADD", "residual_act": "RELU6", "split": 8, "block_s": 2},
+       {"residual": "MUL", "residual_act": "RELU_N1_TO_1", "split": 16, "block_w": 1},
+       {"residual": "ADD", "residual_act": "TANH", "split": 32, "qdq": True},
+       {"residual": "ADD", "residual_act": "LOGISTIC", "split": 64, "block_s": 2, "block_w": 1},
+       {"residual": "ADD", "residual_act": "HARD_SWISH", "split": 128, "dw_act": "PRELU", "act": "PRELU"},
+       {"residual": "ADD", "residual_act": "SIGN_BIT", "block_s": 2},
+       {"dw_act": "PRELU", "act": "PRELU", "residual": "ADD", "residual_act": "PRELU", "block_s": 2},
+       {"dw_act": "RELU6", "residual": "ADD", "residual_act": "PRELU", "split": 16, "block_s": 2, "qdq": True},
+       {"residual": "ADD", "residual_channels": "fewer", "residual_act": "RELU", "block_s": 2},
+       {"residual": "ADD", "residual_channels": "fewer", "residual_act": "PRELU", "split": 32, "block_w": 1},
+       {"residual": "ADD", "residual_pool": True, "residual_act": "PRELU", "block_s": 2},
+       {"residual": "ADD", "residual_channels": "fewer", "residual_pool": True, "residual_act": "RELU6",
+        "split": 16, "block_w": 1}]
+    + [{"ksize": 3}, {"ksize": 5, "split": 16, "block_s": 2, "dw_act": "RELU6"},
+       {"ksize": 3, "block_w": 1, "residual": "ADD", "residual_act": "PRELU", "split": 8}]
+)
+
+KERNELS: tuple[KernelSpec, ...] = (
+    spec("conv2d", "conv.lgk", "2-D convolution, groups, dilation, fused bias/activation/residual",
+         {"act": ACT, "residual": Opt("NONE", ("NONE", "ADD", "MUL")), "residual_act": ACT,
+          "block_w": Opt(2, (1, 2, 4)), "block_s": Opt(1, (1, 2)), "grouped": boolean(), "split": SPLIT,
+          "qdq": QDQ, "residual_channels": CHANNELS, "residual_pool": boolean()},
+         [{"act": a} for a in FUSED_ACTIVATIONS]
+         + [{"residual": "ADD", "residual_act": "RELU"}, {"residual": "MUL", "act": "RELU6"},
+            {"block_w": 1}, {"block_w": 4, "block_s": 2}, {"grouped": True}, {"grouped": True, "block_w": 4}]
+         + [{"residual": "ADD", "residual_act": a} for a in ACTIVATIONS[2:]]
+         + [{"act": "RELU6", "qdq": True}, {"residual": "ADD", "block_w": 4, "block_s": 2, "qdq": True}]
+         + [{"split": 16}, {"split": 4, "act": "PRELU", "block_w": 4, "block_s": 2},
+            {"split": 64, "residual": "ADD", "residual_act": "RELU", "block_w": 1},
+            {"split": 32, "grouped": True, "qdq": True}, {"split": 8, "act": "RELU6", "block_s": 2},
+            {"residual": "ADD", "residual_act": "PRELU"},
+            {"act": "PRELU", "residual": "ADD", "residual_act": "PRELU", "split": 16, "block_s": 2}]
+         + [{"residual": "ADD", "residual_channels": "fewer", "residual_act": "RELU"},
+            {"residual": "ADD", "residual_channels": "fewer", "residual_act": "PRELU", "block_w": 4, "block_s": 2},
+            {"residual": "ADD", "residual_channels": "fewer", "split": 128, "block_w": 1, "qdq": True},
+            {"residual": "ADD", "residual_pool": True, "residual_act": "PRELU"},
+            {"residual": "MUL", "residual_channels": "fewer", "residual_pool": True, "block_w": 4, "block_s": 2},
+            {"residual": "ADD", "residual_channels": "fewer", "residual_pool": True, "split": 32, "qdq": True}],
+         default_wg=(8, 4, 2), shared_wg=split_wg),
+    spec("conv2d_tiled", "conv.lgk", "ungrouped 2-D convolution as a tiled matrix product (shared-memory staging)",
+         {"act": ACT, "residual": Opt("NONE", ("NONE", "ADD", "MUL")), "residual_act": ACT,
+          "tile_p": Opt(32, (16, 32, 64)), "tile_s": Opt(4, (1, 2, 4, 8)), "kc": Opt(4, (2, 4, 8)),
+          "qdq": QDQ, "residual_channels": CHANNELS},
+         [{"act": a} for a in FUSED_ACTIVATIONS]
+         + [{"tile_p": p, "tile_s": ts, "kc": kc} for p, ts, kc in
+            ((16, 1, 2), (16, 2, 4), (64, 8, 8), (32, 8, 4), (64, 4, 2), (16, 8, 8))]
+         + [{"residual": "ADD", "residual_act": "RELU"}, {"residual": "MUL", "act": "RELU6", "tile_s": 8},
+            {"residual": "ADD", "residual_act": "PRELU", "act": "PRELU", "tile_p": 64},
+            {"residual": "ADD", "residual_channels": "fewer", "residual_act": "RELU6", "tile_s": 2},
+            {"act": "RELU", "qdq": True}, {"residual": "ADD", "qdq": True, "tile_p": 16, "tile_s": 1}]
+         + [{"residual": "ADD", "residual_act": a} for a in FUSED_ACTIVATIONS[1:]],
+         default_wg=(64, 1, 1), shared_wg=_tiled_wg),
+    spec("depthwise_conv2d", "conv.lgk", "depthwise convolution (any channel multiplier)",
+         {"act": ACT, "multiplier": Opt("one", ("one", "any")), "ksize": Opt(0, (0, 3, 5)), "qdq": QDQ,
+          "residual": Opt("NONE", ("NONE", "ADD", "MUL")), "residual_act": ACT, "residual_channels": CHANNELS,
+          "residual_pool": boolean()},
+         [{"act": a} for a in FUSED_ACTIVATIONS] + [{"multiplier": "any"}, {"multiplier": "any", "act": "PRELU"},
+                                                    {"act": "RELU", "qdq": True}, {"ksize": 3},
+                                                    {"ksize": 5, "act": "RELU6"}, {"ksize": 3, "act": "PRELU", "qdq": True},
+                                                    {"ksize": 3, "residual": "ADD", "residual_act": "RELU"},
+                                                    {"act": "RELU", "residual": "ADD"},
+                                                    {"residual": "MUL", "residual_act": "HARD_SWISH", "qdq": True},
+                                                    {"act": "PRELU", "residual": "ADD", "residual_act": "PRELU",
+                                                     "multiplier": "any"},
+                                                    {"residual": "ADD", "residual_channels": "fewer",
+                                                     "residual_act": "RELU6"},
+                                                    {"residual": "ADD", "residual_pool": True,
+                                                     "residual_channels": "fewer", "multiplier": "any"}]
+         + [{"residual": "ADD", "residual_act": a} for a in ACTIVATIONS[1:]]),
+    spec("dw_pw_conv2d", "conv.lgk",
+         "depthwise conv (multiplier 1, own activation) feeding a 1x1 conv, one launch; conv2d's epilogue",
+         {"dw_act": ACT, "act": ACT, "residual": Opt("NONE", ("NONE", "ADD", "MUL")), "residual_act": ACT,
+          "block_w": Opt(2, (1, 2)), "block_s": Opt(1, (1, 2)), "split": SPLIT, "qdq": QDQ,
+          "residual_channels": CHANNELS, "residual_pool": boolean(), "ksize": Opt(0, (0, 3, 5))},
+         _DW_PW_VARIANTS, default_wg=(8, 4, 2), shared_wg=split_wg),
+    spec("transpose_conv2d", "conv.lgk", "transposed convolution (+ MediaPipe Convolution2DTransposeBias)",
+         {"act": ACT, "qdq": QDQ}, [{"act": a} for a in FUSED_ACTIVATIONS] + [{"qdq": True}]),
+)
+
+OPS: dict[str, GpuOpEntry] = {
+    "CONV_2D": GpuOpEntry("conv2d", lower_conv, check_conv, WEIGHTS_BIAS, ref=rf.conv2d),
+    "DEPTHWISE_CONV_2D": GpuOpEntry("depthwise_conv2d", lower_depthwise, check_depthwise, WEIGHTS_BIAS,
+                                    ref=rf.depthwise_conv2d),
+    DW_PW_OP: GpuOpEntry("dw_pw_conv2d", lower_dw_pw, claimed=False, ref=rf.dw_pw_conv2d),
+    "TRANSPOSE_CONV": GpuOpEntry("transpose_conv2d", lower_transpose_conv, check_transpose_conv,
+                                 {0: "output shape", 1: "weights", 3: "bias"}, ref=rf.transpose_conv),
+    "Convolution2DTransposeBias": GpuOpEntry("transpose_conv2d", lower_transpose_conv, check_transpose_conv,
+                                             WEIGHTS_BIAS, ref=rf.transpose_conv_bias),
+}
