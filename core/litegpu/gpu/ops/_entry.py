@@ -132,6 +132,18 @@ class Lowerer:
                 self.tensor_or_const("res", e.operand)
                 after_residual = True
 
+    def bind_weighted(self, weights: np.ndarray, channels: int, operands: list[Epilogue]) -> None:
+        """The bindings every weighted kernel (conv2d, depthwise_conv2d, fully_connected) takes, in its
+        order: ``src`` (input 0), the packed ``weights``, ``bias`` (input 2, zeros when absent) as a
+        vector of ``channels``, the epilogue's operands, ``dst`` (output 0)."""
+        n = self.n
+        self.bind("src", n.inputs[0])
+        self.const("weights", weights)
+        bias = self.data(n.inputs[2]).reshape(-1) if len(n.inputs) > 2 and n.inputs[2] >= 0 else None
+        self.const("bias", L.channel_vector(bias, channels))
+        self.bind_epilogue_operands(operands, channels)
+        self.bind("dst", n.outputs[0])
+
     def op(self, kernel: str, options: dict[str, Any], params: dict[str, Any],
            outputs: Sequence[int] | None = None) -> GpuOp:
         outs = list(self.n.outputs if outputs is None else outputs)

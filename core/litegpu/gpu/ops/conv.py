@@ -134,12 +134,7 @@ def lower_conv(lw: Lowerer) -> list[GpuOp]:
     opts, operands = lw.epilogue()
     # the template needs group sizes in whole slices; otherwise a dense filter with zeros elsewhere
     w, grouped = L.grouped_conv_filter(w, groups)
-    lw.bind("src", x)
-    lw.const("weights", L.conv_weights(w))
-    bias = lw.data(n.inputs[2]).reshape(-1) if len(n.inputs) > 2 and n.inputs[2] >= 0 else None
-    lw.const("bias", L.channel_vector(bias, o))
-    lw.bind_epilogue_operands(operands, o)
-    lw.bind("dst", y)
+    lw.bind_weighted(L.conv_weights(w), o, operands)
     t, _, le, _ = geo["pads"]
     params = {"B": b, "SRC_H": h, "SRC_W": wd, "SRC_S": L.slices(c), "H": oh, "W": ow, "C": o, "S": L.slices(o),
               "KH": w.shape[1], "KW": w.shape[2], "STRIDE_H": geo["stride"][0], "STRIDE_W": geo["stride"][1],
@@ -164,12 +159,7 @@ def lower_depthwise(lw: Lowerer) -> list[GpuOp]:
     _, oh, ow, o = lw.shape(y)
     geo = conv_geometry(n.attrs, (h, wd), w.shape[1:3])
     opts, operands = lw.epilogue()
-    lw.bind("src", x)
-    lw.const("weights", L.depthwise_weights(w))
-    bias = lw.data(n.inputs[2]).reshape(-1) if len(n.inputs) > 2 and n.inputs[2] >= 0 else None
-    lw.const("bias", L.channel_vector(bias, o))
-    lw.bind_epilogue_operands(operands, o)
-    lw.bind("dst", y)
+    lw.bind_weighted(L.depthwise_weights(w), o, operands)
     mult = o // c
     params = {"B": b, "SRC_H": h, "SRC_W": wd, "SRC_S": L.slices(c), "H": oh, "W": ow, "C": o, "S": L.slices(o),
               "KH": w.shape[1], "KW": w.shape[2], "STRIDE_H": geo["stride"][0], "STRIDE_W": geo["stride"][1],

@@ -46,12 +46,7 @@ def lower_fc(lw: Lowerer) -> list[GpuOp]:
         raise DelegateError(f"{n.describe()}: FULLY_CONNECTED needs (rows, 1, 1, I) -> (rows, 1, 1, O) views, "
                             f"got {xs} -> {ys} (fc_as_conv rewrites the others)")
     opts, operands = lw.epilogue()
-    lw.bind("src", x)
-    lw.const("weights", L.fc_weights(w))
-    bias = lw.data(n.inputs[2]).reshape(-1) if len(n.inputs) > 2 and n.inputs[2] >= 0 else None
-    lw.const("bias", L.channel_vector(bias, o))
-    lw.bind_epilogue_operands(operands, o)
-    lw.bind("dst", y)
+    lw.bind_weighted(L.fc_weights(w), o, operands)
     split, _ = choose_fc(rows, L.slices(o), L.slices(i), lw.cost)
     return [lw.op("fully_connected", {**opts, "split": split if split > 1 else None},
                   {"B": rows, "SRC_S": L.slices(i), "C": o, "S": L.slices(o)})]
