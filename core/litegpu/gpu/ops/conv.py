@@ -123,24 +123,29 @@ def _residual_params(lw: Lowerer, opts: Mapping[str, Any], operands: Sequence[Ep
     return params
 
 
-def lower_conv(lw: Lowerer) -> list[GpuOp]:
+def _window(lw: Lowerer) -> tuple[np.ndarray, int, int, dict[str, int]]:
+    """A convolution-like node's weights, input and output channels, and the params every window
+    kernel (conv2d, depthwise_conv2d) takes: shapes, slices, kernel size, stride, padding, dilation."""
     n = lw.n
-    x, y = n.inputs[0], n.outputs[0]
     w = lw.data(n.inputs[1])
-    b, h, wd, c = lw.shape(x)
-    _, oh, ow, o = lw.shape(y)
-    groups = c // w.shape[3]
+    b, h, wd, c = lw.shape(n.inputs[0])
+    _, oh, ow, o = lw.shape(n.outputs[0])
     geo = conv_geometry(n.attrs, (h, wd), w.shape[1:3])
+    return w, c, o, {"B": b, "SRC_H": h, "SRC_W": wd, "SRC_S": L.slices(c), "H": oh, "W": ow, "C": o,
+                     "S": L.slices(o), "KH": w.shape[1], "KW": w.shape[2], "STRIDE_H": geo["stride"][0],
+                     "STRIDE_W": geo["stride"][1], "PAD_T": geo["pads"][0], "PAD_L": geo["pads"][2],
+                     "DIL_H": geo["dilation"][0], "DIL_W": geo["dilation"][1]}
+
+
+def lower_conv(lw: Lowerer) -> list[GpuOp]:
+    w, c, o, params = _window(lw)
+    groups = c // w.shape[3]
     opts, operands = lw.epilogue()
     # the template needs group sizes in whole slices; otherwise a dense filter with zeros elsewhere
     w, grouped = L.grouped_conv_filter(w, groups)
     lw.bind_weighted(L.conv_weights(w), o, operands)
-    t, _, le, _ = geo["pads"]
-    params = {"B": b, "SRC_H": h, "SRC_W": wd, "SRC_S": L.slices(c), "H": oh, "W": ow, "C": o, "S": L.slices(o),
-              "KH": w.shape[1], "KW": w.shape[2], "STRIDE_H": geo["stride"][0], "STRIDE_W": geo["stride"][1],
-              "PAD_T": t, "PAD_L": le, "DIL_H": geo["dilation"][0], "DIL_W": geo["dilation"][1],
-              "SRC_SG": L.slices(c // groups) if grouped else L.slices(c),
-              "DST_SG": L.slices(o // groups) if grouped else L.slices(o)}
+    params.update(SRC_SG=L.slices(c // groups) if grouped else L.slices(c),
+                  DST_SG=L.slices(o // groups) if grouped else L.slices(o))
     params.update(_residual_params(lw, opts, operands))
     # the variant (per-thread block and reduction split, or the tiled matrix product) from the cost model;
     # conv2d_tiled has no pooled residual read (fuse_pool_residual)
@@ -152,19 +157,11 @@ def lower_conv(lw: Lowerer) -> list[GpuOp]:
 
 
 def lower_depthwise(lw: Lowerer) -> list[GpuOp]:
-    n = lw.n
-    x, y = n.inputs[0], n.outputs[0]
-    w = lw.data(n.inputs[1])
-    b, h, wd, c = lw.shape(x)
-    _, oh, ow, o = lw.shape(y)
-    geo = conv_geometry(n.attrs, (h, wd), w.shape[1:3])
+    w, c, o, params = _window(lw)
     opts, operands = lw.epilogue()
     lw.bind_weighted(L.depthwise_weights(w), o, operands)
     mult = o // c
-    params = {"B": b, "SRC_H": h, "SRC_W": wd, "SRC_S": L.slices(c), "H": oh, "W": ow, "C": o, "S": L.slices(o),
-              "KH": w.shape[1], "KW": w.shape[2], "STRIDE_H": geo["stride"][0], "STRIDE_W": geo["stride"][1],
-              "PAD_T": geo["pads"][0], "PAD_L": geo["pads"][2], "DIL_H": geo["dilation"][0],
-              "DIL_W": geo["dilation"][1], "MULT": mult, **_residual_params(lw, opts, operands)}
+    params.update(MULT=mult, **_residual_params(lw, opts, operands))
     # a 3x3 or 5x5 window (every depthwise of the MediaPipe models) renders with its taps unrolled: the
     # same work with every load independent, so never slower (no choice for the cost model to make)
     ksize = w.shape[1] if mult == 1 and w.shape[1] == w.shape[2] and w.shape[1] in (3, 5) else 0

@@ -20,10 +20,7 @@ INPUT_RANGE_SPLITS = (4, 8, 16, 32, 64, 128, 256)
 
 def split_for(chunk: int) -> int:
     """Threads of an ``input_range`` group: about 4 vec4s a thread for small chunks, 256 at most."""
-    split = 4
-    while split < 256 and split * 4 < chunk:
-        split *= 2
-    return split
+    return next((n for n in INPUT_RANGE_SPLITS if n * 4 >= chunk), INPUT_RANGE_SPLITS[-1])
 
 
 def lower_input_range(lw: Lowerer) -> list[GpuOp]:
