@@ -35,7 +35,7 @@ from .._kernel_specs import (
 )
 from ._entry import WEIGHTS_BIAS, GpuOpEntry, Lowerer, opt
 
-__all__ = ["OPS", "KERNELS", "dw_pw_tiling"]
+__all__ = ["OPS", "KERNELS", "dw_pw_staged_tiling", "dw_pw_tiling"]
 
 #: dw_pw_conv2d tiling (:func:`dw_pw_tiling`), from every variant timed on an H200 (bench/gpu_dw_pw.py --explore)
 _SPLIT_OUTPUTS, _SPLIT4_OUTPUTS = 20480, 8192
@@ -61,6 +61,35 @@ def dw_pw_tiling(outputs: int, src_slices: int, out_slices: int, width: int) -> 
     split = min(128, 1 << (src_slices - 1).bit_length())
     block_s, block_w = (1, 1) if outputs <= _SMALL else (2, 1) if outputs <= _MEDIUM else (2, 2)
     return split, min(block_s, out_slices), 1 if width == 1 else block_w
+
+
+#: staged dw_pw_conv2d (:func:`dw_pw_staged_tiling`): the fewest output pixels it takes, and the largest
+#: output-slice block of one thread
+_STAGED_MIN_PIXELS, _STAGED_MAX_BLOCK_S = 2048, 8
+
+
+def dw_pw_staged_tiling(pixels: int, src_slices: int, out_slices: int) -> dict[str, int] | None:
+    """Options of a staged fused depthwise -> 1x1 launch (``dw_pw_conv2d`` with ``stage_p``) over ``pixels``
+    output pixels (B * H * W), for the pairs whose depthwise the unstaged kernel would recompute too
+    often; ``None`` where the staged kernel loses to the two unfused launches.
+
+    A group of 64 threads stages 16 pixels' depthwise values (``stage_k`` input slices at a time) in
+    shared memory; 4 threads share a pixel, each taking ``block_s`` output slices: the smallest block
+    that covers every output slice once (no recomputation), at most 8. Measured on an H200 (vulkan,
+    2026-11-26, every over-budget pair of the 7 benchmarked MediaPipe models, `litegpu benchmark
+    --profile` with the staged kernel against `DW_PW_STAGED = False`): it wins on wide maps (96x96 5x5,
+    32 -> 32 channels: 12.5 us against 7.4 + 9.0 us unfused; 48x48: 17.5 against 7.5 + 14.4; 112x112 3x3:
+    8.4 against 5.0 + 6.7), breaks even at 56x56 (19.6 against 19.7), and loses from 28x28 down (24x24:
+    25.6 against 18.8; 12x12 and 7x7: 47-200 us against 16-18), where each thread's share of the 1x1
+    (block_s x input slices weight loads, one after another) is long and few groups run: below
+    ``_STAGED_MIN_PIXELS`` (2048) pixels the pair keeps its two launches.
+    """
+    if pixels < _STAGED_MIN_PIXELS:
+        return None
+    block_s = 1
+    while block_s < _STAGED_MAX_BLOCK_S and 4 * block_s < out_slices:
+        block_s *= 2
+    return {"stage_p": 16, "stage_k": 16 if src_slices > 8 else 8, "block_s": block_s, "block_w": 1}
 
 
 #: conv2d's defaults of the options the cost model picks (left out of a launch's options when equal)
@@ -198,13 +227,16 @@ def lower_dw_pw(lw: Lowerer) -> list[GpuOp]:
               "PAD_T": geo["pads"][0], "PAD_L": geo["pads"][2], "DIL_H": geo["dilation"][0],
               "DIL_W": geo["dilation"][1]}
     params.update(_residual_params(lw, opts, operands))
-    split, block_s, block_w = dw_pw_tiling(b * oh * ow * params["S"], params["SRC_S"], params["S"], ow)
+    if n.attrs.get("staged"):  # fuse_dw_pw: the unstaged kernel would recompute the depthwise too often
+        tiling = dw_pw_staged_tiling(b * oh * ow, params["SRC_S"], params["S"])
+    else:
+        split, block_s, block_w = dw_pw_tiling(b * oh * ow * params["S"], params["SRC_S"], params["S"], ow)
+        tiling = {"split": split, "block_s": block_s, "block_w": block_w}
     # a 3x3 / 5x5 depthwise window renders unrolled, as in lower_depthwise
     ksize = dw_w.shape[1] if dw_w.shape[1] == dw_w.shape[2] and dw_w.shape[1] in (3, 5) else 0
+    defaults = {"split": 1, "block_s": 1, "block_w": 2, "stage_p": 0, "stage_k": 16}
     return [lw.op("dw_pw_conv2d", {**opts, "dw_act": dw_act if dw_act != "NONE" else None, "ksize": ksize or None,
-                                   "block_w": block_w if block_w != 2 else None,
-                                   "block_s": block_s if block_s != 1 else None,
-                                   "split": split if split > 1 else None}, params)]
+                                   **{k: v if v != defaults[k] else None for k, v in tiling.items()}}, params)]
 
 
 def lower_transpose_conv(lw: Lowerer) -> list[GpuOp]:
@@ -264,7 +296,21 @@ _DW_PW_VARIANTS = (
         "split": 16, "block_w": 1}]
     + [{"ksize": 3}, {"ksize": 5, "split": 16, "block_s": 2, "dw_act": "RELU6"},
        {"ksize": 3, "block_w": 1, "residual": "ADD", "residual_act": "PRELU", "split": 8}]
+    # staged (stage_p): block_w 1, split 1
+    + [{"stage_p": 16, "block_w": 1, "block_s": 4},
+       {"stage_p": 8, "stage_k": 8, "block_w": 1, "block_s": 8, "ksize": 5, "residual": "ADD",
+        "residual_act": "PRELU", "dw_act": "PRELU", "act": "PRELU"},
+       {"stage_p": 32, "block_w": 1, "block_s": 2, "ksize": 3, "dw_act": "RELU6", "residual": "ADD",
+        "residual_pool": True, "residual_channels": "fewer"},
+       {"stage_p": 16, "block_w": 1, "qdq": True, "ksize": 5, "residual": "MUL", "residual_act": "HARD_SWISH"},
+       {"stage_p": 8, "block_w": 1, "block_s": 2, "residual": "ADD", "residual_channels": "fewer",
+        "residual_act": "RELU6"}]
 )
+
+
+def _dw_pw_wg(opts: Mapping[str, Any]) -> tuple[int, int, int] | None:
+    """dw_pw_conv2d's group: 64 threads when staged, else ``split`` threads (or the tuner's choice)."""
+    return (64, 1, 1) if opts.get("stage_p") else split_wg(opts)
 
 KERNELS: tuple[KernelSpec, ...] = (
     spec("conv2d", "conv.lgk", "2-D convolution, groups, dilation, fused bias/activation/residual",
@@ -321,9 +367,10 @@ KERNELS: tuple[KernelSpec, ...] = (
     spec("dw_pw_conv2d", "conv.lgk",
          "depthwise conv (multiplier 1, own activation) feeding a 1x1 conv, one launch; conv2d's epilogue",
          {"dw_act": ACT, "act": ACT, "residual": Opt("NONE", ("NONE", "ADD", "MUL")), "residual_act": ACT,
-          "block_w": Opt(2, (1, 2)), "block_s": Opt(1, (1, 2)), "split": SPLIT, "qdq": QDQ,
-          "residual_channels": CHANNELS, "residual_pool": boolean(), "ksize": Opt(0, (0, 3, 5))},
-         _DW_PW_VARIANTS, default_wg=(8, 4, 2), shared_wg=split_wg),
+          "block_w": Opt(2, (1, 2)), "block_s": Opt(1, (1, 2, 4, 8)), "split": SPLIT, "qdq": QDQ,
+          "residual_channels": CHANNELS, "residual_pool": boolean(), "ksize": Opt(0, (0, 3, 5)),
+          "stage_p": Opt(0, (0, 8, 16, 32)), "stage_k": Opt(16, (8, 16))},
+         _DW_PW_VARIANTS, default_wg=(8, 4, 2), shared_wg=_dw_pw_wg),
     spec("transpose_conv2d", "conv.lgk", "transposed convolution (+ MediaPipe Convolution2DTransposeBias)",
          {"act": ACT, "qdq": QDQ}, [{"act": a} for a in FUSED_ACTIVATIONS] + [{"qdq": True}]),
 )
