@@ -446,6 +446,10 @@ def test_depthwise_conv2d(gpu, c, mult, stride, act, ksize):
     (7, 9, 3, 1, {"stage_p": 32, "block_w": 1, "block_s": 4, "residual": "ADD", "residual_channels": "fewer"}),
     (10, 7, 5, 2, {"stage_p": 16, "stage_k": 8, "block_w": 1, "block_s": 8, "dw_act": "RELU6",
                    "residual": "MUL", "residual_act": "TANH"}),
+    (72, 70, 5, 1, {"stage_p": 1, "stage_k": 64, "block_w": 1, "ksize": 5, "residual": "ADD",
+                    "residual_act": "PRELU"}),
+    (40, 30, 3, 2, {"stage_p": 2, "stage_k": 32, "block_w": 1, "ksize": 3, "dw_act": "RELU6"}),
+    (130, 9, 3, 1, {"stage_p": 4, "stage_k": 32, "block_w": 1, "block_s": 2}),
 ])
 def test_dw_pw_conv2d(gpu, c, cout, k, stride, opts):
     """Depthwise (KHxKW, stride, SAME padding, own activation) feeding a 1x1 conv, in one launch."""

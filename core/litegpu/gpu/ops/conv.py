@@ -63,9 +63,15 @@ def dw_pw_tiling(outputs: int, src_slices: int, out_slices: int, width: int) -> 
     return split, min(block_s, out_slices), 1 if width == 1 else block_w
 
 
-#: staged dw_pw_conv2d (:func:`dw_pw_staged_tiling`): the fewest output pixels it takes, and the largest
-#: output-slice block of one thread
-_STAGED_MIN_PIXELS, _STAGED_MAX_BLOCK_S = 2048, 8
+#: staged dw_pw_conv2d (:func:`dw_pw_staged_tiling`): the fewest output pixels it takes, the largest
+#: output-slice block of one thread, the shared-memory stage (pixels x input slices, vec4s), and which
+#: rule picks the tiling (``"cover"``, or ``"wide"``: the first rule, 16-pixel tiles only; an A/B switch)
+_STAGED_MIN_PIXELS, _STAGED_MAX_BLOCK_S, _STAGED_MID = 2048, 8, 256
+_STAGED_RULE = "cover"
+
+
+def _pow2(n: int) -> int:
+    return 1 << max(0, (n - 1).bit_length())
 
 
 def dw_pw_staged_tiling(pixels: int, src_slices: int, out_slices: int) -> dict[str, int] | None:
@@ -73,23 +79,32 @@ def dw_pw_staged_tiling(pixels: int, src_slices: int, out_slices: int) -> dict[s
     output pixels (B * H * W), for the pairs whose depthwise the unstaged kernel would recompute too
     often; ``None`` where the staged kernel loses to the two unfused launches.
 
-    A group of 64 threads stages 16 pixels' depthwise values (``stage_k`` input slices at a time) in
-    shared memory; 4 threads share a pixel, each taking ``block_s`` output slices: the smallest block
-    that covers every output slice once (no recomputation), at most 8. Measured on an H200 (vulkan,
-    2026-11-26, every over-budget pair of the 7 benchmarked MediaPipe models, `litegpu benchmark
-    --profile` with the staged kernel against `DW_PW_STAGED = False`): it wins on wide maps (96x96 5x5,
-    32 -> 32 channels: 12.5 us against 7.4 + 9.0 us unfused; 48x48: 17.5 against 7.5 + 14.4; 112x112 3x3:
-    8.4 against 5.0 + 6.7), breaks even at 56x56 (19.6 against 19.7), and loses from 28x28 down (24x24:
-    25.6 against 18.8; 12x12 and 7x7: 47-200 us against 16-18), where each thread's share of the 1x1
-    (block_s x input slices weight loads, one after another) is long and few groups run: below
-    ``_STAGED_MIN_PIXELS`` (2048) pixels the pair keeps its two launches.
+    A group of 64 threads stages ``stage_p`` pixels' depthwise values (``stage_k`` input slices at a time)
+    in shared memory; 64 / stage_p threads share a pixel, each taking ``block_s`` output slices.
+    ``"cover"``: the group's threads cover every output slice of their pixels one slice each (stage_p =
+    64 / output slices, 1 to 16 pixels; ``block_s`` > 1 only past 64 slices), so the depthwise is never
+    recomputed, a stage holds up to 256 vec4s, and every thread's share of the 1x1 is one input-slice
+    walk. ``"wide"`` (the first rule): 16 pixels, 4 threads a pixel, the smallest ``block_s`` covering the
+    output slices (at most 8). Measured on an H200 (vulkan, 2026-11-26, every over-budget pair of the 7
+    benchmarked MediaPipe models, `litegpu benchmark --profile` against `DW_PW_STAGED = False`), "wide":
+    it wins on wide maps (96x96 5x5, 32 -> 32 channels: 12.5 us against 7.4 + 9.0 us unfused; 48x48: 17.5
+    against 7.5 + 14.4; 112x112 3x3: 8.4 against 5.0 + 6.7), breaks even at 56x56 (19.6 against 19.7) and
+    loses from 28x28 down (24x24: 25.6 against 18.8; 12x12 and 7x7: 47-200 us against 16-18 with 8-pixel
+    tiles), where each thread walks block_s x input slices weight loads one after another and few groups
+    run: below ``_STAGED_MIN_PIXELS`` (2048) pixels the pair keeps its two launches.
     """
     if pixels < _STAGED_MIN_PIXELS:
         return None
-    block_s = 1
-    while block_s < _STAGED_MAX_BLOCK_S and 4 * block_s < out_slices:
-        block_s *= 2
-    return {"stage_p": 16, "stage_k": 16 if src_slices > 8 else 8, "block_s": block_s, "block_w": 1}
+    if _STAGED_RULE == "wide":
+        block_s = 1
+        while block_s < _STAGED_MAX_BLOCK_S and 4 * block_s < out_slices:
+            block_s *= 2
+        return {"stage_p": 16, "stage_k": 16 if src_slices > 8 else 8, "block_s": block_s, "block_w": 1}
+    s = _pow2(out_slices)
+    stage_p = max(1, min(16, 64 // s))
+    block_s = max(1, s // 64)
+    stage_k = max(8, min(64, _pow2(src_slices), _STAGED_MID // stage_p))
+    return {"stage_p": stage_p, "stage_k": stage_k, "block_s": block_s, "block_w": 1}
 
 
 #: conv2d's defaults of the options the cost model picks (left out of a launch's options when equal)
@@ -304,7 +319,10 @@ _DW_PW_VARIANTS = (
         "residual_pool": True, "residual_channels": "fewer"},
        {"stage_p": 16, "block_w": 1, "qdq": True, "ksize": 5, "residual": "MUL", "residual_act": "HARD_SWISH"},
        {"stage_p": 8, "block_w": 1, "block_s": 2, "residual": "ADD", "residual_channels": "fewer",
-        "residual_act": "RELU6"}]
+        "residual_act": "RELU6"},
+       {"stage_p": 1, "stage_k": 64, "block_w": 1, "ksize": 5, "residual": "ADD", "residual_act": "PRELU"},
+       {"stage_p": 2, "stage_k": 32, "block_w": 1, "ksize": 3, "dw_act": "RELU6", "act": "RELU6"},
+       {"stage_p": 4, "stage_k": 64, "block_w": 1, "residual": "ADD", "residual_pool": True, "residual_act": "PRELU"}]
 )
 
 
@@ -369,7 +387,7 @@ KERNELS: tuple[KernelSpec, ...] = (
          {"dw_act": ACT, "act": ACT, "residual": Opt("NONE", ("NONE", "ADD", "MUL")), "residual_act": ACT,
           "block_w": Opt(2, (1, 2)), "block_s": Opt(1, (1, 2, 4, 8)), "split": SPLIT, "qdq": QDQ,
           "residual_channels": CHANNELS, "residual_pool": boolean(), "ksize": Opt(0, (0, 3, 5)),
-          "stage_p": Opt(0, (0, 8, 16, 32)), "stage_k": Opt(16, (8, 16))},
+          "stage_p": Opt(0, (0, 1, 2, 4, 8, 16, 32)), "stage_k": Opt(16, (8, 16, 32, 64))},
          _DW_PW_VARIANTS, default_wg=(8, 4, 2), shared_wg=_dw_pw_wg),
     spec("transpose_conv2d", "conv.lgk", "transposed convolution (+ MediaPipe Convolution2DTransposeBias)",
          {"act": ACT, "qdq": QDQ}, [{"act": a} for a in FUSED_ACTIVATIONS] + [{"qdq": True}]),
