@@ -1119,7 +1119,7 @@ class GpuDelegate(Delegate):
             options["half_math"] = False
         key = EntryKey(token, self.name, f"{self.backend_version}+payload{EXECUTOR_PAYLOAD}", info.name,
                        info.driver_version, options=options, partition=partition,
-                       code=source_fingerprint(type(self).__module__))
+                       code=source_fingerprint(type(self).__module__, memo_dir=self._cache.dir))
         return _CacheEntry(self._cache, key)
 
     def devices(self) -> list[str]:
