@@ -15,9 +15,7 @@ from __future__ import annotations
 
 import importlib
 import os
-import re
 import sys
-from dataclasses import dataclass
 from importlib.machinery import PathFinder
 from pathlib import Path
 from typing import Any
@@ -26,34 +24,46 @@ __all__ = ["EntryPoint", "Distribution", "entry_points"]
 
 _INFO_SUFFIXES = (".dist-info", ".egg-info")
 # importlib.metadata.EntryPoint's pattern for "module:attr.attr [extras]"
-_VALUE = re.compile(r"(?P<module>[\w.]+)\s*(:\s*(?P<attr>[\w.]+)\s*)?((?P<extras>\[.*\])\s*)?$")
+_VALUE = r"(?P<module>[\w.]+)\s*(:\s*(?P<attr>[\w.]+)\s*)?((?P<extras>\[.*\])\s*)?$"
+
+# plain classes, not dataclasses: this module loads in every process's first load_delegate, and a
+# dataclass costs a few ms to create
 
 
-@dataclass(frozen=True)
 class Distribution:
     """An installed distribution: its metadata directory, name and version."""
 
-    path: Path  # the *.dist-info / *.egg-info directory
-    name: str
-    version: str
+    __slots__ = ("path", "name", "version")
+
+    def __init__(self, path: Path, name: str, version: str) -> None:
+        self.path = path  # the *.dist-info / *.egg-info directory
+        self.name = name
+        self.version = version
+
+    def __repr__(self) -> str:
+        return f"Distribution({self.name!r}, {self.version!r}, {str(self.path)!r})"
 
     def locate_file(self, path: str | os.PathLike[str]) -> Path:
         """A path relative to the directory holding the distribution (``importlib.metadata``'s meaning)."""
         return self.path.parent / path
 
 
-@dataclass(frozen=True)
 class EntryPoint:
-    """One entry point: ``name = value`` of ``group`` in ``dist``."""
+    """One entry point: ``name = value`` of ``group`` in ``dist`` (a :class:`Distribution`)."""
 
-    name: str
-    value: str
-    group: str
-    dist: Any = None  # a Distribution, or importlib.metadata's where that was used
+    __slots__ = ("name", "value", "group", "dist")
+
+    def __init__(self, name: str, value: str, group: str, dist: Distribution | None = None) -> None:
+        self.name, self.value, self.group, self.dist = name, value, group, dist
+
+    def __repr__(self) -> str:
+        return f"EntryPoint({self.name!r}, {self.value!r}, {self.group!r})"
 
     def load(self) -> Any:
         """The object the entry point names (its module imported)."""
-        m = _VALUE.match(self.value)
+        import re
+
+        m = re.match(_VALUE, self.value)
         if m is None:
             raise ValueError(f"entry point {self.name!r}: {self.value!r} is not 'module' or 'module:attr'")
         obj: Any = importlib.import_module(m.group("module"))
@@ -64,8 +74,12 @@ class EntryPoint:
 
 def _normalized(stem: str) -> str:
     """The distribution name of a metadata directory's stem, normalized as ``importlib.metadata``
-    does to tell two copies of one distribution apart (``Foo.Bar-1.0`` -> ``foo_bar``)."""
-    return re.sub(r"[-_.]+", "_", stem.partition("-")[0]).lower()
+    does to tell two copies of one distribution apart (``Foo.Bar-1.0`` -> ``foo_bar``: runs of
+    ``-_.`` become one ``_``; string methods, not its regular expression, compiled at every start)."""
+    name = stem.partition("-")[0].lower().replace(".", "_").replace("-", "_")
+    while "__" in name:
+        name = name.replace("__", "_")
+    return name
 
 
 def _header(info: Path) -> tuple[str, str]:

@@ -162,15 +162,26 @@ _MEMO_NAME = "source-hashes.json"
 _RACY_NS = 2_000_000_000
 
 
-def _source_files(bases: list[Path]) -> list[tuple[Path, str]]:
-    """(file, its path relative to its base) of every source file under ``bases``, sorted per base."""
-    out: list[tuple[Path, str]] = []
+def _source_files(bases: list[Path]) -> list[tuple[str, str]]:
+    """(file, its path relative to its base, ``/``-separated) of every source file under ``bases``,
+    sorted per base (plain strings: this runs in every warm start)."""
+    out: list[tuple[str, str]] = []
     for base in bases:
-        found = []
-        for dirpath, dirnames, filenames in os.walk(base):
-            dirnames[:] = [d for d in dirnames if d != "__pycache__"]
-            found += [Path(dirpath, f) for f in filenames if f.endswith(_SOURCE_SUFFIXES)]
-        out += sorted((path, path.relative_to(base).as_posix()) for path in found)
+        found: list[tuple[str, str]] = []
+        todo = [(os.fspath(base), "")]
+        while todo:
+            path, rel = todo.pop()
+            try:
+                entries = list(os.scandir(path))
+            except OSError:
+                continue
+            for e in entries:
+                if e.is_dir():
+                    if e.name != "__pycache__":
+                        todo.append((e.path, f"{rel}{e.name}/"))
+                elif e.name.endswith(_SOURCE_SUFFIXES):
+                    found.append((e.path, rel + e.name))
+        out += sorted(found, key=lambda f: f[1].split("/"))
     return out
 
 
@@ -233,7 +244,8 @@ def _tree_hash(bases: list[Path], memo_dir: Path | None = None) -> str:
     h = hashlib.sha256()
     for path, rel in files:
         h.update(rel.encode() + b"\0")
-        h.update(path.read_bytes())
+        with open(path, "rb") as f:
+            h.update(f.read())
     digest = h.hexdigest()
     if time.time_ns() - newest > _RACY_NS:
         memo[tree] = [stamp_digest, digest]
