@@ -155,6 +155,11 @@ out = {k: v * 1e3 for k, v in spent.items()}
 out["prepare"] = (t2 - t_start) * 1e3  # bench/init.py's span: the GPU core's import, the driver, the rest
 out["prepare cpu"] = (c2 - c_start) * 1e3  # all threads, the same span: steadier on a busy host
 out["calls"] = calls
+# a device created on a thread beside the model's read (vulkan): how long that took, and how long
+# the first use of the device waited for it (only the wait is in the prepare time)
+for attr, part in (("device_open_ms", "device (on its thread)"), ("device_wait_ms", "device wait")):
+    if hasattr(d.device, attr):
+        driver_parts[part] = float(getattr(d.device, attr))
 out["driver parts"] = driver_parts
 kernels = [s.kernel for s in it._main.plan.steps if s.kind == "delegate"]
 out["counts"] = {k: sum(int(getattr(kn, k, 0)) for kn in kernels)
