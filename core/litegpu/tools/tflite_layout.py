@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import importlib
 import math
-import sys
 from pathlib import Path
 
 __all__ = ["render_tflite_layout", "LAYOUT_PATH", "UNIONS_READ", "main"]
@@ -94,22 +93,9 @@ def render_tflite_layout() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    text = render_tflite_layout()
-    if args == ["--write"]:
-        LAYOUT_PATH.write_text(text)
-        print(f"wrote {LAYOUT_PATH}")
-        return 0
-    if args == ["--check"]:
-        if not LAYOUT_PATH.exists() or LAYOUT_PATH.read_text() != text:
-            print(f"{LAYOUT_PATH} is out of date: run python -m litegpu.tools.tflite_layout --write")
-            return 1
-        return 0
-    if args:
-        print("usage: python -m litegpu.tools.tflite_layout [--write | --check]", file=sys.stderr)
-        return 2
-    sys.stdout.write(text)
-    return 0
+    from . import generated_file_main
+
+    return generated_file_main(LAYOUT_PATH, render_tflite_layout, "litegpu.tools.tflite_layout", argv)
 
 
 if __name__ == "__main__":
