@@ -27,9 +27,7 @@ __all__ = [
     "builtin_op_name",
     "builtin_op_code",
     "builtin_op_names",
-    "options_class",
     "options_layout",
-    "sparse_index_vector_class",
     "sparse_index_vector_layout",
     "CUSTOM_OPCODE",
     "PACKED_BITS",
@@ -202,18 +200,6 @@ def package_union_members(union: str) -> dict[int, type]:
 @functools.cache
 def _package_union(union: str) -> dict[int, type]:
     return package_union_members(union)
-
-
-def options_class(type_code: int, union: str = "BuiltinOptions") -> type | None:
-    """Generated options class for a union type code of ``BuiltinOptions`` or
-    ``BuiltinOptions2`` (None for NONE or an unknown code); imports the ``tflite`` package (the
-    reader uses :func:`options_layout`)."""
-    return _package_union(union).get(type_code)
-
-
-def sparse_index_vector_class(type_code: int) -> type | None:
-    """Generated class for a ``SparseIndexVector`` union code (Int32Vector, Uint16Vector, Uint8Vector)."""
-    return _package_union("SparseIndexVector").get(type_code)
 
 
 def _union_layout(union: str, type_code: int) -> Any:
