@@ -715,7 +715,7 @@ def test_dw_pw_staged_tiling(monkeypatch):
     # past 64 output slices a thread takes several; stages of at most 64 input slices
     assert dw_pw_staged_tiling(2304, 128, 128) == {"stage_p": 1, "stage_k": 64, "block_s": 2, "block_w": 1}
     # small maps keep their two launches (the staged kernel lost there)
-    assert dw_pw_staged_tiling(2047, 8, 8) is None and dw_pw_staged_tiling(36, 64, 64) is None
+    assert dw_pw_staged_tiling(511, 8, 8) is None and dw_pw_staged_tiling(36, 64, 64) is None
     # the first rule: 16-pixel tiles, 4 threads a pixel, block_s covering the slices (at most 8)
     monkeypatch.setattr(conv, "_STAGED_RULE", "wide")
     assert dw_pw_staged_tiling(9216, 8, 8) == {"stage_p": 16, "stage_k": 8, "block_s": 2, "block_w": 1}

@@ -109,7 +109,7 @@ def fuse_dw_pw(g: GpuGraph) -> Report:
     24 (78 loads: 17 us against 15 at 24 -> 16 over 112x112), so such a pair fuses only within
     ``DW_PW_UNSPLIT_WORK`` (64) loads per work item.
 
-    Pairs over either limit on maps of at least 2048 pixels fuse all the same, into the staged kernel (node attribute ``staged``;
+    Pairs over either limit on maps of at least 512 pixels fuse all the same, into the staged kernel (node attribute ``staged``;
     ``dw_pw_conv2d`` with ``stage_p``, tiling :func:`~litegpu.gpu.ops.conv.dw_pw_staged_tiling`): a work
     group computes the depthwise values of its tile of pixels once into shared memory and spends them on
     every output slice, so the recomputation the rules above budget does not arise (smaller maps keep

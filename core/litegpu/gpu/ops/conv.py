@@ -66,7 +66,7 @@ def dw_pw_tiling(outputs: int, src_slices: int, out_slices: int, width: int) -> 
 #: staged dw_pw_conv2d (:func:`dw_pw_staged_tiling`): the fewest output pixels it takes, the largest
 #: output-slice block of one thread, the shared-memory stage (pixels x input slices, vec4s), and which
 #: rule picks the tiling (``"cover"``, or ``"wide"``: the first rule, 16-pixel tiles only; an A/B switch)
-_STAGED_MIN_PIXELS, _STAGED_MAX_BLOCK_S, _STAGED_MID = 2048, 8, 256
+_STAGED_MIN_PIXELS, _STAGED_MAX_BLOCK_S, _STAGED_MID = 512, 8, 256
 _STAGED_RULE = "cover"
 
 
@@ -86,12 +86,16 @@ def dw_pw_staged_tiling(pixels: int, src_slices: int, out_slices: int) -> dict[s
     recomputed, a stage holds up to 256 vec4s, and every thread's share of the 1x1 is one input-slice
     walk. ``"wide"`` (the first rule): 16 pixels, 4 threads a pixel, the smallest ``block_s`` covering the
     output slices (at most 8). Measured on an H200 (vulkan, 2026-11-26, every over-budget pair of the 7
-    benchmarked MediaPipe models, `litegpu benchmark --profile` against `DW_PW_STAGED = False`), "wide":
-    it wins on wide maps (96x96 5x5, 32 -> 32 channels: 12.5 us against 7.4 + 9.0 us unfused; 48x48: 17.5
-    against 7.5 + 14.4; 112x112 3x3: 8.4 against 5.0 + 6.7), breaks even at 56x56 (19.6 against 19.7) and
-    loses from 28x28 down (24x24: 25.6 against 18.8; 12x12 and 7x7: 47-200 us against 16-18 with 8-pixel
-    tiles), where each thread walks block_s x input slices weight loads one after another and few groups
-    run: below ``_STAGED_MIN_PIXELS`` (2048) pixels the pair keeps its two launches.
+    benchmarked MediaPipe models, `litegpu benchmark --profile` against `DW_PW_STAGED = False`). "wide":
+    12.5 us against 7.4 + 9.0 unfused at 96x96 (5x5, 32 -> 32 channels), 17.5 against 7.5 + 14.4 at 48x48,
+    even at 56x56, a loss from 28x28 down. "cover": 10.4 at 96x96, 12.6 at 48x48, 17.3 against 18.8 at
+    24x24 (64 -> 64 channels), but 28 against about 17.7 at 12x12 and 26 against about 16 at 6x6 (128-256
+    channels: one pixel a group, every thread walking 64 input slices of weights; unrolling that walk
+    by 4 changed nothing, so it is not the loads' latency chain) -- hence ``_STAGED_MIN_PIXELS`` (512):
+    smaller maps keep their two launches. GPU kernel time per invoke, unfused / "wide" >= 2048 pixels /
+    "cover" >= 2048 / "cover" >= 512 / "cover" everywhere: palm_detection_full 0.629 / 0.587 / 0.553 /
+    0.536 / 0.659 ms, pose_landmark_full 0.693 / 0.681 / 0.670 / 0.671 / 1.145, hand_landmark_full 0.480
+    / 0.474 / 0.467 / 0.468 / 0.981; the other four models within 0.005 ms in every column.
     """
     if pixels < _STAGED_MIN_PIXELS:
         return None
