@@ -121,13 +121,15 @@ def _single_process(model: Path, files: list[Path], backend: str) -> tuple[dict[
     invoke_s = time.perf_counter() - t
     n = len(files)
     del interp
+    pipe, pipe_host = _pipelined(model, inputs, backend)
     return outs, {"init_s": init_s, "loop_items_per_s": n / loop_s, "invoke_items_per_s": n / invoke_s,
-                  "pipelined_items_per_s": _pipelined(model, inputs, backend)}
+                  "pipelined_items_per_s": pipe, "pipelined_host_s": pipe_host}
 
 
-def _pipelined(model: Path, inputs: list[np.ndarray], backend: str, inflight: int = 2) -> float:
+def _pipelined(model: Path, inputs: list[np.ndarray], backend: str, inflight: int = 2) -> tuple[float, float]:
     """litegpu's fastest single-process pipelined run (issue 14's): CompiledModel with ``inflight`` runs
-    in flight on preprocessed inputs, every output read; items/s."""
+    in flight on preprocessed inputs, every output read; (items/s, host work in seconds a frame: its
+    time less the time blocked on the device, as the actors' device threads count theirs)."""
     import collections
 
     from litegpu.compiled_model import CompiledModel
@@ -140,27 +142,34 @@ def _pipelined(model: Path, inputs: list[np.ndarray], backend: str, inflight: in
     sizes = [(int(np.prod(d["shape"])), np.dtype(d["dtype"])) for d in m.get_output_tensor_details(key).values()]
     sets = [(m.create_input_buffers(0), m.create_output_buffers(0)) for _ in range(inflight)]
     ring: collections.deque = collections.deque()
+    blocked = [0.0]
+
+    def drain() -> None:
+        handle, outs = ring.popleft()
+        t = time.perf_counter()
+        handle.wait()
+        blocked[0] += time.perf_counter() - t
+        for b, (n, dt) in zip(outs, sizes, strict=True):
+            b.read(n, dt)
 
     def step(i: int, x: np.ndarray) -> None:
         ins, outs = sets[i % inflight]
         if len(ring) == inflight:
-            for b, (n, dt) in zip(ring.popleft(), sizes, strict=True):
-                b.read(n, dt)
+            drain()
         ins[0].write(x)
-        m.run_async(0, ins, outs)
-        ring.append(outs)
+        ring.append((m.run_async(0, ins, outs), outs))
 
     for i, x in enumerate(inputs[:2 * inflight]):  # warm-up
         step(i, x)
+    blocked[0] = 0.0
     t = time.perf_counter()
     for i, x in enumerate(inputs):
         step(i, x)
     while ring:
-        for b, (n, dt) in zip(ring.popleft(), sizes, strict=True):
-            b.read(n, dt)
-    rate = len(inputs) / (time.perf_counter() - t)
+        drain()
+    wall = time.perf_counter() - t
     m.close()
-    return rate
+    return len(inputs) / wall, (wall - blocked[0]) / len(inputs)
 
 
 def _cli_runs(model: Path, files: list[Path], backend: str, work: Path) -> float:
@@ -218,8 +227,9 @@ def _stage_split(stats: str) -> list[dict[str, Any]]:
     return stages
 
 
-def _split_lines(stages: list[dict[str, Any]], r: Any) -> list[str]:
-    """Where a pool run's time went, one line per stage and per actor."""
+def _split_lines(stages: list[dict[str, Any]], r: Any, pipe_host: float | None = None) -> list[str]:
+    """Where a pool run's time went, one line per stage and per actor (``pipe_host``: the 2-in-flight
+    run's host work a frame, seconds, which an actor's host work a row is set beside)."""
     lines = []
     for st in stages:
         per = st["wall_s"] / r.items * 1e3 if r.items else 0.0
@@ -230,8 +240,11 @@ def _split_lines(stages: list[dict[str, Any]], r: Any) -> list[str]:
         pct = (lambda x: 100 * x / busy) if busy > 0 else (lambda x: 0.0)
         lines.append(f"actor {a['actor']}: {a['items']} rows; device thread over {busy:.2f} s: waiting for batches "
                      f"{pct(a['idle_s']):.0f}%, blocked on the device {pct(a['device_s']):.0f}%, host work "
-                     f"{pct(a['host_s']):.0f}% ({a['host_s'] / max(a['items'], 1) * 1e3:.3f} ms a row); shard writes "
-                     f"{a['write_s']:.2f} s ({a['write_s'] / max(a['items'], 1) * 1e3:.3f} ms a row, beside it)")
+                     f"{pct(a['host_s']):.0f}% ({a['host_s'] / max(a['items'], 1) * 1e3:.3f} ms a row, CPU "
+                     f"{a.get('cpu_s', 0.0) / max(a['items'], 1) * 1e3:.3f} ms a row); shard writes "
+                     f"{a['write_s']:.2f} s ({a['write_s'] / max(a['items'], 1) * 1e3:.3f} ms a row, beside it)"
+                     + (f"; host work a row / 2 in flight's a frame: {a['host_s'] / max(a['items'], 1) / pipe_host:.2f}"
+                        if pipe_host else ""))
     return lines
 
 
@@ -292,7 +305,8 @@ def main() -> None:
         print(f"{backend:8} {'single-process invoke':22} {inv:9.1f} {len(files) / inv:8.1f} {1.0:9.2f}")
         pipe = base["pipelined_items_per_s"]
         print(f"{backend:8} {'single-process 2 in flight':22} {pipe:9.1f} {len(files) / pipe:8.1f} {pipe / inv:9.2f}"
-              "  (CompiledModel.run_async, preprocessed inputs: the rate the pool is held against)")
+              "  (CompiledModel.run_async, preprocessed inputs: the rate the pool is held against; host work "
+              f"{base['pipelined_host_s'] * 1e3:.3f} ms a frame)")
         print(f"{backend:8} {'single-process loop':22} {base['loop_items_per_s']:9.1f} "
               f"{len(files) / base['loop_items_per_s']:8.1f} {base['loop_items_per_s'] / inv:9.2f}")
         cli = _cli_runs(model, files[:args.cli_runs], backend, work) if args.cli_runs else None
@@ -313,7 +327,7 @@ def main() -> None:
                   f"{r.steady_items_per_s:.1f} ({r.steady_items_per_s / inv:.2f}; "
                   f"{r.steady_items_per_s / pipe:.2f} of 2 in flight)")
             stages = _stage_split(r.stats)
-            for line in _split_lines(stages, r):
+            for line in _split_lines(stages, r, base["pipelined_host_s"]):
                 print(f"{'':8}   {line}")
             if args.stats:
                 print(r.stats)
