@@ -16,7 +16,7 @@ Baselines, measured in the same run:
     python bench/batch.py --model face_detection_short_range --backends opencl,vulkan --actors 1,2,4 --images 3000
     # the NVIDIA machine, issue 18's target (the pool against 2 in flight), about 4 minutes:
     bash bench/device_run.sh python3 bench/batch.py --model face_detection_short_range --backends vulkan \
-        --image-format tensor --images 12000 --batch-size 64 --actors 1,2,4 --cli-runs 0 --baseline-images 1000
+        --image-format tensor --images 12000 --batch-size 64 --actors 1,2 --cli-runs 0 --baseline-images 1000
 
 Inputs (--image-format): ``png`` or ``npy`` pictures a quarter larger than the model input (the
 preprocessing resizes or letterboxes each one, as with real pictures), or ``tensor``: ``.npy`` files

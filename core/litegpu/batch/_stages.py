@@ -356,8 +356,8 @@ class _DeviceFeed:
     buffers (:meth:`litegpu.tensor_buffer.TensorBuffer._lend`), so the upload reads the row where
     Ray put it and the download lands where the shard is written from; the output arrays are reused
     from batch to batch (:meth:`release`), so their pages are not faulted in anew for every batch.
-    That host work per row is below the single-process loop's (which writes each input into its
-    buffer and reads each output out of its buffer); docs/batch.md has the numbers.  Without
+    That host work per row is below the single-process 2-in-flight loop's (which writes each input
+    into its buffer and reads each output out of its buffer); docs/performance.md has the numbers.  Without
     ``lend`` (the CPU interpreter's runs) inputs are written and outputs read and stored per row."""
 
     def __init__(self, model: Any, outs: list[tuple[tuple[int, ...], np.dtype]], depth: int, signature: int = 0,
