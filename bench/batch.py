@@ -7,6 +7,9 @@ Baselines, measured in the same run:
   * ``2 in flight``: one process, ``CompiledModel.run_async`` with two runs in flight on the preprocessed
     inputs, every output read: litegpu's fastest single-process pipelined rate (what the actor pool is
     held against, by its rate once rows flow);
+  * ``actor feed, no Ray``: one actor's device thread (the actor's own model and ``_DeviceFeed``) in
+    this process on the preprocessed inputs, batches handed over by 3 threads as Ray Data does: the
+    device thread's own rate and host work, so that what Ray adds shows apart;
   * ``loop``: one process, one interpreter, read + preprocess + invoke per image: what `litegpu run`'s
     code does per input, in one process (the reference for the outputs);
   * ``litegpu run``: the command itself, one process per image (`--cli-runs` images; start-up included).
@@ -123,7 +126,36 @@ def _single_process(model: Path, files: list[Path], backend: str) -> tuple[dict[
     del interp
     pipe, pipe_host = _pipelined(model, inputs, backend)
     return outs, {"init_s": init_s, "loop_items_per_s": n / loop_s, "invoke_items_per_s": n / invoke_s,
-                  "pipelined_items_per_s": pipe, "pipelined_host_s": pipe_host}
+                  "pipelined_items_per_s": pipe, "pipelined_host_s": pipe_host,
+                  "feed": _actor_feed(model, inputs, backend)}
+
+
+def _actor_feed(model: Path, inputs: list[np.ndarray], backend: str, batch: int = 64) -> dict[str, float]:
+    """One actor's device thread (``_DeviceFeed`` on ``build_model``'s model, as the actor builds
+    them) in this process, without Ray: batches of ``batch`` preprocessed inputs handed over by 3
+    threads at once, as Ray Data does; items/s, and its host work and CPU time a row (seconds).  Set
+    beside the 2-in-flight rate, it tells the device thread's own cost from what Ray adds."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from litegpu.batch._stages import ACTOR_CALLS, ModelSpec, _DeviceFeed, _InterpreterRuns, build_model
+
+    m = build_model(ModelSpec(name=model.name, data=model.read_bytes(), backend=backend, options={}, config=None))
+    feed = _DeviceFeed(m.runner, [(shape, dtype) for _, shape, dtype in m.outputs], m.depth, m.signature,
+                       lend=not isinstance(m.runner, _InterpreterRuns))
+    batches = [np.stack(inputs[i:i + batch]) for i in range(0, len(inputs), batch)]
+
+    def one(x: np.ndarray) -> None:
+        feed.release(feed.run(x, [None] * len(x)))
+
+    one(batches[0][:2])  # warm-up
+    before = feed.timings()
+    t = time.perf_counter()
+    with ThreadPoolExecutor(ACTOR_CALLS) as pool:
+        list(pool.map(one, batches))
+    wall = time.perf_counter() - t
+    after = feed.timings()
+    n = len(inputs)
+    return {"items_per_s": n / wall, "host_s": (after[2] - before[2]) / n, "cpu_s": (after[3] - before[3]) / n}
 
 
 def _pipelined(model: Path, inputs: list[np.ndarray], backend: str, inflight: int = 2) -> tuple[float, float]:
@@ -307,6 +339,10 @@ def main() -> None:
         print(f"{backend:8} {'single-process 2 in flight':22} {pipe:9.1f} {len(files) / pipe:8.1f} {pipe / inv:9.2f}"
               "  (CompiledModel.run_async, preprocessed inputs: the rate the pool is held against; host work "
               f"{base['pipelined_host_s'] * 1e3:.3f} ms a frame)")
+        fd = base["feed"]
+        print(f"{backend:8} {'actor feed, no Ray':22} {fd['items_per_s']:9.1f} {len(files) / fd['items_per_s']:8.1f} "
+              f"{fd['items_per_s'] / inv:9.2f}  (one actor's device thread in this process: {fd['items_per_s'] / pipe:.2f}"
+              f" of 2 in flight; host work {fd['host_s'] * 1e3:.3f} ms a row, CPU {fd['cpu_s'] * 1e3:.3f} ms a row)")
         print(f"{backend:8} {'single-process loop':22} {base['loop_items_per_s']:9.1f} "
               f"{len(files) / base['loop_items_per_s']:8.1f} {base['loop_items_per_s'] / inv:9.2f}")
         cli = _cli_runs(model, files[:args.cli_runs], backend, work) if args.cli_runs else None
