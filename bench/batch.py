@@ -147,7 +147,7 @@ def _actor_feed(model: Path, inputs: list[np.ndarray], backend: str, batch: int 
     def one(x: np.ndarray) -> None:
         feed.release(feed.run(x, [None] * len(x)))
 
-    one(batches[0][:2])  # warm-up
+    feed.warm_up()  # as the actor does
     before = feed.timings()
     t = time.perf_counter()
     with ThreadPoolExecutor(ACTOR_CALLS) as pool:
