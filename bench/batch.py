@@ -7,6 +7,9 @@ Baselines, measured in the same run:
   * ``2 in flight``: one process, ``CompiledModel.run_async`` with two runs in flight on the preprocessed
     inputs, every output read: litegpu's fastest single-process pipelined rate (what the actor pool is
     held against, by its rate once rows flow);
+  * ``actor feed, no Ray``: one actor's device thread (the actor's own model and ``_DeviceFeed``) in
+    this process on the preprocessed inputs, batches handed over by 3 threads as Ray Data does: the
+    device thread's own rate and host work, so that what Ray adds shows apart;
   * ``loop``: one process, one interpreter, read + preprocess + invoke per image: what `litegpu run`'s
     code does per input, in one process (the reference for the outputs);
   * ``litegpu run``: the command itself, one process per image (`--cli-runs` images; start-up included).
@@ -16,7 +19,7 @@ Baselines, measured in the same run:
     python bench/batch.py --model face_detection_short_range --backends opencl,vulkan --actors 1,2,4 --images 3000
     # the NVIDIA machine, issue 18's target (the pool against 2 in flight), about 4 minutes:
     bash bench/device_run.sh python3 bench/batch.py --model face_detection_short_range --backends vulkan \
-        --image-format tensor --images 12000 --batch-size 64 --actors 1,2,4 --cli-runs 0 --baseline-images 1000
+        --image-format tensor --images 12000 --batch-size 64 --actors 1,2 --cli-runs 0 --baseline-images 1000
 
 Inputs (--image-format): ``png`` or ``npy`` pictures a quarter larger than the model input (the
 preprocessing resizes or letterboxes each one, as with real pictures), or ``tensor``: ``.npy`` files
@@ -121,13 +124,44 @@ def _single_process(model: Path, files: list[Path], backend: str) -> tuple[dict[
     invoke_s = time.perf_counter() - t
     n = len(files)
     del interp
+    pipe, pipe_host = _pipelined(model, inputs, backend)
     return outs, {"init_s": init_s, "loop_items_per_s": n / loop_s, "invoke_items_per_s": n / invoke_s,
-                  "pipelined_items_per_s": _pipelined(model, inputs, backend)}
+                  "pipelined_items_per_s": pipe, "pipelined_host_s": pipe_host,
+                  "feed": _actor_feed(model, inputs, backend)}
 
 
-def _pipelined(model: Path, inputs: list[np.ndarray], backend: str, inflight: int = 2) -> float:
+def _actor_feed(model: Path, inputs: list[np.ndarray], backend: str, batch: int = 64) -> dict[str, float]:
+    """One actor's device thread (``_DeviceFeed`` on ``build_model``'s model, as the actor builds
+    them) in this process, without Ray: batches of ``batch`` preprocessed inputs handed over by 3
+    threads at once, as Ray Data does; items/s, and its host work and CPU time a row (seconds).  Set
+    beside the 2-in-flight rate, it tells the device thread's own cost from what Ray adds."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from litegpu.batch._stages import ACTOR_CALLS, ModelSpec, _DeviceFeed, _InterpreterRuns, build_model
+
+    m = build_model(ModelSpec(name=model.name, data=model.read_bytes(), backend=backend, options={}, config=None))
+    feed = _DeviceFeed(m.runner, [(shape, dtype) for _, shape, dtype in m.outputs], m.depth, m.signature,
+                       lend=not isinstance(m.runner, _InterpreterRuns))
+    batches = [np.stack(inputs[i:i + batch]) for i in range(0, len(inputs), batch)]
+
+    def one(x: np.ndarray) -> None:
+        feed.release(feed.run(x, [None] * len(x)))
+
+    feed.warm_up()  # as the actor does
+    before = feed.timings()
+    t = time.perf_counter()
+    with ThreadPoolExecutor(ACTOR_CALLS) as pool:
+        list(pool.map(one, batches))
+    wall = time.perf_counter() - t
+    after = feed.timings()
+    n = len(inputs)
+    return {"items_per_s": n / wall, "host_s": (after[2] - before[2]) / n, "cpu_s": (after[3] - before[3]) / n}
+
+
+def _pipelined(model: Path, inputs: list[np.ndarray], backend: str, inflight: int = 2) -> tuple[float, float]:
     """litegpu's fastest single-process pipelined run (issue 14's): CompiledModel with ``inflight`` runs
-    in flight on preprocessed inputs, every output read; items/s."""
+    in flight on preprocessed inputs, every output read; (items/s, host work in seconds a frame: its
+    time less the time blocked on the device, as the actors' device threads count theirs)."""
     import collections
 
     from litegpu.compiled_model import CompiledModel
@@ -140,27 +174,34 @@ def _pipelined(model: Path, inputs: list[np.ndarray], backend: str, inflight: in
     sizes = [(int(np.prod(d["shape"])), np.dtype(d["dtype"])) for d in m.get_output_tensor_details(key).values()]
     sets = [(m.create_input_buffers(0), m.create_output_buffers(0)) for _ in range(inflight)]
     ring: collections.deque = collections.deque()
+    blocked = [0.0]
+
+    def drain() -> None:
+        handle, outs = ring.popleft()
+        t = time.perf_counter()
+        handle.wait()
+        blocked[0] += time.perf_counter() - t
+        for b, (n, dt) in zip(outs, sizes, strict=True):
+            b.read(n, dt)
 
     def step(i: int, x: np.ndarray) -> None:
         ins, outs = sets[i % inflight]
         if len(ring) == inflight:
-            for b, (n, dt) in zip(ring.popleft(), sizes, strict=True):
-                b.read(n, dt)
+            drain()
         ins[0].write(x)
-        m.run_async(0, ins, outs)
-        ring.append(outs)
+        ring.append((m.run_async(0, ins, outs), outs))
 
     for i, x in enumerate(inputs[:2 * inflight]):  # warm-up
         step(i, x)
+    blocked[0] = 0.0
     t = time.perf_counter()
     for i, x in enumerate(inputs):
         step(i, x)
     while ring:
-        for b, (n, dt) in zip(ring.popleft(), sizes, strict=True):
-            b.read(n, dt)
-    rate = len(inputs) / (time.perf_counter() - t)
+        drain()
+    wall = time.perf_counter() - t
     m.close()
-    return rate
+    return len(inputs) / wall, (wall - blocked[0]) / len(inputs)
 
 
 def _cli_runs(model: Path, files: list[Path], backend: str, work: Path) -> float:
@@ -218,8 +259,9 @@ def _stage_split(stats: str) -> list[dict[str, Any]]:
     return stages
 
 
-def _split_lines(stages: list[dict[str, Any]], r: Any) -> list[str]:
-    """Where a pool run's time went, one line per stage and per actor."""
+def _split_lines(stages: list[dict[str, Any]], r: Any, pipe_host: float | None = None) -> list[str]:
+    """Where a pool run's time went, one line per stage and per actor (``pipe_host``: the 2-in-flight
+    run's host work a frame, seconds, which an actor's host work a row is set beside)."""
     lines = []
     for st in stages:
         per = st["wall_s"] / r.items * 1e3 if r.items else 0.0
@@ -230,8 +272,11 @@ def _split_lines(stages: list[dict[str, Any]], r: Any) -> list[str]:
         pct = (lambda x: 100 * x / busy) if busy > 0 else (lambda x: 0.0)
         lines.append(f"actor {a['actor']}: {a['items']} rows; device thread over {busy:.2f} s: waiting for batches "
                      f"{pct(a['idle_s']):.0f}%, blocked on the device {pct(a['device_s']):.0f}%, host work "
-                     f"{pct(a['host_s']):.0f}% ({a['host_s'] / max(a['items'], 1) * 1e3:.3f} ms a row); shard writes "
-                     f"{a['write_s']:.2f} s ({a['write_s'] / max(a['items'], 1) * 1e3:.3f} ms a row, beside it)")
+                     f"{pct(a['host_s']):.0f}% ({a['host_s'] / max(a['items'], 1) * 1e3:.3f} ms a row, CPU "
+                     f"{a.get('cpu_s', 0.0) / max(a['items'], 1) * 1e3:.3f} ms a row); shard writes "
+                     f"{a['write_s']:.2f} s ({a['write_s'] / max(a['items'], 1) * 1e3:.3f} ms a row, beside it)"
+                     + (f"; host work a row / 2 in flight's a frame: {a['host_s'] / max(a['items'], 1) / pipe_host:.2f}"
+                        if pipe_host else ""))
     return lines
 
 
@@ -292,7 +337,12 @@ def main() -> None:
         print(f"{backend:8} {'single-process invoke':22} {inv:9.1f} {len(files) / inv:8.1f} {1.0:9.2f}")
         pipe = base["pipelined_items_per_s"]
         print(f"{backend:8} {'single-process 2 in flight':22} {pipe:9.1f} {len(files) / pipe:8.1f} {pipe / inv:9.2f}"
-              "  (CompiledModel.run_async, preprocessed inputs: the rate the pool is held against)")
+              "  (CompiledModel.run_async, preprocessed inputs: the rate the pool is held against; host work "
+              f"{base['pipelined_host_s'] * 1e3:.3f} ms a frame)")
+        fd = base["feed"]
+        print(f"{backend:8} {'actor feed, no Ray':22} {fd['items_per_s']:9.1f} {len(files) / fd['items_per_s']:8.1f} "
+              f"{fd['items_per_s'] / inv:9.2f}  (one actor's device thread in this process: {fd['items_per_s'] / pipe:.2f}"
+              f" of 2 in flight; host work {fd['host_s'] * 1e3:.3f} ms a row, CPU {fd['cpu_s'] * 1e3:.3f} ms a row)")
         print(f"{backend:8} {'single-process loop':22} {base['loop_items_per_s']:9.1f} "
               f"{len(files) / base['loop_items_per_s']:8.1f} {base['loop_items_per_s'] / inv:9.2f}")
         cli = _cli_runs(model, files[:args.cli_runs], backend, work) if args.cli_runs else None
@@ -313,7 +363,7 @@ def main() -> None:
                   f"{r.steady_items_per_s:.1f} ({r.steady_items_per_s / inv:.2f}; "
                   f"{r.steady_items_per_s / pipe:.2f} of 2 in flight)")
             stages = _stage_split(r.stats)
-            for line in _split_lines(stages, r):
+            for line in _split_lines(stages, r, base["pipelined_host_s"]):
                 print(f"{'':8}   {line}")
             if args.stats:
                 print(r.stats)

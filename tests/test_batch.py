@@ -415,3 +415,51 @@ def test_device_feed_row_errors_and_a_dead_thread_raises():
     dead = _DeviceFeed(_FakeModel(crash=True), [((1, 2), np.dtype(np.float32))], 2)
     with pytest.raises(RuntimeError, match="device thread ended"):
         dead.run(x, [None] * 8)
+
+
+@pytest.mark.parametrize("backend", ["vulkan"])
+def test_device_feed_lends_rows_to_a_compiled_model(case, backend):
+    """The GPU actor's path without copies: batch rows lent as the runs' input buffers, outputs read
+    straight into the batch's (reused) arrays.  Every row equals the single-process interpreter's,
+    byte for byte: a contiguous batch, one that cannot be lent (not C-contiguous: written per row),
+    and reused output arrays where an error row must read zeros, not the last batch's values."""
+    if why := _unavailable(backend):
+        pytest.skip(f"{backend} backend unavailable: {why}")
+    from litegpu.batch._stages import ModelSpec, _DeviceFeed, _InterpreterRuns, build_model
+
+    data = case["model"].read_bytes()
+    m = build_model(ModelSpec(name="cnn", data=data, backend=backend, options={}, config=None))
+    assert not isinstance(m.runner, _InterpreterRuns) and m.depth == 2
+    feed = _DeviceFeed(m.runner, [(shape, dtype) for _, shape, dtype in m.outputs], m.depth, m.signature, lend=True)
+    interp = make_interpreter(load_model(str(case["model"])), backend, {})
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(6, 1, HW, HW, 3)).astype(np.float32)
+
+    def want(rows: np.ndarray) -> list[list[np.ndarray]]:
+        res = []
+        for r in rows:
+            set_inputs(interp, [r])
+            interp.invoke()
+            res.append([a.copy() for a in get_outputs(interp)])
+        return res
+
+    def check(outs: list[np.ndarray], rows: np.ndarray, errors: list[str | None]) -> None:
+        got = [[outs[k][i] for _, k in sorted((pos, k) for k, (pos, _, _) in enumerate(m.outputs))]
+               for i in range(len(rows))]
+        for i, (g, w) in enumerate(zip(got, want(rows), strict=True)):
+            for a, b in zip(g, w, strict=True):
+                assert a.dtype == b.dtype
+                if errors[i] is None:
+                    np.testing.assert_array_equal(a, b.reshape(a.shape))
+                else:
+                    assert not a.any()
+
+    errors: list[str | None] = [None] * 6
+    outs = feed.run(x, errors)
+    check(outs, x, errors)
+    feed.release(outs)
+    y = np.asfortranarray(x[::-1])  # not C-contiguous: written into the feed's own buffers
+    errors = [None, "unreadable", None, None, None, None]
+    outs2 = feed.run(y, errors)
+    assert all(a is b for a, b in zip(outs, outs2, strict=True))  # the released arrays, reused
+    check(outs2, y, errors)

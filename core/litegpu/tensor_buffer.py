@@ -178,6 +178,17 @@ class TensorBuffer:
             v = self._views[(dtype, shape)] = self._host[:n].view(dtype).reshape(shape)
         return v
 
+    def _lend(self, array: np.ndarray) -> None:
+        """Make the buffer's host memory ``array``'s (C-contiguous, exactly the buffer's bytes; the
+        caller keeps it alive and unchanged while a run uses it): a run then reads its input from
+        there, or writes its output there, with no copy.  ``litegpu batch`` lends each row of a batch
+        this way.  Like :meth:`create_from_host_memory`'s buffers it is never stamped as uploaded."""
+        self._settle()
+        self._host = array.reshape(-1).view(np.uint8)
+        self._views = {(array.dtype, array.shape): array}  # the run path's _view of it: no lookup work
+        self._host_valid, self._device_valid = True, False
+        self._external = True
+
     def _array(self, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
         """The value as a fresh host array of the tensor's dtype and shape (after its writer ends)."""
         self._settle()

@@ -56,7 +56,8 @@ class BatchResult:
     steady_items_per_s: float = 0.0
     # per actor: device, items, init_s, warm; where its time went from its first batch to its last
     # (seconds): its device thread waiting for batches (idle_s), blocked on the device (device_s),
-    # doing host work (host_s: inputs written, runs submitted, outputs read); and its shard writes
+    # doing host work (host_s: runs submitted, and on the CPU inputs written and outputs read) and
+    # that thread's CPU time (cpu_s: host_s well above it is waiting for the GIL); and its shard writes
     # (write_s, in the threads Ray Data calls it in, beside the device thread)
     actors: list[dict[str, Any]] = field(default_factory=list)
     errors: list[dict[str, str]] = field(default_factory=list)  # the first failures: path, error
@@ -296,9 +297,10 @@ def _collect(b: Mapping[str, Any], result: BatchResult, per_actor: dict[str, dic
         a = per_actor.setdefault(str(b["actor"][i]), {"actor": str(b["actor"][i]), "device": str(b["device"][i]),
                                                       "items": 0, "init_s": float(b["init_s"][i]),
                                                       "warm": str(b["warm"][i]), "idle_s": 0.0,
-                                                      "device_s": 0.0, "host_s": 0.0, "write_s": 0.0})
+                                                      "device_s": 0.0, "host_s": 0.0, "cpu_s": 0.0,
+                                                      "write_s": 0.0})
         a["items"] += 1
-        for k in ("idle_s", "device_s", "host_s"):  # running totals of the actor: its latest is the largest
+        for k in ("idle_s", "device_s", "host_s", "cpu_s"):  # running totals of the actor: its latest is the largest
             a[k] = max(a[k], float(b[k][i]))
         a["write_s"] += float(b["write_s"][i])
 

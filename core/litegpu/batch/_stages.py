@@ -9,6 +9,7 @@ import logging
 import os
 import queue
 import socket
+import sys
 import threading
 import time
 from collections.abc import Mapping
@@ -202,6 +203,13 @@ def preprocess_batch(batch: dict[str, np.ndarray], *, pre: Any) -> dict[str, np.
 #: runs in flight per actor on a GPU backend: litegpu's fastest single-process rate is with 2
 #: (docs/compiled-model.md), run N+1 written and submitted while run N executes
 IN_FLIGHT = 2
+#: the GIL switch interval of a GPU actor's process (seconds; Python's default is 0.005): when the
+#: device thread comes back from the driver (a submit, a fence) while another of the actor's threads
+#: runs Python (Ray Data's batch conversions, a shard's columns), it waits for the GIL at most about
+#: this long instead of 5 ms, during which the device would idle.  Measured with a thread shaped like
+#: the device thread beside one holding the GIL 2 ms of every 6: 0.49x its rate alone at 5 ms, 0.70x
+#: at 0.2 ms (the ideal being 0.67x-1x)
+SWITCH_INTERVAL = 0.0002
 #: batches one actor holds at a time (Ray Data's ``max_concurrent_calls_per_actor``, each in its own
 #: thread): while one batch's rows are on the device, the next one is queued behind it (so the
 #: device never waits for a batch boundary) and the shards of those done before are written (Parquet
@@ -326,49 +334,102 @@ class _InterpreterRuns:
 
 class _Job:
     """One batch on its way through :class:`_DeviceFeed`: its inputs, the arrays its outputs land in,
-    its per-row errors and the event set when its last row is done."""
+    its per-row errors, whether its rows are lent to the runs as their input buffers, and the event
+    set when its last row is done."""
 
-    __slots__ = ("inputs", "outputs", "errors", "left", "done")
+    __slots__ = ("inputs", "outputs", "errors", "left", "lend", "done")
 
-    def __init__(self, inputs: np.ndarray, outputs: list[np.ndarray], errors: list[str | None], left: int):
-        self.inputs, self.outputs, self.errors, self.left = inputs, outputs, errors, left
+    def __init__(self, inputs: np.ndarray, outputs: list[np.ndarray], errors: list[str | None], left: int,
+                 lend: bool):
+        self.inputs, self.outputs, self.errors, self.left, self.lend = inputs, outputs, errors, left, lend
         self.done = threading.Event()
 
 
 class _DeviceFeed:
     """The actor's one thread that drives the device.  Rows of every batch handed to :meth:`run`
-    are written and submitted in order with up to ``depth`` runs in flight, across batch
-    boundaries (the ring is drained only when no batch is waiting); each finished run's outputs are
-    read straight into its batch's preallocated arrays.  Calls come from Ray Data's threads (one per
-    batch the actor holds); only this thread touches the model, so the model needs no locks."""
+    are submitted in order with up to ``depth`` runs in flight, across batch boundaries (the ring is
+    drained only when no batch is waiting).  Calls come from Ray Data's threads (one per batch the
+    actor holds); only this thread touches the model, so the model needs no locks.
 
-    def __init__(self, model: Any, outs: list[tuple[tuple[int, ...], np.dtype]], depth: int, signature: int = 0):
+    Per row, on a CompiledModel (``lend``), nothing is copied on the host: the batch's input row is
+    lent to the run as its input buffer and the rows of the batch's output arrays as its output
+    buffers (:meth:`litegpu.tensor_buffer.TensorBuffer._lend`), so the upload reads the row where
+    Ray put it and the download lands where the shard is written from; the output arrays are reused
+    from batch to batch (:meth:`release`), so their pages are not faulted in anew for every batch.
+    That host work per row is below the single-process 2-in-flight loop's (which writes each input
+    into its buffer and reads each output out of its buffer); docs/performance.md has the numbers.  Without
+    ``lend`` (the CPU interpreter's runs) inputs are written and outputs read and stored per row."""
+
+    def __init__(self, model: Any, outs: list[tuple[tuple[int, ...], np.dtype]], depth: int, signature: int = 0,
+                 lend: bool = False):
         self.model = model
         self.signature = signature
-        self.outs = [(int(np.prod(shape)), dtype, shape) for shape, dtype in outs]
-        self.free: collections.deque = collections.deque(
-            (model.create_input_buffers(signature), model.create_output_buffers(signature)) for _ in range(depth))
+        self.outs = [(int(np.prod(shape)), np.dtype(dtype), tuple(shape)) for shape, dtype in outs]
+        self.lend = lend
+        # per run in flight: (input buffers written per row, output buffers, input buffer lent per row)
+        self.free: collections.deque = collections.deque()
+        for _ in range(depth):
+            ins, outs_ = model.create_input_buffers(signature), model.create_output_buffers(signature)
+            lent = model.create_input_buffers(signature) if lend else ins
+            self.free.append((ins, outs_, lent))
+        # what a lent input row must be: the input buffer's dtype and bytes
+        self.in_type = (self.free[0][2][0]._dtype, self.free[0][2][0].nbytes) if lend else None
         self.ring: collections.deque = collections.deque()  # (handle, buffers, job, row), oldest first
         self.jobs: queue.SimpleQueue = queue.SimpleQueue()
+        # output arrays of finished batches, by row count, for the next batches (deques: appends and
+        # pops are atomic, and Ray Data's threads share them)
+        self.spare: dict[int, collections.deque] = {}
         # where the device thread's time goes, from its first batch on (seconds): waiting for a batch
         # (the stages before it are slower), blocked on the device (the device is the limit), and the
-        # rest, its host work (writing inputs, submitting, reading outputs)
+        # rest, its host work (submitting runs, and with ``lend`` nothing else); ``cpu_s`` the CPU
+        # time of that thread: host work far above it is time spent waiting for the GIL (another
+        # thread of the actor holding it), not work
         self.started: float | None = None
         self.last = 0.0
         self.idle_s = 0.0
         self.device_s = 0.0
+        self.cpu_s = 0.0
         self.crashed: BaseException | None = None  # what ended the device thread (a bug): calls raise it
         self.thread = threading.Thread(target=self._loop, name="litegpu-batch-device", daemon=True)
         self.thread.start()
+
+    def warm_up(self) -> None:
+        """Run one zero row per run in flight (the model's copies for them are made and allocated on
+        their first run) and start the time split afresh, so that an actor's first batch is not
+        slower and its host work a row counts rows only, as the single-process loop's does."""
+        if self.in_type is None:
+            return
+        ins = self.free[0][2][0]
+        x = np.zeros((len(self.free), *ins._shape), ins._dtype)
+        errors: list[str | None] = [None] * len(x)
+        self.release(self.run(x, errors))
+        self.started, self.idle_s, self.device_s, self.cpu_s = None, 0.0, 0.0, 0.0
+
+    def _arrays(self, n: int) -> list[np.ndarray]:
+        try:
+            return self.spare.setdefault(n, collections.deque()).pop()
+        except IndexError:
+            return [np.zeros((n, *shape), dtype) for _, dtype, shape in self.outs]
+
+    def release(self, outputs: list[np.ndarray]) -> None:
+        """``outputs`` of :meth:`run` are no longer used (their shard is written): the next batch of
+        as many rows reuses them."""
+        self.spare.setdefault(len(outputs[0]), collections.deque()).append(outputs)
 
     def run(self, inputs: np.ndarray, errors: list[str | None]) -> list[np.ndarray]:
         """Run every row of ``inputs`` whose error is None; the outputs stacked by row (zeros on
         error rows).  A row the model rejects gets its error in ``errors``."""
         n = len(errors)
-        outputs = [np.zeros((n, *shape), dtype) for _, dtype, shape in self.outs]
+        outputs = self._arrays(n)
         rows = [i for i in range(n) if errors[i] is None]
+        if len(rows) < n:  # reused arrays: the error rows' slots hold an earlier batch's values
+            for out in outputs:
+                out[[i for i in range(n) if errors[i] is not None]] = 0
         if rows:
-            job = _Job(inputs, outputs, errors, len(rows))
+            # a row is lent as it is only if it is the input tensor's bytes (C-contiguous, its dtype)
+            lend = self.in_type is not None and isinstance(inputs, np.ndarray) and inputs.ndim > 0 \
+                and (inputs.dtype, inputs[0].nbytes) == self.in_type and inputs.flags.c_contiguous
+            job = _Job(inputs, outputs, errors, len(rows), lend)
             self.jobs.put((job, rows))
             while not job.done.wait(0.25):  # never hang on a thread that is gone
                 if not self.thread.is_alive():
@@ -386,35 +447,52 @@ class _DeviceFeed:
             log.exception("litegpu batch: the device thread failed")
 
     def _serve(self) -> None:
+        free, ring, model, sig = self.free, self.ring, self.model, self.signature
+        cpu0 = 0.0
         while True:
             t = time.perf_counter()
             job, rows = self.jobs.get()
             now = time.perf_counter()
             if self.started is None:
                 self.started = now
+                cpu0 = time.thread_time()
             else:
                 self.idle_s += now - t
+            inputs, outputs, lend = job.inputs, job.outputs, self.lend
             for row in rows:
-                if not self.free:
-                    self._finish(self.ring.popleft())
-                bufs = self.free.popleft()
+                if not free:
+                    self._finish(ring.popleft())
+                bufs = free.popleft()
                 try:
-                    bufs[0][0].write(job.inputs[row])
-                    handle = self.model.run_async(self.signature, bufs[0], bufs[1])
+                    if lend:
+                        ins = bufs[2]
+                        if job.lend:
+                            ins[0]._lend(inputs[row])
+                        else:
+                            ins = bufs[0]
+                            ins[0].write(inputs[row])
+                        for buf, out in zip(bufs[1], outputs, strict=True):
+                            buf._lend(out[row])
+                    else:
+                        ins = bufs[0]
+                        ins[0].write(inputs[row])
+                    handle = model.run_async(sig, ins, bufs[1])
                 except Exception as e:  # noqa: BLE001 - a row the model rejects is reported, the batch goes on
-                    self.free.append(bufs)
+                    free.append(bufs)
                     self._failed(job, row, e)
                     continue
-                self.ring.append((handle, bufs, job, row))
+                ring.append((handle, bufs, job, row))
             if self.jobs.empty():  # nothing queued behind: finish this batch now
-                while self.ring:
-                    self._finish(self.ring.popleft())
+                while ring:
+                    self._finish(ring.popleft())
             self.last = time.perf_counter()
+            self.cpu_s = time.thread_time() - cpu0
 
-    def timings(self) -> tuple[float, float, float]:
-        """(idle, blocked on the device, host work) seconds of the device thread so far."""
+    def timings(self) -> tuple[float, float, float, float]:
+        """(idle, blocked on the device, host work, CPU time of the thread) seconds of the device
+        thread so far."""
         busy = self.last - self.started if self.started is not None else 0.0
-        return self.idle_s, self.device_s, max(0.0, busy - self.idle_s - self.device_s)
+        return self.idle_s, self.device_s, max(0.0, busy - self.idle_s - self.device_s), self.cpu_s
 
     def _finish(self, entry: tuple[Any, Any, _Job, int]) -> None:
         handle, bufs, job, row = entry
@@ -422,8 +500,9 @@ class _DeviceFeed:
             t = time.perf_counter()
             handle.wait()
             self.device_s += time.perf_counter() - t
-            for buf, out, (n, dtype, shape) in zip(bufs[1], job.outputs, self.outs, strict=True):
-                out[row] = buf.read(n, dtype).reshape(shape)
+            if not self.lend:  # (lent: the outputs are in the batch's arrays already)
+                for buf, out, (n, dtype, shape) in zip(bufs[1], job.outputs, self.outs, strict=True):
+                    out[row] = buf.read(n, dtype).reshape(shape)
         except Exception as e:  # noqa: BLE001 - as above
             self.free.append(bufs)
             self._failed(job, row, e)
@@ -460,8 +539,13 @@ class InferenceActor:
             spec = ray.get(spec)
         device = _ray_device() if spec.device_from_ray else None
         m = build_model(spec, device=device)
+        if not isinstance(m.runner, _InterpreterRuns):  # the device thread is the actor's critical path
+            sys.setswitchinterval(SWITCH_INTERVAL)
         self.info = m.info
-        self.feed = _DeviceFeed(m.runner, [(shape, dtype) for _, shape, dtype in m.outputs], m.depth, m.signature)
+        # rows lent to the runs (no host copies) where the runner is a CompiledModel's TensorBuffers
+        self.feed = _DeviceFeed(m.runner, [(shape, dtype) for _, shape, dtype in m.outputs], m.depth, m.signature,
+                                lend=not isinstance(m.runner, _InterpreterRuns))
+        self.feed.warm_up()
         # the shard's columns in litegpu run's order: (name, index of its array among the feed's outputs)
         where = {pos: k for k, (pos, _, _) in enumerate(m.outputs)}
         self.columns = [(name, where[pos]) for pos, name in enumerate(m.names)]
@@ -480,7 +564,8 @@ class InferenceActor:
         shard = write_shard(self.out_dir, self.fmt, paths, errors, {name: outputs[k] for name, k in self.columns},
                             self.metadata)
         write_s = time.perf_counter() - t
-        idle_s, device_s, host_s = self.feed.timings()
+        self.feed.release(outputs)  # written: the next batch's outputs land in these arrays
+        idle_s, device_s, host_s, cpu_s = self.feed.timings()
         n = len(paths)
         return {"path": np.array(paths, dtype=object),
                 "error": np.array([e or "" for e in errors], dtype=object),
@@ -493,5 +578,6 @@ class InferenceActor:
                 "idle_s": np.full(n, idle_s),
                 "device_s": np.full(n, device_s),
                 "host_s": np.full(n, host_s),
+                "cpu_s": np.full(n, cpu_s),
                 "write_s": np.full(n, write_s / max(n, 1)),  # per row: its shard's write
                 "t_end": np.full(n, time.time())}  # wall clock: comparable across an actor pool's processes
