@@ -606,6 +606,87 @@ def test_fuse_dw_pw_blazeface_block():
     assert rep["fuse_dw_pw"][0] == "fused 1 depthwise -> 1x1 conv pairs: 1 3x3"
 
 
+def _se_block(b, x, shape, hidden, *, squeeze="pool", layers="conv", gate_act="LOGISTIC", name="s"):
+    """x -> global mean -> 1x1 layer + RELU -> 1x1 layer -> gate_act -> MUL(x, gate); returns the product."""
+    n, h, w, c = shape
+    if squeeze == "pool":
+        p = b.tensor(f"{name}_p", (n, 1, 1, c))
+        b.op("AVERAGE_POOL_2D", [x], [p], padding=1, stride_w=w, stride_h=h, filter_width=w, filter_height=h)
+    else:
+        p = b.tensor(f"{name}_p", (n, c) if layers == "fc" else (n, 1, 1, c))
+        b.op("MEAN", [x, b.const(f"{name}_ax", np.array([1, 2], np.int32))], [p], keep_dims=layers != "fc")
+    if layers == "fc":
+        f1, f2 = b.tensor(f"{name}_f1", (n, hidden)), b.tensor(f"{name}_f2", (n, c))
+        b.op("FULLY_CONNECTED", [p, b.const(f"{name}_w1", rnd(hidden, c)), b.const(f"{name}_b1", rnd(hidden))], [f1],
+             fused_activation_function=1)
+        b.op("FULLY_CONNECTED", [f1, b.const(f"{name}_w2", rnd(c, hidden)), b.const(f"{name}_b2", rnd(c))], [f2])
+    else:
+        f1, _ = _pw(b, p, (n, 1, 1, c), hidden, act=1, name=f"{name}_c1")
+        f2, _ = _pw(b, f1, (n, 1, 1, hidden), c, name=f"{name}_c2")
+    gate = b.tensor(f"{name}_g", (n, c) if layers == "fc" else (n, 1, 1, c))
+    b.op(gate_act, [f2], [gate])
+    m = b.tensor(f"{name}_m", shape)
+    b.op("MUL", [x, gate], [m])
+    return m
+
+
+@pytest.mark.parametrize("case", ["pool_conv", "mean_fc", "mean_conv_batch2"])
+def test_fuse_squeeze_excite_block(case):
+    """dw -> SE gate -> MUL -> 1x1 conv (+ADD): one SQUEEZE_EXCITE_GATE node, the MUL folded into the conv as
+    its input 3 (the gate), the conv keeping its residual epilogue; meaning checked against LiteRT.
+    (FC layers with batch 1 only: a (B, C) gate broadcasts over (B, H, W, C) in TFLite only for B = 1.)"""
+    b = model_builder()
+    n = 2 if case == "mean_conv_batch2" else 1
+    x = b.input("x", (n, 7, 6, 18))
+    d, s = _dw(b, x, (n, 7, 6, 18), 18, act=3)
+    m = _se_block(b, d, s, 5, squeeze="pool" if case == "pool_conv" else "mean",
+                  layers="fc" if case == "mean_fc" else "conv")
+    y, ys = _pw(b, m, s, 18)
+    r = b.tensor("r", ys)
+    b.op("ADD", [y, x], [r])
+    b.output(r)
+    g, rep = check_passes(b.build(), [rnd(n, 7, 6, 18, lo=-3, hi=3)])
+    assert [(n.op, [e.op for e in n.epilogue]) for n in g.nodes] == [
+        ("DEPTHWISE_CONV_2D", ["RELU6"]), ("SQUEEZE_EXCITE_GATE", []), ("CONV_2D", ["ADD"])]
+    gate, conv = g.nodes[1], g.nodes[2]
+    assert gate.attrs == {"act1": "RELU", "act2": "LOGISTIC"} and len(gate.inputs) == 5
+    assert conv.inputs[0] == g.nodes[0].outputs[0] and conv.inputs[3] == gate.outputs[0]
+    assert rep["fuse_squeeze_excite"][0] == ("fused 1 squeeze-excite gates into se_gate launches (1 with two "
+                                             "layers); folded 1 gate MULs into the 1x1 conv reading them")
+
+
+def test_squeeze_excite_keeps_what_it_cannot_fold():
+    """A product read twice keeps its MUL; a mean that scales nothing is no gate; a one-layer gate fuses."""
+    b = model_builder()
+    x = b.input("x", (1, 5, 4, 12))
+    m = _se_block(b, x, (1, 5, 4, 12), 3, squeeze="mean", gate_act="TANH")
+    y, _ = _pw(b, m, (1, 5, 4, 12), 8)
+    z = b.tensor("z", (1, 5, 4, 12))
+    b.op("RELU", [m], [z])
+    # a classifier-style head: mean -> 1x1 conv, no MUL
+    p = b.tensor("p", (1, 1, 1, 12))
+    b.op("MEAN", [x, b.const("ax", np.array([1, 2], np.int32))], [p], keep_dims=True)
+    head, _ = _pw(b, p, (1, 1, 1, 12), 4, name="head")
+    # one layer: mean(x) -> 1x1 + LOGISTIC scales the conv's output
+    q = b.tensor("q", (1, 1, 1, 12))
+    b.op("MEAN", [x, b.const("ax2", np.array([1, 2], np.int32))], [q], keep_dims=True)
+    e, _ = _pw(b, q, (1, 1, 1, 12), 8, name="e")
+    gate = b.tensor("gate", (1, 1, 1, 8))
+    b.op("LOGISTIC", [e], [gate])
+    w = b.tensor("w", (1, 5, 4, 8))
+    b.op("MUL", [y, gate], [w])
+    v, _ = _pw(b, w, (1, 5, 4, 8), 3, k=3, name="v")  # a 3x3 conv reads the product: the MUL stays
+    b.output(z, head, v)
+    g, rep = check_passes(b.build(), [rnd(1, 5, 4, 12, lo=-2, hi=2)])
+    ops = [n.op for n in g.nodes]
+    assert ops.count("SQUEEZE_EXCITE_GATE") == 2 and ops.count("MUL") == 2 and ops.count("MEAN") == 1, ops
+    assert sorted(n.attrs["act2"] or "-" for n in g.nodes if n.op == "SQUEEZE_EXCITE_GATE") == ["-", "TANH"]
+    assert rep["fuse_squeeze_excite"][0] == (
+        "fused 2 squeeze-excite gates into se_gate launches (1 with one layer, 1 with two layers); folded 0 gate "
+        "MULs into the 1x1 conv reading them (kept: 1 the product has other readers; 1 the product is not read "
+        "by an ungrouped 1x1 conv; 1 the result scales no map (not a gate))")
+
+
 @pytest.mark.parametrize("case", ["5x5_s2_relu6", "fc_as_conv", "pad_merged_into_dw", "chain"])
 def test_fuse_dw_pw_forms(case):
     b = model_builder()
