@@ -7,7 +7,7 @@ import importlib
 import numpy as np
 import pytest
 from _gpu_check import REL, assert_rel, check_passes, graph_of, rel_err, run_litert
-from _gpu_models import _OP_CASES, RNG, channel_pad_block, conv_model, rnd
+from _gpu_models import _OP_CASES, RNG, channel_pad_block, conv_model, rnd, se_block
 from _gpu_tflite import StopgapModelBuilder, model_builder, read_model
 from litegpu._ir import DimensionMetadata, Sparsity
 from litegpu.gpu._capabilities import epilogue_fits
@@ -606,30 +606,6 @@ def test_fuse_dw_pw_blazeface_block():
     assert rep["fuse_dw_pw"][0] == "fused 1 depthwise -> 1x1 conv pairs: 1 3x3"
 
 
-def _se_block(b, x, shape, hidden, *, squeeze="pool", layers="conv", gate_act="LOGISTIC", name="s"):
-    """x -> global mean -> 1x1 layer + RELU -> 1x1 layer -> gate_act -> MUL(x, gate); returns the product."""
-    n, h, w, c = shape
-    if squeeze == "pool":
-        p = b.tensor(f"{name}_p", (n, 1, 1, c))
-        b.op("AVERAGE_POOL_2D", [x], [p], padding=1, stride_w=w, stride_h=h, filter_width=w, filter_height=h)
-    else:
-        p = b.tensor(f"{name}_p", (n, c) if layers == "fc" else (n, 1, 1, c))
-        b.op("MEAN", [x, b.const(f"{name}_ax", np.array([1, 2], np.int32))], [p], keep_dims=layers != "fc")
-    if layers == "fc":
-        f1, f2 = b.tensor(f"{name}_f1", (n, hidden)), b.tensor(f"{name}_f2", (n, c))
-        b.op("FULLY_CONNECTED", [p, b.const(f"{name}_w1", rnd(hidden, c)), b.const(f"{name}_b1", rnd(hidden))], [f1],
-             fused_activation_function=1)
-        b.op("FULLY_CONNECTED", [f1, b.const(f"{name}_w2", rnd(c, hidden)), b.const(f"{name}_b2", rnd(c))], [f2])
-    else:
-        f1, _ = _pw(b, p, (n, 1, 1, c), hidden, act=1, name=f"{name}_c1")
-        f2, _ = _pw(b, f1, (n, 1, 1, hidden), c, name=f"{name}_c2")
-    gate = b.tensor(f"{name}_g", (n, c) if layers == "fc" else (n, 1, 1, c))
-    b.op(gate_act, [f2], [gate])
-    m = b.tensor(f"{name}_m", shape)
-    b.op("MUL", [x, gate], [m])
-    return m
-
-
 @pytest.mark.parametrize("case", ["pool_conv", "mean_fc", "mean_conv_batch2"])
 def test_fuse_squeeze_excite_block(case):
     """dw -> SE gate -> MUL -> 1x1 conv (+ADD): one SQUEEZE_EXCITE_GATE node, the MUL folded into the conv as
@@ -639,7 +615,7 @@ def test_fuse_squeeze_excite_block(case):
     n = 2 if case == "mean_conv_batch2" else 1
     x = b.input("x", (n, 7, 6, 18))
     d, s = _dw(b, x, (n, 7, 6, 18), 18, act=3)
-    m = _se_block(b, d, s, 5, squeeze="pool" if case == "pool_conv" else "mean",
+    m = se_block(b, d, s, 5, squeeze="pool" if case == "pool_conv" else "mean",
                   layers="fc" if case == "mean_fc" else "conv")
     y, ys = _pw(b, m, s, 18)
     r = b.tensor("r", ys)
@@ -659,7 +635,7 @@ def test_squeeze_excite_keeps_what_it_cannot_fold():
     """A product read twice keeps its MUL; a mean that scales nothing is no gate; a one-layer gate fuses."""
     b = model_builder()
     x = b.input("x", (1, 5, 4, 12))
-    m = _se_block(b, x, (1, 5, 4, 12), 3, squeeze="mean", gate_act="TANH")
+    m = se_block(b, x, (1, 5, 4, 12), 3, squeeze="mean", gate_act="TANH")
     y, _ = _pw(b, m, (1, 5, 4, 12), 8)
     z = b.tensor("z", (1, 5, 4, 12))
     b.op("RELU", [m], [z])

@@ -366,6 +366,7 @@ CASES = {
     "channel_pad_binary": lambda: _pattern("channel pad into a binary ADD's rhs"),
     "pool_residual": lambda: _pattern("max pool into the residual read"),
     "binary_residual": lambda: _pattern("two elementwise ops in one binary launch"),
+    "squeeze_excite": lambda: _pattern("squeeze-and-excitation blocks"),
 }
 
 
