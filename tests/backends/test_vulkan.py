@@ -653,6 +653,28 @@ def test_mediapipe_face_detection_fully_delegated(delegate, mediapipe_models):
         assert err <= 1e-3, err
 
 
+@pytest.mark.slow
+@pytest.mark.mediapipe
+@pytest.mark.parametrize("name", ["selfie_segmentation", "selfie_segmentation_landscape"])
+def test_mediapipe_selfie_fp32_fully_delegated(delegate, mediapipe_models, name):
+    """The model with ten squeeze-and-excitation blocks (se_gate launches, gate MULs folded into the 1x1
+    convs: _passes/squeeze_excite): fully delegated, within 1e-3 of LiteRT's reference kernels (which run
+    a rewrite of MediaPipe's Convolution2DTransposeBias as TRANSPOSE_CONV, tests/test_mediapipe_cpu.py)."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from test_mediapipe_cpu import _input, _litert_outputs, _read, ir_to_tflite
+
+    path = mediapipe_models.get(name)
+    if path is None:
+        pytest.skip(f"{name} not among the fetched models")
+    x = _input(path)
+    want = _litert_outputs(ir_to_tflite(_read(path), replace_transpose_conv_bias=True), x)
+    got, plan = _run(Path(path).read_bytes(), [x], delegate)
+    assert _on_gpu_only(plan), plan
+    err = max(rel_error(g, w) for g, w in zip(got, want, strict=True))
+    ERRORS[f"fp32 {name}"] = err
+    assert err <= 1e-3, err
+
+
 def _fp16_delegate(precision: str):
     d = litegpu.load_delegate("vulkan", {"precision": precision, "cache": {"enabled": False}})
     if not d.device.info.fp16:
