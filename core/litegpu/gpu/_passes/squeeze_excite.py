@@ -11,7 +11,12 @@ from ..ops.reduce import is_global_pool
 from ..ops.squeeze_excite import SE_GATE_ACTIVATIONS, SE_GATE_CAPS
 from ._util import only_consumer
 
-__all__ = ["fuse_squeeze_excite", "SE_GATE_OP"]
+__all__ = ["fuse_squeeze_excite", "SE_GATE_OP", "in_scale_of"]
+
+
+def in_scale_of(n: GpuNode) -> int:
+    """The gate a CONV_2D multiplies its input by (its input 3, a folded MUL), or -1."""
+    return n.inputs[3] if n.op == "CONV_2D" and len(n.inputs) > 3 else -1
 
 
 def _is_squeeze(g: GpuGraph, n: GpuNode) -> bool:
