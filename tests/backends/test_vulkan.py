@@ -370,7 +370,12 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("name", list(CASES))
+#: cases left to the slow run: the squeeze-excite pattern builds 7 lavapipe pipelines (5 s); in the default run
+#: its kernels compile for GLSL (tests/test_kernels_compile.py) and the pattern runs on OpenCL (test_opencl_ops)
+_SLOW_CASES = {"squeeze_excite"}
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in _SLOW_CASES else n for n in CASES])
 def test_op_matches_litert_fp32(delegate, name):
     model, inputs = CASES[name]()
     want = run_litert(model, inputs)
