@@ -255,19 +255,22 @@ def _model_se(kind):
     the 1x1 conv scaling its input by the gate, _passes/squeeze_excite); channels not multiples of 4."""
     b = model_builder()
     n = 2 if kind == "conv_batch2" else 1
-    x = b.input("x", (n, 9, 7, 22))
-    d = b.tensor("d", (n, 9, 7, 22))
-    b.op("DEPTHWISE_CONV_2D", [x, b.const("dw", rnd(1, 3, 3, 22)), b.const("db", rnd(22))], [d], padding=0,
+    # "wide": more channel slices (150) than a group has threads, so every se_gate stage runs several passes
+    c, hidden, hw = (600, 150, (3, 4)) if kind == "wide" else (22, 6, (9, 7))
+    shape = (n, *hw, c)
+    x = b.input("x", shape)
+    d = b.tensor("d", shape)
+    b.op("DEPTHWISE_CONV_2D", [x, b.const("dw", rnd(1, 3, 3, c)), b.const("db", rnd(c))], [d], padding=0,
          stride_w=1, stride_h=1, depth_multiplier=1, fused_activation_function=3)
-    m = se_block(b, d, (n, 9, 7, 22), 6, squeeze="pool" if kind == "conv_batch2" else "mean",
-                 layers="conv" if kind == "conv_batch2" else "fc", gate_act="LOGISTIC")
-    c = b.tensor("c", (n, 9, 7, 22))
-    b.op("CONV_2D", [m, b.const("pw", rnd(22, 1, 1, 22)), b.const("pb", rnd(22))], [c], padding=1, stride_w=1,
-         stride_h=1)
-    y = b.tensor("y", (n, 9, 7, 22))
-    b.op("ADD", [c, x], [y])
+    m = se_block(b, d, shape, hidden, squeeze="mean" if kind == "fc" else "pool",
+                 layers="fc" if kind == "fc" else "conv", gate_act="LOGISTIC")
+    y1 = b.tensor("c", shape)
+    b.op("CONV_2D", [m, b.const("pw", rnd(c, 1, 1, c, lo=-0.1, hi=0.1)), b.const("pb", rnd(c))], [y1], padding=1,
+         stride_w=1, stride_h=1)
+    y = b.tensor("y", shape)
+    b.op("ADD", [y1, x], [y])
     b.output(y)
-    return b.build(), [rnd(n, 9, 7, 22, lo=-2, hi=2)]
+    return b.build(), [rnd(*shape, lo=-2, hi=2)]
 
 
 _OP_CASES = {
@@ -281,7 +284,7 @@ _OP_CASES = {
     "CONV_2D": _model_conv, "CONV_2D_dilated": lambda: _model_conv(dilation=2, stride=1, padding=1),
     "CONV_2D_grouped": lambda: _model_conv(groups=2),
     **{f"DW_PW_{k}": (lambda k=k: _model_dw_pw(k)) for k in ("prelu_residual", "5x5_s2", "split", "pad_mul")},
-    **{f"SQUEEZE_EXCITE_{k}": (lambda k=k: _model_se(k)) for k in ("conv_batch2", "fc")},
+    **{f"SQUEEZE_EXCITE_{k}": (lambda k=k: _model_se(k)) for k in ("conv_batch2", "fc", "wide")},
     "TRANSPOSE_CONV_same": lambda: _model_transpose_conv(0),
     "TRANSPOSE_CONV_valid": lambda: _model_transpose_conv(1),
     **{f"{op}_{a}_{h}": (lambda op=op, a=a, h=h: _model_resize(op, a, h))
