@@ -256,7 +256,8 @@ def _model_se(kind):
     b = model_builder()
     n = 2 if kind == "conv_batch2" else 1
     # "wide": more channel slices (150) than a group has threads, so every se_gate stage runs several passes
-    c, hidden, hw = (600, 150, (3, 4)) if kind == "wide" else (22, 6, (9, 7))
+    # "big": a map over SE_GATE_POOL_BUDGET (2 slices x 96 x 90), so the mean keeps its own reduce launch
+    c, hidden, hw = {"wide": (600, 150, (3, 4)), "big": (6, 3, (96, 90))}.get(kind, (22, 6, (9, 7)))
     shape = (n, *hw, c)
     x = b.input("x", shape)
     d = b.tensor("d", shape)
@@ -284,7 +285,7 @@ _OP_CASES = {
     "CONV_2D": _model_conv, "CONV_2D_dilated": lambda: _model_conv(dilation=2, stride=1, padding=1),
     "CONV_2D_grouped": lambda: _model_conv(groups=2),
     **{f"DW_PW_{k}": (lambda k=k: _model_dw_pw(k)) for k in ("prelu_residual", "5x5_s2", "split", "pad_mul")},
-    **{f"SQUEEZE_EXCITE_{k}": (lambda k=k: _model_se(k)) for k in ("conv_batch2", "fc", "wide")},
+    **{f"SQUEEZE_EXCITE_{k}": (lambda k=k: _model_se(k)) for k in ("conv_batch2", "fc", "wide", "big")},
     "TRANSPOSE_CONV_same": lambda: _model_transpose_conv(0),
     "TRANSPOSE_CONV_valid": lambda: _model_transpose_conv(1),
     **{f"{op}_{a}_{h}": (lambda op=op, a=a, h=h: _model_resize(op, a, h))

@@ -606,29 +606,36 @@ def test_fuse_dw_pw_blazeface_block():
     assert rep["fuse_dw_pw"][0] == "fused 1 depthwise -> 1x1 conv pairs: 1 3x3"
 
 
-@pytest.mark.parametrize("case", ["pool_conv", "mean_fc", "mean_conv_batch2"])
+@pytest.mark.parametrize("case", ["pool_conv", "mean_fc", "mean_conv_batch2", "over_pool_budget"])
 def test_fuse_squeeze_excite_block(case):
     """dw -> SE gate -> MUL -> 1x1 conv (+ADD): one SQUEEZE_EXCITE_GATE node, the MUL folded into the conv as
     its input 3 (the gate), the conv keeping its residual epilogue; meaning checked against LiteRT.
-    (FC layers with batch 1 only: a (B, C) gate broadcasts over (B, H, W, C) in TFLite only for B = 1.)"""
+    (FC layers with batch 1 only: a (B, C) gate broadcasts over (B, H, W, C) in TFLite only for B = 1.)
+    Over SE_GATE_POOL_BUDGET the mean keeps its own node and the gate reads the pooled vector."""
     b = model_builder()
     n = 2 if case == "mean_conv_batch2" else 1
-    x = b.input("x", (n, 7, 6, 18))
-    d, s = _dw(b, x, (n, 7, 6, 18), 18, act=3)
+    # over the budget: 6 channels (2 slices) over 96x90 = 17280 vec4 > SE_GATE_POOL_BUDGET
+    shape = (n, 96, 90, 6) if case == "over_pool_budget" else (n, 7, 6, 18)
+    x = b.input("x", shape)
+    d, s = _dw(b, x, shape, shape[3], act=3)
     m = se_block(b, d, s, 5, squeeze="pool" if case == "pool_conv" else "mean",
-                  layers="fc" if case == "mean_fc" else "conv")
-    y, ys = _pw(b, m, s, 18)
+                 layers="fc" if case == "mean_fc" else "conv")
+    y, ys = _pw(b, m, s, shape[3])
     r = b.tensor("r", ys)
     b.op("ADD", [y, x], [r])
     b.output(r)
-    g, rep = check_passes(b.build(), [rnd(n, 7, 6, 18, lo=-3, hi=3)])
+    g, rep = check_passes(b.build(), [rnd(*shape, lo=-3, hi=3)])
+    apart = case == "over_pool_budget"
     assert [(n.op, [e.op for e in n.epilogue]) for n in g.nodes] == [
-        ("DEPTHWISE_CONV_2D", ["RELU6"]), ("SQUEEZE_EXCITE_GATE", []), ("CONV_2D", ["ADD"])]
-    gate, conv = g.nodes[1], g.nodes[2]
+        ("DEPTHWISE_CONV_2D", ["RELU6"]), *([("MEAN", [])] if apart else []), ("SQUEEZE_EXCITE_GATE", []),
+        ("CONV_2D", ["ADD"])]
+    gate, conv = g.nodes[-2], g.nodes[-1]
     assert gate.attrs == {"act1": "RELU", "act2": "LOGISTIC"} and len(gate.inputs) == 5
+    assert gate.inputs[0] == g.nodes[1 if apart else 0].outputs[0]  # the pooled vector, or the map
     assert conv.inputs[0] == g.nodes[0].outputs[0] and conv.inputs[3] == gate.outputs[0]
-    assert rep["fuse_squeeze_excite"][0] == ("fused 1 squeeze-excite gates into se_gate launches (1 with two "
-                                             "layers); folded 1 gate MULs into the 1x1 conv reading them")
+    kind = "two layers, the mean kept apart (map over the pool budget)" if apart else "two layers"
+    assert rep["fuse_squeeze_excite"][0] == (f"fused 1 squeeze-excite gates into se_gate launches (1 with {kind}); "
+                                             "folded 1 gate MULs into the 1x1 conv reading them")
 
 
 def test_squeeze_excite_keeps_what_it_cannot_fold():

@@ -11,7 +11,17 @@ from ..ops.reduce import is_global_pool
 from ..ops.squeeze_excite import SE_GATE_ACTIVATIONS, SE_GATE_CAPS
 from ._util import only_consumer
 
-__all__ = ["fuse_squeeze_excite", "SE_GATE_OP", "in_scale_of"]
+__all__ = ["fuse_squeeze_excite", "SE_GATE_OP", "SE_GATE_POOL_BUDGET", "in_scale_of"]
+
+#: The largest map (vec4 loads: pixels x channel slices) the gate kernel pools itself.  One work group per
+#: batch item reads the whole map, so on large maps it is bounded by one compute unit's memory throughput,
+#: while a separate reduce launch spreads the mean over one group per channel slice.  From the cost model's
+#: H100 calibration (``_cost.PROFILES["nvidia"]``, ``choose_se_gate`` against ``choose_reduce`` + two 1x1
+#: layer launches): pooling inside the gate wins up to 16384 vec4 (10.4 us against 14.8 us for 4 slices over
+#: 64x64), the two meet between 24576 and 32768, and at 65536 (selfie_segmentation's last decoder block,
+#: 16 channels over 128x128) the gate would take 31 us against 20 us.  Over the budget the mean keeps its
+#: reduce launch and the gate node computes the two layers from the pooled vector (a 1x1 map).
+SE_GATE_POOL_BUDGET = 16384
 
 
 def in_scale_of(n: GpuNode) -> int:
@@ -101,11 +111,17 @@ def _fuse_gates(g: GpuGraph, lines: Report, declined: Counter[str]) -> Counter[s
             declined[f"more than {SE_GATE_CAPS[-1] * 4} channels"] += 1
             continue
 
+        pooled_apart = x.shape[1] * x.shape[2] * L.slices(x.shape[3]) > SE_GATE_POOL_BUDGET
+        if pooled_apart and act2 is None:
+            declined["a map over the pool budget and one layer: nothing to fuse"] += 1
+            continue
+
         def operands(n: GpuNode) -> list[int]:
             return [n.inputs[1], n.inputs[2] if len(n.inputs) > 2 else -1]
 
-        inputs = [pool.inputs[0], *operands(l1)] + (operands(l2) if act2 is not None else [])
-        chain = [pool, l1] + ([l2] if act2 is not None else [])
+        inputs = [l1.inputs[0] if pooled_apart else pool.inputs[0], *operands(l1)]
+        inputs += operands(l2) if act2 is not None else []
+        chain = ([] if pooled_apart else [pool]) + [l1] + ([l2] if act2 is not None else [])
         fused = g.new_node(SE_GATE_OP, inputs, [gate], {"act1": act1, "act2": act2},
                            origin=tuple(sorted({o for n in chain for o in n.origin})))
         # the last layer's place: every input (the map, constants) is ready there
@@ -114,6 +130,8 @@ def _fuse_gates(g: GpuGraph, lines: Report, declined: Counter[str]) -> Counter[s
             g.remove_node(n)
         consumers = g.consumers()
         kind = "two layers" if act2 is not None else "one layer"
+        if pooled_apart:
+            kind += ", the mean kept apart (map over the pool budget)"
         counts[kind] += 1
         lines.append(f"fused {' -> '.join(n.describe() for n in chain)} into {fused.describe()} "
                      f"({x.shape[3]} channels over {x.shape[1]}x{x.shape[2]}, {kind})")
@@ -158,7 +176,9 @@ def fuse_squeeze_excite(g: GpuGraph) -> Report:
     activation), optionally followed by a second such layer reading only the first, whose result scales
     a map through a MUL, becomes one ``SQUEEZE_EXCITE_GATE`` node (kernel ``se_gate``: one work group per
     batch item, the pooled and hidden vectors in shared memory).  Up to 1024 channels (the kernel's
-    shared-memory capacity).
+    shared-memory capacity).  On a map over :data:`SE_GATE_POOL_BUDGET` vec4 the mean keeps its own
+    (many-group) reduce launch and the gate node takes the two layers only (its input the pooled 1x1 map);
+    a one-layer gate over such a map stays as it is.
 
     MUL.  A MUL (no epilogue) of a runtime map by a runtime (B, 1, 1, C) gate -- a fused gate or not --
     whose product nothing but an ungrouped 1x1 CONV_2D reads (as its input) is removed: the conv
