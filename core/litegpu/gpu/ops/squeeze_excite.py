@@ -77,10 +77,10 @@ KERNELS: tuple[KernelSpec, ...] = (
          "squeeze-and-excitation gate: global average, then one or two 1x1 layers with activations, one launch",
          {"layers": Opt(2, (1, 2)), "act1": _ACT, "act2": _ACT, "threads": Opt(128, _THREADS),
           "cap": Opt(32, SE_GATE_CAPS)},
-         [{"act1": "RELU", "act2": "LOGISTIC"}, {"act1": "RELU6", "act2": "HARD_SWISH", "threads": 64, "cap": 8},
-          {"layers": 1, "act1": "LOGISTIC"}, {"layers": 1, "act1": "TANH", "threads": 1024, "cap": 256},
-          {"act1": "NONE", "act2": "RELU_N1_TO_1", "threads": 256, "cap": 128},
-          {"act1": "HARD_SWISH", "act2": "SIGN_BIT", "threads": 512}],
+         # every activation in each slot, every group size and capacity, one and two layers
+         [{"act1": a, "act2": ACTIVATIONS[(i + 3) % len(ACTIVATIONS)], "threads": _THREADS[i % len(_THREADS)],
+           "cap": SE_GATE_CAPS[i % len(SE_GATE_CAPS)], "layers": 1 if i in (2, 5) else 2}
+          for i, a in enumerate(ACTIVATIONS)],
          shared_wg=_group),
 )
 
