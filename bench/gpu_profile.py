@@ -2,8 +2,8 @@
 the executor still does), kernel enqueue, GPU execution (OpenCL profiling events / Vulkan timestamp
 queries; the boundary layout launches included), and the interpreter around them.
 
-``python bench/gpu_profile.py [--backend opencl|vulkan] [--models a,b] [--runs N]`` prints a Markdown
-table, one row a model.  Vulkan adds the GPU time of the staging copies recorded in the invoke's
+``python bench/gpu_profile.py [--backend opencl|vulkan] [--models a,b] [--runs N] [--set MOD.NAME=VALUE]``
+prints a Markdown table, one row a model (``--set`` flips a compiler constant first, for A/B runs).  Vulkan adds the GPU time of the staging copies recorded in the invoke's
 command buffer, the barriers and copies per command buffer, and the memory type of every memory block
 (device-local, host-visible, coherent, cached) with what it holds.
 """
@@ -54,7 +54,18 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=50)
     ap.add_argument("--precision", default="fp32")
     ap.add_argument("--backend", default="opencl", choices=("opencl", "vulkan"))
+    ap.add_argument("--set", action="append", default=[], metavar="MODULE.NAME=VALUE",
+                    help="set a compiler module constant before compiling (an A/B switch, e.g. "
+                         "litegpu.gpu._passes.fuse_dw_pw.DW_PW_STAGED=False); repeatable")
     args = ap.parse_args()
+    for item in args.set:
+        import ast
+        import importlib
+
+        target, value = item.split("=", 1)
+        module, name = target.rsplit(".", 1)
+        setattr(importlib.import_module(module), name, ast.literal_eval(value))
+        print(f"set {target} = {value}")
     if args.backend == "vulkan":
         return _vulkan(args)
 

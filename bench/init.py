@@ -17,6 +17,10 @@ In the same run, LiteRT's GPU accelerator: a fresh process imports ``ai_edge_lit
 ``CompiledModel`` with ``HardwareAccelerator.GPU``, its buffers, and runs once ("whole cold start";
 "LiteRT without import" leaves the import out, like the litegpu columns).
 
+``bench/init_breakdown.py`` times the same span (everything after ``import litegpu``: the GPU executor's
+import in the first availability check, the driver, ``Interpreter(...)`` and ``allocate_tensors()``) and
+splits it into steps, so its "prepare" and this script's "warm" agree.
+
 Each number is the median over ``--runs`` processes; the import of litegpu is timed apart and not included,
 except in the "import + warm" columns (a user's warm start: what litegpu imports on first use moves
 between the import and prepare).

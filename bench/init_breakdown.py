@@ -8,6 +8,8 @@ cache directory, then *warm* (a second new process) with the directory the cold 
 child the steps of prepare are timed by wrapping them (exclusive times: a step called inside another
 counts only for itself):
 
+* ``gpu core``: importing litegpu's GPU executor (``litegpu.gpu._runtime``: the op table, the passes'
+  registry, capabilities), which the first ``load_delegate`` does in its availability check;
 * ``driver``: creating the delegate, i.e. the driver context, device and queue (``load_delegate``);
 * ``cache read`` / ``cache write``: the serialization cache's files and the plan decoded from them;
 * ``passes``: the GPU compiler's passes, lowering and memory planning (``compile_partition``);
@@ -25,16 +27,19 @@ counts only for itself):
 The ``programs compiled``, ``programs from binaries`` and ``renders`` columns are the partitions' own
 counters (``GpuPartitionKernel.programs_compiled`` etc.), not calls of the timed functions: a warm start
 must show 0 compiled and 0 renders.  A second table splits the ``driver`` step: the API binding's
-import, the backend's availability check and device list (where the first driver enumeration happens),
-the rest of ``load_delegate`` (options, configuration) and the device's creation by its own
+import, the plugin scan, the backend's availability check and device list (where the first driver
+enumeration happens), the rest of ``load_delegate`` (options, configuration) and the device's creation by its own
 steps (``GpuDevice.startup_ms``: enumeration, context or device, queue, queries).
 
 Each cell is run cold (fresh cache directory, drivers' caches off), warm (drivers' caches off) and
 warm with the drivers' caches on in a private directory that one untimed run filled first.
 
-``prepare`` is wall time (driver included); ``CPU time`` is the process's CPU time over
-``Interpreter(...) + allocate_tensors()`` (every thread, the driver step excluded), which a busy shared
-machine disturbs much less than wall time.
+``prepare`` is wall time from just after ``import litegpu`` to the end of ``allocate_tensors()``:
+the span ``bench/init.py`` times (GPU core import and driver included), so the two scripts agree;
+``CPU time`` is the process's CPU time over the same span (every thread), which a busy shared machine
+disturbs much less than wall time.  (Until 2026-11-26 this script imported the GPU core before its
+clock started and left the driver out of ``CPU time``: its "prepare" was 0.1-0.35 s below
+``bench/init.py``'s "warm" on the same machine.)
 
 The drivers' own caches (NVIDIA's ComputeCache, PoCL's kernel cache, Mesa's shader cache) are switched
 off in the children unless ``--keep-driver-caches``.  Prints one Markdown table per backend (for
@@ -55,18 +60,21 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import GPU_SET, machine_line, mediapipe_models  # noqa: E402
 from init import _child_env  # noqa: E402
 
-STEPS = ("driver", "cache read", "passes", "render", "compile", "binary", "tuning", "upload", "bind",
+STEPS = ("gpu core", "driver", "cache read", "passes", "render", "compile", "binary", "tuning", "upload", "bind",
          "cache write", "rest")
 
 # The child: argv = model, backend, cache dir, tuning.  Prints one JSON line: {step: ms, "calls": {...}}.
 _CHILD = r"""
 import importlib, json, sys, threading, time
 import litegpu
+# from here on the span bench/init.py times as prepare (its "import" is ``import litegpu`` alone)
+t_start, c_start = time.perf_counter(), time.process_time()
 from litegpu.gpu import _runtime
 from litegpu.gpu._tuning import WorkgroupTuner
+gpu_core = time.perf_counter() - t_start
 
 model, backend, cache_dir, tuning = sys.argv[1:5]
-spent, calls, stack = {}, {}, []
+spent, calls, stack = {"gpu core": gpu_core}, {}, []
 main = threading.main_thread()
 
 def timed(step, fn):
@@ -98,8 +106,8 @@ def wrap(owner, attr, step):
 opts = {"cache": {"dir": cache_dir}}
 if tuning:
     opts["tuning"] = tuning
-# the driver step's parts: the API binding's import, load_delegate's own work (options, the
-# availability probe and device listing), and the device's creation as the device times it
+# the driver step's parts: the API binding's import, the plugin scan, load_delegate's own work
+# (options, the availability probe and device listing), and the device's creation as the device times it
 driver_parts = {}
 t0 = time.perf_counter()
 mod = {"opencl": "litegpu_opencl._device", "vulkan": "litegpu_vulkan._device",
@@ -109,7 +117,9 @@ if mod:
 driver_parts["import"] = (time.perf_counter() - t0) * 1e3
 t1 = time.perf_counter()
 from litegpu._plugins import backend_registry
-reg = backend_registry()
+reg = backend_registry()  # the plugin scan (entry points) and the plugins' registration hooks
+driver_parts["plugins"] = (time.perf_counter() - t1) * 1e3
+t1 = time.perf_counter()
 entry = reg.get(backend)
 if entry is not None:
     reg.info(entry)  # what load_delegate does first: the availability check and the device list
@@ -135,16 +145,21 @@ wrap(_runtime, "render", "render")
 wrap(WorkgroupTuner, "choose", "tuning")
 if hasattr(_runtime.GpuPartitionKernel, "_precompile"):
     wrap(_runtime.GpuPartitionKernel, "_precompile", "compile")
-t1, c1 = time.perf_counter(), time.process_time()
+t1 = time.perf_counter()
 it = litegpu.Interpreter(model_path=model, experimental_delegates=[d])
 it.allocate_tensors()
-total = time.perf_counter() - t1
-cpu = time.process_time() - c1
-spent["rest"] = total - sum(v for k, v in spent.items() if k != "driver" and not k.endswith(" in threads"))
+t2, c2 = time.perf_counter(), time.process_time()
+spent["rest"] = t2 - t1 - sum(v for k, v in spent.items()
+                              if k not in ("driver", "gpu core") and not k.endswith(" in threads"))
 out = {k: v * 1e3 for k, v in spent.items()}
-out["prepare"] = (total + spent["driver"]) * 1e3
-out["prepare cpu"] = cpu * 1e3  # all threads of the process, without the driver step: steadier on a busy host
+out["prepare"] = (t2 - t_start) * 1e3  # bench/init.py's span: the GPU core's import, the driver, the rest
+out["prepare cpu"] = (c2 - c_start) * 1e3  # all threads, the same span: steadier on a busy host
 out["calls"] = calls
+# a device created on a thread beside the model's read (vulkan): how long that took, and how long
+# the first use of the device waited for it (only the wait is in the prepare time)
+for attr, part in (("device_open_ms", "device (on its thread)"), ("device_wait_ms", "device wait")):
+    if hasattr(d.device, attr):
+        driver_parts[part] = float(getattr(d.device, attr))
 out["driver parts"] = driver_parts
 kernels = [s.kernel for s in it._main.plan.steps if s.kind == "delegate"]
 out["counts"] = {k: sum(int(getattr(kn, k, 0)) for kn in kernels)
@@ -203,8 +218,8 @@ def _row(name: str, kind: str, r: dict) -> str:
 
 def _driver_table(backend: str, rows: list[tuple[str, str, dict]]) -> None:
     parts = list(dict.fromkeys(p for _n, _k, r in rows for p in r.get("driver parts", {})))
-    print(f"\n{backend}, the driver step's parts (ms): `import` the API binding's import, `availability` the "
-          "backend's availability check and device list (the first driver enumeration is here), `options` the rest "
+    print(f"\n{backend}, the driver step's parts (ms): `import` the API binding's import, `plugins` the plugin "
+          "scan and registration, `availability` the backend's availability check and device list (the first driver enumeration is here), `options` the rest "
           "of load_delegate, then the device's creation as the device times it:\n")
     print("| model | start | driver | " + " | ".join(parts) + " |")
     print("|---|---|" + "---:|" * (len(parts) + 1))

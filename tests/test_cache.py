@@ -767,3 +767,52 @@ def test_export_import_moves_one_models_entries(tmp_path, caplog):
     text = " ".join(warnings_of(caplog))
     assert "not an entry file name" in text and "holds another key" in text
     assert entry_files(tmp_path / "fresh") == []
+
+
+def test_source_fingerprint_of_a_source_tree_is_memoised_by_stat_data(monkeypatch, tmp_path):
+    """A source tree's hash is kept in the cache directory, keyed by its files' names, sizes, inodes
+    and times: the next process reuses it; an edit (even one of the same size with the old
+    modification time put back) is hashed again; a tree with a file changed in the last seconds is
+    not memoised (file times come from a coarse clock)."""
+    import json
+    import os
+    import time
+
+    from litegpu.cache import _keys
+
+    pkg = tmp_path / "src" / "fakememo_fp"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    lgk = pkg / "k.lgk"
+    lgk.write_text("x = 1")
+    old = time.time_ns() - 60 * 10**9
+    for f in (pkg / "__init__.py", lgk):
+        os.utime(f, ns=(old, old))
+    memo_dir = tmp_path / "cache"
+    memo_dir.mkdir(mode=0o700)
+    monkeypatch.syspath_prepend(str(tmp_path / "src"))
+
+    def fingerprint() -> str:
+        monkeypatch.setattr(_keys, "_source_hashes", {})
+        return _keys.source_fingerprint("fakememo_fp.x", memo_dir=memo_dir)
+
+    racy = _keys._RACY_NS
+    monkeypatch.setattr(_keys, "_RACY_NS", -1)  # files made just now count as settled (change times can't be set back)
+    first = fingerprint()
+    memo_file = memo_dir / "source-hashes.json"
+    memo = json.loads(memo_file.read_text())
+    (tree,) = [k for k in memo if k.endswith("fakememo_fp")]
+    # the next process takes the memo (shown by a planted digest coming back)
+    memo[tree][1] = "f" * 64
+    memo_file.write_text(json.dumps(memo))
+    assert fingerprint() != first
+    memo_file.write_text("not json")  # a corrupt memo is ignored
+    assert fingerprint() == first
+    # the same size, the old modification time restored: the change time still tells
+    monkeypatch.setattr(_keys, "_RACY_NS", racy)
+    lgk.write_text("x = 2")
+    os.utime(lgk, ns=(old, old))
+    before = memo_file.read_text()
+    second = fingerprint()
+    assert second != first
+    assert memo_file.read_text() == before  # changed just now: not memoised

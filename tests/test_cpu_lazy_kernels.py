@@ -35,7 +35,7 @@ def answers():
 
 def test_lazy_kernel_loading():
     """``import litegpu`` imports no kernel module and not the ``tflite`` package, the GPU core not the
-    kernel language's renderer (a warm start renders nothing); then every (op,
+    kernel language's renderer nor the compiler's passes (a warm start renders and compiles nothing); then every (op,
     dtype) of the index, looked up with only the modules the index names imported (in whatever order
     the lookups import them), finds the kernel that a registry with every module imported first, in
     their order, finds, for every version; an application's kernel registered before the built-in
@@ -50,7 +50,7 @@ def kernel_modules():
 loaded = sorted(m for m in sys.modules if m == "tflite" or m.startswith("tflite.")) + kernel_modules()
 # what a warm start imports of the GPU core: not the kernel language's parser, checker and emitters
 import litegpu.gpu._runtime
-renderer = sorted(m for m in sys.modules if m.startswith(("litegpu.gpu._dialects", "litegpu.gpu.lgk."))
+renderer = sorted(m for m in sys.modules if m.startswith(("litegpu.gpu._dialects", "litegpu.gpu.lgk.", "litegpu.gpu._passes"))
                   and m != "litegpu.gpu.lgk.types")
 """
  + _ANSWERS + r"""
@@ -70,7 +70,7 @@ registered = {f"{op}/{m.removeprefix('litegpu.cpu.')}": sorted(ds)
 print(json.dumps({"answers": answers(), "registered": registered}))
 """)
     assert lazy["loaded"] == [], f"import litegpu imported {lazy['loaded']}"
-    assert lazy["renderer"] == [], f"the GPU core imported the renderer: {lazy['renderer']}"
+    assert lazy["renderer"] == [], f"the GPU core imported the renderer or the passes: {lazy['renderer']}"
     assert lazy["first_is_mine"]
     assert lazy["behind"] == "litegpu.cpu.elementwise"
     # the float ADD lives in elementwise; float16 and the integer modules hold its other dtypes

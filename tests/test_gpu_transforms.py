@@ -734,8 +734,10 @@ def test_fuse_dw_pw_declines(case, monkeypatch):
         src = b.tensor("lr", s)
         b.op("LEAKY_RELU", [d], [src], alpha=0.2)
     elif case == "over_budget":
-        # the module (the package's attribute of that name is the pass function)
-        monkeypatch.setattr(importlib.import_module("litegpu.gpu._passes.fuse_dw_pw"), "DW_PW_RECOMPUTE_BUDGET", 1000)
+        # the module (the package's attribute of that name is the pass function); the staged kernel off
+        mod = importlib.import_module("litegpu.gpu._passes.fuse_dw_pw")
+        monkeypatch.setattr(mod, "DW_PW_RECOMPUTE_BUDGET", 1000)
+        monkeypatch.setattr(mod, "DW_PW_STAGED", False)
     y, _ = _pw(b, src, s, 12, **kw)
     b.output(y, *outs)
     g, rep = check_passes(b.build(), [rnd(*shape)])
@@ -746,18 +748,42 @@ def test_fuse_dw_pw_declines(case, monkeypatch):
     assert rep["fuse_dw_pw"][0].startswith("fused 0 depthwise -> 1x1 conv pairs") and why in rep["fuse_dw_pw"][0]
 
 
-@pytest.mark.parametrize(("c_mid", "fused"), [(16, True), (24, False)])
-def test_fuse_dw_pw_large_map_work_per_item(c_mid, fused):
+@pytest.mark.parametrize(("c_mid", "staged"), [(16, False), (24, True)])
+def test_fuse_dw_pw_large_map_work_per_item(c_mid, staged, monkeypatch):
     """72x72 maps with 4 output slices are too large to split the input slices over a work group; there a
-    work item walks every depthwise channel: 16 fuse (4 slices x 13 loads), 24 keep their two launches."""
+    work item walks every depthwise channel: 16 fuse unstaged (4 slices x 13 loads); 24 fuse into the staged
+    kernel, or keep their two launches with it switched off."""
     b = model_builder()
     x = b.input("x", (1, 72, 72, c_mid))
     d, s = _dw(b, x, (1, 72, 72, c_mid), c_mid, act=3)
     y, _ = _pw(b, d, s, 16)
     b.output(y)
     g, rep = check_passes(b.build(), [rnd(1, 72, 72, c_mid)])
-    assert ("DW_PW_CONV_2D" in g.op_counts()) == fused, g.op_counts()
-    assert fused or "too much work per unsplit work item" in rep["fuse_dw_pw"][0]
+    assert "DW_PW_CONV_2D" in g.op_counts(), g.op_counts()
+    assert [n.attrs.get("staged", False) for n in g.nodes if n.op == "DW_PW_CONV_2D"] == [staged]
+    assert ("staged" in rep["fuse_dw_pw"][0]) == staged, rep["fuse_dw_pw"][0]
+    monkeypatch.setattr(importlib.import_module("litegpu.gpu._passes.fuse_dw_pw"), "DW_PW_STAGED", False)
+    g, rep = check_passes(b.build(), [rnd(1, 72, 72, c_mid)])
+    assert ("DW_PW_CONV_2D" in g.op_counts()) != staged, g.op_counts()
+    assert not staged or "too much work per unsplit work item" in rep["fuse_dw_pw"][0]
+
+
+def test_dw_pw_staged_tiling(monkeypatch):
+    from litegpu.gpu.ops import conv
+    from litegpu.gpu.ops.conv import dw_pw_staged_tiling
+
+    # the group's 64 threads cover every output slice of their pixels, one slice each
+    assert dw_pw_staged_tiling(9216, 8, 8) == {"stage_p": 8, "stage_k": 8, "block_s": 1, "block_w": 1}
+    assert dw_pw_staged_tiling(4096, 16, 32) == {"stage_p": 2, "stage_k": 16, "block_s": 1, "block_w": 1}
+    assert dw_pw_staged_tiling(2304, 3, 2) == {"stage_p": 16, "stage_k": 8, "block_s": 1, "block_w": 1}
+    # past 64 output slices a thread takes several; stages of at most 64 input slices
+    assert dw_pw_staged_tiling(2304, 128, 128) == {"stage_p": 1, "stage_k": 64, "block_s": 2, "block_w": 1}
+    # small maps keep their two launches (the staged kernel lost there)
+    assert dw_pw_staged_tiling(511, 8, 8) is None and dw_pw_staged_tiling(36, 64, 64) is None
+    # the first rule: 16-pixel tiles, 4 threads a pixel, block_s covering the slices (at most 8)
+    monkeypatch.setattr(conv, "_STAGED_RULE", "wide")
+    assert dw_pw_staged_tiling(9216, 8, 8) == {"stage_p": 16, "stage_k": 8, "block_s": 2, "block_w": 1}
+    assert dw_pw_staged_tiling(9216, 64, 64) == {"stage_p": 16, "stage_k": 16, "block_s": 8, "block_w": 1}
 
 
 def test_dw_pw_tiling():

@@ -469,6 +469,17 @@ def test_se_gate(gpu, b, hw, c, hidden, opts):
     (7, 9, 5, 2, {"ksize": 5, "dw_act": "RELU6", "block_s": 2, "block_w": 1}),
     (36, 10, 3, 1, {"ksize": 3, "split": 16, "block_s": 2, "residual": "ADD", "residual_act": "PRELU"}),
     (22, 14, 5, 2, {"ksize": 5, "split": 4, "act": "RELU", "residual": "ADD", "residual_channels": "fewer"}),
+    # staged (stage_p): 2 stages of input slices, pixel tails, several groups along the output slices
+    (72, 40, 5, 1, {"stage_p": 8, "block_w": 1, "block_s": 2, "ksize": 5, "residual": "ADD",
+                    "residual_act": "PRELU"}),
+    (36, 70, 3, 2, {"stage_p": 16, "stage_k": 8, "block_w": 1, "dw_act": "PRELU", "act": "PRELU"}),
+    (7, 9, 3, 1, {"stage_p": 32, "block_w": 1, "block_s": 4, "residual": "ADD", "residual_channels": "fewer"}),
+    (10, 7, 5, 2, {"stage_p": 16, "stage_k": 8, "block_w": 1, "block_s": 8, "dw_act": "RELU6",
+                   "residual": "MUL", "residual_act": "TANH"}),
+    (72, 70, 5, 1, {"stage_p": 1, "stage_k": 64, "block_w": 1, "ksize": 5, "residual": "ADD",
+                    "residual_act": "PRELU"}),
+    (40, 30, 3, 2, {"stage_p": 2, "stage_k": 32, "block_w": 1, "ksize": 3, "dw_act": "RELU6"}),
+    (130, 9, 3, 1, {"stage_p": 4, "stage_k": 32, "block_w": 1, "block_s": 2}),
 ])
 def test_dw_pw_conv2d(gpu, c, cout, k, stride, opts):
     """Depthwise (KHxKW, stride, SAME padding, own activation) feeding a 1x1 conv, in one launch."""

@@ -7,9 +7,14 @@ by slicing, and a vector length of 2**31 makes a loop over ``XLength()`` run
 (and allocate) for ever.  So we let the generated classes tell us the *layout*
 and do the reading ourselves:
 
-* :func:`fields` learns, once per generated class, how each accessor reads its
+* :func:`class_fields` learns, once per generated class, how each accessor reads its
   field (vtable slot, kind, element type, default, sub-table class) by running
   it against a recording stand-in for ``flatbuffers.table.Table``.
+* :func:`layout` gives a table's :class:`Layout` by name from ``_tflite_layout.py``, the
+  layouts :func:`class_fields` found in the ``tflite`` package, written once by
+  ``python -m litegpu.tools.tflite_layout --write`` (importing the package costs about 0.1 s
+  a process: it imports all ~190 generated modules).  A table the file does not hold (a newer
+  ``tflite`` package) is learnt from the package, as before.
 * :class:`TableView` reads a table through that layout: its vtable is checked and
   read once; every scalar, string, vector and sub-table offset is checked against
   the buffer before it is used; vector lengths are checked against the bytes
@@ -27,20 +32,24 @@ Options tables become dicts whose keys are the snake_case field names
 from __future__ import annotations
 
 import functools
+import importlib
 import re
 import struct
 from dataclasses import dataclass
 from typing import Any
 
-import flatbuffers.number_types as _N
 import numpy as np
 
 from ._errors import ModelError
-from ._schema import little_endian, options_class
+from ._schema import little_endian, options_layout
 
 __all__ = [
     "INVALID_FLATBUFFER",
     "FieldSpec",
+    "Layout",
+    "layout",
+    "as_layout",
+    "class_fields",
     "fields",
     "snake_case",
     "TableView",
@@ -81,7 +90,7 @@ class FieldSpec:
     slot: int  # vtable offset (4 + 2 * field id)
     kind: str  # scalar | string | table | union | vector | table_vector | string_vector
     dtype: np.dtype | None = None  # scalars and numeric vectors: little-endian element type
-    table: type | None = None  # table, table_vector: the generated class
+    table: type | str | None = None  # table, table_vector: the generated class (or its name)
     default: Any = None  # scalars: the schema default
 
     @property
@@ -180,7 +189,11 @@ def _probe(cls: type, accessor: str) -> FieldSpec | None:
     steps = rec.calls[1:]
     if "Offset" in steps:  # a hand-patched accessor (OperatorCode.BuiltinCode) reads more fields
         steps = steps[: steps.index("Offset")]
-    dtype = _N.to_numpy_type(rec.flags) if rec.flags is not None else None
+    dtype = None
+    if rec.flags is not None:
+        import flatbuffers.number_types as _N
+
+        dtype = _N.to_numpy_type(rec.flags)
     default = None
     if steps == ["Get"]:
         kind = "scalar"
@@ -209,8 +222,8 @@ def _probe(cls: type, accessor: str) -> FieldSpec | None:
 
 
 @functools.cache
-def fields(cls: type) -> tuple[FieldSpec, ...]:
-    """The fields of a generated table class, in schema (slot) order."""
+def class_fields(cls: type) -> tuple[FieldSpec, ...]:
+    """The fields of a generated table class, in schema (slot) order, learnt from its accessors."""
     names = [k for k, v in vars(cls).items() if callable(v) and not k.startswith("_")]
     nameset = set(names)
     specs = []
@@ -225,29 +238,76 @@ def fields(cls: type) -> tuple[FieldSpec, ...]:
     return tuple(sorted(specs, key=lambda s: s.slot))
 
 
+class Layout:
+    """How one table of the schema is laid out: its name and its fields (slot order)."""
+
+    __slots__ = ("name", "fields", "by_name")
+
+    def __init__(self, name: str, fields: tuple[FieldSpec, ...]) -> None:
+        self.name = name
+        self.fields = fields
+        self.by_name = {f.name: f for f in fields}
+
+    def __repr__(self) -> str:
+        return f"Layout({self.name!r}, {len(self.fields)} fields)"
+
+
 @functools.cache
-def _field_map(cls: type) -> dict[str, FieldSpec]:
-    return {f.name: f for f in fields(cls)}
+def _class_layout(cls: type) -> Layout:
+    return Layout(cls.__name__, class_fields(cls))
+
+
+def _generated_class(name: str) -> type:
+    return getattr(importlib.import_module(f"tflite.{name}"), name)
+
+
+@functools.cache
+def layout(name: str) -> Layout:
+    """The layout of schema table ``name`` (``"Model"``, ``"Conv2DOptions"``): from the generated
+    ``_tflite_layout.py``, else (a table newer than that file) learnt from the ``tflite`` package."""
+    from ._tflite_layout import TABLES
+
+    raw = TABLES.get(name)
+    if raw is None:
+        return _class_layout(_generated_class(name))
+    return Layout(name, tuple(
+        FieldSpec(acc, snake_case(acc), slot, kind, None if dt is None else little_endian(np.dtype(dt)), table,
+                  default) for acc, slot, kind, dt, table, default in raw))
+
+
+def as_layout(x: Layout | type | str) -> Layout:
+    """A :class:`Layout` from a layout, a table's name or a class in the generated classes' form."""
+    if isinstance(x, Layout):
+        return x
+    if isinstance(x, str):
+        return layout(x)
+    return _class_layout(x)
+
+
+def fields(x: Layout | type | str) -> tuple[FieldSpec, ...]:
+    """The fields of a table (a :class:`Layout`, a table's name or a generated class), slot order."""
+    return as_layout(x).fields
 
 
 # ---- bounds-checked table access -----------------------------------------------------------------
 
 
 class TableView:
-    """One table of a flatbuffer, read through the layout of generated class ``cls``.
+    """One table of a flatbuffer, read through ``table``'s layout (a :class:`Layout`, a table's
+    name or a class in the generated classes' form).
 
     The vtable is validated and read on construction; field accessors check every
     offset and length against the buffer.  ``what`` names the table in errors.
     """
 
-    __slots__ = ("cls", "buf", "pos", "what", "_vt", "_specs")
+    __slots__ = ("layout", "buf", "pos", "what", "_vt", "_specs")
 
-    def __init__(self, cls: type, buf: Any, pos: int, what: str):
-        self.cls = cls
+    def __init__(self, table: Layout | type | str, buf: Any, pos: int, what: str):
+        self.layout = as_layout(table)
         self.buf = buf
         self.pos = pos
         self.what = what
-        self._specs = _field_map(cls)
+        self._specs = self.layout.by_name
         size = len(buf)
         if pos < 0 or pos + 4 > size:
             raise _invalid(what, f"table at offset {pos} is outside the {size}-byte buffer")
@@ -373,18 +433,18 @@ class TableView:
         positions = (first + 4 * np.arange(n, dtype=np.int64) + offs).tolist()
         return [TableView(spec.table, self.buf, p, f"{label}[{j}]") for j, p in enumerate(positions)]
 
-    def union(self, name: str, cls: type, what: str | None = None) -> TableView | None:
-        """The table of union field ``name`` read as generated class ``cls`` (None when absent)."""
+    def union(self, name: str, table: Layout | type | str, what: str | None = None) -> TableView | None:
+        """The table of union field ``name`` read as ``table`` (None when absent)."""
         spec = self._spec(name)
         at = self._target(spec)
-        return None if at is None else TableView(cls, self.buf, at, what or f"{self.what}: {name}")
+        return None if at is None else TableView(table, self.buf, at, what or f"{self.what}: {name}")
 
 
-def root_table(cls: type, buf: Any, what: str) -> TableView:
+def root_table(table: Layout | type | str, buf: Any, what: str) -> TableView:
     """The root table of a flatbuffer (the uoffset at byte 0)."""
     if len(buf) < 8:
         raise _invalid(what, f"only {len(buf)} bytes")
-    return TableView(cls, buf, _U32.unpack_from(buf, 0)[0], what)
+    return TableView(table, buf, _U32.unpack_from(buf, 0)[0], what)
 
 
 # ---- options -------------------------------------------------------------------------------------
@@ -397,7 +457,7 @@ def parse_table(t: TableView, _depth: int = 0) -> dict[str, Any]:
     if _depth > _MAX_DEPTH:
         raise _invalid(t.what, "tables nested too deeply")
     out: dict[str, Any] = {}
-    for f in fields(t.cls):
+    for f in t.layout.fields:
         if f.kind == "scalar":
             out[f.name] = t.scalar(f.name)
         elif f.kind == "string":
@@ -430,11 +490,11 @@ def parse_operator_options(op: TableView, what: str) -> dict[str, Any]:
         code = op.scalar(type_field)
         if code == 0:
             continue
-        cls = options_class(code, union)
-        if cls is None:
+        lay = options_layout(code, union)
+        if lay is None:
             raise ModelError(f"{what}: unknown {union} type {code} (not in this TFLite schema)")
-        table = op.union(snake_case(union), cls, f"{what}: {cls.__name__}")
+        table = op.union(snake_case(union), lay, f"{what}: {lay.name}")
         if table is None:  # the type is set but the table left out: schema defaults, like LiteRT
-            table = TableView(cls, _EMPTY_TABLE, 4, f"{what}: {cls.__name__}")
+            table = TableView(lay, _EMPTY_TABLE, 4, f"{what}: {lay.name}")
         options.update(parse_table(table))
     return options

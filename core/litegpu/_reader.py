@@ -1,8 +1,9 @@
 """The .tflite reader: a path or bytes in, the immutable IR of ``_ir.py`` out.
 
-Reading is done through the ``tflite`` package's generated flatbuffers classes,
-guarded by the bounds-checked helpers of ``_flatbuf.py`` (the python flatbuffers
-runtime has no verifier).  Everything that could make a later stage crash, hang
+Reading is done through the layouts of the ``tflite`` package's generated flatbuffers
+classes (written once into ``_tflite_layout.py``, so no ``tflite`` module is imported),
+by the bounds-checked helpers of ``_flatbuf.py`` (the python flatbuffers runtime has no
+verifier).  Everything that could make a later stage crash, hang
 or silently compute garbage is checked here, once, and reported as a
 :class:`~litegpu.ModelError` that names the offending tensor, operator or buffer:
 
@@ -42,7 +43,7 @@ from ._schema import (
     PACKED_BITS,
     BlockwiseQuantization,
     builtin_op_name,
-    sparse_index_vector_class,
+    sparse_index_vector_layout,
     storage_dtype,
     tensor_type_name,
 )
@@ -149,11 +150,7 @@ class _Reader:
             raise ModelError(f"{INVALID_FLATBUFFER}: {self.where}: nesting too deep") from e
 
     def _read(self) -> Model:
-        # the ``tflite`` package imports all of its ~190 generated modules at once (about 0.1 s):
-        # paid by the first model read, not by ``import litegpu``
-        from tflite.Model import Model as _FbModel
-
-        fb = root_table(_FbModel, self.raw, "model")
+        fb = root_table("Model", self.raw, "model")
         version = fb.scalar("version")
         if version != _SCHEMA_VERSION:
             raise ModelError(f"Model provided is schema version {version} not equal to supported "
@@ -444,10 +441,10 @@ class _Reader:
         code = dm.scalar(field + "_type")
         if code == 0:
             return None
-        cls = sparse_index_vector_class(code)
-        if cls is None:
+        lay = sparse_index_vector_layout(code)
+        if lay is None:
             raise ModelError(f"{what}: unknown sparse index vector type {code}")
-        vec = dm.union(field, cls, f"{what}: {field}")
+        vec = dm.union(field, lay, f"{what}: {field}")
         if vec is None:
             return None
         values = vec.vector("values")

@@ -2,8 +2,12 @@
 
 The generated classes are the single source of truth: tensor type codes, builtin
 operator codes and the ``BuiltinOptions``/``BuiltinOptions2`` unions are read
-from them once (lazily, the first time a table is needed), so a newer ``tflite``
-release that adds types or ops is picked up without editing this file.
+from them by ``python -m litegpu.tools.tflite_layout --write`` into ``_tflite_layout.py``
+(with the tables' layouts, see ``_flatbuf.py``), so that reading a model imports no
+``tflite`` module (the package imports all its ~190 modules, about 0.1 s); a test
+regenerates the file and compares.  A code that file does not know is looked up in the
+installed ``tflite`` package, so a newer release that adds types, ops or options is still
+picked up without editing anything.
 """
 
 from __future__ import annotations
@@ -23,8 +27,8 @@ __all__ = [
     "builtin_op_name",
     "builtin_op_code",
     "builtin_op_names",
-    "options_class",
-    "sparse_index_vector_class",
+    "options_layout",
+    "sparse_index_vector_layout",
     "CUSTOM_OPCODE",
     "PACKED_BITS",
     "PADDING",
@@ -77,9 +81,8 @@ _STORAGE_OVERRIDES: dict[str, str | None] = {
 PACKED_BITS: dict[str, tuple[int, bool]] = {"int4": (4, True), "uint4": (4, False), "int2": (2, True)}
 
 
-@functools.cache
-def tensor_type_names() -> dict[int, str]:
-    """TensorType code -> dtype name, for every type of the schema.
+def package_tensor_type_names() -> dict[int, str]:
+    """TensorType code -> dtype name, from the installed ``tflite`` package.
 
     The schema's enum names lower-cased are exactly our dtype names
     (``FLOAT32`` -> ``"float32"``, ``INT4`` -> ``"int4"``, ``STRING`` -> ``"string"``).
@@ -90,9 +93,24 @@ def tensor_type_names() -> dict[int, str]:
     return names
 
 
+@functools.cache
+def tensor_type_names() -> dict[int, str]:
+    """TensorType code -> dtype name, for every type of the schema (the generated table's; see
+    :func:`package_tensor_type_names`)."""
+    from ._tflite_layout import TENSOR_TYPES
+
+    return dict(TENSOR_TYPES)
+
+
+@functools.cache
+def _package_tensor_type_names() -> dict[int, str]:
+    return package_tensor_type_names()
+
+
 def tensor_type_name(code: int) -> str | None:
     """dtype name of a TensorType code, or None when the schema does not know it."""
-    return tensor_type_names().get(code)
+    name = tensor_type_names().get(code)
+    return name if name is not None else _package_tensor_type_names().get(code)
 
 
 def little_endian(dtype: np.dtype) -> np.dtype:
@@ -112,9 +130,8 @@ def storage_dtype(name: str) -> np.dtype | None:
 # ---- builtin operators -------------------------------------------------------------------------
 
 
-@functools.cache
-def builtin_op_names() -> dict[int, str]:
-    """Builtin operator code -> name (``3`` -> ``"CONV_2D"``)."""
+def package_builtin_op_names() -> dict[int, str]:
+    """Builtin operator code -> name (``3`` -> ``"CONV_2D"``), from the installed ``tflite`` package."""
     from tflite.utils import BUILTIN_OPCODE2NAME
 
     names = dict(BUILTIN_OPCODE2NAME)
@@ -127,25 +144,44 @@ def builtin_op_names() -> dict[int, str]:
 
 
 @functools.cache
+def builtin_op_names() -> dict[int, str]:
+    """Builtin operator code -> name (``3`` -> ``"CONV_2D"``): the generated table's, with what the
+    installed ``tflite`` package adds looked up only for a code the table does not know."""
+    from ._tflite_layout import BUILTIN_OPS
+
+    return dict(BUILTIN_OPS)
+
+
+@functools.cache
+def _package_builtin_op_names() -> dict[int, str]:
+    return package_builtin_op_names()
+
+
+@functools.cache
 def _builtin_codes() -> dict[str, int]:
     return {v: k for k, v in builtin_op_names().items()}
 
 
 def builtin_op_name(code: int) -> str | None:
     """Name of a builtin operator code, or None when this schema does not know it."""
-    return builtin_op_names().get(code)
+    name = builtin_op_names().get(code)
+    return name if name is not None else _package_builtin_op_names().get(code)
 
 
 def builtin_op_code(name: str) -> int:
     """Builtin code of an operator name (KeyError if unknown)."""
-    return _builtin_codes()[name]
+    code = _builtin_codes().get(name)
+    if code is not None:
+        return code
+    return {v: k for k, v in _package_builtin_op_names().items()}[name]
 
 
 # ---- options unions ----------------------------------------------------------------------------
 
 
-@functools.cache
-def _options_union(union: str) -> dict[int, type]:
+def package_union_members(union: str) -> dict[int, type]:
+    """Union ``union``'s members (type code -> generated table class), from the installed ``tflite``
+    package."""
     try:
         members = _enum_members(_generated(union))
     except (ImportError, AttributeError):  # an old tflite without BuiltinOptions2
@@ -161,15 +197,33 @@ def _options_union(union: str) -> dict[int, type]:
     return table
 
 
-def options_class(type_code: int, union: str = "BuiltinOptions") -> type | None:
-    """Generated options class for a union type code of ``BuiltinOptions`` or
-    ``BuiltinOptions2`` (None for NONE or an unknown code)."""
-    return _options_union(union).get(type_code)
+@functools.cache
+def _package_union(union: str) -> dict[int, type]:
+    return package_union_members(union)
 
 
-def sparse_index_vector_class(type_code: int) -> type | None:
-    """Generated class for a ``SparseIndexVector`` union code (Int32Vector, Uint16Vector, Uint8Vector)."""
-    return _options_union("SparseIndexVector").get(type_code)
+def _union_layout(union: str, type_code: int) -> Any:
+    """The :class:`~litegpu._flatbuf.Layout` of union ``union``'s member ``type_code`` (the
+    generated table's; a code it does not know from the installed ``tflite`` package), or None."""
+    from ._flatbuf import as_layout
+    from ._tflite_layout import UNIONS
+
+    name = UNIONS.get(union, {}).get(type_code)
+    if name is not None:
+        return as_layout(name)
+    cls = _package_union(union).get(type_code)
+    return None if cls is None else as_layout(cls)
+
+
+def options_layout(type_code: int, union: str = "BuiltinOptions") -> Any:
+    """Layout of the options table for a union type code of ``BuiltinOptions`` or ``BuiltinOptions2``
+    (None for NONE or an unknown code)."""
+    return _union_layout(union, type_code)
+
+
+def sparse_index_vector_layout(type_code: int) -> Any:
+    """Layout for a ``SparseIndexVector`` union code (Int32Vector, Uint16Vector, Uint8Vector)."""
+    return _union_layout("SparseIndexVector", type_code)
 
 
 # ---- quantization details ----------------------------------------------------------------------

@@ -142,3 +142,33 @@ def test_warm_start_renders_compiles_and_tunes_nothing(backend, tmp_path):
     it.invoke()
     (want,) = run_litert(model, [x])
     assert_allclose_rel(it.get_tensor(it.get_output_details()[0]["index"]), want, 1e-4)
+
+
+def test_vulkan_device_is_created_beside_the_model_read_and_its_failure_raised_at_first_use(monkeypatch):
+    """vkCreateDevice runs on a thread while the caller reads and plans the model: the delegate's
+    prepare gives LiteRT's answers; a creation that failed is raised, typed and naming the call, at
+    the device's first use (and the device still closes)."""
+    d = load_backend_delegate("vulkan", {"cache": {"enabled": False}})
+    model = _model()
+    it = litegpu.Interpreter(model_content=model, experimental_delegates=[d])
+    it.allocate_tensors()
+    x = np.random.default_rng(1).standard_normal((1, 8, 8, 3)).astype(np.float32)
+    it.set_tensor(it.get_input_details()[0]["index"], x)
+    it.invoke()
+    got = it.get_tensor(it.get_output_details()[0]["index"])
+    assert_allclose_rel(got, run_litert(model, [x])[0], 1e-4)
+    assert d.device.device_open_ms > 0 and "device (started)" in d.device.startup_ms
+
+    import vulkan as vk
+    from litegpu_vulkan._device import VulkanDevice
+
+    def refuse(*_a):
+        raise vk.VkErrorInitializationFailed()
+
+    monkeypatch.setattr(vk, "vkCreateDevice", refuse)
+    dev = VulkanDevice(0)
+    with pytest.raises(litegpu.BackendUnavailableError, match="vkCreateDevice"):
+        dev.alloc(16)
+    with pytest.raises(litegpu.BackendUnavailableError, match="vkCreateDevice"):
+        dev.alloc(16)  # every use, not only the first
+    dev.close()

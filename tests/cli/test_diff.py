@@ -60,3 +60,14 @@ def test_diff_errors(mlp_path, tmp_path):
     assert r.status == 2 and "model file not found" in r.stderr
     r = cli("diff", mlp_path, "--backend", "metal")  # installed nowhere
     assert r.status == 2 and "metal" in r.stderr
+
+
+def test_relative_error_of_constant_outputs():
+    """A one-element output over one run has no range: its error is relative to its magnitude (not an
+    infinite relative error that fails every backend), and absolute when the value is 0."""
+    from litegpu.cli._diff import relative_error
+
+    assert relative_error(1e-6, 2.0, 5.0) == 5e-7
+    assert relative_error(3.6e-7, 0.0, 0.9) == 3.6e-7 / 0.9
+    assert relative_error(4.6e-10, 0.0, 0.0) == 4.6e-10
+    assert relative_error(0.0, 0.0, 0.0) == 0.0 and relative_error(float("inf"), 0.0, 1.0) == float("inf")

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 import weakref
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -377,6 +378,10 @@ class VulkanDevice(GpuDevice):
     """
 
     dialect = "glsl"
+    # set before __init__ can fail: close() (and __del__) must work on a half-made device
+    _opening: threading.Thread | None = None
+    _open_error: BaseException | None = None
+    _handle: Any = None
 
     def __init__(self, device: int | str | None = None, *, memory: str = "auto", compiler: str | None = None,
                  fence_timeout: float = 60.0):
@@ -408,8 +413,18 @@ class VulkanDevice(GpuDevice):
             chosen = cands[idx]
         self._pd = chosen.handle
         self._timeout_ns = int(fence_timeout * 1e9)
-        self._create_device(chosen)
-        laps.lap("device")
+        device_info = self._query_device(chosen)
+        laps.lap("queries")
+        # vkCreateDevice (tens of ms on a discrete GPU's driver) runs on a thread while the caller
+        # goes on reading and planning the model (cffi drops the GIL in the call); the first use of
+        # the device waits for it (``_device``), and a failure is raised there
+        self._opening: threading.Thread | None = threading.Thread(
+            target=self._create_device, args=(chosen, device_info), name="litegpu-vkCreateDevice", daemon=True)
+        self._open_error: BaseException | None = None
+        #: ms the device's creation took on its thread, and ms the first use waited for it
+        self.device_open_ms = self.device_wait_ms = 0.0
+        self._opening.start()
+        laps.lap("device (started)")
         #: where the device's creation went, ms by step (bench/init_breakdown.py prints it)
         self.startup_ms = laps.ms
         if memory == "auto":
@@ -422,7 +437,7 @@ class VulkanDevice(GpuDevice):
         # readback buffers the latest submission filled; weak, so that they (and the interpreter's
         # memory) go when their interpreter is dropped
         self._fresh: weakref.WeakSet[_Buffer] = weakref.WeakSet()
-        self._xfer = _Recording(self, [])
+        self._xfer_rec: _Recording | None = None  # made on first use: it needs the device
         self._programs: dict[str, _Program] = {}
         self._spirv: dict[str, Future[bytes]] = {}  # by GLSL source
         self._pool_exec: ThreadPoolExecutor | None = None  # runs glslc
@@ -430,7 +445,9 @@ class VulkanDevice(GpuDevice):
         self.pipelines_created = self.pipeline_batches = 0
         self._last: _Recording | None = None
 
-    def _create_device(self, chosen: _Candidate) -> None:
+    def _query_device(self, chosen: _Candidate) -> Any:
+        """What the device offers (limits, memory types, fp16, extensions) and sets ``info``; returns
+        the VkDeviceCreateInfo for :meth:`_create_device` with what it points to kept alive."""
         pd = self._pd
         props = vk.vkGetPhysicalDeviceProperties(pd)
         limits = props.limits
@@ -462,17 +479,6 @@ class VulkanDevice(GpuDevice):
         device_info = vk.VkDeviceCreateInfo(pNext=want_f16 if fp16_storage else None, queueCreateInfoCount=1,
                                             pQueueCreateInfos=queue_infos, enabledExtensionCount=len(ext_c),
                                             ppEnabledExtensionNames=ext_arr)
-        try:
-            self._device = vk.vkCreateDevice(pd, device_info, None)
-        except (vk.VkError, vk.VkException) as e:
-            raise BackendUnavailableError(f"vkCreateDevice on {chosen.name} failed: {type(e).__name__}") from e
-        del want16, want_f16, priorities, queue_info, queue_infos, ext_c, ext_arr, device_info
-        self._queue = vk.vkGetDeviceQueue(self._device, chosen.queue_family, 0)
-        pool_info = vk.VkCommandPoolCreateInfo(
-            queueFamilyIndex=chosen.queue_family, flags=vk.VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT)
-        self._pool = vk.vkCreateCommandPool(self._device, pool_info, None)
-        # one pipeline cache for the device: its data is what the serialization cache persists
-        self._pipeline_cache = vk.vkCreatePipelineCache(self._device, vk.VkPipelineCacheCreateInfo(), None)
         v = props.apiVersion
         self.info = DeviceInfo(
             api="vulkan", name=chosen.name, vendor=_VENDORS.get(props.vendorID, hex(props.vendorID)),
@@ -480,6 +486,57 @@ class VulkanDevice(GpuDevice):
             fp16=fp16, fp16_storage=fp16_storage, max_workgroup_size=int(limits.maxComputeWorkGroupInvocations),
             buffer_alignment=max(int(limits.minStorageBufferOffsetAlignment), 4), compute_units=1,
             max_buffer_bytes=int(limits.maxStorageBufferRange))
+        # the create info and every struct and string its pointers reach, alive until the thread is done
+        return (device_info, want16, want_f16, priorities, queue_info, queue_infos, ext_c, ext_arr)
+
+    def _create_device(self, chosen: _Candidate, keep: Any) -> None:
+        """vkCreateDevice, its queue, command pool and pipeline cache (on the device's opening thread)."""
+        t0 = time.perf_counter()
+        try:
+            pd = self._pd
+            try:
+                handle = vk.vkCreateDevice(pd, keep[0], None)
+            except (vk.VkError, vk.VkException) as e:
+                raise BackendUnavailableError(f"vkCreateDevice on {chosen.name} failed: {type(e).__name__}") from e
+            self._queue = vk.vkGetDeviceQueue(handle, chosen.queue_family, 0)
+            pool_info = vk.VkCommandPoolCreateInfo(
+                queueFamilyIndex=chosen.queue_family, flags=vk.VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT)
+            self._pool = vk.vkCreateCommandPool(handle, pool_info, None)
+            # one pipeline cache for the device: its data is what the serialization cache persists
+            self._pipeline_cache = vk.vkCreatePipelineCache(handle, vk.VkPipelineCacheCreateInfo(), None)
+            self._handle = handle
+        except BaseException as e:  # noqa: BLE001 - handed to the first user of the device
+            self._open_error = e
+        finally:
+            del keep
+            self.device_open_ms = (time.perf_counter() - t0) * 1e3
+
+    @property
+    def _device(self) -> Any:
+        """The VkDevice (None once closed); waits for :meth:`_create_device` on first use."""
+        if self._opening is not None:
+            t0 = time.perf_counter()
+            self._opening.join()
+            self._opening = None
+            self.device_wait_ms = (time.perf_counter() - t0) * 1e3
+        if self._open_error is not None:
+            raise self._open_error
+        return self._handle
+
+    @_device.setter
+    def _device(self, handle: Any) -> None:
+        self._handle = handle
+
+    @property
+    def _xfer(self) -> _Recording:
+        """The command buffer of uploads and synchronous transfers (made on first use)."""
+        if self._xfer_rec is None:
+            self._xfer_rec = _Recording(self, [])
+        return self._xfer_rec
+
+    @_xfer.setter
+    def _xfer(self, rec: _Recording | None) -> None:
+        self._xfer_rec = rec
 
     # -- allocator
     def _type_order(self, kind: str, type_bits: int) -> list[int]:
@@ -1090,7 +1147,10 @@ class VulkanDevice(GpuDevice):
 
     # -- teardown
     def close(self) -> None:
-        if self._device is None:
+        if self._opening is not None:  # still being created: let that finish, then undo it
+            self._opening.join()
+            self._opening = None
+        if self._handle is None:
             return
         try:
             vk.vkDeviceWaitIdle(self._device)

@@ -7,7 +7,8 @@ writes and eviction; a backend only produces and consumes bytes.  See docs/desig
 cache".
 """
 
-from ._cli import cache_clear, cache_info, cache_list
+from typing import Any
+
 from ._dirs import default_cache_dir
 from ._format import FORMAT_VERSION
 from ._keys import FINGERPRINT, EntryKey, canonical_json, model_token, partition_signature
@@ -29,3 +30,12 @@ __all__ = [
     "cache_info",
     "cache_clear",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # the command-line functions (argparse...) load on first use, not with every warm start's cache read
+    if name in ("cache_list", "cache_info", "cache_clear"):
+        from . import _cli
+
+        return getattr(_cli, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -155,15 +155,102 @@ _SOURCE_SUFFIXES = (".py", ".lgk", ".yaml", ".glsl", ".wgsl", ".cl")
 _source_hashes: dict[str, str] = {}
 
 
-def _tree_hash(bases: list[Path]) -> str:
-    """SHA-256 over the source files under ``bases`` (a source checkout: about 10 ms for litegpu)."""
-    h = hashlib.sha256()
+#: memo of :func:`_tree_hash` across processes, in the default cache directory (beside the entries,
+#: checked like them: only a directory the user alone can write is trusted)
+_MEMO_NAME = "source-hashes.json"
+#: files changed less than this long ago make a tree "racy" (not memoised; see :func:`_tree_hash`)
+_RACY_NS = 2_000_000_000
+
+
+def _source_files(bases: list[Path]) -> list[tuple[str, str]]:
+    """(file, its path relative to its base, ``/``-separated) of every source file under ``bases``,
+    sorted per base (plain strings: this runs in every warm start)."""
+    out: list[tuple[str, str]] = []
     for base in bases:
-        for path in sorted(base.rglob("*")):
-            if path.suffix in _SOURCE_SUFFIXES and "__pycache__" not in path.parts:
-                h.update(path.relative_to(base).as_posix().encode() + b"\0")
-                h.update(path.read_bytes())
-    return h.hexdigest()
+        found: list[tuple[str, str]] = []
+        todo = [(os.fspath(base), "")]
+        while todo:
+            path, rel = todo.pop()
+            try:
+                entries = list(os.scandir(path))
+            except OSError:
+                continue
+            for e in entries:
+                if e.is_dir():
+                    if e.name != "__pycache__":
+                        todo.append((e.path, f"{rel}{e.name}/"))
+                elif e.name.endswith(_SOURCE_SUFFIXES):
+                    found.append((e.path, rel + e.name))
+        out += sorted(found, key=lambda f: f[1].split("/"))
+    return out
+
+
+def _memo_path(memo_dir: Path | None) -> Path | None:
+    from ._dirs import check_dir, default_cache_dir
+
+    d = default_cache_dir() if memo_dir is None else Path(memo_dir)
+    return d / _MEMO_NAME if check_dir(d, create=False).ok else None
+
+
+def _read_memo(path: Path | None) -> dict[str, Any]:
+    if path is None:
+        return {}
+    try:
+        memo = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return memo if isinstance(memo, dict) else {}
+
+
+def _write_memo(path: Path | None, memo: dict[str, Any]) -> None:
+    if path is None or not path.parent.is_dir():
+        return
+    tmp = path.with_name(f".{_MEMO_NAME}.{os.getpid()}.tmp")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(memo, f)
+        os.replace(tmp, path)
+    except OSError:  # a read-only or full disk: the memo is only a shortcut
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+
+
+def _tree_hash(bases: list[Path], memo_dir: Path | None = None) -> str:
+    """SHA-256 over the source files under ``bases`` (a source checkout, about 20 ms for litegpu and
+    a backend).  Memoised across processes by the files' names, sizes, inodes and modification and
+    change times (a few ms of ``stat`` calls): an edit changes a file's times, so it is read again.
+    As git does with its index, a tree with a file changed in the last seconds is not memoised: file
+    times come from a coarse clock, and a second edit within the same tick would keep them."""
+    import time
+
+    files = _source_files(bases)
+    stamp = hashlib.sha256()
+    newest = 0
+    for path, _rel in files:
+        st = os.stat(path)
+        newest = max(newest, st.st_mtime_ns, st.st_ctime_ns)
+        stamp.update(f"{path}\0{st.st_size}\0{st.st_ino}\0{st.st_mtime_ns}\0{st.st_ctime_ns}\0".encode())
+    stamp_digest = stamp.hexdigest()
+    # one record per source tree (its bases), holding the stamp it was hashed at: an edit replaces it
+    tree = os.pathsep.join(str(b) for b in bases)
+    memo_path = _memo_path(memo_dir)
+    memo = _read_memo(memo_path)
+    got = memo.get(tree)
+    if isinstance(got, list) and len(got) == 2 and got[0] == stamp_digest and isinstance(got[1], str):
+        return got[1]
+    h = hashlib.sha256()
+    for path, rel in files:
+        h.update(rel.encode() + b"\0")
+        with open(path, "rb") as f:
+            h.update(f.read())
+    digest = h.hexdigest()
+    if time.time_ns() - newest > _RACY_NS:
+        memo[tree] = [stamp_digest, digest]
+        _write_memo(memo_path, memo)
+    return digest
 
 
 def _installed_hash(root: str, base: Path) -> str | None:
@@ -186,7 +273,7 @@ def _installed_hash(root: str, base: Path) -> str | None:
     return hashlib.sha256("\n".join(sorted(lines)).encode()).hexdigest()
 
 
-def source_fingerprint(*modules: str) -> str:
+def source_fingerprint(*modules: str, memo_dir: Path | None = None) -> str:
     """16 hex digits of SHA-256 over the source files of ``litegpu`` and of the packages holding
     ``modules`` (e.g. a backend's delegate module), computed once per process.
 
@@ -195,7 +282,8 @@ def source_fingerprint(*modules: str) -> str:
     loaded (it would run other kernels, or numbers rounded another way).  The content, not the files'
     times, so that entries exported to another machine with the same code (Ray actors) still hit.
     An installed wheel is fingerprinted by the file hashes its ``RECORD`` lists (under 1 ms), a
-    source tree by reading its files."""
+    source tree by reading its files, memoised across processes in ``memo_dir`` (a cache directory;
+    default :func:`~litegpu.cache.default_cache_dir`) by the files' stat data."""
     import importlib.util
 
     roots = ["litegpu", *(m.split(".")[0] for m in modules)]
@@ -205,7 +293,7 @@ def source_fingerprint(*modules: str) -> str:
             spec = importlib.util.find_spec(root)
             bases = [Path(b) for b in (spec.submodule_search_locations or [])] if spec else []
             _source_hashes[root] = next(filter(None, (_installed_hash(root, b) for b in bases)), None) or \
-                _tree_hash(bases)
+                _tree_hash(bases, memo_dir)
         digest.update(f"{root}:{_source_hashes[root]};".encode())
     return digest.hexdigest()[:16]
 

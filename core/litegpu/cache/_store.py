@@ -19,7 +19,6 @@ from __future__ import annotations
 import logging
 import os
 import re
-import secrets
 import stat
 import threading
 import time
@@ -274,7 +273,7 @@ class DelegateCache:
         return path
 
     def _write_atomic(self, path: Path, data: bytes) -> bool:
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(6)}.tmp")
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(6).hex()}.tmp")
         try:
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW | _O_CLOEXEC, FILE_MODE)
             try:

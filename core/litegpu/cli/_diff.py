@@ -33,6 +33,12 @@ from ._common import (
 from ._preprocess import ImageInputs, add_image_args
 
 
+def relative_error(max_error: float, ref_range: float, ref_magnitude: float) -> float:
+    """The max error relative to the reference output's range; an output with no range (a constant,
+    such as one score over one run) relative to its largest magnitude, and absolute when that is 0."""
+    scale = ref_range if ref_range > 0 else ref_magnitude if ref_magnitude > 0 else 1.0
+    return max_error / scale
+
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("diff", help="compare a backend's outputs and latency with a reference (CPU or LiteRT)",
                        description="Inference Diff: run the reference (litegpu's single-thread CPU interpreter, or "
@@ -113,6 +119,7 @@ def run(args: argparse.Namespace) -> int:
     maxes = np.zeros(n_out)
     lo = np.full(n_out, np.inf)
     hi = np.full(n_out, -np.inf)
+    mag = np.zeros(n_out)  # largest |reference value|: the scale of an output with no range
     per_run_avg: list[list[float]] = [[] for _ in range(n_out)]
     ref_us: list[float] = []
     test_us: list[float] = []
@@ -152,6 +159,7 @@ def run(args: argparse.Namespace) -> int:
                     if finite.size:
                         lo[j] = min(lo[j], float(finite.min()))
                         hi[j] = max(hi[j], float(finite.max()))
+                        mag[j] = max(mag[j], float(np.abs(finite).max()))
             bar.update()
     rows = []
     failed = False
@@ -160,7 +168,7 @@ def run(args: argparse.Namespace) -> int:
         avg = sums[j] / n
         var = max(0.0, sq[j] / n - avg * avg)
         rng_ = float(hi[j] - lo[j]) if np.isfinite(hi[j] - lo[j]) else 0.0
-        rel = maxes[j] / rng_ if rng_ > 0 else (0.0 if maxes[j] == 0 else float("inf"))
+        rel = relative_error(float(maxes[j]), rng_, float(mag[j]))
         measured = maxes[j] if args.absolute else rel
         ok = bool(measured <= args.tolerance)
         failed |= not ok

@@ -9,23 +9,39 @@ renders from.  Only names and option domains live in specs; every op's arithmeti
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from importlib import resources
 from typing import Any
 
 from .lgk import KernelTemplateError
 
 __all__ = ["Opt", "KernelSpec", "LAYOUT_KERNELS", "UNARY_OPS", "BINARY_OPS", "ACTIVATIONS", "FUSED_ACTIVATIONS",
-           "ACT", "ACT_NO_PRELU", "QDQ", "CHANNELS", "SPLITS", "SPLIT", "boolean", "spec", "split_wg"]
+           "ACT", "ACT_NO_PRELU", "QDQ", "CHANNELS", "SPLITS", "SPLIT", "boolean", "spec", "split_wg", "template_text"]
+
+
+@functools.cache
+def template_text(filename: str) -> str:
+    """The text of a template file of the ``litegpu.shaders`` package."""
+    # pkgutil (the package's loader), not importlib.resources: that import (tempfile, zipfile...)
+    # cost every process's start about 10 ms
+    import pkgutil
+
+    try:
+        data = pkgutil.get_data("litegpu.shaders", filename)
+    except FileNotFoundError:
+        data = None
+    if data is None:
+        raise KernelTemplateError(f"kernel template {filename!r} not found in litegpu.shaders")
+    return data.decode("utf-8")
 
 
 def _common_functions(prefix: str) -> tuple[str, ...]:
     """The ``<NAME>`` of every ``fn <prefix><NAME>(`` in ``common.lgk``, in file order: the template
     defines which elementwise ops the ``unary``/``binary`` kernels take, so adding one is one
     function there (and an op table entry), not a list here too."""
-    text = resources.files("litegpu.shaders").joinpath("common.lgk").read_text(encoding="utf-8")
+    text = template_text("common.lgk")
     return tuple(re.findall(rf"^fn {prefix}(\w+)\(", text, re.M))
 
 

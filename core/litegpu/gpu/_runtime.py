@@ -63,7 +63,7 @@ import time
 import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -79,13 +79,15 @@ from ._device import BufferRef, GpuDevice
 from ._graph import GpuGraph, GpuNode, GpuOp, GpuPlan, PlanTensor
 from ._layout import dequantize_host, from_device, quantize_host, slices, to_device
 from ._memory import DEFAULT_ALIGNMENT, plan_arena
-from ._passes import DEFAULT_PIPELINE, Pass, run_passes
 from ._plan_io import plan_from_sections, plan_to_sections
 from ._precision import PrecisionPolicy, fp16_risks, precision_policy
 from ._quant import quantized_reason
 from ._tuning import TUNING_MODES, TuningKey, WorkgroupTuner, candidates
 from .kernels import Binding, ParamSlot, RenderedKernel, render
 from .ops import OPS, PARAM_INPUTS, SUPPORTED_OPS, Lowerer
+
+if TYPE_CHECKING:  # the passes load with the first compile: a warm start runs none
+    from ._passes import Pass
 
 __all__ = ["GpuDelegate", "GpuPartitionKernel", "DeviceValue", "DeviceTensor", "PRECISIONS", "BOUNDARY_LAYOUTS",
            "compile_graph", "compile_partition", "lower_node", "supports"]
@@ -896,7 +898,7 @@ def lower_node(g: GpuGraph, node: GpuNode, policy: PrecisionPolicy) -> list[GpuO
 
 
 def compile_graph(g: GpuGraph, *, precision: str = "fp32", alignment: int = DEFAULT_ALIGNMENT,
-                  passes: Sequence[Pass] = DEFAULT_PIPELINE, quantization_simulation: bool = True,
+                  passes: Sequence[Pass] | None = None, quantization_simulation: bool = True,
                   device: Any = None) -> GpuPlan:
     """Run ``passes`` on ``g`` (in place), lower it and plan its memory.
 
@@ -906,7 +908,9 @@ def compile_graph(g: GpuGraph, *, precision: str = "fp32", alignment: int = DEFA
     policy = precision_policy(precision)
     g.options["cost"] = profile_for(device)
     g.options["quantization_simulation"] = bool(quantization_simulation)
-    reports = run_passes(g, passes)
+    from ._passes import DEFAULT_PIPELINE, run_passes
+
+    reports = run_passes(g, DEFAULT_PIPELINE if passes is None else passes)
     for x in g.tensors.values():
         if not x.is_constant and x.dtype in ("int8", "uint8", "int16"):
             raise DelegateError(f"tensor {x.name!r} is {x.dtype} on the GPU path (run the float_view pass)")
@@ -969,7 +973,7 @@ def _count(items) -> dict[str, int]:
 
 
 def compile_partition(spec: PartitionSpec, *, precision: str = "fp32", alignment: int = DEFAULT_ALIGNMENT,
-                      passes: Sequence[Pass] = DEFAULT_PIPELINE, quantization_simulation: bool = True,
+                      passes: Sequence[Pass] | None = None, quantization_simulation: bool = True,
                       device: Any = None) -> GpuPlan:
     """Compile one delegate partition into a :class:`GpuPlan` (``device``: see :func:`compile_graph`)."""
     return compile_graph(GpuGraph.from_partition(spec), precision=precision, alignment=alignment, passes=passes,
@@ -1119,7 +1123,7 @@ class GpuDelegate(Delegate):
             options["half_math"] = False
         key = EntryKey(token, self.name, f"{self.backend_version}+payload{EXECUTOR_PAYLOAD}", info.name,
                        info.driver_version, options=options, partition=partition,
-                       code=source_fingerprint(type(self).__module__))
+                       code=source_fingerprint(type(self).__module__, memo_dir=self._cache.dir))
         return _CacheEntry(self._cache, key)
 
     def devices(self) -> list[str]:

@@ -25,10 +25,9 @@ import re
 import struct
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from importlib import resources
 from typing import TYPE_CHECKING, Any
 
-from ._kernel_specs import ACTIVATIONS, BINARY_OPS, FUSED_ACTIVATIONS, UNARY_OPS, KernelSpec
+from ._kernel_specs import ACTIVATIONS, BINARY_OPS, FUSED_ACTIVATIONS, UNARY_OPS, KernelSpec, template_text
 from .lgk import PRECISIONS, KernelTemplateError
 from .ops import SPECS
 
@@ -77,13 +76,7 @@ SUM_KERNELS = frozenset({"pool2d", "reduce", "softmax"})
 # ----------------------------------------------------------------------------------------------
 
 
-@functools.cache
-def template_text(filename: str) -> str:
-    """The text of a template file of the ``litegpu.shaders`` package."""
-    try:
-        return resources.files("litegpu.shaders").joinpath(filename).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise KernelTemplateError(f"kernel template {filename!r} not found in litegpu.shaders") from None
+# ``template_text`` (re-exported here) lives in ``_kernel_specs``, which reads common.lgk at import.
 
 
 # ----------------------------------------------------------------------------------------------

@@ -10,7 +10,6 @@ Without arguments it prints the file; ``--check`` exits 1 when the file is out o
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 __all__ = ["render_kernel_index", "INDEX_PATH", "main"]
@@ -49,22 +48,9 @@ def render_kernel_index() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    text = render_kernel_index()
-    if args == ["--write"]:
-        INDEX_PATH.write_text(text)
-        print(f"wrote {INDEX_PATH}")
-        return 0
-    if args == ["--check"]:
-        if INDEX_PATH.read_text() != text:
-            print(f"{INDEX_PATH} is out of date: run python -m litegpu.tools.kernel_index --write")
-            return 1
-        return 0
-    if args:
-        print("usage: python -m litegpu.tools.kernel_index [--write | --check]", file=sys.stderr)
-        return 2
-    sys.stdout.write(text)
-    return 0
+    from . import generated_file_main
+
+    return generated_file_main(INDEX_PATH, render_kernel_index, "litegpu.tools.kernel_index", argv)
 
 
 if __name__ == "__main__":

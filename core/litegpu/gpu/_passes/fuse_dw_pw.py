@@ -8,10 +8,10 @@ from .. import _layout as L
 from .._capabilities import ACTIVATIONS, match_epilogue
 from .._geometry import conv_geometry
 from .._graph import DW_PW_OP, GpuGraph, GpuNode, Report
-from ..ops.conv import dw_pw_tiling
+from ..ops.conv import dw_pw_staged_tiling, dw_pw_tiling
 from ._util import only_consumer
 
-__all__ = ["fuse_dw_pw", "DW_PW_OP", "DW_PW_RECOMPUTE_BUDGET", "DW_PW_UNSPLIT_WORK", "dw_pw_block_s", "dw_pw_tiling"]
+__all__ = ["fuse_dw_pw", "DW_PW_OP", "DW_PW_RECOMPUTE_BUDGET", "DW_PW_STAGED", "DW_PW_UNSPLIT_WORK", "dw_pw_block_s", "dw_pw_tiling"]
 
 #: the fused node's op: ``inputs`` = [x, dw weights, dw bias, pw weights, pw bias, dw PRELU alpha]
 #: (-1 where absent), ``attrs["dw"]`` the depthwise's own attributes (stride, padding, dilation,
@@ -25,6 +25,10 @@ DW_PW_RECOMPUTE_BUDGET = 1 << 22
 
 #: Loads one work item of an unsplit fused launch may walk (input slices x (KH * KW + 4)); see fuse_dw_pw.
 DW_PW_UNSPLIT_WORK = 64
+
+#: Pairs over either limit above fuse into the staged kernel (``dw_pw_conv2d`` with ``stage_p``: the
+#: depthwise values staged in shared memory once per work group) instead of keeping two launches.
+DW_PW_STAGED = True
 
 def dw_pw_block_s(out_slices: int) -> int:
     """Output slices one depthwise evaluation feeds in the cost rule: 2 (the fused kernel's block on the
@@ -104,6 +108,13 @@ def fuse_dw_pw(g: GpuGraph) -> Report:
     depthwise channels (52 loads for 3x3: 8 us against 14 at 8 -> 32 channels over 96x96) and loses from
     24 (78 loads: 17 us against 15 at 24 -> 16 over 112x112), so such a pair fuses only within
     ``DW_PW_UNSPLIT_WORK`` (64) loads per work item.
+
+    Pairs over either limit on maps of at least 512 pixels fuse all the same, into the staged kernel (node attribute ``staged``;
+    ``dw_pw_conv2d`` with ``stage_p``, tiling :func:`~litegpu.gpu.ops.conv.dw_pw_staged_tiling`): a work
+    group computes the depthwise values of its tile of pixels once into shared memory and spends them on
+    every output slice, so the recomputation the rules above budget does not arise (smaller maps keep
+    their two launches: there the staged kernel loses, see ``dw_pw_staged_tiling``). With
+    ``DW_PW_STAGED = False`` every such pair keeps its two launches, as before.
     """
     counts: Counter[str] = Counter()
     lines: Report = []
@@ -125,17 +136,17 @@ def fuse_dw_pw(g: GpuGraph) -> Report:
         c_mid = x.shape[3]
         s_out = L.slices(o)
         extra = b * oh * ow * c_mid * kh * kw * (-(-s_out // dw_pw_block_s(s_out)) - 1)
-        if extra > DW_PW_RECOMPUTE_BUDGET:
-            declined["depthwise recomputation over budget"] += 1
-            lines.append(f"kept {dw.describe()} -> {pw.describe()}: {extra} extra multiply-adds "
-                         f"> {DW_PW_RECOMPUTE_BUDGET}")
-            continue
         s_mid = L.slices(c_mid)
         split, _, _ = dw_pw_tiling(b * oh * ow * s_out, s_mid, s_out, ow)
-        if split == 1 and s_mid * (kh * kw + 4) > DW_PW_UNSPLIT_WORK:
-            declined["large map, too much work per unsplit work item"] += 1
-            lines.append(f"kept {dw.describe()} -> {pw.describe()}: {s_mid} input slices x {kh}x{kw} taps per "
-                         f"work item at {oh}x{ow}")
+        why_staged = ""
+        if extra > DW_PW_RECOMPUTE_BUDGET:
+            why_staged = f"{extra} extra multiply-adds > {DW_PW_RECOMPUTE_BUDGET}"
+        elif split == 1 and s_mid * (kh * kw + 4) > DW_PW_UNSPLIT_WORK:
+            why_staged = f"{s_mid} input slices x {kh}x{kw} taps per work item at {oh}x{ow}"
+        if why_staged and not (DW_PW_STAGED and dw_pw_staged_tiling(b * oh * ow, s_mid, s_out)):
+            declined["depthwise recomputation over budget" if extra > DW_PW_RECOMPUTE_BUDGET
+                     else "large map, too much work per unsplit work item"] += 1
+            lines.append(f"kept {dw.describe()} -> {pw.describe()}: {why_staged}")
             continue
         _, act = _dw_act(g, dw)
         geo = conv_geometry(dw.attrs, x.shape[1:3], (kh, kw))
@@ -145,7 +156,7 @@ def fuse_dw_pw(g: GpuGraph) -> Report:
         dw_bias = dw.inputs[2] if len(dw.inputs) > 2 else -1
         pw_bias = pw.inputs[2] if len(pw.inputs) > 2 else -1
         alpha = dw.epilogue[0].operand if act == "PRELU" else -1
-        attrs = {"dw": dict(dw.attrs), "dw_act": act}
+        attrs = {"dw": dict(dw.attrs), "dw_act": act, **({"staged": True} if why_staged else {})}
         fused = g.new_node(DW_PW_OP, [dw.inputs[0], dw.inputs[1], dw_bias, pw.inputs[1], pw_bias, alpha],
                            list(pw.outputs), attrs, origin=tuple(sorted(set(dw.origin) | set(pw.origin))))
         fused.epilogue = list(pw.epilogue)
@@ -155,9 +166,10 @@ def fuse_dw_pw(g: GpuGraph) -> Report:
         g.nodes[g.node_index(pw)] = fused
         g.remove_node(dw)
         producers, consumers = g.producers(), g.consumers()
-        counts[f"{kh}x{kw}"] += 1
+        counts[f"{kh}x{kw}" + (" staged" if why_staged else "")] += 1
         lines.append(f"fused {dw.describe()} -> {pw.describe()} into {fused.describe()} "
-                     f"({kh}x{kw}, {c_mid} -> {o} channels at {oh}x{ow})")
+                     f"({kh}x{kw}, {c_mid} -> {o} channels at {oh}x{ow}"
+                     + (f"; staged: {why_staged})" if why_staged else ")"))
     summary = ", ".join(f"{n} {k}" for k, n in sorted(counts.items())) or "none"
     kept = "; ".join(f"{n} {k}" for k, n in sorted(declined.items()))
     return [f"fused {sum(counts.values())} depthwise -> 1x1 conv pairs: {summary}"

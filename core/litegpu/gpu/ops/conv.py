@@ -35,7 +35,7 @@ from .._kernel_specs import (
 )
 from ._entry import WEIGHTS_BIAS, GpuOpEntry, Lowerer, opt
 
-__all__ = ["OPS", "KERNELS", "dw_pw_tiling"]
+__all__ = ["OPS", "KERNELS", "dw_pw_staged_tiling", "dw_pw_tiling"]
 
 #: dw_pw_conv2d tiling (:func:`dw_pw_tiling`), from every variant timed on an H200 (bench/gpu_dw_pw.py --explore)
 _SPLIT_OUTPUTS, _SPLIT4_OUTPUTS = 20480, 8192
@@ -61,6 +61,54 @@ def dw_pw_tiling(outputs: int, src_slices: int, out_slices: int, width: int) -> 
     split = min(128, 1 << (src_slices - 1).bit_length())
     block_s, block_w = (1, 1) if outputs <= _SMALL else (2, 1) if outputs <= _MEDIUM else (2, 2)
     return split, min(block_s, out_slices), 1 if width == 1 else block_w
+
+
+#: staged dw_pw_conv2d (:func:`dw_pw_staged_tiling`): the fewest output pixels it takes, the largest
+#: output-slice block of one thread, the shared-memory stage (pixels x input slices, vec4s), and which
+#: rule picks the tiling (``"cover"``, or ``"wide"``: the first rule, 16-pixel tiles only; an A/B switch)
+_STAGED_MIN_PIXELS, _STAGED_MAX_BLOCK_S, _STAGED_MID = 512, 8, 256
+_STAGED_RULE = "cover"
+
+
+def _pow2(n: int) -> int:
+    return 1 << max(0, (n - 1).bit_length())
+
+
+def dw_pw_staged_tiling(pixels: int, src_slices: int, out_slices: int) -> dict[str, int] | None:
+    """Options of a staged fused depthwise -> 1x1 launch (``dw_pw_conv2d`` with ``stage_p``) over ``pixels``
+    output pixels (B * H * W), for the pairs whose depthwise the unstaged kernel would recompute too
+    often; ``None`` where the staged kernel loses to the two unfused launches.
+
+    A group of 64 threads stages ``stage_p`` pixels' depthwise values (``stage_k`` input slices at a time)
+    in shared memory; 64 / stage_p threads share a pixel, each taking ``block_s`` output slices.
+    ``"cover"``: the group's threads cover every output slice of their pixels one slice each (stage_p =
+    64 / output slices, 1 to 16 pixels; ``block_s`` > 1 only past 64 slices), so the depthwise is never
+    recomputed, a stage holds up to 256 vec4s, and every thread's share of the 1x1 is one input-slice
+    walk. ``"wide"`` (the first rule): 16 pixels, 4 threads a pixel, the smallest ``block_s`` covering the
+    output slices (at most 8). Measured on an H200 (vulkan, 2026-11-26, every over-budget pair of the 7
+    benchmarked MediaPipe models, `litegpu benchmark --profile` against `DW_PW_STAGED = False`). "wide":
+    12.5 us against 7.4 + 9.0 unfused at 96x96 (5x5, 32 -> 32 channels), 17.5 against 7.5 + 14.4 at 48x48,
+    even at 56x56, a loss from 28x28 down. "cover": 10.4 at 96x96, 12.6 at 48x48, 17.3 against 18.8 at
+    24x24 (64 -> 64 channels), but 28 against about 17.7 at 12x12 and 26 against about 16 at 6x6 (128-256
+    channels: one pixel a group, every thread walking 64 input slices of weights; unrolling that walk
+    by 4 changed nothing, so it is not the loads' latency chain) -- hence ``_STAGED_MIN_PIXELS`` (512):
+    smaller maps keep their two launches. GPU kernel time per invoke, unfused / "wide" >= 2048 pixels /
+    "cover" >= 2048 / "cover" >= 512 / "cover" everywhere: palm_detection_full 0.629 / 0.587 / 0.553 /
+    0.536 / 0.659 ms, pose_landmark_full 0.693 / 0.681 / 0.670 / 0.671 / 1.145, hand_landmark_full 0.480
+    / 0.474 / 0.467 / 0.468 / 0.981; the other four models within 0.005 ms in every column.
+    """
+    if pixels < _STAGED_MIN_PIXELS:
+        return None
+    if _STAGED_RULE == "wide":
+        block_s = 1
+        while block_s < _STAGED_MAX_BLOCK_S and 4 * block_s < out_slices:
+            block_s *= 2
+        return {"stage_p": 16, "stage_k": 16 if src_slices > 8 else 8, "block_s": block_s, "block_w": 1}
+    s = _pow2(out_slices)
+    stage_p = max(1, min(16, 64 // s))
+    block_s = max(1, s // 64)
+    stage_k = max(8, min(64, _pow2(src_slices), _STAGED_MID // stage_p))
+    return {"stage_p": stage_p, "stage_k": stage_k, "block_s": block_s, "block_w": 1}
 
 
 #: conv2d's defaults of the options the cost model picks (left out of a launch's options when equal)
@@ -200,13 +248,16 @@ def lower_dw_pw(lw: Lowerer) -> list[GpuOp]:
               "PAD_T": geo["pads"][0], "PAD_L": geo["pads"][2], "DIL_H": geo["dilation"][0],
               "DIL_W": geo["dilation"][1]}
     params.update(_residual_params(lw, opts, operands))
-    split, block_s, block_w = dw_pw_tiling(b * oh * ow * params["S"], params["SRC_S"], params["S"], ow)
+    if n.attrs.get("staged"):  # fuse_dw_pw: the unstaged kernel would recompute the depthwise too often
+        tiling = dw_pw_staged_tiling(b * oh * ow, params["SRC_S"], params["S"])
+    else:
+        split, block_s, block_w = dw_pw_tiling(b * oh * ow * params["S"], params["SRC_S"], params["S"], ow)
+        tiling = {"split": split, "block_s": block_s, "block_w": block_w}
     # a 3x3 / 5x5 depthwise window renders unrolled, as in lower_depthwise
     ksize = dw_w.shape[1] if dw_w.shape[1] == dw_w.shape[2] and dw_w.shape[1] in (3, 5) else 0
+    defaults = {"split": 1, "block_s": 1, "block_w": 2, "stage_p": 0, "stage_k": 16}
     return [lw.op("dw_pw_conv2d", {**opts, "dw_act": dw_act if dw_act != "NONE" else None, "ksize": ksize or None,
-                                   "block_w": block_w if block_w != 2 else None,
-                                   "block_s": block_s if block_s != 1 else None,
-                                   "split": split if split > 1 else None}, params)]
+                                   **{k: v if v != defaults[k] else None for k, v in tiling.items()}}, params)]
 
 
 def lower_transpose_conv(lw: Lowerer) -> list[GpuOp]:
@@ -266,7 +317,24 @@ _DW_PW_VARIANTS = (
         "split": 16, "block_w": 1}]
     + [{"ksize": 3}, {"ksize": 5, "split": 16, "block_s": 2, "dw_act": "RELU6"},
        {"ksize": 3, "block_w": 1, "residual": "ADD", "residual_act": "PRELU", "split": 8}]
+    # staged (stage_p): block_w 1, split 1
+    + [{"stage_p": 16, "block_w": 1, "block_s": 4},
+       {"stage_p": 8, "stage_k": 8, "block_w": 1, "block_s": 8, "ksize": 5, "residual": "ADD",
+        "residual_act": "PRELU", "dw_act": "PRELU", "act": "PRELU"},
+       {"stage_p": 32, "block_w": 1, "block_s": 2, "ksize": 3, "dw_act": "RELU6", "residual": "ADD",
+        "residual_pool": True, "residual_channels": "fewer"},
+       {"stage_p": 16, "block_w": 1, "qdq": True, "ksize": 5, "residual": "MUL", "residual_act": "HARD_SWISH"},
+       {"stage_p": 8, "block_w": 1, "block_s": 2, "residual": "ADD", "residual_channels": "fewer",
+        "residual_act": "RELU6"},
+       {"stage_p": 1, "stage_k": 64, "block_w": 1, "ksize": 5, "residual": "ADD", "residual_act": "PRELU"},
+       {"stage_p": 2, "stage_k": 32, "block_w": 1, "ksize": 3, "dw_act": "RELU6", "act": "RELU6"},
+       {"stage_p": 4, "stage_k": 64, "block_w": 1, "residual": "ADD", "residual_pool": True, "residual_act": "PRELU"}]
 )
+
+
+def _dw_pw_wg(opts: Mapping[str, Any]) -> tuple[int, int, int] | None:
+    """dw_pw_conv2d's group: 64 threads when staged, else ``split`` threads (or the tuner's choice)."""
+    return (64, 1, 1) if opts.get("stage_p") else split_wg(opts)
 
 KERNELS: tuple[KernelSpec, ...] = (
     spec("conv2d", "conv.lgk", "2-D convolution, groups, dilation, fused bias/activation/residual",
@@ -326,9 +394,10 @@ KERNELS: tuple[KernelSpec, ...] = (
     spec("dw_pw_conv2d", "conv.lgk",
          "depthwise conv (multiplier 1, own activation) feeding a 1x1 conv, one launch; conv2d's epilogue",
          {"dw_act": ACT, "act": ACT, "residual": Opt("NONE", ("NONE", "ADD", "MUL")), "residual_act": ACT,
-          "block_w": Opt(2, (1, 2)), "block_s": Opt(1, (1, 2)), "split": SPLIT, "qdq": QDQ,
-          "residual_channels": CHANNELS, "residual_pool": boolean(), "ksize": Opt(0, (0, 3, 5))},
-         _DW_PW_VARIANTS, default_wg=(8, 4, 2), shared_wg=split_wg),
+          "block_w": Opt(2, (1, 2)), "block_s": Opt(1, (1, 2, 4, 8)), "split": SPLIT, "qdq": QDQ,
+          "residual_channels": CHANNELS, "residual_pool": boolean(), "ksize": Opt(0, (0, 3, 5)),
+          "stage_p": Opt(0, (0, 1, 2, 4, 8, 16, 32)), "stage_k": Opt(16, (8, 16, 32, 64))},
+         _DW_PW_VARIANTS, default_wg=(8, 4, 2), shared_wg=_dw_pw_wg),
     spec("transpose_conv2d", "conv.lgk", "transposed convolution (+ MediaPipe Convolution2DTransposeBias)",
          {"act": ACT, "qdq": QDQ}, [{"act": a} for a in FUSED_ACTIVATIONS] + [{"qdq": True}]),
 )
