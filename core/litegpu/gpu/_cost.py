@@ -31,7 +31,7 @@ from typing import Any
 
 __all__ = ["DeviceCost", "Work", "PROFILES", "profile_for", "estimate", "choose_conv", "choose_reduce",
            "choose_fc", "conv_work", "tiled_conv_work", "reduce_work", "fc_work", "launch_work",
-           "choose_se_gate", "se_gate_segment", "se_gate_work"]
+           "choose_se_gate", "se_gate_segment", "se_gate_work", "SHARED_MEMORY_FLOOR"]
 
 _VEC = 16  # bytes of one vec4 (fp32; the choice does not depend on the storage precision)
 
@@ -293,12 +293,17 @@ def se_gate_work(batch: int, src_slices: int, pixels: int, hidden_slices: int, o
                 flops=batch * (src_slices * pixels + weights * 4) * 4)
 
 
+#: shared memory every Vulkan device and WebGPU's default limits give a work group (bytes)
+SHARED_MEMORY_FLOOR = 16384
+
+
 def choose_se_gate(batch: int, src_slices: int, pixels: int, hidden_slices: int, out_slices: int,
-                   dev: DeviceCost) -> tuple[int, float]:
-    """``(threads, estimated us)`` of the cheapest se_gate group size."""
+                   dev: DeviceCost, cap_slices: int = 0) -> tuple[int, float]:
+    """``(threads, estimated us)`` of the cheapest se_gate group size whose shared memory (one vec4 a
+    thread, and the pooled and hidden vectors of ``cap_slices`` each) fits :data:`SHARED_MEMORY_FLOOR`."""
     best = (math.inf, 64)
     for threads in (64, 128, 256, 512, 1024):
-        if threads > max(64, dev.max_group):
+        if threads > max(64, dev.max_group) or (threads + 2 * cap_slices) * _VEC > SHARED_MEMORY_FLOOR:
             break
         t = estimate(se_gate_work(batch, src_slices, pixels, hidden_slices, out_slices, threads), dev)
         if t < best[0] - 1e-9:

@@ -16,11 +16,12 @@ __all__ = ["fuse_squeeze_excite", "SE_GATE_OP", "SE_GATE_POOL_BUDGET", "in_scale
 #: The largest map (vec4 loads: pixels x channel slices) the gate kernel pools itself.  One work group per
 #: batch item reads the whole map, so on large maps it is bounded by one compute unit's memory throughput,
 #: while a separate reduce launch spreads the mean over one group per channel slice.  From the cost model's
-#: H100 calibration (``_cost.PROFILES["nvidia"]``, ``choose_se_gate`` against ``choose_reduce`` + two 1x1
-#: layer launches): pooling inside the gate wins up to 16384 vec4 (10.4 us against 14.8 us for 4 slices over
-#: 64x64), the two meet between 24576 and 32768, and at 65536 (selfie_segmentation's last decoder block,
-#: 16 channels over 128x128) the gate would take 31 us against 20 us.  Over the budget the mean keeps its
-#: reduce launch and the gate node computes the two layers from the pooled vector (a 1x1 map).
+#: H100 calibration (``_cost.PROFILES["nvidia"]``: ``choose_se_gate`` against ``choose_reduce`` + a gate of the
+#: two layers only): pooling inside the gate wins up to 16384 vec4 (12.0 us against 12.8 us, and 15.3 us for
+#: reduce + two 1x1 launches, at 4 slices over 64x64), the separate reduce wins from 24576 (13.7 against
+#: 13.9 us), and at 65536 (selfie_segmentation's last decoder block, 16 channels over 128x128) the gate
+#: would take 31 us against 18 us.  Over the budget the mean keeps its reduce launch and the gate node
+#: computes the two layers from the pooled vector (a 1x1 map).  Not yet timed on the GPU.
 SE_GATE_POOL_BUDGET = 16384
 
 

@@ -55,12 +55,12 @@ def lower_se_gate(lw: Lowerer) -> list[GpuOp]:
         lw.const("b2", b2)
     lw.bind("dst", y)
     src_s, hid_s, s = L.slices(c), L.slices(hid) if two else 0, L.slices(o)
-    threads, _ = choose_se_gate(b, src_s, h * wd, hid_s, s, lw.cost)
+    cap = next(k for k in SE_GATE_CAPS if k >= max(src_s, hid_s))
+    threads, _ = choose_se_gate(b, src_s, h * wd, hid_s, s, lw.cost, cap)
     stages = [(src_s, h * wd)] + ([(hid_s, src_s), (s, hid_s)] if two else [(s, src_s)])
     groups = [se_gate_segment(sums, length, threads) for sums, length in stages] + [1]
     params = {"B": b, "SRC_H": h, "SRC_W": wd, "SRC_S": src_s, "HID_S": hid_s, "C": o, "S": s,
               "G0": groups[0], "G1": groups[1], "G2": groups[2]}
-    cap = next(k for k in SE_GATE_CAPS if k >= max(src_s, hid_s))
     return [lw.op("se_gate", {"layers": 2 if two else 1, "act1": n.attrs.get("act1") or "NONE",
                               "act2": (n.attrs.get("act2") or "NONE") if two else None, "threads": threads,
                               "cap": cap}, params)]
