@@ -223,6 +223,57 @@ def _model_dw_pw(kind):
     return b.build(), inputs
 
 
+def se_block(b, x, shape, hidden, *, squeeze="pool", layers="conv", gate_act="LOGISTIC", name="s"):
+    """A squeeze-and-excitation gate applied to ``x``: global mean (AVERAGE_POOL_2D over the map or MEAN over
+    H, W) -> 1x1 layer (CONV_2D, or FULLY_CONNECTED for ``layers="fc"``) + RELU -> 1x1 layer -> ``gate_act``
+    -> MUL(x, gate); returns the product."""
+    n, h, w, c = shape
+    if squeeze == "pool":
+        p = b.tensor(f"{name}_p", (n, 1, 1, c))
+        b.op("AVERAGE_POOL_2D", [x], [p], padding=1, stride_w=w, stride_h=h, filter_width=w, filter_height=h)
+    else:
+        p = b.tensor(f"{name}_p", (n, c) if layers == "fc" else (n, 1, 1, c))
+        b.op("MEAN", [x, b.const(f"{name}_ax", np.array([1, 2], np.int32))], [p], keep_dims=layers != "fc")
+    vec = (lambda k: (n, k)) if layers == "fc" else (lambda k: (n, 1, 1, k))
+    f1, f2 = b.tensor(f"{name}_f1", vec(hidden)), b.tensor(f"{name}_f2", vec(c))
+    for src, dst, cin, cout, act, k in ((p, f1, c, hidden, 1, 1), (f1, f2, hidden, c, 0, 2)):
+        if layers == "fc":
+            b.op("FULLY_CONNECTED", [src, b.const(f"{name}_w{k}", rnd(cout, cin)), b.const(f"{name}_b{k}", rnd(cout))],
+                 [dst], fused_activation_function=act)
+        else:
+            b.op("CONV_2D", [src, b.const(f"{name}_w{k}", rnd(cout, 1, 1, cin)), b.const(f"{name}_b{k}", rnd(cout))],
+                 [dst], padding=0, stride_w=1, stride_h=1, fused_activation_function=act)
+    gate = b.tensor(f"{name}_g", vec(c))
+    b.op(gate_act, [f2], [gate])
+    m = b.tensor(f"{name}_m", shape)
+    b.op("MUL", [x, gate], [m])
+    return m
+
+
+def _model_se(kind):
+    """A MobileNetV3 squeeze-and-excitation block: dw -> gate -> MUL -> 1x1 conv + ADD (one se_gate launch and
+    the 1x1 conv scaling its input by the gate, _passes/squeeze_excite); channels not multiples of 4."""
+    b = model_builder()
+    n = 2 if kind == "conv_batch2" else 1
+    # "wide": more channel slices (150) than a group has threads, so every se_gate stage runs several passes
+    # "big": a map over SE_GATE_POOL_BUDGET (2 slices x 96 x 90), so the mean keeps its own reduce launch
+    c, hidden, hw = {"wide": (600, 150, (3, 4)), "big": (6, 3, (96, 90))}.get(kind, (22, 6, (9, 7)))
+    shape = (n, *hw, c)
+    x = b.input("x", shape)
+    d = b.tensor("d", shape)
+    b.op("DEPTHWISE_CONV_2D", [x, b.const("dw", rnd(1, 3, 3, c)), b.const("db", rnd(c))], [d], padding=0,
+         stride_w=1, stride_h=1, depth_multiplier=1, fused_activation_function=3)
+    m = se_block(b, d, shape, hidden, squeeze="mean" if kind == "fc" else "pool",
+                 layers="fc" if kind == "fc" else "conv", gate_act="LOGISTIC")
+    y1 = b.tensor("c", shape)
+    b.op("CONV_2D", [m, b.const("pw", rnd(c, 1, 1, c, lo=-0.1, hi=0.1)), b.const("pb", rnd(c))], [y1], padding=1,
+         stride_w=1, stride_h=1)
+    y = b.tensor("y", shape)
+    b.op("ADD", [y1, x], [y])
+    b.output(y)
+    return b.build(), [rnd(*shape, lo=-2, hi=2)]
+
+
 _OP_CASES = {
     **{op: (lambda op=op: _unary(op)) for op in ["ABS", "NEG", "SIN", "COS", "TANH", "LOGISTIC", "RELU", "RELU6",
                                                  "RELU_N1_TO_1", "ELU", "HARD_SWISH", "EXP"]},
@@ -234,6 +285,7 @@ _OP_CASES = {
     "CONV_2D": _model_conv, "CONV_2D_dilated": lambda: _model_conv(dilation=2, stride=1, padding=1),
     "CONV_2D_grouped": lambda: _model_conv(groups=2),
     **{f"DW_PW_{k}": (lambda k=k: _model_dw_pw(k)) for k in ("prelu_residual", "5x5_s2", "split", "pad_mul")},
+    **{f"SQUEEZE_EXCITE_{k}": (lambda k=k: _model_se(k)) for k in ("conv_batch2", "fc", "wide", "big")},
     "TRANSPOSE_CONV_same": lambda: _model_transpose_conv(0),
     "TRANSPOSE_CONV_valid": lambda: _model_transpose_conv(1),
     **{f"{op}_{a}_{h}": (lambda op=op, a=a, h=h: _model_resize(op, a, h))

@@ -142,6 +142,9 @@ class PlanExecutor:
 
     def k_conv2d(self, op, p, o):
         x = self.read(op, "src")
+        if o.get("in_scale"):  # a folded squeeze-excite MUL: the product in the storage type, as a MUL stores it
+            real = np.float32 if (op.precision or self.plan.precision) == "fp32" else np.float16
+            x = (x * self.read(op, "in_scale")).astype(real).astype(np.float32)
         cin, cout = x.shape[3], p["C"]
         groups = p["SRC_S"] // p["SRC_SG"] if o.get("grouped") else 1
         w = _unpack_conv(np.asarray(op.constants["weights"], np.float32), cout,
@@ -160,6 +163,17 @@ class PlanExecutor:
     def k_conv2d_tiled(self, op, p, o):
         """The same convolution as conv2d's (ungrouped; only the work split differs)."""
         self.k_conv2d(op, p, {**o, "grouped": False})
+
+    def k_se_gate(self, op, p, o):
+        """Mean over H, W; then each 1x1 layer (conv2d's weight layout) with its activation."""
+        x = self.read(op, "src")
+        v = x.mean(axis=(1, 2), keepdims=True)
+        layers = [("w1", "b1", o.get("act1"))] + ([("w2", "b2", o.get("act2"))] if o.get("layers", 2) == 2 else [])
+        for i, (wn, bn, act) in enumerate(layers):
+            n = p["C"] if i == len(layers) - 1 else p["HID_S"] * 4  # hidden lanes past its channels: zero weights
+            w = _unpack_conv(np.asarray(op.constants[wn], np.float32), n, v.shape[3])[:, 0, 0, :]
+            v = _act(v @ w.T + np.asarray(op.constants[bn], np.float32).reshape(-1)[:n], act)
+        self.write(op, "dst", v)
 
     def k_depthwise_conv2d(self, op, p, o):
         x = self.read(op, "src")

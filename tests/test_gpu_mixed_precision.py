@@ -12,7 +12,7 @@ from _gpu_check import graph_of, rel_err, run_litert, without_work_split
 from _gpu_models import rnd
 from _gpu_plan_exec import run_plan
 from _gpu_tflite import model_builder
-from litegpu.gpu._passes import DEFAULT_PIPELINE, mixed_precision, run_passes
+from litegpu.gpu._passes import DEFAULT_PIPELINE, fuse_squeeze_excite, mixed_precision, run_passes
 from litegpu.gpu._reference import evaluate
 from litegpu.gpu._runtime import compile_graph
 from litegpu.gpu.kernels import list_kernels, render, variants
@@ -109,15 +109,22 @@ def test_pass_follows_data_movement_back_to_the_arithmetic():
 
 def test_pass_keeps_broadcast_chain_in_fp32():
     model, _ = _se_model()
+    # unfused (without fuse_squeeze_excite): the per-channel chain and the broadcasting MUL are float32; the
+    # feature maps stay float16
     g = graph_of(model)
-    report = run_passes(g)["mixed_precision"]
-    # the per-channel chain and the broadcasting MUL are float32; the feature maps stay float16
+    report = run_passes(g, tuple(p for p in DEFAULT_PIPELINE if p is not fuse_squeeze_excite))["mixed_precision"]
     for name in ("m", "h", "gate"):
         assert _by_name(g, name).fp32, name
     assert not _by_name(g, "f").fp32 and not _by_name(g, "s").fp32
     fp32_ops = sorted(n.op for n in g.nodes if n.fp32)
     assert fp32_ops == ["CONV_2D", "CONV_2D", "CONV_2D", "MEAN", "MUL"], fp32_ops  # 2 SE convs + output conv
     assert any("MUL#" in line and "broadcasts 'gate'" in line for line in report), report
+    # fused: the gate node and the conv scaling its input by the gate (the folded MUL) are float32
+    g = graph_of(model)
+    report = run_passes(g)["mixed_precision"]
+    assert _by_name(g, "gate").fp32 and not _by_name(g, "f").fp32
+    assert [(n.op, n.fp32) for n in g.nodes] == [("CONV_2D", False), ("SQUEEZE_EXCITE_GATE", True), ("CONV_2D", True)]
+    assert any("CONV_2D#" in line and "broadcasts 'gate'" in line for line in report), report
 
 
 def test_pass_leaves_device_resident_boundaries_alone():
@@ -157,8 +164,11 @@ def test_se_block_plan(precision):
     model, inputs = _se_model()
     (want,) = run_litert(model, inputs)
     plan = compile_graph(graph_of(model), precision=precision)
-    mul = next(op for op in plan.ops if op.kernel == "binary")
-    assert mul.precision == "fp32" and mul.buffer_storage == {"lhs": "float16", "dst": "float16"}
+    # the gate's MUL folded into the last conv (in_scale), which computes in fp32 from the fp16 map
+    (conv,) = [op for op in plan.ops if op.options.get("in_scale")]
+    assert conv.precision == "fp32" and conv.buffer_storage == {"src": "float16"}
+    (se,) = [op for op in plan.ops if op.kernel == "se_gate"]
+    assert se.precision == "fp32" and se.buffer_storage == {"src": "float16"}
     gate = next(t for t in plan.tensors.values() if t.name == "gate")
     assert gate.storage == "float32" and gate.nbytes == 4 * 16
     (got,) = run_plan(plan, inputs)

@@ -75,7 +75,7 @@ def test_every_entry_holds_its_numpy_reference():
 def test_supported_ops_and_params_come_from_the_table():
     assert SUPPORTED_OPS == {op for op, e in OPS.items() if e.claimed}
     assert PARAM_INPUTS["CONV_2D"] == {1: "weights", 2: "bias"} and "ADD" not in PARAM_INPUTS
-    for op in ("SQUARE", "SIGN_BIT", QDQ_OP, "LSTM_CELL", "DW_PW_CONV_2D"):  # made by passes only
+    for op in ("SQUARE", "SIGN_BIT", QDQ_OP, "LSTM_CELL", "DW_PW_CONV_2D", "SQUEEZE_EXCITE_GATE"):  # made by passes only
         assert op in OPS and op not in SUPPORTED_OPS
 
 
@@ -84,7 +84,8 @@ def test_each_op_and_kernel_lives_in_one_family_module():
     exactly one family, whose lowering and check are functions of that same module, and ``kernels``
     renders from the assembled specs (no second registry)."""
     families = {f.__name__.rsplit(".", 1)[1]: f for f in ops._FAMILIES}
-    assert set(families) == {"conv", "matmul", "reduce", "elementwise", "movement", "resize", "lstm", "hybrid", "folded"}
+    assert set(families) == {"conv", "matmul", "reduce", "elementwise", "movement", "resize", "lstm", "hybrid",
+                             "squeeze_excite", "folded"}
     for op, e in OPS.items():
         (home,) = [name for name, f in families.items() if op in f.OPS]
         for fn in (e.lower, e.check):

@@ -7,7 +7,7 @@ import importlib
 import numpy as np
 import pytest
 from _gpu_check import REL, assert_rel, check_passes, graph_of, rel_err, run_litert
-from _gpu_models import _OP_CASES, RNG, channel_pad_block, conv_model, rnd
+from _gpu_models import _OP_CASES, RNG, channel_pad_block, conv_model, rnd, se_block
 from _gpu_tflite import StopgapModelBuilder, model_builder, read_model
 from litegpu._ir import DimensionMetadata, Sparsity
 from litegpu.gpu._capabilities import epilogue_fits
@@ -604,6 +604,70 @@ def test_fuse_dw_pw_blazeface_block():
     assert n.attrs["dw_act"] == "PRELU" and g.is_constant(n.inputs[5]) and n.attrs["dw"]["padding"] == 0
     assert n.origin == tuple(range(6))
     assert rep["fuse_dw_pw"][0] == "fused 1 depthwise -> 1x1 conv pairs: 1 3x3"
+
+
+@pytest.mark.parametrize("case", ["pool_conv", "mean_fc", "mean_conv_batch2", "over_pool_budget"])
+def test_fuse_squeeze_excite_block(case):
+    """dw -> SE gate -> MUL -> 1x1 conv (+ADD): one SQUEEZE_EXCITE_GATE node, the MUL folded into the conv as
+    its input 3 (the gate), the conv keeping its residual epilogue; meaning checked against LiteRT.
+    (FC layers with batch 1 only: a (B, C) gate broadcasts over (B, H, W, C) in TFLite only for B = 1.)
+    Over SE_GATE_POOL_BUDGET the mean keeps its own node and the gate reads the pooled vector."""
+    b = model_builder()
+    n = 2 if case == "mean_conv_batch2" else 1
+    # over the budget: 6 channels (2 slices) over 96x90 = 17280 vec4 > SE_GATE_POOL_BUDGET
+    shape = (n, 96, 90, 6) if case == "over_pool_budget" else (n, 7, 6, 18)
+    x = b.input("x", shape)
+    d, s = _dw(b, x, shape, shape[3], act=3)
+    m = se_block(b, d, s, 5, squeeze="pool" if case == "pool_conv" else "mean",
+                 layers="fc" if case == "mean_fc" else "conv")
+    y, ys = _pw(b, m, s, shape[3])
+    r = b.tensor("r", ys)
+    b.op("ADD", [y, x], [r])
+    b.output(r)
+    g, rep = check_passes(b.build(), [rnd(*shape, lo=-3, hi=3)])
+    apart = case == "over_pool_budget"
+    assert [(n.op, [e.op for e in n.epilogue]) for n in g.nodes] == [
+        ("DEPTHWISE_CONV_2D", ["RELU6"]), *([("MEAN", [])] if apart else []), ("SQUEEZE_EXCITE_GATE", []),
+        ("CONV_2D", ["ADD"])]
+    gate, conv = g.nodes[-2], g.nodes[-1]
+    assert gate.attrs == {"act1": "RELU", "act2": "LOGISTIC"} and len(gate.inputs) == 5
+    assert gate.inputs[0] == g.nodes[1 if apart else 0].outputs[0]  # the pooled vector, or the map
+    assert conv.inputs[0] == g.nodes[0].outputs[0] and conv.inputs[3] == gate.outputs[0]
+    kind = "two layers, the mean kept apart (map over the pool budget)" if apart else "two layers"
+    assert rep["fuse_squeeze_excite"][0] == (f"fused 1 squeeze-excite gates into se_gate launches (1 with {kind}); "
+                                             "folded 1 gate MULs into the 1x1 conv reading them")
+
+
+def test_squeeze_excite_keeps_what_it_cannot_fold():
+    """A product read twice keeps its MUL; a mean that scales nothing is no gate; a one-layer gate fuses."""
+    b = model_builder()
+    x = b.input("x", (1, 5, 4, 12))
+    m = se_block(b, x, (1, 5, 4, 12), 3, squeeze="mean", gate_act="TANH")
+    y, _ = _pw(b, m, (1, 5, 4, 12), 8)
+    z = b.tensor("z", (1, 5, 4, 12))
+    b.op("RELU", [m], [z])
+    # a classifier-style head: mean -> 1x1 conv, no MUL
+    p = b.tensor("p", (1, 1, 1, 12))
+    b.op("MEAN", [x, b.const("ax", np.array([1, 2], np.int32))], [p], keep_dims=True)
+    head, _ = _pw(b, p, (1, 1, 1, 12), 4, name="head")
+    # one layer: mean(x) -> 1x1 + LOGISTIC scales the conv's output
+    q = b.tensor("q", (1, 1, 1, 12))
+    b.op("MEAN", [x, b.const("ax2", np.array([1, 2], np.int32))], [q], keep_dims=True)
+    e, _ = _pw(b, q, (1, 1, 1, 12), 8, name="e")
+    gate = b.tensor("gate", (1, 1, 1, 8))
+    b.op("LOGISTIC", [e], [gate])
+    w = b.tensor("w", (1, 5, 4, 8))
+    b.op("MUL", [y, gate], [w])
+    v, _ = _pw(b, w, (1, 5, 4, 8), 3, k=3, name="v")  # a 3x3 conv reads the product: the MUL stays
+    b.output(z, head, v)
+    g, rep = check_passes(b.build(), [rnd(1, 5, 4, 12, lo=-2, hi=2)])
+    ops = [n.op for n in g.nodes]
+    assert ops.count("SQUEEZE_EXCITE_GATE") == 2 and ops.count("MUL") == 2 and ops.count("MEAN") == 1, ops
+    assert sorted(n.attrs["act2"] or "-" for n in g.nodes if n.op == "SQUEEZE_EXCITE_GATE") == ["-", "TANH"]
+    assert rep["fuse_squeeze_excite"][0] == (
+        "fused 2 squeeze-excite gates into se_gate launches (1 with one layer, 1 with two layers); folded 0 gate "
+        "MULs into the 1x1 conv reading them (kept: 1 the product has other readers; 1 the product is not read "
+        "by an ungrouped 1x1 conv; 1 the result scales no map (not a gate))")
 
 
 @pytest.mark.parametrize("case", ["5x5_s2_relu6", "fc_as_conv", "pad_merged_into_dw", "chain"])

@@ -428,6 +428,36 @@ def test_depthwise_conv2d(gpu, c, mult, stride, act, ksize):
     gpu.check(unphwc4(out["dst"], oshape), ref, "depthwise")
 
 
+@pytest.mark.parametrize(("b", "hw", "c", "hidden", "opts"), [
+    (2, (9, 7), 22, 6, {"act1": "RELU", "act2": "LOGISTIC", "threads": 128, "cap": 8}),
+    # more channel slices (150) than threads (64): every stage runs several passes over the group
+    (1, (3, 5), 600, 150, {"act1": "HARD_SWISH", "act2": "LOGISTIC", "threads": 64, "cap": 256}),
+    (1, (16, 16), 12, 0, {"layers": 1, "act1": "TANH", "threads": 1024, "cap": 8}),  # a one-layer gate
+])
+def test_se_gate(gpu, b, hw, c, hidden, opts):
+    """Global mean over H, W, then one or two 1x1 layers with activations, one work group per batch item."""
+    from litegpu.gpu._cost import se_gate_segment
+
+    x = gpu.data(b, *hw, c)
+    v = x.astype(np.float64).mean(axis=(1, 2))
+    sizes = [(hidden, c), (c, hidden)] if hidden else [(c, c)]
+    inputs = {"src": gpu.phwc4(x)}
+    acts = {"RELU": lambda t: np.maximum(t, 0), "LOGISTIC": lambda t: 1 / (1 + np.exp(-t)), "TANH": np.tanh,
+            "HARD_SWISH": lambda t: t * np.clip(t + 3, 0, 6) / 6}
+    for k, ((o, i), act) in enumerate(zip(sizes, (opts["act1"], opts.get("act2")), strict=False), 1):
+        w, bias = gpu.data(o, 1, 1, i, lo=-0.5, hi=0.5), gpu.data(o)
+        inputs[f"w{k}"], _ = gpu.conv_filter(w, 1)
+        inputs[f"b{k}"] = gpu.channels(bias)
+        v = acts[act](v @ w[:, 0, 0, :].T.astype(np.float64) + bias)
+    src_s, hid_s, s = L.slices(c), L.slices(hidden), L.slices(c)
+    stages = [(src_s, hw[0] * hw[1])] + ([(hid_s, src_s), (s, hid_s)] if hidden else [(s, src_s)])
+    g = [se_gate_segment(n, length, opts["threads"]) for n, length in stages] + [1]
+    p = {"B": b, "SRC_H": hw[0], "SRC_W": hw[1], "SRC_S": src_s, "HID_S": hid_s, "C": c, "S": s,
+         "G0": g[0], "G1": g[1], "G2": g[2]}
+    out = gpu.run("se_gate", inputs, {"dst": _n4((b, 1, 1, c))}, p, **opts)
+    gpu.check(unphwc4(out["dst"], (b, 1, 1, c)), v.reshape(b, 1, 1, c), f"se_gate {opts}")
+
+
 @pytest.mark.parametrize(("c", "cout", "k", "stride", "opts"), [
     (6, 5, 3, 1, {"dw_act": "PRELU", "act": "PRELU"}),                       # channels % 4 != 0
     (7, 9, 5, 2, {"dw_act": "RELU6", "block_s": 2, "block_w": 1}),

@@ -818,6 +818,42 @@ def _p_channel_pad_binary():
     return g.done(y, z, d1)
 
 
+@pattern("squeeze-and-excitation blocks: the gate in one se_gate launch, its MUL folded into the 1x1 conv "
+         "reading it (input scale); MEAN + FC gates; a one-layer gate; a product read twice keeps its MUL")
+def _p_squeeze_excite():
+    g = _G()
+    # MobileNetV3 block, batch 2: dw -> global AVERAGE_POOL_2D -> 1x1 RELU -> 1x1 -> LOGISTIC -> MUL -> 1x1 + ADD
+    x = g.input(2, 9, 7, 20)
+    d = g.op("DEPTHWISE_CONV_2D", [x, g.const(rnd(1, 3, 3, 20)), g.const(rnd(20))], (2, 9, 7, 20), padding=0,
+             stride_h=1, stride_w=1, depth_multiplier=1, fused_activation_function=1)
+    p = g.op("AVERAGE_POOL_2D", [d], (2, 1, 1, 20), padding=1, stride_h=9, stride_w=7, filter_height=9,
+             filter_width=7)
+    h, hs = g.conv(p, (2, 1, 1, 20), 6, k=1, act=1)
+    e, es = g.conv(h, hs, 20, k=1)
+    gate = g.op("LOGISTIC", [e], es)
+    m = g.op("MUL", [d, gate], (2, 9, 7, 20))
+    y, ys = g.conv(m, (2, 9, 7, 20), 20, k=1)
+    y = g.op("ADD", [y, x], ys)
+    # MEAN (keep_dims false) -> FC RELU6 -> FC -> LOGISTIC; the gate first in the MUL, whose product two
+    # ops read (so the MUL keeps its launch)
+    x2 = g.input(1, 6, 5, 35)
+    mean = g.op("MEAN", [x2, g.const(np.array([1, 2], np.int32))], (1, 35), keep_dims=False)
+    f1 = g.op("FULLY_CONNECTED", [mean, g.const(rnd(9, 35)), g.const(rnd(9))], (1, 9), fused_activation_function=3)
+    f2 = g.op("FULLY_CONNECTED", [f1, g.const(rnd(35, 9)), g.const(rnd(35, lo=-3, hi=3))], (1, 35))
+    gate2 = g.op("LOGISTIC", [f2], (1, 35))
+    m2 = g.op("MUL", [gate2, x2], (1, 6, 5, 35))
+    z, zs = g.conv(m2, (1, 6, 5, 35), 8, k=1, act=1)
+    z2 = g.op("RELU", [m2], (1, 6, 5, 35))
+    # a one-layer gate (selfie_segmentation's last encoder block): pool(x3) -> 1x1 LOGISTIC scales another map
+    x3 = g.input(1, 8, 8, 12)
+    o3, os3 = g.conv(x3, (1, 8, 8, 12), 12, k=1, act=1)
+    p3 = g.op("MEAN", [x3, g.const(np.array([1, 2], np.int32))], (1, 1, 1, 12), keep_dims=True)
+    q3, qs3 = g.conv(p3, (1, 1, 1, 12), 12, k=1)
+    gate3 = g.op("LOGISTIC", [q3], qs3)
+    w = g.op("MUL", [o3, gate3], os3)
+    return g.done(y, z, z2, w)
+
+
 @pattern("split reductions: deep 1x1 and 2x2 convs on small grids, FC head, global average pool")
 def _p_split():
     g = _G()

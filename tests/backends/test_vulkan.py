@@ -366,10 +366,16 @@ CASES = {
     "channel_pad_binary": lambda: _pattern("channel pad into a binary ADD's rhs"),
     "pool_residual": lambda: _pattern("max pool into the residual read"),
     "binary_residual": lambda: _pattern("two elementwise ops in one binary launch"),
+    "squeeze_excite": lambda: _pattern("squeeze-and-excitation blocks"),
 }
 
 
-@pytest.mark.parametrize("name", list(CASES))
+#: cases left to the slow run: the squeeze-excite pattern builds 7 lavapipe pipelines (5 s); in the default run
+#: its kernels compile for GLSL (tests/test_kernels_compile.py) and the pattern runs on OpenCL (test_opencl_ops)
+_SLOW_CASES = {"squeeze_excite"}
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in _SLOW_CASES else n for n in CASES])
 def test_op_matches_litert_fp32(delegate, name):
     model, inputs = CASES[name]()
     want = run_litert(model, inputs)
@@ -650,6 +656,28 @@ def test_mediapipe_face_detection_fully_delegated(delegate, mediapipe_models):
         err = max(rel_error(g, w) for g, w in zip(got, want, strict=True))
         ERRORS["fp32 face_detection_short_range"] = err
         assert err <= 1e-3, err
+
+
+@pytest.mark.slow
+@pytest.mark.mediapipe
+@pytest.mark.parametrize("name", ["selfie_segmentation", "selfie_segmentation_landscape"])
+def test_mediapipe_selfie_fp32_fully_delegated(delegate, mediapipe_models, name):
+    """The model with ten squeeze-and-excitation blocks (se_gate launches, gate MULs folded into the 1x1
+    convs: _passes/squeeze_excite): fully delegated, within 1e-3 of LiteRT's reference kernels (which run
+    a rewrite of MediaPipe's Convolution2DTransposeBias as TRANSPOSE_CONV, tests/test_mediapipe_cpu.py)."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from test_mediapipe_cpu import _input, _litert_outputs, _read, ir_to_tflite
+
+    path = mediapipe_models.get(name)
+    if path is None:
+        pytest.skip(f"{name} not among the fetched models")
+    x = _input(path)
+    want = _litert_outputs(ir_to_tflite(_read(path), replace_transpose_conv_bias=True), x)
+    got, plan = _run(Path(path).read_bytes(), [x], delegate)
+    assert _on_gpu_only(plan), plan
+    err = max(rel_error(g, w) for g, w in zip(got, want, strict=True))
+    ERRORS[f"fp32 {name}"] = err
+    assert err <= 1e-3, err
 
 
 def _fp16_delegate(precision: str):

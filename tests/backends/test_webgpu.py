@@ -179,6 +179,7 @@ CASES = {
         ("residual", "channel pad into the residual read"), ("binary", "channel pad into a binary ADD's rhs"))},
     "pool_residual": lambda r: _pattern_shapes("max pool into the residual read"),
     "binary_residual": lambda r: _pattern_shapes("two elementwise ops in one binary launch"),
+    "squeeze_excite": lambda r: _pattern_shapes("squeeze-and-excitation blocks"),
 }
 
 #: case -> worst relative error, printed at the end with ``-s`` (the numbers in the report)

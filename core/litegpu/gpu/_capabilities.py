@@ -18,7 +18,9 @@ a fixed set of *epilogue slots* per kernel, rendered as template options:
   (:data:`BINARY_RESIDUAL_OPS`) with a runtime tensor of the output's shape, then a ``chain`` of
   unary ops;
 * ``pool2d``: ``act`` (no PRELU);
-* ``unary``, ``softmax``, ``reduce``, ``resize``: nothing but ``qdq``.
+* ``unary``, ``softmax``, ``reduce``, ``resize``: nothing but ``qdq``;
+* ``se_gate`` (a squeeze-and-excitation gate, ``_passes/squeeze_excite``): nothing, not even ``qdq``
+  (its layers' activations are attributes of the node; quantized blocks stay unfused).
 
 Every one of these ends with ``qdq``: a final ``QDQ`` step (snap to a
 quantized tensor's grid, the float view of quantized models).

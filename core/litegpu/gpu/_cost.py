@@ -19,7 +19,7 @@ terms decide, and the bandwidth terms only stop a split from re-reading the weig
 per-device constants are calibrated from ``bench/gpu_kernels.py`` (``--explore`` times every variant of
 every launch of the benchmark models) and recorded in :data:`PROFILES`; docs/gpu-compiler.md ("Cost
 model") has the derivations.  The chooser functions (:func:`choose_conv`, :func:`choose_reduce`,
-:func:`choose_fc`) are the only places that pick kernel variants from shapes.
+:func:`choose_fc`, :func:`choose_se_gate`) are the only places that pick kernel variants from shapes.
 """
 
 from __future__ import annotations
@@ -30,7 +30,8 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = ["DeviceCost", "Work", "PROFILES", "profile_for", "estimate", "choose_conv", "choose_reduce",
-           "choose_fc", "conv_work", "tiled_conv_work", "reduce_work", "fc_work", "launch_work"]
+           "choose_fc", "conv_work", "tiled_conv_work", "reduce_work", "fc_work", "launch_work",
+           "choose_se_gate", "se_gate_segment", "se_gate_work", "SHARED_MEMORY_FLOOR"]
 
 _VEC = 16  # bytes of one vec4 (fp32; the choice does not depend on the storage precision)
 
@@ -261,6 +262,55 @@ def choose_fc(rows: int, out_slices: int, in_slices: int, dev: DeviceCost) -> tu
     return best[1], best[0]
 
 
+# ---------------------------------------------------------------------------------------------- se_gate
+
+
+def se_gate_segment(sums: int, length: int, threads: int) -> int:
+    """Threads sharing one of ``sums`` sums of ``length`` terms in a stage of the ``se_gate`` kernel (a power
+    of two): as many as keep every sum in one pass over the group, but no more than the terms."""
+    fit = 1 << max(0, (threads // max(1, sums)).bit_length() - 1)
+    return max(1, min(fit, 1 << max(0, length - 1).bit_length()))
+
+
+def se_gate_work(batch: int, src_slices: int, pixels: int, hidden_slices: int, out_slices: int,
+                 threads: int) -> Work:
+    """se_gate: one group of ``threads`` per batch item; three (two without a hidden layer) stages of
+    segmented sums, each pass a tree of ``log2(threads)`` barrier rounds.  The pooling stage keeps 4
+    loads of a thread in flight; a product step loads 4 weight vectors."""
+    stages = [(src_slices, pixels, 4)]
+    stages += [(hidden_slices, src_slices, 1), (out_slices, hidden_slices, 1)] if hidden_slices else [
+        (out_slices, src_slices, 1)]
+    steps = barriers = 0.0
+    for sums, length, unroll in stages:
+        g = se_gate_segment(sums, length, threads)
+        passes = -(-sums // (threads // g))
+        per_thread = -(-length // g)
+        steps += passes * -(-per_thread // unroll) * _loads_chain(4)
+        barriers += passes * (_log2(threads) + 2)
+    weights = (hidden_slices * src_slices + out_slices * (hidden_slices or src_slices)) * 4
+    return Work(threads=batch * threads, group=threads, global_steps=steps, shared_steps=barriers,
+                barriers=int(barriers), cache_bytes=batch * (src_slices * pixels + weights) * _VEC,
+                flops=batch * (src_slices * pixels + weights * 4) * 4)
+
+
+#: shared memory every Vulkan device and WebGPU's default limits give a work group (bytes)
+SHARED_MEMORY_FLOOR = 16384
+
+
+def choose_se_gate(batch: int, src_slices: int, pixels: int, hidden_slices: int, out_slices: int,
+                   dev: DeviceCost, cap_slices: int = 0) -> tuple[int, float]:
+    """``(threads, estimated us)`` of the cheapest se_gate group size whose shared memory (one vec4 a
+    thread, and the pooled and hidden vectors of ``cap_slices`` each) fits :data:`SHARED_MEMORY_FLOOR`."""
+    best = (math.inf, 64)
+    for threads in (64, 128, 256, 512, 1024):
+        if threads > max(64, dev.max_group) or (threads + 2 * cap_slices) * _VEC > SHARED_MEMORY_FLOOR:
+            break
+        t = estimate(se_gate_work(batch, src_slices, pixels, hidden_slices, out_slices, threads), dev)
+        if t < best[0] - 1e-9:
+            best = (t, threads)
+    return best[1], best[0]
+
+
 def launch_work(kernel: str, options: Mapping[str, Any], params: Mapping[str, Any]) -> Work | None:
     """The :class:`Work` of one planned launch (a ``GpuOp``'s kernel, options and params), for the kernels
     the model prices; None for the others.  ``bench/gpu_kernels.py`` prints it next to the measured time."""
@@ -282,4 +332,8 @@ def launch_work(kernel: str, options: Mapping[str, Any], params: Mapping[str, An
             steps *= int(params[dim]) if params.get(flag) else 1
         outputs = int(params["B"]) * int(params["H"]) * int(params["W"]) * int(params["S"])
         return reduce_work(outputs, steps, int(o.get("split", 1)), int(o.get("unroll", 1)))
+    if kernel == "se_gate":
+        hidden = int(params["HID_S"]) if o.get("layers", 2) == 2 else 0
+        return se_gate_work(int(params["B"]), int(params["SRC_S"]), int(params["SRC_H"]) * int(params["SRC_W"]),
+                            hidden, int(params["S"]), int(o.get("threads", 128)))
     return None

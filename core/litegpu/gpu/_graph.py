@@ -45,6 +45,7 @@ from .._ir import Operator, Quantization, Sparsity, Subgraph, Tensor
 __all__ = [
     "QDQ_OP",
     "DW_PW_OP",
+    "SE_GATE_OP",
     "ACTIVATION_NAMES",
     "Epilogue",
     "QuantView",
@@ -60,9 +61,11 @@ __all__ = [
 ]
 
 #: Ops the passes create (not TFLite builtins): a copy that snaps to a quantized grid (``float_view``)
-#: and a depthwise conv fused into the 1x1 conv reading it (``fuse_dw_pw``).
+#: a depthwise conv fused into the 1x1 conv reading it (``fuse_dw_pw``), and a squeeze-and-excitation gate
+#: (global average, one or two 1x1 layers with their activations: ``fuse_squeeze_excite``).
 QDQ_OP = "QUANTIZE_AND_DEQUANTIZE"
 DW_PW_OP = "DW_PW_CONV_2D"
+SE_GATE_OP = "SQUEEZE_EXCITE_GATE"
 
 #: TFLite ActivationFunctionType codes -> the epilogue op that implements them.
 ACTIVATION_NAMES = {1: "RELU", 2: "RELU_N1_TO_1", 3: "RELU6", 4: "TANH", 5: "SIGN_BIT"}

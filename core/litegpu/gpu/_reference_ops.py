@@ -275,6 +275,24 @@ def dw_pw_conv2d(c: RefContext) -> list[np.ndarray]:
     return [_conv(mid.astype(np.float32), c.const(3), c.get(4), {"padding": 1})]
 
 
+def se_gate(c: RefContext) -> list[np.ndarray]:
+    """SQUEEZE_EXCITE_GATE (``_passes/squeeze_excite``): inputs [x, w1, b1, w2, b2] (w2, b2 -1 for one layer),
+    attrs ``act1`` / ``act2``; the mean over H and W, then each 1x1 layer with its activation, every
+    intermediate rounded to float32 as the unfused nodes stored it."""
+    x = c.get(0)
+    v = x.astype(np.float64).mean(axis=(1, 2), keepdims=True).astype(np.float32)
+    for wi, act in ((1, c.n.attrs.get("act1")), (3, c.n.attrs.get("act2"))):
+        if wi >= len(c.n.inputs) or c.n.inputs[wi] < 0:
+            break
+        w = c.const(wi)
+        w = w.reshape(w.shape[0], 1, 1, -1)
+        v = _conv(v, w, c.get(wi + 1), {"padding": 1})
+        if act and act != "NONE":
+            v = c.ops[act].ref(v, {})
+        v = v.astype(np.float32)
+    return [v]
+
+
 def _pool(x: np.ndarray, attrs: Mapping[str, Any], kind: str) -> np.ndarray:
     b, h, wd, c = x.shape
     kh, kw = int(attrs["filter_height"]), int(attrs["filter_width"])
@@ -450,7 +468,11 @@ def densify_op(c: RefContext) -> list[np.ndarray]:
 
 
 def conv2d(c: RefContext) -> list[np.ndarray]:
-    x, w = c.get(0), c.const(1)
+    """CONV_2D; an input 3 (``_passes/squeeze_excite``) is a (B, 1, 1, C) gate scaling the input's channels
+    (the folded MUL: its product was stored, so rounded to float32, before the conv read it)."""
+    x, w, scale = c.get(0), c.const(1), c.get(3)
+    if scale is not None:
+        x = (x * scale).astype(np.float32)
     return [_conv(x, w, c.get(2), c.n.attrs, groups=x.shape[3] // w.shape[3])]
 
 

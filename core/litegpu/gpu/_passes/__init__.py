@@ -25,6 +25,7 @@ from .mixed_precision import mixed_precision
 from .normalise_bhwc import normalise_bhwc
 from .pool_residual import fuse_pool_residual
 from .remove_identities import remove_identities
+from .squeeze_excite import fuse_squeeze_excite
 
 __all__ = [
     "Pass",
@@ -44,6 +45,7 @@ __all__ = [
     "fuse_activations",
     "fuse_channel_pad",
     "fuse_dw_pw",
+    "fuse_squeeze_excite",
     "fuse_pool_residual",
     "legalise_epilogues",
     "prune",
@@ -83,6 +85,9 @@ DEFAULT_PIPELINE: tuple[Pass, ...] = (
     fuse_channel_pad,
     # after the epilogue fusions: the depthwise carries its activation, the 1x1 conv its whole epilogue
     fuse_dw_pw,
+    # after the epilogue fusions (the gate layers carry their activations; a MUL that took a residual ADD
+    # keeps its launch) and after fuse_dw_pw (a 1x1 conv given an input scale no longer reads the MUL)
+    fuse_squeeze_excite,
     # a MAX_POOL_2D read only as a residual (after the channel PAD merge: zext(max_pool(x))) is read
     # through the pool's window instead; after fuse_dw_pw so the fused kernel's residual takes it too
     fuse_pool_residual,

@@ -23,7 +23,8 @@ host outputs
 broadcast values
     A runtime tensor with one value per channel (H*W == 1) that a node
     replicates over a feature map (an elementwise operand of a larger result,
-    or a RESIZE source) -- the gate of a squeeze-and-excitation block, a
+    or a RESIZE source, or the input scale of a conv that took a gate's MUL,
+    ``fuse_squeeze_excite``) -- the gate of a squeeze-and-excitation block, a
     global-pooling branch -- is stored in float32, together with the chain
     of per-channel tensors computing it (global pool -> 1x1 convs -> gate);
     their producers and the broadcasting node compute in float32.  A rounding
@@ -40,6 +41,7 @@ the plan's storage (another partition reads those buffers as they are).
 from __future__ import annotations
 
 from .._graph import GpuGraph, Report
+from .squeeze_excite import in_scale_of
 
 __all__ = ["mixed_precision", "BROADCASTING_OPS", "DATA_MOVEMENT_OPS"]
 
@@ -111,7 +113,7 @@ def mixed_precision(g: GpuGraph) -> Report:
         if out < 0 or _pixels(g, out) == 1:
             continue
         operands = list(node.inputs) if node.op in BROADCASTING_OPS else []
-        operands += [e.operand for e in node.epilogue if e.operand is not None]
+        operands += [e.operand for e in node.epilogue if e.operand is not None] + [in_scale_of(node)]
         hit = [t for t in operands if t >= 0 and not g.is_constant(t) and _pixels(g, t) == 1
                and g.tensors[t].dtype in _FLOAT]
         if not hit:

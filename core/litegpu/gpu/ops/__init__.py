@@ -1,7 +1,7 @@
 """The GPU op table: one entry per op the GPU path knows, assembled from the op family modules.
 
 Each family module (``conv``, ``matmul``, ``reduce``, ``elementwise``, ``movement``, ``resize``,
-``lstm``, ``hybrid``, ``folded``; modelled on TFLite GPU's one file per op family under
+``lstm``, ``hybrid``, ``squeeze_excite``, ``folded``; modelled on TFLite GPU's one file per op family under
 ``delegates/gpu/common/tasks/``) holds, for its ops, everything the GPU path knows about them:
 
 * ``OPS``: one :class:`~._entry.GpuOpEntry` per op: the kernel it renders, its lowering and support
@@ -32,13 +32,13 @@ from collections.abc import Mapping
 from types import MappingProxyType
 
 from .._kernel_specs import LAYOUT_KERNELS, KernelSpec
-from . import conv, elementwise, folded, hybrid, lstm, matmul, movement, reduce, resize
+from . import conv, elementwise, folded, hybrid, lstm, matmul, movement, reduce, resize, squeeze_excite
 from ._entry import GpuOpEntry, Lowerer
 
 __all__ = ["GpuOpEntry", "Lowerer", "OPS", "SPECS", "SUPPORTED_OPS", "PARAM_INPUTS", "ACTIVATIONS_FUSABLE",
            "ELEMENTWISE_FUSABLE", "ACT_OPS", "CHAIN_OPS", "kernel_of"]
 
-_FAMILIES = (conv, matmul, reduce, elementwise, movement, resize, lstm, hybrid, folded)
+_FAMILIES = (conv, matmul, reduce, elementwise, movement, resize, lstm, hybrid, squeeze_excite, folded)
 
 
 def _assemble() -> tuple[dict[str, GpuOpEntry], dict[str, KernelSpec]]:

@@ -132,15 +132,19 @@ class Lowerer:
                 self.tensor_or_const("res", e.operand)
                 after_residual = True
 
-    def bind_weighted(self, weights: np.ndarray, channels: int, operands: list[Epilogue]) -> None:
+    def bind_weighted(self, weights: np.ndarray, channels: int, operands: list[Epilogue], in_scale: int = -1
+                      ) -> None:
         """The bindings every weighted kernel (conv2d, depthwise_conv2d, fully_connected) takes, in its
         order: ``src`` (input 0), the packed ``weights``, ``bias`` (input 2, zeros when absent) as a
-        vector of ``channels``, the epilogue's operands, ``dst`` (output 0)."""
+        vector of ``channels``, conv2d's ``in_scale`` tensor when given, the epilogue's operands, ``dst``
+        (output 0)."""
         n = self.n
         self.bind("src", n.inputs[0])
         self.const("weights", weights)
         bias = self.data(n.inputs[2]).reshape(-1) if len(n.inputs) > 2 and n.inputs[2] >= 0 else None
         self.const("bias", L.channel_vector(bias, channels))
+        if in_scale >= 0:
+            self.bind("in_scale", in_scale)
         self.bind_epilogue_operands(operands, channels)
         self.bind("dst", n.outputs[0])
 

@@ -191,16 +191,18 @@ def lower_conv(lw: Lowerer) -> list[GpuOp]:
     opts, operands = lw.epilogue()
     # the template needs group sizes in whole slices; otherwise a dense filter with zeros elsewhere
     w, grouped = L.grouped_conv_filter(w, groups)
-    lw.bind_weighted(L.conv_weights(w), o, operands)
+    # input 3 (_passes/squeeze_excite): a (B, 1, 1, C) gate the input is multiplied by as it is read
+    scale = lw.n.inputs[3] if len(lw.n.inputs) > 3 else -1
+    lw.bind_weighted(L.conv_weights(w), o, operands, in_scale=scale)
     params.update(SRC_SG=L.slices(c // groups) if grouped else L.slices(c),
                   DST_SG=L.slices(o // groups) if grouped else L.slices(o))
     params.update(_residual_params(lw, opts, operands))
     # the variant (per-thread block and reduction split, or the tiled matrix product) from the cost model;
-    # conv2d_tiled has no pooled residual read (fuse_pool_residual)
-    kernel, choice, _ = choose_conv(params, lw.cost, grouped, tiled=not opts.get("residual_pool"))
+    # conv2d_tiled has no pooled residual read (fuse_pool_residual) and no input scale
+    kernel, choice, _ = choose_conv(params, lw.cost, grouped, tiled=not opts.get("residual_pool") and scale < 0)
     if kernel == "conv2d_tiled":
         return [lw.op(kernel, {**opts, **choice}, params)]
-    return [lw.op("conv2d", {**opts, "grouped": grouped or None,
+    return [lw.op("conv2d", {**opts, "grouped": grouped or None, "in_scale": scale >= 0 or None,
                              **{k: v for k, v in choice.items() if v != _CONV_DEFAULTS[k]}}, params)]
 
 
@@ -338,8 +340,11 @@ KERNELS: tuple[KernelSpec, ...] = (
     spec("conv2d", "conv.lgk", "2-D convolution, groups, dilation, fused bias/activation/residual",
          {"act": ACT, "residual": Opt("NONE", ("NONE", "ADD", "MUL")), "residual_act": ACT,
           "block_w": Opt(2, (1, 2, 4)), "block_s": Opt(1, (1, 2)), "grouped": boolean(), "split": SPLIT,
-          "qdq": QDQ, "residual_channels": CHANNELS, "residual_pool": boolean()},
+          "qdq": QDQ, "residual_channels": CHANNELS, "residual_pool": boolean(), "in_scale": boolean()},
          [{"act": a} for a in FUSED_ACTIVATIONS]
+         + [{"in_scale": True, "block_w": 1}, {"in_scale": True, "residual": "ADD", "split": 16},
+            {"in_scale": True, "act": "PRELU", "block_w": 4, "block_s": 2, "split": 8},
+            {"in_scale": True, "grouped": True, "residual": "ADD", "residual_act": "RELU", "qdq": True}]
          + [{"residual": "ADD", "residual_act": "RELU"}, {"residual": "MUL", "act": "RELU6"},
             {"block_w": 1}, {"block_w": 4, "block_s": 2}, {"grouped": True}, {"grouped": True, "block_w": 4}]
          + [{"residual": "ADD", "residual_act": a} for a in ACTIVATIONS[2:]]

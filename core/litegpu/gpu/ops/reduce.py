@@ -7,6 +7,9 @@ They share the cost model's reduction split (``_cost.choose_reduce``): a global 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from ..._delegate import NodeView
 from .. import _layout as L
 from .. import _reference_ops as rf
@@ -16,7 +19,7 @@ from .._graph import GpuOp
 from .._kernel_specs import ACT_NO_PRELU, ACTIVATIONS, QDQ, SPLITS, KernelSpec, Opt, boolean, spec, split_wg
 from ._entry import GpuOpEntry, Lowerer, opt
 
-__all__ = ["OPS", "KERNELS", "REDUCE_KINDS"]
+__all__ = ["OPS", "KERNELS", "REDUCE_KINDS", "is_global_pool"]
 
 #: the reduce template's ``op`` option for each TFLite reduction
 REDUCE_KINDS = {"MEAN": "MEAN", "SUM": "SUM", "REDUCE_MAX": "MAX", "REDUCE_MIN": "MIN"}
@@ -28,6 +31,15 @@ _POOL_OPTIONS = ("filter_height", "filter_width", "padding")
 def _non_default(choice: dict[str, int]) -> dict[str, int]:
     """reduce's split / unroll as options: left out at their default 1."""
     return {k: v for k, v in choice.items() if v != 1}
+
+
+def is_global_pool(attrs: Mapping[str, Any], in_hw: tuple[int, int], out_hw: tuple[int, int]) -> bool:
+    """Is a pool with ``attrs`` one window over the whole ``in_hw`` map (a spatial mean or max)?  Its
+    window, less the padding before it, covers every row and column, and no padding value was merged."""
+    kh, kw = int(attrs["filter_height"]), int(attrs["filter_width"])
+    pads = conv_geometry(attrs, in_hw, (kh, kw))["pads"]
+    return (tuple(out_hw) == (1, 1) and kh - pads[0] >= in_hw[0] and kw - pads[2] >= in_hw[1]
+            and attrs.get("pad_value") is None)
 
 
 def check_pool(node: NodeView) -> str:
@@ -53,9 +65,7 @@ def lower_pool(lw: Lowerer) -> list[GpuOp]:
               "STRIDE_H": geo["stride"][0], "STRIDE_W": geo["stride"][1], "PAD_T": geo["pads"][0],
               "PAD_L": geo["pads"][2]}
     options = {"op": "MAX" if n.op == "MAX_POOL_2D" else "AVG", **opts}
-    t, le = geo["pads"][0], geo["pads"][2]
-    if ((oh, ow) == (1, 1) and kh - t >= h and kw - le >= wd and n.attrs.get("pad_value") is None
-            and opts.get("act", "NONE") == "NONE"):
+    if is_global_pool(n.attrs, (h, wd), (oh, ow)) and opts.get("act", "NONE") == "NONE":
         # a global pool (one window over the whole image) is a reduction: as one, its long sum is
         # split over a work group instead of walked by one thread per channel slice
         choice, _ = choose_reduce(b * L.slices(c), h * wd, lw.cost)

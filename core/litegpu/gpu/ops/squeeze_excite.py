@@ -1,0 +1,89 @@
+"""Squeeze-and-excitation gates: the ``SQUEEZE_EXCITE_GATE`` node ``_passes/squeeze_excite`` makes of a global
+average (MEAN over H, W or a whole-map AVERAGE_POOL_2D) and the one or two 1x1 layers (CONV_2D or
+FULLY_CONNECTED) with their activations that compute a channel gate from it; kernel ``se_gate`` in
+``shaders/squeeze_excite.lgk``.
+
+The gate's MUL with the feature map is not here: it becomes an input scale of the 1x1 conv reading it
+(conv2d's ``in_scale`` option, ``ops/conv.py``) or stays a ``binary`` launch.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import _layout as L
+from .. import _reference_ops as rf
+from .._cost import choose_se_gate, se_gate_segment
+from .._graph import SE_GATE_OP, GpuOp
+from .._kernel_specs import ACTIVATIONS, KernelSpec, Opt, spec
+from ._entry import GpuOpEntry, Lowerer
+
+__all__ = ["OPS", "KERNELS", "SE_GATE_CAPS", "SE_GATE_ACTIVATIONS"]
+
+#: the shared-memory capacities (vec4 slices of the pooled and the hidden vector) se_gate renders with;
+#: the pass leaves a block with more channels than the largest (1024) unfused
+SE_GATE_CAPS = (8, 32, 128, 256)
+
+#: the activations a gate layer may end with (the kernel's act slots; PRELU, which needs its alpha, aside)
+SE_GATE_ACTIVATIONS = frozenset(ACTIVATIONS)
+
+_THREADS = (64, 128, 256, 512, 1024)
+
+
+def lower_se_gate(lw: Lowerer) -> list[GpuOp]:
+    """One ``se_gate`` launch, one work group per batch item, its group size from the cost model."""
+    n = lw.n
+    x, y = n.inputs[0], n.outputs[0]
+    b, h, wd, c = lw.shape(x)
+    _, _, _, o = lw.shape(y)
+    two = len(n.inputs) > 3 and n.inputs[3] >= 0
+
+    def layer(wi: int) -> tuple[np.ndarray, np.ndarray]:
+        w = lw.data(n.inputs[wi])
+        w = w.reshape(w.shape[0], 1, 1, -1)
+        bias = n.inputs[wi + 1] if len(n.inputs) > wi + 1 else -1
+        return L.conv_weights(w), L.channel_vector(lw.data(bias).reshape(-1) if bias >= 0 else None, w.shape[0])
+
+    w1, b1 = layer(1)
+    hid = lw.data(n.inputs[1]).shape[0] if two else 0
+    lw.bind("src", x)
+    lw.const("w1", w1)
+    lw.const("b1", b1)
+    if two:
+        w2, b2 = layer(3)
+        lw.const("w2", w2)
+        lw.const("b2", b2)
+    lw.bind("dst", y)
+    src_s, hid_s, s = L.slices(c), L.slices(hid) if two else 0, L.slices(o)
+    cap = next(k for k in SE_GATE_CAPS if k >= max(src_s, hid_s))
+    threads, _ = choose_se_gate(b, src_s, h * wd, hid_s, s, lw.cost, cap)
+    stages = [(src_s, h * wd)] + ([(hid_s, src_s), (s, hid_s)] if two else [(s, src_s)])
+    groups = [se_gate_segment(sums, length, threads) for sums, length in stages] + [1]
+    params = {"B": b, "SRC_H": h, "SRC_W": wd, "SRC_S": src_s, "HID_S": hid_s, "C": o, "S": s,
+              "G0": groups[0], "G1": groups[1], "G2": groups[2]}
+    return [lw.op("se_gate", {"layers": 2 if two else 1, "act1": n.attrs.get("act1") or "NONE",
+                              "act2": (n.attrs.get("act2") or "NONE") if two else None, "threads": threads,
+                              "cap": cap}, params)]
+
+
+def _group(opts: dict) -> tuple[int, int, int]:
+    return (opts["threads"], 1, 1)
+
+
+_ACT = Opt("NONE", ACTIVATIONS)
+
+KERNELS: tuple[KernelSpec, ...] = (
+    spec("se_gate", "squeeze_excite.lgk",
+         "squeeze-and-excitation gate: global average, then one or two 1x1 layers with activations, one launch",
+         {"layers": Opt(2, (1, 2)), "act1": _ACT, "act2": _ACT, "threads": Opt(128, _THREADS),
+          "cap": Opt(32, SE_GATE_CAPS)},
+         # every activation in each slot, every group size and capacity, one and two layers
+         [{"act1": a, "act2": ACTIVATIONS[(i + 3) % len(ACTIVATIONS)], "threads": _THREADS[i % len(_THREADS)],
+           "cap": SE_GATE_CAPS[i % len(SE_GATE_CAPS)], "layers": 1 if i in (2, 5) else 2}
+          for i, a in enumerate(ACTIVATIONS)],
+         shared_wg=_group),
+)
+
+OPS: dict[str, GpuOpEntry] = {
+    SE_GATE_OP: GpuOpEntry("se_gate", lower_se_gate, claimed=False, ref=rf.se_gate),
+}
