@@ -630,7 +630,8 @@ def test_fuse_squeeze_excite_block(case):
         ("DEPTHWISE_CONV_2D", ["RELU6"]), *([("MEAN", [])] if apart else []), ("SQUEEZE_EXCITE_GATE", []),
         ("CONV_2D", ["ADD"])]
     gate, conv = g.nodes[-2], g.nodes[-1]
-    assert gate.attrs == {"act1": "RELU", "act2": "LOGISTIC"} and len(gate.inputs) == 5
+    squeeze = None if apart else "AVERAGE_POOL_2D" if case == "pool_conv" else "MEAN"
+    assert gate.attrs == {"act1": "RELU", "act2": "LOGISTIC", "squeeze": squeeze} and len(gate.inputs) == 5
     assert gate.inputs[0] == g.nodes[1 if apart else 0].outputs[0]  # the pooled vector, or the map
     assert conv.inputs[0] == g.nodes[0].outputs[0] and conv.inputs[3] == gate.outputs[0]
     kind = "two layers, the mean kept apart (map over the pool budget)" if apart else "two layers"
@@ -1016,3 +1017,33 @@ def test_basic_lstm_expands_and_matches_litert(clip):
     b.output(outs[1])
     g, rep = check_passes(b.build(), [rnd(batch, n_in), rnd(batch, units), rnd(batch, units, lo=-2, hi=2)])
     assert [n.op for n in g.nodes] == ["CONCATENATION", "FULLY_CONNECTED", "LSTM_CELL"]
+
+
+def test_identity_reshape_kept_where_a_binary_op_broadcasts_by_ir_shape():
+    """FC (2, C) -> RESHAPE (2, 1, 1, C) -> MUL with a (2, H, W, C) map: both shapes are (2, 1, 1, C) in
+    BHWC, but the MUL broadcasts by IR shapes, per batch item only through the reshape. Removing it gave
+    a silently wrong answer (relative error 0.73 on opencl); the reshape stays, and the answer is LiteRT's.
+    A reshape read only by a one-input op still goes."""
+    b = model_builder()
+    n, c = 2, 18
+    x = b.input("x", (n, 7, 6, c))
+    p = b.tensor("p", (n, c))
+    b.op("MEAN", [x, b.const("ax", np.array([1, 2], np.int32))], [p], keep_dims=False)
+    f = b.tensor("f", (n, c))
+    b.op("FULLY_CONNECTED", [p, b.const("w", rnd(c, c)), b.const("bb", rnd(c))], [f])
+    g4 = b.tensor("g4", (n, 1, 1, c))
+    b.op("RESHAPE", [f, b.const("s", np.array([n, 1, 1, c], np.int32))], [g4])
+    m = b.tensor("m", (n, 7, 6, c))
+    b.op("MUL", [x, g4], [m])
+    b.output(m)
+    g, rep = check_passes(b.build(), [rnd(n, 7, 6, c)])
+    assert not any("RESHAPE" in line for line in rep["remove_identities"][1:]), rep["remove_identities"]
+    b = model_builder()
+    x = b.input("x", (n, c))
+    r = b.tensor("r", (n, 1, 1, c))
+    b.op("RESHAPE", [x, b.const("s", np.array([n, 1, 1, c], np.int32))], [r])
+    y = b.tensor("y", (n, 1, 1, c))
+    b.op("RELU", [r], [y])
+    b.output(y)
+    g, rep = check_passes(b.build(), [rnd(n, c)])
+    assert rep["remove_identities"][0].startswith("removed 1 identity nodes: 1 RESHAPE"), rep["remove_identities"]

@@ -280,7 +280,15 @@ def se_gate(c: RefContext) -> list[np.ndarray]:
     attrs ``act1`` / ``act2``; the mean over H and W, then each 1x1 layer with its activation, every
     intermediate rounded to float32 as the unfused nodes stored it."""
     x = c.get(0)
-    v = x.astype(np.float64).mean(axis=(1, 2), keepdims=True).astype(np.float32)
+    if c.n.attrs.get("squeeze") == "AVERAGE_POOL_2D":
+        # as the pool's own reference sums its window: float32, one pixel after another
+        acc = np.zeros((x.shape[0], 1, 1, x.shape[3]), np.float32)
+        for y in range(x.shape[1]):
+            for xx in range(x.shape[2]):
+                acc += x[:, y:y + 1, xx:xx + 1]
+        v = (acc / np.float32(x.shape[1] * x.shape[2])).astype(np.float32)
+    else:
+        v = x.astype(np.float64).mean(axis=(1, 2), keepdims=True).astype(np.float32)
     for wi, act in ((1, c.n.attrs.get("act1")), (3, c.n.attrs.get("act2"))):
         if wi >= len(c.n.inputs) or c.n.inputs[wi] < 0:
             break

@@ -21,6 +21,14 @@ def _const(g: GpuGraph, node: GpuNode, i: int) -> np.ndarray | None:
     return np.asarray(x.data).reshape(x.ir_shape)
 
 
+def _strip(shape) -> tuple[int, ...]:
+    """``shape`` without its leading 1s (numpy broadcasting ignores them)."""
+    dims = list(shape)
+    while dims and dims[0] == 1:
+        dims.pop(0)
+    return tuple(dims)
+
+
 def _full_range(ranges, shape) -> bool:
     return all(r == (0, n, 1) for r, n in zip(ranges, shape, strict=False))
 
@@ -36,8 +44,17 @@ def identity_source(g: GpuGraph, node: GpuNode) -> int | None:
     x = g.tensors[ins[0]]
     op = node.op
     if op in _RESHAPES:
-        # same 4-D shape: same elements in the same order, whatever the IR shapes say
-        return ins[0] if x.shape == out.shape else None
+        # same 4-D shape: same elements in the same order, whatever the IR shapes say -- but a reader
+        # with more than one runtime input (a broadcasting binary op) aligns its operands by their IR
+        # shapes, so there the IR shapes must agree too (leading 1s aside): FC (2, C) -> RESHAPE
+        # (2, 1, 1, C) -> MUL with a (2, H, W, C) map broadcasts per batch item, (2, C) would not
+        if x.shape != out.shape:
+            return None
+        if _strip(x.ir_shape) != _strip(out.ir_shape) and any(
+                len([t for t in r.inputs if t >= 0 and not g.is_constant(t)]) > 1
+                for r in g.nodes if node.outputs[0] in r.inputs):
+            return None
+        return ins[0]
     if op in ("CONCATENATION", "ADD_N") and len(ins) == 1:
         return ins[0]
     if x.shape != out.shape:

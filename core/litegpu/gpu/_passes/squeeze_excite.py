@@ -123,7 +123,9 @@ def _fuse_gates(g: GpuGraph, lines: Report, declined: Counter[str]) -> Counter[s
         inputs = [l1.inputs[0] if pooled_apart else pool.inputs[0], *operands(l1)]
         inputs += operands(l2) if act2 is not None else []
         chain = ([] if pooled_apart else [pool]) + [l1] + ([l2] if act2 is not None else [])
-        fused = g.new_node(SE_GATE_OP, inputs, [gate], {"act1": act1, "act2": act2},
+        # attrs["squeeze"]: the op the mean came from (the reference sums as that op's reference does)
+        fused = g.new_node(SE_GATE_OP, inputs, [gate], {"act1": act1, "act2": act2,
+                                                        "squeeze": None if pooled_apart else pool.op},
                            origin=tuple(sorted({o for n in chain for o in n.origin})))
         # the last layer's place: every input (the map, constants) is ready there
         g.nodes[g.node_index(last)] = fused
