@@ -412,6 +412,8 @@ def test_device_feed_row_errors_and_a_dead_thread_raises():
     outs = [feed.run(x + k * 100, [None] * 8)[0] for k in range(1, 4)]
     for k, o in enumerate(outs, 1):
         np.testing.assert_array_equal(o, 2 * (x + k * 100))
+    feed.close()
+    assert not feed.thread.is_alive()
     dead = _DeviceFeed(_FakeModel(crash=True), [((1, 2), np.dtype(np.float32))], 2)
     with pytest.raises(RuntimeError, match="device thread ended"):
         dead.run(x, [None] * 8)
@@ -463,3 +465,5 @@ def test_device_feed_lends_rows_to_a_compiled_model(case, backend):
     outs2 = feed.run(y, errors)
     assert all(a is b for a, b in zip(outs, outs2, strict=True))  # the released arrays, reused
     check(outs2, y, errors)
+    feed.close()  # the device thread ends and lets the compiled model go
+    assert not feed.thread.is_alive()

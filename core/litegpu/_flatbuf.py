@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 
 from ._errors import ModelError
-from ._schema import little_endian, options_layout
+from ._schema import little_endian, package_union_members
 
 __all__ = [
     "INVALID_FLATBUFFER",
@@ -56,6 +56,8 @@ __all__ = [
     "root_table",
     "parse_table",
     "parse_operator_options",
+    "options_layout",
+    "sparse_index_vector_layout",
 ]
 
 #: The words LiteRT uses when its verifier rejects a file; every structural error starts with them.
@@ -287,6 +289,34 @@ def as_layout(x: Layout | type | str) -> Layout:
 def fields(x: Layout | type | str) -> tuple[FieldSpec, ...]:
     """The fields of a table (a :class:`Layout`, a table's name or a generated class), slot order."""
     return as_layout(x).fields
+
+
+@functools.cache
+def _package_union(union: str) -> dict[int, type]:
+    return package_union_members(union)
+
+
+def _union_layout(union: str, type_code: int) -> Any:
+    """The :class:`~litegpu._flatbuf.Layout` of union ``union``'s member ``type_code`` (the
+    generated table's; a code it does not know from the installed ``tflite`` package), or None."""
+    from ._tflite_layout import UNIONS
+
+    name = UNIONS.get(union, {}).get(type_code)
+    if name is not None:
+        return as_layout(name)
+    cls = _package_union(union).get(type_code)
+    return None if cls is None else as_layout(cls)
+
+
+def options_layout(type_code: int, union: str = "BuiltinOptions") -> Any:
+    """Layout of the options table for a union type code of ``BuiltinOptions`` or ``BuiltinOptions2``
+    (None for NONE or an unknown code)."""
+    return _union_layout(union, type_code)
+
+
+def sparse_index_vector_layout(type_code: int) -> Any:
+    """Layout for a ``SparseIndexVector`` union code (Int32Vector, Uint16Vector, Uint8Vector)."""
+    return _union_layout("SparseIndexVector", type_code)
 
 
 # ---- bounds-checked table access -----------------------------------------------------------------

@@ -35,7 +35,13 @@ from typing import Any
 import numpy as np
 
 from ._errors import ModelError, describe_failure
-from ._flatbuf import INVALID_FLATBUFFER, TableView, parse_operator_options, root_table
+from ._flatbuf import (
+    INVALID_FLATBUFFER,
+    TableView,
+    parse_operator_options,
+    root_table,
+    sparse_index_vector_layout,
+)
 from ._ir import DimensionMetadata, Model, Operator, Quantization, SignatureDef, Sparsity, Subgraph, Tensor
 from ._schema import (
     BLOCKWISE_DETAILS,
@@ -43,7 +49,6 @@ from ._schema import (
     PACKED_BITS,
     BlockwiseQuantization,
     builtin_op_name,
-    sparse_index_vector_layout,
     storage_dtype,
     tensor_type_name,
 )

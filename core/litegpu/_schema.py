@@ -27,8 +27,6 @@ __all__ = [
     "builtin_op_name",
     "builtin_op_code",
     "builtin_op_names",
-    "options_layout",
-    "sparse_index_vector_layout",
     "CUSTOM_OPCODE",
     "PACKED_BITS",
     "PADDING",
@@ -195,35 +193,6 @@ def package_union_members(union: str) -> dict[int, type]:
         except (ImportError, AttributeError):  # enum member without a generated class
             continue
     return table
-
-
-@functools.cache
-def _package_union(union: str) -> dict[int, type]:
-    return package_union_members(union)
-
-
-def _union_layout(union: str, type_code: int) -> Any:
-    """The :class:`~litegpu._flatbuf.Layout` of union ``union``'s member ``type_code`` (the
-    generated table's; a code it does not know from the installed ``tflite`` package), or None."""
-    from ._flatbuf import as_layout
-    from ._tflite_layout import UNIONS
-
-    name = UNIONS.get(union, {}).get(type_code)
-    if name is not None:
-        return as_layout(name)
-    cls = _package_union(union).get(type_code)
-    return None if cls is None else as_layout(cls)
-
-
-def options_layout(type_code: int, union: str = "BuiltinOptions") -> Any:
-    """Layout of the options table for a union type code of ``BuiltinOptions`` or ``BuiltinOptions2``
-    (None for NONE or an unknown code)."""
-    return _union_layout(union, type_code)
-
-
-def sparse_index_vector_layout(type_code: int) -> Any:
-    """Layout for a ``SparseIndexVector`` union code (Int32Vector, Uint16Vector, Uint8Vector)."""
-    return _union_layout("SparseIndexVector", type_code)
 
 
 # ---- quantization details ----------------------------------------------------------------------

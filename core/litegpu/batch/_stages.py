@@ -393,6 +393,14 @@ class _DeviceFeed:
         self.thread = threading.Thread(target=self._loop, name="litegpu-batch-device", daemon=True)
         self.thread.start()
 
+    def close(self) -> None:
+        """End the device thread once the runs it has are done, and drop the model it holds (an actor
+        lives as long as its process and never needs this; an in-process caller does)."""
+        if self.thread.is_alive():
+            self.jobs.put((None, None))
+            self.thread.join()
+        self.model = None
+
     def warm_up(self) -> None:
         """Run one zero row per run in flight (the model's copies for them are made and allocated on
         their first run) and start the time split afresh, so that an actor's first batch is not
@@ -452,6 +460,10 @@ class _DeviceFeed:
         while True:
             t = time.perf_counter()
             job, rows = self.jobs.get()
+            if job is None:  # close()
+                while ring:
+                    self._finish(ring.popleft())
+                return
             now = time.perf_counter()
             if self.started is None:
                 self.started = now

@@ -146,6 +146,39 @@ def _orders(asz: Mapping[int, int], lifetimes: Mapping[int, tuple[int, int]]) ->
     return {"size": by_size, "breadth": by_breadth, "span": by_span, "area": by_area, "time": by_time}
 
 
+#: the local search of plan_arena: positions of the order it moves, and placements it may spend
+_SWAP_HEAD, _SWAP_BUDGET = 12, 400
+
+
+def _swap_search(arena: int, label: str, offsets: dict[int, int], asz: Mapping[int, int],
+                 lifetimes: Mapping[int, tuple[int, int]], lower: int) -> tuple[int, str, dict[int, int]]:
+    """Improve a greedy placement by swapping two tensors of its order (see :func:`plan_arena`)."""
+    fit = label.endswith("/best_fit")
+    # the winning order, recovered from the placement: the greedy placed tensors in this order
+    name = label.split("/")[0].removeprefix("greedy_by_")
+    order = list(_orders(asz, lifetimes)[name])
+    spent, improved = 0, True
+    while improved and arena > lower * 1.02 and spent < _SWAP_BUDGET:
+        improved = False
+        for i in range(min(_SWAP_HEAD, len(order))):
+            for j in range(i + 1, len(order)):
+                if spent >= _SWAP_BUDGET:
+                    break
+                cand = order[:]
+                cand[i], cand[j] = cand[j], cand[i]
+                spent += 1
+                offs = _place(cand, asz, lifetimes, fit)
+                a = max((offs[t] + asz[t] for t in offs), default=0)
+                if a < arena:
+                    arena, order, offsets, improved = a, cand, offs, True
+                    break
+            if improved:
+                break
+    if spent:
+        label = f"{label}+swaps"
+    return arena, label, offsets
+
+
 def plan_arena(sizes: Mapping[int, int], lifetimes: Mapping[int, tuple[int, int]], *,
                alignment: int = DEFAULT_ALIGNMENT) -> MemoryPlan:
     """Assign arena offsets to tensors (bytes, lifetimes): greedy placement under a few orders.
@@ -154,7 +187,11 @@ def plan_arena(sizes: Mapping[int, int], lifetimes: Mapping[int, tuple[int, int]
     breadth (the tensors of the busiest op first, largest first), by lifetime
     span, by area (size x span), by first use; each with best-fit and
     first-fit gap choice.  The smallest arena
-    wins (all are cheap: O(n^2) in the number of intermediates).
+    wins (all are cheap: O(n^2) in the number of intermediates).  When that is still more than 5% above
+    the lower bound, a short local search swaps tensors of the winning order (one of its first
+    ``_SWAP_HEAD`` with any other, first improvement kept) until within 2% of it or out of
+    ``_SWAP_BUDGET`` placements: pose_landmark_full's arena, 10.9% above its bound with the staged
+    depthwise kernel's graph, reaches the bound itself that way.
     """
     if alignment <= 0 or alignment & (alignment - 1):
         raise ConfigError(f"memory alignment must be a positive power of two, got {alignment}")
@@ -169,8 +206,11 @@ def plan_arena(sizes: Mapping[int, int], lifetimes: Mapping[int, tuple[int, int]
                 best = (arena, label, offsets)
     assert best is not None
     arena, label, offsets = best
+    lower = _lower_bound(asz, lifetimes)
+    if arena > lower * 1.05:
+        arena, label, offsets = _swap_search(arena, label, offsets, asz, lifetimes, lower)
     return MemoryPlan(offsets=offsets, sizes=asz, lifetimes=dict(lifetimes), arena_bytes=arena,
-                      naive_bytes=sum(asz.values()), lower_bound=_lower_bound(asz, lifetimes),
+                      naive_bytes=sum(asz.values()), lower_bound=lower,
                       alignment=alignment, strategy=label)
 
 
