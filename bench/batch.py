@@ -4,9 +4,9 @@ single-process baselines, with every output checked against the single-process l
 Baselines, measured in the same run:
   * ``invoke``: one process, one interpreter, inputs already preprocessed, invoke + read outputs in a
     loop;
-  * ``2 in flight``: one process, ``CompiledModel.run_async`` with two runs in flight on the preprocessed
-    inputs, every output read: litegpu's fastest single-process pipelined rate (what the actor pool is
-    held against, by its rate once rows flow);
+  * ``pipelined``: one process, ``CompiledModel.run_async`` with 2, 3 and 4 runs in flight on the
+    preprocessed inputs, every output read; the fastest of the three is litegpu's fastest single-process
+    pipelined rate (what the actor pool is held against, by its rate once rows flow);
   * ``actor feed, no Ray``: one actor's device thread (the actor's own model and ``_DeviceFeed``) in
     this process on the preprocessed inputs, batches handed over by 3 threads as Ray Data does: the
     device thread's own rate and host work, so that what Ray adds shows apart;
@@ -17,7 +17,7 @@ Baselines, measured in the same run:
     python bench/batch.py                                    # small generated model, 2000 images, cpu
     python bench/batch.py --images 10000 --actors 1 --backends cpu
     python bench/batch.py --model face_detection_short_range --backends opencl,vulkan --actors 1,2,4 --images 3000
-    # the NVIDIA machine, issue 18's target (the pool against 2 in flight), about 4 minutes:
+    # the NVIDIA machine, issue 18's target (the pool against the pipelined rate), about 4 minutes:
     bash bench/device_run.sh python3 bench/batch.py --model face_detection_short_range --backends vulkan \
         --image-format tensor --images 12000 --batch-size 64 --actors 1,2 --cli-runs 0 --baseline-images 1000
 
@@ -124,9 +124,13 @@ def _single_process(model: Path, files: list[Path], backend: str) -> tuple[dict[
     invoke_s = time.perf_counter() - t
     n = len(files)
     del interp
-    pipe, pipe_host = _pipelined(model, inputs, backend)
+    # the yardstick: the fastest of 2, 3 and 4 runs in flight (the actors run 3 by default)
+    rates = {k: _pipelined(model, inputs, backend, k) for k in ((2,) if backend == "cpu" else (2, 3, 4))}
+    best = max(rates, key=lambda k: rates[k][0])
+    pipe, pipe_host = rates[best]
     return outs, {"init_s": init_s, "loop_items_per_s": n / loop_s, "invoke_items_per_s": n / invoke_s,
-                  "pipelined_items_per_s": pipe, "pipelined_host_s": pipe_host,
+                  "pipelined_items_per_s": pipe, "pipelined_host_s": pipe_host, "pipelined_in_flight": best,
+                  "pipelined_by_in_flight": {k: r[0] for k, r in rates.items()},
                   "feed": _actor_feed(model, inputs, backend)}
 
 
@@ -275,7 +279,7 @@ def _split_lines(stages: list[dict[str, Any]], r: Any, pipe_host: float | None =
                      f"{pct(a['host_s']):.0f}% ({a['host_s'] / max(a['items'], 1) * 1e3:.3f} ms a row, CPU "
                      f"{a.get('cpu_s', 0.0) / max(a['items'], 1) * 1e3:.3f} ms a row); shard writes "
                      f"{a['write_s']:.2f} s ({a['write_s'] / max(a['items'], 1) * 1e3:.3f} ms a row, beside it)"
-                     + (f"; host work a row / 2 in flight's a frame: {a['host_s'] / max(a['items'], 1) / pipe_host:.2f}"
+                     + (f"; host work a row / pipelined's a frame: {a['host_s'] / max(a['items'], 1) / pipe_host:.2f}"
                         if pipe_host else ""))
     return lines
 
@@ -290,6 +294,7 @@ def main() -> None:
     ap.add_argument("--backends", default="cpu")
     ap.add_argument("--actors", default="1,2", help="comma-separated actor counts")
     ap.add_argument("--batch-size", type=int, default=32)
+    ap.add_argument("--in-flight", default="2", help="comma-separated runs in flight per GPU actor (each a pool run)")
     ap.add_argument("--num-cpus", type=int, default=None, help="CPUs of the local Ray instance (default all)")
     ap.add_argument("--num-gpus", type=int, default=None, help="GPUs of the local Ray instance (default: Ray detects)")
     ap.add_argument("--baseline-images", type=int, default=2000,
@@ -336,13 +341,14 @@ def main() -> None:
         inv = base["invoke_items_per_s"]
         print(f"{backend:8} {'single-process invoke':22} {inv:9.1f} {len(files) / inv:8.1f} {1.0:9.2f}")
         pipe = base["pipelined_items_per_s"]
-        print(f"{backend:8} {'single-process 2 in flight':22} {pipe:9.1f} {len(files) / pipe:8.1f} {pipe / inv:9.2f}"
-              "  (CompiledModel.run_async, preprocessed inputs: the rate the pool is held against; host work "
-              f"{base['pipelined_host_s'] * 1e3:.3f} ms a frame)")
+        by = ", ".join(f"{k}: {v:.0f}" for k, v in base["pipelined_by_in_flight"].items())
+        print(f"{backend:8} {'single-process pipelined':22} {pipe:9.1f} {len(files) / pipe:8.1f} {pipe / inv:9.2f}"
+              f"  (CompiledModel.run_async, preprocessed inputs, the fastest of runs in flight {by}: the rate the "
+              f"pool is held against; host work {base['pipelined_host_s'] * 1e3:.3f} ms a frame)")
         fd = base["feed"]
         print(f"{backend:8} {'actor feed, no Ray':22} {fd['items_per_s']:9.1f} {len(files) / fd['items_per_s']:8.1f} "
               f"{fd['items_per_s'] / inv:9.2f}  (one actor's device thread in this process: {fd['items_per_s'] / pipe:.2f}"
-              f" of 2 in flight; host work {fd['host_s'] * 1e3:.3f} ms a row, CPU {fd['cpu_s'] * 1e3:.3f} ms a row)")
+              f" of pipelined; host work {fd['host_s'] * 1e3:.3f} ms a row, CPU {fd['cpu_s'] * 1e3:.3f} ms a row)")
         print(f"{backend:8} {'single-process loop':22} {base['loop_items_per_s']:9.1f} "
               f"{len(files) / base['loop_items_per_s']:8.1f} {base['loop_items_per_s'] / inv:9.2f}")
         cli = _cli_runs(model, files[:args.cli_runs], backend, work) if args.cli_runs else None
@@ -350,24 +356,26 @@ def main() -> None:
             print(f"{backend:8} {'litegpu run per image':22} {cli:9.2f} {len(files) / cli:8.0f} {cli / inv:9.3f}  "
                   f"(extrapolated from {args.cli_runs})")
         run = {"backend": backend, **base, "cli_items_per_s": cli, "pools": []}
-        for n in [int(a) for a in args.actors.split(",") if a]:
-            out = work / f"out-{backend}-{n}"
+        for n, depth in [(int(a), int(d)) for d in args.in_flight.split(",") if d for a in args.actors.split(",") if a]:
+            out = work / f"out-{backend}-{n}-{depth}"
             t = time.perf_counter()
             r = run_batch(model, work / "images", out, backend=backend, actors=n, batch_size=args.batch_size,
-                          progress=False, stats=True)
+                          progress=False, stats=True, in_flight=depth)
             wall = time.perf_counter() - t
             bad = None if args.no_verify else _compare(read_outputs(out), expected, names)
             devices = ", ".join(sorted({a["device"] for a in r.actors}))
-            print(f"{backend:8} {f'batch, {n} actor(s)':22} {r.items_per_s:9.1f} {wall:8.1f} "
+            label = f"batch, {n} actor(s)" + (f", {depth} in flight" if depth != 2 else "")
+            print(f"{backend:8} {label:22} {r.items_per_s:9.1f} {wall:8.1f} "
                   f"{r.items_per_s / inv:9.2f} {'-' if bad is None else bad:>8}  {devices}; once flowing "
                   f"{r.steady_items_per_s:.1f} ({r.steady_items_per_s / inv:.2f}; "
-                  f"{r.steady_items_per_s / pipe:.2f} of 2 in flight)")
+                  f"{r.steady_items_per_s / pipe:.2f} of pipelined)")
             stages = _stage_split(r.stats)
             for line in _split_lines(stages, r, base["pipelined_host_s"]):
                 print(f"{'':8}   {line}")
             if args.stats:
                 print(r.stats)
-            run["pools"].append({"actors": n, "items_per_s": r.items_per_s, "steady_items_per_s": r.steady_items_per_s,
+            run["pools"].append({"actors": n, "in_flight": depth, "items_per_s": r.items_per_s,
+                                 "steady_items_per_s": r.steady_items_per_s,
                                  "wall_s": wall, "pipeline_s": r.seconds, "stages": stages,
                                  "mismatches": bad, "failures": r.failures, "result": r.as_dict()})
         results["runs"].append(run)

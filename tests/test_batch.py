@@ -427,11 +427,11 @@ def test_device_feed_lends_rows_to_a_compiled_model(case, backend):
     and reused output arrays where an error row must read zeros, not the last batch's values."""
     if why := _unavailable(backend):
         pytest.skip(f"{backend} backend unavailable: {why}")
-    from litegpu.batch._stages import ModelSpec, _DeviceFeed, _InterpreterRuns, build_model
+    from litegpu.batch._stages import IN_FLIGHT, ModelSpec, _DeviceFeed, _InterpreterRuns, build_model
 
     data = case["model"].read_bytes()
     m = build_model(ModelSpec(name="cnn", data=data, backend=backend, options={}, config=None))
-    assert not isinstance(m.runner, _InterpreterRuns) and m.depth == 2
+    assert not isinstance(m.runner, _InterpreterRuns) and m.depth == IN_FLIGHT
     feed = _DeviceFeed(m.runner, [(shape, dtype) for _, shape, dtype in m.outputs], m.depth, m.signature, lend=True)
     interp = make_interpreter(load_model(str(case["model"])), backend, {})
     rng = np.random.default_rng(1)
@@ -467,3 +467,16 @@ def test_device_feed_lends_rows_to_a_compiled_model(case, backend):
     check(outs2, y, errors)
     feed.close()  # the device thread ends and lets the compiled model go
     assert not feed.thread.is_alive()
+
+
+@pytest.mark.parametrize(("kw", "message"), [({"batch_size": 0}, "--batch-size must be at least 1"),
+                                             ({"actors": 0}, "--actors must be at least 1"),
+                                             ({"in_flight": 0}, "--in-flight must be between 1 and 16"),
+                                             ({"in_flight": 17}, "--in-flight must be between 1 and 16")])
+def test_run_batch_rejects_bad_sizes_before_any_work(tmp_path, kw, message):
+    """Sizes out of range are a typed error naming the flag, before Ray or the model is touched."""
+    from litegpu.batch import run_batch
+    from litegpu.cli._common import CliError
+
+    with pytest.raises(CliError, match=message):
+        run_batch(tmp_path / "missing.tflite", tmp_path, tmp_path / "out", **kw)

@@ -39,6 +39,7 @@ class ModelSpec:
     config: Any  # litegpu.Config (or None without the config system)
     device_from_ray: bool = False  # set the backend's ``device`` option from Ray's GPU id
     cache_files: dict[str, bytes] = field(default_factory=dict)  # serialization-cache entries to import
+    in_flight: int = 0  # runs in flight of a GPU actor (0: IN_FLIGHT)
 
 
 def _loaded(spec: ModelSpec) -> Any:
@@ -200,9 +201,12 @@ def preprocess_batch(batch: dict[str, np.ndarray], *, pre: Any) -> dict[str, np.
 
 # --------------------------------------------------------------------------- inference
 
-#: runs in flight per actor on a GPU backend: litegpu's fastest single-process rate is with 2
-#: (docs/compiled-model.md), run N+1 written and submitted while run N executes
-IN_FLIGHT = 2
+#: runs in flight per actor on a GPU backend (``run_batch(in_flight=)``, ``--in-flight``): a single
+#: process is at its fastest from 2 (docs/compiled-model.md), run N+1 written and submitted while run N
+#: executes; an actor needs one more, to cover the time its device thread waits for the GIL while a
+#: shard is written beside it (H200, face_detection_short_range, 2 actors: 0.86x of the pipelined rate
+#: with 2, 0.95x with 3, 0.96x with 4; 1 actor: 0.76x, 0.86x, 0.81x; docs/performance.md)
+IN_FLIGHT = 3
 #: the GIL switch interval of a GPU actor's process (seconds; Python's default is 0.005): when the
 #: device thread comes back from the driver (a submit, a fence) while another of the actor's threads
 #: runs Python (Ray Data's batch conversions, a shard's columns), it waits for the GIL at most about
@@ -272,13 +276,13 @@ def build_model(spec: ModelSpec, *, device: int | None = None) -> ActorModel:
     # GPU | CPU: a model the backend does not run whole runs as the single-process interpreter does
     # (its CPU ops on the CPU), synchronously
     model = CompiledModel(ir, factory, HardwareAccelerator.GPU | HardwareAccelerator.CPU, spec.backend,
-                          max_in_flight=IN_FLIGHT)
+                          max_in_flight=spec.in_flight or IN_FLIGHT)
     for sig in range(model.get_num_signatures()):
         key = model.get_signature_by_index(sig)["key"]
         ins = [int(d["index"]) for d in model.get_input_tensor_details(key).values()]
         outs = list(model.get_output_tensor_details(key).values())
         if ins == [in_index] and sorted(int(d["index"]) for d in outs) == sorted(want):
-            return ActorModel(model, sig, IN_FLIGHT,
+            return ActorModel(model, sig, spec.in_flight or IN_FLIGHT,
                               [(want.index(int(d["index"])), tuple(int(x) for x in d["shape"]), np.dtype(d["dtype"]))
                                for d in outs], names, info)
     model.close()

@@ -23,9 +23,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--backend", "-b", default="cpu",
                    help="backend of every actor (default: cpu; auto: measured here once; see `litegpu backends`)")
     p.add_argument("--actors", type=int, metavar="N",
-                   help="model actors (default: one per GPU for a GPU backend on a cluster with GPUs, else half "
+                   help="model actors (default: two per GPU for a GPU backend on a cluster with GPUs, else half "
                         "the CPUs)")
     p.add_argument("--batch-size", type=int, default=32, metavar="K", help="inputs per batch and shard (default 32)")
+    p.add_argument("--in-flight", type=int, metavar="N", help="runs in flight in each GPU actor (default 3)")
     p.add_argument("--address", metavar="ray://HOST:10001",
                    help="join this Ray cluster (or 'auto': the one this machine belongs to) instead of starting "
                         "a local instance")
@@ -52,7 +53,8 @@ def run(args: argparse.Namespace) -> int:
                        actors=args.actors, batch_size=args.batch_size, address=args.address,
                        output_format=args.format, column=args.column, id_column=args.id_column, preprocess=pre,
                        precision=args.precision, options=parse_option_pairs(args.option), num_cpus=args.num_cpus,
-                       gpus_per_actor=args.gpus_per_actor, progress=not args.no_progress)
+                       gpus_per_actor=args.gpus_per_actor, progress=not args.no_progress,
+                       in_flight=args.in_flight)
     if args.json:
         emit_json(result.as_dict())
     else:
