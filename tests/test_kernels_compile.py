@@ -69,7 +69,7 @@ def _clang_check(src: str, clang: str) -> None:
             raise AssertionError(f"clang OpenCL check failed:\n{r.stderr}\n--- source ---\n{src}")
 
 
-@pytest.mark.sweep(every=30, by=lambda p: p["name"])  # each kernel at least once per API
+@pytest.mark.sweep(every=45, by=lambda p: p["name"])  # each kernel at least once per API
 @pytest.mark.parametrize(("name", "prec", "i", "opts"), CASES, ids=IDS)
 def test_opencl_compiles(cl_env, name, prec, i, opts):
     cl, ctx, has_fp16 = cl_env
@@ -91,7 +91,7 @@ HALF_CASES = [c for c in CASES if c[1] != "fp32"]
 _BUILT: dict[str, list[str]] = {}  # source -> kernel names: fp16 and fp16_fp32acc often render alike
 
 
-@pytest.mark.sweep(every=30, by=lambda p: p["name"])  # each kernel at least once per API
+@pytest.mark.sweep(every=45, by=lambda p: p["name"])  # each kernel at least once per API
 @pytest.mark.parametrize(("name", "prec", "i", "opts"), HALF_CASES, ids=[f"{n}-{p}-{i}" for n, p, i, _ in HALF_CASES])
 def test_opencl_storage_only_half_compiles(cl_env, name, prec, i, opts):
     cl, ctx, _ = cl_env
@@ -118,7 +118,7 @@ def test_opencl_storage_only_half_compiles(cl_env, name, prec, i, opts):
 # ----------------------------------------------------------------------------------------------
 
 
-@pytest.mark.sweep(every=30, by=lambda p: p["name"])  # each kernel at least once per API
+@pytest.mark.sweep(every=45, by=lambda p: p["name"])  # each kernel at least once per API
 @pytest.mark.parametrize(("name", "prec", "i", "opts"), CASES, ids=IDS)
 def test_glsl_compiles(name, prec, i, opts):
     tool = find_glsl_compiler()
@@ -142,7 +142,7 @@ def test_glsl_compiles(name, prec, i, opts):
 _SPV_BUILT: set[str] = set()
 
 
-@pytest.mark.sweep(every=30, by=lambda p: p["name"])  # each kernel at least once per API
+@pytest.mark.sweep(every=45, by=lambda p: p["name"])  # each kernel at least once per API
 @pytest.mark.parametrize(("name", "prec", "i", "opts"), HALF_CASES, ids=[f"{n}-{p}-{i}" for n, p, i, _ in HALF_CASES])
 def test_glsl_storage_only_half_compiles(name, prec, i, opts):
     """The storage-only half variant in GLSL (what the Vulkan backend's fp16 runs by default): 16-bit
@@ -194,7 +194,7 @@ def wgpu_device():
     return device, has_f16
 
 
-@pytest.mark.sweep(every=30, by=lambda p: p["name"])  # each kernel at least once per API
+@pytest.mark.sweep(every=45, by=lambda p: p["name"])  # each kernel at least once per API
 @pytest.mark.parametrize(("name", "prec", "i", "opts"), CASES, ids=IDS)
 def test_wgsl_compiles(wgpu_device, name, prec, i, opts):
     device, has_f16 = wgpu_device

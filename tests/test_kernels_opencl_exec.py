@@ -25,7 +25,7 @@ from litegpu.gpu import kernels as K
 
 # Every kernel launch here is a driver compile: the default run keeps the first case of each test and
 # every 4th after it (tests/conftest.py, "sampled sweeps"); `make test-all` runs them all.
-pytestmark = pytest.mark.sweep(every=8)
+pytestmark = pytest.mark.sweep(every=12)
 
 RNG = np.random.default_rng(1234)
 TOL = {"fp32": 1e-4, "fp16": 1e-2, "fp16_fp32acc": 1e-2}

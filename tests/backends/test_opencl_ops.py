@@ -86,7 +86,7 @@ def _built(case) -> tuple[bytes, list[np.ndarray], list[np.ndarray]]:
     return _BUILT[case.id]
 
 
-@pytest.mark.sweep(every=20, by=lambda p: p["case"].op)  # each op at least once
+@pytest.mark.sweep(every=30, by=lambda p: p["case"].op)  # each op at least once
 @pytest.mark.parametrize("precision", list(TOL))
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_op(case, precision, delegates):
