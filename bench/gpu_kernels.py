@@ -5,7 +5,8 @@ profiles every launch (Vulkan: and every staging copy, as ``copy`` rows) of
 each model's partition on a profiling queue (median of ``--runs`` per launch) and prints the kernels
 that take the most time.  With ``--explore`` every launch is also re-rendered with the other values
 of its template's tuning options (e.g. ``block_w`` / ``block_s`` of conv2d) and work groups, timed
-the same way, so a heuristic can be checked against the best variant found (OpenCL only).
+the same way, so a heuristic can be checked against the best variant found (OpenCL only); ``--json``
+then keeps every variant's time, the data the cost model (``litegpu.gpu._cost``) is calibrated on.
 Vulkan times come from timestamp queries around each command of the partition's command buffer,
 recorded with a barrier after each command so that they run one at a time, like OpenCL's in-order
 profiling queue.
@@ -134,6 +135,7 @@ def main() -> int:
                                              "wg": list(wg), "us": round(t, 2)})
                 ok = [v for v in variants if "us" in v]
                 row["best"] = min(ok, key=lambda v: v["us"]) if ok else None
+                row["variants"] = variants  # every variant's time (and refusal), to calibrate _cost against
             rows.append(row)
         report[name] = rows
         _KEEP.extend([d, it])
