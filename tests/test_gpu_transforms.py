@@ -769,8 +769,7 @@ def test_fuse_dw_pw_large_map_work_per_item(c_mid, staged, monkeypatch):
     assert not staged or "too much work per unsplit work item" in rep["fuse_dw_pw"][0]
 
 
-def test_dw_pw_staged_tiling(monkeypatch):
-    from litegpu.gpu.ops import conv
+def test_dw_pw_staged_tiling():
     from litegpu.gpu.ops.conv import dw_pw_staged_tiling
 
     # the group's 64 threads cover every output slice of their pixels, one slice each
@@ -781,10 +780,6 @@ def test_dw_pw_staged_tiling(monkeypatch):
     assert dw_pw_staged_tiling(2304, 128, 128) == {"stage_p": 1, "stage_k": 64, "block_s": 2, "block_w": 1}
     # small maps keep their two launches (the staged kernel lost there)
     assert dw_pw_staged_tiling(511, 8, 8) is None and dw_pw_staged_tiling(36, 64, 64) is None
-    # the first rule: 16-pixel tiles, 4 threads a pixel, block_s covering the slices (at most 8)
-    monkeypatch.setattr(conv, "_STAGED_RULE", "wide")
-    assert dw_pw_staged_tiling(9216, 8, 8) == {"stage_p": 16, "stage_k": 8, "block_s": 2, "block_w": 1}
-    assert dw_pw_staged_tiling(9216, 64, 64) == {"stage_p": 16, "stage_k": 16, "block_s": 8, "block_w": 1}
 
 
 def test_dw_pw_tiling():

@@ -281,12 +281,8 @@ def se_gate(c: RefContext) -> list[np.ndarray]:
     intermediate rounded to float32 as the unfused nodes stored it."""
     x = c.get(0)
     if c.n.attrs.get("squeeze") == "AVERAGE_POOL_2D":
-        # as the pool's own reference sums its window: float32, one pixel after another
-        acc = np.zeros((x.shape[0], 1, 1, x.shape[3]), np.float32)
-        for y in range(x.shape[1]):
-            for xx in range(x.shape[2]):
-                acc += x[:, y:y + 1, xx:xx + 1]
-        v = (acc / np.float32(x.shape[1] * x.shape[2])).astype(np.float32)
+        # the pool's own reference, its window the whole map (the same float32 summation order)
+        v = _pool(x, {"filter_height": x.shape[1], "filter_width": x.shape[2]}, "avg").astype(np.float32)
     else:
         v = x.astype(np.float64).mean(axis=(1, 2), keepdims=True).astype(np.float32)
     for wi, act in ((1, c.n.attrs.get("act1")), (3, c.n.attrs.get("act2"))):

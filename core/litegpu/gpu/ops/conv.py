@@ -63,11 +63,9 @@ def dw_pw_tiling(outputs: int, src_slices: int, out_slices: int, width: int) -> 
     return split, min(block_s, out_slices), 1 if width == 1 else block_w
 
 
-#: staged dw_pw_conv2d (:func:`dw_pw_staged_tiling`): the fewest output pixels it takes, the largest
-#: output-slice block of one thread, the shared-memory stage (pixels x input slices, vec4s), and which
-#: rule picks the tiling (``"cover"``, or ``"wide"``: the first rule, 16-pixel tiles only; an A/B switch)
-_STAGED_MIN_PIXELS, _STAGED_MAX_BLOCK_S, _STAGED_MID = 512, 8, 256
-_STAGED_RULE = "cover"
+#: staged dw_pw_conv2d (:func:`dw_pw_staged_tiling`): the fewest output pixels it takes and the
+#: shared-memory stage (pixels x input slices, vec4s)
+_STAGED_MIN_PIXELS, _STAGED_MID = 512, 256
 
 
 def _pow2(n: int) -> int:
@@ -81,11 +79,11 @@ def dw_pw_staged_tiling(pixels: int, src_slices: int, out_slices: int) -> dict[s
 
     A group of 64 threads stages ``stage_p`` pixels' depthwise values (``stage_k`` input slices at a time)
     in shared memory; 64 / stage_p threads share a pixel, each taking ``block_s`` output slices.
-    ``"cover"``: the group's threads cover every output slice of their pixels one slice each (stage_p =
+    The group's threads cover every output slice of their pixels one slice each (stage_p =
     64 / output slices, 1 to 16 pixels; ``block_s`` > 1 only past 64 slices), so the depthwise is never
     recomputed, a stage holds up to 256 vec4s, and every thread's share of the 1x1 is one input-slice
-    walk. ``"wide"`` (the first rule): 16 pixels, 4 threads a pixel, the smallest ``block_s`` covering the
-    output slices (at most 8). Measured on an H200 (vulkan, 2026-11-26, every over-budget pair of the 7
+    walk ("cover"). It replaced a first rule ("wide": 16 pixels, 4 threads a pixel, the smallest
+    ``block_s`` covering the output slices, at most 8). Measured on an H200 (vulkan, 2026-11-26, every over-budget pair of the 7
     benchmarked MediaPipe models, `litegpu benchmark --profile` against `DW_PW_STAGED = False`). "wide":
     12.5 us against 7.4 + 9.0 unfused at 96x96 (5x5, 32 -> 32 channels), 17.5 against 7.5 + 14.4 at 48x48,
     even at 56x56, a loss from 28x28 down. "cover": 10.4 at 96x96, 12.6 at 48x48, 17.3 against 18.8 at
@@ -99,11 +97,6 @@ def dw_pw_staged_tiling(pixels: int, src_slices: int, out_slices: int) -> dict[s
     """
     if pixels < _STAGED_MIN_PIXELS:
         return None
-    if _STAGED_RULE == "wide":
-        block_s = 1
-        while block_s < _STAGED_MAX_BLOCK_S and 4 * block_s < out_slices:
-            block_s *= 2
-        return {"stage_p": 16, "stage_k": 16 if src_slices > 8 else 8, "block_s": block_s, "block_w": 1}
     s = _pow2(out_slices)
     stage_p = max(1, min(16, 64 // s))
     block_s = max(1, s // 64)
