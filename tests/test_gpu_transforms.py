@@ -639,6 +639,19 @@ def test_fuse_squeeze_excite_block(case):
                                              "folded 1 gate MULs into the 1x1 conv reading them")
 
 
+def test_squeeze_excite_switch_off(monkeypatch):
+    """SQUEEZE_EXCITE = False (the benches' A/B switch) keeps the block's launches as they were."""
+    monkeypatch.setattr(importlib.import_module("litegpu.gpu._passes.squeeze_excite"), "SQUEEZE_EXCITE", False)
+    b = model_builder()
+    x = b.input("x", (1, 7, 6, 18))
+    d, s = _dw(b, x, (1, 7, 6, 18), 18, act=3)
+    y, _ = _pw(b, se_block(b, d, s, 5, squeeze="mean", layers="conv"), s, 18)
+    b.output(y)
+    g, rep = check_passes(b.build(), [rnd(1, 7, 6, 18, lo=-3, hi=3)])
+    assert "SQUEEZE_EXCITE_GATE" not in g.op_counts() and g.op_counts()["MUL"] == 1, g.op_counts()
+    assert rep["fuse_squeeze_excite"] == ["off (SQUEEZE_EXCITE = False)"]
+
+
 def test_squeeze_excite_keeps_what_it_cannot_fold():
     """A product read twice keeps its MUL; a mean that scales nothing is no gate; a one-layer gate fuses."""
     b = model_builder()

@@ -11,7 +11,7 @@ from ..ops.reduce import is_global_pool
 from ..ops.squeeze_excite import SE_GATE_ACTIVATIONS, SE_GATE_CAPS
 from ._util import only_consumer
 
-__all__ = ["fuse_squeeze_excite", "SE_GATE_OP", "SE_GATE_POOL_BUDGET", "in_scale_of"]
+__all__ = ["fuse_squeeze_excite", "SE_GATE_OP", "SE_GATE_POOL_BUDGET", "SQUEEZE_EXCITE", "in_scale_of"]
 
 #: The largest map (vec4 loads: pixels x channel slices) the gate kernel pools itself.  One work group per
 #: batch item reads the whole map, so on large maps it is bounded by one compute unit's memory throughput,
@@ -23,6 +23,10 @@ __all__ = ["fuse_squeeze_excite", "SE_GATE_OP", "SE_GATE_POOL_BUDGET", "in_scale
 #: would take 31 us against 18 us.  Over the budget the mean keeps its reduce launch and the gate node
 #: computes the two layers from the pooled vector (a 1x1 map).  Not yet timed on the GPU.
 SE_GATE_POOL_BUDGET = 16384
+
+#: False keeps every squeeze-excite block in its separate launches (an A/B switch for the GPU benches:
+#: ``bench/gpu_profile.py --set litegpu.gpu._passes.squeeze_excite.SQUEEZE_EXCITE=False``)
+SQUEEZE_EXCITE = True
 
 
 def in_scale_of(n: GpuNode) -> int:
@@ -189,6 +193,8 @@ def fuse_squeeze_excite(g: GpuGraph) -> Report:
     conv2d's ``in_scale`` option).  Otherwise the MUL keeps its launch (a product read twice, e.g. by a
     residual ADD fused into it, or read by another op).
     """
+    if not SQUEEZE_EXCITE:
+        return ["off (SQUEEZE_EXCITE = False)"]
     lines: Report = []
     declined: Counter[str] = Counter()
     counts = _fuse_gates(g, lines, declined)
