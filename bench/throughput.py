@@ -274,9 +274,19 @@ def _litert_precision(p: str) -> str:
     return "fp32" if p == "fp32" else "fp16"
 
 
+def _backend_spec(spec: str) -> tuple[str, dict]:
+    """``NAME@KEY=VALUE@...`` -> (NAME, options); values parsed as YAML scalars (ints, floats, bools)."""
+    import yaml
+
+    name, *pairs = spec.split("@")
+    return name, {k: yaml.safe_load(v) for k, _, v in (pair.partition("=") for pair in pairs)}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--backends", default="vulkan,opencl,webgpu")
+    ap.add_argument("--backends", default="vulkan,opencl,webgpu",
+                    help="comma-separated; NAME@KEY=VALUE[@KEY=VALUE] measures a backend with options "
+                         "(an A/B of an option in one run, e.g. vulkan,vulkan@queues=1)")
     ap.add_argument("--precisions", default="fp32,fp16", help="litegpu precisions (LiteRT: fp32 = enforce_f32, "
                                                               "fp16 modes = its default)")
     ap.add_argument("--inflight", default="1,2,4")
@@ -298,7 +308,8 @@ def main() -> int:
     backends = []
     for b in [b for b in args.backends.split(",") if b]:
         try:
-            litegpu.load_delegate(b).close()
+            name, opts = _backend_spec(b)
+            litegpu.load_delegate(name, opts).close()
             backends.append(b)
         except litegpu.LiteGPUError as e:
             print(f"skip {b}: {e}", file=sys.stderr)
@@ -328,8 +339,9 @@ def main() -> int:
         for b in backends:
             for p in precisions:
                 t0 = time.perf_counter()
-                m = CompiledModel.from_file(str(path), hardware_accel=accel, backend=b, max_in_flight=max(inflight),
-                                            config={"backends": {"all": {"precision": p}}})
+                name, opts = _backend_spec(b)
+                m = CompiledModel.from_file(str(path), hardware_accel=accel, backend=name, max_in_flight=max(inflight),
+                                            config={"backends": {"all": {"precision": p}, name: opts}})
                 row[f"{b}_{p}_init_s"] = time.perf_counter() - t0
                 row[f"{b}_{p}_full"] = m.is_fully_accelerated()
                 for k, v in litegpu_rates(m, _input(m), inflight, args.seconds).items():
@@ -344,7 +356,7 @@ def main() -> int:
                 chain["litert"] = chain_rates(litert[0], litert[1], all_models, [1], args.seconds, False)
             except Exception as e:  # noqa: BLE001
                 chain["litert_note"] = str(e).splitlines()[0][:80]
-        for b in backends:
+        for b in [b for b in backends if "@" not in b]:
             chain[b] = chain_rates(CompiledModel, accel, all_models, inflight, args.seconds, True, backend=b,
                                    max_in_flight=max(inflight))
         print(json.dumps(chain), file=sys.stderr, flush=True)
