@@ -4,8 +4,7 @@
 
 For each model and backend: ``--frames`` different random inputs, each run alone (``run_by_index``,
 then read) and then all of them through ``run_async`` with ``--inflight`` runs in flight (the reads
-after every run was queued, so runs overlap wherever the backend lets them: Vulkan spreads the copies
-of the model over its queues).  Prints the largest absolute difference per model; the kernels are
+after every run was queued).  Prints the largest absolute difference per model; the kernels are
 the same, so anything but 0 means one run saw another's buffers.  A correctness check for the
 device, where the tests do not run; ``tests/test_compiled_model_async.py`` is the CI's.
 """

@@ -286,7 +286,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--backends", default="vulkan,opencl,webgpu",
                     help="comma-separated; NAME@KEY=VALUE[@KEY=VALUE] measures a backend with options "
-                         "(an A/B of an option in one run, e.g. vulkan,vulkan@queues=1)")
+                         "(an A/B of an option in one run, e.g. vulkan,vulkan@memory=host_visible)")
     ap.add_argument("--precisions", default="fp32,fp16", help="litegpu precisions (LiteRT: fp32 = enforce_f32, "
                                                               "fp16 modes = its default)")
     ap.add_argument("--inflight", default="1,2,4")

@@ -444,48 +444,6 @@ def test_recorded_partition_replays_with_new_inputs(delegate):
 
 
 @pytest.mark.parametrize("memory", ["host_visible", "device_local"])
-def test_runs_in_flight_take_separate_queues(backend, compiler_core, monkeypatch, memory):
-    """A CompiledModel's two runs in flight (two copies of the model: no shared buffer) are submitted on
-    two lanes (queues), so they can overlap on the GPU; each still reads its own answer (LiteRT's).  A
-    second run of a copy while its first is pending shares its buffers: same lane.  (lavapipe has one
-    queue: both lanes map onto it, which exercises the choice, not the overlap.)"""
-    from litegpu.compiled_model import CompiledModel
-    from litegpu.hardware_accelerator import HardwareAccelerator
-
-    cls = backend._device.VulkanDevice
-    picked: list[tuple[int, int]] = []  # (id of the recording, lane) of each submission with dispatches
-    orig = cls._lane_for
-
-    def spy(self, rec):
-        lane = orig(self, rec)
-        if rec.dispatches:
-            picked.append((id(rec), lane))
-        return lane
-
-    monkeypatch.setattr(cls, "_lane_for", spy)
-    model, (x0,) = _chain()
-    m = CompiledModel.from_buffer(model, hardware_accel=HardwareAccelerator.GPU, backend="vulkan", config={
-        "cache": {"enabled": False}, "backends": {"vulkan": {"queues": 2, "memory": memory}}})
-    xs = [_rng(300 + k).standard_normal(x0.shape).astype(np.float32) for k in range(2)]
-    ins = [m.create_input_buffers(0) for _ in xs]
-    outs = [m.create_output_buffers(0) for _ in xs]
-    for b, x in zip(ins, xs, strict=True):
-        b[0].write(x)
-    for h in [m.run_async(0, ins[k], outs[k]) for k in range(2)]:  # makes the second copy (its prepare waits)
-        h.wait()
-    picked.clear()
-    h1, h2 = m.run_async(0, ins[0], outs[0]), m.run_async(0, ins[1], outs[1])
-    assert len(picked) == 2 and picked[0][0] != picked[1][0], picked  # two copies' recordings
-    assert picked[0][1] != picked[1][1], f"both runs in flight on lane {picked[0][1]}"
-    h2.wait()
-    h1.wait()
-    n = int(np.prod(outs[0][0]._shape))
-    for x, o in zip(xs, outs, strict=True):
-        (want,) = run_litert(model, [x])
-        assert rel_error(o[0].read(n, np.float32).reshape(want.shape), want) <= 1e-4
-
-
-@pytest.mark.parametrize("memory", ["host_visible", "device_local"])
 def test_device_resident_values_between_partitions(backend, compiler_core, memory):
     """A CPU-only op splits the graph; a tensor read only by the next GPU partition stays on the device."""
     from _litegpu_backends import cpu_split_model

@@ -68,10 +68,6 @@ class VulkanBackend(litegpu.BackendSpec):
                                             "opencl backend's fp16); ignored for fp32"),
         "fence_timeout": Option.number(60.0, min=0.001,
                                        doc="seconds to wait for the GPU before failing instead of hanging"),
-        "queues": Option.int(4, min=1, max=16,
-                             doc="compute queues submissions spread over: runs that share no buffer (a "
-                                 "CompiledModel's runs in flight) run side by side on the GPU; capped at "
-                                 "what the device's compute family has (lavapipe: 1)"),
     }
 
     def availability(self) -> tuple[bool, str]:
@@ -98,6 +94,5 @@ class VulkanBackend(litegpu.BackendSpec):
             raise ConfigError(f"backends.vulkan.device: expected a device index >= 0 or a name, got {device!r}",
                               path="backends.vulkan.device")
         dev = VulkanDevice(device, memory=options.get("memory", "auto"), compiler=options.get("compiler"),
-                           fence_timeout=float(options.get("fence_timeout", 60.0)),
-                           queues=int(options.get("queues", 4)))
+                           fence_timeout=float(options.get("fence_timeout", 60.0)))
         return VulkanDelegate(dev, options)

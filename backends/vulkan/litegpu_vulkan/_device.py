@@ -48,8 +48,6 @@ _VENDORS = {0x10DE: "NVIDIA", 0x1002: "AMD", 0x8086: "Intel", 0x10005: "Mesa", 0
 _FP16_EXTENSIONS = ("VK_KHR_16bit_storage", "VK_KHR_storage_buffer_storage_class",
                     "VK_KHR_shader_float16_int8")
 MEMORY_MODES = ("auto", "device_local", "host_visible")
-#: queues (lanes) a device submits on: CompiledModel keeps up to 4 runs in flight (MAX_IN_FLIGHT)
-DEFAULT_QUEUES = 4
 
 _HV = vk.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | vk.VK_MEMORY_PROPERTY_HOST_COHERENT_BIT
 _DL = vk.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT
@@ -355,8 +353,6 @@ class _Recording(_Resource):
         self.fences = ffi.new("VkFence[1]", [self.fence])
         self.buffer_ids = frozenset(id(b) for b in self.buffers)
         self.pending = False
-        self.lane = 0  # the queue (index into the device's lanes) of its latest submission
-        self.seq = 0  # the device's submission count at its latest submission
         self.writes_device = True  # False: a download's copy into staging (leaves the readbacks current)
         self.upload_keys: frozenset[int] = frozenset()  # ids of the upload buffers it copies from
         self.readbacks: list[_Buffer] = []  # the readback buffers its copies fill
@@ -383,9 +379,6 @@ class VulkanDevice(GpuDevice):
             device memory, transfers through a staging buffer), ``auto`` = device_local on discrete GPUs.
         compiler: ``glslc`` or ``glslangValidator`` (name or path); ``None`` = whichever is installed.
         fence_timeout: seconds to wait for the GPU before raising DelegateError instead of hanging.
-        queues: lanes of submission (see :meth:`_lane_for`): up to this many queues of the compute
-            family run independent submissions side by side; a device with fewer queues maps the
-            lanes onto the ones it has (lavapipe has one).
     """
 
     dialect = "glsl"
@@ -395,7 +388,7 @@ class VulkanDevice(GpuDevice):
     _handle: Any = None
 
     def __init__(self, device: int | str | None = None, *, memory: str = "auto", compiler: str | None = None,
-                 fence_timeout: float = 60.0, queues: int = DEFAULT_QUEUES):
+                 fence_timeout: float = 60.0):
         if memory not in MEMORY_MODES:
             raise DelegateError(f"memory {memory!r} is not one of {', '.join(MEMORY_MODES)}")
         self._device = None
@@ -424,9 +417,6 @@ class VulkanDevice(GpuDevice):
             chosen = cands[idx]
         self._pd = chosen.handle
         self._timeout_ns = int(fence_timeout * 1e9)
-        if isinstance(queues, bool) or not isinstance(queues, int) or queues < 1:
-            raise DelegateError(f"queues must be an int >= 1, got {queues!r}")
-        self._lane_count = queues
         device_info = self._query_device(chosen)
         laps.lap("queries")
         # vkCreateDevice (tens of ms on a discrete GPU's driver) runs on a thread while the caller
@@ -458,8 +448,6 @@ class VulkanDevice(GpuDevice):
         self._loaded_blobs: set[bytes] = set()
         self.pipelines_created = self.pipeline_batches = 0
         self._last: _Recording | None = None
-        self._lane_last: list[_Recording | None] = [None] * self._lane_count  # latest submission per lane
-        self._next_lane = self._seq = 0
 
     def _query_device(self, chosen: _Candidate) -> Any:
         """What the device offers (limits, memory types, fp16, extensions) and sets ``info``; returns
@@ -486,10 +474,9 @@ class VulkanDevice(GpuDevice):
         # enable exactly what fp16 kernels need (chained again, named for the same reason)
         want16 = vk.VkPhysicalDevice16BitStorageFeatures(storageBuffer16BitAccess=int(fp16_storage))
         want_f16 = vk.VkPhysicalDeviceShaderFloat16Int8Features(pNext=want16, shaderFloat16=int(fp16))
-        self._queue_count = max(1, min(self._lane_count, int(families[chosen.queue_family].queueCount)))
-        priorities = ffi.new("float[]", [1.0] * self._queue_count)
-        queue_info = vk.VkDeviceQueueCreateInfo(queueFamilyIndex=chosen.queue_family,
-                                                queueCount=self._queue_count, pQueuePriorities=priorities)
+        priorities = ffi.new("float[1]", [1.0])
+        queue_info = vk.VkDeviceQueueCreateInfo(queueFamilyIndex=chosen.queue_family, queueCount=1,
+                                                pQueuePriorities=priorities)
         queue_infos = ffi.new("VkDeviceQueueCreateInfo[1]", [queue_info])
         ext_c = [ffi.new("char[]", e.encode()) for e in ext_names]
         ext_arr = ffi.new("char*[]", ext_c) if ext_c else ffi.NULL
@@ -515,8 +502,7 @@ class VulkanDevice(GpuDevice):
                 handle = vk.vkCreateDevice(pd, keep[0], None)
             except (vk.VkError, vk.VkException) as e:
                 raise BackendUnavailableError(f"vkCreateDevice on {chosen.name} failed: {type(e).__name__}") from e
-            queues = [vk.vkGetDeviceQueue(handle, chosen.queue_family, i) for i in range(self._queue_count)]
-            self._queues = [queues[lane % len(queues)] for lane in range(self._lane_count)]
+            self._queue = vk.vkGetDeviceQueue(handle, chosen.queue_family, 0)
             pool_info = vk.VkCommandPoolCreateInfo(
                 queueFamilyIndex=chosen.queue_family, flags=vk.VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT)
             self._pool = vk.vkCreateCommandPool(handle, pool_info, None)
@@ -1113,53 +1099,20 @@ class VulkanDevice(GpuDevice):
         if rec is not self._xfer:
             self._flush_pending()
         self._wait(rec)  # a command buffer is resubmitted only after its previous run ended
-        lane = self._lane_for(rec)
         res = vk.lib.vkResetFences(device, 1, rec.fences)
         if res == vk.VK_SUCCESS:
-            res = vk.lib.vkQueueSubmit(self._queues[lane], 1, rec.submit_ptr, rec.fence)
+            res = vk.lib.vkQueueSubmit(self._queue, 1, rec.submit_ptr, rec.fence)
         if res != vk.VK_SUCCESS:
             name = getattr(vk.exception_codes.get(res), "__name__", str(res))
             raise DelegateError(f"{self.info.name}: vkQueueSubmit failed: {name} ({res})")
         rec.pending = True
-        rec.lane = lane
-        self._seq += 1
-        rec.seq = self._seq
         for b in rec.buffers:
             b.busy = rec
-        self._last = self._lane_last[lane] = rec
+        self._last = rec
         if rec.writes_device:  # readbacks of buffers it touches are stale, the ones it fills current
             touched = rec.buffer_ids
             self._fresh = weakref.WeakSet([rb for rb in self._fresh if rb.source_id not in touched]
                                           + list(rec.readbacks))
-
-    def _lane_for(self, rec: _Recording) -> int:
-        """The lane (queue) ``rec`` goes to.  Submissions that share a buffer with ``rec`` and may still
-        run keep their order by sharing its queue (the recording's leading barrier orders it after
-        them); where they sit on several lanes, all but the newest one's lane are waited for on the
-        host first.  A submission that shares nothing with the running work takes an idle lane, so
-        runs of independent copies of a model (CompiledModel's runs in flight) run side by side on
-        the GPU instead of one after another.  Invariant: all pending users of a buffer are on one
-        lane, the last of them ``buffer.busy``, so waiting for it waits for every earlier one."""
-        if self._lane_count == 1:
-            return 0
-        deps = [b.busy for b in rec.buffers if b.busy is not None and b.busy.pending and b.busy is not rec]
-        if deps:
-            lane = max(deps, key=lambda d: d.seq).lane
-            for d in deps:
-                if d.lane != lane:
-                    self._wait(d)
-            return lane
-        # a lane with nothing pending (not waited for: one whose work has ended unobserved still counts
-        # as busy, which keeps the choice independent of the GPU's timing), from the one after the last pick
-        for k in range(self._lane_count):
-            lane = (self._next_lane + k) % self._lane_count
-            last = self._lane_last[lane]
-            if last is None or not last.pending:
-                self._next_lane = (lane + 1) % self._lane_count
-                return lane
-        lane = self._next_lane  # every lane busy: the next in turn (queues do not block the host)
-        self._next_lane = (lane + 1) % self._lane_count
-        return lane
 
     def launch(self, bound: _Bound, kernel: RenderedKernel, grid: tuple[int, int, int]) -> None:
         """One launch on its own (slow path: the executor records whole partitions with :meth:`record`)."""
@@ -1178,12 +1131,10 @@ class VulkanDevice(GpuDevice):
             name = getattr(vk.exception_codes.get(res), "__name__", str(res))
             raise DelegateError(f"{self.info.name}: waiting for the GPU failed: {name}")
         rec.pending = False
-        if rec is self._lane_last[rec.lane]:
-            # all submitted work of the lane is done: holding the recording would keep its buffers (a
-            # dropped interpreter's whole working set) bound into the memory block until the next
-            # interpreter had placed its own above them (issue 19: +23% RSS over 50 lifetimes)
-            self._lane_last[rec.lane] = None
         if rec is self._last:
+            # all submitted work is done: holding the recording would keep its buffers (a dropped
+            # interpreter's whole working set) bound into the memory block until the next
+            # interpreter had placed its own above them (issue 19: +23% RSS over 50 lifetimes)
             self._last = None
 
     def _wait_for(self, buf: _Buffer) -> None:
@@ -1192,8 +1143,7 @@ class VulkanDevice(GpuDevice):
         buf.busy = None
 
     def finish(self) -> None:
-        for rec in list(self._lane_last):
-            self._wait(rec)
+        self._wait(self._last)
 
     def _open(self) -> Any:
         """The VkDevice; a closed device raises instead of handing the driver a NULL handle (a crash)."""
@@ -1219,7 +1169,6 @@ class VulkanDevice(GpuDevice):
             self._owned.clear()
             self._programs.clear()
             self._staging = self._xfer = self._last = None
-            self._lane_last = [None] * self._lane_count
             self._pending, self._dirty, self._fresh = [], {}, weakref.WeakSet()
             for blocks in self._blocks.values():  # normally freed with their last buffer already
                 for blk in blocks:
