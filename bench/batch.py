@@ -32,8 +32,9 @@ backend's device 0, as the tests do); GPU actors get (GPUs / actors) of a GPU ea
 
 Where the time goes, per pool run: Ray Data's per-operator totals (``Dataset.stats()``: tasks, remote
 wall and CPU time of each stage) and, per actor, its device thread's split from its first batch to its
-last (waiting for batches, blocked on the device, host work) and its shard writes (``--stats`` prints
-Ray Data's full statistics).  Prints a table and writes JSON (--json).
+last (waiting for batches, blocked on the device, host work) and the shard writes of its rows (in the
+write stage's tasks, outside the actor; ``--stats`` prints Ray Data's full statistics).  Prints a
+table and writes JSON (--json).
 """
 
 from __future__ import annotations
@@ -149,7 +150,7 @@ def _actor_feed(model: Path, inputs: list[np.ndarray], backend: str, batch: int 
     batches = [np.stack(inputs[i:i + batch]) for i in range(0, len(inputs), batch)]
 
     def one(x: np.ndarray) -> None:
-        feed.release(feed.run(x, [None] * len(x)))
+        feed.run(x, [None] * len(x))
 
     feed.warm_up()  # as the actor does
     before = feed.timings()
@@ -278,7 +279,7 @@ def _split_lines(stages: list[dict[str, Any]], r: Any, pipe_host: float | None =
                      f"{pct(a['idle_s']):.0f}%, blocked on the device {pct(a['device_s']):.0f}%, host work "
                      f"{pct(a['host_s']):.0f}% ({a['host_s'] / max(a['items'], 1) * 1e3:.3f} ms a row, CPU "
                      f"{a.get('cpu_s', 0.0) / max(a['items'], 1) * 1e3:.3f} ms a row); shard writes "
-                     f"{a['write_s']:.2f} s ({a['write_s'] / max(a['items'], 1) * 1e3:.3f} ms a row, beside it)"
+                     f"{a['write_s']:.2f} s ({a['write_s'] / max(a['items'], 1) * 1e3:.3f} ms a row, in the write stage)"
                      + (f"; host work a row / pipelined's a frame: {a['host_s'] / max(a['items'], 1) / pipe_host:.2f}"
                         if pipe_host else ""))
     return lines
