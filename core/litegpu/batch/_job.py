@@ -19,6 +19,7 @@ from ..cli._preprocess import IMAGE_EXTS, Preprocess, PreprocessOptions, read_me
 from ._shards import FORMATS, done_paths
 from ._stages import (
     ACTOR_CALLS,
+    NATIVE_ARROW_PICKLE,
     NOSET_CUDA,
     WRITE_CPUS,
     InferenceActor,
@@ -217,7 +218,7 @@ def _run(ray: Any, lm: Any, pre: Preprocess, backend: str, opts: dict[str, Any],
     # returned, and shards named by content make a retried write harmless.
     remote: dict[str, Any] = {"num_cpus": actor_cpus}
     if actor_gpus:
-        remote.update(num_gpus=actor_gpus, runtime_env={"env_vars": dict(NOSET_CUDA)})
+        remote.update(num_gpus=actor_gpus, runtime_env={"env_vars": {**NOSET_CUDA, **NATIVE_ARROW_PICKLE}})
     if "device" in opts:  # the user pinned a device: every actor uses it
         on_gpu_device = False
     else:
