@@ -299,7 +299,6 @@ def test_write_stage_writes_the_actor_table_and_returns_only_bookkeeping(tmp_pat
     nothing else; what goes on to the driver is the bookkeeping with the shard's name, no outputs; the
     same block again (a retried write task) writes the same shard, not a second one."""
     import pyarrow as pa
-
     from litegpu.batch._shards import shard_table
     from litegpu.batch._stages import BOOKKEEPING, write_batch
 

@@ -262,7 +262,9 @@ def _run(ray: Any, lm: Any, pre: Preprocess, backend: str, opts: dict[str, Any],
                                                            enable_true_multi_threading=calls > 1), **remote)
     # the write stage: each actor batch's outputs become one shard in a CPU task of its own, outside
     # the actor's process (a Parquet shard costs about 0.2 ms a row, much of it holding the GIL, which
-    # the actor's device thread would wait for); batch_size None: one shard per actor batch
+    # the actor's device thread would wait for); batch_size None: one shard per block the actors
+    # return (the batches of one actor task, which Ray Data gathers up to its block size; a retried
+    # task returns the same block, hence the same shard)
     ds = ds.map_batches(write_batch, fn_kwargs={"out_dir": str(out_dir), "fmt": fmt, "metadata": metadata},
                         batch_size=None, batch_format="pyarrow", num_cpus=WRITE_CPUS)
     t0 = time.perf_counter()
