@@ -209,9 +209,10 @@ def preprocess_batch(batch: dict[str, np.ndarray], *, pre: Any) -> dict[str, np.
 
 #: runs in flight per actor on a GPU backend (``run_batch(in_flight=)``, ``--in-flight``): a single
 #: process is at its fastest from 2 (docs/compiled-model.md), run N+1 written and submitted while run N
-#: executes; an actor needs one more, to cover the time its device thread waits for the GIL while a
-#: shard is written beside it (H200, face_detection_short_range, 2 actors: 0.86x of the pipelined rate
-#: with 2, 0.95x with 3, 0.96x with 4; 1 actor: 0.76x, 0.86x, 0.81x; docs/performance.md)
+#: executes; an actor needs one more, to cover the time its device thread waits for the GIL while
+#: another thread of its process runs Python (H200, face_detection_short_range, 2 actors, measured
+#: while the actors still wrote their shards themselves: 0.86x of the pipelined rate with 2, 0.95x
+#: with 3, 0.96x with 4; 1 actor: 0.76x, 0.86x, 0.81x; docs/performance.md)
 IN_FLIGHT = 3
 #: the GIL switch interval of a GPU actor's process (seconds; Python's default is 0.005): when the
 #: device thread comes back from the driver (a submit, a fence) while another of the actor's threads
