@@ -117,8 +117,13 @@ def test_outputs_identical_to_single_process_and_corrupt_row(local_ray, case, tm
     cfg = tmp_path / "app.yaml"  # the actors' serialization cache in a private folder
     cfg.write_text(f"cache:\n  dir: {tmp_path / 'cache'}\n")
     out = tmp_path / "out"
-    r = run_batch(case["model"], case["inputs"], out, backend=backend, config=str(cfg), actors=2, batch_size=8)
+    r = run_batch(case["model"], case["inputs"], out, backend=backend, config=str(cfg), actors=2, batch_size=8,
+                  stats=True)
     n = len(expected) + 1
+    # the shards are written by a stage of their own, not fused into the actors
+    ops = [line.split(":")[0] for line in r.stats.splitlines() if line.startswith("Operator ")]
+    assert any(o.endswith("MapBatches(InferenceActor)") for o in ops), ops
+    assert any(o.endswith("MapBatches(write_batch)") for o in ops), ops
     assert (r.items, r.failures, r.skipped) == (n, 1, 0)
     rows = read_outputs(out)
     assert set(rows) == set(expected) | {str((case["inputs"] / "zz_corrupt.png").resolve())}
@@ -287,6 +292,50 @@ def test_shard_round_trip_with_error_rows(tmp_path, fmt):
         np.testing.assert_array_equal(np.load(tmp_path / name / "o.npy")[[1, 3]], np.zeros((2, 1, 2, 3), np.float32))
 
 
+@pytest.mark.parametrize("fmt", ["parquet", "npy"])
+def test_write_stage_writes_the_actor_table_and_returns_only_bookkeeping(tmp_path, fmt):
+    """The write stage (the Ray tasks after the actor pool): the actor's table (the shard's columns and
+    ``batch:<what>`` bookkeeping) becomes one shard with the outputs in the actor's column order and
+    nothing else; what goes on to the driver is the bookkeeping with the shard's name, no outputs; the
+    same block again (a retried write task) writes the same shard, not a second one."""
+    import pyarrow as pa
+    from litegpu.batch._shards import shard_table
+    from litegpu.batch._stages import BOOKKEEPING, write_batch
+
+    o1 = np.arange(12, dtype=np.float32).reshape(3, 1, 4)
+    o0 = np.arange(3, dtype=np.int8).reshape(3, 1)
+    o1[1] = 9  # an error row: not written (Parquet null, npy zeros)
+    table = shard_table(["a", "b", "c"], [None, "bad", None], {"z_first": o1, "a_second": o0})
+    table = table.append_column(BOOKKEEPING + "actor", pa.array(["h:1"] * 3)).append_column(
+        BOOKKEEPING + "idle_s", pa.array(np.zeros(3)))
+    out = write_batch(table, out_dir=str(tmp_path), fmt=fmt, metadata={"model": "m"})
+    assert sorted(out) == ["actor", "error", "idle_s", "path", "shard", "t_end", "write_s"]
+    assert list(out["error"]) == ["", "bad", ""] and list(out["actor"]) == ["h:1"] * 3
+    assert len(set(out["shard"])) == 1 and out["shard"][0].startswith("part-")
+    assert write_batch(table.slice(0), out_dir=str(tmp_path), fmt=fmt, metadata={"model": "m"})["shard"][0] \
+        == out["shard"][0]
+    assert [p.name for p in tmp_path.iterdir()] == [out["shard"][0]]
+    if fmt == "parquet":
+        import pyarrow.parquet as pq
+
+        t = pq.read_table(tmp_path / out["shard"][0])
+        assert t.column_names == ["path", "error", "z_first", "a_second"]
+        assert t.schema.metadata[b"litegpu.model"] == b"m"
+    else:
+        assert sorted(p.name for p in (tmp_path / out["shard"][0]).iterdir()) == \
+            ["a_second.npy", "rows.json", "z_first.npy"]
+        np.testing.assert_array_equal(np.load(tmp_path / out["shard"][0] / "z_first.npy")[1], np.zeros((1, 4)))
+    rows = read_outputs(tmp_path)
+    assert rows["b"]["error"] == "bad" and rows["b"]["z_first"] is None
+    np.testing.assert_array_equal(rows["c"]["z_first"], o1[2])
+    np.testing.assert_array_equal(rows["a"]["a_second"], o0[0])
+    # a slice of a block (Ray Data may cut one): its own rows only
+    part = write_batch(table.slice(1, 2), out_dir=str(tmp_path / "part"), fmt=fmt, metadata={})
+    rows = read_outputs(tmp_path / "part")
+    assert sorted(rows) == ["b", "c"] == sorted(part["path"])
+    np.testing.assert_array_equal(rows["c"]["z_first"], o1[2])
+
+
 def _mediapipe_pictures(d: Path) -> list[Path]:
     """PNGs of other aspect ratios than the models' square inputs, so a plain resize (what batch did
     before) gives other inputs than the letterbox."""
@@ -422,9 +471,10 @@ def test_device_feed_row_errors_and_a_dead_thread_raises():
 @pytest.mark.parametrize("backend", ["vulkan"])
 def test_device_feed_lends_rows_to_a_compiled_model(case, backend):
     """The GPU actor's path without copies: batch rows lent as the runs' input buffers, outputs read
-    straight into the batch's (reused) arrays.  Every row equals the single-process interpreter's,
-    byte for byte: a contiguous batch, one that cannot be lent (not C-contiguous: written per row),
-    and reused output arrays where an error row must read zeros, not the last batch's values."""
+    straight into the batch's arrays.  Every row equals the single-process interpreter's, byte for
+    byte: a contiguous batch, one that cannot be lent (not C-contiguous: written per row), and a
+    batch with an error row, which must read zeros, not whatever its (uninitialised) memory held;
+    each batch's arrays are its own (the actor returns them to Ray Data, which copies them later)."""
     if why := _unavailable(backend):
         pytest.skip(f"{backend} backend unavailable: {why}")
     from litegpu.batch._stages import IN_FLIGHT, ModelSpec, _DeviceFeed, _InterpreterRuns, build_model
@@ -459,12 +509,14 @@ def test_device_feed_lends_rows_to_a_compiled_model(case, backend):
     errors: list[str | None] = [None] * 6
     outs = feed.run(x, errors)
     check(outs, x, errors)
-    feed.release(outs)
+    kept = [a.copy() for a in outs]
     y = np.asfortranarray(x[::-1])  # not C-contiguous: written into the feed's own buffers
     errors = [None, "unreadable", None, None, None, None]
     outs2 = feed.run(y, errors)
-    assert all(a is b for a, b in zip(outs, outs2, strict=True))  # the released arrays, reused
+    assert not any(np.shares_memory(a, b) for a, b in zip(outs, outs2, strict=True))
     check(outs2, y, errors)
+    for a, b in zip(outs, kept, strict=True):  # the first batch's arrays untouched by the second
+        np.testing.assert_array_equal(a, b)
     feed.close()  # the device thread ends and lets the compiled model go
     assert not feed.thread.is_alive()
 

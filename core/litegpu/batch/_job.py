@@ -19,12 +19,15 @@ from ..cli._preprocess import IMAGE_EXTS, Preprocess, PreprocessOptions, read_me
 from ._shards import FORMATS, done_paths
 from ._stages import (
     ACTOR_CALLS,
+    NATIVE_ARROW_PICKLE,
     NOSET_CUDA,
+    WRITE_CPUS,
     InferenceActor,
     ModelSpec,
     prepare_once,
     preprocess_batch,
     read_table_file,
+    write_batch,
 )
 
 __all__ = ["BatchResult", "run_batch", "list_inputs", "TABLE_EXTS"]
@@ -57,8 +60,8 @@ class BatchResult:
     # per actor: device, items, init_s, warm; where its time went from its first batch to its last
     # (seconds): its device thread waiting for batches (idle_s), blocked on the device (device_s),
     # doing host work (host_s: runs submitted, and on the CPU inputs written and outputs read) and
-    # that thread's CPU time (cpu_s: host_s well above it is waiting for the GIL); and its shard writes
-    # (write_s, in the threads Ray Data calls it in, beside the device thread)
+    # that thread's CPU time (cpu_s: host_s well above it is waiting for the GIL); and the shard writes
+    # of its rows (write_s, in the write stage's tasks, outside the actor)
     actors: list[dict[str, Any]] = field(default_factory=list)
     errors: list[dict[str, str]] = field(default_factory=list)  # the first failures: path, error
     prepare: dict[str, Any] | None = None  # the one-off preparation (GPU backends)
@@ -202,19 +205,20 @@ def _run(ray: Any, lm: Any, pre: Preprocess, backend: str, opts: dict[str, Any],
     cpus, gpus = float(res.get("CPU", 1)), float(res.get("GPU", 0))
     on_gpu = backend != "cpu" and gpus > 0
     if actors is None:
-        # two per GPU: one actor's process leaves its GPU idle while it writes shards and waits for the
-        # GIL; a second one fills those gaps (H200: 0.86x -> 0.95x of the pipelined rate, see IN_FLIGHT)
+        # two per GPU: one actor's process leaves its GPU idle while its device thread waits for the GIL
+        # (Ray Data's threads in the same process); a second one fills those gaps (H200: 0.86x -> 0.95x
+        # of the pipelined rate, see IN_FLIGHT)
         actors = max(1, 2 * int(gpus)) if on_gpu else max(1, int(cpus) // 2)
     actor_gpus = (gpus_per_actor if gpus_per_actor is not None else min(1.0, gpus / actors)) if on_gpu else 0.0
-    # leave a CPU for the reading and preprocessing tasks, else the pool could starve them; a GPU
-    # actor keeps two busy (its device thread, and its shard writes beside it), so it asks for two
-    # where there are enough, which keeps that many preprocessing tasks off its cores
-    actor_cpus = round(min(2.0 if on_gpu else 1.0, max(0.1, (cpus - 1) / actors)), 2)
+    # leave a CPU for the reading, preprocessing and writing tasks, else the pool could starve them
+    # (an actor writes nothing itself: its device thread is its one busy core)
+    actor_cpus = round(min(1.0, max(0.1, (cpus - 1) / actors)), 2)
     # Ray Data's actor pools restart a dead actor and resubmit its batch (max_restarts and
-    # max_task_retries -1 by default); shards named by content make the resubmission harmless.
+    # max_task_retries -1 by default); its outputs reach the write stage only from calls that
+    # returned, and shards named by content make a retried write harmless.
     remote: dict[str, Any] = {"num_cpus": actor_cpus}
     if actor_gpus:
-        remote.update(num_gpus=actor_gpus, runtime_env={"env_vars": dict(NOSET_CUDA)})
+        remote.update(num_gpus=actor_gpus, runtime_env={"env_vars": {**NOSET_CUDA, **NATIVE_ARROW_PICKLE}})
     if "device" in opts:  # the user pinned a device: every actor uses it
         on_gpu_device = False
     else:
@@ -237,9 +241,9 @@ def _run(ray: Any, lm: Any, pre: Preprocess, backend: str, opts: dict[str, Any],
                           "cache_entries": len(prep["cache_files"]),
                           "cache_bytes": sum(len(b) for b in prep["cache_files"].values())}
     spec_ref = ray.put(spec)
-    # a GPU actor holds several batches, so that its device thread never waits at a batch boundary and
-    # shards are written beside it; CPU actors take one at a time: their rows run on the CPU anyway,
-    # and threads there only contend for the GIL (measured: 0.5x the rate, preprocessing fused in)
+    # a GPU actor holds several batches, so that its device thread never waits at a batch boundary;
+    # CPU actors take one at a time: their rows run on the CPU anyway, and threads there only contend
+    # for the GIL (measured: 0.5x the rate, preprocessing fused in)
     calls = ACTOR_CALLS if actor_gpus else 1
     metadata = {"model": lm.name, "model_sha256": lm.fingerprint, "backend": backend}
 
@@ -252,11 +256,17 @@ def _run(ray: Any, lm: Any, pre: Preprocess, backend: str, opts: dict[str, Any],
         ds = ray.data.from_items([{"file": f} for f in sources], override_num_blocks=len(sources))
         ds = ds.flat_map(read_table_file, fn_kwargs={"column": column, "id_column": id_column, "skip": skip_ref})
     ds = ds.map_batches(preprocess_batch, fn_kwargs={"pre": pre}, batch_size=batch_size, batch_format="numpy")
-    ds = ds.map_batches(InferenceActor, fn_constructor_kwargs={"spec": spec_ref, "out_dir": str(out_dir), "fmt": fmt,
-                                                               "metadata": metadata},
+    ds = ds.map_batches(InferenceActor, fn_constructor_kwargs={"spec": spec_ref},
                         batch_size=batch_size, batch_format="numpy",
                         compute=ray.data.ActorPoolStrategy(size=actors, max_concurrent_calls_per_actor=calls,
                                                            enable_true_multi_threading=calls > 1), **remote)
+    # the write stage: each actor batch's outputs become one shard in a CPU task of its own, outside
+    # the actor's process (a Parquet shard costs about 0.2 ms a row, much of it holding the GIL, which
+    # the actor's device thread would wait for); batch_size None: one shard per block the actors
+    # return (the batches of one actor task, which Ray Data gathers up to its block size; a retried
+    # task returns the same block, hence the same shard)
+    ds = ds.map_batches(write_batch, fn_kwargs={"out_dir": str(out_dir), "fmt": fmt, "metadata": metadata},
+                        batch_size=None, batch_format="pyarrow", num_cpus=WRITE_CPUS)
     t0 = time.perf_counter()
     per_actor: dict[str, dict[str, Any]] = {}
     shards: set[str] = set()

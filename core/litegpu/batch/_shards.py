@@ -1,10 +1,12 @@
 """Output shards of ``litegpu batch``: one file (Parquet) or folder (``.npy``) per batch, written
 atomically under a name derived from the batch's source paths.
 
-Why per-batch shards written by the actor that ran the batch: a retried batch (task retry, an actor
-that died and was replaced) writes the same name again with the same content, so nothing is lost or
-doubled; a half-written shard never exists under its final name (temp name, then rename); and a rerun
-finds what is done by reading only the ``path`` column of the shards already there.
+Why per-batch shards named by their paths: the actor that ran a batch builds its table
+(:func:`shard_table`, no copies) and a write task of its own writes it (:func:`write_table`; the
+write stage, ``_stages.write_batch``); a retried batch or write task (a task retry, an actor that died
+and was replaced) writes the same name again with the same content, so nothing is lost or doubled; a
+half-written shard never exists under its final name (temp name, then rename); and a rerun finds
+what is done by reading only the ``path`` column of the shards already there.
 
 Parquet shard ``part-<digest>.parquet``: columns ``path`` (string), ``error`` (string, null when the
 row ran), then one column per model output, named like ``litegpu run``'s output files, of Arrow's
@@ -27,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["FORMATS", "shard_stem", "write_shard", "done_paths", "read_outputs"]
+__all__ = ["FORMATS", "shard_stem", "shard_table", "write_shard", "write_table", "done_paths", "read_outputs"]
 
 FORMATS = ("parquet", "npy")
 _PREFIX = "part-"
@@ -43,38 +45,53 @@ def _tmp_name(out_dir: Path, final: str) -> Path:
     return out_dir / f".{final}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
 
 
-def write_shard(out_dir: Path, fmt: str, paths: Sequence[str], errors: Sequence[str | None],
-                outputs: Mapping[str, np.ndarray], metadata: Mapping[str, str] | None = None) -> str:
-    """Write one shard; return its file or folder name.  ``outputs``: column name -> the rows' values
-    stacked, ``(rows, *output shape)`` (what error rows hold there is not written)."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    stem = shard_stem(paths)
-    failed = np.array([e is not None for e in errors], bool)
-    for name, a in outputs.items():
-        if a.shape[0] != len(paths):
-            raise ValueError(f"output {name!r} has {a.shape[0]} rows for {len(paths)} paths")
-    if fmt == "parquet":
-        return _write_parquet(out_dir, stem, paths, errors, failed, outputs, metadata or {})
-    if fmt == "npy":
-        return _write_npy(out_dir, stem, paths, errors, failed, outputs)
-    raise ValueError(f"unknown output format {fmt!r} (choose from {', '.join(FORMATS)})")
-
-
-def _write_parquet(out_dir: Path, stem: str, paths: Sequence[str], errors: Sequence[str | None], failed: np.ndarray,
-                   outputs: Mapping[str, np.ndarray], metadata: Mapping[str, str]) -> str:
+def shard_table(paths: Sequence[str], errors: Sequence[str | None], outputs: Mapping[str, np.ndarray]) -> Any:
+    """A batch's rows as the Arrow table its Parquet shard holds (``path``, ``error``, one
+    ``fixed_shape_tensor`` column per output, null on error rows), built without copying the output
+    arrays.  ``outputs``: column name -> the rows' values stacked, ``(rows, *output shape)``."""
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
+    failed = np.array([e is not None for e in errors], bool)
     cols: dict[str, Any] = {"path": pa.array(list(paths), pa.string()),
                             "error": pa.array(list(errors), pa.string())}
     mask = pa.array(failed) if failed.any() else None
     for name, a in outputs.items():
+        if a.shape[0] != len(paths):
+            raise ValueError(f"output {name!r} has {a.shape[0]} rows for {len(paths)} paths")
         shape = tuple(a.shape[1:])
         flat = np.ascontiguousarray(a).reshape(-1)  # the batch's array itself, no copy per row
         storage = pa.FixedSizeListArray.from_arrays(pa.array(flat), int(np.prod(shape)), mask=mask)
         ttype = pa.fixed_shape_tensor(pa.from_numpy_dtype(a.dtype), list(shape))
         cols[name] = pa.ExtensionArray.from_storage(ttype, storage)
-    table = pa.table(cols).replace_schema_metadata({f"litegpu.{k}": str(v) for k, v in metadata.items()})
+    return pa.table(cols)
+
+
+def write_shard(out_dir: Path, fmt: str, paths: Sequence[str], errors: Sequence[str | None],
+                outputs: Mapping[str, np.ndarray], metadata: Mapping[str, str] | None = None) -> str:
+    """Write one shard; return its file or folder name.  ``outputs``: column name -> the rows' values
+    stacked, ``(rows, *output shape)`` (what error rows hold there is not written)."""
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown output format {fmt!r} (choose from {', '.join(FORMATS)})")
+    return write_table(out_dir, fmt, shard_table(paths, errors, outputs), metadata)
+
+
+def write_table(out_dir: Path, fmt: str, table: Any, metadata: Mapping[str, str] | None = None) -> str:
+    """Write one shard from its :func:`shard_table` table (the columns ``path``, ``error`` and the
+    outputs, nothing else); return its file or folder name."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = table.column("path").to_pylist()
+    stem = shard_stem(paths)
+    if fmt == "parquet":
+        return _write_parquet(out_dir, stem, table, metadata or {})
+    if fmt == "npy":
+        return _write_npy(out_dir, stem, paths, table)
+    raise ValueError(f"unknown output format {fmt!r} (choose from {', '.join(FORMATS)})")
+
+
+def _write_parquet(out_dir: Path, stem: str, table: Any, metadata: Mapping[str, str]) -> str:
+    import pyarrow.parquet as pq
+
+    table = table.replace_schema_metadata({f"litegpu.{k}": str(v) for k, v in metadata.items()})
     final = f"{stem}.parquet"
     tmp = _tmp_name(out_dir, final)
     try:
@@ -86,14 +103,26 @@ def _write_parquet(out_dir: Path, stem: str, paths: Sequence[str], errors: Seque
     return final
 
 
-def _write_npy(out_dir: Path, stem: str, paths: Sequence[str], errors: Sequence[str | None], failed: np.ndarray,
-               outputs: Mapping[str, np.ndarray]) -> str:
+def _tensor_rows(col: Any) -> np.ndarray:
+    """A ``fixed_shape_tensor`` column as ``(rows, *shape)``, every row's slot included (null rows
+    too, whatever they hold), without a copy where the column is one chunk."""
+    col = col.combine_chunks() if hasattr(col, "combine_chunks") else col
+    storage = col.storage
+    values = storage.values[storage.offset * storage.type.list_size:(storage.offset + len(storage))
+                            * storage.type.list_size]
+    return values.to_numpy(zero_copy_only=False).reshape(len(col), *col.type.shape)
+
+
+def _write_npy(out_dir: Path, stem: str, paths: Sequence[str], table: Any) -> str:
+    errors = table.column("error").to_pylist()
+    failed = np.array([e is not None for e in errors], bool)
     tmp = _tmp_name(out_dir, stem)
     tmp.mkdir()
     try:
         rows = [{"path": p, "error": e} for p, e in zip(paths, errors, strict=True)]
         (tmp / "rows.json").write_text(json.dumps(rows, indent=1))
-        for name, a in outputs.items():
+        for name in table.column_names[2:]:
+            a = _tensor_rows(table.column(name))
             if failed.any():  # zeros on error rows, whatever the array held there
                 a = a.copy()
                 a[failed] = 0

@@ -19,13 +19,19 @@ from typing import Any
 
 import numpy as np
 
-from ._shards import write_shard
+from ._shards import shard_table, write_table
 
 log = logging.getLogger("litegpu.batch")
 
 #: Set on GPU actors so that Ray does not narrow CUDA_VISIBLE_DEVICES: a backend's device index is
 #: then Ray's GPU id (backends list GPUs first), for OpenCL and Vulkan alike.
 NOSET_CUDA = {"RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES": "1"}
+#: Also set on GPU actors: the tables they return are serialized by pyarrow's own pickling (its buffers
+#: out of band, no copy) instead of Ray's Arrow serializer, which rebuilds every array's buffers (it
+#: exists so that a slice of a big table does not carry the whole parent; an actor's table is never a
+#: slice) and takes 2.5x the CPU time, holding the GIL the device thread needs (64 face-detection rows:
+#: 1.66 -> 0.66 ms on the 2-core development machine)
+NATIVE_ARROW_PICKLE = {"RAY_DISABLE_CUSTOM_ARROW_DATA_SERIALIZATION": "1"}
 
 
 @dataclass
@@ -203,21 +209,21 @@ def preprocess_batch(batch: dict[str, np.ndarray], *, pre: Any) -> dict[str, np.
 
 #: runs in flight per actor on a GPU backend (``run_batch(in_flight=)``, ``--in-flight``): a single
 #: process is at its fastest from 2 (docs/compiled-model.md), run N+1 written and submitted while run N
-#: executes; an actor needs one more, to cover the time its device thread waits for the GIL while a
-#: shard is written beside it (H200, face_detection_short_range, 2 actors: 0.86x of the pipelined rate
-#: with 2, 0.95x with 3, 0.96x with 4; 1 actor: 0.76x, 0.86x, 0.81x; docs/performance.md)
+#: executes; an actor needs one more, to cover the time its device thread waits for the GIL while
+#: another thread of its process runs Python (H200, face_detection_short_range, 2 actors, measured
+#: while the actors still wrote their shards themselves: 0.86x of the pipelined rate with 2, 0.95x
+#: with 3, 0.96x with 4; 1 actor: 0.76x, 0.86x, 0.81x; docs/performance.md)
 IN_FLIGHT = 3
 #: the GIL switch interval of a GPU actor's process (seconds; Python's default is 0.005): when the
 #: device thread comes back from the driver (a submit, a fence) while another of the actor's threads
-#: runs Python (Ray Data's batch conversions, a shard's columns), it waits for the GIL at most about
+#: runs Python (Ray Data's batch conversions and object-store copies), it waits for the GIL at most about
 #: this long instead of 5 ms, during which the device would idle.  Measured with a thread shaped like
 #: the device thread beside one holding the GIL 2 ms of every 6: 0.49x its rate alone at 5 ms, 0.70x
 #: at 0.2 ms (the ideal being 0.67x-1x)
 SWITCH_INTERVAL = 0.0002
 #: batches one actor holds at a time (Ray Data's ``max_concurrent_calls_per_actor``, each in its own
 #: thread): while one batch's rows are on the device, the next one is queued behind it (so the
-#: device never waits for a batch boundary) and the shards of those done before are written (Parquet
-#: writes release the GIL, so two run beside the device thread when a write is slower than a batch)
+#: device never waits for a batch boundary) and the one done before is handed back to Ray Data
 ACTOR_CALLS = 3
 
 
@@ -358,11 +364,13 @@ class _DeviceFeed:
     Per row, on a CompiledModel (``lend``), nothing is copied on the host: the batch's input row is
     lent to the run as its input buffer and the rows of the batch's output arrays as its output
     buffers (:meth:`litegpu.tensor_buffer.TensorBuffer._lend`), so the upload reads the row where
-    Ray put it and the download lands where the shard is written from; the output arrays are reused
-    from batch to batch (:meth:`release`), so their pages are not faulted in anew for every batch.
-    That host work per row is below the single-process 2-in-flight loop's (which writes each input
-    into its buffer and reads each output out of its buffer); docs/performance.md has the numbers.  Without
-    ``lend`` (the CPU interpreter's runs) inputs are written and outputs read and stored per row."""
+    Ray put it and the download lands in the array the actor returns.  Each batch gets new output
+    arrays (``np.empty``: the allocator hands back the pages of the batches Ray has already copied
+    out, so they are not faulted in anew): the actor returns them to Ray Data, which copies them
+    into the object store after the call, so they cannot be reused safely.  That host work per row
+    is below the single-process 2-in-flight loop's (which writes each input into its buffer and
+    reads each output out of its buffer); docs/performance.md has the numbers.  Without ``lend``
+    (the CPU interpreter's runs) inputs are written and outputs read and stored per row."""
 
     def __init__(self, model: Any, outs: list[tuple[tuple[int, ...], np.dtype]], depth: int, signature: int = 0,
                  lend: bool = False):
@@ -380,9 +388,6 @@ class _DeviceFeed:
         self.in_type = (self.free[0][2][0]._dtype, self.free[0][2][0].nbytes) if lend else None
         self.ring: collections.deque = collections.deque()  # (handle, buffers, job, row), oldest first
         self.jobs: queue.SimpleQueue = queue.SimpleQueue()
-        # output arrays of finished batches, by row count, for the next batches (deques: appends and
-        # pops are atomic, and Ray Data's threads share them)
-        self.spare: dict[int, collections.deque] = {}
         # where the device thread's time goes, from its first batch on (seconds): waiting for a batch
         # (the stages before it are slower), blocked on the device (the device is the limit), and the
         # rest, its host work (submitting runs, and with ``lend`` nothing else); ``cpu_s`` the CPU
@@ -414,27 +419,16 @@ class _DeviceFeed:
         ins = self.free[0][2][0]
         x = np.zeros((len(self.free), *ins._shape), ins._dtype)
         errors: list[str | None] = [None] * len(x)
-        self.release(self.run(x, errors))
+        self.run(x, errors)
         self.started, self.idle_s, self.device_s, self.cpu_s = None, 0.0, 0.0, 0.0
-
-    def _arrays(self, n: int) -> list[np.ndarray]:
-        try:
-            return self.spare.setdefault(n, collections.deque()).pop()
-        except IndexError:
-            return [np.zeros((n, *shape), dtype) for _, dtype, shape in self.outs]
-
-    def release(self, outputs: list[np.ndarray]) -> None:
-        """``outputs`` of :meth:`run` are no longer used (their shard is written): the next batch of
-        as many rows reuses them."""
-        self.spare.setdefault(len(outputs[0]), collections.deque()).append(outputs)
 
     def run(self, inputs: np.ndarray, errors: list[str | None]) -> list[np.ndarray]:
         """Run every row of ``inputs`` whose error is None; the outputs stacked by row (zeros on
         error rows).  A row the model rejects gets its error in ``errors``."""
         n = len(errors)
-        outputs = self._arrays(n)
+        outputs = [np.empty((n, *shape), dtype) for _, dtype, shape in self.outs]
         rows = [i for i in range(n) if errors[i] is None]
-        if len(rows) < n:  # reused arrays: the error rows' slots hold an earlier batch's values
+        if len(rows) < n:  # np.empty: the error rows' slots hold whatever the memory held
             for out in outputs:
                 out[[i for i in range(n) if errors[i] is not None]] = 0
         if rows:
@@ -538,17 +532,30 @@ class _DeviceFeed:
             job.done.set()
 
 
+#: CPUs a write task asks for (a shard write is one thread of numpy, Arrow and file I/O)
+WRITE_CPUS = 1.0
+#: the actor's bookkeeping columns (its timings, for the driver's summary) are named ``batch:<what>``
+#: beside the shard's own columns (``path``, ``error``, the outputs): an output's column name never
+#: holds a ``:`` (``litegpu run``'s file names, ``safe_name``)
+BOOKKEEPING = "batch:"
+
+
 class InferenceActor:
-    """One prepared model on one device; runs batches and writes each as an output shard.
+    """One prepared model on one device; runs batches and returns their outputs.
 
     On a GPU backend the model is a ``CompiledModel`` with :data:`IN_FLIGHT` runs in flight, fed by
-    one device thread (:class:`_DeviceFeed`; :func:`build_model`); Ray Data hands the actor up to :data:`ACTOR_CALLS` batches at once, so
-    one batch's shard is written while the next one's rows run.  Ray Data restarts an actor that
-    dies and re-runs the batches it held; since a shard's name and content depend only on the batch,
-    the re-run rewrites the same shard and nothing is lost or doubled.
+    one device thread (:class:`_DeviceFeed`; :func:`build_model`); Ray Data hands the actor up to
+    :data:`ACTOR_CALLS` batches at once, so the next batch's rows are queued while one batch runs.
+    The actor writes nothing: it returns each batch as its shard's Arrow table
+    (:func:`~litegpu.batch._shards.shard_table`: built without copying the outputs, and about a
+    fifth of the CPU time Ray Data's own conversion of numpy columns takes) with its bookkeeping
+    columns, and the write stage (:func:`write_batch`, Ray tasks on other CPUs) writes the shard, so
+    no shard write holds the GIL in the actor's process while its device thread needs it.  Ray Data
+    restarts an actor that dies and re-runs the batches it held; their outputs only reach the write
+    stage once a call has returned, so nothing is lost or doubled.
     """
 
-    def __init__(self, spec: ModelSpec | Any, out_dir: str, fmt: str, metadata: Mapping[str, str]):
+    def __init__(self, spec: ModelSpec | Any):
         import ray
 
         if isinstance(spec, ray.ObjectRef):
@@ -562,38 +569,48 @@ class InferenceActor:
         self.feed = _DeviceFeed(m.runner, [(shape, dtype) for _, shape, dtype in m.outputs], m.depth, m.signature,
                                 lend=not isinstance(m.runner, _InterpreterRuns))
         self.feed.warm_up()
-        # the shard's columns in litegpu run's order: (name, index of its array among the feed's outputs)
+        # the output columns in litegpu run's order: (name, index of its array among the feed's outputs)
         where = {pos: k for k, (pos, _, _) in enumerate(m.outputs)}
         self.columns = [(name, where[pos]) for pos, name in enumerate(m.names)]
-        self.out_dir = Path(out_dir)
-        self.fmt = fmt
-        self.metadata = dict(metadata)
         self.label = f"{self.info['host']}:{self.info['pid']}"
         log.info("litegpu batch actor %s: %s, prepared in %.2f s (warm start: %s)", self.label,
                  self.info["device"], self.info["init_s"], self.info["warm"])
 
-    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    def __call__(self, batch: dict[str, np.ndarray]) -> Any:
+        import pyarrow as pa
+
         paths = [str(p) for p in batch["path"]]
         errors: list[str | None] = [str(e) or None for e in batch["error"]]
         outputs = self.feed.run(batch["input"], errors)
-        t = time.perf_counter()
-        shard = write_shard(self.out_dir, self.fmt, paths, errors, {name: outputs[k] for name, k in self.columns},
-                            self.metadata)
-        write_s = time.perf_counter() - t
-        self.feed.release(outputs)  # written: the next batch's outputs land in these arrays
         idle_s, device_s, host_s, cpu_s = self.feed.timings()
+        table = shard_table(paths, errors, {name: outputs[k] for name, k in self.columns})
         n = len(paths)
-        return {"path": np.array(paths, dtype=object),
-                "error": np.array([e or "" for e in errors], dtype=object),
-                "shard": np.full(n, shard, dtype=object),
-                "actor": np.full(n, self.label, dtype=object),
-                "device": np.full(n, self.info["device"], dtype=object),
-                "warm": np.full(n, str(self.info["warm"]), dtype=object),
-                "init_s": np.full(n, self.info["init_s"]),
-                # the actor's device thread so far (BatchResult.actors keeps each actor's last values)
-                "idle_s": np.full(n, idle_s),
-                "device_s": np.full(n, device_s),
-                "host_s": np.full(n, host_s),
-                "cpu_s": np.full(n, cpu_s),
-                "write_s": np.full(n, write_s / max(n, 1)),  # per row: its shard's write
-                "t_end": np.full(n, time.time())}  # wall clock: comparable across an actor pool's processes
+        for name, value in (("actor", self.label), ("device", self.info["device"]), ("warm", str(self.info["warm"]))):
+            table = table.append_column(BOOKKEEPING + name, pa.array([value] * n, pa.string()))
+        # the actor's device thread so far (BatchResult.actors keeps each actor's last values)
+        for name, x in (("init_s", self.info["init_s"]), ("idle_s", idle_s), ("device_s", device_s),
+                        ("host_s", host_s), ("cpu_s", cpu_s)):
+            table = table.append_column(BOOKKEEPING + name, pa.array(np.full(n, x)))
+        return table
+
+
+def write_batch(table: Any, *, out_dir: str, fmt: str, metadata: Mapping[str, str]) -> dict[str, np.ndarray]:
+    """The write stage (Ray tasks after the actor pool): one shard of an actor's output table
+    (:func:`litegpu.batch._shards.write_table`, named by the rows' paths); returns the rows'
+    bookkeeping (no outputs) with the shard's name, its write time a row and the wall-clock time the
+    shard was in place, for the driver's summary.  A retried write task gets the same block and
+    writes the same shard under the same name."""
+    t = time.perf_counter()
+    names = table.column_names
+    shard = write_table(Path(out_dir), fmt, table.select([c for c in names if not c.startswith(BOOKKEEPING)]),
+                        metadata)
+    n = table.num_rows
+    summary = {"path": np.array(table.column("path").to_pylist(), dtype=object),
+               "error": np.array([e or "" for e in table.column("error").to_pylist()], dtype=object)}
+    for c in names:
+        if c.startswith(BOOKKEEPING):
+            summary[c[len(BOOKKEEPING):]] = table.column(c).to_numpy(zero_copy_only=False)
+    summary["shard"] = np.full(n, shard, dtype=object)
+    summary["write_s"] = np.full(n, (time.perf_counter() - t) / max(n, 1))  # per row: its shard's write
+    summary["t_end"] = np.full(n, time.time())  # wall clock: comparable across the write tasks' processes
+    return summary
