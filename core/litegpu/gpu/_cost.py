@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = ["DeviceCost", "Work", "PROFILES", "profile_for", "estimate", "choose_conv", "choose_reduce",
-           "choose_fc", "conv_work", "tiled_conv_work", "reduce_work", "fc_work", "launch_work",
+           "choose_fc", "conv_candidates", "fc_candidates", "conv_work", "tiled_conv_work", "reduce_work", "fc_work", "launch_work",
            "choose_se_gate", "se_gate_segment", "se_gate_work", "SHARED_MEMORY_FLOOR"]
 
 _VEC = 16  # bytes of one vec4 (fp32; the choice does not depend on the storage precision)
@@ -52,6 +52,10 @@ class DeviceCost:
     flops_per_us: float  # fp32 flops of the whole device
     max_group: int  # largest work group the chooser uses
     tile_setup_us: float = 0.0  # conv2d_tiled's per-launch extra (staging index arithmetic, two barriers a stage)
+    warp: int = 1  # threads issued together (NVIDIA: 32); a smaller group still takes a whole warp's slots
+    group_us: float = 0.0  # fixed life of one work group on a unit (its start, index arithmetic, epilogue), a wave
+    registers: int = 0  # 32-bit registers of one unit, shared by its resident threads (0: not a limit)
+    overlap: bool = True  # latency, cache traffic and arithmetic hide each other (time: the largest) or add up
 
     def with_units(self, units: int, max_group: int) -> DeviceCost:
         """This profile for a device reporting ``units`` compute units and ``max_group`` threads a group."""
@@ -76,11 +80,12 @@ class DeviceCost:
 #: ``generic``: unknown GPUs, a mid-size discrete GPU (between the two).
 PROFILES: dict[str, DeviceCost] = {
     "nvidia": DeviceCost("nvidia", compute_units=132, resident_threads=2048, resident_groups=32, launch_us=3.5,
-                         step_us=0.42, shared_us=0.03, barrier_us=0.08, cache_bytes_per_us=5.0e6,
-                         flops_per_us=5.0e7, max_group=1024, tile_setup_us=2.5),
+                         step_us=0.18, shared_us=0.01, barrier_us=0.17, cache_bytes_per_us=1.3e7,
+                         flops_per_us=1.5e7, max_group=1024, tile_setup_us=0.0, warp=32, group_us=0.3,
+                         registers=65536, overlap=False),
     "generic": DeviceCost("generic", compute_units=32, resident_threads=1024, resident_groups=16, launch_us=5.0,
                           step_us=0.5, shared_us=0.04, barrier_us=0.1, cache_bytes_per_us=1.0e6,
-                          flops_per_us=1.0e7, max_group=256, tile_setup_us=2.5),
+                          flops_per_us=1.0e7, max_group=256, tile_setup_us=2.5, warp=32, registers=65536),
     # lavapipe and PoCL alike: LLVM-compiled work groups looping over their items on the CPU's cores
     "cpu": DeviceCost("cpu", compute_units=2, resident_threads=8, resident_groups=1, launch_us=20.0,
                       step_us=0.004, shared_us=0.002, barrier_us=0.1, cache_bytes_per_us=2.0e4,
@@ -118,18 +123,26 @@ class Work:
     cache_bytes: float = 0.0  # bytes all threads load through the caches
     flops: float = 0.0
     tiled: bool = False  # conv2d_tiled: pays the device's tile_setup_us
+    registers: int = 0  # 32-bit values one thread keeps live (0: not modelled; the thread limit decides)
 
 
 def estimate(w: Work, dev: DeviceCost) -> float:
     """Estimated GPU time (us) of one launch doing ``w`` on ``dev``."""
-    groups = max(1, -(-max(1, w.threads) // max(1, w.group)))
-    per_unit = max(1, min(dev.resident_groups, dev.resident_threads // max(1, w.group)))
-    waves = -(-groups // (dev.compute_units * per_unit))
+    group = max(1, w.group)
+    groups = max(1, -(-max(1, w.threads) // group))
+    # a group runs in whole warps: one of 4 threads holds a 32-lane warp's slots, and its idle lanes issue too
+    lanes = -(-group // dev.warp) * dev.warp
+    per_unit = min(dev.resident_groups, dev.resident_threads // lanes)
+    if dev.registers and w.registers:  # threads keeping many values live leave room for fewer groups
+        per_unit = min(per_unit, dev.registers // (w.registers * lanes))
+    waves = -(-groups // (dev.compute_units * max(1, per_unit)))
     occupied = min(groups, dev.compute_units) / dev.compute_units
-    latency = waves * (w.global_steps * dev.step_us + w.shared_steps * dev.shared_us + w.barriers * dev.barrier_us)
+    latency = waves * (dev.group_us + w.global_steps * dev.step_us + w.shared_steps * dev.shared_us
+                       + w.barriers * dev.barrier_us)
     traffic = w.cache_bytes / (dev.cache_bytes_per_us * occupied)
-    compute = w.flops / (dev.flops_per_us * occupied)
-    return dev.launch_us + (dev.tile_setup_us if w.tiled else 0.0) + max(latency, traffic, compute)
+    compute = w.flops * lanes / group / (dev.flops_per_us * occupied)
+    body = max(latency, traffic, compute) if dev.overlap else latency + traffic + compute
+    return dev.launch_us + (dev.tile_setup_us if w.tiled else 0.0) + body
 
 
 def _log2(n: int) -> int:
@@ -152,10 +165,12 @@ def conv_work(p: Mapping[str, int], block_w: int, block_s: int, split: int) -> W
     chain = -(-steps // split)
     threads = items * split
     red = _log2(split) if split > 1 else 0
+    # live values: the block's vec4 accumulators, one step's input and weight vectors, ~16 indices/addresses
     return Work(threads=threads, group=split if split > 1 else 64,
                 global_steps=chain * _loads_chain(block_w + 4 * block_s), shared_steps=red, barriers=red + (split > 1),
                 cache_bytes=threads * chain * (block_w + 4 * block_s) * _VEC,
-                flops=items * block_w * block_s * steps * 32)
+                flops=items * block_w * block_s * steps * 32,
+                registers=4 * (block_w * block_s + block_w + 4 * block_s) + 16)
 
 
 def tiled_conv_work(p: Mapping[str, int], tile_p: int, tile_s: int, kc: int) -> Work:
@@ -178,32 +193,39 @@ def _splits(dev: DeviceCost, sizes: Iterable[int]) -> list[int]:
     return [s for s in sizes if s <= dev.max_group]
 
 
-def choose_conv(p: Mapping[str, int], dev: DeviceCost, grouped: bool,
-                tiled: bool = True) -> tuple[str, dict[str, int], float]:
-    """``(kernel, options, estimated us)`` of the cheapest conv2d / conv2d_tiled variant for params ``p``
-    (``tiled``: whether conv2d_tiled can take the node's options)."""
-    best: tuple[float, str, dict[str, int]] | None = None
+def conv_candidates(p: Mapping[str, int], dev: DeviceCost, grouped: bool,
+                    tiled: bool = True) -> list[tuple[str, dict[str, int], Work]]:
+    """Every conv2d / conv2d_tiled variant :func:`choose_conv` weighs for params ``p``, with its :class:`Work`
+    (``bench/cost_fit.py`` ranks the same list against the measured times)."""
+    out: list[tuple[str, dict[str, int], Work]] = []
     steps = p["KH"] * p["KW"] * p["SRC_SG"]
     for bw in (1, 2, 4) if p["W"] > 1 else (1,):
         for bs in (1, 2) if p["S"] > 1 and not grouped else (1,):
             for split in [1] + _splits(dev, (4, 8, 16, 32, 64, 128)):
                 if split > 1 and steps < 2 * split:
                     continue
-                t = estimate(conv_work(p, bw, bs, split), dev)
-                if best is None or t < best[0]:
-                    best = (t, "conv2d", {"block_w": bw, "block_s": bs, "split": split})
+                out.append(("conv2d", {"block_w": bw, "block_s": bs, "split": split}, conv_work(p, bw, bs, split)))
     if tiled and not grouped:
         for tp in (16, 32, 64):
             for ts in (1, 2, 4, 8):
                 if ts > 1 and ts >= 2 * p["S"]:  # a tile wider than the output's slices is idle threads
                     continue
                 for kc in (2, 4, 8):
-                    nt = tp // 2 * max(1, ts // 2)
-                    if nt > dev.max_group:
+                    if tp // 2 * max(1, ts // 2) > dev.max_group:
                         continue
-                    t = estimate(tiled_conv_work(p, tp, ts, kc), dev)
-                    if t < best[0]:  # type: ignore[index]
-                        best = (t, "conv2d_tiled", {"tile_p": tp, "tile_s": ts, "kc": kc})
+                    out.append(("conv2d_tiled", {"tile_p": tp, "tile_s": ts, "kc": kc}, tiled_conv_work(p, tp, ts, kc)))
+    return out
+
+
+def choose_conv(p: Mapping[str, int], dev: DeviceCost, grouped: bool,
+                tiled: bool = True) -> tuple[str, dict[str, int], float]:
+    """``(kernel, options, estimated us)`` of the cheapest conv2d / conv2d_tiled variant for params ``p``
+    (``tiled``: whether conv2d_tiled can take the node's options)."""
+    best: tuple[float, str, dict[str, int]] | None = None
+    for kernel, options, work in conv_candidates(p, dev, grouped, tiled):
+        t = estimate(work, dev)
+        if best is None or t < best[0]:
+            best = (t, kernel, options)
     assert best is not None
     return best[1], best[2], best[0]
 
@@ -250,13 +272,17 @@ def fc_work(rows: int, out_slices: int, in_slices: int, split: int) -> Work:
                 flops=items * in_slices * 32)
 
 
+def fc_candidates(rows: int, out_slices: int, in_slices: int, dev: DeviceCost) -> list[tuple[int, Work]]:
+    """Every fully_connected ``split`` :func:`choose_fc` weighs, with its :class:`Work`."""
+    return [(split, fc_work(rows, out_slices, in_slices, split))
+            for split in [1] + _splits(dev, (4, 8, 16, 32, 64, 128)) if split == 1 or in_slices >= 2 * split]
+
+
 def choose_fc(rows: int, out_slices: int, in_slices: int, dev: DeviceCost) -> tuple[int, float]:
     """``(split, estimated us)`` of the cheapest fully_connected variant."""
     best = (math.inf, 1)
-    for split in [1] + _splits(dev, (4, 8, 16, 32, 64, 128)):
-        if split > 1 and in_slices < 2 * split:
-            continue
-        t = estimate(fc_work(rows, out_slices, in_slices, split), dev)
+    for split, work in fc_candidates(rows, out_slices, in_slices, dev):
+        t = estimate(work, dev)
         if t < best[0] - 1e-9:
             best = (t, split)
     return best[1], best[0]
