@@ -7,18 +7,20 @@ threads in groups of what size, how long the chain of *dependent* memory steps o
 barriers, how many bytes pass through the caches, how many flops -- and :func:`estimate` turns that into
 microseconds on a :class:`DeviceCost`::
 
-    waves   = ceil(groups / (compute units x groups resident per unit))
-    latency = waves x (global steps x step_us + shared steps x shared_us + barriers x barrier_us)
+    lanes   = group rounded up to whole warps (a group of 4 threads holds a 32-lane warp)
+    per unit = min(resident groups, resident threads / lanes, registers / (live values a thread x lanes))
+    waves   = ceil(groups / (compute units x per unit))
+    latency = waves x (group_us + global steps x step_us + shared steps x shared_us + barriers x barrier_us)
     traffic = cache bytes / (cache bandwidth x fraction of units the launch occupies)
-    compute = flops / (flop rate x that fraction)
-    time    = launch_us + max(latency, traffic, compute)
+    compute = flops x lanes / group / (flop rate x that fraction)
+    time    = launch_us + max(latency, traffic, compute)   (or their sum: ``overlap`` False)
 
 The model is deliberately small: on the MediaPipe models most launches are latency bound (a few hundred to
 a few thousand threads on a GPU that keeps 270 000 in flight), so the chain length and the occupancy
 terms decide, and the bandwidth terms only stop a split from re-reading the weights too often.  The
-per-device constants are calibrated from ``bench/gpu_kernels.py`` (``--explore`` times every variant of
-every launch of the benchmark models) and recorded in :data:`PROFILES`; docs/gpu-compiler.md ("Cost
-model") has the derivations.  The chooser functions (:func:`choose_conv`, :func:`choose_reduce`,
+per-device constants are fitted by ``bench/cost_fit.py --fit`` to ``bench/gpu_kernels.py --explore`` (every
+variant of every launch of the benchmark models, timed) and recorded in :data:`PROFILES`;
+docs/gpu-compiler.md ("Cost model") has the derivations.  The chooser functions (:func:`choose_conv`, :func:`choose_reduce`,
 :func:`choose_fc`, :func:`choose_se_gate`) are the only places that pick kernel variants from shapes.
 """
 
@@ -65,19 +67,30 @@ class DeviceCost:
                        max_group=max(1, min(self.max_group, int(max_group or self.max_group))))
 
 
-#: Calibrations.  ``nvidia``: H100 80GB HBM3, 2026-11-25 (bench/gpu_kernels.py, Vulkan timestamps and OpenCL
-#: events): a launch that does nothing costs 3.5-4 us between two barriers (Vulkan; OpenCL events ~6.5 us);
-#: a reduction chain costs 0.42 us a dependent step (the 64x64 and 128x128 spatial means of
-#: selfie_segmentation: 32 and 128 steps per thread, 17.3 and 54.7 us); the 1x1 convs with a 16-way split
-#: were bounded by ~5 TB/s of cache traffic (12x12x256 -> 256: 28 MB of vec4 loads, 12 us).  conv2d_tiled, first
-#: H100 run of this branch (Vulkan): 1.1-3.4 us above the estimate on every one-stage launch (index arithmetic
-#: of the staging loops), hence ``tile_setup_us`` 2.5; it won only on deep 1x1s (16x16x88 -> 528: 14.3 ->
-#: 12.5 us, 128x128x16 -> 64: 8.9 -> 8.2 us) and lost on wide images with few channels (256x256x8 -> 1 3x3:
-#: 11.5 -> 38.9 us; 64x64x24 -> 24: 6.3 -> 9.3 us).
+#: Calibrations.  ``nvidia``: H200, 2026-11-26, fitted by ``bench/cost_fit.py --fit`` to every variant of
+#: every conv2d / conv2d_tiled / fully_connected / depthwise launch of the 7 benchmark models (7,300 timed
+#: variants, ``bench/gpu_kernels.py --backend opencl --explore``): a dependent step 0.18 us, a group's fixed
+#: life 0.3 us a wave, a barrier round (with its shared-memory exchange) 0.17 us, 13 TB/s of cache traffic and
+#: 15 Tflop/s of lane arithmetic, *added* rather than overlapped (at these sizes a unit holds too few warps to
+#: hide one group's loads behind another's arithmetic: adding fits with a mean |log(estimate / measured)| of
+#: 0.09, taking the largest 0.15), warps of 32 lanes and 64 K registers a unit (groups of 4-8 threads each
+#: held a whole warp: the selfie first conv split 4 ways took 24 us, one thread an output 10).  The picks'
+#: summed times: 1392 us of conv2d over the 7 models against 1537 with the H100 constants below, 1322 the best
+#: measured.  OpenCL event times carry ~2.7 us more per launch than ``launch_us`` (3.5 us, Vulkan: the H100's
+#: empty launch between two barriers); the tiled kernel's setup is a group's life (``tile_setup_us`` 0).
+#: History, H100 80GB HBM3, 2026-11-25 (bench/gpu_kernels.py, Vulkan timestamps and OpenCL events), with
+#: latency, traffic and arithmetic overlapped and no warp or register terms: a reduction chain cost 0.42 us a
+#: dependent step (the 64x64 and 128x128 spatial means of selfie_segmentation: 32 and 128 steps per thread,
+#: 17.3 and 54.7 us); the 1x1 convs with a 16-way split were bounded by ~5 TB/s of cache traffic (12x12x256 ->
+#: 256: 28 MB of vec4 loads, 12 us).  conv2d_tiled, first H100 run (Vulkan): 1.1-3.4 us above the estimate on
+#: every one-stage launch (index arithmetic of the staging loops), hence ``tile_setup_us`` 2.5 then; it won
+#: only on deep 1x1s (16x16x88 -> 528: 14.3 -> 12.5 us, 128x128x16 -> 64: 8.9 -> 8.2 us) and lost on wide
+#: images with few channels (256x256x8 -> 1 3x3: 11.5 -> 38.9 us; 64x64x24 -> 24: 6.3 -> 9.3 us).
 #: ``cpu`` (lavapipe and PoCL): LLVM on the 2-core CI machine -- a "compute unit" is a core running a group's
 #: threads as SIMD lanes in a loop, so there is no latency to hide: time is work, and extra threads only add
 #: per-item overhead (measured with bench/gpu_kernels.py on this machine).
-#: ``generic``: unknown GPUs, a mid-size discrete GPU (between the two).
+#: ``generic``: unknown GPUs, a mid-size discrete GPU (between the two); every GPU runs groups in warps
+#: (wavefronts, SIMD groups) of 32 or more lanes with a register file of about 64 K a unit.
 PROFILES: dict[str, DeviceCost] = {
     "nvidia": DeviceCost("nvidia", compute_units=132, resident_threads=2048, resident_groups=32, launch_us=3.5,
                          step_us=0.18, shared_us=0.01, barrier_us=0.17, cache_bytes_per_us=1.3e7,
