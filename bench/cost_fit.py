@@ -71,6 +71,7 @@ def analyse(data: dict[str, list[dict]], dev, floor: float) -> dict[str, Any]:
 
     sums: dict[tuple[str, str], list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0, 0.0])  # picked ran best n
     ratios_all: list[float] = []
+    by_kernel: dict[str, list[float]] = defaultdict(list)  # every measured variant's ratio, per kernel
     ratios_pick: list[float] = []
     unmeasured = 0
     losses: list[tuple[float, str, dict, tuple, float, tuple, float, float]] = []
@@ -82,6 +83,7 @@ def analyse(data: dict[str, list[dict]], dev, floor: float) -> dict[str, Any]:
                 w = launch_work(kern, row["options"], row["params"])
                 if w is not None:
                     ratios_all.append((estimate(w, dev) + floor) / row["us"])
+                    by_kernel[kern].append(ratios_all[-1])
                 continue
             if family not in ("conv2d", "fully_connected") or not row.get("variants"):
                 continue
@@ -93,6 +95,7 @@ def analyse(data: dict[str, list[dict]], dev, floor: float) -> dict[str, Any]:
                 continue
             for k, e in timed:
                 ratios_all.append((e + floor) / meas[k])
+                by_kernel[k[0]].append(ratios_all[-1])
             if top[0] not in meas:
                 unmeasured += 1
             pick, est = min(timed, key=lambda c: c[1])
@@ -107,7 +110,7 @@ def analyse(data: dict[str, list[dict]], dev, floor: float) -> dict[str, Any]:
                 s[3] += 1
             losses.append((meas[pick] - meas[best_k], model, row["params"], pick, meas[pick], best_k,
                            meas[best_k], est + floor))
-    return {"sums": dict(sums), "ratios_all": ratios_all, "ratios_pick": ratios_pick, "unmeasured": unmeasured,
+    return {"sums": dict(sums), "ratios_all": ratios_all, "by_kernel": dict(by_kernel), "ratios_pick": ratios_pick, "unmeasured": unmeasured,
             "losses": sorted(losses, key=lambda x: -x[0])}
 
 
@@ -193,6 +196,8 @@ def report(res: dict[str, Any], worst: int) -> str:
     lines.append("")
     lines.append(f"estimate error, every measured variant: {_err(res['ratios_all'])}")
     lines.append(f"estimate error, the picks: {_err(res['ratios_pick'])}")
+    for kern, r in sorted(res["by_kernel"].items()):
+        lines.append(f"estimate error, {kern} ({len(r)} timed): {_err(r)}")
     lines.append(f"launches whose pick was not among the measured variants: {res['unmeasured']}")
     if worst:
         lines += ["", "| loss (us) | model | shape | picked | us | est + floor | best | us |", "|---:|---|---|---|---:|---:|---|---:|"]
