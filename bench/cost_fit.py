@@ -1,6 +1,6 @@
 """How well the GPU cost model (``litegpu.gpu._cost``) ranks kernel variants against measured times.
 
-``python bench/cost_fit.py [explore.json] [--profile nvidia] [--floor US] [--worst N] [--fit step_us,group_us,...]``
+``python bench/cost_fit.py explore.json [--profile nvidia] [--floor US] [--worst N] [--fit step_us,group_us,...]``
 
 Reads the output of ``bench/gpu_kernels.py --backend opencl --explore --json explore.json`` (every launch of
 the benchmark models with every variant's GPU time) -- no GPU needed -- and, for each launch of a kernel
@@ -36,14 +36,17 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-_DEFAULT = Path("/work/wt/data/explore_all.json")
-_CONV_DEFAULTS = {"block_w": 2, "block_s": 1, "split": 1}
-_TILED_DEFAULTS = {"tile_p": 32, "tile_s": 4, "kc": 4}
+#: the tuning options that tell a kernel's variants apart
+_TUNING = {"conv2d": ("block_w", "block_s", "split"), "conv2d_tiled": ("tile_p", "tile_s", "kc"),
+           "fully_connected": ("split",)}
 
 
 def _key(kernel: str, options: dict[str, Any]) -> tuple:
-    keys = _CONV_DEFAULTS if kernel == "conv2d" else _TILED_DEFAULTS if kernel == "conv2d_tiled" else {"split": 1}
-    return (kernel, *(int(options.get(k) or d) for k, d in keys.items()))
+    """``(kernel, option values...)``, an option left out (lowering omits defaults) read as the template's default."""
+    from litegpu.gpu.kernels import kernel_spec
+
+    full = kernel_spec(kernel).resolve({k: v for k, v in options.items() if k in _TUNING[kernel] and v is not None})
+    return (kernel, *(int(full[k]) for k in _TUNING[kernel]))
 
 
 def _measured(row: dict) -> dict[tuple, float]:
@@ -63,7 +66,7 @@ def _candidates(row: dict, dev) -> list[tuple[tuple, Any]]:
     if row["kernel"] in ("conv2d", "conv2d_tiled"):
         tiled = not o.get("residual_pool") and not o.get("in_scale")
         return [(_key(k, opts), w) for k, opts, w in _cost.conv_candidates(p, dev, bool(o.get("grouped")), tiled)]
-    return [(("fully_connected", s), w) for s, w in _cost.fc_candidates(p["B"], p["S"], p["SRC_S"], dev)]
+    return [(_key("fully_connected", {"split": s}), w) for s, w in _cost.fc_candidates(p["B"], p["S"], p["SRC_S"], dev)]
 
 
 def analyse(data: dict[str, list[dict]], dev, floor: float) -> dict[str, Any]:
@@ -210,7 +213,7 @@ def report(res: dict[str, Any], worst: int) -> str:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("json", nargs="?", default=str(_DEFAULT))
+    ap.add_argument("json", help="bench/gpu_kernels.py --explore --json output")
     ap.add_argument("--profile", default="nvidia")
     ap.add_argument("--floor", type=float, default=2.7,
                     help="us added to every estimate (OpenCL event floor above the profile's launch_us)")
