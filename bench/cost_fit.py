@@ -1,6 +1,7 @@
 """How well the GPU cost model (``litegpu.gpu._cost``) ranks kernel variants against measured times.
 
-``python bench/cost_fit.py explore.json [--profile nvidia] [--floor US] [--worst N] [--fit step_us,group_us,...]``
+``python bench/cost_fit.py explore.json [--profile nvidia] [--floor US] [--worst N]
+[--fit step_us,group_us,...]``
 
 Reads the output of ``bench/gpu_kernels.py --backend opencl --explore --json explore.json`` (every launch of
 the benchmark models with every variant's GPU time) -- no GPU needed -- and, for each launch of a kernel
@@ -42,10 +43,11 @@ _TUNING = {"conv2d": ("block_w", "block_s", "split"), "conv2d_tiled": ("tile_p",
 
 
 def _key(kernel: str, options: dict[str, Any]) -> tuple:
-    """``(kernel, option values...)``, an option left out (lowering omits defaults) read as the template's default."""
+    """``(kernel, option values...)``; an option left out (lowering omits defaults) is the template's default."""
     from litegpu.gpu.kernels import kernel_spec
 
-    full = kernel_spec(kernel).resolve({k: v for k, v in options.items() if k in _TUNING[kernel] and v is not None})
+    given = {k: v for k, v in options.items() if k in _TUNING[kernel] and v is not None}
+    full = kernel_spec(kernel).resolve(given)
     return (kernel, *(int(full[k]) for k in _TUNING[kernel]))
 
 
@@ -65,8 +67,10 @@ def _candidates(row: dict, dev) -> list[tuple[tuple, Any]]:
     p, o = row["params"], row["options"]
     if row["kernel"] in ("conv2d", "conv2d_tiled"):
         tiled = not o.get("residual_pool") and not o.get("in_scale")
-        return [(_key(k, opts), w) for k, opts, w in _cost.conv_candidates(p, dev, bool(o.get("grouped")), tiled)]
-    return [(_key("fully_connected", {"split": s}), w) for s, w in _cost.fc_candidates(p["B"], p["S"], p["SRC_S"], dev)]
+        cands = _cost.conv_candidates(p, dev, bool(o.get("grouped")), tiled)
+        return [(_key(k, opts), w) for k, opts, w in cands]
+    fc = _cost.fc_candidates(p["B"], p["S"], p["SRC_S"], dev)
+    return [(_key("fully_connected", {"split": s}), w) for s, w in fc]
 
 
 def analyse(data: dict[str, list[dict]], dev, floor: float) -> dict[str, Any]:
@@ -113,7 +117,8 @@ def analyse(data: dict[str, list[dict]], dev, floor: float) -> dict[str, Any]:
                 s[3] += 1
             losses.append((meas[pick] - meas[best_k], model, row["params"], pick, meas[pick], best_k,
                            meas[best_k], est + floor))
-    return {"sums": dict(sums), "ratios_all": ratios_all, "by_kernel": dict(by_kernel), "ratios_pick": ratios_pick, "unmeasured": unmeasured,
+    return {"sums": dict(sums), "ratios_all": ratios_all, "by_kernel": dict(by_kernel),
+            "ratios_pick": ratios_pick, "unmeasured": unmeasured,
             "losses": sorted(losses, key=lambda x: -x[0])}
 
 
@@ -161,7 +166,8 @@ def _nelder_mead(f, x0: list[float], step: float = 0.3, iters: int = 800) -> lis
             if fc < vals[-1]:
                 pts[-1], vals[-1] = xc, fc
             else:
-                pts = [pts[0]] + [[a + 0.5 * (b - a) for a, b in zip(pts[0], p, strict=True)] for p in pts[1:]]
+                half = [[a + 0.5 * (b - a) for a, b in zip(pts[0], p, strict=True)] for p in pts[1:]]
+                pts = [pts[0], *half]
                 vals = [vals[0]] + [f(p) for p in pts[1:]]
     return pts[min(range(len(pts)), key=vals.__getitem__)]
 
@@ -188,14 +194,15 @@ def fit(data: dict[str, list[dict]], dev, fields: list[str], floor: float):
 def _err(r: list[float]) -> str:
     if not r:
         return "-"
-    return f"median est/us {statistics.median(r):.2f}, mean abs log {statistics.fmean(abs(math.log(x)) for x in r):.2f}"
+    mean_log = statistics.fmean(abs(math.log(x)) for x in r)
+    return f"median est/us {statistics.median(r):.2f}, mean abs log {mean_log:.2f}"
 
 
 def report(res: dict[str, Any], worst: int) -> str:
     lines = ["| model | family | launches | picked (us) | ran (us) | best (us) | picked / best |",
              "|---|---|---:|---:|---:|---:|---:|"]
-    for (model, family), (pick, ran, best, n) in sorted(res["sums"].items(), key=lambda x: (x[0][0] == "all", x[0])):
-        lines.append(f"| {model} | {family} | {int(n)} | {pick:.1f} | {ran:.1f} | {best:.1f} | {pick / best:.3f} |")
+    for (model, fam), (pick, ran, best, n) in sorted(res["sums"].items(), key=lambda x: (x[0][0] == "all", x[0])):
+        lines.append(f"| {model} | {fam} | {int(n)} | {pick:.1f} | {ran:.1f} | {best:.1f} | {pick / best:.3f} |")
     lines.append("")
     lines.append(f"estimate error, every measured variant: {_err(res['ratios_all'])}")
     lines.append(f"estimate error, the picks: {_err(res['ratios_pick'])}")
@@ -203,7 +210,8 @@ def report(res: dict[str, Any], worst: int) -> str:
         lines.append(f"estimate error, {kern} ({len(r)} timed): {_err(r)}")
     lines.append(f"launches whose pick was not among the measured variants: {res['unmeasured']}")
     if worst:
-        lines += ["", "| loss (us) | model | shape | picked | us | est + floor | best | us |", "|---:|---|---|---|---:|---:|---|---:|"]
+        lines += ["", "| loss (us) | model | shape | picked | us | est + floor | best | us |",
+                  "|---:|---|---|---|---:|---:|---|---:|"]
         for loss, model, p, pk, pus, bk, bus, est in res["losses"][:worst]:
             shape = (f"{p.get('SRC_H', p.get('B'))}x{p.get('SRC_W', '')}x{p.get('SRC_S')}s -> {p.get('H', '')}x"
                      f"{p.get('W', '')}x{p.get('S')}s k{p.get('KH', '')}s{p.get('STRIDE_H', '')}")

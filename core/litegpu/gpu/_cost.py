@@ -20,8 +20,9 @@ a few thousand threads on a GPU that keeps 270 000 in flight), so the chain leng
 terms decide, and the bandwidth terms only stop a split from re-reading the weights too often.  The
 per-device constants are fitted by ``bench/cost_fit.py --fit`` to ``bench/gpu_kernels.py --explore`` (every
 variant of every launch of the benchmark models, timed) and recorded in :data:`PROFILES`;
-docs/gpu-compiler.md ("Cost model") has the derivations.  The chooser functions (:func:`choose_conv`, :func:`choose_reduce`,
-:func:`choose_fc`, :func:`choose_se_gate`) are the only places that pick kernel variants from shapes.
+docs/gpu-compiler.md ("Cost model") has the derivations.  The chooser functions (:func:`choose_conv`,
+:func:`choose_reduce`, :func:`choose_fc`, :func:`choose_se_gate`) are the only places that pick kernel
+variants from shapes.
 """
 
 from __future__ import annotations
@@ -32,7 +33,8 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = ["DeviceCost", "Work", "PROFILES", "profile_for", "estimate", "choose_conv", "choose_reduce",
-           "choose_fc", "conv_candidates", "fc_candidates", "conv_work", "tiled_conv_work", "reduce_work", "fc_work", "launch_work",
+           "choose_fc", "conv_candidates", "fc_candidates", "conv_work", "tiled_conv_work", "reduce_work",
+           "fc_work", "launch_work",
            "choose_se_gate", "se_gate_segment", "se_gate_work", "SHARED_MEMORY_FLOOR"]
 
 _VEC = 16  # bytes of one vec4 (fp32; the choice does not depend on the storage precision)
@@ -55,9 +57,9 @@ class DeviceCost:
     max_group: int  # largest work group the chooser uses
     tile_setup_us: float = 0.0  # conv2d_tiled's per-launch extra (staging index arithmetic, two barriers a stage)
     warp: int = 1  # threads issued together (NVIDIA: 32); a smaller group still takes a whole warp's slots
-    group_us: float = 0.0  # fixed life of one work group on a unit (its start, index arithmetic, epilogue), a wave
+    group_us: float = 0.0  # fixed life of a work group (its start, index arithmetic, epilogue), each wave
     registers: int = 0  # 32-bit registers of one unit, shared by its resident threads (0: not a limit)
-    overlap: bool = True  # latency, cache traffic and arithmetic hide each other (time: the largest) or add up
+    overlap: bool = True  # latency, cache traffic and arithmetic hide each other (the largest) or add up
 
     def with_units(self, units: int, max_group: int) -> DeviceCost:
         """This profile for a device reporting ``units`` compute units and ``max_group`` threads a group."""
@@ -217,7 +219,8 @@ def conv_candidates(p: Mapping[str, int], dev: DeviceCost, grouped: bool,
             for split in [1] + _splits(dev, (4, 8, 16, 32, 64, 128)):
                 if split > 1 and steps < 2 * split:
                     continue
-                out.append(("conv2d", {"block_w": bw, "block_s": bs, "split": split}, conv_work(p, bw, bs, split)))
+                opts = {"block_w": bw, "block_s": bs, "split": split}
+                out.append(("conv2d", opts, conv_work(p, bw, bs, split)))
     if tiled and not grouped:
         for tp in (16, 32, 64):
             for ts in (1, 2, 4, 8):
@@ -226,7 +229,8 @@ def conv_candidates(p: Mapping[str, int], dev: DeviceCost, grouped: bool,
                 for kc in (2, 4, 8):
                     if tp // 2 * max(1, ts // 2) > dev.max_group:
                         continue
-                    out.append(("conv2d_tiled", {"tile_p": tp, "tile_s": ts, "kc": kc}, tiled_conv_work(p, tp, ts, kc)))
+                    opts = {"tile_p": tp, "tile_s": ts, "kc": kc}
+                    out.append(("conv2d_tiled", opts, tiled_conv_work(p, tp, ts, kc)))
     return out
 
 
