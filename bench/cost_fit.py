@@ -1,6 +1,6 @@
 """How well the GPU cost model (``litegpu.gpu._cost``) ranks kernel variants against measured times.
 
-``python bench/cost_fit.py explore.json [--profile nvidia] [--floor US] [--worst N]
+``python bench/cost_fit.py explore.json [--profile nvidia] [--cost field=value,...] [--floor US] [--worst N]
 [--fit step_us,group_us,...]``
 
 Reads the output of ``bench/gpu_kernels.py --backend opencl --explore --json explore.json`` (every launch of
@@ -18,7 +18,8 @@ summed per model and per kernel family, and the estimate error: the median of es
 Vulkan ``launch_us`` the profile holds) and the mean |log| ratio, over every measured variant and over the
 picks.  Depthwise convolutions (no choice) count in the error only.  A variant's time is the one with the
 work group the runtime would use (the tuner's first candidate, ``tuning: none``); a ``split`` or tiled
-variant's group is fixed.  ``--worst N`` lists the N launches where the pick loses most to the best.
+variant's group is fixed.  ``--worst N`` lists the N launches where the pick loses most to the best;
+``--cost`` replaces fields of the profile (e.g. to rank with an earlier calibration's constants).
 
 ``--fit FIELDS`` calibrates: it fits the named :class:`~litegpu.gpu._cost.DeviceCost` fields of the profile
 (least squares of log(estimate / measured) over every measured variant, Nelder-Mead on their logarithms),
@@ -226,12 +227,20 @@ def main() -> int:
     ap.add_argument("--floor", type=float, default=2.7,
                     help="us added to every estimate (OpenCL event floor above the profile's launch_us)")
     ap.add_argument("--worst", type=int, default=0)
+    ap.add_argument("--cost", default="", help="profile fields to replace, e.g. step_us=0.42,overlap=1")
     ap.add_argument("--fit", default="", help="comma-separated DeviceCost fields to fit, e.g. step_us,group_us")
     args = ap.parse_args()
     from litegpu.gpu._cost import PROFILES
 
     data = json.loads(Path(args.json).read_text())
     dev = PROFILES[args.profile]
+    if args.cost:
+        from dataclasses import replace
+
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from _common import cost_overrides
+
+        dev = replace(dev, **cost_overrides(args.cost))
     if args.fit:
         dev = fit(data, dev, [f for f in args.fit.split(",") if f], args.floor)
         print("fitted: " + ", ".join(f"{f}={getattr(dev, f):.4g}" for f in args.fit.split(",") if f) + "\n")

@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import GPU_SET, machine_line, mediapipe_models  # noqa: E402
+from _common import GPU_SET, cost_overrides, machine_line, mediapipe_models  # noqa: E402
 
 #: template options worth exploring (values beyond the spec's are skipped by render)
 _KEEP: list = []
@@ -155,19 +155,11 @@ def main() -> int:
 
 def _override_cost(spec: str) -> None:
     """Compile every plan with the device's calibration with ``spec``'s fields replaced (``name=value,...``)."""
-    from dataclasses import fields, replace
+    from dataclasses import replace
 
     from litegpu.gpu import _cost, _runtime
 
-    types = {f.name: f.type for f in fields(_cost.DeviceCost)}
-    over: dict = {}
-    for item in (i for i in spec.split(",") if i):
-        name, _, value = item.partition("=")
-        if name not in types or name == "name":
-            raise SystemExit(f"--cost: {name!r} is not a DeviceCost field ({', '.join(sorted(types))})")
-        kind = types[name]
-        over[name] = value not in ("0", "false", "False") if kind in (bool, "bool") else \
-            int(float(value)) if kind in (int, "int") else float(value)
+    over = cost_overrides(spec)
     base = _runtime.profile_for
     _runtime.profile_for = lambda info: replace(base(info), **over)
     _cost.profile_for = _runtime.profile_for  # the estimates printed beside the times use it too
