@@ -78,7 +78,8 @@ class DeviceCost:
 #: 0.09, taking the largest 0.15), warps of 32 lanes and 64 K registers a unit (groups of 4-8 threads each
 #: held a whole warp: the selfie first conv split 4 ways took 24 us, one thread an output 10).  The picks'
 #: summed times: 1392 us of conv2d over the 7 models against 1537 with the H100 constants below, 1322 the best
-#: measured.  OpenCL event times carry ~2.7 us more per launch than ``launch_us`` (3.5 us, Vulkan: the H100's
+#: measured; timed afresh in one session, conv2d + conv2d_tiled took 1289 us against 1406 (OpenCL) and 1099
+#: against 1194 (Vulkan).  OpenCL event times carry ~2.7 us more per launch than ``launch_us`` (3.5 us, Vulkan: the H100's
 #: empty launch between two barriers); the tiled kernel's setup is a group's life (``tile_setup_us`` 0).
 #: History, H100 80GB HBM3, 2026-11-25 (bench/gpu_kernels.py, Vulkan timestamps and OpenCL events), with
 #: latency, traffic and arithmetic overlapped and no warp or register terms: a reduction chain cost 0.42 us a
