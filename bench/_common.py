@@ -63,3 +63,21 @@ def machine_line() -> str:
         pass
     return (f"{datetime.date.today().isoformat()}, {cpu}, {os.cpu_count()} cores, "
             f"{platform.system()} {platform.release()}")
+
+
+def cost_overrides(spec: str) -> dict:
+    """``name=value,...`` as replacements of :class:`litegpu.gpu._cost.DeviceCost` fields (typed like them)."""
+    from dataclasses import fields
+
+    from litegpu.gpu._cost import DeviceCost
+
+    types = {f.name: f.type for f in fields(DeviceCost)}
+    over: dict = {}
+    for item in (i for i in spec.split(",") if i):
+        name, _, value = item.partition("=")
+        if name not in types or name == "name":
+            raise SystemExit(f"cost overrides: {name!r} is not a DeviceCost field ({', '.join(sorted(types))})")
+        kind = types[name]
+        over[name] = value not in ("0", "false", "False") if kind in (bool, "bool") else \
+            int(float(value)) if kind in (int, "int") else float(value)
+    return over

@@ -1,6 +1,7 @@
 """Per-kernel GPU time of one OpenCL or Vulkan invoke, and what other kernel variants would take.
 
-``python bench/gpu_kernels.py [--backend opencl|vulkan] [--models a,b] [--explore] [--json out.json]``
+``python bench/gpu_kernels.py [--backend opencl|vulkan] [--models a,b] [--explore] [--json out.json]
+[--cost field=value,...]``
 profiles every launch (Vulkan: and every staging copy, as ``copy`` rows) of
 each model's partition on a profiling queue (median of ``--runs`` per launch) and prints the kernels
 that take the most time.  With ``--explore`` every launch is also re-rendered with the other values
@@ -9,7 +10,9 @@ the same way, so a heuristic can be checked against the best variant found (Open
 then keeps every variant's time, the data the cost model (``litegpu.gpu._cost``) is calibrated on.
 Vulkan times come from timestamp queries around each command of the partition's command buffer,
 recorded with a barrier after each command so that they run one at a time, like OpenCL's in-order
-profiling queue.
+profiling queue.  ``--cost`` overrides fields of the device's cost-model calibration
+(``litegpu.gpu._cost.DeviceCost``) for the run, to time the variants another calibration picks in the same
+session (e.g. the previous constants against the new ones).
 """
 
 from __future__ import annotations
@@ -24,11 +27,11 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import GPU_SET, machine_line, mediapipe_models  # noqa: E402
+from _common import GPU_SET, cost_overrides, machine_line, mediapipe_models  # noqa: E402
 
 #: template options worth exploring (values beyond the spec's are skipped by render)
 _KEEP: list = []
-_EXPLORE = {"conv2d": {"block_w": (1, 2, 4), "block_s": (1, 2), "split": (1, 4, 8, 16, 32, 64)},
+_EXPLORE = {"conv2d": {"block_w": (1, 2, 4), "block_s": (1, 2), "split": (1, 4, 8, 16, 32, 64, 128)},
             "conv2d_tiled": {"tile_p": (16, 32, 64), "tile_s": (1, 2, 4, 8), "kc": (2, 4, 8)},
             "fully_connected": {"split": (1, 4, 16, 32, 64, 128)},
             "reduce": {"split": (1, 16, 64, 128, 256, 512, 1024), "unroll": (1, 4)}}
@@ -62,7 +65,10 @@ def main() -> int:
     ap.add_argument("--explore", action="store_true")
     ap.add_argument("--json", default="")
     ap.add_argument("--backend", default="opencl", choices=("opencl", "vulkan"))
+    ap.add_argument("--cost", default="", help="cost-model overrides for this run, e.g. step_us=0.42,overlap=0")
     args = ap.parse_args()
+    if args.cost:
+        _override_cost(args.cost)
     if args.backend == "vulkan":
         if args.explore:
             raise SystemExit("--explore is OpenCL only")
@@ -145,6 +151,19 @@ def main() -> int:
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=1))
     return 0
+
+
+def _override_cost(spec: str) -> None:
+    """Compile every plan with the device's calibration with ``spec``'s fields replaced (``name=value,...``)."""
+    from dataclasses import replace
+
+    from litegpu.gpu import _cost, _runtime
+
+    over = cost_overrides(spec)
+    base = _runtime.profile_for
+    _runtime.profile_for = lambda info: replace(base(info), **over)
+    _cost.profile_for = _runtime.profile_for  # the estimates printed beside the times use it too
+    print(f"cost-model overrides: {over}")
 
 
 def _row(label: str, kernel: str, options: dict, params: dict, grid: list, wg: list, us: float,

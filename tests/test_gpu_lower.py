@@ -408,3 +408,55 @@ def test_cost_model_splits_long_reductions_over_small_grids():
     assert choose_reduce(100_000, 8, h100)[0]["split"] == 1  # plenty of outputs already
     assert choose_reduce(4, 128 * 128, pocl)[0]["split"] <= 4  # two cores: at most a group per core and output
     assert choose_fc(1, 1, 288, pocl)[0] == 1
+
+
+#: conv2d params recorded on the H200 (/work/wt/data/explore_all.json, bench/gpu_kernels.py --explore): wide
+#: maps with short reductions, where groups of 4-8 threads sharing one output (each a whole 32-lane warp)
+#: measured 2-3x slower than one thread an output (selfie 24.2 us against 10.1, palm 29.7 against 15.4)
+_WIDE_CONVS = {
+    "selfie_segmentation 256x256x3 -> 128x128x16 3x3/2": dict(
+        B=1, SRC_H=256, SRC_W=256, SRC_S=1, H=128, W=128, C=16, S=4, KH=3, KW=3, STRIDE_H=2, STRIDE_W=2,
+        PAD_T=0, PAD_L=0, DIL_H=1, DIL_W=1, SRC_SG=1, DST_SG=4),
+    "palm_detection_full 192x192x3 -> 96x96x32 5x5/2": dict(
+        B=1, SRC_H=192, SRC_W=192, SRC_S=1, H=96, W=96, C=32, S=8, KH=5, KW=5, STRIDE_H=2, STRIDE_W=2,
+        PAD_T=1, PAD_L=1, DIL_H=1, DIL_W=1, SRC_SG=1, DST_SG=8),
+    "hand_landmark_full 28x28x40 -> 28x28x240 1x1": dict(
+        B=1, SRC_H=28, SRC_W=28, SRC_S=10, H=28, W=28, C=240, S=60, KH=1, KW=1, STRIDE_H=1, STRIDE_W=1,
+        PAD_T=0, PAD_L=0, DIL_H=1, DIL_W=1, SRC_SG=10, DST_SG=60),
+}
+
+
+@pytest.mark.parametrize("name", list(_WIDE_CONVS))
+def test_cost_model_no_sub_warp_split_on_wide_convs(name):
+    """The cost model on the NVIDIA calibration never splits a wide conv's short reduction over groups
+    smaller than a warp (each still takes a whole warp and one of the unit's 32 group slots); the CPU
+    drivers' profile (no latency to hide) keeps one thread per output block."""
+    from litegpu.gpu._cost import PROFILES, choose_conv
+
+    p = _WIDE_CONVS[name]
+    nv = PROFILES["nvidia"]
+    kernel, opts, _ = choose_conv(p, nv, grouped=False)
+    assert kernel == "conv2d_tiled" or not 1 < opts["split"] < nv.warp, (kernel, opts)
+    kernel, opts, _ = choose_conv(p, PROFILES["cpu"], grouped=False)
+    assert kernel == "conv2d" and opts["split"] == 1, (kernel, opts)
+
+
+def test_cost_model_group_below_warp_takes_a_whole_warp():
+    """:func:`estimate`: on a device with 32-lane warps, 4096 groups of 4 threads cost what 4096 groups of 32
+    doing the same per-thread work cost (the same warps and group slots), not an eighth of it; registers
+    a thread keeps live limit the groups a unit holds; without those terms (the CPU profile) a smaller
+    group is cheaper."""
+    from dataclasses import replace
+
+    from litegpu.gpu._cost import PROFILES, Work, estimate
+
+    nv = PROFILES["nvidia"]
+    small, full = (Work(threads=4096 * g, group=g, global_steps=3.0, flops=4096 * g * 64.0) for g in (4, 32))
+    assert estimate(small, nv) == pytest.approx(estimate(full, nv))
+    # 8448 groups of 32: two waves of 132 units x 32 groups; 128 live values a thread leave a unit's 65536
+    # registers room for 16 groups: four waves
+    wide = Work(threads=8448 * 32, group=32, global_steps=3.0)
+    two_waves, four_waves = estimate(wide, nv), estimate(replace(wide, registers=128), nv)
+    assert four_waves - two_waves == pytest.approx(2 * (nv.group_us + 3.0 * nv.step_us))
+    cpu = PROFILES["cpu"]
+    assert estimate(small, cpu) < estimate(full, cpu)

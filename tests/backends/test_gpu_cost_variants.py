@@ -51,14 +51,15 @@ def _run(backend: str, name: str, path) -> tuple[list[str], float]:
 
 @pytest.mark.parametrize("backend", ["opencl", "vulkan"])
 @pytest.mark.parametrize("name", [
-    pytest.param("selfie_segmentation", marks=pytest.mark.slow),  # the wide spatial means (split 512)
+    pytest.param("selfie_segmentation", marks=pytest.mark.slow),  # the wide spatial mean (split 1024)
     pytest.param("palm_detection_full", marks=pytest.mark.slow),  # blocked split 1x1 convs, 5x5 depthwise
     pytest.param("hand_landmark_full", marks=pytest.mark.slow),
 ])
 def test_h100_variants_match_litert(nvidia_choices, mediapipe_models, backend, name):
     kernels, worst = _run(backend, name, mediapipe_models[name])
     if name == "selfie_segmentation":
-        assert any(k.startswith("reduce[") and "split=512" in k for k in kernels), kernels
+        # its 128x128 mean over 4 slices: one group of 1024 threads an output (512 with the H100 constants)
+        assert any(k.startswith("reduce[") and "split=1024" in k for k in kernels), kernels
     # the H100's split convolutions (block 4 x 2 and the like; conv2d_tiled where it won on the H100)
     assert any(k.startswith("conv2d") and "split=" in k for k in kernels), kernels
     assert worst <= 1e-3, (name, backend, worst)

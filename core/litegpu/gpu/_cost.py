@@ -7,19 +7,22 @@ threads in groups of what size, how long the chain of *dependent* memory steps o
 barriers, how many bytes pass through the caches, how many flops -- and :func:`estimate` turns that into
 microseconds on a :class:`DeviceCost`::
 
-    waves   = ceil(groups / (compute units x groups resident per unit))
-    latency = waves x (global steps x step_us + shared steps x shared_us + barriers x barrier_us)
+    lanes   = group rounded up to whole warps (a group of 4 threads holds a 32-lane warp)
+    per unit = min(resident groups, resident threads / lanes, registers / (live values a thread x lanes))
+    waves   = ceil(groups / (compute units x per unit))
+    latency = waves x (group_us + global steps x step_us + shared steps x shared_us + barriers x barrier_us)
     traffic = cache bytes / (cache bandwidth x fraction of units the launch occupies)
-    compute = flops / (flop rate x that fraction)
-    time    = launch_us + max(latency, traffic, compute)
+    compute = flops x lanes / group / (flop rate x that fraction)
+    time    = launch_us + max(latency, traffic, compute)   (or their sum: ``overlap`` False)
 
 The model is deliberately small: on the MediaPipe models most launches are latency bound (a few hundred to
 a few thousand threads on a GPU that keeps 270 000 in flight), so the chain length and the occupancy
 terms decide, and the bandwidth terms only stop a split from re-reading the weights too often.  The
-per-device constants are calibrated from ``bench/gpu_kernels.py`` (``--explore`` times every variant of
-every launch of the benchmark models) and recorded in :data:`PROFILES`; docs/gpu-compiler.md ("Cost
-model") has the derivations.  The chooser functions (:func:`choose_conv`, :func:`choose_reduce`,
-:func:`choose_fc`, :func:`choose_se_gate`) are the only places that pick kernel variants from shapes.
+per-device constants are fitted by ``bench/cost_fit.py --fit`` to ``bench/gpu_kernels.py --explore`` (every
+variant of every launch of the benchmark models, timed) and recorded in :data:`PROFILES`;
+docs/gpu-compiler.md ("Cost model") has the derivations.  The chooser functions (:func:`choose_conv`,
+:func:`choose_reduce`, :func:`choose_fc`, :func:`choose_se_gate`) are the only places that pick kernel
+variants from shapes.
 """
 
 from __future__ import annotations
@@ -30,7 +33,8 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = ["DeviceCost", "Work", "PROFILES", "profile_for", "estimate", "choose_conv", "choose_reduce",
-           "choose_fc", "conv_work", "tiled_conv_work", "reduce_work", "fc_work", "launch_work",
+           "choose_fc", "conv_candidates", "fc_candidates", "conv_work", "tiled_conv_work", "reduce_work",
+           "fc_work", "launch_work",
            "choose_se_gate", "se_gate_segment", "se_gate_work", "SHARED_MEMORY_FLOOR"]
 
 _VEC = 16  # bytes of one vec4 (fp32; the choice does not depend on the storage precision)
@@ -52,6 +56,10 @@ class DeviceCost:
     flops_per_us: float  # fp32 flops of the whole device
     max_group: int  # largest work group the chooser uses
     tile_setup_us: float = 0.0  # conv2d_tiled's per-launch extra (staging index arithmetic, two barriers a stage)
+    warp: int = 1  # threads issued together (NVIDIA: 32); a smaller group still takes a whole warp's slots
+    group_us: float = 0.0  # fixed life of a work group (its start, index arithmetic, epilogue), each wave
+    registers: int = 0  # 32-bit registers of one unit, shared by its resident threads (0: not a limit)
+    overlap: bool = True  # latency, cache traffic and arithmetic hide each other (the largest) or add up
 
     def with_units(self, units: int, max_group: int) -> DeviceCost:
         """This profile for a device reporting ``units`` compute units and ``max_group`` threads a group."""
@@ -61,26 +69,39 @@ class DeviceCost:
                        max_group=max(1, min(self.max_group, int(max_group or self.max_group))))
 
 
-#: Calibrations.  ``nvidia``: H100 80GB HBM3, 2026-11-25 (bench/gpu_kernels.py, Vulkan timestamps and OpenCL
-#: events): a launch that does nothing costs 3.5-4 us between two barriers (Vulkan; OpenCL events ~6.5 us);
-#: a reduction chain costs 0.42 us a dependent step (the 64x64 and 128x128 spatial means of
-#: selfie_segmentation: 32 and 128 steps per thread, 17.3 and 54.7 us); the 1x1 convs with a 16-way split
-#: were bounded by ~5 TB/s of cache traffic (12x12x256 -> 256: 28 MB of vec4 loads, 12 us).  conv2d_tiled, first
-#: H100 run of this branch (Vulkan): 1.1-3.4 us above the estimate on every one-stage launch (index arithmetic
-#: of the staging loops), hence ``tile_setup_us`` 2.5; it won only on deep 1x1s (16x16x88 -> 528: 14.3 ->
-#: 12.5 us, 128x128x16 -> 64: 8.9 -> 8.2 us) and lost on wide images with few channels (256x256x8 -> 1 3x3:
-#: 11.5 -> 38.9 us; 64x64x24 -> 24: 6.3 -> 9.3 us).
+#: Calibrations.  ``nvidia``: H200, 2026-11-26, fitted by ``bench/cost_fit.py --fit`` to every variant of
+#: every conv2d / conv2d_tiled / fully_connected / depthwise launch of the 7 benchmark models (7,300 timed
+#: variants, ``bench/gpu_kernels.py --backend opencl --explore``): a dependent step 0.18 us, a group's fixed
+#: life 0.3 us a wave, a barrier round (with its shared-memory exchange) 0.17 us, 13 TB/s of cache traffic and
+#: 15 Tflop/s of lane arithmetic, *added* rather than overlapped (at these sizes a unit holds too few warps to
+#: hide one group's loads behind another's arithmetic: adding fits with a mean |log(estimate / measured)| of
+#: 0.09, taking the largest 0.15), warps of 32 lanes and 64 K registers a unit (groups of 4-8 threads each
+#: held a whole warp: the selfie first conv split 4 ways took 24 us, one thread an output 10).  The picks'
+#: summed times: 1392 us of conv2d over the 7 models against 1537 with the H100 constants below, 1322 the best
+#: measured; timed afresh in one session, conv2d + conv2d_tiled took 1289 us against 1406 (OpenCL) and 1099
+#: against 1194 (Vulkan).  OpenCL event times carry ~2.7 us more per launch than ``launch_us`` (3.5 us, Vulkan: the H100's
+#: empty launch between two barriers); the tiled kernel's setup is a group's life (``tile_setup_us`` 0).
+#: History, H100 80GB HBM3, 2026-11-25 (bench/gpu_kernels.py, Vulkan timestamps and OpenCL events), with
+#: latency, traffic and arithmetic overlapped and no warp or register terms: a reduction chain cost 0.42 us a
+#: dependent step (the 64x64 and 128x128 spatial means of selfie_segmentation: 32 and 128 steps per thread,
+#: 17.3 and 54.7 us); the 1x1 convs with a 16-way split were bounded by ~5 TB/s of cache traffic (12x12x256 ->
+#: 256: 28 MB of vec4 loads, 12 us).  conv2d_tiled, first H100 run (Vulkan): 1.1-3.4 us above the estimate on
+#: every one-stage launch (index arithmetic of the staging loops), hence ``tile_setup_us`` 2.5 then; it won
+#: only on deep 1x1s (16x16x88 -> 528: 14.3 -> 12.5 us, 128x128x16 -> 64: 8.9 -> 8.2 us) and lost on wide
+#: images with few channels (256x256x8 -> 1 3x3: 11.5 -> 38.9 us; 64x64x24 -> 24: 6.3 -> 9.3 us).
 #: ``cpu`` (lavapipe and PoCL): LLVM on the 2-core CI machine -- a "compute unit" is a core running a group's
 #: threads as SIMD lanes in a loop, so there is no latency to hide: time is work, and extra threads only add
 #: per-item overhead (measured with bench/gpu_kernels.py on this machine).
-#: ``generic``: unknown GPUs, a mid-size discrete GPU (between the two).
+#: ``generic``: unknown GPUs, a mid-size discrete GPU (between the two); every GPU runs groups in warps
+#: (wavefronts, SIMD groups) of 32 or more lanes with a register file of about 64 K a unit.
 PROFILES: dict[str, DeviceCost] = {
     "nvidia": DeviceCost("nvidia", compute_units=132, resident_threads=2048, resident_groups=32, launch_us=3.5,
-                         step_us=0.42, shared_us=0.03, barrier_us=0.08, cache_bytes_per_us=5.0e6,
-                         flops_per_us=5.0e7, max_group=1024, tile_setup_us=2.5),
+                         step_us=0.18, shared_us=0.01, barrier_us=0.17, cache_bytes_per_us=1.3e7,
+                         flops_per_us=1.5e7, max_group=1024, tile_setup_us=0.0, warp=32, group_us=0.3,
+                         registers=65536, overlap=False),
     "generic": DeviceCost("generic", compute_units=32, resident_threads=1024, resident_groups=16, launch_us=5.0,
                           step_us=0.5, shared_us=0.04, barrier_us=0.1, cache_bytes_per_us=1.0e6,
-                          flops_per_us=1.0e7, max_group=256, tile_setup_us=2.5),
+                          flops_per_us=1.0e7, max_group=256, tile_setup_us=2.5, warp=32, registers=65536),
     # lavapipe and PoCL alike: LLVM-compiled work groups looping over their items on the CPU's cores
     "cpu": DeviceCost("cpu", compute_units=2, resident_threads=8, resident_groups=1, launch_us=20.0,
                       step_us=0.004, shared_us=0.002, barrier_us=0.1, cache_bytes_per_us=2.0e4,
@@ -118,18 +139,26 @@ class Work:
     cache_bytes: float = 0.0  # bytes all threads load through the caches
     flops: float = 0.0
     tiled: bool = False  # conv2d_tiled: pays the device's tile_setup_us
+    registers: int = 0  # 32-bit values one thread keeps live (0: not modelled; the thread limit decides)
 
 
 def estimate(w: Work, dev: DeviceCost) -> float:
     """Estimated GPU time (us) of one launch doing ``w`` on ``dev``."""
-    groups = max(1, -(-max(1, w.threads) // max(1, w.group)))
-    per_unit = max(1, min(dev.resident_groups, dev.resident_threads // max(1, w.group)))
-    waves = -(-groups // (dev.compute_units * per_unit))
+    group = max(1, w.group)
+    groups = max(1, -(-max(1, w.threads) // group))
+    # a group runs in whole warps: one of 4 threads holds a 32-lane warp's slots, and its idle lanes issue too
+    lanes = -(-group // dev.warp) * dev.warp
+    per_unit = min(dev.resident_groups, dev.resident_threads // lanes)
+    if dev.registers and w.registers:  # threads keeping many values live leave room for fewer groups
+        per_unit = min(per_unit, dev.registers // (w.registers * lanes))
+    waves = -(-groups // (dev.compute_units * max(1, per_unit)))
     occupied = min(groups, dev.compute_units) / dev.compute_units
-    latency = waves * (w.global_steps * dev.step_us + w.shared_steps * dev.shared_us + w.barriers * dev.barrier_us)
+    latency = waves * (dev.group_us + w.global_steps * dev.step_us + w.shared_steps * dev.shared_us
+                       + w.barriers * dev.barrier_us)
     traffic = w.cache_bytes / (dev.cache_bytes_per_us * occupied)
-    compute = w.flops / (dev.flops_per_us * occupied)
-    return dev.launch_us + (dev.tile_setup_us if w.tiled else 0.0) + max(latency, traffic, compute)
+    compute = w.flops * lanes / group / (dev.flops_per_us * occupied)
+    body = max(latency, traffic, compute) if dev.overlap else latency + traffic + compute
+    return dev.launch_us + (dev.tile_setup_us if w.tiled else 0.0) + body
 
 
 def _log2(n: int) -> int:
@@ -152,10 +181,12 @@ def conv_work(p: Mapping[str, int], block_w: int, block_s: int, split: int) -> W
     chain = -(-steps // split)
     threads = items * split
     red = _log2(split) if split > 1 else 0
+    # live values: the block's vec4 accumulators, one step's input and weight vectors, ~16 indices/addresses
     return Work(threads=threads, group=split if split > 1 else 64,
                 global_steps=chain * _loads_chain(block_w + 4 * block_s), shared_steps=red, barriers=red + (split > 1),
                 cache_bytes=threads * chain * (block_w + 4 * block_s) * _VEC,
-                flops=items * block_w * block_s * steps * 32)
+                flops=items * block_w * block_s * steps * 32,
+                registers=4 * (block_w * block_s + block_w + 4 * block_s) + 16)
 
 
 def tiled_conv_work(p: Mapping[str, int], tile_p: int, tile_s: int, kc: int) -> Work:
@@ -178,32 +209,41 @@ def _splits(dev: DeviceCost, sizes: Iterable[int]) -> list[int]:
     return [s for s in sizes if s <= dev.max_group]
 
 
-def choose_conv(p: Mapping[str, int], dev: DeviceCost, grouped: bool,
-                tiled: bool = True) -> tuple[str, dict[str, int], float]:
-    """``(kernel, options, estimated us)`` of the cheapest conv2d / conv2d_tiled variant for params ``p``
-    (``tiled``: whether conv2d_tiled can take the node's options)."""
-    best: tuple[float, str, dict[str, int]] | None = None
+def conv_candidates(p: Mapping[str, int], dev: DeviceCost, grouped: bool,
+                    tiled: bool = True) -> list[tuple[str, dict[str, int], Work]]:
+    """Every conv2d / conv2d_tiled variant :func:`choose_conv` weighs for params ``p``, with its :class:`Work`
+    (``bench/cost_fit.py`` ranks the same list against the measured times)."""
+    out: list[tuple[str, dict[str, int], Work]] = []
     steps = p["KH"] * p["KW"] * p["SRC_SG"]
     for bw in (1, 2, 4) if p["W"] > 1 else (1,):
         for bs in (1, 2) if p["S"] > 1 and not grouped else (1,):
             for split in [1] + _splits(dev, (4, 8, 16, 32, 64, 128)):
                 if split > 1 and steps < 2 * split:
                     continue
-                t = estimate(conv_work(p, bw, bs, split), dev)
-                if best is None or t < best[0]:
-                    best = (t, "conv2d", {"block_w": bw, "block_s": bs, "split": split})
+                opts = {"block_w": bw, "block_s": bs, "split": split}
+                out.append(("conv2d", opts, conv_work(p, bw, bs, split)))
     if tiled and not grouped:
         for tp in (16, 32, 64):
             for ts in (1, 2, 4, 8):
                 if ts > 1 and ts >= 2 * p["S"]:  # a tile wider than the output's slices is idle threads
                     continue
                 for kc in (2, 4, 8):
-                    nt = tp // 2 * max(1, ts // 2)
-                    if nt > dev.max_group:
+                    if tp // 2 * max(1, ts // 2) > dev.max_group:
                         continue
-                    t = estimate(tiled_conv_work(p, tp, ts, kc), dev)
-                    if t < best[0]:  # type: ignore[index]
-                        best = (t, "conv2d_tiled", {"tile_p": tp, "tile_s": ts, "kc": kc})
+                    opts = {"tile_p": tp, "tile_s": ts, "kc": kc}
+                    out.append(("conv2d_tiled", opts, tiled_conv_work(p, tp, ts, kc)))
+    return out
+
+
+def choose_conv(p: Mapping[str, int], dev: DeviceCost, grouped: bool,
+                tiled: bool = True) -> tuple[str, dict[str, int], float]:
+    """``(kernel, options, estimated us)`` of the cheapest conv2d / conv2d_tiled variant for params ``p``
+    (``tiled``: whether conv2d_tiled can take the node's options)."""
+    best: tuple[float, str, dict[str, int]] | None = None
+    for kernel, options, work in conv_candidates(p, dev, grouped, tiled):
+        t = estimate(work, dev)
+        if best is None or t < best[0]:
+            best = (t, kernel, options)
     assert best is not None
     return best[1], best[2], best[0]
 
@@ -250,13 +290,17 @@ def fc_work(rows: int, out_slices: int, in_slices: int, split: int) -> Work:
                 flops=items * in_slices * 32)
 
 
+def fc_candidates(rows: int, out_slices: int, in_slices: int, dev: DeviceCost) -> list[tuple[int, Work]]:
+    """Every fully_connected ``split`` :func:`choose_fc` weighs, with its :class:`Work`."""
+    return [(split, fc_work(rows, out_slices, in_slices, split))
+            for split in [1] + _splits(dev, (4, 8, 16, 32, 64, 128)) if split == 1 or in_slices >= 2 * split]
+
+
 def choose_fc(rows: int, out_slices: int, in_slices: int, dev: DeviceCost) -> tuple[int, float]:
     """``(split, estimated us)`` of the cheapest fully_connected variant."""
     best = (math.inf, 1)
-    for split in [1] + _splits(dev, (4, 8, 16, 32, 64, 128)):
-        if split > 1 and in_slices < 2 * split:
-            continue
-        t = estimate(fc_work(rows, out_slices, in_slices, split), dev)
+    for split, work in fc_candidates(rows, out_slices, in_slices, dev):
+        t = estimate(work, dev)
         if t < best[0] - 1e-9:
             best = (t, split)
     return best[1], best[0]
