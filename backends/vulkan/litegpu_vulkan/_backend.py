@@ -3,6 +3,7 @@ the GPU executor load only when a device is listed or a delegate created (``_dev
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping
 from typing import Any
 
@@ -16,11 +17,11 @@ __all__ = ["VulkanBackend"]
 
 
 def _why_unavailable() -> str:
-    """Empty when a device can be opened here, else the reason in words.  Never raises."""
-    try:
-        from litegpu.gpu import _runtime  # noqa: F401 - the shared executor this backend plugs into
-    except ImportError as e:
-        return f"litegpu's GPU executor cannot be imported ({e})"
+    """Empty when a device can be opened here, else the reason in words.  Never raises.
+
+    The driver's instance creation (``vkCreateInstance`` and the device enumeration: 70-100 ms on
+    NVIDIA, in C with the GIL released) runs on a thread while this thread imports the GPU executor
+    (pure Python, 50-90 ms): a first ``load_delegate`` pays the longer of the two, not their sum."""
     try:
         from . import _device
     except ImportError as e:
@@ -29,15 +30,27 @@ def _why_unavailable() -> str:
         return f"libvulkan cannot be loaded ({e}); install the Vulkan loader (Debian libvulkan1) and a driver"
     except Exception as e:  # noqa: BLE001 - a broken install must not break available_backends()
         return f"the vulkan binding failed to load: {e!r}"
+    probe: dict[str, str] = {}
+
+    def list_devices() -> None:
+        try:
+            _device.list_devices()  # creates the process's shared instance (kept for the device)
+        except litegpu.BackendUnavailableError as e:
+            probe["why"] = str(e)
+        except Exception as e:  # noqa: BLE001
+            probe["why"] = f"Vulkan initialisation failed: {e!r}"
+
+    listing = threading.Thread(target=list_devices, name="litegpu-vulkan-probe", daemon=True)
+    listing.start()
+    try:
+        from litegpu.gpu import _runtime  # noqa: F401 - the shared executor this backend plugs into
+    except ImportError as e:
+        return f"litegpu's GPU executor cannot be imported ({e})"
+    finally:
+        listing.join()
     if _device.find_glsl_compiler() is None:
         return "no GLSL -> SPIR-V compiler: install glslc (Debian glslc) or glslangValidator (glslang-tools)"
-    try:
-        _device.list_devices()
-    except litegpu.BackendUnavailableError as e:
-        return str(e)
-    except Exception as e:  # noqa: BLE001
-        return f"Vulkan initialisation failed: {e!r}"
-    return ""
+    return probe.get("why", "")
 
 
 class VulkanBackend(litegpu.BackendSpec):
