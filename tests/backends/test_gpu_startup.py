@@ -4,6 +4,7 @@ one buffer and one transfer, and the answers unchanged (checked against LiteRT).
 
 from __future__ import annotations
 
+import json
 import threading
 
 import litegpu
@@ -135,6 +136,8 @@ def test_warm_start_renders_compiles_and_tunes_nothing(backend, tmp_path):
     else:  # opencl: the partition's one program, from its one binary; vulkan: SPIR-V per kernel
         assert warm.programs_compiled == 0
         assert warm.programs_from_cache == len(warm.binaries) == cold.programs_compiled
+    # the launch records a warm start keeps (and stores again) are the cold start's, launch for launch
+    assert warm.records == json.loads(json.dumps(cold.records))  # as stored: JSON
     described = warm.describe()
     assert (described["renders"], described["programs_from_cache"]) == (0, warm.programs_from_cache)
     x = np.random.default_rng(2).standard_normal((1, 8, 8, 3)).astype(np.float32)
