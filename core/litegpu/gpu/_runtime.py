@@ -434,7 +434,8 @@ class GpuPartitionKernel(DelegateKernel):
         uses: dict[str, list[Sequence[BufferRef | None]]] = {}
         if self._records_in is not None:
             for r, bufs in zip(self._records_in, refs, strict=True):
-                kernels.setdefault(r["src"], _kernel_from_record(r, self._sources)[0])
+                if r["src"] not in kernels:  # once per source (setdefault would rebuild it per launch)
+                    kernels[r["src"]] = _kernel_from_record(r, self._sources)[0]
                 uses.setdefault(r["src"], []).append(bufs)
         elif self.tuner.mode == "none":
             def no_trial(wg: tuple[int, int, int]) -> None:
