@@ -3,7 +3,6 @@ the GPU executor load only when a device is listed or a delegate created (``_dev
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Mapping
 from typing import Any
 
@@ -17,11 +16,9 @@ __all__ = ["VulkanBackend"]
 
 
 def _why_unavailable() -> str:
-    """Empty when a device can be opened here, else the reason in words.  Never raises.
-
-    The driver's instance creation (``vkCreateInstance`` and the device enumeration: 70-100 ms on
-    NVIDIA, in C with the GIL released) runs on a thread while this thread imports the GPU executor
-    (pure Python, 50-90 ms): a first ``load_delegate`` pays the longer of the two, not their sum."""
+    """Empty when a device can be opened here, else the reason in words.  Never raises.  The
+    driver's instance (``vkCreateInstance`` and the device listing) starts beside the GPU executor's
+    import (:func:`litegpu.gpu._probe.probe_beside_executor`)."""
     try:
         from . import _device
     except ImportError as e:
@@ -30,27 +27,24 @@ def _why_unavailable() -> str:
         return f"libvulkan cannot be loaded ({e}); install the Vulkan loader (Debian libvulkan1) and a driver"
     except Exception as e:  # noqa: BLE001 - a broken install must not break available_backends()
         return f"the vulkan binding failed to load: {e!r}"
-    probe: dict[str, str] = {}
 
-    def list_devices() -> None:
+    def list_devices() -> str:
         try:
             _device.list_devices()  # creates the process's shared instance (kept for the device)
         except litegpu.BackendUnavailableError as e:
-            probe["why"] = str(e)
+            return str(e)
         except Exception as e:  # noqa: BLE001
-            probe["why"] = f"Vulkan initialisation failed: {e!r}"
+            return f"Vulkan initialisation failed: {e!r}"
+        return ""
 
-    listing = threading.Thread(target=list_devices, name="litegpu-vulkan-probe", daemon=True)
-    listing.start()
-    try:
-        from litegpu.gpu import _runtime  # noqa: F401 - the shared executor this backend plugs into
-    except ImportError as e:
-        return f"litegpu's GPU executor cannot be imported ({e})"
-    finally:
-        listing.join()
+    from litegpu.gpu._probe import probe_beside_executor
+
+    why = probe_beside_executor(list_devices, "vulkan")
+    if why.startswith("litegpu's GPU executor"):
+        return why
     if _device.find_glsl_compiler() is None:
         return "no GLSL -> SPIR-V compiler: install glslc (Debian glslc) or glslangValidator (glslang-tools)"
-    return probe.get("why", "")
+    return why
 
 
 class VulkanBackend(litegpu.BackendSpec):
