@@ -583,9 +583,12 @@ class _Gate:
         self._open = threading.Event()
         self._open.set()
         self._passed = False
+        #: set when the worker reaches the gate (its prepare is done)
+        self.arrived = threading.Event()
 
     def pass_through(self, cancel: threading.Event | None) -> None:
         """The worker: return once the gate is open (at once unless held); _Cancelled when cancelled."""
+        self.arrived.set()
         while True:
             with self._lock:
                 if self._open.is_set():
@@ -637,6 +640,9 @@ class _Worker:
         if "error" in self._box:
             raise self._box["error"]
         return True, self._box.get("result")
+
+    def done(self) -> bool:
+        return not self._thread.is_alive()
 
     def abandon(self) -> None:
         """Stop waiting: ``cancel`` is set and the thread left to end at its next step."""
@@ -830,7 +836,15 @@ def autoselect(
 
     def finish_late() -> None:
         while late:
-            cand, work, worker, gate, began = late.pop(0)
+            # the first whose prepare is done (waiting at its gate), else wait for one to get there
+            ready = next((x for x in late if x[3].arrived.is_set() or x[2].done()), None)
+            if ready is None:
+                if time.perf_counter() < deadline:
+                    late[0][3].arrived.wait(min(0.02, max(0.0, deadline - time.perf_counter())))
+                    continue
+                ready = late[0]
+            late.remove(ready)
+            cand, work, worker, gate, began = ready
             gate.release()  # one at a time: its checks and timing run alone (others may still compile)
             finished, _ = worker.wait(deadline - time.perf_counter())
             if not finished:

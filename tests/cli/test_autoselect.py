@@ -305,6 +305,23 @@ def test_fp32_prepare_longer_than_its_share_is_still_measured(tmp_path, add_path
     assert dec.final is True and _stored(dec.path)["final"] is True
 
 
+def test_a_late_prepare_that_never_ends_does_not_hold_up_one_that_does(tmp_path, add_path, register_backend,
+                                                                          gate):
+    """Late fp32 candidates are finished in the order their prepares end, not their list order."""
+    import numpy as np
+
+    register_backend("stuck", fn=np.add, prepare_gate=gate)  # never prepared within the budget
+    register_backend("slowgpu", fn=np.add, prepare_gate=_Slow(2.5))
+    register_backend("gpua", fn=np.add)
+    dec = autoselect(str(add_path), cache_dir=tmp_path, time_budget_s=6, precisions=["fp32"])
+    by = {c.label: c for c in dec.candidates}
+    assert [c.label for c in dec.candidates] == ["cpu", "stuck/fp32", "slowgpu/fp32", "gpua/fp32"]
+    assert by["slowgpu/fp32"].status == "ok", by["slowgpu/fp32"]
+    assert by["gpua/fp32"].status == "ok" and by["cpu"].status == "ok"
+    assert by["stuck/fp32"].status == "over_budget" and "stopped after" in by["stuck/fp32"].reason
+    assert dec.final is False
+
+
 def test_load_without_configuration_does_not_measure(tmp_path, add_path, register_backend, caplog, monkeypatch):
     import logging
 
