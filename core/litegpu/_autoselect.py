@@ -821,6 +821,9 @@ def autoselect(
     # next call would start it cold again and never finish it).  They go on compiling, held before
     # their checks, while the next candidates run, and get what is left before the other precisions.
     late: list[tuple[Candidate, Candidate, _Worker, _Gate, float]] = []
+    # late ones that had passed their gate (checking or timing) when their share ran out: they went
+    # on beside the next candidate, so their numbers are upper bounds and the decision is provisional
+    contended: set[str] = set()
 
     def take(cand: Candidate, work: Candidate) -> None:
         for f in dataclasses.fields(Candidate):
@@ -852,8 +855,10 @@ def autoselect(
                 continue
             take(cand, work)
             if cand.status == "ok":
-                cand.reason = "; ".join(x for x in (cand.reason, "prepared beside later candidates (its "
-                                                    "init time is an upper bound)") if x)
+                note = ("checked and timed beside a later candidate's prepare (its latency is an upper "
+                        "bound; measured again next time)" if cand.label in contended else
+                        "prepared beside later candidates (its init time is an upper bound)")
+                cand.reason = "; ".join(x for x in (cand.reason, note) if x)
             logger.debug("autoselect: %s (late): %s %s", cand.label, cand.status, cand.reason)
 
     for n, cand in enumerate(todo):
@@ -888,23 +893,27 @@ def autoselect(
         finished, _ = worker.wait(min(cap, deadline - time.perf_counter()))
         if finished:
             take(cand, work)
-        elif is_fp32 and n + 1 < len(todo) and gate.hold():
-            late.append((cand, work, worker, gate, now))  # still preparing: held, finished later
-            logger.debug("autoselect: %s: still preparing after its share; going on beside it", cand.label)
+        elif is_fp32 and n + 1 < len(todo):
+            if not gate.hold():  # prepared, but its checks or timing outlived the share
+                contended.add(cand.label)
+            late.append((cand, work, worker, gate, now))  # finished after the other fp32 candidates
+            logger.debug("autoselect: %s: not finished after its share; going on beside it", cand.label)
             continue
         else:
             cut(cand, worker, now)
         logger.debug("autoselect: %s: %s %s", cand.label, cand.status, cand.reason)
     finish_late()
 
-    final = not any(c.status == "over_budget" for c in cands)
+    final = not any(c.status == "over_budget" for c in cands) and not contended
     if any(c.status == "ok" for c in cands):
         best, reason = _choose(cands, settings.policy)
     else:
         best = _unmeasured_default(cands)
         reason = f"{best.label}: the first available GPU backend (no candidate finished within the budget)"
+    why_provisional = _cut_summary(cands) + (
+        f"; measured beside another candidate: {', '.join(sorted(contended))}" if contended else "")
     if not final:
-        reason += f"; provisional: {_cut_summary(cands)}"
+        reason += f"; provisional: {why_provisional}"
     dec = decision(best, reason, final)
     if caching:
         _write_decision(store, dec)
@@ -914,7 +923,7 @@ def autoselect(
     else:
         logger.warning("autoselect: measured %s in %.2f s and chose %s, provisionally: %s; run `litegpu "
                        "autoselect MODEL --time-budget S` with a larger budget for a final decision",
-                       label, dec.measure_s, best.label, _cut_summary(cands))
+                       label, dec.measure_s, best.label, why_provisional)
     return dec
 
 

@@ -322,6 +322,34 @@ def test_a_late_prepare_that_never_ends_does_not_hold_up_one_that_does(tmp_path,
     assert dec.final is False
 
 
+def test_checks_longer_than_the_share_finish_but_leave_the_decision_provisional(tmp_path, add_path,
+                                                                                  register_backend):
+    """A candidate prepared in time whose checks outlive its share (a slow first run) is not cut: it
+    finishes beside the next candidate, says so, and the decision is measured again next time."""
+    import time
+
+    import numpy as np
+
+    calls = []
+
+    def slow_first_add(a, b):
+        calls.append(1)
+        if len(calls) == 1:
+            time.sleep(4.5)
+        return np.add(a, b)
+
+    register_backend("slowcheck", fn=slow_first_add)
+    register_backend("gpua", fn=np.add)
+    register_backend("gpub", fn=np.add)
+    # 10 s among 3 GPU candidates after cpu: slowcheck's share is about 3.2 s, its first run 4.5 s
+    dec = autoselect(str(add_path), cache_dir=tmp_path, time_budget_s=10, precisions=["fp32"])
+    by = {c.label: c for c in dec.candidates}
+    assert by["slowcheck/fp32"].status == "ok", by["slowcheck/fp32"]
+    assert "checked and timed beside a later candidate" in by["slowcheck/fp32"].reason
+    assert by["gpua/fp32"].status == "ok"
+    assert dec.final is False and "measured beside another candidate: slowcheck/fp32" in dec.reason
+
+
 def test_load_without_configuration_does_not_measure(tmp_path, add_path, register_backend, caplog, monkeypatch):
     import logging
 
