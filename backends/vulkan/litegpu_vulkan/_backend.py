@@ -27,6 +27,8 @@ def _why_unavailable() -> str:
         return f"libvulkan cannot be loaded ({e}); install the Vulkan loader (Debian libvulkan1) and a driver"
     except Exception as e:  # noqa: BLE001 - a broken install must not break available_backends()
         return f"the vulkan binding failed to load: {e!r}"
+    if _device.find_glsl_compiler() is None:
+        return "no GLSL -> SPIR-V compiler: install glslc (Debian glslc) or glslangValidator (glslang-tools)"
 
     def list_devices() -> str:
         try:
@@ -39,12 +41,7 @@ def _why_unavailable() -> str:
 
     from litegpu.gpu._probe import probe_beside_executor
 
-    why = probe_beside_executor(list_devices, "vulkan")
-    if why.startswith("litegpu's GPU executor"):
-        return why
-    if _device.find_glsl_compiler() is None:
-        return "no GLSL -> SPIR-V compiler: install glslc (Debian glslc) or glslangValidator (glslang-tools)"
-    return why
+    return probe_beside_executor(list_devices, "vulkan")
 
 
 class VulkanBackend(litegpu.BackendSpec):
