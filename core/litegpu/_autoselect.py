@@ -470,10 +470,12 @@ class _Cancelled(Exception):
 def _measure(model: Any, cand: Candidate, config: Any, inputs: list[list[np.ndarray]],
              reference: list[list[np.ndarray]], out_names: list[str], tolerance: float, time_s: float,
              target_runs: int = _TARGET_RUNS, done: Sequence[Candidate] = (),
-             cancel: threading.Event | None = None, host_memory: bool = True) -> None:
+             cancel: threading.Event | None = None, host_memory: bool = True, gate: _Gate | None = None) -> None:
     """Prepare, check and time ``cand`` (filling its fields).  Runs in a worker thread; ``cancel``
     set means the caller stopped waiting: return at the next step, touching nothing shared.
-    ``host_memory``: one more run under ``tracemalloc`` (slow: only the memory policy needs it)."""
+    ``host_memory``: one more run under ``tracemalloc`` (slow: only the memory policy needs it).
+    ``gate``: passed between the prepare and the checks, so a candidate whose prepare outlived its
+    share waits there (see :func:`autoselect`) instead of timing beside the next candidate."""
     from ._profile import delegate_descriptions, device_memory_bytes
 
     def check_cancel() -> None:
@@ -489,6 +491,8 @@ def _measure(model: Any, cand: Candidate, config: Any, inputs: list[list[np.ndar
         return
     cand.init_us = (perf() - t) * 1e6
     check_cancel()
+    if gate is not None:
+        gate.pass_through(cancel)
     plan = interp.get_execution_plan()
     cand.delegated_nodes = sum(len(s["node_indices"]) for s in plan if s["backend"] not in ("cpu", "folded"))
     if cand.backend != "cpu" and cand.delegated_nodes == 0:
@@ -570,6 +574,83 @@ def abandoned_workers() -> list[threading.Thread]:
     return [t for t in _abandoned if t.is_alive()]
 
 
+class _Gate:
+    """Where a measuring worker waits between its prepare and its checks while the main thread
+    holds it (:meth:`hold`): its prepare outlived its share and the next candidate runs."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._open = threading.Event()
+        self._open.set()
+        self._passed = False
+        #: set when the worker reaches the gate (its prepare is done)
+        self.arrived = threading.Event()
+
+    def pass_through(self, cancel: threading.Event | None) -> None:
+        """The worker: return once the gate is open (at once unless held); _Cancelled when cancelled."""
+        self.arrived.set()
+        while True:
+            with self._lock:
+                if self._open.is_set():
+                    self._passed = True
+                    return
+            if cancel is not None and cancel.is_set():
+                raise _Cancelled
+            self._open.wait(0.05)
+
+    def hold(self) -> bool:
+        """Close the gate; False when the worker has passed it already (it is checking or timing)."""
+        with self._lock:
+            if self._passed:
+                return False
+            self._open.clear()
+            return True
+
+    def release(self) -> None:
+        with self._lock:
+            self._open.set()
+
+
+class _Worker:
+    """``fn(cancel)`` on a thread of its own, waited for with a timeout (see :func:`_bounded`)."""
+
+    def __init__(self, fn: Callable[[threading.Event], Any], name: str):
+        self.cancel = threading.Event()
+        self._box: dict[str, Any] = {}
+
+        def work() -> None:
+            try:
+                self._box["result"] = fn(self.cancel)
+            except _Cancelled:
+                pass
+            except BaseException as e:  # handed to the waiting thread
+                self._box["error"] = e
+
+        # Not a daemon: at exit Python waits for an abandoned worker (which stops at its next step)
+        # instead of finalizing under a thread that is inside a driver (drivers abort on that).
+        self._thread = threading.Thread(target=work, name=f"litegpu-autoselect-{name}", daemon=False)
+        self._thread.start()
+
+    def wait(self, timeout_s: float) -> tuple[bool, Any]:
+        """``(True, result)`` once finished (its exception re-raised here), ``(False, None)`` if
+        still running after ``timeout_s``."""
+        self._thread.join(max(0.0, timeout_s))
+        if self._thread.is_alive():
+            return False, None
+        if "error" in self._box:
+            raise self._box["error"]
+        return True, self._box.get("result")
+
+    def done(self) -> bool:
+        return not self._thread.is_alive()
+
+    def abandon(self) -> None:
+        """Stop waiting: ``cancel`` is set and the thread left to end at its next step."""
+        self.cancel.set()
+        if self._thread.is_alive():
+            _abandoned.append(self._thread)
+
+
 def _bounded(fn: Callable[[threading.Event], Any], timeout_s: float, name: str) -> tuple[bool, Any]:
     """Run ``fn(cancel)`` in a worker thread and wait at most ``timeout_s``.
 
@@ -578,29 +659,11 @@ def _bounded(fn: Callable[[threading.Event], Any], timeout_s: float, name: str) 
     inside a driver call, so a prepare in progress finishes in the background; its result is
     dropped, and ``fn`` checks ``cancel`` between steps to stop as soon as it can.
     """
-    cancel = threading.Event()
-    box: dict[str, Any] = {}
-
-    def work() -> None:
-        try:
-            box["result"] = fn(cancel)
-        except _Cancelled:
-            pass
-        except BaseException as e:  # handed to the waiting thread
-            box["error"] = e
-
-    # Not a daemon: at exit Python waits for an abandoned worker (which stops at its next step)
-    # instead of finalizing under a thread that is inside a driver (drivers abort on that).
-    th = threading.Thread(target=work, name=f"litegpu-autoselect-{name}", daemon=False)
-    th.start()
-    th.join(max(0.0, timeout_s))
-    if th.is_alive():
-        cancel.set()
-        _abandoned.append(th)
-        return False, None
-    if "error" in box:
-        raise box["error"]
-    return True, box.get("result")
+    worker = _Worker(fn, name)
+    finished, result = worker.wait(timeout_s)
+    if not finished:
+        worker.abandon()
+    return finished, result
 
 
 def _choose(cands: list[Candidate], policy: str) -> tuple[Candidate, str]:
@@ -753,44 +816,104 @@ def autoselect(
     ir, inputs, reference, out_names = got
 
     n_fp32 = sum(1 for c in todo if c.precision in (None, "fp32"))
+    # fp32 candidates whose prepare outlived their share: not abandoned at once (a cold compile on a
+    # slow machine takes longer than a share, and an abandoned one is lost with the process, so the
+    # next call would start it cold again and never finish it).  They go on compiling, held before
+    # their checks, while the next candidates run, and get what is left before the other precisions.
+    late: list[tuple[Candidate, Candidate, _Worker, _Gate, float]] = []
+    # late ones that had passed their gate (checking or timing) when their share ran out: they went
+    # on beside the next candidate, so their numbers are upper bounds and the decision is provisional
+    contended: set[str] = set()
+
+    def take(cand: Candidate, work: Candidate) -> None:
+        for f in dataclasses.fields(Candidate):
+            setattr(cand, f.name, getattr(work, f.name))
+        if cand.status == "ok" and cand.effective_precision:
+            cand.reason = f"runs as {cand.effective_precision} on this device"
+
+    def cut(cand: Candidate, worker: _Worker, began: float) -> None:
+        worker.abandon()
+        cand.status = "over_budget"
+        cand.reason = (f"stopped after {time.perf_counter() - began:.2f} s, its share of the {budget:g} s "
+                       f"budget (prepare and checks had not finished)")
+
+    def finish_late() -> None:
+        while late:
+            # the first whose prepare is done (waiting at its gate), else wait for one to get there
+            ready = next((x for x in late if x[3].arrived.is_set() or x[2].done()), None)
+            if ready is None:
+                if time.perf_counter() < deadline:
+                    late[0][3].arrived.wait(min(0.02, max(0.0, deadline - time.perf_counter())))
+                    continue
+                ready = late[0]
+            late.remove(ready)
+            cand, work, worker, gate, began = ready
+            gate.release()  # one at a time: its checks and timing run alone (others may still compile)
+            finished, _ = worker.wait(deadline - time.perf_counter())
+            if not finished:
+                cut(cand, worker, began)
+                continue
+            take(cand, work)
+            if cand.status == "ok":
+                note = ("checked and timed beside a later candidate's prepare (its latency is an upper "
+                        "bound; measured again next time)" if cand.label in contended else
+                        "prepared beside later candidates (its init time is an upper bound)")
+                cand.reason = "; ".join(x for x in (cand.reason, note) if x)
+            logger.debug("autoselect: %s (late): %s %s", cand.label, cand.status, cand.reason)
+
     for n, cand in enumerate(todo):
+        if n == n_fp32:
+            finish_late()
         now = time.perf_counter()
         left = deadline - now
         if left <= 0:
             cand.status, cand.reason = "over_budget", f"not measured: the {budget:g} s budget was used up"
             continue
+        is_fp32 = n < n_fp32
+        first = next((c for c in todo[:n_fp32] if c.backend == cand.backend), None)
+        if not is_fp32 and first is not None and first.status == "over_budget":
+            # its fp32 prepare did not finish: this one would be another cold compile with less time
+            cand.status = "over_budget"
+            cand.reason = f"not measured: {first.label} did not finish within the {budget:g} s budget"
+            continue
         if progress is not None:
             progress(cand.label)
         # fp32 candidates may use all that is left among them; the others share what remains.
-        group_left = (n_fp32 - n) if n < n_fp32 else (len(todo) - n)
+        group_left = (n_fp32 - n) if is_fp32 else (len(todo) - n)
         cap = left / group_left
         time_s = 0.5 * left / (len(todo) - n)  # warm timing: half of a fair share
         work = dataclasses.replace(cand)  # the worker fills a copy: an abandoned one changes nothing here
         done = [c for c in todo[:n] if c.status == "ok"]
-        finished, _ = _bounded(
-            lambda cancel, w=work, d=done, t=time_s: _measure(ir, w, config, inputs, reference, out_names,
-                                                              settings.tolerance, t, done=d, cancel=cancel,
-                                                              host_memory=settings.policy == "memory"),
-            min(cap, deadline - time.perf_counter()), cand.label)
+        gate = _Gate()
+        worker = _Worker(
+            lambda cancel, w=work, d=done, t=time_s, g=gate: _measure(
+                ir, w, config, inputs, reference, out_names, settings.tolerance, t, done=d, cancel=cancel,
+                host_memory=settings.policy == "memory", gate=g),
+            cand.label)
+        finished, _ = worker.wait(min(cap, deadline - time.perf_counter()))
         if finished:
-            for f in dataclasses.fields(Candidate):
-                setattr(cand, f.name, getattr(work, f.name))
-            if cand.status == "ok" and cand.effective_precision:
-                cand.reason = f"runs as {cand.effective_precision} on this device"
+            take(cand, work)
+        elif is_fp32 and n + 1 < len(todo):
+            if not gate.hold():  # prepared, but its checks or timing outlived the share
+                contended.add(cand.label)
+            late.append((cand, work, worker, gate, now))  # finished after the other fp32 candidates
+            logger.debug("autoselect: %s: not finished after its share; going on beside it", cand.label)
+            continue
         else:
-            cand.status = "over_budget"
-            cand.reason = (f"stopped after {time.perf_counter() - now:.2f} s, its share of the {budget:g} s "
-                           f"budget (prepare and checks had not finished)")
+            cut(cand, worker, now)
         logger.debug("autoselect: %s: %s %s", cand.label, cand.status, cand.reason)
+    finish_late()
 
-    final = not any(c.status == "over_budget" for c in cands)
+    final = not any(c.status == "over_budget" for c in cands) and not contended
     if any(c.status == "ok" for c in cands):
         best, reason = _choose(cands, settings.policy)
     else:
         best = _unmeasured_default(cands)
         reason = f"{best.label}: the first available GPU backend (no candidate finished within the budget)"
+    why_provisional = _cut_summary(cands) + (
+        f"; measured beside another candidate: {', '.join(sorted(contended))}" if contended else "")
     if not final:
-        reason += f"; provisional: {_cut_summary(cands)}"
+        reason += f"; provisional: {why_provisional}"
     dec = decision(best, reason, final)
     if caching:
         _write_decision(store, dec)
@@ -800,7 +923,7 @@ def autoselect(
     else:
         logger.warning("autoselect: measured %s in %.2f s and chose %s, provisionally: %s; run `litegpu "
                        "autoselect MODEL --time-budget S` with a larger budget for a final decision",
-                       label, dec.measure_s, best.label, _cut_summary(cands))
+                       label, dec.measure_s, best.label, why_provisional)
     return dec
 
 

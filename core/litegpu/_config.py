@@ -320,6 +320,9 @@ def _check_data_shape(data: Any, src: _Source) -> None:
 
 def packaged_config_dir() -> Path:
     """Directory holding the packaged YAML files (the ``litegpu.configs`` package)."""
+    here = Path(__file__).parent / "configs"  # a regular install: no importlib.resources (it imports
+    if here.is_dir():                          # tempfile, shutil...: 5-10 ms of every load())
+        return here
     import importlib.resources
 
     return Path(str(importlib.resources.files("litegpu.configs")))

@@ -4,6 +4,7 @@ one buffer and one transfer, and the answers unchanged (checked against LiteRT).
 
 from __future__ import annotations
 
+import json
 import threading
 
 import litegpu
@@ -135,6 +136,8 @@ def test_warm_start_renders_compiles_and_tunes_nothing(backend, tmp_path):
     else:  # opencl: the partition's one program, from its one binary; vulkan: SPIR-V per kernel
         assert warm.programs_compiled == 0
         assert warm.programs_from_cache == len(warm.binaries) == cold.programs_compiled
+    # the launch records a warm start keeps (and stores again) are the cold start's, launch for launch
+    assert warm.records == json.loads(json.dumps(cold.records))  # as stored: JSON
     described = warm.describe()
     assert (described["renders"], described["programs_from_cache"]) == (0, warm.programs_from_cache)
     x = np.random.default_rng(2).standard_normal((1, 8, 8, 3)).astype(np.float32)
@@ -172,3 +175,24 @@ def test_vulkan_device_is_created_beside_the_model_read_and_its_failure_raised_a
     with pytest.raises(litegpu.BackendUnavailableError, match="vkCreateDevice"):
         dev.alloc(16)  # every use, not only the first
     dev.close()
+
+
+def test_probe_beside_executor_runs_the_probe_on_its_thread_and_reports_an_import_failure(monkeypatch):
+    """litegpu.gpu._probe: the driver probe runs on its own thread while the executor imports; its
+    answer is returned, and an executor that cannot be imported is reported (the probe still joined)."""
+    import sys
+
+    from litegpu.gpu._probe import probe_beside_executor
+
+    seen: list[str] = []
+
+    def probe() -> str:
+        seen.append(threading.current_thread().name)
+        return "no device here"
+
+    assert probe_beside_executor(probe, "fake") == "no device here"
+    assert seen == ["litegpu-fake-probe"]
+    monkeypatch.setitem(sys.modules, "litegpu.gpu._runtime", None)  # import -> ImportError
+    monkeypatch.delattr(sys.modules["litegpu.gpu"], "_runtime", raising=False)
+    why = probe_beside_executor(probe, "fake")
+    assert why.startswith("litegpu's GPU executor cannot be imported") and len(seen) == 2

@@ -211,6 +211,25 @@ def test_availability_reasons_never_raise(backend, monkeypatch):
     assert not ok and "pip install vulkan" in reason
 
 
+def test_availability_lists_devices_beside_the_executor_import(backend, monkeypatch):
+    """The driver's instance creation runs on its own thread (it drops the GIL) while the caller
+    imports the GPU executor; its answer is the check's."""
+    import threading
+
+    from litegpu_vulkan import _device
+
+    seen: list[str] = []
+    real = _device.list_devices
+
+    def listing():
+        seen.append(threading.current_thread().name)
+        return real()
+
+    monkeypatch.setattr(_device, "list_devices", listing)
+    assert backend.VulkanBackend().availability() == (True, "")
+    assert seen == ["litegpu-vulkan-probe"]
+
+
 def test_options_are_checked(backend, compiler_core):
     with pytest.raises(litegpu.ConfigError, match=r"backends\.vulkan\.memory"):
         litegpu.load_delegate("vulkan", {"memory": "shared"})

@@ -272,6 +272,84 @@ def test_fp32_of_every_backend_is_measured_first(tmp_path, add_path, register_ba
     assert [c.label for c in dec.candidates] == order and dec.final
 
 
+class _Slow:
+    """A ``prepare_gate`` that lets the prepare through after ``s`` seconds (a cold compile)."""
+
+    def __init__(self, s: float):
+        self.s = s
+
+    def wait(self, timeout: float) -> bool:
+        import time
+
+        time.sleep(self.s)
+        return True
+
+
+def test_fp32_prepare_longer_than_its_share_is_still_measured(tmp_path, add_path, register_backend):
+    """A cold prepare longer than a share (lavapipe compiling for seconds) is not abandoned while the
+    budget has time left: the later candidates run beside it, then it is checked and timed alone."""
+    import numpy as np
+
+    register_backend("slowgpu", fn=np.add, prepare_gate=_Slow(2.0))
+    register_backend("gpua", fn=np.add)
+    register_backend("gpub", fn=np.add)
+    order: list[str] = []
+    # 6 s among 3 GPU candidates after cpu: slowgpu's share is under 2 s, the whole budget is not
+    dec = autoselect(str(add_path), cache_dir=tmp_path, time_budget_s=6, precisions=["fp32"],
+                     progress=order.append)
+    assert order == ["cpu", "slowgpu/fp32", "gpua/fp32", "gpub/fp32"]
+    by = {c.label: c for c in dec.candidates}
+    assert by["slowgpu/fp32"].status == "ok", by["slowgpu/fp32"]
+    assert "prepared beside later candidates" in by["slowgpu/fp32"].reason
+    assert by["slowgpu/fp32"].init_us >= 2.0e6 and by["slowgpu/fp32"].latency_runs >= 3
+    assert dec.final is True and _stored(dec.path)["final"] is True
+
+
+def test_a_late_prepare_that_never_ends_does_not_hold_up_one_that_does(tmp_path, add_path, register_backend,
+                                                                          gate):
+    """Late fp32 candidates are finished in the order their prepares end, not their list order."""
+    import numpy as np
+
+    register_backend("stuck", fn=np.add, prepare_gate=gate)  # never prepared within the budget
+    register_backend("slowgpu", fn=np.add, prepare_gate=_Slow(2.5))
+    register_backend("gpua", fn=np.add)
+    dec = autoselect(str(add_path), cache_dir=tmp_path, time_budget_s=6, precisions=["fp32"])
+    by = {c.label: c for c in dec.candidates}
+    assert [c.label for c in dec.candidates] == ["cpu", "stuck/fp32", "slowgpu/fp32", "gpua/fp32"]
+    assert by["slowgpu/fp32"].status == "ok", by["slowgpu/fp32"]
+    assert by["gpua/fp32"].status == "ok" and by["cpu"].status == "ok"
+    assert by["stuck/fp32"].status == "over_budget" and "stopped after" in by["stuck/fp32"].reason
+    assert dec.final is False
+
+
+def test_checks_longer_than_the_share_finish_but_leave_the_decision_provisional(tmp_path, add_path,
+                                                                                  register_backend):
+    """A candidate prepared in time whose checks outlive its share (a slow first run) is not cut: it
+    finishes beside the next candidate, says so, and the decision is measured again next time."""
+    import time
+
+    import numpy as np
+
+    calls = []
+
+    def slow_first_add(a, b):
+        calls.append(1)
+        if len(calls) == 1:
+            time.sleep(4.5)
+        return np.add(a, b)
+
+    register_backend("slowcheck", fn=slow_first_add)
+    register_backend("gpua", fn=np.add)
+    register_backend("gpub", fn=np.add)
+    # 10 s among 3 GPU candidates after cpu: slowcheck's share is about 3.2 s, its first run 4.5 s
+    dec = autoselect(str(add_path), cache_dir=tmp_path, time_budget_s=10, precisions=["fp32"])
+    by = {c.label: c for c in dec.candidates}
+    assert by["slowcheck/fp32"].status == "ok", by["slowcheck/fp32"]
+    assert "checked and timed beside a later candidate" in by["slowcheck/fp32"].reason
+    assert by["gpua/fp32"].status == "ok"
+    assert dec.final is False and "measured beside another candidate: slowcheck/fp32" in dec.reason
+
+
 def test_load_without_configuration_does_not_measure(tmp_path, add_path, register_backend, caplog, monkeypatch):
     import logging
 

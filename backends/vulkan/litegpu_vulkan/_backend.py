@@ -16,11 +16,9 @@ __all__ = ["VulkanBackend"]
 
 
 def _why_unavailable() -> str:
-    """Empty when a device can be opened here, else the reason in words.  Never raises."""
-    try:
-        from litegpu.gpu import _runtime  # noqa: F401 - the shared executor this backend plugs into
-    except ImportError as e:
-        return f"litegpu's GPU executor cannot be imported ({e})"
+    """Empty when a device can be opened here, else the reason in words.  Never raises.  The
+    driver's instance (``vkCreateInstance`` and the device listing) starts beside the GPU executor's
+    import (:func:`litegpu.gpu._probe.probe_beside_executor`)."""
     try:
         from . import _device
     except ImportError as e:
@@ -31,13 +29,19 @@ def _why_unavailable() -> str:
         return f"the vulkan binding failed to load: {e!r}"
     if _device.find_glsl_compiler() is None:
         return "no GLSL -> SPIR-V compiler: install glslc (Debian glslc) or glslangValidator (glslang-tools)"
-    try:
-        _device.list_devices()
-    except litegpu.BackendUnavailableError as e:
-        return str(e)
-    except Exception as e:  # noqa: BLE001
-        return f"Vulkan initialisation failed: {e!r}"
-    return ""
+
+    def list_devices() -> str:
+        try:
+            _device.list_devices()  # creates the process's shared instance (kept for the device)
+        except litegpu.BackendUnavailableError as e:
+            return str(e)
+        except Exception as e:  # noqa: BLE001
+            return f"Vulkan initialisation failed: {e!r}"
+        return ""
+
+    from litegpu.gpu._probe import probe_beside_executor
+
+    return probe_beside_executor(list_devices, "vulkan")
 
 
 class VulkanBackend(litegpu.BackendSpec):

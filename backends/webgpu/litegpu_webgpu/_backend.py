@@ -37,14 +37,26 @@ class WebGPUBackend(litegpu.BackendSpec):
 
     def availability(self) -> tuple[bool, str]:
         try:
-            self._adapters()
+            from ._device import list_adapters  # noqa: F401 - wgpu itself, before the probe thread
         except ImportError as e:
             return False, f"wgpu cannot be imported ({e}); pip install wgpu"
-        except litegpu.BackendUnavailableError as e:
-            return False, str(e)
-        except Exception as e:  # a broken driver must not break litegpu.available_backends()
+        except Exception as e:  # noqa: BLE001 - a broken install must not break available_backends()
             return False, f"WebGPU initialisation failed: {e}"
-        return True, ""
+
+        def probe() -> str:
+            try:
+                self._adapters()
+            except litegpu.BackendUnavailableError as e:
+                return str(e)
+            except Exception as e:  # noqa: BLE001 - a broken driver must not break available_backends()
+                return f"WebGPU initialisation failed: {e}"
+            return ""
+
+        from litegpu.gpu._probe import probe_beside_executor
+
+        # wgpu's adapter enumeration (its Vulkan instance) beside the GPU executor's import
+        why = probe_beside_executor(probe, "webgpu")
+        return (not why), why
 
     def devices(self) -> list[str]:
         try:

@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -90,20 +91,23 @@ def activation_clamp(act: int) -> Clamp | None:
 
 
 class DerivedCache:
-    """``get(w)`` returns ``fn(w)``, recomputed only when a different array object arrives."""
+    """``get(w)`` returns ``fn(w)``, recomputed only when a different array object arrives.
+
+    A constant given up front is derived at its first ``get``, not here: a node the CPU never runs
+    (delegated to a GPU) must not pay for re-laying out its weights at every prepare (every
+    convolution of a model did, on every start)."""
 
     __slots__ = ("_fn", "_src", "_val")
 
+    _UNSET: Any = object()  # fn's result may itself be None
+
     def __init__(self, fn: Callable[[np.ndarray], np.ndarray], const: np.ndarray | None = None):
         self._fn = fn
-        self._src: np.ndarray | None = None
-        self._val: np.ndarray | None = None
-        if const is not None:
-            self._src = const
-            self._val = fn(np.asarray(const))
+        self._src: np.ndarray | None = const
+        self._val: Any = self._UNSET
 
     def get(self, w: np.ndarray) -> np.ndarray:
-        if w is not self._src:
+        if w is not self._src or self._val is self._UNSET:
             self._val = self._fn(np.asarray(w))
             self._src = w
         return self._val  # type: ignore[return-value]

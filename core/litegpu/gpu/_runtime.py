@@ -182,10 +182,17 @@ def _kernel_record(rk: RenderedKernel, grid: tuple[int, int, int], src_key: str)
             "features": list(rk.features), "shared": rk.shared_bytes, "grid": list(grid)}
 
 
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+
+
 def _fields(obj: Any) -> list[Any]:
     """A flat dataclass's fields in order (``dataclasses.astuple`` deep-copies: 10x slower, and this
-    runs for every launch of every prepare)."""
-    return [getattr(obj, f.name) for f in dataclasses.fields(obj)]
+    runs for every launch of every prepare; ``dataclasses.fields`` itself is slow, hence the names
+    kept per class)."""
+    names = _FIELD_NAMES.get(type(obj))
+    if names is None:
+        names = _FIELD_NAMES[type(obj)] = tuple(f.name for f in dataclasses.fields(obj))
+    return [getattr(obj, n) for n in names]
 
 
 def _tup(v: Any) -> Any:
@@ -427,7 +434,8 @@ class GpuPartitionKernel(DelegateKernel):
         uses: dict[str, list[Sequence[BufferRef | None]]] = {}
         if self._records_in is not None:
             for r, bufs in zip(self._records_in, refs, strict=True):
-                kernels.setdefault(r["src"], _kernel_from_record(r, self._sources)[0])
+                if r["src"] not in kernels:  # once per source (setdefault would rebuild it per launch)
+                    kernels[r["src"]] = _kernel_from_record(r, self._sources)[0]
                 uses.setdefault(r["src"], []).append(bufs)
         elif self.tuner.mode == "none":
             def no_trial(wg: tuple[int, int, int]) -> None:
@@ -515,7 +523,9 @@ class GpuPartitionKernel(DelegateKernel):
         prec, storage = self._render_args(op)
         if record is not None:  # warm start: the kernel as rendered and tuned last time
             rk, grid = _kernel_from_record(record, self._sources)
-            return self._finish_op(op, rk, grid, dev.bind(self._program(rk), rk, refs, op.params))
+            # the cached record as it is (it describes this launch; building it again from rk cost
+            # a dataclasses.fields() per binding and param: 60 ms of a warm pose_landmark_full on CI)
+            return self._finish_op(op, rk, grid, dev.bind(self._program(rk), rk, refs, op.params), record)
         probe = self._render(op.kernel, prec, half_math=self.half_math, buffer_storage=storage, **op.options)
         grid = probe.global_size(op.params)
         built: dict[tuple[int, int, int], tuple[RenderedKernel, Any]] = {}
@@ -544,7 +554,11 @@ class GpuPartitionKernel(DelegateKernel):
             rk, bound = build(candidates(op.kernel, grid, dev.info, "none", limit)[0])
         return self._finish_op(op, rk, grid, bound)
 
-    def _finish_op(self, op, rk: RenderedKernel, grid: tuple[int, int, int], bound: Any) -> _Launch:
+    def _finish_op(self, op, rk: RenderedKernel, grid: tuple[int, int, int], bound: Any,
+                   record: Mapping[str, Any] | None = None) -> _Launch:
+        if record is not None:
+            self.records.append(dict(record))
+            return _Launch(rk, bound, grid, op.describe())
         key = _src_key(rk.source)
         self._sources.setdefault(key, rk.source)
         self.records.append(_kernel_record(rk, grid, key))

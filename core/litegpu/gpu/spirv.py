@@ -7,8 +7,6 @@ Runs ``glslc`` (shaderc) or ``glslangValidator`` (glslang) as a subprocess on th
 from __future__ import annotations
 
 import shutil
-import subprocess
-import tempfile
 from pathlib import Path
 
 from .lgk import KernelTemplateError
@@ -34,6 +32,9 @@ def compile_spirv(source: str, *, compiler: str | None = None, vulkan: str = "vu
     tool = compiler or find_glsl_compiler()
     if tool is None:
         raise FileNotFoundError("no GLSL compiler: install glslc or glslangValidator (Debian glslc / glslang-tools)")
+    import subprocess  # here, not at the top: a warm start (SPIR-V from the cache) runs no compiler
+    import tempfile
+
     with tempfile.TemporaryDirectory() as d:
         src, dst = Path(d, "k.comp"), Path(d, "k.spv")
         src.write_text(source)

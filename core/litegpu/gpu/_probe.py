@@ -1,0 +1,39 @@
+"""A backend's availability probe beside the GPU executor's import.
+
+A GPU backend's first ``load_delegate`` pays two things that do not depend on each other: the
+driver's start (Vulkan's ``vkCreateInstance`` and device enumeration, wgpu's adapter enumeration:
+70-450 ms on NVIDIA, in C with the GIL released) and importing ``litegpu.gpu._runtime`` with its op
+table (pure Python, 50-90 ms).  :func:`probe_beside_executor` runs the first on a thread while the
+caller's thread does the second, so a start pays the longer of the two, not their sum.
+
+The probe must not import litegpu's GPU modules (a module import lock taken in two orders by two
+threads is how imports deadlock); the driver binding's own lazy imports are fine (the executor never
+imports them).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+__all__ = ["probe_beside_executor"]
+
+
+def probe_beside_executor(probe: Callable[[], str], name: str) -> str:
+    """``probe()`` (the reason the backend cannot run, or ``""``; it must not raise) on a thread
+    named ``litegpu-<name>-probe`` while this thread imports the GPU executor.  Returns the
+    executor's import failure, else the probe's answer."""
+    answer: list[str] = []
+
+    def run() -> None:
+        answer.append(probe())
+
+    thread = threading.Thread(target=run, name=f"litegpu-{name}-probe", daemon=True)
+    thread.start()
+    try:
+        from . import _runtime  # noqa: F401 - the shared executor every GPU backend plugs into
+    except ImportError as e:
+        return f"litegpu's GPU executor cannot be imported ({e})"
+    finally:
+        thread.join()
+    return answer[0] if answer else f"the {name} probe failed without a reason"
