@@ -23,6 +23,32 @@ def conv_model(b, x, cin, cout, hw, *, k=3, act=0, padding=0, name="c", stride=1
     return y
 
 
+def resize_block(fine_hw, coarse_hw, *, align=False, half=False, residual="ADD", dw=False, extra_reader=False):
+    """skip = RESIZE_BILINEAR(coarse) to the fine size; main = conv(fine) (or depthwise -> 1x1); residual
+    ADD/MUL; RELU6 (a feature pyramid's top-down block)."""
+    b = model_builder()
+    fine = b.input("fine", (1, *fine_hw, 6))
+    coarse = b.input("coarse", (1, *coarse_hw, 8))
+    up = b.tensor("up", (1, *fine_hw, 8))
+    b.op("RESIZE_BILINEAR", [coarse, b.const("size", np.array(fine_hw, np.int32))], [up], align_corners=align,
+         half_pixel_centers=half)
+    x = fine
+    if dw:
+        x = b.tensor("dw", (1, *fine_hw, 6))
+        b.op("DEPTHWISE_CONV_2D", [fine, b.const("dww", rnd(1, 3, 3, 6)), b.const("dwb", rnd(6))], [x], padding=0,
+             stride_w=1, stride_h=1, depth_multiplier=1, fused_activation_function=3)
+    main = b.tensor("main", (1, *fine_hw, 8))
+    k = 1 if dw else 3
+    b.op("CONV_2D", [x, b.const("w", rnd(8, k, k, 6)), b.const("b", rnd(8))], [main], padding=0, stride_w=1,
+         stride_h=1)
+    s_ = b.tensor("s", (1, *fine_hw, 8))
+    b.op(residual, [up, main], [s_], fused_activation_function=3)
+    b.output(s_)
+    if extra_reader:
+        b.output(up)
+    return b.build(), [rnd(1, *fine_hw, 6, lo=-2, hi=2), rnd(1, *coarse_hw, 8, lo=-2, hi=2)]
+
+
 def channel_pad_block(cin: int, cout: int, *, value=None, pads=None, pad_first=False, dw_main=False,
                        extra_reader=False, act_after="RELU", main_output=False):
     """BlazeFace-style widening block: skip = PAD(max_pool(x)) on channels, main = conv(dw(x)) (or a

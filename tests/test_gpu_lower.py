@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from _gpu_check import assert_rel, graph_of, rel_err, run_litert, without_work_split
-from _gpu_models import _OP_CASES, channel_pad_block, rnd
+from _gpu_models import _OP_CASES, channel_pad_block, resize_block, rnd
 from _gpu_plan_exec import run_plan
 from _gpu_tflite import StopgapModelBuilder, model_builder, read_model
 from litegpu import ConfigError
@@ -101,6 +101,20 @@ def test_block_plan_all_precisions(precision, tol):
     assert dw.constants["dw_weights"].shape == (3, 3, 3, 4)  # [S][KH][KW][4]
     assert dw.constants["weights"].shape == (2, 1, 1, 12, 4)  # [S_o][1][1][I4][4]
     assert plan.report["memory"][0].startswith("arena ")
+
+
+@pytest.mark.parametrize("precision,tol", [("fp32", 1e-5), ("fp16", 2e-2)])
+@pytest.mark.parametrize("align,half,dw", [(False, True, False), (True, False, True), (False, False, True)])
+def test_resize_merged_into_residual_read(align, half, dw, precision, tol):
+    """A feature pyramid's top-down block ADD(resize(coarse), conv(fine)) is one launch: the conv2d (or fused
+    dw_pw_conv2d) samples the coarse map bilinearly as it reads its residual (residual_resize)."""
+    model, inputs = resize_block((7, 9), (3, 5), align=align, half=half, dw=dw)
+    plan = _compile(model, precision)
+    (op,) = plan.ops
+    assert op.kernel == ("dw_pw_conv2d" if dw else "conv2d") and op.options["residual_resize"], op.describe()
+    assert (op.params["RES_H"], op.params["RES_W"], op.params["RES_HALF"]) == (3, 5, int(half))
+    assert op.params["RES_SCALE_H"] == pytest.approx(2 / 6 if align else 3 / 7)
+    assert_rel(run_plan(plan, inputs)[0], run_litert(model, inputs)[0], tol, precision)
 
 
 @pytest.mark.parametrize("precision,tol", [("fp32", 1e-5), ("fp16", 2e-2)])

@@ -7,7 +7,7 @@ import importlib
 import numpy as np
 import pytest
 from _gpu_check import REL, assert_rel, check_passes, graph_of, rel_err, run_litert
-from _gpu_models import _OP_CASES, RNG, channel_pad_block, conv_model, rnd, se_block
+from _gpu_models import _OP_CASES, RNG, channel_pad_block, conv_model, resize_block, rnd, se_block
 from _gpu_tflite import StopgapModelBuilder, model_builder, read_model
 from litegpu._ir import DimensionMetadata, Sparsity
 from litegpu.gpu._capabilities import epilogue_fits
@@ -424,6 +424,50 @@ def test_fuse_pool_residual_declined(why):
     g, rep = check_passes(model, inputs)
     assert g.op_counts().get("MAX_POOL_2D") == 1, g.op_counts()
     assert rep["fuse_pool_residual"][0] == "merged 0 MAX_POOL_2D into residual reads"
+
+
+@pytest.mark.parametrize("fine,coarse,align,half,residual,dw", [
+    ((8, 10), (4, 5), False, True, "ADD", False), ((7, 9), (3, 4), True, False, "ADD", True),
+    ((10, 6), (5, 3), False, False, "MUL", False), ((6, 6), (4, 5), False, True, "ADD", True)])
+def test_fuse_resize_residual(fine, coarse, align, half, residual, dw):
+    """A RESIZE_BILINEAR read only as a conv's residual becomes part of the residual read (every coordinate
+    rule; upsampling by 2, by a non-integer factor, and down along one axis), on conv2d and on the fused
+    depthwise -> 1x1 node; compared with LiteRT before and after the passes."""
+    model, inputs = resize_block(fine, coarse, align=align, half=half, residual=residual, dw=dw)
+    g, rep = check_passes(model, inputs)
+    assert "RESIZE_BILINEAR" not in g.op_counts(), g.op_counts()
+    (node,) = g.nodes
+    step = next(e for e in node.epilogue if e.operand is not None)
+    assert step.op == residual and step.resize == (align, half) and step.operand == g.inputs[1]
+    assert rep["fuse_resize_residual"][0] == "merged 1 RESIZE_BILINEAR into residual reads"
+
+
+@pytest.mark.parametrize("why", ["two_readers", "activation", "switched_off"])
+def test_fuse_resize_residual_declined(why, monkeypatch):
+    """A resize read elsewhere or carrying an activation keeps its launch, and so does every resize when the
+    A/B switch is off."""
+    from litegpu.gpu._passes import resize_residual
+
+    if why == "switched_off":
+        monkeypatch.setattr(resize_residual, "FUSE_RESIZE_RESIDUAL", False)
+    model, inputs = resize_block((8, 10), (4, 5), half=True, extra_reader=why == "two_readers")
+    if why == "activation":  # RESIZE_BILINEAR has no fused activation in TFLite: a RELU after it
+        b = model_builder()
+        fine = b.input("fine", (1, 8, 10, 6))
+        coarse = b.input("coarse", (1, 4, 5, 8))
+        up, r = b.tensor("up", (1, 8, 10, 8)), b.tensor("r", (1, 8, 10, 8))
+        b.op("RESIZE_BILINEAR", [coarse, b.const("size", np.array((8, 10), np.int32))], [up])
+        b.op("RELU", [up], [r])
+        main, s_ = b.tensor("main", (1, 8, 10, 8)), b.tensor("s", (1, 8, 10, 8))
+        b.op("CONV_2D", [fine, b.const("w", rnd(8, 3, 3, 6)), b.const("b", rnd(8))], [main], padding=0, stride_w=1,
+             stride_h=1)
+        b.op("ADD", [r, main], [s_])
+        b.output(s_)
+        model = b.build()
+    g, rep = check_passes(model, inputs)
+    assert g.op_counts().get("RESIZE_BILINEAR") == 1, g.op_counts()
+    assert rep["fuse_resize_residual"][0] in ("merged 0 RESIZE_BILINEAR into residual reads",
+                                              "off (FUSE_RESIZE_RESIDUAL = False)")
 
 
 @pytest.mark.parametrize("cin,cout", [(3, 6), (1, 6), (2, 4)])

@@ -786,6 +786,33 @@ def _p_pool_residual():
     return g.done(y, z, w, v)
 
 
+@pattern("resize into the residual read: conv 3x3 + ADD(resize half-pixel 4x5 -> 8x10) -> RELU6, dw/1x1 + "
+         "ADD(resize align-corners 3x4 -> 7x9) (FPN top-down blocks, no resize launch), conv MUL resize (plain)")
+def _p_resize_residual():
+    g = _G()
+    fine = g.input(1, 8, 10, 6)
+    coarse = g.input(1, 4, 5, 8)
+    up = g.op("RESIZE_BILINEAR", [coarse, g.const(np.array([8, 10], np.int32))], (1, 8, 10, 8),
+              half_pixel_centers=True)
+    c, s = g.conv(fine, (1, 8, 10, 6), 8)
+    y = g.op("ADD", [c, up], s, fused_activation_function=3)
+    # a depthwise -> 1x1 pair (fused into dw_pw_conv2d) whose residual is a corner-aligned, non-integer resize
+    fine2 = g.input(1, 7, 9, 12)
+    coarse2 = g.input(1, 3, 4, 10)
+    up2 = g.op("RESIZE_BILINEAR", [coarse2, g.const(np.array([7, 9], np.int32))], (1, 7, 9, 10), align_corners=True)
+    d = g.op("DEPTHWISE_CONV_2D", [fine2, g.const(rnd(1, 3, 3, 12)), g.const(rnd(12))], (1, 7, 9, 12), padding=0,
+             stride_h=1, stride_w=1, depth_multiplier=1, fused_activation_function=3)
+    c2, s2 = g.conv(d, (1, 7, 9, 12), 10, k=1)
+    z = g.op("ADD", [up2, c2], s2)
+    # neither flag, a MUL residual, 2x upsampling of an odd size
+    fine3 = g.input(1, 10, 6, 4)
+    coarse3 = g.input(1, 5, 3, 5)
+    up3 = g.op("RESIZE_BILINEAR", [coarse3, g.const(np.array([10, 6], np.int32))], (1, 10, 6, 5))
+    c3, s3 = g.conv(fine3, (1, 10, 6, 4), 5)
+    w = g.op("MUL", [c3, up3], s3)
+    return g.done(y, z, w)
+
+
 @pattern("two elementwise ops in one binary launch: MUL(x, per-channel s) -> ADD(., y) -> RELU "
          "(squeeze-and-excite tails), SUB(y, MAXIMUM(x, z)) reversed")
 def _p_binary_residual():

@@ -19,7 +19,7 @@ import numpy as np
 
 from .._errors import DelegateError
 from ._graph import Epilogue, GpuGraph
-from ._reference_ops import RefContext, qdq, zero_extend
+from ._reference_ops import RefContext, qdq, resize_bilinear_to, zero_extend
 from .ops import OPS
 
 __all__ = ["evaluate", "apply_epilogue", "max_pool_windows"]
@@ -43,6 +43,8 @@ def apply_epilogue(x: np.ndarray, steps: Sequence[Epilogue], values: Mapping[int
             other = values[e.operand]
             if e.pool:  # a MAX_POOL_2D merged into the read
                 other = max_pool_windows(other, e.pool)
+            if e.resize is not None:  # a RESIZE_BILINEAR to the result's H x W merged into the read
+                other = resize_bilinear_to(other, x.shape[1], x.shape[2], *e.resize)
             if e.zero_extend:  # fewer channels than x, zero past them (a merged channel PAD)
                 other = zero_extend(other, x.shape[3])
             f = OPS[e.op].ref

@@ -358,6 +358,13 @@ def _resize_bilinear(x: np.ndarray, oh: int, ow: int, attrs: Mapping[str, Any]) 
     return top * (1 - fy) + bot * fy
 
 
+def resize_bilinear_to(x: np.ndarray, oh: int, ow: int, align_corners: bool, half_pixel_centers: bool
+                       ) -> np.ndarray:
+    """RESIZE_BILINEAR of ``x`` (BHWC) to ``oh x ow``: a residual read through a merged resize
+    (``Epilogue.resize``, ``_passes/resize_residual``)."""
+    return _resize_bilinear(x, oh, ow, {"align_corners": align_corners, "half_pixel_centers": half_pixel_centers})
+
+
 def _resize_nearest(x: np.ndarray, oh: int, ow: int, attrs: Mapping[str, Any]) -> np.ndarray:
     b, h, w, c = x.shape
     align, half = bool(attrs.get("align_corners")), bool(attrs.get("half_pixel_centers"))

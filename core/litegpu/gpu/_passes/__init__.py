@@ -25,6 +25,7 @@ from .mixed_precision import mixed_precision
 from .normalise_bhwc import normalise_bhwc
 from .pool_residual import fuse_pool_residual
 from .remove_identities import remove_identities
+from .resize_residual import fuse_resize_residual
 from .squeeze_excite import fuse_squeeze_excite
 
 __all__ = [
@@ -47,6 +48,7 @@ __all__ = [
     "fuse_dw_pw",
     "fuse_squeeze_excite",
     "fuse_pool_residual",
+    "fuse_resize_residual",
     "legalise_epilogues",
     "prune",
     "mixed_precision",
@@ -91,6 +93,8 @@ DEFAULT_PIPELINE: tuple[Pass, ...] = (
     # a MAX_POOL_2D read only as a residual (after the channel PAD merge: zext(max_pool(x))) is read
     # through the pool's window instead; after fuse_dw_pw so the fused kernel's residual takes it too
     fuse_pool_residual,
+    # a RESIZE_BILINEAR read only as a conv residual (FPN top-down paths) is sampled in the residual read
+    fuse_resize_residual,
     legalise_epilogues,
     prune,
     mixed_precision,

@@ -34,6 +34,7 @@ from .._kernel_specs import (
     split_wg,
 )
 from ._entry import WEIGHTS_BIAS, GpuOpEntry, Lowerer, opt
+from .resize import resize_scale
 
 __all__ = ["OPS", "KERNELS", "dw_pw_staged_tiling", "dw_pw_tiling"]
 
@@ -159,7 +160,15 @@ def check_transpose_conv(node: NodeView) -> str:
 def _residual_params(lw: Lowerer, opts: Mapping[str, Any], operands: Sequence[Epilogue]) -> dict[str, int]:
     """The conv2d / dw_pw_conv2d residual's own geometry when it is not the output's: RES_S its slice
     count (a channel PAD merged, ``residual_channels="fewer"``), RES_H/RES_W/RES_K the tensor a
-    MAX_POOL_2D merged into the read pools (``residual_pool``)."""
+    MAX_POOL_2D merged into the read pools (``residual_pool``), RES_H/RES_W/RES_SCALE_*/RES_HALF the tensor a
+    RESIZE_BILINEAR merged into the read resizes (``residual_resize``)."""
+    if opts.get("residual_resize"):
+        step = next(e for e in operands if e.resize is not None)
+        _, rh, rw, _ = lw.shape(step.operand)
+        _, oh, ow, _ = lw.shape(lw.n.outputs[0])
+        align, half = step.resize
+        return {"RES_H": rh, "RES_W": rw, "RES_SCALE_H": resize_scale(rh, oh, align),
+                "RES_SCALE_W": resize_scale(rw, ow, align), "RES_HALF": int(half)}
     if not (opts.get("residual_channels") == "fewer" or opts.get("residual_pool")):
         return {}
     step = next(e for e in operands if e.op in ("ADD", "MUL") and e.operand is not None
@@ -198,8 +207,10 @@ def lower_conv(lw: Lowerer) -> list[GpuOp]:
                   DST_SG=L.slices(o // groups) if grouped else L.slices(o))
     params.update(_residual_params(lw, opts, operands))
     # the variant (per-thread block and reduction split, or the tiled matrix product) from the cost model;
-    # conv2d_tiled has no pooled residual read (fuse_pool_residual) and no input scale
-    kernel, choice, _ = choose_conv(params, lw.cost, grouped, tiled=not opts.get("residual_pool") and scale < 0)
+    # conv2d_tiled has no pooled or resized residual read (fuse_pool_residual, fuse_resize_residual) and no
+    # input scale
+    kernel, choice, _ = choose_conv(params, lw.cost, grouped, tiled=not (opts.get("residual_pool")
+                                                                       or opts.get("residual_resize")) and scale < 0)
     if kernel == "conv2d_tiled":
         return [lw.op(kernel, {**opts, **choice}, params)]
     return [lw.op("conv2d", {**opts, "grouped": grouped or None, "in_scale": scale >= 0 or None,
@@ -329,6 +340,11 @@ _DW_PW_VARIANTS = (
        {"stage_p": 1, "stage_k": 64, "block_w": 1, "ksize": 5, "residual": "ADD", "residual_act": "PRELU"},
        {"stage_p": 2, "stage_k": 32, "block_w": 1, "ksize": 3, "dw_act": "RELU6", "act": "RELU6"},
        {"stage_p": 4, "stage_k": 64, "block_w": 1, "residual": "ADD", "residual_pool": True, "residual_act": "PRELU"}]
+    # residual_resize (fuse_resize_residual: the FPN top-down blocks of pose_landmark_full)
+    + [{"residual": "ADD", "residual_resize": True, "residual_act": "RELU6", "dw_act": "RELU6", "ksize": 3},
+       {"residual": "ADD", "residual_resize": True, "act": "RELU6", "split": 16, "block_s": 2, "qdq": True},
+       {"stage_p": 16, "block_w": 1, "block_s": 2, "ksize": 3, "residual": "ADD", "residual_resize": True,
+        "act": "PRELU", "residual_act": "PRELU"}]
 )
 
 
@@ -340,7 +356,8 @@ KERNELS: tuple[KernelSpec, ...] = (
     spec("conv2d", "conv.lgk", "2-D convolution, groups, dilation, fused bias/activation/residual",
          {"act": ACT, "residual": Opt("NONE", ("NONE", "ADD", "MUL")), "residual_act": ACT,
           "block_w": Opt(2, (1, 2, 4)), "block_s": Opt(1, (1, 2)), "grouped": boolean(), "split": SPLIT,
-          "qdq": QDQ, "residual_channels": CHANNELS, "residual_pool": boolean(), "in_scale": boolean()},
+          "qdq": QDQ, "residual_channels": CHANNELS, "residual_pool": boolean(), "in_scale": boolean(),
+          "residual_resize": boolean()},
          [{"act": a} for a in FUSED_ACTIVATIONS]
          + [{"in_scale": True, "block_w": 1}, {"in_scale": True, "residual": "ADD", "split": 16},
             {"in_scale": True, "act": "PRELU", "block_w": 4, "block_s": 2, "split": 8},
@@ -359,7 +376,11 @@ KERNELS: tuple[KernelSpec, ...] = (
             {"residual": "ADD", "residual_channels": "fewer", "split": 128, "block_w": 1, "qdq": True},
             {"residual": "ADD", "residual_pool": True, "residual_act": "PRELU"},
             {"residual": "MUL", "residual_channels": "fewer", "residual_pool": True, "block_w": 4, "block_s": 2},
-            {"residual": "ADD", "residual_channels": "fewer", "residual_pool": True, "split": 32, "qdq": True}],
+            {"residual": "ADD", "residual_channels": "fewer", "residual_pool": True, "split": 32, "qdq": True}]
+         + [{"residual": "ADD", "residual_resize": True}, {"residual": "ADD", "residual_resize": True,
+                                                          "act": "PRELU", "residual_act": "RELU6", "block_w": 4,
+                                                          "block_s": 2},
+            {"residual": "MUL", "residual_resize": True, "split": 16, "block_w": 1, "qdq": True, "in_scale": True}],
          default_wg=(8, 4, 2), shared_wg=split_wg),
     spec("conv2d_tiled", "conv.lgk", "ungrouped 2-D convolution as a tiled matrix product (shared-memory staging)",
          {"act": ACT, "residual": Opt("NONE", ("NONE", "ADD", "MUL")), "residual_act": ACT,
@@ -395,7 +416,8 @@ KERNELS: tuple[KernelSpec, ...] = (
          "depthwise conv (multiplier 1, own activation) feeding a 1x1 conv, one launch; conv2d's epilogue",
          {"dw_act": ACT, "act": ACT, "residual": Opt("NONE", ("NONE", "ADD", "MUL")), "residual_act": ACT,
           "block_w": Opt(2, (1, 2)), "block_s": Opt(1, (1, 2, 4, 8)), "split": SPLIT, "qdq": QDQ,
-          "residual_channels": CHANNELS, "residual_pool": boolean(), "ksize": Opt(0, (0, 3, 5)),
+          "residual_channels": CHANNELS, "residual_pool": boolean(), "residual_resize": boolean(),
+          "ksize": Opt(0, (0, 3, 5)),
           "stage_p": Opt(0, (0, 1, 2, 4, 8, 16, 32)), "stage_k": Opt(16, (8, 16, 32, 64))},
          _DW_PW_VARIANTS, default_wg=(8, 4, 2), shared_wg=_dw_pw_wg),
     spec("transpose_conv2d", "conv.lgk", "transposed convolution (+ MediaPipe Convolution2DTransposeBias)",

@@ -1,0 +1,71 @@
+"""Merge a RESIZE_BILINEAR whose only reader adds it as a conv residual into that residual's read."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from .._capabilities import epilogue_fits
+from .._graph import GpuGraph, GpuNode, Report
+from ._util import only_consumer
+
+__all__ = ["fuse_resize_residual", "FUSE_RESIZE_RESIDUAL"]
+
+#: A/B switch (``bench/gpu_profile.py --set litegpu.gpu._passes.resize_residual.FUSE_RESIZE_RESIDUAL=False``):
+#: False keeps every resize a launch of its own.  Each merge saves one launch (pose_landmark_full: 5); the
+#: conv kernel then makes four residual loads and a blend per output instead of one load.
+FUSE_RESIZE_RESIDUAL = True
+
+
+def _resize_flags(g: GpuGraph, node: GpuNode) -> tuple[bool, bool] | None:
+    """(align_corners, half_pixel_centers) of a plain float32 BHWC RESIZE_BILINEAR (no epilogue), else None."""
+    if node.op != "RESIZE_BILINEAR" or not node.bhwc or node.epilogue or len(node.outputs) != 1:
+        return None
+    src, t = node.inputs[0], node.outputs[0]
+    if g.is_constant(src) or g.tensors[src].dtype != "float32" or g.tensors[t].dtype != "float32":
+        return None
+    s, o = g.tensors[src].shape, g.tensors[t].shape
+    if len(s) != 4 or len(o) != 4 or s[0] != o[0] or s[3] != o[3]:
+        return None
+    return bool(node.attrs.get("align_corners")), bool(node.attrs.get("half_pixel_centers"))
+
+
+def fuse_resize_residual(g: GpuGraph) -> Report:
+    """Remove a ``RESIZE_BILINEAR`` whose only reader is a conv-like node adding (or multiplying) it as its
+    residual: the epilogue step reads the resize's input with ``Epilogue.resize = (align_corners,
+    half_pixel_centers)`` and the kernel samples it bilinearly at each output pixel as it reads the residual
+    (template option ``residual_resize``, params ``RES_H/RES_W/RES_SCALE_*/RES_HALF``; the same coordinate
+    rules and blend as the resize kernel, ``bilinear_coord``/``bilerp`` in ``common.lgk``).
+
+    Feature-pyramid top-down paths (pose_landmark_full: ``ADD(resize(coarse), conv(fine))`` five times) lose
+    the resize launch.  Runs after ``fuse_dw_pw`` (the fused depthwise -> 1x1 kernel takes it too) and
+    after ``fuse_pool_residual`` (a residual is merged with one producer at most).  Resizes read elsewhere,
+    with an epilogue, or feeding a kernel without the option (depthwise_conv2d, conv2d_tiled is then not
+    chosen) stay.
+    """
+    if not FUSE_RESIZE_RESIDUAL:
+        return ["off (FUSE_RESIZE_RESIDUAL = False)"]
+    lines: Report = []
+    consumers = g.consumers()
+    for rs in list(g.nodes):
+        flags = _resize_flags(g, rs)
+        if flags is None:
+            continue
+        src, t = rs.inputs[0], rs.outputs[0]
+        node = only_consumer(g, t, consumers)
+        if node is None or t in node.inputs:
+            continue
+        j = next((i for i, e in enumerate(node.epilogue) if e.operand == t), None)
+        if j is None or node.epilogue[j].op not in ("ADD", "MUL"):
+            continue
+        step = node.epilogue[j]
+        if step.pool or step.zero_extend or step.resize is not None:
+            continue
+        steps = [*node.epilogue[:j], replace(step, operand=src, resize=flags), *node.epilogue[j + 1:]]
+        if not epilogue_fits(g, node, steps):
+            continue
+        node.epilogue = steps
+        node.origin = tuple(sorted(set(node.origin) | set(rs.origin)))
+        g.remove_node(rs)
+        consumers = g.consumers()
+        lines.append(f"merged RESIZE_BILINEAR#{rs.id} into the residual read of {node.describe()}")
+    return [f"merged {len(lines)} RESIZE_BILINEAR into residual reads", *lines]
