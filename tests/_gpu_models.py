@@ -49,6 +49,28 @@ def resize_block(fine_hw, coarse_hw, *, align=False, half=False, residual="ADD",
     return b.build(), [rnd(1, *fine_hw, 6, lo=-2, hi=2), rnd(1, *coarse_hw, 8, lo=-2, hi=2)]
 
 
+def resize_conv_block(coarse_hw, fine_hw, *, k=1, stride=1, padding=0, align=False, half=False,
+                      also_residual=False):
+    """up = RESIZE_BILINEAR(x) to the fine size; y = CONV_2D(up) (k x k) + skip -> RELU (a decoder's upsample
+    and projection); ``also_residual``: the conv adds ``up`` itself (the resize read twice)."""
+    b = model_builder()
+    x = b.input("x", (1, *coarse_hw, 6))
+    up = b.tensor("up", (1, *fine_hw, 6))
+    b.op("RESIZE_BILINEAR", [x, b.const("size", np.array(fine_hw, np.int32))], [up], align_corners=align,
+         half_pixel_centers=half)
+    oh, ow = ((n - k) // stride + 1 if padding == 1 else -(-n // stride) for n in fine_hw)
+    cout = 6 if also_residual else 8
+    main = b.tensor("main", (1, oh, ow, cout))
+    b.op("CONV_2D", [up, b.const("w", rnd(cout, k, k, 6)), b.const("b", rnd(cout))], [main], padding=padding,
+         stride_w=stride, stride_h=stride)
+    skip = up if also_residual else b.input("skip", (1, oh, ow, cout))
+    y = b.tensor("y", (1, oh, ow, cout))
+    b.op("ADD", [skip, main], [y], fused_activation_function=1)
+    b.output(y)
+    feeds = [rnd(1, *coarse_hw, 6, lo=-2, hi=2)] + ([] if also_residual else [rnd(1, oh, ow, cout, lo=-2, hi=2)])
+    return b.build(), feeds
+
+
 def channel_pad_block(cin: int, cout: int, *, value=None, pads=None, pad_first=False, dw_main=False,
                        extra_reader=False, act_after="RELU", main_output=False):
     """BlazeFace-style widening block: skip = PAD(max_pool(x)) on channels, main = conv(dw(x)) (or a

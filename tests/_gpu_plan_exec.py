@@ -167,6 +167,11 @@ class PlanExecutor:
         if o.get("in_scale"):  # a folded squeeze-excite MUL: the product in the storage type, as a MUL stores it
             real = np.float32 if (op.precision or self.plan.precision) == "fp32" else np.float16
             x = (x * self.read(op, "in_scale")).astype(real).astype(np.float32)
+        if o.get("in_resize"):  # src (IN_H x IN_W) read through a bilinear resize to SRC_H x SRC_W
+            assert x.shape[1:3] == (p["IN_H"], p["IN_W"]), (x.shape, p)
+            real = np.float32 if (op.precision or self.plan.precision) == "fp32" else np.float16
+            x = _bilinear(x, p["SRC_H"], p["SRC_W"], p["IN_SCALE_H"], p["IN_SCALE_W"], bool(p["IN_HALF"]))
+            x = x.astype(real).astype(np.float32)  # the blend is rounded to the storage type, as the resize stored it
         cin, cout = x.shape[3], p["C"]
         groups = p["SRC_S"] // p["SRC_SG"] if o.get("grouped") else 1
         w = _unpack_conv(np.asarray(op.constants["weights"], np.float32), cout,

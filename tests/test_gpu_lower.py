@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from _gpu_check import assert_rel, graph_of, rel_err, run_litert, without_work_split
-from _gpu_models import _OP_CASES, channel_pad_block, resize_block, rnd
+from _gpu_models import _OP_CASES, channel_pad_block, resize_block, resize_conv_block, rnd
 from _gpu_plan_exec import run_plan
 from _gpu_tflite import StopgapModelBuilder, model_builder, read_model
 from litegpu import ConfigError
@@ -114,6 +114,21 @@ def test_resize_merged_into_residual_read(align, half, dw, precision, tol):
     assert op.kernel == ("dw_pw_conv2d" if dw else "conv2d") and op.options["residual_resize"], op.describe()
     assert (op.params["RES_H"], op.params["RES_W"], op.params["RES_HALF"]) == (3, 5, int(half))
     assert op.params["RES_SCALE_H"] == pytest.approx(2 / 6 if align else 3 / 7)
+    assert_rel(run_plan(plan, inputs)[0], run_litert(model, inputs)[0], tol, precision)
+
+
+@pytest.mark.parametrize("precision,tol", [("fp32", 1e-5), ("fp16", 2e-2)])
+@pytest.mark.parametrize("k,stride,padding,align,half", [(1, 1, 0, False, True), (3, 2, 0, True, False),
+                                                         (3, 1, 1, False, False)])
+def test_resize_merged_into_conv_input_read(k, stride, padding, align, half, precision, tol):
+    """A decoder's upsample -> conv is one conv2d launch reading the coarse map through the resize
+    (in_resize; the geometry is the resized map's)."""
+    model, inputs = resize_conv_block((4, 5), (9, 10), k=k, stride=stride, padding=padding, align=align, half=half)
+    plan = _compile(model, precision)
+    (op,) = plan.ops
+    assert op.kernel == "conv2d" and op.options["in_resize"], op.describe()
+    assert (op.params["IN_H"], op.params["IN_W"], op.params["SRC_H"], op.params["SRC_W"]) == (4, 5, 9, 10)
+    assert op.params["IN_HALF"] == int(half) and op.params["IN_SCALE_W"] == pytest.approx(4 / 9 if align else 1 / 2)
     assert_rel(run_plan(plan, inputs)[0], run_litert(model, inputs)[0], tol, precision)
 
 

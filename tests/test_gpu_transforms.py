@@ -7,7 +7,16 @@ import importlib
 import numpy as np
 import pytest
 from _gpu_check import REL, assert_rel, check_passes, graph_of, rel_err, run_litert
-from _gpu_models import _OP_CASES, RNG, channel_pad_block, conv_model, resize_block, rnd, se_block
+from _gpu_models import (
+    _OP_CASES,
+    RNG,
+    channel_pad_block,
+    conv_model,
+    resize_block,
+    resize_conv_block,
+    rnd,
+    se_block,
+)
 from _gpu_tflite import StopgapModelBuilder, model_builder, read_model
 from litegpu._ir import DimensionMetadata, Sparsity
 from litegpu.gpu._capabilities import epilogue_fits
@@ -446,10 +455,10 @@ def test_fuse_resize_residual(fine, coarse, align, half, residual, dw):
 def test_fuse_resize_residual_declined(why, monkeypatch):
     """A resize read elsewhere or carrying an activation keeps its launch, and so does every resize when the
     A/B switch is off."""
-    from litegpu.gpu._passes import resize_residual
+    from litegpu.gpu._passes import resize_read
 
     if why == "switched_off":
-        monkeypatch.setattr(resize_residual, "FUSE_RESIZE_RESIDUAL", False)
+        monkeypatch.setattr(resize_read, "FUSE_RESIZE_RESIDUAL", False)
     model, inputs = resize_block((8, 10), (4, 5), half=True, extra_reader=why == "two_readers")
     if why == "activation":  # RESIZE_BILINEAR has no fused activation in TFLite: a RELU after it
         b = model_builder()
@@ -468,6 +477,35 @@ def test_fuse_resize_residual_declined(why, monkeypatch):
     assert g.op_counts().get("RESIZE_BILINEAR") == 1, g.op_counts()
     assert rep["fuse_resize_residual"][0] in ("merged 0 RESIZE_BILINEAR into residual reads",
                                               "off (FUSE_RESIZE_RESIDUAL = False)")
+
+
+@pytest.mark.parametrize("coarse,fine,k,stride,padding,align,half", [
+    ((4, 5), (8, 10), 1, 1, 0, False, True), ((3, 4), (7, 9), 3, 1, 0, True, False),
+    ((5, 3), (10, 6), 3, 2, 1, False, False), ((6, 6), (4, 5), 1, 1, 1, False, True)])
+def test_fuse_resize_input(coarse, fine, k, stride, padding, align, half):
+    """A RESIZE_BILINEAR read only as a CONV_2D's input is read inside the conv (1x1 and 3x3, SAME and
+    VALID, strided; every coordinate rule, up and down); compared with LiteRT before and after the passes."""
+    model, inputs = resize_conv_block(coarse, fine, k=k, stride=stride, padding=padding, align=align, half=half)
+    g, rep = check_passes(model, inputs)
+    assert g.op_counts() == {"CONV_2D": 1}, g.op_counts()
+    (node,) = g.nodes
+    assert node.inputs[0] == g.inputs[0] and node.attrs["in_resize"] == (*fine, align, half)
+    assert rep["fuse_resize_input"][0] == "merged 1 RESIZE_BILINEAR into conv input reads"
+
+
+@pytest.mark.parametrize("why", ["also_residual", "switched_off"])
+def test_fuse_resize_input_declined(why, monkeypatch):
+    """A resize the conv reads twice (input and residual) keeps its launch, as does every resize with the
+    switch off."""
+    from litegpu.gpu._passes import resize_read
+
+    if why == "switched_off":
+        monkeypatch.setattr(resize_read, "FUSE_RESIZE_INPUT", False)
+    model, inputs = resize_conv_block((4, 5), (8, 10), half=True, also_residual=why == "also_residual")
+    g, rep = check_passes(model, inputs)
+    assert g.op_counts().get("RESIZE_BILINEAR") == 1, g.op_counts()
+    assert rep["fuse_resize_input"][0] in ("merged 0 RESIZE_BILINEAR into conv input reads",
+                                           "off (FUSE_RESIZE_INPUT = False)")
 
 
 @pytest.mark.parametrize("cin,cout", [(3, 6), (1, 6), (2, 4)])

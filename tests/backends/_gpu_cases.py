@@ -813,6 +813,23 @@ def _p_resize_residual():
     return g.done(y, z, w)
 
 
+@pattern("resize into the conv input read: resize half-pixel 4x5 -> 8x10 -> 1x1 conv + ADD(skip) -> RELU, "
+         "resize align-corners 3x4 -> 7x9 -> 3x3 conv stride 2 -> PRELU (decoder upsample and projection, no resize "
+         "launch)")
+def _p_resize_input():
+    g = _G()
+    x = g.input(1, 4, 5, 12)
+    up = g.op("RESIZE_BILINEAR", [x, g.const(np.array([8, 10], np.int32))], (1, 8, 10, 12), half_pixel_centers=True)
+    c, s = g.conv(up, (1, 8, 10, 12), 8, k=1)
+    skip = g.input(1, 8, 10, 8)
+    y = g.op("ADD", [skip, c], s, fused_activation_function=1)
+    x2 = g.input(1, 3, 4, 6)
+    up2 = g.op("RESIZE_BILINEAR", [x2, g.const(np.array([7, 9], np.int32))], (1, 7, 9, 6), align_corners=True)
+    c2, s2 = g.conv(up2, (1, 7, 9, 6), 5, k=3, stride=2)
+    z = g.op("PRELU", [c2, g.const(rnd(1, 1, 5))], s2)
+    return g.done(y, z)
+
+
 @pattern("two elementwise ops in one binary launch: MUL(x, per-channel s) -> ADD(., y) -> RELU "
          "(squeeze-and-excite tails), SUB(y, MAXIMUM(x, z)) reversed")
 def _p_binary_residual():

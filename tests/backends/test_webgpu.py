@@ -179,6 +179,7 @@ CASES = {
         ("residual", "channel pad into the residual read"), ("binary", "channel pad into a binary ADD's rhs"))},
     "pool_residual": lambda r: _pattern_shapes("max pool into the residual read"),
     "resize_residual": lambda r: _pattern_shapes("resize into the residual read"),
+    "resize_input": lambda r: _pattern_shapes("resize into the conv input read"),
     "binary_residual": lambda r: _pattern_shapes("two elementwise ops in one binary launch"),
     "squeeze_excite": lambda r: _pattern_shapes("squeeze-and-excitation blocks"),
 }

@@ -128,7 +128,7 @@ class Epilogue:
     tensor named, a MAX_POOL_2D merged into the read (``_passes/pool_residual``); ``zero_extend`` then
     applies to the pooled value.  ``resize`` = (align_corners, half_pixel_centers) (conv residuals only): the
     operand is the RESIZE_BILINEAR of the tensor named to the result's H x W, with TFLite's coordinate rules, a
-    resize merged into the read (``_passes/resize_residual``).
+    resize merged into the read (``_passes/resize_read``).
     """
 
     op: str

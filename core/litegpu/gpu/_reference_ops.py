@@ -361,7 +361,7 @@ def _resize_bilinear(x: np.ndarray, oh: int, ow: int, attrs: Mapping[str, Any]) 
 def resize_bilinear_to(x: np.ndarray, oh: int, ow: int, align_corners: bool, half_pixel_centers: bool
                        ) -> np.ndarray:
     """RESIZE_BILINEAR of ``x`` (BHWC) to ``oh x ow``: a residual read through a merged resize
-    (``Epilogue.resize``, ``_passes/resize_residual``)."""
+    (``Epilogue.resize``, ``_passes/resize_read``)."""
     return _resize_bilinear(x, oh, ow, {"align_corners": align_corners, "half_pixel_centers": half_pixel_centers})
 
 
@@ -484,10 +484,14 @@ def densify_op(c: RefContext) -> list[np.ndarray]:
 
 def conv2d(c: RefContext) -> list[np.ndarray]:
     """CONV_2D; an input 3 (``_passes/squeeze_excite``) is a (B, 1, 1, C) gate scaling the input's channels
-    (the folded MUL: its product was stored, so rounded to float32, before the conv read it)."""
+    (the folded MUL: its product was stored, so rounded to float32, before the conv read it); an
+    ``in_resize`` attribute reads the input through a bilinear resize (``_passes/resize_read``)."""
     x, w, scale = c.get(0), c.const(1), c.get(3)
     if scale is not None:
         x = (x * scale).astype(np.float32)
+    rs = c.n.attrs.get("in_resize")
+    if rs:  # _passes/resize_read: the conv reads its input's RESIZE_BILINEAR (H, W, align_corners, half_pixel)
+        x = resize_bilinear_to(x, *rs).astype(np.float32)
     return [_conv(x, w, c.get(2), c.n.attrs, groups=x.shape[3] // w.shape[3])]
 
 

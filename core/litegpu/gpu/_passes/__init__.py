@@ -25,7 +25,7 @@ from .mixed_precision import mixed_precision
 from .normalise_bhwc import normalise_bhwc
 from .pool_residual import fuse_pool_residual
 from .remove_identities import remove_identities
-from .resize_residual import fuse_resize_residual
+from .resize_read import fuse_resize_input, fuse_resize_residual
 from .squeeze_excite import fuse_squeeze_excite
 
 __all__ = [
@@ -49,6 +49,7 @@ __all__ = [
     "fuse_squeeze_excite",
     "fuse_pool_residual",
     "fuse_resize_residual",
+    "fuse_resize_input",
     "legalise_epilogues",
     "prune",
     "mixed_precision",
@@ -95,6 +96,9 @@ DEFAULT_PIPELINE: tuple[Pass, ...] = (
     fuse_pool_residual,
     # a RESIZE_BILINEAR read only as a conv residual (FPN top-down paths) is sampled in the residual read
     fuse_resize_residual,
+    # a RESIZE_BILINEAR read only as a CONV_2D's input (decoder upsample -> 1x1 projection) is sampled in the
+    # conv's input read; after fuse_squeeze_excite (a conv with an input scale keeps its resize)
+    fuse_resize_input,
     legalise_epilogues,
     prune,
     mixed_precision,

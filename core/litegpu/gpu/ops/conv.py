@@ -186,12 +186,27 @@ def _window(lw: Lowerer) -> tuple[np.ndarray, int, int, dict[str, int]]:
     n = lw.n
     w = lw.data(n.inputs[1])
     b, h, wd, c = lw.shape(n.inputs[0])
+    if n.attrs.get("in_resize"):  # conv2d reads its input's bilinear resize to this size (in_resize_params)
+        h, wd = n.attrs["in_resize"][:2]
     _, oh, ow, o = lw.shape(n.outputs[0])
     geo = conv_geometry(n.attrs, (h, wd), w.shape[1:3])
     return w, c, o, {"B": b, "SRC_H": h, "SRC_W": wd, "SRC_S": L.slices(c), "H": oh, "W": ow, "C": o,
                      "S": L.slices(o), "KH": w.shape[1], "KW": w.shape[2], "STRIDE_H": geo["stride"][0],
                      "STRIDE_W": geo["stride"][1], "PAD_T": geo["pads"][0], "PAD_L": geo["pads"][2],
                      "DIL_H": geo["dilation"][0], "DIL_W": geo["dilation"][1]}
+
+
+def in_resize_params(lw: Lowerer) -> dict[str, Any]:
+    """conv2d's ``in_resize`` params: the source (IN_H x IN_W) of the RESIZE_BILINEAR merged into the conv's
+    input read (``_passes/resize_read``: ``attrs["in_resize"]`` = (H, W, align_corners, half_pixel_centers),
+    the resized size being the conv's SRC_H x SRC_W), else none."""
+    rs = lw.n.attrs.get("in_resize")
+    if not rs:
+        return {}
+    oh, ow, align, half = rs
+    _, ih, iw, _ = lw.shape(lw.n.inputs[0])
+    return {"IN_H": ih, "IN_W": iw, "IN_SCALE_H": resize_scale(ih, oh, align), "IN_SCALE_W": resize_scale(iw, ow, align),
+            "IN_HALF": int(half)}
 
 
 def lower_conv(lw: Lowerer) -> list[GpuOp]:
@@ -206,14 +221,17 @@ def lower_conv(lw: Lowerer) -> list[GpuOp]:
     params.update(SRC_SG=L.slices(c // groups) if grouped else L.slices(c),
                   DST_SG=L.slices(o // groups) if grouped else L.slices(o))
     params.update(_residual_params(lw, opts, operands))
+    resized = in_resize_params(lw)
+    params.update(resized)
     # the variant (per-thread block and reduction split, or the tiled matrix product) from the cost model;
-    # conv2d_tiled has no pooled or resized residual read (fuse_pool_residual, fuse_resize_residual) and no
-    # input scale
-    kernel, choice, _ = choose_conv(params, lw.cost, grouped, tiled=not (opts.get("residual_pool")
+    # conv2d_tiled has no pooled or resized residual read (fuse_pool_residual, fuse_resize_residual), no
+    # resized input (fuse_resize_input) and no input scale
+    kernel, choice, _ = choose_conv(params, lw.cost, grouped, tiled=not (opts.get("residual_pool") or resized
                                                                        or opts.get("residual_resize")) and scale < 0)
     if kernel == "conv2d_tiled":
         return [lw.op(kernel, {**opts, **choice}, params)]
     return [lw.op("conv2d", {**opts, "grouped": grouped or None, "in_scale": scale >= 0 or None,
+                             "in_resize": bool(resized) or None,
                              **{k: v for k, v in choice.items() if v != _CONV_DEFAULTS[k]}}, params)]
 
 
@@ -357,7 +375,7 @@ KERNELS: tuple[KernelSpec, ...] = (
          {"act": ACT, "residual": Opt("NONE", ("NONE", "ADD", "MUL")), "residual_act": ACT,
           "block_w": Opt(2, (1, 2, 4)), "block_s": Opt(1, (1, 2)), "grouped": boolean(), "split": SPLIT,
           "qdq": QDQ, "residual_channels": CHANNELS, "residual_pool": boolean(), "in_scale": boolean(),
-          "residual_resize": boolean()},
+          "residual_resize": boolean(), "in_resize": boolean()},
          [{"act": a} for a in FUSED_ACTIVATIONS]
          + [{"in_scale": True, "block_w": 1}, {"in_scale": True, "residual": "ADD", "split": 16},
             {"in_scale": True, "act": "PRELU", "block_w": 4, "block_s": 2, "split": 8},
@@ -380,7 +398,10 @@ KERNELS: tuple[KernelSpec, ...] = (
          + [{"residual": "ADD", "residual_resize": True}, {"residual": "ADD", "residual_resize": True,
                                                           "act": "PRELU", "residual_act": "RELU6", "block_w": 4,
                                                           "block_s": 2},
-            {"residual": "MUL", "residual_resize": True, "split": 16, "block_w": 1, "qdq": True, "in_scale": True}],
+            {"residual": "MUL", "residual_resize": True, "split": 16, "block_w": 1, "qdq": True, "in_scale": True}]
+         + [{"in_resize": True}, {"in_resize": True, "residual": "ADD", "split": 16, "block_w": 4},
+            {"in_resize": True, "act": "PRELU", "residual": "ADD", "block_w": 1, "block_s": 2, "qdq": True},
+            {"in_resize": True, "grouped": True, "split": 8, "residual": "ADD", "residual_resize": True}],
          default_wg=(8, 4, 2), shared_wg=split_wg),
     spec("conv2d_tiled", "conv.lgk", "ungrouped 2-D convolution as a tiled matrix product (shared-memory staging)",
          {"act": ACT, "residual": Opt("NONE", ("NONE", "ADD", "MUL")), "residual_act": ACT,

@@ -1,4 +1,7 @@
-"""Merge a RESIZE_BILINEAR whose only reader adds it as a conv residual into that residual's read."""
+"""Merge a RESIZE_BILINEAR into the read of its only reader: a conv's residual read (``fuse_resize_residual``)
+or a CONV_2D's input read (``fuse_resize_input``).  Both sample the resize's source with the resize kernel's
+coordinate rules and blend (``bilinear_coord`` / ``bilerp`` in ``common.lgk``), so the values are those the
+resize launch would have stored."""
 
 from __future__ import annotations
 
@@ -8,12 +11,18 @@ from .._capabilities import epilogue_fits
 from .._graph import GpuGraph, GpuNode, Report
 from ._util import only_consumer
 
-__all__ = ["fuse_resize_residual", "FUSE_RESIZE_RESIDUAL"]
+__all__ = ["fuse_resize_residual", "fuse_resize_input", "FUSE_RESIZE_RESIDUAL", "FUSE_RESIZE_INPUT"]
 
-#: A/B switch (``bench/gpu_profile.py --set litegpu.gpu._passes.resize_residual.FUSE_RESIZE_RESIDUAL=False``):
+#: A/B switch (``bench/gpu_profile.py --set litegpu.gpu._passes.resize_read.FUSE_RESIZE_RESIDUAL=False``):
 #: False keeps every resize a launch of its own.  Each merge saves one launch (pose_landmark_full: 5); the
 #: conv kernel then makes four residual loads and a blend per output instead of one load.
 FUSE_RESIZE_RESIDUAL = True
+
+#: A/B switch (``--set litegpu.gpu._passes.resize_read.FUSE_RESIZE_INPUT=False``): False keeps the resize in
+#: front of a conv a launch of its own.  Each merge saves one launch (selfie_segmentation's decoder: 3,
+#: palm_detection_full's feature pyramid: 2); the conv then makes four loads and a blend per input value
+#: instead of one load (cheap on 1x1 convs, which read each value once; a k x k conv re-blends k^2 times).
+FUSE_RESIZE_INPUT = True
 
 
 def _resize_flags(g: GpuGraph, node: GpuNode) -> tuple[bool, bool] | None:
@@ -69,3 +78,38 @@ def fuse_resize_residual(g: GpuGraph) -> Report:
         consumers = g.consumers()
         lines.append(f"merged RESIZE_BILINEAR#{rs.id} into the residual read of {node.describe()}")
     return [f"merged {len(lines)} RESIZE_BILINEAR into residual reads", *lines]
+
+
+def fuse_resize_input(g: GpuGraph) -> Report:
+    """Remove a ``RESIZE_BILINEAR`` whose only reader is a ``CONV_2D`` reading it as its input (once, not also
+    as a residual): the conv reads the resize's source instead, with ``attrs["in_resize"] = (H, W,
+    align_corners, half_pixel_centers)`` (the resized size: the conv's geometry is unchanged), and blends
+    four loads per input value (template option ``in_resize``, params ``IN_H/IN_W/IN_SCALE_*/IN_HALF``).
+
+    Decoder / feature-pyramid blocks that upsample and then project (``conv1x1(resize(x))``:
+    selfie_segmentation 3, palm_detection_full 2).  Runs last among the fusions (a conv given an input scale
+    by ``fuse_squeeze_excite`` does not also take a resize).  Convs with an input scale, and resizes with an
+    epilogue or another reader, stay; so do depthwise and fused depthwise -> 1x1 nodes (no such option).
+    """
+    if not FUSE_RESIZE_INPUT:
+        return ["off (FUSE_RESIZE_INPUT = False)"]
+    lines: Report = []
+    consumers = g.consumers()
+    for rs in list(g.nodes):
+        flags = _resize_flags(g, rs)
+        if flags is None:
+            continue
+        src, t = rs.inputs[0], rs.outputs[0]
+        node = only_consumer(g, t, consumers)
+        if node is None or node.op != "CONV_2D" or not node.bhwc or node.inputs[0] != t or len(node.inputs) > 3:
+            continue
+        if node.attrs.get("in_resize") or g.tensors[t].dtype != "float32":
+            continue
+        _, h, w, _ = g.tensors[t].shape
+        node.inputs[0] = src
+        node.attrs["in_resize"] = (h, w, *flags)
+        node.origin = tuple(sorted(set(node.origin) | set(rs.origin)))
+        g.remove_node(rs)
+        consumers = g.consumers()
+        lines.append(f"merged RESIZE_BILINEAR#{rs.id} into the input read of {node.describe()}")
+    return [f"merged {len(lines)} RESIZE_BILINEAR into conv input reads", *lines]
