@@ -814,8 +814,8 @@ def _p_resize_residual():
 
 
 @pattern("resize into the conv input read: resize half-pixel 4x5 -> 8x10 -> 1x1 conv + ADD(skip) -> RELU, "
-         "resize align-corners 3x4 -> 7x9 -> 3x3 conv stride 2 -> PRELU (decoder upsample and projection, no resize "
-         "launch)")
+         "resize align-corners 3x4 -> 7x9 -> 3x3 conv stride 2 -> PRELU, MUL(x, gate) -> resize -> 1x1 conv (decoder "
+         "upsample and projection, no resize or MUL launch)")
 def _p_resize_input():
     g = _G()
     x = g.input(1, 4, 5, 12)
@@ -827,7 +827,13 @@ def _p_resize_input():
     up2 = g.op("RESIZE_BILINEAR", [x2, g.const(np.array([7, 9], np.int32))], (1, 7, 9, 6), align_corners=True)
     c2, s2 = g.conv(up2, (1, 7, 9, 6), 5, k=3, stride=2)
     z = g.op("PRELU", [c2, g.const(rnd(1, 1, 5))], s2)
-    return g.done(y, z)
+    # a squeeze-excite gate MUL read by the resize: folded into the same conv (in_scale with in_resize)
+    x3 = g.input(1, 4, 4, 8)
+    gate = g.input(1, 1, 1, 8)
+    m = g.op("MUL", [x3, gate], (1, 4, 4, 8))
+    up3 = g.op("RESIZE_BILINEAR", [m, g.const(np.array([8, 8], np.int32))], (1, 8, 8, 8), half_pixel_centers=True)
+    c3, _ = g.conv(up3, (1, 8, 8, 8), 6, k=1)
+    return g.done(y, z, c3)
 
 
 @pattern("two elementwise ops in one binary launch: MUL(x, per-channel s) -> ADD(., y) -> RELU "

@@ -88,6 +88,9 @@ DEFAULT_PIPELINE: tuple[Pass, ...] = (
     fuse_channel_pad,
     # after the epilogue fusions: the depthwise carries its activation, the 1x1 conv its whole epilogue
     fuse_dw_pw,
+    # a RESIZE_BILINEAR read only as a CONV_2D's input (decoder upsample -> 1x1 projection) is sampled in the
+    # conv's input read; before fuse_squeeze_excite, so a gate MUL the resize read folds into that conv too
+    fuse_resize_input,
     # after the epilogue fusions (the gate layers carry their activations; a MUL that took a residual ADD
     # keeps its launch) and after fuse_dw_pw (a 1x1 conv given an input scale no longer reads the MUL)
     fuse_squeeze_excite,
@@ -96,9 +99,6 @@ DEFAULT_PIPELINE: tuple[Pass, ...] = (
     fuse_pool_residual,
     # a RESIZE_BILINEAR read only as a conv residual (FPN top-down paths) is sampled in the residual read
     fuse_resize_residual,
-    # a RESIZE_BILINEAR read only as a CONV_2D's input (decoder upsample -> 1x1 projection) is sampled in the
-    # conv's input read; after fuse_squeeze_excite (a conv with an input scale keeps its resize)
-    fuse_resize_input,
     legalise_epilogues,
     prune,
     mixed_precision,

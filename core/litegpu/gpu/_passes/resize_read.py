@@ -87,9 +87,10 @@ def fuse_resize_input(g: GpuGraph) -> Report:
     four loads per input value (template option ``in_resize``, params ``IN_H/IN_W/IN_SCALE_*/IN_HALF``).
 
     Decoder / feature-pyramid blocks that upsample and then project (``conv1x1(resize(x))``:
-    selfie_segmentation 3, palm_detection_full 2).  Runs last among the fusions (a conv given an input scale
-    by ``fuse_squeeze_excite`` does not also take a resize).  Convs with an input scale, and resizes with an
-    epilogue or another reader, stay; so do depthwise and fused depthwise -> 1x1 nodes (no such option).
+    selfie_segmentation 3, palm_detection_full 2).  Runs before ``fuse_squeeze_excite``, which then folds a
+    gate MUL the resize read into the conv as well (the kernel scales the four loads before the blend:
+    selfie_segmentation's first decoder block).  Resizes with an epilogue or another reader stay; so do
+    resizes read by depthwise or fused depthwise -> 1x1 nodes (no such option).
     """
     if not FUSE_RESIZE_INPUT:
         return ["off (FUSE_RESIZE_INPUT = False)"]

@@ -401,7 +401,8 @@ KERNELS: tuple[KernelSpec, ...] = (
             {"residual": "MUL", "residual_resize": True, "split": 16, "block_w": 1, "qdq": True, "in_scale": True}]
          + [{"in_resize": True}, {"in_resize": True, "residual": "ADD", "split": 16, "block_w": 4},
             {"in_resize": True, "act": "PRELU", "residual": "ADD", "block_w": 1, "block_s": 2, "qdq": True},
-            {"in_resize": True, "grouped": True, "split": 8, "residual": "ADD", "residual_resize": True}],
+            {"in_resize": True, "grouped": True, "split": 8, "residual": "ADD", "residual_resize": True},
+            {"in_resize": True, "in_scale": True, "block_w": 4}, {"in_resize": True, "in_scale": True, "split": 16}],
          default_wg=(8, 4, 2), shared_wg=split_wg),
     spec("conv2d_tiled", "conv.lgk", "ungrouped 2-D convolution as a tiled matrix product (shared-memory staging)",
          {"act": ACT, "residual": Opt("NONE", ("NONE", "ADD", "MUL")), "residual_act": ACT,
