@@ -71,6 +71,32 @@ def resize_conv_block(coarse_hw, fine_hw, *, k=1, stride=1, padding=0, align=Fal
     return b.build(), feeds
 
 
+def shared_residual_block(*, skip_late=False, op="ADD"):
+    """u = CONV_2D(x); s = ADD(skip, u) (or MUL) -> RELU, an output; t = MUL(skip, g) + u, another output (a
+    selfie_segmentation decoder block: the conv result read by the residual op and by another op).
+    ``skip_late``: skip is a depthwise conv's result computed after u's conv (not ready where u's conv runs)."""
+    b = model_builder()
+    x = b.input("x", (1, 6, 7, 8))
+    g = b.input("g", (1, 1, 1, 8))
+    u = b.tensor("u", (1, 6, 7, 8))
+    b.op("CONV_2D", [x, b.const("w", rnd(8, 1, 1, 8)), b.const("b", rnd(8))], [u], padding=0, stride_w=1,
+         stride_h=1)
+    if skip_late:
+        skip = b.tensor("skip", (1, 6, 7, 8))
+        b.op("DEPTHWISE_CONV_2D", [x, b.const("w2", rnd(1, 3, 3, 8)), b.const("b2", rnd(8))], [skip], padding=0,
+             stride_w=1, stride_h=1, depth_multiplier=1)
+    else:
+        skip = b.input("skip", (1, 6, 7, 8))
+    s_, m, t = b.tensor("s", (1, 6, 7, 8)), b.tensor("m", (1, 6, 7, 8)), b.tensor("t", (1, 6, 7, 8))
+    b.op(op, [skip, u], [s_], fused_activation_function=1)
+    b.op("MUL", [skip, g], [m])
+    b.op("ADD", [m, u], [t])
+    b.output(s_)
+    b.output(t)
+    feeds = [rnd(1, 6, 7, 8, lo=-2, hi=2), rnd(1, 1, 1, 8)] + ([] if skip_late else [rnd(1, 6, 7, 8, lo=-2, hi=2)])
+    return b.build(), feeds
+
+
 def channel_pad_block(cin: int, cout: int, *, value=None, pads=None, pad_first=False, dw_main=False,
                        extra_reader=False, act_after="RELU", main_output=False):
     """BlazeFace-style widening block: skip = PAD(max_pool(x)) on channels, main = conv(dw(x)) (or a

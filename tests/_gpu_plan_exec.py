@@ -138,6 +138,8 @@ class PlanExecutor:
         if op.options.get("act") == "PRELU":
             alpha = np.asarray(op.constants["alpha"], np.float32).reshape(-1)[:o]
         r = _act(r, op.options.get("act"), alpha)
+        if op.options.get("store_pre"):  # the value before the residual, stored too (dst_pre)
+            self.write(op, "dst_pre", r)
         if op.options.get("residual"):
             if op.options.get("residual_pool"):  # a RES_K x RES_K / stride RES_K max pool of the res tensor
                 res = self.read(op, "res")

@@ -6,7 +6,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from _gpu_check import assert_rel, graph_of, rel_err, run_litert, without_work_split
-from _gpu_models import _OP_CASES, channel_pad_block, resize_block, resize_conv_block, rnd
+from _gpu_models import (
+    _OP_CASES,
+    channel_pad_block,
+    resize_block,
+    resize_conv_block,
+    rnd,
+    shared_residual_block,
+)
 from _gpu_plan_exec import run_plan
 from _gpu_tflite import StopgapModelBuilder, model_builder, read_model
 from litegpu import ConfigError
@@ -148,6 +155,20 @@ def test_gate_mul_and_resize_merged_into_conv_input_read(precision, tol):
     (op,) = plan.ops
     assert op.kernel == "conv2d" and op.options["in_resize"] and op.options["in_scale"], op.describe()
     assert_rel(run_plan(plan, inputs)[0], run_litert(model, inputs)[0], tol, precision)
+
+
+@pytest.mark.parametrize("precision,tol", [("fp32", 1e-5), ("fp16", 2e-2)])
+def test_shared_residual_conv_stores_both(precision, tol):
+    """conv -> ADD(skip) -> RELU with the conv result read elsewhere too: one conv2d launch storing both
+    (store_pre, binding dst_pre), both outputs matching LiteRT."""
+    model, inputs = shared_residual_block()
+    plan = _compile(model, precision)
+    conv = next(op for op in plan.ops if op.kernel == "conv2d")
+    assert conv.options["store_pre"] and conv.options["residual"] == "ADD" and len(conv.outputs) == 2
+    assert [name for name, _ in conv.bindings][-2:] == ["dst", "dst_pre"]
+    assert len(plan.ops) == 2, [op.describe() for op in plan.ops]  # the conv and the binary MUL + ADD
+    for got, want in zip(run_plan(plan, inputs), run_litert(model, inputs), strict=True):
+        assert_rel(got, want, tol, precision)
 
 
 @pytest.mark.parametrize("precision,tol", [("fp32", 1e-5), ("fp16", 2e-2)])

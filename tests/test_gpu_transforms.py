@@ -16,6 +16,7 @@ from _gpu_models import (
     resize_conv_block,
     rnd,
     se_block,
+    shared_residual_block,
 )
 from _gpu_tflite import StopgapModelBuilder, model_builder, read_model
 from litegpu._ir import DimensionMetadata, Sparsity
@@ -523,6 +524,34 @@ def test_fuse_resize_input_declined(why, monkeypatch):
     assert g.op_counts().get("RESIZE_BILINEAR") == 1, g.op_counts()
     assert rep["fuse_resize_input"][0] in ("merged 0 RESIZE_BILINEAR into conv input reads",
                                            "off (FUSE_RESIZE_INPUT = False)")
+
+
+@pytest.mark.parametrize("op", ["ADD", "MUL"])
+def test_fuse_shared_residual(op):
+    """A residual ADD/MUL of a conv result another op reads too is fused into the conv, which also stores the
+    result from before it (outputs[1], attrs store_pre); compared with LiteRT before and after the passes."""
+    model, inputs = shared_residual_block(op=op)
+    g, rep = check_passes(model, inputs)
+    conv = next(n for n in g.nodes if n.op == "CONV_2D")
+    assert conv.attrs.get("store_pre") and len(conv.outputs) == 2, conv.describe()
+    assert [e.op for e in conv.epilogue] == [op, "RELU"] and conv.epilogue[0].operand == g.inputs[2]
+    assert op not in g.op_counts() or op == "MUL", g.op_counts()  # the MUL(skip, g) + ADD(u) stays one node
+    assert rep["fuse_shared_residual"][0] == "fused 1 residual ops whose conv result has other readers"
+
+
+@pytest.mark.parametrize("why", ["skip_late", "switched_off"])
+def test_fuse_shared_residual_declined(why, monkeypatch):
+    """The other operand computed after the conv (the conv cannot move past its result's other readers), or
+    the switch off: the ADD keeps its launch."""
+    from litegpu.gpu._passes import fuse
+
+    if why == "switched_off":
+        monkeypatch.setattr(fuse, "FUSE_SHARED_RESIDUAL", False)
+    model, inputs = shared_residual_block(skip_late=why == "skip_late")
+    g, rep = check_passes(model, inputs)
+    assert not any(n.attrs.get("store_pre") for n in g.nodes)
+    assert rep["fuse_shared_residual"][0] in ("fused 0 residual ops whose conv result has other readers",
+                                              "off (FUSE_SHARED_RESIDUAL = False)")
 
 
 @pytest.mark.parametrize("cin,cout", [(3, 6), (1, 6), (2, 4)])

@@ -836,6 +836,20 @@ def _p_resize_input():
     return g.done(y, z, c3)
 
 
+@pattern("conv result read twice: u = 1x1 conv, ADD(skip, u) -> RELU fused into the conv storing u too, "
+         "MUL(skip, gate) + u (selfie_segmentation decoder block, no ADD launch)")
+def _p_shared_residual():
+    g = _G()
+    x = g.input(1, 6, 7, 12)
+    skip = g.input(1, 6, 7, 8)
+    gate = g.input(1, 1, 1, 8)
+    u, s = g.conv(x, (1, 6, 7, 12), 8, k=1)
+    y = g.op("ADD", [skip, u], s, fused_activation_function=1)
+    m = g.op("MUL", [skip, gate], s)
+    z = g.op("ADD", [m, u], s)
+    return g.done(y, z)
+
+
 @pattern("two elementwise ops in one binary launch: MUL(x, per-channel s) -> ADD(., y) -> RELU "
          "(squeeze-and-excite tails), SUB(y, MAXIMUM(x, z)) reversed")
 def _p_binary_residual():

@@ -367,6 +367,7 @@ CASES = {
     "pool_residual": lambda: _pattern("max pool into the residual read"),
     "resize_residual": lambda: _pattern("resize into the residual read"),
     "resize_input": lambda: _pattern("resize into the conv input read"),
+    "shared_residual": lambda: _pattern("conv result read twice"),
     "binary_residual": lambda: _pattern("two elementwise ops in one binary launch"),
     "squeeze_excite": lambda: _pattern("squeeze-and-excitation blocks"),
 }
@@ -391,7 +392,7 @@ def test_op_matches_litert_fp32(delegate, name):
 @pytest.mark.parametrize("name", ["conv3x3_same_relu", "depthwise_same_relu6", "add_broadcast_rows",
                                   "avg_pool_3x3_same", "softmax_4d_beta", "resize_bilinear", "chain",
                                   "channel_pad_residual", "channel_pad_binary", "pool_residual",
-                                  "resize_residual", "resize_input"])
+                                  "resize_residual", "resize_input", "shared_residual"])
 @pytest.mark.parametrize("precision", ["fp16", "fp16_fp32acc"])
 def test_op_matches_litert_fp16(backend, compiler_core, name, precision):
     d = litegpu.load_delegate("vulkan", {"precision": precision})

@@ -180,6 +180,7 @@ CASES = {
     "pool_residual": lambda r: _pattern_shapes("max pool into the residual read"),
     "resize_residual": lambda r: _pattern_shapes("resize into the residual read"),
     "resize_input": lambda r: _pattern_shapes("resize into the conv input read"),
+    "shared_residual": lambda r: _pattern_shapes("conv result read twice"),
     "binary_residual": lambda r: _pattern_shapes("two elementwise ops in one binary launch"),
     "squeeze_excite": lambda r: _pattern_shapes("squeeze-and-excitation blocks"),
 }

@@ -8,7 +8,8 @@ a fixed set of *epilogue slots* per kernel, rendered as template options:
   fewer channels read as zero past them: a ``zero_extend`` step, option
   ``residual_channels="fewer"``; or a k x k / stride k max pool of a larger tensor: a ``pool`` step,
   option ``residual_pool``; or a RESIZE_BILINEAR of a smaller tensor to the output's H x W: a ``resize``
-  step, option ``residual_resize``), then ``residual_act`` (an activation or PRELU);
+  step, option ``residual_resize``), then ``residual_act`` (an activation or PRELU); with
+  ``attrs["store_pre"]`` (option ``store_pre``) the value before the residual is stored too, in ``outputs[1]``;
 * ``dw_pw_conv2d`` (a depthwise conv fused into the 1x1 conv reading it,
   ``_passes/fuse_dw_pw``): conv2d's slots (:data:`DW_PW_SLOTS`); the
   depthwise's own activation is an attribute of the node, not an epilogue step;
@@ -165,6 +166,10 @@ def match_epilogue(g: GpuGraph, node: GpuNode, steps: Sequence[Epilogue] | None 
         i += 1
     if i != len(steps):
         return None
+    if node.attrs.get("store_pre"):  # outputs[1] takes the value before the residual slot: conv2d only
+        if fam != "conv2d" or "residual" not in opts or len(node.outputs) != 2:
+            return None
+        opts["store_pre"] = True
     if fam == "dw_pw_conv2d" and not set(opts) <= DW_PW_SLOTS:
         return None  # a conv2d slot the fused kernel does not implement
     return opts, operands

@@ -48,6 +48,7 @@ __all__ = [
     "SE_GATE_OP",
     "ACTIVATION_NAMES",
     "Epilogue",
+    "residual_index",
     "QuantView",
     "GpuTensor",
     "GpuNode",
@@ -150,6 +151,13 @@ class Epilogue:
         t = f"zext({t})" if self.zero_extend else t
         a, b = (t, "x") if self.reverse else ("x", t)
         return f"{self.op.lower()}({a},{b})"
+
+
+def residual_index(steps: Sequence[Epilogue]) -> int:
+    """Index of the residual step of a conv-like node's epilogue (the first ADD/MUL with an operand), else -1:
+    with ``attrs["store_pre"]`` the node's ``outputs[1]`` holds its value just before that step
+    (``_passes/fuse.fuse_shared_residual``)."""
+    return next((i for i, e in enumerate(steps) if e.op in ("ADD", "MUL") and e.operand is not None), -1)
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from .fc_as_conv import fc_as_conv
 from .float_view import float_view
 from .fold_affine import fold_affine
 from .fold_constants import fold_constants
-from .fuse import fuse_activations, fuse_elementwise
+from .fuse import fuse_activations, fuse_elementwise, fuse_shared_residual
 from .fuse_dw_pw import fuse_dw_pw
 from .legalise import legalise_epilogues
 from .merge_pad import merge_pad
@@ -50,6 +50,7 @@ __all__ = [
     "fuse_pool_residual",
     "fuse_resize_residual",
     "fuse_resize_input",
+    "fuse_shared_residual",
     "legalise_epilogues",
     "prune",
     "mixed_precision",
@@ -99,6 +100,8 @@ DEFAULT_PIPELINE: tuple[Pass, ...] = (
     fuse_pool_residual,
     # a RESIZE_BILINEAR read only as a conv residual (FPN top-down paths) is sampled in the residual read
     fuse_resize_residual,
+    # a residual ADD/MUL of a conv result that another op reads too: the conv applies it and stores both
+    fuse_shared_residual,
     legalise_epilogues,
     prune,
     mixed_precision,

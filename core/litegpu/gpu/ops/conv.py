@@ -218,6 +218,8 @@ def lower_conv(lw: Lowerer) -> list[GpuOp]:
     # input 3 (_passes/squeeze_excite): a (B, 1, 1, C) gate the input is multiplied by as it is read
     scale = lw.n.inputs[3] if len(lw.n.inputs) > 3 else -1
     lw.bind_weighted(L.conv_weights(w), o, operands, in_scale=scale)
+    if opts.get("store_pre"):  # outputs[1]: the value before the residual (_passes/fuse.fuse_shared_residual)
+        lw.bind("dst_pre", lw.n.outputs[1])
     params.update(SRC_SG=L.slices(c // groups) if grouped else L.slices(c),
                   DST_SG=L.slices(o // groups) if grouped else L.slices(o))
     params.update(_residual_params(lw, opts, operands))
@@ -225,9 +227,10 @@ def lower_conv(lw: Lowerer) -> list[GpuOp]:
     params.update(resized)
     # the variant (per-thread block and reduction split, or the tiled matrix product) from the cost model;
     # conv2d_tiled has no pooled or resized residual read (fuse_pool_residual, fuse_resize_residual), no
-    # resized input (fuse_resize_input) and no input scale
+    # resized input (fuse_resize_input), no second store (fuse_shared_residual) and no input scale
     kernel, choice, _ = choose_conv(params, lw.cost, grouped, tiled=not (opts.get("residual_pool") or resized
-                                                                       or opts.get("residual_resize")) and scale < 0)
+                                                                       or opts.get("residual_resize")
+                                                                       or opts.get("store_pre")) and scale < 0)
     if kernel == "conv2d_tiled":
         return [lw.op(kernel, {**opts, **choice}, params)]
     return [lw.op("conv2d", {**opts, "grouped": grouped or None, "in_scale": scale >= 0 or None,
@@ -375,7 +378,7 @@ KERNELS: tuple[KernelSpec, ...] = (
          {"act": ACT, "residual": Opt("NONE", ("NONE", "ADD", "MUL")), "residual_act": ACT,
           "block_w": Opt(2, (1, 2, 4)), "block_s": Opt(1, (1, 2)), "grouped": boolean(), "split": SPLIT,
           "qdq": QDQ, "residual_channels": CHANNELS, "residual_pool": boolean(), "in_scale": boolean(),
-          "residual_resize": boolean(), "in_resize": boolean()},
+          "residual_resize": boolean(), "in_resize": boolean(), "store_pre": boolean()},
          [{"act": a} for a in FUSED_ACTIVATIONS]
          + [{"in_scale": True, "block_w": 1}, {"in_scale": True, "residual": "ADD", "split": 16},
             {"in_scale": True, "act": "PRELU", "block_w": 4, "block_s": 2, "split": 8},
@@ -402,7 +405,10 @@ KERNELS: tuple[KernelSpec, ...] = (
          + [{"in_resize": True}, {"in_resize": True, "residual": "ADD", "split": 16, "block_w": 4},
             {"in_resize": True, "act": "PRELU", "residual": "ADD", "block_w": 1, "block_s": 2, "qdq": True},
             {"in_resize": True, "grouped": True, "split": 8, "residual": "ADD", "residual_resize": True},
-            {"in_resize": True, "in_scale": True, "block_w": 4}, {"in_resize": True, "in_scale": True, "split": 16}],
+            {"in_resize": True, "in_scale": True, "block_w": 4}, {"in_resize": True, "in_scale": True, "split": 16}]
+         + [{"store_pre": True, "residual": "ADD"},
+            {"store_pre": True, "residual": "ADD", "in_resize": True, "split": 16, "block_w": 4, "block_s": 2},
+            {"store_pre": True, "residual": "MUL", "act": "PRELU", "residual_act": "RELU", "qdq": True, "block_w": 1}],
          default_wg=(8, 4, 2), shared_wg=split_wg),
     spec("conv2d_tiled", "conv.lgk", "ungrouped 2-D convolution as a tiled matrix product (shared-memory staging)",
          {"act": ACT, "residual": Opt("NONE", ("NONE", "ADD", "MUL")), "residual_act": ACT,
