@@ -97,6 +97,27 @@ def shared_residual_block(*, skip_late=False, op="ADD"):
     return b.build(), feeds
 
 
+def detection_head_block(k=2):
+    """Two feature levels (8x8 and 4x4, 16 channels), each with a 1x1 conv to 2 * k per-anchor values, RESHAPEd to
+    (1, anchors, k) and concatenated along the anchors (axis 1): an SSD-style detection head (palm / face
+    detection)."""
+    b = model_builder()
+    outs = []
+    for j, hw in enumerate((8, 4)):
+        x = b.input(f"x{j}", (1, hw, hw, 16))
+        c = b.tensor(f"c{j}", (1, hw, hw, 2 * k))
+        b.op("CONV_2D", [x, b.const(f"w{j}", rnd(2 * k, 1, 1, 16)), b.const(f"b{j}", rnd(2 * k))], [c], padding=0,
+             stride_w=1, stride_h=1)
+        r = b.tensor(f"r{j}", (1, hw * hw * 2, k))
+        b.op("RESHAPE", [c, b.const(f"s{j}", np.array([1, hw * hw * 2, k], np.int32))], [r],
+             new_shape=[1, hw * hw * 2, k])
+        outs.append(r)
+    y = b.tensor("y", (1, 160, k))
+    b.op("CONCATENATION", outs, [y], axis=1)
+    b.output(y)
+    return b.build(), [rnd(1, 8, 8, 16), rnd(1, 4, 4, 16)]
+
+
 def channel_pad_block(cin: int, cout: int, *, value=None, pads=None, pad_first=False, dw_main=False,
                        extra_reader=False, act_after="RELU", main_output=False):
     """BlazeFace-style widening block: skip = PAD(max_pool(x)) on channels, main = conv(dw(x)) (or a

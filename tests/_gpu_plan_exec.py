@@ -336,6 +336,11 @@ class PlanExecutor:
         for i in range(o["n"]):
             shape = [p["B"], p["H"], p["W"], p["C"]]
             shape[o["axis"]] = p[f"E{i}"]
+            if (o.get("reshaped", 0) >> i) & 1:  # a RESHAPE merged into the read: row-major over the source's BHWC
+                x = self.read(op, f"in{i}")
+                assert x.shape[1:] == (p[f"RH{i}"], p[f"RW{i}"], p[f"RC{i}"]), (x.shape, p)
+                xs.append(x.reshape(shape))
+                continue
             xs.append(self.operand(op, f"in{i}", tuple(shape)))
         self.write(op, "dst", np.concatenate(xs, axis=o["axis"]))
 

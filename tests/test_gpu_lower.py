@@ -9,6 +9,7 @@ from _gpu_check import assert_rel, graph_of, rel_err, run_litert, without_work_s
 from _gpu_models import (
     _OP_CASES,
     channel_pad_block,
+    detection_head_block,
     resize_block,
     resize_conv_block,
     rnd,
@@ -169,6 +170,20 @@ def test_shared_residual_conv_stores_both(precision, tol):
     assert len(plan.ops) == 2, [op.describe() for op in plan.ops]  # the conv and the binary MUL + ADD
     for got, want in zip(run_plan(plan, inputs), run_litert(model, inputs), strict=True):
         assert_rel(got, want, tol, precision)
+
+
+@pytest.mark.parametrize("precision,tol", [("fp32", 1e-5), ("fp16", 2e-2)])
+@pytest.mark.parametrize("k", [1, 18])
+def test_reshape_merged_into_concat_read(k, precision, tol):
+    """A detection head (conv -> RESHAPE -> CONCATENATION per level) is the convs and one concat launch that
+    reads each level through its reshape (option reshaped, params RH/RW/RC<i>)."""
+    model, inputs = detection_head_block(k)
+    plan = _compile(model, precision)
+    assert [op.kernel for op in plan.ops] == ["conv2d", "conv2d", "concat"], [op.describe() for op in plan.ops]
+    cat = plan.ops[-1]
+    assert cat.options["reshaped"] == 3 and (cat.params["RH0"], cat.params["RW0"], cat.params["RC0"]) == (8, 8, 2 * k)
+    assert (cat.params["E0"], cat.params["E1"]) == (128, 32)
+    assert_rel(run_plan(plan, inputs)[0], run_litert(model, inputs)[0], tol, precision)
 
 
 @pytest.mark.parametrize("precision,tol", [("fp32", 1e-5), ("fp16", 2e-2)])

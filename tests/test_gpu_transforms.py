@@ -12,6 +12,7 @@ from _gpu_models import (
     RNG,
     channel_pad_block,
     conv_model,
+    detection_head_block,
     resize_block,
     resize_conv_block,
     rnd,
@@ -552,6 +553,23 @@ def test_fuse_shared_residual_declined(why, monkeypatch):
     assert not any(n.attrs.get("store_pre") for n in g.nodes)
     assert rep["fuse_shared_residual"][0] in ("fused 0 residual ops whose conv result has other readers",
                                               "off (FUSE_SHARED_RESIDUAL = False)")
+
+
+@pytest.mark.parametrize("k", [1, 4, 18])
+def test_fuse_reshape_concat(k, monkeypatch):
+    """The RESHAPEs of a detection head's levels are read through inside the CONCATENATION (no gather
+    launches); compared with LiteRT before and after the passes.  With the switch off they stay."""
+    model, inputs = detection_head_block(k)
+    g, rep = check_passes(model, inputs)
+    assert g.op_counts() == {"CONCATENATION": 1, "CONV_2D": 2}, g.op_counts()
+    cat = next(n for n in g.nodes if n.op == "CONCATENATION")
+    assert cat.attrs["reshaped_inputs"] == (0, 1)
+    assert rep["fuse_reshape_concat"][0] == "merged 2 RESHAPE into concat reads"
+    from litegpu.gpu._passes import reshape_concat
+
+    monkeypatch.setattr(reshape_concat, "FUSE_RESHAPE_CONCAT", False)
+    g, rep = check_passes(model, inputs)
+    assert g.op_counts().get("RESHAPE") == 2 and rep["fuse_reshape_concat"] == ["off (FUSE_RESHAPE_CONCAT = False)"]
 
 
 @pytest.mark.parametrize("cin,cout", [(3, 6), (1, 6), (2, 4)])

@@ -850,6 +850,24 @@ def _p_shared_residual():
     return g.done(y, z)
 
 
+@pattern("reshape into the concat read: two levels' 1x1 conv -> RESHAPE (1, anchors, 18) -> CONCATENATION, and "
+         "-> RESHAPE (1, anchors, 1) -> CONCATENATION (an SSD detection head, no gather launches)")
+def _p_reshape_concat():
+    g = _G()
+    outs18, outs1 = [], []
+    for hw in (6, 3):
+        x = g.input(1, hw, hw, 8)
+        c, _ = g.conv(x, (1, hw, hw, 8), 36, k=1)
+        outs18.append(g.op("RESHAPE", [c, g.const(np.array([1, hw * hw * 2, 18], np.int32))], (1, hw * hw * 2, 18),
+                           new_shape=[1, hw * hw * 2, 18]))
+        d, _ = g.conv(x, (1, hw, hw, 8), 2, k=1)
+        outs1.append(g.op("RESHAPE", [d, g.const(np.array([1, hw * hw * 2, 1], np.int32))], (1, hw * hw * 2, 1),
+                          new_shape=[1, hw * hw * 2, 1]))
+    y = g.op("CONCATENATION", outs18, (1, 90, 18), axis=1)
+    z = g.op("CONCATENATION", outs1, (1, 90, 1), axis=1)
+    return g.done(y, z)
+
+
 @pattern("two elementwise ops in one binary launch: MUL(x, per-channel s) -> ADD(., y) -> RELU "
          "(squeeze-and-excite tails), SUB(y, MAXIMUM(x, z)) reversed")
 def _p_binary_residual():

@@ -368,6 +368,7 @@ CASES = {
     "resize_residual": lambda: _pattern("resize into the residual read"),
     "resize_input": lambda: _pattern("resize into the conv input read"),
     "shared_residual": lambda: _pattern("conv result read twice"),
+    "reshape_concat": lambda: _pattern("reshape into the concat read"),
     "binary_residual": lambda: _pattern("two elementwise ops in one binary launch"),
     "squeeze_excite": lambda: _pattern("squeeze-and-excitation blocks"),
 }
@@ -392,7 +393,8 @@ def test_op_matches_litert_fp32(delegate, name):
 @pytest.mark.parametrize("name", ["conv3x3_same_relu", "depthwise_same_relu6", "add_broadcast_rows",
                                   "avg_pool_3x3_same", "softmax_4d_beta", "resize_bilinear", "chain",
                                   "channel_pad_residual", "channel_pad_binary", "pool_residual",
-                                  "resize_residual", "resize_input", "shared_residual"])
+                                  "resize_residual", "resize_input", "shared_residual",
+                                  "reshape_concat"])
 @pytest.mark.parametrize("precision", ["fp16", "fp16_fp32acc"])
 def test_op_matches_litert_fp16(backend, compiler_core, name, precision):
     d = litegpu.load_delegate("vulkan", {"precision": precision})
@@ -665,13 +667,14 @@ def test_mediapipe_face_detection_fully_delegated(delegate, mediapipe_models):
 @pytest.mark.slow
 @pytest.mark.mediapipe
 @pytest.mark.parametrize("name", ["selfie_segmentation", "selfie_segmentation_landscape", "pose_landmark_full",
-                                  "palm_detection_full"])
+                                  "palm_detection_full", "face_detection_short_range"])
 def test_mediapipe_fp32_fully_delegated(delegate, mediapipe_models, name):
     """Fully delegated, within 1e-3 of LiteRT's reference kernels (which run a rewrite of MediaPipe's
     Convolution2DTransposeBias as TRANSPOSE_CONV, tests/test_mediapipe_cpu.py).  selfie_segmentation: ten
     squeeze-and-excitation blocks (se_gate launches, gate MULs folded into the 1x1 convs:
     _passes/squeeze_excite); pose_landmark_full: resizes merged into residual reads (_passes/resize_read);
-    palm_detection_full: both resize forms of a feature pyramid."""
+    palm_detection_full: a feature pyramid's resizes read inside the convs; palm_detection_full and
+    face_detection_short_range: detection heads whose RESHAPEs the concats read through."""
     sys.path.insert(0, str(ROOT / "tests"))
     from test_mediapipe_cpu import NEEDS_REWRITE, _input, _litert_outputs, _read, ir_to_tflite
 

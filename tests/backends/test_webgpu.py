@@ -181,6 +181,7 @@ CASES = {
     "resize_residual": lambda r: _pattern_shapes("resize into the residual read"),
     "resize_input": lambda r: _pattern_shapes("resize into the conv input read"),
     "shared_residual": lambda r: _pattern_shapes("conv result read twice"),
+    "reshape_concat": lambda r: _pattern_shapes("reshape into the concat read"),
     "binary_residual": lambda r: _pattern_shapes("two elementwise ops in one binary launch"),
     "squeeze_excite": lambda r: _pattern_shapes("squeeze-and-excitation blocks"),
 }

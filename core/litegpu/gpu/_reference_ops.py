@@ -557,8 +557,14 @@ def softmax(c: RefContext) -> list[np.ndarray]:
 
 
 def concatenation(c: RefContext) -> list[np.ndarray]:
+    """CONCATENATION; inputs listed in ``attrs["reshaped_inputs"]`` (``_passes/reshape_concat``) are read
+    through a row-major RESHAPE to the output's shape along every other axis."""
     xs = [c.get(i) for i in range(len(c.n.inputs))]
-    return [np.concatenate(xs, axis=int(c.n.attrs.get("axis", 0)) % xs[0].ndim)]
+    out = c.out_shape()
+    axis = int(c.n.attrs.get("axis", 0)) % len(out)
+    for i in c.n.attrs.get("reshaped_inputs", ()):
+        xs[i] = xs[i].reshape([-1 if a == axis else d for a, d in enumerate(out)])
+    return [np.concatenate(xs, axis=axis)]
 
 
 def reshape(c: RefContext) -> list[np.ndarray]:

@@ -25,6 +25,7 @@ from .mixed_precision import mixed_precision
 from .normalise_bhwc import normalise_bhwc
 from .pool_residual import fuse_pool_residual
 from .remove_identities import remove_identities
+from .reshape_concat import fuse_reshape_concat
 from .resize_read import fuse_resize_input, fuse_resize_residual
 from .squeeze_excite import fuse_squeeze_excite
 
@@ -51,6 +52,7 @@ __all__ = [
     "fuse_resize_residual",
     "fuse_resize_input",
     "fuse_shared_residual",
+    "fuse_reshape_concat",
     "legalise_epilogues",
     "prune",
     "mixed_precision",
@@ -102,6 +104,8 @@ DEFAULT_PIPELINE: tuple[Pass, ...] = (
     fuse_resize_residual,
     # a residual ADD/MUL of a conv result that another op reads too: the conv applies it and stores both
     fuse_shared_residual,
+    # a RESHAPE read only by a CONCATENATION (detection heads) is read through inside the concat
+    fuse_reshape_concat,
     legalise_epilogues,
     prune,
     mixed_precision,
