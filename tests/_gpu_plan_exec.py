@@ -115,6 +115,8 @@ class PlanExecutor:
             from litegpu.gpu._reference_ops import qdq
 
             value = qdq(value, op.params["Q_SCALE"], op.params["Q_ZP"], op.params["Q_MIN"], op.params["Q_MAX"])
+        if op.options.get("dst_bhwc") and (op.precision or self.plan.precision) != "fp32":
+            value = value.astype(np.float16).astype(np.float32)  # the kernel's half value, stored as float32
         buf = self.buf(t)
         buf[...] = L.bhwc_to_phwc4(value).astype(buf.dtype)
 

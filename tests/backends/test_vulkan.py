@@ -374,6 +374,34 @@ CASES = {
 }
 
 
+@pytest.mark.parametrize("fold", [True, False])
+def test_host_outputs_written_in_host_layout(backend, compiler_core, monkeypatch, fold):
+    """A host output whose one writer is a concat / conv2d / transpose conv is stored by that launch as dense
+    float32 BHWC into the staging buffer (dst_bhwc): no phwc4_to_bhwc launch; a second invoke on other data and
+    the A/B switch off (one conversion launch per output) give LiteRT's answer too."""
+    from litegpu.gpu import _runtime
+
+    monkeypatch.setattr(_runtime, "FOLD_OUTPUT_LAYOUT", fold)
+    model, inputs = _pattern("reshape into the concat read")
+    d = litegpu.load_delegate("vulkan", {"cache": {"enabled": False}})
+    try:
+        it = litegpu.Interpreter(model_content=model, experimental_delegates=[d])
+        it.allocate_tensors()
+        (k,) = [s.kernel for s in it._main.plan.steps if s.kind == "delegate"]
+        kernels = k.describe()["kernels"]
+        assert sum(n.startswith("phwc4_to_bhwc") for n in kernels) == (0 if fold else 2), kernels
+        assert {k.plan.tensors[t].layout for t in k.plan.outputs} == ({"BHWC"} if fold else {"PHWC4"})
+        for feeds in (inputs, [x[..., ::-1].copy() for x in inputs]):
+            for det, x in zip(it.get_input_details(), feeds, strict=True):
+                it.set_tensor(det["index"], x)
+            it.invoke()
+            got = [it.get_tensor(o["index"]) for o in it.get_output_details()]
+            for g, w in zip(got, run_litert(model, feeds), strict=True):
+                assert rel_error(g, w) <= 1e-5
+    finally:
+        d.close()
+
+
 #: cases left to the slow run: the squeeze-excite pattern builds 7 lavapipe pipelines (5 s); in the default run
 #: its kernels compile for GLSL (tests/test_kernels_compile.py) and the pattern runs on OpenCL (test_opencl_ops)
 _SLOW_CASES = {"squeeze_excite"}

@@ -378,7 +378,7 @@ KERNELS: tuple[KernelSpec, ...] = (
          {"act": ACT, "residual": Opt("NONE", ("NONE", "ADD", "MUL")), "residual_act": ACT,
           "block_w": Opt(2, (1, 2, 4)), "block_s": Opt(1, (1, 2)), "grouped": boolean(), "split": SPLIT,
           "qdq": QDQ, "residual_channels": CHANNELS, "residual_pool": boolean(), "in_scale": boolean(),
-          "residual_resize": boolean(), "in_resize": boolean(), "store_pre": boolean()},
+          "residual_resize": boolean(), "in_resize": boolean(), "store_pre": boolean(), "dst_bhwc": boolean()},
          [{"act": a} for a in FUSED_ACTIVATIONS]
          + [{"in_scale": True, "block_w": 1}, {"in_scale": True, "residual": "ADD", "split": 16},
             {"in_scale": True, "act": "PRELU", "block_w": 4, "block_s": 2, "split": 8},
@@ -408,7 +408,9 @@ KERNELS: tuple[KernelSpec, ...] = (
             {"in_resize": True, "in_scale": True, "block_w": 4}, {"in_resize": True, "in_scale": True, "split": 16}]
          + [{"store_pre": True, "residual": "ADD"},
             {"store_pre": True, "residual": "ADD", "in_resize": True, "split": 16, "block_w": 4, "block_s": 2},
-            {"store_pre": True, "residual": "MUL", "act": "PRELU", "residual_act": "RELU", "qdq": True, "block_w": 1}],
+            {"store_pre": True, "residual": "MUL", "act": "PRELU", "residual_act": "RELU", "qdq": True, "block_w": 1}]
+         + [{"dst_bhwc": True}, {"dst_bhwc": True, "block_w": 4, "block_s": 2, "split": 4, "act": "LOGISTIC"},
+            {"dst_bhwc": True, "split": 128, "block_w": 1, "store_pre": True, "residual": "ADD"}],
          default_wg=(8, 4, 2), shared_wg=split_wg),
     spec("conv2d_tiled", "conv.lgk", "ungrouped 2-D convolution as a tiled matrix product (shared-memory staging)",
          {"act": ACT, "residual": Opt("NONE", ("NONE", "ADD", "MUL")), "residual_act": ACT,
@@ -449,7 +451,9 @@ KERNELS: tuple[KernelSpec, ...] = (
           "stage_p": Opt(0, (0, 1, 2, 4, 8, 16, 32)), "stage_k": Opt(16, (8, 16, 32, 64))},
          _DW_PW_VARIANTS, default_wg=(8, 4, 2), shared_wg=_dw_pw_wg),
     spec("transpose_conv2d", "conv.lgk", "transposed convolution (+ MediaPipe Convolution2DTransposeBias)",
-         {"act": ACT, "qdq": QDQ}, [{"act": a} for a in FUSED_ACTIVATIONS] + [{"qdq": True}]),
+         {"act": ACT, "qdq": QDQ, "dst_bhwc": boolean()},
+         [{"act": a} for a in FUSED_ACTIVATIONS] + [{"qdq": True}, {"act": "LOGISTIC", "dst_bhwc": True},
+                                                    {"act": "PRELU", "qdq": True, "dst_bhwc": True}]),
 )
 
 OPS: dict[str, GpuOpEntry] = {

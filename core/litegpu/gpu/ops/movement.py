@@ -14,7 +14,7 @@ from ..._delegate import NodeView
 from .. import _layout as L
 from .. import _reference_ops as rf
 from .._graph import GpuOp
-from .._kernel_specs import KernelSpec, Opt, spec
+from .._kernel_specs import KernelSpec, Opt, boolean, spec
 from ._entry import GpuOpEntry, Lowerer, check_4d, opt
 
 __all__ = ["OPS", "KERNELS", "MAX_CONCAT_INPUTS"]
@@ -151,10 +151,13 @@ def lower_space(lw: Lowerer) -> list[GpuOp]:
 
 KERNELS: tuple[KernelSpec, ...] = (
     spec("concat", "copy.lgk", "CONCATENATION of n inputs along a BHWC axis",
-         {"axis": Opt(3, (0, 1, 2, 3)), "n": Opt(2, tuple(range(1, 9))), "reshaped": Opt(0, tuple(range(256)))},
+         {"axis": Opt(3, (0, 1, 2, 3)), "n": Opt(2, tuple(range(1, 9))), "reshaped": Opt(0, tuple(range(256))),
+          "dst_bhwc": boolean()},
          [{"axis": a, "n": 2} for a in range(3)] + [{"axis": 3, "n": k} for k in range(1, 9)] + [{"axis": 1, "n": 8}]
          # inputs read through a merged RESHAPE (_passes/reshape_concat): palm / face detection heads
-         + [{"axis": 2, "n": 2, "reshaped": 3}, {"axis": 1, "n": 3, "reshaped": 5}, {"axis": 0, "n": 2, "reshaped": 2}]),
+         + [{"axis": 2, "n": 2, "reshaped": 3}, {"axis": 1, "n": 3, "reshaped": 5}, {"axis": 0, "n": 2, "reshaped": 2}]
+         # a host output written as dense BHWC (gpu/_runtime.compile_graph: no phwc4_to_bhwc launch)
+         + [{"axis": 2, "n": 2, "reshaped": 3, "dst_bhwc": True}, {"axis": 3, "n": 3, "dst_bhwc": True}]),
     spec("gather", "copy.lgk", "TRANSPOSE (up to 6-D) / RESHAPE as a gather-by-index copy"),
     spec("slice", "copy.lgk", "SLICE / STRIDED_SLICE / SPLIT / SPLIT_V (a strided window)"),
     spec("pad", "copy.lgk", "PAD / PADV2 / MIRROR_PAD",
