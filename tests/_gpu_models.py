@@ -118,6 +118,20 @@ def detection_head_block(k=2):
     return b.build(), [rnd(1, 8, 8, 16), rnd(1, 4, 4, 16)]
 
 
+def gated_resize_conv_block():
+    """MUL(x, gate) -> RESIZE_BILINEAR (4x5 -> 8x10, half-pixel) -> 1x1 CONV_2D: selfie_segmentation's first
+    decoder block, a squeeze-excite gate scaling the map a resize then upsamples."""
+    b = model_builder()
+    x, gate = b.input("x", (1, 4, 5, 8)), b.input("gate", (1, 1, 1, 8))
+    m, up, y = b.tensor("m", (1, 4, 5, 8)), b.tensor("up", (1, 8, 10, 8)), b.tensor("y", (1, 8, 10, 6))
+    b.op("MUL", [x, gate], [m])
+    b.op("RESIZE_BILINEAR", [m, b.const("size", np.array((8, 10), np.int32))], [up], half_pixel_centers=True)
+    b.op("CONV_2D", [up, b.const("w", rnd(6, 1, 1, 8)), b.const("b", rnd(6))], [y], padding=0, stride_w=1,
+         stride_h=1)
+    b.output(y)
+    return b.build(), [rnd(1, 4, 5, 8, lo=-2, hi=2), rnd(1, 1, 1, 8)]
+
+
 def channel_pad_block(cin: int, cout: int, *, value=None, pads=None, pad_first=False, dw_main=False,
                        extra_reader=False, act_after="RELU", main_output=False):
     """BlazeFace-style widening block: skip = PAD(max_pool(x)) on channels, main = conv(dw(x)) (or a

@@ -10,6 +10,7 @@ from _gpu_models import (
     _OP_CASES,
     channel_pad_block,
     detection_head_block,
+    gated_resize_conv_block,
     resize_block,
     resize_conv_block,
     rnd,
@@ -143,15 +144,7 @@ def test_resize_merged_into_conv_input_read(k, stride, padding, align, half, pre
 @pytest.mark.parametrize("precision,tol", [("fp32", 1e-5), ("fp16", 2e-2)])
 def test_gate_mul_and_resize_merged_into_conv_input_read(precision, tol):
     """MUL(x, gate) -> resize -> 1x1 conv is one conv2d launch (in_scale with in_resize)."""
-    b = model_builder()
-    x, gate = b.input("x", (1, 4, 5, 8)), b.input("gate", (1, 1, 1, 8))
-    m, up, y = b.tensor("m", (1, 4, 5, 8)), b.tensor("up", (1, 8, 10, 8)), b.tensor("y", (1, 8, 10, 6))
-    b.op("MUL", [x, gate], [m])
-    b.op("RESIZE_BILINEAR", [m, b.const("size", np.array((8, 10), np.int32))], [up], half_pixel_centers=True)
-    b.op("CONV_2D", [up, b.const("w", rnd(6, 1, 1, 8)), b.const("b", rnd(6))], [y], padding=0, stride_w=1,
-         stride_h=1)
-    b.output(y)
-    model, inputs = b.build(), [rnd(1, 4, 5, 8, lo=-2, hi=2), rnd(1, 1, 1, 8)]
+    model, inputs = gated_resize_conv_block()
     plan = _compile(model, precision)
     (op,) = plan.ops
     assert op.kernel == "conv2d" and op.options["in_resize"] and op.options["in_scale"], op.describe()

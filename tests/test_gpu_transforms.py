@@ -13,6 +13,7 @@ from _gpu_models import (
     channel_pad_block,
     conv_model,
     detection_head_block,
+    gated_resize_conv_block,
     resize_block,
     resize_conv_block,
     rnd,
@@ -498,15 +499,7 @@ def test_fuse_resize_input(coarse, fine, k, stride, padding, align, half):
 def test_fuse_resize_input_with_gate_mul():
     """MUL(x, gate) -> RESIZE_BILINEAR -> 1x1 conv (selfie_segmentation's first decoder block): the resize is
     merged first, then the gate MUL folds into the same conv as its input scale."""
-    b = model_builder()
-    x, gate = b.input("x", (1, 4, 5, 8)), b.input("gate", (1, 1, 1, 8))
-    m, up, y = b.tensor("m", (1, 4, 5, 8)), b.tensor("up", (1, 8, 10, 8)), b.tensor("y", (1, 8, 10, 6))
-    b.op("MUL", [x, gate], [m])
-    b.op("RESIZE_BILINEAR", [m, b.const("size", np.array((8, 10), np.int32))], [up], half_pixel_centers=True)
-    b.op("CONV_2D", [up, b.const("w", rnd(6, 1, 1, 8)), b.const("b", rnd(6))], [y], padding=0, stride_w=1,
-         stride_h=1)
-    b.output(y)
-    g, _ = check_passes(b.build(), [rnd(1, 4, 5, 8, lo=-2, hi=2), rnd(1, 1, 1, 8)])
+    g, _ = check_passes(*gated_resize_conv_block())
     (node,) = g.nodes
     assert node.op == "CONV_2D" and node.inputs[0] == g.inputs[0] and node.inputs[3] == g.inputs[1]
     assert node.attrs["in_resize"] == (8, 10, False, True)

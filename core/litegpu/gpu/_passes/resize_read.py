@@ -5,6 +5,7 @@ resize launch would have stored."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import replace
 
 from .._capabilities import epilogue_fits
@@ -38,6 +39,18 @@ def _resize_flags(g: GpuGraph, node: GpuNode) -> tuple[bool, bool] | None:
     return bool(node.attrs.get("align_corners")), bool(node.attrs.get("half_pixel_centers"))
 
 
+def _resizes_read_once(g: GpuGraph) -> Iterator[tuple[GpuNode, tuple[bool, bool], GpuNode]]:
+    """(resize, its flags, its only reader) for each plain RESIZE_BILINEAR (``_resize_flags``) that one node
+    reads; the graph may change between items (each reader is looked up when its resize comes)."""
+    for rs in list(g.nodes):
+        flags = _resize_flags(g, rs)
+        if flags is None:
+            continue
+        node = only_consumer(g, rs.outputs[0])
+        if node is not None:
+            yield rs, flags, node
+
+
 def fuse_resize_residual(g: GpuGraph) -> Report:
     """Remove a ``RESIZE_BILINEAR`` whose only reader is a conv-like node adding (or multiplying) it as its
     residual: the epilogue step reads the resize's input with ``Epilogue.resize = (align_corners,
@@ -54,14 +67,9 @@ def fuse_resize_residual(g: GpuGraph) -> Report:
     if not FUSE_RESIZE_RESIDUAL:
         return ["off (FUSE_RESIZE_RESIDUAL = False)"]
     lines: Report = []
-    consumers = g.consumers()
-    for rs in list(g.nodes):
-        flags = _resize_flags(g, rs)
-        if flags is None:
-            continue
+    for rs, flags, node in _resizes_read_once(g):
         src, t = rs.inputs[0], rs.outputs[0]
-        node = only_consumer(g, t, consumers)
-        if node is None or t in node.inputs:
+        if t in node.inputs:
             continue
         j = next((i for i, e in enumerate(node.epilogue) if e.operand == t), None)
         if j is None or node.epilogue[j].op not in ("ADD", "MUL"):
@@ -75,7 +83,6 @@ def fuse_resize_residual(g: GpuGraph) -> Report:
         node.epilogue = steps
         node.origin = tuple(sorted(set(node.origin) | set(rs.origin)))
         g.remove_node(rs)
-        consumers = g.consumers()
         lines.append(f"merged RESIZE_BILINEAR#{rs.id} into the residual read of {node.describe()}")
     return [f"merged {len(lines)} RESIZE_BILINEAR into residual reads", *lines]
 
@@ -95,14 +102,9 @@ def fuse_resize_input(g: GpuGraph) -> Report:
     if not FUSE_RESIZE_INPUT:
         return ["off (FUSE_RESIZE_INPUT = False)"]
     lines: Report = []
-    consumers = g.consumers()
-    for rs in list(g.nodes):
-        flags = _resize_flags(g, rs)
-        if flags is None:
-            continue
+    for rs, flags, node in _resizes_read_once(g):
         src, t = rs.inputs[0], rs.outputs[0]
-        node = only_consumer(g, t, consumers)
-        if node is None or node.op != "CONV_2D" or not node.bhwc or node.inputs[0] != t or len(node.inputs) > 3:
+        if node.op != "CONV_2D" or not node.bhwc or node.inputs[0] != t or len(node.inputs) > 3:
             continue
         if node.attrs.get("in_resize") or g.tensors[t].dtype != "float32":
             continue
@@ -111,6 +113,5 @@ def fuse_resize_input(g: GpuGraph) -> Report:
         node.attrs["in_resize"] = (h, w, *flags)
         node.origin = tuple(sorted(set(node.origin) | set(rs.origin)))
         g.remove_node(rs)
-        consumers = g.consumers()
         lines.append(f"merged RESIZE_BILINEAR#{rs.id} into the input read of {node.describe()}")
     return [f"merged {len(lines)} RESIZE_BILINEAR into conv input reads", *lines]
