@@ -151,7 +151,9 @@ def lower_space(lw: Lowerer) -> list[GpuOp]:
 
 KERNELS: tuple[KernelSpec, ...] = (
     spec("concat", "copy.lgk", "CONCATENATION of n inputs along a BHWC axis",
-         {"axis": Opt(3, (0, 1, 2, 3)), "n": Opt(2, tuple(range(1, 9))), "reshaped": Opt(0, tuple(range(256))),
+         {"axis": Opt(3, (0, 1, 2, 3)), "n": Opt(2, tuple(range(1, 9))),
+          # a bit mask over the (up to 8) inputs
+          "reshaped": Opt(0, check=lambda m: isinstance(m, int) and 0 <= m < 1 << MAX_CONCAT_INPUTS),
           "dst_bhwc": boolean()},
          [{"axis": a, "n": 2} for a in range(3)] + [{"axis": 3, "n": k} for k in range(1, 9)] + [{"axis": 1, "n": 8}]
          # inputs read through a merged RESHAPE (_passes/reshape_concat): palm / face detection heads
