@@ -3,8 +3,10 @@
 ``python bench/gpu_launches.py [--backend opencl|vulkan|webgpu] [--models a,b] [--precision fp32]``
 prints a Markdown table, one row a model.  The count is a property of the compiled plan (the same on
 every device of one backend, and the same launch list on every backend), so PoCL or lavapipe give
-the numbers the NVIDIA GPU runs; no timing is done.  ``--nodes`` adds, per model, every launch with
-the graph nodes it covers.
+the numbers the NVIDIA GPU runs; no timing is done.  The kernel variants (and so a few launch counts: a
+split reduction, a staged conv) follow the cost model's device calibration: ``--cost-profile nvidia`` plans
+as for the NVIDIA GPU on any machine (default: the device's own).  ``--nodes`` adds, per model, every
+launch with the graph nodes it covers.
 """
 
 from __future__ import annotations
@@ -25,13 +27,20 @@ def main() -> int:
     ap.add_argument("--backend", default="opencl", choices=("opencl", "vulkan", "webgpu"))
     ap.add_argument("--precision", default="fp32")
     ap.add_argument("--nodes", action="store_true")
+    ap.add_argument("--cost-profile", default="", help="plan with this _cost.PROFILES calibration (e.g. nvidia)")
     args = ap.parse_args()
     logging.getLogger("litegpu").setLevel(logging.ERROR)  # the tables are the output
 
     import litegpu
 
+    if args.cost_profile:
+        from litegpu.gpu import _cost, _runtime
+
+        forced = _cost.PROFILES[args.cost_profile]
+        _runtime.profile_for = lambda info: forced  # compile_graph prices the variants with it
+
     print(machine_line())
-    print(f"| model ({args.backend}, {args.precision}) | launches | partitions | CPU steps | by kernel |")
+    print(f"| model ({args.backend}, {args.precision}{', cost ' + args.cost_profile if args.cost_profile else ''}) | launches | partitions | CPU steps | by kernel |")
     print("|---|---:|---:|---:|---|")
     details = []
     for name, path in mediapipe_models(args.models, default=GPU_SET).items():

@@ -23,6 +23,115 @@ def conv_model(b, x, cin, cout, hw, *, k=3, act=0, padding=0, name="c", stride=1
     return y
 
 
+def resize_block(fine_hw, coarse_hw, *, align=False, half=False, residual="ADD", dw=False, extra_reader=False):
+    """skip = RESIZE_BILINEAR(coarse) to the fine size; main = conv(fine) (or depthwise -> 1x1); residual
+    ADD/MUL; RELU6 (a feature pyramid's top-down block)."""
+    b = model_builder()
+    fine = b.input("fine", (1, *fine_hw, 6))
+    coarse = b.input("coarse", (1, *coarse_hw, 8))
+    up = b.tensor("up", (1, *fine_hw, 8))
+    b.op("RESIZE_BILINEAR", [coarse, b.const("size", np.array(fine_hw, np.int32))], [up], align_corners=align,
+         half_pixel_centers=half)
+    x = fine
+    if dw:
+        x = b.tensor("dw", (1, *fine_hw, 6))
+        b.op("DEPTHWISE_CONV_2D", [fine, b.const("dww", rnd(1, 3, 3, 6)), b.const("dwb", rnd(6))], [x], padding=0,
+             stride_w=1, stride_h=1, depth_multiplier=1, fused_activation_function=3)
+    main = b.tensor("main", (1, *fine_hw, 8))
+    k = 1 if dw else 3
+    b.op("CONV_2D", [x, b.const("w", rnd(8, k, k, 6)), b.const("b", rnd(8))], [main], padding=0, stride_w=1,
+         stride_h=1)
+    s_ = b.tensor("s", (1, *fine_hw, 8))
+    b.op(residual, [up, main], [s_], fused_activation_function=3)
+    b.output(s_)
+    if extra_reader:
+        b.output(up)
+    return b.build(), [rnd(1, *fine_hw, 6, lo=-2, hi=2), rnd(1, *coarse_hw, 8, lo=-2, hi=2)]
+
+
+def resize_conv_block(coarse_hw, fine_hw, *, k=1, stride=1, padding=0, align=False, half=False,
+                      also_residual=False):
+    """up = RESIZE_BILINEAR(x) to the fine size; y = CONV_2D(up) (k x k) + skip -> RELU (a decoder's upsample
+    and projection); ``also_residual``: the conv adds ``up`` itself (the resize read twice)."""
+    b = model_builder()
+    x = b.input("x", (1, *coarse_hw, 6))
+    up = b.tensor("up", (1, *fine_hw, 6))
+    b.op("RESIZE_BILINEAR", [x, b.const("size", np.array(fine_hw, np.int32))], [up], align_corners=align,
+         half_pixel_centers=half)
+    oh, ow = ((n - k) // stride + 1 if padding == 1 else -(-n // stride) for n in fine_hw)
+    cout = 6 if also_residual else 8
+    main = b.tensor("main", (1, oh, ow, cout))
+    b.op("CONV_2D", [up, b.const("w", rnd(cout, k, k, 6)), b.const("b", rnd(cout))], [main], padding=padding,
+         stride_w=stride, stride_h=stride)
+    skip = up if also_residual else b.input("skip", (1, oh, ow, cout))
+    y = b.tensor("y", (1, oh, ow, cout))
+    b.op("ADD", [skip, main], [y], fused_activation_function=1)
+    b.output(y)
+    feeds = [rnd(1, *coarse_hw, 6, lo=-2, hi=2)] + ([] if also_residual else [rnd(1, oh, ow, cout, lo=-2, hi=2)])
+    return b.build(), feeds
+
+
+def shared_residual_block(*, skip_late=False, op="ADD"):
+    """u = CONV_2D(x); s = ADD(skip, u) (or MUL) -> RELU, an output; t = MUL(skip, g) + u, another output (a
+    selfie_segmentation decoder block: the conv result read by the residual op and by another op).
+    ``skip_late``: skip is a depthwise conv's result computed after u's conv (not ready where u's conv runs)."""
+    b = model_builder()
+    x = b.input("x", (1, 6, 7, 8))
+    g = b.input("g", (1, 1, 1, 8))
+    u = b.tensor("u", (1, 6, 7, 8))
+    b.op("CONV_2D", [x, b.const("w", rnd(8, 1, 1, 8)), b.const("b", rnd(8))], [u], padding=0, stride_w=1,
+         stride_h=1)
+    if skip_late:
+        skip = b.tensor("skip", (1, 6, 7, 8))
+        b.op("DEPTHWISE_CONV_2D", [x, b.const("w2", rnd(1, 3, 3, 8)), b.const("b2", rnd(8))], [skip], padding=0,
+             stride_w=1, stride_h=1, depth_multiplier=1)
+    else:
+        skip = b.input("skip", (1, 6, 7, 8))
+    s_, m, t = b.tensor("s", (1, 6, 7, 8)), b.tensor("m", (1, 6, 7, 8)), b.tensor("t", (1, 6, 7, 8))
+    b.op(op, [skip, u], [s_], fused_activation_function=1)
+    b.op("MUL", [skip, g], [m])
+    b.op("ADD", [m, u], [t])
+    b.output(s_)
+    b.output(t)
+    feeds = [rnd(1, 6, 7, 8, lo=-2, hi=2), rnd(1, 1, 1, 8)] + ([] if skip_late else [rnd(1, 6, 7, 8, lo=-2, hi=2)])
+    return b.build(), feeds
+
+
+def detection_head_block(k=2):
+    """Two feature levels (8x8 and 4x4, 16 channels), each with a 1x1 conv to 2 * k per-anchor values, RESHAPEd to
+    (1, anchors, k) and concatenated along the anchors (axis 1): an SSD-style detection head (palm / face
+    detection)."""
+    b = model_builder()
+    outs = []
+    for j, hw in enumerate((8, 4)):
+        x = b.input(f"x{j}", (1, hw, hw, 16))
+        c = b.tensor(f"c{j}", (1, hw, hw, 2 * k))
+        b.op("CONV_2D", [x, b.const(f"w{j}", rnd(2 * k, 1, 1, 16)), b.const(f"b{j}", rnd(2 * k))], [c], padding=0,
+             stride_w=1, stride_h=1)
+        r = b.tensor(f"r{j}", (1, hw * hw * 2, k))
+        b.op("RESHAPE", [c, b.const(f"s{j}", np.array([1, hw * hw * 2, k], np.int32))], [r],
+             new_shape=[1, hw * hw * 2, k])
+        outs.append(r)
+    y = b.tensor("y", (1, 160, k))
+    b.op("CONCATENATION", outs, [y], axis=1)
+    b.output(y)
+    return b.build(), [rnd(1, 8, 8, 16), rnd(1, 4, 4, 16)]
+
+
+def gated_resize_conv_block():
+    """MUL(x, gate) -> RESIZE_BILINEAR (4x5 -> 8x10, half-pixel) -> 1x1 CONV_2D: selfie_segmentation's first
+    decoder block, a squeeze-excite gate scaling the map a resize then upsamples."""
+    b = model_builder()
+    x, gate = b.input("x", (1, 4, 5, 8)), b.input("gate", (1, 1, 1, 8))
+    m, up, y = b.tensor("m", (1, 4, 5, 8)), b.tensor("up", (1, 8, 10, 8)), b.tensor("y", (1, 8, 10, 6))
+    b.op("MUL", [x, gate], [m])
+    b.op("RESIZE_BILINEAR", [m, b.const("size", np.array((8, 10), np.int32))], [up], half_pixel_centers=True)
+    b.op("CONV_2D", [up, b.const("w", rnd(6, 1, 1, 8)), b.const("b", rnd(6))], [y], padding=0, stride_w=1,
+         stride_h=1)
+    b.output(y)
+    return b.build(), [rnd(1, 4, 5, 8, lo=-2, hi=2), rnd(1, 1, 1, 8)]
+
+
 def channel_pad_block(cin: int, cout: int, *, value=None, pads=None, pad_first=False, dw_main=False,
                        extra_reader=False, act_after="RELU", main_output=False):
     """BlazeFace-style widening block: skip = PAD(max_pool(x)) on channels, main = conv(dw(x)) (or a

@@ -50,6 +50,24 @@ def _taps(x: np.ndarray, kh: int, kw: int, sh: int, sw: int, dh: int, dw: int, p
             yield ky, kx, xp[:, ky * dh: ky * dh + (oh - 1) * sh + 1: sh, kx * dw: kx * dw + (ow - 1) * sw + 1: sw]
 
 
+
+def _bilinear(x: np.ndarray, h: int, w: int, scale_h: float, scale_w: float, half: bool) -> np.ndarray:
+    """The resize kernel's bilinear sampling of ``x`` (BHWC) to ``h x w`` (also the conv kernels'
+    ``residual_resize`` read): source coordinates from the float32 scales, neighbours clamped."""
+    def coords(n: int, scale: float) -> np.ndarray:
+        v = np.arange(n, dtype=np.float32)
+        return (v + 0.5) * np.float32(scale) - 0.5 if half else v * np.float32(scale)
+
+    fy, fx = coords(h, scale_h), coords(w, scale_w)
+    y0 = np.maximum(np.floor(fy), 0).astype(np.int64)
+    y1 = np.minimum(np.ceil(fy), x.shape[1] - 1).astype(np.int64)
+    x0 = np.maximum(np.floor(fx), 0).astype(np.int64)
+    x1 = np.minimum(np.ceil(fx), x.shape[2] - 1).astype(np.int64)
+    ly, lx = (fy - y0)[None, :, None, None], (fx - x0)[None, None, :, None]
+    top = x[:, y0][:, :, x0] * (1 - lx) + x[:, y0][:, :, x1] * lx
+    bot = x[:, y1][:, :, x0] * (1 - lx) + x[:, y1][:, :, x1] * lx
+    return top * (1 - ly) + bot * ly
+
 class PlanExecutor:
     def __init__(self, plan: GpuPlan):
         self.plan = plan
@@ -97,6 +115,8 @@ class PlanExecutor:
             from litegpu.gpu._reference_ops import qdq
 
             value = qdq(value, op.params["Q_SCALE"], op.params["Q_ZP"], op.params["Q_MIN"], op.params["Q_MAX"])
+        if op.options.get("dst_bhwc") and (op.precision or self.plan.precision) != "fp32":
+            value = value.astype(np.float16).astype(np.float32)  # the kernel's half value, stored as float32
         buf = self.buf(t)
         buf[...] = L.bhwc_to_phwc4(value).astype(buf.dtype)
 
@@ -120,6 +140,8 @@ class PlanExecutor:
         if op.options.get("act") == "PRELU":
             alpha = np.asarray(op.constants["alpha"], np.float32).reshape(-1)[:o]
         r = _act(r, op.options.get("act"), alpha)
+        if op.options.get("store_pre"):  # the value before the residual, stored too (dst_pre)
+            self.write(op, "dst_pre", r)
         if op.options.get("residual"):
             if op.options.get("residual_pool"):  # a RES_K x RES_K / stride RES_K max pool of the res tensor
                 res = self.read(op, "res")
@@ -127,6 +149,10 @@ class PlanExecutor:
                 res = max_pool_windows(res, p["RES_K"])
                 assert res.shape[:3] == r.shape[:3], (res.shape, r.shape)
                 res = np.pad(res, ((0, 0),) * 3 + ((0, o - res.shape[3]),))
+            elif op.options.get("residual_resize"):  # res (RES_H x RES_W) resized bilinearly to the output's H x W
+                res = self.read(op, "res")
+                assert res.shape[1:3] == (p["RES_H"], p["RES_W"]), (res.shape, p)
+                res = _bilinear(res, r.shape[1], r.shape[2], p["RES_SCALE_H"], p["RES_SCALE_W"], bool(p["RES_HALF"]))
             elif op.options.get("residual_channels") == "fewer":  # fewer channels (RES_S slices), zero past them
                 res = self.read(op, "res")
                 assert L.slices(res.shape[3]) == p["RES_S"] and res.shape[:3] == r.shape[:3], (res.shape, p)
@@ -145,6 +171,11 @@ class PlanExecutor:
         if o.get("in_scale"):  # a folded squeeze-excite MUL: the product in the storage type, as a MUL stores it
             real = np.float32 if (op.precision or self.plan.precision) == "fp32" else np.float16
             x = (x * self.read(op, "in_scale")).astype(real).astype(np.float32)
+        if o.get("in_resize"):  # src (IN_H x IN_W) read through a bilinear resize to SRC_H x SRC_W
+            assert x.shape[1:3] == (p["IN_H"], p["IN_W"]), (x.shape, p)
+            real = np.float32 if (op.precision or self.plan.precision) == "fp32" else np.float16
+            x = _bilinear(x, p["SRC_H"], p["SRC_W"], p["IN_SCALE_H"], p["IN_SCALE_W"], bool(p["IN_HALF"]))
+            x = x.astype(real).astype(np.float32)  # the blend is rounded to the storage type, as the resize stored it
         cin, cout = x.shape[3], p["C"]
         groups = p["SRC_S"] // p["SRC_SG"] if o.get("grouped") else 1
         w = _unpack_conv(np.asarray(op.constants["weights"], np.float32), cout,
@@ -307,6 +338,11 @@ class PlanExecutor:
         for i in range(o["n"]):
             shape = [p["B"], p["H"], p["W"], p["C"]]
             shape[o["axis"]] = p[f"E{i}"]
+            if (o.get("reshaped", 0) >> i) & 1:  # a RESHAPE merged into the read: row-major over the source's BHWC
+                x = self.read(op, f"in{i}")
+                assert x.shape[1:] == (p[f"RH{i}"], p[f"RW{i}"], p[f"RC{i}"]), (x.shape, p)
+                xs.append(x.reshape(shape))
+                continue
             xs.append(self.operand(op, f"in{i}", tuple(shape)))
         self.write(op, "dst", np.concatenate(xs, axis=o["axis"]))
 
@@ -365,11 +401,6 @@ class PlanExecutor:
     def k_resize(self, op, p, o):
         x = self.read(op, "src")
         half = bool(p["HALF_PIXEL"])
-
-        def coords(n, scale):
-            v = np.arange(n, dtype=np.float32)
-            return (v + 0.5) * np.float32(scale) - 0.5 if half else v * np.float32(scale)
-
         if o["mode"] == "NEAREST":
             def idx(n, scale, n_src):
                 v = (np.arange(n, dtype=np.float32) + (0.5 if half else 0.0)) * np.float32(scale)
@@ -378,15 +409,7 @@ class PlanExecutor:
 
             self.write(op, "dst", x[:, idx(p["H"], p["SCALE_H"], p["SRC_H"])][:, :, idx(p["W"], p["SCALE_W"], p["SRC_W"])])
             return
-        fy, fx = coords(p["H"], p["SCALE_H"]), coords(p["W"], p["SCALE_W"])
-        y0 = np.maximum(np.floor(fy), 0).astype(np.int64)
-        y1 = np.minimum(np.ceil(fy), p["SRC_H"] - 1).astype(np.int64)
-        x0 = np.maximum(np.floor(fx), 0).astype(np.int64)
-        x1 = np.minimum(np.ceil(fx), p["SRC_W"] - 1).astype(np.int64)
-        ly, lx = (fy - y0)[None, :, None, None], (fx - x0)[None, None, :, None]
-        top = x[:, y0][:, :, x0] * (1 - lx) + x[:, y0][:, :, x1] * lx
-        bot = x[:, y1][:, :, x0] * (1 - lx) + x[:, y1][:, :, x1] * lx
-        self.write(op, "dst", top * (1 - ly) + bot * ly)
+        self.write(op, "dst", _bilinear(x, p["H"], p["W"], p["SCALE_H"], p["SCALE_W"], half))
 
     def k_lstm_cell(self, op, p, o):
         gates = self.read(op, "gates").reshape(p["B"], 4, p["C"])

@@ -6,7 +6,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from _gpu_check import assert_rel, graph_of, rel_err, run_litert, without_work_split
-from _gpu_models import _OP_CASES, channel_pad_block, rnd
+from _gpu_models import (
+    _OP_CASES,
+    channel_pad_block,
+    detection_head_block,
+    gated_resize_conv_block,
+    resize_block,
+    resize_conv_block,
+    rnd,
+    shared_residual_block,
+)
 from _gpu_plan_exec import run_plan
 from _gpu_tflite import StopgapModelBuilder, model_builder, read_model
 from litegpu import ConfigError
@@ -101,6 +110,73 @@ def test_block_plan_all_precisions(precision, tol):
     assert dw.constants["dw_weights"].shape == (3, 3, 3, 4)  # [S][KH][KW][4]
     assert dw.constants["weights"].shape == (2, 1, 1, 12, 4)  # [S_o][1][1][I4][4]
     assert plan.report["memory"][0].startswith("arena ")
+
+
+@pytest.mark.parametrize("precision,tol", [("fp32", 1e-5), ("fp16", 2e-2)])
+@pytest.mark.parametrize("align,half,dw", [(False, True, False), (True, False, True), (False, False, True)])
+def test_resize_merged_into_residual_read(align, half, dw, precision, tol):
+    """A feature pyramid's top-down block ADD(resize(coarse), conv(fine)) is one launch: the conv2d (or fused
+    dw_pw_conv2d) samples the coarse map bilinearly as it reads its residual (residual_resize)."""
+    model, inputs = resize_block((7, 9), (3, 5), align=align, half=half, dw=dw)
+    plan = _compile(model, precision)
+    (op,) = plan.ops
+    assert op.kernel == ("dw_pw_conv2d" if dw else "conv2d") and op.options["residual_resize"], op.describe()
+    assert (op.params["RES_H"], op.params["RES_W"], op.params["RES_HALF"]) == (3, 5, int(half))
+    assert op.params["RES_SCALE_H"] == pytest.approx(2 / 6 if align else 3 / 7)
+    assert_rel(run_plan(plan, inputs)[0], run_litert(model, inputs)[0], tol, precision)
+
+
+@pytest.mark.parametrize("precision,tol", [("fp32", 1e-5), ("fp16", 2e-2)])
+@pytest.mark.parametrize("k,stride,padding,align,half", [(1, 1, 0, False, True), (3, 2, 0, True, False),
+                                                         (3, 1, 1, False, False)])
+def test_resize_merged_into_conv_input_read(k, stride, padding, align, half, precision, tol):
+    """A decoder's upsample -> conv is one conv2d launch reading the coarse map through the resize
+    (in_resize; the geometry is the resized map's)."""
+    model, inputs = resize_conv_block((4, 5), (9, 10), k=k, stride=stride, padding=padding, align=align, half=half)
+    plan = _compile(model, precision)
+    (op,) = plan.ops
+    assert op.kernel == "conv2d" and op.options["in_resize"], op.describe()
+    assert (op.params["IN_H"], op.params["IN_W"], op.params["SRC_H"], op.params["SRC_W"]) == (4, 5, 9, 10)
+    assert op.params["IN_HALF"] == int(half) and op.params["IN_SCALE_W"] == pytest.approx(4 / 9 if align else 1 / 2)
+    assert_rel(run_plan(plan, inputs)[0], run_litert(model, inputs)[0], tol, precision)
+
+
+@pytest.mark.parametrize("precision,tol", [("fp32", 1e-5), ("fp16", 2e-2)])
+def test_gate_mul_and_resize_merged_into_conv_input_read(precision, tol):
+    """MUL(x, gate) -> resize -> 1x1 conv is one conv2d launch (in_scale with in_resize)."""
+    model, inputs = gated_resize_conv_block()
+    plan = _compile(model, precision)
+    (op,) = plan.ops
+    assert op.kernel == "conv2d" and op.options["in_resize"] and op.options["in_scale"], op.describe()
+    assert_rel(run_plan(plan, inputs)[0], run_litert(model, inputs)[0], tol, precision)
+
+
+@pytest.mark.parametrize("precision,tol", [("fp32", 1e-5), ("fp16", 2e-2)])
+def test_shared_residual_conv_stores_both(precision, tol):
+    """conv -> ADD(skip) -> RELU with the conv result read elsewhere too: one conv2d launch storing both
+    (store_pre, binding dst_pre), both outputs matching LiteRT."""
+    model, inputs = shared_residual_block()
+    plan = _compile(model, precision)
+    conv = next(op for op in plan.ops if op.kernel == "conv2d")
+    assert conv.options["store_pre"] and conv.options["residual"] == "ADD" and len(conv.outputs) == 2
+    assert [name for name, _ in conv.bindings][-2:] == ["dst", "dst_pre"]
+    assert len(plan.ops) == 2, [op.describe() for op in plan.ops]  # the conv and the binary MUL + ADD
+    for got, want in zip(run_plan(plan, inputs), run_litert(model, inputs), strict=True):
+        assert_rel(got, want, tol, precision)
+
+
+@pytest.mark.parametrize("precision,tol", [("fp32", 1e-5), ("fp16", 2e-2)])
+@pytest.mark.parametrize("k", [1, 18])
+def test_reshape_merged_into_concat_read(k, precision, tol):
+    """A detection head (conv -> RESHAPE -> CONCATENATION per level) is the convs and one concat launch that
+    reads each level through its reshape (option reshaped, params RH/RW/RC<i>)."""
+    model, inputs = detection_head_block(k)
+    plan = _compile(model, precision)
+    assert [op.kernel for op in plan.ops] == ["conv2d", "conv2d", "concat"], [op.describe() for op in plan.ops]
+    cat = plan.ops[-1]
+    assert cat.options["reshaped"] == 3 and (cat.params["RH0"], cat.params["RW0"], cat.params["RC0"]) == (8, 8, 2 * k)
+    assert (cat.params["E0"], cat.params["E1"]) == (128, 32)
+    assert_rel(run_plan(plan, inputs)[0], run_litert(model, inputs)[0], tol, precision)
 
 
 @pytest.mark.parametrize("precision,tol", [("fp32", 1e-5), ("fp16", 2e-2)])

@@ -7,7 +7,19 @@ import importlib
 import numpy as np
 import pytest
 from _gpu_check import REL, assert_rel, check_passes, graph_of, rel_err, run_litert
-from _gpu_models import _OP_CASES, RNG, channel_pad_block, conv_model, rnd, se_block
+from _gpu_models import (
+    _OP_CASES,
+    RNG,
+    channel_pad_block,
+    conv_model,
+    detection_head_block,
+    gated_resize_conv_block,
+    resize_block,
+    resize_conv_block,
+    rnd,
+    se_block,
+    shared_residual_block,
+)
 from _gpu_tflite import StopgapModelBuilder, model_builder, read_model
 from litegpu._ir import DimensionMetadata, Sparsity
 from litegpu.gpu._capabilities import epilogue_fits
@@ -424,6 +436,133 @@ def test_fuse_pool_residual_declined(why):
     g, rep = check_passes(model, inputs)
     assert g.op_counts().get("MAX_POOL_2D") == 1, g.op_counts()
     assert rep["fuse_pool_residual"][0] == "merged 0 MAX_POOL_2D into residual reads"
+
+
+@pytest.mark.parametrize("fine,coarse,align,half,residual,dw", [
+    ((8, 10), (4, 5), False, True, "ADD", False), ((7, 9), (3, 4), True, False, "ADD", True),
+    ((10, 6), (5, 3), False, False, "MUL", False), ((6, 6), (4, 5), False, True, "ADD", True)])
+def test_fuse_resize_residual(fine, coarse, align, half, residual, dw):
+    """A RESIZE_BILINEAR read only as a conv's residual becomes part of the residual read (every coordinate
+    rule; upsampling by 2, by a non-integer factor, and down along one axis), on conv2d and on the fused
+    depthwise -> 1x1 node; compared with LiteRT before and after the passes."""
+    model, inputs = resize_block(fine, coarse, align=align, half=half, residual=residual, dw=dw)
+    g, rep = check_passes(model, inputs)
+    assert "RESIZE_BILINEAR" not in g.op_counts(), g.op_counts()
+    (node,) = g.nodes
+    step = next(e for e in node.epilogue if e.operand is not None)
+    assert step.op == residual and step.resize == (align, half) and step.operand == g.inputs[1]
+    assert rep["fuse_resize_residual"][0] == "merged 1 RESIZE_BILINEAR into residual reads"
+
+
+@pytest.mark.parametrize("why", ["two_readers", "activation", "switched_off"])
+def test_fuse_resize_residual_declined(why, monkeypatch):
+    """A resize read elsewhere or carrying an activation keeps its launch, and so does every resize when the
+    A/B switch is off."""
+    from litegpu.gpu._passes import resize_read
+
+    if why == "switched_off":
+        monkeypatch.setattr(resize_read, "FUSE_RESIZE_RESIDUAL", False)
+    model, inputs = resize_block((8, 10), (4, 5), half=True, extra_reader=why == "two_readers")
+    if why == "activation":  # RESIZE_BILINEAR has no fused activation in TFLite: a RELU after it
+        b = model_builder()
+        fine = b.input("fine", (1, 8, 10, 6))
+        coarse = b.input("coarse", (1, 4, 5, 8))
+        up, r = b.tensor("up", (1, 8, 10, 8)), b.tensor("r", (1, 8, 10, 8))
+        b.op("RESIZE_BILINEAR", [coarse, b.const("size", np.array((8, 10), np.int32))], [up])
+        b.op("RELU", [up], [r])
+        main, s_ = b.tensor("main", (1, 8, 10, 8)), b.tensor("s", (1, 8, 10, 8))
+        b.op("CONV_2D", [fine, b.const("w", rnd(8, 3, 3, 6)), b.const("b", rnd(8))], [main], padding=0, stride_w=1,
+             stride_h=1)
+        b.op("ADD", [r, main], [s_])
+        b.output(s_)
+        model = b.build()
+    g, rep = check_passes(model, inputs)
+    assert g.op_counts().get("RESIZE_BILINEAR") == 1, g.op_counts()
+    assert rep["fuse_resize_residual"][0] in ("merged 0 RESIZE_BILINEAR into residual reads",
+                                              "off (FUSE_RESIZE_RESIDUAL = False)")
+
+
+@pytest.mark.parametrize("coarse,fine,k,stride,padding,align,half", [
+    ((4, 5), (8, 10), 1, 1, 0, False, True), ((3, 4), (7, 9), 3, 1, 0, True, False),
+    ((5, 3), (10, 6), 3, 2, 1, False, False), ((6, 6), (4, 5), 1, 1, 1, False, True)])
+def test_fuse_resize_input(coarse, fine, k, stride, padding, align, half):
+    """A RESIZE_BILINEAR read only as a CONV_2D's input is read inside the conv (1x1 and 3x3, SAME and
+    VALID, strided; every coordinate rule, up and down); compared with LiteRT before and after the passes."""
+    model, inputs = resize_conv_block(coarse, fine, k=k, stride=stride, padding=padding, align=align, half=half)
+    g, rep = check_passes(model, inputs)
+    assert g.op_counts() == {"CONV_2D": 1}, g.op_counts()
+    (node,) = g.nodes
+    assert node.inputs[0] == g.inputs[0] and node.attrs["in_resize"] == (*fine, align, half)
+    assert rep["fuse_resize_input"][0] == "merged 1 RESIZE_BILINEAR into conv input reads"
+
+
+def test_fuse_resize_input_with_gate_mul():
+    """MUL(x, gate) -> RESIZE_BILINEAR -> 1x1 conv (selfie_segmentation's first decoder block): the resize is
+    merged first, then the gate MUL folds into the same conv as its input scale."""
+    g, _ = check_passes(*gated_resize_conv_block())
+    (node,) = g.nodes
+    assert node.op == "CONV_2D" and node.inputs[0] == g.inputs[0] and node.inputs[3] == g.inputs[1]
+    assert node.attrs["in_resize"] == (8, 10, False, True)
+
+
+@pytest.mark.parametrize("why", ["also_residual", "switched_off"])
+def test_fuse_resize_input_declined(why, monkeypatch):
+    """A resize the conv reads twice (input and residual) keeps its launch, as does every resize with the
+    switch off."""
+    from litegpu.gpu._passes import resize_read
+
+    if why == "switched_off":
+        monkeypatch.setattr(resize_read, "FUSE_RESIZE_INPUT", False)
+    model, inputs = resize_conv_block((4, 5), (8, 10), half=True, also_residual=why == "also_residual")
+    g, rep = check_passes(model, inputs)
+    assert g.op_counts().get("RESIZE_BILINEAR") == 1, g.op_counts()
+    assert rep["fuse_resize_input"][0] in ("merged 0 RESIZE_BILINEAR into conv input reads",
+                                           "off (FUSE_RESIZE_INPUT = False)")
+
+
+@pytest.mark.parametrize("op", ["ADD", "MUL"])
+def test_fuse_shared_residual(op):
+    """A residual ADD/MUL of a conv result another op reads too is fused into the conv, which also stores the
+    result from before it (outputs[1], attrs store_pre); compared with LiteRT before and after the passes."""
+    model, inputs = shared_residual_block(op=op)
+    g, rep = check_passes(model, inputs)
+    conv = next(n for n in g.nodes if n.op == "CONV_2D")
+    assert conv.attrs.get("store_pre") and len(conv.outputs) == 2, conv.describe()
+    assert [e.op for e in conv.epilogue] == [op, "RELU"] and conv.epilogue[0].operand == g.inputs[2]
+    assert op not in g.op_counts() or op == "MUL", g.op_counts()  # the MUL(skip, g) + ADD(u) stays one node
+    assert rep["fuse_shared_residual"][0] == "fused 1 residual ops whose conv result has other readers"
+
+
+@pytest.mark.parametrize("why", ["skip_late", "switched_off"])
+def test_fuse_shared_residual_declined(why, monkeypatch):
+    """The other operand computed after the conv (the conv cannot move past its result's other readers), or
+    the switch off: the ADD keeps its launch."""
+    from litegpu.gpu._passes import fuse
+
+    if why == "switched_off":
+        monkeypatch.setattr(fuse, "FUSE_SHARED_RESIDUAL", False)
+    model, inputs = shared_residual_block(skip_late=why == "skip_late")
+    g, rep = check_passes(model, inputs)
+    assert not any(n.attrs.get("store_pre") for n in g.nodes)
+    assert rep["fuse_shared_residual"][0] in ("fused 0 residual ops whose conv result has other readers",
+                                              "off (FUSE_SHARED_RESIDUAL = False)")
+
+
+@pytest.mark.parametrize("k", [1, 4, 18])
+def test_fuse_reshape_concat(k, monkeypatch):
+    """The RESHAPEs of a detection head's levels are read through inside the CONCATENATION (no gather
+    launches); compared with LiteRT before and after the passes.  With the switch off they stay."""
+    model, inputs = detection_head_block(k)
+    g, rep = check_passes(model, inputs)
+    assert g.op_counts() == {"CONCATENATION": 1, "CONV_2D": 2}, g.op_counts()
+    cat = next(n for n in g.nodes if n.op == "CONCATENATION")
+    assert cat.attrs["reshaped_inputs"] == (0, 1)
+    assert rep["fuse_reshape_concat"][0] == "merged 2 RESHAPE into concat reads"
+    from litegpu.gpu._passes import reshape_concat
+
+    monkeypatch.setattr(reshape_concat, "FUSE_RESHAPE_CONCAT", False)
+    g, rep = check_passes(model, inputs)
+    assert g.op_counts().get("RESHAPE") == 2 and rep["fuse_reshape_concat"] == ["off (FUSE_RESHAPE_CONCAT = False)"]
 
 
 @pytest.mark.parametrize("cin,cout", [(3, 6), (1, 6), (2, 4)])

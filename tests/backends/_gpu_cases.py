@@ -786,6 +786,88 @@ def _p_pool_residual():
     return g.done(y, z, w, v)
 
 
+@pattern("resize into the residual read: conv 3x3 + ADD(resize half-pixel 4x5 -> 8x10) -> RELU6, dw/1x1 + "
+         "ADD(resize align-corners 3x4 -> 7x9) (FPN top-down blocks, no resize launch), conv MUL resize (plain)")
+def _p_resize_residual():
+    g = _G()
+    fine = g.input(1, 8, 10, 6)
+    coarse = g.input(1, 4, 5, 8)
+    up = g.op("RESIZE_BILINEAR", [coarse, g.const(np.array([8, 10], np.int32))], (1, 8, 10, 8),
+              half_pixel_centers=True)
+    c, s = g.conv(fine, (1, 8, 10, 6), 8)
+    y = g.op("ADD", [c, up], s, fused_activation_function=3)
+    # a depthwise -> 1x1 pair (fused into dw_pw_conv2d) whose residual is a corner-aligned, non-integer resize
+    fine2 = g.input(1, 7, 9, 12)
+    coarse2 = g.input(1, 3, 4, 10)
+    up2 = g.op("RESIZE_BILINEAR", [coarse2, g.const(np.array([7, 9], np.int32))], (1, 7, 9, 10), align_corners=True)
+    d = g.op("DEPTHWISE_CONV_2D", [fine2, g.const(rnd(1, 3, 3, 12)), g.const(rnd(12))], (1, 7, 9, 12), padding=0,
+             stride_h=1, stride_w=1, depth_multiplier=1, fused_activation_function=3)
+    c2, s2 = g.conv(d, (1, 7, 9, 12), 10, k=1)
+    z = g.op("ADD", [up2, c2], s2)
+    # neither flag, a MUL residual, 2x upsampling of an odd size
+    fine3 = g.input(1, 10, 6, 4)
+    coarse3 = g.input(1, 5, 3, 5)
+    up3 = g.op("RESIZE_BILINEAR", [coarse3, g.const(np.array([10, 6], np.int32))], (1, 10, 6, 5))
+    c3, s3 = g.conv(fine3, (1, 10, 6, 4), 5)
+    w = g.op("MUL", [c3, up3], s3)
+    return g.done(y, z, w)
+
+
+@pattern("resize into the conv input read: resize half-pixel 4x5 -> 8x10 -> 1x1 conv + ADD(skip) -> RELU, "
+         "resize align-corners 3x4 -> 7x9 -> 3x3 conv stride 2 -> PRELU, MUL(x, gate) -> resize -> 1x1 conv (decoder "
+         "upsample and projection, no resize or MUL launch)")
+def _p_resize_input():
+    g = _G()
+    x = g.input(1, 4, 5, 12)
+    up = g.op("RESIZE_BILINEAR", [x, g.const(np.array([8, 10], np.int32))], (1, 8, 10, 12), half_pixel_centers=True)
+    c, s = g.conv(up, (1, 8, 10, 12), 8, k=1)
+    skip = g.input(1, 8, 10, 8)
+    y = g.op("ADD", [skip, c], s, fused_activation_function=1)
+    x2 = g.input(1, 3, 4, 6)
+    up2 = g.op("RESIZE_BILINEAR", [x2, g.const(np.array([7, 9], np.int32))], (1, 7, 9, 6), align_corners=True)
+    c2, s2 = g.conv(up2, (1, 7, 9, 6), 5, k=3, stride=2)
+    z = g.op("PRELU", [c2, g.const(rnd(1, 1, 5))], s2)
+    # a squeeze-excite gate MUL read by the resize: folded into the same conv (in_scale with in_resize)
+    x3 = g.input(1, 4, 4, 8)
+    gate = g.input(1, 1, 1, 8)
+    m = g.op("MUL", [x3, gate], (1, 4, 4, 8))
+    up3 = g.op("RESIZE_BILINEAR", [m, g.const(np.array([8, 8], np.int32))], (1, 8, 8, 8), half_pixel_centers=True)
+    c3, _ = g.conv(up3, (1, 8, 8, 8), 6, k=1)
+    return g.done(y, z, c3)
+
+
+@pattern("conv result read twice: u = 1x1 conv, ADD(skip, u) -> RELU fused into the conv storing u too, "
+         "MUL(skip, gate) + u (selfie_segmentation decoder block, no ADD launch)")
+def _p_shared_residual():
+    g = _G()
+    x = g.input(1, 6, 7, 12)
+    skip = g.input(1, 6, 7, 8)
+    gate = g.input(1, 1, 1, 8)
+    u, s = g.conv(x, (1, 6, 7, 12), 8, k=1)
+    y = g.op("ADD", [skip, u], s, fused_activation_function=1)
+    m = g.op("MUL", [skip, gate], s)
+    z = g.op("ADD", [m, u], s)
+    return g.done(y, z)
+
+
+@pattern("reshape into the concat read: two levels' 1x1 conv -> RESHAPE (1, anchors, 18) -> CONCATENATION, and "
+         "-> RESHAPE (1, anchors, 1) -> CONCATENATION (an SSD detection head, no gather launches)")
+def _p_reshape_concat():
+    g = _G()
+    outs18, outs1 = [], []
+    for hw in (6, 3):
+        x = g.input(1, hw, hw, 8)
+        c, _ = g.conv(x, (1, hw, hw, 8), 36, k=1)
+        outs18.append(g.op("RESHAPE", [c, g.const(np.array([1, hw * hw * 2, 18], np.int32))], (1, hw * hw * 2, 18),
+                           new_shape=[1, hw * hw * 2, 18]))
+        d, _ = g.conv(x, (1, hw, hw, 8), 2, k=1)
+        outs1.append(g.op("RESHAPE", [d, g.const(np.array([1, hw * hw * 2, 1], np.int32))], (1, hw * hw * 2, 1),
+                          new_shape=[1, hw * hw * 2, 1]))
+    y = g.op("CONCATENATION", outs18, (1, 90, 18), axis=1)
+    z = g.op("CONCATENATION", outs1, (1, 90, 1), axis=1)
+    return g.done(y, z)
+
+
 @pattern("two elementwise ops in one binary launch: MUL(x, per-channel s) -> ADD(., y) -> RELU "
          "(squeeze-and-excite tails), SUB(y, MAXIMUM(x, z)) reversed")
 def _p_binary_residual():

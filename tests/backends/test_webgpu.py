@@ -178,6 +178,10 @@ CASES = {
     **{f"channel_pad_{k}": (lambda r, c=c: _pattern_shapes(c)) for k, c in (
         ("residual", "channel pad into the residual read"), ("binary", "channel pad into a binary ADD's rhs"))},
     "pool_residual": lambda r: _pattern_shapes("max pool into the residual read"),
+    "resize_residual": lambda r: _pattern_shapes("resize into the residual read"),
+    "resize_input": lambda r: _pattern_shapes("resize into the conv input read"),
+    "shared_residual": lambda r: _pattern_shapes("conv result read twice"),
+    "reshape_concat": lambda r: _pattern_shapes("reshape into the concat read"),
     "binary_residual": lambda r: _pattern_shapes("two elementwise ops in one binary launch"),
     "squeeze_excite": lambda r: _pattern_shapes("squeeze-and-excitation blocks"),
 }

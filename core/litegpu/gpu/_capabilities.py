@@ -7,12 +7,14 @@ a fixed set of *epilogue slots* per kernel, rendered as template options:
   then ``residual`` (ADD or MUL with a tensor of the output's shape, or with
   fewer channels read as zero past them: a ``zero_extend`` step, option
   ``residual_channels="fewer"``; or a k x k / stride k max pool of a larger tensor: a ``pool`` step,
-  option ``residual_pool``), then ``residual_act`` (an activation or PRELU);
+  option ``residual_pool``; or a RESIZE_BILINEAR of a smaller tensor to the output's H x W: a ``resize``
+  step, option ``residual_resize``), then ``residual_act`` (an activation or PRELU); with
+  ``attrs["store_pre"]`` (option ``store_pre``) the value before the residual is stored too, in ``outputs[1]``;
 * ``dw_pw_conv2d`` (a depthwise conv fused into the 1x1 conv reading it,
   ``_passes/fuse_dw_pw``): conv2d's slots (:data:`DW_PW_SLOTS`); the
   depthwise's own activation is an attribute of the node, not an epilogue step;
 * ``depthwise_conv2d``: conv2d's slots (``act``, ``residual`` with ``residual_channels`` /
-  ``residual_pool``, ``residual_act``);
+  ``residual_pool``, ``residual_act``), no ``residual_resize``;
 * ``transpose_conv2d``, ``fully_connected``: ``act`` (PRELU included);
 * ``binary``: ``act`` (no PRELU), then a ``residual``: a second elementwise op
   (:data:`BINARY_RESIDUAL_OPS`) with a runtime tensor of the output's shape, then a ``chain`` of
@@ -52,7 +54,8 @@ POOL_TAKES_PAD_VALUE = False
 BINARY_RESIDUAL_OPS = frozenset({"ADD", "SUB", "MUL", "DIV", "MAXIMUM", "MINIMUM"})
 
 #: the conv2d epilogue slots the fused depthwise -> 1x1 kernel (``dw_pw_conv2d``) implements
-DW_PW_SLOTS = frozenset({"act", "residual", "residual_act", "residual_channels", "residual_pool", "qdq"})
+DW_PW_SLOTS = frozenset({"act", "residual", "residual_act", "residual_channels", "residual_pool", "residual_resize",
+                         "qdq"})
 
 #: activations a kernel's ``act`` slot takes (plus PRELU where noted), and the unary ops a ``binary``
 #: kernel's ``chain`` takes: both from the op table
@@ -81,6 +84,8 @@ def _residual_fits(g: GpuGraph, step: Epilogue, out: tuple[int, ...]) -> bool:
     if step.operand is None:
         return False
     s = g.tensors[step.operand].shape
+    if step.resize is not None:  # option residual_resize: bilinear to the output's H x W, nothing else merged
+        return not (step.pool or step.zero_extend) and s[0] == out[0] and s[3] == out[3]
     if step.pool:  # option residual_pool: a k x k / stride k max pool of the operand, windows in bounds
         k = step.pool
         s = (s[0], (s[1] - k) // k + 1, (s[2] - k) // k + 1, s[3])
@@ -121,6 +126,10 @@ def match_epilogue(g: GpuGraph, node: GpuNode, steps: Sequence[Epilogue] | None 
                 opts["residual_channels"] = "fewer"
             if steps[i].pool:
                 opts["residual_pool"] = True
+            if steps[i].resize is not None:
+                if fam == "depthwise_conv2d":
+                    return None  # its template has no resized residual read
+                opts["residual_resize"] = True
             operands.append(steps[i])
             i += 1
             if i < len(steps) and steps[i].operand is None and steps[i].op in ACTIVATIONS:
@@ -139,7 +148,7 @@ def match_epilogue(g: GpuGraph, node: GpuNode, steps: Sequence[Epilogue] | None 
         take_act(False)
         # a second elementwise op with a tensor of the output's shape (option residual; no broadcast)
         if (i < len(steps) and steps[i].op in BINARY_RESIDUAL_OPS and steps[i].operand is not None
-                and not (steps[i].zero_extend or steps[i].pool)
+                and not (steps[i].zero_extend or steps[i].pool or steps[i].resize is not None)
                 and g.tensors[steps[i].operand].shape == out and not g.is_constant(steps[i].operand)):
             opts["residual"] = steps[i].op
             if steps[i].reverse:
@@ -157,6 +166,10 @@ def match_epilogue(g: GpuGraph, node: GpuNode, steps: Sequence[Epilogue] | None 
         i += 1
     if i != len(steps):
         return None
+    if node.attrs.get("store_pre"):  # outputs[1] takes the value before the residual slot: conv2d only
+        if fam != "conv2d" or "residual" not in opts or len(node.outputs) != 2:
+            return None
+        opts["store_pre"] = True
     if fam == "dw_pw_conv2d" and not set(opts) <= DW_PW_SLOTS:
         return None  # a conv2d slot the fused kernel does not implement
     return opts, operands

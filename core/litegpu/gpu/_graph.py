@@ -48,6 +48,7 @@ __all__ = [
     "SE_GATE_OP",
     "ACTIVATION_NAMES",
     "Epilogue",
+    "residual_index",
     "QuantView",
     "GpuTensor",
     "GpuNode",
@@ -126,7 +127,9 @@ class Epilogue:
     merged into the read, ``_passes/channel_pad``); otherwise it is broadcast.  ``pool`` = k > 1
     (binary only): the operand is the ``k x k``, stride ``k`` max pool (every window in bounds) of the
     tensor named, a MAX_POOL_2D merged into the read (``_passes/pool_residual``); ``zero_extend`` then
-    applies to the pooled value.
+    applies to the pooled value.  ``resize`` = (align_corners, half_pixel_centers) (conv residuals only): the
+    operand is the RESIZE_BILINEAR of the tensor named to the result's H x W, with TFLite's coordinate rules, a
+    resize merged into the read (``_passes/resize_read``).
     """
 
     op: str
@@ -136,6 +139,7 @@ class Epilogue:
     q: tuple[float, int, int, int] | None = None
     zero_extend: bool = False
     pool: int = 0
+    resize: tuple[bool, bool] | None = None
 
     def describe(self) -> str:
         if self.q is not None:
@@ -143,9 +147,17 @@ class Epilogue:
         if self.operand is None:
             return self.op.lower() + (f"({self.alpha:g})" if self.alpha is not None else "")
         t = f"maxpool{self.pool}(t{self.operand})" if self.pool else f"t{self.operand}"
+        t = f"bilinear({t})" if self.resize is not None else t
         t = f"zext({t})" if self.zero_extend else t
         a, b = (t, "x") if self.reverse else ("x", t)
         return f"{self.op.lower()}({a},{b})"
+
+
+def residual_index(steps: Sequence[Epilogue]) -> int:
+    """Index of the residual step of a conv-like node's epilogue (the first ADD/MUL with an operand), else -1:
+    with ``attrs["store_pre"]`` the node's ``outputs[1]`` holds its value just before that step
+    (``_passes/fuse.fuse_shared_residual``)."""
+    return next((i for i, e in enumerate(steps) if e.op in ("ADD", "MUL") and e.operand is not None), -1)
 
 
 @dataclass(frozen=True)

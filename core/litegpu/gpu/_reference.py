@@ -18,8 +18,8 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from .._errors import DelegateError
-from ._graph import Epilogue, GpuGraph
-from ._reference_ops import RefContext, qdq, zero_extend
+from ._graph import Epilogue, GpuGraph, residual_index
+from ._reference_ops import RefContext, qdq, resize_bilinear_to, zero_extend
 from .ops import OPS
 
 __all__ = ["evaluate", "apply_epilogue", "max_pool_windows"]
@@ -43,6 +43,8 @@ def apply_epilogue(x: np.ndarray, steps: Sequence[Epilogue], values: Mapping[int
             other = values[e.operand]
             if e.pool:  # a MAX_POOL_2D merged into the read
                 other = max_pool_windows(other, e.pool)
+            if e.resize is not None:  # a RESIZE_BILINEAR to the result's H x W merged into the read
+                other = resize_bilinear_to(other, x.shape[1], x.shape[2], *e.resize)
             if e.zero_extend:  # fewer channels than x, zero past them (a merged channel PAD)
                 other = zero_extend(other, x.shape[3])
             f = OPS[e.op].ref
@@ -113,7 +115,16 @@ def evaluate(graph: GpuGraph, inputs: Mapping[int, np.ndarray] | Sequence[np.nda
                 r = r.astype(np.float32)
             r = r.reshape(x.shape)
             if k == 0 and node.epilogue:
-                r = apply_epilogue(r, node.epilogue, values)
+                if node.attrs.get("store_pre"):  # outputs[1]: the value just before the residual step
+                    j = residual_index(node.epilogue)
+                    r = apply_epilogue(r, node.epilogue[:j], values)
+                    pre = graph.tensors[node.outputs[1]]
+                    values[node.outputs[1]] = r.reshape(pre.shape).astype(pre.dtype, copy=False)
+                    if node.outputs[1] not in keep:
+                        values[node.outputs[1]] = rnd(values[node.outputs[1]])
+                    r = apply_epilogue(r, node.epilogue[j:], values)
+                else:
+                    r = apply_epilogue(r, node.epilogue, values)
             r = r.astype(x.dtype, copy=False)
             values[t] = r if t in keep else rnd(r)
     return {t: values[t].reshape(graph.tensors[t].ir_shape) for t in graph.outputs}

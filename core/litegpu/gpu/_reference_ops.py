@@ -354,6 +354,13 @@ def _resize_bilinear(x: np.ndarray, oh: int, ow: int, attrs: Mapping[str, Any]) 
     return top * (1 - fy) + bot * fy
 
 
+def resize_bilinear_to(x: np.ndarray, oh: int, ow: int, align_corners: bool, half_pixel_centers: bool
+                       ) -> np.ndarray:
+    """RESIZE_BILINEAR of ``x`` (BHWC) to ``oh x ow``: a residual read through a merged resize
+    (``Epilogue.resize``, ``_passes/resize_read``)."""
+    return _resize_bilinear(x, oh, ow, {"align_corners": align_corners, "half_pixel_centers": half_pixel_centers})
+
+
 def _resize_nearest(x: np.ndarray, oh: int, ow: int, attrs: Mapping[str, Any]) -> np.ndarray:
     b, h, w, c = x.shape
     align, half = bool(attrs.get("align_corners")), bool(attrs.get("half_pixel_centers"))
@@ -473,10 +480,14 @@ def densify_op(c: RefContext) -> list[np.ndarray]:
 
 def conv2d(c: RefContext) -> list[np.ndarray]:
     """CONV_2D; an input 3 (``_passes/squeeze_excite``) is a (B, 1, 1, C) gate scaling the input's channels
-    (the folded MUL: its product was stored, so rounded to float32, before the conv read it)."""
+    (the folded MUL: its product was stored, so rounded to float32, before the conv read it); an
+    ``in_resize`` attribute reads the input through a bilinear resize (``_passes/resize_read``)."""
     x, w, scale = c.get(0), c.const(1), c.get(3)
     if scale is not None:
         x = (x * scale).astype(np.float32)
+    rs = c.n.attrs.get("in_resize")
+    if rs:  # _passes/resize_read: the conv reads its input's RESIZE_BILINEAR (H, W, align_corners, half_pixel)
+        x = resize_bilinear_to(x, *rs).astype(np.float32)
     return [_conv(x, w, c.get(2), c.n.attrs, groups=x.shape[3] // w.shape[3])]
 
 
@@ -542,8 +553,14 @@ def softmax(c: RefContext) -> list[np.ndarray]:
 
 
 def concatenation(c: RefContext) -> list[np.ndarray]:
+    """CONCATENATION; inputs listed in ``attrs["reshaped_inputs"]`` (``_passes/reshape_concat``) are read
+    through a row-major RESHAPE to the output's shape along every other axis."""
     xs = [c.get(i) for i in range(len(c.n.inputs))]
-    return [np.concatenate(xs, axis=int(c.n.attrs.get("axis", 0)) % xs[0].ndim)]
+    out = c.out_shape()
+    axis = int(c.n.attrs.get("axis", 0)) % len(out)
+    for i in c.n.attrs.get("reshaped_inputs", ()):
+        xs[i] = xs[i].reshape([-1 if a == axis else d for a, d in enumerate(out)])
+    return [np.concatenate(xs, axis=axis)]
 
 
 def reshape(c: RefContext) -> list[np.ndarray]:

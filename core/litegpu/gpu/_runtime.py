@@ -34,6 +34,10 @@ Each boundary tensor crosses in one of three ways (:attr:`_Boundary.mode`):
     a staging buffer holds the dense float32 BHWC data the host sees; a
     ``bhwc_to_phwc4`` / ``phwc4_to_bhwc`` launch (``shaders/layout.lgk``,
     ``host="f32"``) converts it to or from the PHWC4 buffer in the storage type.
+    A host output whose one writer is a concat, conv2d or transpose conv launch
+    is stored by that launch as dense float32 BHWC (option ``dst_bhwc``; the
+    plan tensor's ``layout`` is ``"BHWC"``, :func:`_dense_outputs`): its buffer
+    is the staging buffer and there is no conversion launch.
 ``direct``
     fp32 storage and a shape whose PHWC4 bytes start with the dense BHWC
     bytes (``C == 4``, or one pixel with ``B == 1`` or ``C % 4 == 0``):
@@ -290,7 +294,9 @@ class GpuPartitionKernel(DelegateKernel):
         self._device_values = {tid: DeviceValue(self, self._refs[tid], plan.tensors[tid])
                                for tid, b in zip(plan.outputs, self._outputs, strict=True) if b is None}
         before = [(b, self._layout_op("bhwc_to_phwc4", b)) for b in self._inputs if b.mode == "device"]
-        after = [(b, self._layout_op("phwc4_to_bhwc", b)) for b in self._outputs if b and b.mode == "device"]
+        # (an output the plan's last writer stores as dense BHWC itself needs no conversion: compile_graph)
+        after = [(b, self._layout_op("phwc4_to_bhwc", b)) for b in self._outputs
+                 if b and b.mode == "device" and plan.tensors[b.tid].layout != "BHWC"]
         ops = [op for _b, op in before] + list(plan.ops) + [op for _b, op in after]
         #: one GpuOp per launch, in launch order (the plan's, with the boundary conversions around them)
         self.ops = ops
@@ -376,6 +382,8 @@ class GpuPartitionKernel(DelegateKernel):
         mode = _boundary_mode(t, self.boundary_layout)
         size = int(np.prod(t.shape))
         ref = self._refs[tid]
+        if t.layout == "BHWC":  # its writer stores dense float32 BHWC: the buffer is the staging buffer
+            return _Boundary(tid, t.name, "device", ref, size, t.shape, t.ir_shape, t.dtype, t.storage, t.quant)
         if mode == "device":  # a dense float32 staging buffer
             ref = BufferRef(self.device.alloc(size * 4), 0, size * 4)
         elif mode == "direct" and is_input and size * 4 < ref.nbytes:
@@ -936,6 +944,7 @@ def compile_graph(g: GpuGraph, *, precision: str = "fp32", alignment: int = DEFA
         if t not in written and t not in g.inputs:  # an output that is an input passes through
             raise DelegateError(f"partition output {g.tensors[t].name!r} is not computed on the GPU")
 
+    dense = _dense_outputs(g, ops, policy)
     boundary = set(g.inputs) | set(g.outputs)
     first: dict[int, int] = {}
     last: dict[int, int] = {}
@@ -957,10 +966,11 @@ def compile_graph(g: GpuGraph, *, precision: str = "fp32", alignment: int = DEFA
         x = g.tensors[t]
         kind = "input" if t in g.inputs else "output" if t in g.outputs else "intermediate"
         quant = (x.qview.scale, x.qview.zero_point) if x.qview is not None and kind != "intermediate" else None
+        bhwc = t in dense  # written as dense float32 BHWC, the host's layout (_dense_outputs)
         tensors[t] = PlanTensor(id=t, name=x.name, kind=kind, shape=x.shape, ir_shape=x.ir_shape,
                                 dtype=x.qview.dtype if x.qview is not None else x.dtype, quant=quant,
-                                storage=policy.storage(x), layout="PHWC4",
-                                nbytes=L.phwc4_nbytes(x.shape, policy.tensor_itemsize(x)),
+                                storage="float32" if bhwc else policy.storage(x), layout="BHWC" if bhwc else "PHWC4",
+                                nbytes=4 * x.size if bhwc else L.phwc4_nbytes(x.shape, policy.tensor_itemsize(x)),
                                 offset=mem.offsets.get(t), host_output=x.host_output and kind == "output")
     warnings = fp16_risks(g) if policy.mode != "fp32" else []
     plan = GpuPlan(ops=ops, tensors=tensors, inputs=list(g.inputs), outputs=list(g.outputs), precision=policy.mode,
@@ -977,6 +987,43 @@ def compile_graph(g: GpuGraph, *, precision: str = "fp32", alignment: int = DEFA
                              f"(naive {mem.naive_bytes}, lower bound {mem.lower_bound}, "
                              f"ratio {mem.ratio:.3f}, {mem.strategy})"]
     return plan
+
+
+#: kernels whose template writes a host output as dense float32 BHWC (option ``dst_bhwc``): the launches writing
+#: the benchmark models' outputs (detection heads' concat, selfie_segmentation's transpose conv, pose's convs)
+BHWC_OUTPUT_KERNELS = frozenset({"concat", "transpose_conv2d", "conv2d"})
+
+#: A/B switch (``--set litegpu.gpu._runtime.FOLD_OUTPUT_LAYOUT=False``): False converts every such output with
+#: a ``phwc4_to_bhwc`` launch of its own after the plan's launches.
+FOLD_OUTPUT_LAYOUT = True
+
+
+def _dense_outputs(g: GpuGraph, ops: list[GpuOp], policy: PrecisionPolicy) -> set[int]:
+    """Host outputs the one launch writing them stores as dense float32 BHWC (``dst_bhwc``; sets the option),
+    so the executor needs no ``phwc4_to_bhwc`` launch for them: float32 (not quantized) outputs of a
+    ``BHWC_OUTPUT_KERNELS`` launch that no launch of the plan reads, whose boundary would take the staging
+    path (not the direct copy of C == 4 or one-pixel shapes)."""
+    if not FOLD_OUTPUT_LAYOUT:
+        return set()
+    read = {t for op in ops for t in op.inputs}
+    writers: dict[int, list[GpuOp]] = {}
+    for op in ops:
+        for t in op.outputs:
+            writers.setdefault(t, []).append(op)
+    dense: set[int] = set()
+    for t in g.outputs:
+        x = g.tensors[t]
+        ws = writers.get(t, [])
+        if (not x.host_output or t in g.inputs or t in g.state_outputs or t in read or len(ws) != 1 or ws[0].kernel not in BHWC_OUTPUT_KERNELS
+                or len(ws[0].outputs) != 1 or x.dtype != "float32" or x.qview is not None or len(x.shape) != 4
+                or policy.storage(x) not in ("float32", "float16")):
+            continue
+        b, h, w, c = x.shape
+        if policy.storage(x) == "float32" and (c == 4 or (h * w == 1 and (b == 1 or c % 4 == 0))):
+            continue  # the executor copies these straight (boundary mode "direct"): no launch to save
+        ws[0].options["dst_bhwc"] = True
+        dense.add(t)
+    return dense
 
 
 def _count(items) -> dict[str, int]:

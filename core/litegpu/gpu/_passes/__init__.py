@@ -17,7 +17,7 @@ from .fc_as_conv import fc_as_conv
 from .float_view import float_view
 from .fold_affine import fold_affine
 from .fold_constants import fold_constants
-from .fuse import fuse_activations, fuse_elementwise
+from .fuse import fuse_activations, fuse_elementwise, fuse_shared_residual
 from .fuse_dw_pw import fuse_dw_pw
 from .legalise import legalise_epilogues
 from .merge_pad import merge_pad
@@ -25,6 +25,8 @@ from .mixed_precision import mixed_precision
 from .normalise_bhwc import normalise_bhwc
 from .pool_residual import fuse_pool_residual
 from .remove_identities import remove_identities
+from .reshape_concat import fuse_reshape_concat
+from .resize_read import fuse_resize_input, fuse_resize_residual
 from .squeeze_excite import fuse_squeeze_excite
 
 __all__ = [
@@ -47,6 +49,10 @@ __all__ = [
     "fuse_dw_pw",
     "fuse_squeeze_excite",
     "fuse_pool_residual",
+    "fuse_resize_residual",
+    "fuse_resize_input",
+    "fuse_shared_residual",
+    "fuse_reshape_concat",
     "legalise_epilogues",
     "prune",
     "mixed_precision",
@@ -85,12 +91,21 @@ DEFAULT_PIPELINE: tuple[Pass, ...] = (
     fuse_channel_pad,
     # after the epilogue fusions: the depthwise carries its activation, the 1x1 conv its whole epilogue
     fuse_dw_pw,
+    # a RESIZE_BILINEAR read only as a CONV_2D's input (decoder upsample -> 1x1 projection) is sampled in the
+    # conv's input read; before fuse_squeeze_excite, so a gate MUL the resize read folds into that conv too
+    fuse_resize_input,
     # after the epilogue fusions (the gate layers carry their activations; a MUL that took a residual ADD
     # keeps its launch) and after fuse_dw_pw (a 1x1 conv given an input scale no longer reads the MUL)
     fuse_squeeze_excite,
     # a MAX_POOL_2D read only as a residual (after the channel PAD merge: zext(max_pool(x))) is read
     # through the pool's window instead; after fuse_dw_pw so the fused kernel's residual takes it too
     fuse_pool_residual,
+    # a RESIZE_BILINEAR read only as a conv residual (FPN top-down paths) is sampled in the residual read
+    fuse_resize_residual,
+    # a residual ADD/MUL of a conv result that another op reads too: the conv applies it and stores both
+    fuse_shared_residual,
+    # a RESHAPE read only by a CONCATENATION (detection heads) is read through inside the concat
+    fuse_reshape_concat,
     legalise_epilogues,
     prune,
     mixed_precision,

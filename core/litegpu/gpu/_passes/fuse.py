@@ -9,7 +9,13 @@ from .._graph import Epilogue, GpuGraph, GpuNode, Report
 from ..ops import ACTIVATIONS_FUSABLE, ELEMENTWISE_FUSABLE
 from ._util import CONV_LIKE, EPILOGUE_HOSTS, only_consumer, position
 
-__all__ = ["fuse_elementwise", "fuse_activations", "ELEMENTWISE_FUSABLE", "ACTIVATIONS_FUSABLE"]
+__all__ = ["fuse_elementwise", "fuse_activations", "fuse_shared_residual", "ELEMENTWISE_FUSABLE",
+           "ACTIVATIONS_FUSABLE", "FUSE_SHARED_RESIDUAL"]
+
+#: A/B switch (``--set litegpu.gpu._passes.fuse.FUSE_SHARED_RESIDUAL=False``): False leaves an ADD/MUL of a conv
+#: result that another op reads too as a launch of its own.  Each fusion saves a launch (selfie_segmentation's
+#: decoder: 3) for a second store of the conv result from the conv kernel.
+FUSE_SHARED_RESIDUAL = True
 
 #: binary nodes host a second elementwise op too (the binary kernel's residual option)
 _ELEMENTWISE_HOSTS = CONV_LIKE | {"BATCH_MATMUL"} | ELEMENTWISE_FUSABLE
@@ -88,6 +94,57 @@ def fuse_elementwise(g: GpuGraph) -> Report:
             break
     summary = ", ".join(f"{n} {k}" for k, n in sorted(counts.items())) or "none"
     return [f"fused {sum(counts.values())} elementwise ops: {summary}", *lines]
+
+
+def fuse_shared_residual(g: GpuGraph) -> Report:
+    """Fuse a residual ``ADD``/``MUL`` into the ``CONV_2D`` producing one of its inputs when another op reads
+    that conv result too (which keeps ``fuse_elementwise`` from fusing it): the conv applies the residual and
+    also stores its value from just before it, in ``outputs[1]`` (``attrs["store_pre"]``; conv2d option
+    ``store_pre``, binding ``dst_pre``).
+
+    selfie_segmentation's decoder blocks compute ``u = conv(x)``, ``s = ADD(skip, u)`` (read by a
+    squeeze-excite gate) and ``MUL(skip, gate) + u``: three ADD launches go.  The other operand must be
+    ready where the conv is (an input, a constant, or computed earlier: the conv cannot move past the other
+    readers of its result) and of the result's shape; the conv must take the step in its residual slot.
+    """
+    if not FUSE_SHARED_RESIDUAL:
+        return ["off (FUSE_SHARED_RESIDUAL = False)"]
+    lines: Report = []
+    producers, consumers, pos = g.producers(), g.consumers(), position(g)
+    for nxt in list(g.nodes):
+        if nxt.op not in ("ADD", "MUL") or len(nxt.inputs) != 2 or not nxt.bhwc or nxt.attrs.get("zero_extend_rhs"):
+            continue
+        out_shape = g.tensors[nxt.outputs[0]].shape
+        for k in (0, 1):
+            t, other = nxt.inputs[k], nxt.inputs[1 - k]
+            host = producers.get(t)
+            if host is None or host.op != "CONV_2D" or not host.bhwc or len(host.outputs) != 1 or other == t:
+                continue
+            readers = consumers.get(t, [])
+            if len(readers) < 2 or nxt.reads().count(t) != 1 or g.tensors[t].is_input:
+                continue
+            if g.tensors[t].shape != out_shape or g.tensors[other].shape != out_shape:
+                continue
+            if g.tensors[t].dtype != "float32" or g.tensors[nxt.outputs[0]].dtype != "float32":
+                continue
+            op = producers.get(other)
+            if op is not None and pos[op.id] > pos[host.id]:  # not ready where the conv runs
+                continue
+            steps = [*host.epilogue, Epilogue(nxt.op, other, reverse=(k == 1)), *nxt.epilogue]
+            host.attrs["store_pre"] = True
+            host.outputs = [nxt.outputs[0], t]
+            if not epilogue_fits(g, host, steps):
+                del host.attrs["store_pre"]
+                host.outputs = [t]
+                continue
+            host.epilogue = steps
+            host.origin = tuple(sorted(set(host.origin) | set(nxt.origin)))
+            g.remove_node(nxt)
+            producers, consumers, pos = g.producers(), g.consumers(), position(g)
+            lines.append(f"fused {nxt.op}#{nxt.id} into {host.describe()}, which also stores t{t} (read by "
+                         + ", ".join(r.describe() for r in readers if r is not nxt) + ")")
+            break
+    return [f"fused {len(lines)} residual ops whose conv result has other readers", *lines]
 
 
 def fuse_activations(g: GpuGraph) -> Report:

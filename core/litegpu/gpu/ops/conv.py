@@ -34,6 +34,7 @@ from .._kernel_specs import (
     split_wg,
 )
 from ._entry import WEIGHTS_BIAS, GpuOpEntry, Lowerer, opt
+from .resize import resize_scale
 
 __all__ = ["OPS", "KERNELS", "dw_pw_staged_tiling", "dw_pw_tiling"]
 
@@ -152,7 +153,15 @@ def check_transpose_conv(node: NodeView) -> str:
 def _residual_params(lw: Lowerer, opts: Mapping[str, Any], operands: Sequence[Epilogue]) -> dict[str, int]:
     """The conv2d / dw_pw_conv2d residual's own geometry when it is not the output's: RES_S its slice
     count (a channel PAD merged, ``residual_channels="fewer"``), RES_H/RES_W/RES_K the tensor a
-    MAX_POOL_2D merged into the read pools (``residual_pool``)."""
+    MAX_POOL_2D merged into the read pools (``residual_pool``), RES_H/RES_W/RES_SCALE_*/RES_HALF the tensor a
+    RESIZE_BILINEAR merged into the read resizes (``residual_resize``)."""
+    if opts.get("residual_resize"):
+        step = next(e for e in operands if e.resize is not None)
+        _, rh, rw, _ = lw.shape(step.operand)
+        _, oh, ow, _ = lw.shape(lw.n.outputs[0])
+        align, half = step.resize
+        return {"RES_H": rh, "RES_W": rw, "RES_SCALE_H": resize_scale(rh, oh, align),
+                "RES_SCALE_W": resize_scale(rw, ow, align), "RES_HALF": int(half)}
     if not (opts.get("residual_channels") == "fewer" or opts.get("residual_pool")):
         return {}
     step = next(e for e in operands if e.op in ("ADD", "MUL") and e.operand is not None
@@ -170,12 +179,27 @@ def _window(lw: Lowerer) -> tuple[np.ndarray, int, int, dict[str, int]]:
     n = lw.n
     w = lw.data(n.inputs[1])
     b, h, wd, c = lw.shape(n.inputs[0])
+    if n.attrs.get("in_resize"):  # conv2d reads its input's bilinear resize to this size (in_resize_params)
+        h, wd = n.attrs["in_resize"][:2]
     _, oh, ow, o = lw.shape(n.outputs[0])
     geo = conv_geometry(n.attrs, (h, wd), w.shape[1:3])
     return w, c, o, {"B": b, "SRC_H": h, "SRC_W": wd, "SRC_S": L.slices(c), "H": oh, "W": ow, "C": o,
                      "S": L.slices(o), "KH": w.shape[1], "KW": w.shape[2], "STRIDE_H": geo["stride"][0],
                      "STRIDE_W": geo["stride"][1], "PAD_T": geo["pads"][0], "PAD_L": geo["pads"][2],
                      "DIL_H": geo["dilation"][0], "DIL_W": geo["dilation"][1]}
+
+
+def in_resize_params(lw: Lowerer) -> dict[str, Any]:
+    """conv2d's ``in_resize`` params: the source (IN_H x IN_W) of the RESIZE_BILINEAR merged into the conv's
+    input read (``_passes/resize_read``: ``attrs["in_resize"]`` = (H, W, align_corners, half_pixel_centers),
+    the resized size being the conv's SRC_H x SRC_W), else none."""
+    rs = lw.n.attrs.get("in_resize")
+    if not rs:
+        return {}
+    oh, ow, align, half = rs
+    _, ih, iw, _ = lw.shape(lw.n.inputs[0])
+    return {"IN_H": ih, "IN_W": iw, "IN_SCALE_H": resize_scale(ih, oh, align), "IN_SCALE_W": resize_scale(iw, ow, align),
+            "IN_HALF": int(half)}
 
 
 def lower_conv(lw: Lowerer) -> list[GpuOp]:
@@ -187,15 +211,23 @@ def lower_conv(lw: Lowerer) -> list[GpuOp]:
     # input 3 (_passes/squeeze_excite): a (B, 1, 1, C) gate the input is multiplied by as it is read
     scale = lw.n.inputs[3] if len(lw.n.inputs) > 3 else -1
     lw.bind_weighted(L.conv_weights(w), o, operands, in_scale=scale)
+    if opts.get("store_pre"):  # outputs[1]: the value before the residual (_passes/fuse.fuse_shared_residual)
+        lw.bind("dst_pre", lw.n.outputs[1])
     params.update(SRC_SG=L.slices(c // groups) if grouped else L.slices(c),
                   DST_SG=L.slices(o // groups) if grouped else L.slices(o))
     params.update(_residual_params(lw, opts, operands))
+    resized = in_resize_params(lw)
+    params.update(resized)
     # the variant (per-thread block and reduction split, or the tiled matrix product) from the cost model;
-    # conv2d_tiled has no pooled residual read (fuse_pool_residual) and no input scale
-    kernel, choice, _ = choose_conv(params, lw.cost, grouped, tiled=not opts.get("residual_pool") and scale < 0)
+    # conv2d_tiled has no pooled or resized residual read (fuse_pool_residual, fuse_resize_residual), no
+    # resized input (fuse_resize_input), no second store (fuse_shared_residual) and no input scale
+    kernel, choice, _ = choose_conv(params, lw.cost, grouped, tiled=not (opts.get("residual_pool") or resized
+                                                                       or opts.get("residual_resize")
+                                                                       or opts.get("store_pre")) and scale < 0)
     if kernel == "conv2d_tiled":
         return [lw.op(kernel, {**opts, **choice}, params)]
     return [lw.op("conv2d", {**opts, "grouped": grouped or None, "in_scale": scale >= 0 or None,
+                             "in_resize": bool(resized) or None,
                              **{k: v for k, v in choice.items() if v != _CONV_DEFAULTS[k]}}, params)]
 
 
@@ -322,6 +354,11 @@ _DW_PW_VARIANTS = (
        {"stage_p": 1, "stage_k": 64, "block_w": 1, "ksize": 5, "residual": "ADD", "residual_act": "PRELU"},
        {"stage_p": 2, "stage_k": 32, "block_w": 1, "ksize": 3, "dw_act": "RELU6", "act": "RELU6"},
        {"stage_p": 4, "stage_k": 64, "block_w": 1, "residual": "ADD", "residual_pool": True, "residual_act": "PRELU"}]
+    # residual_resize (fuse_resize_residual: the FPN top-down blocks of pose_landmark_full)
+    + [{"residual": "ADD", "residual_resize": True, "residual_act": "RELU6", "dw_act": "RELU6", "ksize": 3},
+       {"residual": "ADD", "residual_resize": True, "act": "RELU6", "split": 16, "block_s": 2, "qdq": True},
+       {"stage_p": 16, "block_w": 1, "block_s": 2, "ksize": 3, "residual": "ADD", "residual_resize": True,
+        "act": "PRELU", "residual_act": "PRELU"}]
 )
 
 
@@ -333,7 +370,8 @@ KERNELS: tuple[KernelSpec, ...] = (
     spec("conv2d", "conv.lgk", "2-D convolution, groups, dilation, fused bias/activation/residual",
          {"act": ACT, "residual": Opt("NONE", ("NONE", "ADD", "MUL")), "residual_act": ACT,
           "block_w": Opt(2, (1, 2, 4)), "block_s": Opt(1, (1, 2)), "grouped": boolean(), "split": SPLIT,
-          "qdq": QDQ, "residual_channels": CHANNELS, "residual_pool": boolean(), "in_scale": boolean()},
+          "qdq": QDQ, "residual_channels": CHANNELS, "residual_pool": boolean(), "in_scale": boolean(),
+          "residual_resize": boolean(), "in_resize": boolean(), "store_pre": boolean(), "dst_bhwc": boolean()},
          [{"act": a} for a in FUSED_ACTIVATIONS]
          + [{"in_scale": True, "block_w": 1}, {"in_scale": True, "residual": "ADD", "split": 16},
             {"in_scale": True, "act": "PRELU", "block_w": 4, "block_s": 2, "split": 8},
@@ -352,7 +390,20 @@ KERNELS: tuple[KernelSpec, ...] = (
             {"residual": "ADD", "residual_channels": "fewer", "split": 128, "block_w": 1, "qdq": True},
             {"residual": "ADD", "residual_pool": True, "residual_act": "PRELU"},
             {"residual": "MUL", "residual_channels": "fewer", "residual_pool": True, "block_w": 4, "block_s": 2},
-            {"residual": "ADD", "residual_channels": "fewer", "residual_pool": True, "split": 32, "qdq": True}],
+            {"residual": "ADD", "residual_channels": "fewer", "residual_pool": True, "split": 32, "qdq": True}]
+         + [{"residual": "ADD", "residual_resize": True}, {"residual": "ADD", "residual_resize": True,
+                                                          "act": "PRELU", "residual_act": "RELU6", "block_w": 4,
+                                                          "block_s": 2},
+            {"residual": "MUL", "residual_resize": True, "split": 16, "block_w": 1, "qdq": True, "in_scale": True}]
+         + [{"in_resize": True}, {"in_resize": True, "residual": "ADD", "split": 16, "block_w": 4},
+            {"in_resize": True, "act": "PRELU", "residual": "ADD", "block_w": 1, "block_s": 2, "qdq": True},
+            {"in_resize": True, "grouped": True, "split": 8, "residual": "ADD", "residual_resize": True},
+            {"in_resize": True, "in_scale": True, "block_w": 4}, {"in_resize": True, "in_scale": True, "split": 16}]
+         + [{"store_pre": True, "residual": "ADD"},
+            {"store_pre": True, "residual": "ADD", "in_resize": True, "split": 16, "block_w": 4, "block_s": 2},
+            {"store_pre": True, "residual": "MUL", "act": "PRELU", "residual_act": "RELU", "qdq": True, "block_w": 1}]
+         + [{"dst_bhwc": True}, {"dst_bhwc": True, "block_w": 4, "block_s": 2, "split": 4, "act": "LOGISTIC"},
+            {"dst_bhwc": True, "split": 128, "block_w": 1, "store_pre": True, "residual": "ADD"}],
          default_wg=(8, 4, 2), shared_wg=split_wg),
     spec("conv2d_tiled", "conv.lgk", "ungrouped 2-D convolution as a tiled matrix product (shared-memory staging)",
          {"act": ACT, "residual": Opt("NONE", ("NONE", "ADD", "MUL")), "residual_act": ACT,
@@ -388,11 +439,14 @@ KERNELS: tuple[KernelSpec, ...] = (
          "depthwise conv (multiplier 1, own activation) feeding a 1x1 conv, one launch; conv2d's epilogue",
          {"dw_act": ACT, "act": ACT, "residual": Opt("NONE", ("NONE", "ADD", "MUL")), "residual_act": ACT,
           "block_w": Opt(2, (1, 2)), "block_s": Opt(1, (1, 2, 4, 8)), "split": SPLIT, "qdq": QDQ,
-          "residual_channels": CHANNELS, "residual_pool": boolean(), "ksize": Opt(0, (0, 3, 5)),
+          "residual_channels": CHANNELS, "residual_pool": boolean(), "residual_resize": boolean(),
+          "ksize": Opt(0, (0, 3, 5)),
           "stage_p": Opt(0, (0, 1, 2, 4, 8, 16, 32)), "stage_k": Opt(16, (8, 16, 32, 64))},
          _DW_PW_VARIANTS, default_wg=(8, 4, 2), shared_wg=_dw_pw_wg),
     spec("transpose_conv2d", "conv.lgk", "transposed convolution (+ MediaPipe Convolution2DTransposeBias)",
-         {"act": ACT, "qdq": QDQ}, [{"act": a} for a in FUSED_ACTIVATIONS] + [{"qdq": True}]),
+         {"act": ACT, "qdq": QDQ, "dst_bhwc": boolean()},
+         [{"act": a} for a in FUSED_ACTIVATIONS] + [{"qdq": True}, {"act": "LOGISTIC", "dst_bhwc": True},
+                                                    {"act": "PRELU", "qdq": True, "dst_bhwc": True}]),
 )
 
 OPS: dict[str, GpuOpEntry] = {

@@ -14,7 +14,7 @@ from ..._delegate import NodeView
 from .. import _layout as L
 from .. import _reference_ops as rf
 from .._graph import GpuOp
-from .._kernel_specs import KernelSpec, Opt, spec
+from .._kernel_specs import KernelSpec, Opt, boolean, spec
 from ._entry import GpuOpEntry, Lowerer, check_4d, opt
 
 __all__ = ["OPS", "KERNELS", "MAX_CONCAT_INPUTS"]
@@ -40,11 +40,23 @@ def lower_concat(lw: Lowerer) -> list[GpuOp]:
     ins = [t for t in n.inputs if t >= 0]
     axis = int(n.attrs["axis"])
     params = lw.dims(n.outputs[0])
+    # _passes/reshape_concat: inputs read through a RESHAPE merged into the read (their logical extent along
+    # the axis is what is left of the output's other dims; RH/RW/RC the source tensor's own BHWC dims)
+    reshaped = set(n.attrs.get("reshaped_inputs", ()))
+    out = lw.shape(n.outputs[0])
+    others = int(np.prod([d for a, d in enumerate(out) if a != axis]))
+    mask = 0
     for i, t in enumerate(ins):
         lw.tensor_or_const(f"in{i}", t)
-        params[f"E{i}"] = lw.shape(t)[axis]
+        if i in reshaped:
+            _, rh, rw, rc = lw.shape(t)
+            params[f"E{i}"] = int(np.prod(lw.shape(t))) // others
+            params.update({f"RH{i}": rh, f"RW{i}": rw, f"RC{i}": rc})
+            mask |= 1 << i
+        else:
+            params[f"E{i}"] = lw.shape(t)[axis]
     lw.bind("dst", n.outputs[0])
-    return [lw.op("concat", {"axis": axis, "n": len(ins)}, params)]
+    return [lw.op("concat", {"axis": axis, "n": len(ins), "reshaped": mask or None}, params)]
 
 
 def _row_major_strides(shape: Sequence[int]) -> list[int]:
@@ -139,8 +151,15 @@ def lower_space(lw: Lowerer) -> list[GpuOp]:
 
 KERNELS: tuple[KernelSpec, ...] = (
     spec("concat", "copy.lgk", "CONCATENATION of n inputs along a BHWC axis",
-         {"axis": Opt(3, (0, 1, 2, 3)), "n": Opt(2, tuple(range(1, 9)))},
-         [{"axis": a, "n": 2} for a in range(3)] + [{"axis": 3, "n": k} for k in range(1, 9)] + [{"axis": 1, "n": 8}]),
+         {"axis": Opt(3, (0, 1, 2, 3)), "n": Opt(2, tuple(range(1, 9))),
+          # a bit mask over the (up to 8) inputs
+          "reshaped": Opt(0, check=lambda m: isinstance(m, int) and 0 <= m < 1 << MAX_CONCAT_INPUTS),
+          "dst_bhwc": boolean()},
+         [{"axis": a, "n": 2} for a in range(3)] + [{"axis": 3, "n": k} for k in range(1, 9)] + [{"axis": 1, "n": 8}]
+         # inputs read through a merged RESHAPE (_passes/reshape_concat): palm / face detection heads
+         + [{"axis": 2, "n": 2, "reshaped": 3}, {"axis": 1, "n": 3, "reshaped": 5}, {"axis": 0, "n": 2, "reshaped": 2}]
+         # a host output written as dense BHWC (gpu/_runtime.compile_graph: no phwc4_to_bhwc launch)
+         + [{"axis": 2, "n": 2, "reshaped": 3, "dst_bhwc": True}, {"axis": 3, "n": 3, "dst_bhwc": True}]),
     spec("gather", "copy.lgk", "TRANSPOSE (up to 6-D) / RESHAPE as a gather-by-index copy"),
     spec("slice", "copy.lgk", "SLICE / STRIDED_SLICE / SPLIT / SPLIT_V (a strided window)"),
     spec("pad", "copy.lgk", "PAD / PADV2 / MIRROR_PAD",

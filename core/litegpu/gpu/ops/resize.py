@@ -11,7 +11,13 @@ from .._graph import GpuOp
 from .._kernel_specs import QDQ, KernelSpec, Opt, spec
 from ._entry import GpuOpEntry, Lowerer, check_4d, opt
 
-__all__ = ["OPS", "KERNELS"]
+__all__ = ["OPS", "KERNELS", "resize_scale"]
+
+
+def resize_scale(in_n: int, out_n: int, align_corners: bool) -> float:
+    """The resize kernels' SCALE along one axis (float32, as LiteRT computes it): also the conv kernels'
+    RES_SCALE_* of a residual read through a resize (``residual_resize``)."""
+    return float(np.float32((in_n - 1) / (out_n - 1) if align_corners and out_n > 1 else in_n / out_n))
 
 
 def check_resize_nearest(node: NodeView) -> str:
@@ -32,14 +38,11 @@ def lower_resize(lw: Lowerer) -> list[GpuOp]:
     _, h, w, _ = lw.shape(x)
     _, oh, ow, _ = lw.shape(y)
     align, half = bool(n.attrs.get("align_corners")), bool(n.attrs.get("half_pixel_centers"))
-
-    def scale(i: int, o: int) -> float:
-        return float(np.float32((i - 1) / (o - 1) if align and o > 1 else i / o))
-
     opts, _ = lw.epilogue()
     lw.bind("src", x)
     lw.bind("dst", y)
-    params = {**lw.dims(y), "SRC_H": h, "SRC_W": w, "SCALE_H": scale(h, oh), "SCALE_W": scale(w, ow),
+    params = {**lw.dims(y), "SRC_H": h, "SRC_W": w, "SCALE_H": resize_scale(h, oh, align),
+              "SCALE_W": resize_scale(w, ow, align),
               "HALF_PIXEL": int(half), "ALIGN": int(align)}
     return [lw.op("resize", {"mode": "BILINEAR" if n.op == "RESIZE_BILINEAR" else "NEAREST", **opts}, params)]
 

@@ -1,0 +1,117 @@
+"""Merge a RESIZE_BILINEAR into the read of its only reader: a conv's residual read (``fuse_resize_residual``)
+or a CONV_2D's input read (``fuse_resize_input``).  Both sample the resize's source with the resize kernel's
+coordinate rules and blend (``bilinear_coord`` / ``bilerp`` in ``common.lgk``), so the values are those the
+resize launch would have stored."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import replace
+
+from .._capabilities import epilogue_fits
+from .._graph import GpuGraph, GpuNode, Report
+from ._util import only_consumer
+
+__all__ = ["fuse_resize_residual", "fuse_resize_input", "FUSE_RESIZE_RESIDUAL", "FUSE_RESIZE_INPUT"]
+
+#: A/B switch (``bench/gpu_profile.py --set litegpu.gpu._passes.resize_read.FUSE_RESIZE_RESIDUAL=False``):
+#: False keeps every resize a launch of its own.  Each merge saves one launch (pose_landmark_full: 5); the
+#: conv kernel then makes four residual loads and a blend per output instead of one load.
+FUSE_RESIZE_RESIDUAL = True
+
+#: A/B switch (``--set litegpu.gpu._passes.resize_read.FUSE_RESIZE_INPUT=False``): False keeps the resize in
+#: front of a conv a launch of its own.  Each merge saves one launch (selfie_segmentation's decoder: 3,
+#: palm_detection_full's feature pyramid: 2); the conv then makes four loads and a blend per input value
+#: instead of one load (cheap on 1x1 convs, which read each value once; a k x k conv re-blends k^2 times).
+FUSE_RESIZE_INPUT = True
+
+
+def _resize_flags(g: GpuGraph, node: GpuNode) -> tuple[bool, bool] | None:
+    """(align_corners, half_pixel_centers) of a plain float32 BHWC RESIZE_BILINEAR (no epilogue), else None."""
+    if node.op != "RESIZE_BILINEAR" or not node.bhwc or node.epilogue or len(node.outputs) != 1:
+        return None
+    src, t = node.inputs[0], node.outputs[0]
+    if g.is_constant(src) or g.tensors[src].dtype != "float32" or g.tensors[t].dtype != "float32":
+        return None
+    s, o = g.tensors[src].shape, g.tensors[t].shape
+    if len(s) != 4 or len(o) != 4 or s[0] != o[0] or s[3] != o[3]:
+        return None
+    return bool(node.attrs.get("align_corners")), bool(node.attrs.get("half_pixel_centers"))
+
+
+def _resizes_read_once(g: GpuGraph) -> Iterator[tuple[GpuNode, tuple[bool, bool], GpuNode]]:
+    """(resize, its flags, its only reader) for each plain RESIZE_BILINEAR (``_resize_flags``) that one node
+    reads; the graph may change between items (each reader is looked up when its resize comes)."""
+    for rs in list(g.nodes):
+        flags = _resize_flags(g, rs)
+        if flags is None:
+            continue
+        node = only_consumer(g, rs.outputs[0])
+        if node is not None:
+            yield rs, flags, node
+
+
+def fuse_resize_residual(g: GpuGraph) -> Report:
+    """Remove a ``RESIZE_BILINEAR`` whose only reader is a conv-like node adding (or multiplying) it as its
+    residual: the epilogue step reads the resize's input with ``Epilogue.resize = (align_corners,
+    half_pixel_centers)`` and the kernel samples it bilinearly at each output pixel as it reads the residual
+    (template option ``residual_resize``, params ``RES_H/RES_W/RES_SCALE_*/RES_HALF``; the same coordinate
+    rules and blend as the resize kernel, ``bilinear_coord``/``bilerp`` in ``common.lgk``).
+
+    Feature-pyramid top-down paths (pose_landmark_full: ``ADD(resize(coarse), conv(fine))`` five times) lose
+    the resize launch.  Runs after ``fuse_dw_pw`` (the fused depthwise -> 1x1 kernel takes it too) and
+    after ``fuse_pool_residual`` (a residual is merged with one producer at most).  Resizes read elsewhere,
+    with an epilogue, or feeding a kernel without the option (depthwise_conv2d, conv2d_tiled is then not
+    chosen) stay.
+    """
+    if not FUSE_RESIZE_RESIDUAL:
+        return ["off (FUSE_RESIZE_RESIDUAL = False)"]
+    lines: Report = []
+    for rs, flags, node in _resizes_read_once(g):
+        src, t = rs.inputs[0], rs.outputs[0]
+        if t in node.inputs:
+            continue
+        j = next((i for i, e in enumerate(node.epilogue) if e.operand == t), None)
+        if j is None or node.epilogue[j].op not in ("ADD", "MUL"):
+            continue
+        step = node.epilogue[j]
+        if step.pool or step.zero_extend or step.resize is not None:
+            continue
+        steps = [*node.epilogue[:j], replace(step, operand=src, resize=flags), *node.epilogue[j + 1:]]
+        if not epilogue_fits(g, node, steps):
+            continue
+        node.epilogue = steps
+        node.origin = tuple(sorted(set(node.origin) | set(rs.origin)))
+        g.remove_node(rs)
+        lines.append(f"merged RESIZE_BILINEAR#{rs.id} into the residual read of {node.describe()}")
+    return [f"merged {len(lines)} RESIZE_BILINEAR into residual reads", *lines]
+
+
+def fuse_resize_input(g: GpuGraph) -> Report:
+    """Remove a ``RESIZE_BILINEAR`` whose only reader is a ``CONV_2D`` reading it as its input (once, not also
+    as a residual): the conv reads the resize's source instead, with ``attrs["in_resize"] = (H, W,
+    align_corners, half_pixel_centers)`` (the resized size: the conv's geometry is unchanged), and blends
+    four loads per input value (template option ``in_resize``, params ``IN_H/IN_W/IN_SCALE_*/IN_HALF``).
+
+    Decoder / feature-pyramid blocks that upsample and then project (``conv1x1(resize(x))``:
+    selfie_segmentation 3, palm_detection_full 2).  Runs before ``fuse_squeeze_excite``, which then folds a
+    gate MUL the resize read into the conv as well (the kernel scales the four loads before the blend:
+    selfie_segmentation's first decoder block).  Resizes with an epilogue or another reader stay; so do
+    resizes read by depthwise or fused depthwise -> 1x1 nodes (no such option).
+    """
+    if not FUSE_RESIZE_INPUT:
+        return ["off (FUSE_RESIZE_INPUT = False)"]
+    lines: Report = []
+    for rs, flags, node in _resizes_read_once(g):
+        src, t = rs.inputs[0], rs.outputs[0]
+        if node.op != "CONV_2D" or not node.bhwc or node.inputs[0] != t or len(node.inputs) > 3:
+            continue
+        if node.attrs.get("in_resize") or g.tensors[t].dtype != "float32":
+            continue
+        _, h, w, _ = g.tensors[t].shape
+        node.inputs[0] = src
+        node.attrs["in_resize"] = (h, w, *flags)
+        node.origin = tuple(sorted(set(node.origin) | set(rs.origin)))
+        g.remove_node(rs)
+        lines.append(f"merged RESIZE_BILINEAR#{rs.id} into the input read of {node.describe()}")
+    return [f"merged {len(lines)} RESIZE_BILINEAR into conv input reads", *lines]
