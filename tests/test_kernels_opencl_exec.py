@@ -436,7 +436,7 @@ def test_depthwise_conv2d(gpu, c, mult, stride, act, ksize):
 ])
 def test_se_gate(gpu, b, hw, c, hidden, opts):
     """Global mean over H, W, then one or two 1x1 layers with activations, one work group per batch item."""
-    from litegpu.gpu._cost import se_gate_segment
+    from litegpu.gpu.ops.squeeze_excite import se_gate_params
 
     x = gpu.data(b, *hw, c)
     v = x.astype(np.float64).mean(axis=(1, 2))
@@ -449,11 +449,7 @@ def test_se_gate(gpu, b, hw, c, hidden, opts):
         inputs[f"w{k}"], _ = gpu.conv_filter(w, 1)
         inputs[f"b{k}"] = gpu.channels(bias)
         v = acts[act](v @ w[:, 0, 0, :].T.astype(np.float64) + bias)
-    src_s, hid_s, s = L.slices(c), L.slices(hidden), L.slices(c)
-    stages = [(src_s, hw[0] * hw[1])] + ([(hid_s, src_s), (s, hid_s)] if hidden else [(s, src_s)])
-    g = [se_gate_segment(n, length, opts["threads"]) for n, length in stages] + [1]
-    p = {"B": b, "SRC_H": hw[0], "SRC_W": hw[1], "SRC_S": src_s, "HID_S": hid_s, "C": c, "S": s,
-         "G0": g[0], "G1": g[1], "G2": g[2]}
+    p = se_gate_params(b, hw, L.slices(c), L.slices(hidden), c, opts["threads"])
     out = gpu.run("se_gate", inputs, {"dst": _n4((b, 1, 1, c))}, p, **opts)
     gpu.check(unphwc4(out["dst"], (b, 1, 1, c)), v.reshape(b, 1, 1, c), f"se_gate {opts}")
 

@@ -18,7 +18,7 @@ from .._graph import SE_GATE_OP, GpuOp
 from .._kernel_specs import ACTIVATIONS, KernelSpec, Opt, spec
 from ._entry import GpuOpEntry, Lowerer
 
-__all__ = ["OPS", "KERNELS", "SE_GATE_CAPS", "SE_GATE_ACTIVATIONS"]
+__all__ = ["OPS", "KERNELS", "SE_GATE_CAPS", "SE_GATE_ACTIVATIONS", "se_gate_params"]
 
 #: the shared-memory capacities (vec4 slices of the pooled and the hidden vector) se_gate renders with;
 #: the pass leaves a block with more channels than the largest (1024) unfused
@@ -57,13 +57,22 @@ def lower_se_gate(lw: Lowerer) -> list[GpuOp]:
     src_s, hid_s, s = L.slices(c), L.slices(hid) if two else 0, L.slices(o)
     cap = next(k for k in SE_GATE_CAPS if k >= max(src_s, hid_s))
     threads, _ = choose_se_gate(b, src_s, h * wd, hid_s, s, lw.cost, cap)
-    stages = [(src_s, h * wd)] + ([(hid_s, src_s), (s, hid_s)] if two else [(s, src_s)])
-    groups = [se_gate_segment(sums, length, threads) for sums, length in stages] + [1]
-    params = {"B": b, "SRC_H": h, "SRC_W": wd, "SRC_S": src_s, "HID_S": hid_s, "C": o, "S": s,
-              "G0": groups[0], "G1": groups[1], "G2": groups[2]}
+    params = se_gate_params(b, (h, wd), src_s, hid_s, o, threads)
     return [lw.op("se_gate", {"layers": 2 if two else 1, "act1": n.attrs.get("act1") or "NONE",
                               "act2": (n.attrs.get("act2") or "NONE") if two else None, "threads": threads,
                               "cap": cap}, params)]
+
+
+def se_gate_params(batch: int, hw: tuple[int, int], src_slices: int, hidden_slices: int, channels: int,
+                   threads: int) -> dict[str, int]:
+    """The se_gate kernel's params: the shapes (``hidden_slices`` 0: one layer) and each stage's segment
+    size for a group of ``threads``."""
+    s = L.slices(channels)
+    stages = [(src_slices, hw[0] * hw[1])] + (
+        [(hidden_slices, src_slices), (s, hidden_slices)] if hidden_slices else [(s, src_slices)])
+    groups = [se_gate_segment(sums, length, threads) for sums, length in stages] + [1]
+    return {"B": batch, "SRC_H": hw[0], "SRC_W": hw[1], "SRC_S": src_slices, "HID_S": hidden_slices,
+            "C": channels, "S": s, "G0": groups[0], "G1": groups[1], "G2": groups[2]}
 
 
 def _group(opts: dict) -> tuple[int, int, int]:
