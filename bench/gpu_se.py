@@ -22,7 +22,7 @@ from gpu_kernels import _KEEP, _refs_of, _time_launches, delegated, launch_items
 _KERNELS = ("se_gate", "reduce")
 _THREADS = (128, 256, 512, 1024)
 _SPLITS = (128, 256, 512, 1024)
-_UNROLLS = (1, 2, 4)
+_UNROLLS = (1, 2, 4, 8)
 
 
 def _shape(kernel: str, p: dict) -> str:

@@ -618,7 +618,7 @@ def test_transpose_conv2d(gpu):
                                                    ("MIN", (2,), 1), ("PROD", (1, 3), 1), ("MEAN", (1, 2), 64),
                                                    ("MAX", (0, 3), 16), ("SUM", (1, 2, 3), 128),
                                                    ("MEAN", (1, 2), 256), ("MAX", (1, 2), 1024), ("SUM", (3,), 4),
-                                                   ("MIN", (0, 1, 2), 512)])
+                                                   ("MIN", (0, 1, 2), 512), ("SUM", (2,), 32), ("MEAN", (1,), 8)])
 def test_reduce(gpu, op, axes, split):
     shape = (2, 3, 4, 6) if split == 1 else (2, 9, 13, 6)
     x = gpu.data(*shape, lo=0.5, hi=1.5) if op == "PROD" else gpu.data(*shape)

@@ -211,14 +211,21 @@ def choose_conv(p: Mapping[str, int], dev: DeviceCost, grouped: bool,
 # ---------------------------------------------------------------------------------------------- reduce
 
 
+def _two_round_steps(n: int) -> int:
+    """Shared-memory steps of the two-round sum of ``n`` (a power of two) partials in the reduce and se_gate
+    kernels: r-way sums (r the least power of two with r * r >= n), then one thread's sum of the n / r."""
+    r = 1 << (int(n).bit_length() // 2)
+    return r + n // r
+
+
 def reduce_work(outputs: int, steps: int, split: int, unroll: int) -> Work:
-    """reduce: ``outputs`` output vectors of ``steps`` elements, split ``split`` ways, ``unroll`` partials a thread."""
+    """reduce: ``outputs`` output vectors of ``steps`` elements, split ``split`` ways, ``unroll`` partials a
+    thread; a split group's partials meet in two rounds (2 barriers)."""
     threads = outputs * split
-    red = _log2(split) if split > 1 else 0
     chain = -(-steps // (split * unroll))
     return Work(threads=threads, group=split if split > 1 else 64, global_steps=chain * _loads_chain(unroll),
-                shared_steps=red, barriers=red + (split > 1), cache_bytes=outputs * steps * _VEC,
-                flops=outputs * steps * 4)
+                shared_steps=_two_round_steps(split) if split > 1 else 0, barriers=2 if split > 1 else 0,
+                cache_bytes=outputs * steps * _VEC, flops=outputs * steps * 4)
 
 
 def choose_reduce(outputs: int, steps: int, dev: DeviceCost) -> tuple[dict[str, int], float]:
@@ -275,20 +282,23 @@ def se_gate_segment(sums: int, length: int, threads: int) -> int:
 def se_gate_work(batch: int, src_slices: int, pixels: int, hidden_slices: int, out_slices: int,
                  threads: int) -> Work:
     """se_gate: one group of ``threads`` per batch item; three (two without a hidden layer) stages of
-    segmented sums, each pass a tree of ``log2(threads)`` barrier rounds.  The pooling stage keeps 4
-    loads of a thread in flight; a product step loads 4 weight vectors."""
-    stages = [(src_slices, pixels, 4)]
+    segmented sums, each pass of a stage 3 barriers (the segment's partials meet in two rounds).  The
+    pooling stage keeps 8 loads of a thread in flight; a product step loads 4 weight vectors, the first
+    pass's first one loaded before the pooling (its latency hidden)."""
+    stages = [(src_slices, pixels, 8)]
     stages += [(hidden_slices, src_slices, 1), (out_slices, hidden_slices, 1)] if hidden_slices else [
         (out_slices, src_slices, 1)]
-    steps = barriers = 0.0
-    for sums, length, unroll in stages:
+    steps = shared = barriers = 0.0
+    for k, (sums, length, unroll) in enumerate(stages):
         g = se_gate_segment(sums, length, threads)
         passes = -(-sums // (threads // g))
         per_thread = -(-length // g)
-        steps += passes * -(-per_thread // unroll) * _loads_chain(4)
-        barriers += passes * (_log2(threads) + 2)
+        chains = passes * -(-per_thread // unroll) - (1 if k else 0)
+        steps += max(0, chains) * _loads_chain(4 if k else unroll)
+        shared += passes * _two_round_steps(g)
+        barriers += passes * 3
     weights = (hidden_slices * src_slices + out_slices * (hidden_slices or src_slices)) * 4
-    return Work(threads=batch * threads, group=threads, global_steps=steps, shared_steps=barriers,
+    return Work(threads=batch * threads, group=threads, global_steps=steps, shared_steps=shared,
                 barriers=int(barriers), cache_bytes=batch * (src_slices * pixels + weights) * _VEC,
                 flops=batch * (src_slices * pixels + weights * 4) * 4)
 
