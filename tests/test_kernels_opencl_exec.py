@@ -433,6 +433,8 @@ def test_depthwise_conv2d(gpu, c, mult, stride, act, ksize):
     # more channel slices (150) than threads (64): every stage runs several passes over the group
     (1, (3, 5), 600, 150, {"act1": "HARD_SWISH", "act2": "LOGISTIC", "threads": 64, "cap": 256}),
     (1, (16, 16), 12, 0, {"layers": 1, "act1": "TANH", "threads": 1024, "cap": 8}),  # a one-layer gate
+    # 16 pooling loads in flight, a map whose pixels are no multiple of the segment's stride
+    (2, (19, 21), 40, 10, {"act1": "RELU", "act2": "LOGISTIC", "threads": 256, "cap": 32, "loads": 16}),
 ])
 def test_se_gate(gpu, b, hw, c, hidden, opts):
     """Global mean over H, W, then one or two 1x1 layers with activations, one work group per batch item."""

@@ -280,12 +280,12 @@ def se_gate_segment(sums: int, length: int, threads: int) -> int:
 
 
 def se_gate_work(batch: int, src_slices: int, pixels: int, hidden_slices: int, out_slices: int,
-                 threads: int) -> Work:
+                 threads: int, loads: int = 8) -> Work:
     """se_gate: one group of ``threads`` per batch item; three (two without a hidden layer) stages of
     segmented sums, each pass of a stage 3 barriers (the segment's partials meet in two rounds).  The
-    pooling stage keeps 8 loads of a thread in flight; a product step loads 4 weight vectors, the first
-    pass's first one loaded before the pooling (its latency hidden)."""
-    stages = [(src_slices, pixels, 8)]
+    pooling stage keeps ``loads`` loads of a thread in flight; a product step loads 4 weight vectors, the
+    first pass's first one loaded before the pooling (its latency hidden)."""
+    stages = [(src_slices, pixels, loads)]
     stages += [(hidden_slices, src_slices, 1), (out_slices, hidden_slices, 1)] if hidden_slices else [
         (out_slices, src_slices, 1)]
     steps = shared = barriers = 0.0
@@ -308,16 +308,18 @@ SHARED_MEMORY_FLOOR = 16384
 
 
 def choose_se_gate(batch: int, src_slices: int, pixels: int, hidden_slices: int, out_slices: int,
-                   dev: DeviceCost, cap_slices: int = 0) -> tuple[int, float]:
-    """``(threads, estimated us)`` of the cheapest se_gate group size whose shared memory (one vec4 a
-    thread, and the pooled and hidden vectors of ``cap_slices`` each) fits :data:`SHARED_MEMORY_FLOOR`."""
-    best = (math.inf, 64)
+                   dev: DeviceCost, cap_slices: int = 0) -> tuple[dict[str, int], float]:
+    """``({"threads", "loads"}, estimated us)`` of the cheapest se_gate group size (whose shared memory, one
+    vec4 a thread and the pooled and hidden vectors of ``cap_slices`` each, fits
+    :data:`SHARED_MEMORY_FLOOR`) and pooling loads in flight."""
+    best: tuple[float, dict[str, int]] = (math.inf, {"threads": 64, "loads": 8})
     for threads in (64, 128, 256, 512, 1024):
         if threads > max(64, dev.max_group) or (threads + 2 * cap_slices) * _VEC > SHARED_MEMORY_FLOOR:
             break
-        t = estimate(se_gate_work(batch, src_slices, pixels, hidden_slices, out_slices, threads), dev)
-        if t < best[0] - 1e-9:
-            best = (t, threads)
+        for loads in (8,):
+            t = estimate(se_gate_work(batch, src_slices, pixels, hidden_slices, out_slices, threads, loads), dev)
+            if t < best[0] - 1e-9:
+                best = (t, {"threads": threads, "loads": loads})
     return best[1], best[0]
 
 
@@ -345,5 +347,5 @@ def launch_work(kernel: str, options: Mapping[str, Any], params: Mapping[str, An
     if kernel == "se_gate":
         hidden = int(params["HID_S"]) if o.get("layers", 2) == 2 else 0
         return se_gate_work(int(params["B"]), int(params["SRC_S"]), int(params["SRC_H"]) * int(params["SRC_W"]),
-                            hidden, int(params["S"]), int(o.get("threads", 128)))
+                            hidden, int(params["S"]), int(o.get("threads", 128)), int(o.get("loads", 8)))
     return None

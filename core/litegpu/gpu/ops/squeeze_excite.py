@@ -29,6 +29,9 @@ SE_GATE_ACTIVATIONS = frozenset(ACTIVATIONS)
 
 _THREADS = (64, 128, 256, 512, 1024)
 
+#: loads of a thread in flight in the pooling stage (option ``loads``)
+SE_GATE_LOADS = (8, 16)
+
 
 def lower_se_gate(lw: Lowerer) -> list[GpuOp]:
     """One ``se_gate`` launch, one work group per batch item, its group size from the cost model."""
@@ -56,11 +59,11 @@ def lower_se_gate(lw: Lowerer) -> list[GpuOp]:
     lw.bind("dst", y)
     src_s, hid_s, s = L.slices(c), L.slices(hid) if two else 0, L.slices(o)
     cap = next(k for k in SE_GATE_CAPS if k >= max(src_s, hid_s))
-    threads, _ = choose_se_gate(b, src_s, h * wd, hid_s, s, lw.cost, cap)
-    params = se_gate_params(b, (h, wd), src_s, hid_s, o, threads)
+    choice, _ = choose_se_gate(b, src_s, h * wd, hid_s, s, lw.cost, cap)
+    params = se_gate_params(b, (h, wd), src_s, hid_s, o, choice["threads"])
     return [lw.op("se_gate", {"layers": 2 if two else 1, "act1": n.attrs.get("act1") or "NONE",
-                              "act2": (n.attrs.get("act2") or "NONE") if two else None, "threads": threads,
-                              "cap": cap}, params)]
+                              "act2": (n.attrs.get("act2") or "NONE") if two else None, "cap": cap, **choice},
+                  params)]
 
 
 def se_gate_params(batch: int, hw: tuple[int, int], src_slices: int, hidden_slices: int, channels: int,
@@ -85,10 +88,11 @@ KERNELS: tuple[KernelSpec, ...] = (
     spec("se_gate", "squeeze_excite.lgk",
          "squeeze-and-excitation gate: global average, then one or two 1x1 layers with activations, one launch",
          {"layers": Opt(2, (1, 2)), "act1": _ACT, "act2": _ACT, "threads": Opt(128, _THREADS),
-          "cap": Opt(32, SE_GATE_CAPS)},
+          "cap": Opt(32, SE_GATE_CAPS), "loads": Opt(8, SE_GATE_LOADS)},
          # every activation in each slot, every group size and capacity, one and two layers
          [{"act1": a, "act2": ACTIVATIONS[(i + 3) % len(ACTIVATIONS)], "threads": _THREADS[i % len(_THREADS)],
-           "cap": SE_GATE_CAPS[i % len(SE_GATE_CAPS)], "layers": 1 if i in (2, 5) else 2}
+           "cap": SE_GATE_CAPS[i % len(SE_GATE_CAPS)], "layers": 1 if i in (2, 5) else 2,
+           "loads": SE_GATE_LOADS[i % len(SE_GATE_LOADS)]}
           for i, a in enumerate(ACTIVATIONS)],
          shared_wg=_group),
 )
