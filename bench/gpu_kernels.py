@@ -23,6 +23,7 @@ import json
 import statistics
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -74,7 +75,6 @@ def main() -> int:
             raise SystemExit("--explore is OpenCL only")
         return _vulkan(args)
 
-    import litegpu
     import pyopencl as cl
     from litegpu.gpu._tuning import candidates
     from litegpu.gpu.kernels import kernel_spec, render
@@ -82,13 +82,8 @@ def main() -> int:
     print(machine_line())
     report: dict[str, list[dict]] = {}
     for name, path in mediapipe_models(args.models, default=GPU_SET).items():
-        d = litegpu.load_delegate("opencl", {"precision": args.precision, "cache": {"enabled": False}})
-        dev = d.device
-        it = litegpu.Interpreter(model_path=str(path), experimental_delegates=[d])
-        it.allocate_tensors()
-        (k,) = [s.kernel for s in it._main.plan.steps if s.kind == "delegate"]
-        items = [(ln.bound[0], _gsize(ln.grid, ln.kernel.workgroup), ln.kernel.workgroup) for ln in k._launches]
-        times = _time_launches(cl, dev.ctx, items, args.runs)
+        d, it, dev, k = delegated(path, "opencl", args.precision)
+        times = _time_launches(cl, dev.ctx, launch_items(k), args.runs)
         rows = []
         for i, (ln, op, t) in enumerate(zip(k._launches, k.ops, times, strict=True)):
             row = {"label": ln.label, "kernel": op.kernel, "options": dict(ln.kernel.options),
@@ -200,39 +195,11 @@ def _print_rows(name: str, rows: list[dict], best: float | None = None) -> None:
 
 def _vulkan(args) -> int:
     """Vulkan: timestamps around every dispatch and staging copy of the invoke's command buffer."""
-    import litegpu
-
     print(machine_line())
     report: dict[str, list[dict]] = {}
     for name, path in mediapipe_models(args.models, default=GPU_SET).items():
-        d = litegpu.load_delegate("vulkan", {"precision": args.precision, "cache": {"enabled": False}})
-        dev = d.device
-        it = litegpu.Interpreter(model_path=str(path), experimental_delegates=[d])
-        it.allocate_tensors()
-        (k,) = [s.kernel for s in it._main.plan.steps if s.kind == "delegate"]
-        ups = [b.ref for b in k._inputs]
-        downs = [b.ref for b in k._outputs if b is not None]
-        prof = dev.record([(ln.bound, ln.kernel, ln.grid) for ln in k._launches], uploads=ups, downloads=downs,
-                          profile=True)
-        samples: dict[tuple[str, int], list[float]] = {}
-        for _ in range(args.runs):
-            dev.replay(prof)
-            dev.finish()
-            for what, i, us in dev.timestamps(prof):
-                samples.setdefault((what, i), []).append(us)
-        rows = []
-        for (what, i), ts in samples.items():
-            t = statistics.median(ts)
-            if what == "dispatch":
-                ln, op = k._launches[i], k.ops[i]
-                rows.append(_row(ln.label, op.kernel, dict(ln.kernel.options),
-                                 {kk: v for kk, v in op.params.items() if isinstance(v, (int, float))},
-                                 list(ln.grid), list(ln.kernel.workgroup), t, dev.info))
-            else:
-                ref = (ups if what == "upload" else downs)[i]
-                rows.append(_row(f"{what} staging copy {i}", "copy", {}, {"bytes": ref.nbytes}, [ref.nbytes], [], t))
+        rows, dev, k = vulkan_rows(path, args.precision, args.runs)
         report[name] = rows
-        _KEEP.extend([d, it])
         _print_rows(name, rows)
         st = dev.recording_stats(k._recording)
         print(f"  command buffer: {st}; memory: " + "; ".join(
@@ -240,6 +207,52 @@ def _vulkan(args) -> int:
         if args.json:
             Path(args.json).write_text(json.dumps(report, indent=1))
     return 0
+
+
+def vulkan_rows(path: Path, precision: str, runs: int) -> tuple[list[dict], Any, Any]:
+    """``(rows, device, kernel)``: the median Vulkan timestamp time of every dispatch and staging copy of
+    the model's delegated partition (a row per command, as ``_row`` makes them)."""
+    d, it, dev, k = delegated(path, "vulkan", precision)
+    ups = [b.ref for b in k._inputs]
+    downs = [b.ref for b in k._outputs if b is not None]
+    prof = dev.record([(ln.bound, ln.kernel, ln.grid) for ln in k._launches], uploads=ups, downloads=downs,
+                      profile=True)
+    samples: dict[tuple[str, int], list[float]] = {}
+    for _ in range(runs):
+        dev.replay(prof)
+        dev.finish()
+        for what, i, us in dev.timestamps(prof):
+            samples.setdefault((what, i), []).append(us)
+    rows = []
+    for (what, i), ts in samples.items():
+        t = statistics.median(ts)
+        if what == "dispatch":
+            ln, op = k._launches[i], k.ops[i]
+            rows.append(_row(ln.label, op.kernel, dict(ln.kernel.options),
+                             {kk: v for kk, v in op.params.items() if isinstance(v, (int, float))},
+                             list(ln.grid), list(ln.kernel.workgroup), t, dev.info))
+        else:
+            ref = (ups if what == "upload" else downs)[i]
+            rows.append(_row(f"{what} staging copy {i}", "copy", {}, {"bytes": ref.nbytes}, [ref.nbytes], [], t))
+    _KEEP.extend([d, it])
+    return rows, dev, k
+
+
+def delegated(path: Path, backend: str, precision: str) -> tuple[Any, Any, Any, Any]:
+    """``(delegate, interpreter, device, kernel)`` of the model on ``backend`` (no cache): the kernel is its
+    one delegated partition, whose ``_launches`` are the planned launches."""
+    import litegpu
+
+    d = litegpu.load_delegate(backend, {"precision": precision, "cache": {"enabled": False}})
+    it = litegpu.Interpreter(model_path=str(path), experimental_delegates=[d])
+    it.allocate_tensors()
+    (k,) = [s.kernel for s in it._main.plan.steps if s.kind == "delegate"]
+    return d, it, d.device, k
+
+
+def launch_items(k) -> list[tuple]:
+    """OpenCL ``(kernel, global size, work group)`` of each launch of partition kernel ``k``."""
+    return [(ln.bound[0], _gsize(ln.grid, ln.kernel.workgroup), ln.kernel.workgroup) for ln in k._launches]
 
 
 def _refs_of(k, i):

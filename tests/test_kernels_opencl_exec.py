@@ -433,10 +433,12 @@ def test_depthwise_conv2d(gpu, c, mult, stride, act, ksize):
     # more channel slices (150) than threads (64): every stage runs several passes over the group
     (1, (3, 5), 600, 150, {"act1": "HARD_SWISH", "act2": "LOGISTIC", "threads": 64, "cap": 256}),
     (1, (16, 16), 12, 0, {"layers": 1, "act1": "TANH", "threads": 1024, "cap": 8}),  # a one-layer gate
+    # 16 pooling loads in flight, a map whose pixels are no multiple of the segment's stride
+    (2, (19, 21), 40, 10, {"act1": "RELU", "act2": "LOGISTIC", "threads": 256, "cap": 32, "loads": 16}),
 ])
 def test_se_gate(gpu, b, hw, c, hidden, opts):
     """Global mean over H, W, then one or two 1x1 layers with activations, one work group per batch item."""
-    from litegpu.gpu._cost import se_gate_segment
+    from litegpu.gpu.ops.squeeze_excite import se_gate_params
 
     x = gpu.data(b, *hw, c)
     v = x.astype(np.float64).mean(axis=(1, 2))
@@ -449,11 +451,7 @@ def test_se_gate(gpu, b, hw, c, hidden, opts):
         inputs[f"w{k}"], _ = gpu.conv_filter(w, 1)
         inputs[f"b{k}"] = gpu.channels(bias)
         v = acts[act](v @ w[:, 0, 0, :].T.astype(np.float64) + bias)
-    src_s, hid_s, s = L.slices(c), L.slices(hidden), L.slices(c)
-    stages = [(src_s, hw[0] * hw[1])] + ([(hid_s, src_s), (s, hid_s)] if hidden else [(s, src_s)])
-    g = [se_gate_segment(n, length, opts["threads"]) for n, length in stages] + [1]
-    p = {"B": b, "SRC_H": hw[0], "SRC_W": hw[1], "SRC_S": src_s, "HID_S": hid_s, "C": c, "S": s,
-         "G0": g[0], "G1": g[1], "G2": g[2]}
+    p = se_gate_params(b, hw, L.slices(c), L.slices(hidden), c, opts["threads"])
     out = gpu.run("se_gate", inputs, {"dst": _n4((b, 1, 1, c))}, p, **opts)
     gpu.check(unphwc4(out["dst"], (b, 1, 1, c)), v.reshape(b, 1, 1, c), f"se_gate {opts}")
 
@@ -622,7 +620,7 @@ def test_transpose_conv2d(gpu):
                                                    ("MIN", (2,), 1), ("PROD", (1, 3), 1), ("MEAN", (1, 2), 64),
                                                    ("MAX", (0, 3), 16), ("SUM", (1, 2, 3), 128),
                                                    ("MEAN", (1, 2), 256), ("MAX", (1, 2), 1024), ("SUM", (3,), 4),
-                                                   ("MIN", (0, 1, 2), 512)])
+                                                   ("MIN", (0, 1, 2), 512), ("SUM", (2,), 32), ("MEAN", (1,), 8)])
 def test_reduce(gpu, op, axes, split):
     shape = (2, 3, 4, 6) if split == 1 else (2, 9, 13, 6)
     x = gpu.data(*shape, lo=0.5, hi=1.5) if op == "PROD" else gpu.data(*shape)

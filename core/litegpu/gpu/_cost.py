@@ -251,14 +251,21 @@ def choose_conv(p: Mapping[str, int], dev: DeviceCost, grouped: bool,
 # ---------------------------------------------------------------------------------------------- reduce
 
 
+def _two_round_steps(n: int) -> int:
+    """Shared-memory steps of the two-round sum of ``n`` (a power of two) partials in the reduce and se_gate
+    kernels: r-way sums (r the least power of two with r * r >= n), then one thread's sum of the n / r."""
+    r = 1 << (int(n).bit_length() // 2)
+    return r + n // r
+
+
 def reduce_work(outputs: int, steps: int, split: int, unroll: int) -> Work:
-    """reduce: ``outputs`` output vectors of ``steps`` elements, split ``split`` ways, ``unroll`` partials a thread."""
+    """reduce: ``outputs`` output vectors of ``steps`` elements, split ``split`` ways, ``unroll`` partials a
+    thread; a split group's partials meet in two rounds (2 barriers)."""
     threads = outputs * split
-    red = _log2(split) if split > 1 else 0
     chain = -(-steps // (split * unroll))
     return Work(threads=threads, group=split if split > 1 else 64, global_steps=chain * _loads_chain(unroll),
-                shared_steps=red, barriers=red + (split > 1), cache_bytes=outputs * steps * _VEC,
-                flops=outputs * steps * 4)
+                shared_steps=_two_round_steps(split) if split > 1 else 0, barriers=2 if split > 1 else 0,
+                cache_bytes=outputs * steps * _VEC, flops=outputs * steps * 4)
 
 
 def choose_reduce(outputs: int, steps: int, dev: DeviceCost) -> tuple[dict[str, int], float]:
@@ -317,22 +324,25 @@ def se_gate_segment(sums: int, length: int, threads: int) -> int:
 
 
 def se_gate_work(batch: int, src_slices: int, pixels: int, hidden_slices: int, out_slices: int,
-                 threads: int) -> Work:
+                 threads: int, loads: int = 8) -> Work:
     """se_gate: one group of ``threads`` per batch item; three (two without a hidden layer) stages of
-    segmented sums, each pass a tree of ``log2(threads)`` barrier rounds.  The pooling stage keeps 4
-    loads of a thread in flight; a product step loads 4 weight vectors."""
-    stages = [(src_slices, pixels, 4)]
+    segmented sums, each pass of a stage 3 barriers (the segment's partials meet in two rounds).  The
+    pooling stage keeps ``loads`` loads of a thread in flight; a product step loads 4 weight vectors, the
+    first pass's first one loaded before the pooling (its latency hidden)."""
+    stages = [(src_slices, pixels, loads)]
     stages += [(hidden_slices, src_slices, 1), (out_slices, hidden_slices, 1)] if hidden_slices else [
         (out_slices, src_slices, 1)]
-    steps = barriers = 0.0
-    for sums, length, unroll in stages:
+    steps = shared = barriers = 0.0
+    for k, (sums, length, unroll) in enumerate(stages):
         g = se_gate_segment(sums, length, threads)
         passes = -(-sums // (threads // g))
         per_thread = -(-length // g)
-        steps += passes * -(-per_thread // unroll) * _loads_chain(4)
-        barriers += passes * (_log2(threads) + 2)
+        chains = passes * -(-per_thread // unroll) - (1 if k else 0)
+        steps += max(0, chains) * _loads_chain(4 if k else unroll)
+        shared += passes * _two_round_steps(g)
+        barriers += passes * 3
     weights = (hidden_slices * src_slices + out_slices * (hidden_slices or src_slices)) * 4
-    return Work(threads=batch * threads, group=threads, global_steps=steps, shared_steps=barriers,
+    return Work(threads=batch * threads, group=threads, global_steps=steps, shared_steps=shared,
                 barriers=int(barriers), cache_bytes=batch * (src_slices * pixels + weights) * _VEC,
                 flops=batch * (src_slices * pixels + weights * 4) * 4)
 
@@ -342,16 +352,18 @@ SHARED_MEMORY_FLOOR = 16384
 
 
 def choose_se_gate(batch: int, src_slices: int, pixels: int, hidden_slices: int, out_slices: int,
-                   dev: DeviceCost, cap_slices: int = 0) -> tuple[int, float]:
-    """``(threads, estimated us)`` of the cheapest se_gate group size whose shared memory (one vec4 a
-    thread, and the pooled and hidden vectors of ``cap_slices`` each) fits :data:`SHARED_MEMORY_FLOOR`."""
-    best = (math.inf, 64)
+                   dev: DeviceCost, cap_slices: int = 0) -> tuple[dict[str, int], float]:
+    """``({"threads", "loads"}, estimated us)`` of the cheapest se_gate group size (whose shared memory, one
+    vec4 a thread and the pooled and hidden vectors of ``cap_slices`` each, fits
+    :data:`SHARED_MEMORY_FLOOR`) and pooling loads in flight."""
+    best: tuple[float, dict[str, int]] = (math.inf, {"threads": 64, "loads": 8})
     for threads in (64, 128, 256, 512, 1024):
         if threads > max(64, dev.max_group) or (threads + 2 * cap_slices) * _VEC > SHARED_MEMORY_FLOOR:
             break
-        t = estimate(se_gate_work(batch, src_slices, pixels, hidden_slices, out_slices, threads), dev)
-        if t < best[0] - 1e-9:
-            best = (t, threads)
+        for loads in (16, 8):  # on a tie, more loads in flight (H200: 16 never lost by more than 0.4 us)
+            t = estimate(se_gate_work(batch, src_slices, pixels, hidden_slices, out_slices, threads, loads), dev)
+            if t < best[0] - 1e-9:
+                best = (t, {"threads": threads, "loads": loads})
     return best[1], best[0]
 
 
@@ -379,5 +391,5 @@ def launch_work(kernel: str, options: Mapping[str, Any], params: Mapping[str, An
     if kernel == "se_gate":
         hidden = int(params["HID_S"]) if o.get("layers", 2) == 2 else 0
         return se_gate_work(int(params["B"]), int(params["SRC_S"]), int(params["SRC_H"]) * int(params["SRC_W"]),
-                            hidden, int(params["S"]), int(o.get("threads", 128)))
+                            hidden, int(params["S"]), int(o.get("threads", 128)), int(o.get("loads", 8)))
     return None

@@ -87,7 +87,7 @@ _BINARY_LEVEL = {op: level for level, ops in enumerate(_BINARY_PREC) for op in o
 # Identifiers that some dialect reserves or that the emitters use themselves.
 RESERVED = frozenset("""
     active asm attribute auto bitcast buffer case cast centroid char coherent common const constant continue
-    default discard do double enable enum extern external filter fixed float fn for global goto half highp
+    default discard do double enable enum extern external filter fixed flat float fn for global goto half highp
     image in inline input int interface invariant kernel layout let local long loop lowp mat2 mat3 mat4
     mediump mod module namespace noinline noperspective out output override params partition patch
     precise precision private ptr read_write readonly resource restrict sample sampler shared short

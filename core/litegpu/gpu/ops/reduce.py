@@ -118,11 +118,11 @@ KERNELS: tuple[KernelSpec, ...] = (
          + [{"op": "AVG", "qdq": True}]),
     spec("reduce", "reduce.lgk", "SUM/MEAN/REDUCE_MAX/REDUCE_MIN/REDUCE_PROD over any BHWC axes",
          {"op": Opt("SUM", ("SUM", "MEAN", "MAX", "MIN", "PROD")), "split": Opt(1, _REDUCE_SPLITS),
-          "unroll": Opt(1, (1, 2, 4)), "qdq": QDQ},
+          "unroll": Opt(1, (1, 2, 4, 8)), "qdq": QDQ},
          [{"op": op} for op in ("SUM", "MEAN", "MAX", "MIN", "PROD")]
          + [{"split": n, "op": op} for n, op in zip(SPLITS[1:], ("MEAN", "MAX", "SUM", "MIN", "MEAN", "PROD"), strict=True)]
          + [{"split": n, "op": op, "unroll": u} for n, op, u in
-            ((256, "MEAN", 4), (512, "MAX", 2), (1024, "SUM", 4), (1, "MIN", 4), (64, "PROD", 2))]
+            ((256, "MEAN", 4), (512, "MAX", 2), (1024, "SUM", 4), (1, "MIN", 4), (64, "PROD", 2), (512, "MEAN", 8))]
          + [{"op": "MEAN", "qdq": True}, {"op": "MEAN", "split": 64, "qdq": True}],
          shared_wg=split_wg),
     spec("softmax", "reduce.lgk", "SOFTMAX / LOG_SOFTMAX over channels", {"log": boolean(), "qdq": QDQ},

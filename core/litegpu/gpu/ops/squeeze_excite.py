@@ -18,7 +18,7 @@ from .._graph import SE_GATE_OP, GpuOp
 from .._kernel_specs import ACTIVATIONS, KernelSpec, Opt, spec
 from ._entry import GpuOpEntry, Lowerer
 
-__all__ = ["OPS", "KERNELS", "SE_GATE_CAPS", "SE_GATE_ACTIVATIONS"]
+__all__ = ["OPS", "KERNELS", "SE_GATE_CAPS", "SE_GATE_ACTIVATIONS", "se_gate_params"]
 
 #: the shared-memory capacities (vec4 slices of the pooled and the hidden vector) se_gate renders with;
 #: the pass leaves a block with more channels than the largest (1024) unfused
@@ -28,6 +28,9 @@ SE_GATE_CAPS = (8, 32, 128, 256)
 SE_GATE_ACTIVATIONS = frozenset(ACTIVATIONS)
 
 _THREADS = (64, 128, 256, 512, 1024)
+
+#: loads of a thread in flight in the pooling stage (option ``loads``)
+SE_GATE_LOADS = (8, 16)
 
 
 def lower_se_gate(lw: Lowerer) -> list[GpuOp]:
@@ -56,14 +59,23 @@ def lower_se_gate(lw: Lowerer) -> list[GpuOp]:
     lw.bind("dst", y)
     src_s, hid_s, s = L.slices(c), L.slices(hid) if two else 0, L.slices(o)
     cap = next(k for k in SE_GATE_CAPS if k >= max(src_s, hid_s))
-    threads, _ = choose_se_gate(b, src_s, h * wd, hid_s, s, lw.cost, cap)
-    stages = [(src_s, h * wd)] + ([(hid_s, src_s), (s, hid_s)] if two else [(s, src_s)])
-    groups = [se_gate_segment(sums, length, threads) for sums, length in stages] + [1]
-    params = {"B": b, "SRC_H": h, "SRC_W": wd, "SRC_S": src_s, "HID_S": hid_s, "C": o, "S": s,
-              "G0": groups[0], "G1": groups[1], "G2": groups[2]}
+    choice, _ = choose_se_gate(b, src_s, h * wd, hid_s, s, lw.cost, cap)
+    params = se_gate_params(b, (h, wd), src_s, hid_s, o, choice["threads"])
     return [lw.op("se_gate", {"layers": 2 if two else 1, "act1": n.attrs.get("act1") or "NONE",
-                              "act2": (n.attrs.get("act2") or "NONE") if two else None, "threads": threads,
-                              "cap": cap}, params)]
+                              "act2": (n.attrs.get("act2") or "NONE") if two else None, "cap": cap, **choice},
+                  params)]
+
+
+def se_gate_params(batch: int, hw: tuple[int, int], src_slices: int, hidden_slices: int, channels: int,
+                   threads: int) -> dict[str, int]:
+    """The se_gate kernel's params: the shapes (``hidden_slices`` 0: one layer) and each stage's segment
+    size for a group of ``threads``."""
+    s = L.slices(channels)
+    stages = [(src_slices, hw[0] * hw[1])] + (
+        [(hidden_slices, src_slices), (s, hidden_slices)] if hidden_slices else [(s, src_slices)])
+    groups = [se_gate_segment(sums, length, threads) for sums, length in stages] + [1]
+    return {"B": batch, "SRC_H": hw[0], "SRC_W": hw[1], "SRC_S": src_slices, "HID_S": hidden_slices,
+            "C": channels, "S": s, "G0": groups[0], "G1": groups[1], "G2": groups[2]}
 
 
 def _group(opts: dict) -> tuple[int, int, int]:
@@ -76,10 +88,11 @@ KERNELS: tuple[KernelSpec, ...] = (
     spec("se_gate", "squeeze_excite.lgk",
          "squeeze-and-excitation gate: global average, then one or two 1x1 layers with activations, one launch",
          {"layers": Opt(2, (1, 2)), "act1": _ACT, "act2": _ACT, "threads": Opt(128, _THREADS),
-          "cap": Opt(32, SE_GATE_CAPS)},
+          "cap": Opt(32, SE_GATE_CAPS), "loads": Opt(8, SE_GATE_LOADS)},
          # every activation in each slot, every group size and capacity, one and two layers
          [{"act1": a, "act2": ACTIVATIONS[(i + 3) % len(ACTIVATIONS)], "threads": _THREADS[i % len(_THREADS)],
-           "cap": SE_GATE_CAPS[i % len(SE_GATE_CAPS)], "layers": 1 if i in (2, 5) else 2}
+           "cap": SE_GATE_CAPS[i % len(SE_GATE_CAPS)], "layers": 1 if i in (2, 5) else 2,
+           "loads": SE_GATE_LOADS[i % len(SE_GATE_LOADS)]}
           for i, a in enumerate(ACTIVATIONS)],
          shared_wg=_group),
 )
