@@ -27,7 +27,6 @@ from ._stages import (
     prepare_once,
     preprocess_batch,
     read_table_file,
-    warm_worker,
     write_batch,
 )
 
@@ -37,8 +36,6 @@ log = logging.getLogger("litegpu.batch")
 
 TABLE_EXTS = (".parquet", ".arrow", ".feather", ".ipc")
 RAY_HINT = "litegpu batch needs Ray Data: pip install 'litegpu[ray]'"
-#: CPU workers started (``warm_worker``) while a GPU job's model is prepared, at most
-WARM_WORKERS = 16
 
 
 @dataclass
@@ -234,26 +231,15 @@ def _run(ray: Any, lm: Any, pre: Preprocess, backend: str, opts: dict[str, Any],
     if backend != "cpu":
         t = time.perf_counter()
         task = ray.remote(prepare_once).options(**remote, max_retries=1)
-        prepared = task.remote(spec)
-        # the CPU workers of the preprocessing and write stages start (and import) while the model
-        # is prepared, not during the job's first batches, where they took CPUs from the GPU actors
-        warm = ray.remote(warm_worker).options(num_cpus=1)
-        warming = [warm.remote() for _ in range(max(1, min(WARM_WORKERS, int(cpus - actors * actor_cpus))))]
         try:
-            prep = ray.get(prepared)
+            prep = ray.get(task.remote(spec))
         except ray.exceptions.RayTaskError as e:
             raise CliError(f"{lm.name} cannot be prepared on backend {backend}: {e.cause if hasattr(e, 'cause') else e}"
                            ) from None
-        try:
-            warmed = len(set(ray.get(warming)))
-        except ray.exceptions.RayError as e:  # only a head start: the stages start their workers anyway
-            log.warning("litegpu batch: starting the CPU workers ahead failed (%s); the job goes on", e)
-            warmed = 0
         spec.cache_files = prep["cache_files"]
         result.prepare = {**prep["info"], "seconds": time.perf_counter() - t,
                           "cache_entries": len(prep["cache_files"]),
-                          "cache_bytes": sum(len(b) for b in prep["cache_files"].values()),
-                          "warm_workers": warmed}
+                          "cache_bytes": sum(len(b) for b in prep["cache_files"].values())}
     spec_ref = ray.put(spec)
     # a GPU actor holds several batches, so that its device thread never waits at a batch boundary;
     # CPU actors take one at a time: their rows run on the CPU anyway, and threads there only contend

@@ -124,21 +124,6 @@ def prepare_once(spec: ModelSpec) -> dict[str, Any]:
     return {"info": info, "cache_files": files}
 
 
-def warm_worker(hold_s: float = 0.2) -> int:
-    """Ray task run on the CPU workers while the model is prepared: a fresh Ray instance starts its
-    worker processes when the first tasks arrive, and each then imports what the preprocessing and
-    write stages need; done during the job's first batches, that start competed with the GPU actors
-    for the CPUs (H200: the actors waited for batches 8-11% of the first run's time, 0-1% once the
-    workers were up).  ``hold_s`` keeps a worker busy long enough that the next warm task lands on
-    another one.  Returns the worker's process id."""
-    import pyarrow.parquet  # noqa: F401 - the write stage's
-
-    from ..cli import _preprocess  # noqa: F401 - the preprocessing stage's
-
-    time.sleep(hold_s)
-    return os.getpid()
-
-
 def _ray_device() -> int | None:
     import ray
 
