@@ -21,7 +21,10 @@ __all__ = ["fuse_squeeze_excite", "SE_GATE_OP", "SE_GATE_POOL_BUDGET", "SQUEEZE_
 #: reduce + two 1x1 launches, at 4 slices over 64x64), the separate reduce wins from 24576 (13.7 against
 #: 13.9 us), and at 65536 (selfie_segmentation's last decoder block, 16 channels over 128x128) the gate
 #: would take 31 us against 18 us.  Over the budget the mean keeps its reduce launch and the gate node
-#: computes the two layers from the pooled vector (a 1x1 map).  Not yet timed on the GPU.
+#: computes the two layers from the pooled vector (a 1x1 map).  Timed on an H200 since (vulkan,
+#: bench/gpu_se.py, after the se_gate and reduce rework): a gate pooling 64x64x16 (16384 vec4) itself
+#: 7.5-9.7 us; at 128x128x16 the mean's own launch (6.2 us) plus a gate of the layers only (5.4 us)
+#: against one group pooling four times that map, so the budget stands.
 SE_GATE_POOL_BUDGET = 16384
 
 #: False keeps every squeeze-excite block in its separate launches (an A/B switch for the GPU benches:
