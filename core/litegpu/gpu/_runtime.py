@@ -255,10 +255,14 @@ def _boundary_mode(t: PlanTensor, layout: str) -> str:
     host_float = t.dtype == "float32" or t.quant is not None  # a quantized tensor's float view is float32
     if layout == "host" or not host_float or t.storage not in ("float32", "float16"):
         return "host"
-    b, h, w, c = t.shape
-    if t.storage == "float32" and (c == 4 or (h * w == 1 and (b == 1 or c % 4 == 0))):
-        return "direct"  # the dense bytes are the PHWC4 buffer's first bytes
-    return "device"
+    return "direct" if _dense_is_phwc4(t.storage, t.shape) else "device"
+
+
+def _dense_is_phwc4(storage: str, shape: Sequence[int]) -> bool:
+    """Whether a tensor's dense float32 BHWC bytes are its PHWC4 buffer's first bytes (boundary mode
+    ``direct``: float32 storage and C == 4, or one pixel with B == 1 or C % 4 == 0)."""
+    b, h, w, c = shape
+    return storage == "float32" and (c == 4 or (h * w == 1 and (b == 1 or c % 4 == 0)))
 
 
 class GpuPartitionKernel(DelegateKernel):
@@ -1018,8 +1022,7 @@ def _dense_outputs(g: GpuGraph, ops: list[GpuOp], policy: PrecisionPolicy) -> se
                 or len(ws[0].outputs) != 1 or x.dtype != "float32" or x.qview is not None or len(x.shape) != 4
                 or policy.storage(x) not in ("float32", "float16")):
             continue
-        b, h, w, c = x.shape
-        if policy.storage(x) == "float32" and (c == 4 or (h * w == 1 and (b == 1 or c % 4 == 0))):
+        if _dense_is_phwc4(policy.storage(x), x.shape):
             continue  # the executor copies these straight (boundary mode "direct"): no launch to save
         ws[0].options["dst_bhwc"] = True
         dense.add(t)
