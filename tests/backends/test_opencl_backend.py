@@ -350,3 +350,71 @@ def test_kernel_profile_events_and_host_fallback(cl_modules):
     it.invoke()
     for o, w in zip(it.get_output_details(), want, strict=True):
         np.testing.assert_array_equal(it.get_tensor(o["index"]), w)
+
+
+# ---------------------------------------------------------------------------------------------------
+# cl_khr_command_buffer: a partition's launches replayed with one enqueue
+# ---------------------------------------------------------------------------------------------------
+
+
+def test_command_buffer_replays_the_launches(cl_modules, monkeypatch):
+    """Where the driver has cl_khr_command_buffer (PoCL does), the recording holds one command buffer
+    and a replay is one enqueue; the answers match LiteRT's and the launch-by-launch path, over several
+    invokes (a buffer enqueued again while the previous enqueue may still run) and runs in flight."""
+    from _gpu_cases import oracle
+    from litegpu_opencl import _command_buffer
+
+    model, feeds = _tuning_model()
+    want = oracle(model, feeds)
+    d = load_backend_delegate(BACKEND, {"precision": "fp32", "tuning": "none", **NO_CACHE})
+    if _command_buffer.command_buffers(d.device.device) is None:
+        d.close()
+        pytest.skip(f"{d.device.info.name}: no cl_khr_command_buffer (the launches are enqueued one by one)")
+    it = litegpu.Interpreter(model_content=model, experimental_delegates=[d])
+    it.allocate_tensors()
+    (k,) = [s.kernel for s in it._main.plan.steps if s.kind == "delegate"]
+    assert k._recording.command_buffer is not None and len(k._recording.launches) == len(k._launches)
+    calls = []
+    real = _command_buffer._Recorded.enqueue
+    monkeypatch.setattr(_command_buffer._Recorded, "enqueue", lambda self: calls.append(1) or real(self))
+    it.set_tensor(it.get_input_details()[0]["index"], feeds[0])
+    for _ in range(3):
+        it.invoke()
+    got = [it.get_tensor(o["index"]) for o in it.get_output_details()]
+    assert len(calls) == 3
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4)
+    # the same model with command buffers switched off: the same numbers, bit for bit
+    monkeypatch.setenv(_command_buffer.ENV_OFF, "0")
+    d2 = load_backend_delegate(BACKEND, {"precision": "fp32", "tuning": "none", **NO_CACHE})
+    it2 = litegpu.Interpreter(model_content=model, experimental_delegates=[d2])
+    it2.allocate_tensors()
+    (k2,) = [s.kernel for s in it2._main.plan.steps if s.kind == "delegate"]
+    assert k2._recording.command_buffer is None
+    it2.set_tensor(it2.get_input_details()[0]["index"], feeds[0])
+    it2.invoke()
+    for g, o in zip(got, it2.get_output_details(), strict=True):
+        np.testing.assert_array_equal(g, it2.get_tensor(o["index"]))
+    d.close()
+    d2.close()
+
+
+def test_command_buffer_refused_falls_back_to_launches(cl_modules, monkeypatch):
+    """A driver that refuses the enqueue (e.g. no simultaneous use while the buffer is pending): the
+    launches are enqueued one by one and the answer is still right."""
+    from _gpu_cases import oracle
+    from litegpu_opencl import _command_buffer
+
+    model, feeds = _tuning_model(9, 7)
+    d = load_backend_delegate(BACKEND, {"precision": "fp32", "tuning": "none", **NO_CACHE})
+    if _command_buffer.command_buffers(d.device.device) is None:
+        d.close()
+        pytest.skip(f"{d.device.info.name}: no cl_khr_command_buffer")
+    monkeypatch.setattr(_command_buffer._Recorded, "enqueue", lambda self: -59)  # CL_INVALID_OPERATION
+    it = litegpu.Interpreter(model_content=model, experimental_delegates=[d])
+    it.allocate_tensors()
+    it.set_tensor(it.get_input_details()[0]["index"], feeds[0])
+    it.invoke()
+    for o, w in zip(it.get_output_details(), oracle(model, feeds), strict=True):
+        np.testing.assert_allclose(it.get_tensor(o["index"]), w, rtol=1e-4, atol=1e-4)
+    d.close()

@@ -5,6 +5,7 @@ The whole API-specific part of the backend; the core's GPU executor does the res
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from collections.abc import Sequence
@@ -16,6 +17,10 @@ import pyopencl as cl
 from litegpu import BackendUnavailableError, ConfigError, DelegateError
 from litegpu.gpu._device import BufferRef, DeviceInfo, GpuDevice, StartupTimer
 from litegpu.gpu.kernels import RenderedKernel
+
+from ._command_buffer import command_buffers
+
+_log = logging.getLogger("litegpu.opencl")
 
 __all__ = ["CLDevice", "list_devices"]
 
@@ -88,6 +93,15 @@ def one_program(kernels: Sequence[RenderedKernel]) -> tuple[str, list[str]]:
 
 
 @dataclass(frozen=True)
+class _Recording:
+    """A partition's launches, and the command buffer holding them where the driver records one
+    (the launch list keeps the kernels and their sub-buffers alive as long as the buffer)."""
+
+    launches: list[tuple[cl.Kernel, tuple[int, ...], tuple[int, ...], list]]
+    command_buffer: Any
+
+
+@dataclass(frozen=True)
 class _Member:
     """One kernel of a program holding several (:meth:`CLDevice.compile_group`): its entry point."""
 
@@ -141,6 +155,8 @@ class CLDevice(GpuDevice):
         # NannyEvent keeps the host array alive, and dropping one waits for its copy (which would make
         # every upload wait for the whole queue)
         self._pending: list[cl.Event] = []
+        # cl_khr_command_buffer's entry points, looked up at the first record (False: not yet)
+        self._cbufs: Any = False
 
     # -- allocator
     def alloc(self, nbytes: int) -> cl.Buffer:
@@ -274,14 +290,30 @@ class CLDevice(GpuDevice):
         wg = kernel.workgroup
         cl.enqueue_nd_range_kernel(self.queue, bound[0], _global_size(grid, wg), wg)
 
-    # -- batching: the launch sizes are worked out once; a replay is one enqueue call per launch
+    # -- batching: the launch sizes are worked out once; a replay is one command-buffer enqueue where
+    # the driver has cl_khr_command_buffer (_command_buffer.py), else one enqueue call per launch
     def record(self, launches: Sequence[tuple[Any, RenderedKernel, tuple[int, int, int]]],
                uploads: Sequence[BufferRef] = (), downloads: Sequence[BufferRef] = ()) -> Any:
-        return [(b[0], _global_size(g, k.workgroup), k.workgroup, b[1]) for b, k, g in launches]
+        listed = [(b[0], _global_size(g, k.workgroup), k.workgroup, b[1]) for b, k, g in launches]
+        if self._cbufs is False:
+            self._cbufs = command_buffers(self.device)
+        recorded = None
+        if self._cbufs is not None and listed:
+            try:
+                recorded = self._cbufs.record(self.queue.int_ptr,
+                                              [(k.int_ptr, gs, wg) for k, gs, wg, _keep in listed])
+            except OSError as e:  # the launches still run, one enqueue each
+                _log.info("OpenCL command buffer not used on %s: %s", self.info.name, e)
+        return _Recording(listed, recorded)
 
     def replay(self, recording: Any) -> None:
+        if recording.command_buffer is not None:
+            # one call; a refusal (a driver without simultaneous use, the buffer still pending) falls
+            # back to the launches one by one, which the in-order queue orders the same way
+            if recording.command_buffer.enqueue() == 0:
+                return
         enqueue, queue = cl.enqueue_nd_range_kernel, self.queue
-        for kernel, gsize, wg, _keep in recording:
+        for kernel, gsize, wg, _keep in recording.launches:
             enqueue(queue, kernel, gsize, wg)
 
     def finish(self) -> None:
