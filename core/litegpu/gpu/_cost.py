@@ -129,7 +129,7 @@ def profile_for(info: Any | None) -> DeviceCost:
                            int(getattr(info, "max_workgroup_size", 0) or base.max_group))
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Work:
     """What one launch does, in the terms :func:`estimate` prices."""
 
@@ -243,9 +243,10 @@ def conv_candidates(p: Mapping[str, int], dev: DeviceCost, grouped: bool,
                     # unroll > 1: only where an iteration's steps exist (the input slices of a tap, or a thread's share)
                     if unroll > 1 and (p["SRC_SG"] < unroll if split == 1 else steps < split * unroll):
                         continue
-                    for pack in _PACKS if split > 1 else (1,):
-                        if pack > 1 and (split * pack > min(_MAX_PACKED, dev.max_group) or pack > blocks_z
-                                         or split * pack * bw * bs * _VEC > SHARED_MEMORY_FLOOR):
+                    # pack fills warps: none without warps (the CPU drivers), a group of at most two
+                    for pack in _PACKS if split > 1 and dev.warp > 1 else (1,):
+                        if pack > 1 and (split * pack > min(2 * dev.warp, _MAX_PACKED, dev.max_group)
+                                         or pack > blocks_z or split * pack * bw * bs * _VEC > SHARED_MEMORY_FLOOR):
                             continue
                         opts = {"block_w": bw, "block_s": bs, "split": split, "pack": pack, "unroll": unroll}
                         out.append(("conv2d", opts, conv_work(p, bw, bs, split, pack, unroll)))
