@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import GPU_SET, cost_overrides, machine_line, mediapipe_models  # noqa: E402
+from _common import GPU_SET, machine_line, mediapipe_models, override_cost  # noqa: E402
 
 #: template options worth exploring (values beyond the spec's are skipped by render)
 _KEEP: list = []
@@ -98,7 +98,7 @@ def main() -> int:
     ap.add_argument("--cost", default="", help="cost-model overrides for this run, e.g. step_us=0.42,overlap=0")
     args = ap.parse_args()
     if args.cost:
-        _override_cost(args.cost)
+        override_cost(args.cost)
     for item in args.space:
         target, values = item.split("=", 1)
         kern, opt = target.split(".", 1)
@@ -220,19 +220,6 @@ def _value(text: str):
         return int(text)
     except ValueError:
         return text
-
-
-def _override_cost(spec: str) -> None:
-    """Compile every plan with the device's calibration with ``spec``'s fields replaced (``name=value,...``)."""
-    from dataclasses import replace
-
-    from litegpu.gpu import _cost, _runtime
-
-    over = cost_overrides(spec)
-    base = _runtime.profile_for
-    _runtime.profile_for = lambda info: replace(base(info), **over)
-    _cost.profile_for = _runtime.profile_for  # the estimates printed beside the times use it too
-    print(f"cost-model overrides: {over}")
 
 
 def _row(label: str, kernel: str, options: dict, params: dict, grid: list, wg: list, us: float,
