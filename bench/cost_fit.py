@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 #: the tuning options that tell a kernel's variants apart
-_TUNING = {"conv2d": ("block_w", "block_s", "split", "pack", "unroll"), "conv2d_tiled": ("tile_p", "tile_s", "kc"),
+_TUNING = {"conv2d": ("block_w", "block_s", "split", "pack", "unroll", "two_round"), "conv2d_tiled": ("tile_p", "tile_s", "kc"),
            "fully_connected": ("split",)}
 
 
@@ -72,8 +72,13 @@ def _candidates(row: dict, dev) -> list[tuple[tuple, Any]]:
     p, o = row["params"], row["options"]
     if row["kernel"] in ("conv2d", "conv2d_tiled"):
         tiled = not o.get("residual_pool") and not o.get("in_scale")
-        cands = _cost.conv_candidates(p, dev, bool(o.get("grouped")), tiled)
-        return [(_key(k, opts), w) for k, opts, w in cands]
+        out = []
+        for k, opts, w in _cost.conv_candidates(p, dev, bool(o.get("grouped")), tiled):
+            out.append((_key(k, opts), w))
+            if k == "conv2d" and opts["split"] > 1:  # the split summed the other way (two_round), as a file
+                other = {**opts, "two_round": not opts["two_round"]}  # from before the option has timed it
+                out.append((_key(k, other), _cost.launch_work(k, other, p)))
+        return out
     fc = _cost.fc_candidates(p["B"], p["S"], p["SRC_S"], dev)
     return [(_key("fully_connected", {"split": s}), w) for s, w in fc]
 
@@ -128,7 +133,8 @@ def analyse(data: dict[str, list[dict]], dev, floor: float) -> dict[str, Any]:
 
 
 def _samples(data: dict[str, list[dict]], dev) -> list[tuple[Any, float]]:
-    """``(Work, measured us)`` of every measured variant of the launches the model prices."""
+    """``(Work, measured us)`` of every measured variant of the launches the model prices (each variant's
+    own :class:`Work`, so the twins the chooser would not weigh -- e.g. a split summed the other way -- count)."""
     from litegpu.gpu._cost import launch_work
 
     out = []
@@ -138,8 +144,17 @@ def _samples(data: dict[str, list[dict]], dev) -> list[tuple[Any, float]]:
                 w = launch_work(row["kernel"], row["options"], row["params"])
                 out += [(w, row["us"])] if w is not None else []
             elif row["kernel"] in ("conv2d", "conv2d_tiled", "fully_connected") and row.get("variants"):
-                meas = _measured(row)
-                out += [(w, meas[k]) for k, w in _candidates(row, dev) if k in meas]
+                seen: set[tuple] = set()
+                for v in row["variants"]:
+                    kern = v.get("kernel", row["kernel"])
+                    if "us" not in v or kern not in _TUNING:
+                        continue
+                    key = _key(kern, v["options"])
+                    if key in seen:  # the work group the runtime would use: the first listed
+                        continue
+                    seen.add(key)
+                    w = launch_work(kern, v["options"], row["params"])
+                    out += [(w, v["us"])] if w is not None else []
     return out
 
 

@@ -10,7 +10,7 @@ the same way, so a heuristic can be checked against the best variant found (Open
 groups tried per variant whose group is not fixed, the runtime's first; ``--kernels``: explore only those
 kernels' launches, e.g. ``conv2d,conv2d_tiled``, the rest timed as run; ``--space``: one option's values,
 e.g. ``conv2d.split=1,8,16``; ``--top N``: a conv launch's N variants the cost model ranks cheapest, each
-conv2d one also at pack 1 and unroll 1, instead of the option product; ``--dedupe``: a launch repeated in
+conv2d one also with pack, unroll, two_round at their defaults, instead of the option product; ``--dedupe``: a launch repeated in
 a model explored once; ``--no-same``: not
 conv2d's launches as conv2d_tiled and back); ``--json``
 then keeps every variant's time, the data the cost model (``litegpu.gpu._cost``) is calibrated on.
@@ -41,16 +41,16 @@ _KEEP: list = []
 _EXPLORE = {"conv2d": {"block_w": (1, 2, 4), "block_s": (1, 2), "split": (1, 4, 8, 16, 32, 64, 128),
                         "unroll": (1, 2, 4), "pack": (1, 2, 4, 8)},
             "conv2d_tiled": {"tile_p": (16, 32, 64), "tile_s": (1, 2, 4, 8), "kc": (2, 4, 8)},
-            "dw_pw_conv2d": {"pack": (1, 2, 4, 8)},  # its split launches (the rest: pack needs a split)
+            "dw_pw_conv2d": {"pack": (1, 2, 4, 8), "two_round": (False, True)},  # split launches (pack needs one)
             "fully_connected": {"split": (1, 4, 16, 32, 64, 128)},
             "reduce": {"split": (1, 16, 64, 128, 256, 512, 1024), "unroll": (1, 4)}}
 
 
 def _explored(kernel: str, opts: dict) -> bool:
-    """Whether ``--explore`` times this option set: ``pack`` only with a split and at most 128 threads a
-    group (conv2d's chooser, ``_cost._MAX_PACKED``)."""
+    """Whether ``--explore`` times this option set: ``pack`` and ``two_round`` only with a split, at most 128
+    threads a group (conv2d's chooser, ``_cost._MAX_PACKED``)."""
     split, pack = opts.get("split", 1), opts.get("pack", 1)
-    return pack == 1 or (split > 1 and split * pack <= 128)
+    return (pack == 1 and not opts.get("two_round")) or (split > 1 and split * pack <= 128)
 
 
 #: kernels that compute the same launch with the same bindings and params (an ungrouped conv2d is also a
@@ -193,8 +193,8 @@ _CONV2D_ONLY = ("grouped", "in_scale", "in_resize", "residual_pool", "residual_r
 
 def _top_jobs(op, info, n: int) -> list[tuple[str, list[str], dict]]:
     """``--top``: the ``n`` conv2d / conv2d_tiled variants of a conv launch the cost model ranks cheapest,
-    with each conv2d one's twin at pack 1, unroll 1 (what those options change, measured side by side), as
-    ``(kernel, tuning keys, options)`` jobs."""
+    with each conv2d one's twins at pack 1, unroll 1, two_round False and all three (what those options
+    change, measured side by side), as ``(kernel, tuning keys, options)`` jobs."""
     from litegpu.gpu._cost import conv_candidates, estimate, profile_for
 
     dev, o = profile_for(info), op.options
@@ -203,8 +203,10 @@ def _top_jobs(op, info, n: int) -> list[tuple[str, list[str], dict]]:
     picked: dict[tuple, None] = {}
     for kern, opts, _ in ranked[:n]:
         picked[(kern, tuple(opts.items()))] = None
-        if kern == "conv2d" and (opts["pack"] > 1 or opts["unroll"] > 1):
-            picked[(kern, tuple({**opts, "pack": 1, "unroll": 1}.items()))] = None
+        if kern == "conv2d":  # its twins: each of pack, unroll, two_round at its default, and all three
+            plain = {"pack": 1, "unroll": 1, "two_round": False}
+            for twin in [{k: v} for k, v in plain.items()] + [plain]:
+                picked[(kern, tuple({**opts, **twin}.items()))] = None
     jobs = []
     for kern, items in picked:
         base = dict(o) if kern == op.kernel else {kk: v for kk, v in o.items() if kk in _EPILOGUE}

@@ -34,8 +34,8 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = ["DeviceCost", "Work", "PROFILES", "profile_for", "estimate", "choose_conv", "choose_reduce",
-           "choose_fc", "conv_candidates", "fc_candidates", "conv_work", "tiled_conv_work", "reduce_work",
-           "fc_work", "launch_work",
+           "choose_fc", "conv_candidates", "two_round_pays", "TWO_ROUND", "fc_candidates", "conv_work",
+           "tiled_conv_work", "reduce_work", "fc_work", "launch_work",
            "choose_se_gate", "se_gate_segment", "se_gate_work", "SHARED_MEMORY_FLOOR"]
 
 _VEC = 16  # bytes of one vec4 (fp32; the choice does not depend on the storage precision)
@@ -177,9 +177,11 @@ def _queued(steps: float, loads_per_step: float) -> float:
 # ---------------------------------------------------------------------------------------------- conv2d
 
 
-def conv_work(p: Mapping[str, int], block_w: int, block_s: int, split: int, pack: int = 1, unroll: int = 1) -> Work:
+def conv_work(p: Mapping[str, int], block_w: int, block_s: int, split: int, pack: int = 1, unroll: int = 1,
+              two_round: bool = False) -> Work:
     """conv2d: ``block_w`` pixels x ``block_s`` slices per work item, the reduction split ``split`` ways,
-    ``pack`` output blocks' splits a group (split > 1), ``unroll`` reduction steps' loads in flight together."""
+    ``pack`` output blocks' splits a group (split > 1), ``unroll`` reduction steps' loads in flight together,
+    the split's partials summed in two rounds (``two_round``) or a log2(split)-round tree."""
     blocks_z = p["B"] * -(-p["S"] // block_s)
     items = p["H"] * -(-p["W"] // block_w) * blocks_z
     steps = p["KH"] * p["KW"] * p["SRC_SG"]
@@ -191,10 +193,11 @@ def conv_work(p: Mapping[str, int], block_w: int, block_s: int, split: int, pack
     # a packed group's members past the last output block along z still run (and reach the barriers)
     threads = (p["H"] * -(-p["W"] // block_w) * -(-blocks_z // pack) * pack if pack > 1 else items) * split
     red = _log2(split) if split > 1 else 0
+    shared, barriers = (_two_round_steps(split), 2) if two_round and split > 1 else (red, red + (split > 1))
     # live values: the block's vec4 accumulators, one iteration's input and weight vectors, ~16 indices/addresses
     return Work(threads=threads, group=split * pack if split > 1 else 64,
-                global_steps=iters, queued_loads=_queued(iters, unroll * loads), shared_steps=red,
-                barriers=red + (split > 1),
+                global_steps=iters, queued_loads=_queued(iters, unroll * loads), shared_steps=shared,
+                barriers=barriers,
                 cache_bytes=threads * iters * unroll * loads * _VEC,
                 flops=items * block_w * block_s * steps * 32,
                 registers=4 * (block_w * block_s + unroll * loads) + 16)
@@ -218,6 +221,18 @@ def tiled_conv_work(p: Mapping[str, int], tile_p: int, tile_s: int, kc: int) -> 
 
 def _splits(dev: DeviceCost, sizes: Iterable[int]) -> list[int]:
     return [s for s in sizes if s <= dev.max_group]
+
+
+#: conv2d's / dw_pw_conv2d's split sums may take two rounds (``two_round``; False: always the tree, an A/B switch)
+TWO_ROUND = True
+
+
+def two_round_pays(split: int, dev: DeviceCost) -> bool:
+    """Whether a split's partials cost less summed in two rounds (2 barriers, ``_two_round_steps`` shared
+    steps) than in a log2(split)-round tree (log2(split) + 1 barriers) on ``dev`` (conv2d's and
+    dw_pw_conv2d's ``two_round``)."""
+    red = _log2(split)
+    return TWO_ROUND and split > 1 and 2 * dev.barrier_us + _two_round_steps(split) * dev.shared_us < (red + 1) * dev.barrier_us + red * dev.shared_us
 
 
 #: conv2d's unroll values the chooser weighs (8 only pays where a thread's reduction is long: not modelled)
@@ -248,8 +263,11 @@ def conv_candidates(p: Mapping[str, int], dev: DeviceCost, grouped: bool,
                         if pack > 1 and (split * pack > min(2 * dev.warp, _MAX_PACKED, dev.max_group)
                                          or pack > blocks_z or split * pack * bw * bs * _VEC > SHARED_MEMORY_FLOOR):
                             continue
-                        opts = {"block_w": bw, "block_s": bs, "split": split, "pack": pack, "unroll": unroll}
-                        out.append(("conv2d", opts, conv_work(p, bw, bs, split, pack, unroll)))
+                        # the two-round sum or the tree: the cheaper on this device (only these terms differ)
+                        two = two_round_pays(split, dev)
+                        opts = {"block_w": bw, "block_s": bs, "split": split, "pack": pack, "unroll": unroll,
+                                "two_round": two}
+                        out.append(("conv2d", opts, conv_work(p, bw, bs, split, pack, unroll, two)))
     if tiled and not grouped:
         for tp in (16, 32, 64):
             for ts in (1, 2, 4, 8):
@@ -268,13 +286,14 @@ def choose_conv(p: Mapping[str, int], dev: DeviceCost, grouped: bool,
     """``(kernel, options, estimated us)`` of the cheapest conv2d / conv2d_tiled variant for params ``p``
     (``tiled``: whether conv2d_tiled can take the node's options)."""
     kernel, options, t = _choose_conv(tuple(sorted((k, v) for k, v in p.items() if isinstance(v, int))), dev,
-                                      grouped, tiled, _UNROLLS, _PACKS)
+                                      grouped, tiled, _UNROLLS, _PACKS, TWO_ROUND)
     return kernel, dict(options), t
 
 
 @functools.lru_cache(maxsize=4096)
 def _choose_conv(p: tuple[tuple[str, int], ...], dev: DeviceCost, grouped: bool, tiled: bool,
-                 unrolls: tuple[int, ...], packs: tuple[int, ...]) -> tuple[str, tuple[tuple[str, int], ...], float]:
+                 unrolls: tuple[int, ...], packs: tuple[int, ...],
+                 two_round: bool) -> tuple[str, tuple[tuple[str, int], ...], float]:
     # a model repeats its conv shapes (hand_landmark_full: 25 convs, 10 shapes) and every candidate is priced:
     # one choice per shape and device (the option tables are in the key so an A/B switch of them re-prices)
     best: tuple[float, str, dict[str, int]] | None = None
@@ -413,7 +432,7 @@ def launch_work(kernel: str, options: Mapping[str, Any], params: Mapping[str, An
     o = options
     if kernel == "conv2d":
         return conv_work(params, int(o.get("block_w", 2)), int(o.get("block_s", 1)), int(o.get("split", 1)),
-                         int(o.get("pack", 1)), int(o.get("unroll", 1)))
+                         int(o.get("pack", 1)), int(o.get("unroll", 1)), bool(o.get("two_round")))
     if kernel == "conv2d_tiled":
         return tiled_conv_work(params, int(o.get("tile_p", 32)), int(o.get("tile_s", 4)), int(o.get("kc", 4)))
     if kernel == "depthwise_conv2d":  # one output vector a thread; unrolled taps (ksize) load together

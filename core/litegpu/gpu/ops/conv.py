@@ -17,7 +17,7 @@ from ..._delegate import NodeView
 from ..._errors import DelegateError
 from .. import _layout as L
 from .. import _reference_ops as rf
-from .._cost import SHARED_MEMORY_FLOOR, choose_conv
+from .._cost import SHARED_MEMORY_FLOOR, choose_conv, two_round_pays
 from .._geometry import conv_geometry, transpose_bias_params, transpose_conv_crop
 from .._graph import DW_PW_OP, Epilogue, GpuOp
 from .._kernel_specs import (
@@ -124,7 +124,7 @@ def dw_pw_staged_tiling(pixels: int, src_slices: int, out_slices: int) -> dict[s
 
 
 #: conv2d's defaults of the options the cost model picks (left out of a launch's options when equal)
-_CONV_DEFAULTS = {"block_w": 2, "block_s": 1, "split": 1, "pack": 1, "unroll": 1}
+_CONV_DEFAULTS = {"block_w": 2, "block_s": 1, "split": 1, "pack": 1, "unroll": 1, "two_round": False}
 
 
 def check_conv(node: NodeView) -> str:
@@ -296,10 +296,11 @@ def lower_dw_pw(lw: Lowerer) -> list[GpuOp]:
     else:
         split, block_s, block_w = dw_pw_tiling(b * oh * ow * params["S"], params["SRC_S"], params["S"], ow)
         tiling = {"split": split, "block_s": block_s, "block_w": block_w,
-                  "pack": dw_pw_pack(split, b * -(-params["S"] // block_s), block_w, block_s)}
+                  "pack": dw_pw_pack(split, b * -(-params["S"] // block_s), block_w, block_s),
+                  "two_round": two_round_pays(split, lw.cost)}
     # a 3x3 / 5x5 depthwise window renders unrolled, as in lower_depthwise
     ksize = dw_w.shape[1] if dw_w.shape[1] == dw_w.shape[2] and dw_w.shape[1] in (3, 5) else 0
-    defaults = {"split": 1, "block_s": 1, "block_w": 2, "stage_p": 0, "stage_k": 16, "pack": 1}
+    defaults = {"split": 1, "block_s": 1, "block_w": 2, "stage_p": 0, "stage_k": 16, "pack": 1, "two_round": False}
     return [lw.op("dw_pw_conv2d", {**opts, "dw_act": dw_act if dw_act != "NONE" else None, "ksize": ksize or None,
                                    **{k: v if v != defaults[k] else None for k, v in tiling.items()}}, params)]
 
@@ -377,7 +378,8 @@ _DW_PW_VARIANTS = (
     + [{"split": 4, "pack": 8}, {"split": 8, "pack": 8, "block_s": 2, "dw_act": "RELU6", "ksize": 3},
        {"split": 16, "pack": 4, "block_w": 1, "residual": "ADD", "residual_act": "PRELU", "act": "PRELU"},
        {"split": 32, "pack": 2, "residual": "ADD", "residual_channels": "fewer", "residual_pool": True, "qdq": True},
-       {"split": 8, "pack": 16, "ksize": 5, "residual": "ADD", "residual_resize": True, "block_s": 2}]
+       {"split": 8, "pack": 16, "ksize": 5, "residual": "ADD", "residual_resize": True, "block_s": 2},
+       {"split": 16, "two_round": True, "block_s": 2}, {"split": 64, "pack": 2, "two_round": True, "dw_act": "RELU6"}]
     # residual_resize (fuse_resize_residual: the FPN top-down blocks of pose_landmark_full)
     + [{"residual": "ADD", "residual_resize": True, "residual_act": "RELU6", "dw_act": "RELU6", "ksize": 3},
        {"residual": "ADD", "residual_resize": True, "act": "RELU6", "split": 16, "block_s": 2, "qdq": True},
@@ -396,7 +398,7 @@ KERNELS: tuple[KernelSpec, ...] = (
           "block_w": Opt(2, (1, 2, 4)), "block_s": Opt(1, (1, 2)), "grouped": boolean(), "split": SPLIT,
           "qdq": QDQ, "residual_channels": CHANNELS, "residual_pool": boolean(), "in_scale": boolean(),
           "residual_resize": boolean(), "in_resize": boolean(), "store_pre": boolean(), "dst_bhwc": boolean(),
-          "pack": PACK, "unroll": UNROLL},
+          "pack": PACK, "unroll": UNROLL, "two_round": boolean()},
          [{"act": a} for a in FUSED_ACTIVATIONS]
          + [{"in_scale": True, "block_w": 1}, {"in_scale": True, "residual": "ADD", "split": 16},
             {"in_scale": True, "act": "PRELU", "block_w": 4, "block_s": 2, "split": 8},
@@ -439,7 +441,9 @@ KERNELS: tuple[KernelSpec, ...] = (
             {"pack": 2, "split": 32, "unroll": 4, "in_scale": True, "in_resize": True},
             {"pack": 8, "split": 4, "unroll": 8, "residual": "ADD", "residual_channels": "fewer", "residual_pool": True},
             {"pack": 4, "split": 8, "unroll": 2, "store_pre": True, "residual": "ADD", "dst_bhwc": True},
-            {"pack": 2, "split": 16, "residual": "MUL", "residual_resize": True, "block_s": 2}],
+            {"pack": 2, "split": 16, "residual": "MUL", "residual_resize": True, "block_s": 2},
+            {"two_round": True, "split": 4}, {"two_round": True, "split": 32, "pack": 2, "block_w": 4, "block_s": 2},
+            {"two_round": True, "split": 128, "unroll": 2, "residual": "ADD", "residual_act": "PRELU"}],
          default_wg=(8, 4, 2), shared_wg=split_wg),
     spec("conv2d_tiled", "conv.lgk", "ungrouped 2-D convolution as a tiled matrix product (shared-memory staging)",
          {"act": ACT, "residual": Opt("NONE", ("NONE", "ADD", "MUL")), "residual_act": ACT,
@@ -477,7 +481,8 @@ KERNELS: tuple[KernelSpec, ...] = (
           "block_w": Opt(2, (1, 2)), "block_s": Opt(1, (1, 2, 4, 8)), "split": SPLIT, "qdq": QDQ,
           "residual_channels": CHANNELS, "residual_pool": boolean(), "residual_resize": boolean(),
           "ksize": Opt(0, (0, 3, 5)),
-          "stage_p": Opt(0, (0, 1, 2, 4, 8, 16, 32)), "stage_k": Opt(16, (8, 16, 32, 64)), "pack": PACK},
+          "stage_p": Opt(0, (0, 1, 2, 4, 8, 16, 32)), "stage_k": Opt(16, (8, 16, 32, 64)), "pack": PACK,
+          "two_round": boolean()},
          _DW_PW_VARIANTS, default_wg=(8, 4, 2), shared_wg=_dw_pw_wg),
     spec("transpose_conv2d", "conv.lgk", "transposed convolution (+ MediaPipe Convolution2DTransposeBias)",
          {"act": ACT, "qdq": QDQ, "dst_bhwc": boolean()},
