@@ -575,10 +575,12 @@ def test_cost_model_prices_packed_groups_and_loads_in_flight():
 
 def test_dw_pw_pack():
     """dw_pw_conv2d's split groups packed to 32 threads (at most 8 blocks, no more than the launch has, the
-    partial sums within 16 KiB); unsplit launches and groups of 32 or more are never packed."""
+    partial sums within 16 KiB); unsplit launches and groups of 32 or more are never packed; by default
+    (measured) nothing is packed."""
     from litegpu.gpu.ops import conv
 
-    assert conv.dw_pw_pack(4, 60, 2, 2) == 8 and conv.dw_pw_pack(16, 60, 2, 1) == 2
-    assert conv.dw_pw_pack(8, 3, 1, 1) == 2  # 3 blocks along z: 2 a group (the last group half idle)
-    assert conv.dw_pw_pack(1, 60, 2, 2) == 1 and conv.dw_pw_pack(32, 60, 2, 2) == 1
-    assert conv.dw_pw_pack(128, 60, 2, 2) == 1
+    assert conv.dw_pw_pack(4, 60, 2, 2, 32) == 8 and conv.dw_pw_pack(16, 60, 2, 1, 32) == 2
+    assert conv.dw_pw_pack(8, 3, 1, 1, 32) == 2  # 3 blocks along z: 2 a group (the last group half idle)
+    assert conv.dw_pw_pack(1, 60, 2, 2, 32) == 1 and conv.dw_pw_pack(32, 60, 2, 2, 32) == 1
+    assert conv.dw_pw_pack(128, 60, 2, 2, 32) == 1
+    assert conv.dw_pw_pack(4, 60, 2, 2) == 1  # off by default: packing lost on the H200 (DW_PW_PACK_LANES)

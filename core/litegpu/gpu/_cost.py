@@ -62,6 +62,7 @@ class DeviceCost:
     group_us: float = 0.0  # fixed life of a work group (its start, index arithmetic, epilogue), each wave
     registers: int = 0  # 32-bit registers of one unit, shared by its resident threads (0: not a limit)
     overlap: bool = True  # latency, cache traffic and arithmetic hide each other (the largest) or add up
+    lane_flops_per_us: float = 0.0  # fp32 flops one thread issues in a row (0: not a limit; see estimate)
 
     def with_units(self, units: int, max_group: int) -> DeviceCost:
         """This profile for a device reporting ``units`` compute units and ``max_group`` threads a group."""
@@ -96,11 +97,18 @@ class DeviceCost:
 #: per-item overhead (measured with bench/gpu_kernels.py on this machine).
 #: ``generic``: unknown GPUs, a mid-size discrete GPU (between the two); every GPU runs groups in warps
 #: (wavefronts, SIMD groups) of 32 or more lanes with a register file of about 64 K a unit.
+#: Refit, H200, 2026-11-26 (second session), with conv2d's ``pack`` / ``unroll`` timed (``bench/gpu_kernels.py
+#: --explore --top 12`` of hand_landmark_full, palm_detection_full, selfie_segmentation, 1,100 variants of 40
+#: distinct conv launches, plus the first session's file for the other four models): step 0.167 us, a load
+#: queued behind a step's first 0.03 us (was a fixed 5% of a step; fitted 0.016, 0.03 ranks the packed and
+#: unrolled variants best: picks 1.09x the measured best against 1.11x), group life 0.4 us, barrier 0.18 us,
+#: and a thread's own arithmetic at 3340 flops/us (fitted: one FMA a cycle), which only decides where few fat
+#: threads do a long reduction each.
 PROFILES: dict[str, DeviceCost] = {
     "nvidia": DeviceCost("nvidia", compute_units=132, resident_threads=2048, resident_groups=32, launch_us=3.5,
-                         step_us=0.18, load_us=0.009, shared_us=0.01, barrier_us=0.17, cache_bytes_per_us=1.3e7,
-                         flops_per_us=1.5e7, max_group=1024, tile_setup_us=0.0, warp=32, group_us=0.3,
-                         registers=65536, overlap=False),
+                         step_us=0.167, load_us=0.03, shared_us=0.01, barrier_us=0.18, cache_bytes_per_us=1.3e7,
+                         flops_per_us=1.5e7, max_group=1024, tile_setup_us=0.0, warp=32, group_us=0.4,
+                         registers=65536, overlap=False, lane_flops_per_us=3340.0),
     "generic": DeviceCost("generic", compute_units=32, resident_threads=1024, resident_groups=16, launch_us=5.0,
                           step_us=0.5, load_us=0.025, shared_us=0.04, barrier_us=0.1, cache_bytes_per_us=1.0e6,
                           flops_per_us=1.0e7, max_group=256, tile_setup_us=2.5, warp=32, registers=65536),
@@ -160,6 +168,8 @@ def estimate(w: Work, dev: DeviceCost) -> float:
                        + w.shared_steps * dev.shared_us + w.barriers * dev.barrier_us)
     traffic = w.cache_bytes / (dev.cache_bytes_per_us * occupied)
     compute = w.flops * lanes / group / (dev.flops_per_us * occupied)
+    if dev.lane_flops_per_us:  # a thread's own arithmetic is serial: few, fat threads wait on it each wave
+        compute = max(compute, waves * w.flops / max(1, w.threads) / dev.lane_flops_per_us)
     body = max(latency, traffic, compute) if dev.overlap else latency + traffic + compute
     return dev.launch_us + (dev.tile_setup_us if w.tiled else 0.0) + body
 

@@ -66,17 +66,21 @@ def dw_pw_tiling(outputs: int, src_slices: int, out_slices: int, width: int) -> 
     return split, min(block_s, out_slices), 1 if width == 1 else block_w
 
 
-#: dw_pw_conv2d's split groups are packed (``pack``) to this many threads at least: a group of 4-16 threads
-#: holds a whole 32-lane warp and one of a unit's 32 group slots on NVIDIA (0: never packed)
-DW_PW_PACK_LANES = 32
+#: dw_pw_conv2d's split groups are packed (``pack``) to this many threads at least (0: never packed). 0:
+#: packing lost on every split launch timed (H200, OpenCL, 2026-11-26: hand_landmark_full's 56x56 16-way
+#: split 17.8 us, packed 2 / 4 / 8 ways 21.6 / 23.6 / 33.8; selfie's 32-way splits 11.1 -> 11.8 and 12.5 ->
+#: 13.0 packed 2 ways; the one win, hand's 7x7 64-way split, 15.8 -> 14.9): members of a group are
+#: different output slices of the same pixels, each recomputing the same depthwise values
+DW_PW_PACK_LANES = 0
 
 
-def dw_pw_pack(split: int, blocks_z: int, block_w: int, block_s: int) -> int:
+def dw_pw_pack(split: int, blocks_z: int, block_w: int, block_s: int, lanes: int | None = None) -> int:
     """``pack`` of a split dw_pw_conv2d launch with ``blocks_z`` output blocks along z (B x output-slice
-    blocks): enough blocks a group for ``DW_PW_PACK_LANES`` threads, at most 8, no more than there are
-    blocks, the shared partial sums within :data:`~litegpu.gpu._cost.SHARED_MEMORY_FLOOR`."""
+    blocks): enough blocks a group for ``lanes`` threads (default ``DW_PW_PACK_LANES``), at most 8, no more
+    than there are blocks, the shared partial sums within :data:`~litegpu.gpu._cost.SHARED_MEMORY_FLOOR`."""
+    lanes = DW_PW_PACK_LANES if lanes is None else lanes
     pack = 1
-    while (split > 1 and split * pack * 2 <= DW_PW_PACK_LANES and pack * 2 <= min(8, blocks_z)
+    while (split > 1 and split * pack * 2 <= lanes and pack * 2 <= min(8, blocks_z)
            and split * pack * 2 * block_w * block_s * 16 <= SHARED_MEMORY_FLOOR):
         pack *= 2
     return pack
