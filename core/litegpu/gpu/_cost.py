@@ -10,9 +10,10 @@ microseconds on a :class:`DeviceCost`::
     lanes   = group rounded up to whole warps (a group of 4 threads holds a 32-lane warp)
     per unit = min(resident groups, resident threads / lanes, registers / (live values a thread x lanes))
     waves   = ceil(groups / (compute units x per unit))
-    latency = waves x (group_us + global steps x step_us + shared steps x shared_us + barriers x barrier_us)
+    latency = waves x (group_us + global steps x step_us + queued loads x load_us + shared steps x shared_us
+                       + barriers x barrier_us)
     traffic = cache bytes / (cache bandwidth x fraction of units the launch occupies)
-    compute = flops x lanes / group / (flop rate x that fraction)
+    compute = max(flops x lanes / group / (flop rate x that fraction), waves x a thread's flops / lane rate)
     time    = launch_us + max(latency, traffic, compute)   (or their sum: ``overlap`` False)
 
 The model is deliberately small: on the MediaPipe models most launches are latency bound (a few hundred to
