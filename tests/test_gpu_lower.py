@@ -584,3 +584,22 @@ def test_dw_pw_pack():
     assert conv.dw_pw_pack(1, 60, 2, 2, 32) == 1 and conv.dw_pw_pack(32, 60, 2, 2, 32) == 1
     assert conv.dw_pw_pack(128, 60, 2, 2, 32) == 1
     assert conv.dw_pw_pack(4, 60, 2, 2) == 1  # off by default: packing lost on the H200 (DW_PW_PACK_LANES)
+
+
+def test_two_round_sums_priced(monkeypatch):
+    """A split's two-round sum (2 barriers, r + split / r shared steps) against the log2(split)-round tree:
+    on the NVIDIA calibration (a barrier round 0.18 us, a shared step 0.01) two rounds pay from 4 threads up;
+    conv2d's candidates carry the decision and the estimate prices the chosen form; ``TWO_ROUND = False``
+    turns it off."""
+    from litegpu.gpu import _cost
+
+    nv = _cost.PROFILES["nvidia"]
+    assert all(_cost.two_round_pays(s, nv) for s in (4, 8, 16, 32, 64, 128)) and not _cost.two_round_pays(1, nv)
+    p = dict(B=1, SRC_H=7, SRC_W=7, SRC_S=288, H=7, W=7, C=192, S=48, KH=1, KW=1, STRIDE_H=1, STRIDE_W=1,
+             PAD_T=0, PAD_L=0, DIL_H=1, DIL_W=1, SRC_SG=288, DST_SG=48)
+    tree, two = _cost.conv_work(p, 2, 1, 64), _cost.conv_work(p, 2, 1, 64, two_round=True)
+    assert (tree.barriers, two.barriers) == (7, 2) and two.shared_steps == 8 + 8
+    assert _cost.estimate(two, nv) < _cost.estimate(tree, nv)
+    assert all(o["two_round"] == (o["split"] > 1) for k, o, _ in _cost.conv_candidates(p, nv, False) if k == "conv2d")
+    monkeypatch.setattr(_cost, "TWO_ROUND", False)
+    assert not _cost.two_round_pays(32, nv)
