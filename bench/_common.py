@@ -65,6 +65,20 @@ def machine_line() -> str:
             f"{platform.system()} {platform.release()}")
 
 
+def override_cost(spec: str) -> None:
+    """Compile every plan with the device's calibration with ``spec``'s fields replaced (``name=value,...``):
+    ``--cost`` of bench/gpu_kernels.py and bench/gpu_profile.py (another calibration's picks, same session)."""
+    from dataclasses import replace
+
+    from litegpu.gpu import _cost, _runtime
+
+    over = cost_overrides(spec)
+    base = _runtime.profile_for
+    _runtime.profile_for = lambda info: replace(base(info), **over)
+    _cost.profile_for = _runtime.profile_for  # the estimates printed beside the times use it too
+    print(f"cost-model overrides: {over}")
+
+
 def cost_overrides(spec: str) -> dict:
     """``name=value,...`` as replacements of :class:`litegpu.gpu._cost.DeviceCost` fields (typed like them)."""
     from dataclasses import fields

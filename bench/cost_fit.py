@@ -1,7 +1,7 @@
 """How well the GPU cost model (``litegpu.gpu._cost``) ranks kernel variants against measured times.
 
 ``python bench/cost_fit.py explore.json [--profile nvidia] [--cost field=value,...] [--floor US] [--worst N]
-[--fit step_us,group_us,...]``
+[--fit step_us,group_us,...] [--gain pack,unroll]``
 
 Reads the output of ``bench/gpu_kernels.py --backend opencl --explore --json explore.json`` (every launch of
 the benchmark models with every variant's GPU time) -- no GPU needed -- and, for each launch of a kernel
@@ -25,6 +25,10 @@ variant's group is fixed.  ``--worst N`` lists the N launches where the pick los
 (least squares of log(estimate / measured) over every measured variant, Nelder-Mead on their logarithms),
 prints the fitted values and the tables for the fitted profile.  The fitted values are for
 ``PROFILES`` in ``core/litegpu/gpu/_cost.py`` (record the date and device in its comment).
+
+``--gain OPTIONS`` (e.g. ``pack,unroll``) prints, per model and kernel, the summed best measured time of the
+explored launches with those options at their defaults against the best with any value, and which values
+won: what a new kernel option can give before the model is taught to pick it.
 """
 
 from __future__ import annotations
@@ -39,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 #: the tuning options that tell a kernel's variants apart
-_TUNING = {"conv2d": ("block_w", "block_s", "split"), "conv2d_tiled": ("tile_p", "tile_s", "kc"),
+_TUNING = {"conv2d": ("block_w", "block_s", "split", "pack", "unroll", "two_round"), "conv2d_tiled": ("tile_p", "tile_s", "kc"),
            "fully_connected": ("split",)}
 
 
@@ -68,8 +72,13 @@ def _candidates(row: dict, dev) -> list[tuple[tuple, Any]]:
     p, o = row["params"], row["options"]
     if row["kernel"] in ("conv2d", "conv2d_tiled"):
         tiled = not o.get("residual_pool") and not o.get("in_scale")
-        cands = _cost.conv_candidates(p, dev, bool(o.get("grouped")), tiled)
-        return [(_key(k, opts), w) for k, opts, w in cands]
+        out = []
+        for k, opts, w in _cost.conv_candidates(p, dev, bool(o.get("grouped")), tiled):
+            out.append((_key(k, opts), w))
+            if k == "conv2d" and opts["split"] > 1:  # the split summed the other way (two_round), as a file
+                other = {**opts, "two_round": not opts["two_round"]}  # from before the option has timed it
+                out.append((_key(k, other), _cost.launch_work(k, other, p)))
+        return out
     fc = _cost.fc_candidates(p["B"], p["S"], p["SRC_S"], dev)
     return [(_key("fully_connected", {"split": s}), w) for s, w in fc]
 
@@ -124,7 +133,8 @@ def analyse(data: dict[str, list[dict]], dev, floor: float) -> dict[str, Any]:
 
 
 def _samples(data: dict[str, list[dict]], dev) -> list[tuple[Any, float]]:
-    """``(Work, measured us)`` of every measured variant of the launches the model prices."""
+    """``(Work, measured us)`` of every measured variant of the launches the model prices (each variant's
+    own :class:`Work`, so the twins the chooser would not weigh -- e.g. a split summed the other way -- count)."""
     from litegpu.gpu._cost import launch_work
 
     out = []
@@ -134,8 +144,17 @@ def _samples(data: dict[str, list[dict]], dev) -> list[tuple[Any, float]]:
                 w = launch_work(row["kernel"], row["options"], row["params"])
                 out += [(w, row["us"])] if w is not None else []
             elif row["kernel"] in ("conv2d", "conv2d_tiled", "fully_connected") and row.get("variants"):
-                meas = _measured(row)
-                out += [(w, meas[k]) for k, w in _candidates(row, dev) if k in meas]
+                seen: set[tuple] = set()
+                for v in row["variants"]:
+                    kern = v.get("kernel", row["kernel"])
+                    if "us" not in v or kern not in _TUNING:
+                        continue
+                    key = _key(kern, v["options"])
+                    if key in seen:  # the work group the runtime would use: the first listed
+                        continue
+                    seen.add(key)
+                    w = launch_work(kern, v["options"], row["params"])
+                    out += [(w, v["us"])] if w is not None else []
     return out
 
 
@@ -220,6 +239,40 @@ def report(res: dict[str, Any], worst: int) -> str:
     return "\n".join(lines)
 
 
+def gain(data: dict[str, list[dict]], options: list[str]) -> str:
+    """Per model and kernel: the summed best measured time of every explored launch with ``options`` at
+    their defaults against the best with any value (what those options can win), and the values that won."""
+    from litegpu.gpu.kernels import kernel_spec
+
+    def changed(v: dict, kern: str) -> dict[str, Any]:
+        """The variant's ``options`` that are not their template defaults."""
+        spec = kernel_spec(v.get("kernel", kern)).options
+        return {o: v["options"][o] for o in options
+                if o in spec and v["options"].get(o) is not None and v["options"][o] != spec[o].default}
+
+    sums: dict[tuple[str, str], list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
+    wins: dict[tuple[str, str], dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for model, rows in data.items():
+        for row in rows:
+            ok = [v for v in row.get("variants", []) if "us" in v]
+            base = [v["us"] for v in ok if not changed(v, row["kernel"])]
+            if not base:
+                continue
+            best = min(ok, key=lambda v: v["us"])
+            won = ",".join(f"{o}={x}" for o, x in changed(best, row["kernel"]).items()) or "defaults"
+            for key in ((model, row["kernel"]), ("all", row["kernel"])):
+                sums[key][0] += min(base)
+                sums[key][1] += best["us"]
+                sums[key][2] += 1
+                wins[key][won] += 1
+    lines = [f"| model | kernel | launches | best, {'/'.join(options)} default (us) | best (us) | ratio | winners |",
+             "|---|---|---:|---:|---:|---:|---|"]
+    for (model, kern), (b, w, n) in sorted(sums.items(), key=lambda x: (x[0][0] == "all", x[0])):
+        top = ", ".join(f"{k} x{c}" for k, c in sorted(wins[(model, kern)].items(), key=lambda x: -x[1])[:4])
+        lines.append(f"| {model} | {kern} | {int(n)} | {b:.1f} | {w:.1f} | {w / b:.3f} | {top} |")
+    return "\n".join(lines)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("json", help="bench/gpu_kernels.py --explore --json output")
@@ -229,6 +282,8 @@ def main() -> int:
     ap.add_argument("--worst", type=int, default=0)
     ap.add_argument("--cost", default="", help="profile fields to replace, e.g. step_us=0.42,overlap=1")
     ap.add_argument("--fit", default="", help="comma-separated DeviceCost fields to fit, e.g. step_us,group_us")
+    ap.add_argument("--gain", default="", help="options (a,b): what the explored values of these won over their "
+                                                 "defaults, per model and kernel (best measured sums)")
     args = ap.parse_args()
     from litegpu.gpu._cost import PROFILES
 
@@ -244,6 +299,9 @@ def main() -> int:
     if args.fit:
         dev = fit(data, dev, [f for f in args.fit.split(",") if f], args.floor)
         print("fitted: " + ", ".join(f"{f}={getattr(dev, f):.4g}" for f in args.fit.split(",") if f) + "\n")
+    if args.gain:
+        print(f"# what {args.gain} won (best measured variants) in {args.json}\n")
+        print(gain(data, [o for o in args.gain.split(",") if o]) + "\n")
     print(f"# cost model `{args.profile}` against {args.json}\n")
     print(report(analyse(data, dev, args.floor), args.worst))
     return 0

@@ -1,12 +1,18 @@
 """Per-kernel GPU time of one OpenCL or Vulkan invoke, and what other kernel variants would take.
 
-``python bench/gpu_kernels.py [--backend opencl|vulkan] [--models a,b] [--explore] [--json out.json]
-[--cost field=value,...]``
+``python bench/gpu_kernels.py [--backend opencl|vulkan] [--models a,b] [--explore [--wgs N] [--kernels a,b]
+[--space KERNEL.OPTION=V,V ...] [--top N] [--dedupe] [--no-same]] [--json out.json] [--cost field=value,...]``
 profiles every launch (Vulkan: and every staging copy, as ``copy`` rows) of
 each model's partition on a profiling queue (median of ``--runs`` per launch) and prints the kernels
 that take the most time.  With ``--explore`` every launch is also re-rendered with the other values
 of its template's tuning options (e.g. ``block_w`` / ``block_s`` of conv2d) and work groups, timed
-the same way, so a heuristic can be checked against the best variant found (OpenCL only); ``--json``
+the same way, so a heuristic can be checked against the best variant found (OpenCL only; ``--wgs``: work
+groups tried per variant whose group is not fixed, the runtime's first; ``--kernels``: explore only those
+kernels' launches, e.g. ``conv2d,conv2d_tiled``, the rest timed as run; ``--space``: one option's values,
+e.g. ``conv2d.split=1,8,16``; ``--top N``: a conv launch's N variants the cost model ranks cheapest, each
+conv2d one also with pack, unroll, two_round at their defaults, instead of the option product; ``--dedupe``: a launch repeated in
+a model explored once; ``--no-same``: not
+conv2d's launches as conv2d_tiled and back); ``--json``
 then keeps every variant's time, the data the cost model (``litegpu.gpu._cost``) is calibrated on.
 Vulkan times come from timestamp queries around each command of the partition's command buffer,
 recorded with a barrier after each command so that they run one at a time, like OpenCL's in-order
@@ -28,14 +34,25 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import GPU_SET, cost_overrides, machine_line, mediapipe_models  # noqa: E402
+from _common import GPU_SET, machine_line, mediapipe_models, override_cost  # noqa: E402
 
 #: template options worth exploring (values beyond the spec's are skipped by render)
 _KEEP: list = []
-_EXPLORE = {"conv2d": {"block_w": (1, 2, 4), "block_s": (1, 2), "split": (1, 4, 8, 16, 32, 64, 128)},
+_EXPLORE = {"conv2d": {"block_w": (1, 2, 4), "block_s": (1, 2), "split": (1, 4, 8, 16, 32, 64, 128),
+                        "unroll": (1, 2, 4), "pack": (1, 2, 4, 8)},
             "conv2d_tiled": {"tile_p": (16, 32, 64), "tile_s": (1, 2, 4, 8), "kc": (2, 4, 8)},
+            "dw_pw_conv2d": {"pack": (1, 2, 4, 8), "two_round": (False, True)},  # split launches (pack needs one)
             "fully_connected": {"split": (1, 4, 16, 32, 64, 128)},
             "reduce": {"split": (1, 16, 64, 128, 256, 512, 1024), "unroll": (1, 4)}}
+
+
+def _explored(kernel: str, opts: dict) -> bool:
+    """Whether ``--explore`` times this option set: ``pack`` and ``two_round`` only with a split, at most 128
+    threads a group (conv2d's chooser, ``_cost._MAX_PACKED``)."""
+    split, pack = opts.get("split", 1), opts.get("pack", 1)
+    return (pack == 1 and not opts.get("two_round")) or (split > 1 and split * pack <= 128)
+
+
 #: kernels that compute the same launch with the same bindings and params (an ungrouped conv2d is also a
 #: conv2d_tiled launch): --explore times the other kernel's variants too, keeping the epilogue options
 _SAME_LAUNCH = {"conv2d": "conv2d_tiled", "conv2d_tiled": "conv2d"}
@@ -66,10 +83,26 @@ def main() -> int:
     ap.add_argument("--explore", action="store_true")
     ap.add_argument("--json", default="")
     ap.add_argument("--backend", default="opencl", choices=("opencl", "vulkan"))
+    ap.add_argument("--wgs", type=int, default=8,
+                    help="--explore: work groups timed per variant without a fixed group (the runtime's is the first)")
+    ap.add_argument("--kernels", default="", help="--explore: only the launches of these kernels (a,b)")
+    ap.add_argument("--space", action="append", default=[], metavar="KERNEL.OPTION=V,V",
+                    help="--explore: the values of one option to explore (replaces the default's; repeatable)")
+    ap.add_argument("--top", type=int, default=0,
+                    help="--explore: a conv launch's N variants the cost model ranks best (and each one's twin "
+                         "without pack / unroll) instead of the option product")
+    ap.add_argument("--dedupe", action="store_true",
+                    help="--explore: explore a launch once per model (kernel, options and params repeat)")
+    ap.add_argument("--no-same", action="store_true",
+                    help="--explore: not the other kernel of the same launch (conv2d <-> conv2d_tiled)")
     ap.add_argument("--cost", default="", help="cost-model overrides for this run, e.g. step_us=0.42,overlap=0")
     args = ap.parse_args()
     if args.cost:
-        _override_cost(args.cost)
+        override_cost(args.cost)
+    for item in args.space:
+        target, values = item.split("=", 1)
+        kern, opt = target.split(".", 1)
+        _EXPLORE.setdefault(kern, {})[opt] = tuple(_value(v) for v in values.split(","))
     if args.backend == "vulkan":
         if args.explore:
             raise SystemExit("--explore is OpenCL only")
@@ -85,18 +118,24 @@ def main() -> int:
         d, it, dev, k = delegated(path, "opencl", args.precision)
         times = _time_launches(cl, dev.ctx, launch_items(k), args.runs)
         rows = []
+        seen: set[str] = set()
         for i, (ln, op, t) in enumerate(zip(k._launches, k.ops, times, strict=True)):
             row = {"label": ln.label, "kernel": op.kernel, "options": dict(ln.kernel.options),
                    "params": {kk: v for kk, v in op.params.items() if isinstance(v, (int, float))},
                    "grid": list(ln.grid), "wg": list(ln.kernel.workgroup), "us": round(t, 2)}
             _with_estimate(row, dev.info)
-            if args.explore:
+            same = json.dumps([op.kernel, row["options"], row["params"]], sort_keys=True, default=str)
+            if args.explore and not (args.dedupe and same in seen):
+                seen.add(same)
                 variants = []
                 kernels = [op.kernel]
-                if op.kernel in _SAME_LAUNCH and not op.options.get("grouped"):
+                if op.kernel in _SAME_LAUNCH and not op.options.get("grouped") and not args.no_same:
                     kernels.append(_SAME_LAUNCH[op.kernel])
                 jobs = []
-                for kern in kernels:
+                wanted = not args.kernels or op.kernel in args.kernels.split(",")
+                if wanted and args.top and op.kernel in _SAME_LAUNCH:
+                    jobs, kernels = _top_jobs(op, dev.info, args.top), []
+                for kern in kernels if wanted else []:
                     space = _EXPLORE.get(kern, {})
                     keys = list(space)
                     base = dict(op.options) if kern == op.kernel else \
@@ -104,7 +143,7 @@ def main() -> int:
                     for combo in itertools.product(*[space[kk] for kk in keys]) if keys else [()]:
                         jobs.append((kern, keys, {**base, **dict(zip(keys, combo, strict=True))}))
                 for kern, keys, opts in jobs:
-                    if opts.get("grouped") and opts.get("block_s", 1) != 1:
+                    if (opts.get("grouped") and opts.get("block_s", 1) != 1) or not _explored(kern, opts):
                         continue
                     try:
                         probe = render(kern, dev.dialect, k.plan.precision, **opts)
@@ -113,7 +152,7 @@ def main() -> int:
                         continue
                     grid = probe.global_size(op.params)
                     fixed = kernel_spec(kern).fixed_workgroup(kernel_spec(kern).resolve(opts))
-                    cands = [fixed] if fixed else candidates(kern, grid, dev.info, "exhaustive")[:8]
+                    cands = [fixed] if fixed else candidates(kern, grid, dev.info, "exhaustive")[:args.wgs]
                     vitems, vmeta = [], []
                     for wg in cands:
                         rk = probe if tuple(wg) == probe.workgroup else render(
@@ -148,17 +187,41 @@ def main() -> int:
     return 0
 
 
-def _override_cost(spec: str) -> None:
-    """Compile every plan with the device's calibration with ``spec``'s fields replaced (``name=value,...``)."""
-    from dataclasses import replace
+#: conv2d options conv2d_tiled has no form of (lower_conv keeps such a conv on conv2d)
+_CONV2D_ONLY = ("grouped", "in_scale", "in_resize", "residual_pool", "residual_resize", "store_pre", "dst_bhwc")
 
-    from litegpu.gpu import _cost, _runtime
 
-    over = cost_overrides(spec)
-    base = _runtime.profile_for
-    _runtime.profile_for = lambda info: replace(base(info), **over)
-    _cost.profile_for = _runtime.profile_for  # the estimates printed beside the times use it too
-    print(f"cost-model overrides: {over}")
+def _top_jobs(op, info, n: int) -> list[tuple[str, list[str], dict]]:
+    """``--top``: the ``n`` conv2d / conv2d_tiled variants of a conv launch the cost model ranks cheapest,
+    with each conv2d one's twins at pack 1, unroll 1, two_round False and all three (what those options
+    change, measured side by side), as ``(kernel, tuning keys, options)`` jobs."""
+    from litegpu.gpu._cost import conv_candidates, estimate, profile_for
+
+    dev, o = profile_for(info), op.options
+    tiled = op.kernel == "conv2d_tiled" or not any(o.get(x) for x in _CONV2D_ONLY)
+    ranked = sorted(conv_candidates(op.params, dev, bool(o.get("grouped")), tiled), key=lambda c: estimate(c[2], dev))
+    picked: dict[tuple, None] = {}
+    for kern, opts, _ in ranked[:n]:
+        picked[(kern, tuple(opts.items()))] = None
+        if kern == "conv2d":  # its twins: each of pack, unroll, two_round at its default, and all three
+            plain = {"pack": 1, "unroll": 1, "two_round": False}
+            for twin in [{k: v} for k, v in plain.items()] + [plain]:
+                picked[(kern, tuple({**opts, **twin}.items()))] = None
+    jobs = []
+    for kern, items in picked:
+        base = dict(o) if kern == op.kernel else {kk: v for kk, v in o.items() if kk in _EPILOGUE}
+        jobs.append((kern, [kk for kk, _ in items], {**base, **dict(items)}))
+    return jobs
+
+
+def _value(text: str):
+    """An option value of ``--space``: an int, a bool (True/False) or a string."""
+    if text in ("True", "False"):
+        return text == "True"
+    try:
+        return int(text)
+    except ValueError:
+        return text
 
 
 def _row(label: str, kernel: str, options: dict, params: dict, grid: list, wg: list, us: float,

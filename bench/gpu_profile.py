@@ -2,8 +2,10 @@
 the executor still does), kernel enqueue, GPU execution (OpenCL profiling events / Vulkan timestamp
 queries; the boundary layout launches included), and the interpreter around them.
 
-``python bench/gpu_profile.py [--backend opencl|vulkan] [--models a,b] [--runs N] [--set MOD.NAME=VALUE]``
-prints a Markdown table, one row a model (``--set`` flips a compiler constant first, for A/B runs).  Vulkan adds the GPU time of the staging copies recorded in the invoke's
+``python bench/gpu_profile.py [--backend opencl|vulkan] [--models a,b] [--runs N] [--set MOD.NAME=VALUE]
+[--cost field=value,...]``
+prints a Markdown table, one row a model (``--set`` flips a compiler constant first, ``--cost`` replaces
+fields of the cost model's calibration, for A/B runs).  Vulkan adds the GPU time of the staging copies recorded in the invoke's
 command buffer, the barriers and copies per command buffer, and the memory type of every memory block
 (device-local, host-visible, coherent, cached) with what it holds.
 """
@@ -19,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import GPU_SET, machine_line, median_ms, mediapipe_models  # noqa: E402
+from _common import GPU_SET, machine_line, median_ms, mediapipe_models, override_cost  # noqa: E402
 
 
 def _med(fn, runs):
@@ -57,7 +59,11 @@ def main() -> int:
     ap.add_argument("--set", action="append", default=[], metavar="MODULE.NAME=VALUE",
                     help="set a compiler module constant before compiling (an A/B switch, e.g. "
                          "litegpu.gpu._passes.fuse_dw_pw.DW_PW_STAGED=False); repeatable")
+    ap.add_argument("--cost", default="", help="cost-model calibration overrides, e.g. step_us=0.18,load_us=0.009 "
+                                               "(another calibration's picks in the same session)")
     args = ap.parse_args()
+    if args.cost:
+        override_cost(args.cost)
     for item in args.set:
         import ast
         import importlib

@@ -512,7 +512,8 @@ def test_cost_model_no_sub_warp_split_on_wide_convs(name):
     p = _WIDE_CONVS[name]
     nv = PROFILES["nvidia"]
     kernel, opts, _ = choose_conv(p, nv, grouped=False)
-    assert kernel == "conv2d_tiled" or not 1 < opts["split"] < nv.warp, (kernel, opts)
+    # a split packed into whole warps (pack) is not such a group
+    assert kernel == "conv2d_tiled" or not 1 < opts["split"] * opts["pack"] < nv.warp, (kernel, opts)
     kernel, opts, _ = choose_conv(p, PROFILES["cpu"], grouped=False)
     assert kernel == "conv2d" and opts["split"] == 1, (kernel, opts)
 
@@ -536,3 +537,69 @@ def test_cost_model_group_below_warp_takes_a_whole_warp():
     assert four_waves - two_waves == pytest.approx(2 * (nv.group_us + 3.0 * nv.step_us))
     cpu = PROFILES["cpu"]
     assert estimate(small, cpu) < estimate(full, cpu)
+
+
+def test_cost_model_prices_packed_groups_and_loads_in_flight():
+    """conv2d's ``pack`` and ``unroll`` in the cost model (``_cost.conv_work``): a split of 8 packed 4 ways is
+    one 32-thread group where 4 groups each held a warp (same threads, a quarter of the groups and of the
+    lanes' idle arithmetic); ``unroll`` 4 makes a quarter of the dependent steps, each with 4 times the loads
+    queued, and more live registers; every candidate the chooser weighs renders, its shared memory within the
+    16 KiB every API gives a group."""
+    from litegpu.gpu._cost import PROFILES, SHARED_MEMORY_FLOOR, conv_candidates, conv_work, estimate
+    from litegpu.gpu.kernels import render
+
+    p = dict(B=1, SRC_H=14, SRC_W=14, SRC_S=20, H=14, W=14, C=480, S=120, KH=1, KW=1, STRIDE_H=1, STRIDE_W=1,
+             PAD_T=0, PAD_L=0, DIL_H=1, DIL_W=1, SRC_SG=20, DST_SG=120)
+    plain, packed = conv_work(p, 4, 2, 8), conv_work(p, 4, 2, 8, pack=4)
+    assert (plain.group, packed.group) == (8, 32) and plain.threads == packed.threads
+    nv = PROFILES["nvidia"]
+    assert estimate(packed, nv) < estimate(plain, nv)
+    one, four = conv_work(p, 2, 1, 1), conv_work(p, 2, 1, 1, unroll=4)
+    assert (one.global_steps, four.global_steps) == (20, 5)
+    assert four.queued_loads == 5 * (4 * 6 - 1) and four.registers > one.registers
+    # 6 input slices unrolled by 4: two iterations a tap (the second half clamped), not 1.5
+    p6 = {**p, "SRC_S": 6, "SRC_SG": 6}
+    assert conv_work(p6, 2, 1, 1, unroll=4).global_steps == 2
+    seen = set()
+    for kernel, opts, _ in conv_candidates(p, nv, grouped=False):
+        if kernel != "conv2d" or (opts["pack"], opts["unroll"]) == (1, 1):
+            continue
+        assert opts["split"] * opts["pack"] <= 128
+        key = tuple(opts.items())
+        if key not in seen:
+            seen.add(key)
+            rk = render("conv2d", "opencl", "fp32", **{k: v for k, v in opts.items()})
+            assert rk.shared_bytes <= SHARED_MEMORY_FLOOR and rk.workgroup[0] * rk.workgroup[2] <= 128
+    assert any(o["pack"] > 1 for o in (dict(k) for k in seen)) and any(o["unroll"] > 1 for o in (dict(k) for k in seen))
+
+
+def test_dw_pw_pack():
+    """dw_pw_conv2d's split groups packed to 32 threads (at most 8 blocks, no more than the launch has, the
+    partial sums within 16 KiB); unsplit launches and groups of 32 or more are never packed; by default
+    (measured) nothing is packed."""
+    from litegpu.gpu.ops import conv
+
+    assert conv.dw_pw_pack(4, 60, 2, 2, 32) == 8 and conv.dw_pw_pack(16, 60, 2, 1, 32) == 2
+    assert conv.dw_pw_pack(8, 3, 1, 1, 32) == 2  # 3 blocks along z: 2 a group (the last group half idle)
+    assert conv.dw_pw_pack(1, 60, 2, 2, 32) == 1 and conv.dw_pw_pack(32, 60, 2, 2, 32) == 1
+    assert conv.dw_pw_pack(128, 60, 2, 2, 32) == 1
+    assert conv.dw_pw_pack(4, 60, 2, 2) == 1  # off by default: packing lost on the H200 (DW_PW_PACK_LANES)
+
+
+def test_two_round_sums_priced(monkeypatch):
+    """A split's two-round sum (2 barriers, r + split / r shared steps) against the log2(split)-round tree:
+    on the NVIDIA calibration (a barrier round 0.18 us, a shared step 0.01) two rounds pay from 4 threads up;
+    conv2d's candidates carry the decision and the estimate prices the chosen form; ``TWO_ROUND = False``
+    turns it off."""
+    from litegpu.gpu import _cost
+
+    nv = _cost.PROFILES["nvidia"]
+    assert all(_cost.two_round_pays(s, nv) for s in (4, 8, 16, 32, 64, 128)) and not _cost.two_round_pays(1, nv)
+    p = dict(B=1, SRC_H=7, SRC_W=7, SRC_S=288, H=7, W=7, C=192, S=48, KH=1, KW=1, STRIDE_H=1, STRIDE_W=1,
+             PAD_T=0, PAD_L=0, DIL_H=1, DIL_W=1, SRC_SG=288, DST_SG=48)
+    tree, two = _cost.conv_work(p, 2, 1, 64), _cost.conv_work(p, 2, 1, 64, two_round=True)
+    assert (tree.barriers, two.barriers) == (7, 2) and two.shared_steps == 8 + 8
+    assert _cost.estimate(two, nv) < _cost.estimate(tree, nv)
+    assert all(o["two_round"] == (o["split"] > 1) for k, o, _ in _cost.conv_candidates(p, nv, False) if k == "conv2d")
+    monkeypatch.setattr(_cost, "TWO_ROUND", False)
+    assert not _cost.two_round_pays(32, nv)

@@ -363,6 +363,23 @@ def test_binary_add_rhs_fewer_channels(gpu, rshape):
     (5, 10, 1, 1, 1, 1, {"tiled": True, "tile_s": 2, "residual": "ADD", "residual_act": "RELU",
                          "residual_channels": "fewer"}),
     (13, 17, 3, 2, 1, 1, {"tiled": True, "tile_p": 32, "tile_s": 8, "kc": 4, "act": "RELU6"}),
+    # unroll (loads of several reduction steps in flight): 6 input slices in steps of 4 (a ragged last
+    # iteration), with blocks, dilation and native groups
+    (21, 30, 1, 1, 1, 1, {"unroll": 4}),
+    (6, 5, 3, 2, 1, 1, {"unroll": 2, "block_w": 4, "block_s": 2, "act": "RELU6"}),
+    (13, 9, 3, 1, 2, 1, {"unroll": 8, "block_w": 1, "act": "TANH"}),
+    (8, 8, 3, 1, 1, 2, {"grouped": True, "unroll": 4}),
+    # split groups (with unroll: the flat loop's steps r, r + split, ... past the end), and pack > 1:
+    # several output blocks a group, the last group's members past the output slices storing nothing
+    (7, 9, 3, 1, 2, 1, {"split": 4, "unroll": 4, "act": "TANH"}),
+    (21, 30, 1, 1, 1, 1, {"split": 4, "pack": 16, "residual": "ADD", "residual_act": "RELU"}),
+    (21, 30, 1, 1, 1, 1, {"split": 8, "pack": 8, "unroll": 2, "block_w": 4, "block_s": 2, "act": "RELU6"}),
+    (13, 17, 3, 2, 1, 1, {"split": 16, "pack": 4, "unroll": 2, "block_s": 2}),
+    (8, 8, 3, 1, 1, 2, {"grouped": True, "split": 4, "pack": 2, "unroll": 2}),
+    # two_round: the split's partials summed in two rounds (r-way sums, then one thread's)
+    (13, 17, 3, 2, 1, 1, {"split": 8, "pack": 4, "two_round": True, "block_w": 4, "block_s": 2}),
+    (7, 9, 3, 1, 2, 1, {"split": 32, "two_round": True, "unroll": 2, "act": "TANH"}),
+    (21, 30, 1, 1, 1, 1, {"split": 128, "two_round": True, "residual": "ADD", "residual_act": "RELU"}),
 ])
 def test_conv2d(gpu, cin, cout, k, stride, dil, groups, opts):
     b, h, w = 1, 9, 11
@@ -478,6 +495,15 @@ def test_se_gate(gpu, b, hw, c, hidden, opts):
                     "residual_act": "PRELU"}),
     (40, 30, 3, 2, {"stage_p": 2, "stage_k": 32, "block_w": 1, "ksize": 3, "dw_act": "RELU6"}),
     (130, 9, 3, 1, {"stage_p": 4, "stage_k": 32, "block_w": 1, "block_s": 2}),
+    # pack: several split output blocks a group (B * 3 output-slice blocks = 6: the last group ragged)
+    (36, 10, 3, 1, {"split": 16, "pack": 4, "residual": "ADD", "residual_act": "PRELU"}),
+    (22, 14, 5, 2, {"ksize": 5, "split": 4, "pack": 8, "block_s": 2, "act": "RELU", "residual": "ADD",
+                    "residual_channels": "fewer"}),
+    (10, 7, 3, 1, {"split": 8, "pack": 2, "block_w": 1, "dw_act": "PRELU", "act": "PRELU"}),
+    (36, 10, 3, 1, {"split": 16, "pack": 2, "two_round": True, "block_s": 2, "residual": "ADD",
+                    "residual_act": "PRELU"}),
+    (22, 14, 5, 2, {"ksize": 5, "split": 4, "two_round": True, "act": "RELU", "residual": "ADD",
+                    "residual_channels": "fewer"}),
 ])
 def test_dw_pw_conv2d(gpu, c, cout, k, stride, opts):
     """Depthwise (KHxKW, stride, SAME padding, own activation) feeding a 1x1 conv, in one launch."""

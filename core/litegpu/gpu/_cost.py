@@ -10,9 +10,10 @@ microseconds on a :class:`DeviceCost`::
     lanes   = group rounded up to whole warps (a group of 4 threads holds a 32-lane warp)
     per unit = min(resident groups, resident threads / lanes, registers / (live values a thread x lanes))
     waves   = ceil(groups / (compute units x per unit))
-    latency = waves x (group_us + global steps x step_us + shared steps x shared_us + barriers x barrier_us)
+    latency = waves x (group_us + global steps x step_us + queued loads x load_us + shared steps x shared_us
+                       + barriers x barrier_us)
     traffic = cache bytes / (cache bandwidth x fraction of units the launch occupies)
-    compute = flops x lanes / group / (flop rate x that fraction)
+    compute = max(flops x lanes / group / (flop rate x that fraction), waves x a thread's flops / lane rate)
     time    = launch_us + max(latency, traffic, compute)   (or their sum: ``overlap`` False)
 
 The model is deliberately small: on the MediaPipe models most launches are latency bound (a few hundred to
@@ -27,14 +28,15 @@ variants from shapes.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 __all__ = ["DeviceCost", "Work", "PROFILES", "profile_for", "estimate", "choose_conv", "choose_reduce",
-           "choose_fc", "conv_candidates", "fc_candidates", "conv_work", "tiled_conv_work", "reduce_work",
-           "fc_work", "launch_work",
+           "choose_fc", "conv_candidates", "two_round_pays", "TWO_ROUND", "fc_candidates", "conv_work",
+           "tiled_conv_work", "reduce_work", "fc_work", "launch_work",
            "choose_se_gate", "se_gate_segment", "se_gate_work", "SHARED_MEMORY_FLOOR"]
 
 _VEC = 16  # bytes of one vec4 (fp32; the choice does not depend on the storage precision)
@@ -50,6 +52,7 @@ class DeviceCost:
     resident_groups: int  # work groups one unit keeps in flight
     launch_us: float  # fixed cost of one launch (dispatch and the barrier to the next)
     step_us: float  # one dependent global-memory step of a thread (a load whose result the next waits on)
+    load_us: float  # each further load issued in the same step (their latencies overlap; the issue slots do not)
     shared_us: float  # one dependent shared-memory step
     barrier_us: float  # one work-group barrier round
     cache_bytes_per_us: float  # L1/L2 bandwidth of the whole device
@@ -60,6 +63,7 @@ class DeviceCost:
     group_us: float = 0.0  # fixed life of a work group (its start, index arithmetic, epilogue), each wave
     registers: int = 0  # 32-bit registers of one unit, shared by its resident threads (0: not a limit)
     overlap: bool = True  # latency, cache traffic and arithmetic hide each other (the largest) or add up
+    lane_flops_per_us: float = 0.0  # fp32 flops one thread issues in a row (0: not a limit; see estimate)
 
     def with_units(self, units: int, max_group: int) -> DeviceCost:
         """This profile for a device reporting ``units`` compute units and ``max_group`` threads a group."""
@@ -94,17 +98,24 @@ class DeviceCost:
 #: per-item overhead (measured with bench/gpu_kernels.py on this machine).
 #: ``generic``: unknown GPUs, a mid-size discrete GPU (between the two); every GPU runs groups in warps
 #: (wavefronts, SIMD groups) of 32 or more lanes with a register file of about 64 K a unit.
+#: Refit, H200, 2026-11-26 (second session), with conv2d's ``pack`` / ``unroll`` timed (``bench/gpu_kernels.py
+#: --explore --top 12`` of hand_landmark_full, palm_detection_full, selfie_segmentation, 1,100 variants of 40
+#: distinct conv launches, plus the first session's file for the other four models): step 0.167 us, a load
+#: queued behind a step's first 0.03 us (was a fixed 5% of a step; fitted 0.016, 0.03 ranks the packed and
+#: unrolled variants best: picks 1.09x the measured best against 1.11x), group life 0.4 us, barrier 0.18 us,
+#: and a thread's own arithmetic at 3340 flops/us (fitted: one FMA a cycle), which only decides where few fat
+#: threads do a long reduction each.
 PROFILES: dict[str, DeviceCost] = {
     "nvidia": DeviceCost("nvidia", compute_units=132, resident_threads=2048, resident_groups=32, launch_us=3.5,
-                         step_us=0.18, shared_us=0.01, barrier_us=0.17, cache_bytes_per_us=1.3e7,
-                         flops_per_us=1.5e7, max_group=1024, tile_setup_us=0.0, warp=32, group_us=0.3,
-                         registers=65536, overlap=False),
+                         step_us=0.167, load_us=0.03, shared_us=0.01, barrier_us=0.18, cache_bytes_per_us=1.3e7,
+                         flops_per_us=1.5e7, max_group=1024, tile_setup_us=0.0, warp=32, group_us=0.4,
+                         registers=65536, overlap=False, lane_flops_per_us=3340.0),
     "generic": DeviceCost("generic", compute_units=32, resident_threads=1024, resident_groups=16, launch_us=5.0,
-                          step_us=0.5, shared_us=0.04, barrier_us=0.1, cache_bytes_per_us=1.0e6,
+                          step_us=0.5, load_us=0.025, shared_us=0.04, barrier_us=0.1, cache_bytes_per_us=1.0e6,
                           flops_per_us=1.0e7, max_group=256, tile_setup_us=2.5, warp=32, registers=65536),
     # lavapipe and PoCL alike: LLVM-compiled work groups looping over their items on the CPU's cores
     "cpu": DeviceCost("cpu", compute_units=2, resident_threads=8, resident_groups=1, launch_us=20.0,
-                      step_us=0.004, shared_us=0.002, barrier_us=0.1, cache_bytes_per_us=2.0e4,
+                      step_us=0.004, load_us=0.0002, shared_us=0.002, barrier_us=0.1, cache_bytes_per_us=2.0e4,
                       flops_per_us=1.0e4, max_group=256),
 }
 
@@ -127,13 +138,14 @@ def profile_for(info: Any | None) -> DeviceCost:
                            int(getattr(info, "max_workgroup_size", 0) or base.max_group))
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Work:
     """What one launch does, in the terms :func:`estimate` prices."""
 
     threads: int  # work items launched
     group: int  # threads per work group
     global_steps: float  # dependent global-memory steps of one thread
+    queued_loads: float = 0.0  # loads of one thread issued behind another in the same step (each load_us)
     shared_steps: float = 0.0  # dependent shared-memory steps of one thread
     barriers: int = 0  # barrier rounds of one thread
     cache_bytes: float = 0.0  # bytes all threads load through the caches
@@ -153,10 +165,12 @@ def estimate(w: Work, dev: DeviceCost) -> float:
         per_unit = min(per_unit, dev.registers // (w.registers * lanes))
     waves = -(-groups // (dev.compute_units * max(1, per_unit)))
     occupied = min(groups, dev.compute_units) / dev.compute_units
-    latency = waves * (dev.group_us + w.global_steps * dev.step_us + w.shared_steps * dev.shared_us
-                       + w.barriers * dev.barrier_us)
+    latency = waves * (dev.group_us + w.global_steps * dev.step_us + w.queued_loads * dev.load_us
+                       + w.shared_steps * dev.shared_us + w.barriers * dev.barrier_us)
     traffic = w.cache_bytes / (dev.cache_bytes_per_us * occupied)
     compute = w.flops * lanes / group / (dev.flops_per_us * occupied)
+    if dev.lane_flops_per_us:  # a thread's own arithmetic is serial: few, fat threads wait on it each wave
+        compute = max(compute, waves * w.flops / max(1, w.threads) / dev.lane_flops_per_us)
     body = max(latency, traffic, compute) if dev.overlap else latency + traffic + compute
     return dev.launch_us + (dev.tile_setup_us if w.tiled else 0.0) + body
 
@@ -165,28 +179,39 @@ def _log2(n: int) -> int:
     return max(0, int(n).bit_length() - 1)
 
 
-def _loads_chain(loads_per_thread: float) -> float:
-    """Dependent steps of a thread issuing ``loads_per_thread`` independent loads: one latency, plus a
-    little per extra load for the issue slots."""
-    return 1.0 + 0.05 * max(0.0, loads_per_thread - 1.0)
+def _queued(steps: float, loads_per_step: float) -> float:
+    """The loads of ``steps`` dependent steps of ``loads_per_step`` independent loads each that queue
+    behind a step's first (priced ``load_us`` each, the step's latency once: ``step_us``)."""
+    return steps * max(0.0, loads_per_step - 1.0)
 
 
 # ---------------------------------------------------------------------------------------------- conv2d
 
 
-def conv_work(p: Mapping[str, int], block_w: int, block_s: int, split: int) -> Work:
-    """conv2d: ``block_w`` pixels x ``block_s`` slices per work item, the reduction split ``split`` ways."""
-    items = p["B"] * p["H"] * -(-p["W"] // block_w) * -(-p["S"] // block_s)
+def conv_work(p: Mapping[str, int], block_w: int, block_s: int, split: int, pack: int = 1, unroll: int = 1,
+              two_round: bool = False) -> Work:
+    """conv2d: ``block_w`` pixels x ``block_s`` slices per work item, the reduction split ``split`` ways,
+    ``pack`` output blocks' splits a group (split > 1), ``unroll`` reduction steps' loads in flight together,
+    the split's partials summed in two rounds (``two_round``) or a log2(split)-round tree."""
+    blocks_z = p["B"] * -(-p["S"] // block_s)
+    items = p["H"] * -(-p["W"] // block_w) * blocks_z
     steps = p["KH"] * p["KW"] * p["SRC_SG"]
-    chain = -(-steps // split)
-    threads = items * split
+    loads = block_w + 4 * block_s  # one step's input and weight vectors
+    if split > 1:  # one flat loop over every step; an iteration is `unroll` steps (the last ones clamped)
+        iters = -(-steps // (split * unroll))
+    else:  # the input-slice loop inside each tap is unrolled (its ragged end clamped)
+        iters = p["KH"] * p["KW"] * -(-p["SRC_SG"] // unroll)
+    # a packed group's members past the last output block along z still run (and reach the barriers)
+    threads = (p["H"] * -(-p["W"] // block_w) * -(-blocks_z // pack) * pack if pack > 1 else items) * split
     red = _log2(split) if split > 1 else 0
-    # live values: the block's vec4 accumulators, one step's input and weight vectors, ~16 indices/addresses
-    return Work(threads=threads, group=split if split > 1 else 64,
-                global_steps=chain * _loads_chain(block_w + 4 * block_s), shared_steps=red, barriers=red + (split > 1),
-                cache_bytes=threads * chain * (block_w + 4 * block_s) * _VEC,
+    shared, barriers = (_two_round_steps(split), 2) if two_round and split > 1 else (red, red + (split > 1))
+    # live values: the block's vec4 accumulators, one iteration's input and weight vectors, ~16 indices/addresses
+    return Work(threads=threads, group=split * pack if split > 1 else 64,
+                global_steps=iters, queued_loads=_queued(iters, unroll * loads), shared_steps=shared,
+                barriers=barriers,
+                cache_bytes=threads * iters * unroll * (block_w + 4 * block_s / (_WEIGHT_SHARE if split == 1 else 1)) * _VEC,
                 flops=items * block_w * block_s * steps * 32,
-                registers=4 * (block_w * block_s + block_w + 4 * block_s) + 16)
+                registers=4 * (block_w * block_s + unroll * loads) + 16)
 
 
 def tiled_conv_work(p: Mapping[str, int], tile_p: int, tile_s: int, kc: int) -> Work:
@@ -209,6 +234,32 @@ def _splits(dev: DeviceCost, sizes: Iterable[int]) -> list[int]:
     return [s for s in sizes if s <= dev.max_group]
 
 
+#: conv2d's / dw_pw_conv2d's split sums may take two rounds (``two_round``; False: always the tree, an A/B switch)
+TWO_ROUND = True
+
+
+def two_round_pays(split: int, dev: DeviceCost) -> bool:
+    """Whether a split's partials cost less summed in two rounds (2 barriers, ``_two_round_steps`` shared
+    steps) than in a log2(split)-round tree (log2(split) + 1 barriers) on ``dev`` (conv2d's and
+    dw_pw_conv2d's ``two_round``)."""
+    red = _log2(split)
+    return TWO_ROUND and split > 1 and 2 * dev.barrier_us + _two_round_steps(split) * dev.shared_us < (red + 1) * dev.barrier_us + red * dev.shared_us
+
+
+#: an unsplit conv2d's weight loads count 1/_WEIGHT_SHARE in its cache traffic: the threads of a warp
+#: working on the same output slices load the same weight vectors (one transaction), while a split's threads
+#: each load their own step's.  8 ranks the H200 explore best (picks 1.08x the best measured, 1.09x counting
+#: every thread's weight loads; 16 and 32 rank the same as 8)
+_WEIGHT_SHARE = 8
+
+
+#: conv2d's unroll values the chooser weighs (8 only pays where a thread's reduction is long: not modelled)
+_UNROLLS = (1, 2, 4)
+#: conv2d's pack values (split > 1) and the largest packed group: a group of split x pack threads
+_PACKS = (1, 2, 4, 8)
+_MAX_PACKED = 128
+
+
 def conv_candidates(p: Mapping[str, int], dev: DeviceCost, grouped: bool,
                     tiled: bool = True) -> list[tuple[str, dict[str, int], Work]]:
     """Every conv2d / conv2d_tiled variant :func:`choose_conv` weighs for params ``p``, with its :class:`Work`
@@ -217,11 +268,24 @@ def conv_candidates(p: Mapping[str, int], dev: DeviceCost, grouped: bool,
     steps = p["KH"] * p["KW"] * p["SRC_SG"]
     for bw in (1, 2, 4) if p["W"] > 1 else (1,):
         for bs in (1, 2) if p["S"] > 1 and not grouped else (1,):
+            blocks_z = p["B"] * -(-p["S"] // bs)
             for split in [1] + _splits(dev, (4, 8, 16, 32, 64, 128)):
                 if split > 1 and steps < 2 * split:
                     continue
-                opts = {"block_w": bw, "block_s": bs, "split": split}
-                out.append(("conv2d", opts, conv_work(p, bw, bs, split)))
+                for unroll in _UNROLLS:
+                    # unroll > 1: only where an iteration's steps exist (the input slices of a tap, or a thread's share)
+                    if unroll > 1 and (p["SRC_SG"] < unroll if split == 1 else steps < split * unroll):
+                        continue
+                    # pack fills warps: none without warps (the CPU drivers), a group of at most two
+                    for pack in _PACKS if split > 1 and dev.warp > 1 else (1,):
+                        if pack > 1 and (split * pack > min(2 * dev.warp, _MAX_PACKED, dev.max_group)
+                                         or pack > blocks_z or split * pack * bw * bs * _VEC > SHARED_MEMORY_FLOOR):
+                            continue
+                        # the two-round sum or the tree: the cheaper on this device (only these terms differ)
+                        two = two_round_pays(split, dev)
+                        opts = {"block_w": bw, "block_s": bs, "split": split, "pack": pack, "unroll": unroll,
+                                "two_round": two}
+                        out.append(("conv2d", opts, conv_work(p, bw, bs, split, pack, unroll, two)))
     if tiled and not grouped:
         for tp in (16, 32, 64):
             for ts in (1, 2, 4, 8):
@@ -239,13 +303,24 @@ def choose_conv(p: Mapping[str, int], dev: DeviceCost, grouped: bool,
                 tiled: bool = True) -> tuple[str, dict[str, int], float]:
     """``(kernel, options, estimated us)`` of the cheapest conv2d / conv2d_tiled variant for params ``p``
     (``tiled``: whether conv2d_tiled can take the node's options)."""
+    kernel, options, t = _choose_conv(tuple(sorted((k, v) for k, v in p.items() if isinstance(v, int))), dev,
+                                      grouped, tiled, _UNROLLS, _PACKS, TWO_ROUND)
+    return kernel, dict(options), t
+
+
+@functools.lru_cache(maxsize=4096)
+def _choose_conv(p: tuple[tuple[str, int], ...], dev: DeviceCost, grouped: bool, tiled: bool,
+                 unrolls: tuple[int, ...], packs: tuple[int, ...],
+                 two_round: bool) -> tuple[str, tuple[tuple[str, int], ...], float]:
+    # a model repeats its conv shapes (hand_landmark_full: 25 convs, 10 shapes) and every candidate is priced:
+    # one choice per shape and device (the option tables are in the key so an A/B switch of them re-prices)
     best: tuple[float, str, dict[str, int]] | None = None
-    for kernel, options, work in conv_candidates(p, dev, grouped, tiled):
+    for kernel, options, work in conv_candidates(dict(p), dev, grouped, tiled):
         t = estimate(work, dev)
         if best is None or t < best[0]:
             best = (t, kernel, options)
     assert best is not None
-    return best[1], best[2], best[0]
+    return best[1], tuple(best[2].items()), best[0]
 
 
 # ---------------------------------------------------------------------------------------------- reduce
@@ -263,7 +338,8 @@ def reduce_work(outputs: int, steps: int, split: int, unroll: int) -> Work:
     thread; a split group's partials meet in two rounds (2 barriers)."""
     threads = outputs * split
     chain = -(-steps // (split * unroll))
-    return Work(threads=threads, group=split if split > 1 else 64, global_steps=chain * _loads_chain(unroll),
+    return Work(threads=threads, group=split if split > 1 else 64, global_steps=chain,
+                queued_loads=_queued(chain, unroll),
                 shared_steps=_two_round_steps(split) if split > 1 else 0, barriers=2 if split > 1 else 0,
                 cache_bytes=outputs * steps * _VEC, flops=outputs * steps * 4)
 
@@ -292,7 +368,7 @@ def fc_work(rows: int, out_slices: int, in_slices: int, split: int) -> Work:
     threads = items * split
     red = _log2(split) if split > 1 else 0
     chain = -(-in_slices // split)
-    return Work(threads=threads, group=split if split > 1 else 64, global_steps=chain * _loads_chain(5),
+    return Work(threads=threads, group=split if split > 1 else 64, global_steps=chain, queued_loads=_queued(chain, 5),
                 shared_steps=red, barriers=red + (split > 1), cache_bytes=threads * chain * 5 * _VEC,
                 flops=items * in_slices * 32)
 
@@ -332,17 +408,18 @@ def se_gate_work(batch: int, src_slices: int, pixels: int, hidden_slices: int, o
     stages = [(src_slices, pixels, loads)]
     stages += [(hidden_slices, src_slices, 1), (out_slices, hidden_slices, 1)] if hidden_slices else [
         (out_slices, src_slices, 1)]
-    steps = shared = barriers = 0.0
+    steps = queued = shared = barriers = 0.0
     for k, (sums, length, unroll) in enumerate(stages):
         g = se_gate_segment(sums, length, threads)
         passes = -(-sums // (threads // g))
         per_thread = -(-length // g)
         chains = passes * -(-per_thread // unroll) - (1 if k else 0)
-        steps += max(0, chains) * _loads_chain(4 if k else unroll)
+        steps += max(0, chains)
+        queued += _queued(max(0, chains), 4 if k else unroll)
         shared += passes * _two_round_steps(g)
         barriers += passes * 3
     weights = (hidden_slices * src_slices + out_slices * (hidden_slices or src_slices)) * 4
-    return Work(threads=batch * threads, group=threads, global_steps=steps, shared_steps=shared,
+    return Work(threads=batch * threads, group=threads, global_steps=steps, queued_loads=queued, shared_steps=shared,
                 barriers=int(barriers), cache_bytes=batch * (src_slices * pixels + weights) * _VEC,
                 flops=batch * (src_slices * pixels + weights * 4) * 4)
 
@@ -372,13 +449,15 @@ def launch_work(kernel: str, options: Mapping[str, Any], params: Mapping[str, An
     the model prices; None for the others.  ``bench/gpu_kernels.py`` prints it next to the measured time."""
     o = options
     if kernel == "conv2d":
-        return conv_work(params, int(o.get("block_w", 2)), int(o.get("block_s", 1)), int(o.get("split", 1)))
+        return conv_work(params, int(o.get("block_w", 2)), int(o.get("block_s", 1)), int(o.get("split", 1)),
+                         int(o.get("pack", 1)), int(o.get("unroll", 1)), bool(o.get("two_round")))
     if kernel == "conv2d_tiled":
         return tiled_conv_work(params, int(o.get("tile_p", 32)), int(o.get("tile_s", 4)), int(o.get("kc", 4)))
     if kernel == "depthwise_conv2d":  # one output vector a thread; unrolled taps (ksize) load together
         taps = int(params["KH"]) * int(params["KW"])
         items = int(params["B"]) * int(params["H"]) * int(params["W"]) * int(params["S"])
-        return Work(threads=items, group=64, global_steps=_loads_chain(taps) if o.get("ksize") else taps,
+        return Work(threads=items, group=64, global_steps=1 if o.get("ksize") else taps,
+                    queued_loads=_queued(1, taps) if o.get("ksize") else 0.0,
                     cache_bytes=items * taps * 2 * _VEC, flops=items * taps * 8)
     if kernel == "fully_connected":
         return fc_work(int(params["B"]), int(params["S"]), int(params["SRC_S"]), int(o.get("split", 1)))

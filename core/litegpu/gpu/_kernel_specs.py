@@ -18,7 +18,7 @@ from typing import Any
 from .lgk import KernelTemplateError
 
 __all__ = ["Opt", "KernelSpec", "LAYOUT_KERNELS", "UNARY_OPS", "BINARY_OPS", "ACTIVATIONS", "FUSED_ACTIVATIONS",
-           "ACT", "ACT_NO_PRELU", "QDQ", "CHANNELS", "SPLITS", "SPLIT", "boolean", "spec", "split_wg", "template_text"]
+           "ACT", "ACT_NO_PRELU", "QDQ", "CHANNELS", "SPLITS", "SPLIT", "PACK", "UNROLL", "boolean", "spec", "split_wg", "template_text"]
 
 
 @functools.cache
@@ -123,9 +123,17 @@ SPLITS = (1, 4, 8, 16, 32, 64, 128)
 SPLIT = Opt(1, SPLITS)
 
 
+#: pack > 1 (with split > 1): a work group holds ``pack`` outputs' ``split`` threads (along the group's z axis),
+#: so that groups of 4-16 threads do not each hold a whole warp (docs/gpu-compiler.md, "Cost model")
+PACK = Opt(1, (1, 2, 4, 8, 16))
+#: unroll: reduction steps of one loop iteration whose loads are all issued before the first multiply-add
+UNROLL = Opt(1, (1, 2, 4, 8))
+
+
 def split_wg(opts: Mapping[str, Any]) -> tuple[int, int, int] | None:
-    """The fixed group of a kernel with the ``split`` option: ``split`` threads share one output."""
-    return (opts["split"], 1, 1) if opts.get("split", 1) > 1 else None
+    """The fixed group of a kernel with the ``split`` option: ``split`` threads share one output (``pack``
+    outputs a group, along z, where the kernel has that option)."""
+    return (opts["split"], 1, opts.get("pack", 1)) if opts.get("split", 1) > 1 else None
 
 
 ACT = Opt("NONE", FUSED_ACTIVATIONS)

@@ -17,7 +17,7 @@ from ..._delegate import NodeView
 from ..._errors import DelegateError
 from .. import _layout as L
 from .. import _reference_ops as rf
-from .._cost import choose_conv
+from .._cost import SHARED_MEMORY_FLOOR, choose_conv, two_round_pays
 from .._geometry import conv_geometry, transpose_bias_params, transpose_conv_crop
 from .._graph import DW_PW_OP, Epilogue, GpuOp
 from .._kernel_specs import (
@@ -25,8 +25,10 @@ from .._kernel_specs import (
     ACTIVATIONS,
     CHANNELS,
     FUSED_ACTIVATIONS,
+    PACK,
     QDQ,
     SPLIT,
+    UNROLL,
     KernelSpec,
     Opt,
     boolean,
@@ -36,7 +38,7 @@ from .._kernel_specs import (
 from ._entry import WEIGHTS_BIAS, GpuOpEntry, Lowerer, opt
 from .resize import resize_scale
 
-__all__ = ["OPS", "KERNELS", "dw_pw_staged_tiling", "dw_pw_tiling"]
+__all__ = ["OPS", "KERNELS", "DW_PW_PACK_LANES", "dw_pw_pack", "dw_pw_staged_tiling", "dw_pw_tiling"]
 
 #: dw_pw_conv2d tiling (:func:`dw_pw_tiling`), from every variant timed on an H200 (bench/gpu_dw_pw.py --explore)
 _SPLIT_OUTPUTS, _SPLIT4_OUTPUTS = 20480, 8192
@@ -62,6 +64,26 @@ def dw_pw_tiling(outputs: int, src_slices: int, out_slices: int, width: int) -> 
     split = min(128, 1 << (src_slices - 1).bit_length())
     block_s, block_w = (1, 1) if outputs <= _SMALL else (2, 1) if outputs <= _MEDIUM else (2, 2)
     return split, min(block_s, out_slices), 1 if width == 1 else block_w
+
+
+#: dw_pw_conv2d's split groups are packed (``pack``) to this many threads at least (0: never packed). 0:
+#: packing lost on every split launch timed (H200, OpenCL, 2026-11-26: hand_landmark_full's 56x56 16-way
+#: split 17.8 us, packed 2 / 4 / 8 ways 21.6 / 23.6 / 33.8; selfie's 32-way splits 11.1 -> 11.8 and 12.5 ->
+#: 13.0 packed 2 ways; the one win, hand's 7x7 64-way split, 15.8 -> 14.9): members of a group are
+#: different output slices of the same pixels, each recomputing the same depthwise values
+DW_PW_PACK_LANES = 0
+
+
+def dw_pw_pack(split: int, blocks_z: int, block_w: int, block_s: int, lanes: int | None = None) -> int:
+    """``pack`` of a split dw_pw_conv2d launch with ``blocks_z`` output blocks along z (B x output-slice
+    blocks): enough blocks a group for ``lanes`` threads (default ``DW_PW_PACK_LANES``), at most 8, no more
+    than there are blocks, the shared partial sums within :data:`~litegpu.gpu._cost.SHARED_MEMORY_FLOOR`."""
+    lanes = DW_PW_PACK_LANES if lanes is None else lanes
+    pack = 1
+    while (split > 1 and split * pack * 2 <= lanes and pack * 2 <= min(8, blocks_z)
+           and split * pack * 2 * block_w * block_s * 16 <= SHARED_MEMORY_FLOOR):
+        pack *= 2
+    return pack
 
 
 #: staged dw_pw_conv2d (:func:`dw_pw_staged_tiling`): the fewest output pixels it takes and the
@@ -106,7 +128,7 @@ def dw_pw_staged_tiling(pixels: int, src_slices: int, out_slices: int) -> dict[s
 
 
 #: conv2d's defaults of the options the cost model picks (left out of a launch's options when equal)
-_CONV_DEFAULTS = {"block_w": 2, "block_s": 1, "split": 1}
+_CONV_DEFAULTS = {"block_w": 2, "block_s": 1, "split": 1, "pack": 1, "unroll": 1, "two_round": False}
 
 
 def check_conv(node: NodeView) -> str:
@@ -277,10 +299,12 @@ def lower_dw_pw(lw: Lowerer) -> list[GpuOp]:
         tiling = dw_pw_staged_tiling(b * oh * ow, params["SRC_S"], params["S"])
     else:
         split, block_s, block_w = dw_pw_tiling(b * oh * ow * params["S"], params["SRC_S"], params["S"], ow)
-        tiling = {"split": split, "block_s": block_s, "block_w": block_w}
+        tiling = {"split": split, "block_s": block_s, "block_w": block_w,
+                  "pack": dw_pw_pack(split, b * -(-params["S"] // block_s), block_w, block_s),
+                  "two_round": two_round_pays(split, lw.cost)}
     # a 3x3 / 5x5 depthwise window renders unrolled, as in lower_depthwise
     ksize = dw_w.shape[1] if dw_w.shape[1] == dw_w.shape[2] and dw_w.shape[1] in (3, 5) else 0
-    defaults = {"split": 1, "block_s": 1, "block_w": 2, "stage_p": 0, "stage_k": 16}
+    defaults = {"split": 1, "block_s": 1, "block_w": 2, "stage_p": 0, "stage_k": 16, "pack": 1, "two_round": False}
     return [lw.op("dw_pw_conv2d", {**opts, "dw_act": dw_act if dw_act != "NONE" else None, "ksize": ksize or None,
                                    **{k: v if v != defaults[k] else None for k, v in tiling.items()}}, params)]
 
@@ -354,6 +378,12 @@ _DW_PW_VARIANTS = (
        {"stage_p": 1, "stage_k": 64, "block_w": 1, "ksize": 5, "residual": "ADD", "residual_act": "PRELU"},
        {"stage_p": 2, "stage_k": 32, "block_w": 1, "ksize": 3, "dw_act": "RELU6", "act": "RELU6"},
        {"stage_p": 4, "stage_k": 64, "block_w": 1, "residual": "ADD", "residual_pool": True, "residual_act": "PRELU"}]
+    # pack (several split output blocks a group), with the residual reads and ragged last groups
+    + [{"split": 4, "pack": 8}, {"split": 8, "pack": 8, "block_s": 2, "dw_act": "RELU6", "ksize": 3},
+       {"split": 16, "pack": 4, "block_w": 1, "residual": "ADD", "residual_act": "PRELU", "act": "PRELU"},
+       {"split": 32, "pack": 2, "residual": "ADD", "residual_channels": "fewer", "residual_pool": True, "qdq": True},
+       {"split": 8, "pack": 16, "ksize": 5, "residual": "ADD", "residual_resize": True, "block_s": 2},
+       {"split": 16, "two_round": True, "block_s": 2}, {"split": 64, "pack": 2, "two_round": True, "dw_act": "RELU6"}]
     # residual_resize (fuse_resize_residual: the FPN top-down blocks of pose_landmark_full)
     + [{"residual": "ADD", "residual_resize": True, "residual_act": "RELU6", "dw_act": "RELU6", "ksize": 3},
        {"residual": "ADD", "residual_resize": True, "act": "RELU6", "split": 16, "block_s": 2, "qdq": True},
@@ -371,7 +401,8 @@ KERNELS: tuple[KernelSpec, ...] = (
          {"act": ACT, "residual": Opt("NONE", ("NONE", "ADD", "MUL")), "residual_act": ACT,
           "block_w": Opt(2, (1, 2, 4)), "block_s": Opt(1, (1, 2)), "grouped": boolean(), "split": SPLIT,
           "qdq": QDQ, "residual_channels": CHANNELS, "residual_pool": boolean(), "in_scale": boolean(),
-          "residual_resize": boolean(), "in_resize": boolean(), "store_pre": boolean(), "dst_bhwc": boolean()},
+          "residual_resize": boolean(), "in_resize": boolean(), "store_pre": boolean(), "dst_bhwc": boolean(),
+          "pack": PACK, "unroll": UNROLL, "two_round": boolean()},
          [{"act": a} for a in FUSED_ACTIVATIONS]
          + [{"in_scale": True, "block_w": 1}, {"in_scale": True, "residual": "ADD", "split": 16},
             {"in_scale": True, "act": "PRELU", "block_w": 4, "block_s": 2, "split": 8},
@@ -403,7 +434,20 @@ KERNELS: tuple[KernelSpec, ...] = (
             {"store_pre": True, "residual": "ADD", "in_resize": True, "split": 16, "block_w": 4, "block_s": 2},
             {"store_pre": True, "residual": "MUL", "act": "PRELU", "residual_act": "RELU", "qdq": True, "block_w": 1}]
          + [{"dst_bhwc": True}, {"dst_bhwc": True, "block_w": 4, "block_s": 2, "split": 4, "act": "LOGISTIC"},
-            {"dst_bhwc": True, "split": 128, "block_w": 1, "store_pre": True, "residual": "ADD"}],
+            {"dst_bhwc": True, "split": 128, "block_w": 1, "store_pre": True, "residual": "ADD"}]
+         # loads in flight (unroll) and packed split groups (pack), alone and with the epilogues and reads
+         + [{"unroll": 4}, {"unroll": 2, "block_w": 4, "block_s": 2, "act": "RELU6"}, {"unroll": 8, "block_w": 1},
+            {"unroll": 4, "grouped": True}, {"unroll": 4, "in_scale": True, "residual": "ADD"},
+            {"unroll": 2, "in_resize": True, "in_scale": True, "block_w": 4},
+            {"unroll": 4, "split": 8}, {"pack": 8, "split": 8, "block_w": 4, "block_s": 2, "act": "RELU6"},
+            {"pack": 4, "split": 16, "unroll": 2, "residual": "ADD", "residual_act": "PRELU", "act": "PRELU"},
+            {"pack": 16, "split": 4, "unroll": 4, "block_w": 1, "grouped": True, "qdq": True},
+            {"pack": 2, "split": 32, "unroll": 4, "in_scale": True, "in_resize": True},
+            {"pack": 8, "split": 4, "unroll": 8, "residual": "ADD", "residual_channels": "fewer", "residual_pool": True},
+            {"pack": 4, "split": 8, "unroll": 2, "store_pre": True, "residual": "ADD", "dst_bhwc": True},
+            {"pack": 2, "split": 16, "residual": "MUL", "residual_resize": True, "block_s": 2},
+            {"two_round": True, "split": 4}, {"two_round": True, "split": 32, "pack": 2, "block_w": 4, "block_s": 2},
+            {"two_round": True, "split": 128, "unroll": 2, "residual": "ADD", "residual_act": "PRELU"}],
          default_wg=(8, 4, 2), shared_wg=split_wg),
     spec("conv2d_tiled", "conv.lgk", "ungrouped 2-D convolution as a tiled matrix product (shared-memory staging)",
          {"act": ACT, "residual": Opt("NONE", ("NONE", "ADD", "MUL")), "residual_act": ACT,
@@ -441,7 +485,8 @@ KERNELS: tuple[KernelSpec, ...] = (
           "block_w": Opt(2, (1, 2)), "block_s": Opt(1, (1, 2, 4, 8)), "split": SPLIT, "qdq": QDQ,
           "residual_channels": CHANNELS, "residual_pool": boolean(), "residual_resize": boolean(),
           "ksize": Opt(0, (0, 3, 5)),
-          "stage_p": Opt(0, (0, 1, 2, 4, 8, 16, 32)), "stage_k": Opt(16, (8, 16, 32, 64))},
+          "stage_p": Opt(0, (0, 1, 2, 4, 8, 16, 32)), "stage_k": Opt(16, (8, 16, 32, 64)), "pack": PACK,
+          "two_round": boolean()},
          _DW_PW_VARIANTS, default_wg=(8, 4, 2), shared_wg=_dw_pw_wg),
     spec("transpose_conv2d", "conv.lgk", "transposed convolution (+ MediaPipe Convolution2DTransposeBias)",
          {"act": ACT, "qdq": QDQ, "dst_bhwc": boolean()},
