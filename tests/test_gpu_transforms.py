@@ -815,7 +815,9 @@ def test_squeeze_excite_keeps_what_it_cannot_fold():
     b.output(z, head, v)
     g, rep = check_passes(b.build(), [rnd(1, 5, 4, 12, lo=-2, hi=2)])
     ops = [n.op for n in g.nodes]
-    assert ops.count("SQUEEZE_EXCITE_GATE") == 2 and ops.count("MUL") == 2 and ops.count("MEAN") == 1, ops
+    # the classifier-style head's MEAN is no gate: it merges into its 1x1 conv (fuse_sibling_heads)
+    assert ops.count("SQUEEZE_EXCITE_GATE") == 2 and ops.count("MUL") == 2 and ops.count("MEAN") == 0, ops
+    assert ops.count("SIBLING_HEADS") == 1, ops
     assert sorted(n.attrs["act2"] or "-" for n in g.nodes if n.op == "SQUEEZE_EXCITE_GATE") == ["-", "TANH"]
     assert rep["fuse_squeeze_excite"][0] == (
         "fused 2 squeeze-excite gates into se_gate launches (1 with one layer, 1 with two layers); folded 0 gate "
@@ -1076,9 +1078,8 @@ def test_pipeline_mobilenet_like_block():
     b.output(sm)
     g, rep = check_passes(b.build(), [rnd(1, 9, 9, 8)])
     # the depthwise (with its HARD_SWISH) and the 1x1 projection (with the folded affine and the residual)
-    # are one node
-    assert g.op_counts() == {"CONV_2D": 1, "DW_PW_CONV_2D": 1, "FULLY_CONNECTED": 1, "MEAN": 1,
-                             "SOFTMAX": 1}, g.op_counts()
+    # are one node; the classifier's MEAN -> FULLY_CONNECTED another (fuse_sibling_heads)
+    assert g.op_counts() == {"CONV_2D": 1, "DW_PW_CONV_2D": 1, "SIBLING_HEADS": 1, "SOFTMAX": 1}, g.op_counts()
     assert g.nodes[1].attrs["dw_act"] == "HARD_SWISH"
     assert [e.op for e in g.nodes[1].epilogue] == ["ADD"]
     assert all(lines and isinstance(lines[0], str) for lines in rep.values())
@@ -1194,3 +1195,72 @@ def test_identity_reshape_kept_where_a_binary_op_broadcasts_by_ir_shape():
     b.output(y)
     g, rep = check_passes(b.build(), [rnd(n, c)])
     assert rep["remove_identities"][0].startswith("removed 1 identity nodes: 1 RESHAPE"), rep["remove_identities"]
+
+
+# ----------------------------------------------------------------------------------------------------------
+# fuse_sibling_heads
+# ----------------------------------------------------------------------------------------------------------
+
+
+def _heads_model():
+    """hand_landmark's head (MEAN -> four FCs, two with LOGISTIC), two 1x1 convs over one map (one with a
+    residual ADD: not a head), two full-window 2x2 convs (pose_landmark's heads) and a 1x1 conv read by a
+    RELU6 it takes as its activation."""
+    b = model_builder()
+    x = b.input("x", (1, 5, 5, 20))
+    m = b.tensor("m", (1, 20))
+    b.op("MEAN", [x, b.const("ax", np.array([1, 2], np.int32))], [m])
+    outs = []
+    for j, (o, logistic) in enumerate(((1, True), (1, True), (63, False), (63, False))):
+        f = b.tensor(f"f{j}", (1, o))
+        b.op("FULLY_CONNECTED", [m, b.const(f"fw{j}", rnd(o, 20)), b.const(f"fb{j}", rnd(o))], [f])
+        if logistic:
+            lg = b.tensor(f"l{j}", (1, o))
+            b.op("LOGISTIC", [f], [lg])
+            f = lg
+        outs.append(f)
+    y = b.input("y", (1, 4, 3, 10))
+    p1, s = _pw(b, y, (1, 4, 3, 10), 6, act=1, name="p1")
+    p2, _ = _pw(b, y, (1, 4, 3, 10), 6, name="p2")
+    r = b.tensor("r", s)
+    b.op("ADD", [p2, p1], [r])
+    p3, _ = _pw(b, y, (1, 4, 3, 10), 7, name="p3")
+    r6 = b.tensor("r6", (1, 4, 3, 7))
+    b.op("RELU6", [p3], [r6])
+    z = b.input("z", (1, 2, 2, 9))
+    for j, o in enumerate((5, 2)):
+        c = b.tensor(f"c{j}", (1, 1, 1, o))
+        b.op("CONV_2D", [z, b.const(f"cw{j}", rnd(o, 2, 2, 9)), b.const(f"cb{j}", rnd(o))], [c], padding=1,
+             stride_w=1, stride_h=1)
+        outs.append(c)
+    b.output(*outs, r, r6)
+    return b.build(), [rnd(1, 5, 5, 20), rnd(1, 4, 3, 10), rnd(1, 2, 2, 9)]
+
+
+def test_fuse_sibling_heads():
+    """Heads reading one tensor become one SIBLING_HEADS node each group (the MEAN before hand's FCs merged in);
+    a conv whose epilogue reads a tensor (the residual ADD) stays; meaning checked against LiteRT."""
+    model, inputs = _heads_model()
+    g, rep = check_passes(model, inputs)
+    heads = [n for n in g.nodes if n.op == "SIBLING_HEADS"]
+    assert "MEAN" not in g.op_counts() and "FULLY_CONNECTED" not in g.op_counts(), g.op_counts()
+    assert sorted((n.attrs["pixels"], n.attrs["taps"], n.attrs.get("mean", False), n.attrs["acts"]) for n in heads) == [
+        (1, 4, False, ("NONE", "NONE")), (1, 25, True, ("LOGISTIC", "LOGISTIC", "NONE", "NONE")),
+        (12, 1, False, ("RELU", "RELU6"))]
+    assert g.op_counts()["CONV_2D"] == 1  # p2 with its residual ADD
+    assert rep["fuse_sibling_heads"][0] == "merged 8 heads into 3 launches (6 launches fewer)"
+
+
+def test_sibling_heads_switches(monkeypatch):
+    """SIBLING_HEADS = False keeps every head (and the MEAN) a node of its own; MEAN_INTO_HEADS = False keeps
+    the MEAN and merges the heads after it."""
+    mod = importlib.import_module("litegpu.gpu._passes.sibling_heads")
+    model, inputs = _heads_model()
+    monkeypatch.setattr(mod, "MEAN_INTO_HEADS", False)
+    g, rep = check_passes(model, inputs)
+    assert g.op_counts()["MEAN"] == 1 and g.op_counts()["SIBLING_HEADS"] == 3
+    assert rep["fuse_sibling_heads"][0] == "merged 8 heads into 3 launches (5 launches fewer)"
+    monkeypatch.setattr(mod, "SIBLING_HEADS", False)
+    g, rep = check_passes(model, inputs)
+    assert "SIBLING_HEADS" not in g.op_counts() and g.op_counts()["FULLY_CONNECTED"] == 4
+    assert rep["fuse_sibling_heads"] == ["off (SIBLING_HEADS = False)"]

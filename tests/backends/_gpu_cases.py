@@ -950,6 +950,28 @@ def _p_split():
     return g.done(y, f, fc, p)
 
 
+@pattern("sibling heads in one launch each: two 1x1 convs (RELU, none) over one map, three full-window convs "
+         "(LOGISTIC, none, RELU6) at batch 2, MEAN -> three FCs (hand_landmark's head, one without bias) and MEAN -> "
+         "one FC + TANH")
+def _p_sibling_heads():
+    g = _G()
+    x = g.input(1, 6, 5, 12)
+    a, _ = g.conv(x, (1, 6, 5, 12), 5, k=1, act=1)
+    b, _ = g.conv(x, (1, 6, 5, 12), 9, k=1)
+    v = g.input(2, 3, 3, 7, lo=-2, hi=2)
+    full = [g.op("CONV_2D", [v, g.const(rnd(o, 3, 3, 7)), g.const(rnd(o))], (2, 1, 1, o), padding=1, stride_h=1,
+                 stride_w=1, fused_activation_function=act) for o, act in ((6, 0), (3, 0), (13, 3))]
+    full[0] = g.op("LOGISTIC", [full[0]], (2, 1, 1, 6))
+    m = g.op("MEAN", [g.input(1, 7, 7, 18), g.const(np.array([1, 2], np.int32))], (1, 18))
+    fcs = [g.op("FULLY_CONNECTED", [m, g.const(rnd(o, 18)), g.const(rnd(o)) if o > 1 else -1], (1, o),
+                fused_activation_function=act) for o, act in ((1, 0), (63, 0), (5, 1))]
+    m2 = g.op("MEAN", [g.input(2, 3, 4, 9), g.const(np.array([1, 2], np.int32))], (2, 1, 1, 9), keep_dims=True)
+    t = g.op("FULLY_CONNECTED", [g.op("RESHAPE", [m2, g.const(np.array([2, 9], np.int32))], (2, 9)),
+                                 g.const(rnd(5, 9)), g.const(rnd(5))], (2, 5))
+    t = g.op("TANH", [t], (2, 5))
+    return g.done(a, b, *full, *fcs, t)
+
+
 @pattern("conv+residual mul with an earlier conv, then hard_swish")
 def _p_residual_mul():
     g = _G()

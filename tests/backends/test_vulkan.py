@@ -390,6 +390,7 @@ CASES = {
     "reshape_concat": lambda: _pattern("reshape into the concat read"),
     "binary_residual": lambda: _pattern("two elementwise ops in one binary launch"),
     "squeeze_excite": lambda: _pattern("squeeze-and-excitation blocks"),
+    "sibling_heads": lambda: _pattern("sibling heads in one launch each"),
 }
 
 

@@ -184,6 +184,7 @@ CASES = {
     "reshape_concat": lambda r: _pattern_shapes("reshape into the concat read"),
     "binary_residual": lambda r: _pattern_shapes("two elementwise ops in one binary launch"),
     "squeeze_excite": lambda r: _pattern_shapes("squeeze-and-excitation blocks"),
+    "sibling_heads": lambda r: _pattern_shapes("sibling heads in one launch each"),
 }
 
 #: case -> worst relative error, printed at the end with ``-s`` (the numbers in the report)

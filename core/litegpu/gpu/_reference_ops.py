@@ -515,6 +515,27 @@ def fully_connected(c: RefContext) -> list[np.ndarray]:
     return [y.reshape(c.out_shape())]
 
 
+def sibling_heads(c: RefContext) -> list[np.ndarray]:
+    """SIBLING_HEADS (``_passes/sibling_heads``): inputs [x, w0, b0, w1, b1, ...]; head d is a product of
+    ``attrs["pixels"]`` rows of x (the spatial mean of x first with ``mean``, as the MEAN stored it) with its
+    weights flattened to [O, taps * C], its bias, then ``attrs["acts"][d]``."""
+    x = c.get(0)
+    if c.n.attrs.get("mean"):
+        x = x.astype(np.float64).mean(axis=(1, 2), keepdims=True).astype(np.float32)
+    rows = x.reshape(x.shape[0] * int(c.n.attrs["pixels"]), -1)
+    outs = []
+    for d, act in enumerate(c.n.attrs["acts"]):
+        w = c.const(1 + 2 * d)
+        y = rows @ w.reshape(w.shape[0], -1).T
+        bias = c.get(2 + 2 * d)
+        if bias is not None:
+            y = y + bias.reshape(-1)
+        if act != "NONE":
+            y = c.ops[act].ref(y, {})
+        outs.append(y.astype(np.float32).reshape(c.out_shape(d)))
+    return outs
+
+
 def batch_matmul(c: RefContext) -> list[np.ndarray]:
     x, y, a = c.get(0), c.get(1), c.n.attrs
     if a.get("adj_x"):

@@ -1,4 +1,5 @@
-"""Matrix products: FULLY_CONNECTED and BATCH_MATMUL (kernels in ``shaders/matmul.lgk``)."""
+"""Matrix products: FULLY_CONNECTED, BATCH_MATMUL and the sibling heads node the passes make
+(``SIBLING_HEADS``, ``_passes/sibling_heads``); kernels in ``shaders/matmul.lgk``."""
 
 from __future__ import annotations
 
@@ -9,8 +10,20 @@ from ..._errors import DelegateError
 from .. import _layout as L
 from .. import _reference_ops as rf
 from .._cost import choose_fc
-from .._graph import GpuOp
-from .._kernel_specs import ACT, FUSED_ACTIVATIONS, QDQ, SPLIT, SPLITS, KernelSpec, boolean, spec, split_wg
+from .._graph import HEADS_OP, GpuOp
+from .._kernel_specs import (
+    ACT,
+    ACTIVATIONS,
+    FUSED_ACTIVATIONS,
+    QDQ,
+    SPLIT,
+    SPLITS,
+    KernelSpec,
+    Opt,
+    boolean,
+    spec,
+    split_wg,
+)
 from ._entry import WEIGHTS_BIAS, GpuOpEntry, Lowerer, opt
 
 __all__ = ["OPS", "KERNELS"]
@@ -52,6 +65,39 @@ def lower_fc(lw: Lowerer) -> list[GpuOp]:
                   {"B": rows, "SRC_S": L.slices(i), "C": o, "S": L.slices(o)})]
 
 
+def lower_heads(lw: Lowerer) -> list[GpuOp]:
+    """The ``heads`` launch of a SIBLING_HEADS node: inputs [x, w0, b0, w1, b1, ...] (bias -1 where absent),
+    attrs ``acts`` (one activation a head), ``pixels`` (P), ``taps`` (T) and ``mean``."""
+    n = lw.n
+    a = n.attrs
+    x = n.inputs[0]
+    b, h, wd, c = lw.shape(x)
+    pixels, taps, mean = int(a["pixels"]), int(a["taps"]), bool(a.get("mean"))
+    if pixels * taps != h * wd:
+        raise DelegateError(f"{n.describe()}: {pixels} pixels x {taps} taps do not cover the {h}x{wd} input")
+    wtaps = 1 if mean else taps
+    lw.bind("src", x)
+    packed, biases = [], []
+    params: dict[str, int | float] = {}
+    end = 0
+    for d in range(len(n.outputs)):
+        w = lw.data(n.inputs[1 + 2 * d])
+        o = int(w.shape[0])
+        packed.append(L.conv_weights(w.reshape(o, 1, wtaps, c)))
+        bi = n.inputs[2 + 2 * d]
+        biases.append(L.channel_vector(lw.data(bi).reshape(-1) if bi >= 0 else None, o))
+        end += L.slices(o)
+        params[f"E{d}"], params[f"C{d}"] = end, o
+    lw.const("weights", np.concatenate(packed))
+    lw.const("bias", np.concatenate(biases))
+    for d, y in enumerate(n.outputs):
+        lw.bind(f"dst{d}", y)
+    split, _ = choose_fc(b * pixels, end, L.slices(c) * taps, lw.cost)
+    return [lw.op("heads", {"n": len(n.outputs), "acts": tuple(a["acts"]), "mean": mean or None,
+                            "split": split if split > 1 else None},
+                  {"B": b, "SRC_S": L.slices(c), "T": taps, "P": pixels, "S": end, "INV_T": 1.0 / taps, **params})]
+
+
 def lower_bmm(lw: Lowerer) -> list[GpuOp]:
     n = lw.n
     a, b_, y = n.inputs[0], n.inputs[1], n.outputs[0]
@@ -76,6 +122,13 @@ KERNELS: tuple[KernelSpec, ...] = (
          + [{"split": n, "act": a} for n, a in zip(SPLITS[1:], ("NONE", "RELU", "PRELU", "TANH", "RELU6", "NONE"), strict=True)]
          + [{"qdq": True}, {"split": 32, "qdq": True}],
          default_wg=(32, 2, 1), shared_wg=split_wg),
+    spec("heads", "matmul.lgk", "y_d = act_d(sum x w_d + bias_d) for n heads reading one input (optionally its mean)",
+         {"n": Opt(2, tuple(range(1, 9))), "acts": Opt(("NONE", "NONE"), ACTIVATIONS, many=True),
+          "mean": boolean(), "split": SPLIT},
+         [{"n": 2, "acts": ("NONE", "LOGISTIC")}, {"n": 3, "acts": ("RELU", "NONE", "RELU6"), "split": 32},
+          {"n": 4, "acts": ("LOGISTIC", "LOGISTIC", "NONE", "NONE"), "mean": True, "split": 128},
+          {"n": 1, "acts": ("TANH",), "mean": True}],
+         default_wg=(32, 2, 1), shared_wg=split_wg),
     spec("batch_matmul", "matmul.lgk", "batched matmul with broadcasting and adj_x/adj_y",
          {"adj_x": boolean(), "adj_y": boolean()},
          [{"adj_x": x, "adj_y": y} for x in (False, True) for y in (False, True)]),
@@ -85,4 +138,5 @@ OPS: dict[str, GpuOpEntry] = {
     "FULLY_CONNECTED": GpuOpEntry("fully_connected", lower_fc, check_fc, WEIGHTS_BIAS,
                                   ref=rf.fully_connected),
     "BATCH_MATMUL": GpuOpEntry("batch_matmul", lower_bmm, check_bmm, ref=rf.batch_matmul),
+    HEADS_OP: GpuOpEntry("heads", lower_heads, claimed=False, ref=rf.sibling_heads),
 }
