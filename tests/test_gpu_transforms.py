@@ -1245,10 +1245,11 @@ def test_fuse_sibling_heads():
     heads = [n for n in g.nodes if n.op == "SIBLING_HEADS"]
     assert "MEAN" not in g.op_counts() and "FULLY_CONNECTED" not in g.op_counts(), g.op_counts()
     assert sorted((n.attrs["pixels"], n.attrs["taps"], n.attrs.get("mean", False), n.attrs["acts"]) for n in heads) == [
-        (1, 4, False, ("NONE", "NONE")), (1, 25, True, ("LOGISTIC", "LOGISTIC", "NONE", "NONE")),
-        (12, 1, False, ("RELU", "RELU6"))]
+        ((1,), (4,), False, ("NONE", "NONE")), ((1,), (25,), True, ("LOGISTIC", "LOGISTIC", "NONE", "NONE")),
+        ((12,), (1,), False, ("RELU", "RELU6"))]
     assert g.op_counts()["CONV_2D"] == 1  # p2 with its residual ADD
     assert rep["fuse_sibling_heads"][0] == "merged 8 heads into 3 launches (6 launches fewer)"
+    assert rep["fuse_sibling_heads"][-1] == "merged 0 detection heads with their concats (0 launches fewer)"
 
 
 def test_sibling_heads_switches(monkeypatch):

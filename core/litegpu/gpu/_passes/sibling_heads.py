@@ -1,22 +1,28 @@
 """Merge sibling heads -- fully connected layers and 1x1 / full-window convolutions reading one input --
-into one launch (``SIBLING_HEADS``, kernel ``heads``), taking a spatial MEAN before them along."""
+into one launch (``SIBLING_HEADS``, kernel ``heads``), taking a spatial MEAN before them along, and the
+detection heads of several feature maps with the RESHAPE -> CONCATENATION of their outputs."""
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 
 from .._capabilities import ACTIVATIONS
 from .._geometry import conv_geometry
 from .._graph import HEADS_OP, GpuGraph, GpuNode, Report
-from ._util import position
+from ..ops.matmul import MAX_HEAD_SOURCES, MAX_HEADS
+from ._util import only_consumer, position
 
-__all__ = ["fuse_sibling_heads", "SIBLING_HEADS", "MEAN_INTO_HEADS"]
+__all__ = ["fuse_sibling_heads", "SIBLING_HEADS", "MEAN_INTO_HEADS", "HEADS_INTO_CONCAT"]
 
 #: A/B switch (``--set litegpu.gpu._passes.sibling_heads.SIBLING_HEADS=False``): False keeps one launch a head.
 SIBLING_HEADS = True
 
 #: A/B switch: False keeps a MEAN feeding the heads as a launch of its own (``reduce``).
 MEAN_INTO_HEADS = True
+
+#: A/B switch: False keeps the detectors' CONCATENATION launches (and one heads launch a feature map).
+HEADS_INTO_CONCAT = True
 
 
 def _head_shape(g: GpuGraph, n: GpuNode) -> tuple[int, int] | None:
@@ -85,6 +91,7 @@ def fuse_sibling_heads(g: GpuGraph) -> Report:
     consumers = g.consumers()
     order = position(g)
     groups: dict[tuple[int, int, int], list[GpuNode]] = defaultdict(list)
+    # (the kernel takes MAX_HEADS heads a launch: a larger group is split below)
     for n in g.nodes:
         shape = _head_shape(g, n)
         if shape is not None:
@@ -96,6 +103,7 @@ def fuse_sibling_heads(g: GpuGraph) -> Report:
         if len(heads) < 2 and mean is None:
             continue
         heads.sort(key=lambda n: order[n.id])
+        heads = heads[:MAX_HEADS]
         src = t
         if mean is not None:
             src = mean.inputs[0]
@@ -107,8 +115,8 @@ def fuse_sibling_heads(g: GpuGraph) -> Report:
         acts = tuple(n.epilogue[0].op if n.epilogue else "NONE" for n in heads)
         origin = tuple(sorted({o for n in heads for o in n.origin} | set(mean.origin if mean else ())))
         node = g.new_node(HEADS_OP, inputs, [n.outputs[0] for n in heads],
-                          {"acts": acts, "pixels": pixels, "taps": taps, **({"mean": True} if mean else {})},
-                          origin=origin)
+                          {"acts": acts, "srcs": (0,) * len(heads), "pixels": (pixels,), "taps": (taps,),
+                           **({"mean": True} if mean else {})}, origin=origin)
         g.nodes[g.node_index(heads[0])] = node
         for n in heads[1:]:
             g.remove_node(n)
@@ -119,4 +127,101 @@ def fuse_sibling_heads(g: GpuGraph) -> Report:
         lines.append(f"merged {', '.join(n.describe() for n in heads)}"
                      + (f" and {mean.describe()}" if mean else "") + f" into {node.describe()} "
                      f"({pixels} pixels x {taps} taps)")
-    return [f"merged {merged} heads into {len(lines)} launches ({launches} launches fewer)", *lines]
+    report = [f"merged {merged} heads into {len(lines)} launches ({launches} launches fewer)", *lines]
+    if HEADS_INTO_CONCAT:
+        report += _into_concat(g)
+    return report
+
+
+def _concat_rows(g: GpuGraph, cat: GpuNode, consumers) -> list[int] | None:
+    """Each input's element offset in a batch item of the CONCATENATION's output, when that output is a
+    host output (float32, read by nothing else) whose dense rows are its inputs' dense rows one after
+    another: the concat runs along H, or along W of a one-row map."""
+    if cat.op != "CONCATENATION" or not cat.bhwc or cat.epilogue or len(cat.outputs) != 1:
+        return None
+    y = g.tensors[cat.outputs[0]]
+    axis = int(cat.attrs.get("axis", 3))
+    if not (axis == 1 or (axis == 2 and y.shape[1] == 1)) or y.dtype != "float32" or y.qview is not None:
+        return None
+    if not (y.is_output and y.host_output) or consumers.get(cat.outputs[0]) or cat.outputs[0] in g.state_outputs:
+        return None
+    offsets, at = [], 0
+    for t in cat.inputs:
+        x = g.tensors[t]
+        if x.shape[0] != y.shape[0] or only_consumer(g, t, consumers) is not cat:
+            return None
+        offsets.append(at)
+        at += math.prod(x.shape[1:])
+    return offsets if at == math.prod(y.shape[1:]) else None
+
+
+def _into_concat(g: GpuGraph) -> Report:
+    """Merge the heads nodes whose every output is read only by host-output CONCATENATIONs of dense rows
+    (after ``fuse_reshape_concat``: the detectors' per-level classifier and regressor maps, RESHAPEd to
+    (1, anchors, k) and concatenated over the levels) with those concats into one node writing the
+    concats' outputs in place (attr ``rows``: a head's output and element offset; the template's
+    ``rows`` option); its outputs are written as dense float32 BHWC, the host's layout."""
+    consumers, producers = g.consumers(), g.producers()
+    order = position(g)
+    done: set[int] = set()
+    lines: Report = []
+    saved = 0
+    for start in list(g.nodes):
+        if start.id in done or _concat_rows(g, start, consumers) is None:
+            continue
+        cats: list[GpuNode] = []
+        heads: list[GpuNode] = []
+        todo, ok = [start], True
+        while todo and ok:
+            cat = todo.pop()
+            if cat in cats:
+                continue
+            if _concat_rows(g, cat, consumers) is None:
+                ok = False
+                break
+            cats.append(cat)
+            for t in cat.inputs:
+                h = producers.get(t)
+                if h is None or h.op != HEADS_OP or h.attrs.get("mean") or "rows" in h.attrs:
+                    ok = False
+                    break
+                if h not in heads:
+                    heads.append(h)
+                    for y in h.outputs:
+                        readers = consumers.get(y, [])
+                        if len(readers) != 1 or readers[0].op != "CONCATENATION":
+                            ok = False
+                        elif readers[0] not in cats:
+                            todo.append(readers[0])
+        done.update(c.id for c in cats)
+        sources = list(dict.fromkeys(h.inputs[0] for h in heads))
+        n_heads = sum(len(h.outputs) for h in heads)
+        if not ok or n_heads > MAX_HEADS or len(sources) > MAX_HEAD_SOURCES or len(cats) > MAX_HEADS:
+            continue
+        heads.sort(key=lambda n: order[n.id])
+        cats.sort(key=lambda n: order[n.id])
+        where = {t: (k, off) for k, cat in enumerate(cats)
+                 for t, off in zip(cat.inputs, _concat_rows(g, cat, consumers), strict=True)}
+        inputs, srcs, acts, rows, pixels, taps = list(sources), [], [], [], [0] * len(sources), [0] * len(sources)
+        weights: list[int] = []
+        for h in heads:
+            j = sources.index(h.inputs[0])
+            pixels[j], taps[j] = h.attrs["pixels"][0], h.attrs["taps"][0]
+            for d, y in enumerate(h.outputs):
+                srcs.append(j)
+                acts.append(h.attrs["acts"][d])
+                rows.append(where[y])
+                weights += h.inputs[1 + 2 * d: 3 + 2 * d]
+        origin = tuple(sorted({o for n in heads + cats for o in n.origin}))
+        node = g.new_node(HEADS_OP, inputs + weights, [c.outputs[0] for c in cats],
+                          {"acts": tuple(acts), "srcs": tuple(srcs), "pixels": tuple(pixels), "taps": tuple(taps),
+                           "rows": tuple(rows)}, origin=origin)
+        g.nodes[g.node_index(heads[-1])] = node
+        for n in heads[:-1] + cats:
+            g.remove_node(n)
+        consumers, producers = g.consumers(), g.producers()
+        order = position(g)
+        saved += len(heads) + len(cats) - 1
+        lines.append(f"merged {', '.join(n.describe() for n in heads + cats)} into {node.describe()} "
+                     f"({n_heads} heads over {len(sources)} maps writing {len(cats)} concatenated outputs)")
+    return [f"merged {len(lines)} detection heads with their concats ({saved} launches fewer)", *lines]

@@ -26,7 +26,10 @@ from .._kernel_specs import (
 )
 from ._entry import WEIGHTS_BIAS, GpuOpEntry, Lowerer, opt
 
-__all__ = ["OPS", "KERNELS"]
+__all__ = ["OPS", "KERNELS", "MAX_HEADS", "MAX_HEAD_SOURCES"]
+
+#: the most heads / distinct inputs one ``heads`` launch takes (``_passes/sibling_heads`` keeps to them)
+MAX_HEADS, MAX_HEAD_SOURCES = 8, 4
 
 
 def check_fc(node: NodeView) -> str:
@@ -66,36 +69,58 @@ def lower_fc(lw: Lowerer) -> list[GpuOp]:
 
 
 def lower_heads(lw: Lowerer) -> list[GpuOp]:
-    """The ``heads`` launch of a SIBLING_HEADS node: inputs [x, w0, b0, w1, b1, ...] (bias -1 where absent),
-    attrs ``acts`` (one activation a head), ``pixels`` (P), ``taps`` (T) and ``mean``."""
+    """The ``heads`` launch of a SIBLING_HEADS node (``_passes/sibling_heads``): inputs [x_0 .. x_m-1, w_0, b_0,
+    w_1, b_1, ...] (bias -1 where absent); attrs ``acts`` and ``srcs`` (a head's activation and source),
+    ``pixels`` and ``taps`` (a source's P and T), ``mean``, and ``rows`` (a head's (output, element offset)
+    when the heads write the dense rows of concatenated outputs)."""
     n = lw.n
     a = n.attrs
-    x = n.inputs[0]
-    b, h, wd, c = lw.shape(x)
-    pixels, taps, mean = int(a["pixels"]), int(a["taps"]), bool(a.get("mean"))
-    if pixels * taps != h * wd:
-        raise DelegateError(f"{n.describe()}: {pixels} pixels x {taps} taps do not cover the {h}x{wd} input")
-    wtaps = 1 if mean else taps
-    lw.bind("src", x)
+    srcs, acts = tuple(a["srcs"]), tuple(a["acts"])
+    m = len(a["pixels"])
+    mean = bool(a.get("mean"))
+    rows = a.get("rows")
+    params: dict[str, int | float] = {"B": lw.shape(n.inputs[0])[0]}
+    for j in range(m):
+        b, h, wd, c = lw.shape(n.inputs[j])
+        pixels, taps = int(a["pixels"][j]), int(a["taps"][j])
+        if pixels * taps != h * wd or b != params["B"]:
+            raise DelegateError(f"{n.describe()}: {pixels} pixels x {taps} taps do not cover input {j} ({b}x{h}x{wd})")
+        params.update({f"SRC_S{j}": L.slices(c), f"T{j}": taps, f"P{j}": pixels})
+        lw.bind(f"src{j}", n.inputs[j])
+    params["INV_T"] = 1.0 / params["T0"]
     packed, biases = [], []
-    params: dict[str, int | float] = {}
-    end = 0
-    for d in range(len(n.outputs)):
-        w = lw.data(n.inputs[1 + 2 * d])
+    groups = slices = wbase = 0
+    for d, j in enumerate(srcs):
+        c = lw.shape(n.inputs[j])[3]
+        wtaps = 1 if mean else params[f"T{j}"]
+        w = lw.data(n.inputs[m + 2 * d])
         o = int(w.shape[0])
-        packed.append(L.conv_weights(w.reshape(o, 1, wtaps, c)))
-        bi = n.inputs[2 + 2 * d]
+        packed.append(L.conv_weights(w.reshape(o, 1, wtaps, c)).reshape(-1, 4))
+        bi = n.inputs[m + 2 * d + 1]
         biases.append(L.channel_vector(lw.data(bi).reshape(-1) if bi >= 0 else None, o))
-        end += L.slices(o)
-        params[f"E{d}"], params[f"C{d}"] = end, o
+        params[f"WB{d}"] = wbase
+        wbase += packed[-1].shape[0]
+        slices += L.slices(o)
+        groups += L.slices(o) * params[f"P{j}"]
+        params.update({f"G{d}": groups, f"E{d}": slices, f"C{d}": o})
+        if rows is not None:
+            params[f"OFF{d}"] = int(rows[d][1])
     lw.const("weights", np.concatenate(packed))
     lw.const("bias", np.concatenate(biases))
-    for d, y in enumerate(n.outputs):
-        lw.bind(f"dst{d}", y)
-    split, _ = choose_fc(b * pixels, end, L.slices(c) * taps, lw.cost)
-    return [lw.op("heads", {"n": len(n.outputs), "acts": tuple(a["acts"]), "mean": mean or None,
-                            "split": split if split > 1 else None},
-                  {"B": b, "SRC_S": L.slices(c), "T": taps, "P": pixels, "S": end, "INV_T": 1.0 / taps, **params})]
+    if rows is None:
+        for d, y in enumerate(n.outputs):
+            lw.bind(f"dst{d}", y)
+    else:
+        for k, y in enumerate(n.outputs):
+            lw.bind(f"dst{k}", y)
+            params[f"TOT{k}"] = int(np.prod(lw.shape(y)[1:]))
+    deepest = max(params[f"SRC_S{j}"] * params[f"T{j}"] for j in range(m))
+    split, _ = choose_fc(params["B"], groups, deepest, lw.cost)
+    options = {"n": len(srcs), "m": m, "acts": acts, "srcs": srcs, "mean": mean or None,
+               "split": split if split > 1 else None}
+    if rows is not None:
+        options.update({"rows": True, "n_dst": len(n.outputs), "dsts": tuple(int(r[0]) for r in rows)})
+    return [lw.op("heads", options, params)]
 
 
 def lower_bmm(lw: Lowerer) -> list[GpuOp]:
@@ -116,6 +141,28 @@ def lower_bmm(lw: Lowerer) -> list[GpuOp]:
 # kernels (shaders/matmul.lgk) and table entries
 # ---------------------------------------------------------------------------------------------------------
 
+#: heads variants: every head count, source count, output count and split; single and multi-source, PHWC4
+#: outputs and dense rows, the mean
+_HEADS_VARIANTS = [
+    {"n": 1, "acts": ("TANH",), "srcs": (0,), "mean": True},
+    {"n": 2, "acts": ("NONE", "LOGISTIC"), "srcs": (0, 0), "split": 4},
+    {"n": 3, "m": 3, "acts": ("RELU", "NONE", "LOGISTIC"), "srcs": (2, 0, 1), "rows": True, "n_dst": 3,
+     "dsts": (0, 1, 2)},
+    {"n": 4, "m": 2, "acts": ("NONE",) * 4, "srcs": (0, 0, 1, 1), "rows": True, "n_dst": 2, "dsts": (0, 1, 0, 1),
+     "split": 8},
+    {"n": 4, "acts": ("LOGISTIC", "LOGISTIC", "NONE", "NONE"), "srcs": (0,) * 4, "mean": True, "split": 128},
+    {"n": 5, "m": 4, "acts": ("RELU6", "HARD_SWISH", "NONE", "NONE", "RELU"), "srcs": (0, 1, 2, 3, 0), "rows": True,
+     "n_dst": 5, "dsts": (0, 1, 2, 3, 4), "split": 16},
+    {"n": 6, "m": 2, "acts": ("RELU_N1_TO_1", "SIGN_BIT") + ("NONE",) * 4, "srcs": (0, 1) * 3, "rows": True,
+     "n_dst": 6, "dsts": tuple(range(6)), "split": 32},
+    {"n": 7, "acts": ("NONE",) * 7, "srcs": (0,) * 7, "split": 64},
+    {"n": 7, "m": 3, "acts": ("NONE",) * 7, "srcs": (0, 1, 2, 0, 1, 2, 0), "rows": True, "n_dst": 7,
+     "dsts": tuple(range(7))},
+    {"n": 8, "m": 4, "acts": ("NONE",) * 8, "srcs": (0, 1, 2, 3, 3, 2, 1, 0), "rows": True, "n_dst": 8,
+     "dsts": tuple(range(8)), "split": 128},
+    {"n": 8, "m": 2, "acts": ("NONE",) * 8, "srcs": (0, 1) * 4, "rows": True, "n_dst": 4, "dsts": (0, 1, 2, 3) * 2},
+]
+
 KERNELS: tuple[KernelSpec, ...] = (
     spec("fully_connected", "matmul.lgk", "y[b, o] = act(sum_k x[b, k] w[o, k] + bias[o])",
          {"act": ACT, "split": SPLIT, "qdq": QDQ}, [{"act": a} for a in FUSED_ACTIVATIONS]
@@ -123,11 +170,12 @@ KERNELS: tuple[KernelSpec, ...] = (
          + [{"qdq": True}, {"split": 32, "qdq": True}],
          default_wg=(32, 2, 1), shared_wg=split_wg),
     spec("heads", "matmul.lgk", "y_d = act_d(sum x w_d + bias_d) for n heads reading one input (optionally its mean)",
-         {"n": Opt(2, tuple(range(1, 9))), "acts": Opt(("NONE", "NONE"), ACTIVATIONS, many=True),
-          "mean": boolean(), "split": SPLIT},
-         [{"n": 2, "acts": ("NONE", "LOGISTIC")}, {"n": 3, "acts": ("RELU", "NONE", "RELU6"), "split": 32},
-          {"n": 4, "acts": ("LOGISTIC", "LOGISTIC", "NONE", "NONE"), "mean": True, "split": 128},
-          {"n": 1, "acts": ("TANH",), "mean": True}],
+         {"n": Opt(2, tuple(range(1, MAX_HEADS + 1))), "m": Opt(1, tuple(range(1, MAX_HEAD_SOURCES + 1))),
+          "acts": Opt(("NONE", "NONE"), ACTIVATIONS, many=True),
+          "srcs": Opt((0, 0), tuple(range(MAX_HEAD_SOURCES)), many=True), "mean": boolean(),
+          "rows": boolean(), "n_dst": Opt(1, tuple(range(1, MAX_HEADS + 1))),
+          "dsts": Opt((0, 0), tuple(range(MAX_HEADS)), many=True), "split": SPLIT},
+         _HEADS_VARIANTS,
          default_wg=(32, 2, 1), shared_wg=split_wg),
     spec("batch_matmul", "matmul.lgk", "batched matmul with broadcasting and adj_x/adj_y",
          {"adj_x": boolean(), "adj_y": boolean()},
