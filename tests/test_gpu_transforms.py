@@ -1265,3 +1265,26 @@ def test_sibling_heads_switches(monkeypatch):
     g, rep = check_passes(model, inputs)
     assert "SIBLING_HEADS" not in g.op_counts() and g.op_counts()["FULLY_CONNECTED"] == 4
     assert rep["fuse_sibling_heads"] == ["off (SIBLING_HEADS = False)"]
+
+
+@pytest.mark.parametrize("small", [True, False])
+def test_fuse_dw_pw_small_maps(small, monkeypatch):
+    """Over the recomputation budget on a map under the staged kernel's 512 pixels (hand_landmark's 7x7 5x5
+    blocks): one DW_PW_CONV_2D with attr ``small`` (the dw_pw_small kernel) keeping its residual epilogue; with
+    DW_PW_SMALL = False the pair keeps its two launches. Meaning checked against LiteRT."""
+    monkeypatch.setattr(importlib.import_module("litegpu.gpu._passes.fuse_dw_pw"), "DW_PW_SMALL", small)
+    b = model_builder()
+    x = b.input("x", (1, 7, 7, 512))  # 49 * 512 * 25 * 15 = 9.4M multiply-adds recomputed unstaged
+    d, s = _dw(b, x, (1, 7, 7, 512), 512, k=5, act=3)
+    y, ys = _pw(b, d, s, 128)
+    skip = b.input("skip", ys)
+    r = b.tensor("r", ys)
+    b.op("ADD", [y, skip], [r])
+    b.output(r)
+    g, rep = check_passes(b.build(), [rnd(1, 7, 7, 512), rnd(*ys)])
+    if small:
+        assert [(n.op, n.attrs.get("small"), [e.op for e in n.epilogue]) for n in g.nodes] == [
+            ("DW_PW_CONV_2D", True, ["ADD"])]
+        assert rep["fuse_dw_pw"][0] == "fused 1 depthwise -> 1x1 conv pairs: 1 5x5 small"
+    else:
+        assert [n.op for n in g.nodes] == ["DEPTHWISE_CONV_2D", "CONV_2D"]

@@ -972,6 +972,23 @@ def _p_sibling_heads():
     return g.done(a, b, *full, *fcs, t)
 
 
+@pattern("small-map depthwise -> 1x1 blocks in one dw_pw_small launch each: 7x7 5x5 dw+RELU6 512 -> 128 "
+         "+ ADD(skip) -> RELU, 10x9 5x5 dw+PRELU 320 -> 96 + RELU6")
+def _p_dw_pw_small():
+    g = _G()
+    x = g.input(1, 7, 7, 512)
+    d = g.op("DEPTHWISE_CONV_2D", [x, g.const(rnd(1, 5, 5, 512)), g.const(rnd(512))], (1, 7, 7, 512), padding=0,
+             stride_h=1, stride_w=1, depth_multiplier=1, fused_activation_function=3)
+    y, s = g.conv(d, (1, 7, 7, 512), 128, k=1)
+    y = g.op("ADD", [y, g.input(1, 7, 7, 128)], s, fused_activation_function=1)
+    v = g.input(1, 10, 9, 320)
+    e = g.op("DEPTHWISE_CONV_2D", [v, g.const(rnd(1, 5, 5, 320)), g.const(rnd(320))], (1, 10, 9, 320), padding=0,
+             stride_h=1, stride_w=1, depth_multiplier=1)
+    e = g.op("PRELU", [e, g.const(rnd(1, 1, 320))], (1, 10, 9, 320))
+    z, _ = g.conv(e, (1, 10, 9, 320), 96, k=1, act=3)
+    return g.done(y, z)
+
+
 @pattern("conv+residual mul with an earlier conv, then hard_swish")
 def _p_residual_mul():
     g = _G()

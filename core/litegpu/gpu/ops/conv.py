@@ -36,7 +36,7 @@ from .._kernel_specs import (
 from ._entry import WEIGHTS_BIAS, GpuOpEntry, Lowerer, opt
 from .resize import resize_scale
 
-__all__ = ["OPS", "KERNELS", "dw_pw_staged_tiling", "dw_pw_tiling"]
+__all__ = ["OPS", "KERNELS", "dw_pw_staged_tiling", "dw_pw_tiling", "dw_pw_small_tiling"]
 
 #: dw_pw_conv2d tiling (:func:`dw_pw_tiling`), from every variant timed on an H200 (bench/gpu_dw_pw.py --explore)
 _SPLIT_OUTPUTS, _SPLIT4_OUTPUTS = 20480, 8192
@@ -103,6 +103,27 @@ def dw_pw_staged_tiling(pixels: int, src_slices: int, out_slices: int) -> dict[s
     block_s = max(1, s // 64)
     stage_k = max(8, min(64, _pow2(src_slices), _STAGED_MID // stage_p))
     return {"stage_p": stage_p, "stage_k": stage_k, "block_s": block_s, "block_w": 1}
+
+
+#: dw_pw_small (:func:`dw_pw_small_tiling`): its group, the largest stage (tile pixels x input slices, vec4s)
+_SMALL_THREADS, _SMALL_STAGE = 256, 2048
+
+def dw_pw_small_tiling(pixels: int, src_slices: int, out_slices: int) -> dict[str, int] | None:
+    """Options of a ``dw_pw_small`` launch over ``pixels`` output pixels (B * H * W) of a depthwise with
+    ``src_slices`` slices feeding a 1x1 conv to ``out_slices``; ``None`` where its stage does not fit.
+
+    One group of 256 threads a tile of ``tile_p`` pixels (1 up to 256 pixels, 2 above: the maps this kernel is
+    for are 7x7 to 16x16, where a pixel a group already gives 49 to 256 groups); the stage holds every input
+    slice (``cap``, the power of two >= ``src_slices``, at least 16); ``ksplit`` threads share an output vector,
+    as many as leave one round of the group's threads covering the tile's output vectors (1 to 32), so a
+    thread walks ``src_slices / ksplit`` input slices."""
+    tile_p = 1 if pixels <= 256 else 2
+    cap = max(16, 1 << max(0, (src_slices - 1).bit_length()))
+    if cap * tile_p > _SMALL_STAGE:
+        return None
+    outs = 1 << max(0, (out_slices * tile_p - 1).bit_length())
+    ksplit = max(1, min(32, _SMALL_THREADS // outs))
+    return {"tile_p": tile_p, "cap": cap, "ksplit": ksplit, "threads": _SMALL_THREADS}
 
 
 #: conv2d's defaults of the options the cost model picks (left out of a launch's options when equal)
@@ -272,6 +293,11 @@ def lower_dw_pw(lw: Lowerer) -> list[GpuOp]:
               "KH": dw_w.shape[1], "KW": dw_w.shape[2], "STRIDE_H": geo["stride"][0], "STRIDE_W": geo["stride"][1],
               "PAD_T": geo["pads"][0], "PAD_L": geo["pads"][2], "DIL_H": geo["dilation"][0],
               "DIL_W": geo["dilation"][1]}
+    if n.attrs.get("small"):  # fuse_dw_pw: a small, deep map (the kernel in shaders/dw_pw_small.lgk)
+        tiling = dw_pw_small_tiling(b * oh * ow, params["SRC_S"], params["S"])
+        if tiling is None:  # (its epilogue: _capabilities.match_epilogue keeps to DW_PW_SMALL_SLOTS)
+            raise DelegateError(f"{n.describe()}: dw_pw_small cannot stage {params['SRC_S']} input slices")
+        return [lw.op("dw_pw_small", {**opts, "dw_act": dw_act if dw_act != "NONE" else None, **tiling}, params)]
     params.update(_residual_params(lw, opts, operands))
     if n.attrs.get("staged"):  # fuse_dw_pw: the unstaged kernel would recompute the depthwise too often
         tiling = dw_pw_staged_tiling(b * oh * ow, params["SRC_S"], params["S"])
@@ -443,6 +469,16 @@ KERNELS: tuple[KernelSpec, ...] = (
           "ksize": Opt(0, (0, 3, 5)),
           "stage_p": Opt(0, (0, 1, 2, 4, 8, 16, 32)), "stage_k": Opt(16, (8, 16, 32, 64))},
          _DW_PW_VARIANTS, default_wg=(8, 4, 2), shared_wg=_dw_pw_wg),
+    spec("dw_pw_small", "dw_pw_small.lgk",
+         "depthwise conv feeding a 1x1 conv on a small map: the depthwise staged once a group, the 1x1 split",
+         {"dw_act": ACT, "act": ACT, "residual": Opt("NONE", ("NONE", "ADD", "MUL")), "residual_act": ACT,
+          "tile_p": Opt(1, (1, 2, 4)), "cap": Opt(64, (16, 32, 64, 128, 256, 512)),
+          "ksplit": Opt(8, (1, 2, 4, 8, 16, 32)), "threads": Opt(256, (64, 128, 256))},
+         [{"dw_act": FUSED_ACTIVATIONS[i], "act": FUSED_ACTIVATIONS[(i + 3) % 9],
+           "residual": ("NONE", "ADD", "MUL")[i % 3], "residual_act": FUSED_ACTIVATIONS[(i + 5) % 9],
+           "tile_p": (1, 2, 4)[i % 3], "cap": (16, 32, 64, 128, 256, 512)[i % 6],
+           "ksplit": (1, 2, 4, 8, 16, 32)[i % 6], "threads": (64, 128, 256)[i // 3 % 3]} for i in range(9)],
+         shared_wg=lambda o: (o["threads"], 1, 1)),
     spec("transpose_conv2d", "conv.lgk", "transposed convolution (+ MediaPipe Convolution2DTransposeBias)",
          {"act": ACT, "qdq": QDQ, "dst_bhwc": boolean()},
          [{"act": a} for a in FUSED_ACTIVATIONS] + [{"qdq": True}, {"act": "LOGISTIC", "dst_bhwc": True},
