@@ -972,7 +972,7 @@ def _p_sibling_heads():
     return g.done(a, b, *full, *fcs, t)
 
 
-@pattern("small-map depthwise -> 1x1 blocks in one dw_pw_small launch each: 7x7 5x5 dw+RELU6 512 -> 128 "
+@pattern("small-map depthwise -> 1x1 blocks (one dw_pw_small launch each on GPUs): 7x7 5x5 dw+RELU6 512 -> 128 "
          "+ ADD(skip) -> RELU, 10x9 5x5 dw+PRELU 320 -> 96 + RELU6")
 def _p_dw_pw_small():
     g = _G()

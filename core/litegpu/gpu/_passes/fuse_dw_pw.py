@@ -34,7 +34,10 @@ DW_PW_STAGED = True
 #: Pairs over the limits on maps too small for the staged kernel (under 512 pixels: the 14x14 and 7x7 blocks
 #: of hand_landmark and pose_landmark) fuse into ``dw_pw_small`` (node attribute ``small``: the depthwise
 #: staged once a group for all its input slices, the 1x1 sums split over the group) instead of keeping two
-#: launches. A/B switch (``--set litegpu.gpu._passes.fuse_dw_pw.DW_PW_SMALL=False``).
+#: launches. A/B switch (``--set litegpu.gpu._passes.fuse_dw_pw.DW_PW_SMALL=False``). Not on CPU devices (the
+#: ``cpu`` cost profile: lavapipe, PoCL), where a 256-thread group with a barrier a round runs as a loop of
+#: coroutines: hand_landmark's nine such launches took 0.2-0.6 s each on lavapipe, against milliseconds as
+#: two launches.
 DW_PW_SMALL = True
 
 def dw_pw_block_s(out_slices: int) -> int:
@@ -126,11 +129,14 @@ def fuse_dw_pw(g: GpuGraph) -> Report:
     :func:`~litegpu.gpu.ops.conv.dw_pw_small_tiling`; ``DW_PW_SMALL``): a group stages the depthwise values
     of its pixels for every input slice once and splits each 1x1 sum over several threads, so neither the
     recomputation nor the one-thread walk over all input slices arises; its epilogue takes an activation and
-    a residual of the output's shape (:data:`~litegpu.gpu._capabilities.DW_PW_SMALL_SLOTS`).
+    a residual of the output's shape (:data:`~litegpu.gpu._capabilities.DW_PW_SMALL_SLOTS`); GPUs only (not the
+    ``cpu`` cost profile of lavapipe and PoCL, where its barriers cost far more than a launch).
     """
     counts: Counter[str] = Counter()
     lines: Report = []
     declined: Counter[str] = Counter()
+    cost = g.options.get("cost")
+    small_ok = DW_PW_SMALL and getattr(cost, "name", "generic") != "cpu"
     producers, consumers = g.producers(), g.consumers()
     for pw in list(g.nodes):
         if pw.op != "CONV_2D" or not pw.bhwc:
@@ -157,7 +163,7 @@ def fuse_dw_pw(g: GpuGraph) -> Report:
             why_staged = f"{s_mid} input slices x {kh}x{kw} taps per work item at {oh}x{ow}"
         small = False
         if why_staged and not (DW_PW_STAGED and dw_pw_staged_tiling(b * oh * ow, s_mid, s_out)):
-            small = DW_PW_SMALL and dw_pw_small_tiling(b * oh * ow, s_mid, s_out) is not None
+            small = small_ok and dw_pw_small_tiling(b * oh * ow, s_mid, s_out) is not None
             if not small:
                 declined["depthwise recomputation over budget" if extra > DW_PW_RECOMPUTE_BUDGET
                          else "large map, too much work per unsplit work item"] += 1
