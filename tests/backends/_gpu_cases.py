@@ -665,6 +665,12 @@ class _G:
         return self.op("CONV_2D", ins, (xs[0], oh, ow, cout), padding=padding, stride_h=stride, stride_w=stride,
                        fused_activation_function=act), (xs[0], oh, ow, cout)
 
+    def dw(self, x, xs, k=3, act=0):
+        """A stride-1 SAME depthwise conv (multiplier 1) with bias."""
+        c = xs[3]
+        return self.op("DEPTHWISE_CONV_2D", [x, self.const(rnd(1, k, k, c)), self.const(rnd(c))], xs, padding=0,
+                       stride_h=1, stride_w=1, depth_multiplier=1, fused_activation_function=act)
+
     def done(self, *outs):
         self.b.output(*outs)
         return self.b.build(), self.feeds
@@ -976,14 +982,10 @@ def _p_sibling_heads():
          "+ ADD(skip) -> RELU, 10x9 5x5 dw+PRELU 320 -> 96 + RELU6")
 def _p_dw_pw_small():
     g = _G()
-    x = g.input(1, 7, 7, 512)
-    d = g.op("DEPTHWISE_CONV_2D", [x, g.const(rnd(1, 5, 5, 512)), g.const(rnd(512))], (1, 7, 7, 512), padding=0,
-             stride_h=1, stride_w=1, depth_multiplier=1, fused_activation_function=3)
+    d = g.dw(g.input(1, 7, 7, 512), (1, 7, 7, 512), k=5, act=3)
     y, s = g.conv(d, (1, 7, 7, 512), 128, k=1)
     y = g.op("ADD", [y, g.input(1, 7, 7, 128)], s, fused_activation_function=1)
-    v = g.input(1, 10, 9, 320)
-    e = g.op("DEPTHWISE_CONV_2D", [v, g.const(rnd(1, 5, 5, 320)), g.const(rnd(320))], (1, 10, 9, 320), padding=0,
-             stride_h=1, stride_w=1, depth_multiplier=1)
+    e = g.dw(g.input(1, 10, 9, 320), (1, 10, 9, 320), k=5)
     e = g.op("PRELU", [e, g.const(rnd(1, 1, 320))], (1, 10, 9, 320))
     z, _ = g.conv(e, (1, 10, 9, 320), 96, k=1, act=3)
     return g.done(y, z)
