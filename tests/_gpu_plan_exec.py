@@ -272,6 +272,7 @@ class PlanExecutor:
         b = p["B"]
         weights = np.asarray(op.constants["weights"], np.float32).reshape(-1, 4)
         bias = np.asarray(op.constants["bias"], np.float32).reshape(-1)
+        alpha = np.asarray(op.constants["alpha"], np.float32).reshape(-1) if "alpha" in op.constants else None
         rows: dict[int, np.ndarray] = {}
         e0 = 0
         for d in range(n):
@@ -286,7 +287,8 @@ class PlanExecutor:
             s_d, c = p[f"E{d}"] - e0, p[f"C{d}"]
             w = weights[p[f"WB{d}"]: p[f"WB{d}"] + s_d * taps * s_in * 4].reshape(s_d, taps, s_in * 4, 4)
             w = w.transpose(0, 3, 1, 2).reshape(s_d * 4, taps * s_in * 4)[:c]
-            y = _act(x @ w.T + bias[e0 * 4: e0 * 4 + c], o["acts"][d])
+            a = alpha[e0 * 4: e0 * 4 + c] if o["acts"][d] == "PRELU" else None
+            y = _act(x @ w.T + bias[e0 * 4: e0 * 4 + c], o["acts"][d], a)
             e0 = p[f"E{d}"]
             if not o.get("rows"):
                 self.write(op, f"dst{d}", y)

@@ -80,11 +80,9 @@ def test_block_plan_all_precisions(precision, tol):
     plan = _compile(model, precision)
     # the work split the cost model picks (block, split, tile options; conv2d or its tiled variant) aside
     kernels = [without_work_split(op.describe()) for op in plan.ops]
-    # the depthwise (+ PRELU) and the 1x1 projection (+ residual ADD + RELU) are one fused launch; the
-    # classifier's MEAN -> FULLY_CONNECTED another (fuse_sibling_heads)
+    # the depthwise (+ PRELU) and the 1x1 projection (+ residual ADD + RELU) are one fused launch
     assert kernels == ["conv2d[act=RELU6]", "dw_pw_conv2d[dw_act=PRELU,residual=ADD,residual_act=RELU]",
-                       "pool2d[op=MAX]", "heads[acts=('NONE',),m=1,mean=True,n=1,srcs=(0,)]",
-                       "softmax[log=False]"], kernels
+                       "pool2d[op=MAX]", "reduce[op=MEAN]", "fully_connected", "softmax[log=False]"], kernels
     storage = "float32" if precision == "fp32" else "float16"
     # host outputs (the max pool and the softmax) are stored, and their kernels compute, in float32 in
     # every mode (the mixed_precision pass); the rest follows the mode

@@ -815,9 +815,7 @@ def test_squeeze_excite_keeps_what_it_cannot_fold():
     b.output(z, head, v)
     g, rep = check_passes(b.build(), [rnd(1, 5, 4, 12, lo=-2, hi=2)])
     ops = [n.op for n in g.nodes]
-    # the classifier-style head's MEAN is no gate: it merges into its 1x1 conv (fuse_sibling_heads)
-    assert ops.count("SQUEEZE_EXCITE_GATE") == 2 and ops.count("MUL") == 2 and ops.count("MEAN") == 0, ops
-    assert ops.count("SIBLING_HEADS") == 1, ops
+    assert ops.count("SQUEEZE_EXCITE_GATE") == 2 and ops.count("MUL") == 2 and ops.count("MEAN") == 1, ops
     assert sorted(n.attrs["act2"] or "-" for n in g.nodes if n.op == "SQUEEZE_EXCITE_GATE") == ["-", "TANH"]
     assert rep["fuse_squeeze_excite"][0] == (
         "fused 2 squeeze-excite gates into se_gate launches (1 with one layer, 1 with two layers); folded 0 gate "
@@ -889,10 +887,11 @@ def test_fuse_dw_pw_declines(case, monkeypatch):
         src = b.tensor("lr", s)
         b.op("LEAKY_RELU", [d], [src], alpha=0.2)
     elif case == "over_budget":
-        # the module (the package's attribute of that name is the pass function); the staged kernel off
+        # the module (the package's attribute of that name is the pass function); the staged and small kernels off
         mod = importlib.import_module("litegpu.gpu._passes.fuse_dw_pw")
         monkeypatch.setattr(mod, "DW_PW_RECOMPUTE_BUDGET", 1000)
         monkeypatch.setattr(mod, "DW_PW_STAGED", False)
+        monkeypatch.setattr(mod, "DW_PW_SMALL", False)
     y, _ = _pw(b, src, s, 12, **kw)
     b.output(y, *outs)
     g, rep = check_passes(b.build(), [rnd(*shape)])
@@ -1078,8 +1077,9 @@ def test_pipeline_mobilenet_like_block():
     b.output(sm)
     g, rep = check_passes(b.build(), [rnd(1, 9, 9, 8)])
     # the depthwise (with its HARD_SWISH) and the 1x1 projection (with the folded affine and the residual)
-    # are one node; the classifier's MEAN -> FULLY_CONNECTED another (fuse_sibling_heads)
-    assert g.op_counts() == {"CONV_2D": 1, "DW_PW_CONV_2D": 1, "SIBLING_HEADS": 1, "SOFTMAX": 1}, g.op_counts()
+    # are one node
+    assert g.op_counts() == {"CONV_2D": 1, "DW_PW_CONV_2D": 1, "FULLY_CONNECTED": 1, "MEAN": 1,
+                             "SOFTMAX": 1}, g.op_counts()
     assert g.nodes[1].attrs["dw_act"] == "HARD_SWISH"
     assert [e.op for e in g.nodes[1].epilogue] == ["ADD"]
     assert all(lines and isinstance(lines[0], str) for lines in rep.values())
@@ -1237,9 +1237,11 @@ def _heads_model():
     return b.build(), [rnd(1, 5, 5, 20), rnd(1, 4, 3, 10), rnd(1, 2, 2, 9)]
 
 
-def test_fuse_sibling_heads():
-    """Heads reading one tensor become one SIBLING_HEADS node each group (the MEAN before hand's FCs merged in);
-    a conv whose epilogue reads a tensor (the residual ADD) stays; meaning checked against LiteRT."""
+def test_fuse_sibling_heads(monkeypatch):
+    """Heads reading one tensor become one SIBLING_HEADS node each group (with MEAN_INTO_HEADS, off by default,
+    the MEAN before hand's FCs merged in); a conv whose epilogue reads a tensor (the residual ADD) stays;
+    meaning checked against LiteRT."""
+    monkeypatch.setattr(importlib.import_module("litegpu.gpu._passes.sibling_heads"), "MEAN_INTO_HEADS", True)
     model, inputs = _heads_model()
     g, rep = check_passes(model, inputs)
     heads = [n for n in g.nodes if n.op == "SIBLING_HEADS"]
@@ -1288,3 +1290,28 @@ def test_fuse_dw_pw_small_maps(small, monkeypatch):
         assert rep["fuse_dw_pw"][0] == "fused 1 depthwise -> 1x1 conv pairs: 1 5x5 small"
     else:
         assert [n.op for n in g.nodes] == ["DEPTHWISE_CONV_2D", "CONV_2D"]
+
+
+def test_twin_heads_on_different_inputs(monkeypatch):
+    """Two 1x1 convs + PRELU of one class and input shape on different tensors, the second's input ready at the
+    first (iris_landmark's two branches): one SIBLING_HEADS node with two sources; a third whose input the first
+    makes stays; TWIN_HEADS = False keeps them apart. Meaning checked against LiteRT."""
+    b = model_builder()
+    outs = []
+    xs = [b.input(f"x{i}", (1, 4, 4, 10)) for i in range(2)]
+    for i, x in enumerate(xs):
+        c, s = _pw(b, x, (1, 4, 4, 10), 6, name=f"c{i}")
+        p = b.tensor(f"p{i}", s)
+        b.op("PRELU", [c, b.const(f"a{i}", rnd(1, 1, 6))], [p])
+        outs.append(p)
+    late, _ = _pw(b, outs[0], (1, 4, 4, 6), 6, name="late")  # reads the first twin's result: no third twin
+    b.output(*outs, late)
+    model, inputs = b.build(), [rnd(1, 4, 4, 10), rnd(1, 4, 4, 10)]
+    g, rep = check_passes(model, inputs)
+    (node,) = [n for n in g.nodes if n.op == "SIBLING_HEADS"]
+    assert node.attrs["srcs"] == (0, 1) and node.attrs["acts"] == ("PRELU", "PRELU")
+    assert g.op_counts() == {"SIBLING_HEADS": 1, "CONV_2D": 1}, g.op_counts()
+    assert rep["fuse_sibling_heads"][1] == "merged 1 pairs of twin heads on different inputs (1 launches fewer)"
+    monkeypatch.setattr(importlib.import_module("litegpu.gpu._passes.sibling_heads"), "TWIN_HEADS", False)
+    g, _ = check_passes(model, inputs)
+    assert g.op_counts() == {"CONV_2D": 3}, g.op_counts()

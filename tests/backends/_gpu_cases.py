@@ -978,6 +978,20 @@ def _p_sibling_heads():
     return g.done(a, b, *full, *fcs, t)
 
 
+@pattern("twin heads: 1x1 convs + PRELU of equal shapes on two inputs (iris_landmark's branches) in one launch, "
+         "and full-window convs to 7 and 2 channels on two maps")
+def _p_twin_heads():
+    g = _G()
+    outs = []
+    for _ in range(2):
+        c, s = g.conv(g.input(1, 4, 4, 10), (1, 4, 4, 10), 6, k=1)
+        outs.append(g.op("PRELU", [c, g.const(rnd(1, 1, 6))], s))
+    for o in (7, 2):
+        outs.append(g.op("CONV_2D", [g.input(1, 2, 2, 9), g.const(rnd(o, 2, 2, 9)), g.const(rnd(o))], (1, 1, 1, o),
+                         padding=1, stride_h=1, stride_w=1))
+    return g.done(*outs)
+
+
 @pattern("small-map depthwise -> 1x1 blocks (one dw_pw_small launch each on GPUs): 7x7 5x5 dw+RELU6 512 -> 128 "
          "+ ADD(skip) -> RELU, 10x9 5x5 dw+PRELU 320 -> 96 + RELU6")
 def _p_dw_pw_small():

@@ -67,7 +67,8 @@ def test_h100_variants_match_litert(nvidia_choices, mediapipe_models, backend, n
 
 @pytest.mark.parametrize("backend", ["opencl", "vulkan"])
 @pytest.mark.parametrize("pattern, kernel", [("small-map depthwise -> 1x1 blocks", "dw_pw_small["),
-                                             ("sibling heads in one launch each", "heads[")])
+                                             ("sibling heads in one launch each", "heads["),
+                                             ("twin heads", "heads[")])
 def test_nvidia_only_kernels_match_litert(nvidia_choices, backend, pattern, kernel):
     """Kernels the passes choose on a GPU but not on the CPU drivers' ``cpu`` profile (dw_pw_small: its
     barriers are slow there), run here under the NVIDIA calibration against LiteRT."""

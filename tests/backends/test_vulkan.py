@@ -391,6 +391,7 @@ CASES = {
     "binary_residual": lambda: _pattern("two elementwise ops in one binary launch"),
     "squeeze_excite": lambda: _pattern("squeeze-and-excitation blocks"),
     "sibling_heads": lambda: _pattern("sibling heads in one launch each"),
+    "twin_heads": lambda: _pattern("twin heads"),
     "dw_pw_small": lambda: _pattern("small-map depthwise -> 1x1 blocks"),
 }
 

@@ -185,6 +185,7 @@ CASES = {
     "binary_residual": lambda r: _pattern_shapes("two elementwise ops in one binary launch"),
     "squeeze_excite": lambda r: _pattern_shapes("squeeze-and-excitation blocks"),
     "sibling_heads": lambda r: _pattern_shapes("sibling heads in one launch each"),
+    "twin_heads": lambda r: _pattern_shapes("twin heads"),
     "dw_pw_small": lambda r: _pattern_shapes("small-map depthwise -> 1x1 blocks"),
 }
 

@@ -516,7 +516,8 @@ def fully_connected(c: RefContext) -> list[np.ndarray]:
 
 
 def sibling_heads(c: RefContext) -> list[np.ndarray]:
-    """SIBLING_HEADS (``_passes/sibling_heads``): inputs [x_0 .. x_m-1, w_0, b_0, w_1, b_1, ...]; head d is a
+    """SIBLING_HEADS (``_passes/sibling_heads``): inputs [x_0 .. x_m-1, w_0, b_0, a_0, w_1, b_1, a_1, ...] (a: a
+    PRELU head's alpha); head d is a
     product of ``attrs["pixels"][j]`` rows of its source x_j (``attrs["srcs"][d]``; the spatial mean of x_0
     first with ``mean``, as the MEAN stored it) with its weights flattened to [O, taps * C], its bias, then
     ``attrs["acts"][d]``; with ``attrs["rows"]`` head d's values fill the dense rows of output ``rows[d][0]``
@@ -529,12 +530,14 @@ def sibling_heads(c: RefContext) -> list[np.ndarray]:
     ys = []
     for d, (j, act) in enumerate(zip(a["srcs"], a["acts"], strict=True)):
         x = xs[j]
-        w = c.const(m + 2 * d)
+        w = c.const(m + 3 * d)
         y = x.reshape(x.shape[0] * int(a["pixels"][j]), -1) @ w.reshape(w.shape[0], -1).T
-        bias = c.get(m + 2 * d + 1)
+        bias = c.get(m + 3 * d + 1)
         if bias is not None:
             y = y + bias.reshape(-1)
-        if act != "NONE":
+        if act == "PRELU":
+            y = prelu(y, c.get(m + 3 * d + 2).reshape(-1))
+        elif act != "NONE":
             y = c.ops[act].ref(y, {})
         ys.append(y.astype(np.float32).reshape(x.shape[0], -1))
     rows = a.get("rows")

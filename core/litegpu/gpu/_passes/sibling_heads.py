@@ -13,16 +13,23 @@ from .._graph import HEADS_OP, GpuGraph, GpuNode, Report
 from ..ops.matmul import MAX_HEAD_SOURCES, MAX_HEADS
 from ._util import only_consumer, position
 
-__all__ = ["fuse_sibling_heads", "SIBLING_HEADS", "MEAN_INTO_HEADS", "HEADS_INTO_CONCAT"]
+__all__ = ["fuse_sibling_heads", "SIBLING_HEADS", "MEAN_INTO_HEADS", "HEADS_INTO_CONCAT", "TWIN_HEADS"]
 
 #: A/B switch (``--set litegpu.gpu._passes.sibling_heads.SIBLING_HEADS=False``): False keeps one launch a head.
 SIBLING_HEADS = True
 
-#: A/B switch: False keeps a MEAN feeding the heads as a launch of its own (``reduce``).
-MEAN_INTO_HEADS = True
+#: A/B switch: True merges a MEAN feeding the heads into their launch (option ``mean``). Off: every output
+#: vector's group then averages the whole map again (hand_landmark: 34 slices x 49 pixels x 288 input slices),
+#: and on an H200 (Vulkan, 2026-11-26) hand_landmark's merged MEAN + 4 FC took about 4 us more than the reduce
+#: launch and the FC heads apart.
+MEAN_INTO_HEADS = False
 
 #: A/B switch: False keeps the detectors' CONCATENATION launches (and one heads launch a feature map).
 HEADS_INTO_CONCAT = True
+
+#: A/B switch: False keeps equal heads on different inputs (iris_landmark's and face_landmark's two output
+#: branches) one launch each.
+TWIN_HEADS = True
 
 
 def _head_shape(g: GpuGraph, n: GpuNode) -> tuple[int, int] | None:
@@ -32,10 +39,10 @@ def _head_shape(g: GpuGraph, n: GpuNode) -> tuple[int, int] | None:
     and bias, groups 1, at most one plain activation as epilogue."""
     if not n.bhwc or n.op not in ("FULLY_CONNECTED", "CONV_2D") or len(n.outputs) != 1:
         return None
-    if len(n.epilogue) > 1 or (n.epilogue and (n.epilogue[0].operand is not None
-                                               or n.epilogue[0].op not in ACTIVATIONS)):
-        return None
     x, y = g.tensors[n.inputs[0]], g.tensors[n.outputs[0]]
+    if len(n.epilogue) > 1 or (n.epilogue and _alpha(g, n) is None and (n.epilogue[0].operand is not None
+                                                                         or n.epilogue[0].op not in ACTIVATIONS)):
+        return None
     if not g.is_constant(n.inputs[1]) or {x.dtype, y.dtype} != {"float32"}:
         return None
     if len(n.inputs) > 2 and n.inputs[2] >= 0 and not g.is_constant(n.inputs[2]):
@@ -59,6 +66,21 @@ def _head_shape(g: GpuGraph, n: GpuNode) -> tuple[int, int] | None:
     if (kh, kw) == (h, w) and y.shape == (b, 1, 1, o):
         return 1, h * w
     return None
+
+
+def _alpha(g: GpuGraph, n: GpuNode) -> int | None:
+    """The constant per-channel alpha of a node's one-step PRELU epilogue, else None."""
+    if len(n.epilogue) != 1 or n.epilogue[0].op != "PRELU" or n.epilogue[0].operand is None:
+        return None
+    t = n.epilogue[0].operand
+    s = g.tensors[t].shape
+    return t if g.is_constant(t) and s[:3] == (1, 1, 1) and s[3] in (1, g.tensors[n.outputs[0]].shape[3]) else None
+
+
+def _head_inputs(g: GpuGraph, n: GpuNode) -> list[int]:
+    """A head's [weights, bias, PRELU alpha] (-1 where absent), as the node's inputs list them."""
+    alpha = _alpha(g, n)
+    return [n.inputs[1], n.inputs[2] if len(n.inputs) > 2 else -1, -1 if alpha is None else alpha]
 
 
 def _spatial_mean(g: GpuGraph, t: int, heads: list[GpuNode], consumers) -> GpuNode | None:
@@ -111,7 +133,7 @@ def fuse_sibling_heads(g: GpuGraph) -> Report:
             taps = h * w
         inputs = [src]
         for n in heads:
-            inputs += [n.inputs[1], n.inputs[2] if len(n.inputs) > 2 else -1]
+            inputs += _head_inputs(g, n)
         acts = tuple(n.epilogue[0].op if n.epilogue else "NONE" for n in heads)
         origin = tuple(sorted({o for n in heads for o in n.origin} | set(mean.origin if mean else ())))
         node = g.new_node(HEADS_OP, inputs, [n.outputs[0] for n in heads],
@@ -128,9 +150,50 @@ def fuse_sibling_heads(g: GpuGraph) -> Report:
                      + (f" and {mean.describe()}" if mean else "") + f" into {node.describe()} "
                      f"({pixels} pixels x {taps} taps)")
     report = [f"merged {merged} heads into {len(lines)} launches ({launches} launches fewer)", *lines]
+    if TWIN_HEADS:
+        report += _twins(g)
     if HEADS_INTO_CONCAT:
         report += _into_concat(g)
     return report
+
+
+def _twins(g: GpuGraph) -> Report:
+    """Merge each head left alone (no sibling on its input) with the next one of the same class and input
+    shape (its outputs and activation may differ) reading another tensor that is ready at the first one's
+    place: the two output branches of iris_landmark and face_landmark, equal chains of different
+    weights, have such pairs (1x1 convs with PRELU, the full-window convs at their ends).  The merged node
+    (two sources, kernel ``heads`` with ``m = 2``) takes the first head's place; the second head's output is
+    only made earlier than before."""
+    order = position(g)
+    producers = g.producers()
+    lines: Report = []
+    taken: set[int] = set()
+    alone = [n for n in g.nodes if _head_shape(g, n) is not None]
+    for i, a in enumerate(alone):
+        if a.id in taken:
+            continue
+        sig = (_head_shape(g, a), g.tensors[a.inputs[0]].shape)
+        for b in alone[i + 1:]:
+            if b.id in taken or b.inputs[0] == a.inputs[0]:
+                continue
+            if (_head_shape(g, b), g.tensors[b.inputs[0]].shape) != sig:
+                continue
+            made = producers.get(b.inputs[0])
+            if made is not None and order[made.id] >= order[a.id]:
+                break  # b reads something made after a (perhaps a's own result): no twin of a further on either
+            pixels, taps = _head_shape(g, a)
+            node = g.new_node(HEADS_OP, [a.inputs[0], b.inputs[0], *_head_inputs(g, a), *_head_inputs(g, b)],
+                              [a.outputs[0], b.outputs[0]],
+                              {"acts": tuple(n.epilogue[0].op if n.epilogue else "NONE" for n in (a, b)),
+                               "srcs": (0, 1), "pixels": (pixels, pixels), "taps": (taps, taps)},
+                              origin=tuple(sorted(set(a.origin) | set(b.origin))))
+            g.nodes[g.node_index(a)] = node
+            g.remove_node(b)
+            taken.update((a.id, b.id))
+            order, producers = position(g), g.producers()
+            lines.append(f"merged twins {a.describe()} and {b.describe()} into {node.describe()}")
+            break
+    return [f"merged {len(lines)} pairs of twin heads on different inputs ({len(lines)} launches fewer)", *lines]
 
 
 def _concat_rows(g: GpuGraph, cat: GpuNode, consumers) -> list[int] | None:
@@ -211,7 +274,7 @@ def _into_concat(g: GpuGraph) -> Report:
                 srcs.append(j)
                 acts.append(h.attrs["acts"][d])
                 rows.append(where[y])
-                weights += h.inputs[1 + 2 * d: 3 + 2 * d]
+                weights += h.inputs[1 + 3 * d: 4 + 3 * d]
         origin = tuple(sorted({o for n in heads + cats for o in n.origin}))
         node = g.new_node(HEADS_OP, inputs + weights, [c.outputs[0] for c in cats],
                           {"acts": tuple(acts), "srcs": tuple(srcs), "pixels": tuple(pixels), "taps": tuple(taps),

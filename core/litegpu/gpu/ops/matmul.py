@@ -13,7 +13,6 @@ from .._cost import choose_fc
 from .._graph import HEADS_OP, GpuOp
 from .._kernel_specs import (
     ACT,
-    ACTIVATIONS,
     FUSED_ACTIVATIONS,
     QDQ,
     SPLIT,
@@ -69,8 +68,8 @@ def lower_fc(lw: Lowerer) -> list[GpuOp]:
 
 
 def lower_heads(lw: Lowerer) -> list[GpuOp]:
-    """The ``heads`` launch of a SIBLING_HEADS node (``_passes/sibling_heads``): inputs [x_0 .. x_m-1, w_0, b_0,
-    w_1, b_1, ...] (bias -1 where absent); attrs ``acts`` and ``srcs`` (a head's activation and source),
+    """The ``heads`` launch of a SIBLING_HEADS node (``_passes/sibling_heads``): inputs [x_0 .. x_m-1, w_0, b_0, a_0,
+    w_1, b_1, a_1, ...] (bias, PRELU alpha -1 where absent); attrs ``acts`` and ``srcs`` (a head's activation and source),
     ``pixels`` and ``taps`` (a source's P and T), ``mean``, and ``rows`` (a head's (output, element offset)
     when the heads write the dense rows of concatenated outputs)."""
     n = lw.n
@@ -88,16 +87,17 @@ def lower_heads(lw: Lowerer) -> list[GpuOp]:
         params.update({f"SRC_S{j}": L.slices(c), f"T{j}": taps, f"P{j}": pixels})
         lw.bind(f"src{j}", n.inputs[j])
     params["INV_T"] = 1.0 / params["T0"]
-    packed, biases = [], []
+    packed, biases, alphas = [], [], []
     groups = slices = wbase = 0
     for d, j in enumerate(srcs):
         c = lw.shape(n.inputs[j])[3]
         wtaps = 1 if mean else params[f"T{j}"]
-        w = lw.data(n.inputs[m + 2 * d])
+        w = lw.data(n.inputs[m + 3 * d])
         o = int(w.shape[0])
         packed.append(L.conv_weights(w.reshape(o, 1, wtaps, c)).reshape(-1, 4))
-        bi = n.inputs[m + 2 * d + 1]
+        bi, ai = n.inputs[m + 3 * d + 1], n.inputs[m + 3 * d + 2]
         biases.append(L.channel_vector(lw.data(bi).reshape(-1) if bi >= 0 else None, o))
+        alphas.append(L.channel_vector(lw.data(ai).reshape(-1) if ai >= 0 else None, o))
         params[f"WB{d}"] = wbase
         wbase += packed[-1].shape[0]
         slices += L.slices(o)
@@ -107,6 +107,8 @@ def lower_heads(lw: Lowerer) -> list[GpuOp]:
             params[f"OFF{d}"] = int(rows[d][1])
     lw.const("weights", np.concatenate(packed))
     lw.const("bias", np.concatenate(biases))
+    if "PRELU" in acts:
+        lw.const("alpha", np.concatenate(alphas))
     if rows is None:
         for d, y in enumerate(n.outputs):
             lw.bind(f"dst{d}", y)
@@ -146,6 +148,7 @@ def lower_bmm(lw: Lowerer) -> list[GpuOp]:
 _HEADS_VARIANTS = [
     {"n": 1, "acts": ("TANH",), "srcs": (0,), "mean": True},
     {"n": 2, "acts": ("NONE", "LOGISTIC"), "srcs": (0, 0), "split": 4},
+    {"n": 2, "m": 2, "acts": ("PRELU", "PRELU"), "srcs": (0, 1), "split": 16},
     {"n": 3, "m": 3, "acts": ("RELU", "NONE", "LOGISTIC"), "srcs": (2, 0, 1), "rows": True, "n_dst": 3,
      "dsts": (0, 1, 2)},
     {"n": 4, "m": 2, "acts": ("NONE",) * 4, "srcs": (0, 0, 1, 1), "rows": True, "n_dst": 2, "dsts": (0, 1, 0, 1),
@@ -171,7 +174,7 @@ KERNELS: tuple[KernelSpec, ...] = (
          default_wg=(32, 2, 1), shared_wg=split_wg),
     spec("heads", "matmul.lgk", "y_d = act_d(sum x w_d + bias_d) for n heads reading one input (optionally its mean)",
          {"n": Opt(2, tuple(range(1, MAX_HEADS + 1))), "m": Opt(1, tuple(range(1, MAX_HEAD_SOURCES + 1))),
-          "acts": Opt(("NONE", "NONE"), ACTIVATIONS, many=True),
+          "acts": Opt(("NONE", "NONE"), FUSED_ACTIVATIONS, many=True),
           "srcs": Opt((0, 0), tuple(range(MAX_HEAD_SOURCES)), many=True), "mean": boolean(),
           "rows": boolean(), "n_dst": Opt(1, tuple(range(1, MAX_HEADS + 1))),
           "dsts": Opt((0, 0), tuple(range(MAX_HEADS)), many=True), "split": SPLIT},
