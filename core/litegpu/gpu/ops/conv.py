@@ -309,7 +309,9 @@ def lower_dw_pw(lw: Lowerer) -> list[GpuOp]:
             raise DelegateError(f"{n.describe()}: dw_pw_small cannot stage {params['SRC_S']} input slices")
         sc = dw_pw_small_chunk(params["S"], tiling["tile_p"])
         params.update(SC=sc, NC=-(-params["S"] // sc))
-        return [lw.op("dw_pw_small", {**opts, "dw_act": dw_act if dw_act != "NONE" else None, **tiling}, params)]
+        ksize = dw_w.shape[1] if dw_w.shape[1] == dw_w.shape[2] and dw_w.shape[1] in (3, 5) else 0
+        return [lw.op("dw_pw_small", {**opts, "dw_act": dw_act if dw_act != "NONE" else None, **tiling,
+                                      "ksize": ksize or None}, params)]
     params.update(_residual_params(lw, opts, operands))
     if n.attrs.get("staged"):  # fuse_dw_pw: the unstaged kernel would recompute the depthwise too often
         tiling = dw_pw_staged_tiling(b * oh * ow, params["SRC_S"], params["S"])
@@ -485,11 +487,12 @@ KERNELS: tuple[KernelSpec, ...] = (
          "depthwise conv feeding a 1x1 conv on a small map: the depthwise staged once a group, the 1x1 split",
          {"dw_act": ACT, "act": ACT, "residual": Opt("NONE", ("NONE", "ADD", "MUL")), "residual_act": ACT,
           "tile_p": Opt(1, (1, 2, 4)), "cap": Opt(64, (16, 32, 64, 128, 256, 512)),
-          "ksplit": Opt(8, (1, 2, 4, 8, 16, 32)), "threads": Opt(256, (64, 128, 256))},
+          "ksplit": Opt(8, (1, 2, 4, 8, 16, 32)), "threads": Opt(256, (64, 128, 256)), "ksize": Opt(0, (0, 3, 5))},
          [{"dw_act": FUSED_ACTIVATIONS[i], "act": FUSED_ACTIVATIONS[(i + 3) % 9],
            "residual": ("NONE", "ADD", "MUL")[i % 3], "residual_act": FUSED_ACTIVATIONS[(i + 5) % 9],
            "tile_p": (1, 2, 4)[i % 3], "cap": (16, 32, 64, 128, 256, 512)[i % 6],
-           "ksplit": (1, 2, 4, 8, 16, 32)[i % 6], "threads": (64, 128, 256)[i // 3 % 3]} for i in range(9)],
+           "ksplit": (1, 2, 4, 8, 16, 32)[i % 6], "threads": (64, 128, 256)[i // 3 % 3], "ksize": (0, 3, 5)[i // 3]}
+          for i in range(9)],
          shared_wg=lambda o: (o["threads"], 1, 1)),
     spec("transpose_conv2d", "conv.lgk", "transposed convolution (+ MediaPipe Convolution2DTransposeBias)",
          {"act": ACT, "qdq": QDQ, "dst_bhwc": boolean()},
