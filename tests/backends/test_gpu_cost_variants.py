@@ -9,6 +9,8 @@ the wide reductions, the unrolled depthwise taps) and the models must still matc
 
 from __future__ import annotations
 
+import importlib
+
 import litegpu
 import numpy as np
 import pytest
@@ -69,11 +71,12 @@ def test_h100_variants_match_litert(nvidia_choices, mediapipe_models, backend, n
 @pytest.mark.parametrize("pattern, kernel", [("small-map depthwise -> 1x1 blocks", "dw_pw_small["),
                                              ("sibling heads in one launch each", "heads["),
                                              ("twin heads", "heads[")])
-def test_nvidia_only_kernels_match_litert(nvidia_choices, backend, pattern, kernel):
+def test_nvidia_only_kernels_match_litert(nvidia_choices, monkeypatch, backend, pattern, kernel):
     """Kernels the passes choose on a GPU but not on the CPU drivers' ``cpu`` profile (dw_pw_small: its
     barriers are slow there), run here under the NVIDIA calibration against LiteRT."""
     from _gpu_cases import PATTERNS, oracle
 
+    monkeypatch.setattr(importlib.import_module("litegpu.gpu._passes.fuse_dw_pw"), "DW_PW_SMALL", True)
     model, feeds = next(c for c in PATTERNS if c.id.startswith(pattern)).build()
     try:
         d = load_backend_delegate(backend, {"precision": "fp32", "cache": {"enabled": False}})
