@@ -238,6 +238,9 @@ class PlanExecutor:
         bias = np.asarray(op.constants["bias"], np.float32).reshape(-1)[:cout]
         self.write(op, "dst", self._conv_epilogue(op, mid @ w.T + bias, p, cout))
 
+    # the same fused depthwise -> 1x1 (only the work split differs; its residual is of the output's shape)
+    k_dw_pw_small = k_dw_pw_conv2d
+
     def k_transpose_conv2d(self, op, p, o):
         x = self.read(op, "src")
         c = p["C"]
@@ -260,6 +263,41 @@ class PlanExecutor:
         bias = np.asarray(op.constants["bias"], np.float32).reshape(-1)[: p["C"]]
         y = (x @ w.T + bias).reshape(p["B"], 1, 1, p["C"])
         self.write(op, "dst", self._conv_epilogue(op, y, p, p["C"]))
+
+    def k_heads(self, op, p, o):
+        """Head d: rows of its source ([B, SRC_S, T, P] -- pixel q * P + p -- or, with mean, the pixel mean) times
+        its weights (conv2d's layout from vec4 WB<d>, S_d x TW x SRC_S * 4 x 4), its bias, its activation; into
+        dst<d>, or (rows) into the dense rows of dst<dsts[d]> from element OFF<d> of each batch item on."""
+        n = o["n"]
+        b = p["B"]
+        weights = np.asarray(op.constants["weights"], np.float32).reshape(-1, 4)
+        bias = np.asarray(op.constants["bias"], np.float32).reshape(-1)
+        alpha = np.asarray(op.constants["alpha"], np.float32).reshape(-1) if "alpha" in op.constants else None
+        rows: dict[int, np.ndarray] = {}
+        e0 = 0
+        for d in range(n):
+            j = o["srcs"][d]
+            x = self.read(op, f"src{j}")
+            if o.get("mean"):
+                x = x.mean(axis=(1, 2), keepdims=True)
+            taps = 1 if o.get("mean") else p[f"T{j}"]
+            pix, s_in = p[f"P{j}"], p[f"SRC_S{j}"]
+            x = np.pad(x.reshape(b, taps, pix, -1), ((0, 0), (0, 0), (0, 0), (0, s_in * 4 - x.shape[3])))
+            x = x.transpose(0, 2, 1, 3).reshape(b * pix, taps * s_in * 4)
+            s_d, c = p[f"E{d}"] - e0, p[f"C{d}"]
+            w = weights[p[f"WB{d}"]: p[f"WB{d}"] + s_d * taps * s_in * 4].reshape(s_d, taps, s_in * 4, 4)
+            w = w.transpose(0, 3, 1, 2).reshape(s_d * 4, taps * s_in * 4)[:c]
+            a = alpha[e0 * 4: e0 * 4 + c] if o["acts"][d] == "PRELU" else None
+            y = _act(x @ w.T + bias[e0 * 4: e0 * 4 + c], o["acts"][d], a)
+            e0 = p[f"E{d}"]
+            if not o.get("rows"):
+                self.write(op, f"dst{d}", y)
+                continue
+            k = o["dsts"][d]
+            full = rows.setdefault(k, np.zeros((b, p[f"TOT{k}"]), np.float32))
+            full[:, p[f"OFF{d}"]: p[f"OFF{d}"] + pix * c] = y.reshape(b, pix * c)
+        for k, full in rows.items():
+            self.write(op, f"dst{k}", full)
 
     def k_batch_matmul(self, op, p, o):
         m, k, n = p["M"], p["K"], p["N"]

@@ -91,7 +91,8 @@ def test_block_plan_all_precisions(precision, tol):
         writes_output = bool(host & set(op.outputs))
         for arr in op.constants.values():
             assert arr.dtype == ("float32" if writes_output else storage)
-        heavy = op.kernel in ("conv2d", "conv2d_tiled", "dw_pw_conv2d", "fully_connected", "reduce", "softmax")
+        heavy = op.kernel in ("conv2d", "conv2d_tiled", "dw_pw_conv2d", "fully_connected", "heads", "reduce",
+                              "softmax")
         want_acc = "float32" if precision == "fp32" or writes_output or (precision == "fp16_fp32acc" and heavy) \
             else "float16"
         assert op.accumulator == want_acc, (op.kernel, op.accumulator)

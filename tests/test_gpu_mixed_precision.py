@@ -6,13 +6,21 @@ docs/gpu-compiler.md §6 explains the rules; the MediaPipe numbers are in tests/
 
 from __future__ import annotations
 
+import importlib
+
 import numpy as np
 import pytest
 from _gpu_check import graph_of, rel_err, run_litert, without_work_split
 from _gpu_models import rnd
 from _gpu_plan_exec import run_plan
 from _gpu_tflite import model_builder
-from litegpu.gpu._passes import DEFAULT_PIPELINE, fuse_squeeze_excite, mixed_precision, run_passes
+from litegpu.gpu._passes import (
+    DEFAULT_PIPELINE,
+    fuse_sibling_heads,
+    fuse_squeeze_excite,
+    mixed_precision,
+    run_passes,
+)
 from litegpu.gpu._reference import evaluate
 from litegpu.gpu._runtime import compile_graph
 from litegpu.gpu.kernels import list_kernels, render, variants
@@ -80,8 +88,11 @@ def test_pass_keeps_host_outputs_and_their_producer_in_fp32():
     assert any("host output 'p'" in line for line in report[1:]), report
 
 
-def test_pass_follows_data_movement_back_to_the_arithmetic():
-    """A detector head: two convs, reshaped and concatenated into the output the host reads."""
+@pytest.mark.parametrize("merged", [False, True])
+def test_pass_follows_data_movement_back_to_the_arithmetic(merged, monkeypatch):
+    """A detector head: two convs, reshaped and concatenated into the output the host reads (merged: one
+    SIBLING_HEADS node writing the concat's rows, fuse_sibling_heads; else the convs and the concat)."""
+    monkeypatch.setattr(importlib.import_module("litegpu.gpu._passes.sibling_heads"), "SIBLING_HEADS", merged)
     b = model_builder()
     x = b.input("x", (1, 4, 4, 8))
     flat = []
@@ -99,7 +110,8 @@ def test_pass_follows_data_movement_back_to_the_arithmetic():
     g = graph_of(model)
     report = run_passes(g)["mixed_precision"]
     # (the RESHAPEs are read through inside the concat: _passes/reshape_concat)
-    assert sorted(n.op for n in g.nodes if n.fp32) == ["CONCATENATION", "CONV_2D", "CONV_2D"]
+    assert sorted(n.op for n in g.nodes if n.fp32) == (["SIBLING_HEADS"] if merged else
+                                                        ["CONCATENATION", "CONV_2D", "CONV_2D"])
     assert all(x.fp32 for x in g.tensors.values() if not x.is_constant and not x.is_input), report
     inputs = [rnd(1, 4, 4, 8)]
     plan = compile_graph(graph_of(model), precision="fp16")
@@ -113,7 +125,9 @@ def test_pass_keeps_broadcast_chain_in_fp32():
     # unfused (without fuse_squeeze_excite): the per-channel chain and the broadcasting MUL are float32; the
     # feature maps stay float16
     g = graph_of(model)
-    report = run_passes(g, tuple(p for p in DEFAULT_PIPELINE if p is not fuse_squeeze_excite))["mixed_precision"]
+    # (fuse_sibling_heads, after fuse_squeeze_excite in the pipeline, would take the gate's MEAN -> conv too)
+    report = run_passes(g, tuple(p for p in DEFAULT_PIPELINE if p not in (fuse_squeeze_excite, fuse_sibling_heads))
+                        )["mixed_precision"]
     for name in ("m", "h", "gate"):
         assert _by_name(g, name).fp32, name
     assert not _by_name(g, "f").fp32 and not _by_name(g, "s").fp32

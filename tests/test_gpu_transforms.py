@@ -887,10 +887,11 @@ def test_fuse_dw_pw_declines(case, monkeypatch):
         src = b.tensor("lr", s)
         b.op("LEAKY_RELU", [d], [src], alpha=0.2)
     elif case == "over_budget":
-        # the module (the package's attribute of that name is the pass function); the staged kernel off
+        # the module (the package's attribute of that name is the pass function); the staged and small kernels off
         mod = importlib.import_module("litegpu.gpu._passes.fuse_dw_pw")
         monkeypatch.setattr(mod, "DW_PW_RECOMPUTE_BUDGET", 1000)
         monkeypatch.setattr(mod, "DW_PW_STAGED", False)
+        monkeypatch.setattr(mod, "DW_PW_SMALL", False)
     y, _ = _pw(b, src, s, 12, **kw)
     b.output(y, *outs)
     g, rep = check_passes(b.build(), [rnd(*shape)])
@@ -1194,3 +1195,123 @@ def test_identity_reshape_kept_where_a_binary_op_broadcasts_by_ir_shape():
     b.output(y)
     g, rep = check_passes(b.build(), [rnd(n, c)])
     assert rep["remove_identities"][0].startswith("removed 1 identity nodes: 1 RESHAPE"), rep["remove_identities"]
+
+
+# ----------------------------------------------------------------------------------------------------------
+# fuse_sibling_heads
+# ----------------------------------------------------------------------------------------------------------
+
+
+def _heads_model():
+    """hand_landmark's head (MEAN -> four FCs, two with LOGISTIC), two 1x1 convs over one map (one with a
+    residual ADD: not a head), two full-window 2x2 convs (pose_landmark's heads) and a 1x1 conv read by a
+    RELU6 it takes as its activation."""
+    b = model_builder()
+    x = b.input("x", (1, 5, 5, 20))
+    m = b.tensor("m", (1, 20))
+    b.op("MEAN", [x, b.const("ax", np.array([1, 2], np.int32))], [m])
+    outs = []
+    for j, (o, logistic) in enumerate(((1, True), (1, True), (63, False), (63, False))):
+        f = b.tensor(f"f{j}", (1, o))
+        b.op("FULLY_CONNECTED", [m, b.const(f"fw{j}", rnd(o, 20)), b.const(f"fb{j}", rnd(o))], [f])
+        if logistic:
+            lg = b.tensor(f"l{j}", (1, o))
+            b.op("LOGISTIC", [f], [lg])
+            f = lg
+        outs.append(f)
+    y = b.input("y", (1, 4, 3, 10))
+    p1, s = _pw(b, y, (1, 4, 3, 10), 6, act=1, name="p1")
+    p2, _ = _pw(b, y, (1, 4, 3, 10), 6, name="p2")
+    r = b.tensor("r", s)
+    b.op("ADD", [p2, p1], [r])
+    p3, _ = _pw(b, y, (1, 4, 3, 10), 7, name="p3")
+    r6 = b.tensor("r6", (1, 4, 3, 7))
+    b.op("RELU6", [p3], [r6])
+    z = b.input("z", (1, 2, 2, 9))
+    for j, o in enumerate((5, 2)):
+        c = b.tensor(f"c{j}", (1, 1, 1, o))
+        b.op("CONV_2D", [z, b.const(f"cw{j}", rnd(o, 2, 2, 9)), b.const(f"cb{j}", rnd(o))], [c], padding=1,
+             stride_w=1, stride_h=1)
+        outs.append(c)
+    b.output(*outs, r, r6)
+    return b.build(), [rnd(1, 5, 5, 20), rnd(1, 4, 3, 10), rnd(1, 2, 2, 9)]
+
+
+def test_fuse_sibling_heads(monkeypatch):
+    """Heads reading one tensor become one SIBLING_HEADS node each group (with MEAN_INTO_HEADS, off by default,
+    the MEAN before hand's FCs merged in); a conv whose epilogue reads a tensor (the residual ADD) stays;
+    meaning checked against LiteRT."""
+    monkeypatch.setattr(importlib.import_module("litegpu.gpu._passes.sibling_heads"), "MEAN_INTO_HEADS", True)
+    model, inputs = _heads_model()
+    g, rep = check_passes(model, inputs)
+    heads = [n for n in g.nodes if n.op == "SIBLING_HEADS"]
+    assert "MEAN" not in g.op_counts() and "FULLY_CONNECTED" not in g.op_counts(), g.op_counts()
+    assert sorted((n.attrs["pixels"], n.attrs["taps"], n.attrs.get("mean", False), n.attrs["acts"]) for n in heads) == [
+        ((1,), (4,), False, ("NONE", "NONE")), ((1,), (25,), True, ("LOGISTIC", "LOGISTIC", "NONE", "NONE")),
+        ((12,), (1,), False, ("RELU", "RELU6"))]
+    assert g.op_counts()["CONV_2D"] == 1  # p2 with its residual ADD
+    assert rep["fuse_sibling_heads"][0] == "merged 8 heads into 3 launches (6 launches fewer)"
+    assert rep["fuse_sibling_heads"][-1] == "merged 0 detection heads with their concats (0 launches fewer)"
+
+
+def test_sibling_heads_switches(monkeypatch):
+    """SIBLING_HEADS = False keeps every head (and the MEAN) a node of its own; MEAN_INTO_HEADS = False keeps
+    the MEAN and merges the heads after it."""
+    mod = importlib.import_module("litegpu.gpu._passes.sibling_heads")
+    model, inputs = _heads_model()
+    monkeypatch.setattr(mod, "MEAN_INTO_HEADS", False)
+    g, rep = check_passes(model, inputs)
+    assert g.op_counts()["MEAN"] == 1 and g.op_counts()["SIBLING_HEADS"] == 3
+    assert rep["fuse_sibling_heads"][0] == "merged 8 heads into 3 launches (5 launches fewer)"
+    monkeypatch.setattr(mod, "SIBLING_HEADS", False)
+    g, rep = check_passes(model, inputs)
+    assert "SIBLING_HEADS" not in g.op_counts() and g.op_counts()["FULLY_CONNECTED"] == 4
+    assert rep["fuse_sibling_heads"] == ["off (SIBLING_HEADS = False)"]
+
+
+@pytest.mark.parametrize("small", [True, False])
+def test_fuse_dw_pw_small_maps(small, monkeypatch):
+    """Over the recomputation budget on a map under the staged kernel's 512 pixels (hand_landmark's 7x7 5x5
+    blocks): one DW_PW_CONV_2D with attr ``small`` (the dw_pw_small kernel) keeping its residual epilogue; with
+    DW_PW_SMALL = False the pair keeps its two launches. Meaning checked against LiteRT."""
+    monkeypatch.setattr(importlib.import_module("litegpu.gpu._passes.fuse_dw_pw"), "DW_PW_SMALL", small)
+    b = model_builder()
+    x = b.input("x", (1, 7, 7, 512))  # 49 * 512 * 25 * 15 = 9.4M multiply-adds recomputed unstaged
+    d, s = _dw(b, x, (1, 7, 7, 512), 512, k=5, act=3)
+    y, ys = _pw(b, d, s, 128)
+    skip = b.input("skip", ys)
+    r = b.tensor("r", ys)
+    b.op("ADD", [y, skip], [r])
+    b.output(r)
+    g, rep = check_passes(b.build(), [rnd(1, 7, 7, 512), rnd(*ys)])
+    if small:
+        assert [(n.op, n.attrs.get("small"), [e.op for e in n.epilogue]) for n in g.nodes] == [
+            ("DW_PW_CONV_2D", True, ["ADD"])]
+        assert rep["fuse_dw_pw"][0] == "fused 1 depthwise -> 1x1 conv pairs: 1 5x5 small"
+    else:
+        assert [n.op for n in g.nodes] == ["DEPTHWISE_CONV_2D", "CONV_2D"]
+
+
+def test_twin_heads_on_different_inputs(monkeypatch):
+    """Two 1x1 convs + PRELU of one class and input shape on different tensors, the second's input ready at the
+    first (iris_landmark's two branches): one SIBLING_HEADS node with two sources; a third whose input the first
+    makes stays; TWIN_HEADS = False keeps them apart. Meaning checked against LiteRT."""
+    b = model_builder()
+    outs = []
+    xs = [b.input(f"x{i}", (1, 4, 4, 10)) for i in range(2)]
+    for i, x in enumerate(xs):
+        c, s = _pw(b, x, (1, 4, 4, 10), 6, name=f"c{i}")
+        p = b.tensor(f"p{i}", s)
+        b.op("PRELU", [c, b.const(f"a{i}", rnd(1, 1, 6))], [p])
+        outs.append(p)
+    late, _ = _pw(b, outs[0], (1, 4, 4, 6), 6, name="late")  # reads the first twin's result: no third twin
+    b.output(*outs, late)
+    model, inputs = b.build(), [rnd(1, 4, 4, 10), rnd(1, 4, 4, 10)]
+    g, rep = check_passes(model, inputs)
+    (node,) = [n for n in g.nodes if n.op == "SIBLING_HEADS"]
+    assert node.attrs["srcs"] == (0, 1) and node.attrs["acts"] == ("PRELU", "PRELU")
+    assert g.op_counts() == {"SIBLING_HEADS": 1, "CONV_2D": 1}, g.op_counts()
+    assert rep["fuse_sibling_heads"][1] == "merged 1 pairs of twin heads on different inputs (1 launches fewer)"
+    monkeypatch.setattr(importlib.import_module("litegpu.gpu._passes.sibling_heads"), "TWIN_HEADS", False)
+    g, _ = check_passes(model, inputs)
+    assert g.op_counts() == {"CONV_2D": 3}, g.op_counts()

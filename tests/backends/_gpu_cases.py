@@ -665,6 +665,12 @@ class _G:
         return self.op("CONV_2D", ins, (xs[0], oh, ow, cout), padding=padding, stride_h=stride, stride_w=stride,
                        fused_activation_function=act), (xs[0], oh, ow, cout)
 
+    def dw(self, x, xs, k=3, act=0):
+        """A stride-1 SAME depthwise conv (multiplier 1) with bias."""
+        c = xs[3]
+        return self.op("DEPTHWISE_CONV_2D", [x, self.const(rnd(1, k, k, c)), self.const(rnd(c))], xs, padding=0,
+                       stride_h=1, stride_w=1, depth_multiplier=1, fused_activation_function=act)
+
     def done(self, *outs):
         self.b.output(*outs)
         return self.b.build(), self.feeds
@@ -948,6 +954,55 @@ def _p_split():
     p = g.op("AVERAGE_POOL_2D", [g.input(1, 8, 8, 5)], (1, 1, 1, 5), padding=1, stride_h=8, stride_w=8,
              filter_height=8, filter_width=8)
     return g.done(y, f, fc, p)
+
+
+@pattern("sibling heads in one launch each: two 1x1 convs (RELU, none) over one map, three full-window convs "
+         "(LOGISTIC, none, RELU6) at batch 2, MEAN -> three FCs (hand_landmark's head, one without bias) and MEAN -> "
+         "one FC + TANH")
+def _p_sibling_heads():
+    g = _G()
+    x = g.input(1, 6, 5, 12)
+    a, _ = g.conv(x, (1, 6, 5, 12), 5, k=1, act=1)
+    b, _ = g.conv(x, (1, 6, 5, 12), 9, k=1)
+    v = g.input(2, 3, 3, 7, lo=-2, hi=2)
+    full = [g.op("CONV_2D", [v, g.const(rnd(o, 3, 3, 7)), g.const(rnd(o))], (2, 1, 1, o), padding=1, stride_h=1,
+                 stride_w=1, fused_activation_function=act) for o, act in ((6, 0), (3, 0), (13, 3))]
+    full[0] = g.op("LOGISTIC", [full[0]], (2, 1, 1, 6))
+    m = g.op("MEAN", [g.input(1, 7, 7, 18), g.const(np.array([1, 2], np.int32))], (1, 18))
+    fcs = [g.op("FULLY_CONNECTED", [m, g.const(rnd(o, 18)), g.const(rnd(o)) if o > 1 else -1], (1, o),
+                fused_activation_function=act) for o, act in ((1, 0), (63, 0), (5, 1))]
+    m2 = g.op("MEAN", [g.input(2, 3, 4, 9), g.const(np.array([1, 2], np.int32))], (2, 1, 1, 9), keep_dims=True)
+    t = g.op("FULLY_CONNECTED", [g.op("RESHAPE", [m2, g.const(np.array([2, 9], np.int32))], (2, 9)),
+                                 g.const(rnd(5, 9)), g.const(rnd(5))], (2, 5))
+    t = g.op("TANH", [t], (2, 5))
+    return g.done(a, b, *full, *fcs, t)
+
+
+@pattern("twin heads: 1x1 convs + PRELU of equal shapes on two inputs (iris_landmark's branches) in one launch, "
+         "and full-window convs to 7 and 2 channels on two maps")
+def _p_twin_heads():
+    g = _G()
+    outs = []
+    for _ in range(2):
+        c, s = g.conv(g.input(1, 4, 4, 10), (1, 4, 4, 10), 6, k=1)
+        outs.append(g.op("PRELU", [c, g.const(rnd(1, 1, 6))], s))
+    for o in (7, 2):
+        outs.append(g.op("CONV_2D", [g.input(1, 2, 2, 9), g.const(rnd(o, 2, 2, 9)), g.const(rnd(o))], (1, 1, 1, o),
+                         padding=1, stride_h=1, stride_w=1))
+    return g.done(*outs)
+
+
+@pattern("small-map depthwise -> 1x1 blocks (one dw_pw_small launch each on GPUs): 7x7 5x5 dw+RELU6 512 -> 128 "
+         "+ ADD(skip) -> RELU, 10x9 5x5 dw+PRELU 320 -> 96 + RELU6")
+def _p_dw_pw_small():
+    g = _G()
+    d = g.dw(g.input(1, 7, 7, 512), (1, 7, 7, 512), k=5, act=3)
+    y, s = g.conv(d, (1, 7, 7, 512), 128, k=1)
+    y = g.op("ADD", [y, g.input(1, 7, 7, 128)], s, fused_activation_function=1)
+    e = g.dw(g.input(1, 10, 9, 320), (1, 10, 9, 320), k=5)
+    e = g.op("PRELU", [e, g.const(rnd(1, 1, 320))], (1, 10, 9, 320))
+    z, _ = g.conv(e, (1, 10, 9, 320), 96, k=1, act=3)
+    return g.done(y, z)
 
 
 @pattern("conv+residual mul with an earlier conv, then hard_swish")

@@ -9,6 +9,8 @@ the wide reductions, the unrolled depthwise taps) and the models must still matc
 
 from __future__ import annotations
 
+import importlib
+
 import litegpu
 import numpy as np
 import pytest
@@ -63,3 +65,32 @@ def test_h100_variants_match_litert(nvidia_choices, mediapipe_models, backend, n
     # the H100's split convolutions (block 4 x 2 and the like; conv2d_tiled where it won on the H100)
     assert any(k.startswith("conv2d") and "split=" in k for k in kernels), kernels
     assert worst <= 1e-3, (name, backend, worst)
+
+
+@pytest.mark.parametrize("backend", ["opencl", "vulkan"])
+@pytest.mark.parametrize("pattern, kernel", [("small-map depthwise -> 1x1 blocks", "dw_pw_small["),
+                                             ("sibling heads in one launch each", "heads["),
+                                             ("twin heads", "heads[")])
+def test_nvidia_only_kernels_match_litert(nvidia_choices, monkeypatch, backend, pattern, kernel):
+    """Kernels the passes choose on a GPU but not on the CPU drivers' ``cpu`` profile (dw_pw_small: its
+    barriers are slow there), run here under the NVIDIA calibration against LiteRT."""
+    from _gpu_cases import PATTERNS, oracle
+
+    monkeypatch.setattr(importlib.import_module("litegpu.gpu._passes.fuse_dw_pw"), "DW_PW_SMALL", True)
+    model, feeds = next(c for c in PATTERNS if c.id.startswith(pattern)).build()
+    try:
+        d = load_backend_delegate(backend, {"precision": "fp32", "cache": {"enabled": False}})
+    except Exception as e:  # noqa: BLE001 - a backend missing here is a skip with its reason
+        pytest.skip(f"{backend}: {e}")
+    try:
+        it = litegpu.Interpreter(model_content=model, experimental_delegates=[d])
+        it.allocate_tensors()
+        kernels = [op.describe() for s in it._main.plan.steps if s.kind == "delegate" for op in s.kernel.plan.ops]
+        assert any(k.startswith(kernel) for k in kernels), kernels
+        for det, x in zip(it.get_input_details(), feeds, strict=True):
+            it.set_tensor(det["index"], x)
+        it.invoke()
+        for o, w in zip(it.get_output_details(), oracle(model, feeds), strict=True):
+            assert rel_err(it.get_tensor(o["index"]), w) <= 1e-4
+    finally:
+        d.close()

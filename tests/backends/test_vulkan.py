@@ -390,17 +390,25 @@ CASES = {
     "reshape_concat": lambda: _pattern("reshape into the concat read"),
     "binary_residual": lambda: _pattern("two elementwise ops in one binary launch"),
     "squeeze_excite": lambda: _pattern("squeeze-and-excitation blocks"),
+    "sibling_heads": lambda: _pattern("sibling heads in one launch each"),
+    "twin_heads": lambda: _pattern("twin heads"),
+    "dw_pw_small": lambda: _pattern("small-map depthwise -> 1x1 blocks"),
 }
 
 
+@pytest.mark.parametrize("rows", [False, True])
 @pytest.mark.parametrize("fold", [True, False])
-def test_host_outputs_written_in_host_layout(backend, compiler_core, monkeypatch, fold):
+def test_host_outputs_written_in_host_layout(backend, compiler_core, monkeypatch, fold, rows):
     """A host output whose one writer is a concat / conv2d / transpose conv is stored by that launch as dense
     float32 BHWC into the staging buffer (dst_bhwc): no phwc4_to_bhwc launch; a second invoke on other data and
-    the A/B switch off (one conversion launch per output) give LiteRT's answer too."""
+    the A/B switch off (one conversion launch per output) give LiteRT's answer too.  rows: the detection head
+    pattern (two levels, a classifier and a regressor 1x1 conv each, RESHAPE -> CONCATENATION) is one ``heads``
+    launch writing both concatenated outputs as dense rows, with FOLD_OUTPUT_LAYOUT on or off (the rows are
+    that kernel's only way to write them; _passes/sibling_heads HEADS_INTO_CONCAT)."""
     from litegpu.gpu import _runtime
 
     monkeypatch.setattr(_runtime, "FOLD_OUTPUT_LAYOUT", fold)
+    monkeypatch.setattr(importlib.import_module("litegpu.gpu._passes.sibling_heads"), "HEADS_INTO_CONCAT", rows)
     model, inputs = _pattern("reshape into the concat read")
     d = litegpu.load_delegate("vulkan", {"cache": {"enabled": False}})
     try:
@@ -408,15 +416,18 @@ def test_host_outputs_written_in_host_layout(backend, compiler_core, monkeypatch
         it.allocate_tensors()
         (k,) = [s.kernel for s in it._main.plan.steps if s.kind == "delegate"]
         kernels = k.describe()["kernels"]
-        assert sum(n.startswith("phwc4_to_bhwc") for n in kernels) == (0 if fold else 2), kernels
-        assert {k.plan.tensors[t].layout for t in k.plan.outputs} == ({"BHWC"} if fold else {"PHWC4"})
+        if rows:
+            assert [n.split("[")[0] for n in kernels] == ["bhwc_to_phwc4", "bhwc_to_phwc4", "heads"], kernels
+        else:
+            assert sum(n.startswith("phwc4_to_bhwc") for n in kernels) == (0 if fold else 2), kernels
+        assert {k.plan.tensors[t].layout for t in k.plan.outputs} == ({"BHWC"} if fold or rows else {"PHWC4"})
         for feeds in (inputs, [x[..., ::-1].copy() for x in inputs]):
             for det, x in zip(it.get_input_details(), feeds, strict=True):
                 it.set_tensor(det["index"], x)
             it.invoke()
             got = [it.get_tensor(o["index"]) for o in it.get_output_details()]
             for g, w in zip(got, run_litert(model, feeds), strict=True):
-                assert rel_error(g, w) <= 1e-5
+                assert g.shape == w.shape and rel_error(g, w) <= 1e-5
     finally:
         d.close()
 

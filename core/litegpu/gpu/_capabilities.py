@@ -42,7 +42,7 @@ from typing import Any
 from ._graph import Epilogue, GpuGraph, GpuNode
 from .ops import ACT_OPS, CHAIN_OPS, kernel_of
 
-__all__ = ["BINARY_RESIDUAL_OPS", "DW_PW_SLOTS", "POOL_TAKES_PAD_VALUE", "QDQ_KERNELS", "ACTIVATIONS", "CHAIN_OPS", "kernel_family",
+__all__ = ["BINARY_RESIDUAL_OPS", "DW_PW_SLOTS", "DW_PW_SMALL_SLOTS", "POOL_TAKES_PAD_VALUE", "QDQ_KERNELS", "ACTIVATIONS", "CHAIN_OPS", "kernel_family",
            "match_epilogue", "epilogue_fits"]
 
 #: Does ``pool2d`` read explicit padding cells as ``PAD_VALUE`` (params EX_T/EX_B/EX_L/EX_R, option
@@ -56,6 +56,9 @@ BINARY_RESIDUAL_OPS = frozenset({"ADD", "SUB", "MUL", "DIV", "MAXIMUM", "MINIMUM
 #: the conv2d epilogue slots the fused depthwise -> 1x1 kernel (``dw_pw_conv2d``) implements
 DW_PW_SLOTS = frozenset({"act", "residual", "residual_act", "residual_channels", "residual_pool", "residual_resize",
                          "qdq"})
+#: the slots of dw_pw_small (a DW_PW_CONV_2D with attr ``small``, _passes/fuse_dw_pw): an activation and a
+#: residual of the output's shape with its activation
+DW_PW_SMALL_SLOTS = frozenset({"act", "residual", "residual_act"})
 
 #: activations a kernel's ``act`` slot takes (plus PRELU where noted), and the unary ops a ``binary``
 #: kernel's ``chain`` takes: both from the op table
@@ -170,8 +173,8 @@ def match_epilogue(g: GpuGraph, node: GpuNode, steps: Sequence[Epilogue] | None 
         if fam != "conv2d" or "residual" not in opts or len(node.outputs) != 2:
             return None
         opts["store_pre"] = True
-    if fam == "dw_pw_conv2d" and not set(opts) <= DW_PW_SLOTS:
-        return None  # a conv2d slot the fused kernel does not implement
+    if fam == "dw_pw_conv2d" and not set(opts) <= (DW_PW_SMALL_SLOTS if node.attrs.get("small") else DW_PW_SLOTS):
+        return None  # a conv2d slot the fused kernel (dw_pw_conv2d, or dw_pw_small for attr small) lacks
     return opts, operands
 
 

@@ -46,6 +46,7 @@ __all__ = [
     "QDQ_OP",
     "DW_PW_OP",
     "SE_GATE_OP",
+    "HEADS_OP",
     "ACTIVATION_NAMES",
     "Epilogue",
     "residual_index",
@@ -67,6 +68,8 @@ __all__ = [
 QDQ_OP = "QUANTIZE_AND_DEQUANTIZE"
 DW_PW_OP = "DW_PW_CONV_2D"
 SE_GATE_OP = "SQUEEZE_EXCITE_GATE"
+#: fully connected / 1x1 / full-window convolutions reading one input, one launch (``fuse_sibling_heads``)
+HEADS_OP = "SIBLING_HEADS"
 
 #: TFLite ActivationFunctionType codes -> the epilogue op that implements them.
 ACTIVATION_NAMES = {1: "RELU", 2: "RELU_N1_TO_1", 3: "RELU6", 4: "TANH", 5: "SIGN_BIT"}

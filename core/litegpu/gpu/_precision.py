@@ -55,6 +55,7 @@ FP32_ACCUMULATION_OPS = frozenset({
     "BATCH_MATMUL", "MEAN", "SUM", "SOFTMAX", "AVERAGE_POOL_2D", "LSTM",
     "DW_PW_CONV_2D",  # a depthwise conv fused into a 1x1 conv (_passes/fuse_dw_pw)
     "SQUEEZE_EXCITE_GATE",  # global average + 1x1 layers (_passes/squeeze_excite)
+    "SIBLING_HEADS",  # fully connected / 1x1 heads reading one input (_passes/sibling_heads)
 })
 
 

@@ -515,6 +515,41 @@ def fully_connected(c: RefContext) -> list[np.ndarray]:
     return [y.reshape(c.out_shape())]
 
 
+def sibling_heads(c: RefContext) -> list[np.ndarray]:
+    """SIBLING_HEADS (``_passes/sibling_heads``): inputs [x_0 .. x_m-1, w_0, b_0, a_0, w_1, b_1, a_1, ...] (a: a
+    PRELU head's alpha); head d is a
+    product of ``attrs["pixels"][j]`` rows of its source x_j (``attrs["srcs"][d]``; the spatial mean of x_0
+    first with ``mean``, as the MEAN stored it) with its weights flattened to [O, taps * C], its bias, then
+    ``attrs["acts"][d]``; with ``attrs["rows"]`` head d's values fill the dense rows of output ``rows[d][0]``
+    from element ``rows[d][1]`` of each batch item on (a RESHAPE -> CONCATENATION of the heads)."""
+    a = c.n.attrs
+    m = len(a["pixels"])
+    xs = [c.get(j) for j in range(m)]
+    if a.get("mean"):
+        xs[0] = xs[0].astype(np.float64).mean(axis=(1, 2), keepdims=True).astype(np.float32)
+    ys = []
+    for d, (j, act) in enumerate(zip(a["srcs"], a["acts"], strict=True)):
+        x = xs[j]
+        w = c.const(m + 3 * d)
+        y = x.reshape(x.shape[0] * int(a["pixels"][j]), -1) @ w.reshape(w.shape[0], -1).T
+        bias = c.get(m + 3 * d + 1)
+        if bias is not None:
+            y = y + bias.reshape(-1)
+        if act == "PRELU":
+            y = prelu(y, c.get(m + 3 * d + 2).reshape(-1))
+        elif act != "NONE":
+            y = c.ops[act].ref(y, {})
+        ys.append(y.astype(np.float32).reshape(x.shape[0], -1))
+    rows = a.get("rows")
+    if rows is None:
+        return [y.reshape(c.out_shape(d)) for d, y in enumerate(ys)]
+    outs = [np.zeros(c.out_shape(k), np.float32) for k in range(len(c.n.outputs))]
+    for y, (k, off) in zip(ys, rows, strict=True):
+        flat = outs[k].reshape(y.shape[0], -1)
+        flat[:, off:off + y.shape[1]] = y
+    return outs
+
+
 def batch_matmul(c: RefContext) -> list[np.ndarray]:
     x, y, a = c.get(0), c.get(1), c.n.attrs
     if a.get("adj_x"):

@@ -1006,15 +1006,17 @@ def _dense_outputs(g: GpuGraph, ops: list[GpuOp], policy: PrecisionPolicy) -> se
     """Host outputs the one launch writing them stores as dense float32 BHWC (``dst_bhwc``; sets the option),
     so the executor needs no ``phwc4_to_bhwc`` launch for them: float32 (not quantized) outputs of a
     ``BHWC_OUTPUT_KERNELS`` launch that no launch of the plan reads, whose boundary would take the staging
-    path (not the direct copy of C == 4 or one-pixel shapes)."""
+    path (not the direct copy of C == 4 or one-pixel shapes).  A ``heads`` launch with ``rows`` (detection heads
+    writing their concatenated outputs in place, ``_passes/sibling_heads``) always stores dense rows."""
+    rows = {t for op in ops if op.kernel == "heads" and op.options.get("rows") for t in op.outputs}
     if not FOLD_OUTPUT_LAYOUT:
-        return set()
+        return rows
     read = {t for op in ops for t in op.inputs}
     writers: dict[int, list[GpuOp]] = {}
     for op in ops:
         for t in op.outputs:
             writers.setdefault(t, []).append(op)
-    dense: set[int] = set()
+    dense: set[int] = set(rows)
     for t in g.outputs:
         x = g.tensors[t]
         ws = writers.get(t, [])

@@ -27,6 +27,7 @@ from .pool_residual import fuse_pool_residual
 from .remove_identities import remove_identities
 from .reshape_concat import fuse_reshape_concat
 from .resize_read import fuse_resize_input, fuse_resize_residual
+from .sibling_heads import fuse_sibling_heads
 from .squeeze_excite import fuse_squeeze_excite
 
 __all__ = [
@@ -53,6 +54,7 @@ __all__ = [
     "fuse_resize_input",
     "fuse_shared_residual",
     "fuse_reshape_concat",
+    "fuse_sibling_heads",
     "legalise_epilogues",
     "prune",
     "mixed_precision",
@@ -106,6 +108,9 @@ DEFAULT_PIPELINE: tuple[Pass, ...] = (
     fuse_shared_residual,
     # a RESHAPE read only by a CONCATENATION (detection heads) is read through inside the concat
     fuse_reshape_concat,
+    # last of the fusions: the heads' activations are fused (each head keeps its own), and no later pass
+    # looks for a FULLY_CONNECTED / CONV_2D the merged node replaced
+    fuse_sibling_heads,
     legalise_epilogues,
     prune,
     mixed_precision,

@@ -5,13 +5,14 @@ from __future__ import annotations
 from collections import Counter
 
 from .. import _layout as L
-from .._capabilities import ACTIVATIONS, match_epilogue
+from .._capabilities import ACTIVATIONS, DW_PW_SMALL_SLOTS, match_epilogue
 from .._geometry import conv_geometry
 from .._graph import DW_PW_OP, GpuGraph, GpuNode, Report
-from ..ops.conv import dw_pw_staged_tiling, dw_pw_tiling
+from ..ops.conv import dw_pw_small_tiling, dw_pw_staged_tiling, dw_pw_tiling
 from ._util import only_consumer
 
-__all__ = ["fuse_dw_pw", "DW_PW_OP", "DW_PW_RECOMPUTE_BUDGET", "DW_PW_STAGED", "DW_PW_UNSPLIT_WORK", "dw_pw_block_s", "dw_pw_tiling"]
+__all__ = ["fuse_dw_pw", "DW_PW_OP", "DW_PW_RECOMPUTE_BUDGET", "DW_PW_STAGED", "DW_PW_SMALL", "DW_PW_UNSPLIT_WORK",
+           "dw_pw_block_s", "dw_pw_tiling"]
 
 #: the fused node's op: ``inputs`` = [x, dw weights, dw bias, pw weights, pw bias, dw PRELU alpha]
 #: (-1 where absent), ``attrs["dw"]`` the depthwise's own attributes (stride, padding, dilation,
@@ -29,6 +30,18 @@ DW_PW_UNSPLIT_WORK = 64
 #: Pairs over either limit above fuse into the staged kernel (``dw_pw_conv2d`` with ``stage_p``: the
 #: depthwise values staged in shared memory once per work group) instead of keeping two launches.
 DW_PW_STAGED = True
+
+#: Pairs over the limits on maps too small for the staged kernel (under 512 pixels: the 14x14 and 7x7 blocks
+#: of hand_landmark and pose_landmark) fuse into ``dw_pw_small`` (node attribute ``small``: the depthwise
+#: staged once a group for all its input slices, the 1x1 sums split over the group) instead of keeping two
+#: launches. Off by default: its first form lost GPU time on an H200 (Vulkan: hand_landmark 0.484 against 0.434 ms,
+#: pose_landmark 0.643 against 0.603, palm_detection 0.501 against 0.483), the present one (output slices
+#: split over groups, 32-way sums, unrolled taps) is not measured yet. A/B switch
+#: (``--set litegpu.gpu._passes.fuse_dw_pw.DW_PW_SMALL=True``). Not on CPU devices (the
+#: ``cpu`` cost profile: lavapipe, PoCL), where a 256-thread group with a barrier a round runs as a loop of
+#: coroutines: hand_landmark's nine such launches took 0.2-0.6 s each on lavapipe, against milliseconds as
+#: two launches.
+DW_PW_SMALL = False
 
 def dw_pw_block_s(out_slices: int) -> int:
     """Output slices one depthwise evaluation feeds in the cost rule: 2 (the fused kernel's block on the
@@ -114,11 +127,19 @@ def fuse_dw_pw(g: GpuGraph) -> Report:
     group computes the depthwise values of its tile of pixels once into shared memory and spends them on
     every output slice, so the recomputation the rules above budget does not arise (smaller maps keep
     their two launches: there the staged kernel loses, see ``dw_pw_staged_tiling``). With
-    ``DW_PW_STAGED = False`` every such pair keeps its two launches, as before.
+    ``DW_PW_STAGED = False`` every such pair keeps its two launches, as before.  Those smaller maps fuse into
+    the ``dw_pw_small`` kernel instead (node attribute ``small``, tiling
+    :func:`~litegpu.gpu.ops.conv.dw_pw_small_tiling`; ``DW_PW_SMALL``): a group stages the depthwise values
+    of its pixels for every input slice once and splits each 1x1 sum over several threads, so neither the
+    recomputation nor the one-thread walk over all input slices arises; its epilogue takes an activation and
+    a residual of the output's shape (:data:`~litegpu.gpu._capabilities.DW_PW_SMALL_SLOTS`); GPUs only (not the
+    ``cpu`` cost profile of lavapipe and PoCL, where its barriers cost far more than a launch).
     """
     counts: Counter[str] = Counter()
     lines: Report = []
     declined: Counter[str] = Counter()
+    cost = g.options.get("cost")
+    small_ok = DW_PW_SMALL and getattr(cost, "name", "generic") != "cpu"
     producers, consumers = g.producers(), g.consumers()
     for pw in list(g.nodes):
         if pw.op != "CONV_2D" or not pw.bhwc:
@@ -143,11 +164,14 @@ def fuse_dw_pw(g: GpuGraph) -> Report:
             why_staged = f"{extra} extra multiply-adds > {DW_PW_RECOMPUTE_BUDGET}"
         elif split == 1 and s_mid * (kh * kw + 4) > DW_PW_UNSPLIT_WORK:
             why_staged = f"{s_mid} input slices x {kh}x{kw} taps per work item at {oh}x{ow}"
+        small = False
         if why_staged and not (DW_PW_STAGED and dw_pw_staged_tiling(b * oh * ow, s_mid, s_out)):
-            declined["depthwise recomputation over budget" if extra > DW_PW_RECOMPUTE_BUDGET
-                     else "large map, too much work per unsplit work item"] += 1
-            lines.append(f"kept {dw.describe()} -> {pw.describe()}: {why_staged}")
-            continue
+            small = small_ok and dw_pw_small_tiling(b * oh * ow, s_mid, s_out) is not None
+            if not small:
+                declined["depthwise recomputation over budget" if extra > DW_PW_RECOMPUTE_BUDGET
+                         else "large map, too much work per unsplit work item"] += 1
+                lines.append(f"kept {dw.describe()} -> {pw.describe()}: {why_staged}")
+                continue
         _, act = _dw_act(g, dw)
         geo = conv_geometry(dw.attrs, x.shape[1:3], (kh, kw))
         if geo["out_hw"] != (oh, ow):
@@ -156,20 +180,23 @@ def fuse_dw_pw(g: GpuGraph) -> Report:
         dw_bias = dw.inputs[2] if len(dw.inputs) > 2 else -1
         pw_bias = pw.inputs[2] if len(pw.inputs) > 2 else -1
         alpha = dw.epilogue[0].operand if act == "PRELU" else -1
-        attrs = {"dw": dict(dw.attrs), "dw_act": act, **({"staged": True} if why_staged else {})}
+        kind = {"small": True} if small else {"staged": True} if why_staged else {}
+        attrs = {"dw": dict(dw.attrs), "dw_act": act, **kind}
         fused = g.new_node(DW_PW_OP, [dw.inputs[0], dw.inputs[1], dw_bias, pw.inputs[1], pw_bias, alpha],
                            list(pw.outputs), attrs, origin=tuple(sorted(set(dw.origin) | set(pw.origin))))
         fused.epilogue = list(pw.epilogue)
-        if match_epilogue(g, fused) is None:
+        match = match_epilogue(g, fused)
+        if match is None or (small and not set(match[0]) <= DW_PW_SMALL_SLOTS):
             declined["pointwise epilogue does not fit"] += 1
             continue
         g.nodes[g.node_index(pw)] = fused
         g.remove_node(dw)
         producers, consumers = g.producers(), g.consumers()
-        counts[f"{kh}x{kw}" + (" staged" if why_staged else "")] += 1
+        how = " small" if small else " staged" if why_staged else ""
+        counts[f"{kh}x{kw}{how}"] += 1
         lines.append(f"fused {dw.describe()} -> {pw.describe()} into {fused.describe()} "
                      f"({kh}x{kw}, {c_mid} -> {o} channels at {oh}x{ow}"
-                     + (f"; staged: {why_staged})" if why_staged else ")"))
+                     + (f";{how}: {why_staged})" if why_staged else ")"))
     summary = ", ".join(f"{n} {k}" for k, n in sorted(counts.items())) or "none"
     kept = "; ".join(f"{n} {k}" for k, n in sorted(declined.items()))
     return [f"fused {sum(counts.values())} depthwise -> 1x1 conv pairs: {summary}"

@@ -38,7 +38,7 @@ from .._kernel_specs import (
 from ._entry import WEIGHTS_BIAS, GpuOpEntry, Lowerer, opt
 from .resize import resize_scale
 
-__all__ = ["OPS", "KERNELS", "DW_PW_PACK_LANES", "dw_pw_pack", "dw_pw_staged_tiling", "dw_pw_tiling"]
+__all__ = ["OPS", "KERNELS", "DW_PW_PACK_LANES", "dw_pw_pack", "dw_pw_staged_tiling", "dw_pw_tiling", "dw_pw_small_tiling"]
 
 #: dw_pw_conv2d tiling (:func:`dw_pw_tiling`), from every variant timed on an H200 (bench/gpu_dw_pw.py --explore)
 _SPLIT_OUTPUTS, _SPLIT4_OUTPUTS = 20480, 8192
@@ -125,6 +125,37 @@ def dw_pw_staged_tiling(pixels: int, src_slices: int, out_slices: int) -> dict[s
     block_s = max(1, s // 64)
     stage_k = max(8, min(64, _pow2(src_slices), _STAGED_MID // stage_p))
     return {"stage_p": stage_p, "stage_k": stage_k, "block_s": block_s, "block_w": 1}
+
+
+#: dw_pw_small (:func:`dw_pw_small_tiling`): its group, the largest stage (tile pixels x input slices, vec4s)
+_SMALL_THREADS, _SMALL_STAGE, _SMALL_KSPLIT = 256, 2048, 32
+
+def dw_pw_small_tiling(pixels: int, src_slices: int, out_slices: int) -> dict[str, int] | None:
+    """Options of a ``dw_pw_small`` launch over ``pixels`` output pixels (B * H * W) of a depthwise with
+    ``src_slices`` slices feeding a 1x1 conv to ``out_slices``; ``None`` where its stage does not fit or the
+    map is the staged kernel's (512 pixels and more).
+
+    One group of 256 threads a tile of ``tile_p`` pixels (1 up to 256 pixels, 2 above: the maps this kernel is
+    for are 7x7 to 16x16, where a pixel a group already gives 49 to 256 groups); the stage holds every input
+    slice (``cap``, the power of two >= ``src_slices``, at least 16); 32 threads share an output vector
+    (``ksplit``), so a thread walks ``src_slices / 32`` input slices, and a group covers 8 output vectors
+    (:func:`dw_pw_small_chunk`). Vulkan on an H200 (2026-11-26), first form (one group for all of a pixel's output
+    slices, ``ksplit`` = 256 / its output vectors: 8 at hand's 7x7, 36 input slices a thread): slower than the
+    two launches, hand_landmark 0.484 against 0.434 ms of GPU time, pose_landmark 0.643 against 0.603."""
+    if pixels >= _STAGED_MIN_PIXELS:  # the staged kernel's maps
+        return None
+    tile_p = 1 if pixels <= 256 else 2
+    cap = max(16, 1 << max(0, (src_slices - 1).bit_length()))
+    if cap * tile_p > _SMALL_STAGE:
+        return None
+    return {"tile_p": tile_p, "cap": cap, "ksplit": _SMALL_KSPLIT, "threads": _SMALL_THREADS}
+
+
+def dw_pw_small_chunk(out_slices: int, tile_p: int) -> int:
+    """Output slices one dw_pw_small group computes (param ``SC``): as many as give each of its 256 threads a
+    32-way share of an output vector's sum (8 output vectors a group), every group staging the depthwise of its
+    tile anew (in parallel: the stage is a few loads a thread)."""
+    return max(1, min(out_slices, _SMALL_THREADS // _SMALL_KSPLIT // tile_p))
 
 
 #: conv2d's defaults of the options the cost model picks (left out of a launch's options when equal)
@@ -294,6 +325,15 @@ def lower_dw_pw(lw: Lowerer) -> list[GpuOp]:
               "KH": dw_w.shape[1], "KW": dw_w.shape[2], "STRIDE_H": geo["stride"][0], "STRIDE_W": geo["stride"][1],
               "PAD_T": geo["pads"][0], "PAD_L": geo["pads"][2], "DIL_H": geo["dilation"][0],
               "DIL_W": geo["dilation"][1]}
+    if n.attrs.get("small"):  # fuse_dw_pw: a small, deep map (the kernel in shaders/dw_pw_small.lgk)
+        tiling = dw_pw_small_tiling(b * oh * ow, params["SRC_S"], params["S"])
+        if tiling is None:  # (its epilogue: _capabilities.match_epilogue keeps to DW_PW_SMALL_SLOTS)
+            raise DelegateError(f"{n.describe()}: dw_pw_small cannot stage {params['SRC_S']} input slices")
+        sc = dw_pw_small_chunk(params["S"], tiling["tile_p"])
+        params.update(SC=sc, NC=-(-params["S"] // sc))
+        ksize = dw_w.shape[1] if dw_w.shape[1] == dw_w.shape[2] and dw_w.shape[1] in (3, 5) else 0
+        return [lw.op("dw_pw_small", {**opts, "dw_act": dw_act if dw_act != "NONE" else None, **tiling,
+                                      "ksize": ksize or None}, params)]
     params.update(_residual_params(lw, opts, operands))
     if n.attrs.get("staged"):  # fuse_dw_pw: the unstaged kernel would recompute the depthwise too often
         tiling = dw_pw_staged_tiling(b * oh * ow, params["SRC_S"], params["S"])
@@ -488,6 +528,17 @@ KERNELS: tuple[KernelSpec, ...] = (
           "stage_p": Opt(0, (0, 1, 2, 4, 8, 16, 32)), "stage_k": Opt(16, (8, 16, 32, 64)), "pack": PACK,
           "two_round": boolean()},
          _DW_PW_VARIANTS, default_wg=(8, 4, 2), shared_wg=_dw_pw_wg),
+    spec("dw_pw_small", "dw_pw_small.lgk",
+         "depthwise conv feeding a 1x1 conv on a small map: the depthwise staged once a group, the 1x1 split",
+         {"dw_act": ACT, "act": ACT, "residual": Opt("NONE", ("NONE", "ADD", "MUL")), "residual_act": ACT,
+          "tile_p": Opt(1, (1, 2, 4)), "cap": Opt(64, (16, 32, 64, 128, 256, 512)),
+          "ksplit": Opt(8, (1, 2, 4, 8, 16, 32)), "threads": Opt(256, (64, 128, 256)), "ksize": Opt(0, (0, 3, 5))},
+         [{"dw_act": FUSED_ACTIVATIONS[i], "act": FUSED_ACTIVATIONS[(i + 3) % 9],
+           "residual": ("NONE", "ADD", "MUL")[i % 3], "residual_act": FUSED_ACTIVATIONS[(i + 5) % 9],
+           "tile_p": (1, 2, 4)[i % 3], "cap": (16, 32, 64, 128, 256, 512)[i % 6],
+           "ksplit": (1, 2, 4, 8, 16, 32)[i % 6], "threads": (64, 128, 256)[i // 3 % 3], "ksize": (0, 3, 5)[i // 3]}
+          for i in range(9)],
+         shared_wg=lambda o: (o["threads"], 1, 1)),
     spec("transpose_conv2d", "conv.lgk", "transposed convolution (+ MediaPipe Convolution2DTransposeBias)",
          {"act": ACT, "qdq": QDQ, "dst_bhwc": boolean()},
          [{"act": a} for a in FUSED_ACTIVATIONS] + [{"qdq": True}, {"act": "LOGISTIC", "dst_bhwc": True},

@@ -1,4 +1,5 @@
-"""Matrix products: FULLY_CONNECTED and BATCH_MATMUL (kernels in ``shaders/matmul.lgk``)."""
+"""Matrix products: FULLY_CONNECTED, BATCH_MATMUL and the sibling heads node the passes make
+(``SIBLING_HEADS``, ``_passes/sibling_heads``); kernels in ``shaders/matmul.lgk``."""
 
 from __future__ import annotations
 
@@ -9,11 +10,25 @@ from ..._errors import DelegateError
 from .. import _layout as L
 from .. import _reference_ops as rf
 from .._cost import choose_fc
-from .._graph import GpuOp
-from .._kernel_specs import ACT, FUSED_ACTIVATIONS, QDQ, SPLIT, SPLITS, KernelSpec, boolean, spec, split_wg
+from .._graph import HEADS_OP, GpuOp
+from .._kernel_specs import (
+    ACT,
+    FUSED_ACTIVATIONS,
+    QDQ,
+    SPLIT,
+    SPLITS,
+    KernelSpec,
+    Opt,
+    boolean,
+    spec,
+    split_wg,
+)
 from ._entry import WEIGHTS_BIAS, GpuOpEntry, Lowerer, opt
 
-__all__ = ["OPS", "KERNELS"]
+__all__ = ["OPS", "KERNELS", "MAX_HEADS", "MAX_HEAD_SOURCES"]
+
+#: the most heads / distinct inputs one ``heads`` launch takes (``_passes/sibling_heads`` keeps to them)
+MAX_HEADS, MAX_HEAD_SOURCES = 8, 4
 
 
 def check_fc(node: NodeView) -> str:
@@ -52,6 +67,64 @@ def lower_fc(lw: Lowerer) -> list[GpuOp]:
                   {"B": rows, "SRC_S": L.slices(i), "C": o, "S": L.slices(o)})]
 
 
+def lower_heads(lw: Lowerer) -> list[GpuOp]:
+    """The ``heads`` launch of a SIBLING_HEADS node (``_passes/sibling_heads``): inputs [x_0 .. x_m-1, w_0, b_0, a_0,
+    w_1, b_1, a_1, ...] (bias, PRELU alpha -1 where absent); attrs ``acts`` and ``srcs`` (a head's activation and source),
+    ``pixels`` and ``taps`` (a source's P and T), ``mean``, and ``rows`` (a head's (output, element offset)
+    when the heads write the dense rows of concatenated outputs)."""
+    n = lw.n
+    a = n.attrs
+    srcs, acts = tuple(a["srcs"]), tuple(a["acts"])
+    m = len(a["pixels"])
+    mean = bool(a.get("mean"))
+    rows = a.get("rows")
+    params: dict[str, int | float] = {"B": lw.shape(n.inputs[0])[0]}
+    for j in range(m):
+        b, h, wd, c = lw.shape(n.inputs[j])
+        pixels, taps = int(a["pixels"][j]), int(a["taps"][j])
+        if pixels * taps != h * wd or b != params["B"]:
+            raise DelegateError(f"{n.describe()}: {pixels} pixels x {taps} taps do not cover input {j} ({b}x{h}x{wd})")
+        params.update({f"SRC_S{j}": L.slices(c), f"T{j}": taps, f"P{j}": pixels})
+        lw.bind(f"src{j}", n.inputs[j])
+    params["INV_T"] = 1.0 / params["T0"]
+    packed, biases, alphas = [], [], []
+    groups = slices = wbase = 0
+    for d, j in enumerate(srcs):
+        c = lw.shape(n.inputs[j])[3]
+        wtaps = 1 if mean else params[f"T{j}"]
+        w = lw.data(n.inputs[m + 3 * d])
+        o = int(w.shape[0])
+        packed.append(L.conv_weights(w.reshape(o, 1, wtaps, c)).reshape(-1, 4))
+        bi, ai = n.inputs[m + 3 * d + 1], n.inputs[m + 3 * d + 2]
+        biases.append(L.channel_vector(lw.data(bi).reshape(-1) if bi >= 0 else None, o))
+        alphas.append(L.channel_vector(lw.data(ai).reshape(-1) if ai >= 0 else None, o))
+        params[f"WB{d}"] = wbase
+        wbase += packed[-1].shape[0]
+        slices += L.slices(o)
+        groups += L.slices(o) * params[f"P{j}"]
+        params.update({f"G{d}": groups, f"E{d}": slices, f"C{d}": o})
+        if rows is not None:
+            params[f"OFF{d}"] = int(rows[d][1])
+    lw.const("weights", np.concatenate(packed))
+    lw.const("bias", np.concatenate(biases))
+    if "PRELU" in acts:
+        lw.const("alpha", np.concatenate(alphas))
+    if rows is None:
+        for d, y in enumerate(n.outputs):
+            lw.bind(f"dst{d}", y)
+    else:
+        for k, y in enumerate(n.outputs):
+            lw.bind(f"dst{k}", y)
+            params[f"TOT{k}"] = int(np.prod(lw.shape(y)[1:]))
+    deepest = max(params[f"SRC_S{j}"] * params[f"T{j}"] for j in range(m))
+    split, _ = choose_fc(params["B"], groups, deepest, lw.cost)
+    options = {"n": len(srcs), "m": m, "acts": acts, "srcs": srcs, "mean": mean or None,
+               "split": split if split > 1 else None}
+    if rows is not None:
+        options.update({"rows": True, "n_dst": len(n.outputs), "dsts": tuple(int(r[0]) for r in rows)})
+    return [lw.op("heads", options, params)]
+
+
 def lower_bmm(lw: Lowerer) -> list[GpuOp]:
     n = lw.n
     a, b_, y = n.inputs[0], n.inputs[1], n.outputs[0]
@@ -70,11 +143,42 @@ def lower_bmm(lw: Lowerer) -> list[GpuOp]:
 # kernels (shaders/matmul.lgk) and table entries
 # ---------------------------------------------------------------------------------------------------------
 
+#: heads variants: every head count, source count, output count and split; single and multi-source, PHWC4
+#: outputs and dense rows, the mean
+_HEADS_VARIANTS = [
+    {"n": 1, "acts": ("TANH",), "srcs": (0,), "mean": True},
+    {"n": 2, "acts": ("NONE", "LOGISTIC"), "srcs": (0, 0), "split": 4},
+    {"n": 2, "m": 2, "acts": ("PRELU", "PRELU"), "srcs": (0, 1), "split": 16},
+    {"n": 3, "m": 3, "acts": ("RELU", "NONE", "LOGISTIC"), "srcs": (2, 0, 1), "rows": True, "n_dst": 3,
+     "dsts": (0, 1, 2)},
+    {"n": 4, "m": 2, "acts": ("NONE",) * 4, "srcs": (0, 0, 1, 1), "rows": True, "n_dst": 2, "dsts": (0, 1, 0, 1),
+     "split": 8},
+    {"n": 4, "acts": ("LOGISTIC", "LOGISTIC", "NONE", "NONE"), "srcs": (0,) * 4, "mean": True, "split": 128},
+    {"n": 5, "m": 4, "acts": ("RELU6", "HARD_SWISH", "NONE", "NONE", "RELU"), "srcs": (0, 1, 2, 3, 0), "rows": True,
+     "n_dst": 5, "dsts": (0, 1, 2, 3, 4), "split": 16},
+    {"n": 6, "m": 2, "acts": ("RELU_N1_TO_1", "SIGN_BIT") + ("NONE",) * 4, "srcs": (0, 1) * 3, "rows": True,
+     "n_dst": 6, "dsts": tuple(range(6)), "split": 32},
+    {"n": 7, "acts": ("NONE",) * 7, "srcs": (0,) * 7, "split": 64},
+    {"n": 7, "m": 3, "acts": ("NONE",) * 7, "srcs": (0, 1, 2, 0, 1, 2, 0), "rows": True, "n_dst": 7,
+     "dsts": tuple(range(7))},
+    {"n": 8, "m": 4, "acts": ("NONE",) * 8, "srcs": (0, 1, 2, 3, 3, 2, 1, 0), "rows": True, "n_dst": 8,
+     "dsts": tuple(range(8)), "split": 128},
+    {"n": 8, "m": 2, "acts": ("NONE",) * 8, "srcs": (0, 1) * 4, "rows": True, "n_dst": 4, "dsts": (0, 1, 2, 3) * 2},
+]
+
 KERNELS: tuple[KernelSpec, ...] = (
     spec("fully_connected", "matmul.lgk", "y[b, o] = act(sum_k x[b, k] w[o, k] + bias[o])",
          {"act": ACT, "split": SPLIT, "qdq": QDQ}, [{"act": a} for a in FUSED_ACTIVATIONS]
          + [{"split": n, "act": a} for n, a in zip(SPLITS[1:], ("NONE", "RELU", "PRELU", "TANH", "RELU6", "NONE"), strict=True)]
          + [{"qdq": True}, {"split": 32, "qdq": True}],
+         default_wg=(32, 2, 1), shared_wg=split_wg),
+    spec("heads", "matmul.lgk", "y_d = act_d(sum x w_d + bias_d) for n heads reading one input (optionally its mean)",
+         {"n": Opt(2, tuple(range(1, MAX_HEADS + 1))), "m": Opt(1, tuple(range(1, MAX_HEAD_SOURCES + 1))),
+          "acts": Opt(("NONE", "NONE"), FUSED_ACTIVATIONS, many=True),
+          "srcs": Opt((0, 0), tuple(range(MAX_HEAD_SOURCES)), many=True), "mean": boolean(),
+          "rows": boolean(), "n_dst": Opt(1, tuple(range(1, MAX_HEADS + 1))),
+          "dsts": Opt((0, 0), tuple(range(MAX_HEADS)), many=True), "split": SPLIT},
+         _HEADS_VARIANTS,
          default_wg=(32, 2, 1), shared_wg=split_wg),
     spec("batch_matmul", "matmul.lgk", "batched matmul with broadcasting and adj_x/adj_y",
          {"adj_x": boolean(), "adj_y": boolean()},
@@ -85,4 +189,5 @@ OPS: dict[str, GpuOpEntry] = {
     "FULLY_CONNECTED": GpuOpEntry("fully_connected", lower_fc, check_fc, WEIGHTS_BIAS,
                                   ref=rf.fully_connected),
     "BATCH_MATMUL": GpuOpEntry("batch_matmul", lower_bmm, check_bmm, ref=rf.batch_matmul),
+    HEADS_OP: GpuOpEntry("heads", lower_heads, claimed=False, ref=rf.sibling_heads),
 }
