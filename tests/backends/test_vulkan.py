@@ -190,7 +190,7 @@ def test_program_binary_roundtrip(backend, device, compiler_core):
 
 
 def test_availability_reasons_never_raise(backend, monkeypatch):
-    from litegpu_vulkan import _backend, _device
+    from litegpu_vulkan import _backend, _device, _instance
 
     monkeypatch.setattr(_device, "find_glsl_compiler", lambda preferred=None: None)
     ok, reason = backend.VulkanBackend().availability()
@@ -200,12 +200,14 @@ def test_availability_reasons_never_raise(backend, monkeypatch):
     def no_driver():
         raise litegpu.BackendUnavailableError("vkCreateInstance failed: no Vulkan 1.1 driver")
 
-    monkeypatch.setattr(_device, "list_devices", no_driver)
+    monkeypatch.setattr(_instance, "list_devices", no_driver)
     assert backend.VulkanBackend().availability() == (False, "vkCreateInstance failed: no Vulkan 1.1 driver")
     monkeypatch.undo()
     # the binding itself missing (or libvulkan, which it dlopens at import)
     monkeypatch.delitem(sys.modules, "litegpu_vulkan._device")
     monkeypatch.delattr(backend, "_device")
+    monkeypatch.delitem(sys.modules, "litegpu_vulkan._instance")
+    monkeypatch.delattr(backend, "_instance")
     monkeypatch.setitem(sys.modules, "vulkan", None)
     ok, reason = _backend.VulkanBackend().availability()
     assert not ok and "pip install vulkan" in reason
@@ -213,21 +215,32 @@ def test_availability_reasons_never_raise(backend, monkeypatch):
 
 def test_availability_lists_devices_beside_the_executor_import(backend, monkeypatch):
     """The driver's instance creation runs on its own thread (it drops the GIL) while the caller
-    imports the GPU executor; its answer is the check's."""
+    imports the rest of the backend (``_device``, which imports the GPU core) and the GPU executor;
+    its answer is the check's."""
     import threading
 
-    from litegpu_vulkan import _device
+    from litegpu.gpu import _probe
+    from litegpu_vulkan import _instance
 
     seen: list[str] = []
-    real = _device.list_devices
+    real = _instance.list_devices
 
     def listing():
         seen.append(threading.current_thread().name)
         return real()
 
-    monkeypatch.setattr(_device, "list_devices", listing)
+    imported: list[tuple[str, ...]] = []
+    real_probe = _probe.probe_beside_executor
+
+    def probe(fn, name, *, modules=()):
+        imported.append(tuple(modules))
+        return real_probe(fn, name, modules=modules)
+
+    monkeypatch.setattr(_instance, "list_devices", listing)
+    monkeypatch.setattr(_probe, "probe_beside_executor", probe)
     assert backend.VulkanBackend().availability() == (True, "")
     assert seen == ["litegpu-vulkan-probe"]
+    assert imported == [("litegpu_vulkan._device",)]
 
 
 def test_options_are_checked(backend, compiler_core):
