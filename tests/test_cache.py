@@ -116,6 +116,8 @@ def test_key_is_canonical():
         assert word in d
     with pytest.raises(TypeError):
         make_key(options={"x": object()})
+    with pytest.raises(TypeError, match=r"cache key: key\.options\.x\[1\]\.y has a value of type object"):
+        make_key(options={"x": [1, {"y": object()}]})  # the place is named (built only for the error)
     with pytest.raises(TypeError):
         make_key(options={1: "non-string key"})
     assert canonical_json({"b": 1.0, "a": float("nan")}) == '{"a":{"float":"nan"},"b":1.0}'
