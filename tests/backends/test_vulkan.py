@@ -676,6 +676,56 @@ def test_cache_serves_programs_without_glslc(backend, compiler_core, tmp_path, m
     np.testing.assert_array_equal(outs[1], outs[0])
 
 
+
+def test_a_corrupt_or_stale_entry_is_rebuilt_with_a_warning(backend, compiler_core, tmp_path, caplog):
+    """A flipped byte in vulkan's entry (SPIR-V, pipeline-cache data, plan, weights: the whole file is
+    checksummed) and an entry whose plan section no longer decodes: each is refused with a WARNING,
+    the partition compiled again (right answers, not the damaged ones) and the entry rewritten."""
+    import logging
+
+    from litegpu.cache._format import decode, encode
+
+    model, inputs = _chain()
+    (want,) = run_litert(model, inputs)
+
+    def prepare():
+        d = litegpu.load_delegate("vulkan", {"cache": {"dir": str(tmp_path / "c"), "enabled": True}})
+        try:
+            it = litegpu.Interpreter(model_content=model, experimental_delegates=[d])
+            it.allocate_tensors()
+            (kernel,) = [s.kernel for s in it._main.plan.steps if s.kind == "delegate"]
+            it.set_tensor(it.get_input_details()[0]["index"], inputs[0])
+            it.invoke()
+            return it.get_tensor(it.get_output_details()[0]["index"]), kernel.cache_hit
+        finally:
+            d.close()
+
+    assert prepare()[1] is False
+    (entry,) = (tmp_path / "c").glob("*.lgc")
+    raw = bytearray(entry.read_bytes())
+    raw[len(raw) // 2] ^= 0xFF  # inside the data, under the checksum
+    entry.write_bytes(bytes(raw))
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        out, hit = prepare()
+    assert not hit and any("checksum" in r.getMessage() for r in caplog.records)
+    assert rel_error(out, want) <= 1e-4
+    assert prepare()[1] is True  # rewritten whole
+    # a well-formed entry (valid checksum) whose plan section is garbage: the plan is rebuilt
+    e = decode(entry.read_bytes())
+    plan_keys = [k for k in e.sections if not k.startswith(("bin/", "src/")) and k not in ("kernels", "device_cache")]
+    assert plan_keys
+    sections = dict(e.sections)
+    for k in plan_keys:
+        sections[k] = b"\x00garbage"
+    entry.write_bytes(encode(e.header, sections))
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        out, hit = prepare()
+    assert not hit and any("cached plan" in r.getMessage() for r in caplog.records)
+    assert rel_error(out, want) <= 1e-4
+
+
 _LAYER_DIRS = ("/usr/share/vulkan/explicit_layer.d", "/usr/local/share/vulkan/explicit_layer.d",
                "/etc/vulkan/explicit_layer.d", *filter(None, os.environ.get("VK_LAYER_PATH", "").split(":")))
 
