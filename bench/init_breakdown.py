@@ -23,8 +23,13 @@ counts only for itself):
 * ``tuning``: timed trial launches of the work-group search (its compiles count under ``compile``);
 * ``upload``: buffers allocated and weights copied to the device;
 * ``bind``: arguments bound and launch lists recorded;
-* ``rest``: everything else in ``Interpreter(...) + allocate_tensors()`` (reading and partitioning the
-  model, constant folding, the CPU side of the plan).
+* ``model read``: the ``.tflite`` file read and decoded (``litegpu._reader``);
+* ``partition``: the delegates' claims and the partitioner (``plan_subgraph``);
+* ``cache key``: the serialization cache's key (the model's fingerprint, the code's fingerprint);
+* ``launch setup``: per launch, the kernel from its cached record (or rendered and tuned) and its
+  arguments, beyond the ``bind`` and ``upload`` it calls;
+* ``rest``: everything else in ``Interpreter(...) + allocate_tensors()`` (mostly the CPU kernels'
+  prepare of every node, which resolves shapes, and constant folding).
 
 The ``programs compiled``, ``programs from binaries`` and ``renders`` columns are the partitions' own
 counters (``GpuPartitionKernel.programs_compiled`` etc.), not calls of the timed functions: a warm start
@@ -62,8 +67,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import GPU_SET, machine_line, mediapipe_models  # noqa: E402
 from init import _child_env  # noqa: E402
 
-STEPS = ("gpu core", "driver", "cache read", "passes", "render", "compile", "binary", "tuning", "upload", "bind",
-         "cache write", "rest")
+STEPS = ("gpu core", "driver", "model read", "partition", "cache key", "cache read", "passes", "render", "compile",
+         "binary", "tuning", "upload", "bind", "launch setup", "cache write", "rest")
 
 # The child: argv = model, backend, cache dir, tuning.  Prints one JSON line: {step: ms, "calls": {...}}.
 _CHILD = r"""
@@ -115,7 +120,9 @@ if tuning:
 # (options, the availability probe and device listing), and the device's creation as the device times it
 driver_parts = {}
 t0 = time.perf_counter()
-mod = {"opencl": "litegpu_opencl._device", "vulkan": "litegpu_vulkan._device",
+# (vulkan: the binding alone; its device module, which imports the GPU core, is imported in the
+# availability check beside vkCreateInstance on a thread, so its time is in "availability")
+mod = {"opencl": "litegpu_opencl._device", "vulkan": "litegpu_vulkan._instance",
        "webgpu": "litegpu_webgpu._device"}.get(backend)
 if mod:
     importlib.import_module(mod)
@@ -142,6 +149,11 @@ for attr, step in (("compile", "compile"), ("program_from_binary", "binary"), ("
                    ("upload", "upload"), ("alloc", "upload"), ("bind", "bind"), ("record", "bind")):
     if attr in vars(dev) or hasattr(dev, attr):
         wrap(dev, attr, step)
+import litegpu._interpreter, litegpu._plan
+wrap(litegpu._interpreter, "_read", "model read")
+wrap(litegpu._plan, "plan_subgraph", "partition")
+wrap(_runtime.GpuDelegate, "_cache_entry", "cache key")
+wrap(_runtime.GpuPartitionKernel, "_prepare_op", "launch setup")
 wrap(_runtime._CacheEntry, "load", "cache read")
 wrap(_runtime, "plan_from_sections", "cache read")
 wrap(_runtime._CacheEntry, "store", "cache write")

@@ -116,6 +116,8 @@ def test_key_is_canonical():
         assert word in d
     with pytest.raises(TypeError):
         make_key(options={"x": object()})
+    with pytest.raises(TypeError, match=r"cache key: key\.options\.x\[1\]\.y has a value of type object"):
+        make_key(options={"x": [1, {"y": object()}]})  # the place is named (built only for the error)
     with pytest.raises(TypeError):
         make_key(options={1: "non-string key"})
     assert canonical_json({"b": 1.0, "a": float("nan")}) == '{"a":{"float":"nan"},"b":1.0}'
@@ -227,11 +229,11 @@ def test_file_layout_is_as_documented(cache):
     path = cache.store(make_key(), SECTIONS)
     raw = path.read_bytes()
     magic, version, flags, hlen = struct.unpack_from("<8sHHI", raw)
-    assert magic == b"\x89LGC\r\n\x1a\n" and version == FORMAT_VERSION == 1 and flags == 0
+    assert magic == b"\x89LGC\r\n\x1a\n" and version == FORMAT_VERSION == 2 and flags == 0
     head = json.loads(raw[16:16 + hlen])
     data_start = (16 + hlen + 15) // 16 * 16
     assert len(raw) == data_start + head["data_size"] + 32
-    assert raw[-32:] == hashlib.blake2b(raw[:-32], digest_size=32).digest()
+    assert raw[-32:] == hashlib.sha256(raw[:-32]).digest()
     for s in head["sections"]:
         assert s["offset"] % 16 == 0
         assert raw[data_start + s["offset"]: data_start + s["offset"] + s["size"]] == SECTIONS[s["name"]]
@@ -305,7 +307,7 @@ def test_truncation_at_every_length_is_detected(cache, caplog):
 def _reseal(raw: bytes) -> bytes:
     """Recompute the checksum so that only the deliberate change is wrong."""
     body = raw[:-32]
-    return body + hashlib.blake2b(body, digest_size=32).digest()
+    return body + hashlib.sha256(body).digest()
 
 
 def _with_header(raw: bytes, edit) -> bytes:
@@ -327,7 +329,7 @@ def _edit(**changes):
 
 
 DAMAGE = {
-    "version_bump": (lambda r: _reseal(r[:8] + struct.pack("<H", FORMAT_VERSION + 1) + r[10:]), "format version 2"),
+    "version_bump": (lambda r: _reseal(r[:8] + struct.pack("<H", FORMAT_VERSION + 1) + r[10:]), "format version 3"),
     "version_zero": (lambda r: _reseal(r[:8] + struct.pack("<H", 0) + r[10:]), "format version 0"),
     "wrong_magic": (lambda r: _reseal(b"\x89LGD\r\n\x1a\n" + r[8:]), "bad magic"),
     "flags_set": (lambda r: _reseal(r[:10] + struct.pack("<H", 1) + r[12:]), "flags"),

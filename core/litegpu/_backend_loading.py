@@ -15,6 +15,7 @@ from ._backend_options import FIRST_PARTY_BACKENDS
 from ._config import SCHEMA, load_config
 from ._delegate import Delegate
 from ._errors import BackendUnavailableError, ConfigError, DelegateError, UnknownBackendError
+from ._gc import without_gc
 from ._options import describe_value, suggest
 from ._plugins import backend_option_schema, backend_registry
 
@@ -111,6 +112,7 @@ def _installed_list(names: Sequence[str]) -> str:
     return ", ".join(names) if names else "none"
 
 
+@without_gc  # the first one imports the GPU core and the driver's binding (litegpu._gc)
 def load_delegate(name: str, options: Mapping[str, Any] | None = None) -> Delegate:
     """Create the delegate of backend ``name`` with ``options``.
 

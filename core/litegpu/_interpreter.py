@@ -24,6 +24,7 @@ import numpy as np
 
 from ._delegate import Delegate
 from ._errors import ConfigError, InterpreterError, ModelError
+from ._gc import without_gc
 from ._ir import Model, SignatureDef, Subgraph, Tensor
 from ._plan import Runtime, SubgraphPlan, build_plan, numpy_dtype, variable_initial
 
@@ -217,6 +218,7 @@ class Interpreter:
         """Run the model on the values set with ``set_tensor``."""
         self._invoke(self._main)
 
+    @without_gc  # a plan is thousands of objects made in one go (litegpu._gc)
     def _allocate(self, entry: _Entry) -> None:
         if entry.ready:
             return
@@ -645,6 +647,7 @@ def _index(value: Any, name: str) -> int:
     raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r:.40}")
 
 
+@without_gc  # the reader makes thousands of small objects (litegpu._gc)
 def _read(source: Any) -> Model:
     from ._reader import read_model  # the reader lives in its own module
 

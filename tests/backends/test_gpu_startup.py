@@ -192,7 +192,11 @@ def test_probe_beside_executor_runs_the_probe_on_its_thread_and_reports_an_impor
 
     assert probe_beside_executor(probe, "fake") == "no device here"
     assert seen == ["litegpu-fake-probe"]
+    # the backend's own modules are imported on the caller's thread too, and a failing one is named
+    assert probe_beside_executor(probe, "fake", modules=("json",)) == "no device here"
+    why = probe_beside_executor(probe, "fake", modules=("litegpu_no_such_module",))
+    assert why.startswith("litegpu_no_such_module cannot be imported") and len(seen) == 3
     monkeypatch.setitem(sys.modules, "litegpu.gpu._runtime", None)  # import -> ImportError
     monkeypatch.delattr(sys.modules["litegpu.gpu"], "_runtime", raising=False)
     why = probe_beside_executor(probe, "fake")
-    assert why.startswith("litegpu's GPU executor cannot be imported") and len(seen) == 2
+    assert why.startswith("litegpu's GPU executor cannot be imported") and len(seen) == 4

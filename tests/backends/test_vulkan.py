@@ -190,7 +190,7 @@ def test_program_binary_roundtrip(backend, device, compiler_core):
 
 
 def test_availability_reasons_never_raise(backend, monkeypatch):
-    from litegpu_vulkan import _backend, _device
+    from litegpu_vulkan import _backend, _device, _instance
 
     monkeypatch.setattr(_device, "find_glsl_compiler", lambda preferred=None: None)
     ok, reason = backend.VulkanBackend().availability()
@@ -200,12 +200,14 @@ def test_availability_reasons_never_raise(backend, monkeypatch):
     def no_driver():
         raise litegpu.BackendUnavailableError("vkCreateInstance failed: no Vulkan 1.1 driver")
 
-    monkeypatch.setattr(_device, "list_devices", no_driver)
+    monkeypatch.setattr(_instance, "list_devices", no_driver)
     assert backend.VulkanBackend().availability() == (False, "vkCreateInstance failed: no Vulkan 1.1 driver")
     monkeypatch.undo()
     # the binding itself missing (or libvulkan, which it dlopens at import)
     monkeypatch.delitem(sys.modules, "litegpu_vulkan._device")
     monkeypatch.delattr(backend, "_device")
+    monkeypatch.delitem(sys.modules, "litegpu_vulkan._instance")
+    monkeypatch.delattr(backend, "_instance")
     monkeypatch.setitem(sys.modules, "vulkan", None)
     ok, reason = _backend.VulkanBackend().availability()
     assert not ok and "pip install vulkan" in reason
@@ -213,21 +215,32 @@ def test_availability_reasons_never_raise(backend, monkeypatch):
 
 def test_availability_lists_devices_beside_the_executor_import(backend, monkeypatch):
     """The driver's instance creation runs on its own thread (it drops the GIL) while the caller
-    imports the GPU executor; its answer is the check's."""
+    imports the rest of the backend (``_device``, which imports the GPU core) and the GPU executor;
+    its answer is the check's."""
     import threading
 
-    from litegpu_vulkan import _device
+    from litegpu.gpu import _probe
+    from litegpu_vulkan import _instance
 
     seen: list[str] = []
-    real = _device.list_devices
+    real = _instance.list_devices
 
     def listing():
         seen.append(threading.current_thread().name)
         return real()
 
-    monkeypatch.setattr(_device, "list_devices", listing)
+    imported: list[tuple[str, ...]] = []
+    real_probe = _probe.probe_beside_executor
+
+    def probe(fn, name, *, modules=()):
+        imported.append(tuple(modules))
+        return real_probe(fn, name, modules=modules)
+
+    monkeypatch.setattr(_instance, "list_devices", listing)
+    monkeypatch.setattr(_probe, "probe_beside_executor", probe)
     assert backend.VulkanBackend().availability() == (True, "")
     assert seen == ["litegpu-vulkan-probe"]
+    assert imported == [("litegpu_vulkan._device",)]
 
 
 def test_options_are_checked(backend, compiler_core):
@@ -672,6 +685,56 @@ def test_cache_serves_programs_without_glslc(backend, compiler_core, tmp_path, m
     (want,) = run_litert(model, inputs)
     assert rel_error(outs[0], want) <= 1e-4
     np.testing.assert_array_equal(outs[1], outs[0])
+
+
+
+def test_a_corrupt_or_stale_entry_is_rebuilt_with_a_warning(backend, compiler_core, tmp_path, caplog):
+    """A flipped byte in vulkan's entry (SPIR-V, pipeline-cache data, plan, weights: the whole file is
+    checksummed) and an entry whose plan section no longer decodes: each is refused with a WARNING,
+    the partition compiled again (right answers, not the damaged ones) and the entry rewritten."""
+    import logging
+
+    from litegpu.cache._format import decode, encode
+
+    model, inputs = _chain()
+    (want,) = run_litert(model, inputs)
+
+    def prepare():
+        d = litegpu.load_delegate("vulkan", {"cache": {"dir": str(tmp_path / "c"), "enabled": True}})
+        try:
+            it = litegpu.Interpreter(model_content=model, experimental_delegates=[d])
+            it.allocate_tensors()
+            (kernel,) = [s.kernel for s in it._main.plan.steps if s.kind == "delegate"]
+            it.set_tensor(it.get_input_details()[0]["index"], inputs[0])
+            it.invoke()
+            return it.get_tensor(it.get_output_details()[0]["index"]), kernel.cache_hit
+        finally:
+            d.close()
+
+    assert prepare()[1] is False
+    (entry,) = (tmp_path / "c").glob("*.lgc")
+    raw = bytearray(entry.read_bytes())
+    raw[len(raw) // 2] ^= 0xFF  # inside the data, under the checksum
+    entry.write_bytes(bytes(raw))
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        out, hit = prepare()
+    assert not hit and any("checksum" in r.getMessage() for r in caplog.records)
+    assert rel_error(out, want) <= 1e-4
+    assert prepare()[1] is True  # rewritten whole
+    # a well-formed entry (valid checksum) whose plan section is garbage: the plan is rebuilt
+    e = decode(entry.read_bytes())
+    plan_keys = [k for k in e.sections if not k.startswith(("bin/", "src/")) and k not in ("kernels", "device_cache")]
+    assert plan_keys
+    sections = dict(e.sections)
+    for k in plan_keys:
+        sections[k] = b"\x00garbage"
+    entry.write_bytes(encode(e.header, sections))
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        out, hit = prepare()
+    assert not hit and any("cached plan" in r.getMessage() for r in caplog.records)
+    assert rel_error(out, want) <= 1e-4
 
 
 _LAYER_DIRS = ("/usr/share/vulkan/explicit_layer.d", "/usr/local/share/vulkan/explicit_layer.d",

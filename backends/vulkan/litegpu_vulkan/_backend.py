@@ -17,22 +17,22 @@ __all__ = ["VulkanBackend"]
 
 def _why_unavailable() -> str:
     """Empty when a device can be opened here, else the reason in words.  Never raises.  The
-    driver's instance (``vkCreateInstance`` and the device listing) starts beside the GPU executor's
-    import (:func:`litegpu.gpu._probe.probe_beside_executor`)."""
+    driver's instance (``vkCreateInstance`` and the device listing, ``_instance``) starts on a
+    thread right after the binding's import, beside the import of the rest of the backend and of the
+    GPU executor (:func:`litegpu.gpu._probe.probe_beside_executor`): a start pays the longer of the
+    two, not their sum."""
     try:
-        from . import _device
+        from . import _instance  # the binding alone (it dlopens libvulkan)
     except ImportError as e:
         return f"the vulkan Python binding cannot be imported ({e}); pip install vulkan"
     except OSError as e:  # the binding dlopens libvulkan at import
         return f"libvulkan cannot be loaded ({e}); install the Vulkan loader (Debian libvulkan1) and a driver"
     except Exception as e:  # noqa: BLE001 - a broken install must not break available_backends()
         return f"the vulkan binding failed to load: {e!r}"
-    if _device.find_glsl_compiler() is None:
-        return "no GLSL -> SPIR-V compiler: install glslc (Debian glslc) or glslangValidator (glslang-tools)"
 
     def list_devices() -> str:
         try:
-            _device.list_devices()  # creates the process's shared instance (kept for the device)
+            _instance.list_devices()  # creates the process's shared instance (kept for the device)
         except litegpu.BackendUnavailableError as e:
             return str(e)
         except Exception as e:  # noqa: BLE001
@@ -41,7 +41,17 @@ def _why_unavailable() -> str:
 
     from litegpu.gpu._probe import probe_beside_executor
 
-    return probe_beside_executor(list_devices, "vulkan")
+    try:
+        reason = probe_beside_executor(list_devices, "vulkan", modules=(f"{__package__}._device",))
+    except Exception as e:  # noqa: BLE001 - as above
+        return f"the vulkan backend failed to load: {e!r}"
+    if reason:
+        return reason
+    from . import _device
+
+    if _device.find_glsl_compiler() is None:
+        return "no GLSL -> SPIR-V compiler: install glslc (Debian glslc) or glslangValidator (glslang-tools)"
+    return ""
 
 
 class VulkanBackend(litegpu.BackendSpec):

@@ -81,10 +81,24 @@ def model_token(model: bytes | bytearray | memoryview | Model | str | os.PathLik
     return _fingerprint(model)
 
 
-def _canon(value: Any, where: str) -> Any:
+def _place(where: Any) -> str:
+    """The readable place of a value in a key: ``where`` is a name or (parent place, key or index),
+    built into text only for an error (a warm start canonicalises thousands of values)."""
+    parts: list[str] = []
+    while isinstance(where, tuple):
+        where, step = where
+        parts.append(f"[{step}]" if isinstance(step, int) else f".{step}")
+    return str(where) + "".join(reversed(parts))
+
+
+def _canon(value: Any, where: Any) -> Any:
     """``value`` as plain JSON data, one spelling per value (tuples become lists, numpy scalars
-    Python numbers, ...).  Unknown types are refused: guessing a rendering could merge two keys."""
-    if value is None or isinstance(value, (bool, str)):
+    Python numbers, ...).  Unknown types are refused: guessing a rendering could merge two keys.
+    ``where`` names the value for errors (see :func:`_place`)."""
+    kind = type(value)
+    if kind is str or kind is int or kind is bool or value is None:  # most of a key: as they are
+        return value
+    if isinstance(value, (bool, str)):
         return value
     if isinstance(value, enum.Enum):
         return _canon(value.value, where)
@@ -107,15 +121,15 @@ def _canon(value: Any, where: str) -> Any:
         out = {}
         for k, v in value.items():
             if not isinstance(k, str):
-                raise TypeError(f"cache key: {where} has a non-string key {k!r}")
-            out[k] = _canon(v, f"{where}.{k}")
+                raise TypeError(f"cache key: {_place(where)} has a non-string key {k!r}")
+            out[k] = _canon(v, (where, k))
         return out
     if isinstance(value, (list, tuple)):
-        return [_canon(v, f"{where}[{i}]") for i, v in enumerate(value)]
+        return [_canon(v, (where, i)) for i, v in enumerate(value)]
     if isinstance(value, (set, frozenset)):
         items = [_canon(v, where) for v in value]
         return sorted(items, key=lambda v: json.dumps(v, sort_keys=True))
-    raise TypeError(f"cache key: {where} has a value of type {type(value).__name__} ({value!r}) "
+    raise TypeError(f"cache key: {_place(where)} has a value of type {type(value).__name__} ({value!r}) "
                     "that has no canonical form; pass plain numbers, strings, lists or dicts")
 
 

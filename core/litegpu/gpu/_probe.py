@@ -13,16 +13,18 @@ imports them).
 
 from __future__ import annotations
 
+import importlib
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 __all__ = ["probe_beside_executor"]
 
 
-def probe_beside_executor(probe: Callable[[], str], name: str) -> str:
+def probe_beside_executor(probe: Callable[[], str], name: str, *, modules: Sequence[str] = ()) -> str:
     """``probe()`` (the reason the backend cannot run, or ``""``; it must not raise) on a thread
-    named ``litegpu-<name>-probe`` while this thread imports the GPU executor.  Returns the
-    executor's import failure, else the probe's answer."""
+    named ``litegpu-<name>-probe`` while this thread imports ``modules`` (the rest of the backend:
+    its device module, which imports the GPU core) and then the GPU executor.  Returns the first
+    import failure, else the probe's answer."""
     answer: list[str] = []
 
     def run() -> None:
@@ -31,9 +33,15 @@ def probe_beside_executor(probe: Callable[[], str], name: str) -> str:
     thread = threading.Thread(target=run, name=f"litegpu-{name}-probe", daemon=True)
     thread.start()
     try:
-        from . import _runtime  # noqa: F401 - the shared executor every GPU backend plugs into
-    except ImportError as e:
-        return f"litegpu's GPU executor cannot be imported ({e})"
+        for module in modules:
+            try:
+                importlib.import_module(module)
+            except ImportError as e:
+                return f"{module} cannot be imported ({e})"
+        try:
+            from . import _runtime  # noqa: F401 - the shared executor every GPU backend plugs into
+        except ImportError as e:
+            return f"litegpu's GPU executor cannot be imported ({e})"
     finally:
         thread.join()
     return answer[0] if answer else f"the {name} probe failed without a reason"

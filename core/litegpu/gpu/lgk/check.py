@@ -3,9 +3,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from .nodes import (
@@ -552,38 +553,66 @@ def check(prog: Program, kernel: str, name: str, precision: str,
     ch.check_kernel(k)
     # functions reached from the kernel, transitively
     reached: set[str] = set()
-    todo = [k.body]
+    # each checked body's user calls, from one walk (the order check below reuses them: walking the
+    # trees was a large part of a cold render)
+    calls_of: dict[str, list[str]] = {}
+    todo: list[tuple[str, Any]] = [("", k.body)]
     while todo:
-        node = todo.pop()
-        for c in walk_nodes(node):
-            if isinstance(c, Call) and c.kind == "user" and c.fn not in reached:
-                reached.add(c.fn)
-                f = prog.funcs[c.fn]
+        owner, node = todo.pop()
+        calls = calls_of[owner] = [c.fn for c in walk_nodes(node) if isinstance(c, Call) and c.kind == "user"]
+        for fn in calls:
+            if fn not in reached:
+                reached.add(fn)
+                f = prog.funcs[fn]
                 ch.check_func(f)
-                todo.append(f.body)
+                todo.append((fn, f.body))
     order = list(prog.funcs)
     funcs = [prog.funcs[n] for n in order if n in reached]
     # helpers must be defined before use in C-like dialects
     pos = {f.name: i for i, f in enumerate(funcs)}
     for f in funcs:
-        for c in walk_nodes(f.body):
-            if isinstance(c, Call) and c.kind == "user" and pos[c.fn] >= pos[f.name]:
-                raise KernelTemplateError(f"{source_location(name, f.line)}: {f.name} calls {c.fn}, defined later (or recursively)")
+        for fn in calls_of[f.name]:
+            if pos[fn] >= pos[f.name]:
+                raise KernelTemplateError(f"{source_location(name, f.line)}: {f.name} calls {fn}, defined later (or recursively)")
     return k, funcs
 
 
-def walk_nodes(node: Any) -> Iterable[Any]:
-    """Every AST node under ``node`` (pre-order)."""
+_NODE = (Expr, Stmt)
+#: per node class, the fields that can hold child nodes (from the dataclass annotations)
+_CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _child_fields(cls: type) -> tuple[str, ...]:
+    names: tuple[str, ...] = ()
+    if issubclass(cls, _NODE) and dataclasses.is_dataclass(cls):
+        names = tuple(f.name for f in dataclasses.fields(cls)
+                      if any(w in str(f.type) for w in ("Expr", "Stmt", "Block")))
+    _CHILD_FIELDS[cls] = names
+    return names
+
+
+def walk_nodes(node: Any) -> list[Any]:
+    """Every AST node under ``node`` (pre-order), as a list.  Only the fields that can hold nodes are
+    looked at, and no generator: walking the trees was a large part of a cold render."""
+    out: list[Any] = []
     stack = [node]
+    pop, push, extend, emit, known = stack.pop, stack.append, stack.extend, out.append, _CHILD_FIELDS.get
     while stack:
-        n = stack.pop()
-        yield n
-        if isinstance(n, (Expr, Stmt)):
-            for v in vars(n).values():
-                if isinstance(v, (Expr, Stmt)):
-                    stack.append(v)
-                elif isinstance(v, list):
-                    stack.extend(x for x in v if isinstance(x, (Expr, Stmt)))
+        n = pop()
+        emit(n)
+        cls = n.__class__
+        names = known(cls)
+        if names is None:
+            names = _child_fields(cls)
+        for a in names:
+            v = getattr(n, a)
+            if v is None:
+                continue
+            if isinstance(v, list):
+                extend([x for x in v if isinstance(x, _NODE)])
+            elif isinstance(v, _NODE):
+                push(v)
+    return out
 
 
 def eval_int_expr(e: Expr, values: Mapping[str, int | float]) -> int:

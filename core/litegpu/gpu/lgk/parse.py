@@ -454,6 +454,7 @@ def _parse_definitions(src: str, name: str, aliases: Mapping[str, str],
     akey, skey = tuple(sorted(aliases.items())), tuple(sorted(storage.items()))
     out: list[tuple[str, str, bytes]] = []
     depth, start = 0, 0
+    line, counted = 1, 0  # the line number at offset ``counted`` (counted on, not from 0 each time)
     for m in _BRACE.finditer(src):
         if m.group(0) == "{":
             depth += 1
@@ -466,7 +467,9 @@ def _parse_definitions(src: str, name: str, aliases: Mapping[str, str],
         end = m.end()
         text = src[start:end]
         body = text.lstrip()
-        first_line = src.count("\n", 0, start + len(text) - len(body)) + 1
+        at = start + len(text) - len(body)
+        line += src.count("\n", counted, at)
+        first_line, counted = line, at
         start = end
         key = (body, first_line, akey, skey)
         entry = _DEFINITIONS.get(key)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -26,12 +27,19 @@ def source_location(name: Any, line: int) -> str:
     return name(line) if callable(name) else f"{name}:{line}"
 
 
-def _peval(expr: str, env: Mapping[str, Any], where: str) -> Any:
+@functools.lru_cache(maxsize=8192)
+def _compiled(expr: str) -> Any:
+    # a template's few hundred distinct expressions are evaluated tens of thousands of times by a
+    # cold prepare (every #for iteration, every render): compiling each once was most of eval's cost
+    return compile(expr.strip(), "<lgk expression>", "eval")
+
+
+def _peval(expr: str, env: Mapping[str, Any], name: Any, line: int) -> Any:
     try:
         # env as globals so comprehensions see the template variables
-        return eval(expr, {**env, "__builtins__": _SAFE_BUILTINS})  # noqa: S307 (trusted templates)
-    except Exception as e:  # a template bug: say where
-        raise KernelTemplateError(f"{where}: cannot evaluate {expr.strip()!r}: {e}") from e
+        return eval(_compiled(expr), {**env, "__builtins__": _SAFE_BUILTINS})  # noqa: S307 (trusted templates)
+    except Exception as e:  # a template bug: say where (the location is built only here: per line it was costly)
+        raise KernelTemplateError(f"{source_location(name, line)}: cannot evaluate {expr.strip()!r}: {e}") from e
 
 
 def preprocess(text: str, env: Mapping[str, Any], name: str = "<template>") -> str:
@@ -47,12 +55,14 @@ def preprocess(text: str, env: Mapping[str, Any], name: str = "<template>") -> s
         """Process lines from i until a directive in ``stop``; return (index, directive)."""
         while i < len(lines):
             line = lines[i]
-            m = _DIRECTIVE.match(line)
-            where = source_location(name, i + 1)
+            m = _DIRECTIVE.match(line) if "#" in line else None
+            ln = i + 1
             if m is None:
                 if emit:
                     line = line.split("//", 1)[0]  # comments go: expanded #for bodies share one line
-                    out.append(_SUBST.sub(lambda mm, w=where: str(_peval(mm.group(1), env, w)), line))
+                    if "{{" in line:
+                        line = _SUBST.sub(lambda mm, ln=ln: str(_peval(mm.group(1), env, name, ln)), line)
+                    out.append(line)
                 else:
                     out.append("")
                 i += 1
@@ -62,14 +72,13 @@ def preprocess(text: str, env: Mapping[str, Any], name: str = "<template>") -> s
                 return i, d
             if d == "if":
                 out.append("")
-                taken = emit and bool(_peval(arg, env, where))
+                taken = emit and bool(_peval(arg, env, name, ln))
                 done = taken
                 i, d2 = block(i + 1, env, taken, ("elif", "else", "endif"))
                 while d2 != "endif":
-                    w2 = source_location(name, i + 1)
                     out.append("")
                     if d2 == "elif":
-                        cond = (not done) and emit and bool(_peval(_DIRECTIVE.match(lines[i]).group(2), env, w2))
+                        cond = (not done) and emit and bool(_peval(_DIRECTIVE.match(lines[i]).group(2), env, name, i + 1))
                         done = done or cond
                         i, d2 = block(i + 1, env, cond, ("elif", "else", "endif"))
                     else:  # else
@@ -79,9 +88,9 @@ def preprocess(text: str, env: Mapping[str, Any], name: str = "<template>") -> s
             elif d == "for":
                 fm = re.match(r"^([A-Za-z_][\w, ]*)\s+in\s+(.*)$", arg)
                 if fm is None:
-                    raise KernelTemplateError(f"{where}: bad #for: {arg!r}")
+                    raise KernelTemplateError(f"{source_location(name, ln)}: bad #for: {arg!r}")
                 names = [n.strip() for n in fm.group(1).split(",")]
-                items = list(_peval(fm.group(2), env, where)) if emit else []
+                items = list(_peval(fm.group(2), env, name, ln)) if emit else []
                 out.append("")
                 start = i + 1
                 mark = len(out)
@@ -107,18 +116,18 @@ def preprocess(text: str, env: Mapping[str, Any], name: str = "<template>") -> s
             elif d == "set":
                 sm = re.match(r"^([A-Za-z_]\w*)\s*=\s*(.*)$", arg)
                 if sm is None:
-                    raise KernelTemplateError(f"{where}: bad #set: {arg!r}")
+                    raise KernelTemplateError(f"{source_location(name, ln)}: bad #set: {arg!r}")
                 if emit:
-                    env[sm.group(1)] = _peval(sm.group(2), env, where)
+                    env[sm.group(1)] = _peval(sm.group(2), env, name, ln)
                 out.append("")
                 i += 1
             elif d == "error":
                 if emit:
-                    raise KernelTemplateError(f"{name}: {_SUBST.sub(lambda mm, w=where: str(_peval(mm.group(1), env, w)), arg)}")
+                    raise KernelTemplateError(f"{name}: {_SUBST.sub(lambda mm, ln=ln: str(_peval(mm.group(1), env, name, ln)), arg)}")
                 out.append("")
                 i += 1
             else:
-                raise KernelTemplateError(f"{where}: unexpected #{d}")
+                raise KernelTemplateError(f"{source_location(name, ln)}: unexpected #{d}")
         if stop:
             raise KernelTemplateError(f"{name}: missing #{'/#'.join(stop)}")
         return i, ""

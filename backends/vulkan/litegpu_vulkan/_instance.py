@@ -1,0 +1,92 @@
+"""The process's one VkInstance and its device list: the part of the Vulkan backend the availability
+check needs.  It imports the ``vulkan`` binding and nothing of litegpu's GPU core, so that the
+driver's start (``vkCreateInstance`` and the device enumeration, tens of ms on NVIDIA, in C with
+the GIL released) can run on a thread while the caller imports the rest of the backend and the GPU
+executor (``_backend._why_unavailable``); ``_device`` builds devices on the same instance.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+import vulkan as vk
+from litegpu import BackendUnavailableError
+
+__all__ = ["list_devices"]
+
+_API_1_1 = vk.VK_MAKE_VERSION(1, 1, 0)
+_TYPE_ORDER = {vk.VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: 0, vk.VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: 1,
+               vk.VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: 2, vk.VK_PHYSICAL_DEVICE_TYPE_CPU: 3}
+_TYPE_NAME = {0: "discrete GPU", 1: "integrated GPU", 2: "virtual GPU", 3: "CPU"}
+
+
+def _create_instance() -> Any:
+    # app_info and create_info are named so that the strings they point to outlive the call
+    app_info = vk.VkApplicationInfo(pApplicationName="litegpu", applicationVersion=1, pEngineName="litegpu",
+                                    engineVersion=1, apiVersion=_API_1_1)
+    create_info = vk.VkInstanceCreateInfo(pApplicationInfo=app_info)
+    try:
+        return vk.vkCreateInstance(create_info, None)
+    except (vk.VkError, vk.VkException) as e:
+        raise BackendUnavailableError(f"vkCreateInstance failed ({type(e).__name__}): no Vulkan 1.1 driver; "
+                                      "install one such as Mesa lavapipe (Debian mesa-vulkan-drivers)") from e
+
+
+@dataclass(frozen=True)
+class _Candidate:
+    handle: Any
+    name: str
+    kind: int  # index into _TYPE_NAME
+    queue_family: int
+
+
+def _candidates(instance: Any) -> list[_Candidate]:
+    """Usable physical devices (Vulkan >= 1.1 with a compute queue), discrete GPUs first, CPUs last."""
+    found = []
+    for pd in vk.vkEnumeratePhysicalDevices(instance):
+        props = vk.vkGetPhysicalDeviceProperties(pd)
+        if props.apiVersion < _API_1_1:
+            continue
+        families = vk.vkGetPhysicalDeviceQueueFamilyProperties(pd)
+        qf = next((i for i, f in enumerate(families) if f.queueFlags & vk.VK_QUEUE_COMPUTE_BIT), None)
+        if qf is None:
+            continue
+        found.append(_Candidate(pd, props.deviceName, _TYPE_ORDER.get(props.deviceType, 4), qf))
+    found.sort(key=lambda c: c.kind)  # stable: the driver's order within a kind
+    return found
+
+
+_SHARED: dict[str, Any] = {}  # the process's VkInstance and its candidates (see _shared_instance)
+_SHARED_LOCK = threading.Lock()
+
+
+def _shared_instance() -> tuple[Any, list[_Candidate]]:
+    """The process's one VkInstance and its usable devices, created on first use and kept.
+
+    ``load_delegate`` asks for availability, then the device list, then creates the device: with an
+    instance each, that was three ``vkCreateInstance`` (the driver loaded, enumerated and unloaded
+    each time; hundreds of ms on NVIDIA).  Devices and listings share this one instead; it lives as
+    long as the process (Vulkan allows any number of devices per instance)."""
+    with _SHARED_LOCK:
+        if "instance" not in _SHARED:
+            instance = _create_instance()
+            try:
+                cands = _candidates(instance)
+            except Exception:
+                vk.vkDestroyInstance(instance, None)
+                raise
+            _SHARED["instance"], _SHARED["candidates"] = instance, cands
+        return _SHARED["instance"], _SHARED["candidates"]
+
+
+def list_devices() -> list[str]:
+    """Names of the usable devices in selection order (index = ``device`` option).
+
+    Raises BackendUnavailableError with the reason when there is no driver or no device.
+    """
+    _instance, cands = _shared_instance()
+    if not cands:
+        raise BackendUnavailableError("the Vulkan loader found no device with Vulkan 1.1 and a compute queue")
+    return [f"{c.name} ({_TYPE_NAME.get(c.kind, 'other')})" for c in cands]
