@@ -26,8 +26,11 @@ class OpenCLBackend(litegpu.BackendSpec):
     }
 
     def availability(self) -> tuple[bool, str]:
+        # on the caller's thread: pyopencl holds the GIL in clGetPlatformIDs (bench/cl_context_gil.py:
+        # 235 ms of PoCL's start with the other thread stalled), so a probe thread beside the GPU
+        # executor's import, as vulkan and webgpu do, would overlap nothing
         try:
-            from ._device import list_devices
+            from ._platforms import list_devices
 
             list_devices()
         except ImportError as e:
@@ -40,7 +43,7 @@ class OpenCLBackend(litegpu.BackendSpec):
 
     def devices(self) -> list[str]:
         try:
-            from ._device import list_devices
+            from ._platforms import list_devices
 
             return [f"{d.name.strip()} ({p.name.strip()})" for p, d in list_devices()]
         except Exception:

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import os
 import re
+import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -17,41 +19,15 @@ from litegpu import BackendUnavailableError, ConfigError, DelegateError
 from litegpu.gpu._device import BufferRef, DeviceInfo, GpuDevice, StartupTimer
 from litegpu.gpu.kernels import RenderedKernel
 
+from ._platforms import describe as _describe
+from ._platforms import list_devices
+
 __all__ = ["CLDevice", "list_devices"]
-
-
-def list_devices() -> list[tuple[cl.Platform, cl.Device]]:
-    """Every (platform, device) pair, GPUs first.  Raises BackendUnavailableError with the reason."""
-    try:
-        platforms = cl.get_platforms()
-    except cl.Error as e:  # no ICD loader configuration, no platform
-        raise BackendUnavailableError(f"no OpenCL platform found ({e}); {_INSTALL_HINT}") from e
-    if not platforms:
-        raise BackendUnavailableError(f"no OpenCL platform found; {_INSTALL_HINT}")
-    pairs, errors = [], []
-    for p in platforms:
-        try:
-            pairs += [(p, d) for d in p.get_devices()]
-        except cl.Error as e:  # a platform without devices raises DEVICE_NOT_FOUND: skip it
-            errors.append(f"{p.name.strip()}: {e}")
-    if not pairs:
-        names = ", ".join(p.name.strip() for p in platforms)
-        raise BackendUnavailableError(f"OpenCL platforms exist ({names}) but expose no device"
-                                      + (f" ({'; '.join(errors)})" if errors else ""))
-    pairs.sort(key=lambda pd: 0 if pd[1].type & cl.device_type.GPU else 1)
-    return pairs
 
 
 def _global_size(grid: tuple[int, int, int], wg: tuple[int, int, int]) -> tuple[int, int, int]:
     """OpenCL's global size: ``grid`` rounded up to whole work groups."""
     return tuple(-(-g // w) * w for g, w in zip(grid, wg, strict=True))  # type: ignore[return-value]
-
-
-_INSTALL_HINT = "install a driver such as PoCL (Debian pocl-opencl-icd) or your GPU vendor's"
-
-
-def _describe(pairs: list[tuple[cl.Platform, cl.Device]]) -> str:
-    return "; ".join(f"{i}: {d.name.strip()} ({p.name.strip()})" for i, (p, d) in enumerate(pairs))
 
 
 # a top-level definition of the lgk OpenCL output: a helper function or the kernel, at column 0
@@ -118,11 +94,19 @@ class CLDevice(GpuDevice):
                               f"{'s' if len(pairs) != 1 else ''} found ({_describe(pairs)})")
         plat, dev = pairs[idx]
         self.device = dev
-        self.ctx = cl.Context([dev])
-        laps.lap("context")
-        # one in-order queue: launches run in enqueue order, no host synchronisation in between
-        self.queue = cl.CommandQueue(self.ctx)
-        laps.lap("queue")
+        # The context (128 ms to 1.7 s on NVIDIA's driver, the process's first) and the queue are
+        # made on a thread while the caller goes on reading and planning the model, as vulkan does
+        # with vkCreateDevice; the first use of ``ctx``/``queue`` waits for them and raises a
+        # failure there.  Where pyopencl holds the GIL in clCreateContext this gains nothing and
+        # costs a thread start (bench/cl_context_gil.py measures which).
+        self._ctx: cl.Context | None = None
+        self._queue: cl.CommandQueue | None = None
+        self._open_error: BaseException | None = None
+        #: ms the context's creation took on its thread, and ms the first use waited for it
+        self.device_open_ms = self.device_wait_ms = 0.0
+        self._opening = threading.Thread(target=self._open, name="litegpu-clCreateContext", daemon=True)
+        self._opening.start()
+        laps.lap("context (started)")
         ext = dev.extensions.split()
         self.info = DeviceInfo(
             api="opencl", name=dev.name.strip(), vendor=plat.name.strip(),
@@ -141,6 +125,44 @@ class CLDevice(GpuDevice):
         # NannyEvent keeps the host array alive, and dropping one waits for its copy (which would make
         # every upload wait for the whole queue)
         self._pending: list[cl.Event] = []
+
+    def _open(self) -> None:
+        t0 = time.perf_counter()
+        try:
+            ctx = cl.Context([self.device])
+            # one in-order queue: launches run in enqueue order, no host synchronisation in between
+            self._queue = cl.CommandQueue(ctx)
+            self._ctx = ctx
+        except BaseException as e:  # noqa: BLE001 - handed to the first user of ctx/queue
+            self._open_error = e
+        finally:
+            self.device_open_ms = (time.perf_counter() - t0) * 1e3
+
+    def _wait_open(self) -> None:
+        if self._opening.is_alive():
+            t0 = time.perf_counter()
+            self._opening.join()
+            self.device_wait_ms += (time.perf_counter() - t0) * 1e3
+        if self._ctx is None:
+            e = self._open_error
+            raise BackendUnavailableError(f"OpenCL context on {self.info.name} could not be created: {e}; check the "
+                                          "driver (clinfo lists what it sees)") from e
+
+    @property
+    def ctx(self) -> cl.Context:
+        ctx = self._ctx
+        if ctx is None:
+            self._wait_open()
+            ctx = self._ctx
+        return ctx
+
+    @property
+    def queue(self) -> cl.CommandQueue:
+        q = self._queue
+        if q is None:
+            self._wait_open()
+            q = self._queue
+        return q
 
     # -- allocator
     def alloc(self, nbytes: int) -> cl.Buffer:
