@@ -147,6 +147,11 @@ class CLDevice(GpuDevice):
         self._opening = threading.Thread(target=self._open, name="litegpu-clCreateContext", daemon=True)
         self._opening.start()
         laps.lap("context (started)")
+        #: programs a partition's kernels build as, side by side (compile_group): one per compile thread
+        #: on a GPU; one on a CPU device, whose compiler shares the cores with everything else and pays a
+        #: large cost per program (PoCL links its built-in library into each: split in two, face_detection's
+        #: cold prepare took 12.6 s of CPU instead of 9.4 on the 2-core CI machine)
+        self.group_threads = self.compile_threads if dev.type & cl.device_type.GPU else 1
         ext = dev.extensions.split()
         self.info = DeviceInfo(
             api="opencl", name=dev.name.strip(), vendor=plat.name.strip(),
@@ -285,15 +290,15 @@ class CLDevice(GpuDevice):
                 for e in one_program(kernels[a:b])[1]]
 
     def compile_group(self, kernels: Sequence[RenderedKernel]) -> list[_Member] | None:
-        """The partition's kernels as a few programs (one per compile thread, at least
+        """The partition's kernels as a few programs (``group_threads`` of them, at least
         ``_KERNELS_PER_PROGRAM`` kernels each) built side by side: one program for all is one
-        single-threaded compiler run (3.5 s of a 5 s cold start on NVIDIA; 30 s on PoCL here)."""
+        single-threaded compiler run (3.5 s of a 5 s cold start on NVIDIA)."""
         if any("f16" in k.features for k in kernels) and not self.info.fp16:
             return None  # compile() says why, per kernel
         key = tuple(k.source for k in kernels)
         if key in self._groups:
             return self._groups[key]
-        ranges = _chunks(len(kernels), self.compile_threads)
+        ranges = _chunks(len(kernels), self.group_threads)
         try:
             sources = [one_program(kernels[a:b])[0] for a, b in ranges]
             progs = self._build_side_by_side(
