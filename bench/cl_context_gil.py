@@ -43,26 +43,12 @@ def main() -> int:
           f"loop rounds ({_verdict(ms, rounds)})")
     pairs.sort(key=lambda pd: 0 if pd[1].type & cl.device_type.GPU else 1)
     _plat, dev = pairs[0]
-    got: dict[str, float] = {}
-
-    def make() -> None:
-        t0 = time.perf_counter()
-        cl.CommandQueue(cl.Context([dev]))
-        got["ms"] = (time.perf_counter() - t0) * 1e3
-
-    th = threading.Thread(target=make)
-    rounds = 0
-    th.start()
-    while th.is_alive():
-        rounds += 1
+    ms, rounds, _ = _on_thread(lambda: cl.CommandQueue(cl.Context([dev])))
     t = time.perf_counter()
     cl.CommandQueue(cl.Context([dev]))
     again = (time.perf_counter() - t) * 1e3
-    ms = got.get("ms", float("nan"))
-    # a free GIL lets the loop run ~10,000 rounds a ms; a context made in under 20 ms says nothing
-    verdict = ("too quick to tell" if not ms >= 20 else "GIL free" if rounds > 1000 * ms else "GIL held")
     print(f"{dev.name.strip()}: first context, on a thread, {ms:.1f} ms while the main thread ran {rounds} "
-          f"loop rounds ({verdict}); a second context {again:.1f} ms")
+          f"loop rounds ({_verdict(ms, rounds)}); a second context {again:.1f} ms")
     return 0
 
 
