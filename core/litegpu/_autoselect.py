@@ -265,26 +265,7 @@ def _cache_enabled(config: Any) -> bool:
 # --------------------------------------------------------------------------- environment / key
 
 
-def _probe_all() -> None:
-    """Every registered backend's availability check and device list at once, a thread each, before
-    :func:`available_backends` reads them (it checks one backend after another).  The drivers'
-    probes (a Vulkan instance, wgpu's adapters, an OpenCL platform list) are independent and
-    partly run in C with the GIL released: 2.0 s one after another on the 2-core CI machine."""
-    reg = backend_registry()
-    with reg.lock:
-        pending = [e for e in reg.entries.values() if e.availability is None]
-    if len(pending) < 2:
-        return
-    threads = [threading.Thread(target=reg.info, args=(e,), name=f"litegpu-probe-{e.spec.name}", daemon=True)
-               for e in pending]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-
-
 def _backend_rows() -> list[dict[str, Any]]:
-    _probe_all()
     rows = []
     for b in available_backends():
         d = b.as_dict() if hasattr(b, "as_dict") else dict(vars(b))
