@@ -123,14 +123,22 @@ def test_context_is_made_beside_the_model_read_and_its_failure_raised_at_first_u
     assert d.device.device_open_ms > 0
     d.close()
 
-    def refuse(*_a, **_k):
-        raise cl.LogicError("clCreateContext failed: DEVICE_NOT_AVAILABLE")
+    # made through ctypes, without the GIL, on pyopencl's own ICD loader (found on this machine)
+    from litegpu_opencl import _device, _platforms
 
-    monkeypatch.setattr(cl, "Context", refuse)
+    assert _platforms._opencl_loader() is not None
+    handle = _platforms.create_context(d.device.device.int_ptr)
+    assert isinstance(handle, int) and handle
+    cl.Context.from_int_ptr(handle, retain=False)  # owned (and released) by pyopencl
+
+    def refuse(*_a, **_k):
+        raise RuntimeError("clCreateContext failed with OpenCL error -2")
+
+    monkeypatch.setattr(_device, "create_context", refuse)
     dev = lo.CLDevice()
     for _ in range(2):  # every use, not only the first
         with pytest.raises(litegpu.BackendUnavailableError, match="OpenCL context .* could not be created.*"
-                                                                  "DEVICE_NOT_AVAILABLE"):
+                                                                  "OpenCL error -2"):
             dev.alloc(16)
 
 

@@ -26,20 +26,24 @@ class OpenCLBackend(litegpu.BackendSpec):
     }
 
     def availability(self) -> tuple[bool, str]:
-        # on the caller's thread: pyopencl holds the GIL in clGetPlatformIDs (bench/cl_context_gil.py:
-        # 235 ms of PoCL's start with the other thread stalled), so a probe thread beside the GPU
-        # executor's import, as vulkan and webgpu do, would overlap nothing
-        try:
-            from ._platforms import list_devices
+        def probe() -> str:
+            try:
+                from ._platforms import list_devices, start_drivers
 
-            list_devices()
-        except ImportError as e:
-            return False, f"pyopencl cannot be imported ({e})"
-        except litegpu.BackendUnavailableError as e:
-            return False, str(e)
-        except Exception as e:  # a broken ICD must not break litegpu.available_backends()
-            return False, f"OpenCL initialisation failed: {e}"
-        return True, ""
+                start_drivers()  # without the GIL: the drivers start while the GPU executor imports
+                list_devices()
+            except ImportError as e:
+                return f"pyopencl cannot be imported ({e})"
+            except litegpu.BackendUnavailableError as e:
+                return str(e)
+            except Exception as e:  # noqa: BLE001 - a broken ICD must not break available_backends()
+                return f"OpenCL initialisation failed: {e}"
+            return ""
+
+        from litegpu.gpu._probe import probe_beside_executor
+
+        why = probe_beside_executor(probe, "opencl")
+        return (not why), why
 
     def devices(self) -> list[str]:
         try:

