@@ -34,15 +34,11 @@ class OpenCLBackend(litegpu.BackendSpec):
                 list_devices()
             except ImportError as e:
                 return f"pyopencl cannot be imported ({e})"
-            except litegpu.BackendUnavailableError as e:
-                return str(e)
-            except Exception as e:  # noqa: BLE001 - a broken ICD must not break available_backends()
-                return f"OpenCL initialisation failed: {e}"
             return ""
 
         from litegpu.gpu._probe import probe_beside_executor
 
-        why = probe_beside_executor(probe, "opencl")
+        why = probe_beside_executor(probe, "opencl", "OpenCL initialisation failed")
         return (not why), why
 
     def devices(self) -> list[str]:
