@@ -9,7 +9,7 @@ import sys
 import time
 from typing import Any
 
-from .._autoselect import POLICIES, Decision, abandoned_workers, autoselect
+from .._autoselect import POLICIES, Decision, _cache_enabled, abandoned_workers, autoselect
 from .._errors import LiteGPUError
 from ._common import (
     CliError,
@@ -89,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
         emit_json(dec.as_dict())
     else:
         print_decision(dec, model.name)
-    if not args.no_background and not dec.cached:
+    if not args.no_background and not dec.cached and _cache_enabled(config):  # else nothing would be kept
         _prepare_cut_in_background(dec, model.path, args.config)
     if abandoned_workers() or getattr(args, "process_is_command", False):
         # A candidate cut by the budget may still be inside a driver call (a compile, say); Python
