@@ -10,7 +10,7 @@ counts only for itself):
 
 * ``gpu core``: importing litegpu's GPU executor (``litegpu.gpu._runtime``: the op table, the passes'
   registry, capabilities), which the first ``load_delegate`` does in its availability check
-  (vulkan and webgpu: 0 here, the import runs inside the availability check beside the driver's
+  (vulkan, webgpu and opencl: 0 here, the import runs inside the availability check beside the driver's
   probe on a thread, so its time is in the driver table's ``availability``);
 * ``driver``: creating the delegate, i.e. the driver context, device and queue (``load_delegate``);
 * ``cache read`` / ``cache write``: the serialization cache's files and the plan decoded from them;
@@ -77,10 +77,10 @@ import litegpu
 # from here on the span bench/init.py times as prepare (its "import" is ``import litegpu`` alone)
 t_start, c_start = time.perf_counter(), time.process_time()
 model, backend, cache_dir, tuning = sys.argv[1:5]
-# vulkan's and webgpu's availability checks import the executor themselves, beside the driver's
+# the GPU backends' availability checks import the executor themselves, beside the driver's
 # probe on a thread (litegpu.gpu._probe): importing it here first would hide that overlap (its time
 # is then in the "availability" part)
-if backend not in ("vulkan", "webgpu"):
+if backend not in ("vulkan", "webgpu", "opencl"):
     from litegpu.gpu import _runtime
 gpu_core = time.perf_counter() - t_start
 

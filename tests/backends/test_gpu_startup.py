@@ -200,3 +200,19 @@ def test_probe_beside_executor_runs_the_probe_on_its_thread_and_reports_an_impor
     monkeypatch.delattr(sys.modules["litegpu.gpu"], "_runtime", raising=False)
     why = probe_beside_executor(probe, "fake")
     assert why.startswith("litegpu's GPU executor cannot be imported") and len(seen) == 4
+
+
+def test_a_probe_that_raises_answers_in_words():
+    """probe_beside_executor: a BackendUnavailableError's message is the answer; any other error is
+    named with the backend's failure wording (a broken driver never breaks available_backends())."""
+    from litegpu.gpu._probe import probe_beside_executor
+
+    def unavailable() -> str:
+        raise litegpu.BackendUnavailableError("no device here")
+
+    def broken() -> str:
+        raise RuntimeError("ICD crashed")
+
+    assert probe_beside_executor(unavailable, "fake") == "no device here"
+    assert probe_beside_executor(broken, "fake", "Fake initialisation failed") == "Fake initialisation failed: ICD crashed"
+    assert probe_beside_executor(broken, "fake") == "fake initialisation failed: ICD crashed"

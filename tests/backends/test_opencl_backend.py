@@ -98,6 +98,50 @@ def test_no_platform_is_unavailable_with_reason(how, cl_modules, registered, mon
         lo.CLDevice()
 
 
+def test_context_is_made_beside_the_model_read_and_its_failure_raised_at_first_use(cl_modules, registered,
+                                                                                   monkeypatch):
+    """clCreateContext runs on a thread while the caller reads and plans the model (the delegate
+    still gives the right answers); a context that could not be created is raised, typed and
+    naming the context, at every use of the device."""
+    cl, lo = cl_modules
+    d = litegpu.load_delegate(BACKEND, {"precision": "fp32", "tuning": "none", **NO_CACHE})
+    assert "context (started)" in d.device.startup_ms
+    b = ModelBuilder()
+    c = rnd(1, 1, 1, 3)
+    x = b.input("x", (1, 4, 4, 3))
+    y = b.tensor("y", (1, 4, 4, 3))
+    b.op("ADD", [x, b.const("c", c)], [y], fused_activation_function=1)  # RELU fused
+    b.output(y)
+    it = litegpu.Interpreter(model_content=b.build(), experimental_delegates=[d])
+    it.allocate_tensors()
+    assert any(s["backend"] == BACKEND for s in it.get_execution_plan())
+    xv = rnd(1, 4, 4, 3)
+    it.set_tensor(it.get_input_details()[0]["index"], xv)
+    it.invoke()
+    np.testing.assert_allclose(it.get_tensor(it.get_output_details()[0]["index"]), np.maximum(xv + c, 0),
+                               rtol=1e-6, atol=1e-7)
+    assert d.device.device_open_ms > 0
+    d.close()
+
+    # made through ctypes, without the GIL, on pyopencl's own ICD loader (found on this machine)
+    from litegpu_opencl import _device, _platforms
+
+    assert _platforms._opencl_loader() is not None
+    handle = _platforms.create_context(d.device.device.int_ptr)
+    assert isinstance(handle, int) and handle
+    cl.Context.from_int_ptr(handle, retain=False)  # owned (and released) by pyopencl
+
+    def refuse(*_a, **_k):
+        raise RuntimeError("clCreateContext failed with OpenCL error -2")
+
+    monkeypatch.setattr(_device, "create_context", refuse)
+    dev = lo.CLDevice()
+    for _ in range(2):  # every use, not only the first
+        with pytest.raises(litegpu.BackendUnavailableError, match="OpenCL context .* could not be created.*"
+                                                                  "OpenCL error -2"):
+            dev.alloc(16)
+
+
 # ---------------------------------------------------------------------------------------------------
 # bad options
 # ---------------------------------------------------------------------------------------------------

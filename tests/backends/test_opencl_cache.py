@@ -124,12 +124,18 @@ def test_one_program_builds_and_runs_each_kernel_as_its_own_build_does():
     _one_program_module()
     d = load_backend_delegate("opencl", {"cache": {"enabled": False}})
     dev = d.device
-    from litegpu.gpu._device import BufferRef
     from litegpu.gpu.kernels import render
 
     kernels = [render("unary", "opencl", "fp32", op="LOGISTIC"), render("unary", "opencl", "fp32", op="TANH")]
     members = dev.compile_group(kernels)
     assert members is not None and len({id(m.program) for m in members}) == 1
+    _same_as_alone(dev, kernels, members)
+
+
+def _same_as_alone(dev, kernels, members) -> None:
+    """Each unary kernel run from its group member gives the numbers of the kernel built alone."""
+    from litegpu.gpu._device import BufferRef
+
     x = np.linspace(-3, 3, 64, dtype=np.float32)  # 16 pixels of 4 channels
     params = {"B": 1, "H": 4, "W": 4, "C": 4, "S": 1, "alpha": 0.0}
     for rk, member in zip(kernels, members, strict=True):
@@ -143,6 +149,31 @@ def test_one_program_builds_and_runs_each_kernel_as_its_own_build_does():
             outs.append(out)
         np.testing.assert_array_equal(outs[0], outs[1])
         assert not np.array_equal(outs[0], x)  # the kernel ran
+
+
+def test_a_group_built_as_several_programs_round_trips_through_one_binary():
+    """A partition's kernels build as a few programs side by side (one per compile thread); the group's
+    cached binary holds them all, and a fresh device rebuilds the same kernels from it (same numbers as
+    each kernel built alone).  A damaged blob is refused (None: the runtime compiles from source)."""
+    _device = _one_program_module()
+    from litegpu.gpu.kernels import render
+
+    ops = ["LOGISTIC", "TANH", "RELU", "ABS", "NEG", "EXP"]
+    kernels = [render("unary", "opencl", "fp32", op=op) for op in ops]
+    devs = []
+    for _ in range(2):
+        d = load_backend_delegate("opencl", {"cache": {"enabled": False}})
+        d.device.group_threads = 2  # two programs of three kernels, whatever this device and machine
+        devs.append(d.device)
+    members = devs[0].compile_group(kernels)
+    assert members is not None and len({id(m.program) for m in members}) == 2
+    blob = devs[0].program_binary(members[0])
+    assert blob is not None and blob.startswith(_device._MULTI)
+    assert devs[1].group_from_binary(kernels, blob[:-1]) is None  # cut short
+    assert devs[1].group_from_binary(kernels[:5], blob) is None  # another group's
+    again = devs[1].group_from_binary(kernels, blob)
+    assert again is not None and len({id(m.program) for m in again}) == 2
+    _same_as_alone(devs[1], kernels, again)
 
 
 @pytest.mark.slow

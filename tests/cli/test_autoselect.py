@@ -427,3 +427,56 @@ def test_budget_counts_from_the_process_start_in_the_cli(tmp_path, add_path, reg
     register_backend("slowgpu", fn=np.add, prepare_gate=gate)
     dec = autoselect(str(add_path), cache_dir=tmp_path, time_budget_s=1.0, started=time.perf_counter() - 1.0)
     assert dec.final is False and all(c.status == "over_budget" for c in dec.candidates if c.status != "unavailable")
+
+
+def test_cli_hands_the_cut_fp32_candidates_to_a_background_prepare(tmp_path, add_path, register_backend, gate,
+                                                                    monkeypatch, caplog):
+    """``litegpu autoselect`` passes the fp32 candidates its budget cut (their prepare unfinished) to
+    :func:`litegpu._autoselect_prepare.spawn` and says so at WARNING; ``--no-background`` does not."""
+    import logging
+
+    import litegpu._autoselect_prepare as prep
+    import litegpu.cli._autoselect as cli_autoselect
+    import numpy as np
+
+    register_backend("slowgpu", fn=np.add, prepare_gate=gate)  # its prepare never ends until the gate opens
+    seen: list = []
+
+    class _Proc:
+        pid = 4242
+
+    monkeypatch.setattr(prep, "spawn", lambda path, cands, config: seen.append((path, [c.label for c in cands],
+                                                                                 config)) or _Proc())
+    monkeypatch.setattr(cli_autoselect, "abandoned_workers", list)  # no os._exit inside pytest
+    try:
+        with caplog.at_level(logging.WARNING, logger="litegpu"):
+            r = cli("autoselect", add_path, "--cache-dir", tmp_path / "c", "--time-budget", "1")
+    finally:
+        gate.set()
+    assert r.status == 0, r
+    assert seen == [(str(add_path), ["slowgpu/fp32"], None)]
+    assert any("preparing slowgpu/fp32 in a background process (pid 4242" in m.getMessage() for m in caplog.records)
+    seen.clear()
+    r = cli("autoselect", add_path, "--cache-dir", tmp_path / "d", "--time-budget", "1", "--no-background", "--force")
+    assert r.status == 0 and seen == []
+
+
+def test_background_prepare_leaves_the_compiled_entry_in_the_cache(tmp_path, add_path, monkeypatch):
+    """The background process prepares a candidate as the measurement does (same configuration, so the
+    same delegate cache): afterwards the backend's compiled entry is in the configured cache folder."""
+    import litegpu
+    from litegpu._autoselect import Candidate
+    from litegpu._autoselect_prepare import spawn
+    from litegpu._plugins import reset_plugins
+
+    monkeypatch.setenv("LITEGPU_DISABLE_PLUGIN_AUTOLOAD", "0")  # the installed opencl backend, here and in the child
+    # delegates take their cache from the configuration (as in the measuring process): LITEGPU_CONFIG's
+    monkeypatch.setenv("LITEGPU_CONFIG", str(_cfg(tmp_path, 2)))
+    reset_plugins()
+    info = {b.name: b for b in litegpu.available_backends()}.get("opencl")
+    if info is None or not info.available:
+        pytest.skip(f"opencl unavailable here: {getattr(info, 'reason', 'not installed')}")
+    cache = tmp_path / "cache"
+    proc = spawn(str(add_path), [Candidate("opencl", "fp32", {})])
+    assert proc is not None and proc.wait(timeout=300) == 0
+    assert list(cache.glob("opencl-*.lgc")), sorted(p.name for p in cache.glob("*"))

@@ -19,7 +19,7 @@ from ._version import VERSION as __version__
 __all__ = ["OpenCLBackend", "OpenCLDelegate", "CLDevice", "list_devices", "__version__"]
 
 #: loaded on first use, so that importing the package never loads pyopencl or the GPU executor
-_LAZY = {"OpenCLDelegate": "_delegate", "CLDevice": "_device", "list_devices": "_device"}
+_LAZY = {"OpenCLDelegate": "_delegate", "CLDevice": "_device", "list_devices": "_platforms"}
 
 
 def __getattr__(name: str) -> Any:

@@ -26,21 +26,24 @@ class OpenCLBackend(litegpu.BackendSpec):
     }
 
     def availability(self) -> tuple[bool, str]:
-        try:
-            from ._device import list_devices
+        def probe() -> str:
+            try:
+                from ._platforms import list_devices, start_drivers
 
-            list_devices()
-        except ImportError as e:
-            return False, f"pyopencl cannot be imported ({e})"
-        except litegpu.BackendUnavailableError as e:
-            return False, str(e)
-        except Exception as e:  # a broken ICD must not break litegpu.available_backends()
-            return False, f"OpenCL initialisation failed: {e}"
-        return True, ""
+                start_drivers()  # without the GIL: the drivers start while the GPU executor imports
+                list_devices()
+            except ImportError as e:
+                return f"pyopencl cannot be imported ({e})"
+            return ""
+
+        from litegpu.gpu._probe import probe_beside_executor
+
+        why = probe_beside_executor(probe, "opencl", "OpenCL initialisation failed")
+        return (not why), why
 
     def devices(self) -> list[str]:
         try:
-            from ._device import list_devices
+            from ._platforms import list_devices
 
             return [f"{d.name.strip()} ({p.name.strip()})" for p, d in list_devices()]
         except Exception:

@@ -8,6 +8,9 @@ from __future__ import annotations
 import logging
 import os
 import re
+import struct
+import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -19,44 +22,17 @@ from litegpu.gpu._device import BufferRef, DeviceInfo, GpuDevice, StartupTimer
 from litegpu.gpu.kernels import RenderedKernel
 
 from ._command_buffer import command_buffers
+from ._platforms import create_context, list_devices
+from ._platforms import describe as _describe
 
 _log = logging.getLogger("litegpu.opencl")
 
 __all__ = ["CLDevice", "list_devices"]
 
 
-def list_devices() -> list[tuple[cl.Platform, cl.Device]]:
-    """Every (platform, device) pair, GPUs first.  Raises BackendUnavailableError with the reason."""
-    try:
-        platforms = cl.get_platforms()
-    except cl.Error as e:  # no ICD loader configuration, no platform
-        raise BackendUnavailableError(f"no OpenCL platform found ({e}); {_INSTALL_HINT}") from e
-    if not platforms:
-        raise BackendUnavailableError(f"no OpenCL platform found; {_INSTALL_HINT}")
-    pairs, errors = [], []
-    for p in platforms:
-        try:
-            pairs += [(p, d) for d in p.get_devices()]
-        except cl.Error as e:  # a platform without devices raises DEVICE_NOT_FOUND: skip it
-            errors.append(f"{p.name.strip()}: {e}")
-    if not pairs:
-        names = ", ".join(p.name.strip() for p in platforms)
-        raise BackendUnavailableError(f"OpenCL platforms exist ({names}) but expose no device"
-                                      + (f" ({'; '.join(errors)})" if errors else ""))
-    pairs.sort(key=lambda pd: 0 if pd[1].type & cl.device_type.GPU else 1)
-    return pairs
-
-
 def _global_size(grid: tuple[int, int, int], wg: tuple[int, int, int]) -> tuple[int, int, int]:
     """OpenCL's global size: ``grid`` rounded up to whole work groups."""
     return tuple(-(-g // w) * w for g, w in zip(grid, wg, strict=True))  # type: ignore[return-value]
-
-
-_INSTALL_HINT = "install a driver such as PoCL (Debian pocl-opencl-icd) or your GPU vendor's"
-
-
-def _describe(pairs: list[tuple[cl.Platform, cl.Device]]) -> str:
-    return "; ".join(f"{i}: {d.name.strip()} ({p.name.strip()})" for i, (p, d) in enumerate(pairs))
 
 
 # a top-level definition of the lgk OpenCL output: a helper function or the kernel, at column 0
@@ -103,10 +79,49 @@ class _Recording:
 
 @dataclass(frozen=True)
 class _Member:
-    """One kernel of a program holding several (:meth:`CLDevice.compile_group`): its entry point."""
+    """One kernel of a program holding several (:meth:`CLDevice.compile_group`): its entry point, and
+    every program of its group (for the group's one cached binary)."""
 
     program: cl.Program
     entry: str
+    group: tuple[tuple[cl.Program, int], ...] = ()  # (program, how many of the group's kernels it holds)
+
+
+# A group built as several programs (one per compile thread) caches its binaries as one blob:
+# magic, count, then per program its kernel count and byte length, then the binaries.
+_MULTI = b"LGCLGRP1"
+_KERNELS_PER_PROGRAM = 3  # fewer kernels per program than this: the per-program cost outweighs the threads
+
+
+def _chunks(n: int, threads: int) -> list[tuple[int, int]]:
+    """``n`` kernels as contiguous ranges, one program each, for ``threads`` builds side by side."""
+    k = max(1, min(threads, n // _KERNELS_PER_PROGRAM))
+    bounds = [round(i * n / k) for i in range(k + 1)]
+    return [(bounds[i], bounds[i + 1]) for i in range(k)]
+
+
+def _pack(binaries: Sequence[tuple[bytes, int]]) -> bytes:
+    head = _MULTI + struct.pack("<I", len(binaries)) + b"".join(struct.pack("<IQ", n, len(b)) for b, n in binaries)
+    return head + b"".join(b for b, _n in binaries)
+
+
+def _unpack(blob: bytes) -> list[tuple[bytes, int]] | None:
+    """``[(binary, kernel count), ...]`` of a multi-program blob; None if it is not one (or is cut)."""
+    if not blob.startswith(_MULTI):
+        return None
+    try:
+        pos = len(_MULTI)
+        (count,) = struct.unpack_from("<I", blob, pos)
+        pos += 4
+        sizes = [struct.unpack_from("<IQ", blob, pos + 12 * i) for i in range(count)]
+        pos += 12 * count
+        out = []
+        for n, length in sizes:
+            out.append((blob[pos:pos + length], n))
+            pos += length
+    except struct.error:
+        return None
+    return out if pos == len(blob) and all(len(b) for b, _n in out) else None
 
 
 class CLDevice(GpuDevice):
@@ -132,11 +147,24 @@ class CLDevice(GpuDevice):
                               f"{'s' if len(pairs) != 1 else ''} found ({_describe(pairs)})")
         plat, dev = pairs[idx]
         self.device = dev
-        self.ctx = cl.Context([dev])
-        laps.lap("context")
-        # one in-order queue: launches run in enqueue order, no host synchronisation in between
-        self.queue = cl.CommandQueue(self.ctx)
-        laps.lap("queue")
+        # The context (98 ms on an H200 with NVIDIA's caches, 1.05 s without) and the queue are
+        # made on a thread while the caller goes on reading and planning the model, as vulkan does
+        # with vkCreateDevice; the first use of ``ctx``/``queue`` waits for them and raises a
+        # failure there.  clCreateContext goes through ctypes (_platforms.create_context): pyopencl
+        # holds the GIL in it, which would stall the caller all the same.
+        self._ctx: cl.Context | None = None
+        self._queue: cl.CommandQueue | None = None
+        self._open_error: BaseException | None = None
+        #: ms the context's creation took on its thread, and ms the first use waited for it
+        self.device_open_ms = self.device_wait_ms = 0.0
+        self._opening = threading.Thread(target=self._open, name="litegpu-clCreateContext", daemon=True)
+        self._opening.start()
+        laps.lap("context (started)")
+        #: programs a partition's kernels build as, side by side (compile_group): one per compile thread
+        #: on a GPU; one on a CPU device, whose compiler shares the cores with everything else and pays a
+        #: large cost per program (PoCL links its built-in library into each: split in two, face_detection's
+        #: cold prepare took 12.6 s of CPU instead of 9.4 on the 2-core CI machine)
+        self.group_threads = self.compile_threads if dev.type & cl.device_type.GPU else 1
         ext = dev.extensions.split()
         self.info = DeviceInfo(
             api="opencl", name=dev.name.strip(), vendor=plat.name.strip(),
@@ -157,6 +185,45 @@ class CLDevice(GpuDevice):
         self._pending: list[cl.Event] = []
         # cl_khr_command_buffer's entry points, looked up at the first record (False: not yet)
         self._cbufs: Any = False
+
+    def _open(self) -> None:
+        t0 = time.perf_counter()
+        try:
+            handle = create_context(self.device.int_ptr)
+            ctx = cl.Context([self.device]) if handle is None else cl.Context.from_int_ptr(handle, retain=False)
+            # one in-order queue: launches run in enqueue order, no host synchronisation in between
+            self._queue = cl.CommandQueue(ctx)
+            self._ctx = ctx
+        except BaseException as e:  # noqa: BLE001 - handed to the first user of ctx/queue
+            self._open_error = e
+        finally:
+            self.device_open_ms = (time.perf_counter() - t0) * 1e3
+
+    def _wait_open(self) -> None:
+        if self._opening.is_alive():
+            t0 = time.perf_counter()
+            self._opening.join()
+            self.device_wait_ms += (time.perf_counter() - t0) * 1e3
+        if self._ctx is None:
+            e = self._open_error
+            raise BackendUnavailableError(f"OpenCL context on {self.info.name} could not be created: {e}; check the "
+                                          "driver (clinfo lists what it sees)") from e
+
+    @property
+    def ctx(self) -> cl.Context:
+        ctx = self._ctx
+        if ctx is None:
+            self._wait_open()
+            ctx = self._ctx
+        return ctx
+
+    @property
+    def queue(self) -> cl.CommandQueue:
+        q = self._queue
+        if q is None:
+            self._wait_open()
+            q = self._queue
+        return q
 
     # -- allocator
     def alloc(self, nbytes: int) -> cl.Buffer:
@@ -222,38 +289,71 @@ class CLDevice(GpuDevice):
             self._programs[kernel.source] = prog
         return prog
 
+    def _build_side_by_side(self, makers: Sequence[Any]) -> list[cl.Program]:
+        """Each ``maker()`` (a program build) on its own thread: pyopencl drops the GIL in clBuildProgram,
+        so a partition's programs compile (or, from binaries, JIT on NVIDIA) in parallel."""
+        if len(makers) == 1:
+            return [makers[0]()]
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(len(makers), thread_name_prefix="litegpu-clBuildProgram") as pool:
+            return list(pool.map(lambda make: make(), makers))
+
+    def _members(self, kernels: Sequence[RenderedKernel], progs: Sequence[cl.Program],
+                 ranges: Sequence[tuple[int, int]]) -> list[_Member]:
+        group = tuple((p, b - a) for p, (a, b) in zip(progs, ranges, strict=True))
+        return [_Member(p, e, group) for p, (a, b) in zip(progs, ranges, strict=True)
+                for e in one_program(kernels[a:b])[1]]
+
     def compile_group(self, kernels: Sequence[RenderedKernel]) -> list[_Member] | None:
+        """The partition's kernels as a few programs (``group_threads`` of them, at least
+        ``_KERNELS_PER_PROGRAM`` kernels each) built side by side: one program for all is one
+        single-threaded compiler run (3.5 s of a 5 s cold start on NVIDIA)."""
         if any("f16" in k.features for k in kernels) and not self.info.fp16:
             return None  # compile() says why, per kernel
         key = tuple(k.source for k in kernels)
         if key in self._groups:
             return self._groups[key]
+        ranges = _chunks(len(kernels), self.group_threads)
         try:
-            source, entries = one_program(kernels)
-            prog = cl.Program(self.ctx, source).build(options=["-cl-mad-enable"])
+            sources = [one_program(kernels[a:b])[0] for a, b in ranges]
+            progs = self._build_side_by_side(
+                [lambda src=src: cl.Program(self.ctx, src).build(options=["-cl-mad-enable"]) for src in sources])
         except (cl.Error, DelegateError):
             return None  # built one by one, so the error names the kernel
-        members = self._groups[key] = [_Member(prog, e) for e in entries]
+        members = self._groups[key] = self._members(kernels, progs, ranges)
         return members
 
     def group_from_binary(self, kernels: Sequence[RenderedKernel], binary: bytes) -> list[_Member] | None:
         key = tuple(k.source for k in kernels)
         if key in self._groups:  # built already for an earlier interpreter (see program_from_binary)
             return self._groups[key]
+        parts = _unpack(binary) or [(binary, len(kernels))]
+        if sum(n for _b, n in parts) != len(kernels):
+            return None  # not this group's: recompile from source
+        ranges, a = [], 0
+        for _b, n in parts:
+            ranges.append((a, a + n))
+            a += n
         try:
-            prog = cl.Program(self.ctx, [self.device], [binary]).build()
-        except cl.Error:
+            progs = self._build_side_by_side(
+                [lambda b=b: cl.Program(self.ctx, [self.device], [b]).build() for b, _n in parts])
+            members = self._members(kernels, progs, ranges)
+        except (cl.Error, DelegateError):
             return None  # driver changed under us: recompile from source
-        try:
-            entries = one_program(kernels)[1]
-        except DelegateError:
-            return None
-        members = self._groups[key] = [_Member(prog, e) for e in entries]
+        self._groups[key] = members
         return members
 
     def program_binary(self, program: cl.Program | _Member) -> bytes | None:
         if isinstance(program, _Member):
+            if len(program.group) > 1:  # every program of the group, in one blob (see _pack)
+                bins = [(self._binary(p), n) for p, n in program.group]
+                return _pack(bins) if all(b for b, _n in bins) else None  # type: ignore[misc]
             program = program.program
+        return self._binary(program)
+
+    @staticmethod
+    def _binary(program: cl.Program) -> bytes | None:
         bins = program.get_info(cl.program_info.BINARIES)
         return bytes(bins[0]) if bins and bins[0] else None
 

@@ -44,18 +44,13 @@ class WebGPUBackend(litegpu.BackendSpec):
             return False, f"WebGPU initialisation failed: {e}"
 
         def probe() -> str:
-            try:
-                self._adapters()
-            except litegpu.BackendUnavailableError as e:
-                return str(e)
-            except Exception as e:  # noqa: BLE001 - a broken driver must not break available_backends()
-                return f"WebGPU initialisation failed: {e}"
+            self._adapters()
             return ""
 
         from litegpu.gpu._probe import probe_beside_executor
 
         # wgpu's adapter enumeration (its Vulkan instance) beside the GPU executor's import
-        why = probe_beside_executor(probe, "webgpu")
+        why = probe_beside_executor(probe, "webgpu", "WebGPU initialisation failed")
         return (not why), why
 
     def devices(self) -> list[str]:

@@ -75,6 +75,14 @@ def _instance_backends() -> bool:
             set_instance_extras(backends=["All"] if gl else ["Vulkan", "Metal", "DX12"])
         except Exception as e:  # noqa: BLE001 - an older/newer wgpu-py, or an instance made elsewhere
             log.debug("webgpu: instance backends left to wgpu (%s)", e)
+        try:
+            from wgpu.backends.wgpu_native._ffi import ffi
+
+            from ._cffi_types import speed_up_type_parsing
+
+            speed_up_type_parsing(ffi)  # about 2 s of every start: see _cffi_types
+        except Exception as e:  # noqa: BLE001 - another wgpu-py layout: only slower
+            log.debug("webgpu: cffi type parsing left as it is (%s)", e)
     return gl
 
 

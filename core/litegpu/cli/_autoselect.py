@@ -9,7 +9,7 @@ import sys
 import time
 from typing import Any
 
-from .._autoselect import POLICIES, Decision, abandoned_workers, autoselect
+from .._autoselect import POLICIES, Decision, _cache_enabled, abandoned_workers, autoselect
 from .._errors import LiteGPUError
 from ._common import (
     CliError,
@@ -47,6 +47,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--cache-dir", metavar="DIR", help="cache directory (default: config cache.dir / user cache)")
     p.add_argument("--config", metavar="YAML", help="litegpu configuration (YAML file or preset name)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random check inputs (default 0)")
+    p.add_argument("--no-background", action="store_true",
+                   help="do not finish the fp32 prepares cut by the budget in a background process (by default "
+                        "they go on there, at the lowest CPU priority, so that the next call finds their "
+                        "compiled kernels cached and can measure them)")
     add_common_args(p, progress=True)
     p.set_defaults(func=run)
 
@@ -85,14 +89,36 @@ def run(args: argparse.Namespace) -> int:
         emit_json(dec.as_dict())
     else:
         print_decision(dec, model.name)
-    if abandoned_workers():
+    if not args.no_background and not dec.cached and _cache_enabled(config):  # else nothing would be kept
+        _prepare_cut_in_background(dec, model.path, args.config)
+    if abandoned_workers() or getattr(args, "process_is_command", False):
         # A candidate cut by the budget may still be inside a driver call (a compile, say); Python
-        # would wait for it at exit, past the budget.  The decision is stored and printed: end now.
+        # would wait for it at exit, past the budget.  And the command's own exit tears down every
+        # candidate's driver (devices, contexts, lavapipe's and PoCL's threads): 0.9-1.1 s on the
+        # 2-core CI machine, past the budget too.  The decision is stored and printed: end now.
         logging.shutdown()
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(0)
     return 0
+
+
+def _prepare_cut_in_background(dec: Decision, model_path: str, config: str | None) -> None:
+    """The fp32 candidates cut by the budget (their prepare, often a cold compile, had not finished,
+    or never started): prepared in a background process so that their compiled kernels are cached
+    for the next call (see litegpu._autoselect_prepare)."""
+    from .._autoselect_prepare import spawn
+
+    cut = [c for c in dec.candidates
+           if c.status == "over_budget" and c.backend != "cpu" and c.precision in (None, "fp32")]
+    if not cut:
+        return
+    proc = spawn(model_path, cut, config)
+    if proc is not None:
+        logging.getLogger("litegpu").warning(
+            "autoselect: preparing %s in a background process (pid %d, lowest CPU priority) so that their "
+            "compiled kernels are cached and the next `litegpu autoselect` can measure them "
+            "(--no-background: do not)", ", ".join(c.label for c in cut), proc.pid)
 
 
 def _num(v: Any, unit: str = "") -> str:

@@ -17,18 +17,29 @@ import importlib
 import threading
 from collections.abc import Callable, Sequence
 
+from .._errors import BackendUnavailableError
+
 __all__ = ["probe_beside_executor"]
 
 
-def probe_beside_executor(probe: Callable[[], str], name: str, *, modules: Sequence[str] = ()) -> str:
-    """``probe()`` (the reason the backend cannot run, or ``""``; it must not raise) on a thread
-    named ``litegpu-<name>-probe`` while this thread imports ``modules`` (the rest of the backend:
-    its device module, which imports the GPU core) and then the GPU executor.  Returns the first
-    import failure, else the probe's answer."""
+def probe_beside_executor(probe: Callable[[], str], name: str, failure: str | None = None, *,
+                          modules: Sequence[str] = ()) -> str:
+    """``probe()`` (the reason the backend cannot run, or ``""``) on a thread named
+    ``litegpu-<name>-probe`` while this thread imports ``modules`` (the rest of the backend: its
+    device module, which imports the GPU core) and then the GPU executor.  Returns the first import
+    failure, else the probe's answer.  A probe that raises answers in words: a
+    :class:`BackendUnavailableError`'s message, any other exception as ``"<failure>: <error>"``
+    (``failure`` defaults to ``"<name> initialisation failed"``): a broken driver must never break
+    ``available_backends()``."""
     answer: list[str] = []
 
     def run() -> None:
-        answer.append(probe())
+        try:
+            answer.append(probe())
+        except BackendUnavailableError as e:
+            answer.append(str(e))
+        except Exception as e:  # noqa: BLE001 - see above
+            answer.append(f"{failure or name + ' initialisation failed'}: {e}")
 
     thread = threading.Thread(target=run, name=f"litegpu-{name}-probe", daemon=True)
     thread.start()

@@ -1,0 +1,104 @@
+"""OpenCL platforms and devices (pyopencl only, no GPU executor): what the availability probe
+needs, so that it can run on a thread beside the executor's import
+(:func:`litegpu.gpu._probe.probe_beside_executor` forbids litegpu GPU modules in the probe).
+
+Two driver calls cost a start 100-1000 ms on NVIDIA and pyopencl holds the GIL in both
+(``bench/cl_context_gil.py`` on an H200: the first ``clGetPlatformIDs`` 209 ms, ``clCreateContext``
+170 ms, the other thread stalled throughout): :func:`start_drivers` and :func:`create_context` make
+them through ctypes, which releases the GIL, on the very ICD loader pyopencl itself loaded (its
+wheel bundles one), so that they overlap the GPU executor's import and the model's read.  Where
+the loader cannot be found they return None and pyopencl does the work as before.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import threading
+from typing import Any
+
+from litegpu import BackendUnavailableError
+
+__all__ = ["list_devices", "describe", "INSTALL_HINT", "start_drivers", "create_context"]
+
+_loader: list[Any] = []  # [ctypes.CDLL or None], once per process
+_loader_lock = threading.Lock()
+
+
+def _opencl_loader() -> Any:
+    """The ICD loader pyopencl uses, through ctypes (None where it cannot be opened)."""
+    with _loader_lock:
+        if not _loader:
+            import pyopencl  # noqa: F401 - loads its ICD loader, found below among the process's mappings
+
+            path = None
+            try:
+                with open("/proc/self/maps") as f:
+                    path = next((ln.split()[-1] for ln in f if "libOpenCL" in ln and "/" in ln), None)
+            except OSError:  # not Linux
+                pass
+            lib = None
+            try:
+                lib = ctypes.CDLL(path or ctypes.util.find_library("OpenCL") or "libOpenCL.so.1")
+                lib.clGetPlatformIDs.argtypes = [ctypes.c_uint, ctypes.c_void_p, ctypes.POINTER(ctypes.c_uint)]
+                lib.clGetPlatformIDs.restype = ctypes.c_int
+                lib.clCreateContext.argtypes = [ctypes.c_void_p, ctypes.c_uint, ctypes.POINTER(ctypes.c_void_p),
+                                                ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_int)]
+                lib.clCreateContext.restype = ctypes.c_void_p
+            except (OSError, AttributeError):
+                lib = None
+            _loader.append(lib)
+        return _loader[0]
+
+
+def start_drivers() -> None:
+    """The process's first ``clGetPlatformIDs`` (the ICD loader starts every driver) without the GIL;
+    pyopencl's own enumeration afterwards is quick.  Errors are left to :func:`list_devices`."""
+    lib = _opencl_loader()
+    if lib is not None:
+        lib.clGetPlatformIDs(0, None, ctypes.byref(ctypes.c_uint(0)))
+
+
+def create_context(device_ptr: int) -> int | None:
+    """A ``cl_context`` for one device (pyopencl's ``Device.int_ptr``), made without the GIL: its
+    handle, for ``pyopencl.Context.from_int_ptr(handle, retain=False)``; None where the loader is not
+    available.  RuntimeError with the OpenCL error code when the driver refuses."""
+    lib = _opencl_loader()
+    if lib is None:
+        return None
+    dev = ctypes.c_void_p(device_ptr)
+    err = ctypes.c_int(0)
+    ctx = lib.clCreateContext(None, 1, ctypes.byref(dev), None, None, ctypes.byref(err))
+    if err.value != 0 or not ctx:
+        raise RuntimeError(f"clCreateContext failed with OpenCL error {err.value}")
+    return int(ctx)
+
+INSTALL_HINT = "install a driver such as PoCL (Debian pocl-opencl-icd) or your GPU vendor's"
+
+
+def list_devices() -> list[tuple[Any, Any]]:
+    """Every (platform, device) pair, GPUs first.  Raises BackendUnavailableError with the reason."""
+    import pyopencl as cl
+
+    try:
+        platforms = cl.get_platforms()
+    except cl.Error as e:  # no ICD loader configuration, no platform
+        raise BackendUnavailableError(f"no OpenCL platform found ({e}); {INSTALL_HINT}") from e
+    if not platforms:
+        raise BackendUnavailableError(f"no OpenCL platform found; {INSTALL_HINT}")
+    pairs, errors = [], []
+    for p in platforms:
+        try:
+            pairs += [(p, d) for d in p.get_devices()]
+        except cl.Error as e:  # a platform without devices raises DEVICE_NOT_FOUND: skip it
+            errors.append(f"{p.name.strip()}: {e}")
+    if not pairs:
+        names = ", ".join(p.name.strip() for p in platforms)
+        raise BackendUnavailableError(f"OpenCL platforms exist ({names}) but expose no device"
+                                      + (f" ({'; '.join(errors)})" if errors else ""))
+    pairs.sort(key=lambda pd: 0 if pd[1].type & cl.device_type.GPU else 1)
+    return pairs
+
+
+def describe(pairs: list[tuple[Any, Any]]) -> str:
+    return "; ".join(f"{i}: {d.name.strip()} ({p.name.strip()})" for i, (p, d) in enumerate(pairs))
