@@ -131,6 +131,20 @@ def _ray_device() -> int | None:
     return int(ids[0]) if ids else None
 
 
+def warm_worker(until: float) -> int:
+    """Ray task run on each CPU worker while the model is prepared: import what the pipeline's read,
+    preprocessing and write tasks run (Ray Data's map tasks, Arrow and Parquet, litegpu's
+    preprocessing), then hold the worker until the wall-clock time ``until`` so that the other warm-up
+    tasks land on other workers.  Returns the worker's pid."""
+    import pyarrow.parquet  # noqa: F401
+    import ray.data._internal.execution.operators.map_operator  # noqa: F401
+
+    from ..cli import _preprocess  # noqa: F401
+
+    time.sleep(max(0.0, min(1.0, until - time.time())))
+    return os.getpid()
+
+
 # --------------------------------------------------------------------------- reading and preprocessing
 
 
@@ -395,6 +409,9 @@ class _DeviceFeed:
         # thread of the actor holding it), not work
         self.started: float | None = None
         self.last = 0.0
+        # the same two instants by the wall clock (comparable across the actors' processes)
+        self.first_wall = 0.0
+        self.last_wall = 0.0
         self.idle_s = 0.0
         self.device_s = 0.0
         self.cpu_s = 0.0
@@ -421,6 +438,7 @@ class _DeviceFeed:
         errors: list[str | None] = [None] * len(x)
         self.run(x, errors)
         self.started, self.idle_s, self.device_s, self.cpu_s = None, 0.0, 0.0, 0.0
+        self.first_wall = self.last_wall = 0.0
 
     def run(self, inputs: np.ndarray, errors: list[str | None]) -> list[np.ndarray]:
         """Run every row of ``inputs`` whose error is None; the outputs stacked by row (zeros on
@@ -465,6 +483,7 @@ class _DeviceFeed:
             now = time.perf_counter()
             if self.started is None:
                 self.started = now
+                self.first_wall = time.time()
                 cpu0 = time.thread_time()
             else:
                 self.idle_s += now - t
@@ -496,6 +515,7 @@ class _DeviceFeed:
                 while ring:
                     self._finish(ring.popleft())
             self.last = time.perf_counter()
+            self.last_wall = time.time()
             self.cpu_s = time.thread_time() - cpu0
 
     def timings(self) -> tuple[float, float, float, float]:
@@ -573,6 +593,7 @@ class InferenceActor:
         where = {pos: k for k, (pos, _, _) in enumerate(m.outputs)}
         self.columns = [(name, where[pos]) for pos, name in enumerate(m.names)]
         self.label = f"{self.info['host']}:{self.info['pid']}"
+        self.ready = time.time()  # wall clock: the driver sets it beside the pipeline's start
         log.info("litegpu batch actor %s: %s, prepared in %.2f s (warm start: %s)", self.label,
                  self.info["device"], self.info["init_s"], self.info["warm"])
 
@@ -589,7 +610,8 @@ class InferenceActor:
             table = table.append_column(BOOKKEEPING + name, pa.array([value] * n, pa.string()))
         # the actor's device thread so far (BatchResult.actors keeps each actor's last values)
         for name, x in (("init_s", self.info["init_s"]), ("idle_s", idle_s), ("device_s", device_s),
-                        ("host_s", host_s), ("cpu_s", cpu_s)):
+                        ("host_s", host_s), ("cpu_s", cpu_s), ("t_ready", self.ready),
+                        ("t_first", self.feed.first_wall), ("t_last", self.feed.last_wall)):
             table = table.append_column(BOOKKEEPING + name, pa.array(np.full(n, x)))
         return table
 
