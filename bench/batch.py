@@ -18,10 +18,18 @@ Baselines, measured in the same run:
     python bench/batch.py --images 10000 --actors 1 --backends cpu
     python bench/batch.py --model face_detection_short_range --backends opencl,vulkan --actors 1,2,4 --images 3000
     # the NVIDIA machine, issue 18's target (the default pool, 2 actors x 3 runs in flight, against the
-    # pipelined rate, three times: the spread), about 3 minutes:
+    # pipelined rate, three times: the spread; each a first job in a fresh Ray instance), about 3 minutes:
     bash bench/device_run.sh python3 bench/batch.py --model face_detection_short_range --backends vulkan \
         --image-format tensor --images 12000 --batch-size 64 --actors 2 --in-flight 3 --repeat 3 \
         --cli-runs 0 --baseline-images 1000
+    # the same against the defaults before issue 18's start-up fix, in turn (an A/B in one run):
+    ... --variant new= --variant old=litegpu.batch._job.WAIT_FOR_ACTORS_S=-1,litegpu.batch._job.WARM_WORKERS=False
+
+Per pool run it prints the rate once rows flow and the fixed start apart: Ray's start (--ray fresh,
+the default: every pool run in a Ray instance of its own, started just before it, as `litegpu batch`
+does, so every repetition is a user's first job; --ray shared: one instance for all, later runs
+finding Ray's workers warm), the one-off prepare and the pipeline's start to its first output row;
+then the whole call's rate and both against the pipelined rate of the same repetition.
 
 Inputs (--image-format): ``png`` or ``npy`` pictures a quarter larger than the model input (the
 preprocessing resizes or letterboxes each one, as with real pictures), or ``tensor``: ``.npy`` files

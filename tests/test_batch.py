@@ -131,6 +131,10 @@ def test_outputs_identical_to_single_process_and_corrupt_row(local_ray, case, tm
     bad = rows[str((case["inputs"] / "zz_corrupt.png").resolve())]
     assert "cannot read image" in bad["error"] and bad["probs"] is None
     assert {a["device"].split(":")[0].split(" ")[0] for a in r.actors} == {backend}
+    # the pool starts once every actor is prepared: no actor's first batch before the last one was ready
+    assert 0 < r.start_s <= r.seconds
+    assert max(a["ready_s"] for a in r.actors) <= min(a["first_s"] for a in r.actors)
+    assert all(a["first_s"] <= a["last_s"] for a in r.actors), r.actors
     if backend != "cpu":
         assert r.ray["actor_gpus"] == 0.5 and all(a["device"].startswith(f"{backend}:0 ") for a in r.actors)
         # prepared once, entries shipped: every actor's prepare hit the cache

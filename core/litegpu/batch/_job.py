@@ -241,6 +241,11 @@ def _run(ray: Any, lm: Any, pre: Preprocess, backend: str, opts: dict[str, Any],
         on_gpu_device = False
     else:
         on_gpu_device = bool(actor_gpus)
+    need_cpus, need_gpus = actors * actor_cpus, actors * actor_gpus
+    if need_cpus > cpus + 1e-6 or need_gpus > gpus + 1e-6:
+        log.warning("litegpu batch: %d actors need %g CPUs and %g GPUs, the cluster has %g and %g now: the job "
+                    "waits up to %d s for the cluster to grow, then fails (lower --actors or --gpus-per-actor)",
+                    actors, need_cpus, need_gpus, cpus, gpus, WAIT_FOR_ACTORS_S)
     result.ray = {"address": ray.get_runtime_context().gcs_address, "cluster": {k: res[k] for k in ("CPU", "GPU")
                                                                                 if k in res},
                   "actors": actors, "actor_cpus": actor_cpus, "actor_gpus": actor_gpus}
@@ -376,8 +381,8 @@ def _collect(b: Mapping[str, Any], result: BatchResult, per_actor: dict[str, dic
 def summary_lines(r: BatchResult) -> list[str]:
     """The human summary ``litegpu batch`` prints."""
     lines = [f"{Path(r.model).name} on {r.backend}: {r.items} rows written to {r.output} ({r.format}, "
-             f"{r.shards} shards) in {r.seconds:.1f} s, {r.items_per_s:.1f} items/s "
-             f"({r.steady_items_per_s:.1f} once flowing); {r.failures} failed, "
+             f"{r.shards} shards) in {r.seconds:.1f} s ({r.start_s:.1f} s to the first row), "
+             f"{r.items_per_s:.1f} items/s ({r.steady_items_per_s:.1f} once flowing); {r.failures} failed, "
              f"{r.skipped} already done"]
     if r.prepare:
         lines.append(f"prepared once in {r.prepare['seconds']:.1f} s on {r.prepare['device']}; "
