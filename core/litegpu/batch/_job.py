@@ -261,11 +261,12 @@ def _run(ray: Any, lm: Any, pre: Preprocess, backend: str, opts: dict[str, Any],
         except ray.exceptions.RayTaskError as e:
             raise CliError(f"{lm.name} cannot be prepared on backend {backend}: {e.cause if hasattr(e, 'cause') else e}"
                            ) from None
-        ray.wait(warm, num_returns=len(warm), timeout=5.0)  # (they end by themselves; a late one is harmless)
         spec.cache_files = prep["cache_files"]
         result.prepare = {**prep["info"], "seconds": time.perf_counter() - t,
                           "cache_entries": len(prep["cache_files"]),
                           "cache_bytes": sum(len(b) for b in prep["cache_files"].values())}
+        if warm:  # (they end by themselves; a late one is harmless)
+            ray.wait(warm, num_returns=len(warm), timeout=2.0)
     spec_ref = ray.put(spec)
     # a GPU actor holds several batches, so that its device thread never waits at a batch boundary;
     # CPU actors take one at a time: their rows run on the CPU anyway, and threads there only contend
@@ -345,7 +346,7 @@ def _warm_workers(ray: Any, n: int) -> list[Any]:
         log.debug("litegpu batch: Ray Data's actors not created ahead (%s)", e)
     task = ray.remote(warm_worker).options(num_cpus=1, max_retries=0)
     until = time.time() + 0.5  # each holds its worker that long, so that the n tasks take n workers
-    return [task.remote(until) for _ in range(max(0, n))]
+    return [task.remote(until) for _ in range(max(0, min(n, 256)))]
 
 
 def _batch_ends(b: Mapping[str, Any]) -> list[tuple[float, int]]:

@@ -138,6 +138,8 @@ def warm_worker(until: float) -> int:
     tasks land on other workers.  Returns the worker's pid."""
     import pyarrow.parquet  # noqa: F401
     import ray.data._internal.execution.operators.map_operator  # noqa: F401
+    import ray.data._internal.planner.plan_udf_map_op  # noqa: F401
+    import ray.data.extensions  # noqa: F401
 
     from ..cli import _preprocess  # noqa: F401
 
