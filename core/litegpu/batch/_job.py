@@ -24,6 +24,7 @@ from ._stages import (
     WRITE_CPUS,
     InferenceActor,
     ModelSpec,
+    StartBarrier,
     prepare_once,
     preprocess_batch,
     read_table_file,
@@ -37,13 +38,15 @@ log = logging.getLogger("litegpu.batch")
 
 TABLE_EXTS = (".parquet", ".arrow", ".feather", ".ipc")
 RAY_HINT = "litegpu batch needs Ray Data: pip install 'litegpu[ray]'"
-#: Ray Data's ``wait_for_min_actors_s`` for the actor pool: the pipeline starts once every actor of
-#: the pool has prepared its model (an actor that cannot start fails the job then; a cluster that
-#: cannot place the pool fails it after this many seconds, with Ray's message).  Ray Data's default
-#: (-1) starts the pipeline at once and feeds the first actor that is ready: in a fresh Ray instance
-#: the actors' prepares end up to 0.8 s apart (H200, two vulkan actors), so the first one ran alone
-#: for that long at a single actor's rate (docs/batch.md, "The first job of a Ray instance")
-WAIT_FOR_ACTORS_S = 600
+#: the pool's actors start their first batches together: each one, its model prepared, waits for the
+#: others (:class:`~litegpu.batch._stages.StartBarrier`, at most this many seconds) before Ray Data
+#: sees it ready, while the read and preprocessing tasks already run.  Ray Data feeds the first actor
+#: that is ready; in a fresh Ray instance the actors' starts ended up to 0.6 s apart (NVIDIA H200, two
+#: vulkan actors on one GPU), and the first one ran alone, at one actor's rate, for that long: 0.84x
+#: of the pipelined rate on such a run against 0.93-0.95x on the others (docs/batch.md, "Start-up").
+#: Ray Data's own ``wait_for_min_actors_s`` gates the whole pipeline instead: the preprocessing then
+#: starts only with the actors, and they waited for batches 20-40% of the time (0.49-0.71x).  0: off
+START_TOGETHER_S = 60.0
 #: warm the CPU workers while the model is prepared: Ray Data's internal actors are created and one
 #: short task per spare CPU imports what the read, preprocessing and write tasks import, so that the
 #: pipeline's first tasks do not each pay a worker's start (GPU backends only: the CPU backend has no
@@ -241,11 +244,15 @@ def _run(ray: Any, lm: Any, pre: Preprocess, backend: str, opts: dict[str, Any],
         on_gpu_device = False
     else:
         on_gpu_device = bool(actor_gpus)
-    need_cpus, need_gpus = actors * actor_cpus, actors * actor_gpus
-    if need_cpus > cpus + 1e-6 or need_gpus > gpus + 1e-6:
-        log.warning("litegpu batch: %d actors need %g CPUs and %g GPUs, the cluster has %g and %g now: the job "
-                    "waits up to %d s for the cluster to grow, then fails (lower --actors or --gpus-per-actor)",
-                    actors, need_cpus, need_gpus, cpus, gpus, WAIT_FOR_ACTORS_S)
+    # actors the cluster can hold now (the rest wait for resources; the ones placed start without them)
+    placed = min(actors, int(cpus / actor_cpus + 1e-6), int(gpus / actor_gpus + 1e-6) if actor_gpus else actors)
+    if placed < actors:
+        log.warning("litegpu batch: the cluster has room for %d of the %d actors now (%g CPUs, %g GPUs; each actor "
+                    "takes %g CPUs and %g GPUs); the job starts with those (lower --actors or --gpus-per-actor)",
+                    placed, actors, cpus, gpus, actor_cpus, actor_gpus)
+    barrier = None
+    if START_TOGETHER_S > 0 and placed > 1:  # created first: its process starts while the model is prepared
+        barrier = ray.remote(StartBarrier).options(num_cpus=0).remote(placed)
     result.ray = {"address": ray.get_runtime_context().gcs_address, "cluster": {k: res[k] for k in ("CPU", "GPU")
                                                                                 if k in res},
                   "actors": actors, "actor_cpus": actor_cpus, "actor_gpus": actor_gpus}
@@ -255,7 +262,8 @@ def _run(ray: Any, lm: Any, pre: Preprocess, backend: str, opts: dict[str, Any],
         t = time.perf_counter()
         task = ray.remote(prepare_once).options(**remote, max_retries=1)
         prep_ref = task.remote(spec)
-        warm = _warm_workers(ray, int(cpus - actor_cpus)) if WARM_WORKERS else []
+        if WARM_WORKERS:  # (not waited for: they end by themselves, half a second after they start)
+            _warm_workers(ray, int(cpus - actor_cpus))
         try:
             prep = ray.get(prep_ref)
         except ray.exceptions.RayTaskError as e:
@@ -265,8 +273,6 @@ def _run(ray: Any, lm: Any, pre: Preprocess, backend: str, opts: dict[str, Any],
         result.prepare = {**prep["info"], "seconds": time.perf_counter() - t,
                           "cache_entries": len(prep["cache_files"]),
                           "cache_bytes": sum(len(b) for b in prep["cache_files"].values())}
-        if warm:  # (they end by themselves; a late one is harmless)
-            ray.wait(warm, num_returns=len(warm), timeout=2.0)
     spec_ref = ray.put(spec)
     # a GPU actor holds several batches, so that its device thread never waits at a batch boundary;
     # CPU actors take one at a time: their rows run on the CPU anyway, and threads there only contend
@@ -282,9 +288,9 @@ def _run(ray: Any, lm: Any, pre: Preprocess, backend: str, opts: dict[str, Any],
         skip_ref = ray.put(sorted(done)) if done else None
         ds = ray.data.from_items([{"file": f} for f in sources], override_num_blocks=len(sources))
         ds = ds.flat_map(read_table_file, fn_kwargs={"column": column, "id_column": id_column, "skip": skip_ref})
-    ds.context.wait_for_min_actors_s = WAIT_FOR_ACTORS_S  # (the dataset's own copy of the DataContext)
     ds = ds.map_batches(preprocess_batch, fn_kwargs={"pre": pre}, batch_size=batch_size, batch_format="numpy")
-    ds = ds.map_batches(InferenceActor, fn_constructor_kwargs={"spec": spec_ref},
+    start = (barrier, START_TOGETHER_S) if barrier is not None else None
+    ds = ds.map_batches(InferenceActor, fn_constructor_kwargs={"spec": spec_ref, "start": start},
                         batch_size=batch_size, batch_format="numpy",
                         compute=ray.data.ActorPoolStrategy(size=actors, max_concurrent_calls_per_actor=calls,
                                                            enable_true_multi_threading=calls > 1), **remote)
@@ -307,6 +313,9 @@ def _run(ray: Any, lm: Any, pre: Preprocess, backend: str, opts: dict[str, Any],
         first = str(e).strip().splitlines()
         raise CliError(f"the Ray job failed after {result.items} rows ({type(e).__name__}: "
                        f"{first[-1] if first else e}); rows written so far are kept, rerun to go on") from e
+    finally:
+        if barrier is not None:  # (on a cluster that outlives the job)
+            ray.kill(barrier)
     result.seconds = time.perf_counter() - t0
     result.items_per_s = result.items / result.seconds if result.seconds > 0 else 0.0
     ends.sort()

@@ -562,6 +562,41 @@ WRITE_CPUS = 1.0
 BOOKKEEPING = "batch:"
 
 
+class StartBarrier:
+    """Ray actor (async, no CPU) the pool's actors meet at once their models are prepared, so that Ray
+    Data sees them ready together (``START_TOGETHER_S`` in :mod:`litegpu.batch._job`).  An actor that
+    arrives after the others (a replacement of one that died) passes at once."""
+
+    def __init__(self, n: int):
+        import asyncio
+
+        self.n, self.arrived, self.all_in = n, 0, asyncio.Event()
+
+    async def arrive(self, timeout: float) -> int:
+        """Wait until ``n`` actors have arrived, at most ``timeout`` seconds; how many had."""
+        import asyncio
+
+        self.arrived += 1
+        if self.arrived >= self.n:
+            self.all_in.set()
+        try:
+            await asyncio.wait_for(self.all_in.wait(), timeout)
+        except asyncio.TimeoutError:
+            pass
+        return self.arrived
+
+
+def _start_together(barrier: Any, timeout: float) -> None:
+    """Wait at ``barrier`` for the pool's other actors; never fail the actor for it (a barrier that is
+    gone or late only costs the wait)."""
+    import ray
+
+    try:
+        ray.get(barrier.arrive.remote(timeout), timeout=timeout + 10)
+    except Exception as e:  # noqa: BLE001 - starting together is an optimisation, never a failure
+        log.info("litegpu batch: starting without the other actors (%s)", e)
+
+
 class InferenceActor:
     """One prepared model on one device; runs batches and returns their outputs.
 
@@ -577,7 +612,7 @@ class InferenceActor:
     stage once a call has returned, so nothing is lost or doubled.
     """
 
-    def __init__(self, spec: ModelSpec | Any):
+    def __init__(self, spec: ModelSpec | Any, start: tuple[Any, float] | None = None):
         import ray
 
         if isinstance(spec, ray.ObjectRef):
@@ -595,6 +630,8 @@ class InferenceActor:
         where = {pos: k for k, (pos, _, _) in enumerate(m.outputs)}
         self.columns = [(name, where[pos]) for pos, name in enumerate(m.names)]
         self.label = f"{self.info['host']}:{self.info['pid']}"
+        if start is not None:  # (barrier, seconds): wait for the pool's other actors (START_TOGETHER_S)
+            _start_together(*start)
         self.ready = time.time()  # wall clock: the driver sets it beside the pipeline's start
         log.info("litegpu batch actor %s: %s, prepared in %.2f s (warm start: %s)", self.label,
                  self.info["device"], self.info["init_s"], self.info["warm"])
