@@ -328,9 +328,24 @@ def _cold_tasks(ray: Any) -> str:
     cold = sorted((e["dur"] / 1e6 for e in des), reverse=True)
     workers = {e.get("tid") for e in des}
     slow = [x for x in cold if x > 0.05]
+    # Ray Data's map tasks (read/preprocess and write; the actors' calls are not tasks): how many ran at
+    # once, at most and on average over each half second from the first one
+    spans = sorted((e["ts"] / 1e6, (e["ts"] + e["dur"]) / 1e6) for e in events
+                   if str(e.get("name", "")).endswith("map_operator._map_task"))
+    ramp = ""
+    if spans:
+        t0 = spans[0][0]
+        edges = sorted([(a, 1) for a, _ in spans] + [(b, -1) for _, b in spans])
+        peak = run = 0
+        for _, d in edges:
+            run += d
+            peak = max(peak, run)
+        busy = [sum(max(0.0, min(b, t0 + k / 2 + 0.5) - max(a, t0 + k / 2)) for a, b in spans) / 0.5 for k in range(8)]
+        ramp = (f"; map tasks: {len(spans)}, at most {peak} at once, on average over each half second from the "
+                f"first: {', '.join(f'{x:.1f}' for x in busy)}")
     return (f"timeline: {len(des)} tasks on {len(workers)} worker processes; loading a task's function and "
             f"arguments took {sum(cold):.2f} s in all, over 50 ms in {len(slow)} tasks ({sum(slow):.2f} s; the "
-            f"longest {', '.join(f'{x:.2f}' for x in cold[:4])} s)")
+            f"longest {', '.join(f'{x:.2f}' for x in cold[:4])} s){ramp}")
 
 
 def main() -> None:
@@ -390,7 +405,13 @@ def main() -> None:
     variants = [_variant(v) for v in args.variant] or [("default", [])]
     _ray_init(ray, args)
     res = ray.cluster_resources()
-    print(f"# ray {ray.__version__}: {res.get('CPU', 0):g} CPUs, {res.get('GPU', 0):g} GPUs; "
+    try:
+        shm = os.statvfs("/dev/shm")
+        shm_gb = shm.f_bavail * shm.f_frsize / 2**30
+    except OSError:
+        shm_gb = float("nan")
+    print(f"# ray {ray.__version__}: {res.get('CPU', 0):g} CPUs, {res.get('GPU', 0):g} GPUs, object store "
+          f"{res.get('object_store_memory', 0) / 2**30:.1f} GiB (/dev/shm {shm_gb:.1f} GiB free); "
           + ("each pool run in a fresh Ray instance (as `litegpu batch` starts one)" if args.ray == "fresh"
              else "every pool run in this one Ray instance"))
     if args.ray == "fresh":
