@@ -448,6 +448,30 @@ class _FakeModel:
         return handle
 
 
+def test_start_barrier_lets_the_pool_start_together():
+    """The pool's actors meet at StartBarrier: none passes before all have arrived; a late one (a
+    replacement) passes at once; a missing one holds the others at most the timeout."""
+    import asyncio
+
+    from litegpu.batch._stages import StartBarrier
+
+    async def scenario() -> tuple[list[int], int, float, int]:
+        b = StartBarrier(2)
+        first = asyncio.ensure_future(b.arrive(30.0))
+        await asyncio.sleep(0.05)
+        assert not first.done()  # waits for the second actor
+        both = await asyncio.gather(first, b.arrive(30.0))
+        late = await asyncio.wait_for(b.arrive(30.0), 1.0)  # a replacement: at once
+        alone = StartBarrier(2)
+        t = time.perf_counter()
+        n = await alone.arrive(0.1)  # the other actor never comes: the timeout, then on
+        return sorted(both), late, time.perf_counter() - t, n
+
+    both, late, waited, n = asyncio.run(scenario())
+    assert both == [2, 2] and late == 3
+    assert n == 1 and waited >= 0.1
+
+
 def test_device_feed_row_errors_and_a_dead_thread_raises():
     from litegpu.batch._stages import _DeviceFeed
 
