@@ -95,3 +95,17 @@ def cost_overrides(spec: str) -> dict:
         over[name] = value not in ("0", "false", "False") if kind in (bool, "bool") else \
             int(float(value)) if kind in (int, "int") else float(value)
     return over
+
+
+def set_attribute(item: str) -> tuple[str, object]:
+    """``MODULE.NAME=VALUE`` (VALUE a Python literal): set that module attribute (an A/B switch such as
+    ``litegpu.gpu._passes.squeeze_excite.SQUEEZE_EXCITE=False``); returns (target, the old value)."""
+    import ast
+    import importlib
+
+    target, value = item.split("=", 1)
+    module, name = target.rsplit(".", 1)
+    mod = importlib.import_module(module)
+    old = getattr(mod, name)
+    setattr(mod, name, ast.literal_eval(value))
+    return target, old

@@ -18,10 +18,18 @@ Baselines, measured in the same run:
     python bench/batch.py --images 10000 --actors 1 --backends cpu
     python bench/batch.py --model face_detection_short_range --backends opencl,vulkan --actors 1,2,4 --images 3000
     # the NVIDIA machine, issue 18's target (the default pool, 2 actors x 3 runs in flight, against the
-    # pipelined rate, three times: the spread), about 3 minutes:
+    # pipelined rate, three times: the spread; each a first job in a fresh Ray instance), about 3 minutes:
     bash bench/device_run.sh python3 bench/batch.py --model face_detection_short_range --backends vulkan \
         --image-format tensor --images 12000 --batch-size 64 --actors 2 --in-flight 3 --repeat 3 \
         --cli-runs 0 --baseline-images 1000
+    # the same against the defaults before issue 18's start-up fix, in turn (an A/B in one run):
+    ... --variant new= --variant old=litegpu.batch._job.WAIT_FOR_ACTORS_S=-1,litegpu.batch._job.WARM_WORKERS=False
+
+Per pool run it prints the rate once rows flow and the fixed start apart: Ray's start (--ray fresh,
+the default: every pool run in a Ray instance of its own, started just before it, as `litegpu batch`
+does, so every repetition is a user's first job; --ray shared: one instance for all, later runs
+finding Ray's workers warm), the one-off prepare and the pipeline's start to its first output row;
+then the whole call's rate and both against the pipelined rate of the same repetition.
 
 Inputs (--image-format): ``png`` or ``npy`` pictures a quarter larger than the model input (the
 preprocessing resizes or letterboxes each one, as with real pictures), or ``tensor``: ``.npy`` files
@@ -61,7 +69,7 @@ for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import machine_line, mediapipe_models  # noqa: E402
+from _common import machine_line, mediapipe_models, set_attribute  # noqa: E402
 
 
 def _model_path(name: str, hw: int, work: Path) -> Path:
@@ -291,8 +299,53 @@ def _split_lines(stages: list[dict[str, Any]], r: Any, pipe_host: float | None =
                      f"{a.get('cpu_s', 0.0) / max(a['items'], 1) * 1e3:.3f} ms a row); shard writes "
                      f"{a['write_s']:.2f} s ({a['write_s'] / max(a['items'], 1) * 1e3:.3f} ms a row, in the write stage)"
                      + (f"; host work a row / pipelined's a frame: {a['host_s'] / max(a['items'], 1) / pipe_host:.2f}"
-                        if pipe_host else ""))
+                        if pipe_host else "")
+                     + ("; from the pipeline's start: ready at {:.2f} s, first batch at {:.2f} s, last at {:.2f} s"
+                        .format(a["ready_s"], a["first_s"], a["last_s"]) if a.get("first_s") is not None else ""))
     return lines
+
+
+def _variant(text: str) -> tuple[str, list[str]]:
+    """``LABEL=MODULE.NAME=VALUE,...`` -> (label, settings)."""
+    label, _, rest = text.partition("=")
+    return label, [x for x in rest.split(",") if x]
+
+
+def _ray_init(ray: Any, args: Any) -> None:
+    ray.init(num_cpus=args.num_cpus, num_gpus=args.num_gpus, include_dashboard=False, log_to_driver=False,
+             configure_logging=False)
+    ray.data.DataContext.get_current().enable_progress_bars = False
+
+
+def _cold_tasks(ray: Any) -> str:
+    """From Ray's task timeline of this instance: how many worker processes ran tasks and what the
+    tasks' argument and function loading cost (a worker's first task imports the stage's modules)."""
+    try:
+        events = [e for e in ray.timeline() if e.get("ph") == "X"]
+    except Exception as e:  # noqa: BLE001 - a diagnostic only
+        return f"timeline unavailable ({e})"
+    des = [e for e in events if e.get("name") == "task:deserialize_arguments"]
+    cold = sorted((e["dur"] / 1e6 for e in des), reverse=True)
+    workers = {e.get("tid") for e in des}
+    slow = [x for x in cold if x > 0.05]
+    # Ray Data's map tasks (read/preprocess and write; the actors' calls are not tasks): how many ran at
+    # once, at most and on average over each half second from the first one
+    spans = sorted((e["ts"] / 1e6, (e["ts"] + e["dur"]) / 1e6) for e in events
+                   if str(e.get("name", "")).endswith("map_operator._map_task"))
+    ramp = ""
+    if spans:
+        t0 = spans[0][0]
+        edges = sorted([(a, 1) for a, _ in spans] + [(b, -1) for _, b in spans])
+        peak = run = 0
+        for _, d in edges:
+            run += d
+            peak = max(peak, run)
+        busy = [sum(max(0.0, min(b, t0 + k / 2 + 0.5) - max(a, t0 + k / 2)) for a, b in spans) / 0.5 for k in range(8)]
+        ramp = (f"; map tasks: {len(spans)}, at most {peak} at once, on average over each half second from the "
+                f"first: {', '.join(f'{x:.1f}' for x in busy)}")
+    return (f"timeline: {len(des)} tasks on {len(workers)} worker processes; loading a task's function and "
+            f"arguments took {sum(cold):.2f} s in all, over 50 ms in {len(slow)} tasks ({sum(slow):.2f} s; the "
+            f"longest {', '.join(f'{x:.2f}' for x in cold[:4])} s){ramp}")
 
 
 def main() -> None:
@@ -316,6 +369,14 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=1,
                     help="run the pools this many times, each repetition after the yardstick again (the spread)")
     ap.add_argument("--stats", action="store_true", help="print Ray Data's full statistics of each pool run")
+    ap.add_argument("--ray", choices=("fresh", "shared"), default="fresh",
+                    help="fresh (default): each pool run in a Ray instance of its own, started just before it, as "
+                         "`litegpu batch` does (every run is a first job); shared: all in one instance")
+    ap.add_argument("--variant", action="append", default=[], metavar="LABEL=MODULE.NAME=VALUE[,MODULE.NAME=VALUE]",
+                    help="also run each pool with these module settings (an A/B in the same run; repeatable; "
+                         "'LABEL=' alone: the defaults), e.g. old=litegpu.batch._job.WAIT_FOR_ACTORS_S=-1")
+    ap.add_argument("--timeline", action="store_true",
+                    help="with --ray fresh: from Ray's task timeline, the pipeline tasks that paid a cold start")
     args = ap.parse_args()
 
     import ray
@@ -341,10 +402,23 @@ def main() -> None:
     print(f"# {machine_line()}")
     print(f"# model {model.name} ({h}x{w}), {len(files)} {args.image_format} {what} "
           f"generated in {time.perf_counter() - t:.1f} s")
-    ray.init(num_cpus=args.num_cpus, num_gpus=args.num_gpus, include_dashboard=False, log_to_driver=False, configure_logging=False)
-    ray.data.DataContext.get_current().enable_progress_bars = False
+    variants = [_variant(v) for v in args.variant] or [("default", [])]
+    _ray_init(ray, args)
     res = ray.cluster_resources()
-    print(f"# ray {ray.__version__}: {res.get('CPU', 0):g} CPUs, {res.get('GPU', 0):g} GPUs")
+    try:
+        shm = os.statvfs("/dev/shm")
+        shm_gb = shm.f_bavail * shm.f_frsize / 2**30
+    except OSError:
+        shm_gb = float("nan")
+    print(f"# ray {ray.__version__}: {res.get('CPU', 0):g} CPUs, {res.get('GPU', 0):g} GPUs, object store "
+          f"{res.get('object_store_memory', 0) / 2**30:.1f} GiB (/dev/shm {shm_gb:.1f} GiB free); "
+          + ("each pool run in a fresh Ray instance (as `litegpu batch` starts one)" if args.ray == "fresh"
+             else "every pool run in this one Ray instance"))
+    if args.ray == "fresh":
+        ray.shutdown()
+    for vname, settings in variants:
+        if settings:
+            print(f"# variant {vname}: {', '.join(settings)}")
     results = {"machine": machine_line(), "model": model.name, "images": len(files), "ray": ray.__version__,
                "cluster": {k: res[k] for k in ("CPU", "GPU") if k in res}, "runs": []}
     print(f"{'backend':8} {'mode':22} {'items/s':>9} {'wall s':>8} {'vs invoke':>9} {'mismatch':>8}  devices; "
@@ -370,7 +444,9 @@ def main() -> None:
                   f"(extrapolated from {args.cli_runs})")
         run = {"backend": backend, **base, "cli_items_per_s": cli, "pools": []}
         pools = [(int(a), int(d)) for d in args.in_flight.split(",") if d for a in args.actors.split(",") if a]
-        held: dict[tuple[int, int], list[float]] = {}  # (actors, in flight) -> once flowing / pipelined, per repeat
+        # (actors, in flight, variant) -> per repetition: once flowing / pipelined, whole run / pipelined,
+        # start to the first row (s), Ray's start + the prepare (s)
+        held: dict[tuple[int, int, str], list[tuple[float, float, float, float]]] = {}
         for rep in range(args.repeat):
             if rep:  # the yardstick again beside this repetition's pools: the card's own rate moves too
                 rates = {k: _pipelined(model, inputs, backend, k)[0] for k in _depths(backend)}
@@ -379,37 +455,75 @@ def main() -> None:
                 print(f"{backend:8} {f'pipelined, repeat {rep + 1}':22} {pipe:9.1f} {len(files) / pipe:8.1f} "
                       f"{pipe / inv:9.2f}  (runs in flight {by})")
                 run.setdefault("pipelined_repeats", []).append(rates)
-            for n, depth in pools:
-                out = work / f"out-{backend}-{n}-{depth}-{rep}"
-                t = time.perf_counter()
-                r = run_batch(model, work / "images", out, backend=backend, actors=n, batch_size=args.batch_size,
-                              progress=False, stats=True, in_flight=depth)
-                wall = time.perf_counter() - t
-                # the outputs are compared once (the first repetition); later ones are timings only
+            # variants in turn, their order rotated each repetition (none always goes first)
+            turn = variants[rep % len(variants):] + variants[:rep % len(variants)]
+            for (n, depth), (vname, settings) in [(p, v) for p in pools for v in turn]:
+                out = work / f"out-{backend}-{n}-{depth}-{vname}-{rep}"
+                olds = [set_attribute(x) for x in settings]
+                ray_s = 0.0
+                try:
+                    if args.ray == "fresh":  # a Ray instance of its own, as `litegpu batch` starts
+                        t = time.perf_counter()
+                        _ray_init(ray, args)
+                        ray_s = time.perf_counter() - t
+                    t = time.perf_counter()
+                    r = run_batch(model, work / "images", out, backend=backend, actors=n,
+                                  batch_size=args.batch_size, progress=False, stats=True, in_flight=depth)
+                    wall = time.perf_counter() - t
+                    cold = _cold_tasks(ray) if args.timeline else None
+                finally:
+                    if args.ray == "fresh" and ray.is_initialized():
+                        ray.shutdown()
+                    for target, old in olds:
+                        set_attribute(f"{target}={old!r}")
+                # the outputs are compared once per variant (the first repetition); later ones are timings only
                 bad = None if args.no_verify or rep else _compare(read_outputs(out), expected, names)
                 devices = ", ".join(sorted({a["device"] for a in r.actors}))
-                label = f"batch, {n} actor(s)" + (f", {depth} in flight" if depth != 2 else "")
+                label = f"batch, {n} actor(s)" + (f", {depth} in flight" if depth != 2 else "") + \
+                    (f" [{vname}]" if len(variants) > 1 else "")
+                prep_s = (r.prepare or {}).get("seconds", 0.0)
                 print(f"{backend:8} {label:22} {r.items_per_s:9.1f} {wall:8.1f} "
                       f"{r.items_per_s / inv:9.2f} {'-' if bad is None else bad:>8}  {devices}; once flowing "
                       f"{r.steady_items_per_s:.1f} ({r.steady_items_per_s / inv:.2f}; "
                       f"{r.steady_items_per_s / pipe:.2f} of pipelined)")
-                held.setdefault((n, depth), []).append(r.steady_items_per_s / pipe)
+                first_row = ray_s + wall - (r.seconds - r.start_s)  # from the call to its first output row
+                print(f"{'':8}   repetition {rep + 1}{' (a fresh Ray instance)' if args.ray == 'fresh' else ''}: "
+                      f"fixed start {first_row:.2f} s to the first row (Ray's start {ray_s:.2f}, the one-off "
+                      f"prepare {prep_s:.2f}, the pipeline's start to its first row {r.start_s:.2f}, the rest "
+                      f"{first_row - ray_s - prep_s - r.start_s:.2f}: the driver listing the inputs, loading the "
+                      f"model, building the pipeline), then "
+                      f"{r.steady_items_per_s:.0f} items/s once flowing = {r.steady_items_per_s / pipe:.2f} of "
+                      f"pipelined; the whole call (Ray's start included) {r.items / (ray_s + wall):.0f} items/s = "
+                      f"{r.items / (ray_s + wall) / pipe:.2f} of "
+                      f"pipelined, the pipeline alone {r.items_per_s / pipe:.2f}")
+                held.setdefault((n, depth, vname), []).append(
+                    (r.steady_items_per_s / pipe, r.items / (ray_s + wall) / pipe, r.start_s, first_row))
                 stages = _stage_split(r.stats)
                 for line in _split_lines(stages, r, base["pipelined_host_s"]):
                     print(f"{'':8}   {line}")
+                if cold:
+                    print(f"{'':8}   {cold}")
                 if args.stats:
                     print(r.stats)
-                run["pools"].append({"actors": n, "in_flight": depth, "repeat": rep, "pipelined_items_per_s": pipe,
+                run["pools"].append({"actors": n, "in_flight": depth, "variant": vname, "settings": settings,
+                                     "repeat": rep, "pipelined_items_per_s": pipe, "ray_init_s": ray_s,
                                      "items_per_s": r.items_per_s, "steady_items_per_s": r.steady_items_per_s,
-                                     "wall_s": wall, "pipeline_s": r.seconds, "stages": stages,
-                                     "mismatches": bad, "failures": r.failures, "result": r.as_dict()})
+                                     "start_s": r.start_s, "first_row_s": first_row, "wall_s": wall,
+                                     "pipeline_s": r.seconds,
+                                     "stages": stages, "mismatches": bad, "failures": r.failures,
+                                     "result": r.as_dict()})
                 shutil.rmtree(out, ignore_errors=True)  # (disk: a pool run of a detector writes ~0.7 GB)
-        for (n, depth), xs in held.items():
-            print(f"# {backend}: {n} actor(s), {depth} in flight: once flowing / pipelined over {len(xs)} "
-                  f"repetition(s): {', '.join(f'{x:.2f}' for x in xs)} (min {min(xs):.2f}, "
-                  f"median {float(np.median(xs)):.2f}; the target is 0.90)")
+        for (n, depth, vname), xs in held.items():
+            steady = [x[0] for x in xs]
+            print(f"# {backend}: {n} actor(s), {depth} in flight{f' [{vname}]' if len(variants) > 1 else ''}: "
+                  f"once flowing / pipelined per repetition: {', '.join(f'{x:.2f}' for x in steady)} (min "
+                  f"{min(steady):.2f}, median {float(np.median(steady)):.2f}; the target is 0.90); the whole call / "
+                  f"pipelined: {', '.join(f'{x[1]:.2f}' for x in xs)}; the pipeline's start to its first row (s): "
+                  f"{', '.join(f'{x[2]:.2f}' for x in xs)}; the call's start to its first row, Ray's start "
+                  f"included (s): {', '.join(f'{x[3]:.2f}' for x in xs)}")
         results["runs"].append(run)
-    ray.shutdown()
+    if ray.is_initialized():
+        ray.shutdown()
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1, default=str))
     if os.environ.get("LITEGPU_BENCH_KEEP") == "1":

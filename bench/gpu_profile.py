@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import GPU_SET, machine_line, median_ms, mediapipe_models, override_cost  # noqa: E402
+from _common import GPU_SET, machine_line, median_ms, mediapipe_models, override_cost, set_attribute  # noqa: E402
 
 
 def _med(fn, runs):
@@ -65,13 +65,8 @@ def main() -> int:
     if args.cost:
         override_cost(args.cost)
     for item in args.set:
-        import ast
-        import importlib
-
-        target, value = item.split("=", 1)
-        module, name = target.rsplit(".", 1)
-        setattr(importlib.import_module(module), name, ast.literal_eval(value))
-        print(f"set {target} = {value}")
+        set_attribute(item)
+        print(f"set {item}")
     if args.backend == "vulkan":
         return _vulkan(args)
 

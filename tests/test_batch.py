@@ -131,6 +131,10 @@ def test_outputs_identical_to_single_process_and_corrupt_row(local_ray, case, tm
     bad = rows[str((case["inputs"] / "zz_corrupt.png").resolve())]
     assert "cannot read image" in bad["error"] and bad["probs"] is None
     assert {a["device"].split(":")[0].split(" ")[0] for a in r.actors} == {backend}
+    # the pool starts once every actor is prepared: no actor's first batch before the last one was ready
+    assert 0 < r.start_s <= r.seconds
+    assert max(a["ready_s"] for a in r.actors) <= min(a["first_s"] for a in r.actors)
+    assert all(a["first_s"] <= a["last_s"] for a in r.actors), r.actors
     if backend != "cpu":
         assert r.ray["actor_gpus"] == 0.5 and all(a["device"].startswith(f"{backend}:0 ") for a in r.actors)
         # prepared once, entries shipped: every actor's prepare hit the cache
@@ -442,6 +446,30 @@ class _FakeModel:
         handle = type("Handle", (), {})()
         handle.wait = (lambda: (_ for _ in ()).throw(ValueError("device error"))) if first == 5 else (lambda: None)
         return handle
+
+
+def test_start_barrier_lets_the_pool_start_together():
+    """The pool's actors meet at StartBarrier: none passes before all have arrived; a late one (a
+    replacement) passes at once; a missing one holds the others at most the timeout."""
+    import asyncio
+
+    from litegpu.batch._stages import StartBarrier
+
+    async def scenario() -> tuple[list[int], int, float, int]:
+        b = StartBarrier(2)
+        first = asyncio.ensure_future(b.arrive(30.0))
+        await asyncio.sleep(0.05)
+        assert not first.done()  # waits for the second actor
+        both = await asyncio.gather(first, b.arrive(30.0))
+        late = await asyncio.wait_for(b.arrive(30.0), 1.0)  # a replacement: at once
+        alone = StartBarrier(2)
+        t = time.perf_counter()
+        n = await alone.arrive(0.1)  # the other actor never comes: the timeout, then on
+        return sorted(both), late, time.perf_counter() - t, n
+
+    both, late, waited, n = asyncio.run(scenario())
+    assert both == [2, 2] and late == 3
+    assert n == 1 and waited >= 0.1
 
 
 def test_device_feed_row_errors_and_a_dead_thread_raises():

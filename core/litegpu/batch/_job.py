@@ -24,9 +24,11 @@ from ._stages import (
     WRITE_CPUS,
     InferenceActor,
     ModelSpec,
+    StartBarrier,
     prepare_once,
     preprocess_batch,
     read_table_file,
+    warm_worker,
     write_batch,
 )
 
@@ -36,6 +38,20 @@ log = logging.getLogger("litegpu.batch")
 
 TABLE_EXTS = (".parquet", ".arrow", ".feather", ".ipc")
 RAY_HINT = "litegpu batch needs Ray Data: pip install 'litegpu[ray]'"
+#: the pool's actors start their first batches together: each one, its model prepared, waits for the
+#: others (:class:`~litegpu.batch._stages.StartBarrier`, at most this many seconds) before Ray Data
+#: sees it ready, while the read and preprocessing tasks already run.  Ray Data feeds the first actor
+#: that is ready; in a fresh Ray instance the actors' starts ended up to 0.6 s apart (NVIDIA H200, two
+#: vulkan actors on one GPU), and the first one ran alone, at one actor's rate, for that long: 0.84x
+#: of the pipelined rate on such a run against 0.93-0.95x on the others (docs/batch.md, "Start-up").
+#: Ray Data's own ``wait_for_min_actors_s`` gates the whole pipeline instead: the preprocessing then
+#: starts only with the actors, and they waited for batches 20-40% of the time (0.49-0.71x).  0: off
+START_TOGETHER_S = 60.0
+#: warm the CPU workers while the model is prepared: Ray Data's internal actors are created and one
+#: short task per spare CPU imports what the read, preprocessing and write tasks import, so that the
+#: pipeline's first tasks do not each pay a worker's start (GPU backends only: the CPU backend has no
+#: prepare to overlap it with)
+WARM_WORKERS = True
 
 
 @dataclass
@@ -52,6 +68,9 @@ class BatchResult:
     skipped: int = 0  # inputs already in the output folder, not run again
     shards: int = 0
     seconds: float = 0.0  # from the pipeline's start to its last row
+    # the pipeline's fixed start: from its start to its first output row in place (the first shard
+    # written: Ray Data's start, the actors' prepare, the first batch through every stage)
+    start_s: float = 0.0
     items_per_s: float = 0.0
     # the rate once rows flow: rows after the first actor batch over the time from its end to the last
     # batch's end, by the actors' clocks (leaves out the pipeline's start: Ray workers, the actors'
@@ -61,7 +80,9 @@ class BatchResult:
     # (seconds): its device thread waiting for batches (idle_s), blocked on the device (device_s),
     # doing host work (host_s: runs submitted, and on the CPU inputs written and outputs read) and
     # that thread's CPU time (cpu_s: host_s well above it is waiting for the GIL); and the shard writes
-    # of its rows (write_s, in the write stage's tasks, outside the actor)
+    # of its rows (write_s, in the write stage's tasks, outside the actor); when it was ready (ready_s:
+    # its prepare done) and when its device thread got its first and last batch (first_s, last_s),
+    # seconds from the pipeline's start
     actors: list[dict[str, Any]] = field(default_factory=list)
     errors: list[dict[str, str]] = field(default_factory=list)  # the first failures: path, error
     prepare: dict[str, Any] | None = None  # the one-off preparation (GPU backends)
@@ -223,6 +244,15 @@ def _run(ray: Any, lm: Any, pre: Preprocess, backend: str, opts: dict[str, Any],
         on_gpu_device = False
     else:
         on_gpu_device = bool(actor_gpus)
+    # actors the cluster can hold now (the rest wait for resources; the ones placed start without them)
+    placed = min(actors, int(cpus / actor_cpus + 1e-6), int(gpus / actor_gpus + 1e-6) if actor_gpus else actors)
+    if placed < actors:
+        log.warning("litegpu batch: the cluster has room for %d of the %d actors now (%g CPUs, %g GPUs; each actor "
+                    "takes %g CPUs and %g GPUs); the job starts with those (lower --actors or --gpus-per-actor)",
+                    placed, actors, cpus, gpus, actor_cpus, actor_gpus)
+    barrier = None
+    if START_TOGETHER_S > 0 and placed > 1:  # created first: its process starts while the model is prepared
+        barrier = ray.remote(StartBarrier).options(num_cpus=0).remote(placed)
     result.ray = {"address": ray.get_runtime_context().gcs_address, "cluster": {k: res[k] for k in ("CPU", "GPU")
                                                                                 if k in res},
                   "actors": actors, "actor_cpus": actor_cpus, "actor_gpus": actor_gpus}
@@ -231,8 +261,11 @@ def _run(ray: Any, lm: Any, pre: Preprocess, backend: str, opts: dict[str, Any],
     if backend != "cpu":
         t = time.perf_counter()
         task = ray.remote(prepare_once).options(**remote, max_retries=1)
+        prep_ref = task.remote(spec)
+        if WARM_WORKERS:  # (not waited for: they end by themselves, half a second after they start)
+            _warm_workers(ray, int(cpus - actor_cpus))
         try:
-            prep = ray.get(task.remote(spec))
+            prep = ray.get(prep_ref)
         except ray.exceptions.RayTaskError as e:
             raise CliError(f"{lm.name} cannot be prepared on backend {backend}: {e.cause if hasattr(e, 'cause') else e}"
                            ) from None
@@ -256,7 +289,8 @@ def _run(ray: Any, lm: Any, pre: Preprocess, backend: str, opts: dict[str, Any],
         ds = ray.data.from_items([{"file": f} for f in sources], override_num_blocks=len(sources))
         ds = ds.flat_map(read_table_file, fn_kwargs={"column": column, "id_column": id_column, "skip": skip_ref})
     ds = ds.map_batches(preprocess_batch, fn_kwargs={"pre": pre}, batch_size=batch_size, batch_format="numpy")
-    ds = ds.map_batches(InferenceActor, fn_constructor_kwargs={"spec": spec_ref},
+    start = (barrier, START_TOGETHER_S) if barrier is not None else None
+    ds = ds.map_batches(InferenceActor, fn_constructor_kwargs={"spec": spec_ref, "start": start},
                         batch_size=batch_size, batch_format="numpy",
                         compute=ray.data.ActorPoolStrategy(size=actors, max_concurrent_calls_per_actor=calls,
                                                            enable_true_multi_threading=calls > 1), **remote)
@@ -267,7 +301,7 @@ def _run(ray: Any, lm: Any, pre: Preprocess, backend: str, opts: dict[str, Any],
     # task returns the same block, hence the same shard)
     ds = ds.map_batches(write_batch, fn_kwargs={"out_dir": str(out_dir), "fmt": fmt, "metadata": metadata},
                         batch_size=None, batch_format="pyarrow", num_cpus=WRITE_CPUS)
-    t0 = time.perf_counter()
+    t0, wall0 = time.perf_counter(), time.time()
     per_actor: dict[str, dict[str, Any]] = {}
     shards: set[str] = set()
     ends: list[tuple[float, int]] = []  # (when an actor finished a batch, its rows)
@@ -279,18 +313,49 @@ def _run(ray: Any, lm: Any, pre: Preprocess, backend: str, opts: dict[str, Any],
         first = str(e).strip().splitlines()
         raise CliError(f"the Ray job failed after {result.items} rows ({type(e).__name__}: "
                        f"{first[-1] if first else e}); rows written so far are kept, rerun to go on") from e
+    finally:
+        if barrier is not None:  # (on a cluster that outlives the job)
+            ray.kill(barrier)
     result.seconds = time.perf_counter() - t0
     result.items_per_s = result.items / result.seconds if result.seconds > 0 else 0.0
     ends.sort()
+    if ends:
+        result.start_s = max(0.0, ends[0][0] - wall0)
     if len(ends) > 1 and ends[-1][0] > ends[0][0]:
         result.steady_items_per_s = (sum(n for _, n in ends) - ends[0][1]) / (ends[-1][0] - ends[0][0])
     result.shards = len(shards)
     if stats:
         result.stats = ds.stats()
+    for a in per_actor.values():  # the actors' wall clocks -> seconds from the pipeline's start
+        for k in ("ready", "first", "last"):
+            t = a.pop(f"t_{k}")
+            a[f"{k}_s"] = t - wall0 if t else None
     result.actors = sorted(per_actor.values(), key=lambda a: a["actor"])
     if kind == "table":
         result.skipped = len(done)
     return result
+
+
+def _warm_workers(ray: Any, n: int) -> list[Any]:
+    """Start Ray Data's internal actors and ``n`` warm-up tasks (:func:`warm_worker`), one per CPU
+    worker, without waiting for them; their refs."""
+    try:  # Ray Data's own helpers, created on a dataset's first execution otherwise (internal API: optional)
+        from ray.data._internal.execution.autoscaling_requester import (
+            get_or_create_autoscaling_requester_actor,
+        )
+        from ray.data._internal.execution.node_trackers.actor_location import (
+            get_or_create_actor_location_tracker,
+        )
+        from ray.data._internal.stats import get_or_create_stats_actor
+
+        for make in (get_or_create_stats_actor, get_or_create_autoscaling_requester_actor,
+                     get_or_create_actor_location_tracker):
+            make()
+    except Exception as e:  # noqa: BLE001 - only a head start; the pipeline creates them anyway
+        log.debug("litegpu batch: Ray Data's actors not created ahead (%s)", e)
+    task = ray.remote(warm_worker).options(num_cpus=1, max_retries=0)
+    until = time.time() + 0.5  # each holds its worker that long, so that the n tasks take n workers
+    return [task.remote(until) for _ in range(max(0, min(n, 256)))]
 
 
 def _batch_ends(b: Mapping[str, Any]) -> list[tuple[float, int]]:
@@ -315,9 +380,10 @@ def _collect(b: Mapping[str, Any], result: BatchResult, per_actor: dict[str, dic
                                                       "items": 0, "init_s": float(b["init_s"][i]),
                                                       "warm": str(b["warm"][i]), "idle_s": 0.0,
                                                       "device_s": 0.0, "host_s": 0.0, "cpu_s": 0.0,
-                                                      "write_s": 0.0})
+                                                      "write_s": 0.0, "t_ready": float(b["t_ready"][i]),
+                                                      "t_first": float(b["t_first"][i]), "t_last": 0.0})
         a["items"] += 1
-        for k in ("idle_s", "device_s", "host_s", "cpu_s"):  # running totals of the actor: its latest is the largest
+        for k in ("idle_s", "device_s", "host_s", "cpu_s", "t_last"):  # the actor's running totals: the latest is the largest
             a[k] = max(a[k], float(b[k][i]))
         a["write_s"] += float(b["write_s"][i])
 
@@ -325,8 +391,8 @@ def _collect(b: Mapping[str, Any], result: BatchResult, per_actor: dict[str, dic
 def summary_lines(r: BatchResult) -> list[str]:
     """The human summary ``litegpu batch`` prints."""
     lines = [f"{Path(r.model).name} on {r.backend}: {r.items} rows written to {r.output} ({r.format}, "
-             f"{r.shards} shards) in {r.seconds:.1f} s, {r.items_per_s:.1f} items/s "
-             f"({r.steady_items_per_s:.1f} once flowing); {r.failures} failed, "
+             f"{r.shards} shards) in {r.seconds:.1f} s ({r.start_s:.1f} s to the first row), "
+             f"{r.items_per_s:.1f} items/s ({r.steady_items_per_s:.1f} once flowing); {r.failures} failed, "
              f"{r.skipped} already done"]
     if r.prepare:
         lines.append(f"prepared once in {r.prepare['seconds']:.1f} s on {r.prepare['device']}; "

@@ -131,6 +131,22 @@ def _ray_device() -> int | None:
     return int(ids[0]) if ids else None
 
 
+def warm_worker(until: float) -> int:
+    """Ray task run on each CPU worker while the model is prepared: import what the pipeline's read,
+    preprocessing and write tasks run (Ray Data's map tasks, Arrow and Parquet, litegpu's
+    preprocessing), then hold the worker until the wall-clock time ``until`` so that the other warm-up
+    tasks land on other workers.  Returns the worker's pid."""
+    import pyarrow.parquet  # noqa: F401
+    import ray.data._internal.execution.operators.map_operator  # noqa: F401
+    import ray.data._internal.planner.plan_udf_map_op  # noqa: F401
+    import ray.data.extensions  # noqa: F401
+
+    from ..cli import _preprocess  # noqa: F401
+
+    time.sleep(max(0.0, min(1.0, until - time.time())))
+    return os.getpid()
+
+
 # --------------------------------------------------------------------------- reading and preprocessing
 
 
@@ -395,6 +411,9 @@ class _DeviceFeed:
         # thread of the actor holding it), not work
         self.started: float | None = None
         self.last = 0.0
+        # the same two instants by the wall clock (comparable across the actors' processes)
+        self.first_wall = 0.0
+        self.last_wall = 0.0
         self.idle_s = 0.0
         self.device_s = 0.0
         self.cpu_s = 0.0
@@ -421,6 +440,7 @@ class _DeviceFeed:
         errors: list[str | None] = [None] * len(x)
         self.run(x, errors)
         self.started, self.idle_s, self.device_s, self.cpu_s = None, 0.0, 0.0, 0.0
+        self.first_wall = self.last_wall = 0.0
 
     def run(self, inputs: np.ndarray, errors: list[str | None]) -> list[np.ndarray]:
         """Run every row of ``inputs`` whose error is None; the outputs stacked by row (zeros on
@@ -465,6 +485,7 @@ class _DeviceFeed:
             now = time.perf_counter()
             if self.started is None:
                 self.started = now
+                self.first_wall = time.time()
                 cpu0 = time.thread_time()
             else:
                 self.idle_s += now - t
@@ -496,6 +517,7 @@ class _DeviceFeed:
                 while ring:
                     self._finish(ring.popleft())
             self.last = time.perf_counter()
+            self.last_wall = time.time()
             self.cpu_s = time.thread_time() - cpu0
 
     def timings(self) -> tuple[float, float, float, float]:
@@ -540,6 +562,41 @@ WRITE_CPUS = 1.0
 BOOKKEEPING = "batch:"
 
 
+class StartBarrier:
+    """Ray actor (async, no CPU) the pool's actors meet at once their models are prepared, so that Ray
+    Data sees them ready together (``START_TOGETHER_S`` in :mod:`litegpu.batch._job`).  An actor that
+    arrives after the others (a replacement of one that died) passes at once."""
+
+    def __init__(self, n: int):
+        import asyncio
+
+        self.n, self.arrived, self.all_in = n, 0, asyncio.Event()
+
+    async def arrive(self, timeout: float) -> int:
+        """Wait until ``n`` actors have arrived, at most ``timeout`` seconds; how many had."""
+        import asyncio
+
+        self.arrived += 1
+        if self.arrived >= self.n:
+            self.all_in.set()
+        try:
+            await asyncio.wait_for(self.all_in.wait(), timeout)
+        except asyncio.TimeoutError:
+            pass
+        return self.arrived
+
+
+def _start_together(barrier: Any, timeout: float) -> None:
+    """Wait at ``barrier`` for the pool's other actors; never fail the actor for it (a barrier that is
+    gone or late only costs the wait)."""
+    import ray
+
+    try:
+        ray.get(barrier.arrive.remote(timeout), timeout=timeout + 10)
+    except Exception as e:  # noqa: BLE001 - starting together is an optimisation, never a failure
+        log.info("litegpu batch: starting without the other actors (%s)", e)
+
+
 class InferenceActor:
     """One prepared model on one device; runs batches and returns their outputs.
 
@@ -555,7 +612,7 @@ class InferenceActor:
     stage once a call has returned, so nothing is lost or doubled.
     """
 
-    def __init__(self, spec: ModelSpec | Any):
+    def __init__(self, spec: ModelSpec | Any, start: tuple[Any, float] | None = None):
         import ray
 
         if isinstance(spec, ray.ObjectRef):
@@ -573,6 +630,9 @@ class InferenceActor:
         where = {pos: k for k, (pos, _, _) in enumerate(m.outputs)}
         self.columns = [(name, where[pos]) for pos, name in enumerate(m.names)]
         self.label = f"{self.info['host']}:{self.info['pid']}"
+        if start is not None:  # (barrier, seconds): wait for the pool's other actors (START_TOGETHER_S)
+            _start_together(*start)
+        self.ready = time.time()  # wall clock: the driver sets it beside the pipeline's start
         log.info("litegpu batch actor %s: %s, prepared in %.2f s (warm start: %s)", self.label,
                  self.info["device"], self.info["init_s"], self.info["warm"])
 
@@ -589,7 +649,8 @@ class InferenceActor:
             table = table.append_column(BOOKKEEPING + name, pa.array([value] * n, pa.string()))
         # the actor's device thread so far (BatchResult.actors keeps each actor's last values)
         for name, x in (("init_s", self.info["init_s"]), ("idle_s", idle_s), ("device_s", device_s),
-                        ("host_s", host_s), ("cpu_s", cpu_s)):
+                        ("host_s", host_s), ("cpu_s", cpu_s), ("t_ready", self.ready),
+                        ("t_first", self.feed.first_wall), ("t_last", self.feed.last_wall)):
             table = table.append_column(BOOKKEEPING + name, pa.array(np.full(n, x)))
         return table
 
