@@ -209,7 +209,7 @@ def conv_work(p: Mapping[str, int], block_w: int, block_s: int, split: int, pack
     return Work(threads=threads, group=split * pack if split > 1 else 64,
                 global_steps=iters, queued_loads=_queued(iters, unroll * loads), shared_steps=shared,
                 barriers=barriers,
-                cache_bytes=threads * iters * unroll * (block_w + 4 * block_s / (_WEIGHT_SHARE if split == 1 else 1)) * _VEC,
+                cache_bytes=threads * iters * unroll * loads * _VEC,
                 flops=items * block_w * block_s * steps * 32,
                 registers=4 * (block_w * block_s + unroll * loads) + 16)
 
@@ -244,13 +244,6 @@ def two_round_pays(split: int, dev: DeviceCost) -> bool:
     dw_pw_conv2d's ``two_round``)."""
     red = _log2(split)
     return TWO_ROUND and split > 1 and 2 * dev.barrier_us + _two_round_steps(split) * dev.shared_us < (red + 1) * dev.barrier_us + red * dev.shared_us
-
-
-#: an unsplit conv2d's weight loads count 1/_WEIGHT_SHARE in its cache traffic: the threads of a warp
-#: working on the same output slices load the same weight vectors (one transaction), while a split's threads
-#: each load their own step's.  8 ranks the H200 explore best (picks 1.08x the best measured, 1.09x counting
-#: every thread's weight loads; 16 and 32 rank the same as 8)
-_WEIGHT_SHARE = 8
 
 
 #: conv2d's unroll values the chooser weighs (8 only pays where a thread's reduction is long: not modelled)
