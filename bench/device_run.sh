@@ -16,6 +16,9 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upg
 if [ -f .ray1/part ] && [ -f .ray2/part ] && [ -f .ray3/part ] && [ ! -d /tmp/site/ray ]; then
   cat .ray1/part .ray2/part .ray3/part | tar xf - -C /tmp && \
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site /tmp/.ray-wheels/*.whl
+  # Ray's bytecode, once per machine, as a user's pip install has it: without it every new Ray worker
+  # compiles Ray's modules on first import, which inflated a fresh instance's first job (issue 18)
+  timeout 120 python3 -m compileall -q -j 0 /tmp/site/ray >/dev/null 2>&1 || true
 fi
 export PYTHONPATH=/tmp/site
 pkgs=(. backends/opencl)
