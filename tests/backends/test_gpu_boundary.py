@@ -102,8 +102,10 @@ def _kernels(it: litegpu.Interpreter) -> list:
 def _recorded(k) -> int:
     """Launches in a kernel's all-host recording, whatever object the device records into."""
     rec = k._recording
-    if isinstance(rec, list):  # OpenCL (one entry per launch), WebGPU (pipeline, group, counts)
+    if isinstance(rec, list):  # WebGPU (pipeline, group, counts)
         return len(rec)
+    if hasattr(rec, "launches"):  # OpenCL: the launch list (and the command buffer holding it, if any)
+        return len(rec.launches)
     return len(rec.keep)  # Vulkan: the bound launches the command buffer holds
 
 
