@@ -489,9 +489,9 @@ def main() -> None:
                 first_row = ray_s + wall - (r.seconds - r.start_s)  # from the call to its first output row
                 print(f"{'':8}   repetition {rep + 1}{' (a fresh Ray instance)' if args.ray == 'fresh' else ''}: "
                       f"fixed start {first_row:.2f} s to the first row (Ray's start {ray_s:.2f}, the one-off "
-                      f"prepare {prep_s:.2f}, the pipeline's start to its first row {r.start_s:.2f}, the rest "
-                      f"{first_row - ray_s - prep_s - r.start_s:.2f}: the driver listing the inputs, loading the "
-                      f"model, building the pipeline), then "
+                      f"prepare {prep_s:.2f} (beside the pipeline's start), the pipeline's start to its first row "
+                      f"{r.start_s:.2f}, the rest {first_row - ray_s - r.start_s:.2f}: the driver listing the inputs, "
+                      f"loading the model, building the pipeline), then "
                       f"{r.steady_items_per_s:.0f} items/s once flowing = {r.steady_items_per_s / pipe:.2f} of "
                       f"pipelined; the whole call (Ray's start included) {r.items / (ray_s + wall):.0f} items/s = "
                       f"{r.items / (ray_s + wall) / pipe:.2f} of "

@@ -52,6 +52,9 @@ START_TOGETHER_S = 60.0
 #: pipeline's first tasks do not each pay a worker's start (GPU backends only: the CPU backend has no
 #: prepare to overlap it with)
 WARM_WORKERS = True
+#: the GPU share the one-off prepare takes (each GPU actor gives up this fraction of its share, so that
+#: the prepare runs beside the actors' start instead of holding one back)
+PREPARE_GPUS = 0.01
 
 
 @dataclass
@@ -231,6 +234,10 @@ def _run(ray: Any, lm: Any, pre: Preprocess, backend: str, opts: dict[str, Any],
         # of the pipelined rate, see IN_FLIGHT)
         actors = max(1, 2 * int(gpus)) if on_gpu else max(1, int(cpus) // 2)
     actor_gpus = (gpus_per_actor if gpus_per_actor is not None else min(1.0, gpus / actors)) if on_gpu else 0.0
+    if on_gpu and gpus_per_actor is None:
+        # leave each GPU a sliver for the one-off prepare, which runs while the actors start (a pool that
+        # took whole GPUs would hold one actor back until the prepare ended)
+        actor_gpus = round(actor_gpus * (1.0 - PREPARE_GPUS), 4)
     # leave a CPU for the reading, preprocessing and writing tasks, else the pool could starve them
     # (an actor writes nothing itself: its device thread is its one busy core)
     actor_cpus = round(min(1.0, max(0.1, (cpus - 1) / actors)), 2)
@@ -258,21 +265,16 @@ def _run(ray: Any, lm: Any, pre: Preprocess, backend: str, opts: dict[str, Any],
                   "actors": actors, "actor_cpus": actor_cpus, "actor_gpus": actor_gpus}
     spec = ModelSpec(name=lm.name, data=lm.data, backend=backend, options=opts, config=cfg,
                      device_from_ray=on_gpu_device, in_flight=in_flight or 0)
+    prep_ref, prep_wall = None, time.time()
     if backend != "cpu":
-        t = time.perf_counter()
-        task = ray.remote(prepare_once).options(**remote, max_retries=1)
-        prep_ref = task.remote(spec)
+        # the one-off prepare fills a serialization cache whose entries every actor imports, so that
+        # each actor's own prepare is a warm start; it runs while Ray Data starts and the actors' processes
+        # start and import litegpu (each actor waits for it only before its own prepare)
+        prep_remote = {**remote, "num_gpus": PREPARE_GPUS} if actor_gpus and gpus_per_actor is None else remote
+        prep_ref = ray.remote(prepare_once).options(**prep_remote, max_retries=1).remote(spec)
+        spec.prepared = prep_ref
         if WARM_WORKERS:  # (not waited for: they end by themselves, half a second after they start)
             _warm_workers(ray, int(cpus - actor_cpus))
-        try:
-            prep = ray.get(prep_ref)
-        except ray.exceptions.RayTaskError as e:
-            raise CliError(f"{lm.name} cannot be prepared on backend {backend}: {e.cause if hasattr(e, 'cause') else e}"
-                           ) from None
-        spec.cache_files = prep["cache_files"]
-        result.prepare = {**prep["info"], "seconds": time.perf_counter() - t,
-                          "cache_entries": len(prep["cache_files"]),
-                          "cache_bytes": sum(len(b) for b in prep["cache_files"].values())}
     spec_ref = ray.put(spec)
     # a GPU actor holds several batches, so that its device thread never waits at a batch boundary;
     # CPU actors take one at a time: their rows run on the CPU anyway, and threads there only contend
@@ -310,6 +312,8 @@ def _run(ray: Any, lm: Any, pre: Preprocess, backend: str, opts: dict[str, Any],
             _collect(b, result, per_actor, shards, keep_errors)
             ends.extend(_batch_ends(b))
     except ray.exceptions.RayError as e:
+        if prep_ref is not None:  # the actors failed because the model cannot be prepared: say why
+            _prepare_result(ray, prep_ref, lm.name, backend, prep_wall, result, timeout=10.0)
         first = str(e).strip().splitlines()
         raise CliError(f"the Ray job failed after {result.items} rows ({type(e).__name__}: "
                        f"{first[-1] if first else e}); rows written so far are kept, rerun to go on") from e
@@ -317,6 +321,8 @@ def _run(ray: Any, lm: Any, pre: Preprocess, backend: str, opts: dict[str, Any],
         if barrier is not None:  # (on a cluster that outlives the job)
             ray.kill(barrier)
     result.seconds = time.perf_counter() - t0
+    if prep_ref is not None:
+        _prepare_result(ray, prep_ref, lm.name, backend, prep_wall, result)
     result.items_per_s = result.items / result.seconds if result.seconds > 0 else 0.0
     ends.sort()
     if ends:
@@ -334,6 +340,23 @@ def _run(ray: Any, lm: Any, pre: Preprocess, backend: str, opts: dict[str, Any],
     if kind == "table":
         result.skipped = len(done)
     return result
+
+
+def _prepare_result(ray: Any, ref: Any, name: str, backend: str, wall: float, result: BatchResult, *,
+                    timeout: float | None = None) -> None:
+    """Fill ``result.prepare`` from the one-off prepare ``ref`` (submitted at wall-clock ``wall``); a
+    prepare that failed raises its error as a :class:`CliError`."""
+    try:
+        prep = ray.get(ref, timeout=timeout)
+    except ray.exceptions.GetTimeoutError:
+        return
+    except ray.exceptions.RayTaskError as e:
+        raise CliError(f"{name} cannot be prepared on backend {backend}: {getattr(e, 'cause', None) or e}") from None
+    info = prep["info"]
+    result.prepare = {**{k: v for k, v in info.items() if k != "t_end"},
+                      "seconds": max(0.0, info.get("t_end", wall) - wall),
+                      "cache_entries": len(prep["cache_files"]),
+                      "cache_bytes": sum(len(b) for b in prep["cache_files"].values())}
 
 
 def _warm_workers(ray: Any, n: int) -> list[Any]:

@@ -46,6 +46,9 @@ class ModelSpec:
     device_from_ray: bool = False  # set the backend's ``device`` option from Ray's GPU id
     cache_files: dict[str, bytes] = field(default_factory=dict)  # serialization-cache entries to import
     in_flight: int = 0  # runs in flight of a GPU actor (0: IN_FLIGHT)
+    #: the one-off prepare's result (a Ray ObjectRef of :func:`prepare_once`'s dict) where the actors
+    #: start beside it: each actor waits for it and takes its ``cache_files`` before its own prepare
+    prepared: Any = None
 
 
 def _loaded(spec: ModelSpec) -> Any:
@@ -117,6 +120,7 @@ def prepare_once(spec: ModelSpec) -> dict[str, Any]:
 
     device = _ray_device() if spec.device_from_ray else None
     _interp, info = build_interpreter(spec, device=device)
+    info["t_end"] = time.time()  # wall clock: the driver measures the prepare from its submission to here
     files: dict[str, bytes] = {}
     cache = _cache(spec.options)
     if cache is not None and spec.backend != "cpu":
@@ -586,6 +590,21 @@ class StartBarrier:
         return self.arrived
 
 
+class PrepareFailed(RuntimeError):
+    """The one-off prepare (:func:`prepare_once`) an actor waited for failed; the driver reports the
+    prepare's own error."""
+
+
+def _prepared_files(ref: Any) -> dict[str, bytes]:
+    """The cache entries of the one-off prepare ``ref`` (waiting for it)."""
+    import ray
+
+    try:
+        return ray.get(ref)["cache_files"]
+    except ray.exceptions.RayError as e:
+        raise PrepareFailed(f"the model's one-off prepare failed: {getattr(e, 'cause', None) or e}") from None
+
+
 def _start_together(barrier: Any, timeout: float) -> None:
     """Wait at ``barrier`` for the pool's other actors; never fail the actor for it (a barrier that is
     gone or late only costs the wait)."""
@@ -617,6 +636,8 @@ class InferenceActor:
 
         if isinstance(spec, ray.ObjectRef):
             spec = ray.get(spec)
+        if spec.prepared is not None:  # the one-off prepare runs beside this actor's process start
+            spec.cache_files = _prepared_files(spec.prepared)
         device = _ray_device() if spec.device_from_ray else None
         m = build_model(spec, device=device)
         if not isinstance(m.runner, _InterpreterRuns):  # the device thread is the actor's critical path
