@@ -281,6 +281,14 @@ def test_list_inputs_skips_hidden_files_and_the_output_folder(tmp_path):
     kind, files = list_inputs(tmp_path, exclude=(tmp_path / "out").resolve())
     assert kind == "files"
     assert files == [str((tmp_path / "a" / "x.npy").resolve()), str((tmp_path / "top.npy").resolve())]
+    # symbolic links are followed and listed by their real paths, a folder or file linked twice (or a
+    # folder into itself) only once; a single file as the input is listed alone
+    (tmp_path / "link").symlink_to(tmp_path / "a", target_is_directory=True)
+    (tmp_path / "a" / "loop").symlink_to(tmp_path / "a", target_is_directory=True)
+    (tmp_path / "y.npy").symlink_to(tmp_path / "a" / "x.npy")
+    kind, files = list_inputs(tmp_path, exclude=(tmp_path / "out").resolve())
+    assert files == [str((tmp_path / "a" / "x.npy").resolve()), str((tmp_path / "top.npy").resolve())]
+    assert list_inputs(tmp_path / "y.npy") == ("files", [str((tmp_path / "a" / "x.npy").resolve())])
     pq = pytest.importorskip("pyarrow.parquet")
     import pyarrow as pa
 

@@ -102,15 +102,15 @@ def list_inputs(input: str | os.PathLike[str], exclude: Path | None = None) -> t
     p = Path(input)
     if not p.exists():
         raise CliError(f"input not found: {input}")
+    skip = os.fspath(exclude.resolve()) if exclude is not None else None
     if p.is_file():
-        files = [p]
+        files = [os.path.realpath(p)]
+        if skip is not None and _under(files[0], skip):
+            files = []
     else:
-        files = sorted(f for f in p.rglob("*") if f.is_file()
-                       and not any(part.startswith(".") for part in f.relative_to(p).parts))
-    if exclude is not None:
-        files = [f for f in files if not f.resolve().is_relative_to(exclude)]
-    images = [str(f.resolve()) for f in files if f.suffix.lower() in IMAGE_EXTS]
-    tables = [str(f.resolve()) for f in files if f.suffix.lower() in TABLE_EXTS]
+        files = _files_under(os.path.realpath(p), skip)
+    images = [f for f in files if os.path.splitext(f)[1].lower() in IMAGE_EXTS]
+    tables = [f for f in files if os.path.splitext(f)[1].lower() in TABLE_EXTS]
     if images and tables:
         raise CliError(f"{input} holds both images and Parquet/Arrow files; give one kind per job")
     if tables:
@@ -119,6 +119,34 @@ def list_inputs(input: str | os.PathLike[str], exclude: Path | None = None) -> t
         raise CliError(f"no images ({', '.join(IMAGE_EXTS)}) or Parquet/Arrow files ({', '.join(TABLE_EXTS)}) "
                        f"in {input}")
     return "files", images
+
+
+def _under(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
+
+
+def _files_under(root: str, skip: str | None) -> list[str]:
+    """The files below the real folder ``root`` (hidden entries and the folder ``skip`` left out, symbolic
+    links followed, each folder and file once) as real paths, sorted by their parts.  One ``scandir`` per folder
+    and no per-file path resolution: a job over 12,000 inputs spent about a second resolving paths."""
+    files: list[str] = []
+    stack, seen = [root], set()
+    while stack:
+        d = stack.pop()
+        if d in seen or (skip is not None and _under(d, skip)):
+            continue
+        seen.add(d)
+        with os.scandir(d) as entries:
+            for e in entries:
+                if e.name.startswith("."):
+                    continue
+                if e.is_dir():
+                    stack.append(os.path.realpath(e.path) if e.is_symlink() else e.path)
+                elif e.is_file():
+                    f = os.path.realpath(e.path) if e.is_symlink() else e.path
+                    if skip is None or not _under(f, skip):
+                        files.append(f)
+    return sorted(set(files), key=lambda f: f.split(os.sep))  # (a file linked twice is one input)
 
 
 def _input_detail(model: Any) -> dict[str, Any]:
