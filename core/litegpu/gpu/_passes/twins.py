@@ -31,7 +31,7 @@ from .._cost import DeviceCost, estimate, launch_work
 from .._graph import GpuOp, Report
 from .._kernel_specs import stride_param
 
-__all__ = ["merge_twin_launches", "TWIN_LAUNCHES", "MAX_BRANCHES"]
+__all__ = ["merge_twin_launches", "branch_launches", "TWIN_LAUNCHES", "MAX_BRANCHES"]
 
 #: A/B switch (``--set litegpu.gpu._passes.twins.TWIN_LAUNCHES=False``): False keeps one launch a branch
 #: (and ``fuse_sibling_heads`` merges equal twin heads itself, as before this pass).
@@ -239,7 +239,6 @@ def _merge(members: list[GpuOp], chains: _Chains, nbytes: Callable[[int], int], 
             return None, "a partition input/output and an intermediate in one group"
         if len({-(-nbytes(t) // alignment) for t in chain}) != 1:
             return None, "tensors of different sizes"
-    chains.nxt, chains.prv = trial.nxt, trial.prv
     members = [members[p] for p in order]
     first = members[0]
     params = dict(first.params)
@@ -254,12 +253,10 @@ def _merge(members: list[GpuOp], chains: _Chains, nbytes: Callable[[int], int], 
             if all(_same_array(a, arrs[0]) for a in arrs[1:]):
                 constants[src] = arrs[0]
                 continue
-            # branch after branch, each padded to 16 bytes (a whole vec4 of the widest element)
-            flat = [a.reshape(-1) for a in arrs]
-            pad = -flat[0].nbytes % 16 // flat[0].itemsize
-            stacked = np.concatenate([np.concatenate([f, np.zeros(pad, f.dtype)]) if pad else f for f in flat])
-            constants[src] = stacked
-            params[stride_param(name)] = (flat[0].size + pad) * flat[0].itemsize
+            if arrs[0].nbytes % 16:  # a stride of whole elements of any binding type (up to a vec4 of f32)
+                return None, "a constant of a size that is no whole number of vec4"
+            constants[src] = np.stack(arrs)  # branch after branch
+            params[stride_param(name)] = arrs[0].nbytes
         else:
             if len(set(srcs)) == 1:
                 continue
@@ -267,6 +264,7 @@ def _merge(members: list[GpuOp], chains: _Chains, nbytes: Callable[[int], int], 
         branched.append(name)
     if not branched:
         return None, "nothing differs (the same launch twice)"
+    chains.nxt, chains.prv = trial.nxt, trial.prv
     options = {**first.options, "branches": k, "branched": tuple(branched)}
     merged = GpuOp(kernel=first.kernel, params=params, options=options,
                    inputs=list(dict.fromkeys(t for m in members for t in m.inputs)),
@@ -274,3 +272,33 @@ def _merge(members: list[GpuOp], chains: _Chains, nbytes: Callable[[int], int], 
                    origin=tuple(sorted({o for m in members for o in m.origin})), accumulator=first.accumulator,
                    bindings=bindings, precision=first.precision, buffer_storage=dict(first.buffer_storage))
     return merged, ""
+
+
+def branch_launches(op: GpuOp, groups: Sequence[Sequence[int]]) -> list[GpuOp]:
+    """The launches a branched launch stands for (``op`` itself when it has one branch), each binding its own
+    tensors (the chain members after the one bound, ``groups`` = ``GpuPlan.groups``) and constants: what the
+    merged launch means, for reference executors and reports."""
+    k = int(op.options.get("branches", 1))
+    if k <= 1:
+        return [op]
+    branched = set(op.options["branched"])
+    where = {t: (grp, n) for grp in groups for n, t in enumerate(grp)}
+    options = {o: v for o, v in op.options.items() if o not in ("branches", "branched")}
+    params = {p: v for p, v in op.params.items() if p not in {stride_param(b) for b in branched}}
+    out = []
+    for b in range(k):
+        bindings: list[tuple[str, int | str]] = []
+        constants = {}
+        for name, src in op.bindings:
+            if isinstance(src, str):
+                constants[src] = op.constants[src][b] if name in branched else op.constants[src]
+                bindings.append((name, src))
+            elif name in branched:
+                grp, n = where[src]
+                bindings.append((name, grp[n + b]))
+            else:
+                bindings.append((name, src))
+        ids = {src for _n, src in bindings if isinstance(src, int)}
+        out.append(replace(op, options=dict(options), params=dict(params), bindings=bindings, constants=constants,
+                           inputs=[t for t in op.inputs if t in ids], outputs=[t for t in op.outputs if t in ids]))
+    return out
