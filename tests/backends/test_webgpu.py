@@ -355,6 +355,24 @@ def test_face_detection_fully_delegated(wg, mediapipe_models):
     assert max(errs) <= 1e-3, errs
 
 
+@pytest.mark.slow
+@pytest.mark.mediapipe
+@pytest.mark.parametrize("name", ["iris_landmark", "face_landmark"])
+def test_twin_branch_models_fully_delegated(wg, mediapipe_models, name):
+    """The two output branches' equal launches run as branched launches (_passes/twins: stacked weights, grouped
+    tensors bound as one range, the WGSL rewrite of gpu/lgk/branches): fully delegated, within 1e-3 of LiteRT."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from test_mediapipe_cpu import _input, _litert_outputs
+
+    path = mediapipe_models[name]
+    x = _input(path)
+    expected = _litert_outputs(path, x)
+    got, _ = run_webgpu(wg, path.read_bytes(), [x])
+    errs = [rel_error(g, e) for g, e in zip(got, expected, strict=True)]
+    ERRORS[f"{name}[fp32]"] = max(errs)
+    assert max(errs) <= 1e-3, errs
+
+
 # -- packaging: the entry point after pip install --------------------------------------------------------
 
 CHECK = textwrap.dedent(

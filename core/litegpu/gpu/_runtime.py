@@ -577,14 +577,15 @@ class GpuPartitionKernel(DelegateKernel):
             limit = dev.kernel_max_workgroup(bound)
             if limit and int(np.prod(rk.workgroup)) > limit:
                 return None
-            return lambda: dev.launch(bound, rk, grid)
+            # (the kernel's own grid: a branched kernel's z range is rounded to its work group, gpu/lgk/branches)
+            return lambda: dev.launch(bound, rk, rk.global_size(op.params))
 
         wg = self.tuner.choose(op.kernel, op.options, probe, grid, dev.info, trial, dev.finish)
         rk, bound = build(wg)
         limit = dev.kernel_max_workgroup(bound)
         if limit and int(np.prod(rk.workgroup)) > limit:  # the heuristic overshot this kernel's own limit
             rk, bound = build(candidates(op.kernel, grid, dev.info, "none", limit)[0])
-        return self._finish_op(op, rk, grid, bound)
+        return self._finish_op(op, rk, rk.global_size(op.params), bound)
 
     def _finish_op(self, op, rk: RenderedKernel, grid: tuple[int, int, int], bound: Any,
                    record: Mapping[str, Any] | None = None) -> _Launch:
