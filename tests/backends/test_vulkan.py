@@ -398,6 +398,7 @@ CASES = {
     "channel_pad_binary": lambda: _pattern("channel pad into a binary ADD's rhs"),
     "pool_residual": lambda: _pattern("max pool into the residual read"),
     "resize_residual": lambda: _pattern("resize into the residual read"),
+    "twin_launches": lambda: _pattern("twin launches"),
     "resize_input": lambda: _pattern("resize into the conv input read"),
     "shared_residual": lambda: _pattern("conv result read twice"),
     "reshape_concat": lambda: _pattern("reshape into the concat read"),

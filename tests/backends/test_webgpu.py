@@ -179,6 +179,7 @@ CASES = {
         ("residual", "channel pad into the residual read"), ("binary", "channel pad into a binary ADD's rhs"))},
     "pool_residual": lambda r: _pattern_shapes("max pool into the residual read"),
     "resize_residual": lambda r: _pattern_shapes("resize into the residual read"),
+    "twin_launches": lambda r: _pattern_shapes("twin launches"),
     "resize_input": lambda r: _pattern_shapes("resize into the conv input read"),
     "shared_residual": lambda r: _pattern_shapes("conv result read twice"),
     "reshape_concat": lambda r: _pattern_shapes("reshape into the concat read"),
