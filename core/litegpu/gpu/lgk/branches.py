@@ -22,7 +22,7 @@ import copy
 from collections.abc import Sequence
 
 from .._kernel_specs import stride_param
-from .nodes import Binary, Call, Decl, Expr, Index, Name, Num, Param, Program, Stmt
+from .nodes import Binary, Call, Decl, Expr, Index, Name, Num, Param, Program, transform
 from .types import I32, KernelTemplateError
 
 __all__ = ["branch_kernel", "BRANCH_VAR"]
@@ -61,13 +61,7 @@ def branch_kernel(prog: Program, kernel: str, branches: int, buffers: Sequence[s
     branched = set(buffers)
 
     def rewrite(e):
-        """``e`` with the branch's view of gid(2) / wgid(2) and its offset into every branched buffer."""
-        if isinstance(e, (Expr, Stmt)):
-            for key, v in vars(e).items():
-                if isinstance(v, (Expr, Stmt)):
-                    setattr(e, key, rewrite(v))
-                elif isinstance(v, list):
-                    setattr(e, key, [rewrite(x) if isinstance(x, (Expr, Stmt)) else x for x in v])
+        """The branch's view of gid(2) / wgid(2) and its offset into every branched buffer."""
         if isinstance(e, Call) and e.fn in ("gid", "wgid") and len(e.args) == 1 and isinstance(e.args[0], Num) \
                 and int(e.args[0].value) == 2:
             per = Name(_GZP, line=e.line) if e.fn == "gid" else Binary("/", Name(_GZP, line=e.line), num(wz))
@@ -80,7 +74,7 @@ def branch_kernel(prog: Program, kernel: str, branches: int, buffers: Sequence[s
             e.idx = Binary("+", e.idx, off, line=e.line)
         return e
 
-    rewrite(k.body)
+    transform(k.body, rewrite)
     k.body.stmts[:0] = [
         Decl(_GZP, I32, gzp_expr(), False, line=line),
         Decl(BRANCH_VAR, I32, Binary("/", Call("gid", [num(2)], line=line), Name(_GZP, line=line), line=line), False,
