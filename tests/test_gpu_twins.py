@@ -164,3 +164,35 @@ def test_twin_constants_stack_per_branch():
     op = next(op for op in plan.ops if op.kernel == "dw_pw_conv2d" and op.options.get("branches"))
     w = dict(op.bindings)["weights"]
     assert op.constants[w].shape[0] == 2 and op.params["BR_weights"] == op.constants[w][0].nbytes
+
+
+@pytest.mark.parametrize("backend", ["opencl", "vulkan"])
+def test_branched_plan_warm_start(tmp_path, backend):
+    """A cached plan with branched launches and tensor groups (inputs and outputs among them) runs from the
+    cache as it ran compiled: the groups come back, nothing compiles, the answers are LiteRT's."""
+    import litegpu
+    from _litegpu_backends import load_backend_delegate
+
+    model, feeds = _twin_model()
+    want = run_litert(model, feeds)
+    path = tmp_path / "twins.tflite"
+    path.write_bytes(model)
+    for run in range(2):
+        try:
+            d = load_backend_delegate(backend, {"precision": "fp32", "cache": {"enabled": True, "dir": str(tmp_path)}})
+        except Exception as e:  # noqa: BLE001 - a backend missing here is a skip with its reason
+            pytest.skip(f"{backend}: {e}")
+        try:
+            it = litegpu.Interpreter(model_path=str(path), experimental_delegates=[d])
+            it.allocate_tensors()
+            (kernel,) = [s.kernel for s in it._main.plan.steps if s.kind == "delegate"]
+            assert kernel.cache_hit == (run == 1) and kernel.plan.groups
+            if run:
+                assert kernel.programs_compiled == 0
+            for det, x in zip(it.get_input_details(), feeds, strict=True):
+                it.set_tensor(det["index"], x)
+            it.invoke()
+            for o, w in zip(it.get_output_details(), want, strict=True):
+                assert_rel(it.get_tensor(o["index"]), w, 1e-5)
+        finally:
+            d.close()
