@@ -253,7 +253,7 @@ def _merge(members: list[GpuOp], chains: _Chains, nbytes: Callable[[int], int], 
             if all(_same_array(a, arrs[0]) for a in arrs[1:]):
                 constants[src] = arrs[0]
                 continue
-            if arrs[0].nbytes % 16:  # a stride of whole elements of any binding type (up to a vec4 of f32)
+            if arrs[0].size % 4:  # a stride of whole elements of any binding type (up to a vec4 of its dtype)
                 return None, "a constant of a size that is no whole number of vec4"
             constants[src] = np.stack(arrs)  # branch after branch
             params[stride_param(name)] = arrs[0].nbytes
