@@ -132,7 +132,8 @@ def test_dependent_launches_stay_apart():
 
 
 def test_cost_model_and_branch_limit(monkeypatch):
-    """``MAX_BRANCHES`` bounds a merge; the cost model can keep launches apart (here told that it pays never)."""
+    """``MAX_BRANCHES`` and ``MAX_GRID_Z`` bound a merge; the cost model can keep launches apart (here told that
+    it pays never)."""
     g = _G()
     x, xs = g.input(1, 4, 4, 8), (1, 4, 4, 8)
     outs = [g.conv(x, xs, 8, k=1, act=1)[0] for _ in range(5)]
@@ -140,8 +141,13 @@ def test_cost_model_and_branch_limit(monkeypatch):
     monkeypatch.setattr(twins, "MAX_BRANCHES", 3)
     plan = compile_graph(graph_of(model))
     assert sorted(op.options.get("branches", 1) for op in plan.ops if op.kernel.startswith("conv")) == [2, 3]
+    branched = next(op for op in plan.ops if op.options.get("branches") == 3)
     for got, w in zip(run_plan(plan, feeds), run_litert(model, feeds), strict=True):
         assert_rel(got, w, 1e-5)
+    monkeypatch.setattr(twins, "MAX_BRANCHES", 8)
+    monkeypatch.setattr(twins, "MAX_GRID_Z", 2 * twins._grid_z(branch_launches(branched, plan.groups)[0]))
+    plan = compile_graph(graph_of(model))  # the z range allows 2 branches a launch
+    assert sorted(op.options.get("branches", 1) for op in plan.ops if op.kernel.startswith("conv")) == [1, 2, 2]
     monkeypatch.setattr(twins, "_pays", lambda op, k, dev: False)
     plan = compile_graph(graph_of(model))
     assert not plan.groups and "the cost model prefers separate launches" in plan.report["merge_twin_launches"][0]

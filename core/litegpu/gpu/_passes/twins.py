@@ -40,6 +40,10 @@ TWIN_LAUNCHES = True
 #: the most launches one merged launch serves
 MAX_BRANCHES = 8
 
+#: the largest z range a merged launch may have (Vulkan's and WebGPU's guaranteed minimum of
+#: ``maxComputeWorkGroupCount`` / ``maxComputeWorkgroupsPerDimension``, counted as if groups were 1 deep)
+MAX_GRID_Z = 65535
+
 
 def _freeze(v: Any) -> Any:
     if isinstance(v, dict):
@@ -85,6 +89,13 @@ def _ancestors(ops: Sequence[GpuOp], j: int, lo: int) -> set[int]:
     return out
 
 
+def _grid_z(op: GpuOp) -> int:
+    """The launch's z range (its kernel's grid, whatever the dialect)."""
+    from ..kernels import render
+
+    return render(op.kernel, "opencl", op.precision or "fp32", **op.options).global_size(op.params)[2]
+
+
 def _pays(op: GpuOp, k: int, dev: DeviceCost | None) -> bool:
     """The cost model's word: one launch doing ``k`` launches' work (``k`` times the threads, bytes and flops)
     against ``k`` launches.  Kernels the model does not price merge: the merged launch does the same work
@@ -126,6 +137,7 @@ def merge_twin_launches(ops: list[GpuOp], nbytes: Callable[[int], int], boundary
                 continue
             members.append(j)
             below |= _descendants(ops, j)
+        members = members[:max(1, MAX_GRID_Z // _grid_z(ops[i]))]
         if len(members) < 2:
             i += 1
             continue
