@@ -202,3 +202,21 @@ def test_branched_plan_warm_start(tmp_path, backend):
                 assert_rel(it.get_tensor(o["index"]), w, 1e-5)
         finally:
             d.close()
+
+
+def test_twins_storing_host_layout_outputs(monkeypatch):
+    """With the NVIDIA calibration the pattern's output convs are conv2d launches storing their host outputs as
+    dense BHWC (no conversion launch, ``_runtime._dense_outputs``): twins of those merge too, their outputs a
+    group at the dense size's stride; the plan still computes what LiteRT does."""
+    from litegpu.gpu import _cost, _runtime
+
+    monkeypatch.setattr(_runtime, "profile_for", lambda info: _cost.PROFILES["nvidia"])
+    model, feeds = _twin_model()
+    plan = compile_graph(graph_of(model), device=object())
+    dense = [op for op in plan.ops if op.options.get("dst_bhwc") and op.options.get("branches") == 2]
+    assert len(dense) == 2, [op.describe() for op in plan.ops]
+    for op in dense:
+        assert all(plan.tensors[t].layout == "BHWC" for t in op.outputs)
+        assert op.params["BR_dst"] == -(-plan.tensors[op.outputs[0]].nbytes // plan.alignment) * plan.alignment
+    for got, w in zip(run_plan(plan, feeds), run_litert(model, feeds), strict=True):
+        assert_rel(got, w, 1e-5)

@@ -970,13 +970,18 @@ def compile_graph(g: GpuGraph, *, precision: str = "fp32", alignment: int = DEFA
             raise DelegateError(f"partition output {g.tensors[t].name!r} is not computed on the GPU")
 
     boundary = set(g.inputs) | set(g.outputs)
-    # equal independent launches -> one branched launch each (after lowering: it compares launches, any kernel)
+    dense = _dense_outputs(g, ops, policy)
+    # equal independent launches -> one branched launch each (after lowering: it compares launches, any kernel;
+    # after _dense_outputs: launches storing host outputs in the host's layout merge too, their outputs' group
+    # at the dense size's stride)
     from ._passes.twins import merge_twin_launches
 
-    ops, groups, reports["merge_twin_launches"] = merge_twin_launches(
-        ops, lambda t: L.phwc4_nbytes(g.tensors[t].shape, policy.tensor_itemsize(g.tensors[t])), boundary,
-        alignment, g.options["cost"])
-    dense = _dense_outputs(g, ops, policy)
+    def nbytes(t: int) -> int:
+        x = g.tensors[t]
+        return 4 * x.size if t in dense else L.phwc4_nbytes(x.shape, policy.tensor_itemsize(x))
+
+    ops, groups, reports["merge_twin_launches"] = merge_twin_launches(ops, nbytes, boundary, alignment,
+                                                                      g.options["cost"])
     first: dict[int, int] = {}
     last: dict[int, int] = {}
     for i, op in enumerate(ops):
