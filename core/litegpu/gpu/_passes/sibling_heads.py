@@ -188,11 +188,11 @@ def _twins(g: GpuGraph) -> Report:
                 continue
             if (_head_shape(g, b), g.tensors[b.inputs[0]].shape) != sig:
                 continue
-            if twins.TWIN_LAUNCHES and equal(a, b):
-                continue
             made = producers.get(b.inputs[0])
             if made is not None and order[made.id] >= order[a.id]:
                 break  # b reads something made after a (perhaps a's own result): no twin of a further on either
+            if twins.TWIN_LAUNCHES and equal(a, b):
+                continue
             pixels, taps = _head_shape(g, a)
             node = g.new_node(HEADS_OP, [a.inputs[0], b.inputs[0], *_head_inputs(g, a), *_head_inputs(g, b)],
                               [a.outputs[0], b.outputs[0]],

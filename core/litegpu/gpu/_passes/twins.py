@@ -20,6 +20,7 @@ in another group (or in reverse order, which a permutation of its branches canno
 
 from __future__ import annotations
 
+import bisect
 import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -39,6 +40,10 @@ TWIN_LAUNCHES = True
 
 #: the most launches one merged launch serves
 MAX_BRANCHES = 8
+
+#: how far apart (in launches) twins may be: bounds the pass's work on long launch lists (an unrolled sequence
+#: LSTM's equal, dependent steps); iris_landmark's twins are at most 4 apart, face_landmark's 3
+WINDOW = 256
 
 #: the largest z range a merged launch may have (Vulkan's and WebGPU's guaranteed minimum of
 #: ``maxComputeWorkGroupCount`` / ``maxComputeWorkgroupsPerDimension``, counted as if groups were 1 deep)
@@ -67,11 +72,11 @@ def _same_array(a: np.ndarray, b: np.ndarray) -> bool:
     return a is b or (a.shape == b.shape and a.dtype == b.dtype and np.array_equal(a, b))
 
 
-def _descendants(ops: Sequence[GpuOp], i: int) -> set[int]:
-    """Indices of the launches after ``i`` that read (directly or through others) what launch ``i`` writes."""
+def _descendants(ops: Sequence[GpuOp], i: int, end: int) -> set[int]:
+    """Indices in ``(i, end)`` of the launches that read (directly or through others) what launch ``i`` writes."""
     made = set(ops[i].outputs)
     out: set[int] = set()
-    for j in range(i + 1, len(ops)):
+    for j in range(i + 1, min(end, len(ops))):
         if made.intersection(ops[j].inputs):
             out.add(j)
             made.update(ops[j].outputs)
@@ -122,21 +127,42 @@ def merge_twin_launches(ops: list[GpuOp], nbytes: Callable[[int], int], boundary
     lines: Report = []
     saved = 0
     declined: dict[str, int] = {}
+    sigs: dict[int, tuple | None] = {}  # by id(op): the launch objects stay while the list is rebuilt
+
+    def sig_of(op: GpuOp) -> tuple | None:
+        if id(op) not in sigs:
+            sigs[id(op)] = _signature(op)
+        return sigs[id(op)]
+
+    def positions() -> dict[tuple, list[int]]:
+        """Each candidate signature's launch positions, in order (rebuilt after each merge)."""
+        out: dict[tuple, list[int]] = {}
+        for n, op in enumerate(ops):
+            sg = sig_of(op)
+            if sg is not None:
+                out.setdefault(sg, []).append(n)
+        return out
+
+    where = positions()
     i = 0
     while i < len(ops):
-        sig = _signature(ops[i])
-        if sig is None:
+        sig = sig_of(ops[i])
+        end = min(len(ops), i + 1 + WINDOW)
+        at = where.get(sig, []) if sig is not None else []
+        same = at[bisect.bisect_right(at, i):bisect.bisect_left(at, end)]
+        if not same:
             i += 1
             continue
         members = [i]
-        below = _descendants(ops, i)
-        for j in range(i + 1, len(ops)):
+        end = same[-1] + 1  # no need to know more of the graph than the last candidate
+        below = _descendants(ops, i, end)
+        for j in same:
             if len(members) >= MAX_BRANCHES:
                 break
-            if j in below or _signature(ops[j]) != sig:
+            if j in below:
                 continue
             members.append(j)
-            below |= _descendants(ops, j)
+            below |= _descendants(ops, j, end)
         members = members[:max(1, MAX_GRID_Z // _grid_z(ops[i]))]
         if len(members) < 2:
             i += 1
@@ -164,6 +190,7 @@ def merge_twin_launches(ops: list[GpuOp], nbytes: Callable[[int], int], boundary
         lines.append(f"merged {len(members)} {merged.kernel} launches (graph nodes "
                      f"{', '.join(str(n) for n in nodes)}) into one: {merged.describe()}")
         i += len(before) + 1
+        where = positions()
     groups = chains.groups()
     summary = f"merged twin launches: {saved} launches fewer, {len(groups)} tensor groups"
     if declined:
