@@ -80,7 +80,7 @@ def _explore(cl, dev, k, seen, keep) -> dict:
                         if lim and int(np.prod(wg)) > lim:
                             continue
                         keep.append(bound)
-                        items.append((bound[0], _gsize(grid, wg), tuple(wg)))
+                        items.append((bound[0], _gsize(rk.global_size(op.params), wg), tuple(wg)))
                         meta.append({"split": split, "block_s": bs, "block_w": bw, "wg": tuple(wg)})
         times = _time_launches(cl, dev.ctx, items, 7)
         j = int(np.argmin(times))

@@ -165,7 +165,8 @@ def main() -> int:
                         lim = dev.kernel_max_workgroup(bound)
                         if lim and int(np.prod(wg)) > lim:
                             continue
-                        vitems.append((bound[0], _gsize(grid, wg), tuple(wg)))
+                        # (rk's own grid: a branched launch's z range follows its work group)
+                        vitems.append((bound[0], _gsize(rk.global_size(op.params), wg), tuple(wg)))
                         vmeta.append((opts, wg, bound))
                         _KEEP.append(bound)  # released buffers under a live kernel crash some drivers
                     if vitems:

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 import numpy as np
 from litegpu.gpu import _layout as L
 from litegpu.gpu._graph import GpuOp, GpuPlan
+from litegpu.gpu._passes.twins import branch_launches
 from litegpu.gpu._reference import max_pool_windows
 from litegpu.gpu.ops import OPS
 
@@ -126,8 +127,9 @@ class PlanExecutor:
             pt = self.plan.tensors[t]
             x = np.asarray(x) if pt.quant is not None else np.asarray(x, np.float32)
             self.buf(t)[...] = L.to_device(x, pt.shape, pt.storage, pt.quant)
-        for op in self.plan.ops:
-            getattr(self, "k_" + op.kernel)(op, op.params, op.options)
+        for merged in self.plan.ops:
+            for op in branch_launches(merged, self.plan.groups):  # a branched launch: each branch's launch
+                getattr(self, "k_" + op.kernel)(op, op.params, op.options)
         out = {}
         for t in self.plan.outputs:
             pt = self.plan.tensors[t]

@@ -1294,24 +1294,38 @@ def test_fuse_dw_pw_small_maps(small, monkeypatch):
 
 def test_twin_heads_on_different_inputs(monkeypatch):
     """Two 1x1 convs + PRELU of one class and input shape on different tensors, the second's input ready at the
-    first (iris_landmark's two branches): one SIBLING_HEADS node with two sources; a third whose input the first
-    makes stays; TWIN_HEADS = False keeps them apart. Meaning checked against LiteRT."""
-    b = model_builder()
-    outs = []
-    xs = [b.input(f"x{i}", (1, 4, 4, 10)) for i in range(2)]
-    for i, x in enumerate(xs):
-        c, s = _pw(b, x, (1, 4, 4, 10), 6, name=f"c{i}")
-        p = b.tensor(f"p{i}", s)
-        b.op("PRELU", [c, b.const(f"a{i}", rnd(1, 1, 6))], [p])
-        outs.append(p)
-    late, _ = _pw(b, outs[0], (1, 4, 4, 6), 6, name="late")  # reads the first twin's result: no third twin
-    b.output(*outs, late)
-    model, inputs = b.build(), [rnd(1, 4, 4, 10), rnd(1, 4, 4, 10)]
+    first (iris_landmark's two branches).  Equal ones are left to the launch-level merge (``_passes/twins``, one
+    home for equal launches on different data); unequal ones (another width) become one SIBLING_HEADS node
+    with two sources; with ``TWIN_LAUNCHES`` off equal ones do too, as before that pass; a third whose input the
+    first makes stays; TWIN_HEADS = False keeps them apart.  Meaning checked against LiteRT."""
+    twins = importlib.import_module("litegpu.gpu._passes.twins")
+
+    def build(widths):
+        b = model_builder()
+        outs = []
+        xs = [b.input(f"x{i}", (1, 4, 4, 10)) for i in range(2)]
+        for i, (x, w) in enumerate(zip(xs, widths, strict=True)):
+            c, s = _pw(b, x, (1, 4, 4, 10), w, name=f"c{i}")
+            p = b.tensor(f"p{i}", s)
+            b.op("PRELU", [c, b.const(f"a{i}", rnd(1, 1, w))], [p])
+            outs.append(p)
+        late, _ = _pw(b, outs[0], (1, 4, 4, widths[0]), 6, name="late")  # reads the first twin's result
+        b.output(*outs, late)
+        return b.build(), [rnd(1, 4, 4, 10), rnd(1, 4, 4, 10)]
+
+    model, inputs = build((6, 6))
     g, rep = check_passes(model, inputs)
-    (node,) = [n for n in g.nodes if n.op == "SIBLING_HEADS"]
-    assert node.attrs["srcs"] == (0, 1) and node.attrs["acts"] == ("PRELU", "PRELU")
-    assert g.op_counts() == {"SIBLING_HEADS": 1, "CONV_2D": 1}, g.op_counts()
-    assert rep["fuse_sibling_heads"][1] == "merged 1 pairs of twin heads on different inputs (1 launches fewer)"
+    assert g.op_counts() == {"CONV_2D": 3}, g.op_counts()  # for merge_twin_launches
+    assert rep["fuse_sibling_heads"][1] == "merged 0 pairs of twin heads on different inputs (0 launches fewer)"
+    for widths in ((6, 5), (6, 6)):
+        if widths == (6, 6):
+            monkeypatch.setattr(twins, "TWIN_LAUNCHES", False)
+        model, inputs = build(widths)
+        g, rep = check_passes(model, inputs)
+        (node,) = [n for n in g.nodes if n.op == "SIBLING_HEADS"]
+        assert node.attrs["srcs"] == (0, 1) and node.attrs["acts"] == ("PRELU", "PRELU")
+        assert g.op_counts() == {"SIBLING_HEADS": 1, "CONV_2D": 1}, g.op_counts()
+        assert rep["fuse_sibling_heads"][1] == "merged 1 pairs of twin heads on different inputs (1 launches fewer)"
     monkeypatch.setattr(importlib.import_module("litegpu.gpu._passes.sibling_heads"), "TWIN_HEADS", False)
     g, _ = check_passes(model, inputs)
     assert g.op_counts() == {"CONV_2D": 3}, g.op_counts()

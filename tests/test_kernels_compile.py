@@ -235,3 +235,63 @@ def test_bad_options_raise_clear_errors():
         K.render("unary", "metal", "fp32")
     with pytest.raises(K.KernelTemplateError, match="unknown kernel"):
         K.render("nope", "opencl", "fp32")
+
+
+# ----------------------------------------------------------------------------------------------
+# Branched launches (gpu/lgk/branches): every kernel, its first variant, every buffer per branch
+# ----------------------------------------------------------------------------------------------
+
+BRANCH_CASES = [(name, prec) for name in K.list_kernels() for prec in ("fp32", "fp16")]
+
+
+def _branched(name: str, dialect: str, prec: str, half_math: bool = True) -> K.RenderedKernel:
+    """``name``'s first variant serving 3 branches, each with its own data in every buffer, rendered with a
+    work group of depth 2 (so the z rounding of the rewrite shows in the source)."""
+    opts = K.variants(name)[0]
+    plain = K.render(name, dialect, prec, half_math=half_math, **opts)
+    buffers = tuple(b.name for b in plain.buffer_bindings)
+    rk = K.render(name, dialect, prec, half_math=half_math, branches=3, branched=buffers,
+                  workgroup=(plain.workgroup[0], plain.workgroup[1], 2), **opts)
+    assert [p.name for p in rk.param_layout][-len(buffers):] == [f"BR_{b}" for b in buffers]
+    assert "lgk_branch" in rk.source
+    return rk
+
+
+@pytest.mark.sweep(every=6)  # a sample in the default run (the rewrite is one transform for every kernel)
+@pytest.mark.parametrize(("name", "prec"), BRANCH_CASES, ids=[f"{n}-{p}" for n, p in BRANCH_CASES])
+def test_branched_opencl_compiles(cl_env, name, prec):
+    cl, ctx, has_fp16 = cl_env
+    rk = _branched(name, "opencl", prec, half_math=prec == "fp32" or has_fp16)
+    try:
+        prg = cl.Program(ctx, rk.source).build()
+    except cl.Error as e:
+        raise AssertionError(f"{e}\n--- source ---\n{rk.source}") from None
+    assert rk.entry_point in [k.function_name for k in prg.all_kernels()]
+
+
+@pytest.mark.sweep(every=6)  # a sample in the default run (the rewrite is one transform for every kernel)
+@pytest.mark.parametrize(("name", "prec"), BRANCH_CASES, ids=[f"{n}-{p}" for n, p in BRANCH_CASES])
+def test_branched_glsl_compiles(name, prec):
+    tool = find_glsl_compiler()
+    if tool is None:
+        pytest.skip("GLSL: neither glslc nor glslangValidator installed (Debian glslc / glslang-tools)")
+    rk = _branched(name, "glsl", prec, half_math=False)  # what the Vulkan backend's fp16 runs by default
+    try:
+        spv = compile_spirv(rk.source, compiler=tool)
+    except K.KernelTemplateError as e:
+        raise AssertionError(f"{e}\n--- source ---\n{rk.source}") from None
+    assert spv[:4] == b"\x03\x02\x23\x07"
+
+
+@pytest.mark.sweep(every=6)  # a sample in the default run (the rewrite is one transform for every kernel)
+@pytest.mark.parametrize(("name", "prec"), BRANCH_CASES, ids=[f"{n}-{p}" for n, p in BRANCH_CASES])
+def test_branched_wgsl_compiles(wgpu_device, name, prec):
+    device, has_f16 = wgpu_device
+    if prec != "fp32" and not has_f16:
+        pytest.skip("WGSL fp16: adapter lacks the shader-f16 feature")
+    rk = _branched(name, "wgsl", prec)
+    try:
+        module = device.create_shader_module(code=rk.source)
+        device.create_compute_pipeline(layout="auto", compute={"module": module, "entry_point": rk.entry_point})
+    except Exception as e:
+        raise AssertionError(f"{e}\n--- source ---\n{rk.source}") from None

@@ -992,6 +992,26 @@ def _p_twin_heads():
     return g.done(*outs)
 
 
+@pattern("twin launches: two branches of equal shapes and their own weights from one map (dw + PRELU -> 1x1 + "
+         "ADD + PRELU blocks, one more on the first; 2x2 stride-2 conv + RELU; 1x1 head) one launch a pair, and "
+         "3x3 convs on two inputs writing two outputs")
+def _p_twin_launches():
+    g = _G()
+    trunk, ts = g.conv(g.input(1, 8, 8, 16), (1, 8, 8, 16), 16, k=1, act=1)
+    outs = []
+    for depth in (2, 1):  # face_landmark: the first branch has a block more
+        y = trunk
+        for _ in range(depth):
+            d = g.op("PRELU", [g.dw(y, ts), g.const(rnd(1, 1, 16))], ts)
+            c, _ = g.conv(d, ts, 16, k=1)
+            y = g.op("PRELU", [g.op("ADD", [c, y], ts), g.const(rnd(1, 1, 16))], ts)
+        z, zs = g.conv(y, ts, 24, k=2, stride=2, padding=1, act=1)
+        outs.append(g.conv(z, zs, 8, k=1)[0])
+    for _ in range(2):  # on partition inputs, writing partition outputs: their buffers grouped
+        outs.append(g.conv(g.input(1, 5, 5, 8), (1, 5, 5, 8), 12, k=3, act=3)[0])
+    return g.done(*outs)
+
+
 @pattern("small-map depthwise -> 1x1 blocks (one dw_pw_small launch each on GPUs): 7x7 5x5 dw+RELU6 512 -> 128 "
          "+ ADD(skip) -> RELU, 10x9 5x5 dw+PRELU 320 -> 96 + RELU6")
 def _p_dw_pw_small():

@@ -67,6 +67,19 @@ def test_h100_variants_match_litert(nvidia_choices, mediapipe_models, backend, n
     assert worst <= 1e-3, (name, backend, worst)
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["opencl", "vulkan"])
+@pytest.mark.parametrize("name, launches", [("iris_landmark", 38), ("face_landmark", 21)])
+def test_twin_branches_match_litert(nvidia_choices, mediapipe_models, backend, name, launches):
+    """iris_landmark's and face_landmark's two output branches: equal launches with their own weights run as
+    branched launches (_passes/twins) in the H100's variants; the plan's launch count (boundary conversion not
+    counted) is the NVIDIA plan's, and the models match LiteRT within 1e-3."""
+    kernels, worst = _run(backend, name, mediapipe_models[name])
+    assert len(kernels) == launches, kernels
+    assert sum("branches=2" in k for k in kernels) == {"iris_landmark": 15, "face_landmark": 3}[name], kernels
+    assert worst <= 1e-3, (name, backend, worst)
+
+
 @pytest.mark.parametrize("backend", ["opencl", "vulkan"])
 @pytest.mark.parametrize("pattern, kernel", [("small-map depthwise -> 1x1 blocks", "dw_pw_small["),
                                              ("sibling heads in one launch each", "heads["),

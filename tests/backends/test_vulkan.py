@@ -398,6 +398,7 @@ CASES = {
     "channel_pad_binary": lambda: _pattern("channel pad into a binary ADD's rhs"),
     "pool_residual": lambda: _pattern("max pool into the residual read"),
     "resize_residual": lambda: _pattern("resize into the residual read"),
+    "twin_launches": lambda: _pattern("twin launches"),
     "resize_input": lambda: _pattern("resize into the conv input read"),
     "shared_residual": lambda: _pattern("conv result read twice"),
     "reshape_concat": lambda: _pattern("reshape into the concat read"),
@@ -788,14 +789,16 @@ def test_mediapipe_face_detection_fully_delegated(delegate, mediapipe_models):
 @pytest.mark.slow
 @pytest.mark.mediapipe
 @pytest.mark.parametrize("name", ["selfie_segmentation", "selfie_segmentation_landscape", "pose_landmark_full",
-                                  "palm_detection_full", "face_detection_short_range"])
+                                  "palm_detection_full", "face_detection_short_range", "iris_landmark",
+                                  "face_landmark"])
 def test_mediapipe_fp32_fully_delegated(delegate, mediapipe_models, name):
     """Fully delegated, within 1e-3 of LiteRT's reference kernels (which run a rewrite of MediaPipe's
     Convolution2DTransposeBias as TRANSPOSE_CONV, tests/test_mediapipe_cpu.py).  selfie_segmentation: ten
     squeeze-and-excitation blocks (se_gate launches, gate MULs folded into the 1x1 convs:
     _passes/squeeze_excite); pose_landmark_full: resizes merged into residual reads (_passes/resize_read);
     palm_detection_full: a feature pyramid's resizes read inside the convs; palm_detection_full and
-    face_detection_short_range: detection heads whose RESHAPEs the concats read through."""
+    face_detection_short_range: detection heads whose RESHAPEs the concats read through; iris_landmark and
+    face_landmark: their two output branches' equal launches as branched launches (_passes/twins)."""
     sys.path.insert(0, str(ROOT / "tests"))
     from test_mediapipe_cpu import NEEDS_REWRITE, _input, _litert_outputs, _read, ir_to_tflite
 

@@ -179,6 +179,7 @@ CASES = {
         ("residual", "channel pad into the residual read"), ("binary", "channel pad into a binary ADD's rhs"))},
     "pool_residual": lambda r: _pattern_shapes("max pool into the residual read"),
     "resize_residual": lambda r: _pattern_shapes("resize into the residual read"),
+    "twin_launches": lambda r: _pattern_shapes("twin launches"),
     "resize_input": lambda r: _pattern_shapes("resize into the conv input read"),
     "shared_residual": lambda r: _pattern_shapes("conv result read twice"),
     "reshape_concat": lambda r: _pattern_shapes("reshape into the concat read"),
@@ -352,6 +353,24 @@ def test_face_detection_fully_delegated(wg, mediapipe_models):
     got, _ = run_webgpu(wg, model, [x])
     errs = [rel_error(g, e) for g, e in zip(got, expected, strict=True)]
     ERRORS["face_detection_short_range[fp32]"] = max(errs)
+    assert max(errs) <= 1e-3, errs
+
+
+@pytest.mark.slow
+@pytest.mark.mediapipe
+@pytest.mark.parametrize("name", ["iris_landmark", "face_landmark"])
+def test_twin_branch_models_fully_delegated(wg, mediapipe_models, name):
+    """The two output branches' equal launches run as branched launches (_passes/twins: stacked weights, grouped
+    tensors bound as one range, the WGSL rewrite of gpu/lgk/branches): fully delegated, within 1e-3 of LiteRT."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from test_mediapipe_cpu import _input, _litert_outputs
+
+    path = mediapipe_models[name]
+    x = _input(path)
+    expected = _litert_outputs(path, x)
+    got, _ = run_webgpu(wg, path.read_bytes(), [x])
+    errs = [rel_error(g, e) for g, e in zip(got, expected, strict=True)]
+    ERRORS[f"{name}[fp32]"] = max(errs)
     assert max(errs) <= 1e-3, errs
 
 

@@ -645,6 +645,10 @@ class GpuPlan:
     #: outputs returned under another id: plan tensor id -> the variable tensor id it updates
     #: (:attr:`GpuGraph.state_outputs`)
     aliases: dict[int, int] = field(default_factory=dict)
+    #: tensors stored back to back, each ``stride`` bytes after the previous one (its size rounded up to
+    #: ``alignment``), so that one binding of a branched launch covers them all (``_passes/twins``): arena
+    #: offsets already say so for intermediates; the runtime gives a group of inputs/outputs one buffer
+    groups: list[tuple[int, ...]] = field(default_factory=list)
 
     def describe(self) -> dict[str, Any]:
         """Facts for ``inspect`` (what :meth:`DelegateKernel.describe` can return)."""

@@ -93,18 +93,36 @@ class KernelSpec:
     shared_wg: Callable[[Mapping[str, Any]], tuple[int, int, int] | None] | None = None
 
     def resolve(self, given: Mapping[str, Any]) -> dict[str, Any]:
-        unknown = sorted(set(given) - set(self.options))
+        """The kernel's options with defaults filled in; the options every kernel takes (:data:`BRANCH_OPTIONS`)
+        are kept only when they ask for more than one branch."""
+        unknown = sorted(set(given) - set(self.options) - set(BRANCH_OPTIONS))
         if unknown:
             raise KernelTemplateError(
                 f"{self.name}: unknown option(s) {', '.join(unknown)} (has {', '.join(self.options) or 'none'})")
         out = {}
         for k, o in self.options.items():
             out[k] = o.validate(self.name, k, given[k]) if k in given else o.default
+        if int(given.get("branches", 1)) > 1:
+            for k, o in BRANCH_OPTIONS.items():
+                out[k] = o.validate(self.name, k, given.get(k, o.default))
         return out
 
     def fixed_workgroup(self, opts: Mapping[str, Any]) -> tuple[int, int, int] | None:
         """The work-group size baked into the kernel (it uses shared memory), or None."""
         return self.shared_wg(opts) if self.shared_wg else None
+
+
+#: Options of every kernel (``gpu/lgk/branches``): ``branches`` > 1 makes one launch serve that many branches, each
+#: with its own data in the buffers named by ``branched`` (``_passes/twins`` merges such launches)
+BRANCH_OPTIONS: Mapping[str, Opt] = {
+    "branches": Opt(1, check=lambda v: isinstance(v, int) and 1 <= v <= 64),
+    "branched": Opt((), many=True, check=lambda v: isinstance(v, str)),
+}
+
+
+def stride_param(buffer: str) -> str:
+    """The param of a branched launch holding a branched buffer's byte stride between branches."""
+    return f"BR_{buffer}"
 
 
 def boolean() -> Opt:

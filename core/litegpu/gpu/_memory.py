@@ -21,7 +21,7 @@ uploaded, outputs may outlive the partition, constants are read-only).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -180,7 +180,7 @@ def _swap_search(arena: int, label: str, offsets: dict[int, int], asz: Mapping[i
 
 
 def plan_arena(sizes: Mapping[int, int], lifetimes: Mapping[int, tuple[int, int]], *,
-               alignment: int = DEFAULT_ALIGNMENT) -> MemoryPlan:
+               alignment: int = DEFAULT_ALIGNMENT, groups: Sequence[Sequence[int]] = ()) -> MemoryPlan:
     """Assign arena offsets to tensors (bytes, lifetimes): greedy placement under a few orders.
 
     Orders tried: by size (largest first, the classic "greedy by size"), by
@@ -192,9 +192,40 @@ def plan_arena(sizes: Mapping[int, int], lifetimes: Mapping[int, tuple[int, int]
     ``_SWAP_HEAD`` with any other, first improvement kept) until within 2% of it or out of
     ``_SWAP_BUDGET`` placements: pose_landmark_full's arena, 10.9% above its bound with the staged
     depthwise kernel's graph, reaches the bound itself that way.
+
+    ``groups``: tensors placed back to back, each at the previous one's offset plus the group's stride (its
+    largest aligned size), one binding of a branched launch covering them all (``_passes/twins``): a group
+    is placed as one block living from its first tensor's first use to its last tensor's last.
     """
     if alignment <= 0 or alignment & (alignment - 1):
         raise ConfigError(f"memory alignment must be a positive power of two, got {alignment}")
+    if not groups:
+        return _plan_blocks(sizes, lifetimes, alignment)
+    asz = {t: _align(max(int(s), 1), alignment) for t, s in sizes.items()}
+    grouped = {t for grp in groups for t in grp}
+    if len(grouped) != sum(len(grp) for grp in groups) or not grouped <= set(asz):
+        raise ValueError("memory groups must be disjoint sets of planned tensors")
+    # a block per group, under a negative id (tensor ids are not negative)
+    bsz = {t: a for t, a in asz.items() if t not in grouped}
+    blife = {t: lifetimes[t] for t in bsz}
+    strides = []
+    for k, grp in enumerate(groups):
+        stride = max(asz[t] for t in grp)
+        strides.append(stride)
+        bsz[-1 - k] = stride * len(grp)
+        blife[-1 - k] = (min(lifetimes[t][0] for t in grp), max(lifetimes[t][1] for t in grp))
+    plan = _plan_blocks(bsz, blife, alignment)
+    offsets = {t: o for t, o in plan.offsets.items() if t >= 0}
+    for k, grp in enumerate(groups):
+        for n, t in enumerate(grp):
+            offsets[t] = plan.offsets[-1 - k] + n * strides[k]
+    return MemoryPlan(offsets=offsets, sizes=asz, lifetimes=dict(lifetimes), arena_bytes=plan.arena_bytes,
+                      naive_bytes=sum(asz.values()), lower_bound=_lower_bound(asz, lifetimes), alignment=alignment,
+                      strategy=plan.strategy, extra={"groups": len(groups)})
+
+
+def _plan_blocks(sizes: Mapping[int, int], lifetimes: Mapping[int, tuple[int, int]], alignment: int) -> MemoryPlan:
+    """:func:`plan_arena` without groups."""
     asz = {t: _align(max(int(s), 1), alignment) for t, s in sizes.items()}
     best: tuple[int, str, dict[int, int]] | None = None
     for name, order in _orders(asz, lifetimes).items():

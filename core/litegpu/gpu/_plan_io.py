@@ -60,6 +60,7 @@ def plan_to_sections(plan: GpuPlan) -> dict[str, bytes]:
         "outputs": list(plan.outputs), "precision": plan.precision, "arena_bytes": plan.arena_bytes,
         "alignment": plan.alignment, "memory": _plain(plan.memory), "report": _plain(plan.report),
         "warnings": list(plan.warnings), "aliases": [[k, v] for k, v in plan.aliases.items()],
+        "groups": [list(grp) for grp in plan.groups],
     }
     sections["plan"] = json.dumps(doc, separators=(",", ":")).encode()
     return sections
@@ -100,7 +101,8 @@ def plan_from_sections(sections: dict[str, bytes]) -> GpuPlan:
         return GpuPlan(ops=ops, tensors=tensors, inputs=list(doc["inputs"]), outputs=list(doc["outputs"]),
                        precision=doc["precision"], arena_bytes=doc["arena_bytes"], alignment=doc["alignment"],
                        memory=doc["memory"], report=doc["report"], warnings=list(doc["warnings"]),
-                       aliases={int(k): int(v) for k, v in doc.get("aliases", [])})
+                       aliases={int(k): int(v) for k, v in doc.get("aliases", [])},
+                       groups=[tuple(int(t) for t in grp) for grp in doc.get("groups", [])])
     except CacheError:
         raise
     except (KeyError, TypeError, ValueError) as e:

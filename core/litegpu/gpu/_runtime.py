@@ -81,6 +81,7 @@ from ._capabilities import match_epilogue
 from ._cost import profile_for
 from ._device import BufferRef, GpuDevice
 from ._graph import GpuGraph, GpuNode, GpuOp, GpuPlan, PlanTensor
+from ._kernel_specs import stride_param
 from ._layout import dequantize_host, from_device, quantize_host, slices, to_device
 from ._memory import DEFAULT_ALIGNMENT, plan_arena
 from ._plan_io import plan_from_sections, plan_to_sections
@@ -284,7 +285,16 @@ class GpuPartitionKernel(DelegateKernel):
         align = max(plan.alignment, device.info.buffer_alignment)
         self._arena = device.alloc(max(plan.arena_bytes, align)) if plan.arena_bytes else None
         self._refs: dict[int, BufferRef] = {}
+        for grp in plan.groups:  # inputs/outputs a branched launch binds as one range: one buffer (_passes/twins)
+            if plan.tensors[grp[0]].kind == "intermediate":
+                continue
+            stride = -(-max(plan.tensors[t].nbytes for t in grp) // plan.alignment) * plan.alignment
+            buf = device.alloc(stride * len(grp))
+            for n, t in enumerate(grp):
+                self._refs[t] = BufferRef(buf, n * stride, plan.tensors[t].nbytes)
         for tid, t in plan.tensors.items():
+            if tid in self._refs:
+                continue
             if t.kind == "intermediate":
                 if t.offset is None or self._arena is None:
                     raise DelegateError(f"plan tensor {t.name} has no arena offset")
@@ -342,7 +352,8 @@ class GpuPartitionKernel(DelegateKernel):
                 b = after[i - len(before) - len(plan.ops)][0]
                 refs.append([self._refs[b.tid], b.ref])
             else:
-                refs.append([None if isinstance(src, str) else self._refs[src] for _name, src in op.bindings])
+                refs.append([None if isinstance(src, str) else self._span(op, name, self._refs[src])
+                             for name, src in op.bindings])
         self._precompile(ops, refs)
         self._const_bufs: list[BufferRef] = self._upload_constants(plan.ops, align)
         self._launches: list[_Launch] = []
@@ -379,6 +390,15 @@ class GpuPartitionKernel(DelegateKernel):
         self._host_reads = [b for b in self._outputs if b is not None and (b.mode == "host" or b.quant is not None)]
         self._host_out = {b.tid: np.empty(b.ref.nbytes // np.dtype(b.storage).itemsize, b.storage)
                           for b in self._outputs if b is not None and b.mode == "host"}
+
+    @staticmethod
+    def _span(op: GpuOp, name: str, ref: BufferRef) -> BufferRef:
+        """The range a launch binds for tensor ``ref``: for a branched launch's branched binding, every branch's
+        tensor, ``BR_<name>`` bytes apart (``_passes/twins``, ``gpu/lgk/branches``)."""
+        k = int(op.options.get("branches", 1))
+        if k <= 1 or name not in op.options.get("branched", ()):
+            return ref
+        return BufferRef(ref.buffer, ref.offset, (k - 1) * int(op.params[stride_param(name)]) + ref.nbytes)
 
     # -- the boundary
     def _boundary(self, tid: int, is_input: bool) -> _Boundary:
@@ -557,14 +577,15 @@ class GpuPartitionKernel(DelegateKernel):
             limit = dev.kernel_max_workgroup(bound)
             if limit and int(np.prod(rk.workgroup)) > limit:
                 return None
-            return lambda: dev.launch(bound, rk, grid)
+            # (the kernel's own grid: a branched kernel's z range is rounded to its work group, gpu/lgk/branches)
+            return lambda: dev.launch(bound, rk, rk.global_size(op.params))
 
         wg = self.tuner.choose(op.kernel, op.options, probe, grid, dev.info, trial, dev.finish)
         rk, bound = build(wg)
         limit = dev.kernel_max_workgroup(bound)
         if limit and int(np.prod(rk.workgroup)) > limit:  # the heuristic overshot this kernel's own limit
             rk, bound = build(candidates(op.kernel, grid, dev.info, "none", limit)[0])
-        return self._finish_op(op, rk, grid, bound)
+        return self._finish_op(op, rk, rk.global_size(op.params), bound)
 
     def _finish_op(self, op, rk: RenderedKernel, grid: tuple[int, int, int], bound: Any,
                    record: Mapping[str, Any] | None = None) -> _Launch:
@@ -948,8 +969,19 @@ def compile_graph(g: GpuGraph, *, precision: str = "fp32", alignment: int = DEFA
         if t not in written and t not in g.inputs:  # an output that is an input passes through
             raise DelegateError(f"partition output {g.tensors[t].name!r} is not computed on the GPU")
 
-    dense = _dense_outputs(g, ops, policy)
     boundary = set(g.inputs) | set(g.outputs)
+    dense = _dense_outputs(g, ops, policy)
+    # equal independent launches -> one branched launch each (after lowering: it compares launches, any kernel;
+    # after _dense_outputs: launches storing host outputs in the host's layout merge too, their outputs' group
+    # at the dense size's stride)
+    from ._passes.twins import merge_twin_launches
+
+    def nbytes(t: int) -> int:
+        x = g.tensors[t]
+        return 4 * x.size if t in dense else L.phwc4_nbytes(x.shape, policy.tensor_itemsize(x))
+
+    ops, groups, reports["merge_twin_launches"] = merge_twin_launches(ops, nbytes, boundary, alignment,
+                                                                      g.options["cost"])
     first: dict[int, int] = {}
     last: dict[int, int] = {}
     for i, op in enumerate(ops):
@@ -962,7 +994,7 @@ def compile_graph(g: GpuGraph, *, precision: str = "fp32", alignment: int = DEFA
                 last[t] = i
     lifetimes = {t: (first[t], last[t]) for t in first}
     sizes = {t: L.phwc4_nbytes(g.tensors[t].shape, policy.tensor_itemsize(g.tensors[t])) for t in lifetimes}
-    mem = plan_arena(sizes, lifetimes, alignment=alignment)
+    mem = plan_arena(sizes, lifetimes, alignment=alignment, groups=[grp for grp in groups if grp[0] not in boundary])
 
     tensors: dict[int, PlanTensor] = {}
     used = set(boundary) | set(lifetimes)
@@ -979,7 +1011,7 @@ def compile_graph(g: GpuGraph, *, precision: str = "fp32", alignment: int = DEFA
     warnings = fp16_risks(g) if policy.mode != "fp32" else []
     plan = GpuPlan(ops=ops, tensors=tensors, inputs=list(g.inputs), outputs=list(g.outputs), precision=policy.mode,
                    arena_bytes=mem.arena_bytes, alignment=alignment, memory=mem.summary(), report=reports,
-                   warnings=warnings, aliases=dict(g.state_outputs))
+                   warnings=warnings, aliases=dict(g.state_outputs), groups=groups)
     plan.report["lower"] = [f"{len(ops)} kernel launches: " + ", ".join(
         f"{k} {v}" for k, v in sorted(_count(op.kernel for op in ops).items()))]
     fused = sum(1 for op in ops if op.options.get("qdq") and op.options.get("op") != "NONE")

@@ -213,7 +213,8 @@ def render(kernel_name: str, dialect: str, precision: str = "fp32", *,
     """Render one kernel for ``dialect`` (opencl/glsl/wgsl) and ``precision`` (fp32/fp16/fp16_fp32acc).
 
     ``options`` are the template options of the kernel (see ``kernel_spec(name).options``);
-    omitted ones take their defaults.  ``buffer_storage`` maps buffer names to the element type
+    omitted ones take their defaults; every kernel also takes ``branches`` and ``branched`` (one launch serving
+    several branches, ``gpu/lgk/branches``).  ``buffer_storage`` maps buffer names to the element type
     they are stored in (``"float32"``/``"float16"``) where it differs from the precision's: the
     kernel computes as ``precision`` says and converts on every load and store (mixed precision,
     ``docs/gpu-compiler.md`` §6).  ``workgroup`` bakes the local size into GLSL/WGSL (and
@@ -280,6 +281,10 @@ def _render(kernel_name: str, dialect: str, precision: str, frozen: tuple, wg: t
     src = preprocess(text, env, name=where)
     prog = parse(src, where, precision, half_math)  # type: ignore[arg-type]
     retype_buffers(prog, spec.entry, dict(storage))
+    if opts.get("branches", 1) > 1:  # one launch serving several branches (gpu/lgk/branches)
+        from .lgk.branches import branch_kernel
+
+        branch_kernel(prog, spec.entry, opts["branches"], opts["branched"], wg)
     k, funcs = check(prog, spec.entry, where, precision, half_math)  # type: ignore[arg-type]
     em = _emitters()[dialect](k, funcs, wg, half_math=half_math)
     source = em.render()

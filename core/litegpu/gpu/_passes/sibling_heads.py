@@ -27,8 +27,10 @@ MEAN_INTO_HEADS = False
 #: A/B switch: False keeps the detectors' CONCATENATION launches (and one heads launch a feature map).
 HEADS_INTO_CONCAT = True
 
-#: A/B switch: False keeps equal heads on different inputs (iris_landmark's and face_landmark's two output
-#: branches) one launch each.
+#: A/B switch: False keeps heads of one class on different inputs (iris_landmark's and face_landmark's two
+#: output branches) one launch each.  With ``twins.TWIN_LAUNCHES`` on, heads of equal shapes and activation
+#: are left to that launch-level merge (one home for launches of equal shapes on different data): here only
+#: unequal ones merge (the two branches' output convs, to 213 and 15 channels).
 TWIN_HEADS = True
 
 
@@ -164,11 +166,19 @@ def _twins(g: GpuGraph) -> Report:
     weights, have such pairs (1x1 convs with PRELU, the full-window convs at their ends).  The merged node
     (two sources, kernel ``heads`` with ``m = 2``) takes the first head's place; the second head's output is
     only made earlier than before."""
+    from . import twins  # read at run time: the A/B switch may be flipped after import
+
     order = position(g)
     producers = g.producers()
     lines: Report = []
     taken: set[int] = set()
     alone = [n for n in g.nodes if _head_shape(g, n) is not None]
+
+    def equal(a: GpuNode, b: GpuNode) -> bool:
+        """Heads the launch-level merge takes: the same shapes, activation and bias presence."""
+        return (g.tensors[a.outputs[0]].shape == g.tensors[b.outputs[0]].shape
+                and [e.op for e in a.epilogue] == [e.op for e in b.epilogue]
+                and (_head_inputs(g, a)[1] < 0) == (_head_inputs(g, b)[1] < 0))
     for i, a in enumerate(alone):
         if a.id in taken:
             continue
@@ -181,6 +191,8 @@ def _twins(g: GpuGraph) -> Report:
             made = producers.get(b.inputs[0])
             if made is not None and order[made.id] >= order[a.id]:
                 break  # b reads something made after a (perhaps a's own result): no twin of a further on either
+            if twins.TWIN_LAUNCHES and equal(a, b):
+                continue
             pixels, taps = _head_shape(g, a)
             node = g.new_node(HEADS_OP, [a.inputs[0], b.inputs[0], *_head_inputs(g, a), *_head_inputs(g, b)],
                               [a.outputs[0], b.outputs[0]],

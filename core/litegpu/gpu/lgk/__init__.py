@@ -14,7 +14,8 @@ docs/gpu-kernels.md is the language reference.
 
 Modules: ``preprocess`` (directives and substitutions), ``types`` (``Ty``, ``KernelTemplateError``),
 ``nodes`` (the syntax tree), ``parse`` (lexer and parser), ``check`` (type checker), ``emit``
-(the base emitter each dialect subclasses).
+(the base emitter each dialect subclasses), ``branches`` (one launch serving several
+branches: ``branch_kernel``).
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ from .types import KernelTemplateError, Ty
 
 # The parser, checker and emitter are imported when first asked for: a warm start takes its kernels
 # from the serialization cache and renders nothing, so it need not import them.
-_LAZY = {"check": "check", "eval_int_expr": "check", "retype_buffers": "check", "Emitter": "emit",
+_LAZY = {"check": "check", "eval_int_expr": "check", "retype_buffers": "check", "branch_kernel": "branches",
+         "Emitter": "emit",
          "parse": "parse", "preprocess": "preprocess"}
 
 
@@ -48,6 +50,7 @@ __all__ = [
     "parse",
     "check",
     "retype_buffers",
+    "branch_kernel",
     "Emitter",
     "eval_int_expr",
 ]

@@ -34,6 +34,7 @@ from .nodes import (
     Stmt,
     Ternary,
     Unary,
+    transform,
 )
 from .preprocess import source_location
 from .types import (
@@ -523,21 +524,14 @@ def retype_buffers(prog: Program, kernel: str, storage: Mapping[str, str]) -> No
     k.buffers = buffers
 
     def read(e: Any) -> Any:
-        """``e`` with every read of a retyped buffer wrapped in a constructor of its declared type."""
+        """Every read of a retyped buffer wrapped in a constructor of its declared type."""
         if isinstance(e, Index) and isinstance(e.base, Name) and e.base.id in logical:
-            e.idx = read(e.idx)
             return Call(str(logical[e.base.id]), [e], line=e.line)
-        if isinstance(e, (Expr, Stmt)):
-            for key, v in vars(e).items():
-                if isinstance(v, (Expr, Stmt)):
-                    setattr(e, key, read(v))
-                elif isinstance(v, list):
-                    setattr(e, key, [read(x) if isinstance(x, (Expr, Stmt)) else x for x in v])
-            if isinstance(e, Assign) and isinstance(e.target, Call) and e.target.args:
-                e.target = e.target.args[0]  # a write stays a store into the buffer itself
+        if isinstance(e, Assign) and isinstance(e.target, Call) and e.target.args:
+            e.target = e.target.args[0]  # a write stays a store into the buffer itself
         return e
 
-    read(k.body)
+    transform(k.body, read)
 
 
 def check(prog: Program, kernel: str, name: str, precision: str,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from .types import VOID, Ty
@@ -176,3 +176,14 @@ class Kernel:
 class Program:
     funcs: Mapping[str, Func]  # parse() gives a lazily unpickled mapping
     kernels: dict[str, Kernel]
+
+
+def transform(node: Expr | Stmt, fn: Callable[[Expr | Stmt], Expr | Stmt]) -> Expr | Stmt:
+    """Rewrite a tree bottom-up, in place: every child (fields holding a node or a list of them) is replaced
+    by its rewrite, then ``fn`` gives what replaces ``node`` (itself, changed or not, or a new node)."""
+    for key, v in vars(node).items():
+        if isinstance(v, (Expr, Stmt)):
+            setattr(node, key, transform(v, fn))
+        elif isinstance(v, list):
+            setattr(node, key, [transform(x, fn) if isinstance(x, (Expr, Stmt)) else x for x in v])
+    return fn(node)
