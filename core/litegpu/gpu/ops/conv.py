@@ -501,7 +501,7 @@ KERNELS: tuple[KernelSpec, ...] = (
           "block_w": Opt(2, (1, 2, 4)), "block_s": Opt(1, (1, 2)), "grouped": boolean(), "split": SPLIT,
           "qdq": QDQ, "residual_channels": CHANNELS, "residual_pool": boolean(), "in_scale": boolean(),
           "residual_resize": boolean(), "in_resize": boolean(), "store_pre": boolean(), "dst_bhwc": boolean(),
-          "pack": PACK, "unroll": UNROLL, "two_round": boolean()},
+          "pack": PACK, "unroll": UNROLL, "two_round": boolean(), "src_bhwc": boolean()},
          [{"act": a} for a in FUSED_ACTIVATIONS]
          + [{"in_scale": True, "block_w": 1}, {"in_scale": True, "residual": "ADD", "split": 16},
             {"in_scale": True, "act": "PRELU", "block_w": 4, "block_s": 2, "split": 8},
@@ -546,13 +546,19 @@ KERNELS: tuple[KernelSpec, ...] = (
             {"pack": 4, "split": 8, "unroll": 2, "store_pre": True, "residual": "ADD", "dst_bhwc": True},
             {"pack": 2, "split": 16, "residual": "MUL", "residual_resize": True, "block_s": 2},
             {"two_round": True, "split": 4}, {"two_round": True, "split": 32, "pack": 2, "block_w": 4, "block_s": 2},
-            {"two_round": True, "split": 128, "unroll": 2, "residual": "ADD", "residual_act": "PRELU"}],
+            {"two_round": True, "split": 128, "unroll": 2, "residual": "ADD", "residual_act": "PRELU"}]
+         # the partition input read in the host's dense BHWC (gpu/_runtime._dense_inputs)
+         + [{"src_bhwc": True}, {"src_bhwc": True, "act": "PRELU", "block_w": 4, "split": 4, "pack": 4, "two_round": True},
+            {"src_bhwc": True, "block_w": 4, "block_s": 2, "unroll": 2, "act": "RELU6"},
+            {"src_bhwc": True, "split": 8, "unroll": 4, "block_w": 1, "residual": "ADD", "dst_bhwc": True}],
          default_wg=(8, 4, 2), shared_wg=split_wg),
     spec("conv2d_tiled", "conv.lgk", "ungrouped 2-D convolution as a tiled matrix product (shared-memory staging)",
          {"act": ACT, "residual": Opt("NONE", ("NONE", "ADD", "MUL")), "residual_act": ACT,
           "tile_p": Opt(32, (16, 32, 64)), "tile_s": Opt(4, (1, 2, 4, 8)), "kc": Opt(4, (2, 4, 8)),
-          "qdq": QDQ, "residual_channels": CHANNELS},
+          "qdq": QDQ, "residual_channels": CHANNELS, "src_bhwc": boolean()},
          [{"act": a} for a in FUSED_ACTIVATIONS]
+         + [{"src_bhwc": True, "act": "RELU6", "tile_p": 64, "tile_s": 8, "kc": 4},
+            {"src_bhwc": True, "act": "PRELU", "tile_p": 16, "tile_s": 1, "kc": 8}]
          + [{"tile_p": p, "tile_s": ts, "kc": kc} for p, ts, kc in
             ((16, 1, 2), (16, 2, 4), (64, 8, 8), (32, 8, 4), (64, 4, 2), (16, 8, 8))]
          + [{"residual": "ADD", "residual_act": "RELU"}, {"residual": "MUL", "act": "RELU6", "tile_s": 8},
