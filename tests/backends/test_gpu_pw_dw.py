@@ -21,14 +21,19 @@ def _pattern():
 
 
 @pytest.mark.parametrize("backend", ["opencl", "vulkan", "webgpu"])
-@pytest.mark.parametrize("profile", ["device", "nvidia"])
-@pytest.mark.parametrize("precision", ["fp32", "fp16"])
-def test_inverted_bottlenecks_match_litert(backend, profile, precision, monkeypatch):
+@pytest.mark.parametrize("profile, precision, splits", [("device", "fp32", None), ("nvidia", "fp32", None),
+                                                        ("nvidia", "fp32", (2,)), ("device", "fp16", None),
+                                                        ("nvidia", "fp16", (2,))])
+def test_inverted_bottlenecks_match_litert(backend, profile, precision, splits, monkeypatch):
+    """splits (2,): every sum split 2 ways (ke: an expanded value over the input slices, kp: an output vector
+    over the expanded slices), whatever the cost model would pick."""
     from litegpu.gpu import _runtime
 
     monkeypatch.setattr(importlib.import_module("litegpu.gpu._passes.fuse_pw_dw"), "PW_DW_ALWAYS", True)
     if profile == "nvidia":
         monkeypatch.setattr(_runtime, "profile_for", lambda info: _cost.PROFILES["nvidia"])
+    if splits:
+        monkeypatch.setattr(_cost, "_PW_DW_SPLITS", splits)
     model, feeds = _pattern()
     try:
         d = load_backend_delegate(backend, {"precision": precision, "cache": {"enabled": False}})
@@ -46,6 +51,8 @@ def test_inverted_bottlenecks_match_litert(backend, profile, precision, monkeypa
         assert len(fused) == 4 and sum("project=True" in n for n in fused) == 3, kernels
         assert any("residual_pool=True" in n and "residual_channels=fewer" in n for n in fused), fused
         assert not any(n.startswith(("conv2d[", "depthwise_conv2d[", "dw_pw_conv2d[")) for n in kernels), kernels
+        if splits:
+            assert all("ke=2" in n for n in fused) and sum("kp=2" in n for n in fused) == 3, fused
         for det, x in zip(it.get_input_details(), feeds, strict=True):
             it.set_tensor(det["index"], x)
         it.invoke()

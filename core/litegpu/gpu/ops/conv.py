@@ -611,15 +611,18 @@ KERNELS: tuple[KernelSpec, ...] = (
           "residual_act": ACT, "residual_channels": CHANNELS, "residual_pool": boolean(), "project": boolean(),
           "tile_h": Opt(4, (1, 2, 4, 8, 16)), "tile_w": Opt(4, (1, 2, 4, 8, 16)), "mc": Opt(4, (1, 2, 4, 8, 16)),
           "threads": Opt(64, (64, 128, 256)), "hcap": Opt(36, check=lambda v: isinstance(v, int) and 1 <= v <= 1024),
-          "ksize": Opt(0, (0, 3, 5)), "unroll": Opt(4, (1, 2, 4))},
+          "ksize": Opt(0, (0, 3, 5)), "unroll": Opt(4, (1, 2, 4)), "ke": Opt(1, (1, 2, 4, 8, 16)),
+          "kp": Opt(1, (1, 2, 4, 8, 16))},
          [{"ex_act": FUSED_ACTIVATIONS[i], "unroll": (1, 2, 4)[i % 3], "act": FUSED_ACTIVATIONS[(i + 4) % 9], "ksize": (0, 3, 5)[i % 3],
            "tile_h": (1, 2, 4)[i % 3], "tile_w": (1, 4, 8)[i // 3], "mc": (1, 2, 4, 8)[i % 4],
-           "threads": (64, 128, 256)[i // 3], "hcap": (9, 100, 400)[i % 3]} for i in range(9)]
+           "threads": (64, 128, 256)[i // 3], "hcap": (9, 100, 400)[i % 3], "ke": (1, 2, 4, 8, 16)[i % 5]}
+          for i in range(9)]
          + [{"project": True, "ex_act": FUSED_ACTIVATIONS[i], "dw_act": FUSED_ACTIVATIONS[(i + 2) % 9],
              "act": FUSED_ACTIVATIONS[(i + 5) % 9], "residual": ("NONE", "ADD", "MUL")[i % 3],
              "residual_act": FUSED_ACTIVATIONS[(i + 7) % 9], "ksize": (0, 3, 5)[i % 3],
              "tile_h": (1, 2, 4, 8)[i % 4], "tile_w": (2, 4, 8)[i % 3], "mc": (1, 2, 4, 8, 16)[i % 5],
-             "threads": (64, 128, 256)[i % 3], "hcap": (16, 64, 144)[i % 3]} for i in range(9)]
+             "threads": (64, 128, 256)[i % 3], "hcap": (16, 64, 144)[i % 3], "ke": (1, 2, 4, 8, 16)[(i + 2) % 5],
+             "kp": (1, 2, 4, 8, 16)[i % 5]} for i in range(9)]
          + [{"project": True, "residual": "ADD", "residual_channels": "fewer", "residual_act": "PRELU",
              "ex_act": "PRELU", "dw_act": "PRELU", "act": "PRELU"},
             {"project": True, "residual": "ADD", "residual_pool": True, "residual_act": "PRELU", "ksize": 3},
