@@ -445,7 +445,7 @@ def choose_se_gate(batch: int, src_slices: int, pixels: int, hidden_slices: int,
 #: the chooser weighs
 _PW_DW_TILES = ((1, 1), (1, 2), (2, 2), (2, 4), (4, 4), (4, 8), (8, 8), (8, 16))
 _PW_DW_CHUNKS = (1, 2, 4, 8, 16)
-_PW_DW_THREADS = (64, 128, 256)
+_PW_DW_THREADS = (64, 128, 256, 512)
 _PW_DW_SPLITS = (1, 2, 4, 8, 16)
 
 
