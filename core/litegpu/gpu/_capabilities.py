@@ -13,6 +13,10 @@ a fixed set of *epilogue slots* per kernel, rendered as template options:
 * ``dw_pw_conv2d`` (a depthwise conv fused into the 1x1 conv reading it,
   ``_passes/fuse_dw_pw``): conv2d's slots (:data:`DW_PW_SLOTS`); the
   depthwise's own activation is an attribute of the node, not an epilogue step;
+* ``pw_dw_conv2d`` (a 1x1 conv fused into the depthwise conv it feeds, ``_passes/fuse_pw_dw``): with the 1x1
+  projection after the depthwise (``project``), ``act``, ``residual`` (the output's shape,
+  ``residual_channels="fewer"`` or ``residual_pool``) and ``residual_act`` (:data:`PW_DW_SLOTS`); without it the
+  depthwise's activation only; the expansion's and the depthwise's activations are attributes of the node;
 * ``depthwise_conv2d``: conv2d's slots (``act``, ``residual`` with ``residual_channels`` /
   ``residual_pool``, ``residual_act``), no ``residual_resize``;
 * ``transpose_conv2d``, ``fully_connected``: ``act`` (PRELU included);
