@@ -219,16 +219,22 @@ class PlanExecutor:
         bias = np.asarray(op.constants["bias"], np.float32).reshape(-1)[:c]
         self.write(op, "dst", self._conv_epilogue(op, out + bias, p, c))
 
-    def k_dw_pw_conv2d(self, op, p, o):
-        x = self.read(op, "src")
-        cm, cout = x.shape[3], p["C"]
-        dw = np.asarray(op.constants["dw_weights"], np.float32)  # [SRC_S, KH, KW, 4]
+    @staticmethod
+    def _fused_depthwise(op, x, p, cm):
+        """The depthwise of a fused kernel (dw_pw_conv2d, pw_dw_conv2d): ``dw_weights`` [S, KH, KW, 4] and
+        ``dw_bias`` over the first ``cm`` channels of ``x``, before its activation."""
+        dw = np.asarray(op.constants["dw_weights"], np.float32)
         dw = dw.transpose(1, 2, 0, 3).reshape(p["KH"], p["KW"], -1)[..., :cm]
         mid = np.zeros((p["B"], p["H"], p["W"], cm), np.float32)
         for ky, kx, patch in _taps(x, p["KH"], p["KW"], p["STRIDE_H"], p["STRIDE_W"], p["DIL_H"], p["DIL_W"],
                                    p["PAD_T"], p["PAD_L"], p["H"], p["W"]):
             mid += patch * dw[ky, kx]
-        mid += np.asarray(op.constants["dw_bias"], np.float32).reshape(-1)[:cm]
+        return mid + np.asarray(op.constants["dw_bias"], np.float32).reshape(-1)[:cm]
+
+    def k_dw_pw_conv2d(self, op, p, o):
+        x = self.read(op, "src")
+        cm, cout = x.shape[3], p["C"]
+        mid = self._fused_depthwise(op, x, p, cm)
         dw_alpha = np.asarray(op.constants["dw_alpha"], np.float32).reshape(-1)[:cm] if "dw_alpha" in op.constants \
             else None
         # the kernel rounds the depthwise value to the storage type, as the unfused depthwise stores it
@@ -253,13 +259,7 @@ class PlanExecutor:
 
         w = _unpack_conv(np.asarray(op.constants["ex_weights"], np.float32), cm, x.shape[3])[:, 0, 0, :]
         e = _act(x @ w.T + vec("ex_bias", cm), o.get("ex_act"), vec("ex_alpha", cm)).astype(real).astype(np.float32)
-        dw = np.asarray(op.constants["dw_weights"], np.float32)  # [MID_S, KH, KW, 4]
-        dw = dw.transpose(1, 2, 0, 3).reshape(p["KH"], p["KW"], -1)[..., :cm]
-        mid = np.zeros((p["B"], p["H"], p["W"], cm), np.float32)
-        for ky, kx, patch in _taps(e, p["KH"], p["KW"], p["STRIDE_H"], p["STRIDE_W"], p["DIL_H"], p["DIL_W"],
-                                   p["PAD_T"], p["PAD_L"], p["H"], p["W"]):
-            mid += patch * dw[ky, kx]
-        mid += vec("dw_bias", cm)
+        mid = self._fused_depthwise(op, e, p, cm)
         if not o.get("project"):
             self.write(op, "dst", self._conv_epilogue(op, mid[..., :cout], p, cout))
             return

@@ -298,6 +298,17 @@ def lower_depthwise(lw: Lowerer) -> list[GpuOp]:
                                        "ksize": ksize or None}, params)]
 
 
+def _input_vector(lw: Lowerer):
+    """``vector(i, channels)``: the fused node's input ``i`` (a per-channel constant: bias, PRELU alpha; zeros
+    where absent) as a vector of ``channels``, slices padded."""
+
+    def vector(i: int, channels: int) -> np.ndarray:
+        t = lw.n.inputs[i] if len(lw.n.inputs) > i else -1
+        return L.channel_vector(lw.data(t).reshape(-1) if t >= 0 else None, channels)
+
+    return vector
+
+
 def lower_dw_pw(lw: Lowerer) -> list[GpuOp]:
     """The fused depthwise -> 1x1 conv node (``_passes/fuse_dw_pw``): one ``dw_pw_conv2d`` launch."""
     n = lw.n
@@ -308,11 +319,7 @@ def lower_dw_pw(lw: Lowerer) -> list[GpuOp]:
     geo = conv_geometry(n.attrs["dw"], (h, wd), dw_w.shape[1:3])
     opts, operands = lw.epilogue()
     dw_act = n.attrs.get("dw_act") or "NONE"
-
-    def vector(i: int, channels: int) -> np.ndarray:
-        t = n.inputs[i] if len(n.inputs) > i else -1
-        return L.channel_vector(lw.data(t).reshape(-1) if t >= 0 else None, channels)
-
+    vector = _input_vector(lw)
     lw.bind("src", x)
     lw.const("dw_weights", L.depthwise_weights(dw_w))
     lw.const("dw_bias", vector(2, c))
@@ -373,10 +380,7 @@ def lower_pw_dw(lw: Lowerer) -> list[GpuOp]:
     project = bool(n.attrs.get("project"))
     opts, operands = lw.epilogue()
     ex_act, dw_act = n.attrs.get("ex_act") or "NONE", n.attrs.get("dw_act") or "NONE"
-
-    def vector(i: int, channels: int) -> np.ndarray:
-        t = n.inputs[i] if len(n.inputs) > i else -1
-        return L.channel_vector(lw.data(t).reshape(-1) if t >= 0 else None, channels)
+    vector = _input_vector(lw)
 
     params = pw_dw_params(b, h, wd, c, mid_c, oh, ow, o, dw_w.shape[1:3],
                           conv_geometry(n.attrs["dw"], (h, wd), dw_w.shape[1:3]))
