@@ -445,7 +445,9 @@ def choose_se_gate(batch: int, src_slices: int, pixels: int, hidden_slices: int,
 #: the chooser weighs
 _PW_DW_TILES = ((1, 1), (1, 2), (2, 2), (2, 4), (4, 4), (4, 8), (8, 8), (8, 16))
 _PW_DW_CHUNKS = (1, 2, 4, 8, 16)
-_PW_DW_THREADS = (64, 128, 256, 512)
+#: (512 was tried: on an H100 (Vulkan, 2026-11-26) its picks ran the 7x7 expansions in 23.8 us against 15.0 with
+#: 256 threads, estimated 13.9 and 14.4; hand_landmark_full's GPU time 0.429 ms against 0.381)
+_PW_DW_THREADS = (64, 128, 256)
 _PW_DW_SPLITS = (1, 2, 4, 8, 16)
 
 
