@@ -21,7 +21,7 @@ a few thousand threads on a GPU that keeps 270 000 in flight), so the chain leng
 terms decide, and the bandwidth terms only stop a split from re-reading the weights too often.  The
 per-device constants are fitted by ``bench/cost_fit.py --fit`` to ``bench/gpu_kernels.py --explore`` (every
 variant of every launch of the benchmark models, timed) and recorded in :data:`PROFILES`;
-docs/gpu-compiler.md ("Cost model") has the derivations.  The chooser functions (:func:`choose_conv`,
+docs/gpu-compiler.md ("Cost model") has the derivations.  The chooser functions (:func:`choose_conv`, :func:`choose_pw_dw`,
 :func:`choose_reduce`, :func:`choose_fc`, :func:`choose_se_gate`) are the only places that pick kernel
 variants from shapes.
 """
