@@ -5,7 +5,7 @@ prints a Markdown table, one row a model.  The count is a property of the compil
 every device of one backend, and the same launch list on every backend), so PoCL or lavapipe give
 the numbers the NVIDIA GPU runs; no timing is done.  The kernel variants (and so a few launch counts: a
 split reduction, a staged conv) follow the cost model's device calibration: ``--cost-profile nvidia`` plans
-as for the NVIDIA GPU on any machine (default: the device's own).  ``--nodes`` adds, per model, every
+as for the NVIDIA GPU on any machine (default: the device's own).  ``--set MODULE.NAME=VALUE`` flips a compiler constant first (an A/B switch).  ``--nodes`` adds, per model, every
 launch with the graph nodes it covers.
 """
 
@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import GPU_SET, machine_line, mediapipe_models  # noqa: E402
+from _common import GPU_SET, machine_line, mediapipe_models, set_attribute  # noqa: E402
 
 
 def main() -> int:
@@ -28,7 +28,11 @@ def main() -> int:
     ap.add_argument("--precision", default="fp32")
     ap.add_argument("--nodes", action="store_true")
     ap.add_argument("--cost-profile", default="", help="plan with this _cost.PROFILES calibration (e.g. nvidia)")
+    ap.add_argument("--set", action="append", default=[], metavar="MODULE.NAME=VALUE",
+                    help="set a compiler module constant before compiling (an A/B switch)")
     args = ap.parse_args()
+    for item in args.set:
+        set_attribute(item)
     logging.getLogger("litegpu").setLevel(logging.ERROR)  # the tables are the output
 
     import litegpu

@@ -60,7 +60,8 @@ def check_passes(model: bytes, inputs: Sequence[np.ndarray], passes: Sequence[Pa
 
 
 #: template options that only say how a launch splits its work (the cost model's choice, ``gpu/_cost.py``)
-_WORK_SPLIT = re.compile(r"\b(block_[ws]|split|pack|unroll|tile_[ps]|kc|ksize)=\d+,?|\btwo_round=True,?")
+_WORK_SPLIT = re.compile(r"\b(block_[ws]|split|pack|unroll|tile_[pshw]|kc|ksize|hcap|ke|kp|mc|threads)=\d+,?"
+                         r"|\btwo_round=True,?")
 
 
 def without_work_split(described: str) -> str:

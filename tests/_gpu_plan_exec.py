@@ -221,16 +221,22 @@ class PlanExecutor:
         bias = np.asarray(op.constants["bias"], np.float32).reshape(-1)[:c]
         self.write(op, "dst", self._conv_epilogue(op, out + bias, p, c))
 
-    def k_dw_pw_conv2d(self, op, p, o):
-        x = self.read(op, "src")
-        cm, cout = x.shape[3], p["C"]
-        dw = np.asarray(op.constants["dw_weights"], np.float32)  # [SRC_S, KH, KW, 4]
+    @staticmethod
+    def _fused_depthwise(op, x, p, cm):
+        """The depthwise of a fused kernel (dw_pw_conv2d, pw_dw_conv2d): ``dw_weights`` [S, KH, KW, 4] and
+        ``dw_bias`` over the first ``cm`` channels of ``x``, before its activation."""
+        dw = np.asarray(op.constants["dw_weights"], np.float32)
         dw = dw.transpose(1, 2, 0, 3).reshape(p["KH"], p["KW"], -1)[..., :cm]
         mid = np.zeros((p["B"], p["H"], p["W"], cm), np.float32)
         for ky, kx, patch in _taps(x, p["KH"], p["KW"], p["STRIDE_H"], p["STRIDE_W"], p["DIL_H"], p["DIL_W"],
                                    p["PAD_T"], p["PAD_L"], p["H"], p["W"]):
             mid += patch * dw[ky, kx]
-        mid += np.asarray(op.constants["dw_bias"], np.float32).reshape(-1)[:cm]
+        return mid + np.asarray(op.constants["dw_bias"], np.float32).reshape(-1)[:cm]
+
+    def k_dw_pw_conv2d(self, op, p, o):
+        x = self.read(op, "src")
+        cm, cout = x.shape[3], p["C"]
+        mid = self._fused_depthwise(op, x, p, cm)
         dw_alpha = np.asarray(op.constants["dw_alpha"], np.float32).reshape(-1)[:cm] if "dw_alpha" in op.constants \
             else None
         # the kernel rounds the depthwise value to the storage type, as the unfused depthwise stores it
@@ -242,6 +248,26 @@ class PlanExecutor:
 
     # the same fused depthwise -> 1x1 (only the work split differs; its residual is of the output's shape)
     k_dw_pw_small = k_dw_pw_conv2d
+
+    def k_pw_dw_conv2d(self, op, p, o):
+        """1x1 expand (+ ex_act) -> depthwise (the expanded lanes past the channels: zero weights and bias) ->
+        depthwise bias and act (no projection) or dw_act, then the 1x1 projection and conv2d's epilogue."""
+        x = self.read(op, "src")
+        cm, cout = p["MID_S"] * 4, p["C"]
+        real = np.float32 if (op.precision or self.plan.precision) == "fp32" else np.float16
+
+        def vec(name: str, n: int) -> np.ndarray | None:
+            return np.asarray(op.constants[name], np.float32).reshape(-1)[:n] if name in op.constants else None
+
+        w = _unpack_conv(np.asarray(op.constants["ex_weights"], np.float32), cm, x.shape[3])[:, 0, 0, :]
+        e = _act(x @ w.T + vec("ex_bias", cm), o.get("ex_act"), vec("ex_alpha", cm)).astype(real).astype(np.float32)
+        mid = self._fused_depthwise(op, e, p, cm)
+        if not o.get("project"):
+            self.write(op, "dst", self._conv_epilogue(op, mid[..., :cout], p, cout))
+            return
+        mid = _act(mid, o.get("dw_act"), vec("dw_alpha", cm)).astype(real).astype(np.float32)
+        w = _unpack_conv(np.asarray(op.constants["weights"], np.float32), cout, cm)[:, 0, 0, :]
+        self.write(op, "dst", self._conv_epilogue(op, mid @ w.T + vec("bias", cout), p, cout))
 
     def k_transpose_conv2d(self, op, p, o):
         x = self.read(op, "src")

@@ -3,6 +3,8 @@ model of the kernels (PHWC4 buffers in a shared arena) against LiteRT."""
 
 from __future__ import annotations
 
+import importlib
+
 import numpy as np
 import pytest
 from _gpu_check import assert_rel, graph_of, rel_err, run_litert, without_work_split
@@ -74,13 +76,39 @@ def _block_model():
 
 
 @pytest.mark.parametrize("precision,tol", [("fp32", 1e-5), ("fp16", 2e-2), ("fp16_fp32acc", 1e-2)])
-def test_block_plan_all_precisions(precision, tol):
+def test_block_plan_pw_dw(precision, tol):
+    """The same block with fuse_pw_dw (the generic calibration's estimate takes it): expansion, depthwise and
+    projection in one pw_dw_conv2d launch; its bindings, constant layouts and params, run by the plan executor
+    against LiteRT."""
+    model, inputs = _block_model()
+    ref = run_litert(model, inputs)
+    plan = _compile(model, precision)
+    kernels = [without_work_split(op.describe()) for op in plan.ops]
+    assert kernels == ["pw_dw_conv2d[dw_act=PRELU,ex_act=RELU6,project=True,residual=ADD,residual_act=RELU]",
+                       "pool2d[op=MAX]", "reduce[op=MEAN]", "fully_connected", "softmax[log=False]"], kernels
+    for got, want in zip(run_plan(plan, inputs), ref, strict=True):
+        assert_rel(got, want, tol, precision)
+    op = plan.ops[0]
+    assert [name for name, _ in op.bindings] == ["src", "ex_weights", "ex_bias", "dw_weights", "dw_bias", "dw_alpha",
+                                                 "weights", "bias", "res", "dst"]
+    sp = op.params["SRC_SP"]  # the input slices (2) rounded up to the unrolled walk, zero weights past them
+    assert sp % op.options["unroll"] == 0 and sp >= 2
+    assert op.constants["ex_weights"].shape == (3, 1, 1, 4 * sp, 4)  # [S_mid][1][1][I4][4]
+    assert op.constants["dw_weights"].shape == (3, 3, 3, 4) and op.constants["weights"].shape == (2, 1, 1, 12, 4)
+    assert (op.params["MID_S"], op.params["S"], op.params["PAD_T"], op.params["KH"]) == (3, 2, 1, 3)
+    assert op.params["HALO_H"] == op.options["tile_h"] + 2 and op.params["HALO_W"] == op.options["tile_w"] + 2
+
+
+@pytest.mark.parametrize("precision,tol", [("fp32", 1e-5), ("fp16", 2e-2), ("fp16_fp32acc", 1e-2)])
+def test_block_plan_all_precisions(precision, tol, monkeypatch):
+    monkeypatch.setattr(importlib.import_module("litegpu.gpu._passes.fuse_pw_dw"), "PW_DW", False)
     model, inputs = _block_model()
     ref = run_litert(model, inputs)
     plan = _compile(model, precision)
     # the work split the cost model picks (block, split, tile options; conv2d or its tiled variant) aside
     kernels = [without_work_split(op.describe()) for op in plan.ops]
-    # the depthwise (+ PRELU) and the 1x1 projection (+ residual ADD + RELU) are one fused launch
+    # the depthwise (+ PRELU) and the 1x1 projection (+ residual ADD + RELU) are one fused launch (the expansion
+    # joins them with fuse_pw_dw: test_block_plan_pw_dw)
     assert kernels == ["conv2d[act=RELU6]", "dw_pw_conv2d[dw_act=PRELU,residual=ADD,residual_act=RELU]",
                        "pool2d[op=MAX]", "reduce[op=MEAN]", "fully_connected", "softmax[log=False]"], kernels
     storage = "float32" if precision == "fp32" else "float16"
@@ -91,8 +119,8 @@ def test_block_plan_all_precisions(precision, tol):
         writes_output = bool(host & set(op.outputs))
         for arr in op.constants.values():
             assert arr.dtype == ("float32" if writes_output else storage)
-        heavy = op.kernel in ("conv2d", "conv2d_tiled", "dw_pw_conv2d", "fully_connected", "heads", "reduce",
-                              "softmax")
+        heavy = op.kernel in ("conv2d", "conv2d_tiled", "dw_pw_conv2d", "pw_dw_conv2d", "fully_connected", "heads",
+                              "reduce", "softmax")
         want_acc = "float32" if precision == "fp32" or writes_output or (precision == "fp16_fp32acc" and heavy) \
             else "float16"
         assert op.accumulator == want_acc, (op.kernel, op.accumulator)

@@ -1076,12 +1076,14 @@ def test_pipeline_mobilenet_like_block():
     b.op("SOFTMAX", [fc], [sm], beta=1.0)
     b.output(sm)
     g, rep = check_passes(b.build(), [rnd(1, 9, 9, 8)])
-    # the depthwise (with its HARD_SWISH) and the 1x1 projection (with the folded affine and the residual)
-    # are one node
-    assert g.op_counts() == {"CONV_2D": 1, "DW_PW_CONV_2D": 1, "FULLY_CONNECTED": 1, "MEAN": 1,
-                             "SOFTMAX": 1}, g.op_counts()
-    assert g.nodes[1].attrs["dw_act"] == "HARD_SWISH"
-    assert [e.op for e in g.nodes[1].epilogue] == ["ADD"]
+    # the expansion (with its RELU6), the depthwise (with the merged PAD and its HARD_SWISH) and the 1x1
+    # projection (with the folded affine and the residual) are one node (fuse_dw_pw, then fuse_pw_dw: the
+    # generic calibration's estimate takes it)
+    assert g.op_counts() == {"PW_DW_CONV_2D": 1, "FULLY_CONNECTED": 1, "MEAN": 1, "SOFTMAX": 1}, g.op_counts()
+    a = g.nodes[0].attrs
+    assert (a["ex_act"], a["dw_act"], a["project"], a["dw"]["explicit_padding"]) == ("RELU6", "HARD_SWISH", True,
+                                                                                   (1, 1, 1, 1)), a
+    assert [e.op for e in g.nodes[0].epilogue] == ["ADD"]
     assert all(lines and isinstance(lines[0], str) for lines in rep.values())
 
 
@@ -1329,3 +1331,71 @@ def test_twin_heads_on_different_inputs(monkeypatch):
     monkeypatch.setattr(importlib.import_module("litegpu.gpu._passes.sibling_heads"), "TWIN_HEADS", False)
     g, _ = check_passes(model, inputs)
     assert g.op_counts() == {"CONV_2D": 3}, g.op_counts()
+
+
+def _bottleneck(b, x, shape, mid, cout, *, k=3, stride=1, name="ib", residual=True):
+    """1x1 expand/reduce + PRELU -> k x k depthwise -> 1x1 project (+ ADD(x) + PRELU): iris_landmark's block."""
+    e, s = _pw(b, x, shape, mid, name=f"{name}_e")
+    ea = b.tensor(f"{name}_ea", s)
+    b.op("PRELU", [e, b.const(f"{name}_al", rnd(1, 1, mid))], [ea])
+    d, ds = _dw(b, ea, s, mid, k=k, stride=stride, name=f"{name}_d")
+    y, ys = _pw(b, d, ds, cout, name=f"{name}_p")
+    if not residual:
+        return y, ys
+    r = b.tensor(f"{name}_r", ys)
+    b.op("ADD", [y, x], [r])
+    p = b.tensor(f"{name}_o", ys)
+    b.op("PRELU", [r, b.const(f"{name}_al2", rnd(1, 1, cout))], [p])
+    return p, ys
+
+
+@pytest.mark.parametrize("on", [True, False])
+def test_fuse_pw_dw_inverted_bottlenecks(on, monkeypatch):
+    """An expansion 1x1 conv read only by a depthwise: with the projection fuse_dw_pw made, one PW_DW_CONV_2D with
+    ``project`` keeping the projection's epilogue (ADD(x) + PRELU); without it (a depthwise read twice, so not
+    joined to its 1x1) one with the depthwise's activation as epilogue; an expansion read twice stays. PW_DW_ALWAYS
+    (fuse whatever the estimate) so the shapes stay small; PW_DW = False keeps every launch. Meaning checked
+    against LiteRT."""
+    mod = importlib.import_module("litegpu.gpu._passes.fuse_pw_dw")
+    monkeypatch.setattr(mod, "PW_DW_ALWAYS", True)
+    monkeypatch.setattr(mod, "PW_DW", on)
+    b = model_builder()
+    x = b.input("x", (1, 8, 7, 12))
+    y, _ = _bottleneck(b, x, (1, 8, 7, 12), 6, 12)
+    x2 = b.input("x2", (1, 9, 9, 5))
+    e, s = _pw(b, x2, (1, 9, 9, 5), 14, act=3, name="e2")
+    d, ds = _dw(b, e, s, 14, k=5, stride=2, act=3, name="d2")
+    z1, _ = _pw(b, d, ds, 3, name="z1")
+    z2, _ = _pw(b, d, ds, 3, name="z2")
+    e3, s3 = _pw(b, x2, (1, 9, 9, 5), 8, name="e3")  # read by the depthwise and by the output
+    d3, _ = _dw(b, e3, s3, 8, name="d3")
+    b.output(y, z1, z2, d3, e3)
+    g, rep = check_passes(b.build(), [rnd(1, 8, 7, 12), rnd(1, 9, 9, 5)])
+    fused = [(n.attrs.get("project"), n.attrs.get("ex_act"), [e.op for e in n.epilogue]) for n in g.nodes
+             if n.op == "PW_DW_CONV_2D"]
+    if not on:
+        assert not fused and rep["fuse_pw_dw"] == ["fused 0 1x1 -> depthwise pairs (PW_DW off)"]
+        return
+    assert fused == [(True, "PRELU", ["ADD", "PRELU"]), (False, "RELU6", ["RELU6"])], fused
+    assert rep["fuse_pw_dw"][0] == ("fused 2 1x1 conv -> depthwise pairs: 1 1x1 -> dw, 1 1x1 -> dw -> 1x1 "
+                                    "(kept: 1 the conv result has other readers)"), rep["fuse_pw_dw"][0]
+
+
+def test_fuse_pw_dw_follows_the_estimate(monkeypatch):
+    """On the NVIDIA calibration the pass fuses where choose_pw_dw's estimate beats the two launches' (iris's
+    32x32 64 -> 32 -> 64 blocks) and keeps the pair where it does not (its 4x4 ones), saying why."""
+    from litegpu.gpu import _cost
+    from litegpu.gpu._passes import run_passes
+
+    b = model_builder()
+    x = b.input("x", (1, 32, 32, 64))
+    y, _ = _bottleneck(b, x, (1, 32, 32, 64), 32, 64, name="big")
+    x2 = b.input("x2", (1, 4, 4, 128))
+    z, _ = _bottleneck(b, x2, (1, 4, 4, 128), 64, 128, name="small")
+    b.output(y, z)
+    g = graph_of(b.build())
+    g.options["cost"] = _cost.PROFILES["nvidia"]
+    rep = run_passes(g)["fuse_pw_dw"]
+    assert [n.op for n in g.nodes] == ["PW_DW_CONV_2D", "CONV_2D", "DW_PW_CONV_2D"], [n.op for n in g.nodes]
+    assert rep[0] == "fused 1 1x1 conv -> depthwise pairs: 1 1x1 -> dw -> 1x1 (kept: 1 estimate above the two launches)"
+    assert rep[1].startswith("fused CONV_2D") and rep[2].startswith("kept CONV_2D"), rep

@@ -1025,6 +1025,41 @@ def _p_dw_pw_small():
     return g.done(y, z)
 
 
+@pattern("inverted bottlenecks (a 1x1 conv fused into the depthwise it feeds: pw_dw_conv2d): 9x10 12 -> 38 + RELU6 "
+         "-> 3x3/2 dw + RELU6; 8x8 16 -> 8 + PRELU -> 3x3 dw -> 1x1 8 -> 16 + ADD(x) + PRELU; 9x9 6 -> 22 + PRELU -> "
+         "5x5 dw + PRELU -> 1x1 22 -> 9 + RELU; 8x8 16 -> 8 + PRELU -> 3x3/2 dw -> 1x1 8 -> 24 + ADD(PAD(pool(x))) + PRELU")
+def _p_pw_dw():
+    g = _G()
+    x1 = g.input(1, 9, 10, 12)
+    e1, s1 = g.conv(x1, (1, 9, 10, 12), 38, k=1, act=3)
+    d1 = g.op("DEPTHWISE_CONV_2D", [e1, g.const(rnd(1, 3, 3, 38)), g.const(rnd(38))], (1, 5, 5, 38), padding=0,
+              stride_h=2, stride_w=2, depth_multiplier=1, fused_activation_function=3)
+    x2 = g.input(1, 8, 8, 16)
+    e2, s2 = g.conv(x2, (1, 8, 8, 16), 8, k=1)
+    e2 = g.op("PRELU", [e2, g.const(rnd(1, 1, 8))], s2)
+    d2 = g.dw(e2, s2)
+    y2, s2o = g.conv(d2, s2, 16, k=1)
+    y2 = g.op("ADD", [y2, x2], s2o)
+    y2 = g.op("PRELU", [y2, g.const(rnd(1, 1, 16))], s2o)
+    x3 = g.input(1, 9, 9, 6)
+    e3, s3 = g.conv(x3, (1, 9, 9, 6), 22, k=1)
+    e3 = g.op("PRELU", [e3, g.const(rnd(1, 1, 22))], s3)
+    d3 = g.dw(e3, s3, k=5)
+    d3 = g.op("PRELU", [d3, g.const(rnd(1, 1, 22))], s3)
+    y3, _ = g.conv(d3, s3, 9, k=1, act=1)
+    x4 = g.input(1, 8, 8, 16)
+    e4, s4 = g.conv(x4, (1, 8, 8, 16), 8, k=1)
+    e4 = g.op("PRELU", [e4, g.const(rnd(1, 1, 8))], s4)
+    d4 = g.op("DEPTHWISE_CONV_2D", [e4, g.const(rnd(1, 3, 3, 8)), g.const(rnd(8))], (1, 4, 4, 8), padding=0,
+              stride_h=2, stride_w=2, depth_multiplier=1)
+    y4, s4o = g.conv(d4, (1, 4, 4, 8), 24, k=1)
+    mp = g.op("MAX_POOL_2D", [x4], (1, 4, 4, 16), padding=1, stride_h=2, stride_w=2, filter_height=2, filter_width=2)
+    pad = g.op("PAD", [mp, g.const(np.array([[0, 0], [0, 0], [0, 0], [0, 8]], np.int32))], (1, 4, 4, 24))
+    y4 = g.op("ADD", [y4, pad], s4o)
+    y4 = g.op("PRELU", [y4, g.const(rnd(1, 1, 24))], s4o)
+    return g.done(d1, y2, y3, y4)
+
+
 @pattern("conv+residual mul with an earlier conv, then hard_swish")
 def _p_residual_mul():
     g = _G()

@@ -391,3 +391,86 @@ def test_cache_records_of_another_launch_list_are_not_used():
             np.testing.assert_array_equal(got[tid], w)
     finally:
         _close(d)
+
+
+def _first_conv_model(shape=(1, 9, 7, 3), cout=10) -> tuple[bytes, list[np.ndarray]]:
+    """The MediaPipe models' start: an input read only by a 3x3 / 2 conv (C=3: not a multiple of 4) + RELU6,
+    then a 1x1 conv; one host output."""
+    n, h, w, c = shape
+    b = ModelBuilder()
+    x = b.input("x", shape, "float32")
+    oh, ow = (h + 1) // 2, (w + 1) // 2
+    y = b.tensor("y", (n, oh, ow, cout), "float32")
+    b.op("CONV_2D", [x, b.const("w", _w(cout, 3, 3, c)), b.const("b", _w(cout, seed=2))], [y], padding=0,
+         stride_w=2, stride_h=2, fused_activation_function=3)
+    z = b.tensor("z", (n, oh, ow, 6), "float32")
+    b.op("CONV_2D", [y, b.const("w2", _w(6, 1, 1, cout, seed=3)), b.const("b2", _w(6, seed=4))], [z], padding=0,
+         stride_w=1, stride_h=1)
+    b.output(z)
+    return b.build(), [_rng(7).standard_normal(shape).astype(np.float32)]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("fold", [True, False])
+@pytest.mark.parametrize("profile", ["device", "nvidia"])
+@pytest.mark.parametrize("shape", [(1, 9, 7, 3), (2, 6, 5, 3)], ids=["b1", "b2"])
+def test_model_inputs_read_in_host_layout(backend, fold, profile, shape, monkeypatch):
+    """A model input whose only readers are conv2d / conv2d_tiled launches is read by them as the host wrote it
+    (dense float32 BHWC, option src_bhwc, the plan tensor's layout "BHWC"): no bhwc_to_phwc4 launch. The device's
+    own cost profile and the NVIDIA one (split, blocked and tiled variants: conv2d_tiled for the first conv where
+    it wins), a batch of 2, a second invoke on other data and the A/B switch off (one conversion launch) all give
+    LiteRT's answer."""
+    from litegpu.gpu import _cost, _runtime
+
+    monkeypatch.setattr(_runtime, "FOLD_INPUT_LAYOUT", fold)
+    if profile == "nvidia":
+        monkeypatch.setattr(_runtime, "profile_for", lambda info: _cost.PROFILES["nvidia"])
+    model, xs = _first_conv_model(shape)
+    want = run_litert(model, xs)
+    d = _delegate(backend)
+    try:
+        it = _interpreter(model, d)
+        (k,) = _kernels(it)
+        kernels = k.describe()["kernels"]
+        assert (TO in kernels) is not fold, kernels
+        (x_id,) = k.plan.inputs
+        assert k.plan.tensors[x_id].layout == ("BHWC" if fold else "PHWC4")
+        first = kernels[0 if fold else 1]  # the conv reading x
+        assert first.startswith("conv2d") and ("src_bhwc=True" in first) is fold, kernels
+        assert _recorded(k) == len(kernels)
+        for feeds in (xs, [x[:, ::-1].copy() for x in xs]):
+            got = _invoke(it, feeds)
+            for g, w in zip(got, run_litert(model, feeds) if feeds is not xs else want, strict=True):
+                assert rel_error(g, w) <= 1e-4
+    finally:
+        _close(d)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("precision", ["fp16", "fp16_fp32acc"])
+def test_model_inputs_read_in_host_layout_fp16(backend, precision):
+    """An fp16 plan reads the folded input as float32 (the host's array) and computes in its precision."""
+    model, xs = _first_conv_model()
+    want = run_litert(model, xs)
+    d = _delegate(backend, precision=precision)
+    try:
+        it = _interpreter(model, d)
+        (k,) = _kernels(it)
+        assert TO not in k.describe()["kernels"]
+        (got,) = _invoke(it, xs)
+        assert rel_error(got, want[0]) <= 1e-2
+    finally:
+        _close(d)
+
+
+def test_inputs_of_a_later_partition_keep_their_conversion(backend="vulkan"):
+    """Inputs another partition may hand over as a DeviceValue (PHWC4) are never folded: only the model's own
+    inputs are (compile_partition's host_inputs)."""
+    shape = (2, 3, 4, 5)
+    d = _delegate(backend)
+    try:
+        it = _interpreter(cpu_split_model(shape), d)
+        _k1, k2 = _kernels(it)
+        assert all(k2.plan.tensors[t].layout == "PHWC4" for t in k2.plan.inputs)
+    finally:
+        _close(d)

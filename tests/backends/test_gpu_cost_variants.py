@@ -82,14 +82,18 @@ def test_twin_branches_match_litert(nvidia_choices, mediapipe_models, backend, n
 
 @pytest.mark.parametrize("backend", ["opencl", "vulkan"])
 @pytest.mark.parametrize("pattern, kernel", [("small-map depthwise -> 1x1 blocks", "dw_pw_small["),
+                                             ("inverted bottlenecks", "pw_dw_conv2d["),
                                              ("sibling heads in one launch each", "heads["),
                                              ("twin heads", "heads[")])
 def test_nvidia_only_kernels_match_litert(nvidia_choices, monkeypatch, backend, pattern, kernel):
     """Kernels the passes choose on a GPU but not on the CPU drivers' ``cpu`` profile (dw_pw_small: its
-    barriers are slow there), run here under the NVIDIA calibration against LiteRT."""
+    barriers are slow there; pw_dw_conv2d where its estimate wins), run here under the NVIDIA calibration
+    against LiteRT."""
     from _gpu_cases import PATTERNS, oracle
 
     monkeypatch.setattr(importlib.import_module("litegpu.gpu._passes.fuse_dw_pw"), "DW_PW_SMALL", True)
+    # every pair the kernel takes, whatever the estimate (the pattern's small blocks are not all worth it)
+    monkeypatch.setattr(importlib.import_module("litegpu.gpu._passes.fuse_pw_dw"), "PW_DW_ALWAYS", True)
     model, feeds = next(c for c in PATTERNS if c.id.startswith(pattern)).build()
     try:
         d = load_backend_delegate(backend, {"precision": "fp32", "cache": {"enabled": False}})

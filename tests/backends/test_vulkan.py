@@ -407,6 +407,7 @@ CASES = {
     "sibling_heads": lambda: _pattern("sibling heads in one launch each"),
     "twin_heads": lambda: _pattern("twin heads"),
     "dw_pw_small": lambda: _pattern("small-map depthwise -> 1x1 blocks"),
+    "pw_dw": lambda: _pattern("inverted bottlenecks"),
 }
 
 

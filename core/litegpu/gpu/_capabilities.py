@@ -13,6 +13,10 @@ a fixed set of *epilogue slots* per kernel, rendered as template options:
 * ``dw_pw_conv2d`` (a depthwise conv fused into the 1x1 conv reading it,
   ``_passes/fuse_dw_pw``): conv2d's slots (:data:`DW_PW_SLOTS`); the
   depthwise's own activation is an attribute of the node, not an epilogue step;
+* ``pw_dw_conv2d`` (a 1x1 conv fused into the depthwise conv it feeds, ``_passes/fuse_pw_dw``): with the 1x1
+  projection after the depthwise (``project``), ``act``, ``residual`` (the output's shape,
+  ``residual_channels="fewer"`` or ``residual_pool``) and ``residual_act`` (:data:`PW_DW_SLOTS`); without it the
+  depthwise's activation only; the expansion's and the depthwise's activations are attributes of the node;
 * ``depthwise_conv2d``: conv2d's slots (``act``, ``residual`` with ``residual_channels`` /
   ``residual_pool``, ``residual_act``), no ``residual_resize``;
 * ``transpose_conv2d``, ``fully_connected``: ``act`` (PRELU included);
@@ -42,7 +46,7 @@ from typing import Any
 from ._graph import Epilogue, GpuGraph, GpuNode
 from .ops import ACT_OPS, CHAIN_OPS, kernel_of
 
-__all__ = ["BINARY_RESIDUAL_OPS", "DW_PW_SLOTS", "DW_PW_SMALL_SLOTS", "POOL_TAKES_PAD_VALUE", "QDQ_KERNELS", "ACTIVATIONS", "CHAIN_OPS", "kernel_family",
+__all__ = ["BINARY_RESIDUAL_OPS", "DW_PW_SLOTS", "DW_PW_SMALL_SLOTS", "PW_DW_SLOTS", "POOL_TAKES_PAD_VALUE", "QDQ_KERNELS", "ACTIVATIONS", "CHAIN_OPS", "kernel_family",
            "match_epilogue", "epilogue_fits"]
 
 #: Does ``pool2d`` read explicit padding cells as ``PAD_VALUE`` (params EX_T/EX_B/EX_L/EX_R, option
@@ -60,6 +64,10 @@ DW_PW_SLOTS = frozenset({"act", "residual", "residual_act", "residual_channels",
 #: residual of the output's shape with its activation
 DW_PW_SMALL_SLOTS = frozenset({"act", "residual", "residual_act"})
 
+#: the slots of pw_dw_conv2d (a 1x1 conv fused into the depthwise it feeds, _passes/fuse_pw_dw): with the 1x1
+#: projection, an activation and a residual of the output's shape, fewer channels or a max pool, with its
+#: activation; without it the depthwise's activation only (the pass checks that)
+PW_DW_SLOTS = frozenset({"act", "residual", "residual_act", "residual_channels", "residual_pool"})
 #: activations a kernel's ``act`` slot takes (plus PRELU where noted), and the unary ops a ``binary``
 #: kernel's ``chain`` takes: both from the op table
 ACTIVATIONS = ACT_OPS
@@ -121,7 +129,7 @@ def match_epilogue(g: GpuGraph, node: GpuNode, steps: Sequence[Epilogue] | None 
             return True
         return False
 
-    if fam in ("conv2d", "dw_pw_conv2d", "depthwise_conv2d"):
+    if fam in ("conv2d", "dw_pw_conv2d", "depthwise_conv2d", "pw_dw_conv2d"):
         take_act(True)
         if i < len(steps) and steps[i].op in ("ADD", "MUL") and _residual_fits(g, steps[i], out):
             opts["residual"] = steps[i].op
@@ -130,8 +138,8 @@ def match_epilogue(g: GpuGraph, node: GpuNode, steps: Sequence[Epilogue] | None 
             if steps[i].pool:
                 opts["residual_pool"] = True
             if steps[i].resize is not None:
-                if fam == "depthwise_conv2d":
-                    return None  # its template has no resized residual read
+                if fam in ("depthwise_conv2d", "pw_dw_conv2d"):
+                    return None  # their templates have no resized residual read
                 opts["residual_resize"] = True
             operands.append(steps[i])
             i += 1

@@ -21,7 +21,7 @@ a few thousand threads on a GPU that keeps 270 000 in flight), so the chain leng
 terms decide, and the bandwidth terms only stop a split from re-reading the weights too often.  The
 per-device constants are fitted by ``bench/cost_fit.py --fit`` to ``bench/gpu_kernels.py --explore`` (every
 variant of every launch of the benchmark models, timed) and recorded in :data:`PROFILES`;
-docs/gpu-compiler.md ("Cost model") has the derivations.  The chooser functions (:func:`choose_conv`,
+docs/gpu-compiler.md ("Cost model") has the derivations.  The chooser functions (:func:`choose_conv`, :func:`choose_pw_dw`,
 :func:`choose_reduce`, :func:`choose_fc`, :func:`choose_se_gate`) are the only places that pick kernel
 variants from shapes.
 """
@@ -37,7 +37,8 @@ from typing import Any
 __all__ = ["DeviceCost", "Work", "PROFILES", "profile_for", "estimate", "choose_conv", "choose_reduce",
            "choose_fc", "conv_candidates", "two_round_pays", "TWO_ROUND", "fc_candidates", "conv_work",
            "tiled_conv_work", "reduce_work", "fc_work", "launch_work",
-           "choose_se_gate", "se_gate_segment", "se_gate_work", "SHARED_MEMORY_FLOOR"]
+           "choose_se_gate", "se_gate_segment", "se_gate_work", "SHARED_MEMORY_FLOOR", "pw_dw_geometry", "pw_dw_work",
+           "choose_pw_dw", "dw_pw_work"]
 
 _VEC = 16  # bytes of one vec4 (fp32; the choice does not depend on the storage precision)
 
@@ -437,6 +438,142 @@ def choose_se_gate(batch: int, src_slices: int, pixels: int, hidden_slices: int,
     return best[1], best[0]
 
 
+# ---------------------------------------------------------------------------------------------- pw_dw_conv2d
+
+#: pw_dw_conv2d tiles (output rows x columns), expanded slices a chunk, group sizes and the two reductions' splits
+#: (threads sharing one expanded value's sum over the input slices, ``ke``; one output vector's 1x1 sum, ``kp``)
+#: the chooser weighs
+_PW_DW_TILES = ((1, 1), (1, 2), (2, 2), (2, 4), (4, 4), (4, 8), (8, 8), (8, 16))
+_PW_DW_CHUNKS = (1, 2, 4, 8, 16)
+#: (512 was tried: on an H100 (Vulkan, 2026-11-26) its picks ran the 7x7 expansions in 23.8 us against 15.0 with
+#: 256 threads, estimated 13.9 and 14.4; hand_landmark_full's GPU time 0.429 ms against 0.381)
+_PW_DW_THREADS = (64, 128, 256)
+_PW_DW_SPLITS = (1, 2, 4, 8, 16)
+
+
+def pw_dw_geometry(p: Mapping[str, int], tile_h: int, tile_w: int, mc: int, threads: int,
+                   project: bool, unroll: int = 4, ke: int = 1, kp: int = 1) -> dict[str, int] | None:
+    """The params and shared-memory capacity of a ``pw_dw_conv2d`` launch tiled ``tile_h x tile_w`` output
+    pixels a group, ``mc`` expanded slices a chunk, ``threads`` a group, the expansion's sums split ``ke`` ways and
+    the projection's ``kp`` ways; None where it does not fit (the halo, with ``project`` the depthwise results
+    of a chunk, and with a split one partial sum a thread within :data:`SHARED_MEMORY_FLOOR`; every output pixel
+    of the tile ``kp`` threads).  ``p``: B, SRC_S (the expansion's input slices), MID_S, H, W, S (output
+    slices: MID_S without ``project``), KH, KW, STRIDE_H/W, DIL_H/W."""
+    tp = tile_h * tile_w
+    halo_h = (tile_h - 1) * p["STRIDE_H"] + (p["KH"] - 1) * p["DIL_H"] + 1
+    halo_w = (tile_w - 1) * p["STRIDE_W"] + (p["KW"] - 1) * p["DIL_W"] + 1
+    hcap = halo_h * halo_w
+    if not project:
+        kp = 1
+    part = threads if ke > 1 or kp > 1 else 0
+    if (hcap * mc + (tp * mc if project else 0) + part) * _VEC > SHARED_MEMORY_FLOOR or tp * kp > threads:
+        return None
+    if project:
+        sc = min(p["S"], threads // (tp * kp))
+        nc = -(-p["S"] // sc)
+    else:
+        sc, nc = mc, -(-p["MID_S"] // mc)
+    tiles_x = -(-p["W"] // tile_w)
+    return {"HALO_H": halo_h, "HALO_W": halo_w, "TILES_X": tiles_x, "TILES": tiles_x * -(-p["H"] // tile_h),
+            "SC": sc, "NC": nc, "SRC_SP": -(-p["SRC_S"] // unroll) * unroll, "hcap": hcap, "unroll": unroll,
+            "ke": ke, "kp": kp}
+
+
+def pw_dw_work(p: Mapping[str, int], geo: Mapping[str, int], tile_h: int, tile_w: int, mc: int, threads: int,
+               project: bool) -> Work:
+    """pw_dw_conv2d (see shaders/pw_dw.lgk): per chunk of ``mc`` expanded slices a group computes the
+    expansion of its halo (``hcap x mc`` sums over SRC_S input slices, ``ke`` threads a sum, each step
+    ``unroll`` slices of 5 loads, the partials meeting in a log2(ke)-round tree: the recompute of the halo,
+    and of everything for each of the NC output-slice groups, is priced here as the work it is), one barrier,
+    the depthwise from shared memory, and with ``project`` a second barrier and the chunk's share of the 1x1
+    (``mc / kp`` steps of 4 weight loads; the ``kp`` partials meet once, at the end)."""
+    tp = tile_h * tile_w
+    ke, kp, unroll = geo.get("ke", 1), geo.get("kp", 1), geo["unroll"]
+    groups = geo["TILES"] * p["B"] * geo["NC"]
+    chunks = -(-p["MID_S"] // mc) if project else 1
+    taps = p["KH"] * p["KW"]
+    # the halo's pixels inside the map are computed (at most the map: a whole-map tile recomputes nothing);
+    # the rest are zeroed, a shared store each
+    inside = min(geo["hcap"], min(geo.get("HALO_H", p["H"]), p["SRC_H"]) * min(geo.get("HALO_W", p["W"]), p["SRC_W"]))
+    rounds = -(-inside * mc * ke // threads)
+    zeros = -(-geo["hcap"] * mc // threads) if inside < geo["hcap"] else 0
+    dw_items = -(-tp * mc // threads)
+    ex_steps = rounds * -(-p["SRC_S"] // (ke * unroll))  # each step: unroll input and 4 x unroll weight loads
+    tree = _log2(ke) + 1 if ke > 1 else 0
+    pj = -(-mc // kp) if project else 0
+    steps = chunks * (ex_steps + 1 + pj)
+    queued = chunks * (ex_steps * (5 * unroll - 1) + dw_items * (taps - 1) + pj * 3)
+    shared = chunks * (zeros + rounds * _log2(ke) + dw_items * taps + pj) + _log2(kp)
+    barriers = chunks * (rounds * tree + (2 if project else 1)) + (_log2(kp) + 1 if kp > 1 else 0)
+    per_group = inside * mc * p["SRC_S"] * 5 + tp * mc * taps + (tp * geo["SC"] * mc * 4 if project else 0)
+    flops = inside * mc * p["SRC_S"] * 32 + tp * mc * taps * 8 + (tp * geo["SC"] * mc * 32 if project else 0)
+    return Work(threads=groups * threads, group=threads, global_steps=steps, queued_loads=queued,
+                shared_steps=shared, barriers=barriers,
+                cache_bytes=groups * chunks * per_group * _VEC, flops=groups * chunks * flops, registers=40)
+
+
+def choose_pw_dw(p: Mapping[str, int], dev: DeviceCost, project: bool) -> tuple[dict[str, int], float] | None:
+    """``(options + params, estimated us)`` of the cheapest pw_dw_conv2d tiling (tile_h, tile_w, mc, threads,
+    ke, kp and the geometry :func:`pw_dw_geometry` gives), None where none fits."""
+    return _choose_pw_dw(tuple(sorted((k, v) for k, v in p.items() if isinstance(v, int))), dev, project,
+                         _PW_DW_SPLITS)
+
+
+@functools.lru_cache(maxsize=1024)
+def _choose_pw_dw(pt: tuple[tuple[str, int], ...], dev: DeviceCost, project: bool,
+                  splits: tuple[int, ...]) -> tuple[dict[str, int], float] | None:
+    p = dict(pt)
+    best: tuple[float, dict[str, int]] | None = None
+    for th, tw in _PW_DW_TILES:
+        if (th > 1 and th >= 2 * p["H"]) or (tw > 1 and tw >= 2 * p["W"]):
+            continue  # a tile twice the map only adds halo
+        for mc in _PW_DW_CHUNKS:
+            if mc > 1 and mc >= 2 * p["MID_S"]:
+                continue
+            for threads in _PW_DW_THREADS:
+                if threads > dev.max_group:
+                    continue
+                for ke in splits:
+                    if ke > 1 and ke >= 2 * p["SRC_S"]:
+                        continue
+                    for kp in splits if project else (1,):
+                        if kp > mc:
+                            continue
+                        geo = pw_dw_geometry(p, th, tw, mc, threads, project, ke=ke, kp=kp)
+                        if geo is None:
+                            continue
+                        t = estimate(pw_dw_work(p, geo, th, tw, mc, threads, project), dev)
+                        if best is None or t < best[0] - 1e-9:
+                            best = (t, {"tile_h": th, "tile_w": tw, "mc": mc, "threads": threads, **geo})
+    return None if best is None else (dict(best[1]), best[0])
+
+
+def dw_pw_work(p: Mapping[str, int], split: int, block_s: int, block_w: int, stage_p: int = 0,
+               stage_k: int = 16) -> Work:
+    """dw_pw_conv2d, roughly (its tiling is a measured rule, ``ops/conv.dw_pw_tiling``, not this model's
+    choice; the estimate prices the launch a ``pw_dw_conv2d`` with ``project`` would replace): one thread a
+    block of ``block_s`` output slices x ``block_w`` pixels walks its share of the MID_S input slices, each a
+    depthwise window and 4 weight vectors a slice; staged (``stage_p`` pixels of 64 threads): the window
+    loads of a stage of ``stage_k`` slices spread over the group, then every thread's 1x1 walk."""
+    taps = p["KH"] * p["KW"]
+    pixels = p["B"] * p["H"] * p["W"]
+    if stage_p:
+        groups = -(-pixels // stage_p)
+        stages = -(-p["MID_S"] // stage_k)
+        steps = stages * (-(-stage_p * stage_k // 64) + stage_k)
+        return Work(threads=groups * 64, group=64, global_steps=steps, queued_loads=stages * stage_k * 3,
+                    barriers=2 * stages, cache_bytes=groups * stages * (stage_p * stage_k * taps + 64 * stage_k * 4) * _VEC,
+                    flops=pixels * p["MID_S"] * (taps * 8 + p["S"] * 32))
+    items = pixels // max(1, block_w) * -(-p["S"] // block_s)
+    iters = -(-p["MID_S"] // split)
+    loads = block_w * taps + 4 * block_s
+    red = _log2(split) if split > 1 else 0
+    return Work(threads=items * split, group=split if split > 1 else 64, global_steps=iters,
+                queued_loads=_queued(iters, loads), shared_steps=red, barriers=red + (split > 1),
+                cache_bytes=items * split * iters * loads * _VEC,
+                flops=items * block_w * block_s * p["MID_S"] * (taps * 8 + 32))
+
+
 def launch_work(kernel: str, options: Mapping[str, Any], params: Mapping[str, Any]) -> Work | None:
     """The :class:`Work` of one planned launch (a ``GpuOp``'s kernel, options and params), for the kernels
     the model prices; None for the others.  ``bench/gpu_kernels.py`` prints it next to the measured time."""
@@ -452,6 +589,12 @@ def launch_work(kernel: str, options: Mapping[str, Any], params: Mapping[str, An
         return Work(threads=items, group=64, global_steps=1 if o.get("ksize") else taps,
                     queued_loads=_queued(1, taps) if o.get("ksize") else 0.0,
                     cache_bytes=items * taps * 2 * _VEC, flops=items * taps * 8)
+    if kernel == "pw_dw_conv2d":
+        geo = {k: int(params[k]) for k in ("TILES", "NC", "SC", "HALO_H", "HALO_W")}
+        geo.update(hcap=int(o.get("hcap", 36)), unroll=int(o.get("unroll", 4)), ke=int(o.get("ke", 1)),
+                   kp=int(o.get("kp", 1)))
+        return pw_dw_work(params, geo, int(o.get("tile_h", 4)), int(o.get("tile_w", 4)), int(o.get("mc", 4)),
+                          int(o.get("threads", 64)), bool(o.get("project")))
     if kernel == "fully_connected":
         return fc_work(int(params["B"]), int(params["S"]), int(params["SRC_S"]), int(o.get("split", 1)))
     if kernel == "reduce":

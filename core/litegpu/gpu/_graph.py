@@ -45,6 +45,7 @@ from .._ir import Operator, Quantization, Sparsity, Subgraph, Tensor
 __all__ = [
     "QDQ_OP",
     "DW_PW_OP",
+    "PW_DW_OP",
     "SE_GATE_OP",
     "HEADS_OP",
     "ACTIVATION_NAMES",
@@ -67,6 +68,8 @@ __all__ = [
 #: (global average, one or two 1x1 layers with their activations: ``fuse_squeeze_excite``).
 QDQ_OP = "QUANTIZE_AND_DEQUANTIZE"
 DW_PW_OP = "DW_PW_CONV_2D"
+#: a 1x1 conv fused into the depthwise conv it feeds, with or without the 1x1 conv after it (``fuse_pw_dw``)
+PW_DW_OP = "PW_DW_CONV_2D"
 SE_GATE_OP = "SQUEEZE_EXCITE_GATE"
 #: fully connected / 1x1 / full-window convolutions reading one input, one launch (``fuse_sibling_heads``)
 HEADS_OP = "SIBLING_HEADS"

@@ -54,6 +54,7 @@ FP32_ACCUMULATION_OPS = frozenset({
     "CONV_2D", "DEPTHWISE_CONV_2D", "TRANSPOSE_CONV", "Convolution2DTransposeBias", "FULLY_CONNECTED",
     "BATCH_MATMUL", "MEAN", "SUM", "SOFTMAX", "AVERAGE_POOL_2D", "LSTM",
     "DW_PW_CONV_2D",  # a depthwise conv fused into a 1x1 conv (_passes/fuse_dw_pw)
+    "PW_DW_CONV_2D",  # a 1x1 conv fused into the depthwise it feeds [-> 1x1] (_passes/fuse_pw_dw)
     "SQUEEZE_EXCITE_GATE",  # global average + 1x1 layers (_passes/squeeze_excite)
     "SIBLING_HEADS",  # fully connected / 1x1 heads reading one input (_passes/sibling_heads)
 })

@@ -275,6 +275,28 @@ def dw_pw_conv2d(c: RefContext) -> list[np.ndarray]:
     return [_conv(mid.astype(np.float32), c.const(3), c.get(4), {"padding": 1})]
 
 
+def pw_dw_conv2d(c: RefContext) -> list[np.ndarray]:
+    """The fused PW_DW_CONV_2D node (``_passes/fuse_pw_dw``): inputs [x, expand weights, expand bias, expand
+    PRELU alpha, dw weights, dw bias, dw PRELU alpha, project weights, project bias] (-1 where absent); attrs
+    ``ex_act``, ``dw`` (the depthwise's attributes), ``dw_act`` (with a projection; without one the depthwise's
+    activation is the node's epilogue), ``project``. Every intermediate rounded to float32 as the unfused
+    nodes stored it."""
+    a = c.n.attrs
+
+    def act(v: np.ndarray, name: str | None, alpha: int) -> np.ndarray:
+        if name == "PRELU":
+            return prelu(v, c.get(alpha))
+        return c.ops[name].ref(v, {}) if name and name != "NONE" else v
+
+    w = c.const(1)
+    mid = act(_conv(c.get(0), w.reshape(w.shape[0], 1, 1, -1), c.get(2), {"padding": 1}), a.get("ex_act"), 3)
+    out = _depthwise(mid.astype(np.float32), c.const(4), c.get(5), a["dw"])
+    if not a.get("project"):
+        return [out]
+    out = act(out, a.get("dw_act"), 6).astype(np.float32)
+    return [_conv(out, c.const(7), c.get(8), {"padding": 1})]
+
+
 def se_gate(c: RefContext) -> list[np.ndarray]:
     """SQUEEZE_EXCITE_GATE (``_passes/squeeze_excite``): inputs [x, w1, b1, w2, b2] (w2, b2 -1 for one layer),
     attrs ``act1`` / ``act2``; the mean over H and W, then each 1x1 layer with its activation, every

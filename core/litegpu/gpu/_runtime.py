@@ -307,7 +307,9 @@ class GpuPartitionKernel(DelegateKernel):
                          for tid in plan.outputs]
         self._device_values = {tid: DeviceValue(self, self._refs[tid], plan.tensors[tid])
                                for tid, b in zip(plan.outputs, self._outputs, strict=True) if b is None}
-        before = [(b, self._layout_op("bhwc_to_phwc4", b)) for b in self._inputs if b.mode == "device"]
+        # (an input the plan's first readers read as dense BHWC themselves needs no conversion: compile_graph)
+        before = [(b, self._layout_op("bhwc_to_phwc4", b)) for b in self._inputs
+                  if b.mode == "device" and plan.tensors[b.tid].layout != "BHWC"]
         # (an output the plan's last writer stores as dense BHWC itself needs no conversion: compile_graph)
         after = [(b, self._layout_op("phwc4_to_bhwc", b)) for b in self._outputs
                  if b and b.mode == "device" and plan.tensors[b.tid].layout != "BHWC"]
@@ -648,6 +650,9 @@ class GpuPartitionKernel(DelegateKernel):
         for b in self._inputs:
             v = inputs[b.tid]
             if isinstance(v, DeviceValue):
+                if self.plan.tensors[b.tid].layout == "BHWC":  # compile_partition folds only the model's inputs
+                    raise DelegateError(f"input {b.name!r} is read in the host layout but arrived as another "
+                                        "partition's device value; recompile without FOLD_INPUT_LAYOUT")
                 sends.append((v.ref, self._refs[b.tid], None, b.tid, None))
                 on_device += (b.tid,)
                 continue
@@ -946,8 +951,11 @@ def lower_node(g: GpuGraph, node: GpuNode, policy: PrecisionPolicy) -> list[GpuO
 
 def compile_graph(g: GpuGraph, *, precision: str = "fp32", alignment: int = DEFAULT_ALIGNMENT,
                   passes: Sequence[Pass] | None = None, quantization_simulation: bool = True,
-                  device: Any = None) -> GpuPlan:
+                  device: Any = None, host_inputs: frozenset[int] = frozenset()) -> GpuPlan:
     """Run ``passes`` on ``g`` (in place), lower it and plan its memory.
+
+    ``host_inputs``: inputs that always arrive from the host (not as a :class:`DeviceValue`); those whose only
+    readers are ``BHWC_INPUT_KERNELS`` launches are read by them in the host's dense BHWC (:func:`_dense_inputs`).
 
     ``quantization_simulation``: snap quantized results to their grids (``_passes/float_view``).
     ``device``: the :class:`~litegpu.gpu._device.DeviceInfo` the plan is for; kernel variants are chosen
@@ -970,7 +978,7 @@ def compile_graph(g: GpuGraph, *, precision: str = "fp32", alignment: int = DEFA
             raise DelegateError(f"partition output {g.tensors[t].name!r} is not computed on the GPU")
 
     boundary = set(g.inputs) | set(g.outputs)
-    dense = _dense_outputs(g, ops, policy)
+    dense = _dense_outputs(g, ops, policy) | _dense_inputs(g, ops, policy, host_inputs)
     # equal independent launches -> one branched launch each (after lowering: it compares launches, any kernel;
     # after _dense_outputs: launches storing host outputs in the host's layout merge too, their outputs' group
     # at the dense size's stride)
@@ -1063,6 +1071,41 @@ def _dense_outputs(g: GpuGraph, ops: list[GpuOp], policy: PrecisionPolicy) -> se
     return dense
 
 
+#: kernels whose template reads a partition input as dense float32 BHWC (option ``src_bhwc``, param ``CIN``): the
+#: first convolution of every MediaPipe model
+BHWC_INPUT_KERNELS = frozenset({"conv2d", "conv2d_tiled"})
+
+#: A/B switch (``--set litegpu.gpu._runtime.FOLD_INPUT_LAYOUT=False``): False converts every input with a
+#: ``bhwc_to_phwc4`` launch of its own before the plan's launches.
+FOLD_INPUT_LAYOUT = True
+
+
+def _dense_inputs(g: GpuGraph, ops: list[GpuOp], policy: PrecisionPolicy, host_inputs: frozenset[int]) -> set[int]:
+    """Inputs in ``host_inputs`` that every launch reading them reads as dense float32 BHWC (``src_bhwc``; sets the
+    option and the ``CIN`` param), so the executor needs no ``bhwc_to_phwc4`` launch for them: float32 (not
+    quantized) 4-D inputs read only as the ``src`` of ``BHWC_INPUT_KERNELS`` launches without an input resize,
+    input scale or groups, whose boundary would take the staging path (not the direct copy)."""
+    if not FOLD_INPUT_LAYOUT:
+        return set()
+    dense: set[int] = set()
+    for t in g.inputs:
+        x = g.tensors[t]
+        readers = [op for op in ops if t in op.inputs]
+        if (t not in host_inputs or t in g.outputs or not readers or x.dtype != "float32" or x.qview is not None
+                or len(x.shape) != 4 or policy.storage(x) not in ("float32", "float16")
+                or _dense_is_phwc4(policy.storage(x), x.shape)):
+            continue
+        if not all(op.kernel in BHWC_INPUT_KERNELS and [n for n, b in op.bindings if b == t] == ["src"]
+                   and not (op.options.get("in_resize") or op.options.get("in_scale") or op.options.get("grouped"))
+                   for op in readers):
+            continue
+        for op in readers:
+            op.options["src_bhwc"] = True
+            op.params["CIN"] = x.shape[3]
+        dense.add(t)
+    return dense
+
+
 def _count(items) -> dict[str, int]:
     out: dict[str, int] = {}
     for i in items:
@@ -1073,9 +1116,13 @@ def _count(items) -> dict[str, int]:
 def compile_partition(spec: PartitionSpec, *, precision: str = "fp32", alignment: int = DEFAULT_ALIGNMENT,
                       passes: Sequence[Pass] | None = None, quantization_simulation: bool = True,
                       device: Any = None) -> GpuPlan:
-    """Compile one delegate partition into a :class:`GpuPlan` (``device``: see :func:`compile_graph`)."""
+    """Compile one delegate partition into a :class:`GpuPlan` (``device``: see :func:`compile_graph`).  Its
+    inputs that are the model's own (the main subgraph's: they always arrive from the host, never as another
+    partition's :class:`DeviceValue`) may be read by their kernels in the host's layout (``host_inputs``)."""
+    main = spec.model.subgraphs[0] if spec.model is not None and spec.model.subgraphs else None
+    host_inputs = frozenset(spec.inputs) & frozenset(main.inputs) if spec.subgraph is main else frozenset()
     return compile_graph(GpuGraph.from_partition(spec), precision=precision, alignment=alignment, passes=passes,
-                         quantization_simulation=quantization_simulation, device=device)
+                         quantization_simulation=quantization_simulation, device=device, host_inputs=host_inputs)
 
 
 class GpuDelegate(Delegate):

@@ -19,6 +19,7 @@ from .fold_affine import fold_affine
 from .fold_constants import fold_constants
 from .fuse import fuse_activations, fuse_elementwise, fuse_shared_residual
 from .fuse_dw_pw import fuse_dw_pw
+from .fuse_pw_dw import fuse_pw_dw
 from .legalise import legalise_epilogues
 from .merge_pad import merge_pad
 from .mixed_precision import mixed_precision
@@ -48,6 +49,7 @@ __all__ = [
     "fuse_activations",
     "fuse_channel_pad",
     "fuse_dw_pw",
+    "fuse_pw_dw",
     "fuse_squeeze_excite",
     "fuse_pool_residual",
     "fuse_resize_residual",
@@ -106,6 +108,9 @@ DEFAULT_PIPELINE: tuple[Pass, ...] = (
     fuse_resize_residual,
     # a residual ADD/MUL of a conv result that another op reads too: the conv applies it and stores both
     fuse_shared_residual,
+    # a 1x1 conv read only by a depthwise (or the fused depthwise -> 1x1) joins it where the cost model says it
+    # pays; after every pass that changes a conv's reads or its residual's (in_scale, in_resize, pool, store_pre)
+    fuse_pw_dw,
     # a RESHAPE read only by a CONCATENATION (detection heads) is read through inside the concat
     fuse_reshape_concat,
     # last of the fusions: the heads' activations are fused (each head keeps its own), and no later pass

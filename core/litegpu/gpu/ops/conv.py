@@ -1,5 +1,6 @@
 """Convolutions: CONV_2D, DEPTHWISE_CONV_2D, TRANSPOSE_CONV (and MediaPipe's Convolution2DTransposeBias),
-and the fused depthwise -> 1x1 node the passes make (``DW_PW_CONV_2D``, ``_passes/fuse_dw_pw``).
+the fused depthwise -> 1x1 node the passes make (``DW_PW_CONV_2D``, ``_passes/fuse_dw_pw``) and the fused
+1x1 -> depthwise [-> 1x1] node (``PW_DW_CONV_2D``, ``_passes/fuse_pw_dw``).
 
 Their kernels live in ``shaders/conv.lgk`` and share one epilogue (``act``, ``residual`` with
 ``residual_channels`` / ``residual_pool``, ``residual_act``, ``qdq``: ``_capabilities``); their lowerings
@@ -17,9 +18,9 @@ from ..._delegate import NodeView
 from ..._errors import DelegateError
 from .. import _layout as L
 from .. import _reference_ops as rf
-from .._cost import SHARED_MEMORY_FLOOR, choose_conv, two_round_pays
+from .._cost import SHARED_MEMORY_FLOOR, choose_conv, choose_pw_dw, two_round_pays
 from .._geometry import conv_geometry, transpose_bias_params, transpose_conv_crop
-from .._graph import DW_PW_OP, Epilogue, GpuOp
+from .._graph import DW_PW_OP, PW_DW_OP, Epilogue, GpuOp
 from .._kernel_specs import (
     ACT,
     ACTIVATIONS,
@@ -38,7 +39,7 @@ from .._kernel_specs import (
 from ._entry import WEIGHTS_BIAS, GpuOpEntry, Lowerer, opt
 from .resize import resize_scale
 
-__all__ = ["OPS", "KERNELS", "DW_PW_PACK_LANES", "dw_pw_pack", "dw_pw_staged_tiling", "dw_pw_tiling", "dw_pw_small_tiling"]
+__all__ = ["OPS", "KERNELS", "pw_dw_params", "DW_PW_PACK_LANES", "dw_pw_pack", "dw_pw_staged_tiling", "dw_pw_tiling", "dw_pw_small_tiling"]
 
 #: dw_pw_conv2d tiling (:func:`dw_pw_tiling`), from every variant timed on an H200 (bench/gpu_dw_pw.py --explore)
 _SPLIT_OUTPUTS, _SPLIT4_OUTPUTS = 20480, 8192
@@ -297,6 +298,17 @@ def lower_depthwise(lw: Lowerer) -> list[GpuOp]:
                                        "ksize": ksize or None}, params)]
 
 
+def _input_vector(lw: Lowerer):
+    """``vector(i, channels)``: the fused node's input ``i`` (a per-channel constant: bias, PRELU alpha; zeros
+    where absent) as a vector of ``channels``, slices padded."""
+
+    def vector(i: int, channels: int) -> np.ndarray:
+        t = lw.n.inputs[i] if len(lw.n.inputs) > i else -1
+        return L.channel_vector(lw.data(t).reshape(-1) if t >= 0 else None, channels)
+
+    return vector
+
+
 def lower_dw_pw(lw: Lowerer) -> list[GpuOp]:
     """The fused depthwise -> 1x1 conv node (``_passes/fuse_dw_pw``): one ``dw_pw_conv2d`` launch."""
     n = lw.n
@@ -307,11 +319,7 @@ def lower_dw_pw(lw: Lowerer) -> list[GpuOp]:
     geo = conv_geometry(n.attrs["dw"], (h, wd), dw_w.shape[1:3])
     opts, operands = lw.epilogue()
     dw_act = n.attrs.get("dw_act") or "NONE"
-
-    def vector(i: int, channels: int) -> np.ndarray:
-        t = n.inputs[i] if len(n.inputs) > i else -1
-        return L.channel_vector(lw.data(t).reshape(-1) if t >= 0 else None, channels)
-
+    vector = _input_vector(lw)
     lw.bind("src", x)
     lw.const("dw_weights", L.depthwise_weights(dw_w))
     lw.const("dw_bias", vector(2, c))
@@ -347,6 +355,61 @@ def lower_dw_pw(lw: Lowerer) -> list[GpuOp]:
     defaults = {"split": 1, "block_s": 1, "block_w": 2, "stage_p": 0, "stage_k": 16, "pack": 1, "two_round": False}
     return [lw.op("dw_pw_conv2d", {**opts, "dw_act": dw_act if dw_act != "NONE" else None, "ksize": ksize or None,
                                    **{k: v if v != defaults[k] else None for k, v in tiling.items()}}, params)]
+
+
+def pw_dw_params(b: int, h: int, wd: int, c: int, mid_c: int, oh: int, ow: int, o: int,
+                 dw_shape: tuple[int, int], geo: Mapping[str, Any]) -> dict[str, int]:
+    """The shape params of a ``pw_dw_conv2d`` launch (and of its pricing, ``_cost.choose_pw_dw``): input
+    ``b x h x wd x c``, ``mid_c`` expanded channels, output ``oh x ow x o`` (``o`` = ``mid_c`` without the
+    projection), the depthwise's window and ``conv_geometry``."""
+    return {"B": b, "SRC_H": h, "SRC_W": wd, "SRC_S": L.slices(c), "MID_S": L.slices(mid_c), "H": oh, "W": ow,
+            "C": o, "S": L.slices(o), "KH": dw_shape[0], "KW": dw_shape[1], "STRIDE_H": geo["stride"][0],
+            "STRIDE_W": geo["stride"][1], "PAD_T": geo["pads"][0], "PAD_L": geo["pads"][2],
+            "DIL_H": geo["dilation"][0], "DIL_W": geo["dilation"][1]}
+
+
+def lower_pw_dw(lw: Lowerer) -> list[GpuOp]:
+    """The fused 1x1 -> depthwise [-> 1x1] node (``_passes/fuse_pw_dw``): one ``pw_dw_conv2d`` launch, tiled
+    by the cost model (``_cost.choose_pw_dw``)."""
+    n = lw.n
+    x, y = n.inputs[0], n.outputs[0]
+    ex_w, dw_w = lw.data(n.inputs[1]), lw.data(n.inputs[4])
+    b, h, wd, c = lw.shape(x)
+    _, oh, ow, o = lw.shape(y)
+    mid_c = ex_w.shape[0]
+    project = bool(n.attrs.get("project"))
+    opts, operands = lw.epilogue()
+    ex_act, dw_act = n.attrs.get("ex_act") or "NONE", n.attrs.get("dw_act") or "NONE"
+    vector = _input_vector(lw)
+
+    params = pw_dw_params(b, h, wd, c, mid_c, oh, ow, o, dw_w.shape[1:3],
+                          conv_geometry(n.attrs["dw"], (h, wd), dw_w.shape[1:3]))
+    choice = choose_pw_dw(params, lw.cost, project)
+    if choice is None:
+        raise DelegateError(f"{n.describe()}: no pw_dw_conv2d tiling fits its shared memory")
+    tiling = dict(choice[0])
+    params.update({k: tiling.pop(k) for k in ("HALO_H", "HALO_W", "TILES_X", "TILES", "SC", "NC", "SRC_SP")})
+    lw.bind("src", x)
+    # the expansion's input channels padded with zero weights to SRC_SP slices (the template's unrolled walk)
+    ex_w = np.pad(ex_w.reshape(mid_c, 1, 1, -1), ((0, 0), (0, 0), (0, 0), (0, 4 * params["SRC_SP"] - c)))
+    lw.const("ex_weights", L.conv_weights(ex_w))
+    lw.const("ex_bias", vector(2, mid_c))
+    if ex_act == "PRELU":
+        lw.const("ex_alpha", vector(3, mid_c))
+    lw.const("dw_weights", L.depthwise_weights(dw_w))
+    lw.const("dw_bias", vector(5, mid_c))
+    if project:
+        if dw_act == "PRELU":
+            lw.const("dw_alpha", vector(6, mid_c))
+        lw.const("weights", L.conv_weights(lw.data(n.inputs[7])))
+        lw.const("bias", vector(8, o))
+    lw.bind_epilogue_operands(operands, o)
+    lw.bind("dst", y)
+    params.update(_residual_params(lw, opts, operands))
+    ksize = dw_w.shape[1] if dw_w.shape[1] == dw_w.shape[2] and dw_w.shape[1] in (3, 5) else 0
+    return [lw.op("pw_dw_conv2d", {**opts, "ex_act": ex_act if ex_act != "NONE" else None,
+                                   "dw_act": dw_act if project and dw_act != "NONE" else None,
+                                   "project": project or None, "ksize": ksize or None, **tiling}, params)]
 
 
 def lower_transpose_conv(lw: Lowerer) -> list[GpuOp]:
@@ -442,7 +505,7 @@ KERNELS: tuple[KernelSpec, ...] = (
           "block_w": Opt(2, (1, 2, 4)), "block_s": Opt(1, (1, 2)), "grouped": boolean(), "split": SPLIT,
           "qdq": QDQ, "residual_channels": CHANNELS, "residual_pool": boolean(), "in_scale": boolean(),
           "residual_resize": boolean(), "in_resize": boolean(), "store_pre": boolean(), "dst_bhwc": boolean(),
-          "pack": PACK, "unroll": UNROLL, "two_round": boolean()},
+          "pack": PACK, "unroll": UNROLL, "two_round": boolean(), "src_bhwc": boolean()},
          [{"act": a} for a in FUSED_ACTIVATIONS]
          + [{"in_scale": True, "block_w": 1}, {"in_scale": True, "residual": "ADD", "split": 16},
             {"in_scale": True, "act": "PRELU", "block_w": 4, "block_s": 2, "split": 8},
@@ -487,13 +550,19 @@ KERNELS: tuple[KernelSpec, ...] = (
             {"pack": 4, "split": 8, "unroll": 2, "store_pre": True, "residual": "ADD", "dst_bhwc": True},
             {"pack": 2, "split": 16, "residual": "MUL", "residual_resize": True, "block_s": 2},
             {"two_round": True, "split": 4}, {"two_round": True, "split": 32, "pack": 2, "block_w": 4, "block_s": 2},
-            {"two_round": True, "split": 128, "unroll": 2, "residual": "ADD", "residual_act": "PRELU"}],
+            {"two_round": True, "split": 128, "unroll": 2, "residual": "ADD", "residual_act": "PRELU"}]
+         # the partition input read in the host's dense BHWC (gpu/_runtime._dense_inputs)
+         + [{"src_bhwc": True}, {"src_bhwc": True, "act": "PRELU", "block_w": 4, "split": 4, "pack": 4, "two_round": True},
+            {"src_bhwc": True, "block_w": 4, "block_s": 2, "unroll": 2, "act": "RELU6"},
+            {"src_bhwc": True, "split": 8, "unroll": 4, "block_w": 1, "residual": "ADD", "dst_bhwc": True}],
          default_wg=(8, 4, 2), shared_wg=split_wg),
     spec("conv2d_tiled", "conv.lgk", "ungrouped 2-D convolution as a tiled matrix product (shared-memory staging)",
          {"act": ACT, "residual": Opt("NONE", ("NONE", "ADD", "MUL")), "residual_act": ACT,
           "tile_p": Opt(32, (16, 32, 64)), "tile_s": Opt(4, (1, 2, 4, 8)), "kc": Opt(4, (2, 4, 8)),
-          "qdq": QDQ, "residual_channels": CHANNELS},
+          "qdq": QDQ, "residual_channels": CHANNELS, "src_bhwc": boolean()},
          [{"act": a} for a in FUSED_ACTIVATIONS]
+         + [{"src_bhwc": True, "act": "RELU6", "tile_p": 64, "tile_s": 8, "kc": 4},
+            {"src_bhwc": True, "act": "PRELU", "tile_p": 16, "tile_s": 1, "kc": 8}]
          + [{"tile_p": p, "tile_s": ts, "kc": kc} for p, ts, kc in
             ((16, 1, 2), (16, 2, 4), (64, 8, 8), (32, 8, 4), (64, 4, 2), (16, 8, 8))]
          + [{"residual": "ADD", "residual_act": "RELU"}, {"residual": "MUL", "act": "RELU6", "tile_s": 8},
@@ -539,6 +608,35 @@ KERNELS: tuple[KernelSpec, ...] = (
            "ksplit": (1, 2, 4, 8, 16, 32)[i % 6], "threads": (64, 128, 256)[i // 3 % 3], "ksize": (0, 3, 5)[i // 3]}
           for i in range(9)],
          shared_wg=lambda o: (o["threads"], 1, 1)),
+    spec("pw_dw_conv2d", "pw_dw.lgk",
+         "1x1 conv feeding a depthwise conv [feeding a 1x1 conv], one launch: the expansion of a tile's halo in "
+         "shared memory",
+         {"ex_act": ACT, "dw_act": ACT, "act": ACT, "residual": Opt("NONE", ("NONE", "ADD", "MUL")),
+          "residual_act": ACT, "residual_channels": CHANNELS, "residual_pool": boolean(), "project": boolean(),
+          "tile_h": Opt(4, (1, 2, 4, 8, 16)), "tile_w": Opt(4, (1, 2, 4, 8, 16)), "mc": Opt(4, (1, 2, 4, 8, 16)),
+          "threads": Opt(64, (64, 128, 256, 512)), "hcap": Opt(36, check=lambda v: isinstance(v, int) and 1 <= v <= 1024),
+          "ksize": Opt(0, (0, 3, 5)), "unroll": Opt(4, (1, 2, 4)), "ke": Opt(1, (1, 2, 4, 8, 16)),
+          "kp": Opt(1, (1, 2, 4, 8, 16))},
+         [{"ex_act": FUSED_ACTIVATIONS[i], "unroll": (1, 2, 4)[i % 3], "act": FUSED_ACTIVATIONS[(i + 4) % 9], "ksize": (0, 3, 5)[i % 3],
+           "tile_h": (1, 2, 4)[i % 3], "tile_w": (1, 4, 8)[i // 3], "mc": (1, 2, 4, 8)[i % 4],
+           "threads": (64, 128, 256)[i // 3], "hcap": (9, 100, 400)[i % 3], "ke": (1, 2, 4, 8, 16)[i % 5]}
+          for i in range(9)]
+         + [{"project": True, "ex_act": FUSED_ACTIVATIONS[i], "dw_act": FUSED_ACTIVATIONS[(i + 2) % 9],
+             "act": FUSED_ACTIVATIONS[(i + 5) % 9], "residual": ("NONE", "ADD", "MUL")[i % 3],
+             "residual_act": FUSED_ACTIVATIONS[(i + 7) % 9], "ksize": (0, 3, 5)[i % 3],
+             "tile_h": (1, 2, 4, 8)[i % 4], "tile_w": (2, 4, 8)[i % 3], "mc": (1, 2, 4, 8, 16)[i % 5],
+             "threads": (64, 128, 256)[i % 3], "hcap": (16, 64, 144)[i % 3], "ke": (1, 2, 4, 8, 16)[(i + 2) % 5],
+             "kp": (1, 2, 4, 8, 16)[i % 5]} for i in range(9)]
+         + [{"project": True, "residual": "ADD", "residual_channels": "fewer", "residual_act": "PRELU",
+             "ex_act": "PRELU", "dw_act": "PRELU", "act": "PRELU"},
+            {"project": True, "residual": "ADD", "residual_pool": True, "residual_act": "PRELU", "ksize": 3},
+            {"project": True, "residual": "ADD", "residual_pool": True, "residual_channels": "fewer",
+             "residual_act": "RELU", "ksize": 5, "threads": 128},
+            {"project": True, "threads": 512, "ke": 8, "kp": 16, "mc": 16, "tile_h": 2, "tile_w": 2, "hcap": 16,
+             "ksize": 3, "residual": "ADD", "residual_act": "PRELU", "ex_act": "PRELU"},
+            {"threads": 512, "ke": 16, "mc": 8, "tile_h": 8, "tile_w": 8, "hcap": 144, "ksize": 5, "act": "RELU6",
+             "ex_act": "RELU6"}],
+         shared_wg=lambda o: (o["threads"], 1, 1)),
     spec("transpose_conv2d", "conv.lgk", "transposed convolution (+ MediaPipe Convolution2DTransposeBias)",
          {"act": ACT, "qdq": QDQ, "dst_bhwc": boolean()},
          [{"act": a} for a in FUSED_ACTIVATIONS] + [{"qdq": True}, {"act": "LOGISTIC", "dst_bhwc": True},
@@ -550,6 +648,7 @@ OPS: dict[str, GpuOpEntry] = {
     "DEPTHWISE_CONV_2D": GpuOpEntry("depthwise_conv2d", lower_depthwise, check_depthwise, WEIGHTS_BIAS,
                                     ref=rf.depthwise_conv2d),
     DW_PW_OP: GpuOpEntry("dw_pw_conv2d", lower_dw_pw, claimed=False, ref=rf.dw_pw_conv2d),
+    PW_DW_OP: GpuOpEntry("pw_dw_conv2d", lower_pw_dw, claimed=False, ref=rf.pw_dw_conv2d),
     "TRANSPOSE_CONV": GpuOpEntry("transpose_conv2d", lower_transpose_conv, check_transpose_conv,
                                  {0: "output shape", 1: "weights", 3: "bias"}, ref=rf.transpose_conv),
     "Convolution2DTransposeBias": GpuOpEntry("transpose_conv2d", lower_transpose_conv, check_transpose_conv,

@@ -1,0 +1,187 @@
+"""Fuse a 1x1 convolution into the depthwise convolution it feeds (the expansion of an inverted bottleneck),
+with the 1x1 projection after the depthwise when ``fuse_dw_pw`` already joined the two."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from .._capabilities import PW_DW_SLOTS, match_epilogue
+from .._cost import PROFILES, DeviceCost, choose_conv, choose_pw_dw, dw_pw_work, estimate, launch_work
+from .._geometry import conv_geometry
+from .._graph import DW_PW_OP, PW_DW_OP, GpuGraph, GpuNode, Report
+from ..ops.conv import dw_pw_small_tiling, dw_pw_staged_tiling, dw_pw_tiling, pw_dw_params
+from ._util import only_consumer
+from .fuse_dw_pw import _dw_act
+
+__all__ = ["fuse_pw_dw", "PW_DW", "PW_DW_ALWAYS", "PW_DW_OP"]
+
+#: A/B switch (``--set litegpu.gpu._passes.fuse_pw_dw.PW_DW=False``): False keeps every expansion conv its own
+#: launch, as before this pass.
+PW_DW = True
+
+#: Measurement switch (``--set litegpu.gpu._passes.fuse_pw_dw.PW_DW_ALWAYS=True``): fuse every pair the kernel
+#: takes whatever the estimate says, to time the fused launches the cost model declines.
+PW_DW_ALWAYS = False
+
+
+def _why_not(g: GpuGraph, ex: GpuNode | None, node: GpuNode, consumers) -> str:
+    """Why the expansion conv ``ex`` cannot fuse into ``node`` (a DEPTHWISE_CONV_2D or DW_PW_CONV_2D reading
+    it); '' when it can."""
+    if ex is None or ex.op != "CONV_2D" or not ex.bhwc:
+        return "input not made by a conv"
+    mid = ex.outputs[0]
+    if len(ex.outputs) != 1 or only_consumer(g, mid, consumers) is not node:
+        return "the conv result has other readers"
+    x, m = g.tensors[ex.inputs[0]], g.tensors[mid]
+    if not g.is_constant(ex.inputs[1]) or not g.is_constant(node.inputs[1]):
+        return "non-constant weights"
+    if len(ex.inputs) > 3 and ex.inputs[3] >= 0:
+        return "conv with an input scale"
+    if ex.attrs.get("in_resize") or ex.attrs.get("store_pre"):
+        return "conv reading a resize or storing twice"
+    biases = [ex.inputs[2] if len(ex.inputs) > 2 else -1]
+    biases += [node.inputs[2] if len(node.inputs) > 2 else -1]
+    if node.op == DW_PW_OP:
+        biases.append(node.inputs[4])
+    if any(b >= 0 and not g.is_constant(b) for b in biases):
+        return "non-constant bias"
+    if {x.dtype, m.dtype, g.tensors[node.outputs[0]].dtype} != {"float32"}:
+        return "not float32"
+    wt = g.tensors[ex.inputs[1]]
+    if len(wt.ir_shape) != 4 or wt.ir_shape[1:3] != (1, 1) or wt.ir_shape[3] != x.shape[3]:
+        return "not a 1x1 conv over all channels (groups 1)"
+    if int(ex.attrs.get("stride_h", 1)) != 1 or int(ex.attrs.get("stride_w", 1)) != 1:
+        return "conv with a stride"
+    if any(ex.attrs.get("explicit_padding", (0, 0, 0, 0))) or m.shape[:3] != x.shape[:3]:
+        return "conv with padding"
+    ok, _ = _dw_act(g, ex)
+    if not ok:
+        return "conv epilogue is not one activation"
+    if node.op == "DEPTHWISE_CONV_2D":
+        if not node.bhwc or g.tensors[node.outputs[0]].shape[3] != m.shape[3]:
+            return "depthwise channel multiplier > 1"
+        if not _dw_act(g, node)[0]:
+            return "depthwise epilogue is not one activation"
+    return ""
+
+
+def _unfused_us(g: GpuGraph, ex: GpuNode, node: GpuNode, dev: DeviceCost, p: dict[str, int]) -> float:
+    """The cost model's time of the two launches the fusion replaces: the 1x1 conv (its cheapest conv2d /
+    conv2d_tiled variant) and the depthwise (or the depthwise -> 1x1 kernel with the tiling it has)."""
+    b, h, w, _ = g.tensors[ex.inputs[0]].shape
+    conv_p = {"B": b, "SRC_H": h, "SRC_W": w, "SRC_S": p["SRC_S"], "H": h, "W": w, "C": 4 * p["MID_S"],
+              "S": p["MID_S"], "KH": 1, "KW": 1, "STRIDE_H": 1, "STRIDE_W": 1, "PAD_T": 0, "PAD_L": 0,
+              "DIL_H": 1, "DIL_W": 1, "SRC_SG": p["SRC_S"], "DST_SG": p["MID_S"]}
+    t = choose_conv(conv_p, dev, False)[2]
+    second = {**p, "SRC_S": p["MID_S"]}
+    if node.op == "DEPTHWISE_CONV_2D":
+        work = launch_work("depthwise_conv2d", {"ksize": p["KH"] in (3, 5) and p["KH"] == p["KW"]},
+                           {**second, "S": p["MID_S"]})
+        assert work is not None
+        return t + estimate(work, dev)
+    pixels = p["B"] * p["H"] * p["W"]
+    if node.attrs.get("small"):
+        tl = dw_pw_small_tiling(pixels, p["MID_S"], p["S"]) or {}
+        # priced as the staged walk of one pixel a group (its 1x1 sums are split: an upper bound)
+        work = dw_pw_work(second, 1, 1, 1, stage_p=int(tl.get("tile_p", 1)), stage_k=min(64, p["MID_S"]))
+    elif node.attrs.get("staged"):
+        tl = dw_pw_staged_tiling(pixels, p["MID_S"], p["S"]) or {"stage_p": 1, "stage_k": 16}
+        work = dw_pw_work(second, 1, 1, 1, stage_p=tl["stage_p"], stage_k=tl["stage_k"])
+    else:
+        split, block_s, block_w = dw_pw_tiling(pixels * p["S"], p["MID_S"], p["S"], p["W"])
+        work = dw_pw_work(second, split, block_s, block_w)
+    return t + estimate(work, dev)
+
+
+def fuse_pw_dw(g: GpuGraph) -> Report:
+    """Fuse ``CONV_2D 1x1 -> DEPTHWISE_CONV_2D`` (or ``-> DW_PW_CONV_2D``, the depthwise already joined to the
+    1x1 conv after it) into one ``PW_DW_CONV_2D`` node (kernel ``pw_dw_conv2d``, ``shaders/pw_dw.lgk``).
+
+    Node: ``inputs`` = [x, expand weights, expand bias, expand PRELU alpha, dw weights, dw bias, dw PRELU
+    alpha, project weights, project bias] (-1 where absent); ``attrs["ex_act"]`` the expansion's activation,
+    ``attrs["dw"]`` the depthwise's attributes, ``attrs["project"]`` whether the 1x1 projection follows
+    (then ``attrs["dw_act"]`` is the depthwise's activation and the epilogue the projection's: activation,
+    residual of the output's shape / fewer channels / a max pool, its activation); without it the epilogue
+    is the depthwise's own (one activation).  The expanded tensor, and with the projection the depthwise's
+    result too, never reach memory: one launch and one or two intermediates less.
+
+    Taken: the conv is 1x1, stride 1, unpadded, ungrouped, float32 with constant weights and at most one
+    activation (PRELU included), read by nothing but the depthwise (multiplier 1); and the cost model says
+    it pays: a work group computes the expansion of its output tile's depthwise window (the halo, which the
+    neighbouring tiles compute too) a chunk of expanded slices at a time into shared memory, so every halo
+    pixel's expansion is recomputed by each tile whose window covers it and, with the projection, by each
+    of the NC groups sharing a tile's output slices; ``_cost.choose_pw_dw`` prices that recomputation and
+    the shared-memory footprint (the chunk's halo and depthwise values within 16 KiB) for every tiling, and
+    the fusion is taken when its best estimate is below the two launches it replaces (the 1x1 conv's
+    cheapest variant plus the depthwise's or the fused depthwise -> 1x1's launch, each with its launch
+    cost).  ``PW_DW`` False turns it off (the A/B switch)."""
+    if not PW_DW:
+        return ["fused 0 1x1 -> depthwise pairs (PW_DW off)"]
+    dev = g.options.get("cost") or PROFILES["generic"]
+    counts: Counter[str] = Counter()
+    declined: Counter[str] = Counter()
+    lines: Report = []
+    producers, consumers = g.producers(), g.consumers()
+    for node in list(g.nodes):
+        if node.op not in ("DEPTHWISE_CONV_2D", DW_PW_OP):
+            continue
+        ex = producers.get(node.inputs[0])
+        why = _why_not(g, ex, node, consumers)
+        if why:
+            if ex is not None and ex.op == "CONV_2D":
+                declined[why] += 1
+            continue
+        project = node.op == DW_PW_OP
+        x, y = g.tensors[ex.inputs[0]], g.tensors[node.outputs[0]]
+        dw_w = g.tensors[node.inputs[1]].ir_shape
+        dw_attrs = node.attrs["dw"] if project else node.attrs
+        b, h, w, c = x.shape
+        mid_c = g.tensors[ex.outputs[0]].shape[3]
+        geo = conv_geometry(dw_attrs, (h, w), (int(dw_w[1]), int(dw_w[2])))
+        _, oh, ow, o = y.shape
+        if geo["out_hw"] != (oh, ow):
+            declined["depthwise output size mismatch"] += 1
+            continue
+        p = pw_dw_params(b, h, w, c, mid_c, oh, ow, o, (int(dw_w[1]), int(dw_w[2])), geo)
+        choice = choose_pw_dw(p, dev, project)
+        if choice is None:
+            declined["no tiling fits shared memory"] += 1
+            continue
+        fused_us, unfused_us = choice[1], _unfused_us(g, ex, node, dev, p)
+        shape = f"{c} -> {mid_c} -> {o} channels at {h}x{w}, {int(dw_w[1])}x{int(dw_w[2])}"
+        if fused_us >= unfused_us and not PW_DW_ALWAYS:
+            declined["estimate above the two launches"] += 1
+            lines.append(f"kept {ex.describe()} -> {node.describe()} ({shape}): est {fused_us:.1f} us fused, "
+                         f"{unfused_us:.1f} unfused")
+            continue
+        _, ex_act = _dw_act(g, ex)
+        ex_alpha = ex.epilogue[0].operand if ex_act == "PRELU" else -1
+        ex_b = ex.inputs[2] if len(ex.inputs) > 2 else -1
+        if project:
+            ins = [ex.inputs[0], ex.inputs[1], ex_b, ex_alpha, *node.inputs[1:3], node.inputs[5], *node.inputs[3:5]]
+            attrs = {"dw": dict(dw_attrs), "dw_act": node.attrs.get("dw_act"), "ex_act": ex_act, "project": True}
+            epilogue = list(node.epilogue)
+        else:
+            dw_b = node.inputs[2] if len(node.inputs) > 2 else -1
+            ins = [ex.inputs[0], ex.inputs[1], ex_b, ex_alpha, node.inputs[1], dw_b, -1, -1, -1]
+            attrs = {"dw": dict(dw_attrs), "ex_act": ex_act, "project": False}
+            epilogue = list(node.epilogue)  # the depthwise's activation (the kernel's act slot)
+        fused = g.new_node(PW_DW_OP, ins, list(node.outputs), attrs,
+                           origin=tuple(sorted(set(ex.origin) | set(node.origin))))
+        fused.epilogue = epilogue
+        match = match_epilogue(g, fused)
+        if match is None or not set(match[0]) <= (PW_DW_SLOTS if project else {"act"}):
+            declined["epilogue does not fit"] += 1
+            continue
+        g.nodes[g.node_index(node)] = fused
+        g.remove_node(ex)
+        producers, consumers = g.producers(), g.consumers()
+        kind = "1x1 -> dw -> 1x1" if project else "1x1 -> dw"
+        counts[kind] += 1
+        lines.append(f"fused {ex.describe()} -> {node.describe()} into {fused.describe()} ({shape}; est "
+                     f"{fused_us:.1f} us against {unfused_us:.1f})")
+    summary = ", ".join(f"{n} {k}" for k, n in sorted(counts.items())) or "none"
+    kept = "; ".join(f"{n} {k}" for k, n in sorted(declined.items()))
+    return [f"fused {sum(counts.values())} 1x1 conv -> depthwise pairs: {summary}" + (f" (kept: {kept})" if kept else ""),
+            *lines]
+

@@ -1,0 +1,63 @@
+"""The 1x1 conv fused into the depthwise it feeds (``_passes/fuse_pw_dw``, kernel ``pw_dw_conv2d`` in
+``shaders/pw_dw.lgk``) on every GPU backend here (PoCL, lavapipe), against LiteRT.
+
+The pass fuses where the cost model's estimate beats the two launches; the CPU drivers' ``cpu`` profile rarely
+says so, so these tests set ``PW_DW_ALWAYS`` (every pair the kernel takes) and run the pattern with both the
+device's profile (its tilings) and the NVIDIA one (the tilings an H100 runs)."""
+
+from __future__ import annotations
+
+import importlib
+
+import litegpu
+import pytest
+from _gpu_cases import PATTERNS, oracle, rel_err
+from _litegpu_backends import load_backend_delegate
+from litegpu.gpu import _cost
+
+
+def _pattern():
+    return next(c for c in PATTERNS if c.id.startswith("inverted bottlenecks")).build()
+
+
+@pytest.mark.parametrize("backend", ["opencl", "vulkan", "webgpu"])
+@pytest.mark.parametrize("profile, precision, splits", [("device", "fp32", None), ("nvidia", "fp32", None),
+                                                        ("nvidia", "fp32", (2,)), ("device", "fp16", None),
+                                                        ("nvidia", "fp16", (2,))])
+def test_inverted_bottlenecks_match_litert(backend, profile, precision, splits, monkeypatch):
+    """splits (2,): every sum split 2 ways (ke: an expanded value over the input slices, kp: an output vector
+    over the expanded slices), whatever the cost model would pick."""
+    from litegpu.gpu import _runtime
+
+    monkeypatch.setattr(importlib.import_module("litegpu.gpu._passes.fuse_pw_dw"), "PW_DW_ALWAYS", True)
+    if profile == "nvidia":
+        monkeypatch.setattr(_runtime, "profile_for", lambda info: _cost.PROFILES["nvidia"])
+    if splits:
+        monkeypatch.setattr(_cost, "_PW_DW_SPLITS", splits)
+    model, feeds = _pattern()
+    try:
+        d = load_backend_delegate(backend, {"precision": precision, "cache": {"enabled": False}})
+    except Exception as e:  # noqa: BLE001 - a backend missing here is a skip with its reason
+        pytest.skip(f"{backend}: {e}")
+    try:
+        if precision != "fp32" and d.precision != precision:
+            pytest.skip(f"{backend}: {d.device.info.name} has no half precision")
+        it = litegpu.Interpreter(model_content=model, experimental_delegates=[d])
+        it.allocate_tensors()
+        (k,) = [s.kernel for s in it._main.plan.steps if s.kind == "delegate"]
+        kernels = [op.describe() for op in k.plan.ops]
+        fused = [n for n in kernels if n.startswith("pw_dw_conv2d[")]
+        # the four blocks: one expansion -> depthwise, three with the projection (one pooled, channel-padded skip)
+        assert len(fused) == 4 and sum("project=True" in n for n in fused) == 3, kernels
+        assert any("residual_pool=True" in n and "residual_channels=fewer" in n for n in fused), fused
+        assert not any(n.startswith(("conv2d[", "depthwise_conv2d[", "dw_pw_conv2d[")) for n in kernels), kernels
+        if splits:
+            assert all("ke=2" in n for n in fused) and sum("kp=2" in n for n in fused) == 3, fused
+        for det, x in zip(it.get_input_details(), feeds, strict=True):
+            it.set_tensor(det["index"], x)
+        it.invoke()
+        tol = 1e-4 if precision == "fp32" else 1e-2
+        for o, w in zip(it.get_output_details(), oracle(model, feeds), strict=True):
+            assert rel_err(it.get_tensor(o["index"]), w) <= tol
+    finally:
+        d.close()
