@@ -68,10 +68,11 @@ def one_program(kernels: Sequence[RenderedKernel]) -> tuple[str, list[str]]:
     return "\n".join(pragmas) + "\n\n" + "\n\n".join(parts), entries
 
 
-@dataclass(frozen=True)
+@dataclass
 class _Recording:
     """A partition's launches, and the command buffer holding them where the driver records one
-    (the launch list keeps the kernels and their sub-buffers alive as long as the buffer)."""
+    (the launch list keeps the kernels and their sub-buffers alive as long as the buffer).
+    ``command_buffer`` is dropped (None) once the driver refuses to enqueue it."""
 
     launches: list[tuple[cl.Kernel, tuple[int, ...], tuple[int, ...], list]]
     command_buffer: Any
@@ -183,7 +184,8 @@ class CLDevice(GpuDevice):
         # NannyEvent keeps the host array alive, and dropping one waits for its copy (which would make
         # every upload wait for the whole queue)
         self._pending: list[cl.Event] = []
-        # cl_khr_command_buffer's entry points, looked up at the first record (False: not yet)
+        # cl_khr_command_buffer's entry points, looked up at the first record (False: not yet; None:
+        # missing, switched off, or refused by the driver once: launches then go one by one)
         self._cbufs: Any = False
 
     def _open(self) -> None:
@@ -403,15 +405,30 @@ class CLDevice(GpuDevice):
                 recorded = self._cbufs.record(self.queue.int_ptr,
                                               [(k.int_ptr, gs, wg) for k, gs, wg, _keep in listed])
             except OSError as e:  # the launches still run, one enqueue each
-                _log.info("OpenCL command buffer not used on %s: %s", self.info.name, e)
+                self._refuse_command_buffers(f"recording {len(listed)} launches into one command buffer failed: {e}")
         return _Recording(listed, recorded)
 
+    def _refuse_command_buffers(self, what: str) -> None:
+        """The driver refused a command buffer: stop using them on this device (each retry costs a
+        driver call per invoke and would refuse again) and say so once."""
+        self._cbufs = None
+        _log.warning("OpenCL on %s: %s; this device's launches now go one by one (one clEnqueueNDRangeKernel each, "
+                     "same results, more host time per invoke)", self.info.name, what)
+
     def replay(self, recording: Any) -> None:
-        if recording.command_buffer is not None:
-            # one call; a refusal (a driver without simultaneous use, the buffer still pending) falls
-            # back to the launches one by one, which the in-order queue orders the same way
-            if recording.command_buffer.enqueue() == 0:
+        cbuf = recording.command_buffer
+        if cbuf is not None:
+            # one call; a refusal (e.g. a driver without simultaneous use while the buffer is still
+            # pending) falls back to the launches one by one, which the in-order queue orders the same
+            # way, and is remembered: the recording drops its buffer, the device records no more
+            rc = cbuf.enqueue()
+            if rc == 0:
                 return
+            recording.command_buffer = None
+            if self._cbufs is not None:
+                self._refuse_command_buffers(f"the driver refused to enqueue a command buffer of "
+                                             f"{len(recording.launches)} launches (clEnqueueCommandBufferKHR "
+                                             f"error {rc})")
         enqueue, queue = cl.enqueue_nd_range_kernel, self.queue
         for kernel, gsize, wg, _keep in recording.launches:
             enqueue(queue, kernel, gsize, wg)
