@@ -22,7 +22,7 @@ from litegpu.gpu._device import BufferRef, DeviceInfo, GpuDevice, StartupTimer
 from litegpu.gpu.kernels import RenderedKernel
 
 from ._command_buffer import command_buffers
-from ._platforms import create_context, list_devices
+from ._platforms import create_context, list_devices, program_binary
 from ._platforms import describe as _describe
 
 _log = logging.getLogger("litegpu.opencl")
@@ -356,6 +356,10 @@ class CLDevice(GpuDevice):
 
     @staticmethod
     def _binary(program: cl.Program) -> bytes | None:
+        # through ctypes first: pyopencl holds the GIL while the driver makes the binary (seconds on PoCL)
+        got = program_binary(program.int_ptr)
+        if got:
+            return got
         bins = program.get_info(cl.program_info.BINARIES)
         return bytes(bins[0]) if bins and bins[0] else None
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from litegpu import BackendUnavailableError
 
-__all__ = ["list_devices", "describe", "INSTALL_HINT", "start_drivers", "create_context"]
+__all__ = ["list_devices", "describe", "INSTALL_HINT", "start_drivers", "create_context", "program_binary"]
 
 _loader: list[Any] = []  # [ctypes.CDLL or None], once per process
 _loader_lock = threading.Lock()
@@ -45,6 +45,9 @@ def _opencl_loader() -> Any:
                 lib.clCreateContext.argtypes = [ctypes.c_void_p, ctypes.c_uint, ctypes.POINTER(ctypes.c_void_p),
                                                 ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_int)]
                 lib.clCreateContext.restype = ctypes.c_void_p
+                lib.clGetProgramInfo.argtypes = [ctypes.c_void_p, ctypes.c_uint, ctypes.c_size_t, ctypes.c_void_p,
+                                                 ctypes.POINTER(ctypes.c_size_t)]
+                lib.clGetProgramInfo.restype = ctypes.c_int
             except (OSError, AttributeError):
                 lib = None
             _loader.append(lib)
@@ -72,6 +75,40 @@ def create_context(device_ptr: int) -> int | None:
     if err.value != 0 or not ctx:
         raise RuntimeError(f"clCreateContext failed with OpenCL error {err.value}")
     return int(ctx)
+
+
+_CL_PROGRAM_NUM_DEVICES = 0x1162
+_CL_PROGRAM_BINARY_SIZES = 0x1165
+_CL_PROGRAM_BINARIES = 0x1166
+
+
+def program_binary(program_ptr: int) -> bytes | None:
+    """The binary of a program built for one device (pyopencl's ``Program.int_ptr``), read without
+    the GIL; None where the loader is not available, the program spans several devices or the driver
+    gives none (the caller then asks pyopencl).
+
+    Why: the driver may do real work here, and pyopencl holds the GIL throughout.  PoCL generates
+    the code of every kernel when asked for a binary: 13 s of a 40-kernel program on the 2-core CI
+    machine, with every other Python thread stalled (``litegpu autoselect``'s clock and the other
+    candidates' prepares included)."""
+    lib = _opencl_loader()
+    if lib is None:
+        return None
+    prog = ctypes.c_void_p(program_ptr)
+    n = ctypes.c_uint(0)
+    if lib.clGetProgramInfo(prog, _CL_PROGRAM_NUM_DEVICES, ctypes.sizeof(n), ctypes.byref(n), None) or n.value != 1:
+        return None
+    size = ctypes.c_size_t(0)
+    if lib.clGetProgramInfo(prog, _CL_PROGRAM_BINARY_SIZES, ctypes.sizeof(size), ctypes.byref(size), None):
+        return None
+    if not size.value:
+        return None
+    buf = ctypes.create_string_buffer(size.value)
+    ptrs = (ctypes.c_char_p * 1)(ctypes.cast(buf, ctypes.c_char_p))
+    if lib.clGetProgramInfo(prog, _CL_PROGRAM_BINARIES, ctypes.sizeof(ptrs), ptrs, None):
+        return None
+    return buf.raw
+
 
 INSTALL_HINT = "install a driver such as PoCL (Debian pocl-opencl-icd) or your GPU vendor's"
 
