@@ -70,7 +70,10 @@ def _instance_backends() -> bool:
     if not _instance_set:
         _instance_set = True
         try:
-            from wgpu.backends.wgpu_native.extras import set_instance_extras
+            from ._cffi_types import cached_header_cdef
+
+            with cached_header_cdef():  # wgpu.h's parse at wgpu-native's import: see _cffi_types
+                from wgpu.backends.wgpu_native.extras import set_instance_extras
 
             set_instance_extras(backends=["All"] if gl else ["Vulkan", "Metal", "DX12"])
         except Exception as e:  # noqa: BLE001 - an older/newer wgpu-py, or an instance made elsewhere
