@@ -484,3 +484,28 @@ def test_background_prepare_leaves_the_compiled_entry_in_the_cache(tmp_path, add
     proc = spawn(str(add_path), [Candidate("opencl", "fp32", {})])
     assert proc is not None and proc.wait(timeout=300) == 0
     assert list(cache.glob("opencl-*.lgc")), sorted(p.name for p in cache.glob("*"))
+
+
+def test_command_ends_without_waiting_for_threads_or_drivers_but_runs_exit_handlers(tmp_path, add_path):
+    """``litegpu autoselect`` as a command ends once the decision is printed: a thread still inside a
+    (here simulated) driver call does not hold it, and the exit handlers registered by libraries
+    (``atexit``) still run, its output is complete."""
+    import time
+
+    marker = tmp_path / "atexit-ran"
+    script = textwrap.dedent(f"""
+        import atexit, sys, threading, time
+        atexit.register(lambda: open({str(marker)!r}, "w").write("ran"))
+        threading.Thread(target=time.sleep, args=(120,), daemon=False).start()  # an abandoned driver call
+        sys.argv = ["litegpu", "autoselect", {str(add_path)!r}, "--cache-dir", {str(tmp_path / "c")!r},
+                    "--time-budget", "5"]
+        from litegpu.cli import main
+        sys.exit(main())
+    """)
+    t0 = time.perf_counter()
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=100,
+                       env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert r.returncode == 0, r.stderr
+    assert time.perf_counter() - t0 < 60  # not the 120 s thread
+    assert "add.tflite: backend " in r.stdout and "CANDIDATE" in r.stdout
+    assert marker.read_text() == "ran"
