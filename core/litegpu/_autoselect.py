@@ -751,12 +751,11 @@ def autoselect(
     is always one).  ``progress(label)`` is called before each candidate.
 
     ``time_budget_s`` is hard: the call returns within it (plus a few milliseconds of
-    bookkeeping), the CPU reference included.  The fp32 candidates (cpu and every backend) are
-    prepared side by side from the start, beside the CPU reference (a first call compiles every
-    backend cold: one after another they did not fit); then they are checked and timed one at a
-    time in the order cpu, the backends in list order, each as soon as it is prepared, waiting
-    for the other prepares to end (so that nothing runs beside the timing) until half the budget
-    is gone.  Each gets a fair share of the time left; one whose checks outlive it goes on beside
+    bookkeeping), the CPU reference included.  After the reference, cpu is measured alone (the
+    baseline); then every backend's fp32 prepare starts at once, side by side (a first call
+    compiles every backend cold: one after another they did not fit), and they are checked and
+    timed one at a time, in list order among the prepared ones, waiting for the other prepares to
+    end (so that nothing runs beside the timing) until half the budget is gone.  Each gets a fair share of the time left; one whose checks outlive it goes on beside
     the next.  The other precisions follow one by one, sharing what is left; warm timing takes
     at most half of a fair share.  A candidate past its deadline is abandoned (status
     ``over_budget``), as are those never started, and the decision is then provisional
@@ -843,28 +842,8 @@ def autoselect(
         checks.out_names = [d["name"] for d in out_details]
 
     n_fp32 = sum(1 for c in todo if c.precision in (None, "fp32"))
-    # Every fp32 candidate (cpu included) starts its prepare now, side by side, and waits at its gate
-    # once prepared: a first call compiles every backend cold (PoCL 6 s, lavapipe's Vulkan 2-7 s, WebGPU
-    # 1-2 s of a 2-core machine), and one after another those prepares did not fit a 10 s budget
-    # with the checks in between; side by side the drivers' compilers (threads, glslc processes)
-    # share the cores with the reference and with each other.  The checks and timing then run one
-    # candidate at a time, alone once every prepare is done (see `clean_wait` below).
-    measures = []
-    for cand in todo[:n_fp32]:
-        work = dataclasses.replace(cand)  # the worker fills a copy: an abandoned one changes nothing here
-        gate = _Gate()
-        gate.hold()
-        worker = _Worker(
-            lambda cancel, w=work, g=gate: _measure(
-                ir, w, config, checks, settings.tolerance, 0.0, cancel=cancel,
-                host_memory=settings.policy == "memory", gate=g),
-            cand.label)
-        measures.append(_Measuring(cand, work, worker, gate, time.perf_counter()))
-
     finished, _ = _bounded(reference_outputs, deadline - time.perf_counter(), "reference")
     if not finished:
-        for m in measures:
-            m.worker.abandon()
         for c in todo:
             c.status = "over_budget"
             c.reason = f"not measured: the CPU reference did not finish within the {budget:g} s budget"
@@ -905,6 +884,58 @@ def autoselect(
             m.cand.reason = "; ".join(x for x in (m.cand.reason, *notes) if x)
         logger.debug("autoselect: %s: %s %s", m.cand.label, m.cand.status, m.cand.reason)
 
+    def alone(n: int, cand: Candidate) -> None:
+        """Measure ``cand`` (``todo[n]``) on its own worker within its share of what is left."""
+        now = time.perf_counter()
+        left = deadline - now
+        if left <= 0:
+            cand.status, cand.reason = "over_budget", f"not measured: the {budget:g} s budget was used up"
+            return
+        first = next((c for c in todo[:n_fp32] if c.backend == cand.backend), None)
+        if first is not None and first is not cand and first.status == "over_budget":
+            # its fp32 prepare did not finish: this one would be another cold compile with less time
+            cand.status = "over_budget"
+            cand.reason = f"not measured: {first.label} did not finish within the {budget:g} s budget"
+            return
+        if progress is not None:
+            progress(cand.label)
+        cap = left / (len(todo) - n)
+        work = dataclasses.replace(cand)
+        done = [c for c in todo[:n] if c.status == "ok"]
+        finished, _ = _bounded(
+            lambda cancel, w=work, d=done, t=0.5 * cap: _measure(  # warm timing: half of a fair share
+                ir, w, config, checks, settings.tolerance, t, done=d, cancel=cancel,
+                host_memory=settings.policy == "memory"),
+            min(cap, deadline - time.perf_counter()), cand.label)
+        if finished:
+            take(cand, work)
+        else:
+            cand.status = "over_budget"
+            cand.reason = (f"stopped after {time.perf_counter() - now:.2f} s, its share of the {budget:g} s "
+                           f"budget (prepare and checks had not finished)")
+        logger.debug("autoselect: %s: %s %s", cand.label, cand.status, cand.reason)
+
+    # cpu first, alone: the baseline every backend is compared with (and the fallback) is never timed
+    # beside a compile
+    alone(0, todo[0])
+
+    # Then every backend's fp32 prepare at once, side by side, each waiting at its gate once
+    # prepared: a first call compiles every backend cold (PoCL 6 s, lavapipe's Vulkan 2-7 s, WebGPU
+    # 1-2 s on the 2-core CI machine), and one after another, with the checks in between, those
+    # prepares did not fit a 10 s budget; side by side the drivers' compilers (threads, glslc
+    # processes) share the cores.
+    measures = []
+    for cand in todo[1:n_fp32]:
+        work = dataclasses.replace(cand)  # the worker fills a copy: an abandoned one changes nothing here
+        gate = _Gate()
+        gate.hold()
+        worker = _Worker(
+            lambda cancel, w=work, g=gate: _measure(
+                ir, w, config, checks, settings.tolerance, 0.0, cancel=cancel,
+                host_memory=settings.policy == "memory", gate=g),
+            cand.label)
+        measures.append(_Measuring(cand, work, worker, gate, time.perf_counter()))
+
     # One at a time, in list order among those prepared: while some prepares still run, wait for them
     # (a check beside a compile times the compile too) until half the budget is gone, then go on
     # beside them.  Each gets a fair share of what is left; one whose checks outlive it goes on
@@ -912,7 +943,7 @@ def autoselect(
     clean_wait = start + 0.5 * budget
     waiting = list(measures)
     running: list[_Measuring] = []  # released, not finished within their share
-    measured = 0
+    measured = 1
     while waiting:
         now = time.perf_counter()
         if now >= deadline:
@@ -955,38 +986,8 @@ def autoselect(
             m.cand.reason = (f"prepared after {time.perf_counter() - m.began:.2f} s, but the {budget:g} s budget "
                              "left no time for its checks")
 
-    for n, cand in enumerate(todo):
-        if n < n_fp32:
-            continue
-        now = time.perf_counter()
-        left = deadline - now
-        if left <= 0:
-            cand.status, cand.reason = "over_budget", f"not measured: the {budget:g} s budget was used up"
-            continue
-        first = next((c for c in todo[:n_fp32] if c.backend == cand.backend), None)
-        if first is not None and first.status == "over_budget":
-            # its fp32 prepare did not finish: this one would be another cold compile with less time
-            cand.status = "over_budget"
-            cand.reason = f"not measured: {first.label} did not finish within the {budget:g} s budget"
-            continue
-        if progress is not None:
-            progress(cand.label)
-        cap = left / (len(todo) - n)
-        time_s = 0.5 * cap  # warm timing: half of a fair share
-        work = dataclasses.replace(cand)
-        done = [c for c in todo[:n] if c.status == "ok"]
-        finished, _ = _bounded(
-            lambda cancel, w=work, d=done, t=time_s: _measure(
-                ir, w, config, checks, settings.tolerance, t, done=d, cancel=cancel,
-                host_memory=settings.policy == "memory"),
-            min(cap, deadline - time.perf_counter()), cand.label)
-        if finished:
-            take(cand, work)
-        else:
-            cand.status = "over_budget"
-            cand.reason = (f"stopped after {time.perf_counter() - now:.2f} s, its share of the {budget:g} s "
-                           f"budget (prepare and checks had not finished)")
-        logger.debug("autoselect: %s: %s %s", cand.label, cand.status, cand.reason)
+    for n in range(n_fp32, len(todo)):  # the other precisions, one by one
+        alone(n, todo[n])
 
     if overlapped and settings.policy == "init_time":
         contended.update(c.label for c in todo[:n_fp32] if c.status == "ok" and c.backend != "cpu")
