@@ -901,10 +901,11 @@ def autoselect(
             progress(cand.label)
         # an fp32 candidate (cpu) may use what is left divided among the fp32 ones; the others share it all
         cap = left / ((n_fp32 - n) if n < n_fp32 else (len(todo) - n))
+        timing = 0.5 * left / (len(todo) - n)  # warm timing: half of a fair share
         work = dataclasses.replace(cand)
         done = [c for c in todo[:n] if c.status == "ok"]
         finished, _ = _bounded(
-            lambda cancel, w=work, d=done, t=0.5 * left / (len(todo) - n): _measure(  # timing: half a fair share
+            lambda cancel, w=work, d=done, t=timing: _measure(
                 ir, w, config, checks, settings.tolerance, t, done=d, cancel=cancel,
                 host_memory=settings.policy == "memory"),
             min(cap, deadline - time.perf_counter()), cand.label)
