@@ -25,18 +25,45 @@ _loader: list[Any] = []  # [ctypes.CDLL or None], once per process
 _loader_lock = threading.Lock()
 
 
+def _bundled_loader() -> str | None:
+    """The ICD loader a pyopencl wheel bundles (``pyopencl/.libs/libOpenCL-<hash>.so*``), found
+    without importing pyopencl (50 ms), so the drivers can start first; None for other builds."""
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec("pyopencl")
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    import glob
+    import os
+
+    for where in spec.submodule_search_locations:
+        found = sorted(glob.glob(os.path.join(where, ".libs", "libOpenCL*.so*")))
+        if found:
+            # the bundled loader (pyopencl's patched ocl-icd) looks for the ICDs the wheel ships under
+            # PYOPENCL_HOME, which pyopencl's import sets to its folder, and crashes without it
+            os.environ["PYOPENCL_HOME"] = os.path.dirname(os.path.abspath(os.path.join(where, "__init__.py")))
+            return found[0]
+    return None
+
+
 def _opencl_loader() -> Any:
-    """The ICD loader pyopencl uses, through ctypes (None where it cannot be opened)."""
+    """The ICD loader pyopencl uses, through ctypes (None where it cannot be opened).  The loader a
+    pyopencl wheel bundles is opened before pyopencl is imported: pyopencl's extension then finds it
+    loaded already (the dynamic linker matches its soname), one loader and one set of drivers."""
     with _loader_lock:
         if not _loader:
-            import pyopencl  # noqa: F401 - loads its ICD loader, found below among the process's mappings
+            path = _bundled_loader()
+            if path is None:
+                import pyopencl  # noqa: F401 - loads its ICD loader, found below among the process's mappings
 
-            path = None
-            try:
-                with open("/proc/self/maps") as f:
-                    path = next((ln.split()[-1] for ln in f if "libOpenCL" in ln and "/" in ln), None)
-            except OSError:  # not Linux
-                pass
+                try:
+                    with open("/proc/self/maps") as f:
+                        path = next((ln.split()[-1] for ln in f if "libOpenCL" in ln and "/" in ln), None)
+                except OSError:  # not Linux
+                    pass
             lib = None
             try:
                 lib = ctypes.CDLL(path or ctypes.util.find_library("OpenCL") or "libOpenCL.so.1")
@@ -55,8 +82,9 @@ def _opencl_loader() -> Any:
 
 
 def start_drivers() -> None:
-    """The process's first ``clGetPlatformIDs`` (the ICD loader starts every driver) without the GIL;
-    pyopencl's own enumeration afterwards is quick.  Errors are left to :func:`list_devices`."""
+    """The process's first ``clGetPlatformIDs`` (the ICD loader starts every driver) without the GIL,
+    before pyopencl's import where its wheel bundles the loader (the caller's thread imports pyopencl
+    meanwhile); pyopencl's own enumeration afterwards is quick.  Errors are left to :func:`list_devices`."""
     lib = _opencl_loader()
     if lib is not None:
         lib.clGetPlatformIDs(0, None, ctypes.byref(ctypes.c_uint(0)))
