@@ -18,6 +18,8 @@ from __future__ import annotations
 import logging
 import os
 import re
+import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -158,30 +160,81 @@ class WebGPUDevice(GpuDevice):
         fp16 = "shader-f16" in self.adapter.features
         # timestamp queries only serve `litegpu benchmark --profile`; enabling them costs nothing until used
         features = [f for f in ("shader-f16", "timestamp-query") if f in self.adapter.features]
-        limits = {k: self.adapter.limits[k] for k in _WANTED_LIMITS if k in self.adapter.limits}
-        try:
-            self.device = self.adapter.request_device_sync(
-                label="litegpu", required_features=features, required_limits=limits)
-        except Exception as e:  # noqa: BLE001 - wgpu raises several types here
-            raise BackendUnavailableError(f"WebGPU device request on {adapter_name(self.adapter)} failed: {e}") from e
-        laps.lap("request device")
-        self.queue = self.device.queue
-        self.limits = self.device.limits
-        info = self.adapter.info
+        limits = {k: int(self.adapter.limits[k]) for k in _WANTED_LIMITS if k in self.adapter.limits}
+        # The device (wgpuAdapterRequestDevice: 100-135 ms on NVIDIA, the GIL released) is requested on
+        # a thread while the caller reads and plans the model, as vulkan does with vkCreateDevice and
+        # opencl with its context; the first use of ``device``/``queue`` waits for it and raises its
+        # failure.  What the plan needs of it is known now: wgpu-py asks for the adapter's value of every
+        # limit not given, so the device's limits are the adapter's (checked when the device arrives).
+        self._device: Any = None
+        self._queue: Any = None
+        self._open_error: BaseException | None = None
+        #: ms the device request took on its thread, and ms the first use waited for it
+        self.device_open_ms = self.device_wait_ms = 0.0
+        have = self.adapter.limits
         # bind-group offsets of arena slices must be multiples of this (WebGPU's default is 256)
-        self._align = int(self.limits["min-storage-buffer-offset-alignment"])
-        self._max_groups = int(self.limits["max-compute-workgroups-per-dimension"])
+        self._align = int(have["min-storage-buffer-offset-alignment"])
+        self._max_groups = int(have["max-compute-workgroups-per-dimension"])
+        self._opening = threading.Thread(target=self._open, args=(features, limits), name="litegpu-wgpu-device",
+                                         daemon=True)
+        self._opening.start()
+        laps.lap("request device (started)")
+        info = self.adapter.info
         self.info = DeviceInfo(
             api="webgpu", name=adapter_name(self.adapter), vendor=str(info.get("vendor") or info.get("vendor_id", "")),
             driver_version=str(info.get("description", "")), fp16=fp16,
-            max_workgroup_size=int(self.limits["max-compute-invocations-per-workgroup"]),
+            max_workgroup_size=int(have["max-compute-invocations-per-workgroup"]),
             buffer_alignment=self._align, compute_units=1,
-            max_buffer_bytes=int(self.limits.get("max-storage-buffer-binding-size", 0)))
+            max_buffer_bytes=int(have.get("max-storage-buffer-binding-size", 0)))
         laps.lap("queries")
         #: where the device's creation went, ms by step (bench/init_breakdown.py prints it)
         self.startup_ms = laps.ms
         self._programs: dict[str, _Program] = {}
         self._readbacks: dict[tuple[int, int, int], tuple[Any, Any]] = {}  # read_async's, by source range
+
+    def _open(self, features: list[str], limits: dict[str, int]) -> None:
+        t0 = time.perf_counter()
+        try:
+            device = self.adapter.request_device_sync(label="litegpu", required_features=features,
+                                                      required_limits=limits)
+            got = device.limits
+            differ = [k for k in ("min-storage-buffer-offset-alignment", "max-compute-workgroups-per-dimension",
+                                  "max-compute-invocations-per-workgroup", "max-storage-buffer-binding-size")
+                      if got.get(k) != self.adapter.limits.get(k)]
+            if differ:  # planned with the adapter's: a device that differs cannot be used
+                raise DelegateError(f"its limits {', '.join(differ)} differ from its adapter's")
+            self._queue = device.queue
+            self._device = device
+        except BaseException as e:  # noqa: BLE001 - wgpu raises several types; handed to the first user
+            self._open_error = e
+        finally:
+            self.device_open_ms = (time.perf_counter() - t0) * 1e3
+
+    def _wait_open(self) -> None:
+        if self._opening.is_alive():
+            t0 = time.perf_counter()
+            self._opening.join()
+            self.device_wait_ms += (time.perf_counter() - t0) * 1e3
+        if self._device is None:
+            e = self._open_error
+            raise BackendUnavailableError(f"WebGPU device request on {adapter_name(self.adapter)} failed: {e}") from e
+
+    @property
+    def device(self) -> Any:
+        """wgpu's GPUDevice (waits for its request, see ``__init__``)."""
+        if self._device is None:
+            self._wait_open()
+        return self._device
+
+    @property
+    def queue(self) -> Any:
+        if self._queue is None:
+            self._wait_open()
+        return self._queue
+
+    @property
+    def limits(self) -> Any:
+        return self.device.limits
 
     # -- allocator
     def alloc(self, nbytes: int) -> Any:
@@ -417,4 +470,6 @@ class WebGPUDevice(GpuDevice):
     def close(self) -> None:
         self._programs.clear()
         self._readbacks.clear()
-        self.device.destroy()
+        self._opening.join()
+        if self._device is not None:
+            self._device.destroy()
