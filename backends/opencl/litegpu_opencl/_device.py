@@ -9,8 +9,6 @@ import logging
 import os
 import re
 import struct
-import threading
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -18,7 +16,7 @@ from typing import Any
 import numpy as np
 import pyopencl as cl
 from litegpu import BackendUnavailableError, ConfigError, DelegateError
-from litegpu.gpu._device import BufferRef, DeviceInfo, GpuDevice, StartupTimer
+from litegpu.gpu._device import BufferRef, DeviceInfo, GpuDevice, OpenedBeside, StartupTimer
 from litegpu.gpu.kernels import RenderedKernel
 
 from ._command_buffer import command_buffers
@@ -153,13 +151,7 @@ class CLDevice(GpuDevice):
         # with vkCreateDevice; the first use of ``ctx``/``queue`` waits for them and raises a
         # failure there.  clCreateContext goes through ctypes (_platforms.create_context): pyopencl
         # holds the GIL in it, which would stall the caller all the same.
-        self._ctx: cl.Context | None = None
-        self._queue: cl.CommandQueue | None = None
-        self._open_error: BaseException | None = None
-        #: ms the context's creation took on its thread, and ms the first use waited for it
-        self.device_open_ms = self.device_wait_ms = 0.0
-        self._opening = threading.Thread(target=self._open, name="litegpu-clCreateContext", daemon=True)
-        self._opening.start()
+        self._opened = OpenedBeside(self._open, "litegpu-clCreateContext", self._open_failed)
         laps.lap("context (started)")
         #: programs a partition's kernels build as, side by side (compile_group): one per compile thread
         #: on a GPU; one on a CPU device, whose compiler shares the cores with everything else and pays a
@@ -188,44 +180,33 @@ class CLDevice(GpuDevice):
         # missing, switched off, or refused by the driver once: launches then go one by one)
         self._cbufs: Any = False
 
-    def _open(self) -> None:
-        t0 = time.perf_counter()
-        try:
-            handle = create_context(self.device.int_ptr)
-            ctx = cl.Context([self.device]) if handle is None else cl.Context.from_int_ptr(handle, retain=False)
-            # one in-order queue: launches run in enqueue order, no host synchronisation in between
-            self._queue = cl.CommandQueue(ctx)
-            self._ctx = ctx
-        except BaseException as e:  # noqa: BLE001 - handed to the first user of ctx/queue
-            self._open_error = e
-        finally:
-            self.device_open_ms = (time.perf_counter() - t0) * 1e3
+    def _open(self) -> tuple[cl.Context, cl.CommandQueue]:
+        handle = create_context(self.device.int_ptr)
+        ctx = cl.Context([self.device]) if handle is None else cl.Context.from_int_ptr(handle, retain=False)
+        # one in-order queue: launches run in enqueue order, no host synchronisation in between
+        return ctx, cl.CommandQueue(ctx)
 
-    def _wait_open(self) -> None:
-        if self._opening.is_alive():
-            t0 = time.perf_counter()
-            self._opening.join()
-            self.device_wait_ms += (time.perf_counter() - t0) * 1e3
-        if self._ctx is None:
-            e = self._open_error
-            raise BackendUnavailableError(f"OpenCL context on {self.info.name} could not be created: {e}; check the "
-                                          "driver (clinfo lists what it sees)") from e
+    def _open_failed(self, e: BaseException) -> Exception:
+        return BackendUnavailableError(f"OpenCL context on {self.info.name} could not be created: {e}; check the "
+                                       "driver (clinfo lists what it sees)")
 
     @property
     def ctx(self) -> cl.Context:
-        ctx = self._ctx
-        if ctx is None:
-            self._wait_open()
-            ctx = self._ctx
-        return ctx
+        return self._opened.get()[0]
 
     @property
     def queue(self) -> cl.CommandQueue:
-        q = self._queue
-        if q is None:
-            self._wait_open()
-            q = self._queue
-        return q
+        return self._opened.get()[1]
+
+    @property
+    def device_open_ms(self) -> float:
+        """ms the context's creation took on its thread (bench/init_breakdown.py)"""
+        return self._opened.open_ms
+
+    @property
+    def device_wait_ms(self) -> float:
+        """ms the first use of the context waited for it"""
+        return self._opened.wait_ms
 
     # -- allocator
     def alloc(self, nbytes: int) -> cl.Buffer:

@@ -18,8 +18,6 @@ from __future__ import annotations
 import logging
 import os
 import re
-import threading
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -27,7 +25,7 @@ from typing import Any
 import numpy as np
 from litegpu import BackendUnavailableError, DelegateError
 from litegpu._runtime_dir import ensure_xdg_runtime_dir
-from litegpu.gpu._device import BufferRef, DeviceInfo, GpuDevice, StartupTimer
+from litegpu.gpu._device import BufferRef, DeviceInfo, GpuDevice, OpenedBeside, StartupTimer
 from litegpu.gpu.kernels import RenderedKernel
 
 ensure_xdg_runtime_dir()  # before wgpu loads the driver: else Mesa prints an XDG_RUNTIME_DIR error per probe
@@ -166,18 +164,11 @@ class WebGPUDevice(GpuDevice):
         # opencl with its context; the first use of ``device``/``queue`` waits for it and raises its
         # failure.  What the plan needs of it is known now: wgpu-py asks for the adapter's value of every
         # limit not given, so the device's limits are the adapter's (checked when the device arrives).
-        self._device: Any = None
-        self._queue: Any = None
-        self._open_error: BaseException | None = None
-        #: ms the device request took on its thread, and ms the first use waited for it
-        self.device_open_ms = self.device_wait_ms = 0.0
         have = self.adapter.limits
         # bind-group offsets of arena slices must be multiples of this (WebGPU's default is 256)
         self._align = int(have["min-storage-buffer-offset-alignment"])
         self._max_groups = int(have["max-compute-workgroups-per-dimension"])
-        self._opening = threading.Thread(target=self._open, args=(features, limits), name="litegpu-wgpu-device",
-                                         daemon=True)
-        self._opening.start()
+        self._opened = OpenedBeside(lambda: self._open(features, limits), "litegpu-wgpu-device", self._open_failed)
         laps.lap("request device (started)")
         info = self.adapter.info
         self.info = DeviceInfo(
@@ -192,45 +183,38 @@ class WebGPUDevice(GpuDevice):
         self._programs: dict[str, _Program] = {}
         self._readbacks: dict[tuple[int, int, int], tuple[Any, Any]] = {}  # read_async's, by source range
 
-    def _open(self, features: list[str], limits: dict[str, int]) -> None:
-        t0 = time.perf_counter()
-        try:
-            device = self.adapter.request_device_sync(label="litegpu", required_features=features,
-                                                      required_limits=limits)
-            got = device.limits
-            differ = [k for k in ("min-storage-buffer-offset-alignment", "max-compute-workgroups-per-dimension",
-                                  "max-compute-invocations-per-workgroup", "max-storage-buffer-binding-size")
-                      if got.get(k) != self.adapter.limits.get(k)]
-            if differ:  # planned with the adapter's: a device that differs cannot be used
-                raise DelegateError(f"its limits {', '.join(differ)} differ from its adapter's")
-            self._queue = device.queue
-            self._device = device
-        except BaseException as e:  # noqa: BLE001 - wgpu raises several types; handed to the first user
-            self._open_error = e
-        finally:
-            self.device_open_ms = (time.perf_counter() - t0) * 1e3
+    def _open(self, features: list[str], limits: dict[str, int]) -> tuple[Any, Any]:
+        device = self.adapter.request_device_sync(label="litegpu", required_features=features,
+                                                  required_limits=limits)
+        got = device.limits
+        differ = [k for k in ("min-storage-buffer-offset-alignment", "max-compute-workgroups-per-dimension",
+                              "max-compute-invocations-per-workgroup", "max-storage-buffer-binding-size")
+                  if got.get(k) != self.adapter.limits.get(k)]
+        if differ:  # planned with the adapter's: a device that differs cannot be used
+            raise DelegateError(f"its limits {', '.join(differ)} differ from its adapter's")
+        return device, device.queue
 
-    def _wait_open(self) -> None:
-        if self._opening.is_alive():
-            t0 = time.perf_counter()
-            self._opening.join()
-            self.device_wait_ms += (time.perf_counter() - t0) * 1e3
-        if self._device is None:
-            e = self._open_error
-            raise BackendUnavailableError(f"WebGPU device request on {adapter_name(self.adapter)} failed: {e}") from e
+    def _open_failed(self, e: BaseException) -> Exception:
+        return BackendUnavailableError(f"WebGPU device request on {adapter_name(self.adapter)} failed: {e}")
 
     @property
     def device(self) -> Any:
         """wgpu's GPUDevice (waits for its request, see ``__init__``)."""
-        if self._device is None:
-            self._wait_open()
-        return self._device
+        return self._opened.get()[0]
 
     @property
     def queue(self) -> Any:
-        if self._queue is None:
-            self._wait_open()
-        return self._queue
+        return self._opened.get()[1]
+
+    @property
+    def device_open_ms(self) -> float:
+        """ms the device request took on its thread (bench/init_breakdown.py)"""
+        return self._opened.open_ms
+
+    @property
+    def device_wait_ms(self) -> float:
+        """ms the first use of the device waited for it"""
+        return self._opened.wait_ms
 
     @property
     def limits(self) -> Any:
@@ -470,6 +454,6 @@ class WebGPUDevice(GpuDevice):
     def close(self) -> None:
         self._programs.clear()
         self._readbacks.clear()
-        self._opening.join()
-        if self._device is not None:
-            self._device.destroy()
+        made = self._opened.done()
+        if made is not None:
+            made[0].destroy()

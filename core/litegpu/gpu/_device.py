@@ -9,9 +9,10 @@ core.  All methods may raise :class:`litegpu.DelegateError`.
 
 from __future__ import annotations
 
+import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -65,6 +66,48 @@ class StartupTimer:
         now = time.perf_counter()
         self.ms[step] = self.ms.get(step, 0.0) + (now - self._t) * 1e3
         self._t = now
+
+
+class OpenedBeside:
+    """A driver object made on a thread while the caller goes on (a device, a context: 100-1100 ms on
+    NVIDIA in calls that release the GIL), so a start overlaps it with reading and planning the model.
+    :meth:`get` waits for it at its first use and raises ``failure(error)`` from its error there, at
+    every use.  ``open_ms`` is how long it took on its thread, ``wait_ms`` how long uses waited."""
+
+    def __init__(self, make: Callable[[], Any], name: str, failure: Callable[[BaseException], Exception]):
+        self._value: Any = None
+        self._error: BaseException | None = None
+        self._failure = failure
+        self.open_ms = self.wait_ms = 0.0
+
+        def run() -> None:
+            t0 = time.perf_counter()
+            try:
+                self._value = make()
+            except BaseException as e:  # noqa: BLE001 - handed to the first user
+                self._error = e
+            finally:
+                self.open_ms = (time.perf_counter() - t0) * 1e3
+
+        self._thread = threading.Thread(target=run, name=name, daemon=True)
+        self._thread.start()
+
+    def get(self) -> Any:
+        value = self._value
+        if value is None:
+            if self._thread.is_alive():
+                t0 = time.perf_counter()
+                self._thread.join()
+                self.wait_ms += (time.perf_counter() - t0) * 1e3
+            value = self._value
+            if value is None:
+                raise self._failure(self._error or RuntimeError("nothing made")) from self._error
+        return value
+
+    def done(self) -> Any:
+        """The object once made (waiting for its thread), or None when it failed; never raises."""
+        self._thread.join()
+        return self._value
 
 
 class GpuDevice(ABC):
