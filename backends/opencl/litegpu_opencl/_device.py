@@ -151,7 +151,7 @@ class CLDevice(GpuDevice):
         # with vkCreateDevice; the first use of ``ctx``/``queue`` waits for them and raises a
         # failure there.  clCreateContext goes through ctypes (_platforms.create_context): pyopencl
         # holds the GIL in it, which would stall the caller all the same.
-        self._opened = OpenedBeside(self._open, "litegpu-clCreateContext", self._open_failed)
+        self._opened = OpenedBeside(self._open, "litegpu-clCreateContext", self._open_failed, self)
         laps.lap("context (started)")
         #: programs a partition's kernels build as, side by side (compile_group): one per compile thread
         #: on a GPU; one on a CPU device, whose compiler shares the cores with everything else and pays a
@@ -198,15 +198,6 @@ class CLDevice(GpuDevice):
     def queue(self) -> cl.CommandQueue:
         return self._opened.get()[1]
 
-    @property
-    def device_open_ms(self) -> float:
-        """ms the context's creation took on its thread (bench/init_breakdown.py)"""
-        return self._opened.open_ms
-
-    @property
-    def device_wait_ms(self) -> float:
-        """ms the first use of the context waited for it"""
-        return self._opened.wait_ms
 
     # -- allocator
     def alloc(self, nbytes: int) -> cl.Buffer:

@@ -168,7 +168,7 @@ class WebGPUDevice(GpuDevice):
         # bind-group offsets of arena slices must be multiples of this (WebGPU's default is 256)
         self._align = int(have["min-storage-buffer-offset-alignment"])
         self._max_groups = int(have["max-compute-workgroups-per-dimension"])
-        self._opened = OpenedBeside(lambda: self._open(features, limits), "litegpu-wgpu-device", self._open_failed)
+        self._opened = OpenedBeside(lambda: self._open(features, limits), "litegpu-wgpu-device", self._open_failed, self)
         laps.lap("request device (started)")
         info = self.adapter.info
         self.info = DeviceInfo(
@@ -206,15 +206,6 @@ class WebGPUDevice(GpuDevice):
     def queue(self) -> Any:
         return self._opened.get()[1]
 
-    @property
-    def device_open_ms(self) -> float:
-        """ms the device request took on its thread (bench/init_breakdown.py)"""
-        return self._opened.open_ms
-
-    @property
-    def device_wait_ms(self) -> float:
-        """ms the first use of the device waited for it"""
-        return self._opened.wait_ms
 
     @property
     def limits(self) -> Any:
