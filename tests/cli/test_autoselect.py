@@ -307,6 +307,35 @@ def test_fp32_prepare_longer_than_its_share_is_still_measured(tmp_path, add_path
     assert dec.final is True and _stored(dec.path)["final"] is True
 
 
+def test_fp32_prepares_run_side_by_side(tmp_path, add_path, register_backend):
+    """A first call compiles every backend cold: three 2.5 s prepares one after another would not fit
+    a 6 s budget (cpu and the reference first), side by side they do; each is then checked and timed
+    alone (the prepares were all done by then), so the decision is final."""
+    import numpy as np
+
+    for name in ("colda", "coldb", "coldc"):
+        register_backend(name, fn=np.add, prepare_gate=_Slow(2.5))
+    dec = autoselect(str(add_path), cache_dir=tmp_path, time_budget_s=6, precisions=["fp32"])
+    by = {c.label: c for c in dec.candidates}
+    for name in ("colda", "coldb", "coldc"):
+        c = by[f"{name}/fp32"]
+        assert c.status == "ok" and c.init_us >= 2.5e6, c
+        assert "prepared beside the other candidates" in c.reason and "checked and timed beside" not in c.reason
+    assert by["cpu"].status == "ok" and "beside" not in by["cpu"].reason
+    assert dec.final is True
+
+
+def test_init_time_policy_with_overlapping_prepares_is_provisional(tmp_path, add_path, register_backend):
+    """Init times taken side by side are upper bounds: a decision by init time on them is not final."""
+    import numpy as np
+
+    register_backend("gpua", fn=np.add)
+    register_backend("gpub", fn=np.add)
+    dec = autoselect(str(add_path), cache_dir=tmp_path, time_budget_s=10, precisions=["fp32"], policy="init_time")
+    assert all(c.status == "ok" for c in dec.candidates)
+    assert dec.final is False and "measured beside another candidate: gpua/fp32, gpub/fp32" in dec.reason
+
+
 def test_a_late_prepare_that_never_ends_does_not_hold_up_one_that_does(tmp_path, add_path, register_backend,
                                                                           gate):
     """Late fp32 candidates are finished in the order their prepares end, not their list order."""
