@@ -755,8 +755,9 @@ def autoselect(
     baseline); then every backend's fp32 prepare starts at once, side by side (a first call
     compiles every backend cold: one after another they did not fit), and they are checked and
     timed one at a time, in list order among the prepared ones, waiting for the other prepares to
-    end (so that nothing runs beside the timing) until half the budget is gone.  Each gets a fair share of the time left; one whose checks outlive it goes on beside
-    the next.  The other precisions follow one by one, sharing what is left; warm timing takes
+    end (so that nothing runs beside the timing) until half the budget is gone.  Each gets a fair
+    share of the time left; one whose checks outlive it goes on beside the next.  The other
+    precisions follow one by one, sharing what is left; warm timing takes
     at most half of a fair share.  A candidate past its deadline is abandoned (status
     ``over_budget``), as are those never started, and the decision is then provisional
     (``final`` False): chosen among the measured ones, stored, and measured again by the next
@@ -961,8 +962,10 @@ def autoselect(
         waiting.remove(m)
         if progress is not None:
             progress(m.cand.label)
-        if preparing or [r for r in running if not r.worker.done()]:
+        beside = [r for r in running if not r.worker.done()]
+        if preparing or beside:  # this one's numbers, and those of the checks it runs beside, are upper bounds
             contended.add(m.cand.label)
+            contended.update(r.cand.label for r in beside)
         left = deadline - now
         m.gate.release(0.5 * left / (len(todo) - measured))  # warm timing: half of a fair share
         measured += 1
@@ -978,7 +981,6 @@ def autoselect(
     for m in running:
         done_in_time, _ = m.worker.wait(deadline - time.perf_counter())
         if done_in_time:
-            contended.add(m.cand.label)  # it ran beside the ones released after it
             settle(m)
         else:
             cut(m.cand, m.worker, m.began)
