@@ -143,6 +143,33 @@ def test_context_is_made_beside_the_model_read_and_its_failure_raised_at_first_u
             dev.alloc(16)
 
 
+def test_driver_started_before_pyopencl_and_binary_read_without_the_gil(cl_modules):
+    """The drivers start through the ICD loader pyopencl bundles (one loader in the process, the one
+    pyopencl uses), and a program's binary read through it is the bytes pyopencl reads, which build
+    a working program again."""
+    cl, _ = cl_modules
+    from litegpu_opencl import _platforms
+
+    lib = _platforms._opencl_loader()
+    assert lib is not None
+    with open("/proc/self/maps") as f:
+        loaders = {ln.split()[-1] for ln in f if "libOpenCL" in ln and "/" in ln}
+    assert len(loaders) == 1  # pyopencl's extension found the loader opened by path already loaded
+    ctx = cl.Context([_platforms.list_devices()[0][1]])
+    src = "__kernel void twice(__global float* a) { int i = get_global_id(0); a[i] = 2.0f * a[i]; }"
+    prog = cl.Program(ctx, src).build()
+    got = _platforms.program_binary(prog.int_ptr)
+    assert got and got == bytes(prog.get_info(cl.program_info.BINARIES)[0])
+    again = cl.Program(ctx, ctx.devices, [got]).build()
+    q = cl.CommandQueue(ctx)
+    a = np.arange(8, dtype=np.float32)
+    buf = cl.Buffer(ctx, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR, hostbuf=a)
+    again.twice(q, (8,), None, buf)
+    out = np.empty_like(a)
+    cl.enqueue_copy(q, out, buf)
+    np.testing.assert_array_equal(out, 2 * a)
+
+
 # ---------------------------------------------------------------------------------------------------
 # bad options
 # ---------------------------------------------------------------------------------------------------
