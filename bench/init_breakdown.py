@@ -121,8 +121,9 @@ if tuning:
 driver_parts = {}
 t0 = time.perf_counter()
 # (vulkan: the binding alone; its device module, which imports the GPU core, is imported in the
-# availability check beside vkCreateInstance on a thread, so its time is in "availability")
-mod = {"opencl": "litegpu_opencl._device", "vulkan": "litegpu_vulkan._instance",
+# availability check beside vkCreateInstance on a thread, so its time is in "availability"; opencl:
+# nothing, its availability check starts the drivers first and imports pyopencl beside them)
+mod = {"opencl": "litegpu_opencl._platforms", "vulkan": "litegpu_vulkan._instance",
        "webgpu": "litegpu_webgpu._device"}.get(backend)
 if mod:
     importlib.import_module(mod)

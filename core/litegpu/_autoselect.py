@@ -463,19 +463,41 @@ def _make(model: Any, cand: Candidate, config: Any) -> Any:
     return interp
 
 
+@dataclass
+class _Measuring:
+    """One fp32 candidate being prepared, checked and timed on its worker (see :func:`autoselect`)."""
+
+    cand: Candidate
+    work: Candidate
+    worker: _Worker
+    gate: _Gate
+    began: float
+
+
 class _Cancelled(Exception):
     """The main thread gave up on this candidate (its deadline passed)."""
 
 
-def _measure(model: Any, cand: Candidate, config: Any, inputs: list[list[np.ndarray]],
-             reference: list[list[np.ndarray]], out_names: list[str], tolerance: float, time_s: float,
+@dataclass
+class _Checks:
+    """What a candidate is checked against: seeded random inputs, the CPU reference's outputs on them,
+    the output names.  Filled by :func:`autoselect` once the reference has run, which may be after
+    the candidates' prepares started (they read it only past their gate)."""
+
+    inputs: list[list[np.ndarray]] = field(default_factory=list)
+    reference: list[list[np.ndarray]] = field(default_factory=list)
+    out_names: list[str] = field(default_factory=list)
+
+
+def _measure(model: Any, cand: Candidate, config: Any, checks: _Checks, tolerance: float, time_s: float,
              target_runs: int = _TARGET_RUNS, done: Sequence[Candidate] = (),
              cancel: threading.Event | None = None, host_memory: bool = True, gate: _Gate | None = None) -> None:
     """Prepare, check and time ``cand`` (filling its fields).  Runs in a worker thread; ``cancel``
     set means the caller stopped waiting: return at the next step, touching nothing shared.
     ``host_memory``: one more run under ``tracemalloc`` (slow: only the memory policy needs it).
-    ``gate``: passed between the prepare and the checks, so a candidate whose prepare outlived its
-    share waits there (see :func:`autoselect`) instead of timing beside the next candidate."""
+    ``gate``: passed between the prepare and the checks: the fp32 candidates prepare side by side
+    and wait there until the caller lets one at a time check and time (see :func:`autoselect`);
+    the caller may hand a timing share to :meth:`_Gate.release` then, which replaces ``time_s``."""
     from ._profile import delegate_descriptions, device_memory_bytes
 
     def check_cancel() -> None:
@@ -493,6 +515,9 @@ def _measure(model: Any, cand: Candidate, config: Any, inputs: list[list[np.ndar
     check_cancel()
     if gate is not None:
         gate.pass_through(cancel)
+        if gate.time_s is not None:
+            time_s = gate.time_s
+    inputs, reference, out_names = checks.inputs, checks.reference, checks.out_names
     plan = interp.get_execution_plan()
     cand.delegated_nodes = sum(len(s["node_indices"]) for s in plan if s["backend"] not in ("cpu", "folded"))
     if cand.backend != "cpu" and cand.delegated_nodes == 0:
@@ -585,6 +610,8 @@ class _Gate:
         self._passed = False
         #: set when the worker reaches the gate (its prepare is done)
         self.arrived = threading.Event()
+        #: the warm-timing share handed over at release (None: the worker's own)
+        self.time_s: float | None = None
 
     def pass_through(self, cancel: threading.Event | None) -> None:
         """The worker: return once the gate is open (at once unless held); _Cancelled when cancelled."""
@@ -606,8 +633,10 @@ class _Gate:
             self._open.clear()
             return True
 
-    def release(self) -> None:
+    def release(self, time_s: float | None = None) -> None:
         with self._lock:
+            if time_s is not None:
+                self.time_s = time_s
             self._open.set()
 
 
@@ -722,12 +751,19 @@ def autoselect(
     is always one).  ``progress(label)`` is called before each candidate.
 
     ``time_budget_s`` is hard: the call returns within it (plus a few milliseconds of
-    bookkeeping), the CPU reference included.  Candidates run in order cpu, every backend at
-    fp32, then the other precisions.  While fp32 candidates remain, one may use all the time left
-    divided among them; later ones share what is left; warm timing takes at most half of a fair
-    share.  A candidate past its deadline is abandoned (status ``over_budget``), as are those
-    never started, and the decision is then provisional (``final`` False): chosen among the
-    measured ones, stored, and measured again by the next call.
+    bookkeeping), the CPU reference included.  After the reference, cpu is measured alone (the
+    baseline); then every backend's fp32 prepare starts at once, side by side (a first call
+    compiles every backend cold: one after another they did not fit), and they are checked and
+    timed one at a time, in list order among the prepared ones, waiting for the other prepares to
+    end (so that nothing runs beside the timing) until half the budget is gone.  Each gets a fair
+    share of the time left; one whose checks outlive it goes on beside the next.  The other
+    precisions follow one by one, sharing what is left; warm timing takes
+    at most half of a fair share.  A candidate past its deadline is abandoned (status
+    ``over_budget``), as are those never started, and the decision is then provisional
+    (``final`` False): chosen among the measured ones, stored, and measured again by the next
+    call.  So is a decision with a candidate checked beside another's prepare or checks (its
+    latency is an upper bound), and, under the ``init_time`` policy, one whose init times were
+    measured side by side.
 
     ``started`` (a ``time.perf_counter()`` value) is when the budget began, if earlier than the call:
     ``litegpu autoselect`` passes its process's start, so Python's start-up and the imports count
@@ -784,8 +820,10 @@ def autoselect(
                    "(autoselect.time_budget_s); the decision is cached for this model and machine",
                    len(todo), ", ".join(c.label for c in todo), label, budget)
 
-    def reference_outputs(cancel: threading.Event) -> tuple[Any, list, list, list[str]]:
-        ir = read_model(data)
+    ir = read_model(data)
+    checks = _Checks()
+
+    def reference_outputs(cancel: threading.Event) -> None:
         # The reference: single-thread CPU on seeded random inputs.
         ref = Interpreter(model_content=ir, num_threads=1)
         ref.allocate_tensors()
@@ -801,9 +839,11 @@ def autoselect(
                 ref.set_tensor(d["index"], a)
             ref.invoke()
             reference.append([ref.get_tensor(d["index"]) for d in out_details])
-        return ir, inputs, reference, [d["name"] for d in out_details]
+        checks.inputs, checks.reference = inputs, reference
+        checks.out_names = [d["name"] for d in out_details]
 
-    finished, got = _bounded(reference_outputs, deadline - time.perf_counter(), "reference")
+    n_fp32 = sum(1 for c in todo if c.precision in (None, "fp32"))
+    finished, _ = _bounded(reference_outputs, deadline - time.perf_counter(), "reference")
     if not finished:
         for c in todo:
             c.status = "over_budget"
@@ -813,17 +853,13 @@ def autoselect(
                              f"reference took longer than the {budget:g} s budget)", False)
         logger.warning("autoselect: %s", dec.reason)
         return dec
-    ir, inputs, reference, out_names = got
 
-    n_fp32 = sum(1 for c in todo if c.precision in (None, "fp32"))
-    # fp32 candidates whose prepare outlived their share: not abandoned at once (a cold compile on a
-    # slow machine takes longer than a share, and an abandoned one is lost with the process, so the
-    # next call would start it cold again and never finish it).  They go on compiling, held before
-    # their checks, while the next candidates run, and get what is left before the other precisions.
-    late: list[tuple[Candidate, Candidate, _Worker, _Gate, float]] = []
-    # late ones that had passed their gate (checking or timing) when their share ran out: they went
-    # on beside the next candidate, so their numbers are upper bounds and the decision is provisional
+    # candidates whose checks or timing ran while another candidate prepared, checked or timed: their
+    # numbers are upper bounds and the decision is provisional (measured again by the next call)
     contended: set[str] = set()
+    # prepares that overlapped (all of them, unless some failed at once): their init times are
+    # upper bounds, which matters to the init_time policy only
+    overlapped = sum(1 for c in todo[:n_fp32] if c.backend != "cpu") > 1
 
     def take(cand: Candidate, work: Candidate) -> None:
         for f in dataclasses.fields(Candidate):
@@ -837,72 +873,128 @@ def autoselect(
         cand.reason = (f"stopped after {time.perf_counter() - began:.2f} s, its share of the {budget:g} s "
                        f"budget (prepare and checks had not finished)")
 
-    def finish_late() -> None:
-        while late:
-            # the first whose prepare is done (waiting at its gate), else wait for one to get there
-            ready = next((x for x in late if x[3].arrived.is_set() or x[2].done()), None)
-            if ready is None:
-                if time.perf_counter() < deadline:
-                    late[0][3].arrived.wait(min(0.02, max(0.0, deadline - time.perf_counter())))
-                    continue
-                ready = late[0]
-            late.remove(ready)
-            cand, work, worker, gate, began = ready
-            gate.release()  # one at a time: its checks and timing run alone (others may still compile)
-            finished, _ = worker.wait(deadline - time.perf_counter())
-            if not finished:
-                cut(cand, worker, began)
-                continue
-            take(cand, work)
-            if cand.status == "ok":
-                note = ("checked and timed beside a later candidate's prepare (its latency is an upper "
-                        "bound; measured again next time)" if cand.label in contended else
-                        "prepared beside later candidates (its init time is an upper bound)")
-                cand.reason = "; ".join(x for x in (cand.reason, note) if x)
-            logger.debug("autoselect: %s (late): %s %s", cand.label, cand.status, cand.reason)
+    def settle(m: _Measuring) -> None:
+        take(m.cand, m.work)
+        if m.cand.status == "ok":
+            notes = []
+            if overlapped and m.cand.backend != "cpu":
+                notes.append("prepared beside the other candidates (its init time is an upper bound)")
+            if m.cand.label in contended:
+                notes.append("checked and timed beside another candidate (its latency is an upper bound; "
+                             "measured again next time)")
+            m.cand.reason = "; ".join(x for x in (m.cand.reason, *notes) if x)
+        logger.debug("autoselect: %s: %s %s", m.cand.label, m.cand.status, m.cand.reason)
 
-    for n, cand in enumerate(todo):
-        if n == n_fp32:
-            finish_late()
+    def alone(n: int, cand: Candidate) -> None:
+        """Measure ``cand`` (``todo[n]``) on its own worker within its share of what is left."""
         now = time.perf_counter()
         left = deadline - now
         if left <= 0:
             cand.status, cand.reason = "over_budget", f"not measured: the {budget:g} s budget was used up"
-            continue
-        is_fp32 = n < n_fp32
+            return
         first = next((c for c in todo[:n_fp32] if c.backend == cand.backend), None)
-        if not is_fp32 and first is not None and first.status == "over_budget":
+        if first is not None and first is not cand and first.status == "over_budget":
             # its fp32 prepare did not finish: this one would be another cold compile with less time
             cand.status = "over_budget"
             cand.reason = f"not measured: {first.label} did not finish within the {budget:g} s budget"
-            continue
+            return
         if progress is not None:
             progress(cand.label)
-        # fp32 candidates may use all that is left among them; the others share what remains.
-        group_left = (n_fp32 - n) if is_fp32 else (len(todo) - n)
-        cap = left / group_left
-        time_s = 0.5 * left / (len(todo) - n)  # warm timing: half of a fair share
-        work = dataclasses.replace(cand)  # the worker fills a copy: an abandoned one changes nothing here
+        # an fp32 candidate (cpu) may use what is left divided among the fp32 ones; the others share it all
+        cap = left / ((n_fp32 - n) if n < n_fp32 else (len(todo) - n))
+        timing = 0.5 * left / (len(todo) - n)  # warm timing: half of a fair share
+        work = dataclasses.replace(cand)
         done = [c for c in todo[:n] if c.status == "ok"]
-        gate = _Gate()
-        worker = _Worker(
-            lambda cancel, w=work, d=done, t=time_s, g=gate: _measure(
-                ir, w, config, inputs, reference, out_names, settings.tolerance, t, done=d, cancel=cancel,
-                host_memory=settings.policy == "memory", gate=g),
-            cand.label)
-        finished, _ = worker.wait(min(cap, deadline - time.perf_counter()))
+        finished, _ = _bounded(
+            lambda cancel, w=work, d=done, t=timing: _measure(
+                ir, w, config, checks, settings.tolerance, t, done=d, cancel=cancel,
+                host_memory=settings.policy == "memory"),
+            min(cap, deadline - time.perf_counter()), cand.label)
         if finished:
             take(cand, work)
-        elif is_fp32 and n + 1 < len(todo):
-            if not gate.hold():  # prepared, but its checks or timing outlived the share
-                contended.add(cand.label)
-            late.append((cand, work, worker, gate, now))  # finished after the other fp32 candidates
-            logger.debug("autoselect: %s: not finished after its share; going on beside it", cand.label)
-            continue
         else:
-            cut(cand, worker, now)
+            cand.status = "over_budget"
+            cand.reason = (f"stopped after {time.perf_counter() - now:.2f} s, its share of the {budget:g} s "
+                           f"budget (prepare and checks had not finished)")
         logger.debug("autoselect: %s: %s %s", cand.label, cand.status, cand.reason)
-    finish_late()
+
+    # cpu first, alone: the baseline every backend is compared with (and the fallback) is never timed
+    # beside a compile
+    alone(0, todo[0])
+
+    # Then every backend's fp32 prepare at once, side by side, each waiting at its gate once
+    # prepared: a first call compiles every backend cold (PoCL 6 s, lavapipe's Vulkan 2-7 s, WebGPU
+    # 1-2 s on the 2-core CI machine), and one after another, with the checks in between, those
+    # prepares did not fit a 10 s budget; side by side the drivers' compilers (threads, glslc
+    # processes) share the cores.
+    measures = []
+    for cand in todo[1:n_fp32]:
+        work = dataclasses.replace(cand)  # the worker fills a copy: an abandoned one changes nothing here
+        gate = _Gate()
+        gate.hold()
+        worker = _Worker(
+            lambda cancel, w=work, g=gate: _measure(
+                ir, w, config, checks, settings.tolerance, 0.0, cancel=cancel,
+                host_memory=settings.policy == "memory", gate=g),
+            cand.label)
+        measures.append(_Measuring(cand, work, worker, gate, time.perf_counter()))
+
+    # One at a time, in list order among those prepared: while some prepares still run, wait for them
+    # (a check beside a compile times the compile too) until half the budget is gone, then go on
+    # beside them.  Each gets a fair share of what is left; one whose checks outlive it goes on
+    # beside the next (contended) and is waited for at the end.
+    clean_wait = start + 0.5 * budget
+    waiting = list(measures)
+    running: list[_Measuring] = []  # released, not finished within their share
+    measured = 1
+    while waiting:
+        now = time.perf_counter()
+        if now >= deadline:
+            break
+        ready = [m for m in waiting if m.gate.arrived.is_set() or m.worker.done()]
+        preparing = [m for m in waiting if m not in ready]
+        if not ready or (preparing and now < clean_wait and not running):
+            until = deadline if not ready else min(deadline, clean_wait)
+            (preparing[0].gate.arrived if preparing else ready[0].gate.arrived).wait(
+                min(0.02, max(0.0, until - now)))
+            continue
+        m = ready[0]
+        waiting.remove(m)
+        if progress is not None:
+            progress(m.cand.label)
+        beside = [r for r in running if not r.worker.done()]
+        if preparing or beside:  # this one's numbers, and those of the checks it runs beside, are upper bounds
+            contended.add(m.cand.label)
+            contended.update(r.cand.label for r in beside)
+        left = deadline - now
+        m.gate.release(0.5 * left / (len(todo) - measured))  # warm timing: half of a fair share
+        measured += 1
+        done_in_time, _ = m.worker.wait(min(left / (len(waiting) + 1), left))
+        if done_in_time:
+            settle(m)
+        else:
+            running.append(m)
+            logger.debug("autoselect: %s: not finished after its share; going on beside the next", m.cand.label)
+        for r in [r for r in running if r.worker.done()]:
+            running.remove(r)
+            settle(r)
+    for m in running:
+        done_in_time, _ = m.worker.wait(deadline - time.perf_counter())
+        if done_in_time:
+            settle(m)
+        else:
+            cut(m.cand, m.worker, m.began)
+    for m in waiting:  # never released: still preparing (or prepared too late) at the deadline
+        cut(m.cand, m.worker, m.began)
+        if m.gate.arrived.is_set():
+            m.cand.reason = (f"prepared after {time.perf_counter() - m.began:.2f} s, but the {budget:g} s budget "
+                             "left no time for its checks")
+
+    for n in range(n_fp32, len(todo)):  # the other precisions, one by one
+        alone(n, todo[n])
+
+    if overlapped and settings.policy == "init_time":
+        contended.update(c.label for c in todo[:n_fp32] if c.status == "ok" and c.backend != "cpu")
 
     final = not any(c.status == "over_budget" for c in cands) and not contended
     if any(c.status == "ok" for c in cands):

@@ -9,7 +9,8 @@ call started it cold again and cut it again, and that backend was never measured
 :func:`spawn` starts ``python -m litegpu._autoselect_prepare`` in a new session at the lowest CPU
 priority, with no terminal output; it prepares each given candidate's delegate on the model
 exactly as the measurement does (:func:`litegpu._autoselect._make`: same options, same
-configuration, so the same cache entry) and exits.  The next ``litegpu autoselect`` then loads
+configuration, so the same cache entry), runs it once (the drivers' own first-launch compiles go
+into their disk caches) and exits.  The next ``litegpu autoselect`` then loads
 those entries (a warm prepare, a fraction of the cold one) and can measure the backend within
 its share.  The command announces it at WARNING with the process id; ``--no-background`` turns it off.
 """
@@ -58,11 +59,22 @@ def main(argv: Sequence[str]) -> int:
     with open(spec["model"], "rb") as f:
         model = read_model(f.read())
     config = _load_config(spec["config"])
+    import numpy as np
+
+    from ._profile import random_inputs
+
     failed = 0
     for c in spec["candidates"]:
         try:
             # the delegate stores its compiled entry at the end of its prepare, as in any process
             interp = _make(model, Candidate(c["backend"], c["precision"], c["options"]), config)
+            # and one run: some drivers compile more at the first launch (PoCL specialises every
+            # kernel for its work-group size, lavapipe its shader variants), into their own disk
+            # caches; without it the next call's first check paid that (seconds on a 2-core machine)
+            for d, a in zip(interp.get_input_details(), random_inputs(interp.get_input_details(),
+                                                                      np.random.default_rng(0)), strict=True):
+                interp.set_tensor(d["index"], a)
+            interp.invoke()
             del interp
         except Exception:  # noqa: BLE001 - nobody to tell: the next measurement reports its own failure
             failed += 1

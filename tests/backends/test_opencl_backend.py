@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import logging
 import math
 import re
 
@@ -140,6 +141,33 @@ def test_context_is_made_beside_the_model_read_and_its_failure_raised_at_first_u
         with pytest.raises(litegpu.BackendUnavailableError, match="OpenCL context .* could not be created.*"
                                                                   "OpenCL error -2"):
             dev.alloc(16)
+
+
+def test_driver_started_before_pyopencl_and_binary_read_without_the_gil(cl_modules):
+    """The drivers start through the ICD loader pyopencl bundles (one loader in the process, the one
+    pyopencl uses), and a program's binary read through it is the bytes pyopencl reads, which build
+    a working program again."""
+    cl, _ = cl_modules
+    from litegpu_opencl import _platforms
+
+    lib = _platforms._opencl_loader()
+    assert lib is not None
+    with open("/proc/self/maps") as f:
+        loaders = {ln.split()[-1] for ln in f if "libOpenCL" in ln and "/" in ln}
+    assert len(loaders) == 1  # pyopencl's extension found the loader opened by path already loaded
+    ctx = cl.Context([_platforms.list_devices()[0][1]])
+    src = "__kernel void twice(__global float* a) { int i = get_global_id(0); a[i] = 2.0f * a[i]; }"
+    prog = cl.Program(ctx, src).build()
+    got = _platforms.program_binary(prog.int_ptr)
+    assert got and got == bytes(prog.get_info(cl.program_info.BINARIES)[0])
+    again = cl.Program(ctx, ctx.devices, [got]).build()
+    q = cl.CommandQueue(ctx)
+    a = np.arange(8, dtype=np.float32)
+    buf = cl.Buffer(ctx, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR, hostbuf=a)
+    again.twice(q, (8,), None, buf)
+    out = np.empty_like(a)
+    cl.enqueue_copy(q, out, buf)
+    np.testing.assert_array_equal(out, 2 * a)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -443,9 +471,10 @@ def test_command_buffer_replays_the_launches(cl_modules, monkeypatch):
     d2.close()
 
 
-def test_command_buffer_refused_falls_back_to_launches(cl_modules, monkeypatch):
+def test_command_buffer_refused_falls_back_to_launches(cl_modules, monkeypatch, caplog):
     """A driver that refuses the enqueue (e.g. no simultaneous use while the buffer is pending): the
-    launches are enqueued one by one and the answer is still right."""
+    launches are enqueued one by one and the answer is still right; the refusal is not retried on
+    every invoke, and it is said once at WARNING."""
     from _gpu_cases import oracle
     from litegpu_opencl import _command_buffer
 
@@ -454,11 +483,21 @@ def test_command_buffer_refused_falls_back_to_launches(cl_modules, monkeypatch):
     if _command_buffer.command_buffers(d.device.device) is None:
         d.close()
         pytest.skip(f"{d.device.info.name}: no cl_khr_command_buffer")
-    monkeypatch.setattr(_command_buffer._Recorded, "enqueue", lambda self: -59)  # CL_INVALID_OPERATION
+    calls = []
+    monkeypatch.setattr(_command_buffer._Recorded, "enqueue",
+                        lambda self: calls.append(1) or -59)  # CL_INVALID_OPERATION
     it = litegpu.Interpreter(model_content=model, experimental_delegates=[d])
     it.allocate_tensors()
     it.set_tensor(it.get_input_details()[0]["index"], feeds[0])
-    it.invoke()
-    for o, w in zip(it.get_output_details(), oracle(model, feeds), strict=True):
-        np.testing.assert_allclose(it.get_tensor(o["index"]), w, rtol=1e-4, atol=1e-4)
+    with caplog.at_level(logging.WARNING, logger="litegpu"):
+        for _ in range(3):
+            it.invoke()
+            for o, w in zip(it.get_output_details(), oracle(model, feeds), strict=True):
+                np.testing.assert_allclose(it.get_tensor(o["index"]), w, rtol=1e-4, atol=1e-4)
+    # the refusal is remembered: tried once, said once at WARNING (what was refused, what happens now)
+    assert len(calls) == 1
+    warned = [r.getMessage() for r in caplog.records if "command buffer" in r.getMessage()]
+    assert len(warned) == 1 and "refused" in warned[0] and "one by one" in warned[0] and "-59" in warned[0]
+    (k,) = [s.kernel for s in it._main.plan.steps if s.kind == "delegate"]
+    assert k._recording.command_buffer is None
     d.close()

@@ -306,6 +306,27 @@ def test_device_info(wg):
     assert info.fp16 == ("shader-f16" in dev.device.features)
 
 
+def test_device_requested_beside_the_caller_and_its_failure_named_at_first_use(wg, monkeypatch):
+    """The device is requested on a thread (the caller reads and plans the model meanwhile); its info
+    is the adapter's, as the device's limits are; a refused request is a BackendUnavailableError with
+    the driver's reason at every use, not a hang or an AttributeError."""
+    mod, dev = wg
+    fresh = mod.WebGPUDevice()
+    assert fresh.info == dev.info and fresh.device.limits["min-storage-buffer-offset-alignment"] == fresh.info.buffer_alignment
+    assert fresh.device_open_ms > 0
+    fresh.close()
+
+    def refuse(self, **kw):
+        raise RuntimeError("out of device memory (simulated)")
+
+    monkeypatch.setattr(type(dev.adapter), "request_device_sync", refuse)
+    broken = mod.WebGPUDevice()  # returns at once: the request runs on its thread
+    for use in (lambda: broken.alloc(64), lambda: broken.queue, lambda: broken.limits):
+        with pytest.raises(litegpu.BackendUnavailableError, match="device request .* failed: out of device memory"):
+            use()
+    broken.close()
+
+
 # -- availability never raises --------------------------------------------------------------------------
 
 @pytest.fixture

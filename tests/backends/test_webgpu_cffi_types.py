@@ -1,5 +1,6 @@
 """The WebGPU backend's faster cffi type parsing (litegpu_webgpu._cffi_types): every type string
-must come out exactly as cffi's own parse makes it (same C type, same size), errors included."""
+must come out exactly as cffi's own parse makes it (same C type, same size), errors included; and
+a header's declaration table restored from litegpu's cache must be cffi's own parse of it."""
 
 from __future__ import annotations
 
@@ -13,10 +14,10 @@ cffi = pytest.importorskip("cffi")
 ROOT = Path(__file__).resolve().parents[2]
 
 try:
-    from litegpu_webgpu._cffi_types import speed_up_type_parsing
+    from litegpu_webgpu._cffi_types import cached_header_cdef, speed_up_type_parsing
 except ImportError:
     sys.path.insert(0, str(ROOT / "backends" / "webgpu"))
-    from litegpu_webgpu._cffi_types import speed_up_type_parsing
+    from litegpu_webgpu._cffi_types import cached_header_cdef, speed_up_type_parsing
 
 _CDEF = """
 typedef struct Foo { int a; double b; } Foo;
@@ -81,3 +82,68 @@ def test_wgpu_binding_types_unchanged() -> None:
                   "void(WGPURequestDeviceStatus, WGPUDevice, WGPUStringView, void *, void *)",
                   "void(WGPUDevice const *, WGPUErrorType, WGPUStringView, void *, void *)"]:
         assert _described(ffi, cdecl) == _described(plain, cdecl), cdecl
+
+
+# --------------------------------------------------------------------------- the header's cdef, cached
+
+# long enough to count as a header (the cache leaves short cdefs to cffi)
+_HEADER = _CDEF + "".join(f"typedef struct Pad{i} {{ int x[{i + 1}]; Foo f; }} Pad{i};\n" for i in range(1200))
+_HEADER_TYPES = [*_TYPES, "Pad3", "Pad1199 *", "struct Pad17[2]"]
+
+
+def _header_ffi() -> cffi.FFI:
+    ffi = cffi.FFI()
+    with cached_header_cdef():
+        ffi.cdef(_HEADER)
+    return ffi
+
+
+def test_cached_header_cdef_is_cffis_own_parse(tmp_path, monkeypatch, caplog) -> None:
+    """First parse: stored in the cache folder; second: restored from it, without pycparser, and every
+    type (sizes, C names, functions, callbacks) is what cffi's own parse of the header gives."""
+    import logging
+
+    from litegpu.cache import DelegateCache
+
+    monkeypatch.setenv("LITEGPU_CACHE_DIR", str(tmp_path))
+    plain = cffi.FFI()
+    plain.cdef(_HEADER)
+    first = _header_ffi()
+    assert [e.backend for e in DelegateCache(tmp_path).entries()] == ["webgpu-cdef"]
+    parses = []
+    real = cffi.cparser.Parser._internal_parse
+    monkeypatch.setattr(cffi.cparser.Parser, "_internal_parse", lambda self, src: parses.append(1) or real(self, src))
+    with caplog.at_level(logging.DEBUG, logger="litegpu"):
+        again = _header_ffi()
+    assert parses == [] and not [r for r in caplog.records if "cffi declarations" in r.getMessage()]
+    assert again._cdefsources == [_HEADER]
+    for cdecl in _HEADER_TYPES:
+        assert _described(again, cdecl) == _described(plain, cdecl) == _described(first, cdecl), cdecl
+    assert sorted(again._parser._declarations) == sorted(plain._parser._declarations)
+    again.cdef("typedef struct After { Pad3 p; } After;")  # later cdefs parse as usual
+    assert again.sizeof("After") == plain.sizeof("Pad3")
+
+
+def test_cached_header_cdef_refuses_anything_but_cffi_types(tmp_path, monkeypatch, caplog) -> None:
+    """An entry whose pickle names any other class (code to run) is refused, and the header is parsed
+    as usual; a cdef that is not a whole header is never cached."""
+    import logging
+    import os
+    import pickle
+
+    from litegpu.cache import DelegateCache
+    from litegpu_webgpu import _cffi_types
+
+    monkeypatch.setenv("LITEGPU_CACHE_DIR", str(tmp_path))
+    evil = pickle.dumps({k: os.getcwd for k in _cffi_types._PARSER_STATE})  # a function: code to run
+    DelegateCache(tmp_path).store(_cffi_types._cdef_key(_HEADER), {"parser": evil})
+    with caplog.at_level(logging.DEBUG, logger="litegpu"):
+        ffi = _header_ffi()
+    assert any("not a cffi type class" in r.getMessage() for r in caplog.records)
+    plain = cffi.FFI()
+    plain.cdef(_HEADER)
+    assert _described(ffi, "Pad3") == _described(plain, "Pad3")  # parsed by cffi after the refusal
+    small = cffi.FFI()
+    with cached_header_cdef():
+        small.cdef(_CDEF)
+    assert small.sizeof("Foo") == 16 and len(DelegateCache(tmp_path).entries()) == 1  # the header's, rewritten

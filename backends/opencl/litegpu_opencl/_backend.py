@@ -38,7 +38,9 @@ class OpenCLBackend(litegpu.BackendSpec):
 
         from litegpu.gpu._probe import probe_beside_executor
 
-        why = probe_beside_executor(probe, "opencl", "OpenCL initialisation failed")
+        # the drivers start on the probe's thread (NVIDIA: 120-490 ms, without the GIL) while this one
+        # imports pyopencl (about 50 ms) and the GPU executor
+        why = probe_beside_executor(probe, "opencl", "OpenCL initialisation failed", modules=("pyopencl",))
         return (not why), why
 
     def devices(self) -> list[str]:

@@ -108,7 +108,11 @@ def command_buffers(device: Any) -> CommandBuffers | None:
         return None
     try:
         caps = ctypes.c_uint64(0)
-        lib = ctypes.CDLL("libOpenCL.so.1")  # the ICD loader pyopencl itself is linked against
+        from ._platforms import _opencl_loader
+
+        lib = _opencl_loader()  # the ICD loader pyopencl itself uses (not a second one from the system)
+        if lib is None:
+            return None
         info = lib.clGetDeviceInfo
         info.restype, info.argtypes = _i32, [_vp, _u32, _sz, _vp, _P(_sz)]
         if info(device.int_ptr, _CL_DEVICE_COMMAND_BUFFER_CAPABILITIES_KHR, 8, ctypes.byref(caps), None):

@@ -9,8 +9,6 @@ import logging
 import os
 import re
 import struct
-import threading
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -18,11 +16,11 @@ from typing import Any
 import numpy as np
 import pyopencl as cl
 from litegpu import BackendUnavailableError, ConfigError, DelegateError
-from litegpu.gpu._device import BufferRef, DeviceInfo, GpuDevice, StartupTimer
+from litegpu.gpu._device import BufferRef, DeviceInfo, GpuDevice, OpenedBeside, StartupTimer
 from litegpu.gpu.kernels import RenderedKernel
 
 from ._command_buffer import command_buffers
-from ._platforms import create_context, list_devices
+from ._platforms import create_context, list_devices, program_binary
 from ._platforms import describe as _describe
 
 _log = logging.getLogger("litegpu.opencl")
@@ -68,10 +66,11 @@ def one_program(kernels: Sequence[RenderedKernel]) -> tuple[str, list[str]]:
     return "\n".join(pragmas) + "\n\n" + "\n\n".join(parts), entries
 
 
-@dataclass(frozen=True)
+@dataclass
 class _Recording:
     """A partition's launches, and the command buffer holding them where the driver records one
-    (the launch list keeps the kernels and their sub-buffers alive as long as the buffer)."""
+    (the launch list keeps the kernels and their sub-buffers alive as long as the buffer).
+    ``command_buffer`` is dropped (None) once the driver refuses to enqueue it."""
 
     launches: list[tuple[cl.Kernel, tuple[int, ...], tuple[int, ...], list]]
     command_buffer: Any
@@ -152,13 +151,7 @@ class CLDevice(GpuDevice):
         # with vkCreateDevice; the first use of ``ctx``/``queue`` waits for them and raises a
         # failure there.  clCreateContext goes through ctypes (_platforms.create_context): pyopencl
         # holds the GIL in it, which would stall the caller all the same.
-        self._ctx: cl.Context | None = None
-        self._queue: cl.CommandQueue | None = None
-        self._open_error: BaseException | None = None
-        #: ms the context's creation took on its thread, and ms the first use waited for it
-        self.device_open_ms = self.device_wait_ms = 0.0
-        self._opening = threading.Thread(target=self._open, name="litegpu-clCreateContext", daemon=True)
-        self._opening.start()
+        self._opened = OpenedBeside(self._open, "litegpu-clCreateContext", self._open_failed, self)
         laps.lap("context (started)")
         #: programs a partition's kernels build as, side by side (compile_group): one per compile thread
         #: on a GPU; one on a CPU device, whose compiler shares the cores with everything else and pays a
@@ -183,47 +176,28 @@ class CLDevice(GpuDevice):
         # NannyEvent keeps the host array alive, and dropping one waits for its copy (which would make
         # every upload wait for the whole queue)
         self._pending: list[cl.Event] = []
-        # cl_khr_command_buffer's entry points, looked up at the first record (False: not yet)
+        # cl_khr_command_buffer's entry points, looked up at the first record (False: not yet; None:
+        # missing, switched off, or refused by the driver once: launches then go one by one)
         self._cbufs: Any = False
 
-    def _open(self) -> None:
-        t0 = time.perf_counter()
-        try:
-            handle = create_context(self.device.int_ptr)
-            ctx = cl.Context([self.device]) if handle is None else cl.Context.from_int_ptr(handle, retain=False)
-            # one in-order queue: launches run in enqueue order, no host synchronisation in between
-            self._queue = cl.CommandQueue(ctx)
-            self._ctx = ctx
-        except BaseException as e:  # noqa: BLE001 - handed to the first user of ctx/queue
-            self._open_error = e
-        finally:
-            self.device_open_ms = (time.perf_counter() - t0) * 1e3
+    def _open(self) -> tuple[cl.Context, cl.CommandQueue]:
+        handle = create_context(self.device.int_ptr)
+        ctx = cl.Context([self.device]) if handle is None else cl.Context.from_int_ptr(handle, retain=False)
+        # one in-order queue: launches run in enqueue order, no host synchronisation in between
+        return ctx, cl.CommandQueue(ctx)
 
-    def _wait_open(self) -> None:
-        if self._opening.is_alive():
-            t0 = time.perf_counter()
-            self._opening.join()
-            self.device_wait_ms += (time.perf_counter() - t0) * 1e3
-        if self._ctx is None:
-            e = self._open_error
-            raise BackendUnavailableError(f"OpenCL context on {self.info.name} could not be created: {e}; check the "
-                                          "driver (clinfo lists what it sees)") from e
+    def _open_failed(self, e: BaseException) -> Exception:
+        return BackendUnavailableError(f"OpenCL context on {self.info.name} could not be created: {e}; check the "
+                                       "driver (clinfo lists what it sees)")
 
     @property
     def ctx(self) -> cl.Context:
-        ctx = self._ctx
-        if ctx is None:
-            self._wait_open()
-            ctx = self._ctx
-        return ctx
+        return self._opened.get()[0]
 
     @property
     def queue(self) -> cl.CommandQueue:
-        q = self._queue
-        if q is None:
-            self._wait_open()
-            q = self._queue
-        return q
+        return self._opened.get()[1]
+
 
     # -- allocator
     def alloc(self, nbytes: int) -> cl.Buffer:
@@ -354,6 +328,10 @@ class CLDevice(GpuDevice):
 
     @staticmethod
     def _binary(program: cl.Program) -> bytes | None:
+        # through ctypes first: pyopencl holds the GIL while the driver makes the binary (seconds on PoCL)
+        got = program_binary(program.int_ptr)
+        if got:
+            return got
         bins = program.get_info(cl.program_info.BINARIES)
         return bytes(bins[0]) if bins and bins[0] else None
 
@@ -403,15 +381,30 @@ class CLDevice(GpuDevice):
                 recorded = self._cbufs.record(self.queue.int_ptr,
                                               [(k.int_ptr, gs, wg) for k, gs, wg, _keep in listed])
             except OSError as e:  # the launches still run, one enqueue each
-                _log.info("OpenCL command buffer not used on %s: %s", self.info.name, e)
+                self._refuse_command_buffers(f"recording {len(listed)} launches into one command buffer failed: {e}")
         return _Recording(listed, recorded)
 
+    def _refuse_command_buffers(self, what: str) -> None:
+        """The driver refused a command buffer: stop using them on this device (each retry costs a
+        driver call per invoke and would refuse again) and say so once."""
+        self._cbufs = None
+        _log.warning("OpenCL on %s: %s; this device's launches now go one by one (one clEnqueueNDRangeKernel each, "
+                     "same results, more host time per invoke)", self.info.name, what)
+
     def replay(self, recording: Any) -> None:
-        if recording.command_buffer is not None:
-            # one call; a refusal (a driver without simultaneous use, the buffer still pending) falls
-            # back to the launches one by one, which the in-order queue orders the same way
-            if recording.command_buffer.enqueue() == 0:
+        cbuf = recording.command_buffer
+        if cbuf is not None:
+            # one call; a refusal (e.g. a driver without simultaneous use while the buffer is still
+            # pending) falls back to the launches one by one, which the in-order queue orders the same
+            # way, and is remembered: the recording drops its buffer, the device records no more
+            rc = cbuf.enqueue()
+            if rc == 0:
                 return
+            recording.command_buffer = None
+            if self._cbufs is not None:
+                self._refuse_command_buffers(f"the driver refused to enqueue a command buffer of "
+                                             f"{len(recording.launches)} launches (clEnqueueCommandBufferKHR "
+                                             f"error {rc})")
         enqueue, queue = cl.enqueue_nd_range_kernel, self.queue
         for kernel, gsize, wg, _keep in recording.launches:
             enqueue(queue, kernel, gsize, wg)

@@ -19,24 +19,51 @@ from typing import Any
 
 from litegpu import BackendUnavailableError
 
-__all__ = ["list_devices", "describe", "INSTALL_HINT", "start_drivers", "create_context"]
+__all__ = ["list_devices", "describe", "INSTALL_HINT", "start_drivers", "create_context", "program_binary"]
 
 _loader: list[Any] = []  # [ctypes.CDLL or None], once per process
 _loader_lock = threading.Lock()
 
 
+def _bundled_loader() -> str | None:
+    """The ICD loader a pyopencl wheel bundles (``pyopencl/.libs/libOpenCL-<hash>.so*``), found
+    without importing pyopencl (50 ms), so the drivers can start first; None for other builds."""
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec("pyopencl")
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    import glob
+    import os
+
+    for where in spec.submodule_search_locations:
+        found = sorted(glob.glob(os.path.join(where, ".libs", "libOpenCL*.so*")))
+        if found:
+            # the bundled loader (pyopencl's patched ocl-icd) looks for the ICDs the wheel ships under
+            # PYOPENCL_HOME, which pyopencl's import sets to its folder, and crashes without it
+            os.environ["PYOPENCL_HOME"] = os.path.dirname(os.path.abspath(os.path.join(where, "__init__.py")))
+            return found[0]
+    return None
+
+
 def _opencl_loader() -> Any:
-    """The ICD loader pyopencl uses, through ctypes (None where it cannot be opened)."""
+    """The ICD loader pyopencl uses, through ctypes (None where it cannot be opened).  The loader a
+    pyopencl wheel bundles is opened before pyopencl is imported: pyopencl's extension then finds it
+    loaded already (the dynamic linker matches its soname), one loader and one set of drivers."""
     with _loader_lock:
         if not _loader:
-            import pyopencl  # noqa: F401 - loads its ICD loader, found below among the process's mappings
+            path = _bundled_loader()
+            if path is None:
+                import pyopencl  # noqa: F401 - loads its ICD loader, found below among the process's mappings
 
-            path = None
-            try:
-                with open("/proc/self/maps") as f:
-                    path = next((ln.split()[-1] for ln in f if "libOpenCL" in ln and "/" in ln), None)
-            except OSError:  # not Linux
-                pass
+                try:
+                    with open("/proc/self/maps") as f:
+                        path = next((ln.split()[-1] for ln in f if "libOpenCL" in ln and "/" in ln), None)
+                except OSError:  # not Linux
+                    pass
             lib = None
             try:
                 lib = ctypes.CDLL(path or ctypes.util.find_library("OpenCL") or "libOpenCL.so.1")
@@ -45,6 +72,9 @@ def _opencl_loader() -> Any:
                 lib.clCreateContext.argtypes = [ctypes.c_void_p, ctypes.c_uint, ctypes.POINTER(ctypes.c_void_p),
                                                 ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_int)]
                 lib.clCreateContext.restype = ctypes.c_void_p
+                lib.clGetProgramInfo.argtypes = [ctypes.c_void_p, ctypes.c_uint, ctypes.c_size_t, ctypes.c_void_p,
+                                                 ctypes.POINTER(ctypes.c_size_t)]
+                lib.clGetProgramInfo.restype = ctypes.c_int
             except (OSError, AttributeError):
                 lib = None
             _loader.append(lib)
@@ -52,8 +82,9 @@ def _opencl_loader() -> Any:
 
 
 def start_drivers() -> None:
-    """The process's first ``clGetPlatformIDs`` (the ICD loader starts every driver) without the GIL;
-    pyopencl's own enumeration afterwards is quick.  Errors are left to :func:`list_devices`."""
+    """The process's first ``clGetPlatformIDs`` (the ICD loader starts every driver) without the GIL,
+    before pyopencl's import where its wheel bundles the loader (the caller's thread imports pyopencl
+    meanwhile); pyopencl's own enumeration afterwards is quick.  Errors are left to :func:`list_devices`."""
     lib = _opencl_loader()
     if lib is not None:
         lib.clGetPlatformIDs(0, None, ctypes.byref(ctypes.c_uint(0)))
@@ -72,6 +103,40 @@ def create_context(device_ptr: int) -> int | None:
     if err.value != 0 or not ctx:
         raise RuntimeError(f"clCreateContext failed with OpenCL error {err.value}")
     return int(ctx)
+
+
+_CL_PROGRAM_NUM_DEVICES = 0x1162
+_CL_PROGRAM_BINARY_SIZES = 0x1165
+_CL_PROGRAM_BINARIES = 0x1166
+
+
+def program_binary(program_ptr: int) -> bytes | None:
+    """The binary of a program built for one device (pyopencl's ``Program.int_ptr``), read without
+    the GIL; None where the loader is not available, the program spans several devices or the driver
+    gives none (the caller then asks pyopencl).
+
+    Why: the driver may do real work here, and pyopencl holds the GIL throughout.  PoCL generates
+    the code of every kernel when asked for a binary: 13 s of a 40-kernel program on the 2-core CI
+    machine, with every other Python thread stalled (``litegpu autoselect``'s clock and the other
+    candidates' prepares included)."""
+    lib = _opencl_loader()
+    if lib is None:
+        return None
+    prog = ctypes.c_void_p(program_ptr)
+    n = ctypes.c_uint(0)
+    if lib.clGetProgramInfo(prog, _CL_PROGRAM_NUM_DEVICES, ctypes.sizeof(n), ctypes.byref(n), None) or n.value != 1:
+        return None
+    size = ctypes.c_size_t(0)
+    if lib.clGetProgramInfo(prog, _CL_PROGRAM_BINARY_SIZES, ctypes.sizeof(size), ctypes.byref(size), None):
+        return None
+    if not size.value:
+        return None
+    buf = ctypes.create_string_buffer(size.value)
+    ptrs = (ctypes.c_char_p * 1)(ctypes.cast(buf, ctypes.c_char_p))
+    if lib.clGetProgramInfo(prog, _CL_PROGRAM_BINARIES, ctypes.sizeof(ptrs), ptrs, None):
+        return None
+    return buf.raw
+
 
 INSTALL_HINT = "install a driver such as PoCL (Debian pocl-opencl-icd) or your GPU vendor's"
 

@@ -18,11 +18,17 @@ is (logged at DEBUG): the speed-up is never needed for correctness.
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import io
 import logging
+import pickle
 import re
+import sys
+from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["speed_up_type_parsing"]
+__all__ = ["speed_up_type_parsing", "cached_header_cdef"]
 
 log = logging.getLogger("litegpu")
 
@@ -58,3 +64,98 @@ def speed_up_type_parsing(ffi: Any) -> bool:
     fast_parse._litegpu_fast = True  # type: ignore[attr-defined]
     parser._parse = fast_parse
     return True
+
+
+# --------------------------------------------------------------------------- the header's cdef, cached
+#
+# ``import wgpu.backends.wgpu_native`` runs ``ffi.cdef`` over the whole ``wgpu.h`` (108 KB): pycparser
+# parses it into cffi's declaration table, 195 ms of CPU on the 2-core CI machine at every start,
+# warm ones included (about a sixth of a warm WebGPU prepare there).  The table depends only on the
+# header's text and cffi's version: :func:`cached_header_cdef` keeps it in litegpu's cache folder
+# (the serialization cache's rules: private folder, checksums, atomic writes) and restores it in
+# about 7 ms, the header text itself is recorded by cffi as usual.  It is unpickled with a loader
+# that admits cffi's type classes only.
+
+#: a cdef at least this long is a header worth caching (wgpu.h: 108 KB); small ones parse quickly
+_HEADER_CHARS = 50_000
+_CDEF_RECORD = "webgpu-cdef"  # the cache "backend" name of these entries
+_PARSER_STATE = ("_declarations", "_included_declarations", "_anonymous_counter", "_int_constants",
+                 "_recomplete", "_uses_new_feature")
+
+
+class _TypesOnly(pickle.Unpickler):
+    """Unpickles cffi's declaration table: cffi's model classes and nothing else."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        if module == "cffi.model":
+            return super().find_class(module, name)
+        raise pickle.UnpicklingError(f"{module}.{name} is not a cffi type class")
+
+
+def _cdef_key(csource: str) -> Any:
+    import cffi
+    from litegpu.cache import EntryKey
+
+    digest = hashlib.sha256(csource.encode("utf-8", "surrogatepass")).hexdigest()
+    return EntryKey(model_token=f"sha256:{digest}", backend=_CDEF_RECORD, backend_version="1", device="",
+                    driver_version="", options={"cffi": cffi.__version__, "python": sys.version.split()[0],
+                                                "pickle": pickle.HIGHEST_PROTOCOL},
+                    code=f"cffi {cffi.__version__}")
+
+
+def _restore(ffi: Any, csource: str, blob: bytes) -> bool:
+    state = _TypesOnly(io.BytesIO(blob)).load()
+    if not isinstance(state, dict) or set(state) != set(_PARSER_STATE):
+        return False
+    with ffi._lock:  # what FFI._cdef does around its parse
+        ffi._cdef_version = object()
+        ffi._parser.__dict__.update(state)
+        ffi._cdefsources.append(csource)
+        finish = ffi._parser._recomplete
+        if finish:
+            ffi._parser._recomplete = []
+            for tp in finish:
+                tp.finish_backend_type(ffi, finish)
+    return True
+
+
+@contextlib.contextmanager
+def cached_header_cdef() -> Iterator[None]:
+    """Inside the block, a new FFI's first ``cdef`` of a whole header (wgpu-py's import of wgpu.h)
+    comes from litegpu's cache when stored there, and is stored after a parse otherwise.  Any other
+    cdef, and any failure of the cache, goes to cffi as usual (logged at DEBUG)."""
+    try:
+        from cffi import FFI
+    except ImportError:
+        yield
+        return
+    original = FFI.cdef
+
+    def cdef(self: Any, csource: Any, override: bool = False, packed: bool = False, pack: Any = None) -> Any:
+        if (not isinstance(csource, str) or len(csource) < _HEADER_CHARS or override or packed or pack
+                or self._cdefsources or self._parser._declarations):
+            return original(self, csource, override=override, packed=packed, pack=pack)
+        try:
+            from litegpu.cache import DelegateCache
+
+            store, key = DelegateCache(), _cdef_key(csource)
+            got = store.load(key)
+            if got is not None and "parser" in got and _restore(self, csource, got["parser"]):
+                return None
+        except Exception as e:  # noqa: BLE001 - the cache is never needed for correctness
+            log.debug("webgpu: the cached cffi declarations were not used (%s)", e)
+            store = None
+        original(self, csource)
+        if store is not None:
+            try:
+                state = {k: getattr(self._parser, k) for k in _PARSER_STATE}
+                store.store(key, {"parser": pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)})
+            except Exception as e:  # noqa: BLE001
+                log.debug("webgpu: the cffi declarations were not cached (%s)", e)
+        return None
+
+    FFI.cdef = cdef
+    try:
+        yield
+    finally:
+        FFI.cdef = original

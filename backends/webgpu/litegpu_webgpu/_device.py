@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 from litegpu import BackendUnavailableError, DelegateError
 from litegpu._runtime_dir import ensure_xdg_runtime_dir
-from litegpu.gpu._device import BufferRef, DeviceInfo, GpuDevice, StartupTimer
+from litegpu.gpu._device import BufferRef, DeviceInfo, GpuDevice, OpenedBeside, StartupTimer
 from litegpu.gpu.kernels import RenderedKernel
 
 ensure_xdg_runtime_dir()  # before wgpu loads the driver: else Mesa prints an XDG_RUNTIME_DIR error per probe
@@ -70,7 +70,10 @@ def _instance_backends() -> bool:
     if not _instance_set:
         _instance_set = True
         try:
-            from wgpu.backends.wgpu_native.extras import set_instance_extras
+            from ._cffi_types import cached_header_cdef
+
+            with cached_header_cdef():  # wgpu.h's parse at wgpu-native's import: see _cffi_types
+                from wgpu.backends.wgpu_native.extras import set_instance_extras
 
             set_instance_extras(backends=["All"] if gl else ["Vulkan", "Metal", "DX12"])
         except Exception as e:  # noqa: BLE001 - an older/newer wgpu-py, or an instance made elsewhere
@@ -155,30 +158,58 @@ class WebGPUDevice(GpuDevice):
         fp16 = "shader-f16" in self.adapter.features
         # timestamp queries only serve `litegpu benchmark --profile`; enabling them costs nothing until used
         features = [f for f in ("shader-f16", "timestamp-query") if f in self.adapter.features]
-        limits = {k: self.adapter.limits[k] for k in _WANTED_LIMITS if k in self.adapter.limits}
-        try:
-            self.device = self.adapter.request_device_sync(
-                label="litegpu", required_features=features, required_limits=limits)
-        except Exception as e:  # noqa: BLE001 - wgpu raises several types here
-            raise BackendUnavailableError(f"WebGPU device request on {adapter_name(self.adapter)} failed: {e}") from e
-        laps.lap("request device")
-        self.queue = self.device.queue
-        self.limits = self.device.limits
-        info = self.adapter.info
+        limits = {k: int(self.adapter.limits[k]) for k in _WANTED_LIMITS if k in self.adapter.limits}
+        # The device (wgpuAdapterRequestDevice: 100-135 ms on NVIDIA, the GIL released) is requested on
+        # a thread while the caller reads and plans the model, as vulkan does with vkCreateDevice and
+        # opencl with its context; the first use of ``device``/``queue`` waits for it and raises its
+        # failure.  What the plan needs of it is known now: wgpu-py asks for the adapter's value of every
+        # limit not given, so the device's limits are the adapter's (checked when the device arrives).
+        have = self.adapter.limits
         # bind-group offsets of arena slices must be multiples of this (WebGPU's default is 256)
-        self._align = int(self.limits["min-storage-buffer-offset-alignment"])
-        self._max_groups = int(self.limits["max-compute-workgroups-per-dimension"])
+        self._align = int(have["min-storage-buffer-offset-alignment"])
+        self._max_groups = int(have["max-compute-workgroups-per-dimension"])
+        self._opened = OpenedBeside(lambda: self._open(features, limits), "litegpu-wgpu-device", self._open_failed, self)
+        laps.lap("request device (started)")
+        info = self.adapter.info
         self.info = DeviceInfo(
             api="webgpu", name=adapter_name(self.adapter), vendor=str(info.get("vendor") or info.get("vendor_id", "")),
             driver_version=str(info.get("description", "")), fp16=fp16,
-            max_workgroup_size=int(self.limits["max-compute-invocations-per-workgroup"]),
+            max_workgroup_size=int(have["max-compute-invocations-per-workgroup"]),
             buffer_alignment=self._align, compute_units=1,
-            max_buffer_bytes=int(self.limits.get("max-storage-buffer-binding-size", 0)))
+            max_buffer_bytes=int(have.get("max-storage-buffer-binding-size", 0)))
         laps.lap("queries")
         #: where the device's creation went, ms by step (bench/init_breakdown.py prints it)
         self.startup_ms = laps.ms
         self._programs: dict[str, _Program] = {}
         self._readbacks: dict[tuple[int, int, int], tuple[Any, Any]] = {}  # read_async's, by source range
+
+    def _open(self, features: list[str], limits: dict[str, int]) -> tuple[Any, Any]:
+        device = self.adapter.request_device_sync(label="litegpu", required_features=features,
+                                                  required_limits=limits)
+        got = device.limits
+        differ = [k for k in ("min-storage-buffer-offset-alignment", "max-compute-workgroups-per-dimension",
+                              "max-compute-invocations-per-workgroup", "max-storage-buffer-binding-size")
+                  if got.get(k) != self.adapter.limits.get(k)]
+        if differ:  # planned with the adapter's: a device that differs cannot be used
+            raise DelegateError(f"its limits {', '.join(differ)} differ from its adapter's")
+        return device, device.queue
+
+    def _open_failed(self, e: BaseException) -> Exception:
+        return BackendUnavailableError(f"WebGPU device request on {adapter_name(self.adapter)} failed: {e}")
+
+    @property
+    def device(self) -> Any:
+        """wgpu's GPUDevice (waits for its request, see ``__init__``)."""
+        return self._opened.get()[0]
+
+    @property
+    def queue(self) -> Any:
+        return self._opened.get()[1]
+
+
+    @property
+    def limits(self) -> Any:
+        return self.device.limits
 
     # -- allocator
     def alloc(self, nbytes: int) -> Any:
@@ -414,4 +445,6 @@ class WebGPUDevice(GpuDevice):
     def close(self) -> None:
         self._programs.clear()
         self._readbacks.clear()
-        self.device.destroy()
+        made = self._opened.done()
+        if made is not None:
+            made[0].destroy()

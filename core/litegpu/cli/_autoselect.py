@@ -92,15 +92,41 @@ def run(args: argparse.Namespace) -> int:
     if not args.no_background and not dec.cached and _cache_enabled(config):  # else nothing would be kept
         _prepare_cut_in_background(dec, model.path, args.config)
     if abandoned_workers() or getattr(args, "process_is_command", False):
-        # A candidate cut by the budget may still be inside a driver call (a compile, say); Python
-        # would wait for it at exit, past the budget.  And the command's own exit tears down every
-        # candidate's driver (devices, contexts, lavapipe's and PoCL's threads): 0.9-1.1 s on the
-        # 2-core CI machine, past the budget too.  The decision is stored and printed: end now.
-        logging.shutdown()
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(0)
+        _end_without_driver_teardown(started, dec.settings.get("time_budget_s", args.time_budget))
     return 0
+
+
+#: the longest the exit handlers may take when the budget has no time left for them
+_EXIT_HANDLERS_S = 0.2
+
+
+def _end_without_driver_teardown(started: float, budget: float | None) -> None:
+    """End the process now that the decision is stored and printed, without the drivers' teardown.
+
+    Python's own exit would (1) join every non-daemon thread, and a candidate cut by the budget may
+    still be inside a driver call (a cold compile: seconds), and (2) tear down every candidate's
+    driver (devices, contexts, lavapipe's and PoCL's threads, the ICDs' unloading): 0.4-1.1 s on the
+    2-core CI machine, past the budget.  Neither can be shortened from Python.  What the
+    interpreter's exit does for Python code is done here: the exit handlers libraries registered
+    (``atexit``: temporary files, the logging module's flush) run on a thread for at most what is
+    left of the budget (at least 0.2 s; one stuck in a driver is left behind), the standard streams
+    are flushed, and then the process ends with ``os._exit``, skipping only the drivers' teardown
+    and the abandoned threads.  The caches are unaffected: their writes are atomic renames, done
+    or not done."""
+    import atexit
+    import threading
+
+    left = _EXIT_HANDLERS_S if budget is None else max(_EXIT_HANDLERS_S, started + budget - time.perf_counter())
+    handlers = threading.Thread(target=atexit._run_exitfuncs, name="litegpu-exit-handlers", daemon=True)
+    handlers.start()
+    handlers.join(left)
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe: nothing left to say
+            pass
+    os._exit(0)
 
 
 def _prepare_cut_in_background(dec: Decision, model_path: str, config: str | None) -> None:

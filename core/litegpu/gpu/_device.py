@@ -9,9 +9,10 @@ core.  All methods may raise :class:`litegpu.DelegateError`.
 
 from __future__ import annotations
 
+import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -67,6 +68,51 @@ class StartupTimer:
         self._t = now
 
 
+class OpenedBeside:
+    """A driver object made on a thread while the caller goes on (a device, a context: 100-1100 ms on
+    NVIDIA in calls that release the GIL), so a start overlaps it with reading and planning the model.
+    :meth:`get` waits for it at its first use and raises ``failure(error)`` from its error there, at
+    every use.  ``owner.device_open_ms`` is set to how long it took on its thread and
+    ``owner.device_wait_ms`` to how long uses waited (``bench/init_breakdown.py`` prints both)."""
+
+    def __init__(self, make: Callable[[], Any], name: str, failure: Callable[[BaseException], Exception],
+                 owner: Any):
+        self._value: Any = None
+        self._error: BaseException | None = None
+        self._failure = failure
+        self._owner = owner
+        owner.device_open_ms = owner.device_wait_ms = 0.0
+
+        def run() -> None:
+            t0 = time.perf_counter()
+            try:
+                self._value = make()
+            except BaseException as e:  # noqa: BLE001 - handed to the first user
+                self._error = e
+            finally:
+                owner.device_open_ms = (time.perf_counter() - t0) * 1e3
+
+        self._thread = threading.Thread(target=run, name=name, daemon=True)
+        self._thread.start()
+
+    def get(self) -> Any:
+        value = self._value
+        if value is None:
+            if self._thread.is_alive():
+                t0 = time.perf_counter()
+                self._thread.join()
+                self._owner.device_wait_ms += (time.perf_counter() - t0) * 1e3
+            value = self._value
+            if value is None:
+                raise self._failure(self._error or RuntimeError("nothing made")) from self._error
+        return value
+
+    def done(self) -> Any:
+        """The object once made (waiting for its thread), or None when it failed; never raises."""
+        self._thread.join()
+        return self._value
+
+
 class GpuDevice(ABC):
     """One GPU API bound to one device and one in-order queue."""
 
@@ -75,6 +121,10 @@ class GpuDevice(ABC):
     info: DeviceInfo
     #: the device's creation, ms by step (:class:`StartupTimer`); empty when the device does not say
     startup_ms: dict[str, float] = {}  # noqa: RUF012 - read-only default, devices assign their own
+    #: a device (context) made on a thread beside the caller (:class:`OpenedBeside`): ms it took there,
+    #: and ms the first use waited for it
+    device_open_ms: float = 0.0
+    device_wait_ms: float = 0.0
 
     # -- allocator
     @abstractmethod
