@@ -449,14 +449,15 @@ def test_model_inputs_read_in_host_layout(backend, fold, profile, shape, monkeyp
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("precision", ["fp16", "fp16_fp32acc"])
 def test_model_inputs_read_in_host_layout_fp16(backend, precision):
-    """An fp16 plan reads the folded input as float32 (the host's array) and computes in its precision."""
+    """fp16 plans keep the input's bhwc_to_phwc4 launch (the fold is for fp32 plans: an fp16 plan's folded read
+    gave wrong values on WebGPU, _runtime._dense_inputs) and match LiteRT."""
     model, xs = _first_conv_model()
     want = run_litert(model, xs)
     d = _delegate(backend, precision=precision)
     try:
         it = _interpreter(model, d)
         (k,) = _kernels(it)
-        assert TO not in k.describe()["kernels"]
+        assert TO in k.describe()["kernels"]
         (got,) = _invoke(it, xs)
         assert rel_error(got, want[0]) <= 1e-2
     finally:
