@@ -13,6 +13,10 @@ counts only for itself):
   (vulkan, webgpu and opencl: 0 here, the import runs inside the availability check beside the driver's
   probe on a thread, so its time is in the driver table's ``availability``);
 * ``driver``: creating the delegate, i.e. the driver context, device and queue (``load_delegate``);
+  a backend that starts its driver in the background (vulkan: ``BackendSpec.quick_availability``)
+  has only the binding's import and its executor's import here, and the driver's laps in the second
+  table ran on the device's thread beside the steps that follow (``device wait``: what the first use
+  waited for);
 * ``cache read`` / ``cache write``: the serialization cache's files and the plan decoded from them;
 * ``passes``: the GPU compiler's passes, lowering and memory planning (``compile_partition``);
 * ``render``: kernel templates rendered to source;
@@ -133,8 +137,11 @@ reg = backend_registry()  # the plugin scan (entry points) and the plugins' regi
 driver_parts["plugins"] = (time.perf_counter() - t1) * 1e3
 t1 = time.perf_counter()
 entry = reg.get(backend)
-if entry is not None:
+from litegpu._backend import BackendSpec
+if entry is not None and type(entry.spec).quick_availability is BackendSpec.quick_availability:
     reg.info(entry)  # what load_delegate does first: the availability check and the device list
+# (a backend with a quick check (vulkan) starts its driver in the background inside load_delegate: its
+# parts are the device's own laps below, on the device's thread, and the first use's waits)
 t2 = time.perf_counter()
 driver_parts["availability"] = (t2 - t1) * 1e3
 d = litegpu.load_delegate(backend, opts)
@@ -176,6 +183,8 @@ out["prepare cpu"] = (c2 - c_start) * 1e3  # all threads, the same span: steadie
 out["calls"] = calls
 # a device created on a thread beside the model's read (vulkan): how long that took, and how long
 # the first use of the device waited for it (only the wait is in the prepare time)
+# (read again now: a device started in the background adds its laps on its thread after load_delegate)
+driver_parts.update(dict(getattr(d.device, "startup_ms", {}) or {}))
 for attr, part in (("device_open_ms", "device (on its thread)"), ("device_wait_ms", "device wait")):
     if hasattr(d.device, attr):
         driver_parts[part] = float(getattr(d.device, attr))

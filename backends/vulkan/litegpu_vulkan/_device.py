@@ -315,18 +315,75 @@ class VulkanDevice(GpuDevice):
     _handle: Any = None
 
     def __init__(self, device: int | str | None = None, *, memory: str = "auto", compiler: str | None = None,
-                 fence_timeout: float = 60.0):
+                 fence_timeout: float = 60.0, background: bool = False):
         if memory not in MEMORY_MODES:
             raise DelegateError(f"memory {memory!r} is not one of {', '.join(MEMORY_MODES)}")
         self._device = None
         self._owned: dict[int, list[tuple[Any, tuple]]] = {}  # destroy calls of live resources
         laps = StartupTimer()
+        #: where the device's creation went, ms by step (bench/init_breakdown.py prints it)
+        self.startup_ms = laps.ms
         self.compiler = find_glsl_compiler(compiler)
         if self.compiler is None:
             raise BackendUnavailableError(
                 f"GLSL compiler {compiler!r} not found" if compiler else
                 "no GLSL -> SPIR-V compiler: install glslc (Debian glslc) or glslangValidator (glslang-tools)")
         laps.lap("find compiler")
+        self._timeout_ns = int(fence_timeout * 1e9)
+        self.memory_mode = memory  # "auto" until _select resolves it by the device's kind
+        self._staging: _Buffer | None = None
+        self._blocks: dict[str, list[_Block]] = {}
+        self._pending: list[tuple[BufferRef, BufferRef, int]] = []  # queued uploads into device memory
+        self._dirty: dict[int, tuple[_Buffer, BufferRef]] = {}  # upload buffers written since a replay, by id
+        # readback buffers the latest submission filled; weak, so that they (and the interpreter's
+        # memory) go when their interpreter is dropped
+        self._fresh: weakref.WeakSet[_Buffer] = weakref.WeakSet()
+        self._xfer_rec: _Recording | None = None  # made on first use: it needs the device
+        self._programs: dict[str, _Program] = {}
+        self._spirv: dict[str, Future[bytes]] = {}  # by GLSL source
+        self._pool_exec: ThreadPoolExecutor | None = None  # runs glslc
+        self._loaded_blobs: set[bytes] = set()
+        self.pipelines_created = self.pipeline_batches = 0
+        self._last: _Recording | None = None
+        self._info: DeviceInfo | None = None
+        self._queried = threading.Event()  # set once ``info`` is known (or the start failed)
+        self._open_error: BaseException | None = None
+        #: ms the device's creation took on its thread, and ms the first use waited for it
+        self.device_open_ms = self.device_wait_ms = 0.0
+        if background:
+            # the whole driver start on a thread: the instance (vkCreateInstance and the device
+            # listing, 100-200 ms on NVIDIA), the queries and vkCreateDevice, while the caller
+            # reads the model, prepares its nodes and reads the cache (cffi drops the GIL in the
+            # driver's calls).  ``info`` waits for the queries, the device's first use for the rest;
+            # either raises the start's failure (BackendUnavailableError, typed as before)
+            target, args = self._start, (device, laps)
+        else:
+            target, args = self._create_device, self._select(device, laps)
+        # vkCreateDevice (tens of ms on a discrete GPU's driver) runs on a thread while the caller
+        # goes on reading and planning the model (cffi drops the GIL in the call); the first use of
+        # the device waits for it (``_device``), and a failure is raised there
+        self._opening: threading.Thread | None = threading.Thread(
+            target=target, args=args, name="litegpu-vkCreateDevice", daemon=True)
+        self._opening.start()
+        laps.lap("device (started)")
+
+    @property
+    def info(self) -> DeviceInfo:  # type: ignore[override]
+        """The device's :class:`DeviceInfo`; with a background start, waits for the driver's queries
+        (and raises the start's failure)."""
+        if self._info is None:
+            self._queried.wait()
+            if self._info is None:
+                raise self._open_error or BackendUnavailableError("the Vulkan device failed to start")
+        return self._info
+
+    @info.setter
+    def info(self, value: DeviceInfo) -> None:
+        self._info = value
+
+    def _select(self, device: int | str | None, laps: StartupTimer) -> tuple[_Candidate, Any]:
+        """The shared instance, the chosen physical device and its queries (sets ``info`` and the
+        memory mode); returns the arguments of :meth:`_create_device`."""
         self._instance, cands = _shared_instance()  # not ours to destroy: see _shared_instance
         laps.lap("instance + enumerate")
         if not cands:
@@ -343,38 +400,22 @@ class VulkanDevice(GpuDevice):
                 raise BackendUnavailableError(f"Vulkan device index {idx} out of range (found {len(cands)})")
             chosen = cands[idx]
         self._pd = chosen.handle
-        self._timeout_ns = int(fence_timeout * 1e9)
         device_info = self._query_device(chosen)
+        if self.memory_mode == "auto":
+            self.memory_mode = "device_local" if chosen.kind == 0 else "host_visible"
         laps.lap("queries")
-        # vkCreateDevice (tens of ms on a discrete GPU's driver) runs on a thread while the caller
-        # goes on reading and planning the model (cffi drops the GIL in the call); the first use of
-        # the device waits for it (``_device``), and a failure is raised there
-        self._opening: threading.Thread | None = threading.Thread(
-            target=self._create_device, args=(chosen, device_info), name="litegpu-vkCreateDevice", daemon=True)
-        self._open_error: BaseException | None = None
-        #: ms the device's creation took on its thread, and ms the first use waited for it
-        self.device_open_ms = self.device_wait_ms = 0.0
-        self._opening.start()
-        laps.lap("device (started)")
-        #: where the device's creation went, ms by step (bench/init_breakdown.py prints it)
-        self.startup_ms = laps.ms
-        if memory == "auto":
-            memory = "device_local" if chosen.kind == 0 else "host_visible"
-        self.memory_mode = memory
-        self._staging: _Buffer | None = None
-        self._blocks: dict[str, list[_Block]] = {}
-        self._pending: list[tuple[BufferRef, BufferRef, int]] = []  # queued uploads into device memory
-        self._dirty: dict[int, tuple[_Buffer, BufferRef]] = {}  # upload buffers written since a replay, by id
-        # readback buffers the latest submission filled; weak, so that they (and the interpreter's
-        # memory) go when their interpreter is dropped
-        self._fresh: weakref.WeakSet[_Buffer] = weakref.WeakSet()
-        self._xfer_rec: _Recording | None = None  # made on first use: it needs the device
-        self._programs: dict[str, _Program] = {}
-        self._spirv: dict[str, Future[bytes]] = {}  # by GLSL source
-        self._pool_exec: ThreadPoolExecutor | None = None  # runs glslc
-        self._loaded_blobs: set[bytes] = set()
-        self.pipelines_created = self.pipeline_batches = 0
-        self._last: _Recording | None = None
+        self._queried.set()
+        return chosen, device_info
+
+    def _start(self, device: int | str | None, laps: StartupTimer) -> None:
+        """A background start (on the opening thread): :meth:`_select`, then :meth:`_create_device`."""
+        try:
+            chosen, keep = self._select(device, laps)
+        except BaseException as e:  # noqa: BLE001 - handed to the first user of the device
+            self._open_error = e
+            self._queried.set()
+            return
+        self._create_device(chosen, keep)
 
     def _query_device(self, chosen: _Candidate) -> Any:
         """What the device offers (limits, memory types, fp16, extensions) and sets ``info``; returns
