@@ -108,6 +108,11 @@ def gpu_backends_in_auto_order() -> Iterator[BackendInfo]:
         yield reg.info(e)
 
 
+#: A/B switch (``bench/init.py --set litegpu._backend_loading.QUICK_START=False``): False makes every
+#: ``load_delegate`` wait for the full availability check (the driver's instance and device list)
+QUICK_START = True
+
+
 def _quick_availability(spec: Any) -> tuple[bool, str] | None:
     """``spec.quick_availability()`` (see :meth:`BackendSpec.quick_availability`); None when the backend
     has none, or it misbehaves (then the full check answers)."""
@@ -150,7 +155,7 @@ def load_delegate(name: str, options: Mapping[str, Any] | None = None) -> Delega
     resolved = resolve_backend_options(name, options, source="load_delegate options")
     if "cache" not in resolved:  # defaults + $LITEGPU_CONFIG
         resolved["cache"] = dict(load_config().data["cache"])
-    quick = _quick_availability(entry.spec) if entry.availability is None else None
+    quick = _quick_availability(entry.spec) if entry.availability is None and QUICK_START else None
     # a backend whose delegate starts its driver in the background (the driver's start then overlaps
     # the model's read and plan; a failed start raises BackendUnavailableError at the delegate's first use)
     if quick is None:
