@@ -31,7 +31,7 @@ from litegpu import BackendUnavailableError, DelegateError
 from litegpu.gpu._device import BufferRef, DeviceInfo, GpuDevice, StartupTimer
 from litegpu.gpu.spirv import compile_spirv, find_glsl_compiler
 
-from ._instance import _Candidate, _shared_instance, list_devices
+from ._instance import CREATED_MS, _Candidate, _shared_instance, list_devices
 
 if TYPE_CHECKING:
     from litegpu.gpu.kernels import RenderedKernel
@@ -385,7 +385,8 @@ class VulkanDevice(GpuDevice):
         """The shared instance, the chosen physical device and its queries (sets ``info`` and the
         memory mode); returns the arguments of :meth:`_create_device`."""
         self._instance, cands = _shared_instance()  # not ours to destroy: see _shared_instance
-        laps.lap("instance + enumerate")
+        laps.lap("instance + enumerate")  # what this thread waited for it
+        laps.ms["instance (made on its thread)"] = CREATED_MS.get("instance + enumerate", 0.0)
         if not cands:
             raise BackendUnavailableError("the Vulkan loader found no device with Vulkan 1.1 and a compute queue")
         if isinstance(device, str):
