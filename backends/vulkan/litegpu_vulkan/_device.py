@@ -55,6 +55,11 @@ _BLOCK_BYTES = 64 << 20
 #: mapping) a block costs the driver time by its size -- three 64 MiB blocks were 46 ms of a 0.43 s warm
 #: start on an H200 for a model using 2.8 MiB of them
 _FIRST_BLOCK_BYTES = 4 << 20
+#: launches' params (tens of bytes each) are ranges of shared buffers of this size, and uploads up to
+#: _SMALL_UPLOAD bytes share staging buffers of it: one vkCreateBuffer (and bind) for a partition's
+#: params instead of two per launch (138 for pose_landmark_full's 69 launches on a discrete GPU)
+_SHARED_BYTES = 64 << 10
+_SMALL_UPLOAD = 4096
 _USAGE = (vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | vk.VK_BUFFER_USAGE_UNIFORM_BUFFER_BIT
           | vk.VK_BUFFER_USAGE_TRANSFER_SRC_BIT | vk.VK_BUFFER_USAGE_TRANSFER_DST_BIT)
 _COMPUTE = vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT
@@ -223,9 +228,10 @@ class _Bound(_Resource):
         self.params_buffer = None
         if any(b.kind == "uniform" for b in kernel.bindings):
             data = kernel.pack_params(params)
-            self.params_buffer = dev.alloc(len(data))
-            dev.upload(BufferRef(self.params_buffer, 0, len(data)), np.frombuffer(data, np.uint8))
-            refs.append(BufferRef(self.params_buffer, 0, len(data)))
+            ref = dev._params_ref(len(data))  # a range of a buffer the device's params share
+            self.params_buffer = ref.buffer  # held: the shared buffer lives while a set points into it
+            dev.upload(ref, np.frombuffer(data, np.uint8))
+            refs.append(ref)
         # (binding, buffer, offset, end, writes) for hazard tracking at record time
         self.uses = [(b.index, r.buffer, r.offset, r.offset + r.nbytes, b.access != "read")
                      for b, r in zip(kernel.bindings, refs, strict=True)]
@@ -345,6 +351,11 @@ class VulkanDevice(GpuDevice):
         self._loaded_blobs: set[bytes] = set()
         self.pipelines_created = self.pipeline_batches = 0
         self._last: _Recording | None = None
+        # the shared params buffer and small-upload staging buffer (see _SHARED_BYTES), bytes used
+        self._params_buf: _Buffer | None = None
+        self._params_used = 0
+        self._small_staging: _Buffer | None = None
+        self._small_used = 0
         self._info: DeviceInfo | None = None
         self._queried = threading.Event()  # set once ``info`` is known (or the start failed)
         self._open_error: BaseException | None = None
@@ -430,6 +441,8 @@ class VulkanDevice(GpuDevice):
         self._timestamp_ns = float(limits.timestampPeriod)
         mp = vk.vkGetPhysicalDeviceMemoryProperties(pd)
         self._mem_flags = [int(mp.memoryTypes[i].propertyFlags) for i in range(mp.memoryTypeCount)]
+        self._uniform_align = max(int(limits.minUniformBufferOffsetAlignment), int(limits.minStorageBufferOffsetAlignment),
+                                  16)
         # feature query chain: each struct named so the pNext pointers stay valid
         storage16 = vk.VkPhysicalDevice16BitStorageFeatures()
         float16 = vk.VkPhysicalDeviceShaderFloat16Int8Features(pNext=storage16)
@@ -586,6 +599,27 @@ class VulkanDevice(GpuDevice):
         self._open()
         return _Buffer(self, max(int(nbytes), 16), "device")
 
+    def _params_ref(self, nbytes: int) -> BufferRef:
+        """``nbytes`` of the shared params buffer (bump allocated; a full one is left to the sets
+        bound to it, which hold it, and a new one started)."""
+        align = self._uniform_align
+        off = -(-self._params_used // align) * align
+        if self._params_buf is None or off + nbytes > self._params_buf.nbytes:
+            self._params_buf, off = _Buffer(self, max(_SHARED_BYTES, nbytes), "device"), 0
+        self._params_used = off + nbytes
+        return BufferRef(self._params_buf, off, nbytes)
+
+    def _staging_range(self, nbytes: int) -> BufferRef:
+        """Staging for one queued upload: a range of the shared small-upload buffer (reused from its
+        start once :meth:`_flush_pending` has waited for the copies), or a buffer of its own."""
+        if nbytes > _SMALL_UPLOAD:
+            return BufferRef(_Buffer(self, max(nbytes, 16), "upload"), 0, nbytes)
+        off = -(-self._small_used // 16) * 16
+        if self._small_staging is None or off + nbytes > self._small_staging.nbytes:
+            self._small_staging, off = _Buffer(self, _SHARED_BYTES, "upload"), 0
+        self._small_used = off + nbytes
+        return BufferRef(self._small_staging, off, nbytes)
+
     def _staging_for(self, nbytes: int) -> _Buffer:
         """The reusable readback buffer of the synchronous download path (not the invoke path)."""
         if self._staging is None or self._staging.nbytes < nbytes:
@@ -635,6 +669,7 @@ class VulkanDevice(GpuDevice):
         rec.writes_device = True
         self._submit(rec)
         self._wait(rec)
+        self._small_used = 0  # every copy out of the shared small-upload staging is done
         del pending  # the one-off staging buffers go back to their block
 
     upload_copies = True  # into the mapped staging memory or the host-visible buffer
@@ -654,9 +689,9 @@ class VulkanDevice(GpuDevice):
         if buf.host is not None:
             buf.host[ref.offset:ref.offset + n] = raw[:n]
             return
-        staging = _Buffer(self, max(n, 16), "upload")
-        staging.host[:n] = raw[:n]
-        self._pending.append((BufferRef(staging, 0, n), ref, n))
+        staging = self._staging_range(n)
+        staging.buffer.host[staging.offset:staging.offset + n] = raw[:n]
+        self._pending.append((staging, ref, n))
 
     def download(self, ref: BufferRef, out: np.ndarray) -> None:
         if not out.flags.c_contiguous:  # a reshape would copy and the data would land in the copy
@@ -1137,7 +1172,7 @@ class VulkanDevice(GpuDevice):
                     pass
             self._owned.clear()
             self._programs.clear()
-            self._staging = self._xfer = self._last = None
+            self._staging = self._xfer = self._last = self._params_buf = self._small_staging = None
             self._pending, self._dirty, self._fresh = [], {}, weakref.WeakSet()
             for blocks in self._blocks.values():  # normally freed with their last buffer already
                 for blk in blocks:

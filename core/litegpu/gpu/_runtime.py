@@ -528,9 +528,10 @@ class GpuPartitionKernel(DelegateKernel):
         for a in arrays:
             offsets.append(end)
             end += -(-max(a.nbytes, 4) // align) * align
-        host = np.zeros(end, np.uint8)
-        for a, off in zip(arrays, offsets, strict=True):
+        host = np.empty(end, np.uint8)  # only the padding is zeroed: the arrays fill the rest
+        for a, off, nxt in zip(arrays, offsets, [*offsets[1:], end], strict=True):
             host[off:off + a.nbytes] = a.reshape(-1).view(np.uint8)
+            host[off + a.nbytes:nxt] = 0
         buf = self.device.alloc(end)
         self.device.upload(BufferRef(buf, 0, end), host)
         return [BufferRef(buf, off, a.nbytes) for a, off in zip(arrays, offsets, strict=True)]
