@@ -124,6 +124,16 @@ def _quick_availability(spec: Any) -> tuple[bool, str] | None:
         return None
 
 
+def mark_unavailable(name: str, reason: str) -> None:
+    """Record that backend ``name`` cannot run in this process (its driver, started in the background
+    after ``quick_availability``, failed at the delegate's first use): later ``load_delegate`` calls
+    and ``available_backends()`` answer with ``reason`` instead of trying again."""
+    entry = backend_registry().get(name)
+    if entry is not None:
+        entry.availability = (False, reason)
+        entry.devices = None
+
+
 def _installed_list(names: Sequence[str]) -> str:
     return ", ".join(names) if names else "none"
 

@@ -5,6 +5,7 @@ one buffer and one transfer, and the answers unchanged (checked against LiteRT).
 from __future__ import annotations
 
 import json
+import logging
 import threading
 
 import litegpu
@@ -177,7 +178,7 @@ def test_vulkan_device_is_created_beside_the_model_read_and_its_failure_raised_a
     dev.close()
 
 
-def test_vulkan_load_delegate_starts_the_driver_in_the_background_and_a_failed_start_raises_typed(monkeypatch):
+def test_vulkan_load_delegate_starts_the_driver_in_the_background_and_a_failed_start_raises_typed(monkeypatch, caplog):
     """A first load_delegate("vulkan") (availability not asked yet) checks only the binding and leaves
     the driver's start (instance, device listing, queries, vkCreateDevice) to a thread: the delegate's
     answers are LiteRT's.  A driver that fails to start is raised as BackendUnavailableError at the
@@ -229,6 +230,21 @@ def test_vulkan_load_delegate_starts_the_driver_in_the_background_and_a_failed_s
     monkeypatch.setattr(entry, "availability", None)
     with pytest.raises(litegpu.BackendUnavailableError, match="vkCreateInstance failed"):
         litegpu.load_delegate("vulkan", {"device": 1, "cache": {"enabled": False}})
+    # litegpu.load: the failed start makes vulkan unavailable and the next listed backend runs, with the
+    # WARNING any unavailable backend gets (strict: the error)
+    monkeypatch.setattr(entry, "availability", None)
+    monkeypatch.setattr(entry, "devices", None)
+    with pytest.raises(litegpu.BackendUnavailableError, match="vkCreateInstance failed"):
+        litegpu.load(_model(), backend=["vulkan", "cpu"], strict=True, cache__enabled=False)
+    monkeypatch.setattr(entry, "availability", None)
+    with caplog.at_level(logging.WARNING, logger="litegpu"):
+        it = litegpu.load(_model(), backend=["vulkan", "cpu"], cache__enabled=False)
+    assert it.litegpu_backend == "cpu" and "vkCreateInstance failed" in caplog.text
+    assert entry.availability == (False, "vkCreateInstance failed: no Vulkan 1.1 driver")
+    x = np.random.default_rng(3).standard_normal((1, 8, 8, 3)).astype(np.float32)
+    it.set_tensor(it.get_input_details()[0]["index"], x)
+    it.invoke()
+    assert_allclose_rel(it.get_tensor(it.get_output_details()[0]["index"]), run_litert(_model(), [x])[0], 1e-4)
 
 
 def test_probe_beside_executor_runs_the_probe_on_its_thread_and_reports_an_import_failure(monkeypatch):

@@ -59,6 +59,9 @@ _FIRST_BLOCK_BYTES = 4 << 20
 #: _SMALL_UPLOAD bytes share staging buffers of it: one vkCreateBuffer (and bind) for a partition's
 #: params instead of two per launch (138 for pose_landmark_full's 69 launches on a discrete GPU)
 _SHARED_BYTES = 64 << 10
+#: A/B switch (``--set litegpu_vulkan._device.EARLY_PIPELINES=False``): False creates every pipeline at the
+#: first record() that uses it (after the whole partition's renders) instead of right after its compile
+EARLY_PIPELINES = True
 _SMALL_UPLOAD = 4096
 _USAGE = (vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | vk.VK_BUFFER_USAGE_UNIFORM_BUFFER_BIT
           | vk.VK_BUFFER_USAGE_TRANSFER_SRC_BIT | vk.VK_BUFFER_USAGE_TRANSFER_DST_BIT)
@@ -169,10 +172,12 @@ class _Buffer(_Resource):
 
 
 class _Program(_Resource):
-    """Descriptor set layout and pipeline layout now; shader module and pipeline at the first
-    :meth:`VulkanDevice.record` that uses the program, created there together with every other
-    pending program in one ``vkCreateComputePipelines`` call.  ``spirv`` is bytes or a future of
-    the compile running on the device's thread pool (glslc runs for all kernels at once)."""
+    """Descriptor set layout and pipeline layout now; shader module and pipeline on the thread that
+    finishes its SPIR-V compile (:meth:`start_early`: beside the caller rendering and binding the
+    partition's next kernels), else at the first :meth:`VulkanDevice.record` that uses the program,
+    together with every other pending program in one ``vkCreateComputePipelines`` call per thread.
+    ``spirv`` is bytes or a future of the compile running on the device's thread pool (glslc runs for
+    all kernels at once)."""
 
     def __init__(self, dev: VulkanDevice, kernel: RenderedKernel, spirv: bytes | Future[bytes]):
         super().__init__(dev)
@@ -182,6 +187,7 @@ class _Program(_Resource):
         self._spirv = spirv
         self.module: Any = None
         self.pipeline: Any = None
+        self._early: threading.Event | None = None  # set once start_early's attempt is over
         self.types = [vk.VK_DESCRIPTOR_TYPE_UNIFORM_BUFFER if b.kind == "uniform"
                       else vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER for b in kernel.bindings]
         # the bindings array is ours (ffi.new), so nothing in it can be freed before the call
@@ -198,6 +204,27 @@ class _Program(_Resource):
         pl_info = vk.VkPipelineLayoutCreateInfo(setLayoutCount=1, pSetLayouts=set_layouts)
         self.layout = vk.vkCreatePipelineLayout(d, pl_info, None)
         self._on_release(vk.vkDestroyPipelineLayout, d, self.layout, None)
+
+    def start_early(self) -> None:
+        """Create the module and pipeline right after the SPIR-V compile, on the thread that ran it
+        (cold pose_landmark_full: the pipelines' driver compile, 0.37 s on an H200, then overlaps the
+        renders of the kernels after it instead of following all of them).  A failure here is left to
+        :meth:`VulkanDevice._create_pipelines`, which tries again and names the kernel."""
+        fut = self._spirv
+        if isinstance(fut, Future):
+            self._early = threading.Event()
+            fut.add_done_callback(self._create_early)
+
+    def _create_early(self, fut: Future[bytes]) -> None:
+        try:
+            if not fut.cancelled() and fut.exception() is None:
+                self._create_module()
+                self._dev._create_pipeline_batch([self])
+        except Exception:  # noqa: BLE001, S110 - see start_early: record() tries again and reports
+            pass
+        finally:
+            assert self._early is not None
+            self._early.set()
 
     @property
     def spirv(self) -> bytes:
@@ -349,7 +376,10 @@ class VulkanDevice(GpuDevice):
         self._spirv: dict[str, Future[bytes]] = {}  # by GLSL source
         self._pool_exec: ThreadPoolExecutor | None = None  # runs glslc
         self._loaded_blobs: set[bytes] = set()
+        #: pipelines created (early ones included), and record()-time creations (calls of _create_pipelines
+        #: that had any left to create)
         self.pipelines_created = self.pipeline_batches = 0
+        self._count_lock = threading.Lock()
         self._last: _Recording | None = None
         # the shared params buffer and small-upload staging buffer (see _SHARED_BYTES), bytes used
         self._params_buf: _Buffer | None = None
@@ -798,11 +828,16 @@ class VulkanDevice(GpuDevice):
                 raise DelegateError(f"{self.info.name} has no storageBuffer16BitAccess: use precision fp32")
             prog = _Program(self, kernel, self._spirv_future(kernel))
             self._programs[kernel.source] = prog
+            if EARLY_PIPELINES:
+                prog.start_early()
         return prog
 
     def _create_pipelines(self, programs: Sequence[_Program]) -> None:
         """Pipelines for every program in ``programs`` that has none yet: one
         vkCreateComputePipelines call for all of them, through the device's pipeline cache."""
+        for p in {id(p): p for p in programs}.values():
+            if p._early is not None:  # created (or tried) on the compile's thread: wait for that
+                p._early.wait()
         todo = [p for p in {id(p): p for p in programs}.values() if p.pipeline is None]
         if not todo:
             return
@@ -829,11 +864,11 @@ class VulkanDevice(GpuDevice):
             codes = sorted({res for res in results if res != vk.VK_SUCCESS})
             raise DelegateError(f"vkCreateComputePipelines failed ({', '.join(map(str, codes))}) for kernels "
                                 f"{', '.join(bad) or '?'}")
-        self.pipelines_created += n
         self.pipeline_batches += 1
 
     def _create_pipeline_batch(self, todo: Sequence[_Program]) -> int:
-        """One vkCreateComputePipelines call for ``todo`` (modules created); returns its VkResult."""
+        """One vkCreateComputePipelines call for ``todo`` (modules created); returns its VkResult.
+        Counts what it created in ``pipelines_created`` (from any thread)."""
         d = self._open()
         n = len(todo)
         # keep-alive: the entry-point strings and the info array are ours (module docstring)
@@ -849,10 +884,14 @@ class VulkanDevice(GpuDevice):
             infos[i].basePipelineIndex = -1
         out = ffi.new("VkPipeline[]", n)
         res = vk.lib.vkCreateComputePipelines(d, self._pipeline_cache, n, infos, ffi.NULL, out)
+        made = 0
         for i, p in enumerate(todo):
             if out[i] != ffi.NULL:
                 p.pipeline = out[i]
                 p._on_release(vk.vkDestroyPipeline, d, p.pipeline, None)
+                made += 1
+        with self._count_lock:
+            self.pipelines_created += made
         del entries, infos
         return int(res)
 
@@ -1162,6 +1201,9 @@ class VulkanDevice(GpuDevice):
             self._opening = None
         if self._handle is None:
             return
+        if self._pool_exec is not None:  # its threads create pipelines (start_early): done before teardown
+            self._pool_exec.shutdown(wait=True, cancel_futures=True)
+            self._pool_exec = None
         try:
             vk.vkDeviceWaitIdle(self._device)
         finally:
