@@ -57,12 +57,22 @@ t0, c0 = time.perf_counter(), time.process_time()
 import litegpu
 t1, c1 = time.perf_counter(), time.process_time()
 model, backend, cache_dir = sys.argv[1:4]
-for item in filter(None, sys.argv[4:]):  # --set MODULE.NAME=VALUE (an A/B switch), set before prepare
+def apply_sets(loaded_only):
+    # --set MODULE.NAME=VALUE (A/B switches): those of modules `import litegpu` loaded before
+    # load_delegate, the others (a backend's) after it has imported them, so no switch moves an import
     import ast, importlib
-    target, value = item.split("=", 1)
-    mod, name = target.rsplit(".", 1)
-    setattr(importlib.import_module(mod), name, ast.literal_eval(value))
-it = litegpu.Interpreter(model_path=model, experimental_delegates=[litegpu.load_delegate(backend, {"cache": {"dir": cache_dir}})])
+    for item in list(sets):
+        target, value = item.split("=", 1)
+        mod, name = target.rsplit(".", 1)
+        if loaded_only and mod not in sys.modules:
+            continue
+        setattr(importlib.import_module(mod), name, ast.literal_eval(value))
+        sets.remove(item)
+sets = [s for s in sys.argv[4:] if s]
+apply_sets(True)
+d = litegpu.load_delegate(backend, {"cache": {"dir": cache_dir}})
+apply_sets(False)
+it = litegpu.Interpreter(model_path=model, experimental_delegates=[d])
 it.allocate_tensors()
 t2 = time.perf_counter()
 print(json.dumps({"import_s": t1 - t0, "prepare_s": t2 - t1, "cpu_s": time.process_time() - c1,
