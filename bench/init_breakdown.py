@@ -23,7 +23,8 @@ counts only for itself):
 * ``compile``: programs built from source (OpenCL programs, WGSL/SPIR-V modules and pipelines); where
   the device builds on several threads (``GpuDevice.compile_threads``) the wall time of that section,
   binaries read or loaded there included (the JSON has the threads' summed time apart);
-* ``binary``: programs rebuilt from cached binaries, and binaries read back to store them (one by one);
+* ``binary``: programs rebuilt from cached binaries, binaries read back to store them (one by one), and
+  the device-wide blob loaded (Vulkan's ``VkPipelineCache`` data: ``load_cache_blob``);
 * ``tuning``: timed trial launches of the work-group search (its compiles count under ``compile``);
 * ``upload``: buffers allocated and weights copied to the device;
 * ``bind``: arguments bound and launch lists recorded;
@@ -152,7 +153,7 @@ created = dict(getattr(d.device, "startup_ms", {}) or {})
 driver_parts["options"] = (time.perf_counter() - t2) * 1e3 - sum(created.values())
 driver_parts.update(created)
 dev = type(d.device)
-for attr, step in (("compile", "compile"), ("program_from_binary", "binary"), ("program_binary", "binary"),
+for attr, step in (("compile", "compile"), ("program_from_binary", "binary"), ("program_binary", "binary"), ("load_cache_blob", "binary"),
                    ("upload", "upload"), ("alloc", "upload"), ("bind", "bind"), ("record", "bind")):
     if attr in vars(dev) or hasattr(dev, attr):
         wrap(dev, attr, step)
