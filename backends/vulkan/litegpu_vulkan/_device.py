@@ -381,8 +381,9 @@ class VulkanDevice(GpuDevice):
         self.pipelines_created = self.pipeline_batches = 0
         self._count_lock = threading.Lock()
         self._last: _Recording | None = None
-        # the shared params buffer and small-upload staging buffer (see _SHARED_BYTES), bytes used
-        self._params_buf: _Buffer | None = None
+        # the shared params buffer (weak: the sets bound to it hold it, so a dropped interpreter's
+        # memory goes with it) and small-upload staging buffer (see _SHARED_BYTES), bytes used
+        self._params_buf: weakref.ref[_Buffer] | None = None
         self._params_used = 0
         self._small_staging: _Buffer | None = None
         self._small_used = 0
@@ -630,18 +631,20 @@ class VulkanDevice(GpuDevice):
         return _Buffer(self, max(int(nbytes), 16), "device")
 
     def _params_ref(self, nbytes: int) -> BufferRef:
-        """``nbytes`` of the shared params buffer (bump allocated; a full one is left to the sets
-        bound to it, which hold it, and a new one started)."""
+        """``nbytes`` of the shared params buffer (bump allocated; a full one, or one whose sets are
+        all gone, is left to those that hold it and a new one started)."""
         align = self._uniform_align
+        buf = self._params_buf() if self._params_buf is not None else None
         off = -(-self._params_used // align) * align
-        if self._params_buf is None or off + nbytes > self._params_buf.nbytes:
-            self._params_buf, off = _Buffer(self, max(_SHARED_BYTES, nbytes), "device"), 0
+        if buf is None or off + nbytes > buf.nbytes:
+            buf, off = _Buffer(self, max(_SHARED_BYTES, nbytes), "device"), 0
+            self._params_buf = weakref.ref(buf)
         self._params_used = off + nbytes
-        return BufferRef(self._params_buf, off, nbytes)
+        return BufferRef(buf, off, nbytes)
 
     def _staging_range(self, nbytes: int) -> BufferRef:
-        """Staging for one queued upload: a range of the shared small-upload buffer (reused from its
-        start once :meth:`_flush_pending` has waited for the copies), or a buffer of its own."""
+        """Staging for one queued upload: a range of the shared small-upload buffer (one per flush:
+        :meth:`_flush_pending` lets it go once the copies are done), or a buffer of its own."""
         if nbytes > _SMALL_UPLOAD:
             return BufferRef(_Buffer(self, max(nbytes, 16), "upload"), 0, nbytes)
         off = -(-self._small_used // 16) * 16
@@ -699,8 +702,10 @@ class VulkanDevice(GpuDevice):
         rec.writes_device = True
         self._submit(rec)
         self._wait(rec)
-        self._small_used = 0  # every copy out of the shared small-upload staging is done
-        del pending  # the one-off staging buffers go back to their block
+        # every copy out of the staging is done: it goes back to its block (with the shared small-upload
+        # buffer: a device keeps no memory between prepares, issue 19)
+        self._small_staging, self._small_used = None, 0
+        del pending
 
     upload_copies = True  # into the mapped staging memory or the host-visible buffer
 
