@@ -1,7 +1,7 @@
 """Initialization time with and without the compiled-delegate cache, per backend, beside LiteRT's.
 
 Usage: ``python bench/init.py [--backends opencl,webgpu,vulkan] [--models a,b] [--runs 5] [--json FILE]
-[--keep-driver-caches] [--no-litert]``
+[--keep-driver-caches] [--no-litert] [--set MODULE.NAME=VALUE]``
 
 For each MediaPipe model it times ``litegpu.load_delegate(backend, {"cache": {"dir": D}})`` plus
 ``litegpu.Interpreter(model_path, experimental_delegates=[d]).allocate_tensors()`` in a NEW Python
@@ -57,7 +57,22 @@ t0, c0 = time.perf_counter(), time.process_time()
 import litegpu
 t1, c1 = time.perf_counter(), time.process_time()
 model, backend, cache_dir = sys.argv[1:4]
-it = litegpu.Interpreter(model_path=model, experimental_delegates=[litegpu.load_delegate(backend, {"cache": {"dir": cache_dir}})])
+def apply_sets(loaded_only):
+    # --set MODULE.NAME=VALUE (A/B switches): those of modules `import litegpu` loaded before
+    # load_delegate, the others (a backend's) after it has imported them, so no switch moves an import
+    import ast, importlib
+    for item in list(sets):
+        target, value = item.split("=", 1)
+        mod, name = target.rsplit(".", 1)
+        if loaded_only and mod not in sys.modules:
+            continue
+        setattr(importlib.import_module(mod), name, ast.literal_eval(value))
+        sets.remove(item)
+sets = [s for s in sys.argv[4:] if s]
+apply_sets(True)
+d = litegpu.load_delegate(backend, {"cache": {"dir": cache_dir}})
+apply_sets(False)
+it = litegpu.Interpreter(model_path=model, experimental_delegates=[d])
 it.allocate_tensors()
 t2 = time.perf_counter()
 print(json.dumps({"import_s": t1 - t0, "prepare_s": t2 - t1, "cpu_s": time.process_time() - c1,
@@ -125,10 +140,14 @@ def _run_child(code: str, args: list[str], env: dict[str, str]) -> dict:
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
+#: ``--set`` items, applied in every litegpu child before its prepare
+_SETS: list[str] = []
+
+
 def _one(model: Path, backend: str, cache_dir: Path, env: dict[str, str]) -> tuple[float, float, float, float]:
     """(prepare wall, prepare CPU, import wall, import CPU) seconds of one fresh process; RuntimeError
     with the child's last words."""
-    d = _run_child(_CHILD, [str(model), backend, str(cache_dir)], env)
+    d = _run_child(_CHILD, [str(model), backend, str(cache_dir), *_SETS], env)
     return d["prepare_s"], d.get("cpu_s", math.nan), d["import_s"], d.get("import_cpu_s", math.nan)
 
 
@@ -185,12 +204,16 @@ def main() -> int:
     ap.add_argument("--keep-driver-caches", action="store_true",
                     help="leave the drivers' own kernel caches on (cold runs are then partly warm)")
     ap.add_argument("--no-litert", action="store_true", help="leave out LiteRT's GPU cold start")
+    ap.add_argument("--set", action="append", default=[], metavar="MODULE.NAME=VALUE",
+                    help="set a litegpu module constant in every child before its prepare (an A/B switch, e.g. "
+                         "litegpu._backend_loading.QUICK_START=False)")
     ap.add_argument("--json", default="")
     args = ap.parse_args()
     if args.runs < 1:
         ap.error("--runs must be at least 1")
 
     sys.path.insert(0, str(ROOT / "core"))
+    _SETS[:] = args.set
     env = _child_env(args.keep_driver_caches)
     backends = [b for b in (args.backend or args.backends).split(",") if b]
     models = mediapipe_models(args.models, default=GPU_SET)
@@ -211,7 +234,8 @@ def main() -> int:
         print(json.dumps(row), file=sys.stderr)
 
     print(f"\n{machine_line()}; median of {args.runs} fresh processes per cell; driver caches "
-          f"{'on' if args.keep_driver_caches else 'off'}; prepare includes the driver context, not the import\n")
+          f"{'on' if args.keep_driver_caches else 'off'}; prepare includes the driver context, not the import"
+          + "".join(f"; set {item}" for item in args.set) + "\n")
     litert = not args.no_litert
     head = ["model"] + (["LiteRT GPU whole cold start (ms)", "LiteRT without import (ms)"] if litert else [])
     for b in backends:

@@ -13,13 +13,18 @@ counts only for itself):
   (vulkan, webgpu and opencl: 0 here, the import runs inside the availability check beside the driver's
   probe on a thread, so its time is in the driver table's ``availability``);
 * ``driver``: creating the delegate, i.e. the driver context, device and queue (``load_delegate``);
+  a backend that starts its driver in the background (vulkan: ``BackendSpec.quick_availability``)
+  has only the binding's import and its executor's import here, and the driver's laps in the second
+  table ran on the device's thread beside the steps that follow (``device wait``: what the first use
+  waited for);
 * ``cache read`` / ``cache write``: the serialization cache's files and the plan decoded from them;
 * ``passes``: the GPU compiler's passes, lowering and memory planning (``compile_partition``);
 * ``render``: kernel templates rendered to source;
 * ``compile``: programs built from source (OpenCL programs, WGSL/SPIR-V modules and pipelines); where
   the device builds on several threads (``GpuDevice.compile_threads``) the wall time of that section,
   binaries read or loaded there included (the JSON has the threads' summed time apart);
-* ``binary``: programs rebuilt from cached binaries, and binaries read back to store them (one by one);
+* ``binary``: programs rebuilt from cached binaries, binaries read back to store them (one by one), and
+  the device-wide blob loaded (Vulkan's ``VkPipelineCache`` data: ``load_cache_blob``);
 * ``tuning``: timed trial launches of the work-group search (its compiles count under ``compile``);
 * ``upload``: buffers allocated and weights copied to the device;
 * ``bind``: arguments bound and launch lists recorded;
@@ -134,8 +139,11 @@ reg = backend_registry()  # the plugin scan (entry points) and the plugins' regi
 driver_parts["plugins"] = (time.perf_counter() - t1) * 1e3
 t1 = time.perf_counter()
 entry = reg.get(backend)
-if entry is not None:
+from litegpu._backend import BackendSpec
+if entry is not None and type(entry.spec).quick_availability is BackendSpec.quick_availability:
     reg.info(entry)  # what load_delegate does first: the availability check and the device list
+# (a backend with a quick check (vulkan) starts its driver in the background inside load_delegate: its
+# parts are the device's own laps below, on the device's thread, and the first use's waits)
 t2 = time.perf_counter()
 driver_parts["availability"] = (t2 - t1) * 1e3
 d = litegpu.load_delegate(backend, opts)
@@ -146,7 +154,7 @@ created = dict(getattr(d.device, "startup_ms", {}) or {})
 driver_parts["options"] = (time.perf_counter() - t2) * 1e3 - sum(created.values())
 driver_parts.update(created)
 dev = type(d.device)
-for attr, step in (("compile", "compile"), ("program_from_binary", "binary"), ("program_binary", "binary"),
+for attr, step in (("compile", "compile"), ("program_from_binary", "binary"), ("program_binary", "binary"), ("load_cache_blob", "binary"),
                    ("upload", "upload"), ("alloc", "upload"), ("bind", "bind"), ("record", "bind")):
     if attr in vars(dev) or hasattr(dev, attr):
         wrap(dev, attr, step)
@@ -154,6 +162,12 @@ import litegpu._interpreter, litegpu._plan
 wrap(litegpu._interpreter, "_read", "model read")
 wrap(litegpu._plan, "plan_subgraph", "partition")
 wrap(_runtime.GpuDelegate, "_cache_entry", "cache key")
+t_key = time.perf_counter()
+import litegpu.cache, litegpu.cache._keys as _keys  # imported here to wrap its parts: counted as cache key
+spent["cache key"] = time.perf_counter() - t_key
+for attr in ("model_token", "source_fingerprint", "partition_signature"):
+    wrap(_keys, attr, "key: " + attr)
+wrap(litegpu.cache, "model_token", "key: model_token")
 wrap(_runtime.GpuPartitionKernel, "_prepare_op", "launch setup")
 wrap(_runtime._CacheEntry, "load", "cache read")
 wrap(_runtime, "plan_from_sections", "cache read")
@@ -177,6 +191,8 @@ out["prepare cpu"] = (c2 - c_start) * 1e3  # all threads, the same span: steadie
 out["calls"] = calls
 # a device created on a thread beside the model's read (vulkan): how long that took, and how long
 # the first use of the device waited for it (only the wait is in the prepare time)
+# (read again now: a device started in the background adds its laps on its thread after load_delegate)
+driver_parts.update(dict(getattr(d.device, "startup_ms", {}) or {}))
 for attr, part in (("device_open_ms", "device (on its thread)"), ("device_wait_ms", "device wait")):
     if hasattr(d.device, attr):
         driver_parts[part] = float(getattr(d.device, attr))
@@ -249,6 +265,18 @@ def _driver_table(backend: str, rows: list[tuple[str, str, dict]]) -> None:
               + " |")
 
 
+KEY_PARTS = ("cache key", "key: model_token", "key: source_fingerprint", "key: partition_signature")
+
+
+def _key_table(backend: str, rows: list[tuple[str, str, dict]]) -> None:
+    print(f"\n{backend}, the cache key's parts (ms; `cache key` is the rest: the cache package's import, "
+          "EntryKey's canonical JSON and digest):\n")
+    print("| model | start | " + " | ".join(KEY_PARTS) + " |")
+    print("|---|---|" + "---:|" * len(KEY_PARTS))
+    for name, kind, r in rows:
+        print(f"| {name} | {kind} | " + " | ".join(f"{r.get(k, 0.0):.1f}" for k in KEY_PARTS) + " |")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--backends", default="opencl,webgpu,vulkan")
@@ -284,6 +312,7 @@ def main() -> int:
                 done.append((name, kind, r))
         if done:
             _driver_table(backend, done)
+            _key_table(backend, done)
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=1))
     return 0

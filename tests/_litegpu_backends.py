@@ -24,7 +24,11 @@ def load_backend_delegate(name: str, options: dict | None = None):
     from litegpu import BackendUnavailableError, UnknownBackendError
 
     try:
-        return litegpu.load_delegate(name, options)
+        delegate = litegpu.load_delegate(name, options)
+        # a driver started in the background (vulkan's default device: BackendSpec.quick_availability)
+        # reports a failed start at first use: ask now, so that a machine without one skips
+        getattr(delegate, "devices", lambda: ())()
+        return delegate
     except UnknownBackendError:
         pass
     except BackendUnavailableError as e:

@@ -744,6 +744,27 @@ def test_format_encode_rejects_bad_sections():
     assert e.sections == {"a": b"1", "b": b""}
 
 
+def test_load_as_views_gives_the_same_bytes_read_only_and_still_refuses_a_flipped_bit(cache, caplog):
+    """DelegateCache.load(views=True) (a warm start's plan constants, no copy per section): each
+    section equals what was stored, cannot be written, and a corrupted file is refused as before."""
+    key = make_key()
+    stored = {"plan": b'{"x":1}', "const/0/w": np.arange(1000, dtype=np.float32).tobytes(), "empty": b""}
+    cache.store(key, stored)
+    got = cache.load(key, views=True)
+    assert set(got) == set(stored) and all(isinstance(v, memoryview) for v in got.values())
+    assert {k: bytes(v) for k, v in got.items()} == stored
+    assert np.array_equal(np.frombuffer(got["const/0/w"], np.float32), np.arange(1000, dtype=np.float32))
+    with pytest.raises(TypeError):
+        got["const/0/w"][0] = 1
+    path = cache.path_for(key)
+    raw = bytearray(path.read_bytes())
+    raw[len(raw) // 2] ^= 0x01
+    path.write_bytes(bytes(raw))
+    with caplog.at_level(logging.WARNING, logger="litegpu.cache"):
+        assert cache.load(key, views=True) is None
+    assert "checksum mismatch" in caplog.text
+
+
 def test_export_import_moves_one_models_entries(tmp_path, caplog):
     """export_entries/import_entries (how litegpu.batch ships a prepared model to its actors): only the
     asked model's valid entries leave; they arrive byte-identical and load; a corrupt, renamed or

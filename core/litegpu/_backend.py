@@ -90,6 +90,7 @@ class BackendSpec:
 
     Methods to override:
         availability(): ``(True, "")`` or ``(False, reason)``; cheap, never raises.
+        quick_availability(): optional; see its docstring.
         devices(): human-readable device names, index = ``device`` option.
         create_delegate(options): the :class:`litegpu.Delegate` for the given
             options (already validated and completed with defaults; the key
@@ -106,6 +107,14 @@ class BackendSpec:
     def availability(self) -> tuple[bool, str]:
         """Can this backend run here?  ``(True, "")`` or ``(False, "why not")``."""
         return True, ""
+
+    def quick_availability(self) -> tuple[bool, str] | None:
+        """What :func:`litegpu.load_delegate` may ask instead of :meth:`availability` when the latter
+        has not run yet in this process: the checks that need no driver call (the binding imports,
+        the tools are there), for a backend whose delegate starts its driver in the background and
+        raises :class:`litegpu.BackendUnavailableError` at its first use when that start fails.
+        ``None`` (the default): ``load_delegate`` calls :meth:`availability`.  Never raises."""
+        return None
 
     def devices(self) -> list[str]:
         """Names of the devices the backend can use (index = ``device`` option)."""

@@ -108,6 +108,32 @@ def gpu_backends_in_auto_order() -> Iterator[BackendInfo]:
         yield reg.info(e)
 
 
+#: A/B switch (``bench/init.py --set litegpu._backend_loading.QUICK_START=False``): False makes every
+#: ``load_delegate`` wait for the full availability check (the driver's instance and device list)
+QUICK_START = True
+
+
+def _quick_availability(spec: Any) -> tuple[bool, str] | None:
+    """``spec.quick_availability()`` (see :meth:`BackendSpec.quick_availability`); None when the backend
+    has none, or it misbehaves (then the full check answers)."""
+    quick = getattr(spec, "quick_availability", None)
+    try:
+        got = quick() if callable(quick) else None
+        return None if got is None else (bool(got[0]), str(got[1] or ""))
+    except Exception:  # noqa: BLE001 - a misbehaving plugin: the full availability check answers
+        return None
+
+
+def mark_unavailable(name: str, reason: str) -> None:
+    """Record that backend ``name`` cannot run in this process (its driver, started in the background
+    after ``quick_availability``, failed at the delegate's first use): later ``load_delegate`` calls
+    and ``available_backends()`` answer with ``reason`` instead of trying again."""
+    entry = backend_registry().get(name)
+    if entry is not None:
+        entry.availability = (False, reason)
+        entry.devices = None
+
+
 def _installed_list(names: Sequence[str]) -> str:
     return ", ".join(names) if names else "none"
 
@@ -139,9 +165,15 @@ def load_delegate(name: str, options: Mapping[str, Any] | None = None) -> Delega
     resolved = resolve_backend_options(name, options, source="load_delegate options")
     if "cache" not in resolved:  # defaults + $LITEGPU_CONFIG
         resolved["cache"] = dict(load_config().data["cache"])
-    info = reg.info(entry)
-    if not info.available:
-        raise BackendUnavailableError(f"backend {name!r} is not available here: {info.reason}")
+    quick = _quick_availability(entry.spec) if entry.availability is None and QUICK_START else None
+    # a backend whose delegate starts its driver in the background (the driver's start then overlaps
+    # the model's read and plan; a failed start raises BackendUnavailableError at the delegate's first use)
+    if quick is None:
+        info = reg.info(entry)
+        quick = (info.available, info.reason)
+    ok, reason = quick
+    if not ok:
+        raise BackendUnavailableError(f"backend {name!r} is not available here: {reason}")
     try:
         delegate = entry.spec.create_delegate(resolved)
     except (BackendUnavailableError, ConfigError):

@@ -7,7 +7,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from ._backend_loading import AUTO_ORDER, gpu_backends_in_auto_order, load_delegate
+from ._backend_loading import AUTO_ORDER, gpu_backends_in_auto_order, load_delegate, mark_unavailable
 from ._backend_options import FIRST_PARTY_BACKENDS
 from ._config import Config, load_config
 from ._delegate import Delegate
@@ -173,23 +173,35 @@ def load(model: Any, config: Any = None, backend: Any = None, **options: Any) ->
     cfg = load_config(config, **overrides)
     _apply_logging(cfg)
     chosen = _autoselect(model, cfg) if cfg.backends and cfg.backends[0] == "auto" else None
-    name, delegate = chosen if chosen is not None else select_delegate(cfg)
-    kwargs: dict[str, Any] = {"experimental_delegates": [delegate] if delegate is not None else None}
+    kwargs: dict[str, Any] = {}
     if isinstance(model, (str, os.PathLike)):
         kwargs["model_path"] = os.fspath(model)
     elif isinstance(model, (bytes, bytearray, memoryview)):
         kwargs["model_content"] = bytes(model)
     else:
         raise TypeError(f"model must be a .tflite path or bytes, got {type(model).__name__}")
-    interpreter = Interpreter(**kwargs)
-    # The constructor keeps LiteRT's exact signature; litegpu's partition settings go through
-    # a litegpu-only method, called before allocate_tensors plans the partitions.
-    setter = getattr(interpreter, "set_partition_options", None)
-    if callable(setter):
-        setter(cfg.partition_options())
-    else:
-        logger.debug("this Interpreter has no set_partition_options: partition settings use its defaults")
-    interpreter.allocate_tensors()
+    while True:
+        name, delegate = chosen if chosen is not None else select_delegate(cfg)
+        interpreter = Interpreter(**kwargs, experimental_delegates=[delegate] if delegate is not None else None)
+        # The constructor keeps LiteRT's exact signature; litegpu's partition settings go through
+        # a litegpu-only method, called before allocate_tensors plans the partitions.
+        setter = getattr(interpreter, "set_partition_options", None)
+        if callable(setter):
+            setter(cfg.partition_options())
+        else:
+            logger.debug("this Interpreter has no set_partition_options: partition settings use its defaults")
+        try:
+            interpreter.allocate_tensors()
+            break
+        except BackendUnavailableError as exc:
+            # a backend whose driver starts in the background (BackendSpec.quick_availability) failed to
+            # start: it is unavailable from now on, and the next listed backend is tried (with the
+            # WARNING, or under strict the error, that select_delegate gives any unavailable backend)
+            if delegate is None:
+                raise
+            mark_unavailable(name, str(exc))
+            delegate.close()
+            chosen = None
     label = os.path.basename(os.fspath(model)) if isinstance(model, (str, os.PathLike)) else "model"
     logger.info("%s: backend %s (configuration: %s)", label, name, " < ".join(cfg.sources) or "defaults")
     for attr, value in (("litegpu_config", cfg), ("litegpu_backend", name)):

@@ -64,7 +64,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from ._delegate import Support
-from ._errors import ModelError
+from ._errors import BackendUnavailableError, ModelError
 from ._ir import Operator, Subgraph
 
 __all__ = [
@@ -276,6 +276,8 @@ def _ask(source: SupportSource, node: int) -> Support:
     if callable(source):
         try:
             ans = source(node)
+        except BackendUnavailableError:  # the backend's driver failed to start: no node's answer
+            raise
         except Exception as exc:  # a delegate must answer with a reason, never raise
             return Support.no(f"supports() raised {exc!r}")
     else:

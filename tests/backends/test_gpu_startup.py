@@ -5,6 +5,7 @@ one buffer and one transfer, and the answers unchanged (checked against LiteRT).
 from __future__ import annotations
 
 import json
+import logging
 import threading
 
 import litegpu
@@ -175,6 +176,75 @@ def test_vulkan_device_is_created_beside_the_model_read_and_its_failure_raised_a
     with pytest.raises(litegpu.BackendUnavailableError, match="vkCreateDevice"):
         dev.alloc(16)  # every use, not only the first
     dev.close()
+
+
+def test_vulkan_load_delegate_starts_the_driver_in_the_background_and_a_failed_start_raises_typed(monkeypatch, caplog):
+    """A first load_delegate("vulkan") (availability not asked yet) checks only the binding and leaves
+    the driver's start (instance, device listing, queries, vkCreateDevice) to a thread: the delegate's
+    answers are LiteRT's.  A driver that fails to start is raised as BackendUnavailableError at the
+    delegate's first use (allocate_tensors), never answered by a silent CPU run."""
+    load_backend_delegate("vulkan", {"cache": {"enabled": False}}).close()  # skips where vulkan cannot run
+    from litegpu._plugins import backend_registry
+    from litegpu_vulkan import _device, _instance
+
+    entry = backend_registry().get("vulkan")
+    monkeypatch.setattr(entry, "availability", None)  # as in a fresh process: availability not asked yet
+    opened: list[str] = []
+    real_select = _device.VulkanDevice._select
+
+    def select(self, *a):
+        opened.append(threading.current_thread().name)
+        return real_select(self, *a)
+
+    monkeypatch.setattr(_device.VulkanDevice, "_select", select)
+    d = litegpu.load_delegate("vulkan", {"cache": {"enabled": False}})
+    try:
+        model = _model()
+        it = litegpu.Interpreter(model_content=model, experimental_delegates=[d])
+        it.allocate_tensors()
+        assert opened == ["litegpu-vkCreateDevice"]  # the queries ran on the device's thread
+        assert it._main.plan.steps and all(s.kind == "delegate" for s in it._main.plan.steps)
+        x = np.random.default_rng(2).standard_normal((1, 8, 8, 3)).astype(np.float32)
+        it.set_tensor(it.get_input_details()[0]["index"], x)
+        it.invoke()
+        assert_allclose_rel(it.get_tensor(it.get_output_details()[0]["index"]), run_litert(model, [x])[0], 1e-4)
+    finally:
+        d.close()
+
+    def no_driver():
+        raise litegpu.BackendUnavailableError("vkCreateInstance failed: no Vulkan 1.1 driver")
+
+    monkeypatch.setattr(_instance, "_SHARED", {})  # no instance made yet in this "process"
+    monkeypatch.setattr(_instance, "_create_instance", no_driver)
+    monkeypatch.setattr(entry, "availability", None)
+    d = litegpu.load_delegate("vulkan", {"cache": {"enabled": False}})  # the binding is there: no driver call yet
+    try:
+        it = litegpu.Interpreter(model_content=_model(), experimental_delegates=[d])
+        with pytest.raises(litegpu.BackendUnavailableError, match="vkCreateInstance failed"):
+            it.allocate_tensors()
+        with pytest.raises(litegpu.BackendUnavailableError, match="vkCreateInstance failed"):
+            d.device.info  # noqa: B018 - every use raises it, not only the first
+    finally:
+        d.close()
+    # a device chosen by index is still checked at load_delegate (a wrong choice raises there)
+    monkeypatch.setattr(entry, "availability", None)
+    with pytest.raises(litegpu.BackendUnavailableError, match="vkCreateInstance failed"):
+        litegpu.load_delegate("vulkan", {"device": 1, "cache": {"enabled": False}})
+    # litegpu.load: the failed start makes vulkan unavailable and the next listed backend runs, with the
+    # WARNING any unavailable backend gets (strict: the error)
+    monkeypatch.setattr(entry, "availability", None)
+    monkeypatch.setattr(entry, "devices", None)
+    with pytest.raises(litegpu.BackendUnavailableError, match="vkCreateInstance failed"):
+        litegpu.load(_model(), backend=["vulkan", "cpu"], strict=True, cache__enabled=False)
+    monkeypatch.setattr(entry, "availability", None)
+    with caplog.at_level(logging.WARNING, logger="litegpu"):
+        it = litegpu.load(_model(), backend=["vulkan", "cpu"], cache__enabled=False)
+    assert it.litegpu_backend == "cpu" and "vkCreateInstance failed" in caplog.text
+    assert entry.availability == (False, "vkCreateInstance failed: no Vulkan 1.1 driver")
+    x = np.random.default_rng(3).standard_normal((1, 8, 8, 3)).astype(np.float32)
+    it.set_tensor(it.get_input_details()[0]["index"], x)
+    it.invoke()
+    assert_allclose_rel(it.get_tensor(it.get_output_details()[0]["index"]), run_litert(_model(), [x])[0], 1e-4)
 
 
 def test_probe_beside_executor_runs_the_probe_on_its_thread_and_reports_an_import_failure(monkeypatch):

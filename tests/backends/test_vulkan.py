@@ -620,16 +620,28 @@ def test_timestamps_around_every_copy_and_dispatch(backend, compiler_core, memor
         d.close()
 
 
-def test_pipelines_of_a_partition_are_created_in_one_call(backend, compiler_core):
-    model, _ = _chain()
+@pytest.mark.parametrize("early", [True, False])
+def test_pipelines_of_a_partition_are_created_once_each(backend, compiler_core, monkeypatch, early):
+    """Each program's pipeline is created once: right after its SPIR-V compile on the compile's thread
+    (EARLY_PIPELINES), else in one call at the first record(); the answers are LiteRT's either way."""
+    from litegpu.testing import assert_allclose_rel, run_litert
+
+    monkeypatch.setattr(backend._device, "EARLY_PIPELINES", early)
+    model, inputs = _chain()
     d = litegpu.load_delegate("vulkan", {"cache": {"enabled": False}})
     try:
         it = litegpu.Interpreter(model_content=model, experimental_delegates=[d])
         it.allocate_tensors()
         (k,) = [s.kernel for s in it._main.plan.steps if s.kind == "delegate"]
         assert d.tuning == "none"  # the vulkan default: each tried work group would be a glslc run
-        assert d.device.pipeline_batches == 1
         assert d.device.pipelines_created == len({ln.kernel.source for ln in k._launches})
+        assert all(ln.bound.program.pipeline is not None for ln in k._launches)
+        if not early:
+            assert d.device.pipeline_batches == 1
+        it.set_tensor(it.get_input_details()[0]["index"], inputs[0])
+        it.invoke()
+        got = it.get_tensor(it.get_output_details()[0]["index"])
+        assert_allclose_rel(got, run_litert(model, inputs)[0], 1e-4)
     finally:
         d.close()
 

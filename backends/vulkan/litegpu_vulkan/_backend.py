@@ -15,20 +15,40 @@ from ._version import VERSION
 __all__ = ["VulkanBackend"]
 
 
-def _why_unavailable() -> str:
-    """Empty when a device can be opened here, else the reason in words.  Never raises.  The
-    driver's instance (``vkCreateInstance`` and the device listing, ``_instance``) starts on a
-    thread right after the binding's import, beside the import of the rest of the backend and of the
-    GPU executor (:func:`litegpu.gpu._probe.probe_beside_executor`): a start pays the longer of the
-    two, not their sum."""
+def _binding_missing() -> str:
+    """Empty when the binding (and libvulkan, which it dlopens) imports, else the reason."""
     try:
-        from . import _instance  # the binding alone (it dlopens libvulkan)
+        from . import _instance  # noqa: F401 - the binding alone (it dlopens libvulkan)
     except ImportError as e:
         return f"the vulkan Python binding cannot be imported ({e}); pip install vulkan"
     except OSError as e:  # the binding dlopens libvulkan at import
         return f"libvulkan cannot be loaded ({e}); install the Vulkan loader (Debian libvulkan1) and a driver"
     except Exception as e:  # noqa: BLE001 - a broken install must not break available_backends()
         return f"the vulkan binding failed to load: {e!r}"
+    return ""
+
+
+def _start_instance() -> None:
+    """The process's shared instance and device list (``_instance``), made here on a thread; a
+    failure is left to the device's start, which asks again and raises it typed."""
+    from . import _instance
+
+    try:
+        _instance.list_devices()
+    except Exception:  # noqa: BLE001, S110 - see the docstring
+        pass
+
+
+def _why_unavailable() -> str:
+    """Empty when a device can be opened here, else the reason in words.  Never raises.  The
+    driver's instance (``vkCreateInstance`` and the device listing, ``_instance``) starts on a
+    thread right after the binding's import, beside the import of the rest of the backend and of the
+    GPU executor (:func:`litegpu.gpu._probe.probe_beside_executor`): a start pays the longer of the
+    two, not their sum."""
+    missing = _binding_missing()
+    if missing:
+        return missing
+    from . import _instance
 
     def list_devices() -> str:
         try:
@@ -88,6 +108,20 @@ class VulkanBackend(litegpu.BackendSpec):
         reason = _why_unavailable()
         return (not reason), reason
 
+    def quick_availability(self) -> tuple[bool, str] | None:
+        """For ``load_delegate``: the binding imports; the driver's instance starts on a thread here
+        (beside the import of the executor that ``create_delegate`` does), and the default device's
+        queries and creation go on in the background (``VulkanDevice(background=True)``), so that
+        a start pays the driver beside the model's read and plan.  A driver that fails raises
+        BackendUnavailableError at the delegate's first use (its first ``supports``)."""
+        missing = _binding_missing()
+        if missing:
+            return False, missing
+        import threading
+
+        threading.Thread(target=_start_instance, name="litegpu-vulkan-instance", daemon=True).start()
+        return True, ""
+
     def devices(self) -> list[str]:
         try:
             from ._device import list_devices
@@ -107,6 +141,8 @@ class VulkanBackend(litegpu.BackendSpec):
                 isinstance(device, int) and device < 0) or device == "":
             raise ConfigError(f"backends.vulkan.device: expected a device index >= 0 or a name, got {device!r}",
                               path="backends.vulkan.device")
+        # the default device starts in the background (see quick_availability); one chosen by index
+        # or name is checked here, so that a wrong choice raises at load_delegate
         dev = VulkanDevice(device, memory=options.get("memory", "auto"), compiler=options.get("compiler"),
-                           fence_timeout=float(options.get("fence_timeout", 60.0)))
+                           fence_timeout=float(options.get("fence_timeout", 60.0)), background=device == 0)
         return VulkanDelegate(dev, options)

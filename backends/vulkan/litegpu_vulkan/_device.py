@@ -31,7 +31,7 @@ from litegpu import BackendUnavailableError, DelegateError
 from litegpu.gpu._device import BufferRef, DeviceInfo, GpuDevice, StartupTimer
 from litegpu.gpu.spirv import compile_spirv, find_glsl_compiler
 
-from ._instance import _Candidate, _shared_instance, list_devices
+from ._instance import CREATED_MS, _Candidate, _shared_instance, list_devices
 
 if TYPE_CHECKING:
     from litegpu.gpu.kernels import RenderedKernel
@@ -55,6 +55,14 @@ _BLOCK_BYTES = 64 << 20
 #: mapping) a block costs the driver time by its size -- three 64 MiB blocks were 46 ms of a 0.43 s warm
 #: start on an H200 for a model using 2.8 MiB of them
 _FIRST_BLOCK_BYTES = 4 << 20
+#: launches' params (tens of bytes each) are ranges of shared buffers of this size, and uploads up to
+#: _SMALL_UPLOAD bytes share staging buffers of it: one vkCreateBuffer (and bind) for a partition's
+#: params instead of two per launch (138 for pose_landmark_full's 69 launches on a discrete GPU)
+_SHARED_BYTES = 64 << 10
+#: A/B switch (``--set litegpu_vulkan._device.EARLY_PIPELINES=False``): False creates every pipeline at the
+#: first record() that uses it (after the whole partition's renders) instead of right after its compile
+EARLY_PIPELINES = True
+_SMALL_UPLOAD = 4096
 _USAGE = (vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | vk.VK_BUFFER_USAGE_UNIFORM_BUFFER_BIT
           | vk.VK_BUFFER_USAGE_TRANSFER_SRC_BIT | vk.VK_BUFFER_USAGE_TRANSFER_DST_BIT)
 _COMPUTE = vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT
@@ -164,10 +172,12 @@ class _Buffer(_Resource):
 
 
 class _Program(_Resource):
-    """Descriptor set layout and pipeline layout now; shader module and pipeline at the first
-    :meth:`VulkanDevice.record` that uses the program, created there together with every other
-    pending program in one ``vkCreateComputePipelines`` call.  ``spirv`` is bytes or a future of
-    the compile running on the device's thread pool (glslc runs for all kernels at once)."""
+    """Descriptor set layout and pipeline layout now; shader module and pipeline on the thread that
+    finishes its SPIR-V compile (:meth:`start_early`: beside the caller rendering and binding the
+    partition's next kernels), else at the first :meth:`VulkanDevice.record` that uses the program,
+    together with every other pending program in one ``vkCreateComputePipelines`` call per thread.
+    ``spirv`` is bytes or a future of the compile running on the device's thread pool (glslc runs for
+    all kernels at once)."""
 
     def __init__(self, dev: VulkanDevice, kernel: RenderedKernel, spirv: bytes | Future[bytes]):
         super().__init__(dev)
@@ -177,6 +187,7 @@ class _Program(_Resource):
         self._spirv = spirv
         self.module: Any = None
         self.pipeline: Any = None
+        self._early: threading.Event | None = None  # set once start_early's attempt is over
         self.types = [vk.VK_DESCRIPTOR_TYPE_UNIFORM_BUFFER if b.kind == "uniform"
                       else vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER for b in kernel.bindings]
         # the bindings array is ours (ffi.new), so nothing in it can be freed before the call
@@ -193,6 +204,27 @@ class _Program(_Resource):
         pl_info = vk.VkPipelineLayoutCreateInfo(setLayoutCount=1, pSetLayouts=set_layouts)
         self.layout = vk.vkCreatePipelineLayout(d, pl_info, None)
         self._on_release(vk.vkDestroyPipelineLayout, d, self.layout, None)
+
+    def start_early(self) -> None:
+        """Create the module and pipeline right after the SPIR-V compile, on the thread that ran it
+        (cold pose_landmark_full: the pipelines' driver compile, 0.37 s on an H200, then overlaps the
+        renders of the kernels after it instead of following all of them).  A failure here is left to
+        :meth:`VulkanDevice._create_pipelines`, which tries again and names the kernel."""
+        fut = self._spirv
+        if isinstance(fut, Future):
+            self._early = threading.Event()
+            fut.add_done_callback(self._create_early)
+
+    def _create_early(self, fut: Future[bytes]) -> None:
+        try:
+            if not fut.cancelled() and fut.exception() is None:
+                self._create_module()
+                self._dev._create_pipeline_batch([self])
+        except Exception:  # noqa: BLE001, S110 - see start_early: record() tries again and reports
+            pass
+        finally:
+            assert self._early is not None
+            self._early.set()
 
     @property
     def spirv(self) -> bytes:
@@ -223,9 +255,10 @@ class _Bound(_Resource):
         self.params_buffer = None
         if any(b.kind == "uniform" for b in kernel.bindings):
             data = kernel.pack_params(params)
-            self.params_buffer = dev.alloc(len(data))
-            dev.upload(BufferRef(self.params_buffer, 0, len(data)), np.frombuffer(data, np.uint8))
-            refs.append(BufferRef(self.params_buffer, 0, len(data)))
+            ref = dev._params_ref(len(data))  # a range of a buffer the device's params share
+            self.params_buffer = ref.buffer  # held: the shared buffer lives while a set points into it
+            dev.upload(ref, np.frombuffer(data, np.uint8))
+            refs.append(ref)
         # (binding, buffer, offset, end, writes) for hazard tracking at record time
         self.uses = [(b.index, r.buffer, r.offset, r.offset + r.nbytes, b.access != "read")
                      for b, r in zip(kernel.bindings, refs, strict=True)]
@@ -315,20 +348,87 @@ class VulkanDevice(GpuDevice):
     _handle: Any = None
 
     def __init__(self, device: int | str | None = None, *, memory: str = "auto", compiler: str | None = None,
-                 fence_timeout: float = 60.0):
+                 fence_timeout: float = 60.0, background: bool = False):
         if memory not in MEMORY_MODES:
             raise DelegateError(f"memory {memory!r} is not one of {', '.join(MEMORY_MODES)}")
         self._device = None
         self._owned: dict[int, list[tuple[Any, tuple]]] = {}  # destroy calls of live resources
         laps = StartupTimer()
+        #: where the device's creation went, ms by step (bench/init_breakdown.py prints it)
+        self.startup_ms = laps.ms
         self.compiler = find_glsl_compiler(compiler)
         if self.compiler is None:
             raise BackendUnavailableError(
                 f"GLSL compiler {compiler!r} not found" if compiler else
                 "no GLSL -> SPIR-V compiler: install glslc (Debian glslc) or glslangValidator (glslang-tools)")
         laps.lap("find compiler")
+        self._timeout_ns = int(fence_timeout * 1e9)
+        self.memory_mode = memory  # "auto" until _select resolves it by the device's kind
+        self._staging: _Buffer | None = None
+        self._blocks: dict[str, list[_Block]] = {}
+        self._pending: list[tuple[BufferRef, BufferRef, int]] = []  # queued uploads into device memory
+        self._dirty: dict[int, tuple[_Buffer, BufferRef]] = {}  # upload buffers written since a replay, by id
+        # readback buffers the latest submission filled; weak, so that they (and the interpreter's
+        # memory) go when their interpreter is dropped
+        self._fresh: weakref.WeakSet[_Buffer] = weakref.WeakSet()
+        self._xfer_rec: _Recording | None = None  # made on first use: it needs the device
+        self._programs: dict[str, _Program] = {}
+        self._spirv: dict[str, Future[bytes]] = {}  # by GLSL source
+        self._pool_exec: ThreadPoolExecutor | None = None  # runs glslc
+        self._loaded_blobs: set[bytes] = set()
+        #: pipelines created (early ones included), and record()-time creations (calls of _create_pipelines
+        #: that had any left to create)
+        self.pipelines_created = self.pipeline_batches = 0
+        self._count_lock = threading.Lock()
+        self._last: _Recording | None = None
+        # the shared params buffer (weak: the sets bound to it hold it, so a dropped interpreter's
+        # memory goes with it) and small-upload staging buffer (see _SHARED_BYTES), bytes used
+        self._params_buf: weakref.ref[_Buffer] | None = None
+        self._params_used = 0
+        self._small_staging: _Buffer | None = None
+        self._small_used = 0
+        self._info: DeviceInfo | None = None
+        self._queried = threading.Event()  # set once ``info`` is known (or the start failed)
+        self._open_error: BaseException | None = None
+        #: ms the device's creation took on its thread, and ms the first use waited for it
+        self.device_open_ms = self.device_wait_ms = 0.0
+        if background:
+            # the whole driver start on a thread: the instance (vkCreateInstance and the device
+            # listing, 100-200 ms on NVIDIA), the queries and vkCreateDevice, while the caller
+            # reads the model, prepares its nodes and reads the cache (cffi drops the GIL in the
+            # driver's calls).  ``info`` waits for the queries, the device's first use for the rest;
+            # either raises the start's failure (BackendUnavailableError, typed as before)
+            target, args = self._start, (device, laps)
+        else:
+            target, args = self._create_device, self._select(device, laps)
+        # vkCreateDevice (tens of ms on a discrete GPU's driver) runs on a thread while the caller
+        # goes on reading and planning the model (cffi drops the GIL in the call); the first use of
+        # the device waits for it (``_device``), and a failure is raised there
+        self._opening: threading.Thread | None = threading.Thread(
+            target=target, args=args, name="litegpu-vkCreateDevice", daemon=True)
+        self._opening.start()
+        laps.lap("device (started)")
+
+    @property
+    def info(self) -> DeviceInfo:  # type: ignore[override]
+        """The device's :class:`DeviceInfo`; with a background start, waits for the driver's queries
+        (and raises the start's failure)."""
+        if self._info is None:
+            self._queried.wait()
+            if self._info is None:
+                raise self._open_error or BackendUnavailableError("the Vulkan device failed to start")
+        return self._info
+
+    @info.setter
+    def info(self, value: DeviceInfo) -> None:
+        self._info = value
+
+    def _select(self, device: int | str | None, laps: StartupTimer) -> tuple[_Candidate, Any]:
+        """The shared instance, the chosen physical device and its queries (sets ``info`` and the
+        memory mode); returns the arguments of :meth:`_create_device`."""
         self._instance, cands = _shared_instance()  # not ours to destroy: see _shared_instance
-        laps.lap("instance + enumerate")
+        laps.lap("instance + enumerate")  # what this thread waited for it
+        laps.ms["instance (made on its thread)"] = CREATED_MS.get("instance + enumerate", 0.0)
         if not cands:
             raise BackendUnavailableError("the Vulkan loader found no device with Vulkan 1.1 and a compute queue")
         if isinstance(device, str):
@@ -343,38 +443,22 @@ class VulkanDevice(GpuDevice):
                 raise BackendUnavailableError(f"Vulkan device index {idx} out of range (found {len(cands)})")
             chosen = cands[idx]
         self._pd = chosen.handle
-        self._timeout_ns = int(fence_timeout * 1e9)
         device_info = self._query_device(chosen)
+        if self.memory_mode == "auto":
+            self.memory_mode = "device_local" if chosen.kind == 0 else "host_visible"
         laps.lap("queries")
-        # vkCreateDevice (tens of ms on a discrete GPU's driver) runs on a thread while the caller
-        # goes on reading and planning the model (cffi drops the GIL in the call); the first use of
-        # the device waits for it (``_device``), and a failure is raised there
-        self._opening: threading.Thread | None = threading.Thread(
-            target=self._create_device, args=(chosen, device_info), name="litegpu-vkCreateDevice", daemon=True)
-        self._open_error: BaseException | None = None
-        #: ms the device's creation took on its thread, and ms the first use waited for it
-        self.device_open_ms = self.device_wait_ms = 0.0
-        self._opening.start()
-        laps.lap("device (started)")
-        #: where the device's creation went, ms by step (bench/init_breakdown.py prints it)
-        self.startup_ms = laps.ms
-        if memory == "auto":
-            memory = "device_local" if chosen.kind == 0 else "host_visible"
-        self.memory_mode = memory
-        self._staging: _Buffer | None = None
-        self._blocks: dict[str, list[_Block]] = {}
-        self._pending: list[tuple[BufferRef, BufferRef, int]] = []  # queued uploads into device memory
-        self._dirty: dict[int, tuple[_Buffer, BufferRef]] = {}  # upload buffers written since a replay, by id
-        # readback buffers the latest submission filled; weak, so that they (and the interpreter's
-        # memory) go when their interpreter is dropped
-        self._fresh: weakref.WeakSet[_Buffer] = weakref.WeakSet()
-        self._xfer_rec: _Recording | None = None  # made on first use: it needs the device
-        self._programs: dict[str, _Program] = {}
-        self._spirv: dict[str, Future[bytes]] = {}  # by GLSL source
-        self._pool_exec: ThreadPoolExecutor | None = None  # runs glslc
-        self._loaded_blobs: set[bytes] = set()
-        self.pipelines_created = self.pipeline_batches = 0
-        self._last: _Recording | None = None
+        self._queried.set()
+        return chosen, device_info
+
+    def _start(self, device: int | str | None, laps: StartupTimer) -> None:
+        """A background start (on the opening thread): :meth:`_select`, then :meth:`_create_device`."""
+        try:
+            chosen, keep = self._select(device, laps)
+        except BaseException as e:  # noqa: BLE001 - handed to the first user of the device
+            self._open_error = e
+            self._queried.set()
+            return
+        self._create_device(chosen, keep)
 
     def _query_device(self, chosen: _Candidate) -> Any:
         """What the device offers (limits, memory types, fp16, extensions) and sets ``info``; returns
@@ -388,6 +472,8 @@ class VulkanDevice(GpuDevice):
         self._timestamp_ns = float(limits.timestampPeriod)
         mp = vk.vkGetPhysicalDeviceMemoryProperties(pd)
         self._mem_flags = [int(mp.memoryTypes[i].propertyFlags) for i in range(mp.memoryTypeCount)]
+        self._uniform_align = max(int(limits.minUniformBufferOffsetAlignment), int(limits.minStorageBufferOffsetAlignment),
+                                  16)
         # feature query chain: each struct named so the pNext pointers stay valid
         storage16 = vk.VkPhysicalDevice16BitStorageFeatures()
         float16 = vk.VkPhysicalDeviceShaderFloat16Int8Features(pNext=storage16)
@@ -544,6 +630,29 @@ class VulkanDevice(GpuDevice):
         self._open()
         return _Buffer(self, max(int(nbytes), 16), "device")
 
+    def _params_ref(self, nbytes: int) -> BufferRef:
+        """``nbytes`` of the shared params buffer (bump allocated; a full one, or one whose sets are
+        all gone, is left to those that hold it and a new one started)."""
+        align = self._uniform_align
+        buf = self._params_buf() if self._params_buf is not None else None
+        off = -(-self._params_used // align) * align
+        if buf is None or off + nbytes > buf.nbytes:
+            buf, off = _Buffer(self, max(_SHARED_BYTES, nbytes), "device"), 0
+            self._params_buf = weakref.ref(buf)
+        self._params_used = off + nbytes
+        return BufferRef(buf, off, nbytes)
+
+    def _staging_range(self, nbytes: int) -> BufferRef:
+        """Staging for one queued upload: a range of the shared small-upload buffer (one per flush:
+        :meth:`_flush_pending` lets it go once the copies are done), or a buffer of its own."""
+        if nbytes > _SMALL_UPLOAD:
+            return BufferRef(_Buffer(self, max(nbytes, 16), "upload"), 0, nbytes)
+        off = -(-self._small_used // 16) * 16
+        if self._small_staging is None or off + nbytes > self._small_staging.nbytes:
+            self._small_staging, off = _Buffer(self, _SHARED_BYTES, "upload"), 0
+        self._small_used = off + nbytes
+        return BufferRef(self._small_staging, off, nbytes)
+
     def _staging_for(self, nbytes: int) -> _Buffer:
         """The reusable readback buffer of the synchronous download path (not the invoke path)."""
         if self._staging is None or self._staging.nbytes < nbytes:
@@ -593,7 +702,10 @@ class VulkanDevice(GpuDevice):
         rec.writes_device = True
         self._submit(rec)
         self._wait(rec)
-        del pending  # the one-off staging buffers go back to their block
+        # every copy out of the staging is done: it goes back to its block (with the shared small-upload
+        # buffer: a device keeps no memory between prepares, issue 19)
+        self._small_staging, self._small_used = None, 0
+        del pending
 
     upload_copies = True  # into the mapped staging memory or the host-visible buffer
 
@@ -612,9 +724,9 @@ class VulkanDevice(GpuDevice):
         if buf.host is not None:
             buf.host[ref.offset:ref.offset + n] = raw[:n]
             return
-        staging = _Buffer(self, max(n, 16), "upload")
-        staging.host[:n] = raw[:n]
-        self._pending.append((BufferRef(staging, 0, n), ref, n))
+        staging = self._staging_range(n)
+        staging.buffer.host[staging.offset:staging.offset + n] = raw[:n]
+        self._pending.append((staging, ref, n))
 
     def download(self, ref: BufferRef, out: np.ndarray) -> None:
         if not out.flags.c_contiguous:  # a reshape would copy and the data would land in the copy
@@ -721,11 +833,16 @@ class VulkanDevice(GpuDevice):
                 raise DelegateError(f"{self.info.name} has no storageBuffer16BitAccess: use precision fp32")
             prog = _Program(self, kernel, self._spirv_future(kernel))
             self._programs[kernel.source] = prog
+            if EARLY_PIPELINES:
+                prog.start_early()
         return prog
 
     def _create_pipelines(self, programs: Sequence[_Program]) -> None:
         """Pipelines for every program in ``programs`` that has none yet: one
         vkCreateComputePipelines call for all of them, through the device's pipeline cache."""
+        for p in {id(p): p for p in programs}.values():
+            if p._early is not None:  # created (or tried) on the compile's thread: wait for that
+                p._early.wait()
         todo = [p for p in {id(p): p for p in programs}.values() if p.pipeline is None]
         if not todo:
             return
@@ -752,11 +869,11 @@ class VulkanDevice(GpuDevice):
             codes = sorted({res for res in results if res != vk.VK_SUCCESS})
             raise DelegateError(f"vkCreateComputePipelines failed ({', '.join(map(str, codes))}) for kernels "
                                 f"{', '.join(bad) or '?'}")
-        self.pipelines_created += n
         self.pipeline_batches += 1
 
     def _create_pipeline_batch(self, todo: Sequence[_Program]) -> int:
-        """One vkCreateComputePipelines call for ``todo`` (modules created); returns its VkResult."""
+        """One vkCreateComputePipelines call for ``todo`` (modules created); returns its VkResult.
+        Counts what it created in ``pipelines_created`` (from any thread)."""
         d = self._open()
         n = len(todo)
         # keep-alive: the entry-point strings and the info array are ours (module docstring)
@@ -772,10 +889,14 @@ class VulkanDevice(GpuDevice):
             infos[i].basePipelineIndex = -1
         out = ffi.new("VkPipeline[]", n)
         res = vk.lib.vkCreateComputePipelines(d, self._pipeline_cache, n, infos, ffi.NULL, out)
+        made = 0
         for i, p in enumerate(todo):
             if out[i] != ffi.NULL:
                 p.pipeline = out[i]
                 p._on_release(vk.vkDestroyPipeline, d, p.pipeline, None)
+                made += 1
+        with self._count_lock:
+            self.pipelines_created += made
         del entries, infos
         return int(res)
 
@@ -1085,6 +1206,9 @@ class VulkanDevice(GpuDevice):
             self._opening = None
         if self._handle is None:
             return
+        if self._pool_exec is not None:  # its threads create pipelines (start_early): done before teardown
+            self._pool_exec.shutdown(wait=True, cancel_futures=True)
+            self._pool_exec = None
         try:
             vk.vkDeviceWaitIdle(self._device)
         finally:
@@ -1095,7 +1219,7 @@ class VulkanDevice(GpuDevice):
                     pass
             self._owned.clear()
             self._programs.clear()
-            self._staging = self._xfer = self._last = None
+            self._staging = self._xfer = self._last = self._params_buf = self._small_staging = None
             self._pending, self._dirty, self._fresh = [], {}, weakref.WeakSet()
             for blocks in self._blocks.values():  # normally freed with their last buffer already
                 for blk in blocks:

@@ -8,6 +8,7 @@ executor (``_backend._why_unavailable``); ``_device`` builds devices on the same
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,6 +60,8 @@ def _candidates(instance: Any) -> list[_Candidate]:
 
 
 _SHARED: dict[str, Any] = {}  # the process's VkInstance and its candidates (see _shared_instance)
+#: ms the shared instance's creation and device listing took, on whichever thread made them
+CREATED_MS: dict[str, float] = {}
 _SHARED_LOCK = threading.Lock()
 
 
@@ -71,6 +74,7 @@ def _shared_instance() -> tuple[Any, list[_Candidate]]:
     long as the process (Vulkan allows any number of devices per instance)."""
     with _SHARED_LOCK:
         if "instance" not in _SHARED:
+            t0 = time.perf_counter()
             instance = _create_instance()
             try:
                 cands = _candidates(instance)
@@ -78,6 +82,7 @@ def _shared_instance() -> tuple[Any, list[_Candidate]]:
                 vk.vkDestroyInstance(instance, None)
                 raise
             _SHARED["instance"], _SHARED["candidates"] = instance, cands
+            CREATED_MS["instance + enumerate"] = (time.perf_counter() - t0) * 1e3
         return _SHARED["instance"], _SHARED["candidates"]
 
 

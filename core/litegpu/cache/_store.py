@@ -164,8 +164,10 @@ class DelegateCache:
         self._count(invalid=1, misses=1)
         log.warning("litegpu cache: ignoring %s: %s (it will be rewritten on the next store)", path, why)
 
-    def load(self, key: EntryKey) -> dict[str, bytes] | None:
-        """The sections stored under ``key``, or ``None`` (missing, invalid, caching off)."""
+    def load(self, key: EntryKey, *, views: bool = False) -> dict[str, bytes] | dict[str, memoryview] | None:
+        """The sections stored under ``key``, or ``None`` (missing, invalid, caching off).
+        ``views``: read-only memoryviews into the one buffer read from the file (no copy per section;
+        they keep that buffer alive) instead of ``bytes``."""
         if not isinstance(key, EntryKey):
             raise TypeError(f"load() needs an EntryKey, got {type(key).__name__}")
         if not self._usable(create=False):
@@ -173,7 +175,7 @@ class DelegateCache:
                 self._count(misses=1)
             return None
         path = self.path_for(key)
-        entry, size = self._read_checked(path)
+        entry, size = self._read_checked(path, views)
         if entry is None:
             return None
         head = entry.header
@@ -184,7 +186,7 @@ class DelegateCache:
         self._count(hits=1, bytes_read=size)
         return entry.sections
 
-    def _read_checked(self, path: Path) -> tuple[Any, int]:
+    def _read_checked(self, path: Path, views: bool = False) -> tuple[Any, int]:
         """The decoded entry at ``path`` and its size, or ``(None, 0)`` (a miss, or refused with a
         warning): no symbolic link, a regular file owned by this user that neither its group nor
         others can write (a 0666 entry in the private folder was loaded before), within the cap,
@@ -218,7 +220,7 @@ class DelegateCache:
             self._invalid(path, f"cannot read it ({e})")
             return None, 0
         try:
-            return decode(buf), len(buf)
+            return decode(buf, views=views), len(buf)
         except CacheError as e:
             self._invalid(path, str(e))
         except Exception as e:  # noqa: BLE001 - a reader bug must still not take the application down

@@ -8,6 +8,7 @@ shape the JSON records.  No pickle: a cache file can never run code.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -15,9 +16,11 @@ import numpy as np
 from .._errors import CacheError
 from ._graph import GpuOp, GpuPlan, PlanTensor
 
-__all__ = ["plan_to_sections", "plan_from_sections", "PLAN_FORMAT"]
+__all__ = ["plan_to_sections", "plan_from_sections", "PLAN_FORMAT", "CONST_PREFIX"]
 
 PLAN_FORMAT = 2  # 2: GpuOp.precision and buffer_storage (mixed precision)
+#: the names of the constants' sections start with this (the rest of an entry is small: JSON, sources, binaries)
+CONST_PREFIX = "const/"
 
 
 def _plain(v: Any) -> Any:
@@ -40,7 +43,7 @@ def plan_to_sections(plan: GpuPlan) -> dict[str, bytes]:
         consts = {}
         for name, arr in op.constants.items():
             a = np.ascontiguousarray(arr)
-            key = f"const/{i}/{name}"
+            key = f"{CONST_PREFIX}{i}/{name}"
             sections[key] = a.tobytes()
             consts[name] = {"section": key, "dtype": a.dtype.str, "shape": list(a.shape)}
         ops.append({
@@ -73,10 +76,11 @@ def _tuplify(v: Any) -> Any:
     return v
 
 
-def plan_from_sections(sections: dict[str, bytes]) -> GpuPlan:
-    """Rebuild a plan; raises :class:`CacheError` when the sections do not describe one."""
+def plan_from_sections(sections: Mapping[str, bytes | memoryview]) -> GpuPlan:
+    """Rebuild a plan; raises :class:`CacheError` when the sections do not describe one.  The
+    constants are read-only arrays over their sections (no copy: a memoryview section stays one)."""
     try:
-        doc = json.loads(sections["plan"])
+        doc = json.loads(bytes(sections["plan"]))
         if doc.get("format") != PLAN_FORMAT:
             raise CacheError(f"plan format {doc.get('format')} (expected {PLAN_FORMAT})")
         ops = []

@@ -84,7 +84,7 @@ from ._graph import GpuGraph, GpuNode, GpuOp, GpuPlan, PlanTensor
 from ._kernel_specs import stride_param
 from ._layout import dequantize_host, from_device, quantize_host, slices, to_device
 from ._memory import DEFAULT_ALIGNMENT, plan_arena
-from ._plan_io import plan_from_sections, plan_to_sections
+from ._plan_io import CONST_PREFIX, plan_from_sections, plan_to_sections
 from ._precision import PrecisionPolicy, fp16_risks, precision_policy
 from ._quant import quantized_reason
 from ._tuning import TUNING_MODES, TuningKey, WorkgroupTuner, candidates
@@ -171,8 +171,13 @@ class _CacheEntry:
     cache: Any
     key: Any
 
-    def load(self) -> dict[str, bytes] | None:
-        return self.cache.load(self.key)
+    def load(self) -> dict[str, Any] | None:
+        """The entry's sections: the plan's constants (most of its bytes) as read-only views into the
+        buffer read from the file, the rest (JSON, sources, binaries) as ``bytes`` for their readers."""
+        got = self.cache.load(self.key, views=True)
+        if got is None:
+            return None
+        return {k: v if k.startswith(CONST_PREFIX) else bytes(v) for k, v in got.items()}
 
     def store(self, sections: dict[str, bytes]) -> None:
         self.cache.store(self.key, sections)
@@ -545,9 +550,10 @@ class GpuPartitionKernel(DelegateKernel):
         for a in arrays:
             offsets.append(end)
             end += -(-max(a.nbytes, 4) // align) * align
-        host = np.zeros(end, np.uint8)
-        for a, off in zip(arrays, offsets, strict=True):
+        host = np.empty(end, np.uint8)  # only the padding is zeroed: the arrays fill the rest
+        for a, off, nxt in zip(arrays, offsets, [*offsets[1:], end], strict=True):
             host[off:off + a.nbytes] = a.reshape(-1).view(np.uint8)
+            host[off + a.nbytes:nxt] = 0
         buf = self.device.alloc(end)
         self.device.upload(BufferRef(buf, 0, end), host)
         return [BufferRef(buf, off, a.nbytes) for a, off in zip(arrays, offsets, strict=True)]
