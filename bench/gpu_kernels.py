@@ -1,7 +1,8 @@
 """Per-kernel GPU time of one OpenCL or Vulkan invoke, and what other kernel variants would take.
 
 ``python bench/gpu_kernels.py [--backend opencl|vulkan] [--models a,b] [--explore [--wgs N] [--kernels a,b]
-[--space KERNEL.OPTION=V,V ...] [--top N] [--dedupe] [--no-same]] [--json out.json] [--cost field=value,...]``
+[--space KERNEL.OPTION=V,V ...] [--top N] [--dedupe] [--no-same]] [--json out.json] [--cost field=value,...]
+[--set MODULE.NAME=VALUE ...]``
 profiles every launch (Vulkan: and every staging copy, as ``copy`` rows) of
 each model's partition on a profiling queue (median of ``--runs`` per launch) and prints the kernels
 that take the most time.  With ``--explore`` every launch is also re-rendered with the other values
@@ -34,7 +35,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import GPU_SET, machine_line, mediapipe_models, override_cost  # noqa: E402
+from _common import GPU_SET, machine_line, mediapipe_models, override_cost, set_attribute  # noqa: E402
 
 #: template options worth exploring (values beyond the spec's are skipped by render)
 _KEEP: list = []
@@ -96,9 +97,14 @@ def main() -> int:
     ap.add_argument("--no-same", action="store_true",
                     help="--explore: not the other kernel of the same launch (conv2d <-> conv2d_tiled)")
     ap.add_argument("--cost", default="", help="cost-model overrides for this run, e.g. step_us=0.42,overlap=0")
+    ap.add_argument("--set", action="append", default=[], metavar="MODULE.NAME=VALUE",
+                    help="set a compiler module constant before compiling (an A/B switch, as gpu_profile.py's)")
     args = ap.parse_args()
     if args.cost:
         override_cost(args.cost)
+    for item in args.set:
+        set_attribute(item)
+        print(f"set {item}")
     for item in args.space:
         target, values = item.split("=", 1)
         kern, opt = target.split(".", 1)

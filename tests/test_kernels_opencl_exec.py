@@ -495,6 +495,14 @@ def test_se_gate(gpu, b, hw, c, hidden, opts):
                     "residual_act": "PRELU"}),
     (40, 30, 3, 2, {"stage_p": 2, "stage_k": 32, "block_w": 1, "ksize": 3, "dw_act": "RELU6"}),
     (130, 9, 3, 1, {"stage_p": 4, "stage_k": 32, "block_w": 1, "block_s": 2}),
+    # staged, several pixels a thread (block_w; ragged last tile: 2 x 9 x 7 pixels) and the input-major 1x1 weights
+    (72, 40, 5, 1, {"stage_p": 8, "block_w": 2, "block_s": 2, "ksize": 5, "residual": "ADD",
+                    "residual_act": "PRELU", "coalesced": True}),
+    (36, 70, 3, 2, {"stage_p": 16, "stage_k": 8, "block_w": 4, "dw_act": "PRELU", "act": "PRELU", "coalesced": True}),
+    (130, 9, 3, 1, {"stage_p": 32, "stage_k": 8, "block_w": 4, "block_s": 1, "residual": "ADD",
+                    "residual_channels": "fewer", "coalesced": True}),
+    (40, 30, 3, 2, {"stage_p": 2, "stage_k": 32, "block_w": 1, "ksize": 3, "dw_act": "RELU6", "coalesced": True}),
+    (22, 14, 5, 2, {"ksize": 5, "split": 4, "coalesced": True, "residual": "ADD", "residual_channels": "fewer"}),
     # pack: several split output blocks a group (B * 3 output-slice blocks = 6: the last group ragged)
     (36, 10, 3, 1, {"split": 16, "pack": 4, "residual": "ADD", "residual_act": "PRELU"}),
     (22, 14, 5, 2, {"ksize": 5, "split": 4, "pack": 8, "block_s": 2, "act": "RELU", "residual": "ADD",
@@ -519,6 +527,8 @@ def test_dw_pw_conv2d(gpu, c, cout, k, stride, opts):
     inputs = {"src": gpu.phwc4(x), "dw_weights": L.depthwise_weights(wd, gpu.dtype),
               "dw_bias": gpu.channels(bd), "bias": gpu.channels(bp)}
     inputs["weights"], _ = gpu.conv_filter(wp, 1)
+    if opts.get("coalesced"):  # the input-major 1x1 layout (lower_dw_pw's staged launches)
+        inputs["weights"] = L.pw_weights_coalesced(wp, gpu.dtype)
     if opts.get("dw_act") == "PRELU":
         a = gpu.data(c, lo=0.0, hi=0.5)
         inputs["dw_alpha"] = gpu.channels(a)

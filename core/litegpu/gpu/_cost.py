@@ -37,7 +37,8 @@ from typing import Any
 __all__ = ["DeviceCost", "Work", "PROFILES", "profile_for", "estimate", "choose_conv", "choose_reduce",
            "choose_fc", "conv_candidates", "two_round_pays", "TWO_ROUND", "fc_candidates", "conv_work",
            "tiled_conv_work", "reduce_work", "fc_work", "launch_work",
-           "choose_se_gate", "se_gate_segment", "se_gate_work", "SHARED_MEMORY_FLOOR"]
+           "choose_se_gate", "se_gate_segment", "se_gate_work", "SHARED_MEMORY_FLOOR", "dw_pw_staged_work",
+           "choose_dw_pw_staged"]
 
 _VEC = 16  # bytes of one vec4 (fp32; the choice does not depend on the storage precision)
 
@@ -434,6 +435,68 @@ def choose_se_gate(batch: int, src_slices: int, pixels: int, hidden_slices: int,
             t = estimate(se_gate_work(batch, src_slices, pixels, hidden_slices, out_slices, threads, loads), dev)
             if t < best[0] - 1e-9:
                 best = (t, {"threads": threads, "loads": loads})
+    return best[1], best[0]
+
+
+# ---------------------------------------------------------------------------------------------- staged dw_pw
+
+
+def dw_pw_staged_work(pixels: int, src_slices: int, out_slices: int, taps: int, stage_p: int, stage_k: int,
+                      block_s: int, block_w: int) -> Work:
+    """Staged dw_pw_conv2d (``stage_p``): groups of 64 threads, each group a tile of ``stage_p`` output pixels;
+    per stage of ``stage_k`` input slices the group first computes the tile's depthwise values into shared
+    memory (a thread's share of them one after another, each ``taps`` input and ``taps`` weight loads in
+    flight), then each thread spends them on ``block_w`` pixels x ``block_s`` output slices, four input
+    slices a step (16 weight loads per output slice in flight, each serving ``block_w`` pixels)."""
+    lanes_p = max(1, stage_p // block_w)  # pixel lanes; the other 64 / lanes_p threads take output slices
+    slice_lanes = max(1, 64 // lanes_p)
+    blocks_z = -(-out_slices // (slice_lanes * block_s))
+    groups = -(-pixels // stage_p) * blocks_z
+    stages = -(-src_slices // stage_k)
+    fill = -(-stage_p * stage_k // 64)  # depthwise values a thread makes per stage
+    spend = -(-min(stage_k, src_slices) // 4)
+    steps = stages * (fill + spend)
+    queued = stages * (_queued(fill, 2 * taps + 1) + _queued(spend, 16 * block_s))
+    cache = groups * (stages * stage_p * stage_k * (2 * taps + 1) + 64 * src_slices * 4 * block_s) * _VEC
+    flops = pixels * src_slices * 4 * (taps * 2 + out_slices * 8)
+    # live values: the accumulators, one step's weights (4 slices x 4 vectors x block_s) and the window's loads
+    registers = 4 * max(block_w * block_s + 16 * block_s + block_w, 2 * taps) + 16
+    return Work(threads=groups * 64, group=64, global_steps=steps, queued_loads=queued, shared_steps=stages * spend,
+                barriers=2 * stages, cache_bytes=cache, flops=flops, registers=registers)
+
+
+#: the staged kernel's pixels a thread (``block_w``) the chooser weighs; an A/B switch (e.g. ``(1,)``: one)
+STAGED_BLOCK_W = (1, 2, 4)
+#: the largest tile (pixels a group) and stage (pixels x input slices, vec4s of shared memory) of the staged kernel
+_STAGED_TILE, _STAGED_STAGE = 32, 256
+
+
+def staged_options(pixels: int, src_slices: int, out_slices: int, block_w: int) -> dict[str, int]:
+    """The staged kernel's tiling for ``block_w`` pixels a thread: every output slice of the tile covered by the
+    group's 64 threads (64 / the output slices rounded up to a power of two pixel lanes, 1 to 16; ``block_s`` > 1
+    only past 64 slices), the tile ``block_w`` times the pixel lanes, a stage of up to 256 vec4s (8 input slices
+    at least)."""
+    s = 1 << max(0, (out_slices - 1).bit_length())
+    lanes_p = max(1, min(16, 64 // s))
+    stage_p = lanes_p * block_w
+    block_s = max(1, s // 64)
+    stage_k = max(8, min(64, 1 << max(0, (src_slices - 1).bit_length()), _STAGED_STAGE // stage_p))
+    return {"stage_p": stage_p, "stage_k": stage_k, "block_s": block_s, "block_w": block_w}
+
+
+def choose_dw_pw_staged(pixels: int, src_slices: int, out_slices: int, taps: int,
+                        dev: DeviceCost) -> tuple[dict[str, int], float]:
+    """``(options, estimated us)`` of the cheapest staged dw_pw_conv2d tiling: the pixels a thread
+    (:data:`STAGED_BLOCK_W`) and the tile and stage they imply (:func:`staged_options`)."""
+    best: tuple[float, dict[str, int]] = (math.inf, staged_options(pixels, src_slices, out_slices, 1))
+    for bw in STAGED_BLOCK_W:
+        o = staged_options(pixels, src_slices, out_slices, bw)
+        if o["stage_p"] > _STAGED_TILE or (bw > 1 and o["stage_p"] > pixels):
+            continue
+        t = estimate(dw_pw_staged_work(pixels, src_slices, out_slices, taps, o["stage_p"], o["stage_k"],
+                                       o["block_s"], bw), dev)
+        if t < best[0] - 1e-9:
+            best = (t, o)
     return best[1], best[0]
 
 
