@@ -82,7 +82,8 @@ def test_block_plan_all_precisions(precision, tol):
     kernels = [without_work_split(op.describe()) for op in plan.ops]
     # the depthwise (+ PRELU) and the 1x1 projection (+ residual ADD + RELU) are one fused launch
     assert kernels == ["conv2d[act=RELU6]", "dw_pw_conv2d[dw_act=PRELU,residual=ADD,residual_act=RELU]",
-                       "pool2d[op=MAX]", "reduce[op=MEAN]", "fully_connected", "softmax[log=False]"], kernels
+                       "pool2d[op=MAX]", "reduce[op=MEAN]", "heads[acts=('NONE',),n=1,srcs=(0,)]",
+                       "softmax[log=False]"], kernels
     storage = "float32" if precision == "fp32" else "float16"
     # host outputs (the max pool and the softmax) are stored, and their kernels compute, in float32 in
     # every mode (the mixed_precision pass); the rest follows the mode
@@ -91,7 +92,7 @@ def test_block_plan_all_precisions(precision, tol):
         writes_output = bool(host & set(op.outputs))
         for arr in op.constants.values():
             assert arr.dtype == ("float32" if writes_output else storage)
-        heavy = op.kernel in ("conv2d", "conv2d_tiled", "dw_pw_conv2d", "fully_connected", "heads", "reduce",
+        heavy = op.kernel in ("conv2d", "conv2d_tiled", "dw_pw_conv2d", "heads", "reduce",
                               "softmax")
         want_acc = "float32" if precision == "fp32" or writes_output or (precision == "fp16_fp32acc" and heavy) \
             else "float16"
@@ -233,7 +234,7 @@ def test_lstm_plan():
     model = b.build()
     inputs = [rnd(2, 5), rnd(2, 3), rnd(2, 3)]
     plan = _compile(model)
-    assert [op.kernel for op in plan.ops] == ["concat", "fully_connected", "lstm_cell"]
+    assert [op.kernel for op in plan.ops] == ["concat", "heads", "lstm_cell"]  # the FC: one head
     for got, want in zip(run_plan(plan, inputs), run_litert(model, inputs), strict=True):
         assert_rel(got, want)
 

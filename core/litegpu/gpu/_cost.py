@@ -38,7 +38,7 @@ __all__ = ["DeviceCost", "Work", "PROFILES", "profile_for", "estimate", "choose_
            "choose_fc", "conv_candidates", "two_round_pays", "TWO_ROUND", "fc_candidates", "conv_work",
            "tiled_conv_work", "reduce_work", "fc_work", "launch_work",
            "choose_se_gate", "se_gate_segment", "se_gate_work", "SHARED_MEMORY_FLOOR", "dw_pw_staged_work",
-           "choose_dw_pw_staged"]
+           "choose_dw_pw_staged", "depthwise_work", "choose_depthwise", "DEPTHWISE_BLOCK_W"]
 
 _VEC = 16  # bytes of one vec4 (fp32; the choice does not depend on the storage precision)
 
@@ -368,13 +368,13 @@ def fc_work(rows: int, out_slices: int, in_slices: int, split: int) -> Work:
 
 
 def fc_candidates(rows: int, out_slices: int, in_slices: int, dev: DeviceCost) -> list[tuple[int, Work]]:
-    """Every fully_connected ``split`` :func:`choose_fc` weighs, with its :class:`Work`."""
+    """Every fully connected (``heads``, one head) ``split`` :func:`choose_fc` weighs, with its :class:`Work`."""
     return [(split, fc_work(rows, out_slices, in_slices, split))
             for split in [1] + _splits(dev, (4, 8, 16, 32, 64, 128)) if split == 1 or in_slices >= 2 * split]
 
 
 def choose_fc(rows: int, out_slices: int, in_slices: int, dev: DeviceCost) -> tuple[int, float]:
-    """``(split, estimated us)`` of the cheapest fully_connected variant."""
+    """``(split, estimated us)`` of the cheapest fully connected (``heads``) variant."""
     best = (math.inf, 1)
     for split, work in fc_candidates(rows, out_slices, in_slices, dev):
         t = estimate(work, dev)
@@ -394,9 +394,10 @@ def se_gate_segment(sums: int, length: int, threads: int) -> int:
 
 
 def se_gate_work(batch: int, src_slices: int, pixels: int, hidden_slices: int, out_slices: int,
-                 threads: int, loads: int = 8) -> Work:
+                 threads: int, loads: int = 8, one_round: int = 0) -> Work:
     """se_gate: one group of ``threads`` per batch item; three (two without a hidden layer) stages of
-    segmented sums, each pass of a stage 3 barriers (the segment's partials meet in two rounds).  The
+    segmented sums, each pass of a stage 3 barriers (the segment's partials meet in two rounds; 2 where a
+    segment of at most ``one_round`` threads sums in one; none after the last pass).  The
     pooling stage keeps ``loads`` loads of a thread in flight; a product step loads 4 weight vectors, the
     first pass's first one loaded before the pooling (its latency hidden)."""
     stages = [(src_slices, pixels, loads)]
@@ -410,8 +411,9 @@ def se_gate_work(batch: int, src_slices: int, pixels: int, hidden_slices: int, o
         chains = passes * -(-per_thread // unroll) - (1 if k else 0)
         steps += max(0, chains)
         queued += _queued(max(0, chains), 4 if k else unroll)
-        shared += passes * _two_round_steps(g)
-        barriers += passes * 3
+        # up to one_round partials: the leader sums them alone (one barrier fewer); none after the last stage's last pass
+        shared += passes * (_two_round_steps(g) if g > one_round else g)
+        barriers += passes * (3 if g > one_round else 2) - (k == len(stages) - 1)
     weights = (hidden_slices * src_slices + out_slices * (hidden_slices or src_slices)) * 4
     return Work(threads=batch * threads, group=threads, global_steps=steps, queued_loads=queued, shared_steps=shared,
                 barriers=int(barriers), cache_bytes=batch * (src_slices * pixels + weights) * _VEC,
@@ -423,7 +425,7 @@ SHARED_MEMORY_FLOOR = 16384
 
 
 def choose_se_gate(batch: int, src_slices: int, pixels: int, hidden_slices: int, out_slices: int,
-                   dev: DeviceCost, cap_slices: int = 0) -> tuple[dict[str, int], float]:
+                   dev: DeviceCost, cap_slices: int = 0, one_round: int = 0) -> tuple[dict[str, int], float]:
     """``({"threads", "loads"}, estimated us)`` of the cheapest se_gate group size (whose shared memory, one
     vec4 a thread and the pooled and hidden vectors of ``cap_slices`` each, fits
     :data:`SHARED_MEMORY_FLOOR`) and pooling loads in flight."""
@@ -432,9 +434,43 @@ def choose_se_gate(batch: int, src_slices: int, pixels: int, hidden_slices: int,
         if threads > max(64, dev.max_group) or (threads + 2 * cap_slices) * _VEC > SHARED_MEMORY_FLOOR:
             break
         for loads in (16, 8):  # on a tie, more loads in flight (H200: 16 never lost by more than 0.4 us)
-            t = estimate(se_gate_work(batch, src_slices, pixels, hidden_slices, out_slices, threads, loads), dev)
+            t = estimate(se_gate_work(batch, src_slices, pixels, hidden_slices, out_slices, threads, loads,
+                                      one_round), dev)
             if t < best[0] - 1e-9:
                 best = (t, {"threads": threads, "loads": loads})
+    return best[1], best[0]
+
+
+# ---------------------------------------------------------------------------------------------- depthwise
+
+
+def depthwise_work(p: Mapping[str, int], ksize: int, block_w: int = 1) -> Work:
+    """depthwise_conv2d: one output vector a thread, or (``block_w`` > 1, unrolled ``ksize`` taps) ``block_w``
+    adjacent ones sharing their window rows' ``ksize + block_w - 1`` input columns and the weights; unrolled
+    taps load together (one step), a runtime window walks them one step each."""
+    taps = int(p["KH"]) * int(p["KW"])
+    threads = int(p["B"]) * int(p["H"]) * -(-int(p["W"]) // block_w) * int(p["S"])
+    loads = (ksize * (ksize + block_w - 1) + taps) if ksize else 2 * taps
+    return Work(threads=threads, group=64, global_steps=1 if ksize else taps,
+                queued_loads=_queued(1, loads) if ksize else 0.0, cache_bytes=threads * loads * _VEC,
+                flops=threads * block_w * taps * 8, registers=4 * (loads + block_w) + 16)
+
+
+#: depthwise_conv2d's outputs a thread (``block_w``, unrolled windows of stride 1) the chooser weighs; an A/B
+#: switch (``(1,)``: one output a thread, as before)
+DEPTHWISE_BLOCK_W = (1, 2, 4)
+
+
+def choose_depthwise(p: Mapping[str, int], ksize: int, dev: DeviceCost) -> tuple[int, float]:
+    """``(block_w, estimated us)`` of the cheapest depthwise_conv2d variant: ``block_w`` > 1 only for an unrolled
+    window (``ksize``) of stride and dilation 1 along x."""
+    best = (math.inf, 1)
+    for bw in DEPTHWISE_BLOCK_W:
+        if bw > 1 and not (ksize and p["STRIDE_W"] == 1 and p["DIL_W"] == 1 and p["W"] >= bw):
+            continue
+        t = estimate(depthwise_work(p, ksize, bw), dev)
+        if t < best[0] - 1e-9:
+            best = (t, bw)
     return best[1], best[0]
 
 
@@ -509,14 +545,10 @@ def launch_work(kernel: str, options: Mapping[str, Any], params: Mapping[str, An
                          int(o.get("pack", 1)), int(o.get("unroll", 1)), bool(o.get("two_round")))
     if kernel == "conv2d_tiled":
         return tiled_conv_work(params, int(o.get("tile_p", 32)), int(o.get("tile_s", 4)), int(o.get("kc", 4)))
-    if kernel == "depthwise_conv2d":  # one output vector a thread; unrolled taps (ksize) load together
-        taps = int(params["KH"]) * int(params["KW"])
-        items = int(params["B"]) * int(params["H"]) * int(params["W"]) * int(params["S"])
-        return Work(threads=items, group=64, global_steps=1 if o.get("ksize") else taps,
-                    queued_loads=_queued(1, taps) if o.get("ksize") else 0.0,
-                    cache_bytes=items * taps * 2 * _VEC, flops=items * taps * 8)
-    if kernel == "fully_connected":
-        return fc_work(int(params["B"]), int(params["S"]), int(params["SRC_S"]), int(o.get("split", 1)))
+    if kernel == "depthwise_conv2d":
+        return depthwise_work(params, int(o.get("ksize", 0) or 0), int(o.get("block_w", 1)))
+    if kernel == "heads" and int(o.get("n", 2)) == 1 and int(params.get("T0", 0)) == 1:  # a FULLY_CONNECTED
+        return fc_work(int(params["B"]), int(params["G0"]), int(params["SRC_S0"]), int(o.get("split", 1)))
     if kernel == "reduce":
         steps = 1
         for flag, dim in (("RB", "SRC_B"), ("RH", "SRC_H"), ("RW", "SRC_W"), ("RC", "SRC_S")):
@@ -526,5 +558,6 @@ def launch_work(kernel: str, options: Mapping[str, Any], params: Mapping[str, An
     if kernel == "se_gate":
         hidden = int(params["HID_S"]) if o.get("layers", 2) == 2 else 0
         return se_gate_work(int(params["B"]), int(params["SRC_S"]), int(params["SRC_H"]) * int(params["SRC_W"]),
-                            hidden, int(params["S"]), int(o.get("threads", 128)), int(o.get("loads", 8)))
+                            hidden, int(params["S"]), int(o.get("threads", 128)), int(o.get("loads", 8)),
+                            int(o.get("one_round", 0)))
     return None

@@ -21,6 +21,7 @@ from .._cost import (
     SHARED_MEMORY_FLOOR,
     DeviceCost,
     choose_conv,
+    choose_depthwise,
     choose_dw_pw_staged,
     staged_options,
     two_round_pays,
@@ -302,8 +303,10 @@ def lower_depthwise(lw: Lowerer) -> list[GpuOp]:
     # a 3x3 or 5x5 window (every depthwise of the MediaPipe models) renders with its taps unrolled: the
     # same work with every load independent, so never slower (no choice for the cost model to make)
     ksize = w.shape[1] if mult == 1 and w.shape[1] == w.shape[2] and w.shape[1] in (3, 5) else 0
+    # outputs a thread (block_w, an unrolled window of stride 1: neighbours share input columns and weights)
+    block_w, _ = choose_depthwise(params, ksize, lw.cost)
     return [lw.op("depthwise_conv2d", {**opts, "multiplier": "one" if mult == 1 else "any",
-                                       "ksize": ksize or None}, params)]
+                                       "ksize": ksize or None, "block_w": block_w if block_w > 1 else None}, params)]
 
 
 def lower_dw_pw(lw: Lowerer) -> list[GpuOp]:
@@ -528,6 +531,7 @@ KERNELS: tuple[KernelSpec, ...] = (
          default_wg=(64, 1, 1), shared_wg=_tiled_wg),
     spec("depthwise_conv2d", "conv.lgk", "depthwise convolution (any channel multiplier)",
          {"act": ACT, "multiplier": Opt("one", ("one", "any")), "ksize": Opt(0, (0, 3, 5)), "qdq": QDQ,
+          "block_w": Opt(1, (1, 2, 4)),
           "residual": Opt("NONE", ("NONE", "ADD", "MUL")), "residual_act": ACT, "residual_channels": CHANNELS,
           "residual_pool": boolean()},
          [{"act": a} for a in FUSED_ACTIVATIONS] + [{"multiplier": "any"}, {"multiplier": "any", "act": "PRELU"},
@@ -541,7 +545,15 @@ KERNELS: tuple[KernelSpec, ...] = (
                                                     {"residual": "ADD", "residual_channels": "fewer",
                                                      "residual_act": "RELU6"},
                                                     {"residual": "ADD", "residual_pool": True,
-                                                     "residual_channels": "fewer", "multiplier": "any"}]
+                                                     "residual_channels": "fewer", "multiplier": "any"},
+                                                    # several outputs a thread along x (block_w)
+                                                    {"ksize": 5, "block_w": 2, "act": "HARD_SWISH"},
+                                                    {"ksize": 3, "block_w": 4, "act": "RELU", "residual": "ADD"},
+                                                    {"ksize": 5, "block_w": 4, "act": "PRELU", "residual": "ADD",
+                                                     "residual_pool": True, "residual_channels": "fewer",
+                                                     "residual_act": "PRELU", "qdq": True},
+                                                    {"ksize": 3, "block_w": 2, "residual": "MUL",
+                                                     "residual_channels": "fewer", "residual_act": "RELU6"}]
          + [{"residual": "ADD", "residual_act": a} for a in ACTIVATIONS[1:]]),
     spec("dw_pw_conv2d", "conv.lgk",
          "depthwise conv (multiplier 1, own activation) feeding a 1x1 conv, one launch; conv2d's epilogue",
