@@ -43,7 +43,7 @@ _EXPLORE = {"conv2d": {"block_w": (1, 2, 4), "block_s": (1, 2), "split": (1, 4, 
                         "unroll": (1, 2, 4), "pack": (1, 2, 4, 8)},
             "conv2d_tiled": {"tile_p": (16, 32, 64), "tile_s": (1, 2, 4, 8), "kc": (2, 4, 8)},
             "dw_pw_conv2d": {"pack": (1, 2, 4, 8), "two_round": (False, True)},  # split launches (pack needs one)
-            "fully_connected": {"split": (1, 4, 16, 32, 64, 128)},
+            "heads": {"split": (1, 4, 16, 32, 64, 128)},  # FULLY_CONNECTED (one head) and the sibling heads
             "reduce": {"split": (1, 16, 64, 128, 256, 512, 1024), "unroll": (1, 4)}}
 
 

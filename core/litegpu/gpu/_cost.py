@@ -22,8 +22,8 @@ terms decide, and the bandwidth terms only stop a split from re-reading the weig
 per-device constants are fitted by ``bench/cost_fit.py --fit`` to ``bench/gpu_kernels.py --explore`` (every
 variant of every launch of the benchmark models, timed) and recorded in :data:`PROFILES`;
 docs/gpu-compiler.md ("Cost model") has the derivations.  The chooser functions (:func:`choose_conv`,
-:func:`choose_reduce`, :func:`choose_fc`, :func:`choose_se_gate`) are the only places that pick kernel
-variants from shapes.
+:func:`choose_reduce`, :func:`choose_fc`, :func:`choose_se_gate`, :func:`choose_depthwise`,
+:func:`choose_dw_pw_staged`) are the only places that pick kernel variants from shapes.
 """
 
 from __future__ import annotations
