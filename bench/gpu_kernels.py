@@ -99,7 +99,10 @@ def main() -> int:
     ap.add_argument("--cost", default="", help="cost-model overrides for this run, e.g. step_us=0.42,overlap=0")
     ap.add_argument("--set", action="append", default=[], metavar="MODULE.NAME=VALUE",
                     help="set a compiler module constant before compiling (an A/B switch, as gpu_profile.py's)")
+    ap.add_argument("--rows", type=int, default=12, help="launches listed per model, most expensive first (0: all, "
+                                                          "in plan order)")
     args = ap.parse_args()
+    _ROWS[0] = args.rows
     if args.cost:
         override_cost(args.cost)
     for item in args.set:
@@ -247,11 +250,15 @@ def _with_estimate(row: dict, info) -> dict:
     return row
 
 
+#: launches _print_rows lists (the most expensive first; 0: every launch, in plan order); --rows
+_ROWS = [12]
+
+
 def _print_rows(name: str, rows: list[dict], best: float | None = None) -> None:
     total = sum(r["us"] for r in rows)
     print(f"\n## {name}: {len(rows)} launches, GPU sum {total:.1f} us"
           + (f", best variants sum {best:.1f} us" if best is not None else ""))
-    for r in sorted(rows, key=lambda r: -r["us"])[:12]:
+    for r in sorted(rows, key=lambda r: -r["us"])[:_ROWS[0]] if _ROWS[0] else rows:
         extra = f" best {r['best']['us']:.1f} us {r['best']}" if r.get("best") else ""
         est = f"(est {r['est']:5.1f})" if "est" in r else " " * 11
         print(f"  {r['us']:8.1f} us {est} {r['kernel']:<18} {r['grid']} wg {r['wg']} {r['options']} "
