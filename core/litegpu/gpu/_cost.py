@@ -457,8 +457,13 @@ def depthwise_work(p: Mapping[str, int], ksize: int, block_w: int = 1) -> Work:
 
 
 #: depthwise_conv2d's outputs a thread (``block_w``, unrolled windows of stride 1) the chooser weighs; an A/B
-#: switch (``(1,)``: one output a thread, as before)
-DEPTHWISE_BLOCK_W = (1, 2, 4)
+#: switch (``(1,)``: one output a thread, as before). 2 only: measured on an H100 (Vulkan, s8-kern-1, GPU
+#: kernel time per invoke), 2 outputs a thread wherever eligible against 1 everywhere: palm_detection_full 0.477
+#: against 0.484 ms, hand_landmark_full 0.387 / 0.394, pose_landmark_full 0.594 / 0.609, selfie_segmentation
+#: 0.319 / 0.319; the model's own picks among (1, 2, 4) (1 on the small 5x5 maps, 2-4 on the large 3x3 ones)
+#: were no better (0.321 selfie, 0.595 pose, 0.389 hand). The estimate does not see what 2 saves there (half
+#: the warps issuing the window's loads), so the domain holds the measured winner.
+DEPTHWISE_BLOCK_W = (2,)
 
 
 def choose_depthwise(p: Mapping[str, int], ksize: int, dev: DeviceCost) -> tuple[int, float]:
@@ -501,8 +506,13 @@ def dw_pw_staged_work(pixels: int, src_slices: int, out_slices: int, taps: int, 
                 barriers=2 * stages, cache_bytes=cache, flops=flops, registers=registers)
 
 
-#: the staged kernel's pixels a thread (``block_w``) the chooser weighs; an A/B switch (e.g. ``(1,)``: one)
-STAGED_BLOCK_W = (1, 2, 4)
+#: the staged kernel's pixels a thread (``block_w``) the chooser weighs; an A/B switch (e.g. ``(2,)``). 1 only:
+#: on an H100 (Vulkan, s8-kern-1, input-major 1x1 weights) palm_detection_full took 0.446 ms of GPU time with one
+#: pixel a thread everywhere, 0.557 with 2, 0.486 with 4 and 0.489 with the estimate's picks (4 at 96x96, 2 at
+#: 48x48: 18.2 us a launch there against 12-13 with 1); hand_landmark_full 0.388 / 0.404 / 0.438, pose_landmark_full
+#: 0.604 / 0.606 / 0.657. The estimate prices the shared weight loads, not what a thread's several pixels cost
+#: (their index arithmetic, a longer stage fill), so the domain holds the measured winner.
+STAGED_BLOCK_W = (1,)
 #: the largest tile (pixels a group) and stage (pixels x input slices, vec4s of shared memory) of the staged kernel
 _STAGED_TILE, _STAGED_STAGE = 32, 256
 
