@@ -247,6 +247,9 @@ def two_round_pays(split: int, dev: DeviceCost) -> bool:
     return TWO_ROUND and split > 1 and 2 * dev.barrier_us + _two_round_steps(split) * dev.shared_us < (red + 1) * dev.barrier_us + red * dev.shared_us
 
 
+#: whether choose_conv weighs conv2d_tiled at all (False: conv2d's variants only; an A/B switch)
+TILED = True
+
 #: conv2d's unroll values the chooser weighs (8 only pays where a thread's reduction is long: not modelled)
 _UNROLLS = (1, 2, 4)
 #: conv2d's pack values (split > 1) and the largest packed group: a group of split x pack threads
@@ -298,7 +301,7 @@ def choose_conv(p: Mapping[str, int], dev: DeviceCost, grouped: bool,
     """``(kernel, options, estimated us)`` of the cheapest conv2d / conv2d_tiled variant for params ``p``
     (``tiled``: whether conv2d_tiled can take the node's options)."""
     kernel, options, t = _choose_conv(tuple(sorted((k, v) for k, v in p.items() if isinstance(v, int))), dev,
-                                      grouped, tiled, _UNROLLS, _PACKS, TWO_ROUND)
+                                      grouped, tiled and TILED, _UNROLLS, _PACKS, TWO_ROUND)
     return kernel, dict(options), t
 
 
