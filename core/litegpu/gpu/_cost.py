@@ -197,7 +197,9 @@ def conv_work(p: Mapping[str, int], block_w: int, block_s: int, split: int, pack
     blocks_z = p["B"] * -(-p["S"] // block_s)
     items = p["H"] * -(-p["W"] // block_w) * blocks_z
     steps = p["KH"] * p["KW"] * p["SRC_SG"]
-    loads = block_w + 4 * block_s  # one step's input and weight vectors
+    # one step's input and weight vectors; an input read through a bilinear resize (conv2d's in_resize, params
+    # IN_H / IN_W) is 4 loads a vector
+    loads = block_w * (4 if "IN_H" in p else 1) + 4 * block_s
     if split > 1:  # one flat loop over every step; an iteration is `unroll` steps (the last ones clamped)
         iters = -(-steps // (split * unroll))
     else:  # the input-slice loop inside each tap is unrolled (its ragged end clamped)
