@@ -2,7 +2,7 @@
 
 ``python bench/gpu_kernels.py [--backend opencl|vulkan] [--models a,b] [--explore [--wgs N] [--kernels a,b]
 [--space KERNEL.OPTION=V,V ...] [--top N] [--dedupe] [--no-same]] [--json out.json] [--cost field=value,...]
-[--set MODULE.NAME=VALUE ...]``
+[--set MODULE.NAME=VALUE ...] [--rows N]``
 profiles every launch (Vulkan: and every staging copy, as ``copy`` rows) of
 each model's partition on a profiling queue (median of ``--runs`` per launch) and prints the kernels
 that take the most time.  With ``--explore`` every launch is also re-rendered with the other values
@@ -19,7 +19,9 @@ Vulkan times come from timestamp queries around each command of the partition's 
 recorded with a barrier after each command so that they run one at a time, like OpenCL's in-order
 profiling queue.  ``--cost`` overrides fields of the device's cost-model calibration
 (``litegpu.gpu._cost.DeviceCost``) for the run, to time the variants another calibration picks in the same
-session (e.g. the previous constants against the new ones).
+session (e.g. the previous constants against the new ones).  ``--set`` flips a compiler module constant first
+(as ``gpu_profile.py``'s, for per-launch A/B runs); ``--rows N`` lists a model's N most expensive launches (0:
+every launch, in plan order; default 12).
 """
 
 from __future__ import annotations
