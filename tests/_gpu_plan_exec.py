@@ -222,9 +222,8 @@ class PlanExecutor:
     def k_dw_pw_conv2d(self, op, p, o):
         x = self.read(op, "src")
         cm, cout = x.shape[3], p["C"]
-        dw = np.asarray(op.constants["dw_weights"], np.float32)  # [SRC_S, KH, KW, 4] ([KH, KW, SRC_S, 4]: coalesced)
-        dw = (dw.reshape(p["KH"], p["KW"], -1) if o.get("coalesced") else dw.transpose(1, 2, 0, 3).reshape(
-            p["KH"], p["KW"], -1))[..., :cm]
+        dw = np.asarray(op.constants["dw_weights"], np.float32)  # [SRC_S, KH, KW, 4]
+        dw = dw.transpose(1, 2, 0, 3).reshape(p["KH"], p["KW"], -1)[..., :cm]
         mid = np.zeros((p["B"], p["H"], p["W"], cm), np.float32)
         for ky, kx, patch in _taps(x, p["KH"], p["KW"], p["STRIDE_H"], p["STRIDE_W"], p["DIL_H"], p["DIL_W"],
                                    p["PAD_T"], p["PAD_L"], p["H"], p["W"]):

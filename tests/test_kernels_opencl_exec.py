@@ -533,9 +533,8 @@ def test_dw_pw_conv2d(gpu, c, cout, k, stride, opts):
     inputs = {"src": gpu.phwc4(x), "dw_weights": L.depthwise_weights(wd, gpu.dtype),
               "dw_bias": gpu.channels(bd), "bias": gpu.channels(bp)}
     inputs["weights"], _ = gpu.conv_filter(wp, 1)
-    if opts.get("coalesced"):  # the input-major 1x1 and tap-major depthwise layouts (lower_dw_pw's staged launches)
+    if opts.get("coalesced"):  # the input-major 1x1 layout (lower_dw_pw's staged launches)
         inputs["weights"] = L.pw_weights_coalesced(wp, gpu.dtype)
-        inputs["dw_weights"] = L.dw_weights_coalesced(wd, gpu.dtype)
     if opts.get("dw_act") == "PRELU":
         a = gpu.data(c, lo=0.0, hi=0.5)
         inputs["dw_alpha"] = gpu.channels(a)

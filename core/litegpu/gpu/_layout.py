@@ -215,12 +215,6 @@ def depthwise_weights(w: np.ndarray, dtype: str = "float32") -> np.ndarray:
     return np.ascontiguousarray(out, dtype=dtype)
 
 
-def dw_weights_coalesced(w: np.ndarray, dtype: str = "float32") -> np.ndarray:
-    """``[1, KH, KW, C]`` -> ``[KH, KW, S, 4]``, tap-major (``dw_pw_conv2d``'s ``coalesced`` layout: the threads
-    taking consecutive input slices of one tap read consecutive vectors)."""
-    return np.ascontiguousarray(depthwise_weights(w, dtype).transpose(1, 2, 0, 3))
-
-
 def fc_weights(w: np.ndarray, dtype: str = "float32") -> np.ndarray:
     """``[O, I]`` -> ``[S_o, I4, 4]``."""
     if w.ndim != 2:

@@ -100,9 +100,8 @@ _STAGED_MIN_PIXELS = 512
 #: the staged kernel reads the 1x1 weights in the input-major layout (option ``coalesced``,
 #: ``_layout.pw_weights_coalesced``): a warp's threads take consecutive output slices of one input slice, so
 #: they read consecutive vectors instead of one cache line per output slice (the output-major layout puts
-#: them ``SRC_S`` x 64 bytes apart); likewise the depthwise weights tap-major (``dw_weights_coalesced``) for the
-#: stage's threads taking consecutive input slices. The same loads, one line a warp instead of up to 32.
-#: A/B switch (``--set litegpu.gpu.ops.conv.STAGED_COALESCED=False``).
+#: them ``SRC_S`` x 64 bytes apart). The same loads, one line a warp instead of up to 32. A/B switch
+#: (``--set litegpu.gpu.ops.conv.STAGED_COALESCED=False``).
 STAGED_COALESCED = True
 
 
@@ -331,20 +330,18 @@ def lower_dw_pw(lw: Lowerer) -> list[GpuOp]:
         t = n.inputs[i] if len(n.inputs) > i else -1
         return L.channel_vector(lw.data(t).reshape(-1) if t >= 0 else None, channels)
 
+    lw.bind("src", x)
+    lw.const("dw_weights", L.depthwise_weights(dw_w))
+    lw.const("dw_bias", vector(2, c))
+    if dw_act == "PRELU":
+        lw.const("dw_alpha", vector(5, c))
     staged = None
     if n.attrs.get("staged"):  # fuse_dw_pw: the unstaged kernel would recompute the depthwise too often
         staged = dw_pw_staged_tiling(b * oh * ow, L.slices(c), L.slices(o), dw_w.shape[1] * dw_w.shape[2], lw.cost)
         if staged is None:
             raise DelegateError(f"{n.describe()}: the staged kernel takes maps of {_STAGED_MIN_PIXELS} pixels or more")
-    # staged, coalesced: the 1x1 weights input-major and the depthwise's tap-major (a warp's threads, taking
-    # consecutive output slices / input slices, read consecutive vectors)
-    coalesced = bool(staged and staged["coalesced"])
-    lw.bind("src", x)
-    lw.const("dw_weights", L.dw_weights_coalesced(dw_w) if coalesced else L.depthwise_weights(dw_w))
-    lw.const("dw_bias", vector(2, c))
-    if dw_act == "PRELU":
-        lw.const("dw_alpha", vector(5, c))
-    lw.const("weights", L.pw_weights_coalesced(pw_w) if coalesced else L.conv_weights(pw_w))
+    # staged, coalesced: the 1x1 weights input-major (a warp's consecutive output slices read consecutive vectors)
+    lw.const("weights", L.pw_weights_coalesced(pw_w) if staged and staged["coalesced"] else L.conv_weights(pw_w))
     lw.const("bias", vector(4, o))
     lw.bind_epilogue_operands(operands, o)
     lw.bind("dst", y)
