@@ -106,10 +106,15 @@ class DeviceCost:
 #: unrolled variants best: picks 1.09x the measured best against 1.11x), group life 0.4 us, barrier 0.18 us,
 #: and a thread's own arithmetic at 3340 flops/us (fitted: one FMA a cycle), which only decides where few fat
 #: threads do a long reduction each.
+#: ``tile_setup_us`` 2.5 on ``nvidia`` (H100, Vulkan, 2026-11-26, s8-kern-2): the fit's 0 (OpenCL events on an
+#: H200) picked conv2d_tiled where Vulkan ran it 2-4 us slower than the estimate (selfie's 32x32 1x1 expansions
+#: 9.2-9.4 us, est. 6.2); priced at 2.5 us a launch, GPU kernel time per invoke went selfie_segmentation 0.319 ->
+#: 0.310 ms, pose_landmark_full 0.595 -> 0.585, palm_detection_full 0.447 -> 0.445, hand_landmark_full 0.393 ->
+#: 0.393 (leaving conv2d_tiled out entirely: 0.308, 0.583, 0.448, 0.390).
 PROFILES: dict[str, DeviceCost] = {
     "nvidia": DeviceCost("nvidia", compute_units=132, resident_threads=2048, resident_groups=32, launch_us=3.5,
                          step_us=0.167, load_us=0.03, shared_us=0.01, barrier_us=0.18, cache_bytes_per_us=1.3e7,
-                         flops_per_us=1.5e7, max_group=1024, tile_setup_us=0.0, warp=32, group_us=0.4,
+                         flops_per_us=1.5e7, max_group=1024, tile_setup_us=2.5, warp=32, group_us=0.4,
                          registers=65536, overlap=False, lane_flops_per_us=3340.0),
     "generic": DeviceCost("generic", compute_units=32, resident_threads=1024, resident_groups=16, launch_us=5.0,
                           step_us=0.5, load_us=0.025, shared_us=0.04, barrier_us=0.1, cache_bytes_per_us=1.0e6,
