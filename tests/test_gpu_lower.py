@@ -514,8 +514,10 @@ def test_cost_model_no_sub_warp_split_on_wide_convs(name):
     p = _WIDE_CONVS[name]
     nv = PROFILES["nvidia"]
     kernel, opts, _ = choose_conv(p, nv, grouped=False)
-    # a split packed into whole warps (pack) is not such a group
-    assert kernel == "conv2d_tiled" or not 1 < opts["split"] * opts["pack"] < nv.warp, (kernel, opts)
+    # an unpacked split group of a few threads is such a group (selfie's first conv split 4 ways: 24 us against
+    # 11 tiled, H200); several packed into one group (pack) share its warp: the H100 Vulkan calibration (tile
+    # setup 2.5 us, s8-kern-2) packs selfie's first conv 4 x 4 (selfie's whole invoke 0.319 -> 0.310 ms with it)
+    assert kernel == "conv2d_tiled" or opts["pack"] > 1 or not 1 < opts["split"] < nv.warp, (kernel, opts)
     kernel, opts, _ = choose_conv(p, PROFILES["cpu"], grouped=False)
     assert kernel == "conv2d" and opts["split"] == 1, (kernel, opts)
 
