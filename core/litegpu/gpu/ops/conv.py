@@ -129,7 +129,7 @@ def dw_pw_staged_tiling(pixels: int, src_slices: int, out_slices: int, taps: int
     0.536 / 0.659 ms, pose_landmark_full 0.693 / 0.681 / 0.670 / 0.671 / 1.145, hand_landmark_full 0.480
     / 0.474 / 0.467 / 0.468 / 0.981; the other four models within 0.005 ms in every column.
 
-    Since issue 12's third session a thread may take ``block_w`` pixels (the tile ``block_w`` times the pixel
+    Since issue 12's fourth session a thread may take ``block_w`` pixels (the tile ``block_w`` times the pixel
     lanes, each weight load serving ``block_w`` pixels), chosen by the cost model
     (:func:`~litegpu.gpu._cost.choose_dw_pw_staged`; ``dev`` None: one pixel, the fusion decision only asks
     whether the map is this kernel's), and the 1x1 weights are read input-major (``coalesced``,
