@@ -44,7 +44,14 @@ from typing import Any
 
 #: the tuning options that tell a kernel's variants apart
 _TUNING = {"conv2d": ("block_w", "block_s", "split", "pack", "unroll", "two_round"), "conv2d_tiled": ("tile_p", "tile_s", "kc"),
-           "fully_connected": ("split",)}
+           "heads": ("split",), "fully_connected": ("split",)}
+
+
+def _fc_row(row: dict) -> bool:
+    """A FULLY_CONNECTED launch: the ``heads`` kernel's one-head, one-tap case (files from before the fold name
+    it ``fully_connected``)."""
+    return row["kernel"] == "fully_connected" or (
+        row["kernel"] == "heads" and row["options"].get("n") == 1 and row["params"].get("T0") == 1)
 
 
 def _key(kernel: str, options: dict[str, Any]) -> tuple:
@@ -52,6 +59,7 @@ def _key(kernel: str, options: dict[str, Any]) -> tuple:
     from litegpu.gpu.kernels import kernel_spec
 
     given = {k: v for k, v in options.items() if k in _TUNING[kernel] and v is not None}
+    kernel = "heads" if kernel == "fully_connected" else kernel  # the FC's kernel since the fold
     full = kernel_spec(kernel).resolve(given)
     return (kernel, *(int(full[k]) for k in _TUNING[kernel]))
 
@@ -79,8 +87,8 @@ def _candidates(row: dict, dev) -> list[tuple[tuple, Any]]:
                 other = {**opts, "two_round": not opts["two_round"]}  # from before the option has timed it
                 out.append((_key(k, other), _cost.launch_work(k, other, p)))
         return out
-    fc = _cost.fc_candidates(p["B"], p["S"], p["SRC_S"], dev)
-    return [(_key("fully_connected", {"split": s}), w) for s, w in fc]
+    rows, out_s, in_s = (p["B"], p["S"], p["SRC_S"]) if "SRC_S" in p else (p["B"], p["G0"], p["SRC_S0"])
+    return [(_key("heads", {"split": s}), w) for s, w in _cost.fc_candidates(rows, out_s, in_s, dev)]
 
 
 def analyse(data: dict[str, list[dict]], dev, floor: float) -> dict[str, Any]:
@@ -95,7 +103,7 @@ def analyse(data: dict[str, list[dict]], dev, floor: float) -> dict[str, Any]:
     for model, rows in data.items():
         for row in rows:
             kern = row["kernel"]
-            family = {"conv2d_tiled": "conv2d"}.get(kern, kern)
+            family = "fully_connected" if _fc_row(row) else {"conv2d_tiled": "conv2d"}.get(kern, kern)
             if kern == "depthwise_conv2d" and "est" in row:
                 w = launch_work(kern, row["options"], row["params"])
                 if w is not None:
@@ -143,7 +151,7 @@ def _samples(data: dict[str, list[dict]], dev) -> list[tuple[Any, float]]:
             if row["kernel"] == "depthwise_conv2d":
                 w = launch_work(row["kernel"], row["options"], row["params"])
                 out += [(w, row["us"])] if w is not None else []
-            elif row["kernel"] in ("conv2d", "conv2d_tiled", "fully_connected") and row.get("variants"):
+            elif (row["kernel"] in ("conv2d", "conv2d_tiled") or _fc_row(row)) and row.get("variants"):
                 seen: set[tuple] = set()
                 for v in row["variants"]:
                     kern = v.get("kernel", row["kernel"])
@@ -246,7 +254,8 @@ def gain(data: dict[str, list[dict]], options: list[str]) -> str:
 
     def changed(v: dict, kern: str) -> dict[str, Any]:
         """The variant's ``options`` that are not their template defaults."""
-        spec = kernel_spec(v.get("kernel", kern)).options
+        name = v.get("kernel", kern)
+        spec = kernel_spec("heads" if name == "fully_connected" else name).options  # the FC's kernel since the fold
         return {o: v["options"][o] for o in options
                 if o in spec and v["options"].get(o) is not None and v["options"][o] != spec[o].default}
 

@@ -1,7 +1,8 @@
 """Per-kernel GPU time of one OpenCL or Vulkan invoke, and what other kernel variants would take.
 
 ``python bench/gpu_kernels.py [--backend opencl|vulkan] [--models a,b] [--explore [--wgs N] [--kernels a,b]
-[--space KERNEL.OPTION=V,V ...] [--top N] [--dedupe] [--no-same]] [--json out.json] [--cost field=value,...]``
+[--space KERNEL.OPTION=V,V ...] [--top N] [--dedupe] [--no-same]] [--json out.json] [--cost field=value,...]
+[--set MODULE.NAME=VALUE ...] [--rows N]``
 profiles every launch (Vulkan: and every staging copy, as ``copy`` rows) of
 each model's partition on a profiling queue (median of ``--runs`` per launch) and prints the kernels
 that take the most time.  With ``--explore`` every launch is also re-rendered with the other values
@@ -18,7 +19,9 @@ Vulkan times come from timestamp queries around each command of the partition's 
 recorded with a barrier after each command so that they run one at a time, like OpenCL's in-order
 profiling queue.  ``--cost`` overrides fields of the device's cost-model calibration
 (``litegpu.gpu._cost.DeviceCost``) for the run, to time the variants another calibration picks in the same
-session (e.g. the previous constants against the new ones).
+session (e.g. the previous constants against the new ones).  ``--set`` flips a compiler module constant first
+(as ``gpu_profile.py``'s, for per-launch A/B runs); ``--rows N`` lists a model's N most expensive launches (0:
+every launch, in plan order; default 12).
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ _EXPLORE = {"conv2d": {"block_w": (1, 2, 4), "block_s": (1, 2), "split": (1, 4, 
                         "unroll": (1, 2, 4), "pack": (1, 2, 4, 8)},
             "conv2d_tiled": {"tile_p": (16, 32, 64), "tile_s": (1, 2, 4, 8), "kc": (2, 4, 8)},
             "dw_pw_conv2d": {"pack": (1, 2, 4, 8), "two_round": (False, True)},  # split launches (pack needs one)
-            "fully_connected": {"split": (1, 4, 16, 32, 64, 128)},
+            "heads": {"split": (1, 4, 16, 32, 64, 128)},  # FULLY_CONNECTED (one head) and the sibling heads
             "reduce": {"split": (1, 16, 64, 128, 256, 512, 1024), "unroll": (1, 4)}}
 
 
@@ -97,8 +100,11 @@ def main() -> int:
                     help="--explore: not the other kernel of the same launch (conv2d <-> conv2d_tiled)")
     ap.add_argument("--cost", default="", help="cost-model overrides for this run, e.g. step_us=0.42,overlap=0")
     ap.add_argument("--set", action="append", default=[], metavar="MODULE.NAME=VALUE",
-                    help="set a compiler module constant before compiling (an A/B switch)")
+                    help="set a compiler module constant before compiling (an A/B switch, as gpu_profile.py's)")
+    ap.add_argument("--rows", type=int, default=12, help="launches listed per model, most expensive first (0: all, "
+                                                          "in plan order)")
     args = ap.parse_args()
+    _ROWS[0] = args.rows
     if args.cost:
         override_cost(args.cost)
     for item in args.set:
@@ -247,11 +253,15 @@ def _with_estimate(row: dict, info) -> dict:
     return row
 
 
+#: launches _print_rows lists (the most expensive first; 0: every launch, in plan order); --rows
+_ROWS = [12]
+
+
 def _print_rows(name: str, rows: list[dict], best: float | None = None) -> None:
     total = sum(r["us"] for r in rows)
     print(f"\n## {name}: {len(rows)} launches, GPU sum {total:.1f} us"
           + (f", best variants sum {best:.1f} us" if best is not None else ""))
-    for r in sorted(rows, key=lambda r: -r["us"])[:12]:
+    for r in sorted(rows, key=lambda r: -r["us"])[:_ROWS[0]] if _ROWS[0] else rows:
         extra = f" best {r['best']['us']:.1f} us {r['best']}" if r.get("best") else ""
         est = f"(est {r['est']:5.1f})" if "est" in r else " " * 11
         print(f"  {r['us']:8.1f} us {est} {r['kernel']:<18} {r['grid']} wg {r['wg']} {r['options']} "

@@ -242,7 +242,10 @@ class PlanExecutor:
         # the kernel rounds the depthwise value to the storage type, as the unfused depthwise stores it
         real = np.float32 if (op.precision or self.plan.precision) == "fp32" else np.float16
         mid = _act(mid, o.get("dw_act"), dw_alpha).astype(real).astype(np.float32)
-        w = _unpack_conv(np.asarray(op.constants["weights"], np.float32), cout, cm)[:, 0, 0, :]
+        w = np.asarray(op.constants["weights"], np.float32)
+        if o.get("coalesced"):  # input-major [I4, S_o, 4] -> conv2d's [S_o, 1, 1, I4, 4]
+            w = w.reshape(-1, p["S"], 4).transpose(1, 0, 2)[:, None, None]
+        w = _unpack_conv(w, cout, cm)[:, 0, 0, :]
         bias = np.asarray(op.constants["bias"], np.float32).reshape(-1)[:cout]
         self.write(op, "dst", self._conv_epilogue(op, mid @ w.T + bias, p, cout))
 
@@ -283,14 +286,6 @@ class PlanExecutor:
         out = full[:, p["PAD_T"]: p["PAD_T"] + p["H"], p["PAD_L"]: p["PAD_L"] + p["W"]]
         bias = np.asarray(op.constants["bias"], np.float32).reshape(-1)[:c]
         self.write(op, "dst", self._conv_epilogue(op, out + bias, p, c))
-
-    def k_fully_connected(self, op, p, o):
-        x = self.read(op, "src").reshape(p["B"], -1)
-        w = np.asarray(op.constants["weights"], np.float32)  # [S_o, I4, 4]
-        w = w.transpose(0, 2, 1).reshape(p["S"] * 4, -1)[: p["C"], : x.shape[1]]
-        bias = np.asarray(op.constants["bias"], np.float32).reshape(-1)[: p["C"]]
-        y = (x @ w.T + bias).reshape(p["B"], 1, 1, p["C"])
-        self.write(op, "dst", self._conv_epilogue(op, y, p, p["C"]))
 
     def k_heads(self, op, p, o):
         """Head d: rows of its source ([B, SRC_S, T, P] -- pixel q * P + p -- or, with mean, the pixel mean) times

@@ -414,11 +414,13 @@ def test_conv2d(gpu, cin, cout, k, stride, dil, groups, opts):
     gpu.check(unphwc4(out["dst"], oshape), ref, f"{kernel} {opts}")
 
 
-@pytest.mark.parametrize(("c", "mult", "stride", "act", "ksize"), [
-    (6, 1, 1, "RELU", 0), (3, 2, 2, "NONE", 0), (5, 3, 1, "PRELU", 0),
+@pytest.mark.parametrize(("c", "mult", "stride", "act", "ksize", "block_w"), [
+    (6, 1, 1, "RELU", 0, 1), (3, 2, 2, "NONE", 0, 1), (5, 3, 1, "PRELU", 0, 1),
     # the unrolled-tap variants (ksize = the window): borders on every side, strides
-    (6, 1, 1, "RELU", 3), (9, 1, 2, "PRELU", 5), (4, 1, 1, "NONE", 5)])
-def test_depthwise_conv2d(gpu, c, mult, stride, act, ksize):
+    (6, 1, 1, "RELU", 3, 1), (9, 1, 2, "PRELU", 5, 1), (4, 1, 1, "NONE", 5, 1),
+    # several outputs a thread along x (stride 1; 7 columns: a ragged last block)
+    (6, 1, 1, "RELU", 3, 2), (9, 1, 1, "PRELU", 5, 4), (5, 1, 1, "NONE", 5, 2), (4, 1, 1, "RELU", 3, 4)])
+def test_depthwise_conv2d(gpu, c, mult, stride, act, ksize, block_w):
     b, h, w, k = 2, 8, 7, ksize or 3
     cout = c * mult
     x = gpu.data(b, h, w, c)
@@ -441,7 +443,7 @@ def test_depthwise_conv2d(gpu, c, mult, stride, act, ksize):
          "KH": k, "KW": k, "STRIDE_H": stride, "STRIDE_W": stride, "PAD_T": pt, "PAD_L": pl, "DIL_H": 1, "DIL_W": 1,
          "MULT": mult}
     out = gpu.run("depthwise_conv2d", inputs, {"dst": _n4(oshape)}, p, act=act,
-                  multiplier="one" if mult == 1 else "any", ksize=ksize)
+                  multiplier="one" if mult == 1 else "any", ksize=ksize, block_w=block_w)
     gpu.check(unphwc4(out["dst"], oshape), ref, "depthwise")
 
 
@@ -452,6 +454,10 @@ def test_depthwise_conv2d(gpu, c, mult, stride, act, ksize):
     (1, (16, 16), 12, 0, {"layers": 1, "act1": "TANH", "threads": 1024, "cap": 8}),  # a one-layer gate
     # 16 pooling loads in flight, a map whose pixels are no multiple of the segment's stride
     (2, (19, 21), 40, 10, {"act1": "RELU", "act2": "LOGISTIC", "threads": 256, "cap": 32, "loads": 16}),
+    # segments of up to one_round threads summed in one round (and several passes of the last stage)
+    (2, (9, 7), 22, 6, {"act1": "RELU", "act2": "LOGISTIC", "threads": 128, "cap": 8, "one_round": 8}),
+    (1, (3, 5), 600, 150, {"act1": "HARD_SWISH", "act2": "LOGISTIC", "threads": 64, "cap": 256, "one_round": 16}),
+    (1, (16, 16), 12, 0, {"layers": 1, "act1": "TANH", "threads": 1024, "cap": 8, "one_round": 4}),
 ])
 def test_se_gate(gpu, b, hw, c, hidden, opts):
     """Global mean over H, W, then one or two 1x1 layers with activations, one work group per batch item."""
@@ -495,6 +501,14 @@ def test_se_gate(gpu, b, hw, c, hidden, opts):
                     "residual_act": "PRELU"}),
     (40, 30, 3, 2, {"stage_p": 2, "stage_k": 32, "block_w": 1, "ksize": 3, "dw_act": "RELU6"}),
     (130, 9, 3, 1, {"stage_p": 4, "stage_k": 32, "block_w": 1, "block_s": 2}),
+    # staged, several pixels a thread (block_w; ragged last tile: 2 x 9 x 7 pixels) and the input-major 1x1 weights
+    (72, 40, 5, 1, {"stage_p": 8, "block_w": 2, "block_s": 2, "ksize": 5, "residual": "ADD",
+                    "residual_act": "PRELU", "coalesced": True}),
+    (36, 70, 3, 2, {"stage_p": 16, "stage_k": 8, "block_w": 4, "dw_act": "PRELU", "act": "PRELU", "coalesced": True}),
+    (130, 9, 3, 1, {"stage_p": 32, "stage_k": 8, "block_w": 4, "block_s": 1, "residual": "ADD",
+                    "residual_channels": "fewer", "coalesced": True}),
+    (40, 30, 3, 2, {"stage_p": 2, "stage_k": 32, "block_w": 1, "ksize": 3, "dw_act": "RELU6", "coalesced": True}),
+    (22, 14, 5, 2, {"ksize": 5, "split": 4, "coalesced": True, "residual": "ADD", "residual_channels": "fewer"}),
     # pack: several split output blocks a group (B * 3 output-slice blocks = 6: the last group ragged)
     (36, 10, 3, 1, {"split": 16, "pack": 4, "residual": "ADD", "residual_act": "PRELU"}),
     (22, 14, 5, 2, {"ksize": 5, "split": 4, "pack": 8, "block_s": 2, "act": "RELU", "residual": "ADD",
@@ -519,6 +533,8 @@ def test_dw_pw_conv2d(gpu, c, cout, k, stride, opts):
     inputs = {"src": gpu.phwc4(x), "dw_weights": L.depthwise_weights(wd, gpu.dtype),
               "dw_bias": gpu.channels(bd), "bias": gpu.channels(bp)}
     inputs["weights"], _ = gpu.conv_filter(wp, 1)
+    if opts.get("coalesced"):  # the input-major 1x1 layout (lower_dw_pw's staged launches)
+        inputs["weights"] = L.pw_weights_coalesced(wp, gpu.dtype)
     if opts.get("dw_act") == "PRELU":
         a = gpu.data(c, lo=0.0, hi=0.5)
         inputs["dw_alpha"] = gpu.channels(a)
@@ -596,17 +612,24 @@ def test_resize_bilinear(gpu, out_hw, align, half):
 # -- beyond the brief's list: one case for each remaining family --------------------------------
 
 
-@pytest.mark.parametrize(("k", "split"), [(37, 1), (301, 32)])
-def test_fully_connected(gpu, k, split):
+@pytest.mark.parametrize(("k", "split", "act"), [(37, 1, "RELU"), (301, 32, "RELU"), (70, 8, "PRELU")])
+def test_fully_connected(gpu, k, split, act):
+    """FULLY_CONNECTED: the heads kernel's one-head case (lower_fc), as lowered."""
     rows, c = 3, 10
     x, wt, bias = gpu.data(rows, k), gpu.data(c, k, lo=-0.3, hi=0.3), gpu.data(c)
-    ref = np.maximum(x.astype(np.float64) @ wt.T + bias, 0)
-    p = {"B": rows, "SRC_S": L.slices(k), "C": c, "S": L.slices(c)}
-    out = gpu.run("fully_connected", {"src": gpu.phwc4(x.reshape(rows, 1, 1, k)),
-                                      "weights": L.fc_weights(wt, gpu.dtype),
-                                      "bias": gpu.channels(bias)},
-                  {"dst": _n4((rows, 1, 1, c))}, p, act="RELU", split=split)
-    gpu.check(unphwc4(out["dst"], (rows, 1, 1, c)).reshape(rows, c), ref, "fully_connected")
+    ref = x.astype(np.float64) @ wt.T + bias
+    inputs = {"src0": gpu.phwc4(x.reshape(rows, 1, 1, k)), "weights": L.fc_weights(wt, gpu.dtype),
+              "bias": gpu.channels(bias)}
+    if act == "PRELU":
+        a = gpu.data(c, lo=0.0, hi=0.5)
+        inputs["alpha"] = gpu.channels(a)
+        ref = np.where(ref >= 0, ref, ref * a)
+    else:
+        ref = np.maximum(ref, 0)
+    p = {"B": rows, "INV_T": 1.0, "SRC_S0": L.slices(k), "T0": 1, "P0": 1, "G0": L.slices(c), "E0": L.slices(c),
+         "C0": c, "WB0": 0}
+    out = gpu.run("heads", inputs, {"dst0": _n4((rows, 1, 1, c))}, p, n=1, m=1, acts=(act,), srcs=(0,), split=split)
+    gpu.check(unphwc4(out["dst0"], (rows, 1, 1, c)).reshape(rows, c), ref, "fully_connected (heads)")
 
 
 @pytest.mark.parametrize(("adj_x", "adj_y"), [(False, False), (True, False), (False, True), (True, True)])

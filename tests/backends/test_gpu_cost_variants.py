@@ -62,6 +62,13 @@ def test_h100_variants_match_litert(nvidia_choices, mediapipe_models, backend, n
     if name == "selfie_segmentation":
         # its 128x128 mean over 4 slices: one group of 1024 threads an output (512 with the H100 constants)
         assert any(k.startswith("reduce[") and "split=1024" in k for k in kernels), kernels
+        # its 3x3 depthwise convolutions on the 64x64 and 128x128 maps: several outputs a thread
+        assert any(k.startswith("depthwise_conv2d[") and "block_w=" in k for k in kernels), kernels
+    if name == "palm_detection_full":
+        # the staged depthwise -> 1x1 launches: coalesced weights; the 5x5 depthwise: two outputs a thread
+        staged = [k for k in kernels if k.startswith("dw_pw_conv2d[") and "stage_p=" in k]
+        assert staged and all("coalesced=True" in k for k in staged), staged
+        assert any(k.startswith("depthwise_conv2d[") and "block_w=2" in k for k in kernels), kernels
     # the H100's split convolutions (block 4 x 2 and the like; conv2d_tiled where it won on the H100)
     assert any(k.startswith("conv2d") and "split=" in k for k in kernels), kernels
     assert worst <= 1e-3, (name, backend, worst)

@@ -19,7 +19,7 @@ a fixed set of *epilogue slots* per kernel, rendered as template options:
   depthwise's activation only; the expansion's and the depthwise's activations are attributes of the node;
 * ``depthwise_conv2d``: conv2d's slots (``act``, ``residual`` with ``residual_channels`` /
   ``residual_pool``, ``residual_act``), no ``residual_resize``;
-* ``transpose_conv2d``, ``fully_connected``: ``act`` (PRELU included);
+* ``transpose_conv2d``, ``heads`` (a FULLY_CONNECTED, the kernel's one-head case): ``act`` (PRELU included);
 * ``binary``: ``act`` (no PRELU), then a ``residual``: a second elementwise op
   (:data:`BINARY_RESIDUAL_OPS`) with a runtime tensor of the output's shape, then a ``chain`` of
   unary ops;
@@ -73,7 +73,7 @@ PW_DW_SLOTS = frozenset({"act", "residual", "residual_act", "residual_channels",
 ACTIVATIONS = ACT_OPS
 
 #: kernels whose template takes the ``qdq`` option (a final QDQ epilogue step)
-QDQ_KERNELS = frozenset({"conv2d", "dw_pw_conv2d", "depthwise_conv2d", "transpose_conv2d", "fully_connected", "binary", "pool2d",
+QDQ_KERNELS = frozenset({"conv2d", "dw_pw_conv2d", "depthwise_conv2d", "transpose_conv2d", "heads", "binary", "pool2d",
                          "unary", "softmax", "reduce", "resize"})
 
 
@@ -151,8 +151,8 @@ def match_epilogue(g: GpuGraph, node: GpuNode, steps: Sequence[Epilogue] | None 
                 opts["residual_act"] = "PRELU"
                 operands.append(steps[i])
                 i += 1
-    elif fam in ("transpose_conv2d", "fully_connected"):
-        take_act(True)
+    elif fam == "transpose_conv2d" or (fam == "heads" and node.op == "FULLY_CONNECTED"):
+        take_act(True)  # (the SIBLING_HEADS node's heads keep their activations in its attrs)
     elif fam == "pool2d":
         take_act(False)
     elif fam == "binary":

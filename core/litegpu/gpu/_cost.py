@@ -21,9 +21,9 @@ a few thousand threads on a GPU that keeps 270 000 in flight), so the chain leng
 terms decide, and the bandwidth terms only stop a split from re-reading the weights too often.  The
 per-device constants are fitted by ``bench/cost_fit.py --fit`` to ``bench/gpu_kernels.py --explore`` (every
 variant of every launch of the benchmark models, timed) and recorded in :data:`PROFILES`;
-docs/gpu-compiler.md ("Cost model") has the derivations.  The chooser functions (:func:`choose_conv`, :func:`choose_pw_dw`,
-:func:`choose_reduce`, :func:`choose_fc`, :func:`choose_se_gate`) are the only places that pick kernel
-variants from shapes.
+docs/gpu-compiler.md ("Cost model") has the derivations.  The chooser functions (:func:`choose_conv`,
+:func:`choose_pw_dw`, :func:`choose_reduce`, :func:`choose_fc`, :func:`choose_se_gate`, :func:`choose_depthwise`,
+:func:`choose_dw_pw_staged`) are the only places that pick kernel variants from shapes.
 """
 
 from __future__ import annotations
@@ -38,7 +38,8 @@ __all__ = ["DeviceCost", "Work", "PROFILES", "profile_for", "estimate", "choose_
            "choose_fc", "conv_candidates", "two_round_pays", "TWO_ROUND", "fc_candidates", "conv_work",
            "tiled_conv_work", "reduce_work", "fc_work", "launch_work",
            "choose_se_gate", "se_gate_segment", "se_gate_work", "SHARED_MEMORY_FLOOR", "pw_dw_geometry", "pw_dw_work",
-           "choose_pw_dw", "dw_pw_work"]
+           "choose_pw_dw", "dw_pw_work", "dw_pw_staged_work", "choose_dw_pw_staged", "depthwise_work",
+           "choose_depthwise", "DEPTHWISE_BLOCK_W"]
 
 _VEC = 16  # bytes of one vec4 (fp32; the choice does not depend on the storage precision)
 
@@ -106,10 +107,15 @@ class DeviceCost:
 #: unrolled variants best: picks 1.09x the measured best against 1.11x), group life 0.4 us, barrier 0.18 us,
 #: and a thread's own arithmetic at 3340 flops/us (fitted: one FMA a cycle), which only decides where few fat
 #: threads do a long reduction each.
+#: ``tile_setup_us`` 2.5 on ``nvidia`` (H100, Vulkan, 2026-11-26, s8-kern-2): the fit's 0 (OpenCL events on an
+#: H200) picked conv2d_tiled where Vulkan ran it 2-4 us slower than the estimate (selfie's 32x32 1x1 expansions
+#: 9.2-9.4 us, est. 6.2); priced at 2.5 us a launch, GPU kernel time per invoke went selfie_segmentation 0.319 ->
+#: 0.310 ms, pose_landmark_full 0.595 -> 0.585, palm_detection_full 0.447 -> 0.445, hand_landmark_full 0.393 ->
+#: 0.393 (leaving conv2d_tiled out entirely: 0.308, 0.583, 0.448, 0.390).
 PROFILES: dict[str, DeviceCost] = {
     "nvidia": DeviceCost("nvidia", compute_units=132, resident_threads=2048, resident_groups=32, launch_us=3.5,
                          step_us=0.167, load_us=0.03, shared_us=0.01, barrier_us=0.18, cache_bytes_per_us=1.3e7,
-                         flops_per_us=1.5e7, max_group=1024, tile_setup_us=0.0, warp=32, group_us=0.4,
+                         flops_per_us=1.5e7, max_group=1024, tile_setup_us=2.5, warp=32, group_us=0.4,
                          registers=65536, overlap=False, lane_flops_per_us=3340.0),
     "generic": DeviceCost("generic", compute_units=32, resident_threads=1024, resident_groups=16, launch_us=5.0,
                           step_us=0.5, load_us=0.025, shared_us=0.04, barrier_us=0.1, cache_bytes_per_us=1.0e6,
@@ -197,7 +203,9 @@ def conv_work(p: Mapping[str, int], block_w: int, block_s: int, split: int, pack
     blocks_z = p["B"] * -(-p["S"] // block_s)
     items = p["H"] * -(-p["W"] // block_w) * blocks_z
     steps = p["KH"] * p["KW"] * p["SRC_SG"]
-    loads = block_w + 4 * block_s  # one step's input and weight vectors
+    # one step's input and weight vectors; an input read through a bilinear resize (conv2d's in_resize, params
+    # IN_H / IN_W) is 4 loads a vector
+    loads = block_w * (4 if "IN_H" in p else 1) + 4 * block_s
     if split > 1:  # one flat loop over every step; an iteration is `unroll` steps (the last ones clamped)
         iters = -(-steps // (split * unroll))
     else:  # the input-slice loop inside each tap is unrolled (its ragged end clamped)
@@ -246,6 +254,9 @@ def two_round_pays(split: int, dev: DeviceCost) -> bool:
     red = _log2(split)
     return TWO_ROUND and split > 1 and 2 * dev.barrier_us + _two_round_steps(split) * dev.shared_us < (red + 1) * dev.barrier_us + red * dev.shared_us
 
+
+#: whether choose_conv weighs conv2d_tiled at all (False: conv2d's variants only; an A/B switch)
+TILED = True
 
 #: conv2d's unroll values the chooser weighs (8 only pays where a thread's reduction is long: not modelled)
 _UNROLLS = (1, 2, 4)
@@ -298,7 +309,7 @@ def choose_conv(p: Mapping[str, int], dev: DeviceCost, grouped: bool,
     """``(kernel, options, estimated us)`` of the cheapest conv2d / conv2d_tiled variant for params ``p``
     (``tiled``: whether conv2d_tiled can take the node's options)."""
     kernel, options, t = _choose_conv(tuple(sorted((k, v) for k, v in p.items() if isinstance(v, int))), dev,
-                                      grouped, tiled, _UNROLLS, _PACKS, TWO_ROUND)
+                                      grouped, tiled and TILED, _UNROLLS, _PACKS, TWO_ROUND)
     return kernel, dict(options), t
 
 
@@ -368,13 +379,13 @@ def fc_work(rows: int, out_slices: int, in_slices: int, split: int) -> Work:
 
 
 def fc_candidates(rows: int, out_slices: int, in_slices: int, dev: DeviceCost) -> list[tuple[int, Work]]:
-    """Every fully_connected ``split`` :func:`choose_fc` weighs, with its :class:`Work`."""
+    """Every fully connected (``heads``, one head) ``split`` :func:`choose_fc` weighs, with its :class:`Work`."""
     return [(split, fc_work(rows, out_slices, in_slices, split))
             for split in [1] + _splits(dev, (4, 8, 16, 32, 64, 128)) if split == 1 or in_slices >= 2 * split]
 
 
 def choose_fc(rows: int, out_slices: int, in_slices: int, dev: DeviceCost) -> tuple[int, float]:
-    """``(split, estimated us)`` of the cheapest fully_connected variant."""
+    """``(split, estimated us)`` of the cheapest fully connected (``heads``) variant."""
     best = (math.inf, 1)
     for split, work in fc_candidates(rows, out_slices, in_slices, dev):
         t = estimate(work, dev)
@@ -394,9 +405,10 @@ def se_gate_segment(sums: int, length: int, threads: int) -> int:
 
 
 def se_gate_work(batch: int, src_slices: int, pixels: int, hidden_slices: int, out_slices: int,
-                 threads: int, loads: int = 8) -> Work:
+                 threads: int, loads: int = 8, one_round: int = 0) -> Work:
     """se_gate: one group of ``threads`` per batch item; three (two without a hidden layer) stages of
-    segmented sums, each pass of a stage 3 barriers (the segment's partials meet in two rounds).  The
+    segmented sums, each pass of a stage 3 barriers (the segment's partials meet in two rounds; 2 where a
+    segment of at most ``one_round`` threads sums in one; none after the last pass).  The
     pooling stage keeps ``loads`` loads of a thread in flight; a product step loads 4 weight vectors, the
     first pass's first one loaded before the pooling (its latency hidden)."""
     stages = [(src_slices, pixels, loads)]
@@ -410,8 +422,9 @@ def se_gate_work(batch: int, src_slices: int, pixels: int, hidden_slices: int, o
         chains = passes * -(-per_thread // unroll) - (1 if k else 0)
         steps += max(0, chains)
         queued += _queued(max(0, chains), 4 if k else unroll)
-        shared += passes * _two_round_steps(g)
-        barriers += passes * 3
+        # up to one_round partials: the leader sums them alone (one barrier fewer); none after the last stage's last pass
+        shared += passes * (_two_round_steps(g) if g > one_round else g)
+        barriers += passes * (3 if g > one_round else 2) - (k == len(stages) - 1)
     weights = (hidden_slices * src_slices + out_slices * (hidden_slices or src_slices)) * 4
     return Work(threads=batch * threads, group=threads, global_steps=steps, queued_loads=queued, shared_steps=shared,
                 barriers=int(barriers), cache_bytes=batch * (src_slices * pixels + weights) * _VEC,
@@ -423,7 +436,7 @@ SHARED_MEMORY_FLOOR = 16384
 
 
 def choose_se_gate(batch: int, src_slices: int, pixels: int, hidden_slices: int, out_slices: int,
-                   dev: DeviceCost, cap_slices: int = 0) -> tuple[dict[str, int], float]:
+                   dev: DeviceCost, cap_slices: int = 0, one_round: int = 0) -> tuple[dict[str, int], float]:
     """``({"threads", "loads"}, estimated us)`` of the cheapest se_gate group size (whose shared memory, one
     vec4 a thread and the pooled and hidden vectors of ``cap_slices`` each, fits
     :data:`SHARED_MEMORY_FLOOR`) and pooling loads in flight."""
@@ -432,7 +445,8 @@ def choose_se_gate(batch: int, src_slices: int, pixels: int, hidden_slices: int,
         if threads > max(64, dev.max_group) or (threads + 2 * cap_slices) * _VEC > SHARED_MEMORY_FLOOR:
             break
         for loads in (16, 8):  # on a tie, more loads in flight (H200: 16 never lost by more than 0.4 us)
-            t = estimate(se_gate_work(batch, src_slices, pixels, hidden_slices, out_slices, threads, loads), dev)
+            t = estimate(se_gate_work(batch, src_slices, pixels, hidden_slices, out_slices, threads, loads,
+                                      one_round), dev)
             if t < best[0] - 1e-9:
                 best = (t, {"threads": threads, "loads": loads})
     return best[1], best[0]
@@ -548,22 +562,13 @@ def _choose_pw_dw(pt: tuple[tuple[str, int], ...], dev: DeviceCost, project: boo
     return None if best is None else (dict(best[1]), best[0])
 
 
-def dw_pw_work(p: Mapping[str, int], split: int, block_s: int, block_w: int, stage_p: int = 0,
-               stage_k: int = 16) -> Work:
-    """dw_pw_conv2d, roughly (its tiling is a measured rule, ``ops/conv.dw_pw_tiling``, not this model's
-    choice; the estimate prices the launch a ``pw_dw_conv2d`` with ``project`` would replace): one thread a
-    block of ``block_s`` output slices x ``block_w`` pixels walks its share of the MID_S input slices, each a
-    depthwise window and 4 weight vectors a slice; staged (``stage_p`` pixels of 64 threads): the window
-    loads of a stage of ``stage_k`` slices spread over the group, then every thread's 1x1 walk."""
+def dw_pw_work(p: Mapping[str, int], split: int, block_s: int, block_w: int) -> Work:
+    """dw_pw_conv2d's split path, roughly (its tiling is a measured rule, ``ops/conv.dw_pw_tiling``, not this
+    model's choice; the estimate prices the launch a ``pw_dw_conv2d`` with ``project`` would replace): one thread
+    a block of ``block_s`` output slices x ``block_w`` pixels walks its share of the MID_S input slices, each a
+    depthwise window and 4 weight vectors a slice.  The staged path is :func:`dw_pw_staged_work`."""
     taps = p["KH"] * p["KW"]
     pixels = p["B"] * p["H"] * p["W"]
-    if stage_p:
-        groups = -(-pixels // stage_p)
-        stages = -(-p["MID_S"] // stage_k)
-        steps = stages * (-(-stage_p * stage_k // 64) + stage_k)
-        return Work(threads=groups * 64, group=64, global_steps=steps, queued_loads=stages * stage_k * 3,
-                    barriers=2 * stages, cache_bytes=groups * stages * (stage_p * stage_k * taps + 64 * stage_k * 4) * _VEC,
-                    flops=pixels * p["MID_S"] * (taps * 8 + p["S"] * 32))
     items = pixels // max(1, block_w) * -(-p["S"] // block_s)
     iters = -(-p["MID_S"] // split)
     loads = block_w * taps + 4 * block_s
@@ -572,6 +577,111 @@ def dw_pw_work(p: Mapping[str, int], split: int, block_s: int, block_w: int, sta
                 queued_loads=_queued(iters, loads), shared_steps=red, barriers=red + (split > 1),
                 cache_bytes=items * split * iters * loads * _VEC,
                 flops=items * block_w * block_s * p["MID_S"] * (taps * 8 + 32))
+
+
+# ---------------------------------------------------------------------------------------------- depthwise
+
+
+def depthwise_work(p: Mapping[str, int], ksize: int, block_w: int = 1) -> Work:
+    """depthwise_conv2d: one output vector a thread, or (``block_w`` > 1, unrolled ``ksize`` taps) ``block_w``
+    adjacent ones sharing their window rows' ``ksize + block_w - 1`` input columns and the weights; unrolled
+    taps load together (one step), a runtime window walks them one step each."""
+    taps = int(p["KH"]) * int(p["KW"])
+    threads = int(p["B"]) * int(p["H"]) * -(-int(p["W"]) // block_w) * int(p["S"])
+    loads = (ksize * (ksize + block_w - 1) + taps) if ksize else 2 * taps
+    return Work(threads=threads, group=64, global_steps=1 if ksize else taps,
+                queued_loads=_queued(1, loads) if ksize else 0.0, cache_bytes=threads * loads * _VEC,
+                flops=threads * block_w * taps * 8, registers=4 * (loads + block_w) + 16)
+
+
+#: depthwise_conv2d's outputs a thread (``block_w``, unrolled windows of stride 1) the chooser weighs; an A/B
+#: switch (``(1,)``: one output a thread, as before). 2 only: measured on an H100 (Vulkan, s8-kern-1, GPU
+#: kernel time per invoke), 2 outputs a thread wherever eligible against 1 everywhere: palm_detection_full 0.477
+#: against 0.484 ms, hand_landmark_full 0.387 / 0.394, pose_landmark_full 0.594 / 0.609, selfie_segmentation
+#: 0.319 / 0.319; the model's own picks among (1, 2, 4) (1 on the small 5x5 maps, 2-4 on the large 3x3 ones)
+#: were no better (0.321 selfie, 0.595 pose, 0.389 hand). The estimate does not see what 2 saves there (half
+#: the warps issuing the window's loads), so the domain holds the measured winner.
+DEPTHWISE_BLOCK_W = (2,)
+
+
+def choose_depthwise(p: Mapping[str, int], ksize: int, dev: DeviceCost) -> tuple[int, float]:
+    """``(block_w, estimated us)`` of the cheapest depthwise_conv2d variant: ``block_w`` > 1 only for an unrolled
+    window (``ksize``) of stride and dilation 1 along x."""
+    best = (math.inf, 1)
+    for bw in DEPTHWISE_BLOCK_W:
+        if bw > 1 and not (ksize and p["STRIDE_W"] == 1 and p["DIL_W"] == 1 and p["W"] >= bw):
+            continue
+        t = estimate(depthwise_work(p, ksize, bw), dev)
+        if t < best[0] - 1e-9:
+            best = (t, bw)
+    return best[1], best[0]
+
+
+# ---------------------------------------------------------------------------------------------- staged dw_pw
+
+
+def dw_pw_staged_work(pixels: int, src_slices: int, out_slices: int, taps: int, stage_p: int, stage_k: int,
+                      block_s: int, block_w: int) -> Work:
+    """Staged dw_pw_conv2d (``stage_p``): groups of 64 threads, each group a tile of ``stage_p`` output pixels;
+    per stage of ``stage_k`` input slices the group first computes the tile's depthwise values into shared
+    memory (a thread's share of them one after another, each ``taps`` input and ``taps`` weight loads in
+    flight), then each thread spends them on ``block_w`` pixels x ``block_s`` output slices, four input
+    slices a step (16 weight loads per output slice in flight, each serving ``block_w`` pixels)."""
+    lanes_p = max(1, stage_p // block_w)  # pixel lanes; the other 64 / lanes_p threads take output slices
+    slice_lanes = max(1, 64 // lanes_p)
+    blocks_z = -(-out_slices // (slice_lanes * block_s))
+    groups = -(-pixels // stage_p) * blocks_z
+    stages = -(-src_slices // stage_k)
+    fill = -(-stage_p * stage_k // 64)  # depthwise values a thread makes per stage
+    spend = -(-min(stage_k, src_slices) // 4)
+    steps = stages * (fill + spend)
+    queued = stages * (_queued(fill, 2 * taps + 1) + _queued(spend, 16 * block_s))
+    cache = groups * (stages * stage_p * stage_k * (2 * taps + 1) + 64 * src_slices * 4 * block_s) * _VEC
+    flops = pixels * src_slices * 4 * (taps * 2 + out_slices * 8)
+    # live values: the accumulators, one step's weights (4 slices x 4 vectors x block_s) and the window's loads
+    registers = 4 * max(block_w * block_s + 16 * block_s + block_w, 2 * taps) + 16
+    return Work(threads=groups * 64, group=64, global_steps=steps, queued_loads=queued, shared_steps=stages * spend,
+                barriers=2 * stages, cache_bytes=cache, flops=flops, registers=registers)
+
+
+#: the staged kernel's pixels a thread (``block_w``) the chooser weighs; an A/B switch (e.g. ``(2,)``). 1 only:
+#: on an H100 (Vulkan, s8-kern-1, input-major 1x1 weights) palm_detection_full took 0.446 ms of GPU time with one
+#: pixel a thread everywhere, 0.557 with 2, 0.486 with 4 and 0.489 with the estimate's picks (4 at 96x96, 2 at
+#: 48x48: 18.2 us a launch there against 12-13 with 1); hand_landmark_full 0.388 / 0.404 / 0.438, pose_landmark_full
+#: 0.604 / 0.606 / 0.657. The estimate prices the shared weight loads, not what a thread's several pixels cost
+#: (their index arithmetic, a longer stage fill), so the domain holds the measured winner.
+STAGED_BLOCK_W = (1,)
+#: the largest tile (pixels a group) and stage (pixels x input slices, vec4s of shared memory) of the staged kernel
+_STAGED_TILE, _STAGED_STAGE = 32, 256
+
+
+def staged_options(pixels: int, src_slices: int, out_slices: int, block_w: int) -> dict[str, int]:
+    """The staged kernel's tiling for ``block_w`` pixels a thread: every output slice of the tile covered by the
+    group's 64 threads (64 / the output slices rounded up to a power of two pixel lanes, 1 to 16; ``block_s`` > 1
+    only past 64 slices), the tile ``block_w`` times the pixel lanes, a stage of up to 256 vec4s (8 input slices
+    at least)."""
+    s = 1 << max(0, (out_slices - 1).bit_length())
+    lanes_p = max(1, min(16, 64 // s))
+    stage_p = lanes_p * block_w
+    block_s = max(1, s // 64)
+    stage_k = max(8, min(64, 1 << max(0, (src_slices - 1).bit_length()), _STAGED_STAGE // stage_p))
+    return {"stage_p": stage_p, "stage_k": stage_k, "block_s": block_s, "block_w": block_w}
+
+
+def choose_dw_pw_staged(pixels: int, src_slices: int, out_slices: int, taps: int,
+                        dev: DeviceCost) -> tuple[dict[str, int], float]:
+    """``(options, estimated us)`` of the cheapest staged dw_pw_conv2d tiling: the pixels a thread
+    (:data:`STAGED_BLOCK_W`) and the tile and stage they imply (:func:`staged_options`)."""
+    best: tuple[float, dict[str, int]] = (math.inf, staged_options(pixels, src_slices, out_slices, 1))
+    for bw in STAGED_BLOCK_W:
+        o = staged_options(pixels, src_slices, out_slices, bw)
+        if o["stage_p"] > _STAGED_TILE or (bw > 1 and o["stage_p"] > pixels):
+            continue
+        t = estimate(dw_pw_staged_work(pixels, src_slices, out_slices, taps, o["stage_p"], o["stage_k"],
+                                       o["block_s"], bw), dev)
+        if t < best[0] - 1e-9:
+            best = (t, o)
+    return best[1], best[0]
 
 
 def launch_work(kernel: str, options: Mapping[str, Any], params: Mapping[str, Any]) -> Work | None:
@@ -583,20 +693,16 @@ def launch_work(kernel: str, options: Mapping[str, Any], params: Mapping[str, An
                          int(o.get("pack", 1)), int(o.get("unroll", 1)), bool(o.get("two_round")))
     if kernel == "conv2d_tiled":
         return tiled_conv_work(params, int(o.get("tile_p", 32)), int(o.get("tile_s", 4)), int(o.get("kc", 4)))
-    if kernel == "depthwise_conv2d":  # one output vector a thread; unrolled taps (ksize) load together
-        taps = int(params["KH"]) * int(params["KW"])
-        items = int(params["B"]) * int(params["H"]) * int(params["W"]) * int(params["S"])
-        return Work(threads=items, group=64, global_steps=1 if o.get("ksize") else taps,
-                    queued_loads=_queued(1, taps) if o.get("ksize") else 0.0,
-                    cache_bytes=items * taps * 2 * _VEC, flops=items * taps * 8)
+    if kernel == "depthwise_conv2d":
+        return depthwise_work(params, int(o.get("ksize", 0) or 0), int(o.get("block_w", 1)))
     if kernel == "pw_dw_conv2d":
         geo = {k: int(params[k]) for k in ("TILES", "NC", "SC", "HALO_H", "HALO_W")}
         geo.update(hcap=int(o.get("hcap", 36)), unroll=int(o.get("unroll", 4)), ke=int(o.get("ke", 1)),
                    kp=int(o.get("kp", 1)))
         return pw_dw_work(params, geo, int(o.get("tile_h", 4)), int(o.get("tile_w", 4)), int(o.get("mc", 4)),
                           int(o.get("threads", 64)), bool(o.get("project")))
-    if kernel == "fully_connected":
-        return fc_work(int(params["B"]), int(params["S"]), int(params["SRC_S"]), int(o.get("split", 1)))
+    if kernel == "heads" and int(o.get("n", 2)) == 1 and int(params.get("T0", 0)) == 1:  # a FULLY_CONNECTED
+        return fc_work(int(params["B"]), int(params["G0"]), int(params["SRC_S0"]), int(o.get("split", 1)))
     if kernel == "reduce":
         steps = 1
         for flag, dim in (("RB", "SRC_B"), ("RH", "SRC_H"), ("RW", "SRC_W"), ("RC", "SRC_S")):
@@ -606,5 +712,6 @@ def launch_work(kernel: str, options: Mapping[str, Any], params: Mapping[str, An
     if kernel == "se_gate":
         hidden = int(params["HID_S"]) if o.get("layers", 2) == 2 else 0
         return se_gate_work(int(params["B"]), int(params["SRC_S"]), int(params["SRC_H"]) * int(params["SRC_W"]),
-                            hidden, int(params["S"]), int(o.get("threads", 128)), int(o.get("loads", 8)))
+                            hidden, int(params["S"]), int(o.get("threads", 128)), int(o.get("loads", 8)),
+                            int(o.get("one_round", 0)))
     return None

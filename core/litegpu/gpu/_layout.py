@@ -169,6 +169,17 @@ def conv_weights(w: np.ndarray, dtype: str = "float32") -> np.ndarray:
 transpose_conv_weights = conv_weights
 
 
+def pw_weights_coalesced(w: np.ndarray, dtype: str = "float32") -> np.ndarray:
+    """1x1 conv weights OHWI ``[O, 1, 1, I]`` -> ``[I4, S_o, 4]``, input-major: vec4 ``(i * S_o + os)`` holds, in lane
+    k, the weight of output channel ``4*os + k`` and input channel ``i`` (``dw_pw_conv2d``'s ``coalesced`` layout:
+    threads taking consecutive output slices of one input channel read consecutive vectors)."""
+    cw = conv_weights(w, dtype)
+    s_o, kh, kw, i4, _ = cw.shape
+    if kh != 1 or kw != 1:
+        raise DelegateError(f"pw_weights_coalesced takes a 1x1 filter, got {kh}x{kw}")
+    return np.ascontiguousarray(cw.reshape(s_o, i4, 4).transpose(1, 0, 2))
+
+
 def grouped_conv_filter(w: np.ndarray, groups: int) -> tuple[np.ndarray, bool]:
     """A grouped CONV_2D filter ``[O, KH, KW, I/groups]`` as the conv2d template takes it.
 

@@ -35,8 +35,9 @@ DW_PW_STAGED = True
 #: of hand_landmark and pose_landmark) fuse into ``dw_pw_small`` (node attribute ``small``: the depthwise
 #: staged once a group for all its input slices, the 1x1 sums split over the group) instead of keeping two
 #: launches. Off by default: its first form lost GPU time on an H200 (Vulkan: hand_landmark 0.484 against 0.434 ms,
-#: pose_landmark 0.643 against 0.603, palm_detection 0.501 against 0.483), the present one (output slices
-#: split over groups, 32-way sums, unrolled taps) is not measured yet. A/B switch
+#: pose_landmark 0.643 against 0.603, palm_detection 0.501 against 0.483), and so did the present one (output
+#: slices split over groups, 32-way sums, unrolled taps) on an H100 (Vulkan, s8-kern-1: hand_landmark 0.457
+#: against 0.389, pose_landmark 0.624 against 0.595, palm_detection 0.530 against 0.489). A/B switch
 #: (``--set litegpu.gpu._passes.fuse_dw_pw.DW_PW_SMALL=True``). Not on CPU devices (the
 #: ``cpu`` cost profile: lavapipe, PoCL), where a 256-thread group with a barrier a round runs as a loop of
 #: coroutines: hand_landmark's nine such launches took 0.2-0.6 s each on lavapipe, against milliseconds as

@@ -18,7 +18,16 @@ from ..._delegate import NodeView
 from ..._errors import DelegateError
 from .. import _layout as L
 from .. import _reference_ops as rf
-from .._cost import SHARED_MEMORY_FLOOR, choose_conv, choose_pw_dw, two_round_pays
+from .._cost import (
+    SHARED_MEMORY_FLOOR,
+    DeviceCost,
+    choose_conv,
+    choose_depthwise,
+    choose_dw_pw_staged,
+    choose_pw_dw,
+    staged_options,
+    two_round_pays,
+)
 from .._geometry import conv_geometry, transpose_bias_params, transpose_conv_crop
 from .._graph import DW_PW_OP, PW_DW_OP, Epilogue, GpuOp
 from .._kernel_specs import (
@@ -87,16 +96,19 @@ def dw_pw_pack(split: int, blocks_z: int, block_w: int, block_s: int, lanes: int
     return pack
 
 
-#: staged dw_pw_conv2d (:func:`dw_pw_staged_tiling`): the fewest output pixels it takes and the
-#: shared-memory stage (pixels x input slices, vec4s)
-_STAGED_MIN_PIXELS, _STAGED_MID = 512, 256
+#: staged dw_pw_conv2d (:func:`dw_pw_staged_tiling`): the fewest output pixels it takes
+_STAGED_MIN_PIXELS = 512
+
+#: the staged kernel reads the 1x1 weights in the input-major layout (option ``coalesced``,
+#: ``_layout.pw_weights_coalesced``): a warp's threads take consecutive output slices of one input slice, so
+#: they read consecutive vectors instead of one cache line per output slice (the output-major layout puts
+#: them ``SRC_S`` x 64 bytes apart). The same loads, one line a warp instead of up to 32. A/B switch
+#: (``--set litegpu.gpu.ops.conv.STAGED_COALESCED=False``).
+STAGED_COALESCED = True
 
 
-def _pow2(n: int) -> int:
-    return 1 << max(0, (n - 1).bit_length())
-
-
-def dw_pw_staged_tiling(pixels: int, src_slices: int, out_slices: int) -> dict[str, int] | None:
+def dw_pw_staged_tiling(pixels: int, src_slices: int, out_slices: int, taps: int = 25,
+                        dev: DeviceCost | None = None) -> dict[str, Any] | None:
     """Options of a staged fused depthwise -> 1x1 launch (``dw_pw_conv2d`` with ``stage_p``) over ``pixels``
     output pixels (B * H * W), for the pairs whose depthwise the unstaged kernel would recompute too
     often; ``None`` where the staged kernel loses to the two unfused launches.
@@ -118,14 +130,19 @@ def dw_pw_staged_tiling(pixels: int, src_slices: int, out_slices: int) -> dict[s
     "cover" >= 2048 / "cover" >= 512 / "cover" everywhere: palm_detection_full 0.629 / 0.587 / 0.553 /
     0.536 / 0.659 ms, pose_landmark_full 0.693 / 0.681 / 0.670 / 0.671 / 1.145, hand_landmark_full 0.480
     / 0.474 / 0.467 / 0.468 / 0.981; the other four models within 0.005 ms in every column.
+
+    Since issue 12's fourth session a thread may take ``block_w`` pixels (the tile ``block_w`` times the pixel
+    lanes, each weight load serving ``block_w`` pixels), chosen by the cost model
+    (:func:`~litegpu.gpu._cost.choose_dw_pw_staged`; ``dev`` None: one pixel, the fusion decision only asks
+    whether the map is this kernel's), and the 1x1 weights are read input-major (``coalesced``,
+    :data:`STAGED_COALESCED`). ``taps``: the depthwise window's KH x KW.
     """
     if pixels < _STAGED_MIN_PIXELS:
         return None
-    s = _pow2(out_slices)
-    stage_p = max(1, min(16, 64 // s))
-    block_s = max(1, s // 64)
-    stage_k = max(8, min(64, _pow2(src_slices), _STAGED_MID // stage_p))
-    return {"stage_p": stage_p, "stage_k": stage_k, "block_s": block_s, "block_w": 1}
+    if dev is None:  # the fusion decision (fuse_dw_pw) only asks whether the map is the staged kernel's
+        return staged_options(pixels, src_slices, out_slices, 1)
+    tiling, _ = choose_dw_pw_staged(pixels, src_slices, out_slices, taps, dev)
+    return {**tiling, "coalesced": STAGED_COALESCED}
 
 
 #: dw_pw_small (:func:`dw_pw_small_tiling`): its group, the largest stage (tile pixels x input slices, vec4s)
@@ -294,8 +311,10 @@ def lower_depthwise(lw: Lowerer) -> list[GpuOp]:
     # a 3x3 or 5x5 window (every depthwise of the MediaPipe models) renders with its taps unrolled: the
     # same work with every load independent, so never slower (no choice for the cost model to make)
     ksize = w.shape[1] if mult == 1 and w.shape[1] == w.shape[2] and w.shape[1] in (3, 5) else 0
+    # outputs a thread (block_w, an unrolled window of stride 1: neighbours share input columns and weights)
+    block_w, _ = choose_depthwise(params, ksize, lw.cost)
     return [lw.op("depthwise_conv2d", {**opts, "multiplier": "one" if mult == 1 else "any",
-                                       "ksize": ksize or None}, params)]
+                                       "ksize": ksize or None, "block_w": block_w if block_w > 1 else None}, params)]
 
 
 def _input_vector(lw: Lowerer):
@@ -325,7 +344,13 @@ def lower_dw_pw(lw: Lowerer) -> list[GpuOp]:
     lw.const("dw_bias", vector(2, c))
     if dw_act == "PRELU":
         lw.const("dw_alpha", vector(5, c))
-    lw.const("weights", L.conv_weights(pw_w))
+    staged = None
+    if n.attrs.get("staged"):  # fuse_dw_pw: the unstaged kernel would recompute the depthwise too often
+        staged = dw_pw_staged_tiling(b * oh * ow, L.slices(c), L.slices(o), dw_w.shape[1] * dw_w.shape[2], lw.cost)
+        if staged is None:
+            raise DelegateError(f"{n.describe()}: the staged kernel takes maps of {_STAGED_MIN_PIXELS} pixels or more")
+    # staged, coalesced: the 1x1 weights input-major (a warp's consecutive output slices read consecutive vectors)
+    lw.const("weights", L.pw_weights_coalesced(pw_w) if staged and staged["coalesced"] else L.conv_weights(pw_w))
     lw.const("bias", vector(4, o))
     lw.bind_epilogue_operands(operands, o)
     lw.bind("dst", y)
@@ -343,8 +368,8 @@ def lower_dw_pw(lw: Lowerer) -> list[GpuOp]:
         return [lw.op("dw_pw_small", {**opts, "dw_act": dw_act if dw_act != "NONE" else None, **tiling,
                                       "ksize": ksize or None}, params)]
     params.update(_residual_params(lw, opts, operands))
-    if n.attrs.get("staged"):  # fuse_dw_pw: the unstaged kernel would recompute the depthwise too often
-        tiling = dw_pw_staged_tiling(b * oh * ow, params["SRC_S"], params["S"])
+    if staged is not None:
+        tiling = staged
     else:
         split, block_s, block_w = dw_pw_tiling(b * oh * ow * params["S"], params["SRC_S"], params["S"], ow)
         tiling = {"split": split, "block_s": block_s, "block_w": block_w,
@@ -352,7 +377,8 @@ def lower_dw_pw(lw: Lowerer) -> list[GpuOp]:
                   "two_round": two_round_pays(split, lw.cost)}
     # a 3x3 / 5x5 depthwise window renders unrolled, as in lower_depthwise
     ksize = dw_w.shape[1] if dw_w.shape[1] == dw_w.shape[2] and dw_w.shape[1] in (3, 5) else 0
-    defaults = {"split": 1, "block_s": 1, "block_w": 2, "stage_p": 0, "stage_k": 16, "pack": 1, "two_round": False}
+    defaults = {"split": 1, "block_s": 1, "block_w": 2, "stage_p": 0, "stage_k": 16, "pack": 1, "two_round": False,
+                "coalesced": False}
     return [lw.op("dw_pw_conv2d", {**opts, "dw_act": dw_act if dw_act != "NONE" else None, "ksize": ksize or None,
                                    **{k: v if v != defaults[k] else None for k, v in tiling.items()}}, params)]
 
@@ -480,7 +506,15 @@ _DW_PW_VARIANTS = (
         "residual_act": "RELU6"},
        {"stage_p": 1, "stage_k": 64, "block_w": 1, "ksize": 5, "residual": "ADD", "residual_act": "PRELU"},
        {"stage_p": 2, "stage_k": 32, "block_w": 1, "ksize": 3, "dw_act": "RELU6", "act": "RELU6"},
-       {"stage_p": 4, "stage_k": 64, "block_w": 1, "residual": "ADD", "residual_pool": True, "residual_act": "PRELU"}]
+       {"stage_p": 4, "stage_k": 64, "block_w": 1, "residual": "ADD", "residual_pool": True, "residual_act": "PRELU"},
+       # several pixels a thread (block_w) and the input-major 1x1 weights (coalesced)
+       {"stage_p": 8, "stage_k": 32, "block_w": 4, "ksize": 5, "coalesced": True, "residual": "ADD",
+        "residual_act": "PRELU"},
+       {"stage_p": 16, "block_w": 2, "coalesced": True, "residual": "ADD", "residual_pool": True,
+        "residual_channels": "fewer", "residual_act": "PRELU", "qdq": True},
+       {"stage_p": 32, "stage_k": 8, "block_w": 4, "block_s": 2, "ksize": 3, "residual": "ADD", "residual_resize": True,
+        "dw_act": "PRELU", "act": "PRELU"},
+       {"coalesced": True, "split": 16, "block_s": 2, "ksize": 3}]
     # pack (several split output blocks a group), with the residual reads and ragged last groups
     + [{"split": 4, "pack": 8}, {"split": 8, "pack": 8, "block_s": 2, "dw_act": "RELU6", "ksize": 3},
        {"split": 16, "pack": 4, "block_w": 1, "residual": "ADD", "residual_act": "PRELU", "act": "PRELU"},
@@ -573,6 +607,7 @@ KERNELS: tuple[KernelSpec, ...] = (
          default_wg=(64, 1, 1), shared_wg=_tiled_wg),
     spec("depthwise_conv2d", "conv.lgk", "depthwise convolution (any channel multiplier)",
          {"act": ACT, "multiplier": Opt("one", ("one", "any")), "ksize": Opt(0, (0, 3, 5)), "qdq": QDQ,
+          "block_w": Opt(1, (1, 2, 4)),
           "residual": Opt("NONE", ("NONE", "ADD", "MUL")), "residual_act": ACT, "residual_channels": CHANNELS,
           "residual_pool": boolean()},
          [{"act": a} for a in FUSED_ACTIVATIONS] + [{"multiplier": "any"}, {"multiplier": "any", "act": "PRELU"},
@@ -586,16 +621,24 @@ KERNELS: tuple[KernelSpec, ...] = (
                                                     {"residual": "ADD", "residual_channels": "fewer",
                                                      "residual_act": "RELU6"},
                                                     {"residual": "ADD", "residual_pool": True,
-                                                     "residual_channels": "fewer", "multiplier": "any"}]
+                                                     "residual_channels": "fewer", "multiplier": "any"},
+                                                    # several outputs a thread along x (block_w)
+                                                    {"ksize": 5, "block_w": 2, "act": "HARD_SWISH"},
+                                                    {"ksize": 3, "block_w": 4, "act": "RELU", "residual": "ADD"},
+                                                    {"ksize": 5, "block_w": 4, "act": "PRELU", "residual": "ADD",
+                                                     "residual_pool": True, "residual_channels": "fewer",
+                                                     "residual_act": "PRELU", "qdq": True},
+                                                    {"ksize": 3, "block_w": 2, "residual": "MUL",
+                                                     "residual_channels": "fewer", "residual_act": "RELU6"}]
          + [{"residual": "ADD", "residual_act": a} for a in ACTIVATIONS[1:]]),
     spec("dw_pw_conv2d", "conv.lgk",
          "depthwise conv (multiplier 1, own activation) feeding a 1x1 conv, one launch; conv2d's epilogue",
          {"dw_act": ACT, "act": ACT, "residual": Opt("NONE", ("NONE", "ADD", "MUL")), "residual_act": ACT,
-          "block_w": Opt(2, (1, 2)), "block_s": Opt(1, (1, 2, 4, 8)), "split": SPLIT, "qdq": QDQ,
+          "block_w": Opt(2, (1, 2, 4)), "block_s": Opt(1, (1, 2, 4, 8)), "split": SPLIT, "qdq": QDQ,
           "residual_channels": CHANNELS, "residual_pool": boolean(), "residual_resize": boolean(),
           "ksize": Opt(0, (0, 3, 5)),
           "stage_p": Opt(0, (0, 1, 2, 4, 8, 16, 32)), "stage_k": Opt(16, (8, 16, 32, 64)), "pack": PACK,
-          "two_round": boolean()},
+          "two_round": boolean(), "coalesced": boolean()},
          _DW_PW_VARIANTS, default_wg=(8, 4, 2), shared_wg=_dw_pw_wg),
     spec("dw_pw_small", "dw_pw_small.lgk",
          "depthwise conv feeding a 1x1 conv on a small map: the depthwise staged once a group, the 1x1 split",

@@ -1,5 +1,6 @@
 """Matrix products: FULLY_CONNECTED, BATCH_MATMUL and the sibling heads node the passes make
-(``SIBLING_HEADS``, ``_passes/sibling_heads``); kernels in ``shaders/matmul.lgk``."""
+(``SIBLING_HEADS``, ``_passes/sibling_heads``); kernels in ``shaders/matmul.lgk``: ``heads`` (FULLY_CONNECTED
+is its one-head case) and ``batch_matmul``."""
 
 from __future__ import annotations
 
@@ -12,11 +13,9 @@ from .. import _reference_ops as rf
 from .._cost import choose_fc
 from .._graph import HEADS_OP, GpuOp
 from .._kernel_specs import (
-    ACT,
     FUSED_ACTIVATIONS,
     QDQ,
     SPLIT,
-    SPLITS,
     KernelSpec,
     Opt,
     boolean,
@@ -51,6 +50,8 @@ def check_bmm(node: NodeView) -> str:
 
 
 def lower_fc(lw: Lowerer) -> list[GpuOp]:
+    """A FULLY_CONNECTED op: the ``heads`` kernel's one-head case (one source of ``rows`` batch items, one tap,
+    one pixel), its activation (PRELU included) and QDQ epilogue in the head's slots."""
     n = lw.n
     x, y = n.inputs[0], n.outputs[0]
     w = lw.data(n.inputs[1])
@@ -61,10 +62,17 @@ def lower_fc(lw: Lowerer) -> list[GpuOp]:
         raise DelegateError(f"{n.describe()}: FULLY_CONNECTED needs (rows, 1, 1, I) -> (rows, 1, 1, O) views, "
                             f"got {xs} -> {ys} (fc_as_conv rewrites the others)")
     opts, operands = lw.epilogue()
-    lw.bind_weighted(L.fc_weights(w), o, operands)
+    lw.bind("src0", x)
+    lw.const("weights", L.fc_weights(w))
+    bias = lw.data(n.inputs[2]).reshape(-1) if len(n.inputs) > 2 and n.inputs[2] >= 0 else None
+    lw.const("bias", L.channel_vector(bias, o))
+    lw.bind_epilogue_operands(operands, o)  # the PRELU alpha (the only operand an FC's slots take)
+    lw.bind("dst0", y)
     split, _ = choose_fc(rows, L.slices(o), L.slices(i), lw.cost)
-    return [lw.op("fully_connected", {**opts, "split": split if split > 1 else None},
-                  {"B": rows, "SRC_S": L.slices(i), "C": o, "S": L.slices(o)})]
+    return [lw.op("heads", {"n": 1, "acts": (opts.get("act", "NONE"),), "srcs": (0,), "qdq": opts.get("qdq"),
+                            "split": split if split > 1 else None},
+                  {"B": rows, "INV_T": 1.0, "SRC_S0": L.slices(i), "T0": 1, "P0": 1, "G0": L.slices(o),
+                   "E0": L.slices(o), "C0": o, "WB0": 0})]
 
 
 def lower_heads(lw: Lowerer) -> list[GpuOp]:
@@ -147,6 +155,11 @@ def lower_bmm(lw: Lowerer) -> list[GpuOp]:
 #: outputs and dense rows, the mean
 _HEADS_VARIANTS = [
     {"n": 1, "acts": ("TANH",), "srcs": (0,), "mean": True},
+    # one head, one tap: FULLY_CONNECTED (lower_fc), every activation, splits, the QDQ epilogue
+    *({"n": 1, "acts": (a,), "srcs": (0,), **({"split": sp} if sp > 1 else {})}
+      for a, sp in zip(FUSED_ACTIVATIONS, (1, 4, 8, 16, 32, 64, 128, 1, 16, 4), strict=False)),
+    {"n": 1, "acts": ("NONE",), "srcs": (0,), "qdq": True}, {"n": 1, "acts": ("PRELU",), "srcs": (0,), "qdq": True,
+                                                             "split": 32},
     {"n": 2, "acts": ("NONE", "LOGISTIC"), "srcs": (0, 0), "split": 4},
     {"n": 2, "m": 2, "acts": ("PRELU", "PRELU"), "srcs": (0, 1), "split": 16},
     {"n": 3, "m": 3, "acts": ("RELU", "NONE", "LOGISTIC"), "srcs": (2, 0, 1), "rows": True, "n_dst": 3,
@@ -167,17 +180,13 @@ _HEADS_VARIANTS = [
 ]
 
 KERNELS: tuple[KernelSpec, ...] = (
-    spec("fully_connected", "matmul.lgk", "y[b, o] = act(sum_k x[b, k] w[o, k] + bias[o])",
-         {"act": ACT, "split": SPLIT, "qdq": QDQ}, [{"act": a} for a in FUSED_ACTIVATIONS]
-         + [{"split": n, "act": a} for n, a in zip(SPLITS[1:], ("NONE", "RELU", "PRELU", "TANH", "RELU6", "NONE"), strict=True)]
-         + [{"qdq": True}, {"split": 32, "qdq": True}],
-         default_wg=(32, 2, 1), shared_wg=split_wg),
-    spec("heads", "matmul.lgk", "y_d = act_d(sum x w_d + bias_d) for n heads reading one input (optionally its mean)",
+    spec("heads", "matmul.lgk", "fully connected: y_d = act_d(sum x w_d + bias_d) for n heads (1: a FULLY_CONNECTED) "
+         "reading m inputs (optionally their mean)",
          {"n": Opt(2, tuple(range(1, MAX_HEADS + 1))), "m": Opt(1, tuple(range(1, MAX_HEAD_SOURCES + 1))),
           "acts": Opt(("NONE", "NONE"), FUSED_ACTIVATIONS, many=True),
           "srcs": Opt((0, 0), tuple(range(MAX_HEAD_SOURCES)), many=True), "mean": boolean(),
           "rows": boolean(), "n_dst": Opt(1, tuple(range(1, MAX_HEADS + 1))),
-          "dsts": Opt((0, 0), tuple(range(MAX_HEADS)), many=True), "split": SPLIT},
+          "dsts": Opt((0, 0), tuple(range(MAX_HEADS)), many=True), "split": SPLIT, "qdq": QDQ},
          _HEADS_VARIANTS,
          default_wg=(32, 2, 1), shared_wg=split_wg),
     spec("batch_matmul", "matmul.lgk", "batched matmul with broadcasting and adj_x/adj_y",
@@ -186,7 +195,7 @@ KERNELS: tuple[KernelSpec, ...] = (
 )
 
 OPS: dict[str, GpuOpEntry] = {
-    "FULLY_CONNECTED": GpuOpEntry("fully_connected", lower_fc, check_fc, WEIGHTS_BIAS,
+    "FULLY_CONNECTED": GpuOpEntry("heads", lower_fc, check_fc, WEIGHTS_BIAS,
                                   ref=rf.fully_connected),
     "BATCH_MATMUL": GpuOpEntry("batch_matmul", lower_bmm, check_bmm, ref=rf.batch_matmul),
     HEADS_OP: GpuOpEntry("heads", lower_heads, claimed=False, ref=rf.sibling_heads),

@@ -18,7 +18,7 @@ from .._graph import SE_GATE_OP, GpuOp
 from .._kernel_specs import ACTIVATIONS, KernelSpec, Opt, spec
 from ._entry import GpuOpEntry, Lowerer
 
-__all__ = ["OPS", "KERNELS", "SE_GATE_CAPS", "SE_GATE_ACTIVATIONS", "se_gate_params"]
+__all__ = ["OPS", "KERNELS", "SE_GATE_CAPS", "SE_GATE_ACTIVATIONS", "SE_ONE_ROUND", "se_gate_params"]
 
 #: the shared-memory capacities (vec4 slices of the pooled and the hidden vector) se_gate renders with;
 #: the pass leaves a block with more channels than the largest (1024) unfused
@@ -31,6 +31,11 @@ _THREADS = (64, 128, 256, 512, 1024)
 
 #: loads of a thread in flight in the pooling stage (option ``loads``)
 SE_GATE_LOADS = (8, 16)
+
+#: the largest segment whose partials its leader sums alone, in one round (option ``one_round``): one barrier
+#: a pass fewer than the two rounds. A/B switch (``--set litegpu.gpu.ops.squeeze_excite.SE_ONE_ROUND=0``: always
+#: two rounds, as before)
+SE_ONE_ROUND = 8
 
 
 def lower_se_gate(lw: Lowerer) -> list[GpuOp]:
@@ -59,10 +64,11 @@ def lower_se_gate(lw: Lowerer) -> list[GpuOp]:
     lw.bind("dst", y)
     src_s, hid_s, s = L.slices(c), L.slices(hid) if two else 0, L.slices(o)
     cap = next(k for k in SE_GATE_CAPS if k >= max(src_s, hid_s))
-    choice, _ = choose_se_gate(b, src_s, h * wd, hid_s, s, lw.cost, cap)
+    choice, _ = choose_se_gate(b, src_s, h * wd, hid_s, s, lw.cost, cap, SE_ONE_ROUND)
     params = se_gate_params(b, (h, wd), src_s, hid_s, o, choice["threads"])
     return [lw.op("se_gate", {"layers": 2 if two else 1, "act1": n.attrs.get("act1") or "NONE",
-                              "act2": (n.attrs.get("act2") or "NONE") if two else None, "cap": cap, **choice},
+                              "act2": (n.attrs.get("act2") or "NONE") if two else None, "cap": cap,
+                              "one_round": SE_ONE_ROUND, **choice},
                   params)]
 
 
@@ -88,11 +94,11 @@ KERNELS: tuple[KernelSpec, ...] = (
     spec("se_gate", "squeeze_excite.lgk",
          "squeeze-and-excitation gate: global average, then one or two 1x1 layers with activations, one launch",
          {"layers": Opt(2, (1, 2)), "act1": _ACT, "act2": _ACT, "threads": Opt(128, _THREADS),
-          "cap": Opt(32, SE_GATE_CAPS), "loads": Opt(8, SE_GATE_LOADS)},
+          "cap": Opt(32, SE_GATE_CAPS), "loads": Opt(8, SE_GATE_LOADS), "one_round": Opt(0, (0, 4, 8, 16))},
          # every activation in each slot, every group size and capacity, one and two layers
          [{"act1": a, "act2": ACTIVATIONS[(i + 3) % len(ACTIVATIONS)], "threads": _THREADS[i % len(_THREADS)],
            "cap": SE_GATE_CAPS[i % len(SE_GATE_CAPS)], "layers": 1 if i in (2, 5) else 2,
-           "loads": SE_GATE_LOADS[i % len(SE_GATE_LOADS)]}
+           "loads": SE_GATE_LOADS[i % len(SE_GATE_LOADS)], "one_round": (0, 4, 8, 16)[i % 4]}
           for i, a in enumerate(ACTIVATIONS)],
          shared_wg=_group),
 )
