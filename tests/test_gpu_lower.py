@@ -85,7 +85,8 @@ def test_block_plan_pw_dw(precision, tol):
     plan = _compile(model, precision)
     kernels = [without_work_split(op.describe()) for op in plan.ops]
     assert kernels == ["pw_dw_conv2d[dw_act=PRELU,ex_act=RELU6,project=True,residual=ADD,residual_act=RELU]",
-                       "pool2d[op=MAX]", "reduce[op=MEAN]", "fully_connected", "softmax[log=False]"], kernels
+                       "pool2d[op=MAX]", "reduce[op=MEAN]", "heads[acts=('NONE',),n=1,srcs=(0,)]",
+                       "softmax[log=False]"], kernels
     for got, want in zip(run_plan(plan, inputs), ref, strict=True):
         assert_rel(got, want, tol, precision)
     op = plan.ops[0]
