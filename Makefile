@@ -36,7 +36,7 @@ demo: install
 
 # The default run: everything except tests marked slow (full sweeps whose sample runs by default).
 test:
-	$(BIN)/python -m pytest -q -m "not slow"
+	$(BIN)/python -m pytest -q -m "not slow" --durations=25
 
 # Everything, the slow sweeps included (about an hour on a 2-core machine).
 test-all:
