@@ -407,8 +407,8 @@ def se_gate_segment(sums: int, length: int, threads: int) -> int:
 def se_gate_work(batch: int, src_slices: int, pixels: int, hidden_slices: int, out_slices: int,
                  threads: int, loads: int = 8, one_round: int = 0) -> Work:
     """se_gate: one group of ``threads`` per batch item; three (two without a hidden layer) stages of
-    segmented sums, each pass of a stage 3 barriers (the segment's partials meet in two rounds; 2 where a
-    segment of at most ``one_round`` threads sums in one; none after the last pass).  The
+    segmented sums, each pass of a stage 3 barriers (the segment's partials meet in two rounds; a segment of
+    at most ``one_round`` threads skips the first round, not its barrier: see the template).  The
     pooling stage keeps ``loads`` loads of a thread in flight; a product step loads 4 weight vectors, the
     first pass's first one loaded before the pooling (its latency hidden)."""
     stages = [(src_slices, pixels, loads)]
@@ -422,9 +422,9 @@ def se_gate_work(batch: int, src_slices: int, pixels: int, hidden_slices: int, o
         chains = passes * -(-per_thread // unroll) - (1 if k else 0)
         steps += max(0, chains)
         queued += _queued(max(0, chains), 4 if k else unroll)
-        # up to one_round partials: the leader sums them alone (one barrier fewer); none after the last stage's last pass
+        # up to one_round partials: the leader sums them alone (the first round's steps, not its barrier, saved)
         shared += passes * (_two_round_steps(g) if g > one_round else g)
-        barriers += passes * (3 if g > one_round else 2) - (k == len(stages) - 1)
+        barriers += passes * 3
     weights = (hidden_slices * src_slices + out_slices * (hidden_slices or src_slices)) * 4
     return Work(threads=batch * threads, group=threads, global_steps=steps, queued_loads=queued, shared_steps=shared,
                 barriers=int(barriers), cache_bytes=batch * (src_slices * pixels + weights) * _VEC,
