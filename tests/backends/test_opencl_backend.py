@@ -501,3 +501,60 @@ def test_command_buffer_refused_falls_back_to_launches(cl_modules, monkeypatch, 
     (k,) = [s.kernel for s in it._main.plan.steps if s.kind == "delegate"]
     assert k._recording.command_buffer is None
     d.close()
+
+
+def test_direct_launches_match_pyopencl_launches(cl_modules, monkeypatch):
+    """Without a command buffer (NVIDIA's driver has none; PoCL's is switched off here) a replay
+    enqueues each launch through ctypes with arguments made once (DIRECT_ENQUEUE): the answers match
+    LiteRT's and, bit for bit, pyopencl's own enqueue path, over several invokes and with a flush
+    inside the replay (FLUSH_AFTER)."""
+    from _gpu_cases import oracle
+    from litegpu_opencl import _command_buffer, _device
+
+    monkeypatch.setenv(_command_buffer.ENV_OFF, "0")
+    model, feeds = _tuning_model()
+    want = oracle(model, feeds)
+    results = []
+    for direct, flush_after in ((True, 0), (True, 1), (False, 0)):
+        monkeypatch.setattr(_device, "DIRECT_ENQUEUE", direct)
+        monkeypatch.setattr(_device, "FLUSH_AFTER", flush_after)
+        d = load_backend_delegate(BACKEND, {"precision": "fp32", "tuning": "none", **NO_CACHE})
+        it = litegpu.Interpreter(model_content=model, experimental_delegates=[d])
+        it.allocate_tensors()
+        (k,) = [s.kernel for s in it._main.plan.steps if s.kind == "delegate"]
+        if direct and d.device._launch_fns is None:
+            d.close()
+            pytest.skip("the OpenCL loader could not be opened through ctypes")
+        assert (k._recording.direct is not None) is direct and k._recording.command_buffer is None
+        it.set_tensor(it.get_input_details()[0]["index"], feeds[0])
+        for _ in range(3):
+            it.invoke()
+        got = [it.get_tensor(o["index"]) for o in it.get_output_details()]
+        for g, w in zip(got, want, strict=True):
+            np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4)
+        results.append(got)
+        d.close()
+    for other in results[1:]:
+        for a, b in zip(results[0], other, strict=True):
+            np.testing.assert_array_equal(a, b)
+
+
+def test_direct_launch_failure_is_a_typed_error(cl_modules, monkeypatch):
+    """A launch the driver refuses (here: an enqueue function returning CL_OUT_OF_RESOURCES) fails the
+    invoke with a DelegateError naming the launch and the OpenCL error, not a crash or a wrong answer."""
+    from litegpu_opencl import _command_buffer, _device
+
+    monkeypatch.setenv(_command_buffer.ENV_OFF, "0")
+    model, feeds = _tuning_model()
+    d = load_backend_delegate(BACKEND, {"precision": "fp32", "tuning": "none", **NO_CACHE})
+    if d.device._launch_fns is None:
+        d.close()
+        pytest.skip("the OpenCL loader could not be opened through ctypes")
+    it = litegpu.Interpreter(model_content=model, experimental_delegates=[d])
+    it.allocate_tensors()
+    flush = d.device._launch_fns[1]
+    monkeypatch.setattr(d.device, "_launch_fns", (lambda *a: -5, flush))
+    it.set_tensor(it.get_input_details()[0]["index"], feeds[0])
+    with pytest.raises(litegpu.DelegateError, match=r"clEnqueueNDRangeKernel of launch 0 .*OUT_OF_RESOURCES"):
+        it.invoke()
+    d.close()
