@@ -5,7 +5,6 @@ The whole API-specific part of the backend; the core's GPU executor does the res
 
 from __future__ import annotations
 
-import ctypes
 import logging
 import os
 import re
@@ -21,19 +20,10 @@ from litegpu.gpu._device import BufferRef, DeviceInfo, GpuDevice, OpenedBeside, 
 from litegpu.gpu.kernels import RenderedKernel
 
 from ._command_buffer import command_buffers
-from ._platforms import create_context, launch_functions, list_devices, program_binary
+from ._platforms import create_context, list_devices, program_binary
 from ._platforms import describe as _describe
 
 _log = logging.getLogger("litegpu.opencl")
-
-#: replay a partition's launches (where the driver records no command buffer: NVIDIA's) through the
-#: loader with ctypes, each launch's arguments made once at record time and no event object per
-#: launch; pyopencl's ``enqueue_nd_range_kernel`` builds its size vectors and an Event every call
-#: (about 5.5 us a launch on an H100 host).  A/B switch: ``--set litegpu_opencl._device.DIRECT_ENQUEUE=0``
-DIRECT_ENQUEUE = True
-#: flush the queue after this many launches of a replay (0: never; the invoke's read flushes it):
-#: a driver that holds queued work until a flush then starts the GPU while the host enqueues the rest
-FLUSH_AFTER = 0
 
 __all__ = ["CLDevice", "list_devices"]
 
@@ -84,9 +74,6 @@ class _Recording:
 
     launches: list[tuple[cl.Kernel, tuple[int, ...], tuple[int, ...], list]]
     command_buffer: Any
-    #: the launches' ctypes arguments (kernel handle, dimensions, global and local sizes), made once
-    #: (DIRECT_ENQUEUE), or None
-    direct: list[tuple[Any, int, Any, Any]] | None = None
 
 
 @dataclass(frozen=True)
@@ -192,8 +179,6 @@ class CLDevice(GpuDevice):
         # cl_khr_command_buffer's entry points, looked up at the first record (False: not yet; None:
         # missing, switched off, or refused by the driver once: launches then go one by one)
         self._cbufs: Any = False
-        # clEnqueueNDRangeKernel and clFlush through ctypes (DIRECT_ENQUEUE), or None
-        self._launch_fns = launch_functions()
 
     def _open(self) -> tuple[cl.Context, cl.CommandQueue]:
         handle = create_context(self.device.int_ptr)
@@ -212,10 +197,6 @@ class CLDevice(GpuDevice):
     @property
     def queue(self) -> cl.CommandQueue:
         return self._opened.get()[1]
-
-    @property
-    def _queue_ptr(self) -> ctypes.c_void_p:
-        return ctypes.c_void_p(self.queue.int_ptr)
 
 
     # -- allocator
@@ -401,11 +382,7 @@ class CLDevice(GpuDevice):
                                               [(k.int_ptr, gs, wg) for k, gs, wg, _keep in listed])
             except OSError as e:  # the launches still run, one enqueue each
                 self._refuse_command_buffers(f"recording {len(listed)} launches into one command buffer failed: {e}")
-        direct = None
-        if recorded is None and DIRECT_ENQUEUE and self._launch_fns is not None:
-            direct = [(ctypes.c_void_p(k.int_ptr), len(gs), (ctypes.c_size_t * len(gs))(*gs),
-                       (ctypes.c_size_t * len(wg))(*wg)) for k, gs, wg, _keep in listed]
-        return _Recording(listed, recorded, direct)
+        return _Recording(listed, recorded)
 
     def _refuse_command_buffers(self, what: str) -> None:
         """The driver refused a command buffer: stop using them on this device (each retry costs a
@@ -428,22 +405,9 @@ class CLDevice(GpuDevice):
                 self._refuse_command_buffers(f"the driver refused to enqueue a command buffer of "
                                              f"{len(recording.launches)} launches (clEnqueueCommandBufferKHR "
                                              f"error {rc})")
-        direct = recording.direct
-        if direct is not None:
-            (enqueue, flush), queue = self._launch_fns, self._queue_ptr
-            for i, (kernel, dims, gsize, wg) in enumerate(direct):
-                rc = enqueue(queue, kernel, dims, None, gsize, wg, 0, None, None)
-                if rc:
-                    raise DelegateError(f"OpenCL on {self.info.name}: clEnqueueNDRangeKernel of launch {i} of "
-                                        f"{len(direct)} failed: {rc} ({cl.status_code.to_string(rc, 'error %d')})")
-                if i + 1 == FLUSH_AFTER:
-                    flush(queue)
-            return
         enqueue, queue = cl.enqueue_nd_range_kernel, self.queue
         for kernel, gsize, wg, _keep in recording.launches:
             enqueue(queue, kernel, gsize, wg)
-            if FLUSH_AFTER and kernel is recording.launches[FLUSH_AFTER - 1][0]:
-                queue.flush()
 
     def finish(self) -> None:
         self.queue.finish()

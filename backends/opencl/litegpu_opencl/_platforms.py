@@ -81,24 +81,6 @@ def _opencl_loader() -> Any:
         return _loader[0]
 
 
-def launch_functions() -> tuple[Any, Any] | None:
-    """``(clEnqueueNDRangeKernel, clFlush)`` of the loader pyopencl uses, typed for ctypes (None
-    where the loader cannot be opened): the replay path's launches, with their arguments made once
-    and no event object a launch (see ``_device.DIRECT_ENQUEUE``)."""
-    lib = _opencl_loader()
-    if lib is None:
-        return None
-    try:
-        enq, flush = lib.clEnqueueNDRangeKernel, lib.clFlush
-    except AttributeError:
-        return None
-    vp, sz = ctypes.c_void_p, ctypes.POINTER(ctypes.c_size_t)
-    enq.argtypes = [vp, vp, ctypes.c_uint, sz, sz, sz, ctypes.c_uint, vp, vp]
-    enq.restype = ctypes.c_int
-    flush.argtypes, flush.restype = [vp], ctypes.c_int
-    return enq, flush
-
-
 def start_drivers() -> None:
     """The process's first ``clGetPlatformIDs`` (the ICD loader starts every driver) without the GIL,
     before pyopencl's import where its wheel bundles the loader (the caller's thread imports pyopencl
