@@ -479,6 +479,9 @@ def test_se_gate(gpu, b, hw, c, hidden, opts):
     gpu.check(unphwc4(out["dst"], (b, 1, 1, c)), v.reshape(b, 1, 1, c), f"se_gate {opts}")
 
 
+# 26 option sets x 9 (API, precision) pairs, the staged ones 3-8 s each on lavapipe: every 20th in the default
+# run (12 of 234, every pair at least once), not the module's every 12th
+@pytest.mark.sweep(every=20)
 @pytest.mark.parametrize(("c", "cout", "k", "stride", "opts"), [
     (6, 5, 3, 1, {"dw_act": "PRELU", "act": "PRELU"}),                       # channels % 4 != 0
     (7, 9, 5, 2, {"dw_act": "RELU6", "block_s": 2, "block_w": 1}),

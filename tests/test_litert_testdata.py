@@ -93,7 +93,13 @@ def test_every_file_has_a_verdict():
     assert sorted(VERDICTS) == FILES
 
 
-@pytest.mark.parametrize("name", FILES)
+# The two huge-input convolutions (a 3024 x 4032 image, a 3 x 40 x 600 x 600 volume) take 25 s of CPU
+# interpreter time on a 2-core machine: left to the slow run (make test-all).  The blocked im2col they
+# exercise runs in the default run at small sizes (tests/ops/test_ops_conv.py: several im2col blocks, CONV_3D).
+_HUGE = {"core__conv_huge_im2col.bin", "core__conv3d_huge_im2col.bin"}
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in _HUGE else n for n in FILES])
 def test_litert_testdata(name, require_kernels):
     path = DATA / name
     verdict, message = VERDICTS[name]

@@ -87,6 +87,9 @@ def test_twin_branches_match_litert(nvidia_choices, mediapipe_models, backend, n
     assert worst <= 1e-3, (name, backend, worst)
 
 
+# the default run: every pattern on OpenCL, and sibling heads on Vulkan too (5 of the 8; tests/conftest.py,
+# "sampled sweeps"); pw_dw_conv2d under the NVIDIA profile also runs on every backend in test_gpu_pw_dw.py
+@pytest.mark.sweep(every=5, by=lambda p: p["pattern"])
 @pytest.mark.parametrize("backend", ["opencl", "vulkan"])
 @pytest.mark.parametrize("pattern, kernel", [("small-map depthwise -> 1x1 blocks", "dw_pw_small["),
                                              ("inverted bottlenecks", "pw_dw_conv2d["),

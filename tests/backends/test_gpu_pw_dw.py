@@ -20,6 +20,10 @@ def _pattern():
     return next(c for c in PATTERNS if c.id.startswith("inverted bottlenecks")).build()
 
 
+# Each case costs four pw_dw_conv2d driver compiles (7-12 s on PoCL): the default run keeps every backend's
+# first case and every 4th after it (6 of the 15: each backend, both profiles, both precisions and both
+# splits; tests/conftest.py, "sampled sweeps"); `make test-all` runs them all.
+@pytest.mark.sweep(every=4, by=lambda p: p["backend"])
 @pytest.mark.parametrize("backend", ["opencl", "vulkan", "webgpu"])
 @pytest.mark.parametrize("profile, precision, splits", [("device", "fp32", None), ("nvidia", "fp32", None),
                                                         ("nvidia", "fp32", (2,)), ("device", "fp16", None),

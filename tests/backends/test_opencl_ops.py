@@ -271,7 +271,9 @@ def test_mixed_plan_matches_litert(delegates, caplog):
 # ---------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.sweep(every=4, by=lambda p: p["case"].id)  # each pattern at least once
+# each pattern at least once (its fp32 case), and 6 of the 66 half-precision cases: 39 of the 99 (at every=4,
+# 49: the extra fp16 cases cost 40 s of PoCL compiles on a 2-core machine)
+@pytest.mark.sweep(every=10, by=lambda p: p["case"].id)
 @pytest.mark.parametrize("precision", list(TOL))
 @pytest.mark.parametrize("case", PATTERNS, ids=[c.id.split(" (")[0].split(":")[0] for c in PATTERNS])
 def test_pattern(case, precision, delegates):

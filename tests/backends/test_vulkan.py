@@ -463,6 +463,9 @@ def test_op_matches_litert_fp32(delegate, name):
     assert err <= 1e-4, err
 
 
+# each case in fp16, and 3 of them also in fp16_fp32acc (the accumulator type only): 17 of the 28 lavapipe
+# builds in the default run (tests/conftest.py, "sampled sweeps")
+@pytest.mark.sweep(every=4, by=lambda p: p["name"])
 @pytest.mark.parametrize("name", ["conv3x3_same_relu", "depthwise_same_relu6", "add_broadcast_rows",
                                   "avg_pool_3x3_same", "softmax_4d_beta", "resize_bilinear", "chain",
                                   "channel_pad_residual", "channel_pad_binary", "pool_residual",
