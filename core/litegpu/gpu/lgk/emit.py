@@ -31,7 +31,14 @@ from .nodes import (
     Ternary,
     Unary,
 )
-from .types import KernelTemplateError, Ty
+from .types import FLOAT_KINDS, KernelTemplateError, Ty
+
+#: Render every float ``a * b + c`` of a template (``+``/``-`` with a product operand, ``x += a * b``,
+#: ``dot``) as an explicit ``fma`` and forbid the compiler any other contraction (OpenCL
+#: ``FP_CONTRACT OFF``, GLSL ``NoContraction``): the three APIs then do the same float arithmetic, and
+#: one plan gives the same results on each, whatever its compiler would have fused.  False leaves
+#: contraction to each compiler (the A/B switch of bench/gpu_profile.py ``--set``).
+EXPLICIT_FMA = True
 
 # ----------------------------------------------------------------------------------------------
 # Shared emitter
@@ -132,10 +139,55 @@ class Emitter:
     def pad(self, depth: int) -> str:
         return self.indent_unit * depth
 
+    @property
+    def explicit_fma(self) -> bool:
+        return EXPLICIT_FMA
+
+    @staticmethod
+    def _fmul(e: Expr) -> bool:
+        return isinstance(e, Binary) and e.op == "*" and e.ty.kind in FLOAT_KINDS
+
+    def fused_assign(self, s: Stmt) -> Stmt:
+        """``x += a * b`` -> ``x = x + a * b``, which :meth:`binary` renders as ``fma(a, b, x)``."""
+        if (self.explicit_fma and isinstance(s, Assign) and s.op in ("+=", "-=") and self._fmul(s.value)
+                and s.target.ty.kind in FLOAT_KINDS):
+            return Assign(s.target, "=", Binary(s.op[0], s.target, s.value, ty=s.target.ty, line=s.line),
+                          line=s.line)
+        return s
+
+    def typed(self, e: Expr, ty: Ty) -> str:
+        """``e`` converted (splat, or a literal made concrete) to ``ty``: fma wants one type."""
+        if e.ty == ty:
+            return self.expr(e)
+        if isinstance(e, Num):
+            e = Num(e.value, True, ty=ty.scalar, line=e.line)
+            if ty.n == 1:
+                return self.expr(e)
+        return self.expr(Conv(e, ty=ty, line=e.line))
+
+    def fma(self, a: Expr, b: Expr, c: Expr, ty: Ty) -> str:
+        return f"{self.function_names.get('fma', 'fma')}({self.typed(a, ty)}, {self.typed(b, ty)}, {self.typed(c, ty)})"
+
+    def fused(self, e: Binary) -> str | None:
+        """``a * b + c``, ``c + a * b``, ``a * b - c``, ``c - a * b`` as one fma (the right product when
+        both operands are products: ``w0 * x + w1 * y + ...`` becomes a chain of fmas); None otherwise."""
+        if not (self.explicit_fma and e.op in "+-" and e.ty.kind in FLOAT_KINDS):
+            return None
+        l, r = e.l, e.r
+        if self._fmul(r):
+            assert isinstance(r, Binary)
+            a = r.l if e.op == "+" else Unary("-", r.l, ty=r.l.ty, line=r.line)
+            return self.fma(a, r.r, l, e.ty)
+        if self._fmul(l):
+            assert isinstance(l, Binary)
+            c = r if e.op == "+" else Unary("-", r, ty=r.ty, line=r.line)
+            return self.fma(l.l, l.r, c, e.ty)
+        return None
+
     def stmt(self, s: Stmt, depth: int) -> list[str]:
         p = self.pad(depth)
         if isinstance(s, (Decl, Assign, ExprStmt)):
-            return [p + self.simple(s) + ";"]
+            return [p + self.simple(self.fused_assign(s)) + ";"]
         if isinstance(s, If):
             out = [f"{p}if ({self.expr(s.cond)}) {{", *self.block(s.then, depth + 1)]
             while s.other is not None:
@@ -211,6 +263,9 @@ class Emitter:
         return e.id
 
     def binary(self, e: Binary) -> str:
+        f = self.fused(e)
+        if f is not None:
+            return f
         return f"{self.sub(e.l)} {e.op} {self.sub(e.r)}"
 
     def ternary(self, e: Ternary) -> str:
