@@ -33,12 +33,21 @@ from .nodes import (
 )
 from .types import FLOAT_KINDS, KernelTemplateError, Ty
 
-#: Render every float ``a * b + c`` of a template (``+``/``-`` with a product operand, ``x += a * b``,
-#: ``dot``) as an explicit ``fma`` and forbid the compiler any other contraction (OpenCL
-#: ``FP_CONTRACT OFF``, GLSL ``NoContraction``): the three APIs then do the same float arithmetic, and
-#: one plan gives the same results on each, whatever its compiler would have fused.  False leaves
-#: contraction to each compiler (the A/B switch of bench/gpu_profile.py ``--set``).
-EXPLICIT_FMA = True
+#: How a template's float ``a * b + c`` is computed (``+``/``-`` with a product operand, ``x += a * b``):
+#:
+#: - ``"fma"``: one fused multiply-add, an explicit ``fma`` call (the right product when both operands
+#:   are products, so ``w0 * x + w1 * y + ...`` is a chain of fmas).  Every GPU has a fused
+#:   multiply-add and its compilers give ``fma`` to it, so the APIs fuse the same operations.  CPU
+#:   drivers differ: PoCL fuses, lavapipe (llvmpipe lowers NIR ffma) computes ``a * b`` then ``+ c``.
+#: - ``"separate"``: a multiply, then an add, each rounded (every driver does this the same way).
+#: - ``"compiler"``: as each compiler likes (OpenCL contracts within an expression, Mesa and NVIDIA's
+#:   GLSL compilers across statements): the three APIs may fuse different operations.
+#:
+#: ``fma`` and ``separate`` forbid the compiler any other contraction (OpenCL ``FP_CONTRACT OFF``
+#: without ``-cl-mad-enable``, SPIR-V ``NoContraction`` on the GLSL path; WGSL has no such control):
+#: with the template's sum order, that makes one plan do the same float arithmetic on every API.
+MULTIPLY_ADD = "fma"
+MULTIPLY_ADD_MODES = ("fma", "separate", "compiler")
 
 # ----------------------------------------------------------------------------------------------
 # Shared emitter
@@ -64,8 +73,11 @@ class Emitter:
     function_names: ClassVar[Mapping[str, str]] = {}
 
     def __init__(self, kernel: Kernel, funcs: list[Func], workgroup: tuple[int, int, int], *,
-                 half_math: bool = True):
+                 half_math: bool = True, multiply_add: str | None = None):
         self.k, self.funcs, self.wg = kernel, funcs, workgroup
+        self.multiply_add = MULTIPLY_ADD if multiply_add is None else multiply_add
+        if self.multiply_add not in MULTIPLY_ADD_MODES:
+            raise KernelTemplateError(f"multiply_add {self.multiply_add!r} is not one of {', '.join(MULTIPLY_ADD_MODES)}")
         self.half_math = half_math
         #: f16 values in arithmetic (locals, expressions, shared memory, helper signatures)
         self.f16_math = self._f16_math()
@@ -141,7 +153,12 @@ class Emitter:
 
     @property
     def explicit_fma(self) -> bool:
-        return EXPLICIT_FMA
+        return self.multiply_add == "fma"
+
+    @property
+    def no_contraction(self) -> bool:
+        """Whether the compiler must not fuse on its own (the source says so in the dialect's words)."""
+        return self.multiply_add != "compiler"
 
     @staticmethod
     def _fmul(e: Expr) -> bool:
@@ -171,7 +188,7 @@ class Emitter:
     def fused(self, e: Binary) -> str | None:
         """``a * b + c``, ``c + a * b``, ``a * b - c``, ``c - a * b`` as one fma (the right product when
         both operands are products: ``w0 * x + w1 * y + ...`` becomes a chain of fmas); None otherwise."""
-        if not (self.explicit_fma and e.op in "+-" and e.ty.kind in FLOAT_KINDS):
+        if not (self.explicit_fma and e.op in ("+", "-") and e.ty.kind in FLOAT_KINDS):
             return None
         l, r = e.l, e.r
         if self._fmul(r):
