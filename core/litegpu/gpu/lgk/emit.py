@@ -308,7 +308,22 @@ class Emitter:
             return self.barrier
         if f in self.bool_literals:
             return self.bool_literals[f]
+        if f == "dot" and self.no_contraction and e.ty.kind in FLOAT_KINDS:
+            return self.expr(self.dot_terms(e))
         return f"{self.function_names.get(f, f)}({self.args(e)})"
+
+    @staticmethod
+    def dot_terms(e: Call) -> Expr:
+        """``dot(a, b)`` spelled out, ``a.x * b.x + a.y * b.y + ...`` left to right: the built-in's order
+        of sums and its contractions are each compiler's own (OpenCL and GLSL differ)."""
+        a, b = e.args
+        t = e.ty.scalar
+        lanes = [Binary("*", Member(a, c, ty=t, line=e.line), Member(b, c, ty=t, line=e.line), ty=t, line=e.line)
+                 for c in "xyzw"[:a.ty.n]]
+        out: Expr = lanes[0]
+        for p in lanes[1:]:
+            out = Binary("+", out, p, ty=t, line=e.line)
+        return out
 
     def args(self, e: Call) -> str:
         return ", ".join(self.expr(a) for a in e.args)
