@@ -136,6 +136,7 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=16)
     ap.add_argument("--no-litert-gpu", action="store_true")
     ap.add_argument("--json", default="")
+    ap.add_argument("--seed", type=int, default=0, help="seed of the uniform(-1, 1) model input (errors depend on it)")
     args = ap.parse_args()
 
     import litegpu
@@ -158,7 +159,7 @@ def main() -> int:
         path = str(path)
         probe = litegpu.Interpreter(model_path=path)
         shape = tuple(probe.get_input_details()[0]["shape"])
-        x = np.random.default_rng(0).uniform(-1, 1, shape).astype(np.float32)
+        x = np.random.default_rng(args.seed).uniform(-1, 1, shape).astype(np.float32)
         row: dict = {"model": name}
         ref = None
         for t in (1, args.threads):

@@ -393,9 +393,9 @@ def test_cache_records_of_another_launch_list_are_not_used():
         _close(d)
 
 
-def _first_conv_model(shape=(1, 9, 7, 3), cout=10) -> tuple[bytes, list[np.ndarray]]:
+def _first_conv_model(shape=(1, 9, 7, 3), cout=10, *, alone=False) -> tuple[bytes, list[np.ndarray]]:
     """The MediaPipe models' start: an input read only by a 3x3 / 2 conv (C=3: not a multiple of 4) + RELU6,
-    then a 1x1 conv; one host output."""
+    then a 1x1 conv; one host output.  ``alone``: the first conv's result is the output (no 1x1 conv)."""
     n, h, w, c = shape
     b = ModelBuilder()
     x = b.input("x", shape, "float32")
@@ -403,6 +403,9 @@ def _first_conv_model(shape=(1, 9, 7, 3), cout=10) -> tuple[bytes, list[np.ndarr
     y = b.tensor("y", (n, oh, ow, cout), "float32")
     b.op("CONV_2D", [x, b.const("w", _w(cout, 3, 3, c)), b.const("b", _w(cout, seed=2))], [y], padding=0,
          stride_w=2, stride_h=2, fused_activation_function=3)
+    if alone:
+        b.output(y)
+        return b.build(), [_rng(7).standard_normal(shape).astype(np.float32)]
     z = b.tensor("z", (n, oh, ow, 6), "float32")
     b.op("CONV_2D", [y, b.const("w2", _w(6, 1, 1, cout, seed=3)), b.const("b2", _w(6, seed=4))], [z], padding=0,
          stride_w=1, stride_h=1)
@@ -448,18 +451,26 @@ def test_model_inputs_read_in_host_layout(backend, fold, profile, shape, monkeyp
 
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("precision", ["fp16", "fp16_fp32acc"])
-def test_model_inputs_read_in_host_layout_fp16(backend, precision):
-    """fp16 plans keep the input's bhwc_to_phwc4 launch (the fold is for fp32 plans: an fp16 plan's folded read
-    gave wrong values on WebGPU, _runtime._dense_inputs) and match LiteRT."""
-    model, xs = _first_conv_model()
-    want = run_litert(model, xs)
+@pytest.mark.parametrize("shape", [(1, 9, 7, 3), (2, 6, 5, 3)], ids=["b1", "b2"])
+@pytest.mark.parametrize("alone", [False, True], ids=["two_convs", "conv_alone"])
+def test_model_inputs_read_in_host_layout_fp16(backend, precision, shape, alone):
+    """fp16 plans fold the input's layout too: the first conv reads the host's float32 BHWC (no bhwc_to_phwc4
+    launch) and matches LiteRT on two inputs.  Its src stays f32 though the mixed-precision pass had said "src
+    stored float16" (the PHWC4 half input it would have read): WebGPU (half math) once read the host's floats
+    as halves, relative error 1.0 (_runtime._dense_inputs): ``conv_alone``, whose conv writes a host output and
+    so computes in float32 in an fp16 plan (mixed precision)."""
+    model, xs = _first_conv_model(shape, alone=alone)
     d = _delegate(backend, precision=precision)
     try:
         it = _interpreter(model, d)
         (k,) = _kernels(it)
-        assert TO in k.describe()["kernels"]
-        (got,) = _invoke(it, xs)
-        assert rel_error(got, want[0]) <= 1e-2
+        kernels = k.describe()["kernels"]
+        assert TO not in kernels and "src_bhwc=True" in kernels[0], kernels
+        (x_id,) = k.plan.inputs
+        assert k.plan.tensors[x_id].layout == "BHWC" and k.plan.tensors[x_id].storage == "float32"
+        for feeds in (xs, [x[:, ::-1].copy() for x in xs]):
+            (got,) = _invoke(it, feeds)
+            assert rel_error(got, run_litert(model, feeds)[0]) <= 1e-2
     finally:
         _close(d)
 

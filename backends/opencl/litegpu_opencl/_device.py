@@ -17,6 +17,7 @@ import numpy as np
 import pyopencl as cl
 from litegpu import BackendUnavailableError, ConfigError, DelegateError
 from litegpu.gpu._device import BufferRef, DeviceInfo, GpuDevice, OpenedBeside, StartupTimer
+from litegpu.gpu._dialects.opencl import NO_CONTRACTION
 from litegpu.gpu.kernels import RenderedKernel
 
 from ._command_buffer import command_buffers
@@ -88,6 +89,13 @@ class _Member:
 
 # A group built as several programs (one per compile thread) caches its binaries as one blob:
 # magic, count, then per program its kernel count and byte length, then the binaries.
+def _build_options(source: str) -> list[str]:
+    """A source whose renderer made every multiply-add an explicit ``fma`` says ``FP_CONTRACT OFF``:
+    no ``-cl-mad-enable`` then either (it lets the compiler fuse, or use a less precise ``mad``, where
+    the other APIs would not)."""
+    return [] if NO_CONTRACTION in source else ["-cl-mad-enable"]
+
+
 _MULTI = b"LGCLGRP1"
 _KERNELS_PER_PROGRAM = 3  # fewer kernels per program than this: the per-program cost outweighs the threads
 
@@ -257,7 +265,7 @@ class CLDevice(GpuDevice):
                 raise DelegateError(f"{self.info.name} has no cl_khr_fp16: render the kernel with "
                                     "half_math=False (fp16 storage, fp32 arithmetic) or use precision fp32")
             try:
-                prog = cl.Program(self.ctx, kernel.source).build(options=["-cl-mad-enable"])
+                prog = cl.Program(self.ctx, kernel.source).build(options=_build_options(kernel.source))
             except cl.Error as e:
                 raise DelegateError(f"OpenCL build of kernel {kernel.name} failed: {e}") from e
             self._programs[kernel.source] = prog
@@ -292,7 +300,7 @@ class CLDevice(GpuDevice):
         try:
             sources = [one_program(kernels[a:b])[0] for a, b in ranges]
             progs = self._build_side_by_side(
-                [lambda src=src: cl.Program(self.ctx, src).build(options=["-cl-mad-enable"]) for src in sources])
+                [lambda src=src: cl.Program(self.ctx, src).build(options=_build_options(src)) for src in sources])
         except (cl.Error, DelegateError):
             return None  # built one by one, so the error names the kernel
         members = self._groups[key] = self._members(kernels, progs, ranges)

@@ -1073,6 +1073,7 @@ def _dense_outputs(g: GpuGraph, ops: list[GpuOp], policy: PrecisionPolicy) -> se
         if _dense_is_phwc4(policy.storage(x), x.shape):
             continue  # the executor copies these straight (boundary mode "direct"): no launch to save
         ws[0].options["dst_bhwc"] = True
+        ws[0].buffer_storage.pop("dst", None)  # the template's dst is f32 (see _dense_inputs)
         dense.add(t)
     return dense
 
@@ -1091,10 +1092,7 @@ def _dense_inputs(g: GpuGraph, ops: list[GpuOp], policy: PrecisionPolicy, host_i
     option and the ``CIN`` param), so the executor needs no ``bhwc_to_phwc4`` launch for them: float32 (not
     quantized) 4-D inputs read only as the ``src`` of ``BHWC_INPUT_KERNELS`` launches without an input resize,
     input scale or groups, whose boundary would take the staging path (not the direct copy)."""
-    if not FOLD_INPUT_LAYOUT or policy.mode != "fp32":
-        # fp32 plans only: on WebGPU (lavapipe, shader-f16) an fp16 plan's folded read gave wrong values
-        # (max relative error 1.0 on tests/backends/test_webgpu.py's conv3x3_s2_same_relu6; OpenCL and
-        # Vulkan fp16 were right); until that is understood, fp16 plans keep their bhwc_to_phwc4 launch
+    if not FOLD_INPUT_LAYOUT:
         return set()
     dense: set[int] = set()
     for t in g.inputs:
@@ -1111,6 +1109,10 @@ def _dense_inputs(g: GpuGraph, ops: list[GpuOp], policy: PrecisionPolicy, host_i
         for op in readers:
             op.options["src_bhwc"] = True
             op.params["CIN"] = x.shape[3]
+            # the template's src is f32 whatever the launch computes in: an fp16 plan's mixed-precision pass
+            # said "src stored float16" (the PHWC4 input it would have read), which retyped it to f16 where
+            # the render honours it (half math: WebGPU), reading the host's floats as halves
+            op.buffer_storage.pop("src", None)
         dense.add(t)
     return dense
 

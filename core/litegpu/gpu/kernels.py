@@ -252,8 +252,10 @@ def render(kernel_name: str, dialect: str, precision: str = "fp32", *,
         if st not in _STORAGE_KINDS:
             raise KernelTemplateError(f"buffer {b!r}: storage {st!r} is not one of {', '.join(_STORAGE_KINDS)}")
         kinds[b] = _STORAGE_KINDS[st]
+    from .lgk import emit
+
     return _render(kernel_name, dialect, precision, _freeze(sorted(opts.items())), wg, half_math,
-                   tuple(sorted(kinds.items())))
+                   tuple(sorted(kinds.items())), emit.MULTIPLY_ADD)
 
 
 _STORAGE_KINDS = {"float32": "f32", "float16": "f16"}
@@ -261,7 +263,8 @@ _STORAGE_KINDS = {"float32": "f32", "float16": "f16"}
 
 @functools.lru_cache(maxsize=1024)
 def _render(kernel_name: str, dialect: str, precision: str, frozen: tuple, wg: tuple[int, int, int],
-            half_math: bool = True, storage: tuple[tuple[str, str], ...] = ()) -> RenderedKernel:
+            half_math: bool = True, storage: tuple[tuple[str, str], ...] = (),
+            multiply_add: str | None = None) -> RenderedKernel:
     from .lgk.check import check, retype_buffers
     from .lgk.parse import parse
     from .lgk.preprocess import preprocess
@@ -286,7 +289,7 @@ def _render(kernel_name: str, dialect: str, precision: str, frozen: tuple, wg: t
 
         branch_kernel(prog, spec.entry, opts["branches"], opts["branched"], wg)
     k, funcs = check(prog, spec.entry, where, precision, half_math)  # type: ignore[arg-type]
-    em = _emitters()[dialect](k, funcs, wg, half_math=half_math)
+    em = _emitters()[dialect](k, funcs, wg, half_math=half_math, multiply_add=multiply_add)
     source = em.render()
     bindings = [Binding(i, b.name, "storage", b.access, str(b.elem), _ELEM_BYTES[b.elem.kind] * b.elem.n)
                 for i, b in enumerate(k.buffers)]

@@ -9,9 +9,16 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+from ._dialects.glsl import NO_CONTRACTION
 from .lgk import KernelTemplateError
 
-__all__ = ["compile_spirv", "find_glsl_compiler"]
+__all__ = ["compile_spirv", "find_glsl_compiler", "no_contraction"]
+
+# SPIR-V opcodes (the SPIR-V specification, section 3.49): float arithmetic whose result a driver may
+# fuse into a multiply-add unless the result is decorated NoContraction
+_OP_DECORATE, _NO_CONTRACTION = 71, 42
+_ANNOTATIONS = {71, 72, 73, 74, 75, 332, 5632, 5633}  # OpDecorate ... OpMemberDecorateString
+_CONTRACTIBLE = {129, 131, 133, 142, 143, 144, 145, 146}  # FAdd FSub FMul VectorTimesScalar ... MatrixTimesMatrix
 
 
 def find_glsl_compiler(preferred: str | None = None) -> str | None:
@@ -45,4 +52,32 @@ def compile_spirv(source: str, *, compiler: str | None = None, vulkan: str = "vu
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
         if r.returncode != 0:
             raise KernelTemplateError(f"GLSL compile failed ({Path(tool).name}):\n{r.stdout}{r.stderr}")
-        return dst.read_bytes()
+        spirv = dst.read_bytes()
+    return no_contraction(spirv) if NO_CONTRACTION in source else spirv
+
+
+def no_contraction(spirv: bytes) -> bytes:
+    """``spirv`` with every float add, subtract and multiply decorated ``NoContraction``: the driver may
+    not fuse them into multiply-adds of its choosing (Mesa, NVIDIA and others do, across statements).
+    What GLSL's ``precise`` does per variable, for a whole module whose multiply-adds the renderer
+    already made explicit ``fma`` calls (the OpenCL source says ``FP_CONTRACT OFF`` for the same)."""
+    words = memoryview(spirv).cast("I")
+    if len(words) < 5 or words[0] != 0x07230203:
+        raise KernelTemplateError("not a SPIR-V module (bad magic number)")
+    ids, insert_at, i = [], 5, 5
+    while i < len(words):
+        n, op = words[i] >> 16, words[i] & 0xFFFF
+        if n == 0:
+            raise KernelTemplateError("malformed SPIR-V: an instruction of word count 0")
+        if op in _ANNOTATIONS:
+            insert_at = i + n
+        elif op in _CONTRACTIBLE:
+            ids.append(words[i + 2])  # result type, result id, operands...
+        i += n
+    if not ids:
+        return spirv
+    head, tail = bytes(words[:insert_at]), bytes(words[insert_at:])
+    import array
+
+    deco = array.array("I", [w for rid in ids for w in ((3 << 16) | _OP_DECORATE, rid, _NO_CONTRACTION)])
+    return head + deco.tobytes() + tail

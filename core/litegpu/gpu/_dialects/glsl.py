@@ -16,7 +16,12 @@ from ..lgk.emit import Emitter
 from ..lgk.nodes import Assign, Binary, Call, Conv, Index, Stmt
 from ..lgk.types import Ty
 
-__all__ = ["GLSLEmitter"]
+__all__ = ["NO_CONTRACTION", "GLSLEmitter"]
+
+#: the comment of a source whose multiply-adds are as written (``fma`` or not): ``litegpu.gpu.spirv`` then
+#: decorates its float arithmetic ``NoContraction`` (GLSL has no module-wide switch; ``precise`` is per
+#: variable)
+NO_CONTRACTION = "// no contraction: the multiply-adds are as the source spells them"
 
 _SCALAR = {"f32": "float", "f16": "float16_t", "i32": "int", "u32": "uint", "bool": "bool"}
 _VEC_PREFIX = {"f32": "vec", "f16": "f16vec", "i32": "ivec", "u32": "uvec", "bool": "bvec"}
@@ -89,7 +94,7 @@ class GLSLEmitter(Emitter):
 
     def render(self) -> str:
         k = self.k
-        out = ["#version 450"]
+        out = ["#version 450"] + ([NO_CONTRACTION] if self.no_contraction else [])
         if self.uses_f16 and self.half_math:
             out += ["#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require",
                     "#extension GL_EXT_shader_16bit_storage : require"]

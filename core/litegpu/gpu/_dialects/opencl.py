@@ -18,8 +18,11 @@ from ..lgk.emit import Emitter
 from ..lgk.nodes import Assign, Binary, Call, Conv, Index, Num, Stmt
 from ..lgk.types import KernelTemplateError, Ty
 
-__all__ = ["OpenCLEmitter"]
+__all__ = ["NO_CONTRACTION", "OpenCLEmitter"]
 
+#: the pragma of a source whose multiply-adds are as written, ``fma`` or not (the backend then builds
+#: it without ``-cl-mad-enable``): ``litegpu.gpu.lgk.emit.MULTIPLY_ADD``
+NO_CONTRACTION = "#pragma OPENCL FP_CONTRACT OFF"
 _SCALAR = {"f32": "float", "f16": "half", "i32": "int", "u32": "uint", "bool": "bool"}
 
 
@@ -138,7 +141,7 @@ class OpenCLEmitter(Emitter):
 
     def render(self) -> str:
         k = self.k
-        out: list[str] = []
+        out: list[str] = [NO_CONTRACTION] if self.no_contraction else []
         if self.uses_f16 and self.half_math:
             out += ["#pragma OPENCL EXTENSION cl_khr_fp16 : enable", ""]
         for f in self.funcs:

@@ -31,7 +31,23 @@ from .nodes import (
     Ternary,
     Unary,
 )
-from .types import KernelTemplateError, Ty
+from .types import FLOAT_KINDS, KernelTemplateError, Ty
+
+#: How a template's float ``a * b + c`` is computed (``+``/``-`` with a product operand, ``x += a * b``):
+#:
+#: - ``"fma"``: one fused multiply-add, an explicit ``fma`` call (the right product when both operands
+#:   are products, so ``w0 * x + w1 * y + ...`` is a chain of fmas).  Every GPU has a fused
+#:   multiply-add and its compilers give ``fma`` to it, so the APIs fuse the same operations.  CPU
+#:   drivers differ: PoCL fuses, lavapipe (llvmpipe lowers NIR ffma) computes ``a * b`` then ``+ c``.
+#: - ``"separate"``: a multiply, then an add, each rounded (every driver does this the same way).
+#: - ``"compiler"``: as each compiler likes (OpenCL contracts within an expression, Mesa and NVIDIA's
+#:   GLSL compilers across statements): the three APIs may fuse different operations.
+#:
+#: ``fma`` and ``separate`` forbid the compiler any other contraction (OpenCL ``FP_CONTRACT OFF``
+#: without ``-cl-mad-enable``, SPIR-V ``NoContraction`` on the GLSL path; WGSL has no such control):
+#: with the template's sum order, that makes one plan do the same float arithmetic on every API.
+MULTIPLY_ADD = "fma"
+MULTIPLY_ADD_MODES = ("fma", "separate", "compiler")
 
 # ----------------------------------------------------------------------------------------------
 # Shared emitter
@@ -57,8 +73,11 @@ class Emitter:
     function_names: ClassVar[Mapping[str, str]] = {}
 
     def __init__(self, kernel: Kernel, funcs: list[Func], workgroup: tuple[int, int, int], *,
-                 half_math: bool = True):
+                 half_math: bool = True, multiply_add: str | None = None):
         self.k, self.funcs, self.wg = kernel, funcs, workgroup
+        self.multiply_add = MULTIPLY_ADD if multiply_add is None else multiply_add
+        if self.multiply_add not in MULTIPLY_ADD_MODES:
+            raise KernelTemplateError(f"multiply_add {self.multiply_add!r} is not one of {', '.join(MULTIPLY_ADD_MODES)}")
         self.half_math = half_math
         #: f16 values in arithmetic (locals, expressions, shared memory, helper signatures)
         self.f16_math = self._f16_math()
@@ -132,10 +151,60 @@ class Emitter:
     def pad(self, depth: int) -> str:
         return self.indent_unit * depth
 
+    @property
+    def explicit_fma(self) -> bool:
+        return self.multiply_add == "fma"
+
+    @property
+    def no_contraction(self) -> bool:
+        """Whether the compiler must not fuse on its own (the source says so in the dialect's words)."""
+        return self.multiply_add != "compiler"
+
+    @staticmethod
+    def _fmul(e: Expr) -> bool:
+        return isinstance(e, Binary) and e.op == "*" and e.ty.kind in FLOAT_KINDS
+
+    def fused_assign(self, s: Stmt) -> Stmt:
+        """``x += a * b`` -> ``x = x + a * b``, which :meth:`binary` renders as ``fma(a, b, x)``."""
+        if (self.explicit_fma and isinstance(s, Assign) and s.op in ("+=", "-=") and self._fmul(s.value)
+                and s.target.ty.kind in FLOAT_KINDS):
+            return Assign(s.target, "=", Binary(s.op[0], s.target, s.value, ty=s.target.ty, line=s.line),
+                          line=s.line)
+        return s
+
+    def typed(self, e: Expr, ty: Ty) -> str:
+        """``e`` converted (splat, or a literal made concrete) to ``ty``: fma wants one type."""
+        if e.ty == ty:
+            return self.expr(e)
+        if isinstance(e, Num):
+            e = Num(e.value, True, ty=ty.scalar, line=e.line)
+            if ty.n == 1:
+                return self.expr(e)
+        return self.expr(Conv(e, ty=ty, line=e.line))
+
+    def fma(self, a: Expr, b: Expr, c: Expr, ty: Ty) -> str:
+        return f"{self.function_names.get('fma', 'fma')}({self.typed(a, ty)}, {self.typed(b, ty)}, {self.typed(c, ty)})"
+
+    def fused(self, e: Binary) -> str | None:
+        """``a * b + c``, ``c + a * b``, ``a * b - c``, ``c - a * b`` as one fma (the right product when
+        both operands are products: ``w0 * x + w1 * y + ...`` becomes a chain of fmas); None otherwise."""
+        if not (self.explicit_fma and e.op in ("+", "-") and e.ty.kind in FLOAT_KINDS):
+            return None
+        l, r = e.l, e.r
+        if self._fmul(r):
+            assert isinstance(r, Binary)
+            a = r.l if e.op == "+" else Unary("-", r.l, ty=r.l.ty, line=r.line)
+            return self.fma(a, r.r, l, e.ty)
+        if self._fmul(l):
+            assert isinstance(l, Binary)
+            c = r if e.op == "+" else Unary("-", r, ty=r.ty, line=r.line)
+            return self.fma(l.l, l.r, c, e.ty)
+        return None
+
     def stmt(self, s: Stmt, depth: int) -> list[str]:
         p = self.pad(depth)
         if isinstance(s, (Decl, Assign, ExprStmt)):
-            return [p + self.simple(s) + ";"]
+            return [p + self.simple(self.fused_assign(s)) + ";"]
         if isinstance(s, If):
             out = [f"{p}if ({self.expr(s.cond)}) {{", *self.block(s.then, depth + 1)]
             while s.other is not None:
@@ -211,6 +280,9 @@ class Emitter:
         return e.id
 
     def binary(self, e: Binary) -> str:
+        f = self.fused(e)
+        if f is not None:
+            return f
         return f"{self.sub(e.l)} {e.op} {self.sub(e.r)}"
 
     def ternary(self, e: Ternary) -> str:
@@ -236,7 +308,22 @@ class Emitter:
             return self.barrier
         if f in self.bool_literals:
             return self.bool_literals[f]
+        if f == "dot" and self.no_contraction and e.ty.kind in FLOAT_KINDS:
+            return self.expr(self.dot_terms(e))
         return f"{self.function_names.get(f, f)}({self.args(e)})"
+
+    @staticmethod
+    def dot_terms(e: Call) -> Expr:
+        """``dot(a, b)`` spelled out, ``a.x * b.x + a.y * b.y + ...`` left to right: the built-in's order
+        of sums and its contractions are each compiler's own (OpenCL and GLSL differ)."""
+        a, b = e.args
+        t = e.ty.scalar
+        lanes = [Binary("*", Member(a, c, ty=t, line=e.line), Member(b, c, ty=t, line=e.line), ty=t, line=e.line)
+                 for c in "xyzw"[:a.ty.n]]
+        out: Expr = lanes[0]
+        for p in lanes[1:]:
+            out = Binary("+", out, p, ty=t, line=e.line)
+        return out
 
     def args(self, e: Call) -> str:
         return ", ".join(self.expr(a) for a in e.args)
