@@ -118,3 +118,47 @@ def test_nvidia_only_kernels_match_litert(nvidia_choices, monkeypatch, backend, 
             assert rel_err(it.get_tensor(o["index"]), w) <= 1e-4
     finally:
         d.close()
+
+
+@pytest.mark.parametrize("backend", ["opencl", "vulkan"])
+@pytest.mark.parametrize("tiles, ksplits, threads, unrolls", [
+    ((16,), (1,), (256,), (4,)),  # a warp's 16 pixels share an output slice's weight loads
+    ((32,), (2,), (128,), (4,)),  # a tile past the 6x6 map's end; the split walk's clamped tail
+    ((8,), (4,), (64,), (2,)),
+    ((2,), (8,), (128,), (1,)),
+])
+def test_dw_pw_small_tilings_match_litert(nvidia_choices, monkeypatch, backend, tiles, ksplits, threads, unrolls):
+    """dw_pw_small's tilings (pixels a tile, threads a sum, group size, input slices a step), each forced through
+    the chooser's domain, on a palm-like 12x12 block (5x5, 128 -> 128 channels, ADD + PRELU) and a ragged 13x13
+    one (5x5 + RELU6, 100 -> 98 channels: partial input and output slices, a partial last tile), both over the
+    unstaged kernel's recomputation budget: LiteRT's answers within 1e-4."""
+    from _gpu_cases import _G, oracle, rnd
+
+    monkeypatch.setattr(importlib.import_module("litegpu.gpu._passes.fuse_dw_pw"), "DW_PW_SMALL", True)
+    for name, value in (("TILES", tiles), ("KSPLITS", ksplits), ("THREADS", threads), ("UNROLLS", unrolls)):
+        monkeypatch.setattr(_cost, f"DW_PW_SMALL_{name}", value)
+    g = _G()
+    x = g.input(1, 12, 12, 128)
+    d = g.dw(x, (1, 12, 12, 128), k=5)
+    y, s = g.conv(d, (1, 12, 12, 128), 128, k=1)
+    y = g.op("ADD", [y, x], s)
+    y = g.op("PRELU", [y, g.const(rnd(1, 1, 128))], s)
+    e = g.dw(g.input(1, 13, 13, 100), (1, 13, 13, 100), k=5, act=3)
+    z, _ = g.conv(e, (1, 13, 13, 100), 98, k=1)
+    model, feeds = g.done(y, z)
+    try:
+        dlg = load_backend_delegate(backend, {"precision": "fp32", "cache": {"enabled": False}})
+    except Exception as e:  # noqa: BLE001 - a backend missing here is a skip with its reason
+        pytest.skip(f"{backend}: {e}")
+    try:
+        it = litegpu.Interpreter(model_content=model, experimental_delegates=[dlg])
+        it.allocate_tensors()
+        kernels = [op.describe() for s in it._main.plan.steps if s.kind == "delegate" for op in s.kernel.plan.ops]
+        assert sum(k.startswith("dw_pw_small[") and f"tile_p={tiles[0]}" in k for k in kernels) == 2, kernels
+        for det, v in zip(it.get_input_details(), feeds, strict=True):
+            it.set_tensor(det["index"], v)
+        it.invoke()
+        for o, w in zip(it.get_output_details(), oracle(model, feeds), strict=True):
+            assert rel_err(it.get_tensor(o["index"]), w) <= 1e-4
+    finally:
+        dlg.close()

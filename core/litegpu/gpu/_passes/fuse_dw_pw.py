@@ -167,7 +167,7 @@ def fuse_dw_pw(g: GpuGraph) -> Report:
             why_staged = f"{s_mid} input slices x {kh}x{kw} taps per work item at {oh}x{ow}"
         small = False
         if why_staged and not (DW_PW_STAGED and dw_pw_staged_tiling(b * oh * ow, s_mid, s_out)):
-            small = small_ok and dw_pw_small_tiling(b * oh * ow, s_mid, s_out) is not None
+            small = small_ok and dw_pw_small_tiling(b * oh * ow, s_mid, s_out, kh * kw, cost) is not None
             if not small:
                 declined["depthwise recomputation over budget" if extra > DW_PW_RECOMPUTE_BUDGET
                          else "large map, too much work per unsplit work item"] += 1
