@@ -131,7 +131,8 @@ def test_dw_pw_small_tilings_match_litert(nvidia_choices, monkeypatch, backend, 
     """dw_pw_small's tilings (pixels a tile, threads a sum, group size, input slices a step), each forced through
     the chooser's domain, on a palm-like 12x12 block (5x5, 128 -> 128 channels, ADD + PRELU) and a ragged 13x13
     one (5x5 + RELU6, 100 -> 98 channels: partial input and output slices, a partial last tile), both over the
-    unstaged kernel's recomputation budget: LiteRT's answers within 1e-4."""
+    unstaged kernel's recomputation budget, and a 24x24 -> 12x12 downsampling block (its residual the input's max
+    pool, zero-extended to 256 channels, read through its windows): LiteRT's answers within 1e-4."""
     from _gpu_cases import _G, oracle, rnd
 
     monkeypatch.setattr(importlib.import_module("litegpu.gpu._passes.fuse_dw_pw"), "DW_PW_SMALL", True)
@@ -145,7 +146,17 @@ def test_dw_pw_small_tilings_match_litert(nvidia_choices, monkeypatch, backend, 
     y = g.op("PRELU", [y, g.const(rnd(1, 1, 128))], s)
     e = g.dw(g.input(1, 13, 13, 100), (1, 13, 13, 100), k=5, act=3)
     z, _ = g.conv(e, (1, 13, 13, 100), 98, k=1)
-    model, feeds = g.done(y, z)
+    # a downsampling block (5x5/2 depthwise; the residual the 2x2 max pool of the input, zero-extended)
+    x3 = g.input(1, 24, 24, 128)
+    d3 = g.op("DEPTHWISE_CONV_2D", [x3, g.const(rnd(1, 5, 5, 128)), g.const(rnd(128))], (1, 12, 12, 128),
+              padding=0, stride_h=2, stride_w=2, depth_multiplier=1)
+    u, su = g.conv(d3, (1, 12, 12, 128), 256, k=1)
+    mp = g.op("MAX_POOL_2D", [x3], (1, 12, 12, 128), padding=1, stride_h=2, stride_w=2, filter_height=2,
+              filter_width=2)
+    pad = g.op("PAD", [mp, g.const(np.array([[0, 0], [0, 0], [0, 0], [0, 128]], np.int32))], su)
+    u = g.op("ADD", [u, pad], su)
+    u = g.op("PRELU", [u, g.const(rnd(1, 1, 256))], su)
+    model, feeds = g.done(y, z, u)
     try:
         dlg = load_backend_delegate(backend, {"precision": "fp32", "cache": {"enabled": False}})
     except Exception as e:  # noqa: BLE001 - a backend missing here is a skip with its reason
@@ -154,7 +165,8 @@ def test_dw_pw_small_tilings_match_litert(nvidia_choices, monkeypatch, backend, 
         it = litegpu.Interpreter(model_content=model, experimental_delegates=[dlg])
         it.allocate_tensors()
         kernels = [op.describe() for s in it._main.plan.steps if s.kind == "delegate" for op in s.kernel.plan.ops]
-        assert sum(k.startswith("dw_pw_small[") and f"tile_p={tiles[0]}" in k for k in kernels) == 2, kernels
+        assert sum(k.startswith("dw_pw_small[") and f"tile_p={tiles[0]}" in k for k in kernels) == 3, kernels
+        assert any("residual_pool=True" in k and "residual_channels=fewer" in k for k in kernels), kernels
         for det, v in zip(it.get_input_details(), feeds, strict=True):
             it.set_tensor(det["index"], v)
         it.invoke()

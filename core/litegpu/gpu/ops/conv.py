@@ -355,6 +355,7 @@ def lower_dw_pw(lw: Lowerer) -> list[GpuOp]:
         if tiling is None:  # (its epilogue: _capabilities.match_epilogue keeps to DW_PW_SMALL_SLOTS)
             raise DelegateError(f"{n.describe()}: dw_pw_small cannot stage {params['SRC_S']} input slices")
         sc = tiling.pop("SC")
+        params.update(_residual_params(lw, opts, operands))
         params.update(SC=sc, NC=-(-params["S"] // sc))
         ksize = dw_w.shape[1] if dw_w.shape[1] == dw_w.shape[2] and dw_w.shape[1] in (3, 5) else 0
         return [lw.op("dw_pw_small", {**opts, "dw_act": dw_act if dw_act != "NONE" else None, **tiling,
@@ -637,7 +638,7 @@ KERNELS: tuple[KernelSpec, ...] = (
          {"dw_act": ACT, "act": ACT, "residual": Opt("NONE", ("NONE", "ADD", "MUL")), "residual_act": ACT,
           "tile_p": Opt(1, (1, 2, 4, 8, 16, 32)), "cap": Opt(64, (16, 32, 64, 128, 256, 512)),
           "ksplit": Opt(8, (1, 2, 4, 8, 16, 32)), "threads": Opt(256, (64, 128, 256)), "ksize": Opt(0, (0, 3, 5)),
-          "unroll": Opt(1, (1, 2, 4))},
+          "unroll": Opt(1, (1, 2, 4)), "residual_channels": CHANNELS, "residual_pool": boolean()},
          [{"dw_act": FUSED_ACTIVATIONS[i], "act": FUSED_ACTIVATIONS[(i + 3) % 9],
            "residual": ("NONE", "ADD", "MUL")[i % 3], "residual_act": FUSED_ACTIVATIONS[(i + 5) % 9],
            "tile_p": (1, 2, 4)[i % 3], "cap": (16, 32, 64, 128, 256, 512)[i % 6],
@@ -649,7 +650,12 @@ KERNELS: tuple[KernelSpec, ...] = (
              "residual_act": "PRELU"},
             {"tile_p": 16, "cap": 64, "ksplit": 1, "threads": 256, "unroll": 4, "ksize": 5, "act": "PRELU"},
             {"tile_p": 32, "cap": 16, "ksplit": 2, "threads": 128, "unroll": 4, "ksize": 3, "dw_act": "RELU6",
-             "residual": "MUL"}],
+             "residual": "MUL"}]
+         # the downsampling blocks' residuals: a max pool read through its windows, fewer channels
+         + [{"residual": "ADD", "residual_pool": True, "residual_channels": "fewer", "residual_act": "PRELU",
+             "ksize": 5, "tile_p": 2, "ksplit": 4, "threads": 128, "unroll": 4},
+            {"residual": "MUL", "residual_pool": True, "residual_act": "RELU", "ksize": 3},
+            {"residual": "ADD", "residual_channels": "fewer", "act": "RELU6", "tile_p": 4, "ksplit": 1}],
          shared_wg=lambda o: (o["threads"], 1, 1)),
     spec("pw_dw_conv2d", "pw_dw.lgk",
          "1x1 conv feeding a depthwise conv [feeding a 1x1 conv], one launch: the expansion of a tile's halo in "
