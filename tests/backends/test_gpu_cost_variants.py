@@ -65,10 +65,13 @@ def test_h100_variants_match_litert(nvidia_choices, mediapipe_models, backend, n
         # its 3x3 depthwise convolutions on the 64x64 and 128x128 maps: several outputs a thread
         assert any(k.startswith("depthwise_conv2d[") and "block_w=" in k for k in kernels), kernels
     if name == "palm_detection_full":
-        # the staged depthwise -> 1x1 launches: coalesced weights; the 5x5 depthwise: two outputs a thread
+        # the staged depthwise -> 1x1 launches: coalesced weights; the 12x12 and 6x6 pairs: dw_pw_small (the two
+        # downsampling blocks' residual a max pool read through its windows), no depthwise launch left
         staged = [k for k in kernels if k.startswith("dw_pw_conv2d[") and "stage_p=" in k]
         assert staged and all("coalesced=True" in k for k in staged), staged
-        assert any(k.startswith("depthwise_conv2d[") and "block_w=2" in k for k in kernels), kernels
+        small = [k for k in kernels if k.startswith("dw_pw_small[")]
+        assert len(small) == 12 and sum("residual_pool=True" in k for k in small) == 2, small
+        assert not any(k.startswith("depthwise_conv2d[") for k in kernels), kernels
     # the H100's split convolutions (block 4 x 2 and the like; conv2d_tiled where it won on the H100)
     assert any(k.startswith("conv2d") and "split=" in k for k in kernels), kernels
     assert worst <= 1e-3, (name, backend, worst)
@@ -99,6 +102,7 @@ def test_nvidia_only_kernels_match_litert(nvidia_choices, monkeypatch, backend, 
     from _gpu_cases import PATTERNS, oracle
 
     monkeypatch.setattr(importlib.import_module("litegpu.gpu._passes.fuse_dw_pw"), "DW_PW_SMALL", True)
+    monkeypatch.setattr(importlib.import_module("litegpu.gpu._passes.fuse_dw_pw"), "DW_PW_SMALL_ALWAYS", True)
     # every pair the kernel takes, whatever the estimate (the pattern's small blocks are not all worth it)
     monkeypatch.setattr(importlib.import_module("litegpu.gpu._passes.fuse_pw_dw"), "PW_DW_ALWAYS", True)
     model, feeds = next(c for c in PATTERNS if c.id.startswith(pattern)).build()
@@ -136,6 +140,7 @@ def test_dw_pw_small_tilings_match_litert(nvidia_choices, monkeypatch, backend, 
     from _gpu_cases import _G, oracle, rnd
 
     monkeypatch.setattr(importlib.import_module("litegpu.gpu._passes.fuse_dw_pw"), "DW_PW_SMALL", True)
+    monkeypatch.setattr(importlib.import_module("litegpu.gpu._passes.fuse_dw_pw"), "DW_PW_SMALL_ALWAYS", True)
     for name, value in (("TILES", tiles), ("KSPLITS", ksplits), ("THREADS", threads), ("UNROLLS", unrolls)):
         monkeypatch.setattr(_cost, f"DW_PW_SMALL_{name}", value)
     g = _G()

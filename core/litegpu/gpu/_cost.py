@@ -688,16 +688,22 @@ def choose_dw_pw_staged(pixels: int, src_slices: int, out_slices: int, taps: int
 
 # ---------------------------------------------------------------------------------------------- dw_pw_small
 
-#: dw_pw_small's domain (pixels a tile, threads sharing an output vector's 1x1 sum, group sizes) the chooser
-#: weighs; A/B switches (e.g. ``--set "litegpu.gpu._cost.DW_PW_SMALL_TILES=(16,)"`` times one tile everywhere).
-#: The first forms (one pixel a tile, 32 threads a sum, 256 threads) lost to the two launches on the H100 and
-#: H200: every group of a pixel read all its output slices' 1x1 weights for one pixel (palm's 12x12 256 -> 256:
-#: 37 MB of weight loads a launch against 0.26 MB of weights) and recomputed the pixel's depthwise for each of its
-#: 8 output-slice groups.
-DW_PW_SMALL_TILES = (1, 2, 4, 8, 16, 32)
-DW_PW_SMALL_KSPLITS = (1, 2, 4, 8, 16, 32)
-DW_PW_SMALL_THREADS = (64, 128, 256)
-DW_PW_SMALL_UNROLLS = (1, 2, 4)
+#: dw_pw_small's domain (pixels a tile, threads sharing an output vector's 1x1 sum, group sizes, input slices a
+#: step) the chooser weighs; A/B switches (e.g. ``--set "litegpu.gpu._cost.DW_PW_SMALL_TILES=(16,)"`` times one
+#: tile everywhere). The domain holds the measured winners: every tiling of palm_detection's dw_pw_small launches
+#: timed on an H100 (Vulkan, s9-palm-1, us at 12x12 / 6x6, 256 -> 256 channels, 5x5; unfused 16.2 / 11.4):
+#: 2 pixels, 2-way sums, 128 threads 13.5 / -; 2 pixels, 4-way, 128: 14.2 / 9.9; 4 pixels, 2-way, 256: 13.4 /
+#: 13.0; 8 pixels, 1 thread a sum, 128: 14.9 / 14.6 (256 threads: 23.0 / 22.3); 16 pixels, 1, 256: 16.7 / 16.8;
+#: 4 pixels, 1, 256 (no recomputation): 20.3 / 19.8; 1 pixel, 8-way: 24.1 / 12.2; 1 pixel, 32-way (the
+#: earlier form): 20.2 / 15.0. Forced to 2 pixels, 4-way, 128 threads, hand_landmark_full took 0.370 ms of GPU
+#: time and pose_landmark_full 0.557 (0.401 / 0.576 with this model's picks over the whole domain, 0.380 / 0.568
+#: unfused). The estimate ranks the winners right among themselves (2-way at 12x12, 4-way at 6x6) but not
+#: against the rest (mean |log(estimate / measured)| 0.20 over 40 launches: it prices one pixel with 8-way sums
+#: too low and long one-thread walks too high), so the domain keeps to them.
+DW_PW_SMALL_TILES = (2,)
+DW_PW_SMALL_KSPLITS = (2, 4)
+DW_PW_SMALL_THREADS = (128,)
+DW_PW_SMALL_UNROLLS = (4,)
 #: the largest stage (tile pixels x staged input slices, with the partial sums: vec4s of shared memory, 28 KiB;
 #: every NVIDIA and AMD Vulkan device gives a group 48 KiB or more, lavapipe 32 KiB)
 DW_PW_SMALL_STAGE = 1792
@@ -719,7 +725,8 @@ def dw_pw_small_work(pixels: int, src_slices: int, out_slices: int, taps: int, t
     walk = -(-src_slices // (ksplit * unroll))
     red = _log2(ksplit)
     steps = fill + rounds * walk
-    queued = _queued(fill, 2 * taps) + _queued(rounds * walk, 4 * unroll)
+    # a stage step: the window's taps (its weights, one per tap, are the same for the warp's pixels of a slice)
+    queued = _queued(fill, taps) + _queued(rounds * walk, 4 * unroll)
     per_slice_warps = max(1.0, tile_p * ksplit / warp)
     cache = groups * (src_slices * tile_p * taps + src_slices * taps + sc * src_slices * 4 * per_slice_warps) * _VEC
     flops = groups * tile_p * src_slices * (taps * 8 + sc * 32)
