@@ -99,13 +99,22 @@ def test_nvidia_only_kernels_match_litert(nvidia_choices, monkeypatch, backend, 
     """Kernels the passes choose on a GPU but not on the CPU drivers' ``cpu`` profile (dw_pw_small: its
     barriers are slow there; pw_dw_conv2d where its estimate wins), run here under the NVIDIA calibration
     against LiteRT."""
-    from _gpu_cases import PATTERNS, oracle
+    from _gpu_cases import PATTERNS
 
     monkeypatch.setattr(importlib.import_module("litegpu.gpu._passes.fuse_dw_pw"), "DW_PW_SMALL", True)
     monkeypatch.setattr(importlib.import_module("litegpu.gpu._passes.fuse_dw_pw"), "DW_PW_SMALL_ALWAYS", True)
     # every pair the kernel takes, whatever the estimate (the pattern's small blocks are not all worth it)
     monkeypatch.setattr(importlib.import_module("litegpu.gpu._passes.fuse_pw_dw"), "PW_DW_ALWAYS", True)
     model, feeds = next(c for c in PATTERNS if c.id.startswith(pattern)).build()
+    kernels = _run_pattern(backend, model, feeds)
+    assert any(k.startswith(kernel) for k in kernels), kernels
+
+
+def _run_pattern(backend: str, model: bytes, feeds: list[np.ndarray]) -> list[str]:
+    """Run a test-pattern model on ``backend`` and check every output against LiteRT's within 1e-4; returns the
+    plan's launches (``describe()``)."""
+    from _gpu_cases import oracle
+
     try:
         d = load_backend_delegate(backend, {"precision": "fp32", "cache": {"enabled": False}})
     except Exception as e:  # noqa: BLE001 - a backend missing here is a skip with its reason
@@ -114,7 +123,6 @@ def test_nvidia_only_kernels_match_litert(nvidia_choices, monkeypatch, backend, 
         it = litegpu.Interpreter(model_content=model, experimental_delegates=[d])
         it.allocate_tensors()
         kernels = [op.describe() for s in it._main.plan.steps if s.kind == "delegate" for op in s.kernel.plan.ops]
-        assert any(k.startswith(kernel) for k in kernels), kernels
         for det, x in zip(it.get_input_details(), feeds, strict=True):
             it.set_tensor(det["index"], x)
         it.invoke()
@@ -122,6 +130,7 @@ def test_nvidia_only_kernels_match_litert(nvidia_choices, monkeypatch, backend, 
             assert rel_err(it.get_tensor(o["index"]), w) <= 1e-4
     finally:
         d.close()
+    return kernels
 
 
 @pytest.mark.parametrize("backend", ["opencl", "vulkan"])
@@ -137,7 +146,7 @@ def test_dw_pw_small_tilings_match_litert(nvidia_choices, monkeypatch, backend, 
     one (5x5 + RELU6, 100 -> 98 channels: partial input and output slices, a partial last tile), both over the
     unstaged kernel's recomputation budget, and a 24x24 -> 12x12 downsampling block (its residual the input's max
     pool, zero-extended to 256 channels, read through its windows): LiteRT's answers within 1e-4."""
-    from _gpu_cases import _G, oracle, rnd
+    from _gpu_cases import _G, rnd
 
     monkeypatch.setattr(importlib.import_module("litegpu.gpu._passes.fuse_dw_pw"), "DW_PW_SMALL", True)
     monkeypatch.setattr(importlib.import_module("litegpu.gpu._passes.fuse_dw_pw"), "DW_PW_SMALL_ALWAYS", True)
@@ -162,20 +171,6 @@ def test_dw_pw_small_tilings_match_litert(nvidia_choices, monkeypatch, backend, 
     u = g.op("ADD", [u, pad], su)
     u = g.op("PRELU", [u, g.const(rnd(1, 1, 256))], su)
     model, feeds = g.done(y, z, u)
-    try:
-        dlg = load_backend_delegate(backend, {"precision": "fp32", "cache": {"enabled": False}})
-    except Exception as e:  # noqa: BLE001 - a backend missing here is a skip with its reason
-        pytest.skip(f"{backend}: {e}")
-    try:
-        it = litegpu.Interpreter(model_content=model, experimental_delegates=[dlg])
-        it.allocate_tensors()
-        kernels = [op.describe() for s in it._main.plan.steps if s.kind == "delegate" for op in s.kernel.plan.ops]
-        assert sum(k.startswith("dw_pw_small[") and f"tile_p={tiles[0]}" in k for k in kernels) == 3, kernels
-        assert any("residual_pool=True" in k and "residual_channels=fewer" in k for k in kernels), kernels
-        for det, v in zip(it.get_input_details(), feeds, strict=True):
-            it.set_tensor(det["index"], v)
-        it.invoke()
-        for o, w in zip(it.get_output_details(), oracle(model, feeds), strict=True):
-            assert rel_err(it.get_tensor(o["index"]), w) <= 1e-4
-    finally:
-        dlg.close()
+    kernels = _run_pattern(backend, model, feeds)
+    assert sum(k.startswith("dw_pw_small[") and f"tile_p={tiles[0]}" in k for k in kernels) == 3, kernels
+    assert any("residual_pool=True" in k and "residual_channels=fewer" in k for k in kernels), kernels
