@@ -51,7 +51,9 @@ DW_PW_STAGED = True
 #: by 4) won on every model timed (H100, Vulkan, GPU kernel time, s9-palm-1): palm_detection_full 0.428 -> 0.401
 #: ms (12 launches fewer: its 12x12 pairs 16.2 -> 13.5 us, 6x6 11.4 -> 9.9, the downsampling blocks 17.8 -> 10.9
 #: and 14.6 -> 10.8), hand_landmark_full 0.380 -> 0.370 (41 -> 32 launches), pose_landmark_full 0.568 -> 0.557
-#: (64 -> 57). A/B switch (``--set litegpu.gpu._passes.fuse_dw_pw.DW_PW_SMALL=False``). Not on CPU devices (the
+#: (64 -> 57); confirmed with the final picks in one run (s9-palm-2, on / off): palm_detection_full 0.387 / 0.429
+#: ms, hand_landmark_full 0.372 / 0.379, pose_landmark_full 0.554 / 0.566 (LiteRT GPU device-bound 0.597 / 0.644 /
+#: 1.028). A/B switch (``--set litegpu.gpu._passes.fuse_dw_pw.DW_PW_SMALL=False``). Not on CPU devices (the
 #: ``cpu`` cost profile: lavapipe, PoCL), where a group with a barrier a round runs as a loop of coroutines:
 #: hand_landmark's nine such launches took 0.2-0.6 s each on lavapipe, against milliseconds as two launches.
 DW_PW_SMALL = True
