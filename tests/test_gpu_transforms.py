@@ -1271,12 +1271,27 @@ def test_sibling_heads_switches(monkeypatch):
     assert rep["fuse_sibling_heads"] == ["off (SIBLING_HEADS = False)"]
 
 
-@pytest.mark.parametrize("small", [True, False])
-def test_fuse_dw_pw_small_maps(small, monkeypatch):
+@pytest.mark.parametrize("mode", ["always", "priced wins", "priced loses", "off"])
+def test_fuse_dw_pw_small_maps(mode, monkeypatch):
     """Over the recomputation budget on a map under the staged kernel's 512 pixels (hand_landmark's 7x7 5x5
-    blocks): one DW_PW_CONV_2D with attr ``small`` (the dw_pw_small kernel) keeping its residual epilogue; with
-    DW_PW_SMALL = False the pair keeps its two launches. Meaning checked against LiteRT."""
-    monkeypatch.setattr(importlib.import_module("litegpu.gpu._passes.fuse_dw_pw"), "DW_PW_SMALL", small)
+    blocks): one DW_PW_CONV_2D with attr ``small`` (the dw_pw_small kernel) keeping its residual epilogue where
+    the cost model prices it below the two launches (here: on a device whose launches cost 1 ms) or
+    DW_PW_SMALL_ALWAYS says so; two launches where its estimate is higher (a device whose barriers cost 1 ms:
+    dw_pw_small has them, the two launches' cheapest variants need none) or DW_PW_SMALL = False. Meaning
+    checked against LiteRT."""
+    from dataclasses import replace
+
+    from litegpu.gpu import _cost
+
+    mod = importlib.import_module("litegpu.gpu._passes.fuse_dw_pw")
+    monkeypatch.setattr(mod, "DW_PW_SMALL", mode != "off")
+    monkeypatch.setattr(mod, "DW_PW_SMALL_ALWAYS", mode == "always")
+    dev = _cost.PROFILES["nvidia"]
+    if mode == "priced wins":
+        monkeypatch.setitem(_cost.PROFILES, "generic", replace(dev, name="test", launch_us=1000.0))
+    elif mode == "priced loses":
+        monkeypatch.setitem(_cost.PROFILES, "generic", replace(dev, name="test", barrier_us=1000.0))
+    small = mode in ("always", "priced wins")
     b = model_builder()
     x = b.input("x", (1, 7, 7, 512))  # 49 * 512 * 25 * 15 = 9.4M multiply-adds recomputed unstaged
     d, s = _dw(b, x, (1, 7, 7, 512), 512, k=5, act=3)
@@ -1292,6 +1307,8 @@ def test_fuse_dw_pw_small_maps(small, monkeypatch):
         assert rep["fuse_dw_pw"][0] == "fused 1 depthwise -> 1x1 conv pairs: 1 5x5 small"
     else:
         assert [n.op for n in g.nodes] == ["DEPTHWISE_CONV_2D", "CONV_2D"]
+        if mode == "priced loses":
+            assert "(kept: 1 estimate above the two launches)" in rep["fuse_dw_pw"][0], rep["fuse_dw_pw"]
 
 
 def test_twin_heads_on_different_inputs(monkeypatch):

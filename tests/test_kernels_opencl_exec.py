@@ -524,6 +524,35 @@ def test_se_gate(gpu, b, hw, c, hidden, opts):
 ])
 def test_dw_pw_conv2d(gpu, c, cout, k, stride, opts):
     """Depthwise (KHxKW, stride, SAME padding, own activation) feeding a 1x1 conv, in one launch."""
+    _check_dw_pw(gpu, "dw_pw_conv2d", c, cout, k, stride, opts, {})
+
+
+@pytest.mark.parametrize("c, cout, k, stride, opts", [
+    # one pixel a group, 32-way sums (the first split form); an unrolled walk with a clamped tail (10 input slices)
+    (40, 30, 5, 1, {"tile_p": 1, "cap": 16, "ksplit": 32, "threads": 256, "ksize": 5, "residual": "ADD",
+                    "residual_act": "PRELU"}),
+    (40, 30, 3, 2, {"tile_p": 2, "cap": 16, "ksplit": 4, "threads": 128, "unroll": 4, "dw_act": "PRELU",
+                    "act": "PRELU"}),
+    # many pixels a tile (a ragged last tile), one thread a sum, several rounds
+    (36, 40, 5, 1, {"tile_p": 16, "cap": 16, "ksplit": 1, "threads": 64, "unroll": 2, "ksize": 5,
+                    "dw_act": "RELU6", "residual": "ADD", "residual_act": "TANH"}),
+    (130, 9, 3, 1, {"tile_p": 32, "cap": 64, "ksplit": 2, "threads": 128, "unroll": 4, "residual": "ADD",
+                    "residual_channels": "fewer"}),
+    # the downsampling block's residual: a 2x2 max pool of a larger tensor with fewer channels
+    (36, 70, 5, 2, {"tile_p": 4, "cap": 16, "ksplit": 8, "threads": 256, "unroll": 2, "ksize": 5,
+                    "residual": "ADD", "residual_pool": True, "residual_channels": "fewer", "residual_act": "PRELU"}),
+    (22, 14, 3, 1, {"tile_p": 8, "cap": 16, "ksplit": 1, "threads": 128, "ksize": 3, "act": "RELU",
+                    "residual": "ADD", "residual_pool": True}),
+])
+def test_dw_pw_small(gpu, c, cout, k, stride, opts):
+    """dw_pw_small: the depthwise of a tile's pixels staged for every input slice, the 1x1 sums split over the
+    group (``SC`` output slices a group; its tilings as the chooser makes them)."""
+    sc = max(1, min(L.slices(cout), opts["threads"] // opts["ksplit"] // opts["tile_p"]))
+    _check_dw_pw(gpu, "dw_pw_small", c, cout, k, stride, opts, {"SC": sc, "NC": -(-L.slices(cout) // sc)})
+
+
+def _check_dw_pw(gpu, kernel: str, c: int, cout: int, k: int, stride: int, opts: dict, extra: dict) -> None:
+    """Run ``kernel`` (dw_pw_conv2d or dw_pw_small: the same bindings) on a 2 x 9 x 7 input against numpy."""
     b, h, w = 2, 9, 7
     x = gpu.data(b, h, w, c)
     wd = gpu.data(1, k, k, c, lo=-0.5, hi=0.5)
@@ -556,13 +585,18 @@ def test_dw_pw_conv2d(gpu, c, cout, k, stride, opts):
     oshape = (b, oh, ow, cout)
     p = {"B": b, "SRC_H": h, "SRC_W": w, "SRC_S": L.slices(c), "H": oh, "W": ow, "C": cout, "S": L.slices(cout),
          "KH": k, "KW": k, "STRIDE_H": stride, "STRIDE_W": stride, "PAD_T": pt, "PAD_L": pl, "DIL_H": 1, "DIL_W": 1}
+    p.update(extra)
     if opts.get("residual"):
-        rshape = (b, oh, ow, 5) if opts.get("residual_channels") == "fewer" else oshape
-        r = gpu.data(*rshape)
+        rc = 5 if opts.get("residual_channels") == "fewer" else cout
+        pk = 2 if opts.get("residual_pool") else 1  # residual_pool: the pk x pk max pool of a larger tensor
+        r = gpu.data(b, oh * pk, ow * pk, rc)
         inputs["res"] = gpu.phwc4(r)
+        if pk > 1:
+            p.update(RES_S=L.slices(rc), RES_H=oh * pk, RES_W=ow * pk, RES_K=pk)
+            r = r.reshape(b, oh, pk, ow, pk, rc).max(axis=(2, 4))
         if opts.get("residual_channels") == "fewer":
-            p["RES_S"] = L.slices(rshape[3])
-            r = np.pad(r, ((0, 0),) * 3 + ((0, cout - rshape[3]),))
+            p["RES_S"] = L.slices(rc)
+            r = np.pad(r, ((0, 0),) * 3 + ((0, cout - rc),))
         ref = ref + r if opts["residual"] == "ADD" else ref * r
         if opts.get("residual_act") == "PRELU":
             a3 = gpu.data(cout, lo=0.0, hi=0.5)
@@ -570,8 +604,8 @@ def test_dw_pw_conv2d(gpu, c, cout, k, stride, opts):
             ref = np.where(ref >= 0, ref, ref * a3)
         elif opts.get("residual_act") == "TANH":
             ref = np.tanh(ref)
-    out = gpu.run("dw_pw_conv2d", inputs, {"dst": _n4(oshape)}, p, **opts)
-    gpu.check(unphwc4(out["dst"], oshape), ref, f"dw_pw_conv2d {opts}")
+    out = gpu.run(kernel, inputs, {"dst": _n4(oshape)}, p, **opts)
+    gpu.check(unphwc4(out["dst"], oshape), ref, f"{kernel} {opts}")
 
 
 @pytest.mark.parametrize("op", ["AVG", "MAX"])

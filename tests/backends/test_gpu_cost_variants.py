@@ -65,10 +65,13 @@ def test_h100_variants_match_litert(nvidia_choices, mediapipe_models, backend, n
         # its 3x3 depthwise convolutions on the 64x64 and 128x128 maps: several outputs a thread
         assert any(k.startswith("depthwise_conv2d[") and "block_w=" in k for k in kernels), kernels
     if name == "palm_detection_full":
-        # the staged depthwise -> 1x1 launches: coalesced weights; the 5x5 depthwise: two outputs a thread
+        # the staged depthwise -> 1x1 launches: coalesced weights; the 12x12 and 6x6 pairs: dw_pw_small (the two
+        # downsampling blocks' residual a max pool read through its windows), no depthwise launch left
         staged = [k for k in kernels if k.startswith("dw_pw_conv2d[") and "stage_p=" in k]
         assert staged and all("coalesced=True" in k for k in staged), staged
-        assert any(k.startswith("depthwise_conv2d[") and "block_w=2" in k for k in kernels), kernels
+        small = [k for k in kernels if k.startswith("dw_pw_small[")]
+        assert len(small) == 12 and sum("residual_pool=True" in k for k in small) == 2, small
+        assert not any(k.startswith("depthwise_conv2d[") for k in kernels), kernels
     # the H100's split convolutions (block 4 x 2 and the like; conv2d_tiled where it won on the H100)
     assert any(k.startswith("conv2d") and "split=" in k for k in kernels), kernels
     assert worst <= 1e-3, (name, backend, worst)
@@ -99,12 +102,22 @@ def test_nvidia_only_kernels_match_litert(nvidia_choices, monkeypatch, backend, 
     """Kernels the passes choose on a GPU but not on the CPU drivers' ``cpu`` profile (dw_pw_small: its
     barriers are slow there; pw_dw_conv2d where its estimate wins), run here under the NVIDIA calibration
     against LiteRT."""
-    from _gpu_cases import PATTERNS, oracle
+    from _gpu_cases import PATTERNS
 
     monkeypatch.setattr(importlib.import_module("litegpu.gpu._passes.fuse_dw_pw"), "DW_PW_SMALL", True)
+    monkeypatch.setattr(importlib.import_module("litegpu.gpu._passes.fuse_dw_pw"), "DW_PW_SMALL_ALWAYS", True)
     # every pair the kernel takes, whatever the estimate (the pattern's small blocks are not all worth it)
     monkeypatch.setattr(importlib.import_module("litegpu.gpu._passes.fuse_pw_dw"), "PW_DW_ALWAYS", True)
     model, feeds = next(c for c in PATTERNS if c.id.startswith(pattern)).build()
+    kernels = _run_pattern(backend, model, feeds)
+    assert any(k.startswith(kernel) for k in kernels), kernels
+
+
+def _run_pattern(backend: str, model: bytes, feeds: list[np.ndarray]) -> list[str]:
+    """Run a test-pattern model on ``backend`` and check every output against LiteRT's within 1e-4; returns the
+    plan's launches (``describe()``)."""
+    from _gpu_cases import oracle
+
     try:
         d = load_backend_delegate(backend, {"precision": "fp32", "cache": {"enabled": False}})
     except Exception as e:  # noqa: BLE001 - a backend missing here is a skip with its reason
@@ -113,7 +126,6 @@ def test_nvidia_only_kernels_match_litert(nvidia_choices, monkeypatch, backend, 
         it = litegpu.Interpreter(model_content=model, experimental_delegates=[d])
         it.allocate_tensors()
         kernels = [op.describe() for s in it._main.plan.steps if s.kind == "delegate" for op in s.kernel.plan.ops]
-        assert any(k.startswith(kernel) for k in kernels), kernels
         for det, x in zip(it.get_input_details(), feeds, strict=True):
             it.set_tensor(det["index"], x)
         it.invoke()
@@ -121,3 +133,47 @@ def test_nvidia_only_kernels_match_litert(nvidia_choices, monkeypatch, backend, 
             assert rel_err(it.get_tensor(o["index"]), w) <= 1e-4
     finally:
         d.close()
+    return kernels
+
+
+@pytest.mark.parametrize("backend", ["opencl", "vulkan"])
+@pytest.mark.parametrize("tiles, ksplits, threads, unrolls", [
+    ((16,), (1,), (256,), (4,)),  # a warp's 16 pixels share an output slice's weight loads
+    ((32,), (2,), (128,), (4,)),  # a tile past the 6x6 map's end; the split walk's clamped tail
+    ((8,), (4,), (64,), (2,)),
+    ((2,), (8,), (128,), (1,)),
+])
+def test_dw_pw_small_tilings_match_litert(nvidia_choices, monkeypatch, backend, tiles, ksplits, threads, unrolls):
+    """dw_pw_small's tilings (pixels a tile, threads a sum, group size, input slices a step), each forced through
+    the chooser's domain, on a palm-like 12x12 block (5x5, 128 -> 128 channels, ADD + PRELU) and a ragged 13x13
+    one (5x5 + RELU6, 100 -> 98 channels: partial input and output slices, a partial last tile), both over the
+    unstaged kernel's recomputation budget, and a 24x24 -> 12x12 downsampling block (its residual the input's max
+    pool, zero-extended to 256 channels, read through its windows): LiteRT's answers within 1e-4."""
+    from _gpu_cases import _G, rnd
+
+    monkeypatch.setattr(importlib.import_module("litegpu.gpu._passes.fuse_dw_pw"), "DW_PW_SMALL", True)
+    monkeypatch.setattr(importlib.import_module("litegpu.gpu._passes.fuse_dw_pw"), "DW_PW_SMALL_ALWAYS", True)
+    for name, value in (("TILES", tiles), ("KSPLITS", ksplits), ("THREADS", threads), ("UNROLLS", unrolls)):
+        monkeypatch.setattr(_cost, f"DW_PW_SMALL_{name}", value)
+    g = _G()
+    x = g.input(1, 12, 12, 128)
+    d = g.dw(x, (1, 12, 12, 128), k=5)
+    y, s = g.conv(d, (1, 12, 12, 128), 128, k=1)
+    y = g.op("ADD", [y, x], s)
+    y = g.op("PRELU", [y, g.const(rnd(1, 1, 128))], s)
+    e = g.dw(g.input(1, 13, 13, 100), (1, 13, 13, 100), k=5, act=3)
+    z, _ = g.conv(e, (1, 13, 13, 100), 98, k=1)
+    # a downsampling block (5x5/2 depthwise; the residual the 2x2 max pool of the input, zero-extended)
+    x3 = g.input(1, 24, 24, 128)
+    d3 = g.op("DEPTHWISE_CONV_2D", [x3, g.const(rnd(1, 5, 5, 128)), g.const(rnd(128))], (1, 12, 12, 128),
+              padding=0, stride_h=2, stride_w=2, depth_multiplier=1)
+    u, su = g.conv(d3, (1, 12, 12, 128), 256, k=1)
+    mp = g.op("MAX_POOL_2D", [x3], (1, 12, 12, 128), padding=1, stride_h=2, stride_w=2, filter_height=2,
+              filter_width=2)
+    pad = g.op("PAD", [mp, g.const(np.array([[0, 0], [0, 0], [0, 0], [0, 128]], np.int32))], su)
+    u = g.op("ADD", [u, pad], su)
+    u = g.op("PRELU", [u, g.const(rnd(1, 1, 256))], su)
+    model, feeds = g.done(y, z, u)
+    kernels = _run_pattern(backend, model, feeds)
+    assert sum(k.startswith("dw_pw_small[") and f"tile_p={tiles[0]}" in k for k in kernels) == 3, kernels
+    assert any("residual_pool=True" in k and "residual_channels=fewer" in k for k in kernels), kernels

@@ -61,8 +61,8 @@ BINARY_RESIDUAL_OPS = frozenset({"ADD", "SUB", "MUL", "DIV", "MAXIMUM", "MINIMUM
 DW_PW_SLOTS = frozenset({"act", "residual", "residual_act", "residual_channels", "residual_pool", "residual_resize",
                          "qdq"})
 #: the slots of dw_pw_small (a DW_PW_CONV_2D with attr ``small``, _passes/fuse_dw_pw): an activation and a
-#: residual of the output's shape with its activation
-DW_PW_SMALL_SLOTS = frozenset({"act", "residual", "residual_act"})
+#: residual (of the output's shape, with fewer channels or a max pool read through its windows) with its activation
+DW_PW_SMALL_SLOTS = frozenset({"act", "residual", "residual_act", "residual_channels", "residual_pool"})
 
 #: the slots of pw_dw_conv2d (a 1x1 conv fused into the depthwise it feeds, _passes/fuse_pw_dw): with the 1x1
 #: projection, an activation and a residual of the output's shape, fewer channels or a max pool, with its

@@ -39,7 +39,9 @@ __all__ = ["DeviceCost", "Work", "PROFILES", "profile_for", "estimate", "choose_
            "tiled_conv_work", "reduce_work", "fc_work", "launch_work",
            "choose_se_gate", "se_gate_segment", "se_gate_work", "SHARED_MEMORY_FLOOR", "pw_dw_geometry", "pw_dw_work",
            "choose_pw_dw", "dw_pw_work", "dw_pw_staged_work", "choose_dw_pw_staged", "depthwise_work",
-           "choose_depthwise", "DEPTHWISE_BLOCK_W"]
+           "choose_depthwise", "DEPTHWISE_BLOCK_W", "dw_pw_small_work", "choose_dw_pw_small",
+           "DW_PW_SMALL_TILES", "DW_PW_SMALL_KSPLITS", "DW_PW_SMALL_THREADS", "DW_PW_SMALL_UNROLLS",
+           "DW_PW_SMALL_STAGE", "dw_pw_small_chunks"]
 
 _VEC = 16  # bytes of one vec4 (fp32; the choice does not depend on the storage precision)
 
@@ -684,6 +686,99 @@ def choose_dw_pw_staged(pixels: int, src_slices: int, out_slices: int, taps: int
     return best[1], best[0]
 
 
+# ---------------------------------------------------------------------------------------------- dw_pw_small
+
+#: dw_pw_small's domain (pixels a tile, threads sharing an output vector's 1x1 sum, group sizes, input slices a
+#: step) the chooser weighs; A/B switches (e.g. ``--set "litegpu.gpu._cost.DW_PW_SMALL_TILES=(16,)"`` times one
+#: tile everywhere). The domain holds the measured winners: every tiling of palm_detection's dw_pw_small launches
+#: timed on an H100 (Vulkan, s9-palm-1, us at 12x12 / 6x6, 256 -> 256 channels, 5x5; unfused 16.2 / 11.4):
+#: 2 pixels, 2-way sums, 128 threads 13.5 / -; 2 pixels, 4-way, 128: 14.2 / 9.9; 4 pixels, 2-way, 256: 13.4 /
+#: 13.0; 8 pixels, 1 thread a sum, 128: 14.9 / 14.6 (256 threads: 23.0 / 22.3); 16 pixels, 1, 256: 16.7 / 16.8;
+#: 4 pixels, 1, 256 (no recomputation): 20.3 / 19.8; 1 pixel, 8-way: 24.1 / 12.2; 1 pixel, 32-way (the
+#: earlier form): 20.2 / 15.0. Forced to 2 pixels, 4-way, 128 threads, hand_landmark_full took 0.370 ms of GPU
+#: time and pose_landmark_full 0.557 (0.401 / 0.576 with this model's picks over the whole domain, 0.380 / 0.568
+#: unfused). The estimate ranks the winners right among themselves (2-way at 12x12, 4-way at 6x6) but not
+#: against the rest (mean |log(estimate / measured)| 0.20 over 40 launches: it prices one pixel with 8-way sums
+#: too low and long one-thread walks too high), so the domain keeps to them.
+DW_PW_SMALL_TILES = (2,)
+DW_PW_SMALL_KSPLITS = (2, 4)
+DW_PW_SMALL_THREADS = (128,)
+DW_PW_SMALL_UNROLLS = (4,)
+#: the largest stage (tile pixels x staged input slices, with the partial sums: vec4s of shared memory, 28 KiB;
+#: every NVIDIA and AMD Vulkan device gives a group 48 KiB or more, lavapipe 32 KiB)
+DW_PW_SMALL_STAGE = 1792
+
+
+def dw_pw_small_work(pixels: int, src_slices: int, out_slices: int, taps: int, tile_p: int, sc: int, ksplit: int,
+                     threads: int, unroll: int = 1, warp: int = 32) -> Work:
+    """dw_pw_small (shaders/dw_pw_small.lgk): groups of ``threads``, each a tile of ``tile_p`` pixels x ``sc``
+    output slices (``ceil(out_slices / sc)`` groups a tile, each staging the tile's depthwise anew: the
+    recomputation priced as the work it is). The stage: ``src_slices x tile_p`` depthwise values, a thread's
+    share one after another (each its ``taps`` input and weight loads in flight), one barrier. The 1x1: rounds
+    of ``threads / ksplit`` output vectors, ``ksplit`` threads walking ``src_slices / ksplit`` input slices each
+    (a shared load and 4 weight loads a slice, ``unroll`` slices a step), their partials meeting in a log2(ksplit)-round tree (a barrier a
+    round, one before and one after). A warp's threads of one output slice (consecutive pixels) load its
+    weights once: a group's weight traffic is its output slices' weights once per warp they span."""
+    groups = -(-pixels // tile_p) * -(-out_slices // sc)
+    fill = -(-src_slices * tile_p // threads)
+    rounds = -(-sc * tile_p * ksplit // threads)
+    walk = -(-src_slices // (ksplit * unroll))
+    red = _log2(ksplit)
+    steps = fill + rounds * walk
+    # a stage step: the window's taps (its weights, one per tap, are the same for the warp's pixels of a slice)
+    queued = _queued(fill, taps) + _queued(rounds * walk, 4 * unroll)
+    per_slice_warps = max(1.0, tile_p * ksplit / warp)
+    cache = groups * (src_slices * tile_p * taps + src_slices * taps + sc * src_slices * 4 * per_slice_warps) * _VEC
+    flops = groups * tile_p * src_slices * (taps * 8 + sc * 32)
+    return Work(threads=groups * threads, group=threads, global_steps=steps, queued_loads=queued,
+                shared_steps=rounds * (walk + red), barriers=1 + (rounds * (red + 2) if ksplit > 1 else 0),
+                cache_bytes=cache, flops=flops, registers=4 * max(2 * taps + 1, 5 * unroll + 1) + 16)
+
+
+def dw_pw_small_chunks(out_slices: int) -> list[int]:
+    """The output slices a dw_pw_small group may take (``SC``): powers of two below ``out_slices``, and all."""
+    return sorted({out_slices} | {1 << k for k in range(8) if 1 << k < out_slices})
+
+
+def choose_dw_pw_small(pixels: int, src_slices: int, out_slices: int, taps: int,
+                       dev: DeviceCost) -> tuple[dict[str, int], float] | None:
+    """``(options + SC, estimated us)`` of the cheapest dw_pw_small tiling (``tile_p``, ``ksplit``, ``threads``,
+    ``unroll``, ``cap`` the staged input slices rounded up to a power of two, at least 16; ``SC`` the output
+    slices a group), None where no stage fits :data:`DW_PW_SMALL_STAGE`."""
+    chosen = _choose_dw_pw_small(pixels, src_slices, out_slices, taps, dev, DW_PW_SMALL_TILES, DW_PW_SMALL_KSPLITS,
+                                 DW_PW_SMALL_THREADS, DW_PW_SMALL_UNROLLS, DW_PW_SMALL_STAGE)
+    return None if chosen is None else (dict(chosen[0]), chosen[1])  # a copy: the cached one stays as chosen
+
+
+@functools.lru_cache(maxsize=1024)
+def _choose_dw_pw_small(pixels: int, src_slices: int, out_slices: int, taps: int, dev: DeviceCost,
+                        tiles: tuple[int, ...], ksplits: tuple[int, ...], threads_set: tuple[int, ...],
+                        unrolls: tuple[int, ...], stage: int) -> tuple[dict[str, int], float] | None:
+    cap = max(16, 1 << max(0, (src_slices - 1).bit_length()))
+    best: tuple[float, dict[str, int]] | None = None
+    for tile_p in tiles:
+        if tile_p > 1 and tile_p >= 2 * pixels:
+            continue  # a tile twice the map is idle threads
+        for threads in threads_set:
+            if threads > dev.max_group or cap * tile_p + threads > stage:
+                continue
+            for ksplit in ksplits:
+                if ksplit > threads or (ksplit > 1 and ksplit >= 2 * src_slices):
+                    continue
+                for sc in dw_pw_small_chunks(out_slices):
+                    if sc * tile_p * ksplit < threads and sc < out_slices:
+                        continue  # a round with idle threads while the tile has output slices to give them
+                    for unroll in unrolls:
+                        if unroll > 1 and src_slices < ksplit * unroll:
+                            continue
+                        t = estimate(dw_pw_small_work(pixels, src_slices, out_slices, taps, tile_p, sc, ksplit,
+                                                      threads, unroll, max(1, dev.warp)), dev)
+                        if best is None or t < best[0] - 1e-9:
+                            best = (t, {"tile_p": tile_p, "cap": cap, "ksplit": ksplit, "threads": threads,
+                                        "unroll": unroll, "SC": sc})
+    return None if best is None else (best[1], best[0])
+
+
 def launch_work(kernel: str, options: Mapping[str, Any], params: Mapping[str, Any]) -> Work | None:
     """The :class:`Work` of one planned launch (a ``GpuOp``'s kernel, options and params), for the kernels
     the model prices; None for the others.  ``bench/gpu_kernels.py`` prints it next to the measured time."""
@@ -701,6 +796,11 @@ def launch_work(kernel: str, options: Mapping[str, Any], params: Mapping[str, An
                    kp=int(o.get("kp", 1)))
         return pw_dw_work(params, geo, int(o.get("tile_h", 4)), int(o.get("tile_w", 4)), int(o.get("mc", 4)),
                           int(o.get("threads", 64)), bool(o.get("project")))
+    if kernel == "dw_pw_small":
+        return dw_pw_small_work(int(params["B"]) * int(params["H"]) * int(params["W"]), int(params["SRC_S"]),
+                                int(params["S"]), int(params["KH"]) * int(params["KW"]), int(o.get("tile_p", 1)),
+                                int(params["SC"]), int(o.get("ksplit", 8)), int(o.get("threads", 256)),
+                                int(o.get("unroll", 1)))
     if kernel == "heads" and int(o.get("n", 2)) == 1 and int(params.get("T0", 0)) == 1:  # a FULLY_CONNECTED
         return fc_work(int(params["B"]), int(params["G0"]), int(params["SRC_S0"]), int(o.get("split", 1)))
     if kernel == "reduce":

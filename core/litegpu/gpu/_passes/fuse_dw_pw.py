@@ -2,16 +2,27 @@
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 
 from .. import _layout as L
 from .._capabilities import ACTIVATIONS, DW_PW_SMALL_SLOTS, match_epilogue
+from .._cost import (
+    PROFILES,
+    DeviceCost,
+    choose_conv,
+    choose_depthwise,
+    choose_dw_pw_small,
+    depthwise_work,
+    estimate,
+)
 from .._geometry import conv_geometry
 from .._graph import DW_PW_OP, GpuGraph, GpuNode, Report
 from ..ops.conv import dw_pw_small_tiling, dw_pw_staged_tiling, dw_pw_tiling
 from ._util import only_consumer
 
-__all__ = ["fuse_dw_pw", "DW_PW_OP", "DW_PW_RECOMPUTE_BUDGET", "DW_PW_STAGED", "DW_PW_SMALL", "DW_PW_UNSPLIT_WORK",
+__all__ = ["fuse_dw_pw", "DW_PW_OP", "DW_PW_RECOMPUTE_BUDGET", "DW_PW_STAGED", "DW_PW_SMALL", "DW_PW_SMALL_ALWAYS",
+           "DW_PW_UNSPLIT_WORK",
            "dw_pw_block_s", "dw_pw_tiling"]
 
 #: the fused node's op: ``inputs`` = [x, dw weights, dw bias, pw weights, pw bias, dw PRELU alpha]
@@ -32,17 +43,56 @@ DW_PW_UNSPLIT_WORK = 64
 DW_PW_STAGED = True
 
 #: Pairs over the limits on maps too small for the staged kernel (under 512 pixels: the 14x14 and 7x7 blocks
-#: of hand_landmark and pose_landmark) fuse into ``dw_pw_small`` (node attribute ``small``: the depthwise
-#: staged once a group for all its input slices, the 1x1 sums split over the group) instead of keeping two
-#: launches. Off by default: its first form lost GPU time on an H200 (Vulkan: hand_landmark 0.484 against 0.434 ms,
-#: pose_landmark 0.643 against 0.603, palm_detection 0.501 against 0.483), and so did the present one (output
-#: slices split over groups, 32-way sums, unrolled taps) on an H100 (Vulkan, s8-kern-1: hand_landmark 0.457
-#: against 0.389, pose_landmark 0.624 against 0.595, palm_detection 0.530 against 0.489). A/B switch
-#: (``--set litegpu.gpu._passes.fuse_dw_pw.DW_PW_SMALL=True``). Not on CPU devices (the
-#: ``cpu`` cost profile: lavapipe, PoCL), where a 256-thread group with a barrier a round runs as a loop of
-#: coroutines: hand_landmark's nine such launches took 0.2-0.6 s each on lavapipe, against milliseconds as
-#: two launches.
-DW_PW_SMALL = False
+#: of hand_landmark and pose_landmark, palm_detection's 12x12 and 6x6 ones) fuse into ``dw_pw_small`` (node
+#: attribute ``small``: the depthwise staged once a group for all its input slices, the 1x1 sums split over the
+#: group; its tiling the cost model's, :func:`~litegpu.gpu._cost.choose_dw_pw_small`). On since issue 12's fifth
+#: session: its first forms lost GPU time (H200: one group a pixel's output slices; H100, s8-kern-1: one pixel a
+#: group, 32-way sums, palm_detection 0.530 against 0.489 ms); 2 pixels a group with 2- or 4-way sums (unrolled
+#: by 4) won on every model timed (H100, Vulkan, GPU kernel time, s9-palm-1): palm_detection_full 0.428 -> 0.401
+#: ms (12 launches fewer: its 12x12 pairs 16.2 -> 13.5 us, 6x6 11.4 -> 9.9, the downsampling blocks 17.8 -> 10.9
+#: and 14.6 -> 10.8), hand_landmark_full 0.380 -> 0.370 (41 -> 32 launches), pose_landmark_full 0.568 -> 0.557
+#: (64 -> 57); confirmed with the final picks in one run (s9-palm-2, on / off): palm_detection_full 0.387 / 0.429
+#: ms, hand_landmark_full 0.372 / 0.379, pose_landmark_full 0.554 / 0.566 (LiteRT GPU device-bound 0.597 / 0.644 /
+#: 1.028). A/B switch (``--set litegpu.gpu._passes.fuse_dw_pw.DW_PW_SMALL=False``). Not on CPU devices (the
+#: ``cpu`` cost profile: lavapipe, PoCL), where a group with a barrier a round runs as a loop of coroutines:
+#: hand_landmark's nine such launches took 0.2-0.6 s each on lavapipe, against milliseconds as two launches.
+DW_PW_SMALL = True
+
+#: With ``DW_PW_SMALL``: True fuses every small-map pair a dw_pw_small tiling takes; False only those whose
+#: estimate (:func:`~litegpu.gpu._cost.choose_dw_pw_small`) is below the two launches' (the depthwise's and the
+#: 1x1 conv's cheapest variants). True: the estimates decline palm_detection's 12x12 pairs (15.1 us against 14.1),
+#: which measure 13.5 us fused against 16.2 as two launches (H100, Vulkan, s9-palm-1: conv2d's and
+#: depthwise_conv2d's estimates at 12x12 are 13-17% low), and every pair fused is the measured whole-model win
+#: (GPU kernel time, H100: palm_detection_full 0.428 -> 0.401 ms with the model's first picks, hand_landmark_full
+#: 0.380 -> 0.370 and pose_landmark_full 0.568 -> 0.557 with 2 pixels, 4-way sums, 128 threads). A/B switch
+#: (``--set litegpu.gpu._passes.fuse_dw_pw.DW_PW_SMALL_ALWAYS=False``: the priced decision).
+DW_PW_SMALL_ALWAYS = True
+
+
+def _small_vs_pair_us(g: GpuGraph, dw: GpuNode, pw: GpuNode, cost: DeviceCost | None) -> tuple[float, float] | None:
+    """The cost model's ``(dw_pw_small, depthwise + 1x1 conv)`` times of a pair (each launch at its cheapest
+    variant), None where no dw_pw_small tiling fits."""
+    dev = cost or PROFILES["generic"]
+    x, y = g.tensors[dw.inputs[0]], g.tensors[pw.outputs[0]]
+    dw_w = g.tensors[dw.inputs[1]].ir_shape
+    kh, kw = int(dw_w[1]), int(dw_w[2])
+    b, oh, ow, o = y.shape
+    s_mid, s_out = L.slices(x.shape[3]), L.slices(o)
+    small = choose_dw_pw_small(b * oh * ow, s_mid, s_out, kh * kw, dev)
+    if small is None or dw_pw_small_tiling(b * oh * ow, s_mid, s_out, kh * kw, dev) is None:
+        return None
+    geo = conv_geometry(dw.attrs, x.shape[1:3], (kh, kw))
+    dw_p = {"B": b, "H": oh, "W": ow, "S": s_mid, "KH": kh, "KW": kw, "STRIDE_W": geo["stride"][1],
+            "DIL_W": geo["dilation"][1]}
+    ksize = kh if kh == kw and kh in (3, 5) else 0
+    conv_p = {"B": b, "SRC_H": oh, "SRC_W": ow, "SRC_S": s_mid, "H": oh, "W": ow, "C": o, "S": s_out, "KH": 1,
+              "KW": 1, "STRIDE_H": 1, "STRIDE_W": 1, "PAD_T": 0, "PAD_L": 0, "DIL_H": 1, "DIL_W": 1,
+              "SRC_SG": s_mid, "DST_SG": s_out}
+    dw_us = choose_depthwise(dw_p, ksize, dev)[1]
+    if dw_us == math.inf:  # no block_w > 1 candidate (a strided window): the one-output kernel lowering takes
+        dw_us = estimate(depthwise_work(dw_p, ksize, 1), dev)
+    return small[1], dw_us + choose_conv(conv_p, dev, False)[2]
+
 
 def dw_pw_block_s(out_slices: int) -> int:
     """Output slices one depthwise evaluation feeds in the cost rule: 2 (the fused kernel's block on the
@@ -167,12 +217,17 @@ def fuse_dw_pw(g: GpuGraph) -> Report:
             why_staged = f"{s_mid} input slices x {kh}x{kw} taps per work item at {oh}x{ow}"
         small = False
         if why_staged and not (DW_PW_STAGED and dw_pw_staged_tiling(b * oh * ow, s_mid, s_out)):
-            small = small_ok and dw_pw_small_tiling(b * oh * ow, s_mid, s_out) is not None
+            priced = _small_vs_pair_us(g, dw, pw, cost) if small_ok else None
+            small = priced is not None and (priced[0] < priced[1] or DW_PW_SMALL_ALWAYS)
             if not small:
-                declined["depthwise recomputation over budget" if extra > DW_PW_RECOMPUTE_BUDGET
-                         else "large map, too much work per unsplit work item"] += 1
-                lines.append(f"kept {dw.describe()} -> {pw.describe()}: {why_staged}")
+                reason = ("estimate above the two launches" if priced is not None
+                          else "depthwise recomputation over budget" if extra > DW_PW_RECOMPUTE_BUDGET
+                          else "large map, too much work per unsplit work item")
+                declined[reason] += 1
+                lines.append(f"kept {dw.describe()} -> {pw.describe()}: {why_staged}"
+                             + (f"; dw_pw_small est {priced[0]:.1f} us, the two {priced[1]:.1f}" if priced else ""))
                 continue
+            why_staged += f"; est {priced[0]:.1f} us against {priced[1]:.1f} as two launches"
         _, act = _dw_act(g, dw)
         geo = conv_geometry(dw.attrs, x.shape[1:3], (kh, kw))
         if geo["out_hw"] != (oh, ow):

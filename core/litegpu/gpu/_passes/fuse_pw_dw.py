@@ -3,6 +3,7 @@ with the 1x1 projection after the depthwise when ``fuse_dw_pw`` already joined t
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 
 from .._capabilities import PW_DW_SLOTS, match_epilogue
@@ -10,16 +11,16 @@ from .._cost import (
     PROFILES,
     DeviceCost,
     choose_conv,
+    choose_dw_pw_small,
     choose_dw_pw_staged,
     choose_pw_dw,
-    dw_pw_staged_work,
     dw_pw_work,
     estimate,
     launch_work,
 )
 from .._geometry import conv_geometry
 from .._graph import DW_PW_OP, PW_DW_OP, GpuGraph, GpuNode, Report
-from ..ops.conv import dw_pw_small_tiling, dw_pw_tiling, pw_dw_params
+from ..ops.conv import dw_pw_tiling, pw_dw_params
 from ._util import only_consumer
 from .fuse_dw_pw import _dw_act
 
@@ -91,12 +92,10 @@ def _unfused_us(g: GpuGraph, ex: GpuNode, node: GpuNode, dev: DeviceCost, p: dic
         return t + estimate(work, dev)
     pixels = p["B"] * p["H"] * p["W"]
     taps = p["KH"] * p["KW"]
-    if node.attrs.get("small"):
-        tl = dw_pw_small_tiling(pixels, p["MID_S"], p["S"]) or {}
-        # priced as the staged walk of one pixel a group (its 1x1 sums are split: an upper bound)
-        work = dw_pw_staged_work(pixels, p["MID_S"], p["S"], taps, int(tl.get("tile_p", 1)), min(64, p["MID_S"]),
-                                 1, 1)
-    elif node.attrs.get("staged"):  # the staged kernel's own chooser and price
+    if node.attrs.get("small"):  # the small-map kernel's own chooser and price
+        small = choose_dw_pw_small(pixels, p["MID_S"], p["S"], taps, dev)
+        return t + (small[1] if small is not None else math.inf)
+    if node.attrs.get("staged"):  # the staged kernel's own chooser and price
         return t + choose_dw_pw_staged(pixels, p["MID_S"], p["S"], taps, dev)[1]
     else:
         split, block_s, block_w = dw_pw_tiling(pixels * p["S"], p["MID_S"], p["S"], p["W"])

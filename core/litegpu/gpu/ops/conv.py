@@ -19,10 +19,12 @@ from ..._errors import DelegateError
 from .. import _layout as L
 from .. import _reference_ops as rf
 from .._cost import (
+    PROFILES,
     SHARED_MEMORY_FLOOR,
     DeviceCost,
     choose_conv,
     choose_depthwise,
+    choose_dw_pw_small,
     choose_dw_pw_staged,
     choose_pw_dw,
     staged_options,
@@ -145,35 +147,24 @@ def dw_pw_staged_tiling(pixels: int, src_slices: int, out_slices: int, taps: int
     return {**tiling, "coalesced": STAGED_COALESCED}
 
 
-#: dw_pw_small (:func:`dw_pw_small_tiling`): its group, the largest stage (tile pixels x input slices, vec4s)
-_SMALL_THREADS, _SMALL_STAGE, _SMALL_KSPLIT = 256, 2048, 32
+def dw_pw_small_tiling(pixels: int, src_slices: int, out_slices: int, taps: int = 25,
+                       dev: DeviceCost | None = None) -> dict[str, int] | None:
+    """Options (and param ``SC``, the output slices a group) of a ``dw_pw_small`` launch over ``pixels`` output
+    pixels (B * H * W) of a depthwise with ``src_slices`` slices and ``taps`` (KH x KW) taps feeding a 1x1 conv
+    to ``out_slices``; ``None`` where no stage fits or the map is the staged kernel's (512 pixels and more).
 
-def dw_pw_small_tiling(pixels: int, src_slices: int, out_slices: int) -> dict[str, int] | None:
-    """Options of a ``dw_pw_small`` launch over ``pixels`` output pixels (B * H * W) of a depthwise with
-    ``src_slices`` slices feeding a 1x1 conv to ``out_slices``; ``None`` where its stage does not fit or the
-    map is the staged kernel's (512 pixels and more).
-
-    One group of 256 threads a tile of ``tile_p`` pixels (1 up to 256 pixels, 2 above: the maps this kernel is
-    for are 7x7 to 16x16, where a pixel a group already gives 49 to 256 groups); the stage holds every input
-    slice (``cap``, the power of two >= ``src_slices``, at least 16); 32 threads share an output vector
-    (``ksplit``), so a thread walks ``src_slices / 32`` input slices, and a group covers 8 output vectors
-    (:func:`dw_pw_small_chunk`). Vulkan on an H200 (2026-11-26), first form (one group for all of a pixel's output
-    slices, ``ksplit`` = 256 / its output vectors: 8 at hand's 7x7, 36 input slices a thread): slower than the
-    two launches, hand_landmark 0.484 against 0.434 ms of GPU time, pose_landmark 0.643 against 0.603."""
+    The cost model's pick (:func:`~litegpu.gpu._cost.choose_dw_pw_small`; ``dev`` None: the ``generic``
+    profile, the fusion decision only asks whether a tiling fits): a group of ``threads`` owns ``tile_p``
+    pixels and ``SC`` output slices, stages the depthwise of its pixels for every input slice (``cap``, the power
+    of two >= ``src_slices``, at least 16), and ``ksplit`` threads share an output vector's 1x1 sum, walking
+    ``unroll`` input slices a step. Earlier forms, measured slower than the two launches (Vulkan, GPU kernel
+    time): one group for all of a pixel's output slices (H200: hand_landmark 0.484 against 0.434 ms,
+    pose_landmark 0.643 against 0.603), one pixel a group with 8 output slices and 32-way sums (H100, s8-kern-1:
+    palm_detection 0.530 against 0.489, hand_landmark 0.457 against 0.389)."""
     if pixels >= _STAGED_MIN_PIXELS:  # the staged kernel's maps
         return None
-    tile_p = 1 if pixels <= 256 else 2
-    cap = max(16, 1 << max(0, (src_slices - 1).bit_length()))
-    if cap * tile_p > _SMALL_STAGE:
-        return None
-    return {"tile_p": tile_p, "cap": cap, "ksplit": _SMALL_KSPLIT, "threads": _SMALL_THREADS}
-
-
-def dw_pw_small_chunk(out_slices: int, tile_p: int) -> int:
-    """Output slices one dw_pw_small group computes (param ``SC``): as many as give each of its 256 threads a
-    32-way share of an output vector's sum (8 output vectors a group), every group staging the depthwise of its
-    tile anew (in parallel: the stage is a few loads a thread)."""
-    return max(1, min(out_slices, _SMALL_THREADS // _SMALL_KSPLIT // tile_p))
+    chosen = choose_dw_pw_small(pixels, src_slices, out_slices, taps, dev or PROFILES["generic"])
+    return None if chosen is None else chosen[0]
 
 
 #: conv2d's defaults of the options the cost model picks (left out of a launch's options when equal)
@@ -359,10 +350,12 @@ def lower_dw_pw(lw: Lowerer) -> list[GpuOp]:
               "PAD_T": geo["pads"][0], "PAD_L": geo["pads"][2], "DIL_H": geo["dilation"][0],
               "DIL_W": geo["dilation"][1]}
     if n.attrs.get("small"):  # fuse_dw_pw: a small, deep map (the kernel in shaders/dw_pw_small.lgk)
-        tiling = dw_pw_small_tiling(b * oh * ow, params["SRC_S"], params["S"])
+        tiling = dw_pw_small_tiling(b * oh * ow, params["SRC_S"], params["S"], dw_w.shape[1] * dw_w.shape[2],
+                                    lw.cost)
         if tiling is None:  # (its epilogue: _capabilities.match_epilogue keeps to DW_PW_SMALL_SLOTS)
             raise DelegateError(f"{n.describe()}: dw_pw_small cannot stage {params['SRC_S']} input slices")
-        sc = dw_pw_small_chunk(params["S"], tiling["tile_p"])
+        sc = tiling.pop("SC")
+        params.update(_residual_params(lw, opts, operands))
         params.update(SC=sc, NC=-(-params["S"] // sc))
         ksize = dw_w.shape[1] if dw_w.shape[1] == dw_w.shape[2] and dw_w.shape[1] in (3, 5) else 0
         return [lw.op("dw_pw_small", {**opts, "dw_act": dw_act if dw_act != "NONE" else None, **tiling,
@@ -643,13 +636,26 @@ KERNELS: tuple[KernelSpec, ...] = (
     spec("dw_pw_small", "dw_pw_small.lgk",
          "depthwise conv feeding a 1x1 conv on a small map: the depthwise staged once a group, the 1x1 split",
          {"dw_act": ACT, "act": ACT, "residual": Opt("NONE", ("NONE", "ADD", "MUL")), "residual_act": ACT,
-          "tile_p": Opt(1, (1, 2, 4)), "cap": Opt(64, (16, 32, 64, 128, 256, 512)),
-          "ksplit": Opt(8, (1, 2, 4, 8, 16, 32)), "threads": Opt(256, (64, 128, 256)), "ksize": Opt(0, (0, 3, 5))},
+          "tile_p": Opt(1, (1, 2, 4, 8, 16, 32)), "cap": Opt(64, (16, 32, 64, 128, 256, 512)),
+          "ksplit": Opt(8, (1, 2, 4, 8, 16, 32)), "threads": Opt(256, (64, 128, 256)), "ksize": Opt(0, (0, 3, 5)),
+          "unroll": Opt(1, (1, 2, 4)), "residual_channels": CHANNELS, "residual_pool": boolean()},
          [{"dw_act": FUSED_ACTIVATIONS[i], "act": FUSED_ACTIVATIONS[(i + 3) % 9],
            "residual": ("NONE", "ADD", "MUL")[i % 3], "residual_act": FUSED_ACTIVATIONS[(i + 5) % 9],
            "tile_p": (1, 2, 4)[i % 3], "cap": (16, 32, 64, 128, 256, 512)[i % 6],
-           "ksplit": (1, 2, 4, 8, 16, 32)[i % 6], "threads": (64, 128, 256)[i // 3 % 3], "ksize": (0, 3, 5)[i // 3]}
-          for i in range(9)],
+           "ksplit": (1, 2, 4, 8, 16, 32)[i % 6], "threads": (64, 128, 256)[i // 3 % 3], "ksize": (0, 3, 5)[i // 3],
+           "unroll": (1, 2, 4)[(i + 1) % 3]}
+          for i in range(9)]
+         # the many-pixel tiles (a warp's pixels sharing their output slice's weight loads)
+         + [{"tile_p": 8, "cap": 64, "ksplit": 1, "threads": 256, "unroll": 2, "ksize": 5, "residual": "ADD",
+             "residual_act": "PRELU"},
+            {"tile_p": 16, "cap": 64, "ksplit": 1, "threads": 256, "unroll": 4, "ksize": 5, "act": "PRELU"},
+            {"tile_p": 32, "cap": 16, "ksplit": 2, "threads": 128, "unroll": 4, "ksize": 3, "dw_act": "RELU6",
+             "residual": "MUL"}]
+         # the downsampling blocks' residuals: a max pool read through its windows, fewer channels
+         + [{"residual": "ADD", "residual_pool": True, "residual_channels": "fewer", "residual_act": "PRELU",
+             "ksize": 5, "tile_p": 2, "ksplit": 4, "threads": 128, "unroll": 4},
+            {"residual": "MUL", "residual_pool": True, "residual_act": "RELU", "ksize": 3},
+            {"residual": "ADD", "residual_channels": "fewer", "act": "RELU6", "tile_p": 4, "ksplit": 1}],
          shared_wg=lambda o: (o["threads"], 1, 1)),
     spec("pw_dw_conv2d", "pw_dw.lgk",
          "1x1 conv feeding a depthwise conv [feeding a 1x1 conv], one launch: the expansion of a tile's halo in "
