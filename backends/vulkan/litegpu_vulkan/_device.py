@@ -1068,6 +1068,7 @@ class VulkanDevice(GpuDevice):
     def replay_runs(self, staging: RunStaging, runs: int) -> Any:
         if not 1 <= runs <= staging.capacity:
             raise DelegateError(f"replay_runs: {runs} runs for a recording of {staging.capacity}")
+        self._queue_dirty(frozenset())
         self._submit(staging.recording, runs)
         return staging.recording, []  # a read_async token: wait_reads / reads_done wait for the fence
 
@@ -1192,11 +1193,16 @@ class VulkanDevice(GpuDevice):
 
         Boundary inputs written since the last replay that this recording does not copy (an input
         a DeviceValue fed last time) are copied first, in a submission of their own."""
+        self._queue_dirty(rec.upload_keys)
+        self._submit(rec)
+
+    def _queue_dirty(self, skip: frozenset[int]) -> None:
+        """Queue the copies of the upload buffers written since the last replay, but those in ``skip``
+        (the submission copies them itself)."""
         for key, (shadow, ref) in list(self._dirty.items()):
-            if key not in rec.upload_keys:
+            if key not in skip:
                 self._pending.append((BufferRef(shadow, 0, ref.nbytes), ref, ref.nbytes))
         self._dirty.clear()
-        self._submit(rec)
 
     def _submit(self, rec: _Recording, count: int = 1) -> None:
         device = self._open()
