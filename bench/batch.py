@@ -11,7 +11,8 @@ Baselines, measured in the same run:
     once rows flow);
   * ``actor feed, no Ray``: one actor's device thread (the actor's own model and ``_DeviceFeed``) in
     this process on the preprocessed inputs, batches handed over by 3 threads as Ray Data does: the
-    device thread's own rate and host work, so that what Ray adds shows apart;
+    device thread's own rate and host work, so that what Ray adds shows apart (``feed, 1 row a
+    submit``: the same with one row a submission, as before run_rows_async);
   * ``loop``: one process, one interpreter, read + preprocess + invoke per image: what `litegpu run`'s
     code does per input, in one process (the reference for the outputs);
   * ``litegpu run``: the command itself, one process per image (`--cli-runs` images; start-up included).
@@ -150,7 +151,8 @@ def _single_process(model: Path, files: list[Path], backend: str) -> tuple[dict[
     return outs, {"init_s": init_s, "loop_items_per_s": n / loop_s, "invoke_items_per_s": n / invoke_s,
                   "pipelined_items_per_s": pipe, "pipelined_host_s": pipe_host, "pipelined_in_flight": best,
                   "pipelined_by_in_flight": {k: r[0] for k, r in rates.items()},
-                  "feed": _actor_feed(model, inputs, backend)}, inputs
+                  "feed": _actor_feed(model, inputs, backend),
+                  "feed_1": _actor_feed(model, inputs, backend, rows=1) if backend != "cpu" else None}, inputs
 
 
 def _depths(backend: str) -> tuple[str, ...]:
@@ -164,16 +166,18 @@ def _depths(backend: str) -> tuple[str, ...]:
     return ("2", "3", "4") + ((f"{ROWS_PER_SUBMIT}x2", f"{ROWS_PER_SUBMIT}x3") if ROWS_PER_SUBMIT > 1 else ())
 
 
-def _actor_feed(model: Path, inputs: list[np.ndarray], backend: str, batch: int = 64) -> dict[str, float]:
+def _actor_feed(model: Path, inputs: list[np.ndarray], backend: str, batch: int = 64, rows: int = 0) -> dict[str, float]:
     """One actor's device thread (``_DeviceFeed`` on ``build_model``'s model, as the actor builds
     them) in this process, without Ray: batches of ``batch`` preprocessed inputs handed over by 3
     threads at once, as Ray Data does; items/s, and its host work and CPU time a row (seconds).  Set
-    beside the 2-in-flight rate, it tells the device thread's own cost from what Ray adds."""
+    beside the 2-in-flight rate, it tells the device thread's own cost from what Ray adds.  ``rows``:
+    rows a submission (0: the actors' ROWS_PER_SUBMIT)."""
     from concurrent.futures import ThreadPoolExecutor
 
     from litegpu.batch._stages import ACTOR_CALLS, ModelSpec, _DeviceFeed, build_model
 
-    m = build_model(ModelSpec(name=model.name, data=model.read_bytes(), backend=backend, options={}, config=None))
+    m = build_model(ModelSpec(name=model.name, data=model.read_bytes(), backend=backend, options={}, config=None,
+                              rows_per_submit=rows))
     feed = _DeviceFeed(m.runner, m.input, [(shape, dtype) for _, shape, dtype in m.outputs], m.depth, m.signature,
                        m.rows)
     batches = [np.stack(inputs[i:i + batch]) for i in range(0, len(inputs), batch)]
@@ -486,10 +490,13 @@ def main() -> None:
               f"  (CompiledModel.run_async / run_rows_async, preprocessed inputs, the fastest of runs in flight "
               f"{by} (KxN: K rows a submission, N in flight): the rate the pool is held against, "
               f"{base['pipelined_in_flight']}; host work {base['pipelined_host_s'] * 1e3:.3f} ms a frame)")
-        fd = base["feed"]
-        print(f"{backend:8} {'actor feed, no Ray':22} {fd['items_per_s']:9.1f} {len(files) / fd['items_per_s']:8.1f} "
-              f"{fd['items_per_s'] / inv:9.2f}  (one actor's device thread in this process: {fd['items_per_s'] / pipe:.2f}"
-              f" of pipelined; host work {fd['host_s'] * 1e3:.3f} ms a row, CPU {fd['cpu_s'] * 1e3:.3f} ms a row)")
+        for label, fd in (("actor feed, no Ray", base["feed"]), ("feed, 1 row a submit", base["feed_1"])):
+            if fd is None:
+                continue
+            print(f"{backend:8} {label:22} {fd['items_per_s']:9.1f} {len(files) / fd['items_per_s']:8.1f} "
+                  f"{fd['items_per_s'] / inv:9.2f}  (one actor's device thread in this process: "
+                  f"{fd['items_per_s'] / pipe:.2f} of pipelined; host work {fd['host_s'] * 1e3:.3f} ms a row, CPU "
+                  f"{fd['cpu_s'] * 1e3:.3f} ms a row)")
         print(f"{backend:8} {'single-process loop':22} {base['loop_items_per_s']:9.1f} "
               f"{len(files) / base['loop_items_per_s']:8.1f} {base['loop_items_per_s'] / inv:9.2f}")
         cli = _cli_runs(model, files[:args.cli_runs], backend, work) if args.cli_runs else None
