@@ -241,7 +241,7 @@ IN_FLIGHT = 3
 #: work and its GIL hand-offs (each driver call drops the GIL and must win it back from Ray Data's
 #: threads) are per that many rows, not per row.  1: one run per row, as before (an A/B switch).
 #: H100, face_detection_short_range, vulkan: the device thread's host work 0.037-0.048 ms a row in Ray
-#: against 0.115-0.122 at 1; 2 actors x 3 in flight 0.94-0.96x of the pipelined rate against 0.81-0.83x
+#: against 0.115-0.122 at 1; 2 actors x 3 in flight 0.92-0.96x of the pipelined rate against 0.81-0.83x
 #: (docs/performance.md)
 ROWS_PER_SUBMIT = 16
 #: the GIL switch interval of a GPU actor's process (seconds; Python's default is 0.005): when the
