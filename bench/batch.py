@@ -4,12 +4,15 @@ single-process baselines, with every output checked against the single-process l
 Baselines, measured in the same run:
   * ``invoke``: one process, one interpreter, inputs already preprocessed, invoke + read outputs in a
     loop;
-  * ``pipelined``: one process, ``CompiledModel.run_async`` with 2, 3 and 4 runs in flight on the
-    preprocessed inputs, every output read; the fastest of the three is litegpu's fastest single-process
-    pipelined rate (what the actor pool is held against, by its rate once rows flow);
+  * ``pipelined``: one process, ``CompiledModel.run_async`` with 2, 3 and 4 runs in flight, and
+    ``CompiledModel.run_rows_async`` with 16 rows a submission (the actors' ROWS_PER_SUBMIT) and 2 or 3
+    submissions in flight, on the preprocessed inputs, every output read; the fastest of these is
+    litegpu's fastest single-process pipelined rate (what the actor pool is held against, by its rate
+    once rows flow);
   * ``actor feed, no Ray``: one actor's device thread (the actor's own model and ``_DeviceFeed``) in
     this process on the preprocessed inputs, batches handed over by 3 threads as Ray Data does: the
-    device thread's own rate and host work, so that what Ray adds shows apart;
+    device thread's own rate and host work, so that what Ray adds shows apart (``feed, 1 row a
+    submit``: the same with one row a submission, as before run_rows_async);
   * ``loop``: one process, one interpreter, read + preprocess + invoke per image: what `litegpu run`'s
     code does per input, in one process (the reference for the outputs);
   * ``litegpu run``: the command itself, one process per image (`--cli-runs` images; start-up included).
@@ -22,6 +25,8 @@ Baselines, measured in the same run:
     bash bench/device_run.sh python3 bench/batch.py --model face_detection_short_range --backends vulkan \
         --image-format tensor --images 12000 --batch-size 64 --actors 2 --in-flight 3 --repeat 3 \
         --cli-runs 0 --baseline-images 1000
+    # the actors' rows a submission (16) against one run a submission, in turn (an A/B in one run):
+    ... --variant rows16= --variant rows1=litegpu.batch._stages.ROWS_PER_SUBMIT=1
     # the same against the defaults before issue 18's start-up fix, in turn (an A/B in one run):
     ... --variant new= --variant old=litegpu.batch._job.WAIT_FOR_ACTORS_S=-1,litegpu.batch._job.WARM_WORKERS=False
 
@@ -138,33 +143,43 @@ def _single_process(model: Path, files: list[Path], backend: str) -> tuple[dict[
     invoke_s = time.perf_counter() - t
     n = len(files)
     del interp
-    # the yardstick: the fastest of 2, 3 and 4 runs in flight (the actors run 3 by default)
+    # the yardstick: the fastest of 2, 3 and 4 runs in flight, one run a submission or ROWS_PER_SUBMIT
+    # rows a submission (the actors run 3 x 16 by default)
     rates = {k: _pipelined(model, inputs, backend, k) for k in _depths(backend)}
     best = max(rates, key=lambda k: rates[k][0])
     pipe, pipe_host = rates[best]
     return outs, {"init_s": init_s, "loop_items_per_s": n / loop_s, "invoke_items_per_s": n / invoke_s,
                   "pipelined_items_per_s": pipe, "pipelined_host_s": pipe_host, "pipelined_in_flight": best,
                   "pipelined_by_in_flight": {k: r[0] for k, r in rates.items()},
-                  "feed": _actor_feed(model, inputs, backend)}, inputs
+                  "feed": _actor_feed(model, inputs, backend),
+                  "feed_1": _actor_feed(model, inputs, backend, rows=1) if backend != "cpu" else None}, inputs
 
 
-def _depths(backend: str) -> tuple[int, ...]:
-    """Runs in flight the yardstick tries (its rate: the fastest)."""
-    return (2,) if backend == "cpu" else (2, 3, 4)
+def _depths(backend: str) -> tuple[str, ...]:
+    """What the yardstick tries (its rate: the fastest): ``N``, N runs in flight, one run a submission
+    (``run_async``); ``KxN``, N submissions of K rows in flight (``run_rows_async``), K being the
+    actors' ROWS_PER_SUBMIT."""
+    from litegpu.batch._stages import ROWS_PER_SUBMIT
+
+    if backend == "cpu":
+        return ("2",)
+    return ("2", "3", "4") + ((f"{ROWS_PER_SUBMIT}x2", f"{ROWS_PER_SUBMIT}x3") if ROWS_PER_SUBMIT > 1 else ())
 
 
-def _actor_feed(model: Path, inputs: list[np.ndarray], backend: str, batch: int = 64) -> dict[str, float]:
+def _actor_feed(model: Path, inputs: list[np.ndarray], backend: str, batch: int = 64, rows: int = 0) -> dict[str, float]:
     """One actor's device thread (``_DeviceFeed`` on ``build_model``'s model, as the actor builds
     them) in this process, without Ray: batches of ``batch`` preprocessed inputs handed over by 3
     threads at once, as Ray Data does; items/s, and its host work and CPU time a row (seconds).  Set
-    beside the 2-in-flight rate, it tells the device thread's own cost from what Ray adds."""
+    beside the 2-in-flight rate, it tells the device thread's own cost from what Ray adds.  ``rows``:
+    rows a submission (0: the actors' ROWS_PER_SUBMIT)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from litegpu.batch._stages import ACTOR_CALLS, ModelSpec, _DeviceFeed, _InterpreterRuns, build_model
+    from litegpu.batch._stages import ACTOR_CALLS, ModelSpec, _DeviceFeed, build_model
 
-    m = build_model(ModelSpec(name=model.name, data=model.read_bytes(), backend=backend, options={}, config=None))
-    feed = _DeviceFeed(m.runner, [(shape, dtype) for _, shape, dtype in m.outputs], m.depth, m.signature,
-                       lend=not isinstance(m.runner, _InterpreterRuns))
+    m = build_model(ModelSpec(name=model.name, data=model.read_bytes(), backend=backend, options={}, config=None,
+                              rows_per_submit=rows))
+    feed = _DeviceFeed(m.runner, m.input, [(shape, dtype) for _, shape, dtype in m.outputs], m.depth, m.signature,
+                       m.rows)
     batches = [np.stack(inputs[i:i + batch]) for i in range(0, len(inputs), batch)]
 
     def one(x: np.ndarray) -> None:
@@ -181,18 +196,23 @@ def _actor_feed(model: Path, inputs: list[np.ndarray], backend: str, batch: int 
     return {"items_per_s": n / wall, "host_s": (after[2] - before[2]) / n, "cpu_s": (after[3] - before[3]) / n}
 
 
-def _pipelined(model: Path, inputs: list[np.ndarray], backend: str, inflight: int = 2) -> tuple[float, float]:
-    """litegpu's fastest single-process pipelined run (issue 14's): CompiledModel with ``inflight`` runs
-    in flight on preprocessed inputs, every output read; (items/s, host work in seconds a frame: its
-    time less the time blocked on the device, as the actors' device threads count theirs)."""
+def _pipelined(model: Path, inputs: list[np.ndarray], backend: str, how: str = "2") -> tuple[float, float]:
+    """litegpu's fastest single-process pipelined run (issue 14's) on preprocessed inputs, every output
+    read: ``how`` ``N``: CompiledModel.run_async with N runs in flight; ``KxN``: run_rows_async, K rows a
+    submission, N submissions in flight (:func:`_pipelined_rows`); (items/s, host work in seconds a
+    frame: its time less the time blocked on the device, as the actors' device threads count theirs)."""
     import collections
 
     from litegpu.compiled_model import CompiledModel
     from litegpu.hardware_accelerator import HardwareAccelerator
 
+    rows, _, depth = how.rpartition("x")
+    inflight = int(depth)
     accel = HardwareAccelerator.CPU if backend == "cpu" else HardwareAccelerator.GPU
     kw = {} if backend == "cpu" else {"backend": backend}
     m = CompiledModel.from_file(str(model), hardware_accel=accel, max_in_flight=inflight, **kw)
+    if rows:
+        return _pipelined_rows(m, inputs, int(rows), inflight)
     key = m.get_signature_by_index(0)["key"]
     sizes = [(int(np.prod(d["shape"])), np.dtype(d["dtype"])) for d in m.get_output_tensor_details(key).values()]
     sets = [(m.create_input_buffers(0), m.create_output_buffers(0)) for _ in range(inflight)]
@@ -222,6 +242,43 @@ def _pipelined(model: Path, inputs: list[np.ndarray], backend: str, inflight: in
         step(i, x)
     while ring:
         drain()
+    wall = time.perf_counter() - t
+    m.close()
+    return len(inputs) / wall, (wall - blocked[0]) / len(inputs)
+
+
+def _pipelined_rows(m: Any, inputs: list[np.ndarray], rows: int, inflight: int) -> tuple[float, float]:
+    """:func:`_pipelined` through ``CompiledModel.run_rows_async``: the inputs stacked once (as Ray Data
+    hands an actor a batch), ``rows`` of them a submission, ``inflight`` submissions in flight, every
+    output landing in one array per output."""
+    import collections
+
+    key = m.get_signature_by_index(0)["key"]
+    shape = tuple(m.get_input_tensor_details(key)[next(iter(m.get_input_tensor_details(key)))]["shape"])
+    x = np.stack(inputs).reshape(len(inputs), *shape)
+    outs = [np.empty((len(inputs), *d["shape"]), np.dtype(d["dtype"]))
+            for d in m.get_output_tensor_details(key).values()]
+    ring: collections.deque = collections.deque()
+    blocked = [0.0]
+
+    def drain() -> None:
+        t = time.perf_counter()
+        ring.popleft().wait()
+        blocked[0] += time.perf_counter() - t
+
+    def go(n: int) -> None:
+        for a in range(0, n, rows):
+            if len(ring) == inflight:
+                drain()
+            b = min(a + rows, n)
+            ring.append(m.run_rows_async(0, [x[a:b]], [o[a:b] for o in outs]))
+        while ring:
+            drain()
+
+    go(min(len(inputs), 2 * inflight * rows))  # warm-up: every copy of the model made and recorded
+    blocked[0] = 0.0
+    t = time.perf_counter()
+    go(len(inputs))
     wall = time.perf_counter() - t
     m.close()
     return len(inputs) / wall, (wall - blocked[0]) / len(inputs)
@@ -430,12 +487,16 @@ def main() -> None:
         pipe = base["pipelined_items_per_s"]
         by = ", ".join(f"{k}: {v:.0f}" for k, v in base["pipelined_by_in_flight"].items())
         print(f"{backend:8} {'single-process pipelined':22} {pipe:9.1f} {len(files) / pipe:8.1f} {pipe / inv:9.2f}"
-              f"  (CompiledModel.run_async, preprocessed inputs, the fastest of runs in flight {by}: the rate the "
-              f"pool is held against; host work {base['pipelined_host_s'] * 1e3:.3f} ms a frame)")
-        fd = base["feed"]
-        print(f"{backend:8} {'actor feed, no Ray':22} {fd['items_per_s']:9.1f} {len(files) / fd['items_per_s']:8.1f} "
-              f"{fd['items_per_s'] / inv:9.2f}  (one actor's device thread in this process: {fd['items_per_s'] / pipe:.2f}"
-              f" of pipelined; host work {fd['host_s'] * 1e3:.3f} ms a row, CPU {fd['cpu_s'] * 1e3:.3f} ms a row)")
+              f"  (CompiledModel.run_async / run_rows_async, preprocessed inputs, the fastest of runs in flight "
+              f"{by} (KxN: K rows a submission, N in flight): the rate the pool is held against, "
+              f"{base['pipelined_in_flight']}; host work {base['pipelined_host_s'] * 1e3:.3f} ms a frame)")
+        for label, fd in (("actor feed, no Ray", base["feed"]), ("feed, 1 row a submit", base["feed_1"])):
+            if fd is None:
+                continue
+            print(f"{backend:8} {label:22} {fd['items_per_s']:9.1f} {len(files) / fd['items_per_s']:8.1f} "
+                  f"{fd['items_per_s'] / inv:9.2f}  (one actor's device thread in this process: "
+                  f"{fd['items_per_s'] / pipe:.2f} of pipelined; host work {fd['host_s'] * 1e3:.3f} ms a row, CPU "
+                  f"{fd['cpu_s'] * 1e3:.3f} ms a row)")
         print(f"{backend:8} {'single-process loop':22} {base['loop_items_per_s']:9.1f} "
               f"{len(files) / base['loop_items_per_s']:8.1f} {base['loop_items_per_s'] / inv:9.2f}")
         cli = _cli_runs(model, files[:args.cli_runs], backend, work) if args.cli_runs else None

@@ -436,39 +436,28 @@ def test_mediapipe_model_batch_outputs_equal_litegpu_run(local_ray, mediapipe_mo
             np.testing.assert_array_equal(rows[path][name], w, err_msg=f"{path}: {name}")
 
 
-class _FakeBuffer:
-    def __init__(self):
-        self.value = None
-
-    def write(self, x):
-        self.value = np.array(x)
-
-    def read(self, n, dtype):
-        return (self.value.reshape(-1)[:n] * 2).astype(dtype)
-
-
 class _FakeModel:
-    """A CompiledModel stand-in: doubles its input; rejects rows starting with 3 at submission and
-    fails rows starting with 5 when waited for; ``crash`` raises what no row handler catches."""
+    """A CompiledModel stand-in: doubles its input; refuses a submission holding a row starting with 3
+    and fails one holding a row starting with 5 when waited for (as a whole: the feed must run such a
+    submission's rows again one by one to tell which row failed); ``crash`` raises what no row handler
+    catches.  ``sizes``: the rows of each submission."""
 
     def __init__(self, crash: bool = False):
         self.crash = crash
+        self.sizes: list[int] = []
 
-    def create_input_buffers(self, i):
-        return [_FakeBuffer()]
-
-    def create_output_buffers(self, i):
-        return [_FakeBuffer()]
-
-    def run_async(self, i, ins, outs):
+    def run_rows_async(self, i, inputs, outputs):
         if self.crash:
             raise SystemExit("a bug in the device thread")
-        first = ins[0].value.reshape(-1)[0]
-        if first == 3:
+        (x,), (out,) = inputs, outputs
+        self.sizes.append(len(x))
+        firsts = x.reshape(len(x), -1)[:, 0]
+        if (firsts == 3).any():
             raise RuntimeError("rejected")
-        outs[0].value = ins[0].value.copy()
+        out[:] = 2 * x
         handle = type("Handle", (), {})()
-        handle.wait = (lambda: (_ for _ in ()).throw(ValueError("device error"))) if first == 5 else (lambda: None)
+        handle.wait = (lambda: (_ for _ in ()).throw(ValueError("device error"))) if (firsts == 5).any() \
+            else (lambda: None)
         return handle
 
 
@@ -502,39 +491,43 @@ def test_device_feed_row_errors_and_a_dead_thread_raises():
     x = np.arange(16, dtype=np.float32).reshape(8, 1, 2) // 2  # row i holds [i, i]
     errors = [None] * 8
     errors[1] = "unreadable"
-    feed = _DeviceFeed(_FakeModel(), [((1, 2), np.dtype(np.float32))], 2)
+    model = _FakeModel()
+    feed = _DeviceFeed(model, ((1, 2), np.dtype(np.float32)), [((1, 2), np.dtype(np.float32))], 2, rows=4)
     (out,) = feed.run(x, errors)
     assert errors == [None, "unreadable", None, "inference failed: RuntimeError: rejected", None,
                       "inference failed: ValueError: device error", None, None]
     want = 2 * x.copy()
     want[[1, 3, 5]] = 0  # error rows hold zeros
     np.testing.assert_array_equal(out, want)
+    # row 0 alone (row 1 is unreadable), rows 2-5 as one (refused: again one by one), rows 6-7 as one
+    assert model.sizes == [1, 4, 1, 1, 1, 1, 2]
     # more batches than runs in flight, back to back: every row in its own batch's arrays
     outs = [feed.run(x + k * 100, [None] * 8)[0] for k in range(1, 4)]
     for k, o in enumerate(outs, 1):
         np.testing.assert_array_equal(o, 2 * (x + k * 100))
     feed.close()
     assert not feed.thread.is_alive()
-    dead = _DeviceFeed(_FakeModel(crash=True), [((1, 2), np.dtype(np.float32))], 2)
+    dead = _DeviceFeed(_FakeModel(crash=True), ((1, 2), np.dtype(np.float32)), [((1, 2), np.dtype(np.float32))], 2)
     with pytest.raises(RuntimeError, match="device thread ended"):
         dead.run(x, [None] * 8)
 
 
 @pytest.mark.parametrize("backend", ["vulkan"])
-def test_device_feed_lends_rows_to_a_compiled_model(case, backend):
-    """The GPU actor's path without copies: batch rows lent as the runs' input buffers, outputs read
-    straight into the batch's arrays.  Every row equals the single-process interpreter's, byte for
-    byte: a contiguous batch, one that cannot be lent (not C-contiguous: written per row), and a
-    batch with an error row, which must read zeros, not whatever its (uninitialised) memory held;
+def test_device_feed_submits_rows_to_a_compiled_model(case, backend):
+    """The GPU actor's path: a batch's rows handed to the model several at a time as one submission
+    (``run_rows_async``), outputs landing in the batch's arrays.  Every row equals the single-process
+    interpreter's, byte for byte: a contiguous batch, one that is not C-contiguous (made so once), and
+    a batch with an error row, which must read zeros, not whatever its (uninitialised) memory held;
     each batch's arrays are its own (the actor returns them to Ray Data, which copies them later)."""
     if why := _unavailable(backend):
         pytest.skip(f"{backend} backend unavailable: {why}")
     from litegpu.batch._stages import IN_FLIGHT, ModelSpec, _DeviceFeed, _InterpreterRuns, build_model
 
     data = case["model"].read_bytes()
-    m = build_model(ModelSpec(name="cnn", data=data, backend=backend, options={}, config=None))
-    assert not isinstance(m.runner, _InterpreterRuns) and m.depth == IN_FLIGHT
-    feed = _DeviceFeed(m.runner, [(shape, dtype) for _, shape, dtype in m.outputs], m.depth, m.signature, lend=True)
+    m = build_model(ModelSpec(name="cnn", data=data, backend=backend, options={}, config=None, rows_per_submit=4))
+    assert not isinstance(m.runner, _InterpreterRuns) and m.depth == IN_FLIGHT and m.rows == 4
+    feed = _DeviceFeed(m.runner, m.input, [(shape, dtype) for _, shape, dtype in m.outputs], m.depth, m.signature,
+                       m.rows)
     interp = make_interpreter(load_model(str(case["model"])), backend, {})
     rng = np.random.default_rng(1)
     x = rng.normal(size=(6, 1, HW, HW, 3)).astype(np.float32)
@@ -562,7 +555,7 @@ def test_device_feed_lends_rows_to_a_compiled_model(case, backend):
     outs = feed.run(x, errors)
     check(outs, x, errors)
     kept = [a.copy() for a in outs]
-    y = np.asfortranarray(x[::-1])  # not C-contiguous: written into the feed's own buffers
+    y = np.asfortranarray(x[::-1])  # not C-contiguous: the feed makes it so, once
     errors = [None, "unreadable", None, None, None, None]
     outs2 = feed.run(y, errors)
     assert not any(np.shares_memory(a, b) for a, b in zip(outs, outs2, strict=True))

@@ -1,5 +1,5 @@
-"""litegpu's CompiledModel additions: runs in flight (``run_async``), device-resident buffers, one
-model's output feeding another on the device.  Every result is compared with LiteRT's reference
+"""litegpu's CompiledModel additions: runs in flight (``run_async``), several runs as one call
+(``run_rows_async``), device-resident buffers, one model's output feeding another on the device.  Every result is compared with LiteRT's reference
 kernels on the same inputs; every GPU backend here runs the tests (skipped with the reason if missing)."""
 
 from __future__ import annotations
@@ -254,3 +254,129 @@ def test_vulkan_staged_overlapping_runs_and_chain(monkeypatch):
     load_backend_delegate("vulkan").close()
     test_two_runs_in_flight_and_reads_wait_for_their_own_run(backend)
     test_chain_stays_on_device(backend, monkeypatch)
+    test_run_rows_equal_single_runs_and_litert(backend)
+
+
+def _two_output_model() -> bytes:
+    """x -> CONV_2D 3x3 + RELU6 -> y, and x * c + d -> z: two outputs, as a detector's boxes and scores."""
+    b = ModelBuilder()
+    x = b.input("x", SHAPE)
+    w = b.const("w", RNG.uniform(-1, 1, (4, 3, 3, 4)).astype(np.float32))
+    bias = b.const("b", RNG.uniform(-1, 1, (4,)).astype(np.float32))
+    c = b.const("c", RNG.uniform(0.5, 2, (1, 1, 1, 4)).astype(np.float32))
+    d = b.const("d", RNG.uniform(-1, 1, (1, 1, 1, 4)).astype(np.float32))
+    y, m, z = b.tensor("y", SHAPE), b.tensor("m", SHAPE), b.tensor("z", SHAPE)
+    b.op("CONV_2D", [x, w, bias], [y], padding=0, stride_w=1, stride_h=1, fused_activation_function=3)
+    b.op("MUL", [x, c], [m])
+    b.op("ADD", [m, d], [z])
+    b.output(y)
+    b.output(z)
+    return b.build()
+
+
+TWO_OUT = _two_output_model()
+
+
+def _single_runs(m: CompiledModel, xs: np.ndarray) -> list[list[np.ndarray]]:
+    """Each row of ``xs`` through run_async on its own: the outputs per row."""
+    i, o = m.create_input_buffers(0), m.create_output_buffers(0)
+    res = []
+    for x in xs:
+        i[0].write(x)
+        m.run_async(0, i, o).wait()
+        res.append([_read(b) for b in o])
+    return res
+
+
+def test_run_rows_equal_single_runs_and_litert(backend):
+    """K runs handed over as one call: every row's outputs are those of a run of its own, byte for
+    byte, and LiteRT's; on Vulkan they went to the device as one submission (``submit_runs``), on the
+    other APIs one by one through run_async.  Fewer rows than the first call reuse its recording, more
+    record it again; a run_async after them uploads its input again even where the buffer is unchanged
+    (the runs overwrote the tensor the upload stamp speaks for)."""
+    m = _model(TWO_OUT, backend, max_in_flight=2)
+    xs = RNG.uniform(-1, 1, (5, *SHAPE)).astype(np.float32)
+    outs = [np.full((5, *SHAPE), np.nan, np.float32) for _ in range(2)]
+    h = m.run_rows_async(0, [xs], outs)
+    assert h.wait() == outs and h.done()
+    kernel = m._slots[0].prepared[0][1]
+    assert kernel.runs_supported() == backend.startswith("vulkan")
+    assert (kernel._runs is not None) == backend.startswith("vulkan")
+    single = _single_runs(m, xs)
+    for k, x in enumerate(xs):
+        for j, want in enumerate(run_litert(TWO_OUT, [x])):
+            np.testing.assert_array_equal(outs[j][k], single[k][j])
+            assert _rel(outs[j][k], want) <= 1e-4
+    # an input buffer written once, run, then rows run, then the same buffer run again unchanged
+    i, o = m.create_input_buffers(0), m.create_output_buffers(0)
+    i[0].write(xs[0])
+    m.run_by_index(0, i, o)
+    few = [np.empty((3, *SHAPE), np.float32) for _ in range(2)]
+    m.run_rows(0, [xs[2:]], few)
+    for k in range(3):
+        for j in range(2):
+            np.testing.assert_array_equal(few[j][k], single[k + 2][j])
+    m.run_by_index(0, i, o)
+    for j in range(2):
+        np.testing.assert_array_equal(_read(o[j]), single[0][j])
+    more = RNG.uniform(-1, 1, (7, *SHAPE)).astype(np.float32)
+    got = [np.empty((7, *SHAPE), np.float32) for _ in range(2)]
+    if backend.startswith("vulkan"):  # the 7 runs: one vkQueueSubmit of 7 command buffers
+        device, submits = kernel.device, []
+        real = device._submit
+        device._submit = lambda rec, count=1: (submits.append(count), real(rec, count))
+        m.run_rows(0, [more], got)
+        del device._submit
+        assert submits == [7]
+    else:
+        m.run_rows(0, [more], got)
+    for k, row in enumerate(_single_runs(m, more)):
+        for j in range(2):
+            np.testing.assert_array_equal(got[j][k], row[j])
+
+
+def test_run_rows_several_in_flight(backend):
+    """More submissions than copies of the model: each waits for the oldest; every row right."""
+    m = _model(CONV, backend, max_in_flight=2)
+    xs = [RNG.uniform(-1, 1, (4, *SHAPE)).astype(np.float32) for _ in range(4)]
+    outs = [np.empty((4, *SHAPE), np.float32) for _ in xs]
+    handles = [m.run_rows_async(0, [x], [o]) for x, o in zip(xs, outs, strict=True)]
+    assert len(m._slots) == 2
+    for x, o, h in zip(xs, outs, handles, strict=True):
+        h.wait()
+        for k in range(4):
+            assert _rel(o[k], run_litert(CONV, [x[k]])[0]) <= 1e-4
+
+
+def test_run_rows_on_the_cpu_and_on_a_partly_accelerated_model(backend):
+    """The CPU interpreter and a plan with a CPU op take the rows one by one: LiteRT's values (the CPU:
+    its reference kernels), exact for CEIL + ADD."""
+    cpu = CompiledModel.from_buffer(CONV, hardware_accel=HardwareAccelerator.CPU)
+    xs = RNG.uniform(-1, 1, (3, *SHAPE)).astype(np.float32)
+    out = np.empty((3, *SHAPE), np.float32)
+    cpu.run_rows(0, [xs], [out])
+    for k in range(3):
+        assert _rel(out[k], run_litert(CONV, [xs[k]])[0]) <= 1e-5
+    mixed = CompiledModel.from_buffer(_mixed_model(), hardware_accel=GPU, backend=backend.split("-")[0],
+                                      config=_config(backend))
+    xs = RNG.uniform(-3, 3, (3, *SHAPE)).astype(np.float32)
+    mixed.run_rows(0, [xs], [out])
+    np.testing.assert_array_equal(out, np.ceil(xs) + np.float32(0.5))
+
+
+@pytest.mark.parametrize("bad, message", [
+    (lambda x, o: ([x.astype(np.float64)], [o]), r"input 0 \(x\): expected a C-contiguous array of float32\[K, 1, 8, 8, 4\]"),
+    (lambda x, o: ([x[:, :, :4]], [o]), "expected a C-contiguous array"),
+    (lambda x, o: ([np.asfortranarray(x)], [o]), "expected a C-contiguous array"),
+    (lambda x, o: ([x], [o[:2]]), "output 0 has 2 rows, the first input 3"),
+    (lambda x, o: ([x[:0]], [o[:0]]), "at least one row"),
+    (lambda x, o: ([x], []), "Buffer count mismatch"),
+    (lambda x, o: ([x], [np.zeros_like(o)[..., ::2]]), "expected a C-contiguous writeable array"),
+])
+def test_run_rows_rejects_bad_arrays(bad, message):
+    m = CompiledModel.from_buffer(CONV, hardware_accel=HardwareAccelerator.CPU)
+    x = RNG.uniform(-1, 1, (3, *SHAPE)).astype(np.float32)
+    o = np.empty((3, *SHAPE), np.float32)
+    ins, outs = bad(x, o)
+    with pytest.raises(RuntimeError, match=message):
+        m.run_rows_async(0, ins, outs)

@@ -38,7 +38,7 @@ from ._plan import numpy_dtype
 from .hardware_accelerator import HardwareAccelerator
 from .tensor_buffer import _VERSIONS, TensorBuffer
 
-__all__ = ["CompiledModel", "RunHandle", "HardwareAccelerator", "TensorBuffer"]
+__all__ = ["CompiledModel", "RunHandle", "RowsHandle", "HardwareAccelerator", "TensorBuffer"]
 
 log = logging.getLogger("litegpu")
 
@@ -179,6 +179,36 @@ class RunHandle:
                 self._pending = None
         if self._error is not None:
             raise self._error
+        return self.outputs
+
+    result = wait
+
+
+class RowsHandle:
+    """Runs started together by :meth:`CompiledModel.run_rows_async` (future-like).
+
+    ``done()`` says whether all of them ended; ``wait()`` (or ``result()``) waits for all of them and
+    returns the output arrays it was given, now filled.  An error of any run is raised by ``wait``
+    once every run has ended (the rows of a failed submission hold no result).
+    """
+
+    def __init__(self, handles: list[RunHandle], outputs: list[np.ndarray]):
+        self._handles = handles
+        self.outputs = outputs
+
+    def done(self) -> bool:
+        return all(h.done() for h in self._handles)
+
+    def wait(self, timeout: float | None = None) -> list[np.ndarray]:
+        """Wait for every run; the output arrays.  ``timeout``: as for :meth:`RunHandle.wait`."""
+        error: BaseException | None = None
+        for h in self._handles:
+            try:
+                h.wait()
+            except BaseException as e:  # every run ends before the first error is raised
+                error = error or e
+        if error is not None:
+            raise error
         return self.outputs
 
     result = wait
@@ -587,6 +617,67 @@ class CompiledModel:
             if spec.tid in keep:  # on the device from now on: a model on the same device reads it without waiting
                 b._store(keep[spec.tid])
         return handle
+
+    def run_rows(self, signature_index: int, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:
+        """:meth:`run_rows_async` and wait for it."""
+        self.run_rows_async(signature_index, inputs, outputs).wait()
+
+    def run_rows_async(self, signature_index: int, inputs: Sequence[np.ndarray],
+                       outputs: Sequence[np.ndarray]) -> RowsHandle:
+        """Start ``K`` runs of signature ``signature_index`` at once; returns a :class:`RowsHandle`.
+
+        ``inputs``: per signature input (in signature order) a C-contiguous array of shape
+        ``(K, *input_shape)`` in the input's dtype, row ``k`` being run ``k``'s value; ``outputs``:
+        likewise per output, ``(K, *output_shape)``, which the handle's ``wait()`` fills.  The arrays
+        must stay alive and unchanged until then.  Each row's result is the one :meth:`run_async`
+        gives for it.
+
+        On a model a GPU backend runs whole with dense float32 inputs and outputs, on an API that
+        can (Vulkan), the K runs take one copy of the compiled model and go to the device as one
+        submission: each tensor's K rows are copied into mapped staging memory at once, one
+        ``vkQueueSubmit`` carries the K runs, one wait covers them, and each output's K rows are
+        copied out at once, so the host's Python work and driver calls are per K runs, not per run.
+        Elsewhere the rows run one by one through :meth:`run_async` (each row lent as its buffer,
+        no copy), with up to :attr:`max_in_flight` in flight.
+        """
+        self._open()
+        s = self._sig_at(signature_index, 1000, "Failed to invoke the compiled model\n└ ")
+        io = self._io(s)
+        ins, outs = list(inputs), list(outputs)
+        if len(ins) != len(io.ins) or len(outs) != len(io.outs):
+            raise _cm_error(3, "Failed to invoke the compiled model\n└ Buffer count mismatch: the signature has "
+                               f"{len(io.ins)} inputs and {len(io.outs)} outputs; got {len(ins)} and {len(outs)} arrays")
+        runs = None
+        for what, specs, arrays in (("input", io.ins, ins), ("output", io.outs, outs)):
+            for k, (spec, a) in enumerate(zip(specs, arrays, strict=True)):
+                if not isinstance(a, np.ndarray) or a.dtype != spec.dtype or tuple(a.shape[1:]) != spec.shape \
+                        or a.ndim != len(spec.shape) + 1 or not a.flags.c_contiguous \
+                        or (what == "output" and not a.flags.writeable):
+                    got = f"{a.dtype}{list(a.shape)}" if isinstance(a, np.ndarray) else type(a).__name__
+                    raise _cm_error(3, f"Failed to invoke the compiled model\n└ {what} {k} ({spec.tensor.name}): "
+                                       f"expected a C-contiguous{' writeable' if what == 'output' else ''} array of "
+                                       f"{spec.dtype.name}[K, {', '.join(map(str, spec.shape))}] (one row per run), "
+                                       f"got {got}")
+                if runs is None:
+                    runs = int(a.shape[0])
+                elif a.shape[0] != runs:
+                    raise _cm_error(3, f"Failed to invoke the compiled model\n└ {what} {k} has {a.shape[0]} rows, "
+                                       f"the first input {runs}: every array needs one row per run")
+        if not runs:
+            raise _cm_error(3, "Failed to invoke the compiled model\n└ run_rows_async needs at least one row")
+        slot = self._free_slot()
+        prepared = slot.prepared.get(s.index)
+        if prepared is None:
+            prepared = slot.prepared[s.index] = self._prepare(slot, s)
+        _entry, kernel, fast = prepared
+        if fast and kernel.runs_supported([sp.tid for sp in io.ins], io.out_tids):
+            pending = kernel.submit_runs({sp.tid: a for sp, a in zip(io.ins, ins, strict=True)},
+                                         {sp.tid: a for sp, a in zip(io.outs, outs, strict=True)}, runs)
+            handle = RunHandle([], kernel, pending, (), slot)
+            slot.run = handle
+            return RowsHandle([handle], outs)
+        return RowsHandle([self.run_async(signature_index, [TensorBuffer._over(a[i]) for a in ins],
+                                          [TensorBuffer._over(a[i]) for a in outs]) for i in range(runs)], outs)
 
     def _prepare(self, slot: _Slot, s: _Signature) -> tuple[_Entry, Any, bool]:
         """A slot's plan of signature ``s`` (allocated once): its entry, the delegate kernel of the

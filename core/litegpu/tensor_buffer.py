@@ -189,6 +189,16 @@ class TensorBuffer:
         self._host_valid, self._device_valid = True, False
         self._external = True
 
+    @classmethod
+    def _over(cls, array: np.ndarray) -> TensorBuffer:
+        """A buffer of ``array``'s dtype and shape lent ``array``'s memory (:meth:`_lend`; no host
+        memory of its own): ``CompiledModel.run_rows_async`` runs each row this way where it cannot
+        submit the rows as one."""
+        b = cls(None)
+        b._dtype, b._shape = array.dtype, tuple(int(d) for d in array.shape)
+        b._lend(array)
+        return b
+
     def _array(self, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
         """The value as a fresh host array of the tensor's dtype and shape (after its writer ends)."""
         self._settle()

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import vulkan as vk
 from litegpu import BackendUnavailableError, DelegateError
-from litegpu.gpu._device import BufferRef, DeviceInfo, GpuDevice, StartupTimer
+from litegpu.gpu._device import BufferRef, DeviceInfo, GpuDevice, RunStaging, StartupTimer
 from litegpu.gpu.spirv import compile_spirv, find_glsl_compiler
 
 from ._instance import CREATED_MS, _Candidate, _shared_instance, list_devices
@@ -294,18 +294,22 @@ class _Bound(_Resource):
 
 
 class _Recording(_Resource):
-    """A command buffer recorded once, with the fence of its latest submission."""
+    """A command buffer recorded once, with the fence of its latest submission; ``count`` > 1: that
+    many command buffers (``cmds``; one run each, :meth:`VulkanDevice.record_runs`), of which a
+    submission takes the first few, under the one fence."""
 
-    def __init__(self, dev: VulkanDevice, buffers: Sequence[_Buffer], keep: Sequence[Any] = ()):
+    def __init__(self, dev: VulkanDevice, buffers: Sequence[_Buffer], keep: Sequence[Any] = (), count: int = 1):
         super().__init__(dev)
         d = dev._device
         self.buffers = list({id(b): b for b in buffers}.values())  # with buffer_ids: set together
         self.keep = list(keep)  # the bound sets (and through them programs) the commands refer to
-        alloc_info = vk.VkCommandBufferAllocateInfo(commandPool=dev._pool, commandBufferCount=1,
+        alloc_info = vk.VkCommandBufferAllocateInfo(commandPool=dev._pool, commandBufferCount=count,
                                                     level=vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY)
-        self._cmds = vk.vkAllocateCommandBuffers(d, alloc_info)  # a VkCommandBuffer[1] we own
+        self._cmds = vk.vkAllocateCommandBuffers(d, alloc_info)  # a VkCommandBuffer[count] we own
         self.cmd = self._cmds[0]
-        self._on_release(vk.vkFreeCommandBuffers, d, dev._pool, 1, self._cmds)
+        self.cmds = [self._cmds[i] for i in range(count)]
+        self._on_release(vk.vkFreeCommandBuffers, d, dev._pool, count, self._cmds)
+        self._submits: dict[int, tuple[Any, Any]] = {}  # by command buffers submitted: (VkSubmitInfo, its address)
         self.fence = vk.vkCreateFence(d, vk.VkFenceCreateInfo(), None)
         self._on_release(vk.vkDestroyFence, d, self.fence, None)
         # the per-submit calls go to vk.lib directly with these prebuilt arguments: the binding's
@@ -322,6 +326,16 @@ class _Recording(_Resource):
         # built once and reused per submit; named so its command-buffer array stays alive
         self.submit_info = vk.VkSubmitInfo(commandBufferCount=1, pCommandBuffers=self._cmds)
         self.submit_ptr = ffi.addressof(self.submit_info)  # what vk.lib.vkQueueSubmit takes
+
+    def submit_ptr_for(self, count: int) -> Any:
+        """The VkSubmitInfo address submitting the first ``count`` command buffers (built once per count)."""
+        if count == 1:
+            return self.submit_ptr
+        got = self._submits.get(count)
+        if got is None:
+            info = vk.VkSubmitInfo(commandBufferCount=count, pCommandBuffers=self._cmds)
+            got = self._submits[count] = (info, ffi.addressof(info))
+        return got[1]
 
 
 def _barrier(cmd: Any, src_stage: int, src_access: int, dst_stage: int, dst_access: int) -> None:
@@ -1000,7 +1014,6 @@ class VulkanDevice(GpuDevice):
         with :meth:`timestamps` after a replay and :meth:`finish`."""
         self._open()
         self._create_pipelines([bound.program for bound, _k, _g in launches])
-        limits = self._max_groups
         ups = [(self._shadow_for(r), r) for r in uploads if r.buffer.host is None]
         downs = [(r, self._readback_for(r)) for r in downloads if r.buffer.host is None]
         rec = _Recording(self, [u[1] for bound, _k, _g in launches for u in bound.uses]
@@ -1008,7 +1021,6 @@ class VulkanDevice(GpuDevice):
                          keep=[bound for bound, _k, _g in launches])
         rec.upload_keys = frozenset(id(s) for s, _r in ups)
         rec.readbacks = [rb for _r, rb in downs]
-        cmd = rec.cmd
         self._begin(rec)
         n_marks = 2 * (len(ups) + len(launches) + len(downs))
         if profile:
@@ -1017,7 +1029,55 @@ class VulkanDevice(GpuDevice):
             info = vk.VkQueryPoolCreateInfo(queryType=vk.VK_QUERY_TYPE_TIMESTAMP, queryCount=max(n_marks, 1))
             rec.query_pool = vk.vkCreateQueryPool(self._device, info, None)
             rec._on_release(vk.vkDestroyQueryPool, self._device, rec.query_pool, None)
-            vk.vkCmdResetQueryPool(cmd, rec.query_pool, 0, max(n_marks, 1))
+            vk.vkCmdResetQueryPool(rec.cmd, rec.query_pool, 0, max(n_marks, 1))
+        self._record_run(rec, rec.cmd, [(s, 0, r.buffer, r.offset, r.nbytes) for s, r in ups], launches,
+                         [(r.buffer, r.offset, rb, 0, r.nbytes) for r, rb in downs], profile)
+        self._end(rec)
+        self._flush_pending()  # the weights and params uploaded at prepare: now, not in the first invoke
+        return rec
+
+    def record_runs(self, launches: Sequence[tuple[_Bound, RenderedKernel, tuple[int, int, int]]],
+                    uploads: Sequence[BufferRef], downloads: Sequence[BufferRef], capacity: int) -> RunStaging:
+        """``capacity`` command buffers, one run each: run ``i`` copies its inputs out of row ``i`` of
+        one persistently mapped upload buffer per input, launches, and copies its outputs into row ``i``
+        of one host-cached readback buffer per output (always through staging, also where the tensors
+        are host-visible: the runs of one submission share the tensors).  :meth:`replay_runs` submits
+        the first few in one ``vkQueueSubmit`` under one fence: the host writes and reads the rows with
+        one copy per tensor, and waits once, for all of them."""
+        self._open()
+        if capacity < 1:
+            raise DelegateError(f"record_runs needs a capacity >= 1, got {capacity}")
+        self._create_pipelines([bound.program for bound, _k, _g in launches])
+        ins = [_Buffer(self, max(capacity * r.nbytes, 16), "upload") for r in uploads]
+        outs = [_Buffer(self, max(capacity * r.nbytes, 16), "readback") for r in downloads]
+        for b in ins:  # a direct-mode input's host rows fill only their leading bytes: zero padding lanes
+            b.host[:] = 0
+        rec = _Recording(self, [u[1] for bound, _k, _g in launches for u in bound.uses]
+                         + ins + outs + [r.buffer for r in (*uploads, *downloads)],
+                         keep=[bound for bound, _k, _g in launches], count=capacity)
+        ups, downs = list(zip(ins, uploads, strict=True)), list(zip(outs, downloads, strict=True))
+        for i, cmd in enumerate(rec.cmds):
+            vk.vkBeginCommandBuffer(cmd, vk.VkCommandBufferBeginInfo(flags=0))
+            self._record_run(rec, cmd, [(b, i * r.nbytes, r.buffer, r.offset, r.nbytes) for b, r in ups], launches,
+                             [(r.buffer, r.offset, b, i * r.nbytes, r.nbytes) for b, r in downs], False)
+            _vk_call("vkEndCommandBuffer", vk.vkEndCommandBuffer, cmd)
+        self._flush_pending()
+        return RunStaging(rec, capacity, [b.host[:capacity * r.nbytes].reshape(capacity, r.nbytes) for b, r in ups],
+                          [b.host[:capacity * r.nbytes].reshape(capacity, r.nbytes) for b, r in downs])
+
+    def replay_runs(self, staging: RunStaging, runs: int) -> Any:
+        if not 1 <= runs <= staging.capacity:
+            raise DelegateError(f"replay_runs: {runs} runs for a recording of {staging.capacity}")
+        self._queue_dirty(frozenset())
+        self._submit(staging.recording, runs)
+        return staging.recording, []  # a read_async token: wait_reads / reads_done wait for the fence
+
+    def _record_run(self, rec: _Recording, cmd: Any, ups: Sequence[tuple[_Buffer, int, _Buffer, int, int]],
+                    launches: Sequence[tuple[_Bound, RenderedKernel, tuple[int, int, int]]],
+                    downs: Sequence[tuple[_Buffer, int, _Buffer, int, int]], profile: bool) -> None:
+        """One run's commands into ``cmd``: the upload copies ``(src, offset, dst, offset, bytes)``, the
+        launches, the download copies."""
+        limits = self._max_groups
 
         def barrier(src_stage: int, src_access: int, dst_stage: int, dst_access: int) -> None:
             _barrier(cmd, src_stage, src_access, dst_stage, dst_access)
@@ -1039,12 +1099,12 @@ class VulkanDevice(GpuDevice):
             return lambda: vk.vkCmdCopyBuffer(cmd, src.handle, dst.handle, 1,
                                               vk.VkBufferCopy(srcOffset=src_off, dstOffset=dst_off, size=n))
 
-        # Earlier submissions (the previous invoke, another partition, device copies) write what we
-        # read, or read what we write: one barrier orders them before this command buffer.
+        # Earlier submissions and command buffers (the previous run, another partition, device copies)
+        # write what we read, or read what we write: one barrier orders them before this run.
         barrier(_COMPUTE | _TRANSFER, _WRITES, _COMPUTE | _TRANSFER,
                 _SHADER_RW | vk.VK_ACCESS_UNIFORM_READ_BIT | vk.VK_ACCESS_TRANSFER_WRITE_BIT)
-        for i, (shadow, r) in enumerate(ups):
-            timed(("upload", i), copy(shadow, 0, r.buffer, r.offset, r.nbytes))
+        for i, up in enumerate(ups):
+            timed(("upload", i), copy(*up))
             rec.copies += 1
         if ups:
             barrier(_TRANSFER, vk.VK_ACCESS_TRANSFER_WRITE_BIT, _COMPUTE, _SHADER_RW)
@@ -1075,15 +1135,12 @@ class VulkanDevice(GpuDevice):
         # results become visible to the readback copies, later submissions and the host
         barrier(_COMPUTE, vk.VK_ACCESS_SHADER_WRITE_BIT, _COMPUTE | _TRANSFER | vk.VK_PIPELINE_STAGE_HOST_BIT,
                 _READS | _SHADER_RW)
-        for i, (r, rb) in enumerate(downs):
-            timed(("download", i), copy(r.buffer, r.offset, rb, 0, r.nbytes))
+        for i, down in enumerate(downs):
+            timed(("download", i), copy(*down))
             rec.copies += 1
         if downs:
             barrier(_TRANSFER, vk.VK_ACCESS_TRANSFER_WRITE_BIT, vk.VK_PIPELINE_STAGE_HOST_BIT,
                     vk.VK_ACCESS_HOST_READ_BIT)
-        self._end(rec)
-        self._flush_pending()  # the weights and params uploaded at prepare: now, not in the first invoke
-        return rec
 
     def recording_stats(self, rec: _Recording) -> dict[str, int]:
         """What one replay of ``rec`` costs in API terms (``describe()['recording']``)."""
@@ -1136,20 +1193,25 @@ class VulkanDevice(GpuDevice):
 
         Boundary inputs written since the last replay that this recording does not copy (an input
         a DeviceValue fed last time) are copied first, in a submission of their own."""
-        for key, (shadow, ref) in list(self._dirty.items()):
-            if key not in rec.upload_keys:
-                self._pending.append((BufferRef(shadow, 0, ref.nbytes), ref, ref.nbytes))
-        self._dirty.clear()
+        self._queue_dirty(rec.upload_keys)
         self._submit(rec)
 
-    def _submit(self, rec: _Recording) -> None:
+    def _queue_dirty(self, skip: frozenset[int]) -> None:
+        """Queue the copies of the upload buffers written since the last replay, but those in ``skip``
+        (the submission copies them itself)."""
+        for key, (shadow, ref) in list(self._dirty.items()):
+            if key not in skip:
+                self._pending.append((BufferRef(shadow, 0, ref.nbytes), ref, ref.nbytes))
+        self._dirty.clear()
+
+    def _submit(self, rec: _Recording, count: int = 1) -> None:
         device = self._open()
         if rec is not self._xfer:
             self._flush_pending()
         self._wait(rec)  # a command buffer is resubmitted only after its previous run ended
         res = vk.lib.vkResetFences(device, 1, rec.fences)
         if res == vk.VK_SUCCESS:
-            res = vk.lib.vkQueueSubmit(self._queue, 1, rec.submit_ptr, rec.fence)
+            res = vk.lib.vkQueueSubmit(self._queue, 1, rec.submit_ptr_for(count), rec.fence)
         if res != vk.VK_SUCCESS:
             name = getattr(vk.exception_codes.get(res), "__name__", str(res))
             raise DelegateError(f"{self.info.name}: vkQueueSubmit failed: {name} ({res})")

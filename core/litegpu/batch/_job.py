@@ -16,6 +16,7 @@ import numpy as np
 
 from ..cli._common import CliError
 from ..cli._preprocess import IMAGE_EXTS, Preprocess, PreprocessOptions, read_metadata
+from . import _stages
 from ._shards import FORMATS, done_paths
 from ._stages import (
     ACTOR_CALLS,
@@ -193,8 +194,9 @@ def run_batch(model: str | os.PathLike[str], input: str | os.PathLike[str], outp
     and shut down at the end.  ``actors``: size of the model actor pool (default: two per GPU of the
     cluster for a GPU backend, else half the CPUs).  Raises :class:`litegpu.cli._common.CliError` for
     bad arguments (the CLI prints it as one line).  ``stats``: keep Ray Data's per-operator
-    statistics in :attr:`BatchResult.stats` (where the time went, stage by stage).  ``in_flight``: runs
-    in flight in each GPU actor (default :data:`~litegpu.batch._stages.IN_FLIGHT`, 3).
+    statistics in :attr:`BatchResult.stats` (where the time went, stage by stage).  ``in_flight``:
+    submissions in flight in each GPU actor (default :data:`~litegpu.batch._stages.IN_FLIGHT`, 3), each
+    of up to :data:`~litegpu.batch._stages.ROWS_PER_SUBMIT` rows (16) run as one submission.
     """
     from ..cli._common import backend_options, load_config_or_none, load_model, resolve_backend
 
@@ -292,7 +294,8 @@ def _run(ray: Any, lm: Any, pre: Preprocess, backend: str, opts: dict[str, Any],
                                                                                 if k in res},
                   "actors": actors, "actor_cpus": actor_cpus, "actor_gpus": actor_gpus}
     spec = ModelSpec(name=lm.name, data=lm.data, backend=backend, options=opts, config=cfg,
-                     device_from_ray=on_gpu_device, in_flight=in_flight or 0)
+                     device_from_ray=on_gpu_device, in_flight=in_flight or 0,
+                     rows_per_submit=_stages.ROWS_PER_SUBMIT)
     prep_ref, prep_wall = None, time.time()
     if backend != "cpu":
         # the one-off prepare fills a serialization cache whose entries every actor imports, so that

@@ -45,7 +45,8 @@ class ModelSpec:
     config: Any  # litegpu.Config (or None without the config system)
     device_from_ray: bool = False  # set the backend's ``device`` option from Ray's GPU id
     cache_files: dict[str, bytes] = field(default_factory=dict)  # serialization-cache entries to import
-    in_flight: int = 0  # runs in flight of a GPU actor (0: IN_FLIGHT)
+    in_flight: int = 0  # submissions in flight of a GPU actor (0: IN_FLIGHT)
+    rows_per_submit: int = 0  # rows a GPU actor submits as one (0: ROWS_PER_SUBMIT)
     #: the one-off prepare's result (a Ray ObjectRef of :func:`prepare_once`'s dict) where the actors
     #: start beside it: each actor waits for it and takes its ``cache_files`` before its own prepare
     prepared: Any = None
@@ -227,13 +228,22 @@ def preprocess_batch(batch: dict[str, np.ndarray], *, pre: Any) -> dict[str, np.
 
 # --------------------------------------------------------------------------- inference
 
-#: runs in flight per actor on a GPU backend (``run_batch(in_flight=)``, ``--in-flight``): a single
-#: process is at its fastest from 2 (docs/compiled-model.md), run N+1 written and submitted while run N
-#: executes; an actor needs one more, to cover the time its device thread waits for the GIL while
-#: another thread of its process runs Python (H200, face_detection_short_range, 2 actors, measured
-#: while the actors still wrote their shards themselves: 0.86x of the pipelined rate with 2, 0.95x
-#: with 3, 0.96x with 4; 1 actor: 0.76x, 0.86x, 0.81x; docs/performance.md)
+#: submissions in flight per actor on a GPU backend (``run_batch(in_flight=)``, ``--in-flight``; each
+#: of :data:`ROWS_PER_SUBMIT` rows): a single process is at its fastest from 2 runs in flight
+#: (docs/compiled-model.md), submission N+1 written and submitted while N executes; an actor needs one
+#: more, to cover the time its device thread waits for the GIL while another thread of its process
+#: runs Python (H200, face_detection_short_range, 2 actors, one row a submission, measured while the
+#: actors still wrote their shards themselves: 0.86x of the pipelined rate with 2, 0.95x with 3, 0.96x
+#: with 4; 1 actor: 0.76x, 0.86x, 0.81x; docs/performance.md)
 IN_FLIGHT = 3
+#: rows of a batch a GPU actor hands the model as one submission (``CompiledModel.run_rows_async``:
+#: on Vulkan one ``vkQueueSubmit`` of that many runs and one wait), so that its device thread's Python
+#: work and its GIL hand-offs (each driver call drops the GIL and must win it back from Ray Data's
+#: threads) are per that many rows, not per row.  1: one run per row, as before (an A/B switch).
+#: H100, face_detection_short_range, vulkan: the device thread's host work 0.037-0.048 ms a row in Ray
+#: against 0.115-0.122 at 1; 2 actors x 3 in flight 0.92-0.96x of the pipelined rate against 0.81-0.83x
+#: (docs/performance.md)
+ROWS_PER_SUBMIT = 16
 #: the GIL switch interval of a GPU actor's process (seconds; Python's default is 0.005): when the
 #: device thread comes back from the driver (a submit, a fence) while another of the actor's threads
 #: runs Python (Ray Data's batch conversions and object-store copies), it waits for the GIL at most about
@@ -249,14 +259,16 @@ ACTOR_CALLS = 3
 
 @dataclass
 class ActorModel:
-    """What an actor runs rows with (:func:`build_model`): ``runner`` has the CompiledModel calls
-    :class:`_DeviceFeed` makes (a CompiledModel, or :class:`_InterpreterRuns`) on its signature
-    ``signature``; ``outputs`` per output buffer, in the runner's order: (position among the
+    """What an actor runs rows with (:func:`build_model`): ``runner`` has the CompiledModel call
+    :class:`_DeviceFeed` makes (``run_rows_async``: a CompiledModel, or :class:`_InterpreterRuns`) on
+    its signature ``signature``; ``outputs`` per output array, in the runner's order: (position among the
     interpreter's outputs, which is ``litegpu run``'s order, shape, dtype); ``info`` the start facts."""
 
     runner: Any
     signature: int
-    depth: int  # runs in flight
+    depth: int  # submissions in flight
+    rows: int  # rows a submission
+    input: tuple[tuple[int, ...], np.dtype]  # the input's shape and dtype
     outputs: list[tuple[int, tuple[int, ...], np.dtype]]
     names: list[str]  # the output columns, in the interpreter's order (named as litegpu run names them)
     info: dict[str, Any]
@@ -275,14 +287,16 @@ def build_model(spec: ModelSpec, *, device: int | None = None) -> ActorModel:
     from ..hardware_accelerator import HardwareAccelerator
 
     first, info = build_interpreter(spec, device=device)
-    in_index = int(first.get_input_details()[0]["index"])  # batch feeds models with one input (checked first)
+    in_det = first.get_input_details()[0]  # batch feeds models with one input (checked first)
+    in_index = int(in_det["index"])
+    inp = (tuple(int(x) for x in in_det["shape"]), np.dtype(in_det["dtype"]))
     details = first.get_output_details()
     taken: set[str] = set()
     names = [safe_name(d["name"], taken) for d in details]
     want = [int(d["index"]) for d in details]
 
     def on_interpreter() -> ActorModel:
-        return ActorModel(_InterpreterRuns(first, in_index, want), 0, 1,
+        return ActorModel(_InterpreterRuns(first, in_index, want), 0, 1, 1, inp,
                           [(k, tuple(int(x) for x in d["shape"]), np.dtype(d["dtype"])) for k, d in enumerate(details)],
                           names, info)
 
@@ -308,7 +322,7 @@ def build_model(spec: ModelSpec, *, device: int | None = None) -> ActorModel:
         ins = [int(d["index"]) for d in model.get_input_tensor_details(key).values()]
         outs = list(model.get_output_tensor_details(key).values())
         if ins == [in_index] and sorted(int(d["index"]) for d in outs) == sorted(want):
-            return ActorModel(model, sig, spec.in_flight or IN_FLIGHT,
+            return ActorModel(model, sig, spec.in_flight or IN_FLIGHT, spec.rows_per_submit or ROWS_PER_SUBMIT, inp,
                               [(want.index(int(d["index"])), tuple(int(x) for x in d["shape"]), np.dtype(d["dtype"]))
                                for d in outs], names, info)
     model.close()
@@ -317,24 +331,8 @@ def build_model(spec: ModelSpec, *, device: int | None = None) -> ActorModel:
     return on_interpreter()
 
 
-class _Held:
-    """A row's input or output for :class:`_InterpreterRuns` (the two TensorBuffer calls the feed makes)."""
-
-    __slots__ = ("value",)
-
-    def __init__(self) -> None:
-        self.value: np.ndarray | None = None
-
-    def write(self, x: np.ndarray) -> None:
-        self.value = x
-
-    def read(self, n: int, dtype: Any) -> np.ndarray:
-        assert self.value is not None
-        return self.value
-
-
 class _Ran:
-    """The handle of a run that has already ended."""
+    """The handle of runs that have already ended."""
 
     @staticmethod
     def wait() -> None:
@@ -342,77 +340,67 @@ class _Ran:
 
 
 class _InterpreterRuns:
-    """The CompiledModel calls :class:`_DeviceFeed` makes, on an interpreter: each run ends before
-    ``run_async`` returns."""
+    """The CompiledModel call :class:`_DeviceFeed` makes, on an interpreter: one row after the other,
+    all ended before ``run_rows_async`` returns."""
 
     def __init__(self, interp: Any, in_index: int, out_indices: list[int]):
         self.interp, self.in_index, self.out_indices = interp, in_index, out_indices
 
-    def create_input_buffers(self, signature: int) -> list[_Held]:
-        return [_Held()]
-
-    def create_output_buffers(self, signature: int) -> list[_Held]:
-        return [_Held() for _ in self.out_indices]
-
-    def run_async(self, signature: int, ins: list[_Held], outs: list[_Held]) -> _Ran:
-        self.interp.set_tensor(self.in_index, ins[0].value)
-        self.interp.invoke()
-        for o, idx in zip(outs, self.out_indices, strict=True):
-            o.value = self.interp.get_tensor(idx).copy()
+    def run_rows_async(self, signature: int, inputs: list[np.ndarray], outputs: list[np.ndarray]) -> _Ran:
+        (x,) = inputs
+        for i in range(len(x)):
+            self.interp.set_tensor(self.in_index, x[i])
+            self.interp.invoke()
+            for o, idx in zip(outputs, self.out_indices, strict=True):
+                o[i] = self.interp.get_tensor(idx)
         return _Ran()
 
 
 class _Job:
     """One batch on its way through :class:`_DeviceFeed`: its inputs, the arrays its outputs land in,
-    its per-row errors, whether its rows are lent to the runs as their input buffers, and the event
-    set when its last row is done."""
+    its per-row errors, and the event set when its last row is done."""
 
-    __slots__ = ("inputs", "outputs", "errors", "left", "lend", "done")
+    __slots__ = ("inputs", "outputs", "errors", "left", "done")
 
-    def __init__(self, inputs: np.ndarray, outputs: list[np.ndarray], errors: list[str | None], left: int,
-                 lend: bool):
-        self.inputs, self.outputs, self.errors, self.left, self.lend = inputs, outputs, errors, left, lend
+    def __init__(self, inputs: np.ndarray, outputs: list[np.ndarray], errors: list[str | None], left: int):
+        self.inputs, self.outputs, self.errors, self.left = inputs, outputs, errors, left
         self.done = threading.Event()
 
 
 class _DeviceFeed:
-    """The actor's one thread that drives the device.  Rows of every batch handed to :meth:`run`
-    are submitted in order with up to ``depth`` runs in flight, across batch boundaries (the ring is
-    drained only when no batch is waiting).  Calls come from Ray Data's threads (one per batch the
-    actor holds); only this thread touches the model, so the model needs no locks.
+    """The actor's one thread that drives the device.  The rows of every batch handed to :meth:`run`
+    go to the model in order, ``rows`` at a time as one submission
+    (:meth:`litegpu.compiled_model.CompiledModel.run_rows_async`), with up to ``depth`` submissions in
+    flight, across batch boundaries (the ring is drained only when no batch is waiting).  Calls come
+    from Ray Data's threads (one per batch the actor holds); only this thread touches the model, so the
+    model needs no locks.
 
-    Per row, on a CompiledModel (``lend``), nothing is copied on the host: the batch's input row is
-    lent to the run as its input buffer and the rows of the batch's output arrays as its output
-    buffers (:meth:`litegpu.tensor_buffer.TensorBuffer._lend`), so the upload reads the row where
-    Ray put it and the download lands in the array the actor returns.  Each batch gets new output
-    arrays (``np.empty``: the allocator hands back the pages of the batches Ray has already copied
-    out, so they are not faulted in anew): the actor returns them to Ray Data, which copies them
-    into the object store after the call, so they cannot be reused safely.  That host work per row
-    is below the single-process 2-in-flight loop's (which writes each input into its buffer and
-    reads each output out of its buffer); docs/performance.md has the numbers.  Without ``lend``
-    (the CPU interpreter's runs) inputs are written and outputs read and stored per row."""
+    Nothing is copied on the way but into and out of the device's staging memory: a submission's
+    input is a slice of the batch's input array (as Ray Data hands it over) and its outputs slices of
+    the batch's output arrays.  Each batch gets new output arrays (``np.empty``: the allocator hands
+    back the pages of the batches Ray has already copied out, so they are not faulted in anew): the
+    actor returns them to Ray Data, which copies them into the object store after the call, so they
+    cannot be reused safely.  On Vulkan a submission of ``rows`` rows is one ``vkQueueSubmit`` and
+    one wait, so the thread's Python work and its GIL hand-offs are per ``rows`` rows; where the model
+    cannot submit rows as one it runs them one by one, lent as their buffers.  The rows of a batch's
+    error rows (unreadable inputs) are not run; a submission that fails is run again one row at a
+    time, so that only the rows that fail get the error."""
 
-    def __init__(self, model: Any, outs: list[tuple[tuple[int, ...], np.dtype]], depth: int, signature: int = 0,
-                 lend: bool = False):
+    def __init__(self, model: Any, inp: tuple[tuple[int, ...], np.dtype], outs: list[tuple[tuple[int, ...], np.dtype]],
+                 depth: int, signature: int = 0, rows: int = 1):
         self.model = model
         self.signature = signature
-        self.outs = [(int(np.prod(shape)), np.dtype(dtype), tuple(shape)) for shape, dtype in outs]
-        self.lend = lend
-        # per run in flight: (input buffers written per row, output buffers, input buffer lent per row)
-        self.free: collections.deque = collections.deque()
-        for _ in range(depth):
-            ins, outs_ = model.create_input_buffers(signature), model.create_output_buffers(signature)
-            lent = model.create_input_buffers(signature) if lend else ins
-            self.free.append((ins, outs_, lent))
-        # what a lent input row must be: the input buffer's dtype and bytes
-        self.in_type = (self.free[0][2][0]._dtype, self.free[0][2][0].nbytes) if lend else None
-        self.ring: collections.deque = collections.deque()  # (handle, buffers, job, row), oldest first
+        self.depth = max(1, int(depth))
+        self.rows = max(1, int(rows))
+        self.inp = (tuple(inp[0]), np.dtype(inp[1]))
+        self.outs = [(tuple(shape), np.dtype(dtype)) for shape, dtype in outs]
+        self.ring: collections.deque = collections.deque()  # (handle, job, first row, end row), oldest first
         self.jobs: queue.SimpleQueue = queue.SimpleQueue()
         # where the device thread's time goes, from its first batch on (seconds): waiting for a batch
         # (the stages before it are slower), blocked on the device (the device is the limit), and the
-        # rest, its host work (submitting runs, and with ``lend`` nothing else); ``cpu_s`` the CPU
-        # time of that thread: host work far above it is time spent waiting for the GIL (another
-        # thread of the actor holding it), not work
+        # rest, its host work (submitting runs: copying rows into and out of staging, Python); ``cpu_s``
+        # the CPU time of that thread: host work far above it is time spent waiting for the GIL
+        # (another thread of the actor holding it), not work
         self.started: float | None = None
         self.last = 0.0
         # the same two instants by the wall clock (comparable across the actors' processes)
@@ -434,15 +422,12 @@ class _DeviceFeed:
         self.model = None
 
     def warm_up(self) -> None:
-        """Run one zero row per run in flight (the model's copies for them are made and allocated on
-        their first run) and start the time split afresh, so that an actor's first batch is not
-        slower and its host work a row counts rows only, as the single-process loop's does."""
-        if self.in_type is None:
-            return
-        ins = self.free[0][2][0]
-        x = np.zeros((len(self.free), *ins._shape), ins._dtype)
-        errors: list[str | None] = [None] * len(x)
-        self.run(x, errors)
+        """Run one submission of zero rows per submission in flight (the model's copies for them are
+        made, allocated and their submissions recorded on their first run) and start the time split
+        afresh, so that an actor's first batch is not slower and its host work a row counts rows
+        only, as the single-process loop's does."""
+        x = np.zeros((self.depth * self.rows, *self.inp[0]), self.inp[1])
+        self.run(x, [None] * len(x))
         self.started, self.idle_s, self.device_s, self.cpu_s = None, 0.0, 0.0, 0.0
         self.first_wall = self.last_wall = 0.0
 
@@ -450,17 +435,19 @@ class _DeviceFeed:
         """Run every row of ``inputs`` whose error is None; the outputs stacked by row (zeros on
         error rows).  A row the model rejects gets its error in ``errors``."""
         n = len(errors)
-        outputs = [np.empty((n, *shape), dtype) for _, dtype, shape in self.outs]
-        rows = [i for i in range(n) if errors[i] is None]
-        if len(rows) < n:  # np.empty: the error rows' slots hold whatever the memory held
+        outputs = [np.empty((n, *shape), dtype) for shape, dtype in self.outs]
+        bad = [i for i in range(n) if errors[i] is not None]
+        if bad:  # np.empty: the error rows' slots hold whatever the memory held
             for out in outputs:
-                out[[i for i in range(n) if errors[i] is not None]] = 0
-        if rows:
-            # a row is lent as it is only if it is the input tensor's bytes (C-contiguous, its dtype)
-            lend = self.in_type is not None and isinstance(inputs, np.ndarray) and inputs.ndim > 0 \
-                and (inputs.dtype, inputs[0].nbytes) == self.in_type and inputs.flags.c_contiguous
-            job = _Job(inputs, outputs, errors, len(rows), lend)
-            self.jobs.put((job, rows))
+                out[bad] = 0
+        if len(bad) < n:
+            shape, dtype = self.inp
+            # the model takes C-contiguous rows of its input's dtype and shape; Ray Data hands such a batch over
+            x = np.asarray(inputs)
+            if x.dtype != dtype or not x.flags.c_contiguous or x.shape[1:] != shape:
+                x = np.ascontiguousarray(x, dtype).reshape(n, *shape)
+            job = _Job(x, outputs, errors, n - len(bad))
+            self.jobs.put((job, self._spans(errors)))
             while not job.done.wait(0.25):  # never hang on a thread that is gone
                 if not self.thread.is_alive():
                     break
@@ -468,6 +455,21 @@ class _DeviceFeed:
                 raise RuntimeError(f"litegpu batch: the actor's device thread ended ({self.crashed!r}); "
                                    "the job stops; the shards written so far are kept") from self.crashed
         return outputs
+
+    def _spans(self, errors: list[str | None]) -> list[tuple[int, int]]:
+        """The submissions of a batch: runs of consecutive rows without an error, cut every ``rows``."""
+        spans: list[tuple[int, int]] = []
+        i, n = 0, len(errors)
+        while i < n:
+            if errors[i] is not None:
+                i += 1
+                continue
+            j = i
+            while j < n and j - i < self.rows and errors[j] is None:
+                j += 1
+            spans.append((i, j))
+            i = j
+        return spans
 
     def _loop(self) -> None:
         try:
@@ -477,11 +479,11 @@ class _DeviceFeed:
             log.exception("litegpu batch: the device thread failed")
 
     def _serve(self) -> None:
-        free, ring, model, sig = self.free, self.ring, self.model, self.signature
+        ring, model, sig, depth = self.ring, self.model, self.signature, self.depth
         cpu0 = 0.0
         while True:
             t = time.perf_counter()
-            job, rows = self.jobs.get()
+            job, spans = self.jobs.get()
             if job is None:  # close()
                 while ring:
                     self._finish(ring.popleft())
@@ -493,30 +495,16 @@ class _DeviceFeed:
                 cpu0 = time.thread_time()
             else:
                 self.idle_s += now - t
-            inputs, outputs, lend = job.inputs, job.outputs, self.lend
-            for row in rows:
-                if not free:
+            x, outputs = job.inputs, job.outputs
+            for a, b in spans:
+                if len(ring) >= depth:
                     self._finish(ring.popleft())
-                bufs = free.popleft()
                 try:
-                    if lend:
-                        ins = bufs[2]
-                        if job.lend:
-                            ins[0]._lend(inputs[row])
-                        else:
-                            ins = bufs[0]
-                            ins[0].write(inputs[row])
-                        for buf, out in zip(bufs[1], outputs, strict=True):
-                            buf._lend(out[row])
-                    else:
-                        ins = bufs[0]
-                        ins[0].write(inputs[row])
-                    handle = model.run_async(sig, ins, bufs[1])
+                    handle = model.run_rows_async(sig, [x[a:b]], [out[a:b] for out in outputs])
                 except Exception as e:  # noqa: BLE001 - a row the model rejects is reported, the batch goes on
-                    free.append(bufs)
-                    self._failed(job, row, e)
+                    self._retry(job, a, b, e)
                     continue
-                ring.append((handle, bufs, job, row))
+                ring.append((handle, job, a, b))
             if self.jobs.empty():  # nothing queued behind: finish this batch now
                 while ring:
                     self._finish(ring.popleft())
@@ -530,21 +518,35 @@ class _DeviceFeed:
         busy = self.last - self.started if self.started is not None else 0.0
         return self.idle_s, self.device_s, max(0.0, busy - self.idle_s - self.device_s), self.cpu_s
 
-    def _finish(self, entry: tuple[Any, Any, _Job, int]) -> None:
-        handle, bufs, job, row = entry
+    def _finish(self, entry: tuple[Any, _Job, int, int]) -> None:
+        handle, job, a, b = entry
         try:
             t = time.perf_counter()
             handle.wait()
             self.device_s += time.perf_counter() - t
-            if not self.lend:  # (lent: the outputs are in the batch's arrays already)
-                for buf, out, (n, dtype, shape) in zip(bufs[1], job.outputs, self.outs, strict=True):
-                    out[row] = buf.read(n, dtype).reshape(shape)
         except Exception as e:  # noqa: BLE001 - as above
-            self.free.append(bufs)
-            self._failed(job, row, e)
+            self._retry(job, a, b, e)
             return
-        self.free.append(bufs)
-        job.left -= 1
+        self._done(job, b - a)
+
+    def _retry(self, job: _Job, a: int, b: int, e: BaseException) -> None:
+        """Rows ``a:b`` failed as one submission (``e``): run them again one at a time, so that only
+        the rows that fail get an error (a single row gets ``e``)."""
+        if b - a == 1:
+            self._failed(job, a, e)
+            return
+        for row in range(a, b):
+            try:
+                self.model.run_rows_async(self.signature, [job.inputs[row:row + 1]],
+                                          [out[row:row + 1] for out in job.outputs]).wait()
+            except Exception as e1:  # noqa: BLE001 - as above
+                self._failed(job, row, e1)
+                continue
+            self._done(job, 1)
+
+    @staticmethod
+    def _done(job: _Job, rows: int) -> None:
+        job.left -= rows
         if job.left == 0:
             job.done.set()
 
@@ -553,9 +555,7 @@ class _DeviceFeed:
         job.errors[row] = f"inference failed: {type(e).__name__}: {e}"
         for out in job.outputs:
             out[row] = 0
-        job.left -= 1
-        if job.left == 0:
-            job.done.set()
+        _DeviceFeed._done(job, 1)
 
 
 #: CPUs a write task asks for (a shard write is one thread of numpy, Arrow and file I/O)
@@ -643,9 +643,8 @@ class InferenceActor:
         if not isinstance(m.runner, _InterpreterRuns):  # the device thread is the actor's critical path
             sys.setswitchinterval(SWITCH_INTERVAL)
         self.info = m.info
-        # rows lent to the runs (no host copies) where the runner is a CompiledModel's TensorBuffers
-        self.feed = _DeviceFeed(m.runner, [(shape, dtype) for _, shape, dtype in m.outputs], m.depth, m.signature,
-                                lend=not isinstance(m.runner, _InterpreterRuns))
+        self.feed = _DeviceFeed(m.runner, m.input, [(shape, dtype) for _, shape, dtype in m.outputs], m.depth,
+                                m.signature, m.rows)
         self.feed.warm_up()
         # the output columns in litegpu run's order: (name, index of its array among the feed's outputs)
         where = {pos: k for k, (pos, _, _) in enumerate(m.outputs)}

@@ -26,7 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="model actors (default: two per GPU for a GPU backend on a cluster with GPUs, else half "
                         "the CPUs)")
     p.add_argument("--batch-size", type=int, default=32, metavar="K", help="inputs per batch and shard (default 32)")
-    p.add_argument("--in-flight", type=int, metavar="N", help="runs in flight in each GPU actor (default 3)")
+    p.add_argument("--in-flight", type=int, metavar="N", help="submissions in flight in each GPU actor, each of up to 16 rows run as one (default 3)")
     p.add_argument("--address", metavar="ray://HOST:10001",
                    help="join this Ray cluster (or 'auto': the one this machine belongs to) instead of starting "
                         "a local instance")

@@ -20,7 +20,7 @@ import numpy as np
 
 from .kernels import RenderedKernel
 
-__all__ = ["DeviceInfo", "GpuDevice", "BufferRef", "StartupTimer"]
+__all__ = ["DeviceInfo", "GpuDevice", "BufferRef", "RunStaging", "StartupTimer"]
 
 
 @dataclass(frozen=True)
@@ -51,6 +51,21 @@ class BufferRef:
     buffer: Any
     offset: int
     nbytes: int
+
+
+@dataclass
+class RunStaging:
+    """Several runs of one recording submitted as one (:meth:`GpuDevice.record_runs`): the API's
+    ``recording`` of up to ``capacity`` runs and, per upload and per download in the order given, a
+    ``uint8`` array of shape ``(capacity, bytes)`` over host memory the device maps: the host writes
+    run ``i``'s input bytes into row ``i`` of ``inputs[j]`` before :meth:`GpuDevice.replay_runs` and
+    reads run ``i``'s outputs from row ``i`` of ``outputs[j]`` once that submission's token is waited
+    for (:meth:`GpuDevice.wait_reads`)."""
+
+    recording: Any
+    capacity: int
+    inputs: list[np.ndarray]
+    outputs: list[np.ndarray]
 
 
 @dataclass
@@ -239,6 +254,23 @@ class GpuDevice(ABC):
         """Enqueue a :meth:`record` result (no host synchronisation)."""
         for bound, kernel, grid in recording:
             self.launch(bound, kernel, grid)
+
+    # -- several runs as one submission (optional): CompiledModel.run_rows_async hands a partition K
+    # runs at once; an API that can submit K recorded runs together and wait once (Vulkan: K command
+    # buffers in one vkQueueSubmit under one fence) overrides both, so the host's work and its
+    # driver calls (each one a GIL hand-off) are per K runs.  The default (None) makes the executor
+    # submit the runs one by one, as run_async does.
+    def record_runs(self, launches: Sequence[tuple[Any, RenderedKernel, tuple[int, int, int]]],
+                    uploads: Sequence[BufferRef], downloads: Sequence[BufferRef], capacity: int) -> RunStaging | None:
+        """A recording of up to ``capacity`` runs of ``launches`` (done once per partition copy), each
+        run reading ``uploads`` from its row of :attr:`RunStaging.inputs` and writing ``downloads``
+        into its row of :attr:`RunStaging.outputs`; None where the API cannot (the default)."""
+        return None
+
+    def replay_runs(self, staging: RunStaging, runs: int) -> Any:
+        """Submit the first ``runs`` runs of a :meth:`record_runs` recording (no host wait); a token for
+        :meth:`wait_reads` and :meth:`reads_done`.  The caller waits for it before writing the rows again."""
+        raise NotImplementedError(f"{type(self).__name__} has no record_runs")
 
     #: what :meth:`profile_launches` measures on this device (overridden where the API times the GPU)
     profile_source: str = "host: launch + wait per kernel (this API gives no GPU timestamps here)"

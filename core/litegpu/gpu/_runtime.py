@@ -79,7 +79,7 @@ from .._ir import Model, Subgraph, Tensor
 from . import _layout as L
 from ._capabilities import match_epilogue
 from ._cost import profile_for
-from ._device import BufferRef, GpuDevice
+from ._device import BufferRef, GpuDevice, RunStaging
 from ._graph import GpuGraph, GpuNode, GpuOp, GpuPlan, PlanTensor
 from ._kernel_specs import stride_param
 from ._layout import dequantize_host, from_device, quantize_host, slices, to_device
@@ -157,10 +157,13 @@ class DeviceTensor:
 
 @dataclass
 class _Pending:
-    """A submitted run: its outputs (host arrays filled once the reads end) and the reads' token."""
+    """A submitted run: its outputs (host arrays filled once the reads end) and the reads' token;
+    several runs submitted as one (:meth:`GpuPartitionKernel.submit_runs`): ``rows`` is the staging,
+    the count and the host arrays their outputs go to."""
 
     outputs: dict[int, Any]
     token: Any
+    rows: tuple[RunStaging, int, list[np.ndarray]] | None = None
 
 
 DEFAULT_CACHE_BYTES = 1 << 30
@@ -377,6 +380,10 @@ class GpuPartitionKernel(DelegateKernel):
         #: per input, the stamp of the host value its device buffer (or upload staging) holds: a
         #: submit with the same stamp skips the upload (an input buffer not written since)
         self._stamps: dict[int, Any] = {}
+        #: several runs as one submission (submit_runs): whether they can (known on first ask), the
+        #: device's recording and staging of them (made on first use)
+        self._runs_ok: bool | None = None
+        self._runs: RunStaging | None = None
         # binaries now, not at each compile: a device may still be compiling until record() (Vulkan
         # compiles every kernel of the partition side by side and creates the pipelines there)
         used = {r["src"] for r in self.records}  # not the work-group candidates tuning tried and dropped
@@ -719,7 +726,63 @@ class GpuPartitionKernel(DelegateKernel):
 
     def complete(self, pending: _Pending) -> dict[int, Any]:
         self.device.wait_reads(pending.token)
+        if pending.rows is not None:  # several runs: each output's rows out of the staging, one copy each
+            staging, runs, dests = pending.rows
+            for view, dest in zip(staging.outputs, dests, strict=True):
+                n = dest.nbytes // runs
+                dest.reshape(runs, -1).view(np.uint8)[:] = view[:runs, :n]
         return self._named(self._converted(pending.outputs))
+
+    def runs_supported(self, inputs: Sequence[int] | None = None, outputs: Sequence[int] | None = None) -> bool:
+        """Whether :meth:`submit_runs` can take several runs as one submission here: every input and
+        host output crosses as dense float32 (no host-side layout change, no quantization), no output
+        is a variable's new state, and the device records several runs (:meth:`GpuDevice.record_runs`);
+        with ``inputs`` / ``outputs`` (tensor ids the caller gives and wants) also whether they are
+        the partition's inputs and host outputs."""
+        if self._runs_ok is None:
+            dense = [b for b in (*self._inputs, *self._outputs) if b is not None]
+            self._runs_ok = all(b.mode != "host" and b.quant is None and b.dtype == "float32" for b in dense) \
+                and not self.plan.aliases and type(self.device).record_runs is not GpuDevice.record_runs
+        if not self._runs_ok:
+            return False
+        if inputs is not None and not {b.tid for b in self._inputs} <= set(inputs):
+            return False
+        return outputs is None or {b.tid for b in self._outputs if b is not None} == set(outputs)
+
+    def submit_runs(self, inputs: Mapping[int, np.ndarray], out: Mapping[int, np.ndarray], runs: int) -> _Pending:
+        """``runs`` runs submitted as one (:meth:`runs_supported` must be True): ``inputs[tid]`` holds
+        the runs' values of input ``tid`` one after the other (float32, C-contiguous, ``runs`` times
+        the tensor's elements), ``out[tid]`` likewise receives each host output's values
+        (:meth:`complete`).  The host copies each tensor's rows into the device's mapped staging in
+        one copy (numpy drops the GIL for it), submits once and, in :meth:`complete`, waits once and
+        copies each output's rows out.  As with :meth:`submit`, the caller completes it before the
+        next submission to this kernel."""
+        staging = self._runs
+        if staging is None or staging.capacity < runs:
+            if not self.runs_supported():
+                raise DelegateError("this partition cannot submit several runs as one (runs_supported() is False)")
+            self._runs = None  # (a larger capacity: the old recording goes first)
+            staging = self._runs = self.device.record_runs(
+                [(ln.bound, ln.kernel, ln.grid) for ln in self._launches], [b.ref for b in self._inputs],
+                [b.ref for b in self._outputs if b is not None], runs)
+        for b, view in zip(self._inputs, staging.inputs, strict=True):
+            a = inputs[b.tid]
+            if a.dtype != np.float32 or a.size != runs * b.size or not a.flags.c_contiguous:
+                raise DelegateError(f"input {b.name!r}: {runs} runs need a C-contiguous float32 array of "
+                                    f"{runs} x {b.size} elements, got {a.dtype}{list(a.shape)}")
+            view[:runs, :b.size * 4] = a.reshape(runs, b.size).view(np.uint8)
+        dests = []
+        for b in self._outputs:
+            if b is None:
+                continue
+            d = out[b.tid]
+            if d.dtype != np.float32 or d.size != runs * b.size or not d.flags.c_contiguous:
+                raise DelegateError(f"output {b.name!r}: {runs} runs need a C-contiguous float32 array of "
+                                    f"{runs} x {b.size} elements, got {d.dtype}{list(d.shape)}")
+            dests.append(d)
+        self._stamps.clear()  # the runs wrote the input tensors: no upload may be skipped after them
+        token = self.device.replay_runs(staging, runs)
+        return _Pending({}, token, (staging, runs, dests))
 
     def _named(self, out: dict[int, Any]) -> dict[int, Any]:
         """``out`` keyed as the partition names its outputs: a variable's new state under the variable's id."""
