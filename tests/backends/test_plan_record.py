@@ -17,7 +17,7 @@ from litegpu.cpu._registry import KernelRegistry
 from litegpu.gpu import _runtime
 from litegpu.testing import ModelBuilder, assert_allclose_rel, run_litert
 
-BACKENDS = ["vulkan", "opencl"]
+BACKENDS = ["vulkan", "opencl", "webgpu"]
 
 
 def _model() -> bytes:
