@@ -31,8 +31,7 @@ import dataclasses
 import json
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 __all__ = ["ENABLED", "PlanRecord", "RecordSlot", "StaleRecord", "slot_for"]
 
@@ -56,8 +55,11 @@ class StaleRecord(Exception):
         self.why, self.warn = why, warn
 
 
-@dataclass(frozen=True)
-class PartitionRecord:
+# Plain classes, not dataclasses: a (frozen) dataclass costs 1-5 ms of code generation at import, paid
+# by every warm start (see docs/performance.md, fifth session).
+
+
+class PartitionRecord(NamedTuple):
     """One delegated group's boundary, as :func:`litegpu._plan.partition_io` found it."""
 
     inputs: tuple[int, ...]
@@ -66,15 +68,20 @@ class PartitionRecord:
     runnable: bool  # every node has a CPU kernel (the fallback can run it)
 
 
-@dataclass(frozen=True)
 class PlanRecord:
-    shapes: tuple[tuple[int, ...] | None, ...]  # per tensor of the subgraph
-    folded: tuple[int, ...]  # in evaluation order
-    skip: frozenset[int]  # nodes whose CPU prepare a warm start leaves out
-    groups: tuple[tuple[str, tuple[int, ...]], ...]
-    partitions: tuple[PartitionRecord, ...]  # one per delegated group, in order
-    summary: str
-    warning: str
+    """What planning one subgraph decided (see the module docstring)."""
+
+    __slots__ = ("shapes", "folded", "skip", "groups", "partitions", "summary", "warning")
+
+    def __init__(self, shapes: tuple[tuple[int, ...] | None, ...], folded: tuple[int, ...], skip: frozenset[int],
+                 groups: tuple[tuple[str, tuple[int, ...]], ...], partitions: tuple[PartitionRecord, ...],
+                 summary: str, warning: str):
+        self.shapes = shapes  # per tensor of the subgraph
+        self.folded = folded  # in evaluation order
+        self.skip = skip  # nodes whose CPU prepare a warm start leaves out
+        self.groups = groups
+        self.partitions = partitions  # one per delegated group, in order
+        self.summary, self.warning = summary, warning
 
     def to_json(self) -> bytes:
         return json.dumps({
