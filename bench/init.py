@@ -1,7 +1,7 @@
 """Initialization time with and without the compiled-delegate cache, per backend, beside LiteRT's.
 
 Usage: ``python bench/init.py [--backends opencl,webgpu,vulkan] [--models a,b] [--runs 5] [--json FILE]
-[--keep-driver-caches] [--no-litert] [--set MODULE.NAME=VALUE]``
+[--keep-driver-caches] [--no-litert] [--warm-only] [--set MODULE.NAME=VALUE]``
 
 For each MediaPipe model it times ``litegpu.load_delegate(backend, {"cache": {"dir": D}})`` plus
 ``litegpu.Interpreter(model_path, experimental_delegates=[d]).allocate_tensors()`` in a NEW Python
@@ -167,20 +167,26 @@ def _cache_size(cache_dir: Path) -> tuple[int, int]:
     return info["entries"], info["bytes"]
 
 
-def measure(model: Path, backend: str, runs: int, env: dict[str, str], keep_driver_caches: bool = False) -> dict:
+def measure(model: Path, backend: str, runs: int, env: dict[str, str], keep_driver_caches: bool = False,
+            warm_only: bool = False) -> dict:
+    """``warm_only``: one cold run (the fill run) and ``runs`` warm runs with the drivers' caches on;
+    the "cold" and "warm" (drivers' caches off) columns then show that one fill run and the warm runs."""
     with tempfile.TemporaryDirectory(prefix="litegpu-bench-init-") as tmp:
         root = Path(tmp)
         cold = []
-        for i in range(runs):
+        for i in range(0 if warm_only else runs):
             d = root / f"cold{i}"  # a fresh, empty cache directory every run
             cold.append(_one(model, backend, d, env))
         warm_dir = root / "warm"
         # fill our cache and (in a private directory) the drivers' caches: one untimed run
         env_drv = env if keep_driver_caches else _child_env(False, root / "driver-caches")
-        _one(model, backend, warm_dir, env_drv)
+        fill = _one(model, backend, warm_dir, env_drv)
         entries, nbytes = _cache_size(warm_dir)
-        warm = [_one(model, backend, warm_dir, env) for _ in range(runs)]
-        warm_drv = warm if keep_driver_caches else [_one(model, backend, warm_dir, env_drv) for _ in range(runs)]
+        cold = cold or [fill]
+        warm = [] if warm_only else [_one(model, backend, warm_dir, env) for _ in range(runs)]
+        warm_drv = warm if keep_driver_caches and warm else [_one(model, backend, warm_dir, env_drv)
+                                                            for _ in range(runs)]
+        warm = warm or warm_drv
     return {"cold_ms": statistics.median(c[0] for c in cold) * 1e3,
             "warm_ms": statistics.median(w[0] for w in warm) * 1e3,
             "warm_driver_caches_ms": statistics.median(w[0] for w in warm_drv) * 1e3,
@@ -204,6 +210,8 @@ def main() -> int:
     ap.add_argument("--keep-driver-caches", action="store_true",
                     help="leave the drivers' own kernel caches on (cold runs are then partly warm)")
     ap.add_argument("--no-litert", action="store_true", help="leave out LiteRT's GPU cold start")
+    ap.add_argument("--warm-only", action="store_true",
+                    help="only warm starts with the drivers' caches on (one cold fill run, no cold medians)")
     ap.add_argument("--set", action="append", default=[], metavar="MODULE.NAME=VALUE",
                     help="set a litegpu module constant in every child before its prepare (an A/B switch, e.g. "
                          "litegpu._backend_loading.QUICK_START=False)")
@@ -227,7 +235,7 @@ def main() -> int:
                 row["litert_error"] = str(e)
         for backend in backends:
             try:
-                row[backend] = measure(path, backend, args.runs, env, args.keep_driver_caches)
+                row[backend] = measure(path, backend, args.runs, env, args.keep_driver_caches, args.warm_only)
             except (RuntimeError, subprocess.TimeoutExpired) as e:
                 row[backend] = {"error": str(e)}
         rows.append(row)
@@ -235,6 +243,7 @@ def main() -> int:
 
     print(f"\n{machine_line()}; median of {args.runs} fresh processes per cell; driver caches "
           f"{'on' if args.keep_driver_caches else 'off'}; prepare includes the driver context, not the import"
+          + ("; --warm-only: cold = the one fill run, warm = warm with the drivers' caches on" if args.warm_only else "")
           + "".join(f"; set {item}" for item in args.set) + "\n")
     litert = not args.no_litert
     head = ["model"] + (["LiteRT GPU whole cold start (ms)", "LiteRT without import (ms)"] if litert else [])

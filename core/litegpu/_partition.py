@@ -173,6 +173,8 @@ class PartitionPlan:
     num_nodes: int
     declined: Mapping[tuple[int, str], str] = field(default_factory=dict)
     summary: str = ""
+    #: the WARNING the partitioner logged (the summary and why nodes stay on the CPU), or ""
+    warning: str = ""
 
     def partitions(self, backend: str | None = None) -> list[Segment]:
         """Delegated segments (of ``backend`` if given)."""
@@ -564,14 +566,16 @@ def partition(
     segments = _order_segments(blocks, [name for name, _ in delegates])
     claimed = {n: seg.backend for seg in segments if seg.backend != CPU for n in seg.node_indices}
     summary = _summary(subgraph, len(ops), kept_counts, len(folded)) if delegates else ""
+    warning = ""
     if summary:
         on_cpu = [n for n in active if n not in claimed]
         if on_cpu:
             # Anything left to the CPU is a fallback the user should see without configuring logging.
-            logger.warning("%s%s", summary, _why_on_cpu(ops, on_cpu, declined))
+            warning = summary + _why_on_cpu(ops, on_cpu, declined)
+            logger.warning("%s", warning)
         else:
             logger.info("%s", summary)
-    return PartitionPlan(tuple(segments), folded, claimed, len(ops), declined, summary)
+    return PartitionPlan(tuple(segments), folded, claimed, len(ops), declined, summary, warning)
 
 
 def _order_segments(blocks: _Blocks, names: Sequence[str]) -> list[Segment]:

@@ -485,7 +485,43 @@ def build_plan(
     *,
     delegates: Sequence[Delegate] = (),
 ) -> SubgraphPlan:
-    """Prepare subgraph ``subgraph_index`` for ``input_shapes`` (default: the file's shapes)."""
+    """Prepare subgraph ``subgraph_index`` for ``input_shapes`` (default: the file's shapes).
+
+    With delegates that keep a serialization cache, a warm start follows the plan record an earlier
+    start left there (``litegpu._plan_record``): no CPU prepare of the delegated nodes, no ``supports()``,
+    no partitioner."""
+    slot = None
+    if delegates:
+        from . import _plan_record
+
+        slot = _plan_record.slot_for(runtime, subgraph_index, input_shapes, delegates)
+        record = slot.load() if slot is not None else None
+        if record is not None:
+            try:
+                return _build_plan(runtime, subgraph_index, input_shapes, delegates, record)[0]
+            except _plan_record.StaleRecord as e:
+                logger.log(logging.WARNING if e.warn else logging.DEBUG,
+                           "the cached plan record of %s no longer fits (%s); planning it in full and "
+                           "recording it again", _plan_record._model_name(runtime.model), e.why)
+    plan, record = _build_plan(runtime, subgraph_index, input_shapes, delegates, None)
+    if slot is not None and record is not None:
+        slot.store(record)
+    return plan
+
+
+def _build_plan(
+    runtime: Runtime,
+    subgraph_index: int,
+    input_shapes: Sequence[tuple[int, ...] | None] | None,
+    delegates: Sequence[Delegate],
+    record: Any,
+) -> tuple[SubgraphPlan, Any]:
+    """:func:`build_plan`'s work: in full (``record`` None; returns the record of what it decided, or
+    None where the plan cannot have one), or following ``record`` (a
+    :class:`~litegpu._plan_record.PlanRecord`; raises :class:`~litegpu._plan_record.StaleRecord` where
+    it does not fit)."""
+    from ._plan_record import StaleRecord
+
     model = runtime.model
     sg = model.subgraphs[subgraph_index]
     registry = runtime.registry
@@ -497,18 +533,31 @@ def build_plan(
             specs[i].shape = None if s is None else tuple(int(d) for d in s)
 
     reset_hooks: list[Callable[[], None]] = []
-    # ---- 1. prepare every node with a CPU kernel (this resolves shapes)
+    # ---- 1. prepare every node with a CPU kernel (this resolves shapes); following a record, only the
+    # nodes the CPU runs and the folds they read (the others' outputs take the record's shapes)
     prepared: list[Prepared | None] = []
     contexts: dict[int, tuple[NodeContext, PrepareFn]] = {}
     missing: dict[int, str] = {}
     folded: list[int] = []  # nodes evaluated here, once; their outputs become constants
     seeded: dict[int, np.ndarray] = {}  # variable tensors whose first value a once-run node gave
     produced = {o for op in sg.operators for o in op.outputs}
+    skip: frozenset[int] = frozenset()
+    if record is not None:
+        if len(record.shapes) != len(specs) or any(n >= len(sg.operators) for n in record.skip):
+            raise StaleRecord("it describes another subgraph")
+        skip = record.skip
+        folded = list(record.folded)
+        rec_folded = set(record.folded)
     for op in sg.operators:
-        ins = [specs[i] if i >= 0 else None for i in op.inputs]
-        outs = [specs[o] for o in op.outputs]
         check_node(op, [sg.tensors[i] if i >= 0 else None for i in op.inputs], sg, produced,
                    _where(subgraph_index, op))
+        if op.index in skip:
+            for o in op.outputs:
+                specs[o].shape = record.shapes[o]
+            prepared.append(None)
+            continue
+        ins = [specs[i] if i >= 0 else None for i in op.inputs]
+        outs = [specs[o] for o in op.outputs]
         dtype = kernel_dtype(op, ins, outs)
         prep = registry.lookup(op.name, dtype, op.version)
         where = _where(subgraph_index, op)
@@ -542,6 +591,15 @@ def build_plan(
             specs[o].shape = None if shape is None else tuple(int(d) for d in shape)
         prepared.append(p)
         contexts[op.index] = (ctx, prep)
+        if record is not None:
+            if any(specs[o].shape != record.shapes[o] for o in op.outputs):
+                raise StaleRecord(f"{where}: its output shapes differ")
+            if (runtime.fold_constants and _foldable(op, ins, outs)) != (op.index in rec_folded) \
+                    or _seeds_variables(op, ins, outs):
+                raise StaleRecord(f"{where}: folded differently")
+            if op.index in rec_folded:
+                _fold(op, p, ins, outs, where)
+            continue
         if runtime.fold_constants and _foldable(op, ins, outs):
             _fold(op, p, ins, outs, where)
             folded.append(op.index)
@@ -549,11 +607,44 @@ def build_plan(
             seeded.update(_seed(op, p, ins, outs, where))
             folded.append(op.index)
 
+    def prepare_skipped() -> None:
+        """The CPU prepare (and folding) a record left out, in file order: for the CPU fallback of a
+        delegated group after a device fault."""
+        for n in sorted(skip):
+            if prepared[n] is not None:
+                continue
+            op = sg.operators[n]
+            ins = [specs[i] if i >= 0 else None for i in op.inputs]
+            outs = [specs[o] for o in op.outputs]
+            where = _where(subgraph_index, op)
+            prep = registry.lookup(op.name, kernel_dtype(op, ins, outs), op.version)
+            if prep is None:
+                continue
+            ctx = NodeContext(op=op, inputs=ins, outputs=outs, num_threads=runtime.num_threads,
+                              call_subgraph=runtime.call_subgraph, subgraph_io=runtime.subgraph_io,
+                              subgraph_ops=runtime.subgraph_ops, resources=runtime.resources,
+                              reset_hooks=reset_hooks,
+                              intermediates=[_spec(sg.tensors[i]) for i in op.intermediates if i >= 0])
+            p = prep(ctx)
+            prepared[n] = p
+            if n in rec_folded:
+                _fold(op, p, ins, outs, where)
+
     # ---- 2. delegates claim nodes (in order, LiteRT-style) and the partitioner groups them
     claimed: dict[int, str] = {}
     by_name: dict[str, Delegate] = {d.name: d for d in delegates}
     folded_set = set(folded)
-    if delegates and sg.operators:
+    pplan: PartitionPlan | None = None
+    if record is not None:
+        groups = [(b, list(ns)) for b, ns in record.groups]
+        claimed = {n: b for b, ns in groups if b != CPU_BACKEND for n in ns}
+        if any(b != CPU_BACKEND and b not in by_name for b, _ in groups):
+            raise StaleRecord("it names another delegate")
+        if record.warning:  # the partitioner's WARNING, said again: a CPU fallback is never silent
+            logger.warning("%s", record.warning)
+        elif record.summary:
+            logger.info("%s", record.summary)
+    elif delegates and sg.operators:
         view = _node_views(sg, model, _resolved_tensors(sg, specs))
         pplan = plan_subgraph(sg, delegates, model=model, options=runtime.partition_options,
                               node_view=view, folded=folded)
@@ -577,6 +668,14 @@ def build_plan(
     faults: dict[str, _DeviceFault] = {}
     cpu_backends: set[int] = set()  # delegated nodes moved to the CPU because their delegate failed
     resolved_cache: list[Tensor] | None = None
+    made: list[tuple[list[int], list[int], frozenset[int], bool]] = []  # delegated groups, for the record
+    kernels: list[DelegateKernel] = []  # following a record: closed again if it turns out stale
+
+    def stale(why: str, warn: bool = True) -> StaleRecord:
+        for k in kernels:
+            k.close()
+        return StaleRecord(why, warn)
+
     for backend, ns in groups:
         if backend == CPU_BACKEND:
             for n in ns:  # folded nodes were removed from the groups above
@@ -588,12 +687,20 @@ def build_plan(
             continue
         if resolved_cache is None:
             resolved_cache = _resolved_tensors(sg, specs)
-        inputs, outputs = partition_io(sg, ns, specs, consumers, graph_outputs)
-        host = frozenset(
-            o for o in outputs
-            if o in graph_outputs or specs[o].is_variable
-            or any(backend_of.get(c) != backend for c in consumers.get(o, ()) if c not in ns)
-        )
+        if record is not None:
+            if len(made) >= len(record.partitions):
+                raise stale("it has fewer delegated groups")
+            part = record.partitions[len(made)]
+            inputs, outputs, host, runnable = list(part.inputs), list(part.outputs), part.host, part.runnable
+        else:
+            inputs, outputs = partition_io(sg, ns, specs, consumers, graph_outputs)
+            host = frozenset(
+                o for o in outputs
+                if o in graph_outputs or specs[o].is_variable
+                or any(backend_of.get(c) != backend for c in consumers.get(o, ()) if c not in ns)
+            )
+            runnable = all(prepared[n] is not None for n in ns)  # every node has a CPU kernel to fall back to
+        made.append((inputs, outputs, host, runnable))
         touched = {i for n in ns for i in (*sg.operators[n].inputs, *sg.operators[n].outputs) if i >= 0}
         spec = PartitionSpec(
             subgraph=sg,
@@ -607,10 +714,24 @@ def build_plan(
         d = by_name[backend]
         label = f"{backend} partition of nodes {_ranges(ns)}"
         fault = faults.setdefault(backend, _DeviceFault(backend, on_error))
-        cpu_nodes = [(prepared[n], tuple(sg.operators[n].inputs), tuple(sg.operators[n].outputs)) for n in ns]
-        runnable = all(p is not None for p, _, _ in cpu_nodes)  # every node has a CPU kernel to fall back to
+        cpu_nodes: Any = [(prepared[n], tuple(sg.operators[n].inputs), tuple(sg.operators[n].outputs))
+                          for n in ns]
         kernel = None
-        if not fault.failed:
+        if record is not None:
+            # from the delegate's cache only: the folds feeding this group left its constants without data
+            try:
+                with d.cached_only():  # type: ignore[attr-defined]
+                    kernel = d.prepare(spec)
+            except StaleRecord as e:
+                raise stale(f"{label}: {e}") from e
+            except Exception as e:  # noqa: BLE001 - a failing device: planned in full, which reports it
+                raise stale(f"{label}: {type(e).__name__}: {e}", warn=False) from e
+            kernels.append(kernel)
+
+            def cpu_nodes(ns: list[int] = ns) -> list[tuple[Prepared | None, tuple[int, ...], tuple[int, ...]]]:
+                prepare_skipped()
+                return [(prepared[n], tuple(sg.operators[n].inputs), tuple(sg.operators[n].outputs)) for n in ns]
+        elif not fault.failed:
             try:
                 kernel = d.prepare(spec)
             except Exception as e:
@@ -634,6 +755,8 @@ def build_plan(
             run = _DelegateRunner(kernel, label, fault, cpu_nodes, tuple(outputs), specs, device_owner)
         steps.append(Step("delegate", run, tuple(inputs), tuple(outputs), tuple(ns), label,
                           kernel=kernel, host_outputs=host))
+    if record is not None and len(made) != len(record.partitions):
+        raise stale("it has more delegated groups")
 
     # Folded nodes ran once, here; no backend runs them per invoke.  They get their own segment so a
     # plan shows honestly that nothing of them is left on the CPU (LiteRT's GPU delegate would claim
@@ -710,7 +833,35 @@ def build_plan(
         device_owner=device_owner,
     )
     _codegen(plan)
-    return plan
+    if record is not None or not made:
+        return plan, None
+    # what a warm start may follow (litegpu._plan_record): a plan without state, every delegated group
+    # prepared by its delegate
+    if seeded or reset_hooks or variables or cpu_backends or any(f.failed for f in faults.values()):
+        return plan, None
+    return plan, _record_of(sg, specs, folded, groups, made, graph_outputs, consumers,
+                            pplan.summary if pplan else "", pplan.warning if pplan else "")
+
+
+def _record_of(sg: Subgraph, specs: list[TensorSpec], folded: list[int], groups: list[tuple[str, list[int]]],
+               made: list[tuple[list[int], list[int], frozenset[int], bool]], graph_outputs: set[int],
+               consumers: Mapping[int, Sequence[int]], summary: str, warning: str) -> Any:
+    """The :class:`~litegpu._plan_record.PlanRecord` of a plan built in full.  Its ``skip`` set: every
+    delegated node, and every folded node whose outputs only skipped nodes read (in reverse order, so a
+    fold feeding a skipped fold is skipped too)."""
+    from ._plan_record import PartitionRecord, PlanRecord
+
+    skip = {n for b, ns in groups if b != CPU_BACKEND for n in ns}
+    for n in reversed(folded):
+        outs = [o for o in sg.operators[n].outputs if o >= 0]
+        if all(o not in graph_outputs and all(c in skip for c in consumers.get(o, ())) for o in outs):
+            skip.add(n)
+    return PlanRecord(
+        shapes=tuple(None if s.shape is None else tuple(int(d) for d in s.shape) for s in specs),
+        folded=tuple(folded), skip=frozenset(skip),
+        groups=tuple((b, tuple(ns)) for b, ns in groups),
+        partitions=tuple(PartitionRecord(tuple(i), tuple(o), frozenset(h), bool(r)) for i, o, h, r in made),
+        summary=summary, warning=warning)
 
 
 def _node_views(subgraph: Subgraph, model: Model | None,
@@ -788,7 +939,8 @@ class _DelegateRunner:
     __slots__ = ("kernel", "label", "fault", "cpu_nodes", "outputs", "specs", "owners")
 
     def __init__(self, kernel: DelegateKernel, label: str, fault: _DeviceFault,
-                 cpu_nodes: list[tuple[Prepared, tuple[int, ...], tuple[int, ...]]], outputs: tuple[int, ...],
+                 cpu_nodes: list[tuple[Prepared, tuple[int, ...], tuple[int, ...]]] | Callable[[], list[Any]],
+                 outputs: tuple[int, ...],
                  specs: list[TensorSpec], owners: dict[int, DelegateKernel]):
         self.kernel, self.label, self.fault, self.cpu_nodes = kernel, label, fault, cpu_nodes
         self.outputs, self.specs, self.owners = outputs, specs, owners
@@ -809,6 +961,8 @@ class _DelegateRunner:
                 v = owner.to_host(v)  # made on the device by a partition that ran before the fault
             vals[i] = v
         specs = self.specs
+        if callable(self.cpu_nodes):  # prepared on first need (a plan that followed a plan record)
+            self.cpu_nodes = self.cpu_nodes()
         for p, ins, outs in self.cpu_nodes:
             res = p.run([(vals[i] if i in vals else specs[i].data) if i >= 0 else None for i in ins])
             for o, r in zip(outs, res or (), strict=False):

@@ -106,7 +106,8 @@ def test_context_is_made_beside_the_model_read_and_its_failure_raised_at_first_u
     naming the context, at every use of the device."""
     cl, lo = cl_modules
     d = litegpu.load_delegate(BACKEND, {"precision": "fp32", "tuning": "none", **NO_CACHE})
-    assert "context (started)" in d.device.startup_ms
+    # the default device starts whole in the background (quick_availability), a chosen one its context
+    assert {"context (started)", "device (started)"} & set(d.device.startup_ms)
     b = ModelBuilder()
     c = rnd(1, 1, 1, 3)
     x = b.input("x", (1, 4, 4, 3))
@@ -501,3 +502,29 @@ def test_command_buffer_refused_falls_back_to_launches(cl_modules, monkeypatch, 
     (k,) = [s.kernel for s in it._main.plan.steps if s.kind == "delegate"]
     assert k._recording.command_buffer is None
     d.close()
+
+
+def test_default_device_starts_in_the_background_and_a_failed_start_raises_typed(cl_modules, registered,
+                                                                                   monkeypatch):
+    """load_delegate's quick check (pyopencl installed) leaves the platforms' listing, the queries and
+    the context to a thread; a start that fails raises BackendUnavailableError with the driver's reason
+    at the device's first use (every use), and a chosen platform that does not exist still raises
+    ConfigError at once."""
+    _cl, lo = cl_modules
+    from litegpu_opencl import _device
+
+    def no_platform():
+        raise litegpu.BackendUnavailableError("no OpenCL platform found (test)")
+
+    monkeypatch.setattr(_device, "list_devices", no_platform)
+    dev = lo.CLDevice(background=True)
+    for _ in range(2):
+        with pytest.raises(litegpu.BackendUnavailableError, match="no OpenCL platform found \\(test\\)"):
+            dev.info  # noqa: B018
+        with pytest.raises(litegpu.BackendUnavailableError, match="no OpenCL platform found \\(test\\)"):
+            dev.alloc(16)
+    monkeypatch.undo()
+    ok = lo.CLDevice(background=True)
+    assert ok.info.api == "opencl" and ok.alloc(16) is not None and "device (started)" in ok.startup_ms
+    with pytest.raises(litegpu.ConfigError, match="no OpenCL platform matches"):
+        lo.CLDevice(platform="no such platform (test)")

@@ -54,13 +54,13 @@ def test_a_changed_option_or_shape_makes_a_new_entry(tmp_path):
     assert not k.cache_hit
     _, (k,), _ = _run(_model(channels=7), tmp_path / "c")
     assert not k.cache_hit
-    assert len(list((tmp_path / "c").glob("*.lgc"))) == 3
+    assert len(list((tmp_path / "c").glob("opencl-*.lgc"))) == 3
 
 
 def test_a_corrupt_entry_is_ignored_with_a_warning_and_rewritten(tmp_path, caplog):
     model = _model()
     ref, _, _ = _run(model, tmp_path / "c")
-    (entry,) = (tmp_path / "c").glob("*.lgc")
+    (entry,) = (tmp_path / "c").glob("opencl-*.lgc")
     raw = bytearray(entry.read_bytes())
     raw[len(raw) // 2] ^= 0xFF
     entry.write_bytes(bytes(raw))

@@ -729,7 +729,7 @@ def test_a_corrupt_or_stale_entry_is_rebuilt_with_a_warning(backend, compiler_co
             d.close()
 
     assert prepare()[1] is False
-    (entry,) = (tmp_path / "c").glob("*.lgc")
+    (entry,) = (tmp_path / "c").glob("vulkan-*.lgc")
     raw = bytearray(entry.read_bytes())
     raw[len(raw) // 2] ^= 0xFF  # inside the data, under the checksum
     entry.write_bytes(bytes(raw))

@@ -14,6 +14,17 @@ from ._version import VERSION
 __all__ = ["OpenCLBackend"]
 
 
+def _start_drivers() -> None:
+    """The ICD loader's first ``clGetPlatformIDs`` (every driver starts there), on a thread; a failure is
+    left to the device's start, which lists the platforms again and raises it typed."""
+    try:
+        from ._platforms import start_drivers
+
+        start_drivers()
+    except Exception:  # noqa: BLE001, S110 - see the docstring
+        pass
+
+
 class OpenCLBackend(litegpu.BackendSpec):
     """``litegpu.load_delegate("opencl", {...})``."""
 
@@ -43,6 +54,26 @@ class OpenCLBackend(litegpu.BackendSpec):
         why = probe_beside_executor(probe, "opencl", "OpenCL initialisation failed", modules=("pyopencl",))
         return (not why), why
 
+    def quick_availability(self) -> tuple[bool, str] | None:
+        """For ``load_delegate``: pyopencl is installed; the drivers' start (the platforms' listing),
+        the default device's queries and its context go on in the background
+        (``CLDevice(background=True)``), beside the model's read and plan, as vulkan's do.  A driver that
+        fails raises BackendUnavailableError at the delegate's first use (its first ``supports`` or
+        prepare).  ``litegpu._backend_loading.QUICK_START=False`` waits for the full check instead."""
+        import importlib.util
+
+        try:
+            found = importlib.util.find_spec("pyopencl") is not None
+        except (ImportError, ValueError):
+            found = False
+        if not found:
+            return False, "pyopencl cannot be imported (not installed); pip install pyopencl"
+        import threading
+
+        # the drivers start now, without the GIL, while create_delegate imports pyopencl and the executor
+        threading.Thread(target=_start_drivers, name="litegpu-opencl-drivers", daemon=True).start()
+        return True, ""
+
     def devices(self) -> list[str]:
         try:
             from ._platforms import list_devices
@@ -55,5 +86,8 @@ class OpenCLBackend(litegpu.BackendSpec):
         from ._delegate import OpenCLDelegate
         from ._device import CLDevice
 
-        dev = CLDevice(device=options.get("device"), platform=options.get("platform"))
+        device, platform = options.get("device"), options.get("platform")
+        # the default device starts in the background (see quick_availability); one chosen by index, name
+        # or platform is checked here, so that a wrong choice raises at load_delegate
+        dev = CLDevice(device=device, platform=platform, background=device in (None, 0) and platform is None)
         return OpenCLDelegate(dev, options)

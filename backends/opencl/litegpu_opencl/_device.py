@@ -9,6 +9,7 @@ import logging
 import os
 import re
 import struct
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -21,7 +22,7 @@ from litegpu.gpu._dialects.opencl import NO_CONTRACTION
 from litegpu.gpu.kernels import RenderedKernel
 
 from ._command_buffer import command_buffers
-from ._platforms import create_context, list_devices, program_binary
+from ._platforms import create_context, list_devices, program_binary, start_drivers
 from ._platforms import describe as _describe
 
 _log = logging.getLogger("litegpu.opencl")
@@ -134,8 +135,44 @@ def _unpack(blob: bytes) -> list[tuple[bytes, int]] | None:
 class CLDevice(GpuDevice):
     dialect = "opencl"
 
-    def __init__(self, device: int | str | None = None, platform: str | None = None):
+    def __init__(self, device: int | str | None = None, platform: str | None = None, *, background: bool = False):
         laps = StartupTimer()
+        #: where the device's creation went, ms by step (bench/init_breakdown.py prints it)
+        self.startup_ms = laps.ms
+        self._programs: dict[str, cl.Program] = {}
+        # one program per partition: its members by the partition's kernel sources (reused like _programs)
+        self._groups: dict[tuple[str, ...], list[_Member]] = {}
+        # events of non-blocking uploads, until the queue is known to be past them: pyopencl's
+        # NannyEvent keeps the host array alive, and dropping one waits for its copy (which would make
+        # every upload wait for the whole queue)
+        self._pending: list[cl.Event] = []
+        # cl_khr_command_buffer's entry points, looked up at the first record (False: not yet; None:
+        # missing, switched off, or refused by the driver once: launches then go one by one)
+        self._cbufs: Any = False
+        self._info: DeviceInfo | None = None
+        self._queried = threading.Event()  # set once ``info`` is known (or the start failed)
+        self._start_error: BaseException | None = None
+        if background:
+            # the whole driver start on a thread (BackendSpec.quick_availability): the platforms'
+            # listing (every ICD's driver starts there: 120-490 ms on NVIDIA, without the GIL), the
+            # device's queries, the context and the queue, while the caller reads the model and its
+            # plan; ``info`` waits for the queries, ``ctx``/``queue`` for the rest, and either raises
+            # the start's failure (BackendUnavailableError)
+            self._opened = OpenedBeside(lambda: self._start(device, platform, laps), "litegpu-opencl-start",
+                                        self._open_failed, self)
+            laps.lap("device (started)")
+            return
+        self._select(device, platform, laps)
+        # The context (98 ms on an H200 with NVIDIA's caches, 1.05 s without) and the queue are
+        # made on a thread while the caller goes on reading and planning the model, as vulkan does
+        # with vkCreateDevice; the first use of ``ctx``/``queue`` waits for them and raises a
+        # failure there.  clCreateContext goes through ctypes (_platforms.create_context): pyopencl
+        # holds the GIL in it, which would stall the caller all the same.
+        self._opened = OpenedBeside(self._open, "litegpu-clCreateContext", self._open_failed, self)
+        laps.lap("context (started)")
+
+    def _select(self, device: int | str | None, platform: str | None, laps: StartupTimer) -> None:
+        """The platforms' listing, the chosen device and its queries (sets ``info``)."""
         pairs = list_devices()
         laps.lap("enumerate")
         if platform is not None:
@@ -153,21 +190,14 @@ class CLDevice(GpuDevice):
             raise ConfigError(f"OpenCL device index {idx!r} out of range: {len(pairs)} device"
                               f"{'s' if len(pairs) != 1 else ''} found ({_describe(pairs)})")
         plat, dev = pairs[idx]
-        self.device = dev
-        # The context (98 ms on an H200 with NVIDIA's caches, 1.05 s without) and the queue are
-        # made on a thread while the caller goes on reading and planning the model, as vulkan does
-        # with vkCreateDevice; the first use of ``ctx``/``queue`` waits for them and raises a
-        # failure there.  clCreateContext goes through ctypes (_platforms.create_context): pyopencl
-        # holds the GIL in it, which would stall the caller all the same.
-        self._opened = OpenedBeside(self._open, "litegpu-clCreateContext", self._open_failed, self)
-        laps.lap("context (started)")
+        self._cl_device = dev
         #: programs a partition's kernels build as, side by side (compile_group): one per compile thread
         #: on a GPU; one on a CPU device, whose compiler shares the cores with everything else and pays a
         #: large cost per program (PoCL links its built-in library into each: split in two, face_detection's
         #: cold prepare took 12.6 s of CPU instead of 9.4 on the 2-core CI machine)
-        self.group_threads = self.compile_threads if dev.type & cl.device_type.GPU else 1
+        self._group_threads = self.compile_threads if dev.type & cl.device_type.GPU else 1
         ext = dev.extensions.split()
-        self.info = DeviceInfo(
+        self._info = DeviceInfo(
             api="opencl", name=dev.name.strip(), vendor=plat.name.strip(),
             driver_version=f"{dev.driver_version.strip()} ({dev.version.strip()})",
             fp16="cl_khr_fp16" in ext, max_workgroup_size=int(dev.max_work_group_size),
@@ -175,27 +205,63 @@ class CLDevice(GpuDevice):
             buffer_alignment=max(int(dev.mem_base_addr_align) // 8, 4), compute_units=int(dev.max_compute_units),
             fp16_storage=True, max_buffer_bytes=int(dev.max_mem_alloc_size))  # vload_half/vstore_half are core OpenCL: no extension needed
         laps.lap("queries")
-        #: where the device's creation went, ms by step (bench/init_breakdown.py prints it)
-        self.startup_ms = laps.ms
-        self._programs: dict[str, cl.Program] = {}
-        # one program per partition: its members by the partition's kernel sources (reused like _programs)
-        self._groups: dict[tuple[str, ...], list[_Member]] = {}
-        # events of non-blocking uploads, until the queue is known to be past them: pyopencl's
-        # NannyEvent keeps the host array alive, and dropping one waits for its copy (which would make
-        # every upload wait for the whole queue)
-        self._pending: list[cl.Event] = []
-        # cl_khr_command_buffer's entry points, looked up at the first record (False: not yet; None:
-        # missing, switched off, or refused by the driver once: launches then go one by one)
-        self._cbufs: Any = False
+        self._queried.set()
+
+    def _start(self, device: int | str | None, platform: str | None,
+               laps: StartupTimer) -> tuple[cl.Context, cl.CommandQueue]:
+        """A background start (on the opening thread): :meth:`_select`, then :meth:`_open`."""
+        try:
+            start_drivers()  # the first clGetPlatformIDs without the GIL (see _platforms)
+            self._select(device, platform, laps)
+        except BaseException as e:
+            self._start_error = e
+            self._queried.set()
+            raise
+        return self._open()
+
+    @property
+    def info(self) -> DeviceInfo:  # type: ignore[override]
+        """The device's :class:`DeviceInfo`; with a background start, waits for the queries (and raises
+        the start's failure, typed)."""
+        if self._info is None:
+            self._queried.wait()
+            if self._info is None:
+                raise self._open_failed(self._start_error or RuntimeError("the OpenCL device did not start"))
+        return self._info
+
+    @info.setter
+    def info(self, value: DeviceInfo) -> None:
+        self._info = value
+
+    @property
+    def device(self) -> Any:
+        """The pyopencl device (waits for a background start's queries)."""
+        self.info  # noqa: B018 - waits, or raises the start's failure
+        return self._cl_device
+
+    @property
+    def group_threads(self) -> int:
+        self.info  # noqa: B018 - waits, or raises the start's failure
+        return self._group_threads
+
+    @group_threads.setter
+    def group_threads(self, value: int) -> None:
+        self.info  # noqa: B018 - a background start would set it again
+        self._group_threads = value
 
     def _open(self) -> tuple[cl.Context, cl.CommandQueue]:
-        handle = create_context(self.device.int_ptr)
-        ctx = cl.Context([self.device]) if handle is None else cl.Context.from_int_ptr(handle, retain=False)
+        handle = create_context(self._cl_device.int_ptr)
+        ctx = cl.Context([self._cl_device]) if handle is None else cl.Context.from_int_ptr(handle, retain=False)
         # one in-order queue: launches run in enqueue order, no host synchronisation in between
         return ctx, cl.CommandQueue(ctx)
 
     def _open_failed(self, e: BaseException) -> Exception:
-        return BackendUnavailableError(f"OpenCL context on {self.info.name} could not be created: {e}; check the "
+        if self._info is None:  # a background start that failed before its device was known
+            if isinstance(e, BackendUnavailableError | ConfigError):
+                return e
+            return BackendUnavailableError(f"OpenCL could not start: {e!r}; check the driver (clinfo lists what "
+                                           "it sees)")
+        return BackendUnavailableError(f"OpenCL context on {self._info.name} could not be created: {e}; check the "
                                        "driver (clinfo lists what it sees)")
 
     @property

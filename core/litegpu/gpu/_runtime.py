@@ -58,6 +58,7 @@ others on first use); a :class:`DeviceValue` input skips its conversion.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -65,7 +66,7 @@ import logging
 import threading
 import time
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -1232,6 +1233,7 @@ class GpuDelegate(Delegate):
             self.options["cache"] = checked_cache_section(self.options["cache"], f"{self.name} delegate options")
         self._cache: Any = None
         self._tokens: dict[int, tuple[weakref.ref[Model], str]] = {}
+        self._local = threading.local()  # cached_only(): per thread (a delegate may serve several)
 
     @property
     def tuning(self) -> str:
@@ -1276,6 +1278,51 @@ class GpuDelegate(Delegate):
     boundary_layout = "device"
 
     def prepare(self, partition: PartitionSpec) -> DelegateKernel:
+        cached_only = getattr(self._local, "cached_only", False)
+        kernel = self._prepare(partition, cached_only=cached_only)
+        if kernel is None:
+            from .._plan_record import StaleRecord
+
+            raise StaleRecord("the delegate's cache holds no plan for it")
+        return kernel
+
+    @contextlib.contextmanager
+    def cached_only(self) -> Iterator[None]:
+        """:meth:`prepare` on this thread, inside the block, from the serialization cache only: where it
+        holds no valid plan for the partition, ``prepare`` raises ``litegpu._plan_record.StaleRecord``
+        and compiles nothing.  The interpreter's warm plan record (``litegpu._plan_record``) prepares
+        this way: its partitions' constant-folded tensors carry no data, which only a cached plan can
+        do without.  (A flag, not a second method, so that whatever wraps ``prepare`` still runs.)"""
+        before = getattr(self._local, "cached_only", False)
+        self._local.cached_only = True
+        try:
+            yield
+        finally:
+            self._local.cached_only = before
+
+    def plan_identity(self, model: Model) -> tuple[Any, dict[str, Any]] | None:
+        """For the interpreter's warm plan record (``litegpu._plan_record``): this delegate's
+        serialization cache and what decides its ``supports()`` answers for ``model`` apart from the
+        device (the model's token, the options, the code's fingerprint), or None when it has no cache
+        (caching off, or a model without file bytes).  The device is left out on purpose: asking for
+        it waits for the driver's start (on a thread, beside the model's read and the CPU prepare); the
+        partition entries a record is followed with are keyed by device and driver, so a record made
+        on another device or driver finds none of them and is replaced (with a WARNING)."""
+        conf = self.options.get("cache") or {}
+        if not isinstance(conf, Mapping) or not conf.get("enabled", True):
+            return None
+        token = self._model_token(model, conf)
+        if token is None:
+            return None
+        cache = self._delegate_cache(conf)
+        from ..cache._keys import source_fingerprint
+
+        return cache, {"backend": self.name, "version": f"{self.backend_version}+payload{EXECUTOR_PAYLOAD}",
+                       "model": token, "boundary_layout": self.boundary_layout,
+                       "options": json.loads(json.dumps(dict(self.options), sort_keys=True, default=str)),
+                       "code": source_fingerprint(type(self).__module__, memo_dir=cache.dir)}
+
+    def _prepare(self, partition: PartitionSpec, cached_only: bool) -> DelegateKernel | None:
         if not self.half_math and not self._told_half_math:
             self._told_half_math = True
             log.info("%s: %s has no fp16 arithmetic; precision %s keeps fp16 storage (half the memory "
@@ -1292,6 +1339,8 @@ class GpuDelegate(Delegate):
             except CacheError as e:
                 log.warning("%s: ignoring a cached plan: %s", self.name, e)
         if plan is None:
+            if cached_only:
+                return None
             sections = None
             plan = compile_partition(partition, precision=self.precision, alignment=align,
                                      quantization_simulation=self.quantization_simulation, device=self.device.info)
@@ -1317,24 +1366,13 @@ class GpuDelegate(Delegate):
         conf = self.options.get("cache") or {}
         if not isinstance(conf, Mapping) or not conf.get("enabled", True):
             return None
-        from ..cache import DelegateCache, EntryKey, model_token
+        from ..cache import EntryKey
         from ..cache._keys import source_fingerprint
 
-        if self._cache is None:
-            self._cache = DelegateCache(conf.get("dir"), max_bytes=conf.get("max_bytes", DEFAULT_CACHE_BYTES))
-        model = partition.model
-        if model.raw is None and model.source is None and conf.get("model_token") is None:
-            return None  # a Model built in memory: no file bytes to name it by, so nothing to cache under
-        # Keyed by id() but held with a weak reference: a dropped model's id may be reused by another
-        # model (which must not inherit its token), and a long-lived delegate must not keep one entry
-        # per interpreter it ever prepared for.
-        mid = id(model)
-        held = self._tokens.get(mid)
-        if held is None or held[0]() is not model:
-            for k in [k for k, (ref, _) in self._tokens.items() if ref() is None]:
-                del self._tokens[k]
-            self._tokens[mid] = (weakref.ref(model), model_token(model, token=conf.get("model_token")))
-        token = self._tokens[mid][1]
+        self._delegate_cache(conf)
+        token = self._model_token(partition.model, conf)
+        if token is None:
+            return None
         info = self.device.info
         options = {"precision": self.precision, "alignment": align, "tuning": self.tuner.mode,
                    "quantization_simulation": self.quantization_simulation, "boundary_layout": self.boundary_layout}
@@ -1344,6 +1382,32 @@ class GpuDelegate(Delegate):
                        info.driver_version, options=options, partition=partition,
                        code=source_fingerprint(type(self).__module__, memo_dir=self._cache.dir))
         return _CacheEntry(self._cache, key)
+
+    def _delegate_cache(self, conf: Mapping[str, Any]) -> Any:
+        """The :class:`~litegpu.cache.DelegateCache` of the ``cache`` options (made once)."""
+        if self._cache is None:
+            from ..cache import DelegateCache
+
+            self._cache = DelegateCache(conf.get("dir"), max_bytes=conf.get("max_bytes", DEFAULT_CACHE_BYTES))
+        return self._cache
+
+    def _model_token(self, model: Model, conf: Mapping[str, Any]) -> str | None:
+        """``model``'s cache token (:func:`litegpu.cache.model_token`, hashed once per model), or None for
+        a Model built in memory: no file bytes to name it by, so nothing to cache under."""
+        if model.raw is None and model.source is None and conf.get("model_token") is None:
+            return None
+        from ..cache import model_token
+
+        # Keyed by id() but held with a weak reference: a dropped model's id may be reused by another
+        # model (which must not inherit its token), and a long-lived delegate must not keep one entry
+        # per interpreter it ever prepared for.
+        mid = id(model)
+        held = self._tokens.get(mid)
+        if held is None or held[0]() is not model:
+            for k in [k for k, (ref, _) in self._tokens.items() if ref() is None]:
+                del self._tokens[k]
+            self._tokens[mid] = (weakref.ref(model), model_token(model, token=conf.get("model_token")))
+        return self._tokens[mid][1]
 
     def devices(self) -> list[str]:
         return [self.device.info.name]

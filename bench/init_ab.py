@@ -1,0 +1,80 @@
+"""Warm start, A against B, alternating: the fair way to compare two settings of a start-up switch.
+
+Usage: ``python bench/init_ab.py --set MODULE.NAME=VALUE [--set ...] [--backends vulkan,opencl]
+[--models a,b] [--runs 5] [--keep-driver-caches] [--json FILE]``
+
+``bench/init.py --set`` measures one variant after the other, so a host that warms up (the page cache,
+the drivers' files) or a neighbour that starts working favours one of them: in one NVIDIA call the
+first cells of the first variant were slower, cold runs included. Here, per (backend, model), one
+untimed run fills the serialization cache and the drivers' own caches (in a private directory, as
+``bench/init.py``'s "warm, driver caches on" column), then ``--runs`` pairs of fresh processes
+alternate A (the code as it is) and B (every ``--set`` applied), the order flipped every pair. The
+timed span is ``bench/init.py``'s (after ``import litegpu`` to the end of ``allocate_tensors()``).
+Prints a Markdown table: medians of wall and process CPU time, and B - A.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import GPU_SET, machine_line, mediapipe_models  # noqa: E402
+from init import _CHILD, _child_env, _run_child  # noqa: E402
+
+
+def measure(model: Path, backend: str, runs: int, sets: list[str], keep: bool) -> dict[str, list[float]]:
+    with tempfile.TemporaryDirectory(prefix="litegpu-bench-init-ab-") as tmp:
+        root = Path(tmp)
+        env = _child_env(keep, None if keep else root / "driver-caches")
+        cache = str(root / "cache")
+        _run_child(_CHILD, [str(model), backend, cache], env)  # the fill (variant A's code path)
+        got: dict[str, list[float]] = {"a": [], "b": [], "a_cpu": [], "b_cpu": []}
+        for i in range(runs):
+            for v in ("ab" if i % 2 == 0 else "ba"):
+                d = _run_child(_CHILD, [str(model), backend, cache, *(sets if v == "b" else [])], env)
+                got[v].append(d["prepare_s"] * 1e3)
+                got[v + "_cpu"].append(d["cpu_s"] * 1e3)
+        return got
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--set", action="append", default=[], required=True, metavar="MODULE.NAME=VALUE",
+                    help="variant B's module constants (A: the code as it is)")
+    ap.add_argument("--backends", default="vulkan,opencl")
+    ap.add_argument("--models", default="", help="comma-separated MediaPipe model names (default: the GPU set)")
+    ap.add_argument("--runs", type=int, default=5, help="A/B pairs per cell")
+    ap.add_argument("--keep-driver-caches", action="store_true", help="the user's driver caches, not private ones")
+    ap.add_argument("--json", default="")
+    args = ap.parse_args()
+    if args.runs < 1:
+        ap.error("--runs must be >= 1")
+    models = mediapipe_models(args.models, default=GPU_SET)
+    rows = []
+    print(f"{machine_line()}; warm, drivers' caches on; {args.runs} alternating A/B pairs per cell, medians; "
+          f"A: as built; B: {' '.join(args.set)}\n")
+    print("| backend | model | A warm (ms) | B warm (ms) | B - A | A warm CPU (ms) | B warm CPU (ms) | B - A CPU |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|")
+    for backend in [b for b in args.backends.split(",") if b]:
+        for name, path in models.items():
+            try:
+                g = measure(path, backend, args.runs, args.set, args.keep_driver_caches)
+            except RuntimeError as e:
+                print(f"| {backend} | {name} | failed: {e} | | | | | |", flush=True)
+                continue
+            m = {k: statistics.median(v) for k, v in g.items()}
+            rows.append({"backend": backend, "model": name, **m, "runs": g})
+            print(f"| {backend} | {name} | {m['a']:.0f} | {m['b']:.0f} | {m['b'] - m['a']:+.0f} | {m['a_cpu']:.0f} | "
+                  f"{m['b_cpu']:.0f} | {m['b_cpu'] - m['a_cpu']:+.0f} |", flush=True)
+    if args.json:
+        Path(args.json).write_text(json.dumps({"machine": machine_line(), "sets": args.set, "rows": rows}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
