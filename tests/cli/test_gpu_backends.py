@@ -85,3 +85,16 @@ def test_autoselect_with_gpu_candidates(tmp_path, add_path, gpu_backend):
     gpu = cands[f"{gpu_backend}/fp32"]
     assert gpu["status"] == "ok" and gpu["max_error"] <= 0.01 and gpu["latency_us"] > 0, gpu
     assert d["backend"] in ("cpu", gpu_backend)
+
+
+def test_run_names_the_device_it_ran_on(mlp_path, gpu_backend):
+    """`litegpu run`'s first line names the GPU backend's device (on a machine without a GPU, PoCL's or
+    lavapipe's CPU device: the times are a CPU's), and says the inference time is the first run's."""
+    r = cli("run", mlp_path, "--backend", gpu_backend)
+    assert r.status == 0, r.stderr
+    device = next(b for b in litegpu.available_backends() if b.name == gpu_backend).devices[0]
+    first = r.stdout.splitlines()[0]
+    assert f" on {gpu_backend} ({device}): init " in first and ", first inference " in first, first
+    # the CPU interpreter has no device to name
+    r = cli("run", mlp_path, "--backend", "cpu")
+    assert r.status == 0 and " on cpu: init " in r.stdout.splitlines()[0], r.stdout

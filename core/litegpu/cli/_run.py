@@ -135,7 +135,10 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         emit_json(result)
         return 0
-    out(f"{model.name} on {args.backend}: init {init_s * 1e3:.2f} ms, inference {invoke_s * 1e3:.2f} ms")
+    # the device by name: on a machine without a GPU, "vulkan" is lavapipe, a CPU, and its times say so
+    device = _device_of({s["backend"] for s in plan} - {"cpu", "folded"} or {args.backend})
+    where = f"{args.backend} ({device})" if device else args.backend
+    out(f"{model.name} on {where}: init {init_s * 1e3:.2f} ms, first inference {invoke_s * 1e3:.2f} ms")
     out("plan: " + plan_text(plan))
     out("inputs:")
     out(_rows_table(in_rows, source=True))
@@ -213,3 +216,15 @@ def _rows_table(rows: list[dict[str, Any]], source: bool = False) -> str:
                      _num(r.get("max")), _num(r.get("mean"))] + ([r["source"]] if source else [])
                     + [r.get("file", "-")])
     return table(headers, body, right=(3, 4, 5))
+
+
+def _device_of(backends: set[str]) -> str | None:
+    """The device of the one GPU backend in ``backends`` (the first of its devices: the default
+    ``device`` option), or None (several backends, the CPU, or a backend without a device list)."""
+    if len(backends) != 1:
+        return None
+    from litegpu import available_backends
+
+    (name,) = backends
+    info = next((b for b in available_backends() if b.name == name), None)
+    return info.devices[0] if info is not None and info.is_gpu and info.devices else None
