@@ -9,7 +9,6 @@ import logging
 import os
 import re
 import struct
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -17,7 +16,7 @@ from typing import Any
 import numpy as np
 import pyopencl as cl
 from litegpu import BackendUnavailableError, ConfigError, DelegateError
-from litegpu.gpu._device import BufferRef, DeviceInfo, GpuDevice, OpenedBeside, StartupTimer
+from litegpu.gpu._device import BufferRef, DeviceInfo, GpuDevice, OpenedBeside, QueriedBeside, StartupTimer
 from litegpu.gpu._dialects.opencl import NO_CONTRACTION
 from litegpu.gpu.kernels import RenderedKernel
 
@@ -149,9 +148,7 @@ class CLDevice(GpuDevice):
         # cl_khr_command_buffer's entry points, looked up at the first record (False: not yet; None:
         # missing, switched off, or refused by the driver once: launches then go one by one)
         self._cbufs: Any = False
-        self._info: DeviceInfo | None = None
-        self._queried = threading.Event()  # set once ``info`` is known (or the start failed)
-        self._start_error: BaseException | None = None
+        self._queried = QueriedBeside()  # ``info``, once the (background) start's queries are done
         if background:
             # the whole driver start on a thread (BackendSpec.quick_availability): the platforms'
             # listing (every ICD's driver starts there: 120-490 ms on NVIDIA, without the GIL), the
@@ -197,15 +194,14 @@ class CLDevice(GpuDevice):
         #: cold prepare took 12.6 s of CPU instead of 9.4 on the 2-core CI machine)
         self._group_threads = self.compile_threads if dev.type & cl.device_type.GPU else 1
         ext = dev.extensions.split()
-        self._info = DeviceInfo(
+        self._queried.set(DeviceInfo(
             api="opencl", name=dev.name.strip(), vendor=plat.name.strip(),
             driver_version=f"{dev.driver_version.strip()} ({dev.version.strip()})",
             fp16="cl_khr_fp16" in ext, max_workgroup_size=int(dev.max_work_group_size),
             max_workgroup_dims=tuple(int(x) for x in (list(dev.max_work_item_sizes) + [1, 1, 1])[:3]),
             buffer_alignment=max(int(dev.mem_base_addr_align) // 8, 4), compute_units=int(dev.max_compute_units),
-            fp16_storage=True, max_buffer_bytes=int(dev.max_mem_alloc_size))  # vload_half/vstore_half are core OpenCL: no extension needed
+            fp16_storage=True, max_buffer_bytes=int(dev.max_mem_alloc_size)))  # vload_half/vstore_half are core OpenCL: no extension needed
         laps.lap("queries")
-        self._queried.set()
 
     def _start(self, device: int | str | None, platform: str | None,
                laps: StartupTimer) -> tuple[cl.Context, cl.CommandQueue]:
@@ -214,8 +210,7 @@ class CLDevice(GpuDevice):
             start_drivers()  # the first clGetPlatformIDs without the GIL (see _platforms)
             self._select(device, platform, laps)
         except BaseException as e:
-            self._start_error = e
-            self._queried.set()
+            self._queried.fail(e)
             raise
         return self._open()
 
@@ -223,15 +218,11 @@ class CLDevice(GpuDevice):
     def info(self) -> DeviceInfo:  # type: ignore[override]
         """The device's :class:`DeviceInfo`; with a background start, waits for the queries (and raises
         the start's failure, typed)."""
-        if self._info is None:
-            self._queried.wait()
-            if self._info is None:
-                raise self._open_failed(self._start_error or RuntimeError("the OpenCL device did not start"))
-        return self._info
+        return self._queried.get(lambda e: self._open_failed(e or RuntimeError("the OpenCL device did not start")))
 
     @info.setter
     def info(self, value: DeviceInfo) -> None:
-        self._info = value
+        self._queried.set(value)
 
     @property
     def device(self) -> Any:
@@ -256,12 +247,13 @@ class CLDevice(GpuDevice):
         return ctx, cl.CommandQueue(ctx)
 
     def _open_failed(self, e: BaseException) -> Exception:
-        if self._info is None:  # a background start that failed before its device was known
+        known = self._queried.value
+        if known is None:  # a background start that failed before its device was known
             if isinstance(e, BackendUnavailableError | ConfigError):
                 return e
             return BackendUnavailableError(f"OpenCL could not start: {e!r}; check the driver (clinfo lists what "
                                            "it sees)")
-        return BackendUnavailableError(f"OpenCL context on {self._info.name} could not be created: {e}; check the "
+        return BackendUnavailableError(f"OpenCL context on {known.name} could not be created: {e}; check the "
                                        "driver (clinfo lists what it sees)")
 
     @property

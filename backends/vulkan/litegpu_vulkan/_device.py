@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import vulkan as vk
 from litegpu import BackendUnavailableError, DelegateError
-from litegpu.gpu._device import BufferRef, DeviceInfo, GpuDevice, RunStaging, StartupTimer
+from litegpu.gpu._device import BufferRef, DeviceInfo, GpuDevice, QueriedBeside, RunStaging, StartupTimer
 from litegpu.gpu.spirv import compile_spirv, find_glsl_compiler
 
 from ._instance import CREATED_MS, _Candidate, _shared_instance, list_devices
@@ -401,8 +401,7 @@ class VulkanDevice(GpuDevice):
         self._params_used = 0
         self._small_staging: _Buffer | None = None
         self._small_used = 0
-        self._info: DeviceInfo | None = None
-        self._queried = threading.Event()  # set once ``info`` is known (or the start failed)
+        self._queried = QueriedBeside()  # ``info``, once the (background) start's queries are done
         self._open_error: BaseException | None = None
         #: ms the device's creation took on its thread, and ms the first use waited for it
         self.device_open_ms = self.device_wait_ms = 0.0
@@ -427,15 +426,11 @@ class VulkanDevice(GpuDevice):
     def info(self) -> DeviceInfo:  # type: ignore[override]
         """The device's :class:`DeviceInfo`; with a background start, waits for the driver's queries
         (and raises the start's failure)."""
-        if self._info is None:
-            self._queried.wait()
-            if self._info is None:
-                raise self._open_error or BackendUnavailableError("the Vulkan device failed to start")
-        return self._info
+        return self._queried.get(lambda e: e or BackendUnavailableError("the Vulkan device failed to start"))
 
     @info.setter
     def info(self, value: DeviceInfo) -> None:
-        self._info = value
+        self._queried.set(value)
 
     def _select(self, device: int | str | None, laps: StartupTimer) -> tuple[_Candidate, Any]:
         """The shared instance, the chosen physical device and its queries (sets ``info`` and the
@@ -461,7 +456,7 @@ class VulkanDevice(GpuDevice):
         if self.memory_mode == "auto":
             self.memory_mode = "device_local" if chosen.kind == 0 else "host_visible"
         laps.lap("queries")
-        self._queried.set()
+        self.info = self._found  # known now, the memory mode too: ``info``'s waiters go on
         return chosen, device_info
 
     def _start(self, device: int | str | None, laps: StartupTimer) -> None:
@@ -470,12 +465,13 @@ class VulkanDevice(GpuDevice):
             chosen, keep = self._select(device, laps)
         except BaseException as e:  # noqa: BLE001 - handed to the first user of the device
             self._open_error = e
-            self._queried.set()
+            self._queried.fail(e)
             return
         self._create_device(chosen, keep)
 
     def _query_device(self, chosen: _Candidate) -> Any:
-        """What the device offers (limits, memory types, fp16, extensions) and sets ``info``; returns
+        """What the device offers (limits, memory types, fp16, extensions), as a DeviceInfo left in
+        ``_found`` (:meth:`_select` publishes it as ``info`` once the memory mode is known too); returns
         the VkDeviceCreateInfo for :meth:`_create_device` with what it points to kept alive."""
         pd = self._pd
         props = vk.vkGetPhysicalDeviceProperties(pd)
@@ -511,7 +507,7 @@ class VulkanDevice(GpuDevice):
                                             pQueueCreateInfos=queue_infos, enabledExtensionCount=len(ext_c),
                                             ppEnabledExtensionNames=ext_arr)
         v = props.apiVersion
-        self.info = DeviceInfo(
+        self._found = DeviceInfo(
             api="vulkan", name=chosen.name, vendor=_VENDORS.get(props.vendorID, hex(props.vendorID)),
             driver_version=f"{props.driverVersion} (Vulkan {v >> 22}.{(v >> 12) & 0x3FF}.{v & 0xFFF})",
             fp16=fp16, fp16_storage=fp16_storage, max_workgroup_size=int(limits.maxComputeWorkGroupInvocations),

@@ -20,7 +20,7 @@ import numpy as np
 
 from .kernels import RenderedKernel
 
-__all__ = ["DeviceInfo", "GpuDevice", "BufferRef", "RunStaging", "StartupTimer"]
+__all__ = ["DeviceInfo", "GpuDevice", "BufferRef", "QueriedBeside", "RunStaging", "StartupTimer"]
 
 
 @dataclass(frozen=True)
@@ -126,6 +126,37 @@ class OpenedBeside:
         """The object once made (waiting for its thread), or None when it failed; never raises."""
         self._thread.join()
         return self._value
+
+
+class QueriedBeside:
+    """A device's :class:`DeviceInfo` as a start on a thread learns it (its queries come before the
+    context or ``vkCreateDevice``, which :class:`OpenedBeside` waits for): :meth:`get` waits until
+    the thread sets it, or raises ``failure(error)`` where the start failed first.  A device that
+    starts in the caller's thread sets it at once.  Every backend whose driver starts on a thread
+    (opencl, vulkan) keeps its ``info`` here."""
+
+    def __init__(self) -> None:
+        self.value: DeviceInfo | None = None
+        self.error: BaseException | None = None
+        self._known = threading.Event()
+
+    def set(self, info: DeviceInfo) -> None:
+        self.value = info
+        self._known.set()
+
+    def fail(self, error: BaseException) -> None:
+        """The start failed before the device was known: :meth:`get` raises from ``error``."""
+        self.error = error
+        self._known.set()
+
+    def get(self, failure: Callable[[BaseException | None], BaseException]) -> DeviceInfo:
+        value = self.value
+        if value is None:
+            self._known.wait()
+            value = self.value
+            if value is None:
+                raise failure(self.error)
+        return value
 
 
 class GpuDevice(ABC):
