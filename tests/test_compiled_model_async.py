@@ -372,6 +372,8 @@ def test_run_rows_on_the_cpu_and_on_a_partly_accelerated_model(backend):
     (lambda x, o: ([x[:0]], [o[:0]]), "at least one row"),
     (lambda x, o: ([x], []), "Buffer count mismatch"),
     (lambda x, o: ([x], [np.zeros_like(o)[..., ::2]]), "expected a C-contiguous writeable array"),
+    (lambda x, o: ([x], None), "outputs must be a list of numpy arrays.*got NoneType"),
+    (lambda x, o: (x, [o]), "inputs must be a list of numpy arrays.*got ndarray"),
 ])
 def test_run_rows_rejects_bad_arrays(bad, message):
     m = CompiledModel.from_buffer(CONV, hardware_accel=HardwareAccelerator.CPU)

@@ -643,6 +643,10 @@ class CompiledModel:
         self._open()
         s = self._sig_at(signature_index, 1000, "Failed to invoke the compiled model\n└ ")
         io = self._io(s)
+        for what, given in (("inputs", inputs), ("outputs", outputs)):
+            if isinstance(given, np.ndarray) or not isinstance(given, Sequence):
+                raise _cm_error(3, f"Failed to invoke the compiled model\n└ {what} must be a list of numpy arrays, "
+                                   f"one (K, *shape) array per signature {what[:-1]}; got {type(given).__name__}")
         ins, outs = list(inputs), list(outputs)
         if len(ins) != len(io.ins) or len(outs) != len(io.outs):
             raise _cm_error(3, "Failed to invoke the compiled model\n└ Buffer count mismatch: the signature has "
