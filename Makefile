@@ -35,8 +35,12 @@ demo: install
 	$(BIN)/python -m litegpu.demo
 
 # The default run: everything except tests marked slow (full sweeps whose sample runs by default).
+# One pytest worker per core (pytest-xdist, in the test extra), a test file to a worker: the suite is
+# mostly single-threaded kernel compiles on PoCL and lavapipe, so two cores halve it.  A venv made before
+# xdist joined the extra runs the suite in one process.
+XDIST = $(shell $(BIN)/python -c 'import xdist' 2>/dev/null && printf '%s' '-n auto --dist loadfile')
 test:
-	$(BIN)/python -m pytest -q -m "not slow" --durations=25
+	$(BIN)/python -m pytest -q -m "not slow" --durations=25 $(XDIST)
 
 # Everything, the slow sweeps included (about an hour on a 2-core machine).
 test-all:
