@@ -264,6 +264,11 @@ class PlanExecutor:
 
         w = _unpack_conv(np.asarray(op.constants["ex_weights"], np.float32), cm, x.shape[3])[:, 0, 0, :]
         e = _act(x @ w.T + vec("ex_bias", cm), o.get("ex_act"), vec("ex_alpha", cm)).astype(real).astype(np.float32)
+        if o.get("mean"):  # H x W is the depthwise's map; dst its B x 1 x 1 x C mean (after the act)
+            mid = self._fused_depthwise(op, e, p, cm)
+            mid = _act(mid, o.get("act"), None).astype(real).astype(np.float32)[..., :cout]
+            self.write(op, "dst", mid.astype(np.float64).mean(axis=(1, 2), keepdims=True).astype(np.float32))
+            return
         mid = self._fused_depthwise(op, e, p, cm)
         if not o.get("project"):
             self.write(op, "dst", self._conv_epilogue(op, mid[..., :cout], p, cout))

@@ -65,3 +65,34 @@ def test_inverted_bottlenecks_match_litert(backend, profile, precision, splits, 
             assert rel_err(it.get_tensor(o["index"]), w) <= tol
     finally:
         d.close()
+
+
+@pytest.mark.parametrize("backend", ["opencl", "vulkan", "webgpu"])
+def test_spatial_mean_merged_matches_litert(backend, monkeypatch):
+    """A spatial MEAN reading nothing but a fused 1x1 -> depthwise result (hand_landmark's global average) is
+    stored by that launch (option ``mean``: one tile covering the map, the chunk's depthwise values summed in
+    shared memory), under the NVIDIA calibration's tilings; the plan has no reduce launch left."""
+    from _gpu_cases import PATTERNS, oracle
+    from litegpu.gpu import _runtime
+
+    monkeypatch.setattr(importlib.import_module("litegpu.gpu._passes.fuse_pw_dw"), "PW_DW_ALWAYS", True)
+    monkeypatch.setattr(_runtime, "profile_for", lambda info: _cost.PROFILES["nvidia"])
+    model, feeds = next(c for c in PATTERNS if c.id.startswith("inverted bottleneck into its spatial mean")).build()
+    try:
+        d = load_backend_delegate(backend, {"precision": "fp32", "cache": {"enabled": False}})
+    except Exception as e:  # noqa: BLE001 - a backend missing here is a skip with its reason
+        pytest.skip(f"{backend}: {e}")
+    try:
+        it = litegpu.Interpreter(model_content=model, experimental_delegates=[d])
+        it.allocate_tensors()
+        (k,) = [s.kernel for s in it._main.plan.steps if s.kind == "delegate"]
+        kernels = [op.describe() for op in k.plan.ops]
+        assert sum(n.startswith("pw_dw_conv2d[") and "mean=True" in n for n in kernels) == 2, kernels
+        assert not any(n.startswith("reduce[") for n in kernels), kernels
+        for det, x in zip(it.get_input_details(), feeds, strict=True):
+            it.set_tensor(det["index"], x)
+        it.invoke()
+        for o, w in zip(it.get_output_details(), oracle(model, feeds), strict=True):
+            assert rel_err(it.get_tensor(o["index"]).reshape(w.shape), w) <= 1e-4
+    finally:
+        d.close()

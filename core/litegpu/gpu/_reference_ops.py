@@ -278,8 +278,8 @@ def dw_pw_conv2d(c: RefContext) -> list[np.ndarray]:
 def pw_dw_conv2d(c: RefContext) -> list[np.ndarray]:
     """The fused PW_DW_CONV_2D node (``_passes/fuse_pw_dw``): inputs [x, expand weights, expand bias, expand
     PRELU alpha, dw weights, dw bias, dw PRELU alpha, project weights, project bias] (-1 where absent); attrs
-    ``ex_act``, ``dw`` (the depthwise's attributes), ``dw_act`` (with a projection; without one the depthwise's
-    activation is the node's epilogue), ``project``. Every intermediate rounded to float32 as the unfused
+    ``ex_act``, ``dw`` (the depthwise's attributes), ``dw_act`` (with a projection or a mean; otherwise the
+    depthwise's activation is the node's epilogue), ``project``, ``mean`` (the spatial mean is the result). Every intermediate rounded to float32 as the unfused
     nodes stored it."""
     a = c.n.attrs
 
@@ -291,6 +291,9 @@ def pw_dw_conv2d(c: RefContext) -> list[np.ndarray]:
     w = c.const(1)
     mid = act(_conv(c.get(0), w.reshape(w.shape[0], 1, 1, -1), c.get(2), {"padding": 1}), a.get("ex_act"), 3)
     out = _depthwise(mid.astype(np.float32), c.const(4), c.get(5), a["dw"])
+    if a.get("mean"):  # a spatial MEAN merged in: the depthwise's activation (attr dw_act), then the mean
+        out = act(out, a.get("dw_act"), -1).astype(np.float32)
+        return [out.astype(np.float64).mean(axis=(1, 2), keepdims=True)]
     if not a.get("project"):
         return [out]
     out = act(out, a.get("dw_act"), 6).astype(np.float32)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 
-from .._capabilities import PW_DW_SLOTS, match_epilogue
+from .._capabilities import ACTIVATIONS, PW_DW_SLOTS, match_epilogue
 from .._cost import (
     PROFILES,
     DeviceCost,
@@ -14,6 +14,7 @@ from .._cost import (
     choose_dw_pw_small,
     choose_dw_pw_staged,
     choose_pw_dw,
+    choose_reduce,
     dw_pw_work,
     estimate,
     launch_work,
@@ -23,8 +24,9 @@ from .._graph import DW_PW_OP, PW_DW_OP, GpuGraph, GpuNode, Report
 from ..ops.conv import dw_pw_tiling, pw_dw_params
 from ._util import only_consumer
 from .fuse_dw_pw import _dw_act
+from .squeeze_excite import is_spatial_mean
 
-__all__ = ["fuse_pw_dw", "PW_DW", "PW_DW_ALWAYS", "PW_DW_OP"]
+__all__ = ["fuse_pw_dw", "PW_DW", "PW_DW_ALWAYS", "PW_DW_OP", "PW_DW_MEAN"]
 
 #: A/B switch (``--set litegpu.gpu._passes.fuse_pw_dw.PW_DW=False``): False keeps every expansion conv its own
 #: launch, as before this pass.
@@ -33,6 +35,11 @@ PW_DW = True
 #: Measurement switch (``--set litegpu.gpu._passes.fuse_pw_dw.PW_DW_ALWAYS=True``): fuse every pair the kernel
 #: takes whatever the estimate says, to time the fused launches the cost model declines.
 PW_DW_ALWAYS = False
+
+
+#: A/B switch (``--set litegpu.gpu._passes.fuse_pw_dw.PW_DW_MEAN=False``): False keeps a spatial MEAN reading a
+#: fused 1x1 -> depthwise result its own launch (hand_landmark's global average before its heads).
+PW_DW_MEAN = True
 
 
 def _why_not(g: GpuGraph, ex: GpuNode | None, node: GpuNode, consumers) -> str:
@@ -103,6 +110,39 @@ def _unfused_us(g: GpuGraph, ex: GpuNode, node: GpuNode, dev: DeviceCost, p: dic
     return t + estimate(work, dev)
 
 
+def _merge_mean(g: GpuGraph, node: GpuNode, dev: DeviceCost, p: dict[str, int], consumers) -> str:
+    """Merge the spatial MEAN (or whole-map AVERAGE_POOL_2D) that alone reads the fused 1x1 -> depthwise
+    ``node``'s result (no projection) into it: the node stores the mean instead (attr ``mean``; its depthwise
+    activation, the epilogue until now, moves to attr ``dw_act``, applied before the mean).  Taken where one
+    tile covers the map (the mean of a slice is one group's sum), the activation is not PRELU, and the cost
+    model's fused launch is below the fused one without the mean plus the reduce launch.  Returns the line
+    for the report ('' when not merged)."""
+    y = node.outputs[0]
+    cons = consumers.get(y, [])
+    if g.tensors[y].is_output or len(cons) != 1 or not is_spatial_mean(g, cons[0]) or cons[0].inputs[0] != y:
+        return ""
+    mean = cons[0]
+    if len(node.epilogue) > 1 or (node.epilogue and (node.epilogue[0].operand is not None
+                                                     or node.epilogue[0].op not in ACTIVATIONS)):
+        return ""
+    with_mean = choose_pw_dw(p, dev, False, mean=True)
+    plain = choose_pw_dw(p, dev, False)
+    if with_mean is None or plain is None:
+        return ""
+    outputs, steps = int(p["B"]) * int(p["MID_S"]), int(p["H"]) * int(p["W"])
+    apart = plain[1] + choose_reduce(outputs, steps, dev)[1]
+    if with_mean[1] >= apart:
+        return ""
+    node.attrs["mean"] = True
+    node.attrs["dw_act"] = node.epilogue[0].op if node.epilogue else None
+    node.epilogue = []
+    node.outputs = list(mean.outputs)
+    node.origin = tuple(sorted(set(node.origin) | set(mean.origin)))
+    g.remove_node(mean)
+    return (f"merged {mean.describe()} into {node.describe()} (est {with_mean[1]:.1f} us against {apart:.1f} "
+            "with the reduce launch)")
+
+
 def fuse_pw_dw(g: GpuGraph) -> Report:
     """Fuse ``CONV_2D 1x1 -> DEPTHWISE_CONV_2D`` (or ``-> DW_PW_CONV_2D``, the depthwise already joined to the
     1x1 conv after it) into one ``PW_DW_CONV_2D`` node (kernel ``pw_dw_conv2d``, ``shaders/pw_dw.lgk``).
@@ -130,6 +170,7 @@ def fuse_pw_dw(g: GpuGraph) -> Report:
     dev = g.options.get("cost") or PROFILES["generic"]
     counts: Counter[str] = Counter()
     declined: Counter[str] = Counter()
+    means = 0
     lines: Report = []
     producers, consumers = g.producers(), g.consumers()
     for node in list(g.nodes):
@@ -190,7 +231,13 @@ def fuse_pw_dw(g: GpuGraph) -> Report:
         counts[kind] += 1
         lines.append(f"fused {ex.describe()} -> {node.describe()} into {fused.describe()} ({shape}; est "
                      f"{fused_us:.1f} us against {unfused_us:.1f})")
+        merged = _merge_mean(g, fused, dev, p, consumers) if PW_DW_MEAN and not project else ""
+        if merged:
+            means += 1
+            lines.append(merged)
+            producers, consumers = g.producers(), g.consumers()
     summary = ", ".join(f"{n} {k}" for k, n in sorted(counts.items())) or "none"
+    summary += f", {means} with the spatial MEAN reading it" if means else ""
     kept = "; ".join(f"{n} {k}" for k, n in sorted(declined.items()))
     return [f"fused {sum(counts.values())} 1x1 conv -> depthwise pairs: {summary}" + (f" (kept: {kept})" if kept else ""),
             *lines]

@@ -396,14 +396,17 @@ def lower_pw_dw(lw: Lowerer) -> list[GpuOp]:
     b, h, wd, c = lw.shape(x)
     _, oh, ow, o = lw.shape(y)
     mid_c = ex_w.shape[0]
-    project = bool(n.attrs.get("project"))
+    project, mean = bool(n.attrs.get("project")), bool(n.attrs.get("mean"))
     opts, operands = lw.epilogue()
     ex_act, dw_act = n.attrs.get("ex_act") or "NONE", n.attrs.get("dw_act") or "NONE"
     vector = _input_vector(lw)
+    geo = conv_geometry(n.attrs["dw"], (h, wd), dw_w.shape[1:3])
+    if mean:  # dst is the B x 1 x 1 x C mean of the depthwise's map; its activation (no PRELU) comes first
+        oh, ow = geo["out_hw"]
+        opts = {**opts, **({"act": dw_act} if dw_act != "NONE" else {})}
 
-    params = pw_dw_params(b, h, wd, c, mid_c, oh, ow, o, dw_w.shape[1:3],
-                          conv_geometry(n.attrs["dw"], (h, wd), dw_w.shape[1:3]))
-    choice = choose_pw_dw(params, lw.cost, project)
+    params = pw_dw_params(b, h, wd, c, mid_c, oh, ow, o, dw_w.shape[1:3], geo)
+    choice = choose_pw_dw(params, lw.cost, project, mean)
     if choice is None:
         raise DelegateError(f"{n.describe()}: no pw_dw_conv2d tiling fits its shared memory")
     tiling = dict(choice[0])
@@ -428,7 +431,8 @@ def lower_pw_dw(lw: Lowerer) -> list[GpuOp]:
     ksize = dw_w.shape[1] if dw_w.shape[1] == dw_w.shape[2] and dw_w.shape[1] in (3, 5) else 0
     return [lw.op("pw_dw_conv2d", {**opts, "ex_act": ex_act if ex_act != "NONE" else None,
                                    "dw_act": dw_act if project and dw_act != "NONE" else None,
-                                   "project": project or None, "ksize": ksize or None, **tiling}, params)]
+                                   "project": project or None, "mean": mean or None, "ksize": ksize or None,
+                                   **tiling}, params)]
 
 
 def lower_transpose_conv(lw: Lowerer) -> list[GpuOp]:
@@ -662,7 +666,7 @@ KERNELS: tuple[KernelSpec, ...] = (
          "shared memory",
          {"ex_act": ACT, "dw_act": ACT, "act": ACT, "residual": Opt("NONE", ("NONE", "ADD", "MUL")),
           "residual_act": ACT, "residual_channels": CHANNELS, "residual_pool": boolean(), "project": boolean(),
-          "tile_h": Opt(4, (1, 2, 4, 8)), "tile_w": Opt(4, (1, 2, 4, 8, 16)), "mc": Opt(4, (1, 2, 4, 8, 16)),
+          "mean": boolean(), "tile_h": Opt(4, (1, 2, 4, 8)), "tile_w": Opt(4, (1, 2, 4, 8, 16)), "mc": Opt(4, (1, 2, 4, 8, 16)),
           "threads": Opt(64, (64, 128, 256, 512)), "hcap": Opt(36, check=lambda v: isinstance(v, int) and 1 <= v <= 1024),
           "ksize": Opt(0, (0, 3, 5)), "unroll": Opt(4, (1, 2, 4)), "ke": Opt(1, (1, 2, 4, 8, 16)),
           "kp": Opt(1, (1, 2, 4, 8, 16))},
@@ -686,7 +690,11 @@ KERNELS: tuple[KernelSpec, ...] = (
             {"threads": 512, "ke": 16, "mc": 8, "tile_h": 8, "tile_w": 8, "hcap": 144, "ksize": 5, "act": "RELU6",
              "ex_act": "RELU6"},
             # the chooser's widest tile (_cost._PW_DW_TILES: 8 x 16)
-            {"threads": 256, "mc": 2, "tile_h": 8, "tile_w": 16, "hcap": 180, "ksize": 3, "ex_act": "RELU6"}],
+            {"threads": 256, "mc": 2, "tile_h": 8, "tile_w": 16, "hcap": 180, "ksize": 3, "ex_act": "RELU6"},
+            # a spatial MEAN merged in (one tile the whole map)
+            {"mean": True, "threads": 256, "mc": 1, "tile_h": 8, "tile_w": 8, "hcap": 100, "ke": 4, "ksize": 3,
+             "ex_act": "RELU6", "act": "RELU6"},
+            {"mean": True, "threads": 64, "mc": 8, "tile_h": 4, "tile_w": 4, "hcap": 64, "ksize": 5, "act": "TANH"}],
          shared_wg=lambda o: (o["threads"], 1, 1)),
     spec("transpose_conv2d", "conv.lgk", "transposed convolution (+ MediaPipe Convolution2DTransposeBias)",
          {"act": ACT, "qdq": QDQ, "dst_bhwc": boolean()},
