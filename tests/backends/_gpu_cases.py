@@ -1060,17 +1060,23 @@ def _p_pw_dw():
     return g.done(d1, y2, y3, y4)
 
 
-@pattern("inverted bottleneck into its spatial mean (pw_dw_conv2d storing the mean on GPUs): 7x7 24 -> 70 + RELU6 -> "
-         "3x3 dw + RELU6 -> MEAN over H, W; 6x5 10 -> 36 -> 5x5 dw -> MEAN (keep_dims)")
+@pattern("inverted bottleneck variants (pw_dw_conv2d on GPUs storing the mean, or taking the expansion as the skip): "
+         "7x7 24 -> 70 + RELU6 -> 3x3 dw + RELU6 -> MEAN over H, W; 6x5 10 -> 36 -> 5x5 dw -> MEAN (keep_dims); "
+         "3x3 40 -> 12 + PRELU -> 3x3 dw -> 1x1 12 -> 12 + ADD(the expansion) + PRELU")
 def _p_pw_dw_mean():
     g = _G()
+    e3, s3 = g.conv(g.input(1, 3, 3, 40), (1, 3, 3, 40), 12, k=1)
+    e3 = g.op("PRELU", [e3, g.const(rnd(1, 1, 12))], s3)
+    y3, _ = g.conv(g.dw(e3, s3), s3, 12, k=1)
+    y3 = g.op("ADD", [y3, e3], s3)
+    y3 = g.op("PRELU", [y3, g.const(rnd(1, 1, 12))], s3)
     e1, s1 = g.conv(g.input(1, 7, 7, 24), (1, 7, 7, 24), 70, k=1, act=3)
     d1 = g.dw(e1, s1, act=3)
     m1 = g.op("MEAN", [d1, g.const(np.array([1, 2], np.int32))], (1, 70), keep_dims=False)
     e2, s2 = g.conv(g.input(1, 6, 5, 10), (1, 6, 5, 10), 36, k=1)
     d2 = g.dw(e2, s2, k=5)
     m2 = g.op("MEAN", [d2, g.const(np.array([1, 2], np.int32))], (1, 1, 1, 36), keep_dims=True)
-    return g.done(m1, m2)
+    return g.done(y3, m1, m2)
 
 
 @pattern("conv+residual mul with an earlier conv, then hard_swish")

@@ -68,16 +68,17 @@ def test_inverted_bottlenecks_match_litert(backend, profile, precision, splits, 
 
 
 @pytest.mark.parametrize("backend", ["opencl", "vulkan", "webgpu"])
-def test_spatial_mean_merged_matches_litert(backend, monkeypatch):
+def test_mean_and_expanded_skip_match_litert(backend, monkeypatch):
     """A spatial MEAN reading nothing but a fused 1x1 -> depthwise result (hand_landmark's global average) is
     stored by that launch (option ``mean``: one tile covering the map, the chunk's depthwise values summed in
-    shared memory), under the NVIDIA calibration's tilings; the plan has no reduce launch left."""
+    shared memory), and a block whose skip is its own expansion (face_landmark's last blocks) takes it from the
+    staged halo (``residual_expanded``), under the NVIDIA calibration's tilings: no reduce or conv2d launch left."""
     from _gpu_cases import PATTERNS, oracle
     from litegpu.gpu import _runtime
 
     monkeypatch.setattr(importlib.import_module("litegpu.gpu._passes.fuse_pw_dw"), "PW_DW_ALWAYS", True)
     monkeypatch.setattr(_runtime, "profile_for", lambda info: _cost.PROFILES["nvidia"])
-    model, feeds = next(c for c in PATTERNS if c.id.startswith("inverted bottleneck into its spatial mean")).build()
+    model, feeds = next(c for c in PATTERNS if c.id.startswith("inverted bottleneck variants")).build()
     try:
         d = load_backend_delegate(backend, {"precision": "fp32", "cache": {"enabled": False}})
     except Exception as e:  # noqa: BLE001 - a backend missing here is a skip with its reason
@@ -88,7 +89,8 @@ def test_spatial_mean_merged_matches_litert(backend, monkeypatch):
         (k,) = [s.kernel for s in it._main.plan.steps if s.kind == "delegate"]
         kernels = [op.describe() for op in k.plan.ops]
         assert sum(n.startswith("pw_dw_conv2d[") and "mean=True" in n for n in kernels) == 2, kernels
-        assert not any(n.startswith("reduce[") for n in kernels), kernels
+        assert sum("residual_expanded=True" in n for n in kernels) == 1, kernels
+        assert not any(n.startswith(("reduce[", "conv2d[")) for n in kernels), kernels
         for det, x in zip(it.get_input_details(), feeds, strict=True):
             it.set_tensor(det["index"], x)
         it.invoke()

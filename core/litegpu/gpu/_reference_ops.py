@@ -279,7 +279,8 @@ def pw_dw_conv2d(c: RefContext) -> list[np.ndarray]:
     """The fused PW_DW_CONV_2D node (``_passes/fuse_pw_dw``): inputs [x, expand weights, expand bias, expand
     PRELU alpha, dw weights, dw bias, dw PRELU alpha, project weights, project bias] (-1 where absent); attrs
     ``ex_act``, ``dw`` (the depthwise's attributes), ``dw_act`` (with a projection or a mean; otherwise the
-    depthwise's activation is the node's epilogue), ``project``, ``mean`` (the spatial mean is the result). Every intermediate rounded to float32 as the unfused
+    depthwise's activation is the node's epilogue), ``project``, ``mean`` (the spatial mean is the result), ``ex_residual`` (ADD / MUL: the projection's
+    residual is the expansion's result, applied before the node's epilogue). Every intermediate rounded to float32 as the unfused
     nodes stored it."""
     a = c.n.attrs
 
@@ -297,7 +298,11 @@ def pw_dw_conv2d(c: RefContext) -> list[np.ndarray]:
     if not a.get("project"):
         return [out]
     out = act(out, a.get("dw_act"), 6).astype(np.float32)
-    return [_conv(out, c.const(7), c.get(8), {"padding": 1})]
+    out = _conv(out, c.const(7), c.get(8), {"padding": 1})
+    if a.get("ex_residual"):  # the residual is the expansion's own result (the epilogue is what follows it)
+        res = mid.astype(np.float32)
+        out = out + res if a["ex_residual"] == "ADD" else out * res
+    return [out]
 
 
 def se_gate(c: RefContext) -> list[np.ndarray]:

@@ -48,7 +48,8 @@ def _why_not(g: GpuGraph, ex: GpuNode | None, node: GpuNode, consumers) -> str:
     if ex is None or ex.op != "CONV_2D" or not ex.bhwc:
         return "input not made by a conv"
     mid = ex.outputs[0]
-    if len(ex.outputs) != 1 or only_consumer(g, mid, consumers) is not node:
+    if len(ex.outputs) != 1 or (only_consumer(g, mid, consumers) is not node
+                                and _expanded_residual(g, ex, node, consumers) is None):
         return "the conv result has other readers"
     x, m = g.tensors[ex.inputs[0]], g.tensors[mid]
     if not g.is_constant(ex.inputs[1]) or not g.is_constant(node.inputs[1]):
@@ -81,6 +82,28 @@ def _why_not(g: GpuGraph, ex: GpuNode | None, node: GpuNode, consumers) -> str:
         if not _dw_act(g, node)[0]:
             return "depthwise epilogue is not one activation"
     return ""
+
+
+def _expanded_residual(g: GpuGraph, ex: GpuNode, node: GpuNode, consumers) -> str | None:
+    """``"ADD"`` / ``"MUL"`` when the DW_PW node ``node`` reads the expansion's result twice -- as its depthwise's
+    input and as the residual, the first step of its epilogue (a plain read: no pad, pool or resize) -- and that
+    residual is the expansion's value at each output pixel and channel (a stride-1 depthwise keeping the map,
+    as many output channels as expanded ones): the fused kernel takes it from its staged halo
+    (``residual_expanded``).  Else None."""
+    mid = ex.outputs[0]
+    if node.op != DW_PW_OP or g.tensors[mid].is_output or [id(n) for n in consumers.get(mid, [])] != [id(node)]:
+        return None
+    if node.reads().count(mid) != 2 or node.inputs[0] != mid or not node.epilogue:
+        return None
+    step = node.epilogue[0]
+    if step.op not in ("ADD", "MUL") or step.operand != mid or step.zero_extend or step.pool or step.resize:
+        return None
+    if g.tensors[node.outputs[0]].shape != g.tensors[mid].shape:
+        return None
+    dw = node.attrs["dw"]
+    if int(dw.get("stride_h", 1)) != 1 or int(dw.get("stride_w", 1)) != 1:
+        return None
+    return step.op
 
 
 def _unfused_us(g: GpuGraph, ex: GpuNode, node: GpuNode, dev: DeviceCost, p: dict[str, int]) -> float:
@@ -212,6 +235,10 @@ def fuse_pw_dw(g: GpuGraph) -> Report:
             ins = [ex.inputs[0], ex.inputs[1], ex_b, ex_alpha, *node.inputs[1:3], node.inputs[5], *node.inputs[3:5]]
             attrs = {"dw": dict(dw_attrs), "dw_act": node.attrs.get("dw_act"), "ex_act": ex_act, "project": True}
             epilogue = list(node.epilogue)
+            ex_res = _expanded_residual(g, ex, node, consumers)
+            if ex_res is not None:  # the residual step is the kernel's own (attr ex_residual); what follows stays
+                attrs["ex_residual"] = ex_res
+                epilogue = epilogue[1:]
         else:
             dw_b = node.inputs[2] if len(node.inputs) > 2 else -1
             ins = [ex.inputs[0], ex.inputs[1], ex_b, ex_alpha, node.inputs[1], dw_b, -1, -1, -1]

@@ -425,7 +425,15 @@ def lower_pw_dw(lw: Lowerer) -> list[GpuOp]:
             lw.const("dw_alpha", vector(6, mid_c))
         lw.const("weights", L.conv_weights(lw.data(n.inputs[7])))
         lw.const("bias", vector(8, o))
-    lw.bind_epilogue_operands(operands, o)
+    if n.attrs.get("ex_residual"):
+        # the residual is the expansion's own value (attr ex_residual, _passes/fuse_pw_dw): the node's epilogue
+        # is what follows it, the kernel's residual_act
+        opts = {"residual": n.attrs["ex_residual"], "residual_expanded": True,
+                **({"residual_act": opts["act"]} if "act" in opts else {})}
+        for e in operands:  # its PRELU alpha, the only operand left
+            lw.const("res_alpha", L.channel_vector(lw.data(e.operand).reshape(-1), o))
+    else:
+        lw.bind_epilogue_operands(operands, o)
     lw.bind("dst", y)
     params.update(_residual_params(lw, opts, operands))
     ksize = dw_w.shape[1] if dw_w.shape[1] == dw_w.shape[2] and dw_w.shape[1] in (3, 5) else 0
@@ -666,7 +674,7 @@ KERNELS: tuple[KernelSpec, ...] = (
          "shared memory",
          {"ex_act": ACT, "dw_act": ACT, "act": ACT, "residual": Opt("NONE", ("NONE", "ADD", "MUL")),
           "residual_act": ACT, "residual_channels": CHANNELS, "residual_pool": boolean(), "project": boolean(),
-          "mean": boolean(), "tile_h": Opt(4, (1, 2, 4, 8)), "tile_w": Opt(4, (1, 2, 4, 8, 16)), "mc": Opt(4, (1, 2, 4, 8, 16)),
+          "mean": boolean(), "residual_expanded": boolean(), "tile_h": Opt(4, (1, 2, 4, 8)), "tile_w": Opt(4, (1, 2, 4, 8, 16)), "mc": Opt(4, (1, 2, 4, 8, 16)),
           "threads": Opt(64, (64, 128, 256, 512)), "hcap": Opt(36, check=lambda v: isinstance(v, int) and 1 <= v <= 1024),
           "ksize": Opt(0, (0, 3, 5)), "unroll": Opt(4, (1, 2, 4)), "ke": Opt(1, (1, 2, 4, 8, 16)),
           "kp": Opt(1, (1, 2, 4, 8, 16))},
@@ -691,6 +699,11 @@ KERNELS: tuple[KernelSpec, ...] = (
              "ex_act": "RELU6"},
             # the chooser's widest tile (_cost._PW_DW_TILES: 8 x 16)
             {"threads": 256, "mc": 2, "tile_h": 8, "tile_w": 16, "hcap": 180, "ksize": 3, "ex_act": "RELU6"},
+            # the residual the expansion's own value (staged halo), with and without its PRELU
+            {"project": True, "residual": "ADD", "residual_expanded": True, "residual_act": "PRELU", "ex_act": "PRELU",
+             "ksize": 3, "tile_h": 4, "tile_w": 4, "mc": 4, "threads": 128, "hcap": 36, "kp": 2, "ke": 2},
+            {"project": True, "residual": "MUL", "residual_expanded": True, "act": "RELU", "ksize": 5,
+             "tile_h": 2, "tile_w": 2, "mc": 1, "threads": 64, "hcap": 36},
             # a spatial MEAN merged in (one tile the whole map)
             {"mean": True, "threads": 256, "mc": 1, "tile_h": 8, "tile_w": 8, "hcap": 100, "ke": 4, "ksize": 3,
              "ex_act": "RELU6", "act": "RELU6"},
