@@ -1401,8 +1401,9 @@ def test_fuse_pw_dw_inverted_bottlenecks(on, monkeypatch):
 def test_fuse_pw_dw_mean_and_expanded_skip(monkeypatch):
     """A spatial MEAN alone reading a fused 1x1 -> depthwise (no projection) is merged into it (attr ``mean``, the
     depthwise's RELU6 moved to ``dw_act``, before the mean); a block whose skip ADD reads the expansion (face's last
-    blocks) fuses with the residual as the kernel's own (attr ``ex_residual``, the PRELU after it the epilogue);
-    PW_DW_MEAN off keeps the MEAN. Meaning checked against LiteRT."""
+    blocks) fuses with the residual as the kernel's own (attr ``ex_residual``, the PRELU after it the epilogue), also
+    where the expansion is a model's first conv (3x3, stride 2: attr ``ex`` its geometry); PW_DW_MEAN off keeps the
+    MEAN. Meaning checked against LiteRT."""
     mod = importlib.import_module("litegpu.gpu._passes.fuse_pw_dw")
     monkeypatch.setattr(mod, "PW_DW_ALWAYS", True)
     for merge in (True, False):
@@ -1423,12 +1424,20 @@ def test_fuse_pw_dw_mean_and_expanded_skip(monkeypatch):
         b.op("ADD", [z, ea], [r])
         o = b.tensor("o", s2)
         b.op("PRELU", [r, b.const("al2", rnd(1, 1, 8))], [o])
-        b.output(m, o)
-        g, rep = check_passes(b.build(), [rnd(1, 7, 7, 10), rnd(1, 3, 3, 20)])
+        # a model's first conv (3x3, stride 2, reading a partition input) as the expansion, its result the skip too
+        x3 = b.input("x3", (1, 10, 9, 3))
+        e3, s3 = _pw(b, x3, (1, 10, 9, 3), 8, k=3, stride=2, act=3, name="e3")
+        d3, _ = _dw(b, e3, s3, 8, name="d3")
+        z3, _ = _pw(b, d3, s3, 8, name="z3")
+        r3 = b.tensor("r3", s3)
+        b.op("ADD", [z3, e3], [r3])
+        b.output(m, o, r3)
+        g, rep = check_passes(b.build(), [rnd(1, 7, 7, 10), rnd(1, 3, 3, 20), rnd(1, 10, 9, 3)])
         fused = [(bool(n.attrs.get("mean")), n.attrs.get("dw_act"), n.attrs.get("ex_residual"),
                   [e.op for e in n.epilogue]) for n in g.nodes if n.op == "PW_DW_CONV_2D"]
         first = (True, "RELU6", None, []) if merge else (False, None, None, ["RELU6"])
-        assert fused == [first, (False, None, "ADD", ["PRELU"])], fused
+        assert fused == [first, (False, None, "ADD", ["PRELU"]), (False, None, "ADD", [])], fused
+        assert [n.attrs["ex"].get("stride_h") for n in g.nodes if n.op == "PW_DW_CONV_2D"][2] == 2
         assert ("MEAN" in g.op_counts()) != merge, rep["fuse_pw_dw"]
 
 

@@ -1061,10 +1061,19 @@ def _p_pw_dw():
 
 
 @pattern("inverted bottleneck variants (pw_dw_conv2d on GPUs storing the mean, or taking the expansion as the skip): "
-         "7x7 24 -> 70 + RELU6 -> 3x3 dw + RELU6 -> MEAN over H, W; 6x5 10 -> 36 -> 5x5 dw -> MEAN (keep_dims); "
-         "3x3 40 -> 12 + PRELU -> 3x3 dw -> 1x1 12 -> 12 + ADD(the expansion) + PRELU")
+         "7x7 24 -> 70 + RELU6 -> 3x3 dw + RELU6 -> MEAN over H, W; "
+         "3x3 40 -> 12 + PRELU -> 3x3 dw -> 1x1 12 -> 12 + ADD(the expansion) + PRELU; a model's first conv as the "
+         "expansion: 20x18x3 -> 3x3/2 SAME 8 + PRELU -> 3x3 dw -> 1x1 8 + ADD(the conv) + PRELU, 17x17x3 -> 3x3/2 "
+         "VALID 12 + RELU6 -> 3x3 dw + RELU6 -> 1x1 6")
 def _p_pw_dw_mean():
     g = _G()
+    s1, ss1 = g.conv(g.input(1, 20, 18, 3), (1, 20, 18, 3), 8, stride=2)
+    s1 = g.op("PRELU", [s1, g.const(rnd(1, 1, 8))], ss1)
+    t1, _ = g.conv(g.dw(s1, ss1), ss1, 8, k=1)
+    t1 = g.op("ADD", [t1, s1], ss1)
+    t1 = g.op("PRELU", [t1, g.const(rnd(1, 1, 8))], ss1)
+    s2, ss2 = g.conv(g.input(1, 17, 17, 3), (1, 17, 17, 3), 12, stride=2, padding=1, act=3)
+    t2, _ = g.conv(g.dw(s2, ss2, act=3), ss2, 6, k=1)
     e3, s3 = g.conv(g.input(1, 3, 3, 40), (1, 3, 3, 40), 12, k=1)
     e3 = g.op("PRELU", [e3, g.const(rnd(1, 1, 12))], s3)
     y3, _ = g.conv(g.dw(e3, s3), s3, 12, k=1)
@@ -1073,10 +1082,7 @@ def _p_pw_dw_mean():
     e1, s1 = g.conv(g.input(1, 7, 7, 24), (1, 7, 7, 24), 70, k=1, act=3)
     d1 = g.dw(e1, s1, act=3)
     m1 = g.op("MEAN", [d1, g.const(np.array([1, 2], np.int32))], (1, 70), keep_dims=False)
-    e2, s2 = g.conv(g.input(1, 6, 5, 10), (1, 6, 5, 10), 36, k=1)
-    d2 = g.dw(e2, s2, k=5)
-    m2 = g.op("MEAN", [d2, g.const(np.array([1, 2], np.int32))], (1, 1, 1, 36), keep_dims=True)
-    return g.done(y3, m1, m2)
+    return g.done(t1, t2, y3, m1)
 
 
 @pattern("conv+residual mul with an earlier conv, then hard_swish")

@@ -72,7 +72,9 @@ def test_mean_and_expanded_skip_match_litert(backend, monkeypatch):
     """A spatial MEAN reading nothing but a fused 1x1 -> depthwise result (hand_landmark's global average) is
     stored by that launch (option ``mean``: one tile covering the map, the chunk's depthwise values summed in
     shared memory), and a block whose skip is its own expansion (face_landmark's last blocks) takes it from the
-    staged halo (``residual_expanded``), under the NVIDIA calibration's tilings: no reduce or conv2d launch left."""
+    staged halo (``residual_expanded``), and a model's first 3x3 / stride-2 conv is the expansion of the block after
+    it (``ex_k`` 3, the host's BHWC input read directly: ``src_bhwc``), under the NVIDIA calibration's tilings: no
+    reduce, conv2d or layout launch left."""
     from _gpu_cases import PATTERNS, oracle
     from litegpu.gpu import _runtime
 
@@ -88,9 +90,10 @@ def test_mean_and_expanded_skip_match_litert(backend, monkeypatch):
         it.allocate_tensors()
         (k,) = [s.kernel for s in it._main.plan.steps if s.kind == "delegate"]
         kernels = [op.describe() for op in k.plan.ops]
-        assert sum(n.startswith("pw_dw_conv2d[") and "mean=True" in n for n in kernels) == 2, kernels
-        assert sum("residual_expanded=True" in n for n in kernels) == 1, kernels
-        assert not any(n.startswith(("reduce[", "conv2d[")) for n in kernels), kernels
+        assert sum(n.startswith("pw_dw_conv2d[") and "mean=True" in n for n in kernels) == 1, kernels
+        assert sum("residual_expanded=True" in n for n in kernels) == 2, kernels
+        assert sum("ex_k=3" in n and "src_bhwc=True" in n for n in kernels) == 2, kernels
+        assert not any(n.startswith(("reduce[", "conv2d[", "bhwc_to_phwc4")) for n in kernels), kernels
         for det, x in zip(it.get_input_details(), feeds, strict=True):
             it.set_tensor(det["index"], x)
         it.invoke()

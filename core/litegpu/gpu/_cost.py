@@ -515,11 +515,14 @@ def pw_dw_work(p: Mapping[str, int], geo: Mapping[str, int], tile_h: int, tile_w
     taps = p["KH"] * p["KW"]
     # the halo's pixels inside the map are computed (at most the map: a whole-map tile recomputes nothing);
     # the rest are zeroed, a shared store each
-    inside = min(geo["hcap"], min(geo.get("HALO_H", p["H"]), p["SRC_H"]) * min(geo.get("HALO_W", p["W"]), p["SRC_W"]))
+    mh, mw = p.get("EX_H", p["SRC_H"]), p.get("EX_W", p["SRC_W"])  # the expanded map (a strided KxK expansion)
+    inside = min(geo["hcap"], min(geo.get("HALO_H", p["H"]), mh) * min(geo.get("HALO_W", p["W"]), mw))
+    ex_taps = p.get("EX_K", 1) ** 2
     rounds = -(-inside * mc * ke // threads)
     zeros = -(-geo["hcap"] * mc // threads) if inside < geo["hcap"] else 0
     dw_items = -(-tp * mc // threads)
-    ex_steps = rounds * -(-p["SRC_S"] // (ke * unroll))  # each step: unroll input and 4 x unroll weight loads
+    # each step: unroll input and 4 x unroll weight loads (a KxK expansion: a tap's input slice a step)
+    ex_steps = rounds * ex_taps * -(-p["SRC_S"] // (ke * unroll))
     tree = _log2(ke) + 1 if ke > 1 else 0
     pj = -(-mc // kp) if project else 0
     steps = chunks * (ex_steps + 1 + pj)
@@ -528,8 +531,8 @@ def pw_dw_work(p: Mapping[str, int], geo: Mapping[str, int], tile_h: int, tile_w
     barriers = chunks * (rounds * tree + (2 if project or mean else 1)) + (_log2(kp) + 1 if kp > 1 else 0)
     if mean:
         shared += tp
-    per_group = inside * mc * p["SRC_S"] * 5 + tp * mc * taps + (tp * geo["SC"] * mc * 4 if project else 0)
-    flops = inside * mc * p["SRC_S"] * 32 + tp * mc * taps * 8 + (tp * geo["SC"] * mc * 32 if project else 0)
+    per_group = inside * mc * p["SRC_S"] * ex_taps * 5 + tp * mc * taps + (tp * geo["SC"] * mc * 4 if project else 0)
+    flops = inside * mc * p["SRC_S"] * ex_taps * 32 + tp * mc * taps * 8 + (tp * geo["SC"] * mc * 32 if project else 0)
     return Work(threads=groups * threads, group=threads, global_steps=steps, queued_loads=queued,
                 shared_steps=shared, barriers=barriers,
                 cache_bytes=groups * chunks * per_group * _VEC, flops=groups * chunks * flops, registers=40)
@@ -549,6 +552,7 @@ def _choose_pw_dw(pt: tuple[tuple[str, int], ...], dev: DeviceCost, project: boo
                   splits: tuple[int, ...], mean: bool = False) -> tuple[dict[str, int], float] | None:
     p = dict(pt)
     best: tuple[float, dict[str, int]] | None = None
+    unroll = 1 if p.get("EX_K", 1) > 1 else 4  # a KxK expansion walks its taps' slices one a step, unsplit
     for th, tw in _PW_DW_TILES:
         if (th > 1 and th >= 2 * p["H"]) or (tw > 1 and tw >= 2 * p["W"]):
             continue  # a tile twice the map only adds halo
@@ -561,10 +565,12 @@ def _choose_pw_dw(pt: tuple[tuple[str, int], ...], dev: DeviceCost, project: boo
                 for ke in splits:
                     if ke > 1 and ke >= 2 * p["SRC_S"]:
                         continue
+                    if ke > 1 and unroll == 1:
+                        continue
                     for kp in splits if project else (1,):
                         if kp > mc:
                             continue
-                        geo = pw_dw_geometry(p, th, tw, mc, threads, project, ke=ke, kp=kp, mean=mean)
+                        geo = pw_dw_geometry(p, th, tw, mc, threads, project, unroll, ke=ke, kp=kp, mean=mean)
                         if geo is None:
                             continue
                         t = estimate(pw_dw_work(p, geo, th, tw, mc, threads, project, mean), dev)
@@ -803,6 +809,7 @@ def launch_work(kernel: str, options: Mapping[str, Any], params: Mapping[str, An
         geo = {k: int(params[k]) for k in ("TILES", "NC", "SC", "HALO_H", "HALO_W")}
         geo.update(hcap=int(o.get("hcap", 36)), unroll=int(o.get("unroll", 4)), ke=int(o.get("ke", 1)),
                    kp=int(o.get("kp", 1)))
+        params = {**params, "EX_K": int(o.get("ex_k", 1))}
         return pw_dw_work(params, geo, int(o.get("tile_h", 4)), int(o.get("tile_w", 4)), int(o.get("mc", 4)),
                           int(o.get("threads", 64)), bool(o.get("project")), bool(o.get("mean")))
     if kernel == "dw_pw_small":

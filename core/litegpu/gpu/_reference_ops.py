@@ -290,7 +290,10 @@ def pw_dw_conv2d(c: RefContext) -> list[np.ndarray]:
         return c.ops[name].ref(v, {}) if name and name != "NONE" else v
 
     w = c.const(1)
-    mid = act(_conv(c.get(0), w.reshape(w.shape[0], 1, 1, -1), c.get(2), {"padding": 1}), a.get("ex_act"), 3)
+    # a 1x1 expansion (its attrs unpadded, stride 1), or a model's first conv with its own geometry (attr ex)
+    ex_attrs = a.get("ex", {}) if w.ndim == 4 and w.shape[1] > 1 else {"padding": 1}
+    mid = act(_conv(c.get(0), w.reshape(w.shape[0], w.shape[1], w.shape[2], -1) if w.ndim == 4
+                    else w.reshape(w.shape[0], 1, 1, -1), c.get(2), ex_attrs), a.get("ex_act"), 3)
     out = _depthwise(mid.astype(np.float32), c.const(4), c.get(5), a["dw"])
     if a.get("mean"):  # a spatial MEAN merged in: the depthwise's activation (attr dw_act), then the mean
         out = act(out, a.get("dw_act"), -1).astype(np.float32)

@@ -67,11 +67,12 @@ def _why_not(g: GpuGraph, ex: GpuNode | None, node: GpuNode, consumers) -> str:
     if {x.dtype, m.dtype, g.tensors[node.outputs[0]].dtype} != {"float32"}:
         return "not float32"
     wt = g.tensors[ex.inputs[1]]
-    if len(wt.ir_shape) != 4 or wt.ir_shape[1:3] != (1, 1) or wt.ir_shape[3] != x.shape[3]:
-        return "not a 1x1 conv over all channels (groups 1)"
-    if int(ex.attrs.get("stride_h", 1)) != 1 or int(ex.attrs.get("stride_w", 1)) != 1:
+    k = _stem_k(g, ex)
+    if len(wt.ir_shape) != 4 or wt.ir_shape[1:3] != (k, k) or wt.ir_shape[3] != x.shape[3]:
+        return "not a 1x1 conv over all channels (groups 1), nor a model's first conv"
+    if k == 1 and (int(ex.attrs.get("stride_h", 1)) != 1 or int(ex.attrs.get("stride_w", 1)) != 1):
         return "conv with a stride"
-    if any(ex.attrs.get("explicit_padding", (0, 0, 0, 0))) or m.shape[:3] != x.shape[:3]:
+    if k == 1 and (any(ex.attrs.get("explicit_padding", (0, 0, 0, 0))) or m.shape[:3] != x.shape[:3]):
         return "conv with padding"
     ok, _ = _dw_act(g, ex)
     if not ok:
@@ -82,6 +83,17 @@ def _why_not(g: GpuGraph, ex: GpuNode | None, node: GpuNode, consumers) -> str:
         if not _dw_act(g, node)[0]:
             return "depthwise epilogue is not one activation"
     return ""
+
+
+def _stem_k(g: GpuGraph, ex: GpuNode) -> int:
+    """The window of a conv the fused kernel takes as its expansion: 1 (a 1x1 conv), or 3 / 5 for a square,
+    undilated conv reading a partition input -- a model's first conv (few input channels, so the halo's
+    recompute is cheap, and the kernel reads the host's BHWC input itself: ``src_bhwc``)."""
+    wt = g.tensors[ex.inputs[1]].ir_shape
+    if len(wt) == 4 and wt[1] == wt[2] and wt[1] in (3, 5) and ex.inputs[0] in g.inputs \
+            and int(ex.attrs.get("dilation_h_factor", 1)) == 1 and int(ex.attrs.get("dilation_w_factor", 1)) == 1:
+        return int(wt[1])
+    return 1
 
 
 def _expanded_residual(g: GpuGraph, ex: GpuNode, node: GpuNode, consumers) -> str | None:
@@ -110,8 +122,10 @@ def _unfused_us(g: GpuGraph, ex: GpuNode, node: GpuNode, dev: DeviceCost, p: dic
     """The cost model's time of the two launches the fusion replaces: the 1x1 conv (its cheapest conv2d /
     conv2d_tiled variant) and the depthwise (or the depthwise -> 1x1 kernel with the tiling it has)."""
     b, h, w, _ = g.tensors[ex.inputs[0]].shape
-    conv_p = {"B": b, "SRC_H": h, "SRC_W": w, "SRC_S": p["SRC_S"], "H": h, "W": w, "C": 4 * p["MID_S"],
-              "S": p["MID_S"], "KH": 1, "KW": 1, "STRIDE_H": 1, "STRIDE_W": 1, "PAD_T": 0, "PAD_L": 0,
+    k = p.get("EX_K", 1)
+    conv_p = {"B": b, "SRC_H": h, "SRC_W": w, "SRC_S": p["SRC_S"], "H": p.get("EX_H", h), "W": p.get("EX_W", w),
+              "C": 4 * p["MID_S"], "S": p["MID_S"], "KH": k, "KW": k, "STRIDE_H": p.get("ESTRIDE_H", 1),
+              "STRIDE_W": p.get("ESTRIDE_W", 1), "PAD_T": p.get("EPAD_T", 0), "PAD_L": p.get("EPAD_L", 0),
               "DIL_H": 1, "DIL_W": 1, "SRC_SG": p["SRC_S"], "DST_SG": p["MID_S"]}
     t = choose_conv(conv_p, dev, False)[2]
     second = {**p, "SRC_S": p["MID_S"]}
@@ -210,13 +224,15 @@ def fuse_pw_dw(g: GpuGraph) -> Report:
         dw_w = g.tensors[node.inputs[1]].ir_shape
         dw_attrs = node.attrs["dw"] if project else node.attrs
         b, h, w, c = x.shape
-        mid_c = g.tensors[ex.outputs[0]].shape[3]
-        geo = conv_geometry(dw_attrs, (h, w), (int(dw_w[1]), int(dw_w[2])))
+        _, mh, mw, mid_c = g.tensors[ex.outputs[0]].shape
+        k = _stem_k(g, ex)
+        ex_geo = conv_geometry(ex.attrs, (h, w), (k, k)) if k > 1 else None
+        geo = conv_geometry(dw_attrs, (mh, mw), (int(dw_w[1]), int(dw_w[2])))
         _, oh, ow, o = y.shape
-        if geo["out_hw"] != (oh, ow):
+        if geo["out_hw"] != (oh, ow) or (ex_geo is not None and ex_geo["out_hw"] != (mh, mw)):
             declined["depthwise output size mismatch"] += 1
             continue
-        p = pw_dw_params(b, h, w, c, mid_c, oh, ow, o, (int(dw_w[1]), int(dw_w[2])), geo)
+        p = pw_dw_params(b, h, w, c, mid_c, oh, ow, o, (int(dw_w[1]), int(dw_w[2])), geo, k, ex_geo)
         choice = choose_pw_dw(p, dev, project)
         if choice is None:
             declined["no tiling fits shared memory"] += 1
@@ -233,7 +249,8 @@ def fuse_pw_dw(g: GpuGraph) -> Report:
         ex_b = ex.inputs[2] if len(ex.inputs) > 2 else -1
         if project:
             ins = [ex.inputs[0], ex.inputs[1], ex_b, ex_alpha, *node.inputs[1:3], node.inputs[5], *node.inputs[3:5]]
-            attrs = {"dw": dict(dw_attrs), "dw_act": node.attrs.get("dw_act"), "ex_act": ex_act, "project": True}
+            attrs = {"dw": dict(dw_attrs), "dw_act": node.attrs.get("dw_act"), "ex_act": ex_act, "project": True,
+                     "ex": dict(ex.attrs)}
             epilogue = list(node.epilogue)
             ex_res = _expanded_residual(g, ex, node, consumers)
             if ex_res is not None:  # the residual step is the kernel's own (attr ex_residual); what follows stays
@@ -242,7 +259,7 @@ def fuse_pw_dw(g: GpuGraph) -> Report:
         else:
             dw_b = node.inputs[2] if len(node.inputs) > 2 else -1
             ins = [ex.inputs[0], ex.inputs[1], ex_b, ex_alpha, node.inputs[1], dw_b, -1, -1, -1]
-            attrs = {"dw": dict(dw_attrs), "ex_act": ex_act, "project": False}
+            attrs = {"dw": dict(dw_attrs), "ex_act": ex_act, "project": False, "ex": dict(ex.attrs)}
             epilogue = list(node.epilogue)  # the depthwise's activation (the kernel's act slot)
         fused = g.new_node(PW_DW_OP, ins, list(node.outputs), attrs,
                            origin=tuple(sorted(set(ex.origin) | set(node.origin))))

@@ -377,14 +377,20 @@ def lower_dw_pw(lw: Lowerer) -> list[GpuOp]:
 
 
 def pw_dw_params(b: int, h: int, wd: int, c: int, mid_c: int, oh: int, ow: int, o: int,
-                 dw_shape: tuple[int, int], geo: Mapping[str, Any]) -> dict[str, int]:
-    """The shape params of a ``pw_dw_conv2d`` launch (and of its pricing, ``_cost.choose_pw_dw``): input
-    ``b x h x wd x c``, ``mid_c`` expanded channels, output ``oh x ow x o`` (``o`` = ``mid_c`` without the
-    projection), the depthwise's window and ``conv_geometry``."""
-    return {"B": b, "SRC_H": h, "SRC_W": wd, "SRC_S": L.slices(c), "MID_S": L.slices(mid_c), "H": oh, "W": ow,
-            "C": o, "S": L.slices(o), "KH": dw_shape[0], "KW": dw_shape[1], "STRIDE_H": geo["stride"][0],
-            "STRIDE_W": geo["stride"][1], "PAD_T": geo["pads"][0], "PAD_L": geo["pads"][2],
-            "DIL_H": geo["dilation"][0], "DIL_W": geo["dilation"][1]}
+                 dw_shape: tuple[int, int], geo: Mapping[str, Any], ex_k: int = 1,
+                 ex_geo: Mapping[str, Any] | None = None) -> dict[str, int]:
+    """The shape params of a ``pw_dw_conv2d`` launch (and of its pricing, ``_cost.choose_pw_dw``, which also reads
+    ``EX_K``, not a template param): input ``b x h x wd x c``, ``mid_c`` expanded channels, output ``oh x ow x o``
+    (``o`` = ``mid_c`` without the projection), the depthwise's window and ``conv_geometry`` (on the expanded
+    map); ``ex_k`` > 1: the expansion is an ``ex_k x ex_k`` conv of geometry ``ex_geo`` (EX_H / EX_W its map)."""
+    p = {"B": b, "SRC_H": h, "SRC_W": wd, "SRC_S": L.slices(c), "MID_S": L.slices(mid_c), "H": oh, "W": ow,
+         "C": o, "S": L.slices(o), "KH": dw_shape[0], "KW": dw_shape[1], "STRIDE_H": geo["stride"][0],
+         "STRIDE_W": geo["stride"][1], "PAD_T": geo["pads"][0], "PAD_L": geo["pads"][2],
+         "DIL_H": geo["dilation"][0], "DIL_W": geo["dilation"][1], "EX_K": ex_k}
+    if ex_k > 1 and ex_geo is not None:
+        p.update(EX_H=ex_geo["out_hw"][0], EX_W=ex_geo["out_hw"][1], ESTRIDE_H=ex_geo["stride"][0],
+                 ESTRIDE_W=ex_geo["stride"][1], EPAD_T=ex_geo["pads"][0], EPAD_L=ex_geo["pads"][2])
+    return p
 
 
 def lower_pw_dw(lw: Lowerer) -> list[GpuOp]:
@@ -400,20 +406,24 @@ def lower_pw_dw(lw: Lowerer) -> list[GpuOp]:
     opts, operands = lw.epilogue()
     ex_act, dw_act = n.attrs.get("ex_act") or "NONE", n.attrs.get("dw_act") or "NONE"
     vector = _input_vector(lw)
-    geo = conv_geometry(n.attrs["dw"], (h, wd), dw_w.shape[1:3])
+    ex_k = int(ex_w.shape[1]) if ex_w.ndim == 4 else 1
+    ex_geo = conv_geometry(n.attrs["ex"], (h, wd), (ex_k, ex_k)) if ex_k > 1 else None
+    mh, mw = ex_geo["out_hw"] if ex_geo is not None else (h, wd)
+    geo = conv_geometry(n.attrs["dw"], (mh, mw), dw_w.shape[1:3])
     if mean:  # dst is the B x 1 x 1 x C mean of the depthwise's map; its activation (no PRELU) comes first
         oh, ow = geo["out_hw"]
         opts = {**opts, **({"act": dw_act} if dw_act != "NONE" else {})}
 
-    params = pw_dw_params(b, h, wd, c, mid_c, oh, ow, o, dw_w.shape[1:3], geo)
+    params = pw_dw_params(b, h, wd, c, mid_c, oh, ow, o, dw_w.shape[1:3], geo, ex_k, ex_geo)
     choice = choose_pw_dw(params, lw.cost, project, mean)
+    params.pop("EX_K")
     if choice is None:
         raise DelegateError(f"{n.describe()}: no pw_dw_conv2d tiling fits its shared memory")
     tiling = dict(choice[0])
     params.update({k: tiling.pop(k) for k in ("HALO_H", "HALO_W", "TILES_X", "TILES", "SC", "NC", "SRC_SP")})
     lw.bind("src", x)
     # the expansion's input channels padded with zero weights to SRC_SP slices (the template's unrolled walk)
-    ex_w = np.pad(ex_w.reshape(mid_c, 1, 1, -1), ((0, 0), (0, 0), (0, 0), (0, 4 * params["SRC_SP"] - c)))
+    ex_w = np.pad(ex_w.reshape(mid_c, ex_k, ex_k, -1), ((0, 0), (0, 0), (0, 0), (0, 4 * params["SRC_SP"] - c)))
     lw.const("ex_weights", L.conv_weights(ex_w))
     lw.const("ex_bias", vector(2, mid_c))
     if ex_act == "PRELU":
@@ -440,7 +450,7 @@ def lower_pw_dw(lw: Lowerer) -> list[GpuOp]:
     return [lw.op("pw_dw_conv2d", {**opts, "ex_act": ex_act if ex_act != "NONE" else None,
                                    "dw_act": dw_act if project and dw_act != "NONE" else None,
                                    "project": project or None, "mean": mean or None, "ksize": ksize or None,
-                                   **tiling}, params)]
+                                   "ex_k": ex_k if ex_k > 1 else None, **tiling}, params)]
 
 
 def lower_transpose_conv(lw: Lowerer) -> list[GpuOp]:
@@ -674,7 +684,8 @@ KERNELS: tuple[KernelSpec, ...] = (
          "shared memory",
          {"ex_act": ACT, "dw_act": ACT, "act": ACT, "residual": Opt("NONE", ("NONE", "ADD", "MUL")),
           "residual_act": ACT, "residual_channels": CHANNELS, "residual_pool": boolean(), "project": boolean(),
-          "mean": boolean(), "residual_expanded": boolean(), "tile_h": Opt(4, (1, 2, 4, 8)), "tile_w": Opt(4, (1, 2, 4, 8, 16)), "mc": Opt(4, (1, 2, 4, 8, 16)),
+          "mean": boolean(), "residual_expanded": boolean(), "ex_k": Opt(1, (1, 3, 5)), "src_bhwc": boolean(),
+          "tile_h": Opt(4, (1, 2, 4, 8)), "tile_w": Opt(4, (1, 2, 4, 8, 16)), "mc": Opt(4, (1, 2, 4, 8, 16)),
           "threads": Opt(64, (64, 128, 256, 512)), "hcap": Opt(36, check=lambda v: isinstance(v, int) and 1 <= v <= 1024),
           "ksize": Opt(0, (0, 3, 5)), "unroll": Opt(4, (1, 2, 4)), "ke": Opt(1, (1, 2, 4, 8, 16)),
           "kp": Opt(1, (1, 2, 4, 8, 16))},
@@ -704,6 +715,12 @@ KERNELS: tuple[KernelSpec, ...] = (
              "ksize": 3, "tile_h": 4, "tile_w": 4, "mc": 4, "threads": 128, "hcap": 36, "kp": 2, "ke": 2},
             {"project": True, "residual": "MUL", "residual_expanded": True, "act": "RELU", "ksize": 5,
              "tile_h": 2, "tile_w": 2, "mc": 1, "threads": 64, "hcap": 36},
+            # a model's first conv (3x3 / 5x5, strided) as the expansion, from the host's BHWC input or not
+            {"project": True, "ex_k": 3, "src_bhwc": True, "unroll": 1, "residual": "ADD", "residual_expanded": True,
+             "residual_act": "PRELU", "ex_act": "PRELU", "ksize": 3, "tile_h": 8, "tile_w": 8, "mc": 4, "threads": 256,
+             "hcap": 100, "kp": 4},
+            {"ex_k": 5, "unroll": 1, "ex_act": "RELU6", "act": "RELU6", "ksize": 3, "tile_h": 4, "tile_w": 8, "mc": 8,
+             "threads": 128, "hcap": 60},
             # a spatial MEAN merged in (one tile the whole map)
             {"mean": True, "threads": 256, "mc": 1, "tile_h": 8, "tile_w": 8, "hcap": 100, "ke": 4, "ksize": 3,
              "ex_act": "RELU6", "act": "RELU6"},
