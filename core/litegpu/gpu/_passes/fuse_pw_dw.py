@@ -26,7 +26,7 @@ from ._util import only_consumer
 from .fuse_dw_pw import _dw_act
 from .squeeze_excite import is_spatial_mean
 
-__all__ = ["fuse_pw_dw", "PW_DW", "PW_DW_ALWAYS", "PW_DW_OP", "PW_DW_MEAN"]
+__all__ = ["fuse_pw_dw", "PW_DW", "PW_DW_ALWAYS", "PW_DW_OP", "PW_DW_MEAN", "PW_DW_STEM"]
 
 #: A/B switch (``--set litegpu.gpu._passes.fuse_pw_dw.PW_DW=False``): False keeps every expansion conv its own
 #: launch, as before this pass.
@@ -36,6 +36,10 @@ PW_DW = True
 #: takes whatever the estimate says, to time the fused launches the cost model declines.
 PW_DW_ALWAYS = False
 
+
+#: A/B switch (``--set litegpu.gpu._passes.fuse_pw_dw.PW_DW_STEM=False``): False keeps a model's first conv (a KxK
+#: conv reading a partition input) its own launch, as before issue 12's sixth session.
+PW_DW_STEM = True
 
 #: A/B switch (``--set litegpu.gpu._passes.fuse_pw_dw.PW_DW_MEAN=False``): False keeps a spatial MEAN reading a
 #: fused 1x1 -> depthwise result its own launch (hand_landmark's global average before its heads).
@@ -90,7 +94,7 @@ def _stem_k(g: GpuGraph, ex: GpuNode) -> int:
     undilated conv reading a partition input -- a model's first conv (few input channels, so the halo's
     recompute is cheap, and the kernel reads the host's BHWC input itself: ``src_bhwc``)."""
     wt = g.tensors[ex.inputs[1]].ir_shape
-    if len(wt) == 4 and wt[1] == wt[2] and wt[1] in (3, 5) and ex.inputs[0] in g.inputs \
+    if PW_DW_STEM and len(wt) == 4 and wt[1] == wt[2] and wt[1] in (3, 5) and ex.inputs[0] in g.inputs \
             and int(ex.attrs.get("dilation_h_factor", 1)) == 1 and int(ex.attrs.get("dilation_w_factor", 1)) == 1:
         return int(wt[1])
     return 1
