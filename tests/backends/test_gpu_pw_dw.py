@@ -75,29 +75,14 @@ def test_mean_and_expanded_skip_match_litert(backend, monkeypatch):
     staged halo (``residual_expanded``), and a model's first 3x3 / stride-2 conv is the expansion of the block after
     it (``ex_k`` 3, the host's BHWC input read directly: ``src_bhwc``), under the NVIDIA calibration's tilings: no
     reduce, conv2d or layout launch left."""
-    from _gpu_cases import PATTERNS, oracle
     from litegpu.gpu import _runtime
+    from test_gpu_cost_variants import _run_pattern
 
     monkeypatch.setattr(importlib.import_module("litegpu.gpu._passes.fuse_pw_dw"), "PW_DW_ALWAYS", True)
     monkeypatch.setattr(_runtime, "profile_for", lambda info: _cost.PROFILES["nvidia"])
     model, feeds = next(c for c in PATTERNS if c.id.startswith("inverted bottleneck variants")).build()
-    try:
-        d = load_backend_delegate(backend, {"precision": "fp32", "cache": {"enabled": False}})
-    except Exception as e:  # noqa: BLE001 - a backend missing here is a skip with its reason
-        pytest.skip(f"{backend}: {e}")
-    try:
-        it = litegpu.Interpreter(model_content=model, experimental_delegates=[d])
-        it.allocate_tensors()
-        (k,) = [s.kernel for s in it._main.plan.steps if s.kind == "delegate"]
-        kernels = [op.describe() for op in k.plan.ops]
-        assert sum(n.startswith("pw_dw_conv2d[") and "mean=True" in n for n in kernels) == 1, kernels
-        assert sum("residual_expanded=True" in n for n in kernels) == 2, kernels
-        assert sum("ex_k=3" in n and "src_bhwc=True" in n for n in kernels) == 2, kernels
-        assert not any(n.startswith(("reduce[", "conv2d[", "bhwc_to_phwc4")) for n in kernels), kernels
-        for det, x in zip(it.get_input_details(), feeds, strict=True):
-            it.set_tensor(det["index"], x)
-        it.invoke()
-        for o, w in zip(it.get_output_details(), oracle(model, feeds), strict=True):
-            assert rel_err(it.get_tensor(o["index"]).reshape(w.shape), w) <= 1e-4
-    finally:
-        d.close()
+    kernels = _run_pattern(backend, model, feeds)  # every output within 1e-4 of LiteRT's
+    assert sum(n.startswith("pw_dw_conv2d[") and "mean=True" in n for n in kernels) == 1, kernels
+    assert sum("residual_expanded=True" in n for n in kernels) == 2, kernels
+    assert sum("ex_k=3" in n and "src_bhwc=True" in n for n in kernels) == 2, kernels
+    assert not any(n.startswith(("reduce[", "conv2d[", "bhwc_to_phwc4")) for n in kernels), kernels
