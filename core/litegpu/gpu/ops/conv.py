@@ -50,7 +50,7 @@ from .._kernel_specs import (
 from ._entry import WEIGHTS_BIAS, GpuOpEntry, Lowerer, opt
 from .resize import resize_scale
 
-__all__ = ["OPS", "KERNELS", "pw_dw_params", "DW_PW_PACK_LANES", "dw_pw_pack", "dw_pw_staged_tiling", "dw_pw_tiling", "dw_pw_small_tiling"]
+__all__ = ["OPS", "KERNELS", "DW_PW_SMALL_MAX_PIXELS", "pw_dw_params", "DW_PW_PACK_LANES", "dw_pw_pack", "dw_pw_staged_tiling", "dw_pw_tiling", "dw_pw_small_tiling"]
 
 #: dw_pw_conv2d tiling (:func:`dw_pw_tiling`), from every variant timed on an H200 (bench/gpu_dw_pw.py --explore)
 _SPLIT_OUTPUTS, _SPLIT4_OUTPUTS = 20480, 8192
@@ -100,6 +100,14 @@ def dw_pw_pack(split: int, blocks_z: int, block_w: int, block_s: int, lanes: int
 
 #: staged dw_pw_conv2d (:func:`dw_pw_staged_tiling`): the fewest output pixels it takes
 _STAGED_MIN_PIXELS = 512
+
+#: dw_pw_small (:func:`dw_pw_small_tiling`): maps under this many output pixels are its (on GPUs it is tried
+#: first there; the staged kernel keeps what it declines from 512 pixels up). 1024 since issue 12's sixth session:
+#: on an H100 (Vulkan, s10-launch-1, one call) the 24x24 pairs of palm_detection_full and the 28x28 ones of
+#: hand_landmark_full as dw_pw_small took palm 0.378 ms of GPU time against 0.398 staged, hand 0.360 against
+#: 0.365 (hand's two pairs 10.5 + 12.5 us against 12.6 + 16.0); 512 before (the staged kernel's lower bound).
+#: A/B switch (``--set litegpu.gpu.ops.conv.DW_PW_SMALL_MAX_PIXELS=512``).
+DW_PW_SMALL_MAX_PIXELS = 1024
 
 #: the staged kernel reads the 1x1 weights in the input-major layout (option ``coalesced``,
 #: ``_layout.pw_weights_coalesced``): a warp's threads take consecutive output slices of one input slice, so
@@ -161,7 +169,7 @@ def dw_pw_small_tiling(pixels: int, src_slices: int, out_slices: int, taps: int 
     time): one group for all of a pixel's output slices (H200: hand_landmark 0.484 against 0.434 ms,
     pose_landmark 0.643 against 0.603), one pixel a group with 8 output slices and 32-way sums (H100, s8-kern-1:
     palm_detection 0.530 against 0.489, hand_landmark 0.457 against 0.389)."""
-    if pixels >= _STAGED_MIN_PIXELS:  # the staged kernel's maps
+    if pixels >= DW_PW_SMALL_MAX_PIXELS:  # the staged kernel's maps
         return None
     chosen = choose_dw_pw_small(pixels, src_slices, out_slices, taps, dev or PROFILES["generic"])
     return None if chosen is None else chosen[0]
