@@ -41,7 +41,7 @@ __all__ = ["DeviceCost", "Work", "PROFILES", "profile_for", "estimate", "choose_
            "choose_pw_dw", "dw_pw_work", "dw_pw_staged_work", "choose_dw_pw_staged", "depthwise_work",
            "choose_depthwise", "DEPTHWISE_BLOCK_W", "dw_pw_small_work", "choose_dw_pw_small",
            "DW_PW_SMALL_TILES", "DW_PW_SMALL_KSPLITS", "DW_PW_SMALL_THREADS", "DW_PW_SMALL_UNROLLS",
-           "DW_PW_SMALL_STAGE", "dw_pw_small_chunks"]
+           "DW_PW_SMALL_STAGE", "dw_pw_small_chunks", "PW_DW_WARP_SHARED"]
 
 _VEC = 16  # bytes of one vec4 (fp32; the choice does not depend on the storage precision)
 
@@ -499,8 +499,13 @@ def pw_dw_geometry(p: Mapping[str, int], tile_h: int, tile_w: int, mc: int, thre
             "ke": ke, "kp": kp}
 
 
+#: pw_dw_work counts a weight vector the threads of a warp read at once as one load (as dw_pw_small_work does),
+#: not one a thread; an A/B switch, off until timed (``--set litegpu.gpu._cost.PW_DW_WARP_SHARED=True``)
+PW_DW_WARP_SHARED = False
+
+
 def pw_dw_work(p: Mapping[str, int], geo: Mapping[str, int], tile_h: int, tile_w: int, mc: int, threads: int,
-               project: bool, mean: bool = False) -> Work:
+               project: bool, mean: bool = False, warp: int = 1) -> Work:
     """pw_dw_conv2d (see shaders/pw_dw.lgk): per chunk of ``mc`` expanded slices a group computes the
     expansion of its halo (``hcap x mc`` sums over SRC_S input slices, ``ke`` threads a sum, each step
     ``unroll`` slices of 5 loads, the partials meeting in a log2(ke)-round tree: the recompute of the halo,
@@ -531,7 +536,13 @@ def pw_dw_work(p: Mapping[str, int], geo: Mapping[str, int], tile_h: int, tile_w
     barriers = chunks * (rounds * tree + (2 if project or mean else 1)) + (_log2(kp) + 1 if kp > 1 else 0)
     if mean:
         shared += tp
-    per_group = inside * mc * p["SRC_S"] * ex_taps * 5 + tp * mc * taps + (tp * geo["SC"] * mc * 4 if project else 0)
+    # warp > 1 (PW_DW_WARP_SHARED): a weight vector is one load for the warp's threads reading it at once: the
+    # expansion's by its consecutive pixels of one slice (ke threads a value), the depthwise's by the tile's
+    # pixels, the projection's by the tile's pixels of one output slice (kp threads a vector)
+    share_e = max(1, min(warp // ke, inside))
+    share_p = max(1, min(warp // kp, tp))
+    per_group = (inside * mc * p["SRC_S"] * ex_taps * (1 + 4 / share_e) + tp * mc * taps / max(1, min(warp, tp))
+                 + (tp * geo["SC"] * mc * 4 / share_p if project else 0))
     flops = inside * mc * p["SRC_S"] * ex_taps * 32 + tp * mc * taps * 8 + (tp * geo["SC"] * mc * 32 if project else 0)
     return Work(threads=groups * threads, group=threads, global_steps=steps, queued_loads=queued,
                 shared_steps=shared, barriers=barriers,
@@ -544,12 +555,12 @@ def choose_pw_dw(p: Mapping[str, int], dev: DeviceCost, project: bool,
     ke, kp and the geometry :func:`pw_dw_geometry` gives; ``mean``: storing the spatial mean), None where none
     fits."""
     return _choose_pw_dw(tuple(sorted((k, v) for k, v in p.items() if isinstance(v, int))), dev, project,
-                         _PW_DW_SPLITS, mean)
+                         _PW_DW_SPLITS, mean, max(1, dev.warp) if PW_DW_WARP_SHARED else 1)
 
 
 @functools.lru_cache(maxsize=1024)
 def _choose_pw_dw(pt: tuple[tuple[str, int], ...], dev: DeviceCost, project: bool,
-                  splits: tuple[int, ...], mean: bool = False) -> tuple[dict[str, int], float] | None:
+                  splits: tuple[int, ...], mean: bool = False, warp: int = 1) -> tuple[dict[str, int], float] | None:
     p = dict(pt)
     best: tuple[float, dict[str, int]] | None = None
     unroll = 1 if p.get("EX_K", 1) > 1 else 4  # a KxK expansion walks its taps' slices one a step, unsplit
@@ -573,7 +584,7 @@ def _choose_pw_dw(pt: tuple[tuple[str, int], ...], dev: DeviceCost, project: boo
                         geo = pw_dw_geometry(p, th, tw, mc, threads, project, unroll, ke=ke, kp=kp, mean=mean)
                         if geo is None:
                             continue
-                        t = estimate(pw_dw_work(p, geo, th, tw, mc, threads, project, mean), dev)
+                        t = estimate(pw_dw_work(p, geo, th, tw, mc, threads, project, mean, warp), dev)
                         if best is None or t < best[0] - 1e-9:
                             best = (t, {"tile_h": th, "tile_w": tw, "mc": mc, "threads": threads, **geo})
     return None if best is None else (dict(best[1]), best[0])
@@ -811,7 +822,8 @@ def launch_work(kernel: str, options: Mapping[str, Any], params: Mapping[str, An
                    kp=int(o.get("kp", 1)))
         params = {**params, "EX_K": int(o.get("ex_k", 1))}
         return pw_dw_work(params, geo, int(o.get("tile_h", 4)), int(o.get("tile_w", 4)), int(o.get("mc", 4)),
-                          int(o.get("threads", 64)), bool(o.get("project")), bool(o.get("mean")))
+                          int(o.get("threads", 64)), bool(o.get("project")), bool(o.get("mean")),
+                          32 if PW_DW_WARP_SHARED else 1)
     if kernel == "dw_pw_small":
         return dw_pw_small_work(int(params["B"]) * int(params["H"]) * int(params["W"]), int(params["SRC_S"]),
                                 int(params["S"]), int(params["KH"]) * int(params["KW"]), int(o.get("tile_p", 1)),
