@@ -500,7 +500,10 @@ def pw_dw_geometry(p: Mapping[str, int], tile_h: int, tile_w: int, mc: int, thre
 
 
 #: pw_dw_work counts a weight vector the threads of a warp read at once as one load (as dw_pw_small_work does),
-#: not one a thread; an A/B switch, off until timed (``--set litegpu.gpu._cost.PW_DW_WARP_SHARED=True``)
+#: not one a thread; an A/B switch (``--set litegpu.gpu._cost.PW_DW_WARP_SHARED=True``). Off: on an H100 (Vulkan,
+#: s10-launch-2, two runs) its extra fusions took pose_landmark_full 0.558 -> 0.587 ms (57 -> 52 launches),
+#: hand_landmark_full 0.363 -> 0.365 (31 -> 29), iris_landmark 0.226-0.229 -> 0.230 (34 -> 32), selfie_segmentation
+#: 0.273 -> 0.270 (42 -> 40): it prices the 56x56-128x128 expansions below their measured 2-9 us loss per pair.
 PW_DW_WARP_SHARED = False
 
 
