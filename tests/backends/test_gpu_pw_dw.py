@@ -67,7 +67,10 @@ def test_inverted_bottlenecks_match_litert(backend, profile, precision, splits, 
         d.close()
 
 
-@pytest.mark.parametrize("backend", ["opencl", "vulkan", "webgpu"])
+# the default run: lavapipe (PoCL runs the pattern under its own profile in test_opencl_ops.test_pattern); the
+# other two APIs in `make test-all` (each case compiles four pw_dw_conv2d variants: 7-12 s apiece on PoCL)
+@pytest.mark.parametrize("backend", ["vulkan", pytest.param("opencl", marks=pytest.mark.slow),
+                                     pytest.param("webgpu", marks=pytest.mark.slow)])
 def test_mean_and_expanded_skip_match_litert(backend, monkeypatch):
     """A spatial MEAN reading nothing but a fused 1x1 -> depthwise result (hand_landmark's global average) is
     stored by that launch (option ``mean``: one tile covering the map, the chunk's depthwise values summed in
