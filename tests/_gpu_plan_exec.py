@@ -137,7 +137,7 @@ class PlanExecutor:
         return out
 
     # -- kernels (semantics from the template comments)
-    def _conv_epilogue(self, op, r, p, o):
+    def _conv_epilogue(self, op, r, p, o, res_value=None):
         alpha = None
         if op.options.get("act") == "PRELU":
             alpha = np.asarray(op.constants["alpha"], np.float32).reshape(-1)[:o]
@@ -159,6 +159,8 @@ class PlanExecutor:
                 res = self.read(op, "res")
                 assert L.slices(res.shape[3]) == p["RES_S"] and res.shape[:3] == r.shape[:3], (res.shape, p)
                 res = np.pad(res, ((0, 0),) * 3 + ((0, o - res.shape[3]),))
+            elif res_value is not None:  # a value the kernel has itself (pw_dw_conv2d's residual_expanded)
+                res = res_value
             else:
                 res = self.operand(op, "res", r.shape)
             r = OPS[op.options["residual"]].ref(r, res)
@@ -264,13 +266,19 @@ class PlanExecutor:
 
         w = _unpack_conv(np.asarray(op.constants["ex_weights"], np.float32), cm, x.shape[3])[:, 0, 0, :]
         e = _act(x @ w.T + vec("ex_bias", cm), o.get("ex_act"), vec("ex_alpha", cm)).astype(real).astype(np.float32)
+        if o.get("mean"):  # H x W is the depthwise's map; dst its B x 1 x 1 x C mean (after the act)
+            mid = self._fused_depthwise(op, e, p, cm)
+            mid = _act(mid, o.get("act"), None).astype(real).astype(np.float32)[..., :cout]
+            self.write(op, "dst", mid.astype(np.float64).mean(axis=(1, 2), keepdims=True).astype(np.float32))
+            return
         mid = self._fused_depthwise(op, e, p, cm)
         if not o.get("project"):
             self.write(op, "dst", self._conv_epilogue(op, mid[..., :cout], p, cout))
             return
         mid = _act(mid, o.get("dw_act"), vec("dw_alpha", cm)).astype(real).astype(np.float32)
         w = _unpack_conv(np.asarray(op.constants["weights"], np.float32), cout, cm)[:, 0, 0, :]
-        self.write(op, "dst", self._conv_epilogue(op, mid @ w.T + vec("bias", cout), p, cout))
+        res = e[..., :cout] if o.get("residual_expanded") else None
+        self.write(op, "dst", self._conv_epilogue(op, mid @ w.T + vec("bias", cout), p, cout, res))
 
     def k_transpose_conv2d(self, op, p, o):
         x = self.read(op, "src")

@@ -1398,6 +1398,49 @@ def test_fuse_pw_dw_inverted_bottlenecks(on, monkeypatch):
                                     "(kept: 1 the conv result has other readers)"), rep["fuse_pw_dw"][0]
 
 
+def test_fuse_pw_dw_mean_and_expanded_skip(monkeypatch):
+    """A spatial MEAN alone reading a fused 1x1 -> depthwise (no projection) is merged into it (attr ``mean``, the
+    depthwise's RELU6 moved to ``dw_act``, before the mean); a block whose skip ADD reads the expansion (face's last
+    blocks) fuses with the residual as the kernel's own (attr ``ex_residual``, the PRELU after it the epilogue), also
+    where the expansion is a model's first conv (3x3, stride 2: attr ``ex`` its geometry); PW_DW_MEAN off keeps the
+    MEAN. Meaning checked against LiteRT."""
+    mod = importlib.import_module("litegpu.gpu._passes.fuse_pw_dw")
+    monkeypatch.setattr(mod, "PW_DW_ALWAYS", True)
+    for merge in (True, False):
+        monkeypatch.setattr(mod, "PW_DW_MEAN", merge)
+        b = model_builder()
+        x = b.input("x", (1, 7, 7, 10))
+        e, s = _pw(b, x, (1, 7, 7, 10), 24, act=3, name="e1")
+        d, _ = _dw(b, e, s, 24, act=3, name="d1")
+        m = b.tensor("m", (1, 24))
+        b.op("MEAN", [d, b.const("axes", np.array([1, 2], np.int32))], [m], keep_dims=False)
+        x2 = b.input("x2", (1, 3, 3, 20))
+        e2, s2 = _pw(b, x2, (1, 3, 3, 20), 8, name="e2")
+        ea = b.tensor("ea", s2)
+        b.op("PRELU", [e2, b.const("al", rnd(1, 1, 8))], [ea])
+        d2, _ = _dw(b, ea, s2, 8, name="d2")
+        z, _ = _pw(b, d2, s2, 8, name="z")
+        r = b.tensor("r", s2)
+        b.op("ADD", [z, ea], [r])
+        o = b.tensor("o", s2)
+        b.op("PRELU", [r, b.const("al2", rnd(1, 1, 8))], [o])
+        # a model's first conv (3x3, stride 2, reading a partition input) as the expansion, its result the skip too
+        x3 = b.input("x3", (1, 10, 9, 3))
+        e3, s3 = _pw(b, x3, (1, 10, 9, 3), 8, k=3, stride=2, act=3, name="e3")
+        d3, _ = _dw(b, e3, s3, 8, name="d3")
+        z3, _ = _pw(b, d3, s3, 8, name="z3")
+        r3 = b.tensor("r3", s3)
+        b.op("ADD", [z3, e3], [r3])
+        b.output(m, o, r3)
+        g, rep = check_passes(b.build(), [rnd(1, 7, 7, 10), rnd(1, 3, 3, 20), rnd(1, 10, 9, 3)])
+        fused = [(bool(n.attrs.get("mean")), n.attrs.get("dw_act"), n.attrs.get("ex_residual"),
+                  [e.op for e in n.epilogue]) for n in g.nodes if n.op == "PW_DW_CONV_2D"]
+        first = (True, "RELU6", None, []) if merge else (False, None, None, ["RELU6"])
+        assert fused == [first, (False, None, "ADD", ["PRELU"]), (False, None, "ADD", [])], fused
+        assert [n.attrs["ex"].get("stride_h") for n in g.nodes if n.op == "PW_DW_CONV_2D"][2] == 2
+        assert ("MEAN" in g.op_counts()) != merge, rep["fuse_pw_dw"]
+
+
 def test_fuse_pw_dw_follows_the_estimate(monkeypatch):
     """On the NVIDIA calibration the pass fuses where choose_pw_dw's estimate beats the two launches' (iris's
     32x32 64 -> 32 -> 64 blocks) and keeps the pair where it does not (its 4x4 ones), saying why."""

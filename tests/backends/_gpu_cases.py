@@ -1060,6 +1060,31 @@ def _p_pw_dw():
     return g.done(d1, y2, y3, y4)
 
 
+@pattern("inverted bottleneck variants (pw_dw_conv2d on GPUs storing the mean, or taking the expansion as the skip): "
+         "7x7 24 -> 70 + RELU6 -> 3x3 dw + RELU6 -> MEAN over H, W; "
+         "3x3 40 -> 12 + PRELU -> 3x3 dw -> 1x1 12 -> 12 + ADD(the expansion) + PRELU; a model's first conv as the "
+         "expansion: 20x18x3 -> 3x3/2 SAME 8 + PRELU -> 3x3 dw -> 1x1 8 + ADD(the conv) + PRELU, 17x17x3 -> 3x3/2 "
+         "VALID 12 + RELU6 -> 3x3 dw + RELU6 -> 1x1 6")
+def _p_pw_dw_mean():
+    g = _G()
+    s1, ss1 = g.conv(g.input(1, 20, 18, 3), (1, 20, 18, 3), 8, stride=2)
+    s1 = g.op("PRELU", [s1, g.const(rnd(1, 1, 8))], ss1)
+    t1, _ = g.conv(g.dw(s1, ss1), ss1, 8, k=1)
+    t1 = g.op("ADD", [t1, s1], ss1)
+    t1 = g.op("PRELU", [t1, g.const(rnd(1, 1, 8))], ss1)
+    s2, ss2 = g.conv(g.input(1, 17, 17, 3), (1, 17, 17, 3), 12, stride=2, padding=1, act=3)
+    t2, _ = g.conv(g.dw(s2, ss2, act=3), ss2, 6, k=1)
+    e3, s3 = g.conv(g.input(1, 3, 3, 40), (1, 3, 3, 40), 12, k=1)
+    e3 = g.op("PRELU", [e3, g.const(rnd(1, 1, 12))], s3)
+    y3, _ = g.conv(g.dw(e3, s3), s3, 12, k=1)
+    y3 = g.op("ADD", [y3, e3], s3)
+    y3 = g.op("PRELU", [y3, g.const(rnd(1, 1, 12))], s3)
+    e1, s1 = g.conv(g.input(1, 7, 7, 24), (1, 7, 7, 24), 70, k=1, act=3)
+    d1 = g.dw(e1, s1, act=3)
+    m1 = g.op("MEAN", [d1, g.const(np.array([1, 2], np.int32))], (1, 70), keep_dims=False)
+    return g.done(t1, t2, y3, m1)
+
+
 @pattern("conv+residual mul with an earlier conv, then hard_swish")
 def _p_residual_mul():
     g = _G()

@@ -65,3 +65,27 @@ def test_inverted_bottlenecks_match_litert(backend, profile, precision, splits, 
             assert rel_err(it.get_tensor(o["index"]), w) <= tol
     finally:
         d.close()
+
+
+# the default run: lavapipe (PoCL runs the pattern under its own profile in test_opencl_ops.test_pattern); the
+# other two APIs in `make test-all` (each case compiles four pw_dw_conv2d variants: 7-12 s apiece on PoCL)
+@pytest.mark.parametrize("backend", ["vulkan", pytest.param("opencl", marks=pytest.mark.slow),
+                                     pytest.param("webgpu", marks=pytest.mark.slow)])
+def test_mean_and_expanded_skip_match_litert(backend, monkeypatch):
+    """A spatial MEAN reading nothing but a fused 1x1 -> depthwise result (hand_landmark's global average) is
+    stored by that launch (option ``mean``: one tile covering the map, the chunk's depthwise values summed in
+    shared memory), and a block whose skip is its own expansion (face_landmark's last blocks) takes it from the
+    staged halo (``residual_expanded``), and a model's first 3x3 / stride-2 conv is the expansion of the block after
+    it (``ex_k`` 3, the host's BHWC input read directly: ``src_bhwc``), under the NVIDIA calibration's tilings: no
+    reduce, conv2d or layout launch left."""
+    from litegpu.gpu import _runtime
+    from test_gpu_cost_variants import _run_pattern
+
+    monkeypatch.setattr(importlib.import_module("litegpu.gpu._passes.fuse_pw_dw"), "PW_DW_ALWAYS", True)
+    monkeypatch.setattr(_runtime, "profile_for", lambda info: _cost.PROFILES["nvidia"])
+    model, feeds = next(c for c in PATTERNS if c.id.startswith("inverted bottleneck variants")).build()
+    kernels = _run_pattern(backend, model, feeds)  # every output within 1e-4 of LiteRT's
+    assert sum(n.startswith("pw_dw_conv2d[") and "mean=True" in n for n in kernels) == 1, kernels
+    assert sum("residual_expanded=True" in n for n in kernels) == 2, kernels
+    assert sum("ex_k=3" in n and "src_bhwc=True" in n for n in kernels) == 2, kernels
+    assert not any(n.startswith(("reduce[", "conv2d[", "bhwc_to_phwc4")) for n in kernels), kernels

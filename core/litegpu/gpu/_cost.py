@@ -41,7 +41,7 @@ __all__ = ["DeviceCost", "Work", "PROFILES", "profile_for", "estimate", "choose_
            "choose_pw_dw", "dw_pw_work", "dw_pw_staged_work", "choose_dw_pw_staged", "depthwise_work",
            "choose_depthwise", "DEPTHWISE_BLOCK_W", "dw_pw_small_work", "choose_dw_pw_small",
            "DW_PW_SMALL_TILES", "DW_PW_SMALL_KSPLITS", "DW_PW_SMALL_THREADS", "DW_PW_SMALL_UNROLLS",
-           "DW_PW_SMALL_STAGE", "dw_pw_small_chunks"]
+           "DW_PW_SMALL_STAGE", "dw_pw_small_chunks", "PW_DW_WARP_SHARED"]
 
 _VEC = 16  # bytes of one vec4 (fp32; the choice does not depend on the storage precision)
 
@@ -468,21 +468,25 @@ _PW_DW_SPLITS = (1, 2, 4, 8, 16)
 
 
 def pw_dw_geometry(p: Mapping[str, int], tile_h: int, tile_w: int, mc: int, threads: int,
-                   project: bool, unroll: int = 4, ke: int = 1, kp: int = 1) -> dict[str, int] | None:
+                   project: bool, unroll: int = 4, ke: int = 1, kp: int = 1,
+                   mean: bool = False) -> dict[str, int] | None:
     """The params and shared-memory capacity of a ``pw_dw_conv2d`` launch tiled ``tile_h x tile_w`` output
     pixels a group, ``mc`` expanded slices a chunk, ``threads`` a group, the expansion's sums split ``ke`` ways and
     the projection's ``kp`` ways; None where it does not fit (the halo, with ``project`` the depthwise results
     of a chunk, and with a split one partial sum a thread within :data:`SHARED_MEMORY_FLOOR`; every output pixel
-    of the tile ``kp`` threads).  ``p``: B, SRC_S (the expansion's input slices), MID_S, H, W, S (output
-    slices: MID_S without ``project``), KH, KW, STRIDE_H/W, DIL_H/W."""
+    of the tile ``kp`` threads; ``mean``: one tile covering the map, its chunk's depthwise values staged too).
+    ``p``: B, SRC_S (the expansion's input slices), MID_S, H, W, S (output slices: MID_S without ``project``),
+    KH, KW, STRIDE_H/W, DIL_H/W."""
     tp = tile_h * tile_w
+    if mean and (project or tile_h < p["H"] or tile_w < p["W"]):
+        return None  # the mean of a slice is one group's sum: its tile is the whole map
     halo_h = (tile_h - 1) * p["STRIDE_H"] + (p["KH"] - 1) * p["DIL_H"] + 1
     halo_w = (tile_w - 1) * p["STRIDE_W"] + (p["KW"] - 1) * p["DIL_W"] + 1
     hcap = halo_h * halo_w
     if not project:
         kp = 1
     part = threads if ke > 1 or kp > 1 else 0
-    if (hcap * mc + (tp * mc if project else 0) + part) * _VEC > SHARED_MEMORY_FLOOR or tp * kp > threads:
+    if (hcap * mc + (tp * mc if project or mean else 0) + part) * _VEC > SHARED_MEMORY_FLOOR or tp * kp > threads:
         return None
     if project:
         sc = min(p["S"], threads // (tp * kp))
@@ -495,14 +499,23 @@ def pw_dw_geometry(p: Mapping[str, int], tile_h: int, tile_w: int, mc: int, thre
             "ke": ke, "kp": kp}
 
 
+#: pw_dw_work counts a weight vector the threads of a warp read at once as one load (as dw_pw_small_work does),
+#: not one a thread; an A/B switch (``--set litegpu.gpu._cost.PW_DW_WARP_SHARED=True``). Off: on an H100 (Vulkan,
+#: s10-launch-2, two runs) its extra fusions took pose_landmark_full 0.558 -> 0.587 ms (57 -> 52 launches),
+#: hand_landmark_full 0.363 -> 0.365 (31 -> 29), iris_landmark 0.226-0.229 -> 0.230 (34 -> 32), selfie_segmentation
+#: 0.273 -> 0.270 (42 -> 40): it prices the 56x56-128x128 expansions below their measured 2-9 us loss per pair.
+PW_DW_WARP_SHARED = False
+
+
 def pw_dw_work(p: Mapping[str, int], geo: Mapping[str, int], tile_h: int, tile_w: int, mc: int, threads: int,
-               project: bool) -> Work:
+               project: bool, mean: bool = False, warp: int = 1) -> Work:
     """pw_dw_conv2d (see shaders/pw_dw.lgk): per chunk of ``mc`` expanded slices a group computes the
     expansion of its halo (``hcap x mc`` sums over SRC_S input slices, ``ke`` threads a sum, each step
     ``unroll`` slices of 5 loads, the partials meeting in a log2(ke)-round tree: the recompute of the halo,
     and of everything for each of the NC output-slice groups, is priced here as the work it is), one barrier,
     the depthwise from shared memory, and with ``project`` a second barrier and the chunk's share of the 1x1
-    (``mc / kp`` steps of 4 weight loads; the ``kp`` partials meet once, at the end)."""
+    (``mc / kp`` steps of 4 weight loads; the ``kp`` partials meet once, at the end); ``mean``: a barrier and one
+    thread a slice summing the tile's staged values (a shared step each)."""
     tp = tile_h * tile_w
     ke, kp, unroll = geo.get("ke", 1), geo.get("kp", 1), geo["unroll"]
     groups = geo["TILES"] * p["B"] * geo["NC"]
@@ -510,36 +523,50 @@ def pw_dw_work(p: Mapping[str, int], geo: Mapping[str, int], tile_h: int, tile_w
     taps = p["KH"] * p["KW"]
     # the halo's pixels inside the map are computed (at most the map: a whole-map tile recomputes nothing);
     # the rest are zeroed, a shared store each
-    inside = min(geo["hcap"], min(geo.get("HALO_H", p["H"]), p["SRC_H"]) * min(geo.get("HALO_W", p["W"]), p["SRC_W"]))
+    mh, mw = p.get("EX_H", p["SRC_H"]), p.get("EX_W", p["SRC_W"])  # the expanded map (a strided KxK expansion)
+    inside = min(geo["hcap"], min(geo.get("HALO_H", p["H"]), mh) * min(geo.get("HALO_W", p["W"]), mw))
+    ex_taps = p.get("EX_K", 1) ** 2
     rounds = -(-inside * mc * ke // threads)
     zeros = -(-geo["hcap"] * mc // threads) if inside < geo["hcap"] else 0
     dw_items = -(-tp * mc // threads)
-    ex_steps = rounds * -(-p["SRC_S"] // (ke * unroll))  # each step: unroll input and 4 x unroll weight loads
+    # each step: unroll input and 4 x unroll weight loads (a KxK expansion: a tap's input slice a step)
+    ex_steps = rounds * ex_taps * -(-p["SRC_S"] // (ke * unroll))
     tree = _log2(ke) + 1 if ke > 1 else 0
     pj = -(-mc // kp) if project else 0
     steps = chunks * (ex_steps + 1 + pj)
     queued = chunks * (ex_steps * (5 * unroll - 1) + dw_items * (taps - 1) + pj * 3)
     shared = chunks * (zeros + rounds * _log2(ke) + dw_items * taps + pj) + _log2(kp)
-    barriers = chunks * (rounds * tree + (2 if project else 1)) + (_log2(kp) + 1 if kp > 1 else 0)
-    per_group = inside * mc * p["SRC_S"] * 5 + tp * mc * taps + (tp * geo["SC"] * mc * 4 if project else 0)
-    flops = inside * mc * p["SRC_S"] * 32 + tp * mc * taps * 8 + (tp * geo["SC"] * mc * 32 if project else 0)
+    barriers = chunks * (rounds * tree + (2 if project or mean else 1)) + (_log2(kp) + 1 if kp > 1 else 0)
+    if mean:
+        shared += tp
+    # warp > 1 (PW_DW_WARP_SHARED): a weight vector is one load for the warp's threads reading it at once: the
+    # expansion's by its consecutive pixels of one slice (ke threads a value), the depthwise's by the tile's
+    # pixels, the projection's by the tile's pixels of one output slice (kp threads a vector)
+    share_e = max(1, min(warp // ke, inside))
+    share_p = max(1, min(warp // kp, tp))
+    per_group = (inside * mc * p["SRC_S"] * ex_taps * (1 + 4 / share_e) + tp * mc * taps / max(1, min(warp, tp))
+                 + (tp * geo["SC"] * mc * 4 / share_p if project else 0))
+    flops = inside * mc * p["SRC_S"] * ex_taps * 32 + tp * mc * taps * 8 + (tp * geo["SC"] * mc * 32 if project else 0)
     return Work(threads=groups * threads, group=threads, global_steps=steps, queued_loads=queued,
                 shared_steps=shared, barriers=barriers,
                 cache_bytes=groups * chunks * per_group * _VEC, flops=groups * chunks * flops, registers=40)
 
 
-def choose_pw_dw(p: Mapping[str, int], dev: DeviceCost, project: bool) -> tuple[dict[str, int], float] | None:
+def choose_pw_dw(p: Mapping[str, int], dev: DeviceCost, project: bool,
+                 mean: bool = False) -> tuple[dict[str, int], float] | None:
     """``(options + params, estimated us)`` of the cheapest pw_dw_conv2d tiling (tile_h, tile_w, mc, threads,
-    ke, kp and the geometry :func:`pw_dw_geometry` gives), None where none fits."""
+    ke, kp and the geometry :func:`pw_dw_geometry` gives; ``mean``: storing the spatial mean), None where none
+    fits."""
     return _choose_pw_dw(tuple(sorted((k, v) for k, v in p.items() if isinstance(v, int))), dev, project,
-                         _PW_DW_SPLITS)
+                         _PW_DW_SPLITS, mean, max(1, dev.warp) if PW_DW_WARP_SHARED else 1)
 
 
 @functools.lru_cache(maxsize=1024)
 def _choose_pw_dw(pt: tuple[tuple[str, int], ...], dev: DeviceCost, project: bool,
-                  splits: tuple[int, ...]) -> tuple[dict[str, int], float] | None:
+                  splits: tuple[int, ...], mean: bool = False, warp: int = 1) -> tuple[dict[str, int], float] | None:
     p = dict(pt)
     best: tuple[float, dict[str, int]] | None = None
+    unroll = 1 if p.get("EX_K", 1) > 1 else 4  # a KxK expansion walks its taps' slices one a step, unsplit
     for th, tw in _PW_DW_TILES:
         if (th > 1 and th >= 2 * p["H"]) or (tw > 1 and tw >= 2 * p["W"]):
             continue  # a tile twice the map only adds halo
@@ -552,13 +579,15 @@ def _choose_pw_dw(pt: tuple[tuple[str, int], ...], dev: DeviceCost, project: boo
                 for ke in splits:
                     if ke > 1 and ke >= 2 * p["SRC_S"]:
                         continue
+                    if ke > 1 and unroll == 1:
+                        continue
                     for kp in splits if project else (1,):
                         if kp > mc:
                             continue
-                        geo = pw_dw_geometry(p, th, tw, mc, threads, project, ke=ke, kp=kp)
+                        geo = pw_dw_geometry(p, th, tw, mc, threads, project, unroll, ke=ke, kp=kp, mean=mean)
                         if geo is None:
                             continue
-                        t = estimate(pw_dw_work(p, geo, th, tw, mc, threads, project), dev)
+                        t = estimate(pw_dw_work(p, geo, th, tw, mc, threads, project, mean, warp), dev)
                         if best is None or t < best[0] - 1e-9:
                             best = (t, {"tile_h": th, "tile_w": tw, "mc": mc, "threads": threads, **geo})
     return None if best is None else (dict(best[1]), best[0])
@@ -794,8 +823,10 @@ def launch_work(kernel: str, options: Mapping[str, Any], params: Mapping[str, An
         geo = {k: int(params[k]) for k in ("TILES", "NC", "SC", "HALO_H", "HALO_W")}
         geo.update(hcap=int(o.get("hcap", 36)), unroll=int(o.get("unroll", 4)), ke=int(o.get("ke", 1)),
                    kp=int(o.get("kp", 1)))
+        params = {**params, "EX_K": int(o.get("ex_k", 1))}
         return pw_dw_work(params, geo, int(o.get("tile_h", 4)), int(o.get("tile_w", 4)), int(o.get("mc", 4)),
-                          int(o.get("threads", 64)), bool(o.get("project")))
+                          int(o.get("threads", 64)), bool(o.get("project")), bool(o.get("mean")),
+                          32 if PW_DW_WARP_SHARED else 1)
     if kernel == "dw_pw_small":
         return dw_pw_small_work(int(params["B"]) * int(params["H"]) * int(params["W"]), int(params["SRC_S"]),
                                 int(params["S"]), int(params["KH"]) * int(params["KW"]), int(o.get("tile_p", 1)),

@@ -278,8 +278,9 @@ def dw_pw_conv2d(c: RefContext) -> list[np.ndarray]:
 def pw_dw_conv2d(c: RefContext) -> list[np.ndarray]:
     """The fused PW_DW_CONV_2D node (``_passes/fuse_pw_dw``): inputs [x, expand weights, expand bias, expand
     PRELU alpha, dw weights, dw bias, dw PRELU alpha, project weights, project bias] (-1 where absent); attrs
-    ``ex_act``, ``dw`` (the depthwise's attributes), ``dw_act`` (with a projection; without one the depthwise's
-    activation is the node's epilogue), ``project``. Every intermediate rounded to float32 as the unfused
+    ``ex_act``, ``dw`` (the depthwise's attributes), ``dw_act`` (with a projection or a mean; otherwise the
+    depthwise's activation is the node's epilogue), ``project``, ``mean`` (the spatial mean is the result), ``ex_residual`` (ADD / MUL: the projection's
+    residual is the expansion's result, applied before the node's epilogue). Every intermediate rounded to float32 as the unfused
     nodes stored it."""
     a = c.n.attrs
 
@@ -289,12 +290,22 @@ def pw_dw_conv2d(c: RefContext) -> list[np.ndarray]:
         return c.ops[name].ref(v, {}) if name and name != "NONE" else v
 
     w = c.const(1)
-    mid = act(_conv(c.get(0), w.reshape(w.shape[0], 1, 1, -1), c.get(2), {"padding": 1}), a.get("ex_act"), 3)
+    # a 1x1 expansion (its attrs unpadded, stride 1), or a model's first conv with its own geometry (attr ex)
+    ex_attrs = a.get("ex", {}) if w.ndim == 4 and w.shape[1] > 1 else {"padding": 1}
+    mid = act(_conv(c.get(0), w.reshape(w.shape[0], w.shape[1], w.shape[2], -1) if w.ndim == 4
+                    else w.reshape(w.shape[0], 1, 1, -1), c.get(2), ex_attrs), a.get("ex_act"), 3)
     out = _depthwise(mid.astype(np.float32), c.const(4), c.get(5), a["dw"])
+    if a.get("mean"):  # a spatial MEAN merged in: the depthwise's activation (attr dw_act), then the mean
+        out = act(out, a.get("dw_act"), -1).astype(np.float32)
+        return [out.astype(np.float64).mean(axis=(1, 2), keepdims=True)]
     if not a.get("project"):
         return [out]
     out = act(out, a.get("dw_act"), 6).astype(np.float32)
-    return [_conv(out, c.const(7), c.get(8), {"padding": 1})]
+    out = _conv(out, c.const(7), c.get(8), {"padding": 1})
+    if a.get("ex_residual"):  # the residual is the expansion's own result (the epilogue is what follows it)
+        res = mid.astype(np.float32)
+        out = out + res if a["ex_residual"] == "ADD" else out * res
+    return [out]
 
 
 def se_gate(c: RefContext) -> list[np.ndarray]:

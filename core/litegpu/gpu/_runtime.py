@@ -1143,8 +1143,16 @@ def _dense_outputs(g: GpuGraph, ops: list[GpuOp], policy: PrecisionPolicy) -> se
 
 
 #: kernels whose template reads a partition input as dense float32 BHWC (option ``src_bhwc``, param ``CIN``): the
-#: first convolution of every MediaPipe model
-BHWC_INPUT_KERNELS = frozenset({"conv2d", "conv2d_tiled"})
+#: first convolution of every MediaPipe model (pw_dw_conv2d: where that conv is its expansion, option ``ex_k``)
+BHWC_INPUT_KERNELS = frozenset({"conv2d", "conv2d_tiled", "pw_dw_conv2d"})
+
+
+def _reads_bhwc(op: GpuOp) -> bool:
+    """Whether ``op``'s template can read its ``src`` as dense float32 BHWC (see :data:`BHWC_INPUT_KERNELS`)."""
+    if op.kernel == "pw_dw_conv2d":
+        return int(op.options.get("ex_k") or 1) > 1
+    return op.kernel in BHWC_INPUT_KERNELS and not (op.options.get("in_resize") or op.options.get("in_scale")
+                                                    or op.options.get("grouped"))
 
 #: A/B switch (``--set litegpu.gpu._runtime.FOLD_INPUT_LAYOUT=False``): False converts every input with a
 #: ``bhwc_to_phwc4`` launch of its own before the plan's launches.
@@ -1166,9 +1174,7 @@ def _dense_inputs(g: GpuGraph, ops: list[GpuOp], policy: PrecisionPolicy, host_i
                 or len(x.shape) != 4 or policy.storage(x) not in ("float32", "float16")
                 or _dense_is_phwc4(policy.storage(x), x.shape)):
             continue
-        if not all(op.kernel in BHWC_INPUT_KERNELS and [n for n, b in op.bindings if b == t] == ["src"]
-                   and not (op.options.get("in_resize") or op.options.get("in_scale") or op.options.get("grouped"))
-                   for op in readers):
+        if not all(_reads_bhwc(op) and [n for n, b in op.bindings if b == t] == ["src"] for op in readers):
             continue
         for op in readers:
             op.options["src_bhwc"] = True

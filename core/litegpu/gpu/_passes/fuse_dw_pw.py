@@ -18,6 +18,7 @@ from .._cost import (
 )
 from .._geometry import conv_geometry
 from .._graph import DW_PW_OP, GpuGraph, GpuNode, Report
+from ..ops import conv as conv_ops
 from ..ops.conv import dw_pw_small_tiling, dw_pw_staged_tiling, dw_pw_tiling
 from ._util import only_consumer
 
@@ -216,10 +217,13 @@ def fuse_dw_pw(g: GpuGraph) -> Report:
         elif split == 1 and s_mid * (kh * kw + 4) > DW_PW_UNSPLIT_WORK:
             why_staged = f"{s_mid} input slices x {kh}x{kw} taps per work item at {oh}x{ow}"
         small = False
-        if why_staged and not (DW_PW_STAGED and dw_pw_staged_tiling(b * oh * ow, s_mid, s_out)):
+        staged_ok = bool(DW_PW_STAGED and dw_pw_staged_tiling(b * oh * ow, s_mid, s_out))
+        # on GPUs the small-map kernel is tried first on its maps (ops.conv.DW_PW_SMALL_MAX_PIXELS), the staged
+        # one keeping what it declines
+        if why_staged and (not staged_ok or (small_ok and b * oh * ow < conv_ops.DW_PW_SMALL_MAX_PIXELS)):
             priced = _small_vs_pair_us(g, dw, pw, cost) if small_ok else None
             small = priced is not None and (priced[0] < priced[1] or DW_PW_SMALL_ALWAYS)
-            if not small:
+            if not small and not staged_ok:
                 reason = ("estimate above the two launches" if priced is not None
                           else "depthwise recomputation over budget" if extra > DW_PW_RECOMPUTE_BUDGET
                           else "large map, too much work per unsplit work item")
@@ -227,7 +231,8 @@ def fuse_dw_pw(g: GpuGraph) -> Report:
                 lines.append(f"kept {dw.describe()} -> {pw.describe()}: {why_staged}"
                              + (f"; dw_pw_small est {priced[0]:.1f} us, the two {priced[1]:.1f}" if priced else ""))
                 continue
-            why_staged += f"; est {priced[0]:.1f} us against {priced[1]:.1f} as two launches"
+            if small:
+                why_staged += f"; est {priced[0]:.1f} us against {priced[1]:.1f} as two launches"
         _, act = _dw_act(g, dw)
         geo = conv_geometry(dw.attrs, x.shape[1:3], (kh, kw))
         if geo["out_hw"] != (oh, ow):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 
-from .._capabilities import PW_DW_SLOTS, match_epilogue
+from .._capabilities import ACTIVATIONS, PW_DW_SLOTS, match_epilogue
 from .._cost import (
     PROFILES,
     DeviceCost,
@@ -14,6 +14,7 @@ from .._cost import (
     choose_dw_pw_small,
     choose_dw_pw_staged,
     choose_pw_dw,
+    choose_reduce,
     dw_pw_work,
     estimate,
     launch_work,
@@ -23,8 +24,9 @@ from .._graph import DW_PW_OP, PW_DW_OP, GpuGraph, GpuNode, Report
 from ..ops.conv import dw_pw_tiling, pw_dw_params
 from ._util import only_consumer
 from .fuse_dw_pw import _dw_act
+from .squeeze_excite import is_spatial_mean
 
-__all__ = ["fuse_pw_dw", "PW_DW", "PW_DW_ALWAYS", "PW_DW_OP"]
+__all__ = ["fuse_pw_dw", "PW_DW", "PW_DW_ALWAYS", "PW_DW_OP", "PW_DW_MEAN", "PW_DW_STEM"]
 
 #: A/B switch (``--set litegpu.gpu._passes.fuse_pw_dw.PW_DW=False``): False keeps every expansion conv its own
 #: launch, as before this pass.
@@ -35,13 +37,23 @@ PW_DW = True
 PW_DW_ALWAYS = False
 
 
+#: A/B switch (``--set litegpu.gpu._passes.fuse_pw_dw.PW_DW_STEM=False``): False keeps a model's first conv (a KxK
+#: conv reading a partition input) its own launch, as before issue 12's sixth session.
+PW_DW_STEM = True
+
+#: A/B switch (``--set litegpu.gpu._passes.fuse_pw_dw.PW_DW_MEAN=False``): False keeps a spatial MEAN reading a
+#: fused 1x1 -> depthwise result its own launch (hand_landmark's global average before its heads).
+PW_DW_MEAN = True
+
+
 def _why_not(g: GpuGraph, ex: GpuNode | None, node: GpuNode, consumers) -> str:
     """Why the expansion conv ``ex`` cannot fuse into ``node`` (a DEPTHWISE_CONV_2D or DW_PW_CONV_2D reading
     it); '' when it can."""
     if ex is None or ex.op != "CONV_2D" or not ex.bhwc:
         return "input not made by a conv"
     mid = ex.outputs[0]
-    if len(ex.outputs) != 1 or only_consumer(g, mid, consumers) is not node:
+    if len(ex.outputs) != 1 or (only_consumer(g, mid, consumers) is not node
+                                and _expanded_residual(g, ex, node, consumers) is None):
         return "the conv result has other readers"
     x, m = g.tensors[ex.inputs[0]], g.tensors[mid]
     if not g.is_constant(ex.inputs[1]) or not g.is_constant(node.inputs[1]):
@@ -59,11 +71,12 @@ def _why_not(g: GpuGraph, ex: GpuNode | None, node: GpuNode, consumers) -> str:
     if {x.dtype, m.dtype, g.tensors[node.outputs[0]].dtype} != {"float32"}:
         return "not float32"
     wt = g.tensors[ex.inputs[1]]
-    if len(wt.ir_shape) != 4 or wt.ir_shape[1:3] != (1, 1) or wt.ir_shape[3] != x.shape[3]:
-        return "not a 1x1 conv over all channels (groups 1)"
-    if int(ex.attrs.get("stride_h", 1)) != 1 or int(ex.attrs.get("stride_w", 1)) != 1:
+    k = _stem_k(g, ex)
+    if len(wt.ir_shape) != 4 or wt.ir_shape[1:3] != (k, k) or wt.ir_shape[3] != x.shape[3]:
+        return "not a 1x1 conv over all channels (groups 1), nor a model's first conv"
+    if k == 1 and (int(ex.attrs.get("stride_h", 1)) != 1 or int(ex.attrs.get("stride_w", 1)) != 1):
         return "conv with a stride"
-    if any(ex.attrs.get("explicit_padding", (0, 0, 0, 0))) or m.shape[:3] != x.shape[:3]:
+    if k == 1 and (any(ex.attrs.get("explicit_padding", (0, 0, 0, 0))) or m.shape[:3] != x.shape[:3]):
         return "conv with padding"
     ok, _ = _dw_act(g, ex)
     if not ok:
@@ -76,12 +89,47 @@ def _why_not(g: GpuGraph, ex: GpuNode | None, node: GpuNode, consumers) -> str:
     return ""
 
 
+def _stem_k(g: GpuGraph, ex: GpuNode) -> int:
+    """The window of a conv the fused kernel takes as its expansion: 1 (a 1x1 conv), or 3 / 5 for a square,
+    undilated conv reading a partition input -- a model's first conv (few input channels, so the halo's
+    recompute is cheap, and the kernel reads the host's BHWC input itself: ``src_bhwc``)."""
+    wt = g.tensors[ex.inputs[1]].ir_shape
+    if PW_DW_STEM and len(wt) == 4 and wt[1] == wt[2] and wt[1] in (3, 5) and ex.inputs[0] in g.inputs \
+            and int(ex.attrs.get("dilation_h_factor", 1)) == 1 and int(ex.attrs.get("dilation_w_factor", 1)) == 1:
+        return int(wt[1])
+    return 1
+
+
+def _expanded_residual(g: GpuGraph, ex: GpuNode, node: GpuNode, consumers) -> str | None:
+    """``"ADD"`` / ``"MUL"`` when the DW_PW node ``node`` reads the expansion's result twice -- as its depthwise's
+    input and as the residual, the first step of its epilogue (a plain read: no pad, pool or resize) -- and that
+    residual is the expansion's value at each output pixel and channel (a stride-1 depthwise keeping the map,
+    as many output channels as expanded ones): the fused kernel takes it from its staged halo
+    (``residual_expanded``).  Else None."""
+    mid = ex.outputs[0]
+    if node.op != DW_PW_OP or g.tensors[mid].is_output or [id(n) for n in consumers.get(mid, [])] != [id(node)]:
+        return None
+    if node.reads().count(mid) != 2 or node.inputs[0] != mid or not node.epilogue:
+        return None
+    step = node.epilogue[0]
+    if step.op not in ("ADD", "MUL") or step.operand != mid or step.zero_extend or step.pool or step.resize:
+        return None
+    if g.tensors[node.outputs[0]].shape != g.tensors[mid].shape:
+        return None
+    dw = node.attrs["dw"]
+    if int(dw.get("stride_h", 1)) != 1 or int(dw.get("stride_w", 1)) != 1:
+        return None
+    return step.op
+
+
 def _unfused_us(g: GpuGraph, ex: GpuNode, node: GpuNode, dev: DeviceCost, p: dict[str, int]) -> float:
     """The cost model's time of the two launches the fusion replaces: the 1x1 conv (its cheapest conv2d /
     conv2d_tiled variant) and the depthwise (or the depthwise -> 1x1 kernel with the tiling it has)."""
     b, h, w, _ = g.tensors[ex.inputs[0]].shape
-    conv_p = {"B": b, "SRC_H": h, "SRC_W": w, "SRC_S": p["SRC_S"], "H": h, "W": w, "C": 4 * p["MID_S"],
-              "S": p["MID_S"], "KH": 1, "KW": 1, "STRIDE_H": 1, "STRIDE_W": 1, "PAD_T": 0, "PAD_L": 0,
+    k = p.get("EX_K", 1)
+    conv_p = {"B": b, "SRC_H": h, "SRC_W": w, "SRC_S": p["SRC_S"], "H": p.get("EX_H", h), "W": p.get("EX_W", w),
+              "C": 4 * p["MID_S"], "S": p["MID_S"], "KH": k, "KW": k, "STRIDE_H": p.get("ESTRIDE_H", 1),
+              "STRIDE_W": p.get("ESTRIDE_W", 1), "PAD_T": p.get("EPAD_T", 0), "PAD_L": p.get("EPAD_L", 0),
               "DIL_H": 1, "DIL_W": 1, "SRC_SG": p["SRC_S"], "DST_SG": p["MID_S"]}
     t = choose_conv(conv_p, dev, False)[2]
     second = {**p, "SRC_S": p["MID_S"]}
@@ -101,6 +149,39 @@ def _unfused_us(g: GpuGraph, ex: GpuNode, node: GpuNode, dev: DeviceCost, p: dic
         split, block_s, block_w = dw_pw_tiling(pixels * p["S"], p["MID_S"], p["S"], p["W"])
         work = dw_pw_work(second, split, block_s, block_w)
     return t + estimate(work, dev)
+
+
+def _merge_mean(g: GpuGraph, node: GpuNode, dev: DeviceCost, p: dict[str, int], consumers) -> str:
+    """Merge the spatial MEAN (or whole-map AVERAGE_POOL_2D) that alone reads the fused 1x1 -> depthwise
+    ``node``'s result (no projection) into it: the node stores the mean instead (attr ``mean``; its depthwise
+    activation, the epilogue until now, moves to attr ``dw_act``, applied before the mean).  Taken where one
+    tile covers the map (the mean of a slice is one group's sum), the activation is not PRELU, and the cost
+    model's fused launch is below the fused one without the mean plus the reduce launch.  Returns the line
+    for the report ('' when not merged)."""
+    y = node.outputs[0]
+    cons = consumers.get(y, [])
+    if g.tensors[y].is_output or len(cons) != 1 or not is_spatial_mean(g, cons[0]) or cons[0].inputs[0] != y:
+        return ""
+    mean = cons[0]
+    if len(node.epilogue) > 1 or (node.epilogue and (node.epilogue[0].operand is not None
+                                                     or node.epilogue[0].op not in ACTIVATIONS)):
+        return ""
+    with_mean = choose_pw_dw(p, dev, False, mean=True)
+    plain = choose_pw_dw(p, dev, False)
+    if with_mean is None or plain is None:
+        return ""
+    outputs, steps = int(p["B"]) * int(p["MID_S"]), int(p["H"]) * int(p["W"])
+    apart = plain[1] + choose_reduce(outputs, steps, dev)[1]
+    if with_mean[1] >= apart:
+        return ""
+    node.attrs["mean"] = True
+    node.attrs["dw_act"] = node.epilogue[0].op if node.epilogue else None
+    node.epilogue = []
+    node.outputs = list(mean.outputs)
+    node.origin = tuple(sorted(set(node.origin) | set(mean.origin)))
+    g.remove_node(mean)
+    return (f"merged {mean.describe()} into {node.describe()} (est {with_mean[1]:.1f} us against {apart:.1f} "
+            "with the reduce launch)")
 
 
 def fuse_pw_dw(g: GpuGraph) -> Report:
@@ -130,6 +211,7 @@ def fuse_pw_dw(g: GpuGraph) -> Report:
     dev = g.options.get("cost") or PROFILES["generic"]
     counts: Counter[str] = Counter()
     declined: Counter[str] = Counter()
+    means = 0
     lines: Report = []
     producers, consumers = g.producers(), g.consumers()
     for node in list(g.nodes):
@@ -146,13 +228,15 @@ def fuse_pw_dw(g: GpuGraph) -> Report:
         dw_w = g.tensors[node.inputs[1]].ir_shape
         dw_attrs = node.attrs["dw"] if project else node.attrs
         b, h, w, c = x.shape
-        mid_c = g.tensors[ex.outputs[0]].shape[3]
-        geo = conv_geometry(dw_attrs, (h, w), (int(dw_w[1]), int(dw_w[2])))
+        _, mh, mw, mid_c = g.tensors[ex.outputs[0]].shape
+        k = _stem_k(g, ex)
+        ex_geo = conv_geometry(ex.attrs, (h, w), (k, k)) if k > 1 else None
+        geo = conv_geometry(dw_attrs, (mh, mw), (int(dw_w[1]), int(dw_w[2])))
         _, oh, ow, o = y.shape
-        if geo["out_hw"] != (oh, ow):
+        if geo["out_hw"] != (oh, ow) or (ex_geo is not None and ex_geo["out_hw"] != (mh, mw)):
             declined["depthwise output size mismatch"] += 1
             continue
-        p = pw_dw_params(b, h, w, c, mid_c, oh, ow, o, (int(dw_w[1]), int(dw_w[2])), geo)
+        p = pw_dw_params(b, h, w, c, mid_c, oh, ow, o, (int(dw_w[1]), int(dw_w[2])), geo, k, ex_geo)
         choice = choose_pw_dw(p, dev, project)
         if choice is None:
             declined["no tiling fits shared memory"] += 1
@@ -169,12 +253,17 @@ def fuse_pw_dw(g: GpuGraph) -> Report:
         ex_b = ex.inputs[2] if len(ex.inputs) > 2 else -1
         if project:
             ins = [ex.inputs[0], ex.inputs[1], ex_b, ex_alpha, *node.inputs[1:3], node.inputs[5], *node.inputs[3:5]]
-            attrs = {"dw": dict(dw_attrs), "dw_act": node.attrs.get("dw_act"), "ex_act": ex_act, "project": True}
+            attrs = {"dw": dict(dw_attrs), "dw_act": node.attrs.get("dw_act"), "ex_act": ex_act, "project": True,
+                     "ex": dict(ex.attrs)}
             epilogue = list(node.epilogue)
+            ex_res = _expanded_residual(g, ex, node, consumers)
+            if ex_res is not None:  # the residual step is the kernel's own (attr ex_residual); what follows stays
+                attrs["ex_residual"] = ex_res
+                epilogue = epilogue[1:]
         else:
             dw_b = node.inputs[2] if len(node.inputs) > 2 else -1
             ins = [ex.inputs[0], ex.inputs[1], ex_b, ex_alpha, node.inputs[1], dw_b, -1, -1, -1]
-            attrs = {"dw": dict(dw_attrs), "ex_act": ex_act, "project": False}
+            attrs = {"dw": dict(dw_attrs), "ex_act": ex_act, "project": False, "ex": dict(ex.attrs)}
             epilogue = list(node.epilogue)  # the depthwise's activation (the kernel's act slot)
         fused = g.new_node(PW_DW_OP, ins, list(node.outputs), attrs,
                            origin=tuple(sorted(set(ex.origin) | set(node.origin))))
@@ -190,7 +279,13 @@ def fuse_pw_dw(g: GpuGraph) -> Report:
         counts[kind] += 1
         lines.append(f"fused {ex.describe()} -> {node.describe()} into {fused.describe()} ({shape}; est "
                      f"{fused_us:.1f} us against {unfused_us:.1f})")
+        merged = _merge_mean(g, fused, dev, p, consumers) if PW_DW_MEAN and not project else ""
+        if merged:
+            means += 1
+            lines.append(merged)
+            producers, consumers = g.producers(), g.consumers()
     summary = ", ".join(f"{n} {k}" for k, n in sorted(counts.items())) or "none"
+    summary += f", {means} with the spatial MEAN reading it" if means else ""
     kept = "; ".join(f"{n} {k}" for k, n in sorted(declined.items()))
     return [f"fused {sum(counts.values())} 1x1 conv -> depthwise pairs: {summary}" + (f" (kept: {kept})" if kept else ""),
             *lines]

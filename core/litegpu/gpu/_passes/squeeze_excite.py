@@ -11,7 +11,7 @@ from ..ops.reduce import is_global_pool
 from ..ops.squeeze_excite import SE_GATE_ACTIVATIONS, SE_GATE_CAPS
 from ._util import only_consumer
 
-__all__ = ["fuse_squeeze_excite", "SE_GATE_OP", "SE_GATE_POOL_BUDGET", "SQUEEZE_EXCITE", "in_scale_of"]
+__all__ = ["fuse_squeeze_excite", "SE_GATE_OP", "SE_GATE_POOL_BUDGET", "SQUEEZE_EXCITE", "in_scale_of", "is_spatial_mean"]
 
 #: The largest map (vec4 loads: pixels x channel slices) the gate kernel pools itself.  One work group per
 #: batch item reads the whole map, so on large maps it is bounded by one compute unit's memory throughput,
@@ -37,7 +37,7 @@ def in_scale_of(n: GpuNode) -> int:
     return n.inputs[3] if n.op == "CONV_2D" and len(n.inputs) > 3 else -1
 
 
-def _is_squeeze(g: GpuGraph, n: GpuNode) -> bool:
+def is_spatial_mean(g: GpuGraph, n: GpuNode) -> bool:
     """A float32 mean over H and W of a BHWC map: MEAN over axes (1, 2), or AVERAGE_POOL_2D whose one
     window covers the map; no epilogue."""
     if not n.bhwc or n.epilogue or len(n.outputs) != 1:
@@ -98,7 +98,7 @@ def _fuse_gates(g: GpuGraph, lines: Report, declined: Counter[str]) -> Counter[s
     counts: Counter[str] = Counter()
     consumers = g.consumers()
     for pool in list(g.nodes):
-        if not _is_squeeze(g, pool):
+        if not is_spatial_mean(g, pool):
             continue
         l1 = only_consumer(g, pool.outputs[0], consumers)
         act1 = _layer(g, l1, pool.outputs[0])

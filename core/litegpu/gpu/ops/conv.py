@@ -50,7 +50,7 @@ from .._kernel_specs import (
 from ._entry import WEIGHTS_BIAS, GpuOpEntry, Lowerer, opt
 from .resize import resize_scale
 
-__all__ = ["OPS", "KERNELS", "pw_dw_params", "DW_PW_PACK_LANES", "dw_pw_pack", "dw_pw_staged_tiling", "dw_pw_tiling", "dw_pw_small_tiling"]
+__all__ = ["OPS", "KERNELS", "DW_PW_SMALL_MAX_PIXELS", "pw_dw_params", "DW_PW_PACK_LANES", "dw_pw_pack", "dw_pw_staged_tiling", "dw_pw_tiling", "dw_pw_small_tiling"]
 
 #: dw_pw_conv2d tiling (:func:`dw_pw_tiling`), from every variant timed on an H200 (bench/gpu_dw_pw.py --explore)
 _SPLIT_OUTPUTS, _SPLIT4_OUTPUTS = 20480, 8192
@@ -100,6 +100,14 @@ def dw_pw_pack(split: int, blocks_z: int, block_w: int, block_s: int, lanes: int
 
 #: staged dw_pw_conv2d (:func:`dw_pw_staged_tiling`): the fewest output pixels it takes
 _STAGED_MIN_PIXELS = 512
+
+#: dw_pw_small (:func:`dw_pw_small_tiling`): maps under this many output pixels are its (on GPUs it is tried
+#: first there; the staged kernel keeps what it declines from 512 pixels up). 1024 since issue 12's sixth session:
+#: on an H100 (Vulkan, s10-launch-1, one call) the 24x24 pairs of palm_detection_full and the 28x28 ones of
+#: hand_landmark_full as dw_pw_small took palm 0.378 ms of GPU time against 0.398 staged, hand 0.360 against
+#: 0.365 (hand's two pairs 10.5 + 12.5 us against 12.6 + 16.0); 512 before (the staged kernel's lower bound).
+#: A/B switch (``--set litegpu.gpu.ops.conv.DW_PW_SMALL_MAX_PIXELS=512``).
+DW_PW_SMALL_MAX_PIXELS = 1024
 
 #: the staged kernel reads the 1x1 weights in the input-major layout (option ``coalesced``,
 #: ``_layout.pw_weights_coalesced``): a warp's threads take consecutive output slices of one input slice, so
@@ -161,7 +169,7 @@ def dw_pw_small_tiling(pixels: int, src_slices: int, out_slices: int, taps: int 
     time): one group for all of a pixel's output slices (H200: hand_landmark 0.484 against 0.434 ms,
     pose_landmark 0.643 against 0.603), one pixel a group with 8 output slices and 32-way sums (H100, s8-kern-1:
     palm_detection 0.530 against 0.489, hand_landmark 0.457 against 0.389)."""
-    if pixels >= _STAGED_MIN_PIXELS:  # the staged kernel's maps
+    if pixels >= DW_PW_SMALL_MAX_PIXELS:  # the staged kernel's maps
         return None
     chosen = choose_dw_pw_small(pixels, src_slices, out_slices, taps, dev or PROFILES["generic"])
     return None if chosen is None else chosen[0]
@@ -377,14 +385,20 @@ def lower_dw_pw(lw: Lowerer) -> list[GpuOp]:
 
 
 def pw_dw_params(b: int, h: int, wd: int, c: int, mid_c: int, oh: int, ow: int, o: int,
-                 dw_shape: tuple[int, int], geo: Mapping[str, Any]) -> dict[str, int]:
-    """The shape params of a ``pw_dw_conv2d`` launch (and of its pricing, ``_cost.choose_pw_dw``): input
-    ``b x h x wd x c``, ``mid_c`` expanded channels, output ``oh x ow x o`` (``o`` = ``mid_c`` without the
-    projection), the depthwise's window and ``conv_geometry``."""
-    return {"B": b, "SRC_H": h, "SRC_W": wd, "SRC_S": L.slices(c), "MID_S": L.slices(mid_c), "H": oh, "W": ow,
-            "C": o, "S": L.slices(o), "KH": dw_shape[0], "KW": dw_shape[1], "STRIDE_H": geo["stride"][0],
-            "STRIDE_W": geo["stride"][1], "PAD_T": geo["pads"][0], "PAD_L": geo["pads"][2],
-            "DIL_H": geo["dilation"][0], "DIL_W": geo["dilation"][1]}
+                 dw_shape: tuple[int, int], geo: Mapping[str, Any], ex_k: int = 1,
+                 ex_geo: Mapping[str, Any] | None = None) -> dict[str, int]:
+    """The shape params of a ``pw_dw_conv2d`` launch (and of its pricing, ``_cost.choose_pw_dw``, which also reads
+    ``EX_K``, not a template param): input ``b x h x wd x c``, ``mid_c`` expanded channels, output ``oh x ow x o``
+    (``o`` = ``mid_c`` without the projection), the depthwise's window and ``conv_geometry`` (on the expanded
+    map); ``ex_k`` > 1: the expansion is an ``ex_k x ex_k`` conv of geometry ``ex_geo`` (EX_H / EX_W its map)."""
+    p = {"B": b, "SRC_H": h, "SRC_W": wd, "SRC_S": L.slices(c), "MID_S": L.slices(mid_c), "H": oh, "W": ow,
+         "C": o, "S": L.slices(o), "KH": dw_shape[0], "KW": dw_shape[1], "STRIDE_H": geo["stride"][0],
+         "STRIDE_W": geo["stride"][1], "PAD_T": geo["pads"][0], "PAD_L": geo["pads"][2],
+         "DIL_H": geo["dilation"][0], "DIL_W": geo["dilation"][1], "EX_K": ex_k}
+    if ex_k > 1 and ex_geo is not None:
+        p.update(EX_H=ex_geo["out_hw"][0], EX_W=ex_geo["out_hw"][1], ESTRIDE_H=ex_geo["stride"][0],
+                 ESTRIDE_W=ex_geo["stride"][1], EPAD_T=ex_geo["pads"][0], EPAD_L=ex_geo["pads"][2])
+    return p
 
 
 def lower_pw_dw(lw: Lowerer) -> list[GpuOp]:
@@ -396,21 +410,28 @@ def lower_pw_dw(lw: Lowerer) -> list[GpuOp]:
     b, h, wd, c = lw.shape(x)
     _, oh, ow, o = lw.shape(y)
     mid_c = ex_w.shape[0]
-    project = bool(n.attrs.get("project"))
+    project, mean = bool(n.attrs.get("project")), bool(n.attrs.get("mean"))
     opts, operands = lw.epilogue()
     ex_act, dw_act = n.attrs.get("ex_act") or "NONE", n.attrs.get("dw_act") or "NONE"
     vector = _input_vector(lw)
+    ex_k = int(ex_w.shape[1]) if ex_w.ndim == 4 else 1
+    ex_geo = conv_geometry(n.attrs["ex"], (h, wd), (ex_k, ex_k)) if ex_k > 1 else None
+    mh, mw = ex_geo["out_hw"] if ex_geo is not None else (h, wd)
+    geo = conv_geometry(n.attrs["dw"], (mh, mw), dw_w.shape[1:3])
+    if mean:  # dst is the B x 1 x 1 x C mean of the depthwise's map; its activation (no PRELU) comes first
+        oh, ow = geo["out_hw"]
+        opts = {**opts, **({"act": dw_act} if dw_act != "NONE" else {})}
 
-    params = pw_dw_params(b, h, wd, c, mid_c, oh, ow, o, dw_w.shape[1:3],
-                          conv_geometry(n.attrs["dw"], (h, wd), dw_w.shape[1:3]))
-    choice = choose_pw_dw(params, lw.cost, project)
+    params = pw_dw_params(b, h, wd, c, mid_c, oh, ow, o, dw_w.shape[1:3], geo, ex_k, ex_geo)
+    choice = choose_pw_dw(params, lw.cost, project, mean)
+    params.pop("EX_K")
     if choice is None:
         raise DelegateError(f"{n.describe()}: no pw_dw_conv2d tiling fits its shared memory")
     tiling = dict(choice[0])
     params.update({k: tiling.pop(k) for k in ("HALO_H", "HALO_W", "TILES_X", "TILES", "SC", "NC", "SRC_SP")})
     lw.bind("src", x)
     # the expansion's input channels padded with zero weights to SRC_SP slices (the template's unrolled walk)
-    ex_w = np.pad(ex_w.reshape(mid_c, 1, 1, -1), ((0, 0), (0, 0), (0, 0), (0, 4 * params["SRC_SP"] - c)))
+    ex_w = np.pad(ex_w.reshape(mid_c, ex_k, ex_k, -1), ((0, 0), (0, 0), (0, 0), (0, 4 * params["SRC_SP"] - c)))
     lw.const("ex_weights", L.conv_weights(ex_w))
     lw.const("ex_bias", vector(2, mid_c))
     if ex_act == "PRELU":
@@ -422,13 +443,22 @@ def lower_pw_dw(lw: Lowerer) -> list[GpuOp]:
             lw.const("dw_alpha", vector(6, mid_c))
         lw.const("weights", L.conv_weights(lw.data(n.inputs[7])))
         lw.const("bias", vector(8, o))
-    lw.bind_epilogue_operands(operands, o)
+    if n.attrs.get("ex_residual"):
+        # the residual is the expansion's own value (attr ex_residual, _passes/fuse_pw_dw): the node's epilogue
+        # is what follows it, the kernel's residual_act
+        opts = {"residual": n.attrs["ex_residual"], "residual_expanded": True,
+                **({"residual_act": opts["act"]} if "act" in opts else {})}
+        for e in operands:  # its PRELU alpha, the only operand left
+            lw.const("res_alpha", L.channel_vector(lw.data(e.operand).reshape(-1), o))
+    else:
+        lw.bind_epilogue_operands(operands, o)
     lw.bind("dst", y)
     params.update(_residual_params(lw, opts, operands))
     ksize = dw_w.shape[1] if dw_w.shape[1] == dw_w.shape[2] and dw_w.shape[1] in (3, 5) else 0
     return [lw.op("pw_dw_conv2d", {**opts, "ex_act": ex_act if ex_act != "NONE" else None,
                                    "dw_act": dw_act if project and dw_act != "NONE" else None,
-                                   "project": project or None, "ksize": ksize or None, **tiling}, params)]
+                                   "project": project or None, "mean": mean or None, "ksize": ksize or None,
+                                   "ex_k": ex_k if ex_k > 1 else None, **tiling}, params)]
 
 
 def lower_transpose_conv(lw: Lowerer) -> list[GpuOp]:
@@ -662,6 +692,7 @@ KERNELS: tuple[KernelSpec, ...] = (
          "shared memory",
          {"ex_act": ACT, "dw_act": ACT, "act": ACT, "residual": Opt("NONE", ("NONE", "ADD", "MUL")),
           "residual_act": ACT, "residual_channels": CHANNELS, "residual_pool": boolean(), "project": boolean(),
+          "mean": boolean(), "residual_expanded": boolean(), "ex_k": Opt(1, (1, 3, 5)), "src_bhwc": boolean(),
           "tile_h": Opt(4, (1, 2, 4, 8)), "tile_w": Opt(4, (1, 2, 4, 8, 16)), "mc": Opt(4, (1, 2, 4, 8, 16)),
           "threads": Opt(64, (64, 128, 256, 512)), "hcap": Opt(36, check=lambda v: isinstance(v, int) and 1 <= v <= 1024),
           "ksize": Opt(0, (0, 3, 5)), "unroll": Opt(4, (1, 2, 4)), "ke": Opt(1, (1, 2, 4, 8, 16)),
@@ -686,7 +717,22 @@ KERNELS: tuple[KernelSpec, ...] = (
             {"threads": 512, "ke": 16, "mc": 8, "tile_h": 8, "tile_w": 8, "hcap": 144, "ksize": 5, "act": "RELU6",
              "ex_act": "RELU6"},
             # the chooser's widest tile (_cost._PW_DW_TILES: 8 x 16)
-            {"threads": 256, "mc": 2, "tile_h": 8, "tile_w": 16, "hcap": 180, "ksize": 3, "ex_act": "RELU6"}],
+            {"threads": 256, "mc": 2, "tile_h": 8, "tile_w": 16, "hcap": 180, "ksize": 3, "ex_act": "RELU6"},
+            # the residual the expansion's own value (staged halo), with and without its PRELU
+            {"project": True, "residual": "ADD", "residual_expanded": True, "residual_act": "PRELU", "ex_act": "PRELU",
+             "ksize": 3, "tile_h": 4, "tile_w": 4, "mc": 4, "threads": 128, "hcap": 36, "kp": 2, "ke": 2},
+            {"project": True, "residual": "MUL", "residual_expanded": True, "act": "RELU", "ksize": 5,
+             "tile_h": 2, "tile_w": 2, "mc": 1, "threads": 64, "hcap": 36},
+            # a model's first conv (3x3 / 5x5, strided) as the expansion, from the host's BHWC input or not
+            {"project": True, "ex_k": 3, "src_bhwc": True, "unroll": 1, "residual": "ADD", "residual_expanded": True,
+             "residual_act": "PRELU", "ex_act": "PRELU", "ksize": 3, "tile_h": 8, "tile_w": 8, "mc": 4, "threads": 256,
+             "hcap": 100, "kp": 4},
+            {"ex_k": 5, "unroll": 1, "ex_act": "RELU6", "act": "RELU6", "ksize": 3, "tile_h": 4, "tile_w": 8, "mc": 8,
+             "threads": 128, "hcap": 60},
+            # a spatial MEAN merged in (one tile the whole map)
+            {"mean": True, "threads": 256, "mc": 1, "tile_h": 8, "tile_w": 8, "hcap": 100, "ke": 4, "ksize": 3,
+             "ex_act": "RELU6", "act": "RELU6"},
+            {"mean": True, "threads": 64, "mc": 8, "tile_h": 4, "tile_w": 4, "hcap": 64, "ksize": 5, "act": "TANH"}],
          shared_wg=lambda o: (o["threads"], 1, 1)),
     spec("transpose_conv2d", "conv.lgk", "transposed convolution (+ MediaPipe Convolution2DTransposeBias)",
          {"act": ACT, "qdq": QDQ, "dst_bhwc": boolean()},
