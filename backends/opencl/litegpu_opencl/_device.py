@@ -9,6 +9,7 @@ import logging
 import os
 import re
 import struct
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -67,6 +68,24 @@ def one_program(kernels: Sequence[RenderedKernel]) -> tuple[str, list[str]]:
     return "\n".join(pragmas) + "\n\n" + "\n\n".join(parts), entries
 
 
+_STAGING_BYTES = 256 << 20  # pinned staging held at most (least recently used let go past it)
+
+
+@dataclass
+class _Staging:
+    """Pinned host memory for one buffer range's transfers: a mapped ``CL_MEM_ALLOC_HOST_PTR``
+    buffer, and the last transfer's event (the memory is not rewritten before that ends)."""
+
+    host_buffer: cl.Buffer
+    view: np.ndarray
+    pending: Any = None
+
+    def settle(self) -> None:
+        if self.pending is not None:
+            self.pending.wait()
+            self.pending = None
+
+
 @dataclass
 class _Recording:
     """A partition's launches, and the command buffer holding them where the driver records one
@@ -89,11 +108,20 @@ class _Member:
 
 # A group built as several programs (one per compile thread) caches its binaries as one blob:
 # magic, count, then per program its kernel count and byte length, then the binaries.
+#: build options added to every program (an A/B switch of issue 12, e.g. ``"-cl-denorms-are-zero"``);
+#: none that changes results beyond what the other APIs do
+EXTRA_BUILD_OPTIONS = ""
+#: host transfers of a buffer range moved a second time go through page-locked (pinned) staging: a
+#: ``CL_MEM_ALLOC_HOST_PTR`` buffer mapped once, whose host memory is the source / destination of the
+#: write / read (NVIDIA then DMAs directly instead of through its own staging of pageable memory)
+PINNED_TRANSFERS = False
+
+
 def _build_options(source: str) -> list[str]:
     """A source whose renderer made every multiply-add an explicit ``fma`` says ``FP_CONTRACT OFF``:
     no ``-cl-mad-enable`` then either (it lets the compiler fuse, or use a less precise ``mad``, where
     the other APIs would not)."""
-    return [] if NO_CONTRACTION in source else ["-cl-mad-enable"]
+    return ([] if NO_CONTRACTION in source else ["-cl-mad-enable"]) + EXTRA_BUILD_OPTIONS.split()
 
 
 _MULTI = b"LGCLGRP1"
@@ -145,6 +173,9 @@ class CLDevice(GpuDevice):
         # NannyEvent keeps the host array alive, and dropping one waits for its copy (which would make
         # every upload wait for the whole queue)
         self._pending: list[cl.Event] = []
+        # pinned staging by (buffer, offset, bytes, write), least recently used first (None: seen once)
+        self._stagings: OrderedDict[tuple[int, int, int, bool], _Staging | None] = OrderedDict()
+        self._staging_bytes = 0
         # cl_khr_command_buffer's entry points, looked up at the first record (False: not yet; None:
         # missing, switched off, or refused by the driver once: launches then go one by one)
         self._cbufs: Any = False
@@ -274,39 +305,93 @@ class CLDevice(GpuDevice):
             return ref.buffer
         return ref.buffer.get_sub_region(ref.offset, ref.nbytes)
 
+    def _staging(self, ref: BufferRef, nbytes: int, write: bool) -> _Staging | None:
+        """Pinned host memory for moving ``nbytes`` at ``ref`` (``PINNED_TRANSFERS``), from the second
+        transfer of that range on (a range moved once, such as the weights, stays on the plain path);
+        None where the transfer takes the plain path.  The least recently used stagings are let go
+        past ``_STAGING_BYTES``."""
+        if not PINNED_TRANSFERS or nbytes == 0 or nbytes > _STAGING_BYTES:
+            return None
+        key = (ref.buffer.int_ptr, ref.offset, nbytes, write)
+        if key not in self._stagings:
+            self._stagings[key] = None  # seen once
+            return None
+        got = self._stagings[key]
+        self._stagings.move_to_end(key)
+        if got is not None:
+            got.settle()
+            return got
+        host_buf = cl.Buffer(self.ctx, cl.mem_flags.READ_WRITE | cl.mem_flags.ALLOC_HOST_PTR, nbytes)
+        view, _ev = cl.enqueue_map_buffer(self.queue, host_buf, cl.map_flags.READ | cl.map_flags.WRITE, 0,
+                                          (nbytes,), np.uint8, is_blocking=True)
+        got = self._stagings[key] = _Staging(host_buf, view)
+        self._staging_bytes += nbytes
+        while self._staging_bytes > _STAGING_BYTES:
+            old_key = next(k for k, v in self._stagings.items() if v is not None)
+            old = self._stagings.pop(old_key)
+            old.settle()
+            self._staging_bytes -= old.view.nbytes
+        return got
+
     def upload(self, ref: BufferRef, data: np.ndarray) -> None:
+        data = np.ascontiguousarray(data)
+        st = self._staging(ref, data.nbytes, True)
+        if st is not None:  # into pinned memory, then a DMA from it (st.settle waited for the last one)
+            st.view[:] = data.reshape(-1).view(np.uint8)
+            st.pending = cl.enqueue_copy(self.queue, ref.buffer, st.view, dst_offset=ref.offset, is_blocking=False)
+            return
         if len(self._pending) >= 256:  # uploads with no read in between: let the oldest finish
             del self._pending[:128]
-        self._pending.append(cl.enqueue_copy(self.queue, ref.buffer, np.ascontiguousarray(data),
-                                             dst_offset=ref.offset, is_blocking=False))
+        self._pending.append(cl.enqueue_copy(self.queue, ref.buffer, data, dst_offset=ref.offset,
+                                             is_blocking=False))
 
     def download(self, ref: BufferRef, out: np.ndarray) -> None:
         cl.enqueue_copy(self.queue, out, ref.buffer, src_offset=ref.offset, is_blocking=True)
         self._pending.clear()  # the in-order queue is past every earlier upload
 
+    def _queue_reads(self, items: Sequence[tuple[BufferRef, np.ndarray]]) -> tuple[Any, list]:
+        """Every read queued (into pinned staging where there is one); the last one's event and the
+        (staging, host array) pairs to copy out once it completed."""
+        ev, copies = None, []
+        for ref, out in items:
+            st = self._staging(ref, out.nbytes, False) if out.flags.c_contiguous else None
+            if st is None:
+                ev = cl.enqueue_copy(self.queue, out, ref.buffer, src_offset=ref.offset, is_blocking=False)
+            else:
+                ev = st.pending = cl.enqueue_copy(self.queue, st.view, ref.buffer, src_offset=ref.offset,
+                                                  is_blocking=False)
+                copies.append((st, out))
+        return ev, copies
+
+    @staticmethod
+    def _copy_out(copies: list) -> None:
+        for st, out in copies:
+            out.reshape(-1).view(np.uint8)[:] = st.view
+            st.pending = None
+
     def download_many(self, items: Sequence[tuple[BufferRef, np.ndarray]]) -> None:
         # queued reads and one wait: the in-order queue has finished every read before the last one
-        reads = [cl.enqueue_copy(self.queue, out, ref.buffer, src_offset=ref.offset, is_blocking=False)
-                 for ref, out in items]
-        if reads:
-            reads[-1].wait()
+        ev, copies = self._queue_reads(items)
+        if ev is not None:
+            ev.wait()
             self._pending.clear()
+            self._copy_out(copies)
 
     # -- asynchronous reads: queued now, one event per run to wait on (the in-order queue has done every
     # earlier read and launch when the last read's event completes; later runs are not waited for)
-    def read_async(self, items: Sequence[tuple[BufferRef, np.ndarray]]) -> cl.Event:
-        for ref, out in items:
-            ev = cl.enqueue_copy(self.queue, out, ref.buffer, src_offset=ref.offset, is_blocking=False)
-        if not items:
+    def read_async(self, items: Sequence[tuple[BufferRef, np.ndarray]]) -> tuple[cl.Event, list]:
+        ev, copies = self._queue_reads(items)
+        if ev is None:
             ev = cl.enqueue_marker(self.queue)
         self.queue.flush()  # submitted now, so reads_done can turn True without a wait
-        return ev
+        return ev, copies
 
-    def wait_reads(self, token: cl.Event) -> None:
-        token.wait()
+    def wait_reads(self, token: tuple[cl.Event, list]) -> None:
+        token[0].wait()
+        self._copy_out(token[1])
 
-    def reads_done(self, token: cl.Event) -> bool:
-        return token.command_execution_status == cl.command_execution_status.COMPLETE
+    def reads_done(self, token: tuple[cl.Event, list]) -> bool:
+        return token[0].command_execution_status == cl.command_execution_status.COMPLETE
 
     def copy(self, src: BufferRef, dst: BufferRef) -> None:
         cl.enqueue_copy(self.queue, dst.buffer, src.buffer, byte_count=min(src.nbytes, dst.nbytes),
@@ -421,10 +506,21 @@ class CLDevice(GpuDevice):
             k = cl.Kernel(program.program, program.entry)
         else:
             k = cl.Kernel(program, kernel.entry_point)
-        subs = [self._sub(b) for b in buffers]
+        if "buffer_offsets" in kernel.features:  # the allocations, and each range's offset in elements
+            subs = [b.buffer for b in buffers]
+            offsets = []
+            for b, binding in zip(buffers, kernel.buffer_bindings, strict=True):
+                if b.offset % binding.elem_bytes:
+                    raise DelegateError(f"kernel {kernel.name}: buffer {binding.name} at byte {b.offset}, not a "
+                                        f"multiple of its {binding.elem_bytes}-byte elements")
+                offsets.append(np.int32(b.offset // binding.elem_bytes))
+            args = [*subs, *kernel.cl_args(params), *offsets]
+        else:
+            subs = [self._sub(b) for b in buffers]
+            args = [*subs, *kernel.cl_args(params)]
         # one set_arg per argument: Kernel.set_args would generate (and compile) a Python invoker per
         # kernel signature first, a fifth of a warm prepare
-        for i, arg in enumerate([*subs, *kernel.cl_args(params)]):
+        for i, arg in enumerate(args):
             k.set_arg(i, arg)
         # clSetKernelArg need not retain the memory objects: keep the sub-buffers alive as long as the
         # kernel (PoCL forgives a collected one; NVIDIA fails the launch with INVALID_MEM_OBJECT)
