@@ -69,6 +69,7 @@ def one_program(kernels: Sequence[RenderedKernel]) -> tuple[str, list[str]]:
 
 
 _STAGING_BYTES = 256 << 20  # pinned staging held at most (least recently used let go past it)
+_STAGINGS_SEEN = 4096  # ranges remembered as moved once, at most
 
 
 @dataclass
@@ -315,6 +316,9 @@ class CLDevice(GpuDevice):
         key = (ref.buffer.int_ptr, ref.offset, nbytes, write)
         if key not in self._stagings:
             self._stagings[key] = None  # seen once
+            if len(self._stagings) > _STAGINGS_SEEN:  # ranges moved once (weights, one-off reads): forget
+                for old in [k for k, v in self._stagings.items() if v is None][:len(self._stagings) // 2]:
+                    del self._stagings[old]
             return None
         got = self._stagings[key]
         self._stagings.move_to_end(key)
