@@ -47,7 +47,39 @@ def _load(backend: str, path, args):
 
     t_full = _med(full, args.runs)
     (k,) = [s.kernel for s in it._main.plan.steps if s.kind == "delegate"]
+    if args.host_ab:
+        _HOST_AB[path.stem if hasattr(path, "stem") else str(path)] = _host_ab(full, args.host_ab, args.runs)
     return d, d.device, it, k, x, t_full
+
+
+_HOST_AB: dict[str, list[float]] = {}
+
+
+def _host_ab(full, switches: list[str], runs: int) -> list[float]:
+    """``--host-ab``: the host-to-host invoke's median ms with every switch off (as they were), each one
+    on alone, then all on; the settings interleaved run by run (no drift between them), the same
+    interpreter (switches the host side reads at each call: nothing is compiled again)."""
+    import time
+
+    parsed = []
+    for item in switches:
+        target, old = set_attribute(item)
+        module, name = target.rsplit(".", 1)
+        parsed.append((sys.modules[module], name, getattr(sys.modules[module], name), old))
+        setattr(sys.modules[module], name, old)
+    configs = [[]] + [[i] for i in range(len(parsed))] + ([list(range(len(parsed)))] if len(parsed) > 1 else [])
+    times: list[list[float]] = [[] for _ in configs]
+    for r in range(runs + 5):
+        for c, on in enumerate(configs):
+            for i, (mod, name, new, old) in enumerate(parsed):
+                setattr(mod, name, new if i in on else old)
+            t0 = time.perf_counter()
+            full()
+            if r >= 5:
+                times[c].append((time.perf_counter() - t0) * 1e3)
+    for mod, name, _new, old in parsed:
+        setattr(mod, name, old)
+    return [statistics.median(t) for t in times]
 
 
 def main() -> int:
@@ -66,6 +98,10 @@ def main() -> int:
     ap.add_argument("--per-launch", action="store_true",
                     help="also print each launch's GPU time (the runtime's profile_kernels: what "
                          "`litegpu benchmark --profile` shows), per model, to set the APIs side by side")
+    ap.add_argument("--host-ab", action="append", default=[], metavar="MODULE.NAME=VALUE",
+                    help="a host-side switch (read at each call, e.g. litegpu_opencl._device.PINNED_TRANSFERS=True): "
+                         "the invoke is also timed with each one on alone and all on, interleaved, on the same "
+                         "interpreter; repeatable")
     ap.add_argument("--cost", default="", help="cost-model calibration overrides, e.g. step_us=0.18,load_us=0.009 "
                                                "(another calibration's picks in the same session)")
     args = ap.parse_args()
@@ -121,12 +157,24 @@ def main() -> int:
         print(f"| {name} | {t_full:.3f} | {len(launches)} | {t_enq_only:.3f} | {t_enq:.3f} | {t_gpu:.3f} | "
               f"{t_up:.3f} | {t_down:.3f} |", flush=True)
     _print_per_launch(per_launch)
+    _print_host_ab(args.host_ab)
     if ptx:
         print("\n| model | programs | " + " | ".join(_PTX) + " |")
         print("|---|---:|" + "---:|" * len(_PTX))
         for name, counts in ptx.items():
             print(f"| {name} | " + " | ".join(str(c) for c in counts) + " |")
     return 0
+
+
+def _print_host_ab(switches: list[str]) -> None:
+    if not _HOST_AB:
+        return
+    heads = ["as they were"] + [f"{w.rsplit('.', 1)[1]}" for w in switches] + (["all"] if len(switches) > 1 else [])
+    print("\nhost-to-host invoke (ms), host switches interleaved run by run: " + "; ".join(switches))
+    print("| model | " + " | ".join(heads) + " |")
+    print("|---|" + "---:|" * len(heads))
+    for name, ts in _HOST_AB.items():
+        print(f"| {name} | " + " | ".join(f"{t:.3f}" for t in ts) + " |")
 
 
 def _print_per_launch(per_launch: dict) -> None:
@@ -170,7 +218,7 @@ def _vulkan(args) -> int:
     print("| model | invoke (ms) | launches | device-bound (ms) | replay+finish (ms) | GPU kernels (ms) | "
           "GPU staging copies (ms) | upload (ms) | download (ms) | barriers | copies |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    memory, per_launch = {}, {}
+    memory, per_launch = {}, {}  # (--host-ab: also for vulkan's host-side switches)
     for name, path in mediapipe_models(args.models, default=GPU_SET).items():
         d, dev, it, k, x, t_full = _load("vulkan", path, args)
         if args.per_launch:
@@ -208,6 +256,7 @@ def _vulkan(args) -> int:
         memory[name] = dev.memory_report()
     print(f"\nmemory: {dev.info.name}, memory option {dev.memory_mode}")
     _print_per_launch(per_launch)
+    _print_host_ab(args.host_ab)
     for name, blocks in memory.items():
         print(f"- {name}: " + "; ".join(f"{b['kind']} {b['used'] / 2**20:.2f}/{b['bytes'] / 2**20:.0f} MiB "
                                         f"type {b['type']} ({b['flags']})" for b in blocks))

@@ -3,6 +3,7 @@
 * ``litegpu.gpu._dialects.opencl``: ``OFFSET_ARGS`` (a buffer is its allocation plus an element-offset
   argument, not a sub-buffer), ``GROUP_INDEX`` (``gid`` from the group id and a literal group size, with
   ``reqd_work_group_size``), ``REQD_WORK_GROUP_SIZE = "always"``;
+* ``litegpu_opencl._device.POLL_WAIT``: an invoke polls its last read's status instead of waiting on it;
 * ``litegpu_opencl._device.PINNED_TRANSFERS``: inputs and outputs moved a second time go through pinned
   staging (a mapped ``CL_MEM_ALLOC_HOST_PTR`` buffer), also on the asynchronous path and past the
   staging's size limit (least recently used let go).
@@ -71,7 +72,8 @@ def defaults(model) -> list[list[np.ndarray]]:
 
 
 @pytest.mark.parametrize("switch", [f"{O}.OFFSET_ARGS", f"{O}.GROUP_INDEX", f"{O}.REQD_WORK_GROUP_SIZE",
-                                    "litegpu_opencl._device.PINNED_TRANSFERS"])
+                                    "litegpu_opencl._device.PINNED_TRANSFERS",
+                                    "litegpu_opencl._device.POLL_WAIT"])
 def test_switch_changes_no_number(switch, model, defaults, monkeypatch):
     import importlib
 

@@ -116,6 +116,9 @@ EXTRA_BUILD_OPTIONS = ""
 #: ``CL_MEM_ALLOC_HOST_PTR`` buffer mapped once, whose host memory is the source / destination of the
 #: write / read (NVIDIA then DMAs directly instead of through its own staging of pageable memory)
 PINNED_TRANSFERS = False
+#: an invoke's wait for its reads polls the last read's status (after a flush) instead of
+#: ``clWaitForEvents``, whose wake-up a driver may make late (an A/B switch of issue 12)
+POLL_WAIT = False
 
 
 def _build_options(source: str) -> list[str]:
@@ -377,9 +380,21 @@ class CLDevice(GpuDevice):
         # queued reads and one wait: the in-order queue has finished every read before the last one
         ev, copies = self._queue_reads(items)
         if ev is not None:
-            ev.wait()
+            self._wait(ev)
             self._pending.clear()
             self._copy_out(copies)
+
+    def _wait(self, ev: cl.Event) -> None:
+        if POLL_WAIT:
+            self.queue.flush()  # polling does not submit the queue as clWaitForEvents does
+            complete = cl.command_execution_status.COMPLETE
+            while True:
+                status = ev.command_execution_status
+                if status == complete:
+                    return
+                if status < 0:  # the command failed: wait() raises the driver's error
+                    break
+        ev.wait()
 
     # -- asynchronous reads: queued now, one event per run to wait on (the in-order queue has done every
     # earlier read and launch when the last read's event completes; later runs are not waited for)
@@ -391,7 +406,7 @@ class CLDevice(GpuDevice):
         return ev, copies
 
     def wait_reads(self, token: tuple[cl.Event, list]) -> None:
-        token[0].wait()
+        self._wait(token[0])
         self._copy_out(token[1])
 
     def reads_done(self, token: tuple[cl.Event, list]) -> bool:
