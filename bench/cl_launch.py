@@ -5,8 +5,9 @@
 - **launches**: a trivial kernel (4096 work items, groups of 64) enqueued N times in a row on one in-order
   queue, with the argument shapes litegpu's kernels have (one buffer; 7 buffers as separate allocations,
   as sub-buffers of one allocation, as one allocation passed 7 times; the same plus 17 int params, as a
-  real conv kernel; one allocation plus element-offset ints, ``litegpu.gpu._dialects.opencl.OFFSET_ARGS``),
-  and, for the real shape, through ctypes with no event object.  Columns: host enqueue (no waiting),
+  real conv kernel; one allocation plus element-offset ints), and, for the real shape, through ctypes
+  with no event object, 8 kernels of 8 programs in turn (as a model's launches), 3-D sizes, and
+  ``__local`` memory with a barrier.  Columns: host enqueue (no waiting),
   until the queue drains (the floor of an invoke of N dependent launches), and each launch's profiled GPU
   time and the gap between launches (profiling queue).
 - **transfers**: moving 64 KiB, 768 KiB (a 256x256x3 float input) and 3 MiB between the host and one
@@ -45,6 +46,15 @@ SRC = "\n".join([
     + ", __global float4* restrict d, int n, " + ", ".join(f"int p{j}" for j in range(_PARAMS - 1)) + ", "
     + ", ".join(f"int o{j}" for j in range(7))
     + ") { " + _BODY.format(body="d[o6 + i] = a0[o0 + i] + a5[o5 + i] + (float)p3;") + " }",
+    "__kernel void real3d(" + ", ".join(f"__global const float4* restrict a{j}" for j in range(6))
+    + ", __global float4* restrict d, int n, " + ", ".join(f"int p{j}" for j in range(_PARAMS - 1))
+    + ") { int i = (get_global_id(2) * 16 + get_global_id(1)) * 16 + get_global_id(0); "
+    "if (i < n) d[i] = a0[i] + a5[i] + (float)p3; }",
+    "__kernel __attribute__((reqd_work_group_size(64, 1, 1))) void shared(" + ", ".join(
+        f"__global const float4* restrict a{j}" for j in range(6))
+    + ", __global float4* restrict d, int n, " + ", ".join(f"int p{j}" for j in range(_PARAMS - 1))
+    + ") { __local float4 t[64]; int l = get_local_id(0); int i = get_global_id(0); "
+    "t[l] = a0[min(i, n - 1)]; barrier(CLK_LOCAL_MEM_FENCE); if (i < n) d[i] = t[63 - l] + a5[i] + (float)p3; }",
 ])
 
 
@@ -83,6 +93,12 @@ def launches(ctx: cl.Context, n: int) -> None:
             k.set_arg(i, a)
         return k
 
+    # the real signature in 8 programs (litegpu's launches go to a different kernel each time)
+    others = [cl.Kernel(cl.Program(ctx, SRC.replace("(float)p3", f"(float)(p3 + {j})")).build(), "real")
+              for j in range(8)]
+    for k in others:
+        for i, a in enumerate([*subs, *ints]):
+            k.set_arg(i, a)
     cases = [
         ("1 buffer", kernel("one", [own[0], ints[0]])),
         ("7 buffers, 7 allocations", kernel("seven", [*own, ints[0]])),
@@ -90,16 +106,27 @@ def launches(ctx: cl.Context, n: int) -> None:
         ("7 buffers, 1 allocation 7 times", kernel("seven", [arena] * 7 + [ints[0]])),
         ("7 buffers + 17 ints, 7 allocations", kernel("real", [*own, *ints])),
         ("7 buffers + 17 ints, sub-buffers (litegpu today)", kernel("real", [*subs, *ints])),
-        ("7 x (1 allocation + offset) + 17 ints (OFFSET_ARGS)",
+        ("7 x (1 allocation + offset) + 17 ints",
          kernel("offsets", [arena] * 7 + ints + [np.int32(j * step // 16) for j in range(7)])),
     ]
     print("| launch arguments | host enqueue (us/launch) | until drained (us/launch) | "
           "GPU time, profiled (us) | gap between launches (us) |")
     print("|---|---:|---:|---:|---:|")
-    rows = [(label, lambda k=k: cl.enqueue_nd_range_kernel(q, k, (N_ITEMS,), (WG,)), k) for label, k in cases]
+    rows = [(label, lambda k=k: cl.enqueue_nd_range_kernel(q, k, (N_ITEMS,), (WG,)), k, (N_ITEMS,), (WG,))
+            for label, k in cases]
     real = cases[5][1]
-    rows.append(("same as litegpu today, ctypes, no event", _ctypes_enqueue(q, real), real))
-    for label, fn, k in rows:
+    rows.append(("same as litegpu today, ctypes, no event", _ctypes_enqueue(q, real), real, (N_ITEMS,), (WG,)))
+    turn = iter(range(1 << 62))
+    rows.append(("same, 8 kernels of 8 programs in turn",
+                 lambda: cl.enqueue_nd_range_kernel(q, others[next(turn) % 8], (N_ITEMS,), (WG,)), others[0],
+                 (N_ITEMS,), (WG,)))
+    k3 = kernel("real3d", [*subs, *ints])
+    rows.append(("same, 3-D sizes 16x16x16, groups 8x8x1",
+                 lambda: cl.enqueue_nd_range_kernel(q, k3, (16, 16, 16), (8, 8, 1)), k3, (16, 16, 16), (8, 8, 1)))
+    ks = kernel("shared", [*subs, *ints])
+    rows.append(("same, __local memory and a barrier", lambda: cl.enqueue_nd_range_kernel(q, ks, (N_ITEMS,), (WG,)),
+                 ks, (N_ITEMS,), (WG,)))
+    for label, fn, k, gs, ls in rows:
         for _ in range(50):
             fn()
         q.finish()
@@ -109,7 +136,7 @@ def launches(ctx: cl.Context, n: int) -> None:
         t1 = time.perf_counter()
         q.finish()
         t2 = time.perf_counter()
-        evs = [cl.enqueue_nd_range_kernel(pq, k, (N_ITEMS,), (WG,)) for _ in range(200)]
+        evs = [cl.enqueue_nd_range_kernel(pq, k, gs, ls) for _ in range(200)]
         pq.finish()
         d = statistics.median((e.profile.end - e.profile.start) * 1e-3 for e in evs)
         gap = statistics.median((b.profile.start - a.profile.end) * 1e-3 for a, b in zip(evs, evs[1:], strict=False))

@@ -68,7 +68,7 @@ def one_program(kernels: Sequence[RenderedKernel]) -> tuple[str, list[str]]:
     return "\n".join(pragmas) + "\n\n" + "\n\n".join(parts), entries
 
 
-_STAGING_BYTES = 256 << 20  # pinned staging held at most (least recently used let go past it)
+_STAGING_BYTES = 64 << 20  # pinned staging held at most (least recently used let go past it)
 _STAGINGS_SEEN = 4096  # ranges remembered as moved once, at most
 
 
@@ -109,16 +109,19 @@ class _Member:
 
 # A group built as several programs (one per compile thread) caches its binaries as one blob:
 # magic, count, then per program its kernel count and byte length, then the binaries.
-#: build options added to every program (an A/B switch of issue 12, e.g. ``"-cl-denorms-are-zero"``);
-#: none that changes results beyond what the other APIs do
+#: build options added to every program (an A/B knob for bench/gpu_profile.py --set, e.g.
+#: ``"-cl-denorms-are-zero"``, which measured no steadier gain on an H100 than run-to-run noise, s10-ocl-1)
 EXTRA_BUILD_OPTIONS = ""
 #: host transfers of a buffer range moved a second time go through page-locked (pinned) staging: a
-#: ``CL_MEM_ALLOC_HOST_PTR`` buffer mapped once, whose host memory is the source / destination of the
-#: write / read (NVIDIA then DMAs directly instead of through its own staging of pageable memory)
-PINNED_TRANSFERS = False
-#: an invoke's wait for its reads polls the last read's status (after a flush) instead of
-#: ``clWaitForEvents``, whose wake-up a driver may make late (an A/B switch of issue 12)
-POLL_WAIT = False
+#: ``CL_MEM_ALLOC_HOST_PTR`` buffer mapped once, whose host memory is the destination of the read (the
+#: source of the write), then one host copy.  NVIDIA's reads into pageable memory cost about 40 us each
+#: past the first (5 reads of 64 KiB, one wait: 195 us pageable, 47 us pinned; H100, bench/cl_launch.py,
+#: s10-ocl-1); one read of 768 KiB 98 -> 80 us, but 3 MiB 268 -> 347 us (the host copy no longer overlaps
+#: the DMA).  Writes gain less (64 KiB 26 -> 18 us, 768 KiB 86 -> 81, 3 MiB 269 -> 323) and the 768 KiB
+#: input of selfie_segmentation measured slower pinned: ranges up to these sizes only.
+PINNED_TRANSFERS = True
+PINNED_READ_MAX = 2 << 20
+PINNED_WRITE_MAX = 512 << 10
 
 
 def _build_options(source: str) -> list[str]:
@@ -310,11 +313,12 @@ class CLDevice(GpuDevice):
         return ref.buffer.get_sub_region(ref.offset, ref.nbytes)
 
     def _staging(self, ref: BufferRef, nbytes: int, write: bool) -> _Staging | None:
-        """Pinned host memory for moving ``nbytes`` at ``ref`` (``PINNED_TRANSFERS``), from the second
-        transfer of that range on (a range moved once, such as the weights, stays on the plain path);
-        None where the transfer takes the plain path.  The least recently used stagings are let go
+        """Pinned host memory for moving ``nbytes`` at ``ref`` (``PINNED_TRANSFERS``, up to
+        ``PINNED_READ_MAX`` / ``PINNED_WRITE_MAX`` bytes), from the second transfer of that range on (a
+        range moved once, such as the weights, stays on the plain path); None where the transfer takes
+        the plain path.  The least recently used stagings are let go
         past ``_STAGING_BYTES``."""
-        if not PINNED_TRANSFERS or nbytes == 0 or nbytes > _STAGING_BYTES:
+        if not PINNED_TRANSFERS or nbytes == 0 or nbytes > (PINNED_WRITE_MAX if write else PINNED_READ_MAX):
             return None
         key = (ref.buffer.int_ptr, ref.offset, nbytes, write)
         if key not in self._stagings:
@@ -380,21 +384,9 @@ class CLDevice(GpuDevice):
         # queued reads and one wait: the in-order queue has finished every read before the last one
         ev, copies = self._queue_reads(items)
         if ev is not None:
-            self._wait(ev)
+            ev.wait()
             self._pending.clear()
             self._copy_out(copies)
-
-    def _wait(self, ev: cl.Event) -> None:
-        if POLL_WAIT:
-            self.queue.flush()  # polling does not submit the queue as clWaitForEvents does
-            complete = cl.command_execution_status.COMPLETE
-            while True:
-                status = ev.command_execution_status
-                if status == complete:
-                    return
-                if status < 0:  # the command failed: wait() raises the driver's error
-                    break
-        ev.wait()
 
     # -- asynchronous reads: queued now, one event per run to wait on (the in-order queue has done every
     # earlier read and launch when the last read's event completes; later runs are not waited for)
@@ -406,7 +398,7 @@ class CLDevice(GpuDevice):
         return ev, copies
 
     def wait_reads(self, token: tuple[cl.Event, list]) -> None:
-        self._wait(token[0])
+        token[0].wait()
         self._copy_out(token[1])
 
     def reads_done(self, token: tuple[cl.Event, list]) -> bool:
@@ -525,18 +517,8 @@ class CLDevice(GpuDevice):
             k = cl.Kernel(program.program, program.entry)
         else:
             k = cl.Kernel(program, kernel.entry_point)
-        if "buffer_offsets" in kernel.features:  # the allocations, and each range's offset in elements
-            subs = [b.buffer for b in buffers]
-            offsets = []
-            for b, binding in zip(buffers, kernel.buffer_bindings, strict=True):
-                if b.offset % binding.elem_bytes:
-                    raise DelegateError(f"kernel {kernel.name}: buffer {binding.name} at byte {b.offset}, not a "
-                                        f"multiple of its {binding.elem_bytes}-byte elements")
-                offsets.append(np.int32(b.offset // binding.elem_bytes))
-            args = [*subs, *kernel.cl_args(params), *offsets]
-        else:
-            subs = [self._sub(b) for b in buffers]
-            args = [*subs, *kernel.cl_args(params)]
+        subs = [self._sub(b) for b in buffers]
+        args = [*subs, *kernel.cl_args(params)]
         # one set_arg per argument: Kernel.set_args would generate (and compile) a Python invoker per
         # kernel signature first, a fifth of a warm prepare
         for i, arg in enumerate(args):

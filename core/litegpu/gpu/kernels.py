@@ -255,7 +255,7 @@ def render(kernel_name: str, dialect: str, precision: str = "fp32", *,
     from .lgk import emit
 
     return _render(kernel_name, dialect, precision, _freeze(sorted(opts.items())), wg, half_math,
-                   tuple(sorted(kinds.items())), emit.MULTIPLY_ADD, _emitters()[dialect].switches())
+                   tuple(sorted(kinds.items())), emit.MULTIPLY_ADD)
 
 
 _STORAGE_KINDS = {"float32": "f32", "float16": "f16"}
@@ -264,8 +264,7 @@ _STORAGE_KINDS = {"float32": "f32", "float16": "f16"}
 @functools.lru_cache(maxsize=1024)
 def _render(kernel_name: str, dialect: str, precision: str, frozen: tuple, wg: tuple[int, int, int],
             half_math: bool = True, storage: tuple[tuple[str, str], ...] = (),
-            multiply_add: str | None = None, switches: tuple = ()) -> RenderedKernel:
-    # ``switches``: the dialect's rendering switches (Emitter.switches), read by the emitter itself
+            multiply_add: str | None = None) -> RenderedKernel:
     from .lgk.check import check, retype_buffers
     from .lgk.parse import parse
     from .lgk.preprocess import preprocess
@@ -307,13 +306,10 @@ def _render(kernel_name: str, dialect: str, precision: str, frozen: tuple, wg: t
 
 
 def _features(em: Any) -> tuple[str, ...]:
-    """``f16``: half arithmetic (and storage); ``f16_storage``: half buffers only, f32 arithmetic;
-    ``buffer_offsets``: each buffer is bound as its allocation plus an element-offset argument (after
-    the params, in binding order)."""
-    out = ("buffer_offsets",) if em.offset_args else ()
+    """``f16``: half arithmetic (and storage); ``f16_storage``: half buffers only, f32 arithmetic."""
     if em.half_math:
-        return (*(("f16",) if em.uses_f16 else ()), *out)
-    return (*(("f16_storage",) if em.f16_storage else ()), *out)
+        return ("f16",) if em.uses_f16 else ()
+    return ("f16_storage",) if em.f16_storage else ()
 
 
 def _section(text: str, entry: str, filename: str) -> str:

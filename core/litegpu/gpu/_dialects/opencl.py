@@ -15,31 +15,15 @@ even, as a real half store does).
 from __future__ import annotations
 
 from ..lgk.emit import Emitter
-from ..lgk.nodes import Assign, Binary, Call, Conv, Index, Name, Num, Stmt
+from ..lgk.nodes import Assign, Binary, Call, Conv, Index, Num, Stmt
 from ..lgk.types import KernelTemplateError, Ty
 
-__all__ = ["NO_CONTRACTION", "OpenCLEmitter", "OFFSET_SUFFIX"]
+__all__ = ["NO_CONTRACTION", "OpenCLEmitter"]
 
 #: the pragma of a source whose multiply-adds are as written, ``fma`` or not (the backend then builds
 #: it without ``-cl-mad-enable``): ``litegpu.gpu.lgk.emit.MULTIPLY_ADD``
 NO_CONTRACTION = "#pragma OPENCL FP_CONTRACT OFF"
 _SCALAR = {"f32": "float", "f16": "half", "i32": "int", "u32": "uint", "bool": "bool"}
-
-# -- A/B switches of the OpenCL rendering (issue 12: NVIDIA's OpenCL ran the same plan's kernels 1.3-1.6x
-# slower than its Vulkan); ``bench/gpu_profile.py --set litegpu.gpu._dialects.opencl.NAME=VALUE``
-#: ``__attribute__((reqd_work_group_size))``: on kernels with shared memory only (``"shared"``), or on
-#: every kernel (``"always"``: the compiler knows the group size, as GLSL's ``local_size`` tells it)
-REQD_WORK_GROUP_SIZE = "shared"
-#: ``gid(i)`` as ``get_group_id(i) * WG + get_local_id(i)`` with the group size a literal (GLSL's
-#: ``gl_GlobalInvocationID``: no global offset, no runtime local size) instead of ``get_global_id(i)``;
-#: implies ``reqd_work_group_size`` on every kernel (the literal must be the launch's group)
-GROUP_INDEX = False
-#: each buffer argument is its allocation's base and an ``int`` element offset (argument
-#: ``<name>OFFSET_SUFFIX``, after the params) instead of a sub-buffer: a launch then names a few
-#: allocations, not one ``cl_mem`` per tensor (the backend binds either way: ``features`` says which)
-OFFSET_ARGS = False
-#: the name suffix of a buffer's offset argument
-OFFSET_SUFFIX = "_off_"
 
 
 class OpenCLEmitter(Emitter):
@@ -48,22 +32,6 @@ class OpenCLEmitter(Emitter):
                       "wgid": "((int)get_group_id({axis}))"}
     barrier = "barrier(CLK_LOCAL_MEM_FENCE)"
     storage_only_half = True
-    group_index_builtin = "((int)(get_group_id({axis}) * {size}u + get_local_id({axis})))"
-
-    @staticmethod
-    def switches() -> tuple:
-        """The module's rendering switches as they are now (part of the rendering's memo key)."""
-        return REQD_WORK_GROUP_SIZE, GROUP_INDEX, OFFSET_ARGS
-
-    @property
-    def offset_args(self) -> bool:
-        return OFFSET_ARGS and bool(self.k.buffers)
-
-    def _offset(self, e: Index) -> str | None:
-        """The offset argument to add to a buffer index (``OFFSET_ARGS``), or None."""
-        if self.offset_args and e.kind == "buffer" and isinstance(e.base, Name):
-            return e.base.id + OFFSET_SUFFIX
-        return None
 
     def ty(self, t: Ty) -> str:
         if t.n == 1:
@@ -137,7 +105,7 @@ class OpenCLEmitter(Emitter):
                                               "(storage-only half variant): write '='")
                 assert isinstance(s.target, Index)
                 return (f"vstore_half{self._width(b.elem)}_rte({self.expr(s.value)}, "
-                        f"{self._at(s.target)}, {b.name})")
+                        f"{self.expr(s.target.idx)}, {b.name})")
         return super().simple(s)
 
     def ternary(self, e) -> str:
@@ -146,10 +114,8 @@ class OpenCLEmitter(Emitter):
     def index(self, e: Index) -> str:
         b = self.storage_only(e)
         if b is not None:  # a half in memory, a float in the kernel
-            return f"vload_half{self._width(b.elem)}({self._at(e)}, {b.name})"
+            return f"vload_half{self._width(b.elem)}({self.expr(e.idx)}, {b.name})"
         if e.kind != "lane":
-            if self._offset(e) is not None:
-                return f"{self.sub(e.base)}[{self._at(e)}]"
             return super().index(e)
         if isinstance(e.idx, Num):
             return f"{self.sub(e.base)}.s{int(e.idx.value)}"
@@ -160,16 +126,8 @@ class OpenCLEmitter(Emitter):
             chain = f"({i} == {k} ? {v}.s{k} : {chain})"
         return chain
 
-    def _at(self, e: Index) -> str:
-        """A buffer index, plus the buffer's offset argument where it has one."""
-        off = self._offset(e)
-        return self.expr(e.idx) if off is None else f"{off} + {self.sub(e.idx)}"
-
     def builtin(self, e: Call) -> str:
         f, a = e.fn, e.args
-        if f in self.index_builtins and GROUP_INDEX and f == "gid":
-            axis = int(a[0].value)
-            return self.group_index_builtin.format(axis=axis, size=self.wg[axis])
         if f == "abs":
             if a[0].ty.is_float:
                 return f"fabs({self.expr(a[0])})"
@@ -196,10 +154,8 @@ class OpenCLEmitter(Emitter):
             elem = b.elem.scalar if b.elem.kind == "f16" and not self.half_math else b.elem
             args.append(f"__global {const}{self.ty(elem)}* restrict {b.name}")
         args += [f"const {self.ty(p.ty)} {p.name}" for p in k.params]
-        if self.offset_args:
-            args += [f"const int {b.name}{OFFSET_SUFFIX}" for b in k.buffers]
         attr = ""
-        if k.shared or REQD_WORK_GROUP_SIZE == "always" or GROUP_INDEX:
+        if k.shared:
             attr = " __attribute__((reqd_work_group_size({}, {}, {})))".format(*self.wg)
         out.append(f"__kernel{attr} void {k.name}(")
         out.append(",\n".join("    " + a for a in args) + ") {")

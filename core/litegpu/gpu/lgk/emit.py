@@ -71,14 +71,6 @@ class Emitter:
     bool_literals: ClassVar[Mapping[str, str]] = {"bool_true": "true", "bool_false": "false"}
     #: built-in functions the dialect spells differently (``rsqrt`` -> ``inverseSqrt``...)
     function_names: ClassVar[Mapping[str, str]] = {}
-    #: whether buffer arguments are an allocation's base plus an offset argument each (OpenCL's switch)
-    offset_args = False
-
-    @staticmethod
-    def switches() -> tuple:
-        """The dialect module's rendering switches as they are now: part of a rendering's memo key
-        (``litegpu.gpu.kernels``), so flipping one renders again."""
-        return ()
 
     def __init__(self, kernel: Kernel, funcs: list[Func], workgroup: tuple[int, int, int], *,
                  half_math: bool = True, multiply_add: str | None = None):
