@@ -30,7 +30,7 @@ import numpy as np
 import pyopencl as cl
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import machine_line  # noqa: E402
+from _common import machine_line, median_ms  # noqa: E402
 
 N_ITEMS, WG = 4096, 64
 _PARAMS = 17  # int params of a dw_pw_conv2d launch
@@ -145,14 +145,7 @@ def launches(ctx: cl.Context, n: int) -> None:
 
 
 def _med_us(fn, runs: int) -> float:
-    for _ in range(3):
-        fn()
-    ts = []
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t0)
-    return statistics.median(ts) * 1e6
+    return median_ms(fn, runs, warmup=3) * 1e3
 
 
 def transfers(ctx: cl.Context, runs: int) -> None:

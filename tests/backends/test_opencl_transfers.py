@@ -13,9 +13,8 @@ from __future__ import annotations
 import litegpu
 import numpy as np
 import pytest
-from _gpu_cases import oracle, rnd
+from _gpu_cases import grid_model, oracle
 from _litegpu_backends import load_backend_delegate
-from litegpu.testing import ModelBuilder
 
 BACKEND = "opencl"
 CONF = {"precision": "fp32", "tuning": "none", "cache": {"enabled": False}}
@@ -24,25 +23,7 @@ CONF = {"precision": "fp32", "tuning": "none", "cache": {"enabled": False}}
 @pytest.fixture(scope="module")
 def model() -> bytes:
     load_backend_delegate(BACKEND, CONF).close()  # skips with the reason where OpenCL is missing
-    b = ModelBuilder()
-    x = b.input("x", (1, 13, 11, 6))
-    c = b.tensor("c", (1, 13, 11, 9))
-    b.op("CONV_2D", [x, b.const("w", rnd(9, 3, 3, 6)), b.const("b", rnd(9))], [c], padding=0, stride_h=1,
-         stride_w=1, fused_activation_function=1)
-    d = b.tensor("d", (1, 7, 6, 9))
-    b.op("DEPTHWISE_CONV_2D", [c, b.const("wd", rnd(1, 3, 3, 9)), b.const("bd", rnd(9))], [d], padding=0,
-         stride_h=2, stride_w=2, depth_multiplier=1)
-    r = b.tensor("r", (1, 14, 12, 9))
-    b.op("RESIZE_BILINEAR", [d, b.const("sz", np.array([14, 12], np.int32))], [r], half_pixel_centers=True,
-         version=3)
-    s = b.tensor("s", (1, 14, 12, 9))
-    b.op("SOFTMAX", [r], [s], beta=1.0)
-    m = b.tensor("m", (1, 9))
-    b.op("MEAN", [s, b.const("ax", np.array([1, 2], np.int32))], [m], keep_dims=False)
-    f = b.tensor("f", (1, 5))
-    b.op("FULLY_CONNECTED", [m, b.const("fw", rnd(5, 9)), b.const("fb", rnd(5))], [f])
-    b.output(s, f)
-    return b.build()
+    return grid_model(13, 11)[0]
 
 
 FEEDS = [np.random.default_rng(i).uniform(-1, 1, (1, 13, 11, 6)).astype(np.float32) for i in range(3)]
