@@ -107,8 +107,6 @@ class _Member:
     group: tuple[tuple[cl.Program, int], ...] = ()  # (program, how many of the group's kernels it holds)
 
 
-# A group built as several programs (one per compile thread) caches its binaries as one blob:
-# magic, count, then per program its kernel count and byte length, then the binaries.
 #: build options added to every program (an A/B knob for bench/gpu_profile.py --set, e.g.
 #: ``"-cl-denorms-are-zero"``, which measured no steadier gain on an H100 than run-to-run noise, s10-ocl-1)
 EXTRA_BUILD_OPTIONS = ""
@@ -131,6 +129,8 @@ def _build_options(source: str) -> list[str]:
     return ([] if NO_CONTRACTION in source else ["-cl-mad-enable"]) + EXTRA_BUILD_OPTIONS.split()
 
 
+# A group built as several programs (one per compile thread) caches its binaries as one blob:
+# magic, count, then per program its kernel count and byte length, then the binaries.
 _MULTI = b"LGCLGRP1"
 _KERNELS_PER_PROGRAM = 3  # fewer kernels per program than this: the per-program cost outweighs the threads
 
@@ -316,8 +316,9 @@ class CLDevice(GpuDevice):
         """Pinned host memory for moving ``nbytes`` at ``ref`` (``PINNED_TRANSFERS``, up to
         ``PINNED_READ_MAX`` / ``PINNED_WRITE_MAX`` bytes), from the second transfer of that range on (a
         range moved once, such as the weights, stays on the plain path); None where the transfer takes
-        the plain path.  The least recently used stagings are let go
-        past ``_STAGING_BYTES``."""
+        the plain path.  The least recently used stagings are let go past ``_STAGING_BYTES``.  A read's
+        staging is rewritten by the next read of its range, after the last one's event: the executor
+        completes a run before it submits the next one to the same partition."""
         if not PINNED_TRANSFERS or nbytes == 0 or nbytes > (PINNED_WRITE_MAX if write else PINNED_READ_MAX):
             return None
         key = (ref.buffer.int_ptr, ref.offset, nbytes, write)
@@ -518,10 +519,9 @@ class CLDevice(GpuDevice):
         else:
             k = cl.Kernel(program, kernel.entry_point)
         subs = [self._sub(b) for b in buffers]
-        args = [*subs, *kernel.cl_args(params)]
         # one set_arg per argument: Kernel.set_args would generate (and compile) a Python invoker per
         # kernel signature first, a fifth of a warm prepare
-        for i, arg in enumerate(args):
+        for i, arg in enumerate([*subs, *kernel.cl_args(params)]):
             k.set_arg(i, arg)
         # clSetKernelArg need not retain the memory objects: keep the sub-buffers alive as long as the
         # kernel (PoCL forgives a collected one; NVIDIA fails the launch with INVALID_MEM_OBJECT)
