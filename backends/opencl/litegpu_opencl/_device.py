@@ -5,6 +5,7 @@ The whole API-specific part of the backend; the core's GPU executor does the res
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import os
 import re
@@ -95,6 +96,14 @@ class _Recording:
 
     launches: list[tuple[cl.Kernel, tuple[int, ...], tuple[int, ...], list]]
     command_buffer: Any
+    raw: list | None = None  # (kernel handle, dims, global, local) as ctypes values (CTYPES_LAUNCHES)
+
+    def raw_launches(self) -> list:
+        if self.raw is None:
+            sz = ctypes.c_size_t
+            self.raw = [(ctypes.c_void_p(k.int_ptr), len(gs), (sz * len(gs))(*gs), (sz * len(wg))(*wg))
+                        for k, gs, wg, _keep in self.launches]
+        return self.raw
 
 
 @dataclass(frozen=True)
@@ -120,6 +129,30 @@ EXTRA_BUILD_OPTIONS = ""
 PINNED_TRANSFERS = True
 PINNED_READ_MAX = 2 << 20
 PINNED_WRITE_MAX = 512 << 10
+#: a replay without a command buffer calls ``clEnqueueNDRangeKernel`` through ctypes with the sizes
+#: made once and no event (pyopencl makes an event object and size arrays per call): 0.8-1.3 us a
+#: launch less in bench/cl_launch.py on an H100 (s10-ocl-1, -2); an A/B switch of issue 12
+CTYPES_LAUNCHES = False
+
+
+_ENQUEUE: list[Any] = []  # [clEnqueueNDRangeKernel through ctypes], once per process
+
+
+def _enqueue_ndrange() -> Any:
+    """``clEnqueueNDRangeKernel`` of the ICD loader pyopencl uses, through ctypes (``CTYPES_LAUNCHES``)."""
+    if not _ENQUEUE:
+        from ._platforms import _opencl_loader
+
+        lib = _opencl_loader()
+        if lib is None:
+            raise DelegateError("the OpenCL loader could not be opened through ctypes: set "
+                                "litegpu_opencl._device.CTYPES_LAUNCHES = False")
+        fn = lib.clEnqueueNDRangeKernel
+        vp = ctypes.c_void_p
+        fn.restype = ctypes.c_int32
+        fn.argtypes = [vp, vp, ctypes.c_uint32, vp, vp, vp, ctypes.c_uint32, vp, vp]
+        _ENQUEUE.append(fn)
+    return _ENQUEUE[0]
 
 
 def _build_options(source: str) -> list[str]:
@@ -568,6 +601,14 @@ class CLDevice(GpuDevice):
                 self._refuse_command_buffers(f"the driver refused to enqueue a command buffer of "
                                              f"{len(recording.launches)} launches (clEnqueueCommandBufferKHR "
                                              f"error {rc})")
+        if CTYPES_LAUNCHES:
+            enq, q = _enqueue_ndrange(), ctypes.c_void_p(self.queue.int_ptr)
+            for kernel, dims, gsize, wg in recording.raw_launches():
+                rc = enq(q, kernel, dims, None, gsize, wg, 0, None, None)
+                if rc:
+                    raise DelegateError(f"OpenCL on {self.info.name}: clEnqueueNDRangeKernel failed (error {rc}); "
+                                        "check the driver (clinfo lists what it sees)")
+            return
         enqueue, queue = cl.enqueue_nd_range_kernel, self.queue
         for kernel, gsize, wg, _keep in recording.launches:
             enqueue(queue, kernel, gsize, wg)

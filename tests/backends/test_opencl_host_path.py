@@ -1,11 +1,15 @@
-"""OpenCL host transfers through pinned staging (``litegpu_opencl._device.PINNED_TRANSFERS``, on by default).
+"""The host side of an OpenCL invoke: transfers through pinned staging and launches through ctypes.
 
+``litegpu_opencl._device.PINNED_TRANSFERS`` (on by default):
 Inputs and outputs moved a second time go through a mapped ``CL_MEM_ALLOC_HOST_PTR`` buffer (reads up to
 ``PINNED_READ_MAX`` bytes, writes up to ``PINNED_WRITE_MAX``); a range moved once (the weights) and
 larger ranges take the plain path.  A model with 1-D, 2-D and 3-D grids (conv, depthwise, resize,
 softmax, mean, fully connected) run over several inputs gives, bit for bit, the answers of the plain path
 and LiteRT's within fp32 tolerance: through ``invoke``, through the asynchronous ``submit`` /
 ``complete``, past the staging's size limit (least recently used let go), and with the size limits at 0.
+
+``litegpu_opencl._device.CTYPES_LAUNCHES``: a replay without a command buffer enqueues each launch through
+ctypes (sizes made once, no event): the same answers, bit for bit.
 """
 
 from __future__ import annotations
@@ -97,3 +101,20 @@ def test_pinned_staging_async_runs_and_size_limit(model, plain, monkeypatch):
     held = [st for st in k.device._stagings.values() if st is not None]
     # all three (input 3432 bytes, outputs 6048 and 20) never fit together: some were let go
     assert len(held) < 3 and k.device._staging_bytes == sum(st.view.nbytes for st in held) <= dev_mod._STAGING_BYTES
+
+
+def test_ctypes_launches_change_no_number(model, plain, monkeypatch):
+    import litegpu_opencl._device as dev_mod
+    from litegpu_opencl import _command_buffer
+
+    monkeypatch.setenv(_command_buffer.ENV_OFF, "0")  # launch by launch (PoCL records command buffers)
+    monkeypatch.setattr(dev_mod, "CTYPES_LAUNCHES", True)
+    monkeypatch.setattr(dev_mod, "PINNED_TRANSFERS", False)
+    calls = []
+    real = dev_mod._enqueue_ndrange
+    monkeypatch.setattr(dev_mod, "_enqueue_ndrange", lambda: calls.append(1) or real())
+    got, (k,) = _runs(model)
+    assert k._recording.command_buffer is None and len(calls) == len(FEEDS)
+    for g_run, w_run in zip(got, plain, strict=True):
+        for g, w in zip(g_run, w_run, strict=True):
+            np.testing.assert_array_equal(g, w)
