@@ -8,8 +8,9 @@ softmax, mean, fully connected) run over several inputs gives, bit for bit, the 
 and LiteRT's within fp32 tolerance: through ``invoke``, through the asynchronous ``submit`` /
 ``complete``, past the staging's size limit (least recently used let go), and with the size limits at 0.
 
-``litegpu_opencl._device.CTYPES_LAUNCHES``: a replay without a command buffer enqueues each launch through
-ctypes (sizes made once, no event): the same answers, bit for bit.
+``litegpu_opencl._device.CTYPES_LAUNCHES`` (on by default): a replay without a command buffer enqueues
+each launch through ctypes (sizes made once, no event): the same answers, bit for bit, as pyopencl's
+``enqueue_nd_range_kernel``.
 """
 
 from __future__ import annotations
@@ -103,18 +104,21 @@ def test_pinned_staging_async_runs_and_size_limit(model, plain, monkeypatch):
     assert len(held) < 3 and k.device._staging_bytes == sum(st.view.nbytes for st in held) <= dev_mod._STAGING_BYTES
 
 
-def test_ctypes_launches_change_no_number(model, plain, monkeypatch):
+def test_ctypes_launches_change_no_number(model, monkeypatch):
     import litegpu_opencl._device as dev_mod
     from litegpu_opencl import _command_buffer
 
     monkeypatch.setenv(_command_buffer.ENV_OFF, "0")  # launch by launch (PoCL records command buffers)
-    monkeypatch.setattr(dev_mod, "CTYPES_LAUNCHES", True)
     monkeypatch.setattr(dev_mod, "PINNED_TRANSFERS", False)
+    monkeypatch.setattr(dev_mod, "CTYPES_LAUNCHES", False)
+    want, (k,) = _runs(model)  # through pyopencl
+    assert k._recording.command_buffer is None
+    monkeypatch.setattr(dev_mod, "CTYPES_LAUNCHES", True)
     calls = []
     real = dev_mod._enqueue_ndrange
     monkeypatch.setattr(dev_mod, "_enqueue_ndrange", lambda: calls.append(1) or real())
     got, (k,) = _runs(model)
     assert k._recording.command_buffer is None and len(calls) == len(FEEDS)
-    for g_run, w_run in zip(got, plain, strict=True):
+    for g_run, w_run in zip(got, want, strict=True):
         for g, w in zip(g_run, w_run, strict=True):
             np.testing.assert_array_equal(g, w)

@@ -129,10 +129,12 @@ EXTRA_BUILD_OPTIONS = ""
 PINNED_TRANSFERS = True
 PINNED_READ_MAX = 2 << 20
 PINNED_WRITE_MAX = 512 << 10
-#: a replay without a command buffer calls ``clEnqueueNDRangeKernel`` through ctypes with the sizes
-#: made once and no event (pyopencl makes an event object and size arrays per call): 0.8-1.3 us a
-#: launch less in bench/cl_launch.py on an H100 (s10-ocl-1, -2); an A/B switch of issue 12
-CTYPES_LAUNCHES = False
+#: a replay without a command buffer (NVIDIA's driver has none) calls ``clEnqueueNDRangeKernel`` through
+#: ctypes with the sizes made once and no event (pyopencl makes an event object and size arrays per
+#: call): 0.8-1.3 us a launch less in bench/cl_launch.py on an H100, and 1.5-11% off every model's
+#: host-to-host invoke, interleaved on one interpreter (s10-ocl-3: face_detection 0.233 -> 0.212 ms, pose
+#: 1.285 -> 1.256)
+CTYPES_LAUNCHES = True
 
 
 _ENQUEUE: list[Any] = []  # [clEnqueueNDRangeKernel through ctypes], once per process
