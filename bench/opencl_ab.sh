@@ -5,7 +5,8 @@
 #    transfers pageable vs pinned;
 # 2. bench/gpu_profile.py --backend opencl over the 7 GPU models, each launch's GPU time, PTX counts, and
 #    the host-to-host invoke with the transfer switches interleaved run by run on the same interpreter:
-#    the defaults, pinned staging off, pinned staging for writes up to 2 MiB (the default stops at 512 KiB).
+#    the defaults, pyopencl's launches instead of ctypes', pinned staging off, pinned staging for writes up
+#    to 2 MiB (the default stops at 512 KiB).
 set -u
 runs=${1:-30}
 cd "$(dirname "$0")/.."
@@ -13,4 +14,4 @@ M=${MODELS:+--models $MODELS}  # MODELS=a,b: fewer models (a quick check off the
 D=litegpu_opencl._device
 echo "## cl_launch"; python3 bench/cl_launch.py ${MODELS:+--launches 100}
 echo "## opencl"; python3 bench/gpu_profile.py --backend opencl --runs "$runs" $M --ptx --per-launch \
-  --host-ab "$D.PINNED_TRANSFERS=False" --host-ab "$D.PINNED_WRITE_MAX=2097152"
+  --host-ab "$D.CTYPES_LAUNCHES=False" --host-ab "$D.PINNED_TRANSFERS=False" --host-ab "$D.PINNED_WRITE_MAX=2097152"
