@@ -1,37 +1,70 @@
-"""Host cost of one OpenCL kernel launch through pyopencl, and the device's back-to-back floor.
+"""Host cost of OpenCL launches and transfers through pyopencl, by how a launch names its memory.
 
-``python bench/cl_launch.py`` enqueues a trivial kernel N times in a row, three ways, and prints
-microseconds per launch: the host time to enqueue (no waiting), and the wall time until the queue
-drains (what an invoke of N tiny kernels cannot go below).
+``python bench/cl_launch.py [--launches N] [--runs R]`` prints two Markdown tables:
+
+- **launches**: a trivial kernel (4096 work items, groups of 64) enqueued N times in a row on one in-order
+  queue, with the argument shapes litegpu's kernels have (one buffer; 7 buffers as separate allocations,
+  as sub-buffers of one allocation, as one allocation passed 7 times; the same plus 17 int params, as a
+  real conv kernel; one allocation plus element-offset ints), and, for the real shape, through ctypes
+  with no event object, 8 kernels of 8 programs in turn (as a model's launches), 3-D sizes, and
+  ``__local`` memory with a barrier.  Columns: host enqueue (no waiting),
+  until the queue drains (the floor of an invoke of N dependent launches), and each launch's profiled GPU
+  time and the gap between launches (profiling queue).
+- **transfers**: moving 64 KiB, 768 KiB (a 256x256x3 float input) and 3 MiB between the host and one
+  device buffer: from / into pageable numpy memory (what litegpu does by default), and through pinned
+  memory (a mapped ``CL_MEM_ALLOC_HOST_PTR`` buffer, the host copy in or out included:
+  ``litegpu_opencl._device.PINNED_TRANSFERS``); 5 reads queued then one wait, as an invoke with 5 outputs.
 """
 
 from __future__ import annotations
 
+import argparse
 import ctypes
 import ctypes.util
+import statistics
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pyopencl as cl
 
-SRC = "__kernel void k(__global float4* a, int n) { int i = get_global_id(0); if (i < n) a[i] = a[i] + 1.0f; }"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import machine_line, median_ms  # noqa: E402
+
+N_ITEMS, WG = 4096, 64
+_PARAMS = 17  # int params of a dw_pw_conv2d launch
+_BODY = "int i = get_global_id(0); if (i < n) {body}"
+SRC = "\n".join([
+    "__kernel void one(__global float4* a, int n) { " + _BODY.format(body="a[i] = a[i] + 1.0f;") + " }",
+    "__kernel void seven(" + ", ".join(f"__global const float4* restrict a{j}" for j in range(6))
+    + ", __global float4* restrict d, int n) { " + _BODY.format(body="d[i] = a0[i] + a5[i];") + " }",
+    "__kernel void real(" + ", ".join(f"__global const float4* restrict a{j}" for j in range(6))
+    + ", __global float4* restrict d, int n, " + ", ".join(f"int p{j}" for j in range(_PARAMS - 1))
+    + ") { " + _BODY.format(body="d[i] = a0[i] + a5[i] + (float)p3;") + " }",
+    "__kernel void offsets(" + ", ".join(f"__global const float4* restrict a{j}" for j in range(6))
+    + ", __global float4* restrict d, int n, " + ", ".join(f"int p{j}" for j in range(_PARAMS - 1)) + ", "
+    + ", ".join(f"int o{j}" for j in range(7))
+    + ") { " + _BODY.format(body="d[o6 + i] = a0[o0 + i] + a5[o5 + i] + (float)p3;") + " }",
+    "__kernel void real3d(" + ", ".join(f"__global const float4* restrict a{j}" for j in range(6))
+    + ", __global float4* restrict d, int n, " + ", ".join(f"int p{j}" for j in range(_PARAMS - 1))
+    + ") { int i = (get_global_id(2) * 16 + get_global_id(1)) * 16 + get_global_id(0); "
+    "if (i < n) d[i] = a0[i] + a5[i] + (float)p3; }",
+    "__kernel __attribute__((reqd_work_group_size(64, 1, 1))) void shared(" + ", ".join(
+        f"__global const float4* restrict a{j}" for j in range(6))
+    + ", __global float4* restrict d, int n, " + ", ".join(f"int p{j}" for j in range(_PARAMS - 1))
+    + ") { __local float4 t[64]; int l = get_local_id(0); int i = get_global_id(0); "
+    "t[l] = a0[min(i, n - 1)]; barrier(CLK_LOCAL_MEM_FENCE); if (i < n) d[i] = t[63 - l] + a5[i] + (float)p3; }",
+])
 
 
-def main() -> int:
-    ctx = cl.create_some_context(interactive=False)
-    q = cl.CommandQueue(ctx)
-    print(ctx.devices[0].name)
-    prg = cl.Program(ctx, SRC).build()
-    buf = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, 4096 * 16)
-    k = cl.Kernel(prg, "k")
-    k.set_args(buf, np.int32(4096))
-    n = 1000
+def _ctypes_enqueue(q: cl.CommandQueue, k: cl.Kernel):
     lib = ctypes.CDLL(ctypes.util.find_library("OpenCL") or "libOpenCL.so.1")
     enq = lib.clEnqueueNDRangeKernel
     enq.restype = ctypes.c_int32
     enq.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint32, ctypes.c_void_p, ctypes.c_void_p,
                     ctypes.c_void_p, ctypes.c_uint32, ctypes.c_void_p, ctypes.c_void_p]
-    gs, ls = (ctypes.c_size_t * 1)(4096), (ctypes.c_size_t * 1)(64)
+    gs, ls = (ctypes.c_size_t * 1)(N_ITEMS), (ctypes.c_size_t * 1)(WG)
     qp, kp = q.int_ptr, k.int_ptr
 
     def raw():  # no event object: clEnqueueNDRangeKernel(..., event=NULL)
@@ -39,11 +72,61 @@ def main() -> int:
         if err:
             raise RuntimeError(err)
 
-    for label, fn in [
-        ("ctypes clEnqueueNDRangeKernel, no event", raw),
-        ("enqueue_nd_range_kernel", lambda: cl.enqueue_nd_range_kernel(q, k, (4096,), (64,))),
-        ("enqueue_nd_range_kernel, 1 item", lambda: cl.enqueue_nd_range_kernel(q, k, (64,), (64,))),
-    ]:
+    return raw
+
+
+def launches(ctx: cl.Context, n: int) -> None:
+    q = cl.CommandQueue(ctx)
+    pq = cl.CommandQueue(ctx, properties=cl.command_queue_properties.PROFILING_ENABLE)
+    prg = cl.Program(ctx, SRC).build()
+    nbytes = N_ITEMS * 16
+    align = max(int(ctx.devices[0].mem_base_addr_align) // 8, 16)
+    step = -(-nbytes // align) * align
+    own = [cl.Buffer(ctx, cl.mem_flags.READ_WRITE, nbytes) for _ in range(7)]
+    arena = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, step * 7)
+    subs = [arena.get_sub_region(j * step, nbytes) for j in range(7)]
+    ints = [np.int32(N_ITEMS)] + [np.int32(j) for j in range(_PARAMS - 1)]
+
+    def kernel(name: str, args: list) -> cl.Kernel:
+        k = cl.Kernel(prg, name)
+        for i, a in enumerate(args):
+            k.set_arg(i, a)
+        return k
+
+    # the real signature in 8 programs (litegpu's launches go to a different kernel each time)
+    others = [cl.Kernel(cl.Program(ctx, SRC.replace("(float)p3", f"(float)(p3 + {j})")).build(), "real")
+              for j in range(8)]
+    for k in others:
+        for i, a in enumerate([*subs, *ints]):
+            k.set_arg(i, a)
+    cases = [
+        ("1 buffer", kernel("one", [own[0], ints[0]])),
+        ("7 buffers, 7 allocations", kernel("seven", [*own, ints[0]])),
+        ("7 buffers, sub-buffers of 1 allocation", kernel("seven", [*subs, ints[0]])),
+        ("7 buffers, 1 allocation 7 times", kernel("seven", [arena] * 7 + [ints[0]])),
+        ("7 buffers + 17 ints, 7 allocations", kernel("real", [*own, *ints])),
+        ("7 buffers + 17 ints, sub-buffers (litegpu today)", kernel("real", [*subs, *ints])),
+        ("7 x (1 allocation + offset) + 17 ints",
+         kernel("offsets", [arena] * 7 + ints + [np.int32(j * step // 16) for j in range(7)])),
+    ]
+    print("| launch arguments | host enqueue (us/launch) | until drained (us/launch) | "
+          "GPU time, profiled (us) | gap between launches (us) |")
+    print("|---|---:|---:|---:|---:|")
+    rows = [(label, lambda k=k: cl.enqueue_nd_range_kernel(q, k, (N_ITEMS,), (WG,)), k, (N_ITEMS,), (WG,))
+            for label, k in cases]
+    real = cases[5][1]
+    rows.append(("same as litegpu today, ctypes, no event", _ctypes_enqueue(q, real), real, (N_ITEMS,), (WG,)))
+    turn = iter(range(1 << 62))
+    rows.append(("same, 8 kernels of 8 programs in turn",
+                 lambda: cl.enqueue_nd_range_kernel(q, others[next(turn) % 8], (N_ITEMS,), (WG,)), others[0],
+                 (N_ITEMS,), (WG,)))
+    k3 = kernel("real3d", [*subs, *ints])
+    rows.append(("same, 3-D sizes 16x16x16, groups 8x8x1",
+                 lambda: cl.enqueue_nd_range_kernel(q, k3, (16, 16, 16), (8, 8, 1)), k3, (16, 16, 16), (8, 8, 1)))
+    ks = kernel("shared", [*subs, *ints])
+    rows.append(("same, __local memory and a barrier", lambda: cl.enqueue_nd_range_kernel(q, ks, (N_ITEMS,), (WG,)),
+                 ks, (N_ITEMS,), (WG,)))
+    for label, fn, k, gs, ls in rows:
         for _ in range(50):
             fn()
         q.finish()
@@ -53,14 +136,79 @@ def main() -> int:
         t1 = time.perf_counter()
         q.finish()
         t2 = time.perf_counter()
-        print(f"{label}: host enqueue {1e6 * (t1 - t0) / n:.2f} us/launch, until drained {1e6 * (t2 - t0) / n:.2f} "
-              f"us/launch")
-    pq = cl.CommandQueue(ctx, properties=cl.command_queue_properties.PROFILING_ENABLE)
-    evs = [cl.enqueue_nd_range_kernel(pq, k, (4096,), (64,)) for _ in range(200)]
-    pq.finish()
-    d = sorted((e.profile.end - e.profile.start) * 1e-3 for e in evs)
-    gaps = sorted((b.profile.start - a.profile.end) * 1e-3 for a, b in zip(evs, evs[1:], strict=False))
-    print(f"profiled kernel time median {d[len(d) // 2]:.2f} us; gap between kernels median {gaps[len(gaps) // 2]:.2f} us")
+        evs = [cl.enqueue_nd_range_kernel(pq, k, gs, ls) for _ in range(200)]
+        pq.finish()
+        d = statistics.median((e.profile.end - e.profile.start) * 1e-3 for e in evs)
+        gap = statistics.median((b.profile.start - a.profile.end) * 1e-3 for a, b in zip(evs, evs[1:], strict=False))
+        print(f"| {label} | {1e6 * (t1 - t0) / n:.2f} | {1e6 * (t2 - t0) / n:.2f} | {d:.2f} | {gap:.2f} |",
+              flush=True)
+
+
+def _med_us(fn, runs: int) -> float:
+    return median_ms(fn, runs, warmup=3) * 1e3
+
+
+def transfers(ctx: cl.Context, runs: int) -> None:
+    q = cl.CommandQueue(ctx)
+    print()
+    print("| bytes | write pageable (us) | write via pinned (us) | read pageable (us) | read via pinned (us) | "
+          "5 reads pageable, 1 wait (us) | 5 reads via pinned, 1 wait (us) |")
+    print("|---:|---:|---:|---:|---:|---:|---:|")
+    for nbytes in (64 << 10, 768 << 10, 3 << 20):
+        dev = [cl.Buffer(ctx, cl.mem_flags.READ_WRITE, nbytes) for _ in range(5)]
+        host = np.random.default_rng(0).integers(0, 255, nbytes, np.uint8)
+        pins = []
+        for _ in range(5):
+            pb = cl.Buffer(ctx, cl.mem_flags.READ_WRITE | cl.mem_flags.ALLOC_HOST_PTR, nbytes)
+            view, _ev = cl.enqueue_map_buffer(q, pb, cl.map_flags.READ | cl.map_flags.WRITE, 0, (nbytes,), np.uint8,
+                                              is_blocking=True)
+            pins.append((pb, view))
+        pin = pins[0][1]
+
+        def w_page():
+            cl.enqueue_copy(q, dev[0], host, is_blocking=False)
+            q.finish()
+
+        def w_pin():
+            pin[:] = host
+            cl.enqueue_copy(q, dev[0], pin, is_blocking=False)
+            q.finish()
+
+        def r_page():
+            out = np.empty(nbytes, np.uint8)
+            cl.enqueue_copy(q, out, dev[0], is_blocking=True)
+
+        def r_pin():
+            out = np.empty(nbytes, np.uint8)
+            cl.enqueue_copy(q, pin, dev[0], is_blocking=False).wait()
+            out[:] = pin
+
+        def r5_page():
+            outs = [np.empty(nbytes, np.uint8) for _ in dev]
+            evs = [cl.enqueue_copy(q, o, d, is_blocking=False) for o, d in zip(outs, dev, strict=True)]
+            evs[-1].wait()
+
+        def r5_pin():
+            outs = [np.empty(nbytes, np.uint8) for _ in dev]
+            evs = [cl.enqueue_copy(q, v, d, is_blocking=False) for (_b, v), d in zip(pins, dev, strict=True)]
+            evs[-1].wait()
+            for o, (_b, v) in zip(outs, pins, strict=True):
+                o[:] = v
+
+        cells = [_med_us(f, runs) for f in (w_page, w_pin, r_page, r_pin, r5_page, r5_pin)]
+        print(f"| {nbytes} | " + " | ".join(f"{c:.1f}" for c in cells) + " |", flush=True)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--launches", type=int, default=1000)
+    ap.add_argument("--runs", type=int, default=50)
+    args = ap.parse_args()
+    ctx = cl.create_some_context(interactive=False)
+    print(machine_line())
+    print(f"{ctx.devices[0].name.strip()} ({ctx.devices[0].platform.name.strip()}, {ctx.devices[0].driver_version})")
+    launches(ctx, args.launches)
+    transfers(ctx, args.runs)
     return 0
 
 

@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import GPU_SET, machine_line, mediapipe_models  # noqa: E402
+from _common import GPU_SET, machine_line, mediapipe_models, set_attribute  # noqa: E402
 from _common import median_ms as _median_ms  # noqa: E402
 
 
@@ -136,8 +136,14 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=16)
     ap.add_argument("--no-litert-gpu", action="store_true")
     ap.add_argument("--json", default="")
+    ap.add_argument("--set", action="append", default=[], metavar="MODULE.NAME=VALUE",
+                    help="set a module constant first (an A/B switch, e.g. "
+                         "litegpu_opencl._device.PINNED_TRANSFERS=True); repeatable")
     ap.add_argument("--seed", type=int, default=0, help="seed of the uniform(-1, 1) model input (errors depend on it)")
     args = ap.parse_args()
+    for item in args.set:
+        set_attribute(item)
+        print(f"set {item}")
 
     import litegpu
     from ai_edge_litert import interpreter as litert

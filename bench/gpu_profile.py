@@ -47,7 +47,39 @@ def _load(backend: str, path, args):
 
     t_full = _med(full, args.runs)
     (k,) = [s.kernel for s in it._main.plan.steps if s.kind == "delegate"]
+    if args.host_ab:
+        _HOST_AB[path.stem if hasattr(path, "stem") else str(path)] = _host_ab(full, args.host_ab, args.runs)
     return d, d.device, it, k, x, t_full
+
+
+_HOST_AB: dict[str, list[float]] = {}
+
+
+def _host_ab(full, switches: list[str], runs: int) -> list[float]:
+    """``--host-ab``: the host-to-host invoke's median ms with every switch off (as they were), each one
+    on alone, then all on; the settings interleaved run by run (no drift between them), the same
+    interpreter (switches the host side reads at each call: nothing is compiled again)."""
+    import time
+
+    parsed = []
+    for item in switches:
+        target, old = set_attribute(item)
+        module, name = target.rsplit(".", 1)
+        parsed.append((sys.modules[module], name, getattr(sys.modules[module], name), old))
+        setattr(sys.modules[module], name, old)
+    configs = [[]] + [[i] for i in range(len(parsed))] + ([list(range(len(parsed)))] if len(parsed) > 1 else [])
+    times: list[list[float]] = [[] for _ in configs]
+    for r in range(runs + 5):
+        for c, on in enumerate(configs):
+            for i, (mod, name, new, old) in enumerate(parsed):
+                setattr(mod, name, new if i in on else old)
+            t0 = time.perf_counter()
+            full()
+            if r >= 5:
+                times[c].append((time.perf_counter() - t0) * 1e3)
+    for mod, name, _new, old in parsed:
+        setattr(mod, name, old)
+    return [statistics.median(t) for t in times]
 
 
 def main() -> int:
@@ -59,6 +91,17 @@ def main() -> int:
     ap.add_argument("--set", action="append", default=[], metavar="MODULE.NAME=VALUE",
                     help="set a compiler module constant before compiling (an A/B switch, e.g. "
                          "litegpu.gpu._passes.fuse_dw_pw.DW_PW_STAGED=False); repeatable")
+    ap.add_argument("--ptx", action="store_true",
+                    help="opencl: also count, per model, instructions of the programs' binaries where the driver "
+                         "gives PTX text (NVIDIA): read-only cached loads, plain global loads, 64-bit index "
+                         "arithmetic, work-group size hints, local (spill) memory")
+    ap.add_argument("--per-launch", action="store_true",
+                    help="also print each launch's GPU time (the runtime's profile_kernels: what "
+                         "`litegpu benchmark --profile` shows), per model, to set the APIs side by side")
+    ap.add_argument("--host-ab", action="append", default=[], metavar="MODULE.NAME=VALUE",
+                    help="a host-side switch (read at each call, e.g. litegpu_opencl._device.PINNED_TRANSFERS=True): "
+                         "the invoke is also timed with each one on alone and all on, interleaved, on the same "
+                         "interpreter; repeatable")
     ap.add_argument("--cost", default="", help="cost-model calibration overrides, e.g. step_us=0.18,load_us=0.009 "
                                                "(another calibration's picks in the same session)")
     args = ap.parse_args()
@@ -76,8 +119,13 @@ def main() -> int:
     print("| model | invoke (ms) | launches | enqueue all (ms) | replay+finish (ms) | GPU kernels (ms) | "
           "upload+convert (ms) | download+convert (ms) |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    ptx, per_launch = {}, {}
     for name, path in mediapipe_models(args.models, default=GPU_SET).items():
         d, dev, it, k, x, t_full = _load("opencl", path, args)
+        if args.ptx:
+            ptx[name] = _ptx_counts(dev, k)
+        if args.per_launch:
+            per_launch[name] = k.profile_kernels(20)
         launches = k._launches
 
         def enqueue_only():
@@ -108,7 +156,60 @@ def main() -> int:
         t_down = _med(k.receive, args.runs)
         print(f"| {name} | {t_full:.3f} | {len(launches)} | {t_enq_only:.3f} | {t_enq:.3f} | {t_gpu:.3f} | "
               f"{t_up:.3f} | {t_down:.3f} |", flush=True)
+    _print_per_launch(per_launch)
+    _print_host_ab(args.host_ab)
+    if ptx:
+        print("\n| model | programs | " + " | ".join(_PTX) + " |")
+        print("|---|---:|" + "---:|" * len(_PTX))
+        for name, counts in ptx.items():
+            print(f"| {name} | " + " | ".join(str(c) for c in counts) + " |")
     return 0
+
+
+def _print_host_ab(switches: list[str]) -> None:
+    if not _HOST_AB:
+        return
+    heads = ["as they were"] + [f"{w.rsplit('.', 1)[1]}" for w in switches] + (["all"] if len(switches) > 1 else [])
+    print("\nhost-to-host invoke (ms), host switches interleaved run by run: " + "; ".join(switches))
+    print("| model | " + " | ".join(heads) + " |")
+    print("|---|" + "---:|" * len(heads))
+    for name, ts in _HOST_AB.items():
+        print(f"| {name} | " + " | ".join(f"{t:.3f}" for t in ts) + " |")
+
+
+def _print_per_launch(per_launch: dict) -> None:
+    for name, prof in per_launch.items():
+        rows = prof["launches"]
+        print(f"\n{name} ({prof['api']}, {prof['source']}): {len(rows)} launches, sum "
+              f"{sum(r['us'] for r in rows):.1f} us")
+        for i, r in enumerate(rows):
+            print(f"  {i:3d} {r['us']:8.2f} us  {r['variant']}  grid {'x'.join(map(str, r['grid']))}  "
+                  f"wg {'x'.join(map(str, r['workgroup']))}")
+
+
+#: what ``--ptx`` counts in PTX text (NVIDIA's OpenCL program binary), by regular expression
+_PTX = {"ld.global.nc": r"\bld\.global\.nc\b", "ld.global (not nc)": r"\bld\.global\.(?!nc\b)",
+        "st.global": r"\bst\.global\b", "mul.wide.s32": r"\bmul\.wide\.s32\b",
+        "cvt.s64.s32": r"\bcvt\.s64\.s32\b", "add.s64": r"\badd\.s64\b", ".reqntid": r"\.reqntid\b",
+        ".maxntid": r"\.maxntid\b", ".local decl": r"\.local\s+\.align", "fma.rn.f32": r"\bfma\.rn\.f32\b",
+        "ftz": r"\.ftz\b"}
+
+
+def _ptx_counts(dev, k) -> list[int]:
+    """``--ptx``: the partition's distinct programs, then each ``_PTX`` count over their binaries (0s where
+    the binary is not PTX text)."""
+    import re
+
+    progs = {}
+    for handle in k._programs.values():
+        prog = getattr(handle, "program", handle)
+        progs[prog.int_ptr] = prog
+    text = ""
+    for prog in progs.values():
+        b = dev._binary(prog) or b""
+        if b"// Generated by NVIDIA" in b[:4096] or b".version" in b[:4096]:
+            text += b.decode("utf-8", "replace")
+    return [len(progs)] + [len(re.findall(rx, text)) for rx in _PTX.values()]
 
 
 def _vulkan(args) -> int:
@@ -117,9 +218,11 @@ def _vulkan(args) -> int:
     print("| model | invoke (ms) | launches | device-bound (ms) | replay+finish (ms) | GPU kernels (ms) | "
           "GPU staging copies (ms) | upload (ms) | download (ms) | barriers | copies |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    memory = {}
+    memory, per_launch = {}, {}  # (--host-ab: also for vulkan's host-side switches)
     for name, path in mediapipe_models(args.models, default=GPU_SET).items():
         d, dev, it, k, x, t_full = _load("vulkan", path, args)
+        if args.per_launch:
+            per_launch[name] = k.profile_kernels(20)
         rec = k._recording
         t_submit = _med(lambda: (dev.replay(rec), dev.finish()) and None, args.runs)
         t0 = time.perf_counter()
@@ -152,6 +255,8 @@ def _vulkan(args) -> int:
               f"{st['barriers']} | {st['copies']} |", flush=True)
         memory[name] = dev.memory_report()
     print(f"\nmemory: {dev.info.name}, memory option {dev.memory_mode}")
+    _print_per_launch(per_launch)
+    _print_host_ab(args.host_ab)
     for name, blocks in memory.items():
         print(f"- {name}: " + "; ".join(f"{b['kind']} {b['used'] / 2**20:.2f}/{b['bytes'] / 2**20:.0f} MiB "
                                         f"type {b['type']} ({b['flags']})" for b in blocks))

@@ -20,6 +20,7 @@ import re
 import litegpu
 import numpy as np
 import pytest
+from _gpu_cases import grid_model as _tuning_model
 from _gpu_cases import rnd
 from _litegpu_backends import load_backend_delegate
 from litegpu.testing import ModelBuilder
@@ -221,30 +222,6 @@ def test_backend_lists_its_devices(cl_modules, registered):
 # ---------------------------------------------------------------------------------------------------
 # tuning
 # ---------------------------------------------------------------------------------------------------
-
-
-def _tuning_model(h: int = 23, w: int = 17) -> tuple[bytes, list[np.ndarray]]:
-    """Kernels with 1-D, 2-D and 3-D grids of awkward sizes."""
-    b = ModelBuilder()
-    h2, w2 = (h + 1) // 2, (w + 1) // 2
-    x = b.input("x", (1, h, w, 6))
-    c = b.tensor("c", (1, h, w, 9))
-    b.op("CONV_2D", [x, b.const("w", rnd(9, 3, 3, 6)), b.const("b", rnd(9))], [c], padding=0, stride_h=1, stride_w=1,
-         fused_activation_function=1)
-    d = b.tensor("d", (1, h2, w2, 9))
-    b.op("DEPTHWISE_CONV_2D", [c, b.const("wd", rnd(1, 3, 3, 9)), b.const("bd", rnd(9))], [d], padding=0,
-         stride_h=2, stride_w=2, depth_multiplier=1)
-    r = b.tensor("r", (1, 2 * h2, 2 * w2, 9))
-    b.op("RESIZE_BILINEAR", [d, b.const("sz", np.array([2 * h2, 2 * w2], np.int32))], [r], half_pixel_centers=True,
-         version=3)
-    s = b.tensor("s", (1, 2 * h2, 2 * w2, 9))
-    b.op("SOFTMAX", [r], [s], beta=1.0)
-    m = b.tensor("m", (1, 9))
-    b.op("MEAN", [s, b.const("ax", np.array([1, 2], np.int32))], [m], keep_dims=False)
-    f = b.tensor("f", (1, 5))
-    b.op("FULLY_CONNECTED", [m, b.const("fw", rnd(5, 9)), b.const("fb", rnd(5))], [f])
-    b.output(s, f)
-    return b.build(), [rnd(1, h, w, 6)]
 
 
 def _run(model, feeds, d):

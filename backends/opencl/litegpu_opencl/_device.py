@@ -5,10 +5,12 @@ The whole API-specific part of the backend; the core's GPU executor does the res
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import os
 import re
 import struct
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -67,6 +69,25 @@ def one_program(kernels: Sequence[RenderedKernel]) -> tuple[str, list[str]]:
     return "\n".join(pragmas) + "\n\n" + "\n\n".join(parts), entries
 
 
+_STAGING_BYTES = 64 << 20  # pinned staging held at most (least recently used let go past it)
+_STAGINGS_SEEN = 4096  # ranges remembered as moved once, at most
+
+
+@dataclass
+class _Staging:
+    """Pinned host memory for one buffer range's transfers: a mapped ``CL_MEM_ALLOC_HOST_PTR``
+    buffer, and the last transfer's event (the memory is not rewritten before that ends)."""
+
+    host_buffer: cl.Buffer
+    view: np.ndarray
+    pending: Any = None
+
+    def settle(self) -> None:
+        if self.pending is not None:
+            self.pending.wait()
+            self.pending = None
+
+
 @dataclass
 class _Recording:
     """A partition's launches, and the command buffer holding them where the driver records one
@@ -75,6 +96,14 @@ class _Recording:
 
     launches: list[tuple[cl.Kernel, tuple[int, ...], tuple[int, ...], list]]
     command_buffer: Any
+    raw: list | None = None  # (kernel handle, dims, global, local) as ctypes values (CTYPES_LAUNCHES)
+
+    def raw_launches(self) -> list:
+        if self.raw is None:
+            sz = ctypes.c_size_t
+            self.raw = [(ctypes.c_void_p(k.int_ptr), len(gs), (sz * len(gs))(*gs), (sz * len(wg))(*wg))
+                        for k, gs, wg, _keep in self.launches]
+        return self.raw
 
 
 @dataclass(frozen=True)
@@ -87,15 +116,56 @@ class _Member:
     group: tuple[tuple[cl.Program, int], ...] = ()  # (program, how many of the group's kernels it holds)
 
 
-# A group built as several programs (one per compile thread) caches its binaries as one blob:
-# magic, count, then per program its kernel count and byte length, then the binaries.
+#: build options added to every program (an A/B knob for bench/gpu_profile.py --set, e.g.
+#: ``"-cl-denorms-are-zero"``, which measured no steadier gain on an H100 than run-to-run noise, s10-ocl-1)
+EXTRA_BUILD_OPTIONS = ""
+#: host transfers of a buffer range moved a second time go through page-locked (pinned) staging: a
+#: ``CL_MEM_ALLOC_HOST_PTR`` buffer mapped once, whose host memory is the destination of the read (the
+#: source of the write), then one host copy.  NVIDIA's reads into pageable memory cost about 40 us each
+#: past the first (5 reads of 64 KiB, one wait: 195 us pageable, 47 us pinned; H100, bench/cl_launch.py,
+#: s10-ocl-1); one read of 768 KiB 98 -> 80 us, but 3 MiB 268 -> 347 us (the host copy no longer overlaps
+#: the DMA).  Writes gain less (64 KiB 26 -> 18 us, 768 KiB 86 -> 81, 3 MiB 269 -> 323) and the 768 KiB
+#: input of selfie_segmentation measured slower pinned: ranges up to these sizes only.
+PINNED_TRANSFERS = True
+PINNED_READ_MAX = 2 << 20
+PINNED_WRITE_MAX = 512 << 10
+#: a replay without a command buffer (NVIDIA's driver has none) calls ``clEnqueueNDRangeKernel`` through
+#: ctypes with the sizes made once and no event (pyopencl makes an event object and size arrays per
+#: call): 0.8-1.3 us a launch less in bench/cl_launch.py on an H100, and 1.5-11% off every model's
+#: host-to-host invoke, interleaved on one interpreter (s10-ocl-3: face_detection 0.233 -> 0.212 ms, pose
+#: 1.285 -> 1.256)
+CTYPES_LAUNCHES = True
+
+
+_ENQUEUE: list[Any] = []  # [clEnqueueNDRangeKernel through ctypes], once per process
+
+
+def _enqueue_ndrange() -> Any:
+    """``clEnqueueNDRangeKernel`` of the ICD loader pyopencl uses, through ctypes (``CTYPES_LAUNCHES``)."""
+    if not _ENQUEUE:
+        from ._platforms import _opencl_loader
+
+        lib = _opencl_loader()
+        if lib is None:
+            raise DelegateError("the OpenCL loader could not be opened through ctypes: set "
+                                "litegpu_opencl._device.CTYPES_LAUNCHES = False")
+        fn = lib.clEnqueueNDRangeKernel
+        vp = ctypes.c_void_p
+        fn.restype = ctypes.c_int32
+        fn.argtypes = [vp, vp, ctypes.c_uint32, vp, vp, vp, ctypes.c_uint32, vp, vp]
+        _ENQUEUE.append(fn)
+    return _ENQUEUE[0]
+
+
 def _build_options(source: str) -> list[str]:
     """A source whose renderer made every multiply-add an explicit ``fma`` says ``FP_CONTRACT OFF``:
     no ``-cl-mad-enable`` then either (it lets the compiler fuse, or use a less precise ``mad``, where
     the other APIs would not)."""
-    return [] if NO_CONTRACTION in source else ["-cl-mad-enable"]
+    return ([] if NO_CONTRACTION in source else ["-cl-mad-enable"]) + EXTRA_BUILD_OPTIONS.split()
 
 
+# A group built as several programs (one per compile thread) caches its binaries as one blob:
+# magic, count, then per program its kernel count and byte length, then the binaries.
 _MULTI = b"LGCLGRP1"
 _KERNELS_PER_PROGRAM = 3  # fewer kernels per program than this: the per-program cost outweighs the threads
 
@@ -145,6 +215,9 @@ class CLDevice(GpuDevice):
         # NannyEvent keeps the host array alive, and dropping one waits for its copy (which would make
         # every upload wait for the whole queue)
         self._pending: list[cl.Event] = []
+        # pinned staging by (buffer, offset, bytes, write), least recently used first (None: seen once)
+        self._stagings: OrderedDict[tuple[int, int, int, bool], _Staging | None] = OrderedDict()
+        self._staging_bytes = 0
         # cl_khr_command_buffer's entry points, looked up at the first record (False: not yet; None:
         # missing, switched off, or refused by the driver once: launches then go one by one)
         self._cbufs: Any = False
@@ -274,39 +347,98 @@ class CLDevice(GpuDevice):
             return ref.buffer
         return ref.buffer.get_sub_region(ref.offset, ref.nbytes)
 
+    def _staging(self, ref: BufferRef, nbytes: int, write: bool) -> _Staging | None:
+        """Pinned host memory for moving ``nbytes`` at ``ref`` (``PINNED_TRANSFERS``, up to
+        ``PINNED_READ_MAX`` / ``PINNED_WRITE_MAX`` bytes), from the second transfer of that range on (a
+        range moved once, such as the weights, stays on the plain path); None where the transfer takes
+        the plain path.  The least recently used stagings are let go past ``_STAGING_BYTES``.  A read's
+        staging is rewritten by the next read of its range, after the last one's event: the executor
+        completes a run before it submits the next one to the same partition."""
+        if not PINNED_TRANSFERS or nbytes == 0 or nbytes > (PINNED_WRITE_MAX if write else PINNED_READ_MAX):
+            return None
+        key = (ref.buffer.int_ptr, ref.offset, nbytes, write)
+        if key not in self._stagings:
+            self._stagings[key] = None  # seen once
+            if len(self._stagings) > _STAGINGS_SEEN:  # ranges moved once (weights, one-off reads): forget
+                for old in [k for k, v in self._stagings.items() if v is None][:len(self._stagings) // 2]:
+                    del self._stagings[old]
+            return None
+        got = self._stagings[key]
+        self._stagings.move_to_end(key)
+        if got is not None:
+            got.settle()
+            return got
+        host_buf = cl.Buffer(self.ctx, cl.mem_flags.READ_WRITE | cl.mem_flags.ALLOC_HOST_PTR, nbytes)
+        view, _ev = cl.enqueue_map_buffer(self.queue, host_buf, cl.map_flags.READ | cl.map_flags.WRITE, 0,
+                                          (nbytes,), np.uint8, is_blocking=True)
+        got = self._stagings[key] = _Staging(host_buf, view)
+        self._staging_bytes += nbytes
+        while self._staging_bytes > _STAGING_BYTES:
+            old_key = next(k for k, v in self._stagings.items() if v is not None)
+            old = self._stagings.pop(old_key)
+            old.settle()
+            self._staging_bytes -= old.view.nbytes
+        return got
+
     def upload(self, ref: BufferRef, data: np.ndarray) -> None:
+        data = np.ascontiguousarray(data)
+        st = self._staging(ref, data.nbytes, True)
+        if st is not None:  # into pinned memory, then a DMA from it (st.settle waited for the last one)
+            st.view[:] = data.reshape(-1).view(np.uint8)
+            st.pending = cl.enqueue_copy(self.queue, ref.buffer, st.view, dst_offset=ref.offset, is_blocking=False)
+            return
         if len(self._pending) >= 256:  # uploads with no read in between: let the oldest finish
             del self._pending[:128]
-        self._pending.append(cl.enqueue_copy(self.queue, ref.buffer, np.ascontiguousarray(data),
-                                             dst_offset=ref.offset, is_blocking=False))
+        self._pending.append(cl.enqueue_copy(self.queue, ref.buffer, data, dst_offset=ref.offset,
+                                             is_blocking=False))
 
     def download(self, ref: BufferRef, out: np.ndarray) -> None:
         cl.enqueue_copy(self.queue, out, ref.buffer, src_offset=ref.offset, is_blocking=True)
         self._pending.clear()  # the in-order queue is past every earlier upload
 
+    def _queue_reads(self, items: Sequence[tuple[BufferRef, np.ndarray]]) -> tuple[Any, list]:
+        """Every read queued (into pinned staging where there is one); the last one's event and the
+        (staging, host array) pairs to copy out once it completed."""
+        ev, copies = None, []
+        for ref, out in items:
+            st = self._staging(ref, out.nbytes, False) if out.flags.c_contiguous else None
+            if st is None:
+                ev = cl.enqueue_copy(self.queue, out, ref.buffer, src_offset=ref.offset, is_blocking=False)
+            else:
+                ev = st.pending = cl.enqueue_copy(self.queue, st.view, ref.buffer, src_offset=ref.offset,
+                                                  is_blocking=False)
+                copies.append((st, out))
+        return ev, copies
+
+    @staticmethod
+    def _copy_out(copies: list) -> None:
+        for st, out in copies:
+            out.reshape(-1).view(np.uint8)[:] = st.view
+            st.pending = None
+
     def download_many(self, items: Sequence[tuple[BufferRef, np.ndarray]]) -> None:
         # queued reads and one wait: the in-order queue has finished every read before the last one
-        reads = [cl.enqueue_copy(self.queue, out, ref.buffer, src_offset=ref.offset, is_blocking=False)
-                 for ref, out in items]
-        if reads:
-            reads[-1].wait()
+        ev, copies = self._queue_reads(items)
+        if ev is not None:
+            ev.wait()
             self._pending.clear()
+            self._copy_out(copies)
 
     # -- asynchronous reads: queued now, one event per run to wait on (the in-order queue has done every
     # earlier read and launch when the last read's event completes; later runs are not waited for)
-    def read_async(self, items: Sequence[tuple[BufferRef, np.ndarray]]) -> cl.Event:
-        for ref, out in items:
-            ev = cl.enqueue_copy(self.queue, out, ref.buffer, src_offset=ref.offset, is_blocking=False)
-        if not items:
+    def read_async(self, items: Sequence[tuple[BufferRef, np.ndarray]]) -> tuple[cl.Event, list]:
+        ev, copies = self._queue_reads(items)
+        if ev is None:
             ev = cl.enqueue_marker(self.queue)
         self.queue.flush()  # submitted now, so reads_done can turn True without a wait
-        return ev
+        return ev, copies
 
-    def wait_reads(self, token: cl.Event) -> None:
-        token.wait()
+    def wait_reads(self, token: tuple[cl.Event, list]) -> None:
+        token[0].wait()
+        self._copy_out(token[1])
 
-    def reads_done(self, token: cl.Event) -> bool:
-        return token.command_execution_status == cl.command_execution_status.COMPLETE
+    def reads_done(self, token: tuple[cl.Event, list]) -> bool:
+        return token[0].command_execution_status == cl.command_execution_status.COMPLETE
 
     def copy(self, src: BufferRef, dst: BufferRef) -> None:
         cl.enqueue_copy(self.queue, dst.buffer, src.buffer, byte_count=min(src.nbytes, dst.nbytes),
@@ -471,6 +603,14 @@ class CLDevice(GpuDevice):
                 self._refuse_command_buffers(f"the driver refused to enqueue a command buffer of "
                                              f"{len(recording.launches)} launches (clEnqueueCommandBufferKHR "
                                              f"error {rc})")
+        if CTYPES_LAUNCHES:
+            enq, q = _enqueue_ndrange(), ctypes.c_void_p(self.queue.int_ptr)
+            for kernel, dims, gsize, wg in recording.raw_launches():
+                rc = enq(q, kernel, dims, None, gsize, wg, 0, None, None)
+                if rc:
+                    raise DelegateError(f"OpenCL on {self.info.name}: clEnqueueNDRangeKernel failed (error {rc}); "
+                                        "check the driver (clinfo lists what it sees)")
+            return
         enqueue, queue = cl.enqueue_nd_range_kernel, self.queue
         for kernel, gsize, wg, _keep in recording.launches:
             enqueue(queue, kernel, gsize, wg)

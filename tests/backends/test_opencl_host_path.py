@@ -1,0 +1,124 @@
+"""The host side of an OpenCL invoke: transfers through pinned staging and launches through ctypes.
+
+``litegpu_opencl._device.PINNED_TRANSFERS`` (on by default):
+Inputs and outputs moved a second time go through a mapped ``CL_MEM_ALLOC_HOST_PTR`` buffer (reads up to
+``PINNED_READ_MAX`` bytes, writes up to ``PINNED_WRITE_MAX``); a range moved once (the weights) and
+larger ranges take the plain path.  A model with 1-D, 2-D and 3-D grids (conv, depthwise, resize,
+softmax, mean, fully connected) run over several inputs gives, bit for bit, the answers of the plain path
+and LiteRT's within fp32 tolerance: through ``invoke``, through the asynchronous ``submit`` /
+``complete``, past the staging's size limit (least recently used let go), and with the size limits at 0.
+
+``litegpu_opencl._device.CTYPES_LAUNCHES`` (on by default): a replay without a command buffer enqueues
+each launch through ctypes (sizes made once, no event): the same answers, bit for bit, as pyopencl's
+``enqueue_nd_range_kernel``.
+"""
+
+from __future__ import annotations
+
+import litegpu
+import numpy as np
+import pytest
+from _gpu_cases import grid_model, oracle
+from _litegpu_backends import load_backend_delegate
+
+BACKEND = "opencl"
+CONF = {"precision": "fp32", "tuning": "none", "cache": {"enabled": False}}
+
+
+@pytest.fixture(scope="module")
+def model() -> bytes:
+    load_backend_delegate(BACKEND, CONF).close()  # skips with the reason where OpenCL is missing
+    return grid_model(13, 11)[0]
+
+
+FEEDS = [np.random.default_rng(i).uniform(-1, 1, (1, 13, 11, 6)).astype(np.float32) for i in range(3)]
+
+
+def _runs(model: bytes) -> tuple[list[list[np.ndarray]], list]:
+    d = load_backend_delegate(BACKEND, CONF)
+    it = litegpu.Interpreter(model_content=model, experimental_delegates=[d])
+    it.allocate_tensors()
+    out = []
+    for x in FEEDS:
+        it.set_tensor(it.get_input_details()[0]["index"], x)
+        it.invoke()
+        out.append([it.get_tensor(o["index"]).copy() for o in it.get_output_details()])
+    kernels = [s.kernel for s in it._main.plan.steps if s.kind == "delegate"]
+    return out, kernels
+
+
+@pytest.fixture(scope="module")
+def plain(model) -> list[list[np.ndarray]]:
+    """The answers through the plain path (every transfer from / into pageable numpy memory)."""
+    import litegpu_opencl._device as dev_mod
+
+    old, dev_mod.PINNED_TRANSFERS = dev_mod.PINNED_TRANSFERS, False
+    try:
+        out, (k,) = _runs(model)
+    finally:
+        dev_mod.PINNED_TRANSFERS = old
+    assert not k.device._stagings
+    return out
+
+
+@pytest.mark.parametrize("limits", ["default", "none"])
+def test_pinned_transfers_change_no_number(limits, model, plain, monkeypatch):
+    import litegpu_opencl._device as dev_mod
+
+    monkeypatch.setattr(dev_mod, "PINNED_TRANSFERS", True)
+    if limits == "none":  # every range over the limits: the plain path
+        monkeypatch.setattr(dev_mod, "PINNED_READ_MAX", 0)
+        monkeypatch.setattr(dev_mod, "PINNED_WRITE_MAX", 0)
+    got, (k,) = _runs(model)
+    for g_run, w_run, x in zip(got, plain, FEEDS, strict=True):
+        for g, w in zip(g_run, w_run, strict=True):
+            np.testing.assert_array_equal(g, w)
+        for g, want in zip(g_run, oracle(model, [x]), strict=True):
+            np.testing.assert_allclose(g, want, rtol=1e-4, atol=1e-5)
+    held = [st for st in k.device._stagings.values() if st is not None]
+    # the input and both outputs, moved three times each; the weights (moved once) never
+    assert len(held) == (3 if limits == "default" else 0)
+
+
+def test_pinned_staging_async_runs_and_size_limit(model, plain, monkeypatch):
+    """Pinned staging on the asynchronous path (submit, complete), under a limit too small for all three:
+    the least recently used ones are let go (after their transfers) and made again, answers unchanged."""
+    import litegpu_opencl._device as dev_mod
+
+    monkeypatch.setattr(dev_mod, "PINNED_TRANSFERS", True)
+    monkeypatch.setattr(dev_mod, "_STAGING_BYTES", 14 * 12 * 9 * 4)  # the larger output only
+    d = load_backend_delegate(BACKEND, CONF)
+    it = litegpu.Interpreter(model_content=model, experimental_delegates=[d])
+    it.allocate_tensors()
+    (k,) = [s.kernel for s in it._main.plan.steps if s.kind == "delegate"]
+    (inp,) = k.plan.inputs
+    for _ in range(2):
+        for x, want in zip(FEEDS, plain, strict=True):
+            pending = k.submit({inp: x})
+            out = k.complete(pending)
+            got = [out[t] for t in k.plan.outputs]
+            for g, w in zip(got, want, strict=True):
+                np.testing.assert_array_equal(np.asarray(g).reshape(w.shape), w)
+    held = [st for st in k.device._stagings.values() if st is not None]
+    # all three (input 3432 bytes, outputs 6048 and 20) never fit together: some were let go
+    assert len(held) < 3 and k.device._staging_bytes == sum(st.view.nbytes for st in held) <= dev_mod._STAGING_BYTES
+
+
+def test_ctypes_launches_change_no_number(model, monkeypatch):
+    import litegpu_opencl._device as dev_mod
+    from litegpu_opencl import _command_buffer
+
+    monkeypatch.setenv(_command_buffer.ENV_OFF, "0")  # launch by launch (PoCL records command buffers)
+    monkeypatch.setattr(dev_mod, "PINNED_TRANSFERS", False)
+    monkeypatch.setattr(dev_mod, "CTYPES_LAUNCHES", False)
+    want, (k,) = _runs(model)  # through pyopencl
+    assert k._recording.command_buffer is None
+    monkeypatch.setattr(dev_mod, "CTYPES_LAUNCHES", True)
+    calls = []
+    real = dev_mod._enqueue_ndrange
+    monkeypatch.setattr(dev_mod, "_enqueue_ndrange", lambda: calls.append(1) or real())
+    got, (k,) = _runs(model)
+    assert k._recording.command_buffer is None and len(calls) == len(FEEDS)
+    for g_run, w_run in zip(got, want, strict=True):
+        for g, w in zip(g_run, w_run, strict=True):
+            np.testing.assert_array_equal(g, w)
