@@ -712,7 +712,7 @@ def main() -> None:
                 stats_s = tl.get("stats_done", 0.0) - tl.get("done", 0.0) if "stats_done" in tl else 0.0
                 whole = wall - stats_s  # the call as a user's command takes it (Ray Data's statistics left out)
                 # the outputs are compared once per variant (the first repetition); later ones are timings only
-                bad = None if args.no_verify or rep else _compare(read_outputs(out), expected, names)
+                bad = None if args.no_verify or rep else _compare(read_outputs(out, expected), expected, names)
                 devices = ", ".join(sorted({a["device"] for a in r.actors}))
                 label = f"batch, {n} actor(s)" + (f", {depth} in flight" if depth != 2 else "") + \
                     (f" [{vname}]" if len(variants) > 1 else "")
