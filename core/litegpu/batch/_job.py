@@ -387,7 +387,10 @@ def _run(ray: Any, lm: Any, pre: Preprocess, backend: str, opts: dict[str, Any],
         spec.prepared = prep_ref
     marks["prepare_submitted" if early is None else "prepare_received"] = time.time()
     if backend != "cpu" and WARM_WORKERS:  # (not waited for: they end by themselves, half a second after they start)
-        _warm_workers(ray, int(cpus - actor_cpus))
+        # where the actors can take worker processes Ray started with itself (one per CPU: SHARED_WORKERS),
+        # the warm-up leaves them one each, and one for each of Ray Data's helper actors and the barrier
+        shared = shared_env and SHARED_WORKERS
+        _warm_workers(ray, int(cpus) - placed - 4 if shared else int(cpus - actor_cpus))
         marks["workers_warming"] = time.time()
     spec_ref = ray.put(spec)
     # a GPU actor holds several batches, so that its device thread never waits at a batch boundary;
