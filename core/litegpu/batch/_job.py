@@ -242,9 +242,9 @@ def run_batch(model: str | os.PathLike[str], input: str | os.PathLike[str], outp
     writing one output row per input into ``output`` (see :mod:`litegpu.batch`).
 
     Ray: an already initialised Ray is used as it is; else ``address`` (``ray://host:10001`` or
-    ``auto``) joins a cluster; else a local Ray instance is started (``num_cpus`` CPUs, default all)
-    and shut down at the end (``num_gpus``: the GPUs it declares, default those Ray finds).  ``actors``: size of the model actor pool (default: two per GPU of the
-    cluster for a GPU backend, else half the CPUs).  Raises :class:`litegpu.cli._common.CliError` for
+    ``auto``) joins a cluster; else a local Ray instance is started (``num_cpus`` CPUs, default all;
+    ``num_gpus`` GPUs, default those Ray finds) and shut down at the end.  ``actors``: size of the
+    model actor pool (default: two per GPU of the cluster for a GPU backend, else half the CPUs).  Raises :class:`litegpu.cli._common.CliError` for
     bad arguments (the CLI prints it as one line).  ``stats``: keep Ray Data's per-operator
     statistics in :attr:`BatchResult.stats` (where the time went, stage by stage).  ``in_flight``:
     submissions in flight in each GPU actor (default :data:`~litegpu.batch._stages.IN_FLIGHT`, 3), each
