@@ -72,6 +72,10 @@ SHARED_WORKERS = True
 #: first preprocessing tasks end and the actors' first batches arrive a block's work sooner (a block
 #: is otherwise four batches)
 SMALL_FIRST_BLOCKS = True
+#: batches of ``--batch-size`` rows a GPU actor's call takes at once (Ray Data's preprocessing blocks
+#: hold four): the actor's device thread then has that many more rows queued from each of the
+#: :data:`~litegpu.batch._stages.ACTOR_CALLS` calls it holds (an A/B switch)
+ACTOR_BATCHES = 1
 #: the GPU share the one-off prepare takes (each GPU actor gives up this fraction of its share, so that
 #: the prepare runs beside the actors' start instead of holding one back)
 PREPARE_GPUS = 0.01
@@ -410,7 +414,7 @@ def _run(ray: Any, lm: Any, pre: Preprocess, backend: str, opts: dict[str, Any],
     ds = ds.map_batches(preprocess_batch, fn_kwargs={"pre": pre}, batch_size=batch_size, batch_format="numpy")
     start = (barrier, START_TOGETHER_S) if barrier is not None else None
     ds = ds.map_batches(InferenceActor, fn_constructor_kwargs={"spec": spec_ref, "start": start},
-                        batch_size=batch_size, batch_format="numpy",
+                        batch_size=batch_size * ACTOR_BATCHES if actor_gpus else batch_size, batch_format="numpy",
                         compute=ray.data.ActorPoolStrategy(size=actors, max_concurrent_calls_per_actor=calls,
                                                            enable_true_multi_threading=calls > 1), **remote)
     # the write stage: each actor batch's outputs become one shard in a CPU task of its own, outside
