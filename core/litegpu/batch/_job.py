@@ -68,6 +68,9 @@ DRIVER_PREPARE = True
 #: each actor waits for a new process to start and import Ray); on a cluster (``--address``) or an
 #: already running Ray the actors keep the runtime environment
 SHARED_WORKERS = True
+#: with a local Ray instance, import Ray Data in a thread while ``ray.init`` waits for Ray's processes
+#: (an A/B switch: imports in two threads at once are safe in Python, but Ray's own are not tested so)
+IMPORT_BESIDE_INIT = False
 #: the first blocks of input paths (one per batch an actor holds at first) hold one batch each, so the
 #: first preprocessing tasks end and the actors' first batches arrive a block's work sooner (a block
 #: is otherwise four batches)
@@ -225,10 +228,13 @@ def _worker_env(env: Mapping[str, str]) -> Iterator[None]:
                 os.environ[k] = v
 
 
-def _ray() -> Any:
+def _ray(data: bool = True) -> Any:
+    """Ray, with Ray Data imported too unless ``data`` is False (a missing Ray: the one-line hint)."""
     try:
         import ray
-        import ray.data  # noqa: F401
+
+        if data:
+            import ray.data  # noqa: F401
     except ImportError as e:
         raise CliError(f"{RAY_HINT} ({e})") from None
     return ray
@@ -298,13 +304,20 @@ def run_batch(model: str | os.PathLike[str], input: str | os.PathLike[str], outp
         spec = ModelSpec(name=lm.name, data=lm.data, backend=backend, options=opts, config=cfg)
         early = ThreadPoolExecutor(1, thread_name_prefix="litegpu-batch-prepare").submit(prepare_once, spec)
     try:
-        ray = _ray()
+        beside = local and IMPORT_BESIDE_INIT
+        ray = _ray(data=not beside)
         if not ray.is_initialized():
+            # (Ray Data's import, a second of Python, in a thread while ray.init waits for Ray's processes)
+            data = ThreadPoolExecutor(1, thread_name_prefix="litegpu-batch-import").submit(_ray) if beside else None
             init_kw: dict[str, Any] = {"address": address} if address else {"num_cpus": num_cpus, "num_gpus": num_gpus}
-            with _worker_env(NOSET_CUDA if local and SHARED_WORKERS else {}):
-                ray.init(**init_kw, include_dashboard=False if not address else None, log_to_driver=True,
-                         logging_level=logging.WARNING)
-            started = True
+            try:
+                with _worker_env(NOSET_CUDA if local and SHARED_WORKERS else {}):
+                    ray.init(**init_kw, include_dashboard=False if not address else None, log_to_driver=True,
+                             logging_level=logging.WARNING)
+                started = True
+            finally:
+                if data is not None:
+                    data.result()  # (a failed import raises its CliError here)
         marks["ray_started"] = time.time()
         return _run(ray, lm, pre, backend, opts, cfg, kind, sources, done, todo,
                     out_dir, output_format, result, actors=actors, batch_size=batch_size, column=column,
