@@ -15,26 +15,34 @@ Baselines, measured in the same run:
     submit``: the same with one row a submission, as before run_rows_async);
   * ``loop``: one process, one interpreter, read + preprocess + invoke per image: what `litegpu run`'s
     code does per input, in one process (the reference for the outputs);
-  * ``litegpu run``: the command itself, one process per image (`--cli-runs` images; start-up included).
+  * ``litegpu run``: the command itself, one process per image (`--cli-runs` images; start-up included);
+  * ``single-process call`` (once per repetition; ``--no-whole-call`` skips it): the like-for-like
+    whole-call yardstick, a fresh process running the single-process pipelined program over all the
+    inputs: import litegpu, prepare the model (a CompiledModel at the pipelined yardstick's fastest
+    setting), list the inputs, then one loop reading and preprocessing K files, submitting them,
+    collecting the submission N back and writing a Parquet shard every 256 rows (``write_shard``, the
+    shards ``litegpu batch`` writes); timed from the process's spawn to its exit.
 
     python bench/batch.py                                    # small generated model, 2000 images, cpu
     python bench/batch.py --images 10000 --actors 1 --backends cpu
     python bench/batch.py --model face_detection_short_range --backends opencl,vulkan --actors 1,2,4 --images 3000
-    # the NVIDIA machine, issue 18's target (the default pool, 2 actors x 3 runs in flight, against the
-    # pipelined rate, three times: the spread; each a first job in a fresh Ray instance), about 3 minutes:
+    # the NVIDIA machine, issue 18 (1 and 2 actors x 3 runs in flight against the pipelined rate and the
+    # single-process call, twice: the spread; each pool run a fresh process and Ray instance), ~4 minutes:
     bash bench/device_run.sh python3 bench/batch.py --model face_detection_short_range --backends vulkan \
-        --image-format tensor --images 12000 --batch-size 64 --actors 2 --in-flight 3 --repeat 3 \
+        --image-format tensor --images 20000 --batch-size 64 --actors 1,2 --in-flight 3 --repeat 2 \
         --cli-runs 0 --baseline-images 1000
-    # the actors' rows a submission (16) against one run a submission, in turn (an A/B in one run):
-    ... --variant rows16= --variant rows1=litegpu.batch._stages.ROWS_PER_SUBMIT=1
-    # the same against the defaults before issue 18's start-up fix, in turn (an A/B in one run):
-    ... --variant new= --variant old=litegpu.batch._job.WAIT_FOR_ACTORS_S=-1,litegpu.batch._job.WARM_WORKERS=False
+    # A/B in one run, the variants in turn (their order rotated each repetition), e.g. the start-up
+    # before issue 18's sixth session against now, and three batches held against four:
+    ... --variant new= --variant old=litegpu.batch._job.DRIVER_PREPARE=False,litegpu.batch._job.SHARED_WORKERS=False,\
+litegpu.batch._job.SMALL_FIRST_BLOCKS=False,litegpu.batch._job.ACTOR_CALLS=3 --variant calls3=litegpu.batch._job.ACTOR_CALLS=3
 
-Per pool run it prints the rate once rows flow and the fixed start apart: Ray's start (--ray fresh,
-the default: every pool run in a Ray instance of its own, started just before it, as `litegpu batch`
-does, so every repetition is a user's first job; --ray shared: one instance for all, later runs
-finding Ray's workers warm), the one-off prepare and the pipeline's start to its first output row;
-then the whole call's rate and both against the pipelined rate of the same repetition.
+Per pool run (``--ray fresh``, the default: a fresh Python process calling ``run_batch``, which starts
+and stops a Ray instance of its own, as the ``litegpu batch`` command does; ``--ray shared``: in this
+process, in one Ray instance for all, later runs finding Ray's workers warm) it prints the rate once
+rows flow, the whole call (the process's spawn to its exit, Ray Data's statistics left out) against
+the pipelined rate and the single-process call, the first row's time from the command's start, and
+the call's timeline (``BatchResult.timeline``: the driver's steps, the one-off prepare, the first
+preprocessing task and each actor's start, step by step).
 
 Inputs (--image-format): ``png`` or ``npy`` pictures a quarter larger than the model input (the
 preprocessing resizes or letterboxes each one, as with real pictures), or ``tensor``: ``.npy`` files
