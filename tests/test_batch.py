@@ -267,6 +267,19 @@ def test_cli_errors_are_one_line(tmp_path, capsys):
     assert "--batch-size" in capsys.readouterr().err
 
 
+def test_first_input_blocks_hold_one_batch_each():
+    """The paths' first blocks (one per batch the actors hold at first) are one batch each, so the first
+    preprocessing tasks end sooner; then four batches a block; never more than about 1000 blocks."""
+    from litegpu.batch._job import block_edges
+
+    assert block_edges(1000, 64, 6) == [0, 64, 128, 192, 256, 320, 384, 640, 896, 1000]
+    assert block_edges(100, 64, 6) == [0, 64, 100]
+    assert block_edges(600, 64, 0) == [0, 256, 512, 600]
+    assert block_edges(0, 64, 3) == [0]
+    big = block_edges(2_000_000, 32, 8)
+    assert big[-1] == 2_000_000 and len(big) - 1 <= 1008 and all(b > a for a, b in zip(big, big[1:], strict=False))
+
+
 def test_list_inputs_skips_hidden_files_and_the_output_folder(tmp_path):
     from litegpu.batch import list_inputs
 

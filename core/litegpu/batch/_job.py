@@ -554,16 +554,24 @@ def _path_blocks(ray: Any, paths: Sequence[str], batch_size: int, first: int) ->
     machine); ``from_items`` with even blocks where Ray Data lacks ``from_blocks``."""
     import pyarrow as pa
 
-    big = max(batch_size * 4, math.ceil(len(paths) / 1000))
     from_blocks = getattr(ray.data, "from_blocks", None)
     if from_blocks is None or not first:
+        big = max(batch_size * 4, math.ceil(len(paths) / 1000))
         return ray.data.from_items([{"path": p} for p in paths], override_num_blocks=math.ceil(len(paths) / big))
-    edges, i = [0], 0
-    while i < len(paths):
-        i = min(len(paths), i + (batch_size if len(edges) <= first else big))
-        edges.append(i)
+    edges = block_edges(len(paths), batch_size, first)
     return from_blocks([pa.table({"path": pa.array(paths[a:b], pa.string())})
                         for a, b in zip(edges, edges[1:], strict=False)])
+
+
+def block_edges(n: int, batch_size: int, first: int) -> list[int]:
+    """Where :func:`_path_blocks` cuts ``n`` inputs: ``first`` blocks of one batch, then blocks of four
+    batches (larger where that would make more than 1000 blocks); ``[0, ..., n]``."""
+    big = max(batch_size * 4, math.ceil(n / 1000))
+    edges, i = [0], 0
+    while i < n:
+        i = min(n, i + (batch_size if len(edges) <= first else big))
+        edges.append(i)
+    return edges
 
 
 def _batch_ends(b: Mapping[str, Any]) -> list[tuple[float, int]]:
