@@ -743,12 +743,14 @@ def main() -> None:
                       + f"; first row at {first_row:.2f} s (before run_batch: {pre_call:.2f}, Ray's start "
                       f"{ray_s:.2f}, the pipeline's start to its first row {r.start_s:.2f}; the one-off prepare "
                       f"{prep.get('seconds', 0.0):.2f} s in {prep.get('where', '-')}); once flowing "
-                      f"{r.steady_items_per_s:.0f} items/s = {r.steady_items_per_s / pipe:.2f} of pipelined; "
+                      f"{r.steady_items_per_s:.0f} items/s = {r.steady_items_per_s / pipe:.2f} of pipelined (the "
+                      f"second half of the rows {r.late_items_per_s:.0f} = {r.late_items_per_s / pipe:.2f}); "
                       f"after the last row {whole - pre_call - tl.get('last_row', 0.0):.2f} s (Ray's stop included)")
                 print(f"{'':8}   {_timeline_line(tl)}")
                 held.setdefault((n, depth, vname), []).append(
                     (r.steady_items_per_s / pipe, whole_rate / pipe,
-                     whole_rate / yard["items_per_s"] if yard else float("nan"), r.start_s, first_row))
+                     whole_rate / yard["items_per_s"] if yard else float("nan"), r.start_s, first_row,
+                     getattr(r, "late_items_per_s", 0.0) / pipe, whole))
                 stages = _stage_split(r.stats)
                 for line in _split_lines(stages, r, base["pipelined_host_s"]):
                     print(f"{'':8}   {line}")
@@ -768,7 +770,9 @@ def main() -> None:
             steady = [x[0] for x in xs]
             print(f"# {backend}: {n} actor(s), {depth} in flight{f' [{vname}]' if len(variants) > 1 else ''}: "
                   f"once flowing / pipelined per repetition: {', '.join(f'{x:.2f}' for x in steady)} (min "
-                  f"{min(steady):.2f}, median {float(np.median(steady)):.2f}; the target is 0.90); the whole call / "
+                  f"{min(steady):.2f}, median {float(np.median(steady)):.2f}; the target is 0.90); the second half "
+                  f"of the rows / pipelined: {', '.join(f'{x[5]:.2f}' for x in xs)}; the whole call (s): "
+                  f"{', '.join(f'{x[6]:.2f}' for x in xs)}; the whole call / "
                   f"pipelined: {', '.join(f'{x[1]:.2f}' for x in xs)}; the whole call / the single-process call: "
                   f"{', '.join(f'{x[2]:.2f}' for x in xs)}; the pipeline's start to its first row (s): "
                   f"{', '.join(f'{x[3]:.2f}' for x in xs)}; the command's start to its first row (s): "

@@ -106,6 +106,9 @@ class BatchResult:
     # batch's end, by the actors' clocks (leaves out the pipeline's start: Ray workers, the actors'
     # prepare); 0 with a single batch
     steady_items_per_s: float = 0.0
+    # the rate over the second half of the rows (from the batch that completes the first half to the
+    # last one): once the CPU stage, the actors and the write stage are all at speed; 0 with few batches
+    late_items_per_s: float = 0.0
     # per actor: device, items, init_s, warm; where its time went from its first batch to its last
     # (seconds): its device thread waiting for batches (idle_s), blocked on the device (device_s),
     # doing host work (host_s: runs submitted, and on the CPU inputs written and outputs read) and
@@ -470,6 +473,7 @@ def _run(ray: Any, lm: Any, pre: Preprocess, backend: str, opts: dict[str, Any],
         result.start_s = max(0.0, ends[0][0] - wall0)
     if len(ends) > 1 and ends[-1][0] > ends[0][0]:
         result.steady_items_per_s = (sum(n for _, n in ends) - ends[0][1]) / (ends[-1][0] - ends[0][0])
+        result.late_items_per_s = _late_rate(ends)
     result.shards = len(shards)
     if ends:
         marks["first_row"], marks["last_row"] = ends[0][0], ends[-1][0]
@@ -572,6 +576,18 @@ def block_edges(n: int, batch_size: int, first: int) -> list[int]:
         i = min(n, i + (batch_size if len(edges) <= first else big))
         edges.append(i)
     return edges
+
+
+def _late_rate(ends: Sequence[tuple[float, int]]) -> float:
+    """Rows a second over the second half of a job's rows: from the batch that completes the first half
+    to the last batch (``ends``: (end, rows) in time order); 0.0 where that span is empty."""
+    half, done = sum(n for _, n in ends) / 2, 0
+    for k, (t, n) in enumerate(ends):
+        done += n
+        if done >= half:
+            rows = sum(m for _, m in ends[k + 1:])
+            return rows / (ends[-1][0] - t) if rows and ends[-1][0] > t else 0.0
+    return 0.0
 
 
 def _batch_ends(b: Mapping[str, Any]) -> list[tuple[float, int]]:
