@@ -37,14 +37,14 @@ def test_own_local_ray_prepares_in_the_driver_and_actors_start_warm(tmp_path):
     inputs = tmp_path / "in"
     inputs.mkdir()
     rng = np.random.default_rng(1)
-    for i in range(12):
+    for i in range(16):
         np.save(inputs / f"t{i:02d}.npy", rng.normal(size=(1, HW, HW, 3)).astype(np.float32))
     files = sorted(inputs.iterdir())
     expected = single_process(model, files, backend)
     cfg = tmp_path / "app.yaml"  # a private serialization cache: the driver's prepare starts cold
     cfg.write_text(f"cache:\n  dir: {tmp_path / 'cache'}\n")
     out = tmp_path / "out"
-    r = run_batch(model, inputs, out, backend=backend, config=str(cfg), actors=2, batch_size=4, progress=False,
+    r = run_batch(model, inputs, out, backend=backend, config=str(cfg), actors=2, batch_size=2, progress=False,
                   num_cpus=2, num_gpus=1)
     assert not ray.is_initialized()  # the instance it started is shut down
     assert all(k not in os.environ for k in NOSET_CUDA)  # set only while Ray started, for its processes
@@ -52,14 +52,15 @@ def test_own_local_ray_prepares_in_the_driver_and_actors_start_warm(tmp_path):
     _check_identical(read_outputs(out), expected)
     # prepared once, in this process, while Ray started; every actor's prepare a cache hit
     assert r.prepare is not None and r.prepare["where"].startswith("driver") and r.prepare["cache_entries"] >= 1
-    assert len(r.actors) == 2 and all(a["warm"] == "True" for a in r.actors), r.actors
+    # (every actor that ran rows: with so few rows the first actor ready may take them all)
+    assert r.actors and all(a["warm"] == "True" for a in r.actors), r.actors
     assert 0.49 <= r.ray["actor_gpus"] < 0.5
     tl = r.timeline
     _in_order(tl, ["model_loaded", "inputs_listed", "ray_started", "prepare_received", "pipeline_started",
                    "first_row", "last_row", "done", "ray_stopped"])
     _in_order(tl, ["inputs_listed", "prepare_started", "prepare_done", "prepare_received"])
     _in_order(tl, ["pipeline_started", "preprocess_started", "preprocess_done", "first_row"])
-    for i in range(2):
+    for i in range(len(r.actors)):
         _in_order(tl, [f"actor{i}.{k}" for k in ("process", "entered", "spec", "cache", "built", "warm", "ready",
                                                   "first_batch")])
         assert tl[f"actor{i}.first_batch"] <= tl["last_row"]

@@ -68,17 +68,19 @@ DRIVER_PREPARE = True
 #: each actor waits for a new process to start and import Ray); on a cluster (``--address``) or an
 #: already running Ray the actors keep the runtime environment
 SHARED_WORKERS = True
-#: with a local Ray instance, import Ray Data in a thread while ``ray.init`` waits for Ray's processes
-#: (an A/B switch: imports in two threads at once are safe in Python, but Ray's own are not tested so)
-IMPORT_BESIDE_INIT = False
 #: the first blocks of input paths (one per batch an actor holds at first) hold one batch each, so the
 #: first preprocessing tasks end and the actors' first batches arrive a block's work sooner (a block
 #: is otherwise four batches)
 SMALL_FIRST_BLOCKS = True
-#: batches of ``--batch-size`` rows a GPU actor's call takes at once (Ray Data's preprocessing blocks
-#: hold four): the actor's device thread then has that many more rows queued from each of the
-#: :data:`~litegpu.batch._stages.ACTOR_CALLS` calls it holds (an A/B switch)
-ACTOR_BATCHES = 1
+#: batches of ``--batch-size`` rows a GPU actor's call takes at once (a preprocessing block holds four,
+#: so a call is a block): the actor's device thread then has four times the rows queued from each of
+#: the :data:`~litegpu.batch._stages.ACTOR_CALLS` calls it holds, and Ray Data's hand-over (a call,
+#: the batch's conversion, its table back) is per four batches.  H100, face_detection_short_range,
+#: vulkan, 16,000 rows, same run: the rate once rows flow / the pipelined rate, one actor 0.94, 1.08
+#: against 1.04, 0.68 with 1 (its device thread waiting for batches 0-3% against 7-30%); two actors
+#: 0.93, 0.89 against 0.75, 0.70; the whole call the same (11.1-12.5 s against 10.8-12.5 s: its first
+#: row 0.6 s later, waiting for a whole block) (docs/performance.md)
+ACTOR_BATCHES = 4
 #: the GPU share the one-off prepare takes (each GPU actor gives up this fraction of its share, so that
 #: the prepare runs beside the actors' start instead of holding one back)
 PREPARE_GPUS = 0.01
@@ -231,13 +233,10 @@ def _worker_env(env: Mapping[str, str]) -> Iterator[None]:
                 os.environ[k] = v
 
 
-def _ray(data: bool = True) -> Any:
-    """Ray, with Ray Data imported too unless ``data`` is False (a missing Ray: the one-line hint)."""
+def _ray() -> Any:
     try:
         import ray
-
-        if data:
-            import ray.data  # noqa: F401
+        import ray.data  # noqa: F401
     except ImportError as e:
         raise CliError(f"{RAY_HINT} ({e})") from None
     return ray
@@ -307,20 +306,13 @@ def run_batch(model: str | os.PathLike[str], input: str | os.PathLike[str], outp
         spec = ModelSpec(name=lm.name, data=lm.data, backend=backend, options=opts, config=cfg)
         early = ThreadPoolExecutor(1, thread_name_prefix="litegpu-batch-prepare").submit(prepare_once, spec)
     try:
-        beside = local and IMPORT_BESIDE_INIT
-        ray = _ray(data=not beside)
+        ray = _ray()
         if not ray.is_initialized():
-            # (Ray Data's import, a second of Python, in a thread while ray.init waits for Ray's processes)
-            data = ThreadPoolExecutor(1, thread_name_prefix="litegpu-batch-import").submit(_ray) if beside else None
             init_kw: dict[str, Any] = {"address": address} if address else {"num_cpus": num_cpus, "num_gpus": num_gpus}
-            try:
-                with _worker_env(NOSET_CUDA if local and SHARED_WORKERS else {}):
-                    ray.init(**init_kw, include_dashboard=False if not address else None, log_to_driver=True,
-                             logging_level=logging.WARNING)
-                started = True
-            finally:
-                if data is not None:
-                    data.result()  # (a failed import raises its CliError here)
+            with _worker_env(NOSET_CUDA if local and SHARED_WORKERS else {}):
+                ray.init(**init_kw, include_dashboard=False if not address else None, log_to_driver=True,
+                         logging_level=logging.WARNING)
+            started = True
         marks["ray_started"] = time.time()
         return _run(ray, lm, pre, backend, opts, cfg, kind, sources, done, todo,
                     out_dir, output_format, result, actors=actors, batch_size=batch_size, column=column,
