@@ -272,9 +272,9 @@ SWITCH_INTERVAL = 0.0002
 #: batches one actor holds at a time (Ray Data's ``max_concurrent_calls_per_actor``, each in its own
 #: thread): while one batch's rows are on the device, the next ones are queued behind it (so the
 #: device never waits for a batch boundary) and the one done before is handed back to Ray Data.
-#: H100, face_detection_short_range, vulkan, one actor, the rate once rows flow / the pipelined rate,
-#: 4 against 3 in the same runs, four pairs over two sessions: 0.93/0.85, 1.03/0.85, 0.81/0.69,
-#: 0.73/0.68; two actors: 0.90/0.96, 0.97/0.92, 0.82/0.88, 0.85/0.77 (docs/performance.md)
+#: H100, face_detection_short_range, vulkan, one batch a call, one actor, the rate once rows flow / the
+#: pipelined rate, 4 against 3 in the same runs, six pairs over two sessions: 0.93/0.85, 1.03/0.85,
+#: 0.81/0.69, 0.73/0.68, 1.04/0.68, 0.68/0.70; two actors about even (docs/performance.md)
 ACTOR_CALLS = 4
 
 
