@@ -267,6 +267,27 @@ def test_cli_errors_are_one_line(tmp_path, capsys):
     assert "--batch-size" in capsys.readouterr().err
 
 
+def test_first_input_blocks_hold_one_batch_each():
+    """The paths' first blocks (one per batch the actors hold at first) are one batch each, so the first
+    preprocessing tasks end sooner; then four batches a block; never more than about 1000 blocks."""
+    from litegpu.batch._job import block_edges
+
+    assert block_edges(1000, 64, 6) == [0, 64, 128, 192, 256, 320, 384, 640, 896, 1000]
+    assert block_edges(100, 64, 6) == [0, 64, 100]
+    assert block_edges(600, 64, 0) == [0, 256, 512, 600]
+    assert block_edges(0, 64, 3) == [0]
+    big = block_edges(2_000_000, 32, 8)
+    assert big[-1] == 2_000_000 and len(big) - 1 <= 1008 and all(b > a for a, b in zip(big, big[1:], strict=False))
+
+
+def test_late_rate_is_the_second_half_of_the_rows():
+    from litegpu.batch._job import _late_rate
+
+    assert _late_rate([(1.0, 10), (2.0, 10), (3.0, 10), (4.0, 10)]) == 10.0  # 20 rows over 2 s
+    assert _late_rate([(1.0, 10), (3.0, 30), (4.0, 5)]) == 5.0  # the half reached at t=3: 5 rows in 1 s
+    assert _late_rate([(1.0, 64)]) == 0.0
+
+
 def test_list_inputs_skips_hidden_files_and_the_output_folder(tmp_path):
     from litegpu.batch import list_inputs
 

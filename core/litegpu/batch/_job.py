@@ -3,11 +3,15 @@ prepare the model once, build the Ray Data pipeline, run it and summarise."""
 
 from __future__ import annotations
 
+import contextlib
+import json
 import logging
 import math
 import os
+import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,7 +24,6 @@ from . import _stages
 from ._shards import FORMATS, done_paths
 from ._stages import (
     ACTOR_CALLS,
-    NATIVE_ARROW_PICKLE,
     NOSET_CUDA,
     WRITE_CPUS,
     InferenceActor,
@@ -53,6 +56,31 @@ START_TOGETHER_S = 60.0
 #: pipeline's first tasks do not each pay a worker's start (GPU backends only: the CPU backend has no
 #: prepare to overlap it with)
 WARM_WORKERS = True
+#: with a local Ray instance (no ``--address``, Ray not yet running) on a GPU backend, prepare the model
+#: once in this process while Ray starts (a thread beside ``ray.init``, which mostly waits for Ray's
+#: processes): the actors get its cache entries with their spec and never wait for a prepare task.
+#: Joining a cluster takes no time to hide it in, and the driver may have no GPU: there the one-off
+#: prepare is a Ray task beside the pipeline's start, as before
+DRIVER_PREPARE = True
+#: with a local Ray instance, its worker processes get :data:`~litegpu.batch._stages.NOSET_CUDA` from
+#: their start (set while Ray starts), so GPU actors need no runtime environment of their own and Ray
+#: can give them worker processes it has already started (with a runtime environment of their own,
+#: each actor waits for a new process to start and import Ray); on a cluster (``--address``) or an
+#: already running Ray the actors keep the runtime environment
+SHARED_WORKERS = True
+#: the first blocks of input paths (one per batch an actor holds at first) hold one batch each, so the
+#: first preprocessing tasks end and the actors' first batches arrive a block's work sooner (a block
+#: is otherwise four batches)
+SMALL_FIRST_BLOCKS = True
+#: batches of ``--batch-size`` rows a GPU actor's call takes at once (a preprocessing block holds four,
+#: so a call is a block): the actor's device thread then has four times the rows queued from each of
+#: the :data:`~litegpu.batch._stages.ACTOR_CALLS` calls it holds, and Ray Data's hand-over (a call,
+#: the batch's conversion, its table back) is per four batches.  H100, face_detection_short_range,
+#: vulkan, 16,000 rows, same run: the rate once rows flow / the pipelined rate, one actor 0.94, 1.08
+#: against 1.04, 0.68 with 1 (its device thread waiting for batches 0-3% against 7-30%); two actors
+#: 0.93, 0.89 against 0.75, 0.70; the whole call the same (11.1-12.5 s against 10.8-12.5 s: its first
+#: row 0.6 s later, waiting for a whole block) (docs/performance.md)
+ACTOR_BATCHES = 4
 #: the GPU share the one-off prepare takes (each GPU actor gives up this fraction of its share, so that
 #: the prepare runs beside the actors' start instead of holding one back)
 PREPARE_GPUS = 0.01
@@ -80,6 +108,9 @@ class BatchResult:
     # batch's end, by the actors' clocks (leaves out the pipeline's start: Ray workers, the actors'
     # prepare); 0 with a single batch
     steady_items_per_s: float = 0.0
+    # the rate over the second half of the rows (from the batch that completes the first half to the
+    # last one): once the CPU stage, the actors and the write stage are all at speed; 0 with few batches
+    late_items_per_s: float = 0.0
     # per actor: device, items, init_s, warm; where its time went from its first batch to its last
     # (seconds): its device thread waiting for batches (idle_s), blocked on the device (device_s),
     # doing host work (host_s: runs submitted, and on the CPU inputs written and outputs read) and
@@ -90,6 +121,17 @@ class BatchResult:
     actors: list[dict[str, Any]] = field(default_factory=list)
     errors: list[dict[str, str]] = field(default_factory=list)  # the first failures: path, error
     prepare: dict[str, Any] | None = None  # the one-off preparation (GPU backends)
+    # the call's start-up, step by step: seconds from the call's start (run_batch entered) to each
+    # event, by the wall clock of the process it happened in, in time order: the driver's (model_loaded,
+    # inputs_listed, ray_started, prepare_received (prepared in the driver) or prepare_submitted (a Ray
+    # task), workers_warming, inputs_put, pipeline_built, pipeline_started, first_row and last_row (the
+    # first and last shard in place), done, stats_done (with stats=True), ray_stopped (a local instance
+    # shut down)), the one-off prepare's (prepare_started, prepare_done), the first preprocessing
+    # task's (preprocess_started, preprocess_done) and each actor's (actorN.process: its process
+    # started, .entered: its constructor, Ray and litegpu imported, .spec, .cache: the prepared cache
+    # entries in hand, .built: the model prepared, .warm: its warm-up run done, .ready: the other
+    # actors met, .first_batch)
+    timeline: dict[str, float] = field(default_factory=dict)
     ray: dict[str, Any] = field(default_factory=dict)  # address, resources, actor resources
     stats: str = ""  # Ray Data's per-operator statistics (``Dataset.stats()``), with ``run_batch(stats=True)``
 
@@ -169,6 +211,28 @@ def preprocessing(lm: Any, options: PreprocessOptions | None = None) -> Preproce
                                 read_metadata(lm.model, lm.data))
 
 
+def _ray_running() -> bool:
+    """Whether this process has Ray initialised (without importing Ray)."""
+    ray = sys.modules.get("ray")
+    return ray is not None and bool(getattr(ray, "is_initialized", lambda: False)())
+
+
+@contextlib.contextmanager
+def _worker_env(env: Mapping[str, str]) -> Iterator[None]:
+    """``env`` set in this process while a local Ray instance starts: its processes, the workers
+    included, inherit it; this process's environment is put back afterwards."""
+    old = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
 def _ray() -> Any:
     try:
         import ray
@@ -185,14 +249,14 @@ def run_batch(model: str | os.PathLike[str], input: str | os.PathLike[str], outp
               precision: str | None = None, options: Mapping[str, Any] | None = None,
               num_cpus: int | None = None, gpus_per_actor: float | None = None,
               progress: bool = True, keep_errors: int = 20, stats: bool = False,
-              in_flight: int | None = None) -> BatchResult:
+              in_flight: int | None = None, num_gpus: int | None = None) -> BatchResult:
     """Run ``model`` over every image, ``.npy`` file or Parquet/Arrow row under ``input`` on Ray Data,
     writing one output row per input into ``output`` (see :mod:`litegpu.batch`).
 
     Ray: an already initialised Ray is used as it is; else ``address`` (``ray://host:10001`` or
-    ``auto``) joins a cluster; else a local Ray instance is started (``num_cpus`` CPUs, default all)
-    and shut down at the end.  ``actors``: size of the model actor pool (default: two per GPU of the
-    cluster for a GPU backend, else half the CPUs).  Raises :class:`litegpu.cli._common.CliError` for
+    ``auto``) joins a cluster; else a local Ray instance is started (``num_cpus`` CPUs, default all;
+    ``num_gpus`` GPUs, default those Ray finds) and shut down at the end.  ``actors``: size of the
+    model actor pool (default: two per GPU of the cluster for a GPU backend, else half the CPUs).  Raises :class:`litegpu.cli._common.CliError` for
     bad arguments (the CLI prints it as one line).  ``stats``: keep Ray Data's per-operator
     statistics in :attr:`BatchResult.stats` (where the time went, stage by stage).  ``in_flight``:
     submissions in flight in each GPU actor (default :data:`~litegpu.batch._stages.IN_FLIGHT`, 3), each
@@ -200,6 +264,8 @@ def run_batch(model: str | os.PathLike[str], input: str | os.PathLike[str], outp
     """
     from ..cli._common import backend_options, load_config_or_none, load_model, resolve_backend
 
+    t_call = time.time()  # the start of the call's timeline (BatchResult.timeline)
+    marks: dict[str, float] = {}
     if output_format not in FORMATS:
         raise CliError(f"unknown output format {output_format!r} (choose from {', '.join(FORMATS)})")
     if batch_size < 1:
@@ -217,12 +283,14 @@ def run_batch(model: str | os.PathLike[str], input: str | os.PathLike[str], outp
     cfg = load_config_or_none(os.fspath(config) if isinstance(config, os.PathLike) else config)
     opts = backend_options(cfg, backend, precision, options)
     backend, opts = resolve_backend(lm, backend, cfg, opts)
+    marks["model_loaded"] = time.time()
     out_dir = Path(output).resolve()
     kind, sources = list_inputs(input, exclude=out_dir)
     if out_dir.exists() and not out_dir.is_dir():
         raise CliError(f"output {output} exists and is not a folder")
     done = done_paths(out_dir)
     todo: list[str] | None = None
+    marks["inputs_listed"] = time.time()
     result = BatchResult(model=lm.path, backend=backend, input=os.fspath(input), output=str(out_dir),
                          format=output_format)
     if kind == "files":
@@ -231,28 +299,40 @@ def run_batch(model: str | os.PathLike[str], input: str | os.PathLike[str], outp
         if not todo:
             log.info("litegpu batch: all %d inputs are already in %s; nothing to run", len(sources), out_dir)
             return result
-    ray = _ray()
     started = False
-    if not ray.is_initialized():
-        init_kw: dict[str, Any] = {"address": address} if address else {"num_cpus": num_cpus}
-        ray.init(**init_kw, include_dashboard=False if not address else None, log_to_driver=True,
-                 logging_level=logging.WARNING)
-        started = True
+    early: Future | None = None  # the one-off prepare in this process, beside Ray's start (DRIVER_PREPARE)
+    local = not address and not _ray_running()
+    if local and backend != "cpu" and DRIVER_PREPARE:  # (before Ray is even imported: that takes a second too)
+        spec = ModelSpec(name=lm.name, data=lm.data, backend=backend, options=opts, config=cfg)
+        early = ThreadPoolExecutor(1, thread_name_prefix="litegpu-batch-prepare").submit(prepare_once, spec)
     try:
+        ray = _ray()
+        if not ray.is_initialized():
+            init_kw: dict[str, Any] = {"address": address} if address else {"num_cpus": num_cpus, "num_gpus": num_gpus}
+            with _worker_env(NOSET_CUDA if local and SHARED_WORKERS else {}):
+                ray.init(**init_kw, include_dashboard=False if not address else None, log_to_driver=True,
+                         logging_level=logging.WARNING)
+            started = True
+        marks["ray_started"] = time.time()
         return _run(ray, lm, pre, backend, opts, cfg, kind, sources, done, todo,
                     out_dir, output_format, result, actors=actors, batch_size=batch_size, column=column,
                     id_column=id_column, gpus_per_actor=gpus_per_actor,
-                    progress=progress, keep_errors=keep_errors, stats=stats, in_flight=in_flight)
+                    progress=progress, keep_errors=keep_errors, stats=stats, in_flight=in_flight, early=early,
+                    marks=marks, t_call=t_call, shared_env=started and local)
     finally:
+        if early is not None:
+            wait([early])  # (a prepare still running when Ray failed to start: never leave it behind)
         if started:
             ray.shutdown()
+        result.timeline["ray_stopped"] = time.time() - t_call
 
 
 def _run(ray: Any, lm: Any, pre: Preprocess, backend: str, opts: dict[str, Any], cfg: Any, kind: str,
          sources: Sequence[str], done: set[str], todo: Sequence[str] | None, out_dir: Path, fmt: str,
          result: BatchResult, *, actors: int | None, batch_size: int, column: str | None, id_column: str | None,
          gpus_per_actor: float | None, progress: bool, keep_errors: int, stats: bool = False,
-         in_flight: int | None = None) -> BatchResult:
+         in_flight: int | None = None, early: Future | None = None, marks: dict[str, float] | None = None,
+         t_call: float | None = None, shared_env: bool = False) -> BatchResult:
     ctx = ray.data.DataContext.get_current()
     ctx.enable_progress_bars = progress
     res = ray.cluster_resources()
@@ -276,7 +356,10 @@ def _run(ray: Any, lm: Any, pre: Preprocess, backend: str, opts: dict[str, Any],
     # returned, and shards named by content make a retried write harmless.
     remote: dict[str, Any] = {"num_cpus": actor_cpus}
     if actor_gpus:
-        remote.update(num_gpus=actor_gpus, runtime_env={"env_vars": {**NOSET_CUDA, **NATIVE_ARROW_PICKLE}})
+        remote["num_gpus"] = actor_gpus
+        if not (shared_env and SHARED_WORKERS):
+            # a runtime environment of their own: Ray starts new worker processes for the actors
+            remote["runtime_env"] = {"env_vars": dict(NOSET_CUDA)}
     if "device" in opts:  # the user pinned a device: every actor uses it
         on_gpu_device = False
     else:
@@ -296,16 +379,31 @@ def _run(ray: Any, lm: Any, pre: Preprocess, backend: str, opts: dict[str, Any],
     spec = ModelSpec(name=lm.name, data=lm.data, backend=backend, options=opts, config=cfg,
                      device_from_ray=on_gpu_device, in_flight=in_flight or 0,
                      rows_per_submit=_stages.ROWS_PER_SUBMIT)
+    marks = marks if marks is not None else {}
+    t_call = t_call if t_call is not None else time.time()
     prep_ref, prep_wall = None, time.time()
-    if backend != "cpu":
+    if early is not None:
+        # prepared in this process while Ray started: the actors get the entries with their spec
+        try:
+            prep = early.result()
+        except Exception as e:  # noqa: BLE001 - any failure to prepare is the job's one clear error
+            raise CliError(f"{lm.name} cannot be prepared on backend {backend}: {e}") from None
+        spec.cache_files = prep["cache_files"]
+        _fill_prepare(result, prep, prep["info"]["t_start"], where="driver, beside Ray's start")
+    elif backend != "cpu":
         # the one-off prepare fills a serialization cache whose entries every actor imports, so that
         # each actor's own prepare is a warm start; it runs while Ray Data starts and the actors' processes
         # start and import litegpu (each actor waits for it only before its own prepare)
         prep_remote = {**remote, "num_gpus": PREPARE_GPUS} if actor_gpus and gpus_per_actor is None else remote
         prep_ref = ray.remote(prepare_once).options(**prep_remote, max_retries=1).remote(spec)
         spec.prepared = prep_ref
-        if WARM_WORKERS:  # (not waited for: they end by themselves, half a second after they start)
-            _warm_workers(ray, int(cpus - actor_cpus))
+    marks["prepare_submitted" if early is None else "prepare_received"] = time.time()
+    if backend != "cpu" and WARM_WORKERS:  # (not waited for: they end by themselves, half a second after they start)
+        # where the actors can take worker processes Ray started with itself (one per CPU: SHARED_WORKERS),
+        # the warm-up leaves them one each, and one for each of Ray Data's helper actors and the barrier
+        shared = shared_env and SHARED_WORKERS
+        _warm_workers(ray, int(cpus) - placed - 4 if shared else int(cpus - actor_cpus))
+        marks["workers_warming"] = time.time()
     spec_ref = ray.put(spec)
     # a GPU actor holds several batches, so that its device thread never waits at a batch boundary;
     # CPU actors take one at a time: their rows run on the CPU anyway, and threads there only contend
@@ -315,8 +413,8 @@ def _run(ray: Any, lm: Any, pre: Preprocess, backend: str, opts: dict[str, Any],
 
     if kind == "files":
         assert todo is not None
-        blocks = max(1, min(1000, math.ceil(len(todo) / (batch_size * 4))))
-        ds = ray.data.from_items([{"path": p} for p in todo], override_num_blocks=blocks)
+        ds = _path_blocks(ray, todo, batch_size, first=placed * calls if SMALL_FIRST_BLOCKS else 0)
+        marks["inputs_put"] = time.time()
     else:
         skip_ref = ray.put(sorted(done)) if done else None
         ds = ray.data.from_items([{"file": f} for f in sources], override_num_blocks=len(sources))
@@ -324,7 +422,7 @@ def _run(ray: Any, lm: Any, pre: Preprocess, backend: str, opts: dict[str, Any],
     ds = ds.map_batches(preprocess_batch, fn_kwargs={"pre": pre}, batch_size=batch_size, batch_format="numpy")
     start = (barrier, START_TOGETHER_S) if barrier is not None else None
     ds = ds.map_batches(InferenceActor, fn_constructor_kwargs={"spec": spec_ref, "start": start},
-                        batch_size=batch_size, batch_format="numpy",
+                        batch_size=batch_size * ACTOR_BATCHES if actor_gpus else batch_size, batch_format="numpy",
                         compute=ray.data.ActorPoolStrategy(size=actors, max_concurrent_calls_per_actor=calls,
                                                            enable_true_multi_threading=calls > 1), **remote)
     # the write stage: each actor batch's outputs become one shard in a CPU task of its own, outside
@@ -334,14 +432,20 @@ def _run(ray: Any, lm: Any, pre: Preprocess, backend: str, opts: dict[str, Any],
     # task returns the same block, hence the same shard)
     ds = ds.map_batches(write_batch, fn_kwargs={"out_dir": str(out_dir), "fmt": fmt, "metadata": metadata},
                         batch_size=None, batch_format="pyarrow", num_cpus=WRITE_CPUS)
+    marks["pipeline_built"] = time.time()
     t0, wall0 = time.perf_counter(), time.time()
     per_actor: dict[str, dict[str, Any]] = {}
     shards: set[str] = set()
     ends: list[tuple[float, int]] = []  # (when an actor finished a batch, its rows)
+    firsts = {"preprocess_started": math.inf, "preprocess_done": math.inf}  # the first preprocessing task's
     try:
         for b in ds.iter_batches(batch_format="numpy", batch_size=None):
             _collect(b, result, per_actor, shards, keep_errors)
             ends.extend(_batch_ends(b))
+            for k, col in (("preprocess_started", "t_pre"), ("preprocess_done", "t_pre_end")):
+                t = np.asarray(b[col], np.float64)
+                if (t > 0).any():
+                    firsts[k] = min(firsts[k], float(t[t > 0].min()))
     except ray.exceptions.RayError as e:
         if prep_ref is not None:  # the actors failed because the model cannot be prepared: say why
             _prepare_result(ray, prep_ref, lm.name, backend, prep_wall, result, timeout=10.0)
@@ -352,6 +456,7 @@ def _run(ray: Any, lm: Any, pre: Preprocess, backend: str, opts: dict[str, Any],
         if barrier is not None:  # (on a cluster that outlives the job)
             ray.kill(barrier)
     result.seconds = time.perf_counter() - t0
+    marks["pipeline_started"] = wall0
     if prep_ref is not None:
         _prepare_result(ray, prep_ref, lm.name, backend, prep_wall, result)
     result.items_per_s = result.items / result.seconds if result.seconds > 0 else 0.0
@@ -360,9 +465,26 @@ def _run(ray: Any, lm: Any, pre: Preprocess, backend: str, opts: dict[str, Any],
         result.start_s = max(0.0, ends[0][0] - wall0)
     if len(ends) > 1 and ends[-1][0] > ends[0][0]:
         result.steady_items_per_s = (sum(n for _, n in ends) - ends[0][1]) / (ends[-1][0] - ends[0][0])
+        result.late_items_per_s = _late_rate(ends)
     result.shards = len(shards)
+    if ends:
+        marks["first_row"], marks["last_row"] = ends[0][0], ends[-1][0]
+    marks.update({k: v for k, v in firsts.items() if v < math.inf})
+    marks["done"] = time.time()
     if stats:
         result.stats = ds.stats()
+        marks["stats_done"] = time.time()
+    if result.prepare is not None:
+        for k in ("started", "done"):
+            if result.prepare.get(f"t_{k}"):
+                marks[f"prepare_{k}"] = result.prepare.pop(f"t_{k}")
+    for i, a in enumerate(sorted(per_actor.values(), key=lambda a: a["actor"])):
+        for k, t in json.loads(a.pop("phases") or "{}").items():
+            if t:
+                marks[f"actor{i}.{k}"] = t
+        if a["t_first"]:
+            marks[f"actor{i}.first_batch"] = a["t_first"]
+    result.timeline.update(sorted(((k, round(t - t_call, 4)) for k, t in marks.items()), key=lambda kv: kv[1]))
     for a in per_actor.values():  # the actors' wall clocks -> seconds from the pipeline's start
         for k in ("ready", "first", "last"):
             t = a.pop(f"t_{k}")
@@ -383,9 +505,17 @@ def _prepare_result(ray: Any, ref: Any, name: str, backend: str, wall: float, re
         return
     except ray.exceptions.RayTaskError as e:
         raise CliError(f"{name} cannot be prepared on backend {backend}: {getattr(e, 'cause', None) or e}") from None
+    _fill_prepare(result, prep, wall, where="a Ray task beside the pipeline's start")
+
+
+def _fill_prepare(result: BatchResult, prep: Mapping[str, Any], wall: float, *, where: str) -> None:
+    """``result.prepare`` from :func:`prepare_once`'s dict ``prep``, its seconds counted from the
+    wall-clock time ``wall`` (its submission) to its end; ``t_started``/``t_done`` (wall clock) are
+    moved into the timeline by :func:`_run`."""
     info = prep["info"]
-    result.prepare = {**{k: v for k, v in info.items() if k != "t_end"},
-                      "seconds": max(0.0, info.get("t_end", wall) - wall),
+    result.prepare = {**{k: v for k, v in info.items() if k not in ("t_start", "t_end")},
+                      "where": where, "seconds": max(0.0, info.get("t_end", wall) - wall),
+                      "t_started": info.get("t_start"), "t_done": info.get("t_end"),
                       "cache_entries": len(prep["cache_files"]),
                       "cache_bytes": sum(len(b) for b in prep["cache_files"].values())}
 
@@ -412,6 +542,46 @@ def _warm_workers(ray: Any, n: int) -> list[Any]:
     return [task.remote(until) for _ in range(max(0, min(n, 256)))]
 
 
+def _path_blocks(ray: Any, paths: Sequence[str], batch_size: int, first: int) -> Any:
+    """The dataset of input paths (column ``path``): blocks of four batches (at most 1000 blocks),
+    except the first ``first`` blocks, of one batch each (:data:`SMALL_FIRST_BLOCKS`).  Built here
+    (``from_blocks``: the blocks' metadata computed in this process; ``from_arrow`` runs a Ray task per
+    block for it, which in a fresh instance waits for workers to start: 2.5 s on the development
+    machine); ``from_items`` with even blocks where Ray Data lacks ``from_blocks``."""
+    import pyarrow as pa
+
+    from_blocks = getattr(ray.data, "from_blocks", None)
+    if from_blocks is None or not first:
+        big = max(batch_size * 4, math.ceil(len(paths) / 1000))
+        return ray.data.from_items([{"path": p} for p in paths], override_num_blocks=math.ceil(len(paths) / big))
+    edges = block_edges(len(paths), batch_size, first)
+    return from_blocks([pa.table({"path": pa.array(paths[a:b], pa.string())})
+                        for a, b in zip(edges, edges[1:], strict=False)])
+
+
+def block_edges(n: int, batch_size: int, first: int) -> list[int]:
+    """Where :func:`_path_blocks` cuts ``n`` inputs: ``first`` blocks of one batch, then blocks of four
+    batches (larger where that would make more than 1000 blocks); ``[0, ..., n]``."""
+    big = max(batch_size * 4, math.ceil(n / 1000))
+    edges, i = [0], 0
+    while i < n:
+        i = min(n, i + (batch_size if len(edges) <= first else big))
+        edges.append(i)
+    return edges
+
+
+def _late_rate(ends: Sequence[tuple[float, int]]) -> float:
+    """Rows a second over the second half of a job's rows: from the batch that completes the first half
+    to the last batch (``ends``: (end, rows) in time order); 0.0 where that span is empty."""
+    half, done = sum(n for _, n in ends) / 2, 0
+    for k, (t, n) in enumerate(ends):
+        done += n
+        if done >= half:
+            rows = sum(m for _, m in ends[k + 1:])
+            return rows / (ends[-1][0] - t) if rows and ends[-1][0] > t else 0.0
+    return 0.0
+
+
 def _batch_ends(b: Mapping[str, Any]) -> list[tuple[float, int]]:
     """The actors' batches in ``b`` (the rows of one actor batch share its ``t_end``): (end, rows)."""
     t, counts = np.unique(np.asarray(b["t_end"], np.float64), return_counts=True)
@@ -435,7 +605,8 @@ def _collect(b: Mapping[str, Any], result: BatchResult, per_actor: dict[str, dic
                                                       "warm": str(b["warm"][i]), "idle_s": 0.0,
                                                       "device_s": 0.0, "host_s": 0.0, "cpu_s": 0.0,
                                                       "write_s": 0.0, "t_ready": float(b["t_ready"][i]),
-                                                      "t_first": float(b["t_first"][i]), "t_last": 0.0})
+                                                      "t_first": float(b["t_first"][i]), "t_last": 0.0,
+                                                      "phases": str(b["phases"][i])})
         a["items"] += 1
         for k in ("idle_s", "device_s", "host_s", "cpu_s", "t_last"):  # the actor's running totals: the latest is the largest
             a[k] = max(a[k], float(b[k][i]))

@@ -23,7 +23,7 @@ import json
 import os
 import secrets
 import shutil
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -158,15 +158,19 @@ def done_paths(out_dir: str | os.PathLike[str]) -> set[str]:
     return done
 
 
-def read_outputs(out_dir: str | os.PathLike[str]) -> dict[str, dict[str, Any]]:
+def read_outputs(out_dir: str | os.PathLike[str], paths: Collection[str] | None = None) -> dict[str, dict[str, Any]]:
     """Every row of ``out_dir`` as ``{path: {"error": str | None, <output>: array | None}}``; arrays
     have the output's full shape, as ``litegpu run`` saves them.  Meant for checks and small jobs:
-    it loads everything."""
+    it loads everything, or with ``paths`` the shards holding any of those rows (their ``path``
+    column read first)."""
     import pyarrow.parquet as pq
 
+    want = None if paths is None else set(paths)
     rows: dict[str, dict[str, Any]] = {}
     for p in _shards(Path(out_dir)):
         if p.suffix == ".parquet":
+            if want is not None and want.isdisjoint(pq.read_table(p, columns=["path"]).column("path").to_pylist()):
+                continue
             t = pq.read_table(p)
             names = [n for n in t.column_names if n not in ("path", "error")]
             paths, errs = t.column("path").to_pylist(), t.column("error").to_pylist()

@@ -5,6 +5,7 @@ this module loads (and pickles by reference) without it."""
 from __future__ import annotations
 
 import collections
+import json
 import logging
 import os
 import queue
@@ -26,12 +27,24 @@ log = logging.getLogger("litegpu.batch")
 #: Set on GPU actors so that Ray does not narrow CUDA_VISIBLE_DEVICES: a backend's device index is
 #: then Ray's GPU id (backends list GPUs first), for OpenCL and Vulkan alike.
 NOSET_CUDA = {"RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES": "1"}
-#: Also set on GPU actors: the tables they return are serialized by pyarrow's own pickling (its buffers
-#: out of band, no copy) instead of Ray's Arrow serializer, which rebuilds every array's buffers (it
-#: exists so that a slice of a big table does not carry the whole parent; an actor's table is never a
-#: slice) and takes 2.5x the CPU time, holding the GIL the device thread needs (64 face-detection rows:
-#: 1.66 -> 0.66 ms on the 2-core development machine)
-NATIVE_ARROW_PICKLE = {"RAY_DISABLE_CUSTOM_ARROW_DATA_SERIALIZATION": "1"}
+
+
+def native_arrow_pickle() -> None:
+    """In a GPU actor's process: the tables it returns are serialized by pyarrow's own pickling (its
+    buffers out of band, no copy) instead of Ray's Arrow serializer, which rebuilds every array's
+    buffers (it exists so that a slice of a big table does not carry the whole parent; an actor's
+    table is never a slice) and takes 2.5x the CPU time, holding the GIL the device thread needs (64
+    face-detection rows: 1.66 -> 0.66 ms on the 2-core development machine).  What Ray's
+    ``RAY_DISABLE_CUSTOM_ARROW_DATA_SERIALIZATION=1`` does at a worker's start, done in the running
+    actor (Ray registers its serializer as cloudpickle reducers, process-wide)."""
+    try:
+        import pyarrow as pa
+        from ray import cloudpickle
+
+        for cls in (pa.Table, pa.Schema):
+            cloudpickle.CloudPickler.dispatch.pop(cls, None)
+    except Exception as e:  # noqa: BLE001 - only a speed-up
+        log.info("litegpu batch: Ray's Arrow serializer stays in place (%s)", e)
 
 
 @dataclass
@@ -119,8 +132,10 @@ def prepare_once(spec: ModelSpec) -> dict[str, Any]:
     backend that cannot work as one clear error instead of a pool of failing actors."""
     from ..cache import model_token
 
+    t_start = time.time()  # wall clock: its worker process is up and litegpu imported
     device = _ray_device() if spec.device_from_ray else None
     _interp, info = build_interpreter(spec, device=device)
+    info["t_start"] = t_start
     info["t_end"] = time.time()  # wall clock: the driver measures the prepare from its submission to here
     files: dict[str, bytes] = {}
     cache = _cache(spec.options)
@@ -201,6 +216,7 @@ def preprocess_batch(batch: dict[str, np.ndarray], *, pre: Any) -> dict[str, np.
     from ..cli._common import CliError
     from ..cli._preprocess import load_image
 
+    t_start = time.time()  # wall clock, for the job's start-up timeline (BatchResult.timeline)
     paths = [str(p) for p in batch["path"]]
     cells = batch.get("data")
     shape = (1, pre.height, pre.width, pre.channels)
@@ -223,7 +239,9 @@ def preprocess_batch(batch: dict[str, np.ndarray], *, pre: Any) -> dict[str, np.
             errors.append("")
         except Exception as e:  # noqa: BLE001 - any unreadable input becomes an error row, not a failed job
             errors.append(str(e) if isinstance(e, CliError) else f"{type(e).__name__}: {e}")
-    return {"path": np.array(paths, dtype=object), "input": inputs, "error": np.array(errors, dtype=object)}
+    n = len(paths)
+    return {"path": np.array(paths, dtype=object), "input": inputs, "error": np.array(errors, dtype=object),
+            "t_pre": np.full(n, t_start), "t_pre_end": np.full(n, time.time())}
 
 
 # --------------------------------------------------------------------------- inference
@@ -252,9 +270,12 @@ ROWS_PER_SUBMIT = 16
 #: at 0.2 ms (the ideal being 0.67x-1x)
 SWITCH_INTERVAL = 0.0002
 #: batches one actor holds at a time (Ray Data's ``max_concurrent_calls_per_actor``, each in its own
-#: thread): while one batch's rows are on the device, the next one is queued behind it (so the
-#: device never waits for a batch boundary) and the one done before is handed back to Ray Data
-ACTOR_CALLS = 3
+#: thread): while one batch's rows are on the device, the next ones are queued behind it (so the
+#: device never waits for a batch boundary) and the one done before is handed back to Ray Data.
+#: H100, face_detection_short_range, vulkan, one batch a call, one actor, the rate once rows flow / the
+#: pipelined rate, 4 against 3 in the same runs, six pairs over two sessions: 0.93/0.85, 1.03/0.85,
+#: 0.81/0.69, 0.73/0.68, 1.04/0.68, 0.68/0.70; two actors about even (docs/performance.md)
+ACTOR_CALLS = 4
 
 
 @dataclass
@@ -590,6 +611,24 @@ class StartBarrier:
         return self.arrived
 
 
+def _earliest(batch: Mapping[str, Any], key: str) -> float:
+    """The earliest of a batch's per-row wall-clock times ``key`` (0.0 where it has none)."""
+    t = batch.get(key)
+    return float(np.min(t)) if t is not None and len(t) else 0.0
+
+
+def _process_start() -> float:
+    """When this process started, by the wall clock (0.0 where /proc does not say)."""
+    try:
+        with open("/proc/self/stat", "rb") as f:
+            ticks = int(f.read().rsplit(b")", 1)[1].split()[19])  # field 22, starttime, after the name
+        with open("/proc/stat", "rb") as f:
+            boot = next(int(line.split()[1]) for line in f if line.startswith(b"btime"))
+        return boot + ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, StopIteration):
+        return 0.0
+
+
 class PrepareFailed(RuntimeError):
     """The one-off prepare (:func:`prepare_once`) an actor waited for failed; the driver reports the
     prepare's own error."""
@@ -634,25 +673,36 @@ class InferenceActor:
     def __init__(self, spec: ModelSpec | Any, start: tuple[Any, float] | None = None):
         import ray
 
+        # the actor's start, by the wall clock (BatchResult.timeline): its process started, this
+        # constructor entered (Ray and litegpu imported), the spec fetched, the prepared cache entries
+        # in hand, the model built, the warm-up run done, ready (the other actors met)
+        phases = {"process": _process_start(), "entered": time.time()}
         if isinstance(spec, ray.ObjectRef):
             spec = ray.get(spec)
-        if spec.prepared is not None:  # the one-off prepare runs beside this actor's process start
+        phases["spec"] = time.time()
+        if spec.prepared is not None:
+            # the one-off prepare runs beside this actor's process start; wait for its entries
             spec.cache_files = _prepared_files(spec.prepared)
+        phases["cache"] = time.time()
         device = _ray_device() if spec.device_from_ray else None
         m = build_model(spec, device=device)
+        phases["built"] = time.time()
         if not isinstance(m.runner, _InterpreterRuns):  # the device thread is the actor's critical path
             sys.setswitchinterval(SWITCH_INTERVAL)
+            native_arrow_pickle()
         self.info = m.info
         self.feed = _DeviceFeed(m.runner, m.input, [(shape, dtype) for _, shape, dtype in m.outputs], m.depth,
                                 m.signature, m.rows)
         self.feed.warm_up()
+        phases["warm"] = time.time()
         # the output columns in litegpu run's order: (name, index of its array among the feed's outputs)
         where = {pos: k for k, (pos, _, _) in enumerate(m.outputs)}
         self.columns = [(name, where[pos]) for pos, name in enumerate(m.names)]
         self.label = f"{self.info['host']}:{self.info['pid']}"
         if start is not None:  # (barrier, seconds): wait for the pool's other actors (START_TOGETHER_S)
             _start_together(*start)
-        self.ready = time.time()  # wall clock: the driver sets it beside the pipeline's start
+        self.ready = phases["ready"] = time.time()  # wall clock: the driver sets it beside the pipeline's start
+        self.phases = json.dumps(phases)
         log.info("litegpu batch actor %s: %s, prepared in %.2f s (warm start: %s)", self.label,
                  self.info["device"], self.info["init_s"], self.info["warm"])
 
@@ -665,12 +715,14 @@ class InferenceActor:
         idle_s, device_s, host_s, cpu_s = self.feed.timings()
         table = shard_table(paths, errors, {name: outputs[k] for name, k in self.columns})
         n = len(paths)
-        for name, value in (("actor", self.label), ("device", self.info["device"]), ("warm", str(self.info["warm"]))):
+        for name, value in (("actor", self.label), ("device", self.info["device"]), ("warm", str(self.info["warm"])),
+                            ("phases", self.phases)):
             table = table.append_column(BOOKKEEPING + name, pa.array([value] * n, pa.string()))
         # the actor's device thread so far (BatchResult.actors keeps each actor's last values)
         for name, x in (("init_s", self.info["init_s"]), ("idle_s", idle_s), ("device_s", device_s),
                         ("host_s", host_s), ("cpu_s", cpu_s), ("t_ready", self.ready),
-                        ("t_first", self.feed.first_wall), ("t_last", self.feed.last_wall)):
+                        ("t_first", self.feed.first_wall), ("t_last", self.feed.last_wall),
+                        ("t_pre", _earliest(batch, "t_pre")), ("t_pre_end", _earliest(batch, "t_pre_end"))):
             table = table.append_column(BOOKKEEPING + name, pa.array(np.full(n, x)))
         return table
 
