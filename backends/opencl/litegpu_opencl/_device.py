@@ -17,7 +17,7 @@ import numpy as np
 import pyopencl as cl
 from litegpu import BackendUnavailableError, ConfigError, DelegateError
 from litegpu.gpu._device import BufferRef, DeviceInfo, GpuDevice, OpenedBeside, QueriedBeside, StartupTimer
-from litegpu.gpu._dialects.opencl import NO_CONTRACTION
+from litegpu.gpu._dialects._markers import OPENCL_NO_CONTRACTION as NO_CONTRACTION
 from litegpu.gpu.kernels import RenderedKernel
 
 from ._command_buffer import command_buffers

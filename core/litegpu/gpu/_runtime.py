@@ -78,22 +78,57 @@ from .._delegate import Delegate, DelegateKernel, NodeView, PartitionSpec, Suppo
 from .._errors import CacheError, ConfigError, DelegateError
 from .._ir import Model, Subgraph, Tensor
 from . import _layout as L
-from ._capabilities import match_epilogue
-from ._cost import profile_for
 from ._device import BufferRef, GpuDevice, RunStaging
 from ._graph import GpuGraph, GpuNode, GpuOp, GpuPlan, PlanTensor
 from ._kernel_specs import stride_param
 from ._layout import dequantize_host, from_device, quantize_host, slices, to_device
 from ._memory import DEFAULT_ALIGNMENT, plan_arena
 from ._plan_io import CONST_PREFIX, plan_from_sections, plan_to_sections
-from ._precision import PrecisionPolicy, fp16_risks, precision_policy
-from ._quant import quantized_reason
 from ._tuning import TUNING_MODES, TuningKey, WorkgroupTuner, candidates
 from .kernels import Binding, ParamSlot, RenderedKernel, render
-from .ops import OPS, PARAM_INPUTS, SUPPORTED_OPS, Lowerer
 
 if TYPE_CHECKING:  # the passes load with the first compile: a warm start runs none
+    from ._capabilities import match_epilogue
+    from ._cost import profile_for
     from ._passes import Pass
+    from ._precision import PrecisionPolicy, fp16_risks, precision_policy
+    from ._quant import quantized_reason
+    from .ops import OPS, PARAM_INPUTS, SUPPORTED_OPS, Lowerer
+
+# The op table and what only deciding support and compiling need (the capabilities, the cost model, the
+# precision policy, the float view's checks) load with the first supports() or compile (_compiler): a warm
+# start binds its kernels from the cached records and asks neither (25-60 ms of imports on the CI-class
+# machine).  ``_runtime.OPS`` etc. still answer from outside (module __getattr__), and a value set from
+# outside (a bench's ``_runtime.profile_for = ...``) is kept.
+_COMPILER_NAMES = ("match_epilogue", "profile_for", "fp16_risks", "precision_policy", "quantized_reason", "OPS",
+                   "PARAM_INPUTS", "SUPPORTED_OPS", "Lowerer")
+_compiler_loaded = False
+
+
+def _compiler() -> None:
+    """Import the names of :data:`_COMPILER_NAMES` into this module (once)."""
+    global _compiler_loaded
+    if _compiler_loaded:
+        return
+    from ._capabilities import match_epilogue
+    from ._cost import profile_for
+    from ._precision import fp16_risks, precision_policy
+    from ._quant import quantized_reason
+    from .ops import OPS, PARAM_INPUTS, SUPPORTED_OPS, Lowerer
+
+    got = {"match_epilogue": match_epilogue, "profile_for": profile_for, "fp16_risks": fp16_risks,
+           "precision_policy": precision_policy, "quantized_reason": quantized_reason, "OPS": OPS,
+           "PARAM_INPUTS": PARAM_INPUTS, "SUPPORTED_OPS": SUPPORTED_OPS, "Lowerer": Lowerer}
+    for name in _COMPILER_NAMES:
+        globals().setdefault(name, got[name])
+    _compiler_loaded = True
+
+
+def __getattr__(name: str) -> Any:
+    if name in _COMPILER_NAMES:
+        _compiler()
+        return globals()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = ["GpuDelegate", "GpuPartitionKernel", "DeviceValue", "DeviceTensor", "PRECISIONS", "BOUNDARY_LAYOUTS",
            "compile_graph", "compile_partition", "lower_node", "supports"]
@@ -503,14 +538,14 @@ class GpuPartitionKernel(DelegateKernel):
             for key, rk in kernels.items():
                 self.device.prepare_bindings(self._programs[key], rk, uses[key])
             return
-        todo = [(rk, uses[key]) for key, rk in kernels.items() if key not in self._programs]
+        todo = [(key, rk, uses[key]) for key, rk in kernels.items() if key not in self._programs]
         if len(todo) < 2 or threads <= 1:
             return
         from concurrent.futures import ThreadPoolExecutor
 
-        def build(item: tuple[RenderedKernel, list[Sequence[BufferRef | None]]]) -> None:
-            rk, buffer_sets = item
-            self.device.prepare_bindings(self._program(rk), rk, buffer_sets)
+        def build(item: tuple[str, RenderedKernel, list[Sequence[BufferRef | None]]]) -> None:
+            key, rk, buffer_sets = item
+            self.device.prepare_bindings(self._program(rk, key), rk, buffer_sets)
 
         with ThreadPoolExecutor(min(threads, len(todo)), thread_name_prefix="litegpu-compile") as pool:
             for _ in pool.map(build, todo):  # re-raises a build error here
@@ -573,7 +608,8 @@ class GpuPartitionKernel(DelegateKernel):
             rk, grid = _kernel_from_record(record, self._sources)
             # the cached record as it is (it describes this launch; building it again from rk cost
             # a dataclasses.fields() per binding and param: 60 ms of a warm pose_landmark_full on CI)
-            return self._finish_op(op, rk, grid, dev.bind(self._program(rk), rk, refs, op.params), record)
+            return self._finish_op(op, rk, grid, dev.bind(self._program(rk, record["src"]), rk, refs, op.params),
+                                   record)
         probe = self._render(op.kernel, prec, half_math=self.half_math, buffer_storage=storage, **op.options)
         grid = probe.global_size(op.params)
         built: dict[tuple[int, int, int], tuple[RenderedKernel, Any]] = {}
@@ -613,10 +649,12 @@ class GpuPartitionKernel(DelegateKernel):
         self.records.append(_kernel_record(rk, grid, key))
         return _Launch(rk, bound, grid, op.describe())
 
-    def _program(self, rk: RenderedKernel) -> Any:
+    def _program(self, rk: RenderedKernel, key: str | None = None) -> Any:
         """Compile ``rk``, or rebuild it from a cached binary when one is there and still accepted
-        (once per source: launches of one kernel over different shapes share the program)."""
-        key = _src_key(rk.source)
+        (once per source: launches of one kernel over different shapes share the program).  ``key``:
+        the source's hash where the caller has it (a cached record names its source by it: hashing
+        every launch's source again cost a warm pose_landmark_full 14 ms on the CI-class machine)."""
+        key = key or _src_key(rk.source)
         program = self._programs.get(key)
         if program is not None:
             return program
@@ -917,6 +955,7 @@ def supports(node: NodeView) -> Support:
 
 
 def _supports(node: NodeView) -> Support:
+    _compiler()
     op = node.op
     name = op.name
     if name not in SUPPORTED_OPS:
@@ -1011,6 +1050,7 @@ def _dequantized(sg: Subgraph, t: int) -> bool:
 
 def lower_node(g: GpuGraph, node: GpuNode, policy: PrecisionPolicy) -> list[GpuOp]:
     """The kernel launches computing ``node`` (after the passes; ``node.bhwc`` must be set)."""
+    _compiler()
     if not node.bhwc:
         raise DelegateError(f"{node.describe()}: not normalised to BHWC (run normalise_bhwc)")
     entry = OPS.get(node.op)
@@ -1030,6 +1070,7 @@ def compile_graph(g: GpuGraph, *, precision: str = "fp32", alignment: int = DEFA
     ``quantization_simulation``: snap quantized results to their grids (``_passes/float_view``).
     ``device``: the :class:`~litegpu.gpu._device.DeviceInfo` the plan is for; kernel variants are chosen
     by the cost model (``_cost``) with its calibration (None: a generic GPU's)."""
+    _compiler()
     policy = precision_policy(precision)
     g.options["cost"] = profile_for(device)
     g.options["quantization_simulation"] = bool(quantization_simulation)
