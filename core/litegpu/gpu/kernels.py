@@ -27,7 +27,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ._kernel_specs import ACTIVATIONS, BINARY_OPS, FUSED_ACTIVATIONS, UNARY_OPS, KernelSpec, template_text
+from ._kernel_specs import ACTIVATIONS, FUSED_ACTIVATIONS, KernelSpec, template_text
 from .lgk import PRECISIONS, KernelTemplateError
 
 if TYPE_CHECKING:
@@ -56,6 +56,10 @@ def _specs() -> Mapping[str, KernelSpec]:
 def __getattr__(name: str) -> Any:  # ``kernels.SPECS``, the op table's, loaded on first use (_specs)
     if name == "SPECS":
         return _specs()
+    if name in ("UNARY_OPS", "BINARY_OPS"):  # read from common.lgk on first use (_kernel_specs)
+        from . import _kernel_specs
+
+        return getattr(_kernel_specs, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = [
@@ -72,8 +76,6 @@ __all__ = [
     "iter_variants",
     "default_workgroup",
     "template_text",
-    "UNARY_OPS",
-    "BINARY_OPS",
     "ACTIVATIONS",
     "FUSED_ACTIVATIONS",
 ]
