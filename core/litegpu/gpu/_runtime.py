@@ -67,7 +67,6 @@ import threading
 import time
 import weakref
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -146,25 +145,35 @@ BOUNDARY_LAYOUTS = ("device", "host")
 EXECUTOR_PAYLOAD = 3
 
 
-@dataclass(frozen=True)
+# The classes below are plain classes, not dataclasses: this module loads in every warm start, where
+# creating a dataclass costs about a millisecond (docs/performance.md, sixth session).
+
+
 class DeviceValue:
     """A tensor left on the device between two partitions of one delegate."""
 
-    owner: GpuPartitionKernel
-    ref: BufferRef
-    tensor: PlanTensor
+    __slots__ = ("owner", "ref", "tensor")
+
+    def __init__(self, owner: GpuPartitionKernel, ref: BufferRef, tensor: PlanTensor) -> None:
+        self.owner, self.ref, self.tensor = owner, ref, tensor
+
+    def __repr__(self) -> str:
+        return f"DeviceValue(tensor={self.tensor.name!r}, ref={self.ref!r})"
 
 
-@dataclass(eq=False)
 class DeviceTensor:
     """A tensor on the device in its host layout (dense float32, the IR shape), owned by the caller: a
     model output a run kept on the device (``submit(..., device_outputs=...)``) or an input uploaded
     once.  Any kernel on the same device takes it as an input with a device copy; elsewhere
     :meth:`to_host` reads it."""
 
-    device: GpuDevice
-    ref: BufferRef
-    shape: tuple[int, ...]
+    __slots__ = ("device", "ref", "shape")
+
+    def __init__(self, device: GpuDevice, ref: BufferRef, shape: tuple[int, ...]) -> None:
+        self.device, self.ref, self.shape = device, ref, shape
+
+    def __repr__(self) -> str:
+        return f"DeviceTensor(shape={self.shape!r}, ref={self.ref!r})"
 
     @property
     def size(self) -> int:
@@ -191,24 +200,26 @@ class DeviceTensor:
         return out
 
 
-@dataclass
 class _Pending:
     """A submitted run: its outputs (host arrays filled once the reads end) and the reads' token;
     several runs submitted as one (:meth:`GpuPartitionKernel.submit_runs`): ``rows`` is the staging,
     the count and the host arrays their outputs go to."""
 
-    outputs: dict[int, Any]
-    token: Any
-    rows: tuple[RunStaging, int, list[np.ndarray]] | None = None
+    __slots__ = ("outputs", "token", "rows")
+
+    def __init__(self, outputs: dict[int, Any], token: Any,
+                 rows: tuple[RunStaging, int, list[np.ndarray]] | None = None) -> None:
+        self.outputs, self.token, self.rows = outputs, token, rows
 
 
 DEFAULT_CACHE_BYTES = 1 << 30
 
 
-@dataclass(frozen=True)
 class _CacheEntry:
-    cache: Any
-    key: Any
+    __slots__ = ("cache", "key")
+
+    def __init__(self, cache: Any, key: Any) -> None:
+        self.cache, self.key = cache, key
 
     def load(self) -> dict[str, Any] | None:
         """The entry's sections: the plan's constants (most of its bytes) as read-only views into the
@@ -265,17 +276,15 @@ def _src_key(source: str) -> str:
     return hashlib.sha256(source.encode()).hexdigest()[:32]
 
 
-@dataclass
 class _Launch:
-    kernel: RenderedKernel
-    bound: Any
-    grid: tuple[int, int, int]
-    label: str
-    #: a boundary input's conversion: left out of the recording when the input arrives as a DeviceValue
-    input_tid: int | None = None
+    __slots__ = ("kernel", "bound", "grid", "label", "input_tid")
+
+    def __init__(self, kernel: RenderedKernel, bound: Any, grid: tuple[int, int, int], label: str) -> None:
+        self.kernel, self.bound, self.grid, self.label = kernel, bound, grid, label
+        #: a boundary input's conversion: left out of the recording when the input arrives as a DeviceValue
+        self.input_tid: int | None = None
 
 
-@dataclass(frozen=True)
 class _Boundary:
     """How one boundary tensor crosses between the host and the device (see the module doc).
 
@@ -283,16 +292,12 @@ class _Boundary:
     (``device``), the PHWC4 buffer itself (``direct``, ``host``).  ``size`` counts the elements of the
     dense host array.  ``quant`` (scale, zero point): the host array is quantized (``dtype``)."""
 
-    tid: int
-    name: str
-    mode: str  # "device" | "direct" | "host"
-    ref: BufferRef
-    size: int
-    shape: tuple[int, int, int, int]
-    ir_shape: tuple[int, ...]
-    dtype: str
-    storage: str
-    quant: tuple[float, int] | None
+    __slots__ = ("tid", "name", "mode", "ref", "size", "shape", "ir_shape", "dtype", "storage", "quant")
+
+    def __init__(self, tid: int, name: str, mode: str, ref: BufferRef, size: int, shape: tuple[int, int, int, int],
+                 ir_shape: tuple[int, ...], dtype: str, storage: str, quant: tuple[float, int] | None) -> None:
+        self.tid, self.name, self.mode, self.ref, self.size = tid, name, mode, ref, size  # mode: device|direct|host
+        self.shape, self.ir_shape, self.dtype, self.storage, self.quant = shape, ir_shape, dtype, storage, quant
 
 
 def _boundary_mode(t: PlanTensor, layout: str) -> str:
