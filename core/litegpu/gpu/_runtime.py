@@ -332,6 +332,22 @@ class GpuPartitionKernel(DelegateKernel):
         self.half_math = (device.info.fp16 or not device.info.fp16_storage) if half_math is None else half_math
         self.boundary_layout = boundary_layout
         align = max(plan.alignment, device.info.buffer_alignment)
+        # What needs no device first: on a warm start the device may still be starting on its thread
+        # (vulkan's instance and device, 150-200 ms on NVIDIA, on the critical path of the larger models),
+        # and the cached records' kernels and the constants' packing can be done while it does.
+        cached = cached or {}
+        self._binaries_in = {k[4:]: v for k, v in cached.items() if k.startswith("bin/")}
+        self._sources = {k[4:]: v.decode() for k, v in cached.items() if k.startswith("src/")}
+        recs: list[dict[str, Any]] | None = None
+        #: per cached record, its kernel and grid (:func:`_kernel_from_record`), built once
+        self._kernels_in: list[tuple[RenderedKernel, tuple]] | None = None
+        if "kernels" in cached:
+            try:
+                recs = json.loads(cached["kernels"])
+                self._kernels_in = [_kernel_from_record(r, self._sources) for r in recs]
+            except (ValueError, KeyError, TypeError, AttributeError):
+                recs = self._kernels_in = None
+        packed = self._pack_constants(plan.ops, align)
         self._arena = device.alloc(max(plan.arena_bytes, align)) if plan.arena_bytes else None
         self._refs: dict[int, BufferRef] = {}
         for grp in plan.groups:  # inputs/outputs a branched launch binds as one range: one buffer (_passes/twins)
@@ -365,21 +381,17 @@ class GpuPartitionKernel(DelegateKernel):
         ops = [op for _b, op in before] + list(plan.ops) + [op for _b, op in after]
         #: one GpuOp per launch, in launch order (the plan's, with the boundary conversions around them)
         self.ops = ops
-        # From the cache: program binaries by source hash, kernel sources, and one record per launch
-        # (rendered kernel + grid + chosen work group), so a warm start neither renders nor tunes.
-        cached = cached or {}
-        self._binaries_in = {k[4:]: v for k, v in cached.items() if k.startswith("bin/")}
-        self._sources = {k[4:]: v.decode() for k, v in cached.items() if k.startswith("src/")}
+        # From the cache (read above): program binaries by source hash, kernel sources, and one record per
+        # launch (rendered kernel + grid + chosen work group), so a warm start neither renders nor tunes.
         self._records_in: list[dict[str, Any]] | None = None
         if cached.get("device_cache"):
             device.load_cache_blob(cached["device_cache"])
-        if "kernels" in cached:
+        if recs is not None and self._kernels_in is not None:
             try:
-                recs = json.loads(cached["kernels"])
                 if (len(recs) == len(ops) and all(r["src"] in self._sources for r in recs)
                         and all(r["name"] == op.kernel for r, op in zip(recs, ops, strict=True))):
                     self._records_in = recs
-            except (ValueError, KeyError, TypeError):
+            except (KeyError, TypeError):
                 self._records_in = None
         self.records: list[dict[str, Any]] = []
         self.binaries: dict[str, bytes] = {}
@@ -406,12 +418,13 @@ class GpuPartitionKernel(DelegateKernel):
                 refs.append([None if isinstance(src, str) else self._span(op, name, self._refs[src])
                              for name, src in op.bindings])
         self._precompile(ops, refs)
-        self._const_bufs: list[BufferRef] = self._upload_constants(plan.ops, align)
+        self._const_bufs: list[BufferRef] = self._upload_constants(packed)
         self._launches: list[_Launch] = []
         consts = iter(self._const_bufs)
         for i, op in enumerate(ops):
             rec = self._records_in[i] if self._records_in else None
-            ln = self._prepare_op(op, rec, [next(consts) if r is None else r for r in refs[i]])
+            ln = self._prepare_op(op, rec, [next(consts) if r is None else r for r in refs[i]],
+                                  self._kernels_in[i] if rec is not None and self._kernels_in else None)
             if i < len(before):
                 ln.input_tid = before[i][0].tid
             self._launches.append(ln)
@@ -520,9 +533,8 @@ class GpuPartitionKernel(DelegateKernel):
         kernels: dict[str, RenderedKernel] = {}
         uses: dict[str, list[Sequence[BufferRef | None]]] = {}
         if self._records_in is not None:
-            for r, bufs in zip(self._records_in, refs, strict=True):
-                if r["src"] not in kernels:  # once per source (setdefault would rebuild it per launch)
-                    kernels[r["src"]] = _kernel_from_record(r, self._sources)[0]
+            for r, (rk, _grid), bufs in zip(self._records_in, self._kernels_in or (), refs, strict=True):
+                kernels.setdefault(r["src"], rk)  # once per source: the first launch's rendering
                 uses.setdefault(r["src"], []).append(bufs)
         elif self.tuner.mode == "none":
             def no_trial(wg: tuple[int, int, int]) -> None:
@@ -587,13 +599,15 @@ class GpuPartitionKernel(DelegateKernel):
         self.renders += 1  # main thread only
         return render(kernel, self.device.dialect, precision, **kwargs)
 
-    def _upload_constants(self, ops: Sequence[GpuOp], align: int) -> list[BufferRef]:
-        """The constant (weight) buffers of ``ops``, in binding order, sub-ranges of one device buffer
-        filled by one transfer (one driver round trip instead of one per weight tensor)."""
+    @staticmethod
+    def _pack_constants(ops: Sequence[GpuOp], align: int) -> tuple[np.ndarray, list[tuple[int, int]]] | None:
+        """The constant (weight) arrays of ``ops``, in binding order, packed into one host array (each at
+        an ``align``-ed offset, padding zeroed) and their ``(offset, nbytes)``; None without constants.
+        Host work only (see ``__init__``: it runs before the device is needed)."""
         arrays = [np.ascontiguousarray(op.constants[src]) for op in ops for _name, src in op.bindings
                   if isinstance(src, str)]
         if not arrays:
-            return []
+            return None
         offsets, end = [], 0
         for a in arrays:
             offsets.append(end)
@@ -602,15 +616,25 @@ class GpuPartitionKernel(DelegateKernel):
         for a, off, nxt in zip(arrays, offsets, [*offsets[1:], end], strict=True):
             host[off:off + a.nbytes] = a.reshape(-1).view(np.uint8)
             host[off + a.nbytes:nxt] = 0
-        buf = self.device.alloc(end)
-        self.device.upload(BufferRef(buf, 0, end), host)
-        return [BufferRef(buf, off, a.nbytes) for a, off in zip(arrays, offsets, strict=True)]
+        return host, [(off, a.nbytes) for a, off in zip(arrays, offsets, strict=True)]
 
-    def _prepare_op(self, op: GpuOp, record: Mapping[str, Any] | None, refs: list[BufferRef]) -> _Launch:
+    def _upload_constants(self, packed: tuple[np.ndarray, list[tuple[int, int]]] | None) -> list[BufferRef]:
+        """The constant buffers (:meth:`_pack_constants`), sub-ranges of one device buffer filled by one
+        transfer (one driver round trip instead of one per weight tensor)."""
+        if packed is None:
+            return []
+        host, spans = packed
+        buf = self.device.alloc(host.nbytes)
+        self.device.upload(BufferRef(buf, 0, host.nbytes), host)
+        return [BufferRef(buf, off, n) for off, n in spans]
+
+    def _prepare_op(self, op: GpuOp, record: Mapping[str, Any] | None, refs: list[BufferRef],
+                    kernel: tuple[RenderedKernel, tuple] | None = None) -> _Launch:
+        """``kernel``: the record's kernel and grid, built already (``__init__``)."""
         dev = self.device
         prec, storage = self._render_args(op)
         if record is not None:  # warm start: the kernel as rendered and tuned last time
-            rk, grid = _kernel_from_record(record, self._sources)
+            rk, grid = kernel if kernel is not None else _kernel_from_record(record, self._sources)
             # the cached record as it is (it describes this launch; building it again from rk cost
             # a dataclasses.fields() per binding and param: 60 ms of a warm pose_landmark_full on CI)
             return self._finish_op(op, rk, grid, dev.bind(self._program(rk, record["src"]), rk, refs, op.params),
