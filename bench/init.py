@@ -70,7 +70,8 @@ def apply_sets(loaded_only):
             continue
         target, value = item.split("=", 1)
         mod, name = target.rsplit(".", 1)
-        if loaded_only and mod not in sys.modules:
+        # a backend plugin's module (cheap to import by the plugin rules) is imported for its switch
+        if loaded_only and mod not in sys.modules and not mod.startswith("litegpu_"):
             continue
         setattr(importlib.import_module(mod), name, ast.literal_eval(value))
         sets.remove(item)
