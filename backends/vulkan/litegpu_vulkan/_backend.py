@@ -114,9 +114,6 @@ class VulkanBackend(litegpu.BackendSpec):
         queries and creation go on in the background (``VulkanDevice(background=True)``), so that
         a start pays the driver beside the model's read and plan.  A driver that fails raises
         BackendUnavailableError at the delegate's first use (its first ``supports``)."""
-        from . import _early
-
-        _early.start()  # the driver's instance, through ctypes, before the binding's import (_early)
         missing = _binding_missing()
         if missing:
             return False, missing

@@ -24,11 +24,6 @@ _TYPE_NAME = {0: "discrete GPU", 1: "integrated GPU", 2: "virtual GPU", 3: "CPU"
 
 
 def _create_instance() -> Any:
-    from . import _early
-
-    made = _early.take()  # the instance the early start made through ctypes (_early), if it did
-    if made is not None:
-        return vk.ffi.cast("VkInstance", made)
     # app_info and create_info are named so that the strings they point to outlive the call
     app_info = vk.VkApplicationInfo(pApplicationName="litegpu", applicationVersion=1, pEngineName="litegpu",
                                     engineVersion=1, apiVersion=_API_1_1)
