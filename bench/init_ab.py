@@ -1,7 +1,7 @@
 """Warm start, A against B, alternating: the fair way to compare two settings of a start-up switch.
 
 Usage: ``python bench/init_ab.py --set MODULE.NAME=VALUE [--set ...] [--backends vulkan,opencl]
-[--models a,b] [--runs 5] [--keep-driver-caches] [--json FILE]``
+[--models a,b] [--runs 5] [--keep-driver-caches | --driver-caches-off] [--json FILE]``
 
 ``bench/init.py --set`` measures one variant after the other, so a host that warms up (the page cache,
 the drivers' files) or a neighbour that starts working favours one of them: in one NVIDIA call the
@@ -10,7 +10,9 @@ untimed run fills the serialization cache and the drivers' own caches (in a priv
 ``bench/init.py``'s "warm, driver caches on" column), then ``--runs`` pairs of fresh processes
 alternate A (the code as it is) and B (every ``--set`` applied), the order flipped every pair. The
 timed span is ``bench/init.py``'s (after ``import litegpu`` to the end of ``allocate_tensors()``).
-Prints a Markdown table: medians of wall and process CPU time, and B - A.
+Prints a Markdown table: medians of wall and process CPU time, B - A, and the main thread's CPU time
+(what is left once the driver's threads are taken out).  ``--set import:MODULE`` makes B import MODULE
+inside the timed span (B = a build that imported it eagerly).
 """
 
 from __future__ import annotations
@@ -27,18 +29,20 @@ from _common import GPU_SET, machine_line, mediapipe_models  # noqa: E402
 from init import _CHILD, _child_env, _run_child  # noqa: E402
 
 
-def measure(model: Path, backend: str, runs: int, sets: list[str], keep: bool) -> dict[str, list[float]]:
+def measure(model: Path, backend: str, runs: int, sets: list[str], keep: bool,
+            caches_off: bool = False) -> dict[str, list[float]]:
     with tempfile.TemporaryDirectory(prefix="litegpu-bench-init-ab-") as tmp:
         root = Path(tmp)
-        env = _child_env(keep, None if keep else root / "driver-caches")
+        env = _child_env(keep, None if keep or caches_off else root / "driver-caches")
         cache = str(root / "cache")
         _run_child(_CHILD, [str(model), backend, cache], env)  # the fill (variant A's code path)
-        got: dict[str, list[float]] = {"a": [], "b": [], "a_cpu": [], "b_cpu": []}
+        got: dict[str, list[float]] = {"a": [], "b": [], "a_cpu": [], "b_cpu": [], "a_main": [], "b_main": []}
         for i in range(runs):
             for v in ("ab" if i % 2 == 0 else "ba"):
                 d = _run_child(_CHILD, [str(model), backend, cache, *(sets if v == "b" else [])], env)
                 got[v].append(d["prepare_s"] * 1e3)
                 got[v + "_cpu"].append(d["cpu_s"] * 1e3)
+                got[v + "_main"].append(d["main_cpu_s"] * 1e3)
         return got
 
 
@@ -50,27 +54,31 @@ def main() -> int:
     ap.add_argument("--models", default="", help="comma-separated MediaPipe model names (default: the GPU set)")
     ap.add_argument("--runs", type=int, default=5, help="A/B pairs per cell")
     ap.add_argument("--keep-driver-caches", action="store_true", help="the user's driver caches, not private ones")
+    ap.add_argument("--driver-caches-off", action="store_true",
+                    help="the drivers' own caches off (bench/init.py's plain warm column), not private ones")
     ap.add_argument("--json", default="")
     args = ap.parse_args()
     if args.runs < 1:
         ap.error("--runs must be >= 1")
     models = mediapipe_models(args.models, default=GPU_SET)
     rows = []
-    print(f"{machine_line()}; warm, drivers' caches on; {args.runs} alternating A/B pairs per cell, medians; "
+    caches = "off" if args.driver_caches_off and not args.keep_driver_caches else "on"
+    print(f"{machine_line()}; warm, drivers' caches {caches}; {args.runs} alternating A/B pairs per cell, medians; "
           f"A: as built; B: {' '.join(args.set)}\n")
-    print("| backend | model | A warm (ms) | B warm (ms) | B - A | A warm CPU (ms) | B warm CPU (ms) | B - A CPU |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|")
+    print("| backend | model | A warm (ms) | B warm (ms) | B - A | A warm CPU (ms) | B warm CPU (ms) | B - A CPU | "
+          "A main thread CPU (ms) | B main thread CPU (ms) |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for backend in [b for b in args.backends.split(",") if b]:
         for name, path in models.items():
             try:
-                g = measure(path, backend, args.runs, args.set, args.keep_driver_caches)
+                g = measure(path, backend, args.runs, args.set, args.keep_driver_caches, args.driver_caches_off)
             except RuntimeError as e:
-                print(f"| {backend} | {name} | failed: {e} | | | | | |", flush=True)
+                print(f"| {backend} | {name} | failed: {e} | | | | | | | |", flush=True)
                 continue
             m = {k: statistics.median(v) for k, v in g.items()}
             rows.append({"backend": backend, "model": name, **m, "runs": g})
             print(f"| {backend} | {name} | {m['a']:.0f} | {m['b']:.0f} | {m['b'] - m['a']:+.0f} | {m['a_cpu']:.0f} | "
-                  f"{m['b_cpu']:.0f} | {m['b_cpu'] - m['a_cpu']:+.0f} |", flush=True)
+                  f"{m['b_cpu']:.0f} | {m['b_cpu'] - m['a_cpu']:+.0f} | {m['a_main']:.0f} | {m['b_main']:.0f} |", flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps({"machine": machine_line(), "sets": args.set, "rows": rows}, indent=1))
     return 0

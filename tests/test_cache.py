@@ -229,11 +229,13 @@ def test_file_layout_is_as_documented(cache):
     path = cache.store(make_key(), SECTIONS)
     raw = path.read_bytes()
     magic, version, flags, hlen = struct.unpack_from("<8sHHI", raw)
-    assert magic == b"\x89LGC\r\n\x1a\n" and version == FORMAT_VERSION == 2 and flags == 0
+    assert magic == b"\x89LGC\r\n\x1a\n" and version == FORMAT_VERSION == 3 and flags == 0
     head = json.loads(raw[16:16 + hlen])
     data_start = (16 + hlen + 15) // 16 * 16
     assert len(raw) == data_start + head["data_size"] + 32
-    assert raw[-32:] == hashlib.sha256(raw[:-32]).digest()
+    import farmhash  # the checksum: farmhash Fingerprint64 of every byte before it, then 24 zero bytes
+
+    assert raw[-32:] == struct.pack("<Q", farmhash.fingerprint64(raw[:-32])) + bytes(24)
     for s in head["sections"]:
         assert s["offset"] % 16 == 0
         assert raw[data_start + s["offset"]: data_start + s["offset"] + s["size"]] == SECTIONS[s["name"]]
@@ -306,8 +308,10 @@ def test_truncation_at_every_length_is_detected(cache, caplog):
 
 def _reseal(raw: bytes) -> bytes:
     """Recompute the checksum so that only the deliberate change is wrong."""
+    import farmhash
+
     body = raw[:-32]
-    return body + hashlib.sha256(body).digest()
+    return body + struct.pack("<Q", farmhash.fingerprint64(body)) + bytes(24)
 
 
 def _with_header(raw: bytes, edit) -> bytes:
@@ -329,10 +333,12 @@ def _edit(**changes):
 
 
 DAMAGE = {
-    "version_bump": (lambda r: _reseal(r[:8] + struct.pack("<H", FORMAT_VERSION + 1) + r[10:]), "format version 3"),
+    "version_bump": (lambda r: _reseal(r[:8] + struct.pack("<H", FORMAT_VERSION + 1) + r[10:]), "format version 4"),
+    "version_2": (lambda r: _reseal(r[:8] + struct.pack("<H", 2) + r[10:]), "format version 2"),
     "version_zero": (lambda r: _reseal(r[:8] + struct.pack("<H", 0) + r[10:]), "format version 0"),
     "wrong_magic": (lambda r: _reseal(b"\x89LGD\r\n\x1a\n" + r[8:]), "bad magic"),
-    "flags_set": (lambda r: _reseal(r[:10] + struct.pack("<H", 1) + r[12:]), "flags"),
+    "flags_set": (lambda r: _reseal(r[:10] + struct.pack("<H", 2) + r[12:]), "flags"),
+    "sha256_flag_on_a_farmhash_entry": (lambda r: _reseal(r[:10] + struct.pack("<H", 1) + r[12:]), "checksum"),
     "huge_header_len": (lambda r: _reseal(r[:12] + struct.pack("<I", 0xFFFFFFF0) + r[16:]), "header length"),
     "empty_file": (lambda r: b"", "truncated"),
     "png_file": (lambda r: b"\x89PNG\r\n\x1a\n" + bytes(100), "bad magic"),
@@ -839,3 +845,25 @@ def test_source_fingerprint_of_a_source_tree_is_memoised_by_stat_data(monkeypatc
     second = fingerprint()
     assert second != first
     assert memo_file.read_text() == before  # changed just now: not memoised
+
+
+def test_without_pyfarmhash_entries_carry_a_sha256_and_farmhash_ones_are_refused(cache, monkeypatch, caplog):
+    """The checksum is farmhash's Fingerprint64 (format 3); where the pyfarmhash package is missing an
+    entry is written with a SHA-256 (flag 1) and reads back, and an entry checksummed with farmhash cannot
+    be verified, so it is refused with a warning that names the package (a miss, rewritten)."""
+    from litegpu.cache import _format
+
+    farm = make_key()
+    cache.store(farm, SECTIONS)
+    monkeypatch.setattr(_format, "_farmhash", None)
+    sha = make_key(model_token="fh64:00000000000000ff")
+    path = cache.store(sha, SECTIONS)
+    raw = path.read_bytes()
+    assert struct.unpack_from("<H", raw, 10)[0] == _format.FLAG_SHA256
+    assert raw[-32:] == hashlib.sha256(raw[:-32]).digest()
+    assert cache.load(sha) == SECTIONS
+    with caplog.at_level(logging.WARNING, logger="litegpu.cache"):
+        assert cache.load(farm) is None
+    assert "pyfarmhash" in caplog.text
+    monkeypatch.undo()
+    assert cache.load(sha) == SECTIONS  # a SHA-256 entry reads with pyfarmhash installed too

@@ -243,12 +243,15 @@ def class_fields(cls: type) -> tuple[FieldSpec, ...]:
 class Layout:
     """How one table of the schema is laid out: its name and its fields (slot order)."""
 
-    __slots__ = ("name", "fields", "by_name")
+    __slots__ = ("name", "fields", "by_name", "fast")
 
     def __init__(self, name: str, fields: tuple[FieldSpec, ...]) -> None:
         self.name = name
         self.fields = fields
         self.by_name = {f.name: f for f in fields}
+        #: name -> (field, its vtable index): what every read of a field looks up (a model read asks
+        #: about 10,000 times for a MediaPipe model)
+        self.fast = {f.name: (f, f.index) for f in fields}
 
     def __repr__(self) -> str:
         return f"Layout({self.name!r}, {len(self.fields)} fields)"
@@ -322,6 +325,12 @@ def sparse_index_vector_layout(type_code: int) -> Any:
 # ---- bounds-checked table access -----------------------------------------------------------------
 
 
+@functools.cache
+def _vtable_struct(n: int) -> struct.Struct:
+    """The unpacker of a vtable's ``n`` field offsets (one per size, not a format string per table)."""
+    return struct.Struct(f"<{n}H")
+
+
 class TableView:
     """One table of a flatbuffer, read through ``table``'s layout (a :class:`Layout`, a table's
     name or a class in the generated classes' form).
@@ -330,15 +339,17 @@ class TableView:
     offset and length against the buffer.  ``what`` names the table in errors.
     """
 
-    __slots__ = ("layout", "buf", "pos", "what", "_vt", "_specs")
+    __slots__ = ("layout", "buf", "pos", "what", "_vt", "_specs", "_fast", "_size")
 
-    def __init__(self, table: Layout | type | str, buf: Any, pos: int, what: str):
-        self.layout = as_layout(table)
+    def __init__(self, table: Layout | type | str, buf: Any, pos: int, what: str, size: int | None = None):
+        self.layout = table if type(table) is Layout else as_layout(table)
         self.buf = buf
         self.pos = pos
         self.what = what
         self._specs = self.layout.by_name
-        size = len(buf)
+        self._fast = self.layout.fast
+        # ``size``: len(buf), where the caller knows it (the buffer does not change size)
+        self._size = size = len(buf) if size is None else size
         if pos < 0 or pos + 4 > size:
             raise _invalid(what, f"table at offset {pos} is outside the {size}-byte buffer")
         vt = pos - _I32.unpack_from(buf, pos)[0]
@@ -350,7 +361,7 @@ class TableView:
             raise _invalid(what, f"vtable at offset {vt} has invalid size {vsize}")
         if tsize < 4 or pos + tsize > size:
             raise _invalid(what, f"table at offset {pos} of {tsize} bytes runs past the end of the buffer")
-        self._vt = struct.unpack_from(f"<{(vsize - 4) // 2}H", buf, vt + 4)
+        self._vt = _vtable_struct((vsize - 4) // 2).unpack_from(buf, vt + 4)
 
     def _offset(self, spec: FieldSpec) -> int:
         i = spec.index
@@ -364,23 +375,26 @@ class TableView:
 
     def scalar(self, name: str) -> Any:
         """A scalar field as stored, or its schema default when absent."""
-        spec = self._spec(name)
-        o = self._offset(spec)
+        spec, i = self._fast[name]
+        vt = self._vt
+        o = vt[i] if i < len(vt) else 0
         if not o:
             return spec.default
         at = self.pos + o
         assert spec.dtype is not None
-        if at + spec.dtype.itemsize > len(self.buf):
+        if at + spec.dtype.itemsize > self._size:
             raise _invalid(self.what, f"{name}: field at offset {at} is outside the buffer")
         return spec.unpack(self.buf, at)[0]
 
     def _target(self, spec: FieldSpec) -> int | None:
         """Where the uoffset stored in field ``spec`` points (None when absent)."""
-        o = self._offset(spec)
+        i = spec.index
+        vt = self._vt
+        o = vt[i] if i < len(vt) else 0
         if not o:
             return None
         at = self.pos + o
-        if at + 4 > len(self.buf):
+        if at + 4 > self._size:
             raise _invalid(self.what, f"{spec.name}: field at offset {at} is outside the buffer")
         return at + _U32.unpack_from(self.buf, at)[0]
 
@@ -390,7 +404,7 @@ class TableView:
         start = self._target(spec)
         if start is None:
             return None
-        size = len(self.buf)
+        size = self._size
         if start + 4 > size:
             raise _invalid(self.what, f"{spec.name}: vector at offset {start} is outside the buffer")
         n = _U32.unpack_from(self.buf, start)[0]
@@ -417,7 +431,7 @@ class TableView:
         return arr
 
     def _string_at(self, start: int, label: str) -> str:
-        size = len(self.buf)
+        size = self._size
         if start + 4 > size:
             raise _invalid(self.what, f"{label}: string at offset {start} is outside the buffer")
         n = _U32.unpack_from(self.buf, start)[0]
@@ -449,7 +463,7 @@ class TableView:
         if at is None:
             return None
         assert spec.table is not None
-        return TableView(spec.table, self.buf, at, what or f"{self.what}: {name}")
+        return TableView(spec.table, self.buf, at, what or f"{self.what}: {name}", self._size)
 
     def tables(self, name: str, what: str | None = None) -> list[TableView]:
         spec = self._spec(name)
@@ -461,13 +475,14 @@ class TableView:
         label = what or f"{self.what}: {name}"
         offs = np.frombuffer(self.buf, "<u4", n, first).astype(np.int64)
         positions = (first + 4 * np.arange(n, dtype=np.int64) + offs).tolist()
-        return [TableView(spec.table, self.buf, p, f"{label}[{j}]") for j, p in enumerate(positions)]
+        lay, buf, size = as_layout(spec.table), self.buf, self._size
+        return [TableView(lay, buf, p, f"{label}[{j}]", size) for j, p in enumerate(positions)]
 
     def union(self, name: str, table: Layout | type | str, what: str | None = None) -> TableView | None:
         """The table of union field ``name`` read as ``table`` (None when absent)."""
         spec = self._spec(name)
         at = self._target(spec)
-        return None if at is None else TableView(table, self.buf, at, what or f"{self.what}: {name}")
+        return None if at is None else TableView(table, self.buf, at, what or f"{self.what}: {name}", self._size)
 
 
 def root_table(table: Layout | type | str, buf: Any, what: str) -> TableView:

@@ -6,6 +6,15 @@ of the process) in one warm prepare of pose_landmark_full, 10-15% of its CPU tim
 cycles.  :func:`gc_paused` switches it off for such a step and back on after (the objects made in
 between are counted, so the next collection after it runs as usual).  Nested and concurrent uses
 count: the collector comes back when the last one ends, and only when it was on at the first.
+
+Coming back, the collector would scan every object made in the block at its next allocation: one
+young-generation pass over tens of thousands of objects (9-13 ms of a warm vulkan prepare of
+pose_landmark_full on the CI-class machine, 23-52 ms of an opencl one, whose pyopencl import makes
+more).  Those objects are mostly long-lived (modules, classes, the model, the plan), so the block's
+end moves them to the oldest generation unscanned (``gc.freeze()`` then ``gc.unfreeze()``, which puts
+the frozen objects into the oldest generation): cycles among them are still found, by the next full
+collection.  Not done when the process keeps frozen objects of its own (``gc.get_freeze_count()``,
+e.g. a server that froze its heap before forking): unfreezing would hand those back to the collector.
 """
 
 from __future__ import annotations
@@ -25,6 +34,10 @@ _restore = False
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
+#: A/B switch (``bench/init.py --set litegpu._gc.PROMOTE=False``): False leaves the objects made in a
+#: paused block young (the next collection scans them all)
+PROMOTE = True
+
 
 @contextlib.contextmanager
 def gc_paused() -> Iterator[None]:
@@ -42,6 +55,9 @@ def gc_paused() -> Iterator[None]:
         with _lock:
             _depth -= 1
             if _depth == 0 and _restore:
+                if PROMOTE and not gc.get_freeze_count():
+                    gc.freeze()  # every tracked object -> the permanent generation,
+                    gc.unfreeze()  # -> and from there into the oldest one, none scanned
                 gc.enable()
 
 

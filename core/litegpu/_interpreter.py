@@ -403,6 +403,9 @@ class Interpreter:
         if t.data is not None:
             return t.data
         plan = entry.plan
+        folded = plan.deferred_value(i) if plan is not None else None
+        if folded is not None:  # a fold a warm start left out: folded now, as the cold start did at prepare
+            return folded
         if entry.invoked and plan is not None and i not in plan.persistent:
             if self._preserve:  # every CPU-computed tensor is kept: this one never left a delegate
                 raise ValueError(

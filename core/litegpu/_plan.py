@@ -160,6 +160,19 @@ class SubgraphPlan:
     _fn_prof: Callable[..., None] | None = None
     _prof_line_steps: list[int] = field(default_factory=list)
     _prof_code_name: str = ""
+    #: outputs of folded nodes a warm start's record left unfolded (``litegpu._plan_record``: only
+    #: delegates read them); :meth:`deferred_value` folds them on first read
+    deferred: frozenset[int] = frozenset()
+    fold_deferred: Callable[[], None] | None = None
+
+    def deferred_value(self, index: int) -> np.ndarray | None:
+        """The value of folded tensor ``index`` whose fold a warm start left out (folded now, with
+        every other such fold, once), or None for any other tensor."""
+        if index not in self.deferred or self.fold_deferred is None:
+            return None
+        if self.specs[index].data is None:
+            self.fold_deferred()
+        return self.specs[index].data
 
     # ---- running
 
@@ -607,11 +620,12 @@ def _build_plan(
             seeded.update(_seed(op, p, ins, outs, where))
             folded.append(op.index)
 
-    def prepare_skipped() -> None:
+    def prepare_skipped(folds_only: bool = False) -> None:
         """The CPU prepare (and folding) a record left out, in file order: for the CPU fallback of a
-        delegated group after a device fault."""
+        delegated group after a device fault; ``folds_only``: only the folded nodes' (a read of a
+        folded constant that only a delegate reads, :attr:`SubgraphPlan.deferred`)."""
         for n in sorted(skip):
-            if prepared[n] is not None:
+            if prepared[n] is not None or (folds_only and n not in rec_folded):
                 continue
             op = sg.operators[n]
             ins = [specs[i] if i >= 0 else None for i in op.inputs]
@@ -832,6 +846,11 @@ def _build_plan(
         reset_hooks=reset_hooks,
         device_owner=device_owner,
     )
+    if record is not None:
+        # the folds a record left out (only delegates read their outputs) run when such an output is
+        # read, so that a warm start answers get_tensor() as the cold start that folded them did
+        plan.deferred = frozenset(o for n in skip if n in rec_folded for o in sg.operators[n].outputs)
+        plan.fold_deferred = lambda: prepare_skipped(folds_only=True)
     _codegen(plan)
     if record is not None or not made:
         return plan, None

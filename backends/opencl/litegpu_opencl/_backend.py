@@ -49,6 +49,9 @@ class OpenCLBackend(litegpu.BackendSpec):
 
         from litegpu.gpu._probe import probe_beside_executor
 
+        from ._lean_import import prepare
+
+        prepare()  # pyopencl (imported beside the probe) without importlib.metadata
         # the drivers start on the probe's thread (NVIDIA: 120-490 ms, without the GIL) while this one
         # imports pyopencl (about 50 ms) and the GPU executor
         why = probe_beside_executor(probe, "opencl", "OpenCL initialisation failed", modules=("pyopencl",))

@@ -16,15 +16,21 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import pyopencl as cl
 from litegpu import BackendUnavailableError, ConfigError, DelegateError
 from litegpu.gpu._device import BufferRef, DeviceInfo, GpuDevice, OpenedBeside, QueriedBeside, StartupTimer
-from litegpu.gpu._dialects.opencl import NO_CONTRACTION
+from litegpu.gpu._dialects._markers import OPENCL_NO_CONTRACTION as NO_CONTRACTION
 from litegpu.gpu.kernels import RenderedKernel
 
-from ._command_buffer import command_buffers
-from ._platforms import create_context, list_devices, program_binary, start_drivers
-from ._platforms import describe as _describe
+from . import _lean_import
+
+_lean_import.prepare()  # pyopencl without importlib.metadata (_lean_import)
+import pyopencl as cl  # noqa: E402
+
+_lean_import.finish()
+
+from ._command_buffer import command_buffers  # noqa: E402
+from ._platforms import create_context, list_devices, program_binary, start_drivers  # noqa: E402
+from ._platforms import describe as _describe  # noqa: E402
 
 _log = logging.getLogger("litegpu.opencl")
 

@@ -57,6 +57,9 @@ def _opencl_loader() -> Any:
         if not _loader:
             path = _bundled_loader()
             if path is None:
+                from ._lean_import import prepare
+
+                prepare()  # pyopencl without importlib.metadata
                 import pyopencl  # noqa: F401 - loads its ICD loader, found below among the process's mappings
 
                 try:
@@ -143,6 +146,9 @@ INSTALL_HINT = "install a driver such as PoCL (Debian pocl-opencl-icd) or your G
 
 def list_devices() -> list[tuple[Any, Any]]:
     """Every (platform, device) pair, GPUs first.  Raises BackendUnavailableError with the reason."""
+    from ._lean_import import prepare
+
+    prepare()  # pyopencl without importlib.metadata
     import pyopencl as cl
 
     try:

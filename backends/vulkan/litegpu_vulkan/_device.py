@@ -240,13 +240,15 @@ class _Program(_Resource):
         self._on_release(vk.vkDestroyShaderModule, d, self.module, None)
 
 
-class _Bound(_Resource):
-    """A descriptor set (in its own pool) holding a launch's buffers and its params uniform buffer."""
+class _Bound:
+    """A launch's buffers and its params uniform buffer, and the descriptor set holding them.  The sets
+    are allocated and written together, for every launch of a recording at once
+    (:meth:`VulkanDevice._allocate_sets`: one pool, one vkAllocateDescriptorSets, one
+    vkUpdateDescriptorSets): a warm start binds every launch of a partition from its cached records,
+    and one pool, one allocation and one update per launch were most of its binding time."""
 
     def __init__(self, dev: VulkanDevice, program: _Program, kernel: RenderedKernel,
                  buffers: Sequence[BufferRef], params: dict[str, Any]):
-        super().__init__(dev)
-        d = dev._device
         self.program = program
         refs = list(buffers)
         n_storage = sum(1 for b in kernel.bindings if b.kind == "storage")
@@ -259,38 +261,59 @@ class _Bound(_Resource):
             self.params_buffer = ref.buffer  # held: the shared buffer lives while a set points into it
             dev.upload(ref, np.frombuffer(data, np.uint8))
             refs.append(ref)
-        # (binding, buffer, offset, end, writes) for hazard tracking at record time
-        self.uses = [(b.index, r.buffer, r.offset, r.offset + r.nbytes, b.access != "read")
-                     for b, r in zip(kernel.bindings, refs, strict=True)]
-        counts = {t: program.types.count(t) for t in set(program.types)}
-        sizes = ffi.new("VkDescriptorPoolSize[]", len(counts))
-        for i, (t, n) in enumerate(counts.items()):
-            sizes[i].type = t
-            sizes[i].descriptorCount = n
-        pool_info = vk.VkDescriptorPoolCreateInfo(maxSets=1, poolSizeCount=len(counts), pPoolSizes=sizes)
-        self.pool = vk.vkCreateDescriptorPool(d, pool_info, None)
-        self._on_release(vk.vkDestroyDescriptorPool, d, self.pool, None)
-        set_layouts = ffi.new("VkDescriptorSetLayout[1]", [program.set_layout])
-        alloc_info = vk.VkDescriptorSetAllocateInfo(descriptorPool=self.pool, descriptorSetCount=1,
-                                                    pSetLayouts=set_layouts)
-        self.set = _vk_call("vkAllocateDescriptorSets", vk.vkAllocateDescriptorSets, d, alloc_info)[0]
-        # buffer infos and writes are arrays we own: the writes point into `infos`, alive to the call
-        infos = ffi.new("VkDescriptorBufferInfo[]", len(refs))
-        writes = ffi.new("VkWriteDescriptorSet[]", len(refs))
         for i, r in enumerate(refs):
             if r.offset % dev.info.buffer_alignment:
                 raise DelegateError(f"kernel {kernel.name}: binding {i} offset {r.offset} is not a multiple "
                                     f"of the device's {dev.info.buffer_alignment}-byte alignment")
-            infos[i].buffer = r.buffer.handle
-            infos[i].offset = r.offset
-            infos[i].range = max(int(r.nbytes), 4)
-            writes[i].sType = vk.VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET
-            writes[i].dstSet = self.set
-            writes[i].dstBinding = i
-            writes[i].descriptorCount = 1
-            writes[i].descriptorType = program.types[i]
-            writes[i].pBufferInfo = infos + i
-        vk.vkUpdateDescriptorSets(d, len(refs), writes, 0, None)
+        self.refs = refs
+        # (binding, buffer, offset, end, writes) for hazard tracking at record time
+        self.uses = [(b.index, r.buffer, r.offset, r.offset + r.nbytes, b.access != "read")
+                     for b, r in zip(kernel.bindings, refs, strict=True)]
+        self.set: Any = None  # VkDescriptorSet, once allocated (VulkanDevice._allocate_sets)
+        self.pool: _SetPool | None = None  # held: the pool lives while a set of it is in use
+
+
+class _SetPool(_Resource):
+    """One descriptor pool holding the sets of several launches (destroyed with the last of them)."""
+
+    def __init__(self, dev: VulkanDevice, bounds: Sequence[_Bound]):
+        super().__init__(dev)
+        d = dev._device
+        counts: dict[int, int] = {}
+        for b in bounds:
+            for t in b.program.types:
+                counts[t] = counts.get(t, 0) + 1
+        sizes = ffi.new("VkDescriptorPoolSize[]", len(counts))
+        for i, (t, n) in enumerate(counts.items()):
+            sizes[i].type = t
+            sizes[i].descriptorCount = n
+        pool_info = vk.VkDescriptorPoolCreateInfo(maxSets=len(bounds), poolSizeCount=len(counts), pPoolSizes=sizes)
+        self.pool = vk.vkCreateDescriptorPool(d, pool_info, None)
+        self._on_release(vk.vkDestroyDescriptorPool, d, self.pool, None)
+        layouts = ffi.new("VkDescriptorSetLayout[]", [b.program.set_layout for b in bounds])
+        alloc_info = vk.VkDescriptorSetAllocateInfo(descriptorPool=self.pool, descriptorSetCount=len(bounds),
+                                                    pSetLayouts=layouts)
+        sets = _vk_call("vkAllocateDescriptorSets", vk.vkAllocateDescriptorSets, d, alloc_info)
+        # buffer infos and writes are arrays we own: the writes point into `infos`, alive to the call
+        n = sum(len(b.refs) for b in bounds)
+        infos = ffi.new("VkDescriptorBufferInfo[]", n)
+        writes = ffi.new("VkWriteDescriptorSet[]", n)
+        k = 0
+        for j, b in enumerate(bounds):
+            b.set, b.pool = sets[j], self
+            types = b.program.types
+            for i, r in enumerate(b.refs):
+                infos[k].buffer = r.buffer.handle
+                infos[k].offset = r.offset
+                infos[k].range = max(int(r.nbytes), 4)
+                writes[k].sType = vk.VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET
+                writes[k].dstSet = b.set
+                writes[k].dstBinding = i
+                writes[k].descriptorCount = 1
+                writes[k].descriptorType = types[i]
+                writes[k].pBufferInfo = infos + k
+                k += 1
+        vk.vkUpdateDescriptorSets(d, n, writes, 0, None)
 
 
 class _Recording(_Resource):
@@ -973,6 +996,12 @@ class VulkanDevice(GpuDevice):
         self._open()
         return _Bound(self, program, kernel, buffers, params)
 
+    def _allocate_sets(self, bounds: Sequence[_Bound]) -> None:
+        """The descriptor sets of those of ``bounds`` that have none yet, from one new pool."""
+        todo = list({id(b): b for b in bounds if b.set is None}.values())
+        if todo:
+            _SetPool(self, todo)
+
     # -- recording and submission
     def _begin(self, rec: _Recording, one_time: bool = False) -> None:
         flags = vk.VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT if one_time else 0
@@ -1010,6 +1039,7 @@ class VulkanDevice(GpuDevice):
         with :meth:`timestamps` after a replay and :meth:`finish`."""
         self._open()
         self._create_pipelines([bound.program for bound, _k, _g in launches])
+        self._allocate_sets([bound for bound, _k, _g in launches])
         ups = [(self._shadow_for(r), r) for r in uploads if r.buffer.host is None]
         downs = [(r, self._readback_for(r)) for r in downloads if r.buffer.host is None]
         rec = _Recording(self, [u[1] for bound, _k, _g in launches for u in bound.uses]
@@ -1044,6 +1074,7 @@ class VulkanDevice(GpuDevice):
         if capacity < 1:
             raise DelegateError(f"record_runs needs a capacity >= 1, got {capacity}")
         self._create_pipelines([bound.program for bound, _k, _g in launches])
+        self._allocate_sets([bound for bound, _k, _g in launches])
         ins = [_Buffer(self, max(capacity * r.nbytes, 16), "upload") for r in uploads]
         outs = [_Buffer(self, max(capacity * r.nbytes, 16), "readback") for r in downloads]
         for b in ins:  # a direct-mode input's host rows fill only their leading bytes: zero padding lanes

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import stat
-from dataclasses import dataclass
 from pathlib import Path
 
 __all__ = ["default_cache_dir", "check_dir", "DirState"]
@@ -29,15 +28,18 @@ def default_cache_dir() -> Path:
     return Path(platformdirs.user_cache_dir("litegpu")) / "delegates"
 
 
-@dataclass(frozen=True)
 class DirState:
     """``ok``: usable.  ``exists``: it is there (a missing directory is an empty cache for reads).
-    ``reason``: why it is refused, in words."""
+    ``reason``: why it is refused, in words.  (A plain class: creating a dataclass at import costs a
+    warm start about a millisecond.)"""
 
-    path: Path
-    ok: bool
-    exists: bool
-    reason: str = ""
+    __slots__ = ("path", "ok", "exists", "reason")
+
+    def __init__(self, path: Path, ok: bool, exists: bool, reason: str = "") -> None:
+        self.path, self.ok, self.exists, self.reason = path, ok, exists, reason
+
+    def __repr__(self) -> str:
+        return f"DirState(path={self.path!r}, ok={self.ok!r}, exists={self.exists!r}, reason={self.reason!r})"
 
 
 def _make_dirs(path: Path) -> None:

@@ -1,16 +1,17 @@
-"""The cache entry file format (version 2).
+"""The cache entry file format (version 3).
 
 One file per entry; all integers little-endian::
 
     offset      size  field
     0           8     magic  89 4C 47 43 0D 0A 1A 0A  ("\\x89LGC\\r\\n\\x1a\\n")
-    8           2     format version (uint16) = 2
-    10          2     flags (uint16) = 0, reserved
+    8           2     format version (uint16) = 3
+    10          2     flags (uint16): 0, or 1 = the checksum is SHA-256 (below)
     12          4     header length H (uint32)
     16          H     header: a UTF-8 JSON object (below)
     16+H        pad   zero bytes up to D = the next multiple of 16
     D           S     data: the sections, each at a 16-byte aligned offset, zero padding between
-    D+S         32    SHA-256 of every byte before it
+    D+S         32    checksum of every byte before it: farmhash Fingerprint64 (uint64) and 24 zero bytes;
+                      with flag 1 (written where the pyfarmhash package is missing), SHA-256
 
 The header object::
 
@@ -21,26 +22,32 @@ The header object::
 Section offsets are relative to D and increase in table order; names are unique non-empty strings.
 The magic's first byte is non-ASCII and it holds CR LF, SUB and LF so that a text-mode transfer or a
 7-bit channel breaks it visibly (the PNG trick).  A reader refuses any other version: a new layout gets
-a new version number, never a reinterpretation of this one.  (Version 1 ended in a BLAKE2b-256: the
-same strength, twice the time; hashing 15 MB was 20 ms of a warm start, SHA-256 with the CPU's SHA
-instructions about half of that.)
+a new version number, never a reinterpretation of this one.  The checksum finds corruption (a truncated
+or damaged file), not tampering: the directory's owner and mode are what is trusted.  (Version 1 ended
+in a BLAKE2b-256, version 2 in a SHA-256: hashing pose_landmark_full's 15 MB entry was 20 and about 10
+ms of a warm start; farmhash's 64-bit fingerprint, LiteRT's choice for its own cache, takes under 2 ms.)
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import struct
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any, BinaryIO
 
 from .._errors import CacheError
 
 __all__ = ["MAGIC", "FORMAT_VERSION", "FORMAT_NAME", "encode", "decode", "read_header", "Entry"]
 
+try:  # farmhash::Fingerprint64 (the pyfarmhash package, a dependency; see cache._keys)
+    import farmhash as _farmhash
+except ImportError:  # pragma: no cover - exercised by monkeypatching in the tests
+    _farmhash = None
+
 MAGIC = b"\x89LGC\r\n\x1a\n"
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
+#: flag: the checksum is SHA-256 (an entry written without pyfarmhash)
+FLAG_SHA256 = 1
 FORMAT_NAME = "litegpu-delegate-cache"
 _PREFIX = struct.Struct("<8sHHI")  # magic, version, flags, header length
 PREFIX_SIZE = _PREFIX.size  # 16
@@ -54,17 +61,25 @@ def _align(n: int) -> int:
     return (n + ALIGN - 1) // ALIGN * ALIGN
 
 
-def _checksum(*chunks: bytes | memoryview) -> bytes:
-    h = hashlib.sha256()
-    for c in chunks:
-        h.update(c)
-    return h.digest()
+def _checksum(body: bytes, flags: int) -> bytes:
+    """The 32-byte checksum of ``body`` (every byte before it) for an entry with ``flags``."""
+    if flags & FLAG_SHA256:
+        import hashlib
+
+        return hashlib.sha256(body).digest()
+    if _farmhash is None:
+        raise CacheError("its checksum is a farmhash fingerprint and the pyfarmhash package is not installed")
+    return struct.pack("<Q", _farmhash.fingerprint64(body)) + bytes(CHECKSUM_SIZE - 8)
 
 
-@dataclass(frozen=True)
 class Entry:
-    header: dict[str, Any]
-    sections: dict[str, bytes] | dict[str, memoryview]
+    """A decoded entry file: its header and its sections (a plain class: creating a dataclass at import
+    costs a warm start about a millisecond)."""
+
+    __slots__ = ("header", "sections")
+
+    def __init__(self, header: dict[str, Any], sections: dict[str, bytes] | dict[str, memoryview]) -> None:
+        self.header, self.sections = header, sections
 
 
 def encode(header: Mapping[str, Any], sections: Mapping[str, bytes | bytearray | memoryview]) -> bytes:
@@ -90,14 +105,15 @@ def encode(header: Mapping[str, Any], sections: Mapping[str, bytes | bytearray |
     hjson = json.dumps(head, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode("ascii")
     if len(hjson) > MAX_HEADER:
         raise ValueError(f"cache header too large ({len(hjson)} bytes)")
-    prefix = _PREFIX.pack(MAGIC, FORMAT_VERSION, 0, len(hjson))
+    flags = 0 if _farmhash is not None else FLAG_SHA256
+    prefix = _PREFIX.pack(MAGIC, FORMAT_VERSION, flags, len(hjson))
     pad = bytes(_align(PREFIX_SIZE + len(hjson)) - PREFIX_SIZE - len(hjson))
     body = b"".join([prefix, hjson, pad, *parts])
-    return body + _checksum(body)
+    return body + _checksum(body, flags)
 
 
-def _parse_prefix(prefix: bytes, size: int | None) -> int:
-    """Check magic, version and flags; return the header length."""
+def _parse_prefix(prefix: bytes, size: int | None) -> tuple[int, int]:
+    """Check magic, version and flags; return the header length and the flags."""
     if len(prefix) < PREFIX_SIZE:
         if not MAGIC.startswith(prefix[: len(MAGIC)]):
             raise CacheError("not a litegpu cache entry (bad magic)")
@@ -107,11 +123,11 @@ def _parse_prefix(prefix: bytes, size: int | None) -> int:
         raise CacheError("not a litegpu cache entry (bad magic)")
     if version != FORMAT_VERSION:
         raise CacheError(f"format version {version}, this litegpu reads version {FORMAT_VERSION}")
-    if flags != 0:
+    if flags & ~FLAG_SHA256:
         raise CacheError(f"unknown flags {flags:#06x}")
     if hlen > MAX_HEADER or (size is not None and PREFIX_SIZE + hlen + CHECKSUM_SIZE > size):
         raise CacheError(f"header length {hlen} does not fit the file")
-    return hlen
+    return hlen, flags
 
 
 def _parse_header(raw: bytes) -> dict[str, Any]:
@@ -145,18 +161,29 @@ def _section_table(head: Mapping[str, Any], data_size: int) -> list[tuple[str, i
     return out
 
 
-def decode(buf: bytes | memoryview, *, views: bool = False) -> Entry:
+def decode(buf: bytes | memoryview, *, views: bool = False, trailer: bytes | None = None) -> Entry:
     """Parse and verify a whole entry file; raise :class:`CacheError` saying what is wrong.
     ``views``: the sections as read-only memoryviews into ``buf`` instead of copies (a warm start's
-    14 MB of weights copied once more cost 15 ms on the CI machine)."""
+    14 MB of weights copied once more cost 15 ms on the CI machine).  ``trailer``: the file's last
+    ``CHECKSUM_SIZE`` bytes, read apart from the rest (``buf``), so that the checksum is computed over
+    ``buf`` as it is, not over a copy of all but its end."""
+    if trailer is not None and len(buf) < PREFIX_SIZE:  # too short to split: as one buffer
+        buf, trailer = bytes(buf) + trailer, None
     mv = memoryview(buf).cast("B")
-    n = mv.nbytes
-    hlen = _parse_prefix(bytes(mv[:PREFIX_SIZE]), n)
+    if trailer is None:
+        n = mv.nbytes
+        body = mv[: max(n - CHECKSUM_SIZE, 0)]
+        trailer = bytes(mv[body.nbytes:])
+    else:
+        body = mv
+        n = mv.nbytes + len(trailer)
+    hlen, flags = _parse_prefix(bytes(mv[:PREFIX_SIZE]), n)
     data_start = _align(PREFIX_SIZE + hlen)
     if n < data_start + CHECKSUM_SIZE:
         raise CacheError(f"truncated: {n} bytes")
     # Checksum before interpreting anything else: a bit flip anywhere is reported as such.
-    if _checksum(mv[: n - CHECKSUM_SIZE]) != bytes(mv[n - CHECKSUM_SIZE:]):
+    raw = buf if isinstance(buf, bytes) and len(buf) == body.nbytes else bytes(body)
+    if _checksum(raw, flags) != trailer:
         raise CacheError("checksum mismatch (truncated or corrupted)")
     head = _parse_header(bytes(mv[PREFIX_SIZE: PREFIX_SIZE + hlen]))
     data = mv[data_start: n - CHECKSUM_SIZE]
@@ -170,7 +197,7 @@ def decode(buf: bytes | memoryview, *, views: bool = False) -> Entry:
 def read_header(f: BinaryIO, size: int) -> dict[str, Any]:
     """Read only the header of an open entry file (for listings; the checksum is not verified)."""
     prefix = f.read(PREFIX_SIZE)
-    hlen = _parse_prefix(prefix, size)
+    hlen, _flags = _parse_prefix(prefix, size)
     raw = f.read(hlen)
     if len(raw) != hlen:
         raise CacheError("truncated header")

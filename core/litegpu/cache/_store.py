@@ -29,7 +29,7 @@ from typing import Any
 
 from .._errors import CacheError
 from ._dirs import FILE_MODE, check_dir, default_cache_dir
-from ._format import FORMAT_VERSION, decode, encode, read_header
+from ._format import CHECKSUM_SIZE, FORMAT_VERSION, decode, encode, read_header
 from ._keys import FINGERPRINT, EntryKey, describe_fields
 
 __all__ = ["DelegateCache", "EntryInfo", "CacheStats", "DEFAULT_MAX_BYTES", "ENTRY_SUFFIX"]
@@ -215,12 +215,15 @@ class DelegateCache:
                 if self.max_bytes is not None and st.st_size > self.max_bytes:
                     self._invalid(path, f"it is larger ({st.st_size} bytes) than the cache cap")
                     return None, 0
-                buf = f.read()
+                # all but the checksum in one read, the checksum in another: the checksum is then
+                # computed over the first read as it is (no copy of the entry's megabytes)
+                buf = f.read(max(st.st_size - CHECKSUM_SIZE, 0))
+                trailer = f.read()
         except OSError as e:
             self._invalid(path, f"cannot read it ({e})")
             return None, 0
         try:
-            return decode(buf, views=views), len(buf)
+            return decode(buf, views=views, trailer=trailer), len(buf) + len(trailer)
         except CacheError as e:
             self._invalid(path, str(e))
         except Exception as e:  # noqa: BLE001 - a reader bug must still not take the application down

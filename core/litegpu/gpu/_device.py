@@ -13,7 +13,7 @@ import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -44,16 +44,42 @@ class DeviceInfo:
     max_buffer_bytes: int = 0
 
 
-@dataclass(frozen=True)
+# BufferRef, RunStaging and StartupTimer are plain classes, not dataclasses: this module loads in every
+# warm start, where creating a dataclass costs about a millisecond (docs/performance.md, sixth session)
+
+
 class BufferRef:
-    """A byte range of a device buffer (an arena slice or a whole buffer)."""
+    """A byte range of a device buffer (an arena slice or a whole buffer).  Immutable; equal when the
+    buffer (the same object), offset and size are."""
 
-    buffer: Any
-    offset: int
-    nbytes: int
+    __slots__ = ("buffer", "offset", "nbytes")
+
+    def __init__(self, buffer: Any, offset: int, nbytes: int) -> None:
+        object.__setattr__(self, "buffer", buffer)
+        object.__setattr__(self, "offset", offset)
+        object.__setattr__(self, "nbytes", nbytes)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"BufferRef is immutable (cannot set {name!r})")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"BufferRef is immutable (cannot delete {name!r})")
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not BufferRef:
+            return NotImplemented
+        return (self.buffer, self.offset, self.nbytes) == (other.buffer, other.offset, other.nbytes)  # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        return hash((self.buffer, self.offset, self.nbytes))
+
+    def __repr__(self) -> str:
+        return f"BufferRef(buffer={self.buffer!r}, offset={self.offset!r}, nbytes={self.nbytes!r})"
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, int, int]]:  # copy / pickle through __init__ (immutable)
+        return BufferRef, (self.buffer, self.offset, self.nbytes)
 
 
-@dataclass
 class RunStaging:
     """Several runs of one recording submitted as one (:meth:`GpuDevice.record_runs`): the API's
     ``recording`` of up to ``capacity`` runs and, per upload and per download in the order given, a
@@ -62,20 +88,25 @@ class RunStaging:
     reads run ``i``'s outputs from row ``i`` of ``outputs[j]`` once that submission's token is waited
     for (:meth:`GpuDevice.wait_reads`)."""
 
-    recording: Any
-    capacity: int
-    inputs: list[np.ndarray]
-    outputs: list[np.ndarray]
+    __slots__ = ("recording", "capacity", "inputs", "outputs")
+
+    def __init__(self, recording: Any, capacity: int, inputs: list[np.ndarray], outputs: list[np.ndarray]) -> None:
+        self.recording, self.capacity, self.inputs, self.outputs = recording, capacity, inputs, outputs
+
+    def __repr__(self) -> str:
+        return f"RunStaging(recording={self.recording!r}, capacity={self.capacity!r}, ...)"
 
 
-@dataclass
 class StartupTimer:
     """Where a device's creation goes: :meth:`lap` adds the time since the previous lap (or the
     timer's creation) to ``ms[step]``.  A device keeps ``ms`` as ``startup_ms`` for
     ``bench/init_breakdown.py``, which prints the driver's parts (enumeration, context, queue) apart."""
 
-    ms: dict[str, float] = field(default_factory=dict)
-    _t: float = field(default_factory=time.perf_counter)
+    __slots__ = ("ms", "_t")
+
+    def __init__(self, ms: dict[str, float] | None = None) -> None:
+        self.ms: dict[str, float] = {} if ms is None else ms
+        self._t = time.perf_counter()
 
     def lap(self, step: str) -> None:
         now = time.perf_counter()

@@ -17,7 +17,7 @@ from typing import Any
 
 from .lgk import KernelTemplateError
 
-__all__ = ["Opt", "KernelSpec", "LAYOUT_KERNELS", "UNARY_OPS", "BINARY_OPS", "ACTIVATIONS", "FUSED_ACTIVATIONS",
+__all__ = ["Opt", "KernelSpec", "LAYOUT_KERNELS", "ACTIVATIONS", "FUSED_ACTIVATIONS",
            "ACT", "ACT_NO_PRELU", "QDQ", "CHANNELS", "SPLITS", "SPLIT", "PACK", "UNROLL", "boolean", "spec", "split_wg", "template_text"]
 
 
@@ -45,10 +45,18 @@ def _common_functions(prefix: str) -> tuple[str, ...]:
     return tuple(re.findall(rf"^fn {prefix}(\w+)\(", text, re.M))
 
 
-# Unary elementwise ops (op_<NAME> in shaders/common.lgk). NONE is a copy.
-UNARY_OPS = _common_functions("op_")
-# Binary elementwise ops (bin_<NAME> in shaders/common.lgk).
-BINARY_OPS = _common_functions("bin_")
+# UNARY_OPS: the unary elementwise ops (op_<NAME> in shaders/common.lgk; NONE is a copy).  BINARY_OPS: the
+# binary ones (bin_<NAME>).  Read from the template on first use (module __getattr__): the op table
+# asks, a warm start (kernels from the serialization cache) does not.
+_FROM_COMMON = {"UNARY_OPS": "op_", "BINARY_OPS": "bin_"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _FROM_COMMON:
+        value = globals()[name] = _common_functions(_FROM_COMMON[name])
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 # Activations a kernel can fuse without extra inputs.
 ACTIVATIONS = ("NONE", "RELU", "RELU6", "RELU_N1_TO_1", "TANH", "LOGISTIC", "HARD_SWISH", "SIGN_BIT")
 # ... plus PRELU, which binds a per-channel alpha buffer.

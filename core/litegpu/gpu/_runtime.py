@@ -67,7 +67,6 @@ import threading
 import time
 import weakref
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -78,22 +77,57 @@ from .._delegate import Delegate, DelegateKernel, NodeView, PartitionSpec, Suppo
 from .._errors import CacheError, ConfigError, DelegateError
 from .._ir import Model, Subgraph, Tensor
 from . import _layout as L
-from ._capabilities import match_epilogue
-from ._cost import profile_for
 from ._device import BufferRef, GpuDevice, RunStaging
 from ._graph import GpuGraph, GpuNode, GpuOp, GpuPlan, PlanTensor
 from ._kernel_specs import stride_param
 from ._layout import dequantize_host, from_device, quantize_host, slices, to_device
 from ._memory import DEFAULT_ALIGNMENT, plan_arena
 from ._plan_io import CONST_PREFIX, plan_from_sections, plan_to_sections
-from ._precision import PrecisionPolicy, fp16_risks, precision_policy
-from ._quant import quantized_reason
 from ._tuning import TUNING_MODES, TuningKey, WorkgroupTuner, candidates
 from .kernels import Binding, ParamSlot, RenderedKernel, render
-from .ops import OPS, PARAM_INPUTS, SUPPORTED_OPS, Lowerer
 
 if TYPE_CHECKING:  # the passes load with the first compile: a warm start runs none
+    from ._capabilities import match_epilogue
+    from ._cost import profile_for
     from ._passes import Pass
+    from ._precision import PrecisionPolicy, fp16_risks, precision_policy
+    from ._quant import quantized_reason
+    from .ops import OPS, PARAM_INPUTS, SUPPORTED_OPS, Lowerer
+
+# The op table and what only deciding support and compiling need (the capabilities, the cost model, the
+# precision policy, the float view's checks) load with the first supports() or compile (_compiler): a warm
+# start binds its kernels from the cached records and asks neither (25-60 ms of imports on the CI-class
+# machine).  ``_runtime.OPS`` etc. still answer from outside (module __getattr__), and a value set from
+# outside (a bench's ``_runtime.profile_for = ...``) is kept.
+_COMPILER_NAMES = ("match_epilogue", "profile_for", "fp16_risks", "precision_policy", "quantized_reason", "OPS",
+                   "PARAM_INPUTS", "SUPPORTED_OPS", "Lowerer")
+_compiler_loaded = False
+
+
+def _compiler() -> None:
+    """Import the names of :data:`_COMPILER_NAMES` into this module (once)."""
+    global _compiler_loaded
+    if _compiler_loaded:
+        return
+    from ._capabilities import match_epilogue
+    from ._cost import profile_for
+    from ._precision import fp16_risks, precision_policy
+    from ._quant import quantized_reason
+    from .ops import OPS, PARAM_INPUTS, SUPPORTED_OPS, Lowerer
+
+    got = {"match_epilogue": match_epilogue, "profile_for": profile_for, "fp16_risks": fp16_risks,
+           "precision_policy": precision_policy, "quantized_reason": quantized_reason, "OPS": OPS,
+           "PARAM_INPUTS": PARAM_INPUTS, "SUPPORTED_OPS": SUPPORTED_OPS, "Lowerer": Lowerer}
+    for name in _COMPILER_NAMES:
+        globals().setdefault(name, got[name])
+    _compiler_loaded = True
+
+
+def __getattr__(name: str) -> Any:
+    if name in _COMPILER_NAMES:
+        _compiler()
+        return globals()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = ["GpuDelegate", "GpuPartitionKernel", "DeviceValue", "DeviceTensor", "PRECISIONS", "BOUNDARY_LAYOUTS",
            "compile_graph", "compile_partition", "lower_node", "supports"]
@@ -111,25 +145,35 @@ BOUNDARY_LAYOUTS = ("device", "host")
 EXECUTOR_PAYLOAD = 3
 
 
-@dataclass(frozen=True)
+# The classes below are plain classes, not dataclasses: this module loads in every warm start, where
+# creating a dataclass costs about a millisecond (docs/performance.md, sixth session).
+
+
 class DeviceValue:
     """A tensor left on the device between two partitions of one delegate."""
 
-    owner: GpuPartitionKernel
-    ref: BufferRef
-    tensor: PlanTensor
+    __slots__ = ("owner", "ref", "tensor")
+
+    def __init__(self, owner: GpuPartitionKernel, ref: BufferRef, tensor: PlanTensor) -> None:
+        self.owner, self.ref, self.tensor = owner, ref, tensor
+
+    def __repr__(self) -> str:
+        return f"DeviceValue(tensor={self.tensor.name!r}, ref={self.ref!r})"
 
 
-@dataclass(eq=False)
 class DeviceTensor:
     """A tensor on the device in its host layout (dense float32, the IR shape), owned by the caller: a
     model output a run kept on the device (``submit(..., device_outputs=...)``) or an input uploaded
     once.  Any kernel on the same device takes it as an input with a device copy; elsewhere
     :meth:`to_host` reads it."""
 
-    device: GpuDevice
-    ref: BufferRef
-    shape: tuple[int, ...]
+    __slots__ = ("device", "ref", "shape")
+
+    def __init__(self, device: GpuDevice, ref: BufferRef, shape: tuple[int, ...]) -> None:
+        self.device, self.ref, self.shape = device, ref, shape
+
+    def __repr__(self) -> str:
+        return f"DeviceTensor(shape={self.shape!r}, ref={self.ref!r})"
 
     @property
     def size(self) -> int:
@@ -156,24 +200,26 @@ class DeviceTensor:
         return out
 
 
-@dataclass
 class _Pending:
     """A submitted run: its outputs (host arrays filled once the reads end) and the reads' token;
     several runs submitted as one (:meth:`GpuPartitionKernel.submit_runs`): ``rows`` is the staging,
     the count and the host arrays their outputs go to."""
 
-    outputs: dict[int, Any]
-    token: Any
-    rows: tuple[RunStaging, int, list[np.ndarray]] | None = None
+    __slots__ = ("outputs", "token", "rows")
+
+    def __init__(self, outputs: dict[int, Any], token: Any,
+                 rows: tuple[RunStaging, int, list[np.ndarray]] | None = None) -> None:
+        self.outputs, self.token, self.rows = outputs, token, rows
 
 
 DEFAULT_CACHE_BYTES = 1 << 30
 
 
-@dataclass(frozen=True)
 class _CacheEntry:
-    cache: Any
-    key: Any
+    __slots__ = ("cache", "key")
+
+    def __init__(self, cache: Any, key: Any) -> None:
+        self.cache, self.key = cache, key
 
     def load(self) -> dict[str, Any] | None:
         """The entry's sections: the plan's constants (most of its bytes) as read-only views into the
@@ -230,17 +276,15 @@ def _src_key(source: str) -> str:
     return hashlib.sha256(source.encode()).hexdigest()[:32]
 
 
-@dataclass
 class _Launch:
-    kernel: RenderedKernel
-    bound: Any
-    grid: tuple[int, int, int]
-    label: str
-    #: a boundary input's conversion: left out of the recording when the input arrives as a DeviceValue
-    input_tid: int | None = None
+    __slots__ = ("kernel", "bound", "grid", "label", "input_tid")
+
+    def __init__(self, kernel: RenderedKernel, bound: Any, grid: tuple[int, int, int], label: str) -> None:
+        self.kernel, self.bound, self.grid, self.label = kernel, bound, grid, label
+        #: a boundary input's conversion: left out of the recording when the input arrives as a DeviceValue
+        self.input_tid: int | None = None
 
 
-@dataclass(frozen=True)
 class _Boundary:
     """How one boundary tensor crosses between the host and the device (see the module doc).
 
@@ -248,16 +292,12 @@ class _Boundary:
     (``device``), the PHWC4 buffer itself (``direct``, ``host``).  ``size`` counts the elements of the
     dense host array.  ``quant`` (scale, zero point): the host array is quantized (``dtype``)."""
 
-    tid: int
-    name: str
-    mode: str  # "device" | "direct" | "host"
-    ref: BufferRef
-    size: int
-    shape: tuple[int, int, int, int]
-    ir_shape: tuple[int, ...]
-    dtype: str
-    storage: str
-    quant: tuple[float, int] | None
+    __slots__ = ("tid", "name", "mode", "ref", "size", "shape", "ir_shape", "dtype", "storage", "quant")
+
+    def __init__(self, tid: int, name: str, mode: str, ref: BufferRef, size: int, shape: tuple[int, int, int, int],
+                 ir_shape: tuple[int, ...], dtype: str, storage: str, quant: tuple[float, int] | None) -> None:
+        self.tid, self.name, self.mode, self.ref, self.size = tid, name, mode, ref, size  # mode: device|direct|host
+        self.shape, self.ir_shape, self.dtype, self.storage, self.quant = shape, ir_shape, dtype, storage, quant
 
 
 def _boundary_mode(t: PlanTensor, layout: str) -> str:
@@ -292,6 +332,22 @@ class GpuPartitionKernel(DelegateKernel):
         self.half_math = (device.info.fp16 or not device.info.fp16_storage) if half_math is None else half_math
         self.boundary_layout = boundary_layout
         align = max(plan.alignment, device.info.buffer_alignment)
+        # What needs no device first: on a warm start the device may still be starting on its thread
+        # (vulkan's instance and device, 150-200 ms on NVIDIA, on the critical path of the larger models),
+        # and the cached records' kernels and the constants' packing can be done while it does.
+        cached = cached or {}
+        self._binaries_in = {k[4:]: v for k, v in cached.items() if k.startswith("bin/")}
+        self._sources = {k[4:]: v.decode() for k, v in cached.items() if k.startswith("src/")}
+        recs: list[dict[str, Any]] | None = None
+        #: per cached record, its kernel and grid (:func:`_kernel_from_record`), built once
+        self._kernels_in: list[tuple[RenderedKernel, tuple]] | None = None
+        if "kernels" in cached:
+            try:
+                recs = json.loads(cached["kernels"])
+                self._kernels_in = [_kernel_from_record(r, self._sources) for r in recs]
+            except (ValueError, KeyError, TypeError, AttributeError):
+                recs = self._kernels_in = None
+        packed = self._pack_constants(plan.ops, align)
         self._arena = device.alloc(max(plan.arena_bytes, align)) if plan.arena_bytes else None
         self._refs: dict[int, BufferRef] = {}
         for grp in plan.groups:  # inputs/outputs a branched launch binds as one range: one buffer (_passes/twins)
@@ -325,21 +381,17 @@ class GpuPartitionKernel(DelegateKernel):
         ops = [op for _b, op in before] + list(plan.ops) + [op for _b, op in after]
         #: one GpuOp per launch, in launch order (the plan's, with the boundary conversions around them)
         self.ops = ops
-        # From the cache: program binaries by source hash, kernel sources, and one record per launch
-        # (rendered kernel + grid + chosen work group), so a warm start neither renders nor tunes.
-        cached = cached or {}
-        self._binaries_in = {k[4:]: v for k, v in cached.items() if k.startswith("bin/")}
-        self._sources = {k[4:]: v.decode() for k, v in cached.items() if k.startswith("src/")}
+        # From the cache (read above): program binaries by source hash, kernel sources, and one record per
+        # launch (rendered kernel + grid + chosen work group), so a warm start neither renders nor tunes.
         self._records_in: list[dict[str, Any]] | None = None
         if cached.get("device_cache"):
             device.load_cache_blob(cached["device_cache"])
-        if "kernels" in cached:
+        if recs is not None and self._kernels_in is not None:
             try:
-                recs = json.loads(cached["kernels"])
                 if (len(recs) == len(ops) and all(r["src"] in self._sources for r in recs)
                         and all(r["name"] == op.kernel for r, op in zip(recs, ops, strict=True))):
                     self._records_in = recs
-            except (ValueError, KeyError, TypeError):
+            except (KeyError, TypeError):
                 self._records_in = None
         self.records: list[dict[str, Any]] = []
         self.binaries: dict[str, bytes] = {}
@@ -366,12 +418,13 @@ class GpuPartitionKernel(DelegateKernel):
                 refs.append([None if isinstance(src, str) else self._span(op, name, self._refs[src])
                              for name, src in op.bindings])
         self._precompile(ops, refs)
-        self._const_bufs: list[BufferRef] = self._upload_constants(plan.ops, align)
+        self._const_bufs: list[BufferRef] = self._upload_constants(packed)
         self._launches: list[_Launch] = []
         consts = iter(self._const_bufs)
         for i, op in enumerate(ops):
             rec = self._records_in[i] if self._records_in else None
-            ln = self._prepare_op(op, rec, [next(consts) if r is None else r for r in refs[i]])
+            ln = self._prepare_op(op, rec, [next(consts) if r is None else r for r in refs[i]],
+                                  self._kernels_in[i] if rec is not None and self._kernels_in else None)
             if i < len(before):
                 ln.input_tid = before[i][0].tid
             self._launches.append(ln)
@@ -480,9 +533,8 @@ class GpuPartitionKernel(DelegateKernel):
         kernels: dict[str, RenderedKernel] = {}
         uses: dict[str, list[Sequence[BufferRef | None]]] = {}
         if self._records_in is not None:
-            for r, bufs in zip(self._records_in, refs, strict=True):
-                if r["src"] not in kernels:  # once per source (setdefault would rebuild it per launch)
-                    kernels[r["src"]] = _kernel_from_record(r, self._sources)[0]
+            for r, (rk, _grid), bufs in zip(self._records_in, self._kernels_in or (), refs, strict=True):
+                kernels.setdefault(r["src"], rk)  # once per source: the first launch's rendering
                 uses.setdefault(r["src"], []).append(bufs)
         elif self.tuner.mode == "none":
             def no_trial(wg: tuple[int, int, int]) -> None:
@@ -503,14 +555,14 @@ class GpuPartitionKernel(DelegateKernel):
             for key, rk in kernels.items():
                 self.device.prepare_bindings(self._programs[key], rk, uses[key])
             return
-        todo = [(rk, uses[key]) for key, rk in kernels.items() if key not in self._programs]
+        todo = [(key, rk, uses[key]) for key, rk in kernels.items() if key not in self._programs]
         if len(todo) < 2 or threads <= 1:
             return
         from concurrent.futures import ThreadPoolExecutor
 
-        def build(item: tuple[RenderedKernel, list[Sequence[BufferRef | None]]]) -> None:
-            rk, buffer_sets = item
-            self.device.prepare_bindings(self._program(rk), rk, buffer_sets)
+        def build(item: tuple[str, RenderedKernel, list[Sequence[BufferRef | None]]]) -> None:
+            key, rk, buffer_sets = item
+            self.device.prepare_bindings(self._program(rk, key), rk, buffer_sets)
 
         with ThreadPoolExecutor(min(threads, len(todo)), thread_name_prefix="litegpu-compile") as pool:
             for _ in pool.map(build, todo):  # re-raises a build error here
@@ -547,13 +599,15 @@ class GpuPartitionKernel(DelegateKernel):
         self.renders += 1  # main thread only
         return render(kernel, self.device.dialect, precision, **kwargs)
 
-    def _upload_constants(self, ops: Sequence[GpuOp], align: int) -> list[BufferRef]:
-        """The constant (weight) buffers of ``ops``, in binding order, sub-ranges of one device buffer
-        filled by one transfer (one driver round trip instead of one per weight tensor)."""
+    @staticmethod
+    def _pack_constants(ops: Sequence[GpuOp], align: int) -> tuple[np.ndarray, list[tuple[int, int]]] | None:
+        """The constant (weight) arrays of ``ops``, in binding order, packed into one host array (each at
+        an ``align``-ed offset, padding zeroed) and their ``(offset, nbytes)``; None without constants.
+        Host work only (see ``__init__``: it runs before the device is needed)."""
         arrays = [np.ascontiguousarray(op.constants[src]) for op in ops for _name, src in op.bindings
                   if isinstance(src, str)]
         if not arrays:
-            return []
+            return None
         offsets, end = [], 0
         for a in arrays:
             offsets.append(end)
@@ -562,18 +616,29 @@ class GpuPartitionKernel(DelegateKernel):
         for a, off, nxt in zip(arrays, offsets, [*offsets[1:], end], strict=True):
             host[off:off + a.nbytes] = a.reshape(-1).view(np.uint8)
             host[off + a.nbytes:nxt] = 0
-        buf = self.device.alloc(end)
-        self.device.upload(BufferRef(buf, 0, end), host)
-        return [BufferRef(buf, off, a.nbytes) for a, off in zip(arrays, offsets, strict=True)]
+        return host, [(off, a.nbytes) for a, off in zip(arrays, offsets, strict=True)]
 
-    def _prepare_op(self, op: GpuOp, record: Mapping[str, Any] | None, refs: list[BufferRef]) -> _Launch:
+    def _upload_constants(self, packed: tuple[np.ndarray, list[tuple[int, int]]] | None) -> list[BufferRef]:
+        """The constant buffers (:meth:`_pack_constants`), sub-ranges of one device buffer filled by one
+        transfer (one driver round trip instead of one per weight tensor)."""
+        if packed is None:
+            return []
+        host, spans = packed
+        buf = self.device.alloc(host.nbytes)
+        self.device.upload(BufferRef(buf, 0, host.nbytes), host)
+        return [BufferRef(buf, off, n) for off, n in spans]
+
+    def _prepare_op(self, op: GpuOp, record: Mapping[str, Any] | None, refs: list[BufferRef],
+                    kernel: tuple[RenderedKernel, tuple] | None = None) -> _Launch:
+        """``kernel``: the record's kernel and grid, built already (``__init__``)."""
         dev = self.device
         prec, storage = self._render_args(op)
         if record is not None:  # warm start: the kernel as rendered and tuned last time
-            rk, grid = _kernel_from_record(record, self._sources)
+            rk, grid = kernel if kernel is not None else _kernel_from_record(record, self._sources)
             # the cached record as it is (it describes this launch; building it again from rk cost
             # a dataclasses.fields() per binding and param: 60 ms of a warm pose_landmark_full on CI)
-            return self._finish_op(op, rk, grid, dev.bind(self._program(rk), rk, refs, op.params), record)
+            return self._finish_op(op, rk, grid, dev.bind(self._program(rk, record["src"]), rk, refs, op.params),
+                                   record)
         probe = self._render(op.kernel, prec, half_math=self.half_math, buffer_storage=storage, **op.options)
         grid = probe.global_size(op.params)
         built: dict[tuple[int, int, int], tuple[RenderedKernel, Any]] = {}
@@ -613,10 +678,12 @@ class GpuPartitionKernel(DelegateKernel):
         self.records.append(_kernel_record(rk, grid, key))
         return _Launch(rk, bound, grid, op.describe())
 
-    def _program(self, rk: RenderedKernel) -> Any:
+    def _program(self, rk: RenderedKernel, key: str | None = None) -> Any:
         """Compile ``rk``, or rebuild it from a cached binary when one is there and still accepted
-        (once per source: launches of one kernel over different shapes share the program)."""
-        key = _src_key(rk.source)
+        (once per source: launches of one kernel over different shapes share the program).  ``key``:
+        the source's hash where the caller has it (a cached record names its source by it: hashing
+        every launch's source again cost a warm pose_landmark_full 14 ms on the CI-class machine)."""
+        key = key or _src_key(rk.source)
         program = self._programs.get(key)
         if program is not None:
             return program
@@ -917,6 +984,7 @@ def supports(node: NodeView) -> Support:
 
 
 def _supports(node: NodeView) -> Support:
+    _compiler()
     op = node.op
     name = op.name
     if name not in SUPPORTED_OPS:
@@ -1011,6 +1079,7 @@ def _dequantized(sg: Subgraph, t: int) -> bool:
 
 def lower_node(g: GpuGraph, node: GpuNode, policy: PrecisionPolicy) -> list[GpuOp]:
     """The kernel launches computing ``node`` (after the passes; ``node.bhwc`` must be set)."""
+    _compiler()
     if not node.bhwc:
         raise DelegateError(f"{node.describe()}: not normalised to BHWC (run normalise_bhwc)")
     entry = OPS.get(node.op)
@@ -1030,6 +1099,7 @@ def compile_graph(g: GpuGraph, *, precision: str = "fp32", alignment: int = DEFA
     ``quantization_simulation``: snap quantized results to their grids (``_passes/float_view``).
     ``device``: the :class:`~litegpu.gpu._device.DeviceInfo` the plan is for; kernel variants are chosen
     by the cost model (``_cost``) with its calibration (None: a generic GPU's)."""
+    _compiler()
     policy = precision_policy(precision)
     g.options["cost"] = profile_for(device)
     g.options["quantization_simulation"] = bool(quantization_simulation)

@@ -27,9 +27,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ._kernel_specs import ACTIVATIONS, BINARY_OPS, FUSED_ACTIVATIONS, UNARY_OPS, KernelSpec, template_text
+from ._kernel_specs import ACTIVATIONS, FUSED_ACTIVATIONS, KernelSpec, template_text
 from .lgk import PRECISIONS, KernelTemplateError
-from .ops import SPECS
 
 if TYPE_CHECKING:
     from .lgk.nodes import Expr
@@ -45,6 +44,24 @@ def _emitters() -> dict[str, Any]:
 
     return EMITTERS
 
+
+def _specs() -> Mapping[str, KernelSpec]:
+    """The kernel specs (``gpu/ops``' ``SPECS``), imported with the op table on first use: a warm start
+    binds its kernels from their cached records and needs neither."""
+    from .ops import SPECS
+
+    return SPECS
+
+
+def __getattr__(name: str) -> Any:  # ``kernels.SPECS``, the op table's, loaded on first use (_specs)
+    if name == "SPECS":
+        return _specs()
+    if name in ("UNARY_OPS", "BINARY_OPS"):  # read from common.lgk on first use (_kernel_specs)
+        from . import _kernel_specs
+
+        return getattr(_kernel_specs, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 __all__ = [
     "DIALECTS",
     "PRECISIONS",
@@ -59,8 +76,6 @@ __all__ = [
     "iter_variants",
     "default_workgroup",
     "template_text",
-    "UNARY_OPS",
-    "BINARY_OPS",
     "ACTIVATIONS",
     "FUSED_ACTIVATIONS",
 ]
@@ -174,13 +189,14 @@ class RenderedKernel:
 
 def list_kernels() -> list[str]:
     """Names of every kernel template."""
-    return sorted(SPECS)
+    return sorted(_specs())
 
 
 def kernel_spec(name: str) -> KernelSpec:
-    if name not in SPECS:
-        raise KernelTemplateError(f"unknown kernel {name!r} (known: {', '.join(sorted(SPECS))})")
-    return SPECS[name]
+    specs = _specs()
+    if name not in specs:
+        raise KernelTemplateError(f"unknown kernel {name!r} (known: {', '.join(sorted(specs))})")
+    return specs[name]
 
 
 def variants(name: str) -> list[dict[str, Any]]:
@@ -269,7 +285,7 @@ def _render(kernel_name: str, dialect: str, precision: str, frozen: tuple, wg: t
     from .lgk.parse import parse
     from .lgk.preprocess import preprocess
 
-    spec = SPECS[kernel_name]
+    spec = _specs()[kernel_name]
     opts = {k: v for k, v in frozen}
     env = dict(opts)
     env.update(_precision_env(precision, half_math))

@@ -9,7 +9,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from ._dialects.glsl import NO_CONTRACTION
+from ._dialects._markers import GLSL_NO_CONTRACTION as NO_CONTRACTION
 from .lgk import KernelTemplateError
 
 __all__ = ["compile_spirv", "find_glsl_compiler", "no_contraction"]

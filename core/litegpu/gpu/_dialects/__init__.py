@@ -1,13 +1,26 @@
-"""Dialect emitters for the neutral kernel language: OpenCL C, GLSL 4.50 (Vulkan) and WGSL."""
+"""Dialect emitters for the neutral kernel language: OpenCL C, GLSL 4.50 (Vulkan) and WGSL.
+
+The emitters (and the kernel language's parser nodes and checker they import) load on first use of
+:data:`EMITTERS`: a warm start renders nothing, and what it reads of a dialect (the markers of
+``_markers``) must not pay for them."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..lgk.types import KernelTemplateError
-from .glsl import GLSLEmitter
-from .opencl import OpenCLEmitter
-from .wgsl import WGSLEmitter
 
 __all__ = ["KernelTemplateError", "EMITTERS"]
 
-#: dialect -> emitter, for the dialects ``litegpu.gpu.kernels.DIALECTS`` names
-EMITTERS = {"opencl": OpenCLEmitter, "glsl": GLSLEmitter, "wgsl": WGSLEmitter}
+
+def __getattr__(name: str) -> Any:
+    #: ``EMITTERS``: dialect -> emitter, for the dialects ``litegpu.gpu.kernels.DIALECTS`` names
+    if name == "EMITTERS":
+        from .glsl import GLSLEmitter
+        from .opencl import OpenCLEmitter
+        from .wgsl import WGSLEmitter
+
+        emitters = {"opencl": OpenCLEmitter, "glsl": GLSLEmitter, "wgsl": WGSLEmitter}
+        globals()["EMITTERS"] = emitters
+        return emitters
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -15,13 +15,12 @@ from __future__ import annotations
 from ..lgk.emit import Emitter
 from ..lgk.nodes import Assign, Binary, Call, Conv, Index, Stmt
 from ..lgk.types import Ty
+from ._markers import GLSL_NO_CONTRACTION
 
 __all__ = ["NO_CONTRACTION", "GLSLEmitter"]
 
-#: the comment of a source whose multiply-adds are as written (``fma`` or not): ``litegpu.gpu.spirv`` then
-#: decorates its float arithmetic ``NoContraction`` (GLSL has no module-wide switch; ``precise`` is per
-#: variable)
-NO_CONTRACTION = "// no contraction: the multiply-adds are as the source spells them"
+#: the comment of a source whose multiply-adds are as written (``fma`` or not; ``_markers``)
+NO_CONTRACTION = GLSL_NO_CONTRACTION
 
 _SCALAR = {"f32": "float", "f16": "float16_t", "i32": "int", "u32": "uint", "bool": "bool"}
 _VEC_PREFIX = {"f32": "vec", "f16": "f16vec", "i32": "ivec", "u32": "uvec", "bool": "bvec"}

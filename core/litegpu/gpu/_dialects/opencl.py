@@ -17,12 +17,13 @@ from __future__ import annotations
 from ..lgk.emit import Emitter
 from ..lgk.nodes import Assign, Binary, Call, Conv, Index, Num, Stmt
 from ..lgk.types import KernelTemplateError, Ty
+from ._markers import OPENCL_NO_CONTRACTION
 
 __all__ = ["NO_CONTRACTION", "OpenCLEmitter"]
 
 #: the pragma of a source whose multiply-adds are as written, ``fma`` or not (the backend then builds
 #: it without ``-cl-mad-enable``): ``litegpu.gpu.lgk.emit.MULTIPLY_ADD``
-NO_CONTRACTION = "#pragma OPENCL FP_CONTRACT OFF"
+NO_CONTRACTION = OPENCL_NO_CONTRACTION
 _SCALAR = {"f32": "float", "f16": "half", "i32": "int", "u32": "uint", "bool": "bool"}
 
 
