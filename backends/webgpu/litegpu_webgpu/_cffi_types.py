@@ -141,11 +141,15 @@ def cached_header_cdef() -> Iterator[None]:
             store, key = DelegateCache(), _cdef_key(csource)
             got = store.load(key)
             if got is not None and "parser" in got and _restore(self, csource, got["parser"]):
+                # before the binding's import goes on: its first type parses (ffi.new, ffi.callback
+                # at module level, the instance's descriptors) cost 280 ms on the CI machine without
+                speed_up_type_parsing(self)
                 return None
         except Exception as e:  # noqa: BLE001 - the cache is never needed for correctness
             log.debug("webgpu: the cached cffi declarations were not used (%s)", e)
             store = None
         original(self, csource)
+        speed_up_type_parsing(self)
         if store is not None:
             try:
                 state = {k: getattr(self._parser, k) for k in _PARSER_STATE}

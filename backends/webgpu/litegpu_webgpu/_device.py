@@ -18,7 +18,10 @@ from __future__ import annotations
 import logging
 import os
 import re
+import threading
+import time
 from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,6 +61,25 @@ _TYPE_RANK = {
 #: set to 1 to let wgpu also open its OpenGL (EGL) backend
 GL_ENV = "LITEGPU_WEBGPU_GL"
 _instance_set = False
+#: where the first enumeration's start went on its thread (the availability probe), ms by step:
+#: the binding's import, wgpu's instance, the adapters' enumeration (``bench/init_breakdown.py``
+#: prints them with the device's own laps)
+PROBE_MS: dict[str, float] = {}
+
+#: threads creating a partition's pipelines (``compile_threads``; wgpu is thread-safe and its calls
+#: drop the GIL): up to one per core, as the vulkan backend's pool (A/B: ``--set
+#: litegpu_webgpu._device.COMPILE_THREADS=8``, the value until 2026-11-26)
+COMPILE_THREADS = 16
+#: A/B switch: True builds each pipeline (shader module, naga's SPIR-V, the driver's compile) on a
+#: pool thread while the partition goes on binding and uploading; ``record()`` (still inside prepare)
+#: waits for them.  False builds them inside ``prepare_bindings`` / ``bind``, as before 2026-11-26.
+PIPELINES_BESIDE = True
+#: A/B switch: True (wgpu's default) lets naga add its run-time checks to every shader (index
+#: clamps on arrays it cannot prove in range, a counter on every loop), False creates the modules
+#: with ``wgpuDeviceCreateShaderModuleTrusted`` and no checks: less SPIR-V for the driver to compile.
+#: litegpu's kernels index within their bindings by construction (the vulkan and opencl backends run
+#: the same kernels unchecked), and the Vulkan device's robust buffer access still bounds buffers.
+SHADER_RUNTIME_CHECKS = True
 
 
 def _instance_backends() -> bool:
@@ -69,13 +91,17 @@ def _instance_backends() -> bool:
     gl = os.environ.get(GL_ENV, "") not in ("", "0")
     if not _instance_set:
         _instance_set = True
+        laps = StartupTimer(PROBE_MS)
         try:
             from ._cffi_types import cached_header_cdef
 
-            with cached_header_cdef():  # wgpu.h's parse at wgpu-native's import: see _cffi_types
+            # wgpu.h's parse at wgpu-native's import, and the fast type parsing from right after it
+            # (the import itself parses C types: see _cffi_types)
+            with cached_header_cdef():
                 from wgpu.backends.wgpu_native.extras import set_instance_extras
-
+            laps.lap("binding import (probe)")
             set_instance_extras(backends=["All"] if gl else ["Vulkan", "Metal", "DX12"])
+            laps.lap("instance (probe)")
         except Exception as e:  # noqa: BLE001 - an older/newer wgpu-py, or an instance made elsewhere
             log.debug("webgpu: instance backends left to wgpu (%s)", e)
         try:
@@ -83,7 +109,7 @@ def _instance_backends() -> bool:
 
             from ._cffi_types import speed_up_type_parsing
 
-            speed_up_type_parsing(ffi)  # about 2 s of every start: see _cffi_types
+            speed_up_type_parsing(ffi)  # idempotent: in place already unless the header was not cached
         except Exception as e:  # noqa: BLE001 - another wgpu-py layout: only slower
             log.debug("webgpu: cffi type parsing left as it is (%s)", e)
     return gl
@@ -102,8 +128,12 @@ def list_adapters(power_preference: str = "high-performance", backend: str | Non
     """
     if power_preference not in POWER_PREFERENCES:
         raise DelegateError(f"power_preference {power_preference!r} is not one of {', '.join(POWER_PREFERENCES)}")
+    first = not _instance_set
     gl = _instance_backends()
+    t0 = time.perf_counter()
     adapters = list(wgpu.gpu.enumerate_adapters_sync())
+    if first:
+        PROBE_MS["enumerate (probe)"] = (time.perf_counter() - t0) * 1e3
     if not adapters:
         hint = "" if gl else f"; wgpu's OpenGL backend is left out unless {GL_ENV}=1"
         raise BackendUnavailableError("wgpu found no WebGPU adapter: install a Vulkan, Metal or D3D12 driver "
@@ -124,14 +154,20 @@ class _Program:
     """One WGSL kernel: its shader modules and pipelines, per set of read bindings promoted to read_write."""
 
     kernel: RenderedKernel
-    variants: dict[frozenset[int], tuple[Any, Any]]  # promoted -> (pipeline, bind group layout)
+    # promoted -> (pipeline, or the future of its build on the device's pool; bind group layout)
+    variants: dict[frozenset[int], tuple[Any, Any]]
 
 
 @dataclass(frozen=True)
 class _Bound:
-    pipeline: Any
+    pipeline: Any  # a GPUComputePipeline, or the Future of its build (record() waits for it)
     group: Any
     keep: tuple[Any, ...]  # params uniform buffer (the bind group holds it, but be explicit)
+
+
+def _ready(pipeline: Any) -> Any:
+    """The pipeline of a _Bound, waiting for its build; a failed build raises its DelegateError."""
+    return pipeline.result() if isinstance(pipeline, Future) else pipeline
 
 
 def _NULL() -> Any:  # noqa: N802 - cffi's NULL, from the wgpu-native binding's ffi
@@ -142,9 +178,12 @@ def _NULL() -> Any:  # noqa: N802 - cffi's NULL, from the wgpu-native binding's 
 
 class WebGPUDevice(GpuDevice):
     dialect = "wgsl"
-    # wgpu is thread-safe and wgpu-py's cffi calls drop the GIL: a partition's pipelines (the real
-    # shader compiles, see compile) are created on several threads at once
-    compile_threads = min(8, os.cpu_count() or 1)
+
+    @property
+    def compile_threads(self) -> int:  # type: ignore[override]
+        """wgpu is thread-safe and wgpu-py's cffi calls drop the GIL: a partition's pipelines (the
+        real shader compiles, see compile) are created on several threads at once."""
+        return max(1, min(int(COMPILE_THREADS), os.cpu_count() or 1))
 
     def __init__(self, device: int = 0, power_preference: str = "high-performance", backend: str | None = None):
         laps = StartupTimer()
@@ -180,8 +219,11 @@ class WebGPUDevice(GpuDevice):
         laps.lap("queries")
         #: where the device's creation went, ms by step (bench/init_breakdown.py prints it)
         self.startup_ms = laps.ms
+        self.startup_ms.update(PROBE_MS)  # the first enumeration's, on the availability probe's thread
         self._programs: dict[str, _Program] = {}
         self._readbacks: dict[tuple[int, int, int], tuple[Any, Any]] = {}  # read_async's, by source range
+        self._builds: ThreadPoolExecutor | None = None  # PIPELINES_BESIDE's pool
+        self._builds_lock = threading.Lock()
 
     def _open(self, features: list[str], limits: dict[str, int]) -> tuple[Any, Any]:
         device = self.adapter.request_device_sync(label="litegpu", required_features=features,
@@ -330,16 +372,57 @@ class WebGPUDevice(GpuDevice):
             else:
                 ty = wgpu.BufferBindingType.storage
             entries.append({"binding": b.index, "visibility": wgpu.ShaderStage.COMPUTE, "buffer": {"type": ty}})
-        try:
-            module = self.device.create_shader_module(label=k.name, code=src)
+        try:  # the explicit layout is all that bind groups need: made now, the pipeline maybe beside
             layout = self.device.create_bind_group_layout(entries=entries)
-            pipeline = self.device.create_compute_pipeline(
-                label=k.name, layout=self.device.create_pipeline_layout(bind_group_layouts=[layout]),
-                compute={"module": module, "entry_point": k.entry_point})
-        except Exception as e:  # noqa: BLE001 - wgpu reports WGSL/validation errors as several types
-            raise DelegateError(f"WebGPU compile of kernel {k.name} failed: {e}") from e
+            pipeline_layout = self.device.create_pipeline_layout(bind_group_layouts=[layout])
+        except Exception as e:  # noqa: BLE001 - wgpu reports validation errors as several types
+            raise DelegateError(f"WebGPU bind group layout of kernel {k.name} rejected: {e}") from e
+        if PIPELINES_BESIDE:
+            with self._builds_lock:  # prepare_bindings runs on the executor's compile threads
+                if self._builds is None:
+                    self._builds = ThreadPoolExecutor(self.compile_threads, thread_name_prefix="litegpu-wgpu-pipeline")
+            pipeline: Any = self._builds.submit(self._build_pipeline, k, src, pipeline_layout)
+        else:
+            pipeline = self._build_pipeline(k, src, pipeline_layout)
         prog.variants[promoted] = (pipeline, layout)
         return pipeline, layout
+
+    def _build_pipeline(self, k: RenderedKernel, src: str, pipeline_layout: Any) -> Any:
+        """Shader module (naga parses and validates the WGSL) and compute pipeline (naga writes SPIR-V,
+        the driver compiles it): the real cost of a WebGPU prepare, warm ones included (wgpu-native
+        has no pipeline cache, see docs/performance.md)."""
+        try:
+            module = self._shader_module(k.name, src)
+            return self.device.create_compute_pipeline(
+                label=k.name, layout=pipeline_layout, compute={"module": module, "entry_point": k.entry_point})
+        except Exception as e:  # noqa: BLE001 - wgpu reports WGSL/validation errors as several types
+            raise DelegateError(f"WebGPU compile of kernel {k.name} failed: {e}") from e
+
+    def _shader_module(self, label: str, code: str) -> Any:
+        """``create_shader_module``, or with SHADER_RUNTIME_CHECKS off wgpu-native's trusted variant
+        (the same WGSL parse and validation, no run-time checks in the generated code)."""
+        device = self.device
+        if SHADER_RUNTIME_CHECKS:
+            return device.create_shader_module(label=label, code=code)
+        from wgpu.backends.wgpu_native._api import GPUShaderModule, ffi, lib, libf
+
+        text = code.encode()
+        # (the cdata objects below stay referenced until the call returns)
+        source = ffi.new("WGPUShaderSourceWGSL *")
+        source.chain.next = ffi.NULL
+        source.chain.sType = lib.WGPUSType_ShaderSourceWGSL
+        c_code = ffi.new("char[]", text)
+        source.code.data = c_code
+        source.code.length = len(text)
+        c_label = ffi.new("char[]", label.encode())
+        desc = ffi.new("WGPUShaderModuleDescriptor *")
+        desc.nextInChain = ffi.cast("WGPUChainedStruct *", source)
+        desc.label.data = c_label
+        desc.label.length = len(label.encode())
+        handle = libf.wgpuDeviceCreateShaderModuleTrusted(device._internal, desc, 0)  # WGPUShaderRuntimeChecks_None
+        if handle == ffi.NULL:
+            raise RuntimeError("Shader module creation failed")
+        return GPUShaderModule(label, handle, device)
 
     def bind(self, program: _Program, kernel: RenderedKernel, buffers: Sequence[BufferRef],
              params: dict[str, Any]) -> _Bound:
@@ -381,7 +464,8 @@ class WebGPUDevice(GpuDevice):
     # -- batching: all launches of an invoke go into one compute pass and one submit
     def record(self, launches: Sequence[tuple[Any, RenderedKernel, tuple[int, int, int]]],
                uploads: Sequence[BufferRef] = (), downloads: Sequence[BufferRef] = ()) -> Any:
-        return [(b.pipeline, b.group, self._groups(k, g)) for b, k, g in launches]
+        # the end of a partition's prepare: its pipelines' builds (see PIPELINES_BESIDE) are waited for here
+        return [(_ready(b.pipeline), b.group, self._groups(k, g)) for b, k, g in launches]
 
     def replay(self, recording: Any) -> None:
         if not recording:
@@ -443,6 +527,9 @@ class WebGPUDevice(GpuDevice):
             self.device._poll_wait()  # wgpuDevicePoll(wait=True): returns once the queue is idle
 
     def close(self) -> None:
+        if self._builds is not None:
+            self._builds.shutdown(wait=True)
+            self._builds = None
         self._programs.clear()
         self._readbacks.clear()
         made = self._opened.done()
