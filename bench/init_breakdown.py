@@ -155,6 +155,9 @@ from litegpu.gpu._tuning import WorkgroupTuner
 created = dict(getattr(d.device, "startup_ms", {}) or {})
 driver_parts["options"] = (time.perf_counter() - t2) * 1e3 - sum(created.values())
 driver_parts.update(created)
+# a backend whose availability probe started the driver on a thread (webgpu): that thread's laps,
+# inside ``availability`` (beside the GPU executor's import there), not part of the sum
+driver_parts.update(dict(getattr(d.device, "probe_ms", {}) or {}))
 dev = type(d.device)
 for attr, step in (("compile", "compile"), ("program_from_binary", "binary"), ("program_binary", "binary"), ("load_cache_blob", "binary"),
                    ("upload", "upload"), ("alloc", "upload"), ("bind", "bind"), ("record", "bind")):

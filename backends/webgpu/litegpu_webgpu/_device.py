@@ -219,7 +219,9 @@ class WebGPUDevice(GpuDevice):
         laps.lap("queries")
         #: where the device's creation went, ms by step (bench/init_breakdown.py prints it)
         self.startup_ms = laps.ms
-        self.startup_ms.update(PROBE_MS)  # the first enumeration's, on the availability probe's thread
+        #: the first enumeration's start, on the availability probe's thread beside the GPU executor's
+        #: import (inside the availability check, not the device's creation: printed apart)
+        self.probe_ms = dict(PROBE_MS)
         self._programs: dict[str, _Program] = {}
         self._readbacks: dict[tuple[int, int, int], tuple[Any, Any]] = {}  # read_async's, by source range
         self._builds: ThreadPoolExecutor | None = None  # PIPELINES_BESIDE's pool
