@@ -1,7 +1,7 @@
 """GPU latency: litegpu backends vs LiteRT XNNPACK (1 and N threads) and LiteRT's GPU accelerator.
 
 Usage: ``python bench/gpu.py [--backends opencl] [--precisions fp32,fp16] [--runs N] [--models a,b]
-[--threads 16] [--json FILE]``
+[--threads 16] [--json FILE] [--set MODULE.NAME=VALUE]``
 
 Every engine runs the same model on the same random input in this one process.  Two figures per engine:
 
@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import GPU_SET, machine_line, mediapipe_models  # noqa: E402
+from _common import GPU_SET, machine_line, mediapipe_models, set_attribute  # noqa: E402
 from _common import median_ms as _median_ms  # noqa: E402
 
 
@@ -137,7 +137,12 @@ def main() -> int:
     ap.add_argument("--no-litert-gpu", action="store_true")
     ap.add_argument("--json", default="")
     ap.add_argument("--seed", type=int, default=0, help="seed of the uniform(-1, 1) model input (errors depend on it)")
+    ap.add_argument("--set", action="append", default=[], metavar="MODULE.NAME=VALUE",
+                    help="an A/B switch set before the delegates are made (e.g. "
+                         "litegpu_webgpu._device.SHADER_RUNTIME_CHECKS=False)")
     args = ap.parse_args()
+    for item in args.set:
+        set_attribute(item)
 
     import litegpu
     from ai_edge_litert import interpreter as litert
@@ -203,7 +208,7 @@ def main() -> int:
         rows.append(row)
         print(json.dumps(row), file=sys.stderr, flush=True)
 
-    print(f"\n{machine_line()}")
+    print(f"\n{machine_line()}" + "".join(f"; --set {item}" for item in args.set))
     for b, devs in devinfo.items():
         print(f"{b} devices: {', '.join(devs)}")
     cols = [f"{b}_{p}" for (b, p) in delegates]

@@ -371,6 +371,38 @@ def test_device_requested_beside_the_caller_and_its_failure_named_at_first_use(w
     broken.close()
 
 
+def test_default_device_starts_in_the_background_and_a_failed_start_raises_typed(wg, monkeypatch):
+    """load_delegate's quick check (wgpu imports) leaves wgpu's instance, the adapters' enumeration,
+    the queries and the device request to a thread; a start that fails raises BackendUnavailableError
+    with the reason at every use, while a device chosen by index is still checked at once."""
+    mod, dev = wg
+    assert mod.WebGPUBackend().quick_availability() == (True, "")
+
+    def no_adapter(*a, **k):
+        raise litegpu.BackendUnavailableError("wgpu found no WebGPU adapter (test)")
+
+    monkeypatch.setattr(mod._device, "list_adapters", no_adapter)
+    broken = mod.WebGPUDevice(background=True)  # returns at once: the start runs on its thread
+    for _ in range(2):
+        for use in (lambda: broken.info, lambda: broken.adapter, lambda: broken.alloc(16)):
+            with pytest.raises(litegpu.BackendUnavailableError, match=r"no WebGPU adapter \(test\)"):
+                use()
+    with pytest.raises(litegpu.BackendUnavailableError, match=r"no WebGPU adapter \(test\)"):
+        mod.WebGPUDevice()  # not in the background: raised by the constructor
+    broken.close()
+    monkeypatch.undo()
+    ok = mod.WebGPUDevice(background=True)
+    assert ok.info == dev.info and ok.alloc(16) is not None
+    assert {"enumerate adapters", "queries", "request device"} <= set(ok.startup_ms)
+    ok.close()
+    spec = mod.WebGPUBackend()
+    with pytest.raises(litegpu.BackendUnavailableError, match="adapter index 99 out of range"):
+        spec.create_delegate({"device": 99})
+    d = spec.create_delegate({})
+    assert d.device.info == dev.info
+    d.device.close()
+
+
 # -- availability never raises --------------------------------------------------------------------------
 
 @pytest.fixture

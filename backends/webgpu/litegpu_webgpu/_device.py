@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 from litegpu import BackendUnavailableError, DelegateError
 from litegpu._runtime_dir import ensure_xdg_runtime_dir
-from litegpu.gpu._device import BufferRef, DeviceInfo, GpuDevice, OpenedBeside, StartupTimer
+from litegpu.gpu._device import BufferRef, DeviceInfo, GpuDevice, OpenedBeside, QueriedBeside, StartupTimer
 from litegpu.gpu.kernels import RenderedKernel
 
 ensure_xdg_runtime_dir()  # before wgpu loads the driver: else Mesa prints an XDG_RUNTIME_DIR error per probe
@@ -185,61 +185,91 @@ class WebGPUDevice(GpuDevice):
         real shader compiles, see compile) are created on several threads at once."""
         return max(1, min(int(COMPILE_THREADS), os.cpu_count() or 1))
 
-    def __init__(self, device: int = 0, power_preference: str = "high-performance", backend: str | None = None):
-        laps = StartupTimer()
-        adapters = list_adapters(power_preference, backend)
-        laps.lap("enumerate adapters")
-        idx = int(device or 0)
-        if not 0 <= idx < len(adapters):
-            raise BackendUnavailableError(f"WebGPU adapter index {idx} out of range (found {len(adapters)}: "
-                                          + ", ".join(adapter_name(a) for a in adapters) + ")")
-        self.adapter = adapters[idx]
-        fp16 = "shader-f16" in self.adapter.features
-        # timestamp queries only serve `litegpu benchmark --profile`; enabling them costs nothing until used
-        features = [f for f in ("shader-f16", "timestamp-query") if f in self.adapter.features]
-        limits = {k: int(self.adapter.limits[k]) for k in _WANTED_LIMITS if k in self.adapter.limits}
-        # The device (wgpuAdapterRequestDevice: 100-135 ms on NVIDIA, the GIL released) is requested on
-        # a thread while the caller reads and plans the model, as vulkan does with vkCreateDevice and
-        # opencl with its context; the first use of ``device``/``queue`` waits for it and raises its
-        # failure.  What the plan needs of it is known now: wgpu-py asks for the adapter's value of every
-        # limit not given, so the device's limits are the adapter's (checked when the device arrives).
-        have = self.adapter.limits
-        # bind-group offsets of arena slices must be multiples of this (WebGPU's default is 256)
-        self._align = int(have["min-storage-buffer-offset-alignment"])
-        self._max_groups = int(have["max-compute-workgroups-per-dimension"])
-        self._opened = OpenedBeside(lambda: self._open(features, limits), "litegpu-wgpu-device", self._open_failed, self)
-        laps.lap("request device (started)")
-        info = self.adapter.info
-        self.info = DeviceInfo(
-            api="webgpu", name=adapter_name(self.adapter), vendor=str(info.get("vendor") or info.get("vendor_id", "")),
-            driver_version=str(info.get("description", "")), fp16=fp16,
-            max_workgroup_size=int(have["max-compute-invocations-per-workgroup"]),
-            buffer_alignment=self._align, compute_units=1,
-            max_buffer_bytes=int(have.get("max-storage-buffer-binding-size", 0)))
-        laps.lap("queries")
+    def __init__(self, device: int = 0, power_preference: str = "high-performance", backend: str | None = None,
+                 background: bool = False):
+        """``background``: return at once; the adapters' enumeration (wgpu's instance, the first time),
+        the adapter's queries and the device request go on on a thread while the caller reads and plans
+        the model (``WebGPUBackend.quick_availability``); ``info`` waits for the queries and a failed
+        start raises BackendUnavailableError at every use.  Otherwise the queries are done (or their
+        failure raised) when the constructor returns and only the device request is left on the thread."""
         #: where the device's creation went, ms by step (bench/init_breakdown.py prints it)
-        self.startup_ms = laps.ms
-        #: the first enumeration's start, on the availability probe's thread beside the GPU executor's
-        #: import (inside the availability check, not the device's creation: printed apart)
-        self.probe_ms = dict(PROBE_MS)
+        self.startup_ms: dict[str, float] = {}
+        #: the first enumeration's start (the binding's import, wgpu's instance): on the availability
+        #: probe's thread, or on this device's own with a background start (printed apart)
+        self.probe_ms = PROBE_MS
+        self._queried = QueriedBeside()  # ``info`` and the adapter, once the start's queries are done
         self._programs: dict[str, _Program] = {}
         self._readbacks: dict[tuple[int, int, int], tuple[Any, Any]] = {}  # read_async's, by source range
         self._builds: ThreadPoolExecutor | None = None  # PIPELINES_BESIDE's pool
         self._builds_lock = threading.Lock()
+        self._adapter: Any = None
+        idx = int(device or 0)
+        # The device (wgpuAdapterRequestDevice: 100-135 ms on NVIDIA, the GIL released) is requested on
+        # a thread while the caller reads and plans the model, as vulkan does with vkCreateDevice and
+        # opencl with its context; the first use of ``device``/``queue`` waits for it and raises its
+        # failure.  What the plan needs of it is known from the adapter: wgpu-py asks for the adapter's
+        # value of every limit not given, so the device's limits are the adapter's (checked when the
+        # device arrives).
+        self._opened = OpenedBeside(lambda: self._start(idx, power_preference, backend), "litegpu-wgpu-device",
+                                    self._open_failed, self)
+        if not background:
+            self.info  # noqa: B018 - the queries' failure (no adapter, a bad index) raised here
 
-    def _open(self, features: list[str], limits: dict[str, int]) -> tuple[Any, Any]:
-        device = self.adapter.request_device_sync(label="litegpu", required_features=features,
-                                                  required_limits=limits)
+    def _start(self, idx: int, power_preference: str, backend: str | None) -> tuple[Any, Any]:
+        """On the device's thread: the adapter (``info`` known as soon as it is), then the device."""
+        laps = StartupTimer(self.startup_ms)
+        try:
+            adapters = list_adapters(power_preference, backend)
+            laps.lap("enumerate adapters")
+            if not 0 <= idx < len(adapters):
+                raise BackendUnavailableError(f"WebGPU adapter index {idx} out of range (found {len(adapters)}: "
+                                              + ", ".join(adapter_name(a) for a in adapters) + ")")
+            adapter = self._adapter = adapters[idx]
+            have = adapter.limits
+            features = [f for f in ("shader-f16", "timestamp-query") if f in adapter.features]
+            # timestamp queries only serve `litegpu benchmark --profile`; enabling them costs nothing until used
+            limits = {k: int(have[k]) for k in _WANTED_LIMITS if k in have}
+            # bind-group offsets of arena slices must be multiples of this (WebGPU's default is 256)
+            self._align = int(have["min-storage-buffer-offset-alignment"])
+            self._max_groups = int(have["max-compute-workgroups-per-dimension"])
+            info = adapter.info
+            self._queried.set(DeviceInfo(
+                api="webgpu", name=adapter_name(adapter), vendor=str(info.get("vendor") or info.get("vendor_id", "")),
+                driver_version=str(info.get("description", "")), fp16="shader-f16" in adapter.features,
+                max_workgroup_size=int(have["max-compute-invocations-per-workgroup"]),
+                buffer_alignment=self._align, compute_units=1,
+                max_buffer_bytes=int(have.get("max-storage-buffer-binding-size", 0))))
+            laps.lap("queries")
+        except BaseException as e:
+            self._queried.fail(e)
+            raise
+        device = adapter.request_device_sync(label="litegpu", required_features=features, required_limits=limits)
+        laps.lap("request device")
         got = device.limits
         differ = [k for k in ("min-storage-buffer-offset-alignment", "max-compute-workgroups-per-dimension",
                               "max-compute-invocations-per-workgroup", "max-storage-buffer-binding-size")
-                  if got.get(k) != self.adapter.limits.get(k)]
+                  if got.get(k) != have.get(k)]
         if differ:  # planned with the adapter's: a device that differs cannot be used
             raise DelegateError(f"its limits {', '.join(differ)} differ from its adapter's")
         return device, device.queue
 
-    def _open_failed(self, e: BaseException) -> Exception:
-        return BackendUnavailableError(f"WebGPU device request on {adapter_name(self.adapter)} failed: {e}")
+    def _open_failed(self, e: BaseException | None) -> Exception:
+        if isinstance(e, BackendUnavailableError):  # the enumeration's or the index's, as worded there
+            return BackendUnavailableError(str(e))
+        if self._adapter is None:
+            return BackendUnavailableError(f"WebGPU initialisation failed: {e}")
+        return BackendUnavailableError(f"WebGPU device request on {adapter_name(self._adapter)} failed: {e}")
+
+    @property
+    def info(self) -> DeviceInfo:  # type: ignore[override]
+        """The adapter's :class:`DeviceInfo`; with a background start, waits for its queries."""
+        return self._queried.get(self._open_failed)
+
+    @property
+    def adapter(self) -> Any:
+        """wgpu's GPUAdapter (waits for the start's queries)."""
+        self.info  # noqa: B018
+        return self._adapter
 
     @property
     def device(self) -> Any:
