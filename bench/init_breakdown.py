@@ -202,6 +202,7 @@ out["calls"] = calls
 # the first use of the device waited for it (only the wait is in the prepare time)
 # (read again now: a device started in the background adds its laps on its thread after load_delegate)
 driver_parts.update(dict(getattr(d.device, "startup_ms", {}) or {}))
+driver_parts.update(dict(getattr(d.device, "probe_ms", {}) or {}))
 for attr, part in (("device_open_ms", "device (on its thread)"), ("device_wait_ms", "device wait")):
     if hasattr(d.device, attr):
         driver_parts[part] = float(getattr(d.device, attr))
