@@ -43,7 +43,10 @@ counters (``GpuPartitionKernel.programs_compiled`` etc.), not calls of the timed
 must show 0 compiled and 0 renders.  A second table splits the ``driver`` step: the API binding's
 import, the plugin scan, the backend's availability check and device list (where the first driver
 enumeration happens), the rest of ``load_delegate`` (options, configuration) and the device's creation by its own
-steps (``GpuDevice.startup_ms``: enumeration, context or device, queue, queries).
+steps (``GpuDevice.startup_ms``: enumeration, context or device, queue, queries).  webgpu adds the
+first enumeration's own laps (``probe_ms``: wgpu-native's import with its C declarations, wgpu's
+instance, the enumeration), which run on a thread (its default device starts in the background:
+``WebGPUBackend.quick_availability``) and are not part of the sum.
 
 Each cell is run cold (fresh cache directory, drivers' caches off), warm (drivers' caches off) and
 warm with the drivers' caches on in a private directory that one untimed run filled first.
