@@ -67,9 +67,11 @@ _instance_set = False
 PROBE_MS: dict[str, float] = {}
 
 #: threads creating a partition's pipelines (``compile_threads``; wgpu is thread-safe and its calls
-#: drop the GIL): up to one per core, as the vulkan backend's pool (A/B: ``--set
-#: litegpu_webgpu._device.COMPILE_THREADS=8``, the value until 2026-11-26)
-COMPILE_THREADS = 16
+#: drop the GIL), at most one per core.  16 on the 16-core NVIDIA host built pose_landmark_full's 34
+#: pipelines no faster than 8 (warm, driver cache off: 369 ms against 386; cold 1276 against 1101,
+#: the threads' summed time up 12%: NVIDIA's compiler contends), so 8 it stays (A/B: ``--set
+#: litegpu_webgpu._device.COMPILE_THREADS=16``)
+COMPILE_THREADS = 8
 #: A/B switch: True builds each pipeline (shader module, naga's SPIR-V, the driver's compile) on a
 #: pool thread while the partition goes on binding and uploading; ``record()`` (still inside prepare)
 #: waits for them.  False builds them inside ``prepare_bindings`` / ``bind``, as before 2026-11-26.
