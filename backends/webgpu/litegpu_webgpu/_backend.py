@@ -59,8 +59,22 @@ class WebGPUBackend(litegpu.BackendSpec):
         request on a thread), so that a start pays the driver beside the GPU executor's import and the
         model's read and plan.  No adapter, or a failed device request, raises BackendUnavailableError at
         the delegate's first use."""
+        import importlib.util
+
+        if importlib.util.find_spec("wgpu") is None:
+            return False, "wgpu cannot be imported (no module named 'wgpu'); pip install wgpu"
         try:
-            from . import _device  # noqa: F401 - wgpu itself (and the GPU core), on this thread
+            # what the thread imports besides wgpu-native, imported here first: two threads importing
+            # one package at once can see it half made (wgpu's own modules import one another)
+            import litegpu.cache  # noqa: F401 - the cached C declarations' store
+            import wgpu  # noqa: F401
+
+            from . import _adapters, _cffi_types  # noqa: F401
+
+            # wgpu-native's import, the instance and the enumeration start now, on a thread, before
+            # this thread imports the device module (the GPU core) and the executor
+            _adapters.start_in_background()
+            from . import _device  # noqa: F401
         except ImportError as e:
             return False, f"wgpu cannot be imported ({e}); pip install wgpu"
         except Exception as e:  # noqa: BLE001 - a broken install must not break load_delegate's message

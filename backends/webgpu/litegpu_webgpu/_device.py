@@ -19,27 +19,24 @@ import logging
 import os
 import re
 import threading
-import time
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import wgpu
 from litegpu import BackendUnavailableError, DelegateError
-from litegpu._runtime_dir import ensure_xdg_runtime_dir
 from litegpu.gpu._device import BufferRef, DeviceInfo, GpuDevice, OpenedBeside, QueriedBeside, StartupTimer
 from litegpu.gpu.kernels import RenderedKernel
 
-ensure_xdg_runtime_dir()  # before wgpu loads the driver: else Mesa prints an XDG_RUNTIME_DIR error per probe
-
-import wgpu  # noqa: E402
+# the adapters' enumeration and wgpu's instance live apart (no GPU core import), so that a start can
+# begin them on a thread before this module's own imports (WebGPUBackend.quick_availability)
+from ._adapters import GL_ENV, POWER_PREFERENCES, PROBE_MS, adapter_name, list_adapters  # noqa: F401
 
 __all__ = ["WebGPUDevice", "list_adapters", "adapter_name", "POWER_PREFERENCES"]
 
 log = logging.getLogger("litegpu")
-
-POWER_PREFERENCES = ("high-performance", "low-power")
 
 _U = wgpu.BufferUsage
 _STORAGE_USAGE = _U.STORAGE | _U.COPY_SRC | _U.COPY_DST
@@ -51,20 +48,6 @@ _WANTED_LIMITS = (
     "max-compute-workgroup-size-x", "max-compute-workgroup-size-y", "max-compute-workgroup-size-z",
     "max-compute-workgroups-per-dimension", "max-uniform-buffer-binding-size",
 )
-# adapter_type order per power preference; CPU (lavapipe, WARP, SwiftShader) always last
-_TYPE_RANK = {
-    "high-performance": {"DiscreteGPU": 0, "IntegratedGPU": 1, "VirtualGPU": 2, "Unknown": 3, "CPU": 4},
-    "low-power": {"IntegratedGPU": 0, "DiscreteGPU": 1, "VirtualGPU": 2, "Unknown": 3, "CPU": 4},
-}
-
-
-#: set to 1 to let wgpu also open its OpenGL (EGL) backend
-GL_ENV = "LITEGPU_WEBGPU_GL"
-_instance_set = False
-#: where the first enumeration's start went on its thread (the availability probe), ms by step:
-#: the binding's import, wgpu's instance, the adapters' enumeration (``bench/init_breakdown.py``
-#: prints them with the device's own laps)
-PROBE_MS: dict[str, float] = {}
 
 #: threads creating a partition's pipelines (``compile_threads``; wgpu is thread-safe and its calls
 #: drop the GIL), at most one per core.  16 on the 16-core NVIDIA host built pose_landmark_full's 34
@@ -82,73 +65,6 @@ PIPELINES_BESIDE = True
 #: litegpu's kernels index within their bindings by construction (the vulkan and opencl backends run
 #: the same kernels unchecked), and the Vulkan device's robust buffer access still bounds buffers.
 SHADER_RUNTIME_CHECKS = True
-
-
-def _instance_backends() -> bool:
-    """Before wgpu creates its (process-wide) instance: open only the native APIs (Vulkan, Metal,
-    D3D12).  Initialising the OpenGL backend as well (EGL) costs seconds on every start (2.7 s of
-    a 3 s adapter enumeration on Mesa) and it is the last choice anyway; ``LITEGPU_WEBGPU_GL=1``
-    brings it back.  Returns whether OpenGL is included."""
-    global _instance_set
-    gl = os.environ.get(GL_ENV, "") not in ("", "0")
-    if not _instance_set:
-        _instance_set = True
-        laps = StartupTimer(PROBE_MS)
-        try:
-            from ._cffi_types import cached_header_cdef
-
-            # wgpu.h's parse at wgpu-native's import, and the fast type parsing from right after it
-            # (the import itself parses C types: see _cffi_types)
-            with cached_header_cdef():
-                from wgpu.backends.wgpu_native.extras import set_instance_extras
-            laps.lap("binding import (probe)")
-            set_instance_extras(backends=["All"] if gl else ["Vulkan", "Metal", "DX12"])
-            laps.lap("instance (probe)")
-        except Exception as e:  # noqa: BLE001 - an older/newer wgpu-py, or an instance made elsewhere
-            log.debug("webgpu: instance backends left to wgpu (%s)", e)
-        try:
-            from wgpu.backends.wgpu_native._ffi import ffi
-
-            from ._cffi_types import speed_up_type_parsing
-
-            speed_up_type_parsing(ffi)  # idempotent: in place already unless the header was not cached
-        except Exception as e:  # noqa: BLE001 - another wgpu-py layout: only slower
-            log.debug("webgpu: cffi type parsing left as it is (%s)", e)
-    return gl
-
-
-def adapter_name(adapter: Any) -> str:
-    info = adapter.info
-    return f"{info.get('device') or 'unknown'} ({info.get('backend_type', '?')})"
-
-
-def list_adapters(power_preference: str = "high-performance", backend: str | None = None) -> list[Any]:
-    """Every WebGPU adapter, best first for ``power_preference``; native APIs before OpenGL.
-
-    ``backend`` keeps adapters whose backend type (Vulkan, Metal, D3D12, OpenGL) contains it.
-    Raises BackendUnavailableError with the reason when none is left.
-    """
-    if power_preference not in POWER_PREFERENCES:
-        raise DelegateError(f"power_preference {power_preference!r} is not one of {', '.join(POWER_PREFERENCES)}")
-    first = not _instance_set
-    gl = _instance_backends()
-    t0 = time.perf_counter()
-    adapters = list(wgpu.gpu.enumerate_adapters_sync())
-    if first:
-        PROBE_MS["enumerate (probe)"] = (time.perf_counter() - t0) * 1e3
-    if not adapters:
-        hint = "" if gl else f"; wgpu's OpenGL backend is left out unless {GL_ENV}=1"
-        raise BackendUnavailableError("wgpu found no WebGPU adapter: install a Vulkan, Metal or D3D12 driver "
-                                      f"(on Linux without a GPU: Mesa lavapipe, Debian mesa-vulkan-drivers){hint}")
-    if backend:
-        adapters = [a for a in adapters if backend.lower() in str(a.info.get("backend_type", "")).lower()]
-        if not adapters:
-            hint = "" if gl or "gl" not in backend.lower() else f" (wgpu's OpenGL backend needs {GL_ENV}=1)"
-            raise BackendUnavailableError(f"no WebGPU adapter on a {backend!r} backend{hint}")
-    rank = _TYPE_RANK[power_preference]
-    # wgpu's GL backend has the weakest compute support: use it only when nothing else exists
-    adapters.sort(key=lambda a: (a.info.get("backend_type") == "OpenGL", rank.get(a.info.get("adapter_type"), 3)))
-    return adapters
 
 
 @dataclass
