@@ -133,8 +133,10 @@ t0 = time.perf_counter()
 # (vulkan: the binding alone; its device module, which imports the GPU core, is imported in the
 # availability check beside vkCreateInstance on a thread, so its time is in "availability"; opencl:
 # nothing, its availability check starts the drivers first and imports pyopencl beside them)
+# webgpu: wgpu alone; its quick check starts wgpu-native and the instance on a thread before it imports
+# the device module, which imports the GPU core: that import is in "options" (load_delegate's rest)
 mod = {"opencl": "litegpu_opencl._platforms", "vulkan": "litegpu_vulkan._instance",
-       "webgpu": "litegpu_webgpu._device"}.get(backend)
+       "webgpu": "wgpu"}.get(backend)
 if mod:
     importlib.import_module(mod)
 driver_parts["import"] = (time.perf_counter() - t0) * 1e3
