@@ -1,7 +1,7 @@
 """GPU latency: litegpu backends vs LiteRT XNNPACK (1 and N threads) and LiteRT's GPU accelerator.
 
 Usage: ``python bench/gpu.py [--backends opencl] [--precisions fp32,fp16] [--runs N] [--models a,b]
-[--threads 16] [--json FILE]``
+[--threads 16] [--json FILE] [--set MODULE.NAME=VALUE]``
 
 Every engine runs the same model on the same random input in this one process.  Two figures per engine:
 
@@ -209,7 +209,7 @@ def main() -> int:
         rows.append(row)
         print(json.dumps(row), file=sys.stderr, flush=True)
 
-    print(f"\n{machine_line()}")
+    print(f"\n{machine_line()}" + "".join(f"; --set {item}" for item in args.set))
     for b, devs in devinfo.items():
         print(f"{b} devices: {', '.join(devs)}")
     cols = [f"{b}_{p}" for (b, p) in delegates]

@@ -118,7 +118,14 @@ _NO_DRIVER_CACHES = {
 
 def _driver_caches_in(root: Path) -> dict[str, str]:
     """The drivers' caches switched on but kept in ``root`` (a fresh directory the bench owns), so a
-    "warm, driver caches on" run sees only what this bench's own fill run left there."""
+    "warm, driver caches on" run sees only what this bench's own fill run left there.
+
+    The directories are made here: NVIDIA's driver does not create a ``__GL_SHADER_DISK_CACHE_PATH``
+    that does not exist, it switches its shader disk cache (Vulkan pipelines: vulkan and webgpu) off
+    instead.  Until 2026-11-26 they were not made, so every NVIDIA "driver caches on" number before
+    then ran without that cache (CUDA's ComputeCache, PoCL and Mesa make their own directories)."""
+    for sub in ("cuda", "nv-gl", "pocl", "mesa"):
+        (root / sub).mkdir(parents=True, exist_ok=True)
     return {"CUDA_CACHE_DISABLE": "0", "CUDA_CACHE_PATH": str(root / "cuda"),
             "__GL_SHADER_DISK_CACHE": "1", "__GL_SHADER_DISK_CACHE_PATH": str(root / "nv-gl"),
             "__GL_SHADER_DISK_CACHE_SKIP_CLEANUP": "1",

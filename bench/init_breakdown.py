@@ -43,7 +43,10 @@ counters (``GpuPartitionKernel.programs_compiled`` etc.), not calls of the timed
 must show 0 compiled and 0 renders.  A second table splits the ``driver`` step: the API binding's
 import, the plugin scan, the backend's availability check and device list (where the first driver
 enumeration happens), the rest of ``load_delegate`` (options, configuration) and the device's creation by its own
-steps (``GpuDevice.startup_ms``: enumeration, context or device, queue, queries).
+steps (``GpuDevice.startup_ms``: enumeration, context or device, queue, queries).  webgpu adds the
+first enumeration's own laps (``probe_ms``: wgpu-native's import with its C declarations, wgpu's
+instance, the enumeration), which run on a thread (its default device starts in the background:
+``WebGPUBackend.quick_availability``) and are not part of the sum.
 
 Each cell is run cold (fresh cache directory, drivers' caches off), warm (drivers' caches off) and
 warm with the drivers' caches on in a private directory that one untimed run filled first.
@@ -130,8 +133,10 @@ t0 = time.perf_counter()
 # (vulkan: the binding alone; its device module, which imports the GPU core, is imported in the
 # availability check beside vkCreateInstance on a thread, so its time is in "availability"; opencl:
 # nothing, its availability check starts the drivers first and imports pyopencl beside them)
+# webgpu: wgpu alone; its quick check starts wgpu-native and the instance on a thread before it imports
+# the device module, which imports the GPU core: that import is in "options" (load_delegate's rest)
 mod = {"opencl": "litegpu_opencl._platforms", "vulkan": "litegpu_vulkan._instance",
-       "webgpu": "litegpu_webgpu._device"}.get(backend)
+       "webgpu": "wgpu"}.get(backend)
 if mod:
     importlib.import_module(mod)
 driver_parts["import"] = (time.perf_counter() - t0) * 1e3
@@ -155,6 +160,9 @@ from litegpu.gpu._tuning import WorkgroupTuner
 created = dict(getattr(d.device, "startup_ms", {}) or {})
 driver_parts["options"] = (time.perf_counter() - t2) * 1e3 - sum(created.values())
 driver_parts.update(created)
+# a backend whose availability probe started the driver on a thread (webgpu): that thread's laps,
+# inside ``availability`` (beside the GPU executor's import there), not part of the sum
+driver_parts.update(dict(getattr(d.device, "probe_ms", {}) or {}))
 dev = type(d.device)
 for attr, step in (("compile", "compile"), ("program_from_binary", "binary"), ("program_binary", "binary"), ("load_cache_blob", "binary"),
                    ("upload", "upload"), ("alloc", "upload"), ("bind", "bind"), ("record", "bind")):
@@ -199,6 +207,7 @@ out["calls"] = calls
 # the first use of the device waited for it (only the wait is in the prepare time)
 # (read again now: a device started in the background adds its laps on its thread after load_delegate)
 driver_parts.update(dict(getattr(d.device, "startup_ms", {}) or {}))
+driver_parts.update(dict(getattr(d.device, "probe_ms", {}) or {}))
 for attr, part in (("device_open_ms", "device (on its thread)"), ("device_wait_ms", "device wait")):
     if hasattr(d.device, attr):
         driver_parts[part] = float(getattr(d.device, attr))
