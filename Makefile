@@ -37,8 +37,9 @@ demo: install
 # The default run: everything except tests marked slow (full sweeps whose sample runs by default).
 # One pytest worker per core (pytest-xdist, in the test extra), a test file to a worker: the suite is
 # mostly single-threaded kernel compiles on PoCL and lavapipe, so two cores halve it.  A venv made before
-# xdist joined the extra runs the suite in one process.
-XDIST = $(shell $(BIN)/python -c 'import xdist' 2>/dev/null && printf '%s' '-n auto --dist loadfile')
+# xdist joined the extra runs the suite in one process.  A worker that dies (a driver's abort) ends
+# the run with its test named, instead of a replacement worker that xdist can leave waiting.
+XDIST = $(shell $(BIN)/python -c 'import xdist' 2>/dev/null && printf '%s' '-n auto --dist loadfile --max-worker-restart 0')
 test:
 	$(BIN)/python -m pytest -q -m "not slow" --durations=25 $(XDIST)
 

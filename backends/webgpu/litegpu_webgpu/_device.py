@@ -58,7 +58,11 @@ COMPILE_THREADS = 8
 #: A/B switch: True builds each pipeline (shader module, naga's SPIR-V, the driver's compile) on a
 #: pool thread while the partition goes on binding and uploading; ``record()`` (still inside prepare)
 #: waits for them.  False builds them inside ``prepare_bindings`` / ``bind``, as before 2026-11-26.
-PIPELINES_BESIDE = True
+#: Off by default: in the fresh-clone suite (2026-11-26, a03849b, two pytest workers) one worker
+#: aborted inside wgpu-native on a Python thread while pipelines were built beside binding; until
+#: that is found, wgpu is called from one thread at a time during prepare (on NVIDIA the pool beside
+#: binding measured within noise of building inline once the driver's shader cache is on).
+PIPELINES_BESIDE = False
 #: A/B switch: True (wgpu's default) lets naga add its run-time checks to every shader (index
 #: clamps on arrays it cannot prove in range, a counter on every loop), False creates the modules
 #: with ``wgpuDeviceCreateShaderModuleTrusted`` and no checks: less SPIR-V for the driver to compile.
