@@ -25,6 +25,7 @@ from ._shards import FORMATS, done_paths
 from ._stages import (
     ACTOR_CALLS,
     NOSET_CUDA,
+    WORKER_MODULES,
     WRITE_CPUS,
     InferenceActor,
     ModelSpec,
@@ -81,6 +82,26 @@ SMALL_FIRST_BLOCKS = True
 #: 0.93, 0.89 against 0.75, 0.70; the whole call the same (11.1-12.5 s against 10.8-12.5 s: its first
 #: row 0.6 s later, waiting for a whole block) (docs/performance.md)
 ACTOR_BATCHES = 4
+#: GPU actors per GPU when ``--actors`` is left out.  One actor now feeds its GPU as fast as a single
+#: process: each call is a block of four batches (``ACTOR_BATCHES``), four calls held, 16 rows a
+#: submission; a second actor on the same GPU only shares the device and adds a process's start.
+#: H100, face_detection_short_range, vulkan, 20,000 rows, the rate once rows flow / litegpu's fastest
+#: single-process pipelined rate, same runs: 1 actor 0.94, 1.08, 1.09, 1.02; 2 actors 0.93, 0.89,
+#: 0.90, 0.89 (docs/performance.md; two actors were the default while an actor's device thread still
+#: waited for Ray Data's threads' GIL between single-batch calls)
+ACTORS_PER_GPU = 1
+#: a local instance's worker processes (the ones Ray starts with it, which the actors and the
+#: pipeline's tasks take) import :data:`~litegpu.batch._stages.WORKER_MODULES` at their start (Ray's
+#: ``preload_python_modules``), while the driver still prepares the model and builds the pipeline:
+#: the actors' constructors and the first read and preprocessing tasks then start without a worker's
+#: first imports (Ray Data, Arrow, litegpu: about 1.5 s of a fresh call's start on an H100 host)
+PRELOAD_WORKERS = True
+#: stop a local instance without the second its autoscaler monitor costs: ``ray.shutdown()`` stops
+#: Ray's processes one after the other, each sent SIGTERM and given up to a second before SIGKILL; the
+#: monitor's SIGTERM handler reports its own end as an autoscaler failure to the GCS, which Ray has
+#: stopped just before, so it waits out the whole second and is killed anyway.  It is killed first
+#: instead (a local instance has nothing for it to report or keep)
+FAST_STOP = True
 #: the GPU share the one-off prepare takes (each GPU actor gives up this fraction of its share, so that
 #: the prepare runs beside the actors' start instead of holding one back)
 PREPARE_GPUS = 0.01
@@ -256,7 +277,8 @@ def run_batch(model: str | os.PathLike[str], input: str | os.PathLike[str], outp
     Ray: an already initialised Ray is used as it is; else ``address`` (``ray://host:10001`` or
     ``auto``) joins a cluster; else a local Ray instance is started (``num_cpus`` CPUs, default all;
     ``num_gpus`` GPUs, default those Ray finds) and shut down at the end.  ``actors``: size of the
-    model actor pool (default: two per GPU of the cluster for a GPU backend, else half the CPUs).  Raises :class:`litegpu.cli._common.CliError` for
+    model actor pool (default: :data:`ACTORS_PER_GPU` per GPU of the cluster for a GPU backend, else
+    half the CPUs).  Raises :class:`litegpu.cli._common.CliError` for
     bad arguments (the CLI prints it as one line).  ``stats``: keep Ray Data's per-operator
     statistics in :attr:`BatchResult.stats` (where the time went, stage by stage).  ``in_flight``:
     submissions in flight in each GPU actor (default :data:`~litegpu.batch._stages.IN_FLIGHT`, 3), each
@@ -309,6 +331,8 @@ def run_batch(model: str | os.PathLike[str], input: str | os.PathLike[str], outp
         ray = _ray()
         if not ray.is_initialized():
             init_kw: dict[str, Any] = {"address": address} if address else {"num_cpus": num_cpus, "num_gpus": num_gpus}
+            if local and PRELOAD_WORKERS:
+                init_kw["_system_config"] = {"preload_python_modules": list(WORKER_MODULES)}
             with _worker_env(NOSET_CUDA if local and SHARED_WORKERS else {}):
                 ray.init(**init_kw, include_dashboard=False if not address else None, log_to_driver=True,
                          logging_level=logging.WARNING)
@@ -323,8 +347,26 @@ def run_batch(model: str | os.PathLike[str], input: str | os.PathLike[str], outp
         if early is not None:
             wait([early])  # (a prepare still running when Ray failed to start: never leave it behind)
         if started:
-            ray.shutdown()
+            _stop_local_ray(ray)
         result.timeline["ray_stopped"] = time.time() - t_call
+
+
+def _stop_local_ray(ray: Any) -> None:
+    """``ray.shutdown()`` of the local instance this call started; with :data:`FAST_STOP`, its
+    autoscaler monitor killed first (Ray's process table is internal: without it, the plain stop)."""
+    if FAST_STOP:
+        try:
+            from ray._private import ray_constants
+            from ray._private.worker import _global_node
+
+            infos = _global_node.all_processes.get(ray_constants.PROCESS_TYPE_MONITOR, []) if _global_node else []
+            for info in infos:
+                info.process.kill()
+            for info in infos:
+                info.process.wait(timeout=1.0)
+        except Exception as e:  # noqa: BLE001 - only a shorter stop; ray.shutdown() stops it anyway
+            log.debug("litegpu batch: Ray's monitor left to ray.shutdown() (%s)", e)
+    ray.shutdown()
 
 
 def _run(ray: Any, lm: Any, pre: Preprocess, backend: str, opts: dict[str, Any], cfg: Any, kind: str,
@@ -338,11 +380,8 @@ def _run(ray: Any, lm: Any, pre: Preprocess, backend: str, opts: dict[str, Any],
     res = ray.cluster_resources()
     cpus, gpus = float(res.get("CPU", 1)), float(res.get("GPU", 0))
     on_gpu = backend != "cpu" and gpus > 0
-    if actors is None:
-        # two per GPU: one actor's process leaves its GPU idle while its device thread waits for the GIL
-        # (Ray Data's threads in the same process); a second one fills those gaps (H200: 0.86x -> 0.95x
-        # of the pipelined rate, see IN_FLIGHT)
-        actors = max(1, 2 * int(gpus)) if on_gpu else max(1, int(cpus) // 2)
+    if actors is None:  # ACTORS_PER_GPU on each GPU; without GPUs, half the CPUs
+        actors = max(1, ACTORS_PER_GPU * int(gpus)) if on_gpu else max(1, int(cpus) // 2)
     actor_gpus = (gpus_per_actor if gpus_per_actor is not None else min(1.0, gpus / actors)) if on_gpu else 0.0
     if on_gpu and gpus_per_actor is None:
         # leave each GPU a sliver for the one-off prepare, which runs while the actors start (a pool that
