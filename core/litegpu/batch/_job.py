@@ -238,6 +238,35 @@ def _ray_running() -> bool:
     return ray is not None and bool(getattr(ray, "is_initialized", lambda: False)())
 
 
+#: the GCS address of the local instance :func:`_start_local_ray` started in this process, while it runs
+_LOCAL_INSTANCE: str | None = None
+
+
+def _own_local_ray() -> bool:
+    """Whether the Ray this process runs is a local instance :func:`_start_local_ray` started (and
+    still runs): its worker processes have the GPU settings and the preloaded modules, and this
+    machine's GPUs are the cluster's, so a call may treat it as its own local instance."""
+    if _LOCAL_INSTANCE is None or not _ray_running():
+        return False
+    return str(sys.modules["ray"].get_runtime_context().gcs_address) == _LOCAL_INSTANCE
+
+
+def _start_local_ray(ray: Any, num_cpus: int | None = None, num_gpus: int | None = None, *,
+                     log_to_driver: bool = True) -> None:
+    """Start a local Ray instance as ``litegpu batch`` without ``--address`` does: its worker processes
+    get :data:`~litegpu.batch._stages.NOSET_CUDA` (:data:`SHARED_WORKERS`) and preload
+    :data:`~litegpu.batch._stages.WORKER_MODULES` (:data:`PRELOAD_WORKERS`); no dashboard.
+    :func:`run_batch` calls in this process use it as their own local instance and leave it running
+    (a long-lived process, or a test session, pays Ray's start once); :func:`_stop_local_ray` stops it."""
+    global _LOCAL_INSTANCE
+    kw: dict[str, Any] = {"num_cpus": num_cpus, "num_gpus": num_gpus}
+    if PRELOAD_WORKERS:
+        kw["_system_config"] = {"preload_python_modules": list(WORKER_MODULES)}
+    with _worker_env(NOSET_CUDA if SHARED_WORKERS else {}):
+        ray.init(**kw, include_dashboard=False, log_to_driver=log_to_driver, logging_level=logging.WARNING)
+    _LOCAL_INSTANCE = str(ray.get_runtime_context().gcs_address)
+
+
 @contextlib.contextmanager
 def _worker_env(env: Mapping[str, str]) -> Iterator[None]:
     """``env`` set in this process while a local Ray instance starts: its processes, the workers
@@ -323,37 +352,43 @@ def run_batch(model: str | os.PathLike[str], input: str | os.PathLike[str], outp
             return result
     started = False
     early: Future | None = None  # the one-off prepare in this process, beside Ray's start (DRIVER_PREPARE)
-    local = not address and not _ray_running()
+    # a local instance: one this call starts (no --address, Ray not running), or one _start_local_ray
+    # started earlier in this process (kept running after the call)
+    local = not address and (not _ray_running() or _own_local_ray())
     if local and backend != "cpu" and DRIVER_PREPARE:  # (before Ray is even imported: that takes a second too)
         spec = ModelSpec(name=lm.name, data=lm.data, backend=backend, options=opts, config=cfg)
         early = ThreadPoolExecutor(1, thread_name_prefix="litegpu-batch-prepare").submit(prepare_once, spec)
     try:
         ray = _ray()
         if not ray.is_initialized():
-            init_kw: dict[str, Any] = {"address": address} if address else {"num_cpus": num_cpus, "num_gpus": num_gpus}
-            if local and PRELOAD_WORKERS:
-                init_kw["_system_config"] = {"preload_python_modules": list(WORKER_MODULES)}
-            with _worker_env(NOSET_CUDA if local and SHARED_WORKERS else {}):
-                ray.init(**init_kw, include_dashboard=False if not address else None, log_to_driver=True,
-                         logging_level=logging.WARNING)
+            if address:
+                ray.init(address=address, log_to_driver=True, logging_level=logging.WARNING)
+            else:
+                _start_local_ray(ray, num_cpus, num_gpus)
             started = True
         marks["ray_started"] = time.time()
         return _run(ray, lm, pre, backend, opts, cfg, kind, sources, done, todo,
                     out_dir, output_format, result, actors=actors, batch_size=batch_size, column=column,
                     id_column=id_column, gpus_per_actor=gpus_per_actor,
                     progress=progress, keep_errors=keep_errors, stats=stats, in_flight=in_flight, early=early,
-                    marks=marks, t_call=t_call, shared_env=started and local)
+                    marks=marks, t_call=t_call, shared_env=local)
     finally:
         if early is not None:
             wait([early])  # (a prepare still running when Ray failed to start: never leave it behind)
         if started:
-            _stop_local_ray(ray)
+            if local:
+                _stop_local_ray(ray)
+            else:
+                ray.shutdown()  # (joined a cluster: only this driver leaves it)
         result.timeline["ray_stopped"] = time.time() - t_call
 
 
 def _stop_local_ray(ray: Any) -> None:
-    """``ray.shutdown()`` of the local instance this call started; with :data:`FAST_STOP`, its
-    autoscaler monitor killed first (Ray's process table is internal: without it, the plain stop)."""
+    """``ray.shutdown()`` of the local instance :func:`_start_local_ray` started; with
+    :data:`FAST_STOP`, its autoscaler monitor killed first (Ray's process table is internal: without
+    it, the plain stop)."""
+    global _LOCAL_INSTANCE
+    _LOCAL_INSTANCE = None
     if FAST_STOP:
         try:
             from ray._private import ray_constants
