@@ -674,3 +674,14 @@ def test_run_batch_rejects_bad_sizes_before_any_work(tmp_path, kw, message):
 
     with pytest.raises(CliError, match=message):
         run_batch(tmp_path / "missing.tflite", tmp_path, tmp_path / "out", **kw)
+
+
+def test_worker_modules_are_importable():
+    """What a local instance's worker processes preload (Ray's ``preload_python_modules`` logs a name it
+    cannot import and goes on; here a wrong name fails)."""
+    import importlib
+
+    from litegpu.batch._stages import WORKER_MODULES
+
+    for name in WORKER_MODULES:
+        importlib.import_module(name)
