@@ -260,9 +260,17 @@ def _start_local_ray(ray: Any, num_cpus: int | None = None, num_gpus: int | None
     (a long-lived process, or a test session, pays Ray's start once); :func:`_stop_local_ray` stops it."""
     global _LOCAL_INSTANCE
     kw: dict[str, Any] = {"num_cpus": num_cpus, "num_gpus": num_gpus}
+    env = dict(NOSET_CUDA) if SHARED_WORKERS else {}
     if PRELOAD_WORKERS:
         kw["_system_config"] = {"preload_python_modules": list(WORKER_MODULES)}
-    with _worker_env(NOSET_CUDA if SHARED_WORKERS else {}):
+        if "OMP_NUM_THREADS" not in os.environ:
+            # Ray sets a task's OMP_NUM_THREADS (1 for every task and actor here, which take at most a
+            # CPU) only when the task starts, too late for a BLAS that numpy loaded with the preloaded
+            # modules: it would keep a thread per core, and the CPU interpreter's sums would no longer
+            # be `OMP_NUM_THREADS=1 litegpu run`'s to the bit.  So the workers get it from their start
+            # (a value set by the user is left to Ray, as Ray leaves it)
+            env["OMP_NUM_THREADS"] = "1"
+    with _worker_env(env):
         ray.init(**kw, include_dashboard=False, log_to_driver=log_to_driver, logging_level=logging.WARNING)
     _LOCAL_INSTANCE = str(ray.get_runtime_context().gcs_address)
 
