@@ -685,3 +685,20 @@ def test_worker_modules_are_importable():
 
     for name in WORKER_MODULES:
         importlib.import_module(name)
+
+
+def test_holds_an_input_looks_as_list_inputs_does(tmp_path):
+    """The look before a first run lists its inputs beside Ray's start: an input folder with nothing
+    ``list_inputs`` takes (only hidden entries, only other files) says no, so the error comes before
+    Ray starts; a file deep down, or a single input file, says yes; symbolic-link loops end."""
+    from litegpu.batch._job import _holds_an_input
+
+    (tmp_path / "a" / "b").mkdir(parents=True)
+    (tmp_path / ".hidden").mkdir()
+    np.save(tmp_path / ".hidden" / "h.npy", np.zeros(2))
+    (tmp_path / "a" / "notes.txt").write_text("not an input")
+    (tmp_path / "a" / "loop").symlink_to(tmp_path / "a", target_is_directory=True)
+    assert not _holds_an_input(tmp_path) and not _holds_an_input(tmp_path / "missing")
+    np.save(tmp_path / "a" / "b" / "x.npy", np.zeros(2))
+    assert _holds_an_input(tmp_path) and _holds_an_input(tmp_path / "a" / "b" / "x.npy")
+    assert not _holds_an_input(tmp_path / "a" / "notes.txt")

@@ -21,7 +21,7 @@ import numpy as np
 from ..cli._common import CliError
 from ..cli._preprocess import IMAGE_EXTS, Preprocess, PreprocessOptions, read_metadata
 from . import _stages
-from ._shards import FORMATS, done_paths
+from ._shards import FORMATS, done_paths, has_shards
 from ._stages import (
     ACTOR_CALLS,
     NOSET_CUDA,
@@ -102,6 +102,10 @@ PRELOAD_WORKERS = True
 #: stopped just before, so it waits out the whole second and is killed anyway.  It is killed first
 #: instead (a local instance has nothing for it to report or keep)
 FAST_STOP = True
+#: a first run (no shard in the output folder yet) that starts its local instance lists its inputs in
+#: a thread while ``ray.init`` waits for Ray's processes (after Ray's import, which holds the GIL):
+#: listing 100,000 files takes about half a second of the driver, 1,000,000 several
+LIST_BESIDE_START = True
 #: the GPU share the one-off prepare takes (each GPU actor gives up this fraction of its share, so that
 #: the prepare runs beside the actors' start instead of holding one back)
 PREPARE_GPUS = 0.01
@@ -183,6 +187,30 @@ def list_inputs(input: str | os.PathLike[str], exclude: Path | None = None) -> t
         raise CliError(f"no images ({', '.join(IMAGE_EXTS)}) or Parquet/Arrow files ({', '.join(TABLE_EXTS)}) "
                        f"in {input}")
     return "files", images
+
+
+def _holds_an_input(input: str | os.PathLike[str]) -> bool:
+    """Whether ``input`` is, or holds (not hidden, at any depth), a file :func:`list_inputs` takes: a
+    look that ends at the first one, so that a wrong input is still reported before Ray starts."""
+    exts = IMAGE_EXTS + TABLE_EXTS
+    p = Path(input)
+    if p.is_file():
+        return p.suffix.lower() in exts
+    stack, seen = [os.path.realpath(p)], set()
+    while stack:
+        d = stack.pop()
+        if d in seen or not os.path.isdir(d):
+            continue
+        seen.add(d)
+        with os.scandir(d) as entries:
+            for e in entries:
+                if e.name.startswith("."):
+                    continue
+                if e.is_file() and os.path.splitext(e.name)[1].lower() in exts:
+                    return True
+                if e.is_dir():
+                    stack.append(os.path.realpath(e.path))
+    return False
 
 
 def _under(path: str, folder: str) -> bool:
@@ -344,37 +372,46 @@ def run_batch(model: str | os.PathLike[str], input: str | os.PathLike[str], outp
     backend, opts = resolve_backend(lm, backend, cfg, opts)
     marks["model_loaded"] = time.time()
     out_dir = Path(output).resolve()
-    kind, sources = list_inputs(input, exclude=out_dir)
     if out_dir.exists() and not out_dir.is_dir():
         raise CliError(f"output {output} exists and is not a folder")
-    done = done_paths(out_dir)
-    todo: list[str] | None = None
-    marks["inputs_listed"] = time.time()
     result = BatchResult(model=lm.path, backend=backend, input=os.fspath(input), output=str(out_dir),
                          format=output_format)
-    if kind == "files":
-        todo = [s for s in sources if s not in done]
-        result.skipped = len(sources) - len(todo)
-        if not todo:
+    # a local instance: one this call starts (no --address, Ray not running), or one _start_local_ray
+    # started earlier in this process (kept running after the call)
+    local = not address and (not _ray_running() or _own_local_ray())
+    # a first run (no shard in the output folder: every input will run) that starts its own instance
+    # lists its inputs while ray.init waits for Ray's processes; otherwise first, so that a rerun with
+    # nothing left to do, or a wrong input, never starts Ray
+    beside = (LIST_BESIDE_START and local and not _ray_running() and not has_shards(out_dir)
+              and _holds_an_input(input))
+    kind, sources, done, todo = "", [], set(), None
+    if not beside:
+        kind, sources, done, todo = _listing(input, out_dir, result, marks)
+        if todo is not None and not todo:
             log.info("litegpu batch: all %d inputs are already in %s; nothing to run", len(sources), out_dir)
             return result
     started = False
     early: Future | None = None  # the one-off prepare in this process, beside Ray's start (DRIVER_PREPARE)
-    # a local instance: one this call starts (no --address, Ray not running), or one _start_local_ray
-    # started earlier in this process (kept running after the call)
-    local = not address and (not _ray_running() or _own_local_ray())
     if local and backend != "cpu" and DRIVER_PREPARE:  # (before Ray is even imported: that takes a second too)
         spec = ModelSpec(name=lm.name, data=lm.data, backend=backend, options=opts, config=cfg)
         early = ThreadPoolExecutor(1, thread_name_prefix="litegpu-batch-prepare").submit(prepare_once, spec)
     try:
         ray = _ray()
-        if not ray.is_initialized():
-            if address:
-                ray.init(address=address, log_to_driver=True, logging_level=logging.WARNING)
-            else:
-                _start_local_ray(ray, num_cpus, num_gpus)
-            started = True
-        marks["ray_started"] = time.time()
+        listing = ThreadPoolExecutor(1, thread_name_prefix="litegpu-batch-list").submit(
+            _listing, input, out_dir, result, marks) if beside else None
+        try:
+            if not ray.is_initialized():
+                if address:
+                    ray.init(address=address, log_to_driver=True, logging_level=logging.WARNING)
+                else:
+                    _start_local_ray(ray, num_cpus, num_gpus)
+                started = True
+            marks["ray_started"] = time.time()
+        finally:
+            if listing is not None:
+                wait([listing])
+        if listing is not None:
+            kind, sources, done, todo = listing.result()  # (a listing error ends the call; Ray is stopped below)
         return _run(ray, lm, pre, backend, opts, cfg, kind, sources, done, todo,
                     out_dir, output_format, result, actors=actors, batch_size=batch_size, column=column,
                     id_column=id_column, gpus_per_actor=gpus_per_actor,
@@ -410,6 +447,20 @@ def _stop_local_ray(ray: Any) -> None:
         except Exception as e:  # noqa: BLE001 - only a shorter stop; ray.shutdown() stops it anyway
             log.debug("litegpu batch: Ray's monitor left to ray.shutdown() (%s)", e)
     ray.shutdown()
+
+
+def _listing(input: str | os.PathLike[str], out_dir: Path, result: BatchResult,
+             marks: dict[str, float]) -> tuple[str, list[str], set[str], list[str] | None]:
+    """List the inputs and the rows ``out_dir`` already holds: (kind, sources, done, the files to run
+    (None for tables)); fills ``result.skipped`` for files and the ``inputs_listed`` mark."""
+    kind, sources = list_inputs(input, exclude=out_dir)
+    done = done_paths(out_dir)
+    todo: list[str] | None = None
+    if kind == "files":
+        todo = [s for s in sources if s not in done]
+        result.skipped = len(sources) - len(todo)
+    marks["inputs_listed"] = time.time()
+    return kind, sources, done, todo
 
 
 def _run(ray: Any, lm: Any, pre: Preprocess, backend: str, opts: dict[str, Any], cfg: Any, kind: str,
