@@ -339,9 +339,10 @@ def run_batch(model: str | os.PathLike[str], input: str | os.PathLike[str], outp
     """Run ``model`` over every image, ``.npy`` file or Parquet/Arrow row under ``input`` on Ray Data,
     writing one output row per input into ``output`` (see :mod:`litegpu.batch`).
 
-    Ray: an already initialised Ray is used as it is; else ``address`` (``ray://host:10001`` or
-    ``auto``) joins a cluster; else a local Ray instance is started (``num_cpus`` CPUs, default all;
-    ``num_gpus`` GPUs, default those Ray finds) and shut down at the end.  ``actors``: size of the
+    Ray: an already initialised Ray is used as it is (one :func:`_start_local_ray` started as this
+    call's local instance, left running); else ``address`` (``ray://host:10001`` or ``auto``) joins a
+    cluster; else a local Ray instance is started (``num_cpus`` CPUs, default all; ``num_gpus`` GPUs,
+    default those Ray finds) and shut down at the end.  ``actors``: size of the
     model actor pool (default: :data:`ACTORS_PER_GPU` per GPU of the cluster for a GPU backend, else
     half the CPUs).  Raises :class:`litegpu.cli._common.CliError` for
     bad arguments (the CLI prints it as one line).  ``stats``: keep Ray Data's per-operator
