@@ -744,7 +744,10 @@ def main() -> None:
                       f"{r.steady_items_per_s:.1f} ({r.steady_items_per_s / inv:.2f}; "
                       f"{r.steady_items_per_s / pipe:.2f} of pipelined)")
                 first_row = pre_call + tl.get("first_row", 0.0)  # from the command's start to its first row in place
-                ray_s = tl.get("ray_started", 0.0) - tl.get("inputs_listed", 0.0)
+                # Ray's import and start: from the listing's end, or where the inputs are listed beside
+                # Ray's start (LIST_BESIDE_START), from the one-off prepare's start just before Ray's import
+                ray_s = tl.get("ray_started", 0.0) - min(tl.get("inputs_listed", 0.0),
+                                                         tl.get("prepare_started", float("inf")))
                 whole_rate = r.items / whole
                 print(f"{'':8}   repetition {rep + 1}{' (a fresh process and Ray instance)' if args.ray == 'fresh' else ''}: "
                       f"the whole call {whole:.2f} s = {whole_rate:.0f} items/s = {whole_rate / pipe:.2f} of pipelined"
