@@ -85,16 +85,18 @@ ACTOR_BATCHES = 4
 #: GPU actors per GPU when ``--actors`` is left out.  One actor now feeds its GPU as fast as a single
 #: process: each call is a block of four batches (``ACTOR_BATCHES``), four calls held, 16 rows a
 #: submission; a second actor on the same GPU only shares the device and adds a process's start.
-#: H100, face_detection_short_range, vulkan, 20,000 rows, the rate once rows flow / litegpu's fastest
-#: single-process pipelined rate, same runs: 1 actor 0.94, 1.08, 1.09, 1.02; 2 actors 0.93, 0.89,
-#: 0.90, 0.89 (docs/performance.md; two actors were the default while an actor's device thread still
-#: waited for Ray Data's threads' GIL between single-batch calls)
+#: H100, face_detection_short_range, vulkan, the rate once rows flow / litegpu's fastest single-process
+#: pipelined rate, same runs: 20,000 rows, 1 actor 0.94, 1.08, 1.09, 1.02, 1.09, 1.01 against 2 actors
+#: 0.93, 0.89, 0.90, 0.89, 0.95, 0.87; 100,000 rows 1.00 against 0.88; the whole call shorter with one
+#: in every pair (docs/performance.md; two actors were the default while an actor took one batch a
+#: call and its device thread waited for Ray Data's threads' GIL at each batch boundary)
 ACTORS_PER_GPU = 1
 #: a local instance's worker processes (the ones Ray starts with it, which the actors and the
 #: pipeline's tasks take) import :data:`~litegpu.batch._stages.WORKER_MODULES` at their start (Ray's
 #: ``preload_python_modules``), while the driver still prepares the model and builds the pipeline:
 #: the actors' constructors and the first read and preprocessing tasks then start without a worker's
-#: first imports (Ray Data, Arrow, litegpu: about 1.5 s of a fresh call's start on an H100 host)
+#: first imports (H100, 20,000 rows, one actor: the pipeline's start to its first row 1.96-2.11 s
+#: against 2.78-2.82 s without, Ray's own start unchanged; docs/performance.md)
 PRELOAD_WORKERS = True
 #: stop a local instance without the second its autoscaler monitor costs: ``ray.shutdown()`` stops
 #: Ray's processes one after the other, each sent SIGTERM and given up to a second before SIGKILL; the
