@@ -106,7 +106,8 @@ PRELOAD_WORKERS = True
 FAST_STOP = True
 #: a first run (no shard in the output folder yet) that starts its local instance lists its inputs in
 #: a thread while ``ray.init`` waits for Ray's processes (after Ray's import, which holds the GIL):
-#: listing 100,000 files takes about half a second of the driver, 1,000,000 several
+#: listing 100,000 files took the driver 0.6-1.0 s on an H100 host, and beside Ray's start the first
+#: row came 0.4-0.6 s sooner (docs/performance.md); a million files take several seconds
 LIST_BESIDE_START = True
 #: the GPU share the one-off prepare takes (each GPU actor gives up this fraction of its share, so that
 #: the prepare runs beside the actors' start instead of holding one back)
