@@ -98,9 +98,12 @@ def _model_path(name: str, hw: int, work: Path) -> Path:
     return mediapipe_models(name)[name]
 
 
-def _make_images(d: Path, n: int, h: int, w: int, fmt: str, seed: int = 0, pre: Any = None) -> list[Path]:
+def _make_images(d: Path, n: int, h: int, w: int, fmt: str, seed: int = 0, pre: Any = None,
+                 link: bool = False) -> list[Path]:
     """``n`` pictures of ``h`` x ``w`` (png or npy), or with ``fmt`` "tensor", ``.npy`` files of the
-    model's input tensor: such pictures through the model's preprocessing ``pre``."""
+    model's input tensor: such pictures through the model's preprocessing ``pre``.  ``link`` (tensor
+    inputs): the files after the first 1000 are hard links to them (the same contents as without, in a
+    thousandth of the disk: 100,000 face-detection tensors are 20 GB otherwise)."""
     d.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(seed)
     files = []
@@ -112,7 +115,10 @@ def _make_images(d: Path, n: int, h: int, w: int, fmt: str, seed: int = 0, pre: 
             if len(tensors) < 1000:
                 tensors.append(pre.input_from(rng.integers(0, 256, (h, w, 3), dtype=np.uint8)))
             f = d / f"img{i:06d}.npy"
-            np.save(f, tensors[i % len(tensors)])
+            if link and i >= len(tensors):
+                os.link(files[i % len(tensors)], f)
+            else:
+                np.save(f, tensors[i % len(tensors)])
             files.append(f)
             continue
         img = rng.integers(0, 256, (h, w, 3), dtype=np.uint8)
@@ -567,6 +573,9 @@ def main() -> None:
     ap.add_argument("--model", default="small", help="'small' (generated classifier), a MediaPipe name or a .tflite")
     ap.add_argument("--small-size", type=int, default=32, help="input size of the small model (default 32)")
     ap.add_argument("--images", type=int, default=2000)
+    ap.add_argument("--link-inputs", action="store_true",
+                    help="tensor inputs: the files after the first 1000 are hard links to them (same contents, "
+                         "for jobs of 100,000 rows and more)")
     ap.add_argument("--image-format", choices=("png", "npy", "tensor"), default="png",
                     help="pictures a quarter larger than the input (png, npy) or the input tensors themselves (tensor)")
     ap.add_argument("--backends", default="cpu")
@@ -619,7 +628,7 @@ def main() -> None:
     from litegpu.batch._job import preprocessing
 
     files = _make_images(work / "images", args.images, h + h // 4, w + w // 4, args.image_format,
-                         pre=preprocessing(lm))
+                         pre=preprocessing(lm), link=args.link_inputs)
     what = ("model input tensors (preprocessed " if args.image_format == "tensor" else "images of ") + \
         f"{h + h // 4}x{w + w // 4}" + (")" if args.image_format == "tensor" else "")
     print(f"# {machine_line()}")
@@ -735,7 +744,10 @@ def main() -> None:
                       f"{r.steady_items_per_s:.1f} ({r.steady_items_per_s / inv:.2f}; "
                       f"{r.steady_items_per_s / pipe:.2f} of pipelined)")
                 first_row = pre_call + tl.get("first_row", 0.0)  # from the command's start to its first row in place
-                ray_s = tl.get("ray_started", 0.0) - tl.get("inputs_listed", 0.0)
+                # Ray's import and start: from the listing's end, or where the inputs are listed beside
+                # Ray's start (LIST_BESIDE_START), from the one-off prepare's start just before Ray's import
+                ray_s = tl.get("ray_started", 0.0) - min(tl.get("inputs_listed", 0.0),
+                                                         tl.get("prepare_started", float("inf")))
                 whole_rate = r.items / whole
                 print(f"{'':8}   repetition {rep + 1}{' (a fresh process and Ray instance)' if args.ray == 'fresh' else ''}: "
                       f"the whole call {whole:.2f} s = {whole_rate:.0f} items/s = {whole_rate / pipe:.2f} of pipelined"
@@ -745,12 +757,14 @@ def main() -> None:
                       f"{prep.get('seconds', 0.0):.2f} s in {prep.get('where', '-')}); once flowing "
                       f"{r.steady_items_per_s:.0f} items/s = {r.steady_items_per_s / pipe:.2f} of pipelined (the "
                       f"second half of the rows {r.late_items_per_s:.0f} = {r.late_items_per_s / pipe:.2f}); "
-                      f"after the last row {whole - pre_call - tl.get('last_row', 0.0):.2f} s (Ray's stop included)")
+                      f"after the last row {whole - pre_call - tl.get('last_row', 0.0):.2f} s (Ray's stop "
+                      f"{tl.get('ray_stopped', 0.0) - tl.get('stats_done', tl.get('done', 0.0)):.2f} of it)")
                 print(f"{'':8}   {_timeline_line(tl)}")
                 held.setdefault((n, depth, vname), []).append(
                     (r.steady_items_per_s / pipe, whole_rate / pipe,
                      whole_rate / yard["items_per_s"] if yard else float("nan"), r.start_s, first_row,
-                     getattr(r, "late_items_per_s", 0.0) / pipe, whole))
+                     getattr(r, "late_items_per_s", 0.0) / pipe, whole,
+                     tl.get("ray_stopped", 0.0) - tl.get("stats_done", tl.get("done", 0.0)), ray_s))
                 stages = _stage_split(r.stats)
                 for line in _split_lines(stages, r, base["pipelined_host_s"]):
                     print(f"{'':8}   {line}")
@@ -776,7 +790,8 @@ def main() -> None:
                   f"pipelined: {', '.join(f'{x[1]:.2f}' for x in xs)}; the whole call / the single-process call: "
                   f"{', '.join(f'{x[2]:.2f}' for x in xs)}; the pipeline's start to its first row (s): "
                   f"{', '.join(f'{x[3]:.2f}' for x in xs)}; the command's start to its first row (s): "
-                  f"{', '.join(f'{x[4]:.2f}' for x in xs)}")
+                  f"{', '.join(f'{x[4]:.2f}' for x in xs)}; Ray's import and start (s): "
+                  f"{', '.join(f'{x[8]:.2f}' for x in xs)}; Ray's stop (s): {', '.join(f'{x[7]:.2f}' for x in xs)}")
         results["runs"].append(run)
     if ray.is_initialized():
         ray.shutdown()

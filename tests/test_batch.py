@@ -1,8 +1,14 @@
-"""``litegpu batch`` / ``litegpu.batch`` on a local Ray instance (2 CPUs, shut down at the end).
+"""``litegpu batch`` / ``litegpu.batch`` on one local Ray instance for the whole test session (2 CPUs,
+started as ``litegpu batch`` starts its own, shut down at the end): Ray starts once per test run.
 
 Every output is compared with a single-process run of the same model through ``litegpu run``'s code
 path (``make_interpreter`` + set_inputs/invoke/get_outputs) on the same backend: identical bytes, not
 a tolerance.  Needs the ``litegpu[ray]`` extra; skipped with the reason when Ray is missing.
+
+The jobs take the path of ``litegpu batch`` without ``--address`` (the instance is the call's own local
+instance: the one-off prepare in the driver, the actors on the instance's own worker processes), except
+where a test switches to the path of a joined cluster (:func:`cluster_path`: the prepare a Ray task
+beside the pipeline's start, the actors in worker processes of their own runtime environment).
 """
 
 from __future__ import annotations
@@ -33,16 +39,34 @@ def tiny_cnn() -> bytes:
     return small_image_classifier(HW)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def local_ray():
-    """One local Ray instance for the module, limited to 2 CPUs (the machine is shared).  It declares
-    one GPU, which CI machines lack: the GPU-backend tests then take the GPU actor path (a share of a
-    GPU per actor, the backend's device index from Ray's GPU id: 0, which is PoCL's or lavapipe's
-    device); CPU-backend actors never ask for GPUs."""
-    ray.init(num_cpus=2, num_gpus=1, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    """One local Ray instance for the session, started as ``litegpu batch`` starts its own
+    (``_start_local_ray``: the workers with the GPU settings and the preloaded modules), limited to 2
+    CPUs (the machine is shared).  It declares one GPU, which CI machines lack: the GPU-backend tests
+    then take the GPU actor path (a share of a GPU per actor, the backend's device index from Ray's GPU
+    id: 0, which is PoCL's or lavapipe's device); CPU-backend actors never ask for GPUs."""
+    from litegpu.batch import _job
+    from litegpu.batch._stages import NOSET_CUDA
+
+    _job._start_local_ray(ray, num_cpus=2, num_gpus=1, log_to_driver=False)
+    assert _job._own_local_ray()
+    assert all(k not in os.environ for k in NOSET_CUDA)  # set only while Ray started, for its processes
     ray.data.DataContext.get_current().enable_progress_bars = False
     yield ray
-    ray.shutdown()
+    _job._stop_local_ray(ray)
+    assert not ray.is_initialized() and not _job._own_local_ray()
+
+
+@pytest.fixture
+def cluster_path(monkeypatch):
+    """The path of a job on a joined cluster (``--address``), on the session's instance: the one-off
+    prepare a Ray task beside the pipeline's start (``DRIVER_PREPARE`` off) and the GPU actors in worker
+    processes of their own runtime environment (``SHARED_WORKERS`` off)."""
+    from litegpu.batch import _job
+
+    monkeypatch.setattr(_job, "DRIVER_PREPARE", False)
+    monkeypatch.setattr(_job, "SHARED_WORKERS", False)
 
 
 @pytest.fixture(scope="module")
@@ -108,11 +132,14 @@ def _unavailable(backend: str) -> str | None:
     return f"litegpu-{backend} is not installed"
 
 
-# opencl runs on PoCL and vulkan on lavapipe in CI: actors on "GPU" backends without Ray GPUs
+# opencl runs on PoCL and vulkan on lavapipe in CI: actors on "GPU" backends without Ray GPUs; opencl
+# takes the path of a job on a joined cluster, vulkan (and cpu) that of `litegpu batch`'s local instance
 @pytest.mark.parametrize("backend", ["cpu", "opencl", "vulkan"])
-def test_outputs_identical_to_single_process_and_corrupt_row(local_ray, case, tmp_path, backend):
+def test_outputs_identical_to_single_process_and_corrupt_row(local_ray, case, tmp_path, backend, request):
     if backend != "cpu" and (why := _unavailable(backend)):
         pytest.skip(f"{backend} backend unavailable: {why}")
+    if backend == "opencl":
+        request.getfixturevalue("cluster_path")
     expected = single_process(case["model"], _good_files(case), backend)
     cfg = tmp_path / "app.yaml"  # the actors' serialization cache in a private folder
     cfg.write_text(f"cache:\n  dir: {tmp_path / 'cache'}\n")
@@ -138,14 +165,63 @@ def test_outputs_identical_to_single_process_and_corrupt_row(local_ray, case, tm
     if backend != "cpu":
         # half a GPU each, less the sliver the one-off prepare runs in beside the actors' start
         assert 0.49 <= r.ray["actor_gpus"] < 0.5 and all(a["device"].startswith(f"{backend}:0 ") for a in r.actors)
-        # prepared once, entries shipped: every actor's prepare hit the cache
+        # prepared once (in the driver on the local path, a Ray task on a cluster's), entries shipped:
+        # every actor's prepare hit the cache
         assert r.prepare is not None and r.prepare["cache_entries"] >= 1
+        assert r.prepare["where"].startswith("a Ray task" if backend == "opencl" else "driver"), r.prepare
         assert all(a["warm"] == "True" for a in r.actors), r.actors
 
 
-def test_a_model_that_cannot_be_prepared_fails_the_job_with_the_prepare_error(local_ray, case, tmp_path):
-    """The actors start beside the one-off prepare and wait for it; when it fails, the job ends with its
-    error as one CliError (no hang, no pool of failing actors), and nothing is written."""
+def _in_order(tl: dict[str, float], keys: list[str]) -> None:
+    got = [tl[k] for k in keys]
+    assert got == sorted(got), list(zip(keys, got, strict=True))
+
+
+def test_local_instance_prepares_in_the_driver_and_one_actor_per_gpu_starts_warm(local_ray, tmp_path):
+    """``litegpu batch``'s local instance (the session's, started as the command starts its own): the
+    one-off prepare runs in the driver, the actors get its cache entries with their spec (every actor a
+    warm start) and run in the instance's own worker processes (no runtime environment of their own),
+    the pool is one actor per GPU when ``actors`` is left out, and the call's timeline is in order."""
+    backend = next((b for b in ("vulkan", "opencl") if not _unavailable(b)), None)
+    if backend is None:
+        pytest.skip(f"no GPU backend here (vulkan: {_unavailable('vulkan')}; opencl: {_unavailable('opencl')})")
+    model = tmp_path / "cnn.tflite"
+    model.write_bytes(tiny_cnn())
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    rng = np.random.default_rng(1)
+    for i in range(16):
+        np.save(inputs / f"t{i:02d}.npy", rng.normal(size=(1, HW, HW, 3)).astype(np.float32))
+    files = sorted(inputs.iterdir())
+    expected = single_process(model, files, backend)
+    cfg = tmp_path / "app.yaml"  # a private serialization cache: the driver's prepare starts cold
+    cfg.write_text(f"cache:\n  dir: {tmp_path / 'cache'}\n")
+    out = tmp_path / "out"
+    r = run_batch(model, inputs, out, backend=backend, config=str(cfg), batch_size=2, progress=False)
+    assert ray.is_initialized()  # a local instance started before the call outlives it
+    assert (r.items, r.failures) == (len(files), 0)
+    _check_identical(read_outputs(out), expected)
+    # prepared once, in this process; the actor's prepare a cache hit
+    assert r.prepare is not None and r.prepare["where"].startswith("driver") and r.prepare["cache_entries"] >= 1
+    assert r.actors and all(a["warm"] == "True" for a in r.actors), r.actors
+    # one actor on the one GPU, all of it but the one-off prepare's sliver
+    assert r.ray["actors"] == 1 and 0.98 <= r.ray["actor_gpus"] < 1.0, r.ray
+    tl = r.timeline
+    _in_order(tl, ["model_loaded", "inputs_listed", "ray_started", "prepare_received", "pipeline_started",
+                   "first_row", "last_row", "done", "ray_stopped"])
+    _in_order(tl, ["inputs_listed", "prepare_started", "prepare_done", "prepare_received"])
+    _in_order(tl, ["pipeline_started", "preprocess_started", "preprocess_done", "first_row"])
+    for i in range(len(r.actors)):
+        _in_order(tl, [f"actor{i}.{k}" for k in ("process", "entered", "spec", "cache", "built", "warm", "ready",
+                                                  "first_batch")])
+        assert tl[f"actor{i}.first_batch"] <= tl["last_row"]
+
+
+def test_a_model_that_cannot_be_prepared_fails_the_job_with_the_prepare_error(local_ray, cluster_path, case,
+                                                                              tmp_path):
+    """On a cluster the actors start beside the one-off prepare (a Ray task) and wait for it; when it
+    fails, the job ends with its error as one CliError (no hang, no pool of failing actors), and
+    nothing is written."""
     from litegpu.cli._common import CliError
 
     if why := _unavailable("opencl"):
@@ -598,3 +674,31 @@ def test_run_batch_rejects_bad_sizes_before_any_work(tmp_path, kw, message):
 
     with pytest.raises(CliError, match=message):
         run_batch(tmp_path / "missing.tflite", tmp_path, tmp_path / "out", **kw)
+
+
+def test_worker_modules_are_importable():
+    """What a local instance's worker processes preload (Ray's ``preload_python_modules`` logs a name it
+    cannot import and goes on; here a wrong name fails)."""
+    import importlib
+
+    from litegpu.batch._stages import WORKER_MODULES
+
+    for name in WORKER_MODULES:
+        importlib.import_module(name)
+
+
+def test_holds_an_input_looks_as_list_inputs_does(tmp_path):
+    """The look before a first run lists its inputs beside Ray's start: an input folder with nothing
+    ``list_inputs`` takes (only hidden entries, only other files) says no, so the error comes before
+    Ray starts; a file deep down, or a single input file, says yes; symbolic-link loops end."""
+    from litegpu.batch._job import _holds_an_input
+
+    (tmp_path / "a" / "b").mkdir(parents=True)
+    (tmp_path / ".hidden").mkdir()
+    np.save(tmp_path / ".hidden" / "h.npy", np.zeros(2))
+    (tmp_path / "a" / "notes.txt").write_text("not an input")
+    (tmp_path / "a" / "loop").symlink_to(tmp_path / "a", target_is_directory=True)
+    assert not _holds_an_input(tmp_path) and not _holds_an_input(tmp_path / "missing")
+    np.save(tmp_path / "a" / "b" / "x.npy", np.zeros(2))
+    assert _holds_an_input(tmp_path) and _holds_an_input(tmp_path / "a" / "b" / "x.npy")
+    assert not _holds_an_input(tmp_path / "a" / "notes.txt")

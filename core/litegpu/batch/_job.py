@@ -21,10 +21,11 @@ import numpy as np
 from ..cli._common import CliError
 from ..cli._preprocess import IMAGE_EXTS, Preprocess, PreprocessOptions, read_metadata
 from . import _stages
-from ._shards import FORMATS, done_paths
+from ._shards import FORMATS, done_paths, has_shards
 from ._stages import (
     ACTOR_CALLS,
     NOSET_CUDA,
+    WORKER_MODULES,
     WRITE_CPUS,
     InferenceActor,
     ModelSpec,
@@ -81,6 +82,33 @@ SMALL_FIRST_BLOCKS = True
 #: 0.93, 0.89 against 0.75, 0.70; the whole call the same (11.1-12.5 s against 10.8-12.5 s: its first
 #: row 0.6 s later, waiting for a whole block) (docs/performance.md)
 ACTOR_BATCHES = 4
+#: GPU actors per GPU when ``--actors`` is left out.  One actor now feeds its GPU as fast as a single
+#: process: each call is a block of four batches (``ACTOR_BATCHES``), four calls held, 16 rows a
+#: submission; a second actor on the same GPU only shares the device and adds a process's start.
+#: H100, face_detection_short_range, vulkan, the rate once rows flow / litegpu's fastest single-process
+#: pipelined rate, same runs: 20,000 rows, 1 actor 0.94, 1.08, 1.09, 1.02, 1.09, 1.01 against 2 actors
+#: 0.93, 0.89, 0.90, 0.89, 0.95, 0.87; 100,000 rows 1.00 against 0.88; the whole call shorter with one
+#: in every pair (docs/performance.md; two actors were the default while an actor took one batch a
+#: call and its device thread waited for Ray Data's threads' GIL at each batch boundary)
+ACTORS_PER_GPU = 1
+#: a local instance's worker processes (the ones Ray starts with it, which the actors and the
+#: pipeline's tasks take) import :data:`~litegpu.batch._stages.WORKER_MODULES` at their start (Ray's
+#: ``preload_python_modules``), while the driver still prepares the model and builds the pipeline:
+#: the actors' constructors and the first read and preprocessing tasks then start without a worker's
+#: first imports (H100, 20,000 rows, one actor: the pipeline's start to its first row 1.96-2.11 s
+#: against 2.78-2.82 s without, Ray's own start unchanged; docs/performance.md)
+PRELOAD_WORKERS = True
+#: stop a local instance without the second its autoscaler monitor costs: ``ray.shutdown()`` stops
+#: Ray's processes one after the other, each sent SIGTERM and given up to a second before SIGKILL; the
+#: monitor's SIGTERM handler reports its own end as an autoscaler failure to the GCS, which Ray has
+#: stopped just before, so it waits out the whole second and is killed anyway.  It is killed first
+#: instead (a local instance has nothing for it to report or keep)
+FAST_STOP = True
+#: a first run (no shard in the output folder yet) that starts its local instance lists its inputs in
+#: a thread while ``ray.init`` waits for Ray's processes (after Ray's import, which holds the GIL):
+#: listing 100,000 files took the driver 0.6-1.0 s on an H100 host, and beside Ray's start the first
+#: row came 0.4-0.6 s sooner (docs/performance.md); a million files take several seconds
+LIST_BESIDE_START = True
 #: the GPU share the one-off prepare takes (each GPU actor gives up this fraction of its share, so that
 #: the prepare runs beside the actors' start instead of holding one back)
 PREPARE_GPUS = 0.01
@@ -164,6 +192,30 @@ def list_inputs(input: str | os.PathLike[str], exclude: Path | None = None) -> t
     return "files", images
 
 
+def _holds_an_input(input: str | os.PathLike[str]) -> bool:
+    """Whether ``input`` is, or holds (not hidden, at any depth), a file :func:`list_inputs` takes: a
+    look that ends at the first one, so that a wrong input is still reported before Ray starts."""
+    exts = IMAGE_EXTS + TABLE_EXTS
+    p = Path(input)
+    if p.is_file():
+        return p.suffix.lower() in exts
+    stack, seen = [os.path.realpath(p)], set()
+    while stack:
+        d = stack.pop()
+        if d in seen or not os.path.isdir(d):
+            continue
+        seen.add(d)
+        with os.scandir(d) as entries:
+            for e in entries:
+                if e.name.startswith("."):
+                    continue
+                if e.is_file() and os.path.splitext(e.name)[1].lower() in exts:
+                    return True
+                if e.is_dir():
+                    stack.append(os.path.realpath(e.path))
+    return False
+
+
 def _under(path: str, folder: str) -> bool:
     return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
 
@@ -217,6 +269,43 @@ def _ray_running() -> bool:
     return ray is not None and bool(getattr(ray, "is_initialized", lambda: False)())
 
 
+#: the GCS address of the local instance :func:`_start_local_ray` started in this process, while it runs
+_LOCAL_INSTANCE: str | None = None
+
+
+def _own_local_ray() -> bool:
+    """Whether the Ray this process runs is a local instance :func:`_start_local_ray` started (and
+    still runs): its worker processes have the GPU settings and the preloaded modules, and this
+    machine's GPUs are the cluster's, so a call may treat it as its own local instance."""
+    if _LOCAL_INSTANCE is None or not _ray_running():
+        return False
+    return str(sys.modules["ray"].get_runtime_context().gcs_address) == _LOCAL_INSTANCE
+
+
+def _start_local_ray(ray: Any, num_cpus: int | None = None, num_gpus: int | None = None, *,
+                     log_to_driver: bool = True) -> None:
+    """Start a local Ray instance as ``litegpu batch`` without ``--address`` does: its worker processes
+    get :data:`~litegpu.batch._stages.NOSET_CUDA` (:data:`SHARED_WORKERS`) and preload
+    :data:`~litegpu.batch._stages.WORKER_MODULES` (:data:`PRELOAD_WORKERS`); no dashboard.
+    :func:`run_batch` calls in this process use it as their own local instance and leave it running
+    (a long-lived process, or a test session, pays Ray's start once); :func:`_stop_local_ray` stops it."""
+    global _LOCAL_INSTANCE
+    kw: dict[str, Any] = {"num_cpus": num_cpus, "num_gpus": num_gpus}
+    env = dict(NOSET_CUDA) if SHARED_WORKERS else {}
+    if PRELOAD_WORKERS:
+        kw["_system_config"] = {"preload_python_modules": list(WORKER_MODULES)}
+        if "OMP_NUM_THREADS" not in os.environ:
+            # Ray sets a task's OMP_NUM_THREADS (1 for every task and actor here, which take at most a
+            # CPU) only when the task starts, too late for a BLAS that numpy loaded with the preloaded
+            # modules: it would keep a thread per core, and the CPU interpreter's sums would no longer
+            # be `OMP_NUM_THREADS=1 litegpu run`'s to the bit.  So the workers get it from their start
+            # (a value set by the user is left to Ray, as Ray leaves it)
+            env["OMP_NUM_THREADS"] = "1"
+    with _worker_env(env):
+        ray.init(**kw, include_dashboard=False, log_to_driver=log_to_driver, logging_level=logging.WARNING)
+    _LOCAL_INSTANCE = str(ray.get_runtime_context().gcs_address)
+
+
 @contextlib.contextmanager
 def _worker_env(env: Mapping[str, str]) -> Iterator[None]:
     """``env`` set in this process while a local Ray instance starts: its processes, the workers
@@ -253,10 +342,12 @@ def run_batch(model: str | os.PathLike[str], input: str | os.PathLike[str], outp
     """Run ``model`` over every image, ``.npy`` file or Parquet/Arrow row under ``input`` on Ray Data,
     writing one output row per input into ``output`` (see :mod:`litegpu.batch`).
 
-    Ray: an already initialised Ray is used as it is; else ``address`` (``ray://host:10001`` or
-    ``auto``) joins a cluster; else a local Ray instance is started (``num_cpus`` CPUs, default all;
-    ``num_gpus`` GPUs, default those Ray finds) and shut down at the end.  ``actors``: size of the
-    model actor pool (default: two per GPU of the cluster for a GPU backend, else half the CPUs).  Raises :class:`litegpu.cli._common.CliError` for
+    Ray: an already initialised Ray is used as it is (one :func:`_start_local_ray` started as this
+    call's local instance, left running); else ``address`` (``ray://host:10001`` or ``auto``) joins a
+    cluster; else a local Ray instance is started (``num_cpus`` CPUs, default all; ``num_gpus`` GPUs,
+    default those Ray finds) and shut down at the end.  ``actors``: size of the
+    model actor pool (default: :data:`ACTORS_PER_GPU` per GPU of the cluster for a GPU backend, else
+    half the CPUs).  Raises :class:`litegpu.cli._common.CliError` for
     bad arguments (the CLI prints it as one line).  ``stats``: keep Ray Data's per-operator
     statistics in :attr:`BatchResult.stats` (where the time went, stage by stage).  ``in_flight``:
     submissions in flight in each GPU actor (default :data:`~litegpu.batch._stages.IN_FLIGHT`, 3), each
@@ -285,46 +376,95 @@ def run_batch(model: str | os.PathLike[str], input: str | os.PathLike[str], outp
     backend, opts = resolve_backend(lm, backend, cfg, opts)
     marks["model_loaded"] = time.time()
     out_dir = Path(output).resolve()
-    kind, sources = list_inputs(input, exclude=out_dir)
     if out_dir.exists() and not out_dir.is_dir():
         raise CliError(f"output {output} exists and is not a folder")
-    done = done_paths(out_dir)
-    todo: list[str] | None = None
-    marks["inputs_listed"] = time.time()
     result = BatchResult(model=lm.path, backend=backend, input=os.fspath(input), output=str(out_dir),
                          format=output_format)
-    if kind == "files":
-        todo = [s for s in sources if s not in done]
-        result.skipped = len(sources) - len(todo)
-        if not todo:
+    # a local instance: one this call starts (no --address, Ray not running), or one _start_local_ray
+    # started earlier in this process (kept running after the call)
+    local = not address and (not _ray_running() or _own_local_ray())
+    # a first run (no shard in the output folder: every input will run) that starts its own instance
+    # lists its inputs while ray.init waits for Ray's processes; otherwise first, so that a rerun with
+    # nothing left to do, or a wrong input, never starts Ray
+    beside = (LIST_BESIDE_START and local and not _ray_running() and not has_shards(out_dir)
+              and _holds_an_input(input))
+    kind, sources, done, todo = "", [], set(), None
+    if not beside:
+        kind, sources, done, todo = _listing(input, out_dir, result, marks)
+        if todo is not None and not todo:
             log.info("litegpu batch: all %d inputs are already in %s; nothing to run", len(sources), out_dir)
             return result
     started = False
     early: Future | None = None  # the one-off prepare in this process, beside Ray's start (DRIVER_PREPARE)
-    local = not address and not _ray_running()
     if local and backend != "cpu" and DRIVER_PREPARE:  # (before Ray is even imported: that takes a second too)
         spec = ModelSpec(name=lm.name, data=lm.data, backend=backend, options=opts, config=cfg)
         early = ThreadPoolExecutor(1, thread_name_prefix="litegpu-batch-prepare").submit(prepare_once, spec)
     try:
         ray = _ray()
-        if not ray.is_initialized():
-            init_kw: dict[str, Any] = {"address": address} if address else {"num_cpus": num_cpus, "num_gpus": num_gpus}
-            with _worker_env(NOSET_CUDA if local and SHARED_WORKERS else {}):
-                ray.init(**init_kw, include_dashboard=False if not address else None, log_to_driver=True,
-                         logging_level=logging.WARNING)
-            started = True
-        marks["ray_started"] = time.time()
+        listing = ThreadPoolExecutor(1, thread_name_prefix="litegpu-batch-list").submit(
+            _listing, input, out_dir, result, marks) if beside else None
+        try:
+            if not ray.is_initialized():
+                if address:
+                    ray.init(address=address, log_to_driver=True, logging_level=logging.WARNING)
+                else:
+                    _start_local_ray(ray, num_cpus, num_gpus)
+                started = True
+            marks["ray_started"] = time.time()
+        finally:
+            if listing is not None:
+                wait([listing])
+        if listing is not None:
+            kind, sources, done, todo = listing.result()  # (a listing error ends the call; Ray is stopped below)
         return _run(ray, lm, pre, backend, opts, cfg, kind, sources, done, todo,
                     out_dir, output_format, result, actors=actors, batch_size=batch_size, column=column,
                     id_column=id_column, gpus_per_actor=gpus_per_actor,
                     progress=progress, keep_errors=keep_errors, stats=stats, in_flight=in_flight, early=early,
-                    marks=marks, t_call=t_call, shared_env=started and local)
+                    marks=marks, t_call=t_call, shared_env=local)
     finally:
         if early is not None:
             wait([early])  # (a prepare still running when Ray failed to start: never leave it behind)
         if started:
-            ray.shutdown()
+            if local:
+                _stop_local_ray(ray)
+            else:
+                ray.shutdown()  # (joined a cluster: only this driver leaves it)
         result.timeline["ray_stopped"] = time.time() - t_call
+
+
+def _stop_local_ray(ray: Any) -> None:
+    """``ray.shutdown()`` of the local instance :func:`_start_local_ray` started; with
+    :data:`FAST_STOP`, its autoscaler monitor killed first (Ray's process table is internal: without
+    it, the plain stop)."""
+    global _LOCAL_INSTANCE
+    _LOCAL_INSTANCE = None
+    if FAST_STOP:
+        try:
+            from ray._private import ray_constants
+            from ray._private.worker import _global_node
+
+            infos = _global_node.all_processes.get(ray_constants.PROCESS_TYPE_MONITOR, []) if _global_node else []
+            for info in infos:
+                info.process.kill()
+            for info in infos:
+                info.process.wait(timeout=1.0)
+        except Exception as e:  # noqa: BLE001 - only a shorter stop; ray.shutdown() stops it anyway
+            log.debug("litegpu batch: Ray's monitor left to ray.shutdown() (%s)", e)
+    ray.shutdown()
+
+
+def _listing(input: str | os.PathLike[str], out_dir: Path, result: BatchResult,
+             marks: dict[str, float]) -> tuple[str, list[str], set[str], list[str] | None]:
+    """List the inputs and the rows ``out_dir`` already holds: (kind, sources, done, the files to run
+    (None for tables)); fills ``result.skipped`` for files and the ``inputs_listed`` mark."""
+    kind, sources = list_inputs(input, exclude=out_dir)
+    done = done_paths(out_dir)
+    todo: list[str] | None = None
+    if kind == "files":
+        todo = [s for s in sources if s not in done]
+        result.skipped = len(sources) - len(todo)
+    marks["inputs_listed"] = time.time()
+    return kind, sources, done, todo
 
 
 def _run(ray: Any, lm: Any, pre: Preprocess, backend: str, opts: dict[str, Any], cfg: Any, kind: str,
@@ -338,11 +478,8 @@ def _run(ray: Any, lm: Any, pre: Preprocess, backend: str, opts: dict[str, Any],
     res = ray.cluster_resources()
     cpus, gpus = float(res.get("CPU", 1)), float(res.get("GPU", 0))
     on_gpu = backend != "cpu" and gpus > 0
-    if actors is None:
-        # two per GPU: one actor's process leaves its GPU idle while its device thread waits for the GIL
-        # (Ray Data's threads in the same process); a second one fills those gaps (H200: 0.86x -> 0.95x
-        # of the pipelined rate, see IN_FLIGHT)
-        actors = max(1, 2 * int(gpus)) if on_gpu else max(1, int(cpus) // 2)
+    if actors is None:  # ACTORS_PER_GPU on each GPU; without GPUs, half the CPUs
+        actors = max(1, ACTORS_PER_GPU * int(gpus)) if on_gpu else max(1, int(cpus) // 2)
     actor_gpus = (gpus_per_actor if gpus_per_actor is not None else min(1.0, gpus / actors)) if on_gpu else 0.0
     if on_gpu and gpus_per_actor is None:
         # leave each GPU a sliver for the one-off prepare, which runs while the actors start (a pool that

@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["FORMATS", "shard_stem", "shard_table", "write_shard", "write_table", "done_paths", "read_outputs"]
+__all__ = ["FORMATS", "shard_stem", "shard_table", "write_shard", "write_table", "has_shards", "done_paths", "read_outputs"]
 
 FORMATS = ("parquet", "npy")
 _PREFIX = "part-"
@@ -143,6 +143,11 @@ def _shards(out_dir: Path) -> list[Path]:
     if not out_dir.is_dir():
         return []
     return sorted(p for p in out_dir.iterdir() if p.name.startswith(_PREFIX))
+
+
+def has_shards(out_dir: str | os.PathLike[str]) -> bool:
+    """Whether ``out_dir`` holds any shard (without reading one)."""
+    return bool(_shards(Path(out_dir)))
 
 
 def done_paths(out_dir: str | os.PathLike[str]) -> set[str]:

@@ -151,18 +151,23 @@ def _ray_device() -> int | None:
     return int(ids[0]) if ids else None
 
 
+#: what the pipeline's read, preprocessing and write tasks and the inference actors import in a
+#: worker process (Ray Data's map tasks, Arrow and Parquet, litegpu's preprocessing and this module):
+#: a local instance's worker processes import them at their start (``PRELOAD_WORKERS`` in
+#: ``_job.py``), and :func:`warm_worker` imports them where they were not
+WORKER_MODULES = ("pyarrow.parquet", "ray.data", "ray.data.extensions",
+                  "ray.data._internal.execution.operators.map_operator", "ray.data._internal.planner.plan_udf_map_op",
+                  "litegpu.cli._preprocess", "litegpu.batch._stages")
+
+
 def warm_worker(until: float) -> int:
-    """Ray task run on each CPU worker while the model is prepared: import what the pipeline's read,
-    preprocessing and write tasks run (Ray Data's map tasks, Arrow and Parquet, litegpu's
-    preprocessing), then hold the worker until the wall-clock time ``until`` so that the other warm-up
-    tasks land on other workers.  Returns the worker's pid."""
-    import pyarrow.parquet  # noqa: F401
-    import ray.data._internal.execution.operators.map_operator  # noqa: F401
-    import ray.data._internal.planner.plan_udf_map_op  # noqa: F401
-    import ray.data.extensions  # noqa: F401
+    """Ray task run on each CPU worker while the model is prepared: import :data:`WORKER_MODULES`
+    (nothing to do where the worker preloaded them), then hold the worker until the wall-clock time
+    ``until`` so that the other warm-up tasks land on other workers.  Returns the worker's pid."""
+    import importlib
 
-    from ..cli import _preprocess  # noqa: F401
-
+    for name in WORKER_MODULES:
+        importlib.import_module(name)
     time.sleep(max(0.0, min(1.0, until - time.time())))
     return os.getpid()
 

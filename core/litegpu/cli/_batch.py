@@ -23,7 +23,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--backend", "-b", default="cpu",
                    help="backend of every actor (default: cpu; auto: measured here once; see `litegpu backends`)")
     p.add_argument("--actors", type=int, metavar="N",
-                   help="model actors (default: two per GPU for a GPU backend on a cluster with GPUs, else half "
+                   help="model actors (default: one per GPU for a GPU backend on a cluster with GPUs, else half "
                         "the CPUs)")
     p.add_argument("--batch-size", type=int, default=32, metavar="K", help="inputs per batch and shard (default 32)")
     p.add_argument("--in-flight", type=int, metavar="N", help="submissions in flight in each GPU actor, each of up to 16 rows run as one (default 3)")
