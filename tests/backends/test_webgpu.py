@@ -292,6 +292,56 @@ def test_device_resident_value_between_partitions(wg):
     assert rel_error(got, run_litert(model, [x])[0]) <= FP32_TOL
 
 
+# The pool beside binding (off by default, see PIPELINES_BESIDE) runs in the slow suite only: a worker of
+# the fresh-clone default run aborted inside wgpu-native on a Python thread with it on.
+@pytest.mark.parametrize("beside", [pytest.param(True, marks=pytest.mark.slow), False],
+                         ids=["pipelines-beside", "pipelines-inline"])
+@pytest.mark.parametrize("checks", [True, False], ids=["runtime-checks", "trusted"])
+def test_pipeline_build_modes_match_litert(wg, monkeypatch, beside, checks):
+    """Pipelines built on the device's pool beside binding (record() waits for them) or inline, from
+    checked or trusted shader modules (SHADER_RUNTIME_CHECKS): the same answers as LiteRT."""
+    mod, _ = wg
+    monkeypatch.setattr(mod._device, "PIPELINES_BESIDE", beside)
+    monkeypatch.setattr(mod._device, "SHADER_RUNTIME_CHECKS", checks)
+    dev = mod.WebGPUDevice()  # a fresh device: programs are kept per device
+    made = []
+    real = mod.WebGPUDevice._shader_module
+    monkeypatch.setattr(mod.WebGPUDevice, "_shader_module", lambda self, *a: made.append(a[0]) or real(self, *a))
+    try:
+        rng = np.random.default_rng(4)
+        model = _chain_model(rng)
+        x = _rand(rng, (1, 9, 9, 8))
+        got, _ = run_webgpu((mod, dev), model, [x])
+        assert rel_error(got[0], run_litert(model, [x])[0]) <= FP32_TOL
+        assert made, "no shader module was made: the test lost its point"
+        futures = [v[0] for p in dev._programs.values() for v in p.variants.values()]
+        assert all(isinstance(f, mod._device.Future) for f in futures) == beside
+    finally:
+        dev.close()
+
+
+# The pool beside binding (off by default, see PIPELINES_BESIDE) runs in the slow suite only: a worker of
+# the fresh-clone default run aborted inside wgpu-native on a Python thread with it on.
+@pytest.mark.parametrize("beside", [pytest.param(True, marks=pytest.mark.slow), False],
+                         ids=["pipelines-beside", "pipelines-inline"])
+def test_failing_pipeline_build_is_reported_at_prepare(wg, monkeypatch, beside):
+    """A WGSL kernel wgpu rejects, built on the pool beside binding, fails the prepare that needs it
+    (allocate_tensors, not the first invoke) with a DelegateError naming the kernel and wgpu's reason."""
+    mod, _ = wg
+    monkeypatch.setattr(mod._device, "PIPELINES_BESIDE", beside)
+    dev = mod.WebGPUDevice()
+    real = mod.WebGPUDevice._shader_module
+    monkeypatch.setattr(mod.WebGPUDevice, "_shader_module",
+                        lambda self, label, code: real(self, label, code + "\nfn broken( {"))
+    try:
+        model = _chain_model(np.random.default_rng(5))
+        it = litegpu.Interpreter(model_content=model, experimental_delegates=[mod.WebGPUDelegate(dev, {})])
+        with pytest.raises(litegpu.DelegateError, match=r"WebGPU compile of kernel \w+ failed(.|\n)*parsing error"):
+            it.allocate_tensors()
+    finally:
+        dev.close()
+
+
 def test_bad_device_index_names_the_adapters(wg):
     mod, _ = wg
     with pytest.raises(litegpu.BackendUnavailableError, match="adapter index 99 out of range"):
@@ -325,6 +375,38 @@ def test_device_requested_beside_the_caller_and_its_failure_named_at_first_use(w
         with pytest.raises(litegpu.BackendUnavailableError, match="device request .* failed: out of device memory"):
             use()
     broken.close()
+
+
+def test_default_device_starts_in_the_background_and_a_failed_start_raises_typed(wg, monkeypatch):
+    """load_delegate's quick check (wgpu imports) leaves wgpu's instance, the adapters' enumeration,
+    the queries and the device request to a thread; a start that fails raises BackendUnavailableError
+    with the reason at every use, while a device chosen by index is still checked at once."""
+    mod, dev = wg
+    assert mod.WebGPUBackend().quick_availability() == (True, "")
+
+    def no_adapter(*a, **k):
+        raise litegpu.BackendUnavailableError("wgpu found no WebGPU adapter (test)")
+
+    monkeypatch.setattr(mod._device, "list_adapters", no_adapter)
+    broken = mod.WebGPUDevice(background=True)  # returns at once: the start runs on its thread
+    for _ in range(2):
+        for use in (lambda: broken.info, lambda: broken.adapter, lambda: broken.alloc(16)):
+            with pytest.raises(litegpu.BackendUnavailableError, match=r"no WebGPU adapter \(test\)"):
+                use()
+    with pytest.raises(litegpu.BackendUnavailableError, match=r"no WebGPU adapter \(test\)"):
+        mod.WebGPUDevice()  # not in the background: raised by the constructor
+    broken.close()
+    monkeypatch.undo()
+    ok = mod.WebGPUDevice(background=True)
+    assert ok.info == dev.info and ok.alloc(16) is not None
+    assert {"enumerate adapters", "queries", "request device"} <= set(ok.startup_ms)
+    ok.close()
+    spec = mod.WebGPUBackend()
+    with pytest.raises(litegpu.BackendUnavailableError, match="adapter index 99 out of range"):
+        spec.create_delegate({"device": 99})
+    d = spec.create_delegate({})
+    assert d.device.info == dev.info
+    d.device.close()
 
 
 # -- availability never raises --------------------------------------------------------------------------

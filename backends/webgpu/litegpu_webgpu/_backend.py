@@ -53,6 +53,34 @@ class WebGPUBackend(litegpu.BackendSpec):
         why = probe_beside_executor(probe, "webgpu", "WebGPU initialisation failed")
         return (not why), why
 
+    def quick_availability(self) -> tuple[bool, str] | None:
+        """For ``load_delegate``: wgpu imports; the default device starts in the background
+        (``WebGPUDevice(background=True)``: wgpu's instance, the adapters' enumeration and the device
+        request on a thread), so that a start pays the driver beside the GPU executor's import and the
+        model's read and plan.  No adapter, or a failed device request, raises BackendUnavailableError at
+        the delegate's first use."""
+        import importlib.util
+
+        if importlib.util.find_spec("wgpu") is None:
+            return False, "wgpu cannot be imported (no module named 'wgpu'); pip install wgpu"
+        try:
+            # what the thread imports besides wgpu-native, imported here first: two threads importing
+            # one package at once can see it half made (wgpu's own modules import one another)
+            import litegpu.cache  # noqa: F401 - the cached C declarations' store
+            import wgpu  # noqa: F401
+
+            from . import _adapters, _cffi_types  # noqa: F401
+
+            # wgpu-native's import, the instance and the enumeration start now, on a thread, before
+            # this thread imports the device module (the GPU core) and the executor
+            _adapters.start_in_background()
+            from . import _device  # noqa: F401
+        except ImportError as e:
+            return False, f"wgpu cannot be imported ({e}); pip install wgpu"
+        except Exception as e:  # noqa: BLE001 - a broken install must not break load_delegate's message
+            return False, f"WebGPU initialisation failed: {e}"
+        return True, ""
+
     def devices(self) -> list[str]:
         try:
             from ._device import adapter_name
@@ -65,7 +93,9 @@ class WebGPUBackend(litegpu.BackendSpec):
         from ._delegate import WebGPUDelegate
         from ._device import WebGPUDevice
 
-        dev = WebGPUDevice(device=options.get("device") or 0,
-                           power_preference=options.get("power_preference") or "high-performance",
-                           backend=options.get("adapter_backend"))
+        device = options.get("device") or 0
+        # the default device starts in the background (see quick_availability); one chosen by index is
+        # checked here, so that a wrong index raises at load_delegate
+        dev = WebGPUDevice(device=device, power_preference=options.get("power_preference") or "high-performance",
+                           backend=options.get("adapter_backend"), background=device == 0)
         return WebGPUDelegate(dev, options)
