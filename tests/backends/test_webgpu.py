@@ -409,6 +409,72 @@ def test_default_device_starts_in_the_background_and_a_failed_start_raises_typed
     d.device.close()
 
 
+# -- threads: wgpu's instance made elsewhere, starts on several threads at once ---------------------------
+
+_THREADS_CHILD = textwrap.dedent(r"""
+    import sys, threading
+    import numpy as np
+    import wgpu
+    # another library's use of wgpu first: wgpu's process-wide instance with its default backends
+    # (OpenGL through EGL too, where Mesa has it), before litegpu can choose them
+    wgpu.gpu.request_adapter_sync(power_preference="low-power")
+    import litegpu
+    model, x_path, want_path, threads, rounds = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
+    x, want = np.load(x_path), np.load(want_path)
+    errors = []
+
+    def work(k):
+        try:
+            for i in range(rounds):
+                d = litegpu.load_delegate("webgpu", {"cache": {"enabled": False}})
+                if (i + k) % 2:
+                    d.devices()  # an enumeration beside the other threads' starts
+                it = litegpu.Interpreter(model_path=model, experimental_delegates=[d])
+                it.allocate_tensors()
+                it.set_tensor(it.get_input_details()[0]["index"], x)
+                it.invoke()
+                got = it.get_tensor(it.get_output_details()[0]["index"])
+                err = float(np.max(np.abs(got - want)) / (np.max(np.abs(want)) + 1e-12))
+                if err > 1e-4:
+                    errors.append(f"thread {k} round {i}: relative error {err}")
+                if i % 2:
+                    d.close()  # the others are left to the garbage collector, on whichever thread
+        except Exception as e:
+            errors.append(f"thread {k}: {type(e).__name__}: {e}")
+
+    ts = [threading.Thread(target=work, args=(k,)) for k in range(threads)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    print("errors:", errors)
+    sys.exit(1 if errors else 0)
+""")
+
+
+def test_starts_on_threads_with_wgpus_instance_made_elsewhere(wg, tmp_path):
+    """Several threads start webgpu delegates at once (the background start, the device's start, a
+    ``devices()`` listing), prepare, run and close them, in a process whose wgpu instance another
+    user of wgpu made first with every backend (OpenGL's EGL included where it exists).  wgpu-native
+    29 aborted such a process (the fresh-clone suite, 2026-11-26: EGL_BAD_ACCESS unwrapped in an
+    enumeration on a second thread); it must now run to the end with LiteRT's answers.  In a child
+    process: an abort must fail this test, not end the test run."""
+    import subprocess
+
+    rng = np.random.default_rng(11)
+    model = tmp_path / "chain.tflite"
+    model.write_bytes(_chain_model(rng))
+    x = _rand(rng, (1, 9, 9, 8))
+    np.save(tmp_path / "x.npy", x)
+    np.save(tmp_path / "want.npy", run_litert(model.read_bytes(), [x])[0])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), *sys.path])}
+    r = subprocess.run([sys.executable, "-c", _THREADS_CHILD, str(model), str(tmp_path / "x.npy"),
+                        str(tmp_path / "want.npy"), "3", "4"], capture_output=True, text=True, env=env, timeout=600)
+    tail = (r.stdout + r.stderr)[-3000:]
+    assert r.returncode == 0, f"exit code {r.returncode}:\n{tail}"
+    assert "errors: []" in r.stdout, tail
+
+
 # -- availability never raises --------------------------------------------------------------------------
 
 @pytest.fixture
@@ -428,19 +494,21 @@ def test_unavailable_without_wgpu(backend_mod, monkeypatch):
 
 
 def test_unavailable_without_adapter(backend_mod, monkeypatch):
-    wgpu = pytest.importorskip("wgpu")
-    from litegpu_webgpu import _device
+    pytest.importorskip("wgpu")
+    from litegpu_webgpu import _adapters, _device
 
-    monkeypatch.setattr(wgpu.gpu, "enumerate_adapters_sync", lambda: [])
+    # wgpu-native's enumeration finding nothing, the process's list not yet made (it is kept once made)
+    monkeypatch.setattr(_adapters, "_listed", {})
+    monkeypatch.setattr(_adapters, "_enumerate", lambda gl: [])
     ok, reason = backend_mod.WebGPUBackend().availability()
     assert not ok and "no WebGPU adapter" in reason and "mesa-vulkan-drivers" in reason
     with pytest.raises(litegpu.BackendUnavailableError, match="no WebGPU adapter"):
         _device.WebGPUDevice()
 
-    def broken():
+    def broken(gl):
         raise RuntimeError("driver exploded")
 
-    monkeypatch.setattr(wgpu.gpu, "enumerate_adapters_sync", broken)
+    monkeypatch.setattr(_adapters, "_enumerate", broken)
     assert backend_mod.WebGPUBackend().availability() == (False, "WebGPU initialisation failed: driver exploded")
 
 

@@ -18,7 +18,8 @@ from typing import Any
 from litegpu import BackendUnavailableError, DelegateError
 from litegpu._runtime_dir import ensure_xdg_runtime_dir
 
-__all__ = ["list_adapters", "adapter_name", "start_in_background", "POWER_PREFERENCES", "GL_ENV", "PROBE_MS"]
+__all__ = ["list_adapters", "adapter_name", "start_in_background", "ADAPTER_LOCK", "POWER_PREFERENCES", "GL_ENV",
+           "PROBE_MS"]
 
 log = logging.getLogger("litegpu")
 
@@ -41,6 +42,24 @@ _instance_lock = threading.Lock()
 #: start, or the availability probe): the binding's import, wgpu's instance, the adapters'
 #: enumeration (``bench/init_breakdown.py`` prints them with the device's own laps)
 PROBE_MS: dict[str, float] = {}
+
+#: Held by the adapters' enumeration and by every device request litegpu makes (the background
+#: start's, a device's, ``devices()``), so that no two of them run at once in a process.  wgpu-native
+#: 29 aborts the process when two threads enumerate at once, or one enumerates while another drops an
+#: adapter, on an instance that includes OpenGL: wgpu-hal's EGL code unwraps EGL_BAD_ACCESS (its
+#: context made current on a second thread) inside an ``extern "C"`` function ("panic in a function
+#: that cannot unwind").  That was the fresh-clone suite's worker abort of 2026-11-26: a test file
+#: before it had made wgpu's instance with every backend (``wgpu.gpu.request_adapter_sync``), and
+#: the background start then enumerated on two threads.  Besides the lock, :func:`_enumerate` leaves
+#: OpenGL's adapters out (no EGL call at all unless ``LITEGPU_WEBGPU_GL=1``) and the adapters are
+#: enumerated once per process and kept (never dropped; wgpu-native opens several devices on one
+#: adapter).  Reentrant: a device's start enumerates, then requests, holding it.
+ADAPTER_LOCK = threading.RLock()
+_background_lock = threading.Lock()
+_background_started = False
+_filter_warned = False
+# the adapters, once enumerated, per "OpenGL included": kept for the process (see ADAPTER_LOCK)
+_listed: dict[bool, list[Any]] = {}
 
 
 def _instance_backends() -> bool:
@@ -85,7 +104,12 @@ def _instance_backends() -> bool:
 def start_in_background() -> None:
     """wgpu-native's import, wgpu's instance and a first enumeration on a thread (the device module
     and the GPU executor are imported meanwhile); a failure is left to the device's start, which
-    enumerates again and raises it typed."""
+    enumerates again and raises it typed.  Once per process: later calls return at once."""
+    global _background_started
+    with _background_lock:
+        if _background_started:
+            return
+        _background_started = True
 
     def run() -> None:
         try:
@@ -103,6 +127,7 @@ def adapter_name(adapter: Any) -> str:
 
 def list_adapters(power_preference: str = "high-performance", backend: str | None = None) -> list[Any]:
     """Every WebGPU adapter, best first for ``power_preference``; native APIs before OpenGL.
+    Enumerated once per process: later calls sort and filter the same adapter objects.
 
     ``backend`` keeps adapters whose backend type (Vulkan, Metal, D3D12, OpenGL) contains it.
     Raises BackendUnavailableError with the reason when none is left.
@@ -111,12 +136,16 @@ def list_adapters(power_preference: str = "high-performance", backend: str | Non
         raise DelegateError(f"power_preference {power_preference!r} is not one of {', '.join(POWER_PREFERENCES)}")
     first = not _instance_set
     gl = _instance_backends()
-    import wgpu
-
-    t0 = time.perf_counter()
-    adapters = list(wgpu.gpu.enumerate_adapters_sync())
-    if first and "enumerate (probe)" not in PROBE_MS:
-        PROBE_MS["enumerate (probe)"] = (time.perf_counter() - t0) * 1e3
+    with ADAPTER_LOCK:
+        listed = _listed.get(gl)
+        if listed is None:
+            t0 = time.perf_counter()
+            listed = _enumerate(gl)
+            if first and "enumerate (probe)" not in PROBE_MS:
+                PROBE_MS["enumerate (probe)"] = (time.perf_counter() - t0) * 1e3
+            if listed:  # none found: asked again next time
+                _listed[gl] = listed
+    adapters = list(listed)
     if not adapters:
         hint = "" if gl else f"; wgpu's OpenGL backend is left out unless {GL_ENV}=1"
         raise BackendUnavailableError("wgpu found no WebGPU adapter: install a Vulkan, Metal or D3D12 driver "
@@ -132,3 +161,35 @@ def list_adapters(power_preference: str = "high-performance", backend: str | Non
     return adapters
 
 
+def _enumerate(gl: bool) -> list[Any]:
+    """wgpu's adapters on the backends litegpu opens (see :func:`_instance_backends`), whatever
+    backends wgpu's process-wide instance was made with: an instance made before litegpu's (another
+    library, a test calling ``wgpu.gpu.request_adapter_sync``) includes OpenGL, whose enumeration
+    costs seconds on Mesa and is not safe beside another thread (see ADAPTER_LOCK).  wgpu-py's
+    ``enumerate_adapters_sync`` passes no options, so wgpu-native's own backend filter
+    (``WGPUInstanceEnumerateAdapterOptions.backends``) is called here; the adapters are wgpu-py's own
+    objects (its ``_create_adapter``).  Call with ADAPTER_LOCK held."""
+    global _filter_warned
+    import wgpu
+
+    try:
+        from wgpu.backends.wgpu_native import _api
+        from wgpu.backends.wgpu_native._mappings import native_flags
+
+        bits = 0
+        for name in ("Vulkan", "Metal", "DX12", *(("GL",) if gl else ())):
+            bits |= native_flags["InstanceBackend." + name]
+        ffi, libf, make = _api.ffi, _api.libf, _api.gpu._create_adapter
+        instance = _api.get_wgpu_instance()
+    except (ImportError, AttributeError, KeyError) as e:  # another wgpu-py: every backend of its instance
+        if not _filter_warned:
+            _filter_warned = True
+            log.warning("webgpu: wgpu's adapters listed without litegpu's backend filter (%s: %s); OpenGL's "
+                        "are then listed too where wgpu's instance has it", type(e).__name__, e)
+        return list(wgpu.gpu.enumerate_adapters_sync())
+    options = ffi.new("WGPUInstanceEnumerateAdapterOptions *")
+    options.backends = bits
+    count = libf.wgpuInstanceEnumerateAdapters(instance, options, ffi.NULL)
+    handles = ffi.new("WGPUAdapter[]", max(int(count), 1))
+    got = libf.wgpuInstanceEnumerateAdapters(instance, options, handles)
+    return [make(handles[i]) for i in range(min(int(got), int(count)))]

@@ -32,7 +32,7 @@ from litegpu.gpu.kernels import RenderedKernel
 
 # the adapters' enumeration and wgpu's instance live apart (no GPU core import), so that a start can
 # begin them on a thread before this module's own imports (WebGPUBackend.quick_availability)
-from ._adapters import GL_ENV, POWER_PREFERENCES, PROBE_MS, adapter_name, list_adapters  # noqa: F401
+from ._adapters import ADAPTER_LOCK, GL_ENV, POWER_PREFERENCES, PROBE_MS, adapter_name, list_adapters  # noqa: F401
 
 __all__ = ["WebGPUDevice", "list_adapters", "adapter_name", "POWER_PREFERENCES"]
 
@@ -165,7 +165,8 @@ class WebGPUDevice(GpuDevice):
         except BaseException as e:
             self._queried.fail(e)
             raise
-        device = adapter.request_device_sync(label="litegpu", required_features=features, required_limits=limits)
+        with ADAPTER_LOCK:  # no enumeration beside it (see _adapters.ADAPTER_LOCK)
+            device = adapter.request_device_sync(label="litegpu", required_features=features, required_limits=limits)
         laps.lap("request device")
         got = device.limits
         differ = [k for k in ("min-storage-buffer-offset-alignment", "max-compute-workgroups-per-dimension",
