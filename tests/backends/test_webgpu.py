@@ -414,12 +414,16 @@ def test_default_device_starts_in_the_background_and_a_failed_start_raises_typed
 _THREADS_CHILD = textwrap.dedent(r"""
     import sys, threading
     import numpy as np
-    import wgpu
-    # another library's use of wgpu first: wgpu's process-wide instance with its default backends
-    # (OpenGL through EGL too, where Mesa has it), before litegpu can choose them
-    wgpu.gpu.request_adapter_sync(power_preference="low-power")
+    model, x_path, want_path, threads, rounds, elsewhere, on_thread = sys.argv[1:8]
+    threads, rounds = int(threads), int(rounds)
+    if elsewhere == "1":
+        import wgpu
+        # another library's use of wgpu first: wgpu's process-wide instance with its default backends
+        # (OpenGL through EGL too, where Mesa has it), before litegpu can choose them
+        wgpu.gpu.request_adapter_sync(power_preference="low-power")
     import litegpu
-    model, x_path, want_path, threads, rounds = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
+    import litegpu_webgpu._backend
+    litegpu_webgpu._backend.WGPU_IMPORT_ON_THREAD = on_thread == "1"
     x, want = np.load(x_path), np.load(want_path)
     errors = []
 
@@ -452,13 +456,16 @@ _THREADS_CHILD = textwrap.dedent(r"""
 """)
 
 
-def test_starts_on_threads_with_wgpus_instance_made_elsewhere(wg, tmp_path):
+@pytest.mark.parametrize("on_thread", [False, True], ids=["wgpu-imported-by-caller", "wgpu-imported-on-thread"])
+@pytest.mark.parametrize("elsewhere", [True, False], ids=["instance-made-elsewhere", "litegpus-instance"])
+def test_starts_on_threads_with_wgpus_instance_made_elsewhere(wg, tmp_path, elsewhere, on_thread):
     """Several threads start webgpu delegates at once (the background start, the device's start, a
     ``devices()`` listing), prepare, run and close them, in a process whose wgpu instance another
-    user of wgpu made first with every backend (OpenGL's EGL included where it exists).  wgpu-native
-    29 aborted such a process (the fresh-clone suite, 2026-11-26: EGL_BAD_ACCESS unwrapped in an
-    enumeration on a second thread); it must now run to the end with LiteRT's answers.  In a child
-    process: an abort must fail this test, not end the test run."""
+    user of wgpu made first with every backend (OpenGL's EGL included where it exists), or litegpu
+    made; wgpu imported by the caller or on the background start's thread (WGPU_IMPORT_ON_THREAD).
+    wgpu-native 29 aborted such a process (the fresh-clone suite, 2026-11-26: EGL_BAD_ACCESS
+    unwrapped in an enumeration on a second thread); it must now run to the end with LiteRT's
+    answers.  In a child process: an abort must fail this test, not end the test run."""
     import subprocess
 
     rng = np.random.default_rng(11)
@@ -469,7 +476,8 @@ def test_starts_on_threads_with_wgpus_instance_made_elsewhere(wg, tmp_path):
     np.save(tmp_path / "want.npy", run_litert(model.read_bytes(), [x])[0])
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), *sys.path])}
     r = subprocess.run([sys.executable, "-c", _THREADS_CHILD, str(model), str(tmp_path / "x.npy"),
-                        str(tmp_path / "want.npy"), "3", "4"], capture_output=True, text=True, env=env, timeout=600)
+                        str(tmp_path / "want.npy"), "3", "4", str(int(elsewhere)), str(int(on_thread))],
+                       capture_output=True, text=True, env=env, timeout=600)
     tail = (r.stdout + r.stderr)[-3000:]
     assert r.returncode == 0, f"exit code {r.returncode}:\n{tail}"
     assert "errors: []" in r.stdout, tail

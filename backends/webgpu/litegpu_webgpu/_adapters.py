@@ -18,7 +18,7 @@ from typing import Any
 from litegpu import BackendUnavailableError, DelegateError
 from litegpu._runtime_dir import ensure_xdg_runtime_dir
 
-__all__ = ["list_adapters", "adapter_name", "start_in_background", "ADAPTER_LOCK", "POWER_PREFERENCES", "GL_ENV",
+__all__ = ["list_adapters", "adapter_name", "start_in_background", "wgpu_imported", "ADAPTER_LOCK", "POWER_PREFERENCES", "GL_ENV",
            "PROBE_MS"]
 
 log = logging.getLogger("litegpu")
@@ -104,7 +104,11 @@ def _instance_backends() -> bool:
 def start_in_background() -> None:
     """wgpu-native's import, wgpu's instance and a first enumeration on a thread (the device module
     and the GPU executor are imported meanwhile); a failure is left to the device's start, which
-    enumerates again and raises it typed.  Once per process: later calls return at once."""
+    enumerates again and raises it typed.  Once per process: later calls return at once.
+
+    The thread imports wgpu itself first (``wgpu_imported`` waits for that): the caller imports the
+    GPU core meanwhile, whose modules wgpu does not share, and must not import wgpu until then (two
+    threads importing wgpu's modules at once can see one half made: they import one another)."""
     global _background_started
     with _background_lock:
         if _background_started:
@@ -113,11 +117,35 @@ def start_in_background() -> None:
 
     def run() -> None:
         try:
+            import wgpu  # noqa: F401
+        except BaseException as e:  # noqa: BLE001 - raised to the caller by wgpu_imported()
+            _wgpu_import[1] = e
+            return
+        finally:
+            _wgpu_import[0].set()
+        try:
             list_adapters()
         except Exception as e:  # noqa: BLE001 - reported by the device's own enumeration
             log.debug("webgpu: the background enumeration failed (%s)", e)
 
     threading.Thread(target=run, name="litegpu-wgpu-instance", daemon=True).start()
+
+
+# (set once the background start's ``import wgpu`` is over, its failure)
+_wgpu_import: list[Any] = [threading.Event(), None]
+
+
+def wgpu_imported() -> None:
+    """Wait for :func:`start_in_background`'s ``import wgpu`` (at once when it was not started):
+    its ImportError, or any other failure, is raised here, on the caller's thread."""
+    global _background_started
+    with _background_lock:
+        started = _background_started
+    if started:
+        _wgpu_import[0].wait()
+        if _wgpu_import[1] is not None:
+            raise _wgpu_import[1]
+    import wgpu  # noqa: F401
 
 
 def adapter_name(adapter: Any) -> str:

@@ -13,6 +13,12 @@ from ._version import VERSION
 
 __all__ = ["WebGPUBackend"]
 
+#: A/B switch (``bench/init_ab.py --set litegpu_webgpu._backend.WGPU_IMPORT_ON_THREAD=True``): the
+#: background start imports wgpu itself, while the caller imports the GPU core and the executor, so
+#: that wgpu's import (40-65 ms) is off the driver's critical path; False imports wgpu on the caller
+#: first (s10-webgpu's order)
+WGPU_IMPORT_ON_THREAD = False
+
 
 class WebGPUBackend(litegpu.BackendSpec):
     """``litegpu.load_delegate("webgpu", {...})``."""
@@ -64,16 +70,25 @@ class WebGPUBackend(litegpu.BackendSpec):
         if importlib.util.find_spec("wgpu") is None:
             return False, "wgpu cannot be imported (no module named 'wgpu'); pip install wgpu"
         try:
-            # what the thread imports besides wgpu-native, imported here first: two threads importing
-            # one package at once can see it half made (wgpu's own modules import one another)
+            # what the thread imports besides wgpu and wgpu-native, imported here first: two threads
+            # importing one package at once can see it half made
             import litegpu.cache  # noqa: F401 - the cached C declarations' store
-            import wgpu  # noqa: F401
 
             from . import _adapters, _cffi_types  # noqa: F401
 
-            # wgpu-native's import, the instance and the enumeration start now, on a thread, before
-            # this thread imports the device module (the GPU core) and the executor
+            if not WGPU_IMPORT_ON_THREAD:
+                import wgpu  # noqa: F401
+            # wgpu's import (WGPU_IMPORT_ON_THREAD), wgpu-native's, the instance and the enumeration
+            # start now, on a thread, before this thread imports the device module and the executor
             _adapters.start_in_background()
+            if WGPU_IMPORT_ON_THREAD:
+                # the GPU core and the executor (no module of wgpu's among theirs) beside wgpu's import,
+                # then the device module, which imports wgpu, once the thread has it
+                import litegpu.gpu._device  # noqa: F401
+                import litegpu.gpu._runtime  # noqa: F401
+                import litegpu.gpu.kernels  # noqa: F401
+
+                _adapters.wgpu_imported()
             from . import _device  # noqa: F401
         except ImportError as e:
             return False, f"wgpu cannot be imported ({e}); pip install wgpu"
