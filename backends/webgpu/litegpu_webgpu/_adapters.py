@@ -18,8 +18,8 @@ from typing import Any
 from litegpu import BackendUnavailableError, DelegateError
 from litegpu._runtime_dir import ensure_xdg_runtime_dir
 
-__all__ = ["list_adapters", "adapter_name", "start_in_background", "wgpu_imported", "ADAPTER_LOCK", "POWER_PREFERENCES", "GL_ENV",
-           "PROBE_MS"]
+__all__ = ["list_adapters", "adapter_name", "start_in_background", "wgpu_imported", "ADAPTER_LOCK",
+           "POWER_PREFERENCES", "GL_ENV", "PROBE_MS"]
 
 log = logging.getLogger("litegpu")
 
@@ -138,7 +138,6 @@ _wgpu_import: list[Any] = [threading.Event(), None]
 def wgpu_imported() -> None:
     """Wait for :func:`start_in_background`'s ``import wgpu`` (at once when it was not started):
     its ImportError, or any other failure, is raised here, on the caller's thread."""
-    global _background_started
     with _background_lock:
         started = _background_started
     if started:
