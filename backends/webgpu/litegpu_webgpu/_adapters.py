@@ -18,7 +18,7 @@ from typing import Any
 from litegpu import BackendUnavailableError, DelegateError
 from litegpu._runtime_dir import ensure_xdg_runtime_dir
 
-__all__ = ["list_adapters", "adapter_name", "start_in_background", "wgpu_imported", "ADAPTER_LOCK",
+__all__ = ["list_adapters", "adapter_name", "start_in_background", "wgpu_imported", "binding_imported", "ADAPTER_LOCK",
            "POWER_PREFERENCES", "GL_ENV", "PROBE_MS"]
 
 log = logging.getLogger("litegpu")
@@ -81,8 +81,11 @@ def _instance_backends() -> bool:
 
             # wgpu.h's parse at wgpu-native's import, and the fast type parsing from right after it
             # (the import itself parses C types: see _cffi_types)
-            with cached_header_cdef():
-                from wgpu.backends.wgpu_native.extras import set_instance_extras
+            try:
+                with cached_header_cdef():
+                    from wgpu.backends.wgpu_native.extras import set_instance_extras
+            finally:
+                _binding_imported.set()  # (see binding_imported; set on failures too: nobody waits forever)
             t1 = time.perf_counter()
             PROBE_MS["binding import (probe)"] = (t1 - t0) * 1e3
             set_instance_extras(backends=["All"] if gl else ["Vulkan", "Metal", "DX12"])
@@ -120,6 +123,7 @@ def start_in_background() -> None:
             import wgpu  # noqa: F401
         except BaseException as e:  # noqa: BLE001 - raised to the caller by wgpu_imported()
             _wgpu_import[1] = e
+            _binding_imported.set()
             return
         finally:
             _wgpu_import[0].set()
@@ -133,6 +137,17 @@ def start_in_background() -> None:
 
 # (set once the background start's ``import wgpu`` is over, its failure)
 _wgpu_import: list[Any] = [threading.Event(), None]
+# set once wgpu-native's binding is imported (the instance, a native call, comes next)
+_binding_imported = threading.Event()
+
+
+def binding_imported(timeout: float) -> None:
+    """Wait (at most ``timeout`` seconds) until the background start has imported wgpu-native, when it
+    was started: see ``litegpu_webgpu._backend.WAIT_FOR_BINDING``."""
+    with _background_lock:
+        started = _background_started
+    if started:
+        _binding_imported.wait(timeout)
 
 
 def wgpu_imported() -> None:

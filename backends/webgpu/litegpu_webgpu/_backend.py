@@ -18,6 +18,13 @@ __all__ = ["WebGPUBackend"]
 #: that wgpu's import (40-65 ms) is off the driver's critical path; False imports wgpu on the caller
 #: first (s10-webgpu's order)
 WGPU_IMPORT_ON_THREAD = False
+#: A/B switch: True makes the caller wait, after starting the background start, until that thread has
+#: imported wgpu-native, before importing the device module and the executor.  Both are Python under
+#: one GIL, so side by side each runs at half speed, while the thread's import is on the driver's
+#: critical path: after it come wgpu's instance and the device request, native calls that release the
+#: GIL and overlap the caller's imports and the model's read and plan (H100, s11-webgpu-1: the binding's
+#: import took 126-210 ms on the thread beside the caller against 39-63 ms alone)
+WAIT_FOR_BINDING = False
 
 
 class WebGPUBackend(litegpu.BackendSpec):
@@ -81,6 +88,8 @@ class WebGPUBackend(litegpu.BackendSpec):
             # wgpu's import (WGPU_IMPORT_ON_THREAD), wgpu-native's, the instance and the enumeration
             # start now, on a thread, before this thread imports the device module and the executor
             _adapters.start_in_background()
+            if WAIT_FOR_BINDING:
+                _adapters.binding_imported(timeout=10.0)
             if WGPU_IMPORT_ON_THREAD:
                 # the GPU core and the executor (no module of wgpu's among theirs) beside wgpu's import,
                 # then the device module, which imports wgpu, once the thread has it
