@@ -131,6 +131,8 @@ def start_in_background() -> None:
             list_adapters()
         except Exception as e:  # noqa: BLE001 - reported by the device's own enumeration
             log.debug("webgpu: the background enumeration failed (%s)", e)
+        finally:
+            _binding_imported.set()  # however it ended (set already unless it failed before the import)
 
     threading.Thread(target=run, name="litegpu-wgpu-instance", daemon=True).start()
 
