@@ -118,6 +118,9 @@ def test_cached_header_cdef_is_cffis_own_parse(tmp_path, monkeypatch, caplog) ->
     with caplog.at_level(logging.DEBUG, logger="litegpu"):
         again = _header_ffi()
     assert parses == [] and not [r for r in caplog.records if "cffi declarations" in r.getMessage()]
+    # the fast type parsing is in place from right after the header, parsed or restored: the rest of
+    # wgpu-py's import parses C types at once (checked below to give cffi's own types)
+    assert first._parser._parse._litegpu_fast and again._parser._parse._litegpu_fast
     assert again._cdefsources == [_HEADER]
     for cdecl in _HEADER_TYPES:
         assert _described(again, cdecl) == _described(plain, cdecl) == _described(first, cdecl), cdecl

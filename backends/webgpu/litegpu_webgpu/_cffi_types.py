@@ -49,13 +49,22 @@ def speed_up_type_parsing(ffi: Any) -> bool:
     if getattr(parse, "_litegpu_fast", False):
         return True
 
+    # typedef name -> its declarations key, for the declarations table as it was when made (a later
+    # cdef adds to it: rebuilt then); walking the ~4,800 keys at every parse was 110 ms of a start
+    index: dict[str, str] = {}
+    indexed: list[Any] = [None, -1]  # (the table, its size) the index is of
+
     def fast_parse(csource: str) -> Any:
         if not (isinstance(csource, str) and csource.startswith(_TYPE_PARSE_PREFIX)):
             return parse(csource)  # a cdef: every declaration matters
         full = parser._declarations
-        names = set(_IDENT.findall(csource))
+        if indexed[0] is not full or indexed[1] != len(full):
+            index.clear()
+            index.update((k[8:], k) for k in full if k.startswith("typedef "))
+            indexed[:] = [full, len(full)]
+        keys = [index[n] for n in set(_IDENT.findall(csource)) if n in index]
         # callers hold ffi's lock (cffi's _typeof_locked), so nothing else reads the dict meanwhile
-        parser._declarations = {k: v for k, v in full.items() if k.startswith("typedef ") and k[8:] in names}
+        parser._declarations = {k: full[k] for k in keys}
         try:
             return parse(csource)
         finally:
@@ -141,11 +150,15 @@ def cached_header_cdef() -> Iterator[None]:
             store, key = DelegateCache(), _cdef_key(csource)
             got = store.load(key)
             if got is not None and "parser" in got and _restore(self, csource, got["parser"]):
+                # before the binding's import goes on: its first type parses (ffi.new, ffi.callback
+                # at module level, the instance's descriptors) cost 280 ms on the CI machine without
+                speed_up_type_parsing(self)
                 return None
         except Exception as e:  # noqa: BLE001 - the cache is never needed for correctness
             log.debug("webgpu: the cached cffi declarations were not used (%s)", e)
             store = None
         original(self, csource)
+        speed_up_type_parsing(self)
         if store is not None:
             try:
                 state = {k: getattr(self._parser, k) for k in _PARSER_STATE}

@@ -18,25 +18,25 @@ from __future__ import annotations
 import logging
 import os
 import re
+import threading
 from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import wgpu
 from litegpu import BackendUnavailableError, DelegateError
-from litegpu._runtime_dir import ensure_xdg_runtime_dir
-from litegpu.gpu._device import BufferRef, DeviceInfo, GpuDevice, OpenedBeside, StartupTimer
+from litegpu.gpu._device import BufferRef, DeviceInfo, GpuDevice, OpenedBeside, QueriedBeside, StartupTimer
 from litegpu.gpu.kernels import RenderedKernel
 
-ensure_xdg_runtime_dir()  # before wgpu loads the driver: else Mesa prints an XDG_RUNTIME_DIR error per probe
-
-import wgpu  # noqa: E402
+# the adapters' enumeration and wgpu's instance live apart (no GPU core import), so that a start can
+# begin them on a thread before this module's own imports (WebGPUBackend.quick_availability)
+from ._adapters import ADAPTER_LOCK, GL_ENV, POWER_PREFERENCES, PROBE_MS, adapter_name, list_adapters  # noqa: F401
 
 __all__ = ["WebGPUDevice", "list_adapters", "adapter_name", "POWER_PREFERENCES"]
 
 log = logging.getLogger("litegpu")
-
-POWER_PREFERENCES = ("high-performance", "low-power")
 
 _U = wgpu.BufferUsage
 _STORAGE_USAGE = _U.STORAGE | _U.COPY_SRC | _U.COPY_DST
@@ -48,75 +48,27 @@ _WANTED_LIMITS = (
     "max-compute-workgroup-size-x", "max-compute-workgroup-size-y", "max-compute-workgroup-size-z",
     "max-compute-workgroups-per-dimension", "max-uniform-buffer-binding-size",
 )
-# adapter_type order per power preference; CPU (lavapipe, WARP, SwiftShader) always last
-_TYPE_RANK = {
-    "high-performance": {"DiscreteGPU": 0, "IntegratedGPU": 1, "VirtualGPU": 2, "Unknown": 3, "CPU": 4},
-    "low-power": {"IntegratedGPU": 0, "DiscreteGPU": 1, "VirtualGPU": 2, "Unknown": 3, "CPU": 4},
-}
 
-
-#: set to 1 to let wgpu also open its OpenGL (EGL) backend
-GL_ENV = "LITEGPU_WEBGPU_GL"
-_instance_set = False
-
-
-def _instance_backends() -> bool:
-    """Before wgpu creates its (process-wide) instance: open only the native APIs (Vulkan, Metal,
-    D3D12).  Initialising the OpenGL backend as well (EGL) costs seconds on every start (2.7 s of
-    a 3 s adapter enumeration on Mesa) and it is the last choice anyway; ``LITEGPU_WEBGPU_GL=1``
-    brings it back.  Returns whether OpenGL is included."""
-    global _instance_set
-    gl = os.environ.get(GL_ENV, "") not in ("", "0")
-    if not _instance_set:
-        _instance_set = True
-        try:
-            from ._cffi_types import cached_header_cdef
-
-            with cached_header_cdef():  # wgpu.h's parse at wgpu-native's import: see _cffi_types
-                from wgpu.backends.wgpu_native.extras import set_instance_extras
-
-            set_instance_extras(backends=["All"] if gl else ["Vulkan", "Metal", "DX12"])
-        except Exception as e:  # noqa: BLE001 - an older/newer wgpu-py, or an instance made elsewhere
-            log.debug("webgpu: instance backends left to wgpu (%s)", e)
-        try:
-            from wgpu.backends.wgpu_native._ffi import ffi
-
-            from ._cffi_types import speed_up_type_parsing
-
-            speed_up_type_parsing(ffi)  # about 2 s of every start: see _cffi_types
-        except Exception as e:  # noqa: BLE001 - another wgpu-py layout: only slower
-            log.debug("webgpu: cffi type parsing left as it is (%s)", e)
-    return gl
-
-
-def adapter_name(adapter: Any) -> str:
-    info = adapter.info
-    return f"{info.get('device') or 'unknown'} ({info.get('backend_type', '?')})"
-
-
-def list_adapters(power_preference: str = "high-performance", backend: str | None = None) -> list[Any]:
-    """Every WebGPU adapter, best first for ``power_preference``; native APIs before OpenGL.
-
-    ``backend`` keeps adapters whose backend type (Vulkan, Metal, D3D12, OpenGL) contains it.
-    Raises BackendUnavailableError with the reason when none is left.
-    """
-    if power_preference not in POWER_PREFERENCES:
-        raise DelegateError(f"power_preference {power_preference!r} is not one of {', '.join(POWER_PREFERENCES)}")
-    gl = _instance_backends()
-    adapters = list(wgpu.gpu.enumerate_adapters_sync())
-    if not adapters:
-        hint = "" if gl else f"; wgpu's OpenGL backend is left out unless {GL_ENV}=1"
-        raise BackendUnavailableError("wgpu found no WebGPU adapter: install a Vulkan, Metal or D3D12 driver "
-                                      f"(on Linux without a GPU: Mesa lavapipe, Debian mesa-vulkan-drivers){hint}")
-    if backend:
-        adapters = [a for a in adapters if backend.lower() in str(a.info.get("backend_type", "")).lower()]
-        if not adapters:
-            hint = "" if gl or "gl" not in backend.lower() else f" (wgpu's OpenGL backend needs {GL_ENV}=1)"
-            raise BackendUnavailableError(f"no WebGPU adapter on a {backend!r} backend{hint}")
-    rank = _TYPE_RANK[power_preference]
-    # wgpu's GL backend has the weakest compute support: use it only when nothing else exists
-    adapters.sort(key=lambda a: (a.info.get("backend_type") == "OpenGL", rank.get(a.info.get("adapter_type"), 3)))
-    return adapters
+#: threads creating a partition's pipelines (``compile_threads``; wgpu is thread-safe and its calls
+#: drop the GIL), at most one per core.  16 on the 16-core NVIDIA host built pose_landmark_full's 34
+#: pipelines no faster than 8 (warm, driver cache off: 369 ms against 386; cold 1276 against 1101,
+#: the threads' summed time up 12%: NVIDIA's compiler contends), so 8 it stays (A/B: ``--set
+#: litegpu_webgpu._device.COMPILE_THREADS=16``)
+COMPILE_THREADS = 8
+#: A/B switch: True builds each pipeline (shader module, naga's SPIR-V, the driver's compile) on a
+#: pool thread while the partition goes on binding and uploading; ``record()`` (still inside prepare)
+#: waits for them.  False builds them inside ``prepare_bindings`` / ``bind``, as before 2026-11-26.
+#: Off by default: in the fresh-clone suite (2026-11-26, a03849b, two pytest workers) one worker
+#: aborted inside wgpu-native on a Python thread while pipelines were built beside binding; until
+#: that is found, wgpu is called from one thread at a time during prepare (on NVIDIA the pool beside
+#: binding measured within noise of building inline once the driver's shader cache is on).
+PIPELINES_BESIDE = False
+#: A/B switch: True (wgpu's default) lets naga add its run-time checks to every shader (index
+#: clamps on arrays it cannot prove in range, a counter on every loop), False creates the modules
+#: with ``wgpuDeviceCreateShaderModuleTrusted`` and no checks: less SPIR-V for the driver to compile.
+#: litegpu's kernels index within their bindings by construction (the vulkan and opencl backends run
+#: the same kernels unchecked), and the Vulkan device's robust buffer access still bounds buffers.
+SHADER_RUNTIME_CHECKS = True
 
 
 @dataclass
@@ -124,14 +76,20 @@ class _Program:
     """One WGSL kernel: its shader modules and pipelines, per set of read bindings promoted to read_write."""
 
     kernel: RenderedKernel
-    variants: dict[frozenset[int], tuple[Any, Any]]  # promoted -> (pipeline, bind group layout)
+    # promoted -> (pipeline, or the future of its build on the device's pool; bind group layout)
+    variants: dict[frozenset[int], tuple[Any, Any]]
 
 
 @dataclass(frozen=True)
 class _Bound:
-    pipeline: Any
+    pipeline: Any  # a GPUComputePipeline, or the Future of its build (record() waits for it)
     group: Any
     keep: tuple[Any, ...]  # params uniform buffer (the bind group holds it, but be explicit)
+
+
+def _ready(pipeline: Any) -> Any:
+    """The pipeline of a _Bound, waiting for its build; a failed build raises its DelegateError."""
+    return pipeline.result() if isinstance(pipeline, Future) else pipeline
 
 
 def _NULL() -> Any:  # noqa: N802 - cffi's NULL, from the wgpu-native binding's ffi
@@ -142,60 +100,99 @@ def _NULL() -> Any:  # noqa: N802 - cffi's NULL, from the wgpu-native binding's 
 
 class WebGPUDevice(GpuDevice):
     dialect = "wgsl"
-    # wgpu is thread-safe and wgpu-py's cffi calls drop the GIL: a partition's pipelines (the real
-    # shader compiles, see compile) are created on several threads at once
-    compile_threads = min(8, os.cpu_count() or 1)
 
-    def __init__(self, device: int = 0, power_preference: str = "high-performance", backend: str | None = None):
-        laps = StartupTimer()
-        adapters = list_adapters(power_preference, backend)
-        laps.lap("enumerate adapters")
+    @property
+    def compile_threads(self) -> int:  # type: ignore[override]
+        """wgpu is thread-safe and wgpu-py's cffi calls drop the GIL: a partition's pipelines (the
+        real shader compiles, see compile) are created on several threads at once."""
+        return max(1, min(int(COMPILE_THREADS), os.cpu_count() or 1))
+
+    def __init__(self, device: int = 0, power_preference: str = "high-performance", backend: str | None = None,
+                 background: bool = False):
+        """``background``: return at once; the adapters' enumeration (wgpu's instance, the first time),
+        the adapter's queries and the device request go on on a thread while the caller reads and plans
+        the model (``WebGPUBackend.quick_availability``); ``info`` waits for the queries and a failed
+        start raises BackendUnavailableError at every use.  Otherwise the queries are done (or their
+        failure raised) when the constructor returns and only the device request is left on the thread."""
+        #: where the device's creation went, ms by step (bench/init_breakdown.py prints it)
+        self.startup_ms: dict[str, float] = {}
+        #: the first enumeration's start (the binding's import, wgpu's instance): on the availability
+        #: probe's thread, or on this device's own with a background start (printed apart)
+        self.probe_ms = PROBE_MS
+        self._queried = QueriedBeside()  # ``info`` and the adapter, once the start's queries are done
+        self._programs: dict[str, _Program] = {}
+        self._readbacks: dict[tuple[int, int, int], tuple[Any, Any]] = {}  # read_async's, by source range
+        self._builds: ThreadPoolExecutor | None = None  # PIPELINES_BESIDE's pool
+        self._builds_lock = threading.Lock()
+        self._adapter: Any = None
         idx = int(device or 0)
-        if not 0 <= idx < len(adapters):
-            raise BackendUnavailableError(f"WebGPU adapter index {idx} out of range (found {len(adapters)}: "
-                                          + ", ".join(adapter_name(a) for a in adapters) + ")")
-        self.adapter = adapters[idx]
-        fp16 = "shader-f16" in self.adapter.features
-        # timestamp queries only serve `litegpu benchmark --profile`; enabling them costs nothing until used
-        features = [f for f in ("shader-f16", "timestamp-query") if f in self.adapter.features]
-        limits = {k: int(self.adapter.limits[k]) for k in _WANTED_LIMITS if k in self.adapter.limits}
         # The device (wgpuAdapterRequestDevice: 100-135 ms on NVIDIA, the GIL released) is requested on
         # a thread while the caller reads and plans the model, as vulkan does with vkCreateDevice and
         # opencl with its context; the first use of ``device``/``queue`` waits for it and raises its
-        # failure.  What the plan needs of it is known now: wgpu-py asks for the adapter's value of every
-        # limit not given, so the device's limits are the adapter's (checked when the device arrives).
-        have = self.adapter.limits
-        # bind-group offsets of arena slices must be multiples of this (WebGPU's default is 256)
-        self._align = int(have["min-storage-buffer-offset-alignment"])
-        self._max_groups = int(have["max-compute-workgroups-per-dimension"])
-        self._opened = OpenedBeside(lambda: self._open(features, limits), "litegpu-wgpu-device", self._open_failed, self)
-        laps.lap("request device (started)")
-        info = self.adapter.info
-        self.info = DeviceInfo(
-            api="webgpu", name=adapter_name(self.adapter), vendor=str(info.get("vendor") or info.get("vendor_id", "")),
-            driver_version=str(info.get("description", "")), fp16=fp16,
-            max_workgroup_size=int(have["max-compute-invocations-per-workgroup"]),
-            buffer_alignment=self._align, compute_units=1,
-            max_buffer_bytes=int(have.get("max-storage-buffer-binding-size", 0)))
-        laps.lap("queries")
-        #: where the device's creation went, ms by step (bench/init_breakdown.py prints it)
-        self.startup_ms = laps.ms
-        self._programs: dict[str, _Program] = {}
-        self._readbacks: dict[tuple[int, int, int], tuple[Any, Any]] = {}  # read_async's, by source range
+        # failure.  What the plan needs of it is known from the adapter: wgpu-py asks for the adapter's
+        # value of every limit not given, so the device's limits are the adapter's (checked when the
+        # device arrives).
+        self._opened = OpenedBeside(lambda: self._start(idx, power_preference, backend), "litegpu-wgpu-device",
+                                    self._open_failed, self)
+        if not background:
+            self.info  # noqa: B018 - the queries' failure (no adapter, a bad index) raised here
 
-    def _open(self, features: list[str], limits: dict[str, int]) -> tuple[Any, Any]:
-        device = self.adapter.request_device_sync(label="litegpu", required_features=features,
-                                                  required_limits=limits)
+    def _start(self, idx: int, power_preference: str, backend: str | None) -> tuple[Any, Any]:
+        """On the device's thread: the adapter (``info`` known as soon as it is), then the device."""
+        laps = StartupTimer(self.startup_ms)
+        try:
+            adapters = list_adapters(power_preference, backend)
+            laps.lap("enumerate adapters")
+            if not 0 <= idx < len(adapters):
+                raise BackendUnavailableError(f"WebGPU adapter index {idx} out of range (found {len(adapters)}: "
+                                              + ", ".join(adapter_name(a) for a in adapters) + ")")
+            adapter = self._adapter = adapters[idx]
+            have = adapter.limits
+            features = [f for f in ("shader-f16", "timestamp-query") if f in adapter.features]
+            # timestamp queries only serve `litegpu benchmark --profile`; enabling them costs nothing until used
+            limits = {k: int(have[k]) for k in _WANTED_LIMITS if k in have}
+            # bind-group offsets of arena slices must be multiples of this (WebGPU's default is 256)
+            self._align = int(have["min-storage-buffer-offset-alignment"])
+            self._max_groups = int(have["max-compute-workgroups-per-dimension"])
+            info = adapter.info
+            self._queried.set(DeviceInfo(
+                api="webgpu", name=adapter_name(adapter), vendor=str(info.get("vendor") or info.get("vendor_id", "")),
+                driver_version=str(info.get("description", "")), fp16="shader-f16" in adapter.features,
+                max_workgroup_size=int(have["max-compute-invocations-per-workgroup"]),
+                buffer_alignment=self._align, compute_units=1,
+                max_buffer_bytes=int(have.get("max-storage-buffer-binding-size", 0))))
+            laps.lap("queries")
+        except BaseException as e:
+            self._queried.fail(e)
+            raise
+        with ADAPTER_LOCK:  # no enumeration beside it (see _adapters.ADAPTER_LOCK)
+            device = adapter.request_device_sync(label="litegpu", required_features=features, required_limits=limits)
+        laps.lap("request device")
         got = device.limits
         differ = [k for k in ("min-storage-buffer-offset-alignment", "max-compute-workgroups-per-dimension",
                               "max-compute-invocations-per-workgroup", "max-storage-buffer-binding-size")
-                  if got.get(k) != self.adapter.limits.get(k)]
+                  if got.get(k) != have.get(k)]
         if differ:  # planned with the adapter's: a device that differs cannot be used
             raise DelegateError(f"its limits {', '.join(differ)} differ from its adapter's")
         return device, device.queue
 
-    def _open_failed(self, e: BaseException) -> Exception:
-        return BackendUnavailableError(f"WebGPU device request on {adapter_name(self.adapter)} failed: {e}")
+    def _open_failed(self, e: BaseException | None) -> Exception:
+        if isinstance(e, BackendUnavailableError):  # the enumeration's or the index's, as worded there
+            return BackendUnavailableError(str(e))
+        if self._adapter is None:
+            return BackendUnavailableError(f"WebGPU initialisation failed: {e}")
+        return BackendUnavailableError(f"WebGPU device request on {adapter_name(self._adapter)} failed: {e}")
+
+    @property
+    def info(self) -> DeviceInfo:  # type: ignore[override]
+        """The adapter's :class:`DeviceInfo`; with a background start, waits for its queries."""
+        return self._queried.get(self._open_failed)
+
+    @property
+    def adapter(self) -> Any:
+        """wgpu's GPUAdapter (waits for the start's queries)."""
+        self.info  # noqa: B018
+        return self._adapter
 
     @property
     def device(self) -> Any:
@@ -330,16 +327,57 @@ class WebGPUDevice(GpuDevice):
             else:
                 ty = wgpu.BufferBindingType.storage
             entries.append({"binding": b.index, "visibility": wgpu.ShaderStage.COMPUTE, "buffer": {"type": ty}})
-        try:
-            module = self.device.create_shader_module(label=k.name, code=src)
+        try:  # the explicit layout is all that bind groups need: made now, the pipeline maybe beside
             layout = self.device.create_bind_group_layout(entries=entries)
-            pipeline = self.device.create_compute_pipeline(
-                label=k.name, layout=self.device.create_pipeline_layout(bind_group_layouts=[layout]),
-                compute={"module": module, "entry_point": k.entry_point})
-        except Exception as e:  # noqa: BLE001 - wgpu reports WGSL/validation errors as several types
-            raise DelegateError(f"WebGPU compile of kernel {k.name} failed: {e}") from e
+            pipeline_layout = self.device.create_pipeline_layout(bind_group_layouts=[layout])
+        except Exception as e:  # noqa: BLE001 - wgpu reports validation errors as several types
+            raise DelegateError(f"WebGPU bind group layout of kernel {k.name} rejected: {e}") from e
+        if PIPELINES_BESIDE:
+            with self._builds_lock:  # prepare_bindings runs on the executor's compile threads
+                if self._builds is None:
+                    self._builds = ThreadPoolExecutor(self.compile_threads, thread_name_prefix="litegpu-wgpu-pipeline")
+            pipeline: Any = self._builds.submit(self._build_pipeline, k, src, pipeline_layout)
+        else:
+            pipeline = self._build_pipeline(k, src, pipeline_layout)
         prog.variants[promoted] = (pipeline, layout)
         return pipeline, layout
+
+    def _build_pipeline(self, k: RenderedKernel, src: str, pipeline_layout: Any) -> Any:
+        """Shader module (naga parses and validates the WGSL) and compute pipeline (naga writes SPIR-V,
+        the driver compiles it): the real cost of a WebGPU prepare, warm ones included (wgpu-native
+        has no pipeline cache, see docs/performance.md)."""
+        try:
+            module = self._shader_module(k.name, src)
+            return self.device.create_compute_pipeline(
+                label=k.name, layout=pipeline_layout, compute={"module": module, "entry_point": k.entry_point})
+        except Exception as e:  # noqa: BLE001 - wgpu reports WGSL/validation errors as several types
+            raise DelegateError(f"WebGPU compile of kernel {k.name} failed: {e}") from e
+
+    def _shader_module(self, label: str, code: str) -> Any:
+        """``create_shader_module``, or with SHADER_RUNTIME_CHECKS off wgpu-native's trusted variant
+        (the same WGSL parse and validation, no run-time checks in the generated code)."""
+        device = self.device
+        if SHADER_RUNTIME_CHECKS:
+            return device.create_shader_module(label=label, code=code)
+        from wgpu.backends.wgpu_native._api import GPUShaderModule, ffi, lib, libf
+
+        text = code.encode()
+        # (the cdata objects below stay referenced until the call returns)
+        source = ffi.new("WGPUShaderSourceWGSL *")
+        source.chain.next = ffi.NULL
+        source.chain.sType = lib.WGPUSType_ShaderSourceWGSL
+        c_code = ffi.new("char[]", text)
+        source.code.data = c_code
+        source.code.length = len(text)
+        c_label = ffi.new("char[]", label.encode())
+        desc = ffi.new("WGPUShaderModuleDescriptor *")
+        desc.nextInChain = ffi.cast("WGPUChainedStruct *", source)
+        desc.label.data = c_label
+        desc.label.length = len(label.encode())
+        handle = libf.wgpuDeviceCreateShaderModuleTrusted(device._internal, desc, 0)  # WGPUShaderRuntimeChecks_None
+        if handle == ffi.NULL:
+            raise RuntimeError("Shader module creation failed")
+        return GPUShaderModule(label, handle, device)
 
     def bind(self, program: _Program, kernel: RenderedKernel, buffers: Sequence[BufferRef],
              params: dict[str, Any]) -> _Bound:
@@ -381,7 +419,8 @@ class WebGPUDevice(GpuDevice):
     # -- batching: all launches of an invoke go into one compute pass and one submit
     def record(self, launches: Sequence[tuple[Any, RenderedKernel, tuple[int, int, int]]],
                uploads: Sequence[BufferRef] = (), downloads: Sequence[BufferRef] = ()) -> Any:
-        return [(b.pipeline, b.group, self._groups(k, g)) for b, k, g in launches]
+        # the end of a partition's prepare: its pipelines' builds (see PIPELINES_BESIDE) are waited for here
+        return [(_ready(b.pipeline), b.group, self._groups(k, g)) for b, k, g in launches]
 
     def replay(self, recording: Any) -> None:
         if not recording:
@@ -443,6 +482,9 @@ class WebGPUDevice(GpuDevice):
             self.device._poll_wait()  # wgpuDevicePoll(wait=True): returns once the queue is idle
 
     def close(self) -> None:
+        if self._builds is not None:
+            self._builds.shutdown(wait=True)
+            self._builds = None
         self._programs.clear()
         self._readbacks.clear()
         made = self._opened.done()
