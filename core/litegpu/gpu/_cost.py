@@ -739,7 +739,7 @@ DW_PW_SMALL_STAGE = 1792
 
 
 def dw_pw_small_work(pixels: int, src_slices: int, out_slices: int, taps: int, tile_p: int, sc: int, ksplit: int,
-                     threads: int, unroll: int = 1, warp: int = 32) -> Work:
+                     threads: int, unroll: int = 1, warp: int = 32, ex_slices: int = 0, esc: int = 0) -> Work:
     """dw_pw_small (shaders/dw_pw_small.lgk): groups of ``threads``, each a tile of ``tile_p`` pixels x ``sc``
     output slices (``ceil(out_slices / sc)`` groups a tile, each staging the tile's depthwise anew: the
     recomputation priced as the work it is). The stage: ``src_slices x tile_p`` depthwise values, a thread's
@@ -747,8 +747,17 @@ def dw_pw_small_work(pixels: int, src_slices: int, out_slices: int, taps: int, t
     of ``threads / ksplit`` output vectors, ``ksplit`` threads walking ``src_slices / ksplit`` input slices each
     (a shared load and 4 weight loads a slice, ``unroll`` slices a step), their partials meeting in a log2(ksplit)-round tree (a barrier a
     round, one before and one after). A warp's threads of one output slice (consecutive pixels) load its
-    weights once: a group's weight traffic is its output slices' weights once per warp they span."""
-    groups = -(-pixels // tile_p) * -(-out_slices // sc)
+    weights once: a group's weight traffic is its output slices' weights once per warp they span.
+
+    ``ex_slices`` > 0 (option ``expand``): the result also feeds a 1x1 conv to ``ex_slices`` slices in the same
+    launch; every group computes all ``out_slices`` (``sc`` is ignored) and then ``esc`` slices of the expansion,
+    ``ceil(ex_slices / esc)`` groups a tile (each recomputing the tile's depthwise and 1x1), the expansion's
+    rounds priced as the 1x1's (a barrier before them)."""
+    if ex_slices:
+        sc = out_slices
+        groups = -(-pixels // tile_p) * -(-ex_slices // esc)
+    else:
+        groups = -(-pixels // tile_p) * -(-out_slices // sc)
     fill = -(-src_slices * tile_p // threads)
     rounds = -(-sc * tile_p * ksplit // threads)
     walk = -(-src_slices // (ksplit * unroll))
@@ -759,8 +768,19 @@ def dw_pw_small_work(pixels: int, src_slices: int, out_slices: int, taps: int, t
     per_slice_warps = max(1.0, tile_p * ksplit / warp)
     cache = groups * (src_slices * tile_p * taps + src_slices * taps + sc * src_slices * 4 * per_slice_warps) * _VEC
     flops = groups * tile_p * src_slices * (taps * 8 + sc * 32)
+    shared = rounds * (walk + red)
+    barriers = 1 + (rounds * (red + 2) if ksplit > 1 else 0)
+    if ex_slices:
+        rounds_e = -(-esc * tile_p * ksplit // threads)
+        walk_e = -(-out_slices // (ksplit * unroll))
+        steps += rounds_e * walk_e
+        queued += _queued(rounds_e * walk_e, 4 * unroll)
+        shared += rounds_e * (walk_e + red)
+        barriers += 1 + (rounds_e * (red + 2) if ksplit > 1 else 0)
+        cache += groups * esc * out_slices * 4 * per_slice_warps * _VEC
+        flops += groups * tile_p * out_slices * esc * 32
     return Work(threads=groups * threads, group=threads, global_steps=steps, queued_loads=queued,
-                shared_steps=rounds * (walk + red), barriers=1 + (rounds * (red + 2) if ksplit > 1 else 0),
+                shared_steps=shared, barriers=barriers,
                 cache_bytes=cache, flops=flops, registers=4 * max(2 * taps + 1, 5 * unroll + 1) + 16)
 
 
@@ -770,41 +790,50 @@ def dw_pw_small_chunks(out_slices: int) -> list[int]:
 
 
 def choose_dw_pw_small(pixels: int, src_slices: int, out_slices: int, taps: int,
-                       dev: DeviceCost) -> tuple[dict[str, int], float] | None:
+                       dev: DeviceCost, ex_slices: int = 0) -> tuple[dict[str, int], float] | None:
     """``(options + SC, estimated us)`` of the cheapest dw_pw_small tiling (``tile_p``, ``ksplit``, ``threads``,
     ``unroll``, ``cap`` the staged input slices rounded up to a power of two, at least 16; ``SC`` the output
-    slices a group), None where no stage fits :data:`DW_PW_SMALL_STAGE`."""
+    slices a group), None where no stage fits :data:`DW_PW_SMALL_STAGE`.  ``ex_slices`` > 0: with the next 1x1
+    conv to that many slices in the launch (option ``expand``): ``SC`` is all the output slices, ``ESC`` the
+    expansion's slices a group and ``ecap`` the staged results' slices (a power of two, at least 16)."""
     chosen = _choose_dw_pw_small(pixels, src_slices, out_slices, taps, dev, DW_PW_SMALL_TILES, DW_PW_SMALL_KSPLITS,
-                                 DW_PW_SMALL_THREADS, DW_PW_SMALL_UNROLLS, DW_PW_SMALL_STAGE)
+                                 DW_PW_SMALL_THREADS, DW_PW_SMALL_UNROLLS, DW_PW_SMALL_STAGE, ex_slices)
     return None if chosen is None else (dict(chosen[0]), chosen[1])  # a copy: the cached one stays as chosen
 
 
 @functools.lru_cache(maxsize=1024)
 def _choose_dw_pw_small(pixels: int, src_slices: int, out_slices: int, taps: int, dev: DeviceCost,
                         tiles: tuple[int, ...], ksplits: tuple[int, ...], threads_set: tuple[int, ...],
-                        unrolls: tuple[int, ...], stage: int) -> tuple[dict[str, int], float] | None:
+                        unrolls: tuple[int, ...], stage: int, ex_slices: int = 0
+                        ) -> tuple[dict[str, int], float] | None:
     cap = max(16, 1 << max(0, (src_slices - 1).bit_length()))
+    ecap = max(16, 1 << max(0, (out_slices - 1).bit_length())) if ex_slices else 0
     best: tuple[float, dict[str, int]] | None = None
     for tile_p in tiles:
         if tile_p > 1 and tile_p >= 2 * pixels:
             continue  # a tile twice the map is idle threads
         for threads in threads_set:
-            if threads > dev.max_group or cap * tile_p + threads > stage:
+            if threads > dev.max_group or (cap + ecap) * tile_p + threads > stage:
                 continue
             for ksplit in ksplits:
                 if ksplit > threads or (ksplit > 1 and ksplit >= 2 * src_slices):
                     continue
-                for sc in dw_pw_small_chunks(out_slices):
-                    if sc * tile_p * ksplit < threads and sc < out_slices:
+                # the expansion: every output slice a group (SC), ESC of the expanded ones
+                chunks = [(out_slices, e) for e in dw_pw_small_chunks(ex_slices)] if ex_slices else \
+                    [(sc, 0) for sc in dw_pw_small_chunks(out_slices)]
+                for sc, esc in chunks:
+                    if esc and esc * tile_p * ksplit < threads and esc < ex_slices:
+                        continue  # as below, for the expansion's rounds
+                    if not esc and sc * tile_p * ksplit < threads and sc < out_slices:
                         continue  # a round with idle threads while the tile has output slices to give them
                     for unroll in unrolls:
                         if unroll > 1 and src_slices < ksplit * unroll:
                             continue
                         t = estimate(dw_pw_small_work(pixels, src_slices, out_slices, taps, tile_p, sc, ksplit,
-                                                      threads, unroll, max(1, dev.warp)), dev)
+                                                      threads, unroll, max(1, dev.warp), ex_slices, esc), dev)
                         if best is None or t < best[0] - 1e-9:
                             best = (t, {"tile_p": tile_p, "cap": cap, "ksplit": ksplit, "threads": threads,
-                                        "unroll": unroll, "SC": sc})
+                                        "unroll": unroll, "SC": sc, **({"ESC": esc, "ecap": ecap} if esc else {})})
     return None if best is None else (best[1], best[0])
 
 
@@ -831,7 +860,8 @@ def launch_work(kernel: str, options: Mapping[str, Any], params: Mapping[str, An
         return dw_pw_small_work(int(params["B"]) * int(params["H"]) * int(params["W"]), int(params["SRC_S"]),
                                 int(params["S"]), int(params["KH"]) * int(params["KW"]), int(o.get("tile_p", 1)),
                                 int(params["SC"]), int(o.get("ksplit", 8)), int(o.get("threads", 256)),
-                                int(o.get("unroll", 1)))
+                                int(o.get("unroll", 1)), 32, int(params.get("EX_S", 0)) if o.get("expand") else 0,
+                                int(params.get("ESC", 0)))
     if kernel == "heads" and int(o.get("n", 2)) == 1 and int(params.get("T0", 0)) == 1:  # a FULLY_CONNECTED
         return fc_work(int(params["B"]), int(params["G0"]), int(params["SRC_S0"]), int(o.get("split", 1)))
     if kernel == "reduce":

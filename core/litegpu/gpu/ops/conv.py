@@ -365,6 +365,24 @@ def lower_dw_pw(lw: Lowerer) -> list[GpuOp]:
         sc = tiling.pop("SC")
         params.update(_residual_params(lw, opts, operands))
         params.update(SC=sc, NC=-(-params["S"] // sc))
+        if n.attrs.get("expand"):  # _passes/fuse_small_expand: the next 1x1 conv (inputs 6-8) in the launch
+            z = n.outputs[1]
+            ex_w = lw.data(n.inputs[6])
+            ex_c = lw.shape(z)[3]
+            chosen = choose_dw_pw_small(b * oh * ow, params["SRC_S"], params["S"], dw_w.shape[1] * dw_w.shape[2],
+                                        lw.cost, L.slices(ex_c))
+            if chosen is None:
+                raise DelegateError(f"{n.describe()}: dw_pw_small cannot stage {params['SRC_S']} input slices "
+                                    "with the expansion's")
+            tiling, esc = chosen[0], chosen[0].pop("ESC")
+            tiling.pop("SC")
+            lw.const("ex_weights", L.conv_weights(ex_w.reshape(ex_w.shape[0], 1, 1, -1)))
+            lw.const("ex_bias", vector(7, ex_c))
+            if n.attrs.get("ex_act") == "PRELU":
+                lw.const("ex_alpha", vector(8, ex_c))
+            lw.bind("ex_dst", z)
+            params.update(EX_C=ex_c, EX_S=L.slices(ex_c), ESC=esc, SC=params["S"], NC=-(-L.slices(ex_c) // esc))
+            tiling.update(expand=True, ex_act=n.attrs.get("ex_act") or None)
         ksize = dw_w.shape[1] if dw_w.shape[1] == dw_w.shape[2] and dw_w.shape[1] in (3, 5) else 0
         return [lw.op("dw_pw_small", {**opts, "dw_act": dw_act if dw_act != "NONE" else None, **tiling,
                                       "ksize": ksize or None}, params)]
@@ -668,7 +686,8 @@ KERNELS: tuple[KernelSpec, ...] = (
          {"dw_act": ACT, "act": ACT, "residual": Opt("NONE", ("NONE", "ADD", "MUL")), "residual_act": ACT,
           "tile_p": Opt(1, (1, 2, 4, 8, 16, 32)), "cap": Opt(64, (16, 32, 64, 128, 256, 512)),
           "ksplit": Opt(8, (1, 2, 4, 8, 16, 32)), "threads": Opt(256, (64, 128, 256)), "ksize": Opt(0, (0, 3, 5)),
-          "unroll": Opt(1, (1, 2, 4)), "residual_channels": CHANNELS, "residual_pool": boolean()},
+          "unroll": Opt(1, (1, 2, 4)), "residual_channels": CHANNELS, "residual_pool": boolean(),
+          "expand": boolean(), "ex_act": ACT, "ecap": Opt(16, (16, 32, 64, 128, 256))},
          [{"dw_act": FUSED_ACTIVATIONS[i], "act": FUSED_ACTIVATIONS[(i + 3) % 9],
            "residual": ("NONE", "ADD", "MUL")[i % 3], "residual_act": FUSED_ACTIVATIONS[(i + 5) % 9],
            "tile_p": (1, 2, 4)[i % 3], "cap": (16, 32, 64, 128, 256, 512)[i % 6],
@@ -685,7 +704,14 @@ KERNELS: tuple[KernelSpec, ...] = (
          + [{"residual": "ADD", "residual_pool": True, "residual_channels": "fewer", "residual_act": "PRELU",
              "ksize": 5, "tile_p": 2, "ksplit": 4, "threads": 128, "unroll": 4},
             {"residual": "MUL", "residual_pool": True, "residual_act": "RELU", "ksize": 3},
-            {"residual": "ADD", "residual_channels": "fewer", "act": "RELU6", "tile_p": 4, "ksplit": 1}],
+            {"residual": "ADD", "residual_channels": "fewer", "act": "RELU6", "tile_p": 4, "ksplit": 1}]
+         # the next block's 1x1 expansion in the same launch (_passes/fuse_small_expand)
+         + [{"expand": True, "ex_act": "RELU6", "residual": "ADD", "ksize": 5, "tile_p": 2, "ksplit": 4,
+             "threads": 128, "unroll": 4, "cap": 256, "ecap": 32},
+            {"expand": True, "ex_act": "PRELU", "act": "PRELU", "residual": "ADD", "residual_act": "PRELU",
+             "ksize": 3, "tile_p": 4, "ksplit": 1, "unroll": 2, "ecap": 16},
+            {"expand": True, "dw_act": "RELU6", "residual": "ADD", "residual_pool": True, "residual_channels":
+             "fewer", "ex_act": "HARD_SWISH", "tile_p": 1, "ksplit": 8, "threads": 64, "ecap": 64}],
          shared_wg=lambda o: (o["threads"], 1, 1)),
     spec("pw_dw_conv2d", "pw_dw.lgk",
          "1x1 conv feeding a depthwise conv [feeding a 1x1 conv], one launch: the expansion of a tile's halo in "
