@@ -41,7 +41,7 @@ __all__ = ["DeviceCost", "Work", "PROFILES", "profile_for", "estimate", "choose_
            "choose_pw_dw", "dw_pw_work", "dw_pw_staged_work", "choose_dw_pw_staged", "depthwise_work",
            "choose_depthwise", "DEPTHWISE_BLOCK_W", "dw_pw_small_work", "choose_dw_pw_small",
            "DW_PW_SMALL_TILES", "DW_PW_SMALL_KSPLITS", "DW_PW_SMALL_THREADS", "DW_PW_SMALL_UNROLLS",
-           "DW_PW_SMALL_STAGE", "dw_pw_small_chunks", "PW_DW_WARP_SHARED"]
+           "DW_PW_SMALL_STAGE", "DW_PW_SMALL_EX_CHUNKS", "dw_pw_small_chunks", "PW_DW_WARP_SHARED"]
 
 _VEC = 16  # bytes of one vec4 (fp32; the choice does not depend on the storage precision)
 
@@ -733,6 +733,10 @@ DW_PW_SMALL_TILES = (2,)
 DW_PW_SMALL_KSPLITS = (2, 4)
 DW_PW_SMALL_THREADS = (128,)
 DW_PW_SMALL_UNROLLS = (4,)
+#: with the next 1x1 expansion in the launch (option ``expand``): the expansion's slices a group (``ESC``) the
+#: chooser weighs; empty: every power of two below the expansion's slices, and all of them. An A/B switch (e.g.
+#: ``--set "litegpu.gpu._cost.DW_PW_SMALL_EX_CHUNKS=(16,)"``: 16 slices a group wherever that is fewer than all)
+DW_PW_SMALL_EX_CHUNKS: tuple[int, ...] = ()
 #: the largest stage (tile pixels x staged input slices, with the partial sums: vec4s of shared memory, 28 KiB;
 #: every NVIDIA and AMD Vulkan device gives a group 48 KiB or more, lavapipe 32 KiB)
 DW_PW_SMALL_STAGE = 1792
@@ -797,15 +801,16 @@ def choose_dw_pw_small(pixels: int, src_slices: int, out_slices: int, taps: int,
     conv to that many slices in the launch (option ``expand``): ``SC`` is all the output slices, ``ESC`` the
     expansion's slices a group and ``ecap`` the staged results' slices (a power of two, at least 16)."""
     chosen = _choose_dw_pw_small(pixels, src_slices, out_slices, taps, dev, DW_PW_SMALL_TILES, DW_PW_SMALL_KSPLITS,
-                                 DW_PW_SMALL_THREADS, DW_PW_SMALL_UNROLLS, DW_PW_SMALL_STAGE, ex_slices)
+                                 DW_PW_SMALL_THREADS, DW_PW_SMALL_UNROLLS, DW_PW_SMALL_STAGE, ex_slices,
+                                 DW_PW_SMALL_EX_CHUNKS)
     return None if chosen is None else (dict(chosen[0]), chosen[1])  # a copy: the cached one stays as chosen
 
 
 @functools.lru_cache(maxsize=1024)
 def _choose_dw_pw_small(pixels: int, src_slices: int, out_slices: int, taps: int, dev: DeviceCost,
                         tiles: tuple[int, ...], ksplits: tuple[int, ...], threads_set: tuple[int, ...],
-                        unrolls: tuple[int, ...], stage: int, ex_slices: int = 0
-                        ) -> tuple[dict[str, int], float] | None:
+                        unrolls: tuple[int, ...], stage: int, ex_slices: int = 0,
+                        ex_chunks: tuple[int, ...] = ()) -> tuple[dict[str, int], float] | None:
     cap = max(16, 1 << max(0, (src_slices - 1).bit_length()))
     ecap = max(16, 1 << max(0, (out_slices - 1).bit_length())) if ex_slices else 0
     best: tuple[float, dict[str, int]] | None = None
@@ -819,7 +824,9 @@ def _choose_dw_pw_small(pixels: int, src_slices: int, out_slices: int, taps: int
                 if ksplit > threads or (ksplit > 1 and ksplit >= 2 * src_slices):
                     continue
                 # the expansion: every output slice a group (SC), ESC of the expanded ones
-                chunks = [(out_slices, e) for e in dw_pw_small_chunks(ex_slices)] if ex_slices else \
+                chunks = [(out_slices, e) for e in dw_pw_small_chunks(ex_slices)
+                          if not ex_chunks or min(e, ex_slices) in {min(c, ex_slices) for c in ex_chunks}] \
+                    if ex_slices else \
                     [(sc, 0) for sc in dw_pw_small_chunks(out_slices)]
                 for sc, esc in chunks:
                     if esc and esc * tile_p * ksplit < threads and esc < ex_slices:
