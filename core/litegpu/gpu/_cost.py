@@ -863,6 +863,10 @@ def launch_work(kernel: str, options: Mapping[str, Any], params: Mapping[str, An
         return pw_dw_work(params, geo, int(o.get("tile_h", 4)), int(o.get("tile_w", 4)), int(o.get("mc", 4)),
                           int(o.get("threads", 64)), bool(o.get("project")), bool(o.get("mean")),
                           32 if PW_DW_WARP_SHARED else 1)
+    if kernel == "dw_pw_conv2d" and int(o.get("stage_p", 0) or 0):  # the staged path (its split path: not priced)
+        return dw_pw_staged_work(int(params["B"]) * int(params["H"]) * int(params["W"]), int(params["SRC_S"]),
+                                 int(params["S"]), int(params["KH"]) * int(params["KW"]), int(o["stage_p"]),
+                                 int(o.get("stage_k", 16)), int(o.get("block_s", 1)), int(o.get("block_w", 1)))
     if kernel == "dw_pw_small":
         return dw_pw_small_work(int(params["B"]) * int(params["H"]) * int(params["W"]), int(params["SRC_S"]),
                                 int(params["S"]), int(params["KH"]) * int(params["KW"]), int(o.get("tile_p", 1)),
