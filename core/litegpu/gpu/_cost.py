@@ -68,6 +68,7 @@ class DeviceCost:
     registers: int = 0  # 32-bit registers of one unit, shared by its resident threads (0: not a limit)
     overlap: bool = True  # latency, cache traffic and arithmetic hide each other (the largest) or add up
     lane_flops_per_us: float = 0.0  # fp32 flops one thread issues in a row (0: not a limit; see estimate)
+    small_chain: float = 1.0  # dw_pw_small's measured body over the one its Work describes (see estimate)
 
     def with_units(self, units: int, max_group: int) -> DeviceCost:
         """This profile for a device reporting ``units`` compute units and ``max_group`` threads a group."""
@@ -114,11 +115,20 @@ class DeviceCost:
 #: 9.2-9.4 us, est. 6.2); priced at 2.5 us a launch, GPU kernel time per invoke went selfie_segmentation 0.319 ->
 #: 0.310 ms, pose_landmark_full 0.595 -> 0.585, palm_detection_full 0.447 -> 0.445, hand_landmark_full 0.393 ->
 #: 0.393 (leaving conv2d_tiled out entirely: 0.308, 0.583, 0.448, 0.390).
+#: ``small_chain`` 0.5 on ``nvidia`` (H100, Vulkan timestamps, issue 12's seventh session, s11-launch-1): the 62
+#: distinct dw_pw_small launches timed (the 7 models' own, the same pairs on maps up to 96x96, and 36 launches with
+#: the next 1x1 expansion in them at three tilings) took 0.55-0.85x of their estimate on maps up to 32x32 (mean
+#: |log(estimate / measured)| 0.36 over all); halving the chain and traffic a dw_pw_small Work describes (a group's
+#: life and the launch kept) fits them with 0.18 and ranks the expansion fusion (_passes/fuse_small_expand) as
+#: measured on 16 of its 18 pairs (the other two measured ties, 0.0 and +0.4 us), where the unscaled model declined
+#: every pair (5 hand / pose pairs 1.4-3.4 us faster fused). Its own tilings' ranking is unchanged (every term but
+#: the group's life scales alike). The staged kernel's estimate is not scaled: it is 1.0-2.6x its measured time
+#: depending on the map (see ops.conv.DW_PW_SMALL_MAX_PIXELS), no single factor fits.
 PROFILES: dict[str, DeviceCost] = {
     "nvidia": DeviceCost("nvidia", compute_units=132, resident_threads=2048, resident_groups=32, launch_us=3.5,
                          step_us=0.167, load_us=0.03, shared_us=0.01, barrier_us=0.18, cache_bytes_per_us=1.3e7,
                          flops_per_us=1.5e7, max_group=1024, tile_setup_us=2.5, warp=32, group_us=0.4,
-                         registers=65536, overlap=False, lane_flops_per_us=3340.0),
+                         registers=65536, overlap=False, lane_flops_per_us=3340.0, small_chain=0.5),
     "generic": DeviceCost("generic", compute_units=32, resident_threads=1024, resident_groups=16, launch_us=5.0,
                           step_us=0.5, load_us=0.025, shared_us=0.04, barrier_us=0.1, cache_bytes_per_us=1.0e6,
                           flops_per_us=1.0e7, max_group=256, tile_setup_us=2.5, warp=32, registers=65536),
@@ -160,6 +170,7 @@ class Work:
     cache_bytes: float = 0.0  # bytes all threads load through the caches
     flops: float = 0.0
     tiled: bool = False  # conv2d_tiled: pays the device's tile_setup_us
+    small: bool = False  # dw_pw_small: its chain and traffic scaled by the device's small_chain
     registers: int = 0  # 32-bit values one thread keeps live (0: not modelled; the thread limit decides)
 
 
@@ -174,9 +185,11 @@ def estimate(w: Work, dev: DeviceCost) -> float:
         per_unit = min(per_unit, dev.registers // (w.registers * lanes))
     waves = -(-groups // (dev.compute_units * max(1, per_unit)))
     occupied = min(groups, dev.compute_units) / dev.compute_units
-    latency = waves * (dev.group_us + w.global_steps * dev.step_us + w.queued_loads * dev.load_us
-                       + w.shared_steps * dev.shared_us + w.barriers * dev.barrier_us)
-    traffic = w.cache_bytes / (dev.cache_bytes_per_us * occupied)
+    # dw_pw_small (Work.small): the device's measured scale of its chain and traffic (small_chain)
+    chain = dev.small_chain if w.small else 1.0
+    latency = waves * (dev.group_us + chain * (w.global_steps * dev.step_us + w.queued_loads * dev.load_us
+                                               + w.shared_steps * dev.shared_us + w.barriers * dev.barrier_us))
+    traffic = chain * w.cache_bytes / (dev.cache_bytes_per_us * occupied)
     compute = w.flops * lanes / group / (dev.flops_per_us * occupied)
     if dev.lane_flops_per_us:  # a thread's own arithmetic is serial: few, fat threads wait on it each wave
         compute = max(compute, waves * w.flops / max(1, w.threads) / dev.lane_flops_per_us)
@@ -784,7 +797,7 @@ def dw_pw_small_work(pixels: int, src_slices: int, out_slices: int, taps: int, t
         cache += groups * esc * out_slices * 4 * per_slice_warps * _VEC
         flops += groups * tile_p * out_slices * esc * 32
     return Work(threads=groups * threads, group=threads, global_steps=steps, queued_loads=queued,
-                shared_steps=shared, barriers=barriers,
+                shared_steps=shared, barriers=barriers, small=True,
                 cache_bytes=cache, flops=flops, registers=4 * max(2 * taps + 1, 5 * unroll + 1) + 16)
 
 
