@@ -251,8 +251,19 @@ class PlanExecutor:
         bias = np.asarray(op.constants["bias"], np.float32).reshape(-1)[:cout]
         self.write(op, "dst", self._conv_epilogue(op, mid @ w.T + bias, p, cout))
 
-    # the same fused depthwise -> 1x1 (only the work split differs; its residual is of the output's shape)
-    k_dw_pw_small = k_dw_pw_conv2d
+    def k_dw_pw_small(self, op, p, o):
+        """The same fused depthwise -> 1x1 (only the work split differs); with ``expand`` the next 1x1 conv of the
+        stored result (``ex_weights``, conv2d's layout, ``ex_bias``, ``ex_act``) written to ``ex_dst`` too."""
+        self.k_dw_pw_conv2d(op, p, o)
+        if not o.get("expand"):
+            return
+        y = self.read(op, "dst")
+        n = p["EX_C"]
+        w = _unpack_conv(np.asarray(op.constants["ex_weights"], np.float32), n, y.shape[3])[:, 0, 0, :]
+        alpha = np.asarray(op.constants["ex_alpha"], np.float32).reshape(-1)[:n] if "ex_alpha" in op.constants \
+            else None
+        bias = np.asarray(op.constants["ex_bias"], np.float32).reshape(-1)[:n]
+        self.write(op, "ex_dst", _act(y @ w.T + bias, o.get("ex_act"), alpha))
 
     def k_pw_dw_conv2d(self, op, p, o):
         """1x1 expand (+ ex_act) -> depthwise (the expanded lanes past the channels: zero weights and bias) ->

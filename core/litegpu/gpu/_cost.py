@@ -41,7 +41,7 @@ __all__ = ["DeviceCost", "Work", "PROFILES", "profile_for", "estimate", "choose_
            "choose_pw_dw", "dw_pw_work", "dw_pw_staged_work", "choose_dw_pw_staged", "depthwise_work",
            "choose_depthwise", "DEPTHWISE_BLOCK_W", "dw_pw_small_work", "choose_dw_pw_small",
            "DW_PW_SMALL_TILES", "DW_PW_SMALL_KSPLITS", "DW_PW_SMALL_THREADS", "DW_PW_SMALL_UNROLLS",
-           "DW_PW_SMALL_STAGE", "dw_pw_small_chunks", "PW_DW_WARP_SHARED"]
+           "DW_PW_SMALL_STAGE", "DW_PW_SMALL_EX_CHUNKS", "dw_pw_small_chunks", "PW_DW_WARP_SHARED"]
 
 _VEC = 16  # bytes of one vec4 (fp32; the choice does not depend on the storage precision)
 
@@ -68,6 +68,7 @@ class DeviceCost:
     registers: int = 0  # 32-bit registers of one unit, shared by its resident threads (0: not a limit)
     overlap: bool = True  # latency, cache traffic and arithmetic hide each other (the largest) or add up
     lane_flops_per_us: float = 0.0  # fp32 flops one thread issues in a row (0: not a limit; see estimate)
+    small_chain: float = 1.0  # dw_pw_small's measured body over the one its Work describes (see estimate)
 
     def with_units(self, units: int, max_group: int) -> DeviceCost:
         """This profile for a device reporting ``units`` compute units and ``max_group`` threads a group."""
@@ -114,11 +115,20 @@ class DeviceCost:
 #: 9.2-9.4 us, est. 6.2); priced at 2.5 us a launch, GPU kernel time per invoke went selfie_segmentation 0.319 ->
 #: 0.310 ms, pose_landmark_full 0.595 -> 0.585, palm_detection_full 0.447 -> 0.445, hand_landmark_full 0.393 ->
 #: 0.393 (leaving conv2d_tiled out entirely: 0.308, 0.583, 0.448, 0.390).
+#: ``small_chain`` 0.5 on ``nvidia`` (H100, Vulkan timestamps, issue 12's seventh session, s11-launch-1): the 62
+#: distinct dw_pw_small launches timed (the 7 models' own, the same pairs on maps up to 96x96, and 36 launches with
+#: the next 1x1 expansion in them at three tilings) took 0.55-0.85x of their estimate on maps up to 32x32 (mean
+#: |log(estimate / measured)| 0.36 over all); halving the chain and traffic a dw_pw_small Work describes (a group's
+#: life and the launch kept) fits them with 0.18 and ranks the expansion fusion (_passes/fuse_small_expand) as
+#: measured on 16 of its 18 pairs (the other two measured ties, 0.0 and +0.4 us), where the unscaled model declined
+#: every pair (5 hand / pose pairs 1.4-3.4 us faster fused). Its own tilings' ranking is unchanged (every term but
+#: the group's life scales alike). The staged kernel's estimate is not scaled: it is 1.0-2.6x its measured time
+#: depending on the map (see ops.conv.DW_PW_SMALL_MAX_PIXELS), no single factor fits.
 PROFILES: dict[str, DeviceCost] = {
     "nvidia": DeviceCost("nvidia", compute_units=132, resident_threads=2048, resident_groups=32, launch_us=3.5,
                          step_us=0.167, load_us=0.03, shared_us=0.01, barrier_us=0.18, cache_bytes_per_us=1.3e7,
                          flops_per_us=1.5e7, max_group=1024, tile_setup_us=2.5, warp=32, group_us=0.4,
-                         registers=65536, overlap=False, lane_flops_per_us=3340.0),
+                         registers=65536, overlap=False, lane_flops_per_us=3340.0, small_chain=0.5),
     "generic": DeviceCost("generic", compute_units=32, resident_threads=1024, resident_groups=16, launch_us=5.0,
                           step_us=0.5, load_us=0.025, shared_us=0.04, barrier_us=0.1, cache_bytes_per_us=1.0e6,
                           flops_per_us=1.0e7, max_group=256, tile_setup_us=2.5, warp=32, registers=65536),
@@ -160,6 +170,7 @@ class Work:
     cache_bytes: float = 0.0  # bytes all threads load through the caches
     flops: float = 0.0
     tiled: bool = False  # conv2d_tiled: pays the device's tile_setup_us
+    small: bool = False  # dw_pw_small: its chain and traffic scaled by the device's small_chain
     registers: int = 0  # 32-bit values one thread keeps live (0: not modelled; the thread limit decides)
 
 
@@ -174,9 +185,11 @@ def estimate(w: Work, dev: DeviceCost) -> float:
         per_unit = min(per_unit, dev.registers // (w.registers * lanes))
     waves = -(-groups // (dev.compute_units * max(1, per_unit)))
     occupied = min(groups, dev.compute_units) / dev.compute_units
-    latency = waves * (dev.group_us + w.global_steps * dev.step_us + w.queued_loads * dev.load_us
-                       + w.shared_steps * dev.shared_us + w.barriers * dev.barrier_us)
-    traffic = w.cache_bytes / (dev.cache_bytes_per_us * occupied)
+    # dw_pw_small (Work.small): the device's measured scale of its chain and traffic (small_chain)
+    chain = dev.small_chain if w.small else 1.0
+    latency = waves * (dev.group_us + chain * (w.global_steps * dev.step_us + w.queued_loads * dev.load_us
+                                               + w.shared_steps * dev.shared_us + w.barriers * dev.barrier_us))
+    traffic = chain * w.cache_bytes / (dev.cache_bytes_per_us * occupied)
     compute = w.flops * lanes / group / (dev.flops_per_us * occupied)
     if dev.lane_flops_per_us:  # a thread's own arithmetic is serial: few, fat threads wait on it each wave
         compute = max(compute, waves * w.flops / max(1, w.threads) / dev.lane_flops_per_us)
@@ -733,13 +746,17 @@ DW_PW_SMALL_TILES = (2,)
 DW_PW_SMALL_KSPLITS = (2, 4)
 DW_PW_SMALL_THREADS = (128,)
 DW_PW_SMALL_UNROLLS = (4,)
+#: with the next 1x1 expansion in the launch (option ``expand``): the expansion's slices a group (``ESC``) the
+#: chooser weighs; empty: every power of two below the expansion's slices, and all of them. An A/B switch (e.g.
+#: ``--set "litegpu.gpu._cost.DW_PW_SMALL_EX_CHUNKS=(16,)"``: 16 slices a group wherever that is fewer than all)
+DW_PW_SMALL_EX_CHUNKS: tuple[int, ...] = ()
 #: the largest stage (tile pixels x staged input slices, with the partial sums: vec4s of shared memory, 28 KiB;
 #: every NVIDIA and AMD Vulkan device gives a group 48 KiB or more, lavapipe 32 KiB)
 DW_PW_SMALL_STAGE = 1792
 
 
 def dw_pw_small_work(pixels: int, src_slices: int, out_slices: int, taps: int, tile_p: int, sc: int, ksplit: int,
-                     threads: int, unroll: int = 1, warp: int = 32) -> Work:
+                     threads: int, unroll: int = 1, warp: int = 32, ex_slices: int = 0, esc: int = 0) -> Work:
     """dw_pw_small (shaders/dw_pw_small.lgk): groups of ``threads``, each a tile of ``tile_p`` pixels x ``sc``
     output slices (``ceil(out_slices / sc)`` groups a tile, each staging the tile's depthwise anew: the
     recomputation priced as the work it is). The stage: ``src_slices x tile_p`` depthwise values, a thread's
@@ -747,8 +764,17 @@ def dw_pw_small_work(pixels: int, src_slices: int, out_slices: int, taps: int, t
     of ``threads / ksplit`` output vectors, ``ksplit`` threads walking ``src_slices / ksplit`` input slices each
     (a shared load and 4 weight loads a slice, ``unroll`` slices a step), their partials meeting in a log2(ksplit)-round tree (a barrier a
     round, one before and one after). A warp's threads of one output slice (consecutive pixels) load its
-    weights once: a group's weight traffic is its output slices' weights once per warp they span."""
-    groups = -(-pixels // tile_p) * -(-out_slices // sc)
+    weights once: a group's weight traffic is its output slices' weights once per warp they span.
+
+    ``ex_slices`` > 0 (option ``expand``): the result also feeds a 1x1 conv to ``ex_slices`` slices in the same
+    launch; every group computes all ``out_slices`` (``sc`` is ignored) and then ``esc`` slices of the expansion,
+    ``ceil(ex_slices / esc)`` groups a tile (each recomputing the tile's depthwise and 1x1), the expansion's
+    rounds priced as the 1x1's (a barrier before them)."""
+    if ex_slices:
+        sc = out_slices
+        groups = -(-pixels // tile_p) * -(-ex_slices // esc)
+    else:
+        groups = -(-pixels // tile_p) * -(-out_slices // sc)
     fill = -(-src_slices * tile_p // threads)
     rounds = -(-sc * tile_p * ksplit // threads)
     walk = -(-src_slices // (ksplit * unroll))
@@ -759,8 +785,19 @@ def dw_pw_small_work(pixels: int, src_slices: int, out_slices: int, taps: int, t
     per_slice_warps = max(1.0, tile_p * ksplit / warp)
     cache = groups * (src_slices * tile_p * taps + src_slices * taps + sc * src_slices * 4 * per_slice_warps) * _VEC
     flops = groups * tile_p * src_slices * (taps * 8 + sc * 32)
+    shared = rounds * (walk + red)
+    barriers = 1 + (rounds * (red + 2) if ksplit > 1 else 0)
+    if ex_slices:
+        rounds_e = -(-esc * tile_p * ksplit // threads)
+        walk_e = -(-out_slices // (ksplit * unroll))
+        steps += rounds_e * walk_e
+        queued += _queued(rounds_e * walk_e, 4 * unroll)
+        shared += rounds_e * (walk_e + red)
+        barriers += 1 + (rounds_e * (red + 2) if ksplit > 1 else 0)
+        cache += groups * esc * out_slices * 4 * per_slice_warps * _VEC
+        flops += groups * tile_p * out_slices * esc * 32
     return Work(threads=groups * threads, group=threads, global_steps=steps, queued_loads=queued,
-                shared_steps=rounds * (walk + red), barriers=1 + (rounds * (red + 2) if ksplit > 1 else 0),
+                shared_steps=shared, barriers=barriers, small=True,
                 cache_bytes=cache, flops=flops, registers=4 * max(2 * taps + 1, 5 * unroll + 1) + 16)
 
 
@@ -770,41 +807,53 @@ def dw_pw_small_chunks(out_slices: int) -> list[int]:
 
 
 def choose_dw_pw_small(pixels: int, src_slices: int, out_slices: int, taps: int,
-                       dev: DeviceCost) -> tuple[dict[str, int], float] | None:
+                       dev: DeviceCost, ex_slices: int = 0) -> tuple[dict[str, int], float] | None:
     """``(options + SC, estimated us)`` of the cheapest dw_pw_small tiling (``tile_p``, ``ksplit``, ``threads``,
     ``unroll``, ``cap`` the staged input slices rounded up to a power of two, at least 16; ``SC`` the output
-    slices a group), None where no stage fits :data:`DW_PW_SMALL_STAGE`."""
+    slices a group), None where no stage fits :data:`DW_PW_SMALL_STAGE`.  ``ex_slices`` > 0: with the next 1x1
+    conv to that many slices in the launch (option ``expand``): ``SC`` is all the output slices, ``ESC`` the
+    expansion's slices a group and ``ecap`` the staged results' slices (a power of two, at least 16)."""
     chosen = _choose_dw_pw_small(pixels, src_slices, out_slices, taps, dev, DW_PW_SMALL_TILES, DW_PW_SMALL_KSPLITS,
-                                 DW_PW_SMALL_THREADS, DW_PW_SMALL_UNROLLS, DW_PW_SMALL_STAGE)
+                                 DW_PW_SMALL_THREADS, DW_PW_SMALL_UNROLLS, DW_PW_SMALL_STAGE, ex_slices,
+                                 DW_PW_SMALL_EX_CHUNKS)
     return None if chosen is None else (dict(chosen[0]), chosen[1])  # a copy: the cached one stays as chosen
 
 
 @functools.lru_cache(maxsize=1024)
 def _choose_dw_pw_small(pixels: int, src_slices: int, out_slices: int, taps: int, dev: DeviceCost,
                         tiles: tuple[int, ...], ksplits: tuple[int, ...], threads_set: tuple[int, ...],
-                        unrolls: tuple[int, ...], stage: int) -> tuple[dict[str, int], float] | None:
+                        unrolls: tuple[int, ...], stage: int, ex_slices: int = 0,
+                        ex_chunks: tuple[int, ...] = ()) -> tuple[dict[str, int], float] | None:
     cap = max(16, 1 << max(0, (src_slices - 1).bit_length()))
+    ecap = max(16, 1 << max(0, (out_slices - 1).bit_length())) if ex_slices else 0
     best: tuple[float, dict[str, int]] | None = None
     for tile_p in tiles:
         if tile_p > 1 and tile_p >= 2 * pixels:
             continue  # a tile twice the map is idle threads
         for threads in threads_set:
-            if threads > dev.max_group or cap * tile_p + threads > stage:
+            if threads > dev.max_group or (cap + ecap) * tile_p + threads > stage:
                 continue
             for ksplit in ksplits:
                 if ksplit > threads or (ksplit > 1 and ksplit >= 2 * src_slices):
                     continue
-                for sc in dw_pw_small_chunks(out_slices):
-                    if sc * tile_p * ksplit < threads and sc < out_slices:
+                # the expansion: every output slice a group (SC), ESC of the expanded ones
+                chunks = [(out_slices, e) for e in dw_pw_small_chunks(ex_slices)
+                          if not ex_chunks or min(e, ex_slices) in {min(c, ex_slices) for c in ex_chunks}] \
+                    if ex_slices else \
+                    [(sc, 0) for sc in dw_pw_small_chunks(out_slices)]
+                for sc, esc in chunks:
+                    if esc and esc * tile_p * ksplit < threads and esc < ex_slices:
+                        continue  # as below, for the expansion's rounds
+                    if not esc and sc * tile_p * ksplit < threads and sc < out_slices:
                         continue  # a round with idle threads while the tile has output slices to give them
                     for unroll in unrolls:
                         if unroll > 1 and src_slices < ksplit * unroll:
                             continue
                         t = estimate(dw_pw_small_work(pixels, src_slices, out_slices, taps, tile_p, sc, ksplit,
-                                                      threads, unroll, max(1, dev.warp)), dev)
+                                                      threads, unroll, max(1, dev.warp), ex_slices, esc), dev)
                         if best is None or t < best[0] - 1e-9:
                             best = (t, {"tile_p": tile_p, "cap": cap, "ksplit": ksplit, "threads": threads,
-                                        "unroll": unroll, "SC": sc})
+                                        "unroll": unroll, "SC": sc, **({"ESC": esc, "ecap": ecap} if esc else {})})
     return None if best is None else (best[1], best[0])
 
 
@@ -827,11 +876,16 @@ def launch_work(kernel: str, options: Mapping[str, Any], params: Mapping[str, An
         return pw_dw_work(params, geo, int(o.get("tile_h", 4)), int(o.get("tile_w", 4)), int(o.get("mc", 4)),
                           int(o.get("threads", 64)), bool(o.get("project")), bool(o.get("mean")),
                           32 if PW_DW_WARP_SHARED else 1)
+    if kernel == "dw_pw_conv2d" and int(o.get("stage_p", 0) or 0):  # the staged path (its split path: not priced)
+        return dw_pw_staged_work(int(params["B"]) * int(params["H"]) * int(params["W"]), int(params["SRC_S"]),
+                                 int(params["S"]), int(params["KH"]) * int(params["KW"]), int(o["stage_p"]),
+                                 int(o.get("stage_k", 16)), int(o.get("block_s", 1)), int(o.get("block_w", 1)))
     if kernel == "dw_pw_small":
         return dw_pw_small_work(int(params["B"]) * int(params["H"]) * int(params["W"]), int(params["SRC_S"]),
                                 int(params["S"]), int(params["KH"]) * int(params["KW"]), int(o.get("tile_p", 1)),
                                 int(params["SC"]), int(o.get("ksplit", 8)), int(o.get("threads", 256)),
-                                int(o.get("unroll", 1)))
+                                int(o.get("unroll", 1)), 32, int(params.get("EX_S", 0)) if o.get("expand") else 0,
+                                int(params.get("ESC", 0)))
     if kernel == "heads" and int(o.get("n", 2)) == 1 and int(params.get("T0", 0)) == 1:  # a FULLY_CONNECTED
         return fc_work(int(params["B"]), int(params["G0"]), int(params["SRC_S0"]), int(o.get("split", 1)))
     if kernel == "reduce":

@@ -19,7 +19,7 @@ import numpy as np
 
 from .._errors import DelegateError
 from ._graph import Epilogue, GpuGraph, residual_index
-from ._reference_ops import RefContext, qdq, resize_bilinear_to, zero_extend
+from ._reference_ops import RefContext, dw_pw_expansion, qdq, resize_bilinear_to, zero_extend
 from .ops import OPS
 
 __all__ = ["evaluate", "apply_epilogue", "max_pool_windows"]
@@ -127,4 +127,8 @@ def evaluate(graph: GpuGraph, inputs: Mapping[int, np.ndarray] | Sequence[np.nda
                     r = apply_epilogue(r, node.epilogue, values)
             r = r.astype(x.dtype, copy=False)
             values[t] = r if t in keep else rnd(r)
+            if k == 0 and node.attrs.get("expand"):  # outputs[1]: the next 1x1 conv of the stored result
+                z = graph.tensors[node.outputs[1]]
+                e = dw_pw_expansion(ctx, values[t]).reshape(z.shape).astype(z.dtype, copy=False)
+                values[node.outputs[1]] = e if node.outputs[1] in keep else rnd(e)
     return {t: values[t].reshape(graph.tensors[t].ir_shape) for t in graph.outputs}

@@ -275,6 +275,16 @@ def dw_pw_conv2d(c: RefContext) -> list[np.ndarray]:
     return [_conv(mid.astype(np.float32), c.const(3), c.get(4), {"padding": 1})]
 
 
+def dw_pw_expansion(c: RefContext, y: np.ndarray) -> np.ndarray:
+    """The 1x1 conv a DW_PW_CONV_2D node with attr ``expand`` (``_passes/fuse_small_expand``) computes from its
+    stored result ``y``: inputs 6-8 its weights, bias and PRELU alpha (-1 where absent), attr ``ex_act``."""
+    out = _conv(y.astype(np.float32), c.const(6), c.get(7), {"padding": 1})
+    act = c.n.attrs.get("ex_act")
+    if act == "PRELU":
+        return prelu(out, c.get(8))
+    return c.ops[act].ref(out, {}) if act else out
+
+
 def pw_dw_conv2d(c: RefContext) -> list[np.ndarray]:
     """The fused PW_DW_CONV_2D node (``_passes/fuse_pw_dw``): inputs [x, expand weights, expand bias, expand
     PRELU alpha, dw weights, dw bias, dw PRELU alpha, project weights, project bias] (-1 where absent); attrs

@@ -20,6 +20,7 @@ from .fold_constants import fold_constants
 from .fuse import fuse_activations, fuse_elementwise, fuse_shared_residual
 from .fuse_dw_pw import fuse_dw_pw
 from .fuse_pw_dw import fuse_pw_dw
+from .fuse_small_expand import fuse_small_expand
 from .legalise import legalise_epilogues
 from .merge_pad import merge_pad
 from .mixed_precision import mixed_precision
@@ -50,6 +51,7 @@ __all__ = [
     "fuse_channel_pad",
     "fuse_dw_pw",
     "fuse_pw_dw",
+    "fuse_small_expand",
     "fuse_squeeze_excite",
     "fuse_pool_residual",
     "fuse_resize_residual",
@@ -116,6 +118,10 @@ DEFAULT_PIPELINE: tuple[Pass, ...] = (
     # last of the fusions: the heads' activations are fused (each head keeps its own), and no later pass
     # looks for a FULLY_CONNECTED / CONV_2D the merged node replaced
     fuse_sibling_heads,
+    # a 1x1 conv (the next block's expansion) reading a dw_pw_small result joins that launch where the cost model
+    # says it pays; after fuse_pw_dw, which may have taken that conv into its own block's launch, and after
+    # fuse_sibling_heads, whose merged head convs (one launch for several) are not this pass's
+    fuse_small_expand,
     legalise_epilogues,
     prune,
     mixed_precision,

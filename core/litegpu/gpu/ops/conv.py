@@ -106,7 +106,19 @@ _STAGED_MIN_PIXELS = 512
 #: on an H100 (Vulkan, s10-launch-1, one call) the 24x24 pairs of palm_detection_full and the 28x28 ones of
 #: hand_landmark_full as dw_pw_small took palm 0.378 ms of GPU time against 0.398 staged, hand 0.360 against
 #: 0.365 (hand's two pairs 10.5 + 12.5 us against 12.6 + 16.0); 512 before (the staged kernel's lower bound).
-#: A/B switch (``--set litegpu.gpu.ops.conv.DW_PW_SMALL_MAX_PIXELS=512``).
+#: Kept at 1024 in the seventh session, though the pairs timed one launch at a time favour 2048: every staged-or-small
+#: pair of palm, hand, pose and face_detection timed both ways (H100, Vulkan, s11-launch-1, median us small /
+#: staged): 24x24 9.7 / 10.8 and 10.7 / 13.6, 28x28 10.5 / 12.8 and 12.8 / 16.0, 32x32 11.9 / 17.0 and 13.1 / 18.0
+#: (pose), but 48x48 10.7 / 9.4 and 11.0 / 10.2, 56x56 18.9 / 13.2, 64x64 16.5 / 10.6 and 26.3 / 14.3, 96x96
+#: 21.9 / 9.5. At 2048 pose_landmark_full also fuses the expansions after its 32x32 pairs (50 launches against 52,
+#: its per-launch medians 580 us against 596 without those fusions), yet its whole invoke's GPU time on Vulkan rose
+#: (s11-launch-2, bench/gpu_profile.py: 0.592 / 0.570 ms against 0.549 at 1024, device-bound 0.638 / 0.636 against
+#: 0.602): unexplained (a launch slow on some runs only would show in the invoke's sum and not in the medians), so
+#: the default stays where no whole-model time was lost. The cost model does not choose between the two kernels
+#: yet: the staged estimate is 1.0-2.6x its measured time (24x24 1.0-1.2x, 28x28-32x32 1.8-2.0x, 64x64 and 96x96
+#: 2.4-2.6x) and dw_pw_small's 0.8-1.7x on maps up to 32x32, 1.0x at 56x56 and 64x64 but 1.8-2.7x at 48x48 and
+#: 96x96: errors that depend on the map (the waves of groups, the channels), which neither calibration describes.
+#: A/B switch (``--set litegpu.gpu.ops.conv.DW_PW_SMALL_MAX_PIXELS=2048``).
 DW_PW_SMALL_MAX_PIXELS = 1024
 
 #: the staged kernel reads the 1x1 weights in the input-major layout (option ``coalesced``,
@@ -365,6 +377,24 @@ def lower_dw_pw(lw: Lowerer) -> list[GpuOp]:
         sc = tiling.pop("SC")
         params.update(_residual_params(lw, opts, operands))
         params.update(SC=sc, NC=-(-params["S"] // sc))
+        if n.attrs.get("expand"):  # _passes/fuse_small_expand: the next 1x1 conv (inputs 6-8) in the launch
+            z = n.outputs[1]
+            ex_w = lw.data(n.inputs[6])
+            ex_c = lw.shape(z)[3]
+            chosen = choose_dw_pw_small(b * oh * ow, params["SRC_S"], params["S"], dw_w.shape[1] * dw_w.shape[2],
+                                        lw.cost, L.slices(ex_c))
+            if chosen is None:
+                raise DelegateError(f"{n.describe()}: dw_pw_small cannot stage {params['SRC_S']} input slices "
+                                    "with the expansion's")
+            tiling, esc = chosen[0], chosen[0].pop("ESC")
+            tiling.pop("SC")
+            lw.const("ex_weights", L.conv_weights(ex_w.reshape(ex_w.shape[0], 1, 1, -1)))
+            lw.const("ex_bias", vector(7, ex_c))
+            if n.attrs.get("ex_act") == "PRELU":
+                lw.const("ex_alpha", vector(8, ex_c))
+            lw.bind("ex_dst", z)
+            params.update(EX_C=ex_c, EX_S=L.slices(ex_c), ESC=esc, SC=params["S"], NC=-(-L.slices(ex_c) // esc))
+            tiling.update(expand=True, ex_act=n.attrs.get("ex_act") or None)
         ksize = dw_w.shape[1] if dw_w.shape[1] == dw_w.shape[2] and dw_w.shape[1] in (3, 5) else 0
         return [lw.op("dw_pw_small", {**opts, "dw_act": dw_act if dw_act != "NONE" else None, **tiling,
                                       "ksize": ksize or None}, params)]
@@ -668,7 +698,8 @@ KERNELS: tuple[KernelSpec, ...] = (
          {"dw_act": ACT, "act": ACT, "residual": Opt("NONE", ("NONE", "ADD", "MUL")), "residual_act": ACT,
           "tile_p": Opt(1, (1, 2, 4, 8, 16, 32)), "cap": Opt(64, (16, 32, 64, 128, 256, 512)),
           "ksplit": Opt(8, (1, 2, 4, 8, 16, 32)), "threads": Opt(256, (64, 128, 256)), "ksize": Opt(0, (0, 3, 5)),
-          "unroll": Opt(1, (1, 2, 4)), "residual_channels": CHANNELS, "residual_pool": boolean()},
+          "unroll": Opt(1, (1, 2, 4)), "residual_channels": CHANNELS, "residual_pool": boolean(),
+          "expand": boolean(), "ex_act": ACT, "ecap": Opt(16, (16, 32, 64, 128, 256))},
          [{"dw_act": FUSED_ACTIVATIONS[i], "act": FUSED_ACTIVATIONS[(i + 3) % 9],
            "residual": ("NONE", "ADD", "MUL")[i % 3], "residual_act": FUSED_ACTIVATIONS[(i + 5) % 9],
            "tile_p": (1, 2, 4)[i % 3], "cap": (16, 32, 64, 128, 256, 512)[i % 6],
@@ -685,7 +716,14 @@ KERNELS: tuple[KernelSpec, ...] = (
          + [{"residual": "ADD", "residual_pool": True, "residual_channels": "fewer", "residual_act": "PRELU",
              "ksize": 5, "tile_p": 2, "ksplit": 4, "threads": 128, "unroll": 4},
             {"residual": "MUL", "residual_pool": True, "residual_act": "RELU", "ksize": 3},
-            {"residual": "ADD", "residual_channels": "fewer", "act": "RELU6", "tile_p": 4, "ksplit": 1}],
+            {"residual": "ADD", "residual_channels": "fewer", "act": "RELU6", "tile_p": 4, "ksplit": 1}]
+         # the next block's 1x1 expansion in the same launch (_passes/fuse_small_expand)
+         + [{"expand": True, "ex_act": "RELU6", "residual": "ADD", "ksize": 5, "tile_p": 2, "ksplit": 4,
+             "threads": 128, "unroll": 4, "cap": 256, "ecap": 32},
+            {"expand": True, "ex_act": "PRELU", "act": "PRELU", "residual": "ADD", "residual_act": "PRELU",
+             "ksize": 3, "tile_p": 4, "ksplit": 1, "unroll": 2, "ecap": 16},
+            {"expand": True, "dw_act": "RELU6", "residual": "ADD", "residual_pool": True, "residual_channels":
+             "fewer", "ex_act": "HARD_SWISH", "tile_p": 1, "ksplit": 8, "threads": 64, "ecap": 64}],
          shared_wg=lambda o: (o["threads"], 1, 1)),
     spec("pw_dw_conv2d", "pw_dw.lgk",
          "1x1 conv feeding a depthwise conv [feeding a 1x1 conv], one launch: the expansion of a tile's halo in "

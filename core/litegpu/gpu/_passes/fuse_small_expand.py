@@ -1,0 +1,126 @@
+"""Fuse the next inverted-bottleneck block's 1x1 expansion into the small-map depthwise -> 1x1 launch whose result
+it reads (the projection of one block and the expansion of the next: both 1x1, no window between them)."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from .. import _layout as L
+from .._cost import PROFILES, choose_conv, choose_dw_pw_small
+from .._graph import DW_PW_OP, GpuGraph, GpuNode, Report
+from ..ops.conv import DW_PW_SMALL_MAX_PIXELS
+from .fuse_dw_pw import _dw_act
+
+__all__ = ["fuse_small_expand", "SMALL_EXPAND", "SMALL_EXPAND_ALWAYS"]
+
+#: A/B switch (``--set litegpu.gpu._passes.fuse_small_expand.SMALL_EXPAND=False``): False keeps every expansion
+#: conv after a dw_pw_small launch its own launch, as before issue 12's seventh session.
+SMALL_EXPAND = True
+
+#: Measurement switch (``--set litegpu.gpu._passes.fuse_small_expand.SMALL_EXPAND_ALWAYS=True``): fuse every pair
+#: the kernel takes whatever the estimate says, to time the fused launches the cost model declines.
+SMALL_EXPAND_ALWAYS = False
+
+
+def _why_not(g: GpuGraph, node: GpuNode, conv: GpuNode) -> str:
+    """Why the CONV_2D ``conv`` reading ``node``'s (a dw_pw_small DW_PW_CONV_2D) result cannot join it; '' when it
+    can."""
+    y = node.outputs[0]
+    if conv.op != "CONV_2D" or not conv.bhwc or conv.inputs[0] != y or conv.reads().count(y) != 1:
+        return "not a conv reading it as its input"
+    if len(conv.outputs) != 1 or conv.attrs.get("in_resize") or conv.attrs.get("store_pre"):
+        return "conv reading a resize or storing twice"
+    if len(conv.inputs) > 3 and conv.inputs[3] >= 0:
+        return "conv with an input scale"
+    if not g.is_constant(conv.inputs[1]) or (len(conv.inputs) > 2 and conv.inputs[2] >= 0
+                                             and not g.is_constant(conv.inputs[2])):
+        return "non-constant weights or bias"
+    x, z = g.tensors[y], g.tensors[conv.outputs[0]]
+    wt = g.tensors[conv.inputs[1]].ir_shape
+    if len(wt) != 4 or tuple(wt[1:3]) != (1, 1) or wt[3] != x.shape[3]:
+        return "not a 1x1 conv over all channels (groups 1)"
+    if int(conv.attrs.get("stride_h", 1)) != 1 or int(conv.attrs.get("stride_w", 1)) != 1 \
+            or any(conv.attrs.get("explicit_padding", (0, 0, 0, 0))) or z.shape[:3] != x.shape[:3]:
+        return "conv with a stride or padding"
+    if {x.dtype, z.dtype} != {"float32"}:
+        return "not float32"
+    if not _dw_act(g, conv)[0]:
+        return "conv epilogue is not one activation"
+    return ""
+
+
+def fuse_small_expand(g: GpuGraph) -> Report:
+    """Give a ``dw_pw_small`` node (``DW_PW_CONV_2D`` with attr ``small``: a depthwise -> 1x1 projection on a small,
+    deep map) the 1x1 ``CONV_2D`` that reads its result as input -- the next inverted-bottleneck block's expansion
+    -- as a second output (attr ``expand``, ``ex_act`` its activation; inputs 6-8 its weights, bias and PRELU
+    alpha, -1 where absent; ``outputs`` [projection, expansion]).  The projection's result is still stored (the
+    next block's residual reads it); the launch also stages it in shared memory and computes the expansion from
+    there, so the expansion conv's launch goes.
+
+    Taken: the conv is 1x1, stride 1, unpadded, ungrouped, float32 with constant weights and at most one
+    activation (PRELU included), reading the result once as its input; and the cost model says it pays: its
+    cheapest fused tiling (``_cost.choose_dw_pw_small`` with ``ex_slices``: every group computes all the
+    projection's slices of its tile -- the tile's groups each recomputing the depthwise and the projection --
+    then a share of the expansion's) is below the dw_pw_small launch plus the conv's cheapest variant, each with
+    its launch cost (``SMALL_EXPAND_ALWAYS``: every pair a stage fits).  Runs after ``fuse_pw_dw`` (an expansion
+    that pass joined to its own depthwise is not this one's).  ``SMALL_EXPAND`` False turns it off."""
+    if not SMALL_EXPAND:
+        return ["fused 0 1x1 expansions into the projection before them (SMALL_EXPAND off)"]
+    dev = g.options.get("cost") or PROFILES["generic"]
+    declined: Counter[str] = Counter()
+    lines: Report = []
+    fused = 0
+    consumers = g.consumers()
+    for node in list(g.nodes):
+        if node.op != DW_PW_OP or not node.attrs.get("small") or node.attrs.get("expand") or len(node.outputs) != 1:
+            continue
+        y = node.outputs[0]
+        convs = [c for c in consumers.get(y, []) if c.op == "CONV_2D" and c.inputs[0] == y]
+        if not convs:
+            continue
+        conv = convs[0]
+        why = _why_not(g, node, conv)
+        if why:
+            declined[why] += 1
+            continue
+        b, h, w, c = g.tensors[y].shape
+        pixels = b * h * w
+        if pixels >= DW_PW_SMALL_MAX_PIXELS:
+            continue
+        mid = g.tensors[node.inputs[0]].shape[3]
+        dw_w = g.tensors[node.inputs[1]].ir_shape
+        taps = int(dw_w[1]) * int(dw_w[2])
+        ex_c = g.tensors[conv.outputs[0]].shape[3]
+        s_mid, s_out, s_ex = L.slices(mid), L.slices(c), L.slices(ex_c)
+        both = choose_dw_pw_small(pixels, s_mid, s_out, taps, dev, s_ex)
+        alone = choose_dw_pw_small(pixels, s_mid, s_out, taps, dev)
+        if both is None or alone is None:
+            declined["no stage fits"] += 1
+            continue
+        conv_p = {"B": b, "SRC_H": h, "SRC_W": w, "SRC_S": s_out, "H": h, "W": w, "C": ex_c, "S": s_ex, "KH": 1,
+                  "KW": 1, "STRIDE_H": 1, "STRIDE_W": 1, "PAD_T": 0, "PAD_L": 0, "DIL_H": 1, "DIL_W": 1,
+                  "SRC_SG": s_out, "DST_SG": s_ex}
+        apart = alone[1] + choose_conv(conv_p, dev, False)[2]
+        shape = f"{mid} -> {c} -> {ex_c} channels at {h}x{w}"
+        if both[1] >= apart and not SMALL_EXPAND_ALWAYS:
+            declined["estimate above the two launches"] += 1
+            lines.append(f"kept {node.describe()} -> {conv.describe()} ({shape}): est {both[1]:.1f} us fused, "
+                         f"{apart:.1f} apart")
+            continue
+        _, ex_act = _dw_act(g, conv)
+        alpha = conv.epilogue[0].operand if ex_act == "PRELU" else -1
+        bias = conv.inputs[2] if len(conv.inputs) > 2 else -1
+        ins = list(node.inputs) + [-1] * (6 - len(node.inputs))
+        node.inputs = [*ins[:6], conv.inputs[1], bias, alpha]
+        node.attrs["expand"] = True
+        node.attrs["ex_act"] = ex_act
+        node.outputs = [y, conv.outputs[0]]
+        node.origin = tuple(sorted(set(node.origin) | set(conv.origin)))
+        g.remove_node(conv)
+        consumers = g.consumers()
+        fused += 1
+        lines.append(f"fused {conv.describe()} into {node.describe()} ({shape}; est {both[1]:.1f} us against "
+                     f"{apart:.1f})")
+    kept = "; ".join(f"{n} {k}" for k, n in sorted(declined.items()))
+    return [f"fused {fused} 1x1 expansions into the dw_pw_small launch before them" + (f" (kept: {kept})" if kept
+                                                                                        else ""), *lines]
