@@ -63,6 +63,18 @@ _SHARED_BYTES = 64 << 10
 #: first record() that uses it (after the whole partition's renders) instead of right after its compile
 EARLY_PIPELINES = True
 _SMALL_UPLOAD = 4096
+#: A/B switch, read at allocation: True places a partition's boundary tensors (the inputs the host
+#: writes, the host outputs no launch reads; ``GpuDevice.alloc_boundary``) in host-mapped memory on a
+#: discrete GPU, so an invoke runs no staging copy (and no barrier for it): the host writes the input
+#: where the first launch reads it, and reads the outputs where the last launches wrote them
+HOST_BOUNDARY = False
+#: where a boundary input lives with HOST_BOUNDARY: "bar" = device-local host-visible memory where the
+#: device has it (the launches read VRAM, the host writes across the bus), "system" = host memory that
+#: the launches read across the bus
+BOUNDARY_INPUT_MEMORY = "bar"
+#: A/B switch, read at each wait: microseconds to poll a fence before blocking in vkWaitForFences, on
+#: a GPU (never on a CPU implementation, whose work would lose the core); 0 = block at once
+FENCE_SPIN_US = 0.0
 _USAGE = (vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | vk.VK_BUFFER_USAGE_UNIFORM_BUFFER_BIT
           | vk.VK_BUFFER_USAGE_TRANSFER_SRC_BIT | vk.VK_BUFFER_USAGE_TRANSFER_DST_BIT)
 _COMPUTE = vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT
@@ -139,7 +151,8 @@ class _Block:
 class _Buffer(_Resource):
     """One VkBuffer bound at an offset of a shared :class:`_Block`; ``host`` is a uint8 view of its
     bytes in the persistent mapping when the memory is host-visible.  ``kind`` is what the memory is
-    for: ``device`` (tensors, weights, params), ``upload`` / ``readback`` (staging)."""
+    for: ``device`` (tensors, weights, params), ``upload`` / ``readback`` (staging, and boundary outputs),
+    ``input`` (boundary inputs)."""
 
     def __init__(self, dev: VulkanDevice, nbytes: int, kind: str):
         super().__init__(dev)
@@ -400,6 +413,7 @@ class VulkanDevice(GpuDevice):
                 "no GLSL -> SPIR-V compiler: install glslc (Debian glslc) or glslangValidator (glslang-tools)")
         laps.lap("find compiler")
         self._timeout_ns = int(fence_timeout * 1e9)
+        self._may_spin = False  # a GPU, not a CPU implementation (FENCE_SPIN_US): set by _select
         self.memory_mode = memory  # "auto" until _select resolves it by the device's kind
         self._staging: _Buffer | None = None
         self._blocks: dict[str, list[_Block]] = {}
@@ -475,6 +489,7 @@ class VulkanDevice(GpuDevice):
                 raise BackendUnavailableError(f"Vulkan device index {idx} out of range (found {len(cands)})")
             chosen = cands[idx]
         self._pd = chosen.handle
+        self._may_spin = chosen.kind != 3  # _instance's kind order: 3 = a CPU implementation
         device_info = self._query_device(chosen)
         if self.memory_mode == "auto":
             self.memory_mode = "device_local" if chosen.kind == 0 else "host_visible"
@@ -596,8 +611,10 @@ class VulkanDevice(GpuDevice):
         mappable BAR heap is uncached for the host and kept out of the way).  ``device`` in
         host_visible mode: host-visible and coherent, device-local (UMA) and host-cached first.
         ``upload``: host-visible, coherent system memory first (the CPU writes it sequentially, the
-        GPU copies it once).  ``readback``: host-visible, coherent and host-*cached* first: the CPU
-        reads it, and reads from uncached (write-combined or BAR) memory crawl at tens of MB/s."""
+        GPU copies it once).  ``input`` (a boundary input, :meth:`alloc_boundary`): host-visible and
+        coherent, device-local (the mappable VRAM) first unless BOUNDARY_INPUT_MEMORY says "system".
+        ``readback``: host-visible, coherent and host-*cached* first: the CPU reads it, and reads from
+        uncached (write-combined or BAR) memory crawl at tens of MB/s."""
         flags = self._mem_flags
         ok = [i for i in range(len(flags)) if type_bits >> i & 1]
         if kind == "device" and self.memory_mode == "device_local":
@@ -608,8 +625,10 @@ class VulkanDevice(GpuDevice):
             raise DelegateError(f"{self.info.name}: no host-visible, coherent memory type for {kind} buffers")
         if kind == "device":
             return sorted(cands, key=lambda i: (not flags[i] & _DL, not flags[i] & _CACHED))
-        if kind == "upload":
+        if kind == "upload" or (kind == "input" and BOUNDARY_INPUT_MEMORY != "bar"):
             return sorted(cands, key=lambda i: (bool(flags[i] & _DL), bool(flags[i] & _CACHED)))
+        if kind == "input":  # the launches read it where the host wrote it: VRAM when mappable
+            return sorted(cands, key=lambda i: (not flags[i] & _DL, bool(flags[i] & _CACHED)))
         return sorted(cands, key=lambda i: (not flags[i] & _CACHED, bool(flags[i] & _DL)))
 
     def _suballoc(self, kind: str, size: int, align: int, type_bits: int) -> tuple[_Block, int]:
@@ -662,6 +681,16 @@ class VulkanDevice(GpuDevice):
     def alloc(self, nbytes: int) -> _Buffer:
         self._open()
         return _Buffer(self, max(int(nbytes), 16), "device")
+
+    def alloc_boundary(self, nbytes: int, is_input: bool) -> _Buffer:
+        """In device_local mode (with HOST_BOUNDARY): an input in host-visible memory (device-local
+        first, BOUNDARY_INPUT_MEMORY) and an output in host-cached memory, both mapped, so an invoke
+        writes and reads them with a memcpy and records no staging copy for them (:meth:`record`
+        copies only buffers the host cannot map).  host_visible mode maps every buffer already."""
+        self._open()
+        if not HOST_BOUNDARY or self.memory_mode != "device_local":
+            return self.alloc(nbytes)
+        return _Buffer(self, max(int(nbytes), 16), "input" if is_input else "readback")
 
     def _params_ref(self, nbytes: int) -> BufferRef:
         """``nbytes`` of the shared params buffer (bump allocated; a full one, or one whose sets are
@@ -1260,7 +1289,15 @@ class VulkanDevice(GpuDevice):
     def _wait(self, rec: _Recording | None) -> None:
         if rec is None or not rec.pending or self._device is None:
             return
-        res = vk.lib.vkWaitForFences(self._device, 1, rec.fences, vk.VK_TRUE, self._timeout_ns)
+        d = self._device
+        spin = FENCE_SPIN_US
+        if spin > 0 and self._may_spin:
+            # poll first: a blocked vkWaitForFences returns some time after the GPU signalled
+            end = time.perf_counter() + spin * 1e-6
+            status, fence, now = vk.lib.vkGetFenceStatus, rec.fence, time.perf_counter
+            while status(d, fence) == vk.VK_NOT_READY and now() < end:
+                pass
+        res = vk.lib.vkWaitForFences(d, 1, rec.fences, vk.VK_TRUE, self._timeout_ns)
         if res == vk.VK_TIMEOUT:
             raise DelegateError(f"{self.info.name}: GPU work did not finish within "
                                 f"{self._timeout_ns / 1e9:g} s (fence_timeout)")
