@@ -211,6 +211,10 @@ def main() -> int:
     print(machine_line())
     print(f"vulkan: {dev.info.name}, memory {dev.memory_mode}; defaults HOST_BOUNDARY={vd.HOST_BOUNDARY}, "
           f"BOUNDARY_INPUT_MEMORY={vd.BOUNDARY_INPUT_MEMORY!r}, FENCE_SPIN_US={vd.FENCE_SPIN_US}")
+    print("\n### memory types\n")
+    for line in _memory_types(dev):
+        print(f"- {line}")
+    print(flush=True)
     # variant: (HOST_BOUNDARY, BOUNDARY_INPUT_MEMORY, FENCE_SPIN_US); the first two are read at allocation
     # (one interpreter per setting), the spin at each wait
     spin = args.spin_us
@@ -313,9 +317,6 @@ def main() -> int:
     empty = _spans(dev, None, args.runs)
     print(f"\nempty submit: gpu {empty['gpu']:.3f}, submit call {empty['submit call']:.3f}, wake block "
           f"{empty['wake block']:.3f}, wake poll {empty['wake poll']:.3f} ms")
-    print("\n### memory types\n")
-    for line in _memory_types(dev):
-        print(f"- {line}")
     return 0
 
 
