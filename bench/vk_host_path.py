@@ -11,10 +11,13 @@ Per model (fp32, one process, the serialization cache off):
   run as they do in an invoke); **submit to wake**: the host's time from the submit to the wait's return,
   blocking (``vkWaitForFences``) and polling (``vkGetFenceStatus``) -- their difference is what the
   blocking wait adds after the GPU is done.
-* **A/B**: host to host (set input, invoke, read every output), the median of ``--runs``, every variant run
-  once per round, round after round: vulkan as it is built by default (``default``), ``main`` (the
-  boundary through staging copies, blocking waits: ``HOST_BOUNDARY=False``, ``FENCE_SPIN_US=0``), each
-  switch alone, OpenCL's default and LiteRT's GPU accelerator (fp32, its device-bound figure too).
+* **A/B**: host to host (set input, invoke, read every output), the median of ``--runs``: each variant runs
+  a block of ``--runs``/5 invokes back to back (as ``bench/gpu.py`` runs an engine: interleaving single
+  runs of engines with their own weights and API contexts slowed whichever came after another by
+  0.1-0.3 ms), the blocks alternated over 5 rounds: vulkan as built by default (``default``), ``main``
+  (the boundary through staging copies, blocking waits: ``HOST_BOUNDARY=False``, ``FENCE_SPIN_US=0``),
+  each switch alone, and (unless ``--no-peers``) OpenCL's default and LiteRT's GPU accelerator (fp32,
+  its device-bound figure too).
 * **memory types**: per host-visible type, the host's memcpy of 442,368 bytes (palm's input) into it and
   of 153,216 bytes (palm's outputs) out of it, and the GPU's copy of the same into and out of device memory.
 """
@@ -210,32 +213,39 @@ def main() -> int:
     do = None if args.no_peers else litegpu.load_delegate("opencl", {"precision": "fp32", "cache": {"enabled": False}})
     print(machine_line())
     print(f"vulkan: {dev.info.name}, memory {dev.memory_mode}; defaults HOST_BOUNDARY={vd.HOST_BOUNDARY}, "
-          f"BOUNDARY_INPUT_MEMORY={vd.BOUNDARY_INPUT_MEMORY!r}, FENCE_SPIN_US={vd.FENCE_SPIN_US}")
+          f"HOST_BOUNDARY_OUTPUTS={vd.HOST_BOUNDARY_OUTPUTS}, BOUNDARY_INPUT_MEMORY={vd.BOUNDARY_INPUT_MEMORY!r}, "
+          f"FENCE_SPIN_US={vd.FENCE_SPIN_US}")
     print("\n### memory types\n")
     for line in _memory_types(dev):
         print(f"- {line}")
     print(flush=True)
-    # variant: (HOST_BOUNDARY, BOUNDARY_INPUT_MEMORY, FENCE_SPIN_US); the first two are read at allocation
-    # (one interpreter per setting), the spin at each wait
+    # variant: (HOST_BOUNDARY, HOST_BOUNDARY_OUTPUTS, BOUNDARY_INPUT_MEMORY, FENCE_SPIN_US); all but the
+    # spin are read at allocation (one interpreter per setting), the spin at each wait
     spin = args.spin_us
-    variants = {"default": (vd.HOST_BOUNDARY, vd.BOUNDARY_INPUT_MEMORY, vd.FENCE_SPIN_US),
-                "main": (False, "bar", 0.0), "main+spin": (False, "bar", spin),
-                "host-bar": (True, "bar", 0.0), "host-bar+spin": (True, "bar", spin),
-                "host-system+spin": (True, "system", spin)}
+    variants = {"default": (vd.HOST_BOUNDARY, vd.HOST_BOUNDARY_OUTPUTS, vd.BOUNDARY_INPUT_MEMORY, vd.FENCE_SPIN_US),
+                "main": (False, False, "bar", 0.0), "main+spin": (False, False, "bar", spin),
+                "inputs-bar": (True, False, "bar", 0.0), "inputs-bar+spin": (True, False, "bar", spin),
+                "inputs-system+spin": (True, False, "system", spin), "in+out+spin": (True, True, "bar", spin)}
+    split_of = ("main", "main+spin", "inputs-bar", "default")
+    names = ("HOST_BOUNDARY", "HOST_BOUNDARY_OUTPUTS", "BOUNDARY_INPUT_MEMORY", "FENCE_SPIN_US")
     split_rows, ab_rows = [], []
     for name, path in models.items():
         path = str(path)
         x = None
         its, runs = {}, {}
-        for v, (hb, mem, sp) in variants.items():
-            vd.HOST_BOUNDARY, vd.BOUNDARY_INPUT_MEMORY = hb, mem
+        for v, setting in variants.items():
+            for n, val in zip(names[:3], setting[:3], strict=True):
+                setattr(vd, n, val)
             its[v] = _interp(dv, path)
             if x is None:
                 shape = tuple(its[v].get_input_details()[0]["shape"])
                 x = np.random.default_rng(0).uniform(-1, 1, shape).astype(np.float32)
-            runs[v] = (_runner(its[v], x), sp)
-        vd.HOST_BOUNDARY, vd.BOUNDARY_INPUT_MEMORY, default_spin = variants["default"]
+            runs[v] = (_runner(its[v], x), setting[3])
+        for n, val in zip(names, variants["default"], strict=True):
+            setattr(vd, n, val)
+        default_spin = vd.FENCE_SPIN_US
         peers = {}
+        lbound = None
         if do is not None:
             peers["opencl"] = _runner(_interp(do, path), x)
             try:
@@ -244,7 +254,6 @@ def main() -> int:
                 lrun, lbound, _full = _litert_gpu_runner(path, x, enforce_f32=True)
                 peers["litert"] = lrun
             except Exception as e:  # noqa: BLE001 - no LiteRT GPU here
-                lbound = None
                 print(f"{name}: LiteRT GPU unavailable: {str(e).splitlines()[0][:80]}", file=sys.stderr)
         ref = runs["main"][0]()
         for v, (fn, sp) in runs.items():
@@ -253,32 +262,31 @@ def main() -> int:
             err = max(float(np.abs(a - b).max() / (np.abs(b).max() + 1e-12)) for a, b in zip(got, ref, strict=True))
             if err > 1e-5:
                 print(f"{name}: variant {v} differs from main by {err:.2e}", file=sys.stderr)
-        # the A/B: every variant and peer once a round
+        # the A/B in blocks (as bench/gpu.py runs an engine: back to back, its weights in the GPU's L2 and no
+        # switch between APIs' contexts inside a block), the blocks alternated over 5 rounds; the first 2
+        # runs of a block are not timed
         ts: dict[str, list[float]] = {v: [] for v in list(runs) + list(peers)}
-        for rnd in range(args.runs + 5):
-            for v, (fn, sp) in runs.items():
+        block = max(1, args.runs // 5)
+        engines = [(v, fn, sp) for v, (fn, sp) in runs.items()] + [(p, fn, default_spin) for p, fn in peers.items()]
+        for _rnd in range(5):
+            for v, fn, sp in engines:
                 vd.FENCE_SPIN_US = sp
-                t0 = time.perf_counter()
-                fn()
-                if rnd >= 5:
-                    ts[v].append(time.perf_counter() - t0)
-            vd.FENCE_SPIN_US = default_spin
-            for p, fn in peers.items():
-                t0 = time.perf_counter()
-                fn()
-                if rnd >= 5:
-                    ts[p].append(time.perf_counter() - t0)
+                for i in range(block + 2):
+                    t0 = time.perf_counter()
+                    fn()
+                    if i >= 2:
+                        ts[v].append(time.perf_counter() - t0)
         row = {v: _med(t) for v, t in ts.items()}
-        if do is not None and lbound is not None:
+        if lbound is not None:
             from gpu import _bound_ms
 
             row["litert device-bound"] = _bound_ms(lbound, args.runs)
         ab_rows.append((name, row))
-        # the split, main and default builds, blocking and polling waits
-        for v in ("main", "main+spin", "host-bar", "host-bar+spin"):
+        # the split: main, each change alone, the default
+        for v in split_of:
             it = its[v]
             (k,) = [s.kernel for s in it._main.plan.steps if s.kind == "delegate"]
-            vd.FENCE_SPIN_US = variants[v][2]
+            vd.FENCE_SPIN_US = variants[v][3]
             s = _split(it, k, x, args.runs)
             s.update(_spans(dev, k._recording, args.runs))
             s["stats"] = dev.recording_stats(k._recording)
@@ -289,11 +297,11 @@ def main() -> int:
         peers.clear()
         # as it goes (a run cut short keeps what it measured); the tables follow at the end
         print(f"{name}: " + ", ".join(f"{v} {m:.3f}" for v, m in row.items()), flush=True)
-        for _n, v, s in split_rows[-4:]:
+        for _n, v, s in split_rows[-len(split_of):]:
             print(f"  {v}: " + ", ".join(f"{c} {s[c]:.3f}" for c in s if c != "stats") + f", {s['stats']}", flush=True)
 
     cols = list(ab_rows[0][1])
-    print(f"\n### host to host, ms (median of {args.runs}, variants interleaved round by round)\n")
+    print(f"\n### host to host, ms (median of {5 * max(1, args.runs // 5)}: 5 rounds of a block per variant)\n")
     print("| model | " + " | ".join(cols) + " |")
     print("|---|" + "---:|" * len(cols))
     for name, row in ab_rows:

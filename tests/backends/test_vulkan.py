@@ -569,14 +569,17 @@ def test_memory_types_by_purpose(backend, device, monkeypatch):
     assert 0 not in device._type_order("device", 0b1111)
 
 
-@pytest.mark.parametrize("host_boundary", [False, True])
-def test_one_submit_per_invoke_with_staging_in_the_command_buffer(backend, compiler_core, monkeypatch, host_boundary):
+@pytest.mark.parametrize(("host_in", "host_out"), [(False, False), (True, False), (True, True)])
+def test_one_submit_per_invoke_with_staging_in_the_command_buffer(backend, compiler_core, monkeypatch, host_in,
+                                                                    host_out):
     """device_local memory: the input's staging copy, every launch and the output's readback copy are
     one command buffer; an invoke is one vkQueueSubmit, and the answers are LiteRT's.  With
-    HOST_BOUNDARY the input and the output are host-mapped themselves: no copy at all."""
+    HOST_BOUNDARY (the default) the input is host-mapped itself, with HOST_BOUNDARY_OUTPUTS the output
+    too: no copy for them."""
     from litegpu_vulkan import _device
 
-    monkeypatch.setattr(_device, "HOST_BOUNDARY", host_boundary)
+    monkeypatch.setattr(_device, "HOST_BOUNDARY", host_in)
+    monkeypatch.setattr(_device, "HOST_BOUNDARY_OUTPUTS", host_out)
     model, (x0,) = _chain()
     d = litegpu.load_delegate("vulkan", {"memory": "device_local"})
     try:
@@ -584,12 +587,12 @@ def test_one_submit_per_invoke_with_staging_in_the_command_buffer(backend, compi
         it.allocate_tensors()
         (k,) = [s.kernel for s in it._main.plan.steps if s.kind == "delegate"]
         stats = k.describe()["recording"]
-        staged = 0 if host_boundary else 1
-        assert stats["submits"] == 1 and stats["staged_uploads"] == staged and stats["staged_downloads"] == staged
-        assert stats["dispatches"] == len(k._launches) and stats["copies"] == 2 * staged
+        ups, downs = int(not host_in), int(not host_out)
+        assert stats["submits"] == 1 and stats["staged_uploads"] == ups and stats["staged_downloads"] == downs
+        assert stats["dispatches"] == len(k._launches) and stats["copies"] == ups + downs
         assert 0 < stats["barriers"] <= stats["dispatches"] + 4  # dependent launches only, plus the copies'
         kinds = {b["kind"]: b["flags"] for b in d.device.memory_report()}
-        assert "host-visible" in kinds["input" if host_boundary else "upload"]
+        assert "host-visible" in kinds["input" if host_in else "upload"]
         assert "host-visible" in kinds["readback"]
         submits = []
         real = _device.VulkanDevice._submit  # the one place that calls vkQueueSubmit
@@ -634,6 +637,7 @@ def test_fence_polling_only_on_a_gpu_and_answers_unchanged(backend, compiler_cor
 @pytest.mark.parametrize("memory", ["host_visible", "device_local"])
 def test_timestamps_around_every_copy_and_dispatch(backend, compiler_core, memory, monkeypatch):
     monkeypatch.setattr(backend._device, "HOST_BOUNDARY", False)  # device_local: staging copies to time
+    monkeypatch.setattr(backend._device, "HOST_BOUNDARY_OUTPUTS", False)
     model, (x0,) = _chain()
     d = litegpu.load_delegate("vulkan", {"memory": memory})
     try:

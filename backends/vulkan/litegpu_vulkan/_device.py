@@ -67,18 +67,23 @@ EARLY_PIPELINES = True
 #: caller's upload and binding of the launches; False: the merge at once, the pipelines at record()
 WARM_PIPELINES_BESIDE = True
 _SMALL_UPLOAD = 4096
-#: A/B switch, read at allocation: True places a partition's boundary tensors (the inputs the host
-#: writes, the host outputs no launch reads; ``GpuDevice.alloc_boundary``) in host-mapped memory on a
-#: discrete GPU, so an invoke runs no staging copy (and no barrier for it): the host writes the input
-#: where the first launch reads it, and reads the outputs where the last launches wrote them
-HOST_BOUNDARY = False
+#: A/B switches, read at allocation (``GpuDevice.alloc_boundary``): on a discrete GPU, a partition's
+#: inputs that the host writes (HOST_BOUNDARY) and its host outputs that no launch reads
+#: (HOST_BOUNDARY_OUTPUTS) in host-mapped memory, so that the invoke's command buffer holds no staging
+#: copy (and no barrier) for them.  Inputs: on (H100, bench/vk_host_path.py: -30 to -80 us a host-to-host
+#: invoke on 6 of 7 models).  Outputs: off: the launches' stores across the bus into host memory cost
+#: more GPU time than the recorded copy (pose_landmark_full's 0.9 MB of outputs: GPU span 0.56 -> 0.91 ms)
+HOST_BOUNDARY = True
+HOST_BOUNDARY_OUTPUTS = False
 #: where a boundary input lives with HOST_BOUNDARY: "bar" = device-local host-visible memory where the
 #: device has it (the launches read VRAM, the host writes across the bus), "system" = host memory that
-#: the launches read across the bus
+#: the launches read across the bus (slower on every model but one, H100)
 BOUNDARY_INPUT_MEMORY = "bar"
-#: A/B switch, read at each wait: microseconds to poll a fence before blocking in vkWaitForFences, on
-#: a GPU (never on a CPU implementation, whose work would lose the core); 0 = block at once
-FENCE_SPIN_US = 0.0
+#: A/B switch, read at each wait: microseconds to poll a fence (vkGetFenceStatus) before blocking in
+#: vkWaitForFences, on a GPU (never on a CPU implementation, whose work would lose the core).  A blocked
+#: wait returns 40-100 us after the GPU is done on NVIDIA's driver (H100: submit-to-wake of a palm
+#: invoke 0.46 ms blocked, 0.41 polled); 0 = block at once.  Work longer than this blocks as before.
+FENCE_SPIN_US = 2000.0
 _USAGE = (vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | vk.VK_BUFFER_USAGE_UNIFORM_BUFFER_BIT
           | vk.VK_BUFFER_USAGE_TRANSFER_SRC_BIT | vk.VK_BUFFER_USAGE_TRANSFER_DST_BIT)
 _COMPUTE = vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT
@@ -690,12 +695,12 @@ class VulkanDevice(GpuDevice):
         return _Buffer(self, max(int(nbytes), 16), "device")
 
     def alloc_boundary(self, nbytes: int, is_input: bool) -> _Buffer:
-        """In device_local mode (with HOST_BOUNDARY): an input in host-visible memory (device-local
-        first, BOUNDARY_INPUT_MEMORY) and an output in host-cached memory, both mapped, so an invoke
-        writes and reads them with a memcpy and records no staging copy for them (:meth:`record`
+        """In device_local mode: an input in host-visible memory (HOST_BOUNDARY; the mappable VRAM
+        first, BOUNDARY_INPUT_MEMORY), an output in host-cached memory (HOST_BOUNDARY_OUTPUTS), mapped,
+        so an invoke writes or reads it with a memcpy and records no staging copy for it (:meth:`record`
         copies only buffers the host cannot map).  host_visible mode maps every buffer already."""
         self._open()
-        if not HOST_BOUNDARY or self.memory_mode != "device_local":
+        if self.memory_mode != "device_local" or not (HOST_BOUNDARY if is_input else HOST_BOUNDARY_OUTPUTS):
             return self.alloc(nbytes)
         return _Buffer(self, max(int(nbytes), 16), "input" if is_input else "readback")
 
