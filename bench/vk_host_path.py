@@ -16,7 +16,8 @@ Per model (fp32, one process, the serialization cache off):
   a block of ``--runs``/5 invokes back to back (as ``bench/gpu.py`` runs an engine: interleaving single
   runs of engines with their own weights and API contexts slowed whichever came after another by
   0.1-0.3 ms), the blocks alternated over 5 rounds: vulkan as built by default (``default``), ``main``
-  (the boundary through staging copies, blocking waits: ``HOST_BOUNDARY=False``, ``FENCE_SPIN_US=0``),
+  (the boundary through staging copies, blocking waits, one fence: ``HOST_BOUNDARY=False``,
+  ``FENCE_SPIN_US=0``, ``RESET_BESIDE=False``),
   each switch alone, and (unless ``--no-peers``) OpenCL's default and LiteRT's GPU accelerator (fp32,
   its device-bound figure too).
 * **memory types**: per host-visible type, the host's memcpy of 442,368 bytes (palm's input) into it and
@@ -220,20 +221,21 @@ def main() -> int:
     print(machine_line())
     print(f"vulkan: {dev.info.name}, memory {dev.memory_mode}; defaults HOST_BOUNDARY={vd.HOST_BOUNDARY}, "
           f"HOST_BOUNDARY_OUTPUTS={vd.HOST_BOUNDARY_OUTPUTS}, BOUNDARY_INPUT_MEMORY={vd.BOUNDARY_INPUT_MEMORY!r}, "
-          f"FENCE_SPIN_US={vd.FENCE_SPIN_US}")
+          f"FENCE_SPIN_US={vd.FENCE_SPIN_US}, RESET_BESIDE={vd.RESET_BESIDE}")
     print("\n### memory types\n")
     for line in _memory_types(dev):
         print(f"- {line}")
     print(flush=True)
-    # variant: (HOST_BOUNDARY, HOST_BOUNDARY_OUTPUTS, BOUNDARY_INPUT_MEMORY, FENCE_SPIN_US); all but the
-    # spin are read at allocation (one interpreter per setting), the spin at each wait
+    # variant: (HOST_BOUNDARY, HOST_BOUNDARY_OUTPUTS, BOUNDARY_INPUT_MEMORY, FENCE_SPIN_US, RESET_BESIDE); the
+    # first three are read at allocation (one interpreter per setting), the last two at each submit / wait
     spin = args.spin_us
-    variants = {"default": (vd.HOST_BOUNDARY, vd.HOST_BOUNDARY_OUTPUTS, vd.BOUNDARY_INPUT_MEMORY, vd.FENCE_SPIN_US),
-                "main": (False, False, "bar", 0.0), "main+spin": (False, False, "bar", spin),
-                "inputs-bar": (True, False, "bar", 0.0), "inputs-bar+spin": (True, False, "bar", spin),
-                "inputs-system+spin": (True, False, "system", spin), "in+out+spin": (True, True, "bar", spin)}
-    split_of = ("main", "main+spin", "inputs-bar", "default")
-    names = ("HOST_BOUNDARY", "HOST_BOUNDARY_OUTPUTS", "BOUNDARY_INPUT_MEMORY", "FENCE_SPIN_US")
+    names = ("HOST_BOUNDARY", "HOST_BOUNDARY_OUTPUTS", "BOUNDARY_INPUT_MEMORY", "FENCE_SPIN_US", "RESET_BESIDE")
+    variants = {"default": tuple(getattr(vd, n) for n in names),
+                "main": (False, False, "bar", 0.0, False), "main+spin": (False, False, "bar", spin, False),
+                "inputs-bar": (True, False, "bar", 0.0, False), "reset-beside": (False, False, "bar", 0.0, True),
+                "default-no-reset": (True, False, "bar", spin, False),
+                "inputs-system+spin": (True, False, "system", spin, False)}
+    split_of = ("main", "main+spin", "inputs-bar", "reset-beside", "default")
     split_rows, ab_rows = [], []
     for name, path in models.items():
         path = str(path)
@@ -246,10 +248,10 @@ def main() -> int:
             if x is None:
                 shape = tuple(its[v].get_input_details()[0]["shape"])
                 x = np.random.default_rng(0).uniform(-1, 1, shape).astype(np.float32)
-            runs[v] = (_runner(its[v], x), setting[3])
+            runs[v] = (_runner(its[v], x), setting[3:])
         for n, val in zip(names, variants["default"], strict=True):
             setattr(vd, n, val)
-        default_spin = vd.FENCE_SPIN_US
+        default_spin = (vd.FENCE_SPIN_US, vd.RESET_BESIDE)
         peers = {}
         lbound = None
         if do is not None:
@@ -263,7 +265,7 @@ def main() -> int:
                 print(f"{name}: LiteRT GPU unavailable: {str(e).splitlines()[0][:80]}", file=sys.stderr)
         ref = runs["main"][0]()
         for v, (fn, sp) in runs.items():
-            vd.FENCE_SPIN_US = sp
+            vd.FENCE_SPIN_US, vd.RESET_BESIDE = sp
             got = fn()
             err = max(float(np.abs(a - b).max() / (np.abs(b).max() + 1e-12)) for a, b in zip(got, ref, strict=True))
             if err > 1e-5:
@@ -276,7 +278,7 @@ def main() -> int:
         engines = [(v, fn, sp) for v, (fn, sp) in runs.items()] + [(p, fn, default_spin) for p, fn in peers.items()]
         for _rnd in range(5):
             for v, fn, sp in engines:
-                vd.FENCE_SPIN_US = sp
+                vd.FENCE_SPIN_US, vd.RESET_BESIDE = sp
                 for i in range(block + 2):
                     t0 = time.perf_counter()
                     fn()
@@ -292,12 +294,12 @@ def main() -> int:
         for v in split_of:
             it = its[v]
             (k,) = [s.kernel for s in it._main.plan.steps if s.kind == "delegate"]
-            vd.FENCE_SPIN_US = variants[v][3]
+            vd.FENCE_SPIN_US, vd.RESET_BESIDE = variants[v][3:]
             s = _split(it, k, x, args.runs)
             s.update(_spans(dev, k._recording, args.runs))
             s["stats"] = dev.recording_stats(k._recording)
             split_rows.append((name, v, s))
-        vd.FENCE_SPIN_US = default_spin
+        vd.FENCE_SPIN_US, vd.RESET_BESIDE = default_spin
         its.clear()
         runs.clear()
         peers.clear()

@@ -611,10 +611,13 @@ def test_one_submit_per_invoke_with_staging_in_the_command_buffer(backend, compi
         d.close()
 
 
-def test_fence_polling_only_on_a_gpu_and_answers_unchanged(backend, compiler_core, monkeypatch):
+@pytest.mark.parametrize("reset_beside", [True, False])
+def test_fence_polling_only_on_a_gpu_and_answers_unchanged(backend, compiler_core, monkeypatch, reset_beside):
     """FENCE_SPIN_US polls the fence before blocking on a GPU; a CPU implementation (lavapipe) never
-    polls (its own threads need the cores).  Forced on here: the answers are still LiteRT's."""
+    polls (its own threads need the cores).  Forced on here: the answers are still LiteRT's, with the
+    recording's two fences alternating (RESET_BESIDE) or one fence reset before each submit."""
     monkeypatch.setattr(backend._device, "FENCE_SPIN_US", 500.0)
+    monkeypatch.setattr(backend._device, "RESET_BESIDE", reset_beside)
     model, (x0,) = _chain()
     d = litegpu.load_delegate("vulkan", {"memory": "device_local"})
     try:
@@ -624,7 +627,7 @@ def test_fence_polling_only_on_a_gpu_and_answers_unchanged(backend, compiler_cor
         it = litegpu.Interpreter(model_content=model, experimental_delegates=[d])
         it.allocate_tensors()
         idx, out = it.get_input_details()[0]["index"], it.get_output_details()[0]["index"]
-        for seed in range(2):
+        for seed in range(3):
             x = _rng(400 + seed).standard_normal(x0.shape).astype(np.float32)
             it.set_tensor(idx, x)
             it.invoke()

@@ -84,6 +84,9 @@ BOUNDARY_INPUT_MEMORY = "bar"
 #: wait returns 40-100 us after the GPU is done on NVIDIA's driver (H100: submit-to-wake of a palm
 #: invoke 0.46 ms blocked, 0.41 polled); 0 = block at once.  Work longer than this blocks as before.
 FENCE_SPIN_US = 2000.0
+#: A/B switch, read at each submit: a recording's two fences alternate, the idle one reset while the
+#: other's submission runs (vkResetFences off the path between the host's writes and the GPU's start)
+RESET_BESIDE = True
 _USAGE = (vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | vk.VK_BUFFER_USAGE_UNIFORM_BUFFER_BIT
           | vk.VK_BUFFER_USAGE_TRANSFER_SRC_BIT | vk.VK_BUFFER_USAGE_TRANSFER_DST_BIT)
 _COMPUTE = vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT
@@ -355,11 +358,16 @@ class _Recording(_Resource):
         self.cmds = [self._cmds[i] for i in range(count)]
         self._on_release(vk.vkFreeCommandBuffers, d, dev._pool, count, self._cmds)
         self._submits: dict[int, tuple[Any, Any]] = {}  # by command buffers submitted: (VkSubmitInfo, its address)
-        self.fence = vk.vkCreateFence(d, vk.VkFenceCreateInfo(), None)
-        self._on_release(vk.vkDestroyFence, d, self.fence, None)
+        # two fences: the latest submission's (``fence``) and a spare that RESET_BESIDE resets while
+        # that submission is on the GPU, so that the next submit needs no vkResetFences first
+        self._fence_pair = [vk.vkCreateFence(d, vk.VkFenceCreateInfo(), None) for _ in range(2)]
+        for f in self._fence_pair:
+            self._on_release(vk.vkDestroyFence, d, f, None)
         # the per-submit calls go to vk.lib directly with these prebuilt arguments: the binding's
         # wrappers convert every argument on every call (about as costly as a small model's GPU work)
-        self.fences = ffi.new("VkFence[1]", [self.fence])
+        self._fence_arrays = [ffi.new("VkFence[1]", [f]) for f in self._fence_pair]
+        self.fence, self.fences = self._fence_pair[0], self._fence_arrays[0]
+        self.spare, self.spare_ready = 1, True  # the spare's index; whether it is unsignalled
         self.buffer_ids = frozenset(id(b) for b in self.buffers)
         self.pending = False
         self.writes_device = True  # False: a download's copy into staging (leaves the readbacks current)
@@ -1307,9 +1315,21 @@ class VulkanDevice(GpuDevice):
         if rec is not self._xfer:
             self._flush_pending()
         self._wait(rec)  # a command buffer is resubmitted only after its previous run ended
-        res = vk.lib.vkResetFences(device, 1, rec.fences)
-        if res == vk.VK_SUCCESS:
-            res = vk.lib.vkQueueSubmit(self._queue, 1, rec.submit_ptr_for(count), rec.fence)
+        lib = vk.lib
+        if RESET_BESIDE:  # submit with the spare (reset during the previous run), reset the other after
+            i = rec.spare
+            res = vk.VK_SUCCESS if rec.spare_ready else lib.vkResetFences(device, 1, rec._fence_arrays[i])
+            if res == vk.VK_SUCCESS:
+                res = lib.vkQueueSubmit(self._queue, 1, rec.submit_ptr_for(count), rec._fence_pair[i])
+            if res == vk.VK_SUCCESS:
+                old = rec.fences
+                rec.fence, rec.fences, rec.spare = rec._fence_pair[i], rec._fence_arrays[i], 1 - i
+                # the previous submission's fence, waited for above: reset while this run is on the GPU
+                rec.spare_ready = lib.vkResetFences(device, 1, old) == vk.VK_SUCCESS
+        else:
+            res = lib.vkResetFences(device, 1, rec.fences)
+            if res == vk.VK_SUCCESS:
+                res = lib.vkQueueSubmit(self._queue, 1, rec.submit_ptr_for(count), rec.fence)
         if res != vk.VK_SUCCESS:
             name = getattr(vk.exception_codes.get(res), "__name__", str(res))
             raise DelegateError(f"{self.info.name}: vkQueueSubmit failed: {name} ({res})")
