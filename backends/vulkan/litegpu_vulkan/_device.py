@@ -62,10 +62,6 @@ _SHARED_BYTES = 64 << 10
 #: A/B switch (``--set litegpu_vulkan._device.EARLY_PIPELINES=False``): False creates every pipeline at the
 #: first record() that uses it (after the whole partition's renders) instead of right after its compile
 EARLY_PIPELINES = True
-#: A/B switch (read at each call): a warm start merges the cached pipeline data (load_cache_blob) and
-#: creates each program's pipeline from it (program_from_binary) on the device's threads, beside the
-#: caller's upload and binding of the launches; False: the merge at once, the pipelines at record()
-WARM_PIPELINES_BESIDE = True
 _SMALL_UPLOAD = 4096
 #: A/B switches, read at allocation (``GpuDevice.alloc_boundary``): on a discrete GPU, a partition's
 #: inputs that the host writes (HOST_BOUNDARY) and its host outputs that no launch reads
@@ -444,9 +440,6 @@ class VulkanDevice(GpuDevice):
         self._spirv: dict[str, Future[bytes]] = {}  # by GLSL source
         self._pool_exec: ThreadPoolExecutor | None = None  # runs glslc
         self._loaded_blobs: set[bytes] = set()
-        # merges of cached pipeline data running on the pool (WARM_PIPELINES_BESIDE): every pipeline
-        # creation waits for them (vkMergePipelineCaches needs the cache to itself)
-        self._blob_loads: list[Future[None]] = []
         #: pipelines created (early ones included), and record()-time creations (calls of _create_pipelines
         #: that had any left to create)
         self.pipelines_created = self.pipeline_batches = 0
@@ -893,23 +886,15 @@ class VulkanDevice(GpuDevice):
         except Exception as e:  # the compiler's message names the line
             raise DelegateError(f"SPIR-V compile of kernel {kernel.name} failed: {e}") from e
 
-    def _executor(self) -> ThreadPoolExecutor:
-        """The device's thread pool: glslc runs, pipeline creation, cached pipeline data merges."""
-        if self._pool_exec is None:
-            self._pool_exec = ThreadPoolExecutor(max_workers=min(16, os.cpu_count() or 1),
-                                                 thread_name_prefix="litegpu-glslc")
-        return self._pool_exec
-
-    def _blobs_merged(self) -> None:
-        for fut in list(self._blob_loads):
-            fut.result()  # _merge_blob raises nothing: unusable data leaves the cache as it was
-
     def _spirv_future(self, kernel: RenderedKernel) -> Future[bytes]:
         """The SPIR-V of ``kernel.source``, compiled once per device on the thread pool (glslc is
         a process of its own: the compiles of a partition run side by side)."""
         fut = self._spirv.get(kernel.source)
         if fut is None:
-            fut = self._spirv[kernel.source] = self._executor().submit(self._compile_spirv, kernel)
+            if self._pool_exec is None:
+                self._pool_exec = ThreadPoolExecutor(max_workers=min(16, os.cpu_count() or 1),
+                                                     thread_name_prefix="litegpu-glslc")
+            fut = self._spirv[kernel.source] = self._pool_exec.submit(self._compile_spirv, kernel)
         return fut
 
     def compile(self, kernel: RenderedKernel) -> _Program:
@@ -937,7 +922,6 @@ class VulkanDevice(GpuDevice):
         if not todo:
             return
         self._open()
-        self._blobs_merged()
         for p in todo:  # waits for the SPIR-V compiles (all running already)
             if p.module is None:
                 p._create_module()
@@ -948,7 +932,10 @@ class VulkanDevice(GpuDevice):
         chunks = min(n, min(16, os.cpu_count() or 1))
         parts = [todo[i::chunks] for i in range(chunks)]
         if chunks > 1:
-            results = list(self._executor().map(self._create_pipeline_batch, parts))
+            if self._pool_exec is None:
+                self._pool_exec = ThreadPoolExecutor(max_workers=min(16, os.cpu_count() or 1),
+                                                     thread_name_prefix="litegpu-glslc")
+            results = list(self._pool_exec.map(self._create_pipeline_batch, parts))
         else:
             results = [self._create_pipeline_batch(todo)]
         bad = [p.name for part, res in zip(parts, results, strict=True) if res != vk.VK_SUCCESS for p in part
@@ -1011,29 +998,12 @@ class VulkanDevice(GpuDevice):
         done: Future[bytes] = Future()
         done.set_result(spirv)
         self._spirv[kernel.source] = done
-        if WARM_PIPELINES_BESIDE:
-            # the pipeline from the cached data on a pool thread, while the caller binds the launches
-            # (record() waits for it, and tries again where this failed)
-            prog._early = threading.Event()
-            self._executor().submit(self._pipeline_beside, prog)
         return prog
-
-    def _pipeline_beside(self, prog: _Program) -> None:
-        try:
-            self._blobs_merged()
-            prog._create_module()
-            self._create_pipeline_batch([prog])
-        except Exception:  # noqa: BLE001, S110 - record() tries again and names the kernel
-            pass
-        finally:
-            assert prog._early is not None
-            prog._early.set()
 
     def cache_blob(self) -> bytes | None:
         """The device's VkPipelineCache data: the driver's compiled pipelines (persisted by the
         serialization cache; a warm prepare then compiles nothing)."""
         d = self._open()
-        self._blobs_merged()
         size = ffi.new("size_t*")
         if vk.lib.vkGetPipelineCacheData(d, self._pipeline_cache, size, ffi.NULL) != vk.VK_SUCCESS or not size[0]:
             return None
@@ -1046,17 +1016,9 @@ class VulkanDevice(GpuDevice):
         """Merge :meth:`cache_blob` data of an earlier run into the pipeline cache.  The driver
         checks the header (vendor, device, pipeline-cache UUID) and ignores data of another device
         or driver version by itself."""
-        self._open()
+        d = self._open()
         if not blob or blob in self._loaded_blobs:
             return
-        self._loaded_blobs.add(blob)
-        if WARM_PIPELINES_BESIDE:  # on a pool thread, beside the caller's upload and binding
-            self._blob_loads.append(self._executor().submit(self._merge_blob, blob))
-        else:
-            self._merge_blob(blob)
-
-    def _merge_blob(self, blob: bytes) -> None:
-        d = self._device
         raw = ffi.from_buffer(blob)
         info = vk.VkPipelineCacheCreateInfo(initialDataSize=len(blob), pInitialData=raw)
         try:
@@ -1068,6 +1030,7 @@ class VulkanDevice(GpuDevice):
             vk.lib.vkMergePipelineCaches(d, self._pipeline_cache, 1, srcs)
         finally:
             vk.vkDestroyPipelineCache(d, tmp, None)
+        self._loaded_blobs.add(blob)
         del raw, info
 
     def bind(self, program: _Program, kernel: RenderedKernel, buffers: Sequence[BufferRef],
