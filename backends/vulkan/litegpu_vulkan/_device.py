@@ -66,19 +66,22 @@ _SMALL_UPLOAD = 4096
 #: A/B switches, read at allocation (``GpuDevice.alloc_boundary``): on a discrete GPU, a partition's
 #: inputs that the host writes (HOST_BOUNDARY) and its host outputs that no launch reads
 #: (HOST_BOUNDARY_OUTPUTS) in host-mapped memory, so that the invoke's command buffer holds no staging
-#: copy (and no barrier) for them.  Inputs: on (H100, bench/vk_host_path.py: -30 to -80 us a host-to-host
-#: invoke on 6 of 7 models).  Outputs: off: the launches' stores across the bus into host memory cost
-#: more GPU time than the recorded copy (pose_landmark_full's 0.9 MB of outputs: GPU span 0.56 -> 0.91 ms)
+#: copy (and no barrier) for them.  Inputs: on (H100, bench/vk_host_path.py, with fence polling: -25 to
+#: -73 us a host-to-host invoke on palm, selfie, face_landmark; the host's memcpy into VRAM across the bus
+#: costs about what the recorded copy did on the GPU, the barrier and the copy's own start go).  Outputs:
+#: off: the launches' stores across the bus into host memory cost more GPU time than the recorded copy
+#: (pose_landmark_full's 0.9 MB of outputs: GPU span 0.56 -> 0.91 ms)
 HOST_BOUNDARY = True
 HOST_BOUNDARY_OUTPUTS = False
 #: where a boundary input lives with HOST_BOUNDARY: "bar" = device-local host-visible memory where the
 #: device has it (the launches read VRAM, the host writes across the bus), "system" = host memory that
-#: the launches read across the bus (slower on every model but one, H100)
+#: the launches read across the bus (slower on every model measured, H100)
 BOUNDARY_INPUT_MEMORY = "bar"
 #: A/B switch, read at each wait: microseconds to poll a fence (vkGetFenceStatus) before blocking in
 #: vkWaitForFences, on a GPU (never on a CPU implementation, whose work would lose the core).  A blocked
-#: wait returns 40-100 us after the GPU is done on NVIDIA's driver (H100: submit-to-wake of a palm
-#: invoke 0.46 ms blocked, 0.41 polled); 0 = block at once.  Work longer than this blocks as before.
+#: wait returns 25-70 us later than polling on NVIDIA's driver (H100, submit to wake: palm 0.446 / 0.408
+#: ms, pose 0.629 / 0.578), and the core it slept on runs the next invoke's host work slower; 0 = block
+#: at once.  Work longer than this blocks as before.
 FENCE_SPIN_US = 2000.0
 #: A/B switch, read at each submit: a recording's two fences alternate, the idle one reset while the
 #: other's submission runs (vkResetFences off the path between the host's writes and the GPU's start)
