@@ -547,7 +547,7 @@ def test_device_resident_values_between_partitions(backend, compiler_core, memor
         d.close()
 
 
-def test_memory_types_by_purpose(device, monkeypatch):
+def test_memory_types_by_purpose(backend, device, monkeypatch):
     """On a discrete GPU's memory types (NVIDIA with a resizable BAR): tensors in VRAM the host cannot
     map, uploads in plain host memory, readbacks in host-*cached* memory -- never the uncached BAR
     type, which the CPU reads at tens of MB/s (what made pose_landmark_full take 32 ms)."""
@@ -560,15 +560,26 @@ def test_memory_types_by_purpose(device, monkeypatch):
     assert device._type_order("upload", 0b1111)[0] == 1
     assert device._type_order("readback", 0b1111)[0] == 2
     assert device._type_order("readback", 0b1011)[0] == 1  # no cached type allowed: still not the BAR
+    # a boundary input (HOST_BOUNDARY): the mappable VRAM, which the launches read at VRAM speed
+    monkeypatch.setattr(backend._device, "BOUNDARY_INPUT_MEMORY", "bar")
+    assert device._type_order("input", 0b1111)[0] == 3
+    monkeypatch.setattr(backend._device, "BOUNDARY_INPUT_MEMORY", "system")
+    assert device._type_order("input", 0b1111)[0] == 1
     monkeypatch.setattr(device, "memory_mode", "host_visible")
     assert 0 not in device._type_order("device", 0b1111)
 
 
-def test_one_submit_per_invoke_with_staging_in_the_command_buffer(backend, compiler_core, monkeypatch):
+@pytest.mark.parametrize(("host_in", "host_out"), [(False, False), (True, False), (True, True)])
+def test_one_submit_per_invoke_with_staging_in_the_command_buffer(backend, compiler_core, monkeypatch, host_in,
+                                                                    host_out):
     """device_local memory: the input's staging copy, every launch and the output's readback copy are
-    one command buffer; an invoke is one vkQueueSubmit, and the answers are LiteRT's."""
+    one command buffer; an invoke is one vkQueueSubmit, and the answers are LiteRT's.  With
+    HOST_BOUNDARY (the default) the input is host-mapped itself, with HOST_BOUNDARY_OUTPUTS the output
+    too: no copy for them."""
     from litegpu_vulkan import _device
 
+    monkeypatch.setattr(_device, "HOST_BOUNDARY", host_in)
+    monkeypatch.setattr(_device, "HOST_BOUNDARY_OUTPUTS", host_out)
     model, (x0,) = _chain()
     d = litegpu.load_delegate("vulkan", {"memory": "device_local"})
     try:
@@ -576,11 +587,13 @@ def test_one_submit_per_invoke_with_staging_in_the_command_buffer(backend, compi
         it.allocate_tensors()
         (k,) = [s.kernel for s in it._main.plan.steps if s.kind == "delegate"]
         stats = k.describe()["recording"]
-        assert stats["submits"] == 1 and stats["staged_uploads"] == 1 and stats["staged_downloads"] == 1
-        assert stats["dispatches"] == len(k._launches) and stats["copies"] == 2
+        ups, downs = int(not host_in), int(not host_out)
+        assert stats["submits"] == 1 and stats["staged_uploads"] == ups and stats["staged_downloads"] == downs
+        assert stats["dispatches"] == len(k._launches) and stats["copies"] == ups + downs
         assert 0 < stats["barriers"] <= stats["dispatches"] + 4  # dependent launches only, plus the copies'
         kinds = {b["kind"]: b["flags"] for b in d.device.memory_report()}
-        assert "host-visible" in kinds["upload"] and "host-visible" in kinds["readback"]
+        assert "host-visible" in kinds["input" if host_in else "upload"]
+        assert "host-visible" in kinds["readback"]
         submits = []
         real = _device.VulkanDevice._submit  # the one place that calls vkQueueSubmit
         monkeypatch.setattr(_device.VulkanDevice, "_submit", lambda self, rec: submits.append(1) or real(self, rec))
@@ -598,8 +611,36 @@ def test_one_submit_per_invoke_with_staging_in_the_command_buffer(backend, compi
         d.close()
 
 
+@pytest.mark.parametrize("reset_beside", [True, False])
+def test_fence_polling_only_on_a_gpu_and_answers_unchanged(backend, compiler_core, monkeypatch, reset_beside):
+    """FENCE_SPIN_US polls the fence before blocking on a GPU; a CPU implementation (lavapipe) never
+    polls (its own threads need the cores).  Forced on here: the answers are still LiteRT's, with the
+    recording's two fences alternating (RESET_BESIDE) or one fence reset before each submit."""
+    monkeypatch.setattr(backend._device, "FENCE_SPIN_US", 500.0)
+    monkeypatch.setattr(backend._device, "RESET_BESIDE", reset_beside)
+    model, (x0,) = _chain()
+    d = litegpu.load_delegate("vulkan", {"memory": "device_local"})
+    try:
+        dev = d.device
+        assert dev._may_spin == ("CPU" not in backend.list_devices()[0])
+        monkeypatch.setattr(dev, "_may_spin", True)
+        it = litegpu.Interpreter(model_content=model, experimental_delegates=[d])
+        it.allocate_tensors()
+        idx, out = it.get_input_details()[0]["index"], it.get_output_details()[0]["index"]
+        for seed in range(3):
+            x = _rng(400 + seed).standard_normal(x0.shape).astype(np.float32)
+            it.set_tensor(idx, x)
+            it.invoke()
+            (want,) = run_litert(model, [x])
+            assert rel_error(it.get_tensor(out), want) <= 1e-4
+    finally:
+        d.close()
+
+
 @pytest.mark.parametrize("memory", ["host_visible", "device_local"])
-def test_timestamps_around_every_copy_and_dispatch(backend, compiler_core, memory):
+def test_timestamps_around_every_copy_and_dispatch(backend, compiler_core, memory, monkeypatch):
+    monkeypatch.setattr(backend._device, "HOST_BOUNDARY", False)  # device_local: staging copies to time
+    monkeypatch.setattr(backend._device, "HOST_BOUNDARY_OUTPUTS", False)
     model, (x0,) = _chain()
     d = litegpu.load_delegate("vulkan", {"memory": memory})
     try:

@@ -63,6 +63,30 @@ _SHARED_BYTES = 64 << 10
 #: first record() that uses it (after the whole partition's renders) instead of right after its compile
 EARLY_PIPELINES = True
 _SMALL_UPLOAD = 4096
+#: A/B switches, read at allocation (``GpuDevice.alloc_boundary``): on a discrete GPU, a partition's
+#: inputs that the host writes (HOST_BOUNDARY) and its host outputs that no launch reads
+#: (HOST_BOUNDARY_OUTPUTS) in host-mapped memory, so that the invoke's command buffer holds no staging
+#: copy (and no barrier) for them.  Inputs: on (H100, bench/vk_host_path.py, with fence polling: -25 to
+#: -73 us a host-to-host invoke on palm, selfie, face_landmark; the host's memcpy into VRAM across the bus
+#: costs about what the recorded copy did on the GPU, the barrier and the copy's own start go).  Outputs:
+#: off: the launches' stores across the bus into host memory cost more GPU time than the recorded copy
+#: (pose_landmark_full's 0.9 MB of outputs: GPU span 0.56 -> 0.91 ms)
+HOST_BOUNDARY = True
+HOST_BOUNDARY_OUTPUTS = False
+#: where a boundary input lives with HOST_BOUNDARY: "bar" = device-local host-visible memory where the
+#: device has it (the launches read VRAM, the host writes across the bus), "system" = host memory that
+#: the launches read across the bus (slower on every model measured, H100)
+BOUNDARY_INPUT_MEMORY = "bar"
+#: A/B switch, read at each wait: microseconds to poll a fence (vkGetFenceStatus) before blocking in
+#: vkWaitForFences, on a GPU (never on a CPU implementation, whose work would lose the core).  A blocked
+#: wait returns 25-70 us later than polling on NVIDIA's driver (H100, submit to wake: palm 0.446 / 0.408
+#: ms, pose 0.629 / 0.578), and the core it slept on runs the next invoke's host work slower; 0 = block
+#: at once.  Work longer than this blocks as before.
+FENCE_SPIN_US = 2000.0
+#: A/B switch, read at each submit: a recording's two fences alternate, the idle one reset while the
+#: other's submission runs (vkResetFences off the path between the host's writes and the GPU's start).
+#: Off: not yet measured on a GPU (bench/vk_host_path.py has its variants: reset-beside, default-no-reset)
+RESET_BESIDE = False
 _USAGE = (vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | vk.VK_BUFFER_USAGE_UNIFORM_BUFFER_BIT
           | vk.VK_BUFFER_USAGE_TRANSFER_SRC_BIT | vk.VK_BUFFER_USAGE_TRANSFER_DST_BIT)
 _COMPUTE = vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT
@@ -139,7 +163,8 @@ class _Block:
 class _Buffer(_Resource):
     """One VkBuffer bound at an offset of a shared :class:`_Block`; ``host`` is a uint8 view of its
     bytes in the persistent mapping when the memory is host-visible.  ``kind`` is what the memory is
-    for: ``device`` (tensors, weights, params), ``upload`` / ``readback`` (staging)."""
+    for: ``device`` (tensors, weights, params), ``upload`` / ``readback`` (staging, and boundary outputs),
+    ``input`` (boundary inputs)."""
 
     def __init__(self, dev: VulkanDevice, nbytes: int, kind: str):
         super().__init__(dev)
@@ -333,11 +358,16 @@ class _Recording(_Resource):
         self.cmds = [self._cmds[i] for i in range(count)]
         self._on_release(vk.vkFreeCommandBuffers, d, dev._pool, count, self._cmds)
         self._submits: dict[int, tuple[Any, Any]] = {}  # by command buffers submitted: (VkSubmitInfo, its address)
-        self.fence = vk.vkCreateFence(d, vk.VkFenceCreateInfo(), None)
-        self._on_release(vk.vkDestroyFence, d, self.fence, None)
+        # two fences: the latest submission's (``fence``) and a spare that RESET_BESIDE resets while
+        # that submission is on the GPU, so that the next submit needs no vkResetFences first
+        self._fence_pair = [vk.vkCreateFence(d, vk.VkFenceCreateInfo(), None) for _ in range(2)]
+        for f in self._fence_pair:
+            self._on_release(vk.vkDestroyFence, d, f, None)
         # the per-submit calls go to vk.lib directly with these prebuilt arguments: the binding's
         # wrappers convert every argument on every call (about as costly as a small model's GPU work)
-        self.fences = ffi.new("VkFence[1]", [self.fence])
+        self._fence_arrays = [ffi.new("VkFence[1]", [f]) for f in self._fence_pair]
+        self.fence, self.fences = self._fence_pair[0], self._fence_arrays[0]
+        self.spare, self.spare_ready = 1, True  # the spare's index; whether it is unsignalled
         self.buffer_ids = frozenset(id(b) for b in self.buffers)
         self.pending = False
         self.writes_device = True  # False: a download's copy into staging (leaves the readbacks current)
@@ -400,6 +430,7 @@ class VulkanDevice(GpuDevice):
                 "no GLSL -> SPIR-V compiler: install glslc (Debian glslc) or glslangValidator (glslang-tools)")
         laps.lap("find compiler")
         self._timeout_ns = int(fence_timeout * 1e9)
+        self._may_spin = False  # a GPU, not a CPU implementation (FENCE_SPIN_US): set by _select
         self.memory_mode = memory  # "auto" until _select resolves it by the device's kind
         self._staging: _Buffer | None = None
         self._blocks: dict[str, list[_Block]] = {}
@@ -475,6 +506,7 @@ class VulkanDevice(GpuDevice):
                 raise BackendUnavailableError(f"Vulkan device index {idx} out of range (found {len(cands)})")
             chosen = cands[idx]
         self._pd = chosen.handle
+        self._may_spin = chosen.kind != 3  # _instance's kind order: 3 = a CPU implementation
         device_info = self._query_device(chosen)
         if self.memory_mode == "auto":
             self.memory_mode = "device_local" if chosen.kind == 0 else "host_visible"
@@ -596,8 +628,10 @@ class VulkanDevice(GpuDevice):
         mappable BAR heap is uncached for the host and kept out of the way).  ``device`` in
         host_visible mode: host-visible and coherent, device-local (UMA) and host-cached first.
         ``upload``: host-visible, coherent system memory first (the CPU writes it sequentially, the
-        GPU copies it once).  ``readback``: host-visible, coherent and host-*cached* first: the CPU
-        reads it, and reads from uncached (write-combined or BAR) memory crawl at tens of MB/s."""
+        GPU copies it once).  ``input`` (a boundary input, :meth:`alloc_boundary`): host-visible and
+        coherent, device-local (the mappable VRAM) first unless BOUNDARY_INPUT_MEMORY says "system".
+        ``readback``: host-visible, coherent and host-*cached* first: the CPU reads it, and reads from
+        uncached (write-combined or BAR) memory crawl at tens of MB/s."""
         flags = self._mem_flags
         ok = [i for i in range(len(flags)) if type_bits >> i & 1]
         if kind == "device" and self.memory_mode == "device_local":
@@ -608,8 +642,10 @@ class VulkanDevice(GpuDevice):
             raise DelegateError(f"{self.info.name}: no host-visible, coherent memory type for {kind} buffers")
         if kind == "device":
             return sorted(cands, key=lambda i: (not flags[i] & _DL, not flags[i] & _CACHED))
-        if kind == "upload":
+        if kind == "upload" or (kind == "input" and BOUNDARY_INPUT_MEMORY != "bar"):
             return sorted(cands, key=lambda i: (bool(flags[i] & _DL), bool(flags[i] & _CACHED)))
+        if kind == "input":  # the launches read it where the host wrote it: VRAM when mappable
+            return sorted(cands, key=lambda i: (not flags[i] & _DL, bool(flags[i] & _CACHED)))
         return sorted(cands, key=lambda i: (not flags[i] & _CACHED, bool(flags[i] & _DL)))
 
     def _suballoc(self, kind: str, size: int, align: int, type_bits: int) -> tuple[_Block, int]:
@@ -662,6 +698,16 @@ class VulkanDevice(GpuDevice):
     def alloc(self, nbytes: int) -> _Buffer:
         self._open()
         return _Buffer(self, max(int(nbytes), 16), "device")
+
+    def alloc_boundary(self, nbytes: int, is_input: bool) -> _Buffer:
+        """In device_local mode: an input in host-visible memory (HOST_BOUNDARY; the mappable VRAM
+        first, BOUNDARY_INPUT_MEMORY), an output in host-cached memory (HOST_BOUNDARY_OUTPUTS), mapped,
+        so an invoke writes or reads it with a memcpy and records no staging copy for it (:meth:`record`
+        copies only buffers the host cannot map).  host_visible mode maps every buffer already."""
+        self._open()
+        if self.memory_mode != "device_local" or not (HOST_BOUNDARY if is_input else HOST_BOUNDARY_OUTPUTS):
+            return self.alloc(nbytes)
+        return _Buffer(self, max(int(nbytes), 16), "input" if is_input else "readback")
 
     def _params_ref(self, nbytes: int) -> BufferRef:
         """``nbytes`` of the shared params buffer (bump allocated; a full one, or one whose sets are
@@ -1236,9 +1282,21 @@ class VulkanDevice(GpuDevice):
         if rec is not self._xfer:
             self._flush_pending()
         self._wait(rec)  # a command buffer is resubmitted only after its previous run ended
-        res = vk.lib.vkResetFences(device, 1, rec.fences)
-        if res == vk.VK_SUCCESS:
-            res = vk.lib.vkQueueSubmit(self._queue, 1, rec.submit_ptr_for(count), rec.fence)
+        lib = vk.lib
+        if RESET_BESIDE:  # submit with the spare (reset during the previous run), reset the other after
+            i = rec.spare
+            res = vk.VK_SUCCESS if rec.spare_ready else lib.vkResetFences(device, 1, rec._fence_arrays[i])
+            if res == vk.VK_SUCCESS:
+                res = lib.vkQueueSubmit(self._queue, 1, rec.submit_ptr_for(count), rec._fence_pair[i])
+            if res == vk.VK_SUCCESS:
+                old = rec.fences
+                rec.fence, rec.fences, rec.spare = rec._fence_pair[i], rec._fence_arrays[i], 1 - i
+                # the previous submission's fence, waited for above: reset while this run is on the GPU
+                rec.spare_ready = lib.vkResetFences(device, 1, old) == vk.VK_SUCCESS
+        else:
+            res = lib.vkResetFences(device, 1, rec.fences)
+            if res == vk.VK_SUCCESS:
+                res = lib.vkQueueSubmit(self._queue, 1, rec.submit_ptr_for(count), rec.fence)
         if res != vk.VK_SUCCESS:
             name = getattr(vk.exception_codes.get(res), "__name__", str(res))
             raise DelegateError(f"{self.info.name}: vkQueueSubmit failed: {name} ({res})")
@@ -1260,7 +1318,15 @@ class VulkanDevice(GpuDevice):
     def _wait(self, rec: _Recording | None) -> None:
         if rec is None or not rec.pending or self._device is None:
             return
-        res = vk.lib.vkWaitForFences(self._device, 1, rec.fences, vk.VK_TRUE, self._timeout_ns)
+        d = self._device
+        spin = FENCE_SPIN_US
+        if spin > 0 and self._may_spin:
+            # poll first: a blocked vkWaitForFences returns some time after the GPU signalled
+            end = time.perf_counter() + spin * 1e-6
+            status, fence, now = vk.lib.vkGetFenceStatus, rec.fence, time.perf_counter
+            while status(d, fence) == vk.VK_NOT_READY and now() < end:
+                pass
+        res = vk.lib.vkWaitForFences(d, 1, rec.fences, vk.VK_TRUE, self._timeout_ns)
         if res == vk.VK_TIMEOUT:
             raise DelegateError(f"{self.info.name}: GPU work did not finish within "
                                 f"{self._timeout_ns / 1e9:g} s (fence_timeout)")

@@ -208,6 +208,13 @@ class GpuDevice(ABC):
     def alloc(self, nbytes: int) -> Any:
         """A device buffer of at least ``nbytes`` bytes (contents undefined)."""
 
+    def alloc_boundary(self, nbytes: int, is_input: bool) -> Any:
+        """A buffer that crosses the partition's boundary on every invoke: the host writes it before
+        the launches (``is_input``) or reads it after them, and the launches read or write it once.  A
+        device may place it in memory the host maps, so that no staging copy runs (Vulkan on a discrete
+        GPU); the default is :meth:`alloc`."""
+        return self.alloc(nbytes)
+
     #: True when :meth:`upload` has taken its own copy of ``data`` when it returns, so the caller may
     #: change the array at once (Vulkan: into mapped staging memory; WebGPU: ``write_buffer``).  The
     #: asynchronous run path then hands it the caller's buffer memory instead of a copy.

@@ -357,6 +357,7 @@ class GpuPartitionKernel(DelegateKernel):
             buf = device.alloc(stride * len(grp))
             for n, t in enumerate(grp):
                 self._refs[t] = BufferRef(buf, n * stride, plan.tensors[t].nbytes)
+        crossing = self._crossing(plan, spec)
         for tid, t in plan.tensors.items():
             if tid in self._refs:
                 continue
@@ -365,7 +366,9 @@ class GpuPartitionKernel(DelegateKernel):
                     raise DelegateError(f"plan tensor {t.name} has no arena offset")
                 self._refs[tid] = BufferRef(self._arena, t.offset, t.nbytes)
             else:
-                self._refs[tid] = BufferRef(device.alloc(t.nbytes), 0, t.nbytes)
+                side = crossing.get(tid)
+                buf = device.alloc(t.nbytes) if side is None else device.alloc_boundary(t.nbytes, side)
+                self._refs[tid] = BufferRef(buf, 0, t.nbytes)
         # the boundary: how each input / host output crosses, and the layout launches around the plan's
         self._inputs = [self._boundary(tid, True) for tid in plan.inputs]
         self._outputs = [self._boundary(tid, False) if plan.aliases.get(tid, tid) in spec.host_outputs else None
@@ -469,6 +472,25 @@ class GpuPartitionKernel(DelegateKernel):
         return BufferRef(ref.buffer, ref.offset, (k - 1) * int(op.params[stride_param(name)]) + ref.nbytes)
 
     # -- the boundary
+    def _crossing(self, plan: GpuPlan, spec: PartitionSpec) -> dict[int, bool]:
+        """The plan's own tensors that the host writes (True) or reads (False) on every invoke, for
+        :meth:`GpuDevice.alloc_boundary`: the inputs and the host outputs that cross without a layout
+        launch (those that take one cross through a dense buffer of their own: :meth:`_boundary`).  An
+        output also read by a launch stays in plain device memory: where the boundary memory is the
+        host's, that launch would read it over the bus."""
+        read = {i for op in plan.ops for i in op.inputs}
+        out: dict[int, bool] = {}
+        for tid in plan.inputs:
+            t = plan.tensors[tid]
+            if t.kind == "input" and not (_boundary_mode(t, self.boundary_layout) == "device" and t.layout != "BHWC"):
+                out[tid] = True
+        for tid in plan.outputs:
+            t = plan.tensors[tid]
+            if (t.kind == "output" and tid not in read and plan.aliases.get(tid, tid) in spec.host_outputs
+                    and not (_boundary_mode(t, self.boundary_layout) == "device" and t.layout != "BHWC")):
+                out[tid] = False
+        return out
+
     def _boundary(self, tid: int, is_input: bool) -> _Boundary:
         t = self.plan.tensors[tid]
         mode = _boundary_mode(t, self.boundary_layout)
@@ -477,7 +499,7 @@ class GpuPartitionKernel(DelegateKernel):
         if t.layout == "BHWC":  # its writer stores dense float32 BHWC: the buffer is the staging buffer
             return _Boundary(tid, t.name, "device", ref, size, t.shape, t.ir_shape, t.dtype, t.storage, t.quant)
         if mode == "device":  # a dense float32 staging buffer
-            ref = BufferRef(self.device.alloc(size * 4), 0, size * 4)
+            ref = BufferRef(self.device.alloc_boundary(size * 4, is_input), 0, size * 4)
         elif mode == "direct" and is_input and size * 4 < ref.nbytes:
             # the host writes only the leading bytes: zero the padding lanes once
             self.device.upload(ref, np.zeros(ref.nbytes // 4, np.float32))
