@@ -127,9 +127,7 @@ def test_context_is_made_beside_the_model_read_and_its_failure_raised_at_first_u
     d.close()
 
     # made through ctypes, without the GIL, on pyopencl's own ICD loader (found on this machine)
-    from litegpu_opencl import _platforms
-
-    assert _platforms._opencl_loader() is not None
+    assert cl._opencl_loader() is not None
     assert cl.create_context(d.device.device).int_ptr
 
     def refuse(*_a, **_k):
@@ -152,7 +150,7 @@ def test_the_backend_shares_pyopencls_loader_and_its_binaries_build_there(cl_mod
     _cl, _ = cl_modules
     from litegpu_opencl import _platforms
 
-    assert _platforms._opencl_loader() is not None
+    assert _cl._opencl_loader() is not None
     with open("/proc/self/maps") as f:
         loaders = {ln.split()[-1] for ln in f if "libOpenCL" in ln and "/" in ln}
     assert len(loaders) == 1  # pyopencl's extension found the loader opened by path already loaded

@@ -7,7 +7,7 @@ a program's binary).  A ctypes call releases the GIL, and a warm start needs onl
 platforms and devices, a context and an in-order queue, programs from source or binary, kernels and
 their arguments, buffers and sub-buffers, reads, writes, copies and maps, markers and events (their
 status and profiling times).  pyopencl stays the dependency that ships the ICD loader
-(:func:`litegpu_opencl._platforms._opencl_loader`) and the tests' and benches' independent OpenCL
+(:func:`_opencl_loader`) and the tests' and benches' independent OpenCL
 path; every object here has the handle as ``int_ptr``, as pyopencl's do.
 
 Objects release their handle when collected (the driver counts references itself: a sub-buffer keeps
@@ -18,6 +18,8 @@ number, and for a failed build the driver's build log.
 from __future__ import annotations
 
 import ctypes
+import ctypes.util
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -75,6 +77,56 @@ class CLError(RuntimeError):
         super().__init__(msg + (f"\n\n(build log)\n{log.strip()}" if log.strip() else ""))
 
 
+# -- the ICD loader
+
+_loader: list[Any] = []  # [ctypes.CDLL or None], once per process
+_loader_lock = threading.Lock()
+
+
+def _bundled_loader() -> str | None:
+    """The ICD loader a pyopencl wheel bundles (``pyopencl/.libs/libOpenCL-<hash>.so*``), found
+    without importing pyopencl (50 ms), so the drivers can start first; None for other builds."""
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec("pyopencl")
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    import glob
+    import os
+
+    for where in spec.submodule_search_locations:
+        found = sorted(glob.glob(os.path.join(where, ".libs", "libOpenCL*.so*")))
+        if found:
+            # the bundled loader (pyopencl's patched ocl-icd) looks for the ICDs the wheel ships under
+            # PYOPENCL_HOME, which pyopencl's import sets to its folder, and crashes without it
+            os.environ["PYOPENCL_HOME"] = os.path.dirname(os.path.abspath(os.path.join(where, "__init__.py")))
+            return found[0]
+    return None
+
+
+def _opencl_loader() -> Any:
+    """The ICD loader, through ctypes (None where none can be opened): the one a pyopencl wheel
+    bundles where there is one (the loader pyopencl itself would use, so that the tests' and benches'
+    pyopencl and the backend share one loader and one set of drivers), else the system's
+    ``libOpenCL.so.1``.  pyopencl is not imported (:mod:`litegpu_opencl._cl`)."""
+    with _loader_lock:
+        if not _loader:
+            lib = None
+            for path in (_bundled_loader(), "libOpenCL.so.1", ctypes.util.find_library("OpenCL")):
+                if not path:
+                    continue
+                try:
+                    lib = ctypes.CDLL(path)
+                    break
+                except OSError:
+                    continue
+            _loader.append(lib)
+        return _loader[0]
+
+
 # -- the entry points, typed once per process
 _API: list[Any] = []
 
@@ -129,8 +181,6 @@ class _Api:
 def api() -> Any:
     """The typed entry points; :class:`CLError` (``PLATFORM_NOT_FOUND_KHR``) where no loader opens."""
     if not _API:
-        from ._platforms import _opencl_loader
-
         lib = _opencl_loader()
         if lib is None:
             raise CLError("loading the OpenCL ICD loader (libOpenCL.so.1)", -1001)

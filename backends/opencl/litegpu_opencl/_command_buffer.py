@@ -108,7 +108,7 @@ def command_buffers(device: Any) -> CommandBuffers | None:
         return None
     try:
         caps = ctypes.c_uint64(0)
-        from ._platforms import _opencl_loader
+        from ._cl import _opencl_loader
 
         lib = _opencl_loader()  # the ICD loader pyopencl itself uses (not a second one from the system)
         if lib is None:

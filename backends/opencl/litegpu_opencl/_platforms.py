@@ -9,62 +9,11 @@ releases the GIL, so that it overlaps the GPU executor's import and the model's 
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
-import threading
 from typing import Any
 
 from litegpu import BackendUnavailableError
 
 __all__ = ["list_devices", "describe", "INSTALL_HINT", "start_drivers"]
-
-_loader: list[Any] = []  # [ctypes.CDLL or None], once per process
-_loader_lock = threading.Lock()
-
-
-def _bundled_loader() -> str | None:
-    """The ICD loader a pyopencl wheel bundles (``pyopencl/.libs/libOpenCL-<hash>.so*``), found
-    without importing pyopencl (50 ms), so the drivers can start first; None for other builds."""
-    import importlib.util
-
-    try:
-        spec = importlib.util.find_spec("pyopencl")
-    except (ImportError, ValueError):
-        return None
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    import glob
-    import os
-
-    for where in spec.submodule_search_locations:
-        found = sorted(glob.glob(os.path.join(where, ".libs", "libOpenCL*.so*")))
-        if found:
-            # the bundled loader (pyopencl's patched ocl-icd) looks for the ICDs the wheel ships under
-            # PYOPENCL_HOME, which pyopencl's import sets to its folder, and crashes without it
-            os.environ["PYOPENCL_HOME"] = os.path.dirname(os.path.abspath(os.path.join(where, "__init__.py")))
-            return found[0]
-    return None
-
-
-def _opencl_loader() -> Any:
-    """The ICD loader, through ctypes (None where none can be opened): the one a pyopencl wheel
-    bundles where there is one (the loader pyopencl itself would use, so that the tests' and benches'
-    pyopencl and the backend share one loader and one set of drivers), else the system's
-    ``libOpenCL.so.1``.  pyopencl is not imported (:mod:`litegpu_opencl._cl`)."""
-    with _loader_lock:
-        if not _loader:
-            lib = None
-            for path in (_bundled_loader(), "libOpenCL.so.1", ctypes.util.find_library("OpenCL")):
-                if not path:
-                    continue
-                try:
-                    lib = ctypes.CDLL(path)
-                    break
-                except OSError:
-                    continue
-            _loader.append(lib)
-        return _loader[0]
-
 
 def start_drivers() -> None:
     """The process's first ``clGetPlatformIDs`` (the ICD loader starts every driver: 120-490 ms on
