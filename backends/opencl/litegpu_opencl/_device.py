@@ -12,7 +12,6 @@ import re
 import struct
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -73,14 +72,16 @@ _STAGING_BYTES = 64 << 20  # pinned staging held at most (least recently used le
 _STAGINGS_SEEN = 4096  # ranges remembered as moved once, at most
 
 
-@dataclass
 class _Staging:
     """Pinned host memory for one buffer range's transfers: a mapped ``CL_MEM_ALLOC_HOST_PTR``
-    buffer, and the last transfer's event (the memory is not rewritten before that ends)."""
+    buffer, and the last transfer's event (the memory is not rewritten before that ends).  (The
+    backend's internal classes are plain ``__slots__`` classes: a dataclass costs a start about a
+    millisecond to create.)"""
 
-    host_buffer: _cl.Buffer
-    view: np.ndarray
-    pending: Any = None
+    __slots__ = ("host_buffer", "view", "pending")
+
+    def __init__(self, host_buffer: _cl.Buffer, view: np.ndarray, pending: Any = None) -> None:
+        self.host_buffer, self.view, self.pending = host_buffer, view, pending
 
     def settle(self) -> None:
         if self.pending is not None:
@@ -88,15 +89,17 @@ class _Staging:
             self.pending = None
 
 
-@dataclass
 class _Recording:
     """A partition's launches, and the command buffer holding them where the driver records one
     (the launch list keeps the kernels and their sub-buffers alive as long as the buffer).
     ``command_buffer`` is dropped (None) once the driver refuses to enqueue it."""
 
-    launches: list[tuple[_cl.Kernel, tuple[int, ...], tuple[int, ...], list]]
-    command_buffer: Any
-    raw: list | None = None  # (kernel handle, dims, global, local) as ctypes values (CTYPES_LAUNCHES)
+    __slots__ = ("launches", "command_buffer", "raw")
+
+    def __init__(self, launches: list[tuple[_cl.Kernel, tuple[int, ...], tuple[int, ...], list]],
+                 command_buffer: Any) -> None:
+        self.launches, self.command_buffer = launches, command_buffer
+        self.raw: list | None = None  # (kernel handle, dims, global, local) as ctypes values (CTYPES_LAUNCHES)
 
     def raw_launches(self) -> list:
         if self.raw is None:
@@ -106,14 +109,15 @@ class _Recording:
         return self.raw
 
 
-@dataclass(frozen=True)
 class _Member:
     """One kernel of a program holding several (:meth:`CLDevice.compile_group`): its entry point, and
     every program of its group (for the group's one cached binary)."""
 
-    program: _cl.Program
-    entry: str
-    group: tuple[tuple[_cl.Program, int], ...] = ()  # (program, how many of the group's kernels it holds)
+    __slots__ = ("program", "entry", "group")
+
+    def __init__(self, program: _cl.Program, entry: str, group: tuple[tuple[_cl.Program, int], ...] = ()) -> None:
+        # group: (program, how many of the group's kernels it holds) for each program of the group
+        self.program, self.entry, self.group = program, entry, group
 
 
 #: build options added to every program (an A/B knob for bench/gpu_profile.py --set, e.g.
