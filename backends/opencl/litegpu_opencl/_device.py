@@ -64,8 +64,15 @@ def one_program(kernels: Sequence[RenderedKernel]) -> tuple[str, list[str]]:
             raise DelegateError(f"kernel {k.name}: its entry point {k.entry_point} is not a top-level definition")
         text = re.sub(r"\b(" + "|".join(names) + r")\b", lambda m, i=i: f"{m.group(1)}_k{i}", text)
         parts.append(text)
-        entries.append(f"{k.entry_point}_k{i}")
+        entries.append(_entry(k, i))
     return "\n".join(pragmas) + "\n\n" + "\n\n".join(parts), entries
+
+
+def _entry(kernel: RenderedKernel, i: int) -> str:
+    """The entry point of the ``i``-th kernel of a program made by :func:`one_program`: known without
+    making the program's source (a warm start, whose programs come from binaries, does not: renaming
+    every source's names cost pose_landmark_full's warm start 29 ms on the CI-class machine)."""
+    return f"{kernel.entry_point}_k{i}"
 
 
 _STAGING_BYTES = 64 << 20  # pinned staging held at most (least recently used let go past it)
@@ -464,7 +471,7 @@ class CLDevice(GpuDevice):
                  ranges: Sequence[tuple[int, int]]) -> list[_Member]:
         group = tuple((p, b - a) for p, (a, b) in zip(progs, ranges, strict=True))
         return [_Member(p, e, group) for p, (a, b) in zip(progs, ranges, strict=True)
-                for e in one_program(kernels[a:b])[1]]
+                for e in (_entry(k, i) for i, k in enumerate(kernels[a:b]))]
 
     def compile_group(self, kernels: Sequence[RenderedKernel]) -> list[_Member] | None:
         """The partition's kernels as a few programs (``group_threads`` of them, at least
