@@ -138,7 +138,48 @@ def test_context_is_made_beside_the_model_read_and_its_failure_raised_at_first_u
     for _ in range(2):  # every use, not only the first
         with pytest.raises(litegpu.BackendUnavailableError, match="OpenCL context .* could not be created.*"
                                                                   "DEVICE_NOT_AVAILABLE \\(-2\\)"):
-            dev.alloc(16)
+            dev.alloc(16).int_ptr  # noqa: B018 - its creation (at its first use) waits for the context
+
+
+def test_buffers_allocated_before_the_context_is_made_are_created_at_their_first_use(cl_modules, registered,
+                                                                                       monkeypatch):
+    """``_device.DEFERRED_ALLOC``: while the context is still being made on its thread, ``alloc``
+    returns a buffer created at its first use (so a cold start renders meanwhile); the answers are
+    those of buffers created at once, bit for bit."""
+    import time
+
+    cl, _lo = cl_modules
+    from litegpu_opencl import _device
+
+    real = cl.create_context
+
+    def slow(device):
+        time.sleep(0.5)  # NVIDIA's context takes about 1 s with the driver's caches off
+        return real(device)
+
+    b = ModelBuilder()
+    x = b.input("x", (1, 5, 4, 3))
+    y = b.tensor("y", (1, 5, 4, 3))
+    b.op("MUL", [x, b.const("c", rnd(1, 1, 1, 3))], [y])
+    b.output(y)
+    model, xv = b.build(), rnd(1, 5, 4, 3)
+    got = {}
+    for deferred in (True, False):
+        monkeypatch.setattr(cl, "create_context", slow)
+        monkeypatch.setattr(_device, "DEFERRED_ALLOC", deferred)
+        made = []
+        monkeypatch.setattr(cl.Buffer, "deferred", classmethod(
+            lambda c, ctx, n, real_d=cl.Buffer.deferred.__func__, made=made: made.append(n) or real_d(c, ctx, n)))
+        d = litegpu.load_delegate(BACKEND, {"precision": "fp32", "tuning": "none", **NO_CACHE})
+        it = litegpu.Interpreter(model_content=model, experimental_delegates=[d])
+        it.allocate_tensors()
+        assert bool(made) == deferred  # the partition's buffers were allocated before the context was there
+        it.set_tensor(it.get_input_details()[0]["index"], xv)
+        it.invoke()
+        got[deferred] = it.get_tensor(it.get_output_details()[0]["index"]).copy()
+        d.close()
+        monkeypatch.undo()
+    np.testing.assert_array_equal(got[True], got[False])
 
 
 def test_the_backend_shares_pyopencls_loader_and_its_binaries_build_there(cl_modules):
@@ -501,7 +542,7 @@ def test_default_device_starts_in_the_background_and_a_failed_start_raises_typed
         with pytest.raises(litegpu.BackendUnavailableError, match="no OpenCL platform found \\(test\\)"):
             dev.info  # noqa: B018
         with pytest.raises(litegpu.BackendUnavailableError, match="no OpenCL platform found \\(test\\)"):
-            dev.alloc(16)
+            dev.alloc(16).int_ptr  # noqa: B018 - its creation (at its first use) waits for the context
     monkeypatch.undo()
     ok = lo.CLDevice(background=True)
     assert ok.info.api == "opencl" and ok.alloc(16) is not None and "device (started)" in ok.startup_ms

@@ -21,7 +21,7 @@ import ctypes
 import ctypes.util
 import struct
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -329,21 +329,44 @@ def _event(out: Any, keep: Any = None) -> Event:
 
 
 class Buffer:
-    """A buffer (``parent`` None) or a sub-buffer of one; ``size`` in bytes."""
+    """A buffer (``parent`` None) or a sub-buffer of one; ``size`` in bytes.  A buffer made by
+    :meth:`deferred` is created at the first use of its handle (``int_ptr``)."""
 
-    __slots__ = ("int_ptr", "size", "parent", "__weakref__")
+    __slots__ = ("_h", "size", "parent", "_make", "__weakref__")
 
-    def __init__(self, handle: int, size: int, parent: Buffer | None = None) -> None:
-        self.int_ptr, self.size, self.parent = handle, size, parent
+    def __init__(self, handle: int, size: int, parent: Buffer | None = None,
+                 make: Callable[[], int] | None = None) -> None:
+        self._h, self.size, self.parent, self._make = handle, size, parent, make
 
-    @classmethod
-    def create(cls, ctx: Context, nbytes: int, host_pinned: bool = False) -> Buffer:
+    @property
+    def int_ptr(self) -> int:
+        h = self._h
+        if not h:
+            with _DEFERRED:  # one handle, whichever thread asks first
+                if not self._h:
+                    self._h = self._make()  # type: ignore[misc]
+                    self._make = None
+            h = self._h
+        return h
+
+    @staticmethod
+    def _handle(ctx: Context, nbytes: int, host_pinned: bool) -> int:
         err = _i32(0)
         flags = _MEM_READ_WRITE | (_MEM_ALLOC_HOST_PTR if host_pinned else 0)
         h = api().clCreateBuffer(ctx.int_ptr, flags, nbytes, None, ctypes.byref(err))
         if err.value or not h:
             raise CLError("clCreateBuffer", err.value or -4)
-        return cls(int(h), nbytes)
+        return int(h)
+
+    @classmethod
+    def create(cls, ctx: Context, nbytes: int, host_pinned: bool = False) -> Buffer:
+        return cls(cls._handle(ctx, nbytes, host_pinned), nbytes)
+
+    @classmethod
+    def deferred(cls, ctx: Callable[[], Context], nbytes: int) -> Buffer:
+        """A buffer whose ``clCreateBuffer`` waits for its first use: ``ctx()`` (which may wait for a
+        context made on another thread, and raises its failure) is asked only then."""
+        return cls(0, nbytes, None, lambda: cls._handle(ctx(), nbytes, False))
 
     def sub(self, offset: int, nbytes: int) -> Buffer:
         """``[offset, offset + nbytes)`` of this buffer, its flags inherited (pyopencl's ``get_sub_region``)."""
@@ -355,7 +378,10 @@ class Buffer:
         return Buffer(int(h), nbytes, self)
 
     def __del__(self) -> None:
-        _release("clReleaseMemObject", self.int_ptr)
+        _release("clReleaseMemObject", self._h)
+
+
+_DEFERRED = threading.Lock()
 
 
 def _host_ptr(arr: np.ndarray, writable: bool) -> int:

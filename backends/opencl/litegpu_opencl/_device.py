@@ -145,6 +145,11 @@ PINNED_WRITE_MAX = 512 << 10
 #: call; pyopencl's path, which also made an event object, cost 0.8-1.3 us a launch more in
 #: bench/cl_launch.py on an H100, and 1.5-11% of every model's host-to-host invoke, s10-ocl-3)
 CTYPES_LAUNCHES = True
+#: a buffer allocated while the context is still being made on its thread is created at its first use
+#: (``_cl.Buffer.deferred``): a partition allocates its arena and boundary buffers before it renders its
+#: kernels, so a cold start renders them while NVIDIA's context (about 1 s with the driver's caches off)
+#: is still being made instead of waiting for it first; the first use waits, and raises its failure
+DEFERRED_ALLOC = True
 
 
 def _build_options(source: str) -> list[str]:
@@ -328,7 +333,10 @@ class CLDevice(GpuDevice):
 
     # -- allocator
     def alloc(self, nbytes: int) -> _cl.Buffer:
-        return _cl.Buffer.create(self.ctx, max(int(nbytes), 4))
+        n = max(int(nbytes), 4)
+        if DEFERRED_ALLOC and not self._opened.ready():
+            return _cl.Buffer.deferred(lambda: self.ctx, n)
+        return _cl.Buffer.create(self.ctx, n)
 
     def _sub(self, ref: BufferRef) -> _cl.Buffer:
         if ref.offset == 0:
