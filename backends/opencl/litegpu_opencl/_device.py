@@ -68,6 +68,14 @@ def one_program(kernels: Sequence[RenderedKernel]) -> tuple[str, list[str]]:
     return "\n".join(pragmas) + "\n\n" + "\n\n".join(parts), entries
 
 
+def _with_spares(program: _cl.Program, kernels: Sequence[RenderedKernel]) -> _cl.Program:
+    """``program`` (built from :func:`one_program` of ``kernels``) with one kernel object per entry
+    point made ahead (``KERNELS_BESIDE``, on the calling build thread)."""
+    if KERNELS_BESIDE:
+        program.spares = {e: program.kernel(e) for e in (_entry(k, i) for i, k in enumerate(kernels))}
+    return program
+
+
 def _entry(kernel: RenderedKernel, i: int) -> str:
     """The entry point of the ``i``-th kernel of a program made by :func:`one_program`: known without
     making the program's source (a warm start, whose programs come from binaries, does not: renaming
@@ -150,6 +158,9 @@ CTYPES_LAUNCHES = True
 #: kernels, so a cold start renders them while NVIDIA's context (about 1 s with the driver's caches off)
 #: is still being made instead of waiting for it first; the first use waits, and raises its failure
 DEFERRED_ALLOC = True
+#: each program of a group built side by side makes one kernel object per entry point on its build's
+#: thread (``clCreateKernel`` without the GIL there), which the entry's first bind takes
+KERNELS_BESIDE = False
 
 
 def _build_options(source: str) -> list[str]:
@@ -494,8 +505,9 @@ class CLDevice(GpuDevice):
         try:
             sources = [one_program(kernels[a:b])[0] for a, b in ranges]
             progs = self._build_side_by_side(
-                [lambda src=src: _cl.Program.from_source(self.ctx, self.device, src, _build_options(src))
-                 for src in sources])
+                [lambda src=src, ks=kernels[a:b]: _with_spares(
+                    _cl.Program.from_source(self.ctx, self.device, src, _build_options(src)), ks)
+                 for src, (a, b) in zip(sources, ranges, strict=True)])
         except (_cl.CLError, DelegateError):
             return None  # built one by one, so the error names the kernel
         members = self._groups[key] = self._members(kernels, progs, ranges)
@@ -514,7 +526,8 @@ class CLDevice(GpuDevice):
             a += n
         try:
             progs = self._build_side_by_side(
-                [lambda b=b: _cl.Program.from_binary(self.ctx, self.device, b) for b, _n in parts])
+                [lambda b=b, ks=kernels[a:z]: _with_spares(_cl.Program.from_binary(self.ctx, self.device, b), ks)
+                 for (b, _n), (a, z) in zip(parts, ranges, strict=True)])
             members = self._members(kernels, progs, ranges)
         except (_cl.CLError, DelegateError):
             return None  # driver changed under us: recompile from source
@@ -550,7 +563,7 @@ class CLDevice(GpuDevice):
     def bind(self, program: _cl.Program | _Member, kernel: RenderedKernel, buffers: Sequence[BufferRef],
              params: dict[str, Any]) -> tuple[_cl.Kernel, list]:
         if isinstance(program, _Member):
-            k = program.program.kernel(program.entry)
+            k = program.program.spares.pop(program.entry, None) or program.program.kernel(program.entry)
         else:
             k = program.kernel(kernel.entry_point)
         subs = [self._sub(b) for b in buffers]
