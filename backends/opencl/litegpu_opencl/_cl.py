@@ -475,12 +475,10 @@ def create_context(device: Device) -> Context:
 class Program:
     """A program for one device, built (from source with ``options``, or from a binary)."""
 
-    __slots__ = ("int_ptr", "device", "spares", "__weakref__")
+    __slots__ = ("int_ptr", "device", "__weakref__")
 
     def __init__(self, handle: int, device: Device) -> None:
         self.int_ptr, self.device = handle, device
-        #: kernel objects made ahead, by entry point (the backend's KERNELS_BESIDE), each taken once
-        self.spares: dict[str, Kernel] = {}
 
     @classmethod
     def from_source(cls, ctx: Context, device: Device, source: str, options: Sequence[str] = ()) -> Program:

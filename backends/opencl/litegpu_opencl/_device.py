@@ -68,14 +68,6 @@ def one_program(kernels: Sequence[RenderedKernel]) -> tuple[str, list[str]]:
     return "\n".join(pragmas) + "\n\n" + "\n\n".join(parts), entries
 
 
-def _with_spares(program: _cl.Program, kernels: Sequence[RenderedKernel]) -> _cl.Program:
-    """``program`` (built from :func:`one_program` of ``kernels``) with one kernel object per entry
-    point made ahead (``KERNELS_BESIDE``, on the calling build thread)."""
-    if KERNELS_BESIDE:
-        program.spares = {e: program.kernel(e) for e in (_entry(k, i) for i, k in enumerate(kernels))}
-    return program
-
-
 def _entry(kernel: RenderedKernel, i: int) -> str:
     """The entry point of the ``i``-th kernel of a program made by :func:`one_program`: known without
     making the program's source (a warm start, whose programs come from binaries, does not: renaming
@@ -130,8 +122,9 @@ class _Member:
 
     __slots__ = ("program", "entry", "group")
 
-    def __init__(self, program: _cl.Program, entry: str, group: tuple[tuple[_cl.Program, int], ...] = ()) -> None:
-        # group: (program, how many of the group's kernels it holds) for each program of the group
+    def __init__(self, program: _cl.Program, entry: str,
+                 group: tuple[tuple[_cl.Program, tuple[int, ...]], ...] = ()) -> None:
+        # group: (program, the indices of the group's kernels it holds) for each program of the group
         self.program, self.entry, self.group = program, entry, group
 
 
@@ -158,9 +151,6 @@ CTYPES_LAUNCHES = True
 #: kernels, so a cold start renders them while NVIDIA's context (about 1 s with the driver's caches off)
 #: is still being made instead of waiting for it first; the first use waits, and raises its failure
 DEFERRED_ALLOC = True
-#: each program of a group built side by side makes one kernel object per entry point on its build's
-#: thread (``clCreateKernel`` without the GIL there), which the entry's first bind takes
-KERNELS_BESIDE = False
 
 
 def _build_options(source: str) -> list[str]:
@@ -171,25 +161,38 @@ def _build_options(source: str) -> list[str]:
 
 
 # A group built as several programs (one per compile thread) caches its binaries as one blob:
-# magic, count, then per program its kernel count and byte length, then the binaries.
-_MULTI = b"LGCLGRP1"
+# magic, count, then per program its kernel count and byte length, then per program the indices of its
+# kernels in the group, then the binaries.
+_MULTI = b"LGCLGRP2"
 _KERNELS_PER_PROGRAM = 3  # fewer kernels per program than this: the per-program cost outweighs the threads
 
 
-def _chunks(n: int, threads: int) -> list[tuple[int, int]]:
-    """``n`` kernels as contiguous ranges, one program each, for ``threads`` builds side by side."""
+def _split(kernels: Sequence[RenderedKernel], threads: int) -> list[list[int]]:
+    """The group's kernels (indices) as the programs built side by side on ``threads`` threads: at
+    most ``len(kernels) // _KERNELS_PER_PROGRAM`` of them, the longest sources placed first, each in the
+    program with the least source so far (a build's time grows with its source; NVIDIA builds the
+    programs in parallel, so the longest one is the group's wall time: pose_landmark_full's 8 programs
+    of equal kernel counts took 3.2 s of wall for 15.8 s summed, s11-ocl-1)."""
+    n = len(kernels)
     k = max(1, min(threads, n // _KERNELS_PER_PROGRAM))
-    bounds = [round(i * n / k) for i in range(k + 1)]
-    return [(bounds[i], bounds[i + 1]) for i in range(k)]
+    programs: list[list[int]] = [[] for _ in range(k)]
+    load = [0] * k
+    for i in sorted(range(n), key=lambda i: (-len(kernels[i].source), i)):
+        j = min(range(k), key=lambda j: (load[j], j))
+        programs[j].append(i)
+        load[j] += len(kernels[i].source)
+    return [sorted(p) for p in programs if p]
 
 
-def _pack(binaries: Sequence[tuple[bytes, int]]) -> bytes:
-    head = _MULTI + struct.pack("<I", len(binaries)) + b"".join(struct.pack("<IQ", n, len(b)) for b, n in binaries)
-    return head + b"".join(b for b, _n in binaries)
+def _pack(binaries: Sequence[tuple[bytes, Sequence[int]]]) -> bytes:
+    head = _MULTI + struct.pack("<I", len(binaries))
+    head += b"".join(struct.pack("<IQ", len(idx), len(b)) for b, idx in binaries)
+    head += b"".join(struct.pack(f"<{len(idx)}I", *idx) for _b, idx in binaries)
+    return head + b"".join(b for b, _idx in binaries)
 
 
-def _unpack(blob: bytes) -> list[tuple[bytes, int]] | None:
-    """``[(binary, kernel count), ...]`` of a multi-program blob; None if it is not one (or is cut)."""
+def _unpack(blob: bytes) -> list[tuple[bytes, list[int]]] | None:
+    """``[(binary, its kernels' indices), ...]`` of a multi-program blob; None if it is not one (or is cut)."""
     if not blob.startswith(_MULTI):
         return None
     try:
@@ -199,12 +202,16 @@ def _unpack(blob: bytes) -> list[tuple[bytes, int]] | None:
         sizes = [struct.unpack_from("<IQ", blob, pos + 12 * i) for i in range(count)]
         pos += 12 * count
         out = []
-        for n, length in sizes:
-            out.append((blob[pos:pos + length], n))
+        indices = []
+        for n, _length in sizes:
+            indices.append(list(struct.unpack_from(f"<{n}I", blob, pos)))
+            pos += 4 * n
+        for (_n, length), idx in zip(sizes, indices, strict=True):
+            out.append((blob[pos:pos + length], idx))
             pos += length
     except struct.error:
         return None
-    return out if pos == len(blob) and all(len(b) for b, _n in out) else None
+    return out if pos == len(blob) and all(len(b) for b, _i in out) else None
 
 
 class CLDevice(GpuDevice):
@@ -486,49 +493,50 @@ class CLDevice(GpuDevice):
         with ThreadPoolExecutor(len(makers), thread_name_prefix="litegpu-clBuildProgram") as pool:
             return list(pool.map(lambda make: make(), makers))
 
-    def _members(self, kernels: Sequence[RenderedKernel], progs: Sequence[_cl.Program],
-                 ranges: Sequence[tuple[int, int]]) -> list[_Member]:
-        group = tuple((p, b - a) for p, (a, b) in zip(progs, ranges, strict=True))
-        return [_Member(p, e, group) for p, (a, b) in zip(progs, ranges, strict=True)
-                for e in (_entry(k, i) for i, k in enumerate(kernels[a:b]))]
+    @staticmethod
+    def _members(kernels: Sequence[RenderedKernel], progs: Sequence[_cl.Program],
+                 split: Sequence[Sequence[int]]) -> list[_Member]:
+        """One member per kernel, in the group's order (``split``: each program's kernels)."""
+        group = tuple((p, tuple(idx)) for p, idx in zip(progs, split, strict=True))
+        out: list[_Member | None] = [None] * len(kernels)
+        for p, idx in zip(progs, split, strict=True):
+            for pos, i in enumerate(idx):
+                out[i] = _Member(p, _entry(kernels[i], pos), group)
+        return out  # type: ignore[return-value]
 
     def compile_group(self, kernels: Sequence[RenderedKernel]) -> list[_Member] | None:
-        """The partition's kernels as a few programs (``group_threads`` of them, at least
-        ``_KERNELS_PER_PROGRAM`` kernels each) built side by side: one program for all is one
+        """The partition's kernels as a few programs (at most ``group_threads``, split by :func:`_split`:
+        their sources about equally long) built side by side: one program for all is one
         single-threaded compiler run (3.5 s of a 5 s cold start on NVIDIA)."""
         if any("f16" in k.features for k in kernels) and not self.info.fp16:
             return None  # compile() says why, per kernel
         key = tuple(k.source for k in kernels)
         if key in self._groups:
             return self._groups[key]
-        ranges = _chunks(len(kernels), self.group_threads)
+        split = _split(kernels, self.group_threads)
         try:
-            sources = [one_program(kernels[a:b])[0] for a, b in ranges]
+            parts = [[kernels[i] for i in idx] for idx in split]
+            sources = [one_program(ks)[0] for ks in parts]
             progs = self._build_side_by_side(
-                [lambda src=src, ks=kernels[a:b]: _with_spares(
-                    _cl.Program.from_source(self.ctx, self.device, src, _build_options(src)), ks)
-                 for src, (a, b) in zip(sources, ranges, strict=True)])
+                [lambda src=src: _cl.Program.from_source(self.ctx, self.device, src, _build_options(src))
+                 for src in sources])
         except (_cl.CLError, DelegateError):
             return None  # built one by one, so the error names the kernel
-        members = self._groups[key] = self._members(kernels, progs, ranges)
+        members = self._groups[key] = self._members(kernels, progs, split)
         return members
 
     def group_from_binary(self, kernels: Sequence[RenderedKernel], binary: bytes) -> list[_Member] | None:
         key = tuple(k.source for k in kernels)
         if key in self._groups:  # built already for an earlier interpreter (see program_from_binary)
             return self._groups[key]
-        parts = _unpack(binary) or [(binary, len(kernels))]
-        if sum(n for _b, n in parts) != len(kernels):
+        parts = _unpack(binary) or [(binary, list(range(len(kernels))))]
+        split = [idx for _b, idx in parts]
+        if sorted(i for idx in split for i in idx) != list(range(len(kernels))):
             return None  # not this group's: recompile from source
-        ranges, a = [], 0
-        for _b, n in parts:
-            ranges.append((a, a + n))
-            a += n
         try:
             progs = self._build_side_by_side(
-                [lambda b=b, ks=kernels[a:z]: _with_spares(_cl.Program.from_binary(self.ctx, self.device, b), ks)
-                 for (b, _n), (a, z) in zip(parts, ranges, strict=True)])
-            members = self._members(kernels, progs, ranges)
+                [lambda b=b: _cl.Program.from_binary(self.ctx, self.device, b) for b, _idx in parts])
+            members = self._members(kernels, progs, split)
         except (_cl.CLError, DelegateError):
             return None  # driver changed under us: recompile from source
         self._groups[key] = members
@@ -537,8 +545,8 @@ class CLDevice(GpuDevice):
     def program_binary(self, program: _cl.Program | _Member) -> bytes | None:
         if isinstance(program, _Member):
             if len(program.group) > 1:  # every program of the group, in one blob (see _pack)
-                bins = [(self._binary(p), n) for p, n in program.group]
-                return _pack(bins) if all(b for b, _n in bins) else None  # type: ignore[misc]
+                bins = [(self._binary(p), idx) for p, idx in program.group]
+                return _pack(bins) if all(b for b, _i in bins) else None  # type: ignore[misc]
             program = program.program
         return self._binary(program)
 
@@ -563,7 +571,7 @@ class CLDevice(GpuDevice):
     def bind(self, program: _cl.Program | _Member, kernel: RenderedKernel, buffers: Sequence[BufferRef],
              params: dict[str, Any]) -> tuple[_cl.Kernel, list]:
         if isinstance(program, _Member):
-            k = program.program.spares.pop(program.entry, None) or program.program.kernel(program.entry)
+            k = program.program.kernel(program.entry)
         else:
             k = program.kernel(kernel.entry_point)
         subs = [self._sub(b) for b in buffers]
