@@ -155,9 +155,11 @@ if backend == "opencl":
                 return fn(*a)
             finally:
                 where = "main" if threading.current_thread() is main else "threads"
-                rec = cl_calls.setdefault(name, {"main": [0.0, 0], "threads": [0.0, 0]})[where]
-                rec[0] += (time.perf_counter() - t) * 1e3
+                rec = cl_calls.setdefault(name, {"main": [0.0, 0, 0.0], "threads": [0.0, 0, 0.0]})[where]
+                el = (time.perf_counter() - t) * 1e3
+                rec[0] += el
                 rec[1] += 1
+                rec[2] = max(rec[2], el)  # the longest call (side by side builds: about their wall time)
         return call
 
     for name in _cl._SIGS:
@@ -335,6 +337,13 @@ def _cl_table(rows: list[tuple[str, str, dict]]) -> None:
                 return ""
             return " / ".join(f"{c[w][0]:.1f} ({c[w][1]})" for w in ("main", "threads"))
         print(f"| {name} | {kind} | " + " | ".join(cell(n) for n in names) + " |")
+    print("\nthe longest single call on other threads (ms), per entry point above 5 ms (side by side builds: "
+          "the longest is their wall time, the sum over the count their mean):\n")
+    for name, kind, r in rows:
+        longest = {n: c["threads"][2] for n, c in r.get("cl calls", {}).items()
+                   if len(c["threads"]) > 2 and c["threads"][2] > 5}
+        if longest:
+            print(f"- {name}, {kind}: " + ", ".join(f"{n} {v:.1f}" for n, v in sorted(longest.items())))
 
 
 def main() -> int:

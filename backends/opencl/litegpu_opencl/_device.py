@@ -151,6 +151,8 @@ CTYPES_LAUNCHES = True
 #: kernels, so a cold start renders them while NVIDIA's context (about 1 s with the driver's caches off)
 #: is still being made instead of waiting for it first; the first use waits, and raises its failure
 DEFERRED_ALLOC = True
+#: a group's programs split by source length (``_split``; False: equal kernel counts, contiguous)
+BALANCED_SPLIT = True
 
 
 def _build_options(source: str) -> list[str]:
@@ -175,6 +177,9 @@ def _split(kernels: Sequence[RenderedKernel], threads: int) -> list[list[int]]:
     of equal kernel counts took 3.2 s of wall for 15.8 s summed, s11-ocl-1)."""
     n = len(kernels)
     k = max(1, min(threads, n // _KERNELS_PER_PROGRAM))
+    if not BALANCED_SPLIT:  # equal kernel counts, contiguous (the split before s11-ocl)
+        bounds = [round(i * n / k) for i in range(k + 1)]
+        return [list(range(bounds[i], bounds[i + 1])) for i in range(k)]
     programs: list[list[int]] = [[] for _ in range(k)]
     load = [0] * k
     for i in sorted(range(n), key=lambda i: (-len(kernels[i].source), i)):
@@ -517,9 +522,9 @@ class CLDevice(GpuDevice):
         try:
             parts = [[kernels[i] for i in idx] for idx in split]
             sources = [one_program(ks)[0] for ks in parts]
+            ctx, dev = self.ctx, self.device  # waited for here, once, not by every build thread
             progs = self._build_side_by_side(
-                [lambda src=src: _cl.Program.from_source(self.ctx, self.device, src, _build_options(src))
-                 for src in sources])
+                [lambda src=src: _cl.Program.from_source(ctx, dev, src, _build_options(src)) for src in sources])
         except (_cl.CLError, DelegateError):
             return None  # built one by one, so the error names the kernel
         members = self._groups[key] = self._members(kernels, progs, split)
@@ -534,8 +539,8 @@ class CLDevice(GpuDevice):
         if sorted(i for idx in split for i in idx) != list(range(len(kernels))):
             return None  # not this group's: recompile from source
         try:
-            progs = self._build_side_by_side(
-                [lambda b=b: _cl.Program.from_binary(self.ctx, self.device, b) for b, _idx in parts])
+            ctx, dev = self.ctx, self.device  # waited for here, once, not by every build thread
+            progs = self._build_side_by_side([lambda b=b: _cl.Program.from_binary(ctx, dev, b) for b, _idx in parts])
             members = self._members(kernels, progs, split)
         except (_cl.CLError, DelegateError):
             return None  # driver changed under us: recompile from source
