@@ -151,8 +151,11 @@ CTYPES_LAUNCHES = True
 #: kernels, so a cold start renders them while NVIDIA's context (about 1 s with the driver's caches off)
 #: is still being made instead of waiting for it first; the first use waits, and raises its failure
 DEFERRED_ALLOC = True
-#: a group's programs split by source length (``_split``; False: equal kernel counts, contiguous)
-BALANCED_SPLIT = True
+#: a group's programs split by source length, longest first into the lightest program (``_split``); off
+#: (equal kernel counts, contiguous, as before) until measured on NVIDIA: the reasoning is s11-ocl-1's
+#: pose breakdown (8 programs of equal counts: 3.2 s of wall for 15.8 s of builds summed), the run that
+#: would have measured it did not happen (docs/performance.md, seventh session, s11-ocl)
+BALANCED_SPLIT = False
 
 
 def _build_options(source: str) -> list[str]:
@@ -171,10 +174,10 @@ _KERNELS_PER_PROGRAM = 3  # fewer kernels per program than this: the per-program
 
 def _split(kernels: Sequence[RenderedKernel], threads: int) -> list[list[int]]:
     """The group's kernels (indices) as the programs built side by side on ``threads`` threads: at
-    most ``len(kernels) // _KERNELS_PER_PROGRAM`` of them, the longest sources placed first, each in the
-    program with the least source so far (a build's time grows with its source; NVIDIA builds the
-    programs in parallel, so the longest one is the group's wall time: pose_landmark_full's 8 programs
-    of equal kernel counts took 3.2 s of wall for 15.8 s summed, s11-ocl-1)."""
+    most ``len(kernels) // _KERNELS_PER_PROGRAM`` of them, equal counts of contiguous kernels, or with
+    ``BALANCED_SPLIT`` the longest sources placed first, each in the program with the least source so
+    far (a build's time grows with its source; NVIDIA builds the programs in parallel, so the longest
+    one is the group's wall time)."""
     n = len(kernels)
     k = max(1, min(threads, n // _KERNELS_PER_PROGRAM))
     if not BALANCED_SPLIT:  # equal kernel counts, contiguous (the split before s11-ocl)
@@ -510,9 +513,9 @@ class CLDevice(GpuDevice):
         return out  # type: ignore[return-value]
 
     def compile_group(self, kernels: Sequence[RenderedKernel]) -> list[_Member] | None:
-        """The partition's kernels as a few programs (at most ``group_threads``, split by :func:`_split`:
-        their sources about equally long) built side by side: one program for all is one
-        single-threaded compiler run (3.5 s of a 5 s cold start on NVIDIA)."""
+        """The partition's kernels as a few programs (at most ``group_threads``, split by :func:`_split`)
+        built side by side: one program for all is one single-threaded compiler run (3.5 s of a 5 s
+        cold start on NVIDIA)."""
         if any("f16" in k.features for k in kernels) and not self.info.fp16:
             return None  # compile() says why, per kernel
         key = tuple(k.source for k in kernels)
