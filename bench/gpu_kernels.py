@@ -63,7 +63,11 @@ _EPILOGUE = ("act", "residual", "residual_act", "qdq", "residual_channels")
 
 
 def _time_launches(cl, ctx, items, runs: int) -> list[float]:
-    """Median GPU time (us) of each (kernel, gsize, wg) on a profiling queue."""
+    """Median GPU time (us) of each (kernel, gsize, wg) on a profiling queue (pyopencl's, on the backend's
+    context and kernels: their handles wrapped)."""
+    if not isinstance(ctx, cl.Context):
+        ctx = cl.Context.from_int_ptr(ctx.int_ptr)
+    items = [(k if isinstance(k, cl.Kernel) else cl.Kernel.from_int_ptr(k.int_ptr), g, w) for k, g, w in items]
     pq = cl.CommandQueue(ctx, properties=cl.command_queue_properties.PROFILING_ENABLE)
     samples: list[list[float]] = [[] for _ in items]
     for _ in range(runs):

@@ -139,10 +139,13 @@ def main() -> int:
         t_enq_only = (time.perf_counter() - t0) / args.runs * 1e3
         dev.finish()
         # GPU time: the same launches on a profiling queue
-        pq = cl.CommandQueue(dev.ctx, properties=cl.command_queue_properties.PROFILING_ENABLE)
+        # pyopencl's profiling queue on the backend's context and kernels (their handles wrapped)
+        pq = cl.CommandQueue(cl.Context.from_int_ptr(dev.ctx.int_ptr),
+                             properties=cl.command_queue_properties.PROFILING_ENABLE)
+        pk = {id(ln): cl.Kernel.from_int_ptr(ln.bound[0].int_ptr) for ln in launches}
         gpu = []
         for _ in range(10):
-            evs = [cl.enqueue_nd_range_kernel(pq, ln.bound[0], tuple(-(-g // w) * w for g, w in zip(
+            evs = [cl.enqueue_nd_range_kernel(pq, pk[id(ln)], tuple(-(-g // w) * w for g, w in zip(
                 ln.grid, ln.kernel.workgroup, strict=False)), ln.kernel.workgroup) for ln in launches]
             pq.finish()
             gpu.append(sum(e.profile.end - e.profile.start for e in evs) * 1e-6)

@@ -12,13 +12,16 @@ alternate A (the code as it is) and B (every ``--set`` applied), the order flipp
 timed span is ``bench/init.py``'s (after ``import litegpu`` to the end of ``allocate_tensors()``).
 Prints a Markdown table: medians of wall and process CPU time, B - A, and the main thread's CPU time
 (what is left once the driver's threads are taken out).  ``--set import:MODULE`` makes B import MODULE
-inside the timed span (B = a build that imported it eagerly).
+inside the timed span (B = a build that imported it eagerly).  ``--pythonpath-b DIR`` puts DIR first
+on B's ``PYTHONPATH`` (B = another build of some packages, e.g. main's backend beside a branch's); each
+variant then fills its own serialization cache (an entry's key holds the code's fingerprint).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -30,16 +33,20 @@ from init import _CHILD, _child_env, _run_child  # noqa: E402
 
 
 def measure(model: Path, backend: str, runs: int, sets: list[str], keep: bool,
-            caches_off: bool = False) -> dict[str, list[float]]:
+            caches_off: bool = False, pythonpath_b: str = "") -> dict[str, list[float]]:
     with tempfile.TemporaryDirectory(prefix="litegpu-bench-init-ab-") as tmp:
         root = Path(tmp)
         env = _child_env(keep, None if keep or caches_off else root / "driver-caches")
-        cache = str(root / "cache")
-        _run_child(_CHILD, [str(model), backend, cache], env)  # the fill (variant A's code path)
+        envs, caches = {"a": env, "b": env}, {"a": str(root / "cache"), "b": str(root / "cache")}
+        _run_child(_CHILD, [str(model), backend, caches["a"]], env)  # the fill (variant A's code path)
+        if pythonpath_b:
+            envs["b"] = {**env, "PYTHONPATH": os.pathsep.join([pythonpath_b, env.get("PYTHONPATH", "")])}
+            caches["b"] = str(root / "cache-b")
+            _run_child(_CHILD, [str(model), backend, caches["b"], *sets], envs["b"])  # B's own fill
         got: dict[str, list[float]] = {"a": [], "b": [], "a_cpu": [], "b_cpu": [], "a_main": [], "b_main": []}
         for i in range(runs):
             for v in ("ab" if i % 2 == 0 else "ba"):
-                d = _run_child(_CHILD, [str(model), backend, cache, *(sets if v == "b" else [])], env)
+                d = _run_child(_CHILD, [str(model), backend, caches[v], *(sets if v == "b" else [])], envs[v])
                 got[v].append(d["prepare_s"] * 1e3)
                 got[v + "_cpu"].append(d["cpu_s"] * 1e3)
                 got[v + "_main"].append(d["main_cpu_s"] * 1e3)
@@ -48,8 +55,10 @@ def measure(model: Path, backend: str, runs: int, sets: list[str], keep: bool,
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--set", action="append", default=[], required=True, metavar="MODULE.NAME=VALUE",
+    ap.add_argument("--set", action="append", default=[], metavar="MODULE.NAME=VALUE",
                     help="variant B's module constants (A: the code as it is)")
+    ap.add_argument("--pythonpath-b", default="", metavar="DIR",
+                    help="first on variant B's PYTHONPATH (another build of some packages), its own cache fill")
     ap.add_argument("--backends", default="vulkan,opencl")
     ap.add_argument("--models", default="", help="comma-separated MediaPipe model names (default: the GPU set)")
     ap.add_argument("--runs", type=int, default=5, help="A/B pairs per cell")
@@ -60,18 +69,22 @@ def main() -> int:
     args = ap.parse_args()
     if args.runs < 1:
         ap.error("--runs must be >= 1")
+    if not args.set and not args.pythonpath_b:
+        ap.error("B needs --set or --pythonpath-b")
     models = mediapipe_models(args.models, default=GPU_SET)
     rows = []
     caches = "off" if args.driver_caches_off and not args.keep_driver_caches else "on"
     print(f"{machine_line()}; warm, drivers' caches {caches}; {args.runs} alternating A/B pairs per cell, medians; "
-          f"A: as built; B: {' '.join(args.set)}\n")
+          f"A: as built; B: {' '.join(args.set)}"
+          f"{' PYTHONPATH=' + args.pythonpath_b + ':...' if args.pythonpath_b else ''}\n")
     print("| backend | model | A warm (ms) | B warm (ms) | B - A | A warm CPU (ms) | B warm CPU (ms) | B - A CPU | "
           "A main thread CPU (ms) | B main thread CPU (ms) |")
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for backend in [b for b in args.backends.split(",") if b]:
         for name, path in models.items():
             try:
-                g = measure(path, backend, args.runs, args.set, args.keep_driver_caches, args.driver_caches_off)
+                g = measure(path, backend, args.runs, args.set, args.keep_driver_caches, args.driver_caches_off,
+                            args.pythonpath_b)
             except RuntimeError as e:
                 print(f"| {backend} | {name} | failed: {e} | | | | | | | |", flush=True)
                 continue

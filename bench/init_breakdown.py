@@ -48,6 +48,10 @@ first enumeration's own laps (``probe_ms``: wgpu-native's import with its C decl
 instance, the enumeration), which run on a thread (its default device starts in the background:
 ``WebGPUBackend.quick_availability``) and are not part of the sum.
 
+opencl adds a table of the driver's own time by OpenCL entry point (every call of the backend's ctypes
+layer, ``litegpu_opencl._cl``, timed, on the main thread and on other threads apart): what the driver
+costs once litegpu's Python is taken out (the context, the programs from binaries, kernels, sub-buffers).
+
 Each cell is run cold (fresh cache directory, drivers' caches off), warm (drivers' caches off) and
 warm with the drivers' caches on in a private directory that one untimed run filled first.
 
@@ -132,13 +136,34 @@ driver_parts = {}
 t0 = time.perf_counter()
 # (vulkan: the binding alone; its device module, which imports the GPU core, is imported in the
 # availability check beside vkCreateInstance on a thread, so its time is in "availability"; opencl:
-# nothing, its availability check starts the drivers first and imports pyopencl beside them)
+# nothing, its availability check starts the drivers first and imports the device module beside them)
 # webgpu: wgpu alone; its quick check starts wgpu-native and the instance on a thread before it imports
 # the device module, which imports the GPU core: that import is in "options" (load_delegate's rest)
 mod = {"opencl": "litegpu_opencl._platforms", "vulkan": "litegpu_vulkan._instance",
        "webgpu": "wgpu"}.get(backend)
 if mod:
     importlib.import_module(mod)
+cl_calls = {}  # opencl: every OpenCL entry point's time and calls, main thread / other threads
+if backend == "opencl":
+    from litegpu_opencl import _cl
+    api = _cl.api()  # the ICD loader opened here (a few ms, in "import"); every entry point timed below
+
+    def timed_call(name, fn):
+        def call(*a):
+            t = time.perf_counter()
+            try:
+                return fn(*a)
+            finally:
+                where = "main" if threading.current_thread() is main else "threads"
+                rec = cl_calls.setdefault(name, {"main": [0.0, 0, 0.0], "threads": [0.0, 0, 0.0]})[where]
+                el = (time.perf_counter() - t) * 1e3
+                rec[0] += el
+                rec[1] += 1
+                rec[2] = max(rec[2], el)  # the longest call (side by side builds: about their wall time)
+        return call
+
+    for name in _cl._SIGS:
+        setattr(api, name, timed_call(name, getattr(api, name)))
 driver_parts["import"] = (time.perf_counter() - t0) * 1e3
 t1 = time.perf_counter()
 from litegpu._plugins import backend_registry
@@ -212,6 +237,7 @@ for attr, part in (("device_open_ms", "device (on its thread)"), ("device_wait_m
     if hasattr(d.device, attr):
         driver_parts[part] = float(getattr(d.device, attr))
 out["driver parts"] = driver_parts
+out["cl calls"] = cl_calls
 kernels = [s.kernel for s in it._main.plan.steps if s.kind == "delegate"]
 out["counts"] = {k: sum(int(getattr(kn, k, 0)) for kn in kernels)
                  for k in ("programs_compiled", "programs_from_cache", "renders")}
@@ -231,10 +257,10 @@ def _child(model: Path, backend: str, cache_dir: Path, tuning: str, env: dict[st
 
 
 def _median(rows: list[dict]) -> dict:
-    nested = ("calls", "counts", "driver parts")
+    nested = ("calls", "counts", "driver parts", "cl calls")
     keys = {k for r in rows for k in r if k not in nested}
     out: dict = {k: statistics.median(r.get(k, 0.0) for r in rows) for k in keys}
-    for k in nested[:2]:
+    for k in ("calls", "counts", "cl calls"):
         out[k] = rows[-1].get(k, {})
     parts = list(dict.fromkeys(p for r in rows for p in r.get("driver parts", {})))
     out["driver parts"] = {p: statistics.median(r.get("driver parts", {}).get(p, 0.0) for r in rows) for p in parts}
@@ -292,6 +318,34 @@ def _key_table(backend: str, rows: list[tuple[str, str, dict]]) -> None:
         print(f"| {name} | {kind} | " + " | ".join(f"{r.get(k, 0.0):.1f}" for k in KEY_PARTS) + " |")
 
 
+def _cl_table(rows: list[tuple[str, str, dict]]) -> None:
+    """opencl: the driver's own time, by entry point (ms and calls, the last run of each cell)."""
+    names = sorted({n for _m, _k, r in rows for n in r.get("cl calls", {})},
+                   key=lambda n: -max(sum(v[0] for v in r.get("cl calls", {}).get(n, {}).values()) for _m, _k, r in rows))
+    if not names:
+        return
+    print("\nopencl, the driver's time by entry point (ms (calls) on the main thread / on other threads: the "
+          "start's thread, the build threads; the last run of each cell):\n")
+    print("| model | start | " + " | ".join(names) + " |")
+    print("|---|---|" + "---:|" * len(names))
+    for name, kind, r in rows:
+        cc = r.get("cl calls", {})
+
+        def cell(n: str) -> str:
+            c = cc.get(n)
+            if not c:
+                return ""
+            return " / ".join(f"{c[w][0]:.1f} ({c[w][1]})" for w in ("main", "threads"))
+        print(f"| {name} | {kind} | " + " | ".join(cell(n) for n in names) + " |")
+    print("\nthe longest single call on other threads (ms), per entry point above 5 ms (side by side builds: "
+          "the longest is their wall time, the sum over the count their mean):\n")
+    for name, kind, r in rows:
+        longest = {n: c["threads"][2] for n, c in r.get("cl calls", {}).items()
+                   if len(c["threads"]) > 2 and c["threads"][2] > 5}
+        if longest:
+            print(f"- {name}, {kind}: " + ", ".join(f"{n} {v:.1f}" for n, v in sorted(longest.items())))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--backends", default="opencl,webgpu,vulkan")
@@ -328,6 +382,8 @@ def main() -> int:
         if done:
             _driver_table(backend, done)
             _key_table(backend, done)
+            if backend == "opencl":
+                _cl_table(done)
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=1))
     return 0

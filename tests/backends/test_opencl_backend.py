@@ -1,6 +1,6 @@
 """The OpenCL backend as a user meets it: availability, bad options, and work-group tuning.
 
-* No OpenCL platform (``pyopencl.get_platforms`` raising, or returning nothing), or platforms
+* No OpenCL platform (``litegpu_opencl._cl.get_platforms`` raising, or returning nothing), or platforms
   without devices: :class:`litegpu.BackendUnavailableError` with a message saying what is missing,
   and ``litegpu.available_backends()`` lists ``opencl`` as unavailable with that reason.
 * A bad ``precision`` or ``tuning`` value: :class:`litegpu.ConfigError` naming the choices; a
@@ -32,12 +32,12 @@ NO_CACHE = {"cache": {"enabled": False}}
 
 @pytest.fixture(scope="module")
 def cl_modules():
-    """(pyopencl, litegpu_opencl) or skip with the reason."""
+    """(litegpu_opencl._cl, litegpu_opencl) or skip with the reason."""
     load_backend_delegate(BACKEND, {"precision": "fp32", "tuning": "none", **NO_CACHE}).close()  # skips if unavailable
     import litegpu_opencl
-    import pyopencl
+    from litegpu_opencl import _cl
 
-    return pyopencl, litegpu_opencl
+    return _cl, litegpu_opencl
 
 
 @pytest.fixture
@@ -63,7 +63,7 @@ def registered(cl_modules):
 
 def _no_platform_raises(cl):
     def get_platforms():
-        raise cl.LogicError("clGetPlatformIDs failed: PLATFORM_NOT_FOUND_KHR")
+        raise cl.CLError("clGetPlatformIDs", -1001)  # PLATFORM_NOT_FOUND_KHR
     return get_platforms
 
 
@@ -74,7 +74,7 @@ class _EmptyPlatform:
         self._cl = cl
 
     def get_devices(self, *a, **k):
-        raise self._cl.RuntimeError("clGetDeviceIDs failed: DEVICE_NOT_FOUND")
+        raise self._cl.CLError("clGetDeviceIDs", -1)  # DEVICE_NOT_FOUND
 
 
 @pytest.mark.parametrize("how", ["raises", "empty", "no_devices"])
@@ -127,49 +127,92 @@ def test_context_is_made_beside_the_model_read_and_its_failure_raised_at_first_u
     d.close()
 
     # made through ctypes, without the GIL, on pyopencl's own ICD loader (found on this machine)
-    from litegpu_opencl import _device, _platforms
-
-    assert _platforms._opencl_loader() is not None
-    handle = _platforms.create_context(d.device.device.int_ptr)
-    assert isinstance(handle, int) and handle
-    cl.Context.from_int_ptr(handle, retain=False)  # owned (and released) by pyopencl
+    assert cl._opencl_loader() is not None
+    assert cl.create_context(d.device.device).int_ptr
 
     def refuse(*_a, **_k):
-        raise RuntimeError("clCreateContext failed with OpenCL error -2")
+        raise cl.CLError("clCreateContext", -2)
 
-    monkeypatch.setattr(_device, "create_context", refuse)
+    monkeypatch.setattr(cl, "create_context", refuse)
     dev = lo.CLDevice()
     for _ in range(2):  # every use, not only the first
         with pytest.raises(litegpu.BackendUnavailableError, match="OpenCL context .* could not be created.*"
-                                                                  "OpenCL error -2"):
-            dev.alloc(16)
+                                                                  "DEVICE_NOT_AVAILABLE \\(-2\\)"):
+            dev.alloc(16).int_ptr  # noqa: B018 - its creation (at its first use) waits for the context
 
 
-def test_driver_started_before_pyopencl_and_binary_read_without_the_gil(cl_modules):
-    """The drivers start through the ICD loader pyopencl bundles (one loader in the process, the one
-    pyopencl uses), and a program's binary read through it is the bytes pyopencl reads, which build
-    a working program again."""
-    cl, _ = cl_modules
+def test_buffers_allocated_before_the_context_is_made_are_created_at_their_first_use(cl_modules, registered,
+                                                                                       monkeypatch):
+    """``_device.DEFERRED_ALLOC``: while the context is still being made on its thread, ``alloc``
+    returns a buffer created at its first use (so a cold start renders meanwhile); the answers are
+    those of buffers created at once, bit for bit."""
+    import time
+
+    cl, _lo = cl_modules
+    from litegpu_opencl import _device
+
+    real = cl.create_context
+
+    def slow(device):
+        time.sleep(0.5)  # NVIDIA's context takes about 1 s with the driver's caches off
+        return real(device)
+
+    b = ModelBuilder()
+    x = b.input("x", (1, 5, 4, 3))
+    y = b.tensor("y", (1, 5, 4, 3))
+    b.op("MUL", [x, b.const("c", rnd(1, 1, 1, 3))], [y])
+    b.output(y)
+    model, xv = b.build(), rnd(1, 5, 4, 3)
+    got = {}
+    for deferred in (True, False):
+        monkeypatch.setattr(cl, "create_context", slow)
+        monkeypatch.setattr(_device, "DEFERRED_ALLOC", deferred)
+        made = []
+        monkeypatch.setattr(cl.Buffer, "deferred", classmethod(
+            lambda c, ctx, n, real_d=cl.Buffer.deferred.__func__, made=made: made.append(n) or real_d(c, ctx, n)))
+        d = litegpu.load_delegate(BACKEND, {"precision": "fp32", "tuning": "none", **NO_CACHE})
+        it = litegpu.Interpreter(model_content=model, experimental_delegates=[d])
+        it.allocate_tensors()
+        assert bool(made) == deferred  # the partition's buffers were allocated before the context was there
+        it.set_tensor(it.get_input_details()[0]["index"], xv)
+        it.invoke()
+        got[deferred] = it.get_tensor(it.get_output_details()[0]["index"]).copy()
+        d.close()
+        monkeypatch.undo()
+    np.testing.assert_array_equal(got[True], got[False])
+
+
+def test_the_backend_shares_pyopencls_loader_and_its_binaries_build_there(cl_modules):
+    """The backend's OpenCL layer opens the ICD loader pyopencl bundles (one loader in the process, the
+    one pyopencl uses, without importing pyopencl), and a program's binary read through it is the bytes
+    pyopencl reads, which build a working program there again; a failed build says why, typed, with the
+    driver's build log."""
+    cl = pytest.importorskip("pyopencl")
+    _cl, _ = cl_modules
     from litegpu_opencl import _platforms
 
-    lib = _platforms._opencl_loader()
-    assert lib is not None
+    assert _cl._opencl_loader() is not None
     with open("/proc/self/maps") as f:
         loaders = {ln.split()[-1] for ln in f if "libOpenCL" in ln and "/" in ln}
     assert len(loaders) == 1  # pyopencl's extension found the loader opened by path already loaded
-    ctx = cl.Context([_platforms.list_devices()[0][1]])
+    dev = _platforms.list_devices()[0][1]
+    ctx = _cl.create_context(dev)
     src = "__kernel void twice(__global float* a) { int i = get_global_id(0); a[i] = 2.0f * a[i]; }"
-    prog = cl.Program(ctx, src).build()
-    got = _platforms.program_binary(prog.int_ptr)
-    assert got and got == bytes(prog.get_info(cl.program_info.BINARIES)[0])
-    again = cl.Program(ctx, ctx.devices, [got]).build()
-    q = cl.CommandQueue(ctx)
+    prog = _cl.Program.from_source(ctx, dev, src)
+    got = prog.binary()
+    pctx = cl.Context.from_int_ptr(ctx.int_ptr)
+    assert got and got == bytes(cl.Program.from_int_ptr(prog.int_ptr).get_info(cl.program_info.BINARIES)[0])
+    again = cl.Program(pctx, pctx.devices, [got]).build()
+    q = cl.CommandQueue(pctx)
     a = np.arange(8, dtype=np.float32)
-    buf = cl.Buffer(ctx, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR, hostbuf=a)
+    buf = cl.Buffer(pctx, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR, hostbuf=a)
     again.twice(q, (8,), None, buf)
     out = np.empty_like(a)
     cl.enqueue_copy(q, out, buf)
     np.testing.assert_array_equal(out, 2 * a)
+    with pytest.raises(_cl.CLError, match=r"clBuildProgram failed: BUILD_PROGRAM_FAILURE \(-11\)") as e:
+        _cl.Program.from_source(ctx, dev, "__kernel void broken(__global float* a) { a[0] = undefined_name; }")
+    assert e.value.code == -11 and "undefined_name" in e.value.log
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -499,7 +542,7 @@ def test_default_device_starts_in_the_background_and_a_failed_start_raises_typed
         with pytest.raises(litegpu.BackendUnavailableError, match="no OpenCL platform found \\(test\\)"):
             dev.info  # noqa: B018
         with pytest.raises(litegpu.BackendUnavailableError, match="no OpenCL platform found \\(test\\)"):
-            dev.alloc(16)
+            dev.alloc(16).int_ptr  # noqa: B018 - its creation (at its first use) waits for the context
     monkeypatch.undo()
     ok = lo.CLDevice(background=True)
     assert ok.info.api == "opencl" and ok.alloc(16) is not None and "device (started)" in ok.startup_ms

@@ -151,15 +151,23 @@ def _same_as_alone(dev, kernels, members) -> None:
         assert not np.array_equal(outs[0], x)  # the kernel ran
 
 
-def test_a_group_built_as_several_programs_round_trips_through_one_binary():
-    """A partition's kernels build as a few programs side by side (one per compile thread); the group's
-    cached binary holds them all, and a fresh device rebuilds the same kernels from it (same numbers as
-    each kernel built alone).  A damaged blob is refused (None: the runtime compiles from source)."""
+@pytest.mark.parametrize("balanced", [False, True])
+def test_a_group_built_as_several_programs_round_trips_through_one_binary(balanced, monkeypatch):
+    """A partition's kernels build as a few programs side by side (one per compile thread), split by
+    kernel counts or (``BALANCED_SPLIT``) by source length, which puts kernels of one program out of
+    their group order; the group's cached binary holds them all with each program's kernels, and a
+    fresh device rebuilds the same kernels from it (same numbers as each kernel built alone).  A
+    damaged blob is refused (None: the runtime compiles from source)."""
     _device = _one_program_module()
     from litegpu.gpu.kernels import render
 
+    monkeypatch.setattr(_device, "BALANCED_SPLIT", balanced)
     ops = ["LOGISTIC", "TANH", "RELU", "ABS", "NEG", "EXP"]
     kernels = [render("unary", "opencl", "fp32", op=op) for op in ops]
+    split = _device._split(kernels, 2)
+    assert sorted(i for p in split for i in p) == list(range(6)) and len(split) == 2
+    if not balanced:
+        assert split == [[0, 1, 2], [3, 4, 5]]
     devs = []
     for _ in range(2):
         d = load_backend_delegate("opencl", {"cache": {"enabled": False}})

@@ -106,19 +106,95 @@ def test_pinned_staging_async_runs_and_size_limit(model, plain, monkeypatch):
 
 def test_ctypes_launches_change_no_number(model, monkeypatch):
     import litegpu_opencl._device as dev_mod
-    from litegpu_opencl import _command_buffer
+    from litegpu_opencl import _cl, _command_buffer
 
     monkeypatch.setenv(_command_buffer.ENV_OFF, "0")  # launch by launch (PoCL records command buffers)
     monkeypatch.setattr(dev_mod, "PINNED_TRANSFERS", False)
     monkeypatch.setattr(dev_mod, "CTYPES_LAUNCHES", False)
-    want, (k,) = _runs(model)  # through pyopencl
-    assert k._recording.command_buffer is None
-    monkeypatch.setattr(dev_mod, "CTYPES_LAUNCHES", True)
     calls = []
-    real = dev_mod._enqueue_ndrange
-    monkeypatch.setattr(dev_mod, "_enqueue_ndrange", lambda: calls.append(1) or real())
+    real = _cl.Queue.launch
+    monkeypatch.setattr(_cl.Queue, "launch", lambda *a, **k: calls.append(1) or real(*a, **k))
+    want, (k,) = _runs(model)  # one Queue.launch per launch
+    assert k._recording.command_buffer is None and len(calls) >= len(FEEDS) * len(k._launches)
+    monkeypatch.setattr(dev_mod, "CTYPES_LAUNCHES", True)
+    calls.clear()
     got, (k,) = _runs(model)
-    assert k._recording.command_buffer is None and len(calls) == len(FEEDS)
+    assert k._recording.command_buffer is None and not calls  # the sizes made once, one raw call each
     for g_run, w_run in zip(got, want, strict=True):
         for g, w in zip(g_run, w_run, strict=True):
             np.testing.assert_array_equal(g, w)
+
+
+def test_the_ctypes_layer_computes_what_pyopencl_computes(model, monkeypatch):
+    """The backend's OpenCL layer (``litegpu_opencl._cl``) against pyopencl on the same driver: every
+    program of a partition built again by pyopencl from its source with the same options, its kernels'
+    arguments set by pyopencl, the partition's launches enqueued by pyopencl and every buffer read back
+    by pyopencl hold, bit for bit, what the backend's own build, launches and reads left there."""
+    cl = pytest.importorskip("pyopencl")
+    import litegpu_opencl._device as dev_mod
+
+    binds, allocs = [], []
+    real_bind, real_alloc = dev_mod.CLDevice.bind, dev_mod.CLDevice.alloc
+
+    def bind(self, program, kernel, buffers, params):
+        bound = real_bind(self, program, kernel, buffers, params)
+        binds.append((program, kernel, list(buffers), dict(params), bound))
+        return bound
+
+    def alloc(self, nbytes):
+        buf = real_alloc(self, nbytes)
+        allocs.append(buf)
+        return buf
+
+    monkeypatch.setattr(dev_mod.CLDevice, "bind", bind)
+    monkeypatch.setattr(dev_mod.CLDevice, "alloc", alloc)
+    d = load_backend_delegate(BACKEND, CONF)
+    it = litegpu.Interpreter(model_content=model, experimental_delegates=[d])
+    it.allocate_tensors()
+    (k,) = [s.kernel for s in it._main.plan.steps if s.kind == "delegate"]
+    dev = k.device
+    ctx = cl.Context.from_int_ptr(dev.ctx.int_ptr)
+    queue = cl.CommandQueue.from_int_ptr(dev.queue.int_ptr)
+
+    def snapshot() -> list[np.ndarray]:
+        dev.finish()
+        out = []
+        for b in allocs:
+            host = np.empty(b.size, np.uint8)
+            cl.enqueue_copy(queue, host, cl.Buffer.from_int_ptr(b.int_ptr))
+            out.append(host)
+        queue.finish()
+        return out
+
+    inp = it.get_input_details()[0]["index"]
+    it.set_tensor(inp, FEEDS[0])
+    it.invoke()
+    want = snapshot()  # the backend's build, launches and transfers
+    it.set_tensor(inp, FEEDS[1])
+    it.invoke()  # every buffer now holds another input's values
+
+    programs: dict[str, object] = {}
+    by_handle = {}
+    for program, kernel, buffers, params, bound in binds:
+        prog, entry = (program.program, program.entry) if isinstance(program, dev_mod._Member) else (
+            program, kernel.entry_point)
+        src = cl.Program.from_int_ptr(prog.int_ptr).get_info(cl.program_info.SOURCE)
+        if src not in programs:
+            programs[src] = cl.Program(ctx, src).build(options=dev_mod._build_options(src))
+        pk = cl.Kernel(programs[src], entry)
+        args = [cl.Buffer.from_int_ptr(r.buffer.int_ptr) if r.offset == 0 else
+                cl.Buffer.from_int_ptr(r.buffer.int_ptr).get_sub_region(r.offset, r.nbytes) for r in buffers]
+        for i, arg in enumerate([*args, *kernel.cl_args(params)]):
+            pk.set_arg(i, arg)
+        by_handle[bound[0].int_ptr] = (pk, args)
+    k.send({k.plan.inputs[0]: FEEDS[0]})  # the first input's bytes, then pyopencl's launches only
+    dev.finish()
+    assert k._launches
+    for ln in k._launches:
+        pk, _args = by_handle[ln.bound[0].int_ptr]
+        cl.enqueue_nd_range_kernel(queue, pk, dev_mod._global_size(ln.grid, ln.kernel.workgroup), ln.kernel.workgroup)
+    got = snapshot()
+    assert len(got) == len(want) and sum(w.nbytes for w in want) > 0
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_array_equal(g, w)
+    d.close()

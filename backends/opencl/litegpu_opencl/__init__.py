@@ -1,4 +1,4 @@
-"""litegpu-opencl: the OpenCL backend of litegpu (pyopencl; PoCL, NVIDIA, AMD, Intel drivers).
+"""litegpu-opencl: the OpenCL backend of litegpu (ctypes on the ICD loader; PoCL, NVIDIA, AMD, Intel drivers).
 
 Precision: ``fp32``, ``fp16``, ``fp16_fp32acc``.  With ``cl_khr_fp16`` the fp16 modes compute in
 ``half``.  Without it (NVIDIA's driver, PoCL) they still store every float tensor and constant as
@@ -18,7 +18,7 @@ from ._version import VERSION as __version__
 
 __all__ = ["OpenCLBackend", "OpenCLDelegate", "CLDevice", "list_devices", "__version__"]
 
-#: loaded on first use, so that importing the package never loads pyopencl or the GPU executor
+#: loaded on first use, so that importing the package never loads the OpenCL layer or the GPU executor
 _LAZY = {"OpenCLDelegate": "_delegate", "CLDevice": "_device", "list_devices": "_platforms"}
 
 

@@ -1,5 +1,5 @@
-"""The OpenCL BackendSpec: availability, devices, options.  Cheap to import: pyopencl and the GPU
-executor load only when a device is listed or a delegate created (``_device``, ``_delegate``)."""
+"""The OpenCL BackendSpec: availability, devices, options.  Cheap to import: the OpenCL layer and the
+GPU executor load only when a device is listed or a delegate created (``_device``, ``_delegate``)."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ class OpenCLBackend(litegpu.BackendSpec):
 
     name = "opencl"
     version = VERSION
-    description = "OpenCL through pyopencl (PoCL, NVIDIA, AMD, Intel)"
+    description = "OpenCL through ctypes on pyopencl's ICD loader (PoCL, NVIDIA, AMD, Intel)"
     is_gpu = True
     option_schema = {
         "platform": Option.str(None, nullable=True, doc="substring of the OpenCL platform name to use"),
@@ -49,16 +49,14 @@ class OpenCLBackend(litegpu.BackendSpec):
 
         from litegpu.gpu._probe import probe_beside_executor
 
-        from ._lean_import import prepare
-
-        prepare()  # pyopencl (imported beside the probe) without importlib.metadata
         # the drivers start on the probe's thread (NVIDIA: 120-490 ms, without the GIL) while this one
-        # imports pyopencl (about 50 ms) and the GPU executor
-        why = probe_beside_executor(probe, "opencl", "OpenCL initialisation failed", modules=("pyopencl",))
+        # imports the device module and the GPU executor
+        why = probe_beside_executor(probe, "opencl", "OpenCL initialisation failed",
+                                    modules=("litegpu_opencl._device",))
         return (not why), why
 
     def quick_availability(self) -> tuple[bool, str] | None:
-        """For ``load_delegate``: pyopencl is installed; the drivers' start (the platforms' listing),
+        """For ``load_delegate``: pyopencl (which ships the ICD loader) is installed; the drivers' start (the platforms' listing),
         the default device's queries and its context go on in the background
         (``CLDevice(background=True)``), beside the model's read and plan, as vulkan's do.  A driver that
         fails raises BackendUnavailableError at the delegate's first use (its first ``supports`` or
@@ -73,7 +71,7 @@ class OpenCLBackend(litegpu.BackendSpec):
             return False, "pyopencl cannot be imported (not installed); pip install pyopencl"
         import threading
 
-        # the drivers start now, without the GIL, while create_delegate imports pyopencl and the executor
+        # the drivers start now, without the GIL, while create_delegate imports the executor
         threading.Thread(target=_start_drivers, name="litegpu-opencl-drivers", daemon=True).start()
         return True, ""
 

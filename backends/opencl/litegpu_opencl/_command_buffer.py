@@ -1,12 +1,11 @@
 """A partition's launches as one ``cl_khr_command_buffer``: recorded once, enqueued with one call.
 
-pyopencl has no binding for the extension, so its four entry points are looked up through
-``clGetExtensionFunctionAddressForPlatform`` and called with ctypes on the handles pyopencl exposes
-(``int_ptr``).  Without the extension, or when recording fails, :func:`command_buffers` returns
+The extension's entry points are not exported by the ICD loader: they are looked up through
+``clGetExtensionFunctionAddressForPlatform`` and called with ctypes on the handles of the backend's
+OpenCL layer (``int_ptr``, :mod:`litegpu_opencl._cl`).  Without the extension, or when recording fails, :func:`command_buffers` returns
 ``None`` and the device enqueues launch by launch as before.
 
-Why: each ``clEnqueueNDRangeKernel`` costs the host 5 to 10 us (pyopencl's event object and the
-driver's submit), more than many of the small kernels themselves; one enqueue of a recorded
+Why: each ``clEnqueueNDRangeKernel`` costs the host 5 to 10 us (the driver's submit), more than many of the small kernels themselves; one enqueue of a recorded
 command buffer costs that once per invoke.
 
 Every command waits for the one recorded before it (a sync-point chain): the extension does not
@@ -100,7 +99,7 @@ class _Recorded:
 
 
 def command_buffers(device: Any) -> CommandBuffers | None:
-    """The extension for a pyopencl ``device``, or ``None`` where it is missing, switched off
+    """The extension for a ``device`` (``_cl.Device``), or ``None`` where it is missing, switched off
     (``LITEGPU_OPENCL_COMMAND_BUFFER=0``) or its entry points cannot be found."""
     if os.environ.get(ENV_OFF, "1").strip().lower() in ("0", "off", "false", "no"):
         return None
@@ -108,7 +107,7 @@ def command_buffers(device: Any) -> CommandBuffers | None:
         return None
     try:
         caps = ctypes.c_uint64(0)
-        from ._platforms import _opencl_loader
+        from ._cl import _opencl_loader
 
         lib = _opencl_loader()  # the ICD loader pyopencl itself uses (not a second one from the system)
         if lib is None:

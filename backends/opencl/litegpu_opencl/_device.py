@@ -1,4 +1,4 @@
-"""OpenCL through pyopencl: device selection, allocator, compiler, program, queue.
+"""OpenCL (through ctypes, :mod:`litegpu_opencl._cl`): device selection, allocator, compiler, program, queue.
 
 The whole API-specific part of the backend; the core's GPU executor does the rest.
 """
@@ -12,7 +12,6 @@ import re
 import struct
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -21,16 +20,10 @@ from litegpu.gpu._device import BufferRef, DeviceInfo, GpuDevice, OpenedBeside, 
 from litegpu.gpu._dialects._markers import OPENCL_NO_CONTRACTION as NO_CONTRACTION
 from litegpu.gpu.kernels import RenderedKernel
 
-from . import _lean_import
-
-_lean_import.prepare()  # pyopencl without importlib.metadata (_lean_import)
-import pyopencl as cl  # noqa: E402
-
-_lean_import.finish()
-
-from ._command_buffer import command_buffers  # noqa: E402
-from ._platforms import create_context, list_devices, program_binary, start_drivers  # noqa: E402
-from ._platforms import describe as _describe  # noqa: E402
+from . import _cl
+from ._command_buffer import command_buffers
+from ._platforms import describe as _describe
+from ._platforms import list_devices, start_drivers
 
 _log = logging.getLogger("litegpu.opencl")
 
@@ -71,22 +64,31 @@ def one_program(kernels: Sequence[RenderedKernel]) -> tuple[str, list[str]]:
             raise DelegateError(f"kernel {k.name}: its entry point {k.entry_point} is not a top-level definition")
         text = re.sub(r"\b(" + "|".join(names) + r")\b", lambda m, i=i: f"{m.group(1)}_k{i}", text)
         parts.append(text)
-        entries.append(f"{k.entry_point}_k{i}")
+        entries.append(_entry(k, i))
     return "\n".join(pragmas) + "\n\n" + "\n\n".join(parts), entries
+
+
+def _entry(kernel: RenderedKernel, i: int) -> str:
+    """The entry point of the ``i``-th kernel of a program made by :func:`one_program`: known without
+    making the program's source (a warm start, whose programs come from binaries, does not: renaming
+    every source's names cost pose_landmark_full's warm start 29 ms on the CI-class machine)."""
+    return f"{kernel.entry_point}_k{i}"
 
 
 _STAGING_BYTES = 64 << 20  # pinned staging held at most (least recently used let go past it)
 _STAGINGS_SEEN = 4096  # ranges remembered as moved once, at most
 
 
-@dataclass
 class _Staging:
     """Pinned host memory for one buffer range's transfers: a mapped ``CL_MEM_ALLOC_HOST_PTR``
-    buffer, and the last transfer's event (the memory is not rewritten before that ends)."""
+    buffer, and the last transfer's event (the memory is not rewritten before that ends).  (The
+    backend's internal classes are plain ``__slots__`` classes: a dataclass costs a start about a
+    millisecond to create.)"""
 
-    host_buffer: cl.Buffer
-    view: np.ndarray
-    pending: Any = None
+    __slots__ = ("host_buffer", "view", "pending")
+
+    def __init__(self, host_buffer: _cl.Buffer, view: np.ndarray, pending: Any = None) -> None:
+        self.host_buffer, self.view, self.pending = host_buffer, view, pending
 
     def settle(self) -> None:
         if self.pending is not None:
@@ -94,15 +96,17 @@ class _Staging:
             self.pending = None
 
 
-@dataclass
 class _Recording:
     """A partition's launches, and the command buffer holding them where the driver records one
     (the launch list keeps the kernels and their sub-buffers alive as long as the buffer).
     ``command_buffer`` is dropped (None) once the driver refuses to enqueue it."""
 
-    launches: list[tuple[cl.Kernel, tuple[int, ...], tuple[int, ...], list]]
-    command_buffer: Any
-    raw: list | None = None  # (kernel handle, dims, global, local) as ctypes values (CTYPES_LAUNCHES)
+    __slots__ = ("launches", "command_buffer", "raw")
+
+    def __init__(self, launches: list[tuple[_cl.Kernel, tuple[int, ...], tuple[int, ...], list]],
+                 command_buffer: Any) -> None:
+        self.launches, self.command_buffer = launches, command_buffer
+        self.raw: list | None = None  # (kernel handle, dims, global, local) as ctypes values (CTYPES_LAUNCHES)
 
     def raw_launches(self) -> list:
         if self.raw is None:
@@ -112,14 +116,16 @@ class _Recording:
         return self.raw
 
 
-@dataclass(frozen=True)
 class _Member:
     """One kernel of a program holding several (:meth:`CLDevice.compile_group`): its entry point, and
     every program of its group (for the group's one cached binary)."""
 
-    program: cl.Program
-    entry: str
-    group: tuple[tuple[cl.Program, int], ...] = ()  # (program, how many of the group's kernels it holds)
+    __slots__ = ("program", "entry", "group")
+
+    def __init__(self, program: _cl.Program, entry: str,
+                 group: tuple[tuple[_cl.Program, tuple[int, ...]], ...] = ()) -> None:
+        # group: (program, the indices of the group's kernels it holds) for each program of the group
+        self.program, self.entry, self.group = program, entry, group
 
 
 #: build options added to every program (an A/B knob for bench/gpu_profile.py --set, e.g.
@@ -135,32 +141,21 @@ EXTRA_BUILD_OPTIONS = ""
 PINNED_TRANSFERS = True
 PINNED_READ_MAX = 2 << 20
 PINNED_WRITE_MAX = 512 << 10
-#: a replay without a command buffer (NVIDIA's driver has none) calls ``clEnqueueNDRangeKernel`` through
-#: ctypes with the sizes made once and no event (pyopencl makes an event object and size arrays per
-#: call): 0.8-1.3 us a launch less in bench/cl_launch.py on an H100, and 1.5-11% off every model's
-#: host-to-host invoke, interleaved on one interpreter (s10-ocl-3: face_detection 0.233 -> 0.212 ms, pose
-#: 1.285 -> 1.256)
+#: a replay without a command buffer (NVIDIA's driver has none) calls ``clEnqueueNDRangeKernel`` with the
+#: sizes made once and no event (False: one :meth:`_cl.Queue.launch` per launch, its size arrays made per
+#: call; pyopencl's path, which also made an event object, cost 0.8-1.3 us a launch more in
+#: bench/cl_launch.py on an H100, and 1.5-11% of every model's host-to-host invoke, s10-ocl-3)
 CTYPES_LAUNCHES = True
-
-
-_ENQUEUE: list[Any] = []  # [clEnqueueNDRangeKernel through ctypes], once per process
-
-
-def _enqueue_ndrange() -> Any:
-    """``clEnqueueNDRangeKernel`` of the ICD loader pyopencl uses, through ctypes (``CTYPES_LAUNCHES``)."""
-    if not _ENQUEUE:
-        from ._platforms import _opencl_loader
-
-        lib = _opencl_loader()
-        if lib is None:
-            raise DelegateError("the OpenCL loader could not be opened through ctypes: set "
-                                "litegpu_opencl._device.CTYPES_LAUNCHES = False")
-        fn = lib.clEnqueueNDRangeKernel
-        vp = ctypes.c_void_p
-        fn.restype = ctypes.c_int32
-        fn.argtypes = [vp, vp, ctypes.c_uint32, vp, vp, vp, ctypes.c_uint32, vp, vp]
-        _ENQUEUE.append(fn)
-    return _ENQUEUE[0]
+#: a buffer allocated while the context is still being made on its thread is created at its first use
+#: (``_cl.Buffer.deferred``): a partition allocates its arena and boundary buffers before it renders its
+#: kernels, so a cold start renders them while NVIDIA's context (about 1 s with the driver's caches off)
+#: is still being made instead of waiting for it first; the first use waits, and raises its failure
+DEFERRED_ALLOC = True
+#: a group's programs split by source length, longest first into the lightest program (``_split``); off
+#: (equal kernel counts, contiguous, as before) until measured on NVIDIA: the reasoning is s11-ocl-1's
+#: pose breakdown (8 programs of equal counts: 3.2 s of wall for 15.8 s of builds summed), the run that
+#: would have measured it did not happen (docs/performance.md, seventh session, s11-ocl)
+BALANCED_SPLIT = False
 
 
 def _build_options(source: str) -> list[str]:
@@ -171,25 +166,41 @@ def _build_options(source: str) -> list[str]:
 
 
 # A group built as several programs (one per compile thread) caches its binaries as one blob:
-# magic, count, then per program its kernel count and byte length, then the binaries.
-_MULTI = b"LGCLGRP1"
+# magic, count, then per program its kernel count and byte length, then per program the indices of its
+# kernels in the group, then the binaries.
+_MULTI = b"LGCLGRP2"
 _KERNELS_PER_PROGRAM = 3  # fewer kernels per program than this: the per-program cost outweighs the threads
 
 
-def _chunks(n: int, threads: int) -> list[tuple[int, int]]:
-    """``n`` kernels as contiguous ranges, one program each, for ``threads`` builds side by side."""
+def _split(kernels: Sequence[RenderedKernel], threads: int) -> list[list[int]]:
+    """The group's kernels (indices) as the programs built side by side on ``threads`` threads: at
+    most ``len(kernels) // _KERNELS_PER_PROGRAM`` of them, equal counts of contiguous kernels, or with
+    ``BALANCED_SPLIT`` the longest sources placed first, each in the program with the least source so
+    far (a build's time grows with its source; NVIDIA builds the programs in parallel, so the longest
+    one is the group's wall time)."""
+    n = len(kernels)
     k = max(1, min(threads, n // _KERNELS_PER_PROGRAM))
-    bounds = [round(i * n / k) for i in range(k + 1)]
-    return [(bounds[i], bounds[i + 1]) for i in range(k)]
+    if not BALANCED_SPLIT:  # equal kernel counts, contiguous (the split before s11-ocl)
+        bounds = [round(i * n / k) for i in range(k + 1)]
+        return [list(range(bounds[i], bounds[i + 1])) for i in range(k)]
+    programs: list[list[int]] = [[] for _ in range(k)]
+    load = [0] * k
+    for i in sorted(range(n), key=lambda i: (-len(kernels[i].source), i)):
+        j = min(range(k), key=lambda j: (load[j], j))
+        programs[j].append(i)
+        load[j] += len(kernels[i].source)
+    return [sorted(p) for p in programs if p]
 
 
-def _pack(binaries: Sequence[tuple[bytes, int]]) -> bytes:
-    head = _MULTI + struct.pack("<I", len(binaries)) + b"".join(struct.pack("<IQ", n, len(b)) for b, n in binaries)
-    return head + b"".join(b for b, _n in binaries)
+def _pack(binaries: Sequence[tuple[bytes, Sequence[int]]]) -> bytes:
+    head = _MULTI + struct.pack("<I", len(binaries))
+    head += b"".join(struct.pack("<IQ", len(idx), len(b)) for b, idx in binaries)
+    head += b"".join(struct.pack(f"<{len(idx)}I", *idx) for _b, idx in binaries)
+    return head + b"".join(b for b, _idx in binaries)
 
 
-def _unpack(blob: bytes) -> list[tuple[bytes, int]] | None:
-    """``[(binary, kernel count), ...]`` of a multi-program blob; None if it is not one (or is cut)."""
+def _unpack(blob: bytes) -> list[tuple[bytes, list[int]]] | None:
+    """``[(binary, its kernels' indices), ...]`` of a multi-program blob; None if it is not one (or is cut)."""
     if not blob.startswith(_MULTI):
         return None
     try:
@@ -199,12 +210,16 @@ def _unpack(blob: bytes) -> list[tuple[bytes, int]] | None:
         sizes = [struct.unpack_from("<IQ", blob, pos + 12 * i) for i in range(count)]
         pos += 12 * count
         out = []
-        for n, length in sizes:
-            out.append((blob[pos:pos + length], n))
+        indices = []
+        for n, _length in sizes:
+            indices.append(list(struct.unpack_from(f"<{n}I", blob, pos)))
+            pos += 4 * n
+        for (_n, length), idx in zip(sizes, indices, strict=True):
+            out.append((blob[pos:pos + length], idx))
             pos += length
     except struct.error:
         return None
-    return out if pos == len(blob) and all(len(b) for b, _n in out) else None
+    return out if pos == len(blob) and all(len(b) for b, _i in out) else None
 
 
 class CLDevice(GpuDevice):
@@ -214,13 +229,12 @@ class CLDevice(GpuDevice):
         laps = StartupTimer()
         #: where the device's creation went, ms by step (bench/init_breakdown.py prints it)
         self.startup_ms = laps.ms
-        self._programs: dict[str, cl.Program] = {}
+        self._programs: dict[str, _cl.Program] = {}
         # one program per partition: its members by the partition's kernel sources (reused like _programs)
         self._groups: dict[tuple[str, ...], list[_Member]] = {}
-        # events of non-blocking uploads, until the queue is known to be past them: pyopencl's
-        # NannyEvent keeps the host array alive, and dropping one waits for its copy (which would make
-        # every upload wait for the whole queue)
-        self._pending: list[cl.Event] = []
+        # events of non-blocking uploads, until the queue is known to be past them: each keeps its
+        # host array alive until then
+        self._pending: list[_cl.Event] = []
         # pinned staging by (buffer, offset, bytes, write), least recently used first (None: seen once)
         self._stagings: OrderedDict[tuple[int, int, int, bool], _Staging | None] = OrderedDict()
         self._staging_bytes = 0
@@ -242,8 +256,8 @@ class CLDevice(GpuDevice):
         # The context (98 ms on an H200 with NVIDIA's caches, 1.05 s without) and the queue are
         # made on a thread while the caller goes on reading and planning the model, as vulkan does
         # with vkCreateDevice; the first use of ``ctx``/``queue`` waits for them and raises a
-        # failure there.  clCreateContext goes through ctypes (_platforms.create_context): pyopencl
-        # holds the GIL in it, which would stall the caller all the same.
+        # failure there.  clCreateContext goes through ctypes, which drops the GIL (pyopencl held it,
+        # which stalled the caller all the same).
         self._opened = OpenedBeside(self._open, "litegpu-clCreateContext", self._open_failed, self)
         laps.lap("context (started)")
 
@@ -271,7 +285,7 @@ class CLDevice(GpuDevice):
         #: on a GPU; one on a CPU device, whose compiler shares the cores with everything else and pays a
         #: large cost per program (PoCL links its built-in library into each: split in two, face_detection's
         #: cold prepare took 12.6 s of CPU instead of 9.4 on the 2-core CI machine)
-        self._group_threads = self.compile_threads if dev.type & cl.device_type.GPU else 1
+        self._group_threads = self.compile_threads if dev.type & _cl.DEVICE_TYPE_GPU else 1
         ext = dev.extensions.split()
         self._queried.set(DeviceInfo(
             api="opencl", name=dev.name.strip(), vendor=plat.name.strip(),
@@ -283,7 +297,7 @@ class CLDevice(GpuDevice):
         laps.lap("queries")
 
     def _start(self, device: int | str | None, platform: str | None,
-               laps: StartupTimer) -> tuple[cl.Context, cl.CommandQueue]:
+               laps: StartupTimer) -> tuple[_cl.Context, _cl.Queue]:
         """A background start (on the opening thread): :meth:`_select`, then :meth:`_open`."""
         try:
             start_drivers()  # the first clGetPlatformIDs without the GIL (see _platforms)
@@ -305,7 +319,7 @@ class CLDevice(GpuDevice):
 
     @property
     def device(self) -> Any:
-        """The pyopencl device (waits for a background start's queries)."""
+        """The :class:`_cl.Device` (waits for a background start's queries)."""
         self.info  # noqa: B018 - waits, or raises the start's failure
         return self._cl_device
 
@@ -319,11 +333,10 @@ class CLDevice(GpuDevice):
         self.info  # noqa: B018 - a background start would set it again
         self._group_threads = value
 
-    def _open(self) -> tuple[cl.Context, cl.CommandQueue]:
-        handle = create_context(self._cl_device.int_ptr)
-        ctx = cl.Context([self._cl_device]) if handle is None else cl.Context.from_int_ptr(handle, retain=False)
+    def _open(self) -> tuple[_cl.Context, _cl.Queue]:
+        ctx = _cl.create_context(self._cl_device)
         # one in-order queue: launches run in enqueue order, no host synchronisation in between
-        return ctx, cl.CommandQueue(ctx)
+        return ctx, _cl.Queue(ctx, self._cl_device)
 
     def _open_failed(self, e: BaseException) -> Exception:
         known = self._queried.value
@@ -336,22 +349,25 @@ class CLDevice(GpuDevice):
                                        "driver (clinfo lists what it sees)")
 
     @property
-    def ctx(self) -> cl.Context:
+    def ctx(self) -> _cl.Context:
         return self._opened.get()[0]
 
     @property
-    def queue(self) -> cl.CommandQueue:
+    def queue(self) -> _cl.Queue:
         return self._opened.get()[1]
 
 
     # -- allocator
-    def alloc(self, nbytes: int) -> cl.Buffer:
-        return cl.Buffer(self.ctx, cl.mem_flags.READ_WRITE, max(int(nbytes), 4))
+    def alloc(self, nbytes: int) -> _cl.Buffer:
+        n = max(int(nbytes), 4)
+        if DEFERRED_ALLOC and not self._opened.ready():
+            return _cl.Buffer.deferred(lambda: self.ctx, n)
+        return _cl.Buffer.create(self.ctx, n)
 
-    def _sub(self, ref: BufferRef) -> cl.Buffer:
+    def _sub(self, ref: BufferRef) -> _cl.Buffer:
         if ref.offset == 0:
             return ref.buffer
-        return ref.buffer.get_sub_region(ref.offset, ref.nbytes)
+        return ref.buffer.sub(ref.offset, ref.nbytes)
 
     def _staging(self, ref: BufferRef, nbytes: int, write: bool) -> _Staging | None:
         """Pinned host memory for moving ``nbytes`` at ``ref`` (``PINNED_TRANSFERS``, up to
@@ -374,15 +390,14 @@ class CLDevice(GpuDevice):
         if got is not None:
             got.settle()
             return got
-        host_buf = cl.Buffer(self.ctx, cl.mem_flags.READ_WRITE | cl.mem_flags.ALLOC_HOST_PTR, nbytes)
-        view, _ev = cl.enqueue_map_buffer(self.queue, host_buf, cl.map_flags.READ | cl.map_flags.WRITE, 0,
-                                          (nbytes,), np.uint8, is_blocking=True)
-        got = self._stagings[key] = _Staging(host_buf, view)
+        host_buf = _cl.Buffer.create(self.ctx, nbytes, host_pinned=True)
+        got = self._stagings[key] = _Staging(host_buf, self.queue.map(host_buf))
         self._staging_bytes += nbytes
         while self._staging_bytes > _STAGING_BYTES:
             old_key = next(k for k, v in self._stagings.items() if v is not None)
             old = self._stagings.pop(old_key)
             old.settle()
+            self.queue.unmap(old.host_buffer, old.view)
             self._staging_bytes -= old.view.nbytes
         return got
 
@@ -391,16 +406,27 @@ class CLDevice(GpuDevice):
         st = self._staging(ref, data.nbytes, True)
         if st is not None:  # into pinned memory, then a DMA from it (st.settle waited for the last one)
             st.view[:] = data.reshape(-1).view(np.uint8)
-            st.pending = cl.enqueue_copy(self.queue, ref.buffer, st.view, dst_offset=ref.offset, is_blocking=False)
+            st.pending = self.queue.write(ref.buffer, ref.offset, st.view, blocking=False)
             return
         if len(self._pending) >= 256:  # uploads with no read in between: let the oldest finish
+            for ev in self._pending[:128]:
+                ev.wait()
             del self._pending[:128]
-        self._pending.append(cl.enqueue_copy(self.queue, ref.buffer, data, dst_offset=ref.offset,
-                                             is_blocking=False))
+        self._pending.append(self.queue.write(ref.buffer, ref.offset, data, blocking=False))  # type: ignore[arg-type]
 
     def download(self, ref: BufferRef, out: np.ndarray) -> None:
-        cl.enqueue_copy(self.queue, out, ref.buffer, src_offset=ref.offset, is_blocking=True)
+        self._read_into(ref, out, blocking=True)
         self._pending.clear()  # the in-order queue is past every earlier upload
+
+    def _read_into(self, ref: BufferRef, out: np.ndarray, blocking: bool) -> _cl.Event | None:
+        """``ref`` into ``out``; a host array that is not C-contiguous is read through a contiguous copy
+        (blocking then)."""
+        if out.flags.c_contiguous:
+            return self.queue.read(ref.buffer, ref.offset, out, blocking)
+        tmp = np.empty(out.shape, out.dtype)
+        self.queue.read(ref.buffer, ref.offset, tmp, True)
+        out[...] = tmp
+        return self.queue.marker() if not blocking else None
 
     def _queue_reads(self, items: Sequence[tuple[BufferRef, np.ndarray]]) -> tuple[Any, list]:
         """Every read queued (into pinned staging where there is one); the last one's event and the
@@ -409,10 +435,9 @@ class CLDevice(GpuDevice):
         for ref, out in items:
             st = self._staging(ref, out.nbytes, False) if out.flags.c_contiguous else None
             if st is None:
-                ev = cl.enqueue_copy(self.queue, out, ref.buffer, src_offset=ref.offset, is_blocking=False)
+                ev = self._read_into(ref, out, blocking=False)
             else:
-                ev = st.pending = cl.enqueue_copy(self.queue, st.view, ref.buffer, src_offset=ref.offset,
-                                                  is_blocking=False)
+                ev = st.pending = self.queue.read(ref.buffer, ref.offset, st.view, blocking=False)
                 copies.append((st, out))
         return ev, copies
 
@@ -432,43 +457,42 @@ class CLDevice(GpuDevice):
 
     # -- asynchronous reads: queued now, one event per run to wait on (the in-order queue has done every
     # earlier read and launch when the last read's event completes; later runs are not waited for)
-    def read_async(self, items: Sequence[tuple[BufferRef, np.ndarray]]) -> tuple[cl.Event, list]:
+    def read_async(self, items: Sequence[tuple[BufferRef, np.ndarray]]) -> tuple[_cl.Event, list]:
         ev, copies = self._queue_reads(items)
         if ev is None:
-            ev = cl.enqueue_marker(self.queue)
+            ev = self.queue.marker()
         self.queue.flush()  # submitted now, so reads_done can turn True without a wait
         return ev, copies
 
-    def wait_reads(self, token: tuple[cl.Event, list]) -> None:
+    def wait_reads(self, token: tuple[_cl.Event, list]) -> None:
         token[0].wait()
         self._copy_out(token[1])
 
-    def reads_done(self, token: tuple[cl.Event, list]) -> bool:
-        return token[0].command_execution_status == cl.command_execution_status.COMPLETE
+    def reads_done(self, token: tuple[_cl.Event, list]) -> bool:
+        return token[0].status == _cl.COMPLETE
 
     def copy(self, src: BufferRef, dst: BufferRef) -> None:
-        cl.enqueue_copy(self.queue, dst.buffer, src.buffer, byte_count=min(src.nbytes, dst.nbytes),
-                        src_offset=src.offset, dst_offset=dst.offset)
+        self.queue.copy(src.buffer, dst.buffer, min(src.nbytes, dst.nbytes), src.offset, dst.offset)
 
     # -- compiler / program
-    # OpenCL objects are thread-safe and pyopencl drops the GIL while a program builds
+    # OpenCL objects are thread-safe and a ctypes call drops the GIL while a program builds
     compile_threads = min(8, os.cpu_count() or 1)
 
-    def compile(self, kernel: RenderedKernel) -> cl.Program:
+    def compile(self, kernel: RenderedKernel) -> _cl.Program:
         prog = self._programs.get(kernel.source)
         if prog is None:
             if "f16" in kernel.features and not self.info.fp16:
                 raise DelegateError(f"{self.info.name} has no cl_khr_fp16: render the kernel with "
                                     "half_math=False (fp16 storage, fp32 arithmetic) or use precision fp32")
             try:
-                prog = cl.Program(self.ctx, kernel.source).build(options=_build_options(kernel.source))
-            except cl.Error as e:
+                prog = _cl.Program.from_source(self.ctx, self.device, kernel.source, _build_options(kernel.source))
+            except _cl.CLError as e:
                 raise DelegateError(f"OpenCL build of kernel {kernel.name} failed: {e}") from e
             self._programs[kernel.source] = prog
         return prog
 
-    def _build_side_by_side(self, makers: Sequence[Any]) -> list[cl.Program]:
-        """Each ``maker()`` (a program build) on its own thread: pyopencl drops the GIL in clBuildProgram,
+    def _build_side_by_side(self, makers: Sequence[Any]) -> list[_cl.Program]:
+        """Each ``maker()`` (a program build) on its own thread: ctypes drops the GIL in clBuildProgram,
         so a partition's programs compile (or, from binaries, JIT on NVIDIA) in parallel."""
         if len(makers) == 1:
             return [makers[0]()]
@@ -477,69 +501,68 @@ class CLDevice(GpuDevice):
         with ThreadPoolExecutor(len(makers), thread_name_prefix="litegpu-clBuildProgram") as pool:
             return list(pool.map(lambda make: make(), makers))
 
-    def _members(self, kernels: Sequence[RenderedKernel], progs: Sequence[cl.Program],
-                 ranges: Sequence[tuple[int, int]]) -> list[_Member]:
-        group = tuple((p, b - a) for p, (a, b) in zip(progs, ranges, strict=True))
-        return [_Member(p, e, group) for p, (a, b) in zip(progs, ranges, strict=True)
-                for e in one_program(kernels[a:b])[1]]
+    @staticmethod
+    def _members(kernels: Sequence[RenderedKernel], progs: Sequence[_cl.Program],
+                 split: Sequence[Sequence[int]]) -> list[_Member]:
+        """One member per kernel, in the group's order (``split``: each program's kernels)."""
+        group = tuple((p, tuple(idx)) for p, idx in zip(progs, split, strict=True))
+        out: list[_Member | None] = [None] * len(kernels)
+        for p, idx in zip(progs, split, strict=True):
+            for pos, i in enumerate(idx):
+                out[i] = _Member(p, _entry(kernels[i], pos), group)
+        return out  # type: ignore[return-value]
 
     def compile_group(self, kernels: Sequence[RenderedKernel]) -> list[_Member] | None:
-        """The partition's kernels as a few programs (``group_threads`` of them, at least
-        ``_KERNELS_PER_PROGRAM`` kernels each) built side by side: one program for all is one
-        single-threaded compiler run (3.5 s of a 5 s cold start on NVIDIA)."""
+        """The partition's kernels as a few programs (at most ``group_threads``, split by :func:`_split`)
+        built side by side: one program for all is one single-threaded compiler run (3.5 s of a 5 s
+        cold start on NVIDIA)."""
         if any("f16" in k.features for k in kernels) and not self.info.fp16:
             return None  # compile() says why, per kernel
         key = tuple(k.source for k in kernels)
         if key in self._groups:
             return self._groups[key]
-        ranges = _chunks(len(kernels), self.group_threads)
+        split = _split(kernels, self.group_threads)
         try:
-            sources = [one_program(kernels[a:b])[0] for a, b in ranges]
+            parts = [[kernels[i] for i in idx] for idx in split]
+            sources = [one_program(ks)[0] for ks in parts]
+            ctx, dev = self.ctx, self.device  # waited for here, once, not by every build thread
             progs = self._build_side_by_side(
-                [lambda src=src: cl.Program(self.ctx, src).build(options=_build_options(src)) for src in sources])
-        except (cl.Error, DelegateError):
+                [lambda src=src: _cl.Program.from_source(ctx, dev, src, _build_options(src)) for src in sources])
+        except (_cl.CLError, DelegateError):
             return None  # built one by one, so the error names the kernel
-        members = self._groups[key] = self._members(kernels, progs, ranges)
+        members = self._groups[key] = self._members(kernels, progs, split)
         return members
 
     def group_from_binary(self, kernels: Sequence[RenderedKernel], binary: bytes) -> list[_Member] | None:
         key = tuple(k.source for k in kernels)
         if key in self._groups:  # built already for an earlier interpreter (see program_from_binary)
             return self._groups[key]
-        parts = _unpack(binary) or [(binary, len(kernels))]
-        if sum(n for _b, n in parts) != len(kernels):
+        parts = _unpack(binary) or [(binary, list(range(len(kernels))))]
+        split = [idx for _b, idx in parts]
+        if sorted(i for idx in split for i in idx) != list(range(len(kernels))):
             return None  # not this group's: recompile from source
-        ranges, a = [], 0
-        for _b, n in parts:
-            ranges.append((a, a + n))
-            a += n
         try:
-            progs = self._build_side_by_side(
-                [lambda b=b: cl.Program(self.ctx, [self.device], [b]).build() for b, _n in parts])
-            members = self._members(kernels, progs, ranges)
-        except (cl.Error, DelegateError):
+            ctx, dev = self.ctx, self.device  # waited for here, once, not by every build thread
+            progs = self._build_side_by_side([lambda b=b: _cl.Program.from_binary(ctx, dev, b) for b, _idx in parts])
+            members = self._members(kernels, progs, split)
+        except (_cl.CLError, DelegateError):
             return None  # driver changed under us: recompile from source
         self._groups[key] = members
         return members
 
-    def program_binary(self, program: cl.Program | _Member) -> bytes | None:
+    def program_binary(self, program: _cl.Program | _Member) -> bytes | None:
         if isinstance(program, _Member):
             if len(program.group) > 1:  # every program of the group, in one blob (see _pack)
-                bins = [(self._binary(p), n) for p, n in program.group]
-                return _pack(bins) if all(b for b, _n in bins) else None  # type: ignore[misc]
+                bins = [(self._binary(p), idx) for p, idx in program.group]
+                return _pack(bins) if all(b for b, _i in bins) else None  # type: ignore[misc]
             program = program.program
         return self._binary(program)
 
     @staticmethod
-    def _binary(program: cl.Program) -> bytes | None:
-        # through ctypes first: pyopencl holds the GIL while the driver makes the binary (seconds on PoCL)
-        got = program_binary(program.int_ptr)
-        if got:
-            return got
-        bins = program.get_info(cl.program_info.BINARIES)
-        return bytes(bins[0]) if bins and bins[0] else None
+    def _binary(program: _cl.Program) -> bytes | None:
+        return program.binary()
 
-    def program_from_binary(self, kernel: RenderedKernel, binary: bytes) -> cl.Program | None:
+    def program_from_binary(self, kernel: RenderedKernel, binary: bytes) -> _cl.Program | None:
         held = self._programs.get(kernel.source)
         if held is not None:
             # Built already on this device (an earlier interpreter of the same model): building the
@@ -547,30 +570,27 @@ class CLDevice(GpuDevice):
             # interpreter was dropped (+17% RSS over 50 lifetimes, issue 19).
             return held
         try:
-            prog = cl.Program(self.ctx, [self.device], [binary]).build()
-        except cl.Error:
+            prog = _cl.Program.from_binary(self.ctx, self.device, binary)
+        except _cl.CLError:
             return None  # driver changed under us: recompile from source
         self._programs[kernel.source] = prog
         return prog
 
-    def bind(self, program: cl.Program | _Member, kernel: RenderedKernel, buffers: Sequence[BufferRef],
-             params: dict[str, Any]) -> tuple[cl.Kernel, list]:
+    def bind(self, program: _cl.Program | _Member, kernel: RenderedKernel, buffers: Sequence[BufferRef],
+             params: dict[str, Any]) -> tuple[_cl.Kernel, list]:
         if isinstance(program, _Member):
-            k = cl.Kernel(program.program, program.entry)
+            k = program.program.kernel(program.entry)
         else:
-            k = cl.Kernel(program, kernel.entry_point)
+            k = program.kernel(kernel.entry_point)
         subs = [self._sub(b) for b in buffers]
-        # one set_arg per argument: Kernel.set_args would generate (and compile) a Python invoker per
-        # kernel signature first, a fifth of a warm prepare
-        for i, arg in enumerate([*subs, *kernel.cl_args(params)]):
-            k.set_arg(i, arg)
+        k.set_args([*subs, *kernel.cl_args(params)])
         # clSetKernelArg need not retain the memory objects: keep the sub-buffers alive as long as the
         # kernel (PoCL forgives a collected one; NVIDIA fails the launch with INVALID_MEM_OBJECT)
         return k, subs
 
-    def launch(self, bound: tuple[cl.Kernel, list], kernel: RenderedKernel, grid: tuple[int, int, int]) -> None:
+    def launch(self, bound: tuple[_cl.Kernel, list], kernel: RenderedKernel, grid: tuple[int, int, int]) -> None:
         wg = kernel.workgroup
-        cl.enqueue_nd_range_kernel(self.queue, bound[0], _global_size(grid, wg), wg)
+        self.queue.launch(bound[0], _global_size(grid, wg), wg)
 
     # -- batching: the launch sizes are worked out once; a replay is one command-buffer enqueue where
     # the driver has cl_khr_command_buffer (_command_buffer.py), else one enqueue call per launch
@@ -610,16 +630,16 @@ class CLDevice(GpuDevice):
                                              f"{len(recording.launches)} launches (clEnqueueCommandBufferKHR "
                                              f"error {rc})")
         if CTYPES_LAUNCHES:
-            enq, q = _enqueue_ndrange(), ctypes.c_void_p(self.queue.int_ptr)
+            enq, q = _cl.api().clEnqueueNDRangeKernel, ctypes.c_void_p(self.queue.int_ptr)
             for kernel, dims, gsize, wg in recording.raw_launches():
                 rc = enq(q, kernel, dims, None, gsize, wg, 0, None, None)
                 if rc:
                     raise DelegateError(f"OpenCL on {self.info.name}: clEnqueueNDRangeKernel failed (error {rc}); "
                                         "check the driver (clinfo lists what it sees)")
             return
-        enqueue, queue = cl.enqueue_nd_range_kernel, self.queue
+        launch = self.queue.launch
         for kernel, gsize, wg, _keep in recording.launches:
-            enqueue(queue, kernel, gsize, wg)
+            launch(kernel, gsize, wg)
 
     def finish(self) -> None:
         self.queue.finish()
@@ -632,18 +652,18 @@ class CLDevice(GpuDevice):
         """Each launch's GPU time from profiling events on a second, in-order profiling queue (the
         executor's queue stays without profiling: events cost enqueue time on every invoke)."""
         self.finish()
-        pq = cl.CommandQueue(self.ctx, properties=cl.command_queue_properties.PROFILING_ENABLE)
+        pq = _cl.Queue(self.ctx, self.device, profiling=True)
         samples: list[list[float]] = [[] for _ in launches]
         for _ in range(max(1, runs)):
-            evs = [cl.enqueue_nd_range_kernel(pq, b[0], _global_size(g, k.workgroup), k.workgroup)
-                   for b, k, g in launches]
+            evs = [pq.launch(b[0], _global_size(g, k.workgroup), k.workgroup, event=True) for b, k, g in launches]
             pq.finish()
             for i, e in enumerate(evs):
-                samples[i].append((e.profile.end - e.profile.start) * 1e-3)
+                start, end = e.profile_ns()  # type: ignore[union-attr]
+                samples[i].append((end - start) * 1e-3)
         return [float(np.median(s)) for s in samples]
 
-    def kernel_max_workgroup(self, bound: tuple[cl.Kernel, list]) -> int | None:
+    def kernel_max_workgroup(self, bound: tuple[_cl.Kernel, list]) -> int | None:
         try:
-            return int(bound[0].get_work_group_info(cl.kernel_work_group_info.WORK_GROUP_SIZE, self.device))
-        except cl.Error:
+            return bound[0].work_group_size(self.device)
+        except _cl.CLError:
             return None

@@ -1,6 +1,6 @@
 """The module litegpu's entry point names: registers the OpenCL backend.
 
-Cheap to import: ``_backend`` holds only the BackendSpec; pyopencl and the GPU executor load when a
+Cheap to import: ``_backend`` holds only the BackendSpec; the OpenCL layer and the GPU executor load when a
 device is listed or a delegate created.
 """
 

@@ -153,6 +153,10 @@ class OpenedBeside:
                 raise self._failure(self._error or RuntimeError("nothing made")) from self._error
         return value
 
+    def ready(self) -> bool:
+        """Whether the object is made already (never waits)."""
+        return self._value is not None
+
     def done(self) -> Any:
         """The object once made (waiting for its thread), or None when it failed; never raises."""
         self._thread.join()
