@@ -56,6 +56,8 @@ def _run(backend: str, name: str, path) -> tuple[list[str], float]:
     pytest.param("selfie_segmentation", marks=pytest.mark.slow),  # the wide spatial mean (split 1024)
     pytest.param("palm_detection_full", marks=pytest.mark.slow),  # blocked split 1x1 convs, 5x5 depthwise
     pytest.param("hand_landmark_full", marks=pytest.mark.slow),
+    # its 32x32 pairs as dw_pw_small with the next block's expansion fused (DW_PW_SMALL_MAX_PIXELS 2048)
+    pytest.param("pose_landmark_full", marks=pytest.mark.slow),
 ])
 def test_h100_variants_match_litert(nvidia_choices, mediapipe_models, backend, name):
     kernels, worst = _run(backend, name, mediapipe_models[name])
@@ -72,6 +74,9 @@ def test_h100_variants_match_litert(nvidia_choices, mediapipe_models, backend, n
         small = [k for k in kernels if k.startswith("dw_pw_small[")]  # 24x24 and below (DW_PW_SMALL_MAX_PIXELS)
         assert len(small) == 19 and sum("residual_pool=True" in k for k in small) == 3, small
         assert not any(k.startswith("depthwise_conv2d[") for k in kernels), kernels
+    if name == "pose_landmark_full":
+        assert len(kernels) == 50, kernels  # 52 with DW_PW_SMALL_MAX_PIXELS 1024 (issue 12: at most 51)
+        assert any(k.startswith("dw_pw_small[") and "expand=True" in k for k in kernels), kernels
     # the H100's split convolutions (block 4 x 2 and the like; conv2d_tiled where it won on the H100)
     assert any(k.startswith("conv2d") and "split=" in k for k in kernels), kernels
     assert worst <= 1e-3, (name, backend, worst)

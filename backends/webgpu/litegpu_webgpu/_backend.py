@@ -18,13 +18,15 @@ __all__ = ["WebGPUBackend"]
 #: that wgpu's import (40-65 ms) is off the driver's critical path; False imports wgpu on the caller
 #: first (s10-webgpu's order)
 WGPU_IMPORT_ON_THREAD = False
-#: A/B switch: True makes the caller wait, after starting the background start, until that thread has
+#: On by default since the seventh session's final run (H100, bench/init_ab.py, 3 alternated pairs, warm with
+#: the drivers' caches on: face_detection_short_range 508 -> 384 ms, pose_landmark_full 514 -> 417; on the
+#: CI-class machine 19-21 ms less, s11-webgpu).  True makes the caller wait, after starting the background start, until that thread has
 #: imported wgpu-native, before importing the device module and the executor.  Both are Python under
 #: one GIL, so side by side each runs at half speed, while the thread's import is on the driver's
 #: critical path: after it come wgpu's instance and the device request, native calls that release the
 #: GIL and overlap the caller's imports and the model's read and plan (H100, s11-webgpu-1: the binding's
 #: import took 126-210 ms on the thread beside the caller against 39-63 ms alone)
-WAIT_FOR_BINDING = False
+WAIT_FOR_BINDING = True
 
 
 class WebGPUBackend(litegpu.BackendSpec):

@@ -106,20 +106,20 @@ _STAGED_MIN_PIXELS = 512
 #: on an H100 (Vulkan, s10-launch-1, one call) the 24x24 pairs of palm_detection_full and the 28x28 ones of
 #: hand_landmark_full as dw_pw_small took palm 0.378 ms of GPU time against 0.398 staged, hand 0.360 against
 #: 0.365 (hand's two pairs 10.5 + 12.5 us against 12.6 + 16.0); 512 before (the staged kernel's lower bound).
-#: Kept at 1024 in the seventh session, though the pairs timed one launch at a time favour 2048: every staged-or-small
-#: pair of palm, hand, pose and face_detection timed both ways (H100, Vulkan, s11-launch-1, median us small /
-#: staged): 24x24 9.7 / 10.8 and 10.7 / 13.6, 28x28 10.5 / 12.8 and 12.8 / 16.0, 32x32 11.9 / 17.0 and 13.1 / 18.0
-#: (pose), but 48x48 10.7 / 9.4 and 11.0 / 10.2, 56x56 18.9 / 13.2, 64x64 16.5 / 10.6 and 26.3 / 14.3, 96x96
-#: 21.9 / 9.5. At 2048 pose_landmark_full also fuses the expansions after its 32x32 pairs (50 launches against 52,
-#: its per-launch medians 580 us against 596 without those fusions), yet its whole invoke's GPU time on Vulkan rose
-#: (s11-launch-2, bench/gpu_profile.py: 0.592 / 0.570 ms against 0.549 at 1024, device-bound 0.638 / 0.636 against
-#: 0.602): unexplained (a launch slow on some runs only would show in the invoke's sum and not in the medians), so
-#: the default stays where no whole-model time was lost. The cost model does not choose between the two kernels
-#: yet: the staged estimate is 1.0-2.6x its measured time (24x24 1.0-1.2x, 28x28-32x32 1.8-2.0x, 64x64 and 96x96
+#: 2048 since the seventh session's final run: every staged-or-small pair of palm, hand, pose and face_detection
+#: timed both ways (H100, Vulkan, s11-launch-1, median us small / staged): 24x24 9.7 / 10.8 and 10.7 / 13.6, 28x28
+#: 10.5 / 12.8 and 12.8 / 16.0, 32x32 11.9 / 17.0 and 13.1 / 18.0 (pose), but 48x48 10.7 / 9.4 and 11.0 / 10.2,
+#: 56x56 18.9 / 13.2, 64x64 16.5 / 10.6 and 26.3 / 14.3, 96x96 21.9 / 9.5. At 2048 pose_landmark_full also fuses
+#: the expansions after its 32x32 pairs (50 launches against 52); the other six models' plans are the same at 1024
+#: and 2048 (s11-launch-2). pose's whole invoke: s11-launch-2 (one run each way, not alternated) measured 0.592 /
+#: 0.570 ms of GPU time at 2048 against 0.549 at 1024; the merged main's final call (four alternated fresh
+#: processes, bench/gpu_profile.py --backend vulkan) 0.539 / 0.549 against 0.553 / 0.555, device-bound 0.526 /
+#: 0.519 against 0.529 / 0.532: the alternated run is the one taken. The cost model does not choose between the
+#: two kernels yet: the staged estimate is 1.0-2.6x its measured time (24x24 1.0-1.2x, 28x28-32x32 1.8-2.0x, 64x64 and 96x96
 #: 2.4-2.6x) and dw_pw_small's 0.8-1.7x on maps up to 32x32, 1.0x at 56x56 and 64x64 but 1.8-2.7x at 48x48 and
 #: 96x96: errors that depend on the map (the waves of groups, the channels), which neither calibration describes.
-#: A/B switch (``--set litegpu.gpu.ops.conv.DW_PW_SMALL_MAX_PIXELS=2048``).
-DW_PW_SMALL_MAX_PIXELS = 1024
+#: A/B switch (``--set litegpu.gpu.ops.conv.DW_PW_SMALL_MAX_PIXELS=1024``).
+DW_PW_SMALL_MAX_PIXELS = 2048
 
 #: the staged kernel reads the 1x1 weights in the input-major layout (option ``coalesced``,
 #: ``_layout.pw_weights_coalesced``): a warp's threads take consecutive output slices of one input slice, so
