@@ -117,6 +117,15 @@ def _dw_act(g: GpuGraph, dw: GpuNode) -> tuple[bool, str | None]:
     return False, None
 
 
+def _fused_inputs(g: GpuGraph, node: GpuNode) -> tuple[str | None, int, int]:
+    """(activation, PRELU alpha tensor or -1, bias tensor or -1) of a conv whose epilogue :func:`_dw_act`
+    accepted: what a fused kernel takes of it as its own inputs (the three fusing passes alike)."""
+    _, act = _dw_act(g, node)
+    alpha = node.epilogue[0].operand if act == "PRELU" else -1
+    bias = node.inputs[2] if len(node.inputs) > 2 else -1
+    return act, alpha, bias
+
+
 def _why_not(g: GpuGraph, pw: GpuNode, dw: GpuNode | None, consumers) -> str:
     """Why the pair cannot fuse ('' when it can); the pointwise conv is ``pw``."""
     if dw is None or dw.op != "DEPTHWISE_CONV_2D" or not dw.bhwc:
@@ -233,14 +242,12 @@ def fuse_dw_pw(g: GpuGraph) -> Report:
                 continue
             if small:
                 why_staged += f"; est {priced[0]:.1f} us against {priced[1]:.1f} as two launches"
-        _, act = _dw_act(g, dw)
+        act, alpha, dw_bias = _fused_inputs(g, dw)
         geo = conv_geometry(dw.attrs, x.shape[1:3], (kh, kw))
         if geo["out_hw"] != (oh, ow):
             declined["depthwise output size mismatch"] += 1
             continue
-        dw_bias = dw.inputs[2] if len(dw.inputs) > 2 else -1
         pw_bias = pw.inputs[2] if len(pw.inputs) > 2 else -1
-        alpha = dw.epilogue[0].operand if act == "PRELU" else -1
         kind = {"small": True} if small else {"staged": True} if why_staged else {}
         attrs = {"dw": dict(dw.attrs), "dw_act": act, **kind}
         fused = g.new_node(DW_PW_OP, [dw.inputs[0], dw.inputs[1], dw_bias, pw.inputs[1], pw_bias, alpha],

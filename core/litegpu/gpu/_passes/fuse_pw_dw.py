@@ -23,7 +23,7 @@ from .._geometry import conv_geometry
 from .._graph import DW_PW_OP, PW_DW_OP, GpuGraph, GpuNode, Report
 from ..ops.conv import dw_pw_tiling, pw_dw_params
 from ._util import only_consumer
-from .fuse_dw_pw import _dw_act
+from .fuse_dw_pw import _dw_act, _fused_inputs
 from .squeeze_excite import is_spatial_mean
 
 __all__ = ["fuse_pw_dw", "PW_DW", "PW_DW_ALWAYS", "PW_DW_OP", "PW_DW_MEAN", "PW_DW_STEM"]
@@ -248,9 +248,7 @@ def fuse_pw_dw(g: GpuGraph) -> Report:
             lines.append(f"kept {ex.describe()} -> {node.describe()} ({shape}): est {fused_us:.1f} us fused, "
                          f"{unfused_us:.1f} unfused")
             continue
-        _, ex_act = _dw_act(g, ex)
-        ex_alpha = ex.epilogue[0].operand if ex_act == "PRELU" else -1
-        ex_b = ex.inputs[2] if len(ex.inputs) > 2 else -1
+        ex_act, ex_alpha, ex_b = _fused_inputs(g, ex)
         if project:
             ins = [ex.inputs[0], ex.inputs[1], ex_b, ex_alpha, *node.inputs[1:3], node.inputs[5], *node.inputs[3:5]]
             attrs = {"dw": dict(dw_attrs), "dw_act": node.attrs.get("dw_act"), "ex_act": ex_act, "project": True,

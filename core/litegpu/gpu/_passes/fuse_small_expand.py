@@ -9,7 +9,7 @@ from .. import _layout as L
 from .._cost import PROFILES, choose_conv, choose_dw_pw_small
 from .._graph import DW_PW_OP, GpuGraph, GpuNode, Report
 from ..ops.conv import DW_PW_SMALL_MAX_PIXELS
-from .fuse_dw_pw import _dw_act
+from .fuse_dw_pw import _dw_act, _fused_inputs
 
 __all__ = ["fuse_small_expand", "SMALL_EXPAND", "SMALL_EXPAND_ALWAYS"]
 
@@ -107,9 +107,7 @@ def fuse_small_expand(g: GpuGraph) -> Report:
             lines.append(f"kept {node.describe()} -> {conv.describe()} ({shape}): est {both[1]:.1f} us fused, "
                          f"{apart:.1f} apart")
             continue
-        _, ex_act = _dw_act(g, conv)
-        alpha = conv.epilogue[0].operand if ex_act == "PRELU" else -1
-        bias = conv.inputs[2] if len(conv.inputs) > 2 else -1
+        ex_act, alpha, bias = _fused_inputs(g, conv)
         ins = list(node.inputs) + [-1] * (6 - len(node.inputs))
         node.inputs = [*ins[:6], conv.inputs[1], bias, alpha]
         node.attrs["expand"] = True

@@ -704,7 +704,9 @@ KERNELS: tuple[KernelSpec, ...] = (
            "residual": ("NONE", "ADD", "MUL")[i % 3], "residual_act": FUSED_ACTIVATIONS[(i + 5) % 9],
            "tile_p": (1, 2, 4)[i % 3], "cap": (16, 32, 64, 128, 256, 512)[i % 6],
            "ksplit": (1, 2, 4, 8, 16, 32)[i % 6], "threads": (64, 128, 256)[i // 3 % 3], "ksize": (0, 3, 5)[i // 3],
-           "unroll": (1, 2, 4)[(i + 1) % 3]}
+           "unroll": (1, 2, 4)[(i + 1) % 3],
+           # every activation of the fused expansion rendered too (the three expand variants below: the models' own)
+           "expand": True, "ex_act": FUSED_ACTIVATIONS[(i + 7) % 9], "ecap": (16, 32, 64, 128, 256)[i % 5]}
           for i in range(9)]
          # the many-pixel tiles (a warp's pixels sharing their output slice's weight loads)
          + [{"tile_p": 8, "cap": 64, "ksplit": 1, "threads": 256, "unroll": 2, "ksize": 5, "residual": "ADD",
