@@ -17,7 +17,7 @@ import pytest
 from _gpu_cases import rel_err
 from _litegpu_backends import load_backend_delegate
 from litegpu.gpu import _cost
-from test_mediapipe_cpu import NEEDS_REWRITE, _input, _litert_outputs, _read, ir_to_tflite
+from test_mediapipe_cpu import NEEDS_REWRITE, RUNNABLE, _input, _litert_outputs, _read, ir_to_tflite
 
 # minutes on PoCL and lavapipe: all slow (make test-all)
 pytestmark = [pytest.mark.mediapipe]
@@ -49,6 +49,15 @@ def _run(backend: str, name: str, path) -> tuple[list[str], float]:
     worst = max(rel_err(np.asarray(g, np.float32), np.asarray(w, np.float32)) for g, w in zip(got, want, strict=True))
     d.close()
     return kernels, worst
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", RUNNABLE)
+def test_h100_plan_of_every_model_matches_litert(nvidia_choices, mediapipe_models, name):
+    """Every runnable MediaPipe model, compiled as for the H100 (its fusions and thresholds, e.g. the small-map
+    expansion fusion at DW_PW_SMALL_MAX_PIXELS), fully delegated on OpenCL and within 1e-3 of LiteRT."""
+    _, worst = _run("opencl", name, mediapipe_models[name])
+    assert worst <= 1e-3, (name, worst)
 
 
 @pytest.mark.parametrize("backend", ["opencl", "vulkan"])
