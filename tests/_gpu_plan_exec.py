@@ -275,6 +275,9 @@ class PlanExecutor:
         def vec(name: str, n: int) -> np.ndarray | None:
             return np.asarray(op.constants[name], np.float32).reshape(-1)[:n] if name in op.constants else None
 
+        # a stem launch (a KxK strided expansion read from the host layout) is not modelled here: refuse it rather
+        # than give the 1x1 answer
+        assert p.get("EX_K", 1) == 1, f"{op.kernel}: the test executor models 1x1 expansions only"
         w = _unpack_conv(np.asarray(op.constants["ex_weights"], np.float32), cm, x.shape[3])[:, 0, 0, :]
         e = _act(x @ w.T + vec("ex_bias", cm), o.get("ex_act"), vec("ex_alpha", cm)).astype(real).astype(np.float32)
         if o.get("mean"):  # H x W is the depthwise's map; dst its B x 1 x 1 x C mean (after the act)

@@ -819,6 +819,11 @@ def choose_dw_pw_small(pixels: int, src_slices: int, out_slices: int, taps: int,
     return None if chosen is None else (dict(chosen[0]), chosen[1])  # a copy: the cached one stays as chosen
 
 
+#: dw_pw_small's staged slice capacities (its options ``cap`` and ``ecap`` in ops.conv take exactly these)
+DW_PW_SMALL_CAPS = (16, 32, 64, 128, 256, 512)
+DW_PW_SMALL_ECAPS = (16, 32, 64, 128, 256)
+
+
 @functools.lru_cache(maxsize=1024)
 def _choose_dw_pw_small(pixels: int, src_slices: int, out_slices: int, taps: int, dev: DeviceCost,
                         tiles: tuple[int, ...], ksplits: tuple[int, ...], threads_set: tuple[int, ...],
@@ -826,6 +831,8 @@ def _choose_dw_pw_small(pixels: int, src_slices: int, out_slices: int, taps: int
                         ex_chunks: tuple[int, ...] = ()) -> tuple[dict[str, int], float] | None:
     cap = max(16, 1 << max(0, (src_slices - 1).bit_length()))
     ecap = max(16, 1 << max(0, (out_slices - 1).bit_length())) if ex_slices else 0
+    if cap not in DW_PW_SMALL_CAPS or (ex_slices and ecap not in DW_PW_SMALL_ECAPS):
+        return None  # more slices than the kernel stages: the pass declines (no stage fits)
     best: tuple[float, dict[str, int]] | None = None
     for tile_p in tiles:
         if tile_p > 1 and tile_p >= 2 * pixels:

@@ -8,7 +8,6 @@ from collections import Counter
 from .. import _layout as L
 from .._cost import PROFILES, choose_conv, choose_dw_pw_small
 from .._graph import DW_PW_OP, GpuGraph, GpuNode, Report
-from ..ops.conv import DW_PW_SMALL_MAX_PIXELS
 from .fuse_dw_pw import _dw_act, _fused_inputs
 
 __all__ = ["fuse_small_expand", "SMALL_EXPAND", "SMALL_EXPAND_ALWAYS"]
@@ -78,15 +77,16 @@ def fuse_small_expand(g: GpuGraph) -> Report:
         convs = [c for c in consumers.get(y, []) if c.op == "CONV_2D" and c.inputs[0] == y]
         if not convs:
             continue
-        conv = convs[0]
-        why = _why_not(g, node, conv)
-        if why:
-            declined[why] += 1
+        # the first conv reader that can join (a projection read by several 1x1 convs: any one of them)
+        whys = [_why_not(g, node, c) for c in convs]
+        if all(whys):
+            declined[whys[0]] += 1
             continue
+        conv = convs[whys.index("")]
+        # (the map is small: the node is a dw_pw_small launch, which fuse_dw_pw chose below
+        # ops.conv.DW_PW_SMALL_MAX_PIXELS)
         b, h, w, c = g.tensors[y].shape
         pixels = b * h * w
-        if pixels >= DW_PW_SMALL_MAX_PIXELS:
-            continue
         mid = g.tensors[node.inputs[0]].shape[3]
         dw_w = g.tensors[node.inputs[1]].ir_shape
         taps = int(dw_w[1]) * int(dw_w[2])

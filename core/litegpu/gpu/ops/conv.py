@@ -19,6 +19,8 @@ from ..._errors import DelegateError
 from .. import _layout as L
 from .. import _reference_ops as rf
 from .._cost import (
+    DW_PW_SMALL_CAPS,
+    DW_PW_SMALL_ECAPS,
     PROFILES,
     SHARED_MEMORY_FLOOR,
     DeviceCost,
@@ -696,10 +698,10 @@ KERNELS: tuple[KernelSpec, ...] = (
     spec("dw_pw_small", "dw_pw_small.lgk",
          "depthwise conv feeding a 1x1 conv on a small map: the depthwise staged once a group, the 1x1 split",
          {"dw_act": ACT, "act": ACT, "residual": Opt("NONE", ("NONE", "ADD", "MUL")), "residual_act": ACT,
-          "tile_p": Opt(1, (1, 2, 4, 8, 16, 32)), "cap": Opt(64, (16, 32, 64, 128, 256, 512)),
+          "tile_p": Opt(1, (1, 2, 4, 8, 16, 32)), "cap": Opt(64, DW_PW_SMALL_CAPS),
           "ksplit": Opt(8, (1, 2, 4, 8, 16, 32)), "threads": Opt(256, (64, 128, 256)), "ksize": Opt(0, (0, 3, 5)),
           "unroll": Opt(1, (1, 2, 4)), "residual_channels": CHANNELS, "residual_pool": boolean(),
-          "expand": boolean(), "ex_act": ACT, "ecap": Opt(16, (16, 32, 64, 128, 256))},
+          "expand": boolean(), "ex_act": ACT, "ecap": Opt(16, DW_PW_SMALL_ECAPS)},
          [{"dw_act": FUSED_ACTIVATIONS[i], "act": FUSED_ACTIVATIONS[(i + 3) % 9],
            "residual": ("NONE", "ADD", "MUL")[i % 3], "residual_act": FUSED_ACTIVATIONS[(i + 5) % 9],
            "tile_p": (1, 2, 4)[i % 3], "cap": (16, 32, 64, 128, 256, 512)[i % 6],
