@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
+from litegpu import DelegateError
 
 __all__ = ["CLError", "Platform", "Device", "Context", "Queue", "Buffer", "Program", "Kernel", "Event",
            "get_platforms", "DEVICE_TYPE_GPU"]
@@ -70,8 +71,9 @@ _NAMES = {
 }
 
 
-class CLError(RuntimeError):
-    """An OpenCL call that failed: ``what`` (the call), ``code`` (the OpenCL error code)."""
+class CLError(DelegateError):
+    """An OpenCL call that failed: ``what`` (the call), ``code`` (the OpenCL error code).  A
+    :class:`litegpu.DelegateError` (so a RuntimeError), the type a failing device raises to the user."""
 
     def __init__(self, what: str, code: int, log: str = "") -> None:
         self.what, self.code, self.log = what, code, log
@@ -321,6 +323,11 @@ class Event:
         return s.value, e.value
 
     def __del__(self) -> None:
+        if self.keep is not None:  # a transfer still reading or writing host memory Python would now free
+            try:
+                self.wait()
+            except Exception:  # noqa: BLE001 - a finalizer must not raise; the command's own error was reported
+                pass
         _release("clReleaseEvent", self.int_ptr)
 
 

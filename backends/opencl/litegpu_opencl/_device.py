@@ -393,13 +393,22 @@ class CLDevice(GpuDevice):
         host_buf = _cl.Buffer.create(self.ctx, nbytes, host_pinned=True)
         got = self._stagings[key] = _Staging(host_buf, self.queue.map(host_buf))
         self._staging_bytes += nbytes
+        self._trim_stagings(keep=got)
+        return got
+
+    def _trim_stagings(self, keep: _Staging | None = None) -> None:
+        """Let the least recently used stagings go until their bytes are within ``_STAGING_BYTES``; never one a
+        queued read still has to be copied out of (a read's pending is cleared by _copy_out, which trims again;
+        a write's settle waits for its DMA)."""
         while self._staging_bytes > _STAGING_BYTES:
-            old_key = next(k for k, v in self._stagings.items() if v is not None)
+            old_key = next((k for k, v in self._stagings.items()
+                            if v is not None and v is not keep and (k[3] or v.pending is None)), None)
+            if old_key is None:
+                return
             old = self._stagings.pop(old_key)
             old.settle()
             self.queue.unmap(old.host_buffer, old.view)
             self._staging_bytes -= old.view.nbytes
-        return got
 
     def upload(self, ref: BufferRef, data: np.ndarray) -> None:
         data = np.ascontiguousarray(data)
@@ -441,11 +450,12 @@ class CLDevice(GpuDevice):
                 copies.append((st, out))
         return ev, copies
 
-    @staticmethod
-    def _copy_out(copies: list) -> None:
+    def _copy_out(self, copies: list) -> None:
         for st, out in copies:
             out.reshape(-1).view(np.uint8)[:] = st.view
             st.pending = None
+        if self._staging_bytes > _STAGING_BYTES:
+            self._trim_stagings()
 
     def download_many(self, items: Sequence[tuple[BufferRef, np.ndarray]]) -> None:
         # queued reads and one wait: the in-order queue has finished every read before the last one
@@ -469,7 +479,8 @@ class CLDevice(GpuDevice):
         self._copy_out(token[1])
 
     def reads_done(self, token: tuple[_cl.Event, list]) -> bool:
-        return token[0].status == _cl.COMPLETE
+        # a failed command's status is a negative error code: done, and wait_reads raises it
+        return token[0].status <= _cl.COMPLETE
 
     def copy(self, src: BufferRef, dst: BufferRef) -> None:
         self.queue.copy(src.buffer, dst.buffer, min(src.nbytes, dst.nbytes), src.offset, dst.offset)
