@@ -627,6 +627,7 @@ def test_fence_polling_only_on_a_gpu_and_answers_unchanged(backend, compiler_cor
     d = litegpu.load_delegate("vulkan", {"memory": "device_local"})
     try:
         dev = d.device
+        dev.info  # noqa: B018 - waits for the background start, which sets _may_spin (and would overwrite the patch)
         assert dev._may_spin == ("CPU" not in backend.list_devices()[0])
         monkeypatch.setattr(dev, "_may_spin", True)
         _replays_match_litert(model, x0.shape, d, first_seed=400)

@@ -17,6 +17,7 @@ is a named variable (or an ``ffi.new`` we own) that lives until the call returns
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
@@ -32,6 +33,8 @@ from litegpu.gpu._device import BufferRef, DeviceInfo, GpuDevice, QueriedBeside,
 from litegpu.gpu.spirv import compile_spirv, find_glsl_compiler
 
 from ._instance import CREATED_MS, _Candidate, _shared_instance, list_devices
+
+log = logging.getLogger("litegpu")
 
 if TYPE_CHECKING:
     from litegpu.gpu.kernels import RenderedKernel
@@ -666,6 +669,10 @@ class VulkanDevice(GpuDevice):
                 grown = min(_BLOCK_BYTES, _FIRST_BLOCK_BYTES << sum(b.type_index == t for b in blocks))
                 blk = _Block(self, t, max(size, grown), kind)
             except (vk.VkErrorOutOfDeviceMemory, vk.VkErrorOutOfHostMemory):  # e.g. a small mappable heap
+                if kind == "input" and self._mem_flags[t] & _DL and not getattr(self, "_warned_bar", False):
+                    self._warned_bar = True
+                    log.warning("%s: the mappable VRAM is full: model inputs go to system memory instead (each "
+                                "run's kernels then read them over the bus)", self.info.name)
                 continue
             except (vk.VkError, vk.VkException) as e:
                 raise DelegateError(f"{self.info.name}: vkAllocateMemory failed: {type(e).__name__}") from e
