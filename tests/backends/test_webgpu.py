@@ -423,7 +423,8 @@ _THREADS_CHILD = textwrap.dedent(r"""
         wgpu.gpu.request_adapter_sync(power_preference="low-power")
     import litegpu
     import litegpu_webgpu._backend
-    litegpu_webgpu._backend.WGPU_IMPORT_ON_THREAD = litegpu_webgpu._backend.WAIT_FOR_BINDING = on_thread == "1"
+    # WAIT_FOR_BINDING as shipped (on); wgpu imported by the caller (the default) or on the thread
+    litegpu_webgpu._backend.WGPU_IMPORT_ON_THREAD = on_thread == "1"
     x, want = np.load(x_path), np.load(want_path)
     errors = []
 
@@ -462,8 +463,8 @@ def test_starts_on_threads_with_wgpus_instance_made_elsewhere(wg, tmp_path, else
     """Several threads start webgpu delegates at once (the background start, the device's start, a
     ``devices()`` listing), prepare, run and close them, in a process whose wgpu instance another
     user of wgpu made first with every backend (OpenGL's EGL included where it exists), or litegpu
-    made; wgpu imported by the caller, or on the background start's thread with the caller waiting for
-    its binding (WGPU_IMPORT_ON_THREAD, WAIT_FOR_BINDING).
+    made; the caller waiting for the thread's binding import (WAIT_FOR_BINDING, as shipped), wgpu itself
+    imported by the caller (the default) or on the thread (WGPU_IMPORT_ON_THREAD).
     wgpu-native 29 aborted such a process (the fresh-clone suite, 2026-11-26: EGL_BAD_ACCESS
     unwrapped in an enumeration on a second thread); it must now run to the end with LiteRT's
     answers.  In a child process: an abort must fail this test, not end the test run."""
