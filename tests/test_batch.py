@@ -39,9 +39,9 @@ def tiny_cnn() -> bytes:
     return small_image_classifier(HW)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def local_ray():
-    """One local Ray instance for the session, started as ``litegpu batch`` starts its own
+    """One local Ray instance for this module, started as ``litegpu batch`` starts its own
     (``_start_local_ray``: the workers with the GPU settings and the preloaded modules), limited to 2
     CPUs (the machine is shared).  It declares one GPU, which CI machines lack: the GPU-backend tests
     then take the GPU actor path (a share of a GPU per actor, the backend's device index from Ray's GPU

@@ -49,13 +49,17 @@ def gc_paused() -> Iterator[None]:
             if _restore:
                 gc.disable()
         _depth += 1
+    ok = False
     try:
         yield
+        ok = True
     finally:
         with _lock:
             _depth -= 1
             if _depth == 0 and _restore:
-                if PROMOTE and not gc.get_freeze_count():
+                # only after a block that finished: a failed prepare's objects (cycles through its traceback
+                # among them) stay young, so the next young collection frees them
+                if ok and PROMOTE and not gc.get_freeze_count():
                     gc.freeze()  # every tracked object -> the permanent generation,
                     gc.unfreeze()  # -> and from there into the oldest one, none scanned
                 gc.enable()
