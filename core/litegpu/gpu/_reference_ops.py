@@ -262,15 +262,19 @@ def _depthwise(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, attrs: Map
     return out
 
 
+def activate(c: RefContext, v: np.ndarray, name: str | None, alpha: int) -> np.ndarray:
+    """A fused node's activation ``name`` (None or "NONE": none) on ``v``; PRELU takes its alpha from the
+    node's input ``alpha`` (the one home of this rule for every fused conv's reference)."""
+    if name == "PRELU":
+        return prelu(v, c.get(alpha))
+    return c.ops[name].ref(v, {}) if name and name != "NONE" else v
+
+
 def dw_pw_conv2d(c: RefContext) -> list[np.ndarray]:
     """The fused DW_PW_CONV_2D node: inputs [x, dw weights, dw bias, pw weights, pw bias, dw alpha]."""
     a = c.n.attrs
     mid = _depthwise(c.get(0), c.const(1), c.get(2), a["dw"])
-    act = a.get("dw_act")
-    if act == "PRELU":
-        mid = prelu(mid, c.get(5))
-    elif act:
-        mid = c.ops[act].ref(mid, {})
+    mid = activate(c, mid, a.get("dw_act"), 5)
     # the unfused depthwise stored its result in float32: same rounding here
     return [_conv(mid.astype(np.float32), c.const(3), c.get(4), {"padding": 1})]
 
@@ -279,10 +283,7 @@ def dw_pw_expansion(c: RefContext, y: np.ndarray) -> np.ndarray:
     """The 1x1 conv a DW_PW_CONV_2D node with attr ``expand`` (``_passes/fuse_small_expand``) computes from its
     stored result ``y``: inputs 6-8 its weights, bias and PRELU alpha (-1 where absent), attr ``ex_act``."""
     out = _conv(y.astype(np.float32), c.const(6), c.get(7), {"padding": 1})
-    act = c.n.attrs.get("ex_act")
-    if act == "PRELU":
-        return prelu(out, c.get(8))
-    return c.ops[act].ref(out, {}) if act else out
+    return activate(c, out, c.n.attrs.get("ex_act"), 8)
 
 
 def pw_dw_conv2d(c: RefContext) -> list[np.ndarray]:
@@ -295,9 +296,7 @@ def pw_dw_conv2d(c: RefContext) -> list[np.ndarray]:
     a = c.n.attrs
 
     def act(v: np.ndarray, name: str | None, alpha: int) -> np.ndarray:
-        if name == "PRELU":
-            return prelu(v, c.get(alpha))
-        return c.ops[name].ref(v, {}) if name and name != "NONE" else v
+        return activate(c, v, name, alpha)
 
     w = c.const(1)
     # a 1x1 expansion (its attrs unpadded, stride 1), or a model's first conv with its own geometry (attr ex)
