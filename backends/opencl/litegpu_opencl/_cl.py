@@ -43,7 +43,9 @@ _PLATFORM_NAME = 0x0902
 _DEVICE = {"type": (0x1000, "u64"), "max_compute_units": (0x1002, "u32"), "max_work_group_size": (0x1004, "size"),
            "max_work_item_sizes": (0x1005, "sizes"), "max_mem_alloc_size": (0x1010, "u64"),
            "mem_base_addr_align": (0x1019, "u32"), "name": (0x102B, "str"), "vendor": (0x102C, "str"),
-           "driver_version": (0x102D, "str"), "version": (0x102F, "str"), "extensions": (0x1030, "str")}
+           "driver_version": (0x102D, "str"), "version": (0x102F, "str"), "extensions": (0x1030, "str"),
+           # cl_khr_command_buffer's capabilities (asked only where the extension is listed: _command_buffer)
+           "command_buffer_capabilities_khr": (0x12A9, "u64")}
 _DEVICE_PLATFORM = 0x1031
 _PROGRAM_BUILD_LOG = 0x1183
 _PROGRAM_BINARY_SIZES, _PROGRAM_BINARIES = 0x1165, 0x1166

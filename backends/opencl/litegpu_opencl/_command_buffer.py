@@ -20,7 +20,6 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-_CL_DEVICE_COMMAND_BUFFER_CAPABILITIES_KHR = 0x12A9
 _CAPABILITY_SIMULTANEOUS_USE = 1 << 2
 _CL_COMMAND_BUFFER_FLAGS_KHR = 0x1293
 _CL_COMMAND_BUFFER_SIMULTANEOUS_USE_KHR = 1 << 0
@@ -105,17 +104,13 @@ def command_buffers(device: Any) -> CommandBuffers | None:
         return None
     if "cl_khr_command_buffer" not in device.extensions.split():
         return None
-    try:
-        caps = ctypes.c_uint64(0)
-        from ._cl import _opencl_loader
+    from ._cl import CLError, _opencl_loader
 
+    try:
+        caps = device.command_buffer_capabilities_khr  # typed with every other device query (_cl._DEVICE)
         lib = _opencl_loader()  # the ICD loader pyopencl itself uses (not a second one from the system)
         if lib is None:
             return None
-        info = lib.clGetDeviceInfo
-        info.restype, info.argtypes = _i32, [_vp, _u32, _sz, _vp, _P(_sz)]
-        if info(device.int_ptr, _CL_DEVICE_COMMAND_BUFFER_CAPABILITIES_KHR, 8, ctypes.byref(caps), None):
-            return None
-        return CommandBuffers(lib, device.platform.int_ptr, bool(caps.value & _CAPABILITY_SIMULTANEOUS_USE))
-    except (OSError, AttributeError):
+        return CommandBuffers(lib, device.platform.int_ptr, bool(caps & _CAPABILITY_SIMULTANEOUS_USE))
+    except (OSError, AttributeError, CLError):
         return None
