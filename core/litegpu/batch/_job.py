@@ -441,7 +441,9 @@ def _stop_local_ray(ray: Any) -> None:
             for info in infos:
                 info.process.wait(timeout=1.0)
         except Exception as e:  # noqa: BLE001 - only a shorter stop; ray.shutdown() stops it anyway
-            log.debug("litegpu batch: Ray's monitor left to ray.shutdown() (%s)", e)
+            # said at INFO, not DEBUG: a Ray whose internals moved costs every call about a second
+            log.info("litegpu batch: Ray's autoscaler monitor could not be stopped first (%s: %s); "
+                     "ray.shutdown() stops it, about 1 s slower", type(e).__name__, e)
     ray.shutdown()
 
 
