@@ -15,6 +15,8 @@ Prints a Markdown table: medians of wall and process CPU time, B - A, and the ma
 inside the timed span (B = a build that imported it eagerly).  ``--pythonpath-b DIR`` puts DIR first
 on B's ``PYTHONPATH`` (B = another build of some packages, e.g. main's backend beside a branch's); each
 variant then fills its own serialization cache (an entry's key holds the code's fingerprint).
+Both variants' Python bytecode is compiled first, B's directory included, as ``bench/init.py`` does
+(``--no-compile`` leaves it as it is).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import GPU_SET, machine_line, mediapipe_models  # noqa: E402
+from _common import GPU_SET, compile_bytecode, machine_line, mediapipe_models  # noqa: E402
 from init import _CHILD, _child_env, _run_child  # noqa: E402
 
 
@@ -65,10 +67,16 @@ def main() -> int:
     ap.add_argument("--keep-driver-caches", action="store_true", help="the user's driver caches, not private ones")
     ap.add_argument("--driver-caches-off", action="store_true",
                     help="the drivers' own caches off (bench/init.py's plain warm column), not private ones")
+    ap.add_argument("--no-compile", action="store_true",
+                    help="leave the tree's Python bytecode as it is (a checkout has none: with PYTHONDONTWRITEBYTECODE "
+                         "every child then compiles what it imports, as these benches measured until 2026-11-26)")
     ap.add_argument("--json", default="")
     args = ap.parse_args()
     if args.runs < 1:
         ap.error("--runs must be >= 1")
+    # both variants as installed (B's directory too: an A/B of bytecode against source is not a code change)
+    bytecode = ("bytecode left as it is (--no-compile)" if args.no_compile
+                else compile_bytecode(args.pythonpath_b.split(os.pathsep)))
     if not args.set and not args.pythonpath_b:
         ap.error("B needs --set or --pythonpath-b")
     models = mediapipe_models(args.models, default=GPU_SET)
@@ -76,7 +84,8 @@ def main() -> int:
     caches = "off" if args.driver_caches_off and not args.keep_driver_caches else "on"
     print(f"{machine_line()}; warm, drivers' caches {caches}; {args.runs} alternating A/B pairs per cell, medians; "
           f"A: as built; B: {' '.join(args.set)}"
-          f"{' PYTHONPATH=' + args.pythonpath_b + ':...' if args.pythonpath_b else ''}\n")
+          f"{' PYTHONPATH=' + args.pythonpath_b + ':...' if args.pythonpath_b else ''}; {bytecode}; "
+          f"1-min load average {os.getloadavg()[0]:.1f} at the start\n")
     print("| backend | model | A warm (ms) | B warm (ms) | B - A | A warm CPU (ms) | B warm CPU (ms) | B - A CPU | "
           "A main thread CPU (ms) | B main thread CPU (ms) |")
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
