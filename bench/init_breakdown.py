@@ -21,7 +21,8 @@ counts only for itself):
   warm plan record's file, ``litegpu._plan_record``, included; its key is counted under ``cache key``);
 * ``passes``: the GPU compiler's passes, lowering and memory planning (``compile_partition``);
 * ``render``: kernel templates rendered to source;
-* ``compile``: programs built from source (OpenCL programs, WGSL/SPIR-V modules and pipelines); where
+* ``compile``: programs built from source (OpenCL programs, WGSL/SPIR-V modules and pipelines; vulkan's
+  ``vkCreateComputePipelines`` at ``record()``, the driver's compile that a warm start repeats); where
   the device builds on several threads (``GpuDevice.compile_threads``) the wall time of that section,
   binaries read or loaded there included (the JSON has the threads' summed time apart);
 * ``binary``: programs rebuilt from cached binaries, binaries read back to store them (one by one), and
@@ -192,7 +193,8 @@ driver_parts.update(created)
 driver_parts.update(dict(getattr(d.device, "probe_ms", {}) or {}))
 dev = type(d.device)
 for attr, step in (("compile", "compile"), ("program_from_binary", "binary"), ("program_binary", "binary"), ("load_cache_blob", "binary"),
-                   ("upload", "upload"), ("alloc", "upload"), ("bind", "bind"), ("record", "bind")):
+                   ("upload", "upload"), ("alloc", "upload"), ("bind", "bind"), ("record", "bind"),
+                   ("_create_pipelines", "compile")):  # vulkan: record()'s pipeline creation (a warm start's compile)
     if attr in vars(dev) or hasattr(dev, attr):
         wrap(dev, attr, step)
 import litegpu._interpreter, litegpu._plan
