@@ -6,6 +6,7 @@ import datetime
 import os
 import platform
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 # The 13 MediaPipe 0.10.14 models litegpu runs (face_landmark_with_attention needs three custom ops
@@ -61,6 +62,29 @@ def median_ms(fn, runs: int, warmup: int = 5) -> float:
         fn()
         ts.append(time.perf_counter() - t0)
     return statistics.median(ts) * 1e3
+
+
+#: the repository root (the source tree the benchmarks' child processes import litegpu from)
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def compile_bytecode(extra: Sequence[str] = ()) -> str:
+    """Byte-compile the litegpu packages of this tree (and the ``extra`` directories, e.g. a variant's
+    ``--pythonpath-b``) into their ``__pycache__``, as pip does when it installs them; returns the
+    condition in words for a table's header.
+
+    The shared development machines run with ``PYTHONDONTWRITEBYTECODE=1`` and a checkout has no
+    bytecode, so every fresh child process compiled each litegpu module it imported from source: on
+    the 2-core CI-class machine 30-70 ms of a 130-200 ms warm vulkan start (``builtins.compile``
+    in a profile of the prepare), which no installed litegpu pays.  ``bench/device_run.sh`` compiles
+    the installed tree on the NVIDIA machine for the same reason.  Quick when the bytecode is current
+    (compileall only compares timestamps)."""
+    import compileall
+
+    dirs = [ROOT / "core", *sorted(d for d in (ROOT / "backends").iterdir() if d.is_dir()), ROOT / "plugins",
+            *(Path(e) for e in extra if e)]
+    ok = all([compileall.compile_dir(str(d), quiet=1, workers=0) for d in dirs if d.is_dir()])
+    return "Python bytecode compiled first (as installed)" if ok else "Python bytecode: some files failed to compile"
 
 
 def machine_line() -> str:

@@ -30,6 +30,9 @@ The drivers' own caches (NVIDIA's ComputeCache and shader disk cache, PoCL's ker
 cache) would make a "cold" run partly warm, so they are switched off in the child processes
 (``CUDA_CACHE_DISABLE=1 __GL_SHADER_DISK_CACHE=0 POCL_KERNEL_CACHE=0 MESA_SHADER_CACHE_DISABLE=true``)
 except in the "driver caches on" column, unless ``--keep-driver-caches`` (the user's caches everywhere).
+The tree's litegpu packages are byte-compiled first, as pip does at install (``_common.compile_bytecode``;
+``--no-compile`` leaves them as they are): a checkout on a machine with ``PYTHONDONTWRITEBYTECODE`` has no
+bytecode, and its children compiled every module they imported from source inside the timed span.
 Prints a Markdown table (for docs/performance.md) with the machine and date.
 """
 
@@ -46,7 +49,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import GPU_SET, machine_line, mediapipe_models  # noqa: E402
+from _common import GPU_SET, compile_bytecode, machine_line, mediapipe_models  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -230,10 +233,15 @@ def main() -> int:
                     help="set a litegpu module constant in every child before its prepare (an A/B switch, e.g. "
                          "litegpu._backend_loading.QUICK_START=False); import:MODULE imports MODULE inside the "
                          "timed span first (what a lazy import saves)")
+    ap.add_argument("--no-compile", action="store_true",
+                    help="leave the tree's Python bytecode as it is (a checkout has none: with PYTHONDONTWRITEBYTECODE "
+                         "every child then compiles what it imports, as these benches measured until 2026-11-26)")
     ap.add_argument("--json", default="")
     args = ap.parse_args()
     if args.runs < 1:
         ap.error("--runs must be at least 1")
+    bytecode = "bytecode left as it is (--no-compile)" if args.no_compile else compile_bytecode()
+    load0 = os.getloadavg()[0]
 
     sys.path.insert(0, str(ROOT / "core"))
     _SETS[:] = args.set
@@ -257,7 +265,8 @@ def main() -> int:
         print(json.dumps(row), file=sys.stderr)
 
     print(f"\n{machine_line()}; median of {args.runs} fresh processes per cell; driver caches "
-          f"{'on' if args.keep_driver_caches else 'off'}; prepare includes the driver context, not the import"
+          f"{'on' if args.keep_driver_caches else 'off'}; prepare includes the driver context, not the import; "
+          f"{bytecode}; 1-min load average {load0:.1f} at the start, {os.getloadavg()[0]:.1f} at the end"
           + ("; --warm-only: cold = the one fill run, warm = warm with the drivers' caches on" if args.warm_only else "")
           + "".join(f"; set {item}" for item in args.set) + "\n")
     litert = not args.no_litert

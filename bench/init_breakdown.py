@@ -21,7 +21,8 @@ counts only for itself):
   warm plan record's file, ``litegpu._plan_record``, included; its key is counted under ``cache key``);
 * ``passes``: the GPU compiler's passes, lowering and memory planning (``compile_partition``);
 * ``render``: kernel templates rendered to source;
-* ``compile``: programs built from source (OpenCL programs, WGSL/SPIR-V modules and pipelines); where
+* ``compile``: programs built from source (OpenCL programs, WGSL/SPIR-V modules and pipelines; vulkan's
+  ``vkCreateComputePipelines`` at ``record()``, the driver's compile that a warm start repeats); where
   the device builds on several threads (``GpuDevice.compile_threads``) the wall time of that section,
   binaries read or loaded there included (the JSON has the threads' summed time apart);
 * ``binary``: programs rebuilt from cached binaries, binaries read back to store them (one by one), and
@@ -63,7 +64,8 @@ clock started and left the driver out of ``CPU time``: its "prepare" was 0.1-0.3
 ``bench/init.py``'s "warm" on the same machine.)
 
 The drivers' own caches (NVIDIA's ComputeCache, PoCL's kernel cache, Mesa's shader cache) are switched
-off in the children unless ``--keep-driver-caches``.  Prints one Markdown table per backend (for
+off in the children unless ``--keep-driver-caches``. The tree's Python bytecode is compiled first, as ``bench/init.py`` does
+(``--no-compile`` leaves it as it is).  Prints one Markdown table per backend (for
 docs/performance.md) with the machine and date; milliseconds, median over ``--runs``.
 """
 
@@ -71,6 +73,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -78,7 +81,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import GPU_SET, machine_line, mediapipe_models  # noqa: E402
+from _common import GPU_SET, compile_bytecode, machine_line, mediapipe_models  # noqa: E402
 from init import _child_env  # noqa: E402
 
 STEPS = ("gpu core", "driver", "model read", "partition", "cache key", "cache read", "passes", "render", "compile",
@@ -190,7 +193,8 @@ driver_parts.update(created)
 driver_parts.update(dict(getattr(d.device, "probe_ms", {}) or {}))
 dev = type(d.device)
 for attr, step in (("compile", "compile"), ("program_from_binary", "binary"), ("program_binary", "binary"), ("load_cache_blob", "binary"),
-                   ("upload", "upload"), ("alloc", "upload"), ("bind", "bind"), ("record", "bind")):
+                   ("upload", "upload"), ("alloc", "upload"), ("bind", "bind"), ("record", "bind"),
+                   ("_create_pipelines", "compile")):  # vulkan: record()'s pipeline creation (a warm start's compile)
     if attr in vars(dev) or hasattr(dev, attr):
         wrap(dev, attr, step)
 import litegpu._interpreter, litegpu._plan
@@ -354,14 +358,19 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=1, help="cold+warm process pairs per cell (median)")
     ap.add_argument("--tuning", default="", help="the delegates' tuning option (default: the backend's default)")
     ap.add_argument("--keep-driver-caches", action="store_true")
+    ap.add_argument("--no-compile", action="store_true",
+                    help="leave the tree's Python bytecode as it is (a checkout has none: with PYTHONDONTWRITEBYTECODE "
+                         "every child then compiles what it imports, as these benches measured until 2026-11-26)")
     ap.add_argument("--json", default="")
     args = ap.parse_args()
+    bytecode = "bytecode left as it is (--no-compile)" if args.no_compile else compile_bytecode()
     backends = [b for b in (args.backend or args.backends).split(",") if b]
     env = _child_env(args.keep_driver_caches)
     models = mediapipe_models(args.models, default=GPU_SET)
     result: dict = {"machine": machine_line(), "tuning": args.tuning or "default", "rows": []}
     print(f"\n{machine_line()}; median of {args.runs} fresh processes per cell; driver caches "
-          f"{'on' if args.keep_driver_caches else 'off'}; tuning {args.tuning or 'default'}; milliseconds\n")
+          f"{'on' if args.keep_driver_caches else 'off'}; tuning {args.tuning or 'default'}; {bytecode}; "
+          f"1-min load average {os.getloadavg()[0]:.1f} at the start; milliseconds\n")
     for backend in backends:
         print(f"\n{backend}:\n")
         print("| model | start | prepare | CPU time | " + " | ".join(STEPS)
