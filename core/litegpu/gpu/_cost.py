@@ -142,8 +142,8 @@ class DeviceCost:
 #: Fitted (a grid over both): over the 13 pairs the picks lose 8.8 us to each pair's measured best tiling (7 of
 #: 13 not the best) against 14.6 us (9) before; mean |log(estimate / measured)| 0.373 against 0.376 (the estimates
 #: stay ~1.4x high where the groups are many: hand / pose's declined expansions). halo_peak 4-8 with halo_us
-#: 0.1-0.25 give the same plans (at 3 face's twin stays apart; halo_us 0.5 fuses hand's 56x56 pair, measured 4 us
-#: slower); 6 is the middle, face's twin 0.3 us under its pair's estimate. Both act on pw_dw_conv2d with the
+#: 0.1-0.25 give the same plans (at 3 face's twin stays apart; at halo_us 0.5 too, and hand's fused 112x112 block
+#: comes apart); 6 is the middle, face's twin 0.3 us under its pair's estimate. Both act on pw_dw_conv2d with the
 #: projection only: selfie's 16x16 5x5 blocks without it ran slower at 8x8 tiles than at 4x8 (8.4 / 9.3 against
 #: 7.5 / 8.2 us), where the two terms would have taken 8x8 and 8x16. What changes in the NVIDIA plans:
 #: face_landmark's twin 3x3 blocks fuse at the whole-map tile (20 -> 19 launches; 8.42 us against 4.54 + 4.54 for
