@@ -147,8 +147,11 @@ class DeviceCost:
 #: projection only: selfie's 16x16 5x5 blocks without it ran slower at 8x8 tiles than at 4x8 (8.4 / 9.3 against
 #: 7.5 / 8.2 us), where the two terms would have taken 8x8 and 8x16. What changes in the NVIDIA plans:
 #: face_landmark's twin 3x3 blocks fuse at the whole-map tile (20 -> 19 launches; 8.42 us against 4.54 + 4.54 for
-#: the pair) and iris_landmark's two 2x2 twin blocks (34 -> 32; 8.99 us each against 4.58 + 4.22 and 3.90 + 4.22:
-#: a measured 1.1 us more GPU time for 2 launches fewer); every other launch of the 7 models is the same.
+#: the pair; 8.38 against 4.58 + 4.54 in s12-tile-2) and iris_landmark's two 2x2 twin blocks (34 -> 32; 8.99 us
+#: each against 4.58 + 4.22 and 3.90 + 4.22: 0.6-1.1 us more GPU time in two calls for 2 launches fewer); every
+#: other launch of the 7 models is the same. GPU kernel time per invoke (s12-tile-2, three alternated calls of
+#: bench/gpu_profile.py against --cost halo_peak=1.0,halo_us=0.0): face 0.151 ms both (device-bound 0.157-0.158
+#: against 0.159-0.161), iris 0.227-0.228 against 0.227.
 #: bench/cost_fit.py does not read pw_dw launches: the fit is in docs/gpu-compiler.md ("Eighth session").
 PROFILES: dict[str, DeviceCost] = {
     "nvidia": DeviceCost("nvidia", compute_units=132, resident_threads=2048, resident_groups=32, launch_us=3.5,
