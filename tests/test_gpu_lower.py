@@ -606,6 +606,34 @@ def test_cost_model_prices_packed_groups_and_loads_in_flight():
     assert any(o["pack"] > 1 for o in (dict(k) for k in seen)) and any(o["unroll"] > 1 for o in (dict(k) for k in seen))
 
 
+
+def test_cost_model_pw_dw_halo_prices_small_tiles():
+    """pw_dw_conv2d with the projection on the NVIDIA calibration (``_cost`` ``halo_us`` / ``halo_peak``): a
+    group's Work carries the expanded pixels it computes per output pixel of its tile (Work.halo), so on face's
+    3x3 twin block (128 -> 32 -> 32) the chooser takes the tile covering the map (4x4: 9 pixels for 16) where 1x1
+    tiles (9 pixels for 1 each) were cheapest before, and prices it below the two launches it replaces; without
+    the projection (selfie's 5x5 blocks) neither term applies and the picks are the earlier ones."""
+    from dataclasses import replace
+
+    from litegpu.gpu._cost import PROFILES, choose_pw_dw, pw_dw_geometry, pw_dw_work
+
+    nv = PROFILES["nvidia"]
+    before = replace(nv, halo_us=0.0, halo_peak=1.0)  # main's calibration before the terms
+    p = dict(B=1, SRC_H=3, SRC_W=3, SRC_S=32, MID_S=8, H=3, W=3, C=32, S=8, KH=3, KW=3, STRIDE_H=1, STRIDE_W=1,
+             PAD_T=1, PAD_L=1, DIL_H=1, DIL_W=1, EX_K=1)
+    geo = pw_dw_geometry(p, 1, 1, 8, 256, True, ke=2, kp=8)
+    assert geo is not None and pw_dw_work(p, geo, 1, 1, 8, 256, True).halo == 9
+    geo = pw_dw_geometry(p, 4, 4, 8, 256, True, ke=2, kp=8)
+    assert geo is not None and pw_dw_work(p, geo, 4, 4, 8, 256, True).halo == 9 / 16
+    assert pw_dw_work(p, pw_dw_geometry(p, 4, 4, 1, 256, False), 4, 4, 1, 256, False).halo == 0
+    now, then = choose_pw_dw(p, nv, True), choose_pw_dw(p, before, True)
+    assert now is not None and then is not None
+    assert (now[0]["tile_h"], now[0]["tile_w"]) == (4, 4) and (then[0]["tile_h"], then[0]["tile_w"]) == (1, 1)
+    assert now[1] < 10.0 < then[1]  # the 1x1 conv + dw_pw pair it replaces: est 10.0 us on this calibration
+    q = dict(B=1, SRC_H=16, SRC_W=16, SRC_S=8, MID_S=24, H=16, W=16, C=96, S=24, KH=5, KW=5, STRIDE_H=1,
+             STRIDE_W=1, PAD_T=2, PAD_L=2, DIL_H=1, DIL_W=1, EX_K=1)
+    assert choose_pw_dw(q, nv, False) == choose_pw_dw(q, before, False)
+
 def test_dw_pw_pack():
     """dw_pw_conv2d's split groups packed to 32 threads (at most 8 blocks, no more than the launch has, the
     partial sums within 16 KiB); unsplit launches and groups of 32 or more are never packed; by default

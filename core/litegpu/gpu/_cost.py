@@ -69,6 +69,9 @@ class DeviceCost:
     overlap: bool = True  # latency, cache traffic and arithmetic hide each other (the largest) or add up
     lane_flops_per_us: float = 0.0  # fp32 flops one thread issues in a row (0: not a limit; see estimate)
     small_chain: float = 1.0  # dw_pw_small's measured body over the one its Work describes (see estimate)
+    # pw_dw_conv2d with the projection (Work.halo > 0; see estimate and the nvidia calibration's comment):
+    halo_us: float = 0.0  # each expanded pixel a group computes per output pixel of its tile, a wave
+    halo_peak: float = 1.0  # its traffic and arithmetic run at up to this times its units' share of the device's
 
     def with_units(self, units: int, max_group: int) -> DeviceCost:
         """This profile for a device reporting ``units`` compute units and ``max_group`` threads a group."""
@@ -124,11 +127,38 @@ class DeviceCost:
 #: every pair (5 hand / pose pairs 1.4-3.4 us faster fused). Its own tilings' ranking is unchanged (every term but
 #: the group's life scales alike). The staged kernel's estimate is not scaled: it is 1.0-2.6x its measured time
 #: depending on the map (see ops.conv.DW_PW_SMALL_MAX_PIXELS), no single factor fits.
+#: ``halo_us`` 0.25 and ``halo_peak`` 6 on ``nvidia`` (H100, Vulkan timestamps, 21 runs a launch, issue 12's eighth
+#: session, s12-tile-1): pw_dw_conv2d timed at every tile size of the chooser's domain up to 8x8 (and 64 / 128
+#: threads at two of them), 98 distinct launches at 13 fused pairs of face_landmark, iris_landmark and
+#: selfie_segmentation. With the projection, on maps up to 16x16, the time falls as the tile grows where the
+#: Work is the same per group: face's twin 3x3 blocks 10.14 / 9.95 / 9.28 / 8.42 us at 1x1 / 1x2 / 2x2 / 4x4 tiles
+#: (9 / 6 / 4 / 1 tiles, every group expanding the same 9 pixels), iris's 8x8 twins 18.0 at 1x1 against 14.5 at
+#: 2x2 (256 groups both); the Work told the tilings apart only by the dw and projection loads, which favour the
+#: small tiles. ``halo_us`` prices a group's expanded pixels per output pixel of its tile (Work.halo: 9 for a 1x1
+#: tile under a 3x3 window, 0.56 for the whole 3x3 map in a 4x4 tile), a wave. And launches of a few groups took
+#: 0.6-0.75x of their estimate (face's twin at 4x4, 4 groups a branch: 8.42 us, est 12.1), whose traffic and
+#: arithmetic the model held to their units' even share of the device's (1/132 of the fitted 13 TB/s, counting
+#: every thread's loads, most of them a warp's broadcasts here): ``halo_peak`` lets them run at up to 6x that.
+#: Fitted (a grid over both): over the 13 pairs the picks lose 8.8 us to each pair's measured best tiling (7 of
+#: 13 not the best) against 14.6 us (9) before; mean |log(estimate / measured)| 0.373 against 0.376 (the estimates
+#: stay ~1.4x high where the groups are many: hand / pose's declined expansions). halo_peak 4-8 with halo_us
+#: 0.1-0.25 give the same plans (at 3 face's twin stays apart; at halo_us 0.5 too, and hand's fused 112x112 block
+#: comes apart); 6 is the middle, face's twin 0.3 us under its pair's estimate. Both act on pw_dw_conv2d with the
+#: projection only: selfie's 16x16 5x5 blocks without it ran slower at 8x8 tiles than at 4x8 (8.4 / 9.3 against
+#: 7.5 / 8.2 us), where the two terms would have taken 8x8 and 8x16. What changes in the NVIDIA plans:
+#: face_landmark's twin 3x3 blocks fuse at the whole-map tile (20 -> 19 launches; 8.42 us against 4.54 + 4.54 for
+#: the pair; 8.38 against 4.58 + 4.54 in s12-tile-2) and iris_landmark's two 2x2 twin blocks (34 -> 32; 8.99 us
+#: each against 4.58 + 4.22 and 3.90 + 4.22: 0.6-1.1 us more GPU time in two calls for 2 launches fewer); every
+#: other launch of the 7 models is the same. GPU kernel time per invoke (s12-tile-2, three alternated calls of
+#: bench/gpu_profile.py against --cost halo_peak=1.0,halo_us=0.0): face 0.151 ms both (device-bound 0.157-0.158
+#: against 0.159-0.161), iris 0.227-0.228 against 0.227.
+#: bench/cost_fit.py does not read pw_dw launches: the fit is in docs/gpu-compiler.md ("Eighth session").
 PROFILES: dict[str, DeviceCost] = {
     "nvidia": DeviceCost("nvidia", compute_units=132, resident_threads=2048, resident_groups=32, launch_us=3.5,
                          step_us=0.167, load_us=0.03, shared_us=0.01, barrier_us=0.18, cache_bytes_per_us=1.3e7,
                          flops_per_us=1.5e7, max_group=1024, tile_setup_us=2.5, warp=32, group_us=0.4,
-                         registers=65536, overlap=False, lane_flops_per_us=3340.0, small_chain=0.5),
+                         registers=65536, overlap=False, lane_flops_per_us=3340.0, small_chain=0.5,
+                         halo_us=0.25, halo_peak=6.0),
     "generic": DeviceCost("generic", compute_units=32, resident_threads=1024, resident_groups=16, launch_us=5.0,
                           step_us=0.5, load_us=0.025, shared_us=0.04, barrier_us=0.1, cache_bytes_per_us=1.0e6,
                           flops_per_us=1.0e7, max_group=256, tile_setup_us=2.5, warp=32, registers=65536),
@@ -171,6 +201,7 @@ class Work:
     flops: float = 0.0
     tiled: bool = False  # conv2d_tiled: pays the device's tile_setup_us
     small: bool = False  # dw_pw_small: its chain and traffic scaled by the device's small_chain
+    halo: float = 0.0  # pw_dw_conv2d with projection: expanded pixels a group computes per output pixel of its tile
     registers: int = 0  # 32-bit values one thread keeps live (0: not modelled; the thread limit decides)
 
 
@@ -184,11 +215,14 @@ def estimate(w: Work, dev: DeviceCost) -> float:
     if dev.registers and w.registers:  # threads keeping many values live leave room for fewer groups
         per_unit = min(per_unit, dev.registers // (w.registers * lanes))
     waves = -(-groups // (dev.compute_units * max(1, per_unit)))
-    occupied = min(groups, dev.compute_units) / dev.compute_units
+    # the share of the device's cache bandwidth and arithmetic the launch gets: its busy units' (a pw_dw_conv2d
+    # with projection, Work.halo: up to halo_peak times that, see the nvidia calibration)
+    occupied = min(1.0, (dev.halo_peak if w.halo else 1.0) * min(groups, dev.compute_units) / dev.compute_units)
     # dw_pw_small (Work.small): the device's measured scale of its chain and traffic (small_chain)
     chain = dev.small_chain if w.small else 1.0
     latency = waves * (dev.group_us + chain * (w.global_steps * dev.step_us + w.queued_loads * dev.load_us
-                                               + w.shared_steps * dev.shared_us + w.barriers * dev.barrier_us))
+                                               + w.shared_steps * dev.shared_us + w.barriers * dev.barrier_us)
+                       + w.halo * dev.halo_us)  # a pw_dw_conv2d group's halo recompute (halo_us)
     traffic = chain * w.cache_bytes / (dev.cache_bytes_per_us * occupied)
     compute = w.flops * lanes / group / (dev.flops_per_us * occupied)
     if dev.lane_flops_per_us:  # a thread's own arithmetic is serial: few, fat threads wait on it each wave
@@ -562,7 +596,8 @@ def pw_dw_work(p: Mapping[str, int], geo: Mapping[str, int], tile_h: int, tile_w
     flops = inside * mc * p["SRC_S"] * ex_taps * 32 + tp * mc * taps * 8 + (tp * geo["SC"] * mc * 32 if project else 0)
     return Work(threads=groups * threads, group=threads, global_steps=steps, queued_loads=queued,
                 shared_steps=shared, barriers=barriers,
-                cache_bytes=groups * chunks * per_group * _VEC, flops=groups * chunks * flops, registers=40)
+                cache_bytes=groups * chunks * per_group * _VEC, flops=groups * chunks * flops, registers=40,
+                halo=inside / tp if project else 0.0)  # halo_us / halo_peak (measured with projection only)
 
 
 def choose_pw_dw(p: Mapping[str, int], dev: DeviceCost, project: bool,
