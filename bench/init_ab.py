@@ -43,13 +43,15 @@ def measure(model: Path, backend: str, runs: int, sets: list[str], keep: bool,
             envs["b"] = {**env, "PYTHONPATH": os.pathsep.join([pythonpath_b, env.get("PYTHONPATH", "")])}
             caches["b"] = str(root / "cache-b")
             _run_child(_CHILD, [str(model), backend, caches["b"], *sets], envs["b"])  # B's own fill
-        got: dict[str, list[float]] = {"a": [], "b": [], "a_cpu": [], "b_cpu": [], "a_main": [], "b_main": []}
+        got: dict[str, list[float]] = {"a": [], "b": [], "a_cpu": [], "b_cpu": [], "a_main": [], "b_main": [],
+                                       "a_import": [], "b_import": []}
         for i in range(runs):
             for v in ("ab" if i % 2 == 0 else "ba"):
                 d = _run_child(_CHILD, [str(model), backend, caches[v], *(sets if v == "b" else [])], envs[v])
                 got[v].append(d["prepare_s"] * 1e3)
                 got[v + "_cpu"].append(d["cpu_s"] * 1e3)
                 got[v + "_main"].append(d["main_cpu_s"] * 1e3)
+                got[v + "_import"].append((d["import_s"] + d["prepare_s"]) * 1e3)  # a user's warm start
         return got
 
 
@@ -78,20 +80,21 @@ def main() -> int:
           f"A: as built; B: {' '.join(args.set)}"
           f"{' PYTHONPATH=' + args.pythonpath_b + ':...' if args.pythonpath_b else ''}\n")
     print("| backend | model | A warm (ms) | B warm (ms) | B - A | A warm CPU (ms) | B warm CPU (ms) | B - A CPU | "
-          "A main thread CPU (ms) | B main thread CPU (ms) |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+          "A main thread CPU (ms) | B main thread CPU (ms) | A import + warm (ms) | B import + warm (ms) |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for backend in [b for b in args.backends.split(",") if b]:
         for name, path in models.items():
             try:
                 g = measure(path, backend, args.runs, args.set, args.keep_driver_caches, args.driver_caches_off,
                             args.pythonpath_b)
             except RuntimeError as e:
-                print(f"| {backend} | {name} | failed: {e} | | | | | | | |", flush=True)
+                print(f"| {backend} | {name} | failed: {e} | | | | | | | | | |", flush=True)
                 continue
             m = {k: statistics.median(v) for k, v in g.items()}
             rows.append({"backend": backend, "model": name, **m, "runs": g})
             print(f"| {backend} | {name} | {m['a']:.0f} | {m['b']:.0f} | {m['b'] - m['a']:+.0f} | {m['a_cpu']:.0f} | "
-                  f"{m['b_cpu']:.0f} | {m['b_cpu'] - m['a_cpu']:+.0f} | {m['a_main']:.0f} | {m['b_main']:.0f} |", flush=True)
+                  f"{m['b_cpu']:.0f} | {m['b_cpu'] - m['a_cpu']:+.0f} | {m['a_main']:.0f} | {m['b_main']:.0f} | "
+                  f"{m['a_import']:.0f} | {m['b_import']:.0f} |", flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps({"machine": machine_line(), "sets": args.set, "rows": rows}, indent=1))
     return 0

@@ -28,7 +28,7 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["speed_up_type_parsing", "cached_header_cdef"]
+__all__ = ["speed_up_type_parsing", "cached_header_cdef", "ffi_from_cache"]
 
 log = logging.getLogger("litegpu")
 
@@ -172,3 +172,21 @@ def cached_header_cdef() -> Iterator[None]:
         yield
     finally:
         FFI.cdef = original
+
+
+def ffi_from_cache(csource: str) -> Any:
+    """A new FFI holding ``csource``'s declarations as :func:`cached_header_cdef` stored them (the
+    fast type parsing in place), or None when they are not stored (the first start: the binding's
+    import parses and stores them).  For wgpu-native's start before wgpu-py's import (``_adapters``):
+    the same header text, so the same declarations as the binding's ffi."""
+    from cffi import FFI
+    from litegpu.cache import DelegateCache
+
+    got = DelegateCache().load(_cdef_key(csource))
+    if got is None or "parser" not in got:
+        return None
+    ffi = FFI()
+    if not _restore(ffi, csource, got["parser"]):
+        return None
+    speed_up_type_parsing(ffi)
+    return ffi
