@@ -81,6 +81,23 @@ _native: dict[str, Any] = {}
 _binding_lock = threading.Lock()
 _binding_imported = threading.Event()
 _binding_error: list[BaseException] = []
+# set once the background start's Python part before wgpu's instance is over (or it took wgpu-py's way)
+_native_loaded = threading.Event()
+#: A/B switch (``--set litegpu_webgpu._adapters.WAIT_FOR_NATIVE_LOAD=False``).  True: the caller, once it
+#: has started the background start, waits (at most 2 s) until that thread is in wgpu's instance call
+#: before it imports wgpu: the thread's ffi, the declarations and the library's load (Python, 10-30 ms)
+#: come before the instance on the driver's critical path, and beside the caller's imports (Python too,
+#: one GIL) they would take about twice as long; the instance call itself releases the GIL.
+WAIT_FOR_NATIVE_LOAD = True
+
+
+def native_loaded(timeout: float) -> None:
+    """Wait (at most ``timeout`` seconds) until the background start is in wgpu's instance call, has
+    taken wgpu-py's way, or was not started: see WAIT_FOR_NATIVE_LOAD."""
+    with _background_lock:
+        started = _background_started
+    if started and WAIT_FOR_NATIVE_LOAD:
+        _native_loaded.wait(timeout)
 
 
 def import_binding() -> None:
@@ -225,6 +242,7 @@ def _native_start() -> None:
     extras.dxcPath.length = lib.WGPU_STRLEN  # the null string (wgpu-py's to_c_string_view(None))
     desc = ffi.new("WGPUInstanceDescriptor *")
     desc.nextInChain = ffi.cast("WGPUChainedStruct *", extras)
+    _native_loaded.set()  # the Python part is over: the caller's imports may go on (WAIT_FOR_NATIVE_LOAD)
     instance = lib.wgpuCreateInstance(desc)
     if instance == ffi.NULL:
         return
@@ -264,6 +282,8 @@ def start_in_background() -> None:
                 except Exception as e:  # noqa: BLE001 - wgpu-py's way follows
                     log.debug("webgpu: wgpu-native's start without wgpu-py failed (%s)", e)
                     _native.clear()
+                finally:
+                    _native_loaded.set()
                 PROBE_MS["native start done (since the start)"] = (time.perf_counter() - t_start) * 1e3
                 _set_instance(os.environ.get(GL_ENV, "") not in ("", "0"))  # waits for the binding
             t0 = time.perf_counter()

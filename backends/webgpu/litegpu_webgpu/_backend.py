@@ -71,10 +71,11 @@ class WebGPUBackend(litegpu.BackendSpec):
             from . import _adapters, _cffi_types  # noqa: F401
 
             # wgpu's instance, the adapters' enumeration and the default device's request start now on
-            # a thread (natively: _adapters.NATIVE_START), while this thread imports wgpu and its
-            # binding (Python: the GIL is this thread's, the other one is in the driver), then the
+            # a thread (natively: _adapters.NATIVE_START); once that thread is in the driver (the GIL
+            # released: _adapters.WAIT_FOR_NATIVE_LOAD) this one imports wgpu and its binding, then the
             # device module and the executor
             _adapters.start_in_background()
+            _adapters.native_loaded(timeout=2.0)
             _adapters.import_binding()
             from . import _device  # noqa: F401
         except ImportError as e:
