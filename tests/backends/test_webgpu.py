@@ -489,6 +489,35 @@ def test_starts_on_threads_with_wgpus_instance_made_elsewhere(wg, tmp_path, else
     assert f"native start: {native and not elsewhere}" in r.stdout, tail
 
 
+_EARLY_CHILD = textwrap.dedent(r"""
+    import litegpu
+    from litegpu_webgpu import _adapters
+    first = litegpu.load_delegate("webgpu", {"cache": {"enabled": False}})
+    second = litegpu.load_delegate("webgpu", {"cache": {"enabled": False}})
+    a, b = first.device.device, second.device.device
+    print("native start:", "native load (probe)" in _adapters.PROBE_MS)
+    print("first has the early device:", a is _adapters._early.device)
+    print("second has its own:", b is not a and b is not None)
+    print("same adapter:", first.device.adapter is second.device.adapter)
+""")
+
+
+def test_the_background_starts_device_goes_to_the_first_default_delegate(wg):
+    """The background start requests the default adapter's device as soon as the adapters are listed
+    (natively, the declarations being cached by the wg fixture's import); the first default delegate
+    takes it, a second one requests its own on the same adapter object.  In a child process: the
+    background start runs once per process."""
+    import subprocess
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), *sys.path])}
+    r = subprocess.run([sys.executable, "-c", _EARLY_CHILD], capture_output=True, text=True, env=env, timeout=300)
+    tail = (r.stdout + r.stderr)[-3000:]
+    assert r.returncode == 0, tail
+    for line in ("native start: True", "first has the early device: True", "second has its own: True",
+                 "same adapter: True"):
+        assert line in r.stdout, tail
+
+
 # -- availability never raises --------------------------------------------------------------------------
 
 @pytest.fixture
