@@ -499,6 +499,9 @@ _EARLY_CHILD = textwrap.dedent(r"""
     print("first has the early device:", a is _adapters._early.device)
     print("second has its own:", b is not a and b is not None)
     print("same adapter:", first.device.adapter is second.device.adapter)
+    from wgpu.backends.wgpu_native import _helpers
+    print("wgpu-py's instance is the native start's:",
+          int(_helpers.ffi.cast("uintptr_t", _helpers._the_instance)) == _adapters._native["instance"])
 """)
 
 
@@ -514,7 +517,7 @@ def test_the_background_starts_device_goes_to_the_first_default_delegate(wg):
     tail = (r.stdout + r.stderr)[-3000:]
     assert r.returncode == 0, tail
     for line in ("native start: True", "first has the early device: True", "second has its own: True",
-                 "same adapter: True"):
+                 "same adapter: True", "wgpu-py's instance is the native start's: True"):
         assert line in r.stdout, tail
 
 
