@@ -167,13 +167,15 @@ def _set_instance(gl: bool) -> None:
     except Exception as e:  # noqa: BLE001 - an older/newer wgpu-py, or an instance made elsewhere
         log.debug("webgpu: instance backends left to wgpu (%s)", e)
     try:
-        from wgpu.backends.wgpu_native._ffi import ffi
+        from wgpu.backends.wgpu_native._ffi import ffi, lib
 
         from ._cffi_types import speed_up_type_parsing
 
         speed_up_type_parsing(ffi)  # idempotent: in place already unless the header was not cached
+        if "instance" not in _native:  # for the next start's native way (NATIVE_START)
+            _remember_layout(ffi, lib)
     except Exception as e:  # noqa: BLE001 - another wgpu-py layout: only slower
-        log.debug("webgpu: cffi type parsing left as it is (%s)", e)
+        log.debug("webgpu: cffi type parsing or the instance's layout left as they are (%s)", e)
     _instance_set = True
 
 
@@ -204,13 +206,55 @@ def _wgpu_files() -> tuple[str, str] | None:
 # const" flags, which cffi cannot read from a dlopen()ed library (wgpu-py keeps its own table of them)
 _VULKAN_METAL_DX12 = (1 << 0) | (1 << 2) | (1 << 3)
 _INSTANCE_FLAG_DEFAULT = 1 << 24
+# the header text whose instance layout the native start found no record of: stored once the binding
+# is imported (see _set_instance)
+_layout_wanted: list[str] = []
+
+
+def instance_structs(ffi: Any, lib: Any) -> dict[str, bytes]:
+    """The C structs of wgpu's instance as litegpu makes it, laid out by ``ffi`` (wgpu-py's binding):
+    ``WGPUInstanceExtras`` as wgpu-py's ``set_instance_extras(backends=[Vulkan, Metal, DX12])`` fills it
+    (its other defaults kept), an empty ``WGPUInstanceDescriptor`` with the offset of its
+    ``nextInChain``, and ``WGPUInstanceEnumerateAdapterOptions`` with the same backends.  Their bytes hold
+    no pointer but NULLs, so the native start (``_native_start``) can pass copies of them through
+    ctypes, with no cffi declarations to load first (``_cffi_types.store_instance_layout``)."""
+    extras = ffi.new("WGPUInstanceExtras *")
+    extras.chain.sType = lib.WGPUSType_InstanceExtras
+    extras.backends = _VULKAN_METAL_DX12
+    extras.flags = _INSTANCE_FLAG_DEFAULT
+    extras.dx12ShaderCompiler = lib.WGPUDx12Compiler_Fxc
+    extras.dxcPath.data = ffi.NULL
+    extras.dxcPath.length = lib.WGPU_STRLEN  # the null string (wgpu-py's to_c_string_view(None))
+    options = ffi.new("WGPUInstanceEnumerateAdapterOptions *")
+    options.backends = _VULKAN_METAL_DX12
+    return {"extras": bytes(ffi.buffer(extras)), "descriptor": bytes(ffi.buffer(ffi.new("WGPUInstanceDescriptor *"))),
+            "descriptor_next": str(ffi.offsetof("WGPUInstanceDescriptor", "nextInChain")).encode(),
+            "options": bytes(ffi.buffer(options))}
+
+
+def _remember_layout(ffi: Any, lib: Any) -> None:
+    """Store the instance structs' bytes for the header of wgpu-py's binding, unless stored already."""
+    from ._cffi_types import cached_instance_layout, store_instance_layout
+
+    if _layout_wanted:  # the native start looked and found none
+        header = _layout_wanted.pop()
+    else:
+        files = _wgpu_files()
+        if files is None:
+            return
+        with open(files[1], encoding="utf-8") as f:
+            header = f.read()
+        if cached_instance_layout(header) is not None:
+            return
+    store_instance_layout(header, instance_structs(ffi, lib))
 
 
 def _native_start() -> None:
     """(_instance_lock held, on the background start's thread) wgpu's instance on litegpu's backends
-    and the adapters' enumeration, through wgpu-native's C API with an ffi of its own (the binding's
-    declarations, from the cache): no wgpu-py, so the caller imports it meanwhile.  Leaves
-    ``_native`` empty where that cannot be done (not cached yet, OpenGL asked for, an instance made
+    and the adapters' enumeration, through wgpu-native's C API with ctypes and the structs' bytes as
+    wgpu-py's binding laid them out at an earlier start (:func:`instance_structs`, kept in litegpu's
+    cache by the header's digest): no wgpu-py, no cffi, so the caller imports them meanwhile.  Leaves
+    ``_native`` empty where that cannot be done (no record yet, OpenGL asked for, an instance made
     already): wgpu-py's way follows."""
     import sys
 
@@ -222,41 +266,39 @@ def _native_start() -> None:
     files = _wgpu_files()
     if files is None:
         return
-    from ._cffi_types import ffi_from_cache
+    from ._cffi_types import cached_instance_layout
 
     with open(files[1], encoding="utf-8") as f:  # the text wgpu-py's _ffi declares, as it reads it
-        ffi = ffi_from_cache(f.read())
-    if ffi is None:
+        header = f.read()
+    layout = cached_instance_layout(header)
+    if layout is None:
+        _layout_wanted[:] = [header]
         return
+    import ctypes
+
     ensure_xdg_runtime_dir()
-    lib = ffi.dlopen(files[0])
+    lib = ctypes.CDLL(files[0])
+    create, enumerate_ = lib.wgpuCreateInstance, lib.wgpuInstanceEnumerateAdapters
+    create.restype, create.argtypes = ctypes.c_void_p, [ctypes.c_void_p]
+    enumerate_.restype, enumerate_.argtypes = ctypes.c_size_t, [ctypes.c_void_p] * 3
+    extras = ctypes.create_string_buffer(layout["extras"], len(layout["extras"]))
+    desc = ctypes.create_string_buffer(layout["descriptor"], len(layout["descriptor"]))
+    ctypes.c_void_p.from_buffer(desc, int(layout["descriptor_next"])).value = ctypes.addressof(extras)
+    options = ctypes.create_string_buffer(layout["options"], len(layout["options"]))
     t1 = time.perf_counter()
     PROBE_MS["native load (probe)"] = (t1 - t0) * 1e3
-    # what wgpu-py's set_instance_extras(backends=[Vulkan, Metal, DX12]) passes, its other defaults kept
-    extras = ffi.new("WGPUInstanceExtras *")
-    extras.chain.sType = lib.WGPUSType_InstanceExtras
-    extras.backends = _VULKAN_METAL_DX12
-    extras.flags = _INSTANCE_FLAG_DEFAULT
-    extras.dx12ShaderCompiler = lib.WGPUDx12Compiler_Fxc
-    extras.dxcPath.data = ffi.NULL
-    extras.dxcPath.length = lib.WGPU_STRLEN  # the null string (wgpu-py's to_c_string_view(None))
-    desc = ffi.new("WGPUInstanceDescriptor *")
-    desc.nextInChain = ffi.cast("WGPUChainedStruct *", extras)
     _native_loaded.set()  # the Python part is over: the caller's imports may go on (WAIT_FOR_NATIVE_LOAD)
-    instance = lib.wgpuCreateInstance(desc)
-    if instance == ffi.NULL:
+    instance = create(desc)  # (ctypes releases the GIL around its calls)
+    if not instance:
         return
     t2 = time.perf_counter()
     PROBE_MS["instance (probe)"] = (t2 - t1) * 1e3
     with ADAPTER_LOCK:
-        options = ffi.new("WGPUInstanceEnumerateAdapterOptions *")
-        options.backends = extras.backends
-        count = lib.wgpuInstanceEnumerateAdapters(instance, options, ffi.NULL)
-        handles = ffi.new("WGPUAdapter[]", max(int(count), 1))
-        got = min(int(lib.wgpuInstanceEnumerateAdapters(instance, options, handles)), int(count))
+        count = int(enumerate_(instance, options, None))
+        handles = (ctypes.c_void_p * max(count, 1))()
+        got = min(int(enumerate_(instance, options, handles)), count)
     PROBE_MS["enumerate (probe)"] = (time.perf_counter() - t2) * 1e3
-    _native.update(ffi=ffi, lib=lib, instance=int(ffi.cast("uintptr_t", instance)),
-                   adapters=[int(ffi.cast("uintptr_t", handles[i])) for i in range(got)])
+    _native.update(lib=lib, instance=int(instance), adapters=[int(h) for h in handles[:got] if h])
 
 
 def start_in_background() -> None:

@@ -65,7 +65,8 @@ class WebGPUBackend(litegpu.BackendSpec):
         try:
             # what the thread imports, imported here first: two threads importing one package at
             # once can see it half made
-            import cffi  # noqa: F401
+            import ctypes  # noqa: F401
+
             import litegpu.cache  # noqa: F401 - the cached C declarations' store
 
             from . import _adapters, _cffi_types  # noqa: F401
