@@ -70,6 +70,7 @@ PROBE_MS: dict[str, float] = {}
 ADAPTER_LOCK = threading.RLock()
 _background_lock = threading.Lock()
 _background_started = False
+_t_start: list[float] = []  # when the background start began (its laps "since the start")
 _filter_warned = False
 # the adapters, once enumerated, per "OpenGL included": kept for the process (see ADAPTER_LOCK)
 _listed: dict[bool, list[Any]] = {}
@@ -124,6 +125,8 @@ def import_binding() -> None:
                 raise
             finally:
                 PROBE_MS["binding import (probe)"] = (time.perf_counter() - t0) * 1e3
+                if _t_start:
+                    PROBE_MS["binding imported (since the start)"] = (time.perf_counter() - _t_start[0]) * 1e3
                 _binding_imported.set()  # (on failures too: nobody waits forever)
         elif _binding_error:
             raise _binding_error[0]
@@ -315,6 +318,7 @@ def start_in_background() -> None:
         _background_started = True
     _early.pending = True  # before the thread: a device's start that comes first waits for it
     t_start = time.perf_counter()
+    _t_start[:] = [t_start]
     switch = _shorter_switch_interval()
 
     def run() -> None:
