@@ -36,14 +36,15 @@ _TYPE_RANK = {
 GL_ENV = "LITEGPU_WEBGPU_GL"
 #: A/B switch (``bench/init_ab.py --set litegpu_webgpu._adapters.NATIVE_START=False``).  True: the
 #: background start (:func:`start_in_background`) makes wgpu's instance and enumerates the adapters
-#: straight through wgpu-native (its own cffi handle on wgpu.h's cached declarations, no wgpu-py), while
-#: the caller imports wgpu and its binding (Python, 80-100 ms on the NVIDIA host) beside those native
-#: calls (the instance 80 ms there, the GIL released); wgpu-py then takes the instance and the
-#: adapters as its own, and the same thread requests the default device at once.  False: the thread
-#: waits for the binding, then makes the instance and enumerates through wgpu-py (the seventh
-#: session's order: the binding's import, the instance, the enumeration and the device request one
-#: after another on the critical path).  Either way the first start of a process (no cached
-#: declarations yet) and ``LITEGPU_WEBGPU_GL=1`` take wgpu-py's way.
+#: straight through wgpu-native (ctypes, with the structs' bytes an earlier start stored: no wgpu-py,
+#: no cffi), while the caller imports wgpu and its binding (Python, 80-100 ms on the NVIDIA host)
+#: beside those native calls (the instance 80 ms there, the GIL released); wgpu-py then takes the
+#: instance and the adapters as its own, and the same thread requests the default device at once.
+#: False: the thread waits for the binding, then makes the instance and enumerates through wgpu-py
+#: (the seventh session's order: the binding's import, the instance, the enumeration one after
+#: another on the critical path; the device is requested early either way).  The first start with a
+#: wgpu-py release (no stored structs yet), an instance made elsewhere first and
+#: ``LITEGPU_WEBGPU_GL=1`` take wgpu-py's way.
 NATIVE_START = True
 _instance_set = False
 # held while the first caller sets wgpu's instance up (the background start holds it from its native
@@ -74,8 +75,8 @@ _t_start: list[float] = []  # when the background start began (its laps "since t
 _filter_warned = False
 # the adapters, once enumerated, per "OpenGL included": kept for the process (see ADAPTER_LOCK)
 _listed: dict[bool, list[Any]] = {}
-# the native start's results (NATIVE_START): its ffi, the instance's and the adapters' addresses;
-# handed to wgpu-py by _instance_backends and _enumerate
+# the native start's results (NATIVE_START): the library's ctypes handle, the instance's and the
+# adapters' addresses; handed to wgpu-py by _set_instance and _enumerate
 _native: dict[str, Any] = {}
 # wgpu and its binding are imported by one thread at a time (their modules import one another: a
 # second thread importing them at once can see one half made); set once the import is over (or failed)
@@ -86,9 +87,9 @@ _binding_error: list[BaseException] = []
 _native_loaded = threading.Event()
 #: A/B switch (``--set litegpu_webgpu._adapters.WAIT_FOR_NATIVE_LOAD=False``).  True: the caller, once it
 #: has started the background start, waits (at most 2 s) until that thread is in wgpu's instance call
-#: before it imports wgpu: the thread's ffi, the declarations and the library's load (Python, 10-30 ms)
-#: come before the instance on the driver's critical path, and beside the caller's imports (Python too,
-#: one GIL) they would take about twice as long; the instance call itself releases the GIL.
+#: before it imports wgpu: the thread's Python part (the stored structs' read, the library's load: 3 ms
+#: on the CI machine) comes before the instance on the driver's critical path, and beside the caller's
+#: imports (Python too, one GIL) it would take about twice as long; the instance call releases the GIL.
 WAIT_FOR_NATIVE_LOAD = True
 
 
