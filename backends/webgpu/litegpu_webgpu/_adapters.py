@@ -115,6 +115,11 @@ def import_binding() -> None:
         if not _binding_imported.is_set():
             t0 = time.perf_counter()
             try:
+                # cffi's C extension first, timed apart: its dlopen waits for the dynamic loader's lock,
+                # which the background start's thread may hold while wgpu's instance loads the driver
+                import _cffi_backend  # noqa: F401
+
+                PROBE_MS["cffi extension load (probe)"] = (time.perf_counter() - t0) * 1e3
                 import wgpu  # noqa: F401
 
                 from ._cffi_types import cached_header_cdef
