@@ -54,10 +54,10 @@ class WebGPUBackend(litegpu.BackendSpec):
 
     def quick_availability(self) -> tuple[bool, str] | None:
         """For ``load_delegate``: wgpu imports; the default device starts in the background
-        (``WebGPUDevice(background=True)``: wgpu's instance, the adapters' enumeration and the device
-        request on a thread), so that a start pays the driver beside the GPU executor's import and the
-        model's read and plan.  No adapter, or a failed device request, raises BackendUnavailableError at
-        the delegate's first use."""
+        (``_adapters.start_in_background``: wgpu's instance, the adapters' enumeration and the default
+        device's request on a thread, claimed by ``WebGPUDevice(background=True)``), so that a start pays
+        the driver beside wgpu's own import, the GPU executor's and the model's read and plan.  No
+        adapter, or a failed device request, raises BackendUnavailableError at the delegate's first use."""
         import importlib.util
 
         if importlib.util.find_spec("wgpu") is None:
