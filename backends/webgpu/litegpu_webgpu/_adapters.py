@@ -471,15 +471,20 @@ def list_adapters(power_preference: str = "high-performance", backend: str | Non
     if power_preference not in POWER_PREFERENCES:
         raise DelegateError(f"power_preference {power_preference!r} is not one of {', '.join(POWER_PREFERENCES)}")
     gl = _instance_backends()
-    with ADAPTER_LOCK:
-        listed = _listed.get(gl)
-        if listed is None:
-            t0 = time.perf_counter()
-            listed = _enumerate(gl)
-            if "enumerate (probe)" not in PROBE_MS:
-                PROBE_MS["enumerate (probe)"] = (time.perf_counter() - t0) * 1e3
-            if listed:  # none found: asked again next time
-                _listed[gl] = listed
+    # once listed, read without the lock: the background start holds it through its device request
+    # (80-120 ms on NVIDIA), and a device's start reads the list for its queries, which the caller's
+    # plan waits for (H100, s12-wgpustart-2: 64-81 ms of a warm prepare's "rest")
+    listed = _listed.get(gl)
+    if listed is None:
+        with ADAPTER_LOCK:
+            listed = _listed.get(gl)
+            if listed is None:
+                t0 = time.perf_counter()
+                listed = _enumerate(gl)
+                if "enumerate (probe)" not in PROBE_MS:
+                    PROBE_MS["enumerate (probe)"] = (time.perf_counter() - t0) * 1e3
+                if listed:  # none found: asked again next time
+                    _listed[gl] = listed
     adapters = list(listed)
     if not adapters:
         hint = "" if gl else f"; wgpu's OpenGL backend is left out unless {GL_ENV}=1"
