@@ -47,7 +47,8 @@ def measure(model: Path, backend: str, runs: int, sets: list[str], keep: bool,
             envs["b"] = {**env, "PYTHONPATH": os.pathsep.join([pythonpath_b, env.get("PYTHONPATH", "")])}
             caches["b"] = str(root / "cache-b")
             _run_child(_CHILD, [str(model), backend, caches["b"], *sets], envs["b"])  # B's own fill
-        got: dict[str, list[float]] = {"a": [], "b": [], "a_cpu": [], "b_cpu": [], "a_main": [], "b_main": []}
+        got: dict[str, list[float]] = {"a": [], "b": [], "a_cpu": [], "b_cpu": [], "a_main": [], "b_main": [],
+                                       "a_import": [], "b_import": []}
         cold_env = _child_env(keep)  # the drivers' caches off, as bench/init.py's cold column
         cold_envs = {"a": cold_env, "b": {**cold_env, "PYTHONPATH": envs["b"]["PYTHONPATH"]}}
         for i in range(runs):
@@ -61,6 +62,7 @@ def measure(model: Path, backend: str, runs: int, sets: list[str], keep: bool,
                 got[v].append(d["prepare_s"] * 1e3)
                 got[v + "_cpu"].append(d["cpu_s"] * 1e3)
                 got[v + "_main"].append(d["main_cpu_s"] * 1e3)
+                got[v + "_import"].append((d["import_s"] + d["prepare_s"]) * 1e3)  # a user's warm start
         return got
 
 
@@ -100,23 +102,24 @@ def main() -> int:
           f"1-min load average {os.getloadavg()[0]:.1f} at the start\n")
     cold_head = " A cold (ms) | B cold (ms) | A warm/cold | B warm/cold |" if args.cold else ""
     print("| backend | model | A warm (ms) | B warm (ms) | B - A | A warm CPU (ms) | B warm CPU (ms) | B - A CPU | "
-          "A main thread CPU (ms) | B main thread CPU (ms) |" + cold_head)
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|" + "---:|" * (4 if args.cold else 0))
+          "A main thread CPU (ms) | B main thread CPU (ms) | A import + warm (ms) | B import + warm (ms) |"
+          + cold_head)
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|" + "---:|" * (4 if args.cold else 0))
     for backend in [b for b in args.backends.split(",") if b]:
         for name, path in models.items():
             try:
                 g = measure(path, backend, args.runs, args.set, args.keep_driver_caches, args.driver_caches_off,
                             args.pythonpath_b, args.cold)
             except RuntimeError as e:
-                print(f"| {backend} | {name} | failed: {e} | | | | | | | |", flush=True)
+                print(f"| {backend} | {name} | failed: {e} | | | | | | | | | |", flush=True)
                 continue
             m = {k: statistics.median(v) for k, v in g.items()}
             rows.append({"backend": backend, "model": name, **m, "runs": g})
             cold_cells = (f" {m['a_cold']:.0f} | {m['b_cold']:.0f} | {100 * m['a'] / m['a_cold']:.1f}% | "
                           f"{100 * m['b'] / m['b_cold']:.1f}% |" if args.cold else "")
             print(f"| {backend} | {name} | {m['a']:.0f} | {m['b']:.0f} | {m['b'] - m['a']:+.0f} | {m['a_cpu']:.0f} | "
-                  f"{m['b_cpu']:.0f} | {m['b_cpu'] - m['a_cpu']:+.0f} | {m['a_main']:.0f} | {m['b_main']:.0f} |"
-                  + cold_cells, flush=True)
+                  f"{m['b_cpu']:.0f} | {m['b_cpu'] - m['a_cpu']:+.0f} | {m['a_main']:.0f} | {m['b_main']:.0f} | "
+                  f"{m['a_import']:.0f} | {m['b_import']:.0f} |" + cold_cells, flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps({"machine": machine_line(), "sets": args.set, "rows": rows}, indent=1))
     return 0

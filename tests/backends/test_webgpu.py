@@ -414,7 +414,7 @@ def test_default_device_starts_in_the_background_and_a_failed_start_raises_typed
 _THREADS_CHILD = textwrap.dedent(r"""
     import sys, threading
     import numpy as np
-    model, x_path, want_path, threads, rounds, elsewhere, on_thread = sys.argv[1:8]
+    model, x_path, want_path, threads, rounds, elsewhere, native = sys.argv[1:8]
     threads, rounds = int(threads), int(rounds)
     if elsewhere == "1":
         import wgpu
@@ -422,9 +422,9 @@ _THREADS_CHILD = textwrap.dedent(r"""
         # (OpenGL through EGL too, where Mesa has it), before litegpu can choose them
         wgpu.gpu.request_adapter_sync(power_preference="low-power")
     import litegpu
-    import litegpu_webgpu._backend
-    # WAIT_FOR_BINDING as shipped (on); wgpu imported by the caller (the default) or on the thread
-    litegpu_webgpu._backend.WGPU_IMPORT_ON_THREAD = on_thread == "1"
+    import litegpu_webgpu._adapters
+    # the instance and the enumeration through wgpu-native straight (as shipped) or through wgpu-py
+    litegpu_webgpu._adapters.NATIVE_START = native == "1"
     x, want = np.load(x_path), np.load(want_path)
     errors = []
 
@@ -453,18 +453,20 @@ _THREADS_CHILD = textwrap.dedent(r"""
     for t in ts:
         t.join()
     print("errors:", errors)
+    print("native start:", "native load (probe)" in litegpu_webgpu._adapters.PROBE_MS)
     sys.exit(1 if errors else 0)
 """)
 
 
-@pytest.mark.parametrize("on_thread", [False, True], ids=["wgpu-imported-by-caller", "wgpu-imported-on-thread"])
+@pytest.mark.parametrize("native", [True, False], ids=["native-start", "wgpu-py-start"])
 @pytest.mark.parametrize("elsewhere", [True, False], ids=["instance-made-elsewhere", "litegpus-instance"])
-def test_starts_on_threads_with_wgpus_instance_made_elsewhere(wg, tmp_path, elsewhere, on_thread):
+def test_starts_on_threads_with_wgpus_instance_made_elsewhere(wg, tmp_path, elsewhere, native):
     """Several threads start webgpu delegates at once (the background start, the device's start, a
     ``devices()`` listing), prepare, run and close them, in a process whose wgpu instance another
     user of wgpu made first with every backend (OpenGL's EGL included where it exists), or litegpu
-    made; the caller waiting for the thread's binding import (WAIT_FOR_BINDING, as shipped), wgpu itself
-    imported by the caller (the default) or on the thread (WGPU_IMPORT_ON_THREAD).
+    made; the background start making the instance and enumerating through wgpu-native straight
+    (``_adapters.NATIVE_START``, as shipped: where the instance was made elsewhere it takes wgpu-py's
+    way) or through wgpu-py, its default device claimed by one of the threads' delegates.
     wgpu-native 29 aborted such a process (the fresh-clone suite, 2026-11-26: EGL_BAD_ACCESS
     unwrapped in an enumeration on a second thread); it must now run to the end with LiteRT's
     answers.  In a child process: an abort must fail this test, not end the test run."""
@@ -478,11 +480,45 @@ def test_starts_on_threads_with_wgpus_instance_made_elsewhere(wg, tmp_path, else
     np.save(tmp_path / "want.npy", run_litert(model.read_bytes(), [x])[0])
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), *sys.path])}
     r = subprocess.run([sys.executable, "-c", _THREADS_CHILD, str(model), str(tmp_path / "x.npy"),
-                        str(tmp_path / "want.npy"), "3", "4", str(int(elsewhere)), str(int(on_thread))],
+                        str(tmp_path / "want.npy"), "3", "4", str(int(elsewhere)), str(int(native))],
                        capture_output=True, text=True, env=env, timeout=600)
     tail = (r.stdout + r.stderr)[-3000:]
     assert r.returncode == 0, f"exit code {r.returncode}:\n{tail}"
     assert "errors: []" in r.stdout, tail
+    # (the declarations are cached by now: the wg fixture's binding import stored them)
+    assert f"native start: {native and not elsewhere}" in r.stdout, tail
+
+
+_EARLY_CHILD = textwrap.dedent(r"""
+    import litegpu
+    from litegpu_webgpu import _adapters
+    first = litegpu.load_delegate("webgpu", {"cache": {"enabled": False}})
+    second = litegpu.load_delegate("webgpu", {"cache": {"enabled": False}})
+    a, b = first.device.device, second.device.device
+    print("native start:", "native load (probe)" in _adapters.PROBE_MS)
+    print("first has the early device:", a is _adapters._early.device)
+    print("second has its own:", b is not a and b is not None)
+    print("same adapter:", first.device.adapter is second.device.adapter)
+    from wgpu.backends.wgpu_native import _helpers
+    print("wgpu-py's instance is the native start's:",
+          int(_helpers.ffi.cast("uintptr_t", _helpers._the_instance)) == _adapters._native["instance"])
+""")
+
+
+def test_the_background_starts_device_goes_to_the_first_default_delegate(wg):
+    """The background start requests the default adapter's device as soon as the adapters are listed
+    (natively, the declarations being cached by the wg fixture's import); the first default delegate
+    takes it, a second one requests its own on the same adapter object.  In a child process: the
+    background start runs once per process."""
+    import subprocess
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), *sys.path])}
+    r = subprocess.run([sys.executable, "-c", _EARLY_CHILD], capture_output=True, text=True, env=env, timeout=300)
+    tail = (r.stdout + r.stderr)[-3000:]
+    assert r.returncode == 0, tail
+    for line in ("native start: True", "first has the early device: True", "second has its own: True",
+                 "same adapter: True", "wgpu-py's instance is the native start's: True"):
+        assert line in r.stdout, tail
 
 
 # -- availability never raises --------------------------------------------------------------------------

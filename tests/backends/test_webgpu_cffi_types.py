@@ -152,3 +152,30 @@ def test_cached_header_cdef_refuses_anything_but_cffi_types(tmp_path, monkeypatc
     with cached_header_cdef():
         small.cdef(_CDEF)
     assert small.sizeof("Foo") == 16 and len(DelegateCache(tmp_path).entries()) == 1  # the header's, rewritten
+
+
+def test_the_native_starts_instance_structs_are_what_wgpu_py_passes(monkeypatch):
+    """The bytes the native start passes to ``wgpuCreateInstance`` through ctypes
+    (``_adapters.instance_structs``, stored by the header's digest) are the very struct wgpu-py's
+    ``set_instance_extras`` builds for the same backends, its other defaults included; the descriptor
+    is empty but for its chain pointer, and the enumeration's filter has the same backends."""
+    pytest.importorskip("wgpu")
+    from litegpu_webgpu import _adapters
+    from wgpu.backends.wgpu_native import extras as wgpu_extras
+    from wgpu.backends.wgpu_native._ffi import ffi, lib
+
+    seen = {}
+
+    def capture(extras=None):  # instead of making the (process-wide) instance
+        seen["extras"] = bytes(ffi.buffer(extras))
+
+    monkeypatch.setattr(wgpu_extras, "get_wgpu_instance", capture)
+    wgpu_extras.set_instance_extras(backends=["Vulkan", "Metal", "DX12"])
+    mine = _adapters.instance_structs(ffi, lib)
+    assert mine["extras"] == seen["extras"]
+    assert mine["descriptor"] == bytes(ffi.sizeof("WGPUInstanceDescriptor"))
+    assert int(mine["descriptor_next"]) == ffi.offsetof("WGPUInstanceDescriptor", "nextInChain")
+    raw_options, raw_extras = ffi.from_buffer(bytearray(mine["options"])), ffi.from_buffer(bytearray(mine["extras"]))
+    options = ffi.cast("WGPUInstanceEnumerateAdapterOptions *", raw_options)
+    assert options.backends == ffi.cast("WGPUInstanceExtras *", raw_extras).backends == 1 | 4 | 8
+    assert options.nextInChain == ffi.NULL

@@ -18,8 +18,8 @@ from typing import Any
 from litegpu import BackendUnavailableError, DelegateError
 from litegpu._runtime_dir import ensure_xdg_runtime_dir
 
-__all__ = ["list_adapters", "adapter_name", "start_in_background", "wgpu_imported", "binding_imported", "ADAPTER_LOCK",
-           "POWER_PREFERENCES", "GL_ENV", "PROBE_MS"]
+__all__ = ["list_adapters", "adapter_name", "start_in_background", "import_binding", "claim_early_device",
+           "request_device", "ADAPTER_LOCK", "POWER_PREFERENCES", "GL_ENV", "PROBE_MS", "WANTED_LIMITS", "NATIVE_START"]
 
 log = logging.getLogger("litegpu")
 
@@ -34,13 +34,27 @@ _TYPE_RANK = {
 
 #: set to 1 to let wgpu also open its OpenGL (EGL) backend
 GL_ENV = "LITEGPU_WEBGPU_GL"
+#: A/B switch (``bench/init_ab.py --set litegpu_webgpu._adapters.NATIVE_START=False``).  True: the
+#: background start (:func:`start_in_background`) makes wgpu's instance and enumerates the adapters
+#: straight through wgpu-native (ctypes, with the structs' bytes an earlier start stored: no wgpu-py,
+#: no cffi), while the caller imports wgpu and its binding (Python, 80-100 ms on the NVIDIA host)
+#: beside those native calls (the instance 80 ms there, the GIL released); wgpu-py then takes the
+#: instance and the adapters as its own, and the same thread requests the default device at once.
+#: False: the thread waits for the binding, then makes the instance and enumerates through wgpu-py
+#: (the seventh session's order: the binding's import, the instance, the enumeration one after
+#: another on the critical path; the device is requested early either way).  The first start with a
+#: wgpu-py release (no stored structs yet), an instance made elsewhere first and
+#: ``LITEGPU_WEBGPU_GL=1`` take wgpu-py's way.
+NATIVE_START = True
 _instance_set = False
-# held while the first caller sets wgpu's instance up: a second caller (the device's start after the
-# background one) waits for it instead of enumerating through an instance made with wgpu's defaults
+# held while the first caller sets wgpu's instance up (the background start holds it from its native
+# instance to wgpu-py's taking it over): a second caller waits for it instead of enumerating through
+# an instance made with wgpu's defaults.  Taken before ADAPTER_LOCK where both are held.
 _instance_lock = threading.Lock()
-#: where the first enumeration's start went, ms by step (on the thread that ran it: the background
-#: start, or the availability probe): the binding's import, wgpu's instance, the adapters'
-#: enumeration (``bench/init_breakdown.py`` prints them with the device's own laps)
+#: where the first enumeration's start went, ms by step (the binding's import on the thread that ran
+#: it; the rest on the background start's thread, or the availability probe's): the native library's
+#: load, wgpu's instance, the adapters' enumeration, wgpu-py's adapter objects, the default device
+#: requested early (``bench/init_breakdown.py`` prints them with the device's own laps)
 PROBE_MS: dict[str, float] = {}
 
 #: Held by the adapters' enumeration and by every device request litegpu makes (the background
@@ -57,111 +71,389 @@ PROBE_MS: dict[str, float] = {}
 ADAPTER_LOCK = threading.RLock()
 _background_lock = threading.Lock()
 _background_started = False
+_t_start: list[float] = []  # when the background start began (its laps "since the start")
 _filter_warned = False
 # the adapters, once enumerated, per "OpenGL included": kept for the process (see ADAPTER_LOCK)
 _listed: dict[bool, list[Any]] = {}
+# the native start's results (NATIVE_START): the library's ctypes handle, the instance's and the
+# adapters' addresses; handed to wgpu-py by _set_instance and _enumerate
+_native: dict[str, Any] = {}
+# wgpu and its binding are imported by one thread at a time (their modules import one another: a
+# second thread importing them at once can see one half made); set once the import is over (or failed)
+_binding_lock = threading.Lock()
+_binding_imported = threading.Event()
+_binding_error: list[BaseException] = []
+# set once the background start's Python part before wgpu's instance is over (or it took wgpu-py's way)
+_native_loaded = threading.Event()
+#: A/B switch (``--set litegpu_webgpu._adapters.WAIT_FOR_NATIVE_LOAD=False``).  True: the caller, once it
+#: has started the background start, waits (at most 2 s) until that thread is in wgpu's instance call
+#: before it imports wgpu: the thread's Python part (the stored structs' read, the library's load: 3 ms
+#: on the CI machine) comes before the instance on the driver's critical path, and beside the caller's
+#: imports (Python too, one GIL) it would take about twice as long; the instance call releases the GIL.
+WAIT_FOR_NATIVE_LOAD = True
+
+
+def native_loaded(timeout: float) -> None:
+    """Wait (at most ``timeout`` seconds) until the background start is in wgpu's instance call, has
+    taken wgpu-py's way, or was not started: see WAIT_FOR_NATIVE_LOAD."""
+    with _background_lock:
+        started = _background_started
+    if started and WAIT_FOR_NATIVE_LOAD:
+        _native_loaded.wait(timeout)
+
+
+def import_binding() -> None:
+    """``import wgpu`` and wgpu-native's binding (wgpu.h's declarations from litegpu's cache, the fast
+    type parsing from right after them: see ``_cffi_types``), once per process, on the calling thread;
+    its ImportError is raised here.  The caller of ``load_delegate`` runs it beside the background
+    start's native calls (``WebGPUBackend.quick_availability``)."""
+    if _binding_imported.is_set():
+        if _binding_error:
+            raise _binding_error[0]
+        return
+    with _binding_lock:
+        if not _binding_imported.is_set():
+            t0 = time.perf_counter()
+            try:
+                # cffi's C extension first, timed apart: its dlopen waits for the dynamic loader's lock,
+                # which the background start's thread may hold while wgpu's instance loads the driver
+                import _cffi_backend  # noqa: F401
+
+                PROBE_MS["cffi extension load (probe)"] = (time.perf_counter() - t0) * 1e3
+                import wgpu  # noqa: F401
+
+                from ._cffi_types import cached_header_cdef
+
+                with cached_header_cdef():
+                    import wgpu.backends.wgpu_native.extras  # noqa: F401
+            except BaseException as e:
+                _binding_error.append(e)
+                raise
+            finally:
+                PROBE_MS["binding import (probe)"] = (time.perf_counter() - t0) * 1e3
+                if _t_start:
+                    PROBE_MS["binding imported (since the start)"] = (time.perf_counter() - _t_start[0]) * 1e3
+                _binding_imported.set()  # (on failures too: nobody waits forever)
+        elif _binding_error:
+            raise _binding_error[0]
 
 
 def _instance_backends() -> bool:
     """Before wgpu creates its (process-wide) instance: open only the native APIs (Vulkan, Metal,
     D3D12).  Initialising the OpenGL backend as well (EGL) costs seconds on every start (2.7 s of
     a 3 s adapter enumeration on Mesa) and it is the last choice anyway; ``LITEGPU_WEBGPU_GL=1``
-    brings it back.  Returns whether OpenGL is included."""
-    global _instance_set
+    brings it back.  Where the background start made the instance natively (NATIVE_START), wgpu-py
+    takes that one.  Returns whether OpenGL is included."""
     gl = os.environ.get(GL_ENV, "") not in ("", "0")
     if _instance_set:
         return gl
     with _instance_lock:
-        if _instance_set:
-            return gl
-        ensure_xdg_runtime_dir()  # before wgpu loads the driver: else Mesa prints an XDG_RUNTIME_DIR error
-        t0 = time.perf_counter()
-        try:
-            from ._cffi_types import cached_header_cdef
-
-            # wgpu.h's parse at wgpu-native's import, and the fast type parsing from right after it
-            # (the import itself parses C types: see _cffi_types)
-            try:
-                with cached_header_cdef():
-                    from wgpu.backends.wgpu_native.extras import set_instance_extras
-            finally:
-                _binding_imported.set()  # (see binding_imported; set on failures too: nobody waits forever)
-            t1 = time.perf_counter()
-            PROBE_MS["binding import (probe)"] = (t1 - t0) * 1e3
-            set_instance_extras(backends=["All"] if gl else ["Vulkan", "Metal", "DX12"])
-            PROBE_MS["instance (probe)"] = (time.perf_counter() - t1) * 1e3
-        except Exception as e:  # noqa: BLE001 - an older/newer wgpu-py, or an instance made elsewhere
-            log.debug("webgpu: instance backends left to wgpu (%s)", e)
-        try:
-            from wgpu.backends.wgpu_native._ffi import ffi
-
-            from ._cffi_types import speed_up_type_parsing
-
-            speed_up_type_parsing(ffi)  # idempotent: in place already unless the header was not cached
-        except Exception as e:  # noqa: BLE001 - another wgpu-py layout: only slower
-            log.debug("webgpu: cffi type parsing left as it is (%s)", e)
-        _instance_set = True
+        _set_instance(gl)
     return gl
 
 
-def start_in_background() -> None:
-    """wgpu-native's import, wgpu's instance and a first enumeration on a thread (the device module
-    and the GPU executor are imported meanwhile); a failure is left to the device's start, which
-    enumerates again and raises it typed.  Once per process: later calls return at once.
+def _set_instance(gl: bool) -> None:
+    """(_instance_lock held) wgpu-py's instance: the native start's, else made with litegpu's backends."""
+    global _instance_set
+    if _instance_set:
+        return
+    ensure_xdg_runtime_dir()  # before wgpu loads the driver: else Mesa prints an XDG_RUNTIME_DIR error
+    import_binding()
+    t1 = time.perf_counter()
+    try:
+        if "instance" in _native:
+            from wgpu.backends.wgpu_native import _helpers
 
-    The thread imports wgpu itself first (``wgpu_imported`` waits for that): the caller imports the
-    GPU core meanwhile, whose modules wgpu does not share, and must not import wgpu until then (two
-    threads importing wgpu's modules at once can see one half made: they import one another)."""
+            if _helpers._the_instance is None:
+                _helpers._the_instance = _helpers.ffi.cast("WGPUInstance", _native["instance"])
+            else:  # another user of wgpu made one meanwhile: the adapters stay on the native start's
+                log.debug("webgpu: wgpu's instance was made elsewhere; litegpu's adapters stay on its own")
+        else:
+            from wgpu.backends.wgpu_native.extras import set_instance_extras
+
+            set_instance_extras(backends=["All"] if gl else ["Vulkan", "Metal", "DX12"])
+            PROBE_MS["instance (probe)"] = (time.perf_counter() - t1) * 1e3
+    except Exception as e:  # noqa: BLE001 - an older/newer wgpu-py, or an instance made elsewhere
+        log.debug("webgpu: instance backends left to wgpu (%s)", e)
+    try:
+        from wgpu.backends.wgpu_native._ffi import ffi, lib
+
+        from ._cffi_types import speed_up_type_parsing
+
+        speed_up_type_parsing(ffi)  # idempotent: in place already unless the header was not cached
+        if "instance" not in _native:  # for the next start's native way (NATIVE_START)
+            _remember_layout(ffi, lib)
+    except Exception as e:  # noqa: BLE001 - another wgpu-py layout: only slower
+        log.debug("webgpu: cffi type parsing or the instance's layout left as they are (%s)", e)
+    _instance_set = True
+
+
+def _wgpu_files() -> tuple[str, str] | None:
+    """wgpu-native's library and the header text wgpu-py declares it with, found as wgpu-py finds them
+    (``wgpu/resources``; ``WGPU_LIB_PATH``, ``WGPU_DEBUG``), without importing wgpu; None where they are
+    elsewhere (conda's layout, another wgpu-py): then wgpu-py's own way is taken."""
+    import importlib.util
+    import sys
+
+    spec = importlib.util.find_spec("wgpu")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    res = os.path.join(list(spec.submodule_search_locations)[0], "resources")
+    header = os.path.join(res, "combined_header.h")
+    lib = os.environ.get("WGPU_LIB_PATH", "").strip()
+    if not lib:
+        ext = {"win32": ".dll", "darwin": ".dylib"}.get(sys.platform, ".so")
+        stem = "wgpu_native" if sys.platform == "win32" else "libwgpu_native"
+        builds = ["-debug"] if os.environ.get("WGPU_DEBUG", "").strip() == "1" else ["-release", ""]
+        lib = next((p for p in (os.path.join(res, stem + b + ext) for b in builds) if os.path.exists(p)), "")
+    if not (lib and os.path.exists(header)):
+        return None
+    return lib, header
+
+
+# wgpu.h's WGPUInstanceBackend_Vulkan | _Metal | _DX12 and WGPUInstanceFlag_Default: 64-bit "static
+# const" flags, which cffi cannot read from a dlopen()ed library (wgpu-py keeps its own table of them)
+_VULKAN_METAL_DX12 = (1 << 0) | (1 << 2) | (1 << 3)
+_INSTANCE_FLAG_DEFAULT = 1 << 24
+# the header text whose instance layout the native start found no record of: stored once the binding
+# is imported (see _set_instance)
+_layout_wanted: list[str] = []
+
+
+def instance_structs(ffi: Any, lib: Any) -> dict[str, bytes]:
+    """The C structs of wgpu's instance as litegpu makes it, laid out by ``ffi`` (wgpu-py's binding):
+    ``WGPUInstanceExtras`` as wgpu-py's ``set_instance_extras(backends=[Vulkan, Metal, DX12])`` fills it
+    (its other defaults kept), an empty ``WGPUInstanceDescriptor`` with the offset of its
+    ``nextInChain``, and ``WGPUInstanceEnumerateAdapterOptions`` with the same backends.  Their bytes hold
+    no pointer but NULLs, so the native start (``_native_start``) can pass copies of them through
+    ctypes, with no cffi declarations to load first (``_cffi_types.store_instance_layout``)."""
+    extras = ffi.new("WGPUInstanceExtras *")
+    extras.chain.sType = lib.WGPUSType_InstanceExtras
+    extras.backends = _VULKAN_METAL_DX12
+    extras.flags = _INSTANCE_FLAG_DEFAULT
+    extras.dx12ShaderCompiler = lib.WGPUDx12Compiler_Fxc
+    extras.dxcPath.data = ffi.NULL
+    extras.dxcPath.length = lib.WGPU_STRLEN  # the null string (wgpu-py's to_c_string_view(None))
+    options = ffi.new("WGPUInstanceEnumerateAdapterOptions *")
+    options.backends = _VULKAN_METAL_DX12
+    return {"extras": bytes(ffi.buffer(extras)), "descriptor": bytes(ffi.buffer(ffi.new("WGPUInstanceDescriptor *"))),
+            "descriptor_next": str(ffi.offsetof("WGPUInstanceDescriptor", "nextInChain")).encode(),
+            "options": bytes(ffi.buffer(options))}
+
+
+def _remember_layout(ffi: Any, lib: Any) -> None:
+    """Store the instance structs' bytes for the header of wgpu-py's binding, unless stored already."""
+    from ._cffi_types import cached_instance_layout, store_instance_layout
+
+    if _layout_wanted:  # the native start looked and found none
+        header = _layout_wanted.pop()
+    else:
+        files = _wgpu_files()
+        if files is None:
+            return
+        with open(files[1], encoding="utf-8") as f:
+            header = f.read()
+        if cached_instance_layout(header) is not None:
+            return
+    store_instance_layout(header, instance_structs(ffi, lib))
+
+
+def _native_start() -> None:
+    """(_instance_lock held, on the background start's thread) wgpu's instance on litegpu's backends
+    and the adapters' enumeration, through wgpu-native's C API with ctypes and the structs' bytes as
+    wgpu-py's binding laid them out at an earlier start (:func:`instance_structs`, kept in litegpu's
+    cache by the header's digest): no wgpu-py, no cffi, so the caller imports them meanwhile.  Leaves
+    ``_native`` empty where that cannot be done (no record yet, OpenGL asked for, an instance made
+    already): wgpu-py's way follows."""
+    import sys
+
+    helpers = sys.modules.get("wgpu.backends.wgpu_native._helpers")
+    if not NATIVE_START or os.environ.get(GL_ENV, "") not in ("", "0") or \
+            (helpers is not None and getattr(helpers, "_the_instance", None) is not None):
+        return
+    t0 = time.perf_counter()
+    files = _wgpu_files()
+    if files is None:
+        return
+    from ._cffi_types import cached_instance_layout
+
+    with open(files[1], encoding="utf-8") as f:  # the text wgpu-py's _ffi declares, as it reads it
+        header = f.read()
+    layout = cached_instance_layout(header)
+    if layout is None:
+        _layout_wanted[:] = [header]
+        return
+    import ctypes
+
+    ensure_xdg_runtime_dir()
+    lib = ctypes.CDLL(files[0])
+    create, enumerate_ = lib.wgpuCreateInstance, lib.wgpuInstanceEnumerateAdapters
+    create.restype, create.argtypes = ctypes.c_void_p, [ctypes.c_void_p]
+    enumerate_.restype, enumerate_.argtypes = ctypes.c_size_t, [ctypes.c_void_p] * 3
+    extras = ctypes.create_string_buffer(layout["extras"], len(layout["extras"]))
+    desc = ctypes.create_string_buffer(layout["descriptor"], len(layout["descriptor"]))
+    ctypes.c_void_p.from_buffer(desc, int(layout["descriptor_next"])).value = ctypes.addressof(extras)
+    options = ctypes.create_string_buffer(layout["options"], len(layout["options"]))
+    t1 = time.perf_counter()
+    PROBE_MS["native load (probe)"] = (t1 - t0) * 1e3
+    _native_loaded.set()  # the Python part is over: the caller's imports may go on (WAIT_FOR_NATIVE_LOAD)
+    instance = create(desc)  # (ctypes releases the GIL around its calls)
+    if not instance:
+        return
+    t2 = time.perf_counter()
+    PROBE_MS["instance (probe)"] = (t2 - t1) * 1e3
+    with ADAPTER_LOCK:
+        count = int(enumerate_(instance, options, None))
+        handles = (ctypes.c_void_p * max(count, 1))()
+        got = min(int(enumerate_(instance, options, handles)), count)
+    PROBE_MS["enumerate (probe)"] = (time.perf_counter() - t2) * 1e3
+    _native.update(lib=lib, instance=int(instance), adapters=[int(h) for h in handles[:got] if h])
+
+
+def start_in_background() -> None:
+    """wgpu's instance and the adapters' enumeration (natively, see NATIVE_START), then wgpu-py's
+    adapter objects and the default device's request, on a thread, while the caller imports wgpu's
+    binding (:func:`import_binding`), the device module and the GPU executor; the default device is
+    then claimed by the first default :class:`WebGPUDevice` (:func:`claim_early_device`).  A failure
+    is left to the device's start, which enumerates again and raises it typed.  Once per process:
+    later calls return at once."""
     global _background_started
     with _background_lock:
         if _background_started:
             return
         _background_started = True
+    _early.pending = True  # before the thread: a device's start that comes first waits for it
+    t_start = time.perf_counter()
+    _t_start[:] = [t_start]
+    switch = _shorter_switch_interval()
 
     def run() -> None:
         try:
-            import wgpu  # noqa: F401
-        except BaseException as e:  # noqa: BLE001 - raised to the caller by wgpu_imported()
-            _wgpu_import[1] = e
-            _binding_imported.set()
-            return
+            _run()
         finally:
-            _wgpu_import[0].set()
+            switch()
+
+    def _run() -> None:
         try:
-            list_adapters()
-        except Exception as e:  # noqa: BLE001 - reported by the device's own enumeration
-            log.debug("webgpu: the background enumeration failed (%s)", e)
-        finally:
-            _binding_imported.set()  # however it ended (set already unless it failed before the import)
+            with _instance_lock:
+                try:
+                    _native_start()
+                except Exception as e:  # noqa: BLE001 - wgpu-py's way follows
+                    log.debug("webgpu: wgpu-native's start without wgpu-py failed (%s)", e)
+                    _native.clear()
+                finally:
+                    _native_loaded.set()
+                PROBE_MS["native start done (since the start)"] = (time.perf_counter() - t_start) * 1e3
+                _set_instance(os.environ.get(GL_ENV, "") not in ("", "0"))  # waits for the binding
+            t0 = time.perf_counter()
+            adapter = list_adapters()[0]
+            PROBE_MS["adapters (probe)"] = (time.perf_counter() - t0) * 1e3
+        except BaseException as e:  # noqa: BLE001 - reported by the device's own enumeration
+            log.debug("webgpu: the background start failed (%s)", e)
+            _early.known(None)
+            return
+        _early.known(adapter)
+        t0 = time.perf_counter()
+        try:
+            with ADAPTER_LOCK:  # no enumeration beside it
+                _early.made(request_device(adapter), None)
+        except BaseException as e:  # noqa: BLE001 - the claimer requests again and raises it typed
+            _early.made(None, e)
+        PROBE_MS["request device (early)"] = (time.perf_counter() - t0) * 1e3
+        PROBE_MS["device ready (since the start)"] = (time.perf_counter() - t_start) * 1e3
 
     threading.Thread(target=run, name="litegpu-wgpu-instance", daemon=True).start()
 
 
-# (set once the background start's ``import wgpu`` is over, its failure)
-_wgpu_import: list[Any] = [threading.Event(), None]
-# set once wgpu-native's binding is imported (the instance, a native call, comes next)
-_binding_imported = threading.Event()
+#: A/B switch (``--set litegpu_webgpu._adapters.GIL_SWITCH_INTERVAL_S=0.0005``), off (None): the
+#: interpreter's switch interval (``sys.setswitchinterval``) while the background start runs, put back
+#: once its device is made.  After each native call (wgpu-py's adapter queries, the device request's
+#: callbacks and queries: a dozen or so) that thread needs the GIL back, which the caller, busy with
+#: its imports and the model's plan, gives up only every switch interval (5 ms by default).
+GIL_SWITCH_INTERVAL_S: float | None = None
 
 
-def binding_imported(timeout: float) -> None:
-    """Wait (at most ``timeout`` seconds) until the background start has imported wgpu-native, when it
-    was started: see ``litegpu_webgpu._backend.WAIT_FOR_BINDING``."""
-    with _background_lock:
-        started = _background_started
-    if started:
-        _binding_imported.wait(timeout)
+def _shorter_switch_interval() -> Any:
+    """Set GIL_SWITCH_INTERVAL_S for the background start; returns what puts the previous one back
+    (unless something else changed it meanwhile)."""
+    import sys
+
+    if not GIL_SWITCH_INTERVAL_S:
+        return lambda: None
+    before = sys.getswitchinterval()
+    sys.setswitchinterval(float(GIL_SWITCH_INTERVAL_S))
+    ours = sys.getswitchinterval()
+
+    def restore() -> None:
+        if sys.getswitchinterval() == ours:
+            sys.setswitchinterval(before)
+
+    return restore
 
 
-def wgpu_imported() -> None:
-    """Wait for :func:`start_in_background`'s ``import wgpu`` (at once when it was not started):
-    its ImportError, or any other failure, is raised here, on the caller's thread."""
-    with _background_lock:
-        started = _background_started
-    if started:
-        _wgpu_import[0].wait()
-        if _wgpu_import[1] is not None:
-            raise _wgpu_import[1]
-    import wgpu  # noqa: F401
+class _EarlyDevice:
+    """The background start's default device: its adapter once known, the device once requested;
+    claimed by one WebGPUDevice (the first default one), kept otherwise for a later one."""
+
+    def __init__(self) -> None:
+        self.pending = False
+        self.adapter: Any = None
+        self.device: Any = None
+        self.error: BaseException | None = None
+        self.claimed = False
+        self._known = threading.Event()
+        self._made = threading.Event()
+        self.lock = threading.Lock()
+
+    def known(self, adapter: Any) -> None:
+        self.adapter = adapter
+        self._known.set()
+        if adapter is None:
+            self._made.set()
+
+    def made(self, device: Any, error: BaseException | None) -> None:
+        self.device, self.error = device, error
+        self._made.set()
+
+    def claim(self, adapter: Any) -> Any:
+        with self.lock:
+            if not self.pending or self.claimed:
+                return None
+            self._known.wait()
+            if self.adapter is not adapter:
+                return None
+            self.claimed = True
+        self._made.wait()
+        return self.device
+
+
+_early = _EarlyDevice()
+
+
+def claim_early_device(adapter: Any) -> Any:
+    """The device the background start requested on ``adapter`` (waiting for the request), once per
+    process; None where it requested none on that adapter, failed, or was claimed already."""
+    return _early.claim(adapter)
+
+
+#: Limits worth more than WebGPU's defaults (8 storage buffers, 16 KiB shared memory, ...): asked for
+#: as the adapter has them
+WANTED_LIMITS = (
+    "max-storage-buffers-per-shader-stage", "max-storage-buffer-binding-size", "max-buffer-size",
+    "max-compute-workgroup-storage-size", "max-compute-invocations-per-workgroup",
+    "max-compute-workgroup-size-x", "max-compute-workgroup-size-y", "max-compute-workgroup-size-z",
+    "max-compute-workgroups-per-dimension", "max-uniform-buffer-binding-size",
+)
+
+
+def request_device(adapter: Any) -> Any:
+    """litegpu's device on ``adapter`` (call with ADAPTER_LOCK held): shader-f16 and timestamp queries
+    where the adapter has them (the latter serve only ``litegpu benchmark --profile`` and cost nothing
+    until used), :data:`WANTED_LIMITS` at the adapter's values."""
+    have = adapter.limits
+    features = [f for f in ("shader-f16", "timestamp-query") if f in adapter.features]
+    limits = {k: int(have[k]) for k in WANTED_LIMITS if k in have}
+    return adapter.request_device_sync(label="litegpu", required_features=features, required_limits=limits)
 
 
 def adapter_name(adapter: Any) -> str:
@@ -178,17 +470,21 @@ def list_adapters(power_preference: str = "high-performance", backend: str | Non
     """
     if power_preference not in POWER_PREFERENCES:
         raise DelegateError(f"power_preference {power_preference!r} is not one of {', '.join(POWER_PREFERENCES)}")
-    first = not _instance_set
     gl = _instance_backends()
-    with ADAPTER_LOCK:
-        listed = _listed.get(gl)
-        if listed is None:
-            t0 = time.perf_counter()
-            listed = _enumerate(gl)
-            if first and "enumerate (probe)" not in PROBE_MS:
-                PROBE_MS["enumerate (probe)"] = (time.perf_counter() - t0) * 1e3
-            if listed:  # none found: asked again next time
-                _listed[gl] = listed
+    # once listed, read without the lock: the background start holds it through its device request
+    # (80-120 ms on NVIDIA), and a device's start reads the list for its queries, which the caller's
+    # plan waits for (H100, s12-wgpustart-2: 64-81 ms of a warm prepare's "rest")
+    listed = _listed.get(gl)
+    if listed is None:
+        with ADAPTER_LOCK:
+            listed = _listed.get(gl)
+            if listed is None:
+                t0 = time.perf_counter()
+                listed = _enumerate(gl)
+                if "enumerate (probe)" not in PROBE_MS:
+                    PROBE_MS["enumerate (probe)"] = (time.perf_counter() - t0) * 1e3
+                if listed:  # none found: asked again next time
+                    _listed[gl] = listed
     adapters = list(listed)
     if not adapters:
         hint = "" if gl else f"; wgpu's OpenGL backend is left out unless {GL_ENV}=1"
@@ -216,6 +512,11 @@ def _enumerate(gl: bool) -> list[Any]:
     global _filter_warned
     import wgpu
 
+    handles = _native.pop("adapters", None) if not gl else None
+    if handles:  # the native start's: wgpu-py's adapter objects around them (its queries)
+        from wgpu.backends.wgpu_native import _api
+
+        return [_api.gpu._create_adapter(_api.ffi.cast("WGPUAdapter", h)) for h in handles]
     try:
         from wgpu.backends.wgpu_native import _api
         from wgpu.backends.wgpu_native._mappings import native_flags

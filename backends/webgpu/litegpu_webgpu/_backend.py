@@ -13,22 +13,6 @@ from ._version import VERSION
 
 __all__ = ["WebGPUBackend"]
 
-#: A/B switch (``bench/init_ab.py --set litegpu_webgpu._backend.WGPU_IMPORT_ON_THREAD=True``): the
-#: background start imports wgpu itself, while the caller imports the GPU core and the executor, so
-#: that wgpu's import (40-65 ms) is off the driver's critical path; False imports wgpu on the caller
-#: first (s10-webgpu's order)
-WGPU_IMPORT_ON_THREAD = False
-#: On by default since the seventh session's final run (H100, bench/init_ab.py, 3 alternated pairs, warm with
-#: the drivers' caches on: face_detection_short_range 508 -> 384 ms, pose_landmark_full 514 -> 417; on the
-#: CI-class machine 19-21 ms less, s11-webgpu).  True makes the caller wait, after starting the background start, until that thread has
-#: imported wgpu-native, before importing the device module and the executor.  Both are Python under
-#: one GIL, so side by side each runs at half speed, while the thread's import is on the driver's
-#: critical path: after it come wgpu's instance and the device request, native calls that release the
-#: GIL and overlap the caller's imports and the model's read and plan (H100, s11-webgpu-1: the binding's
-#: import took 126-210 ms on the thread beside the caller against 39-63 ms alone)
-WAIT_FOR_BINDING = True
-
-
 class WebGPUBackend(litegpu.BackendSpec):
     """``litegpu.load_delegate("webgpu", {...})``."""
 
@@ -70,36 +54,30 @@ class WebGPUBackend(litegpu.BackendSpec):
 
     def quick_availability(self) -> tuple[bool, str] | None:
         """For ``load_delegate``: wgpu imports; the default device starts in the background
-        (``WebGPUDevice(background=True)``: wgpu's instance, the adapters' enumeration and the device
-        request on a thread), so that a start pays the driver beside the GPU executor's import and the
-        model's read and plan.  No adapter, or a failed device request, raises BackendUnavailableError at
-        the delegate's first use."""
+        (``_adapters.start_in_background``: wgpu's instance, the adapters' enumeration and the default
+        device's request on a thread, claimed by ``WebGPUDevice(background=True)``), so that a start pays
+        the driver beside wgpu's own import, the GPU executor's and the model's read and plan.  No
+        adapter, or a failed device request, raises BackendUnavailableError at the delegate's first use."""
         import importlib.util
 
         if importlib.util.find_spec("wgpu") is None:
             return False, "wgpu cannot be imported (no module named 'wgpu'); pip install wgpu"
         try:
-            # what the thread imports besides wgpu and wgpu-native, imported here first: two threads
-            # importing one package at once can see it half made
+            # what the thread imports, imported here first: two threads importing one package at
+            # once can see it half made
+            import ctypes  # noqa: F401
+
             import litegpu.cache  # noqa: F401 - the cached C declarations' store
 
             from . import _adapters, _cffi_types  # noqa: F401
 
-            if not WGPU_IMPORT_ON_THREAD:
-                import wgpu  # noqa: F401
-            # wgpu's import (WGPU_IMPORT_ON_THREAD), wgpu-native's, the instance and the enumeration
-            # start now, on a thread, before this thread imports the device module and the executor
+            # wgpu's instance, the adapters' enumeration and the default device's request start now on
+            # a thread (natively: _adapters.NATIVE_START); once that thread is in the driver (the GIL
+            # released: _adapters.WAIT_FOR_NATIVE_LOAD) this one imports wgpu and its binding, then the
+            # device module and the executor
             _adapters.start_in_background()
-            if WAIT_FOR_BINDING:
-                _adapters.binding_imported(timeout=10.0)
-            if WGPU_IMPORT_ON_THREAD:
-                # the GPU core and the executor (no module of wgpu's among theirs) beside wgpu's import,
-                # then the device module, which imports wgpu, once the thread has it
-                import litegpu.gpu._device  # noqa: F401
-                import litegpu.gpu._runtime  # noqa: F401
-                import litegpu.gpu.kernels  # noqa: F401
-
-                _adapters.wgpu_imported()
+            _adapters.native_loaded(timeout=2.0)
+            _adapters.import_binding()
             from . import _device  # noqa: F401
         except ImportError as e:
             return False, f"wgpu cannot be imported ({e}); pip install wgpu"

@@ -24,11 +24,12 @@ import io
 import logging
 import pickle
 import re
+import struct
 import sys
 from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["speed_up_type_parsing", "cached_header_cdef"]
+__all__ = ["speed_up_type_parsing", "cached_header_cdef", "cached_instance_layout", "store_instance_layout"]
 
 log = logging.getLogger("litegpu")
 
@@ -172,3 +173,43 @@ def cached_header_cdef() -> Iterator[None]:
         yield
     finally:
         FFI.cdef = original
+
+
+
+# --------------------------------------------------------------------------- wgpu's instance structs
+#
+# The native start (``_adapters._native_start``) makes wgpu's instance through ctypes before wgpu-py
+# and cffi are imported: it needs the bytes of three C structs as wgpu-py's binding lays them out for
+# this header (``_adapters.instance_structs``), which the first start stores here by the header's
+# digest; a new wgpu-py (another header) has no record until its first start stores one.
+
+_LAYOUT_RECORD = "webgpu-instance-layout"
+_LAYOUT_SECTIONS = ("extras", "descriptor", "descriptor_next", "options")
+
+
+def _layout_key(csource: str) -> Any:
+    from litegpu.cache import EntryKey
+
+    digest = hashlib.sha256(csource.encode("utf-8", "surrogatepass")).hexdigest()
+    return EntryKey(model_token=f"sha256:{digest}", backend=_LAYOUT_RECORD, backend_version="1", device="",
+                    driver_version="", options={"pointer_bytes": struct.calcsize("P")}, code="")
+
+
+def cached_instance_layout(csource: str) -> dict[str, bytes] | None:
+    """The instance structs' bytes stored for this header text, or None."""
+    from litegpu.cache import DelegateCache
+
+    got = DelegateCache().load(_layout_key(csource))
+    if got is None or set(got) != set(_LAYOUT_SECTIONS):
+        return None
+    return {k: bytes(v) for k, v in got.items()}
+
+
+def store_instance_layout(csource: str, sections: dict[str, bytes]) -> None:
+    """Keep ``sections`` (``_adapters.instance_structs``) for this header text; failures logged at DEBUG."""
+    from litegpu.cache import DelegateCache
+
+    try:
+        DelegateCache().store(_layout_key(csource), sections)
+    except Exception as e:  # noqa: BLE001 - the next start takes wgpu-py's way again
+        log.debug("webgpu: the instance's layout was not cached (%s)", e)

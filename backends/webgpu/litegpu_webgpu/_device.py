@@ -32,7 +32,16 @@ from litegpu.gpu.kernels import RenderedKernel
 
 # the adapters' enumeration and wgpu's instance live apart (no GPU core import), so that a start can
 # begin them on a thread before this module's own imports (WebGPUBackend.quick_availability)
-from ._adapters import ADAPTER_LOCK, GL_ENV, POWER_PREFERENCES, PROBE_MS, adapter_name, list_adapters  # noqa: F401
+from ._adapters import (  # noqa: F401
+    ADAPTER_LOCK,
+    GL_ENV,
+    POWER_PREFERENCES,
+    PROBE_MS,
+    adapter_name,
+    claim_early_device,
+    list_adapters,
+    request_device,
+)
 
 __all__ = ["WebGPUDevice", "list_adapters", "adapter_name", "POWER_PREFERENCES"]
 
@@ -40,15 +49,6 @@ log = logging.getLogger("litegpu")
 
 _U = wgpu.BufferUsage
 _STORAGE_USAGE = _U.STORAGE | _U.COPY_SRC | _U.COPY_DST
-# Limits worth more than WebGPU's defaults (8 storage buffers, 16 KiB shared memory, ...):
-# ask for what the adapter has.
-_WANTED_LIMITS = (
-    "max-storage-buffers-per-shader-stage", "max-storage-buffer-binding-size", "max-buffer-size",
-    "max-compute-workgroup-storage-size", "max-compute-invocations-per-workgroup",
-    "max-compute-workgroup-size-x", "max-compute-workgroup-size-y", "max-compute-workgroup-size-z",
-    "max-compute-workgroups-per-dimension", "max-uniform-buffer-binding-size",
-)
-
 #: threads creating a partition's pipelines (``compile_threads``; wgpu is thread-safe and its calls
 #: drop the GIL), at most one per core.  16 on the 16-core NVIDIA host built pose_landmark_full's 34
 #: pipelines no faster than 8 (warm, driver cache off: 369 ms against 386; cold 1276 against 1101,
@@ -148,9 +148,6 @@ class WebGPUDevice(GpuDevice):
                                               + ", ".join(adapter_name(a) for a in adapters) + ")")
             adapter = self._adapter = adapters[idx]
             have = adapter.limits
-            features = [f for f in ("shader-f16", "timestamp-query") if f in adapter.features]
-            # timestamp queries only serve `litegpu benchmark --profile`; enabling them costs nothing until used
-            limits = {k: int(have[k]) for k in _WANTED_LIMITS if k in have}
             # bind-group offsets of arena slices must be multiples of this (WebGPU's default is 256)
             self._align = int(have["min-storage-buffer-offset-alignment"])
             self._max_groups = int(have["max-compute-workgroups-per-dimension"])
@@ -165,8 +162,13 @@ class WebGPUDevice(GpuDevice):
         except BaseException as e:
             self._queried.fail(e)
             raise
-        with ADAPTER_LOCK:  # no enumeration beside it (see _adapters.ADAPTER_LOCK)
-            device = adapter.request_device_sync(label="litegpu", required_features=features, required_limits=limits)
+        # the background start's device, when it requested one on this adapter (see
+        # _adapters.start_in_background; a failed one is requested again here, its error raised typed)
+        device = claim_early_device(adapter)
+        laps.lap("early device wait")
+        if device is None:
+            with ADAPTER_LOCK:  # no enumeration beside it (see _adapters.ADAPTER_LOCK)
+                device = request_device(adapter)
         laps.lap("request device")
         got = device.limits
         differ = [k for k in ("min-storage-buffer-offset-alignment", "max-compute-workgroups-per-dimension",
