@@ -14,7 +14,7 @@ microseconds on a :class:`DeviceCost`::
                        + barriers x barrier_us)
     traffic = cache bytes / (cache bandwidth x fraction of units the launch occupies)
     compute = max(flops x lanes / group / (flop rate x that fraction), waves x a thread's flops / lane rate)
-    time    = launch_us + max(latency, traffic, compute)   (or their sum: ``overlap`` False)
+    time    = max(launch_us, host_launch_us) + max(latency, traffic, compute)   (or their sum: ``overlap`` False)
 
 The model is deliberately small: on the MediaPipe models most launches are latency bound (a few hundred to
 a few thousand threads on a GPU that keeps 270 000 in flight), so the chain length and the occupancy
@@ -69,6 +69,9 @@ class DeviceCost:
     overlap: bool = True  # latency, cache traffic and arithmetic hide each other (the largest) or add up
     lane_flops_per_us: float = 0.0  # fp32 flops one thread issues in a row (0: not a limit; see estimate)
     small_chain: float = 1.0  # dw_pw_small's measured body over the one its Work describes (see estimate)
+    # the host's cost of one launch through the API the plan is for (DeviceInfo.launch_host_us, set by
+    # profile_for; 0 in PROFILES): a launch costs the larger of it and launch_us (see estimate)
+    host_launch_us: float = 0.0
 
     def with_units(self, units: int, max_group: int) -> DeviceCost:
         """This profile for a device reporting ``units`` compute units and ``max_group`` threads a group."""
@@ -153,8 +156,14 @@ def profile_for(info: Any | None) -> DeviceCost:
         key = "generic"
     base = PROFILES[key]
     units = int(getattr(info, "compute_units", 0) or 0)
-    return base.with_units(units if units > 1 else base.compute_units,
-                           int(getattr(info, "max_workgroup_size", 0) or base.max_group))
+    dev = base.with_units(units if units > 1 else base.compute_units,
+                          int(getattr(info, "max_workgroup_size", 0) or base.max_group))
+    host = float(getattr(info, "launch_host_us", 0.0) or 0.0)
+    if host > 0:  # the API's own launch cost on this device (its backend's figure): see estimate
+        from dataclasses import replace
+
+        dev = replace(dev, host_launch_us=host)
+    return dev
 
 
 @dataclass(slots=True)
@@ -194,7 +203,11 @@ def estimate(w: Work, dev: DeviceCost) -> float:
     if dev.lane_flops_per_us:  # a thread's own arithmetic is serial: few, fat threads wait on it each wave
         compute = max(compute, waves * w.flops / max(1, w.threads) / dev.lane_flops_per_us)
     body = max(latency, traffic, compute) if dev.overlap else latency + traffic + compute
-    return dev.launch_us + (dev.tile_setup_us if w.tiled else 0.0) + body
+    # a launch's fixed cost is the slower of the GPU's (launch_us: its dispatch and the barrier to the next) and
+    # the host's where the API enqueues launches one by one (host_launch_us: the queue drains no faster than the
+    # host enqueues).  The same for every variant of one launch (their ranking is the GPU's); it decides where
+    # plans differ in their number of launches (the fusion passes, twins)
+    return max(dev.launch_us, dev.host_launch_us) + (dev.tile_setup_us if w.tiled else 0.0) + body
 
 
 def _log2(n: int) -> int:
