@@ -248,15 +248,12 @@ def _row(label: str, kernel: str, options: dict, params: dict, grid: list, wg: l
 
 
 def _with_estimate(row: dict, info) -> dict:
-    """The cost model's estimate for the launch on this device (``est``), to calibrate it against ``us``: the GPU's
-    (the host's cost of a launch the backend tells, ``host_launch_us``, left out: ``us`` is GPU time)."""
-    from dataclasses import replace
-
+    """The cost model's estimate for the launch on this device (``est``), to calibrate it against ``us``."""
     from litegpu.gpu._cost import estimate, launch_work, profile_for
 
     w = launch_work(row["kernel"], row["options"], row["params"]) if info is not None else None
     if w is not None:
-        row["est"] = round(estimate(w, replace(profile_for(info), host_launch_us=0.0)), 2)
+        row["est"] = round(estimate(w, profile_for(info)), 2)
     return row
 
 

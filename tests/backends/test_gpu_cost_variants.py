@@ -86,16 +86,20 @@ def test_h100_opencl_plan_of_every_model_matches_litert(nvidia_opencl_choices, m
 
 @pytest.mark.parametrize("name, launches, vulkan_launches", [
     ("iris_landmark", 24, 34),  # its 1x1 expansions in the pw_dw_conv2d blocks after them, two branches at once
-    pytest.param("hand_landmark_full", 22, 27, marks=pytest.mark.slow),  # and 3 expansions in dw_pw_small launches
+    pytest.param("selfie_segmentation", 40, 42, marks=pytest.mark.slow),  # its two 3x3 blocks whole
+    pytest.param("hand_landmark_full", 27, 27, marks=pytest.mark.slow),  # its launches mostly longer than the host's
 ])
 def test_h100_opencl_plan_takes_fewer_launches(nvidia_opencl_choices, mediapipe_models, name, launches,
                                                vulkan_launches):
-    """The H100's opencl plan of a model whose blocks fuse further once a launch costs what it costs NVIDIA's
-    OpenCL host (the vulkan plan's launch count beside it, test_twin_branches_match_litert's for iris): fewer
-    launches, the whole blocks as pw_dw_conv2d launches with their projection, within 1e-3 of LiteRT on OpenCL."""
+    """The H100's opencl plan where a launch's share of an invoke is at least the host's cost of one on NVIDIA's
+    OpenCL (the vulkan plan's launch count beside it, test_twin_branches_match_litert's for iris): models of short
+    launches take fewer, whole blocks as pw_dw_conv2d launches with their projection; hand_landmark_full, whose
+    launches mostly take the GPU longer than the host's enqueue, keeps the vulkan plan's. Within 1e-3 of LiteRT on
+    OpenCL."""
     kernels, worst = _run("opencl", name, mediapipe_models[name])
-    assert len(kernels) == launches < vulkan_launches, kernels
-    assert any(k.startswith("pw_dw_conv2d[") and "project=True" in k for k in kernels), kernels
+    assert len(kernels) == launches <= vulkan_launches, kernels
+    if launches < vulkan_launches:
+        assert any(k.startswith("pw_dw_conv2d[") and "project=True" in k for k in kernels), kernels
     assert worst <= 1e-3, (name, worst)
 
 

@@ -148,12 +148,13 @@ PINNED_WRITE_MAX = 512 << 10
 CTYPES_LAUNCHES = True
 #: what one ``clEnqueueNDRangeKernel`` costs the host (us) on a platform whose name or device name holds the key
 #: (lower case), told to the compiler as ``DeviceInfo.launch_host_us`` where the driver has no
-#: cl_khr_command_buffer (a replay enqueues its launches one by one): the cost model prices every launch at least
-#: this much, so the plan takes the fusions that trade a little GPU time for fewer launches.  NVIDIA (H100, driver
-#: 580, s10-ocl): a trivial launch costs the host 8.5-13.5 us, litegpu's own 12-18 us ("enqueue all" of the 7
-#: benchmark models, bench/gpu_profile.py), and the queue drains no faster than the host enqueues; the cost
-#: model's ``nvidia`` profile prices a launch 3.5 us (Vulkan's, inside one command buffer).  Other platforms: not
-#: measured (their profile's own launch cost).  ``{}`` plans as Vulkan does (an A/B switch: bench/gpu.py --variant)
+#: cl_khr_command_buffer (a replay enqueues its launches one by one): a launch's share of an invoke is then at
+#: least this (``_cost.in_invoke``), so the plan takes the fusions whose launches are shorter than the host's
+#: enqueue.  NVIDIA (H100, driver 580, bench/cl_launch.py): litegpu's argument shape 11.4-12.1 us a launch
+#: (s12-oclplan-1; 7.7-8.5 on the s10-ocl host), the same whether the GPU is idle or busy, and the queue drains no
+#: faster than the host enqueues; the ``nvidia`` profile's GPU launch cost is 3.5 us.  Measured higher (24 us) the
+#: plans also fused big-map blocks that were slower (docs/gpu-compiler.md, "The API's launch cost").  Other
+#: platforms: not measured (0).  ``{}`` plans as Vulkan does (an A/B switch: bench/gpu.py --variant)
 LAUNCH_HOST_US: dict[str, float] = {"nvidia": 12.0}
 #: a replay without a command buffer calls ``clFlush`` after every this many launches (0: never; the driver
 #: submits when it chooses, at the latest at the invoke's blocking read).  An A/B switch read at each replay
