@@ -6,7 +6,8 @@
   queue, with the argument shapes litegpu's kernels have (one buffer; 7 buffers as separate allocations,
   as sub-buffers of one allocation, as one allocation passed 7 times; the same plus 17 int params, as a
   real conv kernel; one allocation plus element-offset ints), and, for the real shape, through ctypes
-  with no event object, 8 kernels of 8 programs in turn (as a model's launches), 3-D sizes, and
+  with no event object, 8 kernels of 8 programs in turn (as a model's launches; also each naming 7 sub-buffers of
+  its own), 4096 work groups, 3-D sizes, and
   ``__local`` memory with a barrier, and a kernel that keeps the GPU busy for 2-30 us.  Columns: host enqueue (no waiting),
   until the queue drains (the floor of an invoke of N dependent launches), and each launch's profiled GPU
   time and the gap between launches (profiling queue).
@@ -137,6 +138,23 @@ def launches(ctx: cl.Context, n: int) -> None:
         kb = kernel("spin", [*subs, np.int32(N_ITEMS), np.int32(spin)] + ints[2:])
         rows.append((f"same, {spin} dependent FMAs a work item (the GPU busy)",
                      lambda kb=kb: cl.enqueue_nd_range_kernel(q, kb, (N_ITEMS,), (WG,)), kb, (N_ITEMS,), (WG,)))
+    # last (PoCL 3.1 asserts in a later launch after them: pocl_kernel_collect_mem_objs): the 8 programs' kernels each with 7 sub-buffers of their own (litegpu's launches name different ranges)
+    arena8 = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, step * 7 * 8)
+    own8, held = [], []  # held: clSetKernelArg does not keep the sub-buffers alive
+    for j in range(8):
+        k = cl.Kernel(cl.Program(ctx, SRC.replace("(float)p3", f"(float)(p3 + {j})")).build(), "real")
+        held.append([arena8.get_sub_region((7 * j + m) * step, nbytes) for m in range(7)])
+        for i, a in enumerate([*held[-1], *ints]):
+            k.set_arg(i, a)
+        own8.append(k)
+    turn8 = iter(range(1 << 62))
+    rows.append(("same, 8 kernels of 8 programs in turn, each its own 7 sub-buffers",
+                 lambda: cl.enqueue_nd_range_kernel(q, own8[next(turn8) % 8], (N_ITEMS,), (WG,)), own8[0],
+                 (N_ITEMS,), (WG,)))
+    big = N_ITEMS * 64  # 4096 work groups (a 224x224 map's conv at one pixel a work item is 784 of 64)
+    kbig = kernel("real", [*own[:6], cl.Buffer(ctx, cl.mem_flags.READ_WRITE, big * 16), *ints])
+    rows.append((f"same, {big // WG} work groups", lambda: cl.enqueue_nd_range_kernel(q, kbig, (big,), (WG,)), kbig,
+                 (big,), (WG,)))
     for label, fn, k, gs, ls in rows:
         for _ in range(50):
             fn()
@@ -256,8 +274,8 @@ def main() -> int:
     ctx = cl.create_some_context(interactive=False)
     print(machine_line())
     print(f"{ctx.devices[0].name.strip()} ({ctx.devices[0].platform.name.strip()}, {ctx.devices[0].driver_version})")
-    launches(ctx, args.launches)
     invokes(ctx, args.runs)
+    launches(ctx, args.launches)
     if not args.no_transfers:
         transfers(ctx, args.runs)
     return 0

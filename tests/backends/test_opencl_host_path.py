@@ -123,16 +123,6 @@ def test_ctypes_launches_change_no_number(model, monkeypatch):
     for g_run, w_run in zip(got, want, strict=True):
         for g, w in zip(g_run, w_run, strict=True):
             np.testing.assert_array_equal(g, w)
-    # FLUSH_EVERY (an A/B switch): a clFlush after every 2 launches of a replay, the same numbers
-    monkeypatch.setattr(dev_mod, "FLUSH_EVERY", 2)
-    flushes = []
-    real_flush = _cl.Queue.flush
-    monkeypatch.setattr(_cl.Queue, "flush", lambda q: flushes.append(1) or real_flush(q))
-    got, (k,) = _runs(model)
-    assert len(flushes) >= len(FEEDS) * (len(k._launches) // 2) > 0
-    for g_run, w_run in zip(got, want, strict=True):
-        for g, w in zip(g_run, w_run, strict=True):
-            np.testing.assert_array_equal(g, w)
 
 
 def test_the_ctypes_layer_computes_what_pyopencl_computes(model, monkeypatch):

@@ -156,11 +156,6 @@ CTYPES_LAUNCHES = True
 #: plans also fused big-map blocks that were slower (docs/gpu-compiler.md, "The API's launch cost").  Other
 #: platforms: not measured (0).  ``{}`` plans as Vulkan does (an A/B switch: bench/gpu.py --variant)
 LAUNCH_HOST_US: dict[str, float] = {"nvidia": 12.0}
-#: a replay without a command buffer calls ``clFlush`` after every this many launches (0: never; the driver
-#: submits when it chooses, at the latest at the invoke's blocking read).  An A/B switch read at each replay
-#: (bench/gpu_profile.py --host-ab): whether NVIDIA starts the GPU on the first launches while the host still
-#: enqueues the rest
-FLUSH_EVERY = 0
 #: a buffer allocated while the context is still being made on its thread is created at its first use
 #: (``_cl.Buffer.deferred``): a partition allocates its arena and boundary buffers before it renders its
 #: kernels, so a cold start renders them while NVIDIA's context (about 1 s with the driver's caches off)
@@ -668,14 +663,11 @@ class CLDevice(GpuDevice):
                                              f"error {rc})")
         if CTYPES_LAUNCHES:
             enq, q = _cl.api().clEnqueueNDRangeKernel, ctypes.c_void_p(self.queue.int_ptr)
-            every = FLUSH_EVERY
-            for i, (kernel, dims, gsize, wg) in enumerate(recording.raw_launches(), 1):
+            for kernel, dims, gsize, wg in recording.raw_launches():
                 rc = enq(q, kernel, dims, None, gsize, wg, 0, None, None)
                 if rc:
                     raise DelegateError(f"OpenCL on {self.info.name}: clEnqueueNDRangeKernel failed (error {rc}); "
                                         "check the driver (clinfo lists what it sees)")
-                if every and i % every == 0:
-                    self.queue.flush()
             return
         launch = self.queue.launch
         for kernel, gsize, wg, _keep in recording.launches:
