@@ -152,7 +152,8 @@ def launches(ctx: cl.Context, n: int) -> None:
                  lambda: cl.enqueue_nd_range_kernel(q, own8[next(turn8) % 8], (N_ITEMS,), (WG,)), own8[0],
                  (N_ITEMS,), (WG,)))
     big = N_ITEMS * 64  # 4096 work groups (a 224x224 map's conv at one pixel a work item is 784 of 64)
-    kbig = kernel("real", [*own[:6], cl.Buffer(ctx, cl.mem_flags.READ_WRITE, big * 16), *ints])
+    held.append(cl.Buffer(ctx, cl.mem_flags.READ_WRITE, big * 16))  # kept alive: NVIDIA fails a freed argument
+    kbig = kernel("real", [*own[:6], held[-1], *ints])
     rows.append((f"same, {big // WG} work groups", lambda: cl.enqueue_nd_range_kernel(q, kbig, (big,), (WG,)), kbig,
                  (big,), (WG,)))
     for label, fn, k, gs, ls in rows:
