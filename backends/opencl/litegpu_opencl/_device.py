@@ -150,8 +150,8 @@ CTYPES_LAUNCHES = True
 #: (lower case), told to the compiler as ``DeviceInfo.launch_host_us`` where the driver has no
 #: cl_khr_command_buffer (a replay enqueues its launches one by one): a launch's share of an invoke is then at
 #: least this (``_cost.in_invoke``), so the plan takes the fusions whose launches are shorter than the host's
-#: enqueue.  NVIDIA (H100, driver 580, bench/cl_launch.py): litegpu's argument shape 11.4-12.1 us a launch
-#: (s12-oclplan-1; 7.7-8.5 on the s10-ocl host), the same whether the GPU is idle or busy, and the queue drains no
+#: enqueue.  NVIDIA (H100, driver 580, bench/cl_launch.py): litegpu's argument shape 7.3-12.1 us a launch
+#: (s12-oclplan-2 and -1, two hosts), the same whether the GPU is idle or busy, and the queue drains no
 #: faster than the host enqueues; the ``nvidia`` profile's GPU launch cost is 3.5 us.  Measured higher (24 us) the
 #: plans also fused big-map blocks that were slower (docs/gpu-compiler.md, "The API's launch cost").  Other
 #: platforms: not measured (0).  ``{}`` plans as Vulkan does (an A/B switch: bench/gpu.py --variant)
