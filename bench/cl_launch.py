@@ -1,16 +1,19 @@
 """Host cost of OpenCL launches and transfers through pyopencl, by how a launch names its memory.
 
-``python bench/cl_launch.py [--launches N] [--runs R]`` prints two Markdown tables:
+``python bench/cl_launch.py [--launches N] [--runs R] [--no-transfers]`` prints three Markdown tables:
 
 - **launches**: a trivial kernel (4096 work items, groups of 64) enqueued N times in a row on one in-order
   queue, with the argument shapes litegpu's kernels have (one buffer; 7 buffers as separate allocations,
   as sub-buffers of one allocation, as one allocation passed 7 times; the same plus 17 int params, as a
   real conv kernel; one allocation plus element-offset ints), and, for the real shape, through ctypes
-  with no event object, 8 kernels of 8 programs in turn (as a model's launches), 3-D sizes, and
-  ``__local`` memory with a barrier.  Columns: host enqueue (no waiting),
+  with no event object, 8 kernels of 8 programs in turn (as a model's launches; also each naming 7 sub-buffers of
+  its own), 4096 work groups, 3-D sizes, and
+  ``__local`` memory with a barrier, and a kernel that keeps the GPU busy for 2-30 us.  Columns: host enqueue (no waiting),
   until the queue drains (the floor of an invoke of N dependent launches), and each launch's profiled GPU
   time and the gap between launches (profiling queue).
-- **transfers**: moving 64 KiB, 768 KiB (a 256x256x3 float input) and 3 MiB between the host and one
+- **invoke-sized batches**: 30 launches enqueued on an idle queue, then one finish, for the trivial and the busy
+  kernels: whether an enqueue costs the host more while the GPU is busy.
+- **transfers** (not with ``--no-transfers``): moving 64 KiB, 768 KiB (a 256x256x3 float input) and 3 MiB between the host and one
   device buffer: from / into pageable numpy memory (what litegpu does by default), and through pinned
   memory (a mapped ``CL_MEM_ALLOC_HOST_PTR`` buffer, the host copy in or out included:
   ``litegpu_opencl._device.PINNED_TRANSFERS``); 5 reads queued then one wait, as an invoke with 5 outputs.
@@ -50,6 +53,11 @@ SRC = "\n".join([
     + ", __global float4* restrict d, int n, " + ", ".join(f"int p{j}" for j in range(_PARAMS - 1))
     + ") { int i = (get_global_id(2) * 16 + get_global_id(1)) * 16 + get_global_id(0); "
     "if (i < n) d[i] = a0[i] + a5[i] + (float)p3; }",
+    # litegpu's argument shape with a body that keeps the GPU busy for p0 dependent multiply-adds a work item
+    "__kernel void spin(" + ", ".join(f"__global const float4* restrict a{j}" for j in range(6))
+    + ", __global float4* restrict d, int n, " + ", ".join(f"int p{j}" for j in range(_PARAMS - 1))
+    + ") { int i = get_global_id(0); if (i < n) { float4 v = a0[i]; for (int j = 0; j < p0; j++) "
+    "v = v * 0.999f + 0.001f; d[i] = v + (float)p3; } }",
     "__kernel __attribute__((reqd_work_group_size(64, 1, 1))) void shared(" + ", ".join(
         f"__global const float4* restrict a{j}" for j in range(6))
     + ", __global float4* restrict d, int n, " + ", ".join(f"int p{j}" for j in range(_PARAMS - 1))
@@ -126,6 +134,28 @@ def launches(ctx: cl.Context, n: int) -> None:
     ks = kernel("shared", [*subs, *ints])
     rows.append(("same, __local memory and a barrier", lambda: cl.enqueue_nd_range_kernel(q, ks, (N_ITEMS,), (WG,)),
                  ks, (N_ITEMS,), (WG,)))
+    for spin in SPINS:
+        kb = kernel("spin", [*subs, np.int32(N_ITEMS), np.int32(spin)] + ints[2:])
+        rows.append((f"same, {spin} dependent FMAs a work item (the GPU busy)",
+                     lambda kb=kb: cl.enqueue_nd_range_kernel(q, kb, (N_ITEMS,), (WG,)), kb, (N_ITEMS,), (WG,)))
+    # last (PoCL 3.1 asserts in a later launch after them: pocl_kernel_collect_mem_objs): the 8 programs' kernels each with 7 sub-buffers of their own (litegpu's launches name different ranges)
+    arena8 = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, step * 7 * 8)
+    own8, held = [], []  # held: clSetKernelArg does not keep the sub-buffers alive
+    for j in range(8):
+        k = cl.Kernel(cl.Program(ctx, SRC.replace("(float)p3", f"(float)(p3 + {j})")).build(), "real")
+        held.append([arena8.get_sub_region((7 * j + m) * step, nbytes) for m in range(7)])
+        for i, a in enumerate([*held[-1], *ints]):
+            k.set_arg(i, a)
+        own8.append(k)
+    turn8 = iter(range(1 << 62))
+    rows.append(("same, 8 kernels of 8 programs in turn, each its own 7 sub-buffers",
+                 lambda: cl.enqueue_nd_range_kernel(q, own8[next(turn8) % 8], (N_ITEMS,), (WG,)), own8[0],
+                 (N_ITEMS,), (WG,)))
+    big = N_ITEMS * 64  # 4096 work groups (a 224x224 map's conv at one pixel a work item is 784 of 64)
+    held.append(cl.Buffer(ctx, cl.mem_flags.READ_WRITE, big * 16))  # kept alive: NVIDIA fails a freed argument
+    kbig = kernel("real", [*own[:6], held[-1], *ints])
+    rows.append((f"same, {big // WG} work groups", lambda: cl.enqueue_nd_range_kernel(q, kbig, (big,), (WG,)), kbig,
+                 (big,), (WG,)))
     for label, fn, k, gs, ls in rows:
         for _ in range(50):
             fn()
@@ -142,6 +172,43 @@ def launches(ctx: cl.Context, n: int) -> None:
         gap = statistics.median((b.profile.start - a.profile.end) * 1e-3 for a, b in zip(evs, evs[1:], strict=False))
         print(f"| {label} | {1e6 * (t1 - t0) / n:.2f} | {1e6 * (t2 - t0) / n:.2f} | {d:.2f} | {gap:.2f} |",
               flush=True)
+
+
+#: the busy kernel's loop lengths (about 2, 10 and 30 us a launch on an H100, by its profiled time)
+SPINS = (200, 1500, 5000)
+
+
+def invokes(ctx: cl.Context, runs: int, per_invoke: int = 30) -> None:
+    """Invoke-sized batches: ``per_invoke`` launches of litegpu's argument shape enqueued on an idle queue, then
+    one finish; the host's enqueue and the batch until drained, per launch (median of ``runs`` batches), for a
+    trivial kernel and the busy ones: whether a launch's host cost grows while the GPU is busy (an enqueue that
+    waits on the GPU), or the GPU work hides behind the host's enqueues."""
+    q = cl.CommandQueue(ctx)
+    prg = cl.Program(ctx, SRC).build()
+    nbytes = N_ITEMS * 16
+    arena = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, 7 * 65536 * 16)
+    subs = [arena.get_sub_region(j * 65536 * 16, nbytes) for j in range(7)]
+    print()
+    print(f"| kernel ({per_invoke} launches a batch, then finish) | host enqueue (us/launch) | "
+          "batch until drained (us/launch) |")
+    print("|---|---:|---:|")
+    for spin in (0, *SPINS):
+        k = cl.Kernel(prg, "spin")
+        for i, a in enumerate([*subs, np.int32(N_ITEMS), np.int32(spin)] + [np.int32(j) for j in range(1, _PARAMS - 1)]):
+            k.set_arg(i, a)
+        enq, drained = [], []
+        for r in range(runs + 5):
+            t0 = time.perf_counter()
+            for _ in range(per_invoke):
+                cl.enqueue_nd_range_kernel(q, k, (N_ITEMS,), (WG,))
+            t1 = time.perf_counter()
+            q.finish()
+            t2 = time.perf_counter()
+            if r >= 5:
+                enq.append(t1 - t0)
+                drained.append(t2 - t0)
+        print(f"| {spin} dependent FMAs | {1e6 * statistics.median(enq) / per_invoke:.2f} | "
+              f"{1e6 * statistics.median(drained) / per_invoke:.2f} |", flush=True)
 
 
 def _med_us(fn, runs: int) -> float:
@@ -203,12 +270,15 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--launches", type=int, default=1000)
     ap.add_argument("--runs", type=int, default=50)
+    ap.add_argument("--no-transfers", action="store_true", help="the launch tables only")
     args = ap.parse_args()
     ctx = cl.create_some_context(interactive=False)
     print(machine_line())
     print(f"{ctx.devices[0].name.strip()} ({ctx.devices[0].platform.name.strip()}, {ctx.devices[0].driver_version})")
+    invokes(ctx, args.runs)
     launches(ctx, args.launches)
-    transfers(ctx, args.runs)
+    if not args.no_transfers:
+        transfers(ctx, args.runs)
     return 0
 
 

@@ -1,7 +1,11 @@
 """GPU latency: litegpu backends vs LiteRT XNNPACK (1 and N threads) and LiteRT's GPU accelerator.
 
 Usage: ``python bench/gpu.py [--backends opencl] [--precisions fp32,fp16] [--runs N] [--models a,b]
-[--threads 16] [--json FILE] [--set MODULE.NAME=VALUE]``
+[--threads 16] [--json FILE] [--set MODULE.NAME=VALUE] [--variant LABEL:MODULE.NAME=VALUE[;...]]``
+
+``--variant``: one more litegpu column per backend and precision whose delegate (device included: a
+backend's ``DeviceInfo`` is read then) and plans are made with those module constants set (restored after):
+a plan A/B in one process, the litegpu columns of a model timed interleaved, run by run and batch by batch.
 
 Every engine runs the same model on the same random input in this one process.  Two figures per engine:
 
@@ -88,6 +92,54 @@ def _litert_gpu_runner(path: str, x, enforce_f32: bool):
     return run, bound, model.is_fully_accelerated()
 
 
+def _interleaved_ms(runs_of: list, runs: int, warmup: int = 5) -> list[float]:
+    """Each function's median wall time (ms), the functions called in turn run by run (no drift between them)."""
+    for _ in range(warmup):
+        for fn in runs_of:
+            fn()
+    ts: list[list[float]] = [[] for _ in runs_of]
+    for _ in range(runs):
+        for i, fn in enumerate(runs_of):
+            t0 = time.perf_counter()
+            fn()
+            ts[i].append(time.perf_counter() - t0)
+    return [statistics.median(t) * 1e3 for t in ts]
+
+
+def _interleaved_bound_ms(bounds: list, runs: int, batches: int = 5) -> list[float]:
+    """:func:`_bound_ms` of each, the batches taken in turn."""
+    for b in bounds:
+        b(2)
+    ts: list[list[float]] = [[] for _ in bounds]
+    for _ in range(batches):
+        for i, b in enumerate(bounds):
+            t0 = time.perf_counter()
+            b(runs)
+            ts[i].append((time.perf_counter() - t0) / runs)
+    return [statistics.median(t) * 1e3 for t in ts]
+
+
+class _Settings:
+    """``MODULE.NAME=VALUE;...`` set while in the ``with`` block, the old values restored after."""
+
+    def __init__(self, spec: str) -> None:
+        self.items = [i for i in spec.split(";") if i]
+        self.old: list = []
+
+    def __enter__(self) -> None:
+        import importlib
+
+        for item in self.items:
+            target, old = set_attribute(item)
+            module, name = target.rsplit(".", 1)
+            self.old.append((importlib.import_module(module), name, old))
+
+    def __exit__(self, *exc) -> None:
+        for mod, name, old in reversed(self.old):
+            setattr(mod, name, old)
+        self.old.clear()
+
+
 def _bound_ms(bound, runs: int, batches: int = 5) -> float:
     bound(2)
     ts = []
@@ -140,6 +192,10 @@ def main() -> int:
                     help="set a module constant first (an A/B switch, e.g. "
                          "litegpu_opencl._device.PINNED_TRANSFERS=True); repeatable")
     ap.add_argument("--seed", type=int, default=0, help="seed of the uniform(-1, 1) model input (errors depend on it)")
+    ap.add_argument("--variant", action="append", default=[], metavar="LABEL:MODULE.NAME=VALUE[;...]",
+                    help="one more litegpu column per backend and precision, its delegate and plans made with these "
+                         "module constants set (e.g. nohost:litegpu_opencl._device.LAUNCH_HOST_US={}); the litegpu "
+                         "columns of a model are then timed interleaved; repeatable")
     args = ap.parse_args()
     for item in args.set:
         set_attribute(item)
@@ -151,14 +207,22 @@ def main() -> int:
     models = mediapipe_models(args.models, default=GPU_SET)
     backends = [b for b in args.backends.split(",") if b]
     precisions = [p for p in args.precisions.split(",") if p]
-    delegates = {}
-    for b in backends:
-        for p in precisions:
-            try:
-                delegates[(b, p)] = litegpu.load_delegate(b, {"precision": p, "cache": {"enabled": False}})
-            except litegpu.LiteGPUError as e:
-                print(f"skip {b}/{p}: {e}", file=sys.stderr)
-    devinfo = {f"{b}": d.devices() for (b, _), d in delegates.items()}
+    variants = [("", "")] + [tuple(v.split(":", 1)) for v in args.variant]  # (label, settings); "" as built
+    delegates = {}  # (backend, precision, variant label) -> delegate
+    for label, spec in variants:
+        for b in backends:
+            for p in precisions:
+                with _Settings(spec):
+                    try:
+                        d = litegpu.load_delegate(b, {"precision": p, "cache": {"enabled": False}})
+                    except litegpu.LiteGPUError as e:
+                        print(f"skip {b}/{p}: {e}", file=sys.stderr)
+                        continue
+                    # the device's queries (its DeviceInfo, which the backend fills from its constants) under spec
+                    getattr(getattr(d, "device", None), "info", None)
+                delegates[(b, p, label)] = d
+    settings = dict(variants)
+    devinfo = {f"{b}": d.devices() for (b, _, _), d in delegates.items()}
 
     rows = []
     for name, path in models.items():
@@ -194,25 +258,39 @@ def main() -> int:
             except Exception as e:  # noqa: BLE001
                 row[f"{key}_ms"] = row[f"{key}_bound_ms"] = math.nan
                 row[f"{key}_note"] = str(e).splitlines()[0][:70]
-        for (b, p), d in delegates.items():
-            it = litegpu.Interpreter(model_path=path, experimental_delegates=[d])
-            t0 = time.perf_counter()
-            run, bound = _interp_runner(it, x)
-            row[f"{b}_{p}_init_ms"] = (time.perf_counter() - t0) * 1e3
+        engines = []  # (column, run, bound)
+        for (b, p, label), d in delegates.items():
+            col = f"{b}_{p}" + (f"_{label}" if label else "")
+            with _Settings(settings[label]):
+                it = litegpu.Interpreter(model_path=path, experimental_delegates=[d])
+                t0 = time.perf_counter()
+                run, bound = _interp_runner(it, x)
+            row[f"{col}_init_ms"] = (time.perf_counter() - t0) * 1e3
             plan = it.get_execution_plan()
-            row[f"{b}_{p}_cpu_nodes"] = sum(len(s["node_indices"]) for s in plan if s["backend"] == "cpu")
-            row[f"{b}_{p}_ms"] = _median_ms(run, args.runs)
-            row[f"{b}_{p}_bound_ms"] = _bound_ms(bound, args.runs)
-            row[f"{b}_{p}_outputs"] = _output_storage(it)
+            row[f"{col}_cpu_nodes"] = sum(len(s["node_indices"]) for s in plan if s["backend"] == "cpu")
+            row[f"{col}_launches"] = sum(len(s.kernel._launches) for s in it._main.plan.steps if s.kind == "delegate")
+            row[f"{col}_outputs"] = _output_storage(it)
             if ref is not None:
-                row[f"{b}_{p}_err"] = _worst(run(), ref)
+                row[f"{col}_err"] = _worst(run(), ref)
+            engines.append((col, run, bound))
+        if len(variants) > 1:  # a plan A/B: the columns interleaved
+            for (col, _, _), t in zip(engines, _interleaved_ms([e[1] for e in engines], args.runs), strict=True):
+                row[f"{col}_ms"] = t
+            for (col, _, _), t in zip(engines, _interleaved_bound_ms([e[2] for e in engines], args.runs), strict=True):
+                row[f"{col}_bound_ms"] = t
+        else:
+            for col, run, bound in engines:
+                row[f"{col}_ms"] = _median_ms(run, args.runs)
+                row[f"{col}_bound_ms"] = _bound_ms(bound, args.runs)
         rows.append(row)
         print(json.dumps(row), file=sys.stderr, flush=True)
 
     print(f"\n{machine_line()}" + "".join(f"; --set {item}" for item in args.set))
     for b, devs in devinfo.items():
         print(f"{b} devices: {', '.join(devs)}")
-    cols = [f"{b}_{p}" for (b, p) in delegates]
+    cols = [f"{b}_{p}" + (f"_{label}" if label else "") for (b, p, label) in delegates]
+    for label, spec in variants[1:]:
+        print(f"variant {label}: {spec}")
     lcols = [f"litert_gpu_{lp}" for lp in ("fp32", "fp16") if any(f"litert_gpu_{lp}_ms" in r for r in rows)]
 
     def fmt(v, spec=".3f"):
@@ -229,6 +307,11 @@ def main() -> int:
             if suffix == "_ms":
                 cells += [fmt(r.get("xnnpack_1t_ms", math.nan)), fmt(r.get(f"xnnpack_{args.threads}t_ms", math.nan))]
             print(f"| {r['model']} | " + " | ".join(cells) + " |")
+    print("\nlaunches per invoke (the plan's kernel launches, boundary layout launches included):")
+    print("| model | " + " | ".join(cols) + " |")
+    print("|" + "---|" * (len(cols) + 1))
+    for r in rows:
+        print(f"| {r['model']} | " + " | ".join(str(r.get(c + "_launches", "n/a")) for c in cols) + " |")
     print("\nmax relative error vs LiteRT XNNPACK:")
     print("| model | " + " | ".join(cols + lcols) + " |")
     print("|" + "---|" * (len(cols + lcols) + 1))
@@ -240,12 +323,12 @@ def main() -> int:
         return math.exp(sum(map(math.log, vals)) / len(vals)) if vals else math.nan
 
     for c in cols:
-        if c.endswith("fp32"):
+        if "_fp32" in c:
             continue
         print(f"{c} output storage: " + "; ".join(
             f"{r['model']}: " + ", ".join(f"{k} {v}" for k, v in r.get(c + "_outputs", {}).items()) for r in rows))
     for c in cols:
-        lc = "litert_gpu_fp32" if c.endswith("_fp32") else "litert_gpu_fp16"
+        lc = "litert_gpu_fp32" if "_fp32" in c else "litert_gpu_fp16"
         h2h = geo([r.get(c + "_ms", math.nan) / r.get(lc + "_ms", math.nan) for r in rows])
         h2b = geo([r.get(c + "_ms", math.nan) / r.get(lc + "_bound_ms", math.nan) for r in rows])
         b2b = geo([r.get(c + "_bound_ms", math.nan) / r.get(lc + "_bound_ms", math.nan) for r in rows])

@@ -1,12 +1,13 @@
 """Launches per invoke of each model's GPU partitions, by kernel template (boundary layout launches included).
 
 ``python bench/gpu_launches.py [--backend opencl|vulkan|webgpu] [--models a,b] [--precision fp32]``
-prints a Markdown table, one row a model.  The count is a property of the compiled plan (the same on
-every device of one backend, and the same launch list on every backend), so PoCL or lavapipe give
-the numbers the NVIDIA GPU runs; no timing is done.  The kernel variants (and so a few launch counts: a
-split reduction, a staged conv) follow the cost model's device calibration: ``--cost-profile nvidia`` plans
-as for the NVIDIA GPU on any machine (default: the device's own).  ``--set MODULE.NAME=VALUE`` flips a compiler constant first (an A/B switch).  ``--nodes`` adds, per model, every
-launch with the graph nodes it covers.
+prints a Markdown table, one row a model.  The count is a property of the compiled plan, so PoCL or lavapipe
+give the numbers the NVIDIA GPU runs; no timing is done.  The kernel variants (and so the launch counts: a split
+reduction, the priced fusions) follow the cost model's device calibration and the host's cost of a launch the
+backend tells for the device (``DeviceInfo.launch_host_us``): ``--cost-profile nvidia`` plans as for the NVIDIA
+GPU on any machine (default: the device's own), with that backend's host cost there (opencl's plan on NVIDIA
+takes more fusions than vulkan's).  ``--set MODULE.NAME=VALUE`` flips a compiler constant first (an A/B switch).
+``--nodes`` adds, per model, every launch with the graph nodes it covers.
 """
 
 from __future__ import annotations
@@ -41,6 +42,12 @@ def main() -> int:
         from litegpu.gpu import _cost, _runtime
 
         forced = _cost.PROFILES[args.cost_profile]
+        if args.backend == "opencl":  # and the host's cost of a launch the backend tells that device's plans
+            from dataclasses import replace
+
+            from litegpu_opencl._device import launch_host_us
+
+            forced = replace(forced, host_launch_us=launch_host_us(args.cost_profile, command_buffers=False))
         _runtime.profile_for = lambda info: forced  # compile_graph prices the variants with it
 
     print(machine_line())

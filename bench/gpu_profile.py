@@ -97,7 +97,8 @@ def main() -> int:
                          "arithmetic, work-group size hints, local (spill) memory")
     ap.add_argument("--per-launch", action="store_true",
                     help="also print each launch's GPU time (the runtime's profile_kernels: what "
-                         "`litegpu benchmark --profile` shows), per model, to set the APIs side by side")
+                         "`litegpu benchmark --profile` shows), per model, to set the APIs side by side; opencl: "
+                         "and each launch's host enqueue")
     ap.add_argument("--host-ab", action="append", default=[], metavar="MODULE.NAME=VALUE",
                     help="a host-side switch (read at each call, e.g. litegpu_opencl._device.PINNED_TRANSFERS=True): "
                          "the invoke is also timed with each one on alone and all on, interleaved, on the same "
@@ -126,6 +127,7 @@ def main() -> int:
             ptx[name] = _ptx_counts(dev, k)
         if args.per_launch:
             per_launch[name] = k.profile_kernels(20)
+            per_launch[name]["host_us"] = _host_enqueue_us(dev, k, args.runs)
         launches = k._launches
 
         def enqueue_only():
@@ -180,14 +182,36 @@ def _print_host_ab(switches: list[str]) -> None:
         print(f"| {name} | " + " | ".join(f"{t:.3f}" for t in ts) + " |")
 
 
+def _host_enqueue_us(dev, k, runs: int) -> list[float]:
+    """opencl: each launch's host enqueue (us), the replay's own ``clEnqueueNDRangeKernel`` call timed alone; a
+    run's launches in turn on an idle queue, then one finish, as an invoke; the median over ``runs`` runs."""
+    import ctypes
+
+    from litegpu_opencl import _cl
+
+    enq, q = _cl.api().clEnqueueNDRangeKernel, ctypes.c_void_p(dev.queue.int_ptr)
+    raw = k._recording.raw_launches()
+    ts: list[list[float]] = [[] for _ in raw]
+    dev.finish()
+    for _ in range(runs + 3):
+        for i, (kernel, dims, gsize, wg) in enumerate(raw):
+            t0 = time.perf_counter()
+            enq(q, kernel, dims, None, gsize, wg, 0, None, None)
+            ts[i].append(time.perf_counter() - t0)
+        dev.finish()
+    return [statistics.median(t[3:]) * 1e6 for t in ts]
+
+
 def _print_per_launch(per_launch: dict) -> None:
     for name, prof in per_launch.items():
         rows = prof["launches"]
+        host = prof.get("host_us")
         print(f"\n{name} ({prof['api']}, {prof['source']}): {len(rows)} launches, sum "
-              f"{sum(r['us'] for r in rows):.1f} us")
+              f"{sum(r['us'] for r in rows):.1f} us" + (f"; host enqueue (a run's launches in turn, then finish), "
+                                                          f"sum {sum(host):.1f} us" if host else ""))
         for i, r in enumerate(rows):
-            print(f"  {i:3d} {r['us']:8.2f} us  {r['variant']}  grid {'x'.join(map(str, r['grid']))}  "
-                  f"wg {'x'.join(map(str, r['workgroup']))}")
+            print(f"  {i:3d} {r['us']:8.2f} us" + (f"  host {host[i]:6.2f} us" if host else "")
+                  + f"  {r['variant']}  grid {'x'.join(map(str, r['grid']))}  wg {'x'.join(map(str, r['workgroup']))}")
 
 
 #: what ``--ptx`` counts in PTX text (NVIDIA's OpenCL program binary), by regular expression

@@ -262,6 +262,28 @@ def test_backend_lists_its_devices(cl_modules, registered):
     assert len(info.devices) == len(lo.list_devices()) >= 1
 
 
+def test_the_device_tells_the_host_cost_of_its_launches(cl_modules, monkeypatch):
+    """``DeviceInfo.launch_host_us``: the measured figure of a platform whose launches go one enqueue each
+    (NVIDIA's: no cl_khr_command_buffer), 0 where a replay is one command-buffer enqueue or the platform was not
+    measured; the local device's info says what its platform and command buffers make it."""
+    from litegpu_opencl import _device
+
+    nvidia = _device.LAUNCH_HOST_US["nvidia"]
+    assert _device.launch_host_us("NVIDIA CUDA NVIDIA H100 80GB HBM3", command_buffers=False) == nvidia > 0
+    assert _device.launch_host_us("NVIDIA CUDA NVIDIA H100 80GB HBM3", command_buffers=True) == 0.0
+    assert _device.launch_host_us("Portable Computing Language pthread-x86", command_buffers=False) == 0.0
+    d = load_backend_delegate(BACKEND, {"precision": "fp32", "tuning": "none", **NO_CACHE})
+    try:
+        dev = d.device
+        has_cbufs = "cl_khr_command_buffer" in dev.device.extensions.split() and \
+            _device.command_buffers(dev.device) is not None
+        assert dev.info.launch_host_us == _device.launch_host_us(f"{dev.info.vendor} {dev.info.name}", has_cbufs)
+    finally:
+        d.close()
+    monkeypatch.setattr(_device, "LAUNCH_HOST_US", {})  # the A/B switch: every platform as Vulkan plans
+    assert _device.launch_host_us("NVIDIA CUDA NVIDIA H100 80GB HBM3", command_buffers=False) == 0.0
+
+
 # ---------------------------------------------------------------------------------------------------
 # tuning
 # ---------------------------------------------------------------------------------------------------

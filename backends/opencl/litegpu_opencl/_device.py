@@ -146,6 +146,16 @@ PINNED_WRITE_MAX = 512 << 10
 #: call; pyopencl's path, which also made an event object, cost 0.8-1.3 us a launch more in
 #: bench/cl_launch.py on an H100, and 1.5-11% of every model's host-to-host invoke, s10-ocl-3)
 CTYPES_LAUNCHES = True
+#: what one ``clEnqueueNDRangeKernel`` costs the host (us) on a platform whose name or device name holds the key
+#: (lower case), told to the compiler as ``DeviceInfo.launch_host_us`` where the driver has no
+#: cl_khr_command_buffer (a replay enqueues its launches one by one): a launch's share of an invoke is then at
+#: least this (``_cost.in_invoke``), so the plan takes the fusions whose launches are shorter than the host's
+#: enqueue.  NVIDIA (H100, driver 580, bench/cl_launch.py): litegpu's argument shape 7.3-12.1 us a launch
+#: (s12-oclplan-2 and -1, two hosts), the same whether the GPU is idle or busy, and the queue drains no
+#: faster than the host enqueues; the ``nvidia`` profile's GPU launch cost is 3.5 us.  Measured higher (24 us) the
+#: plans also fused big-map blocks that were slower (docs/gpu-compiler.md, "The API's launch cost").  Other
+#: platforms: not measured (0).  ``{}`` plans as Vulkan does (an A/B switch: bench/gpu.py --variant)
+LAUNCH_HOST_US: dict[str, float] = {"nvidia": 12.0}
 #: a buffer allocated while the context is still being made on its thread is created at its first use
 #: (``_cl.Buffer.deferred``): a partition allocates its arena and boundary buffers before it renders its
 #: kernels, so a cold start renders them while NVIDIA's context (about 1 s with the driver's caches off)
@@ -156,6 +166,15 @@ DEFERRED_ALLOC = True
 #: pose breakdown (8 programs of equal counts: 3.2 s of wall for 15.8 s of builds summed), the run that
 #: would have measured it did not happen (docs/performance.md, seventh session, s11-ocl)
 BALANCED_SPLIT = False
+
+
+def launch_host_us(names: str, command_buffers: bool) -> float:
+    """The host's cost of one launch (:data:`LAUNCH_HOST_US`) on the platform and device ``names``; 0 where a
+    replay is one command-buffer enqueue (``command_buffers``) or the platform was not measured."""
+    if command_buffers:
+        return 0.0
+    names = names.lower()
+    return next((us for key, us in LAUNCH_HOST_US.items() if key in names), 0.0)
 
 
 def _build_options(source: str) -> list[str]:
@@ -293,7 +312,9 @@ class CLDevice(GpuDevice):
             fp16="cl_khr_fp16" in ext, max_workgroup_size=int(dev.max_work_group_size),
             max_workgroup_dims=tuple(int(x) for x in (list(dev.max_work_item_sizes) + [1, 1, 1])[:3]),
             buffer_alignment=max(int(dev.mem_base_addr_align) // 8, 4), compute_units=int(dev.max_compute_units),
-            fp16_storage=True, max_buffer_bytes=int(dev.max_mem_alloc_size)))  # vload_half/vstore_half are core OpenCL: no extension needed
+            fp16_storage=True, max_buffer_bytes=int(dev.max_mem_alloc_size),  # vload_half/vstore_half are core OpenCL
+            launch_host_us=launch_host_us(f"{plat.name} {dev.name}",
+                                          "cl_khr_command_buffer" in ext and command_buffers(dev) is not None)))
         laps.lap("queries")
 
     def _start(self, device: int | str | None, platform: str | None,

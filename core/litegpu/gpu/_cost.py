@@ -15,6 +15,7 @@ microseconds on a :class:`DeviceCost`::
     traffic = cache bytes / (cache bandwidth x fraction of units the launch occupies)
     compute = max(flops x lanes / group / (flop rate x that fraction), waves x a thread's flops / lane rate)
     time    = launch_us + max(latency, traffic, compute)   (or their sum: ``overlap`` False)
+    in an invoke: max(time, host_launch_us)   (in_invoke: where the API enqueues launches one by one)
 
 The model is deliberately small: on the MediaPipe models most launches are latency bound (a few hundred to
 a few thousand threads on a GPU that keeps 270 000 in flight), so the chain length and the occupancy
@@ -34,7 +35,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["DeviceCost", "Work", "PROFILES", "profile_for", "estimate", "choose_conv", "choose_reduce",
+__all__ = ["DeviceCost", "Work", "PROFILES", "profile_for", "estimate", "in_invoke", "choose_conv", "choose_reduce",
            "choose_fc", "conv_candidates", "two_round_pays", "TWO_ROUND", "fc_candidates", "conv_work",
            "tiled_conv_work", "reduce_work", "fc_work", "launch_work",
            "choose_se_gate", "se_gate_segment", "se_gate_work", "SHARED_MEMORY_FLOOR", "pw_dw_geometry", "pw_dw_work",
@@ -72,6 +73,10 @@ class DeviceCost:
     # pw_dw_conv2d with the projection (Work.halo > 0; see estimate and the nvidia calibration's comment):
     halo_us: float = 0.0  # each expanded pixel a group computes per output pixel of its tile, a wave
     halo_peak: float = 1.0  # its traffic and arithmetic run at up to this times its units' share of the device's
+
+    # the host's cost of one launch through the API the plan is for (DeviceInfo.launch_host_us, set by
+    # profile_for; 0 in PROFILES): a launch's share of an invoke is at least this (in_invoke)
+    host_launch_us: float = 0.0
 
     def with_units(self, units: int, max_group: int) -> DeviceCost:
         """This profile for a device reporting ``units`` compute units and ``max_group`` threads a group."""
@@ -183,8 +188,14 @@ def profile_for(info: Any | None) -> DeviceCost:
         key = "generic"
     base = PROFILES[key]
     units = int(getattr(info, "compute_units", 0) or 0)
-    return base.with_units(units if units > 1 else base.compute_units,
-                           int(getattr(info, "max_workgroup_size", 0) or base.max_group))
+    dev = base.with_units(units if units > 1 else base.compute_units,
+                          int(getattr(info, "max_workgroup_size", 0) or base.max_group))
+    host = float(getattr(info, "launch_host_us", 0.0) or 0.0)
+    if host > 0:  # the API's own launch cost on this device (its backend's figure): see in_invoke
+        from dataclasses import replace
+
+        dev = replace(dev, host_launch_us=host)
+    return dev
 
 
 @dataclass(slots=True)
@@ -229,6 +240,17 @@ def estimate(w: Work, dev: DeviceCost) -> float:
         compute = max(compute, waves * w.flops / max(1, w.threads) / dev.lane_flops_per_us)
     body = max(latency, traffic, compute) if dev.overlap else latency + traffic + compute
     return dev.launch_us + (dev.tile_setup_us if w.tiled else 0.0) + body
+
+
+def in_invoke(us: float, dev: DeviceCost) -> float:
+    """One launch's share of an invoke, from its GPU time ``us`` (an :func:`estimate`): the slower of that and
+    the host's cost of enqueuing it (``dev.host_launch_us``, 0 where a replay is one recorded submission).  Where
+    the API enqueues launches one by one the queue drains no faster than the host enqueues, so a launch the GPU
+    runs in less costs the invoke the host's time, and a longer one hides the host's next enqueues behind it
+    (bench/cl_launch.py on an H100: 12 us a launch enqueued whether the GPU is idle or busy with 17 us kernels,
+    which then follow each other 1.3 us apart).  The passes that change the number of launches compare sums of
+    these; the choosers rank one launch's variants by the GPU time itself."""
+    return max(us, dev.host_launch_us)
 
 
 def _log2(n: int) -> int:

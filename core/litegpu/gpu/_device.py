@@ -42,6 +42,13 @@ class DeviceInfo:
     # the largest buffer one kernel may bind (WebGPU's max-storage-buffer-binding-size, Vulkan's
     # maxStorageBufferRange, OpenCL's max_mem_alloc_size); 0: not known
     max_buffer_bytes: int = 0
+    # what one kernel launch costs the host through this API on this device (us), where an invoke enqueues its
+    # launches one by one (OpenCL without command buffers) and the queue drains no faster than the host enqueues
+    # them; the backend's own measured figure.  The cost model takes a launch's share of an invoke to be at least
+    # this (``_cost.profile_for``, ``_cost.in_invoke``), so the plan for such an API fuses where the launches are
+    # shorter than the host's enqueue.  0: the launches are replayed from a recording (a Vulkan command buffer), or
+    # the figure is not known
+    launch_host_us: float = 0.0
 
 
 # BufferRef, RunStaging and StartupTimer are plain classes, not dataclasses: this module loads in every

@@ -15,6 +15,7 @@ from .._cost import (
     choose_dw_pw_small,
     depthwise_work,
     estimate,
+    in_invoke,
 )
 from .._geometry import conv_geometry
 from .._graph import DW_PW_OP, GpuGraph, GpuNode, Report
@@ -92,7 +93,7 @@ def _small_vs_pair_us(g: GpuGraph, dw: GpuNode, pw: GpuNode, cost: DeviceCost | 
     dw_us = choose_depthwise(dw_p, ksize, dev)[1]
     if dw_us == math.inf:  # no block_w > 1 candidate (a strided window): the one-output kernel lowering takes
         dw_us = estimate(depthwise_work(dw_p, ksize, 1), dev)
-    return small[1], dw_us + choose_conv(conv_p, dev, False)[2]
+    return in_invoke(small[1], dev), in_invoke(dw_us, dev) + in_invoke(choose_conv(conv_p, dev, False)[2], dev)
 
 
 def dw_pw_block_s(out_slices: int) -> int:

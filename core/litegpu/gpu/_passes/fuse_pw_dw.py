@@ -17,6 +17,7 @@ from .._cost import (
     choose_reduce,
     dw_pw_work,
     estimate,
+    in_invoke,
     launch_work,
 )
 from .._geometry import conv_geometry
@@ -137,18 +138,18 @@ def _unfused_us(g: GpuGraph, ex: GpuNode, node: GpuNode, dev: DeviceCost, p: dic
         work = launch_work("depthwise_conv2d", {"ksize": p["KH"] in (3, 5) and p["KH"] == p["KW"]},
                            {**second, "S": p["MID_S"]})
         assert work is not None
-        return t + estimate(work, dev)
+        return in_invoke(t, dev) + in_invoke(estimate(work, dev), dev)
     pixels = p["B"] * p["H"] * p["W"]
     taps = p["KH"] * p["KW"]
     if node.attrs.get("small"):  # the small-map kernel's own chooser and price
         small = choose_dw_pw_small(pixels, p["MID_S"], p["S"], taps, dev)
-        return t + (small[1] if small is not None else math.inf)
+        return in_invoke(t, dev) + (in_invoke(small[1], dev) if small is not None else math.inf)
     if node.attrs.get("staged"):  # the staged kernel's own chooser and price
-        return t + choose_dw_pw_staged(pixels, p["MID_S"], p["S"], taps, dev)[1]
+        return in_invoke(t, dev) + in_invoke(choose_dw_pw_staged(pixels, p["MID_S"], p["S"], taps, dev)[1], dev)
     else:
         split, block_s, block_w = dw_pw_tiling(pixels * p["S"], p["MID_S"], p["S"], p["W"])
         work = dw_pw_work(second, split, block_s, block_w)
-    return t + estimate(work, dev)
+    return in_invoke(t, dev) + in_invoke(estimate(work, dev), dev)
 
 
 def _merge_mean(g: GpuGraph, node: GpuNode, dev: DeviceCost, p: dict[str, int], consumers) -> str:
@@ -171,8 +172,8 @@ def _merge_mean(g: GpuGraph, node: GpuNode, dev: DeviceCost, p: dict[str, int], 
     if with_mean is None or plain is None:
         return ""
     outputs, steps = int(p["B"]) * int(p["MID_S"]), int(p["H"]) * int(p["W"])
-    apart = plain[1] + choose_reduce(outputs, steps, dev)[1]
-    if with_mean[1] >= apart:
+    apart = in_invoke(plain[1], dev) + in_invoke(choose_reduce(outputs, steps, dev)[1], dev)
+    if in_invoke(with_mean[1], dev) >= apart:
         return ""
     node.attrs["mean"] = True
     node.attrs["dw_act"] = node.epilogue[0].op if node.epilogue else None
@@ -180,7 +181,7 @@ def _merge_mean(g: GpuGraph, node: GpuNode, dev: DeviceCost, p: dict[str, int], 
     node.outputs = list(mean.outputs)
     node.origin = tuple(sorted(set(node.origin) | set(mean.origin)))
     g.remove_node(mean)
-    return (f"merged {mean.describe()} into {node.describe()} (est {with_mean[1]:.1f} us against {apart:.1f} "
+    return (f"merged {mean.describe()} into {node.describe()} (est {in_invoke(with_mean[1], dev):.1f} us against {apart:.1f} "
             "with the reduce launch)")
 
 
@@ -241,7 +242,7 @@ def fuse_pw_dw(g: GpuGraph) -> Report:
         if choice is None:
             declined["no tiling fits shared memory"] += 1
             continue
-        fused_us, unfused_us = choice[1], _unfused_us(g, ex, node, dev, p)
+        fused_us, unfused_us = in_invoke(choice[1], dev), _unfused_us(g, ex, node, dev, p)
         shape = f"{c} -> {mid_c} -> {o} channels at {h}x{w}, {int(dw_w[1])}x{int(dw_w[2])}"
         if fused_us >= unfused_us and not PW_DW_ALWAYS:
             declined["estimate above the two launches"] += 1

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import Counter
 
 from .. import _layout as L
-from .._cost import PROFILES, choose_conv, choose_dw_pw_small
+from .._cost import PROFILES, choose_conv, choose_dw_pw_small, in_invoke
 from .._graph import DW_PW_OP, GpuGraph, GpuNode, Report
 from .fuse_dw_pw import _dw_act, _fused_inputs
 
@@ -100,11 +100,13 @@ def fuse_small_expand(g: GpuGraph) -> Report:
         conv_p = {"B": b, "SRC_H": h, "SRC_W": w, "SRC_S": s_out, "H": h, "W": w, "C": ex_c, "S": s_ex, "KH": 1,
                   "KW": 1, "STRIDE_H": 1, "STRIDE_W": 1, "PAD_T": 0, "PAD_L": 0, "DIL_H": 1, "DIL_W": 1,
                   "SRC_SG": s_out, "DST_SG": s_ex}
-        apart = alone[1] + choose_conv(conv_p, dev, False)[2]
+        # each launch's share of an invoke (in_invoke: the host's cost of a launch where it is the slower)
+        both_us = in_invoke(both[1], dev)
+        apart = in_invoke(alone[1], dev) + in_invoke(choose_conv(conv_p, dev, False)[2], dev)
         shape = f"{mid} -> {c} -> {ex_c} channels at {h}x{w}"
-        if both[1] >= apart and not SMALL_EXPAND_ALWAYS:
+        if both_us >= apart and not SMALL_EXPAND_ALWAYS:
             declined["estimate above the two launches"] += 1
-            lines.append(f"kept {node.describe()} -> {conv.describe()} ({shape}): est {both[1]:.1f} us fused, "
+            lines.append(f"kept {node.describe()} -> {conv.describe()} ({shape}): est {both_us:.1f} us fused, "
                          f"{apart:.1f} apart")
             continue
         ex_act, alpha, bias = _fused_inputs(g, conv)
@@ -117,7 +119,7 @@ def fuse_small_expand(g: GpuGraph) -> Report:
         g.remove_node(conv)
         consumers = g.consumers()
         fused += 1
-        lines.append(f"fused {conv.describe()} into {node.describe()} ({shape}; est {both[1]:.1f} us against "
+        lines.append(f"fused {conv.describe()} into {node.describe()} ({shape}; est {both_us:.1f} us against "
                      f"{apart:.1f})")
     kept = "; ".join(f"{n} {k}" for k, n in sorted(declined.items()))
     return [f"fused {fused} 1x1 expansions into the dw_pw_small launch before them" + (f" (kept: {kept})" if kept

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from .._cost import DeviceCost, estimate, launch_work
+from .._cost import DeviceCost, estimate, in_invoke, launch_work
 from .._graph import GpuOp, Report
 from .._kernel_specs import stride_param
 
@@ -109,7 +109,7 @@ def _pays(op: GpuOp, k: int, dev: DeviceCost | None) -> bool:
     if w is None or dev is None:
         return True
     merged = replace(w, threads=w.threads * k, cache_bytes=w.cache_bytes * k, flops=w.flops * k)
-    return estimate(merged, dev) < k * estimate(w, dev)
+    return in_invoke(estimate(merged, dev), dev) < k * in_invoke(estimate(w, dev), dev)
 
 
 def merge_twin_launches(ops: list[GpuOp], nbytes: Callable[[int], int], boundary: set[int], alignment: int,

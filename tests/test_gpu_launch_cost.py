@@ -1,0 +1,47 @@
+"""The host's cost of a launch through the API in the plan: a backend tells it (``DeviceInfo.launch_host_us``),
+``_cost.profile_for`` carries it (``DeviceCost.host_launch_us``), and the passes that change the number of launches
+price each launch at its share of an invoke (``_cost.in_invoke``: the slower of its GPU time and the host's
+enqueue), while one launch's variants are still ranked by GPU time (``_cost.estimate``)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from litegpu.gpu._cost import PROFILES, choose_conv, conv_candidates, estimate, in_invoke, profile_for
+from litegpu.gpu._device import DeviceInfo
+
+H100 = DeviceInfo(api="opencl", name="NVIDIA H100 80GB HBM3", vendor="NVIDIA CUDA", driver_version="580.159.04",
+                  fp16=True, max_workgroup_size=1024, compute_units=132)
+
+# a 1x1 conv of 24 -> 96 channels on a 32x32 map and a 3x3 one of 64 -> 64 on 16x16 (conv2d's shape params)
+CONVS = [dict(B=1, H=32, W=32, S=24, SRC_S=6, SRC_SG=6, KH=1, KW=1),
+         dict(B=1, H=16, W=16, S=16, SRC_S=16, SRC_SG=16, KH=3, KW=3)]
+
+
+def test_profile_for_carries_the_apis_launch_cost():
+    base = profile_for(H100)
+    assert base.name == "nvidia" and base.host_launch_us == 0.0  # a recorded replay (Vulkan): the GPU's cost only
+    got = profile_for(replace(H100, launch_host_us=12.0))
+    assert got.host_launch_us == 12.0 and replace(got, host_launch_us=0.0) == base
+    assert all(p.host_launch_us == 0.0 for p in PROFILES.values())  # the calibrations are the GPU's
+
+
+@pytest.mark.parametrize("host", [0.0, 2.0, 12.0, 40.0])
+def test_a_launch_costs_an_invoke_the_slower_of_gpu_and_host(host):
+    """GPU time is the host's cost alone (estimate); a launch's share of an invoke is the slower of the two."""
+    base = profile_for(H100)
+    dev = profile_for(replace(H100, launch_host_us=host))
+    for p in CONVS:
+        for _, _, w in conv_candidates(p, base, grouped=False):
+            us = estimate(w, base)
+            assert estimate(w, dev) == us and in_invoke(us, dev) == max(us, host)
+    assert in_invoke(5.0, base) == 5.0  # no host cost: the GPU time
+
+
+def test_one_launchs_variant_is_the_gpus_choice():
+    """The host's cost is the same for every variant of one launch: the pick and its estimate are the GPU's."""
+    base = profile_for(H100)
+    dev = profile_for(replace(H100, launch_host_us=12.0))
+    for p in CONVS:
+        assert choose_conv(p, dev, False) == choose_conv(p, base, False)
