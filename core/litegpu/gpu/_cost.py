@@ -73,7 +73,6 @@ class DeviceCost:
     # pw_dw_conv2d with the projection (Work.halo > 0; see estimate and the nvidia calibration's comment):
     halo_us: float = 0.0  # each expanded pixel a group computes per output pixel of its tile, a wave
     halo_peak: float = 1.0  # its traffic and arithmetic run at up to this times its units' share of the device's
-
     # the host's cost of one launch through the API the plan is for (DeviceInfo.launch_host_us, set by
     # profile_for; 0 in PROFILES): a launch's share of an invoke is at least this (in_invoke)
     host_launch_us: float = 0.0
