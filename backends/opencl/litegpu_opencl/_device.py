@@ -22,8 +22,8 @@ from litegpu.gpu.kernels import RenderedKernel
 
 from . import _cl
 from ._command_buffer import command_buffers
+from ._platforms import DefaultStart, list_devices
 from ._platforms import describe as _describe
-from ._platforms import list_devices, start_drivers
 
 _log = logging.getLogger("litegpu.opencl")
 
@@ -225,7 +225,8 @@ def _unpack(blob: bytes) -> list[tuple[bytes, list[int]]] | None:
 class CLDevice(GpuDevice):
     dialect = "opencl"
 
-    def __init__(self, device: int | str | None = None, platform: str | None = None, *, background: bool = False):
+    def __init__(self, device: int | str | None = None, platform: str | None = None, *, background: bool = False,
+                 start: DefaultStart | None = None):
         laps = StartupTimer()
         #: where the device's creation went, ms by step (bench/init_breakdown.py prints it)
         self.startup_ms = laps.ms
@@ -242,13 +243,16 @@ class CLDevice(GpuDevice):
         # missing, switched off, or refused by the driver once: launches then go one by one)
         self._cbufs: Any = False
         self._queried = QueriedBeside()  # ``info``, once the (background) start's queries are done
-        if background:
-            # the whole driver start on a thread (BackendSpec.quick_availability): the platforms'
-            # listing (every ICD's driver starts there: 120-490 ms on NVIDIA, without the GIL), the
-            # device's queries, the context and the queue, while the caller reads the model and its
-            # plan; ``info`` waits for the queries, ``ctx``/``queue`` for the rest, and either raises
-            # the start's failure (BackendUnavailableError)
-            self._opened = OpenedBeside(lambda: self._start(device, platform, laps), "litegpu-opencl-start",
+        if background or start is not None:
+            # the default device's whole driver start on a thread (_platforms.DefaultStart, which
+            # create_delegate begins before it imports this module): the platforms' listing (every ICD's
+            # driver starts there: 120-490 ms on NVIDIA, without the GIL), the device, the context and
+            # the queue, while the caller reads the model and its plan; ``info`` waits for the device's
+            # listing, ``ctx``/``queue`` for the rest, and either raises the start's failure
+            # (BackendUnavailableError).  The thread here only waits for that one and describes the device.
+            if start is None:
+                start = DefaultStart()
+            self._opened = OpenedBeside(lambda: self._adopt(start, laps), "litegpu-opencl-started",
                                         self._open_failed, self)
             laps.lap("device (started)")
             return
@@ -265,6 +269,11 @@ class CLDevice(GpuDevice):
         """The platforms' listing, the chosen device and its queries (sets ``info``)."""
         pairs = list_devices()
         laps.lap("enumerate")
+        self._describe(*self._chosen(pairs, device, platform))
+        laps.lap("queries")
+
+    @staticmethod
+    def _chosen(pairs: list[tuple[Any, Any]], device: int | str | None, platform: str | None) -> tuple[Any, Any]:
         if platform is not None:
             found = [pd for pd in pairs if platform.lower() in pd[0].name.lower()]
             if not found:
@@ -279,7 +288,10 @@ class CLDevice(GpuDevice):
         if isinstance(idx, bool) or not isinstance(idx, int) or not 0 <= idx < len(pairs):
             raise ConfigError(f"OpenCL device index {idx!r} out of range: {len(pairs)} device"
                               f"{'s' if len(pairs) != 1 else ''} found ({_describe(pairs)})")
-        plat, dev = pairs[idx]
+        return pairs[idx]
+
+    def _describe(self, plat: Any, dev: Any) -> None:
+        """The device's queries (sets ``info``; asked once each: a start's thread may have asked them)."""
         self._cl_device = dev
         #: programs a partition's kernels build as, side by side (compile_group): one per compile thread
         #: on a GPU; one on a CPU device, whose compiler shares the cores with everything else and pays a
@@ -294,18 +306,25 @@ class CLDevice(GpuDevice):
             max_workgroup_dims=tuple(int(x) for x in (list(dev.max_work_item_sizes) + [1, 1, 1])[:3]),
             buffer_alignment=max(int(dev.mem_base_addr_align) // 8, 4), compute_units=int(dev.max_compute_units),
             fp16_storage=True, max_buffer_bytes=int(dev.max_mem_alloc_size)))  # vload_half/vstore_half are core OpenCL: no extension needed
-        laps.lap("queries")
 
-    def _start(self, device: int | str | None, platform: str | None,
-               laps: StartupTimer) -> tuple[_cl.Context, _cl.Queue]:
-        """A background start (on the opening thread): :meth:`_select`, then :meth:`_open`."""
+    def _adopt(self, start: DefaultStart, laps: StartupTimer) -> tuple[_cl.Context, _cl.Queue]:
+        """A background start (on this device's waiting thread): the device once ``start`` has listed it
+        (its queries asked there, or here beside the context), then the context and queue it made."""
         try:
-            start_drivers()  # the first clGetPlatformIDs without the GIL (see _platforms)
-            self._select(device, platform, laps)
+            start.listed.wait()
+            if start.pair is None:
+                raise start.error or RuntimeError("the OpenCL start listed no device")
+            self._describe(*start.pair)
         except BaseException as e:
             self._queried.fail(e)
             raise
-        return self._open()
+        finally:
+            laps.ms.update(start.ms)
+        start.done.wait()
+        laps.ms.update(start.ms)
+        if start.opened is None:
+            raise start.error or RuntimeError("the OpenCL start made no context")
+        return start.opened
 
     @property
     def info(self) -> DeviceInfo:  # type: ignore[override]
