@@ -1,7 +1,7 @@
 """A warm start's timeline: when each step of prepare begins and ends, and on which thread.
 
 Usage: ``python bench/init_timeline.py [--backend opencl] [--models a,b] [--runs 1] [--cold]
-[--pythonpath-b DIR] [--min-ms 0.3]``
+[--pythonpath-b DIR] [--min-ms 0.3] [--set MODULE.NAME=VALUE]``
 
 ``bench/init_breakdown.py`` sums each step's time; this one says *when* it ran, which is what a start
 whose critical path crosses threads needs (the driver's start and context on one thread, the model's
@@ -105,6 +105,11 @@ sys.meta_path.insert(0, _Hook())
 import litegpu
 T0[0] = time.perf_counter()
 model, backend, cache_dir = sys.argv[1:4]
+for item in sys.argv[4:]:  # --set MODULE.NAME=VALUE, applied first (importing MODULE: read the timeline after it)
+    import ast
+    target, value = item.split("=", 1)
+    mod, name = target.rsplit(".", 1)
+    setattr(importlib.import_module(mod), name, ast.literal_eval(value))
 start = threading.Thread.start
 def thread_start(self):
     t = time.perf_counter()
@@ -165,9 +170,12 @@ def main() -> int:
     ap.add_argument("--cold", action="store_true", help="cold starts (fresh cache, drivers' caches off)")
     ap.add_argument("--pythonpath-b", default="", metavar="DIR", help="variant B: DIR first on PYTHONPATH")
     ap.add_argument("--min-ms", type=float, default=0.3, help="shorter calls are summed, not listed")
+    ap.add_argument("--set", action="append", default=[], metavar="MODULE.NAME=VALUE",
+                    help="module constants set in every timed child, first (an A/B switch)")
     args = ap.parse_args()
     models = mediapipe_models(args.models, default=GPU_SET)
-    print(f"{machine_line()}; {'cold' if args.cold else 'warm, drivers caches on'}; ms from just after import litegpu")
+    print(f"{machine_line()}; {'cold' if args.cold else 'warm, drivers caches on'}; ms from just after import litegpu"
+          + (f"; set: {' '.join(args.set)}" if args.set else ""))
     for name, path in models.items():
         with tempfile.TemporaryDirectory(prefix="litegpu-bench-timeline-") as tmp:
             root = Path(tmp)
@@ -183,7 +191,7 @@ def main() -> int:
                     elif i == 0:  # the fill: our cache and the drivers' (untimed)
                         _run_child(_INIT_CHILD, [str(path), args.backend, str(cache)], venv)
                     try:
-                        got = _run_child(_CHILD, [str(path), args.backend, str(cache)], venv)
+                        got = _run_child(_CHILD, [str(path), args.backend, str(cache), *args.set], venv)
                     except RuntimeError as e:
                         print(f"\n{name} {v} run {i + 1}: failed: {e}")
                         continue

@@ -156,6 +156,10 @@ DEFERRED_ALLOC = True
 #: pose breakdown (8 programs of equal counts: 3.2 s of wall for 15.8 s of builds summed), the run that
 #: would have measured it did not happen (docs/performance.md, seventh session, s11-ocl)
 BALANCED_SPLIT = False
+#: programs a partition's kernels are split into on a GPU, at most (and at most the machine's cores; at
+#: least ``_KERNELS_PER_PROGRAM`` kernels each): NVIDIA builds them side by side, so a cold start's
+#: compile wall is the longest one's (an A/B switch: ``--set litegpu_opencl._device.GROUP_PROGRAMS=16``)
+GROUP_PROGRAMS = 8
 
 
 def _build_options(source: str) -> list[str]:
@@ -297,7 +301,7 @@ class CLDevice(GpuDevice):
         #: on a GPU; one on a CPU device, whose compiler shares the cores with everything else and pays a
         #: large cost per program (PoCL links its built-in library into each: split in two, face_detection's
         #: cold prepare took 12.6 s of CPU instead of 9.4 on the 2-core CI machine)
-        self._group_threads = self.compile_threads if dev.type & _cl.DEVICE_TYPE_GPU else 1
+        self._group_threads = min(GROUP_PROGRAMS, os.cpu_count() or 1) if dev.type & _cl.DEVICE_TYPE_GPU else 1
         ext = dev.extensions.split()
         self._queried.set(DeviceInfo(
             api="opencl", name=dev.name.strip(), vendor=plat.name.strip(),
