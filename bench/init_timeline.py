@@ -116,7 +116,8 @@ def thread_start(self):
     start(self)
     note("thread start: " + self.name, t, time.perf_counter())
 threading.Thread.start = thread_start
-import litegpu._interpreter as _interp, litegpu._plan as _plan
+import litegpu._interpreter as _interp, litegpu._plan as _plan, litegpu._plugins as _plugins
+wrap(_plugins, "_load", "plugin scan")
 wrap(_interp, "_read", "model read")
 wrap(_plan, "plan_subgraph", "partition")
 t = time.perf_counter()
@@ -189,7 +190,7 @@ def main() -> int:
                     if args.cold:
                         cache = root / f"cold-{v}-{i}"
                     elif i == 0:  # the fill: our cache and the drivers' (untimed)
-                        _run_child(_INIT_CHILD, [str(path), args.backend, str(cache)], venv)
+                        _run_child(_INIT_CHILD, [str(path), args.backend, str(cache), *args.set], venv)
                     try:
                         got = _run_child(_CHILD, [str(path), args.backend, str(cache), *args.set], venv)
                     except RuntimeError as e:

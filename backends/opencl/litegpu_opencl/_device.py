@@ -11,7 +11,11 @@ import os
 import re
 import struct
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+
+# imported with the module (beside the driver's start), not at the first build, which comes once the
+# context is made: 2-3 ms of a warm start's critical path on an H100 (s12-oclstart-1)
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -160,6 +164,9 @@ BALANCED_SPLIT = False
 #: least ``_KERNELS_PER_PROGRAM`` kernels each): NVIDIA builds them side by side, so a cold start's
 #: compile wall is the longest one's (an A/B switch: ``--set litegpu_opencl._device.GROUP_PROGRAMS=16``)
 GROUP_PROGRAMS = 8
+#: a partition's build threads start before its context is made and wait for it (False: after, as before
+#: s12-oclstart; an A/B switch)
+BUILDS_BEFORE_CONTEXT = True
 
 
 def _build_options(source: str) -> list[str]:
@@ -525,15 +532,27 @@ class CLDevice(GpuDevice):
             self._programs[kernel.source] = prog
         return prog
 
-    def _build_side_by_side(self, makers: Sequence[Any]) -> list[_cl.Program]:
-        """Each ``maker()`` (a program build) on its own thread: ctypes drops the GIL in clBuildProgram,
-        so a partition's programs compile (or, from binaries, JIT on NVIDIA) in parallel."""
+    def _build_side_by_side(self, makers: Sequence[Callable[[_cl.Context], _cl.Program]]) -> list[_cl.Program]:
+        """Each ``maker(ctx)`` (a program build) on its own thread: ctypes drops the GIL in clBuildProgram,
+        so a partition's programs compile (or, from binaries, JIT on NVIDIA) side by side where the driver
+        allows.  The threads start before the context is made (``BUILDS_BEFORE_CONTEXT``) and each begins
+        the moment it is: their start (about 3 ms for 8 on an H100) is off a warm start's critical path."""
         if len(makers) == 1:
-            return [makers[0]()]
-        from concurrent.futures import ThreadPoolExecutor
-
+            return [makers[0](self.ctx)]
         with ThreadPoolExecutor(len(makers), thread_name_prefix="litegpu-clBuildProgram") as pool:
-            return list(pool.map(lambda make: make(), makers))
+            if not BUILDS_BEFORE_CONTEXT:
+                ctx = self.ctx
+                return list(pool.map(lambda make: make(ctx), makers))
+            futures = [pool.submit(self._after_context, make) for make in makers]
+            self.ctx  # noqa: B018 - the caller waits (counted once in device_wait_ms) and raises a failure, typed
+            return [f.result() for f in futures]
+
+    def _after_context(self, make: Callable[[_cl.Context], _cl.Program]) -> _cl.Program:
+        """``make(ctx)`` once the context is made (a build thread's wait, not counted: the caller's is)."""
+        opened = self._opened.done()
+        if opened is None:  # the caller raises the context's failure
+            raise DelegateError("no OpenCL context to build in")
+        return make(opened[0])
 
     @staticmethod
     def _members(kernels: Sequence[RenderedKernel], progs: Sequence[_cl.Program],
@@ -559,9 +578,9 @@ class CLDevice(GpuDevice):
         try:
             parts = [[kernels[i] for i in idx] for idx in split]
             sources = [one_program(ks)[0] for ks in parts]
-            ctx, dev = self.ctx, self.device  # waited for here, once, not by every build thread
+            dev = self.device
             progs = self._build_side_by_side(
-                [lambda src=src: _cl.Program.from_source(ctx, dev, src, _build_options(src)) for src in sources])
+                [lambda ctx, src=src: _cl.Program.from_source(ctx, dev, src, _build_options(src)) for src in sources])
         except (_cl.CLError, DelegateError):
             return None  # built one by one, so the error names the kernel
         members = self._groups[key] = self._members(kernels, progs, split)
@@ -576,8 +595,8 @@ class CLDevice(GpuDevice):
         if sorted(i for idx in split for i in idx) != list(range(len(kernels))):
             return None  # not this group's: recompile from source
         try:
-            ctx, dev = self.ctx, self.device  # waited for here, once, not by every build thread
-            progs = self._build_side_by_side([lambda b=b: _cl.Program.from_binary(ctx, dev, b) for b, _idx in parts])
+            dev = self.device
+            progs = self._build_side_by_side([lambda ctx, b=b: _cl.Program.from_binary(ctx, dev, b) for b, _idx in parts])
             members = self._members(kernels, progs, split)
         except (_cl.CLError, DelegateError):
             return None  # driver changed under us: recompile from source
