@@ -105,11 +105,15 @@ sys.meta_path.insert(0, _Hook())
 import litegpu
 T0[0] = time.perf_counter()
 model, backend, cache_dir = sys.argv[1:4]
-for item in sys.argv[4:]:  # --set MODULE.NAME=VALUE, applied first (importing MODULE: read the timeline after it)
+for item in sys.argv[4:]:  # --set MODULE.NAME=VALUE: set now, or when the start imports MODULE (no import moved)
     import ast
     target, value = item.split("=", 1)
     mod, name = target.rsplit(".", 1)
-    setattr(importlib.import_module(mod), name, ast.literal_eval(value))
+    if mod in sys.modules:
+        setattr(sys.modules[mod], name, ast.literal_eval(value))
+    else:
+        PATCHES[mod] = lambda module, _n=name, _v=ast.literal_eval(value), _then=PATCHES.get(mod): (
+            setattr(module, _n, _v), _then and _then(module))
 start = threading.Thread.start
 def thread_start(self):
     t = time.perf_counter()
@@ -143,12 +147,17 @@ t = time.perf_counter()
 it.allocate_tensors()
 t1 = time.perf_counter()
 note("allocate_tensors", t, t1)
-print(json.dumps({"prepare_ms": (t1 - T0[0]) * 1e3, "events": events}))
+seen = {}
+for item in sys.argv[4:]:  # what each --set target holds at the end (the switch did apply)
+    mod, name = item.split("=", 1)[0].rsplit(".", 1)
+    seen[item.split("=", 1)[0]] = repr(getattr(sys.modules.get(mod), name, "<not imported>"))
+print(json.dumps({"prepare_ms": (t1 - T0[0]) * 1e3, "events": events, "sets": seen}))
 """
 
 
 def _print_run(label: str, got: dict, min_ms: float) -> None:
-    print(f"\n{label}: prepare {got['prepare_ms']:.0f} ms")
+    sets = ", ".join(f"{k}={v}" for k, v in got.get("sets", {}).items())
+    print(f"\n{label}: prepare {got['prepare_ms']:.0f} ms" + (f" ({sets})" if sets else ""))
     small: dict[tuple[str, str], list[float]] = {}
     for what, thread, t0, t1 in sorted(got["events"], key=lambda e: e[2]):
         if t1 - t0 >= min_ms or what.startswith(("thread start", "wait:")) or not what.startswith("cl: "):
