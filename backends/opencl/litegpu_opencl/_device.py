@@ -156,13 +156,14 @@ CTYPES_LAUNCHES = True
 #: is still being made instead of waiting for it first; the first use waits, and raises its failure
 DEFERRED_ALLOC = True
 #: a group's programs split by source length, longest first into the lightest program (``_split``); off
-#: (equal kernel counts, contiguous, as before) until measured on NVIDIA: the reasoning is s11-ocl-1's
-#: pose breakdown (8 programs of equal counts: 3.2 s of wall for 15.8 s of builds summed), the run that
-#: would have measured it did not happen (docs/performance.md, seventh session, s11-ocl)
+#: (equal kernel counts, contiguous, as before): it measured no gain on an H100 (lead-early, eighth
+#: session), whose driver builds a context's programs one at a time (below)
 BALANCED_SPLIT = False
 #: programs a partition's kernels are split into on a GPU, at most (and at most the machine's cores; at
-#: least ``_KERNELS_PER_PROGRAM`` kernels each): NVIDIA builds them side by side, so a cold start's
-#: compile wall is the longest one's (an A/B switch: ``--set litegpu_opencl._device.GROUP_PROGRAMS=16``)
+#: least ``_KERNELS_PER_PROGRAM`` kernels each), built on as many threads.  NVIDIA 580's driver builds
+#: them one at a time all the same (the calls end in a staircase: s12-oclstart-1, docs/performance.md),
+#: so there the compile's wall is their sum; a driver that builds side by side gains from the split.
+#: An A/B switch: ``--set litegpu_opencl._device.GROUP_PROGRAMS=1``
 GROUP_PROGRAMS = 8
 #: a partition's build threads start before its context is made and wait for it (False: after, as before
 #: s12-oclstart; an A/B switch)
@@ -187,8 +188,8 @@ def _split(kernels: Sequence[RenderedKernel], threads: int) -> list[list[int]]:
     """The group's kernels (indices) as the programs built side by side on ``threads`` threads: at
     most ``len(kernels) // _KERNELS_PER_PROGRAM`` of them, equal counts of contiguous kernels, or with
     ``BALANCED_SPLIT`` the longest sources placed first, each in the program with the least source so
-    far (a build's time grows with its source; NVIDIA builds the programs in parallel, so the longest
-    one is the group's wall time)."""
+    far (a build's time grows with its source; where a driver builds the programs side by side, the
+    longest one is the group's wall time)."""
     n = len(kernels)
     k = max(1, min(threads, n // _KERNELS_PER_PROGRAM))
     if not BALANCED_SPLIT:  # equal kernel counts, contiguous (the split before s11-ocl)
@@ -567,8 +568,7 @@ class CLDevice(GpuDevice):
 
     def compile_group(self, kernels: Sequence[RenderedKernel]) -> list[_Member] | None:
         """The partition's kernels as a few programs (at most ``group_threads``, split by :func:`_split`)
-        built side by side: one program for all is one single-threaded compiler run (3.5 s of a 5 s
-        cold start on NVIDIA)."""
+        built side by side where the driver allows (see ``GROUP_PROGRAMS``)."""
         if any("f16" in k.features for k in kernels) and not self.info.fp16:
             return None  # compile() says why, per kernel
         key = tuple(k.source for k in kernels)
