@@ -38,6 +38,15 @@ class OpenCLBackend(litegpu.BackendSpec):
 
         from litegpu.gpu._probe import probe_beside_executor
 
+        try:
+            # the loader opened and typed here, first: the probe's thread then imports nothing and goes
+            # straight into the driver (its Python would share the GIL with the executor's import, which
+            # delayed a start's first driver call by 55-80 ms: s12-oclstart-1, docs/performance.md)
+            from . import _cl, _platforms  # noqa: F401
+
+            _cl.api()
+        except Exception:  # noqa: BLE001, S110 - no loader (or no pyopencl): the probe says why, typed
+            pass
         # the drivers start on the probe's thread (NVIDIA: 120-490 ms, without the GIL) while this one
         # imports the device module and the GPU executor
         why = probe_beside_executor(probe, "opencl", "OpenCL initialisation failed",
