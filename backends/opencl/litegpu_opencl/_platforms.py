@@ -128,16 +128,15 @@ class DefaultStart:
             t = now
 
         try:
-            try:
-                plat, dev = self.pair = default_device()
-                lap("enumerate")
-                if QUERIES_ON_START:
-                    for q in DEVICE_QUERIES:
-                        getattr(dev, q)
-                    plat.name  # noqa: B018 - the vendor
-                    lap("queries")
-            finally:
-                self.listed.set()
+            plat, dev = default_device()
+            lap("enumerate")
+            if QUERIES_ON_START:
+                for q in DEVICE_QUERIES:
+                    getattr(dev, q)
+                plat.name  # noqa: B018 - the vendor
+                lap("queries")
+            self.pair = (plat, dev)
+            self.listed.set()  # (after ``pair``; a failure sets ``error`` first, below)
             ctx = _cl.create_context(dev)
             lap("context")
             self.opened = (ctx, _cl.Queue(ctx, dev))
