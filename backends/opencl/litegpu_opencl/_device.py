@@ -160,10 +160,11 @@ DEFERRED_ALLOC = True
 #: session), whose driver builds a context's programs one at a time (below)
 BALANCED_SPLIT = False
 #: programs a partition's kernels are split into on a GPU, at most (and at most the machine's cores; at
-#: least ``_KERNELS_PER_PROGRAM`` kernels each), built on as many threads.  NVIDIA 580's driver builds
-#: them one at a time all the same (the calls end in a staircase: s12-oclstart-1, docs/performance.md),
-#: so there the compile's wall is their sum; a driver that builds side by side gains from the split.
-#: An A/B switch: ``--set litegpu_opencl._device.GROUP_PROGRAMS=1``
+#: least ``_KERNELS_PER_PROGRAM`` kernels each), built on as many threads.  NVIDIA 580's builds end one
+#: after another all the same, yet 8 programs of pose built in 3.3-4.1 s against 4.2-4.6 for one (cold),
+#: while one program's warm start binds and loads about 10 ms sooner (s12-oclstart-2,
+#: docs/performance.md): 8 keeps the cold start's margin.  An A/B switch: ``--set
+#: litegpu_opencl._device.GROUP_PROGRAMS=1``
 GROUP_PROGRAMS = 8
 #: a partition's build threads start before its context is made and wait for it (False: after, as before
 #: s12-oclstart; an A/B switch)
