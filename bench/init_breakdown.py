@@ -47,7 +47,9 @@ enumeration happens), the rest of ``load_delegate`` (options, configuration) and
 steps (``GpuDevice.startup_ms``: enumeration, context or device, queue, queries).  webgpu adds the
 first enumeration's own laps (``probe_ms``: wgpu-native's import with its C declarations, wgpu's
 instance, the enumeration), which run on a thread (its default device starts in the background:
-``WebGPUBackend.quick_availability``) and are not part of the sum.
+``WebGPUBackend.quick_availability``) and are not part of the sum; opencl adds its default device's
+start (``start_ms``: enumeration, queries, context, queue on the start's thread, ``_platforms.DefaultStart``),
+likewise beside the caller and not part of the sum.
 
 opencl adds a table of the driver's own time by OpenCL entry point (every call of the backend's ctypes
 layer, ``litegpu_opencl._cl``, timed, on the main thread and on other threads apart): what the driver
@@ -190,7 +192,8 @@ driver_parts["options"] = (time.perf_counter() - t2) * 1e3 - sum(created.values(
 driver_parts.update(created)
 # a backend whose availability probe started the driver on a thread (webgpu): that thread's laps,
 # inside ``availability`` (beside the GPU executor's import there), not part of the sum
-driver_parts.update(dict(getattr(d.device, "probe_ms", {}) or {}))
+for attr in ("probe_ms", "start_ms"):  # laps on a thread (webgpu's probe, opencl's start): not in the sum
+    driver_parts.update(dict(getattr(d.device, attr, {}) or {}))
 dev = type(d.device)
 for attr, step in (("compile", "compile"), ("program_from_binary", "binary"), ("program_binary", "binary"), ("load_cache_blob", "binary"),
                    ("upload", "upload"), ("alloc", "upload"), ("bind", "bind"), ("record", "bind"),
@@ -236,7 +239,8 @@ out["calls"] = calls
 # the first use of the device waited for it (only the wait is in the prepare time)
 # (read again now: a device started in the background adds its laps on its thread after load_delegate)
 driver_parts.update(dict(getattr(d.device, "startup_ms", {}) or {}))
-driver_parts.update(dict(getattr(d.device, "probe_ms", {}) or {}))
+for attr in ("probe_ms", "start_ms"):  # laps on a thread (webgpu's probe, opencl's start): not in the sum
+    driver_parts.update(dict(getattr(d.device, attr, {}) or {}))
 for attr, part in (("device_open_ms", "device (on its thread)"), ("device_wait_ms", "device wait")):
     if hasattr(d.device, attr):
         driver_parts[part] = float(getattr(d.device, attr))

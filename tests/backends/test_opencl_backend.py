@@ -553,12 +553,12 @@ def test_default_device_starts_in_the_background_and_a_failed_start_raises_typed
     at the device's first use (every use), and a chosen platform that does not exist still raises
     ConfigError at once."""
     _cl, lo = cl_modules
-    from litegpu_opencl import _device
+    from litegpu_opencl import _platforms
 
     def no_platform():
         raise litegpu.BackendUnavailableError("no OpenCL platform found (test)")
 
-    monkeypatch.setattr(_device, "list_devices", no_platform)
+    monkeypatch.setattr(_platforms, "default_device", no_platform)
     dev = lo.CLDevice(background=True)
     for _ in range(2):
         with pytest.raises(litegpu.BackendUnavailableError, match="no OpenCL platform found \\(test\\)"):
@@ -570,3 +570,58 @@ def test_default_device_starts_in_the_background_and_a_failed_start_raises_typed
     assert ok.info.api == "opencl" and ok.alloc(16) is not None and "device (started)" in ok.startup_ms
     with pytest.raises(litegpu.ConfigError, match="no OpenCL platform matches"):
         lo.CLDevice(platform="no such platform (test)")
+
+
+@pytest.mark.parametrize("queries_on_start", [True, False])
+def test_the_default_device_starts_as_one_chain_begun_before_the_executor_import(cl_modules, registered,
+                                                                                 monkeypatch, queries_on_start):
+    """The default device's start is one thread, begun by create_delegate before it imports the GPU
+    executor: the listing (the first clGetPlatformIDs), the device, the context and the queue, with the
+    device's queries there or (``QUERIES_ON_START=False``) on the device's own waiting thread; the device
+    it picks is the listing's first (what ``device: 0`` names), and it computes the same answer."""
+    _cl, lo = cl_modules
+    from litegpu._backend_loading import resolve_backend_options
+    from litegpu_opencl import _backend, _platforms
+
+    pairs = lo.list_devices()
+    plat, dev = _platforms.default_device()
+    assert (plat.int_ptr, dev.int_ptr) == (pairs[0][0].int_ptr, pairs[0][1].int_ptr)
+
+    monkeypatch.setattr(_platforms, "QUERIES_ON_START", queries_on_start)
+    begun = []
+    real = _platforms.DefaultStart
+
+    class Watched(real):
+        __slots__ = ()
+
+        def __init__(self):
+            begun.append(True)
+            super().__init__()
+
+    monkeypatch.setattr(_platforms, "DefaultStart", Watched)
+    d = _backend.OpenCLBackend().create_delegate(resolve_backend_options(
+        BACKEND, {"precision": "fp32", "tuning": "none", **NO_CACHE}))
+    assert begun, "create_delegate made no DefaultStart for the default device"
+    assert d.device.info.name == dev.name.strip()
+    d.device.queue  # noqa: B018 - waits for the start
+    laps = d.device.start_ms  # the start's thread's own laps
+    assert {"enumerate", "context", "queue", "start (its thread)"} <= set(laps)
+    assert ("queries" in laps) == queries_on_start
+    b = ModelBuilder()
+    c = rnd(1, 1, 1, 3)
+    x = b.input("x", (1, 2, 2, 3))
+    y = b.tensor("y", (1, 2, 2, 3))
+    b.op("ADD", [x, b.const("c", c)], [y])
+    b.output(y)
+    it = litegpu.Interpreter(model_content=b.build(), experimental_delegates=[d])
+    it.allocate_tensors()
+    xv = rnd(1, 2, 2, 3)
+    it.set_tensor(it.get_input_details()[0]["index"], xv)
+    it.invoke()
+    np.testing.assert_allclose(it.get_tensor(it.get_output_details()[0]["index"]), xv + c, rtol=1e-6, atol=1e-7)
+    d.close()
+    # a chosen device starts without it (its listing and checks at load_delegate)
+    begun.clear()
+    _backend.OpenCLBackend().create_delegate(resolve_backend_options(
+        BACKEND, {"precision": "fp32", "tuning": "none", "platform": pairs[0][0].name.strip(), **NO_CACHE})).close()
+    assert not begun

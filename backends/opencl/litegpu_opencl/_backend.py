@@ -14,17 +14,6 @@ from ._version import VERSION
 __all__ = ["OpenCLBackend"]
 
 
-def _start_drivers() -> None:
-    """The ICD loader's first ``clGetPlatformIDs`` (every driver starts there), on a thread; a failure is
-    left to the device's start, which lists the platforms again and raises it typed."""
-    try:
-        from ._platforms import start_drivers
-
-        start_drivers()
-    except Exception:  # noqa: BLE001, S110 - see the docstring
-        pass
-
-
 class OpenCLBackend(litegpu.BackendSpec):
     """``litegpu.load_delegate("opencl", {...})``."""
 
@@ -49,6 +38,15 @@ class OpenCLBackend(litegpu.BackendSpec):
 
         from litegpu.gpu._probe import probe_beside_executor
 
+        try:
+            # the loader opened and typed here, first: the probe's thread then imports nothing and goes
+            # straight into the driver (its Python would share the GIL with the executor's import, which
+            # delayed a start's first driver call by 55-80 ms: s12-oclstart-1, docs/performance.md)
+            from . import _cl, _platforms  # noqa: F401
+
+            _cl.api()
+        except Exception:  # noqa: BLE001, S110 - no loader (or no pyopencl): the probe says why, typed
+            pass
         # the drivers start on the probe's thread (NVIDIA: 120-490 ms, without the GIL) while this one
         # imports the device module and the GPU executor
         why = probe_beside_executor(probe, "opencl", "OpenCL initialisation failed",
@@ -56,11 +54,11 @@ class OpenCLBackend(litegpu.BackendSpec):
         return (not why), why
 
     def quick_availability(self) -> tuple[bool, str] | None:
-        """For ``load_delegate``: pyopencl (which ships the ICD loader) is installed; the drivers' start (the platforms' listing),
-        the default device's queries and its context go on in the background
-        (``CLDevice(background=True)``), beside the model's read and plan, as vulkan's do.  A driver that
-        fails raises BackendUnavailableError at the delegate's first use (its first ``supports`` or
-        prepare).  ``litegpu._backend_loading.QUICK_START=False`` waits for the full check instead."""
+        """For ``load_delegate``: pyopencl (which ships the ICD loader) is installed; the drivers' start
+        (the platforms' listing), the default device, its context and queue go on in the background
+        (``create_delegate``), beside the model's read and plan, as vulkan's do.  A driver that fails
+        raises BackendUnavailableError at the delegate's first use (its first ``supports`` or prepare).
+        ``litegpu._backend_loading.QUICK_START=False`` waits for the full check instead."""
         import importlib.util
 
         try:
@@ -69,10 +67,6 @@ class OpenCLBackend(litegpu.BackendSpec):
             found = False
         if not found:
             return False, "pyopencl cannot be imported (not installed); pip install pyopencl"
-        import threading
-
-        # the drivers start now, without the GIL, while create_delegate imports the executor
-        threading.Thread(target=_start_drivers, name="litegpu-opencl-drivers", daemon=True).start()
         return True, ""
 
     def devices(self) -> list[str]:
@@ -84,11 +78,17 @@ class OpenCLBackend(litegpu.BackendSpec):
             return []
 
     def create_delegate(self, options: Mapping[str, Any]) -> litegpu.Delegate:
+        device, platform = options.get("device"), options.get("platform")
+        # the default device starts whole in the background, first: the driver's start and the context
+        # (about 250 ms on an H100, without the GIL) begin before this thread imports the GPU executor
+        # (60-80 ms) and reads the model; one chosen by index, name or platform is checked here, so that
+        # a wrong choice raises at load_delegate
+        start = None
+        if device in (None, 0) and platform is None:
+            from ._platforms import DefaultStart
+
+            start = DefaultStart()
         from ._delegate import OpenCLDelegate
         from ._device import CLDevice
 
-        device, platform = options.get("device"), options.get("platform")
-        # the default device starts in the background (see quick_availability); one chosen by index, name
-        # or platform is checked here, so that a wrong choice raises at load_delegate
-        dev = CLDevice(device=device, platform=platform, background=device in (None, 0) and platform is None)
-        return OpenCLDelegate(dev, options)
+        return OpenCLDelegate(CLDevice(device=device, platform=platform, start=start), options)

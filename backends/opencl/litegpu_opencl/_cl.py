@@ -18,7 +18,6 @@ number, and for a failed build the driver's build log.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import struct
 import threading
 from collections.abc import Callable, Sequence
@@ -121,7 +120,11 @@ def _opencl_loader() -> Any:
     with _loader_lock:
         if not _loader:
             lib = None
-            for path in (_bundled_loader(), "libOpenCL.so.1", ctypes.util.find_library("OpenCL")):
+            for path in (_bundled_loader(), "libOpenCL.so.1", None):
+                if path is None:  # last resort; ctypes.util (and the subprocess module it imports: 6 ms of
+                    from ctypes.util import find_library  # a start's critical path) only here
+
+                    path = find_library("OpenCL")
                 if not path:
                     continue
                 try:
@@ -209,7 +212,12 @@ def _release(fn_name: str, handle: int | None) -> None:
 
 
 def _info_bytes(fn: Any, what: str, *handles: Any) -> bytes:
-    size = _sz(0)
+    # one call where the value fits 4 KiB (every device query a start makes, NVIDIA's extension list
+    # included): a start's thread takes the GIL again after each call, up to 5 ms later while the
+    # caller's thread runs Python
+    size, buf = _sz(0), ctypes.create_string_buffer(4096)
+    if fn(*handles, 4096, buf, ctypes.byref(size)) == 0 and size.value <= 4096:
+        return buf.raw[:size.value]
     _check(what, fn(*handles, 0, None, ctypes.byref(size)))
     buf = ctypes.create_string_buffer(size.value)
     _check(what, fn(*handles, size.value, buf, None))
@@ -233,13 +241,16 @@ class Platform:
             self._name = raw.rstrip(b"\0").decode("utf-8", "replace")
         return self._name
 
-    def get_devices(self) -> list[Device]:
-        """Every device of the platform; :class:`CLError` ``DEVICE_NOT_FOUND`` where it has none."""
+    def get_devices(self, device_type: int = _DEVICE_TYPE_ALL) -> list[Device]:
+        """The platform's devices of ``device_type`` (every one by default); :class:`CLError`
+        ``DEVICE_NOT_FOUND`` where it has none."""
         a, n = api(), _u32(0)
-        _check("clGetDeviceIDs", a.clGetDeviceIDs(self.int_ptr, _DEVICE_TYPE_ALL, 0, None, ctypes.byref(n)))
-        ids = (_vp * n.value)()
-        _check("clGetDeviceIDs", a.clGetDeviceIDs(self.int_ptr, _DEVICE_TYPE_ALL, n.value, ids, None))
-        return [Device(int(h), self) for h in ids]
+        ids = (_vp * 8)()  # one call for up to 8 devices (each call of a start's thread takes the GIL again)
+        _check("clGetDeviceIDs", a.clGetDeviceIDs(self.int_ptr, device_type, 8, ids, ctypes.byref(n)))
+        if n.value > 8:
+            ids = (_vp * n.value)()
+            _check("clGetDeviceIDs", a.clGetDeviceIDs(self.int_ptr, device_type, n.value, ids, None))
+        return [Device(int(h), self) for h in ids[:n.value]]
 
     def __repr__(self) -> str:
         return f"<OpenCL platform {self.name!r}>"
@@ -249,11 +260,12 @@ def get_platforms() -> list[Platform]:
     """Every OpenCL platform the ICD loader finds; :class:`CLError` where there is none
     (``PLATFORM_NOT_FOUND_KHR``) or no loader."""
     a, n = api(), _u32(0)
-    _check("clGetPlatformIDs", a.clGetPlatformIDs(0, None, ctypes.byref(n)))
-    ids = (_vp * n.value)()
-    if n.value:
+    ids = (_vp * 8)()  # one call for up to 8 platforms (the first call starts every driver)
+    _check("clGetPlatformIDs", a.clGetPlatformIDs(8, ids, ctypes.byref(n)))
+    if n.value > 8:
+        ids = (_vp * n.value)()
         _check("clGetPlatformIDs", a.clGetPlatformIDs(n.value, ids, None))
-    return [Platform(int(h)) for h in ids]
+    return [Platform(int(h)) for h in ids[:n.value]]
 
 
 class Device:

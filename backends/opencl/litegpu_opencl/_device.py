@@ -11,7 +11,11 @@ import os
 import re
 import struct
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+
+# imported with the module (beside the driver's start), not at the first build, which comes once the
+# context is made: 2-3 ms of a warm start's critical path on an H100 (s12-oclstart-1)
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -22,8 +26,8 @@ from litegpu.gpu.kernels import RenderedKernel
 
 from . import _cl
 from ._command_buffer import command_buffers
+from ._platforms import DefaultStart, list_devices
 from ._platforms import describe as _describe
-from ._platforms import list_devices, start_drivers
 
 _log = logging.getLogger("litegpu.opencl")
 
@@ -162,10 +166,19 @@ LAUNCH_HOST_US: dict[str, float] = {"nvidia": 12.0}
 #: is still being made instead of waiting for it first; the first use waits, and raises its failure
 DEFERRED_ALLOC = True
 #: a group's programs split by source length, longest first into the lightest program (``_split``); off
-#: (equal kernel counts, contiguous, as before) until measured on NVIDIA: the reasoning is s11-ocl-1's
-#: pose breakdown (8 programs of equal counts: 3.2 s of wall for 15.8 s of builds summed), the run that
-#: would have measured it did not happen (docs/performance.md, seventh session, s11-ocl)
+#: (equal kernel counts, contiguous, as before): it measured no gain on an H100 (lead-early, eighth
+#: session), whose driver builds a context's programs one at a time (below)
 BALANCED_SPLIT = False
+#: programs a partition's kernels are split into on a GPU, at most (and at most the machine's cores; at
+#: least ``_KERNELS_PER_PROGRAM`` kernels each), built on as many threads.  NVIDIA 580's builds end one
+#: after another all the same, yet 8 programs of pose built in 3.3-4.1 s against 4.2-4.6 for one (cold),
+#: while one program's warm start binds and loads about 10 ms sooner (s12-oclstart-2,
+#: docs/performance.md): 8 keeps the cold start's margin.  An A/B switch: ``--set
+#: litegpu_opencl._device.GROUP_PROGRAMS=1``
+GROUP_PROGRAMS = 8
+#: a partition's build threads start before its context is made and wait for it (False: after, as before
+#: s12-oclstart; an A/B switch)
+BUILDS_BEFORE_CONTEXT = True
 
 
 def launch_host_us(names: str, command_buffers: bool) -> float:
@@ -195,8 +208,8 @@ def _split(kernels: Sequence[RenderedKernel], threads: int) -> list[list[int]]:
     """The group's kernels (indices) as the programs built side by side on ``threads`` threads: at
     most ``len(kernels) // _KERNELS_PER_PROGRAM`` of them, equal counts of contiguous kernels, or with
     ``BALANCED_SPLIT`` the longest sources placed first, each in the program with the least source so
-    far (a build's time grows with its source; NVIDIA builds the programs in parallel, so the longest
-    one is the group's wall time)."""
+    far (a build's time grows with its source; where a driver builds the programs side by side, the
+    longest one is the group's wall time)."""
     n = len(kernels)
     k = max(1, min(threads, n // _KERNELS_PER_PROGRAM))
     if not BALANCED_SPLIT:  # equal kernel counts, contiguous (the split before s11-ocl)
@@ -244,7 +257,8 @@ def _unpack(blob: bytes) -> list[tuple[bytes, list[int]]] | None:
 class CLDevice(GpuDevice):
     dialect = "opencl"
 
-    def __init__(self, device: int | str | None = None, platform: str | None = None, *, background: bool = False):
+    def __init__(self, device: int | str | None = None, platform: str | None = None, *, background: bool = False,
+                 start: DefaultStart | None = None):
         laps = StartupTimer()
         #: where the device's creation went, ms by step (bench/init_breakdown.py prints it)
         self.startup_ms = laps.ms
@@ -261,13 +275,19 @@ class CLDevice(GpuDevice):
         # missing, switched off, or refused by the driver once: launches then go one by one)
         self._cbufs: Any = False
         self._queried = QueriedBeside()  # ``info``, once the (background) start's queries are done
-        if background:
-            # the whole driver start on a thread (BackendSpec.quick_availability): the platforms'
-            # listing (every ICD's driver starts there: 120-490 ms on NVIDIA, without the GIL), the
-            # device's queries, the context and the queue, while the caller reads the model and its
-            # plan; ``info`` waits for the queries, ``ctx``/``queue`` for the rest, and either raises
-            # the start's failure (BackendUnavailableError)
-            self._opened = OpenedBeside(lambda: self._start(device, platform, laps), "litegpu-opencl-start",
+        if background or start is not None:
+            # the default device's whole driver start on a thread (_platforms.DefaultStart, which
+            # create_delegate begins before it imports this module): the platforms' listing (every ICD's
+            # driver starts there: 120-490 ms on NVIDIA, without the GIL), the device, the context and
+            # the queue, while the caller reads the model and its plan; ``info`` waits for the device's
+            # listing, ``ctx``/``queue`` for the rest, and either raises the start's failure
+            # (BackendUnavailableError).  The thread here only waits for that one and describes the device.
+            if start is None:
+                start = DefaultStart()
+            #: the start's own laps on its thread (enumeration, queries, context, queue), beside the
+            #: caller's: bench/init_breakdown.py prints them apart from ``startup_ms``, not in its sum
+            self.start_ms = start.ms
+            self._opened = OpenedBeside(lambda: self._adopt(start), "litegpu-opencl-started",
                                         self._open_failed, self)
             laps.lap("device (started)")
             return
@@ -284,6 +304,11 @@ class CLDevice(GpuDevice):
         """The platforms' listing, the chosen device and its queries (sets ``info``)."""
         pairs = list_devices()
         laps.lap("enumerate")
+        self._describe(*self._chosen(pairs, device, platform))
+        laps.lap("queries")
+
+    @staticmethod
+    def _chosen(pairs: list[tuple[Any, Any]], device: int | str | None, platform: str | None) -> tuple[Any, Any]:
         if platform is not None:
             found = [pd for pd in pairs if platform.lower() in pd[0].name.lower()]
             if not found:
@@ -298,13 +323,16 @@ class CLDevice(GpuDevice):
         if isinstance(idx, bool) or not isinstance(idx, int) or not 0 <= idx < len(pairs):
             raise ConfigError(f"OpenCL device index {idx!r} out of range: {len(pairs)} device"
                               f"{'s' if len(pairs) != 1 else ''} found ({_describe(pairs)})")
-        plat, dev = pairs[idx]
+        return pairs[idx]
+
+    def _describe(self, plat: Any, dev: Any) -> None:
+        """The device's queries (sets ``info``; asked once each: a start's thread may have asked them)."""
         self._cl_device = dev
         #: programs a partition's kernels build as, side by side (compile_group): one per compile thread
         #: on a GPU; one on a CPU device, whose compiler shares the cores with everything else and pays a
         #: large cost per program (PoCL links its built-in library into each: split in two, face_detection's
         #: cold prepare took 12.6 s of CPU instead of 9.4 on the 2-core CI machine)
-        self._group_threads = self.compile_threads if dev.type & _cl.DEVICE_TYPE_GPU else 1
+        self._group_threads = min(GROUP_PROGRAMS, os.cpu_count() or 1) if dev.type & _cl.DEVICE_TYPE_GPU else 1
         ext = dev.extensions.split()
         self._queried.set(DeviceInfo(
             api="opencl", name=dev.name.strip(), vendor=plat.name.strip(),
@@ -315,18 +343,22 @@ class CLDevice(GpuDevice):
             fp16_storage=True, max_buffer_bytes=int(dev.max_mem_alloc_size),  # vload_half/vstore_half are core OpenCL
             launch_host_us=launch_host_us(f"{plat.name} {dev.name}",
                                           "cl_khr_command_buffer" in ext and command_buffers(dev) is not None)))
-        laps.lap("queries")
 
-    def _start(self, device: int | str | None, platform: str | None,
-               laps: StartupTimer) -> tuple[_cl.Context, _cl.Queue]:
-        """A background start (on the opening thread): :meth:`_select`, then :meth:`_open`."""
+    def _adopt(self, start: DefaultStart) -> tuple[_cl.Context, _cl.Queue]:
+        """A background start (on this device's waiting thread): the device once ``start`` has listed it
+        (its queries asked there, or here beside the context), then the context and queue it made."""
         try:
-            start_drivers()  # the first clGetPlatformIDs without the GIL (see _platforms)
-            self._select(device, platform, laps)
+            start.listed.wait()
+            if start.pair is None:
+                raise start.error or RuntimeError("the OpenCL start listed no device")
+            self._describe(*start.pair)
         except BaseException as e:
             self._queried.fail(e)
             raise
-        return self._open()
+        start.done.wait()
+        if start.opened is None:
+            raise start.error or RuntimeError("the OpenCL start made no context")
+        return start.opened
 
     @property
     def info(self) -> DeviceInfo:  # type: ignore[override]
@@ -523,15 +555,27 @@ class CLDevice(GpuDevice):
             self._programs[kernel.source] = prog
         return prog
 
-    def _build_side_by_side(self, makers: Sequence[Any]) -> list[_cl.Program]:
-        """Each ``maker()`` (a program build) on its own thread: ctypes drops the GIL in clBuildProgram,
-        so a partition's programs compile (or, from binaries, JIT on NVIDIA) in parallel."""
+    def _build_side_by_side(self, makers: Sequence[Callable[[_cl.Context], _cl.Program]]) -> list[_cl.Program]:
+        """Each ``maker(ctx)`` (a program build) on its own thread: ctypes drops the GIL in clBuildProgram,
+        so a partition's programs compile (or, from binaries, JIT on NVIDIA) side by side where the driver
+        allows.  The threads start before the context is made (``BUILDS_BEFORE_CONTEXT``) and each begins
+        the moment it is: their start (about 3 ms for 8 on an H100) is off a warm start's critical path."""
         if len(makers) == 1:
-            return [makers[0]()]
-        from concurrent.futures import ThreadPoolExecutor
-
+            return [makers[0](self.ctx)]
         with ThreadPoolExecutor(len(makers), thread_name_prefix="litegpu-clBuildProgram") as pool:
-            return list(pool.map(lambda make: make(), makers))
+            if not BUILDS_BEFORE_CONTEXT:
+                ctx = self.ctx
+                return list(pool.map(lambda make: make(ctx), makers))
+            futures = [pool.submit(self._after_context, make) for make in makers]
+            self.ctx  # noqa: B018 - the caller waits (counted once in device_wait_ms) and raises a failure, typed
+            return [f.result() for f in futures]
+
+    def _after_context(self, make: Callable[[_cl.Context], _cl.Program]) -> _cl.Program:
+        """``make(ctx)`` once the context is made (a build thread's wait, not counted: the caller's is)."""
+        opened = self._opened.done()
+        if opened is None:  # the caller raises the context's failure
+            raise DelegateError("no OpenCL context to build in")
+        return make(opened[0])
 
     @staticmethod
     def _members(kernels: Sequence[RenderedKernel], progs: Sequence[_cl.Program],
@@ -546,8 +590,7 @@ class CLDevice(GpuDevice):
 
     def compile_group(self, kernels: Sequence[RenderedKernel]) -> list[_Member] | None:
         """The partition's kernels as a few programs (at most ``group_threads``, split by :func:`_split`)
-        built side by side: one program for all is one single-threaded compiler run (3.5 s of a 5 s
-        cold start on NVIDIA)."""
+        built side by side where the driver allows (see ``GROUP_PROGRAMS``)."""
         if any("f16" in k.features for k in kernels) and not self.info.fp16:
             return None  # compile() says why, per kernel
         key = tuple(k.source for k in kernels)
@@ -557,9 +600,9 @@ class CLDevice(GpuDevice):
         try:
             parts = [[kernels[i] for i in idx] for idx in split]
             sources = [one_program(ks)[0] for ks in parts]
-            ctx, dev = self.ctx, self.device  # waited for here, once, not by every build thread
+            dev = self.device
             progs = self._build_side_by_side(
-                [lambda src=src: _cl.Program.from_source(ctx, dev, src, _build_options(src)) for src in sources])
+                [lambda ctx, src=src: _cl.Program.from_source(ctx, dev, src, _build_options(src)) for src in sources])
         except (_cl.CLError, DelegateError):
             return None  # built one by one, so the error names the kernel
         members = self._groups[key] = self._members(kernels, progs, split)
@@ -574,8 +617,8 @@ class CLDevice(GpuDevice):
         if sorted(i for idx in split for i in idx) != list(range(len(kernels))):
             return None  # not this group's: recompile from source
         try:
-            ctx, dev = self.ctx, self.device  # waited for here, once, not by every build thread
-            progs = self._build_side_by_side([lambda b=b: _cl.Program.from_binary(ctx, dev, b) for b, _idx in parts])
+            dev = self.device
+            progs = self._build_side_by_side([lambda ctx, b=b: _cl.Program.from_binary(ctx, dev, b) for b, _idx in parts])
             members = self._members(kernels, progs, split)
         except (_cl.CLError, DelegateError):
             return None  # driver changed under us: recompile from source

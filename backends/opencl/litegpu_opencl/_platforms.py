@@ -9,11 +9,13 @@ releases the GIL, so that it overlaps the GPU executor's import and the model's 
 
 from __future__ import annotations
 
+import threading
+import time
 from typing import Any
 
 from litegpu import BackendUnavailableError
 
-__all__ = ["list_devices", "describe", "INSTALL_HINT", "start_drivers"]
+__all__ = ["list_devices", "default_device", "describe", "INSTALL_HINT", "start_drivers", "DefaultStart"]
 
 def start_drivers() -> None:
     """The process's first ``clGetPlatformIDs`` (the ICD loader starts every driver: 120-490 ms on
@@ -52,6 +54,99 @@ def list_devices() -> list[tuple[Any, Any]]:
                                       + (f" ({'; '.join(errors)})" if errors else ""))
     pairs.sort(key=lambda pd: 0 if pd[1].type & _cl.DEVICE_TYPE_GPU else 1)
     return pairs
+
+
+def default_device() -> tuple[Any, Any]:
+    """``list_devices()[0]`` with the fewest driver calls (each one on a start's thread takes the GIL
+    again, up to 5 ms later while the caller's thread runs Python): the first GPU of the first platform
+    that has one (the listing puts GPUs first, in platform order); else the listing's first device,
+    and its errors."""
+    from . import _cl
+
+    try:
+        platforms = _cl.get_platforms()
+    except _cl.CLError:
+        platforms = []  # list_devices raises it, typed
+    for p in platforms:
+        try:
+            gpus = p.get_devices(_cl.DEVICE_TYPE_GPU)
+        except _cl.CLError:  # DEVICE_NOT_FOUND: no GPU on this platform
+            continue
+        if gpus:
+            return p, gpus[0]
+    return list_devices()[0]
+
+
+#: the default device's queries (what ``DeviceInfo`` holds) asked on the start's thread between the
+#: device's listing and its context (True), or by the thread that needs them first, beside the context
+#: (False: the start's thread goes from the listing straight to ``clCreateContext``, fewer GIL hand-overs
+#: on the critical path; it costs time where a driver serialises queries against a context's creation).
+#: An A/B switch: ``bench/init_ab.py --set litegpu_opencl._platforms.QUERIES_ON_START=False``
+QUERIES_ON_START = True
+#: what ``CLDevice`` asks of a device (``_cl.Device`` attributes), in one place for the start's prefetch
+DEVICE_QUERIES = ("name", "driver_version", "version", "extensions", "max_work_group_size", "max_work_item_sizes",
+                  "mem_base_addr_align", "max_compute_units", "max_mem_alloc_size", "type")
+
+
+class DefaultStart:
+    """The default device's whole driver start on one thread (``litegpu-opencl-start``), begun by
+    ``create_delegate`` before it imports the GPU executor: the ICD loader's first ``clGetPlatformIDs``
+    (every driver starts there: about 135 ms on an H100), the device (:func:`default_device`), its
+    queries (``QUERIES_ON_START``), ``clCreateContext`` (about 110 ms) and the queue, one call after the
+    other with nothing of litegpu's in between.  The loader is opened and typed on the caller's thread
+    first, so that the start's thread imports nothing and goes straight into the driver (its Python
+    would otherwise share the GIL with the executor's import, 5 ms slices each).  ``listed`` is set once
+    the device is known (or the start failed), ``done`` once the queue is made (or it failed);
+    ``error`` is the failure, ``ms`` the thread's laps.  Consumed by ``CLDevice(start=...)``."""
+
+    __slots__ = ("pair", "opened", "error", "ms", "listed", "done", "thread")
+
+    def __init__(self) -> None:
+        from . import _cl
+
+        self.pair: tuple[Any, Any] | None = None
+        self.opened: tuple[Any, Any] | None = None
+        self.error: BaseException | None = None
+        self.ms: dict[str, float] = {}
+        self.listed, self.done = threading.Event(), threading.Event()
+        try:
+            _cl.api()
+        except _cl.CLError:
+            pass  # no loader: default_device raises it, typed, on the thread
+        self.thread = threading.Thread(target=self._run, name="litegpu-opencl-start", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        from . import _cl  # imported by __init__: a lookup, not an import
+
+        t0 = t = time.perf_counter()
+
+        def lap(step: str) -> None:
+            nonlocal t
+            now = time.perf_counter()
+            self.ms[step] = (now - t) * 1e3
+            t = now
+
+        try:
+            plat, dev = default_device()
+            lap("enumerate")
+            if QUERIES_ON_START:
+                for q in DEVICE_QUERIES:
+                    getattr(dev, q)
+                plat.name  # noqa: B018 - the vendor
+                lap("queries")
+            self.pair = (plat, dev)
+            self.listed.set()  # (after ``pair``; a failure sets ``error`` first, below)
+            ctx = _cl.create_context(dev)
+            lap("context")
+            self.opened = (ctx, _cl.Queue(ctx, dev))
+            lap("queue")
+        except BaseException as e:  # noqa: BLE001 - handed to the device's first use
+            self.error = e
+        finally:
+            self.ms["start (its thread)"] = (time.perf_counter() - t0) * 1e3
+            self.listed.set()
+            self.done.set()
 
 
 def describe(pairs: list[tuple[Any, Any]]) -> str:

@@ -1,0 +1,215 @@
+"""A warm start's timeline: when each step of prepare begins and ends, and on which thread.
+
+Usage: ``python bench/init_timeline.py [--backend opencl] [--models a,b] [--runs 1] [--cold]
+[--pythonpath-b DIR] [--min-ms 0.3] [--set MODULE.NAME=VALUE]``
+
+``bench/init_breakdown.py`` sums each step's time; this one says *when* it ran, which is what a start
+whose critical path crosses threads needs (the driver's start and context on one thread, the model's
+read, the cache key and read on the caller's): what the caller waited for, and from when.  Per model,
+one untimed run fills the serialization cache and the drivers' own caches (in a private directory, as
+``bench/init.py``'s "warm, driver caches on" column), then ``--runs`` fresh processes are timed (with
+``--pythonpath-b``, each run is followed by one of variant B: DIR first on ``PYTHONPATH``, its own
+cache); ``--cold`` times cold starts instead (a fresh cache directory each, the drivers' caches off).
+The span starts just after ``import litegpu`` (``bench/init.py``'s). Printed per run: every event of
+``--min-ms`` or longer as ``start - end (duration) thread: what``, in order of start, where the events are
+
+* the caller's steps (``load_delegate``, the model's read, the partition, the cache key and read, the
+  programs from binaries, binding, uploads, ``allocate_tensors``) and every wait for a device made on a
+  thread (``wait: ...``);
+* threads started (``thread start: NAME``);
+* opencl: every OpenCL entry point (``cl: NAME``), on whichever thread; shorter calls are summed per
+  (thread, entry point) in one line at the end (first start, last end, count, summed time).
+
+Nothing here is asserted by a test; the numbers carry the wrappers' own cost (a few microseconds per
+wrapped call: about 1000 ``clSetKernelArg`` on pose), so read the order and the gaps, and take the
+prepare times from ``bench/init.py`` / ``bench/init_ab.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import GPU_SET, machine_line, mediapipe_models  # noqa: E402
+from init import _CHILD as _INIT_CHILD  # noqa: E402
+from init import _child_env, _run_child  # noqa: E402
+
+# argv = model path, backend, cache dir; prints one JSON line {"prepare_ms", "events": [[what, thread, t0, t1]]}
+_CHILD = r"""
+import importlib.abc, importlib.machinery, json, sys, threading, time
+events = []
+T0 = [0.0]
+main = threading.main_thread()
+
+def note(what, t0, t1):
+    events.append((what, threading.current_thread().name if threading.current_thread() is not main else "main",
+                   (t0 - T0[0]) * 1e3, (t1 - T0[0]) * 1e3))
+
+def timed(what, fn):
+    def wrapper(*a, **k):
+        t0 = time.perf_counter()
+        try:
+            return fn(*a, **k)
+        finally:
+            note(what, t0, time.perf_counter())
+    wrapper.__wrapped__ = fn
+    return wrapper
+
+def wrap(owner, attr, what):
+    if hasattr(owner, attr):
+        setattr(owner, attr, timed(what, getattr(owner, attr)))
+
+def patch_cl(module):
+    init = module._Api.__init__
+    def patched(self, lib):
+        init(self, lib)
+        for n in module._SIGS:
+            setattr(self, n, timed("cl: " + n, getattr(self, n)))
+    module._Api.__init__ = patched
+
+def patch_gpu_device(module):
+    for cls, what in ((module.OpenedBeside, "wait: device opened"), (module.QueriedBeside, "wait: device queried")):
+        get = cls.get
+        def waiting(self, *a, _get=get, _what=what, **k):
+            t = time.perf_counter()
+            try:
+                return _get(self, *a, **k)
+            finally:
+                t1 = time.perf_counter()
+                if t1 - t > 1e-4:
+                    note(_what, t, t1)
+        cls.get = waiting
+
+PATCHES = {"litegpu_opencl._cl": patch_cl, "litegpu.gpu._device": patch_gpu_device}
+
+class _Hook(importlib.abc.MetaPathFinder):
+    # a module patched once it is imported, on whichever thread, without importing it earlier than the
+    # start does: litegpu_opencl._cl's entry points timed, the waits for a device made on a thread
+    def find_spec(self, name, path, target=None):
+        if name not in PATCHES:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        run = spec.loader.exec_module
+        def exec_module(module):
+            run(module)
+            PATCHES[name](module)
+        spec.loader.exec_module = exec_module
+        return spec
+
+sys.meta_path.insert(0, _Hook())
+import litegpu
+T0[0] = time.perf_counter()
+model, backend, cache_dir = sys.argv[1:4]
+for item in sys.argv[4:]:  # --set MODULE.NAME=VALUE: set now, or when the start imports MODULE (no import moved)
+    import ast
+    target, value = item.split("=", 1)
+    mod, name = target.rsplit(".", 1)
+    if mod in sys.modules:
+        setattr(sys.modules[mod], name, ast.literal_eval(value))
+    else:
+        PATCHES[mod] = lambda module, _n=name, _v=ast.literal_eval(value), _then=PATCHES.get(mod): (
+            setattr(module, _n, _v), _then and _then(module))
+start = threading.Thread.start
+def thread_start(self):
+    t = time.perf_counter()
+    start(self)
+    note("thread start: " + self.name, t, time.perf_counter())
+threading.Thread.start = thread_start
+import litegpu._interpreter as _interp, litegpu._plan as _plan, litegpu._plugins as _plugins
+wrap(_plugins, "_load", "plugin scan")
+wrap(_interp, "_read", "model read")
+wrap(_plan, "plan_subgraph", "partition")
+t = time.perf_counter()
+d = litegpu.load_delegate(backend, {"cache": {"dir": cache_dir}})
+note("load_delegate", t, time.perf_counter())
+from litegpu.gpu import _runtime
+import litegpu._plan_record as _record
+wrap(_runtime.GpuDelegate, "_cache_entry", "cache key")
+wrap(_runtime._CacheEntry, "load", "cache read")
+wrap(_runtime._CacheEntry, "store", "cache write")
+wrap(_record, "slot_for", "plan record key")
+wrap(_record.RecordSlot, "load", "plan record read")
+wrap(_runtime, "plan_from_sections", "plan decode")
+wrap(_runtime, "compile_partition", "passes")
+dev = type(d.device)
+for attr in ("group_from_binary", "program_from_binary", "compile_group", "_build_side_by_side", "bind", "upload",
+             "record", "alloc"):
+    wrap(dev, attr, "device." + attr)
+t = time.perf_counter()
+it = litegpu.Interpreter(model_path=model, experimental_delegates=[d])
+note("Interpreter()", t, time.perf_counter())
+t = time.perf_counter()
+it.allocate_tensors()
+t1 = time.perf_counter()
+note("allocate_tensors", t, t1)
+seen = {}
+for item in sys.argv[4:]:  # what each --set target holds at the end (the switch did apply)
+    mod, name = item.split("=", 1)[0].rsplit(".", 1)
+    seen[item.split("=", 1)[0]] = repr(getattr(sys.modules.get(mod), name, "<not imported>"))
+print(json.dumps({"prepare_ms": (t1 - T0[0]) * 1e3, "events": events, "sets": seen}))
+"""
+
+
+def _print_run(label: str, got: dict, min_ms: float) -> None:
+    sets = ", ".join(f"{k}={v}" for k, v in got.get("sets", {}).items())
+    print(f"\n{label}: prepare {got['prepare_ms']:.0f} ms" + (f" ({sets})" if sets else ""))
+    small: dict[tuple[str, str], list[float]] = {}
+    for what, thread, t0, t1 in sorted(got["events"], key=lambda e: e[2]):
+        if t1 - t0 >= min_ms or what.startswith(("thread start", "wait:")) or not what.startswith("cl: "):
+            if t1 - t0 >= min_ms or not what.startswith(("device.alloc", "device.bind", "device.upload")):
+                print(f"  {t0:7.1f} - {t1:7.1f} ({t1 - t0:6.1f}) {thread}: {what}")
+                continue
+        agg = small.setdefault((thread, what), [t0, t1, 0, 0.0])
+        agg[1] = max(agg[1], t1)
+        agg[2] += 1
+        agg[3] += t1 - t0
+    for (thread, what), (t0, t1, n, total) in sorted(small.items(), key=lambda kv: kv[1][0]):
+        print(f"  {t0:7.1f} - {t1:7.1f} [{n} calls, {total:.1f} ms summed] {thread}: {what}")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--backend", default="opencl")
+    ap.add_argument("--models", default="", help="comma-separated MediaPipe model names (default: the GPU set)")
+    ap.add_argument("--runs", type=int, default=1)
+    ap.add_argument("--cold", action="store_true", help="cold starts (fresh cache, drivers' caches off)")
+    ap.add_argument("--pythonpath-b", default="", metavar="DIR", help="variant B: DIR first on PYTHONPATH")
+    ap.add_argument("--min-ms", type=float, default=0.3, help="shorter calls are summed, not listed")
+    ap.add_argument("--set", action="append", default=[], metavar="MODULE.NAME=VALUE",
+                    help="module constants set in every timed child, first (an A/B switch)")
+    args = ap.parse_args()
+    models = mediapipe_models(args.models, default=GPU_SET)
+    print(f"{machine_line()}; {'cold' if args.cold else 'warm, drivers caches on'}; ms from just after import litegpu"
+          + (f"; set: {' '.join(args.set)}" if args.set else ""))
+    for name, path in models.items():
+        with tempfile.TemporaryDirectory(prefix="litegpu-bench-timeline-") as tmp:
+            root = Path(tmp)
+            env = _child_env(False, None if args.cold else root / "driver-caches")
+            variants = {"A": (env, root / "cache")}
+            if args.pythonpath_b:
+                variants["B"] = ({**env, "PYTHONPATH": os.pathsep.join([args.pythonpath_b, env.get("PYTHONPATH", "")])},
+                                 root / "cache-b")
+            for i in range(args.runs):
+                for v, (venv, cache) in variants.items():
+                    if args.cold:
+                        cache = root / f"cold-{v}-{i}"
+                    elif i == 0:  # the fill: our cache and the drivers' (untimed)
+                        _run_child(_INIT_CHILD, [str(path), args.backend, str(cache), *args.set], venv)
+                    try:
+                        got = _run_child(_CHILD, [str(path), args.backend, str(cache), *args.set], venv)
+                    except RuntimeError as e:
+                        print(f"\n{name} {v} run {i + 1}: failed: {e}")
+                        continue
+                    _print_run(f"{name}, {v}{' (' + args.pythonpath_b + ')' if v == 'B' else ''}, run {i + 1}",
+                               got, args.min_ms)
+    return 0
+
+
+if __name__ == "__main__":
+    json  # noqa: B018 - the child's output format
+    raise SystemExit(main())
