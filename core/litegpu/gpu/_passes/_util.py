@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from .._graph import GpuGraph, GpuNode
 
-__all__ = ["CONV_LIKE", "EPILOGUE_HOSTS", "only_consumer", "position"]
+__all__ = ["CONV_LIKE", "EPILOGUE_HOSTS", "only_consumer", "position", "conv_params"]
 
 #: nodes whose kernels compute a weighted sum and take an epilogue (conv family, FC, BMM)
 CONV_LIKE = frozenset({"CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "TRANSPOSE_CONV",
@@ -28,3 +28,13 @@ def only_consumer(g: GpuGraph, t: int, consumers: dict[int, list[GpuNode]] | Non
 def position(g: GpuGraph) -> dict[int, int]:
     """Node id -> index in execution order."""
     return {n.id: i for i, n in enumerate(g.nodes)}
+
+
+def conv_params(b: int, src_hw: tuple[int, int], src_s: int, dst_hw: tuple[int, int], channels: int, slices: int,
+                k: int = 1, stride: tuple[int, int] = (1, 1), pad: tuple[int, int] = (0, 0)) -> dict[str, int]:
+    """The conv2d launch parameters the cost model's ``choose_conv`` prices (a k x k conv, undilated, from
+    ``src_s`` input slices at ``src_hw`` to ``channels`` outputs in ``slices`` slices at ``dst_hw``): the one
+    home of that dict for the fusing passes, which price the unfused 1x1 (or first) conv against their kernel."""
+    return {"B": b, "SRC_H": src_hw[0], "SRC_W": src_hw[1], "SRC_S": src_s, "H": dst_hw[0], "W": dst_hw[1],
+            "C": channels, "S": slices, "KH": k, "KW": k, "STRIDE_H": stride[0], "STRIDE_W": stride[1],
+            "PAD_T": pad[0], "PAD_L": pad[1], "DIL_H": 1, "DIL_W": 1, "SRC_SG": src_s, "DST_SG": slices}

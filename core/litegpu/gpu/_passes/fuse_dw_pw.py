@@ -21,7 +21,7 @@ from .._geometry import conv_geometry
 from .._graph import DW_PW_OP, GpuGraph, GpuNode, Report
 from ..ops import conv as conv_ops
 from ..ops.conv import dw_pw_small_tiling, dw_pw_staged_tiling, dw_pw_tiling
-from ._util import only_consumer
+from ._util import conv_params, only_consumer
 
 __all__ = ["fuse_dw_pw", "DW_PW_OP", "DW_PW_RECOMPUTE_BUDGET", "DW_PW_STAGED", "DW_PW_SMALL", "DW_PW_SMALL_ALWAYS",
            "DW_PW_UNSPLIT_WORK",
@@ -87,9 +87,7 @@ def _small_vs_pair_us(g: GpuGraph, dw: GpuNode, pw: GpuNode, cost: DeviceCost | 
     dw_p = {"B": b, "H": oh, "W": ow, "S": s_mid, "KH": kh, "KW": kw, "STRIDE_W": geo["stride"][1],
             "DIL_W": geo["dilation"][1]}
     ksize = kh if kh == kw and kh in (3, 5) else 0
-    conv_p = {"B": b, "SRC_H": oh, "SRC_W": ow, "SRC_S": s_mid, "H": oh, "W": ow, "C": o, "S": s_out, "KH": 1,
-              "KW": 1, "STRIDE_H": 1, "STRIDE_W": 1, "PAD_T": 0, "PAD_L": 0, "DIL_H": 1, "DIL_W": 1,
-              "SRC_SG": s_mid, "DST_SG": s_out}
+    conv_p = conv_params(b, (oh, ow), s_mid, (oh, ow), o, s_out)
     dw_us = choose_depthwise(dw_p, ksize, dev)[1]
     if dw_us == math.inf:  # no block_w > 1 candidate (a strided window): the one-output kernel lowering takes
         dw_us = estimate(depthwise_work(dw_p, ksize, 1), dev)

@@ -23,7 +23,7 @@ from .._cost import (
 from .._geometry import conv_geometry
 from .._graph import DW_PW_OP, PW_DW_OP, GpuGraph, GpuNode, Report
 from ..ops.conv import dw_pw_tiling, pw_dw_params
-from ._util import only_consumer
+from ._util import conv_params, only_consumer
 from .fuse_dw_pw import _dw_act, _fused_inputs
 from .squeeze_excite import is_spatial_mean
 
@@ -128,10 +128,8 @@ def _unfused_us(g: GpuGraph, ex: GpuNode, node: GpuNode, dev: DeviceCost, p: dic
     conv2d_tiled variant) and the depthwise (or the depthwise -> 1x1 kernel with the tiling it has)."""
     b, h, w, _ = g.tensors[ex.inputs[0]].shape
     k = p.get("EX_K", 1)
-    conv_p = {"B": b, "SRC_H": h, "SRC_W": w, "SRC_S": p["SRC_S"], "H": p.get("EX_H", h), "W": p.get("EX_W", w),
-              "C": 4 * p["MID_S"], "S": p["MID_S"], "KH": k, "KW": k, "STRIDE_H": p.get("ESTRIDE_H", 1),
-              "STRIDE_W": p.get("ESTRIDE_W", 1), "PAD_T": p.get("EPAD_T", 0), "PAD_L": p.get("EPAD_L", 0),
-              "DIL_H": 1, "DIL_W": 1, "SRC_SG": p["SRC_S"], "DST_SG": p["MID_S"]}
+    conv_p = conv_params(b, (h, w), p["SRC_S"], (p.get("EX_H", h), p.get("EX_W", w)), 4 * p["MID_S"], p["MID_S"],
+                         k, (p.get("ESTRIDE_H", 1), p.get("ESTRIDE_W", 1)), (p.get("EPAD_T", 0), p.get("EPAD_L", 0)))
     t = choose_conv(conv_p, dev, False)[2]
     second = {**p, "SRC_S": p["MID_S"]}
     if node.op == "DEPTHWISE_CONV_2D":

@@ -8,6 +8,7 @@ from collections import Counter
 from .. import _layout as L
 from .._cost import PROFILES, choose_conv, choose_dw_pw_small, in_invoke
 from .._graph import DW_PW_OP, GpuGraph, GpuNode, Report
+from ._util import conv_params
 from .fuse_dw_pw import _dw_act, _fused_inputs
 
 __all__ = ["fuse_small_expand", "SMALL_EXPAND", "SMALL_EXPAND_ALWAYS"]
@@ -97,9 +98,7 @@ def fuse_small_expand(g: GpuGraph) -> Report:
         if both is None or alone is None:
             declined["no stage fits"] += 1
             continue
-        conv_p = {"B": b, "SRC_H": h, "SRC_W": w, "SRC_S": s_out, "H": h, "W": w, "C": ex_c, "S": s_ex, "KH": 1,
-                  "KW": 1, "STRIDE_H": 1, "STRIDE_W": 1, "PAD_T": 0, "PAD_L": 0, "DIL_H": 1, "DIL_W": 1,
-                  "SRC_SG": s_out, "DST_SG": s_ex}
+        conv_p = conv_params(b, (h, w), s_out, (h, w), ex_c, s_ex)
         # each launch's share of an invoke (in_invoke: the host's cost of a launch where it is the slower)
         both_us = in_invoke(both[1], dev)
         apart = in_invoke(alone[1], dev) + in_invoke(choose_conv(conv_p, dev, False)[2], dev)
