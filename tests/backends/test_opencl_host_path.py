@@ -6,7 +6,8 @@ Inputs and outputs moved a second time go through a mapped ``CL_MEM_ALLOC_HOST_P
 larger ranges take the plain path.  A model with 1-D, 2-D and 3-D grids (conv, depthwise, resize,
 softmax, mean, fully connected) run over several inputs gives, bit for bit, the answers of the plain path
 and LiteRT's within fp32 tolerance: through ``invoke``, through the asynchronous ``submit`` /
-``complete``, past the staging's size limit (least recently used let go), and with the size limits at 0.
+``complete``, past the staging's size limit (least recently used let go, never one a queued read still has
+to be copied out of), and with the size limits at 0.
 
 ``litegpu_opencl._device.CTYPES_LAUNCHES`` (on by default): a replay without a command buffer enqueues
 each launch through ctypes (sizes made once, no event): the same answers, bit for bit, as pyopencl's
@@ -198,3 +199,44 @@ def test_the_ctypes_layer_computes_what_pyopencl_computes(model, monkeypatch):
     for g, w in zip(got, want, strict=True):
         np.testing.assert_array_equal(g, w)
     d.close()
+
+
+def test_an_upload_past_the_limit_keeps_a_queued_reads_staging(model, monkeypatch):
+    """An upload that takes the pinned staging past its limit while a queued read still has to be copied
+    out of its own staging (between the read's submit and its wait, as a run in flight has it): the
+    read's staging is not let go, its bytes arrive intact, the upload lands, and once the read is waited
+    for the limit holds again."""
+    import litegpu_opencl._device as dev_mod
+    from litegpu.gpu._device import BufferRef
+
+    monkeypatch.setattr(dev_mod, "PINNED_TRANSFERS", True)
+    d = load_backend_delegate(BACKEND, CONF)
+    it = litegpu.Interpreter(model_content=model, experimental_delegates=[d])
+    it.allocate_tensors()
+    (k,) = [s.kernel for s in it._main.plan.steps if s.kind == "delegate"]
+    dev = k.device
+    n = 4096
+    monkeypatch.setattr(dev_mod, "_STAGING_BYTES", n)  # room for one staging of n bytes
+    a, b = BufferRef(dev.alloc(n), 0, n), BufferRef(dev.alloc(n), 0, n)
+    rng = np.random.default_rng(7)
+    data_a, data_b1, data_b2 = (rng.integers(0, 256, n, dtype=np.uint8) for _ in range(3))
+    dev.upload(a, data_a)
+    first = np.empty(n, np.uint8)
+    dev.download_many([(a, first)])  # a range's first read takes the plain path
+    np.testing.assert_array_equal(first, data_a)
+
+    out = np.zeros(n, np.uint8)
+    token = dev.read_async([(a, out)])  # the second: into a staging, queued, not waited for
+    (read_st,) = [st for st in dev._stagings.values() if st is not None]
+    assert read_st.pending is not None
+    dev.upload(b, data_b1)
+    dev.upload(b, data_b2)  # the second upload of b makes a write staging: 2n bytes held, limit n
+    assert any(st is read_st for st in dev._stagings.values()), "a queued read's staging was let go"
+    assert dev._staging_bytes == 2 * n
+
+    dev.wait_reads(token)
+    np.testing.assert_array_equal(out, data_a)
+    assert dev._staging_bytes <= n  # the read's staging could go once copied out of
+    got_b = np.empty(n, np.uint8)
+    dev.download_many([(b, got_b)])
+    np.testing.assert_array_equal(got_b, data_b2)
