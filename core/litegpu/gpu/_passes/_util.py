@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from .._graph import GpuGraph, GpuNode
 
-__all__ = ["CONV_LIKE", "EPILOGUE_HOSTS", "only_consumer", "position", "conv_params"]
+__all__ = ["CONV_LIKE", "EPILOGUE_HOSTS", "only_consumer", "position", "conv_params", "fusion_pays"]
 
 #: nodes whose kernels compute a weighted sum and take an epilogue (conv family, FC, BMM)
 CONV_LIKE = frozenset({"CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "TRANSPOSE_CONV",
@@ -38,3 +38,15 @@ def conv_params(b: int, src_hw: tuple[int, int], src_s: int, dst_hw: tuple[int, 
     return {"B": b, "SRC_H": src_hw[0], "SRC_W": src_hw[1], "SRC_S": src_s, "H": dst_hw[0], "W": dst_hw[1],
             "C": channels, "S": slices, "KH": k, "KW": k, "STRIDE_H": stride[0], "STRIDE_W": stride[1],
             "PAD_T": pad[0], "PAD_L": pad[1], "DIL_H": 1, "DIL_W": 1, "SRC_SG": src_s, "DST_SG": slices}
+
+
+def fusion_pays(fused_us: float, apart_us: float, always: bool, what: str, declined: dict[str, int],
+                lines: list[str]) -> bool:
+    """The cost model's verdict on one fusion (``always``: a measurement switch that takes every pair): True
+    when the fused launch's estimate is below the launches it replaces; otherwise the decline is counted and
+    the report says both estimates (``what`` names the pair)."""
+    if fused_us < apart_us or always:
+        return True
+    declined["estimate above the two launches"] += 1
+    lines.append(f"kept {what}: est {fused_us:.1f} us fused, {apart_us:.1f} apart")
+    return False

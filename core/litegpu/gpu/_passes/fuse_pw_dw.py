@@ -23,7 +23,7 @@ from .._cost import (
 from .._geometry import conv_geometry
 from .._graph import DW_PW_OP, PW_DW_OP, GpuGraph, GpuNode, Report
 from ..ops.conv import dw_pw_tiling, pw_dw_params
-from ._util import conv_params, only_consumer
+from ._util import conv_params, fusion_pays, only_consumer
 from .fuse_dw_pw import _dw_act, _fused_inputs
 from .squeeze_excite import is_spatial_mean
 
@@ -242,10 +242,8 @@ def fuse_pw_dw(g: GpuGraph) -> Report:
             continue
         fused_us, unfused_us = in_invoke(choice[1], dev), _unfused_us(g, ex, node, dev, p)
         shape = f"{c} -> {mid_c} -> {o} channels at {h}x{w}, {int(dw_w[1])}x{int(dw_w[2])}"
-        if fused_us >= unfused_us and not PW_DW_ALWAYS:
-            declined["estimate above the two launches"] += 1
-            lines.append(f"kept {ex.describe()} -> {node.describe()} ({shape}): est {fused_us:.1f} us fused, "
-                         f"{unfused_us:.1f} unfused")
+        if not fusion_pays(fused_us, unfused_us, PW_DW_ALWAYS, f"{ex.describe()} -> {node.describe()} ({shape})",
+                           declined, lines):
             continue
         ex_act, ex_alpha, ex_b = _fused_inputs(g, ex)
         if project:

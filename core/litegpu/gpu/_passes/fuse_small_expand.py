@@ -8,7 +8,7 @@ from collections import Counter
 from .. import _layout as L
 from .._cost import PROFILES, choose_conv, choose_dw_pw_small, in_invoke
 from .._graph import DW_PW_OP, GpuGraph, GpuNode, Report
-from ._util import conv_params
+from ._util import conv_params, fusion_pays
 from .fuse_dw_pw import _dw_act, _fused_inputs
 
 __all__ = ["fuse_small_expand", "SMALL_EXPAND", "SMALL_EXPAND_ALWAYS"]
@@ -103,10 +103,8 @@ def fuse_small_expand(g: GpuGraph) -> Report:
         both_us = in_invoke(both[1], dev)
         apart = in_invoke(alone[1], dev) + in_invoke(choose_conv(conv_p, dev, False)[2], dev)
         shape = f"{mid} -> {c} -> {ex_c} channels at {h}x{w}"
-        if both_us >= apart and not SMALL_EXPAND_ALWAYS:
-            declined["estimate above the two launches"] += 1
-            lines.append(f"kept {node.describe()} -> {conv.describe()} ({shape}): est {both_us:.1f} us fused, "
-                         f"{apart:.1f} apart")
+        if not fusion_pays(both_us, apart, SMALL_EXPAND_ALWAYS, f"{node.describe()} -> {conv.describe()} ({shape})",
+                           declined, lines):
             continue
         ex_act, alpha, bias = _fused_inputs(g, conv)
         ins = list(node.inputs) + [-1] * (6 - len(node.inputs))
