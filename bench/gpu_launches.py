@@ -47,7 +47,7 @@ def main() -> int:
 
             from litegpu_opencl._device import launch_host_us
 
-            forced = replace(forced, host_launch_us=launch_host_us(args.cost_profile, command_buffers=False))
+            forced = replace(forced, launch_host_us=launch_host_us(args.cost_profile, command_buffers=False))
         _runtime.profile_for = lambda info: forced  # compile_graph prices the variants with it
 
     print(machine_line())

@@ -1,5 +1,5 @@
 """The host's cost of a launch through the API in the plan: a backend tells it (``DeviceInfo.launch_host_us``),
-``_cost.profile_for`` carries it (``DeviceCost.host_launch_us``), and the passes that change the number of launches
+``_cost.profile_for`` carries it (``DeviceCost.launch_host_us``), and the passes that change the number of launches
 price each launch at its share of an invoke (``_cost.in_invoke``: the slower of its GPU time and the host's
 enqueue), while one launch's variants are still ranked by GPU time (``_cost.estimate``)."""
 
@@ -21,10 +21,10 @@ CONVS = [dict(B=1, H=32, W=32, S=24, SRC_S=6, SRC_SG=6, KH=1, KW=1),
 
 def test_profile_for_carries_the_apis_launch_cost():
     base = profile_for(H100)
-    assert base.name == "nvidia" and base.host_launch_us == 0.0  # a recorded replay (Vulkan): the GPU's cost only
+    assert base.name == "nvidia" and base.launch_host_us == 0.0  # a recorded replay (Vulkan): the GPU's cost only
     got = profile_for(replace(H100, launch_host_us=12.0))
-    assert got.host_launch_us == 12.0 and replace(got, host_launch_us=0.0) == base
-    assert all(p.host_launch_us == 0.0 for p in PROFILES.values())  # the calibrations are the GPU's
+    assert got.launch_host_us == 12.0 and replace(got, launch_host_us=0.0) == base
+    assert all(p.launch_host_us == 0.0 for p in PROFILES.values())  # the calibrations are the GPU's
 
 
 @pytest.mark.parametrize("host", [0.0, 2.0, 12.0, 40.0])

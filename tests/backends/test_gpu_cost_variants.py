@@ -42,7 +42,7 @@ def nvidia_opencl_choices(monkeypatch):
 
     host = launch_host_us("NVIDIA CUDA NVIDIA H100 80GB HBM3", command_buffers=False)
     assert host > _cost.PROFILES["nvidia"].launch_us  # else the plan would be vulkan's and this test moot
-    monkeypatch.setattr(_runtime, "profile_for", lambda info: replace(_cost.PROFILES["nvidia"], host_launch_us=host))
+    monkeypatch.setattr(_runtime, "profile_for", lambda info: replace(_cost.PROFILES["nvidia"], launch_host_us=host))
 
 
 def _run(backend: str, name: str, path) -> tuple[list[str], float]:

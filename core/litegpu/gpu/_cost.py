@@ -15,7 +15,7 @@ microseconds on a :class:`DeviceCost`::
     traffic = cache bytes / (cache bandwidth x fraction of units the launch occupies)
     compute = max(flops x lanes / group / (flop rate x that fraction), waves x a thread's flops / lane rate)
     time    = launch_us + max(latency, traffic, compute)   (or their sum: ``overlap`` False)
-    in an invoke: max(time, host_launch_us)   (in_invoke: where the API enqueues launches one by one)
+    in an invoke: max(time, launch_host_us)   (in_invoke: where the API enqueues launches one by one)
 
 The model is deliberately small: on the MediaPipe models most launches are latency bound (a few hundred to
 a few thousand threads on a GPU that keeps 270 000 in flight), so the chain length and the occupancy
@@ -32,7 +32,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 __all__ = ["DeviceCost", "Work", "PROFILES", "profile_for", "estimate", "in_invoke", "choose_conv", "choose_reduce",
@@ -75,12 +75,10 @@ class DeviceCost:
     halo_peak: float = 1.0  # its traffic and arithmetic run at up to this times its units' share of the device's
     # the host's cost of one launch through the API the plan is for (DeviceInfo.launch_host_us, set by
     # profile_for; 0 in PROFILES): a launch's share of an invoke is at least this (in_invoke)
-    host_launch_us: float = 0.0
+    launch_host_us: float = 0.0
 
     def with_units(self, units: int, max_group: int) -> DeviceCost:
         """This profile for a device reporting ``units`` compute units and ``max_group`` threads a group."""
-        from dataclasses import replace
-
         return replace(self, compute_units=max(1, int(units or self.compute_units)),
                        max_group=max(1, min(self.max_group, int(max_group or self.max_group))))
 
@@ -191,9 +189,7 @@ def profile_for(info: Any | None) -> DeviceCost:
                           int(getattr(info, "max_workgroup_size", 0) or base.max_group))
     host = float(getattr(info, "launch_host_us", 0.0) or 0.0)
     if host > 0:  # the API's own launch cost on this device (its backend's figure): see in_invoke
-        from dataclasses import replace
-
-        dev = replace(dev, host_launch_us=host)
+        dev = replace(dev, launch_host_us=host)
     return dev
 
 
@@ -243,13 +239,13 @@ def estimate(w: Work, dev: DeviceCost) -> float:
 
 def in_invoke(us: float, dev: DeviceCost) -> float:
     """One launch's share of an invoke, from its GPU time ``us`` (an :func:`estimate`): the slower of that and
-    the host's cost of enqueuing it (``dev.host_launch_us``, 0 where a replay is one recorded submission).  Where
+    the host's cost of enqueuing it (``dev.launch_host_us``, 0 where a replay is one recorded submission).  Where
     the API enqueues launches one by one the queue drains no faster than the host enqueues, so a launch the GPU
     runs in less costs the invoke the host's time, and a longer one hides the host's next enqueues behind it
     (bench/cl_launch.py on an H100: 12 us a launch enqueued whether the GPU is idle or busy with 17 us kernels,
     which then follow each other 1.3 us apart).  The passes that change the number of launches compare sums of
     these; the choosers rank one launch's variants by the GPU time itself."""
-    return max(us, dev.host_launch_us)
+    return max(us, dev.launch_host_us)
 
 
 def _log2(n: int) -> int:
