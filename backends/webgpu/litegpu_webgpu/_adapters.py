@@ -325,15 +325,8 @@ def start_in_background() -> None:
     _early.pending = True  # before the thread: a device's start that comes first waits for it
     t_start = time.perf_counter()
     _t_start[:] = [t_start]
-    switch = _shorter_switch_interval()
 
     def run() -> None:
-        try:
-            _run()
-        finally:
-            switch()
-
-    def _run() -> None:
         try:
             with _instance_lock:
                 try:
@@ -363,32 +356,6 @@ def start_in_background() -> None:
         PROBE_MS["device ready (since the start)"] = (time.perf_counter() - t_start) * 1e3
 
     threading.Thread(target=run, name="litegpu-wgpu-instance", daemon=True).start()
-
-
-#: A/B switch (``--set litegpu_webgpu._adapters.GIL_SWITCH_INTERVAL_S=0.0005``), off (None): the
-#: interpreter's switch interval (``sys.setswitchinterval``) while the background start runs, put back
-#: once its device is made.  After each native call (wgpu-py's adapter queries, the device request's
-#: callbacks and queries: a dozen or so) that thread needs the GIL back, which the caller, busy with
-#: its imports and the model's plan, gives up only every switch interval (5 ms by default).
-GIL_SWITCH_INTERVAL_S: float | None = None
-
-
-def _shorter_switch_interval() -> Any:
-    """Set GIL_SWITCH_INTERVAL_S for the background start; returns what puts the previous one back
-    (unless something else changed it meanwhile)."""
-    import sys
-
-    if not GIL_SWITCH_INTERVAL_S:
-        return lambda: None
-    before = sys.getswitchinterval()
-    sys.setswitchinterval(float(GIL_SWITCH_INTERVAL_S))
-    ours = sys.getswitchinterval()
-
-    def restore() -> None:
-        if sys.getswitchinterval() == ours:
-            sys.setswitchinterval(before)
-
-    return restore
 
 
 class _EarlyDevice:
