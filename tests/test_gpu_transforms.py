@@ -902,6 +902,46 @@ def test_fuse_dw_pw_declines(case, monkeypatch):
     assert rep["fuse_dw_pw"][0].startswith("fused 0 depthwise -> 1x1 conv pairs") and why in rep["fuse_dw_pw"][0]
 
 
+@pytest.mark.parametrize("first", ["fuse_squeeze_excite", "fuse_shared_residual"])
+def test_fuse_dw_pw_declines_conv2d_only_reads_in_any_order(first):
+    """The 1x1 conv checks the fusing passes share (``_util.why_not_fused_conv``) hold whatever the pass order: a
+    conv that took an input scale (``fuse_squeeze_excite``) or stores its value before a residual too
+    (``fuse_shared_residual``, ``store_pre``) is conv2d's alone, so ``fuse_dw_pw`` keeps it apart from its
+    depthwise even where that pass runs first (the default pipeline runs them after it); the graph still means
+    what LiteRT computes."""
+    from litegpu.gpu._passes import DEFAULT_PIPELINE, fuse_dw_pw
+
+    b = model_builder()
+    s = (1, 6, 7, 8)
+    x = b.input("x", s)
+    d, _ = _dw(b, x, s, 8, act=1)
+    if first == "fuse_squeeze_excite":  # MUL(depthwise, gate) -> 1x1 conv: the gate becomes its input scale
+        gate, m = b.input("gate", (1, 1, 1, 8)), b.tensor("m", s)
+        b.op("MUL", [d, gate], [m])
+        y, _ = _pw(b, m, s, 8)
+        b.output(y)
+        feeds = [rnd(*s), rnd(1, 1, 1, 8)]
+    else:  # the 1x1 conv's result read by a residual ADD and by another op: the conv stores both
+        u, _ = _pw(b, d, s, 8)
+        skip, gate = b.input("skip", s), b.input("gate", (1, 1, 1, 8))
+        y, m, t = b.tensor("y", s), b.tensor("m", s), b.tensor("t", s)
+        b.op("ADD", [skip, u], [y], fused_activation_function=1)
+        b.op("MUL", [skip, gate], [m])
+        b.op("ADD", [m, u], [t])
+        b.output(y, t)
+        feeds = [rnd(*s), rnd(*s), rnd(1, 1, 1, 8)]
+    moved = next(p for p in DEFAULT_PIPELINE if p.__name__ == first)
+    rest = [p for p in DEFAULT_PIPELINE if p is not moved]
+    at = rest.index(fuse_dw_pw)
+    g, rep = check_passes(b.build(), feeds, [*rest[:at], moved, *rest[at:]])
+    assert "DW_PW_CONV_2D" not in g.op_counts(), g.op_counts()
+    conv = next(n for n in g.nodes if n.op == "CONV_2D")
+    assert (len(conv.inputs) > 3 and conv.inputs[3] >= 0) if first == "fuse_squeeze_excite" \
+        else conv.attrs.get("store_pre"), conv.describe()
+    why = "input scale" if first == "fuse_squeeze_excite" else "storing twice"
+    assert why in rep["fuse_dw_pw"][0], rep["fuse_dw_pw"][0]
+
+
 @pytest.mark.parametrize(("c_mid", "staged"), [(16, False), (24, True)])
 def test_fuse_dw_pw_large_map_work_per_item(c_mid, staged, monkeypatch):
     """72x72 maps with 4 output slices are too large to split the input slices over a work group; there a

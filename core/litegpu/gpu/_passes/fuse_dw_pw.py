@@ -6,7 +6,7 @@ import math
 from collections import Counter
 
 from .. import _layout as L
-from .._capabilities import ACTIVATIONS, DW_PW_SMALL_SLOTS, match_epilogue
+from .._capabilities import DW_PW_SMALL_SLOTS, match_epilogue
 from .._cost import (
     PROFILES,
     DeviceCost,
@@ -21,7 +21,7 @@ from .._geometry import conv_geometry
 from .._graph import DW_PW_OP, GpuGraph, GpuNode, Report
 from ..ops import conv as conv_ops
 from ..ops.conv import dw_pw_small_tiling, dw_pw_staged_tiling, dw_pw_tiling
-from ._util import conv_params, only_consumer
+from ._util import conv_params, fused_inputs, one_activation, only_consumer, why_not_fused_conv
 
 __all__ = ["fuse_dw_pw", "DW_PW_OP", "DW_PW_RECOMPUTE_BUDGET", "DW_PW_STAGED", "DW_PW_SMALL", "DW_PW_SMALL_ALWAYS",
            "DW_PW_UNSPLIT_WORK",
@@ -100,56 +100,29 @@ def dw_pw_block_s(out_slices: int) -> int:
     return 2 if out_slices >= 2 else 1
 
 
-def _dw_act(g: GpuGraph, dw: GpuNode) -> tuple[bool, str | None]:
-    """(fusable, activation) of the depthwise's epilogue: none, one activation, or a per-channel PRELU."""
-    if not dw.epilogue:
-        return True, None
-    if len(dw.epilogue) != 1:
-        return False, None
-    e = dw.epilogue[0]
-    if e.operand is None and e.op in ACTIVATIONS:
-        return True, e.op
-    if e.op == "PRELU" and e.operand is not None and g.is_constant(e.operand):
-        s = g.tensors[e.operand].shape
-        if s[:3] == (1, 1, 1) and s[3] in (1, g.tensors[dw.outputs[0]].shape[3]):
-            return True, "PRELU"
-    return False, None
-
-
-def _fused_inputs(g: GpuGraph, node: GpuNode) -> tuple[str | None, int, int]:
-    """(activation, PRELU alpha tensor or -1, bias tensor or -1) of a conv whose epilogue :func:`_dw_act`
-    accepted: what a fused kernel takes of it as its own inputs (the three fusing passes alike)."""
-    _, act = _dw_act(g, node)
-    alpha = node.epilogue[0].operand if act == "PRELU" else -1
-    bias = node.inputs[2] if len(node.inputs) > 2 else -1
-    return act, alpha, bias
-
-
 def _why_not(g: GpuGraph, pw: GpuNode, dw: GpuNode | None, consumers) -> str:
-    """Why the pair cannot fuse ('' when it can); the pointwise conv is ``pw``."""
+    """Why the pair cannot fuse ('' when it can); the pointwise conv is ``pw``: a conv the fused kernels compute
+    (:func:`~._util.why_not_fused_conv`, its whole epilogue: it becomes the fused node's, which
+    ``match_epilogue`` tests), the depthwise's only reader; the depthwise float32 with constant weights and
+    bias, channel multiplier 1 and at most one activation (the kernels apply it as an attribute)."""
     if dw is None or dw.op != "DEPTHWISE_CONV_2D" or not dw.bhwc:
         return "input not made by a depthwise conv"
     mid = pw.inputs[0]
     if only_consumer(g, mid, consumers) is not pw:
         return "the depthwise result has other readers"
-    x, m, y = g.tensors[dw.inputs[0]], g.tensors[mid], g.tensors[pw.outputs[0]]
-    if not (g.is_constant(pw.inputs[1]) and g.is_constant(dw.inputs[1])):
+    why = why_not_fused_conv(g, pw, epilogue="any")
+    if why:
+        return why
+    x = g.tensors[dw.inputs[0]]
+    if not g.is_constant(dw.inputs[1]):
         return "non-constant weights"
-    if any(len(n.inputs) > 2 and n.inputs[2] >= 0 and not g.is_constant(n.inputs[2]) for n in (dw, pw)):
+    if len(dw.inputs) > 2 and dw.inputs[2] >= 0 and not g.is_constant(dw.inputs[2]):
         return "non-constant bias"
-    if {x.dtype, m.dtype, y.dtype} != {"float32"}:
+    if x.dtype != "float32":
         return "not float32"
-    wt = g.tensors[pw.inputs[1]]
-    if len(wt.ir_shape) != 4 or wt.ir_shape[1:3] != (1, 1) or wt.ir_shape[3] != m.shape[3]:
-        return "not a 1x1 conv over all channels (groups 1)"
-    if int(pw.attrs.get("stride_h", 1)) != 1 or int(pw.attrs.get("stride_w", 1)) != 1:
-        return "pointwise conv with a stride"
-    if any(pw.attrs.get("explicit_padding", (0, 0, 0, 0))) or m.shape[:3] != y.shape[:3]:
-        return "pointwise conv with padding"
-    if m.shape[3] != x.shape[3]:
+    if g.tensors[mid].shape[3] != x.shape[3]:
         return "depthwise channel multiplier > 1"
-    ok, _ = _dw_act(g, dw)
-    if not ok:
+    if not one_activation(g, dw)[0]:
         return "depthwise epilogue is not one activation"
     return ""
 
@@ -241,7 +214,7 @@ def fuse_dw_pw(g: GpuGraph) -> Report:
                 continue
             if small:
                 why_staged += f"; est {priced[0]:.1f} us against {priced[1]:.1f} as two launches"
-        act, alpha, dw_bias = _fused_inputs(g, dw)
+        act, alpha, dw_bias = fused_inputs(g, dw)
         geo = conv_geometry(dw.attrs, x.shape[1:3], (kh, kw))
         if geo["out_hw"] != (oh, ow):
             declined["depthwise output size mismatch"] += 1

@@ -23,8 +23,7 @@ from .._cost import (
 from .._geometry import conv_geometry
 from .._graph import DW_PW_OP, PW_DW_OP, GpuGraph, GpuNode, Report
 from ..ops.conv import dw_pw_tiling, pw_dw_params
-from ._util import conv_params, fusion_pays, only_consumer
-from .fuse_dw_pw import _dw_act, _fused_inputs
+from ._util import conv_params, fused_inputs, fusion_pays, one_activation, only_consumer, why_not_fused_conv
 from .squeeze_excite import is_spatial_mean
 
 __all__ = ["fuse_pw_dw", "PW_DW", "PW_DW_ALWAYS", "PW_DW_OP", "PW_DW_MEAN", "PW_DW_STEM"]
@@ -49,43 +48,32 @@ PW_DW_MEAN = True
 
 def _why_not(g: GpuGraph, ex: GpuNode | None, node: GpuNode, consumers) -> str:
     """Why the expansion conv ``ex`` cannot fuse into ``node`` (a DEPTHWISE_CONV_2D or DW_PW_CONV_2D reading
-    it); '' when it can."""
+    it); '' when it can: ``ex`` a conv the fused kernel computes (:func:`~._util.why_not_fused_conv`: a 1x1, or
+    a model's first conv, :func:`_stem_k`; its epilogue one activation, which the kernel applies before the
+    depthwise), read by ``node`` alone (or as its expanded residual too), and ``node`` float32 with constant
+    weights and biases."""
     if ex is None or ex.op != "CONV_2D" or not ex.bhwc:
         return "input not made by a conv"
     mid = ex.outputs[0]
     if len(ex.outputs) != 1 or (only_consumer(g, mid, consumers) is not node
                                 and _expanded_residual(g, ex, node, consumers) is None):
         return "the conv result has other readers"
-    x, m = g.tensors[ex.inputs[0]], g.tensors[mid]
-    if not g.is_constant(ex.inputs[1]) or not g.is_constant(node.inputs[1]):
+    why = why_not_fused_conv(g, ex, _stem_k(g, ex))
+    if why:
+        return why + (", nor a model's first conv" if why.startswith("not a 1x1") else "")
+    if not g.is_constant(node.inputs[1]):
         return "non-constant weights"
-    if len(ex.inputs) > 3 and ex.inputs[3] >= 0:
-        return "conv with an input scale"
-    if ex.attrs.get("in_resize") or ex.attrs.get("store_pre"):
-        return "conv reading a resize or storing twice"
-    biases = [ex.inputs[2] if len(ex.inputs) > 2 else -1]
-    biases += [node.inputs[2] if len(node.inputs) > 2 else -1]
+    biases = [node.inputs[2] if len(node.inputs) > 2 else -1]
     if node.op == DW_PW_OP:
         biases.append(node.inputs[4])
     if any(b >= 0 and not g.is_constant(b) for b in biases):
         return "non-constant bias"
-    if {x.dtype, m.dtype, g.tensors[node.outputs[0]].dtype} != {"float32"}:
+    if g.tensors[node.outputs[0]].dtype != "float32":
         return "not float32"
-    wt = g.tensors[ex.inputs[1]]
-    k = _stem_k(g, ex)
-    if len(wt.ir_shape) != 4 or wt.ir_shape[1:3] != (k, k) or wt.ir_shape[3] != x.shape[3]:
-        return "not a 1x1 conv over all channels (groups 1), nor a model's first conv"
-    if k == 1 and (int(ex.attrs.get("stride_h", 1)) != 1 or int(ex.attrs.get("stride_w", 1)) != 1):
-        return "conv with a stride"
-    if k == 1 and (any(ex.attrs.get("explicit_padding", (0, 0, 0, 0))) or m.shape[:3] != x.shape[:3]):
-        return "conv with padding"
-    ok, _ = _dw_act(g, ex)
-    if not ok:
-        return "conv epilogue is not one activation"
     if node.op == "DEPTHWISE_CONV_2D":
-        if not node.bhwc or g.tensors[node.outputs[0]].shape[3] != m.shape[3]:
+        if not node.bhwc or g.tensors[node.outputs[0]].shape[3] != g.tensors[mid].shape[3]:
             return "depthwise channel multiplier > 1"
-        if not _dw_act(g, node)[0]:
+        if not one_activation(g, node)[0]:
             return "depthwise epilogue is not one activation"
     return ""
 
@@ -245,7 +233,7 @@ def fuse_pw_dw(g: GpuGraph) -> Report:
         if not fusion_pays(fused_us, unfused_us, PW_DW_ALWAYS, f"{ex.describe()} -> {node.describe()} ({shape})",
                            declined, lines):
             continue
-        ex_act, ex_alpha, ex_b = _fused_inputs(g, ex)
+        ex_act, ex_alpha, ex_b = fused_inputs(g, ex)
         if project:
             ins = [ex.inputs[0], ex.inputs[1], ex_b, ex_alpha, *node.inputs[1:3], node.inputs[5], *node.inputs[3:5]]
             attrs = {"dw": dict(dw_attrs), "dw_act": node.attrs.get("dw_act"), "ex_act": ex_act, "project": True,

@@ -8,8 +8,7 @@ from collections import Counter
 from .. import _layout as L
 from .._cost import PROFILES, choose_conv, choose_dw_pw_small, in_invoke
 from .._graph import DW_PW_OP, GpuGraph, GpuNode, Report
-from ._util import conv_params, fusion_pays
-from .fuse_dw_pw import _dw_act, _fused_inputs
+from ._util import conv_params, fused_inputs, fusion_pays, why_not_fused_conv
 
 __all__ = ["fuse_small_expand", "SMALL_EXPAND", "SMALL_EXPAND_ALWAYS"]
 
@@ -24,29 +23,12 @@ SMALL_EXPAND_ALWAYS = False
 
 def _why_not(g: GpuGraph, node: GpuNode, conv: GpuNode) -> str:
     """Why the CONV_2D ``conv`` reading ``node``'s (a dw_pw_small DW_PW_CONV_2D) result cannot join it; '' when it
-    can."""
+    can: a conv the fused kernel computes (:func:`~._util.why_not_fused_conv`, its epilogue one activation: the
+    kernel applies it to the expansion), reading the result once, as its input."""
     y = node.outputs[0]
-    if conv.op != "CONV_2D" or not conv.bhwc or conv.inputs[0] != y or conv.reads().count(y) != 1:
+    if conv.inputs[0] != y or conv.reads().count(y) != 1:
         return "not a conv reading it as its input"
-    if len(conv.outputs) != 1 or conv.attrs.get("in_resize") or conv.attrs.get("store_pre"):
-        return "conv reading a resize or storing twice"
-    if len(conv.inputs) > 3 and conv.inputs[3] >= 0:
-        return "conv with an input scale"
-    if not g.is_constant(conv.inputs[1]) or (len(conv.inputs) > 2 and conv.inputs[2] >= 0
-                                             and not g.is_constant(conv.inputs[2])):
-        return "non-constant weights or bias"
-    x, z = g.tensors[y], g.tensors[conv.outputs[0]]
-    wt = g.tensors[conv.inputs[1]].ir_shape
-    if len(wt) != 4 or tuple(wt[1:3]) != (1, 1) or wt[3] != x.shape[3]:
-        return "not a 1x1 conv over all channels (groups 1)"
-    if int(conv.attrs.get("stride_h", 1)) != 1 or int(conv.attrs.get("stride_w", 1)) != 1 \
-            or any(conv.attrs.get("explicit_padding", (0, 0, 0, 0))) or z.shape[:3] != x.shape[:3]:
-        return "conv with a stride or padding"
-    if {x.dtype, z.dtype} != {"float32"}:
-        return "not float32"
-    if not _dw_act(g, conv)[0]:
-        return "conv epilogue is not one activation"
-    return ""
+    return why_not_fused_conv(g, conv)
 
 
 def fuse_small_expand(g: GpuGraph) -> Report:
@@ -106,7 +88,7 @@ def fuse_small_expand(g: GpuGraph) -> Report:
         if not fusion_pays(both_us, apart, SMALL_EXPAND_ALWAYS, f"{node.describe()} -> {conv.describe()} ({shape})",
                            declined, lines):
             continue
-        ex_act, alpha, bias = _fused_inputs(g, conv)
+        ex_act, alpha, bias = fused_inputs(g, conv)
         ins = list(node.inputs) + [-1] * (6 - len(node.inputs))
         node.inputs = [*ins[:6], conv.inputs[1], bias, alpha]
         node.attrs["expand"] = True
