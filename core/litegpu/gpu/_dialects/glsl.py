@@ -79,15 +79,10 @@ class GLSLEmitter(Emitter):
             return f"{_CMP[e.op]}({self.expr(e.l)}, {self.expr(e.r)})"
         return super().binary(e)
 
-    def ternary(self, e) -> str:
-        return f"({self.sub(e.c)} ? {self.sub(e.t)} : {self.sub(e.f)})"
-
     def builtin(self, e: Call) -> str:
         f, a = e.fn, e.args
-        if f == "select":
+        if f == "select" and a[2].ty.n > 1:
             fv, tv, c = a
-            if c.ty.n == 1:
-                return f"({self.sub(c)} ? {self.sub(tv)} : {self.sub(fv)})"
             return f"mix({self.expr(fv)}, {self.expr(tv)}, {self.expr(c)})"
         return super().builtin(e)
 

@@ -109,9 +109,6 @@ class OpenCLEmitter(Emitter):
                         f"{self.expr(s.target.idx)}, {b.name})")
         return super().simple(s)
 
-    def ternary(self, e) -> str:
-        return f"({self.sub(e.c)} ? {self.sub(e.t)} : {self.sub(e.f)})"
-
     def index(self, e: Index) -> str:
         b = self.storage_only(e)
         if b is not None:  # a half in memory, a float in the kernel
@@ -133,10 +130,8 @@ class OpenCLEmitter(Emitter):
             if a[0].ty.is_float:
                 return f"fabs({self.expr(a[0])})"
             return self.cast(f"abs({self.expr(a[0])})", Ty("u32", a[0].ty.n), a[0].ty)
-        if f == "select":
+        if f == "select" and a[2].ty.n > 1:
             fv, tv, c = a
-            if c.ty.n == 1:
-                return f"({self.sub(c)} ? {self.sub(tv)} : {self.sub(fv)})"
             return f"select({self.expr(fv)}, {self.expr(tv)}, {self._mask(self.expr(c), e.ty)})"
         return super().builtin(e)
 

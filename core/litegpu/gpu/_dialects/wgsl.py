@@ -9,7 +9,7 @@ evaluates both arms: templates keep ternary arms pure and in bounds).
 from __future__ import annotations
 
 from ..lgk.emit import Emitter
-from ..lgk.nodes import Binary, Call, Conv, Name, Ternary
+from ..lgk.nodes import Binary, Call, Conv, Expr, Name
 from ..lgk.types import Ty
 
 __all__ = ["WGSLEmitter"]
@@ -61,8 +61,8 @@ class WGSLEmitter(Emitter):
             return f"{self.sub(e.l)} {e.op} ({rs})"
         return super().binary(e)
 
-    def ternary(self, e: Ternary) -> str:
-        return f"select({self.expr(e.f)}, {self.expr(e.t)}, {self.expr(e.c)})"
+    def choose(self, c: Expr, t: Expr, f: Expr) -> str:
+        return f"select({self.expr(f)}, {self.expr(t)}, {self.expr(c)})"
 
     def decl(self, s) -> str:
         kw = "var" if s.mutable else "let"

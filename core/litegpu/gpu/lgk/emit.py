@@ -286,7 +286,12 @@ class Emitter:
         return f"{self.sub(e.l)} {e.op} {self.sub(e.r)}"
 
     def ternary(self, e: Ternary) -> str:
-        return f"{self.sub(e.c)} ? {self.sub(e.t)} : {self.sub(e.f)}"
+        return self.choose(e.c, e.t, e.f)
+
+    def choose(self, c: Expr, t: Expr, f: Expr) -> str:
+        """``c ? t : f`` on a scalar condition: the template's ``?:`` and ``select`` with a scalar condition alike
+        (C's operator in OpenCL C and GLSL; WGSL, which has none, overrides)."""
+        return f"({self.sub(c)} ? {self.sub(t)} : {self.sub(f)})"
 
     def index(self, e: Index) -> str:
         return f"{self.sub(e.base)}[{self.expr(e.idx)}]"
@@ -298,9 +303,11 @@ class Emitter:
         raise NotImplementedError
 
     def builtin(self, e: Call) -> str:
-        """A built-in call, spelled from the dialect's data; dialects override what needs code
-        (``select`` and friends) and hand the rest here."""
+        """A built-in call, spelled from the dialect's data (``select`` on a scalar condition: :meth:`choose`);
+        dialects override what needs code (a vector ``select`` and friends) and hand the rest here."""
         f, a = e.fn, e.args
+        if f == "select" and a[2].ty.n == 1:
+            return self.choose(a[2], a[1], a[0])
         if f in self.index_builtins:
             axis = int(a[0].value)
             return self.index_builtins[f].format(axis=axis, xyz="xyz"[axis])
