@@ -37,3 +37,6 @@ def test_a_callable_name_maps_lines_to_files():
         preprocess("x\n{{nothing}}", {}, name=lambda n: f"conv.lgk:{n + 10}")
     with pytest.raises(KernelTemplateError, match=r"^t\.lgk:1: bad #for"):
         preprocess("#for 1 in x\n#endfor", {}, name="t.lgk")
+    # an #error names its line too (the renderer passes a callable: its text, not the function's repr)
+    with pytest.raises(KernelTemplateError, match=r"^conv\.lgk:12: k = 3 is refused$"):
+        preprocess("x\n#error k = {{k}} is refused", {"k": 3}, name=lambda n: f"conv.lgk:{n + 10}")

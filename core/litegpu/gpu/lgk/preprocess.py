@@ -123,7 +123,8 @@ def preprocess(text: str, env: Mapping[str, Any], name: str = "<template>") -> s
                 i += 1
             elif d == "error":
                 if emit:
-                    raise KernelTemplateError(f"{name}: {_SUBST.sub(lambda mm, ln=ln: str(_peval(mm.group(1), env, name, ln)), arg)}")
+                    msg = _SUBST.sub(lambda mm, ln=ln: str(_peval(mm.group(1), env, name, ln)), arg)
+                    raise KernelTemplateError(f"{source_location(name, ln)}: {msg}")
                 out.append("")
                 i += 1
             else:
