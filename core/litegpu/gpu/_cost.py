@@ -702,7 +702,8 @@ DEPTHWISE_BLOCK_W = (2,)
 
 def choose_depthwise(p: Mapping[str, int], ksize: int, dev: DeviceCost) -> tuple[int, float]:
     """``(block_w, estimated us)`` of the cheapest depthwise_conv2d variant: ``block_w`` > 1 only for an unrolled
-    window (``ksize``) of stride and dilation 1 along x."""
+    window (``ksize``, :func:`~litegpu.gpu.ops.conv.unrolled_ksize`) of stride and dilation 1 along x; block_w 1
+    where no ``DEPTHWISE_BLOCK_W`` candidate fits."""
     best = (math.inf, 1)
     for bw in DEPTHWISE_BLOCK_W:
         if bw > 1 and not (ksize and p["STRIDE_W"] == 1 and p["DIL_W"] == 1 and p["W"] >= bw):
@@ -710,6 +711,8 @@ def choose_depthwise(p: Mapping[str, int], ksize: int, dev: DeviceCost) -> tuple
         t = estimate(depthwise_work(p, ksize, bw), dev)
         if t < best[0] - 1e-9:
             best = (t, bw)
+    if best[0] == math.inf:  # no candidate fits this window: one output a thread, what the lowering then renders
+        best = (estimate(depthwise_work(p, ksize, 1), dev), 1)
     return best[1], best[0]
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 
 from .. import _layout as L
@@ -13,14 +12,12 @@ from .._cost import (
     choose_conv,
     choose_depthwise,
     choose_dw_pw_small,
-    depthwise_work,
-    estimate,
     in_invoke,
 )
 from .._geometry import conv_geometry
 from .._graph import DW_PW_OP, GpuGraph, GpuNode, Report
 from ..ops import conv as conv_ops
-from ..ops.conv import dw_pw_small_tiling, dw_pw_staged_tiling, dw_pw_tiling
+from ..ops.conv import dw_pw_small_tiling, dw_pw_staged_tiling, dw_pw_tiling, unrolled_ksize
 from ._util import conv_params, fused_inputs, one_activation, only_consumer, why_not_fused_conv
 
 __all__ = ["fuse_dw_pw", "DW_PW_OP", "DW_PW_RECOMPUTE_BUDGET", "DW_PW_STAGED", "DW_PW_SMALL", "DW_PW_SMALL_ALWAYS",
@@ -86,11 +83,8 @@ def _small_vs_pair_us(g: GpuGraph, dw: GpuNode, pw: GpuNode, cost: DeviceCost | 
     geo = conv_geometry(dw.attrs, x.shape[1:3], (kh, kw))
     dw_p = {"B": b, "H": oh, "W": ow, "S": s_mid, "KH": kh, "KW": kw, "STRIDE_W": geo["stride"][1],
             "DIL_W": geo["dilation"][1]}
-    ksize = kh if kh == kw and kh in (3, 5) else 0
     conv_p = conv_params(b, (oh, ow), s_mid, (oh, ow), o, s_out)
-    dw_us = choose_depthwise(dw_p, ksize, dev)[1]
-    if dw_us == math.inf:  # no block_w > 1 candidate (a strided window): the one-output kernel lowering takes
-        dw_us = estimate(depthwise_work(dw_p, ksize, 1), dev)
+    dw_us = choose_depthwise(dw_p, unrolled_ksize(kh, kw), dev)[1]
     return in_invoke(small[1], dev), in_invoke(dw_us, dev) + in_invoke(choose_conv(conv_p, dev, False)[2], dev)
 
 

@@ -59,6 +59,14 @@ _SPLIT_OUTPUTS, _SPLIT4_OUTPUTS = 20480, 8192
 _SMALL, _MEDIUM = 1024, 4096
 
 
+def unrolled_ksize(kh: int, kw: int) -> int:
+    """The ``ksize`` option of a depthwise window (depthwise_conv2d, dw_pw_conv2d, dw_pw_small, pw_dw_conv2d): a
+    3x3 or 5x5 window (every depthwise of the MediaPipe models) renders with its taps unrolled, the same work with
+    every load independent, so never slower (no choice for the cost model to make); 0: a runtime loop over the
+    window.  The lowering and the passes pricing a depthwise launch ask here."""
+    return int(kh) if kh == kw and kh in (3, 5) else 0
+
+
 def dw_pw_tiling(outputs: int, src_slices: int, out_slices: int, width: int) -> tuple[int, int, int]:
     """``(split, block_s, block_w)`` of a fused depthwise -> 1x1 launch (kernel ``dw_pw_conv2d``) with
     ``outputs`` output vectors (B * H * W * output slices) and ``src_slices`` input slices.
@@ -321,9 +329,7 @@ def lower_depthwise(lw: Lowerer) -> list[GpuOp]:
     lw.bind_weighted(L.depthwise_weights(w), o, operands)
     mult = o // c
     params.update(MULT=mult, **_residual_params(lw, opts, operands))
-    # a 3x3 or 5x5 window (every depthwise of the MediaPipe models) renders with its taps unrolled: the
-    # same work with every load independent, so never slower (no choice for the cost model to make)
-    ksize = w.shape[1] if mult == 1 and w.shape[1] == w.shape[2] and w.shape[1] in (3, 5) else 0
+    ksize = unrolled_ksize(w.shape[1], w.shape[2]) if mult == 1 else 0
     # outputs a thread (block_w, an unrolled window of stride 1: neighbours share input columns and weights)
     block_w, _ = choose_depthwise(params, ksize, lw.cost)
     return [lw.op("depthwise_conv2d", {**opts, "multiplier": "one" if mult == 1 else "any",
@@ -349,6 +355,7 @@ def lower_dw_pw(lw: Lowerer) -> list[GpuOp]:
     b, h, wd, c = lw.shape(x)
     _, oh, ow, o = lw.shape(y)
     geo = conv_geometry(n.attrs["dw"], (h, wd), dw_w.shape[1:3])
+    ksize = unrolled_ksize(dw_w.shape[1], dw_w.shape[2])
     opts, operands = lw.epilogue()
     dw_act = n.attrs.get("dw_act") or "NONE"
     vector = _input_vector(lw)
@@ -397,7 +404,6 @@ def lower_dw_pw(lw: Lowerer) -> list[GpuOp]:
             lw.bind("ex_dst", z)
             params.update(EX_C=ex_c, EX_S=L.slices(ex_c), ESC=esc, SC=params["S"], NC=-(-L.slices(ex_c) // esc))
             tiling.update(expand=True, ex_act=n.attrs.get("ex_act") or None)
-        ksize = dw_w.shape[1] if dw_w.shape[1] == dw_w.shape[2] and dw_w.shape[1] in (3, 5) else 0
         return [lw.op("dw_pw_small", {**opts, "dw_act": dw_act if dw_act != "NONE" else None, **tiling,
                                       "ksize": ksize or None}, params)]
     params.update(_residual_params(lw, opts, operands))
@@ -408,8 +414,6 @@ def lower_dw_pw(lw: Lowerer) -> list[GpuOp]:
         tiling = {"split": split, "block_s": block_s, "block_w": block_w,
                   "pack": dw_pw_pack(split, b * -(-params["S"] // block_s), block_w, block_s),
                   "two_round": two_round_pays(split, lw.cost)}
-    # a 3x3 / 5x5 depthwise window renders unrolled, as in lower_depthwise
-    ksize = dw_w.shape[1] if dw_w.shape[1] == dw_w.shape[2] and dw_w.shape[1] in (3, 5) else 0
     defaults = {"split": 1, "block_s": 1, "block_w": 2, "stage_p": 0, "stage_k": 16, "pack": 1, "two_round": False,
                 "coalesced": False}
     return [lw.op("dw_pw_conv2d", {**opts, "dw_act": dw_act if dw_act != "NONE" else None, "ksize": ksize or None,
@@ -486,7 +490,7 @@ def lower_pw_dw(lw: Lowerer) -> list[GpuOp]:
         lw.bind_epilogue_operands(operands, o)
     lw.bind("dst", y)
     params.update(_residual_params(lw, opts, operands))
-    ksize = dw_w.shape[1] if dw_w.shape[1] == dw_w.shape[2] and dw_w.shape[1] in (3, 5) else 0
+    ksize = unrolled_ksize(dw_w.shape[1], dw_w.shape[2])
     return [lw.op("pw_dw_conv2d", {**opts, "ex_act": ex_act if ex_act != "NONE" else None,
                                    "dw_act": dw_act if project and dw_act != "NONE" else None,
                                    "project": project or None, "mean": mean or None, "ksize": ksize or None,
