@@ -1499,3 +1499,36 @@ def test_fuse_pw_dw_follows_the_estimate(monkeypatch):
     assert [n.op for n in g.nodes] == ["PW_DW_CONV_2D", "CONV_2D", "DW_PW_CONV_2D"], [n.op for n in g.nodes]
     assert rep[0] == "fused 1 1x1 conv -> depthwise pairs: 1 1x1 -> dw -> 1x1 (kept: 1 estimate above the two launches)"
     assert rep[1].startswith("fused CONV_2D") and rep[2].startswith("kept CONV_2D"), rep
+
+
+@pytest.mark.parametrize("k", [3, 5])
+def test_fuse_pw_dw_prices_the_launches_it_replaces(k, monkeypatch):
+    """The two launches fuse_pw_dw weighs its kernel against are the ones the lowering makes without it: the 1x1
+    conv's and the depthwise's chosen variants (the depthwise's unrolled k x k window, ``ops.conv.unrolled_ksize``,
+    two outputs a thread where the chooser says so); on the NVIDIA calibration, their estimates summed match
+    the report's within its rounding."""
+    import re
+
+    from litegpu.gpu import _cost, _runtime
+    from litegpu.gpu._runtime import compile_graph
+
+    b = model_builder()
+    x = b.input("x", (1, 24, 24, 16))
+    e, s = _pw(b, x, (1, 24, 24, 16), 64, name="e")
+    d, _ = _dw(b, e, s, 64, k=k, name="d")
+    b.output(d)  # no projection: the depthwise is the last launch
+    model = b.build()
+    dev = _cost.PROFILES["nvidia"]
+    monkeypatch.setattr(_runtime, "profile_for", lambda info: dev)
+    g = graph_of(model)
+    g.options["cost"] = dev
+    line = next(ln for ln in run_passes(g)["fuse_pw_dw"][1:] if "CONV_2D" in ln)
+    apart = float(re.search(r"([0-9.]+)(?: apart|\)$)", line).group(1))
+    monkeypatch.setattr(importlib.import_module("litegpu.gpu._passes.fuse_pw_dw"), "PW_DW", False)
+    ops = compile_graph(graph_of(model)).ops
+    assert sorted(op.kernel.replace("_tiled", "") for op in ops) == ["conv2d", "depthwise_conv2d"], ops
+    dw = next(op for op in ops if op.kernel == "depthwise_conv2d")
+    assert dw.options.get("ksize") == k, dw.describe()
+    want = sum(_cost.in_invoke(_cost.estimate(_cost.launch_work(op.kernel, op.options, op.params), dev), dev)
+               for op in ops)
+    assert abs(apart - want) <= 0.051, (line, want)

@@ -11,6 +11,7 @@ from .._cost import (
     PROFILES,
     DeviceCost,
     choose_conv,
+    choose_depthwise,
     choose_dw_pw_small,
     choose_dw_pw_staged,
     choose_pw_dw,
@@ -18,11 +19,10 @@ from .._cost import (
     dw_pw_work,
     estimate,
     in_invoke,
-    launch_work,
 )
 from .._geometry import conv_geometry
 from .._graph import DW_PW_OP, PW_DW_OP, GpuGraph, GpuNode, Report
-from ..ops.conv import dw_pw_tiling, pw_dw_params
+from ..ops.conv import dw_pw_tiling, pw_dw_params, unrolled_ksize
 from ._util import conv_params, fused_inputs, fusion_pays, one_activation, only_consumer, why_not_fused_conv
 from .squeeze_excite import is_spatial_mean
 
@@ -120,11 +120,9 @@ def _unfused_us(g: GpuGraph, ex: GpuNode, node: GpuNode, dev: DeviceCost, p: dic
                          k, (p.get("ESTRIDE_H", 1), p.get("ESTRIDE_W", 1)), (p.get("EPAD_T", 0), p.get("EPAD_L", 0)))
     t = choose_conv(conv_p, dev, False)[2]
     second = {**p, "SRC_S": p["MID_S"]}
-    if node.op == "DEPTHWISE_CONV_2D":
-        work = launch_work("depthwise_conv2d", {"ksize": p["KH"] in (3, 5) and p["KH"] == p["KW"]},
-                           {**second, "S": p["MID_S"]})
-        assert work is not None
-        return in_invoke(t, dev) + in_invoke(estimate(work, dev), dev)
+    if node.op == "DEPTHWISE_CONV_2D":  # the variant lower_depthwise would render
+        dw_us = choose_depthwise({**second, "S": p["MID_S"]}, unrolled_ksize(p["KH"], p["KW"]), dev)[1]
+        return in_invoke(t, dev) + in_invoke(dw_us, dev)
     pixels = p["B"] * p["H"] * p["W"]
     taps = p["KH"] * p["KW"]
     if node.attrs.get("small"):  # the small-map kernel's own chooser and price
