@@ -114,7 +114,7 @@ def why_not_fused_conv(g: GpuGraph, conv: GpuNode, k: int = 1,
         return "not float32"
     wt = g.tensors[conv.inputs[1]].ir_shape
     if len(wt) != 4 or tuple(wt[1:3]) != (k, k) or wt[3] != x.shape[3]:
-        return "not a 1x1 conv over all channels (groups 1)"
+        return f"not a {k}x{k} conv over all channels (groups 1)"
     if k == 1 and (int(conv.attrs.get("stride_h", 1)) != 1 or int(conv.attrs.get("stride_w", 1)) != 1):
         return "conv with a stride"
     if k == 1 and (any(conv.attrs.get("explicit_padding", (0, 0, 0, 0))) or z.shape[:3] != x.shape[:3]):
