@@ -85,7 +85,12 @@ def patch_gpu_device(module):
                     note(_what, t, t1)
         cls.get = waiting
 
-PATCHES = {"litegpu_opencl._cl": patch_cl, "litegpu.gpu._device": patch_gpu_device}
+def patch_platforms(module):
+    # the OpenCL start's set-up on the caller's thread (the loader opened and typed, the thread started)
+    wrap(module.DefaultStart, "__init__", "DefaultStart()")
+
+PATCHES = {"litegpu_opencl._cl": patch_cl, "litegpu.gpu._device": patch_gpu_device,
+           "litegpu_opencl._platforms": patch_platforms}
 
 class _Hook(importlib.abc.MetaPathFinder):
     # a module patched once it is imported, on whichever thread, without importing it earlier than the
@@ -121,7 +126,11 @@ def thread_start(self):
     note("thread start: " + self.name, t, time.perf_counter())
 threading.Thread.start = thread_start
 import litegpu._interpreter as _interp, litegpu._plan as _plan, litegpu._plugins as _plugins
+import litegpu._backend_loading as _loading
 wrap(_plugins, "_load", "plugin scan")
+wrap(_plugins, "_finish", "plugin scan (the rest, after the delegate)")  # _plugins.registry_for
+wrap(_plugins, "_iter_entry_points", "entry points listed")
+wrap(_loading, "_create", "create delegate")
 wrap(_interp, "_read", "model read")
 wrap(_plan, "plan_subgraph", "partition")
 t = time.perf_counter()
@@ -136,9 +145,13 @@ wrap(_record, "slot_for", "plan record key")
 wrap(_record.RecordSlot, "load", "plan record read")
 wrap(_runtime, "plan_from_sections", "plan decode")
 wrap(_runtime, "compile_partition", "passes")
+wrap(_runtime.GpuDelegate, "_prepare", "delegate prepare")
+wrap(_runtime.GpuPartitionKernel, "__init__", "partition kernel")
+wrap(_runtime.GpuPartitionKernel, "_upload_constants", "constants upload")
+wrap(_runtime.GpuPartitionKernel, "_recording_for", "launches recorded")
 dev = type(d.device)
 for attr in ("group_from_binary", "program_from_binary", "compile_group", "_build_side_by_side", "bind", "upload",
-             "record", "alloc"):
+             "record", "alloc", "program_binary"):
     wrap(dev, attr, "device." + attr)
 t = time.perf_counter()
 it = litegpu.Interpreter(model_path=model, experimental_delegates=[d])
