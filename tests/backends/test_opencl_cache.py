@@ -47,6 +47,26 @@ def test_second_prepare_loads_the_entry_and_answers_the_same(tmp_path):
     np.testing.assert_array_equal(warm, cold)
 
 
+@pytest.mark.parametrize("as_read", [True, False])
+def test_a_warm_start_keeps_the_binaries_it_read_and_stores_nothing(tmp_path, monkeypatch, as_read):
+    """``BINARIES_AS_READ``: the programs built from the entry's binaries keep those (no read-back from the
+    driver); either way a warm start leaves its entry as it was."""
+    from litegpu.gpu import _runtime
+    from litegpu_opencl._device import CLDevice
+
+    monkeypatch.setattr(_runtime, "BINARIES_AS_READ", as_read)
+    model = _model()
+    _run(model, tmp_path / "c")
+    entries = {p: p.read_bytes() for p in (tmp_path / "c").glob("*.lgc")}
+    asked = []
+    real = CLDevice.program_binary
+    monkeypatch.setattr(CLDevice, "program_binary", lambda self, prog: asked.append(prog) or real(self, prog))
+    _, (k,), _ = _run(model, tmp_path / "c")
+    assert k.cache_hit and k.programs_from_cache == len(k.binaries) > 0
+    assert (asked == []) == as_read
+    assert {p: p.read_bytes() for p in (tmp_path / "c").glob("*.lgc")} == entries
+
+
 def test_a_changed_option_or_shape_makes_a_new_entry(tmp_path):
     model = _model()
     _run(model, tmp_path / "c")
