@@ -402,3 +402,19 @@ def test_early_start_keeps_the_backend_of_the_plugin_first_in_order(ordered, mon
     assert warned == ["backend 'same' from plugin 'litegpu-same' clashes with the backend of the same name from "
                       "plugin 'litegpu-aa'; the one of the plugin first in the plugins' order is kept"]
     assert [p for name, _s, p, _b in plugins if name == "same"] == [warned]
+
+
+def test_the_packaged_default_configuration_needs_no_plugin_scan(site, monkeypatch):
+    """``backend: auto`` and ``backends: all`` are checked without the plugins (so that load_delegate's
+    early start is not undone by reading the configuration); a backend named in a configuration still
+    loads them to be checked."""
+    import litegpu._plugins as plugins_mod
+
+    monkeypatch.delenv("LITEGPU_CONFIG", raising=False)
+    make_dist(site, "litegpu-good", {"good": "fake_litegpu_good"}, {"fake_litegpu_good": GOOD_PLUGIN})
+    litegpu.load_config()
+    assert plugins_mod._state is None or not plugins_mod._state.loaded
+    assert litegpu.load_config({"backend": "good", "backends": {"good": {"precision": "fp16"}}}).data["backend"] == ["good"]
+    assert plugins_mod._state.loaded and "good" in names()
+    with pytest.raises(litegpu.ConfigError, match=r"unknown backend 'goood' \(installed: cpu, good, sleepy"):
+        litegpu.load_config({"backend": "goood"})
