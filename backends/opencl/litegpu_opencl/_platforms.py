@@ -83,6 +83,12 @@ def default_device() -> tuple[Any, Any]:
 #: on the critical path; it costs time where a driver serialises queries against a context's creation).
 #: An A/B switch: ``bench/init_ab.py --set litegpu_opencl._platforms.QUERIES_ON_START=False``
 QUERIES_ON_START = True
+#: with a background start, a partition's build threads (``CLDevice._build_side_by_side``) begin the
+#: moment its thread has made the context (``DefaultStart.made``), not once the device has adopted the
+#: context and its queue: that is a wake-up of the adopting thread and its end later, which the H100's warm
+#: timelines put at 0.3-0.8 ms between ``clCreateContext``'s end and the first ``clCreateProgramWithBinary``
+#: (s12-oclstart-2).  An A/B switch here, in the module a start imports anyway (False: as before)
+BUILDS_ON_CONTEXT = True
 #: what ``CLDevice`` asks of a device (``_cl.Device`` attributes), in one place for the start's prefetch
 DEVICE_QUERIES = ("name", "driver_version", "version", "extensions", "max_work_group_size", "max_work_item_sizes",
                   "mem_base_addr_align", "max_compute_units", "max_mem_alloc_size", "type")
@@ -96,19 +102,21 @@ class DefaultStart:
     other with nothing of litegpu's in between.  The loader is opened and typed on the caller's thread
     first, so that the start's thread imports nothing and goes straight into the driver (its Python
     would otherwise share the GIL with the executor's import, 5 ms slices each).  ``listed`` is set once
-    the device is known (or the start failed), ``done`` once the queue is made (or it failed);
-    ``error`` is the failure, ``ms`` the thread's laps.  Consumed by ``CLDevice(start=...)``."""
+    the device is known (or the start failed), ``made`` once the context is (``context``; or the start
+    failed), ``done`` once the queue is made (or it failed); ``error`` is the failure, ``ms`` the
+    thread's laps.  Consumed by ``CLDevice(start=...)``."""
 
-    __slots__ = ("pair", "opened", "error", "ms", "listed", "done", "thread")
+    __slots__ = ("pair", "context", "opened", "error", "ms", "listed", "made", "done", "thread")
 
     def __init__(self) -> None:
         from . import _cl
 
         self.pair: tuple[Any, Any] | None = None
+        self.context: Any = None
         self.opened: tuple[Any, Any] | None = None
         self.error: BaseException | None = None
         self.ms: dict[str, float] = {}
-        self.listed, self.done = threading.Event(), threading.Event()
+        self.listed, self.made, self.done = threading.Event(), threading.Event(), threading.Event()
         try:
             _cl.api()
         except _cl.CLError:
@@ -139,6 +147,8 @@ class DefaultStart:
             self.listed.set()  # (after ``pair``; a failure sets ``error`` first, below)
             ctx = _cl.create_context(dev)
             lap("context")
+            self.context = ctx
+            self.made.set()  # a partition's build threads may begin (CLDevice: BUILDS_ON_CONTEXT)
             self.opened = (ctx, _cl.Queue(ctx, dev))
             lap("queue")
         except BaseException as e:  # noqa: BLE001 - handed to the device's first use
@@ -146,6 +156,7 @@ class DefaultStart:
         finally:
             self.ms["start (its thread)"] = (time.perf_counter() - t0) * 1e3
             self.listed.set()
+            self.made.set()
             self.done.set()
 
 
