@@ -13,9 +13,11 @@ cache); ``--cold`` times cold starts instead (a fresh cache directory each, the 
 The span starts just after ``import litegpu`` (``bench/init.py``'s). Printed per run: every event of
 ``--min-ms`` or longer as ``start - end (duration) thread: what``, in order of start, where the events are
 
-* the caller's steps (``load_delegate``, the model's read, the partition, the cache key and read, the
-  programs from binaries, binding, uploads, ``allocate_tensors``) and every wait for a device made on a
-  thread (``wait: ...``);
+* the caller's steps (``load_delegate`` with the plugin scan, its part before the delegate's creation
+  and the rest after it, ``DefaultStart()``; the model's read, the partition, the cache key and read,
+  the delegate's prepare and the partition kernel's set-up, the programs from binaries, binding,
+  uploads, the launches' recording, ``allocate_tensors``) and every wait for a device made on a thread
+  (``wait: ...``);
 * threads started (``thread start: NAME``);
 * opencl: every OpenCL entry point (``cl: NAME``), on whichever thread; shorter calls are summed per
   (thread, entry point) in one line at the end (first start, last end, count, summed time).
