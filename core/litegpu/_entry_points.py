@@ -16,11 +16,12 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+from collections.abc import Iterator
 from importlib.machinery import PathFinder
 from pathlib import Path
 from typing import Any
 
-__all__ = ["EntryPoint", "Distribution", "entry_points"]
+__all__ = ["EntryPoint", "Distribution", "entry_points", "iter_entry_points"]
 
 _INFO_SUFFIXES = (".dist-info", ".egg-info")
 # importlib.metadata.EntryPoint's pattern for "module:attr.attr [extras]"
@@ -131,12 +132,14 @@ def _scannable() -> bool:
                for finder in sys.meta_path)
 
 
-def _scan(group: str) -> list[EntryPoint] | None:
-    """The scan described above, or None where it cannot stand in for ``importlib.metadata``."""
+def _infos() -> list[Path] | None:
+    """Every distribution's metadata directory on ``sys.path``, the first copy of each, in the path
+    finder's order; None where the scan cannot stand in for ``importlib.metadata``.  Directory listings
+    only: the files are read by :func:`iter_entry_points`, as it goes."""
     if not _scannable():
         return None
     seen: set[str] = set()
-    out: list[EntryPoint] = []
+    out: list[Path] = []
     for entry in sys.path:
         if not isinstance(entry, str):
             return None
@@ -159,23 +162,31 @@ def _scan(group: str) -> list[EntryPoint] | None:
             if key in seen:
                 continue
             seen.add(key)
-            info = Path(root, child)
-            try:
-                text = (info / "entry_points.txt").read_text(encoding="utf-8")
-            except OSError:
-                continue
-            if f"[{group}]" not in text.replace(" ", ""):
-                continue
-            out.extend(_parse(text, group, Distribution(info, *_header(info))))
+            out.append(Path(root, child))
     return out
+
+
+def iter_entry_points(group: str) -> Iterator[Any]:
+    """:func:`entry_points`, one at a time: each distribution's ``entry_points.txt`` is read when the
+    iteration reaches it, so a caller that stops at the entry point it looks for reads no further
+    (reading every distribution's file took 5-10 ms of a start on an H100 host with ~100 installed)."""
+    infos = _infos()
+    if infos is None:
+        import importlib.metadata as metadata
+
+        yield from metadata.entry_points(group=group)
+        return
+    for info in infos:
+        try:
+            text = (info / "entry_points.txt").read_text(encoding="utf-8")
+        except OSError:
+            continue
+        if f"[{group}]" not in text.replace(" ", ""):
+            continue
+        yield from _parse(text, group, Distribution(info, *_header(info)))
 
 
 def entry_points(group: str) -> list[Any]:
     """The entry points of ``group`` that ``importlib.metadata.entry_points(group=group)`` finds, in
     its order (objects with ``name``, ``value``, ``dist.name``, ``dist.version``, ``load()``)."""
-    found = _scan(group)
-    if found is not None:
-        return found
-    import importlib.metadata as metadata
-
-    return list(metadata.entry_points(group=group))
+    return list(iter_entry_points(group))

@@ -32,7 +32,7 @@ import math
 import os
 import threading
 import warnings
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -100,8 +100,14 @@ class _State:
         self.backends = BackendRegistry()
         self.loaded = False
         self.loading = False  # a load is running (a plugin calling back into litegpu sees a partial list)
-        #: (rank, entry point) still to load after one loaded out of order (registry_for)
+        #: (rank, entry point) listed but still to load after one loaded out of order (registry_for)
         self.pending: list[tuple[int, Any]] = []
+        #: the entry points not listed yet (None: all listed), the next one's rank, the names listed so
+        #: far and LITEGPU_PLUGINS's names (None: every plugin), until the load is finished
+        self.listing: Iterator[Any] | None = None
+        self.next_rank = 0
+        self.listed: set[str] = set()
+        self.only: set[str] | None = None
         self.out_of_order = False  # records and backends to sort by rank once pending is empty
         self.rank_now = 0.0  # the rank of the plugin loading now (a plugin registered from its hooks shares it)
 
@@ -190,18 +196,18 @@ def _call_plugin_hook(st: _State, rec: _PluginRecord, hook: str, kwargs: Mapping
             _mark_broken(rec, exc, f"raised from its {hook} hook")
 
 
-def _iter_entry_points() -> list[Any]:
+def _iter_entry_points() -> Iterator[Any]:
+    """The ``litegpu`` entry points in order, the first of each name, listed as the iteration goes
+    (:func:`registry_for` stops at the one it looks for; the rest are read later)."""
     # not importlib.metadata: its import (the email package) cost every warm start about 75 ms CPU
-    from ._entry_points import entry_points
+    from ._entry_points import iter_entry_points
 
     seen: set[str] = set()
-    out = []
-    for ep in entry_points(ENTRY_POINT_GROUP):
+    for ep in iter_entry_points(ENTRY_POINT_GROUP):
         if ep.name in seen:  # the same distribution visible twice on sys.path
             continue
         seen.add(ep.name)
-        out.append(ep)
-    return out
+        yield ep
 
 
 def _load(st: _State, first: str | None = None) -> None:
@@ -224,20 +230,28 @@ def _load(st: _State, first: str | None = None) -> None:
     if _env_true("LITEGPU_DISABLE_PLUGIN_AUTOLOAD"):
         return
     only_env = os.environ.get("LITEGPU_PLUGINS", "").strip()
-    only = {n.strip() for n in only_env.split(",") if n.strip()} if only_env else None
-    eps = _iter_entry_points()
-    if only is not None:
-        known = {ep.name for ep in eps}
-        for name in sorted(only - known):
-            _warn(f"LITEGPU_PLUGINS names {name!r}, which is not an installed litegpu plugin "
-                  f"(installed: {', '.join(sorted(known)) or 'none'}){suggest(name, known)}")
-    todo = [(r, ep) for r, ep in enumerate(eps, start=rank) if only is None or ep.name in only]
-    if first is not None and len(todo) > 1 and any(ep.name == first for _r, ep in todo):
-        st.pending = [(r, ep) for r, ep in todo if ep.name != first]
-        todo = [(r, ep) for r, ep in todo if ep.name == first]
-        st.out_of_order = todo[0][0] > st.pending[0][0]
-    for r, ep in todo:
-        _load_entry_point(st, ep, r)
+    st.only = {n.strip() for n in only_env.split(",") if n.strip()} if only_env else None
+    st.listing, st.next_rank = iter(_iter_entry_points()), rank
+    if first is not None and (st.only is None or first in st.only):
+        while (item := _next_listed(st)) is not None:
+            if item[1].name == first:
+                st.out_of_order = bool(st.pending)
+                _load_entry_point(st, item[1], item[0])
+                return
+            st.pending.append(item)
+    _finish(st)
+
+
+def _next_listed(st: _State) -> tuple[int, Any] | None:
+    """The next entry point of the listing (``LITEGPU_PLUGINS`` applied) with its rank; None at its end."""
+    for ep in st.listing or ():
+        st.listed.add(ep.name)
+        rank = st.next_rank
+        st.next_rank += 1
+        if st.only is None or ep.name in st.only:
+            return rank, ep
+    st.listing = None
+    return None
 
 
 def _load_entry_point(st: _State, ep: Any, rank: int) -> None:
@@ -262,11 +276,22 @@ def _load_entry_point(st: _State, ep: Any, rank: int) -> None:
 
 
 def _finish(st: _State) -> None:
-    """The entry points :func:`_load` left pending, in their order; then the plugins and backends listed
-    in that order, as a load in order lists them."""
-    while st.pending:
-        rank, ep = st.pending.pop(0)
+    """The entry points :func:`_load` left pending or unlisted, in their order; then the plugins and
+    backends listed in that order, as a load in order lists them."""
+    while True:
+        if st.pending:
+            rank, ep = st.pending.pop(0)
+        else:
+            item = _next_listed(st)
+            if item is None:
+                break
+            rank, ep = item
         _load_entry_point(st, ep, rank)
+    if st.only is not None:
+        for name in sorted(st.only - st.listed):
+            _warn(f"LITEGPU_PLUGINS names {name!r}, which is not an installed litegpu plugin "
+                  f"(installed: {', '.join(sorted(st.listed)) or 'none'}){suggest(name, st.listed)}")
+        st.only = None
     if st.out_of_order:
         st.out_of_order = False
         ordered = sorted(st.records.items(), key=lambda kv: kv[1].rank)
@@ -285,13 +310,14 @@ def _get_state(first: str | None = None) -> _State:
         st = _state
         if st.loading:
             return st
-        if not st.loaded or (st.pending and first is None):
-            st.loaded = True  # set first: a plugin calling back sees a partial list
+        unloaded = st.pending or st.listing is not None
+        if not st.loaded or (unloaded and first is None):
             st.loading = True
             try:
-                if st.pending:
+                if st.loaded:
                     _finish(st)
                 else:
+                    st.loaded = True  # set first: a plugin calling back sees a partial list
                     _load(st, first)
             finally:
                 st.loading = False
