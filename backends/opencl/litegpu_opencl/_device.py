@@ -179,6 +179,10 @@ GROUP_PROGRAMS = 8
 #: a partition's build threads start before its context is made and wait for it (False: after, as before
 #: s12-oclstart; an A/B switch)
 BUILDS_BEFORE_CONTEXT = True
+#: the caller waits for the build threads to end once their programs are built (True, as before): each
+#: wakes and exits in turn, about 1 ms of pose's warm start after its last build on an H100
+#: (s13-oclwarm-1); False leaves them to end on their own.  An A/B switch
+JOIN_BUILD_THREADS = False
 
 
 def launch_host_us(names: str, command_buffers: bool) -> float:
@@ -563,13 +567,17 @@ class CLDevice(GpuDevice):
         the moment it is: their start (about 3 ms for 8 on an H100) is off a warm start's critical path."""
         if len(makers) == 1:
             return [makers[0](self.ctx)]
-        with ThreadPoolExecutor(len(makers), thread_name_prefix="litegpu-clBuildProgram") as pool:
+        pool = ThreadPoolExecutor(len(makers), thread_name_prefix="litegpu-clBuildProgram")
+        try:
             if not BUILDS_BEFORE_CONTEXT:
                 ctx = self.ctx
                 return list(pool.map(lambda make: make(ctx), makers))
             futures = [pool.submit(self._after_context, make) for make in makers]
             self.ctx  # noqa: B018 - the caller waits (counted once in device_wait_ms) and raises a failure, typed
             return [f.result() for f in futures]
+        finally:
+            # every build is done (or failed) here: the threads end on their own (JOIN_BUILD_THREADS)
+            pool.shutdown(wait=JOIN_BUILD_THREADS)
 
     def _after_context(self, make: Callable[[_cl.Context], _cl.Program]) -> _cl.Program:
         """``make(ctx)`` once the context is made (a build thread's wait, not counted: the caller's is)."""

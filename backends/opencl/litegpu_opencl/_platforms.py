@@ -89,6 +89,16 @@ QUERIES_ON_START = True
 #: timelines put at 0.3-0.8 ms between ``clCreateContext``'s end and the first ``clCreateProgramWithBinary``
 #: (s12-oclstart-2).  An A/B switch here, in the module a start imports anyway (False: as before)
 BUILDS_ON_CONTEXT = True
+#: libraries a vendor's OpenCL driver opens at a process's first program, by the name of its ICD library
+#: (the start finds that one among the process's mapped files once the platforms are listed) and the
+#: library next to it with the same version suffix: opened on a thread of their own while the context is
+#: made, so that the first ``clCreateProgramWithBinary`` after the context does not.  NVIDIA 580's
+#: ``libnvidia-opencl.so.<v>`` opens ``libnvidia-nvvm.so.<v>`` there: 2.3-3.3 ms of the first call on an
+#: H100 host, 0.25-0.38 ms with it opened beforehand (the opening itself 2.6-2.9 ms, s13-oclwarm-1).
+#: ``PRELOAD_JIT`` False: nothing opened beforehand (an A/B switch)
+JIT_LIBRARIES = {"libnvidia-opencl.so": "libnvidia-nvvm.so"}
+PRELOAD_JIT = True
+_preloaded: list[Any] = []  # the libraries opened beforehand (ctypes handles), kept for the process's life
 #: what ``CLDevice`` asks of a device (``_cl.Device`` attributes), in one place for the start's prefetch
 DEVICE_QUERIES = ("name", "driver_version", "version", "extensions", "max_work_group_size", "max_work_item_sizes",
                   "mem_base_addr_align", "max_compute_units", "max_mem_alloc_size", "type")
@@ -123,6 +133,31 @@ class DefaultStart:
             pass  # no loader: default_device raises it, typed, on the thread
         self.thread = threading.Thread(target=self._run, name="litegpu-opencl-start", daemon=True)
         self.thread.start()
+        if PRELOAD_JIT and JIT_LIBRARIES:
+            threading.Thread(target=self._preload_jit, name="litegpu-opencl-jit", daemon=True).start()
+
+    def _preload_jit(self) -> None:
+        """``JIT_LIBRARIES`` opened while the start's thread makes the context (ctypes opens a library
+        without the GIL).  Best effort: a library not found or not opened is left to the driver."""
+        import ctypes
+        import os
+
+        self.listed.wait()  # the drivers are loaded (their libraries mapped); the context comes next
+        if self.pair is None:
+            return
+        try:
+            with open("/proc/self/maps", encoding="utf-8", errors="replace") as f:
+                mapped = {line.rsplit(None, 1)[-1] for line in f if ".so" in line}
+        except OSError:  # not Linux
+            return
+        for path in sorted(mapped):
+            where, name = os.path.split(path)
+            for icd, lib in JIT_LIBRARIES.items():
+                if name.startswith(icd) and os.path.exists(target := os.path.join(where, lib + name[len(icd):])):
+                    try:
+                        _preloaded.append(ctypes.CDLL(target))
+                    except OSError:
+                        pass
 
     def _run(self) -> None:
         from . import _cl  # imported by __init__: a lookup, not an import
