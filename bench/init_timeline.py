@@ -91,8 +91,12 @@ def patch_platforms(module):
     # the OpenCL start's set-up on the caller's thread (the loader opened and typed, the thread started)
     wrap(module.DefaultStart, "__init__", "DefaultStart()")
 
+def patch_entry_points(module):
+    # the plugin scan's directory listings (each distribution's entry_points.txt is read as the scan goes)
+    wrap(module, "_infos", "distributions listed")
+
 PATCHES = {"litegpu_opencl._cl": patch_cl, "litegpu.gpu._device": patch_gpu_device,
-           "litegpu_opencl._platforms": patch_platforms}
+           "litegpu_opencl._platforms": patch_platforms, "litegpu._entry_points": patch_entry_points}
 
 class _Hook(importlib.abc.MetaPathFinder):
     # a module patched once it is imported, on whichever thread, without importing it earlier than the
@@ -130,8 +134,7 @@ threading.Thread.start = thread_start
 import litegpu._interpreter as _interp, litegpu._plan as _plan, litegpu._plugins as _plugins
 import litegpu._backend_loading as _loading
 wrap(_plugins, "_load", "plugin scan")
-wrap(_plugins, "_finish", "plugin scan (the rest, after the delegate)")  # _plugins.registry_for
-wrap(_plugins, "_iter_entry_points", "entry points listed")
+wrap(_plugins, "_finish", "plugin scan, the rest (after the delegate with the early start)")  # registry_for
 wrap(_loading, "_create", "create delegate")
 wrap(_interp, "_read", "model read")
 wrap(_plan, "plan_subgraph", "partition")
