@@ -138,6 +138,7 @@ wrap(_plugins, "_finish", "plugin scan, the rest (after the delegate with the ea
 wrap(_loading, "_create", "create delegate")
 wrap(_interp, "_read", "model read")
 wrap(_plan, "plan_subgraph", "partition")
+wrap(_plan, "_build_plan", "build plan")
 t = time.perf_counter()
 d = litegpu.load_delegate(backend, {"cache": {"dir": cache_dir}})
 note("load_delegate", t, time.perf_counter())
