@@ -8,7 +8,9 @@ first distribution of each normalized name only (a second copy further down the 
 seen), each one's ``entry_points.txt``; a distribution's name and version are read from the header
 of its ``METADATA`` (``PKG-INFO``) file.  Where the path holds something this scan does not read
 (zip files, ``.egg`` directories) or an import hook can list distributions of its own,
-``importlib.metadata`` is used instead.  ``tests/test_plugins.py`` compares the two.
+``importlib.metadata`` is used instead.  ``tests/test_startup_tables.py`` compares the two.
+The directories are listed first and the files read as :func:`iter_entry_points` goes, so that
+``load_delegate``'s early start (``_plugins.registry_for``) reads only up to the entry point it needs.
 """
 
 from __future__ import annotations

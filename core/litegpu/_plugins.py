@@ -14,9 +14,10 @@ Environment controls (read when plugins are first loaded, or after
 Loading is lazy: nothing happens at ``import litegpu``; the first call that
 needs plugins (:func:`litegpu.available_backends`, :func:`litegpu.load_delegate`,
 :func:`litegpu.load`, an interpreter preparing CPU kernels) loads them once.
-A first ``load_delegate("foo")`` loads the entry point named ``foo`` first (if
-there is one), creates its delegate (whose driver may start on a thread) and
-then loads every other plugin before it returns (:func:`registry_for`): what
+A first ``load_delegate("foo")`` lists the entry points up to the one named
+``foo`` and loads it first (if there is one), creates its delegate (whose
+driver may start on a thread), and then lists and loads every other plugin
+before it returns (:func:`registry_for`): what
 is registered, and which backend of a clashing name is kept, is the same as a
 load in order (each plugin's place in the order is its ``rank``).
 A plugin that fails to import, fails pluggy's validation or raises from a
