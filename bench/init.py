@@ -62,10 +62,13 @@ t1, c1, m1 = time.perf_counter(), time.process_time(), time.thread_time()
 model, backend, cache_dir = sys.argv[1:4]
 def apply_sets(loaded_only):
     # --set MODULE.NAME=VALUE (A/B switches): those of modules `import litegpu` loaded before
-    # load_delegate, the others (a backend's) after it has imported them, so no switch moves an import;
+    # load_delegate at once, the others the moment the start imports them (an import hook), so no
+    # switch moves an import (until 2026-11-26, ninth session, a backend's module was imported for its
+    # switch before load_delegate: a switch of litegpu_opencl._device imported the GPU executor ahead of
+    # the driver's start); one whose module was never imported is set after load_delegate, imported;
     # --set import:MODULE imports MODULE inside the timed span, first (B = a build that imported it
     # eagerly: what a lazy import saves)
-    import ast, importlib
+    import ast, importlib, importlib.abc, importlib.machinery
     for item in list(sets):
         if item.startswith("import:"):
             importlib.import_module(item[7:])
@@ -73,11 +76,28 @@ def apply_sets(loaded_only):
             continue
         target, value = item.split("=", 1)
         mod, name = target.rsplit(".", 1)
-        # a backend plugin's module (cheap to import by the plugin rules) is imported for its switch
-        if loaded_only and mod not in sys.modules and not mod.startswith("litegpu_"):
+        if loaded_only and mod not in sys.modules:
+            on_import.setdefault(mod, []).append((name, ast.literal_eval(value)))
             continue
         setattr(importlib.import_module(mod), name, ast.literal_eval(value))
         sets.remove(item)
+    if loaded_only and on_import:
+        class _SetOnImport(importlib.abc.MetaPathFinder):
+            def find_spec(self, fullname, path, target=None):
+                if fullname not in on_import:
+                    return None
+                spec = importlib.machinery.PathFinder.find_spec(fullname, path)
+                if spec is None or spec.loader is None:
+                    return spec
+                run = spec.loader.exec_module
+                def exec_module(module, _run=run, _pairs=on_import[fullname]):
+                    _run(module)
+                    for n, v in _pairs:
+                        setattr(module, n, v)
+                spec.loader.exec_module = exec_module
+                return spec
+        sys.meta_path.insert(0, _SetOnImport())
+on_import = {}
 sets = [s for s in sys.argv[4:] if s]
 apply_sets(True)
 d = litegpu.load_delegate(backend, {"cache": {"dir": cache_dir}})

@@ -13,9 +13,11 @@ cache); ``--cold`` times cold starts instead (a fresh cache directory each, the 
 The span starts just after ``import litegpu`` (``bench/init.py``'s). Printed per run: every event of
 ``--min-ms`` or longer as ``start - end (duration) thread: what``, in order of start, where the events are
 
-* the caller's steps (``load_delegate``, the model's read, the partition, the cache key and read, the
-  programs from binaries, binding, uploads, ``allocate_tensors``) and every wait for a device made on a
-  thread (``wait: ...``);
+* the caller's steps (``load_delegate`` with the plugin scan, its part before the delegate's creation
+  and the rest after it, ``DefaultStart()``; the model's read, the partition, the cache key and read,
+  the delegate's prepare and the partition kernel's set-up, the programs from binaries, binding,
+  uploads, the launches' recording, ``allocate_tensors``) and every wait for a device made on a thread
+  (``wait: ...``);
 * threads started (``thread start: NAME``);
 * opencl: every OpenCL entry point (``cl: NAME``), on whichever thread; shorter calls are summed per
   (thread, entry point) in one line at the end (first start, last end, count, summed time).
@@ -85,7 +87,16 @@ def patch_gpu_device(module):
                     note(_what, t, t1)
         cls.get = waiting
 
-PATCHES = {"litegpu_opencl._cl": patch_cl, "litegpu.gpu._device": patch_gpu_device}
+def patch_platforms(module):
+    # the OpenCL start's set-up on the caller's thread (the loader opened and typed, the thread started)
+    wrap(module.DefaultStart, "__init__", "DefaultStart()")
+
+def patch_entry_points(module):
+    # the plugin scan's directory listings (each distribution's entry_points.txt is read as the scan goes)
+    wrap(module, "_infos", "distributions listed")
+
+PATCHES = {"litegpu_opencl._cl": patch_cl, "litegpu.gpu._device": patch_gpu_device,
+           "litegpu_opencl._platforms": patch_platforms, "litegpu._entry_points": patch_entry_points}
 
 class _Hook(importlib.abc.MetaPathFinder):
     # a module patched once it is imported, on whichever thread, without importing it earlier than the
@@ -121,9 +132,13 @@ def thread_start(self):
     note("thread start: " + self.name, t, time.perf_counter())
 threading.Thread.start = thread_start
 import litegpu._interpreter as _interp, litegpu._plan as _plan, litegpu._plugins as _plugins
+import litegpu._backend_loading as _loading
 wrap(_plugins, "_load", "plugin scan")
+wrap(_plugins, "_finish", "plugin scan, the rest (after the delegate with the early start)")  # registry_for
+wrap(_loading, "_create", "create delegate")
 wrap(_interp, "_read", "model read")
 wrap(_plan, "plan_subgraph", "partition")
+wrap(_plan, "_build_plan", "build plan")
 t = time.perf_counter()
 d = litegpu.load_delegate(backend, {"cache": {"dir": cache_dir}})
 note("load_delegate", t, time.perf_counter())
@@ -136,9 +151,13 @@ wrap(_record, "slot_for", "plan record key")
 wrap(_record.RecordSlot, "load", "plan record read")
 wrap(_runtime, "plan_from_sections", "plan decode")
 wrap(_runtime, "compile_partition", "passes")
+wrap(_runtime.GpuDelegate, "_prepare", "delegate prepare")
+wrap(_runtime.GpuPartitionKernel, "__init__", "partition kernel")
+wrap(_runtime.GpuPartitionKernel, "_upload_constants", "constants upload")
+wrap(_runtime.GpuPartitionKernel, "_recording_for", "launches recorded")
 dev = type(d.device)
 for attr in ("group_from_binary", "program_from_binary", "compile_group", "_build_side_by_side", "bind", "upload",
-             "record", "alloc"):
+             "record", "alloc", "program_binary"):
     wrap(dev, attr, "device." + attr)
 t = time.perf_counter()
 it = litegpu.Interpreter(model_path=model, experimental_delegates=[d])

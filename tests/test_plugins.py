@@ -302,3 +302,119 @@ def test_availability_cached_until_refresh(site):
     assert len(calls) == 1
     litegpu.available_backends(refresh=True)
     assert len(calls) == 2
+
+
+# -- load_delegate's early start: the entry point named like the backend first, the rest after its delegate
+
+_NAMED_PLUGIN = """
+    import sys
+    import litegpu
+    from litegpu import BackendSpec, Delegate, Support
+
+    MADE, CLOSED = [], []
+
+    class NamedDelegate(Delegate):
+        def supports(self, node):
+            return Support.no("declines everything")
+        def prepare(self, partition):
+            raise NotImplementedError
+        def close(self):
+            CLOSED.append(self)
+
+    class NamedBackend(BackendSpec):
+        name = "{backend}"
+        description = "from {module}"
+        def create_delegate(self, options):
+            d = NamedDelegate(options)
+            # which other fake plugins were imported when this delegate was made
+            d.seen = sorted(m for m in sys.modules if m.startswith("fake_litegpu_") and m != "{module}")
+            MADE.append(d)
+            return d
+
+    @litegpu.hookimpl
+    def register_backends(register):
+        register(NamedBackend)
+"""
+
+
+def _named(site, plugin: str, backend: str) -> None:
+    module = f"fake_litegpu_{plugin}"
+    make_dist(site, f"litegpu-{plugin}", {plugin: module},
+              {module: _NAMED_PLUGIN.replace("{backend}", backend).replace("{module}", module)})
+
+
+@pytest.fixture
+def ordered(site, monkeypatch):
+    """``site`` with the entry points in name order (a directory's listing order is the file system's)."""
+    import litegpu._plugins as plugins_mod
+
+    listed = plugins_mod._iter_entry_points
+    monkeypatch.setattr(plugins_mod, "_iter_entry_points", lambda: sorted(listed(), key=lambda ep: ep.name))
+    return site
+
+
+def _state() -> tuple[list, list]:
+    return ([(b.name, b.plugin, b.description) for b in litegpu.available_backends()],
+            [(p["name"], p["status"], p["problems"], p["backends"]) for p in litegpu.get_plugins()])
+
+
+@pytest.mark.parametrize("early", [True, False])
+def test_load_delegate_makes_its_delegate_before_the_other_plugins_load(ordered, monkeypatch, early):
+    import litegpu._backend_loading as loading
+
+    monkeypatch.setattr(loading, "EARLY_START", early)
+    _named(ordered, "aa", "first")
+    make_dist(ordered, "litegpu-bb", {"bb": "fake_litegpu_bb"}, {"fake_litegpu_bb": BROKEN_IMPORT_PLUGIN})
+    _named(ordered, "zz", "zz")
+    with pytest.warns(LiteGPUPluginWarning, match="'litegpu-bb' failed to import"):  # still reported, by load_delegate
+        d = litegpu.load_delegate("zz")
+    assert d.seen == ([] if early else ["fake_litegpu_aa"])  # (bb's import failed: never in sys.modules)
+    backends, plugins = _state()
+    assert backends == [("cpu", "litegpu", backends[0][2]), ("first", "litegpu-aa", "from fake_litegpu_aa"),
+                        ("zz", "litegpu-zz", "from fake_litegpu_zz")]
+    assert [(name, status) for name, status, _p, _b in plugins] == [
+        ("litegpu._cpu_backend", "ok"), ("aa", "ok"), ("bb", "broken"), ("zz", "ok")]
+
+
+def test_early_start_keeps_the_backend_of_the_plugin_first_in_order(ordered, monkeypatch):
+    """Two plugins register backend ``same``; the one named ``same`` loads first for load_delegate("same")
+    but is later in the order: the other one's backend is kept, as in a load in order, and the delegate
+    made early is closed."""
+    import litegpu._backend_loading as loading
+
+    got = {}
+    for early in (False, True):
+        monkeypatch.setattr(loading, "EARLY_START", early)
+        reset_plugins()
+        for mod in [m for m in sys.modules if m.startswith("fake_litegpu_")]:
+            del sys.modules[mod]
+        if not early:
+            _named(ordered, "aa", "same")
+            _named(ordered, "same", "same")
+        with pytest.warns(LiteGPUPluginWarning) as record:
+            d = litegpu.load_delegate("same")
+        aa, same = sys.modules["fake_litegpu_aa"], sys.modules["fake_litegpu_same"]
+        assert d.options is not None and aa.MADE == [d]
+        assert (len(same.MADE), len(same.CLOSED)) == ((1, 1) if early else (0, 0))
+        got[early] = (_state(), [str(w.message) for w in record])
+    assert got[True] == got[False]
+    (_backends, plugins), warned = got[True]
+    assert warned == ["backend 'same' from plugin 'litegpu-same' clashes with the backend of the same name from "
+                      "plugin 'litegpu-aa'; the one of the plugin first in the plugins' order is kept"]
+    assert [p for name, _s, p, _b in plugins if name == "same"] == [warned]
+
+
+def test_the_packaged_default_configuration_needs_no_plugin_scan(site, monkeypatch):
+    """``backend: auto`` and ``backends: all`` are checked without the plugins (so that load_delegate's
+    early start is not undone by reading the configuration); a backend named in a configuration still
+    loads them to be checked."""
+    import litegpu._plugins as plugins_mod
+
+    monkeypatch.delenv("LITEGPU_CONFIG", raising=False)
+    make_dist(site, "litegpu-good", {"good": "fake_litegpu_good"}, {"fake_litegpu_good": GOOD_PLUGIN})
+    litegpu.load_config()
+    assert plugins_mod._state is None or not plugins_mod._state.loaded
+    assert litegpu.load_config({"backend": "good", "backends": {"good": {"precision": "fp16"}}}).data["backend"] == ["good"]
+    assert plugins_mod._state.loaded and "good" in names()
+    with pytest.raises(litegpu.ConfigError, match=r"unknown backend 'goood' \(installed: cpu, good, sleepy"):
+        litegpu.load_config({"backend": "goood"})

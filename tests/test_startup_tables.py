@@ -102,13 +102,13 @@ def test_entry_point_scan_finds_what_importlib_metadata_finds(tmp_path, monkeypa
     comments, extras, a distribution without entry points."""
     import importlib.metadata as metadata
 
-    from litegpu._entry_points import _scan
+    from litegpu._entry_points import _infos
 
     groups = sorted({ep.group for d in metadata.distributions() for ep in d.entry_points})
     groups += ["litegpu", "no-such-group"]
     for group in groups:
         mine, theirs = _both(group)
-        assert _scan(group) is not None
+        assert _infos() is not None
         assert mine == theirs, group
 
     first, second = tmp_path / "first", tmp_path / "second"
@@ -133,14 +133,14 @@ def test_entry_point_scan_finds_what_importlib_metadata_finds(tmp_path, monkeypa
 
 def test_entry_point_scan_leaves_a_zip_on_the_path_to_importlib_metadata(tmp_path, monkeypatch):
     """A zip file on ``sys.path`` is not read by the scan: ``importlib.metadata`` answers instead."""
-    from litegpu._entry_points import _scan, entry_points
+    from litegpu._entry_points import _infos, entry_points
 
     z = tmp_path / "dists.zip"
     with zipfile.ZipFile(z, "w") as f:
         f.writestr("litegpu_fake_z-1.0.dist-info/METADATA", "Name: litegpu-fake-z\nVersion: 1.0\n")
         f.writestr("litegpu_fake_z-1.0.dist-info/entry_points.txt", "[litegpu]\nz = fake_z\n")
     monkeypatch.syspath_prepend(str(z))
-    assert _scan("litegpu") is None
+    assert _infos() is None
     assert "z" in {e.name for e in entry_points("litegpu")}
 
 

@@ -37,6 +37,7 @@ configuration, which both build on it.
 from __future__ import annotations
 
 import logging
+import math
 import re
 import threading
 from collections.abc import Mapping
@@ -65,6 +66,9 @@ _NAME_RE = re.compile(r"^[a-z][a-z0-9_\-]*$")
 
 class BackendRegistrationError(DelegateError):
     """A plugin registered something that is not a usable backend."""
+
+    #: the plugin the error is about (a clash's loser, which may not be the one registering now)
+    plugin: str | None = None
 
 
 class BackendSpec:
@@ -155,6 +159,10 @@ class _Entry:
     plugin: str
     availability: tuple[bool, str] | None = None
     devices: tuple[str, ...] | None = None
+    #: the registering plugin's place in the plugins' order (``_plugins``): of two backends of one name,
+    #: the lower rank is kept, whichever registered first (``load_delegate`` loads the plugin named like
+    #: its backend before the others: see ``_plugins``)
+    rank: float = math.inf
 
 
 @dataclass
@@ -165,21 +173,36 @@ class BackendRegistry:
     problems: list[tuple[str, str]] = field(default_factory=list)  # (plugin, message)
     lock: threading.RLock = field(default_factory=threading.RLock)
 
-    def add(self, obj: Any, plugin: str) -> BackendSpec:
-        """Check and register ``obj`` (a BackendSpec subclass or instance) from ``plugin``.
+    def add(self, obj: Any, plugin: str, rank: float = math.inf) -> BackendSpec:
+        """Check and register ``obj`` (a BackendSpec subclass or instance) from ``plugin``, whose place in
+        the plugins' order is ``rank`` (plugins registered at run time: after every loaded one).
 
-        Raises :class:`BackendRegistrationError` naming exactly what is wrong.
+        Raises :class:`BackendRegistrationError` naming exactly what is wrong; on a clash of names its
+        ``plugin`` is the one whose backend is not kept (the later in the plugins' order).
         """
         spec = _check_backend(obj, plugin)
         with self.lock:
             prior = self.entries.get(spec.name)
-            if prior is not None:
-                raise BackendRegistrationError(
-                    f"backend {spec.name!r} from plugin {plugin!r} clashes with the backend of the same name "
-                    f"from plugin {prior.plugin!r}; the first one registered is kept"
-                )
-            self.entries[spec.name] = _Entry(spec, plugin)
-        return spec
+            if prior is None:
+                self.entries[spec.name] = _Entry(spec, plugin, rank=rank)
+                return spec
+            kept, dropped = prior.plugin, plugin
+            if rank < prior.rank:  # a plugin loaded out of its order (see _Entry.rank) gives way
+                self.entries[spec.name] = _Entry(spec, plugin, rank=rank)
+                kept, dropped = plugin, prior.plugin
+            err = BackendRegistrationError(
+                f"backend {spec.name!r} from plugin {dropped!r} clashes with the backend of the same name "
+                f"from plugin {kept!r}; the one of the plugin first in the plugins' order is kept"
+            )
+            err.plugin = dropped
+            raise err
+
+    def sort(self) -> None:
+        """Entries in the plugins' order (by rank; a plugin's own in its registration order)."""
+        with self.lock:
+            ordered = sorted(self.entries.items(), key=lambda kv: kv[1].rank)
+            self.entries.clear()
+            self.entries.update(ordered)
 
     def remove_plugin(self, plugin: str) -> None:
         with self.lock:

@@ -17,7 +17,7 @@ from ._delegate import Delegate
 from ._errors import BackendUnavailableError, ConfigError, DelegateError, UnknownBackendError
 from ._gc import without_gc
 from ._options import describe_value, suggest
-from ._plugins import backend_option_schema, backend_registry
+from ._plugins import backend_registry, option_schema, registry_for
 
 __all__ = ["AUTO_ORDER", "available_backends", "gpu_backends_in_auto_order", "load_delegate",
            "resolve_backend_options", "checked_cache_section"]
@@ -49,8 +49,12 @@ def resolve_backend_options(
     Precedence: schema defaults < the backend's ``default_options`` < ``options``.
     Raises :class:`litegpu.ConfigError` naming ``backends.<name>.<key>``.
     """
-    entry = backend_registry().get(name)
-    schema = backend_option_schema(name)
+    return _resolve(name, backend_registry().get(name), options, source)
+
+
+def _resolve(name: str, entry: Any, options: Mapping[str, Any] | None, source: str) -> dict[str, Any]:
+    """:func:`resolve_backend_options` for a registry entry (None: a backend not installed)."""
+    schema = option_schema(entry)
     out = {k: opt.default for k, opt in schema.items()}
     if entry is not None:
         out.update(getattr(entry.spec, "default_options", {}) or {})
@@ -138,6 +142,13 @@ def _installed_list(names: Sequence[str]) -> str:
     return ", ".join(names) if names else "none"
 
 
+#: A/B switch (``bench/init_ab.py --set litegpu._backend_loading.EARLY_START=False``): True lets a
+#: process's first ``load_delegate(name)`` create its delegate (a driver that starts on a thread starts
+#: there) once core's plugins and the entry point named ``name`` are loaded, and load the other plugins
+#: after it (``_plugins.registry_for``); False loads every plugin first, as before
+EARLY_START = True
+
+
 @without_gc  # the first one imports the GPU core and the driver's binding (litegpu._gc)
 def load_delegate(name: str, options: Mapping[str, Any] | None = None) -> Delegate:
     """Create the delegate of backend ``name`` with ``options``.
@@ -149,9 +160,25 @@ def load_delegate(name: str, options: Mapping[str, Any] | None = None) -> Delega
     cannot run here raises :class:`litegpu.BackendUnavailableError` with its
     reason.  Use the result with ``Interpreter(..., experimental_delegates=[...])``.
     """
-    reg = backend_registry()
     if not isinstance(name, str):
+        backend_registry()  # plugins loaded, as by every call
         raise TypeError(f"backend name must be a string, got {type(name).__name__}")
+    entry = registry_for(name).get(name) if EARLY_START else None
+    if entry is not None:
+        # created before the other plugins load (its driver's start, on a thread, overlaps their
+        # imports); kept unless a plugin earlier in the order registers a backend of the same name
+        try:
+            delegate = _create(name, entry, options)
+        except Exception:
+            if backend_registry().get(name) is entry:
+                raise
+        else:
+            if backend_registry().get(name) is entry:
+                return delegate
+            close = getattr(delegate, "close", None)
+            if callable(close):
+                close()
+    reg = backend_registry()
     entry = reg.get(name)
     if entry is None:
         installed = reg.names()
@@ -162,14 +189,19 @@ def load_delegate(name: str, options: Mapping[str, Any] | None = None) -> Delega
             f"unknown backend {name!r} (installed: {_installed_list(installed)})"
             f"{suggest(name, [*installed, *FIRST_PARTY_BACKENDS])}{hint}"
         )
-    resolved = resolve_backend_options(name, options, source="load_delegate options")
+    return _create(name, entry, options)
+
+
+def _create(name: str, entry: Any, options: Mapping[str, Any] | None) -> Delegate:
+    """``load_delegate``'s work once the backend's registry entry is known."""
+    resolved = _resolve(name, entry, options, source="load_delegate options")
     if "cache" not in resolved:  # defaults + $LITEGPU_CONFIG
         resolved["cache"] = dict(load_config().data["cache"])
     quick = _quick_availability(entry.spec) if entry.availability is None and QUICK_START else None
     # a backend whose delegate starts its driver in the background (the driver's start then overlaps
     # the model's read and plan; a failed start raises BackendUnavailableError at the delegate's first use)
     if quick is None:
-        info = reg.info(entry)
+        info = registry_for(name).info(entry)
         quick = (info.available, info.reason)
     ok, reason = quick
     if not ok:

@@ -366,12 +366,14 @@ def _installed_backends() -> list[str]:
 
 
 def _check_backend_name(name: Any, src: _Source, path: tuple[Any, ...], allow_auto: bool) -> str:
-    installed = _installed_backends()
-    known = [*installed, *(n for n in FIRST_PARTY_BACKENDS if n not in installed)]
     if not isinstance(name, str):
         raise _fail(src, path, f"expected a backend name, got {describe_value(name)}")
     if name == _AUTO and allow_auto:
         return name
+    # the plugins loaded only for a name to check: the packaged default (``auto``, ``backends: all``)
+    # needs none, so that load_delegate's early start (_plugins.registry_for) is not undone by it
+    installed = _installed_backends()
+    known = [*installed, *(n for n in FIRST_PARTY_BACKENDS if n not in installed)]
     if name in known:
         return name
     extra = [_AUTO] if allow_auto else []
@@ -433,7 +435,6 @@ def _validate_layer(data: Any, src: _Source) -> dict[str, Any]:
             if not isinstance(value, Mapping):
                 raise _fail(src, path, f"expected a mapping of backend names to options, got {describe_value(value)}")
             sections: dict[str, dict[str, Any]] = {}
-            installed = _installed_backends()
             for name, opts in value.items():
                 bpath = path + (name,)
                 if opts is None:
@@ -443,7 +444,7 @@ def _validate_layer(data: Any, src: _Source) -> dict[str, Any]:
                     continue
                 _check_backend_name(name, src, bpath, False)
                 sections[name] = _check_options(
-                    opts, backend_option_schema(name), src, bpath, open_keys=name not in installed)
+                    opts, backend_option_schema(name), src, bpath, open_keys=name not in _installed_backends())
             out[key] = sections
         else:
             section = value if value is not None else {}

@@ -8,7 +8,9 @@ first distribution of each normalized name only (a second copy further down the 
 seen), each one's ``entry_points.txt``; a distribution's name and version are read from the header
 of its ``METADATA`` (``PKG-INFO``) file.  Where the path holds something this scan does not read
 (zip files, ``.egg`` directories) or an import hook can list distributions of its own,
-``importlib.metadata`` is used instead.  ``tests/test_plugins.py`` compares the two.
+``importlib.metadata`` is used instead.  ``tests/test_startup_tables.py`` compares the two.
+The directories are listed first and the files read as :func:`iter_entry_points` goes, so that
+``load_delegate``'s early start (``_plugins.registry_for``) reads only up to the entry point it needs.
 """
 
 from __future__ import annotations
@@ -16,11 +18,12 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+from collections.abc import Iterator
 from importlib.machinery import PathFinder
 from pathlib import Path
 from typing import Any
 
-__all__ = ["EntryPoint", "Distribution", "entry_points"]
+__all__ = ["EntryPoint", "Distribution", "entry_points", "iter_entry_points"]
 
 _INFO_SUFFIXES = (".dist-info", ".egg-info")
 # importlib.metadata.EntryPoint's pattern for "module:attr.attr [extras]"
@@ -131,12 +134,14 @@ def _scannable() -> bool:
                for finder in sys.meta_path)
 
 
-def _scan(group: str) -> list[EntryPoint] | None:
-    """The scan described above, or None where it cannot stand in for ``importlib.metadata``."""
+def _infos() -> list[Path] | None:
+    """Every distribution's metadata directory on ``sys.path``, the first copy of each, in the path
+    finder's order; None where the scan cannot stand in for ``importlib.metadata``.  Directory listings
+    only: the files are read by :func:`iter_entry_points`, as it goes."""
     if not _scannable():
         return None
     seen: set[str] = set()
-    out: list[EntryPoint] = []
+    out: list[Path] = []
     for entry in sys.path:
         if not isinstance(entry, str):
             return None
@@ -159,23 +164,31 @@ def _scan(group: str) -> list[EntryPoint] | None:
             if key in seen:
                 continue
             seen.add(key)
-            info = Path(root, child)
-            try:
-                text = (info / "entry_points.txt").read_text(encoding="utf-8")
-            except OSError:
-                continue
-            if f"[{group}]" not in text.replace(" ", ""):
-                continue
-            out.extend(_parse(text, group, Distribution(info, *_header(info))))
+            out.append(Path(root, child))
     return out
+
+
+def iter_entry_points(group: str) -> Iterator[Any]:
+    """:func:`entry_points`, one at a time: each distribution's ``entry_points.txt`` is read when the
+    iteration reaches it, so a caller that stops at the entry point it looks for reads no further
+    (reading every distribution's file took 5-10 ms of a start on an H100 host with ~100 installed)."""
+    infos = _infos()
+    if infos is None:
+        import importlib.metadata as metadata
+
+        yield from metadata.entry_points(group=group)
+        return
+    for info in infos:
+        try:
+            text = (info / "entry_points.txt").read_text(encoding="utf-8")
+        except OSError:
+            continue
+        if f"[{group}]" not in text.replace(" ", ""):
+            continue
+        yield from _parse(text, group, Distribution(info, *_header(info)))
 
 
 def entry_points(group: str) -> list[Any]:
     """The entry points of ``group`` that ``importlib.metadata.entry_points(group=group)`` finds, in
     its order (objects with ``name``, ``value``, ``dist.name``, ``dist.version``, ``load()``)."""
-    found = _scan(group)
-    if found is not None:
-        return found
-    import importlib.metadata as metadata
-
-    return list(metadata.entry_points(group=group))
+    return list(iter_entry_points(group))

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import re
+import threading
 
 import litegpu
 import numpy as np
@@ -570,6 +572,28 @@ def test_default_device_starts_in_the_background_and_a_failed_start_raises_typed
     assert ok.info.api == "opencl" and ok.alloc(16) is not None and "device (started)" in ok.startup_ms
     with pytest.raises(litegpu.ConfigError, match="no OpenCL platform matches"):
         lo.CLDevice(platform="no such platform (test)")
+
+
+@pytest.mark.parametrize("preload", [True, False])
+def test_the_start_opens_the_drivers_jit_library_beside_the_context(cl_modules, monkeypatch, preload):
+    """``JIT_LIBRARIES``: the library named for a loaded driver library, with that one's version suffix
+    and in its folder, is opened on a thread of the start's once the platforms are listed (here the
+    ICD loader itself stands in for NVIDIA's libnvidia-opencl: the mechanism, not NVIDIA's library);
+    ``PRELOAD_JIT`` False opens nothing, and a name that matches no loaded library opens nothing."""
+    _cl, _lo = cl_modules
+    from litegpu_opencl import _platforms
+
+    loader = os.path.basename(_cl._opencl_loader()._name)
+    stem = loader.split(".so")[0]
+    monkeypatch.setattr(_platforms, "PRELOAD_JIT", preload)
+    monkeypatch.setattr(_platforms, "_preloaded", [])
+    monkeypatch.setattr(_platforms, "JIT_LIBRARIES", {stem: stem, "libno-such-driver.so": "libno-such-jit.so"})
+    start = _platforms.DefaultStart()
+    start.done.wait()
+    assert start.error is None and start.opened is not None
+    for t in [t for t in threading.enumerate() if t.name == "litegpu-opencl-jit"]:
+        t.join(10)
+    assert [os.path.basename(h._name) for h in _platforms._preloaded] == ([loader] if preload else [])
 
 
 @pytest.mark.parametrize("queries_on_start", [True, False])

@@ -47,6 +47,26 @@ def test_second_prepare_loads_the_entry_and_answers_the_same(tmp_path):
     np.testing.assert_array_equal(warm, cold)
 
 
+@pytest.mark.parametrize("as_read", [True, False])
+def test_a_warm_start_keeps_the_binaries_it_read_and_stores_nothing(tmp_path, monkeypatch, as_read):
+    """``BINARIES_AS_READ``: the programs built from the entry's binaries keep those (no read-back from the
+    driver); either way a warm start leaves its entry as it was."""
+    from litegpu.gpu import _runtime
+    from litegpu_opencl._device import CLDevice
+
+    monkeypatch.setattr(_runtime, "BINARIES_AS_READ", as_read)
+    model = _model()
+    _run(model, tmp_path / "c")
+    entries = {p: p.read_bytes() for p in (tmp_path / "c").glob("*.lgc")}
+    asked = []
+    real = CLDevice.program_binary
+    monkeypatch.setattr(CLDevice, "program_binary", lambda self, prog: asked.append(prog) or real(self, prog))
+    _, (k,), _ = _run(model, tmp_path / "c")
+    assert k.cache_hit and k.programs_from_cache == len(k.binaries) > 0
+    assert (asked == []) == as_read
+    assert {p: p.read_bytes() for p in (tmp_path / "c").glob("*.lgc")} == entries
+
+
 def test_a_changed_option_or_shape_makes_a_new_entry(tmp_path):
     model = _model()
     _run(model, tmp_path / "c")
@@ -151,17 +171,20 @@ def _same_as_alone(dev, kernels, members) -> None:
         assert not np.array_equal(outs[0], x)  # the kernel ran
 
 
-@pytest.mark.parametrize("balanced", [False, True])
-def test_a_group_built_as_several_programs_round_trips_through_one_binary(balanced, monkeypatch):
+@pytest.mark.parametrize("balanced, on_context", [(False, True), (True, True), (False, False)])
+def test_a_group_built_as_several_programs_round_trips_through_one_binary(balanced, on_context, monkeypatch):
     """A partition's kernels build as a few programs side by side (one per compile thread), split by
     kernel counts or (``BALANCED_SPLIT``) by source length, which puts kernels of one program out of
     their group order; the group's cached binary holds them all with each program's kernels, and a
     fresh device rebuilds the same kernels from it (same numbers as each kernel built alone).  A
-    damaged blob is refused (None: the runtime compiles from source)."""
+    damaged blob is refused (None: the runtime compiles from source).  The build threads take the
+    context from the start's thread (``BUILDS_ON_CONTEXT``) or from the device once it has adopted it."""
     _device = _one_program_module()
     from litegpu.gpu.kernels import render
+    from litegpu_opencl import _platforms
 
     monkeypatch.setattr(_device, "BALANCED_SPLIT", balanced)
+    monkeypatch.setattr(_platforms, "BUILDS_ON_CONTEXT", on_context)
     ops = ["LOGISTIC", "TANH", "RELU", "ABS", "NEG", "EXP"]
     kernels = [render("unary", "opencl", "fp32", op=op) for op in ops]
     split = _device._split(kernels, 2)
@@ -172,6 +195,7 @@ def test_a_group_built_as_several_programs_round_trips_through_one_binary(balanc
     for _ in range(2):
         d = load_backend_delegate("opencl", {"cache": {"enabled": False}})
         d.device.group_threads = 2  # two programs of three kernels, whatever this device and machine
+        assert d.device._start is not None  # the default device: started on a thread (DefaultStart)
         devs.append(d.device)
     members = devs[0].compile_group(kernels)
     assert members is not None and len({id(m.program) for m in members}) == 2

@@ -24,7 +24,7 @@ from litegpu.gpu._device import BufferRef, DeviceInfo, GpuDevice, OpenedBeside, 
 from litegpu.gpu._dialects._markers import OPENCL_NO_CONTRACTION as NO_CONTRACTION
 from litegpu.gpu.kernels import RenderedKernel
 
-from . import _cl
+from . import _cl, _platforms
 from ._command_buffer import command_buffers
 from ._platforms import DefaultStart, list_devices
 from ._platforms import describe as _describe
@@ -179,6 +179,10 @@ GROUP_PROGRAMS = 8
 #: a partition's build threads start before its context is made and wait for it (False: after, as before
 #: s12-oclstart; an A/B switch)
 BUILDS_BEFORE_CONTEXT = True
+#: the caller waits for the build threads to end once their programs are built (True, as before): each
+#: wakes and exits in turn, about 1 ms of pose's warm start after its last build on an H100
+#: (s13-oclwarm-1); False leaves them to end on their own.  An A/B switch
+JOIN_BUILD_THREADS = False
 
 
 def launch_host_us(names: str, command_buffers: bool) -> float:
@@ -275,6 +279,7 @@ class CLDevice(GpuDevice):
         # missing, switched off, or refused by the driver once: launches then go one by one)
         self._cbufs: Any = False
         self._queried = QueriedBeside()  # ``info``, once the (background) start's queries are done
+        self._start = start  # (DefaultStart: its context, for _platforms.BUILDS_ON_CONTEXT)
         if background or start is not None:
             # the default device's whole driver start on a thread (_platforms.DefaultStart, which
             # create_delegate begins before it imports this module): the platforms' listing (every ICD's
@@ -283,7 +288,7 @@ class CLDevice(GpuDevice):
             # listing, ``ctx``/``queue`` for the rest, and either raises the start's failure
             # (BackendUnavailableError).  The thread here only waits for that one and describes the device.
             if start is None:
-                start = DefaultStart()
+                start = self._start = DefaultStart()
             #: the start's own laps on its thread (enumeration, queries, context, queue), beside the
             #: caller's: bench/init_breakdown.py prints them apart from ``startup_ms``, not in its sum
             self.start_ms = start.ms
@@ -562,20 +567,30 @@ class CLDevice(GpuDevice):
         the moment it is: their start (about 3 ms for 8 on an H100) is off a warm start's critical path."""
         if len(makers) == 1:
             return [makers[0](self.ctx)]
-        with ThreadPoolExecutor(len(makers), thread_name_prefix="litegpu-clBuildProgram") as pool:
+        pool = ThreadPoolExecutor(len(makers), thread_name_prefix="litegpu-clBuildProgram")
+        try:
             if not BUILDS_BEFORE_CONTEXT:
                 ctx = self.ctx
                 return list(pool.map(lambda make: make(ctx), makers))
             futures = [pool.submit(self._after_context, make) for make in makers]
             self.ctx  # noqa: B018 - the caller waits (counted once in device_wait_ms) and raises a failure, typed
             return [f.result() for f in futures]
+        finally:
+            # every build is done (or failed) here: the threads end on their own (JOIN_BUILD_THREADS)
+            pool.shutdown(wait=JOIN_BUILD_THREADS)
 
     def _after_context(self, make: Callable[[_cl.Context], _cl.Program]) -> _cl.Program:
         """``make(ctx)`` once the context is made (a build thread's wait, not counted: the caller's is)."""
-        opened = self._opened.done()
-        if opened is None:  # the caller raises the context's failure
+        start = self._start if _platforms.BUILDS_ON_CONTEXT else None
+        if start is not None:
+            start.made.wait()
+            ctx = start.context
+        else:
+            opened = self._opened.done()
+            ctx = None if opened is None else opened[0]
+        if ctx is None:  # the caller raises the context's failure
             raise DelegateError("no OpenCL context to build in")
-        return make(opened[0])
+        return make(ctx)
 
     @staticmethod
     def _members(kernels: Sequence[RenderedKernel], progs: Sequence[_cl.Program],

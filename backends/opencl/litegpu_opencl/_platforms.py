@@ -83,6 +83,22 @@ def default_device() -> tuple[Any, Any]:
 #: on the critical path; it costs time where a driver serialises queries against a context's creation).
 #: An A/B switch: ``bench/init_ab.py --set litegpu_opencl._platforms.QUERIES_ON_START=False``
 QUERIES_ON_START = True
+#: with a background start, a partition's build threads (``CLDevice._build_side_by_side``) begin the
+#: moment its thread has made the context (``DefaultStart.made``), not once the device has adopted the
+#: context and its queue: that is a wake-up of the adopting thread and its end later, which the H100's warm
+#: timelines put at 0.3-0.8 ms between ``clCreateContext``'s end and the first ``clCreateProgramWithBinary``
+#: (s12-oclstart-2).  An A/B switch here, in the module a start imports anyway (False: as before)
+BUILDS_ON_CONTEXT = True
+#: libraries a vendor's OpenCL driver opens at a process's first program, by the name of its ICD library
+#: (the start finds that one among the process's mapped files once the platforms are listed) and the
+#: library next to it with the same version suffix: opened on a thread of their own while the context is
+#: made, so that the first ``clCreateProgramWithBinary`` after the context does not.  NVIDIA 580's
+#: ``libnvidia-opencl.so.<v>`` opens ``libnvidia-nvvm.so.<v>`` there: 2.3-3.3 ms of the first call on an
+#: H100 host, 0.25-0.38 ms with it opened beforehand (the opening itself 2.6-2.9 ms, s13-oclwarm-1).
+#: ``PRELOAD_JIT`` False: nothing opened beforehand (an A/B switch)
+JIT_LIBRARIES = {"libnvidia-opencl.so": "libnvidia-nvvm.so"}
+PRELOAD_JIT = True
+_preloaded: list[Any] = []  # the libraries opened beforehand (ctypes handles), kept for the process's life
 #: what ``CLDevice`` asks of a device (``_cl.Device`` attributes), in one place for the start's prefetch
 DEVICE_QUERIES = ("name", "driver_version", "version", "extensions", "max_work_group_size", "max_work_item_sizes",
                   "mem_base_addr_align", "max_compute_units", "max_mem_alloc_size", "type")
@@ -96,25 +112,52 @@ class DefaultStart:
     other with nothing of litegpu's in between.  The loader is opened and typed on the caller's thread
     first, so that the start's thread imports nothing and goes straight into the driver (its Python
     would otherwise share the GIL with the executor's import, 5 ms slices each).  ``listed`` is set once
-    the device is known (or the start failed), ``done`` once the queue is made (or it failed);
-    ``error`` is the failure, ``ms`` the thread's laps.  Consumed by ``CLDevice(start=...)``."""
+    the device is known (or the start failed), ``made`` once the context is (``context``; or the start
+    failed), ``done`` once the queue is made (or it failed); ``error`` is the failure, ``ms`` the
+    thread's laps.  Consumed by ``CLDevice(start=...)``."""
 
-    __slots__ = ("pair", "opened", "error", "ms", "listed", "done", "thread")
+    __slots__ = ("pair", "context", "opened", "error", "ms", "listed", "made", "done", "thread")
 
     def __init__(self) -> None:
         from . import _cl
 
         self.pair: tuple[Any, Any] | None = None
+        self.context: Any = None
         self.opened: tuple[Any, Any] | None = None
         self.error: BaseException | None = None
         self.ms: dict[str, float] = {}
-        self.listed, self.done = threading.Event(), threading.Event()
+        self.listed, self.made, self.done = threading.Event(), threading.Event(), threading.Event()
         try:
             _cl.api()
         except _cl.CLError:
             pass  # no loader: default_device raises it, typed, on the thread
         self.thread = threading.Thread(target=self._run, name="litegpu-opencl-start", daemon=True)
         self.thread.start()
+        if PRELOAD_JIT and JIT_LIBRARIES:
+            threading.Thread(target=self._preload_jit, name="litegpu-opencl-jit", daemon=True).start()
+
+    def _preload_jit(self) -> None:
+        """``JIT_LIBRARIES`` opened while the start's thread makes the context (ctypes opens a library
+        without the GIL).  Best effort: a library not found or not opened is left to the driver."""
+        import ctypes
+        import os
+
+        self.listed.wait()  # the drivers are loaded (their libraries mapped); the context comes next
+        if self.pair is None:
+            return
+        try:
+            with open("/proc/self/maps", encoding="utf-8", errors="replace") as f:
+                mapped = {line.rsplit(None, 1)[-1] for line in f if ".so" in line}
+        except OSError:  # not Linux
+            return
+        for path in sorted(mapped):
+            where, name = os.path.split(path)
+            for icd, lib in JIT_LIBRARIES.items():
+                if name.startswith(icd) and os.path.exists(target := os.path.join(where, lib + name[len(icd):])):
+                    try:
+                        _preloaded.append(ctypes.CDLL(target))
+                    except OSError:
+                        pass
 
     def _run(self) -> None:
         from . import _cl  # imported by __init__: a lookup, not an import
@@ -139,6 +182,8 @@ class DefaultStart:
             self.listed.set()  # (after ``pair``; a failure sets ``error`` first, below)
             ctx = _cl.create_context(dev)
             lap("context")
+            self.context = ctx
+            self.made.set()  # a partition's build threads may begin (CLDevice: BUILDS_ON_CONTEXT)
             self.opened = (ctx, _cl.Queue(ctx, dev))
             lap("queue")
         except BaseException as e:  # noqa: BLE001 - handed to the device's first use
@@ -146,6 +191,7 @@ class DefaultStart:
         finally:
             self.ms["start (its thread)"] = (time.perf_counter() - t0) * 1e3
             self.listed.set()
+            self.made.set()
             self.done.set()
 
 

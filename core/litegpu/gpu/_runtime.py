@@ -271,6 +271,11 @@ def _kernel_from_record(r: Mapping[str, Any], sources: Mapping[str, str]) -> tup
 
 #: the cache name of a program group's binary starts with this (then the hash of its members' hashes)
 _GROUP = "group-"
+#: a program built from its cached binary keeps that binary for the partition's ``binaries`` (what the
+#: driver accepted; a store of a partly warm start writes it again) instead of asking the driver for it
+#: once more: a warm start's last driver calls (``clGetProgramInfo``, and the group's blob packed again:
+#: about 5 ms of a warm selfie_segmentation on PoCL).  An A/B switch (False: read back, as before)
+BINARIES_AS_READ = True
 
 def _src_key(source: str) -> str:
     return hashlib.sha256(source.encode()).hexdigest()[:32]
@@ -408,6 +413,7 @@ class GpuPartitionKernel(DelegateKernel):
         self._programs: dict[str, Any] = {}  # by source hash
         #: the partition's program group (see _build_group): its cache key and member source hashes
         self._group: tuple[str, set[str]] = ("", set())
+        self._from_binary: set[str] = set()  # programs (or the group) built from a cached binary, by key
         # each launch's buffers in binding order; None for a constant (its buffer comes after the builds)
         refs: list[list[BufferRef | None]] = []
         for i, op in enumerate(ops):
@@ -450,17 +456,23 @@ class GpuPartitionKernel(DelegateKernel):
                 continue
             if key in members:  # one binary for the whole group, read once
                 if gkey not in self.binaries:
-                    binary = self.device.program_binary(program)
+                    binary = self._binary(gkey, program)
                     if binary:
                         self.binaries[gkey] = binary
                 continue
-            binary = self.device.program_binary(program)
+            binary = self._binary(key, program)
             if binary:
                 self.binaries[key] = binary
         #: host outputs that need more than a reshape after their read (numpy layout, quantization)
         self._host_reads = [b for b in self._outputs if b is not None and (b.mode == "host" or b.quant is not None)]
         self._host_out = {b.tid: np.empty(b.ref.nbytes // np.dtype(b.storage).itemsize, b.storage)
                           for b in self._outputs if b is not None and b.mode == "host"}
+
+    def _binary(self, key: str, program: Any) -> bytes | None:
+        """The binary to store for program (or group) ``key`` (see ``BINARIES_AS_READ``)."""
+        if BINARIES_AS_READ and key in self._from_binary:
+            return self._binaries_in[key]
+        return self.device.program_binary(program)
 
     @staticmethod
     def _span(op: GpuOp, name: str, ref: BufferRef) -> BufferRef:
@@ -606,6 +618,7 @@ class GpuPartitionKernel(DelegateKernel):
             handles = self.device.group_from_binary(rks, self._binaries_in[gkey])
             if handles is not None:
                 self.programs_from_cache += 1
+                self._from_binary.add(gkey)
         if handles is None:
             handles = self.device.compile_group(rks)
             if handles is None:  # the device declined (or the combined build failed: built one by one,
@@ -714,6 +727,7 @@ class GpuPartitionKernel(DelegateKernel):
             if program is not None:
                 with self._count_lock:  # _precompile calls this from several threads
                     self.programs_from_cache += 1
+                    self._from_binary.add(key)
         if program is None:
             program = self.device.compile(rk)
             with self._count_lock:
