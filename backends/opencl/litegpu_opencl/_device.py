@@ -10,6 +10,7 @@ import logging
 import os
 import re
 import struct
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 
@@ -145,6 +146,17 @@ EXTRA_BUILD_OPTIONS = ""
 PINNED_TRANSFERS = True
 PINNED_READ_MAX = 2 << 20
 PINNED_WRITE_MAX = 512 << 10
+#: reads of several host arrays from one buffer (a partition's host outputs: the executor lays them out as
+#: ranges of one boundary buffer) go as one read of their span into one pinned staging, each array then copied
+#: out of it, where the gaps between them are at most ``_MERGE_GAP`` bytes (alignment padding).  On NVIDIA each
+#: read command costs the invoke about 10 us past the first whatever its size (H100, s12-oclplan-2: 4 outputs of
+#: 16-256 bytes read in 46 us, 2 in 26).  Read when a device is made (an A/B switch for bench/gpu.py --variant)
+MERGE_READS = True
+_MERGE_GAP = 4096
+#: microseconds to poll a read's event (``clGetEventInfo``) before blocking in ``clWaitForEvents``, on a GPU
+#: (never on a CPU device, whose work would lose the core); 0 = block at once.  Read when a device is made (an
+#: A/B switch for bench/gpu.py --variant)
+WAIT_SPIN_US = 0.0
 #: a replay without a command buffer (NVIDIA's driver has none) calls ``clEnqueueNDRangeKernel`` with the
 #: sizes made once and no event (False: one :meth:`_cl.Queue.launch` per launch, its size arrays made per
 #: call; pyopencl's path, which also made an event object, cost 0.8-1.3 us a launch more in
@@ -271,6 +283,7 @@ class CLDevice(GpuDevice):
         # pinned staging by (buffer, offset, bytes, write), least recently used first (None: seen once)
         self._stagings: OrderedDict[tuple[int, int, int, bool], _Staging | None] = OrderedDict()
         self._staging_bytes = 0
+        self._merge_reads, self._spin_us = MERGE_READS, WAIT_SPIN_US  # (A/B switches, per device)
         # cl_khr_command_buffer's entry points, looked up at the first record (False: not yet; None:
         # missing, switched off, or refused by the driver once: launches then go one by one)
         self._cbufs: Any = False
@@ -333,6 +346,7 @@ class CLDevice(GpuDevice):
         #: large cost per program (PoCL links its built-in library into each: split in two, face_detection's
         #: cold prepare took 12.6 s of CPU instead of 9.4 on the 2-core CI machine)
         self._group_threads = min(GROUP_PROGRAMS, os.cpu_count() or 1) if dev.type & _cl.DEVICE_TYPE_GPU else 1
+        self._spin_ok = bool(dev.type & _cl.DEVICE_TYPE_GPU)  # WAIT_SPIN_US: never where the device is the CPU
         ext = dev.extensions.split()
         self._queried.set(DeviceInfo(
             api="opencl", name=dev.name.strip(), vendor=plat.name.strip(),
@@ -490,31 +504,78 @@ class CLDevice(GpuDevice):
         out[...] = tmp
         return self.queue.marker() if not blocking else None
 
-    def _queue_reads(self, items: Sequence[tuple[BufferRef, np.ndarray]]) -> tuple[Any, list]:
-        """Every read queued (into pinned staging where there is one); the last one's event and the
-        (staging, host array) pairs to copy out once it completed."""
-        ev, copies = None, []
-        for ref, out in items:
-            st = self._staging(ref, out.nbytes, False) if out.flags.c_contiguous else None
-            if st is None:
-                ev = self._read_into(ref, out, blocking=False)
+    def _read_groups(self, items: Sequence[tuple[BufferRef, np.ndarray]]) -> list[list[tuple[BufferRef, np.ndarray]]]:
+        """``items`` as the reads to queue: with ``MERGE_READS``, C-contiguous host arrays read from one buffer
+        whose ranges lie at most ``_MERGE_GAP`` bytes apart form one group (by offset), read as their span."""
+        if not self._merge_reads or len(items) < 2:
+            return [[item] for item in items]
+        groups: list[list[tuple[BufferRef, np.ndarray]]] = []
+        by_buffer: dict[int, list[tuple[BufferRef, np.ndarray]]] = {}
+        for item in items:
+            if item[1].flags.c_contiguous:
+                by_buffer.setdefault(id(item[0].buffer), []).append(item)
             else:
-                ev = st.pending = self.queue.read(ref.buffer, ref.offset, st.view, blocking=False)
-                copies.append((st, out))
+                groups.append([item])
+        for same in by_buffer.values():
+            same.sort(key=lambda item: item[0].offset)
+            run = [same[0]]
+            for item in same[1:]:
+                last = run[-1]
+                if item[0].offset - (last[0].offset + last[1].nbytes) in range(_MERGE_GAP + 1):
+                    run.append(item)
+                else:
+                    groups.append(run)
+                    run = [item]
+            groups.append(run)
+        return groups
+
+    def _queue_reads(self, items: Sequence[tuple[BufferRef, np.ndarray]]) -> tuple[Any, list]:
+        """Every read queued (into pinned staging where there is one; a group of :meth:`_read_groups` as one
+        read of its span); the last one's event and the (staging, [(offset in it, host array), ...]) pairs to
+        copy out once it completed."""
+        ev, copies = None, []
+        for group in self._read_groups(items):
+            if len(group) > 1:
+                ref = group[0][0]
+                span = max(r.offset + out.nbytes for r, out in group) - ref.offset
+                st = self._staging(BufferRef(ref.buffer, ref.offset, span), span, False)
+                if st is not None:
+                    ev = st.pending = self.queue.read(ref.buffer, ref.offset, st.view, blocking=False)
+                    copies.append((st, [(r.offset - ref.offset, out) for r, out in group]))
+                    continue
+            for ref, out in group:
+                st = self._staging(ref, out.nbytes, False) if out.flags.c_contiguous else None
+                if st is None:
+                    ev = self._read_into(ref, out, blocking=False)
+                else:
+                    ev = st.pending = self.queue.read(ref.buffer, ref.offset, st.view, blocking=False)
+                    copies.append((st, [(0, out)]))
         return ev, copies
 
     def _copy_out(self, copies: list) -> None:
-        for st, out in copies:
-            out.reshape(-1).view(np.uint8)[:] = st.view
+        for st, pieces in copies:
+            for off, out in pieces:
+                out.reshape(-1).view(np.uint8)[:] = st.view[off:off + out.nbytes]
             st.pending = None
         if self._staging_bytes > _STAGING_BYTES:
             self._trim_stagings()
+
+    def _wait(self, ev: _cl.Event) -> None:
+        """``ev.wait()``; on a GPU first its status polled for up to ``WAIT_SPIN_US`` (the queue flushed, so the
+        read is submitted).  A failed command's status is negative: the poll ends and the wait raises it."""
+        spin = self._spin_us
+        if spin > 0 and self._spin_ok:
+            self.queue.flush()
+            end = time.perf_counter() + spin * 1e-6
+            while ev.status > _cl.COMPLETE and time.perf_counter() < end:
+                pass
+        ev.wait()
 
     def download_many(self, items: Sequence[tuple[BufferRef, np.ndarray]]) -> None:
         # queued reads and one wait: the in-order queue has finished every read before the last one
         ev, copies = self._queue_reads(items)
         if ev is not None:
-            ev.wait()
+            self._wait(ev)
             self._pending.clear()
             self._copy_out(copies)
 
@@ -528,7 +589,7 @@ class CLDevice(GpuDevice):
         return ev, copies
 
     def wait_reads(self, token: tuple[_cl.Event, list]) -> None:
-        token[0].wait()
+        self._wait(token[0])
         self._copy_out(token[1])
 
     def reads_done(self, token: tuple[_cl.Event, list]) -> bool:
