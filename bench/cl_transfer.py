@@ -102,8 +102,11 @@ class Bench:
         return self.k_consume(q, (-(-n // 64) * 64,), (64,), src, dst, np.int32(n))
 
     def gpu_us(self, src: cl.Buffer, dst: cl.Buffer, nbytes: int) -> float:
-        evs = [self.consume(self.pq, src, dst, nbytes) for _ in range(50)]
-        self.pq.finish()
+        try:
+            evs = [self.consume(self.pq, src, dst, nbytes) for _ in range(50)]
+            self.pq.finish()
+        except cl.Error:
+            return float("nan")
         return statistics.median((e.profile.end - e.profile.start) * 1e-3 for e in evs[5:])
 
     def check(self, label: str, dst: cl.Buffer, want: np.ndarray) -> None:
@@ -111,6 +114,24 @@ class Bench:
         cl.enqueue_copy(self.q, got, dst, is_blocking=True)
         if not np.array_equal(got, want + 1.0):
             self.failed.append(label)
+
+    def usable(self, fns: dict[str, Callable[[], object]], check: Callable[[str], None], what: str, nbytes: int
+               ) -> dict[str, Callable[[], object]]:
+        """The variants that ran (each run three times, its data checked where ``check`` does); one the driver
+        refuses is reported and left out of the timing."""
+        ok = {}
+        for label, fn in fns.items():
+            try:
+                for _ in range(3):
+                    fn()
+                    if not label.startswith("copy"):
+                        check(label)
+            except cl.Error as e:
+                print(f"({what} {label} {nbytes}: the driver refused it: {e})", flush=True)
+                self.q.finish()
+                continue
+            ok[label] = fn
+        return ok
 
     # -- uploads
     def uploads(self) -> None:
@@ -191,19 +212,15 @@ class Bench:
 
             fns = {"page": page, "pinned": pinned, "chunks": chunks, "zero_map": zero_map, "zero_once": zero_once,
                    "use_host": use_host, "copy_pin": copy_pin, "copy_page": copy_page}
-            for label, fn in fns.items():  # every variant's data checked once (zero_once: several times)
-                for _ in range(3 if label == "zero_once" else 1):
-                    fn()
-                    if not label.startswith("copy"):
-                        self.check(f"upload {label} {nbytes}", dst, x)
-            t = interleaved(fns, self.runs)
-            for _ in range(5):
-                zero_once()
-                self.check(f"upload zero_once {nbytes} (after timing)", dst, x)
-            print(f"| {nbytes} | " + " | ".join(f"{t[k]:.1f}" for k in fns) + " |", flush=True)
-            gpu_rows.append((nbytes, self.gpu_us(dev, dst, nbytes), self.gpu_us(zc, dst, nbytes),
-                             self.gpu_us(zc1, dst, nbytes), self.gpu_us(uh, dst, nbytes),
-                             self.gpu_us(dst, zc1, nbytes)))
+            ok = self.usable(fns, lambda label: self.check(f"upload {label} {nbytes}", dst, x), "upload", nbytes)
+            t = interleaved(ok, self.runs)
+            if "zero_once" in ok:
+                for _ in range(5):
+                    zero_once()
+                    self.check(f"upload zero_once {nbytes} (after timing)", dst, x)
+            print(f"| {nbytes} | " + " | ".join(f"{t[k]:.1f}" if k in t else "error" for k in fns) + " |", flush=True)
+            gpu_rows.append((nbytes, *(self.gpu_us(src, out, nbytes) for src, out in
+                                       ((dev, dst), (zc, dst), (zc1, dst), (uh, dst), (dst, zc1)))))
             Mapped.unmap(zc1_view, q)
             Mapped.unmap(pin, q)
             q.finish()
@@ -272,13 +289,11 @@ class Bench:
                 out.view(np.uint8)[:] = pin
 
             fns = {"page": page, "pinned": pinned, "zero_map": zero_map, "zero_once": zero_once, "copy": copy_out}
-            for label, fn in fns.items():
-                if label != "copy":
-                    verify(label, fn())
             checked = {k: (lambda k=k, fn=fn: verify(k, fn())) if k != "copy" else fn for k, fn in fns.items()}
-            t = interleaved(checked, self.runs)  # (the compare is in every cell: the same few us each)
+            ok = self.usable(checked, lambda label: None, "download", nbytes)
+            t = interleaved(ok, self.runs)  # (the compare is in every cell: the same few us each)
             self.failed += [f"download {label} {nbytes}" for label in sorted(bad)]
-            print(f"| {nbytes} | " + " | ".join(f"{t[k]:.1f}" for k in fns) + " |", flush=True)
+            print(f"| {nbytes} | " + " | ".join(f"{t[k]:.1f}" if k in t else "error" for k in fns) + " |", flush=True)
             Mapped.unmap(zc1_view, q)
             Mapped.unmap(pin, q)
             q.finish()

@@ -323,3 +323,32 @@ def test_spin_wait_changes_no_number(model, plain, monkeypatch):
             for t, w in zip(k.plan.outputs, want, strict=True):
                 np.testing.assert_array_equal(np.asarray(out[t]).reshape(w.shape), w)
     assert polls
+
+
+@pytest.mark.parametrize("inputs, outputs", [(True, False), (False, True), (True, True)],
+                         ids=["inputs", "outputs", "both"])
+def test_host_boundary_memory_changes_no_number(inputs, outputs, model, plain, monkeypatch):
+    """``HOST_BOUNDARY_INPUTS`` / ``_OUTPUTS``: the partition's input and its host outputs' buffer in the host's
+    pinned memory, mapped by each invoke (the input mapped, written, unmapped; the outputs mapped for reading
+    once, copied out, unmapped) instead of a write or read: bit for bit the plain path's answers, through
+    ``invoke`` and ``submit`` / ``complete``, and no read command for the outputs."""
+    import litegpu_opencl._device as dev_mod
+
+    monkeypatch.setattr(dev_mod, "PINNED_TRANSFERS", True)
+    monkeypatch.setattr(dev_mod, "HOST_BOUNDARY_INPUTS", inputs)
+    monkeypatch.setattr(dev_mod, "HOST_BOUNDARY_OUTPUTS", outputs)
+    d = load_backend_delegate(BACKEND, CONF)
+    it = litegpu.Interpreter(model_content=model, experimental_delegates=[d])
+    it.allocate_tensors()
+    (k,) = [s.kernel for s in it._main.plan.steps if s.kind == "delegate"]
+    host = k.device._host_mem
+    assert all((b.ref.buffer in host) == inputs for b in k._inputs)
+    assert all((b.ref.buffer in host) == outputs for b in k._outputs if b is not None)
+    calls = _read_calls(monkeypatch)
+    (inp,) = k.plan.inputs
+    for x, want in zip(FEEDS * 2, plain * 2, strict=True):
+        for out in (k.invoke({inp: x}), k.complete(k.submit({inp: x}))):
+            for t, w in zip(k.plan.outputs, want, strict=True):
+                np.testing.assert_array_equal(np.asarray(out[t]).reshape(w.shape), w)
+    assert not calls if outputs else calls
+    assert not [st for st in k.device._stagings.values() if st is not None] if inputs and outputs else True

@@ -11,6 +11,7 @@ import os
 import re
 import struct
 import time
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 
@@ -101,6 +102,16 @@ class _Staging:
             self.pending = None
 
 
+class _Mapped:
+    """Host outputs' bytes mapped for reading (``HOST_BOUNDARY_OUTPUTS``): copied out of ``view`` once the
+    map's event completed, then unmapped."""
+
+    __slots__ = ("buffer", "view")
+
+    def __init__(self, buffer: _cl.Buffer, view: np.ndarray) -> None:
+        self.buffer, self.view = buffer, view
+
+
 class _Recording:
     """A partition's launches, and the command buffer holding them where the driver records one
     (the launch list keeps the kernels and their sub-buffers alive as long as the buffer).
@@ -157,6 +168,15 @@ _MERGE_GAP = 4096
 #: (never on a CPU device, whose work would lose the core); 0 = block at once.  Read when a device is made (an
 #: A/B switch for bench/gpu.py --variant)
 WAIT_SPIN_US = 0.0
+#: a partition's boundary memory (its inputs, which the host writes, and the buffer of its host outputs, which
+#: the host reads: ``GpuDevice.alloc_boundary``) in the host's pinned memory (``CL_MEM_ALLOC_HOST_PTR``), mapped
+#: by each invoke instead of a write or read through staging: an input is mapped
+#: (``WRITE_INVALIDATE_REGION``), written and unmapped before the launches; the outputs are mapped for reading
+#: after them (one map for the merged ranges), copied out and unmapped.  Where the driver lets the kernels
+#: reach that memory across the bus, no copy command runs.  Read at allocation (A/B switches for bench/gpu.py
+#: --variant)
+HOST_BOUNDARY_INPUTS = False
+HOST_BOUNDARY_OUTPUTS = False
 #: a replay without a command buffer (NVIDIA's driver has none) calls ``clEnqueueNDRangeKernel`` with the
 #: sizes made once and no event (False: one :meth:`_cl.Queue.launch` per launch, its size arrays made per
 #: call; pyopencl's path, which also made an event object, cost 0.8-1.3 us a launch more in
@@ -284,6 +304,8 @@ class CLDevice(GpuDevice):
         self._stagings: OrderedDict[tuple[int, int, int, bool], _Staging | None] = OrderedDict()
         self._staging_bytes = 0
         self._merge_reads, self._spin_us = MERGE_READS, WAIT_SPIN_US  # (A/B switches, per device)
+        # boundary buffers in the host's pinned memory (HOST_BOUNDARY_INPUTS / _OUTPUTS), moved by mapping them
+        self._host_mem: weakref.WeakSet[_cl.Buffer] = weakref.WeakSet()
         # cl_khr_command_buffer's entry points, looked up at the first record (False: not yet; None:
         # missing, switched off, or refused by the driver once: launches then go one by one)
         self._cbufs: Any = False
@@ -431,6 +453,19 @@ class CLDevice(GpuDevice):
             return _cl.Buffer.deferred(lambda: self.ctx, n)
         return _cl.Buffer.create(self.ctx, n)
 
+    def alloc_boundary(self, nbytes: int, is_input: bool) -> _cl.Buffer:
+        """In the host's pinned memory with ``HOST_BOUNDARY_INPUTS`` / ``HOST_BOUNDARY_OUTPUTS`` (moved by
+        mapping it: :meth:`upload`, :meth:`_queue_reads`), else :meth:`alloc`."""
+        if not (HOST_BOUNDARY_INPUTS if is_input else HOST_BOUNDARY_OUTPUTS):
+            return self.alloc(nbytes)
+        n = max(int(nbytes), 4)
+        if DEFERRED_ALLOC and not self._opened.ready():
+            buf = _cl.Buffer.deferred(lambda: self.ctx, n, host_pinned=True)
+        else:
+            buf = _cl.Buffer.create(self.ctx, n, host_pinned=True)
+        self._host_mem.add(buf)
+        return buf
+
     def _sub(self, ref: BufferRef) -> _cl.Buffer:
         if ref.offset == 0:
             return ref.buffer
@@ -479,6 +514,11 @@ class CLDevice(GpuDevice):
 
     def upload(self, ref: BufferRef, data: np.ndarray) -> None:
         data = np.ascontiguousarray(data)
+        if ref.buffer in self._host_mem:  # mapped, written, unmapped: the launches after it see the bytes
+            view, _ev = self.queue.map_range(ref.buffer, ref.offset, data.nbytes, _cl.MAP_WRITE_INVALIDATE_REGION, True)
+            view[:] = data.reshape(-1).view(np.uint8)
+            self.queue.unmap(ref.buffer, view)
+            return
         st = self._staging(ref, data.nbytes, True)
         if st is not None:  # into pinned memory, then a DMA from it (st.settle waited for the last one)
             st.view[:] = data.reshape(-1).view(np.uint8)
@@ -535,6 +575,12 @@ class CLDevice(GpuDevice):
         copy out once it completed."""
         ev, copies = None, []
         for group in self._read_groups(items):
+            ref = group[0][0]
+            if ref.buffer in self._host_mem and group[0][1].flags.c_contiguous:  # one map (groups: contiguous)
+                span = max(r.offset + out.nbytes for r, out in group) - ref.offset
+                view, ev = self.queue.map_range(ref.buffer, ref.offset, span, _cl.MAP_READ, False)
+                copies.append((_Mapped(ref.buffer, view), [(r.offset - ref.offset, out) for r, out in group]))
+                continue
             if len(group) > 1:
                 ref = group[0][0]
                 span = max(r.offset + out.nbytes for r, out in group) - ref.offset
@@ -556,7 +602,10 @@ class CLDevice(GpuDevice):
         for st, pieces in copies:
             for off, out in pieces:
                 out.reshape(-1).view(np.uint8)[:] = st.view[off:off + out.nbytes]
-            st.pending = None
+            if isinstance(st, _Mapped):
+                self.queue.unmap(st.buffer, st.view)
+            else:
+                st.pending = None
         if self._staging_bytes > _STAGING_BYTES:
             self._trim_stagings()
 
