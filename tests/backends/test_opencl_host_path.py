@@ -9,6 +9,10 @@ and LiteRT's within fp32 tolerance: through ``invoke``, through the asynchronous
 ``complete``, past the staging's size limit (least recently used let go, never one a queued read still has
 to be copied out of), and with the size limits at 0.
 
+``litegpu_opencl._device.MERGE_READS`` (on by default): a partition's host outputs are ranges of one buffer,
+read from the second invoke on as one read of their span into one pinned staging: the same answers, bit for
+bit, with one read command.
+
 ``litegpu_opencl._device.CTYPES_LAUNCHES`` (on by default): a replay without a command buffer enqueues
 each launch through ctypes (sizes made once, no event): the same answers, bit for bit, as pyopencl's
 ``enqueue_nd_range_kernel``.
@@ -280,75 +284,19 @@ def test_merged_reads_one_read_per_invoke(path, model, plain, monkeypatch):
         assert len(calls) == (2 if i == 0 else 1), calls  # the first: a plain read each (seen once)
 
 
-def test_merge_groups_only_close_ranges_of_one_buffer():
+def test_merge_groups_only_close_ranges_of_one_buffer(monkeypatch):
     """The reads that merge: C-contiguous arrays from ranges of one buffer at most ``_MERGE_GAP`` bytes
     apart, in offset order; another buffer, a far range or a strided array stays a read of its own."""
     import litegpu_opencl._device as dev_mod
     from litegpu.gpu._device import BufferRef
 
-    dev = object.__new__(dev_mod.CLDevice)
-    dev._merge_reads = True
     a, b = object(), object()
-    arr = [np.empty(n, np.uint8) for n in (100, 28, 50, 64, 64)]
+    arr = [np.empty(n, np.uint8) for n in (100, 28, 50, 64)]
     strided = np.empty((8, 2), np.uint8)[:, 0]
     items = [(BufferRef(a, 128, 28), arr[1]), (BufferRef(a, 0, 100), arr[0]), (BufferRef(b, 0, 50), arr[2]),
              (BufferRef(a, 256 + dev_mod._MERGE_GAP, 64), arr[3]), (BufferRef(a, 512, 8), strided)]
-    groups = dev._read_groups(items)
+    groups = dev_mod.CLDevice._read_groups(items)
     as_ids = sorted([[id(out) for _r, out in g] for g in groups])
     assert as_ids == sorted([[id(arr[0]), id(arr[1])], [id(arr[2])], [id(arr[3])], [id(strided)]])
-    dev._merge_reads = False
-    assert len(dev._read_groups(items)) == len(items)
-
-
-def test_spin_wait_changes_no_number(model, plain, monkeypatch):
-    """``WAIT_SPIN_US``: the wait for a run's reads polls the read's event first (on a GPU; forced here on
-    PoCL's CPU device), then waits: the same answers, through ``invoke`` and ``submit`` / ``complete``."""
-    import litegpu_opencl._device as dev_mod
-    from litegpu_opencl import _cl
-
-    monkeypatch.setattr(dev_mod, "PINNED_TRANSFERS", True)
-    monkeypatch.setattr(dev_mod, "WAIT_SPIN_US", 5000.0)
-    polls = []
-    real = _cl.Event.status
-    monkeypatch.setattr(_cl.Event, "status", property(lambda ev: polls.append(1) or real.fget(ev)))
-    d = load_backend_delegate(BACKEND, CONF)
-    it = litegpu.Interpreter(model_content=model, experimental_delegates=[d])
-    it.allocate_tensors()
-    (k,) = [s.kernel for s in it._main.plan.steps if s.kind == "delegate"]
-    assert k.device._spin_us == 5000.0 and not k.device._spin_ok  # a CPU device: never polled by itself
-    k.device._spin_ok = True
-    (inp,) = k.plan.inputs
-    for x, want in zip(FEEDS, plain, strict=True):
-        for out in (k.invoke({inp: x}), k.complete(k.submit({inp: x}))):
-            for t, w in zip(k.plan.outputs, want, strict=True):
-                np.testing.assert_array_equal(np.asarray(out[t]).reshape(w.shape), w)
-    assert polls
-
-
-@pytest.mark.parametrize("inputs, outputs", [(True, False), (False, True), (True, True)],
-                         ids=["inputs", "outputs", "both"])
-def test_host_boundary_memory_changes_no_number(inputs, outputs, model, plain, monkeypatch):
-    """``HOST_BOUNDARY_INPUTS`` / ``_OUTPUTS``: the partition's input and its host outputs' buffer in the host's
-    pinned memory, mapped by each invoke (the input mapped, written, unmapped; the outputs mapped for reading
-    once, copied out, unmapped) instead of a write or read: bit for bit the plain path's answers, through
-    ``invoke`` and ``submit`` / ``complete``, and no read command for the outputs."""
-    import litegpu_opencl._device as dev_mod
-
-    monkeypatch.setattr(dev_mod, "PINNED_TRANSFERS", True)
-    monkeypatch.setattr(dev_mod, "HOST_BOUNDARY_INPUTS", inputs)
-    monkeypatch.setattr(dev_mod, "HOST_BOUNDARY_OUTPUTS", outputs)
-    d = load_backend_delegate(BACKEND, CONF)
-    it = litegpu.Interpreter(model_content=model, experimental_delegates=[d])
-    it.allocate_tensors()
-    (k,) = [s.kernel for s in it._main.plan.steps if s.kind == "delegate"]
-    host = k.device._host_mem
-    assert all((b.ref.buffer in host) == inputs for b in k._inputs)
-    assert all((b.ref.buffer in host) == outputs for b in k._outputs if b is not None)
-    calls = _read_calls(monkeypatch)
-    (inp,) = k.plan.inputs
-    for x, want in zip(FEEDS * 2, plain * 2, strict=True):
-        for out in (k.invoke({inp: x}), k.complete(k.submit({inp: x}))):
-            for t, w in zip(k.plan.outputs, want, strict=True):
-                np.testing.assert_array_equal(np.asarray(out[t]).reshape(w.shape), w)
-    assert not calls if outputs else calls
-    assert not [st for st in k.device._stagings.values() if st is not None] if inputs and outputs else True
+    monkeypatch.setattr(dev_mod, "MERGE_READS", False)
+    assert len(dev_mod.CLDevice._read_groups(items)) == len(items)

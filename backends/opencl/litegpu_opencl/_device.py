@@ -10,8 +10,6 @@ import logging
 import os
 import re
 import struct
-import time
-import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 
@@ -102,16 +100,6 @@ class _Staging:
             self.pending = None
 
 
-class _Mapped:
-    """Host outputs' bytes mapped for reading (``HOST_BOUNDARY_OUTPUTS``): copied out of ``view`` once the
-    map's event completed, then unmapped."""
-
-    __slots__ = ("buffer", "view")
-
-    def __init__(self, buffer: _cl.Buffer, view: np.ndarray) -> None:
-        self.buffer, self.view = buffer, view
-
-
 class _Recording:
     """A partition's launches, and the command buffer holding them where the driver records one
     (the launch list keeps the kernels and their sub-buffers alive as long as the buffer).
@@ -159,24 +147,17 @@ PINNED_READ_MAX = 2 << 20
 PINNED_WRITE_MAX = 512 << 10
 #: reads of several host arrays from one buffer (a partition's host outputs: the executor lays them out as
 #: ranges of one boundary buffer) go as one read of their span into one pinned staging, each array then copied
-#: out of it, where the gaps between them are at most ``_MERGE_GAP`` bytes (alignment padding).  On NVIDIA each
-#: read command costs the invoke about 10 us past the first whatever its size (H100, s12-oclplan-2: 4 outputs of
-#: 16-256 bytes read in 46 us, 2 in 26).  Read when a device is made (an A/B switch for bench/gpu.py --variant)
+#: out of it, where the gaps between them are at most ``_MERGE_GAP`` bytes (alignment padding, far cheaper to
+#: move than a command).  On NVIDIA each read command costs the invoke about 8-10 us past the first whatever its
+#: size; merged, the outputs' reads of face_detection took 26 us instead of 49, pose_landmark_full's 101 instead
+#: of 120, iris 20 instead of 28 (H100, bench/gpu_profile.py download+convert, s13-transfer-1).  Read at each
+#: call (an A/B switch for bench/gpu_profile.py --host-ab).  NVIDIA's other options measured no gain there
+#: (bench/cl_transfer.py, docs/performance.md, ninth session): its CL_MEM_ALLOC_HOST_PTR / USE_HOST_PTR memory
+#: is a device copy moved at map/unmap (a kernel reads it at device speed; written in place while mapped, the
+#: kernels saw stale bytes), polling a read's event returns no sooner than clWaitForEvents, and a read queued
+#: right behind the launch that writes its output (same queue, or a second one waiting on its event) ended later
 MERGE_READS = True
 _MERGE_GAP = 4096
-#: microseconds to poll a read's event (``clGetEventInfo``) before blocking in ``clWaitForEvents``, on a GPU
-#: (never on a CPU device, whose work would lose the core); 0 = block at once.  Read when a device is made (an
-#: A/B switch for bench/gpu.py --variant)
-WAIT_SPIN_US = 0.0
-#: a partition's boundary memory (its inputs, which the host writes, and the buffer of its host outputs, which
-#: the host reads: ``GpuDevice.alloc_boundary``) in the host's pinned memory (``CL_MEM_ALLOC_HOST_PTR``), mapped
-#: by each invoke instead of a write or read through staging: an input is mapped
-#: (``WRITE_INVALIDATE_REGION``), written and unmapped before the launches; the outputs are mapped for reading
-#: after them (one map for the merged ranges), copied out and unmapped.  Where the driver lets the kernels
-#: reach that memory across the bus, no copy command runs.  Read at allocation (A/B switches for bench/gpu.py
-#: --variant)
-HOST_BOUNDARY_INPUTS = False
-HOST_BOUNDARY_OUTPUTS = False
 #: a replay without a command buffer (NVIDIA's driver has none) calls ``clEnqueueNDRangeKernel`` with the
 #: sizes made once and no event (False: one :meth:`_cl.Queue.launch` per launch, its size arrays made per
 #: call; pyopencl's path, which also made an event object, cost 0.8-1.3 us a launch more in
@@ -303,9 +284,6 @@ class CLDevice(GpuDevice):
         # pinned staging by (buffer, offset, bytes, write), least recently used first (None: seen once)
         self._stagings: OrderedDict[tuple[int, int, int, bool], _Staging | None] = OrderedDict()
         self._staging_bytes = 0
-        self._merge_reads, self._spin_us = MERGE_READS, WAIT_SPIN_US  # (A/B switches, per device)
-        # boundary buffers in the host's pinned memory (HOST_BOUNDARY_INPUTS / _OUTPUTS), moved by mapping them
-        self._host_mem: weakref.WeakSet[_cl.Buffer] = weakref.WeakSet()
         # cl_khr_command_buffer's entry points, looked up at the first record (False: not yet; None:
         # missing, switched off, or refused by the driver once: launches then go one by one)
         self._cbufs: Any = False
@@ -368,7 +346,6 @@ class CLDevice(GpuDevice):
         #: large cost per program (PoCL links its built-in library into each: split in two, face_detection's
         #: cold prepare took 12.6 s of CPU instead of 9.4 on the 2-core CI machine)
         self._group_threads = min(GROUP_PROGRAMS, os.cpu_count() or 1) if dev.type & _cl.DEVICE_TYPE_GPU else 1
-        self._spin_ok = bool(dev.type & _cl.DEVICE_TYPE_GPU)  # WAIT_SPIN_US: never where the device is the CPU
         ext = dev.extensions.split()
         self._queried.set(DeviceInfo(
             api="opencl", name=dev.name.strip(), vendor=plat.name.strip(),
@@ -453,19 +430,6 @@ class CLDevice(GpuDevice):
             return _cl.Buffer.deferred(lambda: self.ctx, n)
         return _cl.Buffer.create(self.ctx, n)
 
-    def alloc_boundary(self, nbytes: int, is_input: bool) -> _cl.Buffer:
-        """In the host's pinned memory with ``HOST_BOUNDARY_INPUTS`` / ``HOST_BOUNDARY_OUTPUTS`` (moved by
-        mapping it: :meth:`upload`, :meth:`_queue_reads`), else :meth:`alloc`."""
-        if not (HOST_BOUNDARY_INPUTS if is_input else HOST_BOUNDARY_OUTPUTS):
-            return self.alloc(nbytes)
-        n = max(int(nbytes), 4)
-        if DEFERRED_ALLOC and not self._opened.ready():
-            buf = _cl.Buffer.deferred(lambda: self.ctx, n, host_pinned=True)
-        else:
-            buf = _cl.Buffer.create(self.ctx, n, host_pinned=True)
-        self._host_mem.add(buf)
-        return buf
-
     def _sub(self, ref: BufferRef) -> _cl.Buffer:
         if ref.offset == 0:
             return ref.buffer
@@ -514,11 +478,6 @@ class CLDevice(GpuDevice):
 
     def upload(self, ref: BufferRef, data: np.ndarray) -> None:
         data = np.ascontiguousarray(data)
-        if ref.buffer in self._host_mem:  # mapped, written, unmapped: the launches after it see the bytes
-            view, _ev = self.queue.map_range(ref.buffer, ref.offset, data.nbytes, _cl.MAP_WRITE_INVALIDATE_REGION, True)
-            view[:] = data.reshape(-1).view(np.uint8)
-            self.queue.unmap(ref.buffer, view)
-            return
         st = self._staging(ref, data.nbytes, True)
         if st is not None:  # into pinned memory, then a DMA from it (st.settle waited for the last one)
             st.view[:] = data.reshape(-1).view(np.uint8)
@@ -544,10 +503,11 @@ class CLDevice(GpuDevice):
         out[...] = tmp
         return self.queue.marker() if not blocking else None
 
-    def _read_groups(self, items: Sequence[tuple[BufferRef, np.ndarray]]) -> list[list[tuple[BufferRef, np.ndarray]]]:
+    @staticmethod
+    def _read_groups(items: Sequence[tuple[BufferRef, np.ndarray]]) -> list[list[tuple[BufferRef, np.ndarray]]]:
         """``items`` as the reads to queue: with ``MERGE_READS``, C-contiguous host arrays read from one buffer
         whose ranges lie at most ``_MERGE_GAP`` bytes apart form one group (by offset), read as their span."""
-        if not self._merge_reads or len(items) < 2:
+        if not MERGE_READS or len(items) < 2:
             return [[item] for item in items]
         groups: list[list[tuple[BufferRef, np.ndarray]]] = []
         by_buffer: dict[int, list[tuple[BufferRef, np.ndarray]]] = {}
@@ -575,12 +535,6 @@ class CLDevice(GpuDevice):
         copy out once it completed."""
         ev, copies = None, []
         for group in self._read_groups(items):
-            ref = group[0][0]
-            if ref.buffer in self._host_mem and group[0][1].flags.c_contiguous:  # one map (groups: contiguous)
-                span = max(r.offset + out.nbytes for r, out in group) - ref.offset
-                view, ev = self.queue.map_range(ref.buffer, ref.offset, span, _cl.MAP_READ, False)
-                copies.append((_Mapped(ref.buffer, view), [(r.offset - ref.offset, out) for r, out in group]))
-                continue
             if len(group) > 1:
                 ref = group[0][0]
                 span = max(r.offset + out.nbytes for r, out in group) - ref.offset
@@ -602,29 +556,15 @@ class CLDevice(GpuDevice):
         for st, pieces in copies:
             for off, out in pieces:
                 out.reshape(-1).view(np.uint8)[:] = st.view[off:off + out.nbytes]
-            if isinstance(st, _Mapped):
-                self.queue.unmap(st.buffer, st.view)
-            else:
-                st.pending = None
+            st.pending = None
         if self._staging_bytes > _STAGING_BYTES:
             self._trim_stagings()
-
-    def _wait(self, ev: _cl.Event) -> None:
-        """``ev.wait()``; on a GPU first its status polled for up to ``WAIT_SPIN_US`` (the queue flushed, so the
-        read is submitted).  A failed command's status is negative: the poll ends and the wait raises it."""
-        spin = self._spin_us
-        if spin > 0 and self._spin_ok:
-            self.queue.flush()
-            end = time.perf_counter() + spin * 1e-6
-            while ev.status > _cl.COMPLETE and time.perf_counter() < end:
-                pass
-        ev.wait()
 
     def download_many(self, items: Sequence[tuple[BufferRef, np.ndarray]]) -> None:
         # queued reads and one wait: the in-order queue has finished every read before the last one
         ev, copies = self._queue_reads(items)
         if ev is not None:
-            self._wait(ev)
+            ev.wait()
             self._pending.clear()
             self._copy_out(copies)
 
@@ -638,7 +578,7 @@ class CLDevice(GpuDevice):
         return ev, copies
 
     def wait_reads(self, token: tuple[_cl.Event, list]) -> None:
-        self._wait(token[0])
+        token[0].wait()
         self._copy_out(token[1])
 
     def reads_done(self, token: tuple[_cl.Event, list]) -> bool:
