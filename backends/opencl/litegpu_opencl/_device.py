@@ -163,7 +163,7 @@ _MERGE_GAP = 4096
 #: host copy, moved at map/unmap: a kernel reads it at device speed, bench/cl_transfer.py), and an upload into
 #: one while the queue is idle (the last run's reads waited for) maps it (``WRITE_INVALIDATE_REGION``), copies
 #: the host array in and unmaps it: no staging copy and no write command.  NVIDIA, upload then a kernel reading
-#: it: 192 KiB 55.8 us against 58.1 through pinned staging, 432 KiB 74.0 / 83.8, 768 KiB 115.5 against 157.8
+#: it: 196 KiB 55.8 us against 58.1 through pinned staging, 432 KiB 74.0 / 83.8, 768 KiB 115.5 against 157.8
 #: pageable (H100, s13-transfer-1).  The map waits for the queue, so a queue with work in flight (runs
 #: submitted ahead) keeps the staging path.  Read at each call (an A/B switch for gpu_profile.py --host-ab)
 MAPPED_UPLOADS = True
