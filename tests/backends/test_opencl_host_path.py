@@ -57,25 +57,22 @@ def plain(model) -> list[list[np.ndarray]]:
     """The answers through the plain path (every transfer from / into pageable numpy memory)."""
     import litegpu_opencl._device as dev_mod
 
-    old = dev_mod.PINNED_TRANSFERS, dev_mod.MAPPED_UPLOADS
-    dev_mod.PINNED_TRANSFERS = dev_mod.MAPPED_UPLOADS = False
+    old, dev_mod.PINNED_TRANSFERS = dev_mod.PINNED_TRANSFERS, False
     try:
         out, (k,) = _runs(model)
     finally:
-        dev_mod.PINNED_TRANSFERS, dev_mod.MAPPED_UPLOADS = old
+        dev_mod.PINNED_TRANSFERS = old
     assert not k.device._stagings
     return out
 
 
-@pytest.mark.parametrize("mapped", [True, False], ids=["mapped-uploads", "staged-uploads"])
 @pytest.mark.parametrize("merge", [True, False], ids=["merged-reads", "a-read-each"])
 @pytest.mark.parametrize("limits", ["default", "none"])
-def test_pinned_transfers_change_no_number(limits, merge, mapped, model, plain, monkeypatch):
+def test_pinned_transfers_change_no_number(limits, merge, model, plain, monkeypatch):
     import litegpu_opencl._device as dev_mod
 
     monkeypatch.setattr(dev_mod, "PINNED_TRANSFERS", True)
     monkeypatch.setattr(dev_mod, "MERGE_READS", merge)
-    monkeypatch.setattr(dev_mod, "MAPPED_UPLOADS", mapped)
     if limits == "none":  # every range over the limits: the plain path
         monkeypatch.setattr(dev_mod, "PINNED_READ_MAX", 0)
         monkeypatch.setattr(dev_mod, "PINNED_WRITE_MAX", 0)
@@ -86,9 +83,9 @@ def test_pinned_transfers_change_no_number(limits, merge, mapped, model, plain, 
         for g, want in zip(g_run, oracle(model, [x]), strict=True):
             np.testing.assert_allclose(g, want, rtol=1e-4, atol=1e-5)
     held = [st for st in k.device._stagings.values() if st is not None]
-    # the input (none where it is mapped) and both outputs (one staging for both where their reads merge: they
-    # are ranges of one buffer), moved three times each; the weights (moved once) never
-    assert len(held) == (int(not mapped) + (1 if merge else 2) if limits == "default" else 0)
+    # the input and both outputs (one staging for both where their reads merge: they are ranges of one
+    # buffer), moved three times each; the weights (moved once) never
+    assert len(held) == ((2 if merge else 3) if limits == "default" else 0)
 
 
 def test_pinned_staging_async_runs_and_size_limit(model, plain, monkeypatch):
@@ -98,7 +95,6 @@ def test_pinned_staging_async_runs_and_size_limit(model, plain, monkeypatch):
 
     monkeypatch.setattr(dev_mod, "PINNED_TRANSFERS", True)
     monkeypatch.setattr(dev_mod, "MERGE_READS", False)  # (merged: test_merged_reads_one_read_per_invoke)
-    monkeypatch.setattr(dev_mod, "MAPPED_UPLOADS", False)  # (submit keeps the staging path anyway)
     monkeypatch.setattr(dev_mod, "_STAGING_BYTES", 14 * 12 * 9 * 4)  # the larger output only
     d = load_backend_delegate(BACKEND, CONF)
     it = litegpu.Interpreter(model_content=model, experimental_delegates=[d])
@@ -304,43 +300,3 @@ def test_merge_groups_only_close_ranges_of_one_buffer(monkeypatch):
     assert as_ids == sorted([[id(arr[0]), id(arr[1])], [id(arr[2])], [id(arr[3])], [id(strided)]])
     monkeypatch.setattr(dev_mod, "MERGE_READS", False)
     assert len(dev_mod.CLDevice._read_groups(items)) == len(items)
-
-
-def test_mapped_uploads_only_on_an_idle_queue(model, plain, monkeypatch):
-    """``MAPPED_UPLOADS``: the partition's input is a ``CL_MEM_ALLOC_HOST_PTR`` buffer; an ``invoke`` after the
-    last one's reads were waited for (or a ``submit`` right after it) maps it, copies the input in and unmaps it
-    (no write command), while a ``submit`` after ``complete`` (other runs may be in flight) and the first invoke
-    (the weights just queued) write it through the staging path: bit for bit the plain path's answers."""
-    import litegpu_opencl._device as dev_mod
-    from litegpu_opencl import _cl
-
-    monkeypatch.setattr(dev_mod, "PINNED_TRANSFERS", True)
-    monkeypatch.setattr(dev_mod, "MAPPED_UPLOADS", True)
-    d = load_backend_delegate(BACKEND, CONF)
-    it = litegpu.Interpreter(model_content=model, experimental_delegates=[d])
-    it.allocate_tensors()
-    (k,) = [s.kernel for s in it._main.plan.steps if s.kind == "delegate"]
-    assert all(b.ref.buffer in k.device._mapped_inputs for b in k._inputs)
-    writes, maps = [], []
-    real_write, real_map = _cl.Queue.write, _cl.Queue.map_range
-    monkeypatch.setattr(_cl.Queue, "write", lambda *a, **kw: writes.append(1) or real_write(*a, **kw))
-    monkeypatch.setattr(_cl.Queue, "map_range", lambda *a, **kw: maps.append(1) or real_map(*a, **kw))
-    (inp,) = k.plan.inputs
-
-    def run(fn, x, want, expect):
-        writes.clear(), maps.clear()
-        got = fn(x)
-        assert (len(writes), len(maps)) == expect
-        for t, w in zip(k.plan.outputs, want, strict=True):
-            np.testing.assert_array_equal(np.asarray(got[t]).reshape(w.shape), w)
-
-    def invoke(x):
-        return k.invoke({inp: x})
-
-    def submitted(x):
-        return k.complete(k.submit({inp: x}))
-
-    for i, (x, want) in enumerate(zip(FEEDS, plain, strict=True)):
-        run(invoke, x, want, (1, 0) if i == 0 else (0, 1))
-    for i, (x, want) in enumerate(zip(FEEDS, plain, strict=True)):  # after an invoke's wait: idle; after
-        run(submitted, x, want, (0, 1) if i == 0 else (1, 0))  # complete (not a wait on all): not

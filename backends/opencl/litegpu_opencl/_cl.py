@@ -36,7 +36,6 @@ DEVICE_TYPE_GPU = 1 << 2
 _DEVICE_TYPE_ALL = 0xFFFFFFFF
 _MEM_READ_WRITE, _MEM_ALLOC_HOST_PTR = 1 << 0, 1 << 4
 _MAP_READ, _MAP_WRITE = 1 << 0, 1 << 1
-MAP_WRITE_INVALIDATE_REGION = 1 << 2
 _QUEUE_PROFILING = 1 << 1
 _BUFFER_CREATE_TYPE_REGION = 0x1220
 _PLATFORM_NAME = 0x0902
@@ -385,10 +384,10 @@ class Buffer:
         return cls(cls._handle(ctx, nbytes, host_pinned), nbytes)
 
     @classmethod
-    def deferred(cls, ctx: Callable[[], Context], nbytes: int, host_pinned: bool = False) -> Buffer:
+    def deferred(cls, ctx: Callable[[], Context], nbytes: int) -> Buffer:
         """A buffer whose ``clCreateBuffer`` waits for its first use: ``ctx()`` (which may wait for a
         context made on another thread, and raises its failure) is asked only then."""
-        return cls(0, nbytes, None, lambda: cls._handle(ctx(), nbytes, host_pinned))
+        return cls(0, nbytes, None, lambda: cls._handle(ctx(), nbytes, False))
 
     def sub(self, offset: int, nbytes: int) -> Buffer:
         """``[offset, offset + nbytes)`` of this buffer, its flags inherited (pyopencl's ``get_sub_region``)."""
@@ -461,16 +460,6 @@ class Queue:
         if err.value or not p:
             raise CLError("clEnqueueMapBuffer", err.value or -12)
         return np.ctypeslib.as_array((ctypes.c_uint8 * buf.size).from_address(p))
-
-    def map_range(self, buf: Buffer, offset: int, nbytes: int, flags: int) -> np.ndarray:
-        """``[offset, offset + nbytes)`` of ``buf`` mapped with ``flags`` (blocking: once every command queued
-        before it ended), as a uint8 array; :meth:`unmap` it before a kernel uses the buffer."""
-        err = _i32(0)
-        p = api().clEnqueueMapBuffer(self.int_ptr, buf.int_ptr, 1, flags, offset, nbytes, 0, None, None,
-                                     ctypes.byref(err))
-        if err.value or not p:
-            raise CLError("clEnqueueMapBuffer", err.value or -12)
-        return np.ctypeslib.as_array((ctypes.c_uint8 * nbytes).from_address(p))
 
     def unmap(self, buf: Buffer, view: np.ndarray) -> None:
         _check("clEnqueueUnmapMemObject",

@@ -10,7 +10,6 @@ import logging
 import os
 import re
 import struct
-import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 
@@ -159,14 +158,6 @@ PINNED_WRITE_MAX = 512 << 10
 #: right behind the launch that writes its output (same queue, or a second one waiting on its event) ended later
 MERGE_READS = True
 _MERGE_GAP = 4096
-#: a partition's boundary inputs are ``CL_MEM_ALLOC_HOST_PTR`` buffers (on NVIDIA device memory with a pinned
-#: host copy, moved at map/unmap: a kernel reads it at device speed, bench/cl_transfer.py), and an upload into
-#: one while the queue is idle (the last run's reads waited for) maps it (``WRITE_INVALIDATE_REGION``), copies
-#: the host array in and unmaps it: no staging copy and no write command.  NVIDIA, upload then a kernel reading
-#: it: 196 KiB 55.8 us against 58.1 through pinned staging, 432 KiB 74.0 / 83.8, 768 KiB 115.5 against 157.8
-#: pageable (H100, s13-transfer-1).  The map waits for the queue, so a queue with work in flight (runs
-#: submitted ahead) keeps the staging path.  Read at each call (an A/B switch for gpu_profile.py --host-ab)
-MAPPED_UPLOADS = True
 #: a replay without a command buffer (NVIDIA's driver has none) calls ``clEnqueueNDRangeKernel`` with the
 #: sizes made once and no event (False: one :meth:`_cl.Queue.launch` per launch, its size arrays made per
 #: call; pyopencl's path, which also made an event object, cost 0.8-1.3 us a launch more in
@@ -293,10 +284,6 @@ class CLDevice(GpuDevice):
         # pinned staging by (buffer, offset, bytes, write), least recently used first (None: seen once)
         self._stagings: OrderedDict[tuple[int, int, int, bool], _Staging | None] = OrderedDict()
         self._staging_bytes = 0
-        # boundary inputs (ALLOC_HOST_PTR: MAPPED_UPLOADS), and whether the queue has nothing in flight (set once
-        # a wait covered everything queued; a map then waits for nothing)
-        self._mapped_inputs: weakref.WeakSet[_cl.Buffer] = weakref.WeakSet()
-        self._idle = False
         # cl_khr_command_buffer's entry points, looked up at the first record (False: not yet; None:
         # missing, switched off, or refused by the driver once: launches then go one by one)
         self._cbufs: Any = False
@@ -443,19 +430,6 @@ class CLDevice(GpuDevice):
             return _cl.Buffer.deferred(lambda: self.ctx, n)
         return _cl.Buffer.create(self.ctx, n)
 
-    def alloc_boundary(self, nbytes: int, is_input: bool) -> _cl.Buffer:
-        """An input: a ``CL_MEM_ALLOC_HOST_PTR`` buffer, which :meth:`upload` may map (``MAPPED_UPLOADS``);
-        an output: :meth:`alloc`."""
-        if not is_input:
-            return self.alloc(nbytes)
-        n = max(int(nbytes), 4)
-        if DEFERRED_ALLOC and not self._opened.ready():
-            buf = _cl.Buffer.deferred(lambda: self.ctx, n, True)
-        else:
-            buf = _cl.Buffer.create(self.ctx, n, host_pinned=True)
-        self._mapped_inputs.add(buf)
-        return buf
-
     def _sub(self, ref: BufferRef) -> _cl.Buffer:
         if ref.offset == 0:
             return ref.buffer
@@ -504,13 +478,6 @@ class CLDevice(GpuDevice):
 
     def upload(self, ref: BufferRef, data: np.ndarray) -> None:
         data = np.ascontiguousarray(data)
-        if MAPPED_UPLOADS and self._idle and ref.buffer in self._mapped_inputs:
-            view = self.queue.map_range(ref.buffer, ref.offset, data.nbytes, _cl.MAP_WRITE_INVALIDATE_REGION)
-            view[:] = data.reshape(-1).view(np.uint8)
-            self.queue.unmap(ref.buffer, view)  # the launches queued after it read the bytes
-            self._idle = False
-            return
-        self._idle = False
         st = self._staging(ref, data.nbytes, True)
         if st is not None:  # into pinned memory, then a DMA from it (st.settle waited for the last one)
             st.view[:] = data.reshape(-1).view(np.uint8)
@@ -525,7 +492,6 @@ class CLDevice(GpuDevice):
     def download(self, ref: BufferRef, out: np.ndarray) -> None:
         self._read_into(ref, out, blocking=True)
         self._pending.clear()  # the in-order queue is past every earlier upload
-        self._idle = True
 
     def _read_into(self, ref: BufferRef, out: np.ndarray, blocking: bool) -> _cl.Event | None:
         """``ref`` into ``out``; a host array that is not C-contiguous is read through a contiguous copy
@@ -600,13 +566,11 @@ class CLDevice(GpuDevice):
         if ev is not None:
             ev.wait()
             self._pending.clear()
-            self._idle = True
             self._copy_out(copies)
 
     # -- asynchronous reads: queued now, one event per run to wait on (the in-order queue has done every
     # earlier read and launch when the last read's event completes; later runs are not waited for)
     def read_async(self, items: Sequence[tuple[BufferRef, np.ndarray]]) -> tuple[_cl.Event, list]:
-        self._idle = False
         ev, copies = self._queue_reads(items)
         if ev is None:
             ev = self.queue.marker()
@@ -622,7 +586,6 @@ class CLDevice(GpuDevice):
         return token[0].status <= _cl.COMPLETE
 
     def copy(self, src: BufferRef, dst: BufferRef) -> None:
-        self._idle = False
         self.queue.copy(src.buffer, dst.buffer, min(src.nbytes, dst.nbytes), src.offset, dst.offset)
 
     # -- compiler / program
@@ -751,7 +714,6 @@ class CLDevice(GpuDevice):
         return k, subs
 
     def launch(self, bound: tuple[_cl.Kernel, list], kernel: RenderedKernel, grid: tuple[int, int, int]) -> None:
-        self._idle = False
         wg = kernel.workgroup
         self.queue.launch(bound[0], _global_size(grid, wg), wg)
 
@@ -779,7 +741,6 @@ class CLDevice(GpuDevice):
                      "same results, more host time per invoke)", self.info.name, what)
 
     def replay(self, recording: Any) -> None:
-        self._idle = False  # (MAPPED_UPLOADS: the next upload's map would wait for these launches)
         cbuf = recording.command_buffer
         if cbuf is not None:
             # one call; a refusal (e.g. a driver without simultaneous use while the buffer is still
@@ -808,7 +769,6 @@ class CLDevice(GpuDevice):
     def finish(self) -> None:
         self.queue.finish()
         self._pending.clear()
-        self._idle = True
 
     profile_source = "GPU: OpenCL profiling events (CL_PROFILING_COMMAND_START/END), one launch at a time"
 
