@@ -150,12 +150,16 @@ PINNED_WRITE_MAX = 512 << 10
 #: out of it, where the gaps between them are at most ``_MERGE_GAP`` bytes (alignment padding, far cheaper to
 #: move than a command).  On NVIDIA each read command costs the invoke about 8-10 us past the first whatever its
 #: size; merged, the outputs' reads of face_detection took 26 us instead of 49, pose_landmark_full's 101 instead
-#: of 120, iris 20 instead of 28 (H100, bench/gpu_profile.py download+convert, s13-transfer-1).  Read at each
-#: call (an A/B switch for bench/gpu_profile.py --host-ab).  NVIDIA's other options measured no gain there
-#: (bench/cl_transfer.py, docs/performance.md, ninth session): its CL_MEM_ALLOC_HOST_PTR / USE_HOST_PTR memory
-#: is a device copy moved at map/unmap (a kernel reads it at device speed; written in place while mapped, the
-#: kernels saw stale bytes), polling a read's event returns no sooner than clWaitForEvents, and a read queued
-#: right behind the launch that writes its output (same queue, or a second one waiting on its event) ended later
+#: of 120, iris 20 instead of 28 (H100, bench/gpu_profile.py download+convert, s13-transfer-1); the host-to-host
+#: invoke, merged / a read each, interleaved on one interpreter in two processes: hand_landmark_full 0.748 / 0.795
+#: and 0.699 / 0.711 ms, pose 1.261 / 1.329 and 1.152 / 1.182, the other five within 8 us either way
+#: (s13-transfer-2).  Read at each call (an A/B switch for bench/gpu_profile.py --host-ab).  NVIDIA's other
+#: options measured no gain (bench/cl_transfer.py; docs/performance.md, ninth session): its CL_MEM_ALLOC_HOST_PTR
+#: and USE_HOST_PTR memory is a device copy moved at map/unmap (a kernel reads it at device speed; written in
+#: place while mapped, the kernels saw stale bytes), so there is no zero copy; mapping an input buffer itself
+#: (write-invalidate, copy, unmap) beat staging + write alone but made the invoke slower in 12 of 14 model x
+#: process pairs (selfie by 97-120 us); polling a read's event returned no sooner than clWaitForEvents; a read queued right behind the launch
+#: that writes its output (same queue, or a second one waiting on its event) gained nothing steady
 MERGE_READS = True
 _MERGE_GAP = 4096
 #: a replay without a command buffer (NVIDIA's driver has none) calls ``clEnqueueNDRangeKernel`` with the
