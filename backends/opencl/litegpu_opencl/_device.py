@@ -152,7 +152,7 @@ PINNED_WRITE_MAX = 512 << 10
 #: size; merged, the outputs' reads of face_detection took 26 us instead of 49, pose_landmark_full's 101 instead
 #: of 120, iris 20 instead of 28 (H100, bench/gpu_profile.py download+convert, s13-transfer-1); the host-to-host
 #: invoke, merged / a read each, interleaved on one interpreter in two processes: hand_landmark_full 0.748 / 0.795
-#: and 0.699 / 0.711 ms, pose 1.261 / 1.329 and 1.152 / 1.182, the other five within 8 us either way
+#: and 0.699 / 0.711 ms, pose 1.261 / 1.329 and 1.152 / 1.182, the other five within 11 us either way
 #: (s13-transfer-2).  Read at each call (an A/B switch for bench/gpu_profile.py --host-ab).  NVIDIA's other
 #: options measured no gain (bench/cl_transfer.py; docs/performance.md, ninth session): its CL_MEM_ALLOC_HOST_PTR
 #: and USE_HOST_PTR memory is a device copy moved at map/unmap (a kernel reads it at device speed; written in
