@@ -9,6 +9,10 @@ and LiteRT's within fp32 tolerance: through ``invoke``, through the asynchronous
 ``complete``, past the staging's size limit (least recently used let go, never one a queued read still has
 to be copied out of), and with the size limits at 0.
 
+``litegpu_opencl._device.MERGE_READS`` (on by default): a partition's host outputs are ranges of one buffer,
+read from the second invoke on as one read of their span into one pinned staging: the same answers, bit for
+bit, with one read command.
+
 ``litegpu_opencl._device.CTYPES_LAUNCHES`` (on by default): a replay without a command buffer enqueues
 each launch through ctypes (sizes made once, no event): the same answers, bit for bit, as pyopencl's
 ``enqueue_nd_range_kernel``.
@@ -62,11 +66,13 @@ def plain(model) -> list[list[np.ndarray]]:
     return out
 
 
+@pytest.mark.parametrize("merge", [True, False], ids=["merged-reads", "a-read-each"])
 @pytest.mark.parametrize("limits", ["default", "none"])
-def test_pinned_transfers_change_no_number(limits, model, plain, monkeypatch):
+def test_pinned_transfers_change_no_number(limits, merge, model, plain, monkeypatch):
     import litegpu_opencl._device as dev_mod
 
     monkeypatch.setattr(dev_mod, "PINNED_TRANSFERS", True)
+    monkeypatch.setattr(dev_mod, "MERGE_READS", merge)
     if limits == "none":  # every range over the limits: the plain path
         monkeypatch.setattr(dev_mod, "PINNED_READ_MAX", 0)
         monkeypatch.setattr(dev_mod, "PINNED_WRITE_MAX", 0)
@@ -77,8 +83,9 @@ def test_pinned_transfers_change_no_number(limits, model, plain, monkeypatch):
         for g, want in zip(g_run, oracle(model, [x]), strict=True):
             np.testing.assert_allclose(g, want, rtol=1e-4, atol=1e-5)
     held = [st for st in k.device._stagings.values() if st is not None]
-    # the input and both outputs, moved three times each; the weights (moved once) never
-    assert len(held) == (3 if limits == "default" else 0)
+    # the input and both outputs (one staging for both where their reads merge: they are ranges of one
+    # buffer), moved three times each; the weights (moved once) never
+    assert len(held) == ((2 if merge else 3) if limits == "default" else 0)
 
 
 def test_pinned_staging_async_runs_and_size_limit(model, plain, monkeypatch):
@@ -87,6 +94,7 @@ def test_pinned_staging_async_runs_and_size_limit(model, plain, monkeypatch):
     import litegpu_opencl._device as dev_mod
 
     monkeypatch.setattr(dev_mod, "PINNED_TRANSFERS", True)
+    monkeypatch.setattr(dev_mod, "MERGE_READS", False)  # (merged: test_merged_reads_one_read_per_invoke)
     monkeypatch.setattr(dev_mod, "_STAGING_BYTES", 14 * 12 * 9 * 4)  # the larger output only
     d = load_backend_delegate(BACKEND, CONF)
     it = litegpu.Interpreter(model_content=model, experimental_delegates=[d])
@@ -240,3 +248,55 @@ def test_an_upload_past_the_limit_keeps_a_queued_reads_staging(model, monkeypatc
     got_b = np.empty(n, np.uint8)
     dev.download_many([(b, got_b)])
     np.testing.assert_array_equal(got_b, data_b2)
+
+
+def _read_calls(monkeypatch) -> list:
+    from litegpu_opencl import _cl
+
+    calls = []
+    real = _cl.Queue.read
+    monkeypatch.setattr(_cl.Queue, "read", lambda *a, **kw: calls.append(a[3].nbytes) or real(*a, **kw))
+    return calls
+
+
+@pytest.mark.parametrize("path", ["invoke", "submit"])
+def test_merged_reads_one_read_per_invoke(path, model, plain, monkeypatch):
+    """``MERGE_READS``: the partition's two host outputs (one crossing as it is, one through its layout
+    launch's dense staging) are ranges of one buffer, read from the second invoke on with one read of their
+    span into one pinned staging and copied out of it: bit for bit the plain path's answers."""
+    import litegpu_opencl._device as dev_mod
+
+    monkeypatch.setattr(dev_mod, "PINNED_TRANSFERS", True)
+    monkeypatch.setattr(dev_mod, "MERGE_READS", True)
+    d = load_backend_delegate(BACKEND, CONF)
+    it = litegpu.Interpreter(model_content=model, experimental_delegates=[d])
+    it.allocate_tensors()
+    (k,) = [s.kernel for s in it._main.plan.steps if s.kind == "delegate"]
+    refs = [b.ref for b in k._outputs if b is not None]
+    assert len(refs) == 2 and refs[0].buffer is refs[1].buffer
+    calls = _read_calls(monkeypatch)
+    (inp,) = k.plan.inputs
+    for i, (x, want) in enumerate(zip(FEEDS * 2, plain * 2, strict=True)):
+        calls.clear()
+        out = k.invoke({inp: x}) if path == "invoke" else k.complete(k.submit({inp: x}))
+        for t, w in zip(k.plan.outputs, want, strict=True):
+            np.testing.assert_array_equal(np.asarray(out[t]).reshape(w.shape), w)
+        assert len(calls) == (2 if i == 0 else 1), calls  # the first: a plain read each (seen once)
+
+
+def test_merge_groups_only_close_ranges_of_one_buffer(monkeypatch):
+    """The reads that merge: C-contiguous arrays from ranges of one buffer at most ``_MERGE_GAP`` bytes
+    apart, in offset order; another buffer, a far range or a strided array stays a read of its own."""
+    import litegpu_opencl._device as dev_mod
+    from litegpu.gpu._device import BufferRef
+
+    a, b = object(), object()
+    arr = [np.empty(n, np.uint8) for n in (100, 28, 50, 64)]
+    strided = np.empty((8, 2), np.uint8)[:, 0]
+    items = [(BufferRef(a, 128, 28), arr[1]), (BufferRef(a, 0, 100), arr[0]), (BufferRef(b, 0, 50), arr[2]),
+             (BufferRef(a, 256 + dev_mod._MERGE_GAP, 64), arr[3]), (BufferRef(a, 512, 8), strided)]
+    groups = dev_mod.CLDevice._read_groups(items)
+    as_ids = sorted([[id(out) for _r, out in g] for g in groups])
+    assert as_ids == sorted([[id(arr[0]), id(arr[1])], [id(arr[2])], [id(arr[3])], [id(strided)]])
+    monkeypatch.setattr(dev_mod, "MERGE_READS", False)
+    assert len(dev_mod.CLDevice._read_groups(items)) == len(items)

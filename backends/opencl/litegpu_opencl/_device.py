@@ -145,6 +145,23 @@ EXTRA_BUILD_OPTIONS = ""
 PINNED_TRANSFERS = True
 PINNED_READ_MAX = 2 << 20
 PINNED_WRITE_MAX = 512 << 10
+#: reads of several host arrays from one buffer (a partition's host outputs: the executor lays them out as
+#: ranges of one boundary buffer) go as one read of their span into one pinned staging, each array then copied
+#: out of it, where the gaps between them are at most ``_MERGE_GAP`` bytes (alignment padding, far cheaper to
+#: move than a command).  On NVIDIA each read command costs the invoke about 8-10 us past the first whatever its
+#: size; merged, the outputs' reads of face_detection took 26 us instead of 49, pose_landmark_full's 101 instead
+#: of 120, iris 20 instead of 28 (H100, bench/gpu_profile.py download+convert, s13-transfer-1); the host-to-host
+#: invoke, merged / a read each, interleaved on one interpreter in two processes: hand_landmark_full 0.748 / 0.795
+#: and 0.699 / 0.711 ms, pose 1.261 / 1.329 and 1.152 / 1.182, the other five within 11 us either way
+#: (s13-transfer-2).  Read at each call (an A/B switch for bench/gpu_profile.py --host-ab).  NVIDIA's other
+#: options measured no gain (bench/cl_transfer.py; docs/performance.md, ninth session): its CL_MEM_ALLOC_HOST_PTR
+#: and USE_HOST_PTR memory is a device copy moved at map/unmap (a kernel reads it at device speed; written in
+#: place while mapped, the kernels saw stale bytes), so there is no zero copy; mapping an input buffer itself
+#: (write-invalidate, copy, unmap) beat staging + write alone but made the invoke slower in 12 of 14 model x
+#: process pairs (selfie by 97-120 us); polling a read's event returned no sooner than clWaitForEvents; a read queued right behind the launch
+#: that writes its output (same queue, or a second one waiting on its event) gained nothing steady
+MERGE_READS = True
+_MERGE_GAP = 4096
 #: a replay without a command buffer (NVIDIA's driver has none) calls ``clEnqueueNDRangeKernel`` with the
 #: sizes made once and no event (False: one :meth:`_cl.Queue.launch` per launch, its size arrays made per
 #: call; pyopencl's path, which also made an event object, cost 0.8-1.3 us a launch more in
@@ -495,22 +512,59 @@ class CLDevice(GpuDevice):
         out[...] = tmp
         return self.queue.marker() if not blocking else None
 
-    def _queue_reads(self, items: Sequence[tuple[BufferRef, np.ndarray]]) -> tuple[Any, list]:
-        """Every read queued (into pinned staging where there is one); the last one's event and the
-        (staging, host array) pairs to copy out once it completed."""
-        ev, copies = None, []
-        for ref, out in items:
-            st = self._staging(ref, out.nbytes, False) if out.flags.c_contiguous else None
-            if st is None:
-                ev = self._read_into(ref, out, blocking=False)
+    @staticmethod
+    def _read_groups(items: Sequence[tuple[BufferRef, np.ndarray]]) -> list[list[tuple[BufferRef, np.ndarray]]]:
+        """``items`` as the reads to queue: with ``MERGE_READS``, C-contiguous host arrays read from one buffer
+        whose ranges lie at most ``_MERGE_GAP`` bytes apart form one group (by offset), read as their span."""
+        if not MERGE_READS or len(items) < 2:
+            return [[item] for item in items]
+        groups: list[list[tuple[BufferRef, np.ndarray]]] = []
+        by_buffer: dict[int, list[tuple[BufferRef, np.ndarray]]] = {}
+        for item in items:
+            if item[1].flags.c_contiguous:
+                by_buffer.setdefault(id(item[0].buffer), []).append(item)
             else:
-                ev = st.pending = self.queue.read(ref.buffer, ref.offset, st.view, blocking=False)
-                copies.append((st, out))
+                groups.append([item])
+        for same in by_buffer.values():
+            same.sort(key=lambda item: item[0].offset)
+            run = [same[0]]
+            for item in same[1:]:
+                last = run[-1]
+                if item[0].offset - (last[0].offset + last[1].nbytes) in range(_MERGE_GAP + 1):
+                    run.append(item)
+                else:
+                    groups.append(run)
+                    run = [item]
+            groups.append(run)
+        return groups
+
+    def _queue_reads(self, items: Sequence[tuple[BufferRef, np.ndarray]]) -> tuple[Any, list]:
+        """Every read queued (into pinned staging where there is one; a group of :meth:`_read_groups` as one
+        read of its span); the last one's event and the (staging, [(offset in it, host array), ...]) pairs to
+        copy out once it completed."""
+        ev, copies = None, []
+        for group in self._read_groups(items):
+            if len(group) > 1:
+                ref = group[0][0]
+                span = max(r.offset + out.nbytes for r, out in group) - ref.offset
+                st = self._staging(BufferRef(ref.buffer, ref.offset, span), span, False)
+                if st is not None:
+                    ev = st.pending = self.queue.read(ref.buffer, ref.offset, st.view, blocking=False)
+                    copies.append((st, [(r.offset - ref.offset, out) for r, out in group]))
+                    continue
+            for ref, out in group:
+                st = self._staging(ref, out.nbytes, False) if out.flags.c_contiguous else None
+                if st is None:
+                    ev = self._read_into(ref, out, blocking=False)
+                else:
+                    ev = st.pending = self.queue.read(ref.buffer, ref.offset, st.view, blocking=False)
+                    copies.append((st, [(0, out)]))
         return ev, copies
 
     def _copy_out(self, copies: list) -> None:
-        for st, out in copies:
-            out.reshape(-1).view(np.uint8)[:] = st.view
+        for st, pieces in copies:
+            for off, out in pieces:
+                out.reshape(-1).view(np.uint8)[:] = st.view[off:off + out.nbytes]
             st.pending = None
         if self._staging_bytes > _STAGING_BYTES:
             self._trim_stagings()
