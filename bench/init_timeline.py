@@ -18,7 +18,11 @@ The span starts just after ``import litegpu`` (``bench/init.py``'s). Printed per
   thread (``wait: ...``);
 * threads started (``thread start: NAME``);
 * opencl: every OpenCL entry point (``cl: NAME``), on whichever thread; shorter calls are summed per
-  (thread, entry point) in one line at the end (first start, last end, count, summed time).
+  (thread, entry point) in one line at the end (first start, last end, count, summed time);
+* webgpu: the background start's steps (``wgpu: _native_start``, ``import_binding``, ``_set_instance``,
+  ``_enumerate``, ``request_device``, ``claim_early_device``), the device's own start (``wgpu: _start``)
+  and every pipeline's build (``wgpu: _build_pipeline``, its ``_shader_module``), on whichever thread;
+  ``wgpu. _variant`` (a kernel's layouts, and its pipeline where built inline) is summed when short.
 
 Nothing here is asserted by a test; the numbers carry the wrappers' own cost (a few microseconds per
 wrapped call: about 1000 ``clSetKernelArg`` on pose), so read the order and the gaps, and take the
@@ -85,7 +89,20 @@ def patch_gpu_device(module):
                     note(_what, t, t1)
         cls.get = waiting
 
-PATCHES = {"litegpu_opencl._cl": patch_cl, "litegpu.gpu._device": patch_gpu_device}
+def patch_wgpu_adapters(module):
+    # the background start's steps and the device request (litegpu_webgpu._adapters), on whichever thread
+    for n in ("_native_start", "import_binding", "_set_instance", "_enumerate", "request_device",
+              "claim_early_device"):
+        wrap(module, n, "wgpu: " + n)
+
+def patch_wgpu_device(module):
+    # the device's start on its thread, and each pipeline's build (shader module + compute pipeline)
+    for n in ("_start", "_shader_module", "_build_pipeline"):
+        wrap(module.WebGPUDevice, n, "wgpu: " + n)
+    wrap(module.WebGPUDevice, "_variant", "wgpu. _variant")
+
+PATCHES = {"litegpu_opencl._cl": patch_cl, "litegpu.gpu._device": patch_gpu_device,
+           "litegpu_webgpu._adapters": patch_wgpu_adapters, "litegpu_webgpu._device": patch_wgpu_device}
 
 class _Hook(importlib.abc.MetaPathFinder):
     # a module patched once it is imported, on whichever thread, without importing it earlier than the
@@ -160,7 +177,7 @@ def _print_run(label: str, got: dict, min_ms: float) -> None:
     print(f"\n{label}: prepare {got['prepare_ms']:.0f} ms" + (f" ({sets})" if sets else ""))
     small: dict[tuple[str, str], list[float]] = {}
     for what, thread, t0, t1 in sorted(got["events"], key=lambda e: e[2]):
-        if t1 - t0 >= min_ms or what.startswith(("thread start", "wait:")) or not what.startswith("cl: "):
+        if t1 - t0 >= min_ms or what.startswith(("thread start", "wait:")) or not what.startswith(("cl: ", "wgpu. ")):
             if t1 - t0 >= min_ms or not what.startswith(("device.alloc", "device.bind", "device.upload")):
                 print(f"  {t0:7.1f} - {t1:7.1f} ({t1 - t0:6.1f}) {thread}: {what}")
                 continue
