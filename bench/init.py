@@ -61,8 +61,11 @@ import litegpu
 t1, c1, m1 = time.perf_counter(), time.process_time(), time.thread_time()
 model, backend, cache_dir = sys.argv[1:4]
 def apply_sets(loaded_only):
-    # --set MODULE.NAME=VALUE (A/B switches): those of modules `import litegpu` loaded before
-    # load_delegate, the others (a backend's) after it has imported them, so no switch moves an import;
+    # --set MODULE.NAME=VALUE (A/B switches): those of modules loaded already set now; a module not
+    # loaded yet gets its value the moment the start imports it (a hook on the import system, on
+    # whichever thread), so no switch moves an import: until 2026-11-27 a backend's module was imported
+    # here for its switch, which moved litegpu_webgpu._device's (wgpu's) import before load_delegate in
+    # every B run; after load_delegate, a module still not imported is imported for its switch.
     # --set import:MODULE imports MODULE inside the timed span, first (B = a build that imported it
     # eagerly: what a lazy import saves)
     import ast, importlib
@@ -73,13 +76,33 @@ def apply_sets(loaded_only):
             continue
         target, value = item.split("=", 1)
         mod, name = target.rsplit(".", 1)
-        # a backend plugin's module (cheap to import by the plugin rules) is imported for its switch
-        if loaded_only and mod not in sys.modules and not mod.startswith("litegpu_"):
-            continue
-        setattr(importlib.import_module(mod), name, ast.literal_eval(value))
-        sets.remove(item)
+        if mod in sys.modules or not loaded_only:
+            setattr(importlib.import_module(mod), name, ast.literal_eval(value))
+            sets.remove(item)
+        else:
+            on_import.setdefault(mod, []).append((name, ast.literal_eval(value)))  # (set again after)
+def _set_on_import():
+    import importlib.abc, importlib.machinery
+    class Hook(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path, target=None):
+            if name not in on_import:
+                return None
+            spec = importlib.machinery.PathFinder.find_spec(name, path)
+            if spec is None:
+                return None
+            run = spec.loader.exec_module
+            def exec_module(module):
+                run(module)
+                for attr, value in on_import.pop(name, []):
+                    setattr(module, attr, value)
+            spec.loader.exec_module = exec_module
+            return spec
+    sys.meta_path.insert(0, Hook())
+on_import = {}
 sets = [s for s in sys.argv[4:] if s]
 apply_sets(True)
+if on_import:
+    _set_on_import()
 d = litegpu.load_delegate(backend, {"cache": {"dir": cache_dir}})
 apply_sets(False)
 it = litegpu.Interpreter(model_path=model, experimental_delegates=[d])
