@@ -13,6 +13,7 @@ cache); ``--cold`` times cold starts instead (a fresh cache directory each, the 
 The span starts just after ``import litegpu`` (``bench/init.py``'s). Printed per run: every event of
 ``--min-ms`` or longer as ``start - end (duration) thread: what``, in order of start, where the events are
 
+* imports of the GPU executor, the backends' device modules and wgpu (``import NAME``, where they run);
 * the caller's steps (``load_delegate``, the model's read, the partition, the cache key and read, the
   programs from binaries, binding, uploads, ``allocate_tensors``) and every wait for a device made on a
   thread (``wait: ...``);
@@ -104,17 +105,29 @@ def patch_wgpu_device(module):
 PATCHES = {"litegpu_opencl._cl": patch_cl, "litegpu.gpu._device": patch_gpu_device,
            "litegpu_webgpu._adapters": patch_wgpu_adapters, "litegpu_webgpu._device": patch_wgpu_device}
 
+# imports timed where they happen (their own modules' execution, what they import included)
+TIMED_IMPORTS = {"litegpu.gpu._runtime", "litegpu.gpu._device", "litegpu.cache", "litegpu_webgpu._device",
+                 "litegpu_webgpu._delegate", "litegpu_webgpu._adapters", "litegpu_webgpu._cffi_types", "wgpu",
+                 "wgpu.backends.wgpu_native", "litegpu_opencl._device", "litegpu_vulkan._device"}
+
 class _Hook(importlib.abc.MetaPathFinder):
     # a module patched once it is imported, on whichever thread, without importing it earlier than the
-    # start does: litegpu_opencl._cl's entry points timed, the waits for a device made on a thread
+    # start does: litegpu_opencl._cl's entry points timed, the waits for a device made on a thread;
+    # the imports of TIMED_IMPORTS timed
     def find_spec(self, name, path, target=None):
-        if name not in PATCHES:
+        if name not in PATCHES and name not in TIMED_IMPORTS:
             return None
         spec = importlib.machinery.PathFinder.find_spec(name, path)
+        if spec is None:
+            return None
         run = spec.loader.exec_module
         def exec_module(module):
+            t = time.perf_counter()
             run(module)
-            PATCHES[name](module)
+            if name in TIMED_IMPORTS:
+                note("import " + name, t, time.perf_counter())
+            if name in PATCHES:
+                PATCHES[name](module)
         spec.loader.exec_module = exec_module
         return spec
 
