@@ -496,6 +496,17 @@ def _native_device() -> None:
     _native["device"] = (int(got["device"]), adapter, (on_error, on_lost))
 
 
+def _drop_native_device() -> None:
+    """Release the native device request's device where nothing took it (a failed start)."""
+    import ctypes
+
+    made = _native.pop("device", None)
+    if made is not None:
+        release = _native["lib"].wgpuDeviceRelease
+        release.restype, release.argtypes = None, [ctypes.c_void_p]
+        release(made[0])
+
+
 def _wrap_native_device(adapter: Any) -> Any:
     """wgpu-py's GPUDevice around the native start's device (:func:`_native_device`) on ``adapter`` (the
     wgpu-py object of the same handle), made as wgpu-py's request makes it; None where there is none."""
@@ -561,14 +572,14 @@ def start_in_background() -> None:
                     _native_device()
                 except Exception as e:  # noqa: BLE001 - wgpu-py's request follows
                     log.debug("webgpu: wgpu-native's device request without wgpu-py failed (%s)", e)
-                    _native.pop("device", None)
+                    _drop_native_device()
                 PROBE_MS["native device done (since the start)"] = (time.perf_counter() - t_start) * 1e3
             t0 = time.perf_counter()
             adapter = list_adapters()[0]  # (sets wgpu-py's instance up first, waiting for the binding)
             PROBE_MS["adapters (probe)"] = (time.perf_counter() - t0) * 1e3
         except BaseException as e:  # noqa: BLE001 - reported by the device's own enumeration
             log.debug("webgpu: the background start failed (%s)", e)
-            _native.pop("device", None)
+            _drop_native_device()
             _early.known(None)
             return
         _early.known(adapter)
