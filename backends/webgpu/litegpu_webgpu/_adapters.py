@@ -1,8 +1,8 @@
 """wgpu's instance and the WebGPU adapters: the driver's start, apart from the device module.
 
 Nothing here imports litegpu's GPU core, so that ``WebGPUBackend.quick_availability`` can run
-:func:`start_in_background` (wgpu-native's import, its C declarations, wgpu's instance and the first
-enumeration, on a thread) before the caller's thread imports the device module and the GPU executor
+:func:`start_in_background` (wgpu's instance, the first enumeration and the default device's request,
+natively through ctypes where it can: NATIVE_START, NATIVE_DEVICE; on a thread) before the caller's thread imports the device module and the GPU executor
 (a module import lock taken in two orders by two threads is how imports deadlock: see
 ``litegpu.gpu._probe``).  wgpu itself is imported on first use.
 """
@@ -20,7 +20,8 @@ from litegpu import BackendUnavailableError, DelegateError
 from litegpu._runtime_dir import ensure_xdg_runtime_dir
 
 __all__ = ["list_adapters", "adapter_name", "start_in_background", "import_binding", "claim_early_device",
-           "request_device", "ADAPTER_LOCK", "POWER_PREFERENCES", "GL_ENV", "PROBE_MS", "WANTED_LIMITS", "NATIVE_START"]
+           "request_device", "ADAPTER_LOCK", "POWER_PREFERENCES", "GL_ENV", "PROBE_MS", "WANTED_LIMITS", "NATIVE_START",
+           "NATIVE_DEVICE", "DEVICE_FEATURES", "device_layout"]
 
 log = logging.getLogger("litegpu")
 
@@ -262,6 +263,8 @@ def device_layout(ffi: Any, lib: Any) -> dict[str, Any]:
     the offsets of the fields it fills, the layout of the two structs passed by value
     (``WGPURequestDeviceCallbackInfo``, ``WGPUStringView``: checked against ctypes' at the request) and
     the enum values it passes.  Plain numbers, stored with the instance's structs."""
+    from wgpu.backends.wgpu_native._mappings import enummap
+
     dd = "WGPUDeviceDescriptor"
 
     def off(ctype: str, *fields: str) -> int:
@@ -286,8 +289,8 @@ def device_layout(ffi: Any, lib: Any) -> dict[str, Any]:
                   "spontaneous": int(lib.WGPUCallbackMode_AllowSpontaneous),
                   "status_success": int(lib.WGPUStatus_Success),
                   "request_success": int(lib.WGPURequestDeviceStatus_Success),
-                  # the features request_device asks for where the adapter has them, in its order
-                  "features": [int(lib.WGPUFeatureName_ShaderF16), int(lib.WGPUFeatureName_TimestampQuery)]},
+                  # DEVICE_FEATURES' values (asked for where the adapter has them)
+                  "features": [int(enummap[f"FeatureName.{f}"]) for f in DEVICE_FEATURES]},
     }
 
 
@@ -426,7 +429,7 @@ def _on_device_lost(_device: Any, reason: int, message: Any, _u1: Any, _u2: Any)
 def _native_device() -> None:
     """(the background start's thread, after :func:`_native_start`) the default device, requested on the
     native start's only adapter through wgpu-native's C API as :func:`request_device` asks for it through
-    wgpu-py: shader-f16 and timestamp-query where the adapter has them, every limit at the adapter's
+    wgpu-py: :data:`DEVICE_FEATURES` where the adapter has them, every limit at the adapter's
     value (wgpu-py fills each limit it is not given with the adapter's, and of the native limits passes
     only ``maxNonSamplerBindings``), the labels wgpu-py gives, its callbacks' modes.  Leaves the handle in
     ``_native["device"]`` for :func:`_wrap_native_device`; nothing there where it cannot be done."""
@@ -648,6 +651,9 @@ def claim_early_device(adapter: Any) -> Any:
     return _early.claim(adapter)
 
 
+#: The optional features litegpu's device asks for where the adapter has them: shader-f16 (fp16 plans),
+#: timestamp-query (only ``litegpu benchmark --profile``; costs nothing until used)
+DEVICE_FEATURES = ("shader-f16", "timestamp-query")
 #: Limits worth more than WebGPU's defaults (8 storage buffers, 16 KiB shared memory, ...): asked for
 #: as the adapter has them
 WANTED_LIMITS = (
@@ -659,11 +665,11 @@ WANTED_LIMITS = (
 
 
 def request_device(adapter: Any) -> Any:
-    """litegpu's device on ``adapter`` (call with ADAPTER_LOCK held): shader-f16 and timestamp queries
-    where the adapter has them (the latter serve only ``litegpu benchmark --profile`` and cost nothing
-    until used), :data:`WANTED_LIMITS` at the adapter's values."""
+    """litegpu's device on ``adapter`` (call with ADAPTER_LOCK held): :data:`DEVICE_FEATURES` where the
+    adapter has them, :data:`WANTED_LIMITS` at the adapter's values (the native start's request,
+    :func:`_native_device`, asks for the same)."""
     have = adapter.limits
-    features = [f for f in ("shader-f16", "timestamp-query") if f in adapter.features]
+    features = [f for f in DEVICE_FEATURES if f in adapter.features]
     limits = {k: int(have[k]) for k in WANTED_LIMITS if k in have}
     return adapter.request_device_sync(label="litegpu", required_features=features, required_limits=limits)
 
