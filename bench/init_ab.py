@@ -6,7 +6,7 @@ Usage: ``python bench/init_ab.py --set MODULE.NAME=VALUE [--set ...] [--backends
 ``bench/init.py --set`` measures one variant after the other, so a host that warms up (the page cache,
 the drivers' files) or a neighbour that starts working favours one of them: in one NVIDIA call the
 first cells of the first variant were slower, cold runs included. Here, per (backend, model), one
-untimed run fills the serialization cache and the drivers' own caches (in a private directory, as
+untimed run per variant fills the serialization cache and the drivers' own caches (in a private directory, as
 ``bench/init.py``'s "warm, driver caches on" column), then ``--runs`` pairs of fresh processes
 alternate A (the code as it is) and B (every ``--set`` applied), the order flipped every pair. The
 timed span is ``bench/init.py``'s (after ``import litegpu`` to the end of ``allocate_tensors()``).
@@ -46,7 +46,11 @@ def measure(model: Path, backend: str, runs: int, sets: list[str], keep: bool,
         if pythonpath_b:
             envs["b"] = {**env, "PYTHONPATH": os.pathsep.join([pythonpath_b, env.get("PYTHONPATH", "")])}
             caches["b"] = str(root / "cache-b")
-            _run_child(_CHILD, [str(model), backend, caches["b"], *sets], envs["b"])  # B's own fill
+        if pythonpath_b or sets:
+            # B's own fill (untimed): a switch that changes what the driver compiles (webgpu's
+            # SHADER_RUNTIME_CHECKS: other SPIR-V) found only A's entries in the drivers' caches, and B's
+            # first timed run compiled them (until 2026-11-27)
+            _run_child(_CHILD, [str(model), backend, caches["b"], *sets], envs["b"])
         got: dict[str, list[float]] = {"a": [], "b": [], "a_cpu": [], "b_cpu": [], "a_main": [], "b_main": [],
                                        "a_import": [], "b_import": []}
         cold_env = _child_env(keep)  # the drivers' caches off, as bench/init.py's cold column

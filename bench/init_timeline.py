@@ -13,6 +13,7 @@ cache); ``--cold`` times cold starts instead (a fresh cache directory each, the 
 The span starts just after ``import litegpu`` (``bench/init.py``'s). Printed per run: every event of
 ``--min-ms`` or longer as ``start - end (duration) thread: what``, in order of start, where the events are
 
+* imports of the GPU executor, the backends' device modules and wgpu (``import NAME``, where they run);
 * the caller's steps (``load_delegate`` with the plugin scan, its part before the delegate's creation
   and the rest after it, ``DefaultStart()``; the model's read, the partition, the cache key and read,
   the delegate's prepare and the partition kernel's set-up, the programs from binaries, binding,
@@ -20,7 +21,11 @@ The span starts just after ``import litegpu`` (``bench/init.py``'s). Printed per
   (``wait: ...``);
 * threads started (``thread start: NAME``);
 * opencl: every OpenCL entry point (``cl: NAME``), on whichever thread; shorter calls are summed per
-  (thread, entry point) in one line at the end (first start, last end, count, summed time).
+  (thread, entry point) in one line at the end (first start, last end, count, summed time);
+* webgpu: the background start's steps (``wgpu: _native_start``, ``import_binding``, ``_set_instance``,
+  ``_enumerate``, ``_native_device``, ``_wrap_native_device``, ``request_device``, ``claim_early_device``), the device's own start (``wgpu: _start``)
+  and every pipeline's build (``wgpu: _build_pipeline``, its ``_shader_module``), on whichever thread;
+  ``wgpu. _variant`` (a kernel's layouts, and its pipeline where built inline) is summed when short.
 
 Nothing here is asserted by a test; the numbers carry the wrappers' own cost (a few microseconds per
 wrapped call: about 1000 ``clSetKernelArg`` on pose), so read the order and the gaps, and take the
@@ -95,20 +100,45 @@ def patch_entry_points(module):
     # the plugin scan's directory listings (each distribution's entry_points.txt is read as the scan goes)
     wrap(module, "_infos", "distributions listed")
 
+def patch_wgpu_adapters(module):
+    # the background start's steps and the device request (litegpu_webgpu._adapters), on whichever thread
+    for n in ("_native_start", "import_binding", "_set_instance", "_enumerate", "_native_device",
+              "_wrap_native_device", "request_device", "claim_early_device"):
+        wrap(module, n, "wgpu: " + n)
+
+def patch_wgpu_device(module):
+    # the device's start on its thread, and each pipeline's build (shader module + compute pipeline)
+    for n in ("_start", "_shader_module", "_build_pipeline"):
+        wrap(module.WebGPUDevice, n, "wgpu: " + n)
+    wrap(module.WebGPUDevice, "_variant", "wgpu. _variant")
+
 PATCHES = {"litegpu_opencl._cl": patch_cl, "litegpu.gpu._device": patch_gpu_device,
-           "litegpu_opencl._platforms": patch_platforms, "litegpu._entry_points": patch_entry_points}
+           "litegpu_opencl._platforms": patch_platforms, "litegpu._entry_points": patch_entry_points,
+           "litegpu_webgpu._adapters": patch_wgpu_adapters, "litegpu_webgpu._device": patch_wgpu_device}
+
+# imports timed where they happen (their own modules' execution, what they import included)
+TIMED_IMPORTS = {"litegpu.gpu._runtime", "litegpu.gpu._device", "litegpu.cache", "litegpu_webgpu._device",
+                 "litegpu_webgpu._delegate", "litegpu_webgpu._adapters", "litegpu_webgpu._cffi_types", "wgpu",
+                 "wgpu.backends.wgpu_native", "litegpu_opencl._device", "litegpu_vulkan._device"}
 
 class _Hook(importlib.abc.MetaPathFinder):
     # a module patched once it is imported, on whichever thread, without importing it earlier than the
-    # start does: litegpu_opencl._cl's entry points timed, the waits for a device made on a thread
+    # start does: litegpu_opencl._cl's entry points timed, the waits for a device made on a thread;
+    # the imports of TIMED_IMPORTS timed
     def find_spec(self, name, path, target=None):
-        if name not in PATCHES:
+        if name not in PATCHES and name not in TIMED_IMPORTS:
             return None
         spec = importlib.machinery.PathFinder.find_spec(name, path)
+        if spec is None:
+            return None
         run = spec.loader.exec_module
         def exec_module(module):
+            t = time.perf_counter()
             run(module)
-            PATCHES[name](module)
+            if name in TIMED_IMPORTS:
+                note("import " + name, t, time.perf_counter())
+            if name in PATCHES:
+                PATCHES[name](module)
         spec.loader.exec_module = exec_module
         return spec
 
@@ -179,7 +209,7 @@ def _print_run(label: str, got: dict, min_ms: float) -> None:
     print(f"\n{label}: prepare {got['prepare_ms']:.0f} ms" + (f" ({sets})" if sets else ""))
     small: dict[tuple[str, str], list[float]] = {}
     for what, thread, t0, t1 in sorted(got["events"], key=lambda e: e[2]):
-        if t1 - t0 >= min_ms or what.startswith(("thread start", "wait:")) or not what.startswith("cl: "):
+        if t1 - t0 >= min_ms or what.startswith(("thread start", "wait:")) or not what.startswith(("cl: ", "wgpu. ")):
             if t1 - t0 >= min_ms or not what.startswith(("device.alloc", "device.bind", "device.upload")):
                 print(f"  {t0:7.1f} - {t1:7.1f} ({t1 - t0:6.1f}) {thread}: {what}")
                 continue

@@ -490,34 +490,57 @@ def test_starts_on_threads_with_wgpus_instance_made_elsewhere(wg, tmp_path, else
 
 
 _EARLY_CHILD = textwrap.dedent(r"""
+    import sys
     import litegpu
     from litegpu_webgpu import _adapters
+    _adapters.NATIVE_DEVICE = sys.argv[1] == "1"
     first = litegpu.load_delegate("webgpu", {"cache": {"enabled": False}})
     second = litegpu.load_delegate("webgpu", {"cache": {"enabled": False}})
     a, b = first.device.device, second.device.device
     print("native start:", "native load (probe)" in _adapters.PROBE_MS)
+    print("native device:", "native device (probe)" in _adapters.PROBE_MS)
     print("first has the early device:", a is _adapters._early.device)
     print("second has its own:", b is not a and b is not None)
     print("same adapter:", first.device.adapter is second.device.adapter)
+    # the second device is wgpu-py's own request (request_device): the first must be the same device
+    print("same limits and features as wgpu-py's request:", a.limits == b.limits and a.features == b.features,
+          a.adapter is b.adapter)
+    try:  # wgpu's validation errors reach wgpu-py's error handler (the native device's callback)
+        a.create_shader_module(code="fn main( {")
+        print("invalid WGSL raised: nothing")
+    except Exception as e:
+        print("invalid WGSL raised:", type(e).__name__)
+    buf = a.create_buffer(size=16, usage="STORAGE|COPY_SRC|COPY_DST")
+    a.queue.write_buffer(buf, 0, bytes(range(16)))
+    print("round trip:", bytes(a.queue.read_buffer(buf)) == bytes(range(16)))
     from wgpu.backends.wgpu_native import _helpers
     print("wgpu-py's instance is the native start's:",
           int(_helpers.ffi.cast("uintptr_t", _helpers._the_instance)) == _adapters._native["instance"])
+    first.close()
+    second.close()
 """)
 
 
-def test_the_background_starts_device_goes_to_the_first_default_delegate(wg):
+@pytest.mark.parametrize("native_device", [True, False], ids=["native-device", "wgpu-py-device"])
+def test_the_background_starts_device_goes_to_the_first_default_delegate(wg, native_device):
     """The background start requests the default adapter's device as soon as the adapters are listed
-    (natively, the declarations being cached by the wg fixture's import); the first default delegate
-    takes it, a second one requests its own on the same adapter object.  In a child process: the
-    background start runs once per process."""
+    (natively, the declarations being cached by the wg fixture's import; with one adapter, the device
+    too: ``_adapters.NATIVE_DEVICE``); the first default delegate takes it, a second one requests its
+    own through wgpu-py on the same adapter object, with the same limits and features; the native
+    device reports wgpu's validation errors as wgpu-py's own does (raised by the failing call).  In a
+    child process: the background start runs once per process."""
     import subprocess
 
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), *sys.path])}
-    r = subprocess.run([sys.executable, "-c", _EARLY_CHILD], capture_output=True, text=True, env=env, timeout=300)
+    r = subprocess.run([sys.executable, "-c", _EARLY_CHILD, str(int(native_device))], capture_output=True, text=True,
+                       env=env, timeout=300)
     tail = (r.stdout + r.stderr)[-3000:]
     assert r.returncode == 0, tail
-    for line in ("native start: True", "first has the early device: True", "second has its own: True",
-                 "same adapter: True", "wgpu-py's instance is the native start's: True"):
+    one_adapter = len(wg[0].list_adapters()) == 1
+    for line in ("native start: True", f"native device: {native_device and one_adapter}",
+                 "first has the early device: True", "second has its own: True", "same adapter: True",
+                 "same limits and features as wgpu-py's request: True True", "invalid WGSL raised: GPUValidationError",
+                 "round trip: True", "wgpu-py's instance is the native start's: True"):
         assert line in r.stdout, tail
 
 

@@ -179,3 +179,25 @@ def test_the_native_starts_instance_structs_are_what_wgpu_py_passes(monkeypatch)
     options = ffi.cast("WGPUInstanceEnumerateAdapterOptions *", raw_options)
     assert options.backends == ffi.cast("WGPUInstanceExtras *", raw_extras).backends == 1 | 4 | 8
     assert options.nextInChain == ffi.NULL
+
+
+def test_the_native_device_requests_structs_are_laid_out_as_wgpu_pys():
+    """The structs the native device request (``_adapters._native_device``) passes by value through
+    ctypes (``WGPURequestDeviceCallbackInfo``, ``WGPUStringView``) have wgpu.h's layout as wgpu-py's
+    binding has it (else the request would go the slow way, through wgpu-py, unnoticed), and the
+    stored layout names the features wgpu-py's request asks for by the same enum values."""
+    pytest.importorskip("wgpu")
+    import ctypes
+
+    from litegpu_webgpu import _adapters
+    from wgpu.backends.wgpu_native._ffi import ffi, lib
+
+    layout = _adapters.device_layout(ffi, lib)
+    types = _adapters._ctypes_types()
+    info, view = types["CallbackInfo"], types["StringView"]
+    assert layout["callback_info"] == [ctypes.sizeof(info), *(getattr(info, f).offset
+                                                              for f in _adapters._CALLBACK_INFO_FIELDS)]
+    assert layout["string_view"] == [ctypes.sizeof(view), view.data.offset, view.length.offset]
+    assert layout["enum_bytes"] == 4
+    assert layout["enums"]["features"] == [lib.WGPUFeatureName_ShaderF16, lib.WGPUFeatureName_TimestampQuery]
+    assert _adapters.DEVICE_FEATURES == ("shader-f16", "timestamp-query")

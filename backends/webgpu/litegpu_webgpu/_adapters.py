@@ -1,14 +1,15 @@
 """wgpu's instance and the WebGPU adapters: the driver's start, apart from the device module.
 
 Nothing here imports litegpu's GPU core, so that ``WebGPUBackend.quick_availability`` can run
-:func:`start_in_background` (wgpu-native's import, its C declarations, wgpu's instance and the first
-enumeration, on a thread) before the caller's thread imports the device module and the GPU executor
+:func:`start_in_background` (wgpu's instance, the first enumeration and the default device's request,
+natively through ctypes where it can: NATIVE_START, NATIVE_DEVICE; on a thread) before the caller's thread imports the device module and the GPU executor
 (a module import lock taken in two orders by two threads is how imports deadlock: see
 ``litegpu.gpu._probe``).  wgpu itself is imported on first use.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import threading
@@ -19,7 +20,8 @@ from litegpu import BackendUnavailableError, DelegateError
 from litegpu._runtime_dir import ensure_xdg_runtime_dir
 
 __all__ = ["list_adapters", "adapter_name", "start_in_background", "import_binding", "claim_early_device",
-           "request_device", "ADAPTER_LOCK", "POWER_PREFERENCES", "GL_ENV", "PROBE_MS", "WANTED_LIMITS", "NATIVE_START"]
+           "request_device", "ADAPTER_LOCK", "POWER_PREFERENCES", "GL_ENV", "PROBE_MS", "WANTED_LIMITS", "NATIVE_START",
+           "NATIVE_DEVICE", "DEVICE_FEATURES", "device_layout"]
 
 log = logging.getLogger("litegpu")
 
@@ -46,6 +48,21 @@ GL_ENV = "LITEGPU_WEBGPU_GL"
 #: wgpu-py release (no stored structs yet), an instance made elsewhere first and
 #: ``LITEGPU_WEBGPU_GL=1`` take wgpu-py's way.
 NATIVE_START = True
+#: A/B switch (``--set litegpu_webgpu._adapters.NATIVE_DEVICE=False``).  True: where the native start
+#: (NATIVE_START) found exactly one adapter, the background start requests the default device on it
+#: at once through wgpu-native's C API (ctypes, the GIL released for the driver's 60-90 ms, the
+#: descriptor's layout from the same stored record as the instance's: :func:`device_layout`), and only
+#: then makes wgpu-py's adapter and device objects around the handles: the device's request no longer
+#: waits for wgpu-py's binding, its adapter object and the request's own Python (11-38 ms on the
+#: NVIDIA host beside the caller's imports, s12-wgpustart-2), and a device's start on its thread
+#: makes the adapter object meanwhile.  The device carries wgpu-py's error and device-lost handling
+#: (:func:`_on_uncaptured_error`, :func:`_on_device_lost`) and is wgpu-py's own object from then on.
+#: False: the device is requested through wgpu-py once its adapter object is made (the eighth
+#: session's order).  Several adapters (the choice among them is wgpu-py's objects' sort) and a failed
+#: native request take wgpu-py's way.  H100 (s13-wgpuwarm-1/2): the device's request 72-76 ms against
+#: 104 through wgpu-py; warm 0-24 ms (median 5) quicker over the 7 models in alternated pairs, cold
+#: unchanged within the noise.
+NATIVE_DEVICE = True
 _instance_set = False
 # held while the first caller sets wgpu's instance up (the background start holds it from its native
 # instance to wgpu-py's taking it over): a second caller waits for it instead of enumerating through
@@ -238,7 +255,45 @@ def instance_structs(ffi: Any, lib: Any) -> dict[str, bytes]:
     options.backends = _VULKAN_METAL_DX12
     return {"extras": bytes(ffi.buffer(extras)), "descriptor": bytes(ffi.buffer(ffi.new("WGPUInstanceDescriptor *"))),
             "descriptor_next": str(ffi.offsetof("WGPUInstanceDescriptor", "nextInChain")).encode(),
-            "options": bytes(ffi.buffer(options))}
+            "options": bytes(ffi.buffer(options)),
+            "device": json.dumps(device_layout(ffi, lib), sort_keys=True).encode()}
+
+
+def device_layout(ffi: Any, lib: Any) -> dict[str, Any]:
+    """What the native device request (:func:`_native_device`) needs of ``wgpu.h`` as ``ffi`` (wgpu-py's
+    binding) lays it out: the sizes of ``WGPUDeviceDescriptor``, ``WGPULimits``, ``WGPUNativeLimits``,
+    the offsets of the fields it fills, the layout of the two structs passed by value
+    (``WGPURequestDeviceCallbackInfo``, ``WGPUStringView``: checked against ctypes' at the request) and
+    the enum values it passes.  Plain numbers, stored with the instance's structs."""
+    from wgpu.backends.wgpu_native._mappings import enummap
+
+    dd = "WGPUDeviceDescriptor"
+
+    def off(ctype: str, *fields: str) -> int:
+        return int(ffi.offsetof(ctype, *fields))
+
+    return {
+        "descriptor_bytes": ffi.sizeof(dd), "limits_bytes": ffi.sizeof("WGPULimits"),
+        "native_limits_bytes": ffi.sizeof("WGPUNativeLimits"),
+        "label": off(dd, "label"), "feature_count": off(dd, "requiredFeatureCount"),
+        "features": off(dd, "requiredFeatures"), "limits": off(dd, "requiredLimits"),
+        "queue_label": off(dd, "defaultQueue", "label"), "lost_mode": off(dd, "deviceLostCallbackInfo", "mode"),
+        "lost_callback": off(dd, "deviceLostCallbackInfo", "callback"),
+        "error_callback": off(dd, "uncapturedErrorCallbackInfo", "callback"),
+        "limits_next": off("WGPULimits", "nextInChain"), "native_stype": off("WGPUNativeLimits", "chain", "sType"),
+        "native_non_sampler": off("WGPUNativeLimits", "maxNonSamplerBindings"),
+        "callback_info": [ffi.sizeof("WGPURequestDeviceCallbackInfo"),
+                          *(off("WGPURequestDeviceCallbackInfo", f) for f in _CALLBACK_INFO_FIELDS)],
+        "string_view": [ffi.sizeof("WGPUStringView"), off("WGPUStringView", "data"), off("WGPUStringView", "length")],
+        "enum_bytes": ffi.sizeof("WGPUFeatureName"),
+        "enums": {"stype_native_limits": int(lib.WGPUSType_NativeLimits),
+                  "process_events": int(lib.WGPUCallbackMode_AllowProcessEvents),
+                  "spontaneous": int(lib.WGPUCallbackMode_AllowSpontaneous),
+                  "status_success": int(lib.WGPUStatus_Success),
+                  "request_success": int(lib.WGPURequestDeviceStatus_Success),
+                  # DEVICE_FEATURES' values (asked for where the adapter has them)
+                  "features": [int(enummap[f"FeatureName.{f}"]) for f in DEVICE_FEATURES]},
+    }
 
 
 def _remember_layout(ffi: Any, lib: Any) -> None:
@@ -307,7 +362,180 @@ def _native_start() -> None:
         handles = (ctypes.c_void_p * max(count, 1))()
         got = min(int(enumerate_(instance, options, handles)), count)
     PROBE_MS["enumerate (probe)"] = (time.perf_counter() - t2) * 1e3
-    _native.update(lib=lib, instance=int(instance), adapters=[int(h) for h in handles[:got] if h])
+    listed = tuple(int(h) for h in handles[:got] if h)
+    # ("adapters" is taken by the first enumeration, "listed" stays for the native device request)
+    _native.update(lib=lib, instance=int(instance), adapters=list(listed), listed=listed, layout=layout)
+
+
+# the two structs the native device request passes by value (their layout checked against the
+# stored record before use: _native_device)
+_CALLBACK_INFO_FIELDS = ("nextInChain", "mode", "callback", "userdata1", "userdata2")
+
+
+def _ctypes_types() -> dict[str, Any]:
+    """ctypes' declarations of what :func:`_native_device` passes and receives (made on first use)."""
+    import ctypes
+
+    class StringView(ctypes.Structure):
+        _fields_ = [("data", ctypes.c_void_p), ("length", ctypes.c_size_t)]
+
+    class CallbackInfo(ctypes.Structure):
+        _fields_ = [("nextInChain", ctypes.c_void_p), ("mode", ctypes.c_uint32), ("callback", ctypes.c_void_p),
+                    ("userdata1", ctypes.c_void_p), ("userdata2", ctypes.c_void_p)]
+
+    # void (*)(WGPURequestDeviceStatus, WGPUDevice, WGPUStringView, void*, void*), and the device's
+    # uncaptured-error and device-lost callbacks: void (*)(WGPUDevice const*, enum, WGPUStringView, void*, void*)
+    return {"StringView": StringView, "CallbackInfo": CallbackInfo,
+            "request": ctypes.CFUNCTYPE(None, ctypes.c_uint32, ctypes.c_void_p, StringView, ctypes.c_void_p,
+                                        ctypes.c_void_p),
+            "device_event": ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_uint32, StringView, ctypes.c_void_p,
+                                             ctypes.c_void_p)}
+
+
+def _view_text(view: Any) -> str:
+    """A WGPUStringView's text (ctypes); SIZE_MAX as its length means NUL-terminated."""
+    import ctypes
+
+    if not view.data:
+        return ""
+    n = int(view.length)
+    raw = ctypes.string_at(view.data) if n >= (1 << (8 * ctypes.sizeof(ctypes.c_size_t))) - 1 else \
+        ctypes.string_at(view.data, n)
+    return raw.decode("utf-8", "replace")
+
+
+def _on_uncaptured_error(_device: Any, error_type: int, message: Any, _u1: Any, _u2: Any) -> None:
+    """The native device's uncaptured-error callback: handed to wgpu-py's error handler as its own
+    callback does (the failing wgpu-py call raises it; wgpu-native calls this inside that call)."""
+    try:
+        from wgpu.backends.wgpu_native._api import enum_int2str, error_handler
+
+        msg = "\n".join(line.rstrip() for line in _view_text(message).splitlines())
+        error_handler.handle_error(enum_int2str["ErrorType"].get(error_type, "Unknown"), msg)
+    except Exception as e:  # noqa: BLE001 - an exception must not cross into wgpu-native
+        log.error("webgpu: uncaptured WebGPU error (type %s): %s (%s)", error_type, _view_text(message), e)
+
+
+def _on_device_lost(_device: Any, reason: int, message: Any, _u1: Any, _u2: Any) -> None:
+    """The native device's device-lost callback: logged as wgpu-py's own callback logs it."""
+    try:
+        from wgpu.backends.wgpu_native._api import enum_int2str, error_handler, logger
+
+        logger.error("DEVICE LOST!")
+        why = enum_int2str["DeviceLostReason"].get(reason, "Unknown")
+        error_handler.log_error(f"The WGPU device was lost ({why}):\n{_view_text(message)}")
+    except Exception as e:  # noqa: BLE001 - an exception must not cross into wgpu-native
+        log.error("webgpu: the WebGPU device was lost (reason %s): %s (%s)", reason, _view_text(message), e)
+
+
+def _native_device() -> None:
+    """(the background start's thread, after :func:`_native_start`) the default device, requested on the
+    native start's only adapter through wgpu-native's C API as :func:`request_device` asks for it through
+    wgpu-py: :data:`DEVICE_FEATURES` where the adapter has them, every limit at the adapter's
+    value (wgpu-py fills each limit it is not given with the adapter's, and of the native limits passes
+    only ``maxNonSamplerBindings``), the labels wgpu-py gives, its callbacks' modes.  Leaves the handle in
+    ``_native["device"]`` for :func:`_wrap_native_device`; nothing there where it cannot be done."""
+    import ctypes
+
+    layout = json.loads(_native["layout"]["device"]) if "device" in _native.get("layout", {}) else None
+    adapters = _native.get("listed") or ()
+    if layout is None or len(adapters) != 1:
+        return
+    t0 = time.perf_counter()
+    ct = _ctypes_types()
+    info_t, view_t = ct["CallbackInfo"], ct["StringView"]
+    if [ctypes.sizeof(info_t), *(getattr(info_t, f).offset for f in _CALLBACK_INFO_FIELDS)] != layout["callback_info"] \
+            or [ctypes.sizeof(view_t), view_t.data.offset, view_t.length.offset] != layout["string_view"] \
+            or layout["enum_bytes"] != 4:
+        log.debug("webgpu: wgpu.h's callback structs differ from litegpu's ctypes ones; the device through wgpu-py")
+        return
+    lib, adapter, e = _native["lib"], adapters[0], layout["enums"]
+    has, get_limits, request = lib.wgpuAdapterHasFeature, lib.wgpuAdapterGetLimits, lib.wgpuAdapterRequestDevice
+    has.restype, has.argtypes = ctypes.c_uint32, [ctypes.c_void_p, ctypes.c_uint32]
+    get_limits.restype, get_limits.argtypes = ctypes.c_uint32, [ctypes.c_void_p, ctypes.c_void_p]
+    request.restype, request.argtypes = ctypes.c_uint64, [ctypes.c_void_p, ctypes.c_void_p, info_t]  # WGPUFuture
+    lib.wgpuInstanceProcessEvents.argtypes = [ctypes.c_void_p]
+    features = sorted(f for f in e["features"] if has(adapter, f))
+    c_features = (ctypes.c_uint32 * max(len(features), 1))(*features)
+    limits = ctypes.create_string_buffer(layout["limits_bytes"])
+    native = ctypes.create_string_buffer(layout["native_limits_bytes"])
+    ctypes.c_uint32.from_buffer(native, layout["native_stype"]).value = e["stype_native_limits"]
+    ctypes.c_void_p.from_buffer(limits, layout["limits_next"]).value = ctypes.addressof(native)
+    if get_limits(adapter, limits) != e["status_success"]:
+        return
+    required_native = ctypes.create_string_buffer(layout["native_limits_bytes"])
+    ctypes.c_uint32.from_buffer(required_native, layout["native_stype"]).value = e["stype_native_limits"]
+    ctypes.c_uint32.from_buffer(required_native, layout["native_non_sampler"]).value = \
+        ctypes.c_uint32.from_buffer(native, layout["native_non_sampler"]).value
+    ctypes.c_void_p.from_buffer(limits, layout["limits_next"]).value = ctypes.addressof(required_native)
+    desc = ctypes.create_string_buffer(layout["descriptor_bytes"])
+    label, queue_label = ctypes.create_string_buffer(b"litegpu"), ctypes.create_string_buffer(b"default_queue")
+    for at, text in ((layout["label"], label), (layout["queue_label"], queue_label)):
+        view_t.from_buffer(desc, at).data = ctypes.addressof(text)
+        view_t.from_buffer(desc, at).length = len(text.value)
+    ctypes.c_size_t.from_buffer(desc, layout["feature_count"]).value = len(features)
+    ctypes.c_void_p.from_buffer(desc, layout["features"]).value = ctypes.addressof(c_features)
+    ctypes.c_void_p.from_buffer(desc, layout["limits"]).value = ctypes.addressof(limits)
+    on_error, on_lost = ct["device_event"](_on_uncaptured_error), ct["device_event"](_on_device_lost)
+    ctypes.c_uint32.from_buffer(desc, layout["lost_mode"]).value = e["spontaneous"]
+    ctypes.c_void_p.from_buffer(desc, layout["lost_callback"]).value = ctypes.cast(on_lost, ctypes.c_void_p).value
+    ctypes.c_void_p.from_buffer(desc, layout["error_callback"]).value = ctypes.cast(on_error, ctypes.c_void_p).value
+    got: dict[str, Any] = {}
+
+    def on_request(status: int, device: Any, message: Any, _u1: Any, _u2: Any) -> None:
+        got.update(status=int(status), device=device, message=_view_text(message))
+
+    on_request_c = ct["request"](on_request)
+    info = info_t(None, e["process_events"], ctypes.cast(on_request_c, ctypes.c_void_p).value, None, None)
+    t1 = time.perf_counter()
+    request(adapter, desc, info)  # (ctypes releases the GIL around it; wgpu-native calls back inside it)
+    if not got:
+        lib.wgpuInstanceProcessEvents(_native["instance"])
+    PROBE_MS["native device (probe)"] = (time.perf_counter() - t1) * 1e3
+    PROBE_MS["native device prep (probe)"] = (t1 - t0) * 1e3
+    if got.get("status") != e["request_success"] or not got.get("device"):
+        log.debug("webgpu: wgpu-native's device request failed (%s: %s); requested again through wgpu-py",
+                  got.get("status"), got.get("message"))
+        return
+    # the callbacks live as long as the device (wgpu-py keeps its own on the device object likewise)
+    _native["device"] = (int(got["device"]), adapter, (on_error, on_lost))
+
+
+def _drop_native_device() -> None:
+    """Release the native device request's device where nothing took it (a failed start)."""
+    import ctypes
+
+    made = _native.pop("device", None)
+    if made is not None:
+        release = _native["lib"].wgpuDeviceRelease
+        release.restype, release.argtypes = None, [ctypes.c_void_p]
+        release(made[0])
+
+
+def _wrap_native_device(adapter: Any) -> Any:
+    """wgpu-py's GPUDevice around the native start's device (:func:`_native_device`) on ``adapter`` (the
+    wgpu-py object of the same handle), made as wgpu-py's request makes it; None where there is none."""
+    made = _native.pop("device", None)
+    if made is None:
+        return None
+    handle, on, callbacks = made
+    from wgpu.backends.wgpu_native import _api
+
+    if int(_api.ffi.cast("uintptr_t", adapter._internal)) != on:  # (not the default adapter: dropped)
+        _api.libf.wgpuDeviceRelease(_api.ffi.cast("WGPUDevice", handle))
+        return None
+    device_id = _api.ffi.cast("WGPUDevice", handle)
+    try:
+        limits = _api._get_limits(device_id, device=True)
+        features = _api._get_features(device_id, device=True)
+        queue = _api.GPUQueue("", _api.libf.wgpuDeviceGetQueue(device_id), None)
+        device = _api.GPUDevice("litegpu", device_id, adapter, features, limits, queue)
+    except BaseException:
+        _api.libf.wgpuDeviceRelease(device_id)
+        raise
+    device._uncaptured_error_callback, device._device_lost_callback = callbacks
+    return device
+
 
 
 def start_in_background() -> None:
@@ -337,19 +565,41 @@ def start_in_background() -> None:
                 finally:
                     _native_loaded.set()
                 PROBE_MS["native start done (since the start)"] = (time.perf_counter() - t_start) * 1e3
-                _set_instance(os.environ.get(GL_ENV, "") not in ("", "0"))  # waits for the binding
+                native_device = NATIVE_DEVICE and "instance" in _native
+                if not native_device:
+                    _set_instance(os.environ.get(GL_ENV, "") not in ("", "0"))  # waits for the binding
+            if native_device:
+                # outside _instance_lock: a device's start on its thread sets wgpu-py's instance up and
+                # lists the adapters (its queries, which the caller's cache key waits for) meanwhile.  No
+                # ADAPTER_LOCK: that lock keeps EGL off two threads, and litegpu's own instance (the
+                # native start's) has no OpenGL
+                try:
+                    _native_device()
+                except Exception as e:  # noqa: BLE001 - wgpu-py's request follows
+                    log.debug("webgpu: wgpu-native's device request without wgpu-py failed (%s)", e)
+                    _drop_native_device()
+                PROBE_MS["native device done (since the start)"] = (time.perf_counter() - t_start) * 1e3
             t0 = time.perf_counter()
-            adapter = list_adapters()[0]
+            adapter = list_adapters()[0]  # (sets wgpu-py's instance up first, waiting for the binding)
             PROBE_MS["adapters (probe)"] = (time.perf_counter() - t0) * 1e3
         except BaseException as e:  # noqa: BLE001 - reported by the device's own enumeration
             log.debug("webgpu: the background start failed (%s)", e)
+            _drop_native_device()
             _early.known(None)
             return
         _early.known(adapter)
         t0 = time.perf_counter()
         try:
-            with ADAPTER_LOCK:  # no enumeration beside it
-                _early.made(request_device(adapter), None)
+            device = None
+            if "device" in _native:
+                try:
+                    device = _wrap_native_device(adapter)
+                except Exception as e:  # noqa: BLE001 - another wgpu-py's internals: its own request follows
+                    log.debug("webgpu: wgpu-py's device object around the native device failed (%s)", e)
+            if device is None:
+                with ADAPTER_LOCK:  # no enumeration beside it
+                    device = request_device(adapter)
+            _early.made(device, None)
         except BaseException as e:  # noqa: BLE001 - the claimer requests again and raises it typed
             _early.made(None, e)
         PROBE_MS["request device (early)"] = (time.perf_counter() - t0) * 1e3
@@ -403,6 +653,9 @@ def claim_early_device(adapter: Any) -> Any:
     return _early.claim(adapter)
 
 
+#: The optional features litegpu's device asks for where the adapter has them: shader-f16 (fp16 plans),
+#: timestamp-query (only ``litegpu benchmark --profile``; costs nothing until used)
+DEVICE_FEATURES = ("shader-f16", "timestamp-query")
 #: Limits worth more than WebGPU's defaults (8 storage buffers, 16 KiB shared memory, ...): asked for
 #: as the adapter has them
 WANTED_LIMITS = (
@@ -414,11 +667,11 @@ WANTED_LIMITS = (
 
 
 def request_device(adapter: Any) -> Any:
-    """litegpu's device on ``adapter`` (call with ADAPTER_LOCK held): shader-f16 and timestamp queries
-    where the adapter has them (the latter serve only ``litegpu benchmark --profile`` and cost nothing
-    until used), :data:`WANTED_LIMITS` at the adapter's values."""
+    """litegpu's device on ``adapter`` (call with ADAPTER_LOCK held): :data:`DEVICE_FEATURES` where the
+    adapter has them, :data:`WANTED_LIMITS` at the adapter's values (the native start's request,
+    :func:`_native_device`, asks for the same)."""
     have = adapter.limits
-    features = [f for f in ("shader-f16", "timestamp-query") if f in adapter.features]
+    features = [f for f in DEVICE_FEATURES if f in adapter.features]
     limits = {k: int(have[k]) for k in WANTED_LIMITS if k in have}
     return adapter.request_device_sync(label="litegpu", required_features=features, required_limits=limits)
 

@@ -179,19 +179,21 @@ def cached_header_cdef() -> Iterator[None]:
 # --------------------------------------------------------------------------- wgpu's instance structs
 #
 # The native start (``_adapters._native_start``) makes wgpu's instance through ctypes before wgpu-py
-# and cffi are imported: it needs the bytes of three C structs as wgpu-py's binding lays them out for
-# this header (``_adapters.instance_structs``), which the first start stores here by the header's
-# digest; a new wgpu-py (another header) has no record until its first start stores one.
+# and cffi are imported, and requests the default device (``_adapters._native_device``): it needs the
+# bytes of three C structs and the device request's layout as wgpu-py's binding has them for this
+# header (``_adapters.instance_structs``), which the first start stores here by the header's digest; a
+# new wgpu-py (another header) has no record until its first start stores one.
 
 _LAYOUT_RECORD = "webgpu-instance-layout"
-_LAYOUT_SECTIONS = ("extras", "descriptor", "descriptor_next", "options")
+#: "device": the native device request's layout (``_adapters.device_layout``, JSON), since record "2"
+_LAYOUT_SECTIONS = ("extras", "descriptor", "descriptor_next", "options", "device")
 
 
 def _layout_key(csource: str) -> Any:
     from litegpu.cache import EntryKey
 
     digest = hashlib.sha256(csource.encode("utf-8", "surrogatepass")).hexdigest()
-    return EntryKey(model_token=f"sha256:{digest}", backend=_LAYOUT_RECORD, backend_version="1", device="",
+    return EntryKey(model_token=f"sha256:{digest}", backend=_LAYOUT_RECORD, backend_version="2", device="",
                     driver_version="", options={"pointer_bytes": struct.calcsize("P")}, code="")
 
 

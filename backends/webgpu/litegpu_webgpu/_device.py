@@ -61,13 +61,16 @@ COMPILE_THREADS = 8
 #: Off by default: in the fresh-clone suite (2026-11-26, a03849b, two pytest workers) one worker
 #: aborted inside wgpu-native on a Python thread while pipelines were built beside binding; until
 #: that is found, wgpu is called from one thread at a time during prepare (on NVIDIA the pool beside
-#: binding measured within noise of building inline once the driver's shader cache is on).
+#: binding measured within noise of building inline once the driver's shader cache is on; again on the
+#: H100 in s13-wgpuwarm-1, unbiased: palm / pose / selfie warm 227 -> 237, 255 -> 276, 258 -> 246 ms).
 PIPELINES_BESIDE = False
 #: A/B switch: True (wgpu's default) lets naga add its run-time checks to every shader (index
 #: clamps on arrays it cannot prove in range, a counter on every loop), False creates the modules
 #: with ``wgpuDeviceCreateShaderModuleTrusted`` and no checks: less SPIR-V for the driver to compile.
 #: litegpu's kernels index within their bindings by construction (the vulkan and opencl backends run
 #: the same kernels unchecked), and the Vulkan device's robust buffer access still bounds buffers.
+#: H100 warm, each variant with its own driver-cache fill (s13-wgpuwarm-2): palm / pose / selfie 300 ->
+#: 291, 299 -> 312, 279 -> 278 ms: no gain (the shader modules' WGSL front end is most of a build).
 SHADER_RUNTIME_CHECKS = True
 
 
