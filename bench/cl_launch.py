@@ -5,7 +5,8 @@
 - **launches**: a trivial kernel (4096 work items, groups of 64) enqueued N times in a row on one in-order
   queue, with the argument shapes litegpu's kernels have (one buffer; 7 buffers as separate allocations,
   as sub-buffers of one allocation, as one allocation passed 7 times; the same plus 17 int params, as a
-  real conv kernel; one allocation plus element-offset ints), and, for the real shape, through ctypes
+  real conv kernel; one allocation plus element-offset ints; one or two base pointers plus 7 offsets and 17 ints, the
+  typed views derived in the kernel), and, for the real shape, through ctypes
   with no event object, 8 kernels of 8 programs in turn (as a model's launches; also each naming 7 sub-buffers of
   its own), 4096 work groups, 3-D sizes, and
   ``__local`` memory with a barrier, and a kernel that keeps the GPU busy for 2-30 us.  Columns: host enqueue (no waiting),
@@ -49,6 +50,17 @@ SRC = "\n".join([
     + ", __global float4* restrict d, int n, " + ", ".join(f"int p{j}" for j in range(_PARAMS - 1)) + ", "
     + ", ".join(f"int o{j}" for j in range(7))
     + ") { " + _BODY.format(body="d[o6 + i] = a0[o0 + i] + a5[o5 + i] + (float)p3;") + " }",
+    # the same 7 views through one (or two) base pointers plus element offsets, the typed restrict pointers
+    # derived in a thin wrapper around an inline body (how a kernel can name one cl_mem per allocation)
+    "inline void base_body(" + ", ".join(f"__global const float4* restrict a{j}" for j in range(6))
+    + ", __global float4* restrict d, int n, int p3) { " + _BODY.format(body="d[i] = a0[i] + a5[i] + (float)p3;")
+    + " }",
+    "__kernel void base1(__global float4* b, int n, " + ", ".join(f"int p{j}" for j in range(_PARAMS - 1)) + ", "
+    + ", ".join(f"int o{j}" for j in range(7)) + ") { base_body("
+    + ", ".join(f"b + o{j}" for j in range(7)) + ", n, p3); }",
+    "__kernel void base2(__global float4* b, __global float4* w, int n, "
+    + ", ".join(f"int p{j}" for j in range(_PARAMS - 1)) + ", " + ", ".join(f"int o{j}" for j in range(7))
+    + ") { base_body(" + ", ".join(f"{'w' if j in (1, 2) else 'b'} + o{j}" for j in range(7)) + ", n, p3); }",
     "__kernel void real3d(" + ", ".join(f"__global const float4* restrict a{j}" for j in range(6))
     + ", __global float4* restrict d, int n, " + ", ".join(f"int p{j}" for j in range(_PARAMS - 1))
     + ") { int i = (get_global_id(2) * 16 + get_global_id(1)) * 16 + get_global_id(0); "
@@ -93,6 +105,7 @@ def launches(ctx: cl.Context, n: int) -> None:
     own = [cl.Buffer(ctx, cl.mem_flags.READ_WRITE, nbytes) for _ in range(7)]
     arena = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, step * 7)
     subs = [arena.get_sub_region(j * step, nbytes) for j in range(7)]
+    weights = cl.Buffer(ctx, cl.mem_flags.READ_ONLY, step * 7)
     ints = [np.int32(N_ITEMS)] + [np.int32(j) for j in range(_PARAMS - 1)]
 
     def kernel(name: str, args: list) -> cl.Kernel:
@@ -116,6 +129,10 @@ def launches(ctx: cl.Context, n: int) -> None:
         ("7 buffers + 17 ints, sub-buffers (litegpu today)", kernel("real", [*subs, *ints])),
         ("7 x (1 allocation + offset) + 17 ints",
          kernel("offsets", [arena] * 7 + ints + [np.int32(j * step // 16) for j in range(7)])),
+        ("1 buffer + 17 ints + 7 offsets (one base pointer)",
+         kernel("base1", [arena] + ints + [np.int32(j * step // 16) for j in range(7)])),
+        ("2 buffers + 17 ints + 7 offsets (two base pointers)",
+         kernel("base2", [arena, weights] + ints + [np.int32(j * step // 16) for j in range(7)])),
     ]
     print("| launch arguments | host enqueue (us/launch) | until drained (us/launch) | "
           "GPU time, profiled (us) | gap between launches (us) |")
