@@ -87,6 +87,37 @@ def test_opencl_compiles(cl_env, name, prec, i, opts):
     assert rk.entry_point in [k.function_name for k in prg.all_kernels()]
 
 
+@pytest.mark.sweep(every=45, by=lambda p: p["name"])  # each kernel at least once
+@pytest.mark.parametrize(("name", "prec", "i", "opts"), CASES, ids=IDS)
+def test_opencl_base_pointer_compiles(cl_env, name, prec, i, opts):
+    """The rendering that takes the buffers as one base pointer and a byte offset each (what the OpenCL
+    backend binds): the same bindings and params, a kernel of the same name whose arguments are the base, one
+    ``ulong`` per buffer and the params, and typed ``restrict`` pointers (``const`` where read only) in the body."""
+    from litegpu.gpu._dialects._markers import OPENCL_BASE_POINTER
+
+    cl, ctx, has_fp16 = cl_env
+    half_math = prec == "fp32" or has_fp16
+    plain = K.render(name, "opencl", prec, half_math=half_math, **opts)
+    rk = K.render(name, "opencl", prec, half_math=half_math, base_pointer=True, **opts)
+    assert rk.source.startswith(OPENCL_BASE_POINTER + "\n") and not plain.source.startswith(OPENCL_BASE_POINTER)
+    assert (rk.bindings, rk.param_layout, rk.entry_point, rk.workgroup) == \
+        (plain.bindings, plain.param_layout, plain.entry_point, plain.workgroup)
+    for b in rk.buffer_bindings:
+        const = "const " if b.access == "read" else ""
+        assert re.search(rf"__global {const}\w+\* restrict {b.name}\b", rk.source), b.name
+    try:
+        prg = cl.Program(ctx, rk.source).build()
+    except cl.Error as e:
+        raise AssertionError(f"{e}\n--- source ---\n{rk.source}") from None
+    (kernel,) = [k for k in prg.all_kernels() if k.function_name == rk.entry_point]
+    assert kernel.num_args == 1 + len(rk.buffer_bindings) + len(rk.param_layout)
+
+
+def test_base_pointer_is_an_opencl_rendering():
+    with pytest.raises(K.KernelTemplateError, match="base_pointer"):
+        K.render("softmax", "glsl", "fp32", base_pointer=True)
+
+
 HALF_CASES = [c for c in CASES if c[1] != "fp32"]
 _BUILT: dict[str, list[str]] = {}  # source -> kernel names: fp16 and fp16_fp32acc often render alike
 

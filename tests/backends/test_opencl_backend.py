@@ -514,6 +514,50 @@ def test_command_buffer_replays_the_launches(cl_modules, monkeypatch):
     d2.close()
 
 
+@pytest.mark.parametrize("one", [True, False])
+def test_a_partition_is_one_allocation_and_each_launch_names_it_once(cl_modules, monkeypatch, one):
+    """``ONE_ALLOCATION``: the partition's buffers (arena, boundary tensors, stagings, constants) are one
+    allocation and every launch names that one memory object (a base pointer and offsets); off, an
+    allocation per boundary buffer and a sub-buffer per binding.  Both give LiteRT's answer, over invokes
+    with the input changed in between."""
+    from _gpu_cases import oracle
+    from litegpu.gpu._dialects._markers import OPENCL_BASE_POINTER
+    from litegpu_opencl import _device
+
+    monkeypatch.setattr(_device, "ONE_ALLOCATION", one)
+    model, feeds = _tuning_model()
+    d = load_backend_delegate(BACKEND, {"precision": "fp32", "tuning": "none", **NO_CACHE})
+    it = litegpu.Interpreter(model_content=model, experimental_delegates=[d])
+    it.allocate_tensors()
+    (k,) = [s.kernel for s in it._main.plan.steps if s.kind == "delegate"]
+    assert k.base_pointer is one
+    assert all(ln.kernel.source.startswith(OPENCL_BASE_POINTER) is one for ln in k._launches)
+    named = [ln.bound[1] for ln in k._launches]  # the memory objects each launch's arguments name
+    if one:
+        assert all(len(m) == 1 for m in named) and len({id(m[0]) for m in named}) == 1
+        assert len({id(r.buffer) for r in k._refs.values()} | {id(c.buffer) for c in k._const_bufs}) == 1
+    else:
+        assert max(len(m) for m in named) > 1
+    for x in (feeds[0], feeds[0][:, ::-1].copy()):
+        it.set_tensor(it.get_input_details()[0]["index"], x)
+        it.invoke()
+        for o, w in zip(it.get_output_details(), oracle(model, [x]), strict=True):
+            np.testing.assert_allclose(it.get_tensor(o["index"]), w, rtol=1e-4, atol=1e-4)
+    d.close()
+
+
+def test_the_cache_keys_carry_the_one_allocation_switch(cl_modules, monkeypatch):
+    """A cached kernel taking one base pointer cannot bind buffers in several allocations: the switch is in
+    the cache entries' version."""
+    from litegpu_opencl import _device
+
+    d = load_backend_delegate(BACKEND, {"precision": "fp32", "tuning": "none", **NO_CACHE})
+    on = d.backend_version
+    monkeypatch.setattr(_device, "ONE_ALLOCATION", False)
+    assert d.backend_version != on
+    d.close()
+
+
 def test_command_buffer_refused_falls_back_to_launches(cl_modules, monkeypatch, caplog):
     """A driver that refuses the enqueue (e.g. no simultaneous use while the buffer is pending): the
     launches are enqueued one by one and the answer is still right; the refusal is not retried on

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 from litegpu import BackendUnavailableError, ConfigError, DelegateError
 from litegpu.gpu._device import BufferRef, DeviceInfo, GpuDevice, OpenedBeside, QueriedBeside, StartupTimer
+from litegpu.gpu._dialects._markers import OPENCL_BASE_POINTER
 from litegpu.gpu._dialects._markers import OPENCL_NO_CONTRACTION as NO_CONTRACTION
 from litegpu.gpu.kernels import RenderedKernel
 
@@ -176,6 +177,13 @@ BALANCED_SPLIT = False
 #: docs/performance.md): 8 keeps the cold start's margin.  An A/B switch: ``--set
 #: litegpu_opencl._device.GROUP_PROGRAMS=1``
 GROUP_PROGRAMS = 8
+#: a partition's buffers (arena, boundary tensors and stagings, constants) are one allocation, and its kernels
+#: take it as one ``__global`` base pointer and a byte offset per buffer (``render(..., base_pointer=True)``)
+#: instead of a sub-buffer per buffer: NVIDIA's driver spends host time in ``clEnqueueNDRangeKernel`` on every
+#: memory object a launch names, even sub-buffers of one allocation (bench/cl_launch.py).  False: an
+#: allocation per boundary tensor and for the constants, a sub-buffer argument per buffer (an A/B switch:
+#: ``bench/gpu.py --variant``; the cache keys carry it, ``OpenCLDelegate.backend_version``)
+ONE_ALLOCATION = True
 #: a partition's build threads start before its context is made and wait for it (False: after, as before
 #: s12-oclstart; an A/B switch)
 BUILDS_BEFORE_CONTEXT = True
@@ -417,6 +425,25 @@ class CLDevice(GpuDevice):
             return _cl.Buffer.deferred(lambda: self.ctx, n)
         return _cl.Buffer.create(self.ctx, n)
 
+    def alloc_partition(self, asks: Sequence[tuple[int, bool | None]], alignment: int) -> tuple[list[BufferRef], bool]:
+        """One allocation for the whole partition where ``ONE_ALLOCATION`` (each range at a multiple of
+        ``alignment``), its kernels taking it as a base pointer; past the device's largest allocation, an
+        allocation each (said at WARNING: each launch then names a sub-buffer per buffer)."""
+        if not ONE_ALLOCATION or not asks:
+            return super().alloc_partition(asks, alignment)
+        offsets, end = [], 0
+        for n, _crossing in asks:
+            offsets.append(end)
+            end += -(-max(int(n), 4) // alignment) * alignment
+        limit = self.info.max_buffer_bytes
+        if limit and end > limit:
+            _log.warning("OpenCL on %s: a partition's %d bytes of buffers exceed the device's largest allocation "
+                         "(%d bytes): an allocation each, and a sub-buffer argument per buffer in each launch "
+                         "(more host time per launch)", self.info.name, end, limit)
+            return super().alloc_partition(asks, alignment)
+        buf = self.alloc(end)
+        return [BufferRef(buf, off, int(n)) for off, (n, _c) in zip(offsets, asks, strict=True)], True
+
     def _sub(self, ref: BufferRef) -> _cl.Buffer:
         if ref.offset == 0:
             return ref.buffer
@@ -657,11 +684,19 @@ class CLDevice(GpuDevice):
             k = program.program.kernel(program.entry)
         else:
             k = program.kernel(kernel.entry_point)
-        subs = [self._sub(b) for b in buffers]
-        k.set_args([*subs, *kernel.cl_args(params)])
-        # clSetKernelArg need not retain the memory objects: keep the sub-buffers alive as long as the
+        if kernel.source.startswith(OPENCL_BASE_POINTER):  # one base pointer, then each buffer's byte offset
+            base = buffers[0].buffer if buffers else None
+            if base is None or any(b.buffer is not base for b in buffers):
+                raise DelegateError(f"kernel {kernel.name} takes its buffers as one base pointer, but they are not "
+                                    f"in one allocation ({len({id(b.buffer) for b in buffers})} allocations)")
+            mems = [base]
+            args = [base, *(np.uint64(b.offset) for b in buffers)]
+        else:
+            mems = args = [self._sub(b) for b in buffers]
+        k.set_args([*args, *kernel.cl_args(params)])
+        # clSetKernelArg need not retain the memory objects: keep the (sub-)buffers alive as long as the
         # kernel (PoCL forgives a collected one; NVIDIA fails the launch with INVALID_MEM_OBJECT)
-        return k, subs
+        return k, mems
 
     def launch(self, bound: tuple[_cl.Kernel, list], kernel: RenderedKernel, grid: tuple[int, int, int]) -> None:
         wg = kernel.workgroup
