@@ -546,6 +546,30 @@ def test_a_partition_is_one_allocation_and_each_launch_names_it_once(cl_modules,
     d.close()
 
 
+def test_a_partition_past_the_largest_allocation_gets_an_allocation_each(cl_modules, caplog):
+    """A partition whose buffers together exceed the device's largest allocation (each fits): an allocation
+    each and kernels with a binding per buffer, said at WARNING; LiteRT's answer all the same."""
+    import dataclasses
+
+    from _gpu_cases import oracle
+
+    model, feeds = _tuning_model()
+    d = load_backend_delegate(BACKEND, {"precision": "fp32", "tuning": "none", **NO_CACHE})
+    d.device.info = dataclasses.replace(d.device.info, max_buffer_bytes=48 << 10)  # every tensor is under 24 KiB
+    it = litegpu.Interpreter(model_content=model, experimental_delegates=[d])
+    with caplog.at_level(logging.WARNING, logger="litegpu"):
+        it.allocate_tensors()
+    (k,) = [s.kernel for s in it._main.plan.steps if s.kind == "delegate"]
+    assert not k.base_pointer and len({id(r.buffer) for r in k._refs.values()}) > 1
+    warned = [r.getMessage() for r in caplog.records if "largest allocation" in r.getMessage()]
+    assert len(warned) == 1 and "an allocation each" in warned[0]
+    it.set_tensor(it.get_input_details()[0]["index"], feeds[0])
+    it.invoke()
+    for o, w in zip(it.get_output_details(), oracle(model, feeds), strict=True):
+        np.testing.assert_allclose(it.get_tensor(o["index"]), w, rtol=1e-4, atol=1e-4)
+    d.close()
+
+
 def test_the_cache_keys_carry_the_one_allocation_switch(cl_modules, monkeypatch):
     """A cached kernel taking one base pointer cannot bind buffers in several allocations: the switch is in
     the cache entries' version."""
