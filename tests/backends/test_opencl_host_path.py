@@ -185,7 +185,7 @@ def test_the_ctypes_layer_computes_what_pyopencl_computes(model, monkeypatch):
             programs[src] = cl.Program(ctx, src).build(options=dev_mod._build_options(src))
         pk = cl.Kernel(programs[src], entry)
         if kernel.source.startswith(OPENCL_BASE_POINTER):  # one base pointer, then each buffer's byte offset
-            args = [cl.Buffer.from_int_ptr(buffers[0].buffer.int_ptr), *(np.uint64(r.offset) for r in buffers)]
+            args = [cl.Buffer.from_int_ptr(buffers[0].buffer.int_ptr)] * 2 + [np.uint64(r.offset) for r in buffers]
         else:
             args = [cl.Buffer.from_int_ptr(r.buffer.int_ptr) if r.offset == 0 else
                     cl.Buffer.from_int_ptr(r.buffer.int_ptr).get_sub_region(r.offset, r.nbytes) for r in buffers]

@@ -684,13 +684,13 @@ class CLDevice(GpuDevice):
             k = program.program.kernel(program.entry)
         else:
             k = program.kernel(kernel.entry_point)
-        if kernel.source.startswith(OPENCL_BASE_POINTER):  # one base pointer, then each buffer's byte offset
+        if kernel.source.startswith(OPENCL_BASE_POINTER):  # the allocation (written, read), each buffer's offset
             base = buffers[0].buffer if buffers else None
             if base is None or any(b.buffer is not base for b in buffers):
                 raise DelegateError(f"kernel {kernel.name} takes its buffers as one base pointer, but they are not "
                                     f"in one allocation ({len({id(b.buffer) for b in buffers})} allocations)")
             mems = [base]
-            args = [base, *(np.uint64(b.offset) for b in buffers)]
+            args = [base, base, *(np.uint64(b.offset) for b in buffers)]
         else:
             mems = args = [self._sub(b) for b in buffers]
         k.set_args([*args, *kernel.cl_args(params)])

@@ -11,13 +11,17 @@ pointer needs no extension, dereferencing one does), read with ``vload_half``/``
 written with ``vstore_half_rte``/``vstore_halfN_rte`` (core OpenCL 1.0 built-ins; round to nearest
 even, as a real half store does).
 
-``render(..., base_pointer=True)`` renders the buffers as one ``__global uchar*`` base pointer and a ``ulong``
-byte offset per buffer (in binding order, before the params): a thin ``__kernel`` derives each buffer's typed
-``restrict`` pointer (``const`` where it is only read) and calls the body, a function taking exactly the
-arguments the plain kernel takes, with the ``__local`` arrays (which must be declared at kernel scope) passed
-down.  NVIDIA's driver spends host time on every memory object a launch names (bench/cl_launch.py); the
-body's parameters keep the no-alias and read-only facts its loads are compiled with.  The source's first line
-says so (``OPENCL_BASE_POINTER``), for the backend's binding.
+``render(..., base_pointer=True)`` renders the buffers as one allocation and a ``ulong`` byte offset per buffer
+(in binding order, before the params).  The allocation comes twice: ``__global uchar* restrict`` for the buffers
+the kernel writes, ``__global const uchar* restrict`` for those it only reads (a launch never writes the bytes it
+reads, so the two views of one allocation never touch the same bytes, the promise ``restrict`` makes): NVIDIA's
+compiler turns loads into read-only cached ones (``ld.global.nc``) only from a const restrict *kernel* argument;
+derived from one writable base, every load was a plain ``ld.global`` (PTX of the 7 models, s13-onebuf-1).  A thin
+``__kernel`` derives each buffer's typed pointer and calls the body, a function taking exactly the arguments
+the plain kernel takes, with the ``__local`` arrays (which must be declared at kernel scope) passed down.
+NVIDIA's driver spends host time on every memory argument a launch names, about 0.4 us each
+(bench/cl_launch.py): two instead of one per buffer.  The source's first line says so (``OPENCL_BASE_POINTER``),
+for the backend's binding.
 """
 
 from __future__ import annotations
@@ -191,8 +195,13 @@ class OpenCLEmitter(Emitter):
         out.append(",\n".join("    " + a for a in typed + params + local) + ") {")
         out += self.block(k.body, 1)
         out += ["}", ""]
-        wrapper = ["__global uchar* lgk_base", *(f"const ulong lgk_at_{b.name}" for b in k.buffers), *params]
-        passed = [f"({t})(lgk_base + lgk_at_{b.name})" for t, b in zip(pointers, k.buffers, strict=True)]
+        # the allocation twice: the buffers the kernel only reads come from a ``const restrict`` kernel argument,
+        # the one fact NVIDIA's compiler reads its read-only cached loads (``ld.global.nc``) from (a pointer
+        # derived from a written argument, restrict parameters of the inlined body or not, gets plain loads)
+        wrapper = ["__global uchar* restrict lgk_base", "__global const uchar* restrict lgk_read",
+                   *(f"const ulong lgk_at_{b.name}" for b in k.buffers), *params]
+        passed = [f"({t})(lgk_{'read' if b.access == 'read' else 'base'} + lgk_at_{b.name})"
+                  for t, b in zip(pointers, k.buffers, strict=True)]
         passed += [p.name for p in k.params] + [s.name for s in k.shared]
         out.append(f"__kernel{attr} void {k.name}(")
         out.append(",\n".join("    " + a for a in wrapper) + ") {")
