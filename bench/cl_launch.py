@@ -68,6 +68,10 @@ SRC = "\n".join([
     "base_body(" + ", ".join(f"(__global float4*)(b + g[{j}])" for j in range(7)) + f", g[7], g[{7 + 1 + 3}]); }}",
     "__kernel void packed2(__global uchar* b, __global const int* args, uint at) { __global const int* g = args + at; "
     "base_body(" + ", ".join(f"(__global float4*)(b + g[{j}])" for j in range(7)) + f", g[7], g[{7 + 1 + 3}]); }}",
+    "__kernel void packed3(__global uchar* restrict b, __global const uchar* restrict r, "
+    "__global const int* restrict g) { "
+    "base_body(" + ", ".join(f"(__global {'' if j == 6 else 'const '}float4*)({'b' if j == 6 else 'r'} + g[{j}])"
+                             for j in range(7)) + f", g[7], g[{7 + 1 + 3}]); }}",
     "__kernel void real3d(" + ", ".join(f"__global const float4* restrict a{j}" for j in range(6))
     + ", __global float4* restrict d, int n, " + ", ".join(f"int p{j}" for j in range(_PARAMS - 1))
     + ") { int i = (get_global_id(2) * 16 + get_global_id(1)) * 16 + get_global_id(0); "
@@ -147,6 +151,8 @@ def launches(ctx: cl.Context, n: int) -> None:
          kernel("base2", [arena, weights] + ints + [np.int32(j * step // 16) for j in range(7)])),
         ("1 buffer + 1 int: offsets and ints read from the buffer", kernel("packed1", [packed, np.uint32(7 * step)])),
         ("2 buffers + 1 int: offsets and ints read from the second", kernel("packed2", [arena, args_buf, np.uint32(0)])),
+        ("3 buffers (1 allocation twice + an argument buffer), no int (litegpu's ARGUMENT_BUFFER)",
+         kernel("packed3", [arena, arena, args_buf])),
     ]
     print("| launch arguments | host enqueue (us/launch) | until drained (us/launch) | "
           "GPU time, profiled (us) | gap between launches (us) |")
