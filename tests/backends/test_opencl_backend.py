@@ -514,27 +514,31 @@ def test_command_buffer_replays_the_launches(cl_modules, monkeypatch):
     d2.close()
 
 
-@pytest.mark.parametrize("one", [True, False])
-def test_a_partition_is_one_allocation_and_each_launch_names_it_once(cl_modules, monkeypatch, one):
+@pytest.mark.parametrize(("one", "by_buffer"), [(True, True), (True, False), (False, False)])
+def test_a_partition_is_one_allocation_and_each_launch_names_it_once(cl_modules, monkeypatch, one, by_buffer):
     """``ONE_ALLOCATION``: the partition's buffers (arena, boundary tensors, stagings, constants) are one
-    allocation and every launch names that one memory object (a base pointer and offsets); off, an
-    allocation per boundary buffer and a sub-buffer per binding.  Both give LiteRT's answer, over invokes
-    with the input changed in between."""
+    allocation and every launch names that one memory object (as written and as read, then the offsets; with
+    ``ARGUMENT_BUFFER`` an argument buffer of its own holding the offsets and params); off, an allocation per
+    boundary buffer and a sub-buffer per binding.  Each gives LiteRT's answer, over invokes with the input
+    changed in between."""
     from _gpu_cases import oracle
-    from litegpu.gpu._dialects._markers import OPENCL_BASE_POINTER
+    from litegpu.gpu._dialects._markers import OPENCL_ARGUMENT_BUFFER, OPENCL_BASE_POINTER
     from litegpu_opencl import _device
 
     monkeypatch.setattr(_device, "ONE_ALLOCATION", one)
+    monkeypatch.setattr(_device, "ARGUMENT_BUFFER", by_buffer)
+    how = "" if not one else "buffer" if by_buffer else "args"
+    marker = OPENCL_ARGUMENT_BUFFER if by_buffer else OPENCL_BASE_POINTER
     model, feeds = _tuning_model()
     d = load_backend_delegate(BACKEND, {"precision": "fp32", "tuning": "none", **NO_CACHE})
     it = litegpu.Interpreter(model_content=model, experimental_delegates=[d])
     it.allocate_tensors()
     (k,) = [s.kernel for s in it._main.plan.steps if s.kind == "delegate"]
-    assert k.base_pointer is one
-    assert all(ln.kernel.source.startswith(OPENCL_BASE_POINTER) is one for ln in k._launches)
+    assert k.base_pointer == how
+    assert all(ln.kernel.source.startswith(marker) is one for ln in k._launches)
     named = [ln.bound[1] for ln in k._launches]  # the memory objects each launch's arguments name
     if one:
-        assert all(len(m) == 1 for m in named) and len({id(m[0]) for m in named}) == 1
+        assert all(len(m) == 1 + by_buffer for m in named) and len({id(m[0]) for m in named}) == 1
         assert len({id(r.buffer) for r in k._refs.values()} | {id(c.buffer) for c in k._const_bufs}) == 1
     else:
         assert max(len(m) for m in named) > 1
@@ -576,9 +580,12 @@ def test_the_cache_keys_carry_the_one_allocation_switch(cl_modules, monkeypatch)
     from litegpu_opencl import _device
 
     d = load_backend_delegate(BACKEND, {"precision": "fp32", "tuning": "none", **NO_CACHE})
-    on = d.backend_version
-    monkeypatch.setattr(_device, "ONE_ALLOCATION", False)
-    assert d.backend_version != on
+    seen = set()
+    for one, by_buffer in [(True, True), (True, False), (False, False)]:
+        monkeypatch.setattr(_device, "ONE_ALLOCATION", one)
+        monkeypatch.setattr(_device, "ARGUMENT_BUFFER", by_buffer)
+        seen.add(d.backend_version)
+    assert len(seen) == 3
     d.close()
 
 

@@ -23,5 +23,8 @@ class OpenCLDelegate(GpuDelegate):
     @property  # type: ignore[override]
     def backend_version(self) -> str:
         """The cache entries' version: a partition's kernels and memory differ with ``_device.ONE_ALLOCATION``
-        (a cached kernel taking one base pointer cannot bind buffers in several allocations)."""
-        return VERSION if _device.ONE_ALLOCATION else f"{VERSION}+allocations"
+        and ``_device.ARGUMENT_BUFFER`` (a cached kernel taking one base pointer cannot bind buffers in several
+        allocations)."""
+        if not _device.ONE_ALLOCATION:
+            return f"{VERSION}+allocations"
+        return VERSION if _device.ARGUMENT_BUFFER else f"{VERSION}+offsets"

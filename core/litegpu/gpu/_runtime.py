@@ -381,7 +381,7 @@ class GpuPartitionKernel(DelegateKernel):
         if packed is not None:
             asks.append((packed[0].nbytes, None))
         got, base_pointer = device.alloc_partition(asks, align)
-        #: the kernels take the partition's one allocation as a base pointer and offsets (GpuDevice.alloc_partition)
+        #: how the kernels take the partition's one allocation ("" where it is not one: GpuDevice.alloc_partition)
         self.base_pointer = base_pointer
         self._refs: dict[int, BufferRef] = {}
         for tid, (i, off) in grouped.items():
