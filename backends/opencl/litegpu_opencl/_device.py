@@ -178,18 +178,21 @@ BALANCED_SPLIT = False
 #: litegpu_opencl._device.GROUP_PROGRAMS=1``
 GROUP_PROGRAMS = 8
 #: a partition's buffers (arena, boundary tensors and stagings, constants) are one allocation, and its kernels
-#: take it as one ``__global`` base pointer and a byte offset per buffer (``render(..., base_pointer=True)``)
-#: instead of a sub-buffer per buffer: NVIDIA's driver spends host time in ``clEnqueueNDRangeKernel`` on every
-#: memory object a launch names, even sub-buffers of one allocation (bench/cl_launch.py).  False: an
-#: allocation per boundary tensor and for the constants, a sub-buffer argument per buffer (an A/B switch:
-#: ``bench/gpu.py --variant``; the cache keys carry it, ``OpenCLDelegate.backend_version``)
+#: take it twice (as written, and as read: NVIDIA's read-only cached loads) instead of a sub-buffer per buffer
+#: (``render(..., base_pointer=...)``): NVIDIA's driver spends host time in ``clEnqueueNDRangeKernel`` on every
+#: memory argument, about 0.4 us, sub-buffers of one allocation included (bench/cl_launch.py).  On an H100 host
+#: (s13-onebuf-2, docs/performance.md ninth session) the models' host to host 3-9% and device-bound 16-20%
+#: lower in geomean.  False: an allocation per boundary tensor and for the constants, a sub-buffer argument per
+#: buffer (an A/B switch: ``bench/gpu.py --variant``; the cache keys carry it, ``OpenCLDelegate.backend_version``)
 ONE_ALLOCATION = True
 #: with ``ONE_ALLOCATION``, each launch's byte offsets and params go in a small argument buffer of its own, which
 #: the kernel reads (``render(..., base_pointer="buffer")``): a launch names three memory objects (the allocation
 #: as written and as read, the argument buffer) and no scalar, against the allocation twice, a ``ulong`` per
 #: buffer and an ``int`` per param (False, ``"args"``).  bench/cl_launch.py on an H100 host (s13-onebuf-1): 2
 #: buffers + 24 scalars 7.95 us a launch, 2 buffers + 1 scalar with the rest read from a buffer 6.54, litegpu's
-#: sub-buffers before 8.58.  An A/B switch (the cache keys carry it)
+#: sub-buffers before 8.58.  The 7 models (s13-onebuf-2): device-bound 6-10% lower in geomean than with the
+#: offsets and params as kernel arguments, host to host within 2% (either way).  An A/B switch (the cache keys
+#: carry it)
 ARGUMENT_BUFFER = True
 #: a partition's build threads start before its context is made and wait for it (False: after, as before
 #: s12-oclstart; an A/B switch)
