@@ -5,7 +5,9 @@
 - **launches**: a trivial kernel (4096 work items, groups of 64) enqueued N times in a row on one in-order
   queue, with the argument shapes litegpu's kernels have (one buffer; 7 buffers as separate allocations,
   as sub-buffers of one allocation, as one allocation passed 7 times; the same plus 17 int params, as a
-  real conv kernel; one allocation plus element-offset ints), and, for the real shape, through ctypes
+  real conv kernel; one allocation plus element-offset ints; one or two base pointers plus 7 offsets and 17 ints, the
+  typed views derived in the kernel; one buffer and one int, the offsets and ints read by the kernel from an
+  argument block in it or in a second buffer), and, for the real shape, through ctypes
   with no event object, 8 kernels of 8 programs in turn (as a model's launches; also each naming 7 sub-buffers of
   its own), 4096 work groups, 3-D sizes, and
   ``__local`` memory with a barrier, and a kernel that keeps the GPU busy for 2-30 us.  Columns: host enqueue (no waiting),
@@ -49,6 +51,27 @@ SRC = "\n".join([
     + ", __global float4* restrict d, int n, " + ", ".join(f"int p{j}" for j in range(_PARAMS - 1)) + ", "
     + ", ".join(f"int o{j}" for j in range(7))
     + ") { " + _BODY.format(body="d[o6 + i] = a0[o0 + i] + a5[o5 + i] + (float)p3;") + " }",
+    # the same 7 views through one (or two) base pointers plus element offsets, the typed restrict pointers
+    # derived in a thin wrapper around an inline body (how a kernel can name one cl_mem per allocation)
+    "inline void base_body(" + ", ".join(f"__global const float4* restrict a{j}" for j in range(6))
+    + ", __global float4* restrict d, int n, int p3) { " + _BODY.format(body="d[i] = a0[i] + a5[i] + (float)p3;")
+    + " }",
+    "__kernel void base1(__global float4* b, int n, " + ", ".join(f"int p{j}" for j in range(_PARAMS - 1)) + ", "
+    + ", ".join(f"int o{j}" for j in range(7)) + ") { base_body("
+    + ", ".join(f"b + o{j}" for j in range(7)) + ", n, p3); }",
+    "__kernel void base2(__global float4* b, __global float4* w, int n, "
+    + ", ".join(f"int p{j}" for j in range(_PARAMS - 1)) + ", " + ", ".join(f"int o{j}" for j in range(7))
+    + ") { base_body(" + ", ".join(f"{'w' if j in (1, 2) else 'b'} + o{j}" for j in range(7)) + ", n, p3); }",
+    # the same, every offset and param read by the kernel from an argument block in the allocation (one
+    # buffer + one int a launch), or in a second allocation (two buffers + one int)
+    "__kernel void packed1(__global uchar* b, uint at) { __global const int* g = (__global const int*)(b + at); "
+    "base_body(" + ", ".join(f"(__global float4*)(b + g[{j}])" for j in range(7)) + f", g[7], g[{7 + 1 + 3}]); }}",
+    "__kernel void packed2(__global uchar* b, __global const int* args, uint at) { __global const int* g = args + at; "
+    "base_body(" + ", ".join(f"(__global float4*)(b + g[{j}])" for j in range(7)) + f", g[7], g[{7 + 1 + 3}]); }}",
+    "__kernel void packed3(__global uchar* restrict b, __global const uchar* restrict r, "
+    "__global const int* restrict g) { "
+    "base_body(" + ", ".join(f"(__global {'' if j == 6 else 'const '}float4*)({'b' if j == 6 else 'r'} + g[{j}])"
+                             for j in range(7)) + f", g[7], g[{7 + 1 + 3}]); }}",
     "__kernel void real3d(" + ", ".join(f"__global const float4* restrict a{j}" for j in range(6))
     + ", __global float4* restrict d, int n, " + ", ".join(f"int p{j}" for j in range(_PARAMS - 1))
     + ") { int i = (get_global_id(2) * 16 + get_global_id(1)) * 16 + get_global_id(0); "
@@ -93,7 +116,13 @@ def launches(ctx: cl.Context, n: int) -> None:
     own = [cl.Buffer(ctx, cl.mem_flags.READ_WRITE, nbytes) for _ in range(7)]
     arena = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, step * 7)
     subs = [arena.get_sub_region(j * step, nbytes) for j in range(7)]
+    weights = cl.Buffer(ctx, cl.mem_flags.READ_ONLY, step * 7)
     ints = [np.int32(N_ITEMS)] + [np.int32(j) for j in range(_PARAMS - 1)]
+    # the argument block of the packed kernels: 7 byte offsets, then the 17 ints (after 7 views in ``packed``)
+    block = np.array([j * step for j in range(7)] + [int(i) for i in ints], np.int32)
+    packed = cl.Buffer(ctx, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR,
+                       hostbuf=np.concatenate([np.zeros(7 * step // 4, np.int32), block]))
+    args_buf = cl.Buffer(ctx, cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR, hostbuf=block)
 
     def kernel(name: str, args: list) -> cl.Kernel:
         k = cl.Kernel(prg, name)
@@ -116,6 +145,14 @@ def launches(ctx: cl.Context, n: int) -> None:
         ("7 buffers + 17 ints, sub-buffers (litegpu today)", kernel("real", [*subs, *ints])),
         ("7 x (1 allocation + offset) + 17 ints",
          kernel("offsets", [arena] * 7 + ints + [np.int32(j * step // 16) for j in range(7)])),
+        ("1 buffer + 17 ints + 7 offsets (one base pointer)",
+         kernel("base1", [arena] + ints + [np.int32(j * step // 16) for j in range(7)])),
+        ("2 buffers + 17 ints + 7 offsets (two base pointers)",
+         kernel("base2", [arena, weights] + ints + [np.int32(j * step // 16) for j in range(7)])),
+        ("1 buffer + 1 int: offsets and ints read from the buffer", kernel("packed1", [packed, np.uint32(7 * step)])),
+        ("2 buffers + 1 int: offsets and ints read from the second", kernel("packed2", [arena, args_buf, np.uint32(0)])),
+        ("3 buffers (1 allocation twice + an argument buffer), no int (litegpu's ARGUMENT_BUFFER)",
+         kernel("packed3", [arena, arena, args_buf])),
     ]
     print("| launch arguments | host enqueue (us/launch) | until drained (us/launch) | "
           "GPU time, profiled (us) | gap between launches (us) |")

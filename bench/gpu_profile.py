@@ -94,7 +94,7 @@ def main() -> int:
     ap.add_argument("--ptx", action="store_true",
                     help="opencl: also count, per model, instructions of the programs' binaries where the driver "
                          "gives PTX text (NVIDIA): read-only cached loads, plain global loads, 64-bit index "
-                         "arithmetic, work-group size hints, local (spill) memory")
+                         "arithmetic, work-group size hints, local (spill) memory, function calls left (not inlined)")
     ap.add_argument("--per-launch", action="store_true",
                     help="also print each launch's GPU time (the runtime's profile_kernels: what "
                          "`litegpu benchmark --profile` shows), per model, to set the APIs side by side; opencl: "
@@ -219,7 +219,7 @@ _PTX = {"ld.global.nc": r"\bld\.global\.nc\b", "ld.global (not nc)": r"\bld\.glo
         "st.global": r"\bst\.global\b", "mul.wide.s32": r"\bmul\.wide\.s32\b",
         "cvt.s64.s32": r"\bcvt\.s64\.s32\b", "add.s64": r"\badd\.s64\b", ".reqntid": r"\.reqntid\b",
         ".maxntid": r"\.maxntid\b", ".local decl": r"\.local\s+\.align", "fma.rn.f32": r"\bfma\.rn\.f32\b",
-        "ftz": r"\.ftz\b"}
+        "ftz": r"\.ftz\b", "call": r"\bcall(?:\.uni)?\s"}
 
 
 def _ptx_counts(dev, k) -> list[int]:

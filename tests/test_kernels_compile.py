@@ -87,6 +87,48 @@ def test_opencl_compiles(cl_env, name, prec, i, opts):
     assert rk.entry_point in [k.function_name for k in prg.all_kernels()]
 
 
+@pytest.mark.sweep(every=45, by=lambda p: p["name"])  # each kernel at least once
+@pytest.mark.parametrize("how", ["args", "buffer"])
+@pytest.mark.parametrize(("name", "prec", "i", "opts"), CASES, ids=IDS)
+def test_opencl_base_pointer_compiles(cl_env, name, prec, i, opts, how):
+    """The rendering that takes the buffers as one allocation and a byte offset each (what the OpenCL backend
+    binds): the same bindings and params, a kernel of the same name whose arguments are the allocation as written
+    and as read (``const restrict``: where NVIDIA's compiler finds its read-only loads), then one ``ulong`` per
+    buffer and the params (``args``) or an argument buffer (``buffer``), and typed ``restrict`` pointers
+    (``const`` where read only) in the body."""
+    from litegpu.gpu._dialects._markers import OPENCL_ARGUMENT_BUFFER, OPENCL_BASE_POINTER
+
+    marker = OPENCL_BASE_POINTER if how == "args" else OPENCL_ARGUMENT_BUFFER
+
+    cl, ctx, has_fp16 = cl_env
+    half_math = prec == "fp32" or has_fp16
+    plain = K.render(name, "opencl", prec, half_math=half_math, **opts)
+    rk = K.render(name, "opencl", prec, half_math=half_math, base_pointer=how, **opts)
+    assert rk.source.startswith(marker + "\n") and not plain.source.startswith("// litegpu")
+    assert (rk.bindings, rk.param_layout, rk.entry_point, rk.workgroup) == \
+        (plain.bindings, plain.param_layout, plain.entry_point, plain.workgroup)
+    for b in rk.buffer_bindings:
+        const = "const " if b.access == "read" else ""
+        assert re.search(rf"__global {const}\w+\* restrict {b.name}\b", rk.source), b.name
+        view = "lgk_read" if b.access == "read" else "lgk_base"
+        at = rf"lgk_at_{b.name}" if how == "args" else rf"\(uint\)lgk_args\[{b.index}\]"
+        assert re.search(rf"\(__global {const}\w+\*\)\({view} \+ {at}\)", rk.source), b.name
+    assert "__global const uchar* restrict lgk_read" in rk.source
+    try:
+        prg = cl.Program(ctx, rk.source).build()
+    except cl.Error as e:
+        raise AssertionError(f"{e}\n--- source ---\n{rk.source}") from None
+    (kernel,) = [k for k in prg.all_kernels() if k.function_name == rk.entry_point]
+    assert kernel.num_args == (2 + len(rk.buffer_bindings) + len(rk.param_layout) if how == "args" else 3)
+
+
+def test_base_pointer_is_an_opencl_rendering():
+    with pytest.raises(K.KernelTemplateError, match="base_pointer"):
+        K.render("softmax", "glsl", "fp32", base_pointer="args")
+    with pytest.raises(K.KernelTemplateError, match="base_pointer"):
+        K.render("softmax", "opencl", "fp32", base_pointer="yes")
+
+
 HALF_CASES = [c for c in CASES if c[1] != "fp32"]
 _BUILT: dict[str, list[str]] = {}  # source -> kernel names: fp16 and fp16_fp32acc often render alike
 

@@ -516,6 +516,81 @@ def test_command_buffer_replays_the_launches(cl_modules, monkeypatch):
     d2.close()
 
 
+@pytest.mark.parametrize(("one", "by_buffer"), [(True, True), (True, False), (False, False)])
+def test_a_partition_is_one_allocation_and_each_launch_names_it_once(cl_modules, monkeypatch, one, by_buffer):
+    """``ONE_ALLOCATION``: the partition's buffers (arena, boundary tensors, stagings, constants) are one
+    allocation and every launch names that one memory object (as written and as read, then the offsets; with
+    ``ARGUMENT_BUFFER`` an argument buffer of its own holding the offsets and params); off, an allocation per
+    boundary buffer and a sub-buffer per binding.  Each gives LiteRT's answer, over invokes with the input
+    changed in between."""
+    from _gpu_cases import oracle
+    from litegpu.gpu._dialects._markers import OPENCL_ARGUMENT_BUFFER, OPENCL_BASE_POINTER
+    from litegpu_opencl import _device
+
+    monkeypatch.setattr(_device, "ONE_ALLOCATION", one)
+    monkeypatch.setattr(_device, "ARGUMENT_BUFFER", by_buffer)
+    how = "" if not one else "buffer" if by_buffer else "args"
+    marker = OPENCL_ARGUMENT_BUFFER if by_buffer else OPENCL_BASE_POINTER
+    model, feeds = _tuning_model()
+    d = load_backend_delegate(BACKEND, {"precision": "fp32", "tuning": "none", **NO_CACHE})
+    it = litegpu.Interpreter(model_content=model, experimental_delegates=[d])
+    it.allocate_tensors()
+    (k,) = [s.kernel for s in it._main.plan.steps if s.kind == "delegate"]
+    assert k.base_pointer == how
+    assert all(ln.kernel.source.startswith(marker) is one for ln in k._launches)
+    named = [ln.bound[1] for ln in k._launches]  # the memory objects each launch's arguments name
+    if one:
+        assert all(len(m) == 1 + by_buffer for m in named) and len({id(m[0]) for m in named}) == 1
+        assert len({id(r.buffer) for r in k._refs.values()} | {id(c.buffer) for c in k._const_bufs}) == 1
+    else:
+        assert max(len(m) for m in named) > 1
+    for x in (feeds[0], feeds[0][:, ::-1].copy()):
+        it.set_tensor(it.get_input_details()[0]["index"], x)
+        it.invoke()
+        for o, w in zip(it.get_output_details(), oracle(model, [x]), strict=True):
+            np.testing.assert_allclose(it.get_tensor(o["index"]), w, rtol=1e-4, atol=1e-4)
+    d.close()
+
+
+def test_a_partition_past_the_largest_allocation_gets_an_allocation_each(cl_modules, caplog):
+    """A partition whose buffers together exceed the device's largest allocation (each fits): an allocation
+    each and kernels with a binding per buffer, said at WARNING; LiteRT's answer all the same."""
+    import dataclasses
+
+    from _gpu_cases import oracle
+
+    model, feeds = _tuning_model()
+    d = load_backend_delegate(BACKEND, {"precision": "fp32", "tuning": "none", **NO_CACHE})
+    d.device.info = dataclasses.replace(d.device.info, max_buffer_bytes=48 << 10)  # every tensor is under 24 KiB
+    it = litegpu.Interpreter(model_content=model, experimental_delegates=[d])
+    with caplog.at_level(logging.WARNING, logger="litegpu"):
+        it.allocate_tensors()
+    (k,) = [s.kernel for s in it._main.plan.steps if s.kind == "delegate"]
+    assert not k.base_pointer and len({id(r.buffer) for r in k._refs.values()}) > 1
+    warned = [r.getMessage() for r in caplog.records if "largest allocation" in r.getMessage()]
+    assert len(warned) == 1 and "an allocation each" in warned[0]
+    it.set_tensor(it.get_input_details()[0]["index"], feeds[0])
+    it.invoke()
+    for o, w in zip(it.get_output_details(), oracle(model, feeds), strict=True):
+        np.testing.assert_allclose(it.get_tensor(o["index"]), w, rtol=1e-4, atol=1e-4)
+    d.close()
+
+
+def test_the_cache_keys_carry_the_one_allocation_switch(cl_modules, monkeypatch):
+    """A cached kernel taking one base pointer cannot bind buffers in several allocations: the switch is in
+    the cache entries' version."""
+    from litegpu_opencl import _device
+
+    d = load_backend_delegate(BACKEND, {"precision": "fp32", "tuning": "none", **NO_CACHE})
+    seen = set()
+    for one, by_buffer in [(True, True), (True, False), (False, False)]:
+        monkeypatch.setattr(_device, "ONE_ALLOCATION", one)
+        monkeypatch.setattr(_device, "ARGUMENT_BUFFER", by_buffer)
+        seen.add(d.backend_version)
+    assert len(seen) == 3
+    d.close()
+
+
 def test_command_buffer_refused_falls_back_to_launches(cl_modules, monkeypatch, caplog):
     """A driver that refuses the enqueue (e.g. no simultaneous use while the buffer is pending): the
     launches are enqueued one by one and the answer is still right; the refusal is not retried on

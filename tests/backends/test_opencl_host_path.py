@@ -141,6 +141,7 @@ def test_the_ctypes_layer_computes_what_pyopencl_computes(model, monkeypatch):
     by pyopencl hold, bit for bit, what the backend's own build, launches and reads left there."""
     cl = pytest.importorskip("pyopencl")
     import litegpu_opencl._device as dev_mod
+    from litegpu.gpu._dialects._markers import OPENCL_ARGUMENT_BUFFER, OPENCL_BASE_POINTER
 
     binds, allocs = [], []
     real_bind, real_alloc = dev_mod.CLDevice.bind, dev_mod.CLDevice.alloc
@@ -191,9 +192,16 @@ def test_the_ctypes_layer_computes_what_pyopencl_computes(model, monkeypatch):
         if src not in programs:
             programs[src] = cl.Program(ctx, src).build(options=dev_mod._build_options(src))
         pk = cl.Kernel(programs[src], entry)
-        args = [cl.Buffer.from_int_ptr(r.buffer.int_ptr) if r.offset == 0 else
-                cl.Buffer.from_int_ptr(r.buffer.int_ptr).get_sub_region(r.offset, r.nbytes) for r in buffers]
-        for i, arg in enumerate([*args, *kernel.cl_args(params)]):
+        scalars = kernel.cl_args(params)
+        if kernel.source.startswith(OPENCL_ARGUMENT_BUFFER):  # the allocation twice, the launch's argument buffer
+            base, held = (cl.Buffer.from_int_ptr(m.int_ptr) for m in bound[1])  # (the backend's argument buffer)
+            args, scalars = [base, base, held], []
+        elif kernel.source.startswith(OPENCL_BASE_POINTER):  # the allocation twice, then each buffer's byte offset
+            args = [cl.Buffer.from_int_ptr(buffers[0].buffer.int_ptr)] * 2 + [np.uint64(r.offset) for r in buffers]
+        else:
+            args = [cl.Buffer.from_int_ptr(r.buffer.int_ptr) if r.offset == 0 else
+                    cl.Buffer.from_int_ptr(r.buffer.int_ptr).get_sub_region(r.offset, r.nbytes) for r in buffers]
+        for i, arg in enumerate([*args, *scalars]):
             pk.set_arg(i, arg)
         by_handle[bound[0].int_ptr] = (pk, args)
     k.send({k.plan.inputs[0]: FEEDS[0]})  # the first input's bytes, then pyopencl's launches only

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from litegpu.gpu._runtime import GpuDelegate
 
+from . import _device
 from ._version import VERSION
 
 __all__ = ["OpenCLDelegate"]
@@ -18,4 +19,12 @@ class OpenCLDelegate(GpuDelegate):
     """
 
     name = "opencl"
-    backend_version = VERSION
+
+    @property  # type: ignore[override]
+    def backend_version(self) -> str:
+        """The cache entries' version: a partition's kernels and memory differ with ``_device.ONE_ALLOCATION``
+        and ``_device.ARGUMENT_BUFFER`` (a cached kernel taking one base pointer cannot bind buffers in several
+        allocations)."""
+        if not _device.ONE_ALLOCATION:
+            return f"{VERSION}+allocations"
+        return VERSION if _device.ARGUMENT_BUFFER else f"{VERSION}+offsets"

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 from litegpu import BackendUnavailableError, ConfigError, DelegateError
 from litegpu.gpu._device import BufferRef, DeviceInfo, GpuDevice, OpenedBeside, QueriedBeside, StartupTimer
+from litegpu.gpu._dialects._markers import OPENCL_ARGUMENT_BUFFER, OPENCL_BASE_POINTER
 from litegpu.gpu._dialects._markers import OPENCL_NO_CONTRACTION as NO_CONTRACTION
 from litegpu.gpu.kernels import RenderedKernel
 
@@ -193,6 +194,23 @@ BALANCED_SPLIT = False
 #: docs/performance.md): 8 keeps the cold start's margin.  An A/B switch: ``--set
 #: litegpu_opencl._device.GROUP_PROGRAMS=1``
 GROUP_PROGRAMS = 8
+#: a partition's buffers (arena, boundary tensors and stagings, constants) are one allocation, and its kernels
+#: take it twice (as written, and as read: NVIDIA's read-only cached loads) instead of a sub-buffer per buffer
+#: (``render(..., base_pointer=...)``): NVIDIA's driver spends host time in ``clEnqueueNDRangeKernel`` on every
+#: memory argument, about 0.4 us, sub-buffers of one allocation included (bench/cl_launch.py).  On an H100 host
+#: (s13-onebuf-2, docs/performance.md ninth session) the models' host to host 3-9% and device-bound 16-20%
+#: lower in geomean.  False: an allocation per boundary tensor and for the constants, a sub-buffer argument per
+#: buffer (an A/B switch: ``bench/gpu.py --variant``; the cache keys carry it, ``OpenCLDelegate.backend_version``)
+ONE_ALLOCATION = True
+#: with ``ONE_ALLOCATION``, each launch's byte offsets and params go in a small argument buffer of its own, which
+#: the kernel reads (``render(..., base_pointer="buffer")``): a launch names three memory objects (the allocation
+#: as written and as read, the argument buffer) and no scalar, against the allocation twice, a ``ulong`` per
+#: buffer and an ``int`` per param (False, ``"args"``).  bench/cl_launch.py on an H100 host (s13-onebuf-1): 2
+#: buffers + 24 scalars 7.95 us a launch, 2 buffers + 1 scalar with the rest read from a buffer 6.54, litegpu's
+#: sub-buffers before 8.58.  The 7 models (s13-onebuf-2): device-bound 6-10% lower in geomean than with the
+#: offsets and params as kernel arguments, host to host within 2% (either way).  An A/B switch (the cache keys
+#: carry it)
+ARGUMENT_BUFFER = True
 #: a partition's build threads start before its context is made and wait for it (False: after, as before
 #: s12-oclstart; an A/B switch)
 BUILDS_BEFORE_CONTEXT = True
@@ -438,6 +456,29 @@ class CLDevice(GpuDevice):
         if DEFERRED_ALLOC and not self._opened.ready():
             return _cl.Buffer.deferred(lambda: self.ctx, n)
         return _cl.Buffer.create(self.ctx, n)
+
+    def alloc_partition(self, asks: Sequence[tuple[int, bool | None]], alignment: int) -> tuple[list[BufferRef], str]:
+        """One allocation for the whole partition where ``ONE_ALLOCATION`` (each range at a multiple of
+        ``alignment``), its kernels taking it as a base pointer (``ARGUMENT_BUFFER``: 32-bit offsets, so at most
+        4 GiB); past the device's largest allocation, an allocation each (said at WARNING: each launch then
+        names a sub-buffer per buffer)."""
+        if not ONE_ALLOCATION or not asks:
+            return super().alloc_partition(asks, alignment)
+        offsets, end = [], 0
+        for n, _crossing in asks:
+            offsets.append(end)
+            end += -(-max(int(n), 4) // alignment) * alignment
+        limit = self.info.max_buffer_bytes
+        if ARGUMENT_BUFFER:
+            limit = min(limit or 1 << 32, 1 << 32)
+        if limit and end > limit:
+            _log.warning("OpenCL on %s: a partition's %d bytes of buffers exceed the device's largest allocation "
+                         "(%d bytes): an allocation each, and a sub-buffer argument per buffer in each launch "
+                         "(more host time per launch)", self.info.name, end, limit)
+            return super().alloc_partition(asks, alignment)
+        buf = self.alloc(end)
+        return ([BufferRef(buf, off, int(n)) for off, (n, _c) in zip(offsets, asks, strict=True)],
+                "buffer" if ARGUMENT_BUFFER else "args")
 
     def _sub(self, ref: BufferRef) -> _cl.Buffer:
         if ref.offset == 0:
@@ -726,11 +767,28 @@ class CLDevice(GpuDevice):
             k = program.program.kernel(program.entry)
         else:
             k = program.kernel(kernel.entry_point)
-        subs = [self._sub(b) for b in buffers]
-        k.set_args([*subs, *kernel.cl_args(params)])
-        # clSetKernelArg need not retain the memory objects: keep the sub-buffers alive as long as the
+        by_buffer = kernel.source.startswith(OPENCL_ARGUMENT_BUFFER)
+        if by_buffer or kernel.source.startswith(OPENCL_BASE_POINTER):  # the allocation (written, read), offsets
+            base = buffers[0].buffer if buffers else None
+            if base is None or any(b.buffer is not base for b in buffers):
+                raise DelegateError(f"kernel {kernel.name} takes its buffers as one base pointer, but they are not "
+                                    f"in one allocation ({len({id(b.buffer) for b in buffers})} allocations)")
+            if by_buffer:  # the offsets, then the params' bits, in an argument buffer of the launch's own
+                block = np.frombuffer(np.array([b.offset for b in buffers], np.uint32).tobytes()
+                                      + b"".join(a.tobytes() for a in kernel.cl_args(params)), np.uint8)
+                held = _cl.Buffer.create(self.ctx, max(block.nbytes, 4))
+                self.upload(BufferRef(held, 0, block.nbytes), block)
+                mems = [base, held]
+                k.set_args([base, base, held])
+                return k, mems
+            mems = [base]
+            args = [base, base, *(np.uint64(b.offset) for b in buffers)]
+        else:
+            mems = args = [self._sub(b) for b in buffers]
+        k.set_args([*args, *kernel.cl_args(params)])
+        # clSetKernelArg need not retain the memory objects: keep the (sub-)buffers alive as long as the
         # kernel (PoCL forgives a collected one; NVIDIA fails the launch with INVALID_MEM_OBJECT)
-        return k, subs
+        return k, mems
 
     def launch(self, bound: tuple[_cl.Kernel, list], kernel: RenderedKernel, grid: tuple[int, int, int]) -> None:
         wg = kernel.workgroup

@@ -226,6 +226,16 @@ class GpuDevice(ABC):
         GPU); the default is :meth:`alloc`."""
         return self.alloc(nbytes)
 
+    def alloc_partition(self, asks: Sequence[tuple[int, bool | None]], alignment: int) -> tuple[list[BufferRef], str]:
+        """Every buffer a partition's launches bind, asked for at once: per ``(nbytes, crossing)`` a range of
+        ``nbytes`` (``crossing``: True for a buffer the host writes on every invoke, False for one it reads,
+        as :meth:`alloc_boundary` takes them; None for neither), and where they lie in one allocation, the
+        ``render(..., base_pointer=...)`` its kernels take it with (the ranges then start at multiples of
+        ``alignment``).  The default: an allocation each (:meth:`alloc`, :meth:`alloc_boundary`), kernels
+        with a binding per buffer (``""``)."""
+        return [BufferRef(self.alloc(n) if crossing is None else self.alloc_boundary(n, crossing), 0, n)
+                for n, crossing in asks], ""
+
     #: True when :meth:`upload` has taken its own copy of ``data`` when it returns, so the caller may
     #: change the array at once (Vulkan: into mapped staging memory; WebGPU: ``write_buffer``).  The
     #: asynchronous run path then hands it the caller's buffer memory instead of a copy.

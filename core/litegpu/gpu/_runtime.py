@@ -353,32 +353,70 @@ class GpuPartitionKernel(DelegateKernel):
             except (ValueError, KeyError, TypeError, AttributeError):
                 recs = self._kernels_in = None
         packed = self._pack_constants(plan.ops, align)
-        self._arena = device.alloc(max(plan.arena_bytes, align)) if plan.arena_bytes else None
-        self._refs: dict[int, BufferRef] = {}
-        for grp in plan.groups:  # inputs/outputs a branched launch binds as one range: one buffer (_passes/twins)
+        # every buffer the launches bind, asked of the device at once (GpuDevice.alloc_partition): the arena, a
+        # buffer per group a branched launch binds as one range (_passes/twins), per input / output tensor, per
+        # boundary staging (_staging_bytes) and the constants.  Where the device makes them one allocation, the
+        # kernels are rendered to take it as one base pointer (``base_pointer``)
+        asks: list[tuple[int, bool | None]] = []
+        at_arena = len(asks) if plan.arena_bytes else None
+        if plan.arena_bytes:
+            asks.append((max(plan.arena_bytes, align), None))
+        grouped: dict[int, tuple[int, int]] = {}  # tensor -> (its ask, its offset there)
+        for grp in plan.groups:
             if plan.tensors[grp[0]].kind == "intermediate":
                 continue
             stride = -(-max(plan.tensors[t].nbytes for t in grp) // plan.alignment) * plan.alignment
-            buf = device.alloc(stride * len(grp))
             for n, t in enumerate(grp):
-                self._refs[t] = BufferRef(buf, n * stride, plan.tensors[t].nbytes)
+                grouped[t] = (len(asks), n * stride)
+            asks.append((stride * len(grp), None))
         crossing = self._crossing(plan, spec)
-        self._out_staging = self._host_output_memory(plan, spec, crossing)
+        host_outputs = [tid for tid in plan.outputs if plan.aliases.get(tid, tid) in spec.host_outputs]
+        # the ranges the host reads its outputs from (an output's own buffer, or its layout launch's staging)
+        # are asked last and in a row: where the device makes the partition one allocation they lie side by
+        # side, and a device may read them all with one transfer (OpenCL's MERGE_READS: each read command cost
+        # an invoke on NVIDIA about 8-10 us, H100, s13-transfer-1)
+        read_own = {tid for tid in host_outputs if tid not in grouped and not self._staging_bytes(tid)}
+        own: dict[int, int] = {}
+        for tid, t in plan.tensors.items():
+            if tid not in grouped and t.kind != "intermediate" and tid not in read_own:
+                own[tid] = len(asks)
+                asks.append((t.nbytes, crossing.get(tid)))
+        staged: dict[tuple[int, bool], int] = {}
+        for tid in plan.inputs:
+            n = self._staging_bytes(tid)
+            if n:
+                staged[tid, True] = len(asks)
+                asks.append((n, True))
+        at_consts = len(asks) if packed is not None else None
+        if packed is not None:
+            asks.append((packed[0].nbytes, None))
+        for tid in dict.fromkeys(host_outputs):
+            if tid in read_own:
+                own[tid] = len(asks)
+                asks.append((plan.tensors[tid].nbytes, crossing.get(tid)))
+            elif n := self._staging_bytes(tid):
+                staged[tid, False] = len(asks)
+                asks.append((n, False))
+        got, base_pointer = device.alloc_partition(asks, align)
+        #: how the kernels take the partition's one allocation ("" where it is not one: GpuDevice.alloc_partition)
+        self.base_pointer = base_pointer
+        self._refs: dict[int, BufferRef] = {}
+        for tid, (i, off) in grouped.items():
+            self._refs[tid] = BufferRef(got[i].buffer, got[i].offset + off, plan.tensors[tid].nbytes)
         for tid, t in plan.tensors.items():
             if tid in self._refs:
                 continue
             if t.kind == "intermediate":
-                if t.offset is None or self._arena is None:
+                if t.offset is None or at_arena is None:
                     raise DelegateError(f"plan tensor {t.name} has no arena offset")
-                self._refs[tid] = BufferRef(self._arena, t.offset, t.nbytes)
+                self._refs[tid] = BufferRef(got[at_arena].buffer, got[at_arena].offset + t.offset, t.nbytes)
             else:
-                side = crossing.get(tid)
-                buf = device.alloc(t.nbytes) if side is None else device.alloc_boundary(t.nbytes, side)
-                self._refs[tid] = BufferRef(buf, 0, t.nbytes)
+                self._refs[tid] = got[own[tid]]
         # the boundary: how each input / host output crosses, and the layout launches around the plan's
-        self._inputs = [self._boundary(tid, True) for tid in plan.inputs]
-        self._outputs = [self._boundary(tid, False) if plan.aliases.get(tid, tid) in spec.host_outputs else None
-                         for tid in plan.outputs]
+        self._inputs = [self._boundary(tid, True, got[staged[tid, True]] if (tid, True) in staged else None)
+                        for tid in plan.inputs]
+        self._outputs = [self._boundary(tid, False, got[staged[tid, False]] if (tid, False) in staged else None)
+                         if tid in host_outputs else None for tid in plan.outputs]
         self._device_values = {tid: DeviceValue(self, self._refs[tid], plan.tensors[tid])
                                for tid, b in zip(plan.outputs, self._outputs, strict=True) if b is None}
         # (an input the plan's first readers read as dense BHWC themselves needs no conversion: compile_graph)
@@ -428,7 +466,7 @@ class GpuPartitionKernel(DelegateKernel):
                 refs.append([None if isinstance(src, str) else self._span(op, name, self._refs[src])
                              for name, src in op.bindings])
         self._precompile(ops, refs)
-        self._const_bufs: list[BufferRef] = self._upload_constants(packed)
+        self._const_bufs: list[BufferRef] = self._upload_constants(packed, None if at_consts is None else got[at_consts])
         self._launches: list[_Launch] = []
         consts = iter(self._const_bufs)
         for i, op in enumerate(ops):
@@ -504,41 +542,25 @@ class GpuPartitionKernel(DelegateKernel):
                 out[tid] = False
         return out
 
-    def _host_output_memory(self, plan: GpuPlan, spec: PartitionSpec, crossing: Mapping[int, bool]
-                            ) -> dict[int, BufferRef]:
-        """Where the host reads its outputs, as ranges of one boundary buffer (the outputs that cross as they are
-        take theirs in ``_refs``; those that take a layout launch get their dense staging range, returned):
-        a device may then read them all with one transfer (OpenCL's ``MERGE_READS``: each read command cost
-        an invoke on NVIDIA about 8-10 us, H100, s13-transfer-1)."""
-        sizes = {tid: plan.tensors[tid].nbytes for tid, is_input in crossing.items()
-                 if not is_input and tid not in self._refs}
-        staged = {}
-        for tid in plan.outputs:
-            t = plan.tensors[tid]
-            if (plan.aliases.get(tid, tid) in spec.host_outputs and t.layout != "BHWC"
-                    and _boundary_mode(t, self.boundary_layout) == "device"):
-                staged[tid] = sizes[tid] = int(np.prod(t.shape)) * 4  # dense float32 (see _boundary)
-        if len(sizes) < 2:
-            return {}
-        steps = {tid: -(-n // plan.alignment) * plan.alignment for tid, n in sizes.items()}
-        buf, off = self.device.alloc_boundary(sum(steps.values()), False), 0
-        out = {}
-        for tid, n in sizes.items():
-            (out if tid in staged else self._refs)[tid] = BufferRef(buf, off, n)
-            off += steps[tid]
-        return out
+    def _staging_bytes(self, tid: int) -> int:
+        """The bytes of boundary tensor ``tid``'s dense float32 staging buffer (crossing in ``device`` mode
+        through a layout launch); 0 where it needs none."""
+        t = self.plan.tensors[tid]
+        if t.layout == "BHWC" or _boundary_mode(t, self.boundary_layout) != "device":
+            return 0  # BHWC: its writer stores dense float32 BHWC, the tensor's buffer is the staging buffer
+        return int(np.prod(t.shape)) * 4
 
-    def _boundary(self, tid: int, is_input: bool) -> _Boundary:
+    def _boundary(self, tid: int, is_input: bool, staging: BufferRef | None) -> _Boundary:
+        """``staging``: the range of :meth:`_staging_bytes` where it has one."""
         t = self.plan.tensors[tid]
         mode = _boundary_mode(t, self.boundary_layout)
         size = int(np.prod(t.shape))
         ref = self._refs[tid]
         if t.layout == "BHWC":  # its writer stores dense float32 BHWC: the buffer is the staging buffer
             return _Boundary(tid, t.name, "device", ref, size, t.shape, t.ir_shape, t.dtype, t.storage, t.quant)
-        if mode == "device":  # a dense float32 staging buffer (an output's: a range of the outputs' one)
-            ref = None if is_input else self._out_staging.get(tid)
-            if ref is None:
-                ref = BufferRef(self.device.alloc_boundary(size * 4, is_input), 0, size * 4)
+        if mode == "device":  # a dense float32 staging buffer
+            assert staging is not None
+            ref = staging
         elif mode == "direct" and is_input and size * 4 < ref.nbytes:
             # the host writes only the leading bytes: zero the padding lanes once
             self.device.upload(ref, np.zeros(ref.nbytes // 4, np.float32))
@@ -659,7 +681,7 @@ class GpuPartitionKernel(DelegateKernel):
         """:func:`render` (memoised there: launches of one kernel with the same options, every partition
         and delegate of the process share one rendering), counted."""
         self.renders += 1  # main thread only
-        return render(kernel, self.device.dialect, precision, **kwargs)
+        return render(kernel, self.device.dialect, precision, base_pointer=self.base_pointer, **kwargs)
 
     @staticmethod
     def _pack_constants(ops: Sequence[GpuOp], align: int) -> tuple[np.ndarray, list[tuple[int, int]]] | None:
@@ -680,15 +702,15 @@ class GpuPartitionKernel(DelegateKernel):
             host[off + a.nbytes:nxt] = 0
         return host, [(off, a.nbytes) for a, off in zip(arrays, offsets, strict=True)]
 
-    def _upload_constants(self, packed: tuple[np.ndarray, list[tuple[int, int]]] | None) -> list[BufferRef]:
-        """The constant buffers (:meth:`_pack_constants`), sub-ranges of one device buffer filled by one
-        transfer (one driver round trip instead of one per weight tensor)."""
-        if packed is None:
+    def _upload_constants(self, packed: tuple[np.ndarray, list[tuple[int, int]]] | None,
+                          ref: BufferRef | None) -> list[BufferRef]:
+        """The constant buffers (:meth:`_pack_constants`), sub-ranges of ``ref`` (their range of the
+        partition's memory) filled by one transfer (one driver round trip instead of one per weight tensor)."""
+        if packed is None or ref is None:
             return []
         host, spans = packed
-        buf = self.device.alloc(host.nbytes)
-        self.device.upload(BufferRef(buf, 0, host.nbytes), host)
-        return [BufferRef(buf, off, n) for off, n in spans]
+        self.device.upload(BufferRef(ref.buffer, ref.offset, host.nbytes), host)
+        return [BufferRef(ref.buffer, ref.offset + off, n) for off, n in spans]
 
     def _prepare_op(self, op: GpuOp, record: Mapping[str, Any] | None, refs: list[BufferRef],
                     kernel: tuple[RenderedKernel, tuple] | None = None) -> _Launch:

@@ -225,7 +225,8 @@ _ELEM_BYTES = {"f32": 4, "f16": 2, "i32": 4, "u32": 4}
 
 def render(kernel_name: str, dialect: str, precision: str = "fp32", *,
            workgroup: tuple[int, int, int] | None = None, half_math: bool = True,
-           buffer_storage: Mapping[str, str] | None = None, **options: Any) -> RenderedKernel:
+           buffer_storage: Mapping[str, str] | None = None, base_pointer: str = "",
+           **options: Any) -> RenderedKernel:
     """Render one kernel for ``dialect`` (opencl/glsl/wgsl) and ``precision`` (fp32/fp16/fp16_fp32acc).
 
     ``options`` are the template options of the kernel (see ``kernel_spec(name).options``);
@@ -243,12 +244,21 @@ def render(kernel_name: str, dialect: str, precision: str = "fp32", *,
     same host data), but every value the kernel computes with is f32; loads and stores convert
     (``vload_half``/``vstore_half_rte``).  Its ``features`` say ``f16_storage``, not ``f16``.  For
     fp32 the flag changes nothing.
+
+    ``base_pointer`` (OpenCL only): ``"args"`` takes the buffers as one allocation and a byte offset each,
+    ``"buffer"`` reads the offsets and params from an argument buffer (``litegpu.gpu._dialects.opencl``); every
+    buffer of a launch must then lie in one allocation.  The bindings and params are the same; the backend
+    binds by the source's first line (``OPENCL_BASE_POINTER``, ``OPENCL_ARGUMENT_BUFFER``).
     """
     if dialect not in DIALECTS:
         raise KernelTemplateError(f"unknown dialect {dialect!r} (one of {', '.join(DIALECTS)})")
     if precision not in PRECISIONS:
         raise KernelTemplateError(f"unknown precision {precision!r} (one of {', '.join(PRECISIONS)})")
     half_math = bool(half_math) or precision == "fp32"
+    if base_pointer not in ("", "args", "buffer"):
+        raise KernelTemplateError(f"base_pointer {base_pointer!r} is not one of '', 'args', 'buffer'")
+    if base_pointer and dialect != "opencl":
+        raise KernelTemplateError(f"base_pointer={base_pointer!r} is an OpenCL rendering, not one of {dialect}")
     if not half_math and not _emitters()[dialect].storage_only_half:
         raise KernelTemplateError(f"half_math=False (storage-only half) is not available for {dialect}")
     spec = kernel_spec(kernel_name)
@@ -271,7 +281,7 @@ def render(kernel_name: str, dialect: str, precision: str = "fp32", *,
     from .lgk import emit
 
     return _render(kernel_name, dialect, precision, _freeze(sorted(opts.items())), wg, half_math,
-                   tuple(sorted(kinds.items())), emit.MULTIPLY_ADD)
+                   tuple(sorted(kinds.items())), emit.MULTIPLY_ADD, base_pointer)
 
 
 _STORAGE_KINDS = {"float32": "f32", "float16": "f16"}
@@ -280,7 +290,7 @@ _STORAGE_KINDS = {"float32": "f32", "float16": "f16"}
 @functools.lru_cache(maxsize=1024)
 def _render(kernel_name: str, dialect: str, precision: str, frozen: tuple, wg: tuple[int, int, int],
             half_math: bool = True, storage: tuple[tuple[str, str], ...] = (),
-            multiply_add: str | None = None) -> RenderedKernel:
+            multiply_add: str | None = None, base_pointer: str = "") -> RenderedKernel:
     from .lgk.check import check, retype_buffers
     from .lgk.parse import parse
     from .lgk.preprocess import preprocess
@@ -305,7 +315,8 @@ def _render(kernel_name: str, dialect: str, precision: str, frozen: tuple, wg: t
 
         branch_kernel(prog, spec.entry, opts["branches"], opts["branched"], wg)
     k, funcs = check(prog, spec.entry, where, precision, half_math)  # type: ignore[arg-type]
-    em = _emitters()[dialect](k, funcs, wg, half_math=half_math, multiply_add=multiply_add)
+    em = _emitters()[dialect](k, funcs, wg, half_math=half_math, multiply_add=multiply_add,
+                              **({"base_pointer": base_pointer} if base_pointer else {}))
     source = em.render()
     bindings = [Binding(i, b.name, "storage", b.access, str(b.elem), _ELEM_BYTES[b.elem.kind] * b.elem.n)
                 for i, b in enumerate(k.buffers)]

@@ -10,14 +10,30 @@ the 16-bit buffers but computes in ``float``: f16 buffers are ``__global half*``
 pointer needs no extension, dereferencing one does), read with ``vload_half``/``vload_halfN`` and
 written with ``vstore_half_rte``/``vstore_halfN_rte`` (core OpenCL 1.0 built-ins; round to nearest
 even, as a real half store does).
+
+``render(..., base_pointer="args")`` renders the buffers as one allocation and a ``ulong`` byte offset per buffer
+(in binding order, before the params); ``base_pointer="buffer"`` reads the offsets (``uint``) and the params (in
+binding and declaration order, a float as its bits) from a ``__global const int*`` argument buffer instead, so a
+launch names three memory objects and no scalar (about 0.04 us of NVIDIA's host time each, bench/cl_launch.py).  The allocation comes twice: ``__global uchar* restrict`` for the buffers
+the kernel writes, ``__global const uchar* restrict`` for those it only reads (a launch never writes the bytes it
+reads, so the two views of one allocation never touch the same bytes, the promise ``restrict`` makes): NVIDIA's
+compiler turns loads into read-only cached ones (``ld.global.nc``) only from a const restrict *kernel* argument;
+derived from one writable base, every load was a plain ``ld.global`` (PTX of the 7 models, s13-onebuf-1).  A thin
+``__kernel`` derives each buffer's typed pointer and calls the body, a function taking exactly the arguments
+the plain kernel takes, with the ``__local`` arrays (which must be declared at kernel scope) passed down.
+NVIDIA's driver spends host time on every memory argument a launch names, about 0.4 us each
+(bench/cl_launch.py): two instead of one per buffer.  The source's first line says so (``OPENCL_BASE_POINTER``),
+for the backend's binding.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..lgk.emit import Emitter
 from ..lgk.nodes import Assign, Binary, Call, Conv, Index, Num, Stmt
 from ..lgk.types import KernelTemplateError, Ty
-from ._markers import OPENCL_NO_CONTRACTION
+from ._markers import OPENCL_ARGUMENT_BUFFER, OPENCL_BASE_POINTER, OPENCL_NO_CONTRACTION
 
 __all__ = ["NO_CONTRACTION", "OpenCLEmitter"]
 
@@ -33,6 +49,11 @@ class OpenCLEmitter(Emitter):
                       "wgid": "((int)get_group_id({axis}))"}
     barrier = "barrier(CLK_LOCAL_MEM_FENCE)"
     storage_only_half = True
+
+    def __init__(self, *args: Any, base_pointer: str = "", **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        #: the buffers as one base pointer and byte offsets (the module's docstring)
+        self.base_pointer = base_pointer
 
     def ty(self, t: Ty) -> str:
         if t.n == 1:
@@ -137,26 +158,62 @@ class OpenCLEmitter(Emitter):
 
     def render(self) -> str:
         k = self.k
-        out: list[str] = [NO_CONTRACTION] if self.no_contraction else []
+        out: list[str] = {"": [], "args": [OPENCL_BASE_POINTER], "buffer": [OPENCL_ARGUMENT_BUFFER]}[self.base_pointer]
+        if self.no_contraction:
+            out.append(NO_CONTRACTION)
         if self.uses_f16 and self.half_math:
             out += ["#pragma OPENCL EXTENSION cl_khr_fp16 : enable", ""]
         for f in self.funcs:
             ps = ", ".join(f"{self.ty(t)} {n}" for n, t in f.params)
             out += self.func(f, f"{self.ty(f.ret)} {f.name}({ps})")
-        args = []
+        pointers = []  # each buffer's pointer type, in binding order
         for b in k.buffers:
             const = "const " if b.access == "read" else ""
             # storage-only half: vload_halfN/vstore_halfN take a scalar half pointer
             elem = b.elem.scalar if b.elem.kind == "f16" and not self.half_math else b.elem
-            args.append(f"__global {const}{self.ty(elem)}* restrict {b.name}")
-        args += [f"const {self.ty(p.ty)} {p.name}" for p in k.params]
+            pointers.append(f"__global {const}{self.ty(elem)}*")
+        params = [f"const {self.ty(p.ty)} {p.name}" for p in k.params]
         attr = ""
         if k.shared:
             attr = " __attribute__((reqd_work_group_size({}, {}, {})))".format(*self.wg)
-        out.append(f"__kernel{attr} void {k.name}(")
-        out.append(",\n".join("    " + a for a in args) + ") {")
-        for s in k.shared:
-            out.append(f"    __local {self.ty(s.ty)} {s.name}[{s.size}];")
+        shared = [f"__local {self.ty(s.ty)} {s.name}[{s.size}];" for s in k.shared]
+        typed = [f"{t} restrict {b.name}" for t, b in zip(pointers, k.buffers, strict=True)]
+        if not self.base_pointer:
+            out.append(f"__kernel{attr} void {k.name}(")
+            out.append(",\n".join("    " + a for a in typed + params) + ") {")
+            out += ["    " + s for s in shared]
+            out += self.block(k.body, 1)
+            out.append("}")
+            return "\n".join(out) + "\n"
+        # the body first (C declares a function before its call), then the kernel that derives its pointers
+        body = f"{k.name}_body"
+        local = [f"__local {self.ty(s.ty)}* {s.name}" for s in k.shared]
+        out.append(f"void {body}(")
+        out.append(",\n".join("    " + a for a in typed + params + local) + ") {")
         out += self.block(k.body, 1)
+        out += ["}", ""]
+        # the allocation twice: the buffers the kernel only reads come from a ``const restrict`` kernel argument,
+        # the one fact NVIDIA's compiler reads its read-only cached loads (``ld.global.nc``) from (a pointer
+        # derived from a written argument, restrict parameters of the inlined body or not, gets plain loads)
+        views = ["__global uchar* restrict lgk_base", "__global const uchar* restrict lgk_read"]
+        if self.base_pointer == "buffer":  # the offsets, then the params, from the argument buffer
+            wrapper = [*views, "__global const int* restrict lgk_args"]
+            at = [f"(uint)lgk_args[{i}]" for i in range(len(k.buffers))]
+            values = []
+            for i, p in enumerate(k.params, start=len(k.buffers)):
+                if p.ty.kind not in ("i32", "f32") or p.ty.n != 1:
+                    raise KernelTemplateError(f"param {p.name}: an argument buffer holds i32 and f32 params only")
+                values.append(f"lgk_args[{i}]" if p.ty.kind == "i32" else f"as_float(lgk_args[{i}])")
+        else:
+            wrapper = [*views, *(f"const ulong lgk_at_{b.name}" for b in k.buffers), *params]
+            at = [f"lgk_at_{b.name}" for b in k.buffers]
+            values = [p.name for p in k.params]
+        passed = [f"({t})(lgk_{'read' if b.access == 'read' else 'base'} + {a})"
+                  for t, b, a in zip(pointers, k.buffers, at, strict=True)]
+        passed += values + [s.name for s in k.shared]
+        out.append(f"__kernel{attr} void {k.name}(")
+        out.append(",\n".join("    " + a for a in wrapper) + ") {")
+        out += ["    " + s for s in shared]
+        out.append(f"    {body}({', '.join(passed)});")
         out.append("}")
         return "\n".join(out) + "\n"
