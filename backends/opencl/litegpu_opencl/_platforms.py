@@ -134,9 +134,11 @@ class DefaultStart:
         self.thread = threading.Thread(target=self._run, name="litegpu-opencl-start", daemon=True)
         self.thread.start()
         if PRELOAD_JIT and JIT_LIBRARIES:
-            threading.Thread(target=self._preload_jit, name="litegpu-opencl-jit", daemon=True).start()
+            # the table and the list as they are now: a start's thread reads no setting made after it began
+            threading.Thread(target=self._preload_jit, args=(dict(JIT_LIBRARIES), _preloaded),
+                             name="litegpu-opencl-jit", daemon=True).start()
 
-    def _preload_jit(self) -> None:
+    def _preload_jit(self, libraries: dict[str, str], opened: list[Any]) -> None:
         """``JIT_LIBRARIES`` opened while the start's thread makes the context (ctypes opens a library
         without the GIL).  Best effort: a library not found or not opened is left to the driver."""
         import ctypes
@@ -152,10 +154,10 @@ class DefaultStart:
             return
         for path in sorted(mapped):
             where, name = os.path.split(path)
-            for icd, lib in JIT_LIBRARIES.items():
+            for icd, lib in libraries.items():
                 if name.startswith(icd) and os.path.exists(target := os.path.join(where, lib + name[len(icd):])):
                     try:
-                        _preloaded.append(ctypes.CDLL(target))
+                        opened.append(ctypes.CDLL(target))
                     except OSError:
                         pass
 
