@@ -688,6 +688,36 @@ def test_pipelines_of_a_partition_are_created_once_each(backend, compiler_core, 
         d.close()
 
 
+@pytest.mark.parametrize("early", [True, False])
+def test_warm_pipelines_are_created_once_each(backend, compiler_core, tmp_path, monkeypatch, early):
+    """A warm prepare (SPIR-V from the cache) creates each program's pipeline once: on the device's pool
+    as the program is made (WARM_EARLY_PIPELINES; record() then has none left to create), else in one
+    call at the first record(); the answers are LiteRT's either way."""
+    from litegpu.testing import assert_allclose_rel, run_litert
+
+    monkeypatch.setattr(backend._device, "WARM_EARLY_PIPELINES", early)
+    model, inputs = _chain()
+    conf = {"cache": {"dir": str(tmp_path / "c"), "enabled": True}}
+    for warm in (False, True):
+        d = litegpu.load_delegate("vulkan", conf)
+        try:
+            it = litegpu.Interpreter(model_content=model, experimental_delegates=[d])
+            it.allocate_tensors()
+            (k,) = [s.kernel for s in it._main.plan.steps if s.kind == "delegate"]
+            assert k.cache_hit is warm
+            if warm:
+                assert k.programs_from_cache == len(k.binaries) > 0
+                assert d.device.pipelines_created == len({ln.kernel.source for ln in k._launches})
+                assert all(ln.bound.program.pipeline is not None for ln in k._launches)
+                assert d.device.pipeline_batches == (0 if early else 1)
+            it.set_tensor(it.get_input_details()[0]["index"], inputs[0])
+            it.invoke()
+            got = it.get_tensor(it.get_output_details()[0]["index"])
+            assert_allclose_rel(got, run_litert(model, inputs)[0], 1e-4)
+        finally:
+            d.close()
+
+
 def test_fp16_defaults_to_half_storage_with_float_math(backend, compiler_core):
     """fp16: 16-bit buffers, f32 arithmetic (the opencl backend's storage-only rule) unless half_math."""
     model, inputs = _chain()

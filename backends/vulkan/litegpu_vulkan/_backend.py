@@ -15,6 +15,13 @@ from ._version import VERSION
 __all__ = ["VulkanBackend"]
 
 
+#: A/B switch (``bench/init_ab.py --set litegpu_vulkan._backend.DEVICE_BEFORE_EXECUTOR=False``): the default
+#: device's thread (its queries and ``vkCreateDevice``, once the instance is made) starts before the GPU
+#: executor's import in ``create_delegate`` instead of after it, so that the device is ready sooner when the
+#: caller first needs it (the cache key: its name and driver)
+DEVICE_BEFORE_EXECUTOR = True
+
+
 def _binding_missing() -> str:
     """Empty when the binding (and libvulkan, which it dlopens) imports, else the reason."""
     try:
@@ -131,7 +138,8 @@ class VulkanBackend(litegpu.BackendSpec):
             return []
 
     def create_delegate(self, options: Mapping[str, Any]) -> litegpu.Delegate:
-        from ._delegate import VulkanDelegate
+        if not DEVICE_BEFORE_EXECUTOR:
+            from ._delegate import VulkanDelegate  # noqa: F401 - the executor's import first (switch off)
         from ._device import VulkanDevice
 
         device = options.get("device", 0)
@@ -145,4 +153,6 @@ class VulkanBackend(litegpu.BackendSpec):
         # or name is checked here, so that a wrong choice raises at load_delegate
         dev = VulkanDevice(device, memory=options.get("memory", "auto"), compiler=options.get("compiler"),
                            fence_timeout=float(options.get("fence_timeout", 60.0)), background=device == 0)
+        from ._delegate import VulkanDelegate  # the GPU executor (its import: the device starts beside it)
+
         return VulkanDelegate(dev, options)

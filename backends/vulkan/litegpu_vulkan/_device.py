@@ -65,6 +65,10 @@ _SHARED_BYTES = 64 << 10
 #: A/B switch (``--set litegpu_vulkan._device.EARLY_PIPELINES=False``): False creates every pipeline at the
 #: first record() that uses it (after the whole partition's renders) instead of right after its compile
 EARLY_PIPELINES = True
+#: A/B switch (``--set litegpu_vulkan._device.WARM_EARLY_PIPELINES=False``): a program rebuilt from cached
+#: SPIR-V (a warm start) has its pipeline created on the device's pool the moment it is made, beside the
+#: caller binding and uploading the rest of the partition; False creates them at the first record()
+WARM_EARLY_PIPELINES = True
 _SMALL_UPLOAD = 4096
 #: A/B switches, read at allocation (``GpuDevice.alloc_boundary``): on a discrete GPU, a partition's
 #: inputs that the host writes (HOST_BOUNDARY) and its host outputs that no launch reads
@@ -236,16 +240,19 @@ class _Program(_Resource):
     def start_early(self) -> None:
         """Create the module and pipeline right after the SPIR-V compile, on the thread that ran it
         (cold pose_landmark_full: the pipelines' driver compile, 0.37 s on an H200, then overlaps the
-        renders of the kernels after it instead of following all of them).  A failure here is left to
+        renders of the kernels after it instead of following all of them); with SPIR-V from the cache
+        (a warm start), on the device's pool now.  A failure here is left to
         :meth:`VulkanDevice._create_pipelines`, which tries again and names the kernel."""
         fut = self._spirv
+        self._early = threading.Event()
         if isinstance(fut, Future):
-            self._early = threading.Event()
             fut.add_done_callback(self._create_early)
+        else:
+            self._dev._executor().submit(self._create_early, None)
 
-    def _create_early(self, fut: Future[bytes]) -> None:
+    def _create_early(self, fut: Future[bytes] | None) -> None:
         try:
-            if not fut.cancelled() and fut.exception() is None:
+            if fut is None or (not fut.cancelled() and fut.exception() is None):
                 self._create_module()
                 self._dev._create_pipeline_batch([self])
         except Exception:  # noqa: BLE001, S110 - see start_early: record() tries again and reports
@@ -902,11 +909,15 @@ class VulkanDevice(GpuDevice):
         a process of its own: the compiles of a partition run side by side)."""
         fut = self._spirv.get(kernel.source)
         if fut is None:
-            if self._pool_exec is None:
-                self._pool_exec = ThreadPoolExecutor(max_workers=min(16, os.cpu_count() or 1),
-                                                     thread_name_prefix="litegpu-glslc")
-            fut = self._spirv[kernel.source] = self._pool_exec.submit(self._compile_spirv, kernel)
+            fut = self._spirv[kernel.source] = self._executor().submit(self._compile_spirv, kernel)
         return fut
+
+    def _executor(self) -> ThreadPoolExecutor:
+        """The device's thread pool (made on first use): glslc processes and pipeline creation."""
+        if self._pool_exec is None:
+            self._pool_exec = ThreadPoolExecutor(max_workers=min(16, os.cpu_count() or 1),
+                                                 thread_name_prefix="litegpu-glslc")
+        return self._pool_exec
 
     def compile(self, kernel: RenderedKernel) -> _Program:
         self._open()
@@ -943,10 +954,7 @@ class VulkanDevice(GpuDevice):
         chunks = min(n, min(16, os.cpu_count() or 1))
         parts = [todo[i::chunks] for i in range(chunks)]
         if chunks > 1:
-            if self._pool_exec is None:
-                self._pool_exec = ThreadPoolExecutor(max_workers=min(16, os.cpu_count() or 1),
-                                                     thread_name_prefix="litegpu-glslc")
-            results = list(self._pool_exec.map(self._create_pipeline_batch, parts))
+            results = list(self._executor().map(self._create_pipeline_batch, parts))
         else:
             results = [self._create_pipeline_batch(todo)]
         bad = [p.name for part, res in zip(parts, results, strict=True) if res != vk.VK_SUCCESS for p in part
@@ -1009,6 +1017,8 @@ class VulkanDevice(GpuDevice):
         done: Future[bytes] = Future()
         done.set_result(spirv)
         self._spirv[kernel.source] = done
+        if WARM_EARLY_PIPELINES:
+            prog.start_early()
         return prog
 
     def cache_blob(self) -> bytes | None:
