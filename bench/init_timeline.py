@@ -39,7 +39,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import GPU_SET, machine_line, mediapipe_models  # noqa: E402
+from _common import GPU_SET, compile_bytecode, machine_line, mediapipe_models  # noqa: E402
 from init import _CHILD as _INIT_CHILD  # noqa: E402
 from init import _child_env, _run_child  # noqa: E402
 
@@ -230,8 +230,9 @@ def main() -> int:
                     help="module constants set in every timed child, first (an A/B switch)")
     args = ap.parse_args()
     models = mediapipe_models(args.models, default=GPU_SET)
+    bytecode = compile_bytecode([args.pythonpath_b])  # as bench/init.py: no child compiles litegpu from source
     mode = "cold" if args.cold else "warm, drivers' caches off" if args.driver_caches_off else "warm, drivers' caches on"
-    print(f"{machine_line()}; {mode}; ms from just after import litegpu"
+    print(f"{machine_line()}; {mode}; {bytecode}; ms from just after import litegpu"
           + (f"; set: {' '.join(args.set)}" if args.set else ""))
     for name, path in models.items():
         with tempfile.TemporaryDirectory(prefix="litegpu-bench-timeline-") as tmp:

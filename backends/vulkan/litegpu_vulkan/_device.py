@@ -69,6 +69,10 @@ EARLY_PIPELINES = True
 #: SPIR-V (a warm start) has its pipeline created on the device's pool the moment it is made, beside the
 #: caller binding and uploading the rest of the partition; False creates them at the first record()
 WARM_EARLY_PIPELINES = True
+#: A/B switch (``WARM_PREFETCH=False``): a warm start's programs (layouts, shader module, then the pipeline)
+#: begin on the device's pool as soon as the executor has read the cache entry (``prefetch_programs``),
+#: beside its packing and upload of the weights, instead of as the launches are prepared after them
+WARM_PREFETCH = True
 _SMALL_UPLOAD = 4096
 #: A/B switches, read at allocation (``GpuDevice.alloc_boundary``): on a discrete GPU, a partition's
 #: inputs that the host writes (HOST_BOUNDARY) and its host outputs that no launch reads
@@ -452,8 +456,10 @@ class VulkanDevice(GpuDevice):
         self._xfer_rec: _Recording | None = None  # made on first use: it needs the device
         self._programs: dict[str, _Program] = {}
         self._spirv: dict[str, Future[bytes]] = {}  # by GLSL source
+        self._prefetched: dict[str, Future[_Program | None]] = {}  # by GLSL source (prefetch_programs)
         self._pool_exec: ThreadPoolExecutor | None = None  # runs glslc
         self._loaded_blobs: set[bytes] = set()
+        self._blob_lock = threading.Lock()
         #: pipelines created (early ones included), and record()-time creations (calls of _create_pipelines
         #: that had any left to create)
         self.pipelines_created = self.pipeline_batches = 0
@@ -1000,7 +1006,51 @@ class VulkanDevice(GpuDevice):
         """The SPIR-V (skips glslc); the driver's compiled pipelines go in :meth:`cache_blob`."""
         return self._MAGIC + program.spirv
 
+    def prefetch_programs(self, programs: Sequence[tuple[RenderedKernel, bytes]],
+                          cache_blob: bytes | None = None) -> None:
+        """A warm start's programs rebuilt on the device's pool (:meth:`program_from_binary` there, which
+        waits for the device's start), each pipeline right after (WARM_EARLY_PIPELINES), while the
+        caller packs and uploads the partition's weights; the caller's :meth:`program_from_binary`
+        then takes the one made here.  ``cache_blob`` (the pipeline cache's data) is merged first:
+        ``vkMergePipelineCaches`` must not overlap a pipeline's creation through the same cache (the
+        Khronos layer reports it), and a pipeline made before it would not find its cached binary."""
+        if not WARM_PREFETCH:
+            return
+        todo: list[tuple[RenderedKernel, bytes, Future[_Program | None]]] = []
+        for kernel, binary in programs:
+            if kernel.source not in self._programs and kernel.source not in self._prefetched:
+                fut: Future[_Program | None] = Future()
+                self._prefetched[kernel.source] = fut
+                todo.append((kernel, binary, fut))
+        if todo:
+            self._executor().submit(self._prefetch, todo, cache_blob)
+
+    def _prefetch(self, todo: Sequence[tuple[RenderedKernel, bytes, Future[_Program | None]]],
+                  cache_blob: bytes | None) -> None:
+        """On the pool: the pipeline cache's data, then one task per program (see prefetch_programs)."""
+        if cache_blob:
+            try:
+                self.load_cache_blob(cache_blob)
+            except Exception:  # noqa: BLE001, S110 - the caller's own load_cache_blob meets it again
+                pass
+        for kernel, binary, fut in todo:
+            self._executor().submit(self._fill, fut, kernel, binary)
+
+    def _fill(self, fut: Future[_Program | None], kernel: RenderedKernel, binary: bytes) -> None:
+        if not fut.set_running_or_notify_cancel():
+            return
+        try:
+            fut.set_result(self._program_from_binary(kernel, binary))
+        except BaseException as e:  # noqa: BLE001 - handed to the caller's program_from_binary
+            fut.set_exception(e)
+
     def program_from_binary(self, kernel: RenderedKernel, binary: bytes) -> _Program | None:
+        begun = self._prefetched.pop(kernel.source, None)
+        if begun is not None:
+            return begun.result()  # re-raises what the pool met (the device's failed start, say)
+        return self._program_from_binary(kernel, binary)
+
+    def _program_from_binary(self, kernel: RenderedKernel, binary: bytes) -> _Program | None:
         self._open()
         held = self._programs.get(kernel.source)
         if held is not None:
@@ -1038,6 +1088,10 @@ class VulkanDevice(GpuDevice):
         checks the header (vendor, device, pipeline-cache UUID) and ignores data of another device
         or driver version by itself."""
         d = self._open()
+        with self._blob_lock:  # prefetch_programs may load it on the pool: merged once, never twice at once
+            self._load_cache_blob(d, blob)
+
+    def _load_cache_blob(self, d: Any, blob: bytes) -> None:
         if not blob or blob in self._loaded_blobs:
             return
         raw = ffi.from_buffer(blob)
@@ -1391,6 +1445,7 @@ class VulkanDevice(GpuDevice):
                     pass
             self._owned.clear()
             self._programs.clear()
+            self._prefetched.clear()
             self._staging = self._xfer = self._last = self._params_buf = self._small_staging = None
             self._pending, self._dirty, self._fresh = [], {}, weakref.WeakSet()
             for blocks in self._blocks.values():  # normally freed with their last buffer already

@@ -347,6 +347,13 @@ class GpuPartitionKernel(DelegateKernel):
                 self._kernels_in = [_kernel_from_record(r, self._sources) for r in recs]
             except (ValueError, KeyError, TypeError, AttributeError):
                 recs = self._kernels_in = None
+        if recs is not None and self._kernels_in is not None:
+            # the device may rebuild the cached programs now, beside the packing and uploads below
+            # (Vulkan: shader modules and pipelines on its pool, lavapipe's 40-60 ms of NIR work)
+            device.prefetch_programs(list({r["src"]: (rk, self._binaries_in[r["src"]])
+                                           for r, (rk, _grid) in zip(recs, self._kernels_in, strict=True)
+                                           if r.get("src") in self._binaries_in}.values()),
+                                    cached.get("device_cache") or None)
         packed = self._pack_constants(plan.ops, align)
         self._arena = device.alloc(max(plan.arena_bytes, align)) if plan.arena_bytes else None
         self._refs: dict[int, BufferRef] = {}
