@@ -15,13 +15,13 @@ from ._version import VERSION
 __all__ = ["VulkanBackend"]
 
 
-#: A/B switch (``bench/init_ab.py --set litegpu_vulkan._backend.DEVICE_BEFORE_EXECUTOR=True``): the default
+#: A/B switch (``bench/init_ab.py --set litegpu_vulkan._backend.DEVICE_BEFORE_EXECUTOR=False``): the default
 #: device's thread (its queries and ``vkCreateDevice``, once the instance is made) starts before the GPU
-#: executor's import in ``create_delegate`` instead of after it.  Off: on the 2-core CI machine (lavapipe)
-#: no gain (-2 / -4 ms warm, face_detection_short_range / selfie_segmentation, 6 alternated pairs, load 3;
-#: the device's thread waits for the instance either way, and its start then blocks the caller for 6-20 ms
-#: while the instance's thread has the one core numpy's OpenBLAS thread leaves); not measured on a GPU
-DEVICE_BEFORE_EXECUTOR = False
+#: executor's import in ``create_delegate`` instead of after it.  Measured with _device's WARM_PREFETCH and
+#: WARM_EARLY_PIPELINES (their comment: all three on against off, H100 +1 / -9 / -28 ms); alone on the 2-core
+#: CI machine -2 / -4 ms warm (face_detection_short_range / selfie_segmentation, 6 pairs, load 3: the
+#: device's thread waits for the instance either way); not measured alone on a GPU
+DEVICE_BEFORE_EXECUTOR = True
 
 
 def _binding_missing() -> str:

@@ -65,17 +65,20 @@ _SHARED_BYTES = 64 << 10
 #: A/B switch (``--set litegpu_vulkan._device.EARLY_PIPELINES=False``): False creates every pipeline at the
 #: first record() that uses it (after the whole partition's renders) instead of right after its compile
 EARLY_PIPELINES = True
-#: A/B switches of a warm start (SPIR-V from the cache), off until a GPU run shows a gain.  WARM_PREFETCH:
-#: the programs (layouts, shader module) begin on the device's pool as soon as the executor has read the
-#: cache entry (``prefetch_programs``), beside its packing and upload of the weights, instead of as the
-#: launches are prepared after them.  WARM_EARLY_PIPELINES: such a program's pipeline is created on the pool
-#: the moment the program is made, instead of at the first record().  On the 2-core CI machine (lavapipe),
-#: these two and _backend.DEVICE_BEFORE_EXECUTOR on against all three off: warm face_detection_short_range /
-#: hand_landmark_full / selfie_segmentation -1 / -5 / +0 ms, 10 alternated pairs (bench/init_ab.py --pythonpath-b with a copy of this package, load
-#: 1.5): the pipelines are CPU work on the same two cores as the caller's packing, nothing to overlap.
+#: A/B switches of a warm start (SPIR-V from the cache).  WARM_PREFETCH: the programs (layouts, shader
+#: module) begin on the device's pool as soon as the executor has read the cache entry (``prefetch_programs``),
+#: beside its packing and upload of the weights, instead of as the launches are prepared after them.
+#: WARM_EARLY_PIPELINES: such a program's pipeline is created on the pool the moment the program is made,
+#: instead of at the first record().  These two and _backend.DEVICE_BEFORE_EXECUTOR on against all three off
+#: (bench/init_ab.py --pythonpath-b with a copy of this package, warm, 5 alternated pairs): H100,
+#: face_detection_short_range / hand_landmark_full / pose_landmark_full +1 / -9 / -28 ms (pose: the main
+#: thread's CPU 153 against 201 ms: the programs' rebuild leaves it for idle cores); the 2-core CI machine
+#: (lavapipe), face_detection_short_range / hand_landmark_full / selfie_segmentation -1 / -5 / +0 ms, 10
+#: pairs, load 1.5: there the pipelines are CPU work on the same two cores as the caller's packing.  Each
+#: alone on pose, H100 (5 pairs, load 3-3.5, noisy): WARM_PREFETCH off +10 ms, WARM_EARLY_PIPELINES off -18.
 #: (An A/B through ``--set litegpu_vulkan._device.NAME`` imports this module before the start: biased.)
-WARM_EARLY_PIPELINES = False
-WARM_PREFETCH = False
+WARM_EARLY_PIPELINES = True
+WARM_PREFETCH = True
 _SMALL_UPLOAD = 4096
 #: A/B switches, read at allocation (``GpuDevice.alloc_boundary``): on a discrete GPU, a partition's
 #: inputs that the host writes (HOST_BOUNDARY) and its host outputs that no launch reads
