@@ -349,7 +349,7 @@ class GpuPartitionKernel(DelegateKernel):
                 recs = self._kernels_in = None
         if recs is not None and self._kernels_in is not None:
             # the device may begin rebuilding the cached programs now, beside the packing and uploads
-            # below (Vulkan's WARM_PREFETCH: shader modules and pipelines on its pool; off by default)
+            # below (Vulkan's WARM_PREFETCH: shader modules and pipelines on its pool)
             device.prefetch_programs(list({r["src"]: (rk, self._binaries_in[r["src"]])
                                            for r, (rk, _grid) in zip(recs, self._kernels_in, strict=True)
                                            if r.get("src") in self._binaries_in}.values()),
