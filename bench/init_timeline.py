@@ -26,6 +26,10 @@ The span starts just after ``import litegpu`` (``bench/init.py``'s). Printed per
   ``_enumerate``, ``_native_device``, ``_wrap_native_device``, ``request_device``, ``claim_early_device``), the device's own start (``wgpu: _start``)
   and every pipeline's build (``wgpu: _build_pipeline``, its ``_shader_module``), on whichever thread;
   ``wgpu. _variant`` (a kernel's layouts, and its pipeline where built inline) is summed when short.
+* vulkan: the binding's import, the instance and device list (on their thread), ``create_delegate``
+  (the GPU executor's import), the device's queries and ``vkCreateDevice`` (on the device's thread),
+  the first wait for the VkDevice, each ``vkCreateComputePipelines`` call (on whichever thread), the
+  descriptor sets and the flushed uploads, each with the thread's CPU time over it (``[cpu MS]``).
 
 Nothing here is asserted by a test; the numbers carry the wrappers' own cost (a few microseconds per
 wrapped call: about 1000 ``clSetKernelArg`` on pose), so read the order and the gaps, and take the
@@ -42,7 +46,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import GPU_SET, machine_line, mediapipe_models  # noqa: E402
+from _common import GPU_SET, compile_bytecode, machine_line, mediapipe_models  # noqa: E402
 from init import _CHILD as _INIT_CHILD  # noqa: E402
 from init import _child_env, _run_child  # noqa: E402
 
@@ -112,9 +116,49 @@ def patch_wgpu_device(module):
         wrap(module.WebGPUDevice, n, "wgpu: " + n)
     wrap(module.WebGPUDevice, "_variant", "wgpu. _variant")
 
+def timed_cpu(what, fn):
+    # as timed(), with the thread's CPU time over the call in the label (a thread that waits for the
+    # GIL, a core or the dynamic loader's lock shows wall time well above its CPU time)
+    def wrapper(*a, **k):
+        t0, c0 = time.perf_counter(), time.thread_time()
+        try:
+            return fn(*a, **k)
+        finally:
+            note(f"{what} [cpu {(time.thread_time() - c0) * 1e3:.1f}]", t0, time.perf_counter())
+    return wrapper
+
+def patch_vk_backend(module):
+    module._binding_missing = timed_cpu("vulkan: binding import", module._binding_missing)
+    module._start_instance = timed_cpu("vulkan: instance + device list", module._start_instance)
+    spec = module.VulkanBackend
+    spec.create_delegate = timed_cpu("vulkan: create_delegate (executor import, device started)", spec.create_delegate)
+
+def patch_vk_device(module):
+    cls = module.VulkanDevice
+    for attr, what in (("_select", "vulkan: instance wait + queries"), ("_create_device", "vulkan: vkCreateDevice"),
+                       ("_create_pipelines", "vulkan: pipelines (record)"), ("_allocate_sets", "vulkan: descriptor sets"),
+                       ("_flush_pending", "vulkan: uploads flushed")):
+        setattr(cls, attr, timed_cpu(what, getattr(cls, attr)))
+    batch = cls._create_pipeline_batch
+    def pipeline_batch(self, todo, _batch=batch):
+        return timed_cpu(f"vulkan: vkCreateComputePipelines x{len(todo)}", _batch)(self, todo)
+    cls._create_pipeline_batch = pipeline_batch
+    prop = cls._device
+    def device_wait(self, _get=prop.fget):  # the first use of the VkDevice waits for its thread
+        t = time.perf_counter()
+        opening = self._opening is not None
+        try:
+            return _get(self)
+        finally:
+            t1 = time.perf_counter()
+            if opening and t1 - t > 1e-4:
+                note("wait: vulkan device", t, t1)
+    cls._device = property(device_wait, prop.fset)
+
 PATCHES = {"litegpu_opencl._cl": patch_cl, "litegpu.gpu._device": patch_gpu_device,
            "litegpu_opencl._platforms": patch_platforms, "litegpu._entry_points": patch_entry_points,
-           "litegpu_webgpu._adapters": patch_wgpu_adapters, "litegpu_webgpu._device": patch_wgpu_device}
+           "litegpu_webgpu._adapters": patch_wgpu_adapters, "litegpu_webgpu._device": patch_wgpu_device,
+           "litegpu_vulkan._backend": patch_vk_backend, "litegpu_vulkan._device": patch_vk_device}
 
 # imports timed where they happen (their own modules' execution, what they import included)
 TIMED_IMPORTS = {"litegpu.gpu._runtime", "litegpu.gpu._device", "litegpu.cache", "litegpu_webgpu._device",
@@ -227,18 +271,22 @@ def main() -> int:
     ap.add_argument("--models", default="", help="comma-separated MediaPipe model names (default: the GPU set)")
     ap.add_argument("--runs", type=int, default=1)
     ap.add_argument("--cold", action="store_true", help="cold starts (fresh cache, drivers' caches off)")
+    ap.add_argument("--driver-caches-off", action="store_true",
+                    help="warm starts with the drivers' caches off (bench/init.py's warm column), not on")
     ap.add_argument("--pythonpath-b", default="", metavar="DIR", help="variant B: DIR first on PYTHONPATH")
     ap.add_argument("--min-ms", type=float, default=0.3, help="shorter calls are summed, not listed")
     ap.add_argument("--set", action="append", default=[], metavar="MODULE.NAME=VALUE",
                     help="module constants set in every timed child, first (an A/B switch)")
     args = ap.parse_args()
     models = mediapipe_models(args.models, default=GPU_SET)
-    print(f"{machine_line()}; {'cold' if args.cold else 'warm, drivers caches on'}; ms from just after import litegpu"
+    bytecode = compile_bytecode([args.pythonpath_b])  # as bench/init.py: no child compiles litegpu from source
+    mode = "cold" if args.cold else "warm, drivers' caches off" if args.driver_caches_off else "warm, drivers' caches on"
+    print(f"{machine_line()}; {mode}; {bytecode}; ms from just after import litegpu"
           + (f"; set: {' '.join(args.set)}" if args.set else ""))
     for name, path in models.items():
         with tempfile.TemporaryDirectory(prefix="litegpu-bench-timeline-") as tmp:
             root = Path(tmp)
-            env = _child_env(False, None if args.cold else root / "driver-caches")
+            env = _child_env(False, None if args.cold or args.driver_caches_off else root / "driver-caches")
             variants = {"A": (env, root / "cache")}
             if args.pythonpath_b:
                 variants["B"] = ({**env, "PYTHONPATH": os.pathsep.join([args.pythonpath_b, env.get("PYTHONPATH", "")])},

@@ -688,6 +688,41 @@ def test_pipelines_of_a_partition_are_created_once_each(backend, compiler_core, 
         d.close()
 
 
+@pytest.mark.parametrize("prefetch", [True, False])
+@pytest.mark.parametrize("early", [True, False])
+def test_warm_pipelines_are_created_once_each(backend, compiler_core, tmp_path, monkeypatch, early, prefetch):
+    """A warm prepare (SPIR-V from the cache) creates each program and its pipeline once: the programs on
+    the device's pool as soon as the cache entry is read (WARM_PREFETCH) or as the launches are prepared,
+    each pipeline on the pool as its program is made (WARM_EARLY_PIPELINES; record() then has none left
+    to create) or in one call at the first record(); the answers are LiteRT's either way."""
+    from litegpu.testing import assert_allclose_rel, run_litert
+
+    monkeypatch.setattr(backend._device, "WARM_EARLY_PIPELINES", early)
+    monkeypatch.setattr(backend._device, "WARM_PREFETCH", prefetch)
+    model, inputs = _chain()
+    conf = {"cache": {"dir": str(tmp_path / "c"), "enabled": True}}
+    for warm in (False, True):
+        d = litegpu.load_delegate("vulkan", conf)
+        try:
+            it = litegpu.Interpreter(model_content=model, experimental_delegates=[d])
+            it.allocate_tensors()
+            (k,) = [s.kernel for s in it._main.plan.steps if s.kind == "delegate"]
+            assert k.cache_hit is warm
+            if warm:
+                assert k.programs_from_cache == len(k.binaries) > 0
+                assert d.device.pipelines_created == len({ln.kernel.source for ln in k._launches})
+                assert all(ln.bound.program.pipeline is not None for ln in k._launches)
+                assert d.device.pipeline_batches == (0 if early else 1)
+                assert len(d.device._programs) == len({ln.kernel.source for ln in k._launches})
+                assert not d.device._prefetched  # every program begun ahead was taken
+            it.set_tensor(it.get_input_details()[0]["index"], inputs[0])
+            it.invoke()
+            got = it.get_tensor(it.get_output_details()[0]["index"])
+            assert_allclose_rel(got, run_litert(model, inputs)[0], 1e-4)
+        finally:
+            d.close()
+
+
 def test_fp16_defaults_to_half_storage_with_float_math(backend, compiler_core):
     """fp16: 16-bit buffers, f32 arithmetic (the opencl backend's storage-only rule) unless half_math."""
     model, inputs = _chain()
@@ -806,7 +841,7 @@ def test_khronos_validation_finds_no_error_or_hazard(backend, compiler_core):
     env = dict(os.environ, VK_INSTANCE_LAYERS="VK_LAYER_KHRONOS_validation",
                VK_LAYER_ENABLES="VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_VALIDATION_EXT",
                PYTHONPATH=os.pathsep.join([str(ROOT / "core"), *sys.path]))
-    select = "roundtrip or chain or resident or binary or replays or one_submit or timestamps"
+    select = "roundtrip or chain or resident or binary or replays or one_submit or timestamps or warm_pipelines"
     r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider", __file__, "-k", select],
                        env=env, cwd=ROOT, capture_output=True, text=True, timeout=900)
     out = r.stdout + r.stderr

@@ -15,6 +15,15 @@ from ._version import VERSION
 __all__ = ["VulkanBackend"]
 
 
+#: A/B switch (``bench/init_ab.py --set litegpu_vulkan._backend.DEVICE_BEFORE_EXECUTOR=False``): the default
+#: device's thread (its queries and ``vkCreateDevice``, once the instance is made) starts before the GPU
+#: executor's import in ``create_delegate`` instead of after it.  Measured with _device's WARM_PREFETCH and
+#: WARM_EARLY_PIPELINES (their comment: all three on against off, H100 +1 / -9 / -28 ms); alone on the 2-core
+#: CI machine -2 / -4 ms warm (face_detection_short_range / selfie_segmentation, 6 pairs, load 3: the
+#: device's thread waits for the instance either way); not measured alone on a GPU
+DEVICE_BEFORE_EXECUTOR = True
+
+
 def _binding_missing() -> str:
     """Empty when the binding (and libvulkan, which it dlopens) imports, else the reason."""
     try:
@@ -131,7 +140,8 @@ class VulkanBackend(litegpu.BackendSpec):
             return []
 
     def create_delegate(self, options: Mapping[str, Any]) -> litegpu.Delegate:
-        from ._delegate import VulkanDelegate
+        if not DEVICE_BEFORE_EXECUTOR:
+            from ._delegate import VulkanDelegate  # noqa: F401 - the executor's import first (switch off)
         from ._device import VulkanDevice
 
         device = options.get("device", 0)
@@ -145,4 +155,6 @@ class VulkanBackend(litegpu.BackendSpec):
         # or name is checked here, so that a wrong choice raises at load_delegate
         dev = VulkanDevice(device, memory=options.get("memory", "auto"), compiler=options.get("compiler"),
                            fence_timeout=float(options.get("fence_timeout", 60.0)), background=device == 0)
+        from ._delegate import VulkanDelegate  # the GPU executor (its import: the device starts beside it)
+
         return VulkanDelegate(dev, options)

@@ -65,6 +65,20 @@ _SHARED_BYTES = 64 << 10
 #: A/B switch (``--set litegpu_vulkan._device.EARLY_PIPELINES=False``): False creates every pipeline at the
 #: first record() that uses it (after the whole partition's renders) instead of right after its compile
 EARLY_PIPELINES = True
+#: A/B switches of a warm start (SPIR-V from the cache).  WARM_PREFETCH: the programs (layouts, shader
+#: module) begin on the device's pool as soon as the executor has read the cache entry (``prefetch_programs``),
+#: beside its packing and upload of the weights, instead of as the launches are prepared after them.
+#: WARM_EARLY_PIPELINES: such a program's pipeline is created on the pool the moment the program is made,
+#: instead of at the first record().  These two and _backend.DEVICE_BEFORE_EXECUTOR on against all three off
+#: (bench/init_ab.py --pythonpath-b with a copy of this package, warm, 5 alternated pairs): H100,
+#: face_detection_short_range / hand_landmark_full / pose_landmark_full +1 / -9 / -28 ms (pose: the main
+#: thread's CPU 153 against 201 ms: the programs' rebuild leaves it for idle cores); the 2-core CI machine
+#: (lavapipe), face_detection_short_range / hand_landmark_full / selfie_segmentation -1 / -5 / +0 ms, 10
+#: pairs, load 1.5: there the pipelines are CPU work on the same two cores as the caller's packing.  Each
+#: alone on pose, H100 (5 pairs, load 3-3.5, noisy): WARM_PREFETCH off +10 ms, WARM_EARLY_PIPELINES off -18.
+#: (An A/B through ``--set litegpu_vulkan._device.NAME`` imports this module before the start: biased.)
+WARM_EARLY_PIPELINES = True
+WARM_PREFETCH = True
 _SMALL_UPLOAD = 4096
 #: A/B switches, read at allocation (``GpuDevice.alloc_boundary``): on a discrete GPU, a partition's
 #: inputs that the host writes (HOST_BOUNDARY) and its host outputs that no launch reads
@@ -236,16 +250,19 @@ class _Program(_Resource):
     def start_early(self) -> None:
         """Create the module and pipeline right after the SPIR-V compile, on the thread that ran it
         (cold pose_landmark_full: the pipelines' driver compile, 0.37 s on an H200, then overlaps the
-        renders of the kernels after it instead of following all of them).  A failure here is left to
+        renders of the kernels after it instead of following all of them); with SPIR-V from the cache
+        (a warm start), on the device's pool now.  A failure here is left to
         :meth:`VulkanDevice._create_pipelines`, which tries again and names the kernel."""
         fut = self._spirv
+        self._early = threading.Event()
         if isinstance(fut, Future):
-            self._early = threading.Event()
             fut.add_done_callback(self._create_early)
+        else:
+            self._dev._executor().submit(self._create_early, None)
 
-    def _create_early(self, fut: Future[bytes]) -> None:
+    def _create_early(self, fut: Future[bytes] | None) -> None:
         try:
-            if not fut.cancelled() and fut.exception() is None:
+            if fut is None or (not fut.cancelled() and fut.exception() is None):
                 self._create_module()
                 self._dev._create_pipeline_batch([self])
         except Exception:  # noqa: BLE001, S110 - see start_early: record() tries again and reports
@@ -445,8 +462,10 @@ class VulkanDevice(GpuDevice):
         self._xfer_rec: _Recording | None = None  # made on first use: it needs the device
         self._programs: dict[str, _Program] = {}
         self._spirv: dict[str, Future[bytes]] = {}  # by GLSL source
+        self._prefetched: dict[str, Future[_Program | None]] = {}  # by GLSL source (prefetch_programs)
         self._pool_exec: ThreadPoolExecutor | None = None  # runs glslc
         self._loaded_blobs: set[bytes] = set()
+        self._blob_lock = threading.Lock()
         #: pipelines created (early ones included), and record()-time creations (calls of _create_pipelines
         #: that had any left to create)
         self.pipelines_created = self.pipeline_batches = 0
@@ -902,11 +921,15 @@ class VulkanDevice(GpuDevice):
         a process of its own: the compiles of a partition run side by side)."""
         fut = self._spirv.get(kernel.source)
         if fut is None:
-            if self._pool_exec is None:
-                self._pool_exec = ThreadPoolExecutor(max_workers=min(16, os.cpu_count() or 1),
-                                                     thread_name_prefix="litegpu-glslc")
-            fut = self._spirv[kernel.source] = self._pool_exec.submit(self._compile_spirv, kernel)
+            fut = self._spirv[kernel.source] = self._executor().submit(self._compile_spirv, kernel)
         return fut
+
+    def _executor(self) -> ThreadPoolExecutor:
+        """The device's thread pool (made on first use): glslc processes and pipeline creation."""
+        if self._pool_exec is None:
+            self._pool_exec = ThreadPoolExecutor(max_workers=min(16, os.cpu_count() or 1),
+                                                 thread_name_prefix="litegpu-glslc")
+        return self._pool_exec
 
     def compile(self, kernel: RenderedKernel) -> _Program:
         self._open()
@@ -943,10 +966,7 @@ class VulkanDevice(GpuDevice):
         chunks = min(n, min(16, os.cpu_count() or 1))
         parts = [todo[i::chunks] for i in range(chunks)]
         if chunks > 1:
-            if self._pool_exec is None:
-                self._pool_exec = ThreadPoolExecutor(max_workers=min(16, os.cpu_count() or 1),
-                                                     thread_name_prefix="litegpu-glslc")
-            results = list(self._pool_exec.map(self._create_pipeline_batch, parts))
+            results = list(self._executor().map(self._create_pipeline_batch, parts))
         else:
             results = [self._create_pipeline_batch(todo)]
         bad = [p.name for part, res in zip(parts, results, strict=True) if res != vk.VK_SUCCESS for p in part
@@ -992,7 +1012,51 @@ class VulkanDevice(GpuDevice):
         """The SPIR-V (skips glslc); the driver's compiled pipelines go in :meth:`cache_blob`."""
         return self._MAGIC + program.spirv
 
+    def prefetch_programs(self, programs: Sequence[tuple[RenderedKernel, bytes]],
+                          cache_blob: bytes | None = None) -> None:
+        """A warm start's programs rebuilt on the device's pool (:meth:`program_from_binary` there, which
+        waits for the device's start), each pipeline right after (WARM_EARLY_PIPELINES), while the
+        caller packs and uploads the partition's weights; the caller's :meth:`program_from_binary`
+        then takes the one made here.  ``cache_blob`` (the pipeline cache's data) is merged first:
+        ``vkMergePipelineCaches`` must not overlap a pipeline's creation through the same cache (the
+        Khronos layer reports it), and a pipeline made before it would not find its cached binary."""
+        if not WARM_PREFETCH:
+            return
+        todo: list[tuple[RenderedKernel, bytes, Future[_Program | None]]] = []
+        for kernel, binary in programs:
+            if kernel.source not in self._programs and kernel.source not in self._prefetched:
+                fut: Future[_Program | None] = Future()
+                self._prefetched[kernel.source] = fut
+                todo.append((kernel, binary, fut))
+        if todo:
+            self._executor().submit(self._prefetch, todo, cache_blob)
+
+    def _prefetch(self, todo: Sequence[tuple[RenderedKernel, bytes, Future[_Program | None]]],
+                  cache_blob: bytes | None) -> None:
+        """On the pool: the pipeline cache's data, then one task per program (see prefetch_programs)."""
+        if cache_blob:
+            try:
+                self.load_cache_blob(cache_blob)
+            except Exception:  # noqa: BLE001, S110 - the caller's own load_cache_blob meets it again
+                pass
+        for kernel, binary, fut in todo:
+            self._executor().submit(self._fill, fut, kernel, binary)
+
+    def _fill(self, fut: Future[_Program | None], kernel: RenderedKernel, binary: bytes) -> None:
+        if not fut.set_running_or_notify_cancel():
+            return
+        try:
+            fut.set_result(self._program_from_binary(kernel, binary))
+        except BaseException as e:  # noqa: BLE001 - handed to the caller's program_from_binary
+            fut.set_exception(e)
+
     def program_from_binary(self, kernel: RenderedKernel, binary: bytes) -> _Program | None:
+        begun = self._prefetched.pop(kernel.source, None)
+        if begun is not None:
+            return begun.result()  # re-raises what the pool met (the device's failed start, say)
+        return self._program_from_binary(kernel, binary)
+
+    def _program_from_binary(self, kernel: RenderedKernel, binary: bytes) -> _Program | None:
         self._open()
         held = self._programs.get(kernel.source)
         if held is not None:
@@ -1009,6 +1073,8 @@ class VulkanDevice(GpuDevice):
         done: Future[bytes] = Future()
         done.set_result(spirv)
         self._spirv[kernel.source] = done
+        if WARM_EARLY_PIPELINES:
+            prog.start_early()
         return prog
 
     def cache_blob(self) -> bytes | None:
@@ -1028,6 +1094,10 @@ class VulkanDevice(GpuDevice):
         checks the header (vendor, device, pipeline-cache UUID) and ignores data of another device
         or driver version by itself."""
         d = self._open()
+        with self._blob_lock:  # prefetch_programs may load it on the pool: merged once, never twice at once
+            self._load_cache_blob(d, blob)
+
+    def _load_cache_blob(self, d: Any, blob: bytes) -> None:
         if not blob or blob in self._loaded_blobs:
             return
         raw = ffi.from_buffer(blob)
@@ -1381,6 +1451,7 @@ class VulkanDevice(GpuDevice):
                     pass
             self._owned.clear()
             self._programs.clear()
+            self._prefetched.clear()
             self._staging = self._xfer = self._last = self._params_buf = self._small_staging = None
             self._pending, self._dirty, self._fresh = [], {}, weakref.WeakSet()
             for blocks in self._blocks.values():  # normally freed with their last buffer already

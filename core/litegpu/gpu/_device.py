@@ -309,6 +309,16 @@ class GpuDevice(ABC):
         rejected."""
         return None
 
+    def prefetch_programs(  # noqa: B027 - optional hook
+            self, programs: Sequence[tuple[RenderedKernel, bytes]], cache_blob: bytes | None = None) -> None:
+        """A warm start's programs, known from the cache entry before the partition packs and uploads its
+        weights: ``(kernel, its program_binary)`` per source, and the entry's :meth:`cache_blob` data
+        (:meth:`load_cache_blob` is still called with it later; a device that rebuilds programs here must
+        load it before them, or they would not find what it holds).  A device may begin rebuilding them
+        (and what follows, such as pipelines) in the background here; :meth:`program_from_binary` is
+        still called for each, later, and must answer as it would have (the program begun here, or
+        None).  The default does nothing: programs are rebuilt when the launches are prepared."""
+
     def prepare_bindings(  # noqa: B027 - optional hook
             self, program: Any, kernel: RenderedKernel, buffer_sets: Sequence[Sequence[BufferRef | None]]) -> None:
         """Build ahead what :meth:`bind` will need beyond ``program`` for each of ``buffer_sets`` (the

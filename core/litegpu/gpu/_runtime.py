@@ -352,6 +352,13 @@ class GpuPartitionKernel(DelegateKernel):
                 self._kernels_in = [_kernel_from_record(r, self._sources) for r in recs]
             except (ValueError, KeyError, TypeError, AttributeError):
                 recs = self._kernels_in = None
+        if recs is not None and self._kernels_in is not None:
+            # the device may begin rebuilding the cached programs now, beside the packing and uploads
+            # below (Vulkan's WARM_PREFETCH: shader modules and pipelines on its pool)
+            device.prefetch_programs(list({r["src"]: (rk, self._binaries_in[r["src"]])
+                                           for r, (rk, _grid) in zip(recs, self._kernels_in, strict=True)
+                                           if r.get("src") in self._binaries_in}.values()),
+                                    cached.get("device_cache") or None)
         packed = self._pack_constants(plan.ops, align)
         # every buffer the launches bind, asked of the device at once (GpuDevice.alloc_partition): the arena, a
         # buffer per group a branched launch binds as one range (_passes/twins), per input / output tensor, per
