@@ -182,13 +182,16 @@ class Bench:
                 self.consume(q, dev, dst, nbytes)
                 q.finish()
 
-            def zero_map():
+            def through_map(mapped, buf):  # written through a map / unmap of the kernel's own buffer
                 fresh()
-                v = zc_m.map(MAP.WRITE_INVALIDATE_REGION)
+                v = mapped.map(MAP.WRITE_INVALIDATE_REGION)
                 v[:] = xb
                 Mapped.unmap(v, q)
-                self.consume(q, zc, dst, nbytes)
+                self.consume(q, buf, dst, nbytes)
                 q.finish()
+
+            def zero_map():
+                through_map(zc_m, zc)
 
             def zero_once():
                 fresh()
@@ -197,12 +200,7 @@ class Bench:
                 q.finish()
 
             def use_host():
-                fresh()
-                v = uh_m.map(MAP.WRITE_INVALIDATE_REGION)
-                v[:] = xb
-                Mapped.unmap(v, q)
-                self.consume(q, uh, dst, nbytes)
-                q.finish()
+                through_map(uh_m, uh)
 
             def copy_pin():
                 pin[:] = xb
