@@ -95,9 +95,13 @@ BUILDS_ON_CONTEXT = True
 #: made, so that the first ``clCreateProgramWithBinary`` after the context does not.  NVIDIA 580's
 #: ``libnvidia-opencl.so.<v>`` opens ``libnvidia-nvvm.so.<v>`` there: 2.3-3.3 ms of the first call on an
 #: H100 host, 0.25-0.38 ms with it opened beforehand (the opening itself 2.6-2.9 ms, s13-oclwarm-1).
-#: ``PRELOAD_JIT`` False: nothing opened beforehand (an A/B switch)
+#: ``PRELOAD_JIT`` False: nothing opened beforehand (an A/B switch).  Off: the first call's 2-3 ms did not show
+#: in the whole warm start.  Warm, alternated in fresh processes, on minus off: pose +9 ms (3 pairs,
+#: s13-oclwarm-2); hand +9, iris +5, pose -6 (8 pairs, H100, 2026-11-27, ninth session's lead A/B,
+#: ``bench/init_ab.py --set litegpu_opencl._platforms.PRELOAD_JIT=False``): a thread and a dlopen beside
+#: ``clCreateContext`` cost about what they save
 JIT_LIBRARIES = {"libnvidia-opencl.so": "libnvidia-nvvm.so"}
-PRELOAD_JIT = True
+PRELOAD_JIT = False
 _preloaded: list[Any] = []  # the libraries opened beforehand (ctypes handles), kept for the process's life
 #: what ``CLDevice`` asks of a device (``_cl.Device`` attributes), in one place for the start's prefetch
 DEVICE_QUERIES = ("name", "driver_version", "version", "extensions", "max_work_group_size", "max_work_item_sizes",
