@@ -20,6 +20,8 @@ each launch through ctypes (sizes made once, no event): the same answers, bit fo
 
 from __future__ import annotations
 
+import types
+
 import litegpu
 import numpy as np
 import pytest
@@ -303,8 +305,15 @@ def test_merge_groups_only_close_ranges_of_one_buffer(monkeypatch):
     strided = np.empty((8, 2), np.uint8)[:, 0]
     items = [(BufferRef(a, 128, 28), arr[1]), (BufferRef(a, 0, 100), arr[0]), (BufferRef(b, 0, 50), arr[2]),
              (BufferRef(a, 256 + dev_mod._MERGE_GAP, 64), arr[3]), (BufferRef(a, 512, 8), strided)]
-    groups = dev_mod.CLDevice._read_groups(items)
-    as_ids = sorted([[id(out) for _r, out in g] for g in groups])
-    assert as_ids == sorted([[id(arr[0]), id(arr[1])], [id(arr[2])], [id(arr[3])], [id(strided)]])
+    dev = types.SimpleNamespace(_read_plans={})  # the grouping needs only the device's plan memo
+    for again in (False, True):  # worked out, then (the same ranges, new host arrays) looked up
+        if again:
+            arr = [np.empty(n, np.uint8) for n in (100, 28, 50, 64)]
+            strided = np.empty((8, 2), np.uint8)[:, 0]
+            items = [(r, new) for (r, _old), new in zip(items, [arr[1], arr[0], arr[2], arr[3], strided], strict=True)]
+        groups = dev_mod.CLDevice._read_groups(dev, items)
+        as_ids = sorted([[id(out) for _r, out in g] for g in groups])
+        assert as_ids == sorted([[id(arr[0]), id(arr[1])], [id(arr[2])], [id(arr[3])], [id(strided)]])
+        assert len(dev._read_plans) == 1
     monkeypatch.setattr(dev_mod, "MERGE_READS", False)
-    assert len(dev_mod.CLDevice._read_groups(items)) == len(items)
+    assert len(dev_mod.CLDevice._read_groups(dev, items)) == len(items)

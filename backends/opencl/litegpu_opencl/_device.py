@@ -309,6 +309,7 @@ class CLDevice(GpuDevice):
         self._pending: list[_cl.Event] = []
         # pinned staging by (buffer, offset, bytes, write), least recently used first (None: seen once)
         self._stagings: OrderedDict[tuple[int, int, int, bool], _Staging | None] = OrderedDict()
+        self._read_plans: dict[tuple, list[list[int]]] = {}  # _read_groups: each shape of reads, grouped once
         self._staging_bytes = 0
         # cl_khr_command_buffer's entry points, looked up at the first record (False: not yet; None:
         # missing, switched off, or refused by the driver once: launches then go one by one)
@@ -553,31 +554,38 @@ class CLDevice(GpuDevice):
         out[...] = tmp
         return self.queue.marker() if not blocking else None
 
-    @staticmethod
-    def _read_groups(items: Sequence[tuple[BufferRef, np.ndarray]]) -> list[list[tuple[BufferRef, np.ndarray]]]:
+    def _read_groups(self, items: Sequence[tuple[BufferRef, np.ndarray]]) -> list[list[tuple[BufferRef, np.ndarray]]]:
         """``items`` as the reads to queue: with ``MERGE_READS``, C-contiguous host arrays read from one buffer
-        whose ranges lie at most ``_MERGE_GAP`` bytes apart form one group (by offset), read as their span."""
+        whose ranges lie at most ``_MERGE_GAP`` bytes apart form one group (by offset), read as their span.  The
+        grouping is worked out once per shape of ``items`` (ranges, sizes, contiguity): an invoke reads the same
+        outputs every time, so later invokes only look it up."""
         if not MERGE_READS or len(items) < 2:
             return [[item] for item in items]
-        groups: list[list[tuple[BufferRef, np.ndarray]]] = []
-        by_buffer: dict[int, list[tuple[BufferRef, np.ndarray]]] = {}
-        for item in items:
-            if item[1].flags.c_contiguous:
-                by_buffer.setdefault(id(item[0].buffer), []).append(item)
-            else:
-                groups.append([item])
-        for same in by_buffer.values():
-            same.sort(key=lambda item: item[0].offset)
-            run = [same[0]]
-            for item in same[1:]:
-                last = run[-1]
-                if item[0].offset - (last[0].offset + last[1].nbytes) in range(_MERGE_GAP + 1):
-                    run.append(item)
+        key = tuple((id(r.buffer), r.offset, out.nbytes, out.flags.c_contiguous) for r, out in items)
+        plan = self._read_plans.get(key)
+        if plan is None:
+            plan = []
+            by_buffer: dict[int, list[int]] = {}
+            for i, (_buf, _off, _n, contiguous) in enumerate(key):
+                if contiguous:
+                    by_buffer.setdefault(key[i][0], []).append(i)
                 else:
-                    groups.append(run)
-                    run = [item]
-            groups.append(run)
-        return groups
+                    plan.append([i])
+            for same in by_buffer.values():
+                same.sort(key=lambda i: key[i][1])
+                run = [same[0]]
+                for i in same[1:]:
+                    last = key[run[-1]]
+                    if key[i][1] - (last[1] + last[2]) in range(_MERGE_GAP + 1):
+                        run.append(i)
+                    else:
+                        plan.append(run)
+                        run = [i]
+                plan.append(run)
+            if len(self._read_plans) > 64:  # shapes of one-off reads: forget them
+                self._read_plans.clear()
+            self._read_plans[key] = plan
+        return [[items[i] for i in run] for run in plan]
 
     def _queue_reads(self, items: Sequence[tuple[BufferRef, np.ndarray]]) -> tuple[Any, list]:
         """Every read queued (into pinned staging where there is one; a group of :meth:`_read_groups` as one
