@@ -662,11 +662,19 @@ def test_timestamps_around_every_copy_and_dispatch(backend, compiler_core, memor
         d.close()
 
 
+def _answers_as_litert(it, model: bytes, inputs: list) -> None:
+    """One invoke of ``it`` on ``inputs``: its first output matches LiteRT's within 1e-4 (relative)."""
+    from litegpu.testing import assert_allclose_rel, run_litert
+
+    it.set_tensor(it.get_input_details()[0]["index"], inputs[0])
+    it.invoke()
+    assert_allclose_rel(it.get_tensor(it.get_output_details()[0]["index"]), run_litert(model, inputs)[0], 1e-4)
+
+
 @pytest.mark.parametrize("early", [True, False])
 def test_pipelines_of_a_partition_are_created_once_each(backend, compiler_core, monkeypatch, early):
     """Each program's pipeline is created once: right after its SPIR-V compile on the compile's thread
     (EARLY_PIPELINES), else in one call at the first record(); the answers are LiteRT's either way."""
-    from litegpu.testing import assert_allclose_rel, run_litert
 
     monkeypatch.setattr(backend._device, "EARLY_PIPELINES", early)
     model, inputs = _chain()
@@ -680,10 +688,7 @@ def test_pipelines_of_a_partition_are_created_once_each(backend, compiler_core, 
         assert all(ln.bound.program.pipeline is not None for ln in k._launches)
         if not early:
             assert d.device.pipeline_batches == 1
-        it.set_tensor(it.get_input_details()[0]["index"], inputs[0])
-        it.invoke()
-        got = it.get_tensor(it.get_output_details()[0]["index"])
-        assert_allclose_rel(got, run_litert(model, inputs)[0], 1e-4)
+        _answers_as_litert(it, model, inputs)
     finally:
         d.close()
 
@@ -695,7 +700,6 @@ def test_warm_pipelines_are_created_once_each(backend, compiler_core, tmp_path, 
     the device's pool as soon as the cache entry is read (WARM_PREFETCH) or as the launches are prepared,
     each pipeline on the pool as its program is made (WARM_EARLY_PIPELINES; record() then has none left
     to create) or in one call at the first record(); the answers are LiteRT's either way."""
-    from litegpu.testing import assert_allclose_rel, run_litert
 
     monkeypatch.setattr(backend._device, "WARM_EARLY_PIPELINES", early)
     monkeypatch.setattr(backend._device, "WARM_PREFETCH", prefetch)
@@ -715,10 +719,7 @@ def test_warm_pipelines_are_created_once_each(backend, compiler_core, tmp_path, 
                 assert d.device.pipeline_batches == (0 if early else 1)
                 assert len(d.device._programs) == len({ln.kernel.source for ln in k._launches})
                 assert not d.device._prefetched  # every program begun ahead was taken
-            it.set_tensor(it.get_input_details()[0]["index"], inputs[0])
-            it.invoke()
-            got = it.get_tensor(it.get_output_details()[0]["index"])
-            assert_allclose_rel(got, run_litert(model, inputs)[0], 1e-4)
+            _answers_as_litert(it, model, inputs)
         finally:
             d.close()
 
