@@ -10,6 +10,9 @@ are used at prepare when constant; otherwise the output shape is dynamic and com
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 
 from ._registry import NodeContext, Prepared, TensorSpec, register_kernel
@@ -524,6 +527,25 @@ def _pad_value(t: TensorSpec) -> int | float:
     return 0
 
 
+def _block_planned(ctx: NodeContext, params: tuple[Any, Any], names: tuple[str, str],
+                   plan: Callable[..., tuple[list[int], np.ndarray, Shape]],
+                   run_with: Callable[..., list[np.ndarray]]) -> Prepared:
+    """SPACE_TO_BATCH_ND / BATCH_TO_SPACE_ND: planned once where the block and its pads or crops are constant
+    and the input's shape is known, else planned on each run from the values it gets (checked the same way)."""
+    x = ctx.inputs[0]
+    values, in_shape = [const_ints(p) for p in params], known_shape(x)
+    if in_shape is not None and all(v is not None for v in values):
+        planned = plan(ctx, in_shape, *values)
+        return Prepared([planned[-1]], lambda inputs: run_with(inputs[0], *planned))
+
+    def run_dynamic(inputs):
+        data = inputs[0]
+        got = [int_values(ctx, inputs[1 + i], name) for i, name in enumerate(names)]
+        return run_with(data, *plan(ctx, data.shape, *got))
+
+    return Prepared([None], run_dynamic)
+
+
 def _s2b_plan(ctx: NodeContext, shape: Shape, block, pads) -> tuple[list[int], np.ndarray, Shape]:
     blk = [int(v) for v in np.asarray(block).reshape(-1)]
     m = len(blk)
@@ -549,7 +571,7 @@ def _s2b_plan(ctx: NodeContext, shape: Shape, block, pads) -> tuple[list[int], n
 @register_kernel("SPACE_TO_BATCH_ND", versions=range(1, 5))
 def _space_to_batch_nd(ctx: NodeContext) -> Prepared:
     _n_inputs(ctx, 3)
-    x, bs, pads = ctx.inputs
+    _, bs, pads = ctx.inputs
     fill = _pad_value(ctx.outputs[0])
 
     def run_with(data: np.ndarray, blk: list[int], pd: np.ndarray, out_shape: Shape) -> list[np.ndarray]:
@@ -567,18 +589,7 @@ def _space_to_batch_nd(ctx: NodeContext) -> Prepared:
         perm += list(range(1 + 2 * m, t.ndim))
         return [fresh(t.transpose(perm)).reshape(out_shape)]
 
-    bv, pv, in_shape = const_ints(bs), const_ints(pads), known_shape(x)
-    if bv is not None and pv is not None and in_shape is not None:
-        blk, pd, out_shape = _s2b_plan(ctx, in_shape, bv, pv)
-        return Prepared([out_shape], lambda inputs: run_with(inputs[0], blk, pd, out_shape))
-
-    def run_dynamic(inputs):
-        data = inputs[0]
-        blk, pd, out_shape = _s2b_plan(ctx, data.shape, int_values(ctx, inputs[1], "block_shape"),
-                                       int_values(ctx, inputs[2], "paddings"))
-        return run_with(data, blk, pd, out_shape)
-
-    return Prepared([None], run_dynamic)
+    return _block_planned(ctx, (bs, pads), ("block_shape", "paddings"), _s2b_plan, run_with)
 
 
 def _b2s_plan(ctx: NodeContext, shape: Shape, block, crops) -> tuple[list[int], np.ndarray, Shape]:
@@ -610,7 +621,7 @@ def _b2s_plan(ctx: NodeContext, shape: Shape, block, crops) -> tuple[list[int], 
 @register_kernel("BATCH_TO_SPACE_ND", versions=range(1, 5))
 def _batch_to_space_nd(ctx: NodeContext) -> Prepared:
     _n_inputs(ctx, 3)
-    x, bs, crops = ctx.inputs
+    _, bs, crops = ctx.inputs
 
     def run_with(data: np.ndarray, blk: list[int], cr: np.ndarray, out_shape: Shape) -> list[np.ndarray]:
         m = len(blk)
@@ -627,15 +638,4 @@ def _batch_to_space_nd(ctx: NodeContext) -> Prepared:
         idx = (slice(None),) + tuple(slice(int(cr[i, 0]), int(cr[i, 0]) + out_shape[1 + i]) for i in range(m))
         return [fresh(full[idx])]
 
-    bv, cv, in_shape = const_ints(bs), const_ints(crops), known_shape(x)
-    if bv is not None and cv is not None and in_shape is not None:
-        blk, cr, out_shape = _b2s_plan(ctx, in_shape, bv, cv)
-        return Prepared([out_shape], lambda inputs: run_with(inputs[0], blk, cr, out_shape))
-
-    def run_dynamic(inputs):
-        data = inputs[0]
-        blk, cr, out_shape = _b2s_plan(ctx, data.shape, int_values(ctx, inputs[1], "block_shape"),
-                                       int_values(ctx, inputs[2], "crops"))
-        return run_with(data, blk, cr, out_shape)
-
-    return Prepared([None], run_dynamic)
+    return _block_planned(ctx, (bs, crops), ("block_shape", "crops"), _b2s_plan, run_with)
