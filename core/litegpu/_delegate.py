@@ -133,6 +133,18 @@ class DelegateKernel(ABC):
         """Whether :meth:`complete` would return at once."""
         return True
 
+    def input_buffer(self, index: int) -> np.ndarray | None:
+        """Host memory the value of input ``index`` may be kept in, or None (the default).
+
+        Where a kernel returns an array here (C-contiguous, the input's dtype and number of
+        elements), the interpreter keeps the input's value in it: ``set_tensor`` writes into it,
+        and :meth:`invoke` given that same array sends it to the device without a host copy (a
+        GPU kernel offers the pinned staging its upload is made from).  The array stays valid for
+        as long as anything references it, after :meth:`close` included.  The caller writes it only
+        between runs, never while a run it submitted is in flight.
+        """
+        return None
+
     def to_host(self, value: Any) -> np.ndarray:
         """Turn a device object this kernel returned into a numpy array.
 

@@ -244,11 +244,24 @@ class Interpreter:
             if isinstance(prev, np.ndarray) and prev.shape == shape and prev.dtype == dt:
                 vals[i] = prev
             else:
-                vals[i] = np.zeros(shape, dt)
+                vals[i] = self._input_array(plan, i, shape, dt)
         if entry.plan is not None:
             entry.plan.close()
         entry.plan, entry.vals = plan, vals
         entry.ready, entry.invoked = True, False
+
+    @staticmethod
+    def _input_array(plan: Any, i: int, shape: tuple[int, ...], dt: np.dtype) -> np.ndarray:
+        """Zeros for input ``i``: in the host memory the delegate reading it offers where it offers
+        some (``DelegateKernel.input_buffer``: its invoke then sends the value without a host copy),
+        else a new array."""
+        buf = plan.input_buffer(i)
+        size = int(np.prod(shape, dtype=np.int64))
+        if isinstance(buf, np.ndarray) and buf.dtype == dt and buf.size == size and buf.flags.c_contiguous:
+            a = buf.reshape(shape)
+            a[...] = 0
+            return a
+        return np.zeros(shape, dt)
 
     def _invoke(self, entry: _Entry) -> None:
         if not entry.ready:

@@ -279,6 +279,14 @@ class SubgraphPlan:
 
     # ---- helpers
 
+    def input_buffer(self, index: int) -> np.ndarray | None:
+        """Host memory the first delegate step reading model input ``index`` offers to hold its value
+        (:meth:`DelegateKernel.input_buffer`), or None."""
+        for step in self.steps:
+            if step.kernel is not None and index in step.inputs:
+                return step.kernel.input_buffer(index)
+        return None
+
     def to_host(self, index: int, value: Any) -> Any:
         """A host (numpy) view of a tensor value that may be a delegate's device object."""
         owner = self.device_owner.get(index)

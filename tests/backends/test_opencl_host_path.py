@@ -60,10 +60,11 @@ def plain(model) -> list[list[np.ndarray]]:
     import litegpu_opencl._device as dev_mod
 
     old, dev_mod.PINNED_TRANSFERS = dev_mod.PINNED_TRANSFERS, False
+    old_home, dev_mod.HOST_INPUTS = dev_mod.HOST_INPUTS, False
     try:
         out, (k,) = _runs(model)
     finally:
-        dev_mod.PINNED_TRANSFERS = old
+        dev_mod.PINNED_TRANSFERS, dev_mod.HOST_INPUTS = old, old_home
     assert not k.device._stagings
     return out
 
@@ -74,6 +75,7 @@ def test_pinned_transfers_change_no_number(limits, merge, model, plain, monkeypa
     import litegpu_opencl._device as dev_mod
 
     monkeypatch.setattr(dev_mod, "PINNED_TRANSFERS", True)
+    monkeypatch.setattr(dev_mod, "HOST_INPUTS", False)  # the input through a staging copy (its own test below)
     monkeypatch.setattr(dev_mod, "MERGE_READS", merge)
     if limits == "none":  # every range over the limits: the plain path
         monkeypatch.setattr(dev_mod, "PINNED_READ_MAX", 0)
@@ -88,6 +90,43 @@ def test_pinned_transfers_change_no_number(limits, merge, model, plain, monkeypa
     # the input and both outputs (one staging for both where their reads merge: they are ranges of one
     # buffer), moved three times each; the weights (moved once) never
     assert len(held) == ((2 if merge else 3) if limits == "default" else 0)
+
+
+def test_input_kept_in_pinned_memory_uploads_without_a_copy(model, plain, monkeypatch):
+    """HOST_INPUTS: the interpreter keeps the input's value in the device's pinned memory for it
+    (``DelegateKernel.input_buffer``), set_tensor writes there, and each invoke's upload is a DMA from it
+    (no staging for the input); the answers are the plain path's, bit for bit, and LiteRT's."""
+    import litegpu_opencl._device as dev_mod
+
+    monkeypatch.setattr(dev_mod, "HOST_INPUTS", True)
+    monkeypatch.setattr(dev_mod, "PINNED_TRANSFERS", True)
+    monkeypatch.setattr(dev_mod, "MERGE_READS", True)
+    d = load_backend_delegate(BACKEND, CONF)
+    it = litegpu.Interpreter(model_content=model, experimental_delegates=[d])
+    it.allocate_tensors()
+    index = it.get_input_details()[0]["index"]
+    (k,) = [s.kernel for s in it._main.plan.steps if s.kind == "delegate"]
+    home = it.tensor(index)()
+    assert isinstance(home.base.base, dev_mod._HostInput)  # float32 view of the pinned bytes
+    assert not home.any()  # an input not set yet reads as zeros, as before
+    writes = []
+    queue_type = type(k.device.queue)
+    real_write = queue_type.write
+    monkeypatch.setattr(queue_type, "write", lambda self, buf, off, host, blocking: (
+        writes.append(host.ctypes.data), real_write(self, buf, off, host, blocking))[1])
+    for x, want_run in zip(FEEDS, plain, strict=True):
+        it.set_tensor(index, x)
+        it.invoke()
+        for o, w in zip(it.get_output_details(), want_run, strict=True):
+            np.testing.assert_array_equal(it.get_tensor(o["index"]), w)
+        for g, want in zip([it.get_tensor(o["index"]) for o in it.get_output_details()], oracle(model, [x]),
+                           strict=True):
+            np.testing.assert_allclose(g, want, rtol=1e-4, atol=1e-5)
+    assert writes == [home.ctypes.data] * len(FEEDS)  # every upload straight from the pinned home
+    assert not [st for key, st in k.device._stagings.items() if key[3] and st is not None]  # no write staging
+    it.allocate_tensors()  # nothing changed: the same home, its value kept
+    assert it.tensor(index)().ctypes.data == home.ctypes.data
+    np.testing.assert_array_equal(it.get_tensor(index), FEEDS[-1])
 
 
 def test_pinned_staging_async_runs_and_size_limit(model, plain, monkeypatch):

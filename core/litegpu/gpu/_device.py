@@ -246,6 +246,16 @@ class GpuDevice(ABC):
         """Copy host bytes into ``ref`` (may return before the copy ends; ``data`` stays alive and
         unchanged until then, unless :attr:`upload_copies`)."""
 
+    def host_input_array(self, ref: BufferRef) -> np.ndarray | None:
+        """Host memory (a C-contiguous uint8 array of ``ref.nbytes``) that :meth:`upload` to ``ref`` sends
+        from without a host copy when its ``data`` is that very array, or None (the default: no such
+        memory).  The executor offers it as the input's home (``DelegateKernel.input_buffer``), so the
+        interpreter's ``set_tensor`` writes the value there: OpenCL gives the pinned memory its DMA reads
+        (an upload from pageable memory costs NVIDIA's driver a copy of its own, on the invoke's path).
+        The array must stay valid while anything references it, whatever the device does meanwhile
+        (its base owns the memory); the caller writes it only between runs."""
+        return None
+
     @abstractmethod
     def download(self, ref: BufferRef, out: np.ndarray) -> None:
         """Copy ``ref`` into the host array ``out``, after all queued work; blocks."""

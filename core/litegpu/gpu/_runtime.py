@@ -993,6 +993,16 @@ class GpuPartitionKernel(DelegateKernel):
                 out[b.tid] = quantize_host(a, *b.quant, b.dtype)
         return out
 
+    def input_buffer(self, index: int) -> np.ndarray | None:
+        """The device's pinned host memory for input ``index``'s upload (:meth:`GpuDevice.host_input_array`)
+        where the input crosses as dense float32 (no host-side layout change or quantization): the
+        interpreter keeps the value there, and :meth:`send` then uploads it without a host copy."""
+        for b in self._inputs:
+            if b.tid == index and b.mode != "host" and b.quant is None and b.dtype == "float32":
+                a = self.device.host_input_array(BufferRef(b.ref.buffer, b.ref.offset, b.size * 4))
+                return None if a is None else a.view(np.float32)
+        return None
+
     def to_host(self, value: Any) -> np.ndarray:
         # not on the invoke path (reading a tensor left on the device): the numpy conversion does
         if isinstance(value, DeviceTensor):
