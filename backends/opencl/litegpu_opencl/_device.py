@@ -132,12 +132,11 @@ class _Recording:
     (the launch list keeps the kernels and their sub-buffers alive as long as the buffer).
     ``command_buffer`` is dropped (None) once the driver refuses to enqueue it."""
 
-    __slots__ = ("launches", "command_buffer", "raw", "flush_at")
+    __slots__ = ("launches", "command_buffer", "raw")
 
     def __init__(self, launches: list[tuple[_cl.Kernel, tuple[int, ...], tuple[int, ...], list]],
                  command_buffer: Any) -> None:
         self.launches, self.command_buffer = launches, command_buffer
-        self.flush_at = FLUSH_AFTER  # (read when recorded: an A/B of bench/gpu.py --variant)
         self.raw: list | None = None  # (kernel handle, dims, global, local) as ctypes values (CTYPES_LAUNCHES)
 
     def raw_launches(self) -> list:
@@ -212,9 +211,6 @@ CTYPES_LAUNCHES = True
 #: plans also fused big-map blocks that were slower (docs/gpu-compiler.md, "The API's launch cost").  Other
 #: platforms: not measured (0).  ``{}`` plans as Vulkan does (an A/B switch: bench/gpu.py --variant)
 LAUNCH_HOST_US: dict[str, float] = {"nvidia": 12.0}
-#: (experimental A/B) a replay flushes the queue after the launches at these indices, so that the GPU may start
-#: on the first launches while the host still enqueues the rest
-FLUSH_AFTER: frozenset[int] | set[int] = frozenset()
 #: a buffer allocated while the context is still being made on its thread is created at its first use
 #: (``_cl.Buffer.deferred``): a partition allocates its arena and boundary buffers before it renders its
 #: kernels, so a cold start renders them while NVIDIA's context (about 1 s with the driver's caches off)
@@ -898,14 +894,11 @@ class CLDevice(GpuDevice):
                                              f"error {rc})")
         if CTYPES_LAUNCHES:
             enq, q = _cl.api().clEnqueueNDRangeKernel, ctypes.c_void_p(self.queue.int_ptr)
-            flush_at = recording.flush_at
-            for i, (kernel, dims, gsize, wg) in enumerate(recording.raw_launches()):
+            for kernel, dims, gsize, wg in recording.raw_launches():
                 rc = enq(q, kernel, dims, None, gsize, wg, 0, None, None)
                 if rc:
                     raise DelegateError(f"OpenCL on {self.info.name}: clEnqueueNDRangeKernel failed (error {rc}); "
                                         "check the driver (clinfo lists what it sees)")
-                if i in flush_at:
-                    _cl.api().clFlush(q)
             return
         launch = self.queue.launch
         for kernel, gsize, wg, _keep in recording.launches:
