@@ -63,19 +63,24 @@ class WebGPUBackend(litegpu.BackendSpec):
         if importlib.util.find_spec("wgpu") is None:
             return False, "wgpu cannot be imported (no module named 'wgpu'); pip install wgpu"
         try:
-            # what the thread imports, imported here first: two threads importing one package at
-            # once can see it half made
             import ctypes  # noqa: F401
 
-            import litegpu.cache  # noqa: F401 - the cached C declarations' store
-
-            from . import _adapters, _cffi_types  # noqa: F401
+            from . import _adapters
 
             # wgpu's instance, the adapters' enumeration and the default device's request start now on
-            # a thread (natively: _adapters.NATIVE_START); once that thread is in the driver (the GIL
-            # released: _adapters.WAIT_FOR_NATIVE_LOAD) this one imports wgpu and its binding, then the
-            # device module and the executor
-            _adapters.start_in_background()
+            # a thread (natively: _adapters.NATIVE_START), first warming the Vulkan loader up
+            # (_adapters.VULKAN_WARMUP) while this one imports litegpu's cache and the struct module
+            # (here, not there: two threads importing one package at once can see it half made) and
+            # prepares wgpu's instance for it (the stored structs, wgpu-native loaded); once that
+            # thread is in the driver (the GIL released: _adapters.WAIT_FOR_NATIVE_LOAD) this one
+            # imports wgpu and its binding, then the device module and the executor
+            _adapters.start_in_background(prepare_follows=True)
+            try:
+                import litegpu.cache  # noqa: F401 - the cached C declarations' store
+
+                from . import _cffi_types  # noqa: F401
+            finally:
+                _adapters.prepare_native()
             _adapters.native_loaded(timeout=2.0)
             _adapters.import_binding()
             from . import _device  # noqa: F401
