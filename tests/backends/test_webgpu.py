@@ -320,6 +320,37 @@ def test_pipeline_build_modes_match_litert(wg, monkeypatch, beside, checks):
         dev.close()
 
 
+@pytest.mark.parametrize("ahead", [True, False], ids=["pool-ahead", "pool-per-partition"])
+def test_pipelines_built_on_the_devices_own_threads_match_litert(wg, monkeypatch, ahead):
+    """COMPILE_POOL_AHEAD: the device starts its two build threads when it is made and the executor
+    builds the partition's pipelines on them (off: on a pool of its own); LiteRT's answers either way;
+    closing the device ends its pool."""
+    mod, _ = wg
+    monkeypatch.setattr(mod._device, "COMPILE_POOL_AHEAD", ahead)
+    monkeypatch.setattr(mod._device, "COMPILE_THREADS", 2)
+    monkeypatch.setattr(mod._device.os, "cpu_count", lambda: 2)
+    dev = mod.WebGPUDevice()
+    pool = dev.compile_pool()
+    started = {t.name for t in pool._threads} if pool is not None else set()
+    on = []
+    real = mod.WebGPUDevice._shader_module
+    monkeypatch.setattr(mod.WebGPUDevice, "_shader_module",
+                        lambda self, *a: on.append(mod._device.threading.current_thread().name) or real(self, *a))
+    try:
+        assert (pool is not None) == ahead
+        assert len(started) == (2 if ahead else 0), started  # both started with the device, before any build
+        rng = np.random.default_rng(6)
+        model = _chain_model(rng)
+        x = _rand(rng, (1, 9, 9, 8))
+        got, _ = run_webgpu((mod, dev), model, [x])
+        assert rel_error(got[0], run_litert(model, [x])[0]) <= FP32_TOL
+        assert len(on) >= 2 and all(n.startswith("litegpu-compile") for n in on), on
+        assert (set(on) <= started) == ahead, (on, started)
+    finally:
+        dev.close()
+    assert dev.compile_pool() is None
+
+
 # The pool beside binding (off by default, see PIPELINES_BESIDE) runs in the slow suite only: a worker of
 # the fresh-clone default run aborted inside wgpu-native on a Python thread with it on.
 @pytest.mark.parametrize("beside", [pytest.param(True, marks=pytest.mark.slow), False],
@@ -494,11 +525,13 @@ _EARLY_CHILD = textwrap.dedent(r"""
     import litegpu
     from litegpu_webgpu import _adapters
     _adapters.NATIVE_DEVICE = sys.argv[1] == "1"
+    _adapters.VULKAN_WARMUP = sys.argv[2] == "1"
     first = litegpu.load_delegate("webgpu", {"cache": {"enabled": False}})
     second = litegpu.load_delegate("webgpu", {"cache": {"enabled": False}})
     a, b = first.device.device, second.device.device
     print("native start:", "native load (probe)" in _adapters.PROBE_MS)
     print("native device:", "native device (probe)" in _adapters.PROBE_MS)
+    print("vulkan warm-up:", "vulkan warm-up (probe)" in _adapters.PROBE_MS)
     print("first has the early device:", a is _adapters._early.device)
     print("second has its own:", b is not a and b is not None)
     print("same adapter:", first.device.adapter is second.device.adapter)
@@ -521,23 +554,26 @@ _EARLY_CHILD = textwrap.dedent(r"""
 """)
 
 
-@pytest.mark.parametrize("native_device", [True, False], ids=["native-device", "wgpu-py-device"])
-def test_the_background_starts_device_goes_to_the_first_default_delegate(wg, native_device):
+@pytest.mark.parametrize(("native_device", "warmup"), [(True, True), (True, False), (False, True)],
+                         ids=["native-device", "native-device-no-vulkan-warm-up", "wgpu-py-device"])
+def test_the_background_starts_device_goes_to_the_first_default_delegate(wg, native_device, warmup):
     """The background start requests the default adapter's device as soon as the adapters are listed
     (natively, the declarations being cached by the wg fixture's import; with one adapter, the device
     too: ``_adapters.NATIVE_DEVICE``); the first default delegate takes it, a second one requests its
     own through wgpu-py on the same adapter object, with the same limits and features; the native
-    device reports wgpu's validation errors as wgpu-py's own does (raised by the failing call).  In a
+    device reports wgpu's validation errors as wgpu-py's own does (raised by the failing call).  The
+    same with the Vulkan loader warmed up first on Linux (``_adapters.VULKAN_WARMUP``) or not.  In a
     child process: the background start runs once per process."""
     import subprocess
 
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), *sys.path])}
-    r = subprocess.run([sys.executable, "-c", _EARLY_CHILD, str(int(native_device))], capture_output=True, text=True,
-                       env=env, timeout=300)
+    r = subprocess.run([sys.executable, "-c", _EARLY_CHILD, str(int(native_device)), str(int(warmup))],
+                       capture_output=True, text=True, env=env, timeout=300)
     tail = (r.stdout + r.stderr)[-3000:]
     assert r.returncode == 0, tail
     one_adapter = len(wg[0].list_adapters()) == 1
     for line in ("native start: True", f"native device: {native_device and one_adapter}",
+                 f"vulkan warm-up: {warmup and sys.platform.startswith('linux')}",
                  "first has the early device: True", "second has its own: True", "same adapter: True",
                  "same limits and features as wgpu-py's request: True True", "invalid WGSL raised: GPUValidationError",
                  "round trip: True", "wgpu-py's instance is the native start's: True"):
