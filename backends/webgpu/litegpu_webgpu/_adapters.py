@@ -384,8 +384,8 @@ def _drop_warmup(warm: Any) -> None:
 
 
 def _native_prepare() -> dict[str, Any] | None:
-    """The Python part of the native start (:func:`_native_start`): wgpu-native's library loaded
-    through ctypes and the structs' bytes as wgpu-py's binding laid them out at an earlier start
+    """The Python part of the native start (:func:`_native_start`): wgpu-native's library found and
+    the structs' bytes as wgpu-py's binding laid them out at an earlier start
     (:func:`instance_structs`, kept in litegpu's cache by the header's digest).  None where the native
     start cannot be done (no record yet, OpenGL asked for, an instance made already): wgpu-py's way
     follows.  On the caller's thread when it called :func:`prepare_native`, else on the thread's."""
@@ -405,18 +405,12 @@ def _native_prepare() -> dict[str, Any] | None:
         return None
     import ctypes
 
-    ensure_xdg_runtime_dir()
-    lib = ctypes.CDLL(files[0])
-    create, enumerate_ = lib.wgpuCreateInstance, lib.wgpuInstanceEnumerateAdapters
-    create.restype, create.argtypes = ctypes.c_void_p, [ctypes.c_void_p]
-    enumerate_.restype, enumerate_.argtypes = ctypes.c_size_t, [ctypes.c_void_p] * 3
     extras = ctypes.create_string_buffer(layout["extras"], len(layout["extras"]))
     desc = ctypes.create_string_buffer(layout["descriptor"], len(layout["descriptor"]))
     ctypes.c_void_p.from_buffer(desc, int(layout["descriptor_next"])).value = ctypes.addressof(extras)
     options = ctypes.create_string_buffer(layout["options"], len(layout["options"]))
     PROBE_MS["native load (probe)"] = (time.perf_counter() - t0) * 1e3
-    return {"lib": lib, "create": create, "enumerate": enumerate_, "extras": extras, "desc": desc,
-            "options": options, "layout": layout}
+    return {"library": files[0], "extras": extras, "desc": desc, "options": options, "layout": layout}
 
 
 # the caller's _native_prepare result (prepare_native), once made; the event says it was tried
@@ -446,8 +440,16 @@ def _native_start(prep: dict[str, Any] | None) -> None:
         return
     import ctypes
 
-    create, enumerate_, desc, options = prep["create"], prep["enumerate"], prep["desc"], prep["options"]
+    t0 = time.perf_counter()
+    ensure_xdg_runtime_dir()
+    # loaded here, not by the caller's prepare: the dynamic loader's lock is the warm-up's meanwhile
+    lib = ctypes.CDLL(prep["library"])
+    create, enumerate_ = lib.wgpuCreateInstance, lib.wgpuInstanceEnumerateAdapters
+    create.restype, create.argtypes = ctypes.c_void_p, [ctypes.c_void_p]
+    enumerate_.restype, enumerate_.argtypes = ctypes.c_size_t, [ctypes.c_void_p] * 3
+    desc, options = prep["desc"], prep["options"]
     t1 = time.perf_counter()
+    PROBE_MS["native library (probe)"] = (t1 - t0) * 1e3
     _native_loaded.set()  # the Python part is over: the caller's imports may go on (WAIT_FOR_NATIVE_LOAD)
     instance = create(desc)  # (ctypes releases the GIL around its calls)
     if not instance:
@@ -461,7 +463,7 @@ def _native_start(prep: dict[str, Any] | None) -> None:
     PROBE_MS["enumerate (probe)"] = (time.perf_counter() - t2) * 1e3
     listed = tuple(int(h) for h in handles[:got] if h)
     # ("adapters" is taken by the first enumeration, "listed" stays for the native device request)
-    _native.update(lib=prep["lib"], instance=int(instance), adapters=list(listed), listed=listed,
+    _native.update(lib=lib, instance=int(instance), adapters=list(listed), listed=listed,
                    layout=prep["layout"])
 
 

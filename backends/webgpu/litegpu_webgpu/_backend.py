@@ -13,6 +13,25 @@ from ._version import VERSION
 
 __all__ = ["WebGPUBackend"]
 
+#: the C extension modules this start imports right after the background start begins (litegpu's
+#: cache: its hashes; wgpu-py's binding: cffi's and those of the standard modules it imports), loaded
+#: first: the background start's Vulkan warm-up (``_adapters.VULKAN_WARMUP``) holds the dynamic
+#: loader's lock while the drivers' libraries load, and an extension's dlopen() would wait for it.
+#: Only timing depends on this list (an extension left out waits, one not used is loaded early).
+_EXTENSIONS_FIRST = ("hashlib", "farmhash", "_cffi_backend", "_posixsubprocess", "select", "fcntl", "_queue",
+                     "binascii")
+
+
+def _load_extensions_first() -> None:
+    import importlib
+
+    for name in _EXTENSIONS_FIRST:
+        try:
+            importlib.import_module(name)
+        except ImportError:  # (farmhash is optional; cffi's absence is reported by the binding's import)
+            pass
+
+
 class WebGPUBackend(litegpu.BackendSpec):
     """``litegpu.load_delegate("webgpu", {...})``."""
 
@@ -66,6 +85,8 @@ class WebGPUBackend(litegpu.BackendSpec):
             import ctypes  # noqa: F401
 
             from . import _adapters
+
+            _load_extensions_first()
 
             # wgpu's instance, the adapters' enumeration and the default device's request start now on
             # a thread (natively: _adapters.NATIVE_START), first warming the Vulkan loader up
