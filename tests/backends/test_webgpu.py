@@ -320,37 +320,6 @@ def test_pipeline_build_modes_match_litert(wg, monkeypatch, beside, checks):
         dev.close()
 
 
-@pytest.mark.parametrize("ahead", [True, False], ids=["pool-ahead", "pool-per-partition"])
-def test_pipelines_built_on_the_devices_own_threads_match_litert(wg, monkeypatch, ahead):
-    """COMPILE_POOL_AHEAD: the device starts its two build threads when it is made and the executor
-    builds the partition's pipelines on them (off: on a pool of its own); LiteRT's answers either way;
-    closing the device ends its pool."""
-    mod, _ = wg
-    monkeypatch.setattr(mod._device, "COMPILE_POOL_AHEAD", ahead)
-    monkeypatch.setattr(mod._device, "COMPILE_THREADS", 2)
-    monkeypatch.setattr(mod._device.os, "cpu_count", lambda: 2)
-    dev = mod.WebGPUDevice()
-    pool = dev.compile_pool()
-    started = {t.name for t in pool._threads} if pool is not None else set()
-    on = []
-    real = mod.WebGPUDevice._shader_module
-    monkeypatch.setattr(mod.WebGPUDevice, "_shader_module",
-                        lambda self, *a: on.append(mod._device.threading.current_thread().name) or real(self, *a))
-    try:
-        assert (pool is not None) == ahead
-        assert len(started) == (2 if ahead else 0), started  # both started with the device, before any build
-        rng = np.random.default_rng(6)
-        model = _chain_model(rng)
-        x = _rand(rng, (1, 9, 9, 8))
-        got, _ = run_webgpu((mod, dev), model, [x])
-        assert rel_error(got[0], run_litert(model, [x])[0]) <= FP32_TOL
-        assert len(on) >= 2 and all(n.startswith("litegpu-compile") for n in on), on
-        assert (set(on) <= started) == ahead, (on, started)
-    finally:
-        dev.close()
-    assert dev.compile_pool() is None
-
-
 # The pool beside binding (off by default, see PIPELINES_BESIDE) runs in the slow suite only: a worker of
 # the fresh-clone default run aborted inside wgpu-native on a Python thread with it on.
 @pytest.mark.parametrize("beside", [pytest.param(True, marks=pytest.mark.slow), False],

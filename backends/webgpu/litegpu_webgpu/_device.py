@@ -72,14 +72,6 @@ PIPELINES_BESIDE = False
 #: H100 warm, each variant with its own driver-cache fill (s13-wgpuwarm-2): palm / pose / selfie 300 ->
 #: 291, 299 -> 312, 279 -> 278 ms: no gain (the shader modules' WGSL front end is most of a build).
 SHADER_RUNTIME_CHECKS = True
-#: A/B switch (``--set litegpu_webgpu._device.COMPILE_POOL_AHEAD=False``).  True: the device starts
-#: its ``compile_threads`` pipeline-building threads when it is made (``create_delegate``, while the
-#: caller still imports and the driver's start runs on its own thread) and the executor submits every
-#: partition's builds to them (:meth:`WebGPUDevice.compile_pool`).  False: the executor starts a pool
-#: per partition when its builds begin, right after the device is ready: on the H100 the eight thread
-#: starts took 7-14 ms of the caller's time there (each new thread waits for the GIL beside the first
-#: builds' Python), on the critical path of a warm start (s13-wgpuwarm's timelines).
-COMPILE_POOL_AHEAD = True
 
 
 @dataclass
@@ -134,7 +126,6 @@ class WebGPUDevice(GpuDevice):
         self._programs: dict[str, _Program] = {}
         self._readbacks: dict[tuple[int, int, int], tuple[Any, Any]] = {}  # read_async's, by source range
         self._builds: ThreadPoolExecutor | None = None  # PIPELINES_BESIDE's pool
-        self._compile_pool: ThreadPoolExecutor | None = None
         self._builds_lock = threading.Lock()
         self._adapter: Any = None
         idx = int(device or 0)
@@ -146,25 +137,8 @@ class WebGPUDevice(GpuDevice):
         # device arrives).
         self._opened = OpenedBeside(lambda: self._start(idx, power_preference, backend), "litegpu-wgpu-device",
                                     self._open_failed, self)
-        if COMPILE_POOL_AHEAD:  # after the device's thread: its queries come first
-            self._compile_pool = self._start_compile_pool()
         if not background:
             self.info  # noqa: B018 - the queries' failure (no adapter, a bad index) raised here
-
-    def _start_compile_pool(self) -> ThreadPoolExecutor | None:
-        """The executor's build threads, every one started now (see COMPILE_POOL_AHEAD): each waits
-        at a barrier until all have arrived, so the pool cannot reuse one idle thread for the next."""
-        n = self.compile_threads
-        if n <= 1:
-            return None
-        pool = ThreadPoolExecutor(n, thread_name_prefix="litegpu-compile")
-        gate = threading.Barrier(n)
-        for _ in range(n):
-            pool.submit(gate.wait, 5.0)  # (a broken barrier only leaves fewer threads started)
-        return pool
-
-    def compile_pool(self) -> ThreadPoolExecutor | None:
-        return self._compile_pool
 
     def _start(self, idx: int, power_preference: str, backend: str | None) -> tuple[Any, Any]:
         """On the device's thread: the adapter (``info`` known as soon as it is), then the device."""
@@ -513,9 +487,6 @@ class WebGPUDevice(GpuDevice):
             self.device._poll_wait()  # wgpuDevicePoll(wait=True): returns once the queue is idle
 
     def close(self) -> None:
-        if self._compile_pool is not None:
-            self._compile_pool.shutdown(wait=False)  # idle threads: they exit
-            self._compile_pool = None
         if self._builds is not None:
             self._builds.shutdown(wait=True)
             self._builds = None

@@ -14,14 +14,11 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from .kernels import RenderedKernel
-
-if TYPE_CHECKING:
-    from concurrent.futures import Executor
 
 __all__ = ["DeviceInfo", "GpuDevice", "BufferRef", "QueriedBeside", "RunStaging", "StartupTimer"]
 
@@ -293,12 +290,6 @@ class GpuDevice(ABC):
     #: driver compiles in its own threads and Python only waits.  1 (the default) where the API or
     #: its binding is not known to be thread-safe.
     compile_threads: int = 1
-
-    def compile_pool(self) -> Executor | None:
-        """The device's own pool of :attr:`compile_threads` threads, started ahead of the first
-        partition's builds (the executor then submits them there), or None (the default): the executor
-        starts a pool per partition, its threads begun one by one while it submits."""
-        return None
 
     @abstractmethod
     def compile(self, kernel: RenderedKernel) -> Any:

@@ -654,11 +654,6 @@ class GpuPartitionKernel(DelegateKernel):
             key, rk, buffer_sets = item
             self.device.prepare_bindings(self._program(rk, key), rk, buffer_sets)
 
-        ahead = self.device.compile_pool()
-        if ahead is not None:  # the device's threads, already started
-            for _ in ahead.map(build, todo):  # re-raises a build error here
-                pass
-            return
         with ThreadPoolExecutor(min(threads, len(todo)), thread_name_prefix="litegpu-compile") as pool:
             for _ in pool.map(build, todo):  # re-raises a build error here
                 pass
