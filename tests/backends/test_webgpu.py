@@ -549,6 +549,28 @@ def test_the_background_starts_device_goes_to_the_first_default_delegate(wg, nat
         assert line in r.stdout, tail
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the Vulkan warm-up is Linux's")
+def test_vulkan_warmup_makes_and_drops_a_bare_instance_and_without_a_loader_does_nothing(wg, monkeypatch):
+    """``_adapters._vulkan_warmup``: a bare instance through the Vulkan loader (destroyed by
+    ``_drop_warmup``); where the loader cannot be opened it returns None and the start goes on as
+    before (VULKAN_WARMUP)."""
+    import ctypes
+
+    adapters = wg[0]._adapters
+    warm = adapters._vulkan_warmup()
+    assert warm is not None and warm[1].value, "lavapipe's loader made no instance"
+    adapters._drop_warmup(warm)
+    real = ctypes.CDLL
+
+    def no_loader(name, *a, **k):
+        if name == "libvulkan.so.1":
+            raise OSError("libvulkan.so.1: cannot open shared object file")
+        return real(name, *a, **k)
+
+    monkeypatch.setattr(ctypes, "CDLL", no_loader)
+    assert adapters._vulkan_warmup() is None
+
+
 # -- availability never raises --------------------------------------------------------------------------
 
 @pytest.fixture

@@ -100,33 +100,38 @@ _native: dict[str, Any] = {}
 _binding_lock = threading.Lock()
 _binding_imported = threading.Event()
 _binding_error: list[BaseException] = []
-# set once the background start's Python part before wgpu's instance is over (or it took wgpu-py's way)
+# set once the background start is in the driver (the Vulkan warm-up's or wgpu's instance call), or it
+# took wgpu-py's way
 _native_loaded = threading.Event()
 #: A/B switch (``--set litegpu_webgpu._adapters.WAIT_FOR_NATIVE_LOAD=False``).  True: the caller, once it
-#: has started the background start, waits (at most 2 s) until that thread is in wgpu's instance call
-#: before it imports wgpu: the thread's Python part (the stored structs' read, the library's load: 3 ms
-#: on the CI machine) comes before the instance on the driver's critical path, and beside the caller's
-#: imports (Python too, one GIL) it would take about twice as long; the instance call releases the GIL.
+#: has started the background start (and prepared it: :func:`prepare_native`), waits (at most 2 s) until
+#: that thread is in the driver (the Vulkan warm-up's instance call, else wgpu's) before it imports wgpu:
+#: the thread's Python part before it (the library's load, the argument types: a few ms) is on the
+#: driver's critical path, and beside the caller's imports (Python too, one GIL) it would take about
+#: twice as long; the instance call releases the GIL.
 WAIT_FOR_NATIVE_LOAD = True
 
 
 #: A/B switch (``--set litegpu_webgpu._adapters.VULKAN_WARMUP=False``).  True (Linux): the background
 #: start's thread begins with a bare ``vkCreateInstance`` of its own through the Vulkan loader (ctypes,
-#: the GIL released) while the caller imports ``litegpu.cache`` and prepares wgpu's instance (the
-#: stored structs read, wgpu-native loaded: :func:`prepare_native`): the first Vulkan instance of a
-#: process is mostly the loader opening the drivers' libraries (the ICDs and implicit layers, kept
-#: loaded while an instance lives), so wgpu's own instance, made right after, finds them loaded.  The
-#: warm-up instance is destroyed once wgpu's exists.  False: the thread waits for the caller's part,
-#: then wgpu's instance opens the drivers (the eighth and ninth sessions' order, the Python part now
-#: on the caller's thread, which waited for it there before).  Without a Vulkan loader, or
-#: where the loader fails, wgpu's instance does it all as before (logged at DEBUG: nothing but time
-#: depends on it).
+#: the GIL released) while the caller imports ``litegpu.cache`` and prepares wgpu's instance (the stored
+#: structs read: :func:`prepare_native`): the first Vulkan instance of a process is mostly the loader
+#: opening the drivers' libraries (the ICDs and implicit layers, kept loaded while an instance lives;
+#: H100: 64-68 ms, a second instance 2-4 ms), so wgpu's own instance, made right after, finds them
+#: loaded (wgpu's instance and enumeration 8-20 ms instead of 80-105).  The thread then loads wgpu-native
+#: and goes on as before; the warm-up instance is destroyed once wgpu's exists.  False: the thread waits
+#: for the caller's part, then wgpu's instance opens the drivers (main's order until 2026-11-27; the
+#: Python part now on the caller's thread, which waited for it there before).  H100 warm, alternated
+#: pairs (s14-wgpuwarm-2): median 18 ms quicker over the 7 models (B - A from -34 to +50 ms).
+#: Without a Vulkan loader, or where the loader fails, wgpu's instance does it all as before (logged
+#: at DEBUG: nothing but time depends on it).
 VULKAN_WARMUP = True
 
 
 def native_loaded(timeout: float) -> None:
-    """Wait (at most ``timeout`` seconds) until the background start is in wgpu's instance call, has
-    taken wgpu-py's way, or was not started: see WAIT_FOR_NATIVE_LOAD."""
+    """Wait (at most ``timeout`` seconds) until the background start is in the driver (the Vulkan
+    warm-up's instance call or wgpu's), has taken wgpu-py's way, or was not started: see
+    WAIT_FOR_NATIVE_LOAD."""
     with _background_lock:
         started = _background_started
     if started and WAIT_FOR_NATIVE_LOAD:

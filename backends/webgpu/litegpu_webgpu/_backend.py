@@ -92,7 +92,7 @@ class WebGPUBackend(litegpu.BackendSpec):
             # a thread (natively: _adapters.NATIVE_START), first warming the Vulkan loader up
             # (_adapters.VULKAN_WARMUP) while this one imports litegpu's cache and the struct module
             # (here, not there: two threads importing one package at once can see it half made) and
-            # prepares wgpu's instance for it (the stored structs, wgpu-native loaded); once that
+            # prepares wgpu's instance for it (the stored structs read); once that
             # thread is in the driver (the GIL released: _adapters.WAIT_FOR_NATIVE_LOAD) this one
             # imports wgpu and its binding, then the device module and the executor
             _adapters.start_in_background(prepare_follows=True)
