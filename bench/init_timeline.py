@@ -22,7 +22,8 @@ The span starts just after ``import litegpu`` (``bench/init.py``'s). Printed per
 * threads started (``thread start: NAME``);
 * opencl: every OpenCL entry point (``cl: NAME``), on whichever thread; shorter calls are summed per
   (thread, entry point) in one line at the end (first start, last end, count, summed time);
-* webgpu: the background start's steps (``wgpu: _native_start``, ``import_binding``, ``_set_instance``,
+* webgpu: the background start's steps (``wgpu: _vulkan_warmup``, ``_native_prepare`` (on the caller's
+  thread), ``_native_start``, ``import_binding``, ``_set_instance``,
   ``_enumerate``, ``_native_device``, ``_wrap_native_device``, ``request_device``, ``claim_early_device``), the device's own start (``wgpu: _start``)
   and every pipeline's build (``wgpu: _build_pipeline``, its ``_shader_module``), on whichever thread;
   ``wgpu. _variant`` (a kernel's layouts, and its pipeline where built inline) is summed when short.
@@ -106,8 +107,8 @@ def patch_entry_points(module):
 
 def patch_wgpu_adapters(module):
     # the background start's steps and the device request (litegpu_webgpu._adapters), on whichever thread
-    for n in ("_native_start", "import_binding", "_set_instance", "_enumerate", "_native_device",
-              "_wrap_native_device", "request_device", "claim_early_device"):
+    for n in ("_vulkan_warmup", "_native_prepare", "_native_start", "import_binding", "_set_instance", "_enumerate",
+              "_native_device", "_wrap_native_device", "request_device", "claim_early_device"):
         wrap(module, n, "wgpu: " + n)
 
 def patch_wgpu_device(module):

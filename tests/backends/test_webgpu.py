@@ -494,11 +494,13 @@ _EARLY_CHILD = textwrap.dedent(r"""
     import litegpu
     from litegpu_webgpu import _adapters
     _adapters.NATIVE_DEVICE = sys.argv[1] == "1"
+    _adapters.VULKAN_WARMUP = sys.argv[2] == "1"
     first = litegpu.load_delegate("webgpu", {"cache": {"enabled": False}})
     second = litegpu.load_delegate("webgpu", {"cache": {"enabled": False}})
     a, b = first.device.device, second.device.device
     print("native start:", "native load (probe)" in _adapters.PROBE_MS)
     print("native device:", "native device (probe)" in _adapters.PROBE_MS)
+    print("vulkan warm-up:", "vulkan warm-up (probe)" in _adapters.PROBE_MS)
     print("first has the early device:", a is _adapters._early.device)
     print("second has its own:", b is not a and b is not None)
     print("same adapter:", first.device.adapter is second.device.adapter)
@@ -521,27 +523,52 @@ _EARLY_CHILD = textwrap.dedent(r"""
 """)
 
 
-@pytest.mark.parametrize("native_device", [True, False], ids=["native-device", "wgpu-py-device"])
-def test_the_background_starts_device_goes_to_the_first_default_delegate(wg, native_device):
+@pytest.mark.parametrize(("native_device", "warmup"), [(True, True), (True, False), (False, True)],
+                         ids=["native-device", "native-device-no-vulkan-warm-up", "wgpu-py-device"])
+def test_the_background_starts_device_goes_to_the_first_default_delegate(wg, native_device, warmup):
     """The background start requests the default adapter's device as soon as the adapters are listed
     (natively, the declarations being cached by the wg fixture's import; with one adapter, the device
     too: ``_adapters.NATIVE_DEVICE``); the first default delegate takes it, a second one requests its
     own through wgpu-py on the same adapter object, with the same limits and features; the native
-    device reports wgpu's validation errors as wgpu-py's own does (raised by the failing call).  In a
+    device reports wgpu's validation errors as wgpu-py's own does (raised by the failing call).  The
+    same with the Vulkan loader warmed up first on Linux (``_adapters.VULKAN_WARMUP``) or not.  In a
     child process: the background start runs once per process."""
     import subprocess
 
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), *sys.path])}
-    r = subprocess.run([sys.executable, "-c", _EARLY_CHILD, str(int(native_device))], capture_output=True, text=True,
-                       env=env, timeout=300)
+    r = subprocess.run([sys.executable, "-c", _EARLY_CHILD, str(int(native_device)), str(int(warmup))],
+                       capture_output=True, text=True, env=env, timeout=300)
     tail = (r.stdout + r.stderr)[-3000:]
     assert r.returncode == 0, tail
     one_adapter = len(wg[0].list_adapters()) == 1
     for line in ("native start: True", f"native device: {native_device and one_adapter}",
+                 f"vulkan warm-up: {warmup and sys.platform.startswith('linux')}",
                  "first has the early device: True", "second has its own: True", "same adapter: True",
                  "same limits and features as wgpu-py's request: True True", "invalid WGSL raised: GPUValidationError",
                  "round trip: True", "wgpu-py's instance is the native start's: True"):
         assert line in r.stdout, tail
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the Vulkan warm-up is Linux's")
+def test_vulkan_warmup_makes_and_drops_a_bare_instance_and_without_a_loader_does_nothing(wg, monkeypatch):
+    """``_adapters._vulkan_warmup``: a bare instance through the Vulkan loader (destroyed by
+    ``_drop_warmup``); where the loader cannot be opened it returns None and the start goes on as
+    before (VULKAN_WARMUP)."""
+    import ctypes
+
+    adapters = wg[0]._adapters
+    warm = adapters._vulkan_warmup()
+    assert warm is not None and warm[1].value, "lavapipe's loader made no instance"
+    adapters._drop_warmup(warm)
+    real = ctypes.CDLL
+
+    def no_loader(name, *a, **k):
+        if name == "libvulkan.so.1":
+            raise OSError("libvulkan.so.1: cannot open shared object file")
+        return real(name, *a, **k)
+
+    monkeypatch.setattr(ctypes, "CDLL", no_loader)
+    assert adapters._vulkan_warmup() is None
 
 
 # -- availability never raises --------------------------------------------------------------------------

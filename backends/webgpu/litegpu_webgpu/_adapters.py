@@ -21,7 +21,7 @@ from litegpu._runtime_dir import ensure_xdg_runtime_dir
 
 __all__ = ["list_adapters", "adapter_name", "start_in_background", "import_binding", "claim_early_device",
            "request_device", "ADAPTER_LOCK", "POWER_PREFERENCES", "GL_ENV", "PROBE_MS", "WANTED_LIMITS", "NATIVE_START",
-           "NATIVE_DEVICE", "DEVICE_FEATURES", "device_layout"]
+           "NATIVE_DEVICE", "DEVICE_FEATURES", "device_layout", "VULKAN_WARMUP", "prepare_native"]
 
 log = logging.getLogger("litegpu")
 
@@ -100,19 +100,38 @@ _native: dict[str, Any] = {}
 _binding_lock = threading.Lock()
 _binding_imported = threading.Event()
 _binding_error: list[BaseException] = []
-# set once the background start's Python part before wgpu's instance is over (or it took wgpu-py's way)
+# set once the background start is in the driver (the Vulkan warm-up's or wgpu's instance call), or it
+# took wgpu-py's way
 _native_loaded = threading.Event()
 #: A/B switch (``--set litegpu_webgpu._adapters.WAIT_FOR_NATIVE_LOAD=False``).  True: the caller, once it
-#: has started the background start, waits (at most 2 s) until that thread is in wgpu's instance call
-#: before it imports wgpu: the thread's Python part (the stored structs' read, the library's load: 3 ms
-#: on the CI machine) comes before the instance on the driver's critical path, and beside the caller's
-#: imports (Python too, one GIL) it would take about twice as long; the instance call releases the GIL.
+#: has started the background start (and prepared it: :func:`prepare_native`), waits (at most 2 s) until
+#: that thread is in the driver (the Vulkan warm-up's instance call, else wgpu's) before it imports wgpu:
+#: the thread's Python part before it (the library's load, the argument types: a few ms) is on the
+#: driver's critical path, and beside the caller's imports (Python too, one GIL) it would take about
+#: twice as long; the instance call releases the GIL.
 WAIT_FOR_NATIVE_LOAD = True
 
 
+#: A/B switch (``--set litegpu_webgpu._adapters.VULKAN_WARMUP=False``).  True (Linux): the background
+#: start's thread begins with a bare ``vkCreateInstance`` of its own through the Vulkan loader (ctypes,
+#: the GIL released) while the caller imports ``litegpu.cache`` and prepares wgpu's instance (the stored
+#: structs read: :func:`prepare_native`): the first Vulkan instance of a process is mostly the loader
+#: opening the drivers' libraries (the ICDs and implicit layers, kept loaded while an instance lives;
+#: H100: 64-68 ms, a second instance 2-4 ms), so wgpu's own instance, made right after, finds them
+#: loaded (wgpu's instance and enumeration 8-20 ms instead of 80-105).  The thread then loads wgpu-native
+#: and goes on as before; the warm-up instance is destroyed once wgpu's exists.  False: the thread waits
+#: for the caller's part, then wgpu's instance opens the drivers (main's order until 2026-11-27; the
+#: Python part now on the caller's thread, which waited for it there before).  H100 warm, alternated
+#: pairs (s14-wgpuwarm-2): median 18 ms quicker over the 7 models (B - A from -34 to +50 ms).
+#: Without a Vulkan loader, or where the loader fails, wgpu's instance does it all as before (logged
+#: at DEBUG: nothing but time depends on it).
+VULKAN_WARMUP = True
+
+
 def native_loaded(timeout: float) -> None:
-    """Wait (at most ``timeout`` seconds) until the background start is in wgpu's instance call, has
-    taken wgpu-py's way, or was not started: see WAIT_FOR_NATIVE_LOAD."""
+    """Wait (at most ``timeout`` seconds) until the background start is in the driver (the Vulkan
+    warm-up's instance call or wgpu's), has taken wgpu-py's way, or was not started: see
+    WAIT_FOR_NATIVE_LOAD."""
     with _background_lock:
         started = _background_started
     if started and WAIT_FOR_NATIVE_LOAD:
@@ -313,23 +332,74 @@ def _remember_layout(ffi: Any, lib: Any) -> None:
     store_instance_layout(header, instance_structs(ffi, lib))
 
 
-def _native_start() -> None:
-    """(_instance_lock held, on the background start's thread) wgpu's instance on litegpu's backends
-    and the adapters' enumeration, through wgpu-native's C API with ctypes and the structs' bytes as
-    wgpu-py's binding laid them out at an earlier start (:func:`instance_structs`, kept in litegpu's
-    cache by the header's digest): no wgpu-py, no cffi, so the caller imports them meanwhile.  Leaves
-    ``_native`` empty where that cannot be done (no record yet, OpenGL asked for, an instance made
-    already): wgpu-py's way follows."""
+def _native_wanted() -> bool:
+    """Whether the native start (NATIVE_START) is to make wgpu's instance: no OpenGL asked for, no
+    instance made by wgpu-py already."""
     import sys
 
     helpers = sys.modules.get("wgpu.backends.wgpu_native._helpers")
-    if not NATIVE_START or os.environ.get(GL_ENV, "") not in ("", "0") or \
-            (helpers is not None and getattr(helpers, "_the_instance", None) is not None):
-        return
+    return NATIVE_START and os.environ.get(GL_ENV, "") in ("", "0") and \
+        (helpers is None or getattr(helpers, "_the_instance", None) is None)
+
+
+def _vulkan_warmup() -> Any:
+    """(first on the background start's thread, see VULKAN_WARMUP) A bare Vulkan instance through the
+    loader: ``(the loader's library, the instance)`` to destroy once wgpu's instance is made, or None.
+    Sets ``_native_loaded`` as it enters the loader (the caller's imports then go on beside it)."""
+    import ctypes
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        vk = ctypes.CDLL("libvulkan.so.1")  # the name wgpu-hal opens
+    except OSError as e:
+        log.debug("webgpu: no Vulkan loader to warm up (%s)", e)
+        return None
+
+    class InstanceCreateInfo(ctypes.Structure):  # VkInstanceCreateInfo
+        _fields_ = [("sType", ctypes.c_uint32), ("pNext", ctypes.c_void_p), ("flags", ctypes.c_uint32),
+                    ("pApplicationInfo", ctypes.c_void_p), ("enabledLayerCount", ctypes.c_uint32),
+                    ("ppEnabledLayerNames", ctypes.c_void_p), ("enabledExtensionCount", ctypes.c_uint32),
+                    ("ppEnabledExtensionNames", ctypes.c_void_p)]
+
+    create = vk.vkCreateInstance
+    create.restype = ctypes.c_int32
+    create.argtypes = [ctypes.POINTER(InstanceCreateInfo), ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p)]
+    info = InstanceCreateInfo(sType=1)  # VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO; no layers, no extensions
+    handle = ctypes.c_void_p()
+    ensure_xdg_runtime_dir()
+    t0 = time.perf_counter()
+    _native_loaded.set()  # in the driver from here on: the caller's imports go on
+    result = create(ctypes.byref(info), None, ctypes.byref(handle))
+    PROBE_MS["vulkan warm-up (probe)"] = (time.perf_counter() - t0) * 1e3
+    if result != 0 or not handle.value:
+        log.debug("webgpu: the Vulkan warm-up instance was not made (VkResult %d)", result)
+        return None
+    return vk, handle
+
+
+def _drop_warmup(warm: Any) -> None:
+    import ctypes
+
+    vk, handle = warm
+    destroy = vk.vkDestroyInstance
+    destroy.restype, destroy.argtypes = None, [ctypes.c_void_p, ctypes.c_void_p]
+    destroy(handle, None)
+
+
+def _native_prepare() -> dict[str, Any] | None:
+    """The Python part of the native start (:func:`_native_start`): wgpu-native's library found and
+    the structs' bytes as wgpu-py's binding laid them out at an earlier start
+    (:func:`instance_structs`, kept in litegpu's cache by the header's digest).  None where the native
+    start cannot be done (no record yet, OpenGL asked for, an instance made already): wgpu-py's way
+    follows.  On the caller's thread when it called :func:`prepare_native`, else on the thread's."""
+    if not _native_wanted():
+        return None
     t0 = time.perf_counter()
     files = _wgpu_files()
     if files is None:
-        return
+        return None
     from ._cffi_types import cached_instance_layout
 
     with open(files[1], encoding="utf-8") as f:  # the text wgpu-py's _ffi declares, as it reads it
@@ -337,20 +407,54 @@ def _native_start() -> None:
     layout = cached_instance_layout(header)
     if layout is None:
         _layout_wanted[:] = [header]
-        return
+        return None
     import ctypes
 
-    ensure_xdg_runtime_dir()
-    lib = ctypes.CDLL(files[0])
-    create, enumerate_ = lib.wgpuCreateInstance, lib.wgpuInstanceEnumerateAdapters
-    create.restype, create.argtypes = ctypes.c_void_p, [ctypes.c_void_p]
-    enumerate_.restype, enumerate_.argtypes = ctypes.c_size_t, [ctypes.c_void_p] * 3
     extras = ctypes.create_string_buffer(layout["extras"], len(layout["extras"]))
     desc = ctypes.create_string_buffer(layout["descriptor"], len(layout["descriptor"]))
     ctypes.c_void_p.from_buffer(desc, int(layout["descriptor_next"])).value = ctypes.addressof(extras)
     options = ctypes.create_string_buffer(layout["options"], len(layout["options"]))
+    PROBE_MS["native load (probe)"] = (time.perf_counter() - t0) * 1e3
+    return {"library": files[0], "extras": extras, "desc": desc, "options": options, "layout": layout}
+
+
+# the caller's _native_prepare result (prepare_native), once made; the event says it was tried
+_prepared: list[dict[str, Any] | None] = []
+_prepared_set = threading.Event()
+
+
+def prepare_native() -> None:
+    """On the caller's thread, right after :func:`start_in_background` with ``prepare_follows``: the
+    native start's Python part (:func:`_native_prepare`), which the thread (warming the Vulkan loader
+    up meanwhile, VULKAN_WARMUP) then takes.  Its failure leaves the thread wgpu-py's way (DEBUG)."""
+    try:
+        _prepared[:] = [_native_prepare()]
+    except Exception as e:  # noqa: BLE001 - wgpu-py's way follows
+        log.debug("webgpu: wgpu-native's start without wgpu-py could not be prepared (%s)", e)
+        _prepared[:] = [None]
+    finally:
+        _prepared_set.set()
+
+
+def _native_start(prep: dict[str, Any] | None) -> None:
+    """(_instance_lock held, on the background start's thread) wgpu's instance on litegpu's backends
+    and the adapters' enumeration, through wgpu-native's C API with ``prep`` (:func:`_native_prepare`):
+    no wgpu-py, no cffi, so the caller imports them meanwhile.  Leaves ``_native`` empty where ``prep``
+    is None or the instance is not made: wgpu-py's way follows."""
+    if prep is None:
+        return
+    import ctypes
+
+    t0 = time.perf_counter()
+    ensure_xdg_runtime_dir()
+    # loaded here, not by the caller's prepare: the dynamic loader's lock is the warm-up's meanwhile
+    lib = ctypes.CDLL(prep["library"])
+    create, enumerate_ = lib.wgpuCreateInstance, lib.wgpuInstanceEnumerateAdapters
+    create.restype, create.argtypes = ctypes.c_void_p, [ctypes.c_void_p]
+    enumerate_.restype, enumerate_.argtypes = ctypes.c_size_t, [ctypes.c_void_p] * 3
+    desc, options = prep["desc"], prep["options"]
     t1 = time.perf_counter()
-    PROBE_MS["native load (probe)"] = (t1 - t0) * 1e3
+    PROBE_MS["native library (probe)"] = (t1 - t0) * 1e3
     _native_loaded.set()  # the Python part is over: the caller's imports may go on (WAIT_FOR_NATIVE_LOAD)
     instance = create(desc)  # (ctypes releases the GIL around its calls)
     if not instance:
@@ -364,7 +468,8 @@ def _native_start() -> None:
     PROBE_MS["enumerate (probe)"] = (time.perf_counter() - t2) * 1e3
     listed = tuple(int(h) for h in handles[:got] if h)
     # ("adapters" is taken by the first enumeration, "listed" stays for the native device request)
-    _native.update(lib=lib, instance=int(instance), adapters=list(listed), listed=listed, layout=layout)
+    _native.update(lib=lib, instance=int(instance), adapters=list(listed), listed=listed,
+                   layout=prep["layout"])
 
 
 # the two structs the native device request passes by value (their layout checked against the
@@ -538,13 +643,15 @@ def _wrap_native_device(adapter: Any) -> Any:
 
 
 
-def start_in_background() -> None:
+def start_in_background(prepare_follows: bool = False) -> None:
     """wgpu's instance and the adapters' enumeration (natively, see NATIVE_START), then wgpu-py's
     adapter objects and the default device's request, on a thread, while the caller imports wgpu's
     binding (:func:`import_binding`), the device module and the GPU executor; the default device is
     then claimed by the first default :class:`WebGPUDevice` (:func:`claim_early_device`).  A failure
     is left to the device's start, which enumerates again and raises it typed.  Once per process:
-    later calls return at once."""
+    later calls return at once.  ``prepare_follows``: the caller calls :func:`prepare_native` right
+    after this (the native start's Python part, on its own thread); the thread warms the Vulkan
+    loader up meanwhile (VULKAN_WARMUP) and waits for it before wgpu's instance."""
     global _background_started
     with _background_lock:
         if _background_started:
@@ -557,13 +664,31 @@ def start_in_background() -> None:
     def run() -> None:
         try:
             with _instance_lock:
+                warm = None
+                if VULKAN_WARMUP and _native_wanted():
+                    try:
+                        warm = _vulkan_warmup()
+                    except Exception as e:  # noqa: BLE001 - only time depends on it
+                        log.debug("webgpu: the Vulkan warm-up failed (%s)", e)
+                    PROBE_MS["vulkan warm-up done (since the start)"] = (time.perf_counter() - t_start) * 1e3
                 try:
-                    _native_start()
+                    if prepare_follows:
+                        if not _prepared_set.wait(10.0):
+                            raise TimeoutError("the caller did not prepare the native start")
+                        prep = _prepared[0]
+                    else:
+                        prep = _native_prepare()
+                    _native_start(prep)
                 except Exception as e:  # noqa: BLE001 - wgpu-py's way follows
                     log.debug("webgpu: wgpu-native's start without wgpu-py failed (%s)", e)
                     _native.clear()
                 finally:
                     _native_loaded.set()
+                    if warm is not None:  # wgpu's instance (if any) holds the drivers' libraries now
+                        try:
+                            _drop_warmup(warm)
+                        except Exception as e:  # noqa: BLE001 - a leaked bare instance at worst
+                            log.debug("webgpu: the Vulkan warm-up instance was not destroyed (%s)", e)
                 PROBE_MS["native start done (since the start)"] = (time.perf_counter() - t_start) * 1e3
                 native_device = NATIVE_DEVICE and "instance" in _native
                 if not native_device:

@@ -13,6 +13,25 @@ from ._version import VERSION
 
 __all__ = ["WebGPUBackend"]
 
+#: the C extension modules this start imports right after the background start begins (litegpu's
+#: cache: its hashes; wgpu-py's binding: cffi's and those of the standard modules it imports), loaded
+#: first: the background start's Vulkan warm-up (``_adapters.VULKAN_WARMUP``) holds the dynamic
+#: loader's lock while the drivers' libraries load, and an extension's dlopen() would wait for it.
+#: Only timing depends on this list (an extension left out waits, one not used is loaded early).
+_EXTENSIONS_FIRST = ("hashlib", "farmhash", "_cffi_backend", "_posixsubprocess", "select", "fcntl", "_queue",
+                     "binascii")
+
+
+def _load_extensions_first() -> None:
+    import importlib
+
+    for name in _EXTENSIONS_FIRST:
+        try:
+            importlib.import_module(name)
+        except ImportError:  # (farmhash is optional; cffi's absence is reported by the binding's import)
+            pass
+
+
 class WebGPUBackend(litegpu.BackendSpec):
     """``litegpu.load_delegate("webgpu", {...})``."""
 
@@ -63,19 +82,26 @@ class WebGPUBackend(litegpu.BackendSpec):
         if importlib.util.find_spec("wgpu") is None:
             return False, "wgpu cannot be imported (no module named 'wgpu'); pip install wgpu"
         try:
-            # what the thread imports, imported here first: two threads importing one package at
-            # once can see it half made
             import ctypes  # noqa: F401
 
-            import litegpu.cache  # noqa: F401 - the cached C declarations' store
+            from . import _adapters
 
-            from . import _adapters, _cffi_types  # noqa: F401
+            _load_extensions_first()
 
             # wgpu's instance, the adapters' enumeration and the default device's request start now on
-            # a thread (natively: _adapters.NATIVE_START); once that thread is in the driver (the GIL
-            # released: _adapters.WAIT_FOR_NATIVE_LOAD) this one imports wgpu and its binding, then the
-            # device module and the executor
-            _adapters.start_in_background()
+            # a thread (natively: _adapters.NATIVE_START), first warming the Vulkan loader up
+            # (_adapters.VULKAN_WARMUP) while this one imports litegpu's cache and the struct module
+            # (here, not there: two threads importing one package at once can see it half made) and
+            # prepares wgpu's instance for it (the stored structs read); once that
+            # thread is in the driver (the GIL released: _adapters.WAIT_FOR_NATIVE_LOAD) this one
+            # imports wgpu and its binding, then the device module and the executor
+            _adapters.start_in_background(prepare_follows=True)
+            try:
+                import litegpu.cache  # noqa: F401 - the cached C declarations' store
+
+                from . import _cffi_types  # noqa: F401
+            finally:
+                _adapters.prepare_native()
             _adapters.native_loaded(timeout=2.0)
             _adapters.import_binding()
             from . import _device  # noqa: F401
