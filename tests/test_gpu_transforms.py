@@ -16,6 +16,7 @@ from _gpu_models import (
     gated_resize_conv_block,
     resize_block,
     resize_conv_block,
+    resize_dw_block,
     rnd,
     se_block,
     shared_residual_block,
@@ -503,6 +504,39 @@ def test_fuse_resize_input_with_gate_mul():
     (node,) = g.nodes
     assert node.op == "CONV_2D" and node.inputs[0] == g.inputs[0] and node.inputs[3] == g.inputs[1]
     assert node.attrs["in_resize"] == (8, 10, False, True)
+
+
+@pytest.mark.parametrize("coarse,fine,stride,align,half,residual", [
+    ((4, 5), (8, 10), 1, False, True, True), ((3, 4), (7, 9), 1, True, False, True),
+    ((5, 3), (10, 6), 2, False, False, False), ((6, 6), (4, 5), 1, False, True, True)])
+def test_fuse_resize_dw_input(coarse, fine, stride, align, half, residual):
+    """A RESIZE_BILINEAR read by a fused depthwise -> 1x1 node as its depthwise's input, and as its residual too
+    (pose_landmark's last upsampling block), is read inside the node: ``in_resize`` for the depthwise, a resized
+    residual read for the ADD; every coordinate rule, up and down, strided; compared with LiteRT before and after
+    the passes."""
+    model, inputs = resize_dw_block(coarse, fine, stride=stride, align=align, half=half, residual=residual)
+    g, rep = check_passes(model, inputs)
+    assert g.op_counts() == {"DW_PW_CONV_2D": 1}, g.op_counts()
+    (node,) = g.nodes
+    assert node.inputs[0] == g.inputs[0] and node.attrs["in_resize"] == (*fine, align, half)
+    if residual:
+        (step,) = [e for e in node.epilogue if e.operand is not None]
+        assert step.op == "ADD" and step.operand == g.inputs[0] and step.resize == (align, half)
+    assert rep["fuse_resize_input"][0] == "merged 1 RESIZE_BILINEAR into conv input reads"
+
+
+@pytest.mark.parametrize("why", ["two_readers", "switched_off"])
+def test_fuse_resize_dw_input_declined(why, monkeypatch):
+    """A resize the depthwise reads that is also a model output keeps its launch, as does every such resize with
+    the switch off."""
+    from litegpu.gpu._passes import resize_read
+
+    if why == "switched_off":
+        monkeypatch.setattr(resize_read, "FUSE_RESIZE_DW_INPUT", False)
+    model, inputs = resize_dw_block((4, 5), (8, 10), half=True, extra_reader=why == "two_readers")
+    g, rep = check_passes(model, inputs)
+    assert g.op_counts().get("RESIZE_BILINEAR") == 1, g.op_counts()
+    assert not any(n.attrs.get("in_resize") for n in g.nodes)
 
 
 @pytest.mark.parametrize("why", ["also_residual", "switched_off"])

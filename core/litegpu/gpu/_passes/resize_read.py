@@ -9,10 +9,11 @@ from collections.abc import Iterator
 from dataclasses import replace
 
 from .._capabilities import epilogue_fits
-from .._graph import GpuGraph, GpuNode, Report
+from .._graph import DW_PW_OP, GpuGraph, GpuNode, Report
 from ._util import only_consumer
 
-__all__ = ["fuse_resize_residual", "fuse_resize_input", "FUSE_RESIZE_RESIDUAL", "FUSE_RESIZE_INPUT"]
+__all__ = ["fuse_resize_residual", "fuse_resize_input", "FUSE_RESIZE_RESIDUAL", "FUSE_RESIZE_INPUT",
+           "FUSE_RESIZE_DW_INPUT"]
 
 #: A/B switch (``bench/gpu_profile.py --set litegpu.gpu._passes.resize_read.FUSE_RESIZE_RESIDUAL=False``):
 #: False keeps every resize a launch of its own.  Each merge saves one launch (pose_landmark_full: 5); the
@@ -24,6 +25,13 @@ FUSE_RESIZE_RESIDUAL = True
 #: palm_detection_full's feature pyramid: 2); the conv then makes four loads and a blend per input value
 #: instead of one load (cheap on 1x1 convs, which read each value once; a k x k conv re-blends k^2 times).
 FUSE_RESIZE_INPUT = True
+
+#: A/B switch (``--set litegpu.gpu._passes.resize_read.FUSE_RESIZE_DW_INPUT=False``): False keeps a resize read by a
+#: fused depthwise -> 1x1 node (``dw_pw_conv2d``, unstaged) a launch of its own.  Each merge saves one launch
+#: (pose_landmark_full's last upsampling, 128x128 -> 256x256 x 8 channels, read by the next block's depthwise and
+#: as its residual); the depthwise then blends four loads per tap (a 3x3 window: 36 loads instead of 9, from a
+#: source a quarter of the size, so mostly cache hits).
+FUSE_RESIZE_DW_INPUT = True
 
 
 def _resize_flags(g: GpuGraph, node: GpuNode) -> tuple[bool, bool] | None:
@@ -101,7 +109,7 @@ def fuse_resize_input(g: GpuGraph) -> Report:
     """
     if not FUSE_RESIZE_INPUT:
         return ["off (FUSE_RESIZE_INPUT = False)"]
-    lines: Report = []
+    lines: Report = _fuse_resize_dw_input(g)
     for rs, flags, node in _resizes_read_once(g):
         src, t = rs.inputs[0], rs.outputs[0]
         if node.op != "CONV_2D" or not node.bhwc or node.inputs[0] != t or len(node.inputs) > 3:
@@ -115,3 +123,48 @@ def fuse_resize_input(g: GpuGraph) -> Report:
         g.remove_node(rs)
         lines.append(f"merged RESIZE_BILINEAR#{rs.id} into the input read of {node.describe()}")
     return [f"merged {len(lines)} RESIZE_BILINEAR into conv input reads", *lines]
+
+
+def _fuse_resize_dw_input(g: GpuGraph) -> Report:
+    """The ``DW_PW_CONV_2D`` half of :func:`fuse_resize_input` (``FUSE_RESIZE_DW_INPUT``): a plain resize whose only
+    reader is an unstaged fused depthwise -> 1x1 node (kernel ``dw_pw_conv2d``; not ``small`` nor ``staged``)
+    reading it as its depthwise's input, and perhaps once more as the operand of its epilogue's first ADD / MUL
+    (a residual block after an upsampling: pose_landmark_full's last one).  The node reads the resize's source
+    with ``attrs["in_resize"]`` (its depthwise taps each the resize kernel's blend of four loads, template option
+    ``in_resize``), and the residual read, if any, samples it the same way (``Epilogue.resize``, as
+    :func:`fuse_resize_residual` sets it)."""
+    if not FUSE_RESIZE_DW_INPUT:
+        return []
+    lines: Report = []
+    consumers = g.consumers()
+    for rs in list(g.nodes):
+        flags = _resize_flags(g, rs)
+        if flags is None:
+            continue
+        src, t = rs.inputs[0], rs.outputs[0]
+        readers = consumers.get(t, [])
+        if g.tensors[t].is_output or len(readers) != 1:
+            continue
+        node = readers[0]
+        if node.op != DW_PW_OP or not node.bhwc or node.inputs[0] != t or node.attrs.get("in_resize") \
+                or node.attrs.get("small") or node.attrs.get("staged") or t in node.inputs[1:]:
+            continue
+        steps = list(node.epilogue)
+        uses = [j for j, e in enumerate(steps) if e.operand == t]
+        if uses:
+            step = steps[uses[0]]
+            if uses != [0] or step.op not in ("ADD", "MUL") or step.pool or step.zero_extend or step.resize is not None:
+                continue
+            steps[0] = replace(step, operand=src, resize=flags)
+            if not epilogue_fits(g, node, steps):
+                continue
+        _, h, w, _ = g.tensors[t].shape
+        node.inputs[0] = src
+        node.epilogue = steps
+        node.attrs["in_resize"] = (h, w, *flags)
+        node.origin = tuple(sorted(set(node.origin) | set(rs.origin)))
+        g.remove_node(rs)
+        consumers = g.consumers()
+        lines.append(f"merged RESIZE_BILINEAR#{rs.id} into the depthwise input read of {node.describe()}"
+                     + (" and its residual read" if uses else ""))
+    return lines
