@@ -525,6 +525,17 @@ def test_fuse_resize_dw_input(coarse, fine, stride, align, half, residual):
     assert rep["fuse_resize_input"][0] == "merged 1 RESIZE_BILINEAR into conv input reads"
 
 
+def test_fuse_resize_dw_input_keeps_the_conv_before(monkeypatch):
+    """1x1 conv -> resize -> depthwise -> 1x1: the resize goes into the depthwise's read, and the conv
+    before it stays a launch of its own even where ``fuse_pw_dw`` takes every pair it can (its kernel has no resized
+    read); compared with LiteRT before and after the passes."""
+    monkeypatch.setattr(importlib.import_module("litegpu.gpu._passes.fuse_pw_dw"), "PW_DW_ALWAYS", True)
+    g, _ = check_passes(*resize_dw_block((4, 5), (8, 10), half=True, residual=False, conv_first=True))
+    assert g.op_counts() == {"CONV_2D": 1, "DW_PW_CONV_2D": 1}, g.op_counts()
+    conv, node = g.nodes
+    assert node.inputs[0] == conv.outputs[0] and node.attrs["in_resize"] == (8, 10, False, True)
+
+
 @pytest.mark.parametrize("why", ["two_readers", "switched_off"])
 def test_fuse_resize_dw_input_declined(why, monkeypatch):
     """A resize the depthwise reads that is also a model output keeps its launch, as does every such resize with
