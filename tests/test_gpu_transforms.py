@@ -536,6 +536,28 @@ def test_fuse_resize_dw_input_keeps_the_conv_before(monkeypatch):
     assert node.inputs[0] == conv.outputs[0] and node.attrs["in_resize"] == (8, 10, False, True)
 
 
+@pytest.mark.parametrize("host_us,merged", [(12.0, True), (0.0, False)])
+def test_fuse_resize_dw_input_priced(host_us, merged):
+    """pose_landmark's last upsampling (128x128 -> 256x256, 8 channels) on the NVIDIA calibration: the merged launch
+    blends four loads a tap, slower on the GPU than the resize and the plain launch, so it is taken where the host's
+    cost of a launch (OpenCL's ``launch_host_us``) is above the difference and kept where a replay is one command
+    buffer (0), the report giving both estimates."""
+    import re
+    from dataclasses import replace
+
+    from litegpu.gpu import _cost
+    from litegpu.gpu._passes import run_passes
+
+    g = graph_of(resize_dw_block((128, 128), (256, 256), half=True)[0])
+    g.options["cost"] = replace(_cost.PROFILES["nvidia"], launch_host_us=host_us)
+    rep = run_passes(g)["fuse_resize_input"]
+    assert ("RESIZE_BILINEAR" in g.op_counts()) != merged, g.op_counts()
+    assert rep[0] == f"merged {int(merged)} RESIZE_BILINEAR into conv input reads", rep
+    assert rep[1].startswith("merged RESIZE_BILINEAR" if merged else "kept RESIZE_BILINEAR"), rep
+    fused, apart = (float(v) for v in re.findall(r"\d+\.\d", rep[1])[-2:])
+    assert (fused < apart) == merged, rep
+
+
 @pytest.mark.parametrize("why", ["two_readers", "switched_off"])
 def test_fuse_resize_dw_input_declined(why, monkeypatch):
     """A resize the depthwise reads that is also a model output keeps its launch, as does every such resize with

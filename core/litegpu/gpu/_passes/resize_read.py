@@ -8,8 +8,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import replace
 
+from .. import _layout as L
 from .._capabilities import epilogue_fits
+from .._cost import PROFILES, DeviceCost, dw_pw_work, estimate, in_invoke, resize_work
 from .._graph import DW_PW_OP, GpuGraph, GpuNode, Report
+from ..ops.conv import dw_pw_tiling
 from ._util import only_consumer
 
 __all__ = ["fuse_resize_residual", "fuse_resize_input", "FUSE_RESIZE_RESIDUAL", "FUSE_RESIZE_INPUT",
@@ -122,7 +125,8 @@ def fuse_resize_input(g: GpuGraph) -> Report:
         node.origin = tuple(sorted(set(node.origin) | set(rs.origin)))
         g.remove_node(rs)
         lines.append(f"merged RESIZE_BILINEAR#{rs.id} into the input read of {node.describe()}")
-    return [f"merged {len(lines)} RESIZE_BILINEAR into conv input reads", *lines]
+    merged = sum(ln.startswith("merged") for ln in lines)  # (the lines of resizes kept say "kept")
+    return [f"merged {merged} RESIZE_BILINEAR into conv input reads", *lines]
 
 
 def _fuse_resize_dw_input(g: GpuGraph) -> Report:
@@ -132,9 +136,16 @@ def _fuse_resize_dw_input(g: GpuGraph) -> Report:
     (a residual block after an upsampling: pose_landmark_full's last one).  The node reads the resize's source
     with ``attrs["in_resize"]`` (its depthwise taps each the resize kernel's blend of four loads, template option
     ``in_resize``), and the residual read, if any, samples it the same way (``Epilogue.resize``, as
-    :func:`fuse_resize_residual` sets it)."""
+    :func:`fuse_resize_residual` sets it).
+
+    Taken where the cost model says it pays (:func:`_dw_input_pays`): the merged launch blends four loads at every
+    tap, so it is slower on the GPU than the resize and the block's launch together (pose's 256x256 x 8-channel
+    block: 18.6 us against 5.2 + 8.7 on an H100, docs/performance.md tenth session); it saves a launch, which pays
+    where the API's host cost of a launch (``launch_host_us``: NVIDIA's OpenCL) is above the difference, not
+    where a replay is one command buffer (Vulkan)."""
     if not FUSE_RESIZE_DW_INPUT:
         return []
+    dev = g.options.get("cost") or PROFILES["generic"]
     lines: Report = []
     consumers = g.consumers()
     for rs in list(g.nodes):
@@ -158,6 +169,11 @@ def _fuse_resize_dw_input(g: GpuGraph) -> Report:
             steps[0] = replace(step, operand=src, resize=flags)
             if not epilogue_fits(g, node, steps):
                 continue
+        pays, fused_us, apart_us = _dw_input_pays(g, node, t, dev)
+        if not pays:
+            lines.append(f"kept RESIZE_BILINEAR#{rs.id} before {node.describe()}: est {fused_us:.1f} us merged, "
+                         f"{apart_us:.1f} apart")
+            continue
         _, h, w, _ = g.tensors[t].shape
         node.inputs[0] = src
         node.epilogue = steps
@@ -166,5 +182,23 @@ def _fuse_resize_dw_input(g: GpuGraph) -> Report:
         g.remove_node(rs)
         consumers = g.consumers()
         lines.append(f"merged RESIZE_BILINEAR#{rs.id} into the depthwise input read of {node.describe()}"
-                     + (" and its residual read" if uses else ""))
+                     + (" and its residual read" if uses else "") + f" (est {fused_us:.1f} us against {apart_us:.1f})")
     return lines
+
+
+def _dw_input_pays(g: GpuGraph, node: GpuNode, t: int, dev: DeviceCost) -> tuple[bool, float, float]:
+    """(pays, merged us, apart us): the cost model's word on reading the resize ``t`` inside the DW_PW node ``node``
+    -- its ``dw_pw_conv2d`` launch with four loads a tap (``dw_pw_work`` with ``in_resize``, the tiling the lowering
+    takes: ``ops.conv.dw_pw_tiling``) against the resize launch (``resize_work``) and the plain one, each launch's
+    share of an invoke (``in_invoke``)."""
+    b, h, w, _ = g.tensors[t].shape
+    _, oh, ow, o = g.tensors[node.outputs[0]].shape
+    dw_w = g.tensors[node.inputs[1]].ir_shape
+    p = {"B": b, "H": oh, "W": ow, "S": L.slices(o), "MID_S": L.slices(g.tensors[t].shape[3]),
+         "KH": int(dw_w[1]), "KW": int(dw_w[2])}
+    split, block_s, block_w = dw_pw_tiling(b * oh * ow * p["S"], p["MID_S"], p["S"], ow)
+    merged = in_invoke(estimate(dw_pw_work(p, split, block_s, block_w, in_resize=True), dev), dev)
+    resize = resize_work({"B": b, "H": h, "W": w, "S": p["MID_S"]})
+    apart = in_invoke(estimate(resize, dev), dev) + in_invoke(estimate(dw_pw_work(p, split, block_s, block_w), dev),
+                                                              dev)
+    return merged < apart, merged, apart
