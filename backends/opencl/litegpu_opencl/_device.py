@@ -344,8 +344,7 @@ class CLDevice(GpuDevice):
         self._pending: list[_cl.Event] = []
         # pinned staging by (buffer, offset, bytes, write), least recently used first (None: seen once)
         self._stagings: OrderedDict[tuple[int, int, int, bool], _Staging | None] = OrderedDict()
-        # _copy_out's helpers (COPY_THREADS) and their number, made at first use
-        self._copy_pool: tuple[ThreadPoolExecutor, int] | None = None
+        self._copy_pool: ThreadPoolExecutor | None = None  # _copy_out's helpers (COPY_THREADS), made at first use
         self._read_plans: dict[tuple, list[list[int]]] = {}  # _read_groups: each shape of reads, grouped once
         self._staging_bytes = 0
         # cl_khr_command_buffer's entry points, looked up at the first record (False: not yet; None:
@@ -652,12 +651,9 @@ class CLDevice(GpuDevice):
                  for off, out in pieces]
         parts = _split_moves(moves, COPY_THREADS)
         if len(parts) > 1:  # the first part on this thread, the rest on the pool's
-            if self._copy_pool is None or self._copy_pool[1] < len(parts) - 1:  # (none yet, or fewer threads)
-                if self._copy_pool is not None:
-                    self._copy_pool[0].shutdown(wait=False)
-                self._copy_pool = (ThreadPoolExecutor(len(parts) - 1, thread_name_prefix="litegpu-copy-out"),
-                                   len(parts) - 1)
-            futures = [self._copy_pool[0].submit(_move, part) for part in parts[1:]]
+            if self._copy_pool is None:
+                self._copy_pool = ThreadPoolExecutor(COPY_THREADS - 1, thread_name_prefix="litegpu-copy-out")
+            futures = [self._copy_pool.submit(_move, part) for part in parts[1:]]
             _move(parts[0])
             for f in futures:
                 f.result()
