@@ -13,9 +13,6 @@ to be copied out of), and with the size limits at 0.
 read from the second invoke on as one read of their span into one pinned staging: the same answers, bit for
 bit, with one read command.
 
-``litegpu_opencl._device.COPY_THREADS`` (1 by default): the copy out of the stagings split over that many threads:
-every byte once, bit for bit the same answers.
-
 ``litegpu_opencl._device.CTYPES_LAUNCHES`` (on by default): a replay without a command buffer enqueues
 each launch through ctypes (sizes made once, no event): the same answers, bit for bit, as pyopencl's
 ``enqueue_nd_range_kernel``.
@@ -320,47 +317,3 @@ def test_merge_groups_only_close_ranges_of_one_buffer(monkeypatch):
         assert len(dev._read_plans) == 1
     monkeypatch.setattr(dev_mod, "MERGE_READS", False)
     assert len(dev_mod.CLDevice._read_groups(dev, items)) == len(items)
-
-
-def test_copy_out_parts_cover_every_byte_once(monkeypatch):
-    """``COPY_THREADS``: the copy out of the stagings split into parts of about equal bytes, none under
-    ``_COPY_PART`` (arrays cut where they must be), every byte in exactly one part; one part under two parts'
-    worth, or with one thread."""
-    import litegpu_opencl._device as dev_mod
-
-    monkeypatch.setattr(dev_mod, "_COPY_PART", 100)
-    rng = np.random.default_rng(0)
-    srcs = [rng.integers(0, 255, n, dtype=np.uint8) for n in (250, 7, 430, 1)]
-    for threads, want_parts in ((4, 4), (3, 3), (1, 1), (64, 6)):
-        dsts = [np.zeros_like(s) for s in srcs]
-        parts = dev_mod._split_moves(list(zip(dsts, srcs, strict=True)), threads)
-        assert len(parts) == want_parts, (threads, [sum(d.nbytes for d, _ in p) for p in parts])
-        sizes = [sum(d.nbytes for d, _ in p) for p in parts]
-        assert sum(sizes) == 688 and (len(parts) == 1 or min(sizes) >= 100), sizes
-        for p in parts:
-            dev_mod._move(p)
-        for d, s in zip(dsts, srcs, strict=True):
-            np.testing.assert_array_equal(d, s)
-    assert len(dev_mod._split_moves([(np.zeros(199, np.uint8), np.ones(199, np.uint8))], 8)) == 1
-
-
-@pytest.mark.parametrize("path", ["invoke", "submit"])
-def test_copy_out_on_threads_changes_no_number(path, model, plain, monkeypatch):
-    """``COPY_THREADS`` 3 with parts of 1 KiB: the merged read's staging copied out on three threads (the caller's
-    and two of the device's pool), bit for bit the plain path's answers, invoke after invoke."""
-    import litegpu_opencl._device as dev_mod
-
-    monkeypatch.setattr(dev_mod, "PINNED_TRANSFERS", True)
-    monkeypatch.setattr(dev_mod, "MERGE_READS", True)
-    monkeypatch.setattr(dev_mod, "COPY_THREADS", 3)
-    monkeypatch.setattr(dev_mod, "_COPY_PART", 1024)
-    d = load_backend_delegate(BACKEND, CONF)
-    it = litegpu.Interpreter(model_content=model, experimental_delegates=[d])
-    it.allocate_tensors()
-    (k,) = [s.kernel for s in it._main.plan.steps if s.kind == "delegate"]
-    (inp,) = k.plan.inputs
-    for x, want in zip(FEEDS * 2, plain * 2, strict=True):
-        out = k.invoke({inp: x}) if path == "invoke" else k.complete(k.submit({inp: x}))
-        for t, w in zip(k.plan.outputs, want, strict=True):
-            np.testing.assert_array_equal(np.asarray(out[t]).reshape(w.shape), w)
-    assert k.device._copy_pool is not None  # (the outputs' 6 KB went out in parts)

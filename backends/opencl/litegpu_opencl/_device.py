@@ -163,13 +163,6 @@ PINNED_WRITE_MAX = 512 << 10
 #: that writes its output (same queue, or a second one waiting on its event) gained nothing steady
 MERGE_READS = True
 _MERGE_GAP = 4096
-#: the copy of an invoke's read bytes out of the pinned stagings into the host arrays (``_copy_out``) is split over
-#: this many threads, the caller's and ``COPY_THREADS - 1`` of a pool kept by the device, in parts of at least
-#: ``_COPY_PART`` bytes (1: the caller copies alone, as before).  numpy's copies release the GIL.  On an H100 host
-#: (s14-pose-1) pose_landmark_full's 900 KB of outputs took 81 us to read into the staging and 131 us to copy out
-#: of it, one thread.  An A/B switch (read at each call)
-COPY_THREADS = 1
-_COPY_PART = 128 << 10
 #: a replay without a command buffer (NVIDIA's driver has none) calls ``clEnqueueNDRangeKernel`` with the
 #: sizes made once and no event (False: one :meth:`_cl.Queue.launch` per launch, its size arrays made per
 #: call; pyopencl's path, which also made an event object, cost 0.8-1.3 us a launch more in
@@ -225,34 +218,6 @@ BUILDS_BEFORE_CONTEXT = True
 #: wakes and exits in turn, about 1 ms of pose's warm start after its last build on an H100
 #: (s13-oclwarm-1); False leaves them to end on their own.  An A/B switch
 JOIN_BUILD_THREADS = False
-
-
-def _split_moves(moves: list[tuple[np.ndarray, np.ndarray]], threads: int) -> list[list[tuple[np.ndarray, np.ndarray]]]:
-    """``moves`` ((destination, source) byte arrays) as up to ``threads`` parts of about equal bytes, each at least
-    ``_COPY_PART`` (an array split across parts where it must be); one part where they are fewer bytes."""
-    total = sum(d.nbytes for d, _ in moves)
-    n = max(1, min(threads, total // _COPY_PART))
-    if n == 1:
-        return [moves]
-    share = -(-total // n)
-    parts: list[list[tuple[np.ndarray, np.ndarray]]] = [[]]
-    room = share
-    for dst, src in moves:
-        at = 0
-        while at < dst.nbytes:
-            if room == 0:
-                parts.append([])
-                room = share
-            k = min(room, dst.nbytes - at)
-            parts[-1].append((dst[at:at + k], src[at:at + k]))
-            at += k
-            room -= k
-    return parts
-
-
-def _move(part: list[tuple[np.ndarray, np.ndarray]]) -> None:
-    for dst, src in part:
-        dst[:] = src
 
 
 def launch_host_us(names: str, command_buffers: bool) -> float:
@@ -344,7 +309,6 @@ class CLDevice(GpuDevice):
         self._pending: list[_cl.Event] = []
         # pinned staging by (buffer, offset, bytes, write), least recently used first (None: seen once)
         self._stagings: OrderedDict[tuple[int, int, int, bool], _Staging | None] = OrderedDict()
-        self._copy_pool: ThreadPoolExecutor | None = None  # _copy_out's helpers (COPY_THREADS), made at first use
         self._read_plans: dict[tuple, list[list[int]]] = {}  # _read_groups: each shape of reads, grouped once
         self._staging_bytes = 0
         # cl_khr_command_buffer's entry points, looked up at the first record (False: not yet; None:
@@ -647,19 +611,9 @@ class CLDevice(GpuDevice):
         return ev, copies
 
     def _copy_out(self, copies: list) -> None:
-        moves = [(out.reshape(-1).view(np.uint8), st.view[off:off + out.nbytes]) for st, pieces in copies
-                 for off, out in pieces]
-        parts = _split_moves(moves, COPY_THREADS)
-        if len(parts) > 1:  # the first part on this thread, the rest on the pool's
-            if self._copy_pool is None:
-                self._copy_pool = ThreadPoolExecutor(COPY_THREADS - 1, thread_name_prefix="litegpu-copy-out")
-            futures = [self._copy_pool.submit(_move, part) for part in parts[1:]]
-            _move(parts[0])
-            for f in futures:
-                f.result()
-        else:
-            _move(moves)
-        for st, _pieces in copies:
+        for st, pieces in copies:
+            for off, out in pieces:
+                out.reshape(-1).view(np.uint8)[:] = st.view[off:off + out.nbytes]
             st.pending = None
         if self._staging_bytes > _STAGING_BYTES:
             self._trim_stagings()
