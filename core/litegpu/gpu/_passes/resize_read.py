@@ -32,8 +32,8 @@ FUSE_RESIZE_INPUT = True
 #: A/B switch (``--set litegpu.gpu._passes.resize_read.FUSE_RESIZE_DW_INPUT=False``): False keeps a resize read by a
 #: fused depthwise -> 1x1 node (``dw_pw_conv2d``, unstaged) a launch of its own.  Each merge saves one launch
 #: (pose_landmark_full's last upsampling, 128x128 -> 256x256 x 8 channels, read by the next block's depthwise and
-#: as its residual); the depthwise then blends four loads per tap (a 3x3 window: 36 loads instead of 9, from a
-#: source a quarter of the size, so mostly cache hits).
+#: as its residual); the depthwise then blends four loads per tap (a 3x3 window: 36 loads instead of 9), so the
+#: cost model weighs the two (``_dw_input_pays``).
 FUSE_RESIZE_DW_INPUT = True
 
 
