@@ -71,6 +71,39 @@ def resize_conv_block(coarse_hw, fine_hw, *, k=1, stride=1, padding=0, align=Fal
     return b.build(), feeds
 
 
+def resize_dw_block(coarse_hw, fine_hw, *, stride=1, align=False, half=False, residual=True, extra_reader=False,
+                    conv_first=False):
+    """up = RESIZE_BILINEAR(x) to the fine size; y = 1x1(RELU6(depthwise 3x3 (up))) + up -> RELU6 (pose_landmark's
+    last upsampling and the residual block after it: the resize read by the depthwise and as the residual);
+    ``residual`` False: no ADD (and any stride); ``extra_reader``: ``up`` is a model output too; ``conv_first``: x is
+    a 1x1 conv's result (an expansion before the resize)."""
+    b = model_builder()
+    x = b.input("x", (1, *coarse_hw, 8))
+    if conv_first:
+        e = b.tensor("e", (1, *coarse_hw, 8))
+        b.op("CONV_2D", [x, b.const("ew", rnd(8, 1, 1, 8)), b.const("eb", rnd(8))], [e], padding=0, stride_w=1,
+             stride_h=1, fused_activation_function=3)
+        x = e
+    up = b.tensor("up", (1, *fine_hw, 8))
+    b.op("RESIZE_BILINEAR", [x, b.const("size", np.array(fine_hw, np.int32))], [up], align_corners=align,
+         half_pixel_centers=half)
+    oh, ow = (-(-n // stride) for n in fine_hw)
+    d = b.tensor("d", (1, oh, ow, 8))
+    b.op("DEPTHWISE_CONV_2D", [up, b.const("dww", rnd(1, 3, 3, 8)), b.const("dwb", rnd(8))], [d], padding=0,
+         stride_w=stride, stride_h=stride, depth_multiplier=1, fused_activation_function=3)
+    main = b.tensor("main", (1, oh, ow, 8))
+    b.op("CONV_2D", [d, b.const("w", rnd(8, 1, 1, 8)), b.const("b", rnd(8))], [main], padding=0, stride_w=1,
+         stride_h=1)
+    y = main
+    if residual:
+        y = b.tensor("y", (1, oh, ow, 8))
+        b.op("ADD", [main, up], [y], fused_activation_function=3)
+    b.output(y)
+    if extra_reader:
+        b.output(up)
+    return b.build(), [rnd(1, *coarse_hw, 8, lo=-2, hi=2)]
+
+
 def shared_residual_block(*, skip_late=False, op="ADD"):
     """u = CONV_2D(x); s = ADD(skip, u) (or MUL) -> RELU, an output; t = MUL(skip, g) + u, another output (a
     selfie_segmentation decoder block: the conv result read by the residual op and by another op).

@@ -237,6 +237,11 @@ class PlanExecutor:
 
     def k_dw_pw_conv2d(self, op, p, o):
         x = self.read(op, "src")
+        if o.get("in_resize"):  # src (IN_H x IN_W) read through a bilinear resize to SRC_H x SRC_W, as conv2d's
+            assert x.shape[1:3] == (p["IN_H"], p["IN_W"]), (x.shape, p)
+            real = np.float32 if (op.precision or self.plan.precision) == "fp32" else np.float16
+            x = _bilinear(x, p["SRC_H"], p["SRC_W"], p["IN_SCALE_H"], p["IN_SCALE_W"], bool(p["IN_HALF"]))
+            x = x.astype(real).astype(np.float32)
         cm, cout = x.shape[3], p["C"]
         mid = self._fused_depthwise(op, x, p, cm)
         dw_alpha = np.asarray(op.constants["dw_alpha"], np.float32).reshape(-1)[:cm] if "dw_alpha" in op.constants \

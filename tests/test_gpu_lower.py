@@ -15,6 +15,7 @@ from _gpu_models import (
     gated_resize_conv_block,
     resize_block,
     resize_conv_block,
+    resize_dw_block,
     rnd,
     shared_residual_block,
 )
@@ -167,6 +168,22 @@ def test_resize_merged_into_conv_input_read(k, stride, padding, align, half, pre
     plan = _compile(model, precision)
     (op,) = plan.ops
     assert op.kernel == "conv2d" and op.options["in_resize"], op.describe()
+    assert (op.params["IN_H"], op.params["IN_W"], op.params["SRC_H"], op.params["SRC_W"]) == (4, 5, 9, 10)
+    assert op.params["IN_HALF"] == int(half) and op.params["IN_SCALE_W"] == pytest.approx(4 / 9 if align else 1 / 2)
+    assert_rel(run_plan(plan, inputs)[0], run_litert(model, inputs)[0], tol, precision)
+
+
+@pytest.mark.parametrize("precision,tol", [("fp32", 1e-5), ("fp16", 2e-2)])
+@pytest.mark.parametrize("stride,align,half,residual", [(1, False, True, True), (1, True, False, True),
+                                                        (2, False, False, False)])
+def test_resize_merged_into_dw_pw_input_read(stride, align, half, residual, precision, tol):
+    """An upsampling read by a depthwise -> 1x1 block, and as its residual (pose_landmark's last one), is one
+    dw_pw_conv2d launch: the depthwise taps blend the coarse map (in_resize), the residual is read resized."""
+    model, inputs = resize_dw_block((4, 5), (9, 10), stride=stride, align=align, half=half, residual=residual)
+    plan = _compile(model, precision)
+    (op,) = plan.ops
+    assert op.kernel == "dw_pw_conv2d" and op.options["in_resize"], op.describe()
+    assert bool(op.options.get("residual_resize")) == residual, op.describe()
     assert (op.params["IN_H"], op.params["IN_W"], op.params["SRC_H"], op.params["SRC_W"]) == (4, 5, 9, 10)
     assert op.params["IN_HALF"] == int(half) and op.params["IN_SCALE_W"] == pytest.approx(4 / 9 if align else 1 / 2)
     assert_rel(run_plan(plan, inputs)[0], run_litert(model, inputs)[0], tol, precision)

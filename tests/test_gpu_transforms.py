@@ -16,6 +16,7 @@ from _gpu_models import (
     gated_resize_conv_block,
     resize_block,
     resize_conv_block,
+    resize_dw_block,
     rnd,
     se_block,
     shared_residual_block,
@@ -503,6 +504,72 @@ def test_fuse_resize_input_with_gate_mul():
     (node,) = g.nodes
     assert node.op == "CONV_2D" and node.inputs[0] == g.inputs[0] and node.inputs[3] == g.inputs[1]
     assert node.attrs["in_resize"] == (8, 10, False, True)
+
+
+@pytest.mark.parametrize("coarse,fine,stride,align,half,residual", [
+    ((4, 5), (8, 10), 1, False, True, True), ((3, 4), (7, 9), 1, True, False, True),
+    ((5, 3), (10, 6), 2, False, False, False), ((6, 6), (4, 5), 1, False, True, True)])
+def test_fuse_resize_dw_input(coarse, fine, stride, align, half, residual):
+    """A RESIZE_BILINEAR read by a fused depthwise -> 1x1 node as its depthwise's input, and as its residual too
+    (pose_landmark's last upsampling block), is read inside the node: ``in_resize`` for the depthwise, a resized
+    residual read for the ADD; every coordinate rule, up and down, strided; compared with LiteRT before and after
+    the passes."""
+    model, inputs = resize_dw_block(coarse, fine, stride=stride, align=align, half=half, residual=residual)
+    g, rep = check_passes(model, inputs)
+    assert g.op_counts() == {"DW_PW_CONV_2D": 1}, g.op_counts()
+    (node,) = g.nodes
+    assert node.inputs[0] == g.inputs[0] and node.attrs["in_resize"] == (*fine, align, half)
+    if residual:
+        (step,) = [e for e in node.epilogue if e.operand is not None]
+        assert step.op == "ADD" and step.operand == g.inputs[0] and step.resize == (align, half)
+    assert rep["fuse_resize_input"][0] == "merged 1 RESIZE_BILINEAR into conv input reads"
+
+
+def test_fuse_resize_dw_input_keeps_the_conv_before(monkeypatch):
+    """1x1 conv -> resize -> depthwise -> 1x1: the resize goes into the depthwise's read, and the conv
+    before it stays a launch of its own even where ``fuse_pw_dw`` takes every pair it can (its kernel has no resized
+    read); compared with LiteRT before and after the passes."""
+    monkeypatch.setattr(importlib.import_module("litegpu.gpu._passes.fuse_pw_dw"), "PW_DW_ALWAYS", True)
+    g, _ = check_passes(*resize_dw_block((4, 5), (8, 10), half=True, residual=False, conv_first=True))
+    assert g.op_counts() == {"CONV_2D": 1, "DW_PW_CONV_2D": 1}, g.op_counts()
+    conv, node = g.nodes
+    assert node.inputs[0] == conv.outputs[0] and node.attrs["in_resize"] == (8, 10, False, True)
+
+
+@pytest.mark.parametrize("host_us,merged", [(12.0, True), (0.0, False)])
+def test_fuse_resize_dw_input_priced(host_us, merged):
+    """pose_landmark's last upsampling (128x128 -> 256x256, 8 channels) on the NVIDIA calibration: the merged launch
+    blends four loads a tap, slower on the GPU than the resize and the plain launch, so it is taken where the host's
+    cost of a launch (OpenCL's ``launch_host_us``) is above the difference and kept where a replay is one command
+    buffer (0), the report giving both estimates."""
+    import re
+    from dataclasses import replace
+
+    from litegpu.gpu import _cost
+    from litegpu.gpu._passes import run_passes
+
+    g = graph_of(resize_dw_block((128, 128), (256, 256), half=True)[0])
+    g.options["cost"] = replace(_cost.PROFILES["nvidia"], launch_host_us=host_us)
+    rep = run_passes(g)["fuse_resize_input"]
+    assert ("RESIZE_BILINEAR" in g.op_counts()) != merged, g.op_counts()
+    assert rep[0] == f"merged {int(merged)} RESIZE_BILINEAR into conv input reads", rep
+    assert rep[1].startswith("merged RESIZE_BILINEAR" if merged else "kept RESIZE_BILINEAR"), rep
+    fused, apart = (float(v) for v in re.findall(r"\d+\.\d", rep[1])[-2:])
+    assert (fused < apart) == merged, rep
+
+
+@pytest.mark.parametrize("why", ["two_readers", "switched_off"])
+def test_fuse_resize_dw_input_declined(why, monkeypatch):
+    """A resize the depthwise reads that is also a model output keeps its launch, as does every such resize with
+    the switch off."""
+    from litegpu.gpu._passes import resize_read
+
+    if why == "switched_off":
+        monkeypatch.setattr(resize_read, "FUSE_RESIZE_DW_INPUT", False)
+    model, inputs = resize_dw_block((4, 5), (8, 10), half=True, extra_reader=why == "two_readers")
+    g, rep = check_passes(model, inputs)
+    assert g.op_counts().get("RESIZE_BILINEAR") == 1, g.op_counts()
+    assert not any(n.attrs.get("in_resize") for n in g.nodes)
 
 
 @pytest.mark.parametrize("why", ["also_residual", "switched_off"])

@@ -821,7 +821,8 @@ def _p_resize_residual():
 
 @pattern("resize into the conv input read: resize half-pixel 4x5 -> 8x10 -> 1x1 conv + ADD(skip) -> RELU, "
          "resize align-corners 3x4 -> 7x9 -> 3x3 conv stride 2 -> PRELU, MUL(x, gate) -> resize -> 1x1 conv (decoder "
-         "upsample and projection, no resize or MUL launch)")
+         "upsample and projection, no resize or MUL launch), resize half-pixel 4x5 -> 8x10 -> depthwise -> 1x1 + "
+         "ADD(the resize) -> RELU6 (no resize launch)")
 def _p_resize_input():
     g = _G()
     x = g.input(1, 4, 5, 12)
@@ -839,7 +840,14 @@ def _p_resize_input():
     m = g.op("MUL", [x3, gate], (1, 4, 4, 8))
     up3 = g.op("RESIZE_BILINEAR", [m, g.const(np.array([8, 8], np.int32))], (1, 8, 8, 8), half_pixel_centers=True)
     c3, _ = g.conv(up3, (1, 8, 8, 8), 6, k=1)
-    return g.done(y, z, c3)
+    # an upsampling read by a depthwise -> 1x1 block and as its residual (pose_landmark's last one): the fused
+    # dw_pw_conv2d blends the coarse map at each depthwise tap (in_resize) and reads its residual resized
+    x4 = g.input(1, 4, 5, 8)
+    up4 = g.op("RESIZE_BILINEAR", [x4, g.const(np.array([8, 10], np.int32))], (1, 8, 10, 8), half_pixel_centers=True)
+    d4 = g.dw(up4, (1, 8, 10, 8), act=3)
+    c4, s4 = g.conv(d4, (1, 8, 10, 8), 8, k=1)
+    v = g.op("ADD", [up4, c4], s4, fused_activation_function=3)
+    return g.done(y, z, c3, v)
 
 
 @pattern("conv result read twice: u = 1x1 conv, ADD(skip, u) -> RELU fused into the conv storing u too, "

@@ -39,7 +39,7 @@ __all__ = ["DeviceCost", "Work", "PROFILES", "profile_for", "estimate", "in_invo
            "choose_fc", "conv_candidates", "two_round_pays", "TWO_ROUND", "fc_candidates", "conv_work",
            "tiled_conv_work", "reduce_work", "fc_work", "launch_work",
            "choose_se_gate", "se_gate_segment", "se_gate_work", "SHARED_MEMORY_FLOOR", "pw_dw_geometry", "pw_dw_work",
-           "choose_pw_dw", "dw_pw_work", "dw_pw_staged_work", "choose_dw_pw_staged", "depthwise_work",
+           "choose_pw_dw", "dw_pw_work", "resize_work", "dw_pw_staged_work", "choose_dw_pw_staged", "depthwise_work",
            "choose_depthwise", "DEPTHWISE_BLOCK_W", "dw_pw_small_work", "choose_dw_pw_small",
            "DW_PW_SMALL_TILES", "DW_PW_SMALL_KSPLITS", "DW_PW_SMALL_THREADS", "DW_PW_SMALL_UNROLLS",
            "DW_PW_SMALL_STAGE", "DW_PW_SMALL_EX_CHUNKS", "dw_pw_small_chunks", "PW_DW_WARP_SHARED"]
@@ -658,21 +658,31 @@ def _choose_pw_dw(pt: tuple[tuple[str, int], ...], dev: DeviceCost, project: boo
     return None if best is None else (dict(best[1]), best[0])
 
 
-def dw_pw_work(p: Mapping[str, int], split: int, block_s: int, block_w: int) -> Work:
+def dw_pw_work(p: Mapping[str, int], split: int, block_s: int, block_w: int, in_resize: bool = False) -> Work:
     """dw_pw_conv2d's split path, roughly (its tiling is a measured rule, ``ops/conv.dw_pw_tiling``, not this
     model's choice; the estimate prices the launch a ``pw_dw_conv2d`` with ``project`` would replace): one thread
     a block of ``block_s`` output slices x ``block_w`` pixels walks its share of the MID_S input slices, each a
-    depthwise window and 4 weight vectors a slice.  The staged path is :func:`dw_pw_staged_work`."""
+    depthwise window and 4 weight vectors a slice.  ``in_resize``: each depthwise tap is a blend of four loads (the
+    input read through a bilinear resize, ``_passes/resize_read``).  The staged path is :func:`dw_pw_staged_work`."""
     taps = p["KH"] * p["KW"]
     pixels = p["B"] * p["H"] * p["W"]
     items = pixels // max(1, block_w) * -(-p["S"] // block_s)
     iters = -(-p["MID_S"] // split)
-    loads = block_w * taps + 4 * block_s
+    loads = block_w * taps * (4 if in_resize else 1) + 4 * block_s
     red = _log2(split) if split > 1 else 0
     return Work(threads=items * split, group=split if split > 1 else 64, global_steps=iters,
                 queued_loads=_queued(iters, loads), shared_steps=red, barriers=red + (split > 1),
                 cache_bytes=items * split * iters * loads * _VEC,
                 flops=items * block_w * block_s * p["MID_S"] * (taps * 8 + 32))
+
+
+def resize_work(p: Mapping[str, int]) -> Work:
+    """The bilinear ``resize`` kernel: one output vector a thread (B x H x W x S), four loads in one step and the
+    blend.  Priced where a pass weighs a resize launch against reading it inside its reader
+    (``_passes/resize_read``)."""
+    threads = int(p["B"]) * int(p["H"]) * int(p["W"]) * int(p["S"])
+    return Work(threads=threads, group=64, global_steps=1, queued_loads=_queued(1, 4),
+                cache_bytes=threads * 5 * _VEC, flops=threads * 4 * 8)
 
 
 # ---------------------------------------------------------------------------------------------- depthwise

@@ -271,9 +271,13 @@ def activate(c: RefContext, v: np.ndarray, name: str | None, alpha: int) -> np.n
 
 
 def dw_pw_conv2d(c: RefContext) -> list[np.ndarray]:
-    """The fused DW_PW_CONV_2D node: inputs [x, dw weights, dw bias, pw weights, pw bias, dw alpha]."""
+    """The fused DW_PW_CONV_2D node: inputs [x, dw weights, dw bias, pw weights, pw bias, dw alpha]; an
+    ``in_resize`` attribute reads x through a bilinear resize (``_passes/resize_read``), as conv2d's."""
     a = c.n.attrs
-    mid = _depthwise(c.get(0), c.const(1), c.get(2), a["dw"])
+    x = c.get(0)
+    if a.get("in_resize"):  # the resize the unfused graph stored (float32) before the depthwise read it
+        x = resize_bilinear_to(x, *a["in_resize"]).astype(np.float32)
+    mid = _depthwise(x, c.const(1), c.get(2), a["dw"])
     mid = activate(c, mid, a.get("dw_act"), 5)
     # the unfused depthwise stored its result in float32: same rounding here
     return [_conv(mid.astype(np.float32), c.const(3), c.get(4), {"padding": 1})]

@@ -54,6 +54,8 @@ def _why_not(g: GpuGraph, ex: GpuNode | None, node: GpuNode, consumers) -> str:
     weights and biases."""
     if ex is None or ex.op != "CONV_2D" or not ex.bhwc:
         return "input not made by a conv"
+    if node.attrs.get("in_resize"):  # _passes/resize_read: it reads a resize of the conv's result, which the fused
+        return "the depthwise reads the conv result through a resize"  # kernel has no read for
     mid = ex.outputs[0]
     if len(ex.outputs) != 1 or (only_consumer(g, mid, consumers) is not node
                                 and _expanded_residual(g, ex, node, consumers) is None):

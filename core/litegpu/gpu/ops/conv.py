@@ -353,6 +353,8 @@ def lower_dw_pw(lw: Lowerer) -> list[GpuOp]:
     x, y = n.inputs[0], n.outputs[0]
     dw_w, pw_w = lw.data(n.inputs[1]), lw.data(n.inputs[3])
     b, h, wd, c = lw.shape(x)
+    if n.attrs.get("in_resize"):  # the depthwise reads its input's bilinear resize to this size (in_resize_params)
+        h, wd = n.attrs["in_resize"][:2]
     _, oh, ow, o = lw.shape(y)
     geo = conv_geometry(n.attrs["dw"], (h, wd), dw_w.shape[1:3])
     ksize = unrolled_ksize(dw_w.shape[1], dw_w.shape[2])
@@ -407,6 +409,10 @@ def lower_dw_pw(lw: Lowerer) -> list[GpuOp]:
         return [lw.op("dw_pw_small", {**opts, "dw_act": dw_act if dw_act != "NONE" else None, **tiling,
                                       "ksize": ksize or None}, params)]
     params.update(_residual_params(lw, opts, operands))
+    resized = in_resize_params(lw)
+    params.update(resized)
+    if resized and (staged is not None or n.attrs.get("small")):
+        raise DelegateError(f"{n.describe()}: only the unstaged dw_pw_conv2d reads its input through a resize")
     if staged is not None:
         tiling = staged
     else:
@@ -417,7 +423,7 @@ def lower_dw_pw(lw: Lowerer) -> list[GpuOp]:
     defaults = {"split": 1, "block_s": 1, "block_w": 2, "stage_p": 0, "stage_k": 16, "pack": 1, "two_round": False,
                 "coalesced": False}
     return [lw.op("dw_pw_conv2d", {**opts, "dw_act": dw_act if dw_act != "NONE" else None, "ksize": ksize or None,
-                                   **{k: v if v != defaults[k] else None for k, v in tiling.items()}}, params)]
+                                   "in_resize": bool(resized) or None, **{k: v if v != defaults[k] else None for k, v in tiling.items()}}, params)]
 
 
 def pw_dw_params(b: int, h: int, wd: int, c: int, mid_c: int, oh: int, ow: int, o: int,
@@ -585,6 +591,13 @@ _DW_PW_VARIANTS = (
        {"residual": "ADD", "residual_resize": True, "act": "RELU6", "split": 16, "block_s": 2, "qdq": True},
        {"stage_p": 16, "block_w": 1, "block_s": 2, "ksize": 3, "residual": "ADD", "residual_resize": True,
         "act": "PRELU", "residual_act": "PRELU"}]
+    # in_resize (fuse_resize_input: a resize read by the depthwise, and by the residual too: pose_landmark_full)
+    + [{"in_resize": True, "ksize": 3, "block_w": 1, "residual": "ADD", "residual_resize": True,
+        "residual_act": "RELU6", "dw_act": "RELU6"},
+       {"in_resize": True, "ksize": 5, "split": 16, "block_s": 2, "two_round": True, "act": "PRELU"},
+       {"in_resize": True, "block_w": 4, "residual": "MUL", "residual_resize": True, "qdq": True},
+       {"in_resize": True, "split": 8, "pack": 4, "ksize": 3, "dw_act": "PRELU", "residual": "ADD",
+        "residual_channels": "fewer"}]
 )
 
 
@@ -697,7 +710,7 @@ KERNELS: tuple[KernelSpec, ...] = (
           "residual_channels": CHANNELS, "residual_pool": boolean(), "residual_resize": boolean(),
           "ksize": Opt(0, (0, 3, 5)),
           "stage_p": Opt(0, (0, 1, 2, 4, 8, 16, 32)), "stage_k": Opt(16, (8, 16, 32, 64)), "pack": PACK,
-          "two_round": boolean(), "coalesced": boolean()},
+          "two_round": boolean(), "coalesced": boolean(), "in_resize": boolean()},
          _DW_PW_VARIANTS, default_wg=(8, 4, 2), shared_wg=_dw_pw_wg),
     spec("dw_pw_small", "dw_pw_small.lgk",
          "depthwise conv feeding a 1x1 conv on a small map: the depthwise staged once a group, the 1x1 split",
