@@ -27,6 +27,7 @@ from .._cost import DeviceCost, estimate, in_invoke, launch_work
 from .._graph import GpuOp, Report
 from .._kernel_specs import TAIL_PREFIX, TAIL_TICKET
 from .._tuning import candidates
+from ..kernels import render
 
 __all__ = ["fuse_tail_groups", "TAIL_GROUP", "TAIL_MODES"]
 
@@ -35,6 +36,10 @@ TAIL_MODES = ("cost", "on", "off")
 #: A/B switch (``--set litegpu.gpu._passes.tail_group.TAIL_GROUP=off``): "cost" fuses where the cost model says the
 #: launch saved pays, "on" wherever the kernels and the dialect can (tests on PoCL), "off" never
 TAIL_GROUP = "cost"
+
+#: the local memory the launch's groups may hold, the producer's and the tail's arrays together (bytes): OpenCL 1.2's
+#: least ``CL_DEVICE_LOCAL_MEM_SIZE`` (the only dialect that renders tail groups today)
+LOCAL_MEMORY_FLOOR = 32768
 
 
 def _spec(kernel: str) -> Any:
@@ -45,8 +50,6 @@ def _spec(kernel: str) -> Any:
 
 def _tail_form(t: GpuOp, threads: int) -> tuple[dict[str, Any], dict[str, Any]] | str:
     """Launch ``t``'s options and params as a tail of a launch with groups of ``threads``, or why it cannot be."""
-    from ..kernels import render
-
     spec = _spec(t.kernel)
     opts = spec.resolve(t.options)
     if spec.regroup is not None:
@@ -65,8 +68,6 @@ def _tail_form(t: GpuOp, threads: int) -> tuple[dict[str, Any], dict[str, Any]] 
 
 def _one_group(t: GpuOp) -> bool:
     """Whether launch ``t`` is one work group (of a group size baked into its kernel): a tail candidate."""
-    from ..kernels import render
-
     spec = _spec(t.kernel)
     if spec.shared_wg is None or int(t.options.get("branches", 1)) > 1:
         return False
@@ -92,8 +93,6 @@ def _fuse(k: GpuOp, t: GpuOp, dev: DeviceCost | None, info: Any, precision: str,
     if wg is None:  # the group the runtime's heuristic would give it (_tuning.candidates), now fixed
         if info is None:
             return f"{k.kernel}'s group is chosen at prepare (no device to choose it for)"
-        from ..kernels import render
-
         wg = candidates(k.kernel, render(k.kernel, "opencl", "fp32", **k.options).global_size(k.params), info,
                         "none")[0]
     if set(t.outputs) & (set(k.inputs) | set(k.outputs)):
@@ -102,6 +101,10 @@ def _fuse(k: GpuOp, t: GpuOp, dev: DeviceCost | None, info: Any, precision: str,
     if isinstance(form, str):
         return form
     opts, params = form
+    shared = render(k.kernel, "opencl", "fp32", **k.options).shared_bytes + render(t.kernel, "opencl", "fp32",
+                                                                                  **opts).shared_bytes
+    if shared > LOCAL_MEMORY_FLOOR:
+        return f"{shared} bytes of local memory a group"
     if mode == "cost":
         if dev is None:
             return "no device cost"
