@@ -249,6 +249,10 @@ def render(kernel_name: str, dialect: str, precision: str = "fp32", *,
     ``"buffer"`` reads the offsets and params from an argument buffer (``litegpu.gpu._dialects.opencl``); every
     buffer of a launch must then lie in one allocation.  The bindings and params are the same; the backend
     binds by the source's first line (``OPENCL_BASE_POINTER``, ``OPENCL_ARGUMENT_BUFFER``).
+
+    Every kernel also takes ``tail`` (``_kernel_specs.TAIL_OPTIONS``; dialects whose emitter has ``tail_group``): the
+    launch then runs a one-group kernel in its last group to finish (``_passes/tail_group``); its bindings and params
+    follow the kernel's, prefixed ``tail_``, then the ticket counter's binding.
     """
     if dialect not in DIALECTS:
         raise KernelTemplateError(f"unknown dialect {dialect!r} (one of {', '.join(DIALECTS)})")
