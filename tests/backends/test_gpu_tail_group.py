@@ -14,6 +14,7 @@ from _litegpu_backends import load_backend_delegate
 from litegpu.gpu import kernels
 from litegpu.gpu._passes import tail_group
 from litegpu.gpu._runtime import compile_graph
+from test_mediapipe_cpu import _input, _litert_outputs, _read, ir_to_tflite
 
 pytest.importorskip("ai_edge_litert.interpreter")
 
@@ -92,9 +93,11 @@ def test_tail_source_fences_and_reads_fresh_data_volatile():
     src = rk.source
     assert rk.workgroup == (8, 8, 1) and "reqd_work_group_size(8, 8, 1)" in src
     body = src[src.index("__kernel"):]
-    order = [body.index(s) for s in ("depthwise_conv2d_body(", "mem_fence(CLK_GLOBAL_MEM_FENCE)", "atomic_inc(",
+    order = [body.index(s) for s in ("depthwise_conv2d_body(", "LGK_DEVICE_FENCE();", "atomic_inc(", "LGK_DEVICE_FENCE();  //",
                                      "lgk_tail_body(", "atomic_xchg(")]
     assert order == sorted(order)
+    # the fence: PTX membar.gl where the compiler is NVIDIA's (OpenCL C 1.2's mem_fence is no device-scope fence there)
+    assert '#ifdef cl_nv_pragma_unroll\n#define LGK_DEVICE_FENCE() asm("membar.gl;")\n#else\n' in src
     assert "lgk_tail_body((volatile __global const float4*)(lgk_base + " in body  # the fresh src: not lgk_read
     names = [b.name for b in rk.buffer_bindings]
     assert names[-1] == "lgk_ticket" and "tail_src" in names and "tail_dst" in names
@@ -130,3 +133,65 @@ def test_tail_opencl_compiles(how, producer, opts, group):
     (kernel,) = [k for k in prg.all_kernels() if k.function_name == rk.entry_point]
     n = len(rk.buffer_bindings) + len(rk.param_layout)
     assert kernel.num_args == {"": n, "args": 2 + n, "buffer": 3}[how]
+
+
+@pytest.mark.slow
+def test_cost_rule_keeps_the_tails_that_save_gpu_time(monkeypatch, mediapipe_models):
+    """``TAIL_GROUP = "cost"`` with the H100's opencl calibration (its launch priced at the host's enqueue): of
+    selfie_segmentation's ten se_gates, the six after a pw_dw_conv2d (regrouped 512 -> 256 threads) run as tails;
+    the three a 32- or 64-thread group would take longer than their own launches did keep them (the GPU-time rule),
+    and the one after the 1024-thread reduce too.  The model still matches LiteRT within 1e-3 on OpenCL."""
+    from dataclasses import replace
+
+    from litegpu.gpu import _cost, _runtime
+    from litegpu_opencl._device import launch_host_us
+
+    host = launch_host_us("NVIDIA CUDA NVIDIA H100 80GB HBM3", command_buffers=False)
+    monkeypatch.setattr(_runtime, "profile_for", lambda info: replace(_cost.PROFILES["nvidia"], launch_host_us=host))
+    monkeypatch.setattr(tail_group, "TAIL_GROUP", "cost")
+    path = mediapipe_models["selfie_segmentation"]
+    x = _input(path)
+    # (LiteRT has no kernel for the model's Convolution2DTransposeBias: its oracle is the TRANSPOSE_CONV rewrite)
+    want = _litert_outputs(ir_to_tflite(_read(path), replace_transpose_conv_bias=True), x)
+    d = _delegate()
+    try:
+        it = litegpu.Interpreter(model_path=str(path), experimental_delegates=[d])
+        it.allocate_tensors()
+        ops = [op for s in it._main.plan.steps if s.kind == "delegate" for op in s.kernel.plan.ops]
+        assert len(ops) == 34
+        assert sorted(op.kernel for op in ops if op.options.get("tail")) == ["pw_dw_conv2d"] * 6
+        assert sum(op.kernel == "se_gate" for op in ops) == 4
+        for _ in range(2):
+            it.set_tensor(it.get_input_details()[0]["index"], x)
+            it.invoke()
+            got = [it.get_tensor(o["index"]) for o in it.get_output_details()]
+            worst = max(rel_err(np.asarray(g, np.float32), np.asarray(w, np.float32)) for g, w in zip(got, want, strict=True))
+            assert worst <= 1e-3, worst
+    finally:
+        d.close()
+
+
+def test_tail_launches_share_one_program():
+    """The OpenCL backend builds a partition's kernels as one program (``one_program``: ``#`` lines first, once
+    each, every other name renamed per source): two tail launches and a plain one build together on PoCL."""
+    cl = pytest.importorskip("pyopencl")
+    from litegpu_opencl._device import one_program
+
+    try:
+        devs = [d for p in cl.get_platforms() for d in p.get_devices()]
+    except Exception as e:  # noqa: BLE001 - no ICD / platform
+        pytest.skip(f"OpenCL: no platform ({e})")
+    if not devs:
+        pytest.skip("OpenCL: no device")
+    tail = {"kernel": "se_gate", "options": _SE, "fresh": ("src",), "group": (8, 8, 1)}
+    rks = [kernels.render("depthwise_conv2d", "opencl", "fp32", base_pointer="buffer", ksize=3, tail=tail),
+           kernels.render("reduce", "opencl", "fp32", base_pointer="buffer", op="MEAN", split=64,
+                          tail={**tail, "group": (64, 1, 1)}),
+           kernels.render("depthwise_conv2d", "opencl", "fp32", base_pointer="buffer", ksize=3)]
+    src, entries = one_program(rks)
+    assert src.count("#define LGK_DEVICE_FENCE()") == 2  # the NVIDIA and the portable spelling, once each
+    try:
+        prg = cl.Program(cl.Context(devices=[devs[0]]), src).build()
+    except cl.Error as e:
+        raise AssertionError(f"{e}\n--- source ---\n{src}") from None
+    assert set(entries) <= {k.function_name for k in prg.all_kernels()}

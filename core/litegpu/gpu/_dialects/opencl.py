@@ -241,8 +241,8 @@ class OpenCLEmitter(Emitter):
     def _render_tail(self, out: list[str]) -> str:
         """The kernel, then its tail group (:meth:`add_tail`), as one ``__kernel``: each body a function of its own
         (an early ``return`` of the first leaves its function, not the launch), then the ticket.  Every work item
-        fences its global writes (``mem_fence``: a device-scope fence, ``membar.gl`` on NVIDIA), the group meets
-        at a barrier, and one item takes a ticket from the counter; the group that takes the last one (the number
+        fences its global writes (``LGK_DEVICE_FENCE``: PTX ``membar.gl`` on NVIDIA, ``mem_fence`` elsewhere), the
+        group meets at a barrier, and one item takes a ticket from the counter; the group that takes the last one (the number
         of groups - 1) knows every other group's writes are done and visible, runs the tail and sets the counter
         back to 0 for the next launch.  The tail reads what this launch wrote through ``volatile`` pointers
         derived from the writable view: a ``const restrict`` view may become non-coherent cached loads
@@ -326,15 +326,20 @@ class OpenCLEmitter(Emitter):
         attr = " __attribute__((reqd_work_group_size({}, {}, {})))".format(*self.wg)
         call_k = ", ".join([*passed[:nk], *values[:pk], *(s.name for s in k.shared)])
         call_t = ", ".join([*passed[nk:nk + nt], *values[pk:], *(pre + s.name for s in t.k.shared)])
+        # a device-scope fence: OpenCL C 1.2 has none (its mem_fence orders one work item's accesses; NVIDIA's driver
+        # 580 compiles it, and a barrier's global fence, to PTX membar.cta, s14-tail-2), so on NVIDIA the PTX
+        # instruction itself (every extension the compiler has defines its macro: cl_nv_pragma_unroll is NVIDIA's)
+        out += ["#ifdef cl_nv_pragma_unroll", '#define LGK_DEVICE_FENCE() asm("membar.gl;")', "#else",
+                "#define LGK_DEVICE_FENCE() mem_fence(CLK_GLOBAL_MEM_FENCE)", "#endif", ""]
         out.append(f"__kernel{attr} void {k.name}(")
         out.append(",\n".join("    " + a for a in wrapper) + ") {")
         out += ["    " + s for s in shared]
         out += [
             "    __local int lgk_last;",
             f"    {k.name}_body({call_k});",
-            "    // this item's writes visible device-wide before its group takes a ticket",
-            "    mem_fence(CLK_GLOBAL_MEM_FENCE);",
-            "    barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);",
+            "    // this item's global writes visible device-wide (release) before its group takes a ticket",
+            "    LGK_DEVICE_FENCE();",
+            "    barrier(CLK_LOCAL_MEM_FENCE);",
             "    if (get_local_id(0) == 0 && get_local_id(1) == 0 && get_local_id(2) == 0) {",
             f"        volatile __global int* lgk_ticket_at = {ticket};",
             "        lgk_last = atomic_inc(lgk_ticket_at) == (int)(get_num_groups(0) * get_num_groups(1) "
@@ -342,7 +347,7 @@ class OpenCLEmitter(Emitter):
             "    }",
             "    barrier(CLK_LOCAL_MEM_FENCE);",
             "    if (lgk_last) {  // the same in every item of the group: the tail's barriers are uniform",
-            "        mem_fence(CLK_GLOBAL_MEM_FENCE);",
+            "        LGK_DEVICE_FENCE();  // (acquire) the other groups' writes before the tail's reads",
             f"        lgk_tail_body({call_t});",
             "        if (get_local_id(0) == 0 && get_local_id(1) == 0 && get_local_id(2) == 0) {",
             "            // every group has taken its ticket: set the counter back for the next launch",
