@@ -141,9 +141,8 @@ BOUNDARY_LAYOUTS = ("device", "host")
 #: what the executor adds to the backend's version in cache keys; bump when the kernel records or the
 #: other sections :meth:`GpuPartitionKernel.cache_sections` writes change meaning
 #: (2: the records include the boundary layout launches; 3: the plans change with the launch-removing fusions
-#: of issue 12, e.g. ``fuse_pool_residual``: entries of older compilers would replay their old launch lists;
-#: 4: tail groups, ``_passes/tail_group``)
-EXECUTOR_PAYLOAD = 4
+#: of issue 12, e.g. ``fuse_pool_residual``: entries of older compilers would replay their old launch lists)
+EXECUTOR_PAYLOAD = 3
 
 
 # The classes below are plain classes, not dataclasses: this module loads in every warm start, where
