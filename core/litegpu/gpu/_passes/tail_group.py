@@ -2,17 +2,17 @@
 layers) that follows a launch K in the plan's order becomes part of K's launch, run by whichever of K's work
 groups finishes last (kernel option ``tail``, rendered by the dialect: ``_dialects/opencl``).
 
-One launch fewer: on NVIDIA's OpenCL, which has no command buffers, every launch costs the host ~8.5 us of driver
-submission however early it is enqueued (docs/performance.md), more than a se_gate takes on the GPU.  The tail
+One launch fewer: on NVIDIA's OpenCL, which has no command buffers, every launch costs the host ~7-9 us of driver
+submission however early it is enqueued (docs/performance.md), and the GPU a few us between launches.  The tail
 needs nothing K's launch does not have ready (it is the next launch: whatever it reads is written by K or
 before), and runs on a group of K's size: the kernel says how to run at another group size (its spec's
 ``regroup``; se_gate's segment sizes follow the group).  The dialect must be able to render it
 (``Emitter.tail_group``: OpenCL; GLSL and WGSL plans keep the launch).
 
 Where: after lowering and the twin merge, before the memory plan (so the tail's tensors and K's are live in the
-same launch: the arena never places a tail's output over bytes K reads).  Which: where the cost model says the one
-launch is cheaper in an invoke (``in_invoke`` of the fused estimate against the two launches'), or always with
-``TAIL_GROUP = "on"`` (tests force it on PoCL).
+same launch: the arena never places a tail's output over bytes K reads).  Which: with ``TAIL_GROUP = "cost"``, where
+the cost model says the one launch takes no more GPU time than the two and less of an invoke (``in_invoke``); with
+"on" wherever it can (tests force it on PoCL); "off" (the default, see ``TAIL_GROUP``) never.
 """
 
 from __future__ import annotations
