@@ -219,7 +219,10 @@ _PTX = {"ld.global.nc": r"\bld\.global\.nc\b", "ld.global (not nc)": r"\bld\.glo
         "st.global": r"\bst\.global\b", "mul.wide.s32": r"\bmul\.wide\.s32\b",
         "cvt.s64.s32": r"\bcvt\.s64\.s32\b", "add.s64": r"\badd\.s64\b", ".reqntid": r"\.reqntid\b",
         ".maxntid": r"\.maxntid\b", ".local decl": r"\.local\s+\.align", "fma.rn.f32": r"\bfma\.rn\.f32\b",
-        "ftz": r"\.ftz\b", "call": r"\bcall(?:\.uni)?\s"}
+        "ftz": r"\.ftz\b", "call": r"\bcall(?:\.uni)?\s",
+        # the tail groups' ticket (_passes/tail_group): device-scope fences, the atomic, the coherent reads
+        "membar.gl / fence": r"\bmembar\.gl\b|\bfence\.", "atom.global": r"\batom\.global\b",
+        "ld.volatile": r"\bld\.volatile\b"}
 
 
 def _ptx_counts(dev, k) -> list[int]:

@@ -458,6 +458,8 @@ def test_depthwise_conv2d(gpu, c, mult, stride, act, ksize, block_w):
     (2, (9, 7), 22, 6, {"act1": "RELU", "act2": "LOGISTIC", "threads": 128, "cap": 8, "one_round": 8}),
     (1, (3, 5), 600, 150, {"act1": "HARD_SWISH", "act2": "LOGISTIC", "threads": 64, "cap": 256, "one_round": 16}),
     (1, (16, 16), 12, 0, {"layers": 1, "act1": "TANH", "threads": 1024, "cap": 8, "one_round": 4}),
+    # a group of 32: a tail group after a launch of 32-thread groups (_passes/tail_group)
+    (1, (9, 7), 22, 6, {"act1": "RELU", "act2": "LOGISTIC", "threads": 32, "cap": 8, "loads": 16, "one_round": 8}),
 ])
 def test_se_gate(gpu, b, hw, c, hidden, opts):
     """Global mean over H, W, then one or two 1x1 layers with activations, one work group per batch item."""

@@ -17,7 +17,7 @@ from typing import Any
 
 from .lgk import KernelTemplateError
 
-__all__ = ["Opt", "KernelSpec", "LAYOUT_KERNELS", "ACTIVATIONS", "FUSED_ACTIVATIONS",
+__all__ = ["Opt", "KernelSpec", "LAYOUT_KERNELS", "TAIL_OPTIONS", "TAIL_PREFIX", "TAIL_TICKET", "ACTIVATIONS", "FUSED_ACTIVATIONS",
            "ACT", "ACT_NO_PRELU", "QDQ", "CHANNELS", "SPLITS", "SPLIT", "PACK", "UNROLL", "boolean", "spec", "split_wg", "template_text"]
 
 
@@ -99,11 +99,16 @@ class KernelSpec:
     variants: tuple[Mapping[str, Any], ...] = ({},)
     default_wg: tuple[int, int, int] = (8, 8, 1)
     shared_wg: Callable[[Mapping[str, Any]], tuple[int, int, int] | None] | None = None
+    #: a kernel of one work group that can run with another group size: ``regroup(options, params, threads)`` is
+    #: its options and params for a group of ``threads`` (the same results), or None where it cannot (a tail
+    #: group, :data:`TAIL_OPTIONS`: run by the last group of the launch before it, whose group size it takes)
+    regroup: Callable[[Mapping[str, Any], Mapping[str, Any], int],
+                      tuple[dict[str, Any], dict[str, Any]] | None] | None = None
 
     def resolve(self, given: Mapping[str, Any]) -> dict[str, Any]:
         """The kernel's options with defaults filled in; the options every kernel takes (:data:`BRANCH_OPTIONS`)
         are kept only when they ask for more than one branch."""
-        unknown = sorted(set(given) - set(self.options) - set(BRANCH_OPTIONS))
+        unknown = sorted(set(given) - set(self.options) - set(BRANCH_OPTIONS) - set(TAIL_OPTIONS))
         if unknown:
             raise KernelTemplateError(
                 f"{self.name}: unknown option(s) {', '.join(unknown)} (has {', '.join(self.options) or 'none'})")
@@ -113,11 +118,17 @@ class KernelSpec:
         if int(given.get("branches", 1)) > 1:
             for k, o in BRANCH_OPTIONS.items():
                 out[k] = o.validate(self.name, k, given.get(k, o.default))
+        if given.get("tail"):
+            out["tail"] = TAIL_OPTIONS["tail"].validate(self.name, "tail", given["tail"])
         return out
 
     def fixed_workgroup(self, opts: Mapping[str, Any]) -> tuple[int, int, int] | None:
-        """The work-group size baked into the kernel (it uses shared memory), or None."""
-        return self.shared_wg(opts) if self.shared_wg else None
+        """The work-group size baked into the kernel (it uses shared memory, or runs a tail group: the group the
+        plan chose for it, :data:`TAIL_OPTIONS`), or None."""
+        if self.shared_wg:
+            return self.shared_wg(opts)
+        tail = opts.get("tail")
+        return tuple(dict(tail)["group"]) if tail else None  # type: ignore[return-value]
 
 
 #: Options of every kernel (``gpu/lgk/branches``): ``branches`` > 1 makes one launch serve that many branches, each
@@ -126,6 +137,19 @@ BRANCH_OPTIONS: Mapping[str, Opt] = {
     "branches": Opt(1, check=lambda v: isinstance(v, int) and 1 <= v <= 64),
     "branched": Opt((), many=True, check=lambda v: isinstance(v, str)),
 }
+
+
+#: Option of every kernel (``_passes/tail_group``): ``tail`` = ``{"kernel", "options", "fresh", "group"}`` renders one
+#: launch that runs this kernel with work groups of ``group``, then, in the last of its groups to finish, ``kernel``
+#: (a one-group kernel, rendered with ``options`` for that group size).  The tail's buffers and params follow this kernel's, named
+#: :data:`TAIL_PREFIX` + its own names, then the launch's ticket counter (:data:`TAIL_TICKET`); ``fresh`` names the
+#: tail's buffers this kernel writes in the same launch (read through coherent, volatile loads).
+TAIL_OPTIONS: Mapping[str, Opt] = {
+    "tail": Opt(None, check=lambda v: isinstance(v, (dict, tuple, list)) and bool(v)),
+}
+TAIL_PREFIX = "tail_"
+#: the binding (and the op's constant: one zeroed int32) of a tail launch's ticket counter
+TAIL_TICKET = "lgk_ticket"
 
 
 def stride_param(buffer: str) -> str:

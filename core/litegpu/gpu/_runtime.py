@@ -1192,8 +1192,11 @@ def lower_node(g: GpuGraph, node: GpuNode, policy: PrecisionPolicy) -> list[GpuO
 
 def compile_graph(g: GpuGraph, *, precision: str = "fp32", alignment: int = DEFAULT_ALIGNMENT,
                   passes: Sequence[Pass] | None = None, quantization_simulation: bool = True,
-                  device: Any = None, host_inputs: frozenset[int] = frozenset()) -> GpuPlan:
+                  device: Any = None, host_inputs: frozenset[int] = frozenset(), dialect: str = "") -> GpuPlan:
     """Run ``passes`` on ``g`` (in place), lower it and plan its memory.
+
+    ``dialect``: the kernel dialect the plan is rendered in (the device's; "" where unknown): a dialect that renders
+    tail groups may run a one-group launch in the launch before it (``_passes/tail_group``).
 
     ``host_inputs``: inputs that always arrive from the host (not as a :class:`DeviceValue`); those whose only
     readers are ``BHWC_INPUT_KERNELS`` launches are read by them in the host's dense BHWC (:func:`_dense_inputs`).
@@ -1232,6 +1235,11 @@ def compile_graph(g: GpuGraph, *, precision: str = "fp32", alignment: int = DEFA
 
     ops, groups, reports["merge_twin_launches"] = merge_twin_launches(ops, nbytes, boundary, alignment,
                                                                       g.options["cost"])
+    # a one-group launch run by the last group of the launch before it (before the memory plan: their tensors
+    # then share the launch's lifetime)
+    from ._passes.tail_group import fuse_tail_groups
+
+    ops, reports["fuse_tail_groups"] = fuse_tail_groups(ops, g.options["cost"], dialect, policy.mode, device)
     first: dict[int, int] = {}
     last: dict[int, int] = {}
     for i, op in enumerate(ops):
@@ -1368,14 +1376,15 @@ def _count(items) -> dict[str, int]:
 
 def compile_partition(spec: PartitionSpec, *, precision: str = "fp32", alignment: int = DEFAULT_ALIGNMENT,
                       passes: Sequence[Pass] | None = None, quantization_simulation: bool = True,
-                      device: Any = None) -> GpuPlan:
-    """Compile one delegate partition into a :class:`GpuPlan` (``device``: see :func:`compile_graph`).  Its
+                      device: Any = None, dialect: str = "") -> GpuPlan:
+    """Compile one delegate partition into a :class:`GpuPlan` (``device``, ``dialect``: see :func:`compile_graph`).  Its
     inputs that are the model's own (the main subgraph's: they always arrive from the host, never as another
     partition's :class:`DeviceValue`) may be read by their kernels in the host's layout (``host_inputs``)."""
     main = spec.model.subgraphs[0] if spec.model is not None and spec.model.subgraphs else None
     host_inputs = frozenset(spec.inputs) & frozenset(main.inputs) if spec.subgraph is main else frozenset()
     return compile_graph(GpuGraph.from_partition(spec), precision=precision, alignment=alignment, passes=passes,
-                         quantization_simulation=quantization_simulation, device=device, host_inputs=host_inputs)
+                         quantization_simulation=quantization_simulation, device=device, host_inputs=host_inputs,
+                         dialect=dialect)
 
 
 class GpuDelegate(Delegate):
@@ -1521,7 +1530,8 @@ class GpuDelegate(Delegate):
                 return None
             sections = None
             plan = compile_partition(partition, precision=self.precision, alignment=align,
-                                     quantization_simulation=self.quantization_simulation, device=self.device.info)
+                                     quantization_simulation=self.quantization_simulation, device=self.device.info,
+                                     dialect=self.device.dialect)
         t_plan = time.perf_counter()
         kernel = GpuPartitionKernel(self.device, plan, partition, self.tuner, sections, self.boundary_layout,
                                     half_math=self.half_math)

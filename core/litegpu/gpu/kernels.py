@@ -24,7 +24,7 @@ import math
 import re
 import struct
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from ._kernel_specs import ACTIVATIONS, FUSED_ACTIVATIONS, KernelSpec, template_text
@@ -213,7 +213,7 @@ def iter_variants() -> Iterator[tuple[str, str, dict[str, Any]]]:
 
 
 def _freeze(v: Any) -> Any:
-    if isinstance(v, list):
+    if isinstance(v, (list, tuple)):
         return tuple(_freeze(x) for x in v)
     if isinstance(v, dict):
         return tuple(sorted((k, _freeze(x)) for k, x in v.items()))
@@ -249,6 +249,10 @@ def render(kernel_name: str, dialect: str, precision: str = "fp32", *,
     ``"buffer"`` reads the offsets and params from an argument buffer (``litegpu.gpu._dialects.opencl``); every
     buffer of a launch must then lie in one allocation.  The bindings and params are the same; the backend
     binds by the source's first line (``OPENCL_BASE_POINTER``, ``OPENCL_ARGUMENT_BUFFER``).
+
+    Every kernel also takes ``tail`` (``_kernel_specs.TAIL_OPTIONS``; dialects whose emitter has ``tail_group``): the
+    launch then runs a one-group kernel in its last group to finish (``_passes/tail_group``); its bindings and params
+    follow the kernel's, prefixed ``tail_``, then the ticket counter's binding.
     """
     if dialect not in DIALECTS:
         raise KernelTemplateError(f"unknown dialect {dialect!r} (one of {', '.join(DIALECTS)})")
@@ -291,12 +295,66 @@ _STORAGE_KINDS = {"float32": "f32", "float16": "f16"}
 def _render(kernel_name: str, dialect: str, precision: str, frozen: tuple, wg: tuple[int, int, int],
             half_math: bool = True, storage: tuple[tuple[str, str], ...] = (),
             multiply_add: str | None = None, base_pointer: str = "") -> RenderedKernel:
+    opts = {k: v for k, v in frozen}
+    tail = opts.pop("tail", None)
+    k, funcs = _checked(kernel_name, precision, opts, wg, half_math, storage)
+    emitter = _emitters()[dialect]
+    em = emitter(k, funcs, wg, half_math=half_math, multiply_add=multiply_add,
+                 **({"base_pointer": base_pointer} if base_pointer else {}))
+    buffers = [(b.name, b.access, b.elem) for b in k.buffers]
+    params = list(k.params)
+    if tail:  # a tail group (_passes/tail_group): the one-group kernel the launch's last group runs
+        from ._kernel_specs import TAIL_PREFIX, TAIL_TICKET
+        from .lgk.types import I32
+
+        if not emitter.tail_group:
+            raise KernelTemplateError(f"kernel {kernel_name}: the {dialect} dialect renders no tail group")
+        t = dict(tail)
+        tspec = _specs()[t["kernel"]]
+        topts = tspec.resolve(dict(t["options"]))
+        twg = tspec.fixed_workgroup(topts)
+        if twg != (math.prod(wg), 1, 1):
+            raise KernelTemplateError(f"kernel {kernel_name}: tail {t['kernel']}'s group {twg} is not one of "
+                                      f"{math.prod(wg)} threads (the group size of {wg})")
+        tk, tfuncs = _checked(t["kernel"], precision, topts, twg, half_math, ())
+        em.add_tail(emitter(tk, tfuncs, twg, half_math=half_math, multiply_add=multiply_add,
+                            **({"base_pointer": base_pointer} if base_pointer else {})), tuple(t["fresh"]))
+        buffers += [(TAIL_PREFIX + b.name, b.access, b.elem) for b in tk.buffers]
+        buffers.append((TAIL_TICKET, "read_write", I32))
+        params += [replace(p, name=TAIL_PREFIX + p.name) for p in tk.params]
+        k = _with_shared(k, tk)
+    source = em.render()
+    bindings = [Binding(i, name, "storage", access, str(elem), _ELEM_BYTES[elem.kind] * elem.n)
+                for i, (name, access, elem) in enumerate(buffers)]
+    if params:
+        bindings.append(Binding(len(buffers), "params", "uniform", "read", "params", 4 * len(params)))
+    layout = tuple(ParamSlot(p.name, p.ty.kind, 4 * i) for i, p in enumerate(params))
+    shared = sum(s.size * _ELEM_BYTES[s.ty.kind] * s.ty.n for s in k.shared)
+    return RenderedKernel(
+        name=kernel_name, dialect=dialect, precision=precision, options=frozen, source=source,
+        entry_point="main" if dialect == "glsl" else k.name, bindings=tuple(bindings),
+        param_layout=layout, workgroup=wg, features=_features(em),
+        shared_bytes=shared, _grid=tuple(k.grid),  # type: ignore[arg-type]
+    )
+
+
+def _with_shared(k: Any, tail: Any) -> Any:
+    """``k`` with the shared memory of its tail group added (what the launch's groups hold: both kernels' arrays)."""
+    import copy
+
+    out = copy.copy(k)
+    out.shared = [*k.shared, *tail.shared]
+    return out
+
+
+def _checked(kernel_name: str, precision: str, opts: Mapping[str, Any], wg: tuple[int, int, int],
+             half_math: bool, storage: tuple[tuple[str, str], ...]) -> tuple[Any, list[Any]]:
+    """The checked kernel and its functions of template ``kernel_name`` with ``opts`` (resolved) for group ``wg``."""
     from .lgk.check import check, retype_buffers
     from .lgk.parse import parse
     from .lgk.preprocess import preprocess
 
     spec = _specs()[kernel_name]
-    opts = {k: v for k, v in frozen}
     env = dict(opts)
     env.update(_precision_env(precision, half_math))
     env["WG"] = wg
@@ -314,22 +372,7 @@ def _render(kernel_name: str, dialect: str, precision: str, frozen: tuple, wg: t
         from .lgk.branches import branch_kernel
 
         branch_kernel(prog, spec.entry, opts["branches"], opts["branched"], wg)
-    k, funcs = check(prog, spec.entry, where, precision, half_math)  # type: ignore[arg-type]
-    em = _emitters()[dialect](k, funcs, wg, half_math=half_math, multiply_add=multiply_add,
-                              **({"base_pointer": base_pointer} if base_pointer else {}))
-    source = em.render()
-    bindings = [Binding(i, b.name, "storage", b.access, str(b.elem), _ELEM_BYTES[b.elem.kind] * b.elem.n)
-                for i, b in enumerate(k.buffers)]
-    if k.params:
-        bindings.append(Binding(len(k.buffers), "params", "uniform", "read", "params", 4 * len(k.params)))
-    layout = tuple(ParamSlot(p.name, p.ty.kind, 4 * i) for i, p in enumerate(k.params))
-    shared = sum(s.size * _ELEM_BYTES[s.ty.kind] * s.ty.n for s in k.shared)
-    return RenderedKernel(
-        name=kernel_name, dialect=dialect, precision=precision, options=frozen, source=source,
-        entry_point="main" if dialect == "glsl" else k.name, bindings=tuple(bindings),
-        param_layout=layout, workgroup=wg, features=_features(em),
-        shared_bytes=shared, _grid=tuple(k.grid),  # type: ignore[arg-type]
-    )
+    return check(prog, spec.entry, where, precision, half_math)  # type: ignore[arg-type]
 
 
 def _features(em: Any) -> tuple[str, ...]:

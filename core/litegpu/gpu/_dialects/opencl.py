@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .._kernel_specs import TAIL_PREFIX, TAIL_TICKET
 from ..lgk.emit import Emitter
 from ..lgk.nodes import Assign, Binary, Call, Conv, Index, Num, Stmt
 from ..lgk.types import KernelTemplateError, Ty
@@ -49,11 +50,23 @@ class OpenCLEmitter(Emitter):
                       "wgid": "((int)get_group_id({axis}))"}
     barrier = "barrier(CLK_LOCAL_MEM_FENCE)"
     storage_only_half = True
+    tail_group = True
 
     def __init__(self, *args: Any, base_pointer: str = "", **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         #: the buffers as one base pointer and byte offsets (the module's docstring)
         self.base_pointer = base_pointer
+        #: the tail group's emitter and the tail's buffers this kernel writes (:meth:`add_tail`)
+        self.tail: OpenCLEmitter | None = None
+        self.fresh: tuple[str, ...] = ()
+
+    def add_tail(self, tail: OpenCLEmitter, fresh: tuple[str, ...]) -> None:
+        """Render a tail group after this kernel (``_passes/tail_group``): ``tail`` (an emitter of the one-group
+        kernel, rendered for this kernel's group size) runs in the launch's last group to finish; ``fresh`` are
+        its buffers this kernel writes.  The tail sees the group as its one group: ``lid(0)`` and ``gid(0)`` are
+        the flat local id, every other index 0."""
+        tail.index_builtins = {"gid": "lgk_tail_{xyz}", "lid": "lgk_tail_{xyz}", "wgid": "0"}
+        self.tail, self.fresh = tail, fresh
 
     def ty(self, t: Ty) -> str:
         if t.n == 1:
@@ -156,6 +169,16 @@ class OpenCLEmitter(Emitter):
             return f"select({self.expr(fv)}, {self.expr(tv)}, {self._mask(self.expr(c), e.ty)})"
         return super().builtin(e)
 
+    def _pointers(self) -> list[str]:
+        """Each buffer's pointer type, in binding order."""
+        pointers = []
+        for b in self.k.buffers:
+            const = "const " if b.access == "read" else ""
+            # storage-only half: vload_halfN/vstore_halfN take a scalar half pointer
+            elem = b.elem.scalar if b.elem.kind == "f16" and not self.half_math else b.elem
+            pointers.append(f"__global {const}{self.ty(elem)}*")
+        return pointers
+
     def render(self) -> str:
         k = self.k
         out: list[str] = {"": [], "args": [OPENCL_BASE_POINTER], "buffer": [OPENCL_ARGUMENT_BUFFER]}[self.base_pointer]
@@ -166,12 +189,9 @@ class OpenCLEmitter(Emitter):
         for f in self.funcs:
             ps = ", ".join(f"{self.ty(t)} {n}" for n, t in f.params)
             out += self.func(f, f"{self.ty(f.ret)} {f.name}({ps})")
-        pointers = []  # each buffer's pointer type, in binding order
-        for b in k.buffers:
-            const = "const " if b.access == "read" else ""
-            # storage-only half: vload_halfN/vstore_halfN take a scalar half pointer
-            elem = b.elem.scalar if b.elem.kind == "f16" and not self.half_math else b.elem
-            pointers.append(f"__global {const}{self.ty(elem)}*")
+        if self.tail is not None:
+            return self._render_tail(out)
+        pointers = self._pointers()
         params = [f"const {self.ty(p.ty)} {p.name}" for p in k.params]
         attr = ""
         if k.shared:
@@ -216,4 +236,124 @@ class OpenCLEmitter(Emitter):
         out += ["    " + s for s in shared]
         out.append(f"    {body}({', '.join(passed)});")
         out.append("}")
+        return "\n".join(out) + "\n"
+
+    def _render_tail(self, out: list[str]) -> str:
+        """The kernel, then its tail group (:meth:`add_tail`), as one ``__kernel``: each body a function of its own
+        (an early ``return`` of the first leaves its function, not the launch), then the ticket.  Every work item
+        fences its global writes (``LGK_DEVICE_FENCE``: PTX ``membar.gl`` on NVIDIA, ``mem_fence`` elsewhere), the
+        group meets at a barrier, and one item takes a ticket from the counter; the group that takes the last one (the number
+        of groups - 1) knows every other group's writes are done and visible, runs the tail and sets the counter
+        back to 0 for the next launch.  The tail reads what this launch wrote through ``volatile`` pointers
+        derived from the writable view: a ``const restrict`` view may become non-coherent cached loads
+        (``ld.global.nc`` on NVIDIA), which need not see another group's writes of the same launch."""
+        k, t = self.k, self.tail
+        assert t is not None
+        if t.uses_f16 and self.half_math != t.half_math:
+            raise KernelTemplateError(f"kernel {k.name}: its tail {t.k.name} renders in another half mode")
+        def text(em: OpenCLEmitter, f: Any) -> list[str]:
+            return em.func(f, f"{em.ty(f.ret)} {f.name}({', '.join(f'{em.ty(ty)} {n}' for n, ty in f.params)})")
+
+        have = {f.name: text(self, f) for f in self.funcs}
+        for f in t.funcs:  # both templates include common.lgk: its functions once
+            mine = text(t, f)
+            if f.name not in have:
+                out += mine
+            elif have[f.name] != mine:
+                raise KernelTemplateError(f"kernel {k.name}: its tail {t.k.name} has another function {f.name}")
+        bad = sorted(set(self.fresh) - {b.name for b in t.k.buffers if b.access == "read"})
+        if bad:
+            raise KernelTemplateError(f"kernel {k.name}: fresh tail buffer(s) {', '.join(bad)} are not buffers its "
+                                      f"tail {t.k.name} reads")
+        mine_p = self._pointers()
+        tail_p = [f"volatile {p}" if b.name in self.fresh else p for p, b in zip(t._pointers(), t.k.buffers,
+                                                                                  strict=True)]
+        # plain arguments (no base pointer): the tail's fresh buffer is another argument for the same bytes as this
+        # kernel's output, so no argument may promise ``restrict``
+        restrict = " restrict" if self.base_pointer else ""
+        typed = [f"{p}{restrict} {b.name}" for p, b in zip(mine_p, k.buffers, strict=True)]
+        typed_t = [f"{p}{'' if b.name in self.fresh else ' restrict'} {b.name}"
+                   for p, b in zip(tail_p, t.k.buffers, strict=True)]
+        params = [f"const {self.ty(p.ty)} {p.name}" for p in k.params]
+        params_t = [f"const {self.ty(p.ty)} {p.name}" for p in t.k.params]
+        local = [f"__local {self.ty(s.ty)}* {s.name}" for s in k.shared]
+        local_t = [f"__local {self.ty(s.ty)}* {s.name}" for s in t.k.shared]
+        out.append(f"void {k.name}_body(")
+        out.append(",\n".join("    " + a for a in typed + params + local) + ") {")
+        out += self.block(k.body, 1)
+        out += ["}", ""]
+        out.append("void lgk_tail_body(")
+        out.append(",\n".join("    " + a for a in typed_t + params_t + local_t) + ") {")
+        out.append("    const int lgk_tail_x = (int)(get_local_id(0) + get_local_size(0) * (get_local_id(1) "
+                   "+ get_local_size(1) * get_local_id(2)));")
+        out += ["    const int lgk_tail_y = 0;", "    const int lgk_tail_z = 0;"]
+        out += t.block(t.k.body, 1)
+        out += ["}", ""]
+        pre = TAIL_PREFIX
+        names = [b.name for b in k.buffers] + [pre + b.name for b in t.k.buffers] + [TAIL_TICKET]
+        pointers = [*mine_p, *tail_p, "volatile __global int*"]
+        access = [b.access for b in k.buffers] + [b.access for b in t.k.buffers] + ["read_write"]
+        fresh = [False] * len(k.buffers) + [b.name in self.fresh for b in t.k.buffers] + [False]
+        all_params = list(k.params) + [p for p in t.k.params]
+        param_names = [p.name for p in k.params] + [pre + p.name for p in t.k.params]
+        if self.base_pointer:
+            views = ["__global uchar* restrict lgk_base", "__global const uchar* restrict lgk_read"]
+            if self.base_pointer == "buffer":
+                wrapper = [*views, "__global const int* restrict lgk_args"]
+                at = [f"(uint)lgk_args[{i}]" for i in range(len(names))]
+                values = []
+                for i, p in enumerate(all_params, start=len(names)):
+                    if p.ty.kind not in ("i32", "f32") or p.ty.n != 1:
+                        raise KernelTemplateError(f"param {p.name}: an argument buffer holds i32 and f32 params only")
+                    values.append(f"lgk_args[{i}]" if p.ty.kind == "i32" else f"as_float(lgk_args[{i}])")
+            else:
+                wrapper = [*views, *(f"const ulong lgk_at_{n}" for n in names),
+                           *(f"const {self.ty(p.ty)} {n}" for p, n in zip(all_params, param_names, strict=True))]
+                at = [f"lgk_at_{n}" for n in names]
+                values = list(param_names)
+            # what the launch writes (and the tail's fresh reads of it) from the writable view, the rest from the
+            # read-only one
+            passed = [f"({p})(lgk_{'read' if a == 'read' and not fr else 'base'} + {o})"
+                      for p, a, fr, o in zip(pointers, access, fresh, at, strict=True)]
+        else:
+            wrapper = [f"{p} {n}" for p, n in zip(pointers, names, strict=True)]
+            wrapper += [f"const {self.ty(p.ty)} {n}" for p, n in zip(all_params, param_names, strict=True)]
+            passed, values = list(names), list(param_names)
+        nk, nt = len(k.buffers), len(t.k.buffers)
+        pk, ticket = len(k.params), passed[-1]
+        shared = [f"__local {self.ty(s.ty)} {s.name}[{s.size}];" for s in k.shared]
+        shared += [f"__local {t.ty(s.ty)} {pre}{s.name}[{s.size}];" for s in t.k.shared]
+        attr = " __attribute__((reqd_work_group_size({}, {}, {})))".format(*self.wg)
+        call_k = ", ".join([*passed[:nk], *values[:pk], *(s.name for s in k.shared)])
+        call_t = ", ".join([*passed[nk:nk + nt], *values[pk:], *(pre + s.name for s in t.k.shared)])
+        # a device-scope fence: OpenCL C 1.2 has none (its mem_fence orders one work item's accesses; NVIDIA's driver
+        # 580 compiles it, and a barrier's global fence, to PTX membar.cta, s14-tail-2), so on NVIDIA the PTX
+        # instruction itself (every extension the compiler has defines its macro: cl_nv_pragma_unroll is NVIDIA's)
+        out += ["#ifdef cl_nv_pragma_unroll", '#define LGK_DEVICE_FENCE() asm("membar.gl;")', "#else",
+                "#define LGK_DEVICE_FENCE() mem_fence(CLK_GLOBAL_MEM_FENCE)", "#endif", ""]
+        out.append(f"__kernel{attr} void {k.name}(")
+        out.append(",\n".join("    " + a for a in wrapper) + ") {")
+        out += ["    " + s for s in shared]
+        out += [
+            "    __local int lgk_last;",
+            f"    {k.name}_body({call_k});",
+            "    // this item's global writes visible device-wide (release) before its group takes a ticket",
+            "    LGK_DEVICE_FENCE();",
+            "    barrier(CLK_LOCAL_MEM_FENCE);",
+            "    if (get_local_id(0) == 0 && get_local_id(1) == 0 && get_local_id(2) == 0) {",
+            f"        volatile __global int* lgk_ticket_at = {ticket};",
+            "        lgk_last = atomic_inc(lgk_ticket_at) == (int)(get_num_groups(0) * get_num_groups(1) "
+            "* get_num_groups(2)) - 1;",
+            "    }",
+            "    barrier(CLK_LOCAL_MEM_FENCE);",
+            "    if (lgk_last) {  // the same in every item of the group: the tail's barriers are uniform",
+            "        LGK_DEVICE_FENCE();  // (acquire) the other groups' writes before the tail's reads",
+            f"        lgk_tail_body({call_t});",
+            "        if (get_local_id(0) == 0 && get_local_id(1) == 0 && get_local_id(2) == 0) {",
+            "            // every group has taken its ticket: set the counter back for the next launch",
+            f"            atomic_xchg({ticket}, 0);",
+            "        }",
+            "    }",
+            "}",
+        ]
         return "\n".join(out) + "\n"

@@ -61,6 +61,10 @@ class Emitter:
     indent_unit = "    "
     #: whether the dialect can render the storage-only half variant (``half_math=False``)
     storage_only_half = False
+    #: whether the dialect renders a tail group (kernel option ``tail``, ``_passes/tail_group``): a one-group kernel
+    #: run by the last work group of the launch before it, which needs device-scope fences and an atomic ticket
+    #: (GLSL and WGSL could, with their memory barriers and atomics: not written yet, so their plans keep the launch)
+    tail_group = False
     # -- the dialect's spellings, as data (tinygrad's CStyleLanguage attributes) ------------------
     #: ``gid(i)`` / ``lid(i)`` / ``wgid(i)`` as an int expression: a format of ``{axis}`` (0, 1, 2)
     #: and ``{xyz}`` (``x``, ``y``, ``z``)

@@ -9,11 +9,14 @@ The gate's MUL with the feature map is not here: it becomes an input scale of th
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 import numpy as np
 
 from .. import _layout as L
 from .. import _reference_ops as rf
-from .._cost import choose_se_gate, se_gate_segment
+from .._cost import SHARED_MEMORY_FLOOR, choose_se_gate, se_gate_segment
 from .._graph import SE_GATE_OP, GpuOp
 from .._kernel_specs import ACTIVATIONS, KernelSpec, Opt, spec
 from ._entry import GpuOpEntry, Lowerer
@@ -28,6 +31,9 @@ SE_GATE_CAPS = (8, 32, 128, 256)
 SE_GATE_ACTIVATIONS = frozenset(ACTIVATIONS)
 
 _THREADS = (64, 128, 256, 512, 1024)
+#: the group sizes the kernel renders with: the chooser's, and 32, a tail group's (``_passes/tail_group``) where the
+#: launch before it has groups of 32 (conv2d's split 16 x pack 2, split 4 x pack 8)
+_GROUPS = (32, *_THREADS)
 
 #: loads of a thread in flight in the pooling stage (option ``loads``)
 SE_GATE_LOADS = (8, 16)
@@ -88,19 +94,32 @@ def _group(opts: dict) -> tuple[int, int, int]:
     return (opts["threads"], 1, 1)
 
 
+def _regroup(opts: Mapping[str, Any], params: Mapping[str, Any], threads: int
+             ) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """se_gate for a group of ``threads`` (a tail group, ``_passes/tail_group``): the segment sizes of each stage
+    follow the group size (:func:`se_gate_params`); None for a size the kernel does not take or whose shared
+    memory (one vec4 a thread and the two vectors) exceeds what every device gives a group."""
+    if threads not in _GROUPS or (threads + 2 * int(opts["cap"])) * 16 > SHARED_MEMORY_FLOOR:
+        return None
+    p = se_gate_params(int(params["B"]), (int(params["SRC_H"]), int(params["SRC_W"])), int(params["SRC_S"]),
+                       int(params["HID_S"]), int(params["C"]), threads)  # (HID_S 0: one layer, as lowered)
+    return {**opts, "threads": threads}, {**params, **p}
+
+
 _ACT = Opt("NONE", ACTIVATIONS)
 
 KERNELS: tuple[KernelSpec, ...] = (
     spec("se_gate", "squeeze_excite.lgk",
          "squeeze-and-excitation gate: global average, then one or two 1x1 layers with activations, one launch",
-         {"layers": Opt(2, (1, 2)), "act1": _ACT, "act2": _ACT, "threads": Opt(128, _THREADS),
+         {"layers": Opt(2, (1, 2)), "act1": _ACT, "act2": _ACT, "threads": Opt(128, _GROUPS),
           "cap": Opt(32, SE_GATE_CAPS), "loads": Opt(8, SE_GATE_LOADS), "one_round": Opt(0, (0, 4, 8, 16))},
          # every activation in each slot, every group size and capacity, one and two layers
          [{"act1": a, "act2": ACTIVATIONS[(i + 3) % len(ACTIVATIONS)], "threads": _THREADS[i % len(_THREADS)],
            "cap": SE_GATE_CAPS[i % len(SE_GATE_CAPS)], "layers": 1 if i in (2, 5) else 2,
            "loads": SE_GATE_LOADS[i % len(SE_GATE_LOADS)], "one_round": (0, 4, 8, 16)[i % 4]}
-          for i, a in enumerate(ACTIVATIONS)],
-         shared_wg=_group),
+          for i, a in enumerate(ACTIVATIONS)]
+         + [{"act1": "RELU", "act2": "LOGISTIC", "threads": 32, "cap": 8, "layers": 2, "loads": 16, "one_round": 8}],
+         shared_wg=_group, regroup=_regroup),
 )
 
 OPS: dict[str, GpuOpEntry] = {
