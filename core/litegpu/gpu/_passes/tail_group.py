@@ -12,7 +12,7 @@ before), and runs on a group of K's size: the kernel says how to run at another 
 Where: after lowering and the twin merge, before the memory plan (so the tail's tensors and K's are live in the
 same launch: the arena never places a tail's output over bytes K reads).  Which: with ``TAIL_GROUP = "cost"``, where
 the cost model says the one launch takes no more GPU time than the two and less of an invoke (``in_invoke``); with
-"on" wherever it can (tests force it on PoCL); "off" (the default, see ``TAIL_GROUP``) never.
+"on" wherever it can (tests force it on PoCL); "off" never ("cost" is the default, ``TAIL_GROUP``).
 """
 
 from __future__ import annotations
@@ -33,12 +33,13 @@ __all__ = ["fuse_tail_groups", "TAIL_GROUP", "TAIL_MODES"]
 
 TAIL_MODES = ("cost", "on", "off")
 
-#: A/B switch (``--set "litegpu.gpu._passes.tail_group.TAIL_GROUP='cost'"``): "cost" fuses where the cost model says
-#: the launch saved pays, "on" wherever the kernels and the dialect can (tests on PoCL), "off" never.  Off by default:
-#: as first measured (s14-tail-1/2, H100, nine tails in selfie_segmentation) the invoke was 10-28 us slower host to
-#: host; the rule that keeps only the tails that save GPU time (six) and the device-scope fence on NVIDIA are not
-#: measured yet (docs/performance.md, tenth session, s14-tail)
-TAIL_GROUP = "off"
+#: A/B switch (``--set "litegpu.gpu._passes.tail_group.TAIL_GROUP='off'"``): "cost" fuses where the cost model says
+#: the launch saved pays, "on" wherever the kernels and the dialect can (tests on PoCL), "off" never.  "cost" by
+#: default: with the rule that keeps only the tails that save GPU time (six in selfie_segmentation) and the
+#: device-scope fence on NVIDIA, selfie host to host 0.685 -> 0.643 and 0.656 -> 0.611 ms, device-bound 0.332 ->
+#: 0.317 and 0.490 -> 0.424, in two processes with the roles swapped (H100, _dev/extra14.sh, docs/performance.md,
+#: tenth session); the first form (nine tails, a CTA-scope fence) had measured no steady gain (s14-tail-1/2)
+TAIL_GROUP = "cost"
 
 #: the local memory the launch's groups may hold, the producer's and the tail's arrays together (bytes): OpenCL 1.2's
 #: least ``CL_DEVICE_LOCAL_MEM_SIZE`` (the only dialect that renders tail groups today)
