@@ -1314,7 +1314,7 @@ def _reads_bhwc(op: GpuOp) -> bool:
     if op.kernel == "pw_dw_conv2d":
         return int(op.options.get("ex_k") or 1) > 1
     return op.kernel in BHWC_INPUT_KERNELS and not (op.options.get("in_resize") or op.options.get("in_scale")
-                                                    or op.options.get("grouped"))
+                                                    or op.options.get("in_add") or op.options.get("grouped"))
 
 #: A/B switch (``--set litegpu.gpu._runtime.FOLD_INPUT_LAYOUT=False``): False converts every input with a
 #: ``bhwc_to_phwc4`` launch of its own before the plan's launches.

@@ -29,6 +29,7 @@ from .._cost import (
     choose_dw_pw_small,
     choose_dw_pw_staged,
     choose_pw_dw,
+    conv_add_params,
     staged_options,
     two_round_pays,
 )
@@ -300,9 +301,11 @@ def lower_conv(lw: Lowerer) -> list[GpuOp]:
     opts, operands = lw.epilogue()
     # the template needs group sizes in whole slices; otherwise a dense filter with zeros elsewhere
     w, grouped = L.grouped_conv_filter(w, groups)
-    # input 3 (_passes/squeeze_excite): a (B, 1, 1, C) gate the input is multiplied by as it is read
+    # input 3 (_passes/squeeze_excite): a (B, 1, 1, C) gate the input is multiplied by as it is read; input 4:
+    # a tensor of the input's shape added after it (the gate MUL's residual ADD folded in too)
     scale = lw.n.inputs[3] if len(lw.n.inputs) > 3 else -1
-    lw.bind_weighted(L.conv_weights(w), o, operands, in_scale=scale)
+    addend = lw.n.inputs[4] if len(lw.n.inputs) > 4 else -1
+    lw.bind_weighted(L.conv_weights(w), o, operands, in_scale=scale, in_add=addend)
     if opts.get("store_pre"):  # outputs[1]: the value before the residual (_passes/fuse.fuse_shared_residual)
         lw.bind("dst_pre", lw.n.outputs[1])
     params.update(SRC_SG=L.slices(c // groups) if grouped else L.slices(c),
@@ -312,14 +315,15 @@ def lower_conv(lw: Lowerer) -> list[GpuOp]:
     params.update(resized)
     # the variant (per-thread block and reduction split, or the tiled matrix product) from the cost model;
     # conv2d_tiled has no pooled or resized residual read (fuse_pool_residual, fuse_resize_residual), no
-    # resized input (fuse_resize_input), no second store (fuse_shared_residual) and no input scale
-    kernel, choice, _ = choose_conv(params, lw.cost, grouped, tiled=not (opts.get("residual_pool") or resized
-                                                                       or opts.get("residual_resize")
-                                                                       or opts.get("store_pre")) and scale < 0)
+    # resized input (fuse_resize_input), no second store (fuse_shared_residual) and no input scale or addend;
+    # the addend's loads are priced (conv_add_params)
+    kernel, choice, _ = choose_conv(conv_add_params(params) if addend >= 0 else params, lw.cost, grouped,
+                                    tiled=not (opts.get("residual_pool") or resized or opts.get("residual_resize")
+                                               or opts.get("store_pre")) and scale < 0 and addend < 0)
     if kernel == "conv2d_tiled":
         return [lw.op(kernel, {**opts, **choice}, params)]
     return [lw.op("conv2d", {**opts, "grouped": grouped or None, "in_scale": scale >= 0 or None,
-                             "in_resize": bool(resized) or None,
+                             "in_add": addend >= 0 or None, "in_resize": bool(resized) or None,
                              **{k: v for k, v in choice.items() if v != _CONV_DEFAULTS[k]}}, params)]
 
 
@@ -598,8 +602,14 @@ KERNELS: tuple[KernelSpec, ...] = (
           "block_w": Opt(2, (1, 2, 4)), "block_s": Opt(1, (1, 2)), "grouped": boolean(), "split": SPLIT,
           "qdq": QDQ, "residual_channels": CHANNELS, "residual_pool": boolean(), "in_scale": boolean(),
           "residual_resize": boolean(), "in_resize": boolean(), "store_pre": boolean(), "dst_bhwc": boolean(),
-          "pack": PACK, "unroll": UNROLL, "two_round": boolean(), "src_bhwc": boolean()},
+          "pack": PACK, "unroll": UNROLL, "two_round": boolean(), "src_bhwc": boolean(), "in_add": boolean()},
          [{"act": a} for a in FUSED_ACTIVATIONS]
+         # the folded gate MUL + ADD (in_add), with and without the scale, over the block / split / unroll forms
+         + [{"in_add": True, "in_scale": True, "act": "RELU", "block_w": 1, "unroll": 2},
+            {"in_add": True, "in_scale": True, "block_w": 4, "unroll": 4, "block_s": 2},
+            {"in_add": True, "in_scale": True, "split": 8, "pack": 4, "two_round": True, "residual": "ADD"},
+            {"in_add": True, "split": 16, "unroll": 2, "store_pre": True, "residual": "ADD", "qdq": True},
+            {"in_add": True, "grouped": True, "act": "PRELU"}]
          + [{"in_scale": True, "block_w": 1}, {"in_scale": True, "residual": "ADD", "split": 16},
             {"in_scale": True, "act": "PRELU", "block_w": 4, "block_s": 2, "split": 8},
             {"in_scale": True, "grouped": True, "residual": "ADD", "residual_act": "RELU", "qdq": True}]
