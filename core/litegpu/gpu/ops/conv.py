@@ -599,7 +599,7 @@ def _dw_pw_wg(opts: Mapping[str, Any]) -> tuple[int, int, int] | None:
 KERNELS: tuple[KernelSpec, ...] = (
     spec("conv2d", "conv.lgk", "2-D convolution, groups, dilation, fused bias/activation/residual",
          {"act": ACT, "residual": Opt("NONE", ("NONE", "ADD", "MUL")), "residual_act": ACT,
-          "block_w": Opt(2, (1, 2, 4)), "block_s": Opt(1, (1, 2)), "grouped": boolean(), "split": SPLIT,
+          "block_w": Opt(2, (1, 2, 4)), "block_s": Opt(1, (1, 2, 4)), "grouped": boolean(), "split": SPLIT,
           "qdq": QDQ, "residual_channels": CHANNELS, "residual_pool": boolean(), "in_scale": boolean(),
           "residual_resize": boolean(), "in_resize": boolean(), "store_pre": boolean(), "dst_bhwc": boolean(),
           "pack": PACK, "unroll": UNROLL, "two_round": boolean(), "src_bhwc": boolean(), "in_add": boolean()},
@@ -654,8 +654,10 @@ KERNELS: tuple[KernelSpec, ...] = (
             {"pack": 2, "split": 16, "residual": "MUL", "residual_resize": True, "block_s": 2},
             {"two_round": True, "split": 4}, {"two_round": True, "split": 32, "pack": 2, "block_w": 4, "block_s": 2},
             {"two_round": True, "split": 128, "unroll": 2, "residual": "ADD", "residual_act": "PRELU"}]
-         # the partition input read in the host's dense BHWC (gpu/_runtime._dense_inputs)
-         + [{"src_bhwc": True}, {"src_bhwc": True, "act": "PRELU", "block_w": 4, "split": 4, "pack": 4, "two_round": True},
+         # the partition input read in the host's dense BHWC (gpu/_runtime._dense_inputs); block_s 4: a thread
+         # all 16 output channels of a pixel block (a stem conv's few input channels loaded once)
+         + [{"src_bhwc": True, "block_s": 4, "block_w": 2, "act": "HARD_SWISH"}, {"block_s": 4, "split": 8, "pack": 2},
+            {"src_bhwc": True}, {"src_bhwc": True, "act": "PRELU", "block_w": 4, "split": 4, "pack": 4, "two_round": True},
             {"src_bhwc": True, "block_w": 4, "block_s": 2, "unroll": 2, "act": "RELU6"},
             {"src_bhwc": True, "split": 8, "unroll": 4, "block_w": 1, "residual": "ADD", "dst_bhwc": True}],
          default_wg=(8, 4, 2), shared_wg=split_wg),
