@@ -280,8 +280,10 @@ def conv_work(p: Mapping[str, int], block_w: int, block_s: int, split: int, pack
     items = p["H"] * -(-p["W"] // block_w) * blocks_z
     steps = p["KH"] * p["KW"] * p["SRC_SG"]
     # one step's input and weight vectors; an input read through a bilinear resize (conv2d's in_resize, params
-    # IN_H / IN_W) is 4 loads a vector, one with an addend (in_add, the key conv_add_params sets) 2
-    loads = block_w * (4 if "IN_H" in p else 2 if p.get(IN_ADD_KEY) else 1) + 4 * block_s
+    # IN_H / IN_W) is 4 loads a vector, one with an addend (in_add, the key conv_add_params sets) 2, one read in
+    # the host's dense BHWC (src_bhwc, param CIN) a scalar load a channel of the step's slice
+    per_px = 4 if "IN_H" in p else 2 if p.get(IN_ADD_KEY) else min(4, int(p["CIN"])) if "CIN" in p else 1
+    loads = block_w * per_px + 4 * block_s
     if split > 1:  # one flat loop over every step; an iteration is `unroll` steps (the last ones clamped)
         iters = -(-steps // (split * unroll))
     else:  # the input-slice loop inside each tap is unrolled (its ragged end clamped)
@@ -307,12 +309,17 @@ def tiled_conv_work(p: Mapping[str, int], tile_p: int, tile_s: int, kc: int) -> 
     groups = -(-npix // tile_p) * -(-p["S"] // tile_s)
     stages = -(-steps // kc)
     per_stage = tile_p * kc + tile_s * kc * 4
+    # an input element read in the host's dense BHWC (src_bhwc, param CIN): a scalar load a channel, issued
+    # together (one staging iteration), so queued behind the element's first
+    extra = min(4, int(p["CIN"])) - 1 if "CIN" in p else 0
     # a thread's staging loop stores each load into shared memory before the next iteration: its loads
     # are dependent steps (measured on the H100: a one-group, one-stage launch with 3 loads a thread took
     # 1.3 us more than one with a single load; 96x96x32 -> 32 with 6 a thread, 8.3-9.8 us against 4.6)
     return Work(threads=groups * nt, group=nt, global_steps=stages * -(-per_stage // nt),
+                queued_loads=stages * -(-tile_p * kc // nt) * extra,
                 shared_steps=stages * kc, barriers=2 * stages,
-                cache_bytes=groups * stages * per_stage * _VEC, flops=npix * p["S"] * steps * 32, tiled=True)
+                cache_bytes=groups * stages * (per_stage + tile_p * kc * extra) * _VEC,
+                flops=npix * p["S"] * steps * 32, tiled=True)
 
 
 def _splits(dev: DeviceCost, sizes: Iterable[int]) -> list[int]:
@@ -348,7 +355,9 @@ def conv_candidates(p: Mapping[str, int], dev: DeviceCost, grouped: bool,
     out: list[tuple[str, dict[str, int], Work]] = []
     steps = p["KH"] * p["KW"] * p["SRC_SG"]
     for bw in (1, 2, 4) if p["W"] > 1 else (1,):
-        for bs in (1, 2) if p["S"] > 1 and not grouped else (1,):
+        # block_s 4 where the input is read in the host's layout (CIN: scalar loads, the costliest input read per
+        # value) and has the slices: every output slice of a pixel block from one read (timed there, H100)
+        for bs in ((1, 2, 4) if "CIN" in p and p["S"] > 2 else (1, 2)) if p["S"] > 1 and not grouped else (1,):
             blocks_z = p["B"] * -(-p["S"] // bs)
             for split in [1] + _splits(dev, (4, 8, 16, 32, 64, 128)):
                 if split > 1 and steps < 2 * split:

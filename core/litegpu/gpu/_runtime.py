@@ -1328,6 +1328,8 @@ def _dense_inputs(g: GpuGraph, ops: list[GpuOp], policy: PrecisionPolicy, host_i
     input scale or groups, whose boundary would take the staging path (not the direct copy)."""
     if not FOLD_INPUT_LAYOUT:
         return set()
+    from .ops.conv import choose_host_read  # (the compile path only)
+
     dense: set[int] = set()
     for t in g.inputs:
         x = g.tensors[t]
@@ -1341,6 +1343,8 @@ def _dense_inputs(g: GpuGraph, ops: list[GpuOp], policy: PrecisionPolicy, host_i
         for op in readers:
             op.options["src_bhwc"] = True
             op.params["CIN"] = x.shape[3]
+            # the variant again, with the host-layout read priced
+            choose_host_read(op, g.options.get("cost") or profile_for(None))
             # the template's src is f32 whatever the launch computes in: an fp16 plan's mixed-precision pass
             # said "src stored float16" (the PHWC4 input it would have read), which retyped it to f16 where
             # the render honours it (half math: WebGPU), reading the host's floats as halves

@@ -53,7 +53,7 @@ from .._kernel_specs import (
 from ._entry import WEIGHTS_BIAS, GpuOpEntry, Lowerer, opt
 from .resize import resize_scale
 
-__all__ = ["OPS", "KERNELS", "DW_PW_SMALL_MAX_PIXELS", "pw_dw_params", "DW_PW_PACK_LANES", "dw_pw_pack", "dw_pw_staged_tiling", "dw_pw_tiling", "dw_pw_small_tiling"]
+__all__ = ["OPS", "KERNELS", "choose_host_read", "HOST_READ_PRICED", "DW_PW_SMALL_MAX_PIXELS", "pw_dw_params", "DW_PW_PACK_LANES", "dw_pw_pack", "dw_pw_staged_tiling", "dw_pw_tiling", "dw_pw_small_tiling"]
 
 #: dw_pw_conv2d tiling (:func:`dw_pw_tiling`), from every variant timed on an H200 (bench/gpu_dw_pw.py --explore)
 _SPLIT_OUTPUTS, _SPLIT4_OUTPUTS = 20480, 8192
@@ -325,6 +325,33 @@ def lower_conv(lw: Lowerer) -> list[GpuOp]:
     return [lw.op("conv2d", {**opts, "grouped": grouped or None, "in_scale": scale >= 0 or None,
                              "in_add": addend >= 0 or None, "in_resize": bool(resized) or None,
                              **{k: v for k, v in choice.items() if v != _CONV_DEFAULTS[k]}}, params)]
+
+
+#: A/B switch (``--set litegpu.gpu.ops.conv.HOST_READ_PRICED=False``): False keeps the variant a conv reading a
+#: model input was lowered with (priced as a PHWC4 read) when it comes to read the host's dense BHWC instead.
+HOST_READ_PRICED = True
+
+#: conv2d / conv2d_tiled options that only say how a launch splits its work (the chooser's); the rest is its meaning
+_WORK_OPTIONS = frozenset(_CONV_DEFAULTS) | {"tile_p", "tile_s", "kc"}
+#: conv2d options conv2d_tiled has no form of
+_CONV2D_ONLY = ("grouped", "in_scale", "in_add", "in_resize", "residual_pool", "residual_resize", "store_pre",
+                "dst_bhwc")
+
+
+def choose_host_read(op: GpuOp, cost: DeviceCost) -> None:
+    """A conv2d / conv2d_tiled launch that reads a model input in the host's dense BHWC (``src_bhwc``, param
+    ``CIN``: set by ``gpu/_runtime._dense_inputs`` after lowering) takes the variant the cost model picks with that
+    read priced: a scalar load a channel of each step's slice instead of one vector (``_cost.conv_work``), and
+    ``block_s`` up to 4 (every output slice of a pixel block from one read).  The model's first conv: its few
+    input channels make the read most of its loads."""
+    if not HOST_READ_PRICED or op.kernel not in ("conv2d", "conv2d_tiled") or op.options.get("grouped"):
+        return
+    meaning = {k: v for k, v in op.options.items() if k not in _WORK_OPTIONS}
+    tiled = not any(meaning.get(k) for k in _CONV2D_ONLY)
+    kernel, choice, _ = choose_conv(op.params, cost, False, tiled=tiled)
+    op.kernel = kernel
+    op.options = {**meaning, **(choice if kernel == "conv2d_tiled"
+                                else {k: v for k, v in choice.items() if v != _CONV_DEFAULTS[k]})}
 
 
 def lower_depthwise(lw: Lowerer) -> list[GpuOp]:
