@@ -327,9 +327,14 @@ def lower_conv(lw: Lowerer) -> list[GpuOp]:
                              **{k: v for k, v in choice.items() if v != _CONV_DEFAULTS[k]}}, params)]
 
 
-#: A/B switch (``--set litegpu.gpu.ops.conv.HOST_READ_PRICED=False``): False keeps the variant a conv reading a
-#: model input was lowered with (priced as a PHWC4 read) when it comes to read the host's dense BHWC instead.
-HOST_READ_PRICED = True
+#: Switch (``--set litegpu.gpu.ops.conv.HOST_READ_PRICED=True``), **off**: True chooses the variant of a conv that
+#: reads a model input in the host's dense BHWC again with that read priced (choose_host_read); False keeps the
+#: variant it was lowered with (priced as a PHWC4 read).  Off until timed per model: on an H100 (OpenCL events,
+#: s14-prologue-2) selfie_segmentation's first conv took 14.75 us as lowered (conv2d block_w 4, split 4, pack 4)
+#: and 11.14 us at the pick with the read priced (block_w 2, block_s 2; the best of 80 variants 9.28 us), but the
+#: other models' first convs change too (hand, palm: conv2d_tiled; face_detection, iris: block_s 2) and were not
+#: timed (docs/performance.md, tenth session).
+HOST_READ_PRICED = False
 
 #: conv2d / conv2d_tiled options that only say how a launch splits its work (the chooser's); the rest is its meaning
 _WORK_OPTIONS = frozenset(_CONV_DEFAULTS) | {"tile_p", "tile_s", "kc"}
