@@ -79,13 +79,14 @@ def _candidates(row: dict, dev) -> list[tuple[tuple, Any]]:
 
     p, o = row["params"], row["options"]
     if row["kernel"] in ("conv2d", "conv2d_tiled"):
-        tiled = not o.get("residual_pool") and not o.get("in_scale")
+        tiled = not o.get("residual_pool") and not o.get("in_scale") and not o.get("in_add")
         out = []
-        for k, opts, w in _cost.conv_candidates(p, dev, bool(o.get("grouped")), tiled):
+        priced = _cost.conv_add_params(p) if o.get("in_add") else p  # the addend's loads (conv2d's in_add)
+        for k, opts, w in _cost.conv_candidates(priced, dev, bool(o.get("grouped")), tiled):
             out.append((_key(k, opts), w))
             if k == "conv2d" and opts["split"] > 1:  # the split summed the other way (two_round), as a file
                 other = {**opts, "two_round": not opts["two_round"]}  # from before the option has timed it
-                out.append((_key(k, other), _cost.launch_work(k, other, p)))
+                out.append((_key(k, other), _cost.launch_work(k, {**o, **other}, p)))
         return out
     rows, out_s, in_s = (p["B"], p["S"], p["SRC_S"]) if "SRC_S" in p else (p["B"], p["G0"], p["SRC_S0"])
     return [(_key("heads", {"split": s}), w) for s, w in _cost.fc_candidates(rows, out_s, in_s, dev)]

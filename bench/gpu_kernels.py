@@ -131,6 +131,7 @@ def main() -> int:
     report: dict[str, list[dict]] = {}
     for name, path in mediapipe_models(args.models, default=GPU_SET).items():
         d, it, dev, k = delegated(path, "opencl", args.precision)
+        bp = getattr(k, "base_pointer", "")  # the variants bind as the runtime's launches do
         times = _time_launches(cl, dev.ctx, launch_items(k), args.runs)
         rows = []
         seen: set[str] = set()
@@ -161,7 +162,7 @@ def main() -> int:
                     if (opts.get("grouped") and opts.get("block_s", 1) != 1) or not _explored(kern, opts):
                         continue
                     try:
-                        probe = render(kern, dev.dialect, k.plan.precision, **opts)
+                        probe = render(kern, dev.dialect, k.plan.precision, base_pointer=bp, **opts)
                     except Exception as e:  # noqa: BLE001 - a variant the template refuses
                         variants.append({"options": opts, "error": str(e)[:200]})
                         continue
@@ -171,7 +172,7 @@ def main() -> int:
                     vitems, vmeta = [], []
                     for wg in cands:
                         rk = probe if tuple(wg) == probe.workgroup else render(
-                            kern, dev.dialect, k.plan.precision, workgroup=wg, **opts)
+                            kern, dev.dialect, k.plan.precision, workgroup=wg, base_pointer=bp, **opts)
                         try:
                             bound = dev.bind(dev.compile(rk), rk, _refs_of(k, i), op.params)
                         except Exception as e:  # noqa: BLE001
@@ -204,18 +205,20 @@ def main() -> int:
 
 
 #: conv2d options conv2d_tiled has no form of (lower_conv keeps such a conv on conv2d)
-_CONV2D_ONLY = ("grouped", "in_scale", "in_resize", "residual_pool", "residual_resize", "store_pre", "dst_bhwc")
+_CONV2D_ONLY = ("grouped", "in_scale", "in_add", "in_resize", "residual_pool", "residual_resize", "store_pre",
+                "dst_bhwc")
 
 
 def _top_jobs(op, info, n: int) -> list[tuple[str, list[str], dict]]:
     """``--top``: the ``n`` conv2d / conv2d_tiled variants of a conv launch the cost model ranks cheapest,
     with each conv2d one's twins at pack 1, unroll 1, two_round False and all three (what those options
     change, measured side by side), as ``(kernel, tuning keys, options)`` jobs."""
-    from litegpu.gpu._cost import conv_candidates, estimate, profile_for
+    from litegpu.gpu._cost import conv_add_params, conv_candidates, estimate, profile_for
 
     dev, o = profile_for(info), op.options
     tiled = op.kernel == "conv2d_tiled" or not any(o.get(x) for x in _CONV2D_ONLY)
-    ranked = sorted(conv_candidates(op.params, dev, bool(o.get("grouped")), tiled), key=lambda c: estimate(c[2], dev))
+    priced = conv_add_params(op.params) if o.get("in_add") else op.params  # the addend's loads (in_add)
+    ranked = sorted(conv_candidates(priced, dev, bool(o.get("grouped")), tiled), key=lambda c: estimate(c[2], dev))
     picked: dict[tuple, None] = {}
     for kern, opts, _ in ranked[:n]:
         picked[(kern, tuple(opts.items()))] = None
@@ -340,11 +343,24 @@ def launch_items(k) -> list[tuple]:
 
 def _refs_of(k, i):
     """The buffer refs launch ``i`` binds, in binding order (constants were uploaded at prepare)."""
-    subs = k._launches[i].bound[1]
     from litegpu.gpu._device import BufferRef
 
-    # re-wrap the bound sub-buffers so dev.bind can re-bind them unchanged
-    return [BufferRef(s, 0, s.size) for s in subs]
+    if not getattr(k, "base_pointer", ""):
+        # re-wrap the bound sub-buffers so dev.bind can re-bind them unchanged
+        return [BufferRef(s, 0, s.size) for s in k._launches[i].bound[1]]
+    # one allocation, each buffer an offset into it (the runtime's base-pointer binding): the refs as the runtime
+    # made them -- the plan's tensors' spans, the constants in binding order over the launches
+    consts = 0
+    for op in k.ops[:i]:
+        consts += sum(isinstance(src, str) for _name, src in op.bindings)
+    op, refs = k.ops[i], []
+    for name, src in op.bindings:
+        if isinstance(src, str):
+            refs.append(k._const_bufs[consts])
+            consts += 1
+        else:
+            refs.append(k._span(op, name, k._refs[src]))
+    return refs
 
 
 if __name__ == "__main__":

@@ -175,6 +175,9 @@ class PlanExecutor:
         if o.get("in_scale"):  # a folded squeeze-excite MUL: the product in the storage type, as a MUL stores it
             real = np.float32 if (op.precision or self.plan.precision) == "fp32" else np.float16
             x = (x * self.read(op, "in_scale")).astype(real).astype(np.float32)
+        if o.get("in_add"):  # the folded MUL's residual ADD: the sum in the storage type, as the binary stores it
+            real = np.float32 if (op.precision or self.plan.precision) == "fp32" else np.float16
+            x = (x + self.read(op, "in_add")).astype(real).astype(np.float32)
         if o.get("in_resize"):  # src (IN_H x IN_W) read through a bilinear resize to SRC_H x SRC_W
             assert x.shape[1:3] == (p["IN_H"], p["IN_W"]), (x.shape, p)
             real = np.float32 if (op.precision or self.plan.precision) == "fp32" else np.float16

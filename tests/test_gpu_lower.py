@@ -568,6 +568,38 @@ def test_cost_model_no_sub_warp_split_on_wide_convs(name):
     assert kernel == "conv2d" and opts["split"] == 1, (kernel, opts)
 
 
+def test_host_read_priced_for_the_stem_conv(monkeypatch):
+    """A conv reading the model's input in the host's dense BHWC (src_bhwc, param CIN) is priced with a scalar load
+    a channel of each step (3 for an RGB input, against 1 vector for the PHWC4 read the lowering priced) and
+    takes its variant again with that read priced (ops.conv.choose_host_read); HOST_READ_PRICED False keeps the
+    lowering's pick."""
+    from litegpu.gpu import _cost
+    from litegpu.gpu._cost import PROFILES, choose_conv, conv_work
+    from litegpu.gpu._graph import GpuOp
+    from litegpu.gpu.ops import conv as conv_ops
+
+    p = _WIDE_CONVS["selfie_segmentation 256x256x3 -> 128x128x16 3x3/2"]
+    host = {**p, "CIN": 3}
+    # per step: block_w input reads (a vector, or 3 scalars) and 4 weight vectors per output slice
+    assert conv_work(p, 4, 1, 1).queued_loads == conv_work(p, 4, 1, 1).global_steps * (4 + 4 - 1)
+    assert conv_work(host, 4, 1, 1).queued_loads == conv_work(host, 4, 1, 1).global_steps * (12 + 4 - 1)
+    nv = PROFILES["nvidia"]
+    kernel, opts, _ = choose_conv(p, nv, grouped=False)
+    op = GpuOp(kernel=kernel, params=dict(host), inputs=[0], outputs=[1],
+               options={"act": "HARD_SWISH", "src_bhwc": True, **opts})
+    monkeypatch.setattr(conv_ops, "HOST_READ_PRICED", False)
+    conv_ops.choose_host_read(op, nv)
+    assert op.options == {"act": "HARD_SWISH", "src_bhwc": True, **opts}
+    monkeypatch.setattr(conv_ops, "HOST_READ_PRICED", True)
+    conv_ops.choose_host_read(op, nv)
+    best = choose_conv(host, nv, grouped=False)
+    assert op.kernel == best[0] and op.options["act"] == "HARD_SWISH" and op.options["src_bhwc"]
+    assert {k: op.options.get(k, v) for k, v in best[1].items()} == best[1]
+    # the pick is the cheapest under the host read's price, below the lowering's pick priced the same way
+    old = _cost.estimate(_cost.launch_work(kernel, opts, host), nv)
+    assert best[2] <= old
+
+
 def test_cost_model_group_below_warp_takes_a_whole_warp():
     """:func:`estimate`: on a device with 32-lane warps, 4096 groups of 4 threads cost what 4096 groups of 32
     doing the same per-thread work cost (the same warps and group slots), not an eighth of it; registers

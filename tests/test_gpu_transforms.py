@@ -890,6 +890,58 @@ def test_squeeze_excite_keeps_what_it_cannot_fold():
         "by an ungrouped 1x1 conv; 1 the result scales no map (not a gate))")
 
 
+def _gate_add_model(*, read_twice: bool = False, resized: bool = False) -> tuple[bytes, list[np.ndarray]]:
+    """selfie_segmentation's decoder tail: y's squeeze-excite gate scales the skip x, ``x * gate + y`` feeds a 1x1
+    conv + RELU (``read_twice``: a RELU reads the sum too; ``resized``: the sum is upsampled 2x, half-pixel,
+    before the conv reads it)."""
+    b = model_builder()
+    shape = (1, 6, 5, 10)
+    x, y = b.input("x", shape), b.input("y", shape)
+    m = se_block(b, x, shape, 4, squeeze="pool", name="s")  # x * gate(x), then + y below
+    a = b.tensor("a", shape)
+    b.op("ADD", [m, y], [a])
+    outs = []
+    if resized:
+        up = b.tensor("up", (1, 12, 10, 10))
+        b.op("RESIZE_BILINEAR", [a, b.const("size", np.array((12, 10), np.int32))], [up], half_pixel_centers=True)
+        a, shape = up, (1, 12, 10, 10)
+    c, _ = _pw(b, a, shape, 7, act=1, name="c")
+    outs.append(c)
+    if read_twice:
+        r = b.tensor("r", shape)
+        b.op("RELU", [a], [r])
+        outs.append(r)
+    b.output(*outs)
+    return b.build(), [rnd(*shape[:1], 6, 5, 10, lo=-2, hi=2), rnd(1, 6, 5, 10, lo=-2, hi=2)]
+
+
+def test_fold_gate_mul_with_residual_add():
+    """x * gate + y (a MUL whose residual ADD fuse_elementwise fused into it) read only by a 1x1 conv: the conv
+    reads x with the gate as its input 3 and y as its input 4 (conv2d's in_add), no binary node left; meaning
+    checked against LiteRT. FOLD_GATE_ADD False keeps the MUL + ADD node."""
+    g, rep = check_passes(*_gate_add_model())
+    assert [n.op for n in g.nodes] == ["SQUEEZE_EXCITE_GATE", "CONV_2D"], [n.describe() for n in g.nodes]
+    gate, conv = g.nodes
+    assert conv.inputs[0] == g.inputs[0] and conv.inputs[3] == gate.outputs[0] and conv.inputs[4] == g.inputs[1]
+    assert rep["fuse_squeeze_excite"][0] == ("fused 1 squeeze-excite gates into se_gate launches (1 with two layers); "
+                                             "folded 1 gate MULs into the 1x1 conv reading them (1 with their "
+                                             "residual ADD)")
+
+
+def test_fold_gate_mul_with_residual_add_declined(monkeypatch):
+    """The MUL + ADD keeps its launch when its sum has another reader, when the conv reads it through a resize,
+    and with the switch off; the graph's meaning is kept (LiteRT)."""
+    for kw, why in (({"read_twice": True}, "the product has other readers"),
+                    ({"resized": True}, "the sum is read through a resize")):
+        g, rep = check_passes(*_gate_add_model(**kw))
+        assert [n.op for n in g.nodes].count("MUL") == 1 and why in rep["fuse_squeeze_excite"][0], rep
+    se = importlib.import_module("litegpu.gpu._passes.squeeze_excite")
+    monkeypatch.setattr(se, "FOLD_GATE_ADD", False)
+    g, rep = check_passes(*_gate_add_model())
+    assert [n.op for n in g.nodes] == ["SQUEEZE_EXCITE_GATE", "MUL", "CONV_2D"], [n.describe() for n in g.nodes]
+    assert "the MUL carries an epilogue the conv's input read does not take" in rep["fuse_squeeze_excite"][0]
+
+
 @pytest.mark.parametrize("case", ["5x5_s2_relu6", "fc_as_conv", "pad_merged_into_dw", "chain"])
 def test_fuse_dw_pw_forms(case):
     b = model_builder()

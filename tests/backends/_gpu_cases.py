@@ -950,6 +950,36 @@ def _p_squeeze_excite():
     return g.done(y, z, z2, w)
 
 
+@pattern("gate MUL + residual ADD folded into the 1x1 conv reading the sum (in_add): selfie_segmentation's "
+         "decoder, x * gate + y -> 1x1 RELU -> dw RELU + ADD; batch 2 and 18 channels; a sum read twice keeps its "
+         "binary launch")
+def _p_gate_add():
+    g = _G()
+    # the decoder block: y = the upsampled path, its squeeze-excite gate scales the skip x, the sum feeds a 1x1
+    x, y = g.input(1, 10, 9, 24), g.input(1, 10, 9, 24)
+    p = g.op("AVERAGE_POOL_2D", [y], (1, 1, 1, 24), padding=1, stride_h=10, stride_w=9, filter_height=10,
+             filter_width=9)
+    h, hs = g.conv(p, (1, 1, 1, 24), 24, k=1, act=1)
+    e, es = g.conv(h, hs, 24, k=1)
+    gate = g.op("LOGISTIC", [e], es)
+    m = g.op("MUL", [x, gate], (1, 10, 9, 24))
+    a = g.op("ADD", [m, y], (1, 10, 9, 24))
+    c, cs = g.conv(a, (1, 10, 9, 24), 24, k=1, act=1)
+    d = g.dw(c, cs, act=1)
+    out = g.op("ADD", [c, d], cs)
+    # batch 2, 18 channels (a ragged last slice), the gate a model input, the ADD's operands swapped
+    x2, y2, s2 = g.input(2, 5, 7, 18), g.input(2, 5, 7, 18), g.input(2, 1, 1, 18)
+    m2 = g.op("MUL", [s2, x2], (2, 5, 7, 18))
+    a2 = g.op("ADD", [y2, m2], (2, 5, 7, 18))
+    c2, _ = g.conv(a2, (2, 5, 7, 18), 10, k=1, act=3)
+    # the sum also read by another op: the binary launch stays
+    x3, y3, s3 = g.input(1, 6, 6, 8), g.input(1, 6, 6, 8), g.input(1, 1, 1, 8)
+    a3 = g.op("ADD", [g.op("MUL", [x3, s3], (1, 6, 6, 8)), y3], (1, 6, 6, 8))
+    c3, _ = g.conv(a3, (1, 6, 6, 8), 8, k=1)
+    r3 = g.op("RELU", [a3], (1, 6, 6, 8))
+    return g.done(out, c2, c3, r3)
+
+
 @pattern("split reductions: deep 1x1 and 2x2 convs on small grids, FC head, global average pool")
 def _p_split():
     g = _G()

@@ -404,6 +404,7 @@ CASES = {
     "reshape_concat": lambda: _pattern("reshape into the concat read"),
     "binary_residual": lambda: _pattern("two elementwise ops in one binary launch"),
     "squeeze_excite": lambda: _pattern("squeeze-and-excitation blocks"),
+    "gate_add": lambda: _pattern("gate MUL + residual ADD folded"),
     "sibling_heads": lambda: _pattern("sibling heads in one launch each"),
     "twin_heads": lambda: _pattern("twin heads"),
     "dw_pw_small": lambda: _pattern("small-map depthwise -> 1x1 blocks"),

@@ -185,6 +185,7 @@ CASES = {
     "reshape_concat": lambda r: _pattern_shapes("reshape into the concat read"),
     "binary_residual": lambda r: _pattern_shapes("two elementwise ops in one binary launch"),
     "squeeze_excite": lambda r: _pattern_shapes("squeeze-and-excitation blocks"),
+    "gate_add": lambda r: _pattern_shapes("gate MUL + residual ADD folded"),
     "sibling_heads": lambda r: _pattern_shapes("sibling heads in one launch each"),
     "twin_heads": lambda r: _pattern_shapes("twin heads"),
     # (not the dw_pw_small pattern: lavapipe's cpu cost profile keeps those pairs unfused, and their 512-channel

@@ -36,7 +36,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 __all__ = ["DeviceCost", "Work", "PROFILES", "profile_for", "estimate", "in_invoke", "choose_conv", "choose_reduce",
-           "choose_fc", "conv_candidates", "two_round_pays", "TWO_ROUND", "fc_candidates", "conv_work",
+           "choose_fc", "conv_candidates", "conv_add_params", "IN_ADD_KEY", "elementwise_work", "two_round_pays", "TWO_ROUND", "fc_candidates", "conv_work",
            "tiled_conv_work", "reduce_work", "fc_work", "launch_work",
            "choose_se_gate", "se_gate_segment", "se_gate_work", "SHARED_MEMORY_FLOOR", "pw_dw_geometry", "pw_dw_work",
            "choose_pw_dw", "dw_pw_work", "resize_work", "dw_pw_staged_work", "choose_dw_pw_staged", "depthwise_work",
@@ -261,6 +261,16 @@ def _queued(steps: float, loads_per_step: float) -> float:
 # ---------------------------------------------------------------------------------------------- conv2d
 
 
+#: The key of conv2d's params (for the cost model only: no template param) saying the input read adds a tensor
+#: (conv2d's ``in_add``): one more load a pixel of each step.  :func:`conv_add_params` sets it.
+IN_ADD_KEY = "_IN_ADD"
+
+
+def conv_add_params(p: Mapping[str, Any]) -> dict[str, Any]:
+    """conv2d's params ``p`` as the cost model prices a launch whose input read adds a tensor (``in_add``)."""
+    return {**p, IN_ADD_KEY: 1}
+
+
 def conv_work(p: Mapping[str, int], block_w: int, block_s: int, split: int, pack: int = 1, unroll: int = 1,
               two_round: bool = False) -> Work:
     """conv2d: ``block_w`` pixels x ``block_s`` slices per work item, the reduction split ``split`` ways,
@@ -270,8 +280,10 @@ def conv_work(p: Mapping[str, int], block_w: int, block_s: int, split: int, pack
     items = p["H"] * -(-p["W"] // block_w) * blocks_z
     steps = p["KH"] * p["KW"] * p["SRC_SG"]
     # one step's input and weight vectors; an input read through a bilinear resize (conv2d's in_resize, params
-    # IN_H / IN_W) is 4 loads a vector
-    loads = block_w * (4 if "IN_H" in p else 1) + 4 * block_s
+    # IN_H / IN_W) is 4 loads a vector, one with an addend (in_add, the key conv_add_params sets) 2, one read in
+    # the host's dense BHWC (src_bhwc, param CIN) a scalar load a channel of the step's slice
+    per_px = 4 if "IN_H" in p else 2 if p.get(IN_ADD_KEY) else min(4, int(p["CIN"])) if "CIN" in p else 1
+    loads = block_w * per_px + 4 * block_s
     if split > 1:  # one flat loop over every step; an iteration is `unroll` steps (the last ones clamped)
         iters = -(-steps // (split * unroll))
     else:  # the input-slice loop inside each tap is unrolled (its ragged end clamped)
@@ -297,12 +309,17 @@ def tiled_conv_work(p: Mapping[str, int], tile_p: int, tile_s: int, kc: int) -> 
     groups = -(-npix // tile_p) * -(-p["S"] // tile_s)
     stages = -(-steps // kc)
     per_stage = tile_p * kc + tile_s * kc * 4
+    # an input element read in the host's dense BHWC (src_bhwc, param CIN): a scalar load a channel, issued
+    # together (one staging iteration), so queued behind the element's first
+    extra = min(4, int(p["CIN"])) - 1 if "CIN" in p else 0
     # a thread's staging loop stores each load into shared memory before the next iteration: its loads
     # are dependent steps (measured on the H100: a one-group, one-stage launch with 3 loads a thread took
     # 1.3 us more than one with a single load; 96x96x32 -> 32 with 6 a thread, 8.3-9.8 us against 4.6)
     return Work(threads=groups * nt, group=nt, global_steps=stages * -(-per_stage // nt),
+                queued_loads=stages * -(-tile_p * kc // nt) * extra,
                 shared_steps=stages * kc, barriers=2 * stages,
-                cache_bytes=groups * stages * per_stage * _VEC, flops=npix * p["S"] * steps * 32, tiled=True)
+                cache_bytes=groups * stages * (per_stage + tile_p * kc * extra) * _VEC,
+                flops=npix * p["S"] * steps * 32, tiled=True)
 
 
 def _splits(dev: DeviceCost, sizes: Iterable[int]) -> list[int]:
@@ -338,7 +355,9 @@ def conv_candidates(p: Mapping[str, int], dev: DeviceCost, grouped: bool,
     out: list[tuple[str, dict[str, int], Work]] = []
     steps = p["KH"] * p["KW"] * p["SRC_SG"]
     for bw in (1, 2, 4) if p["W"] > 1 else (1,):
-        for bs in (1, 2) if p["S"] > 1 and not grouped else (1,):
+        # block_s 4 where the input is read in the host's layout (CIN: scalar loads, the costliest input read per
+        # value) and has the slices: every output slice of a pixel block from one read (timed there, H100)
+        for bs in ((1, 2, 4) if "CIN" in p and p["S"] > 2 else (1, 2)) if p["S"] > 1 and not grouped else (1,):
             blocks_z = p["B"] * -(-p["S"] // bs)
             for split in [1] + _splits(dev, (4, 8, 16, 32, 64, 128)):
                 if split > 1 and steps < 2 * split:
@@ -929,11 +948,22 @@ def _choose_dw_pw_small(pixels: int, src_slices: int, out_slices: int, taps: int
     return None if best is None else (best[1], best[0])
 
 
+# ---------------------------------------------------------------------------------------------- elementwise
+
+
+def elementwise_work(outputs: int, loads: int) -> Work:
+    """binary / unary: one thread an output vector (``outputs``), its ``loads`` input vectors issued together,
+    then one store (counted with the loads as traffic)."""
+    return Work(threads=outputs, group=64, global_steps=1, queued_loads=_queued(1, loads),
+                cache_bytes=outputs * (loads + 1) * _VEC, flops=outputs * 4 * loads)
+
+
 def launch_work(kernel: str, options: Mapping[str, Any], params: Mapping[str, Any]) -> Work | None:
     """The :class:`Work` of one planned launch (a ``GpuOp``'s kernel, options and params), for the kernels
     the model prices; None for the others.  ``bench/gpu_kernels.py`` prints it next to the measured time."""
     o = options
     if kernel == "conv2d":
+        params = conv_add_params(params) if o.get("in_add") else params
         return conv_work(params, int(o.get("block_w", 2)), int(o.get("block_s", 1)), int(o.get("split", 1)),
                          int(o.get("pack", 1)), int(o.get("unroll", 1)), bool(o.get("two_round")))
     if kernel == "conv2d_tiled":
@@ -966,6 +996,10 @@ def launch_work(kernel: str, options: Mapping[str, Any], params: Mapping[str, An
             steps *= int(params[dim]) if params.get(flag) else 1
         outputs = int(params["B"]) * int(params["H"]) * int(params["W"]) * int(params["S"])
         return reduce_work(outputs, steps, int(o.get("split", 1)), int(o.get("unroll", 1)))
+    if kernel == "binary":
+        outputs = int(params["B"]) * int(params["H"]) * int(params["W"]) * int(params["S"])
+        loads = 1 + (o.get("rhs", "tensor") == "tensor") + (o.get("residual", "NONE") != "NONE")
+        return elementwise_work(outputs, loads)
     if kernel == "se_gate":
         hidden = int(params["HID_S"]) if o.get("layers", 2) == 2 else 0
         return se_gate_work(int(params["B"]), int(params["SRC_S"]), int(params["SRC_H"]) * int(params["SRC_W"]),

@@ -526,11 +526,14 @@ def densify_op(c: RefContext) -> list[np.ndarray]:
 
 def conv2d(c: RefContext) -> list[np.ndarray]:
     """CONV_2D; an input 3 (``_passes/squeeze_excite``) is a (B, 1, 1, C) gate scaling the input's channels
-    (the folded MUL: its product was stored, so rounded to float32, before the conv read it); an
+    (the folded MUL: its product was stored, so rounded to float32, before the conv read it); an input 4 is a
+    tensor of the input's shape added after it (the MUL's residual ADD folded in too); an
     ``in_resize`` attribute reads the input through a bilinear resize (``_passes/resize_read``)."""
-    x, w, scale = c.get(0), c.const(1), c.get(3)
+    x, w, scale, addend = c.get(0), c.const(1), c.get(3), c.get(4)
     if scale is not None:
         x = (x * scale).astype(np.float32)
+    if addend is not None:
+        x = (x + addend).astype(np.float32)
     rs = c.n.attrs.get("in_resize")
     if rs:  # _passes/resize_read: the conv reads its input's RESIZE_BILINEAR (H, W, align_corners, half_pixel)
         x = resize_bilinear_to(x, *rs).astype(np.float32)

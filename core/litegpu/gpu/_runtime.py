@@ -1332,7 +1332,7 @@ def _reads_bhwc(op: GpuOp) -> bool:
     if op.kernel == "pw_dw_conv2d":
         return int(op.options.get("ex_k") or 1) > 1
     return op.kernel in BHWC_INPUT_KERNELS and not (op.options.get("in_resize") or op.options.get("in_scale")
-                                                    or op.options.get("grouped"))
+                                                    or op.options.get("in_add") or op.options.get("grouped"))
 
 #: A/B switch (``--set litegpu.gpu._runtime.FOLD_INPUT_LAYOUT=False``): False converts every input with a
 #: ``bhwc_to_phwc4`` launch of its own before the plan's launches.
@@ -1346,6 +1346,8 @@ def _dense_inputs(g: GpuGraph, ops: list[GpuOp], policy: PrecisionPolicy, host_i
     input scale or groups, whose boundary would take the staging path (not the direct copy)."""
     if not FOLD_INPUT_LAYOUT:
         return set()
+    from .ops.conv import choose_host_read  # (the compile path only)
+
     dense: set[int] = set()
     for t in g.inputs:
         x = g.tensors[t]
@@ -1359,6 +1361,8 @@ def _dense_inputs(g: GpuGraph, ops: list[GpuOp], policy: PrecisionPolicy, host_i
         for op in readers:
             op.options["src_bhwc"] = True
             op.params["CIN"] = x.shape[3]
+            # the variant again, with the host-layout read priced
+            choose_host_read(op, g.options.get("cost") or profile_for(None))
             # the template's src is f32 whatever the launch computes in: an fp16 plan's mixed-precision pass
             # said "src stored float16" (the PHWC4 input it would have read), which retyped it to f16 where
             # the render honours it (half math: WebGPU), reading the host's floats as halves

@@ -93,7 +93,7 @@ def why_not_fused_conv(g: GpuGraph, conv: GpuNode, k: int = 1,
     The conv must be a ``k`` x ``k`` conv over all its input channels (groups 1) with constant weights and bias,
     float32 in and out, and, for k = 1, stride 1 and unpadded; a larger ``k`` is ``fuse_pw_dw``'s stem, whose
     geometry its kernel takes.  None of the fused kernels (dw_pw_conv2d, dw_pw_small, pw_dw_conv2d) reads an
-    input through a resize (``in_resize``), scales it (an input scale, ``inputs[3]``) or stores a second result
+    input through a resize (``in_resize``), scales it or adds to it (``inputs[3]``, ``inputs[4]``) or stores a second result
     (``store_pre``): those are conv2d's alone.  ``fuse_dw_pw`` runs before the passes that set them, so there
     the test only keeps the pass right in any order.  ``epilogue``: ``"activation"`` where the kernel applies
     the conv's epilogue as an attribute of the node (:func:`one_activation`: the expansions, whose result a
@@ -103,8 +103,8 @@ def why_not_fused_conv(g: GpuGraph, conv: GpuNode, k: int = 1,
         return "not a CONV_2D"
     if len(conv.outputs) != 1 or conv.attrs.get("in_resize") or conv.attrs.get("store_pre"):
         return "conv reading a resize or storing twice"
-    if len(conv.inputs) > 3 and conv.inputs[3] >= 0:
-        return "conv with an input scale"
+    if any(t >= 0 for t in conv.inputs[3:]):
+        return "conv with an input scale or addend"
     if not g.is_constant(conv.inputs[1]):
         return "non-constant weights"
     if len(conv.inputs) > 2 and conv.inputs[2] >= 0 and not g.is_constant(conv.inputs[2]):

@@ -41,6 +41,10 @@ def _head_shape(g: GpuGraph, n: GpuNode) -> tuple[int, int] | None:
     and bias, groups 1, at most one plain activation as epilogue."""
     if not n.bhwc or n.op not in ("FULLY_CONNECTED", "CONV_2D") or len(n.outputs) != 1:
         return None
+    # a conv reading its input through a prologue (squeeze_excite's input scale and addend, inputs 3 and 4;
+    # resize_read's in_resize) reads more than the heads kernel does
+    if n.op == "CONV_2D" and (any(t >= 0 for t in n.inputs[3:]) or n.attrs.get("in_resize")):
+        return None
     x, y = g.tensors[n.inputs[0]], g.tensors[n.outputs[0]]
     if len(n.epilogue) > 1 or (n.epilogue and _alpha(g, n) is None and (n.epilogue[0].operand is not None
                                                                          or n.epilogue[0].op not in ACTIVATIONS)):

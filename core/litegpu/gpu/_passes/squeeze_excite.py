@@ -6,12 +6,14 @@ from __future__ import annotations
 from collections import Counter
 
 from .. import _layout as L
+from .._cost import PROFILES, choose_conv, conv_add_params, elementwise_work, estimate, in_invoke
 from .._graph import SE_GATE_OP, GpuGraph, GpuNode, Report
 from ..ops.reduce import is_global_pool
 from ..ops.squeeze_excite import SE_GATE_ACTIVATIONS, SE_GATE_CAPS
-from ._util import only_consumer
+from ._util import conv_params, fusion_pays, only_consumer
 
-__all__ = ["fuse_squeeze_excite", "SE_GATE_OP", "SE_GATE_POOL_BUDGET", "SQUEEZE_EXCITE", "in_scale_of", "is_spatial_mean"]
+__all__ = ["fuse_squeeze_excite", "SE_GATE_OP", "SE_GATE_POOL_BUDGET", "SQUEEZE_EXCITE", "FOLD_GATE_ADD",
+           "FOLD_GATE_ADD_ALWAYS", "in_scale_of", "is_spatial_mean"]
 
 #: The largest map (vec4 loads: pixels x channel slices) the gate kernel pools itself.  One work group per
 #: batch item reads the whole map, so on large maps it is bounded by one compute unit's memory throughput,
@@ -26,6 +28,14 @@ __all__ = ["fuse_squeeze_excite", "SE_GATE_OP", "SE_GATE_POOL_BUDGET", "SQUEEZE_
 #: 7.5-9.7 us; at 128x128x16 the mean's own launch (6.2 us) plus a gate of the layers only (5.4 us)
 #: against one group pooling four times that map, so the budget stands.
 SE_GATE_POOL_BUDGET = 16384
+
+#: A/B switch (``--set litegpu.gpu._passes.squeeze_excite.FOLD_GATE_ADD=False``): False keeps a gate MUL that
+#: took a residual ADD (``x * gate + y``) its own binary launch, as before issue 12's tenth session.
+FOLD_GATE_ADD = True
+
+#: Measurement switch (``--set litegpu.gpu._passes.squeeze_excite.FOLD_GATE_ADD_ALWAYS=True``): fold every such
+#: MUL + ADD the conv takes, whatever the estimate says.
+FOLD_GATE_ADD_ALWAYS = False
 
 #: False keeps every squeeze-excite block in its separate launches (an A/B switch for the GPU benches:
 #: ``bench/gpu_profile.py --set litegpu.gpu._passes.squeeze_excite.SQUEEZE_EXCITE=False``)
@@ -148,14 +158,49 @@ def _fuse_gates(g: GpuGraph, lines: Report, declined: Counter[str]) -> Counter[s
     return counts
 
 
+def _addend(g: GpuGraph, m: GpuNode) -> int:
+    """The tensor a gated MUL's epilogue adds when that epilogue is exactly one ``ADD`` of a runtime float32
+    tensor of the product's shape (``fuse_elementwise``'s ``x * gate + y``, read plainly: no channel pad, pool
+    or resize merged into it); -1 when the MUL has no epilogue; -2 when it has another one."""
+    if not m.epilogue:
+        return -1
+    e = m.epilogue[0]
+    if len(m.epilogue) != 1 or e.op != "ADD" or e.operand is None or e.zero_extend or e.pool or e.resize:
+        return -2
+    t, y = g.tensors[e.operand], g.tensors[m.outputs[0]]
+    return e.operand if not t.is_constant and t.shape == y.shape and t.dtype == "float32" else -2
+
+
+def _add_pays(g: GpuGraph, m: GpuNode, conv: GpuNode, lines: Report, declined: Counter[str]) -> bool:
+    """The cost model's verdict on folding a gated MUL's residual ADD into the 1x1 conv reading the sum: the
+    conv reading a second tensor with its input (conv2d's ``in_add``: one more load a pixel of each step, every
+    output block re-reading it) against the ``binary`` launch storing the sum plus the conv reading it, each
+    launch's share of an invoke (``in_invoke``: at least the host's cost of a launch)."""
+    dev = g.options.get("cost") or PROFILES["generic"]
+    b, h, w, c = g.tensors[conv.inputs[0]].shape
+    o = g.tensors[conv.outputs[0]].shape[3]
+    p = conv_params(b, (h, w), L.slices(c), (h, w), o, L.slices(o))
+    fused = in_invoke(choose_conv(conv_add_params(p), dev, False, tiled=False)[2], dev)
+    binary = estimate(elementwise_work(b * h * w * L.slices(c), 3), dev)
+    apart = in_invoke(binary, dev) + in_invoke(choose_conv(p, dev, False)[2], dev)
+    what = f"{m.describe()} -> {conv.describe()} ({c} -> {o} channels at {h}x{w})"
+    if not fusion_pays(fused, apart, FOLD_GATE_ADD_ALWAYS, what, declined, lines):
+        return False
+    lines.append(f"folded {m.describe()} with its ADD into {conv.describe()} (input scale and addend; est "
+                 f"{fused:.1f} us against {apart:.1f})")
+    return True
+
+
 def _fold_muls(g: GpuGraph, lines: Report, declined: Counter[str]) -> int:
     folded = 0
     consumers = g.consumers()
     for m in list(g.nodes):
-        pair = _gated_mul(g, m)
+        pair = _gated_mul(g, m, epilogue=True)
         if pair is None:
-            if m.epilogue and _gated_mul(g, m, epilogue=True) is not None:
-                declined["the MUL carries an epilogue (a residual ADD fused into it)"] += 1
+            continue
+        addend = _addend(g, m)
+        if addend == -2 or (addend >= 0 and not FOLD_GATE_ADD):
+            declined["the MUL carries an epilogue the conv's input read does not take"] += 1
             continue
         src, gate = pair
         conv = only_consumer(g, m.outputs[0], consumers)
@@ -168,13 +213,19 @@ def _fold_muls(g: GpuGraph, lines: Report, declined: Counter[str]) -> int:
                 or w is None or len(w.ir_shape) != 4 or w.ir_shape[1:] != (1, 1, g.tensors[src].shape[3])):
             declined["the product is not read by an ungrouped 1x1 conv"] += 1
             continue
+        if addend >= 0 and conv.attrs.get("in_resize"):
+            declined["the sum is read through a resize"] += 1
+            continue
+        if addend >= 0 and not _add_pays(g, m, conv, lines, declined):
+            continue
         bias = conv.inputs[2] if len(conv.inputs) > 2 else -1
-        conv.inputs = [src, conv.inputs[1], bias, gate]
+        conv.inputs = [src, conv.inputs[1], bias, gate] + ([addend] if addend >= 0 else [])
         conv.origin = tuple(sorted(set(conv.origin) | set(m.origin)))
         g.remove_node(m)
         consumers = g.consumers()
         folded += 1
-        lines.append(f"folded {m.describe()} into {conv.describe()} (input scale)")
+        if addend < 0:
+            lines.append(f"folded {m.describe()} into {conv.describe()} (input scale)")
     return folded
 
 
@@ -193,8 +244,11 @@ def fuse_squeeze_excite(g: GpuGraph) -> Report:
     MUL.  A MUL (no epilogue) of a runtime map by a runtime (B, 1, 1, C) gate -- a fused gate or not --
     whose product nothing but an ungrouped 1x1 CONV_2D reads (as its input) is removed: the conv
     reads the map and multiplies each input vector by the gate as it loads it (input 3 of the node;
-    conv2d's ``in_scale`` option).  Otherwise the MUL keeps its launch (a product read twice, e.g. by a
-    residual ADD fused into it, or read by another op).
+    conv2d's ``in_scale`` option).  A MUL carrying a residual ADD of a runtime tensor of its shape (``x * gate +
+    y``: the ``binary`` launch ``fuse_elementwise`` made; selfie_segmentation's decoder blocks) folds the same way
+    when the cost model says it pays (:func:`_add_pays`; ``FOLD_GATE_ADD``): the conv also reads ``y`` (input 4,
+    option ``in_add``) and adds it to each scaled input value, so the sum is never stored.  Otherwise the MUL
+    keeps its launch (a product read twice, a conv reading it through a resize, or read by another op).
     """
     if not SQUEEZE_EXCITE:
         return ["off (SQUEEZE_EXCITE = False)"]
@@ -202,9 +256,11 @@ def fuse_squeeze_excite(g: GpuGraph) -> Report:
     declined: Counter[str] = Counter()
     counts = _fuse_gates(g, lines, declined)
     folded = _fold_muls(g, lines, declined)
+    adds = sum(1 for n in g.nodes if n.op == "CONV_2D" and len(n.inputs) > 4 and n.inputs[4] >= 0)
     summary = ", ".join(f"{n} with {k}" for k, n in sorted(counts.items()))
     kept = "; ".join(f"{n} {k}" for k, n in sorted(declined.items()))
     return [f"fused {sum(counts.values())} squeeze-excite gates into se_gate launches"
             + (f" ({summary})" if summary else "")
             + f"; folded {folded} gate MULs into the 1x1 conv reading them"
+            + (f" ({adds} with their residual ADD)" if adds else "")
             + (f" (kept: {kept})" if kept else ""), *lines]

@@ -132,12 +132,12 @@ class Lowerer:
                 self.tensor_or_const("res", e.operand)
                 after_residual = True
 
-    def bind_weighted(self, weights: np.ndarray, channels: int, operands: list[Epilogue], in_scale: int = -1
-                      ) -> None:
+    def bind_weighted(self, weights: np.ndarray, channels: int, operands: list[Epilogue], in_scale: int = -1,
+                      in_add: int = -1) -> None:
         """The bindings every weighted kernel (conv2d, depthwise_conv2d, fully_connected) takes, in its
         order: ``src`` (input 0), the packed ``weights``, ``bias`` (input 2, zeros when absent) as a
-        vector of ``channels``, conv2d's ``in_scale`` tensor when given, the epilogue's operands, ``dst``
-        (output 0)."""
+        vector of ``channels``, conv2d's ``in_scale`` and ``in_add`` tensors when given, the epilogue's
+        operands, ``dst`` (output 0)."""
         n = self.n
         self.bind("src", n.inputs[0])
         self.const("weights", weights)
@@ -145,6 +145,8 @@ class Lowerer:
         self.const("bias", L.channel_vector(bias, channels))
         if in_scale >= 0:
             self.bind("in_scale", in_scale)
+        if in_add >= 0:
+            self.bind("in_add", in_add)
         self.bind_epilogue_operands(operands, channels)
         self.bind("dst", n.outputs[0])
 

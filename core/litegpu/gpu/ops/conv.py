@@ -29,6 +29,7 @@ from .._cost import (
     choose_dw_pw_small,
     choose_dw_pw_staged,
     choose_pw_dw,
+    conv_add_params,
     staged_options,
     two_round_pays,
 )
@@ -52,7 +53,7 @@ from .._kernel_specs import (
 from ._entry import WEIGHTS_BIAS, GpuOpEntry, Lowerer, opt
 from .resize import resize_scale
 
-__all__ = ["OPS", "KERNELS", "DW_PW_SMALL_MAX_PIXELS", "pw_dw_params", "DW_PW_PACK_LANES", "dw_pw_pack", "dw_pw_staged_tiling", "dw_pw_tiling", "dw_pw_small_tiling"]
+__all__ = ["OPS", "KERNELS", "choose_host_read", "HOST_READ_PRICED", "DW_PW_SMALL_MAX_PIXELS", "pw_dw_params", "DW_PW_PACK_LANES", "dw_pw_pack", "dw_pw_staged_tiling", "dw_pw_tiling", "dw_pw_small_tiling"]
 
 #: dw_pw_conv2d tiling (:func:`dw_pw_tiling`), from every variant timed on an H200 (bench/gpu_dw_pw.py --explore)
 _SPLIT_OUTPUTS, _SPLIT4_OUTPUTS = 20480, 8192
@@ -300,9 +301,11 @@ def lower_conv(lw: Lowerer) -> list[GpuOp]:
     opts, operands = lw.epilogue()
     # the template needs group sizes in whole slices; otherwise a dense filter with zeros elsewhere
     w, grouped = L.grouped_conv_filter(w, groups)
-    # input 3 (_passes/squeeze_excite): a (B, 1, 1, C) gate the input is multiplied by as it is read
+    # input 3 (_passes/squeeze_excite): a (B, 1, 1, C) gate the input is multiplied by as it is read; input 4:
+    # a tensor of the input's shape added after it (the gate MUL's residual ADD folded in too)
     scale = lw.n.inputs[3] if len(lw.n.inputs) > 3 else -1
-    lw.bind_weighted(L.conv_weights(w), o, operands, in_scale=scale)
+    addend = lw.n.inputs[4] if len(lw.n.inputs) > 4 else -1
+    lw.bind_weighted(L.conv_weights(w), o, operands, in_scale=scale, in_add=addend)
     if opts.get("store_pre"):  # outputs[1]: the value before the residual (_passes/fuse.fuse_shared_residual)
         lw.bind("dst_pre", lw.n.outputs[1])
     params.update(SRC_SG=L.slices(c // groups) if grouped else L.slices(c),
@@ -312,15 +315,48 @@ def lower_conv(lw: Lowerer) -> list[GpuOp]:
     params.update(resized)
     # the variant (per-thread block and reduction split, or the tiled matrix product) from the cost model;
     # conv2d_tiled has no pooled or resized residual read (fuse_pool_residual, fuse_resize_residual), no
-    # resized input (fuse_resize_input), no second store (fuse_shared_residual) and no input scale
-    kernel, choice, _ = choose_conv(params, lw.cost, grouped, tiled=not (opts.get("residual_pool") or resized
-                                                                       or opts.get("residual_resize")
-                                                                       or opts.get("store_pre")) and scale < 0)
+    # resized input (fuse_resize_input), no second store (fuse_shared_residual) and no input scale or addend;
+    # the addend's loads are priced (conv_add_params)
+    kernel, choice, _ = choose_conv(conv_add_params(params) if addend >= 0 else params, lw.cost, grouped,
+                                    tiled=not (opts.get("residual_pool") or resized or opts.get("residual_resize")
+                                               or opts.get("store_pre")) and scale < 0 and addend < 0)
     if kernel == "conv2d_tiled":
         return [lw.op(kernel, {**opts, **choice}, params)]
     return [lw.op("conv2d", {**opts, "grouped": grouped or None, "in_scale": scale >= 0 or None,
-                             "in_resize": bool(resized) or None,
+                             "in_add": addend >= 0 or None, "in_resize": bool(resized) or None,
                              **{k: v for k, v in choice.items() if v != _CONV_DEFAULTS[k]}}, params)]
+
+
+#: Switch (``--set litegpu.gpu.ops.conv.HOST_READ_PRICED=True``), **off**: True chooses the variant of a conv that
+#: reads a model input in the host's dense BHWC again with that read priced (choose_host_read); False keeps the
+#: variant it was lowered with (priced as a PHWC4 read).  Off until timed per model: on an H100 (OpenCL events,
+#: s14-prologue-2) selfie_segmentation's first conv took 14.75 us as lowered (conv2d block_w 4, split 4, pack 4)
+#: and 11.14 us at the pick with the read priced (block_w 2, block_s 2; the best of 80 variants 9.28 us), but the
+#: other models' first convs change too (hand, palm: conv2d_tiled; face_detection, iris: block_s 2) and were not
+#: timed (docs/performance.md, tenth session).
+HOST_READ_PRICED = False
+
+#: conv2d / conv2d_tiled options that only say how a launch splits its work (the chooser's); the rest is its meaning
+_WORK_OPTIONS = frozenset(_CONV_DEFAULTS) | {"tile_p", "tile_s", "kc"}
+#: conv2d options conv2d_tiled has no form of
+_CONV2D_ONLY = ("grouped", "in_scale", "in_add", "in_resize", "residual_pool", "residual_resize", "store_pre",
+                "dst_bhwc")
+
+
+def choose_host_read(op: GpuOp, cost: DeviceCost) -> None:
+    """A conv2d / conv2d_tiled launch that reads a model input in the host's dense BHWC (``src_bhwc``, param
+    ``CIN``: set by ``gpu/_runtime._dense_inputs`` after lowering) takes the variant the cost model picks with that
+    read priced: a scalar load a channel of each step's slice instead of one vector (``_cost.conv_work``), and
+    ``block_s`` up to 4 (every output slice of a pixel block from one read).  The model's first conv: its few
+    input channels make the read most of its loads."""
+    if not HOST_READ_PRICED or op.kernel not in ("conv2d", "conv2d_tiled") or op.options.get("grouped"):
+        return
+    meaning = {k: v for k, v in op.options.items() if k not in _WORK_OPTIONS}
+    tiled = not any(meaning.get(k) for k in _CONV2D_ONLY)
+    kernel, choice, _ = choose_conv(op.params, cost, False, tiled=tiled)
+    op.kernel = kernel
+    op.options = {**meaning, **(choice if kernel == "conv2d_tiled"
+                                else {k: v for k, v in choice.items() if v != _CONV_DEFAULTS[k]})}
 
 
 def lower_depthwise(lw: Lowerer) -> list[GpuOp]:
@@ -608,11 +644,17 @@ def _dw_pw_wg(opts: Mapping[str, Any]) -> tuple[int, int, int] | None:
 KERNELS: tuple[KernelSpec, ...] = (
     spec("conv2d", "conv.lgk", "2-D convolution, groups, dilation, fused bias/activation/residual",
          {"act": ACT, "residual": Opt("NONE", ("NONE", "ADD", "MUL")), "residual_act": ACT,
-          "block_w": Opt(2, (1, 2, 4)), "block_s": Opt(1, (1, 2)), "grouped": boolean(), "split": SPLIT,
+          "block_w": Opt(2, (1, 2, 4)), "block_s": Opt(1, (1, 2, 4)), "grouped": boolean(), "split": SPLIT,
           "qdq": QDQ, "residual_channels": CHANNELS, "residual_pool": boolean(), "in_scale": boolean(),
           "residual_resize": boolean(), "in_resize": boolean(), "store_pre": boolean(), "dst_bhwc": boolean(),
-          "pack": PACK, "unroll": UNROLL, "two_round": boolean(), "src_bhwc": boolean()},
+          "pack": PACK, "unroll": UNROLL, "two_round": boolean(), "src_bhwc": boolean(), "in_add": boolean()},
          [{"act": a} for a in FUSED_ACTIVATIONS]
+         # the folded gate MUL + ADD (in_add), with and without the scale, over the block / split / unroll forms
+         + [{"in_add": True, "in_scale": True, "act": "RELU", "block_w": 1, "unroll": 2},
+            {"in_add": True, "in_scale": True, "block_w": 4, "unroll": 4, "block_s": 2},
+            {"in_add": True, "in_scale": True, "split": 8, "pack": 4, "two_round": True, "residual": "ADD"},
+            {"in_add": True, "split": 16, "unroll": 2, "store_pre": True, "residual": "ADD", "qdq": True},
+            {"in_add": True, "grouped": True, "act": "PRELU"}]
          + [{"in_scale": True, "block_w": 1}, {"in_scale": True, "residual": "ADD", "split": 16},
             {"in_scale": True, "act": "PRELU", "block_w": 4, "block_s": 2, "split": 8},
             {"in_scale": True, "grouped": True, "residual": "ADD", "residual_act": "RELU", "qdq": True}]
@@ -657,8 +699,10 @@ KERNELS: tuple[KernelSpec, ...] = (
             {"pack": 2, "split": 16, "residual": "MUL", "residual_resize": True, "block_s": 2},
             {"two_round": True, "split": 4}, {"two_round": True, "split": 32, "pack": 2, "block_w": 4, "block_s": 2},
             {"two_round": True, "split": 128, "unroll": 2, "residual": "ADD", "residual_act": "PRELU"}]
-         # the partition input read in the host's dense BHWC (gpu/_runtime._dense_inputs)
-         + [{"src_bhwc": True}, {"src_bhwc": True, "act": "PRELU", "block_w": 4, "split": 4, "pack": 4, "two_round": True},
+         # the partition input read in the host's dense BHWC (gpu/_runtime._dense_inputs); block_s 4: a thread
+         # all 16 output channels of a pixel block (a stem conv's few input channels loaded once)
+         + [{"src_bhwc": True, "block_s": 4, "block_w": 2, "act": "HARD_SWISH"}, {"block_s": 4, "split": 8, "pack": 2},
+            {"src_bhwc": True}, {"src_bhwc": True, "act": "PRELU", "block_w": 4, "split": 4, "pack": 4, "two_round": True},
             {"src_bhwc": True, "block_w": 4, "block_s": 2, "unroll": 2, "act": "RELU6"},
             {"src_bhwc": True, "split": 8, "unroll": 4, "block_w": 1, "residual": "ADD", "dst_bhwc": True}],
          default_wg=(8, 4, 2), shared_wg=split_wg),
