@@ -86,7 +86,7 @@ def test_h100_opencl_plan_of_every_model_matches_litert(nvidia_opencl_choices, m
 
 @pytest.mark.parametrize("name, launches, vulkan_launches", [
     ("iris_landmark", 24, 34),  # its 1x1 expansions in the pw_dw_conv2d blocks after them, two branches at once
-    pytest.param("selfie_segmentation", 37, 39, marks=pytest.mark.slow),  # its two 3x3 blocks whole
+    pytest.param("selfie_segmentation", 31, 39, marks=pytest.mark.slow),  # its two 3x3 blocks whole; six se_gates as tail groups
     pytest.param("hand_landmark_full", 27, 27, marks=pytest.mark.slow),  # its launches mostly longer than the host's
 ])
 def test_h100_opencl_plan_takes_fewer_launches(nvidia_opencl_choices, mediapipe_models, name, launches,
