@@ -163,7 +163,7 @@ def test_vulkan_device_is_created_beside_the_model_read_and_its_failure_raised_a
     assert_allclose_rel(got, run_litert(model, [x])[0], 1e-4)
     assert d.device.device_open_ms > 0 and "device (started)" in d.device.startup_ms
 
-    import vulkan as vk
+    from litegpu_vulkan import _vk as vk
     from litegpu_vulkan._device import VulkanDevice
 
     def refuse(*_a):

@@ -208,6 +208,9 @@ def test_availability_reasons_never_raise(backend, monkeypatch):
     monkeypatch.delattr(backend, "_device")
     monkeypatch.delitem(sys.modules, "litegpu_vulkan._instance")
     monkeypatch.delattr(backend, "_instance")
+    monkeypatch.delitem(sys.modules, "litegpu_vulkan._vk")
+    monkeypatch.delattr(backend, "_vk")
+    monkeypatch.delitem(sys.modules, "vulkan._vulkancache", raising=False)
     monkeypatch.setitem(sys.modules, "vulkan", None)
     ok, reason = _backend.VulkanBackend().availability()
     assert not ok and "pip install vulkan" in reason

@@ -1,5 +1,5 @@
 """The process's one VkInstance and its device list: the part of the Vulkan backend the availability
-check needs.  It imports the ``vulkan`` binding and nothing of litegpu's GPU core, so that the
+check needs.  It imports the binding (``_vk``) and nothing of litegpu's GPU core, so that the
 driver's start (``vkCreateInstance`` and the device enumeration, tens of ms on NVIDIA, in C with
 the GIL released) can run on a thread while the caller imports the rest of the backend and the GPU
 executor (``_backend._why_unavailable``); ``_device`` builds devices on the same instance.
@@ -11,8 +11,9 @@ import threading
 import time
 from typing import Any, NamedTuple
 
-import vulkan as vk
 from litegpu import BackendUnavailableError
+
+from . import _vk as vk
 
 __all__ = ["list_devices"]
 
@@ -55,7 +56,7 @@ def _candidates(instance: Any) -> list[_Candidate]:
         qf = next((i for i, f in enumerate(families) if f.queueFlags & vk.VK_QUEUE_COMPUTE_BIT), None)
         if qf is None:
             continue
-        found.append(_Candidate(pd, props.deviceName, _TYPE_ORDER.get(props.deviceType, 4), qf))
+        found.append(_Candidate(pd, vk.text(props.deviceName), _TYPE_ORDER.get(props.deviceType, 4), qf))
     found.sort(key=lambda c: c.kind)  # stable: the driver's order within a kind
     return found
 
