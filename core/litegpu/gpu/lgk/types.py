@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 from ..._backend_options import PRECISIONS
 from ..._errors import LiteGPUError
+from ..._records import dataclass  # no compiled methods: a warm start imports this module
 
 
 class KernelTemplateError(LiteGPUError, ValueError):
