@@ -32,7 +32,7 @@ from litegpu.gpu._device import BufferRef, DeviceInfo, GpuDevice, QueriedBeside,
 from litegpu.gpu.spirv import compile_spirv, find_glsl_compiler
 
 from . import _vk as vk
-from ._instance import CREATED_MS, _Candidate, _shared_instance, list_devices
+from ._instance import CREATED_MS, _Candidate, _shared_instance, after_instance, list_devices
 
 log = logging.getLogger("litegpu")
 
@@ -411,6 +411,18 @@ class _Recording(_Resource):
         return got[1]
 
 
+class _Opening:
+    """The device's creation, started on a driver thread (``VulkanDevice.__init__``): ``join`` waits for it."""
+
+    __slots__ = ("done",)
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+
+    def join(self) -> None:
+        self.done.wait()
+
+
 def _barrier(cmd: Any, src_stage: int, src_access: int, dst_stage: int, dst_access: int) -> None:
     barrier = vk.VkMemoryBarrier(srcAccessMask=src_access, dstAccessMask=dst_access)
     vk.vkCmdPipelineBarrier(cmd, src_stage, dst_stage, 0, 1, barrier, 0, None, 0, None)
@@ -430,7 +442,7 @@ class VulkanDevice(GpuDevice):
 
     dialect = "glsl"
     # set before __init__ can fail: close() (and __del__) must work on a half-made device
-    _opening: threading.Thread | None = None
+    _opening: _Opening | None = None
     _open_error: BaseException | None = None
     _handle: Any = None
 
@@ -491,11 +503,18 @@ class VulkanDevice(GpuDevice):
         else:
             target, args = self._create_device, self._select(device, laps)
         # vkCreateDevice (tens of ms on a discrete GPU's driver) runs on a thread while the caller
-        # goes on reading and planning the model (cffi drops the GIL in the call); the first use of
-        # the device waits for it (``_device``), and a failure is raised there
-        self._opening: threading.Thread | None = threading.Thread(
-            target=target, args=args, name="litegpu-vkCreateDevice", daemon=True)
-        self._opening.start()
+        # goes on reading and planning the model (cffi drops the GIL in the call): the thread making
+        # the instance, after it, where that thread is still at work (_instance.after_instance); the
+        # first use of the device waits for it (``_device``), and a failure is raised there
+        opening = self._opening = _Opening()
+
+        def open_device() -> None:
+            try:
+                target(*args)
+            finally:
+                opening.done.set()
+
+        after_instance(open_device, "litegpu-vkCreateDevice")
         laps.lap("device (started)")
 
     @property

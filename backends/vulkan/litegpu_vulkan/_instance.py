@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from litegpu import BackendUnavailableError
@@ -97,3 +98,56 @@ def list_devices() -> list[str]:
     if not cands:
         raise BackendUnavailableError("the Vulkan loader found no device with Vulkan 1.1 and a compute queue")
     return [f"{c.name} ({_TYPE_NAME.get(c.kind, 'other')})" for c in cands]
+
+
+#: the queue of the thread making the shared instance (:func:`start_thread`) while it takes more work
+#: (:func:`after_instance`); None when no such thread does
+_ACCEPTING: list[Callable[[], None]] | None = None
+_QUEUE_LOCK = threading.Lock()
+
+
+def start_thread(make: Callable[[], None]) -> None:
+    """Run ``make`` (the shared instance's creation, which must not raise) on a new thread, and on
+    that thread, after it, what :func:`after_instance` queues while it runs."""
+    global _ACCEPTING
+    queue: list[Callable[[], None]] = []
+    with _QUEUE_LOCK:
+        _ACCEPTING = queue
+    threading.Thread(target=_run, args=(make, queue), name="litegpu-vulkan-instance", daemon=True).start()
+
+
+def _run(make: Callable[[], None], queue: list[Callable[[], None]]) -> None:
+    try:
+        make()
+    finally:
+        _drain(queue)
+
+
+def _drain(queue: list[Callable[[], None]]) -> None:
+    """Run what is queued, until the queue is empty; then take no more (under the lock, so that
+    nothing is queued after the last look)."""
+    global _ACCEPTING
+    while True:
+        with _QUEUE_LOCK:
+            if not queue:
+                if _ACCEPTING is queue:
+                    _ACCEPTING = None
+                return
+            fn = queue.pop(0)
+        fn()
+
+
+def after_instance(fn: Callable[[], None], name: str) -> None:
+    """Run ``fn`` (which must not raise) on the thread of :func:`start_thread` once it has made the
+    instance, if that thread is still at work; else on a new thread called ``name``.
+
+    Why not always a thread of its own: glibc's ``pthread_create`` waits for the dynamic loader's lock,
+    which the instance's thread holds while the loader dlopens the drivers (lavapipe and LLVM: tens of
+    ms on the 2-core CI machine).  A device started that way beside the instance left the caller
+    blocked in ``Thread.start()`` for up to 16 ms of a warm start (docs/performance.md, tenth session),
+    and its thread waited for the instance anyway."""
+    with _QUEUE_LOCK:
+        if _ACCEPTING is not None:
+            _ACCEPTING.append(fn)
+            return
+    threading.Thread(target=fn, name=name, daemon=True).start()
