@@ -146,6 +146,12 @@ def test_unsupported_options_refused():
             def __setattr__(self, name: str, value: Any) -> None:
                 object.__setattr__(self, name, value)
 
+    with pytest.raises(TypeError, match="slots"):
+        @record
+        class Slotted:
+            __slots__ = ("a",)
+            a: int
+
     with pytest.raises(TypeError, match="init-only"):
         @record
         class WithInitVar:

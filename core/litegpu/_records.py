@@ -4,6 +4,9 @@
 frozen, ``__setattr__`` / ``__delattr__``) as source text and compiles every one of them (Python 3.11 and
 3.12: one ``compile`` per method): 0.3-0.75 ms a class on the 2-core CI machine, about 7 ms of the main
 thread's CPU in a warm vulkan start, which imports 18 such classes (docs/performance.md, tenth session).
+The methods here cost about as much per call as the generated ones, a little more for ``__init__`` with
+defaults: a class made or compared tens of thousands of times stays a stdlib dataclass (``lgk.types.Ty``:
+a cold render makes ~28,000 and compares ~17,000).
 :func:`dataclass` here lets ``dataclasses`` collect the fields (``dataclasses.fields``, ``replace``,
 ``asdict`` and ``is_dataclass`` work as on any dataclass) without generating a method, then gives the
 class methods of the same behaviour made from closures over its fields: nothing is compiled.
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+from operator import attrgetter
 from reprlib import recursive_repr
 from typing import Any, TypeVar
 
@@ -43,6 +47,9 @@ def _process(cls: T, *, frozen: bool, eq: bool, repr: bool) -> T:  # noqa: A002
     own = cls.__dict__
     if frozen and ("__setattr__" in own or "__delattr__" in own):
         raise TypeError(f"cannot overwrite attribute __setattr__ / __delattr__ in class {cls.__name__}")
+    if "__slots__" in own or cls.__setattr__ is not object.__setattr__:
+        # (__init__ fills the instance's __dict__; dataclasses.dataclass takes such classes)
+        raise TypeError(f"{cls.__name__}: slots or an own __setattr__ need dataclasses.dataclass")
     class_hash = own.get("__hash__", _MISSING)
     has_explicit_hash = not (class_hash is _MISSING or (class_hash is None and "__eq__" in own))
     doc = own.get("__doc__")
@@ -93,6 +100,17 @@ def _set(cls: type, name: str, fn: Callable[..., Any]) -> None:
     setattr(cls, name, fn)
 
 
+def _getter(names: tuple[str, ...]) -> Callable[[Any], tuple[Any, ...]]:
+    """The fields ``names`` of an object as a tuple (attrgetter: C speed; the methods below run as
+    often as the generated ones they replace, e.g. lgk's ``Ty`` in every cold render)."""
+    if len(names) >= 2:
+        return attrgetter(*names)
+    if len(names) == 1:
+        one = attrgetter(names[0])
+        return lambda obj: (one(obj),)
+    return lambda obj: ()
+
+
 def _init(cls: type, fields: tuple[dataclasses.Field, ...]) -> Callable[..., None]:
     qual = f"{cls.__qualname__}.__init__()"
     names = tuple(f.name for f in fields if f.init)
@@ -103,29 +121,35 @@ def _init(cls: type, fields: tuple[dataclasses.Field, ...]) -> Callable[..., Non
     fixed = tuple((f.name, f.default, f.default_factory) for f in fields if not f.init
                   and (f.default is not _MISSING or f.default_factory is not _MISSING))
     post_init = getattr(cls, "__post_init__", None) is not None
-    setter = object.__setattr__  # frozen or not: no class here defines its own __setattr__ for init
 
-    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:  # noqa: N807
+    def bind(args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
+        """Every init field's value, in order, from the call's arguments and the defaults."""
         if len(args) > n:
             raise TypeError(f"{qual} takes {n + 1} positional arguments but {len(args) + 1} were given")
-        for name, value in zip(names, args, strict=False):  # (more args raised above; fewer: the rest below)
-            setter(self, name, value)
+        values = list(args)
         for name in names[len(args):]:
             if name in kwargs:
-                value = kwargs.pop(name)
+                values.append(kwargs.pop(name))
             elif name in defaults:
-                value = defaults[name]
+                values.append(defaults[name])
             elif name in factories:
-                value = factories[name]()
+                values.append(factories[name]())
             else:
                 raise TypeError(f"{qual} missing required argument: {name!r}")
-            setter(self, name, value)
         if kwargs:
             name = next(iter(kwargs))
             what = "multiple values for argument" if name in names else "an unexpected keyword argument"
             raise TypeError(f"{qual} got {what} {name!r}")
+        return values
+
+    # the instance's __dict__ filled at once: what object.__setattr__ per field does for plain
+    # attributes (these classes have no slots, and none of their fields is a descriptor; _process
+    # keeps a class with its own __setattr__ off this path)
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:  # noqa: N807
+        self.__dict__.update(zip(names, args if len(args) == n and not kwargs else bind(args, kwargs),
+                                 strict=True))
         for name, default, factory in fixed:
-            setter(self, name, factory() if default is _MISSING else default)
+            self.__dict__[name] = factory() if default is _MISSING else default
         if post_init:
             self.__post_init__()
 
@@ -133,25 +157,32 @@ def _init(cls: type, fields: tuple[dataclasses.Field, ...]) -> Callable[..., Non
 
 
 def _repr(cls: type, names: tuple[str, ...]) -> Callable[[Any], str]:
+    text = "{}(" + ", ".join(f"{n}={{!r}}" for n in names) + ")"
+    get = _getter(names)
+
     @recursive_repr()
     def __repr__(self: Any) -> str:  # noqa: N807
-        return f"{self.__class__.__qualname__}({', '.join(f'{n}={getattr(self, n)!r}' for n in names)})"
+        return text.format(self.__class__.__qualname__, *get(self))
 
     return __repr__
 
 
 def _eq(cls: type, names: tuple[str, ...]) -> Callable[[Any, Any], Any]:
+    get = _getter(names)
+
     def __eq__(self: Any, other: Any) -> Any:  # noqa: N807
         if other.__class__ is self.__class__:
-            return tuple(getattr(self, n) for n in names) == tuple(getattr(other, n) for n in names)
+            return get(self) == get(other)
         return NotImplemented
 
     return __eq__
 
 
 def _hash(names: tuple[str, ...]) -> Callable[[Any], int]:
+    get = _getter(names)
+
     def __hash__(self: Any) -> int:  # noqa: N807
-        return hash(tuple(getattr(self, n) for n in names))
+        return hash(get(self))
 
     return __hash__
 
