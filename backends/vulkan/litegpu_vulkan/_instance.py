@@ -7,6 +7,7 @@ executor (``_backend._why_unavailable``); ``_device`` builds devices on the same
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -134,7 +135,10 @@ def _drain(queue: list[Callable[[], None]]) -> None:
                     _ACCEPTING = None
                 return
             fn = queue.pop(0)
-        fn()
+        try:
+            fn()
+        except Exception:  # fn must not raise; if it does, the work queued after it still runs
+            logging.getLogger("litegpu").warning("vulkan: work queued after the instance failed", exc_info=True)
 
 
 def after_instance(fn: Callable[[], None], name: str) -> None:
