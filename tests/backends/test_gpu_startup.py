@@ -163,7 +163,7 @@ def test_vulkan_device_is_created_beside_the_model_read_and_its_failure_raised_a
     assert_allclose_rel(got, run_litert(model, [x])[0], 1e-4)
     assert d.device.device_open_ms > 0 and "device (started)" in d.device.startup_ms
 
-    import vulkan as vk
+    from litegpu_vulkan import _vk as vk
     from litegpu_vulkan._device import VulkanDevice
 
     def refuse(*_a):
@@ -202,7 +202,8 @@ def test_vulkan_load_delegate_starts_the_driver_in_the_background_and_a_failed_s
         model = _model()
         it = litegpu.Interpreter(model_content=model, experimental_delegates=[d])
         it.allocate_tensors()
-        assert opened == ["litegpu-vkCreateDevice"]  # the queries ran on the device's thread
+        # the queries ran on a driver thread: the instance's, after it, or the device's own
+        assert len(opened) == 1 and opened[0] in ("litegpu-vulkan-instance", "litegpu-vkCreateDevice")
         assert it._main.plan.steps and all(s.kind == "delegate" for s in it._main.plan.steps)
         x = np.random.default_rng(2).standard_normal((1, 8, 8, 3)).astype(np.float32)
         it.set_tensor(it.get_input_details()[0]["index"], x)

@@ -208,6 +208,9 @@ def test_availability_reasons_never_raise(backend, monkeypatch):
     monkeypatch.delattr(backend, "_device")
     monkeypatch.delitem(sys.modules, "litegpu_vulkan._instance")
     monkeypatch.delattr(backend, "_instance")
+    monkeypatch.delitem(sys.modules, "litegpu_vulkan._vk")
+    monkeypatch.delattr(backend, "_vk")
+    monkeypatch.delitem(sys.modules, "vulkan._vulkancache", raising=False)
     monkeypatch.setitem(sys.modules, "vulkan", None)
     ok, reason = _backend.VulkanBackend().availability()
     assert not ok and "pip install vulkan" in reason
@@ -241,6 +244,37 @@ def test_availability_lists_devices_beside_the_executor_import(backend, monkeypa
     assert backend.VulkanBackend().availability() == (True, "")
     assert seen == ["litegpu-vulkan-probe"]
     assert imported == [("litegpu_vulkan._device",)]
+
+
+def test_work_queued_after_the_instance_runs_on_its_thread_in_order(backend, caplog):
+    """``_instance.after_instance``: while the instance's thread is at work, queued work runs there after
+    the instance, in order (a failing one is reported at WARNING and the next still runs); once that
+    thread is done, work gets a thread of its own, named as asked."""
+    import threading
+    import time
+
+    from litegpu_vulkan import _instance
+
+    release, ran = threading.Event(), []
+    _instance.start_thread(release.wait)  # the "instance" is made when the test says so
+
+    def fail() -> None:
+        raise RuntimeError("queued work failed")
+
+    _instance.after_instance(fail, "unused")
+    _instance.after_instance(lambda: ran.append(threading.current_thread().name), "unused")
+    assert ran == []  # nothing runs before the instance
+    with caplog.at_level("WARNING", logger="litegpu"):
+        release.set()
+        for _ in range(200):
+            if ran and _instance._ACCEPTING is None:
+                break
+            time.sleep(0.01)
+    assert ran == ["litegpu-vulkan-instance"]
+    assert any("queued after the instance failed" in r.getMessage() for r in caplog.records)
+    done = threading.Event()
+    _instance.after_instance(lambda: (ran.append(threading.current_thread().name), done.set()), "own-thread")
+    assert done.wait(5) and ran[-1] == "own-thread"
 
 
 def test_options_are_checked(backend, compiler_core):

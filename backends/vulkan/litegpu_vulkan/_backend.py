@@ -120,15 +120,17 @@ class VulkanBackend(litegpu.BackendSpec):
     def quick_availability(self) -> tuple[bool, str] | None:
         """For ``load_delegate``: the binding imports; the driver's instance starts on a thread here
         (beside the import of the executor that ``create_delegate`` does), and the default device's
-        queries and creation go on in the background (``VulkanDevice(background=True)``), so that
+        queries and creation go on in the background (``VulkanDevice(background=True)``, on the same
+        thread once the instance is made: ``_instance.after_instance``), so that
         a start pays the driver beside the model's read and plan.  A driver that fails raises
         BackendUnavailableError at the delegate's first use (its first ``supports``)."""
         missing = _binding_missing()
         if missing:
             return False, missing
-        import threading
+        from . import _instance
 
-        threading.Thread(target=_start_instance, name="litegpu-vulkan-instance", daemon=True).start()
+        # (the lambda looks _start_instance up when the thread runs: bench/init_timeline.py wraps it)
+        _instance.start_thread(lambda: _start_instance())
         return True, ""
 
     def devices(self) -> list[str]:

@@ -1,18 +1,18 @@
-"""Vulkan through the ``vulkan`` cffi binding: device selection, allocator, compiler, program, queue.
+"""Vulkan through ``_vk`` (the ``vulkan`` package's cffi declarations): device selection, allocator, compiler,
+program, queue.
 
 The whole API-specific part of the backend; the core's GPU executor does the rest.  One
 instance, one logical device, one compute queue.  A partition's launches are recorded once into
 one command buffer (:meth:`VulkanDevice.record`) and resubmitted with a fence per invoke
 (:meth:`VulkanDevice.replay`).
 
-Keep-alive rule (why so many names below): the ``vulkan`` binding keeps the temporaries it makes
-for a pointer field (a ``char[]`` for a string, an array for a list) alive only as long as the
-struct that points at them, through a weak-keyed dict.  A struct nested *by value* (the shader
-stage inside VkComputePipelineCreateInfo) is copied, and the copy does not keep the original's
-temporaries; a list of structs is copied into a fresh array the same way.  Unnamed temporaries
-are then freed before the driver reads them: lavapipe happens to survive it, NVIDIA fails with
-VK_ERROR_UNKNOWN or garbage.  So every string, nested struct and array handed to a create call
-is a named variable (or an ``ffi.new`` we own) that lives until the call returns.
+Keep-alive rule (why so many names below): ``_vk``'s struct constructors keep what a struct's
+pointer fields reach (a ``char[]`` for a string, an array for a list, a nested struct) alive only as
+long as that struct, through a weak-keyed dict.  A struct copied *by value* (into an array of structs,
+or the shader stage inside VkComputePipelineCreateInfo) is a copy that keeps nothing alive.  Memory
+freed before the driver reads it: lavapipe happens to survive it, NVIDIA fails with VK_ERROR_UNKNOWN
+or garbage.  So every string, nested struct and array handed to a create call is a named variable
+(or an ``ffi.new`` we own) that lives until the call returns.
 """
 
 from __future__ import annotations
@@ -27,12 +27,12 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import vulkan as vk
 from litegpu import BackendUnavailableError, DelegateError
 from litegpu.gpu._device import BufferRef, DeviceInfo, GpuDevice, QueriedBeside, RunStaging, StartupTimer
 from litegpu.gpu.spirv import compile_spirv, find_glsl_compiler
 
-from ._instance import CREATED_MS, _Candidate, _shared_instance, list_devices
+from . import _vk as vk
+from ._instance import CREATED_MS, _Candidate, _shared_instance, after_instance, list_devices
 
 log = logging.getLogger("litegpu")
 
@@ -411,6 +411,18 @@ class _Recording(_Resource):
         return got[1]
 
 
+class _Opening:
+    """The device's creation, started on a driver thread (``VulkanDevice.__init__``): ``join`` waits for it."""
+
+    __slots__ = ("done",)
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+
+    def join(self) -> None:
+        self.done.wait()
+
+
 def _barrier(cmd: Any, src_stage: int, src_access: int, dst_stage: int, dst_access: int) -> None:
     barrier = vk.VkMemoryBarrier(srcAccessMask=src_access, dstAccessMask=dst_access)
     vk.vkCmdPipelineBarrier(cmd, src_stage, dst_stage, 0, 1, barrier, 0, None, 0, None)
@@ -430,7 +442,7 @@ class VulkanDevice(GpuDevice):
 
     dialect = "glsl"
     # set before __init__ can fail: close() (and __del__) must work on a half-made device
-    _opening: threading.Thread | None = None
+    _opening: _Opening | None = None
     _open_error: BaseException | None = None
     _handle: Any = None
 
@@ -491,11 +503,18 @@ class VulkanDevice(GpuDevice):
         else:
             target, args = self._create_device, self._select(device, laps)
         # vkCreateDevice (tens of ms on a discrete GPU's driver) runs on a thread while the caller
-        # goes on reading and planning the model (cffi drops the GIL in the call); the first use of
-        # the device waits for it (``_device``), and a failure is raised there
-        self._opening: threading.Thread | None = threading.Thread(
-            target=target, args=args, name="litegpu-vkCreateDevice", daemon=True)
-        self._opening.start()
+        # goes on reading and planning the model (cffi drops the GIL in the call): the thread making
+        # the instance, after it, where that thread is still at work (_instance.after_instance); the
+        # first use of the device waits for it (``_device``), and a failure is raised there
+        opening = self._opening = _Opening()
+
+        def open_device() -> None:
+            try:
+                target(*args)
+            finally:
+                opening.done.set()
+
+        after_instance(open_device, "litegpu-vkCreateDevice")
         laps.lap("device (started)")
 
     @property
@@ -569,7 +588,7 @@ class VulkanDevice(GpuDevice):
         # 16-bit buffers alone carry the storage-only half kernels; with shaderFloat16 also half math
         fp16_storage = bool(storage16.storageBuffer16BitAccess)
         fp16 = bool(fp16_storage and float16.shaderFloat16)
-        available = {e.extensionName for e in vk.vkEnumerateDeviceExtensionProperties(pd, None)}
+        available = set(vk.vkEnumerateDeviceExtensionProperties(pd, None))
         ext_names = [e for e in _FP16_EXTENSIONS if e in available] if fp16_storage else []
         # enable exactly what fp16 kernels need (chained again, named for the same reason)
         want16 = vk.VkPhysicalDevice16BitStorageFeatures(storageBuffer16BitAccess=int(fp16_storage))

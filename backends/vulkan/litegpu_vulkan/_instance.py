@@ -1,5 +1,5 @@
 """The process's one VkInstance and its device list: the part of the Vulkan backend the availability
-check needs.  It imports the ``vulkan`` binding and nothing of litegpu's GPU core, so that the
+check needs.  It imports the binding (``_vk``) and nothing of litegpu's GPU core, so that the
 driver's start (``vkCreateInstance`` and the device enumeration, tens of ms on NVIDIA, in C with
 the GIL released) can run on a thread while the caller imports the rest of the backend and the GPU
 executor (``_backend._why_unavailable``); ``_device`` builds devices on the same instance.
@@ -7,12 +7,15 @@ executor (``_backend._why_unavailable``); ``_device`` builds devices on the same
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
-import vulkan as vk
 from litegpu import BackendUnavailableError
+
+from . import _vk as vk
 
 __all__ = ["list_devices"]
 
@@ -55,7 +58,7 @@ def _candidates(instance: Any) -> list[_Candidate]:
         qf = next((i for i, f in enumerate(families) if f.queueFlags & vk.VK_QUEUE_COMPUTE_BIT), None)
         if qf is None:
             continue
-        found.append(_Candidate(pd, props.deviceName, _TYPE_ORDER.get(props.deviceType, 4), qf))
+        found.append(_Candidate(pd, vk.text(props.deviceName), _TYPE_ORDER.get(props.deviceType, 4), qf))
     found.sort(key=lambda c: c.kind)  # stable: the driver's order within a kind
     return found
 
@@ -96,3 +99,59 @@ def list_devices() -> list[str]:
     if not cands:
         raise BackendUnavailableError("the Vulkan loader found no device with Vulkan 1.1 and a compute queue")
     return [f"{c.name} ({_TYPE_NAME.get(c.kind, 'other')})" for c in cands]
+
+
+#: the queue of the thread making the shared instance (:func:`start_thread`) while it takes more work
+#: (:func:`after_instance`); None when no such thread does
+_ACCEPTING: list[Callable[[], None]] | None = None
+_QUEUE_LOCK = threading.Lock()
+
+
+def start_thread(make: Callable[[], None]) -> None:
+    """Run ``make`` (the shared instance's creation, which must not raise) on a new thread, and on
+    that thread, after it, what :func:`after_instance` queues while it runs."""
+    global _ACCEPTING
+    queue: list[Callable[[], None]] = []
+    with _QUEUE_LOCK:
+        _ACCEPTING = queue
+    threading.Thread(target=_run, args=(make, queue), name="litegpu-vulkan-instance", daemon=True).start()
+
+
+def _run(make: Callable[[], None], queue: list[Callable[[], None]]) -> None:
+    try:
+        make()
+    finally:
+        _drain(queue)
+
+
+def _drain(queue: list[Callable[[], None]]) -> None:
+    """Run what is queued, until the queue is empty; then take no more (under the lock, so that
+    nothing is queued after the last look)."""
+    global _ACCEPTING
+    while True:
+        with _QUEUE_LOCK:
+            if not queue:
+                if _ACCEPTING is queue:
+                    _ACCEPTING = None
+                return
+            fn = queue.pop(0)
+        try:
+            fn()
+        except Exception:  # fn must not raise; if it does, the work queued after it still runs
+            logging.getLogger("litegpu").warning("vulkan: work queued after the instance failed", exc_info=True)
+
+
+def after_instance(fn: Callable[[], None], name: str) -> None:
+    """Run ``fn`` (which must not raise) on the thread of :func:`start_thread` once it has made the
+    instance, if that thread is still at work; else on a new thread called ``name``.
+
+    Why not always a thread of its own: glibc's ``pthread_create`` waits for the dynamic loader's lock,
+    which the instance's thread holds while the loader dlopens the drivers (lavapipe and LLVM: tens of
+    ms on the 2-core CI machine).  A device started that way beside the instance left the caller
+    blocked in ``Thread.start()`` for up to 16 ms of a warm start (docs/performance.md, tenth session),
+    and its thread waited for the instance anyway."""
+    with _QUEUE_LOCK:
+        if _ACCEPTING is not None:
+            _ACCEPTING.append(fn)
+            return
+    threading.Thread(target=fn, name=name, daemon=True).start()

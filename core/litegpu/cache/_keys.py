@@ -18,7 +18,7 @@ import logging
 import math
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path, PurePath
 from typing import Any
 
@@ -26,6 +26,7 @@ import numpy as np
 
 from .._delegate import PartitionSpec
 from .._ir import Model
+from .._records import dataclass  # no compiled methods: a warm start imports this module
 
 __all__ = ["EntryKey", "model_token", "partition_signature", "canonical_json", "source_fingerprint", "FINGERPRINT"]
 

@@ -23,11 +23,12 @@ import stat
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, field
 from pathlib import Path
 from typing import Any
 
 from .._errors import CacheError
+from .._records import dataclass  # no compiled methods: a warm start imports this module
 from ._dirs import FILE_MODE, check_dir, default_cache_dir
 from ._format import CHECKSUM_SIZE, FORMAT_VERSION, decode, encode, read_header
 from ._keys import FINGERPRINT, EntryKey, describe_fields

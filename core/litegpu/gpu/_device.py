@@ -13,11 +13,11 @@ import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from .._records import dataclass  # no compiled methods: a warm start imports this module
 from .kernels import RenderedKernel
 
 __all__ = ["DeviceInfo", "GpuDevice", "BufferRef", "QueriedBeside", "RunStaging", "StartupTimer"]

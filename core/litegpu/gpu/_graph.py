@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from typing import Any
 
 import numpy as np
@@ -41,6 +41,7 @@ import numpy as np
 from .._delegate import PartitionSpec
 from .._errors import DelegateError
 from .._ir import Operator, Quantization, Sparsity, Subgraph, Tensor
+from .._records import dataclass  # no compiled methods: a warm start imports this module
 
 __all__ = [
     "QDQ_OP",

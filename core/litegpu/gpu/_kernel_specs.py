@@ -12,9 +12,10 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
+from .._records import dataclass  # no compiled methods: a warm start imports this module
 from .lgk import KernelTemplateError
 
 __all__ = ["Opt", "KernelSpec", "LAYOUT_KERNELS", "TAIL_OPTIONS", "TAIL_PREFIX", "TAIL_TICKET", "ACTIVATIONS", "FUSED_ACTIVATIONS",

@@ -22,11 +22,12 @@ uploaded, outputs may outlive the partition, constants are read-only).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 
 import numpy as np
 
 from .._errors import ConfigError
+from .._records import dataclass  # no compiled methods: a warm start imports this module
 from ._graph import GpuGraph
 from ._layout import phwc4_nbytes
 

@@ -24,9 +24,10 @@ import math
 import re
 import struct
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from typing import TYPE_CHECKING, Any
 
+from .._records import dataclass  # no compiled methods: a warm start imports this module
 from ._kernel_specs import ACTIVATIONS, FUSED_ACTIVATIONS, KernelSpec, template_text
 from .lgk import PRECISIONS, KernelTemplateError
 

@@ -6,7 +6,7 @@ Runs ``glslc`` (shaderc) or ``glslangValidator`` (glslang) as a subprocess on th
 
 from __future__ import annotations
 
-import shutil
+import os
 from pathlib import Path
 
 from ._dialects._markers import GLSL_NO_CONTRACTION as NO_CONTRACTION
@@ -26,8 +26,41 @@ def find_glsl_compiler(preferred: str | None = None) -> str | None:
     ``glslangValidator``; None when none is installed.  The one lookup the Vulkan backend and the
     kernel tests share."""
     if preferred:
-        return shutil.which(preferred)
-    return shutil.which("glslc") or shutil.which("glslangValidator")
+        return _which(preferred)
+    return _which("glslc") or _which("glslangValidator")
+
+
+def _which(cmd: str) -> str | None:
+    """``shutil.which(cmd)`` on POSIX, without importing shutil: its import loads zlib, bz2 and lzma,
+    2 ms of the caller's thread in every warm vulkan start (which looks the compiler up, to fail at
+    ``load_delegate`` when there is none, and then runs none); elsewhere shutil's (PATHEXT)."""
+    if os.name != "posix":
+        import shutil
+
+        return shutil.which(cmd)
+
+    def runnable(path: str) -> bool:
+        return os.path.exists(path) and os.access(path, os.F_OK | os.X_OK) and not os.path.isdir(path)
+
+    if os.path.dirname(cmd):
+        return cmd if runnable(cmd) else None
+    search = os.environ.get("PATH")
+    if search is None:
+        try:
+            search = os.confstr("CS_PATH")
+        except (AttributeError, ValueError):
+            search = os.defpath
+    if not search:
+        return None
+    seen = set()
+    for d in search.split(os.pathsep):
+        if d in seen:
+            continue
+        seen.add(d)
+        path = os.path.join(d, cmd)
+        if runnable(path):
+            return path
+    return None
 
 
 def compile_spirv(source: str, *, compiler: str | None = None, vulkan: str = "vulkan1.1") -> bytes:
