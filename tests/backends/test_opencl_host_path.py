@@ -356,3 +356,32 @@ def test_merge_groups_only_close_ranges_of_one_buffer(monkeypatch):
         assert len(dev._read_plans) == 1
     monkeypatch.setattr(dev_mod, "MERGE_READS", False)
     assert len(dev_mod.CLDevice._read_groups(dev, items)) == len(items)
+
+
+def test_no_pinned_memory_for_an_input_warns_and_keeps_the_plain_path(model, plain, monkeypatch, caplog):
+    """Pinned memory the driver refuses for an input's home (``host_input_array``): a WARNING that says so, the
+    interpreter keeps the input in its own array, and the answers are the plain path's."""
+    import litegpu_opencl._cl as cl_mod
+    import litegpu_opencl._device as dev_mod
+
+    monkeypatch.setattr(dev_mod, "HOST_INPUTS", True)
+    real_create = cl_mod.Buffer.create.__func__
+
+    def create(cls, ctx, nbytes, host_pinned=False):
+        if host_pinned:
+            raise cl_mod.CLError("clCreateBuffer", -4)
+        return real_create(cls, ctx, nbytes, host_pinned)
+
+    monkeypatch.setattr(cl_mod.Buffer, "create", classmethod(create))
+    d = load_backend_delegate(BACKEND, CONF)
+    with caplog.at_level("WARNING", logger="litegpu.opencl"):
+        it = litegpu.Interpreter(model_content=model, experimental_delegates=[d])
+        it.allocate_tensors()
+    assert any("no pinned memory" in r.getMessage() for r in caplog.records)
+    index = it.get_input_details()[0]["index"]
+    assert not isinstance(getattr(it.tensor(index)().base, "base", None), dev_mod._HostInput)
+    for x, want_run in zip(FEEDS, plain, strict=True):
+        it.set_tensor(index, x)
+        it.invoke()
+        for o, w in zip(it.get_output_details(), want_run, strict=True):
+            np.testing.assert_array_equal(it.get_tensor(o["index"]), w)

@@ -346,6 +346,7 @@ class CLDevice(GpuDevice):
         # host_input_array's memory by (buffer, offset, bytes): an upload from it needs no host copy
         self._host_inputs: weakref.WeakValueDictionary[tuple[int, int, int], _HostInput] = weakref.WeakValueDictionary()
         self._staging_bytes = 0
+        self._staging_refused = False  # a pinned staging the driver refused was said at WARNING (once)
         # cl_khr_command_buffer's entry points, looked up at the first record (False: not yet; None:
         # missing, switched off, or refused by the driver once: launches then go one by one)
         self._cbufs: Any = False
@@ -528,7 +529,8 @@ class CLDevice(GpuDevice):
         the plain path.  The least recently used stagings are let go past ``_STAGING_BYTES``.  A read's
         staging is rewritten by the next read of its range, after the last one's event: the executor
         completes a run before it submits the next one to the same partition."""
-        if not PINNED_TRANSFERS or nbytes == 0 or nbytes > (PINNED_WRITE_MAX if write else PINNED_READ_MAX):
+        if not PINNED_TRANSFERS or nbytes == 0 or nbytes > (PINNED_WRITE_MAX if write else PINNED_READ_MAX) \
+                or self._staging_refused:  # (after a refusal: no retry per invoke)
             return None
         key = (ref.buffer.int_ptr, ref.offset, nbytes, write)
         if key not in self._stagings:
@@ -542,8 +544,16 @@ class CLDevice(GpuDevice):
         if got is not None:
             got.settle()
             return got
-        host_buf = _cl.Buffer.create(self.ctx, nbytes, host_pinned=True)
-        got = self._stagings[key] = _Staging(host_buf, self.queue.map(host_buf))
+        try:
+            host_buf = _cl.Buffer.create(self.ctx, nbytes, host_pinned=True)
+            got = self._stagings[key] = _Staging(host_buf, self.queue.map(host_buf))
+        except _cl.CLError as e:  # the driver's pinned memory ran out: this range stays on the plain path
+            if not self._staging_refused:
+                self._staging_refused = True
+                _log.warning("OpenCL on %s: no pinned memory for a %d-byte transfer staging (%s); this device's "
+                             "transfers now go from and to pageable memory (same results, slower)", self.info.name,
+                             nbytes, e)
+            return None
         self._staging_bytes += nbytes
         self._trim_stagings(keep=got)
         return got
@@ -570,8 +580,14 @@ class CLDevice(GpuDevice):
         key = (ref.buffer.int_ptr, ref.offset, ref.nbytes)
         got = self._host_inputs.get(key)
         if got is None:
-            host_buf = _cl.Buffer.create(self.ctx, ref.nbytes, host_pinned=True)
-            got = self._host_inputs[key] = _HostInput(host_buf, self.queue, self.queue.map(host_buf))
+            try:
+                host_buf = _cl.Buffer.create(self.ctx, ref.nbytes, host_pinned=True)
+                got = self._host_inputs[key] = _HostInput(host_buf, self.queue, self.queue.map(host_buf))
+            except _cl.CLError as e:  # the driver's pinned memory ran out: the input stays in the caller's memory
+                _log.warning("OpenCL on %s: no pinned memory for a %d-byte input (%s); it is uploaded from the "
+                             "interpreter's own array instead (same results, a host copy more per invoke)",
+                             self.info.name, ref.nbytes, e)
+                return None
         return np.asarray(got)
 
     def upload(self, ref: BufferRef, data: np.ndarray) -> None:
