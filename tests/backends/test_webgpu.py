@@ -495,8 +495,7 @@ _EARLY_CHILD = textwrap.dedent(r"""
     import litegpu
     from litegpu_webgpu import _adapters
     _adapters.NATIVE_DEVICE = sys.argv[1] == "1"
-    _adapters.VULKAN_WARMUP = sys.argv[2] != "0"
-    _adapters.INSTANCE_BESIDE = sys.argv[2] == "beside"
+    _adapters.VULKAN_WARMUP = sys.argv[2] == "1"
     first = litegpu.load_delegate("webgpu", {"cache": {"enabled": False}})
     second = litegpu.load_delegate("webgpu", {"cache": {"enabled": False}})
     a, b = first.device.device, second.device.device
@@ -525,9 +524,8 @@ _EARLY_CHILD = textwrap.dedent(r"""
 """)
 
 
-@pytest.mark.parametrize(("native_device", "warmup"), [(True, "1"), (True, "0"), (False, "1"), (True, "beside")],
-                         ids=["native-device", "native-device-no-vulkan-warm-up", "wgpu-py-device",
-                              "native-device-warm-up-beside"])
+@pytest.mark.parametrize(("native_device", "warmup"), [(True, True), (True, False), (False, True)],
+                         ids=["native-device", "native-device-no-vulkan-warm-up", "wgpu-py-device"])
 def test_the_background_starts_device_goes_to_the_first_default_delegate(wg, native_device, warmup):
     """The background start requests the default adapter's device as soon as the adapters are listed
     (natively, the declarations being cached by the wg fixture's import; with one adapter, the device
@@ -539,13 +537,13 @@ def test_the_background_starts_device_goes_to_the_first_default_delegate(wg, nat
     import subprocess
 
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), *sys.path])}
-    r = subprocess.run([sys.executable, "-c", _EARLY_CHILD, str(int(native_device)), warmup],
+    r = subprocess.run([sys.executable, "-c", _EARLY_CHILD, str(int(native_device)), str(int(warmup))],
                        capture_output=True, text=True, env=env, timeout=300)
     tail = (r.stdout + r.stderr)[-3000:]
     assert r.returncode == 0, tail
     one_adapter = len(wg[0].list_adapters()) == 1
     for line in ("native start: True", f"native device: {native_device and one_adapter}",
-                 f"vulkan warm-up: {warmup != '0' and sys.platform.startswith('linux')}",
+                 f"vulkan warm-up: {warmup and sys.platform.startswith('linux')}",
                  "first has the early device: True", "second has its own: True", "same adapter: True",
                  "same limits and features as wgpu-py's request: True True", "invalid WGSL raised: GPUValidationError",
                  "round trip: True", "wgpu-py's instance is the native start's: True"):

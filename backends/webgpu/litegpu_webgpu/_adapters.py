@@ -22,7 +22,7 @@ from litegpu._runtime_dir import ensure_xdg_runtime_dir
 __all__ = ["list_adapters", "adapter_name", "start_in_background", "import_binding", "claim_early_device",
            "request_device", "ADAPTER_LOCK", "POWER_PREFERENCES", "GL_ENV", "PROBE_MS", "WANTED_LIMITS", "NATIVE_START",
            "NATIVE_DEVICE", "DEVICE_FEATURES", "device_layout", "VULKAN_WARMUP", "DEVICE_WARMUP", "PIPELINE_WARMUP",
-           "INSTANCE_BESIDE", "prepare_native"]
+           "prepare_native"]
 
 log = logging.getLogger("litegpu")
 
@@ -141,12 +141,6 @@ DEVICE_WARMUP = True
 #: driver initialises on a process's first pipeline (its compiler, its shader disk cache's index) is
 #: done before litegpu's first builds, which ran 2-3x slower than the same builds later in the process.
 PIPELINE_WARMUP = True
-#: A/B switch (``--set litegpu_webgpu._adapters.INSTANCE_BESIDE=True``).  True (with VULKAN_WARMUP): the
-#: warm-up (its bare instance, then DEVICE_WARMUP's device) runs on a thread of its own and the background
-#: start makes wgpu's instance at once beside it (as soon as the caller prepared it), instead of after
-#: the bare instance: both open the drivers' libraries, whichever comes second waits for the dynamic
-#: loader where they overlap.  False: wgpu's instance after the bare one (s14-wgpuwarm's order).
-INSTANCE_BESIDE = False
 # ``#version 450`` / ``layout(local_size_x = 1) in; void main() {}`` compiled by ``glslc -O``: the
 # smallest compute shader, for PIPELINE_WARMUP
 _WARMUP_SPIRV = bytes.fromhex(
@@ -411,27 +405,6 @@ def _vulkan_warmup() -> Any:
         log.debug("webgpu: the Vulkan warm-up instance was not made (VkResult %d)", result)
         return None
     return vk, handle
-
-
-def _warmup_beside(t_start: float) -> None:
-    """(its own thread, INSTANCE_BESIDE) the bare instance, then the bare device (DEVICE_WARMUP), which
-    destroys it; without that, the instance is destroyed once wgpu's device was requested."""
-    try:
-        warm = _vulkan_warmup()
-    except Exception as e:  # noqa: BLE001 - only time depends on it
-        log.debug("webgpu: the Vulkan warm-up failed (%s)", e)
-        return
-    PROBE_MS["vulkan warm-up done (since the start)"] = (time.perf_counter() - t_start) * 1e3
-    if warm is None:
-        return
-    if DEVICE_WARMUP:
-        _device_warmup(warm, t_start)
-        return
-    _wgpu_device_requested.wait(10.0)
-    try:
-        _drop_warmup(warm)
-    except Exception as e:  # noqa: BLE001 - a leaked bare instance at worst
-        log.debug("webgpu: the Vulkan warm-up instance was not destroyed (%s)", e)
 
 
 def _device_warmup(warm: Any, t_start: float) -> None:
@@ -839,10 +812,7 @@ def start_in_background(prepare_follows: bool = False) -> None:
         try:
             with _instance_lock:
                 warm = None
-                if VULKAN_WARMUP and INSTANCE_BESIDE and _native_wanted():
-                    threading.Thread(target=_warmup_beside, args=(t_start,), daemon=True,
-                                     name="litegpu-vk-warmup").start()
-                elif VULKAN_WARMUP and _native_wanted():
+                if VULKAN_WARMUP and _native_wanted():
                     try:
                         warm = _vulkan_warmup()
                     except Exception as e:  # noqa: BLE001 - only time depends on it
