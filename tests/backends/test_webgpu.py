@@ -572,34 +572,6 @@ def test_vulkan_warmup_makes_and_drops_a_bare_instance_and_without_a_loader_does
     assert adapters._vulkan_warmup() is None
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the Vulkan warm-up is Linux's")
-@pytest.mark.parametrize("cpu_included", [False, True], ids=["cpu-left-out", "cpu-included"])
-def test_device_warmup_makes_and_drops_a_bare_device_and_pipeline(wg, monkeypatch, cpu_included):
-    """``_adapters._device_warmup`` (DEVICE_WARMUP, PIPELINE_WARMUP): on the warm-up instance's first GPU,
-    a bare device and an empty compute pipeline, all destroyed with the instance once wgpu's device was
-    requested; CPU implementations are left out (lavapipe: included here only by widening the filter,
-    to run the Vulkan calls)."""
-    import time
-
-    adapters = wg[0]._adapters
-    if cpu_included:
-        monkeypatch.setattr(adapters, "_DEVICE_WARMUP_SKIPS", ())
-    for k in ("vulkan device warm-up (probe)", "vulkan pipeline warm-up (probe)"):
-        monkeypatch.delitem(adapters.PROBE_MS, k, raising=False)
-    warm = adapters._vulkan_warmup()
-    assert warm is not None, "lavapipe's loader made no instance"
-    dropped = []
-    real_drop = adapters._drop_warmup
-    monkeypatch.setattr(adapters, "_drop_warmup", lambda w: (dropped.append(w), real_drop(w)))
-    monkeypatch.setattr(adapters._wgpu_device_requested, "wait", lambda timeout=None: True)
-    adapters._device_warmup(warm, time.perf_counter())
-    assert dropped == [warm]  # the instance goes last, on the warm-up's thread
-    made = "vulkan device warm-up (probe)" in adapters.PROBE_MS
-    gpu = any(a.info.get("adapter_type") != "CPU" for a in wg[0].list_adapters())
-    assert made == (cpu_included or gpu)
-    assert ("vulkan pipeline warm-up (probe)" in adapters.PROBE_MS) == made
-
-
 # -- availability never raises --------------------------------------------------------------------------
 
 @pytest.fixture

@@ -150,8 +150,6 @@ _WARMUP_SPIRV = bytes.fromhex(
     "000000000000170004000700000006000000030000002b0004000600000008000000010000002c000600070000000900000008"
     "000000080000000800000036000500020000000400000000000000030000"
     "00f800020005000000fd00010038000100")
-# VkPhysicalDeviceType values DEVICE_WARMUP leaves out: VK_PHYSICAL_DEVICE_TYPE_CPU (lavapipe, SwiftShader)
-_DEVICE_WARMUP_SKIPS = (4,)
 # set once wgpu's device was requested (or the background start gave up): the bare device may go
 _wgpu_device_requested = threading.Event()
 
@@ -441,7 +439,7 @@ def _device_warmup(warm: Any, t_start: float) -> None:
         gpu = None
         for g in gpus[:count.value]:
             vk.vkGetPhysicalDeviceProperties(g, props)
-            if U32.from_buffer(props, 16).value not in _DEVICE_WARMUP_SKIPS:
+            if U32.from_buffer(props, 16).value != 4:  # VK_PHYSICAL_DEVICE_TYPE_CPU
                 gpu = g
                 break
         if gpu is None:
