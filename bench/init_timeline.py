@@ -107,7 +107,7 @@ def patch_entry_points(module):
 
 def patch_wgpu_adapters(module):
     # the background start's steps and the device request (litegpu_webgpu._adapters), on whichever thread
-    for n in ("_vulkan_warmup", "_device_warmup", "_pipeline_warmup", "_native_prepare", "_native_start", "import_binding", "_set_instance", "_enumerate",
+    for n in ("_vulkan_warmup", "_native_prepare", "_native_start", "import_binding", "_set_instance", "_enumerate",
               "_native_device", "_wrap_native_device", "request_device", "claim_early_device"):
         wrap(module, n, "wgpu: " + n)
 

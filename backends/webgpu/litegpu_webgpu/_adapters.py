@@ -21,8 +21,7 @@ from litegpu._runtime_dir import ensure_xdg_runtime_dir
 
 __all__ = ["list_adapters", "adapter_name", "start_in_background", "import_binding", "claim_early_device",
            "request_device", "ADAPTER_LOCK", "POWER_PREFERENCES", "GL_ENV", "PROBE_MS", "WANTED_LIMITS", "NATIVE_START",
-           "NATIVE_DEVICE", "DEVICE_FEATURES", "device_layout", "VULKAN_WARMUP", "DEVICE_WARMUP", "PIPELINE_WARMUP",
-           "prepare_native"]
+           "NATIVE_DEVICE", "DEVICE_FEATURES", "device_layout", "VULKAN_WARMUP", "prepare_native"]
 
 log = logging.getLogger("litegpu")
 
@@ -127,31 +126,6 @@ WAIT_FOR_NATIVE_LOAD = True
 #: Without a Vulkan loader, or where the loader fails, wgpu's instance does it all as before (logged
 #: at DEBUG: nothing but time depends on it).
 VULKAN_WARMUP = True
-
-#: A/B switch (``--set litegpu_webgpu._adapters.DEVICE_WARMUP=False``).  True (with VULKAN_WARMUP): once
-#: the warm-up instance exists, a thread of its own makes a bare ``VkDevice`` on its first GPU (one
-#: compute queue, no extensions; CPU implementations such as lavapipe are left out: they have no
-#: per-process device start to take off) while the background start makes wgpu's instance, enumerates
-#: and requests wgpu's device: the driver's per-process part of a device's start (the first device of
-#: a process) is then paid beside wgpu's instance instead of inside wgpu's request.  The bare device
-#: and the warm-up instance are destroyed once wgpu's device is requested.  False: no bare device.
-DEVICE_WARMUP = True
-#: A/B switch (``--set litegpu_webgpu._adapters.PIPELINE_WARMUP=False``).  True (with DEVICE_WARMUP):
-#: the bare device then makes one empty compute pipeline (:data:`_WARMUP_SPIRV`), so that what the
-#: driver initialises on a process's first pipeline (its compiler, its shader disk cache's index) is
-#: done before litegpu's first builds, which ran 2-3x slower than the same builds later in the process.
-PIPELINE_WARMUP = True
-# ``#version 450`` / ``layout(local_size_x = 1) in; void main() {}`` compiled by ``glslc -O``: the
-# smallest compute shader, for PIPELINE_WARMUP
-_WARMUP_SPIRV = bytes.fromhex(
-    "03022307000001000b000d000a0000000000000011000200010000000b00060001000000474c534c2e7374642e34353000000000"
-    "0e00030000000000010000000f00050005000000040000006d61696e0000000010000600040000001100000001000000010000"
-    "000100000047000400090000000b00000019000000130002000200000021000300030000000200000015000400060000002000"
-    "000000000000170004000700000006000000030000002b0004000600000008000000010000002c000600070000000900000008"
-    "000000080000000800000036000500020000000400000000000000030000"
-    "00f800020005000000fd00010038000100")
-# set once wgpu's device was requested (or the background start gave up): the bare device may go
-_wgpu_device_requested = threading.Event()
 
 
 def native_loaded(timeout: float) -> None:
@@ -403,125 +377,6 @@ def _vulkan_warmup() -> Any:
         log.debug("webgpu: the Vulkan warm-up instance was not made (VkResult %d)", result)
         return None
     return vk, handle
-
-
-def _device_warmup(warm: Any, t_start: float) -> None:
-    """(its own thread, see DEVICE_WARMUP) a bare VkDevice on the warm-up instance's first GPU, and an
-    empty compute pipeline on it (PIPELINE_WARMUP); both destroyed, then the instance, once wgpu's device
-    was requested.  A failure only changes time (DEBUG)."""
-    import ctypes as C
-
-    vk, instance = warm
-    device, made = C.c_void_p(), []
-    try:
-        P, U32 = C.c_void_p, C.c_uint32
-
-        class QueueInfo(C.Structure):  # VkDeviceQueueCreateInfo
-            _fields_ = [("sType", U32), ("pNext", P), ("flags", U32), ("queueFamilyIndex", U32), ("queueCount", U32),
-                        ("pQueuePriorities", C.POINTER(C.c_float))]
-
-        class DeviceInfo(C.Structure):  # VkDeviceCreateInfo
-            _fields_ = [("sType", U32), ("pNext", P), ("flags", U32), ("queueCreateInfoCount", U32),
-                        ("pQueueCreateInfos", C.POINTER(QueueInfo)), ("enabledLayerCount", U32),
-                        ("ppEnabledLayerNames", P), ("enabledExtensionCount", U32), ("ppEnabledExtensionNames", P),
-                        ("pEnabledFeatures", P)]
-
-        for name, args in (("vkEnumeratePhysicalDevices", [P, P, P]), ("vkGetPhysicalDeviceProperties", [P, P]),
-                           ("vkGetPhysicalDeviceQueueFamilyProperties", [P, P, P]), ("vkCreateDevice", [P, P, P, P]),
-                           ("vkDestroyDevice", [P, P])):
-            getattr(vk, name).argtypes = args
-        t0 = time.perf_counter()
-        count = U32()
-        vk.vkEnumeratePhysicalDevices(instance, C.byref(count), None)
-        gpus = (P * max(count.value, 1))()
-        vk.vkEnumeratePhysicalDevices(instance, C.byref(count), gpus)
-        props = (C.c_uint8 * 1024)()  # VkPhysicalDeviceProperties (824 bytes); deviceType at 16
-        gpu = None
-        for g in gpus[:count.value]:
-            vk.vkGetPhysicalDeviceProperties(g, props)
-            if U32.from_buffer(props, 16).value != 4:  # VK_PHYSICAL_DEVICE_TYPE_CPU
-                gpu = g
-                break
-        if gpu is None:
-            return
-        families = U32()
-        vk.vkGetPhysicalDeviceQueueFamilyProperties(gpu, C.byref(families), None)
-        fam = (U32 * (6 * families.value))()  # VkQueueFamilyProperties: 6 uint32, queueFlags first
-        vk.vkGetPhysicalDeviceQueueFamilyProperties(gpu, C.byref(families), fam)
-        compute = [i for i in range(families.value) if fam[6 * i] & 2]  # VK_QUEUE_COMPUTE_BIT
-        if not compute:
-            return
-        priority = C.c_float(1.0)
-        queue = QueueInfo(sType=2, queueFamilyIndex=compute[0], queueCount=1, pQueuePriorities=C.pointer(priority))
-        t1 = time.perf_counter()
-        result = vk.vkCreateDevice(gpu, C.byref(DeviceInfo(sType=3, queueCreateInfoCount=1,
-                                                           pQueueCreateInfos=C.pointer(queue))), None, C.byref(device))
-        PROBE_MS["vulkan device warm-up (probe)"] = (time.perf_counter() - t1) * 1e3
-        PROBE_MS["vulkan device warm-up prep (probe)"] = (t1 - t0) * 1e3
-        PROBE_MS["vulkan device warm-up done (since the start)"] = (time.perf_counter() - t_start) * 1e3
-        if result != 0 or not device.value:
-            log.debug("webgpu: the Vulkan device warm-up was not made (VkResult %d)", result)
-            device = C.c_void_p()
-            return
-        if PIPELINE_WARMUP:
-            made = _pipeline_warmup(vk, device)
-    except Exception as e:  # noqa: BLE001 - only time depends on it
-        log.debug("webgpu: the Vulkan device warm-up failed (%s)", e)
-    finally:
-        _wgpu_device_requested.wait(10.0)
-        try:
-            for destroy, handle in reversed(made):
-                destroy(device, handle, None)
-            if device.value:
-                vk.vkDestroyDevice(device, None)
-            _drop_warmup(warm)
-        except Exception as e:  # noqa: BLE001 - a leaked bare device or instance at worst
-            log.debug("webgpu: the Vulkan device warm-up was not destroyed (%s)", e)
-
-
-def _pipeline_warmup(vk: Any, device: Any) -> list[tuple[Any, int]]:
-    """(the device warm-up's thread) an empty compute pipeline on the bare ``device``: its shader module,
-    pipeline layout and pipeline, as ``(destroy function, handle)`` to destroy, in reverse order."""
-    import ctypes as C
-
-    P, U32, U64 = C.c_void_p, C.c_uint32, C.c_uint64
-
-    class ModuleInfo(C.Structure):  # VkShaderModuleCreateInfo
-        _fields_ = [("sType", U32), ("pNext", P), ("flags", U32), ("codeSize", C.c_size_t), ("pCode", P)]
-
-    class LayoutInfo(C.Structure):  # VkPipelineLayoutCreateInfo
-        _fields_ = [("sType", U32), ("pNext", P), ("flags", U32), ("setLayoutCount", U32), ("pSetLayouts", P),
-                    ("pushConstantRangeCount", U32), ("pPushConstantRanges", P)]
-
-    class StageInfo(C.Structure):  # VkPipelineShaderStageCreateInfo
-        _fields_ = [("sType", U32), ("pNext", P), ("flags", U32), ("stage", U32), ("module", U64),
-                    ("pName", C.c_char_p), ("pSpecializationInfo", P)]
-
-    class PipelineInfo(C.Structure):  # VkComputePipelineCreateInfo
-        _fields_ = [("sType", U32), ("pNext", P), ("flags", U32), ("stage", StageInfo), ("layout", U64),
-                    ("basePipelineHandle", U64), ("basePipelineIndex", C.c_int32)]
-
-    made: list[tuple[Any, int]] = []
-    for name in ("vkDestroyShaderModule", "vkDestroyPipelineLayout", "vkDestroyPipeline"):
-        getattr(vk, name).argtypes = [P, U64, P]
-    vk.vkCreateShaderModule.argtypes = vk.vkCreatePipelineLayout.argtypes = [P, P, P, P]
-    vk.vkCreateComputePipelines.argtypes = [P, U64, U32, P, P, P]
-    t0 = time.perf_counter()
-    code = C.create_string_buffer(_WARMUP_SPIRV, len(_WARMUP_SPIRV))
-    module, layout, pipeline = U64(), U64(), U64()
-    if vk.vkCreateShaderModule(device, C.byref(ModuleInfo(sType=16, codeSize=len(_WARMUP_SPIRV), pCode=C.cast(code, P))),
-                               None, C.byref(module)) != 0:
-        return made
-    made.append((vk.vkDestroyShaderModule, module.value))
-    if vk.vkCreatePipelineLayout(device, C.byref(LayoutInfo(sType=30)), None, C.byref(layout)) != 0:
-        return made
-    made.append((vk.vkDestroyPipelineLayout, layout.value))
-    info = PipelineInfo(sType=29, stage=StageInfo(sType=18, stage=0x20, module=module.value, pName=b"main"),
-                        layout=layout.value, basePipelineIndex=-1)  # VK_SHADER_STAGE_COMPUTE_BIT
-    if vk.vkCreateComputePipelines(device, 0, 1, C.byref(info), None, C.byref(pipeline)) == 0:
-        made.append((vk.vkDestroyPipeline, pipeline.value))
-    PROBE_MS["vulkan pipeline warm-up (probe)"] = (time.perf_counter() - t0) * 1e3
-    return made
 
 
 def _drop_warmup(warm: Any) -> None:
@@ -816,11 +671,6 @@ def start_in_background(prepare_follows: bool = False) -> None:
                     except Exception as e:  # noqa: BLE001 - only time depends on it
                         log.debug("webgpu: the Vulkan warm-up failed (%s)", e)
                     PROBE_MS["vulkan warm-up done (since the start)"] = (time.perf_counter() - t_start) * 1e3
-                    if warm is not None and DEVICE_WARMUP:
-                        # the warm-up instance goes with the bare device, on that thread
-                        threading.Thread(target=_device_warmup, args=(warm, t_start), daemon=True,
-                                         name="litegpu-vk-device-warmup").start()
-                        warm = None
                 try:
                     if prepare_follows:
                         if not _prepared_set.wait(10.0):
@@ -854,14 +704,12 @@ def start_in_background(prepare_follows: bool = False) -> None:
                     log.debug("webgpu: wgpu-native's device request without wgpu-py failed (%s)", e)
                     _drop_native_device()
                 PROBE_MS["native device done (since the start)"] = (time.perf_counter() - t_start) * 1e3
-            _wgpu_device_requested.set()
             t0 = time.perf_counter()
             adapter = list_adapters()[0]  # (sets wgpu-py's instance up first, waiting for the binding)
             PROBE_MS["adapters (probe)"] = (time.perf_counter() - t0) * 1e3
         except BaseException as e:  # noqa: BLE001 - reported by the device's own enumeration
             log.debug("webgpu: the background start failed (%s)", e)
             _drop_native_device()
-            _wgpu_device_requested.set()
             _early.known(None)
             return
         _early.known(adapter)
@@ -879,7 +727,6 @@ def start_in_background(prepare_follows: bool = False) -> None:
             _early.made(device, None)
         except BaseException as e:  # noqa: BLE001 - the claimer requests again and raises it typed
             _early.made(None, e)
-        _wgpu_device_requested.set()
         PROBE_MS["request device (early)"] = (time.perf_counter() - t0) * 1e3
         PROBE_MS["device ready (since the start)"] = (time.perf_counter() - t_start) * 1e3
 
