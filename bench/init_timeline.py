@@ -113,7 +113,7 @@ def patch_wgpu_adapters(module):
 
 def patch_wgpu_device(module):
     # the device's start on its thread, and each pipeline's build (shader module + compute pipeline)
-    for n in ("_start", "_parse_types", "_shader_module", "_build_pipeline"):
+    for n in ("_start", "_shader_module", "_build_pipeline"):
         wrap(module.WebGPUDevice, n, "wgpu: " + n)
     wrap(module.WebGPUDevice, "_variant", "wgpu. _variant")
 

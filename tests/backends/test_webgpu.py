@@ -490,55 +490,6 @@ def test_starts_on_threads_with_wgpus_instance_made_elsewhere(wg, tmp_path, else
     assert f"native start: {native and not elsewhere}" in r.stdout, tail
 
 
-_TYPES_CHILD = textwrap.dedent(r"""
-    import sys, threading
-    import litegpu
-    from litegpu_webgpu import _device
-    from litegpu_webgpu._cffi_types import PREPARE_TYPES
-    model, ahead = sys.argv[1], sys.argv[2] == "1"
-    _device.TYPES_AHEAD = False  # (where it parses depends on the device's timing: called below instead)
-    d = litegpu.load_delegate("webgpu", {"cache": {"enabled": False}})
-    d.device.device
-    if ahead:
-        d.device._parse_types()
-    from wgpu.backends.wgpu_native._api import ffi
-    parse, parsed = ffi._parser._parse, []
-
-    def counted(csource):
-        if csource.startswith("void __dummy("):
-            parsed.append(csource[len("void __dummy("):-2].strip())
-        return parse(csource)
-
-    ffi._parser._parse = counted
-    it = litegpu.Interpreter(model_path=model, experimental_delegates=[d])
-    it.allocate_tensors()
-    print("parsed in the prepare:", sorted(set(parsed)))
-    print("not in PREPARE_TYPES:", sorted(set(parsed) - set(PREPARE_TYPES)))
-""")
-
-
-@pytest.mark.parametrize("ahead", [False, True], ids=["parsed-at-use", "parsed-ahead"])
-def test_prepare_types_are_the_c_types_a_prepare_parses(wg, tmp_path, ahead):
-    """``_cffi_types.PREPARE_TYPES`` (parsed ahead where the caller would wait for the device:
-    ``_device.TYPES_AHEAD``) holds every C type string wgpu-py parses in a prepare once the device is
-    there, written as wgpu-py writes it: parsed ahead, the prepare parses none.  In a child process
-    (cffi's parsed types are process-wide)."""
-    import subprocess
-
-    model = tmp_path / "chain.tflite"
-    model.write_bytes(_chain_model(np.random.default_rng(5)))
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), *sys.path])}
-    r = subprocess.run([sys.executable, "-c", _TYPES_CHILD, str(model), str(int(ahead))],
-                       capture_output=True, text=True, env=env, timeout=300)
-    tail = (r.stdout + r.stderr)[-3000:]
-    assert r.returncode == 0, tail
-    assert "not in PREPARE_TYPES: []" in r.stdout, tail
-    if ahead:
-        assert "parsed in the prepare: []" in r.stdout, tail
-    else:
-        assert "parsed in the prepare: ['" in r.stdout, tail
-
-
 _EARLY_CHILD = textwrap.dedent(r"""
     import sys
     import litegpu

@@ -29,8 +29,7 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["speed_up_type_parsing", "cached_header_cdef", "cached_instance_layout", "store_instance_layout",
-           "PREPARE_TYPES", "parse_types"]
+__all__ = ["speed_up_type_parsing", "cached_header_cdef", "cached_instance_layout", "store_instance_layout"]
 
 log = logging.getLogger("litegpu")
 
@@ -75,34 +74,6 @@ def speed_up_type_parsing(ffi: Any) -> bool:
     fast_parse._litegpu_fast = True  # type: ignore[attr-defined]
     parser._parse = fast_parse
     return True
-
-
-#: The C type strings wgpu-py (0.2x, as litegpu's device calls it) parses on a process's first
-#: prepare once the device is there: ``create_buffer``, ``create_bind_group_layout``,
-#: ``create_pipeline_layout``, ``create_shader_module``, ``create_compute_pipeline`` (on the build
-#: threads), ``queue.write_buffer`` and ``create_bind_group`` (on the caller), each written as wgpu-py
-#: writes it (cffi keeps a parsed type under its exact string).  0.3-0.8 ms each on the H100 host,
-#: 8-9 ms in all (s15-wgpudev-1, c1), one at a time under cffi's lock; a string another wgpu-py no
-#: longer uses only costs its parse.
-PREPARE_TYPES = (
-    "WGPUBufferDescriptor *", "WGPUBufferBindingLayout *", "WGPUBindGroupLayoutEntry *", "WGPUBindGroupLayoutEntry[]",
-    "WGPUBindGroupLayoutDescriptor *", "WGPUBindGroupLayout[]", "WGPUPipelineLayoutDescriptor *", "char []",
-    "WGPUShaderSourceWGSL *", "WGPUShaderModuleDescriptor *", "WGPUComputeState *", "WGPUComputePipelineDescriptor *",
-    "uint8_t []", "uint8_t *", "intptr_t", "WGPUBindGroupEntry *", "WGPUBindGroupEntry[]", "WGPUBindGroupDescriptor *",
-)
-
-
-def parse_types(ffi: Any, names: tuple[str, ...] = PREPARE_TYPES) -> int:
-    """Parse ``names`` into ``ffi``'s cache of types now (``ffi.typeof``: what its first ``ffi.new`` of
-    each would do later); returns how many it parsed.  A name ``ffi`` does not know is skipped (DEBUG)."""
-    done = 0
-    for name in names:
-        try:
-            ffi.typeof(name)
-            done += 1
-        except Exception as e:  # noqa: BLE001 - another wgpu.h: that type is parsed where it is used, if at all
-            log.debug("webgpu: C type %r not parsed ahead (%s)", name, e)
-    return done
 
 
 # --------------------------------------------------------------------------- the header's cdef, cached

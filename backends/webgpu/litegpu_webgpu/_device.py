@@ -72,14 +72,6 @@ PIPELINES_BESIDE = False
 #: H100 warm, each variant with its own driver-cache fill (s13-wgpuwarm-2): palm / pose / selfie 300 ->
 #: 291, 299 -> 312, 279 -> 278 ms: no gain (the shader modules' WGSL front end is most of a build).
 SHADER_RUNTIME_CHECKS = True
-#: A/B switch (``--set litegpu_webgpu._device.TYPES_AHEAD=False``).  True: the first use of a device
-#: that is not there yet (the caller's first allocation, while NVIDIA's device request still runs on the
-#: background start's thread) first parses the C types the prepare's wgpu-py calls will need
-#: (``_cffi_types.PREPARE_TYPES``): their parses (8-9 ms on the H100 host, one at a time under cffi's
-#: lock, most of them on the first build thread before any build starts) are then done in time the
-#: caller spends waiting anyway.  A device already there is used at once.  False: each type is parsed
-#: at its first use, as before.
-TYPES_AHEAD = True
 
 
 @dataclass
@@ -135,7 +127,6 @@ class WebGPUDevice(GpuDevice):
         self._readbacks: dict[tuple[int, int, int], tuple[Any, Any]] = {}  # read_async's, by source range
         self._builds: ThreadPoolExecutor | None = None  # PIPELINES_BESIDE's pool
         self._builds_lock = threading.Lock()
-        self._types_ahead = TYPES_AHEAD  # (cleared once done: see the device property)
         self._adapter: Any = None
         idx = int(device or 0)
         # The device (wgpuAdapterRequestDevice: 100-135 ms on NVIDIA, the GIL released) is requested on
@@ -210,21 +201,8 @@ class WebGPUDevice(GpuDevice):
 
     @property
     def device(self) -> Any:
-        """wgpu's GPUDevice (waits for its request, see ``__init__``; parses the prepare's C types
-        first where it would wait: TYPES_AHEAD)."""
-        if self._types_ahead:
-            self._types_ahead = False
-            if not self._opened.ready():
-                self._parse_types()
+        """wgpu's GPUDevice (waits for its request, see ``__init__``)."""
         return self._opened.get()[0]
-
-    def _parse_types(self) -> None:
-        """(TYPES_AHEAD) The prepare's C types parsed into wgpu-py's binding now."""
-        from wgpu.backends.wgpu_native._api import ffi
-
-        from ._cffi_types import parse_types
-
-        parse_types(ffi)
 
     @property
     def queue(self) -> Any:
