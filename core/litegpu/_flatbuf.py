@@ -159,6 +159,7 @@ class _Recorder:
         return np.zeros(0)
 
 
+@functools.cache  # a model's read asks for the same few union names once per operator
 def snake_case(name: str) -> str:
     """``StrideW`` -> ``stride_w``, ``DilationWFactor`` -> ``dilation_w_factor``, ``AdjX`` -> ``adj_x``."""
     s = re.sub(r"([A-Z]+)([A-Z][a-z])", r"\1_\2", name)
