@@ -99,6 +99,8 @@ def _canon(value: Any, where: Any) -> Any:
     kind = type(value)
     if kind is str or kind is int or kind is bool or value is None:  # most of a key: as they are
         return value
+    if kind is dict or kind is list or kind is tuple:  # the rest of it, before the isinstance chain
+        return _canon_mapping(value, where) if kind is dict else [_canon(v, (where, i)) for i, v in enumerate(value)]
     if isinstance(value, (bool, str)):
         return value
     if isinstance(value, enum.Enum):
@@ -119,12 +121,7 @@ def _canon(value: Any, where: Any) -> Any:
     if isinstance(value, PurePath):
         return str(value)
     if isinstance(value, Mapping):
-        out = {}
-        for k, v in value.items():
-            if not isinstance(k, str):
-                raise TypeError(f"cache key: {_place(where)} has a non-string key {k!r}")
-            out[k] = _canon(v, (where, k))
-        return out
+        return _canon_mapping(value, where)
     if isinstance(value, (list, tuple)):
         return [_canon(v, (where, i)) for i, v in enumerate(value)]
     if isinstance(value, (set, frozenset)):
@@ -132,6 +129,15 @@ def _canon(value: Any, where: Any) -> Any:
         return sorted(items, key=lambda v: json.dumps(v, sort_keys=True))
     raise TypeError(f"cache key: {_place(where)} has a value of type {type(value).__name__} ({value!r}) "
                     "that has no canonical form; pass plain numbers, strings, lists or dicts")
+
+
+def _canon_mapping(value: Mapping[Any, Any], where: Any) -> dict[str, Any]:
+    out = {}
+    for k, v in value.items():
+        if not isinstance(k, str):
+            raise TypeError(f"cache key: {_place(where)} has a non-string key {k!r}")
+        out[k] = _canon(v, (where, k))
+    return out
 
 
 def canonical_json(value: Any) -> str:
