@@ -60,7 +60,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import hashlib
 import json
 import logging
 import threading
@@ -277,6 +276,8 @@ _GROUP = "group-"
 BINARIES_AS_READ = True
 
 def _src_key(source: str) -> str:
+    import hashlib  # a cold start's (a warm one names its sources by their recorded keys): see cache._keys._sha256
+
     return hashlib.sha256(source.encode()).hexdigest()[:32]
 
 
