@@ -7,7 +7,6 @@ executor (``_backend._why_unavailable``); ``_device`` builds devices on the same
 
 from __future__ import annotations
 
-import atexit
 import logging
 import threading
 import time
@@ -106,28 +105,15 @@ def list_devices() -> list[str]:
 #: (:func:`after_instance`); None when no such thread does
 _ACCEPTING: list[Callable[[], None]] | None = None
 _QUEUE_LOCK = threading.Lock()
-#: the driver-start threads of this module (:func:`_start`), joined at the interpreter's exit
-_STARTED: list[threading.Thread] = []
 
 
 def _start(target: Callable[..., None], args: tuple[Any, ...], name: str) -> None:
-    """A daemon thread for the driver's start (it must not keep a process alive), joined at exit
-    (:func:`_join_at_exit`)."""
-    t = threading.Thread(target=target, args=args, name=name, daemon=True)
-    with _QUEUE_LOCK:
-        if not _STARTED:
-            atexit.register(_join_at_exit)
-        _STARTED[:] = [s for s in _STARTED if s.is_alive()] + [t]
-    t.start()
-
-
-def _join_at_exit() -> None:
-    """Wait for the driver's start before the process exits.  ``exit()`` runs the drivers' static
-    destructors (Mesa's, LLVM's) on the main thread; with the instance's thread still inside
-    ``vkCreateInstance`` or ``vkCreateDevice``, a process that ended right after ``load_delegate``
-    crashed (SIGSEGV, 3 of 12 such runs on lavapipe, docs/performance.md, eleventh session)."""
-    for t in list(_STARTED):
-        t.join()
+    """A thread for the driver's start.  Not a daemon, as autoselect's workers are not: Python waits
+    for it at exit.  ``exit()`` runs the drivers' static destructors (Mesa's, LLVM's); with a daemon
+    thread still inside ``vkCreateInstance`` or ``vkCreateDevice``, a process that ended right after
+    ``load_delegate`` crashed (SIGSEGV in 3 of 12 such runs on lavapipe, docs/performance.md, eleventh
+    session)."""
+    threading.Thread(target=target, args=args, name=name, daemon=False).start()
 
 
 def start_thread(make: Callable[[], None]) -> None:
