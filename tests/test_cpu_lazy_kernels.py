@@ -35,7 +35,8 @@ def answers():
 
 def test_lazy_kernel_loading():
     """``import litegpu`` imports no kernel module and not the ``tflite`` package, the GPU core not the
-    kernel language's renderer nor the compiler's passes (a warm start renders and compiles nothing); then every (op,
+    kernel language (its types included), the kernel specs, the renderer nor the compiler's passes (a warm
+    start renders and compiles nothing); then every (op,
     dtype) of the index, looked up with only the modules the index names imported (in whatever order
     the lookups import them), finds the kernel that a registry with every module imported first, in
     their order, finds, for every version; an application's kernel registered before the built-in
@@ -48,10 +49,10 @@ from litegpu.cpu import KERNEL_MODULES
 def kernel_modules():
     return sorted(m for m in sys.modules if m.removeprefix("litegpu.cpu.") in KERNEL_MODULES)
 loaded = sorted(m for m in sys.modules if m == "tflite" or m.startswith("tflite.")) + kernel_modules()
-# what a warm start imports of the GPU core: not the kernel language's parser, checker and emitters
+# what a warm start imports of the GPU core: not the kernel language (types, parser, checker, emitters) nor the specs
 import litegpu.gpu._runtime
-renderer = sorted(m for m in sys.modules if m.startswith(("litegpu.gpu._dialects", "litegpu.gpu.lgk.", "litegpu.gpu._passes"))
-                  and m != "litegpu.gpu.lgk.types")
+renderer = sorted(m for m in sys.modules if m.startswith(("litegpu.gpu._dialects", "litegpu.gpu.lgk", "litegpu.gpu._passes",
+                                                          "litegpu.gpu._kernel_specs")))
 """
  + _ANSWERS + r"""
 def mine(ctx): raise AssertionError

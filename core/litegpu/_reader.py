@@ -257,8 +257,8 @@ class _Reader:
         tensors = _resolve_block_scales(pre, tensors)
         n = len(tensors)
         self.where = f"subgraph {sgi}"
-        inputs = _indices(sg.vector("inputs"), n, f"{pre}subgraph inputs", optional=False)
-        outputs = _indices(sg.vector("outputs"), n, f"{pre}subgraph outputs", optional=False)
+        inputs = _indices(sg.int32s("inputs"), n, f"{pre}subgraph inputs", optional=False)
+        outputs = _indices(sg.int32s("outputs"), n, f"{pre}subgraph outputs", optional=False)
         operators = tuple(
             self._read_operator(pre, i, op, opcodes, tensors)
             for i, op in enumerate(sg.tables("operators", f"{pre}operator"))
@@ -280,18 +280,18 @@ class _Reader:
         dtype = tensor_type_name(code)
         if dtype is None:
             raise ModelError(f"{what}: unknown tensor type {code}")
-        shape_arr = t.vector("shape")
-        shape = () if shape_arr is None else tuple(shape_arr.tolist())
-        if any(d < 0 for d in shape):
+        shape = t.int32s("shape") or ()
+        if shape and min(shape) < 0:
             raise ModelError(f"{what}: negative dimension in shape {_fmt_shape(shape)}")
-        sig_arr = t.vector("shape_signature")
+        signature = t.int32s("shape_signature")
         # An empty signature next to a non-empty shape means "no signature" (older converters).
-        signature = None if sig_arr is None or (sig_arr.size == 0 and shape) else tuple(sig_arr.tolist())
+        if signature is not None and not signature and shape:
+            signature = None
         if signature is not None:
             if len(signature) != len(shape):
                 raise ModelError(f"{what}: shape_signature {_fmt_shape(signature)} and shape "
                                  f"{_fmt_shape(shape)} differ in rank")
-            if any(d < -1 for d in signature):
+            if signature and min(signature) < -1:
                 raise ModelError(f"{what}: invalid dimension in shape_signature {_fmt_shape(signature)}")
         elements = math.prod(shape)
         sdt = storage_dtype(dtype)
@@ -468,9 +468,9 @@ class _Reader:
         what = f"{pre}operator {index} ({custom or opcode})"
         self.where = op.what = what
         n = len(tensors)
-        inputs = _indices(op.vector("inputs"), n, f"{what} inputs", optional=True)
-        outputs = _indices(op.vector("outputs"), n, f"{what} outputs", optional=True)
-        intermediates = _indices(op.vector("intermediates"), n, f"{what} intermediates", optional=True)
+        inputs = _indices(op.int32s("inputs"), n, f"{what} inputs", optional=True)
+        outputs = _indices(op.int32s("outputs"), n, f"{what} outputs", optional=True)
+        intermediates = _indices(op.int32s("intermediates"), n, f"{what} intermediates", optional=True)
         options = parse_operator_options(op, what)
         custom_options = None
         if custom is not None:
@@ -546,17 +546,17 @@ def _unpack_bits(packed: np.ndarray, bits: int, signed: bool) -> np.ndarray:
     return ((vals.astype(np.int16) ^ half) - half).astype(np.int8)
 
 
-def _indices(arr: np.ndarray | None, n: int, what: str, *, optional: bool) -> tuple[int, ...]:
-    """A vector of tensor indices, each in ``[0, n)`` (or -1 where optional)."""
-    if arr is None or arr.size == 0:
+def _indices(vals: tuple[int, ...] | None, n: int, what: str, *, optional: bool) -> tuple[int, ...]:
+    """A vector of tensor indices (:meth:`TableView.int32s`), each in ``[0, n)`` (or -1 where optional).
+    (min and max of the tuple, not numpy comparisons: 2 us less per vector, about 500 in a model's read)"""
+    if not vals:
         return ()
     lo = -1 if optional else 0
-    bad = (arr < lo) | (arr >= n)
-    if bad.any():
-        j = int(np.argmax(bad))
-        raise ModelError(f"{what}: tensor index {int(arr[j])} at position {j} is out of range "
+    if min(vals) < lo or max(vals) >= n:
+        j = next(j for j, v in enumerate(vals) if not lo <= v < n)
+        raise ModelError(f"{what}: tensor index {vals[j]} at position {j} is out of range "
                          f"(the subgraph has {n} tensors)")
-    return tuple(arr.tolist())
+    return vals
 
 
 def _check_string_buffer(what: str, buffer: int, raw: Any, offset: int, size: int, elements: int) -> None:

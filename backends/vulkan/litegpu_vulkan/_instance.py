@@ -107,6 +107,15 @@ _ACCEPTING: list[Callable[[], None]] | None = None
 _QUEUE_LOCK = threading.Lock()
 
 
+def _start(target: Callable[..., None], args: tuple[Any, ...], name: str) -> None:
+    """A thread for the driver's start.  Not a daemon, as autoselect's workers are not: Python waits
+    for it at exit.  ``exit()`` runs the drivers' static destructors (Mesa's, LLVM's); with a daemon
+    thread still inside ``vkCreateInstance`` or ``vkCreateDevice``, a process that ended right after
+    ``load_delegate`` crashed (SIGSEGV in 3 of 12 such runs on lavapipe, docs/performance.md, eleventh
+    session)."""
+    threading.Thread(target=target, args=args, name=name, daemon=False).start()
+
+
 def start_thread(make: Callable[[], None]) -> None:
     """Run ``make`` (the shared instance's creation, which must not raise) on a new thread, and on
     that thread, after it, what :func:`after_instance` queues while it runs."""
@@ -114,7 +123,7 @@ def start_thread(make: Callable[[], None]) -> None:
     queue: list[Callable[[], None]] = []
     with _QUEUE_LOCK:
         _ACCEPTING = queue
-    threading.Thread(target=_run, args=(make, queue), name="litegpu-vulkan-instance", daemon=True).start()
+    _start(_run, (make, queue), "litegpu-vulkan-instance")
 
 
 def _run(make: Callable[[], None], queue: list[Callable[[], None]]) -> None:
@@ -154,4 +163,4 @@ def after_instance(fn: Callable[[], None], name: str) -> None:
         if _ACCEPTING is not None:
             _ACCEPTING.append(fn)
             return
-    threading.Thread(target=fn, name=name, daemon=True).start()
+    _start(fn, (), name)

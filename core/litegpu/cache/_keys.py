@@ -12,7 +12,6 @@ is never loaded; it just ages out of the cache by LRU eviction.
 from __future__ import annotations
 
 import enum
-import hashlib
 import json
 import logging
 import math
@@ -32,6 +31,19 @@ __all__ = ["EntryKey", "model_token", "partition_signature", "canonical_json", "
 
 log = logging.getLogger("litegpu.cache")
 
+# The keys' SHA-256 from CPython's own implementation, as ``random`` takes its SHA-512 (3.12 and later:
+# ``_sha2``, before: ``_sha256``): the same digests as ``hashlib.sha256`` without ``import hashlib``, which
+# loads and initializes OpenSSL (2.5 ms of the caller's CPU in every warm start on the 2-core CI machine,
+# docs/performance.md, eleventh session).  It is slower on large data (350 MB/s against OpenSSL's 1.9 GB/s
+# here): what may be large (a source tree's text, an array or bytes in a key) goes to hashlib.
+try:
+    from _sha2 import sha256 as _sha256  # type: ignore[import-not-found]
+except ImportError:
+    try:
+        from _sha256 import sha256 as _sha256  # type: ignore[import-not-found, no-redef]
+    except ImportError:  # pragma: no cover - another Python implementation
+        from hashlib import sha256 as _sha256  # type: ignore[assignment]
+
 try:  # farmhash::Fingerprint64 through a small C extension (wheels for CPython 3.8-3.13)
     import farmhash as _farmhash
 except ImportError:  # pragma: no cover - exercised by monkeypatching in the tests
@@ -50,6 +62,8 @@ def _fingerprint(data: bytes | bytearray | memoryview) -> str:
         return f"fh64:{_farmhash.fingerprint64(raw):016x}"
     # Fallback: the first 8 bytes of BLAKE2b (hashlib, always present).  A different prefix keeps the two
     # kinds of token from ever meeting: entries written under one are simply misses under the other.
+    import hashlib
+
     return "b2b64:" + hashlib.blake2b(data, digest_size=8).hexdigest()
 
 
@@ -99,6 +113,8 @@ def _canon(value: Any, where: Any) -> Any:
     kind = type(value)
     if kind is str or kind is int or kind is bool or value is None:  # most of a key: as they are
         return value
+    if kind is dict or kind is list or kind is tuple:  # the rest of it, before the isinstance chain
+        return _canon_mapping(value, where) if kind is dict else [_canon(v, (where, i)) for i, v in enumerate(value)]
     if isinstance(value, (bool, str)):
         return value
     if isinstance(value, enum.Enum):
@@ -111,20 +127,19 @@ def _canon(value: Any, where: Any) -> Any:
     if isinstance(value, np.generic):
         return _canon(value.item(), where)
     if isinstance(value, np.ndarray):
+        import hashlib  # (large data: OpenSSL's SHA-256, see _sha256)
+
         arr = np.ascontiguousarray(value)
         return {"ndarray": {"dtype": arr.dtype.str, "shape": list(arr.shape),
                             "sha256": hashlib.sha256(arr.tobytes()).hexdigest()}}
     if isinstance(value, (bytes, bytearray, memoryview)):
+        import hashlib
+
         return {"bytes_sha256": hashlib.sha256(value).hexdigest()}
     if isinstance(value, PurePath):
         return str(value)
     if isinstance(value, Mapping):
-        out = {}
-        for k, v in value.items():
-            if not isinstance(k, str):
-                raise TypeError(f"cache key: {_place(where)} has a non-string key {k!r}")
-            out[k] = _canon(v, (where, k))
-        return out
+        return _canon_mapping(value, where)
     if isinstance(value, (list, tuple)):
         return [_canon(v, (where, i)) for i, v in enumerate(value)]
     if isinstance(value, (set, frozenset)):
@@ -132,6 +147,15 @@ def _canon(value: Any, where: Any) -> Any:
         return sorted(items, key=lambda v: json.dumps(v, sort_keys=True))
     raise TypeError(f"cache key: {_place(where)} has a value of type {type(value).__name__} ({value!r}) "
                     "that has no canonical form; pass plain numbers, strings, lists or dicts")
+
+
+def _canon_mapping(value: Mapping[Any, Any], where: Any) -> dict[str, Any]:
+    out = {}
+    for k, v in value.items():
+        if not isinstance(k, str):
+            raise TypeError(f"cache key: {_place(where)} has a non-string key {k!r}")
+        out[k] = _canon(v, (where, k))
+    return out
 
 
 def canonical_json(value: Any) -> str:
@@ -242,7 +266,7 @@ def _tree_hash(bases: list[Path], memo_dir: Path | None = None) -> str:
     import time
 
     files = _source_files(bases)
-    stamp = hashlib.sha256()
+    stamp = _sha256()
     newest = 0
     for path, _rel in files:
         st = os.stat(path)
@@ -256,6 +280,8 @@ def _tree_hash(bases: list[Path], memo_dir: Path | None = None) -> str:
     got = memo.get(tree)
     if isinstance(got, list) and len(got) == 2 and got[0] == stamp_digest and isinstance(got[1], str):
         return got[1]
+    import hashlib  # the tree's text (megabytes, read when the memo is stale): OpenSSL's SHA-256, see _sha256
+
     h = hashlib.sha256()
     for path, rel in files:
         h.update(rel.encode() + b"\0")
@@ -291,7 +317,7 @@ def _installed_hash(root: str, base: Path) -> str | None:
                 lines.append(f"{path},{rest.partition(',')[0]}")
     if not any(ln.startswith(f"{root}/__init__.py,") for ln in lines):
         return None
-    return hashlib.sha256("\n".join(sorted(lines)).encode()).hexdigest()
+    return _sha256("\n".join(sorted(lines)).encode()).hexdigest()
 
 
 def source_fingerprint(*modules: str, memo_dir: Path | None = None) -> str:
@@ -308,7 +334,7 @@ def source_fingerprint(*modules: str, memo_dir: Path | None = None) -> str:
     import importlib.util
 
     roots = ["litegpu", *(m.split(".")[0] for m in modules)]
-    digest = hashlib.sha256()
+    digest = _sha256()
     for root in dict.fromkeys(roots):
         if root not in _source_hashes:
             spec = importlib.util.find_spec(root)
@@ -397,7 +423,7 @@ class EntryKey:
         text = json.dumps(canon, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
         object.__setattr__(self, "_fields", canon)
         object.__setattr__(self, "_json", text)
-        object.__setattr__(self, "_digest", hashlib.sha256(text.encode("ascii")).hexdigest())
+        object.__setattr__(self, "_digest", _sha256(text.encode("ascii")).hexdigest())
 
     # -- identity -------------------------------------------------------------------------------
     @property

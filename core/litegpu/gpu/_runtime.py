@@ -60,7 +60,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import hashlib
 import json
 import logging
 import threading
@@ -79,7 +78,6 @@ from .._ir import Model, Subgraph, Tensor
 from . import _layout as L
 from ._device import BufferRef, GpuDevice, RunStaging
 from ._graph import GpuGraph, GpuNode, GpuOp, GpuPlan, PlanTensor
-from ._kernel_specs import stride_param
 from ._layout import dequantize_host, from_device, quantize_host, slices, to_device
 from ._memory import DEFAULT_ALIGNMENT, plan_arena
 from ._plan_io import CONST_PREFIX, plan_from_sections, plan_to_sections
@@ -278,6 +276,8 @@ _GROUP = "group-"
 BINARIES_AS_READ = True
 
 def _src_key(source: str) -> str:
+    import hashlib  # a cold start's (a warm one names its sources by their recorded keys): see cache._keys._sha256
+
     return hashlib.sha256(source.encode()).hexdigest()[:32]
 
 
@@ -527,6 +527,9 @@ class GpuPartitionKernel(DelegateKernel):
         k = int(op.options.get("branches", 1))
         if k <= 1 or name not in op.options.get("branched", ()):
             return ref
+        # (here: only a branched launch needs the kernel specs, which a warm start need not import)
+        from ._kernel_specs import stride_param
+
         return BufferRef(ref.buffer, ref.offset, (k - 1) * int(op.params[stride_param(name)]) + ref.nbytes)
 
     # -- the boundary

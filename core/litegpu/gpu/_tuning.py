@@ -20,7 +20,6 @@ Tuning never changes what a work item computes, so the numbers are identical wha
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import logging
 import math
@@ -86,6 +85,8 @@ def candidates(kernel: str, grid: tuple[int, int, int], info: Any, mode: str,
 
 
 def source_hash(source: str) -> str:
+    import hashlib  # (here: a warm start tunes nothing and need not load OpenSSL, see cache._keys._sha256)
+
     return hashlib.sha256(source.encode()).hexdigest()[:16]
 
 

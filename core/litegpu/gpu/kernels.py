@@ -27,12 +27,18 @@ from collections.abc import Iterator, Mapping
 from dataclasses import field, replace
 from typing import TYPE_CHECKING, Any
 
+from .._backend_options import PRECISIONS
 from .._records import dataclass  # no compiled methods: a warm start imports this module
-from ._kernel_specs import ACTIVATIONS, FUSED_ACTIVATIONS, KernelSpec, template_text
-from .lgk import PRECISIONS, KernelTemplateError
 
 if TYPE_CHECKING:
+    from ._kernel_specs import ACTIVATIONS, FUSED_ACTIVATIONS, KernelSpec, template_text  # noqa: F401 - re-exported
+    from .lgk import KernelTemplateError  # noqa: F401 - re-exported (both: _LAZY, below)
     from .lgk.nodes import Expr
+
+# A warm start imports this module for RenderedKernel and its records, and renders nothing: the kernel
+# specs (``_kernel_specs``, which reads common.lgk) and the kernel language (``lgk``: its ``Ty`` is a
+# stdlib dataclass) load on first use, as ``_lazy`` below and the functions' own imports do (1.3 ms of
+# the caller's CPU in a warm vulkan start on the 2-core CI machine, docs/performance.md, eleventh session).
 
 # The kernel language (parser, checker) and the dialect emitters are imported by the first rendering
 # (``_render``, ``_emitters``): a warm start, whose kernels come from the serialization cache, renders
@@ -54,13 +60,26 @@ def _specs() -> Mapping[str, KernelSpec]:
     return SPECS
 
 
+def _template_error(message: str) -> Exception:
+    """A KernelTemplateError (``lgk``'s, imported with it on first use)."""
+    from .lgk import KernelTemplateError
+
+    return KernelTemplateError(message)
+
+
+#: names this module re-exports from ``_kernel_specs`` and ``lgk``, imported on first use (above)
+_LAZY = {"ACTIVATIONS": "_kernel_specs", "FUSED_ACTIVATIONS": "_kernel_specs", "KernelSpec": "_kernel_specs",
+         "template_text": "_kernel_specs", "UNARY_OPS": "_kernel_specs", "BINARY_OPS": "_kernel_specs",
+         "KernelTemplateError": "lgk"}
+
+
 def __getattr__(name: str) -> Any:  # ``kernels.SPECS``, the op table's, loaded on first use (_specs)
     if name == "SPECS":
         return _specs()
-    if name in ("UNARY_OPS", "BINARY_OPS"):  # read from common.lgk on first use (_kernel_specs)
-        from . import _kernel_specs
+    if name in _LAZY:
+        import importlib
 
-        return getattr(_kernel_specs, name)
+        return getattr(importlib.import_module(f".{_LAZY[name]}", __package__), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = [
@@ -162,7 +181,7 @@ class RenderedKernel:
     def _values(self, params: Mapping[str, Any]) -> list[tuple[str, Any]]:
         missing = [p.name for p in self.param_layout if p.name not in params]
         if missing:
-            raise KernelTemplateError(f"kernel {self.name}: missing params {', '.join(missing)}")
+            raise _template_error(f"kernel {self.name}: missing params {', '.join(missing)}")
         return [(p.dtype, params[p.name]) for p in self.param_layout]
 
     def pack_params(self, params: Mapping[str, Any]) -> bytes:
@@ -196,7 +215,7 @@ def list_kernels() -> list[str]:
 def kernel_spec(name: str) -> KernelSpec:
     specs = _specs()
     if name not in specs:
-        raise KernelTemplateError(f"unknown kernel {name!r} (known: {', '.join(sorted(specs))})")
+        raise _template_error(f"unknown kernel {name!r} (known: {', '.join(sorted(specs))})")
     return specs[name]
 
 
@@ -256,16 +275,16 @@ def render(kernel_name: str, dialect: str, precision: str = "fp32", *,
     follow the kernel's, prefixed ``tail_``, then the ticket counter's binding.
     """
     if dialect not in DIALECTS:
-        raise KernelTemplateError(f"unknown dialect {dialect!r} (one of {', '.join(DIALECTS)})")
+        raise _template_error(f"unknown dialect {dialect!r} (one of {', '.join(DIALECTS)})")
     if precision not in PRECISIONS:
-        raise KernelTemplateError(f"unknown precision {precision!r} (one of {', '.join(PRECISIONS)})")
+        raise _template_error(f"unknown precision {precision!r} (one of {', '.join(PRECISIONS)})")
     half_math = bool(half_math) or precision == "fp32"
     if base_pointer not in ("", "args", "buffer"):
-        raise KernelTemplateError(f"base_pointer {base_pointer!r} is not one of '', 'args', 'buffer'")
+        raise _template_error(f"base_pointer {base_pointer!r} is not one of '', 'args', 'buffer'")
     if base_pointer and dialect != "opencl":
-        raise KernelTemplateError(f"base_pointer={base_pointer!r} is an OpenCL rendering, not one of {dialect}")
+        raise _template_error(f"base_pointer={base_pointer!r} is an OpenCL rendering, not one of {dialect}")
     if not half_math and not _emitters()[dialect].storage_only_half:
-        raise KernelTemplateError(f"half_math=False (storage-only half) is not available for {dialect}")
+        raise _template_error(f"half_math=False (storage-only half) is not available for {dialect}")
     spec = kernel_spec(kernel_name)
     if precision == "fp16" and kernel_name in SUM_KERNELS:
         # Sums over many elements overflow fp16 (65504) long before their mean does: a 64x64 average
@@ -277,11 +296,11 @@ def render(kernel_name: str, dialect: str, precision: str = "fp32", *,
     wg = spec.fixed_workgroup(opts) or workgroup or spec.default_wg
     wg = tuple(int(x) for x in wg)
     if len(wg) != 3 or min(wg) < 1:
-        raise KernelTemplateError(f"bad work group {wg}")
+        raise _template_error(f"bad work group {wg}")
     kinds = {}
     for b, st in (buffer_storage or {}).items():
         if st not in _STORAGE_KINDS:
-            raise KernelTemplateError(f"buffer {b!r}: storage {st!r} is not one of {', '.join(_STORAGE_KINDS)}")
+            raise _template_error(f"buffer {b!r}: storage {st!r} is not one of {', '.join(_STORAGE_KINDS)}")
         kinds[b] = _STORAGE_KINDS[st]
     from .lgk import emit
 
@@ -309,13 +328,13 @@ def _render(kernel_name: str, dialect: str, precision: str, frozen: tuple, wg: t
         from .lgk.types import I32
 
         if not emitter.tail_group:
-            raise KernelTemplateError(f"kernel {kernel_name}: the {dialect} dialect renders no tail group")
+            raise _template_error(f"kernel {kernel_name}: the {dialect} dialect renders no tail group")
         t = dict(tail)
         tspec = _specs()[t["kernel"]]
         topts = tspec.resolve(dict(t["options"]))
         twg = tspec.fixed_workgroup(topts)
         if twg != (math.prod(wg), 1, 1):
-            raise KernelTemplateError(f"kernel {kernel_name}: tail {t['kernel']}'s group {twg} is not one of "
+            raise _template_error(f"kernel {kernel_name}: tail {t['kernel']}'s group {twg} is not one of "
                                       f"{math.prod(wg)} threads (the group size of {wg})")
         tk, tfuncs = _checked(t["kernel"], precision, topts, twg, half_math, ())
         em.add_tail(emitter(tk, tfuncs, twg, half_math=half_math, multiply_add=multiply_add,
@@ -359,6 +378,8 @@ def _checked(kernel_name: str, precision: str, opts: Mapping[str, Any], wg: tupl
     env = dict(opts)
     env.update(_precision_env(precision, half_math))
     env["WG"] = wg
+    from ._kernel_specs import template_text
+
     common = template_text(_COMMON)
     text = common + "\n" + _section(template_text(spec.file), spec.entry, spec.file)
     n_common = common.count("\n") + 1
@@ -399,7 +420,7 @@ def _section(text: str, entry: str, filename: str) -> str:
         else:
             out.append(line if keep else "")
     if not found:
-        raise KernelTemplateError(f"{filename}: no '#kernel {entry}' section")
+        raise _template_error(f"{filename}: no '#kernel {entry}' section")
     return "\n".join(out)
 
 

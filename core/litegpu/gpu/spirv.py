@@ -10,7 +10,6 @@ import os
 from pathlib import Path
 
 from ._dialects._markers import GLSL_NO_CONTRACTION as NO_CONTRACTION
-from .lgk import KernelTemplateError
 
 __all__ = ["compile_spirv", "find_glsl_compiler", "no_contraction"]
 
@@ -84,6 +83,8 @@ def compile_spirv(source: str, *, compiler: str | None = None, vulkan: str = "vu
             cmd = [tool, "-V", "--target-env", vulkan, "-S", "comp", str(src), "-o", str(dst)]
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
         if r.returncode != 0:
+            from .lgk import KernelTemplateError  # the kernel language's error, imported by a failure only
+
             raise KernelTemplateError(f"GLSL compile failed ({Path(tool).name}):\n{r.stdout}{r.stderr}")
         spirv = dst.read_bytes()
     return no_contraction(spirv) if NO_CONTRACTION in source else spirv
@@ -94,6 +95,8 @@ def no_contraction(spirv: bytes) -> bytes:
     not fuse them into multiply-adds of its choosing (Mesa, NVIDIA and others do, across statements).
     What GLSL's ``precise`` does per variable, for a whole module whose multiply-adds the renderer
     already made explicit ``fma`` calls (the OpenCL source says ``FP_CONTRACT OFF`` for the same)."""
+    from .lgk import KernelTemplateError  # (after a compile: a cold start, whose renderer imported lgk)
+
     words = memoryview(spirv).cast("I")
     if len(words) < 5 or words[0] != 0x07230203:
         raise KernelTemplateError("not a SPIR-V module (bad magic number)")

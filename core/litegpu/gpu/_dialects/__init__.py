@@ -8,12 +8,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..lgk.types import KernelTemplateError
-
 __all__ = ["KernelTemplateError", "EMITTERS"]
 
 
 def __getattr__(name: str) -> Any:
+    if name == "KernelTemplateError":  # the kernel language's (its import: the first rendering's, as above)
+        from ..lgk.types import KernelTemplateError
+
+        return KernelTemplateError
     #: ``EMITTERS``: dialect -> emitter, for the dialects ``litegpu.gpu.kernels.DIALECTS`` names
     if name == "EMITTERS":
         from .glsl import GLSLEmitter

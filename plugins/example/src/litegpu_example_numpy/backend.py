@@ -22,8 +22,7 @@ downloads so tests can check that no needless transfer happens.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import litegpu
 import numpy as np
@@ -90,8 +89,10 @@ class DeviceArray:
         return f"DeviceArray(shape={self.data.shape}, dtype={self.data.dtype})"
 
 
-@dataclass(frozen=True)
-class _Step:
+class _Step(NamedTuple):
+    """One numpy call of a prepared partition.  (A NamedTuple, not a frozen dataclass: litegpu imports
+    this module whenever it loads plugins, and a dataclass compiles its methods at import.)"""
+
     fn: Callable[..., np.ndarray]
     inputs: tuple[int, ...]
     output: int
