@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from litegpu import BackendUnavailableError
@@ -120,11 +121,15 @@ class DefaultStart:
     failed), ``done`` once the queue is made (or it failed); ``error`` is the failure, ``ms`` the
     thread's laps.  Consumed by ``CLDevice(start=...)``."""
 
-    __slots__ = ("pair", "context", "opened", "error", "ms", "listed", "made", "done", "thread")
+    __slots__ = ("pair", "context", "opened", "error", "ms", "listed", "made", "done", "thread", "recorded", "direct")
 
-    def __init__(self) -> None:
-        from . import _cl
+    def __init__(self, cache: Mapping[str, Any] | None = None) -> None:
+        from . import _cl, _icd
 
+        #: the driver's record under the ``cache`` options (``_icd``): read here, before the thread, which
+        #: then opens the recorded driver alone, or lists every driver and records the one it used
+        self.recorded = _icd.recorded(cache)
+        self.direct = False  # the device came from the recorded driver opened on its own
         self.pair: tuple[Any, Any] | None = None
         self.context: Any = None
         self.opened: tuple[Any, Any] | None = None
@@ -166,7 +171,7 @@ class DefaultStart:
                         pass
 
     def _run(self) -> None:
-        from . import _cl  # imported by __init__: a lookup, not an import
+        from . import _cl, _icd  # imported by __init__: a lookup, not an import
 
         t0 = t = time.perf_counter()
 
@@ -176,8 +181,17 @@ class DefaultStart:
             self.ms[step] = (now - t) * 1e3
             t = now
 
+        recorded = self.recorded
         try:
-            plat, dev = default_device()
+            if recorded is not None and recorded.record is not None:
+                try:
+                    plat, dev = _icd.open_direct(recorded.record)
+                    self.direct = True
+                except Exception as e:  # noqa: BLE001 - an optimisation: the full listing follows
+                    _icd.log.debug("opencl: the recorded driver was not opened on its own (%s): listing every "
+                                   "driver", e)
+            if not self.direct:
+                plat, dev = default_device()
             lap("enumerate")
             if QUERIES_ON_START:
                 for q in DEVICE_QUERIES:
@@ -199,6 +213,8 @@ class DefaultStart:
             self.listed.set()
             self.made.set()
             self.done.set()
+        if recorded is not None and not self.direct and self.pair is not None and self.opened is not None:
+            recorded.store(*self.pair)  # after the start: the next one opens this driver alone
 
 
 def describe(pairs: list[tuple[Any, Any]]) -> str:
