@@ -50,7 +50,8 @@ VENDORS_DIR = "/etc/OpenCL/vendors"
 #: the loader's listing decides every start
 LOADER_ENV = ("OCL_ICD_VENDORS", "OCL_ICD_FILENAMES", "OPENCL_VENDOR_PATH", "OPENCL_LAYERS", "OPENCL_LAYER_PATH",
               "OCL_ICD_PLATFORM_SORT", "OCL_ICD_DEFAULT_PLATFORM", "OCL_ICD_ASSUME_ICD_EXTENSION")
-_RECORD, _RECORD_VERSION, _SECTION = "opencl-icd", "1", "icd"
+#: the record's backend name in the cache (its files ``opencl_icd-*.lgc``, apart from the delegate's ``opencl-*``)
+_RECORD, _RECORD_VERSION, _SECTION = "opencl_icd", "1", "icd"
 #: cl_khr_icd 2.0's tag in a platform's dispatch table (``clGetPlatformIDs``' slot): the loader fills
 #: such a platform's table (``clIcdSetPlatformDispatchDataKHR``)
 _ICD2_TAG = 0x4F50454E434C3331

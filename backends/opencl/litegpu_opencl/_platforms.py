@@ -206,6 +206,11 @@ class DefaultStart:
             self.made.set()  # a partition's build threads may begin (CLDevice: BUILDS_ON_CONTEXT)
             self.opened = (ctx, _cl.Queue(ctx, dev))
             lap("queue")
+            if recorded is not None and not self.direct:
+                # before ``done``: a full listing is a cold start's (seconds), and the record is then in
+                # the cache by the time the delegate's own entry is
+                recorded.store(plat, dev)
+                lap("driver recorded")
         except BaseException as e:  # noqa: BLE001 - handed to the device's first use
             self.error = e
         finally:
@@ -213,8 +218,6 @@ class DefaultStart:
             self.listed.set()
             self.made.set()
             self.done.set()
-        if recorded is not None and not self.direct and self.pair is not None and self.opened is not None:
-            recorded.store(*self.pair)  # after the start: the next one opens this driver alone
 
 
 def describe(pairs: list[tuple[Any, Any]]) -> str:
