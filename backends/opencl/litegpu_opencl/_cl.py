@@ -174,6 +174,7 @@ _SIGS: dict[str, tuple[Any, list[Any]]] = {
     "clGetEventInfo": (_i32, [_vp, _u32, _sz, _vp, _P(_sz)]),
     "clGetEventProfilingInfo": (_i32, [_vp, _u32, _sz, _vp, _P(_sz)]),
     "clReleaseEvent": (_i32, [_vp]),
+    "clGetExtensionFunctionAddressForPlatform": (_vp, [_vp, ctypes.c_char_p]),
 }
 
 
@@ -189,14 +190,16 @@ class _Api:
 
 #: where ``cl_icd.h``'s dispatch table (the table every object of an ICD driver begins with) holds the
 #: entry points a platform needs up to its context; the ICD loader calls the same slots
-DISPATCH_SLOTS = {"clGetPlatformInfo": 1, "clGetDeviceIDs": 2, "clCreateContext": 4}
+DISPATCH_SLOTS = {"clGetPlatformInfo": 1, "clGetDeviceIDs": 2, "clCreateContext": 4,
+                  "clGetExtensionFunctionAddressForPlatform": 107}
 
 
 class VendorCalls:
     """:data:`DISPATCH_SLOTS`' entry points of one driver, read from a platform's dispatch table, typed
     as the loader's (:data:`_SIGS`).  A platform opened without the loader (``_icd``) calls these: the
-    loader's own ``clGetDeviceIDs``, ``clGetPlatformInfo`` and ``clCreateContext`` first start every
-    installed driver (ocl-icd), which is what opening one driver directly avoids.  Calls on a device,
+    loader's own calls that take a platform (``clGetDeviceIDs``, ``clGetPlatformInfo``, an extension's
+    address) and ``clCreateContext`` first start every installed driver (ocl-icd), which is what
+    opening one driver directly avoids.  Calls on a device,
     context, queue or anything made from them go through the loader, which dispatches them through the
     object's own table without starting anything."""
 
