@@ -185,17 +185,21 @@ def recorded(cache: Mapping[str, Any] | None) -> Recorded | None:
     ``DIRECT_ICD`` off, or drivers the loader chooses by its environment)."""
     if not DIRECT_ICD or not cache or not cache.get("enabled", True):
         return None
-    installed = _installed()
-    if installed is None:
+    try:
+        installed = _installed()
+        if installed is None:
+            return None
+        import hashlib
+
+        from litegpu.cache import DEFAULT_MAX_BYTES, DelegateCache, EntryKey
+
+        digest = hashlib.sha256(json.dumps(installed, sort_keys=True).encode()).hexdigest()
+        key = EntryKey(model_token=f"sha256:{digest}", backend=_RECORD, backend_version=_RECORD_VERSION, device="",
+                       driver_version="", code="")
+        store = DelegateCache(cache.get("dir"), max_bytes=cache.get("max_bytes", DEFAULT_MAX_BYTES))
+    except Exception as e:  # noqa: BLE001 - the full listing follows
+        log.debug("opencl: no driver record (%s)", e)
         return None
-    import hashlib
-
-    from litegpu.cache import DEFAULT_MAX_BYTES, DelegateCache, EntryKey
-
-    digest = hashlib.sha256(json.dumps(installed, sort_keys=True).encode()).hexdigest()
-    key = EntryKey(model_token=f"sha256:{digest}", backend=_RECORD, backend_version=_RECORD_VERSION, device="",
-                   driver_version="", code="")
-    store = DelegateCache(cache.get("dir"), max_bytes=cache.get("max_bytes", DEFAULT_MAX_BYTES))
     record = None
     try:
         got = store.load(key)

@@ -112,7 +112,9 @@ DEVICE_QUERIES = ("name", "driver_version", "version", "extensions", "max_work_g
 class DefaultStart:
     """The default device's whole driver start on one thread (``litegpu-opencl-start``), begun by
     ``create_delegate`` before it imports the GPU executor: the ICD loader's first ``clGetPlatformIDs``
-    (every driver starts there: about 135 ms on an H100), the device (:func:`default_device`), its
+    (every driver starts there: about 135 ms on an H100) and the device (:func:`default_device`), or, with
+    the ``cache`` options' record of an earlier start, the recorded driver alone and its device
+    (:mod:`litegpu_opencl._icd`: the other installed drivers are not started), then the device's
     queries (``QUERIES_ON_START``), ``clCreateContext`` (about 110 ms) and the queue, one call after the
     other with nothing of litegpu's in between.  The loader is opened and typed on the caller's thread
     first, so that the start's thread imports nothing and goes straight into the driver (its Python
