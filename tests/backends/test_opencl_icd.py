@@ -72,7 +72,7 @@ def test_the_second_start_opens_the_recorded_driver_alone_and_gets_the_same_devi
     assert not first.direct and first.recorded is not None and first.recorded.record is None
     second = _start(tmp_path)
     assert second.direct
-    assert second.recorded.record["icd"].endswith(".icd")
+    assert second.recorded.record["icd"].endswith(".icd")  # the ICD file's path, in the loader's directory
     assert _names(second.pair) == _names(first.pair) == _names(default_device())
     assert second.pair[0].calls is not None  # the platform's calls come from its driver's table
     np.testing.assert_array_equal(_doubled_plus_one(second), np.arange(32, dtype=np.float32) * 2 + 1)
@@ -137,7 +137,7 @@ def test_a_driver_that_does_not_open_gives_the_full_listing_with_the_reason(icd,
     good = _start(tmp_path).recorded
     assert _start(tmp_path).direct
     record = json.loads(bytes(good.cache.load(good.key)["icd"]))
-    good.cache.store(good.key, {"icd": json.dumps({**record, "icd": "broken.icd"}).encode()})
+    good.cache.store(good.key, {"icd": json.dumps({**record, "icd": str(vendors / "broken.icd")}).encode()})
     with caplog.at_level(logging.DEBUG, logger="litegpu.opencl"):
         s = _start(tmp_path)
     assert not s.direct and _names(s.pair) == _names(default_device())
@@ -145,13 +145,35 @@ def test_a_driver_that_does_not_open_gives_the_full_listing_with_the_reason(icd,
     assert json.loads(bytes(good.cache.load(good.key)["icd"])) == record  # recorded again, as it was
 
 
-@pytest.mark.parametrize("how", ["caching off", "switch off", "loader variable"])
+def test_a_record_outside_the_loaders_icd_files_is_not_opened(icd, tmp_path, caplog):
+    good = _start(tmp_path).recorded
+    record = json.loads(bytes(good.cache.load(good.key)["icd"]))
+    (tmp_path / "elsewhere.icd").write_text(icd._library(record["icd"]) + "\n")
+    good.cache.store(good.key, {"icd": json.dumps({**record, "icd": str(tmp_path / "elsewhere.icd")}).encode()})
+    with caplog.at_level(logging.DEBUG, logger="litegpu.opencl"):
+        assert not _start(tmp_path).direct
+    assert "is not an installed ICD file" in caplog.text
+
+
+@pytest.mark.parametrize("how", ["caching off", "switch off", "layers", "ICD file named"])
 def test_no_record_where_the_cache_the_switch_or_the_loaders_environment_says_so(icd, tmp_path, monkeypatch, how):
+    """(The variables are read by ``_icd`` only here: the loader started before.)"""
     _start(tmp_path)
     cache = {"enabled": how != "caching off", "dir": str(tmp_path)}
     if how == "switch off":
         monkeypatch.setattr(icd, "DIRECT_ICD", False)
-    if how == "loader variable":
-        monkeypatch.setenv("OCL_ICD_VENDORS", icd.VENDORS_DIR)  # read by _icd only: the loader started before
+    if how == "layers":
+        monkeypatch.setenv("OPENCL_LAYERS", "libsome-layer.so")
+    if how == "ICD file named":
+        monkeypatch.setenv("OCL_ICD_VENDORS", str(next(iter(icd._icd_files([icd.VENDORS_DIR])))))
     assert icd.recorded(cache) is None
     assert icd.recorded(None) is None
+
+
+def test_the_loaders_icd_directory_variable_keys_the_record(icd, tmp_path, monkeypatch):
+    """``OCL_ICD_VENDORS`` naming a directory: its ICD files are the installed ones (ocl-icd's rule), and
+    the variable's value is part of the key."""
+    first = _start(tmp_path)
+    monkeypatch.setenv("OCL_ICD_VENDORS", icd.VENDORS_DIR)
+    keyed = icd.recorded({"enabled": True, "dir": str(tmp_path)})
+    assert keyed is not None and keyed.key != first.recorded.key and keyed.record is None

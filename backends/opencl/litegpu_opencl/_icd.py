@@ -16,10 +16,12 @@ points, which dispatch through the object's own table and start nothing.  A full
 process (``list_devices``) starts the loader as before; it opens the same library again, which is the
 same loaded copy.
 
-The record applies while the ICD files (names, sizes, modification times) and the loader library are
-those it was made with; it is made only for a device of the listing's first platform (so the default
-device does not depend on what the other drivers expose), and never while one of the loaders'
-environment variables (:data:`LOADER_ENV`) chooses the drivers.  A record that no longer applies, a
+The record applies while the ICD files (paths, sizes, modification times, in the directories the loader
+reads: :func:`_icd_dirs`), the loader library and the loaders' variables that choose or order drivers
+(:data:`LOADER_ENV_KEYED`) are those it was made with; it is made only for a device of the listing's
+first platform (so the default device does not depend on what the other drivers expose), and never
+while a variable adds drivers by file or wraps the calls in layers (:data:`LOADER_ENV_FULL`).  A record
+that no longer applies, a
 library that does not open, a platform of the cl_khr_icd 2 kind (its dispatch table is the loader's
 to fill), or a platform without a device of the recorded kind: the full listing, with the reason at
 DEBUG.  Linux only (``dlopen``; the vendors directory).
@@ -44,14 +46,18 @@ log = logging.getLogger("litegpu.opencl")
 #: a default start with a record opens the recorded driver alone (False: the loader's full listing,
 #: every start).  An A/B switch: ``bench/init_ab.py --set litegpu_opencl._icd.DIRECT_ICD=False``
 DIRECT_ICD = True
-#: where ocl-icd and the Khronos loader read the installed drivers' ICD files on Linux
+#: where ocl-icd and the Khronos loader read the installed drivers' ICD files on Linux (``OCL_ICD_VENDORS``,
+#: where it names a directory, or ``OPENCL_VENDOR_PATH`` instead)
 VENDORS_DIR = "/etc/OpenCL/vendors"
-#: the ICD loaders' (ocl-icd's, Khronos') variables that choose, add, order or wrap drivers: with any set,
-#: the loader's listing decides every start
-LOADER_ENV = ("OCL_ICD_VENDORS", "OCL_ICD_FILENAMES", "OPENCL_VENDOR_PATH", "OPENCL_LAYERS", "OPENCL_LAYER_PATH",
-              "OCL_ICD_PLATFORM_SORT", "OCL_ICD_DEFAULT_PLATFORM", "OCL_ICD_ASSUME_ICD_EXTENSION")
+#: the ICD loaders' variables that add drivers by file or wrap every call (layers): with one set, the loader's
+#: listing decides every start
+LOADER_ENV_FULL = ("OCL_ICD_FILENAMES", "OPENCL_LAYERS", "OPENCL_LAYER_PATH")
+#: the loaders' variables that choose the ICD directory, or order or filter its drivers: their values are
+#: part of the record's key
+LOADER_ENV_KEYED = ("OCL_ICD_VENDORS", "OPENCL_VENDOR_PATH", "OCL_ICD_PLATFORM_SORT", "OCL_ICD_DEFAULT_PLATFORM",
+                    "OCL_ICD_ASSUME_ICD_EXTENSION")
 #: the record's backend name in the cache (its files ``opencl_icd-*.lgc``, apart from the delegate's ``opencl-*``)
-_RECORD, _RECORD_VERSION, _SECTION = "opencl_icd", "1", "icd"
+_RECORD, _RECORD_VERSION, _SECTION = "opencl_icd", "2", "icd"
 #: cl_khr_icd 2.0's tag in a platform's dispatch table (``clGetPlatformIDs``' slot): the loader fills
 #: such a platform's table (``clIcdSetPlatformDispatchDataKHR``)
 _ICD2_TAG = 0x4F50454E434C3331
@@ -85,28 +91,53 @@ class _NotDirect(Exception):
     """Why the recorded driver was not opened on its own (the full listing follows)."""
 
 
+def _icd_dirs() -> list[str] | None:
+    """The directories the ICD loader reads ICD files from: ``OCL_ICD_VENDORS`` where it names a
+    directory, else ``OPENCL_VENDOR_PATH``, else :data:`VENDORS_DIR` (ocl-icd's rule), and, for the loader
+    pyopencl's wheel bundles (``PYOPENCL_HOME`` set by :func:`_cl._bundled_loader`), its ``.libs`` folder too;
+    None where the loader's environment names drivers otherwise (a file, layers)."""
+    full = [v for v in LOADER_ENV_FULL if os.environ.get(v)]
+    vendors = os.environ.get("OCL_ICD_VENDORS") or os.environ.get("OPENCL_VENDOR_PATH") or VENDORS_DIR
+    if not full and not os.path.isdir(vendors):
+        full = [f"OCL_ICD_VENDORS={vendors} (not a directory)"]
+    if full:
+        log.debug("opencl: %s: the ICD loader lists the drivers on every start", ", ".join(full))
+        return None
+    dirs = [vendors]
+    home = os.environ.get("PYOPENCL_HOME")
+    if home and os.path.isdir(os.path.join(home, ".libs")):
+        dirs.append(os.path.join(home, ".libs"))
+    return dirs
+
+
+def _icd_files(dirs: list[str]) -> list[str]:
+    return sorted(os.path.join(d, e.name) for d in dirs for e in os.scandir(d) if e.name.endswith(".icd"))
+
+
 def _installed() -> dict[str, Any] | None:
-    """What the loader's listing depends on, as the record's key: the loader library and every ICD file
-    (name, size, modification time); None where the listing is not the installed files' alone (a
-    loader variable set, no vendors directory, not Linux)."""
+    """What the loader's listing depends on, as the record's key: the loader library, the variables of
+    :data:`LOADER_ENV_KEYED` and every ICD file (path, size, modification time); None where the listing is
+    not the installed files' alone (:func:`_icd_dirs`) or not on Linux."""
     if not sys.platform.startswith("linux"):
         return None
-    chosen = [v for v in LOADER_ENV if os.environ.get(v)]
-    if chosen:
-        log.debug("opencl: %s set: the ICD loader lists the drivers on every start", ", ".join(chosen))
+    dirs = _icd_dirs()
+    if dirs is None:
         return None
     try:
-        icds = sorted([e.name, st.st_size, st.st_mtime_ns] for e in os.scandir(VENDORS_DIR)
-                      if e.name.endswith(".icd") and (st := e.stat()))
-    except OSError:
+        icds = [[path, (st := os.stat(path)).st_size, st.st_mtime_ns] for path in _icd_files(dirs)]
+    except OSError as e:
+        log.debug("opencl: the ICD files were not listed (%s)", e)
         return None
     lib = _cl._opencl_loader()
-    return {"loader": getattr(lib, "_name", None), "icds": icds} if lib is not None else None
+    if lib is None:
+        return None
+    return {"loader": getattr(lib, "_name", None), "icds": icds,
+            "env": {v: os.environ.get(v, "") for v in LOADER_ENV_KEYED}}
 
 
 def _library(icd: str) -> str:
     """The library an ICD file names (its first line, as the loaders read it)."""
-    with open(os.path.join(VENDORS_DIR, icd), encoding="utf-8", errors="replace") as f:
+    with open(icd, encoding="utf-8", errors="replace") as f:
         return f.readline().strip()
 
 
@@ -132,7 +163,7 @@ def _table_entry(platform: int, slot: int) -> int:
 
 class Recorded:
     """The record's place (the cache and key of these installed drivers) and what it holds: ``record``
-    (``icd``: the ICD file's name, ``platform``: the index among its driver's platforms, ``gpu``: the
+    (``icd``: the ICD file's path, ``platform``: the index among its driver's platforms, ``gpu``: the
     device was a GPU), None where nothing applies yet."""
 
     __slots__ = ("cache", "key", "record")
@@ -159,6 +190,9 @@ class Recorded:
         if _table_entry(platform.int_ptr, 0) == _ICD2_TAG:
             log.debug("opencl: a cl_khr_icd 2 platform: not recorded")
             return None
+        dirs = _icd_dirs()
+        if dirs is None:
+            return None
         dl, info = _dl(), _DlInfo()
         if not dl.dladdr(_table_entry(platform.int_ptr, _cl.DISPATCH_SLOTS["clGetDeviceIDs"]), ctypes.byref(info)):
             return None
@@ -166,7 +200,7 @@ class Recorded:
         if not served:
             return None
         try:
-            for name in sorted(e.name for e in os.scandir(VENDORS_DIR) if e.name.endswith(".icd")):
+            for name in _icd_files(dirs):
                 h = dl.dlopen(_library(name).encode(), _RTLD_LAZY | _RTLD_NOLOAD)
                 if not h:
                     continue
@@ -176,7 +210,7 @@ class Recorded:
                     return {"icd": name, "platform": index, "gpu": bool(device.type & _cl.DEVICE_TYPE_GPU)}
         finally:
             dl.dlclose(served)
-        log.debug("opencl: no ICD file in %s names %s: not recorded", VENDORS_DIR, info.dli_fname)
+        log.debug("opencl: no ICD file in %s names %s: not recorded", ", ".join(dirs), info.dli_fname)
         return None
 
 
@@ -221,8 +255,8 @@ def open_direct(record: Mapping[str, Any]) -> tuple[Any, Any]:
     :class:`_cl.VendorCalls`, :class:`_cl.Device`), the driver opened on its own; ``_NotDirect`` (or a
     :class:`_cl.CLError`) with the reason where it cannot be."""
     icd = record["icd"]
-    if os.sep in icd or not icd.endswith(".icd"):
-        raise _NotDirect(f"not an ICD file name: {icd!r}")
+    if icd not in _icd_files(_icd_dirs() or []):  # only a library an installed ICD file names is opened
+        raise _NotDirect(f"{icd} is not an installed ICD file")
     try:
         library = _library(icd)
     except OSError as e:
