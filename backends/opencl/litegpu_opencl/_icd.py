@@ -120,16 +120,14 @@ def _installed() -> dict[str, Any] | None:
     not the installed files' alone (:func:`_icd_dirs`) or not on Linux."""
     if not sys.platform.startswith("linux"):
         return None
+    lib = _cl._opencl_loader()  # first: opening pyopencl's loader sets PYOPENCL_HOME (_icd_dirs)
     dirs = _icd_dirs()
-    if dirs is None:
+    if lib is None or dirs is None:
         return None
     try:
         icds = [[path, (st := os.stat(path)).st_size, st.st_mtime_ns] for path in _icd_files(dirs)]
     except OSError as e:
         log.debug("opencl: the ICD files were not listed (%s)", e)
-        return None
-    lib = _cl._opencl_loader()
-    if lib is None:
         return None
     return {"loader": getattr(lib, "_name", None), "icds": icds,
             "env": {v: os.environ.get(v, "") for v in LOADER_ENV_KEYED}}
