@@ -245,8 +245,10 @@ wrap(_runtime.GpuPartitionKernel, "_upload_constants", "constants upload")
 wrap(_runtime.GpuPartitionKernel, "_recording_for", "launches recorded")
 dev = type(d.device)
 for attr in ("group_from_binary", "program_from_binary", "compile_group", "_build_side_by_side", "bind", "upload",
-             "record", "alloc", "program_binary"):
+             "record", "alloc", "program_binary", "host_input_array"):
     wrap(dev, attr, "device." + attr)
+# an input's host array after the plan (the delegate's pinned memory, zeroed): a staticmethod, wrapped as one
+_interp.Interpreter._input_array = staticmethod(timed("input array (zeroed)", _interp.Interpreter._input_array))
 t = time.perf_counter()
 it = litegpu.Interpreter(model_path=model, experimental_delegates=[d])
 note("Interpreter()", t, time.perf_counter())
