@@ -148,7 +148,7 @@ def test_a_driver_that_does_not_open_gives_the_full_listing_with_the_reason(icd,
 def test_a_record_outside_the_loaders_icd_files_is_not_opened(icd, tmp_path, caplog):
     good = _start(tmp_path).recorded
     record = json.loads(bytes(good.cache.load(good.key)["icd"]))
-    (tmp_path / "elsewhere.icd").write_text(icd._library(record["icd"]) + "\n")
+    (tmp_path / "elsewhere.icd").write_text(icd._sources([icd.VENDORS_DIR])[record["icd"]] + "\n")
     good.cache.store(good.key, {"icd": json.dumps({**record, "icd": str(tmp_path / "elsewhere.icd")}).encode()})
     with caplog.at_level(logging.DEBUG, logger="litegpu.opencl"):
         assert not _start(tmp_path).direct
@@ -170,10 +170,17 @@ def test_no_record_where_the_cache_the_switch_or_the_loaders_environment_says_so
     assert icd.recorded(None) is None
 
 
-def test_the_loaders_icd_directory_variable_keys_the_record(icd, tmp_path, monkeypatch):
-    """``OCL_ICD_VENDORS`` naming a directory: its ICD files are the installed ones (ocl-icd's rule), and
-    the variable's value is part of the key."""
-    first = _start(tmp_path)
-    monkeypatch.setenv("OCL_ICD_VENDORS", icd.VENDORS_DIR)
+@pytest.mark.parametrize("variable", ["OCL_ICD_VENDORS", "OCL_ICD_FILENAMES"])
+def test_the_loaders_variables_key_the_record(icd, tmp_path, monkeypatch, variable):
+    """``OCL_ICD_VENDORS`` naming a directory: its ICD files are the installed ones (ocl-icd's rule);
+    ``OCL_ICD_FILENAMES`` (the H100 machines' environment sets it): its libraries may be recorded too.
+    Either variable's value is part of the key, and a start under it records and then opens the driver."""
+    _start(tmp_path)
+    first = _start(tmp_path)  # opened alone: its record is read
+    served = icd._sources([icd.VENDORS_DIR])[first.recorded.record["icd"]]
+    monkeypatch.setenv(variable, icd.VENDORS_DIR if variable == "OCL_ICD_VENDORS"
+                       else f"libnot-an-opencl-driver.so:{served}")
     keyed = icd.recorded({"enabled": True, "dir": str(tmp_path)})
     assert keyed is not None and keyed.key != first.recorded.key and keyed.record is None
+    assert not _start(tmp_path).direct
+    assert _start(tmp_path).direct

@@ -20,7 +20,7 @@ The record applies while the ICD files (paths, sizes, modification times, in the
 reads: :func:`_icd_dirs`), the loader library and the loaders' variables that choose or order drivers
 (:data:`LOADER_ENV_KEYED`) are those it was made with; it is made only for a device of the listing's
 first platform (so the default device does not depend on what the other drivers expose), and never
-while a variable adds drivers by file or wraps the calls in layers (:data:`LOADER_ENV_FULL`).  A record
+while a variable wraps the calls in layers (:data:`LOADER_ENV_FULL`).  A record
 that no longer applies, a
 library that does not open, a platform of the cl_khr_icd 2 kind (its dispatch table is the loader's
 to fill), or a platform without a device of the recorded kind: the full listing, with the reason at
@@ -49,13 +49,15 @@ DIRECT_ICD = True
 #: where ocl-icd and the Khronos loader read the installed drivers' ICD files on Linux (``OCL_ICD_VENDORS``,
 #: where it names a directory, or ``OPENCL_VENDOR_PATH`` instead)
 VENDORS_DIR = "/etc/OpenCL/vendors"
-#: the ICD loaders' variables that add drivers by file or wrap every call (layers): with one set, the loader's
-#: listing decides every start
-LOADER_ENV_FULL = ("OCL_ICD_FILENAMES", "OPENCL_LAYERS", "OPENCL_LAYER_PATH")
-#: the loaders' variables that choose the ICD directory, or order or filter its drivers: their values are
-#: part of the record's key
-LOADER_ENV_KEYED = ("OCL_ICD_VENDORS", "OPENCL_VENDOR_PATH", "OCL_ICD_PLATFORM_SORT", "OCL_ICD_DEFAULT_PLATFORM",
-                    "OCL_ICD_ASSUME_ICD_EXTENSION")
+#: the ICD loaders' variables that wrap every call in layers: with one set, the loader's listing decides every
+#: start (a driver opened alone would bypass the layers)
+LOADER_ENV_FULL = ("OPENCL_LAYERS", "OPENCL_LAYER_PATH")
+#: the loaders' variables that choose the ICD directory, add drivers by library name (``OCL_ICD_FILENAMES``,
+#: ':'-separated: the Khronos loader's, and the H100 machines' environment sets it), or order or filter the
+#: drivers: their values are part of the record's key
+LOADER_ENV_KEYED = ("OCL_ICD_VENDORS", "OPENCL_VENDOR_PATH", "OCL_ICD_FILENAMES", "OCL_ICD_PLATFORM_SORT",
+                    "OCL_ICD_DEFAULT_PLATFORM", "OCL_ICD_ASSUME_ICD_EXTENSION")
+_FILENAMES = "OCL_ICD_FILENAMES"
 #: the record's backend name in the cache (its files ``opencl_icd-*.lgc``, apart from the delegate's ``opencl-*``)
 _RECORD, _RECORD_VERSION, _SECTION = "opencl_icd", "2", "icd"
 #: cl_khr_icd 2.0's tag in a platform's dispatch table (``clGetPlatformIDs``' slot): the loader fills
@@ -114,6 +116,19 @@ def _icd_files(dirs: list[str]) -> list[str]:
     return sorted(os.path.join(d, e.name) for d in dirs for e in os.scandir(d) if e.name.endswith(".icd"))
 
 
+def _sources(dirs: list[str]) -> dict[str, str]:
+    """Every driver library the loader may open, by where it is named: an ICD file's path (the library is
+    its first line, as the loaders read it), or ``OCL_ICD_FILENAMES=<library>`` for an entry of that
+    variable."""
+    out = {}
+    for path in _icd_files(dirs):
+        with open(path, encoding="utf-8", errors="replace") as f:
+            out[path] = f.readline().strip()
+    for lib in filter(None, os.environ.get(_FILENAMES, "").split(os.pathsep)):
+        out[f"{_FILENAMES}={lib}"] = lib
+    return out
+
+
 def _installed() -> dict[str, Any] | None:
     """What the loader's listing depends on, as the record's key: the loader library, the variables of
     :data:`LOADER_ENV_KEYED` and every ICD file (path, size, modification time); None where the listing is
@@ -131,12 +146,6 @@ def _installed() -> dict[str, Any] | None:
         return None
     return {"loader": getattr(lib, "_name", None), "icds": icds,
             "env": {v: os.environ.get(v, "") for v in LOADER_ENV_KEYED}}
-
-
-def _library(icd: str) -> str:
-    """The library an ICD file names (its first line, as the loaders read it)."""
-    with open(icd, encoding="utf-8", errors="replace") as f:
-        return f.readline().strip()
 
 
 def _platform_ids(handle: int) -> list[int]:
@@ -161,7 +170,7 @@ def _table_entry(platform: int, slot: int) -> int:
 
 class Recorded:
     """The record's place (the cache and key of these installed drivers) and what it holds: ``record``
-    (``icd``: the ICD file's path, ``platform``: the index among its driver's platforms, ``gpu``: the
+    (``icd``: the ICD file's path or the ``OCL_ICD_FILENAMES`` entry that named the driver, ``platform``: the index among its driver's platforms, ``gpu``: the
     device was a GPU), None where nothing applies yet."""
 
     __slots__ = ("cache", "key", "record")
@@ -198,8 +207,8 @@ class Recorded:
         if not served:
             return None
         try:
-            for name in _icd_files(dirs):
-                h = dl.dlopen(_library(name).encode(), _RTLD_LAZY | _RTLD_NOLOAD)
+            for name, library in _sources(dirs).items():
+                h = dl.dlopen(library.encode(), _RTLD_LAZY | _RTLD_NOLOAD)
                 if not h:
                     continue
                 dl.dlclose(h)
@@ -208,7 +217,8 @@ class Recorded:
                     return {"icd": name, "platform": index, "gpu": bool(device.type & _cl.DEVICE_TYPE_GPU)}
         finally:
             dl.dlclose(served)
-        log.debug("opencl: no ICD file in %s names %s: not recorded", ", ".join(dirs), info.dli_fname)
+        log.debug("opencl: no ICD file in %s (nor %s) names %s: not recorded", ", ".join(dirs), _FILENAMES,
+                  info.dli_fname)
         return None
 
 
@@ -253,12 +263,12 @@ def open_direct(record: Mapping[str, Any]) -> tuple[Any, Any]:
     :class:`_cl.VendorCalls`, :class:`_cl.Device`), the driver opened on its own; ``_NotDirect`` (or a
     :class:`_cl.CLError`) with the reason where it cannot be."""
     icd = record["icd"]
-    if icd not in _icd_files(_icd_dirs() or []):  # only a library an installed ICD file names is opened
-        raise _NotDirect(f"{icd} is not an installed ICD file")
     try:
-        library = _library(icd)
+        library = _sources(_icd_dirs() or []).get(icd)  # only a library the loader may open is opened
     except OSError as e:
-        raise _NotDirect(f"{icd}: {e}") from e
+        raise _NotDirect(f"the ICD files were not read ({e})") from e
+    if library is None:
+        raise _NotDirect(f"{icd} is not an installed ICD file")
     dl = _dl()
     handle = dl.dlopen(library.encode(), _RTLD_LAZY)  # kept open for the process, as the loader keeps it
     if not handle:
