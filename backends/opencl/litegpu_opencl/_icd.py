@@ -101,7 +101,7 @@ def _icd_dirs() -> list[str] | None:
     full = [v for v in LOADER_ENV_FULL if os.environ.get(v)]
     vendors = os.environ.get("OCL_ICD_VENDORS") or os.environ.get("OPENCL_VENDOR_PATH") or VENDORS_DIR
     if not full and not os.path.isdir(vendors):
-        full = [f"OCL_ICD_VENDORS={vendors} (not a directory)"]
+        full = [f"{vendors} is not a directory"]
     if full:
         log.debug("opencl: %s: the ICD loader lists the drivers on every start", ", ".join(full))
         return None
@@ -170,8 +170,8 @@ def _table_entry(platform: int, slot: int) -> int:
 
 class Recorded:
     """The record's place (the cache and key of these installed drivers) and what it holds: ``record``
-    (``icd``: the ICD file's path or the ``OCL_ICD_FILENAMES`` entry that named the driver, ``platform``: the index among its driver's platforms, ``gpu``: the
-    device was a GPU), None where nothing applies yet."""
+    (``icd``: the ICD file's path, or the ``OCL_ICD_FILENAMES`` entry, that named the driver; ``platform``:
+    the index among its driver's platforms; ``gpu``: the device was a GPU), None where nothing applies yet."""
 
     __slots__ = ("cache", "key", "record")
 
@@ -180,7 +180,8 @@ class Recorded:
 
     def store(self, platform: Any, device: Any) -> None:
         """Record ``platform``'s driver (a full listing's default device), when it is the listing's first
-        platform's and an ICD file names it; failures at DEBUG (the next start lists again)."""
+        platform's and an ICD file (or ``OCL_ICD_FILENAMES``) names it; failures at DEBUG (the next start
+        lists again)."""
         try:
             got = self._describe(platform, device)
             if got is not None and got != self.record:
