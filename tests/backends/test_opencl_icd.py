@@ -76,6 +76,10 @@ def test_the_second_start_opens_the_recorded_driver_alone_and_gets_the_same_devi
     assert _names(second.pair) == _names(first.pair) == _names(default_device())
     assert second.pair[0].calls is not None  # the platform's calls come from its driver's table
     np.testing.assert_array_equal(_doubled_plus_one(second), np.arange(32, dtype=np.float32) * 2 + 1)
+    # the loader's full listing afterwards (backends(), autoselect) holds the same platform and device
+    from litegpu_opencl._platforms import list_devices
+
+    assert (second.pair[0].int_ptr, second.pair[1].int_ptr) in [(p.int_ptr, d.int_ptr) for p, d in list_devices()]
 
 
 def _model() -> bytes:
