@@ -174,6 +174,10 @@ _SIGS: dict[str, tuple[Any, list[Any]]] = {
     "clGetEventInfo": (_i32, [_vp, _u32, _sz, _vp, _P(_sz)]),
     "clGetEventProfilingInfo": (_i32, [_vp, _u32, _sz, _vp, _P(_sz)]),
     "clReleaseEvent": (_i32, [_vp]),
+}
+#: entry points typed where they are asked for (:func:`loader_entry`), not with the rest: a loader without
+#: one (this one is OpenCL 1.2) still serves everything else
+_LATE_SIGS: dict[str, tuple[Any, list[Any]]] = {
     "clGetExtensionFunctionAddressForPlatform": (_vp, [_vp, ctypes.c_char_p]),
 }
 
@@ -182,6 +186,7 @@ class _Api:
     """The loader's entry points as attributes (``api.clFinish``), each with its C signature."""
 
     def __init__(self, lib: Any) -> None:
+        self.lib = lib
         for name, (res, args) in _SIGS.items():
             fn = getattr(lib, name)
             fn.restype, fn.argtypes = res, args
@@ -199,17 +204,24 @@ class VendorCalls:
     as the loader's (:data:`_SIGS`).  A platform opened without the loader (``_icd``) calls these: the
     loader's own calls that take a platform (``clGetDeviceIDs``, ``clGetPlatformInfo``, an extension's
     address) and ``clCreateContext`` first start every installed driver (ocl-icd), which is what
-    opening one driver directly avoids.  Calls on a device,
-    context, queue or anything made from them go through the loader, which dispatches them through the
-    object's own table without starting anything."""
+    opening one driver directly avoids.  Calls on a device, context, queue or anything made from them
+    go through the loader, which dispatches them through the object's own table and starts nothing."""
 
     def __init__(self, platform: int) -> None:
         table = ctypes.cast(ctypes.cast(platform, _P(_vp))[0], _P(_vp))
         for name, slot in DISPATCH_SLOTS.items():
-            res, args = _SIGS[name]
+            res, args = _SIGS.get(name) or _LATE_SIGS[name]
             if not table[slot]:
                 raise CLError(f"the driver's dispatch table has no {name}", -1001)
             setattr(self, name, ctypes.CFUNCTYPE(res, *args)(table[slot]))
+
+
+def loader_entry(name: str) -> Any:
+    """The loader's entry point ``name`` of :data:`_LATE_SIGS`, typed; AttributeError where the loader has
+    none, :class:`CLError` where no loader opens."""
+    fn = getattr(api().lib, name)
+    fn.restype, fn.argtypes = _LATE_SIGS[name]
+    return fn
 
 
 def api() -> Any:
@@ -512,7 +524,8 @@ class Queue:
 def create_context(device: Device) -> Context:
     """A context for ``device`` (``clCreateContext`` without the GIL)."""
     dev, err = _vp(device.int_ptr), _i32(0)
-    h = (getattr(device.platform, "calls", None) or api()).clCreateContext(None, 1, ctypes.byref(dev), None, None, ctypes.byref(err))
+    calls = getattr(device.platform, "calls", None) or api()  # the driver's own where opened alone (_icd)
+    h = calls.clCreateContext(None, 1, ctypes.byref(dev), None, None, ctypes.byref(err))
     if err.value or not h:
         raise CLError("clCreateContext", err.value or -6)
     return Context(int(h))

@@ -102,14 +102,15 @@ def command_buffers(device: Any) -> CommandBuffers | None:
         return None
     if "cl_khr_command_buffer" not in device.extensions.split():
         return None
-    from ._cl import CLError, api
+    from ._cl import CLError, loader_entry
 
     try:
         caps = device.command_buffer_capabilities_khr  # typed with every other device query (_cl._DEVICE)
         # the platform's driver's own lookup where the platform was opened without the loader (_icd: the
-        # loader's would start every other driver), else the loader's
-        calls = getattr(device.platform, "calls", None) or api()
-        return CommandBuffers(calls.clGetExtensionFunctionAddressForPlatform, device.platform.int_ptr,
-                              bool(caps & _CAPABILITY_SIMULTANEOUS_USE))
+        # loader's would start every other driver), else the loader's (pyopencl's, not a second one)
+        calls = getattr(device.platform, "calls", None)
+        get = (calls.clGetExtensionFunctionAddressForPlatform if calls is not None
+               else loader_entry("clGetExtensionFunctionAddressForPlatform"))
+        return CommandBuffers(get, device.platform.int_ptr, bool(caps & _CAPABILITY_SIMULTANEOUS_USE))
     except (OSError, AttributeError, CLError):
         return None
