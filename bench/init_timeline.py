@@ -83,6 +83,19 @@ def patch_cl(module):
         for n in module._SIGS:
             setattr(self, n, timed("cl: " + n, getattr(self, n)))
     module._Api.__init__ = patched
+    vinit = module.VendorCalls.__init__
+    def vpatched(self, platform):
+        vinit(self, platform)
+        for n in module.DISPATCH_SLOTS:
+            setattr(self, n, timed("cl (driver's table): " + n, getattr(self, n)))
+    module.VendorCalls.__init__ = vpatched
+
+def patch_icd(module):
+    # the driver's record (read on the caller's thread, stored after a full listing) and the driver
+    # opened on its own (litegpu_opencl._icd)
+    wrap(module, "recorded", "opencl: driver record read")
+    wrap(module, "open_direct", "opencl: recorded driver opened (dlopen, clIcdGetPlatformIDsKHR, devices)")
+    wrap(module.Recorded, "store", "opencl: driver record stored")
 
 def patch_gpu_device(module):
     for cls, what in ((module.OpenedBeside, "wait: device opened"), (module.QueriedBeside, "wait: device queried")):
@@ -156,7 +169,7 @@ def patch_vk_device(module):
                 note("wait: vulkan device", t, t1)
     cls._device = property(device_wait, prop.fset)
 
-PATCHES = {"litegpu_opencl._cl": patch_cl, "litegpu.gpu._device": patch_gpu_device,
+PATCHES = {"litegpu_opencl._cl": patch_cl, "litegpu_opencl._icd": patch_icd, "litegpu.gpu._device": patch_gpu_device,
            "litegpu_opencl._platforms": patch_platforms, "litegpu._entry_points": patch_entry_points,
            "litegpu_webgpu._adapters": patch_wgpu_adapters, "litegpu_webgpu._device": patch_wgpu_device,
            "litegpu_vulkan._backend": patch_vk_backend, "litegpu_vulkan._device": patch_vk_device}
@@ -232,8 +245,10 @@ wrap(_runtime.GpuPartitionKernel, "_upload_constants", "constants upload")
 wrap(_runtime.GpuPartitionKernel, "_recording_for", "launches recorded")
 dev = type(d.device)
 for attr in ("group_from_binary", "program_from_binary", "compile_group", "_build_side_by_side", "bind", "upload",
-             "record", "alloc", "program_binary"):
+             "record", "alloc", "program_binary", "host_input_array"):
     wrap(dev, attr, "device." + attr)
+# an input's host array after the plan (the delegate's pinned memory, zeroed): a staticmethod, wrapped as one
+_interp.Interpreter._input_array = staticmethod(timed("input array (zeroed)", _interp.Interpreter._input_array))
 t = time.perf_counter()
 it = litegpu.Interpreter(model_path=model, experimental_delegates=[d])
 note("Interpreter()", t, time.perf_counter())

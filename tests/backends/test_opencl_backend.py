@@ -693,9 +693,9 @@ def test_the_default_device_starts_as_one_chain_begun_before_the_executor_import
     class Watched(real):
         __slots__ = ()
 
-        def __init__(self):
+        def __init__(self, *args):
             begun.append(True)
-            super().__init__()
+            super().__init__(*args)
 
     monkeypatch.setattr(_platforms, "DefaultStart", Watched)
     d = _backend.OpenCLBackend().create_delegate(resolve_backend_options(

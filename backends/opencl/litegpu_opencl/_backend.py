@@ -87,7 +87,7 @@ class OpenCLBackend(litegpu.BackendSpec):
         if device in (None, 0) and platform is None:
             from ._platforms import DefaultStart
 
-            start = DefaultStart()
+            start = DefaultStart(options.get("cache"))
         from ._delegate import OpenCLDelegate
         from ._device import CLDevice
 

@@ -175,16 +175,53 @@ _SIGS: dict[str, tuple[Any, list[Any]]] = {
     "clGetEventProfilingInfo": (_i32, [_vp, _u32, _sz, _vp, _P(_sz)]),
     "clReleaseEvent": (_i32, [_vp]),
 }
+#: entry points typed where they are asked for (:func:`loader_entry`), not with the rest: a loader without
+#: one (this one is OpenCL 1.2) still serves everything else
+_LATE_SIGS: dict[str, tuple[Any, list[Any]]] = {
+    "clGetExtensionFunctionAddressForPlatform": (_vp, [_vp, ctypes.c_char_p]),
+}
 
 
 class _Api:
     """The loader's entry points as attributes (``api.clFinish``), each with its C signature."""
 
     def __init__(self, lib: Any) -> None:
+        self.lib = lib
         for name, (res, args) in _SIGS.items():
             fn = getattr(lib, name)
             fn.restype, fn.argtypes = res, args
             setattr(self, name, fn)
+
+
+#: where ``cl_icd.h``'s dispatch table (the table every object of an ICD driver begins with) holds the
+#: entry points a platform needs up to its context; the ICD loader calls the same slots
+DISPATCH_SLOTS = {"clGetPlatformInfo": 1, "clGetDeviceIDs": 2, "clCreateContext": 4,
+                  "clGetExtensionFunctionAddressForPlatform": 107}
+
+
+class VendorCalls:
+    """:data:`DISPATCH_SLOTS`' entry points of one driver, read from a platform's dispatch table, typed
+    as the loader's (:data:`_SIGS`).  A platform opened without the loader (``_icd``) calls these: the
+    loader's own calls that take a platform (``clGetDeviceIDs``, ``clGetPlatformInfo``, an extension's
+    address) and ``clCreateContext`` first start every installed driver (ocl-icd), which is what
+    opening one driver directly avoids.  Calls on a device, context, queue or anything made from them
+    go through the loader, which dispatches them through the object's own table and starts nothing."""
+
+    def __init__(self, platform: int) -> None:
+        table = ctypes.cast(ctypes.cast(platform, _P(_vp))[0], _P(_vp))
+        for name, slot in DISPATCH_SLOTS.items():
+            res, args = _SIGS.get(name) or _LATE_SIGS[name]
+            if not table[slot]:
+                raise CLError(f"the driver's dispatch table has no {name}", -1001)
+            setattr(self, name, ctypes.CFUNCTYPE(res, *args)(table[slot]))
+
+
+def loader_entry(name: str) -> Any:
+    """The loader's entry point ``name`` of :data:`_LATE_SIGS`, typed; AttributeError where the loader has
+    none, :class:`CLError` where no loader opens."""
+    fn = getattr(api().lib, name)
+    fn.restype, fn.argtypes = _LATE_SIGS[name]
+    return fn
 
 
 def api() -> Any:
@@ -228,15 +265,18 @@ def _info_bytes(fn: Any, what: str, *handles: Any) -> bytes:
 
 
 class Platform:
-    __slots__ = ("int_ptr", "_name")
+    """A platform; ``calls``: its driver's :class:`VendorCalls` where it was opened without the loader
+    (None: the loader's entry points)."""
 
-    def __init__(self, handle: int) -> None:
-        self.int_ptr, self._name = handle, None
+    __slots__ = ("int_ptr", "_name", "calls")
+
+    def __init__(self, handle: int, calls: VendorCalls | None = None) -> None:
+        self.int_ptr, self._name, self.calls = handle, None, calls
 
     @property
     def name(self) -> str:
         if self._name is None:
-            a = api()
+            a = self.calls or api()
             raw = _info_bytes(lambda *x: a.clGetPlatformInfo(self.int_ptr, _PLATFORM_NAME, *x), "clGetPlatformInfo")
             self._name = raw.rstrip(b"\0").decode("utf-8", "replace")
         return self._name
@@ -244,7 +284,7 @@ class Platform:
     def get_devices(self, device_type: int = _DEVICE_TYPE_ALL) -> list[Device]:
         """The platform's devices of ``device_type`` (every one by default); :class:`CLError`
         ``DEVICE_NOT_FOUND`` where it has none."""
-        a, n = api(), _u32(0)
+        a, n = self.calls or api(), _u32(0)
         ids = (_vp * 8)()  # one call for up to 8 devices (each call of a start's thread takes the GIL again)
         _check("clGetDeviceIDs", a.clGetDeviceIDs(self.int_ptr, device_type, 8, ids, ctypes.byref(n)))
         if n.value > 8:
@@ -484,7 +524,8 @@ class Queue:
 def create_context(device: Device) -> Context:
     """A context for ``device`` (``clCreateContext`` without the GIL)."""
     dev, err = _vp(device.int_ptr), _i32(0)
-    h = api().clCreateContext(None, 1, ctypes.byref(dev), None, None, ctypes.byref(err))
+    calls = getattr(device.platform, "calls", None) or api()  # the driver's own where opened alone (_icd)
+    h = calls.clCreateContext(None, 1, ctypes.byref(dev), None, None, ctypes.byref(err))
     if err.value or not h:
         raise CLError("clCreateContext", err.value or -6)
     return Context(int(h))

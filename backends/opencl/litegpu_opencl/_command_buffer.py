@@ -34,10 +34,8 @@ ENV_OFF = "LITEGPU_OPENCL_COMMAND_BUFFER"
 class CommandBuffers:
     """The extension's entry points for one platform and device (see :func:`command_buffers`)."""
 
-    def __init__(self, lib: ctypes.CDLL, platform_ptr: int, simultaneous: bool):
-        get = lib.clGetExtensionFunctionAddressForPlatform
-        get.restype, get.argtypes = _vp, [_vp, ctypes.c_char_p]
-
+    def __init__(self, get: Any, platform_ptr: int, simultaneous: bool):
+        # get: clGetExtensionFunctionAddressForPlatform, typed (the loader's, or the platform's driver's)
         def fn(name: str, restype: Any, argtypes: list) -> Any:
             addr = get(platform_ptr, name.encode())
             if not addr:
@@ -104,13 +102,15 @@ def command_buffers(device: Any) -> CommandBuffers | None:
         return None
     if "cl_khr_command_buffer" not in device.extensions.split():
         return None
-    from ._cl import CLError, _opencl_loader
+    from ._cl import CLError, loader_entry
 
     try:
         caps = device.command_buffer_capabilities_khr  # typed with every other device query (_cl._DEVICE)
-        lib = _opencl_loader()  # the ICD loader pyopencl itself uses (not a second one from the system)
-        if lib is None:
-            return None
-        return CommandBuffers(lib, device.platform.int_ptr, bool(caps & _CAPABILITY_SIMULTANEOUS_USE))
+        # the platform's driver's own lookup where the platform was opened without the loader (_icd: the
+        # loader's would start every other driver), else the loader's (pyopencl's, not a second one)
+        calls = getattr(device.platform, "calls", None)
+        get = (calls.clGetExtensionFunctionAddressForPlatform if calls is not None
+               else loader_entry("clGetExtensionFunctionAddressForPlatform"))
+        return CommandBuffers(get, device.platform.int_ptr, bool(caps & _CAPABILITY_SIMULTANEOUS_USE))
     except (OSError, AttributeError, CLError):
         return None

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from litegpu import BackendUnavailableError
@@ -111,7 +112,9 @@ DEVICE_QUERIES = ("name", "driver_version", "version", "extensions", "max_work_g
 class DefaultStart:
     """The default device's whole driver start on one thread (``litegpu-opencl-start``), begun by
     ``create_delegate`` before it imports the GPU executor: the ICD loader's first ``clGetPlatformIDs``
-    (every driver starts there: about 135 ms on an H100), the device (:func:`default_device`), its
+    (every driver starts there: about 135 ms on an H100) and the device (:func:`default_device`), or, with
+    the ``cache`` options' record of an earlier start, the recorded driver alone and its device
+    (:mod:`litegpu_opencl._icd`: the other installed drivers are not started), then the device's
     queries (``QUERIES_ON_START``), ``clCreateContext`` (about 110 ms) and the queue, one call after the
     other with nothing of litegpu's in between.  The loader is opened and typed on the caller's thread
     first, so that the start's thread imports nothing and goes straight into the driver (its Python
@@ -120,11 +123,15 @@ class DefaultStart:
     failed), ``done`` once the queue is made (or it failed); ``error`` is the failure, ``ms`` the
     thread's laps.  Consumed by ``CLDevice(start=...)``."""
 
-    __slots__ = ("pair", "context", "opened", "error", "ms", "listed", "made", "done", "thread")
+    __slots__ = ("pair", "context", "opened", "error", "ms", "listed", "made", "done", "thread", "recorded", "direct")
 
-    def __init__(self) -> None:
-        from . import _cl
+    def __init__(self, cache: Mapping[str, Any] | None = None) -> None:
+        from . import _cl, _icd
 
+        #: the driver's record under the ``cache`` options (``_icd``): read here, before the thread, which
+        #: then opens the recorded driver alone, or lists every driver and records the one it used
+        self.recorded = _icd.recorded(cache)
+        self.direct = False  # the device came from the recorded driver opened on its own
         self.pair: tuple[Any, Any] | None = None
         self.context: Any = None
         self.opened: tuple[Any, Any] | None = None
@@ -166,7 +173,7 @@ class DefaultStart:
                         pass
 
     def _run(self) -> None:
-        from . import _cl  # imported by __init__: a lookup, not an import
+        from . import _cl, _icd  # imported by __init__: a lookup, not an import
 
         t0 = t = time.perf_counter()
 
@@ -176,8 +183,17 @@ class DefaultStart:
             self.ms[step] = (now - t) * 1e3
             t = now
 
+        recorded = self.recorded
         try:
-            plat, dev = default_device()
+            if recorded is not None and recorded.record is not None:
+                try:
+                    plat, dev = _icd.open_direct(recorded.record)
+                    self.direct = True
+                except Exception as e:  # noqa: BLE001 - an optimisation: the full listing follows
+                    _icd.log.debug("opencl: the recorded driver was not opened on its own (%s): listing every "
+                                   "driver", e)
+            if not self.direct:
+                plat, dev = default_device()
             lap("enumerate")
             if QUERIES_ON_START:
                 for q in DEVICE_QUERIES:
@@ -192,6 +208,11 @@ class DefaultStart:
             self.made.set()  # a partition's build threads may begin (CLDevice: BUILDS_ON_CONTEXT)
             self.opened = (ctx, _cl.Queue(ctx, dev))
             lap("queue")
+            if recorded is not None and not self.direct:
+                # before ``done``: a full listing is a cold start's (seconds), and the record is then in
+                # the cache by the time the delegate's own entry is
+                recorded.store(plat, dev)
+                lap("driver recorded")
         except BaseException as e:  # noqa: BLE001 - handed to the device's first use
             self.error = e
         finally:
