@@ -76,19 +76,18 @@ def wrap(owner, attr, what):
     if hasattr(owner, attr):
         setattr(owner, attr, timed(what, getattr(owner, attr)))
 
+def time_calls(cls, names, prefix):
+    # every instance of cls gets its names (set by its __init__) timed as prefix + name
+    init = cls.__init__
+    def patched(self, arg):
+        init(self, arg)
+        for n in names:
+            setattr(self, n, timed(prefix + n, getattr(self, n)))
+    cls.__init__ = patched
+
 def patch_cl(module):
-    init = module._Api.__init__
-    def patched(self, lib):
-        init(self, lib)
-        for n in module._SIGS:
-            setattr(self, n, timed("cl: " + n, getattr(self, n)))
-    module._Api.__init__ = patched
-    vinit = module.VendorCalls.__init__
-    def vpatched(self, platform):
-        vinit(self, platform)
-        for n in module.DISPATCH_SLOTS:
-            setattr(self, n, timed("cl (driver's table): " + n, getattr(self, n)))
-    module.VendorCalls.__init__ = vpatched
+    time_calls(module._Api, module._SIGS, "cl: ")
+    time_calls(module.VendorCalls, module.DISPATCH_SLOTS, "cl (driver's table): ")
 
 def patch_icd(module):
     # the driver's record (read on the caller's thread, stored after a full listing) and the driver
