@@ -174,6 +174,25 @@ def test_no_record_where_the_cache_the_switch_or_the_loaders_environment_says_so
     assert icd.recorded(None) is None
 
 
+def test_no_cache_options_is_the_default_cache(icd, tmp_path, monkeypatch):
+    """``litegpu.load(path)`` passes no ``cache`` options, and ``create_delegate`` then starts with empty
+    ones: the record lives in the default cache, as the delegate's own entries do, so a user's second
+    start opens the recorded driver alone too."""
+    from litegpu_opencl._platforms import DefaultStart
+
+    monkeypatch.setenv("LITEGPU_CACHE_DIR", str(tmp_path))  # the default cache's directory, empty
+    starts = []
+    for _ in range(2):
+        s = DefaultStart({})
+        s.thread.join(30)
+        assert s.error is None, s.error
+        starts.append(s)
+    assert starts[0].recorded is not None and starts[0].recorded.record is None and not starts[0].direct
+    assert starts[1].direct and starts[1].recorded.record is not None
+    assert str(starts[1].recorded.cache.dir).startswith(str(tmp_path))
+    assert _names(starts[1].pair) == _names(starts[0].pair)
+
+
 @pytest.mark.parametrize("variable", ["OCL_ICD_VENDORS", "OCL_ICD_FILENAMES"])
 def test_the_loaders_variables_key_the_record(icd, tmp_path, monkeypatch, variable):
     """``OCL_ICD_VENDORS`` naming a directory: its ICD files are the installed ones (ocl-icd's rule);

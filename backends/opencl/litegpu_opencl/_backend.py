@@ -87,7 +87,8 @@ class OpenCLBackend(litegpu.BackendSpec):
         if device in (None, 0) and platform is None:
             from ._platforms import DefaultStart
 
-            start = DefaultStart(options.get("cache"))
+            # no cache options are the default cache (the executor's rule), where the driver's record lives too
+            start = DefaultStart(options.get("cache") or {})
         from ._delegate import OpenCLDelegate
         from ._device import CLDevice
 

@@ -224,10 +224,12 @@ class Recorded:
 
 
 def recorded(cache: Mapping[str, Any] | None) -> Recorded | None:
-    """The default start's record under the ``cache`` options (None: no cache, caching off,
-    ``DIRECT_ICD`` off, or drivers the loader chooses by its environment)."""
-    if not DIRECT_ICD or not cache or not cache.get("enabled", True):
+    """The default start's record under the ``cache`` options (None: no cache, caching off, ``DIRECT_ICD``
+    off, or drivers the loader chooses by its environment).  Empty options are the default cache, on, as
+    for the delegate's own entries (``create_delegate`` passes them where the user gave none)."""
+    if not DIRECT_ICD or not isinstance(cache, Mapping) or not cache.get("enabled", True):
         return None
+    conf = cache
     try:
         installed = _installed()
         if installed is None:
@@ -239,7 +241,7 @@ def recorded(cache: Mapping[str, Any] | None) -> Recorded | None:
         digest = hashlib.sha256(json.dumps(installed, sort_keys=True).encode()).hexdigest()
         key = EntryKey(model_token=f"sha256:{digest}", backend=_RECORD, backend_version=_RECORD_VERSION, device="",
                        driver_version="", code="")
-        store = DelegateCache(cache.get("dir"), max_bytes=cache.get("max_bytes", DEFAULT_MAX_BYTES))
+        store = DelegateCache(conf.get("dir"), max_bytes=conf.get("max_bytes", DEFAULT_MAX_BYTES))
     except Exception as e:  # noqa: BLE001 - the full listing follows
         log.debug("opencl: no driver record (%s)", e)
         return None
