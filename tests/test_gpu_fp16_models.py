@@ -67,7 +67,7 @@ def _cases():
 
 @pytest.mark.mediapipe
 @pytest.mark.slow
-@pytest.mark.parametrize("name", _cases())
+@pytest.mark.parametrize("name", list(_cases()))
 def test_mediapipe_fp16_storage_within_target(name, mediapipe_models):
     import litegpu
     from litegpu.testing import run_litegpu, run_litert

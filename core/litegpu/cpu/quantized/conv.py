@@ -72,14 +72,19 @@ class _Requant:
             raise ctx.fail("per-channel weights need int8 or int16 activations")
         self.w_zp = int(w_zp[0])
         self.mode = mode
-        if legacy and w_s.size == 1:
-            # LiteRT's GetQuantizedConvolutionMultipler: the scale product is a float32 product.
-            real = np.float64(np.float32(in_s) * np.float32(w_s[0])) / np.float64(np.float32(out_s))
-            real = np.full(channels, real)
-        else:
-            real = np.float64(np.float32(in_s)) * w_s.astype(np.float64) / np.float64(np.float32(out_s))
-            if real.size == 1:
-                real = np.full(channels, real[0])
+        # a zero or non-finite scale (a malformed model) gives no multiplier: a typed error, not numpy's warnings
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            if legacy and w_s.size == 1:
+                # LiteRT's GetQuantizedConvolutionMultipler: the scale product is a float32 product.
+                real = np.float64(np.float32(in_s) * np.float32(w_s[0])) / np.float64(np.float32(out_s))
+                real = np.full(channels, real)
+            else:
+                real = np.float64(np.float32(in_s)) * w_s.astype(np.float64) / np.float64(np.float32(out_s))
+                if real.size == 1:
+                    real = np.full(channels, real[0])
+        if not np.isfinite(real).all():
+            raise ctx.fail(f"input scale {in_s:g} x weight scales / output scale {out_s:g} is not finite: "
+                           "the model's quantization parameters are malformed")
         self.real = real
         self.mult, self.shift = quantize_multiplier(real)
         self.lo, self.hi = act_range(ctx, out, act_key)
