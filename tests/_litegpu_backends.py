@@ -99,6 +99,30 @@ def cpu_split_model(shape: tuple[int, ...]) -> bytes:
     return b.build()
 
 
+def several_programs_model() -> bytes:
+    """Two convolutions (4 weight/bias constants) and two other kernels: several programs."""
+    import numpy as np
+    from litegpu.testing import ModelBuilder
+
+    rng = np.random.default_rng(5)
+    b = ModelBuilder()
+    x = b.input("x", (1, 8, 8, 3))
+    w1 = b.const("w1", rng.standard_normal((6, 3, 3, 3)).astype(np.float32))
+    b1 = b.const("b1", rng.standard_normal(6).astype(np.float32))
+    y = b.tensor("y", (1, 8, 8, 6))
+    b.op("CONV_2D", [x, w1, b1], [y], padding=0, stride_w=1, stride_h=1, fused_activation_function=1)
+    z = b.tensor("z", (1, 8, 8, 6))
+    b.op("LOGISTIC", [y], [z])
+    w2 = b.const("w2", rng.standard_normal((4, 1, 1, 6)).astype(np.float32))
+    b2 = b.const("b2", rng.standard_normal(4).astype(np.float32))
+    o = b.tensor("o", (1, 8, 8, 4))
+    b.op("CONV_2D", [z, w2, b2], [o], padding=1, stride_w=1, stride_h=1, fused_activation_function=0)
+    t = b.tensor("t", (1, 8, 8, 4))
+    b.op("TANH", [o], [t])
+    b.output(t)
+    return b.build()
+
+
 def invoke_all(it, xs):
     """Set every input of interpreter ``it`` in order, invoke, and return copies of every output."""
     for det, x in zip(it.get_input_details(), xs, strict=True):

@@ -671,6 +671,16 @@ class _G:
         return self.op("DEPTHWISE_CONV_2D", [x, self.const(rnd(1, k, k, c)), self.const(rnd(c))], xs, padding=0,
                        stride_h=1, stride_w=1, depth_multiplier=1, fused_activation_function=act)
 
+    def se_gate(self, x, xs, mid):
+        """A squeeze-and-excitation gate of ``x``: the map's AVERAGE_POOL_2D -> 1x1 RELU (``mid`` channels) ->
+        1x1 -> LOGISTIC, shape (n, 1, 1, c)."""
+        n, h, w, c = xs
+        p = self.op("AVERAGE_POOL_2D", [x], (n, 1, 1, c), padding=1, stride_h=h, stride_w=w, filter_height=h,
+                    filter_width=w)
+        hid, hs = self.conv(p, (n, 1, 1, c), mid, k=1, act=1)
+        e, es = self.conv(hid, hs, c, k=1)
+        return self.op("LOGISTIC", [e], es)
+
     def done(self, *outs):
         self.b.output(*outs)
         return self.b.build(), self.feeds
@@ -922,11 +932,7 @@ def _p_squeeze_excite():
     x = g.input(2, 9, 7, 20)
     d = g.op("DEPTHWISE_CONV_2D", [x, g.const(rnd(1, 3, 3, 20)), g.const(rnd(20))], (2, 9, 7, 20), padding=0,
              stride_h=1, stride_w=1, depth_multiplier=1, fused_activation_function=1)
-    p = g.op("AVERAGE_POOL_2D", [d], (2, 1, 1, 20), padding=1, stride_h=9, stride_w=7, filter_height=9,
-             filter_width=7)
-    h, hs = g.conv(p, (2, 1, 1, 20), 6, k=1, act=1)
-    e, es = g.conv(h, hs, 20, k=1)
-    gate = g.op("LOGISTIC", [e], es)
+    gate = g.se_gate(d, (2, 9, 7, 20), 6)
     m = g.op("MUL", [d, gate], (2, 9, 7, 20))
     y, ys = g.conv(m, (2, 9, 7, 20), 20, k=1)
     y = g.op("ADD", [y, x], ys)
@@ -957,11 +963,7 @@ def _p_gate_add():
     g = _G()
     # the decoder block: y = the upsampled path, its squeeze-excite gate scales the skip x, the sum feeds a 1x1
     x, y = g.input(1, 10, 9, 24), g.input(1, 10, 9, 24)
-    p = g.op("AVERAGE_POOL_2D", [y], (1, 1, 1, 24), padding=1, stride_h=10, stride_w=9, filter_height=10,
-             filter_width=9)
-    h, hs = g.conv(p, (1, 1, 1, 24), 24, k=1, act=1)
-    e, es = g.conv(h, hs, 24, k=1)
-    gate = g.op("LOGISTIC", [e], es)
+    gate = g.se_gate(y, (1, 10, 9, 24), 24)
     m = g.op("MUL", [x, gate], (1, 10, 9, 24))
     a = g.op("ADD", [m, y], (1, 10, 9, 24))
     c, cs = g.conv(a, (1, 10, 9, 24), 24, k=1, act=1)

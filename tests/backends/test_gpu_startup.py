@@ -11,29 +11,8 @@ import threading
 import litegpu
 import numpy as np
 import pytest
-from _litegpu_backends import load_backend_delegate
-from litegpu.testing import ModelBuilder, assert_allclose_rel, run_litert
-
-
-def _model() -> bytes:
-    """Two convolutions (4 weight/bias constants) and two other kernels: several programs."""
-    rng = np.random.default_rng(5)
-    b = ModelBuilder()
-    x = b.input("x", (1, 8, 8, 3))
-    w1 = b.const("w1", rng.standard_normal((6, 3, 3, 3)).astype(np.float32))
-    b1 = b.const("b1", rng.standard_normal(6).astype(np.float32))
-    y = b.tensor("y", (1, 8, 8, 6))
-    b.op("CONV_2D", [x, w1, b1], [y], padding=0, stride_w=1, stride_h=1, fused_activation_function=1)
-    z = b.tensor("z", (1, 8, 8, 6))
-    b.op("LOGISTIC", [y], [z])
-    w2 = b.const("w2", rng.standard_normal((4, 1, 1, 6)).astype(np.float32))
-    b2 = b.const("b2", rng.standard_normal(4).astype(np.float32))
-    o = b.tensor("o", (1, 8, 8, 4))
-    b.op("CONV_2D", [z, w2, b2], [o], padding=1, stride_w=1, stride_h=1, fused_activation_function=0)
-    t = b.tensor("t", (1, 8, 8, 4))
-    b.op("TANH", [o], [t])
-    b.output(t)
-    return b.build()
+from _litegpu_backends import load_backend_delegate, several_programs_model
+from litegpu.testing import assert_allclose_rel, run_litert
 
 
 @pytest.mark.parametrize("backend", ["opencl", "webgpu"])
@@ -74,7 +53,7 @@ def test_cold_prepare_builds_each_program_once_and_weights_in_one_transfer(backe
     monkeypatch.setattr(dev, "compile", compile_spy)
     monkeypatch.setattr(dev, "compile_group", group_spy)
     monkeypatch.setattr(dev, "upload", upload_spy)
-    model = _model()
+    model = several_programs_model()
     it = litegpu.Interpreter(model_content=model, experimental_delegates=[d])
     it.allocate_tensors()
     (k,) = [s.kernel for s in it._main.plan.steps if s.kind == "delegate"]
@@ -127,7 +106,7 @@ def test_warm_start_renders_compiles_and_tunes_nothing(backend, tmp_path):
     """Issue 13: a warm prepare takes every program from the cache (counted by the partition, not
     timed).  WebGPU has no program binary (wgpu-py exposes no pipeline cache): it builds its
     pipelines from the cached WGSL again, and renders nothing."""
-    model = _model()
+    model = several_programs_model()
     _, _, cold = _prepared(backend, tmp_path, model)
     assert not cold.cache_hit and cold.renders > 0 and cold.programs_compiled > 0
     it, d, warm = _prepared(backend, tmp_path, model)  # a new delegate: a new device and context
@@ -153,7 +132,7 @@ def test_vulkan_device_is_created_beside_the_model_read_and_its_failure_raised_a
     prepare gives LiteRT's answers; a creation that failed is raised, typed and naming the call, at
     the device's first use (and the device still closes)."""
     d = load_backend_delegate("vulkan", {"cache": {"enabled": False}})
-    model = _model()
+    model = several_programs_model()
     it = litegpu.Interpreter(model_content=model, experimental_delegates=[d])
     it.allocate_tensors()
     x = np.random.default_rng(1).standard_normal((1, 8, 8, 3)).astype(np.float32)
@@ -199,7 +178,7 @@ def test_vulkan_load_delegate_starts_the_driver_in_the_background_and_a_failed_s
     monkeypatch.setattr(_device.VulkanDevice, "_select", select)
     d = litegpu.load_delegate("vulkan", {"cache": {"enabled": False}})
     try:
-        model = _model()
+        model = several_programs_model()
         it = litegpu.Interpreter(model_content=model, experimental_delegates=[d])
         it.allocate_tensors()
         # the queries ran on a driver thread: the instance's, after it, or the device's own
@@ -220,7 +199,7 @@ def test_vulkan_load_delegate_starts_the_driver_in_the_background_and_a_failed_s
     monkeypatch.setattr(entry, "availability", None)
     d = litegpu.load_delegate("vulkan", {"cache": {"enabled": False}})  # the binding is there: no driver call yet
     try:
-        it = litegpu.Interpreter(model_content=_model(), experimental_delegates=[d])
+        it = litegpu.Interpreter(model_content=several_programs_model(), experimental_delegates=[d])
         with pytest.raises(litegpu.BackendUnavailableError, match="vkCreateInstance failed"):
             it.allocate_tensors()
         with pytest.raises(litegpu.BackendUnavailableError, match="vkCreateInstance failed"):
@@ -236,16 +215,16 @@ def test_vulkan_load_delegate_starts_the_driver_in_the_background_and_a_failed_s
     monkeypatch.setattr(entry, "availability", None)
     monkeypatch.setattr(entry, "devices", None)
     with pytest.raises(litegpu.BackendUnavailableError, match="vkCreateInstance failed"):
-        litegpu.load(_model(), backend=["vulkan", "cpu"], strict=True, cache__enabled=False)
+        litegpu.load(several_programs_model(), backend=["vulkan", "cpu"], strict=True, cache__enabled=False)
     monkeypatch.setattr(entry, "availability", None)
     with caplog.at_level(logging.WARNING, logger="litegpu"):
-        it = litegpu.load(_model(), backend=["vulkan", "cpu"], cache__enabled=False)
+        it = litegpu.load(several_programs_model(), backend=["vulkan", "cpu"], cache__enabled=False)
     assert it.litegpu_backend == "cpu" and "vkCreateInstance failed" in caplog.text
     assert entry.availability == (False, "vkCreateInstance failed: no Vulkan 1.1 driver")
     x = np.random.default_rng(3).standard_normal((1, 8, 8, 3)).astype(np.float32)
     it.set_tensor(it.get_input_details()[0]["index"], x)
     it.invoke()
-    assert_allclose_rel(it.get_tensor(it.get_output_details()[0]["index"]), run_litert(_model(), [x])[0], 1e-4)
+    assert_allclose_rel(it.get_tensor(it.get_output_details()[0]["index"]), run_litert(several_programs_model(), [x])[0], 1e-4)
 
 
 def test_probe_beside_executor_runs_the_probe_on_its_thread_and_reports_an_import_failure(monkeypatch):

@@ -26,6 +26,15 @@ def tails_on(monkeypatch):
     monkeypatch.setattr(tail_group, "TAIL_GROUP", "on")
 
 
+def _ops(it):
+    """The prepared plan's GPU ops, every delegate partition's in order."""
+    return [op for s in it._main.plan.steps if s.kind == "delegate" for op in s.kernel.plan.ops]
+
+
+def _assert_gate_keeps_its_launch(ops):
+    assert sum(op.kernel == "se_gate" for op in ops) == 1 and not any(op.options.get("tail") for op in ops)
+
+
 def _delegate():
     try:
         return load_backend_delegate("opencl", {"precision": "fp32", "cache": {"enabled": False}})
@@ -44,7 +53,7 @@ def test_tail_group_matches_litert_invoke_after_invoke(tails_on, kind, tails):
         it = litegpu.Interpreter(model_content=model, experimental_delegates=[d])
         it.allocate_tensors()
         assert {s["backend"] for s in it.get_execution_plan()} == {"opencl"}
-        ops = [op for s in it._main.plan.steps if s.kind == "delegate" for op in s.kernel.plan.ops]
+        ops = _ops(it)
         fused = [op for op in ops if op.options.get("tail")]
         assert [op.options["tail"]["kernel"] for op in fused] == ["se_gate"] * tails, [op.describe() for op in ops]
         assert sum(op.kernel == "se_gate" for op in ops) == 1 - tails
@@ -69,8 +78,7 @@ def test_tail_group_off_keeps_the_launch(monkeypatch):
     try:
         it = litegpu.Interpreter(model_content=model, experimental_delegates=[d])
         it.allocate_tensors()
-        ops = [op for s in it._main.plan.steps if s.kind == "delegate" for op in s.kernel.plan.ops]
-        assert sum(op.kernel == "se_gate" for op in ops) == 1 and not any(op.options.get("tail") for op in ops)
+        _assert_gate_keeps_its_launch(_ops(it))
     finally:
         d.close()
 
@@ -163,7 +171,7 @@ def test_cost_rule_keeps_the_tails_that_save_gpu_time(monkeypatch, mediapipe_mod
     try:
         it = litegpu.Interpreter(model_path=str(path), experimental_delegates=[d])
         it.allocate_tensors()
-        ops = [op for s in it._main.plan.steps if s.kind == "delegate" for op in s.kernel.plan.ops]
+        ops = _ops(it)
         assert len(ops) == 31  # (40 less the three gate adds the convs read, s14-prologue, less the six tails)
         assert sorted(op.kernel for op in ops if op.options.get("tail")) == ["pw_dw_conv2d"] * 6
         assert sum(op.kernel == "se_gate" for op in ops) == 4
@@ -210,7 +218,6 @@ def test_cost_rule_takes_no_tail_where_a_launch_costs_the_host_nothing(monkeypat
         it.allocate_tensors()
         (kernel,) = [s.kernel for s in it._main.plan.steps if s.kind == "delegate"]
         assert kernel.device.info.launch_host_us == 0
-        ops = kernel.plan.ops
-        assert sum(op.kernel == "se_gate" for op in ops) == 1 and not any(op.options.get("tail") for op in ops)
+        _assert_gate_keeps_its_launch(kernel.plan.ops)
     finally:
         d.close()

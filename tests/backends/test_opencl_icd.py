@@ -19,8 +19,8 @@ import shutil
 import litegpu
 import numpy as np
 import pytest
-from _litegpu_backends import load_backend_delegate
-from litegpu.testing import ModelBuilder, assert_allclose_rel, run_litert
+from _litegpu_backends import load_backend_delegate, several_programs_model
+from litegpu.testing import assert_allclose_rel, run_litert
 
 
 @pytest.fixture(scope="module")
@@ -82,21 +82,9 @@ def test_the_second_start_opens_the_recorded_driver_alone_and_gets_the_same_devi
     assert (second.pair[0].int_ptr, second.pair[1].int_ptr) in [(p.int_ptr, d.int_ptr) for p, d in list_devices()]
 
 
-def _model() -> bytes:
-    rng = np.random.default_rng(11)
-    b = ModelBuilder()
-    x = b.input("x", (1, 7, 7, 4))
-    w = b.const("w", rng.standard_normal((5, 3, 3, 4)).astype(np.float32))
-    bias = b.const("b", rng.standard_normal(5).astype(np.float32))
-    y = b.tensor("y", (1, 7, 7, 5))
-    b.op("CONV_2D", [x, w, bias], [y], padding=0, stride_w=1, stride_h=1, fused_activation_function=1)
-    b.output(y)
-    return b.build()
-
-
 def test_a_model_answers_the_same_through_the_recorded_driver(icd, tmp_path, monkeypatch):
-    model = _model()
-    x = np.random.default_rng(0).standard_normal((1, 7, 7, 4)).astype(np.float32)
+    model = several_programs_model()
+    x = np.random.default_rng(0).standard_normal((1, 8, 8, 3)).astype(np.float32)
     opened = []
     real = icd.open_direct
 
