@@ -103,6 +103,15 @@ def test_tail_source_fences_and_reads_fresh_data_volatile():
         kernels.render("depthwise_conv2d", "opencl", "fp32", ksize=3, tail={**tail, "group": (16, 8, 1)})
 
 
+def test_a_tail_fixes_the_group_of_a_kernel_whose_shared_memory_is_optional():
+    """conv2d unsplit has no shared-memory group (``shared_wg`` gives None): its tail's group is still the
+    launch's fixed group, so tuning cannot render another size and a workgroup other than the tail's raises."""
+    tail = {"kernel": "se_gate", "options": _SE, "fresh": ("src",), "group": (16, 4, 1)}
+    spec = kernels.kernel_spec("conv2d")
+    assert spec.fixed_workgroup(spec.resolve({"tail": tail})) == (16, 4, 1)
+    assert kernels.render("conv2d", "opencl", "fp32", base_pointer="buffer", tail=tail).workgroup == (16, 4, 1)
+
+
 def _opencl_device():
     """pyopencl and the first OpenCL device (PoCL here), or the test skips with the reason."""
     cl = pytest.importorskip("pyopencl")

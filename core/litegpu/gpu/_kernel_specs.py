@@ -126,10 +126,13 @@ class KernelSpec:
     def fixed_workgroup(self, opts: Mapping[str, Any]) -> tuple[int, int, int] | None:
         """The work-group size baked into the kernel (it uses shared memory, or runs a tail group: the group the
         plan chose for it, :data:`TAIL_OPTIONS`), or None."""
-        if self.shared_wg:
-            return self.shared_wg(opts)
+        wg = self.shared_wg(opts) if self.shared_wg else None
         tail = opts.get("tail")
-        return tuple(dict(tail)["group"]) if tail else None  # type: ignore[return-value]
+        if wg is None and tail:
+            # a kernel whose shared memory is optional (conv2d unsplit: no shared group) still runs its tail in
+            # the group the plan chose, which tuning must not change
+            wg = tuple(dict(tail)["group"])
+        return wg  # type: ignore[return-value]
 
 
 #: Options of every kernel (``gpu/lgk/branches``): ``branches`` > 1 makes one launch serve that many branches, each
