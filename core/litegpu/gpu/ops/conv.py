@@ -313,18 +313,17 @@ def lower_conv(lw: Lowerer) -> list[GpuOp]:
     params.update(_residual_params(lw, opts, operands))
     resized = in_resize_params(lw)
     params.update(resized)
+    conv2d_opts = {**opts, "grouped": grouped or None, "in_scale": scale >= 0 or None, "in_add": addend >= 0 or None,
+                   "in_resize": bool(resized) or None}
     # the variant (per-thread block and reduction split, or the tiled matrix product) from the cost model;
-    # conv2d_tiled has no pooled or resized residual read (fuse_pool_residual, fuse_resize_residual), no
-    # resized input (fuse_resize_input), no second store (fuse_shared_residual) and no input scale or addend;
-    # the addend's loads are priced (conv_add_params)
+    # conv2d_tiled only where the node needs none of the options it has no form of (_CONV2D_ONLY); the
+    # addend's loads are priced (conv_add_params)
     kernel, choice, _ = choose_conv(conv_add_params(params) if addend >= 0 else params, lw.cost, grouped,
-                                    tiled=not (opts.get("residual_pool") or resized or opts.get("residual_resize")
-                                               or opts.get("store_pre")) and scale < 0 and addend < 0)
+                                    tiled=not any(conv2d_opts.get(k) for k in _CONV2D_ONLY))
     if kernel == "conv2d_tiled":
         return [lw.op(kernel, {**opts, **choice}, params)]
-    return [lw.op("conv2d", {**opts, "grouped": grouped or None, "in_scale": scale >= 0 or None,
-                             "in_add": addend >= 0 or None, "in_resize": bool(resized) or None,
-                             **{k: v for k, v in choice.items() if v != _CONV_DEFAULTS[k]}}, params)]
+    return [lw.op("conv2d", {**conv2d_opts, **{k: v for k, v in choice.items() if v != _CONV_DEFAULTS[k]}},
+                  params)]
 
 
 #: Switch (``--set litegpu.gpu.ops.conv.HOST_READ_PRICED=True``), **off**: True chooses the variant of a conv that
@@ -390,6 +389,8 @@ def lower_dw_pw(lw: Lowerer) -> list[GpuOp]:
     dw_w, pw_w = lw.data(n.inputs[1]), lw.data(n.inputs[3])
     b, h, wd, c = lw.shape(x)
     if n.attrs.get("in_resize"):  # the depthwise reads its input's bilinear resize to this size (in_resize_params)
+        if n.attrs.get("staged") or n.attrs.get("small"):  # before either branch reads the resized size
+            raise DelegateError(f"{n.describe()}: only the unstaged dw_pw_conv2d reads its input through a resize")
         h, wd = n.attrs["in_resize"][:2]
     _, oh, ow, o = lw.shape(y)
     geo = conv_geometry(n.attrs["dw"], (h, wd), dw_w.shape[1:3])
@@ -447,8 +448,6 @@ def lower_dw_pw(lw: Lowerer) -> list[GpuOp]:
     params.update(_residual_params(lw, opts, operands))
     resized = in_resize_params(lw)
     params.update(resized)
-    if resized and (staged is not None or n.attrs.get("small")):
-        raise DelegateError(f"{n.describe()}: only the unstaged dw_pw_conv2d reads its input through a resize")
     if staged is not None:
         tiling = staged
     else:
