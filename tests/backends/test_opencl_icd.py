@@ -116,7 +116,9 @@ def test_other_icd_files_have_no_record_and_get_their_own(icd, tmp_path, monkeyp
     monkeypatch.setattr(icd, "VENDORS_DIR", str(vendors))
     first = _start(tmp_path)
     assert not first.direct and first.recorded.record is None
-    assert _start(tmp_path).direct
+    # a GPU's driver is recorded; a CPU default beside another installed driver is not (that driver may show
+    # its GPU next time: a failing or not yet mounted device)
+    assert _start(tmp_path).direct == bool(first.pair[1].type & 4)  # CL_DEVICE_TYPE_GPU
 
 
 def test_a_driver_that_does_not_open_gives_the_full_listing_with_the_reason(icd, tmp_path, monkeypatch, caplog):
@@ -127,14 +129,38 @@ def test_a_driver_that_does_not_open_gives_the_full_listing_with_the_reason(icd,
     (vendors / "broken.icd").write_text("libnot-an-opencl-driver.so\n")
     monkeypatch.setattr(icd, "VENDORS_DIR", str(vendors))
     good = _start(tmp_path).recorded
-    assert _start(tmp_path).direct
-    record = json.loads(bytes(good.cache.load(good.key)["icd"]))
-    good.cache.store(good.key, {"icd": json.dumps({**record, "icd": str(vendors / "broken.icd")}).encode()})
+    gpu = bool(_start(tmp_path).pair[1].type & 4)  # CL_DEVICE_TYPE_GPU
+    good.cache.store(good.key, {"icd": json.dumps({"icd": str(vendors / "broken.icd"), "platform": 0,
+                                                   "gpu": gpu}).encode()})
     with caplog.at_level(logging.DEBUG, logger="litegpu.opencl"):
         s = _start(tmp_path)
     assert not s.direct and _names(s.pair) == _names(default_device())
     assert "libnot-an-opencl-driver.so does not open" in caplog.text
-    assert json.loads(bytes(good.cache.load(good.key)["icd"])) == record  # recorded again, as it was
+    got = good.cache.load(good.key)  # the bad record is gone: recorded again for a GPU, else none
+    assert (json.loads(bytes(got["icd"]))["icd"] != str(vendors / "broken.icd")) if gpu else got is None
+
+
+def test_a_start_that_fails_past_the_recorded_drivers_opening_removes_the_record(icd, tmp_path, monkeypatch):
+    """A context the recorded driver alone does not make: that start fails (typed, at the device's first use,
+    as any start's failure), and the record is removed, so the next start lists every driver and works."""
+    from litegpu_opencl import _cl
+
+    _start(tmp_path)
+    real = _cl.create_context
+
+    def refuse(dev):
+        raise _cl.CLError("clCreateContext (test)", -6)
+
+    monkeypatch.setattr(_cl, "create_context", refuse)
+    from litegpu_opencl._platforms import DefaultStart
+
+    failed = DefaultStart({"enabled": True, "dir": str(tmp_path)})
+    failed.thread.join(30)
+    assert failed.direct and isinstance(failed.error, _cl.CLError)
+    monkeypatch.setattr(_cl, "create_context", real)
+    again = _start(tmp_path)
+    assert not again.direct and again.error is None
+    assert _start(tmp_path).direct  # recorded again by the listing
 
 
 def test_a_record_outside_the_loaders_icd_files_is_not_opened(icd, tmp_path, caplog):
@@ -185,7 +211,8 @@ def test_no_cache_options_is_the_default_cache(icd, tmp_path, monkeypatch):
 def test_the_loaders_variables_key_the_record(icd, tmp_path, monkeypatch, variable):
     """``OCL_ICD_VENDORS`` naming a directory: its ICD files are the installed ones (ocl-icd's rule);
     ``OCL_ICD_FILENAMES`` (the H100 machines' environment sets it): its libraries may be recorded too.
-    Either variable's value is part of the key, and a start under it records and then opens the driver."""
+    Either variable's value is part of the key, and a start under it records and then opens the driver (a GPU;
+    a CPU default where it is the only driver)."""
     _start(tmp_path)
     first = _start(tmp_path)  # opened alone: its record is read
     served = icd._sources([icd.VENDORS_DIR])[first.recorded.record["icd"]]
@@ -194,4 +221,6 @@ def test_the_loaders_variables_key_the_record(icd, tmp_path, monkeypatch, variab
     keyed = icd.recorded({"enabled": True, "dir": str(tmp_path)})
     assert keyed is not None and keyed.key != first.recorded.key and keyed.record is None
     assert not _start(tmp_path).direct
-    assert _start(tmp_path).direct
+    # (OCL_ICD_FILENAMES names a second library here: a CPU default beside it is not recorded)
+    gpu = bool(first.pair[1].type & 4)  # CL_DEVICE_TYPE_GPU
+    assert _start(tmp_path).direct == (variable == "OCL_ICD_VENDORS" or gpu)

@@ -59,7 +59,7 @@ LOADER_ENV_KEYED = ("OCL_ICD_VENDORS", "OPENCL_VENDOR_PATH", "OCL_ICD_FILENAMES"
                     "OCL_ICD_DEFAULT_PLATFORM", "OCL_ICD_ASSUME_ICD_EXTENSION")
 _FILENAMES = "OCL_ICD_FILENAMES"
 #: the record's backend name in the cache (its files ``opencl_icd-*.lgc``, apart from the delegate's ``opencl-*``)
-_RECORD, _RECORD_VERSION, _SECTION = "opencl_icd", "2", "icd"
+_RECORD, _RECORD_VERSION, _SECTION = "opencl_icd", "3", "icd"
 #: cl_khr_icd 2.0's tag in a platform's dispatch table (``clGetPlatformIDs``' slot): the loader fills
 #: such a platform's table (``clIcdSetPlatformDispatchDataKHR``)
 _ICD2_TAG = 0x4F50454E434C3331
@@ -189,6 +189,16 @@ class Recorded:
         except Exception as e:  # noqa: BLE001 - an optimisation's record: never the start's failure
             log.debug("opencl: the driver's record was not stored (%s)", e)
 
+    def forget(self, why: BaseException) -> None:
+        """The record removed after it failed a start: the driver did not open alone, or the start failed past
+        its opening (a context or queue).  The next start lists every driver, and records again."""
+        log.debug("opencl: the record failed a start (%s): it is removed", why)
+        self.record = None
+        try:
+            self.cache.remove(self.key)
+        except Exception as e:  # noqa: BLE001 - the next start then tries the record once more
+            log.debug("opencl: the driver's record was not removed (%s)", e)
+
     @staticmethod
     def _describe(platform: Any, device: Any) -> dict[str, Any] | None:
         first = _cl.get_platforms()
@@ -208,14 +218,21 @@ class Recorded:
         if not served:
             return None
         try:
-            for name, library in _sources(dirs).items():
+            sources = _sources(dirs)
+            for name, library in sources.items():
                 h = dl.dlopen(library.encode(), _RTLD_LAZY | _RTLD_NOLOAD)
                 if not h:
                     continue
                 dl.dlclose(h)
                 if h == served:
-                    index = _platform_ids(served).index(platform.int_ptr)
-                    return {"icd": name, "platform": index, "gpu": bool(device.type & _cl.DEVICE_TYPE_GPU)}
+                    gpu = bool(device.type & _cl.DEVICE_TYPE_GPU)
+                    if not gpu and len(sources) > 1:
+                        # a CPU default beside other drivers: none showed a GPU this time (one may be failing,
+                        # or its device not mounted yet), and a record would keep later starts from listing it
+                        log.debug("opencl: the default device is no GPU and other drivers are installed: "
+                                  "not recorded")
+                        return None
+                    return {"icd": name, "platform": _platform_ids(served).index(platform.int_ptr), "gpu": gpu}
         finally:
             dl.dlclose(served)
         log.debug("opencl: no ICD file in %s (nor %s) names %s: not recorded", ", ".join(dirs), _FILENAMES,
@@ -234,13 +251,11 @@ def recorded(cache: Mapping[str, Any] | None) -> Recorded | None:
         installed = _installed()
         if installed is None:
             return None
-        import hashlib
-
         from litegpu.cache import DEFAULT_MAX_BYTES, DelegateCache, EntryKey
 
-        digest = hashlib.sha256(json.dumps(installed, sort_keys=True).encode()).hexdigest()
-        key = EntryKey(model_token=f"sha256:{digest}", backend=_RECORD, backend_version=_RECORD_VERSION, device="",
-                       driver_version="", code="")
+        # the installed drivers are the key's options: the cache's one canonical form and hash of a key
+        key = EntryKey(model_token="opencl-drivers", backend=_RECORD, backend_version=_RECORD_VERSION, device="",
+                       driver_version="", options=installed, code="", model_name="(the OpenCL driver's record)")
         store = DelegateCache(conf.get("dir"), max_bytes=conf.get("max_bytes", DEFAULT_MAX_BYTES))
     except Exception as e:  # noqa: BLE001 - the full listing follows
         log.debug("opencl: no driver record (%s)", e)
@@ -287,8 +302,7 @@ def open_direct(record: Mapping[str, Any]) -> tuple[Any, Any]:
         gpus = plat.get_devices(_cl.DEVICE_TYPE_GPU)
     except _cl.CLError:  # DEVICE_NOT_FOUND
         gpus = []
-    if gpus:
-        return plat, gpus[0]
-    if record["gpu"]:
+    if not gpus and record["gpu"]:
         raise _NotDirect("the recorded platform has no GPU now")
-    return plat, plat.get_devices()[0]
+    log.debug("opencl: the recorded driver %s opened alone (%s)", library, icd)
+    return plat, (gpus or plat.get_devices())[0]

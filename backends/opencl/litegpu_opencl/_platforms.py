@@ -192,6 +192,7 @@ class DefaultStart:
                 except Exception as e:  # noqa: BLE001 - an optimisation: the full listing follows
                     _icd.log.debug("opencl: the recorded driver was not opened on its own (%s): listing every "
                                    "driver", e)
+                    recorded.forget(e)  # the listing below records again where a record applies
             if not self.direct:
                 plat, dev = default_device()
             lap("enumerate")
@@ -215,6 +216,8 @@ class DefaultStart:
                 lap("driver recorded")
         except BaseException as e:  # noqa: BLE001 - handed to the device's first use
             self.error = e
+            if self.direct and recorded is not None:
+                recorded.forget(e)
         finally:
             self.ms["start (its thread)"] = (time.perf_counter() - t0) * 1e3
             self.listed.set()
