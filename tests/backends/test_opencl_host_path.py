@@ -385,3 +385,28 @@ def test_no_pinned_memory_for_an_input_warns_and_keeps_the_plain_path(model, pla
         it.invoke()
         for o, w in zip(it.get_output_details(), want_run, strict=True):
             np.testing.assert_array_equal(it.get_tensor(o["index"]), w)
+
+
+def test_pinned_memory_serves_only_the_buffer_it_was_made_for(monkeypatch):
+    """A device buffer freed and another made with the same handle (drivers reuse them) must not find the first
+    one's pinned memory: two inputs, or a stale view and a live input, would share it."""
+    import ctypes
+
+    import litegpu_opencl._device as dev_mod
+    from litegpu.gpu._device import BufferRef
+    from litegpu_opencl import _cl
+
+    monkeypatch.setattr(dev_mod, "HOST_INPUTS", True)
+    d = load_backend_delegate(BACKEND, CONF)
+    try:
+        dev = d.device
+        first = dev.alloc(64)
+        ref = BufferRef(first, 0, 64)
+        a = dev.host_input_array(ref)
+        assert a is not None and dev.host_input_array(ref).ctypes.data == a.ctypes.data  # the same home
+        _cl._opencl_loader().clRetainMemObject(ctypes.c_void_p(first.int_ptr))  # the twin releases its own count
+        twin = type(first)(first.int_ptr, first.size)  # another buffer object on the same handle
+        b = dev.host_input_array(BufferRef(twin, 0, 64))
+        assert b is not None and b.ctypes.data != a.ctypes.data
+    finally:
+        d.close()

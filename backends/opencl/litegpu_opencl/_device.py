@@ -108,11 +108,17 @@ class _HostInput:
     view of it keeps this object, and with it the mapping, alive; unmapped when the last view goes
     (the interpreter may hold the array past the device's partition, after a re-plan)."""
 
-    __slots__ = ("host_buffer", "queue", "ptr", "nbytes", "__weakref__")
+    __slots__ = ("host_buffer", "queue", "ptr", "nbytes", "device_buffer", "__weakref__")
 
-    def __init__(self, host_buffer: _cl.Buffer, queue: _cl.Queue, view: np.ndarray) -> None:
+    def __init__(self, host_buffer: _cl.Buffer, queue: _cl.Queue, view: np.ndarray, device_buffer: _cl.Buffer) -> None:
         self.host_buffer, self.queue = host_buffer, queue
         self.ptr, self.nbytes = view.ctypes.data, view.nbytes
+        #: the device buffer whose range this memory serves, weakly: once it is freed, a new buffer may get
+        #: its handle, and must not find this memory (two inputs, or a stale view, sharing it)
+        self.device_buffer = weakref.ref(device_buffer)
+
+    def serves(self, buffer: _cl.Buffer) -> bool:
+        return self.device_buffer() is buffer
 
     @property
     def __array_interface__(self) -> dict[str, Any]:
@@ -347,6 +353,7 @@ class CLDevice(GpuDevice):
         self._host_inputs: weakref.WeakValueDictionary[tuple[int, int, int], _HostInput] = weakref.WeakValueDictionary()
         self._staging_bytes = 0
         self._staging_refused = False  # a pinned staging the driver refused was said at WARNING (once)
+        self._input_refused = False  # likewise an input's pinned home (host_input_array)
         # cl_khr_command_buffer's entry points, looked up at the first record (False: not yet; None:
         # missing, switched off, or refused by the driver once: launches then go one by one)
         self._cbufs: Any = False
@@ -579,11 +586,14 @@ class CLDevice(GpuDevice):
             return None
         key = (ref.buffer.int_ptr, ref.offset, ref.nbytes)
         got = self._host_inputs.get(key)
-        if got is None:
+        if got is None or not got.serves(ref.buffer):
             try:
                 host_buf = _cl.Buffer.create(self.ctx, ref.nbytes, host_pinned=True)
-                got = self._host_inputs[key] = _HostInput(host_buf, self.queue, self.queue.map(host_buf))
+                got = self._host_inputs[key] = _HostInput(host_buf, self.queue, self.queue.map(host_buf), ref.buffer)
             except _cl.CLError as e:  # the driver's pinned memory ran out: the input stays in the caller's memory
+                if self._input_refused:  # said once a device: a re-plan asks again, quietly
+                    return None
+                self._input_refused = True
                 _log.warning("OpenCL on %s: no pinned memory for a %d-byte input (%s); it is uploaded from the "
                              "interpreter's own array instead (same results, a host copy more per invoke)",
                              self.info.name, ref.nbytes, e)
@@ -593,7 +603,7 @@ class CLDevice(GpuDevice):
     def upload(self, ref: BufferRef, data: np.ndarray) -> None:
         data = np.ascontiguousarray(data)
         home = self._host_inputs.get((ref.buffer.int_ptr, ref.offset, data.nbytes)) if self._host_inputs else None
-        if home is not None and home.ptr == data.ctypes.data:
+        if home is not None and home.ptr == data.ctypes.data and home.serves(ref.buffer):
             # the value already lies in this range's pinned memory (written by set_tensor): a DMA from it,
             # no host copy; the caller changes it only once the run that reads it ended
             self._pending.append(self.queue.write(ref.buffer, ref.offset, data, blocking=False))
