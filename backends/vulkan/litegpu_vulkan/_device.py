@@ -514,7 +514,11 @@ class VulkanDevice(GpuDevice):
             finally:
                 opening.done.set()
 
-        after_instance(open_device, "litegpu-vkCreateDevice")
+        try:
+            after_instance(open_device, "litegpu-vkCreateDevice")
+        except BaseException:  # no thread started: nothing would ever set ``done`` (close() waits on it)
+            opening.done.set()
+            raise
         laps.lap("device (started)")
 
     @property

@@ -112,7 +112,8 @@ def _start(target: Callable[..., None], args: tuple[Any, ...], name: str) -> Non
     for it at exit.  ``exit()`` runs the drivers' static destructors (Mesa's, LLVM's); with a daemon
     thread still inside ``vkCreateInstance`` or ``vkCreateDevice``, a process that ended right after
     ``load_delegate`` crashed (SIGSEGV in 3 of 12 such runs on lavapipe, docs/performance.md, eleventh
-    session)."""
+    session).  The price: a driver stuck inside one of those calls holds the process's exit too (the start
+    itself already waits on it, without a timeout, as the driver gives none)."""
     threading.Thread(target=target, args=args, name=name, daemon=False).start()
 
 

@@ -125,7 +125,7 @@ def _check(result: int) -> None:
     if result != 0:
         codes = _exception_codes()
         cls = codes.get(result)
-        raise cls() if cls is not None else (VkError if result < 0 else VkException)(f"VkResult {result}")
+        raise (cls if cls is not None else VkError if result < 0 else VkException)(f"VkResult {result}")
 
 
 def text(chars: Any) -> str:
@@ -173,6 +173,7 @@ def _pointer(value: Any, ctype: Any, keep: list[Any]) -> Any:
         items = [_pointer(v, ctype.item, keep) if ctype.item.kind == "pointer" else v for v in value]
         arr = ffi.new(ctype.item.cname + "[]", items)
         keep.append(arr)
+        keep.extend(value)  # structs copied into the array by value: what their pointers reach lives on in them
         return arr
     return ffi.cast(ctype, value)
 
