@@ -236,3 +236,24 @@ def test_int4_weights(op):
         b.op(op, [xi, wi, bi], [y], version=10)
     b.output(y)
     compare(f"{op} int8 (int4 weights)", b.build(), [x])
+
+
+@pytest.mark.parametrize("out_s", [0.0, 1e-45], ids=["zero", "subnormal"])
+def test_conv2d_scales_without_a_multiplier_raise_typed(out_s):
+    """An output scale that gives no int32 fixed-point multiplier (zero or subnormal: a malformed model) is
+    refused at allocate_tensors with the node's ModelError, not numpy's warnings and an overflowing shift."""
+    import warnings
+
+    import litegpu
+
+    r = rng(5)
+    x = rand_q(r, (1, 4, 4, 3), "int8")
+    w, wq = weights(r, (2, 1, 1, 3), "int8", None, 2)
+    bv, bq = bias(r, 2, 0.05, wq, "int32")
+    model, _ = build_single("CONV_2D", [("in", x, (0.05, 0)), ("const", w, wq), ("const", bv, bq)], (1, 4, 4, 2),
+                            "int8", (out_s, 0), padding=SAME, stride_w=1, stride_h=1, fused_activation_function=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        it = litegpu.Interpreter(model_content=model)
+        with pytest.raises(litegpu.ModelError, match="multiplier out of range"):
+            it.allocate_tensors()

@@ -82,9 +82,10 @@ class _Requant:
                 real = np.float64(np.float32(in_s)) * w_s.astype(np.float64) / np.float64(np.float32(out_s))
                 if real.size == 1:
                     real = np.full(channels, real[0])
-        if not np.isfinite(real).all():
-            raise ctx.fail(f"input scale {in_s:g} x weight scales / output scale {out_s:g} is not finite: "
-                           "the model's quantization parameters are malformed")
+        if not (np.isfinite(real).all() and (np.abs(real) < 2.0 ** 31).all()):
+            # (a subnormal output scale: finite, but a multiplier no int32 fixed-point shift represents)
+            raise ctx.fail(f"input scale {in_s:g} x weight scales / output scale {out_s:g} gives a multiplier "
+                           "out of range: the model's quantization parameters are malformed")
         self.real = real
         self.mult, self.shift = quantize_multiplier(real)
         self.lo, self.hi = act_range(ctx, out, act_key)
