@@ -520,6 +520,12 @@ def se_gate_work(batch: int, src_slices: int, pixels: int, hidden_slices: int, o
 SHARED_MEMORY_FLOOR = 16384
 
 
+def se_gate_fits(threads: int, cap_slices: int) -> bool:
+    """Whether se_gate's shared memory for a group of ``threads`` (one vec4 a thread, and the pooled and hidden
+    vectors of ``cap_slices`` each) fits :data:`SHARED_MEMORY_FLOOR`, what every device gives a group."""
+    return (threads + 2 * cap_slices) * _VEC <= SHARED_MEMORY_FLOOR
+
+
 def choose_se_gate(batch: int, src_slices: int, pixels: int, hidden_slices: int, out_slices: int,
                    dev: DeviceCost, cap_slices: int = 0, one_round: int = 0) -> tuple[dict[str, int], float]:
     """``({"threads", "loads"}, estimated us)`` of the cheapest se_gate group size (whose shared memory, one
@@ -527,7 +533,7 @@ def choose_se_gate(batch: int, src_slices: int, pixels: int, hidden_slices: int,
     :data:`SHARED_MEMORY_FLOOR`) and pooling loads in flight."""
     best: tuple[float, dict[str, int]] = (math.inf, {"threads": 64, "loads": 8})
     for threads in (64, 128, 256, 512, 1024):
-        if threads > max(64, dev.max_group) or (threads + 2 * cap_slices) * _VEC > SHARED_MEMORY_FLOOR:
+        if threads > max(64, dev.max_group) or not se_gate_fits(threads, cap_slices):
             break
         for loads in (16, 8):  # on a tie, more loads in flight (H200: 16 never lost by more than 0.4 us)
             t = estimate(se_gate_work(batch, src_slices, pixels, hidden_slices, out_slices, threads, loads,

@@ -160,7 +160,10 @@ def fuse_tail_groups(ops: Sequence[GpuOp], dev: DeviceCost | None, dialect: str,
     module doc); ``dialect``: the plan's kernel dialect ("" where unknown: nothing fuses); ``info``: the device's
     ``DeviceInfo`` (the work group of a launch whose kernel does not fix one is chosen for it here)."""
     if TAIL_GROUP not in TAIL_MODES:
-        raise ValueError(f"TAIL_GROUP {TAIL_GROUP!r} is not one of {', '.join(TAIL_MODES)}")
+        from ..._errors import ConfigError
+
+        raise ConfigError(f"litegpu.gpu._passes.tail_group.TAIL_GROUP is {TAIL_GROUP!r}; set it to one of "
+                          f"{', '.join(TAIL_MODES)}")
     if TAIL_GROUP == "off":
         return list(ops), ["off (TAIL_GROUP = 'off')"]
     from .._dialects import EMITTERS

@@ -16,7 +16,7 @@ import numpy as np
 
 from .. import _layout as L
 from .. import _reference_ops as rf
-from .._cost import SHARED_MEMORY_FLOOR, choose_se_gate, se_gate_segment
+from .._cost import choose_se_gate, se_gate_fits, se_gate_segment
 from .._graph import SE_GATE_OP, GpuOp
 from .._kernel_specs import ACTIVATIONS, KernelSpec, Opt, spec
 from ._entry import GpuOpEntry, Lowerer
@@ -99,7 +99,7 @@ def _regroup(opts: Mapping[str, Any], params: Mapping[str, Any], threads: int
     """se_gate for a group of ``threads`` (a tail group, ``_passes/tail_group``): the segment sizes of each stage
     follow the group size (:func:`se_gate_params`); None for a size the kernel does not take or whose shared
     memory (one vec4 a thread and the two vectors) exceeds what every device gives a group."""
-    if threads not in _GROUPS or (threads + 2 * int(opts["cap"])) * 16 > SHARED_MEMORY_FLOOR:
+    if threads not in _GROUPS or not se_gate_fits(threads, int(opts["cap"])):
         return None
     p = se_gate_params(int(params["B"]), (int(params["SRC_H"]), int(params["SRC_W"])), int(params["SRC_S"]),
                        int(params["HID_S"]), int(params["C"]), threads)  # (HID_S 0: one layer, as lowered)
