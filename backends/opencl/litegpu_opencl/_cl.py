@@ -207,13 +207,28 @@ class VendorCalls:
     opening one driver directly avoids.  Calls on a device, context, queue or anything made from them
     go through the loader, which dispatches them through the object's own table and starts nothing."""
 
+    #: read when first asked for: slot 107 lies past an OpenCL 1.1 driver's table, and only a
+    #: cl_khr_command_buffer device (OpenCL 1.2 or later) asks
+    _LAZY = ("clGetExtensionFunctionAddressForPlatform",)
+
     def __init__(self, platform: int) -> None:
-        table = ctypes.cast(ctypes.cast(platform, _P(_vp))[0], _P(_vp))
-        for name, slot in DISPATCH_SLOTS.items():
-            res, args = _SIGS.get(name) or _LATE_SIGS[name]
-            if not table[slot]:
-                raise CLError(f"the driver's dispatch table has no {name}", -1001)
-            setattr(self, name, ctypes.CFUNCTYPE(res, *args)(table[slot]))
+        self._table = ctypes.cast(ctypes.cast(platform, _P(_vp))[0], _P(_vp))
+        for name in DISPATCH_SLOTS:
+            if name not in self._LAZY:
+                setattr(self, name, self._entry(name))
+
+    def _entry(self, name: str) -> Any:
+        res, args = _SIGS.get(name) or _LATE_SIGS[name]
+        if not self._table[DISPATCH_SLOTS[name]]:
+            raise CLError(f"the driver's dispatch table has no {name}", -1001)
+        return ctypes.CFUNCTYPE(res, *args)(self._table[DISPATCH_SLOTS[name]])
+
+    def __getattr__(self, name: str) -> Any:  # only for names not set yet: the lazy entries
+        if name in self._LAZY:
+            fn = self._entry(name)
+            setattr(self, name, fn)
+            return fn
+        raise AttributeError(name)
 
 
 def loader_entry(name: str) -> Any:

@@ -684,14 +684,19 @@ def start_in_background(prepare_follows: bool = False) -> None:
                     _native.clear()
                 finally:
                     _native_loaded.set()
-                    if warm is not None:  # wgpu's instance (if any) holds the drivers' libraries now
+                PROBE_MS["native start done (since the start)"] = (time.perf_counter() - t_start) * 1e3
+                native_device = NATIVE_DEVICE and "instance" in _native
+                try:
+                    if "instance" not in _native:  # wgpu-py's instance, made while the warm-up still holds the
+                        # drivers' libraries loaded (dropped first, they would be unloaded and loaded again)
+                        _set_instance(os.environ.get(GL_ENV, "") not in ("", "0"))  # waits for the binding
+                finally:
+                    if warm is not None:  # wgpu's instance holds the drivers' libraries now
                         try:
                             _drop_warmup(warm)
                         except Exception as e:  # noqa: BLE001 - a leaked bare instance at worst
                             log.debug("webgpu: the Vulkan warm-up instance was not destroyed (%s)", e)
-                PROBE_MS["native start done (since the start)"] = (time.perf_counter() - t_start) * 1e3
-                native_device = NATIVE_DEVICE and "instance" in _native
-                if not native_device:
+                if not native_device and "instance" in _native:
                     _set_instance(os.environ.get(GL_ENV, "") not in ("", "0"))  # waits for the binding
             if native_device:
                 # outside _instance_lock: a device's start on its thread sets wgpu-py's instance up and
