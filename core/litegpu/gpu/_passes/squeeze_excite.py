@@ -199,8 +199,11 @@ def _fold_muls(g: GpuGraph, lines: Report, declined: Counter[str]) -> int:
         if pair is None:
             continue
         addend = _addend(g, m)
-        if addend == -2 or (addend >= 0 and not FOLD_GATE_ADD):
+        if addend == -2:
             declined["the MUL carries an epilogue the conv's input read does not take"] += 1
+            continue
+        if addend >= 0 and not FOLD_GATE_ADD:
+            declined["the MUL's residual ADD stays (FOLD_GATE_ADD off)"] += 1
             continue
         src, gate = pair
         conv = only_consumer(g, m.outputs[0], consumers)
