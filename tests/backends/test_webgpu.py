@@ -496,6 +496,18 @@ _EARLY_CHILD = textwrap.dedent(r"""
     from litegpu_webgpu import _adapters
     _adapters.NATIVE_DEVICE = sys.argv[1] == "1"
     _adapters.VULKAN_WARMUP = sys.argv[2] == "1"
+    if sys.argv[3] == "1":  # the first device's start thread comes late (the second's claims first)
+        import time
+        from litegpu_webgpu import _device
+        listed = _device.list_adapters
+        calls = []
+
+        def late(*args, **kwargs):
+            calls.append(1)
+            if len(calls) == 1:
+                time.sleep(0.5)
+            return listed(*args, **kwargs)
+        _device.list_adapters = late
     first = litegpu.load_delegate("webgpu", {"cache": {"enabled": False}})
     second = litegpu.load_delegate("webgpu", {"cache": {"enabled": False}})
     a, b = first.device.device, second.device.device
@@ -524,20 +536,25 @@ _EARLY_CHILD = textwrap.dedent(r"""
 """)
 
 
-@pytest.mark.parametrize(("native_device", "warmup"), [(True, True), (True, False), (False, True)],
-                         ids=["native-device", "native-device-no-vulkan-warm-up", "wgpu-py-device"])
-def test_the_background_starts_device_goes_to_the_first_default_delegate(wg, native_device, warmup):
+@pytest.mark.parametrize(("native_device", "warmup", "late"),
+                         [(True, True, False), (True, False, False), (False, True, False), (False, True, True)],
+                         ids=["native-device", "native-device-no-vulkan-warm-up", "wgpu-py-device",
+                              "first-start-late"])
+def test_the_background_starts_device_goes_to_the_first_default_delegate(wg, native_device, warmup, late):
     """The background start requests the default adapter's device as soon as the adapters are listed
     (natively, the declarations being cached by the wg fixture's import; with one adapter, the device
     too: ``_adapters.NATIVE_DEVICE``); the first default delegate takes it, a second one requests its
     own through wgpu-py on the same adapter object, with the same limits and features; the native
     device reports wgpu's validation errors as wgpu-py's own does (raised by the failing call).  The
-    same with the Vulkan loader warmed up first on Linux (``_adapters.VULKAN_WARMUP``) or not.  In a
-    child process: the background start runs once per process."""
+    same with the Vulkan loader warmed up first on Linux (``_adapters.VULKAN_WARMUP``) or not, and
+    with the first delegate's start thread reaching the claim after the second's (``late``: the
+    fresh-clone CI of 2026-11-27 saw the second take it).  In a child process: the background start
+    runs once per process."""
     import subprocess
 
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), *sys.path])}
-    r = subprocess.run([sys.executable, "-c", _EARLY_CHILD, str(int(native_device)), str(int(warmup))],
+    r = subprocess.run([sys.executable, "-c", _EARLY_CHILD, str(int(native_device)), str(int(warmup)),
+                        str(int(late))],
                        capture_output=True, text=True, env=env, timeout=300)
     tail = (r.stdout + r.stderr)[-3000:]
     assert r.returncode == 0, tail
@@ -548,6 +565,48 @@ def test_the_background_starts_device_goes_to_the_first_default_delegate(wg, nat
                  "same limits and features as wgpu-py's request: True True", "invalid WGSL raised: GPUValidationError",
                  "round trip: True", "wgpu-py's instance is the native start's: True"):
         assert line in r.stdout, tail
+
+
+def test_the_early_device_goes_to_the_first_device_made_whichever_start_thread_comes_first():
+    """``_adapters._EarlyDevice``: the first device made reserves the background start's device (on
+    the caller's thread); another device's start that claims first gets None at once (it requests its
+    own), and the reserving one gets the device once made.  A reservation ends with its claim, also on
+    another adapter, or with ``release`` (a start that failed before): a later device may claim then.
+    The fresh-clone CI of 2026-11-27 saw the second delegate's thread take the device."""
+    import threading
+
+    early_cls = _backend_module()._adapters._EarlyDevice
+    adapter, other, device = object(), object(), object()
+
+    e = early_cls()
+    assert e.reserve() is False  # nothing pending: no background start in this process
+    e.pending = True
+    assert (e.reserve(), e.reserve()) == (True, False)
+    assert e.claim(adapter) is None  # the second device's start, first at the claim: not made yet
+    got: list = []
+    t = threading.Thread(target=lambda: got.append(e.claim(adapter, reserved=True)))
+    t.start()
+    e.known(adapter)
+    e.made(device, None)
+    t.join(10)
+    assert got == [device]
+    assert e.claim(adapter) is None  # claimed once
+
+    e = early_cls()
+    e.pending = True
+    assert e.reserve()
+    e.release()  # the first device's start failed before its claim
+    e.known(adapter)
+    e.made(device, None)
+    assert e.claim(adapter) is device
+
+    e = early_cls()
+    e.pending = True
+    assert e.reserve()
+    e.known(adapter)
+    e.made(device, None)
+    assert e.claim(other, reserved=True) is None  # the first device is on another adapter
+    assert e.claim(adapter) is device  # a later default device takes it
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the Vulkan warm-up is Linux's")

@@ -20,7 +20,7 @@ from litegpu import BackendUnavailableError, DelegateError
 from litegpu._runtime_dir import ensure_xdg_runtime_dir
 
 __all__ = ["list_adapters", "adapter_name", "start_in_background", "import_binding", "claim_early_device",
-           "request_device", "ADAPTER_LOCK", "POWER_PREFERENCES", "GL_ENV", "PROBE_MS", "WANTED_LIMITS", "NATIVE_START",
+           "reserve_early_device", "release_early_device", "request_device", "ADAPTER_LOCK", "POWER_PREFERENCES", "GL_ENV", "PROBE_MS", "WANTED_LIMITS", "NATIVE_START",
            "NATIVE_DEVICE", "DEVICE_FEATURES", "device_layout", "VULKAN_WARMUP", "prepare_native"]
 
 log = logging.getLogger("litegpu")
@@ -740,7 +740,11 @@ def start_in_background(prepare_follows: bool = False) -> None:
 
 class _EarlyDevice:
     """The background start's default device: its adapter once known, the device once requested;
-    claimed by one WebGPUDevice (the first default one), kept otherwise for a later one."""
+    claimed by one WebGPUDevice (the first default one), kept otherwise for a later one.
+
+    The first one is the first *made* (:meth:`reserve`, on the caller's thread), not the first whose
+    start thread gets here: two delegates made one after the other start their devices on two threads,
+    and the second's could claim first (the fresh-clone CI, 2026-11-27: a 2-core machine under load)."""
 
     def __init__(self) -> None:
         self.pending = False
@@ -748,6 +752,7 @@ class _EarlyDevice:
         self.device: Any = None
         self.error: BaseException | None = None
         self.claimed = False
+        self.reserved = False  # a WebGPUDevice made first holds the claim until its start decides
         self._known = threading.Event()
         self._made = threading.Event()
         self.lock = threading.Lock()
@@ -762,10 +767,26 @@ class _EarlyDevice:
         self.device, self.error = device, error
         self._made.set()
 
-    def claim(self, adapter: Any) -> Any:
+    def reserve(self) -> bool:
+        """Whether the caller (a WebGPUDevice being made) is the first while the device is pending:
+        it then claims (:meth:`claim` with ``reserved``) or gives the reservation up (:meth:`release`)."""
         with self.lock:
-            if not self.pending or self.claimed:
+            if not self.pending or self.claimed or self.reserved:
+                return False
+            self.reserved = True
+            return True
+
+    def release(self) -> None:
+        """The reserving device's start ended without the device (it failed, or its adapter is another):
+        a device started later may claim it."""
+        with self.lock:
+            self.reserved = False
+
+    def claim(self, adapter: Any, reserved: bool = False) -> Any:
+        with self.lock:
+            if not self.pending or self.claimed or (self.reserved and not reserved):
                 return None
+            self.reserved = False
             self._known.wait()
             if self.adapter is not adapter:
                 return None
@@ -777,10 +798,23 @@ class _EarlyDevice:
 _early = _EarlyDevice()
 
 
-def claim_early_device(adapter: Any) -> Any:
+def reserve_early_device() -> bool:
+    """On the caller's thread, as a default WebGPUDevice is made: whether it is the first, which
+    :func:`claim_early_device` then serves before any other (pass ``reserved=True``)."""
+    return _early.reserve()
+
+
+def release_early_device() -> None:
+    """The reserving device's start failed before its claim: a later device may claim."""
+    _early.release()
+
+
+def claim_early_device(adapter: Any, reserved: bool = False) -> Any:
     """The device the background start requested on ``adapter`` (waiting for the request), once per
-    process; None where it requested none on that adapter, failed, or was claimed already."""
-    return _early.claim(adapter)
+    process; None where it requested none on that adapter, failed, was claimed already, or is held for
+    the first device made (``reserved``: the caller holds that reservation, see
+    :func:`reserve_early_device`)."""
+    return _early.claim(adapter, reserved)
 
 
 #: The optional features litegpu's device asks for where the adapter has them: shader-f16 (fp16 plans),

@@ -40,7 +40,9 @@ from ._adapters import (  # noqa: F401
     adapter_name,
     claim_early_device,
     list_adapters,
+    release_early_device,
     request_device,
+    reserve_early_device,
 )
 
 __all__ = ["WebGPUDevice", "list_adapters", "adapter_name", "POWER_PREFERENCES"]
@@ -129,6 +131,8 @@ class WebGPUDevice(GpuDevice):
         self._builds_lock = threading.Lock()
         self._adapter: Any = None
         idx = int(device or 0)
+        # the background start's device goes to the first device made, whichever start thread comes first
+        self._early_reserved = reserve_early_device()
         # The device (wgpuAdapterRequestDevice: 100-135 ms on NVIDIA, the GIL released) is requested on
         # a thread while the caller reads and plans the model, as vulkan does with vkCreateDevice and
         # opencl with its context; the first use of ``device``/``queue`` waits for it and raises its
@@ -164,10 +168,12 @@ class WebGPUDevice(GpuDevice):
             laps.lap("queries")
         except BaseException as e:
             self._queried.fail(e)
+            if self._early_reserved:
+                release_early_device()
             raise
         # the background start's device, when it requested one on this adapter (see
         # _adapters.start_in_background; a failed one is requested again here, its error raised typed)
-        device = claim_early_device(adapter)
+        device = claim_early_device(adapter, self._early_reserved)
         laps.lap("early device wait")
         if device is None:
             with ADAPTER_LOCK:  # no enumeration beside it (see _adapters.ADAPTER_LOCK)
