@@ -102,6 +102,17 @@ def _reshape(ctx: NodeContext) -> Prepared:
     return Prepared([None], run_dynamic)
 
 
+def _by_input_shape(ctx: NodeContext, plan: Callable[[Shape], Shape],
+                    run_with: Callable[[np.ndarray, Shape], list[np.ndarray]]) -> Prepared:
+    """A one-input kernel whose output shape follows from its input's (``plan``): worked out once at prepare
+    where the input's shape is known, else at each run; ``run_with(data, out_shape)`` gives the outputs."""
+    in_shape = known_shape(ctx.inputs[0])
+    if in_shape is not None:
+        out_shape = plan(in_shape)
+        return Prepared([out_shape], lambda inputs: run_with(inputs[0], out_shape))
+    return Prepared([None], lambda inputs: run_with(inputs[0], plan(inputs[0].shape)))
+
+
 # ---- SQUEEZE / EXPAND_DIMS ----------------------------------------------------------------------
 
 @register_kernel("SQUEEZE", versions=range(1, 3))
@@ -121,11 +132,7 @@ def _squeeze(ctx: NodeContext) -> Prepared:
             drop.add(a)
         return tuple(s for i, s in enumerate(shape) if i not in drop)
 
-    in_shape = known_shape(ctx.inputs[0])
-    if in_shape is not None:
-        out_shape = plan(in_shape)
-        return Prepared([out_shape], lambda inputs: [fresh(inputs[0]).reshape(out_shape)])
-    return Prepared([None], lambda inputs: [fresh(inputs[0]).reshape(plan(inputs[0].shape))])
+    return _by_input_shape(ctx, plan, lambda data, out_shape: [fresh(data).reshape(out_shape)])
 
 
 @register_kernel("EXPAND_DIMS", versions=range(1, 2))
@@ -485,11 +492,7 @@ def _depth_to_space(ctx: NodeContext) -> Prepared:
         t = data.reshape(n, h, w, b, b, c // (b * b)).transpose(0, 1, 3, 2, 4, 5)
         return [fresh(t).reshape(out_shape)]
 
-    in_shape = known_shape(ctx.inputs[0])
-    if in_shape is not None:
-        out_shape = plan(in_shape)
-        return Prepared([out_shape], lambda inputs: run_with(inputs[0], out_shape))
-    return Prepared([None], lambda inputs: run_with(inputs[0], plan(inputs[0].shape)))
+    return _by_input_shape(ctx, plan, run_with)
 
 
 @register_kernel("SPACE_TO_DEPTH", versions=range(1, 3))
@@ -510,11 +513,7 @@ def _space_to_depth(ctx: NodeContext) -> Prepared:
         t = data.reshape(n, h // b, b, w // b, b, c).transpose(0, 1, 3, 2, 4, 5)
         return [fresh(t).reshape(out_shape)]
 
-    in_shape = known_shape(ctx.inputs[0])
-    if in_shape is not None:
-        out_shape = plan(in_shape)
-        return Prepared([out_shape], lambda inputs: run_with(inputs[0], out_shape))
-    return Prepared([None], lambda inputs: run_with(inputs[0], plan(inputs[0].shape)))
+    return _by_input_shape(ctx, plan, run_with)
 
 
 # ---- SPACE_TO_BATCH_ND / BATCH_TO_SPACE_ND ------------------------------------------------------
