@@ -467,53 +467,44 @@ def _broadcast_to(ctx: NodeContext) -> Prepared:
 
 # ---- DEPTH_TO_SPACE / SPACE_TO_DEPTH ------------------------------------------------------------
 
-def _block_size(ctx: NodeContext) -> int:
+def _block_move(ctx: NodeContext, to_depth: bool) -> Prepared:
+    """DEPTH_TO_SPACE and SPACE_TO_DEPTH (``to_depth``): each block_size x block_size block of pixels moved into
+    the depth or out of it.  Both swap axes 2 and 3 of a 6-D view: SPACE_TO_DEPTH reads the input as (n, rows,
+    block-rows, cols, block-cols, depth) and writes (n, rows, cols, block-rows, block-cols, depth), DEPTH_TO_SPACE
+    the other way round."""
+    _n_inputs(ctx, 1)
     b = int(ctx.options.get("block_size", 0) or 0)
     if b < 1:
         raise ctx.fail(f"block_size must be at least 1, got {b}")
-    return b
-
-
-@register_kernel("DEPTH_TO_SPACE", versions=range(1, 3))
-def _depth_to_space(ctx: NodeContext) -> Prepared:
-    _n_inputs(ctx, 1)
-    b = _block_size(ctx)
 
     def plan(shape: Shape) -> Shape:
         if len(shape) != 4:
             raise ctx.fail(f"input must be 4-D NHWC, got shape {shape}")
         n, h, w, c = shape
+        if to_depth:
+            if h % b or w % b:
+                raise ctx.fail(f"height {h} and width {w} must be divisible by block_size {b}")
+            return (n, h // b, w // b, c * b * b)
         if c % (b * b):
             raise ctx.fail(f"depth {c} is not divisible by block_size^2 = {b * b}")
         return (n, h * b, w * b, c // (b * b))
 
     def run_with(data: np.ndarray, out_shape: Shape) -> list[np.ndarray]:
         n, h, w, c = data.shape
-        t = data.reshape(n, h, w, b, b, c // (b * b)).transpose(0, 1, 3, 2, 4, 5)
-        return [fresh(t).reshape(out_shape)]
+        view = (n, h // b, b, w // b, b, c) if to_depth else (n, h, w, b, b, c // (b * b))
+        return [fresh(data.reshape(view).transpose(0, 1, 3, 2, 4, 5)).reshape(out_shape)]
 
     return _by_input_shape(ctx, plan, run_with)
+
+
+@register_kernel("DEPTH_TO_SPACE", versions=range(1, 3))
+def _depth_to_space(ctx: NodeContext) -> Prepared:
+    return _block_move(ctx, to_depth=False)
 
 
 @register_kernel("SPACE_TO_DEPTH", versions=range(1, 3))
 def _space_to_depth(ctx: NodeContext) -> Prepared:
-    _n_inputs(ctx, 1)
-    b = _block_size(ctx)
-
-    def plan(shape: Shape) -> Shape:
-        if len(shape) != 4:
-            raise ctx.fail(f"input must be 4-D NHWC, got shape {shape}")
-        n, h, w, c = shape
-        if h % b or w % b:
-            raise ctx.fail(f"height {h} and width {w} must be divisible by block_size {b}")
-        return (n, h // b, w // b, c * b * b)
-
-    def run_with(data: np.ndarray, out_shape: Shape) -> list[np.ndarray]:
-        n, h, w, c = data.shape
-        t = data.reshape(n, h // b, b, w // b, b, c).transpose(0, 1, 3, 2, 4, 5)
-        return [fresh(t).reshape(out_shape)]
-
-    return _by_input_shape(ctx, plan, run_with)
+    return _block_move(ctx, to_depth=True)
 
 
 # ---- SPACE_TO_BATCH_ND / BATCH_TO_SPACE_ND ------------------------------------------------------
