@@ -536,18 +536,27 @@ def _block_planned(ctx: NodeContext, params: tuple[Any, Any], names: tuple[str, 
     return Prepared([None], run_dynamic)
 
 
-def _s2b_plan(ctx: NodeContext, shape: Shape, block, pads) -> tuple[list[int], np.ndarray, Shape]:
+def _block_shape(ctx: NodeContext, shape: Shape, block) -> list[int]:
+    """SPACE_TO_BATCH_ND's and BATCH_TO_SPACE_ND's block_shape for an input of ``shape``: one positive entry per
+    spatial dimension of a 3-D or 4-D input."""
     blk = [int(v) for v in np.asarray(block).reshape(-1)]
-    m = len(blk)
     if len(shape) not in (3, 4):
         raise ctx.fail(f"input must be 3-D or 4-D, got shape {shape}")
-    if m != len(shape) - 2:
+    if len(blk) != len(shape) - 2:
         raise ctx.fail(f"block_shape {blk} must have {len(shape) - 2} entries for a {len(shape)}-D input")
+    if any(v < 1 for v in blk):
+        raise ctx.fail(f"block_shape {blk} must be positive")
+    return blk
+
+
+def _s2b_plan(ctx: NodeContext, shape: Shape, block, pads) -> tuple[list[int], np.ndarray, Shape]:
+    blk = _block_shape(ctx, shape, block)
+    m = len(blk)
     pd = np.asarray(pads, dtype=np.int64).reshape(m, 2) if np.asarray(pads).size == 2 * m else None
     if pd is None:
         raise ctx.fail(f"paddings must have shape [{m}, 2]")
-    if any(v < 1 for v in blk) or (pd < 0).any():
-        raise ctx.fail(f"block_shape {blk} must be positive and paddings non-negative")
+    if (pd < 0).any():
+        raise ctx.fail(f"paddings must be non-negative, got {pd.tolist()}")
     spatial = []
     for i in range(m):
         padded = shape[1 + i] + int(pd[i, 0]) + int(pd[i, 1])
@@ -583,17 +592,13 @@ def _space_to_batch_nd(ctx: NodeContext) -> Prepared:
 
 
 def _b2s_plan(ctx: NodeContext, shape: Shape, block, crops) -> tuple[list[int], np.ndarray, Shape]:
-    blk = [int(v) for v in np.asarray(block).reshape(-1)]
+    blk = _block_shape(ctx, shape, block)
     m = len(blk)
-    if len(shape) not in (3, 4):
-        raise ctx.fail(f"input must be 3-D or 4-D, got shape {shape}")
-    if m != len(shape) - 2:
-        raise ctx.fail(f"block_shape {blk} must have {len(shape) - 2} entries for a {len(shape)}-D input")
     if np.asarray(crops).size != 2 * m:
         raise ctx.fail(f"crops must have shape [{m}, 2]")
     cr = np.asarray(crops, dtype=np.int64).reshape(m, 2)
-    if any(v < 1 for v in blk) or (cr < 0).any():
-        raise ctx.fail(f"block_shape {blk} must be positive and crops non-negative")
+    if (cr < 0).any():
+        raise ctx.fail(f"crops must be non-negative, got {cr.tolist()}")
     bprod = prod(blk)
     if shape[0] % bprod:
         raise ctx.fail(f"batch {shape[0]} is not divisible by the block size product {bprod}")
