@@ -429,7 +429,7 @@ def test_an_unchanged_input_keeps_its_pinned_upload_after_another_input_re_plans
     home_a = it.tensor(a)()
     assert isinstance(home_a.base.base, dev_mod._HostInput)
     it.set_tensor(a, rnd(1, 4, 5, 6))
-    it.invoke()  # A's range moved once under the first plan
+    it.invoke()  # a run under the first plan (its device buffers are let go at the re-plan)
     it.resize_tensor_input(b, [1, 3, 5, 6])
     it.allocate_tensors()
     assert it.tensor(a)().ctypes.data == home_a.ctypes.data  # A's array kept, its value with it
