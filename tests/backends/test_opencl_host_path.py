@@ -410,3 +410,50 @@ def test_pinned_memory_serves_only_the_buffer_it_was_made_for(monkeypatch):
         assert b is not None and b.ctypes.data != a.ctypes.data
     finally:
         d.close()
+
+
+def test_an_unchanged_input_keeps_its_pinned_upload_after_another_input_re_plans(monkeypatch):
+    """Two inputs in pinned homes; input B resized (a re-plan: new device buffers).  Input A keeps its array (a
+    view taken before still feeds the model) and its upload stays a DMA from that pinned memory, no staging
+    copy; B gets a home of its own.  The answers are LiteRT's on the resized model."""
+    import litegpu_opencl._device as dev_mod
+    from _gpu_cases import one_op, rnd
+    from ai_edge_litert import interpreter as lrt
+
+    monkeypatch.setattr(dev_mod, "HOST_INPUTS", True)
+    monkeypatch.setattr(dev_mod, "PINNED_TRANSFERS", True)
+    model, _ = one_op("CONCATENATION", [rnd(1, 4, 5, 6), rnd(1, 2, 5, 6)], axis=1)
+    it = litegpu.Interpreter(model_content=model, experimental_delegates=[load_backend_delegate(BACKEND, CONF)])
+    it.allocate_tensors()
+    a, b = (x["index"] for x in it.get_input_details())
+    home_a = it.tensor(a)()
+    assert isinstance(home_a.base.base, dev_mod._HostInput)
+    it.set_tensor(a, rnd(1, 4, 5, 6))
+    it.invoke()  # a run under the first plan (its device buffers are let go at the re-plan)
+    it.resize_tensor_input(b, [1, 3, 5, 6])
+    it.allocate_tensors()
+    assert it.tensor(a)().ctypes.data == home_a.ctypes.data  # A's array kept, its value with it
+    home_b = it.tensor(b)()
+    assert isinstance(home_b.base.base, dev_mod._HostInput)
+    (k,) = [s.kernel for s in it._main.plan.steps if s.kind == "delegate"]
+    writes: list[int] = []
+    queue_type = type(k.device.queue)
+    real_write = queue_type.write
+    monkeypatch.setattr(queue_type, "write", lambda self, buf, off, host, blocking: (
+        writes.append(host.ctypes.data), real_write(self, buf, off, host, blocking))[1])
+    ref = lrt.Interpreter(model_content=model, experimental_op_resolver_type=lrt.OpResolverType.BUILTIN_REF)
+    ref.resize_tensor_input(b, [1, 3, 5, 6])
+    ref.allocate_tensors()
+    for run in range(3):  # from the second on, a range moved before would take a staging copy
+        xa, xb = rnd(1, 4, 5, 6), rnd(1, 3, 5, 6)
+        home_a[...] = xa  # through the view taken before the re-plan
+        it.set_tensor(b, xb)
+        it.invoke()
+        ref.set_tensor(a, xa)
+        ref.set_tensor(b, xb)
+        ref.invoke()
+        (out,) = (o["index"] for o in it.get_output_details())
+        np.testing.assert_array_equal(it.get_tensor(out), ref.get_tensor(out))  # a copy: exact
+        assert sorted(writes) == sorted([home_a.ctypes.data, home_b.ctypes.data]), run  # both from their homes
+        writes.clear()
+    assert not [st for key, st in k.device._stagings.items() if key[3] and st is not None]  # no write staging

@@ -108,17 +108,17 @@ class _HostInput:
     view of it keeps this object, and with it the mapping, alive; unmapped when the last view goes
     (the interpreter may hold the array past the device's partition, after a re-plan)."""
 
-    __slots__ = ("host_buffer", "queue", "ptr", "nbytes", "device_buffer", "__weakref__")
+    __slots__ = ("host_buffer", "queue", "ptr", "nbytes", "device_buffer", "offset", "__weakref__")
 
-    def __init__(self, host_buffer: _cl.Buffer, queue: _cl.Queue, view: np.ndarray, device_buffer: _cl.Buffer) -> None:
+    def __init__(self, host_buffer: _cl.Buffer, queue: _cl.Queue, view: np.ndarray, ref: BufferRef) -> None:
         self.host_buffer, self.queue = host_buffer, queue
         self.ptr, self.nbytes = view.ctypes.data, view.nbytes
-        #: the device buffer whose range this memory serves, weakly: once it is freed, a new buffer may get
-        #: its handle, and must not find this memory (two inputs, or a stale view, sharing it)
-        self.device_buffer = weakref.ref(device_buffer)
+        #: the device buffer whose range this memory was made for, weakly: once it is freed, a new buffer may
+        #: get its handle, and must not be given this memory (two inputs, or a stale view, sharing it)
+        self.device_buffer, self.offset = weakref.ref(ref.buffer), ref.offset
 
-    def serves(self, buffer: _cl.Buffer) -> bool:
-        return self.device_buffer() is buffer
+    def serves(self, ref: BufferRef) -> bool:
+        return self.device_buffer() is ref.buffer and self.offset == ref.offset and self.nbytes == ref.nbytes
 
     @property
     def __array_interface__(self) -> dict[str, Any]:
@@ -349,8 +349,9 @@ class CLDevice(GpuDevice):
         # pinned staging by (buffer, offset, bytes, write), least recently used first (None: seen once)
         self._stagings: OrderedDict[tuple[int, int, int, bool], _Staging | None] = OrderedDict()
         self._read_plans: dict[tuple, list[list[int]]] = {}  # _read_groups: each shape of reads, grouped once
-        # host_input_array's memory by (buffer, offset, bytes): an upload from it needs no host copy
-        self._host_inputs: weakref.WeakValueDictionary[tuple[int, int, int], _HostInput] = weakref.WeakValueDictionary()
+        # host_input_array's memory by its host address: an upload from it needs no host copy, whichever
+        # range it goes to (an input kept over a re-plan sends from the home its old buffer was given)
+        self._host_inputs: weakref.WeakValueDictionary[int, _HostInput] = weakref.WeakValueDictionary()
         self._staging_bytes = 0
         self._staging_refused = False  # a pinned staging the driver refused was said at WARNING (once)
         self._input_refused = False  # likewise an input's pinned home (host_input_array)
@@ -584,12 +585,12 @@ class CLDevice(GpuDevice):
         mapped once, the same array for every ask of the range."""
         if not HOST_INPUTS or ref.nbytes == 0:
             return None
-        key = (ref.buffer.int_ptr, ref.offset, ref.nbytes)
-        got = self._host_inputs.get(key)
-        if got is None or not got.serves(ref.buffer):
+        got = next((h for h in list(self._host_inputs.values()) if h.serves(ref)), None)  # asked at a plan only
+        if got is None:
             try:
                 host_buf = _cl.Buffer.create(self.ctx, ref.nbytes, host_pinned=True)
-                got = self._host_inputs[key] = _HostInput(host_buf, self.queue, self.queue.map(host_buf), ref.buffer)
+                got = _HostInput(host_buf, self.queue, self.queue.map(host_buf), ref)
+                self._host_inputs[got.ptr] = got
             except _cl.CLError as e:  # the driver's pinned memory ran out: the input stays in the caller's memory
                 if self._input_refused:  # said once a device: a re-plan asks again, quietly
                     return None
@@ -602,10 +603,12 @@ class CLDevice(GpuDevice):
 
     def upload(self, ref: BufferRef, data: np.ndarray) -> None:
         data = np.ascontiguousarray(data)
-        home = self._host_inputs.get((ref.buffer.int_ptr, ref.offset, data.nbytes)) if self._host_inputs else None
-        if home is not None and home.ptr == data.ctypes.data and home.serves(ref.buffer):
-            # the value already lies in this range's pinned memory (written by set_tensor): a DMA from it,
-            # no host copy; the caller changes it only once the run that reads it ended
+        home = self._host_inputs.get(data.ctypes.data) if self._host_inputs else None
+        if home is not None and home.nbytes == data.nbytes:
+            # the value already lies in an input's pinned memory (written by set_tensor): a DMA from it, no
+            # host copy; the caller changes it only once the run that reads it ended.  Any destination: after
+            # another input's re-plan, the interpreter keeps an unchanged input's array (the home made for
+            # its buffer under the old plan) and it goes to the new plan's buffer
             self._pending.append(self.queue.write(ref.buffer, ref.offset, data, blocking=False))
             return
         st = self._staging(ref, data.nbytes, True)

@@ -399,6 +399,15 @@ def resolve_backend(model: LoadedModel, backend: str, config: Any, options: dict
     return dec.backend, opts
 
 
+def chosen_backend(model: LoadedModel, args: argparse.Namespace) -> tuple[Any, str, dict[str, Any]]:
+    """For a command that runs one backend: the configuration (``--config``), the backend (``--backend``,
+    ``auto`` resolved) and its delegate options (the configuration's, then ``--precision`` and ``--option``)."""
+    config = load_config_or_none(args.config)
+    opts = backend_options(config, args.backend, args.precision, parse_option_pairs(args.option))
+    name, opts = resolve_backend(model, args.backend, config, opts)
+    return config, name, opts
+
+
 def _delegates_for(backend: str, options: Mapping[str, Any]) -> list[Any]:
     import litegpu
 

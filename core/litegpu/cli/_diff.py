@@ -13,19 +13,16 @@ from ._common import (
     CliError,
     add_backend_options,
     add_common_args,
-    backend_options,
+    chosen_backend,
     emit_json,
     fail_invoke,
     get_outputs,
-    load_config_or_none,
     load_model,
     make_interpreter,
     make_progress,
     out,
     parse_input_specs,
-    parse_option_pairs,
     random_inputs,
-    resolve_backend,
     set_inputs,
     table,
     timed_invoke,
@@ -99,9 +96,7 @@ def run(args: argparse.Namespace) -> int:
     if args.tolerance < 0:
         raise CliError("--tolerance must be >= 0")
     model = load_model(args.model)
-    config = load_config_or_none(args.config)
-    opts = backend_options(config, args.backend, args.precision, parse_option_pairs(args.option))
-    args.backend, opts = resolve_backend(model, args.backend, config, opts)
+    config, args.backend, opts = chosen_backend(model, args)
     ref = _litert_reference(model) if args.reference == "litert" else make_interpreter(model, "cpu", {},
                                                                                          num_threads=1)
     ref_name = "litert" if args.reference == "litert" else "cpu"

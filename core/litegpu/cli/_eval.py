@@ -25,18 +25,15 @@ from ._common import (
     CliError,
     add_backend_options,
     add_common_args,
-    backend_options,
+    chosen_backend,
     emit_json,
     err,
     fail_invoke,
     get_outputs,
-    load_config_or_none,
     load_model,
     make_interpreter,
     make_progress,
     out,
-    parse_option_pairs,
-    resolve_backend,
     set_inputs,
     table,
 )
@@ -111,9 +108,7 @@ class _Runner:
 
     def __init__(self, args: argparse.Namespace):
         self.model = load_model(args.model)
-        config = load_config_or_none(args.config)
-        opts = backend_options(config, args.backend, args.precision, parse_option_pairs(args.option))
-        args.backend, opts = resolve_backend(self.model, args.backend, config, opts)
+        config, args.backend, opts = chosen_backend(self.model, args)
         self.backend = args.backend
         self.test = make_interpreter(self.model, args.backend, opts, config=config)
         self.ref = None

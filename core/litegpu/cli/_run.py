@@ -16,18 +16,15 @@ from ._common import (
     CliError,
     add_backend_options,
     add_common_args,
-    backend_options,
+    chosen_backend,
     emit_json,
     fail_invoke,
     get_outputs,
-    load_config_or_none,
     load_model,
     make_interpreter,
     out,
     parse_input_specs,
-    parse_option_pairs,
     random_inputs,
-    resolve_backend,
     set_inputs,
     table,
 )
@@ -80,9 +77,7 @@ def stats(a: np.ndarray) -> dict[str, Any]:
 
 def run(args: argparse.Namespace) -> int:
     model = load_model(args.model)
-    config = load_config_or_none(args.config)
-    opts = backend_options(config, args.backend, args.precision, parse_option_pairs(args.option))
-    args.backend, opts = resolve_backend(model, args.backend, config, opts)
+    config, args.backend, opts = chosen_backend(model, args)
     t0 = time.perf_counter()
     interp = make_interpreter(model, args.backend, opts, config=config)
     init_s = time.perf_counter() - t0

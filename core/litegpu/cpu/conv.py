@@ -141,6 +141,14 @@ class _ShapeKeyed:
             self.key = shape
         return self.plan
 
+    def conv_run(self, inputs: list) -> list[np.ndarray]:
+        """A convolution's run (input, filter, optional bias) where each plan holds its filter's derived
+        weights (``plan.wcache``)."""
+        x, w = inputs[0], inputs[1]
+        bias = inputs[2] if len(inputs) > 2 else None
+        plan = self.get(x.shape)
+        return [plan.run(x, plan.wcache.get(w), bias)]  # type: ignore[attr-defined]
+
 
 # --------------------------------------------------------------------------- CONV_2D
 
@@ -363,15 +371,8 @@ def _conv_2d(ctx: NodeContext, in_shape: tuple[int, ...] | None, pre: tuple[int,
         return plan
 
     plans = _ShapeKeyed(make, in_shape)
-
-    def run(inputs):
-        x, w = inputs[0], inputs[1]
-        bias = inputs[2] if len(inputs) > 2 else None
-        plan = plans.get(x.shape)
-        return [plan.run(x, plan.wcache.get(w), bias)]
-
     out_shape = plans.plan.out_shape if in_shape is not None else None  # type: ignore[union-attr]
-    return ConvPrepared([out_shape], run, fresh=True)
+    return ConvPrepared([out_shape], plans.conv_run, fresh=True)
 
 
 # --------------------------------------------------------------------------- DEPTHWISE_CONV_2D
@@ -534,15 +535,8 @@ def _depthwise_conv_2d(ctx: NodeContext, in_shape: tuple[int, ...] | None,
         return plan
 
     plans = _ShapeKeyed(make, in_shape)
-
-    def run(inputs):
-        x, w = inputs[0], inputs[1]
-        bias = inputs[2] if len(inputs) > 2 else None
-        plan = plans.get(x.shape)
-        return [plan.run(x, plan.wcache.get(w), bias)]
-
-    return DepthwisePrepared([plans.plan.out_shape if in_shape is not None else None], run,  # type: ignore[union-attr]
-                             fresh=True)
+    return DepthwisePrepared([plans.plan.out_shape if in_shape is not None else None],  # type: ignore[union-attr]
+                             plans.conv_run, fresh=True)
 
 
 # --------------------------------------------------------------------------- PAD fused into a conv

@@ -102,6 +102,17 @@ def _reshape(ctx: NodeContext) -> Prepared:
     return Prepared([None], run_dynamic)
 
 
+def _by_input_shape(ctx: NodeContext, plan: Callable[[Shape], Shape],
+                    run_with: Callable[[np.ndarray, Shape], list[np.ndarray]]) -> Prepared:
+    """A one-input kernel whose output shape follows from its input's (``plan``): worked out once at prepare
+    where the input's shape is known, else at each run; ``run_with(data, out_shape)`` gives the outputs."""
+    in_shape = known_shape(ctx.inputs[0])
+    if in_shape is not None:
+        out_shape = plan(in_shape)
+        return Prepared([out_shape], lambda inputs: run_with(inputs[0], out_shape))
+    return Prepared([None], lambda inputs: run_with(inputs[0], plan(inputs[0].shape)))
+
+
 # ---- SQUEEZE / EXPAND_DIMS ----------------------------------------------------------------------
 
 @register_kernel("SQUEEZE", versions=range(1, 3))
@@ -121,11 +132,7 @@ def _squeeze(ctx: NodeContext) -> Prepared:
             drop.add(a)
         return tuple(s for i, s in enumerate(shape) if i not in drop)
 
-    in_shape = known_shape(ctx.inputs[0])
-    if in_shape is not None:
-        out_shape = plan(in_shape)
-        return Prepared([out_shape], lambda inputs: [fresh(inputs[0]).reshape(out_shape)])
-    return Prepared([None], lambda inputs: [fresh(inputs[0]).reshape(plan(inputs[0].shape))])
+    return _by_input_shape(ctx, plan, lambda data, out_shape: [fresh(data).reshape(out_shape)])
 
 
 @register_kernel("EXPAND_DIMS", versions=range(1, 2))
@@ -460,61 +467,44 @@ def _broadcast_to(ctx: NodeContext) -> Prepared:
 
 # ---- DEPTH_TO_SPACE / SPACE_TO_DEPTH ------------------------------------------------------------
 
-def _block_size(ctx: NodeContext) -> int:
+def _block_move(ctx: NodeContext, to_depth: bool) -> Prepared:
+    """DEPTH_TO_SPACE and SPACE_TO_DEPTH (``to_depth``): each block_size x block_size block of pixels moved into
+    the depth or out of it.  Both swap axes 2 and 3 of a 6-D view: SPACE_TO_DEPTH reads the input as (n, rows,
+    block-rows, cols, block-cols, depth) and writes (n, rows, cols, block-rows, block-cols, depth), DEPTH_TO_SPACE
+    the other way round."""
+    _n_inputs(ctx, 1)
     b = int(ctx.options.get("block_size", 0) or 0)
     if b < 1:
         raise ctx.fail(f"block_size must be at least 1, got {b}")
-    return b
-
-
-@register_kernel("DEPTH_TO_SPACE", versions=range(1, 3))
-def _depth_to_space(ctx: NodeContext) -> Prepared:
-    _n_inputs(ctx, 1)
-    b = _block_size(ctx)
 
     def plan(shape: Shape) -> Shape:
         if len(shape) != 4:
             raise ctx.fail(f"input must be 4-D NHWC, got shape {shape}")
         n, h, w, c = shape
+        if to_depth:
+            if h % b or w % b:
+                raise ctx.fail(f"height {h} and width {w} must be divisible by block_size {b}")
+            return (n, h // b, w // b, c * b * b)
         if c % (b * b):
             raise ctx.fail(f"depth {c} is not divisible by block_size^2 = {b * b}")
         return (n, h * b, w * b, c // (b * b))
 
     def run_with(data: np.ndarray, out_shape: Shape) -> list[np.ndarray]:
         n, h, w, c = data.shape
-        t = data.reshape(n, h, w, b, b, c // (b * b)).transpose(0, 1, 3, 2, 4, 5)
-        return [fresh(t).reshape(out_shape)]
+        view = (n, h // b, b, w // b, b, c) if to_depth else (n, h, w, b, b, c // (b * b))
+        return [fresh(data.reshape(view).transpose(0, 1, 3, 2, 4, 5)).reshape(out_shape)]
 
-    in_shape = known_shape(ctx.inputs[0])
-    if in_shape is not None:
-        out_shape = plan(in_shape)
-        return Prepared([out_shape], lambda inputs: run_with(inputs[0], out_shape))
-    return Prepared([None], lambda inputs: run_with(inputs[0], plan(inputs[0].shape)))
+    return _by_input_shape(ctx, plan, run_with)
+
+
+@register_kernel("DEPTH_TO_SPACE", versions=range(1, 3))
+def _depth_to_space(ctx: NodeContext) -> Prepared:
+    return _block_move(ctx, to_depth=False)
 
 
 @register_kernel("SPACE_TO_DEPTH", versions=range(1, 3))
 def _space_to_depth(ctx: NodeContext) -> Prepared:
-    _n_inputs(ctx, 1)
-    b = _block_size(ctx)
-
-    def plan(shape: Shape) -> Shape:
-        if len(shape) != 4:
-            raise ctx.fail(f"input must be 4-D NHWC, got shape {shape}")
-        n, h, w, c = shape
-        if h % b or w % b:
-            raise ctx.fail(f"height {h} and width {w} must be divisible by block_size {b}")
-        return (n, h // b, w // b, c * b * b)
-
-    def run_with(data: np.ndarray, out_shape: Shape) -> list[np.ndarray]:
-        n, h, w, c = data.shape
-        t = data.reshape(n, h // b, b, w // b, b, c).transpose(0, 1, 3, 2, 4, 5)
-        return [fresh(t).reshape(out_shape)]
-
-    in_shape = known_shape(ctx.inputs[0])
-    if in_shape is not None:
-        out_shape = plan(in_shape)
-        return Prepared([out_shape], lambda inputs: run_with(inputs[0], out_shape))
-    return Prepared([None], lambda inputs: run_with(inputs[0], plan(inputs[0].shape)))
+    return _block_move(ctx, to_depth=True)
 
 
 # ---- SPACE_TO_BATCH_ND / BATCH_TO_SPACE_ND ------------------------------------------------------
@@ -546,18 +536,27 @@ def _block_planned(ctx: NodeContext, params: tuple[Any, Any], names: tuple[str, 
     return Prepared([None], run_dynamic)
 
 
-def _s2b_plan(ctx: NodeContext, shape: Shape, block, pads) -> tuple[list[int], np.ndarray, Shape]:
+def _block_shape(ctx: NodeContext, shape: Shape, block) -> list[int]:
+    """SPACE_TO_BATCH_ND's and BATCH_TO_SPACE_ND's block_shape for an input of ``shape``: one positive entry per
+    spatial dimension of a 3-D or 4-D input."""
     blk = [int(v) for v in np.asarray(block).reshape(-1)]
-    m = len(blk)
     if len(shape) not in (3, 4):
         raise ctx.fail(f"input must be 3-D or 4-D, got shape {shape}")
-    if m != len(shape) - 2:
+    if len(blk) != len(shape) - 2:
         raise ctx.fail(f"block_shape {blk} must have {len(shape) - 2} entries for a {len(shape)}-D input")
+    if any(v < 1 for v in blk):
+        raise ctx.fail(f"block_shape {blk} must be positive")
+    return blk
+
+
+def _s2b_plan(ctx: NodeContext, shape: Shape, block, pads) -> tuple[list[int], np.ndarray, Shape]:
+    blk = _block_shape(ctx, shape, block)
+    m = len(blk)
     pd = np.asarray(pads, dtype=np.int64).reshape(m, 2) if np.asarray(pads).size == 2 * m else None
     if pd is None:
         raise ctx.fail(f"paddings must have shape [{m}, 2]")
-    if any(v < 1 for v in blk) or (pd < 0).any():
-        raise ctx.fail(f"block_shape {blk} must be positive and paddings non-negative")
+    if (pd < 0).any():
+        raise ctx.fail(f"paddings must be non-negative, got {pd.tolist()}")
     spatial = []
     for i in range(m):
         padded = shape[1 + i] + int(pd[i, 0]) + int(pd[i, 1])
@@ -593,17 +592,13 @@ def _space_to_batch_nd(ctx: NodeContext) -> Prepared:
 
 
 def _b2s_plan(ctx: NodeContext, shape: Shape, block, crops) -> tuple[list[int], np.ndarray, Shape]:
-    blk = [int(v) for v in np.asarray(block).reshape(-1)]
+    blk = _block_shape(ctx, shape, block)
     m = len(blk)
-    if len(shape) not in (3, 4):
-        raise ctx.fail(f"input must be 3-D or 4-D, got shape {shape}")
-    if m != len(shape) - 2:
-        raise ctx.fail(f"block_shape {blk} must have {len(shape) - 2} entries for a {len(shape)}-D input")
     if np.asarray(crops).size != 2 * m:
         raise ctx.fail(f"crops must have shape [{m}, 2]")
     cr = np.asarray(crops, dtype=np.int64).reshape(m, 2)
-    if any(v < 1 for v in blk) or (cr < 0).any():
-        raise ctx.fail(f"block_shape {blk} must be positive and crops non-negative")
+    if (cr < 0).any():
+        raise ctx.fail(f"crops must be non-negative, got {cr.tolist()}")
     bprod = prod(blk)
     if shape[0] % bprod:
         raise ctx.fail(f"batch {shape[0]} is not divisible by the block size product {bprod}")

@@ -152,10 +152,6 @@ class _AxisLerp:
 
 class _BilinearPlan:
     def __init__(self, in_shape, oh, ow, align, half):
-        if len(in_shape) != 4:
-            raise ModelError(f"RESIZE_BILINEAR: input must be 4-D, got {in_shape}")
-        if oh <= 0 or ow <= 0:
-            raise ModelError(f"RESIZE_BILINEAR: output size must be positive, got {oh}x{ow}")
         n, h, w, c = in_shape
         self.out_shape = (n, oh, ow, c)
         # The column pass writes runs of only C elements, the row pass whole rows: give the
@@ -188,6 +184,11 @@ def _resize(ctx: NodeContext, make) -> Prepared:
     def plan(shape, hw):
         key = (shape, hw)
         if state.get("key") != key:
+            if len(shape) != 4:
+                raise ModelError(f"node #{ctx.op.index} {ctx.op.name}: input must be 4-D, got {shape}")
+            if hw[0] <= 0 or hw[1] <= 0:
+                raise ModelError(f"node #{ctx.op.index} {ctx.op.name}: output size must be positive, "
+                                 f"got {hw[0]}x{hw[1]}")
             state["p"] = make(shape, hw[0], hw[1], align, half)
             state["key"] = key
         return state["p"]
@@ -215,10 +216,6 @@ def resize_bilinear(ctx: NodeContext) -> Prepared:
 
 class _NearestPlan:
     def __init__(self, in_shape, oh, ow, align, half):
-        if len(in_shape) != 4:
-            raise ModelError(f"RESIZE_NEAREST_NEIGHBOR: input must be 4-D, got {in_shape}")
-        if oh <= 0 or ow <= 0:
-            raise ModelError(f"RESIZE_NEAREST_NEIGHBOR: output size must be positive, got {oh}x{ow}")
         n, h, w, c = in_shape
         self.out_shape = (n, oh, ow, c)
         self.yi = nearest_source(oh, h, align, half)[:, None]

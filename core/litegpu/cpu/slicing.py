@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._registry import NodeContext, Prepared, register_kernel
+from ._registry import NodeContext, Prepared, TensorSpec, register_kernel
 from ._shapes import Shape, const_ints, fresh, int_values, known_shape, normalize_axis, prod
 
 __all__: list[str] = []
@@ -215,12 +215,18 @@ def _strided_slice(ctx: NodeContext) -> Prepared:
 
 # ---- GATHER -------------------------------------------------------------------------------------
 
-@register_kernel("GATHER", versions=range(1, 9))
-def _gather(ctx: NodeContext) -> Prepared:
+def _params_and_indices(ctx: NodeContext) -> tuple[TensorSpec, TensorSpec]:
+    """GATHER's and GATHER_ND's two inputs, the indices' integer type checked."""
     _need(ctx, 2)
     params, indices = ctx.inputs
     if indices.dtype not in ("int32", "int64", "int16"):
         raise ctx.fail(f"indices must be int16, int32 or int64, got {indices.dtype}")
+    return params, indices
+
+
+@register_kernel("GATHER", versions=range(1, 9))
+def _gather(ctx: NodeContext) -> Prepared:
+    params, indices = _params_and_indices(ctx)
     axis_opt = int(ctx.options.get("axis", 0) or 0)
     bd_opt = int(ctx.options.get("batch_dims", 0) or 0)
 
@@ -273,10 +279,7 @@ def _gather(ctx: NodeContext) -> Prepared:
 
 @register_kernel("GATHER_ND", versions=range(1, 7))
 def _gather_nd(ctx: NodeContext) -> Prepared:
-    _need(ctx, 2)
-    params, indices = ctx.inputs
-    if indices.dtype not in ("int32", "int64", "int16"):
-        raise ctx.fail(f"indices must be int16, int32 or int64, got {indices.dtype}")
+    params, indices = _params_and_indices(ctx)
 
     def plan(ps: Shape, js: Shape) -> Shape:
         if len(js) < 1:

@@ -111,10 +111,27 @@ class _Requant:
         return r.astype(self.out_dtype)
 
 
-def _conv_mode(x: TensorSpec, b: TensorSpec | None) -> str:
-    if x.dtype != "int16":
-        return "mbqm32"
-    return "mbqm32" if b is not None and b.dtype == "int32" else "mbqm64"
+def _operands(ctx: NodeContext, what: str) -> tuple[TensorSpec, TensorSpec, TensorSpec | None, TensorSpec]:
+    """(input, ``what`` (the filter or weights: required), optional bias, output) of a convolution or
+    FULLY_CONNECTED, their types checked."""
+    check_io(ctx, (2, 3))
+    x, w, b = ctx.inputs[0], ctx.inputs[1], ctx.inputs[2] if len(ctx.inputs) > 2 else None
+    out = ctx.outputs[0]
+    if w is None:
+        raise ctx.fail(f"the {what} input is required")
+    _check_types(ctx, x, w, out)
+    return x, w, b, out
+
+
+def _conv_requant(ctx: NodeContext, x: TensorSpec, w: TensorSpec, b: TensorSpec | None, out: TensorSpec,
+                  cout: int) -> _Requant:
+    """A convolution's requantization as LiteRT's conv kernels do it (uint8: the legacy multiplier; int16: an
+    int64 accumulator unless the bias is int32), its bias checked."""
+    wide = x.dtype == "int16"
+    mode = "mbqm64" if wide and (b is None or b.dtype != "int32") else "mbqm32"
+    rq = _Requant(ctx, x, w, out, cout, legacy=x.dtype == "uint8", mode=mode)
+    _bias(ctx, b, cout, wide)
+    return rq
 
 
 def _check_types(ctx: NodeContext, x: TensorSpec, w: TensorSpec, out: TensorSpec) -> None:
@@ -207,17 +224,11 @@ def _tap(xp: np.ndarray, ky: int, kx: int, oh: int, ow: int, strides, dils) -> n
 
 @register_kernel("CONV_2D", dtypes=_ACT_DTYPES, versions=range(1, 9))
 def conv_2d(ctx: NodeContext) -> Prepared:
-    check_io(ctx, (2, 3))
-    x, w, b = ctx.inputs[0], ctx.inputs[1], ctx.inputs[2] if len(ctx.inputs) > 2 else None
-    out = ctx.outputs[0]
-    if w is None:
-        raise ctx.fail("the filter input is required")
-    _check_types(ctx, x, w, out)
+    x, w, b, out = _operands(ctx, "filter")
     if w.shape is None or len(w.shape) != 4:
         raise ctx.fail(f"filter must be 4-D [out, h, w, in], got {w.shape}")
     cout, kh, kw, cin_g = (int(d) for d in w.shape)
-    rq = _Requant(ctx, x, w, out, cout, legacy=x.dtype == "uint8", mode=_conv_mode(x, b))
-    _bias(ctx, b, cout, x.dtype == "int16")
+    rq = _conv_requant(ctx, x, w, b, out, cout)
     wdata = const_data(w)
     xb = _x_bound(x.dtype, rq.in_zp)
     gdt = _gemm_dtype(xb, None if wdata is None else wdata.astype(np.int64) - rq.w_zp, (1, 2, 3))
@@ -277,17 +288,11 @@ def conv_2d(ctx: NodeContext) -> Prepared:
 
 @register_kernel("DEPTHWISE_CONV_2D", dtypes=_ACT_DTYPES, versions=range(1, 8))
 def depthwise_conv_2d(ctx: NodeContext) -> Prepared:
-    check_io(ctx, (2, 3))
-    x, w, b = ctx.inputs[0], ctx.inputs[1], ctx.inputs[2] if len(ctx.inputs) > 2 else None
-    out = ctx.outputs[0]
-    if w is None:
-        raise ctx.fail("the filter input is required")
-    _check_types(ctx, x, w, out)
+    x, w, b, out = _operands(ctx, "filter")
     if w.shape is None or len(w.shape) != 4 or int(w.shape[0]) != 1:
         raise ctx.fail(f"filter must be [1, h, w, channels], got {w.shape}")
     _, kh, kw, cout = (int(d) for d in w.shape)
-    rq = _Requant(ctx, x, w, out, cout, legacy=x.dtype == "uint8", mode=_conv_mode(x, b))
-    _bias(ctx, b, cout, x.dtype == "int16")
+    rq = _conv_requant(ctx, x, w, b, out, cout)
     wdata = const_data(w)
     # Products fit int32 for 8-bit activations; int16 activations accumulate in int64.
     acc_dt = np.int64 if x.dtype == "int16" else np.int32
@@ -349,8 +354,7 @@ def transpose_conv(ctx: NodeContext) -> Prepared:
     if w.shape is None or len(w.shape) != 4:
         raise ctx.fail(f"weights must be 4-D [out, h, w, in], got {w.shape}")
     cout, kh, kw, cin = (int(d) for d in w.shape)
-    rq = _Requant(ctx, x, w, out, cout, legacy=x.dtype == "uint8", mode=_conv_mode(x, b))
-    _bias(ctx, b, cout, x.dtype == "int16")
+    rq = _conv_requant(ctx, x, w, b, out, cout)
     wdata = const_data(w)
     xb = _x_bound(x.dtype, rq.in_zp)
     gdt = _gemm_dtype(xb, None if wdata is None else wdata.astype(np.int64) - rq.w_zp, 3)
@@ -420,14 +424,9 @@ def transpose_conv(ctx: NodeContext) -> Prepared:
 
 @register_kernel("FULLY_CONNECTED", dtypes=_ACT_DTYPES, versions=range(1, 15))
 def fully_connected(ctx: NodeContext) -> Prepared:
-    check_io(ctx, (2, 3))
-    x, w, b = ctx.inputs[0], ctx.inputs[1], ctx.inputs[2] if len(ctx.inputs) > 2 else None
-    out = ctx.outputs[0]
-    if w is None:
-        raise ctx.fail("the weights input is required")
+    x, w, b, out = _operands(ctx, "weights")
     if int(ctx.options.get("weights_format", 0) or 0) != 0:
         raise ctx.fail("only the default weights format is supported")
-    _check_types(ctx, x, w, out)
     if w.shape is None or len(w.shape) != 2:
         raise ctx.fail(f"weights must be 2-D [units, depth], got {w.shape}")
     units, depth = (int(d) for d in w.shape)

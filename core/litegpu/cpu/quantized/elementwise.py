@@ -40,6 +40,17 @@ def _is_quantized(spec) -> bool:
     return q is not None and np.asarray(q.scale).size > 0
 
 
+def _quantized_operands(ctx: NodeContext) -> tuple[str, tuple[float, int], tuple[float, int], tuple[float, int]]:
+    """The dtype of a requantizing binary op (inputs and output alike) and the (scale, zero point) of input 1,
+    input 2 and the output, which must all carry quantization parameters."""
+    dtype = _same_types(ctx)
+    a, b, out = ctx.inputs[0], ctx.inputs[1], ctx.outputs[0]
+    if not (_is_quantized(a) and _is_quantized(b) and _is_quantized(out)):
+        raise ctx.fail(f"no CPU kernel for {ctx.op.name} on dtype {dtype} without quantization parameters "
+                       "(inputs and output must be quantized)")
+    return dtype, scale_zp(a, "input 1"), scale_zp(b, "input 2"), scale_zp(out, "output")
+
+
 def _binary(ctx: NodeContext, compute) -> Prepared:
     def plan(shapes: list[Shape | None]):
         out_shape = broadcast_shapes(shapes[0], shapes[1])
@@ -53,19 +64,12 @@ def _binary(ctx: NodeContext, compute) -> Prepared:
 
 
 def _add_sub(ctx: NodeContext, sign: int) -> Prepared:
-    a, b, out = ctx.inputs[0], ctx.inputs[1] if len(ctx.inputs) > 1 else None, ctx.outputs[0]
+    b, out = ctx.inputs[1] if len(ctx.inputs) > 1 else None, ctx.outputs[0]
     if b is not None and out.dtype != b.dtype and out.dtype == "float32":
         # LiteRT's ADD/SUB Prepare sets the output type to the input type; some converted models
         # (e.g. LiteRT's own add_quantized test models) rely on it for quantized intermediates.
         out.dtype = b.dtype
-    dtype = _same_types(ctx)
-    a, b, out = ctx.inputs[0], ctx.inputs[1], ctx.outputs[0]
-    if not (_is_quantized(a) and _is_quantized(b) and _is_quantized(out)):
-        raise ctx.fail(f"no CPU kernel for {ctx.op.name} on dtype {dtype} without quantization parameters "
-                       "(inputs and output must be quantized)")
-    s1, z1 = scale_zp(a, "input 1")
-    s2, z2 = scale_zp(b, "input 2")
-    so, zo = scale_zp(out, "output")
+    dtype, (s1, z1), (s2, z2), (so, zo) = _quantized_operands(ctx)
     lo, hi = act_range(ctx, out)
     if dtype == "int16":
         if z1 or z2 or zo:
@@ -120,17 +124,10 @@ def sub(ctx: NodeContext) -> Prepared:
 
 @register_kernel("MUL", dtypes=_Q, versions=range(1, 9))
 def mul(ctx: NodeContext) -> Prepared:
-    dtype = _same_types(ctx)
-    a, b, out = ctx.inputs[0], ctx.inputs[1], ctx.outputs[0]
-    if not (_is_quantized(a) and _is_quantized(b) and _is_quantized(out)):
-        raise ctx.fail(f"no CPU kernel for MUL on dtype {dtype} without quantization parameters "
-                       "(inputs and output must be quantized)")
-    s1, z1 = scale_zp(a, "input 1")
-    s2, z2 = scale_zp(b, "input 2")
-    so, zo = scale_zp(out, "output")
+    dtype, (s1, z1), (s2, z2), (so, zo) = _quantized_operands(ctx)
     if dtype == "int16" and (z1 or z2 or zo):
         raise ctx.fail("int16 inputs and output must have zero point 0")
-    lo, hi = act_range(ctx, out)
+    lo, hi = act_range(ctx, ctx.outputs[0])
     # LiteRT: input1_scale * input2_scale / output_scale evaluated in float32, then widened.
     real = float(np.float32(np.float32(s1) * np.float32(s2)) / np.float32(so))
     m, sh = quantize_multiplier(real)
@@ -278,14 +275,9 @@ def div_q(ctx: NodeContext) -> Prepared:
     ``s1 / (s2 * s_out)`` (a float32 expression) and the combined shift."""
     from ._fixedpoint import get_reciprocal, mul_by_quantized_multiplier_gt_one, srdhm
 
-    dtype = _same_types(ctx)
-    a, b, out = ctx.inputs[0], ctx.inputs[1], ctx.outputs[0]
-    if not (_is_quantized(a) and _is_quantized(b) and _is_quantized(out)):
-        raise ctx.fail(f"no CPU kernel for DIV on dtype {dtype} without quantization parameters "
-                       "(inputs and output must be quantized)")
+    dtype, (s1, z1), (s2, z2), (so, zo) = _quantized_operands(ctx)
     f32 = np.float32
-    (s1, z1), (s2, z2), (so, zo) = scale_zp(a, "input 1"), scale_zp(b, "input 2"), scale_zp(out, "output")
-    lo, hi = act_range(ctx, out)
+    lo, hi = act_range(ctx, ctx.outputs[0])
     m, sh = (int(v) for v in quantize_multiplier(float(f32(f32(s1) / f32(f32(s2) * f32(so))))))
 
     def compute(x1, x2):
