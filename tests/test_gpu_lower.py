@@ -574,15 +574,17 @@ def test_host_read_priced_for_the_stem_conv(monkeypatch):
     takes its variant again with that read priced (ops.conv.choose_host_read); HOST_READ_PRICED False keeps the
     lowering's pick."""
     from litegpu.gpu import _cost
-    from litegpu.gpu._cost import PROFILES, choose_conv, conv_work
+    from litegpu.gpu._cost import PROFILES, choose_conv, conv_work, input_loads
     from litegpu.gpu._graph import GpuOp
     from litegpu.gpu.ops import conv as conv_ops
 
     p = _WIDE_CONVS["selfie_segmentation 256x256x3 -> 128x128x16 3x3/2"]
     host = {**p, "CIN": 3}
+    reads = input_loads({"src_bhwc": True}, host)
     # per step: block_w input reads (a vector, or 3 scalars) and 4 weight vectors per output slice
+    assert reads == 3 and input_loads({}, host) == 1
     assert conv_work(p, 4, 1, 1).queued_loads == conv_work(p, 4, 1, 1).global_steps * (4 + 4 - 1)
-    assert conv_work(host, 4, 1, 1).queued_loads == conv_work(host, 4, 1, 1).global_steps * (12 + 4 - 1)
+    assert conv_work(host, 4, 1, 1, in_loads=reads).queued_loads == conv_work(host, 4, 1, 1).global_steps * (12 + 4 - 1)
     nv = PROFILES["nvidia"]
     kernel, opts, _ = choose_conv(p, nv, grouped=False)
     op = GpuOp(kernel=kernel, params=dict(host), inputs=[0], outputs=[1],
@@ -592,11 +594,11 @@ def test_host_read_priced_for_the_stem_conv(monkeypatch):
     assert op.options == {"act": "HARD_SWISH", "src_bhwc": True, **opts}
     monkeypatch.setattr(conv_ops, "HOST_READ_PRICED", True)
     conv_ops.choose_host_read(op, nv)
-    best = choose_conv(host, nv, grouped=False)
+    best = choose_conv(host, nv, grouped=False, options={"src_bhwc": True})
     assert op.kernel == best[0] and op.options["act"] == "HARD_SWISH" and op.options["src_bhwc"]
     assert {k: op.options.get(k, v) for k, v in best[1].items()} == best[1]
     # the pick is the cheapest under the host read's price, below the lowering's pick priced the same way
-    old = _cost.estimate(_cost.launch_work(kernel, opts, host), nv)
+    old = _cost.estimate(_cost.launch_work(kernel, {**opts, "src_bhwc": True}, host), nv)
     assert best[2] <= old
 
 
