@@ -574,15 +574,17 @@ def test_host_read_priced_for_the_stem_conv(monkeypatch):
     takes its variant again with that read priced (ops.conv.choose_host_read); HOST_READ_PRICED False keeps the
     lowering's pick."""
     from litegpu.gpu import _cost
-    from litegpu.gpu._cost import PROFILES, choose_conv, conv_work
+    from litegpu.gpu._cost import PROFILES, choose_conv, conv_work, input_loads
     from litegpu.gpu._graph import GpuOp
     from litegpu.gpu.ops import conv as conv_ops
 
     p = _WIDE_CONVS["selfie_segmentation 256x256x3 -> 128x128x16 3x3/2"]
     host = {**p, "CIN": 3}
+    reads = input_loads({"src_bhwc": True}, host)
     # per step: block_w input reads (a vector, or 3 scalars) and 4 weight vectors per output slice
+    assert reads == 3 and input_loads({}, host) == 1
     assert conv_work(p, 4, 1, 1).queued_loads == conv_work(p, 4, 1, 1).global_steps * (4 + 4 - 1)
-    assert conv_work(host, 4, 1, 1).queued_loads == conv_work(host, 4, 1, 1).global_steps * (12 + 4 - 1)
+    assert conv_work(host, 4, 1, 1, in_loads=reads).queued_loads == conv_work(host, 4, 1, 1).global_steps * (12 + 4 - 1)
     nv = PROFILES["nvidia"]
     kernel, opts, _ = choose_conv(p, nv, grouped=False)
     op = GpuOp(kernel=kernel, params=dict(host), inputs=[0], outputs=[1],
@@ -592,11 +594,11 @@ def test_host_read_priced_for_the_stem_conv(monkeypatch):
     assert op.options == {"act": "HARD_SWISH", "src_bhwc": True, **opts}
     monkeypatch.setattr(conv_ops, "HOST_READ_PRICED", True)
     conv_ops.choose_host_read(op, nv)
-    best = choose_conv(host, nv, grouped=False)
+    best = choose_conv(host, nv, grouped=False, options={"src_bhwc": True})
     assert op.kernel == best[0] and op.options["act"] == "HARD_SWISH" and op.options["src_bhwc"]
     assert {k: op.options.get(k, v) for k, v in best[1].items()} == best[1]
     # the pick is the cheapest under the host read's price, below the lowering's pick priced the same way
-    old = _cost.estimate(_cost.launch_work(kernel, opts, host), nv)
+    old = _cost.estimate(_cost.launch_work(kernel, {**opts, "src_bhwc": True}, host), nv)
     assert best[2] <= old
 
 
@@ -713,3 +715,49 @@ def test_two_round_sums_priced(monkeypatch):
     assert all(o["two_round"] == (o["split"] > 1) for k, o, _ in _cost.conv_candidates(p, nv, False) if k == "conv2d")
     monkeypatch.setattr(_cost, "TWO_ROUND", False)
     assert not _cost.two_round_pays(32, nv)
+
+
+@pytest.mark.parametrize("read,loads", [({}, 1), ({"in_add": True}, 2), ({"in_resize": True}, 4),
+                                        ({"src_bhwc": True}, 3), ({"in_scale": True}, 1)])
+def test_input_read_priced_alike_every_way(read, loads):
+    """A conv whose input read is more than one vector of its input (``_cost.input_loads``: 4 loads through a
+    resize, 2 with an addend, one a channel of an RGB input read in the host's BHWC) is priced the same by the
+    lowering's choice (``ops.conv.choose_conv_variant``), by ``launch_work`` of the launch it renders (what the
+    benches and the twin / tail passes price) and by ``conv_work``: each reduction step loads ``block_w`` input
+    vectors of that many loads and 4 weight vectors a slice, so the conv costs more than with a plain read."""
+    from litegpu.gpu._cost import PROFILES, choose_conv, estimate, input_loads, launch_work
+    from litegpu.gpu._passes._util import conv_params
+    from litegpu.gpu.ops.conv import choose_conv_variant
+
+    nv = PROFILES["nvidia"]
+    p = {**conv_params(1, (32, 32), 4, (32, 32), 24, 6), "CIN": 3}  # CIN: the host read's channels (src_bhwc)
+    assert input_loads(read, p) == loads
+    kernel, choice, us = choose_conv_variant(p, read, nv, False)
+    w = launch_work(kernel, {**read, **choice}, p)
+    assert w is not None and estimate(w, nv) == pytest.approx(us)
+    if kernel == "conv2d":
+        per_step = choice["unroll"] * (choice["block_w"] * loads + 4 * choice["block_s"])
+        assert w.queued_loads == w.global_steps * (per_step - 1)
+    else:  # conv2d_tiled takes neither in_add nor in_resize
+        assert not (read.get("in_add") or read.get("in_resize"))
+    plain = choose_conv(p, nv, False)[2]
+    assert us > plain if loads > 1 else us == pytest.approx(plain)
+
+
+def test_dw_pw_work_prices_its_split_and_read():
+    """``_cost.dw_pw_work`` prices what the unstaged dw_pw_conv2d renders (``ops.conv.dw_pw_split_tiling``): the
+    split's two-round sum (2 barriers, r + split / r shared steps) where the lowering takes it, packed groups, and
+    each depthwise tap's loads (four through a resize, ``input_loads``)."""
+    from litegpu.gpu._cost import PROFILES, dw_pw_work, input_loads
+    from litegpu.gpu.ops.conv import dw_pw_split_tiling
+
+    nv = PROFILES["nvidia"]
+    p = dict(B=1, H=8, W=8, S=24, SRC_S=24, KH=3, KW=3)  # 96 -> 96 channels at 8x8
+    tiling = dw_pw_split_tiling(1, 8, 8, 24, 24, nv)
+    assert tiling == {"split": 32, "block_s": 2, "block_w": 1, "pack": 1, "two_round": True}
+    tree, two = dw_pw_work(p, 32, 2, 1), dw_pw_work(p, **tiling)
+    assert (tree.barriers, tree.shared_steps) == (6, 5) and (two.barriers, two.shared_steps) == (2, 8 + 4)
+    assert dw_pw_work(p, 32, 2, 1, pack=2).group == 64
+    resized = dw_pw_work(p, **tiling, in_loads=input_loads({"in_resize": True}, p))
+    assert resized.queued_loads == resized.global_steps * (9 * 4 + 4 * 2 - 1)
+    assert two.queued_loads == two.global_steps * (9 + 4 * 2 - 1)

@@ -942,6 +942,65 @@ def test_fold_gate_mul_with_residual_add_declined(monkeypatch):
     assert "the MUL's residual ADD stays (FOLD_GATE_ADD off)" in rep["fuse_squeeze_excite"][0]
 
 
+@pytest.mark.parametrize("fold", [True, False])
+def test_fold_gate_add_priced_as_lowered(fold, monkeypatch):
+    """The MUL + ADD fold weighs the launches the lowering makes, priced as ``launch_work`` prices them (the conv
+    with ``in_add`` through ``_cost.input_loads``, the MUL's ``binary`` launch with its residual): on the NVIDIA
+    calibration the report's estimates match the folded plan's conv launch and the unfolded plan's binary + conv
+    launches, within its rounding."""
+    import re
+
+    from litegpu.gpu import _cost, _runtime
+    from litegpu.gpu._runtime import compile_graph
+
+    dev = _cost.PROFILES["nvidia"]
+    monkeypatch.setattr(_runtime, "profile_for", lambda info: dev)
+    g = graph_of(_gate_add_model()[0])
+    g.options["cost"] = dev
+    line = next(ln for ln in run_passes(g)["fuse_squeeze_excite"][1:] if "MUL" in ln and "est" in ln)
+    fused, apart = (float(v) for v in re.findall(r"\d+\.\d", line)[-2:])
+    monkeypatch.setattr(importlib.import_module("litegpu.gpu._passes.squeeze_excite"), "FOLD_GATE_ADD", fold)
+    ops = compile_graph(graph_of(_gate_add_model()[0])).ops
+    launches = [op for op in ops if op.kernel in ("conv2d", "conv2d_tiled", "binary")]
+    assert [op.kernel for op in launches if op.kernel == "binary"] == ([] if fold else ["binary"]), ops
+    assert any(op.options.get("in_add") for op in launches) == fold, ops
+    got = sum(_cost.in_invoke(_cost.estimate(_cost.launch_work(op.kernel, op.options, op.params), dev), dev)
+              for op in launches)
+    assert abs((fused if fold else apart) - got) <= 0.051, (line, got)
+
+
+def test_fold_gate_add_follows_the_input_read_price(monkeypatch):
+    """Whether the MUL + ADD folds is the cost model's word on the conv's input read (``_cost.input_loads``, the
+    one place a conv's extra reads are priced): with the addend's read priced at 4096 loads a vector the conv
+    reading it costs more than the binary launch and the plain conv, and the MUL keeps its launch, the report
+    giving both estimates; LiteRT checks the meaning."""
+    from litegpu.gpu import _cost
+
+    real = _cost.input_loads
+    monkeypatch.setattr(_cost, "input_loads", lambda o, p: 4096 if o.get("in_add") else real(o, p))
+    g, rep = check_passes(*_gate_add_model())
+    assert [n.op for n in g.nodes] == ["SQUEEZE_EXCITE_GATE", "MUL", "CONV_2D"], [n.describe() for n in g.nodes]
+    assert "1 estimate above the two launches" in rep["fuse_squeeze_excite"][0], rep
+    assert any(ln.startswith("kept MUL") and " us fused, " in ln for ln in rep["fuse_squeeze_excite"]), rep
+
+
+def test_fuse_resize_dw_input_follows_the_input_read_price(monkeypatch):
+    """pose_landmark's last upsampling on the NVIDIA calibration without a host cost a launch (kept: four loads a
+    tap) merges where the cost model prices the resized read at one load a tap (``_cost.input_loads``, which the
+    pass prices the merged launch with): the merged launch then saves the resize's."""
+    from dataclasses import replace
+
+    from litegpu.gpu import _cost
+    from litegpu.gpu._passes import resize_read
+
+    real = _cost.input_loads
+    monkeypatch.setattr(resize_read, "input_loads", lambda o, p: 1 if o.get("in_resize") else real(o, p))
+    g = graph_of(resize_dw_block((128, 128), (256, 256), half=True)[0])
+    g.options["cost"] = replace(_cost.PROFILES["nvidia"], launch_host_us=0.0)
+    rep = run_passes(g)["fuse_resize_input"]
+    assert "RESIZE_BILINEAR" not in g.op_counts() and rep[0] == "merged 1 RESIZE_BILINEAR into conv input reads", rep
+
+
 @pytest.mark.parametrize("case", ["5x5_s2_relu6", "fc_as_conv", "pad_merged_into_dw", "chain"])
 def test_fuse_dw_pw_forms(case):
     b = model_builder()

@@ -36,7 +36,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 __all__ = ["DeviceCost", "Work", "PROFILES", "profile_for", "estimate", "in_invoke", "choose_conv", "choose_reduce",
-           "choose_fc", "conv_candidates", "conv_add_params", "IN_ADD_KEY", "elementwise_work", "two_round_pays", "TWO_ROUND", "fc_candidates", "conv_work",
+           "choose_fc", "conv_candidates", "input_loads", "elementwise_work", "two_round_pays", "TWO_ROUND", "fc_candidates", "conv_work",
            "tiled_conv_work", "reduce_work", "fc_work", "launch_work",
            "choose_se_gate", "se_gate_segment", "se_gate_work", "SHARED_MEMORY_FLOOR", "pw_dw_geometry", "pw_dw_work",
            "choose_pw_dw", "dw_pw_work", "resize_work", "dw_pw_staged_work", "choose_dw_pw_staged", "depthwise_work",
@@ -261,37 +261,52 @@ def _queued(steps: float, loads_per_step: float) -> float:
 # ---------------------------------------------------------------------------------------------- conv2d
 
 
-#: The key of conv2d's params (for the cost model only: no template param) saying the input read adds a tensor
-#: (conv2d's ``in_add``): one more load a pixel of each step.  :func:`conv_add_params` sets it.
-IN_ADD_KEY = "_IN_ADD"
+def input_loads(options: Mapping[str, Any], params: Mapping[str, Any]) -> int:
+    """Loads one input vector of a conv-like launch (conv2d, conv2d_tiled, dw_pw_conv2d) costs, from the launch's
+    template options (and params): the one place the cost model learns that a kernel's input read is more than
+    one vector of its input tensor.  Every pricing of such a launch -- the lowering's choice, ``launch_work``,
+    a fusion pass weighing the launch it would make -- passes the launch's options through here.
+
+    4 through a bilinear resize (``in_resize``: the four source texels blended), 2 with an addend (``in_add``: the
+    input and the tensor added to it), ``min(4, CIN)`` scalar loads from the host's dense BHWC (``src_bhwc``,
+    param ``CIN``: a scalar a channel of the vector's slice), else 1.  (``in_scale``'s gate is one vector a step,
+    not a pixel's: not priced.)"""
+    if options.get("in_resize"):
+        return 4
+    if options.get("in_add"):
+        return 2
+    if options.get("src_bhwc"):
+        return min(4, int(params["CIN"]))
+    return 1
 
 
-def conv_add_params(p: Mapping[str, Any]) -> dict[str, Any]:
-    """conv2d's params ``p`` as the cost model prices a launch whose input read adds a tensor (``in_add``)."""
-    return {**p, IN_ADD_KEY: 1}
+def _split_sum(split: int, two_round: bool) -> tuple[int, int]:
+    """``(shared steps, barriers)`` of a thread summing a ``split``-way reduction's partials in a work group
+    (conv2d's and dw_pw_conv2d's split): two rounds (``two_round``) or a log2(split)-round tree."""
+    if split <= 1:
+        return 0, 0
+    if two_round:
+        return _two_round_steps(split), 2
+    return _log2(split), _log2(split) + 1
 
 
 def conv_work(p: Mapping[str, int], block_w: int, block_s: int, split: int, pack: int = 1, unroll: int = 1,
-              two_round: bool = False) -> Work:
+              two_round: bool = False, in_loads: int = 1) -> Work:
     """conv2d: ``block_w`` pixels x ``block_s`` slices per work item, the reduction split ``split`` ways,
     ``pack`` output blocks' splits a group (split > 1), ``unroll`` reduction steps' loads in flight together,
-    the split's partials summed in two rounds (``two_round``) or a log2(split)-round tree."""
+    the split's partials summed in two rounds (``two_round``) or a log2(split)-round tree; ``in_loads``
+    loads an input vector (:func:`input_loads`)."""
     blocks_z = p["B"] * -(-p["S"] // block_s)
     items = p["H"] * -(-p["W"] // block_w) * blocks_z
     steps = p["KH"] * p["KW"] * p["SRC_SG"]
-    # one step's input and weight vectors; an input read through a bilinear resize (conv2d's in_resize, params
-    # IN_H / IN_W) is 4 loads a vector, one with an addend (in_add, the key conv_add_params sets) 2, one read in
-    # the host's dense BHWC (src_bhwc, param CIN) a scalar load a channel of the step's slice
-    per_px = 4 if "IN_H" in p else 2 if p.get(IN_ADD_KEY) else min(4, int(p["CIN"])) if "CIN" in p else 1
-    loads = block_w * per_px + 4 * block_s
+    loads = block_w * in_loads + 4 * block_s  # one step's input and weight vectors
     if split > 1:  # one flat loop over every step; an iteration is `unroll` steps (the last ones clamped)
         iters = -(-steps // (split * unroll))
     else:  # the input-slice loop inside each tap is unrolled (its ragged end clamped)
         iters = p["KH"] * p["KW"] * -(-p["SRC_SG"] // unroll)
     # a packed group's members past the last output block along z still run (and reach the barriers)
     threads = (p["H"] * -(-p["W"] // block_w) * -(-blocks_z // pack) * pack if pack > 1 else items) * split
-    red = _log2(split) if split > 1 else 0
-    shared, barriers = (_two_round_steps(split), 2) if two_round and split > 1 else (red, red + (split > 1))
+    shared, barriers = _split_sum(split, two_round)
     # live values: the block's vec4 accumulators, one iteration's input and weight vectors, ~16 indices/addresses
     return Work(threads=threads, group=split * pack if split > 1 else 64,
                 global_steps=iters, queued_loads=_queued(iters, unroll * loads), shared_steps=shared,
@@ -301,17 +316,18 @@ def conv_work(p: Mapping[str, int], block_w: int, block_s: int, split: int, pack
                 registers=4 * (block_w * block_s + unroll * loads) + 16)
 
 
-def tiled_conv_work(p: Mapping[str, int], tile_p: int, tile_s: int, kc: int) -> Work:
-    """conv2d_tiled: ``tile_p`` pixels x ``tile_s`` slices per group, stages of ``kc`` reduction steps."""
+def tiled_conv_work(p: Mapping[str, int], tile_p: int, tile_s: int, kc: int, in_loads: int = 1) -> Work:
+    """conv2d_tiled: ``tile_p`` pixels x ``tile_s`` slices per group, stages of ``kc`` reduction steps;
+    ``in_loads`` loads an input element (:func:`input_loads`)."""
     npix = p["B"] * p["H"] * p["W"]
     steps = p["KH"] * p["KW"] * p["SRC_S"]
     nt = tile_p // 2 * max(1, tile_s // 2)
     groups = -(-npix // tile_p) * -(-p["S"] // tile_s)
     stages = -(-steps // kc)
     per_stage = tile_p * kc + tile_s * kc * 4
-    # an input element read in the host's dense BHWC (src_bhwc, param CIN): a scalar load a channel, issued
-    # together (one staging iteration), so queued behind the element's first
-    extra = min(4, int(p["CIN"])) - 1 if "CIN" in p else 0
+    # an input element of several loads (the host's dense BHWC: a scalar a channel) issues them together (one
+    # staging iteration), so they queue behind the element's first
+    extra = in_loads - 1
     # a thread's staging loop stores each load into shared memory before the next iteration: its loads
     # are dependent steps (measured on the H100: a one-group, one-stage launch with 3 loads a thread took
     # 1.3 us more than one with a single load; 96x96x32 -> 32 with 6 a thread, 8.3-9.8 us against 4.6)
@@ -348,10 +364,11 @@ _PACKS = (1, 2, 4, 8)
 _MAX_PACKED = 128
 
 
-def conv_candidates(p: Mapping[str, int], dev: DeviceCost, grouped: bool,
-                    tiled: bool = True) -> list[tuple[str, dict[str, int], Work]]:
-    """Every conv2d / conv2d_tiled variant :func:`choose_conv` weighs for params ``p``, with its :class:`Work`
-    (``bench/cost_fit.py`` ranks the same list against the measured times)."""
+def conv_candidates(p: Mapping[str, int], dev: DeviceCost, grouped: bool, tiled: bool = True,
+                    in_loads: int = 1) -> list[tuple[str, dict[str, int], Work]]:
+    """Every conv2d / conv2d_tiled variant :func:`choose_conv` weighs for params ``p`` (``in_loads``: loads an
+    input vector, :func:`input_loads`), with its :class:`Work` (``bench/cost_fit.py`` ranks the same list against
+    the measured times)."""
     out: list[tuple[str, dict[str, int], Work]] = []
     steps = p["KH"] * p["KW"] * p["SRC_SG"]
     for bw in (1, 2, 4) if p["W"] > 1 else (1,):
@@ -375,7 +392,7 @@ def conv_candidates(p: Mapping[str, int], dev: DeviceCost, grouped: bool,
                         two = two_round_pays(split, dev)
                         opts = {"block_w": bw, "block_s": bs, "split": split, "pack": pack, "unroll": unroll,
                                 "two_round": two}
-                        out.append(("conv2d", opts, conv_work(p, bw, bs, split, pack, unroll, two)))
+                        out.append(("conv2d", opts, conv_work(p, bw, bs, split, pack, unroll, two, in_loads)))
     if tiled and not grouped:
         for tp in (16, 32, 64):
             for ts in (1, 2, 4, 8):
@@ -385,27 +402,29 @@ def conv_candidates(p: Mapping[str, int], dev: DeviceCost, grouped: bool,
                     if tp // 2 * max(1, ts // 2) > dev.max_group:
                         continue
                     opts = {"tile_p": tp, "tile_s": ts, "kc": kc}
-                    out.append(("conv2d_tiled", opts, tiled_conv_work(p, tp, ts, kc)))
+                    out.append(("conv2d_tiled", opts, tiled_conv_work(p, tp, ts, kc, in_loads)))
     return out
 
 
-def choose_conv(p: Mapping[str, int], dev: DeviceCost, grouped: bool,
-                tiled: bool = True) -> tuple[str, dict[str, int], float]:
+def choose_conv(p: Mapping[str, int], dev: DeviceCost, grouped: bool, tiled: bool = True,
+                options: Mapping[str, Any] | None = None) -> tuple[str, dict[str, int], float]:
     """``(kernel, options, estimated us)`` of the cheapest conv2d / conv2d_tiled variant for params ``p``
-    (``tiled``: whether conv2d_tiled can take the node's options)."""
-    kernel, options, t = _choose_conv(tuple(sorted((k, v) for k, v in p.items() if isinstance(v, int))), dev,
-                                      grouped, tiled and TILED, _UNROLLS, _PACKS, TWO_ROUND)
-    return kernel, dict(options), t
+    (``tiled``: whether conv2d_tiled can take the node's options; ``options``: the launch's template options,
+    whose input read :func:`input_loads` prices)."""
+    kernel, chosen, t = _choose_conv(tuple(sorted((k, v) for k, v in p.items() if isinstance(v, int))), dev,
+                                     grouped, tiled and TILED, _UNROLLS, _PACKS, TWO_ROUND,
+                                     input_loads(options or {}, p))
+    return kernel, dict(chosen), t
 
 
 @functools.lru_cache(maxsize=4096)
 def _choose_conv(p: tuple[tuple[str, int], ...], dev: DeviceCost, grouped: bool, tiled: bool,
-                 unrolls: tuple[int, ...], packs: tuple[int, ...],
-                 two_round: bool) -> tuple[str, tuple[tuple[str, int], ...], float]:
+                 unrolls: tuple[int, ...], packs: tuple[int, ...], two_round: bool,
+                 in_loads: int) -> tuple[str, tuple[tuple[str, int], ...], float]:
     # a model repeats its conv shapes (hand_landmark_full: 25 convs, 10 shapes) and every candidate is priced:
     # one choice per shape and device (the option tables are in the key so an A/B switch of them re-prices)
     best: tuple[float, str, dict[str, int]] | None = None
-    for kernel, options, work in conv_candidates(dict(p), dev, grouped, tiled):
+    for kernel, options, work in conv_candidates(dict(p), dev, grouped, tiled, in_loads):
         t = estimate(work, dev)
         if best is None or t < best[0]:
             best = (t, kernel, options)
@@ -683,22 +702,28 @@ def _choose_pw_dw(pt: tuple[tuple[str, int], ...], dev: DeviceCost, project: boo
     return None if best is None else (dict(best[1]), best[0])
 
 
-def dw_pw_work(p: Mapping[str, int], split: int, block_s: int, block_w: int, in_resize: bool = False) -> Work:
-    """dw_pw_conv2d's split path, roughly (its tiling is a measured rule, ``ops/conv.dw_pw_tiling``, not this
+def dw_pw_work(p: Mapping[str, int], split: int, block_s: int, block_w: int, pack: int = 1, two_round: bool = False,
+               in_loads: int = 1) -> Work:
+    """dw_pw_conv2d's split path, roughly (its tiling is a measured rule, ``ops/conv.dw_pw_split_tiling``, not this
     model's choice; the estimate prices the launch a ``pw_dw_conv2d`` with ``project`` would replace): one thread
-    a block of ``block_s`` output slices x ``block_w`` pixels walks its share of the MID_S input slices, each a
-    depthwise window and 4 weight vectors a slice.  ``in_resize``: each depthwise tap is a blend of four loads (the
-    input read through a bilinear resize, ``_passes/resize_read``).  The staged path is :func:`dw_pw_staged_work`."""
+    a block of ``block_s`` output slices x ``block_w`` pixels walks its share of the SRC_S input slices, each a
+    depthwise window of ``in_loads`` loads a tap (:func:`input_loads`: 4 where the input is read through a bilinear
+    resize, ``_passes/resize_read``) and 4 weight vectors a slice; ``pack`` output blocks' splits a group, the
+    split's partials summed in two rounds (``two_round``) or a tree, as conv2d's.  The staged path is
+    :func:`dw_pw_staged_work`."""
     taps = p["KH"] * p["KW"]
     pixels = p["B"] * p["H"] * p["W"]
+    blocks_z = p["B"] * -(-p["S"] // block_s)
     items = pixels // max(1, block_w) * -(-p["S"] // block_s)
-    iters = -(-p["MID_S"] // split)
-    loads = block_w * taps * (4 if in_resize else 1) + 4 * block_s
-    red = _log2(split) if split > 1 else 0
-    return Work(threads=items * split, group=split if split > 1 else 64, global_steps=iters,
-                queued_loads=_queued(iters, loads), shared_steps=red, barriers=red + (split > 1),
-                cache_bytes=items * split * iters * loads * _VEC,
-                flops=items * block_w * block_s * p["MID_S"] * (taps * 8 + 32))
+    iters = -(-p["SRC_S"] // split)
+    loads = block_w * taps * in_loads + 4 * block_s
+    # a packed group's members past the last output block along z still run (as conv2d's)
+    threads = (p["H"] * p["W"] // max(1, block_w) * -(-blocks_z // pack) * pack if pack > 1 else items) * split
+    shared, barriers = _split_sum(split, two_round)
+    return Work(threads=threads, group=split * pack if split > 1 else 64, global_steps=iters,
+                queued_loads=_queued(iters, loads), shared_steps=shared, barriers=barriers,
+                cache_bytes=threads * iters * loads * _VEC,
+                flops=items * block_w * block_s * p["SRC_S"] * (taps * 8 + 32))
 
 
 def resize_work(p: Mapping[str, int]) -> Work:
@@ -969,11 +994,12 @@ def launch_work(kernel: str, options: Mapping[str, Any], params: Mapping[str, An
     the model prices; None for the others.  ``bench/gpu_kernels.py`` prints it next to the measured time."""
     o = options
     if kernel == "conv2d":
-        params = conv_add_params(params) if o.get("in_add") else params
         return conv_work(params, int(o.get("block_w", 2)), int(o.get("block_s", 1)), int(o.get("split", 1)),
-                         int(o.get("pack", 1)), int(o.get("unroll", 1)), bool(o.get("two_round")))
+                         int(o.get("pack", 1)), int(o.get("unroll", 1)), bool(o.get("two_round")),
+                         input_loads(o, params))
     if kernel == "conv2d_tiled":
-        return tiled_conv_work(params, int(o.get("tile_p", 32)), int(o.get("tile_s", 4)), int(o.get("kc", 4)))
+        return tiled_conv_work(params, int(o.get("tile_p", 32)), int(o.get("tile_s", 4)), int(o.get("kc", 4)),
+                               input_loads(o, params))
     if kernel == "depthwise_conv2d":
         return depthwise_work(params, int(o.get("ksize", 0) or 0), int(o.get("block_w", 1)))
     if kernel == "pw_dw_conv2d":

@@ -22,7 +22,7 @@ from .._cost import (
 )
 from .._geometry import conv_geometry
 from .._graph import DW_PW_OP, PW_DW_OP, GpuGraph, GpuNode, Report
-from ..ops.conv import dw_pw_tiling, pw_dw_params, unrolled_ksize
+from ..ops.conv import dw_pw_split_tiling, pw_dw_params, unrolled_ksize
 from ._util import conv_params, fused_inputs, fusion_pays, one_activation, only_consumer, why_not_fused_conv
 from .squeeze_excite import is_spatial_mean
 
@@ -132,9 +132,10 @@ def _unfused_us(g: GpuGraph, ex: GpuNode, node: GpuNode, dev: DeviceCost, p: dic
         return in_invoke(t, dev) + (in_invoke(small[1], dev) if small is not None else math.inf)
     if node.attrs.get("staged"):  # the staged kernel's own chooser and price
         return in_invoke(t, dev) + in_invoke(choose_dw_pw_staged(pixels, p["MID_S"], p["S"], taps, dev)[1], dev)
-    else:
-        split, block_s, block_w = dw_pw_tiling(pixels * p["S"], p["MID_S"], p["S"], p["W"])
-        work = dw_pw_work(second, split, block_s, block_w)
+    tiling = dw_pw_split_tiling(p["B"], p["H"], p["W"], p["MID_S"], p["S"], dev)
+    # the split's partials priced as the log2(split)-round tree, as when the halo terms were fitted against this
+    # estimate (PROFILES' nvidia, eighth session), not the two rounds the lowering renders where they pay
+    work = dw_pw_work(second, **{**tiling, "two_round": False})
     return in_invoke(t, dev) + in_invoke(estimate(work, dev), dev)
 
 

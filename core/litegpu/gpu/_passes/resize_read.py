@@ -10,9 +10,9 @@ from dataclasses import replace
 
 from .. import _layout as L
 from .._capabilities import epilogue_fits
-from .._cost import PROFILES, DeviceCost, dw_pw_work, estimate, in_invoke, resize_work
+from .._cost import PROFILES, DeviceCost, dw_pw_work, estimate, in_invoke, input_loads, resize_work
 from .._graph import DW_PW_OP, GpuGraph, GpuNode, Report
-from ..ops.conv import dw_pw_tiling
+from ..ops.conv import dw_pw_split_tiling
 from ._util import only_consumer
 
 __all__ = ["fuse_resize_residual", "fuse_resize_input", "FUSE_RESIZE_RESIDUAL", "FUSE_RESIZE_INPUT",
@@ -188,17 +188,16 @@ def _fuse_resize_dw_input(g: GpuGraph) -> Report:
 
 def _dw_input_pays(g: GpuGraph, node: GpuNode, t: int, dev: DeviceCost) -> tuple[bool, float, float]:
     """(pays, merged us, apart us): the cost model's word on reading the resize ``t`` inside the DW_PW node ``node``
-    -- its ``dw_pw_conv2d`` launch with four loads a tap (``dw_pw_work`` with ``in_resize``, the tiling the lowering
-    takes: ``ops.conv.dw_pw_tiling``) against the resize launch (``resize_work``) and the plain one, each launch's
-    share of an invoke (``in_invoke``)."""
+    -- its ``dw_pw_conv2d`` launch with the input read ``in_resize`` makes (``_cost.input_loads``) and the tiling
+    the lowering renders (``ops.conv.dw_pw_split_tiling``) against the resize launch (``resize_work``) and the
+    plain one, each launch's share of an invoke (``in_invoke``)."""
     b, h, w, _ = g.tensors[t].shape
     _, oh, ow, o = g.tensors[node.outputs[0]].shape
     dw_w = g.tensors[node.inputs[1]].ir_shape
-    p = {"B": b, "H": oh, "W": ow, "S": L.slices(o), "MID_S": L.slices(g.tensors[t].shape[3]),
+    p = {"B": b, "H": oh, "W": ow, "S": L.slices(o), "SRC_S": L.slices(g.tensors[t].shape[3]),
          "KH": int(dw_w[1]), "KW": int(dw_w[2])}
-    split, block_s, block_w = dw_pw_tiling(b * oh * ow * p["S"], p["MID_S"], p["S"], ow)
-    merged = in_invoke(estimate(dw_pw_work(p, split, block_s, block_w, in_resize=True), dev), dev)
-    resize = resize_work({"B": b, "H": h, "W": w, "S": p["MID_S"]})
-    apart = in_invoke(estimate(resize, dev), dev) + in_invoke(estimate(dw_pw_work(p, split, block_s, block_w), dev),
-                                                              dev)
+    tiling = dw_pw_split_tiling(b, oh, ow, p["SRC_S"], p["S"], dev)
+    merged = in_invoke(estimate(dw_pw_work(p, **tiling, in_loads=input_loads({"in_resize": True}, p)), dev), dev)
+    resize = resize_work({"B": b, "H": h, "W": w, "S": p["SRC_S"]})
+    apart = in_invoke(estimate(resize, dev), dev) + in_invoke(estimate(dw_pw_work(p, **tiling), dev), dev)
     return merged < apart, merged, apart

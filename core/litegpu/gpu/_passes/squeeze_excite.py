@@ -6,8 +6,10 @@ from __future__ import annotations
 from collections import Counter
 
 from .. import _layout as L
-from .._cost import PROFILES, choose_conv, conv_add_params, elementwise_work, estimate, in_invoke
+from .._capabilities import match_epilogue
+from .._cost import PROFILES, estimate, in_invoke, launch_work
 from .._graph import SE_GATE_OP, GpuGraph, GpuNode, Report
+from ..ops.conv import choose_conv_variant
 from ..ops.reduce import is_global_pool
 from ..ops.squeeze_excite import SE_GATE_ACTIVATIONS, SE_GATE_CAPS
 from ._util import conv_params, fusion_pays, only_consumer
@@ -173,16 +175,22 @@ def _addend(g: GpuGraph, m: GpuNode) -> int:
 
 def _add_pays(g: GpuGraph, m: GpuNode, conv: GpuNode, lines: Report, declined: Counter[str]) -> bool:
     """The cost model's verdict on folding a gated MUL's residual ADD into the 1x1 conv reading the sum: the
-    conv reading a second tensor with its input (conv2d's ``in_add``: one more load a pixel of each step, every
-    output block re-reading it) against the ``binary`` launch storing the sum plus the conv reading it, each
-    launch's share of an invoke (``in_invoke``: at least the host's cost of a launch)."""
+    conv with the input read it would then have (conv2d's ``in_scale`` and ``in_add``, priced by
+    ``ops.conv.choose_conv_variant`` as the lowering prices it) against the MUL's ``binary`` launch (its options
+    as the lowering gives them, priced by ``launch_work``) plus the conv reading the stored sum, each launch's
+    share of an invoke (``in_invoke``: at least the host's cost of a launch)."""
     dev = g.options.get("cost") or PROFILES["generic"]
     b, h, w, c = g.tensors[conv.inputs[0]].shape
     o = g.tensors[conv.outputs[0]].shape[3]
     p = conv_params(b, (h, w), L.slices(c), (h, w), o, L.slices(o))
-    fused = in_invoke(choose_conv(conv_add_params(p), dev, False, tiled=False)[2], dev)
-    binary = estimate(elementwise_work(b * h * w * L.slices(c), 3), dev)
-    apart = in_invoke(binary, dev) + in_invoke(choose_conv(p, dev, False)[2], dev)
+    fused = in_invoke(choose_conv_variant(p, {"in_scale": True, "in_add": True}, dev, False)[2], dev)
+    matched = match_epilogue(g, m)
+    if matched is None:  # (legalise_epilogues leaves none such; the lowering would refuse it too)
+        declined["the MUL's epilogue does not fit its binary kernel"] += 1
+        return False
+    binary = launch_work("binary", {"op": m.op, **matched[0]}, {"B": b, "H": h, "W": w, "S": L.slices(c)})
+    assert binary is not None  # (launch_work prices every binary launch)
+    apart = in_invoke(estimate(binary, dev), dev) + in_invoke(choose_conv_variant(p, {}, dev, False)[2], dev)
     what = f"{m.describe()} -> {conv.describe()} ({c} -> {o} channels at {h}x{w})"
     if not fusion_pays(fused, apart, FOLD_GATE_ADD_ALWAYS, what, declined, lines):
         return False

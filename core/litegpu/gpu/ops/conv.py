@@ -29,7 +29,6 @@ from .._cost import (
     choose_dw_pw_small,
     choose_dw_pw_staged,
     choose_pw_dw,
-    conv_add_params,
     staged_options,
     two_round_pays,
 )
@@ -53,7 +52,7 @@ from .._kernel_specs import (
 from ._entry import WEIGHTS_BIAS, GpuOpEntry, Lowerer, opt
 from .resize import resize_scale
 
-__all__ = ["OPS", "KERNELS", "choose_host_read", "HOST_READ_PRICED", "DW_PW_SMALL_MAX_PIXELS", "pw_dw_params", "DW_PW_PACK_LANES", "dw_pw_pack", "dw_pw_staged_tiling", "dw_pw_tiling", "dw_pw_small_tiling"]
+__all__ = ["OPS", "KERNELS", "choose_host_read", "HOST_READ_PRICED", "DW_PW_SMALL_MAX_PIXELS", "pw_dw_params", "DW_PW_PACK_LANES", "dw_pw_pack", "dw_pw_staged_tiling", "dw_pw_tiling", "dw_pw_split_tiling", "dw_pw_small_tiling", "choose_conv_variant"]
 
 #: dw_pw_conv2d tiling (:func:`dw_pw_tiling`), from every variant timed on an H200 (bench/gpu_dw_pw.py --explore)
 _SPLIT_OUTPUTS, _SPLIT4_OUTPUTS = 20480, 8192
@@ -107,6 +106,17 @@ def dw_pw_pack(split: int, blocks_z: int, block_w: int, block_s: int, lanes: int
            and split * pack * 2 * block_w * block_s * 16 <= SHARED_MEMORY_FLOOR):
         pack *= 2
     return pack
+
+
+def dw_pw_split_tiling(b: int, h: int, w: int, src_slices: int, out_slices: int, cost: DeviceCost) -> dict[str, Any]:
+    """The unstaged dw_pw_conv2d launch's tiling options for a ``b x h x w`` output of ``out_slices`` slices from
+    ``src_slices`` input slices: ``split``, ``block_s``, ``block_w`` (:func:`dw_pw_tiling`), ``pack``
+    (:func:`dw_pw_pack`) and ``two_round`` (``_cost.two_round_pays`` on ``cost``).  What the lowering renders and
+    what a pass pricing that launch prices (``_cost.dw_pw_work`` takes them by name)."""
+    split, block_s, block_w = dw_pw_tiling(b * h * w * out_slices, src_slices, out_slices, w)
+    return {"split": split, "block_s": block_s, "block_w": block_w,
+            "pack": dw_pw_pack(split, b * -(-out_slices // block_s), block_w, block_s),
+            "two_round": two_round_pays(split, cost)}
 
 
 #: staged dw_pw_conv2d (:func:`dw_pw_staged_tiling`): the fewest output pixels it takes
@@ -315,11 +325,8 @@ def lower_conv(lw: Lowerer) -> list[GpuOp]:
     params.update(resized)
     conv2d_opts = {**opts, "grouped": grouped or None, "in_scale": scale >= 0 or None, "in_add": addend >= 0 or None,
                    "in_resize": bool(resized) or None}
-    # the variant (per-thread block and reduction split, or the tiled matrix product) from the cost model;
-    # conv2d_tiled only where the node needs none of the options it has no form of (_CONV2D_ONLY); the
-    # addend's loads are priced (conv_add_params)
-    kernel, choice, _ = choose_conv(conv_add_params(params) if addend >= 0 else params, lw.cost, grouped,
-                                    tiled=not any(conv2d_opts.get(k) for k in _CONV2D_ONLY))
+    # the variant (per-thread block and reduction split, or the tiled matrix product) from the cost model
+    kernel, choice, _ = choose_conv_variant(params, conv2d_opts, lw.cost, grouped)
     if kernel == "conv2d_tiled":
         return [lw.op(kernel, {**opts, **choice}, params)]
     return [lw.op("conv2d", {**conv2d_opts, **{k: v for k, v in choice.items() if v != _CONV_DEFAULTS[k]}},
@@ -342,6 +349,15 @@ _CONV2D_ONLY = ("grouped", "in_scale", "in_add", "in_resize", "residual_pool", "
                 "dst_bhwc")
 
 
+def choose_conv_variant(params: Mapping[str, Any], options: Mapping[str, Any], cost: DeviceCost,
+                        grouped: bool) -> tuple[str, dict[str, int], float]:
+    """``_cost.choose_conv`` for a conv launch of template ``options``: its input read priced as they make it
+    (``_cost.input_loads``: in_resize, in_add, src_bhwc), conv2d_tiled weighed only where the options need none it
+    has no form of (:data:`_CONV2D_ONLY`).  The lowering, :func:`choose_host_read` and a pass pricing the conv it
+    would make (``_passes/squeeze_excite``) all ask here."""
+    return choose_conv(params, cost, grouped, tiled=not any(options.get(k) for k in _CONV2D_ONLY), options=options)
+
+
 def choose_host_read(op: GpuOp, cost: DeviceCost) -> None:
     """A conv2d / conv2d_tiled launch that reads a model input in the host's dense BHWC (``src_bhwc``, param
     ``CIN``: set by ``gpu/_runtime._dense_inputs`` after lowering) takes the variant the cost model picks with that
@@ -351,8 +367,7 @@ def choose_host_read(op: GpuOp, cost: DeviceCost) -> None:
     if not HOST_READ_PRICED or op.kernel not in ("conv2d", "conv2d_tiled") or op.options.get("grouped"):
         return
     meaning = {k: v for k, v in op.options.items() if k not in _WORK_OPTIONS}
-    tiled = not any(meaning.get(k) for k in _CONV2D_ONLY)
-    kernel, choice, _ = choose_conv(op.params, cost, False, tiled=tiled)
+    kernel, choice, _ = choose_conv_variant(op.params, meaning, cost, False)
     op.kernel = kernel
     op.options = {**meaning, **(choice if kernel == "conv2d_tiled"
                                 else {k: v for k, v in choice.items() if v != _CONV_DEFAULTS[k]})}
@@ -451,10 +466,7 @@ def lower_dw_pw(lw: Lowerer) -> list[GpuOp]:
     if staged is not None:
         tiling = staged
     else:
-        split, block_s, block_w = dw_pw_tiling(b * oh * ow * params["S"], params["SRC_S"], params["S"], ow)
-        tiling = {"split": split, "block_s": block_s, "block_w": block_w,
-                  "pack": dw_pw_pack(split, b * -(-params["S"] // block_s), block_w, block_s),
-                  "two_round": two_round_pays(split, lw.cost)}
+        tiling = dw_pw_split_tiling(b, oh, ow, params["SRC_S"], params["S"], lw.cost)
     defaults = {"split": 1, "block_s": 1, "block_w": 2, "stage_p": 0, "stage_k": 16, "pack": 1, "two_round": False,
                 "coalesced": False}
     return [lw.op("dw_pw_conv2d", {**opts, "dw_act": dw_act if dw_act != "NONE" else None, "ksize": ksize or None,
