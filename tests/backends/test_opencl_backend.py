@@ -724,3 +724,23 @@ def test_the_default_device_starts_as_one_chain_begun_before_the_executor_import
     _backend.OpenCLBackend().create_delegate(resolve_backend_options(
         BACKEND, {"precision": "fp32", "tuning": "none", "platform": pairs[0][0].name.strip(), **NO_CACHE})).close()
     assert not begun
+
+
+def test_nvidia_opt_level_goes_only_to_a_device_that_takes_nvidias_options(cl_modules, monkeypatch):
+    """``-cl-nv-opt-level`` (``_device.NV_OPT_LEVEL``) is added to a source build only where the device lists
+    ``cl_nv_compiler_options``: another driver refuses an option it does not know (clBuildProgram's
+    CL_INVALID_BUILD_OPTIONS).  The device here (PoCL in CI) builds without it; None leaves NVIDIA's default."""
+    from litegpu_opencl import _device
+
+    _cl, lo = cl_modules
+    src = "__kernel void k(__global float* x) { x[0] = 1.0f; }"
+    assert _device._build_options(src) == ["-cl-mad-enable"]
+    assert _device._build_options(src, True) == ["-cl-mad-enable", f"-cl-nv-opt-level={_device.NV_OPT_LEVEL}"]
+    monkeypatch.setattr(_device, "NV_OPT_LEVEL", None)
+    assert _device._build_options(src, True) == ["-cl-mad-enable"]
+    dev = lo.CLDevice()
+    try:
+        has = "cl_nv_compiler_options" in dev.device.extensions.split()
+        assert dev._nv_compiler_options is has
+    finally:
+        dev.close()

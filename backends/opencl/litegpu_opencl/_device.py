@@ -168,6 +168,14 @@ class _Member:
 #: build options added to every program (an A/B knob for bench/gpu_profile.py --set, e.g.
 #: ``"-cl-denorms-are-zero"``, which measured no steadier gain on an H100 than run-to-run noise, s10-ocl-1)
 EXTRA_BUILD_OPTIONS = ""
+#: NVIDIA's optimization level for a program built from source (``-cl-nv-opt-level``, on a device with
+#: ``cl_nv_compiler_options``; the driver's default is 3; None leaves the default).  H100, 2026-11-27
+#: (s16c, s16d: ``bench/gpu.py --variant``, the two builds' runs interleaved, 30 and 40 runs): level 1
+#: took device-bound hand_landmark_full 0.524 -> 0.468 and 0.500 -> 0.438 ms, palm_detection_full 0.426 ->
+#: 0.370, pose_landmark_full 0.776 -> 0.694 and 0.744 -> 0.674; face, face_landmark and iris within 1%;
+#: selfie_segmentation 0.324 -> 0.340 and 0.330 -> 0.333 (slower).  Same answers to the bit.  Cold prepare
+#: unchanged within its run-to-run spread (bench/init_ab.py --cold); level 0 ran 2.5-4x slower.
+NV_OPT_LEVEL: int | None = 1
 #: host transfers of a buffer range moved a second time go through page-locked (pinned) staging: a
 #: ``CL_MEM_ALLOC_HOST_PTR`` buffer mapped once, whose host memory is the destination of the read (the
 #: source of the write), then one host copy.  NVIDIA's reads into pageable memory cost about 40 us each
@@ -268,11 +276,13 @@ def launch_host_us(names: str, command_buffers: bool) -> float:
     return next((us for key, us in LAUNCH_HOST_US.items() if key in names), 0.0)
 
 
-def _build_options(source: str) -> list[str]:
+def _build_options(source: str, nv_compiler_options: bool = False) -> list[str]:
     """A source whose renderer made every multiply-add an explicit ``fma`` says ``FP_CONTRACT OFF``:
     no ``-cl-mad-enable`` then either (it lets the compiler fuse, or use a less precise ``mad``, where
-    the other APIs would not)."""
-    return ([] if NO_CONTRACTION in source else ["-cl-mad-enable"]) + EXTRA_BUILD_OPTIONS.split()
+    the other APIs would not).  ``nv_compiler_options``: the device has ``cl_nv_compiler_options``
+    (NVIDIA), which takes :data:`NV_OPT_LEVEL`; another driver would refuse the option."""
+    nv = [f"-cl-nv-opt-level={NV_OPT_LEVEL}"] if nv_compiler_options and NV_OPT_LEVEL is not None else []
+    return ([] if NO_CONTRACTION in source else ["-cl-mad-enable"]) + nv + EXTRA_BUILD_OPTIONS.split()
 
 
 # A group built as several programs (one per compile thread) caches its binaries as one blob:
@@ -341,6 +351,7 @@ class CLDevice(GpuDevice):
         #: where the device's creation went, ms by step (bench/init_breakdown.py prints it)
         self.startup_ms = laps.ms
         self._programs: dict[str, _cl.Program] = {}
+        self._nv_compiler_options = False  # the device takes NVIDIA's build options (set by _describe)
         # one program per partition: its members by the partition's kernel sources (reused like _programs)
         self._groups: dict[tuple[str, ...], list[_Member]] = {}
         # events of non-blocking uploads, until the queue is known to be past them: each keeps its
@@ -419,6 +430,7 @@ class CLDevice(GpuDevice):
         #: cold prepare took 12.6 s of CPU instead of 9.4 on the 2-core CI machine)
         self._group_threads = min(GROUP_PROGRAMS, os.cpu_count() or 1) if dev.type & _cl.DEVICE_TYPE_GPU else 1
         ext = dev.extensions.split()
+        self._nv_compiler_options = "cl_nv_compiler_options" in ext
         self._queried.set(DeviceInfo(
             api="opencl", name=dev.name.strip(), vendor=plat.name.strip(),
             driver_version=f"{dev.driver_version.strip()} ({dev.version.strip()})",
@@ -739,7 +751,8 @@ class CLDevice(GpuDevice):
                 raise DelegateError(f"{self.info.name} has no cl_khr_fp16: render the kernel with "
                                     "half_math=False (fp16 storage, fp32 arithmetic) or use precision fp32")
             try:
-                prog = _cl.Program.from_source(self.ctx, self.device, kernel.source, _build_options(kernel.source))
+                prog = _cl.Program.from_source(self.ctx, self.device, kernel.source,
+                                               _build_options(kernel.source, self._nv_compiler_options))
             except _cl.CLError as e:
                 raise DelegateError(f"OpenCL build of kernel {kernel.name} failed: {e}") from e
             self._programs[kernel.source] = prog
@@ -800,9 +813,9 @@ class CLDevice(GpuDevice):
         try:
             parts = [[kernels[i] for i in idx] for idx in split]
             sources = [one_program(ks)[0] for ks in parts]
-            dev = self.device
+            dev, nv = self.device, self._nv_compiler_options
             progs = self._build_side_by_side(
-                [lambda ctx, src=src: _cl.Program.from_source(ctx, dev, src, _build_options(src)) for src in sources])
+                [lambda ctx, src=src: _cl.Program.from_source(ctx, dev, src, _build_options(src, nv)) for src in sources])
         except (_cl.CLError, DelegateError):
             return None  # built one by one, so the error names the kernel
         members = self._groups[key] = self._members(kernels, progs, split)
