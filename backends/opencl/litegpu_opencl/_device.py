@@ -173,7 +173,8 @@ EXTRA_BUILD_OPTIONS = ""
 #: (s16c, s16d: ``bench/gpu.py --variant``, the two builds' runs interleaved, 30 and 40 runs): level 1
 #: took device-bound hand_landmark_full 0.524 -> 0.468 and 0.500 -> 0.438 ms, palm_detection_full 0.426 ->
 #: 0.370, pose_landmark_full 0.776 -> 0.694 and 0.744 -> 0.674; face, face_landmark and iris within 1%;
-#: selfie_segmentation 0.324 -> 0.340 and 0.330 -> 0.333 (slower).  Same answers to the bit.  Cold prepare
+#: selfie_segmentation 0.324 -> 0.340 and 0.330 -> 0.333 (slower).  The same errors against XNNPACK (to
+#: the two digits printed).  Cold prepare
 #: unchanged within its run-to-run spread (bench/init_ab.py --cold); level 0 ran 2.5-4x slower.
 NV_OPT_LEVEL: int | None = 1
 #: host transfers of a buffer range moved a second time go through page-locked (pinned) staging: a
