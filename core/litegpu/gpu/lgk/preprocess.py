@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from .types import KernelTemplateError
@@ -59,7 +59,7 @@ def preprocess(text: str, env: Mapping[str, Any], name: str = "<template>") -> s
     out: list[str] = []
     expanding: set[str] = set()  # the fragments being expanded (one that uses itself would never end)
 
-    def fragment(fname: str, params: list[str], start: int, scope: dict[str, Any]) -> Any:
+    def fragment(fname: str, params: list[str], start: int, scope: dict[str, Any]) -> Callable[..., str]:
         """The template function of the fragment whose body starts at line index ``start``."""
 
         def expand(*args: Any) -> str:
