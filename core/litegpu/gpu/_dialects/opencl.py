@@ -179,6 +179,49 @@ class OpenCLEmitter(Emitter):
             pointers.append(f"__global {const}{self.ty(elem)}*")
         return pointers
 
+    @staticmethod
+    def _signature(head: str, args: list[str]) -> list[str]:
+        """A function's first lines: ``head(``, its arguments one a line, the opening brace."""
+        return [f"{head}(", ",\n".join("    " + a for a in args) + ") {"]
+
+    def _body(self, name: str, buffers: list[str], prologue: tuple[str, ...] | list[str] = ()) -> list[str]:
+        """``void name(...)``: the kernel's body as a function of its buffers (``buffers``: typed and named), its
+        params and its ``__local`` arrays (declared by the ``__kernel`` that calls it), ``prologue`` first."""
+        k = self.k
+        args = [*buffers, *(f"const {self.ty(p.ty)} {p.name}" for p in k.params),
+                *(f"__local {self.ty(s.ty)}* {s.name}" for s in k.shared)]
+        return [*self._signature(f"void {name}", args), *prologue, *self.block(k.body, 1), "}", ""]
+
+    def _wrapper(self, pointers: list[str], names: list[str], from_read: list[bool],
+                 params: list[tuple[str, Ty]]) -> tuple[list[str], list[str], list[str]]:
+        """The ``__kernel``'s arguments for the buffers ``names`` (of types ``pointers``) and the ``params`` (name,
+        type), with each buffer's pointer and each param's value as the ``__kernel`` passes them to a body.  With a
+        base pointer (the module's docstring) a buffer is an offset into the allocation's read-only view where
+        ``from_read`` says so, into its writable view otherwise; without one, the arguments are passed as they come."""
+        typed = [f"const {self.ty(ty)} {n}" for n, ty in params]
+        if not self.base_pointer:
+            return [*(f"{p} {n}" for p, n in zip(pointers, names, strict=True)), *typed], list(names), \
+                [n for n, _ in params]
+        # the allocation twice: the buffers the kernel only reads come from a ``const restrict`` kernel argument,
+        # the one fact NVIDIA's compiler reads its read-only cached loads (``ld.global.nc``) from (a pointer
+        # derived from a written argument, restrict parameters of the inlined body or not, gets plain loads)
+        views = ["__global uchar* restrict lgk_base", "__global const uchar* restrict lgk_read"]
+        if self.base_pointer == "buffer":  # the offsets, then the params, from the argument buffer
+            wrapper = [*views, "__global const int* restrict lgk_args"]
+            at = [f"(uint)lgk_args[{i}]" for i in range(len(names))]
+            values = []
+            for i, (n, ty) in enumerate(params, start=len(names)):
+                if ty.kind not in ("i32", "f32") or ty.n != 1:
+                    raise KernelTemplateError(f"param {n}: an argument buffer holds i32 and f32 params only")
+                values.append(f"lgk_args[{i}]" if ty.kind == "i32" else f"as_float(lgk_args[{i}])")
+        else:
+            wrapper = [*views, *(f"const ulong lgk_at_{n}" for n in names), *typed]
+            at = [f"lgk_at_{n}" for n in names]
+            values = [n for n, _ in params]
+        passed = [f"({p})(lgk_{'read' if r else 'base'} + {a})"
+                  for p, r, a in zip(pointers, from_read, at, strict=True)]
+        return wrapper, passed, values
+
     def render(self) -> str:
         k = self.k
         out: list[str] = {"": [], "args": [OPENCL_BASE_POINTER], "buffer": [OPENCL_ARGUMENT_BUFFER]}[self.base_pointer]
@@ -192,49 +235,27 @@ class OpenCLEmitter(Emitter):
         if self.tail is not None:
             return self._render_tail(out)
         pointers = self._pointers()
-        params = [f"const {self.ty(p.ty)} {p.name}" for p in k.params]
         attr = ""
         if k.shared:
             attr = " __attribute__((reqd_work_group_size({}, {}, {})))".format(*self.wg)
         shared = [f"__local {self.ty(s.ty)} {s.name}[{s.size}];" for s in k.shared]
         typed = [f"{t} restrict {b.name}" for t, b in zip(pointers, k.buffers, strict=True)]
         if not self.base_pointer:
-            out.append(f"__kernel{attr} void {k.name}(")
-            out.append(",\n".join("    " + a for a in typed + params) + ") {")
+            out += self._signature(f"__kernel{attr} void {k.name}",
+                                   [*typed, *(f"const {self.ty(p.ty)} {p.name}" for p in k.params)])
             out += ["    " + s for s in shared]
             out += self.block(k.body, 1)
             out.append("}")
             return "\n".join(out) + "\n"
         # the body first (C declares a function before its call), then the kernel that derives its pointers
         body = f"{k.name}_body"
-        local = [f"__local {self.ty(s.ty)}* {s.name}" for s in k.shared]
-        out.append(f"void {body}(")
-        out.append(",\n".join("    " + a for a in typed + params + local) + ") {")
-        out += self.block(k.body, 1)
-        out += ["}", ""]
-        # the allocation twice: the buffers the kernel only reads come from a ``const restrict`` kernel argument,
-        # the one fact NVIDIA's compiler reads its read-only cached loads (``ld.global.nc``) from (a pointer
-        # derived from a written argument, restrict parameters of the inlined body or not, gets plain loads)
-        views = ["__global uchar* restrict lgk_base", "__global const uchar* restrict lgk_read"]
-        if self.base_pointer == "buffer":  # the offsets, then the params, from the argument buffer
-            wrapper = [*views, "__global const int* restrict lgk_args"]
-            at = [f"(uint)lgk_args[{i}]" for i in range(len(k.buffers))]
-            values = []
-            for i, p in enumerate(k.params, start=len(k.buffers)):
-                if p.ty.kind not in ("i32", "f32") or p.ty.n != 1:
-                    raise KernelTemplateError(f"param {p.name}: an argument buffer holds i32 and f32 params only")
-                values.append(f"lgk_args[{i}]" if p.ty.kind == "i32" else f"as_float(lgk_args[{i}])")
-        else:
-            wrapper = [*views, *(f"const ulong lgk_at_{b.name}" for b in k.buffers), *params]
-            at = [f"lgk_at_{b.name}" for b in k.buffers]
-            values = [p.name for p in k.params]
-        passed = [f"({t})(lgk_{'read' if b.access == 'read' else 'base'} + {a})"
-                  for t, b, a in zip(pointers, k.buffers, at, strict=True)]
-        passed += values + [s.name for s in k.shared]
-        out.append(f"__kernel{attr} void {k.name}(")
-        out.append(",\n".join("    " + a for a in wrapper) + ") {")
+        out += self._body(body, typed)
+        wrapper, passed, values = self._wrapper(pointers, [b.name for b in k.buffers],
+                                                [b.access == "read" for b in k.buffers],
+                                                [(p.name, p.ty) for p in k.params])
+        out += self._signature(f"__kernel{attr} void {k.name}", wrapper)
         out += ["    " + s for s in shared]
-        out.append(f"    {body}({', '.join(passed)});")
+        out.append(f"    {body}({', '.join([*passed, *values, *(s.name for s in k.shared)])});")
         out.append("}")
         return "\n".join(out) + "\n"
 
@@ -274,51 +295,18 @@ class OpenCLEmitter(Emitter):
         typed = [f"{p}{restrict} {b.name}" for p, b in zip(mine_p, k.buffers, strict=True)]
         typed_t = [f"{p}{'' if b.name in self.fresh else ' restrict'} {b.name}"
                    for p, b in zip(tail_p, t.k.buffers, strict=True)]
-        params = [f"const {self.ty(p.ty)} {p.name}" for p in k.params]
-        params_t = [f"const {self.ty(p.ty)} {p.name}" for p in t.k.params]
-        local = [f"__local {self.ty(s.ty)}* {s.name}" for s in k.shared]
-        local_t = [f"__local {self.ty(s.ty)}* {s.name}" for s in t.k.shared]
-        out.append(f"void {k.name}_body(")
-        out.append(",\n".join("    " + a for a in typed + params + local) + ") {")
-        out += self.block(k.body, 1)
-        out += ["}", ""]
-        out.append("void lgk_tail_body(")
-        out.append(",\n".join("    " + a for a in typed_t + params_t + local_t) + ") {")
-        out.append("    const int lgk_tail_x = (int)(get_local_id(0) + get_local_size(0) * (get_local_id(1) "
-                   "+ get_local_size(1) * get_local_id(2)));")
-        out += ["    const int lgk_tail_y = 0;", "    const int lgk_tail_z = 0;"]
-        out += t.block(t.k.body, 1)
-        out += ["}", ""]
+        out += self._body(f"{k.name}_body", typed)
+        out += t._body("lgk_tail_body", typed_t, [
+            "    const int lgk_tail_x = (int)(get_local_id(0) + get_local_size(0) * (get_local_id(1) "
+            "+ get_local_size(1) * get_local_id(2)));",
+            "    const int lgk_tail_y = 0;", "    const int lgk_tail_z = 0;"])
         pre = TAIL_PREFIX
         names = [b.name for b in k.buffers] + [pre + b.name for b in t.k.buffers] + [TAIL_TICKET]
-        pointers = [*mine_p, *tail_p, "volatile __global int*"]
-        access = [b.access for b in k.buffers] + [b.access for b in t.k.buffers] + ["read_write"]
-        fresh = [False] * len(k.buffers) + [b.name in self.fresh for b in t.k.buffers] + [False]
-        all_params = list(k.params) + [p for p in t.k.params]
-        param_names = [p.name for p in k.params] + [pre + p.name for p in t.k.params]
-        if self.base_pointer:
-            views = ["__global uchar* restrict lgk_base", "__global const uchar* restrict lgk_read"]
-            if self.base_pointer == "buffer":
-                wrapper = [*views, "__global const int* restrict lgk_args"]
-                at = [f"(uint)lgk_args[{i}]" for i in range(len(names))]
-                values = []
-                for i, p in enumerate(all_params, start=len(names)):
-                    if p.ty.kind not in ("i32", "f32") or p.ty.n != 1:
-                        raise KernelTemplateError(f"param {p.name}: an argument buffer holds i32 and f32 params only")
-                    values.append(f"lgk_args[{i}]" if p.ty.kind == "i32" else f"as_float(lgk_args[{i}])")
-            else:
-                wrapper = [*views, *(f"const ulong lgk_at_{n}" for n in names),
-                           *(f"const {self.ty(p.ty)} {n}" for p, n in zip(all_params, param_names, strict=True))]
-                at = [f"lgk_at_{n}" for n in names]
-                values = list(param_names)
-            # what the launch writes (and the tail's fresh reads of it) from the writable view, the rest from the
-            # read-only one
-            passed = [f"({p})(lgk_{'read' if a == 'read' and not fr else 'base'} + {o})"
-                      for p, a, fr, o in zip(pointers, access, fresh, at, strict=True)]
-        else:
-            wrapper = [f"{p} {n}" for p, n in zip(pointers, names, strict=True)]
-            wrapper += [f"const {self.ty(p.ty)} {n}" for p, n in zip(all_params, param_names, strict=True)]
-            passed, values = list(names), list(param_names)
+        # what the launch writes (and the tail's fresh reads of it) from the writable view, the rest from the read-only one
+        from_read = ([b.access == "read" for b in k.buffers]
+                     + [b.access == "read" and b.name not in self.fresh for b in t.k.buffers] + [False])
+        params = [(p.name, p.ty) for p in k.params] + [(pre + p.name, p.ty) for p in t.k.params]
+        wrapper, passed, values = self._wrapper([*mine_p, *tail_p, "volatile __global int*"], names, from_read, params)
         nk, nt = len(k.buffers), len(t.k.buffers)
         pk, ticket = len(k.params), passed[-1]
         shared = [f"__local {self.ty(s.ty)} {s.name}[{s.size}];" for s in k.shared]
@@ -331,8 +319,7 @@ class OpenCLEmitter(Emitter):
         # instruction itself (every extension the compiler has defines its macro: cl_nv_pragma_unroll is NVIDIA's)
         out += ["#ifdef cl_nv_pragma_unroll", '#define LGK_DEVICE_FENCE() asm("membar.gl;")', "#else",
                 "#define LGK_DEVICE_FENCE() mem_fence(CLK_GLOBAL_MEM_FENCE)", "#endif", ""]
-        out.append(f"__kernel{attr} void {k.name}(")
-        out.append(",\n".join("    " + a for a in wrapper) + ") {")
+        out += self._signature(f"__kernel{attr} void {k.name}", wrapper)
         out += ["    " + s for s in shared]
         out += [
             "    __local int lgk_last;",

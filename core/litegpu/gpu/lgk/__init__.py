@@ -7,7 +7,7 @@ can spell what its target insists on: WGSL's explicit conversions and ``select``
 and math) and ``acc``/``acc4`` (accumulators) are bound per precision variant; conversions between
 ``f16`` and ``f32`` are inserted automatically, int <-> float conversions must be written.
 
-Pipeline: ``preprocess`` (``#if``/``#for``/``{{expr}}`` over the template options) -> ``parse``
+Pipeline: ``preprocess`` (``#if``/``#for``/``#fragment``/``{{expr}}`` over the template options) -> ``parse``
 (a ``Program`` of functions and kernels) -> ``check`` (types every expression, inserts conversions
 and splats) -> a dialect ``Emitter`` subclass renders the kernel and the helpers it calls.
 docs/gpu-kernels.md is the language reference.

@@ -1,10 +1,11 @@
-"""LGK preprocessor: ``#if``/``#elif``/``#else``/``#for``/``#set``/``#error`` and ``{{expr}}`` over the template options."""
+"""LGK preprocessor: ``#if``/``#elif``/``#else``/``#for``/``#set``/``#error``/``#fragment`` and ``{{expr}}`` over the
+template options."""
 
 from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from .types import KernelTemplateError
@@ -18,7 +19,8 @@ _SAFE_BUILTINS = {
     "enumerate": enumerate, "any": any, "all": all, "zip": zip, "sorted": sorted, "repr": repr,
     "True": True, "False": False, "None": None, "tuple": tuple, "list": list, "float": float,
 }
-_DIRECTIVE = re.compile(r"^\s*#(if|elif|else|endif|for|endfor|set|error)\b(.*)$")
+_DIRECTIVE = re.compile(r"^\s*#(if|elif|else|endif|for|endfor|set|error|fragment|endfragment)\b(.*)$")
+_FRAGMENT = re.compile(r"^([A-Za-z_]\w*)\s*\(\s*((?:[A-Za-z_]\w*\s*(?:,\s*[A-Za-z_]\w*\s*)*)?)\)$")
 _SUBST = re.compile(r"\{\{(.*?)\}\}")
 
 
@@ -44,12 +46,39 @@ def _peval(expr: str, env: Mapping[str, Any], name: Any, line: int) -> Any:
 
 def preprocess(text: str, env: Mapping[str, Any], name: str = "<template>") -> str:
     """Expand ``#if/#elif/#else/#endif``, ``#for x in ...``/``#endfor``, ``#set x = ...``,
-    ``#error msg`` and ``{{expr}}``, evaluating Python expressions over ``env``.
+    ``#error msg``, ``#fragment``/``#endfragment`` and ``{{expr}}``, evaluating Python expressions over ``env``.
+
+    ``#fragment name(a, b)`` ... ``#endfragment`` defines ``name`` as a template function: ``{{name(x, y)}}`` is the
+    fragment's lines, preprocessed with ``a`` and ``b`` bound to the values of ``x`` and ``y`` (over the template
+    variables where the fragment is defined, not where it is used) and joined into one line, so one piece of kernel
+    text (statements, or an expression inside a line) has one home wherever it is repeated under other names.
 
     Lines removed by directives are kept as blank lines so parse errors point at template lines.
     """
     lines = text.split("\n")
     out: list[str] = []
+    expanding: set[str] = set()  # the fragments being expanded (one that uses itself would never end)
+
+    def fragment(fname: str, params: list[str], start: int, scope: dict[str, Any]) -> Callable[..., str]:
+        """The template function of the fragment whose body starts at line index ``start``."""
+
+        def expand(*args: Any) -> str:
+            if len(args) != len(params):
+                raise KernelTemplateError(f"fragment {fname}({', '.join(params)}) takes {len(params)} "
+                                          f"argument(s), not {len(args)}")
+            if fname in expanding:
+                raise KernelTemplateError(f"fragment {fname} uses itself")
+            expanding.add(fname)
+            mark = len(out)
+            try:
+                block(start, {**scope, **dict(zip(params, args, strict=True))}, True, ("endfragment",))
+            finally:
+                expanding.discard(fname)
+            produced = [ln.strip() for ln in out[mark:] if ln.strip()]
+            del out[mark:]
+            return " ".join(produced)
+
+        return expand
 
     def block(i: int, env: dict[str, Any], emit: bool, stop: tuple[str, ...]) -> tuple[int, str]:
         """Process lines from i until a directive in ``stop``; return (index, directive)."""
@@ -119,6 +148,22 @@ def preprocess(text: str, env: Mapping[str, Any], name: str = "<template>") -> s
                     raise KernelTemplateError(f"{source_location(name, ln)}: bad #set: {arg!r}")
                 if emit:
                     env[sm.group(1)] = _peval(sm.group(2), env, name, ln)
+                out.append("")
+                i += 1
+            elif d == "fragment":
+                fm = _FRAGMENT.match(arg)
+                params = [p.strip() for p in fm.group(2).split(",") if p.strip()] if fm else []
+                if fm is None or len(set(params)) != len(params):
+                    raise KernelTemplateError(f"{source_location(name, ln)}: bad #fragment: {arg!r} "
+                                              "(write '#fragment name(param, ...)')")
+                if emit:
+                    if fm.group(1) in env:
+                        raise KernelTemplateError(f"{source_location(name, ln)}: #fragment {fm.group(1)}: the name "
+                                                  "is taken (a template variable or another fragment)")
+                    env[fm.group(1)] = fragment(fm.group(1), params, i + 1, env)
+                out.append("")
+                # the body is read where it is used: here its lines are blank
+                i, _ = block(i + 1, env, False, ("endfragment",))
                 out.append("")
                 i += 1
             elif d == "error":
