@@ -349,13 +349,19 @@ _CONV2D_ONLY = ("grouped", "in_scale", "in_add", "in_resize", "residual_pool", "
                 "dst_bhwc")
 
 
+def tiled_has_form(options: Mapping[str, Any]) -> bool:
+    """Whether conv2d_tiled has a form of every option a conv launch's template ``options`` need (none of
+    :data:`_CONV2D_ONLY`): else the conv stays on conv2d."""
+    return not any(options.get(k) for k in _CONV2D_ONLY)
+
+
 def choose_conv_variant(params: Mapping[str, Any], options: Mapping[str, Any], cost: DeviceCost,
                         grouped: bool) -> tuple[str, dict[str, int], float]:
     """``_cost.choose_conv`` for a conv launch of template ``options``: its input read priced as they make it
     (``_cost.input_loads``: in_resize, in_add, src_bhwc), conv2d_tiled weighed only where the options need none it
-    has no form of (:data:`_CONV2D_ONLY`).  The lowering, :func:`choose_host_read` and a pass pricing the conv it
+    has no form of (:func:`tiled_has_form`).  The lowering, :func:`choose_host_read` and a pass pricing the conv it
     would make (``_passes/squeeze_excite``) all ask here."""
-    return choose_conv(params, cost, grouped, tiled=not any(options.get(k) for k in _CONV2D_ONLY), options=options)
+    return choose_conv(params, cost, grouped, tiled=tiled_has_form(options), options=options)
 
 
 def choose_host_read(op: GpuOp, cost: DeviceCost) -> None:
