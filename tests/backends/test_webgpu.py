@@ -567,25 +567,37 @@ def test_the_background_starts_device_goes_to_the_first_default_delegate(wg, nat
         assert line in r.stdout, tail
 
 
-def test_the_early_device_goes_to_the_first_device_made_whichever_start_thread_comes_first():
-    """``_adapters._EarlyDevice``: the first device made reserves the background start's device (on
-    the caller's thread); another device's start that claims first gets None at once (it requests its
-    own), and the reserving one gets the device once made.  A reservation ends with its claim, also on
-    another adapter, or with ``release`` (a start that failed before): a later device may claim then.
-    The fresh-clone CI of 2026-11-27 saw the second delegate's thread take the device."""
+def test_the_early_device_goes_to_the_first_default_device_made_whichever_start_thread_comes_first():
+    """``_adapters._EarlyDevice``: the first default device made reserves the background start's device
+    (on the caller's thread, without waiting for the start, even while another start waits in its claim);
+    another device's start that claims first gets None (it requests its own), and the reserving one gets
+    the device once made.  A device of another choice (index, power preference, adapter backend) does not
+    reserve.  A reservation ends with its claim, also on another adapter, or with ``release`` (a start
+    that failed before): a later device may claim then.  The fresh-clone CI of 2026-11-27 saw the second
+    delegate's thread take the device."""
+    import importlib
     import threading
+    import time
 
-    early_cls = _backend_module()._adapters._EarlyDevice
+    _backend_module()
+    adapters = importlib.import_module("litegpu_webgpu._adapters")  # (not one of the package's lazy names)
+    early_cls, default = adapters._EarlyDevice, adapters.BACKGROUND_CHOICE
     adapter, other, device = object(), object(), object()
 
     e = early_cls()
-    assert e.reserve() is False  # nothing pending: no background start in this process
+    assert e.reserve(default) is False  # nothing pending: no background start in this process
     e.pending = True
-    assert (e.reserve(), e.reserve()) == (True, False)
+    assert e.reserve((1, "high-performance", None)) is False  # another adapter's device
+    assert e.reserve((0, "low-power", None)) is False
+    assert (e.reserve(default), e.reserve(default)) == (True, False)
     assert e.claim(adapter) is None  # the second device's start, first at the claim: not made yet
     got: list = []
     t = threading.Thread(target=lambda: got.append(e.claim(adapter, reserved=True)))
     t.start()
+    time.sleep(0.05)  # the reserving start waits for the adapter in its claim
+    t0 = time.perf_counter()
+    assert e.reserve(default) is False  # a third device being made: answered at once
+    assert time.perf_counter() - t0 < 0.5
     e.known(adapter)
     e.made(device, None)
     t.join(10)
@@ -594,7 +606,7 @@ def test_the_early_device_goes_to_the_first_device_made_whichever_start_thread_c
 
     e = early_cls()
     e.pending = True
-    assert e.reserve()
+    assert e.reserve(default)
     e.release()  # the first device's start failed before its claim
     e.known(adapter)
     e.made(device, None)
@@ -602,7 +614,7 @@ def test_the_early_device_goes_to_the_first_device_made_whichever_start_thread_c
 
     e = early_cls()
     e.pending = True
-    assert e.reserve()
+    assert e.reserve(default)
     e.known(adapter)
     e.made(device, None)
     assert e.claim(other, reserved=True) is None  # the first device is on another adapter

@@ -710,7 +710,8 @@ def start_in_background(prepare_follows: bool = False) -> None:
                     _drop_native_device()
                 PROBE_MS["native device done (since the start)"] = (time.perf_counter() - t_start) * 1e3
             t0 = time.perf_counter()
-            adapter = list_adapters()[0]  # (sets wgpu-py's instance up first, waiting for the binding)
+            idx, preference, on = BACKGROUND_CHOICE
+            adapter = list_adapters(preference, on)[idx]  # (sets wgpu-py's instance up first, waiting for the binding)
             PROBE_MS["adapters (probe)"] = (time.perf_counter() - t0) * 1e3
         except BaseException as e:  # noqa: BLE001 - reported by the device's own enumeration
             log.debug("webgpu: the background start failed (%s)", e)
@@ -736,6 +737,11 @@ def start_in_background(prepare_follows: bool = False) -> None:
         PROBE_MS["device ready (since the start)"] = (time.perf_counter() - t_start) * 1e3
 
     threading.Thread(target=run, name="litegpu-wgpu-instance", daemon=True).start()
+
+
+#: The adapter the background start requests a device on: (index, power preference, adapter backend) of
+#: list_adapters, a default WebGPUDevice's
+BACKGROUND_CHOICE: tuple[int, str, str | None] = (0, "high-performance", None)
 
 
 class _EarlyDevice:
@@ -767,9 +773,13 @@ class _EarlyDevice:
         self.device, self.error = device, error
         self._made.set()
 
-    def reserve(self) -> bool:
-        """Whether the caller (a WebGPUDevice being made) is the first while the device is pending:
-        it then claims (:meth:`claim` with ``reserved``) or gives the reservation up (:meth:`release`)."""
+    def reserve(self, choice: tuple[int, str, str | None]) -> bool:
+        """Whether the caller (a WebGPUDevice being made, on its caller's thread: this never waits) is the
+        first default one while the device is pending (``choice``: its (index, power preference, adapter
+        backend), :data:`BACKGROUND_CHOICE` for the start's own adapter); it then claims (:meth:`claim`
+        with ``reserved``) or gives the reservation up (:meth:`release`)."""
+        if choice != BACKGROUND_CHOICE:  # another adapter, most likely: it must not hold the default one's device
+            return False
         with self.lock:
             if not self.pending or self.claimed or self.reserved:
                 return False
@@ -786,9 +796,11 @@ class _EarlyDevice:
         with self.lock:
             if not self.pending or self.claimed or (self.reserved and not reserved):
                 return None
-            self.reserved = False
-            self._known.wait()
-            if self.adapter is not adapter:
+        self._known.wait()  # without the lock: a device being made (reserve) never waits for the start
+        with self.lock:
+            if reserved:  # the reservation ends with its claim, also on another adapter
+                self.reserved = False
+            if self.claimed or self.reserved or self.adapter is not adapter:
                 return None
             self.claimed = True
         self._made.wait()
@@ -798,10 +810,11 @@ class _EarlyDevice:
 _early = _EarlyDevice()
 
 
-def reserve_early_device() -> bool:
-    """On the caller's thread, as a default WebGPUDevice is made: whether it is the first, which
+def reserve_early_device(choice: tuple[int, str, str | None]) -> bool:
+    """On the caller's thread, as a WebGPUDevice of ``choice`` (index, power preference, adapter backend)
+    is made: whether it is the first default one (:data:`BACKGROUND_CHOICE`), which
     :func:`claim_early_device` then serves before any other (pass ``reserved=True``)."""
-    return _early.reserve()
+    return _early.reserve(choice)
 
 
 def release_early_device() -> None:

@@ -131,16 +131,22 @@ class WebGPUDevice(GpuDevice):
         self._builds_lock = threading.Lock()
         self._adapter: Any = None
         idx = int(device or 0)
-        # the background start's device goes to the first device made, whichever start thread comes first
-        self._early_reserved = reserve_early_device()
+        # the background start's device goes to the first default device made, whichever start thread
+        # comes first
+        self._early_reserved = background and reserve_early_device((idx, power_preference, backend))
         # The device (wgpuAdapterRequestDevice: 100-135 ms on NVIDIA, the GIL released) is requested on
         # a thread while the caller reads and plans the model, as vulkan does with vkCreateDevice and
         # opencl with its context; the first use of ``device``/``queue`` waits for it and raises its
         # failure.  What the plan needs of it is known from the adapter: wgpu-py asks for the adapter's
         # value of every limit not given, so the device's limits are the adapter's (checked when the
         # device arrives).
-        self._opened = OpenedBeside(lambda: self._start(idx, power_preference, backend), "litegpu-wgpu-device",
-                                    self._open_failed, self)
+        try:
+            self._opened = OpenedBeside(lambda: self._start(idx, power_preference, backend), "litegpu-wgpu-device",
+                                        self._open_failed, self)
+        except BaseException:  # no start thread: it will not claim
+            if self._early_reserved:
+                release_early_device()
+            raise
         if not background:
             self.info  # noqa: B018 - the queries' failure (no adapter, a bad index) raised here
 
