@@ -727,20 +727,42 @@ def test_the_default_device_starts_as_one_chain_begun_before_the_executor_import
 
 
 def test_nvidia_opt_level_goes_only_to_a_device_that_takes_nvidias_options(cl_modules, monkeypatch):
-    """``-cl-nv-opt-level`` (``_device.NV_OPT_LEVEL``) is added to a source build only where the device lists
+    """``-cl-nv-opt-level`` (``_device.NV_OPT_LEVEL``, off by default) goes only to a device that lists
     ``cl_nv_compiler_options``: another driver refuses an option it does not know (clBuildProgram's
-    CL_INVALID_BUILD_OPTIONS).  The device here (PoCL in CI) builds without it; None leaves NVIDIA's default."""
-    from litegpu_opencl import _device
+    CL_INVALID_BUILD_OPTIONS).  Set, it reaches a build from source and a build from a cached binary alike
+    (NVIDIA compiles its PTX binary again at each load) and is part of the cache entries' version.  The
+    device here (PoCL in CI) has no such options: its builds are recorded and sent on without them."""
+    from litegpu.gpu import kernels
+    from litegpu_opencl import _delegate, _device
 
     _cl, lo = cl_modules
     src = "__kernel void k(__global float* x) { x[0] = 1.0f; }"
-    assert _device._build_options(src) == ["-cl-mad-enable"]
-    assert _device._build_options(src, True) == ["-cl-mad-enable", f"-cl-nv-opt-level={_device.NV_OPT_LEVEL}"]
-    monkeypatch.setattr(_device, "NV_OPT_LEVEL", None)
+    assert _device.NV_OPT_LEVEL is None
     assert _device._build_options(src, True) == ["-cl-mad-enable"]
+    version = _delegate.OpenCLDelegate.backend_version.fget(None)  # type: ignore[attr-defined]
+    monkeypatch.setattr(_device, "NV_OPT_LEVEL", 1)
+    assert _device._build_options(src) == ["-cl-mad-enable"]
+    assert _device._build_options(src, True) == ["-cl-mad-enable", "-cl-nv-opt-level=1"]
+    assert _delegate.OpenCLDelegate.backend_version.fget(None) == version + "+nvO1"  # type: ignore[attr-defined]
+
+    built: list[str] = []
+    build = _cl.Program._build
+
+    def recorded(self, options: str) -> None:
+        built.append(options)
+        build(self, options.replace("-cl-nv-opt-level=1", "").strip())  # what PoCL can take
+
+    monkeypatch.setattr(_cl.Program, "_build", recorded)
+    name, precision, opts = next(iter(kernels.iter_variants()))
+    kernel = kernels.render(name, "opencl", precision, **opts)
     dev = lo.CLDevice()
     try:
-        has = "cl_nv_compiler_options" in dev.device.extensions.split()
-        assert dev._nv_compiler_options is has
+        assert dev._nv_compiler_options is ("cl_nv_compiler_options" in dev.device.extensions.split())
+        dev._nv_compiler_options = True  # as NVIDIA's device says
+        binary = dev.program_binary(dev.compile(kernel))
+        assert binary
+        dev._programs.clear()  # a later start: the program from the cached binary
+        assert dev.program_from_binary(kernel, binary) is not None
     finally:
         dev.close()
+    assert built and all("-cl-nv-opt-level=1" in o for o in built), built

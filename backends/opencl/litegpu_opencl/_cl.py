@@ -570,7 +570,7 @@ class Program:
         return prog
 
     @classmethod
-    def from_binary(cls, ctx: Context, device: Device, binary: bytes) -> Program:
+    def from_binary(cls, ctx: Context, device: Device, binary: bytes, options: Sequence[str] = ()) -> Program:
         a, err, status = api(), _i32(0), _i32(0)
         dev = _vp(device.int_ptr)
         h = a.clCreateProgramWithBinary(ctx.int_ptr, 1, ctypes.byref(dev), (_sz * 1)(len(binary)),
@@ -580,7 +580,7 @@ class Program:
                 a.clReleaseProgram(h)
             raise CLError("clCreateProgramWithBinary", err.value or status.value or -42)
         prog = cls(int(h), device)
-        prog._build("")
+        prog._build(" ".join(options))
         return prog
 
     def _build(self, options: str) -> None:

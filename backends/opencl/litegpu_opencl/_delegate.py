@@ -24,7 +24,8 @@ class OpenCLDelegate(GpuDelegate):
     def backend_version(self) -> str:
         """The cache entries' version: a partition's kernels and memory differ with ``_device.ONE_ALLOCATION``
         and ``_device.ARGUMENT_BUFFER`` (a cached kernel taking one base pointer cannot bind buffers in several
-        allocations)."""
+        allocations), and NVIDIA's code with ``_device.NV_OPT_LEVEL``."""
+        level = "" if _device.NV_OPT_LEVEL is None else f"+nvO{_device.NV_OPT_LEVEL}"
         if not _device.ONE_ALLOCATION:
-            return f"{VERSION}+allocations"
-        return VERSION if _device.ARGUMENT_BUFFER else f"{VERSION}+offsets"
+            return f"{VERSION}+allocations{level}"
+        return (VERSION if _device.ARGUMENT_BUFFER else f"{VERSION}+offsets") + level

@@ -168,15 +168,17 @@ class _Member:
 #: build options added to every program (an A/B knob for bench/gpu_profile.py --set, e.g.
 #: ``"-cl-denorms-are-zero"``, which measured no steadier gain on an H100 than run-to-run noise, s10-ocl-1)
 EXTRA_BUILD_OPTIONS = ""
-#: NVIDIA's optimization level for a program built from source (``-cl-nv-opt-level``, on a device with
-#: ``cl_nv_compiler_options``; the driver's default is 3; None leaves the default).  H100, 2026-11-27
-#: (s16c, s16d: ``bench/gpu.py --variant``, the two builds' runs interleaved, 30 and 40 runs): level 1
-#: took device-bound hand_landmark_full 0.524 -> 0.468 and 0.500 -> 0.438 ms, palm_detection_full 0.426 ->
-#: 0.370, pose_landmark_full 0.776 -> 0.694 and 0.744 -> 0.674; face, face_landmark and iris within 1%;
-#: selfie_segmentation 0.324 -> 0.340 and 0.330 -> 0.333 (slower).  The same errors against XNNPACK (to
-#: the two digits printed).  Cold prepare
-#: unchanged within its run-to-run spread (bench/init_ab.py --cold); level 0 ran 2.5-4x slower.
-NV_OPT_LEVEL: int | None = 1
+#: NVIDIA's optimization level for its programs (``-cl-nv-opt-level``, on a device with
+#: ``cl_nv_compiler_options``; the driver's default is 3; None, the default, passes nothing).  Given to a
+#: build from source and to a build from a cached binary alike (NVIDIA's binary is PTX, which its driver
+#: compiles again at every load), and part of the cache entries' version.  H100, 2026-11-27 (s16c, s16d:
+#: ``bench/gpu.py --variant``, the builds' runs interleaved, 30 and 40 runs, programs built from source):
+#: level 1 took device-bound hand_landmark_full 0.524 -> 0.468 and 0.500 -> 0.438 ms, palm_detection_full
+#: 0.426 -> 0.370, pose_landmark_full 0.776 -> 0.694 and 0.744 -> 0.674; face, face_landmark and iris within
+#: 1%; selfie_segmentation 0.324 -> 0.340 and 0.330 -> 0.333 (slower); the same errors against XNNPACK (to
+#: the two digits printed).  Cold prepare unchanged within its spread (bench/init_ab.py --cold); level 0 ran
+#: 4-5x slower.  Not the default yet: a start from the cache (the binary's build) was not measured with it.
+NV_OPT_LEVEL: int | None = None
 #: host transfers of a buffer range moved a second time go through page-locked (pinned) staging: a
 #: ``CL_MEM_ALLOC_HOST_PTR`` buffer mapped once, whose host memory is the destination of the read (the
 #: source of the write), then one host copy.  NVIDIA's reads into pageable memory cost about 40 us each
@@ -277,13 +279,18 @@ def launch_host_us(names: str, command_buffers: bool) -> float:
     return next((us for key, us in LAUNCH_HOST_US.items() if key in names), 0.0)
 
 
+def _nv_options(nv_compiler_options: bool) -> list[str]:
+    """NVIDIA's build options (:data:`NV_OPT_LEVEL`) for a device that has ``cl_nv_compiler_options``
+    (``nv_compiler_options``); none for another driver, which would refuse them."""
+    return [f"-cl-nv-opt-level={NV_OPT_LEVEL}"] if nv_compiler_options and NV_OPT_LEVEL is not None else []
+
+
 def _build_options(source: str, nv_compiler_options: bool = False) -> list[str]:
     """A source whose renderer made every multiply-add an explicit ``fma`` says ``FP_CONTRACT OFF``:
     no ``-cl-mad-enable`` then either (it lets the compiler fuse, or use a less precise ``mad``, where
-    the other APIs would not).  ``nv_compiler_options``: the device has ``cl_nv_compiler_options``
-    (NVIDIA), which takes :data:`NV_OPT_LEVEL`; another driver would refuse the option."""
-    nv = [f"-cl-nv-opt-level={NV_OPT_LEVEL}"] if nv_compiler_options and NV_OPT_LEVEL is not None else []
-    return ([] if NO_CONTRACTION in source else ["-cl-mad-enable"]) + nv + EXTRA_BUILD_OPTIONS.split()
+    the other APIs would not); then :func:`_nv_options`."""
+    return ([] if NO_CONTRACTION in source else ["-cl-mad-enable"]) + _nv_options(nv_compiler_options) \
+        + EXTRA_BUILD_OPTIONS.split()
 
 
 # A group built as several programs (one per compile thread) caches its binaries as one blob:
@@ -831,8 +838,8 @@ class CLDevice(GpuDevice):
         if sorted(i for idx in split for i in idx) != list(range(len(kernels))):
             return None  # not this group's: recompile from source
         try:
-            dev = self.device
-            progs = self._build_side_by_side([lambda ctx, b=b: _cl.Program.from_binary(ctx, dev, b) for b, _idx in parts])
+            dev, nv = self.device, _nv_options(self._nv_compiler_options)
+            progs = self._build_side_by_side([lambda ctx, b=b: _cl.Program.from_binary(ctx, dev, b, nv) for b, _idx in parts])
             members = self._members(kernels, progs, split)
         except (_cl.CLError, DelegateError):
             return None  # driver changed under us: recompile from source
@@ -859,7 +866,7 @@ class CLDevice(GpuDevice):
             # interpreter was dropped (+17% RSS over 50 lifetimes, issue 19).
             return held
         try:
-            prog = _cl.Program.from_binary(self.ctx, self.device, binary)
+            prog = _cl.Program.from_binary(self.ctx, self.device, binary, _nv_options(self._nv_compiler_options))
         except _cl.CLError:
             return None  # driver changed under us: recompile from source
         self._programs[kernel.source] = prog
