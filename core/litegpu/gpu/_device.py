@@ -253,7 +253,10 @@ class GpuDevice(ABC):
         interpreter's ``set_tensor`` writes the value there: OpenCL gives the pinned memory its DMA reads
         (an upload from pageable memory costs NVIDIA's driver a copy of its own, on the invoke's path).
         The array must stay valid while anything references it, whatever the device does meanwhile
-        (its base owns the memory); the caller writes it only between runs."""
+        (its base owns the memory); the caller writes it only between runs.  After a re-plan the
+        interpreter keeps an unchanged input's array, so such memory may be uploaded to another ``ref``
+        than the one it was made for: an upload from it must still send it without a host copy (OpenCL
+        looks it up by its address)."""
         return None
 
     @abstractmethod

@@ -50,7 +50,8 @@ def preprocess(text: str, env: Mapping[str, Any], name: str = "<template>") -> s
 
     ``#fragment name(a, b)`` ... ``#endfragment`` defines ``name`` as a template function: ``{{name(x, y)}}`` is the
     fragment's lines, preprocessed with ``a`` and ``b`` bound to the values of ``x`` and ``y`` (over the template
-    variables where the fragment is defined, not where it is used) and joined into one line, so one piece of kernel
+    variables of the scope where the fragment is defined, as they are at the use, not those of the place it is
+    used) and joined into one line, so one piece of kernel
     text (statements, or an expression inside a line) has one home wherever it is repeated under other names.
 
     Lines removed by directives are kept as blank lines so parse errors point at template lines.
