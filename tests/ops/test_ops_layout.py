@@ -4,6 +4,8 @@ for float and, with the same cases, integer, bool and quantized dtypes."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from opcheck import Const, In, OracleCannotRead, check, litert_error, rand, run_ours
@@ -557,30 +559,84 @@ def test_rank_limits(op, n, version):
 # ---- invalid nodes: LiteRT refuses them, litegpu refuses them with a ModelError naming the node ---
 
 def _bad_cases():
+    """(op, inputs, output dtype, options, litegpu's message after the node's name)."""
     x = rand((2, 3))
+    nhwc = rand((1, 4, 4, 1))
+    batched = rand((4, 2, 2, 1))
+    no_pads = Const(i32([[0, 0], [0, 0]]))
     return [
-        ("SQUEEZE", [x], "float32", {"squeeze_dims": [0]}),
-        ("GATHER", [x, np.array([-1, 0], np.int32)], "float32", {}),
-        ("GATHER_ND", [x, np.array([[2, 0]], np.int32)], "float32", {}),
-        ("EXPAND_DIMS", [x, Const(i32(4))], "float32", {}),
-        ("SPLIT", [Const(i32(1)), x], "float32", {"num_splits": 2}),
-        ("ARG_MAX", [x, Const(i32([0, 1]))], "int32", {"output_type": 2}),
-        ("ARG_MAX", [np.zeros((2, 0), np.float32), Const(i32([1]))], "int32", {"output_type": 2}),
-        ("CONCATENATION", [rand((2, 3)), rand((3,))], "float32", {"axis": 0}),
-        ("PACK", [rand((2, 3)), rand((3, 2))], "float32", {"values_count": 2}),
-        ("TILE", [x, Const(i32([-1, 2]))], "float32", {}),
-        ("MIRROR_PAD", [x, Const(i32([[3, 0], [0, 0]]))], "float32", {"mode": 1}),
-        ("MIRROR_PAD", [x, Const(i32([[2, 0], [0, 0]]))], "float32", {"mode": 0}),
-        ("SPACE_TO_DEPTH", [rand((1, 3, 4, 1))], "float32", {"block_size": 2}),
-        ("SLICE", [x, Const(i32([-1, 0])), Const(i32([1, 1]))], "float32", {}),
-        ("SOFTMAX", [np.array(1.0, np.float32)], "float32", {"beta": 1.0}),
-        ("RESHAPE", [x, Const(np.array([3, 2], np.int64))], "float32", {}),  # int64 shape: option used
+        ("SQUEEZE", [x], "float32", {"squeeze_dims": [0]}, "cannot squeeze dimension 0 of size 2 in shape (2, 3)"),
+        ("GATHER", [x, np.array([-1, 0], np.int32)], "float32", {},
+         "gather index -1 is out of bounds for axis of size 2"),
+        ("GATHER_ND", [x, np.array([[2, 0]], np.int32)], "float32", {},
+         "gather_nd index out of bounds for params of shape (2, 3)"),
+        ("EXPAND_DIMS", [x, Const(i32(4))], "float32", {},
+         "axis 4 is out of range for expanding a tensor of rank 2"),
+        ("SPLIT", [Const(i32(1)), x], "float32", {"num_splits": 2},
+         "num_splits 2 must be positive and equal the number of outputs 1"),
+        ("ARG_MAX", [x, Const(i32([0, 1]))], "int32", {"output_type": 2},
+         "axis must hold exactly one value, got shape (2,)"),
+        ("ARG_MAX", [np.zeros((2, 0), np.float32), Const(i32([1]))], "int32", {"output_type": 2},
+         "cannot take the arg max/min over an empty axis"),
+        ("CONCATENATION", [rand((2, 3)), rand((3,))], "float32", {"axis": 0},
+         "inputs have different ranks: [(2, 3), (3,)]"),
+        ("PACK", [rand((2, 3)), rand((3, 2))], "float32", {"values_count": 2},
+         "all inputs must have the same shape, got [(2, 3), (3, 2)]"),
+        ("TILE", [x, Const(i32([-1, 2]))], "float32", {}, "multiples (-1, 2) must be non-negative"),
+        ("MIRROR_PAD", [x, Const(i32([[3, 0], [0, 0]]))], "float32", {"mode": 1},
+         "symmetric padding (3, 0) is too large for dimension 0 of size 2"),
+        ("MIRROR_PAD", [x, Const(i32([[2, 0], [0, 0]]))], "float32", {"mode": 0},
+         "reflect padding (2, 0) is too large for dimension 0 of size 2"),
+        ("SPACE_TO_DEPTH", [rand((1, 3, 4, 1))], "float32", {"block_size": 2},
+         "height 3 and width 4 must be divisible by block_size 2"),
+        ("DEPTH_TO_SPACE", [rand((1, 2, 2, 3))], "float32", {"block_size": 2},
+         "depth 3 is not divisible by block_size^2 = 4"),
+        ("DEPTH_TO_SPACE", [rand((2, 2, 4))], "float32", {"block_size": 2},
+         "input must be 4-D NHWC, got shape (2, 2, 4)"),
+        ("SPACE_TO_BATCH_ND", [nhwc, Const(i32([0, 2])), no_pads], "float32", {},
+         "block_shape [0, 2] must be positive"),
+        ("SPACE_TO_BATCH_ND", [nhwc, Const(i32([2])), Const(i32([[0, 0]]))], "float32", {},
+         "block_shape [2] must have 2 entries for a 4-D input"),
+        ("SPACE_TO_BATCH_ND", [nhwc, Const(i32([2, 2])), Const(i32([[0, 0]]))], "float32", {},
+         "paddings must have shape [2, 2]"),
+        ("SPACE_TO_BATCH_ND", [rand((1, 3, 4, 1)), Const(i32([2, 2])), no_pads], "float32", {},
+         "padded dimension 1 of size 3 is not divisible by block 2"),
+        ("SPACE_TO_BATCH_ND", [x, Const(i32([2])), Const(i32([[0, 0]]))], "float32", {},
+         "input must be 3-D or 4-D, got shape (2, 3)"),
+        ("BATCH_TO_SPACE_ND", [batched, Const(i32([2, -2])), no_pads], "float32", {},
+         "block_shape [2, -2] must be positive"),
+        ("BATCH_TO_SPACE_ND", [batched, Const(i32([2, 2, 1])), Const(i32([[0, 0]] * 3))], "float32", {},
+         "block_shape [2, 2, 1] must have 2 entries for a 4-D input"),
+        ("BATCH_TO_SPACE_ND", [batched, Const(i32([2, 2])), Const(i32([[0, -1], [0, 0]]))], "float32", {},
+         "crops must be non-negative, got [[0, -1], [0, 0]]"),
+        ("BATCH_TO_SPACE_ND", [rand((4, 1, 1, 1)), Const(i32([2, 2])), Const(i32([[2, 1], [0, 0]]))], "float32",
+         {}, "crops [2, 1] exceed dimension 1 of size 2"),
+        ("BATCH_TO_SPACE_ND", [rand((3, 2, 2, 1)), Const(i32([2, 2])), no_pads], "float32", {},
+         "batch 3 is not divisible by the block size product 4"),
+        # the block shape as a graph input: checked the same way when the node runs
+        ("BATCH_TO_SPACE_ND", [batched, i32([2, 0]), no_pads], "float32", {},
+         "block_shape [2, 0] must be positive"),
+        ("SLICE", [x, Const(i32([-1, 0])), Const(i32([1, 1]))], "float32", {},
+         "slice begin -1 size 1 is out of range for dimension 0 of size 2"),
+        ("SOFTMAX", [np.array(1.0, np.float32)], "float32", {"beta": 1.0}, "input must have at least 1 dimension"),
+        # int64 shape: the new_shape option is used
+        ("RESHAPE", [x, Const(np.array([3, 2], np.int64))], "float32", {},
+         "cannot reshape (2, 3) (6 elements) to () (1 elements)"),
     ]
 
 
 @pytest.mark.parametrize("case", range(len(_bad_cases())))
 def test_invalid_nodes_refused_like_litert(case):
-    op, ins, od, kw = _bad_cases()[case]
+    op, ins, od, kw, message = _bad_cases()[case]
     assert litert_error(op, ins, [((97,), od, None)], **kw) is not None
-    with pytest.raises(ModelError, match=f"node #0 {op}"):
+    with pytest.raises(ModelError, match=f"^node #0 {op} v1: {re.escape(message)}$"):
         run_ours(op, ins, [((97,), od, None)], **kw)
+
+
+def test_space_to_batch_negative_paddings_refused():
+    """LiteRT's kernel does not check the paddings' sign (TensorFlow's op refuses negative paddings): litegpu
+    refuses them rather than compute an answer no reference defines."""
+    ins = [rand((1, 4, 4, 1)), Const(i32([2, 2])), Const(i32([[-1, 1], [0, 0]]))]
+    with pytest.raises(ModelError, match=re.escape(
+            "node #0 SPACE_TO_BATCH_ND v1: paddings must be non-negative, got [[-1, 1], [0, 0]]")):
+        run_ours("SPACE_TO_BATCH_ND", ins, [((97,), "float32", None)])

@@ -138,6 +138,69 @@ def test_resize_bilinear_both_flags_refused():
         run_ours(model, [x])
 
 
+def _bad_resize_model(op: str, shape: tuple[int, ...], size: tuple[int, int], const_size: bool) -> bytes:
+    b = ModelBuilder()
+    x = b.input("x", shape)
+    s = b.const("size", np.array(size, np.int32)) if const_size else b.input("size", (2,), "int32")
+    y = b.tensor("y", (1, 2, 2, 1))
+    b.op(op, [x, s], [y])
+    b.output(y)
+    return b.build()
+
+
+@pytest.mark.parametrize("op", ["RESIZE_BILINEAR", "RESIZE_NEAREST_NEIGHBOR"])
+@pytest.mark.parametrize("const_size", [True, False], ids=["const-size", "runtime-size"])
+def test_resize_input_not_4d_refused(op, const_size):
+    """A 3-D input is refused like LiteRT does, at prepare whether or not the size is known there, with a
+    ModelError naming the node and the op's version."""
+    from litegpu import ModelError
+
+    model = _bad_resize_model(op, (4, 4, 1), (8, 8), const_size)
+    feeds = [np.ones((4, 4, 1), np.float32)] + ([] if const_size else [np.array([8, 8], np.int32)])
+    with pytest.raises(RuntimeError):
+        run_litert(model, feeds)
+    with pytest.raises(ModelError, match=rf"^node #0 {op} v1: input must be 4-D, got \(4, 4, 1\)$") as e:
+        run_ours(model, feeds)
+    assert type(e.value) is ModelError
+
+
+@pytest.mark.parametrize("op", ["RESIZE_BILINEAR", "RESIZE_NEAREST_NEIGHBOR"])
+@pytest.mark.parametrize("const_size", [True, False], ids=["const-size", "runtime-size"])
+def test_resize_non_positive_size_refused(op, const_size):
+    """An output size of 0 is refused (at prepare when constant, at run when a graph input) with a ModelError
+    naming the node and the op's version."""
+    from litegpu import ModelError
+
+    model = _bad_resize_model(op, (1, 4, 4, 1), (0, 3), const_size)
+    feeds = [np.ones((1, 4, 4, 1), np.float32)] + ([] if const_size else [np.array([0, 3], np.int32)])
+    with pytest.raises(ModelError, match=rf"^node #0 {op} v1: output size must be positive, got 0x3$") as e:
+        run_ours(model, feeds)
+    assert type(e.value) is ModelError
+
+
+def test_resize_error_in_a_subgraph_names_the_subgraph():
+    """The same check in an IF branch: the message says which subgraph the node is in."""
+    from litegpu import ModelError
+
+    b = ModelBuilder()
+    c = b.input("cond", (), "bool")
+    x = b.input("x", (4, 4, 1))
+    y = b.tensor("y", (1, 8, 8, 1))
+    branches = []
+    for name in ("then", "else"):
+        sg = b.add_subgraph(name)
+        xi = sg.input("x", (4, 4, 1))
+        yi = sg.tensor("y", (1, 8, 8, 1))
+        sg.op("RESIZE_BILINEAR", [xi, sg.const("size", np.array([8, 8], np.int32))], [yi])
+        sg.output(yi)
+        branches.append(b.subgraph_index(sg))
+    b.op("IF", [c, x], [y], then_subgraph_index=branches[0], else_subgraph_index=branches[1])
+    b.output(y)
+    with pytest.raises(ModelError,
+                       match=r"^subgraph 1 node #0 RESIZE_BILINEAR v1: input must be 4-D, got \(4, 4, 1\)$"):
+        run_ours(b.build(), [np.array(True), np.ones((4, 4, 1), np.float32)])
+
+
 def test_zz_report_worst():
     for k, v in sorted(WORST.items()):
         print(f"worst rel err {k}: {v:.3e}")

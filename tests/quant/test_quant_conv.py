@@ -257,3 +257,19 @@ def test_conv2d_scales_without_a_multiplier_raise_typed(out_s):
         it = litegpu.Interpreter(model_content=model)
         with pytest.raises(litegpu.ModelError, match="multiplier out of range"):
             it.allocate_tensors()
+
+
+def test_fully_connected_shuffled_weights_format_is_refused_as_such():
+    """A shuffled-weights FULLY_CONNECTED (weights_format 1: uint8 input, int8 weights, int16 output) is
+    refused for its weights format, not for the weights' type that goes with that format."""
+    import litegpu
+
+    r = rng(9)
+    x = rand_q(r, (1, 16), "uint8")
+    w = r.integers(-128, 128, size=(4, 16)).astype(np.int8)
+    model, _ = build_single("FULLY_CONNECTED", [("in", x, (0.05, 128)), ("const", w, (0.02, 0)), None], (1, 4),
+                            "int16", (0.1, 0), weights_format=1, version=2)
+    it = litegpu.Interpreter(model_content=model)
+    with pytest.raises(litegpu.UnsupportedOpError,
+                       match=r"^node #0 FULLY_CONNECTED v2: only the default weights format is supported$"):
+        it.allocate_tensors()

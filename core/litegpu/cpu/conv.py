@@ -141,13 +141,18 @@ class _ShapeKeyed:
             self.key = shape
         return self.plan
 
-    def conv_run(self, inputs: list) -> list[np.ndarray]:
-        """A convolution's run (input, filter, optional bias) where each plan holds its filter's derived
-        weights (``plan.wcache``)."""
+
+def _conv_run(plans: _ShapeKeyed) -> Callable[[list[np.ndarray | None]], list[np.ndarray]]:
+    """CONV_2D's and DEPTHWISE_CONV_2D's run (input, filter, optional bias): the plan for the input's shape,
+    which holds its filter's derived weights (``plan.wcache``)."""
+
+    def run(inputs: list[np.ndarray | None]) -> list[np.ndarray]:
         x, w = inputs[0], inputs[1]
         bias = inputs[2] if len(inputs) > 2 else None
-        plan = self.get(x.shape)
-        return [plan.run(x, plan.wcache.get(w), bias)]  # type: ignore[attr-defined]
+        plan = plans.get(x.shape)
+        return [plan.run(x, plan.wcache.get(w), bias)]
+
+    return run
 
 
 # --------------------------------------------------------------------------- CONV_2D
@@ -372,7 +377,7 @@ def _conv_2d(ctx: NodeContext, in_shape: tuple[int, ...] | None, pre: tuple[int,
 
     plans = _ShapeKeyed(make, in_shape)
     out_shape = plans.plan.out_shape if in_shape is not None else None  # type: ignore[union-attr]
-    return ConvPrepared([out_shape], plans.conv_run, fresh=True)
+    return ConvPrepared([out_shape], _conv_run(plans), fresh=True)
 
 
 # --------------------------------------------------------------------------- DEPTHWISE_CONV_2D
@@ -536,7 +541,7 @@ def _depthwise_conv_2d(ctx: NodeContext, in_shape: tuple[int, ...] | None,
 
     plans = _ShapeKeyed(make, in_shape)
     return DepthwisePrepared([plans.plan.out_shape if in_shape is not None else None],  # type: ignore[union-attr]
-                             plans.conv_run, fresh=True)
+                             _conv_run(plans), fresh=True)
 
 
 # --------------------------------------------------------------------------- PAD fused into a conv

@@ -17,12 +17,14 @@ import numpy as np
 
 from ._registry import NodeContext, Prepared, TensorSpec, register_kernel
 from ._shapes import (
+    Run,
     Shape,
     const_ints,
     fresh,
     int_values,
     known_shape,
     normalize_axis,
+    plan_by_shape,
     prod,
     same_quantization,
 )
@@ -102,17 +104,6 @@ def _reshape(ctx: NodeContext) -> Prepared:
     return Prepared([None], run_dynamic)
 
 
-def _by_input_shape(ctx: NodeContext, plan: Callable[[Shape], Shape],
-                    run_with: Callable[[np.ndarray, Shape], list[np.ndarray]]) -> Prepared:
-    """A one-input kernel whose output shape follows from its input's (``plan``): worked out once at prepare
-    where the input's shape is known, else at each run; ``run_with(data, out_shape)`` gives the outputs."""
-    in_shape = known_shape(ctx.inputs[0])
-    if in_shape is not None:
-        out_shape = plan(in_shape)
-        return Prepared([out_shape], lambda inputs: run_with(inputs[0], out_shape))
-    return Prepared([None], lambda inputs: run_with(inputs[0], plan(inputs[0].shape)))
-
-
 # ---- SQUEEZE / EXPAND_DIMS ----------------------------------------------------------------------
 
 @register_kernel("SQUEEZE", versions=range(1, 3))
@@ -120,7 +111,7 @@ def _squeeze(ctx: NodeContext) -> Prepared:
     _n_inputs(ctx, 1)
     dims = [int(d) for d in (ctx.options.get("squeeze_dims") or ())]
 
-    def plan(shape: Shape) -> Shape:
+    def squeezed(shape: Shape) -> Shape:
         rank = len(shape)
         if not dims:
             return tuple(d for d in shape if d != 1)
@@ -132,7 +123,11 @@ def _squeeze(ctx: NodeContext) -> Prepared:
             drop.add(a)
         return tuple(s for i, s in enumerate(shape) if i not in drop)
 
-    return _by_input_shape(ctx, plan, lambda data, out_shape: [fresh(data).reshape(out_shape)])
+    def plan(shapes: list[Shape | None]) -> tuple[list[Shape | None], Run]:
+        out_shape = squeezed(shapes[0])
+        return [out_shape], lambda inputs: [fresh(inputs[0]).reshape(out_shape)]
+
+    return plan_by_shape(ctx, plan)
 
 
 @register_kernel("EXPAND_DIMS", versions=range(1, 2))
@@ -477,24 +472,26 @@ def _block_move(ctx: NodeContext, to_depth: bool) -> Prepared:
     if b < 1:
         raise ctx.fail(f"block_size must be at least 1, got {b}")
 
-    def plan(shape: Shape) -> Shape:
+    def plan(shapes: list[Shape | None]) -> tuple[list[Shape | None], Run]:
+        shape = shapes[0]
         if len(shape) != 4:
             raise ctx.fail(f"input must be 4-D NHWC, got shape {shape}")
         n, h, w, c = shape
         if to_depth:
             if h % b or w % b:
                 raise ctx.fail(f"height {h} and width {w} must be divisible by block_size {b}")
-            return (n, h // b, w // b, c * b * b)
-        if c % (b * b):
-            raise ctx.fail(f"depth {c} is not divisible by block_size^2 = {b * b}")
-        return (n, h * b, w * b, c // (b * b))
+            view, out_shape = (n, h // b, b, w // b, b, c), (n, h // b, w // b, c * b * b)
+        else:
+            if c % (b * b):
+                raise ctx.fail(f"depth {c} is not divisible by block_size^2 = {b * b}")
+            view, out_shape = (n, h, w, b, b, c // (b * b)), (n, h * b, w * b, c // (b * b))
 
-    def run_with(data: np.ndarray, out_shape: Shape) -> list[np.ndarray]:
-        n, h, w, c = data.shape
-        view = (n, h // b, b, w // b, b, c) if to_depth else (n, h, w, b, b, c // (b * b))
-        return [fresh(data.reshape(view).transpose(0, 1, 3, 2, 4, 5)).reshape(out_shape)]
+        def run(inputs: list[np.ndarray | None]) -> list[np.ndarray]:
+            return [fresh(inputs[0].reshape(view).transpose(0, 1, 3, 2, 4, 5)).reshape(out_shape)]
 
-    return _by_input_shape(ctx, plan, run_with)
+        return [out_shape], run
+
+    return plan_by_shape(ctx, plan)
 
 
 @register_kernel("DEPTH_TO_SPACE", versions=range(1, 3))

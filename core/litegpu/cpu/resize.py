@@ -170,6 +170,16 @@ class _BilinearPlan:
         return second(first(np.asarray(x, F32), self.mid))
 
 
+def _check_sizes(in_shape: tuple[int, ...], out_hw: tuple[int, int] | None) -> None:
+    """The input's rank (at prepare when its shape is known, and for each planned shape) and the output size
+    (``out_hw``, where known).  The errors do not name the node: the interpreter prefixes them with where they
+    happened (subgraph, node, op and version), as for every kernel error that does not name its node."""
+    if len(in_shape) != 4:
+        raise ModelError(f"input must be 4-D, got {in_shape}")
+    if out_hw is not None and (out_hw[0] <= 0 or out_hw[1] <= 0):
+        raise ModelError(f"output size must be positive, got {out_hw[0]}x{out_hw[1]}")
+
+
 def _resize(ctx: NodeContext, make) -> Prepared:
     if not ctx.inputs or ctx.inputs[0] is None:
         raise ModelError(f"node #{ctx.op.index} {ctx.op.name} needs an input")
@@ -177,18 +187,14 @@ def _resize(ctx: NodeContext, make) -> Prepared:
     half = bool(ctx.options.get("half_pixel_centers", False))
     size = _size_of(ctx)
     in_shape = spec_shape(ctx.inputs[0])
-    if in_shape is not None and len(in_shape) != 4:
-        raise ModelError(f"node #{ctx.op.index} {ctx.op.name}: input must be 4-D, got {in_shape}")
+    if in_shape is not None:
+        _check_sizes(in_shape, None)
     state: dict = {}
 
     def plan(shape, hw):
         key = (shape, hw)
         if state.get("key") != key:
-            if len(shape) != 4:
-                raise ModelError(f"node #{ctx.op.index} {ctx.op.name}: input must be 4-D, got {shape}")
-            if hw[0] <= 0 or hw[1] <= 0:
-                raise ModelError(f"node #{ctx.op.index} {ctx.op.name}: output size must be positive, "
-                                 f"got {hw[0]}x{hw[1]}")
+            _check_sizes(shape, hw)
             state["p"] = make(shape, hw[0], hw[1], align, half)
             state["key"] = key
         return state["p"]

@@ -424,9 +424,11 @@ def transpose_conv(ctx: NodeContext) -> Prepared:
 
 @register_kernel("FULLY_CONNECTED", dtypes=_ACT_DTYPES, versions=range(1, 15))
 def fully_connected(ctx: NodeContext) -> Prepared:
-    x, w, b, out = _operands(ctx, "weights")
+    # The format is refused before the operands' types are checked: a shuffled-weights model pairs uint8
+    # activations with weights of another type, and the format is what is unsupported there.
     if int(ctx.options.get("weights_format", 0) or 0) != 0:
         raise ctx.fail("only the default weights format is supported")
+    x, w, b, out = _operands(ctx, "weights")
     if w.shape is None or len(w.shape) != 2:
         raise ctx.fail(f"weights must be 2-D [units, depth], got {w.shape}")
     units, depth = (int(d) for d in w.shape)
