@@ -3,6 +3,8 @@ reference kernels."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from kb_harness import WORST, compare, rng, run_litert, run_ours
@@ -164,18 +166,38 @@ def test_resize_input_not_4d_refused(op, const_size):
     assert type(e.value) is ModelError
 
 
-@pytest.mark.parametrize("op", ["RESIZE_BILINEAR", "RESIZE_NEAREST_NEIGHBOR"])
+@pytest.mark.parametrize(("op", "size", "message"), [
+    ("RESIZE_BILINEAR", (0, 3), "output size must be positive, got 0x3"),
+    ("RESIZE_BILINEAR", (3, -1), "output size must be positive, got 3x-1"),
+    ("RESIZE_NEAREST_NEIGHBOR", (-1, 3), "output size must be at least 0, got -1x3"),
+])
 @pytest.mark.parametrize("const_size", [True, False], ids=["const-size", "runtime-size"])
-def test_resize_non_positive_size_refused(op, const_size):
-    """An output size of 0 is refused (at prepare when constant, at run when a graph input) with a ModelError
-    naming the node and the op's version."""
+def test_resize_size_out_of_range_refused(op, size, message, const_size):
+    """An output size LiteRT's kernel refuses (RESIZE_BILINEAR: below 1; RESIZE_NEAREST_NEIGHBOR: below 0) is
+    refused, at prepare when constant, at run when a graph input, with a ModelError naming the node and the
+    op's version."""
     from litegpu import ModelError
 
-    model = _bad_resize_model(op, (1, 4, 4, 1), (0, 3), const_size)
-    feeds = [np.ones((1, 4, 4, 1), np.float32)] + ([] if const_size else [np.array([0, 3], np.int32)])
-    with pytest.raises(ModelError, match=rf"^node #0 {op} v1: output size must be positive, got 0x3$") as e:
+    model = _bad_resize_model(op, (1, 4, 4, 1), size, const_size)
+    feeds = [np.ones((1, 4, 4, 1), np.float32)] + ([] if const_size else [np.array(size, np.int32)])
+    with pytest.raises(RuntimeError):
+        run_litert(model, feeds)
+    with pytest.raises(ModelError, match=rf"^node #0 {op} v1: {re.escape(message)}$") as e:
         run_ours(model, feeds)
     assert type(e.value) is ModelError
+
+
+@pytest.mark.parametrize("size", [(0, 3), (3, 0)])
+def test_resize_nearest_to_zero_size_gives_litert_s_empty_output(size):
+    """LiteRT's RESIZE_NEAREST_NEIGHBOR has no check that the size is positive: a constant 0 gives an empty
+    output, and so does litegpu's (a graph-input size of 0 likewise, which LiteRT's Python API cannot return)."""
+    model = _bad_resize_model("RESIZE_NEAREST_NEIGHBOR", (1, 4, 4, 1), size, True)
+    x = np.ones((1, 4, 4, 1), np.float32)
+    want = run_litert(model, [x])[0]
+    got = run_ours(model, [x])[0]
+    assert want.shape == got.shape == (1, *size, 1) and got.dtype == want.dtype
+    runtime = _bad_resize_model("RESIZE_NEAREST_NEIGHBOR", (1, 4, 4, 1), size, False)
+    assert run_ours(runtime, [x, np.array(size, np.int32)])[0].shape == (1, *size, 1)
 
 
 def test_resize_error_in_a_subgraph_names_the_subgraph():

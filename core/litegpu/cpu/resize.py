@@ -46,6 +46,8 @@ def bilinear_source(out_size: int, in_size: int, align_corners: bool, half_pixel
 
 
 def nearest_source(out_size: int, in_size: int, align_corners: bool, half_pixel: bool) -> np.ndarray:
+    if out_size == 0:  # an empty output (LiteRT's nearest resize allows a size of 0): no source, no scale
+        return np.zeros(0, np.int64)
     scale = _scale(in_size, out_size, align_corners)
     offset = F32.type(0.5) if half_pixel else F32.type(0.0)
     v = (np.arange(out_size, dtype=F32) + offset) * scale
@@ -170,17 +172,18 @@ class _BilinearPlan:
         return second(first(np.asarray(x, F32), self.mid))
 
 
-def _check_sizes(in_shape: tuple[int, ...], out_hw: tuple[int, int] | None) -> None:
+def _check_sizes(in_shape: tuple[int, ...], out_hw: tuple[int, int] | None, empty_ok: bool) -> None:
     """The input's rank (at prepare when its shape is known, and for each planned shape) and the output size
-    (``out_hw``, where known).  The errors do not name the node: the interpreter prefixes them with where they
-    happened (subgraph, node, op and version), as for every kernel error that does not name its node."""
+    (``out_hw``, where known; ``empty_ok``: 0 gives an empty output, as LiteRT's RESIZE_NEAREST_NEIGHBOR does,
+    where its RESIZE_BILINEAR refuses it).  The errors do not name the node: the interpreter prefixes them with
+    where they happened (subgraph, node, op and version), as for every kernel error that does not name its node."""
     if len(in_shape) != 4:
         raise ModelError(f"input must be 4-D, got {in_shape}")
-    if out_hw is not None and (out_hw[0] <= 0 or out_hw[1] <= 0):
-        raise ModelError(f"output size must be positive, got {out_hw[0]}x{out_hw[1]}")
+    if out_hw is not None and min(out_hw) < (0 if empty_ok else 1):
+        raise ModelError(f"output size must be {'at least 0' if empty_ok else 'positive'}, got {out_hw[0]}x{out_hw[1]}")
 
 
-def _resize(ctx: NodeContext, make) -> Prepared:
+def _resize(ctx: NodeContext, make, empty_ok: bool = False) -> Prepared:
     if not ctx.inputs or ctx.inputs[0] is None:
         raise ModelError(f"node #{ctx.op.index} {ctx.op.name} needs an input")
     align = bool(ctx.options.get("align_corners", False))
@@ -188,13 +191,13 @@ def _resize(ctx: NodeContext, make) -> Prepared:
     size = _size_of(ctx)
     in_shape = spec_shape(ctx.inputs[0])
     if in_shape is not None:
-        _check_sizes(in_shape, None)
+        _check_sizes(in_shape, None, empty_ok)
     state: dict = {}
 
     def plan(shape, hw):
         key = (shape, hw)
         if state.get("key") != key:
-            _check_sizes(shape, hw)
+            _check_sizes(shape, hw, empty_ok)
             state["p"] = make(shape, hw[0], hw[1], align, half)
             state["key"] = key
         return state["p"]
@@ -233,4 +236,4 @@ class _NearestPlan:
 
 @register_kernel("RESIZE_NEAREST_NEIGHBOR", dtypes=ALL_NUMERIC, versions=range(1, 5))
 def resize_nearest_neighbor(ctx: NodeContext) -> Prepared:
-    return _resize(ctx, _NearestPlan)
+    return _resize(ctx, _NearestPlan, empty_ok=True)
