@@ -464,10 +464,17 @@ def _missing_message(registry: KernelRegistry, op: Operator, dtype: str) -> str:
 
 
 def _renamed(e: LiteGPUError, where: str) -> LiteGPUError:
-    """``e`` with the node named in its message, when the kernel did not name it."""
+    """``e`` with the node named in its message, when the kernel did not name it; where the kernel named its
+    node (``NodeContext.fail``: "node #i NAME vN: ...") but the node is in another subgraph than the main one,
+    with the subgraph put in front, as ``where`` has it."""
     text = str(e)
-    if "node #" in text or "partition of nodes" in text:
+    if "partition of nodes" in text:
         return e
+    if "node #" in text:
+        at = where.find("node #")
+        if at <= 0 or not text.startswith(where[at:]):  # the main subgraph's, or another node's words
+            return e
+        text = text[len(where[at:]):].removeprefix(":").lstrip()
     try:
         return type(e)(f"{where}: {text}")
     except Exception:

@@ -640,3 +640,39 @@ def test_space_to_batch_negative_paddings_refused():
     with pytest.raises(ModelError, match=re.escape(
             "node #0 SPACE_TO_BATCH_ND v1: paddings must be non-negative, got [[-1, 1], [0, 0]]")):
         run_ours("SPACE_TO_BATCH_ND", ins, [((97,), "float32", None)])
+
+
+@pytest.mark.parametrize("where", ["main", "branch"])
+def test_a_kernels_own_error_names_the_subgraph_its_node_is_in(where):
+    """A kernel that names its node (``NodeContext.fail``: "node #i NAME vN: ...") is told apart by its
+    subgraph where the node is not in the main one: the interpreter puts "subgraph N" in front, as it does for
+    the errors that name no node.  DEPTH_TO_SPACE with a depth not divisible by block_size^2, LiteRT refuses
+    it too."""
+    from litegpu.testing import ModelBuilder, run_litegpu, run_litert
+
+    b = ModelBuilder()
+    x = b.input("x", (1, 2, 2, 3))
+    y = b.tensor("y", (1, 4, 4, 1))
+    if where == "main":
+        b.op("DEPTH_TO_SPACE", [x], [y], block_size=2)
+        feeds = [np.ones((1, 2, 2, 3), np.float32)]
+        prefix = ""
+    else:
+        c = b.input("cond", (), "bool")
+        branches = []
+        for name in ("then", "else"):
+            sg = b.add_subgraph(name)
+            xi, yi = sg.input("x", (1, 2, 2, 3)), sg.tensor("y", (1, 4, 4, 1))
+            sg.op("DEPTH_TO_SPACE", [xi], [yi], block_size=2)
+            sg.output(yi)
+            branches.append(b.subgraph_index(sg))
+        b.op("IF", [c, x], [y], then_subgraph_index=branches[0], else_subgraph_index=branches[1])
+        feeds = [np.ones((1, 2, 2, 3), np.float32), np.array(True)]
+        prefix = "subgraph 1 "
+    b.output(y)
+    model = b.build()
+    with pytest.raises(RuntimeError):
+        run_litert(model, feeds)
+    with pytest.raises(ModelError, match=rf"^{prefix}node #0 DEPTH_TO_SPACE v1: depth 3 is not divisible by "
+                                         r"block_size\^2 = 4$"):
+        run_litegpu(model, feeds)
