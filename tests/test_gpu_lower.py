@@ -602,6 +602,29 @@ def test_host_read_priced_for_the_stem_conv(monkeypatch):
     assert best[2] <= old
 
 
+def test_block_s_4_weighed_exactly_for_a_host_layout_read():
+    """conv2d's ``block_s`` 4 is a candidate exactly where the launch's options say its input is read in the host's
+    dense BHWC (``src_bhwc``) and the output has more than 2 slices: the options decide, not whether the params
+    happen to carry the host read's channel count (``CIN``); choose_conv prices the same list."""
+    from litegpu.gpu._cost import PROFILES, choose_conv, conv_candidates, estimate
+
+    nv = PROFILES["nvidia"]
+    p = _WIDE_CONVS["selfie_segmentation 256x256x3 -> 128x128x16 3x3/2"]  # 16 channels: 4 output slices
+    host = {**p, "CIN": 3}
+
+    def block_s(params, options):
+        return {o["block_s"] for k, o, _ in conv_candidates(params, nv, False, options=options) if k == "conv2d"}
+
+    assert block_s(host, {"src_bhwc": True}) == {1, 2, 4}
+    assert block_s(host, {}) == block_s(host, None) == block_s(p, {"in_add": True}) == {1, 2}
+    narrow = {**host, "C": 8, "S": 2, "DST_SG": 2}  # 2 output slices: block_s 4 would idle half its lanes
+    assert block_s(narrow, {"src_bhwc": True}) == {1, 2}
+    # the chooser weighs that list: its pick is the cheapest candidate's estimate, with or without src_bhwc
+    for options in ({"src_bhwc": True}, {}):
+        cheapest = min(estimate(w, nv) for _, _, w in conv_candidates(host, nv, False, options=options))
+        assert choose_conv(host, nv, False, options=options)[2] == pytest.approx(cheapest)
+
+
 def test_cost_model_group_below_warp_takes_a_whole_warp():
     """:func:`estimate`: on a device with 32-lane warps, 4096 groups of 4 threads cost what 4096 groups of 32
     doing the same per-thread work cost (the same warps and group slots), not an eighth of it; registers

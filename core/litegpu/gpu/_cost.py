@@ -364,17 +364,30 @@ _PACKS = (1, 2, 4, 8)
 _MAX_PACKED = 128
 
 
+def _input_read(options: Mapping[str, Any] | None, p: Mapping[str, Any]) -> tuple[int, bool]:
+    """``(in_loads, host_layout)`` of a conv launch of template ``options``: the loads an input vector costs
+    (:func:`input_loads`) and whether the input is read in the host's dense BHWC (``src_bhwc``), which widens the
+    variants weighed (:func:`conv_candidates`)."""
+    o = options or {}
+    return input_loads(o, p), bool(o.get("src_bhwc"))
+
+
 def conv_candidates(p: Mapping[str, int], dev: DeviceCost, grouped: bool, tiled: bool = True,
-                    in_loads: int = 1) -> list[tuple[str, dict[str, int], Work]]:
-    """Every conv2d / conv2d_tiled variant :func:`choose_conv` weighs for params ``p`` (``in_loads``: loads an
-    input vector, :func:`input_loads`), with its :class:`Work` (``bench/cost_fit.py`` ranks the same list against
-    the measured times)."""
+                    options: Mapping[str, Any] | None = None) -> list[tuple[str, dict[str, int], Work]]:
+    """Every conv2d / conv2d_tiled variant :func:`choose_conv` weighs for params ``p`` of a launch of template
+    ``options`` (their input read priced by :func:`input_loads`; ``src_bhwc`` adds ``block_s`` 4), with its
+    :class:`Work` (``bench/cost_fit.py`` ranks the same list against the measured times)."""
+    return _conv_candidates(p, dev, grouped, tiled, *_input_read(options, p))
+
+
+def _conv_candidates(p: Mapping[str, int], dev: DeviceCost, grouped: bool, tiled: bool, in_loads: int,
+                     host_layout: bool) -> list[tuple[str, dict[str, int], Work]]:
     out: list[tuple[str, dict[str, int], Work]] = []
     steps = p["KH"] * p["KW"] * p["SRC_SG"]
     for bw in (1, 2, 4) if p["W"] > 1 else (1,):
-        # block_s 4 where the input is read in the host's layout (CIN: scalar loads, the costliest input read per
-        # value) and has the slices: every output slice of a pixel block from one read (timed there, H100)
-        for bs in ((1, 2, 4) if "CIN" in p and p["S"] > 2 else (1, 2)) if p["S"] > 1 and not grouped else (1,):
+        # block_s 4 where the input is read in the host's layout (src_bhwc: scalar loads, the costliest input read
+        # per value) and has the slices: every output slice of a pixel block from one read (timed there, H100)
+        for bs in ((1, 2, 4) if host_layout and p["S"] > 2 else (1, 2)) if p["S"] > 1 and not grouped else (1,):
             blocks_z = p["B"] * -(-p["S"] // bs)
             for split in [1] + _splits(dev, (4, 8, 16, 32, 64, 128)):
                 if split > 1 and steps < 2 * split:
@@ -410,21 +423,22 @@ def choose_conv(p: Mapping[str, int], dev: DeviceCost, grouped: bool, tiled: boo
                 options: Mapping[str, Any] | None = None) -> tuple[str, dict[str, int], float]:
     """``(kernel, options, estimated us)`` of the cheapest conv2d / conv2d_tiled variant for params ``p``
     (``tiled``: whether conv2d_tiled can take the node's options; ``options``: the launch's template options,
-    whose input read :func:`input_loads` prices)."""
+    whose input read :func:`input_loads` prices and whose ``src_bhwc`` widens the variants weighed,
+    :func:`conv_candidates`)."""
     kernel, chosen, t = _choose_conv(tuple(sorted((k, v) for k, v in p.items() if isinstance(v, int))), dev,
                                      grouped, tiled and TILED, _UNROLLS, _PACKS, TWO_ROUND,
-                                     input_loads(options or {}, p))
+                                     *_input_read(options, p))
     return kernel, dict(chosen), t
 
 
 @functools.lru_cache(maxsize=4096)
 def _choose_conv(p: tuple[tuple[str, int], ...], dev: DeviceCost, grouped: bool, tiled: bool,
-                 unrolls: tuple[int, ...], packs: tuple[int, ...], two_round: bool,
-                 in_loads: int) -> tuple[str, tuple[tuple[str, int], ...], float]:
+                 unrolls: tuple[int, ...], packs: tuple[int, ...], two_round: bool, in_loads: int,
+                 host_layout: bool) -> tuple[str, tuple[tuple[str, int], ...], float]:
     # a model repeats its conv shapes (hand_landmark_full: 25 convs, 10 shapes) and every candidate is priced:
     # one choice per shape and device (the option tables are in the key so an A/B switch of them re-prices)
     best: tuple[float, str, dict[str, int]] | None = None
-    for kernel, options, work in conv_candidates(dict(p), dev, grouped, tiled, in_loads):
+    for kernel, options, work in _conv_candidates(dict(p), dev, grouped, tiled, in_loads, host_layout):
         t = estimate(work, dev)
         if best is None or t < best[0]:
             best = (t, kernel, options)
