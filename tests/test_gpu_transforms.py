@@ -930,7 +930,8 @@ def test_fold_gate_mul_with_residual_add():
 
 def test_fold_gate_mul_with_residual_add_declined(monkeypatch):
     """The MUL + ADD keeps its launch when its sum has another reader, when the conv reads it through a resize,
-    and with the switch off; the graph's meaning is kept (LiteRT)."""
+    with the switch off, and where the cost model has no price for its binary launch (no verdict to fold on); the
+    graph's meaning is kept (LiteRT)."""
     for kw, why in (({"read_twice": True}, "the product has other readers"),
                     ({"resized": True}, "the sum is read through a resize")):
         g, rep = check_passes(*_gate_add_model(**kw))
@@ -940,6 +941,12 @@ def test_fold_gate_mul_with_residual_add_declined(monkeypatch):
     g, rep = check_passes(*_gate_add_model())
     assert [n.op for n in g.nodes] == ["SQUEEZE_EXCITE_GATE", "MUL", "CONV_2D"], [n.describe() for n in g.nodes]
     assert "the MUL's residual ADD stays (FOLD_GATE_ADD off)" in rep["fuse_squeeze_excite"][0]
+    monkeypatch.setattr(se, "FOLD_GATE_ADD", True)
+    priced = se.launch_work
+    monkeypatch.setattr(se, "launch_work", lambda k, o, p: None if k == "binary" else priced(k, o, p))
+    g, rep = check_passes(*_gate_add_model())
+    assert [n.op for n in g.nodes] == ["SQUEEZE_EXCITE_GATE", "MUL", "CONV_2D"], [n.describe() for n in g.nodes]
+    assert "1 the cost model does not price the MUL's binary launch" in rep["fuse_squeeze_excite"][0], rep
 
 
 @pytest.mark.parametrize("fold", [True, False])
