@@ -726,13 +726,14 @@ def dw_pw_work(p: Mapping[str, int], split: int, block_s: int, block_w: int, pac
     split's partials summed in two rounds (``two_round``) or a tree, as conv2d's.  The staged path is
     :func:`dw_pw_staged_work`."""
     taps = p["KH"] * p["KW"]
-    pixels = p["B"] * p["H"] * p["W"]
     blocks_z = p["B"] * -(-p["S"] // block_s)
-    items = pixels // max(1, block_w) * -(-p["S"] // block_s)
+    # the kernel's grid: a row's pixel blocks rounded up (its last block partly past the row), as conv2d's
+    blocks_xy = p["H"] * -(-p["W"] // max(1, block_w))
+    items = blocks_xy * blocks_z
     iters = -(-p["SRC_S"] // split)
     loads = block_w * taps * in_loads + 4 * block_s
     # a packed group's members past the last output block along z still run (as conv2d's)
-    threads = (p["H"] * p["W"] // max(1, block_w) * -(-blocks_z // pack) * pack if pack > 1 else items) * split
+    threads = (blocks_xy * -(-blocks_z // pack) * pack if pack > 1 else items) * split
     shared, barriers = _split_sum(split, two_round)
     return Work(threads=threads, group=split * pack if split > 1 else 64, global_steps=iters,
                 queued_loads=_queued(iters, loads), shared_steps=shared, barriers=barriers,
