@@ -558,6 +558,36 @@ def test_fuse_resize_dw_input_priced(host_us, merged):
     assert (fused < apart) == merged, rep
 
 
+@pytest.mark.parametrize("fold", [True, False])
+def test_fuse_resize_dw_input_priced_as_planned(fold, monkeypatch):
+    """The estimates the resize merge weighs are the planned launches' prices: ``launch_work`` of the
+    ``dw_pw_conv2d`` launch the lowering renders (its tiling, the resized read's loads a tap), with the resize
+    launch's ``resize_work`` where the merge is off; pose_landmark's last upsampling on the NVIDIA calibration with
+    OpenCL's host cost a launch, within the report's rounding."""
+    import re
+    from dataclasses import replace
+
+    from litegpu.gpu import _cost, _runtime
+    from litegpu.gpu._passes import resize_read, run_passes
+    from litegpu.gpu._runtime import compile_graph
+
+    model = resize_dw_block((128, 128), (256, 256), half=True)[0]
+    dev = replace(_cost.PROFILES["nvidia"], launch_host_us=12.0)
+    monkeypatch.setattr(_runtime, "profile_for", lambda info: dev)
+    g = graph_of(model)
+    g.options["cost"] = dev
+    fused, apart = (float(v) for v in re.findall(r"\d+\.\d", run_passes(g)["fuse_resize_input"][1])[-2:])
+    monkeypatch.setattr(resize_read, "FUSE_RESIZE_DW_INPUT", fold)
+    ops = compile_graph(graph_of(model)).ops
+    (dw_pw,) = [op for op in ops if op.kernel == "dw_pw_conv2d"]
+    assert bool(dw_pw.options.get("in_resize")) == fold and not dw_pw.options.get("stage_p"), dw_pw.describe()
+    got = _cost.in_invoke(_cost.estimate(_cost.launch_work(dw_pw.kernel, dw_pw.options, dw_pw.params), dev), dev)
+    if not fold:
+        (resize,) = [op for op in ops if op.kernel == "resize"]
+        got += _cost.in_invoke(_cost.estimate(_cost.resize_work(resize.params), dev), dev)
+    assert abs((fused if fold else apart) - got) <= 0.051, (fused, apart, got)
+
+
 @pytest.mark.parametrize("why", ["two_readers", "switched_off"])
 def test_fuse_resize_dw_input_declined(why, monkeypatch):
     """A resize the depthwise reads that is also a model output keeps its launch, as does every such resize with

@@ -719,7 +719,8 @@ def _choose_pw_dw(pt: tuple[tuple[str, int], ...], dev: DeviceCost, project: boo
 def dw_pw_work(p: Mapping[str, int], split: int, block_s: int, block_w: int, pack: int = 1, two_round: bool = False,
                in_loads: int = 1) -> Work:
     """dw_pw_conv2d's split path, roughly (its tiling is a measured rule, ``ops/conv.dw_pw_split_tiling``, not this
-    model's choice; the estimate prices the launch a ``pw_dw_conv2d`` with ``project`` would replace): one thread
+    model's choice; the estimate prices the launch a ``pw_dw_conv2d`` with ``project`` would replace, the merged
+    launch ``_passes/resize_read`` weighs, and a planned one, :func:`launch_work`): one thread
     a block of ``block_s`` output slices x ``block_w`` pixels walks its share of the SRC_S input slices, each a
     depthwise window of ``in_loads`` loads a tap (:func:`input_loads`: 4 where the input is read through a bilinear
     resize, ``_passes/resize_read``) and 4 weight vectors a slice; ``pack`` output blocks' splits a group, the
@@ -1025,10 +1026,13 @@ def launch_work(kernel: str, options: Mapping[str, Any], params: Mapping[str, An
         return pw_dw_work(params, geo, int(o.get("tile_h", 4)), int(o.get("tile_w", 4)), int(o.get("mc", 4)),
                           int(o.get("threads", 64)), bool(o.get("project")), bool(o.get("mean")),
                           32 if PW_DW_WARP_SHARED else 1)
-    if kernel == "dw_pw_conv2d" and int(o.get("stage_p", 0) or 0):  # the staged path (its split path: not priced)
+    if kernel == "dw_pw_conv2d" and int(o.get("stage_p", 0) or 0):  # the staged path
         return dw_pw_staged_work(int(params["B"]) * int(params["H"]) * int(params["W"]), int(params["SRC_S"]),
                                  int(params["S"]), int(params["KH"]) * int(params["KW"]), int(o["stage_p"]),
                                  int(o.get("stage_k", 16)), int(o.get("block_s", 1)), int(o.get("block_w", 1)))
+    if kernel == "dw_pw_conv2d":  # the split path, at the tiling the lowering rendered (its template's defaults)
+        return dw_pw_work(params, int(o.get("split", 1)), int(o.get("block_s", 1)), int(o.get("block_w", 2)),
+                          int(o.get("pack", 1)), bool(o.get("two_round")), input_loads(o, params))
     if kernel == "dw_pw_small":
         return dw_pw_small_work(int(params["B"]) * int(params["H"]) * int(params["W"]), int(params["SRC_S"]),
                                 int(params["S"]), int(params["KH"]) * int(params["KW"]), int(o.get("tile_p", 1)),
