@@ -81,7 +81,7 @@ def _candidates(row: dict, dev) -> list[tuple[tuple, Any]]:
     if row["kernel"] in ("conv2d", "conv2d_tiled"):
         tiled = not o.get("residual_pool") and not o.get("in_scale") and not o.get("in_add")
         out = []
-        for k, opts, w in _cost.conv_candidates(p, dev, bool(o.get("grouped")), tiled, _cost.input_loads(o, p)):
+        for k, opts, w in _cost.conv_candidates(p, dev, bool(o.get("grouped")), tiled, o):
             out.append((_key(k, opts), w))
             if k == "conv2d" and opts["split"] > 1:  # the split summed the other way (two_round), as a file
                 other = {**opts, "two_round": not opts["two_round"]}  # from before the option has timed it

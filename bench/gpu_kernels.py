@@ -208,12 +208,12 @@ def _top_jobs(op, info, n: int) -> list[tuple[str, list[str], dict]]:
     """``--top``: the ``n`` conv2d / conv2d_tiled variants of a conv launch the cost model ranks cheapest,
     with each conv2d one's twins at pack 1, unroll 1, two_round False and all three (what those options
     change, measured side by side), as ``(kernel, tuning keys, options)`` jobs."""
-    from litegpu.gpu._cost import conv_candidates, estimate, input_loads, profile_for
+    from litegpu.gpu._cost import conv_candidates, estimate, profile_for
     from litegpu.gpu.ops.conv import tiled_has_form
 
     dev, o = profile_for(info), op.options
     tiled = op.kernel == "conv2d_tiled" or tiled_has_form(o)
-    ranked = sorted(conv_candidates(op.params, dev, bool(o.get("grouped")), tiled, input_loads(o, op.params)),
+    ranked = sorted(conv_candidates(op.params, dev, bool(o.get("grouped")), tiled, o),
                     key=lambda c: estimate(c[2], dev))
     picked: dict[tuple, None] = {}
     for kern, opts, _ in ranked[:n]:

@@ -602,6 +602,29 @@ def test_host_read_priced_for_the_stem_conv(monkeypatch):
     assert best[2] <= old
 
 
+def test_block_s_4_weighed_exactly_for_a_host_layout_read():
+    """conv2d's ``block_s`` 4 is a candidate exactly where the launch's options say its input is read in the host's
+    dense BHWC (``src_bhwc``) and the output has more than 2 slices: the options decide, not whether the params
+    happen to carry the host read's channel count (``CIN``); choose_conv prices the same list."""
+    from litegpu.gpu._cost import PROFILES, choose_conv, conv_candidates, estimate
+
+    nv = PROFILES["nvidia"]
+    p = _WIDE_CONVS["selfie_segmentation 256x256x3 -> 128x128x16 3x3/2"]  # 16 channels: 4 output slices
+    host = {**p, "CIN": 3}
+
+    def block_s(params, options):
+        return {o["block_s"] for k, o, _ in conv_candidates(params, nv, False, options=options) if k == "conv2d"}
+
+    assert block_s(host, {"src_bhwc": True}) == {1, 2, 4}
+    assert block_s(host, {}) == block_s(host, None) == block_s(p, {"in_add": True}) == {1, 2}
+    narrow = {**host, "C": 8, "S": 2, "DST_SG": 2}  # 2 output slices: block_s 4 would idle half its lanes
+    assert block_s(narrow, {"src_bhwc": True}) == {1, 2}
+    # the chooser weighs that list: its pick is the cheapest candidate's estimate, with or without src_bhwc
+    for options in ({"src_bhwc": True}, {}):
+        cheapest = min(estimate(w, nv) for _, _, w in conv_candidates(host, nv, False, options=options))
+        assert choose_conv(host, nv, False, options=options)[2] == pytest.approx(cheapest)
+
+
 def test_cost_model_group_below_warp_takes_a_whole_warp():
     """:func:`estimate`: on a device with 32-lane warps, 4096 groups of 4 threads cost what 4096 groups of 32
     doing the same per-thread work cost (the same warps and group slots), not an eighth of it; registers
@@ -761,3 +784,26 @@ def test_dw_pw_work_prices_its_split_and_read():
     resized = dw_pw_work(p, **tiling, in_loads=input_loads({"in_resize": True}, p))
     assert resized.queued_loads == resized.global_steps * (9 * 4 + 4 * 2 - 1)
     assert two.queued_loads == two.global_steps * (9 + 4 * 2 - 1)
+
+
+@pytest.mark.parametrize("tiling", [{"split": 1, "block_w": 2}, {"split": 32, "block_s": 2, "block_w": 2},
+                                    {"split": 8, "block_s": 2, "block_w": 2, "pack": 8},
+                                    {"split": 8, "block_s": 4, "block_w": 1, "pack": 2}])
+def test_dw_pw_work_threads_are_the_kernels_grid(tiling):
+    """``_cost.dw_pw_work`` counts the threads the unstaged dw_pw_conv2d launches: its grid rounds each row's
+    pixel blocks up (7 pixels in blocks of 2: 4 a row, not 49 / 2 over the map) and a packed group's z up to
+    whole groups (12 output blocks packed 8 a group: 16)."""
+    import math
+
+    from litegpu.gpu._cost import dw_pw_work
+    from litegpu.gpu.kernels import render
+
+    p = dict(B=1, SRC_H=7, SRC_W=7, SRC_S=24, H=7, W=7, C=96, S=24, KH=3, KW=3, STRIDE_H=1, STRIDE_W=1, PAD_T=1,
+             PAD_L=1, DIL_H=1, DIL_W=1)
+    rk = render("dw_pw_conv2d", "opencl", "fp32", ksize=3, **tiling)
+    grid = rk.global_size(p)
+    # a split launch's group is fixed (split x 1 x pack): the grid in whole groups; an unsplit one's is the runtime's
+    group = rk.workgroup if tiling["split"] > 1 else (1, 1, 1)
+    threads = math.prod(-(-n // g) * g for n, g in zip(grid, group, strict=True))
+    w = dw_pw_work(p, tiling["split"], tiling.get("block_s", 1), tiling["block_w"], tiling.get("pack", 1))
+    assert w.threads == threads and w.group == (math.prod(group) if tiling["split"] > 1 else 64)

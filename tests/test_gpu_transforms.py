@@ -558,6 +558,36 @@ def test_fuse_resize_dw_input_priced(host_us, merged):
     assert (fused < apart) == merged, rep
 
 
+@pytest.mark.parametrize("fold", [True, False])
+def test_fuse_resize_dw_input_priced_as_planned(fold, monkeypatch):
+    """The estimates the resize merge weighs are the planned launches' prices: ``launch_work`` of the
+    ``dw_pw_conv2d`` launch the lowering renders (its tiling, the resized read's loads a tap), with the resize
+    launch's ``resize_work`` where the merge is off; pose_landmark's last upsampling on the NVIDIA calibration with
+    OpenCL's host cost a launch, within the report's rounding."""
+    import re
+    from dataclasses import replace
+
+    from litegpu.gpu import _cost, _runtime
+    from litegpu.gpu._passes import resize_read, run_passes
+    from litegpu.gpu._runtime import compile_graph
+
+    model = resize_dw_block((128, 128), (256, 256), half=True)[0]
+    dev = replace(_cost.PROFILES["nvidia"], launch_host_us=12.0)
+    monkeypatch.setattr(_runtime, "profile_for", lambda info: dev)
+    g = graph_of(model)
+    g.options["cost"] = dev
+    fused, apart = (float(v) for v in re.findall(r"\d+\.\d", run_passes(g)["fuse_resize_input"][1])[-2:])
+    monkeypatch.setattr(resize_read, "FUSE_RESIZE_DW_INPUT", fold)
+    ops = compile_graph(graph_of(model)).ops
+    (dw_pw,) = [op for op in ops if op.kernel == "dw_pw_conv2d"]
+    assert bool(dw_pw.options.get("in_resize")) == fold and not dw_pw.options.get("stage_p"), dw_pw.describe()
+    got = _cost.in_invoke(_cost.estimate(_cost.launch_work(dw_pw.kernel, dw_pw.options, dw_pw.params), dev), dev)
+    if not fold:
+        (resize,) = [op for op in ops if op.kernel == "resize"]
+        got += _cost.in_invoke(_cost.estimate(_cost.resize_work(resize.params), dev), dev)
+    assert abs((fused if fold else apart) - got) <= 0.051, (fused, apart, got)
+
+
 @pytest.mark.parametrize("why", ["two_readers", "switched_off"])
 def test_fuse_resize_dw_input_declined(why, monkeypatch):
     """A resize the depthwise reads that is also a model output keeps its launch, as does every such resize with
@@ -930,7 +960,8 @@ def test_fold_gate_mul_with_residual_add():
 
 def test_fold_gate_mul_with_residual_add_declined(monkeypatch):
     """The MUL + ADD keeps its launch when its sum has another reader, when the conv reads it through a resize,
-    and with the switch off; the graph's meaning is kept (LiteRT)."""
+    with the switch off, and where the cost model has no price for its binary launch (no verdict to fold on); the
+    graph's meaning is kept (LiteRT)."""
     for kw, why in (({"read_twice": True}, "the product has other readers"),
                     ({"resized": True}, "the sum is read through a resize")):
         g, rep = check_passes(*_gate_add_model(**kw))
@@ -940,6 +971,12 @@ def test_fold_gate_mul_with_residual_add_declined(monkeypatch):
     g, rep = check_passes(*_gate_add_model())
     assert [n.op for n in g.nodes] == ["SQUEEZE_EXCITE_GATE", "MUL", "CONV_2D"], [n.describe() for n in g.nodes]
     assert "the MUL's residual ADD stays (FOLD_GATE_ADD off)" in rep["fuse_squeeze_excite"][0]
+    monkeypatch.setattr(se, "FOLD_GATE_ADD", True)
+    priced = se.launch_work
+    monkeypatch.setattr(se, "launch_work", lambda k, o, p: None if k == "binary" else priced(k, o, p))
+    g, rep = check_passes(*_gate_add_model())
+    assert [n.op for n in g.nodes] == ["SQUEEZE_EXCITE_GATE", "MUL", "CONV_2D"], [n.describe() for n in g.nodes]
+    assert "1 the cost model does not price the MUL's binary launch" in rep["fuse_squeeze_excite"][0], rep
 
 
 @pytest.mark.parametrize("fold", [True, False])

@@ -364,17 +364,30 @@ _PACKS = (1, 2, 4, 8)
 _MAX_PACKED = 128
 
 
+def _input_read(options: Mapping[str, Any] | None, p: Mapping[str, Any]) -> tuple[int, bool]:
+    """``(in_loads, host_layout)`` of a conv launch of template ``options``: the loads an input vector costs
+    (:func:`input_loads`) and whether the input is read in the host's dense BHWC (``src_bhwc``), which widens the
+    variants weighed (:func:`conv_candidates`)."""
+    o = options or {}
+    return input_loads(o, p), bool(o.get("src_bhwc"))
+
+
 def conv_candidates(p: Mapping[str, int], dev: DeviceCost, grouped: bool, tiled: bool = True,
-                    in_loads: int = 1) -> list[tuple[str, dict[str, int], Work]]:
-    """Every conv2d / conv2d_tiled variant :func:`choose_conv` weighs for params ``p`` (``in_loads``: loads an
-    input vector, :func:`input_loads`), with its :class:`Work` (``bench/cost_fit.py`` ranks the same list against
-    the measured times)."""
+                    options: Mapping[str, Any] | None = None) -> list[tuple[str, dict[str, int], Work]]:
+    """Every conv2d / conv2d_tiled variant :func:`choose_conv` weighs for params ``p`` of a launch of template
+    ``options`` (their input read priced by :func:`input_loads`; ``src_bhwc`` adds ``block_s`` 4), with its
+    :class:`Work` (``bench/cost_fit.py`` ranks the same list against the measured times)."""
+    return _conv_candidates(p, dev, grouped, tiled, *_input_read(options, p))
+
+
+def _conv_candidates(p: Mapping[str, int], dev: DeviceCost, grouped: bool, tiled: bool, in_loads: int,
+                     host_layout: bool) -> list[tuple[str, dict[str, int], Work]]:
     out: list[tuple[str, dict[str, int], Work]] = []
     steps = p["KH"] * p["KW"] * p["SRC_SG"]
     for bw in (1, 2, 4) if p["W"] > 1 else (1,):
-        # block_s 4 where the input is read in the host's layout (CIN: scalar loads, the costliest input read per
-        # value) and has the slices: every output slice of a pixel block from one read (timed there, H100)
-        for bs in ((1, 2, 4) if "CIN" in p and p["S"] > 2 else (1, 2)) if p["S"] > 1 and not grouped else (1,):
+        # block_s 4 where the input is read in the host's layout (src_bhwc: scalar loads, the costliest input read
+        # per value) and has the slices: every output slice of a pixel block from one read (timed there, H100)
+        for bs in ((1, 2, 4) if host_layout and p["S"] > 2 else (1, 2)) if p["S"] > 1 and not grouped else (1,):
             blocks_z = p["B"] * -(-p["S"] // bs)
             for split in [1] + _splits(dev, (4, 8, 16, 32, 64, 128)):
                 if split > 1 and steps < 2 * split:
@@ -410,21 +423,22 @@ def choose_conv(p: Mapping[str, int], dev: DeviceCost, grouped: bool, tiled: boo
                 options: Mapping[str, Any] | None = None) -> tuple[str, dict[str, int], float]:
     """``(kernel, options, estimated us)`` of the cheapest conv2d / conv2d_tiled variant for params ``p``
     (``tiled``: whether conv2d_tiled can take the node's options; ``options``: the launch's template options,
-    whose input read :func:`input_loads` prices)."""
+    whose input read :func:`input_loads` prices and whose ``src_bhwc`` widens the variants weighed,
+    :func:`conv_candidates`)."""
     kernel, chosen, t = _choose_conv(tuple(sorted((k, v) for k, v in p.items() if isinstance(v, int))), dev,
                                      grouped, tiled and TILED, _UNROLLS, _PACKS, TWO_ROUND,
-                                     input_loads(options or {}, p))
+                                     *_input_read(options, p))
     return kernel, dict(chosen), t
 
 
 @functools.lru_cache(maxsize=4096)
 def _choose_conv(p: tuple[tuple[str, int], ...], dev: DeviceCost, grouped: bool, tiled: bool,
-                 unrolls: tuple[int, ...], packs: tuple[int, ...], two_round: bool,
-                 in_loads: int) -> tuple[str, tuple[tuple[str, int], ...], float]:
+                 unrolls: tuple[int, ...], packs: tuple[int, ...], two_round: bool, in_loads: int,
+                 host_layout: bool) -> tuple[str, tuple[tuple[str, int], ...], float]:
     # a model repeats its conv shapes (hand_landmark_full: 25 convs, 10 shapes) and every candidate is priced:
     # one choice per shape and device (the option tables are in the key so an A/B switch of them re-prices)
     best: tuple[float, str, dict[str, int]] | None = None
-    for kernel, options, work in conv_candidates(dict(p), dev, grouped, tiled, in_loads):
+    for kernel, options, work in _conv_candidates(dict(p), dev, grouped, tiled, in_loads, host_layout):
         t = estimate(work, dev)
         if best is None or t < best[0]:
             best = (t, kernel, options)
@@ -705,20 +719,22 @@ def _choose_pw_dw(pt: tuple[tuple[str, int], ...], dev: DeviceCost, project: boo
 def dw_pw_work(p: Mapping[str, int], split: int, block_s: int, block_w: int, pack: int = 1, two_round: bool = False,
                in_loads: int = 1) -> Work:
     """dw_pw_conv2d's split path, roughly (its tiling is a measured rule, ``ops/conv.dw_pw_split_tiling``, not this
-    model's choice; the estimate prices the launch a ``pw_dw_conv2d`` with ``project`` would replace): one thread
+    model's choice; the estimate prices the launch a ``pw_dw_conv2d`` with ``project`` would replace, the merged
+    launch ``_passes/resize_read`` weighs, and a planned one, :func:`launch_work`): one thread
     a block of ``block_s`` output slices x ``block_w`` pixels walks its share of the SRC_S input slices, each a
     depthwise window of ``in_loads`` loads a tap (:func:`input_loads`: 4 where the input is read through a bilinear
     resize, ``_passes/resize_read``) and 4 weight vectors a slice; ``pack`` output blocks' splits a group, the
     split's partials summed in two rounds (``two_round``) or a tree, as conv2d's.  The staged path is
     :func:`dw_pw_staged_work`."""
     taps = p["KH"] * p["KW"]
-    pixels = p["B"] * p["H"] * p["W"]
     blocks_z = p["B"] * -(-p["S"] // block_s)
-    items = pixels // max(1, block_w) * -(-p["S"] // block_s)
+    # the kernel's grid: a row's pixel blocks rounded up (its last block partly past the row), as conv2d's
+    blocks_xy = p["H"] * -(-p["W"] // max(1, block_w))
+    items = blocks_xy * blocks_z
     iters = -(-p["SRC_S"] // split)
     loads = block_w * taps * in_loads + 4 * block_s
     # a packed group's members past the last output block along z still run (as conv2d's)
-    threads = (p["H"] * p["W"] // max(1, block_w) * -(-blocks_z // pack) * pack if pack > 1 else items) * split
+    threads = (blocks_xy * -(-blocks_z // pack) * pack if pack > 1 else items) * split
     shared, barriers = _split_sum(split, two_round)
     return Work(threads=threads, group=split * pack if split > 1 else 64, global_steps=iters,
                 queued_loads=_queued(iters, loads), shared_steps=shared, barriers=barriers,
@@ -1010,10 +1026,13 @@ def launch_work(kernel: str, options: Mapping[str, Any], params: Mapping[str, An
         return pw_dw_work(params, geo, int(o.get("tile_h", 4)), int(o.get("tile_w", 4)), int(o.get("mc", 4)),
                           int(o.get("threads", 64)), bool(o.get("project")), bool(o.get("mean")),
                           32 if PW_DW_WARP_SHARED else 1)
-    if kernel == "dw_pw_conv2d" and int(o.get("stage_p", 0) or 0):  # the staged path (its split path: not priced)
+    if kernel == "dw_pw_conv2d" and int(o.get("stage_p", 0) or 0):  # the staged path
         return dw_pw_staged_work(int(params["B"]) * int(params["H"]) * int(params["W"]), int(params["SRC_S"]),
                                  int(params["S"]), int(params["KH"]) * int(params["KW"]), int(o["stage_p"]),
                                  int(o.get("stage_k", 16)), int(o.get("block_s", 1)), int(o.get("block_w", 1)))
+    if kernel == "dw_pw_conv2d":  # the split path, at the tiling the lowering rendered (its template's defaults)
+        return dw_pw_work(params, int(o.get("split", 1)), int(o.get("block_s", 1)), int(o.get("block_w", 2)),
+                          int(o.get("pack", 1)), bool(o.get("two_round")), input_loads(o, params))
     if kernel == "dw_pw_small":
         return dw_pw_small_work(int(params["B"]) * int(params["H"]) * int(params["W"]), int(params["SRC_S"]),
                                 int(params["S"]), int(params["KH"]) * int(params["KW"]), int(o.get("tile_p", 1)),

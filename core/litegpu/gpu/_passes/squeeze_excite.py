@@ -189,7 +189,9 @@ def _add_pays(g: GpuGraph, m: GpuNode, conv: GpuNode, lines: Report, declined: C
         declined["the MUL's epilogue does not fit its binary kernel"] += 1
         return False
     binary = launch_work("binary", {"op": m.op, **matched[0]}, {"B": b, "H": h, "W": w, "S": L.slices(c)})
-    assert binary is not None  # (launch_work prices every binary launch)
+    if binary is None:  # (launch_work prices every binary launch: a verdict without the MUL's price is a guess)
+        declined["the cost model does not price the MUL's binary launch"] += 1
+        return False
     apart = in_invoke(estimate(binary, dev), dev) + in_invoke(choose_conv_variant(p, {}, dev, False)[2], dev)
     what = f"{m.describe()} -> {conv.describe()} ({c} -> {o} channels at {h}x{w})"
     if not fusion_pays(fused, apart, FOLD_GATE_ADD_ALWAYS, what, declined, lines):
