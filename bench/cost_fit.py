@@ -76,10 +76,11 @@ def _measured(row: dict) -> dict[tuple, float]:
 def _candidates(row: dict, dev) -> list[tuple[tuple, Any]]:
     """``(key, Work)`` of every variant the chooser weighs for this launch."""
     from litegpu.gpu import _cost
+    from litegpu.gpu.ops.conv import tiled_has_form
 
     p, o = row["params"], row["options"]
     if row["kernel"] in ("conv2d", "conv2d_tiled"):
-        tiled = not o.get("residual_pool") and not o.get("in_scale") and not o.get("in_add")
+        tiled = row["kernel"] == "conv2d_tiled" or tiled_has_form(o)  # the chooser's own rule
         out = []
         for k, opts, w in _cost.conv_candidates(p, dev, bool(o.get("grouped")), tiled, o):
             out.append((_key(k, opts), w))
