@@ -209,6 +209,54 @@ def test_if(cond):
     compare(b.build(), [np.array(cond), r.standard_normal((2, 3)).astype(np.float32)], "IF")
 
 
+def _bad_else_branch_model(case: str) -> tuple[bytes, list[np.ndarray]]:
+    """IF(cond, x) whose branches hold the same op, well-formed in the then branch (subgraph 1) and malformed
+    in the else branch (subgraph 2), with the feeds that take the else branch."""
+    b = ModelBuilder()
+    c = b.input("cond", (), "bool")
+    branches = []
+    if case == "prepare":  # RESIZE_BILINEAR with both align_corners and half_pixel_centers: refused at prepare
+        x, y = b.input("x", (1, 2, 2, 1)), b.tensor("y", (1, 4, 4, 1))
+        for name, half in (("then", False), ("else", True)):
+            sg = b.add_subgraph(name)
+            xi, yi = sg.input("x", (1, 2, 2, 1)), sg.tensor("y", (1, 4, 4, 1))
+            sg.op("RESIZE_BILINEAR", [xi, sg.const("size", np.array([4, 4], np.int32))], [yi], align_corners=True,
+                  half_pixel_centers=half)
+            sg.output(yi)
+            branches.append(b.subgraph_index(sg))
+        feeds = [np.ones((1, 2, 2, 1), np.float32)]
+    else:  # EMBEDDING_LOOKUP of an id past the table's rows: refused at run time
+        x, y = b.input("ids", (2,), "int32"), b.tensor("y", (2, 4))
+        for name, rows in (("then", 8), ("else", 3)):
+            sg = b.add_subgraph(name)
+            xi, yi = sg.input("ids", (2,), "int32"), sg.tensor("y", (2, 4))
+            sg.op("EMBEDDING_LOOKUP", [xi, sg.const("table", np.ones((rows, 4), np.float32))], [yi])
+            sg.output(yi)
+            branches.append(b.subgraph_index(sg))
+        feeds = [np.array([0, 5], np.int32)]
+    b.op("IF", [c, x], [y], then_subgraph_index=branches[0], else_subgraph_index=branches[1])
+    b.output(y)
+    return b.build(), [np.array(False), *feeds]
+
+
+@pytest.mark.parametrize("case,words", [
+    ("prepare", r"node #0 RESIZE_BILINEAR v1: half_pixel_centers and align_corners cannot both be true"),
+    ("run", r"node #0 EMBEDDING_LOOKUP v1: an id is outside the table's 3 rows"),
+])
+def test_a_malformed_node_in_an_if_branch_is_named_with_its_subgraph_and_version(case, words):
+    """A kernel's malformed-model error (``NodeContext.invalid``) names its node as ``NodeContext.fail`` does,
+    version included, so the interpreter puts "subgraph N" in front where the node is not in the main subgraph;
+    at prepare and at run time.  LiteRT refuses both nodes too."""
+    from litegpu import ModelError
+    from litegpu.testing import run_litegpu, run_litert
+
+    model, feeds = _bad_else_branch_model(case)
+    with pytest.raises(RuntimeError):
+        run_litert(model, feeds)
+    with pytest.raises(ModelError, match=rf"^subgraph 2 {words}$"):
+        run_litegpu(model, feeds)
+
+
 def _while_model():
     """Loop (i, x): while i < n: i += 1; x = x * 1.5 + i (i and n int32)."""
     b = ModelBuilder()

@@ -13,12 +13,14 @@ inputs) and a range of op versions.  Registration is a decorator on a
         return Prepared(output_shapes=[shape], run=run)
 
 ``prepare`` runs once, at ``allocate_tensors``: it validates the node (raise
-:class:`litegpu.ModelError` with a clear message), precomputes whatever does
-not depend on runtime values (transposed weights, index arrays, fixed-point
-multipliers) and returns a :class:`Prepared`.  ``run`` is the per-invoke hot
-path: it receives numpy arrays (``None`` for omitted optional inputs) and
-returns one array per output, of the node's output dtype.  Constant inputs are
-available both in ``ctx.inputs[i].data`` (at prepare) and in ``run``'s inputs.
+``ctx.invalid("...")``, a :class:`litegpu.ModelError` naming the node, for a malformed
+model, or ``ctx.fail("...")``, a :class:`litegpu.UnsupportedOpError`, for what the kernel
+does not do), precomputes whatever does not depend on runtime values (transposed
+weights, index arrays, fixed-point multipliers) and returns a :class:`Prepared`.
+``run`` is the per-invoke hot path: it receives numpy arrays (``None`` for omitted
+optional inputs) and returns one array per output, of the node's output dtype.
+Constant inputs are available both in ``ctx.inputs[i].data`` (at prepare) and in
+``run``'s inputs.
 """
 
 from __future__ import annotations
@@ -29,11 +31,11 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
-from .._errors import UnsupportedOpError
+from .._errors import ModelError, UnsupportedOpError
 from .._ir import Operator, Quantization, Sparsity
 
 __all__ = [
@@ -78,6 +80,9 @@ class TensorSpec:
         return self.data is not None
 
 
+_E = TypeVar("_E", bound=ModelError)
+
+
 @dataclass
 class NodeContext:
     """Everything a kernel's prepare step may look at.
@@ -108,10 +113,18 @@ class NodeContext:
         return self.op.options
 
     def fail(self, message: str) -> UnsupportedOpError:
-        """An error naming this node: ``raise ctx.fail("...")``."""
-        return UnsupportedOpError(
-            f"node #{self.op.index} {self.op.name} v{self.op.version}: {message}"
-        )
+        """An error naming this node, for what the kernel does not do: ``raise ctx.fail("...")``."""
+        return self._named(UnsupportedOpError, message)
+
+    def invalid(self, message: str) -> ModelError:
+        """An error naming this node, for a malformed model (a missing operand, a bad option or
+        shape, a runtime value out of range): ``raise ctx.invalid("...")``."""
+        return self._named(ModelError, message)
+
+    def _named(self, error: type[_E], message: str) -> _E:
+        # One form for every kernel error that names its node: the interpreter recognises
+        # "node #i NAME vN" at the start of a message to put the node's subgraph in front of it.
+        return error(f"node #{self.op.index} {self.op.name} v{self.op.version}: {message}")
 
 
 @dataclass

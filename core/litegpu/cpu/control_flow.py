@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._errors import LiteGPUError, ModelError
+from .._errors import LiteGPUError
 from ._registry import NodeContext, Prepared, TensorSpec, register_kernel
 
 __all__ = ["RESOURCE_IDS", "resource_id", "variable_key"]
@@ -47,12 +47,12 @@ def _io(ctx: NodeContext, index: int) -> tuple[list[TensorSpec], list[TensorSpec
     try:
         return ctx.subgraph_io(index)  # type: ignore[misc]
     except (IndexError, KeyError):
-        raise ModelError(f"node #{ctx.op.index} {ctx.op.name}: subgraph {index} does not exist") from None
+        raise ctx.invalid(f"subgraph {index} does not exist") from None
 
 
 def _subgraph_index(ctx: NodeContext, key: str) -> int:
     if key not in ctx.options:
-        raise ModelError(f"node #{ctx.op.index} {ctx.op.name}: option {key} is missing")
+        raise ctx.invalid(f"option {key} is missing")
     return int(ctx.options[key])
 
 
@@ -73,17 +73,17 @@ def while_op(ctx: NodeContext) -> Prepared:
     cond, body = _subgraph_index(ctx, "cond_subgraph_index"), _subgraph_index(ctx, "body_subgraph_index")
     n = len(ctx.inputs)
     if len(ctx.outputs) != n or any(t is None for t in ctx.inputs):
-        raise ModelError(f"node #{ctx.op.index} WHILE: needs as many outputs as inputs ({n}), all present")
+        raise ctx.invalid(f"needs as many outputs as inputs ({n}), all present")
     c_in, c_out = _io(ctx, cond)
     b_in, b_out = _io(ctx, body)
     if len(c_in) != n or len(c_out) != 1:
-        raise ModelError(f"node #{ctx.op.index} WHILE: cond subgraph {cond} must take {n} inputs and give 1 "
-                         f"output (has {len(c_in)} -> {len(c_out)})")
+        raise ctx.invalid(f"cond subgraph {cond} must take {n} inputs and give 1 "
+                          f"output (has {len(c_in)} -> {len(c_out)})")
     if c_out[0].dtype != "bool":
-        raise ModelError(f"node #{ctx.op.index} WHILE: cond subgraph output must be bool, got {c_out[0].dtype}")
+        raise ctx.invalid(f"cond subgraph output must be bool, got {c_out[0].dtype}")
     if len(b_in) != n or len(b_out) != n:
-        raise ModelError(f"node #{ctx.op.index} WHILE: body subgraph {body} must take and give {n} tensors "
-                         f"(has {len(b_in)} -> {len(b_out)})")
+        raise ctx.invalid(f"body subgraph {body} must take and give {n} tensors "
+                          f"(has {len(b_in)} -> {len(b_out)})")
     in_shapes = _shapes(ctx.inputs)
     body_shapes = _shapes(b_out)
     # Loop variables keep their shapes when the body's outputs match its inputs; otherwise dynamic.
@@ -106,19 +106,19 @@ def if_op(ctx: NodeContext) -> Prepared:
     _need_interpreter(ctx)
     then_i, else_i = _subgraph_index(ctx, "then_subgraph_index"), _subgraph_index(ctx, "else_subgraph_index")
     if not ctx.inputs or ctx.inputs[0] is None:
-        raise ModelError(f"node #{ctx.op.index} IF needs a condition input")
+        raise ctx.invalid("needs a condition input")
     cond = ctx.inputs[0]
     if cond.dtype != "bool":
-        raise ModelError(f"node #{ctx.op.index} IF: condition must be bool, got {cond.dtype}")
+        raise ctx.invalid(f"condition must be bool, got {cond.dtype}")
     if cond.shape is not None and int(np.prod(cond.shape)) != 1:
-        raise ModelError(f"node #{ctx.op.index} IF: condition must have one element, got shape {cond.shape}")
+        raise ctx.invalid(f"condition must have one element, got shape {cond.shape}")
     n_in, n_out = len(ctx.inputs) - 1, len(ctx.outputs)
     branch_shapes = []
     for idx in (then_i, else_i):
         b_in, b_out = _io(ctx, idx)
         if len(b_in) != n_in or len(b_out) != n_out:
-            raise ModelError(f"node #{ctx.op.index} IF: branch subgraph {idx} must take {n_in} and give {n_out} "
-                             f"tensors (has {len(b_in)} -> {len(b_out)})")
+            raise ctx.invalid(f"branch subgraph {idx} must take {n_in} and give {n_out} "
+                              f"tensors (has {len(b_in)} -> {len(b_out)})")
         branch_shapes.append(_shapes(b_out))
     out_shapes = [a if a is not None and a == b else None for a, b in zip(*branch_shapes, strict=True)]
     call = ctx.call_subgraph
@@ -136,11 +136,11 @@ def call_once(ctx: NodeContext) -> Prepared:
     _need_interpreter(ctx, subgraph_io=False)
     init = _subgraph_index(ctx, "init_subgraph_index")
     if ctx.inputs or ctx.outputs:
-        raise ModelError(f"node #{ctx.op.index} CALL_ONCE takes no inputs and gives no outputs")
+        raise ctx.invalid("takes no inputs and gives no outputs")
     if ctx.subgraph_io is not None:
         i_in, i_out = _io(ctx, init)
         if i_in or i_out:
-            raise ModelError(f"node #{ctx.op.index} CALL_ONCE: init subgraph {init} must have no inputs/outputs")
+            raise ctx.invalid(f"init subgraph {init} must have no inputs/outputs")
     resources, call = ctx.resources, ctx.call_subgraph
     key = ("call_once", init)
 
@@ -156,7 +156,7 @@ def call_once(ctx: NodeContext) -> Prepared:
 @register_kernel("VAR_HANDLE", versions=range(1, 2))
 def var_handle(ctx: NodeContext) -> Prepared:
     if len(ctx.outputs) != 1:
-        raise ModelError(f"node #{ctx.op.index} VAR_HANDLE gives exactly one output")
+        raise ctx.invalid("gives exactly one output")
     container = str(ctx.options.get("container", "") or "")
     shared_name = str(ctx.options.get("shared_name", "") or "")
     out = ctx.outputs[0]
@@ -181,7 +181,7 @@ def _handle_id(h: np.ndarray) -> int:
 @register_kernel("READ_VARIABLE", versions=range(1, 2))
 def read_variable(ctx: NodeContext) -> Prepared:
     if len(ctx.inputs) != 1 or ctx.inputs[0] is None or len(ctx.outputs) != 1:
-        raise ModelError(f"node #{ctx.op.index} READ_VARIABLE needs one handle input and one output")
+        raise ctx.invalid("needs one handle input and one output")
     resources = ctx.resources
     want = ctx.outputs[0].dtype
 
@@ -200,7 +200,7 @@ def read_variable(ctx: NodeContext) -> Prepared:
 @register_kernel("ASSIGN_VARIABLE", versions=range(1, 2))
 def assign_variable(ctx: NodeContext) -> Prepared:
     if len(ctx.inputs) != 2 or any(t is None for t in ctx.inputs):
-        raise ModelError(f"node #{ctx.op.index} ASSIGN_VARIABLE needs a handle and a value")
+        raise ctx.invalid("needs a handle and a value")
     resources = ctx.resources
 
     def run(inputs):
@@ -217,9 +217,9 @@ def stablehlo_composite(ctx: NodeContext) -> Prepared:
     idx = _subgraph_index(ctx, "decomposition_subgraph_index")
     d_in, d_out = _io(ctx, idx)
     if len(d_in) != len(ctx.inputs) or len(d_out) != len(ctx.outputs):
-        raise ModelError(f"node #{ctx.op.index} STABLEHLO_COMPOSITE {ctx.options.get('name', '')!r}: decomposition "
-                         f"subgraph {idx} takes {len(d_in)} and gives {len(d_out)} tensors, the node has "
-                         f"{len(ctx.inputs)} and {len(ctx.outputs)}")
+        raise ctx.invalid(f"{ctx.options.get('name', '')!r}: decomposition "
+                          f"subgraph {idx} takes {len(d_in)} and gives {len(d_out)} tensors, the node has "
+                          f"{len(ctx.inputs)} and {len(ctx.outputs)}")
     call = ctx.call_subgraph
 
     def run(inputs):
@@ -259,7 +259,7 @@ def hashtable(ctx: NodeContext) -> Prepared:
     from .._schema import tensor_type_name
 
     if ctx.inputs or len(ctx.outputs) != 1:
-        raise ModelError(f"node #{ctx.op.index} HASHTABLE takes no inputs and gives one handle")
+        raise ctx.invalid("takes no inputs and gives one handle")
     kd = tensor_type_name(int(ctx.options.get("key_dtype", 0) or 0))
     vd = tensor_type_name(int(ctx.options.get("value_dtype", 0) or 0))
     if (kd, vd) not in _TABLE_TYPES:
@@ -285,7 +285,7 @@ def _table(resources: dict, handle: np.ndarray, op: str) -> dict:
 @register_kernel("HASHTABLE_IMPORT", versions=range(1, 2))
 def hashtable_import(ctx: NodeContext) -> Prepared:
     if len(ctx.inputs) != 3 or any(t is None for t in ctx.inputs) or ctx.outputs:
-        raise ModelError(f"node #{ctx.op.index} HASHTABLE_IMPORT needs handle, keys and values, and no output")
+        raise ctx.invalid("needs handle, keys and values, and no output")
     resources = ctx.resources
 
     def run(inputs):
@@ -307,7 +307,7 @@ def hashtable_import(ctx: NodeContext) -> Prepared:
 @register_kernel("HASHTABLE_FIND", versions=range(1, 2))
 def hashtable_find(ctx: NodeContext) -> Prepared:
     if len(ctx.inputs) != 3 or any(t is None for t in ctx.inputs) or len(ctx.outputs) != 1:
-        raise ModelError(f"node #{ctx.op.index} HASHTABLE_FIND needs handle, keys and default value")
+        raise ctx.invalid("needs handle, keys and default value")
     resources = ctx.resources
     out_dtype = ctx.outputs[0].dtype
 
@@ -330,7 +330,7 @@ def hashtable_find(ctx: NodeContext) -> Prepared:
 @register_kernel("HASHTABLE_SIZE", versions=range(1, 2))
 def hashtable_size(ctx: NodeContext) -> Prepared:
     if len(ctx.inputs) != 1 or ctx.inputs[0] is None or len(ctx.outputs) != 1:
-        raise ModelError(f"node #{ctx.op.index} HASHTABLE_SIZE needs one handle and one output")
+        raise ctx.invalid("needs one handle and one output")
     resources = ctx.resources
 
     def run(inputs):

@@ -111,7 +111,7 @@ class DepthwisePrepared(Prepared):
 
 def _check_rank(ctx: NodeContext, shape: tuple[int, ...] | None, rank: int, what: str) -> None:
     if shape is not None and len(shape) != rank:
-        raise ModelError(f"node #{ctx.op.index} {ctx.op.name}: {what} must have rank {rank}, got shape {shape}")
+        raise ctx.invalid(f"{what} must have rank {rank}, got shape {shape}")
 
 
 def _check_bias(ctx: NodeContext, idx: int, n: int) -> None:
@@ -120,7 +120,7 @@ def _check_bias(ctx: NodeContext, idx: int, n: int) -> None:
         return
     bs = spec_shape(b)
     if bs is not None and int(np.prod(bs)) != n:
-        raise ModelError(f"node #{ctx.op.index} {ctx.op.name}: bias has shape {bs}, expected {n} elements")
+        raise ctx.invalid(f"bias has shape {bs}, expected {n} elements")
 
 
 class _ShapeKeyed:
@@ -338,11 +338,11 @@ def _conv2d_weights(groups: int) -> Callable[[np.ndarray], np.ndarray]:
     return fn
 
 
-def _conv_setup(ctx: NodeContext, in_shape: tuple[int, ...] | None, name: str):
+def _conv_setup(ctx: NodeContext, in_shape: tuple[int, ...] | None):
     """Validate and read what CONV_2D and DEPTHWISE_CONV_2D share: operands, padding, strides,
     dilations, fused activation and a known 4-D filter.  Returns (padding, sh, sw, dh, dw, clamp, fshape)."""
     if len(ctx.inputs) < 2 or ctx.inputs[0] is None or ctx.inputs[1] is None:
-        raise ModelError(f"node #{ctx.op.index} {name} needs input and filter")
+        raise ctx.invalid("needs input and filter")
     require_float(ctx, [0, 1, 2])
     opt = ctx.options
     padding = int(opt.get("padding", PADDING_SAME))
@@ -350,7 +350,7 @@ def _conv_setup(ctx: NodeContext, in_shape: tuple[int, ...] | None, name: str):
     dh, dw = int(opt.get("dilation_h_factor", 1)), int(opt.get("dilation_w_factor", 1))
     clamp = activation_clamp(int(opt.get("fused_activation_function", 0)))
     if padding not in (PADDING_SAME, PADDING_VALID) or min(sh, sw, dh, dw) <= 0:
-        raise ModelError(f"node #{ctx.op.index} {name}: bad padding/stride/dilation {padding} {sh} {sw} {dh} {dw}")
+        raise ctx.invalid(f"bad padding/stride/dilation {padding} {sh} {sw} {dh} {dw}")
     fshape = spec_shape(ctx.inputs[1])
     _check_rank(ctx, in_shape, 4, "input")
     if fshape is None:
@@ -366,7 +366,7 @@ def conv_2d(ctx: NodeContext) -> Prepared:
 
 def _conv_2d(ctx: NodeContext, in_shape: tuple[int, ...] | None, pre: tuple[int, int, int, int]) -> Prepared:
     """CONV_2D on an input of ``in_shape`` zero-padded by ``pre`` (a fused PAD) before the conv."""
-    padding, sh, sw, dh, dw, clamp, fshape = _conv_setup(ctx, in_shape, "CONV_2D")
+    padding, sh, sw, dh, dw, clamp, fshape = _conv_setup(ctx, in_shape)
     _check_bias(ctx, 2, fshape[0])
     def make(shape):
         if len(shape) != 4:
@@ -517,10 +517,10 @@ def depthwise_conv_2d(ctx: NodeContext) -> Prepared:
 def _depthwise_conv_2d(ctx: NodeContext, in_shape: tuple[int, ...] | None,
                        pre: tuple[int, int, int, int]) -> Prepared:
     """DEPTHWISE_CONV_2D on an input of ``in_shape`` zero-padded by ``pre`` (a fused PAD)."""
-    padding, sh, sw, dh, dw, clamp, fshape = _conv_setup(ctx, in_shape, "DEPTHWISE_CONV_2D")
+    padding, sh, sw, dh, dw, clamp, fshape = _conv_setup(ctx, in_shape)
     opt = ctx.options
     if fshape[0] != 1:
-        raise ModelError(f"node #{ctx.op.index} DEPTHWISE_CONV_2D: filter must be 1xHxWxC, got {fshape}")
+        raise ctx.invalid(f"filter must be 1xHxWxC, got {fshape}")
     _check_bias(ctx, 2, fshape[3])
     option_mult = int(opt.get("depth_multiplier", 0) or 0)
 
@@ -720,7 +720,7 @@ class TransposeConvPlan:
 def transpose_conv(ctx: NodeContext) -> Prepared:
     # Looked up by the first input's dtype, which is the int32 output_shape tensor.
     if len(ctx.inputs) < 3 or any(ctx.inputs[i] is None for i in range(3)):
-        raise ModelError(f"node #{ctx.op.index} TRANSPOSE_CONV needs output_shape, weights and input")
+        raise ctx.invalid("needs output_shape, weights and input")
     if ctx.inputs[2].dtype != "float32":
         # Every TRANSPOSE_CONV is looked up by its int32 output_shape: hand quantized nodes to the
         # kernel registered before this one, when the registry can chain.
@@ -736,11 +736,11 @@ def transpose_conv(ctx: NodeContext) -> Prepared:
     padding = int(opt.get("padding", PADDING_SAME))
     sh, sw = int(opt.get("stride_h", 1)), int(opt.get("stride_w", 1))
     if padding not in (PADDING_SAME, PADDING_VALID) or min(sh, sw) <= 0:
-        raise ModelError(f"node #{ctx.op.index} TRANSPOSE_CONV: bad padding/strides")
+        raise ctx.invalid("bad padding/strides")
     clamp = activation_clamp(int(opt.get("fused_activation_function", 0)))
     fshape = spec_shape(ctx.inputs[1])
     if fshape is None or len(fshape) != 4:
-        raise ModelError(f"node #{ctx.op.index} TRANSPOSE_CONV: filter must be 4-D, got {fshape}")
+        raise ctx.invalid(f"filter must be 4-D, got {fshape}")
     _check_bias(ctx, 3, fshape[0])
     in_shape = spec_shape(ctx.inputs[2])
     _check_rank(ctx, in_shape, 4, "input")
@@ -844,13 +844,13 @@ def _conv3d_options(ctx: NodeContext) -> tuple[int, tuple[int, int, int], tuple[
 @register_kernel("CONV_3D", dtypes=FLOAT, versions=range(1, 3))
 def conv_3d(ctx: NodeContext) -> Prepared:
     if len(ctx.inputs) < 2 or ctx.inputs[0] is None or ctx.inputs[1] is None:
-        raise ModelError(f"node #{ctx.op.index} CONV_3D needs input and filter")
+        raise ctx.invalid("needs input and filter")
     require_float(ctx, [0, 1, 2])
     padding, strides, dil, clamp = _conv3d_options(ctx)
     in_shape, fshape = spec_shape(ctx.inputs[0]), spec_shape(ctx.inputs[1])
     _check_rank(ctx, in_shape, 5, "input")
     if fshape is None or len(fshape) != 5:
-        raise ModelError(f"node #{ctx.op.index} CONV_3D: filter must be 5-D (D,H,W,I,O), got {fshape}")
+        raise ctx.invalid(f"filter must be 5-D (D,H,W,I,O), got {fshape}")
     _check_bias(ctx, 2, fshape[4])
 
     def make(shape):

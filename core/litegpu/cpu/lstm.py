@@ -75,7 +75,7 @@ class _FullLstm:
         # bidirectional op's halves are mapped onto it); the node's own inputs by default
         ins = ctx.inputs if inputs is None else inputs
         if len(ins) < 20:
-            raise ModelError(f"node #{ctx.op.index} {ctx.op.name}: expected 20 or 24 inputs, got {len(ins)}")
+            raise ctx.invalid(f"expected 20 or 24 inputs, got {len(ins)}")
 
         def get(i):
             t = ins[i] if i < len(ins) else None
@@ -89,7 +89,7 @@ class _FullLstm:
 
         for i in (0, 18, 19):
             if ins[i] is None:
-                raise ModelError(f"node #{ctx.op.index} {ctx.op.name}: input {i} is required")
+                raise ctx.invalid(f"input {i} is required")
             if ins[i].dtype != "float32":
                 raise ctx.fail(f"input {i} is {ins[i].dtype}; only float32 LSTMs are supported")
         self.cifg = ins[1] is None
@@ -102,9 +102,9 @@ class _FullLstm:
         for name, lst, need in (("input weights", w_x, 1), ("recurrent weights", w_h, 5), ("biases", bias, 12)):
             for k, a in enumerate(lst):
                 if a is None and (k > 0 or not self.cifg):
-                    raise ModelError(f"node #{ctx.op.index} {ctx.op.name}: missing {name} (input {need + k})")
+                    raise ctx.invalid(f"missing {name} (input {need + k})")
         if self.cifg and (w_h[0] is not None or bias[0] is not None or peep[0] is not None):
-            raise ModelError(f"node #{ctx.op.index} {ctx.op.name}: CIFG LSTM must omit all input-gate tensors")
+            raise ctx.invalid("CIFG LSTM must omit all input-gate tensors")
         gates = [1, 2, 3] if self.cifg else [0, 1, 2, 3]
         self.n_cell = w_x[1].shape[0]
         self.n_input = w_x[1].shape[1]
@@ -265,19 +265,19 @@ def _basic_lstm(ctx: NodeContext) -> Prepared:
     """LiteRT's BASIC kernel: one FC over [x, h] -> gates (i, g, f, o); 4 outputs."""
     ins = ctx.inputs
     if len(ins) != 5 or any(t is None for t in ins) or len(ctx.outputs) != 4:
-        raise ModelError(f"node #{ctx.op.index} LSTM (basic kernel) needs 5 inputs and 4 outputs")
+        raise ctx.invalid("basic kernel needs 5 inputs and 4 outputs")
     for t in ins:
         if t.dtype != "float32":
             raise ctx.fail(f"input {t.name} is {t.dtype}; only float32 is supported")
     opt = ctx.options
     if int(opt.get("fused_activation_function", _ACT_TANH)) != _ACT_TANH:
-        raise ModelError(f"node #{ctx.op.index} LSTM (basic kernel) requires TANH activation")
+        raise ctx.invalid("basic kernel requires TANH activation")
     if float(opt.get("cell_clip", 0.0) or 0) != 0 or float(opt.get("proj_clip", 0.0) or 0) != 0:
-        raise ModelError(f"node #{ctx.op.index} LSTM (basic kernel) does not support clipping")
+        raise ctx.invalid("basic kernel does not support clipping")
     wshape = spec_shape(ins[2])
     if wshape is None or len(wshape) != 2 or wshape[0] % 4:
-        raise ModelError(f"node #{ctx.op.index} LSTM (basic kernel): weights must be (4*units, in+units), "
-                         f"got {wshape}")
+        raise ctx.invalid(f"basic kernel: weights must be (4*units, in+units), "
+                          f"got {wshape}")
     units = wshape[0] // 4
     wcache: dict = {}
     h_var, c_var = ins[1].is_variable, ins[4].is_variable
@@ -387,8 +387,8 @@ def _rnn(ctx: NodeContext, sequence: bool) -> Prepared:
     def run(inputs):
         x, wv, rv, bv, h_var = inputs
         if wv.ndim != 2 or rv.shape != (wv.shape[0], wv.shape[0]) or bv.size != wv.shape[0]:
-            raise ModelError(f"node #{ctx.op.index} {ctx.op.name}: weights {wv.shape}, recurrent weights "
-                             f"{rv.shape} and bias {bv.shape} do not fit")
+            raise ctx.invalid(f"weights {wv.shape}, recurrent weights "
+                              f"{rv.shape} and bias {bv.shape} do not fit")
         seq = x if not sequence else (x if time_major else np.swapaxes(x, 0, 1))
         if not sequence:
             seq = seq[None]

@@ -32,7 +32,7 @@ def _dense_const(spec) -> np.ndarray | None:
 @register_kernel("FULLY_CONNECTED", dtypes=FLOAT, versions=range(1, 14))
 def fully_connected(ctx: NodeContext) -> Prepared:
     if len(ctx.inputs) < 2 or ctx.inputs[0] is None or ctx.inputs[1] is None:
-        raise ModelError(f"node #{ctx.op.index} FULLY_CONNECTED needs input and weights")
+        raise ctx.invalid("needs input and weights")
     require_float(ctx, [0, 1, 2])
     opt = ctx.options
     if int(opt.get("weights_format", 0)) != 0:
@@ -40,12 +40,12 @@ def fully_connected(ctx: NodeContext) -> Prepared:
     keep = bool(opt.get("keep_num_dims", False))
     act = int(opt.get("fused_activation_function", 0))
     if act not in (0, 1, 2, 3):  # LiteRT's FULLY_CONNECTED refuses TANH/SIGN_BIT at prepare
-        raise ModelError(f"node #{ctx.op.index} FULLY_CONNECTED: fused activation {act} is not supported "
-                         "(NONE, RELU, RELU_N1_TO_1, RELU6)")
+        raise ctx.invalid(f"fused activation {act} is not supported "
+                          "(NONE, RELU, RELU_N1_TO_1, RELU6)")
     clamp = activation_clamp(act)
     wshape = spec_shape(ctx.inputs[1])
     if wshape is not None and len(wshape) != 2:
-        raise ModelError(f"node #{ctx.op.index} FULLY_CONNECTED: weights must be 2-D, got {wshape}")
+        raise ctx.invalid(f"weights must be 2-D, got {wshape}")
     bias_spec = ctx.inputs[2] if len(ctx.inputs) > 2 else None
     if wshape is None:
         # Weights whose shape is only known at run time (read from a resource variable, say):
@@ -55,7 +55,7 @@ def fully_connected(ctx: NodeContext) -> Prepared:
         def run_dynamic(inputs):
             w = inputs[1]
             if w.ndim != 2:
-                raise ModelError(f"node #{ctx.op.index} FULLY_CONNECTED: weights must be 2-D, got {w.shape}")
+                raise ctx.invalid(f"weights must be 2-D, got {w.shape}")
             p = plans.get(w.shape)
             if p is None:
                 plans.clear()
@@ -64,8 +64,8 @@ def fully_connected(ctx: NodeContext) -> Prepared:
 
         return Prepared([None], run_dynamic, fresh=True)
     if bias_spec is not None and bias_spec.shape is not None and int(np.prod(bias_spec.shape)) != wshape[0]:
-        raise ModelError(f"node #{ctx.op.index} FULLY_CONNECTED: bias has {int(np.prod(bias_spec.shape))} "
-                         f"elements for {wshape[0]} units")
+        raise ctx.invalid(f"bias has {int(np.prod(bias_spec.shape))} "
+                          f"elements for {wshape[0]} units")
     plan = _FcPlan(wshape, keep, clamp, _dense_const(ctx.inputs[1]))
     in_shape = spec_shape(ctx.inputs[0])
     plan.static_in = in_shape
@@ -132,7 +132,7 @@ def _bmm_shape(a: tuple[int, ...], b: tuple[int, ...], adj_x: bool, adj_y: bool)
 @register_kernel("BATCH_MATMUL", dtypes=FLOAT, versions=range(1, 5))
 def batch_matmul(ctx: NodeContext) -> Prepared:
     if len(ctx.inputs) != 2 or ctx.inputs[0] is None or ctx.inputs[1] is None:
-        raise ModelError(f"node #{ctx.op.index} BATCH_MATMUL needs two inputs")
+        raise ctx.invalid("needs two inputs")
     require_float(ctx, [0, 1])
     adj_x = bool(ctx.options.get("adj_x", False))
     adj_y = bool(ctx.options.get("adj_y", False))

@@ -47,15 +47,15 @@ def _out_and_crop(padding: int, in_size: int, k: int, stride: int) -> tuple[int,
 @register_kernel("Convolution2DTransposeBias", dtypes=FLOAT)
 def convolution_2d_transpose_bias(ctx: NodeContext) -> Prepared:
     if len(ctx.inputs) != 3 or any(t is None for t in ctx.inputs) or len(ctx.outputs) != 1:
-        raise ModelError(f"node #{ctx.op.index} Convolution2DTransposeBias needs input, weights and bias")
+        raise ctx.invalid("needs input, weights and bias")
     require_float(ctx, [0, 1, 2])
     padding, sw, sh = parse_transpose_conv_bias_options(ctx.op.custom_options)
     fshape, bshape = spec_shape(ctx.inputs[1]), spec_shape(ctx.inputs[2])
     if fshape is None or len(fshape) != 4:
-        raise ModelError(f"node #{ctx.op.index} Convolution2DTransposeBias: weights must be 4-D, got {fshape}")
+        raise ctx.invalid(f"weights must be 4-D, got {fshape}")
     if bshape is not None and (len(bshape) != 1 or bshape[0] != fshape[0]):
-        raise ModelError(f"node #{ctx.op.index} Convolution2DTransposeBias: bias shape {bshape} does not match "
-                         f"{fshape[0]} output channels")
+        raise ctx.invalid(f"bias shape {bshape} does not match "
+                          f"{fshape[0]} output channels")
     state: dict = {}
 
     def plan(shape) -> TransposeConvPlan:

@@ -169,21 +169,21 @@ def _quantized_act_range(ctx: NodeContext, act: int) -> tuple[int, int] | None:
 
 def _pool(kind: str, ctx: NodeContext) -> Prepared:
     if not ctx.inputs or ctx.inputs[0] is None:
-        raise ModelError(f"node #{ctx.op.index} {kind} needs an input")
+        raise ctx.invalid("needs an input")
     opt = ctx.options
     padding = int(opt.get("padding", PADDING_SAME))
     sh, sw = int(opt.get("stride_h", 1)), int(opt.get("stride_w", 1))
     kh, kw = int(opt.get("filter_height", 1)), int(opt.get("filter_width", 1))
     act = int(opt.get("fused_activation_function", 0))
     if padding not in (PADDING_SAME, PADDING_VALID) or min(sh, sw, kh, kw) <= 0:
-        raise ModelError(f"node #{ctx.op.index} {kind}: bad padding/stride/filter "
-                         f"({padding}, {sh}x{sw}, {kh}x{kw})")
+        raise ctx.invalid(f"bad padding/stride/filter "
+                          f"({padding}, {sh}x{sw}, {kh}x{kw})")
     dtype = ctx.inputs[0].dtype
     if dtype == "float32":
         clamp, qclamp = activation_clamp(act), None
     else:
         if ctx.outputs[0].dtype != dtype:
-            raise ModelError(f"node #{ctx.op.index} {kind}: output dtype {ctx.outputs[0].dtype} != {dtype}")
+            raise ctx.invalid(f"output dtype {ctx.outputs[0].dtype} != {dtype}")
         q_in, q_out = ctx.inputs[0].quantization, ctx.outputs[0].quantization
         if q_in is not None and q_out is not None and (
                 float(q_in.scale[0]) != float(q_out.scale[0]) or int(q_in.zero_point[0]) != int(q_out.zero_point[0])):
@@ -191,7 +191,7 @@ def _pool(kind: str, ctx: NodeContext) -> Prepared:
         clamp, qclamp = None, _quantized_act_range(ctx, act)
     in_shape = spec_shape(ctx.inputs[0])
     if in_shape is not None and len(in_shape) != 4:
-        raise ModelError(f"node #{ctx.op.index} {kind}: input must be 4-D, got {in_shape}")
+        raise ctx.invalid(f"input must be 4-D, got {in_shape}")
     state: dict = {}
 
     def plan(shape):

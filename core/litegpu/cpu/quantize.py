@@ -152,13 +152,13 @@ def _const_or_run(spec: TensorSpec, fn: Callable[[np.ndarray], np.ndarray],
 @register_kernel("DEQUANTIZE", dtypes=("float16",) + _QTYPES, versions=range(1, 10))
 def dequantize(ctx: NodeContext) -> Prepared:
     if len(ctx.inputs) != 1 or ctx.inputs[0] is None or len(ctx.outputs) != 1:
-        raise ModelError(f"node #{ctx.op.index} DEQUANTIZE needs exactly one input and one output")
+        raise ctx.invalid("needs exactly one input and one output")
     t = ctx.inputs[0]
     if ctx.outputs[0].dtype != "float32":
         raise ctx.fail(f"output must be float32, got {ctx.outputs[0].dtype}")
     quant = t.quantization
     if t.dtype != "float16" and (quant is None or len(quant.scale) == 0):
-        raise ModelError(f"node #{ctx.op.index} DEQUANTIZE: input {t.name} ({t.dtype}) has no quantization")
+        raise ctx.invalid(f"input {t.name} ({t.dtype}) has no quantization")
     if t.data is not None and getattr(t, "sparsity", None) is not None:
         from .sparse import densify_values
 
@@ -170,15 +170,15 @@ def dequantize(ctx: NodeContext) -> Prepared:
 @register_kernel("QUANTIZE", dtypes=("float32",) + _QTYPES, versions=range(1, 4))
 def quantize(ctx: NodeContext) -> Prepared:
     if len(ctx.inputs) != 1 or ctx.inputs[0] is None or len(ctx.outputs) != 1:
-        raise ModelError(f"node #{ctx.op.index} QUANTIZE needs exactly one input and one output")
+        raise ctx.invalid("needs exactly one input and one output")
     t, o = ctx.inputs[0], ctx.outputs[0]
     oq = o.quantization
     if o.dtype not in _QTYPES:
         raise ctx.fail(f"output type {o.dtype} is not supported (int8, uint8, int16)")
     if oq is None or len(oq.scale) == 0:
-        raise ModelError(f"node #{ctx.op.index} QUANTIZE: output {o.name} has no quantization")
+        raise ctx.invalid(f"output {o.name} has no quantization")
     if o.dtype == "int16" and np.any(np.asarray(oq.zero_point) != 0):
-        raise ModelError(f"node #{ctx.op.index} QUANTIZE: int16 output needs zero_point 0")
+        raise ctx.invalid("int16 output needs zero_point 0")
     shape = spec_shape(t)
     if t.dtype == "float32":
         return _const_or_run(t, lambda a: quantize_array(a, oq, o.dtype), shape)
@@ -190,7 +190,7 @@ def quantize(ctx: NodeContext) -> Prepared:
     if iq is None or len(iq.scale) != 1 or len(oq.scale) != 1:
         raise ctx.fail("requantize needs per-tensor input and output quantization")
     if t.dtype == "int16" and int(iq.zero_point[0]) != 0:
-        raise ModelError(f"node #{ctx.op.index} QUANTIZE: int16 input needs zero_point 0")
+        raise ctx.invalid("int16 input needs zero_point 0")
     mult, shift = quantize_multiplier(float(np.float64(np.float32(iq.scale[0]))) /
                                       float(np.float64(np.float32(oq.scale[0]))))
     in_zp, out_zp = int(iq.zero_point[0]), int(oq.zero_point[0])

@@ -60,13 +60,13 @@ def nearest_source(out_size: int, in_size: int, align_corners: bool, half_pixel:
 
 def _size_of(ctx: NodeContext) -> tuple[int, int] | None:
     if len(ctx.inputs) < 2 or ctx.inputs[1] is None:
-        raise ModelError(f"node #{ctx.op.index} {ctx.op.name} needs a size input")
+        raise ctx.invalid("needs a size input")
     t = ctx.inputs[1]
     if t.dtype != "int32":
-        raise ModelError(f"node #{ctx.op.index} {ctx.op.name}: size must be int32, got {t.dtype}")
+        raise ctx.invalid(f"size must be int32, got {t.dtype}")
     shp = spec_shape(t)
     if shp is not None and (len(shp) != 1 or shp[0] != 2):
-        raise ModelError(f"node #{ctx.op.index} {ctx.op.name}: size must have shape [2], got {shp}")
+        raise ctx.invalid(f"size must have shape [2], got {shp}")
     if t.data is None:
         return None
     v = np.asarray(t.data).reshape(-1)
@@ -185,7 +185,7 @@ def _check_sizes(in_shape: tuple[int, ...], out_hw: tuple[int, int] | None, empt
 
 def _resize(ctx: NodeContext, make, empty_ok: bool = False) -> Prepared:
     if not ctx.inputs or ctx.inputs[0] is None:
-        raise ModelError(f"node #{ctx.op.index} {ctx.op.name} needs an input")
+        raise ctx.invalid("needs an input")
     align = bool(ctx.options.get("align_corners", False))
     half = bool(ctx.options.get("half_pixel_centers", False))
     size = _size_of(ctx)
@@ -218,8 +218,8 @@ def _resize(ctx: NodeContext, make, empty_ok: bool = False) -> Prepared:
 @register_kernel("RESIZE_BILINEAR", dtypes=FLOAT, versions=range(1, 5))
 def resize_bilinear(ctx: NodeContext) -> Prepared:
     if ctx.options.get("align_corners", False) and ctx.options.get("half_pixel_centers", False):
-        raise ModelError(f"node #{ctx.op.index} RESIZE_BILINEAR: half_pixel_centers and align_corners "
-                         "cannot both be true")
+        raise ctx.invalid("half_pixel_centers and align_corners "
+                          "cannot both be true")
     return _resize(ctx, _BilinearPlan)
 
 

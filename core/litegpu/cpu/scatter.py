@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._errors import ModelError
 from ._registry import NodeContext, Prepared, register_kernel
 
 __all__: list[str] = []
@@ -29,10 +28,6 @@ def _need(ctx: NodeContext, n_in: int | tuple[int, ...], n_out: int = 1) -> None
         raise ctx.fail(f"expects {' or '.join(map(str, ns))} inputs and {n_out} output(s)")
 
 
-def _bad_index(ctx: NodeContext, what: str) -> ModelError:
-    return ModelError(f"node #{ctx.op.index} {ctx.op.name}: {what}")
-
-
 # ---- SCATTER_ND ------------------------------------------------------------------------------
 
 
@@ -48,10 +43,10 @@ def _scatter_nd(ctx: NodeContext) -> Prepared:
         idx = np.asarray(idx).astype(np.int64)
         k = idx.shape[-1]
         if k > len(shape):
-            raise _bad_index(ctx, f"indices address {k} dimensions of a rank-{len(shape)} output")
+            raise ctx.invalid(f"indices address {k} dimensions of a rank-{len(shape)} output")
         flat_idx = idx.reshape(-1, k)
         if flat_idx.size and (flat_idx.min() < 0 or np.any(flat_idx >= np.array(shape[:k]))):
-            raise _bad_index(ctx, f"an index is outside the output shape {shape}")
+            raise ctx.invalid(f"an index is outside the output shape {shape}")
         out = np.zeros(shape, odt)
         slices = np.asarray(upd).reshape((flat_idx.shape[0],) + shape[k:])
         np.add.at(out, tuple(flat_idx.T), slices.astype(odt))
@@ -73,15 +68,15 @@ def _dynamic_update_slice(ctx: NodeContext) -> Prepared:
     def run(inputs):
         x, upd, start = inputs
         if upd.ndim != x.ndim:
-            raise _bad_index(ctx, f"update rank {upd.ndim} differs from operand rank {x.ndim}")
+            raise ctx.invalid(f"update rank {upd.ndim} differs from operand rank {x.ndim}")
         st = np.asarray(start).astype(np.int64).reshape(-1)
         if st.size != x.ndim:
-            raise _bad_index(ctx, f"{st.size} start indices for a rank-{x.ndim} operand")
+            raise ctx.invalid(f"{st.size} start indices for a rank-{x.ndim} operand")
         out = np.array(x, copy=True)
         sl = []
         for d in range(x.ndim):
             if upd.shape[d] > x.shape[d]:
-                raise _bad_index(ctx, f"update {upd.shape} does not fit operand {x.shape}")
+                raise ctx.invalid(f"update {upd.shape} does not fit operand {x.shape}")
             s0 = int(min(max(st[d], 0), x.shape[d] - upd.shape[d]))
             sl.append(slice(s0, s0 + upd.shape[d]))
         out[tuple(sl)] = upd
@@ -105,7 +100,7 @@ def _sparse_to_dense(ctx: NodeContext) -> Prepared:
         idx = np.asarray(idx).astype(np.int64)
         idx = idx.reshape(-1, 1) if idx.ndim <= 1 and len(shape) == 1 else idx.reshape(-1, len(shape))
         if idx.size and (idx.min() < 0 or np.any(idx >= np.array(shape))):
-            raise _bad_index(ctx, f"an index is outside the output shape {shape}")
+            raise ctx.invalid(f"an index is outside the output shape {shape}")
         out = np.full(shape, np.asarray(default).reshape(-1)[0], odt)
         vals = np.broadcast_to(np.asarray(values).reshape(-1), (idx.shape[0],)) if np.asarray(values).size == 1 \
             else np.asarray(values).reshape(-1)
@@ -130,7 +125,7 @@ def _one_hot(ctx: NodeContext) -> Prepared:
         idx, depth, on, off = inputs
         depth = int(np.asarray(depth).reshape(-1)[0])
         if depth < 0:
-            raise _bad_index(ctx, f"depth {depth} is negative")
+            raise ctx.invalid(f"depth {depth} is negative")
         idx = np.asarray(idx).astype(np.int64)
         axis = axis_opt if axis_opt >= 0 else idx.ndim
         hot = np.expand_dims(idx, axis) == np.arange(depth).reshape([-1] + [1] * (idx.ndim - axis))
@@ -162,7 +157,7 @@ def _embedding_lookup(ctx: NodeContext) -> Prepared:
         ids, table = inputs
         ids = np.asarray(ids).astype(np.int64).reshape(-1)
         if ids.size and (ids.min() < 0 or ids.max() >= table.shape[0]):
-            raise _bad_index(ctx, f"an id is outside the table's {table.shape[0]} rows")
+            raise ctx.invalid(f"an id is outside the table's {table.shape[0]} rows")
         rows = table[ids]
         if scale is not None:
             s = scale[ids] if scale.size > 1 else scale[0]
@@ -186,7 +181,7 @@ def _reverse_v2(ctx: NodeContext) -> Prepared:
         x, axes = inputs
         ax = [int(a) + x.ndim if int(a) < 0 else int(a) for a in np.asarray(axes).reshape(-1)]
         if any(a < 0 or a >= x.ndim for a in ax):
-            raise _bad_index(ctx, f"axis {np.asarray(axes).tolist()} is outside a rank-{x.ndim} input")
+            raise ctx.invalid(f"axis {np.asarray(axes).tolist()} is outside a rank-{x.ndim} input")
         return [np.ascontiguousarray(np.flip(x, axis=tuple(ax)) if ax else x.copy())]
 
     return Prepared([_shape(ctx.inputs[0])], run, fresh=True)
@@ -202,7 +197,7 @@ def _reverse_sequence(ctx: NodeContext) -> Prepared:
         x, lengths = inputs
         lens = np.asarray(lengths).astype(np.int64).reshape(-1)
         if lens.size != x.shape[batch_dim] or (lens.size and (lens.min() < 0 or lens.max() > x.shape[seq_dim])):
-            raise _bad_index(ctx, f"sequence lengths {lens.tolist()} do not fit input {x.shape}")
+            raise ctx.invalid(f"sequence lengths {lens.tolist()} do not fit input {x.shape}")
         out = np.array(x, copy=True)
         for b, n in enumerate(lens):
             src = [slice(None)] * x.ndim
@@ -241,7 +236,7 @@ def _matrix_set_diag(ctx: NodeContext) -> Prepared:
         x, d = inputs
         k = min(x.shape[-2], x.shape[-1])
         if d.shape != x.shape[:-2] + (k,):
-            raise _bad_index(ctx, f"diagonal {d.shape} does not fit input {x.shape}")
+            raise ctx.invalid(f"diagonal {d.shape} does not fit input {x.shape}")
         out = np.array(x, copy=True)
         i = np.arange(k)
         out[..., i, i] = d
@@ -277,7 +272,7 @@ def _bitcast(ctx: NodeContext) -> Prepared:
     def run(inputs):
         x = np.ascontiguousarray(inputs[0])
         if x.nbytes != int(np.prod(oshape)) * odt.itemsize:
-            raise _bad_index(ctx, f"{x.nbytes} input bytes do not fill output {oshape} of {odt}")
+            raise ctx.invalid(f"{x.nbytes} input bytes do not fill output {oshape} of {odt}")
         return [np.frombuffer(x.tobytes(), odt).reshape(oshape).copy()]
 
     return Prepared([oshape], run)
@@ -292,7 +287,7 @@ def _broadcast_args(ctx: NodeContext) -> Prepared:
         try:
             shape = np.broadcast_shapes(a, b)
         except ValueError:
-            raise _bad_index(ctx, f"shapes {a} and {b} do not broadcast") from None
+            raise ctx.invalid(f"shapes {a} and {b} do not broadcast") from None
         return [np.asarray(shape, inputs[0].dtype).reshape(-1)]
 
     return Prepared([None], run)
@@ -311,7 +306,7 @@ def _dilate(ctx: NodeContext) -> Prepared:
         x, dil, pad = inputs
         d = np.asarray(dil).astype(np.int64).reshape(-1)
         if d.size != x.ndim or (d.size and d.min() < 1):
-            raise _bad_index(ctx, f"dilations {d.tolist()} do not fit a rank-{x.ndim} input (one >= 1 per axis)")
+            raise ctx.invalid(f"dilations {d.tolist()} do not fit a rank-{x.ndim} input (one >= 1 per axis)")
         shape = tuple(int((n - 1) * k + 1) if n else 0 for n, k in zip(x.shape, d, strict=True))
         out = np.full(shape, np.asarray(pad).reshape(-1)[0], x.dtype)
         out[tuple(slice(None, None, int(k)) for k in d)] = x

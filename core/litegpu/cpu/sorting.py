@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._errors import ModelError
 from ._registry import NodeContext, Prepared, register_kernel
 
 __all__: list[str] = []
@@ -19,10 +18,6 @@ _NUM = ("float32", "int8", "uint8", "int16", "int32", "int64")
 
 def _shape(t) -> tuple[int, ...] | None:
     return None if t is None or t.shape is None else tuple(int(d) for d in t.shape)
-
-
-def _err(ctx: NodeContext, what: str) -> ModelError:
-    return ModelError(f"node #{ctx.op.index} {ctx.op.name}: {what}")
 
 
 @register_kernel("TOPK_V2", dtypes=_NUM, versions=range(1, 4))
@@ -35,7 +30,7 @@ def _topk(ctx: NodeContext) -> Prepared:
         x, k = inputs
         k = int(np.asarray(k).reshape(-1)[0])
         if x.ndim < 1 or k < 0 or k > x.shape[-1]:
-            raise _err(ctx, f"k = {k} is outside [0, {x.shape[-1] if x.ndim else 0}]")
+            raise ctx.invalid(f"k = {k} is outside [0, {x.shape[-1] if x.ndim else 0}]")
         # stable sort of the negated values: largest first, ties by index
         key = -x.astype(np.float64) if x.dtype.kind == "f" else -x.astype(np.int64)
         order = np.argsort(key, axis=-1, kind="stable")[..., :k]
@@ -91,7 +86,7 @@ def _cumsum(ctx: NodeContext) -> Prepared:
         x, axis = inputs
         ax = int(np.asarray(axis).reshape(-1)[0])
         if not -x.ndim <= ax < x.ndim:
-            raise _err(ctx, f"axis {ax} is outside a rank-{x.ndim} input")
+            raise ctx.invalid(f"axis {ax} is outside a rank-{x.ndim} input")
         v = np.flip(x, ax) if reverse else x
         c = np.cumsum(v, axis=ax, dtype=x.dtype)  # sequential, in the input's type
         if exclusive:
@@ -110,11 +105,11 @@ def _segments(ctx: NodeContext, kind: str, sorted_ids: bool) -> Prepared:
     def run(inputs):
         data, ids = inputs[0], np.asarray(inputs[1]).astype(np.int64)
         if ids.shape != data.shape[:ids.ndim]:
-            raise _err(ctx, f"segment ids {ids.shape} do not match data {data.shape}")
+            raise ctx.invalid(f"segment ids {ids.shape} do not match data {data.shape}")
         if sorted_ids:
             steps = np.diff(ids.reshape(-1))
             if ids.size and (ids.reshape(-1)[0] != 0 or np.any((steps != 0) & (steps != 1))):
-                raise _err(ctx, "segment ids must start at 0 and grow by 0 or 1 (as LiteRT requires)")
+                raise ctx.invalid("segment ids must start at 0 and grow by 0 or 1 (as LiteRT requires)")
             n = int(ids.max()) + 1 if ids.size else 0
         else:
             n = int(np.asarray(inputs[2]).reshape(-1)[0])

@@ -117,10 +117,10 @@ def densify(tensor: Tensor) -> np.ndarray:
 @register_kernel("DENSIFY", versions=range(1, 2))
 def densify_op(ctx: NodeContext) -> Prepared:
     if len(ctx.inputs) != 1 or ctx.inputs[0] is None or len(ctx.outputs) != 1:
-        raise ModelError(f"node #{ctx.op.index} DENSIFY needs one input and one output")
+        raise ctx.invalid("needs one input and one output")
     t = ctx.inputs[0]
     if t.data is None:
-        raise ModelError(f"node #{ctx.op.index} DENSIFY: input {t.name!r} must be a constant tensor")
+        raise ctx.invalid(f"input {t.name!r} must be a constant tensor")
     shape = tuple(int(d) for d in t.shape) if t.shape is not None else None
     sparsity = getattr(t, "sparsity", None)
     if sparsity is not None:
@@ -128,8 +128,8 @@ def densify_op(ctx: NodeContext) -> Prepared:
     else:
         data = np.asarray(t.data)
         if shape is None or data.size != int(np.prod(shape, dtype=np.int64)):
-            raise ModelError(f"node #{ctx.op.index} DENSIFY: input {t.name!r} has no sparsity parameters and "
-                             f"{data.size} values for shape {shape}")
+            raise ctx.invalid(f"input {t.name!r} has no sparsity parameters and "
+                              f"{data.size} values for shape {shape}")
         dense = data.reshape(shape)  # already dense (e.g. densified by the reader)
     dense = np.array(dense, dtype=np.dtype(ctx.outputs[0].dtype) if ctx.outputs[0].dtype != "string" else None)
     dense.flags.writeable = False

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..._errors import ModelError
 from .._registry import NodeContext, Prepared, register_kernel
 from ._common import Shape, broadcast_shapes, check_io, plan_by_shape, scale_zp
 from ._fixedpoint import (
@@ -615,8 +614,8 @@ def rsqrt_q(ctx: NodeContext) -> Prepared:
     def run(inputs):
         v = inputs[0]
         if v.size and int(v.min()) < in_zp:
-            raise ModelError(f"node #{ctx.op.index} RSQRT: input below the zero point {in_zp} (a negative value); "
-                             "RSQRT is only defined for positive values")
+            raise ctx.invalid(f"input below the zero point {in_zp} (a negative value); "
+                              "RSQRT is only defined for positive values")
         return [fn(v)]
 
     def plan(shapes: list[Shape | None]):
