@@ -132,6 +132,12 @@ class Operator:
     def is_custom(self) -> bool:
         return self.opcode == "CUSTOM"
 
+    @property
+    def label(self) -> str:
+        """``"node #i NAME vN"``: how every error names this node (the interpreter puts ``"subgraph N "`` in
+        front where the node is not in the main subgraph, also of a kernel's own message that starts so)."""
+        return f"node #{self.index} {self.name} v{self.version}"
+
 
 @dataclass(frozen=True)
 class Subgraph:

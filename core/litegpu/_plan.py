@@ -449,7 +449,7 @@ def variable_initial(spec: TensorSpec) -> np.ndarray | None:
 
 def _where(sg_index: int, op: Operator) -> str:
     prefix = f"subgraph {sg_index} " if sg_index else ""
-    return f"{prefix}node #{op.index} {op.name} v{op.version}"
+    return f"{prefix}{op.label}"
 
 
 def _missing_message(registry: KernelRegistry, op: Operator, dtype: str) -> str:

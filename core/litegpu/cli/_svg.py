@@ -69,7 +69,7 @@ def graph_svg(model: Any, backend_of: Mapping[int, str],
         k = f"op{op.index}"
         b = backend_of.get(op.index, "cpu")
         why, declined = reasons.get(op.index, ("", False))
-        tip = f"node #{op.index} {op.name} v{op.version} on {b}" + (f"\n{why}" if why else "")
+        tip = f"{op.label} on {b}" + (f"\n{why}" if why else "")
         nodes[k] = _Node(k, _short(op.name), f"#{op.index}", "op", backend=b, title=tip, flagged=declined)
         for i in op.inputs:
             if i >= 0 and i in producer and producer[i] != k:

@@ -124,7 +124,7 @@ class NodeContext:
     def _named(self, error: type[_E], message: str) -> _E:
         # One form for every kernel error that names its node: the interpreter recognises
         # "node #i NAME vN" at the start of a message to put the node's subgraph in front of it.
-        return error(f"node #{self.op.index} {self.op.name} v{self.op.version}: {message}")
+        return error(f"{self.op.label}: {message}")
 
 
 @dataclass
