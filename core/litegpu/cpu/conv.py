@@ -370,7 +370,7 @@ def _conv_2d(ctx: NodeContext, in_shape: tuple[int, ...] | None, pre: tuple[int,
     _check_bias(ctx, 2, fshape[0])
     def make(shape):
         if len(shape) != 4:
-            raise ModelError(f"CONV_2D input must be 4-D, got {shape}")
+            raise ctx.invalid(f"input must be 4-D, got {shape}")
         plan = _Conv2DPlan(shape, fshape, sh, sw, dh, dw, padding, clamp, pre)
         plan.wcache = DerivedCache(_conv2d_weights(plan.groups), ctx.inputs[1].data)
         return plan
@@ -526,15 +526,15 @@ def _depthwise_conv_2d(ctx: NodeContext, in_shape: tuple[int, ...] | None,
 
     def make(shape):
         if len(shape) != 4:
-            raise ModelError(f"DEPTHWISE_CONV_2D input must be 4-D, got {shape}")
+            raise ctx.invalid(f"input must be 4-D, got {shape}")
         c = shape[3]
         if c <= 0 or fshape[3] % c:
-            raise ModelError(f"DEPTHWISE_CONV_2D: filter depth {fshape[3]} is not a multiple of input depth {c}")
+            raise ctx.invalid(f"filter depth {fshape[3]} is not a multiple of input depth {c}")
         # LiteRT derives the multiplier from the shapes; the option is only checked when set.
         mult = fshape[3] // c
         if option_mult and option_mult != mult and c != 1:
-            raise ModelError(f"DEPTHWISE_CONV_2D: depth_multiplier {option_mult} does not match shapes "
-                             f"(input depth {c}, filter depth {fshape[3]})")
+            raise ctx.invalid(f"depth_multiplier {option_mult} does not match shapes "
+                              f"(input depth {c}, filter depth {fshape[3]})")
         plan = _DepthwisePlan(shape, fshape, sh, sw, dh, dw, padding, mult, clamp, pre)
         plan.wcache = DerivedCache(plan.tile_weights, ctx.inputs[1].data)
         return plan
@@ -752,7 +752,7 @@ def transpose_conv(ctx: NodeContext) -> Prepared:
         p = plans.get(key)
         if p is None:
             if len(oshape) != 4:
-                raise ModelError(f"TRANSPOSE_CONV: output_shape must have 4 entries, got {oshape}")
+                raise ctx.invalid(f"output_shape must have 4 entries, got {oshape}")
             pt = transpose_conv_padding(padding, oshape[1], fshape[1], sh)
             pl = transpose_conv_padding(padding, oshape[2], fshape[2], sw)
             p = TransposeConvPlan(xshape, fshape, oshape, sh, sw, pt, pl, clamp)
@@ -855,7 +855,7 @@ def conv_3d(ctx: NodeContext) -> Prepared:
 
     def make(shape):
         if len(shape) != 5:
-            raise ModelError(f"CONV_3D input must be 5-D, got {shape}")
+            raise ctx.invalid(f"input must be 5-D, got {shape}")
         return _Conv3DPlan(shape, fshape, strides, dil, padding, clamp)
 
     plans = _ShapeKeyed(make, in_shape)

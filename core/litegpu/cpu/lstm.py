@@ -113,22 +113,22 @@ class _FullLstm:
         nc = self.n_cell
         for k in gates:
             if w_x[k].shape != (nc, self.n_input):
-                raise ModelError(f"{ctx.op.name}: input weights of gate {k} have shape {w_x[k].shape}, "
-                                 f"expected {(nc, self.n_input)}")
+                raise ctx.invalid(f"input weights of gate {k} have shape {w_x[k].shape}, "
+                                  f"expected {(nc, self.n_input)}")
             want = (nc,) if diagonal else (nc, self.n_output)
             if w_h[k].shape != want:
-                raise ModelError(f"{ctx.op.name}: recurrent weights of gate {k} have shape {w_h[k].shape}, "
-                                 f"expected {want}")
+                raise ctx.invalid(f"recurrent weights of gate {k} have shape {w_h[k].shape}, "
+                                  f"expected {want}")
         if self.proj_w is not None:
             if self.proj_w.shape[1] != nc:
-                raise ModelError(f"{ctx.op.name}: projection weights {self.proj_w.shape} do not take {nc} cells")
+                raise ctx.invalid(f"projection weights {self.proj_w.shape} do not take {nc} cells")
             if not diagonal and self.proj_w.shape[0] != self.n_output:
-                raise ModelError(f"{ctx.op.name}: projection gives {self.proj_w.shape[0]} outputs, "
-                                 f"recurrent weights take {self.n_output}")
+                raise ctx.invalid(f"projection gives {self.proj_w.shape[0]} outputs, "
+                                  f"recurrent weights take {self.n_output}")
             self.proj_wt = np.ascontiguousarray(self.proj_w.T)
         elif self.n_output != nc:
-            raise ModelError(f"{ctx.op.name}: without projection, output size {self.n_output} must equal "
-                             f"cell size {nc}")
+            raise ctx.invalid(f"without projection, output size {self.n_output} must equal "
+                              f"cell size {nc}")
         self.gates = gates
         self.ng = len(gates)
         self.wx = np.ascontiguousarray(np.concatenate([w_x[k].T for k in gates], axis=1))
@@ -228,10 +228,10 @@ def _full_lstm(ctx: NodeContext, sequence: bool) -> Prepared:
     def out_shape(shape):
         if sequence:
             if len(shape) != 3 or shape[2] != lstm.n_input:
-                raise ModelError(f"{ctx.op.name}: input must be 3-D with {lstm.n_input} features, got {shape}")
+                raise ctx.invalid(f"input must be 3-D with {lstm.n_input} features, got {shape}")
             return shape[:2] + (lstm.n_output,)
         if len(shape) != 2 or shape[1] != lstm.n_input:
-            raise ModelError(f"{ctx.op.name}: input must be (batch, {lstm.n_input}), got {shape}")
+            raise ctx.invalid(f"input must be (batch, {lstm.n_input}), got {shape}")
         return (shape[0], lstm.n_output)
 
     static_out = out_shape(in_shape) if in_shape is not None else None

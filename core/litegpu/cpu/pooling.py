@@ -198,7 +198,7 @@ def _pool(kind: str, ctx: NodeContext) -> Prepared:
         p = state.get("p")
         if p is None or state.get("key") != shape:
             if len(shape) != 4:
-                raise ModelError(f"{kind}: input must be 4-D, got {shape}")
+                raise ctx.invalid(f"input must be 4-D, got {shape}")
             p = _PoolPlan(kind, shape, dtype, kh, kw, sh, sw, padding, clamp, qclamp)
             state["p"], state["key"] = p, shape
         return p

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..._errors import ModelError
 from .._common import PADDING_SAME, PADDING_VALID, out_size
 from .._registry import NodeContext, Prepared, TensorSpec, register_kernel
 from ._common import Shape, act_range, check_io, const_data, delegate, plan_by_shape, scale_zp
@@ -525,7 +524,7 @@ def batch_matmul(ctx: NodeContext) -> Prepared:
         return [oshape], run
 
     if a.shape is None or bt.shape is None:
-        raise ModelError("BATCH_MATMUL needs known operand ranks")
+        raise ctx.invalid("needs known operand ranks")
     return plan_by_shape(ctx, plan)
 
 
