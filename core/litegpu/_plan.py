@@ -465,18 +465,23 @@ def _missing_message(registry: KernelRegistry, op: Operator, dtype: str) -> str:
 
 def _renamed(e: LiteGPUError, where: str) -> LiteGPUError:
     """``e`` with the node named in its message, when the kernel did not name it; where the kernel named its
-    node (``NodeContext.fail``: "node #i NAME vN: ...") but the node is in another subgraph than the main one,
-    with the subgraph put in front, as ``where`` has it."""
+    node itself (``NodeContext.fail`` / ``invalid``: the message starts with ``Operator.label``) and the node is
+    in another subgraph than the main one, with the subgraph put in front, as ``where`` has it (a fused step's
+    ``where`` names several nodes of one subgraph)."""
     text = str(e)
     if "partition of nodes" in text:
         return e
-    if "node #" in text:
+    if text.startswith("node #"):  # the kernel's own words
         at = where.find("node #")
-        if at <= 0 or not text.startswith(where[at:]):  # the main subgraph's, or another node's words
+        if at <= 0:  # the main subgraph's node: nothing to add
             return e
-        text = text[len(where[at:]):].removeprefix(":").lstrip()
+        named = where[:at] + text
+    elif "node #" in text:
+        return e
+    else:
+        named = f"{where}: {text}"
     try:
-        return type(e)(f"{where}: {text}")
+        return type(e)(named)
     except Exception:
         return e
 
@@ -495,8 +500,8 @@ def _validate_indices(sg: Subgraph) -> None:
     check("subgraph inputs", sg.inputs, False)
     check("subgraph outputs", sg.outputs, False)
     for op in sg.operators:
-        check(f"node #{op.index} {op.name} inputs", op.inputs, True)
-        check(f"node #{op.index} {op.name} outputs", op.outputs, False)
+        check(f"{op.label} inputs", op.inputs, True)
+        check(f"{op.label} outputs", op.outputs, False)
         if not op.is_custom:
             # LiteRT refuses this for builtin ops (custom ops may forward a tensor).
             for ii, a in enumerate(op.inputs):

@@ -730,7 +730,8 @@ def test_nvidia_opt_level_goes_only_to_a_device_that_takes_nvidias_options(cl_mo
     """``-cl-nv-opt-level`` (``_device.NV_OPT_LEVEL``, off by default) goes only to a device that lists
     ``cl_nv_compiler_options``: another driver refuses an option it does not know (clBuildProgram's
     CL_INVALID_BUILD_OPTIONS).  Set, it reaches a build from source and a build from a cached binary alike
-    (NVIDIA compiles its PTX binary again at each load) and is part of the cache entries' version.  The
+    (NVIDIA compiles its PTX binary again at each load) and is part of the cache entries' version, as
+    ``EXTRA_BUILD_OPTIONS`` is.  The
     device here (PoCL in CI) has no such options: its builds are recorded and sent on without them."""
     from litegpu.gpu import kernels
     from litegpu_opencl import _delegate, _device
@@ -743,7 +744,11 @@ def test_nvidia_opt_level_goes_only_to_a_device_that_takes_nvidias_options(cl_mo
     monkeypatch.setattr(_device, "NV_OPT_LEVEL", 1)
     assert _device._build_options(src) == ["-cl-mad-enable"]
     assert _device._build_options(src, True) == ["-cl-mad-enable", "-cl-nv-opt-level=1"]
-    assert _delegate.OpenCLDelegate.backend_version.fget(None) == version + "+nvO1"  # type: ignore[attr-defined]
+    assert _delegate.OpenCLDelegate.backend_version.fget(None) == version + "+-cl-nv-opt-level=1"  # type: ignore[attr-defined]
+    monkeypatch.setattr(_device, "EXTRA_BUILD_OPTIONS", "-cl-denorms-are-zero")  # a bench's A/B switch: likewise
+    assert _delegate.OpenCLDelegate.backend_version.fget(None) == \
+        version + "+-cl-nv-opt-level=1+-cl-denorms-are-zero"  # type: ignore[attr-defined]
+    monkeypatch.setattr(_device, "EXTRA_BUILD_OPTIONS", "")
 
     built: list[str] = []
     build = _cl.Program._build

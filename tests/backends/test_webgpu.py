@@ -594,10 +594,14 @@ def test_the_early_device_goes_to_the_first_default_device_made_whichever_start_
     got: list = []
     t = threading.Thread(target=lambda: got.append(e.claim(adapter, reserved=True)))
     t.start()
-    time.sleep(0.05)  # the reserving start waits for the adapter in its claim
-    t0 = time.perf_counter()
-    assert e.reserve(default) is False  # a third device being made: answered at once
-    assert time.perf_counter() - t0 < 0.5
+    for _ in range(10_000):  # until the reserving start waits for the adapter in its claim (CPython's Event)
+        if e._known._cond._waiters:
+            break
+        time.sleep(0.001)
+    assert e._known._cond._waiters
+    assert e.lock.acquire(blocking=False)  # its wait holds no lock: a device being made is answered at once
+    e.lock.release()
+    assert e.reserve(default) is False  # (a third device)
     e.known(adapter)
     e.made(device, None)
     t.join(10)
@@ -619,6 +623,33 @@ def test_the_early_device_goes_to_the_first_default_device_made_whichever_start_
     e.made(device, None)
     assert e.claim(other, reserved=True) is None  # the first device is on another adapter
     assert e.claim(adapter) is device  # a later default device takes it
+
+
+def test_a_background_start_without_its_thread_leaves_no_claim_waiting(wg):
+    """The background start's thread cannot start ("can't start new thread"): start_in_background raises, and
+    a device's claim returns None at once (it requests its own device) instead of waiting for an adapter that
+    never comes.  In a child process: the background start runs once per process."""
+    import subprocess
+
+    child = textwrap.dedent("""
+        import threading
+        from litegpu_webgpu import _adapters
+        start = threading.Thread.start
+        def refuse(self):
+            if self.name == "litegpu-wgpu-instance":
+                raise RuntimeError("can't start new thread")
+            start(self)
+        threading.Thread.start = refuse
+        try:
+            _adapters.start_in_background()
+        except RuntimeError as e:
+            print("raised:", e)
+        print("claim:", _adapters.claim_early_device(object(), _adapters.reserve_early_device(_adapters.BACKGROUND_CHOICE)))
+    """)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), *sys.path])}
+    r = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, env=env, timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "raised: can't start new thread" in r.stdout and "claim: None" in r.stdout, r.stdout + r.stderr
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the Vulkan warm-up is Linux's")

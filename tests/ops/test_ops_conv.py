@@ -463,3 +463,22 @@ def test_conv_3d_transpose(case):
         check("CONV_3D_TRANSPOSE", ins, "float32", reference=reference, padding=pad, stride_d=st[0], stride_h=st[1],
               stride_w=st[2], dilation_d_factor=dl[0], dilation_h_factor=dl[1], dilation_w_factor=dl[2],
               fused_activation_function=act)
+
+
+def test_batch_matmul_contraction_mismatch_named_once():
+    """A BATCH_MATMUL whose contraction sizes differ (known only when the operands arrive, both graph inputs):
+    LiteRT refuses it, and litegpu's ModelError names the node once ("node #0 BATCH_MATMUL v1: ...", the
+    interpreter's prefix, not the op's name a second time)."""
+    from litegpu import ModelError
+
+    b = ModelBuilder()
+    a, bb = b.input("a", (1, 2, 3)), b.input("b", (1, 4, 5))
+    y = b.tensor("y", (1, 2, 5))
+    b.op("BATCH_MATMUL", [a, bb], [y])
+    b.output(y)
+    feeds = [np.ones((1, 2, 3), np.float32), np.ones((1, 4, 5), np.float32)]
+    with pytest.raises(RuntimeError):
+        run_litert(b.build(), feeds)
+    with pytest.raises(ModelError, match=r"^node #0 BATCH_MATMUL v1: contraction sizes differ \(\(1, 2, 3\) "
+                                         r"adj_x=False, \(1, 4, 5\) adj_y=False\)$"):
+        run_ours(b.build(), feeds)

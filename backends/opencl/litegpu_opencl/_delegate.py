@@ -24,8 +24,8 @@ class OpenCLDelegate(GpuDelegate):
     def backend_version(self) -> str:
         """The cache entries' version: a partition's kernels and memory differ with ``_device.ONE_ALLOCATION``
         and ``_device.ARGUMENT_BUFFER`` (a cached kernel taking one base pointer cannot bind buffers in several
-        allocations), and NVIDIA's code with ``_device.NV_OPT_LEVEL``."""
-        level = "" if _device.NV_OPT_LEVEL is None else f"+nvO{_device.NV_OPT_LEVEL}"
+        allocations), and the built code with the build switches (``_device.switches_version``)."""
+        switches = _device.switches_version()
         if not _device.ONE_ALLOCATION:
-            return f"{VERSION}+allocations{level}"
-        return (VERSION if _device.ARGUMENT_BUFFER else f"{VERSION}+offsets") + level
+            return f"{VERSION}+allocations{switches}"
+        return (VERSION if _device.ARGUMENT_BUFFER else f"{VERSION}+offsets") + switches

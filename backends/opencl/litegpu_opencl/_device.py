@@ -165,7 +165,8 @@ class _Member:
         self.program, self.entry, self.group = program, entry, group
 
 
-#: build options added to every program (an A/B knob for bench/gpu_profile.py --set, e.g.
+#: build options added to every program, from source or from a binary, and to the cache entries' version
+#: (an A/B knob for bench/gpu_profile.py --set, e.g.
 #: ``"-cl-denorms-are-zero"``, which measured no steadier gain on an H100 than run-to-run noise, s10-ocl-1)
 EXTRA_BUILD_OPTIONS = ""
 #: NVIDIA's optimization level for its programs (``-cl-nv-opt-level``, on a device with
@@ -176,7 +177,7 @@ EXTRA_BUILD_OPTIONS = ""
 #: level 1 took device-bound hand_landmark_full 0.524 -> 0.468 and 0.500 -> 0.438 ms, palm_detection_full
 #: 0.426 -> 0.370, pose_landmark_full 0.776 -> 0.694 and 0.744 -> 0.674; face, face_landmark and iris within
 #: 1%; selfie_segmentation 0.324 -> 0.340 and 0.330 -> 0.333 (slower); the same errors against XNNPACK (to
-#: the two digits printed).  Cold prepare unchanged within its spread (bench/init_ab.py --cold); level 0 ran
+#: the two digits printed).  No cold-prepare gain (bench/init_ab.py --cold: +4-6%, 2 pairs); level 0 ran
 #: 4-5x slower.  Not the default yet: a start from the cache (the binary's build) was not measured with it.
 NV_OPT_LEVEL: int | None = None
 #: host transfers of a buffer range moved a second time go through page-locked (pinned) staging: a
@@ -279,18 +280,25 @@ def launch_host_us(names: str, command_buffers: bool) -> float:
     return next((us for key, us in LAUNCH_HOST_US.items() if key in names), 0.0)
 
 
-def _nv_options(nv_compiler_options: bool) -> list[str]:
-    """NVIDIA's build options (:data:`NV_OPT_LEVEL`) for a device that has ``cl_nv_compiler_options``
-    (``nv_compiler_options``); none for another driver, which would refuse them."""
-    return [f"-cl-nv-opt-level={NV_OPT_LEVEL}"] if nv_compiler_options and NV_OPT_LEVEL is not None else []
+def _switch_options(nv_compiler_options: bool) -> list[str]:
+    """The build options this module's switches add to every program, built from source or from a cached
+    binary: :data:`NV_OPT_LEVEL` where the device has ``cl_nv_compiler_options`` (``nv_compiler_options``;
+    another driver would refuse it), then :data:`EXTRA_BUILD_OPTIONS`.  As shipped, none."""
+    nv = [f"-cl-nv-opt-level={NV_OPT_LEVEL}"] if nv_compiler_options and NV_OPT_LEVEL is not None else []
+    return nv + EXTRA_BUILD_OPTIONS.split()
+
+
+def switches_version() -> str:
+    """What the switches change in the built code, for the cache entries' version ("" as shipped): an entry
+    built with other options must not be loaded (a bench's ``--set`` of one of them, say)."""
+    return "".join(f"+{o}" for o in _switch_options(True))
 
 
 def _build_options(source: str, nv_compiler_options: bool = False) -> list[str]:
     """A source whose renderer made every multiply-add an explicit ``fma`` says ``FP_CONTRACT OFF``:
     no ``-cl-mad-enable`` then either (it lets the compiler fuse, or use a less precise ``mad``, where
-    the other APIs would not); then :func:`_nv_options`."""
-    return ([] if NO_CONTRACTION in source else ["-cl-mad-enable"]) + _nv_options(nv_compiler_options) \
-        + EXTRA_BUILD_OPTIONS.split()
+    the other APIs would not); then :func:`_switch_options`."""
+    return ([] if NO_CONTRACTION in source else ["-cl-mad-enable"]) + _switch_options(nv_compiler_options)
 
 
 # A group built as several programs (one per compile thread) caches its binaries as one blob:
@@ -838,8 +846,9 @@ class CLDevice(GpuDevice):
         if sorted(i for idx in split for i in idx) != list(range(len(kernels))):
             return None  # not this group's: recompile from source
         try:
-            dev, nv = self.device, _nv_options(self._nv_compiler_options)
-            progs = self._build_side_by_side([lambda ctx, b=b: _cl.Program.from_binary(ctx, dev, b, nv) for b, _idx in parts])
+            dev, switches = self.device, _switch_options(self._nv_compiler_options)
+            progs = self._build_side_by_side([lambda ctx, b=b: _cl.Program.from_binary(ctx, dev, b, switches)
+                                              for b, _idx in parts])
             members = self._members(kernels, progs, split)
         except (_cl.CLError, DelegateError):
             return None  # driver changed under us: recompile from source
@@ -866,7 +875,7 @@ class CLDevice(GpuDevice):
             # interpreter was dropped (+17% RSS over 50 lifetimes, issue 19).
             return held
         try:
-            prog = _cl.Program.from_binary(self.ctx, self.device, binary, _nv_options(self._nv_compiler_options))
+            prog = _cl.Program.from_binary(self.ctx, self.device, binary, _switch_options(self._nv_compiler_options))
         except _cl.CLError:
             return None  # driver changed under us: recompile from source
         self._programs[kernel.source] = prog

@@ -736,7 +736,12 @@ def start_in_background(prepare_follows: bool = False) -> None:
         PROBE_MS["request device (early)"] = (time.perf_counter() - t0) * 1e3
         PROBE_MS["device ready (since the start)"] = (time.perf_counter() - t_start) * 1e3
 
-    threading.Thread(target=run, name="litegpu-wgpu-instance", daemon=True).start()
+    try:
+        threading.Thread(target=run, name="litegpu-wgpu-instance", daemon=True).start()
+    except BaseException:  # no thread ("can't start new thread"): a device's claim must not wait for it
+        _early.known(None)
+        _native_loaded.set()
+        raise
 
 
 #: The adapter the background start requests a device on: (index, power preference, adapter backend) of
@@ -795,6 +800,8 @@ class _EarlyDevice:
     def claim(self, adapter: Any, reserved: bool = False) -> Any:
         with self.lock:
             if not self.pending or self.claimed or (self.reserved and not reserved):
+                if reserved:  # (cannot happen: a reservation needs pending and no claim) ends with its claim
+                    self.reserved = False
                 return None
         self._known.wait()  # without the lock: a device being made (reserve) never waits for the start
         with self.lock:

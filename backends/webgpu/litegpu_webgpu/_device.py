@@ -132,7 +132,8 @@ class WebGPUDevice(GpuDevice):
         self._adapter: Any = None
         idx = int(device or 0)
         # the background start's device goes to the first default device made, whichever start thread
-        # comes first
+        # comes first; only a background device reserves (a direct WebGPUDevice() lists the adapters on the
+        # caller's thread: it claims if the device is still free, as before)
         self._early_reserved = background and reserve_early_device((idx, power_preference, backend))
         # The device (wgpuAdapterRequestDevice: 100-135 ms on NVIDIA, the GIL released) is requested on
         # a thread while the caller reads and plans the model, as vulkan does with vkCreateDevice and

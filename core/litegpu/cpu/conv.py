@@ -163,10 +163,10 @@ class _Conv2DPlan:
         n, h, w, c = in_shape
         o, kh, kw, cf = filt_shape
         if cf <= 0 or c % cf:
-            raise ModelError(f"CONV_2D: input depth {c} is not a multiple of filter depth {cf}")
+            raise ModelError(f"input depth {c} is not a multiple of filter depth {cf}")
         g = c // cf
         if o % g:
-            raise ModelError(f"CONV_2D: {o} output channels not divisible into {g} groups")
+            raise ModelError(f"{o} output channels not divisible into {g} groups")
         et, eb, el, er = pre  # a zero PAD fused in front: the geometry is that of the padded input
         oh, pt, pb = conv_geometry(padding, h + et + eb, kh, sh, dh)
         ow, pl, pr = conv_geometry(padding, w + el + er, kw, sw, dw)
@@ -784,7 +784,7 @@ class _Conv3DPlan:
         n, d, h, w, c = in_shape
         kd, kh, kw, cf, o = filt_shape
         if cf != c:
-            raise ModelError(f"CONV_3D: input depth {c} does not match filter in-channels {cf}")
+            raise ModelError(f"input depth {c} does not match filter in-channels {cf}")
         sd, sh, sw = strides
         dd, dh, dw = dilations
         od, fd, bd = conv_geometry(padding, d, kd, sd, dd)

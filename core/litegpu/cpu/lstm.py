@@ -57,7 +57,7 @@ def _activation(code: int):
         return np.tanh
     if code == _ACT_SIGMOID:
         return _sigmoid
-    raise ModelError(f"LSTM: unsupported activation {code}")
+    raise ModelError(f"unsupported activation {code}")
 
 
 def _layer_norm(z: np.ndarray, coef: np.ndarray, bias: np.ndarray) -> np.ndarray:

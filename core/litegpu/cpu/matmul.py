@@ -90,10 +90,10 @@ class _FcPlan:
         depth, units = self.depth, self.units
         size = int(np.prod(shape, dtype=np.int64))
         if depth == 0 or size % depth:
-            raise ModelError(f"FULLY_CONNECTED: input of shape {shape} cannot be split into rows of {depth}")
+            raise ModelError(f"input of shape {shape} cannot be split into rows of {depth}")
         if self.keep:
             if not shape or shape[-1] != depth:
-                raise ModelError(f"FULLY_CONNECTED (keep_num_dims): input's last dimension must be {depth}, "
+                raise ModelError(f"keep_num_dims: the input's last dimension must be {depth}, "
                                  f"got shape {shape}")
             return shape[:-1] + (units,)
         return (size // depth, units)
@@ -108,7 +108,7 @@ class _FcPlan:
         np.matmul(x.reshape(-1, self.depth), self.wcache.get(w), out=o2)
         if bias is not None:
             if bias.size != self.units:
-                raise ModelError(f"FULLY_CONNECTED: bias has {bias.size} elements for {self.units} units")
+                raise ModelError(f"bias has {bias.size} elements for {self.units} units")
             np.add(o2, bias.reshape(-1), out=o2)
         if self.clamp is not None:
             self.clamp(out)
@@ -117,15 +117,15 @@ class _FcPlan:
 
 def _bmm_shape(a: tuple[int, ...], b: tuple[int, ...], adj_x: bool, adj_y: bool) -> tuple[int, ...]:
     if len(a) < 2 or len(b) < 2:
-        raise ModelError(f"BATCH_MATMUL: operands must have rank >= 2, got {a} and {b}")
+        raise ModelError(f"operands must have rank >= 2, got {a} and {b}")
     m, k = (a[-1], a[-2]) if adj_x else (a[-2], a[-1])
     k2, n = (b[-1], b[-2]) if adj_y else (b[-2], b[-1])
     if k != k2:
-        raise ModelError(f"BATCH_MATMUL: contraction sizes differ ({a} adj_x={adj_x}, {b} adj_y={adj_y})")
+        raise ModelError(f"contraction sizes differ ({a} adj_x={adj_x}, {b} adj_y={adj_y})")
     try:
         batch = np.broadcast_shapes(a[:-2], b[:-2])
     except ValueError:
-        raise ModelError(f"BATCH_MATMUL: batch dimensions of {a} and {b} do not broadcast") from None
+        raise ModelError(f"batch dimensions of {a} and {b} do not broadcast") from None
     return tuple(batch) + (m, n)
 
 

@@ -67,7 +67,7 @@ class _PoolPlan:
             cy = np.minimum(ys + kh, h) - np.maximum(ys, 0)
             cx = np.minimum(xs + kw, w) - np.maximum(xs, 0)
             if (cy <= 0).any() or (cx <= 0).any():
-                raise ModelError(f"{kind}: a window lies entirely in the padding")
+                raise ModelError("a window lies entirely in the padding")
             self.count = (cy[:, None] * cx[None, :]).astype(F32)[None, :, :, None]
             self.uniform = bool((self.count == kh * kw).all())
 

@@ -87,13 +87,13 @@ def dequantize_array(q: np.ndarray, quant: Quantization | None) -> np.ndarray:
     if q.dtype == np.float16:
         return q.astype(F32)
     if quant is None or quant.scale is None or len(quant.scale) == 0:
-        raise ModelError("DEQUANTIZE: input has no quantization parameters")
+        raise ModelError("input has no quantization parameters")
     scale = np.asarray(quant.scale, F32).astype(np.float64)
     zp = np.asarray(quant.zero_point, np.int64)
     if scale.size > 1:
         if q.ndim == 0 or not 0 <= quant.quantized_dimension < q.ndim \
                 or q.shape[quant.quantized_dimension] != scale.size:
-            raise ModelError(f"DEQUANTIZE: {scale.size} per-channel scales do not fit shape {q.shape} "
+            raise ModelError(f"{scale.size} per-channel scales do not fit shape {q.shape} "
                              f"(axis {quant.quantized_dimension})")
         cs = _channel_shape(quant, q.ndim)
         scale = scale.reshape(cs)
@@ -111,7 +111,7 @@ def quantize_array(x: np.ndarray, quant: Quantization, dtype: str) -> np.ndarray
     zp = np.asarray(quant.zero_point, np.int64)
     if scale.size > 1:
         if x.ndim == 0 or x.shape[quant.quantized_dimension] != scale.size:
-            raise ModelError(f"QUANTIZE: {scale.size} per-channel scales do not fit shape {x.shape}")
+            raise ModelError(f"{scale.size} per-channel scales do not fit shape {x.shape}")
         cs = _channel_shape(quant, x.ndim)
         scale = scale.reshape(cs)
         zp = (zp if zp.size == scale.size else np.broadcast_to(zp, scale.size)).reshape(cs)
