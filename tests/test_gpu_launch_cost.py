@@ -83,3 +83,15 @@ def test_a_launch_prices_its_left_out_options_at_its_specs_defaults(name):
     if name == "dw_pw_conv2d staged":
         assert defaults["block_w"] == 2 and left_out != launch_work(kernel, {**form, "block_w": 1}, params)
 
+
+
+def test_pricing_a_launch_before_the_specs_are_loaded_says_so():
+    """The specs reach the cost model with ``litegpu.gpu.ops`` (``_cost.use_specs``): pricing a launch before that
+    raises, naming the import, rather than pricing its left-out options at no defaults."""
+    import subprocess
+    import sys
+
+    code = ("import litegpu.gpu._cost as c\n"
+            "try:\n    c.launch_work('conv2d', {}, {})\nexcept RuntimeError as e:\n    print(e)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "import litegpu.gpu.ops" in out.stdout
