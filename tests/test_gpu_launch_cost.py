@@ -80,6 +80,8 @@ def test_a_launch_prices_its_left_out_options_at_its_specs_defaults(name):
     left_out = launch_work(kernel, form, params)
     assert left_out is not None, f"{name}: not priced"
     assert left_out == launch_work(kernel, {**defaults, **form}, params)
+    # None is left out (a lowering drops it from a launch's options)
+    assert left_out == launch_work(kernel, {**{k: None for k in defaults if k not in form}, **form}, params)
     if name == "dw_pw_conv2d staged":
         assert defaults["block_w"] == 2 and left_out != launch_work(kernel, {**form, "block_w": 1}, params)
 

@@ -1031,9 +1031,11 @@ def _spec_defaults(kernel: str) -> Mapping[str, Any]:
 
 def launch_options(kernel: str, options: Mapping[str, Any]) -> dict[str, Any]:
     """A launch's template ``options`` with its kernel's defaults filled in (the spec's, their one home: a launch
-    leaves out the options at their defaults).  Options the spec does not declare (a tail, branches, a caller's
-    extra key) are kept, not checked: :meth:`KernelSpec.resolve` checks them where the launch is rendered."""
-    return {**_spec_defaults(kernel), **options}
+    leaves out the options at their defaults; None is left out too, as ``Lowerer.op`` drops it, so options a pass
+    prices before the lowering read as the launch it makes).  Options the spec does not declare (a tail, branches,
+    a caller's extra key) are kept, not checked: :meth:`KernelSpec.resolve` checks them where the launch is
+    rendered."""
+    return {**_spec_defaults(kernel), **{k: v for k, v in options.items() if v is not None}}
 
 
 def launch_work(kernel: str, options: Mapping[str, Any], params: Mapping[str, Any]) -> Work | None:
