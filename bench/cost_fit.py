@@ -295,6 +295,7 @@ def main() -> int:
     ap.add_argument("--gain", default="", help="options (a,b): what the explored values of these won over their "
                                                  "defaults, per model and kernel (best measured sums)")
     args = ap.parse_args()
+    from litegpu.gpu import ops  # noqa: F401 - hands the cost model the kernel specs (launch_work's defaults)
     from litegpu.gpu._cost import PROFILES
 
     data = json.loads(Path(args.json).read_text())

@@ -47,17 +47,18 @@ def _table(title: str, rows: list[tuple]) -> None:
 
 def _variants(op) -> list[tuple[dict, dict]]:
     """``(options, params)`` of the other group sizes of a se_gate / reduce launch."""
-    from litegpu.gpu._cost import SHARED_MEMORY_FLOOR
+    from litegpu.gpu._cost import SHARED_MEMORY_FLOOR, launch_options
     from litegpu.gpu.ops.squeeze_excite import SE_GATE_LOADS, se_gate_params
 
     p, o = dict(op.params), dict(op.options)
+    ran = launch_options(op.kernel, o)  # the launch's own variant, its left-out options at their defaults
     if op.kernel == "se_gate":
         return [({**o, "threads": th, "loads": ld}, {**p, **se_gate_params(
                     p["B"], (p["SRC_H"], p["SRC_W"]), p["SRC_S"], p["HID_S"], p["C"], th)})
                 for th in _THREADS for ld in SE_GATE_LOADS
-                if (th, ld) != (o["threads"], o.get("loads", 8)) and (th + 2 * o["cap"]) * 16 <= SHARED_MEMORY_FLOOR]
+                if (th, ld) != (ran["threads"], ran["loads"]) and (th + 2 * ran["cap"]) * 16 <= SHARED_MEMORY_FLOOR]
     return [({**o, "split": s, "unroll": u}, p) for s in _SPLITS for u in _UNROLLS
-            if (s, u) != (o.get("split", 1), o.get("unroll", 1))]
+            if (s, u) != (ran["split"], ran["unroll"])]
 
 
 def _label(o: dict) -> str:

@@ -45,3 +45,55 @@ def test_one_launchs_variant_is_the_gpus_choice():
     dev = profile_for(replace(H100, launch_host_us=12.0))
     for p in CONVS:
         assert choose_conv(p, dev, False) == choose_conv(p, base, False)
+
+
+# a launch of each kernel ``launch_work`` prices, at shape params its lowering would give it: kernel -> (params,
+# options that select the priced form and are not at their defaults)
+_SHAPE = dict(B=1, H=16, W=16, S=8, SRC_S=8, SRC_SG=8, KH=3, KW=3, STRIDE_H=1, STRIDE_W=1, DIL_H=1, DIL_W=1)
+PRICED = {
+    "conv2d": (_SHAPE, {}),
+    "conv2d_tiled": (_SHAPE, {}),
+    "depthwise_conv2d": (_SHAPE, {}),
+    "pw_dw_conv2d": ({**_SHAPE, "SRC_H": 16, "SRC_W": 16, "MID_S": 16, "HALO_H": 6, "HALO_W": 6, "TILES": 16,
+                      "NC": 4, "SC": 4}, {}),
+    "dw_pw_conv2d": (_SHAPE, {}),
+    "dw_pw_conv2d staged": (_SHAPE, {"stage_p": 8}),
+    "dw_pw_small": ({**_SHAPE, "SC": 8}, {}),
+    "heads": ({"B": 1, "G0": 4, "SRC_S0": 64, "T0": 1}, {"n": 1}),
+    "reduce": ({"B": 1, "H": 1, "W": 1, "S": 8, "SRC_B": 1, "SRC_H": 16, "SRC_W": 16, "SRC_S": 8, "RH": 1, "RW": 1}, {}),
+    "binary": ({"B": 1, "H": 16, "W": 16, "S": 8}, {}),
+    "se_gate": ({"B": 1, "SRC_S": 8, "SRC_H": 16, "SRC_W": 16, "HID_S": 2, "S": 8}, {}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PRICED))
+def test_a_launch_prices_its_left_out_options_at_its_specs_defaults(name):
+    """A launch leaves out the options at its template's defaults (the lowerings drop them): ``launch_work`` prices
+    it as the launch with every default of its kernel's spec written out, and not as it prices other values (the
+    staged dw_pw_conv2d once read a missing ``block_w`` as 1, its spec's default being 2)."""
+    from litegpu.gpu._cost import launch_work
+    from litegpu.gpu.kernels import kernel_spec
+
+    kernel = name.split()[0]
+    params, form = PRICED[name]
+    defaults = {k: o.default for k, o in kernel_spec(kernel).options.items()}
+    left_out = launch_work(kernel, form, params)
+    assert left_out is not None, f"{name}: not priced"
+    assert left_out == launch_work(kernel, {**defaults, **form}, params)
+    # None is left out (a lowering drops it from a launch's options)
+    assert left_out == launch_work(kernel, {**{k: None for k in defaults if k not in form}, **form}, params)
+    if name == "dw_pw_conv2d staged":
+        assert defaults["block_w"] == 2 and left_out != launch_work(kernel, {**form, "block_w": 1}, params)
+
+
+
+def test_pricing_a_launch_before_the_specs_are_loaded_says_so():
+    """The specs reach the cost model with ``litegpu.gpu.ops`` (``_cost.use_specs``): pricing a launch before that
+    raises, naming the import, rather than pricing its left-out options at no defaults."""
+    import subprocess
+    import sys
+
+    code = ("import litegpu.gpu._cost as c\n"
+            "try:\n    c.launch_work('conv2d', {}, {})\nexcept RuntimeError as e:\n    print(e)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "import litegpu.gpu.ops" in out.stdout

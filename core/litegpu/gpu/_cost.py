@@ -33,11 +33,15 @@ import functools
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the cost model's import stays light: a warm start imports it (profile_for)
+    from ._kernel_specs import KernelSpec
 
 __all__ = ["DeviceCost", "Work", "PROFILES", "profile_for", "estimate", "in_invoke", "choose_conv", "choose_reduce",
            "choose_fc", "conv_candidates", "input_loads", "elementwise_work", "two_round_pays", "TWO_ROUND", "fc_candidates", "conv_work",
-           "tiled_conv_work", "reduce_work", "fc_work", "launch_work",
+           "tiled_conv_work", "reduce_work", "fc_work", "launch_work", "launch_options", "use_specs",
            "choose_se_gate", "se_gate_segment", "se_gate_work", "SHARED_MEMORY_FLOOR", "pw_dw_geometry", "pw_dw_work",
            "choose_pw_dw", "dw_pw_work", "resize_work", "dw_pw_staged_work", "choose_dw_pw_staged", "depthwise_work",
            "choose_depthwise", "DEPTHWISE_BLOCK_W", "dw_pw_small_work", "choose_dw_pw_small",
@@ -1005,55 +1009,79 @@ def elementwise_work(outputs: int, loads: int) -> Work:
                 cache_bytes=outputs * (loads + 1) * _VEC, flops=outputs * 4 * loads)
 
 
+#: kernel name -> its spec (``gpu/ops``' SPECS), handed over by ``gpu/ops`` as it assembles them (:func:`use_specs`):
+#: the op families import this module for their choosers, so it cannot import their specs back
+_SPECS: Mapping[str, KernelSpec] = MappingProxyType({})
+
+
+def use_specs(specs: Mapping[str, KernelSpec]) -> None:
+    """Take the kernel specs whose option defaults :func:`launch_options` fills in (``gpu/ops`` calls it once)."""
+    global _SPECS
+    _SPECS = specs
+    _spec_defaults.cache_clear()
+
+
+@functools.cache
+def _spec_defaults(kernel: str) -> Mapping[str, Any]:
+    if not _SPECS:
+        raise RuntimeError("the kernel specs are not loaded: import litegpu.gpu.ops before pricing a launch")
+    spec = _SPECS.get(kernel)
+    return MappingProxyType({} if spec is None else {k: o.default for k, o in spec.options.items()})
+
+
+def launch_options(kernel: str, options: Mapping[str, Any]) -> dict[str, Any]:
+    """A launch's template ``options`` with its kernel's defaults filled in (the spec's, their one home: a launch
+    leaves out the options at their defaults; None is left out too, as ``Lowerer.op`` drops it, so options a pass
+    prices before the lowering read as the launch it makes).  Options the spec does not declare (a tail, branches,
+    a caller's extra key) are kept, not checked: :meth:`KernelSpec.resolve` checks them where the launch is
+    rendered."""
+    return {**_spec_defaults(kernel), **{k: v for k, v in options.items() if v is not None}}
+
+
 def launch_work(kernel: str, options: Mapping[str, Any], params: Mapping[str, Any]) -> Work | None:
     """The :class:`Work` of one planned launch (a ``GpuOp``'s kernel, options and params), for the kernels
-    the model prices; None for the others.  ``bench/gpu_kernels.py`` prints it next to the measured time."""
-    o = options
+    the model prices; None for the others.  The options a launch leaves out read as its kernel's defaults
+    (:func:`launch_options`).  ``bench/gpu_kernels.py`` prints it next to the measured time."""
+    o = launch_options(kernel, options)
     if kernel == "conv2d":
-        return conv_work(params, int(o.get("block_w", 2)), int(o.get("block_s", 1)), int(o.get("split", 1)),
-                         int(o.get("pack", 1)), int(o.get("unroll", 1)), bool(o.get("two_round")),
-                         input_loads(o, params))
+        return conv_work(params, int(o["block_w"]), int(o["block_s"]), int(o["split"]), int(o["pack"]),
+                         int(o["unroll"]), bool(o["two_round"]), input_loads(o, params))
     if kernel == "conv2d_tiled":
-        return tiled_conv_work(params, int(o.get("tile_p", 32)), int(o.get("tile_s", 4)), int(o.get("kc", 4)),
-                               input_loads(o, params))
+        return tiled_conv_work(params, int(o["tile_p"]), int(o["tile_s"]), int(o["kc"]), input_loads(o, params))
     if kernel == "depthwise_conv2d":
-        return depthwise_work(params, int(o.get("ksize", 0) or 0), int(o.get("block_w", 1)))
+        return depthwise_work(params, int(o["ksize"]), int(o["block_w"]))
     if kernel == "pw_dw_conv2d":
         geo = {k: int(params[k]) for k in ("TILES", "NC", "SC", "HALO_H", "HALO_W")}
-        geo.update(hcap=int(o.get("hcap", 36)), unroll=int(o.get("unroll", 4)), ke=int(o.get("ke", 1)),
-                   kp=int(o.get("kp", 1)))
-        params = {**params, "EX_K": int(o.get("ex_k", 1))}
-        return pw_dw_work(params, geo, int(o.get("tile_h", 4)), int(o.get("tile_w", 4)), int(o.get("mc", 4)),
-                          int(o.get("threads", 64)), bool(o.get("project")), bool(o.get("mean")),
-                          32 if PW_DW_WARP_SHARED else 1)
-    if kernel == "dw_pw_conv2d" and int(o.get("stage_p", 0) or 0):  # the staged path
+        geo.update(hcap=int(o["hcap"]), unroll=int(o["unroll"]), ke=int(o["ke"]), kp=int(o["kp"]))
+        params = {**params, "EX_K": int(o["ex_k"])}
+        return pw_dw_work(params, geo, int(o["tile_h"]), int(o["tile_w"]), int(o["mc"]), int(o["threads"]),
+                          bool(o["project"]), bool(o["mean"]), 32 if PW_DW_WARP_SHARED else 1)
+    if kernel == "dw_pw_conv2d" and int(o["stage_p"]):  # the staged path
         return dw_pw_staged_work(int(params["B"]) * int(params["H"]) * int(params["W"]), int(params["SRC_S"]),
                                  int(params["S"]), int(params["KH"]) * int(params["KW"]), int(o["stage_p"]),
-                                 int(o.get("stage_k", 16)), int(o.get("block_s", 1)), int(o.get("block_w", 1)))
-    if kernel == "dw_pw_conv2d":  # the split path, at the tiling the lowering rendered (its template's defaults)
-        return dw_pw_work(params, int(o.get("split", 1)), int(o.get("block_s", 1)), int(o.get("block_w", 2)),
-                          int(o.get("pack", 1)), bool(o.get("two_round")), input_loads(o, params))
+                                 int(o["stage_k"]), int(o["block_s"]), int(o["block_w"]))
+    if kernel == "dw_pw_conv2d":  # the split path, at the tiling the lowering rendered
+        return dw_pw_work(params, int(o["split"]), int(o["block_s"]), int(o["block_w"]), int(o["pack"]),
+                          bool(o["two_round"]), input_loads(o, params))
     if kernel == "dw_pw_small":
         return dw_pw_small_work(int(params["B"]) * int(params["H"]) * int(params["W"]), int(params["SRC_S"]),
-                                int(params["S"]), int(params["KH"]) * int(params["KW"]), int(o.get("tile_p", 1)),
-                                int(params["SC"]), int(o.get("ksplit", 8)), int(o.get("threads", 256)),
-                                int(o.get("unroll", 1)), 32, int(params.get("EX_S", 0)) if o.get("expand") else 0,
-                                int(params.get("ESC", 0)))
-    if kernel == "heads" and int(o.get("n", 2)) == 1 and int(params.get("T0", 0)) == 1:  # a FULLY_CONNECTED
-        return fc_work(int(params["B"]), int(params["G0"]), int(params["SRC_S0"]), int(o.get("split", 1)))
+                                int(params["S"]), int(params["KH"]) * int(params["KW"]), int(o["tile_p"]),
+                                int(params["SC"]), int(o["ksplit"]), int(o["threads"]), int(o["unroll"]), 32,
+                                int(params.get("EX_S", 0)) if o["expand"] else 0, int(params.get("ESC", 0)))
+    if kernel == "heads" and int(o["n"]) == 1 and int(params.get("T0", 0)) == 1:  # a FULLY_CONNECTED
+        return fc_work(int(params["B"]), int(params["G0"]), int(params["SRC_S0"]), int(o["split"]))
     if kernel == "reduce":
         steps = 1
         for flag, dim in (("RB", "SRC_B"), ("RH", "SRC_H"), ("RW", "SRC_W"), ("RC", "SRC_S")):
             steps *= int(params[dim]) if params.get(flag) else 1
         outputs = int(params["B"]) * int(params["H"]) * int(params["W"]) * int(params["S"])
-        return reduce_work(outputs, steps, int(o.get("split", 1)), int(o.get("unroll", 1)))
+        return reduce_work(outputs, steps, int(o["split"]), int(o["unroll"]))
     if kernel == "binary":
         outputs = int(params["B"]) * int(params["H"]) * int(params["W"]) * int(params["S"])
-        loads = 1 + (o.get("rhs", "tensor") == "tensor") + (o.get("residual", "NONE") != "NONE")
+        loads = 1 + (o["rhs"] == "tensor") + (o["residual"] != "NONE")
         return elementwise_work(outputs, loads)
     if kernel == "se_gate":
-        hidden = int(params["HID_S"]) if o.get("layers", 2) == 2 else 0
+        hidden = int(params["HID_S"]) if o["layers"] == 2 else 0
         return se_gate_work(int(params["B"]), int(params["SRC_S"]), int(params["SRC_H"]) * int(params["SRC_W"]),
-                            hidden, int(params["S"]), int(o.get("threads", 128)), int(o.get("loads", 8)),
-                            int(o.get("one_round", 0)))
+                            hidden, int(params["S"]), int(o["threads"]), int(o["loads"]), int(o["one_round"]))
     return None

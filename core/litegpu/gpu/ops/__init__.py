@@ -31,6 +31,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
+from .._cost import use_specs
 from .._kernel_specs import LAYOUT_KERNELS, KernelSpec
 from . import conv, elementwise, folded, hybrid, lstm, matmul, movement, reduce, resize, squeeze_excite
 from ._entry import GpuOpEntry, Lowerer
@@ -62,6 +63,7 @@ _OPS, _SPECS = _assemble()
 OPS: Mapping[str, GpuOpEntry] = MappingProxyType(_OPS)
 #: kernel name -> its spec (every template section ``kernels.render`` may render)
 SPECS: Mapping[str, KernelSpec] = MappingProxyType(_SPECS)
+use_specs(SPECS)  # the cost model prices a launch's left-out options at these defaults (_cost.launch_options)
 
 #: every op name (builtin or custom code) ``supports`` may accept
 SUPPORTED_OPS = frozenset(op for op, e in OPS.items() if e.claimed)

@@ -208,10 +208,6 @@ def dw_pw_small_tiling(pixels: int, src_slices: int, out_slices: int, taps: int 
     return None if chosen is None else chosen[0]
 
 
-#: conv2d's defaults of the options the cost model picks (left out of a launch's options when equal)
-_CONV_DEFAULTS = {"block_w": 2, "block_s": 1, "split": 1, "pack": 1, "unroll": 1, "two_round": False}
-
-
 def check_conv(node: NodeView) -> str:
     x, w = node.inputs[0], node.inputs[1]
     if len(x.shape) != 4 or w is None or len(w.shape) != 4:
@@ -342,8 +338,6 @@ def lower_conv(lw: Lowerer) -> list[GpuOp]:
 #: timed (docs/performance.md, tenth session).
 HOST_READ_PRICED = False
 
-#: conv2d / conv2d_tiled options that only say how a launch splits its work (the chooser's); the rest is its meaning
-_WORK_OPTIONS = frozenset(_CONV_DEFAULTS) | {"tile_p", "tile_s", "kc"}
 #: conv2d options conv2d_tiled has no form of
 _CONV2D_ONLY = ("grouped", "in_scale", "in_add", "in_resize", "residual_pool", "residual_resize", "store_pre",
                 "dst_bhwc")
@@ -473,10 +467,9 @@ def lower_dw_pw(lw: Lowerer) -> list[GpuOp]:
         tiling = staged
     else:
         tiling = dw_pw_split_tiling(b, oh, ow, params["SRC_S"], params["S"], lw.cost)
-    defaults = {"split": 1, "block_s": 1, "block_w": 2, "stage_p": 0, "stage_k": 16, "pack": 1, "two_round": False,
-                "coalesced": False}
     return [lw.op("dw_pw_conv2d", {**opts, "dw_act": dw_act if dw_act != "NONE" else None, "ksize": ksize or None,
-                                   "in_resize": bool(resized) or None, **{k: v if v != defaults[k] else None for k, v in tiling.items()}}, params)]
+                                   "in_resize": bool(resized) or None,
+                                   **{k: v if v != _DW_PW_DEFAULTS[k] else None for k, v in tiling.items()}}, params)]
 
 
 def pw_dw_params(b: int, h: int, wd: int, c: int, mid_c: int, oh: int, ow: int, o: int,
@@ -859,6 +852,21 @@ KERNELS: tuple[KernelSpec, ...] = (
          [{"act": a} for a in FUSED_ACTIVATIONS] + [{"qdq": True}, {"act": "LOGISTIC", "dst_bhwc": True},
                                                     {"act": "PRELU", "qdq": True, "dst_bhwc": True}]),
 )
+
+
+def _spec_defaults(kernel: str, names: tuple[str, ...]) -> dict[str, Any]:
+    """The defaults of ``kernel``'s options ``names``, from its spec above (their one home)."""
+    options = next(k for k in KERNELS if k.name == kernel).options
+    return {name: options[name].default for name in names}
+
+
+#: conv2d's defaults of the options the cost model picks (left out of a launch's options when equal)
+_CONV_DEFAULTS = _spec_defaults("conv2d", ("block_w", "block_s", "split", "pack", "unroll", "two_round"))
+#: conv2d / conv2d_tiled options that only say how a launch splits its work (the chooser's); the rest is its meaning
+_WORK_OPTIONS = frozenset(_CONV_DEFAULTS) | {"tile_p", "tile_s", "kc"}
+#: dw_pw_conv2d's defaults of its tiling's options (staged or split; left out of a launch's options when equal)
+_DW_PW_DEFAULTS = _spec_defaults("dw_pw_conv2d", ("split", "block_s", "block_w", "stage_p", "stage_k", "pack",
+                                                  "two_round", "coalesced"))
 
 OPS: dict[str, GpuOpEntry] = {
     "CONV_2D": GpuOpEntry("conv2d", lower_conv, check_conv, WEIGHTS_BIAS, ref=rf.conv2d),
