@@ -106,17 +106,19 @@ def several_programs_model() -> bytes:
 
     rng = np.random.default_rng(5)
     b = ModelBuilder()
+
+    def conv(name: str, src, k: int, cin: int, cout: int, padding: int, act: int):  # stride 1, SAME or VALID
+        w = b.const(f"w{name}", rng.standard_normal((cout, k, k, cin)).astype(np.float32))
+        bias = b.const(f"b{name}", rng.standard_normal(cout).astype(np.float32))
+        out = b.tensor(name, (1, 8, 8, cout))
+        b.op("CONV_2D", [src, w, bias], [out], padding=padding, stride_w=1, stride_h=1, fused_activation_function=act)
+        return out
+
     x = b.input("x", (1, 8, 8, 3))
-    w1 = b.const("w1", rng.standard_normal((6, 3, 3, 3)).astype(np.float32))
-    b1 = b.const("b1", rng.standard_normal(6).astype(np.float32))
-    y = b.tensor("y", (1, 8, 8, 6))
-    b.op("CONV_2D", [x, w1, b1], [y], padding=0, stride_w=1, stride_h=1, fused_activation_function=1)
+    y = conv("y", x, 3, 3, 6, padding=0, act=1)
     z = b.tensor("z", (1, 8, 8, 6))
     b.op("LOGISTIC", [y], [z])
-    w2 = b.const("w2", rng.standard_normal((4, 1, 1, 6)).astype(np.float32))
-    b2 = b.const("b2", rng.standard_normal(4).astype(np.float32))
-    o = b.tensor("o", (1, 8, 8, 4))
-    b.op("CONV_2D", [z, w2, b2], [o], padding=1, stride_w=1, stride_h=1, fused_activation_function=0)
+    o = conv("o", z, 1, 6, 4, padding=1, act=0)
     t = b.tensor("t", (1, 8, 8, 4))
     b.op("TANH", [o], [t])
     b.output(t)
